@@ -1,0 +1,206 @@
+"""Model stores and output writing.
+
+A fitted model is a zarr group: the estimator class, its parameters, the scalepca version and
+scalar fitted values are attributes; NumPy fitted arrays are zarr arrays; lazy (dask) fitted
+arrays are written chunk by chunk from the workers. No pickle.
+
+Atomicity: a local store is written under a temporary sibling name and renamed into place, so a
+process killed mid-write leaves only a ``.tmp-*`` directory that is never read as a model.
+Every store (local or remote) also carries ``complete: true`` written last; a group without it
+is refused by :func:`load`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import numbers
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import zarr
+
+from ._open import _is_url, open_zarr_node
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "scalepca-model"
+FORMAT_VERSION = 1
+
+
+def _jsonable(value):
+    """Convert ``value`` to JSON types, or raise TypeError."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return _jsonable(value.item())
+    raise TypeError(f"cannot store {type(value).__name__} as a JSON attribute")
+
+
+def _local_path(store) -> str | None:
+    if isinstance(store, (str, os.PathLike)):
+        s = os.fspath(store)
+        if not _is_url(s):
+            return s[len("file://"):] if s.startswith("file://") else s
+    return None
+
+
+def _open_for_write(path: str, storage_options=None) -> zarr.Group:
+    if _is_url(path):
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+        store = zarr.storage.FsspecStore(fs, path=root, read_only=False)
+        return zarr.open_group(store=store, mode="w")
+    return zarr.open_group(path, mode="w")
+
+
+def atomic_group(path, *, storage_options=None, write=None):
+    """Create a zarr group at ``path`` by calling ``write(group)``, atomically where possible.
+
+    Local paths: written to ``<path>.tmp-<uuid>`` and renamed over ``path``; the old store is
+    removed only after the new one is complete. Remote URLs: written in place with
+    ``complete`` set last.
+    """
+    local = _local_path(path)
+    if local is None:
+        group = _open_for_write(os.fspath(path), storage_options)
+        group.attrs["complete"] = False
+        write(group)
+        group.attrs["complete"] = True
+        return
+    target = Path(local)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        group = zarr.open_group(str(tmp), mode="w")
+        group.attrs["complete"] = False
+        write(group)
+        group.attrs["complete"] = True
+        if target.exists():
+            old = target.with_name(f"{target.name}.old-{uuid.uuid4().hex[:8]}")
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def save_estimator(est, store, *, storage_options=None) -> None:
+    """Write a fitted estimator to a zarr group (see module docstring)."""
+    from .. import __version__
+
+    if not est.__sklearn_is_fitted__():
+        raise ValueError(f"{type(est).__name__} is not fitted; call fit before save")
+    params = {}
+    for name, value in est.get_params(deep=False).items():
+        try:
+            params[name] = _jsonable(value)
+        except TypeError as err:
+            raise TypeError(
+                f"parameter {name}={value!r} of {type(est).__name__} cannot be saved: {err}"
+            ) from None
+    arrays, lazy, scalars = {}, {}, {}
+    for name, value in est._state_to_save().items():
+        if isinstance(value, da.Array):
+            lazy[name] = value
+        elif isinstance(value, np.ndarray) and value.ndim > 0:
+            arrays[name] = value
+        else:
+            try:
+                scalars[name] = _jsonable(value)
+            except TypeError:
+                logger.warning("not saving attribute %s (%s)", name, type(value).__name__)
+
+    def write(group: zarr.Group):
+        group.attrs.update(
+            {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "scalepca_version": __version__,
+                "class": f"{type(est).__module__}:{type(est).__qualname__}",
+                "params": params,
+                "scalars": scalars,
+                "arrays": sorted(arrays),
+                "lazy_arrays": sorted(lazy),
+            }
+        )
+        for name, value in arrays.items():
+            group.create_array(name, data=np.ascontiguousarray(value))
+        for name, value in lazy.items():
+            value.to_zarr(group.store, component=_component(group, name), compute=True)
+
+    atomic_group(store, storage_options=storage_options, write=write)
+
+
+def _component(group: zarr.Group, name: str) -> str:
+    return f"{group.path}/{name}".lstrip("/")
+
+
+def load(store, *, storage_options=None):
+    """Load an estimator written by ``save``; lazy arrays come back as dask arrays.
+
+    Raises
+    ------
+    FileNotFoundError
+        No store at ``store``.
+    ValueError
+        The store is not a scalepca model, or it is incomplete (an interrupted write).
+    """
+    group = open_zarr_node(store, storage_options=storage_options)
+    attrs = dict(group.attrs) if isinstance(group, zarr.Group) else {}
+    if attrs.get("format") != FORMAT:
+        raise ValueError(f"{os.fspath(store)!r} is not a scalepca model store")
+    if not attrs.get("complete", False):
+        raise ValueError(
+            f"{os.fspath(store)!r} is an incomplete model store (its write was interrupted); "
+            "fit and save again"
+        )
+    module, qualname = attrs["class"].split(":")
+    cls = getattr(importlib.import_module(module), qualname)
+    est = cls(**attrs["params"])
+    state = dict(attrs["scalars"])
+    for name in attrs["arrays"]:
+        state[name] = group[name][...]
+    for name in attrs["lazy_arrays"]:
+        state[name] = da.from_zarr(group[name])
+    est._restore_state(state)
+    return est
+
+
+def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs=None) -> None:
+    """Write a lazy result (dask array or dask-backed DataArray) chunk by chunk from the workers.
+
+    The store is written atomically (see :func:`atomic_group`); nothing is gathered on the
+    client. xarray results are written with ``to_zarr`` so coordinates come along.
+    """
+    import xarray as xr
+
+    def write(group: zarr.Group):
+        group.attrs.update({"format": "scalepca-output", **json.loads(json.dumps(attrs or {}))})
+        if isinstance(arr, xr.DataArray):
+            arr.to_dataset(name=name).to_zarr(group.store, group=group.path or None, mode="a",
+                                              consolidated=False)
+        else:
+            a = arr if isinstance(arr, da.Array) else da.from_array(np.asarray(arr))
+            a.to_zarr(group.store, component=_component(group, name), compute=True)
+
+    atomic_group(store, storage_options=storage_options, write=write)

@@ -1,0 +1,127 @@
+"""Decompositions of small matrices and tall-skinny / wide dask matrices.
+
+Small (client-side) kernels take and return NumPy arrays; the dask ones take dask arrays and
+say in their docstring how many passes over the data they make.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+from scipy import linalg as sla
+
+__all__ = [
+    "eigh_descending",
+    "flip_signs",
+    "randomized_svd_centered",
+    "tsqr_svd_centered",
+]
+
+
+def flip_signs(components: np.ndarray, scores_like: np.ndarray | None = None):
+    """Sign convention: in every row of ``components`` the entry of largest magnitude is positive.
+
+    It depends only on the components themselves, so it is the same for any chunking, number of
+    workers or solver. ``scores_like`` (columns matching the rows of ``components``) is flipped
+    with them when given.
+    """
+    idx = np.argmax(np.abs(components), axis=1)
+    signs = np.sign(components[np.arange(components.shape[0]), idx])
+    signs[signs == 0] = 1.0
+    components = components * signs[:, None]
+    if scores_like is not None:
+        return components, scores_like * signs[None, :]
+    return components
+
+
+def eigh_descending(C: np.ndarray, k: int | None = None):
+    """Eigenpairs of the symmetric matrix ``C`` in descending order (all, or the top ``k``).
+
+    LAPACK ``syevr`` via SciPy; with ``k`` only the top ``k`` are computed (``subset_by_index``).
+    """
+    d = C.shape[0]
+    if k is None or k >= d:
+        w, V = sla.eigh(C, driver="evr", check_finite=False)
+    else:
+        w, V = sla.eigh(C, subset_by_index=[d - k, d - 1], driver="evr", check_finite=False)
+    return w[::-1].copy(), V[:, ::-1].copy()
+
+
+def tsqr_svd_centered(X: da.Array, mean: np.ndarray):
+    """Singular values and right singular vectors of ``X − 1 meanᵀ`` by direct TSQR.
+
+    One pass over ``X`` (rows chunked, one column chunk): each block is centred and QR-factored
+    where it lives; the stacked R factors are reduced as a tree (dask's ``tsqr``), and the SVD
+    of the final d × d R gives the singular values to full working precision — unlike the
+    covariance route, whose small eigenvalues lose digits to squaring.
+
+    Memory per worker: one row block plus a few d × d factors.
+    """
+    n, d = X.shape
+    rows = max(d, min(X.chunks[0]))
+    if min(X.chunks[0]) < d:  # every TSQR block needs at least d rows
+        X = X.rechunk({0: max(rows, max(X.chunks[0]))})
+    Xc = X.astype(np.float64) - mean
+    # compute_svd=False path: only R is needed, Q is never formed.
+    _, R = da.linalg.tsqr(Xc, compute_svd=False)
+    (R,) = dask.compute(R)
+    _, s, Vt = sla.svd(R, full_matrices=False, check_finite=False)
+    return s, Vt
+
+
+def _orthonormalize(Y: da.Array) -> da.Array:
+    """Orthonormal basis of the range of a tall dask matrix (TSQR; columns in one chunk)."""
+    Q, _ = da.linalg.tsqr(Y.rechunk({1: -1}))
+    return Q
+
+
+def randomized_svd_centered(
+    X: da.Array,
+    mean: np.ndarray,
+    k: int,
+    *,
+    n_oversamples: int = 10,
+    n_power_iter: int = 4,
+    seed: np.random.SeedSequence,
+    persist: bool = False,
+):
+    """Top-``k`` SVD of ``Xc = X − 1 meanᵀ`` by a randomized range finder (Halko et al. 2011).
+
+    ``Xc`` is never formed: products use ``X Ω − 1 (meanᵀ Ω)`` and ``Xᵀ Q − mean (1ᵀ Q)``, so
+    ``X`` may be stored in 2-D blocks (wide data whose d × d Gram would not fit). Each power
+    iteration is re-orthonormalised (TSQR on the tall side, QR on the client for the d × l side),
+    which keeps the small singular directions from being swamped in floating point.
+
+    Passes over ``X``: ``2 + 2 · n_power_iter`` (one for ``X Ω``, two per power iteration, one
+    for ``B = Qᵀ Xc``), fewer if ``persist`` holds ``X`` in cluster memory.
+
+    Returns ``(s, Vt)`` with ``k`` singular values and right singular vectors.
+    """
+    n, d = X.shape
+    l = min(k + n_oversamples, n, d)
+    rng = np.random.default_rng(seed)
+    X = X.astype(np.float64)
+    if persist:
+        X = X.persist()
+    mean = np.asarray(mean, dtype=np.float64)
+
+    def times(Om):  # Xc Ω, lazily (n × l)
+        return X @ Om - (mean @ Om)[None, :]
+
+    def rtimes(Q):  # Xcᵀ Q, computed (d × l)
+        XtQ = X.T @ Q
+        colsum = Q.sum(axis=0)
+        XtQ, colsum = dask.compute(XtQ, colsum)
+        return XtQ - np.outer(mean, colsum)
+
+    Om = rng.standard_normal((d, l))
+    Om = da.from_array(Om, chunks=(X.chunks[1], l))
+    Q = _orthonormalize(times(Om)).persist()
+    for _ in range(n_power_iter):
+        Z = rtimes(Q)
+        Z, _ = np.linalg.qr(Z)
+        Q = _orthonormalize(times(da.from_array(Z, chunks=(X.chunks[1], l)))).persist()
+    Bt = rtimes(Q)  # (Qᵀ Xc)ᵀ, d × l
+    _, s, Vt = sla.svd(Bt.T, full_matrices=False, check_finite=False)
+    return s[:k], Vt[:k]

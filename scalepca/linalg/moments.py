@@ -1,0 +1,110 @@
+"""One-pass moments of a row-chunked matrix: count, mean, centred Gram, non-finite count.
+
+Each row block is reduced where it lives to a small partial ``{"n", "mean", "m2", "bad"}``
+(``m2`` is the d × d centred Gram matrix ``(x - mean_block)ᵀ (x - mean_block)``); partials are
+merged pairwise in a tree with the parallel-variance update of Chan, Golub & LeVeque (1979):
+
+    n = na + nb,  δ = mean_b − mean_a,
+    mean = mean_a + δ · nb / n,
+    m2 = m2_a + m2_b + δ δᵀ · na nb / n.
+
+Unlike ``XᵀX − n μ μᵀ`` this never subtracts two large nearly equal numbers, so the covariance
+keeps full relative precision even when |mean| ≫ standard deviation.
+
+The non-finite count rides along in the same pass: a NaN or inf in the data is reported without
+a second read.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+from scipy.linalg import blas
+
+__all__ = ["block_moments", "merge_moments", "moments", "moments_graph"]
+
+
+def _gram(xc: np.ndarray) -> np.ndarray:
+    """``xcᵀ xc`` by BLAS syrk (half the flops of a general product), symmetrised."""
+    if xc.shape[0] == 0:
+        return np.zeros((xc.shape[1], xc.shape[1]), dtype=np.float64)
+    # xc is C-contiguous n × d, so xc.T is F-contiguous d × n: syrk(a=xc.T, trans=0) = xc.T xc.
+    g = blas.dsyrk(1.0, xc.T, trans=0, lower=0)
+    iu = np.triu_indices_from(g, 1)
+    g[(iu[1], iu[0])] = g[iu]
+    return g
+
+
+def block_moments(x: np.ndarray, *, with_gram: bool = True) -> dict:
+    """Moments of one row block, accumulated in float64.
+
+    Non-finite entries are counted; the remaining statistics of a block that has them are
+    meaningless, and the caller is expected to raise on ``bad > 0``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[0]
+    finite = np.isfinite(x)
+    bad = int(x.size - np.count_nonzero(finite))
+    if bad:
+        x = np.where(finite, x, 0.0)
+    mean = x.mean(axis=0) if n else np.zeros(x.shape[1])
+    out = {"n": n, "mean": mean, "bad": bad}
+    if with_gram:
+        xc = np.ascontiguousarray(x - mean)
+        out["m2"] = _gram(xc)
+    else:
+        out["ss"] = ((x - mean) ** 2).sum(axis=0)
+    return out
+
+
+def merge_moments(a: dict, b: dict) -> dict:
+    """Merge two partials with the parallel (Chan et al.) update; exact in exact arithmetic."""
+    na, nb = a["n"], b["n"]
+    if na == 0:
+        return {**b, "bad": a["bad"] + b["bad"]}
+    if nb == 0:
+        return {**a, "bad": a["bad"] + b["bad"]}
+    n = na + nb
+    delta = b["mean"] - a["mean"]
+    out = {"n": n, "mean": a["mean"] + delta * (nb / n), "bad": a["bad"] + b["bad"]}
+    w = na * nb / n
+    if "m2" in a:
+        m2 = a["m2"] + b["m2"]
+        # rank-one update in place: m2 += w δ δᵀ
+        m2 += w * np.outer(delta, delta)
+        out["m2"] = m2
+    else:
+        out["ss"] = a["ss"] + b["ss"] + w * delta**2
+    return out
+
+
+def _merge_many(*parts: dict) -> dict:
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = merge_moments(acc, p)
+    return acc
+
+
+def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8):
+    """A dask ``Delayed`` for the moments of ``X`` (rows chunked, one column chunk).
+
+    Blocks are mapped with :func:`block_moments` and merged in a tree of fan-in
+    ``split_every``; only d × d partials ever travel between workers.
+    """
+    if len(X.chunks[1]) != 1:
+        raise ValueError("moments need the features in one column chunk; rechunk({1: -1}) first")
+    blocks = X.to_delayed(optimize_graph=True).ravel().tolist()
+    level = [dask.delayed(block_moments, pure=True)(b, with_gram=with_gram) for b in blocks]
+    while len(level) > 1:
+        level = [
+            dask.delayed(_merge_many, pure=True)(*level[i : i + split_every])
+            for i in range(0, len(level), split_every)
+        ]
+    return level[0]
+
+
+def moments(X: da.Array, *, with_gram: bool = True, split_every: int = 8) -> dict:
+    """Compute count, mean, centred Gram (or per-feature sum of squares) in one pass."""
+    (out,) = dask.compute(moments_graph(X, with_gram=with_gram, split_every=split_every))
+    return out

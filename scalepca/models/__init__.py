@@ -1,0 +1,6 @@
+"""Estimators. Each lives in its own module; shared plumbing is in ``base``."""
+
+from .pca import PCA
+from .ppca import PPCA
+
+__all__ = ["PCA", "PPCA"]

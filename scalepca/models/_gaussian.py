@@ -1,0 +1,93 @@
+"""The latent Gaussian model shared by PCA and PPCA (Tipping & Bishop 1999).
+
+A fitted model is described by an orthonormal basis ``U`` (d × k), the model variances ``lam``
+along it (k,) and the isotropic noise variance ``sigma2`` in the orthogonal complement:
+
+    C = U diag(lam) Uᵀ + sigma2 (I − U Uᵀ),   lam_i = max(eigenvalue_i, sigma2).
+
+This equals ``W Wᵀ + sigma2 I`` with ``W = U diag(sqrt(lam − sigma2))``. Everything below uses
+only the k-dimensional factors: no d × d matrix is inverted or factored.
+"""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+
+
+def _loglike_block(x, mean, U, lam, sigma2):
+    xc = np.asarray(x, dtype=np.float64) - mean
+    proj = xc @ U
+    d = xc.shape[1]
+    quad = (proj**2 / lam).sum(axis=1)
+    logdet = np.log(lam).sum()
+    if U.shape[1] < d:
+        resid = np.maximum((xc**2).sum(axis=1) - (proj**2).sum(axis=1), 0.0)
+        quad = quad + resid / sigma2
+        logdet = logdet + (d - U.shape[1]) * np.log(sigma2)
+    return -0.5 * (quad + d * np.log(2 * np.pi) + logdet)
+
+
+class LatentGaussianMixin:
+    """``get_covariance``, ``get_precision``, ``score_samples``, ``score`` from the k factors."""
+
+    def _model_basis(self):
+        """(U, lam, sigma2) of the fitted model; see the module docstring."""
+        U = self.components_.T
+        sigma2 = float(self.noise_variance_)
+        lam = np.maximum(self.explained_variance_, sigma2)
+        return U, lam, sigma2
+
+    def _check_nonsingular(self, U, lam, sigma2):
+        if (U.shape[1] < U.shape[0] and sigma2 <= 0) or np.any(lam <= 0):
+            raise ValueError(
+                "the fitted covariance is singular (noise_variance_ is 0 with fewer components "
+                "than features, or a zero variance); the Gaussian likelihood is undefined — "
+                "use fewer components than the data's rank"
+            )
+
+    def get_covariance(self) -> np.ndarray:
+        """Model covariance ``W Wᵀ + σ² I`` of shape (n_features, n_features)."""
+        self._check_fitted()
+        U, lam, sigma2 = self._model_basis()
+        C = (U * (lam - sigma2)) @ U.T
+        C[np.diag_indices_from(C)] += sigma2
+        return C
+
+    def get_precision(self) -> np.ndarray:
+        """Inverse model covariance by the Woodbury identity (no d × d inversion).
+
+        ``C⁻¹ = U diag(1/lam) Uᵀ + (I − U Uᵀ)/σ²``.
+        """
+        self._check_fitted()
+        U, lam, sigma2 = self._model_basis()
+        self._check_nonsingular(U, lam, sigma2)
+        d, k = U.shape
+        if k == d:
+            return (U / lam) @ U.T
+        P = (U * (1.0 / lam - 1.0 / sigma2)) @ U.T
+        P[np.diag_indices_from(P)] += 1.0 / sigma2
+        return P
+
+    def score_samples(self, X):
+        """Log-likelihood of each sample under the fitted Gaussian model (lazy for dask input).
+
+        Returns
+        -------
+        ll : same kind as ``X``, shape (n_samples,)
+        """
+        data = self._transform_input(X)
+        U, lam, sigma2 = self._model_basis()
+        self._check_nonsingular(U, lam, sigma2)
+        Xd = data.data
+        ll = Xd.map_blocks(
+            _loglike_block, self.mean_, U, lam, sigma2,
+            drop_axis=1, dtype=np.float64, meta=np.empty((0,), dtype=np.float64),
+        )
+        return data.wrap_samples(ll)
+
+    def score(self, X, y=None) -> float:
+        """Average log-likelihood of the samples (one pass over ``X``)."""
+        data = self._transform_input(X)
+        ll = self.score_samples(data.data)
+        return float(da.mean(ll).compute())

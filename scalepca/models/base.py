@@ -1,0 +1,157 @@
+"""Shared plumbing of the estimators: input kinds, lazy linear transforms, save/load, timing."""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from .._validation import check_n_features
+from ..io._matrix import MatrixInput, as_matrix
+
+logger = logging.getLogger(__name__)
+
+
+def _affine_block(x, mean, P, offset):
+    """``(x − mean) P + offset`` for one row block, in float64 for float64 data."""
+    x = np.asarray(x)
+    dtype = np.result_type(x.dtype, np.float32)
+    out = (x - mean.astype(dtype, copy=False)) @ P.astype(dtype, copy=False)
+    if offset is not None:
+        out += offset.astype(dtype, copy=False)
+    return out
+
+
+def affine_map(X: da.Array, mean: np.ndarray, P: np.ndarray, offset=None) -> da.Array:
+    """Lazy ``(X − mean) P + offset`` as a blockwise map over row chunks (no data moves)."""
+    k = P.shape[1]
+    dtype = np.result_type(X.dtype, np.float32)
+    return X.map_blocks(
+        _affine_block,
+        mean,
+        P,
+        offset,
+        chunks=(X.chunks[0], (k,)),
+        dtype=dtype,
+        meta=np.empty((0, 0), dtype=dtype),
+    )
+
+
+class DecompositionMixin(TransformerMixin, BaseEstimator):
+    """Base of all scalepca estimators.
+
+    Subclasses implement ``_fit(data: MatrixInput)`` and, for linear models, expose
+    ``components_`` and ``mean_`` so the default transforms apply.
+    """
+
+    #: names of private attributes that ``save`` must keep besides public ``*_`` attributes
+    _saved_private: tuple[str, ...] = ()
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "n_features_in_")
+
+    def _check_fitted(self):
+        if not self.__sklearn_is_fitted__():
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet; call fit(X) first"
+            )
+
+    @contextmanager
+    def _timed_pass(self, label: str):
+        """Count one pass over the data and log its duration."""
+        t0 = time.perf_counter()
+        yield
+        self.n_passes_ = getattr(self, "n_passes_", 0) + 1
+        logger.info("%s: pass %d (%s) took %.2fs", type(self).__name__, self.n_passes_, label,
+                    time.perf_counter() - t0)
+
+    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=False) -> MatrixInput:
+        return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks)
+
+    def _transform_input(self, X, *, what="X") -> MatrixInput:
+        self._check_fitted()
+        data = self._input(X, what=what)
+        check_n_features(data.data, self.n_features_in_, what=what)
+        return data
+
+    # -- the scikit-learn surface ----------------------------------------------------------
+    def fit(self, X, y=None):
+        """Fit the model to ``X`` (rows = samples). Returns ``self``."""
+        for attr in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
+            delattr(self, attr)
+        self.n_passes_ = 0
+        t0 = time.perf_counter()
+        data = self._input(X)
+        self._fit(data)
+        self.fit_time_ = time.perf_counter() - t0
+        return self
+
+    def fit_transform(self, X, y=None):
+        return self.fit(X).transform(X)
+
+    # -- persistence ---------------------------------------------------------------------
+    def _state_to_save(self) -> dict:
+        state = {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
+        for name in self._saved_private:
+            if hasattr(self, name):
+                state[name] = getattr(self, name)
+        return state
+
+    def _restore_state(self, state: dict) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+
+    def save(self, store, *, storage_options=None) -> None:
+        """Write the fitted model to a zarr group at ``store`` (path or URL), atomically.
+
+        Load it back with :func:`scalepca.load`.
+        """
+        from ..io._store import save_estimator
+
+        save_estimator(self, store, storage_options=storage_options)
+
+
+class LinearDecompositionMixin(DecompositionMixin):
+    """Estimators whose transform is ``(x − mean_) P`` and reconstruction ``z Q + mean_``."""
+
+    def _transform_matrix(self) -> np.ndarray:
+        """d × k projection applied to centred rows."""
+        return self.components_.T
+
+    def _inverse_matrix(self) -> np.ndarray:
+        """k × d map from scores back to centred data."""
+        return self.components_
+
+    def transform(self, X):
+        """Project ``X`` on the components (lazy for dask and xarray input).
+
+        Returns
+        -------
+        scores : same kind as ``X`` of shape (n_samples, n_components)
+        """
+        data = self._transform_input(X)
+        Z = affine_map(data.data, self.mean_, self._transform_matrix())
+        return data.wrap_samples(Z)
+
+    def inverse_transform(self, Z):
+        """Map scores back to the data space: ``Z Q + mean_`` (lazy for dask/xarray input)."""
+        self._check_fitted()
+        zin = as_matrix(Z, what="scores")
+        k = self._inverse_matrix().shape[0]
+        if zin.data.shape[1] != k:
+            raise ValueError(f"scores have {zin.data.shape[1]} columns; the model has {k} components")
+        Xhat = affine_map(zin.data, np.zeros(k), self._inverse_matrix(), self.mean_)
+        if zin.kind == "xarray":
+            import xarray as xr
+
+            sdim = zin.sample_dim
+            coords = {n: c for n, c in zin.template.coords.items() if set(c.dims) <= {sdim}}
+            return xr.DataArray(Xhat, dims=(sdim, "feature"), coords=coords)
+        return zin.wrap_features(Xhat) if zin.kind != "numpy" else Xhat.compute()

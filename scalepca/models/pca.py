@@ -1,0 +1,219 @@
+"""Principal component analysis of row-chunked data larger than memory."""
+
+from __future__ import annotations
+
+import logging
+import numbers
+
+import dask
+import numpy as np
+
+from .._validation import (
+    check_choice,
+    check_n_components,
+    check_random_state_seed,
+    check_scalar,
+)
+from ..io._matrix import MatrixInput
+from ..linalg import (
+    eigh_descending,
+    flip_signs,
+    moments_graph,
+    randomized_svd_centered,
+    tsqr_svd_centered,
+)
+from ._gaussian import LatentGaussianMixin
+from .base import LinearDecompositionMixin
+
+logger = logging.getLogger(__name__)
+
+#: above this many features ``svd_solver="auto"`` avoids the d × d Gram (128 MiB in float64)
+AUTO_MAX_GRAM_FEATURES = 4096
+
+SOLVERS = ("auto", "covariance_eigh", "tsqr", "randomized")
+
+
+def raise_on_nonfinite(bad: int, what: str = "X") -> None:
+    if bad:
+        raise ValueError(
+            f"{what} contains {bad} NaN or infinite value(s); remove or impute them "
+            "(PPCA(missing='em') treats NaN as missing)"
+        )
+
+
+def spectrum_from_moments(mom: dict, n_components: int):
+    """Eigen-decomposition of the sample covariance from one-pass moments.
+
+    Returns ``(n, mean, eigenvalues (all, descending), components (k × d), total_variance)``.
+    """
+    n = mom["n"]
+    denom = max(n - 1, 1)
+    cov = mom["m2"] / denom
+    evals, evecs = eigh_descending(cov)
+    evals = np.maximum(evals, 0.0)
+    components = flip_signs(evecs[:, :n_components].T)
+    total = float(np.trace(cov))
+    return n, mom["mean"], evals, components, total
+
+
+class PCA(LatentGaussianMixin, LinearDecompositionMixin):
+    """Principal component analysis for data larger than memory.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of components; ``None`` keeps ``min(n_samples, n_features)``.
+    svd_solver : {"auto", "covariance_eigh", "tsqr", "randomized"}, default="auto"
+        ``"covariance_eigh"``: one pass computing per-chunk count, mean and centred Gram,
+        merged pairwise (Chan et al.), then ``eigh`` of the d × d covariance on the client.
+        ``"tsqr"``: the moments pass for the mean, then a second pass of direct TSQR of the
+        centred data; singular values to full precision (the covariance route squares the
+        condition number, so eigenvalues below ~1e-8 · λ_max lose digits). ``"randomized"``:
+        randomized range finder with power iterations over 2-D blocks, for wide data whose
+        d × d Gram does not fit. ``"auto"``: ``"covariance_eigh"`` up to
+        4096 features, ``"randomized"`` above.
+    whiten : bool, default=False
+        Scale scores to unit variance.
+    n_oversamples : int, default=10
+        Extra random directions of the randomized solver.
+    n_power_iter : int, default=4
+        Power iterations of the randomized solver, each re-orthonormalised.
+    random_state : int, Generator or None
+        Seed of the randomized solver (the only random part).
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Orthonormal principal axes. Sign convention: the largest-magnitude entry of each
+        component is positive.
+    mean_ : ndarray of shape (n_features,)
+    explained_variance_ : ndarray of shape (n_components,)
+        Eigenvalues of the sample covariance (denominator n − 1).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+    singular_values_ : ndarray of shape (n_components,)
+    noise_variance_ : float
+        Mean of the discarded eigenvalues (Tipping & Bishop's σ² estimate).
+    n_components_, n_samples_, n_features_in_ : int
+    n_passes_ : int
+        Passes over the data the fit made.
+
+    Notes
+    -----
+    Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``randomized``
+    ``3 + 2 · n_power_iter``. Memory per worker: one row chunk (converted to float64) plus
+    a few d × d partials (``covariance_eigh``/``tsqr``), or a row block and d × l factors
+    (``randomized``). The client holds d × d (or d × l) arrays only.
+
+    ``transform`` is lazy (one blockwise map); its result is of the same kind as its input.
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> X = np.random.default_rng(0).standard_normal((1000, 20))
+    >>> pca = scalepca.PCA(n_components=3).fit(X)
+    >>> pca.transform(X).shape
+    (1000, 3)
+    """
+
+    def __init__(
+        self,
+        n_components: int | None = None,
+        *,
+        svd_solver: str = "auto",
+        whiten: bool = False,
+        n_oversamples: int = 10,
+        n_power_iter: int = 4,
+        random_state=None,
+    ):
+        self.n_components = n_components
+        self.svd_solver = svd_solver
+        self.whiten = whiten
+        self.n_oversamples = n_oversamples
+        self.n_power_iter = n_power_iter
+        self.random_state = random_state
+
+    # -- fitting ---------------------------------------------------------------------------
+    def _check_params(self, n: int, d: int) -> int:
+        check_choice(self.svd_solver, "svd_solver", SOLVERS)
+        check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
+        check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
+        return check_n_components(self.n_components, n, d)
+
+    def _choose_solver(self, d: int) -> str:
+        if self.svd_solver != "auto":
+            return self.svd_solver
+        return "covariance_eigh" if d <= AUTO_MAX_GRAM_FEATURES else "randomized"
+
+    def _fit(self, data: MatrixInput) -> None:
+        X = data.data
+        n, d = X.shape
+        k = self._check_params(n, d)
+        solver = self._choose_solver(d)
+        self._fit_svd_solver = solver
+        if solver != "randomized" and len(X.chunks[1]) > 1:
+            X = X.rechunk({1: -1})
+        logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
+                    X.numblocks[0], solver)
+        if solver == "covariance_eigh":
+            with self._timed_pass("moments"):
+                (mom,) = dask.compute(moments_graph(X))
+            raise_on_nonfinite(mom["bad"])
+            n, mean, evals, components, total = spectrum_from_moments(mom, k)
+            ev = evals
+        else:
+            Xm = X if len(X.chunks[1]) == 1 else X.rechunk({1: -1})
+            with self._timed_pass("moments"):
+                (mom,) = dask.compute(moments_graph(Xm, with_gram=False))
+            raise_on_nonfinite(mom["bad"])
+            mean = mom["mean"]
+            total = float(mom["ss"].sum() / max(n - 1, 1))
+            if solver == "tsqr":
+                with self._timed_pass("tsqr"):
+                    s, Vt = tsqr_svd_centered(X, mean)
+                ev = s**2 / max(n - 1, 1)
+                components = flip_signs(Vt[:k])
+            else:
+                seed = check_random_state_seed(self.random_state)
+                s, Vt = randomized_svd_centered(
+                    X, mean, k, n_oversamples=self.n_oversamples,
+                    n_power_iter=self.n_power_iter, seed=seed,
+                )
+                self.n_passes_ += 2 + 2 * self.n_power_iter
+                ev = s**2 / max(n - 1, 1)
+                components = flip_signs(Vt)
+        self._set_spectrum(n, d, k, mean, ev, components, total)
+
+    def _set_spectrum(self, n, d, k, mean, ev, components, total) -> None:
+        """Fitted attributes from the spectrum; ``ev`` may hold more than ``k`` eigenvalues."""
+        rank = min(n, d)
+        self.n_samples_ = int(n)
+        self.n_features_in_ = int(d)
+        self.n_components_ = int(k)
+        self.mean_ = np.asarray(mean, dtype=np.float64)
+        self.components_ = components
+        self.explained_variance_ = np.asarray(ev[:k], dtype=np.float64)
+        self.explained_variance_ratio_ = (
+            self.explained_variance_ / total if total > 0 else np.zeros(k)
+        )
+        self.singular_values_ = np.sqrt(self.explained_variance_ * max(n - 1, 1))
+        if k < rank:
+            if len(ev) >= rank:
+                self.noise_variance_ = float(np.mean(ev[k:rank]))
+            else:  # randomized: the discarded variance from the total
+                self.noise_variance_ = float(
+                    max(total - self.explained_variance_.sum(), 0.0) / (rank - k)
+                )
+        else:
+            self.noise_variance_ = 0.0
+
+    # -- transforms ----------------------------------------------------------------------
+    def _transform_matrix(self) -> np.ndarray:
+        P = self.components_.T
+        if self.whiten:
+            P = P / np.sqrt(self.explained_variance_)
+        return P
+
+    def _inverse_matrix(self) -> np.ndarray:
+        if self.whiten:
+            return self.components_ * np.sqrt(self.explained_variance_)[:, None]
+        return self.components_
