@@ -44,12 +44,22 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True) -> dict:
     """
     x = np.asarray(x, dtype=np.float64)
     n = x.shape[0]
-    finite = np.isfinite(x)
-    bad = int(x.size - np.count_nonzero(finite))
-    if bad:
-        x = np.where(finite, x, 0.0)
-    mean = x.mean(axis=0) if n else np.zeros(x.shape[1])
+    colsum = x.sum(axis=0)
+    bad = 0
+    # The column sums are finite exactly when every entry is finite (barring overflow of sums
+    # near 1e308), so the NaN/inf check costs nothing on clean data; only then count exactly.
+    if not np.isfinite(colsum).all():
+        finite = np.isfinite(x)
+        bad = int(x.size - np.count_nonzero(finite))
+        if bad:
+            # per-feature NaN counts let callers drop all-NaN features (land masks)
+            nan_features = np.isnan(x).sum(axis=0)
+            x = np.where(finite, x, 0.0)
+        colsum = x.sum(axis=0)
+    mean = colsum / n if n else np.zeros(x.shape[1])
     out = {"n": n, "mean": mean, "bad": bad}
+    if bad:
+        out["nan_features"] = nan_features
     if with_gram:
         xc = np.ascontiguousarray(x - mean)
         out["m2"] = _gram(xc)
@@ -61,13 +71,16 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True) -> dict:
 def merge_moments(a: dict, b: dict) -> dict:
     """Merge two partials with the parallel (Chan et al.) update; exact in exact arithmetic."""
     na, nb = a["n"], b["n"]
+    nanf = {}
+    if "nan_features" in a or "nan_features" in b:
+        nanf["nan_features"] = a.get("nan_features", 0) + b.get("nan_features", 0)
     if na == 0:
-        return {**b, "bad": a["bad"] + b["bad"]}
+        return {**b, "bad": a["bad"] + b["bad"], **nanf}
     if nb == 0:
-        return {**a, "bad": a["bad"] + b["bad"]}
+        return {**a, "bad": a["bad"] + b["bad"], **nanf}
     n = na + nb
     delta = b["mean"] - a["mean"]
-    out = {"n": n, "mean": a["mean"] + delta * (nb / n), "bad": a["bad"] + b["bad"]}
+    out = {"n": n, "mean": a["mean"] + delta * (nb / n), "bad": a["bad"] + b["bad"], **nanf}
     w = na * nb / n
     if "m2" in a:
         m2 = a["m2"] + b["m2"]

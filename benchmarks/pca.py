@@ -1,0 +1,154 @@
+"""PCA / PPCA fit against the bare read pass, dask-ml and the exact answer, on one zarr store.
+
+Default run (issue 2): 2,000,000 × 256 float64 (4.1 GB), 50,000-row chunks,
+LocalCluster(n_workers=2, threads_per_worker=1). Prints a table and writes
+benchmarks/results/pca.json.
+
+    python benchmarks/pca.py                      # everything
+    python benchmarks/pca.py --quick              # 200,000 rows, no 8 GB run (a smoke test)
+
+Reference ("exact") eigenvalues: scalepca's TSQR solver (direct QR of the centred data,
+no squaring of the condition number), cross-checked against the covariance route.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import local_cluster, peak_worker_memory, table, timed, write_json  # noqa: E402
+
+import scalepca  # noqa: E402
+from scalepca.datasets import make_low_rank_zarr  # noqa: E402
+
+K = 10
+
+
+def rel_err(ev, ref):
+    return float(np.max(np.abs(np.asarray(ev[:K]) / ref[:K] - 1)))
+
+
+def ensure_data(path, n, d, chunk_rows, gen_memory="4GiB"):
+    if Path(path).exists():
+        return
+    print(f"generating {n:,} × {d} float64 at {path} ...", flush=True)
+    with local_cluster(memory_limit=gen_memory):
+        make_low_rank_zarr(path, n, d, rank=20, noise=1.0, chunk_rows=chunk_rows, seed=0)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--n-samples", type=int, default=2_000_000)
+    ap.add_argument("--n-features", type=int, default=256)
+    ap.add_argument("--chunk-rows", type=int, default=50_000)
+    ap.add_argument("--data-dir", default="/work/bench-data")
+    ap.add_argument("--memory-limit", default="4GiB", help="per worker, main comparison")
+    ap.add_argument("--dask-ml-full-memory", default="11GiB",
+                    help="per worker for dask-ml svd_solver='full' (it gathers the array)")
+    ap.add_argument("--small-memory", default="1GiB", help="per worker, memory runs")
+    ap.add_argument("--big-samples", type=int, default=4_000_000, help="rows of the 8 GB store")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--skip-dask-ml-full", action="store_true")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.n_samples, args.big_samples, args.repeat = 200_000, 0, 1
+    n, d = args.n_samples, args.n_features
+    path = f"{args.data_dir}/pca_{n}x{d}.zarr"
+    ensure_data(path, n, d, args.chunk_rows)
+    gb = n * d * 8 / 1e9
+    rows, results = [], {"n_samples": n, "n_features": d, "chunk_rows": args.chunk_rows,
+                         "gigabytes": gb}
+
+    with local_cluster(memory_limit=args.memory_limit) as client:
+        X = da.from_zarr(path)
+        t_read, all_read, _ = timed(lambda: da.from_zarr(path).sum(axis=0).compute(),
+                                    repeat=args.repeat)
+        rows.append({"method": "bare read pass (sum over rows)", "seconds": t_read,
+                     "x read pass": 1.0, "passes": 1})
+        t_ref, _, ref = timed(lambda: scalepca.PCA(K, svd_solver="tsqr").fit(X))
+        ref_ev = ref.explained_variance_
+        for label, make in [
+            ("scalepca PCA covariance_eigh", lambda: scalepca.PCA(K, svd_solver="covariance_eigh")),
+            ("scalepca PPCA closed form", lambda: scalepca.PPCA(K)),
+            ("scalepca PCA randomized (q=4)",
+             lambda: scalepca.PCA(K, svd_solver="randomized", random_state=0)),
+        ]:
+            t, ts, est = timed(lambda make=make: make().fit(X), repeat=args.repeat)
+            rows.append({"method": label, "seconds": t, "x read pass": t / t_read,
+                         "eig rel err": rel_err(est.explained_variance_, ref_ev),
+                         "passes": est.n_passes_})
+        rows.append({"method": "scalepca PCA tsqr (reference)", "seconds": t_ref,
+                     "x read pass": t_ref / t_read, "eig rel err": 0.0, "passes": ref.n_passes_})
+        try:
+            from dask_ml.decomposition import PCA as DMPCA
+
+            t, _, est = timed(lambda: DMPCA(K, svd_solver="randomized", random_state=0,
+                                            iterated_power=0).fit(X))
+            rows.append({"method": "dask-ml PCA randomized (its default q=0)", "seconds": t,
+                         "x read pass": t / t_read,
+                         "eig rel err": rel_err(est.explained_variance_, ref_ev)})
+        except Exception as err:  # report, do not hide
+            rows.append({"method": "dask-ml PCA randomized", "seconds": float("nan"),
+                         "note": f"failed: {type(err).__name__}: {err}"[:200]})
+        results["read_pass_all"] = all_read
+
+    if not args.skip_dask_ml_full:
+        with local_cluster(memory_limit=args.dask_ml_full_memory) as client:
+            try:
+                from dask_ml.decomposition import PCA as DMPCA
+
+                X = da.from_zarr(path)
+                t, _, est = timed(lambda: DMPCA(K, svd_solver="full").fit(X))
+                rows.append({"method": f"dask-ml PCA full ({args.dask_ml_full_memory}/worker)",
+                             "seconds": t, "x read pass": t / t_read,
+                             "eig rel err": rel_err(est.explained_variance_, ref_ev),
+                             "peak worker GiB": peak_worker_memory(client)["max"] / 2**30})
+            except Exception as err:
+                rows.append({"method": f"dask-ml PCA full ({args.dask_ml_full_memory}/worker)",
+                             "seconds": float("nan"),
+                             "note": f"failed: {type(err).__name__}: {str(err)[:120]}"})
+                traceback.print_exc()
+
+    # memory: the same fit with small workers, then a store larger than the whole cluster
+    mem_rows = []
+    stores = [(path, n)]
+    if args.big_samples:
+        big = f"{args.data_dir}/pca_{args.big_samples}x{d}.zarr"
+        ensure_data(big, args.big_samples, d, args.chunk_rows)
+        stores.append((big, args.big_samples))
+    for p, nn in stores:
+        with local_cluster(memory_limit=args.small_memory) as client:
+            Xs = da.from_zarr(p)
+            t_r, _, _ = timed(lambda p=p: da.from_zarr(p).sum(axis=0).compute())
+            t, _, est = timed(lambda Xs=Xs: scalepca.PCA(K).fit(Xs))
+            peak = peak_worker_memory(client)
+            mem_rows.append({"store GB": nn * d * 8 / 1e9, "workers": f"2 x {args.small_memory}",
+                             "read s": t_r, "PCA fit s": t, "x read pass": t / t_r,
+                             "peak worker GiB": peak["max"] / 2**30, "passes": est.n_passes_})
+
+    full_t = next((r["seconds"] for r in rows if r["method"].startswith("dask-ml PCA full")), None)
+    cov_t = next(r["seconds"] for r in rows if r["method"] == "scalepca PCA covariance_eigh")
+    results.update({"rows": rows, "memory_rows": mem_rows,
+                    "targets": {"fit_over_read_le_1.3": cov_t / t_read,
+                                "speedup_vs_dask_ml_full_ge_8":
+                                    (full_t / cov_t) if full_t and full_t == full_t else None}})
+    print(f"\n{n:,} × {d} float64 ({gb:.2f} GB), {args.chunk_rows:,}-row chunks, "
+          f"2 workers × 1 thread, {args.memory_limit}/worker")
+    print(table(rows, ["method", "seconds", "x read pass", "eig rel err", "passes",
+                       "peak worker GiB", "note"]))
+    print("\nmemory runs")
+    print(table(mem_rows, ["store GB", "workers", "read s", "PCA fit s", "x read pass",
+                           "peak worker GiB", "passes"]))
+    print("\ntargets:", results["targets"])
+    print("written", write_json("pca", results))
+
+
+if __name__ == "__main__":
+    main()
