@@ -1,42 +1,62 @@
-"""The ``scalepca`` command line: run | transform | info | validate | make-data."""
+"""The ``scalepca`` command line: run | transform | info | validate | make-data.
+
+Exit codes: 0 success; 2 a user mistake (bad config or arguments, missing store, missing
+optional package), reported in one line; 1 a failed job (a worker died, a compute raised),
+reported in one line — ``-v`` shows the log and the full traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
+import os
 import sys
 import time
-from pathlib import Path
 
 logger = logging.getLogger("scalepca")
 
-EXIT_USER_ERROR = 2
+EXIT_OK = 0
 EXIT_JOB_FAILED = 1
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class UserError(Exception):
+    """A mistake in the command line or its inputs; printed as one line, exit code 2."""
 
 
 def _fmt_table(rows, headers) -> str:
-    cols = [headers] + [[str(c) for c in r] for r in rows]
+    cols = [list(headers)] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cols) for i in range(len(headers))]
     line = "  ".join("-" * w for w in widths)
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), line]
-    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cols[1:]]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)), line]
+    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cols[1:]]
     return "\n".join(out)
 
 
 def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     """A plain-text summary table of a fitted estimator."""
     lines = [
-        f"method: {method} ({type(est).__name__})   data: {data_shape[0]:,} × {data_shape[1]:,}   "
-        f"fit time: {elapsed:.2f} s   passes over the data: {getattr(est, 'n_passes_', '?')}"
+        f"method: {method} ({type(est).__name__})   data: {data_shape[0]:,} × {data_shape[1]:,}"
+        f"   fit time: {elapsed:.2f} s   passes over the data: {getattr(est, 'n_passes_', '?')}"
     ]
+    for attr, label in (("n_iter_", "iterations"), ("rank_", "rank")):
+        if hasattr(est, attr):
+            lines.append(f"{label}: {getattr(est, attr)}")
     ev = getattr(est, "explained_variance_", None)
+    if ev is None:
+        ev = getattr(est, "eigenvalues_", None)
     ratio = getattr(est, "explained_variance_ratio_", None)
     if ev is not None:
+        import numpy as np
+
+        ev = np.ravel(np.asarray(ev))
         rows = []
         cum = 0.0
         for i, v in enumerate(ev):
-            r = float(ratio[i]) if ratio is not None else float("nan")
+            r = float(np.ravel(np.asarray(ratio))[i]) if ratio is not None else float("nan")
             cum += r
             rows.append([i, f"{v:.6g}", f"{100 * r:.2f}", f"{100 * cum:.2f}"])
         lines.append(_fmt_table(rows, ["mode", "explained variance", "ratio %", "cumulative %"]))
@@ -45,71 +65,166 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     return "\n".join(lines)
 
 
-def _open_data(dcfg):
-    from .datasets import make_low_rank_zarr
-    from .io import open_matrix
+# -- helpers ---------------------------------------------------------------------------------------
+def _is_url(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _abs(path: str | None) -> str | None:
+    """Absolute local paths (workers may run elsewhere); URLs unchanged."""
+    if path is None or _is_url(path):
+        return path
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _store_exists(path: str, storage_options=None) -> bool:
+    if _is_url(path):
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        return fs.exists(root)
+    return os.path.exists(path)
+
+
+def _json_arg(text, what: str):
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{what}: not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{what}: expected a JSON object, got {text!r}")
+    return value
+
+
+def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False) -> str:
+    """Write the synthetic dataset a ``data.generate`` section describes (if absent)."""
+    from .datasets import GENERATORS, write_dataset
+
+    params = dict(gen)
+    kind = params.pop("kind", "low_rank")
+    if _store_exists(path, storage_options) and not overwrite:
+        return path
+    size = ", ".join(f"{k}={v}" for k, v in params.items())
+    print(f"scalepca: generating {kind} dataset ({size}) at {path} ...", flush=True)
+    data = GENERATORS[kind](**params)
+    return write_dataset(data, path, overwrite=overwrite, storage_options=storage_options)
+
+
+def open_data(dcfg: dict, *, method: str | None = None):
+    """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
+    from .io import open_matrix, open_zarr_node
 
     path = dcfg["path"]
-    gen = dcfg.get("generate")
-    if gen is not None and not Path(path).exists() and "://" not in path:
-        gen = dict(gen)
-        kind = gen.pop("kind")
-        if kind != "low_rank":
-            raise ValueError(f"data.generate.kind {kind!r} is unknown; allowed: low_rank")
-        n, d = gen.pop("n_samples"), gen.pop("n_features")
-        print(f"generating {n:,} × {d:,} {gen['dtype']} low-rank dataset at {path} ...",
-              flush=True)
-        make_low_rank_zarr(path, n, d, **gen)
-    chunks = {0: dcfg["chunks"]} if dcfg.get("chunks") else None
-    return open_matrix(path, variable=dcfg.get("variable"),
-                       storage_options=dcfg.get("storage_options"), chunks=chunks,
-                       sample_dims=dcfg.get("sample_dims"), feature_dims=dcfg.get("feature_dims"))
+    so = dcfg.get("storage_options")
+    if dcfg.get("generate") is not None:
+        generate_data(dcfg["generate"], path, storage_options=so)
+    chunks = dcfg.get("chunks")
+    if method == "robust_pca" or isinstance(chunks, list):
+        # robust PCA works on 2-D blocks: keep the store's (or the given) 2-D chunking
+        import dask.array as da
+        import zarr
+
+        node = open_zarr_node(path, storage_options=so)
+        if isinstance(node, zarr.Array) and node.ndim == 2:
+            arr = da.from_zarr(node)
+            if chunks is not None:
+                arr = arr.rechunk(tuple(chunks) if isinstance(chunks, list) else {0: chunks})
+            return arr
+    kw = {}
+    if dcfg.get("weights") is not None:
+        if "weights" not in inspect.signature(open_matrix).parameters:
+            raise UserError("'data.weights' needs scalepca.open_matrix(weights=...), which this "
+                            "version does not have")
+        kw["weights"] = dcfg["weights"]
+    return open_matrix(path, variable=dcfg.get("variable"), storage_options=so,
+                       chunks={0: chunks} if isinstance(chunks, int) else None,
+                       sample_dims=dcfg.get("sample_dims"),
+                       feature_dims=dcfg.get("feature_dims"), **kw)
 
 
-def cmd_run(args) -> int:
-    from .cluster import connect
-    from .config import estimator_class, load_config
+def _shape(X):
+    return tuple(X.shape)
+
+
+def write_outputs(est, X, out: dict) -> list[str]:
+    """Write what ``output`` asks for under ``output.store``; return the written paths."""
     from .io import write_array
 
+    root = out["store"].rstrip("/")
+    so = out.get("storage_options")
+    written = []
+    if out["model"]:
+        est.save(f"{root}/model.zarr", storage_options=so)
+        written.append(f"{root}/model.zarr")
+    scores = None
+    if out["scores"] or out["reconstruction"]:
+        if not hasattr(est, "transform"):
+            raise UserError(f"{type(est).__name__} has no transform; set output.scores: false")
+        scores = est.transform(X)
+    if out["scores"]:
+        write_array(scores, f"{root}/scores.zarr", name="scores", storage_options=so)
+        written.append(f"{root}/scores.zarr")
+    if out["reconstruction"]:
+        write_array(est.inverse_transform(scores), f"{root}/reconstruction.zarr",
+                    name="reconstruction", storage_options=so)
+        written.append(f"{root}/reconstruction.zarr")
+    for part in ("low_rank", "sparse"):
+        if out[part]:
+            value = getattr(est, f"{part}_", None)
+            if value is None:
+                raise UserError(f"{type(est).__name__} has no {part}_ to write")
+            write_array(value, f"{root}/{part}.zarr", name=part, storage_options=so)
+            written.append(f"{root}/{part}.zarr")
+    return written
+
+
+# -- commands --------------------------------------------------------------------------------------
+def cmd_run(args) -> int:
+    from .cluster import connect, progress
+    from .config import estimator_class, load_config
+
     cfg = load_config(args.config, args.set)
+    cfg["data"]["path"] = _abs(cfg["data"]["path"])
+    if cfg["output"]["store"]:
+        cfg["output"]["store"] = _abs(cfg["output"]["store"])
     ccfg = dict(cfg["cluster"])
     if args.scheduler:
         ccfg = {"kind": "address", "address": args.scheduler}
-    elif ccfg["kind"] == "local":
-        ccfg.pop("address")
-    with connect(ccfg) as client:
-        print(f"dask dashboard: {client.dashboard_link}", flush=True)
-        X = _open_data(cfg["data"])
-        params = dict(cfg["model"])
-        method = params.pop("method")
+    show = cfg["progress"] and not args.no_progress
+    params = dict(cfg["model"])
+    method = params.pop("method")
+    with connect(ccfg) as client, progress(show, client=client):
+        X = open_data(cfg["data"], method=method)
         est = estimator_class(method)(**params)
         t0 = time.perf_counter()
         est.fit(X)
         elapsed = time.perf_counter() - t0
-        print(summary(est, data_shape=X.shape, elapsed=elapsed, method=method), flush=True)
-        out = cfg["output"]
-        if out["store"]:
-            root = out["store"].rstrip("/")
-            so = out.get("storage_options")
-            if out["model"]:
-                est.save(f"{root}/model.zarr", storage_options=so)
-                print(f"model written to {root}/model.zarr")
-            if out["scores"] and hasattr(est, "transform"):
-                write_array(est.transform(X), f"{root}/scores.zarr", storage_options=so)
-                print(f"scores written to {root}/scores.zarr")
-    return 0
+        print(summary(est, data_shape=_shape(X), elapsed=elapsed, method=method), flush=True)
+        if cfg["output"]["store"]:
+            for path in write_outputs(est, X, cfg["output"]):
+                print(f"written: {path}", flush=True)
+    return EXIT_OK
 
 
 def cmd_transform(args) -> int:
-    from .cluster import connect
+    from .cluster import connect, progress
     from .io import load, open_matrix, write_array
 
-    with connect(address=args.scheduler) if args.scheduler else connect() as _client:
-        est = load(args.model)
-        X = open_matrix(args.data, variable=args.variable)
-        write_array(est.transform(X), args.out)
-    print(f"scores written to {args.out}")
-    return 0
+    so = _json_arg(args.storage_options, "--storage-options")
+    model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
+    ccfg = {"kind": "address", "address": args.scheduler} if args.scheduler else {}
+    with connect(ccfg, quiet=args.no_progress) as client, progress(not args.no_progress,
+                                                                   client=client):
+        est = load(model, storage_options=so)
+        X = open_matrix(data, variable=args.variable, storage_options=so,
+                        sample_dims=args.sample_dims)
+        write_array(est.transform(X), out, name="scores", storage_options=so)
+    print(f"written: {out}")
+    return EXIT_OK
 
 
 def cmd_info(args) -> int:
@@ -117,98 +232,221 @@ def cmd_info(args) -> int:
 
     from .io import open_zarr_node
 
-    node = open_zarr_node(args.store)
+    so = _json_arg(args.storage_options, "--storage-options")
+    node = open_zarr_node(args.store, storage_options=so)
     if isinstance(node, zarr.Array):
-        print(f"zarr array {args.store}: shape {node.shape}, dtype {node.dtype}, chunks {node.chunks}")
-        return 0
+        print(f"zarr array {args.store}: shape {node.shape}, dtype {node.dtype}, "
+              f"chunks {node.chunks}")
+        return EXIT_OK
     attrs = dict(node.attrs)
-    print(json.dumps({k: v for k, v in attrs.items()}, indent=2, default=str))
-    for name, arr in node.arrays():
-        print(f"  {name}: shape {arr.shape}, dtype {arr.dtype}")
-    return 0
+    if attrs.get("format") == "scalepca-model":
+        state = "complete" if attrs.get("complete") else "INCOMPLETE (interrupted write)"
+        print(f"scalepca model {args.store}: {attrs.get('class')} ({state})")
+        print(f"  written by scalepca {attrs.get('scalepca_version')}, "
+              f"format version {attrs.get('format_version')}")
+        print(f"  parameters: {json.dumps(attrs.get('params', {}))}")
+        for k, v in sorted(attrs.get("scalars", {}).items()):
+            print(f"  {k}: {v}")
+    else:
+        kind = attrs.get("format", "zarr group")
+        print(f"{kind} {args.store}")
+        extra = {k: v for k, v in attrs.items() if k != "format"}
+        if extra:
+            print(f"  attributes: {json.dumps(extra, default=str)}")
+    for name, arr in sorted(node.arrays(), key=lambda t: t[0]):
+        print(f"  {name}: shape {arr.shape}, dtype {arr.dtype}, chunks {arr.chunks}")
+    return EXIT_OK
 
 
 def cmd_validate(args) -> int:
-    from .config import load_config
+    from .config import JOBQUEUE_KINDS, load_config
 
-    load_config(args.config, args.set)
-    print(f"{args.config}: valid")
-    return 0
+    cfg = load_config(args.config, args.set)
+    kind = cfg["cluster"]["kind"]
+    print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
+    if args.job_script:
+        if kind not in JOBQUEUE_KINDS:
+            raise UserError(f"--job-script needs a batch cluster kind "
+                            f"({', '.join(JOBQUEUE_KINDS)}); the config has {kind!r}")
+        from .cluster import make_cluster
+
+        cluster = make_cluster(cfg["cluster"])
+        try:
+            print(cluster.job_script())
+        finally:
+            cluster.close()
+    return EXIT_OK
 
 
 def cmd_make_data(args) -> int:
-    from .cluster import connect
-    from .datasets import make_low_rank_zarr
+    import numpy as np
+    from dask.utils import parse_bytes
 
-    with connect(quiet=True):
-        make_low_rank_zarr(args.path, args.n_samples, args.n_features, rank=args.rank,
-                           noise=args.noise, chunk_rows=args.chunk_rows, dtype=args.dtype,
-                           seed=args.seed, overwrite=True)
-    print(f"wrote {args.n_samples:,} × {args.n_features:,} to {args.path}")
-    return 0
+    from .config import ConfigError, apply_overrides, check_params
+    from .datasets import GENERATORS
+
+    func = GENERATORS[args.kind]
+    sig = inspect.signature(func).parameters
+    params = apply_overrides({}, args.set)
+    for opt in ("n_features", "chunk_rows", "dtype", "seed"):
+        value = getattr(args, opt)
+        if value is not None:
+            if opt not in sig:
+                raise UserError(f"--{opt.replace('_', '-')} does not apply to kind {args.kind!r};"
+                                f" its parameters: {', '.join(sig)}")
+            params[opt] = value
+    if args.size is not None:
+        if args.n_samples is not None:
+            raise UserError("give --n-samples or --size, not both")
+        itemsize = np.dtype(params.get("dtype", sig["dtype"].default)).itemsize
+        per_row = itemsize
+        if "n_features" in sig:
+            per_row *= params.get("n_features", sig["n_features"].default
+                                  if sig["n_features"].default is not inspect.Parameter.empty
+                                  else 100)
+        else:  # gridded: one row is a (lat, lon) field
+            per_row *= params.get("n_lat", sig["n_lat"].default) * params.get(
+                "n_lon", sig["n_lon"].default)
+        try:
+            params["n_samples"] = max(1, parse_bytes(args.size) // per_row)
+        except ValueError as err:
+            raise UserError(f"--size {args.size!r}: {err}") from None
+    else:
+        params["n_samples"] = args.n_samples if args.n_samples is not None else 100_000
+    if "n_features" in sig and sig["n_features"].default is inspect.Parameter.empty:
+        params.setdefault("n_features", 100)
+    try:
+        check_params(func, params, "make-data")
+    except ConfigError as err:
+        raise UserError(str(err).replace("'make-data.", "'--set ")) from None
+    so = _json_arg(args.storage_options, "--storage-options")
+    path = args.path if _is_url(args.path) else _abs(args.path)
+    if _store_exists(path, so) and not args.overwrite:
+        raise UserError(f"{path} exists; pass --overwrite to replace it")
+
+    def write():
+        t0 = time.perf_counter()
+        generate_data({"kind": args.kind, **params}, path, storage_options=so, overwrite=True)
+        return time.perf_counter() - t0
+
+    if args.scheduler:
+        from .cluster import connect, progress
+
+        with connect(kind="address", address=args.scheduler) as client, progress(
+                not args.no_progress, client=client):
+            elapsed = write()
+    else:
+        from .cluster import progress
+
+        with progress(not args.no_progress):
+            elapsed = write()
+    print(f"wrote {args.kind} dataset to {path} in {elapsed:.1f} s")
+    return EXIT_OK
 
 
+# -- parser ----------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="scalepca", description=__doc__)
-    p.add_argument("-v", "--verbose", action="store_true", help="log progress of every pass")
+    from .datasets import GENERATORS
+
+    p = argparse.ArgumentParser(prog="scalepca", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="log every pass; show full tracebacks of failed jobs")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="fit a model as described by a YAML config")
     r.add_argument("config")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. model.n_components=20")
-    r.add_argument("--scheduler", help="address of an existing dask scheduler (tcp://...)")
+                   help="override a config value, e.g. model.n_components=20 (repeatable)")
+    r.add_argument("--scheduler", help="address of an existing dask scheduler (tcp://...); "
+                   "overrides the config's cluster section")
+    r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=cmd_run)
 
     t = sub.add_parser("transform", help="scores of DATA under a saved model")
-    t.add_argument("model")
-    t.add_argument("data")
-    t.add_argument("--out", required=True)
-    t.add_argument("--variable")
-    t.add_argument("--scheduler")
+    t.add_argument("model", help="model store written by run or save()")
+    t.add_argument("data", help="zarr store path or URL")
+    t.add_argument("--out", required=True, help="scores store to write")
+    t.add_argument("--variable", help="array/variable inside DATA")
+    t.add_argument("--sample-dims", nargs="+", help="sample dimensions of N-D xarray data")
+    t.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
+    t.add_argument("--scheduler", help="address of an existing dask scheduler")
+    t.add_argument("--no-progress", action="store_true")
     t.set_defaults(func=cmd_transform)
 
     i = sub.add_parser("info", help="describe a zarr store (model, scores or data)")
     i.add_argument("store")
+    i.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
     i.set_defaults(func=cmd_info)
 
     v = sub.add_parser("validate", help="check a YAML config without running it")
     v.add_argument("config")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    v.add_argument("--job-script", action="store_true",
+                   help="print the batch job script of a slurm/pbs/sge/lsf/htcondor cluster")
     v.set_defaults(func=cmd_validate)
 
-    m = sub.add_parser("make-data", help="write a synthetic low-rank + noise zarr dataset")
-    m.add_argument("path")
-    m.add_argument("--n-samples", type=int, default=100_000)
-    m.add_argument("--n-features", type=int, default=100)
-    m.add_argument("--rank", type=int, default=10)
-    m.add_argument("--noise", type=float, default=1.0)
-    m.add_argument("--chunk-rows", type=int, default=50_000)
-    m.add_argument("--dtype", default="float64")
-    m.add_argument("--seed", type=int, default=0)
+    m = sub.add_parser("make-data", help="write a synthetic zarr dataset, block by block",
+                       description="Kinds: " + ", ".join(GENERATORS) + ". Parameters of a kind "
+                       "not covered by the options are given with --set name=value.")
+    m.add_argument("path", help="zarr store path or s3:// URL")
+    m.add_argument("--kind", choices=list(GENERATORS), default="low_rank")
+    m.add_argument("--n-samples", type=int)
+    m.add_argument("--size", help="total size instead of --n-samples, e.g. 4GB")
+    m.add_argument("--n-features", type=int)
+    m.add_argument("--chunk-rows", type=int)
+    m.add_argument("--dtype")
+    m.add_argument("--seed", type=int)
+    m.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="another parameter of the kind, e.g. rank=20 or missing=0.1")
+    m.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
+    m.add_argument("--overwrite", action="store_true")
+    m.add_argument("--scheduler", help="write from an existing dask cluster")
+    m.add_argument("--no-progress", action="store_true")
     m.set_defaults(func=cmd_make_data)
     return p
 
 
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return " ".join(text.split())
+
+
 def main(argv=None) -> int:
+    import yaml
+
     from .config import ConfigError
 
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.INFO if args.verbose else logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    pkg = logging.getLogger("scalepca")
+    pkg.addHandler(handler)
+    if args.verbose:
+        pkg.setLevel(logging.INFO)
     try:
         return args.func(args)
-    except (ConfigError, FileNotFoundError, KeyError, TypeError, ValueError) as err:
-        print(f"scalepca: error: {err}", file=sys.stderr)
+    except (ConfigError, UserError, FileNotFoundError, yaml.YAMLError, ImportError) as err:
+        print(f"scalepca: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except (ValueError, TypeError, KeyError) as err:
+        # raised by validation before any compute (parameters, shapes, dtypes)
+        if args.verbose:
+            raise
+        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"scalepca: error: {_one_line(msg)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("scalepca: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as err:  # a failed job: one line, details with -v
         if args.verbose:
             raise
-        print(f"scalepca: job failed: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"scalepca: job failed: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
         return EXIT_JOB_FAILED
+    finally:
+        pkg.removeHandler(handler)
 
 
 if __name__ == "__main__":

@@ -1,81 +1,344 @@
-"""Connect to a Dask cluster: embedded LocalCluster by default, or an existing scheduler.
+"""Connect to a Dask cluster, and show progress bars while it works.
 
-Estimators never create clusters; the user (or the CLI) calls :func:`connect` once.
+Estimators never create clusters; the user (or the CLI) calls :func:`connect` once, from a
+``cluster`` config section or keyword arguments:
+
+=============================  =================================================================
+``kind``                       what it starts or joins
+=============================  =================================================================
+``local`` (default)            an embedded ``distributed.LocalCluster``
+``address``                    an existing scheduler, ``tcp://`` or ``tls://`` (with
+                               ``security``: CA file, client certificate and key)
+``slurm`` ``pbs`` ``sge``      batch jobs through dask-jobqueue (extra ``scalepca[hpc]``):
+``lsf`` ``htcondor``           ``cores``, ``memory``, ``walltime``, ``queue``, ``account``,
+                               ``job_extra``, fixed ``jobs`` or ``adaptive`` min/max jobs
+``kubernetes``                 dask-kubernetes' operator ``KubeCluster`` (extra
+                               ``scalepca[kubernetes]``)
+``gateway``                    a cluster from a Dask Gateway server (extra ``scalepca[gateway]``)
+=============================  =================================================================
+
+The returned client is a context manager; leaving the block closes it and any cluster
+:func:`connect` started. Dask distributed does all scheduling; scalepca only configures it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
+import sys
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["connect"]
+__all__ = ["connect", "make_cluster", "progress"]
+
+#: optional package per cluster kind → the extra that installs it
+_EXTRAS = {
+    "slurm": ("dask_jobqueue", "hpc"),
+    "pbs": ("dask_jobqueue", "hpc"),
+    "sge": ("dask_jobqueue", "hpc"),
+    "lsf": ("dask_jobqueue", "hpc"),
+    "htcondor": ("dask_jobqueue", "hpc"),
+    "kubernetes": ("dask_kubernetes.operator", "kubernetes"),
+    "gateway": ("dask_gateway", "gateway"),
+}
+_JOBQUEUE_CLASSES = {
+    "slurm": "SLURMCluster",
+    "pbs": "PBSCluster",
+    "sge": "SGECluster",
+    "lsf": "LSFCluster",
+    "htcondor": "HTCondorCluster",
+}
 
 
-def connect(
-    config: dict | None = None,
-    *,
-    address: str | None = None,
-    n_workers: int | None = None,
-    threads_per_worker: int | None = None,
-    memory_limit: str | int | None = "auto",
-    dashboard_address: str | None = ":0",
-    processes: bool = True,
-    quiet: bool = False,
-    **kwargs,
-):
-    """Return a ``distributed.Client``.
+def _import_extra(kind: str):
+    module, extra = _EXTRAS[kind]
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(
+            f"cluster kind {kind!r} needs the optional package {module.split('.')[0]!r} "
+            f"({err}); install it with: pip install 'scalepca[{extra}]'"
+        ) from None
+
+
+def _distributed_client_class():
+    from distributed import Client
+
+    class _ClusterClient(Client):
+        """A ``distributed.Client`` that also closes the cluster :func:`connect` started."""
+
+        _scalepca_cluster = None
+
+        def close(self, *args, **kwargs):
+            try:
+                return super().close(*args, **kwargs)
+            finally:
+                cluster, self._scalepca_cluster = self._scalepca_cluster, None
+                if cluster is not None:
+                    with contextlib.suppress(Exception):
+                        cluster.close()
+
+    return _ClusterClient
+
+
+_CLIENT_CLASS = []  # built on first use: importing distributed is slow and not always needed
+
+
+def _client_for(cluster=None, address=None, **kwargs):
+    if not _CLIENT_CLASS:
+        _CLIENT_CLASS.append(_distributed_client_class())
+    client = _CLIENT_CLASS[0](cluster if cluster is not None else address, **kwargs)
+    client._scalepca_cluster = cluster
+    return client
+
+
+def _security(sec: dict | None):
+    if not sec:
+        return None
+    from distributed.security import Security
+
+    return Security(
+        tls_ca_file=sec["tls_ca_file"],
+        tls_client_cert=sec["tls_client_cert"],
+        tls_client_key=sec.get("tls_client_key"),
+        require_encryption=sec.get("require_encryption", True),
+    )
+
+
+def _jobqueue_kwargs(kind: str, cfg: dict) -> dict:
+    """dask-jobqueue keyword arguments from a validated cluster section."""
+    kw = {
+        "cores": cfg["cores"],
+        "memory": cfg["memory"],
+        "processes": cfg.get("processes"),
+        "walltime": cfg.get("walltime"),
+        "queue": cfg.get("queue"),
+        "job_name": cfg.get("job_name"),
+        "job_extra_directives": cfg.get("job_extra"),
+        "job_script_prologue": cfg.get("job_script_prologue"),
+        "worker_extra_args": cfg.get("worker_extra_args"),
+        "interface": cfg.get("interface"),
+        "local_directory": cfg.get("local_directory"),
+        "log_directory": cfg.get("log_directory"),
+        "python": cfg.get("python"),
+        "death_timeout": cfg.get("death_timeout"),
+        "resource_spec": cfg.get("resource_spec"),
+        "disk": cfg.get("disk"),
+    }
+    account = cfg.get("account")
+    if account is not None:
+        # SLURM and PBS call it account; SGE and LSF charge a project
+        kw["account" if kind in ("slurm", "pbs") else "project"] = account
+    if cfg.get("dashboard_address") is not None:
+        kw["scheduler_options"] = {"dashboard_address": cfg["dashboard_address"]}
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def _settings(config, kwargs) -> dict:
+    from .config import check_cluster
+
+    merged = {**(dict(config) if config else {}), **kwargs}
+    if "kind" not in merged and merged.get("address") is not None:
+        merged["kind"] = "address"  # connect(address="tcp://...")
+    return check_cluster(merged)
+
+
+def make_cluster(config: dict | None = None, **kwargs):
+    """Create (but do not scale or connect to) the cluster object a config describes.
+
+    For the batch kinds this builds the dask-jobqueue cluster — its scheduler runs here, no
+    job is submitted until it is scaled — so ``make_cluster(cfg).job_script()`` shows the
+    script that would be submitted. ``local`` returns a ``LocalCluster``; ``address`` has no
+    cluster object and raises ``ValueError``.
+    """
+    cfg = _settings(config, kwargs)
+    kind = cfg["kind"]
+    if kind == "local":
+        from distributed import LocalCluster
+
+        return LocalCluster(
+            n_workers=cfg["n_workers"],
+            threads_per_worker=cfg["threads_per_worker"],
+            memory_limit=cfg["memory_limit"],
+            dashboard_address=cfg["dashboard_address"],
+            processes=cfg["processes"],
+            local_directory=cfg["local_directory"],
+            silence_logs=logging.ERROR,
+        )
+    if kind == "address":
+        raise ValueError("cluster kind 'address' joins an existing scheduler; it has no cluster")
+    mod = _import_extra(kind)
+    if kind in _JOBQUEUE_CLASSES:
+        return getattr(mod, _JOBQUEUE_CLASSES[kind])(**_jobqueue_kwargs(kind, cfg))
+    if kind == "kubernetes":
+        kw = {k: cfg[k] for k in ("name", "image", "namespace", "resources", "env")
+              if cfg.get(k) is not None}
+        return mod.KubeCluster(n_workers=0 if cfg.get("adaptive") else cfg["n_workers"], **kw)
+    # gateway
+    gw = mod.Gateway(address=cfg.get("address"), proxy_address=cfg.get("proxy_address"),
+                     auth=cfg.get("auth"))
+    options = gw.cluster_options()
+    for key, value in (cfg.get("cluster_options") or {}).items():
+        options[key] = value
+    return gw.new_cluster(options)
+
+
+def _scale(cluster, cfg: dict) -> None:
+    kind, adaptive = cfg["kind"], cfg.get("adaptive")
+    if kind in _JOBQUEUE_CLASSES:
+        if adaptive:
+            cluster.adapt(minimum_jobs=adaptive["minimum_jobs"],
+                          maximum_jobs=adaptive["maximum_jobs"])
+        else:
+            cluster.scale(jobs=cfg["jobs"])
+    elif kind in ("kubernetes", "gateway"):
+        if adaptive:
+            cluster.adapt(minimum=adaptive["minimum"], maximum=adaptive["maximum"])
+        elif kind == "gateway":
+            cluster.scale(cfg["n_workers"])
+
+
+def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
+    """Return a ``distributed.Client`` for the cluster described by ``config`` / ``kwargs``.
 
     Parameters
     ----------
     config : dict, optional
-        A ``cluster`` config section: ``{"kind": "local"|"address", ...}`` with the keyword
-        arguments below as keys.
-    address : str, optional
-        Scheduler address (``tcp://host:8786``) of an existing cluster; if not given an
-        embedded ``LocalCluster`` is started.
-    n_workers, threads_per_worker, memory_limit, dashboard_address, processes
-        ``LocalCluster`` settings.
+        A ``cluster`` config section, e.g. ``{"kind": "slurm", "cores": 8, "memory": "32GB",
+        "walltime": "02:00:00", "queue": "normal", "jobs": 4}``. Keys are validated (unknown
+        keys and wrong types raise :class:`scalepca.config.ConfigError`).
+    quiet : bool, default=False
+        Do not print the dashboard link.
+    **kwargs
+        The same keys as ``config`` (they override it), e.g. ``connect(n_workers=2)`` or
+        ``connect(kind="address", address="tcp://10.0.0.5:8786")``.
 
-    The client is a context manager: ``with scalepca.connect() as client: ...`` closes it
-    (and the embedded cluster) on exit.
+    Returns
+    -------
+    distributed.Client
+        Registered as the default client. A context manager: ``with connect(...) as client:``
+        closes the client — and the cluster if ``connect`` started one — on exit.
+
+    Raises
+    ------
+    scalepca.config.ConfigError
+        A bad setting (the message names the key and the allowed values).
+    ImportError
+        The kind needs an optional package; the message names the extra to install.
+    OSError
+        The scheduler at ``address`` cannot be reached within ``timeout``.
     """
-    from distributed import Client, LocalCluster
-
-    if config:
-        config = dict(config)
-        kind = config.pop("kind", "local")
-        if kind == "address":
-            address = config.pop("address")
-        params = {**config, **kwargs}
-        n_workers = params.pop("n_workers", n_workers)
-        threads_per_worker = params.pop("threads_per_worker", threads_per_worker)
-        memory_limit = params.pop("memory_limit", memory_limit)
-        dashboard_address = params.pop("dashboard_address", dashboard_address)
-        processes = params.pop("processes", processes)
-        kwargs = params
-    if address is not None:
-        client = Client(address, **kwargs)
+    cfg = _settings(config, kwargs)
+    kind = cfg["kind"]
+    if kind == "address":
+        client = _client_for(address=cfg["address"], security=_security(cfg["security"]),
+                             timeout=cfg["timeout"])
     else:
-        cluster = LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=threads_per_worker,
-            memory_limit=memory_limit,
-            dashboard_address=dashboard_address,
-            processes=processes,
-            **kwargs,
-        )
-        client = Client(cluster)
-        # closing the client also closes the embedded cluster
-        client._scalepca_owned_cluster = cluster
-        _orig_close = client.close
-
-        def close(*a, **k):
-            out = _orig_close(*a, **k)
+        cluster = make_cluster(cfg)
+        try:
+            _scale(cluster, cfg)
+            client = _client_for(cluster)
+        except BaseException:
             cluster.close()
-            return out
-
-        client.close = close
+            raise
     if not quiet:
-        logger.info("dask dashboard: %s", client.dashboard_link)
+        print(f"scalepca: dask dashboard at {client.dashboard_link}", flush=True)
+    logger.info("connected to %s (%s); dashboard %s", client.scheduler.address, kind,
+                client.dashboard_link)
     return client
+
+
+# -- progress -------------------------------------------------------------------------------------
+class _ProgressScheduler:
+    """A dask scheduler callable that runs graphs on ``client`` and draws a progress bar.
+
+    Every ``compute`` (one pass over the data, one EM iteration, one write) is submitted to
+    the client, a text progress bar follows its tasks until they finish, and the results are
+    gathered. ``persist`` is handed to the client unchanged (data stay on the workers).
+    """
+
+    def __init__(self, client, *, stream=None):
+        self.client = client
+        self.stream = stream
+        self.count = 0
+
+    def __call__(self, dsk, keys, **kwargs):
+        from dask.core import flatten
+        from distributed import progress as dist_progress
+        from distributed.utils import is_kernel
+
+        packed = self.client.get(dsk, keys, sync=False, **kwargs)
+        futures = [f for f in flatten([packed]) if hasattr(f, "key")]
+        self.count += 1
+        try:
+            if futures:
+                with contextlib.redirect_stdout(self.stream or sys.stdout):
+                    dist_progress(futures, notebook=is_kernel(), complete=True)
+            return self.client.gather(packed)
+        finally:
+            for f in futures:
+                f.release()
+
+    def persist(self, *args, **kwargs):
+        return self.client.persist(*args, **kwargs)
+
+
+def _pass_filter(stream, hide_below: int):
+    """A filter for the estimators' pass log (``PCA: pass 1 (moments) took 0.41s``).
+
+    It echoes pass lines under the progress bars and drops records the user's logging
+    configuration would not have shown (so lowering the logger's level changes nothing else).
+    """
+
+    def filt(record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if ": pass " in msg:
+            print(f"  {msg}", file=stream or sys.stdout, flush=True)
+        return record.levelno >= hide_below
+
+    return filt
+
+
+@contextlib.contextmanager
+def progress(enabled: bool = True, *, client=None, stream=None):
+    """Show a progress bar for every dask computation inside the block.
+
+    With a ``distributed`` client (the default client, or ``client``) each ``compute`` —
+    one pass over the data, one iteration, one write — gets distributed's text progress bar,
+    followed by the estimator's timing line for that pass; without a client, dask's local
+    ``ProgressBar`` callback is used. ``enabled=False`` makes this a no-op, so callers can
+    switch bars off with a flag. Library code never shows bars by itself.
+    """
+    if not enabled:
+        yield None
+        return
+    import dask
+
+    if client is None:
+        try:
+            from distributed import get_client
+
+            client = get_client()
+        except (ImportError, ValueError):
+            client = None
+    # DecompositionMixin._timed_pass logs every pass on this logger
+    pass_logger = logging.getLogger("scalepca.models.base")
+    old_level = pass_logger.level
+    effective = pass_logger.getEffectiveLevel()
+    filt = _pass_filter(stream, effective)
+    pass_logger.addFilter(filt)
+    pass_logger.setLevel(min(effective, logging.INFO))
+    try:
+        if client is None:
+            from dask.diagnostics import ProgressBar
+
+            with ProgressBar(out=stream or sys.stdout):
+                yield None
+        else:
+            sched = _ProgressScheduler(client, stream=stream)
+            with dask.config.set(scheduler=sched):
+                yield sched
+    finally:
+        pass_logger.removeFilter(filt)
+        pass_logger.setLevel(old_level)

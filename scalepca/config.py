@@ -1,16 +1,45 @@
-"""YAML run configs: a small validated model with messages that name the bad key."""
+"""YAML run configs: a small validated model with messages that name the bad key.
+
+A run config has five sections::
+
+    data:      where the matrix comes from (path/URL, variable, dims, chunks, weights,
+               storage_options; optionally ``generate`` to write a synthetic dataset first)
+    model:     ``method`` (a key of :data:`METHODS`) and the estimator's parameters
+    cluster:   ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |
+               gateway) and the settings of that kind
+    output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse)
+    progress:  true | false — a progress bar per pass over the data
+
+Unknown keys are rejected with a message naming them and the allowed keys; values of the
+wrong type are rejected with the expected type; choices list the allowed values. Model
+parameters are checked against the estimator's ``__init__`` signature (names, and types where
+the signature annotates them); their values are checked again by the estimator at ``fit``,
+before any data is read.
+"""
 
 from __future__ import annotations
 
 import copy
 import importlib
 import inspect
+import numbers
 import os
+import types
+import typing
 from pathlib import Path
 
 import yaml
 
-__all__ = ["ConfigError", "METHODS", "apply_overrides", "load_config", "validate_config"]
+__all__ = [
+    "CLUSTER_KINDS",
+    "ConfigError",
+    "METHODS",
+    "apply_overrides",
+    "check_cluster",
+    "estimator_class",
+    "load_config",
+    "validate_config",
+]
 
 
 class ConfigError(ValueError):
@@ -21,120 +50,405 @@ class ConfigError(ValueError):
 METHODS = {
     "pca": "scalepca.models.pca:PCA",
     "ppca": "scalepca.models.ppca:PPCA",
+    "kernel_pca": "scalepca.models.kernel_pca:KernelPCA",
+    "sparse_pca": "scalepca.models.sparse_pca:SparsePCA",
+    "robust_pca": "scalepca.models.robust_pca:RobustPCA",
 }
 
-_SCHEMA = {
-    "data": {
-        "path": (str, None),
-        "variable": ((str, type(None)), None),
-        "storage_options": ((dict, type(None)), None),
-        "chunks": ((int, type(None)), None),
-        "sample_dims": ((list, str, type(None)), None),
-        "feature_dims": ((list, str, type(None)), None),
-        "weights": ((str, type(None)), None),
-        "generate": ((dict, type(None)), None),
-    },
-    "data.generate": {
-        "kind": (str, "low_rank"),
-        "n_samples": (int, 500_000),
-        "n_features": (int, 256),
-        "rank": (int, 10),
-        "noise": ((int, float), 1.0),
-        "chunk_rows": (int, 50_000),
-        "dtype": (str, "float64"),
-        "seed": (int, 0),
-    },
-    "cluster": {
-        "kind": (str, "local"),
-        "address": ((str, type(None)), None),
-        "n_workers": ((int, type(None)), None),
-        "threads_per_worker": ((int, type(None)), None),
-        "memory_limit": ((str, int, type(None)), "auto"),
-        "dashboard_address": ((str, type(None)), ":0"),
-        "processes": (bool, True),
-    },
-    "output": {
-        "store": ((str, type(None)), None),
-        "storage_options": ((dict, type(None)), None),
-        "model": (bool, True),
-        "scores": (bool, True),
-    },
+_NONE = type(None)
+_REQUIRED = object()
+
+
+class _Field(typing.NamedTuple):
+    types: tuple
+    default: object = None
+    choices: tuple | None = None
+
+
+def _f(types, default=None, choices=None) -> _Field:
+    return _Field(types if isinstance(types, tuple) else (types,), default, choices)
+
+
+_SIZE = (str, int, _NONE)  # "4GiB" or bytes
+
+_DATA = {
+    "path": _f(str, _REQUIRED),
+    "variable": _f((str, _NONE)),
+    "storage_options": _f((dict, _NONE)),
+    "chunks": _f((int, list, _NONE)),
+    "sample_dims": _f((list, str, _NONE)),
+    "feature_dims": _f((list, str, _NONE)),
+    "weights": _f((str, _NONE)),
+    "generate": _f((dict, _NONE)),
 }
-_TOP = {"data", "model", "cluster", "output", "progress"}
-_CLUSTER_KINDS = ("local", "address")
+
+_OUTPUT = {
+    "store": _f((str, _NONE)),
+    "storage_options": _f((dict, _NONE)),
+    "model": _f(bool, True),
+    "scores": _f(bool, True),
+    "reconstruction": _f(bool, False),
+    "low_rank": _f(bool, False),
+    "sparse": _f(bool, False),
+}
+
+_SECURITY = {
+    "tls_ca_file": _f(str, _REQUIRED),
+    "tls_client_cert": _f(str, _REQUIRED),
+    "tls_client_key": _f((str, _NONE)),
+    "require_encryption": _f(bool, True),
+}
+
+_ADAPTIVE_JOBS = {"minimum_jobs": _f(int, 0), "maximum_jobs": _f(int, _REQUIRED)}
+_ADAPTIVE = {"minimum": _f(int, 0), "maximum": _f(int, _REQUIRED)}
+
+_LOCAL = {
+    "n_workers": _f((int, _NONE)),
+    "threads_per_worker": _f((int, _NONE)),
+    "memory_limit": _f(_SIZE, "auto"),
+    "dashboard_address": _f((str, _NONE), ":0"),
+    "processes": _f(bool, True),
+    "local_directory": _f((str, _NONE)),
+}
+
+_ADDRESS = {
+    "address": _f(str, _REQUIRED),
+    "security": _f((dict, _NONE)),
+    "timeout": _f((str, int, float), "30s"),
+}
+
+# keys common to every dask-jobqueue kind; per-kind extras below
+_JOBQUEUE = {
+    "cores": _f(int, _REQUIRED),
+    "memory": _f((str, int), _REQUIRED),
+    "processes": _f((int, _NONE)),
+    "walltime": _f((str, _NONE)),
+    "queue": _f((str, _NONE)),
+    "account": _f((str, _NONE)),
+    "job_name": _f((str, _NONE)),
+    "job_extra": _f((list, _NONE)),
+    "job_script_prologue": _f((list, _NONE)),
+    "worker_extra_args": _f((list, _NONE)),
+    "interface": _f((str, _NONE)),
+    "local_directory": _f((str, _NONE)),
+    "log_directory": _f((str, _NONE)),
+    "python": _f((str, _NONE)),
+    "death_timeout": _f((str, int, _NONE)),
+    "dashboard_address": _f((str, _NONE), ":0"),
+    "jobs": _f(int, 1),
+    "adaptive": _f((dict, _NONE)),
+}
+_JOBQUEUE_EXTRA = {
+    "slurm": {},
+    "pbs": {"resource_spec": _f((str, _NONE))},
+    "sge": {"resource_spec": _f((str, _NONE))},
+    "lsf": {},
+    "htcondor": {"disk": _f((str, int), _REQUIRED)},
+}
+#: jobqueue keys a batch system does not have (HTCondor has no queues or wall times here)
+_JOBQUEUE_MISSING = {"htcondor": ("walltime", "queue", "account")}
+
+_KUBERNETES = {
+    "name": _f((str, _NONE)),
+    "image": _f((str, _NONE)),
+    "namespace": _f((str, _NONE)),
+    "n_workers": _f(int, 2),
+    "resources": _f((dict, _NONE)),
+    "env": _f((dict, _NONE)),
+    "adaptive": _f((dict, _NONE)),
+}
+
+_GATEWAY = {
+    "address": _f((str, _NONE)),
+    "proxy_address": _f((str, _NONE)),
+    "auth": _f((str, _NONE)),
+    "cluster_options": _f((dict, _NONE)),
+    "n_workers": _f(int, 2),
+    "adaptive": _f((dict, _NONE)),
+}
+
+JOBQUEUE_KINDS = ("slurm", "pbs", "sge", "lsf", "htcondor")
+CLUSTER_KINDS = ("local", "address", *JOBQUEUE_KINDS, "kubernetes", "gateway")
 
 
-def _typename(t) -> str:
-    ts = t if isinstance(t, tuple) else (t,)
-    return " or ".join("null" if x is type(None) else x.__name__ for x in ts)
+def _cluster_schema(kind: str) -> dict:
+    if kind == "local":
+        return _LOCAL
+    if kind == "address":
+        return _ADDRESS
+    if kind in JOBQUEUE_KINDS:
+        schema = {**_JOBQUEUE, **_JOBQUEUE_EXTRA[kind]}
+        for key in _JOBQUEUE_MISSING.get(kind, ()):
+            schema.pop(key)
+        return schema
+    if kind == "kubernetes":
+        return _KUBERNETES
+    return _GATEWAY
 
 
-def _check_section(section: dict, name: str) -> dict:
-    schema = _SCHEMA[name]
+_TOP = ("data", "model", "cluster", "output", "progress")
+
+
+def _typename(ts: tuple) -> str:
+    names = {_NONE: "null", dict: "a mapping", list: "a list", str: "a string", int: "an integer",
+             float: "a number", bool: "true or false"}
+    return " or ".join(names.get(t, t.__name__) for t in ts)
+
+
+def _type_ok(value, ts: tuple) -> bool:
+    if isinstance(value, bool):
+        return bool in ts
+    if float in ts and isinstance(value, numbers.Real):
+        return True
+    return isinstance(value, ts)
+
+
+def _check_section(section, schema: dict, name: str) -> dict:
+    """Check ``section`` against ``schema``; return it with defaults filled in."""
+    if section is None:
+        section = {}
     if not isinstance(section, dict):
-        raise ConfigError(f"'{name}' must be a mapping; got {type(section).__name__}")
-    unknown = sorted(set(section) - set(schema))
+        raise ConfigError(f"'{name}' must be a mapping; got {type(section).__name__} {section!r}")
+    unknown = sorted(set(section) - set(schema), key=str)
     if unknown:
         raise ConfigError(
             f"unknown key(s) {', '.join(repr(f'{name}.{k}') for k in unknown)}; "
-            f"allowed in '{name}': {', '.join(sorted(schema))}"
+            f"allowed in '{name}': {', '.join(schema)}"
         )
     out = {}
-    for key, (types, default) in schema.items():
-        value = section.get(key, copy.deepcopy(default))
-        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in (
-            types if isinstance(types, tuple) else (types,)))
-        if not ok:
-            raise ConfigError(f"'{name}.{key}' must be {_typename(types)}; got {value!r}")
+    for key, field in schema.items():
+        if key not in section:
+            if field.default is _REQUIRED:
+                raise ConfigError(f"'{name}.{key}' is required ({_typename(field.types)})")
+            out[key] = copy.deepcopy(field.default)
+            continue
+        value = section[key]
+        if not _type_ok(value, field.types):
+            raise ConfigError(
+                f"'{name}.{key}' must be {_typename(field.types)}; got {value!r}"
+            )
+        if field.choices is not None and value not in field.choices:
+            raise ConfigError(
+                f"'{name}.{key}' is {value!r}; allowed: {', '.join(map(str, field.choices))}"
+            )
         out[key] = value
     return out
 
 
+# -- estimator and generator signatures ----------------------------------------------------------
 def estimator_class(method: str):
-    if method not in METHODS:
-        raise ConfigError(f"'model.method' {method!r} is unknown; allowed: {', '.join(METHODS)}")
+    """The estimator class of ``method`` (a key of :data:`METHODS`), imported on demand."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise ConfigError(
+            f"'model.method' {method!r} is unknown; allowed: {', '.join(METHODS)}"
+        )
     module, name = METHODS[method].split(":")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(
+            f"'model.method' {method!r}: its estimator {METHODS[method]} cannot be imported "
+            f"({err})"
+        ) from None
+
+
+def _plain_types(annotation) -> tuple | None:
+    """The classes of a resolved annotation like ``int | None``; None if not that simple."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    if isinstance(annotation, type):
+        members = (annotation,)
+    elif isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        members = typing.get_args(annotation)
+    else:
+        return None
+    if not all(isinstance(m, type) and m.__module__ == "builtins" or m is _NONE for m in members):
+        return None
+    return tuple(members)
+
+
+def check_params(func, params: dict, where: str, *, skip=("self",)) -> dict:
+    """Check keyword ``params`` against ``func``'s signature: names, and simple annotated types.
+
+    Returns the parameter names that are allowed. Values are only type-checked where the
+    signature says so unambiguously (``int``, ``float | None``, ``str`` ...), or, without an
+    annotation, when the default is a bool or a string (a flag or a named choice).
+    """
+    sig = inspect.signature(func)
+    allowed = [
+        p for p, par in sig.parameters.items()
+        if p not in skip and par.kind not in (par.VAR_POSITIONAL, par.VAR_KEYWORD)
+    ]
+    bad = sorted(set(params) - set(allowed), key=str)
+    if bad:
+        raise ConfigError(
+            f"unknown key(s) {', '.join(repr(f'{where}.{b}') for b in bad)}; "
+            f"allowed: {', '.join(allowed)}"
+        )
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # annotations that do not resolve: check names only
+        hints = {}
+    for name, value in params.items():
+        par = sig.parameters[name]
+        ts = _plain_types(hints.get(name, inspect.Parameter.empty))
+        if ts is None:
+            default = par.default
+            if isinstance(default, bool):
+                ts = (bool,)
+            elif isinstance(default, str):
+                ts = (str,)
+            else:
+                continue
+            if value is None:
+                continue
+        if int in ts and float not in ts and isinstance(value, float) and value.is_integer():
+            continue  # 1e3 in YAML is a float
+        if not _type_ok(value, ts):
+            raise ConfigError(f"'{where}.{name}' must be {_typename(ts)}; got {value!r}")
+    return allowed
+
+
+def _check_model(model) -> dict:
+    if not isinstance(model, dict) or "method" not in model:
+        raise ConfigError(
+            f"'model' must be a mapping with a 'method' key; allowed methods: {', '.join(METHODS)}"
+        )
+    params = dict(model)
+    method = params.pop("method")
+    cls = estimator_class(method)
+    check_params(cls.__init__, params, "model")
+    try:
+        cls(**params)  # parameter values are validated again at fit, before any compute
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"model: {err}") from None
+    return {"method": method, **params}
+
+
+def _check_generate(gen) -> dict:
+    from .datasets import GENERATORS
+
+    if not isinstance(gen, dict):
+        raise ConfigError(f"'data.generate' must be a mapping; got {gen!r}")
+    params = dict(gen)
+    kind = params.pop("kind", "low_rank")
+    if kind not in GENERATORS:
+        raise ConfigError(
+            f"'data.generate.kind' {kind!r} is unknown; allowed: {', '.join(GENERATORS)}"
+        )
+    check_params(GENERATORS[kind], params, "data.generate")
+    required = [
+        p for p, par in inspect.signature(GENERATORS[kind]).parameters.items()
+        if par.default is inspect.Parameter.empty
+    ]
+    missing = [p for p in required if p not in params]
+    if missing:
+        raise ConfigError(
+            f"'data.generate' of kind {kind!r} needs {', '.join(repr(m) for m in missing)}"
+        )
+    return {"kind": kind, **params}
+
+
+def check_cluster(section) -> dict:
+    """Validate a ``cluster`` section (also used by :func:`scalepca.connect` for kwargs)."""
+    if section is None:
+        section = {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"'cluster' must be a mapping; got {section!r}")
+    section = dict(section)
+    kind = section.pop("kind", "local")
+    if kind not in CLUSTER_KINDS:
+        raise ConfigError(
+            f"'cluster.kind' {kind!r} is unknown; allowed: {', '.join(CLUSTER_KINDS)}"
+        )
+    out = _check_section(section, _cluster_schema(kind), "cluster")
+    if kind == "address":
+        addr = out["address"]
+        scheme = addr.split("://", 1)[0] if "://" in addr else "tcp"
+        if scheme not in ("tcp", "tls", "ws", "wss", "inproc", "ucx"):
+            raise ConfigError(
+                f"'cluster.address' {addr!r} has scheme {scheme!r}; allowed: tcp://, tls://"
+            )
+        if out["security"] is not None:
+            out["security"] = _check_section(out["security"], _SECURITY, "cluster.security")
+        elif scheme in ("tls", "wss"):
+            raise ConfigError(
+                f"'cluster.address' {addr!r} is a TLS address; set 'cluster.security' with "
+                "tls_ca_file, tls_client_cert and tls_client_key"
+            )
+    if out.get("adaptive") is not None:
+        schema = _ADAPTIVE_JOBS if kind in JOBQUEUE_KINDS else _ADAPTIVE
+        out["adaptive"] = _check_section(out["adaptive"], schema, "cluster.adaptive")
+        lo, hi = list(out["adaptive"].values())
+        if not 0 <= lo <= hi:
+            raise ConfigError(
+                f"'cluster.adaptive' needs 0 <= minimum <= maximum; got {lo} and {hi}"
+            )
+    for key in ("job_extra", "job_script_prologue", "worker_extra_args"):
+        if out.get(key) is not None and not all(isinstance(x, str) for x in out[key]):
+            raise ConfigError(f"'cluster.{key}' must be a list of strings; got {out[key]!r}")
+    for key in ("n_workers", "threads_per_worker", "cores", "jobs", "processes"):
+        v = out.get(key)
+        low = 0 if key == "jobs" else 1
+        if isinstance(v, int) and not isinstance(v, bool) and v < low:
+            raise ConfigError(f"'cluster.{key}' must be at least {low}; got {v}")
+    return {"kind": kind, **out}
+
+
+def _check_data(section) -> dict:
+    if section is None or not isinstance(section, dict):
+        raise ConfigError(f"'data' must be a mapping with at least 'path'; got {section!r}")
+    out = _check_section(section, _DATA, "data")
+    chunks = out["chunks"]
+    if isinstance(chunks, list) and (
+        len(chunks) != 2 or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
+                                    for c in chunks)
+    ):
+        raise ConfigError(
+            f"'data.chunks' must be rows per chunk (an integer) or [rows, columns]; got {chunks!r}"
+        )
+    if isinstance(chunks, int) and chunks < 1:
+        raise ConfigError(f"'data.chunks' must be at least 1; got {chunks}")
+    for key in ("sample_dims", "feature_dims"):
+        v = out[key]
+        if isinstance(v, list) and not all(isinstance(x, str) for x in v):
+            raise ConfigError(
+                f"'data.{key}' must be a dimension name or a list of names; got {v!r}"
+            )
+    if out["generate"] is not None:
+        out["generate"] = _check_generate(out["generate"])
+    return out
 
 
 def validate_config(cfg) -> dict:
     """Return a normalised copy of ``cfg`` with defaults filled in, or raise ConfigError."""
     if not isinstance(cfg, dict):
-        raise ConfigError("a config must be a YAML mapping with sections data, model, cluster, output")
-    unknown = sorted(set(cfg) - _TOP)
+        raise ConfigError(
+            "a config must be a YAML mapping with sections data, model, cluster, output, progress"
+        )
+    unknown = sorted(set(cfg) - set(_TOP), key=str)
     if unknown:
-        raise ConfigError(f"unknown section(s) {unknown}; allowed: {', '.join(sorted(_TOP))}")
-    if "data" not in cfg or "model" not in cfg:
-        raise ConfigError("a config needs at least the 'data' and 'model' sections")
-    out = {"data": _check_section(cfg["data"], "data")}
-    if out["data"]["path"] is None:
-        raise ConfigError("'data.path' is required (a zarr store path or URL)")
-    if out["data"]["generate"] is not None:
-        out["data"]["generate"] = _check_section(out["data"]["generate"], "data.generate")
-    model = cfg["model"]
-    if not isinstance(model, dict) or "method" not in model:
-        raise ConfigError("'model' must be a mapping with a 'method' key")
-    model = dict(model)
-    cls = estimator_class(model.pop("method"))
-    params = inspect.signature(cls.__init__).parameters
-    allowed = [p for p in params if p != "self"]
-    bad = sorted(set(model) - set(allowed))
-    if bad:
         raise ConfigError(
-            f"unknown key(s) {', '.join(repr('model.' + b) for b in bad)} for {cls.__name__}; "
-            f"allowed: method, {', '.join(allowed)}"
+            f"unknown section(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(_TOP)}"
         )
-    try:
-        cls(**model)  # parameter values are validated at fit, before any compute
-    except TypeError as err:
-        raise ConfigError(f"model: {err}") from None
-    out["model"] = {"method": cfg["model"]["method"], **model}
-    out["cluster"] = _check_section(cfg.get("cluster") or {}, "cluster")
-    if out["cluster"]["kind"] not in _CLUSTER_KINDS:
-        raise ConfigError(
-            f"'cluster.kind' {out['cluster']['kind']!r} is unknown; allowed: {', '.join(_CLUSTER_KINDS)}"
-        )
-    out["output"] = _check_section(cfg.get("output") or {}, "output")
+    for needed in ("data", "model"):
+        if needed not in cfg:
+            raise ConfigError(f"a config needs a '{needed}' section")
+    out = {"data": _check_data(cfg["data"]), "model": _check_model(cfg["model"])}
+    out["cluster"] = check_cluster(cfg.get("cluster"))
+    out["output"] = _check_section(cfg.get("output"), _OUTPUT, "output")
+    method = out["model"]["method"]
+    for part in ("low_rank", "sparse"):
+        if out["output"][part] and method != "robust_pca":
+            raise ConfigError(
+                f"'output.{part}' is only available for model.method robust_pca; got {method!r}"
+            )
+    if out["output"]["reconstruction"]:
+        cls = estimator_class(method)
+        if not hasattr(cls, "inverse_transform"):
+            raise ConfigError(
+                f"'output.reconstruction': {cls.__name__} has no inverse_transform"
+            )
     progress = cfg.get("progress", True)
     if not isinstance(progress, bool):
         raise ConfigError(f"'progress' must be true or false; got {progress!r}")
@@ -142,16 +456,23 @@ def validate_config(cfg) -> dict:
     return out
 
 
-def apply_overrides(cfg: dict, overrides) -> dict:
+def apply_overrides(cfg, overrides) -> dict:
     """Apply ``key.sub=value`` overrides (values parsed as YAML) to a raw config."""
-    cfg = copy.deepcopy(cfg)
+    cfg = copy.deepcopy(cfg) if cfg is not None else {}
+    if not isinstance(cfg, dict):
+        return cfg  # validate_config reports it
     for item in overrides or ():
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected key=value, e.g. model.n_components=20")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"--set {item!r}: value is not valid YAML ({err})") from None
         node = cfg
         parts = key.strip().split(".")
+        if not all(parts):
+            raise ConfigError(f"--set {item!r}: empty key part")
         for p in parts[:-1]:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
@@ -160,13 +481,22 @@ def apply_overrides(cfg: dict, overrides) -> dict:
     return cfg
 
 
-def load_config(path, overrides=None) -> dict:
-    """Read a YAML config, apply overrides, validate. Relative paths resolve from the CWD."""
+def read_yaml(path):
+    """The raw mapping of a YAML file; ``FileNotFoundError``/``ConfigError`` when unreadable."""
     path = Path(os.fspath(path))
-    if not path.exists():
+    if not path.is_file():
         raise FileNotFoundError(f"config file {str(path)!r} does not exist")
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
-    return validate_config(apply_overrides(raw, overrides))
+        where = ""
+        mark = getattr(err, "problem_mark", None)
+        if mark is not None:
+            where = f" (line {mark.line + 1}, column {mark.column + 1})"
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
+
+
+def load_config(path, overrides=None) -> dict:
+    """Read a YAML config, apply overrides, validate. Relative paths resolve from the CWD."""
+    return validate_config(apply_overrides(read_yaml(path), overrides))

@@ -146,13 +146,39 @@ def save_estimator(est, store, *, storage_options=None) -> None:
         for name, value in arrays.items():
             group.create_array(name, data=np.ascontiguousarray(value))
         for name, value in lazy.items():
-            value.to_zarr(group.store, component=_component(group, name), compute=True)
+            regular_chunks(value).to_zarr(group.store, component=_component(group, name),
+                                          compute=True)
 
     atomic_group(store, storage_options=storage_options, write=write)
 
 
 def _component(group: zarr.Group, name: str) -> str:
     return f"{group.path}/{name}".lstrip("/")
+
+
+def _interrupted_siblings(store) -> list[str]:
+    local = _local_path(store)
+    if local is None:
+        return []
+    target = Path(local)
+    if not target.parent.is_dir():
+        return []
+    return sorted(
+        str(p) for p in target.parent.iterdir()
+        if p.name.startswith(f"{target.name}.tmp-") or p.name.startswith(f"{target.name}.old-")
+    )
+
+
+def regular_chunks(arr: da.Array) -> da.Array:
+    """Rechunk ``arr`` so every chunk but the last along each axis has the same size.
+
+    Zarr arrays have one chunk shape; writing dask blocks of other sizes would make two
+    workers write into the same zarr chunk. The rechunk moves blocks between workers only.
+    """
+    for ax, c in enumerate(arr.chunks):
+        if any(x != c[0] for x in c[:-1]) or c[-1] > c[0]:
+            arr = arr.rechunk({ax: max(c)})
+    return arr
 
 
 def load(store, *, storage_options=None):
@@ -165,7 +191,17 @@ def load(store, *, storage_options=None):
     ValueError
         The store is not a scalepca model, or it is incomplete (an interrupted write).
     """
-    group = open_zarr_node(store, storage_options=storage_options)
+    try:
+        group = open_zarr_node(store, storage_options=storage_options)
+    except FileNotFoundError:
+        left = _interrupted_siblings(store)
+        if left:
+            raise FileNotFoundError(
+                f"no model store at {os.fspath(store)!r}; an interrupted save left "
+                f"{', '.join(map(repr, left))} (a complete previous model, if any, is the "
+                "'.old-*' one)"
+            ) from None
+        raise
     attrs = dict(group.attrs) if isinstance(group, zarr.Group) else {}
     if attrs.get("format") != FORMAT:
         raise ValueError(f"{os.fspath(store)!r} is not a scalepca model store")
@@ -197,10 +233,14 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
     def write(group: zarr.Group):
         group.attrs.update({"format": "scalepca-output", **json.loads(json.dumps(attrs or {}))})
         if isinstance(arr, xr.DataArray):
-            arr.to_dataset(name=name).to_zarr(group.store, group=group.path or None, mode="a",
+            out = arr
+            if out.chunks is not None:
+                out = out.copy(data=regular_chunks(out.data))
+            out.to_dataset(name=name).to_zarr(group.store, group=group.path or None, mode="a",
                                               consolidated=False)
         else:
             a = arr if isinstance(arr, da.Array) else da.from_array(np.asarray(arr))
-            a.to_zarr(group.store, component=_component(group, name), compute=True)
+            regular_chunks(a).to_zarr(group.store, component=_component(group, name),
+                                      compute=True)
 
     atomic_group(store, storage_options=storage_options, write=write)
