@@ -80,6 +80,11 @@ class PCA(LatentGaussianMixin, LinearDecompositionMixin):
         Power iterations of the randomized solver, each re-orthonormalised.
     random_state : int, Generator or None
         Seed of the randomized solver (the only random part).
+    persist : bool, default=False
+        Multi-pass solvers (``"tsqr"``, ``"randomized"``) only: hold the data in cluster memory
+        for the fit (``X.persist()``) instead of re-reading the store on every pass. Worth it
+        when the array fits in the workers' memory (each re-read costs one full read of the
+        store); harmful when it does not (workers spill to disk).
 
     Attributes
     ----------
@@ -124,6 +129,7 @@ class PCA(LatentGaussianMixin, LinearDecompositionMixin):
         n_oversamples: int = 10,
         n_power_iter: int = 4,
         random_state=None,
+        persist: bool = False,
     ):
         self.n_components = n_components
         self.svd_solver = svd_solver
@@ -131,6 +137,7 @@ class PCA(LatentGaussianMixin, LinearDecompositionMixin):
         self.n_oversamples = n_oversamples
         self.n_power_iter = n_power_iter
         self.random_state = random_state
+        self.persist = persist
 
     # -- fitting ---------------------------------------------------------------------------
     def _check_params(self, n: int, d: int) -> int:
@@ -154,17 +161,22 @@ class PCA(LatentGaussianMixin, LinearDecompositionMixin):
             X = X.rechunk({1: -1})
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
                     X.numblocks[0], solver)
+        if self.persist and solver != "covariance_eigh":
+            logger.info("persisting %.1f MB in %d blocks in cluster memory", X.nbytes / 1e6,
+                        X.npartitions)
+            X = X.persist()
         if solver == "covariance_eigh":
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(X))
-            raise_on_nonfinite(mom["bad"])
+            mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
             n, mean, evals, components, total = spectrum_from_moments(mom, k)
             ev = evals
         else:
             Xm = X if len(X.chunks[1]) == 1 else X.rechunk({1: -1})
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(Xm, with_gram=False))
-            raise_on_nonfinite(mom["bad"])
+            mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
+            X = self._select_features(X)
             mean = mom["mean"]
             total = float(mom["ss"].sum() / max(n - 1, 1))
             if solver == "tsqr":
@@ -181,7 +193,33 @@ class PCA(LatentGaussianMixin, LinearDecompositionMixin):
                 self.n_passes_ += 2 + 2 * self.n_power_iter
                 ev = s**2 / max(n - 1, 1)
                 components = flip_signs(Vt)
-        self._set_spectrum(n, d, k, mean, ev, components, total)
+        self._set_spectrum(n, d_fit, k, mean, ev, components, total)
+
+    def _drop_all_nan_features(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
+        """Leave out features that are NaN in every sample (land masks); raise on other NaN.
+
+        The moments of the other features are exact: the pass zero-filled non-finite entries.
+        Returns the moments restricted to the kept features and their number.
+        """
+        if not mom["bad"]:
+            return mom, d
+        nanf = mom.get("nan_features", np.zeros(d, dtype=np.int64))
+        keep = nanf < n
+        remaining = mom["bad"] - int(nanf[~keep].sum())
+        raise_on_nonfinite(remaining)
+        self._drop_features(keep, reason="NaN in every sample", data=data)
+        d_fit = int(keep.sum())
+        if k > min(n, d_fit):
+            raise ValueError(
+                f"n_components={k} is out of range: after leaving out {d - d_fit} all-NaN "
+                f"features it must be at most min(n_samples, n_features) = {min(n, d_fit)}"
+            )
+        out = {**mom, "mean": mom["mean"][keep], "bad": 0}
+        if "m2" in mom:
+            out["m2"] = mom["m2"][np.ix_(keep, keep)]
+        if "ss" in mom:
+            out["ss"] = mom["ss"][keep]
+        return out, d_fit
 
     def _set_spectrum(self, n, d, k, mean, ev, components, total) -> None:
         """Fitted attributes from the spectrum; ``ev`` may hold more than ``k`` eigenvalues."""
