@@ -1,0 +1,285 @@
+"""Singular value thresholding and soft thresholding on matrices stored in 2-D blocks.
+
+The proximal operators of robust PCA (principal component pursuit):
+
+* soft threshold (entrywise), the proximal map of ``τ‖·‖₁``::
+
+      shrink_τ(x) = sign(x) · max(|x| − τ, 0)
+
+* singular value thresholding (Cai, Candès & Shen 2010), the proximal map of ``τ‖·‖_*``::
+
+      SVT_τ(A) = U · diag(max(σ − τ, 0)) · Vᵀ      where A = U diag(σ) Vᵀ
+
+Only the singular triplets with ``σ > τ`` matter, so the SVD is partial: a randomized range
+finder (Halko, Martinsson & Tropp 2011) over the blocks of ``A`` with ``k + p`` probe vectors,
+where ``k`` is a *predicted* rank (Lin, Chen & Ma 2010: one more than the number of values found
+above the threshold last time, grown only when every computed value clears the threshold).
+Between outer iterations the previous right singular vectors warm-start the probe block, so a
+single power iteration is usually enough.
+
+Every product ``A Ω`` / ``Aᵀ Q`` is a blockwise dask product with a tree sum over blocks; only
+the tall-skinny results (n1 × l, n2 × l) and l × l matrices reach the client. ``A`` itself is
+never gathered and no dense SVD of it is taken.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import dask
+import dask.array as da
+import numpy as np
+from scipy import linalg as sla
+
+__all__ = [
+    "SVTResult",
+    "low_rank_from_factors",
+    "predict_rank",
+    "randomized_partial_svd",
+    "soft_threshold",
+    "soft_threshold_blocks",
+    "spectral_norm_estimate",
+    "svt",
+]
+
+
+def soft_threshold(x: np.ndarray, tau: float) -> np.ndarray:
+    """Entrywise ``sign(x) · max(|x| − τ, 0)`` (``τ = inf`` gives zeros)."""
+    x = np.asarray(x)
+    if not np.isfinite(tau):
+        return np.zeros_like(x)
+    return np.sign(x) * np.maximum(np.abs(x) - tau, 0.0)
+
+
+def soft_threshold_blocks(X: da.Array, tau: float) -> da.Array:
+    """Lazy blockwise soft threshold of a dask array (no data moves)."""
+    return X.map_blocks(soft_threshold, tau, dtype=X.dtype)
+
+
+def _ctx(timed, label):
+    return timed(label) if timed is not None else nullcontext()
+
+
+def _times(A: da.Array, Om: np.ndarray) -> da.Array:
+    """Lazy ``A Ω`` for a small dense ``Ω``; blocks of ``Ω`` follow ``A``'s column chunks."""
+    return A @ da.from_array(Om, chunks=(A.chunks[1], Om.shape[1]))
+
+
+def _rtimes(A: da.Array, Q: np.ndarray) -> da.Array:
+    """Lazy ``Aᵀ Q`` for a small dense ``Q``."""
+    return A.T @ da.from_array(Q, chunks=(A.chunks[0], Q.shape[1]))
+
+
+def _orth(Y: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of the columns of a tall matrix (Householder QR, economic)."""
+    Q, _ = np.linalg.qr(Y)
+    return Q
+
+
+def randomized_partial_svd(
+    A: da.Array,
+    k: int,
+    *,
+    n_oversamples: int = 10,
+    n_power_iter: int = 1,
+    rng: np.random.Generator,
+    warm_start: np.ndarray | None = None,
+    timed=None,
+):
+    """Leading singular triplets of a blocked dask matrix by a randomized range finder.
+
+    Parameters
+    ----------
+    A : dask array of shape (n1, n2)
+        Any 2-D block layout.
+    k : int
+        Number of triplets wanted; ``l = k + n_oversamples`` probe vectors are used.
+    n_power_iter : int
+        Power (subspace) iterations, each re-orthonormalised on both sides.
+    rng : numpy Generator
+        Source of the Gaussian probe vectors.
+    warm_start : ndarray of shape (n2, k0), optional
+        Orthonormal columns (e.g. the right singular vectors of a nearby matrix) used as the
+        first ``k0`` probe vectors; the rest are Gaussian.
+    timed : callable, optional
+        ``timed(label)`` returns a context manager wrapped around every pass over ``A``
+        (the estimators count passes with it).
+
+    Returns
+    -------
+    U : ndarray (n1, l), s : ndarray (l,), Vt : ndarray (l, n2)
+        All ``l`` computed triplets, singular values descending; the first ``k`` are the
+        accurate ones, the oversampled rest lower bounds.
+
+    Notes
+    -----
+    Passes over ``A``: ``2 + 2 · n_power_iter``. Client memory: a few (n1 + n2) × l arrays.
+    """
+    n1, n2 = A.shape
+    l = int(min(k + n_oversamples, n1, n2))
+    if warm_start is not None and warm_start.shape[1] > 0:
+        W = np.asarray(warm_start, dtype=np.float64)[:, :l]
+        extra = l - W.shape[1]
+        Om = np.hstack([W, rng.standard_normal((n2, extra))]) if extra > 0 else W
+    else:
+        Om = rng.standard_normal((n2, l))
+    with _ctx(timed, "svt: A Ω"):
+        (Y,) = dask.compute(_times(A, Om))
+    Q = _orth(Y)
+    for _ in range(n_power_iter):
+        with _ctx(timed, "svt: Aᵀ Q"):
+            (Z,) = dask.compute(_rtimes(A, Q))
+        Z = _orth(Z)
+        with _ctx(timed, "svt: A Z"):
+            (Y,) = dask.compute(_times(A, Z))
+        Q = _orth(Y)
+    with _ctx(timed, "svt: Aᵀ Q (final)"):
+        (Bt,) = dask.compute(_rtimes(A, Q))  # (Qᵀ A)ᵀ, n2 × l
+    # Bᵀ = V Σ Wᵀ  ⇒  B = W Σ Vᵀ  ⇒  A ≈ (Q W) Σ Vᵀ
+    V, s, Wt = sla.svd(Bt, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+    U = Q @ Wt.T
+    return U, s, V.T
+
+
+@dataclass
+class SVTResult:
+    """Factors of ``SVT_τ(A) = U diag(s) Vt`` and what the rank predictor needs."""
+
+    U: np.ndarray  # n1 × r
+    s: np.ndarray  # r, thresholded (σ − τ > 0), descending
+    Vt: np.ndarray  # r × n2
+    sigma: np.ndarray  # all computed singular values of A (before thresholding)
+    n_above: int  # how many of the trusted (first k) values exceed τ
+    k: int  # number of trusted values requested
+    V_trusted: np.ndarray  # k × n2: right vectors of the trusted values (a warm start)
+
+    @property
+    def rank(self) -> int:
+        return int(self.s.shape[0])
+
+
+def svt(
+    A: da.Array,
+    tau: float,
+    k: int,
+    *,
+    method: str = "randomized",
+    n_oversamples: int = 10,
+    n_power_iter: int = 1,
+    rng: np.random.Generator | None = None,
+    warm_start: np.ndarray | None = None,
+    timed=None,
+) -> SVTResult:
+    """Singular value thresholding ``SVT_τ(A)`` returned as factors, never as a dense matrix.
+
+    ``method="randomized"`` computes ``k`` (+ oversampling) triplets with
+    :func:`randomized_partial_svd` and keeps those of the first ``k`` above ``τ``.
+    ``method="full"`` gathers ``A`` on the client and takes a dense LAPACK SVD: a reference for
+    small problems only.
+    """
+    n1, n2 = A.shape
+    k = int(max(1, min(k, n1, n2)))
+    if method == "full":
+        with _ctx(timed, "svt: gather A (full SVD)"):
+            (Ad,) = dask.compute(A)
+        U, s, Vt = sla.svd(np.asarray(Ad), full_matrices=False, check_finite=False,
+                           lapack_driver="gesdd")
+        trusted = s.shape[0]
+    else:
+        U, s, Vt = randomized_partial_svd(
+            A, k, n_oversamples=n_oversamples, n_power_iter=n_power_iter,
+            rng=rng if rng is not None else np.random.default_rng(), warm_start=warm_start,
+            timed=timed,
+        )
+        trusted = min(k, s.shape[0])
+    keep = int(np.count_nonzero(s[:trusted] > tau))
+    return SVTResult(
+        U=np.ascontiguousarray(U[:, :keep]),
+        s=s[:keep] - tau,
+        Vt=np.ascontiguousarray(Vt[:keep]),
+        sigma=s,
+        n_above=keep,
+        k=trusted,
+        V_trusted=np.ascontiguousarray(Vt[:trusted]),
+    )
+
+
+def predict_rank(n_above: int, k: int, n_max: int, *, growth: float = 0.05,
+                 n_min_dim: int | None = None) -> int:
+    """Number of singular triplets to ask for at the next iteration (Lin, Chen & Ma 2010).
+
+    If fewer than ``k`` values cleared the threshold the rank is known: ask for one more than
+    were found. If all ``k`` did, the rank may be larger: grow, by doubling but by at most
+    ``growth · min(n1, n2)`` (the 5 % step of Lin et al.), so a rank-100 problem on a
+    20,000 × 20,000 matrix is not made to compute 1,000 vectors.
+    """
+    if n_above < k:
+        return int(min(n_above + 1, n_max))
+    step = max(k, 10)
+    if n_min_dim is not None:
+        step = min(step, max(1, int(round(growth * n_min_dim))))
+    return int(min(k + step, n_max))
+
+
+def spectral_norm_estimate(
+    M: da.Array, *, rng: np.random.Generator, n_vectors: int = 8, n_power_iter: int = 3,
+    timed=None,
+) -> float:
+    """Estimate of ``‖M‖₂`` (largest singular value) by randomized subspace iteration.
+
+    A lower bound that is accurate to a few per cent on matrices whose top singular value is
+    not isolated. Passes over ``M``: ``2 + 2 · n_power_iter``.
+    """
+    _, s, _ = randomized_partial_svd(
+        M, 1, n_oversamples=n_vectors - 1, n_power_iter=n_power_iter, rng=rng, timed=timed,
+    )
+    return float(s[0]) if s.size else 0.0
+
+
+def _lowrank_block(us, vt):
+    return us @ vt
+
+
+def low_rank_from_factors(U: np.ndarray, s: np.ndarray, Vt: np.ndarray, chunks) -> da.Array:
+    """Lazy ``U diag(s) Vt`` in the 2-D block layout ``chunks``; each block is formed alone.
+
+    Memory per task: one output block plus its row slice of ``U`` and column slice of ``Vt``.
+    """
+    r = s.shape[0]
+    rows, cols = chunks
+    n1, n2 = sum(rows), sum(cols)
+    if r == 0:
+        return da.zeros((n1, n2), chunks=chunks, dtype=np.float64)
+    Us = da.from_array(np.ascontiguousarray(U * s), chunks=(rows, r))
+    Vd = da.from_array(np.ascontiguousarray(Vt), chunks=(r, cols))
+    return da.blockwise(
+        _lowrank_block, "ij", Us, "ik", Vd, "kj", dtype=np.float64, concatenate=True,
+        meta=np.empty((0, 0), dtype=np.float64),
+    )
+
+
+def _is_regular(chunks) -> bool:
+    """True when every chunk but the last has the same size (zarr-compatible)."""
+    return all(len(set(c[:-1])) <= 1 and (len(c) < 2 or c[-1] <= c[0]) for c in chunks)
+
+
+def regular_chunks(shape, block: int) -> tuple:
+    """Regular 2-D chunks of edge at most ``block``."""
+    return tuple(
+        tuple([block] * (n // block) + ([n % block] if n % block else [])) or (n,)
+        for n in shape
+    )
+
+
+def square_blocks(shape, *, target_elems: int = 2**22, min_blocks_per_dim: int = 2) -> tuple:
+    """A regular 2-D block layout of about ``target_elems`` entries per block."""
+    edge = int(math.sqrt(target_elems))
+    out = []
+    for n in shape:
+        b = min(edge, n)
+        if n >= 512 and math.ceil(n / b) < min_blocks_per_dim:
+            b = math.ceil(n / min_blocks_per_dim)
+        out.append(b)
+    return tuple(regular_chunks((n,), b)[0] for n, b in zip(shape, out, strict=True))

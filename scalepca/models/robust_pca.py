@@ -1,0 +1,779 @@
+"""Robust PCA (principal component pursuit) by the inexact augmented Lagrangian method.
+
+Solves ``min ‖L‖_* + λ‖S‖₁  s.t.  P_Ω(L + S) = P_Ω(M)`` (Ω = all entries unless a mask is
+given) with the inexact ALM / ADMM iteration of Lin, Chen & Ma (2010)::
+
+    L ← SVT_{1/μ}(M − S + Y/μ)
+    S ← shrink_{λ/μ}(M − L + Y/μ)          (on Ω; off Ω S absorbs everything)
+    Y ← Y + μ (M − L − S)                  (on Ω; zero off Ω)
+    μ ← min(ρ μ, μ̄)
+
+Out-of-core layout
+------------------
+``L`` is only ever held as factors ``U diag(σ) Vᵀ`` (client side, (n1 + n2) × r numbers).
+``S`` and ``Y`` need not be stored separately: with ``T = M − L + Y/μ`` (the argument of the
+soft threshold) one has ``S = shrink_{λ/μ}(T)`` and ``Y/μ = T − S``, so a single n1 × n2
+matrix ``T`` (plus two scalars) is the whole large state. Each iteration makes
+
+* ``2 + 2·n_power_iter`` passes over ``A = M − S + Y/μ`` for the randomized partial SVD, and
+* one update pass that reads blocks of ``M`` and the old ``T``, forms the matching block of
+  ``L`` from the factors, and writes the new ``T`` and the next ``A``; the primal residual
+  ``‖P_Ω(M − L − S)‖_F`` and ``‖S‖₀`` are reduced in the same pass.
+
+``T`` and ``A`` are persisted in cluster memory when they fit (``storage="memory"``), otherwise
+written block by block to a zarr scratch store (``storage="zarr"``), which is also the
+checkpoint store when ``checkpoint`` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import numbers
+import os
+import shutil
+import tempfile
+import time
+import uuid
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+
+from .._validation import check_choice, check_random_state_seed, check_scalar
+from ..io._matrix import MatrixInput, as_matrix
+from ..linalg.svt import (
+    _is_regular,
+    low_rank_from_factors,
+    predict_rank,
+    regular_chunks,
+    soft_threshold,
+    spectral_norm_estimate,
+    square_blocks,
+    svt,
+)
+from .base import LinearDecompositionMixin
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = "scalepca-rpca-checkpoint"
+#: the dense reference SVD refuses matrices with more entries than this (1 GiB in float64)
+FULL_SVD_MAX_ENTRIES = 2**27
+
+
+# ---------------------------------------------------------------------------------------------
+# block kernels (NumPy, one block at a time)
+# ---------------------------------------------------------------------------------------------
+def _clean(m, w):
+    """A block of M in float64 with the unobserved entries set to zero."""
+    m = np.asarray(m, dtype=np.float64)
+    if w is not None:
+        m = np.where(w, m, 0.0)
+    return m
+
+
+def _state_from_t(t, w, a_tau, c):
+    """``(S, Y/μ)`` from the stored block ``T``: ``S = shrink(T)`` and ``Y/μ = c (T − S)`` on Ω;
+    off Ω ``S = T`` and ``Y = 0``."""
+    t = np.asarray(t, dtype=np.float64)
+    s = soft_threshold(t, a_tau)
+    y = c * (t - s)
+    if w is not None:
+        s = np.where(w, s, t)
+        y = np.where(w, y, 0.0)
+    return s, y
+
+
+def _a_from_t(m, t, w, a_tau, c):
+    """The SVT argument ``A = M − S + Y/μ`` from blocks of M and T."""
+    s, y = _state_from_t(t, w, a_tau, c)
+    return _clean(m, w) - s + y
+
+
+def _a_block(m, t, w=None, *, a_tau, c):
+    return _a_from_t(m, t, w, a_tau, c)
+
+
+def _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next):
+    """One ALM update of a block: returns ``(T_new, A_next, residual², nnz(S))``."""
+    m = _clean(m, w)
+    _, y = _state_from_t(t, w, a_tau, c)
+    lb = us @ vt
+    tn = m - lb + y
+    sn, _ = _state_from_t(tn, w, tau_s, c_next)
+    r = m - lb - sn
+    if w is not None:
+        r = np.where(w, r, 0.0)
+    nnz = np.count_nonzero(sn) if w is None else np.count_nonzero(np.where(w, sn, 0.0))
+    a_next = _a_from_t(m, tn, w, tau_s, c_next)
+    return tn, a_next, float(np.vdot(r, r)), float(nnz)
+
+
+def _update_block_memory(m, t, *rest, a_tau, c, tau_s, c_next, masked):
+    w, us, vt = (rest[0], rest[1], rest[2]) if masked else (None, rest[0], rest[1])
+    tn, a_next, _, _ = _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
+    return np.stack([tn, a_next])
+
+
+def _stats_block(tn, t, w=None, *, a_tau, c, tau_s, c_next):
+    """Residual² and ‖S‖₀ of a block from the new and old T (memory mode: no read of M)."""
+    tn = np.asarray(tn, dtype=np.float64)
+    _, y = _state_from_t(t, w, a_tau, c)
+    sn, _ = _state_from_t(tn, w, tau_s, c_next)
+    r = tn - y - sn
+    if w is not None:
+        r = np.where(w, r, 0.0)
+        sn = np.where(w, sn, 0.0)
+    return np.array([[[np.vdot(r, r), np.count_nonzero(sn)]]], dtype=np.float64)
+
+
+def _update_block_zarr(m, t, *rest, a_tau, c, tau_s, c_next, masked, root, t_name, a_name):
+    if masked:
+        w, us, vt, roff, coff = rest
+    else:
+        w = None
+        us, vt, roff, coff = rest
+    import zarr
+
+    tn, a_next, res2, nnz = _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
+    i0, j0 = int(roff[0]), int(coff[0])
+    sl = (slice(i0, i0 + tn.shape[0]), slice(j0, j0 + tn.shape[1]))
+    zarr.open_array(store=root, path=t_name, mode="r+")[sl] = tn
+    zarr.open_array(store=root, path=a_name, mode="r+")[sl] = a_next
+    return np.array([[[res2, nnz]]], dtype=np.float64)
+
+
+def _input_stats_block(m, w=None):
+    """Per block: ‖P_Ω M‖_F², max |P_Ω M|, non-finite count on Ω, |Ω|."""
+    m = np.asarray(m, dtype=np.float64)
+    obs = np.ones(m.shape, dtype=bool) if w is None else np.asarray(w, dtype=bool)
+    finite = np.isfinite(m)
+    bad = np.count_nonzero(obs & ~finite)
+    v = np.where(obs & finite, m, 0.0)
+    mx = float(np.abs(v).max()) if v.size else 0.0
+    return np.array([[[np.vdot(v, v), mx, bad, np.count_nonzero(obs)]]], dtype=np.float64)
+
+
+def _shrink_block(t, w=None, *, tau):
+    s = soft_threshold(np.asarray(t, dtype=np.float64), tau)
+    return s if w is None else np.where(w, s, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# scratch / checkpoint store (local zarr group)
+# ---------------------------------------------------------------------------------------------
+class _Store:
+    """A local zarr group holding the large state arrays and, if a checkpoint, the commits.
+
+    Layout: ``T_<k>`` (n1 × n2 arrays, uncompressed, one zarr chunk per dask block), ``A``
+    (the current SVT argument, rewritten every iteration), and ``state_<k>`` groups holding the
+    small state of a commit. A commit is written under ``state_<k>.tmp-*`` with
+    ``complete = true`` set last, then renamed into place; only complete commits are read.
+    """
+
+    def __init__(self, path: str):
+        import zarr
+
+        self.path = os.fspath(path)
+        if "://" in self.path and not self.path.startswith("file://"):
+            raise ValueError(
+                f"checkpoint/scratch {self.path!r}: only local paths are supported (the commit "
+                "relies on an atomic directory rename)"
+            )
+        self.path = self.path.removeprefix("file://")
+        os.makedirs(self.path, exist_ok=True)
+        self.root = zarr.open_group(self.path, mode="a")
+
+    def create(self, name: str, shape, chunks) -> None:
+        self.root.create_array(
+            name, shape=shape, chunks=chunks, dtype="float64", compressors=None,
+            fill_value=0.0, overwrite=True,
+        )
+
+    def array(self, name: str, chunks=None) -> da.Array:
+        return da.from_zarr(self.path, component=name, chunks=chunks,
+                            name=f"rpca-{name}-{uuid.uuid4().hex[:8]}")
+
+    def remove(self, name: str) -> None:
+        shutil.rmtree(os.path.join(self.path, name), ignore_errors=True)
+
+    def names(self, prefix: str) -> list[str]:
+        try:
+            return sorted(n for n in os.listdir(self.path) if n.startswith(prefix))
+        except FileNotFoundError:
+            return []
+
+    def commit(self, k: int, arrays: dict, attrs: dict) -> str:
+        import zarr
+
+        name = f"state_{k:06d}"
+        tmp = f"{name}.tmp-{uuid.uuid4().hex[:8]}"
+        g = zarr.open_group(os.path.join(self.path, tmp), mode="w")
+        for key, value in arrays.items():
+            g.create_array(key, data=np.ascontiguousarray(value))
+        g.attrs["state"] = json.loads(json.dumps(attrs))
+        g.attrs["complete"] = True
+        final = os.path.join(self.path, name)
+        if os.path.exists(final):
+            shutil.rmtree(final)
+        os.replace(os.path.join(self.path, tmp), final)
+        return name
+
+    def latest(self):
+        """``(attrs, arrays)`` of the newest complete commit, or None."""
+        import zarr
+
+        for name in reversed(self.names("state_")):
+            if ".tmp-" in name:
+                continue
+            try:
+                g = zarr.open_group(os.path.join(self.path, name), mode="r")
+                if not g.attrs.get("complete", False):
+                    continue
+                attrs = dict(g.attrs["state"])
+                arrays = {key: g[key][...] for key in ("U", "s", "Vt", "V_warm")}
+            except Exception as err:  # a damaged commit is skipped, an older one is used
+                logger.warning("skipping unreadable checkpoint commit %s: %s", name, err)
+                continue
+            if not os.path.isdir(os.path.join(self.path, attrs["t_name"])):
+                continue
+            return attrs, arrays
+        return None
+
+    def prune(self, keep: set[str]) -> None:
+        """Delete commits, temporaries and T arrays not in ``keep`` (old commits first)."""
+        for name in self.names("state_"):
+            if name not in keep:
+                self.remove(name)
+        for name in self.names("T_"):
+            if name not in keep:
+                self.remove(name)
+
+
+def _cluster_memory() -> float:
+    """Bytes available to hold persisted arrays: the workers' limits, else free RAM."""
+    try:
+        from distributed import get_client
+
+        client = get_client()
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()
+        total = sum(float(w.get("memory_limit") or 0) for w in workers)
+        if total > 0:
+            return total
+    except (ValueError, ImportError, TypeError, KeyError):
+        pass
+    import psutil
+
+    return float(psutil.virtual_memory().available)
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimator
+# ---------------------------------------------------------------------------------------------
+class RobustPCA(LinearDecompositionMixin):
+    """Robust PCA by principal component pursuit: ``M = L + S``, ``L`` low rank, ``S`` sparse.
+
+    Parameters
+    ----------
+    lam : float or None, default=None
+        Weight λ of ``‖S‖₁``; ``None`` uses ``1/√max(n1, n2)`` (Candès et al. 2011).
+    mu : float or None, default=None
+        Initial penalty μ₀; ``None`` uses ``1.25/‖P_Ω M‖₂`` (Lin, Chen & Ma 2010), with
+        ``‖·‖₂`` estimated by randomized subspace iteration.
+    rho : float, default=1.5
+        Growth factor of μ per iteration (> 1); μ is capped at ``1e7 μ₀``.
+    tol : float, default=1e-7
+        Stop when ``‖P_Ω(M − L − S)‖_F ≤ tol ‖P_Ω M‖_F``.
+    max_iter : int, default=500
+    svd : {"randomized", "full"}, default="randomized"
+        ``"randomized"``: partial SVD by a randomized range finder over the blocks with a
+        predicted rank. ``"full"``: gathers ``A`` on the client for a dense LAPACK SVD each
+        iteration (a reference for small problems; refused above 2²⁷ entries).
+    rank_guess : int, default=10
+        Number of singular triplets asked for at the first iteration; afterwards the rank is
+        predicted as in Lin, Chen & Ma (one more than found; grown only when all clear the
+        threshold).
+    n_oversamples : int, default=10
+        Extra probe vectors of the randomized SVD.
+    n_power_iter : int, default=1
+        Power iterations of the randomized SVD. The previous iteration's right singular vectors
+        warm-start the probe block, so one is usually enough.
+    mask : array-like of bool, shape (n1, n2), or None
+        Observed entries Ω (True = observed). Only those are constrained (robust matrix
+        completion); unobserved entries of ``M`` may hold anything, NaN included.
+    checkpoint : str or None
+        Local path of a zarr store. State is committed atomically every ``checkpoint_every``
+        iterations and at the end; fitting again with the same path resumes from the newest
+        complete commit (the input must be the same matrix: checked from its norms).
+    checkpoint_every : int, default=5
+    storage : {"auto", "memory", "zarr"}, default="auto"
+        Where the n1 × n2 state (T and A) lives: persisted in cluster memory, or in a zarr
+        scratch store (the checkpoint store if given, else ``scratch``, else a temporary
+        directory). ``"auto"`` picks memory when five n1 × n2 float64 arrays take less than
+        70 % of the cluster's memory.
+    scratch : str or None
+        Directory of the zarr scratch store when ``storage`` resolves to ``"zarr"`` and no
+        checkpoint is given. It must be visible to all workers (a shared file system).
+    random_state : int, Generator or None
+        Seed of the random probe vectors (iteration ``k`` draws from the child ``k`` of the
+        seed sequence, so a resumed run draws the same numbers as an uninterrupted one).
+
+    Attributes
+    ----------
+    low_rank_ : dask array of shape (n1, n2)
+        ``L`` = ``U_ diag(singular_values_) components_``, lazy, formed block by block.
+    sparse_ : dask array of shape (n1, n2)
+        ``S`` (zero off Ω), lazy over the final state (persisted memory or the scratch store).
+    components_ : ndarray of shape (rank_, n2)
+        Right singular vectors of ``L``: the robust principal axes of the rows.
+    U_ : ndarray of shape (n1, rank_)
+        Left singular vectors of ``L``.
+    singular_values_ : ndarray of shape (rank_,)
+    rank_, n_components_ : int
+    nnz_ : int
+        ``‖S‖₀`` on Ω.
+    n_iter_ : int
+    converged_ : bool
+    history_ : dict of lists
+        Per iteration: ``residual`` (‖P_Ω(M − L − S)‖_F / ‖P_Ω M‖_F), ``rank``, ``mu``, ``nnz``,
+        ``sv`` (triplets asked for) and ``seconds``.
+    lam_, mu0_, norm2_ : float
+        λ, μ₀ and the ‖P_Ω M‖₂ estimate used.
+    resumed_from_ : int
+        Iterations taken from a checkpoint (0 for a fresh run).
+    mean_ : ndarray of zeros, shape (n2,)
+        Robust PCA does not centre; present for the linear ``transform``.
+    storage_ : str
+        ``"memory"`` or ``"zarr"``.
+
+    Notes
+    -----
+    Passes over the data: one statistics pass over ``M`` (‖M‖_F, max |M|, non-finite check)
+    and ``2 + 2·4`` for the ‖M‖₂ estimate (skipped on resume); then per iteration
+    ``2 + 2·n_power_iter`` passes over the n1 × n2 matrix ``A`` and one update pass reading
+    ``M`` and ``T`` (writing ``T`` and ``A``). With ``storage="memory"`` the SVD passes read
+    persisted blocks; with ``"zarr"`` they read the scratch store.
+
+    Memory per worker: a few blocks (M, T, A, the block of L) plus a row slice of ``U`` and a
+    column slice of ``Vᵀ`` — independent of n1 × n2 in ``"zarr"`` mode. ``"memory"`` mode
+    holds about three n1 × n2 float64 arrays across the cluster. The client holds
+    (n1 + n2) × (k + p) factors. The ``"full"`` SVD gathers ``A`` on the client.
+
+    ``transform`` projects rows on ``components_`` (no centring): scores of the robust
+    principal subspace; for the training rows the scores of ``L`` are ``U_ · singular_values_``.
+
+    References
+    ----------
+    Candès, E. J., Li, X., Ma, Y. & Wright, J. (2011). Robust principal component analysis?
+    J. ACM 58(3), 11.
+    Lin, Z., Chen, M. & Ma, Y. (2010). The augmented Lagrange multiplier method for exact
+    recovery of corrupted low-rank matrices. arXiv:1009.5055.
+    Halko, N., Martinsson, P.-G. & Tropp, J. A. (2011). Finding structure with randomness.
+    SIAM Review 53(2), 217–288.
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> rng = np.random.default_rng(0)
+    >>> n, r = 200, 10
+    >>> L0 = rng.normal(0, n**-0.5, (n, r)) @ rng.normal(0, n**-0.5, (r, n))
+    >>> S0 = np.where(rng.random((n, n)) < 0.05, rng.choice([-1.0, 1.0], (n, n)), 0.0)
+    >>> rpca = scalepca.RobustPCA(random_state=0).fit(L0 + S0)
+    >>> rpca.rank_
+    10
+    """
+
+    def __init__(
+        self,
+        *,
+        lam: float | None = None,
+        mu: float | None = None,
+        rho: float = 1.5,
+        tol: float = 1e-7,
+        max_iter: int = 500,
+        svd: str = "randomized",
+        rank_guess: int = 10,
+        n_oversamples: int = 10,
+        n_power_iter: int = 1,
+        mask=None,
+        checkpoint: str | None = None,
+        checkpoint_every: int = 5,
+        storage: str = "auto",
+        scratch: str | None = None,
+        random_state=None,
+    ):
+        self.lam = lam
+        self.mu = mu
+        self.rho = rho
+        self.tol = tol
+        self.max_iter = max_iter
+        self.svd = svd
+        self.rank_guess = rank_guess
+        self.n_oversamples = n_oversamples
+        self.n_power_iter = n_power_iter
+        self.mask = mask
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.storage = storage
+        self.scratch = scratch
+        self.random_state = random_state
+
+    # -- input ------------------------------------------------------------------------------
+    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=True) -> MatrixInput:
+        """M keeps its 2-D blocks (both dimensions may be large)."""
+        return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks)
+
+    def _transform_input(self, X, *, what="X") -> MatrixInput:
+        self._check_fitted()
+        from .._validation import check_n_features
+
+        data = as_matrix(X, what=what)  # rows chunked, features in one chunk
+        check_n_features(data.data, self.n_features_in_, what=what)
+        return data
+
+    def _check_params(self, n1: int, n2: int) -> None:
+        check_scalar(self.lam, "lam", low=0, low_inclusive=False, allow_none=True)
+        check_scalar(self.mu, "mu", low=0, low_inclusive=False, allow_none=True)
+        check_scalar(self.rho, "rho", low=1, low_inclusive=False)
+        check_scalar(self.tol, "tol", low=0, low_inclusive=False)
+        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
+        check_choice(self.svd, "svd", ("randomized", "full"))
+        check_scalar(self.rank_guess, "rank_guess", kind=numbers.Integral, low=1)
+        check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
+        check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
+        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
+        check_choice(self.storage, "storage", ("auto", "memory", "zarr"))
+        for name in ("checkpoint", "scratch"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise TypeError(f"{name} must be a path or None; got {value!r}")
+        if self.svd == "full" and n1 * n2 > FULL_SVD_MAX_ENTRIES:
+            raise ValueError(
+                f"svd='full' gathers the {n1} × {n2} matrix on the client for a dense SVD every "
+                f"iteration; refused above {FULL_SVD_MAX_ENTRIES} entries. Use svd='randomized'"
+            )
+
+    def _check_mask(self, M: da.Array):
+        if self.mask is None:
+            return None
+        mask = self.mask
+        if isinstance(mask, (str, os.PathLike)):
+            mask = da.from_zarr(os.fspath(mask))
+        if not isinstance(mask, da.Array):
+            mask = np.asarray(mask)
+        if mask.ndim != 2 or tuple(mask.shape) != tuple(M.shape):
+            raise ValueError(f"mask has shape {tuple(mask.shape)}; it must match M's {M.shape}")
+        if np.dtype(mask.dtype).kind not in "biu":
+            raise TypeError(f"mask must be boolean (True = observed); got dtype {mask.dtype}")
+        if isinstance(mask, np.ndarray):
+            mask = da.from_array(mask.astype(bool), chunks=M.chunks)
+        return mask.astype(bool).rechunk(M.chunks)
+
+    # -- fitting ----------------------------------------------------------------------------
+    def _fit(self, data: MatrixInput) -> None:
+        M = data.data
+        n1, n2 = M.shape
+        self._check_params(n1, n2)
+        if data.kind == "numpy" or M.npartitions == 1:
+            chunks = square_blocks(M.shape)
+            if chunks != M.chunks:
+                M = M.rechunk(chunks)
+        W = self._check_mask(M)
+        itemsize = 8
+        storage = self.storage
+        if storage == "auto":
+            need = 5 * n1 * n2 * itemsize
+            storage = "memory" if need <= 0.7 * _cluster_memory() else "zarr"
+        if storage == "zarr" and not _is_regular(M.chunks):
+            block = max(max(M.chunks[0]), max(M.chunks[1]))
+            logger.info("RobustPCA: rechunking M to regular %d-blocks for the zarr store", block)
+            M = M.rechunk(regular_chunks(M.shape, block))
+            W = W.rechunk(M.chunks) if W is not None else None
+        self.storage_ = storage
+        self._fit_svd_solver = self.svd
+        masked = W is not None
+        logger.info(
+            "RobustPCA: %d × %d in %d × %d blocks, storage=%s, svd=%s", n1, n2,
+            M.numblocks[0], M.numblocks[1], storage, self.svd,
+        )
+
+        # statistics pass: ‖P_Ω M‖_F, max |P_Ω M|, non-finite entries on Ω
+        args = [M, "ij"] + ([W, "ij"] if masked else [])
+        stats = da.blockwise(
+            _input_stats_block, "ijx", *args, new_axes={"x": 4},
+            adjust_chunks={"i": 1, "j": 1}, dtype=np.float64,
+            meta=np.empty((0, 0, 0), dtype=np.float64),
+        )
+        with self._timed_pass("statistics"):
+            (stats,) = dask.compute(stats)
+        stats = stats.reshape(-1, 4)
+        fro2, maxabs, bad, n_obs = stats[:, 0].sum(), stats[:, 1].max(), stats[:, 2].sum(), \
+            stats[:, 3].sum()
+        if bad:
+            raise ValueError(
+                f"M contains {int(bad)} NaN or infinite value(s) on the observed entries; "
+                "mark missing entries with mask= (False = unobserved)"
+            )
+        if fro2 == 0:
+            raise ValueError("M is zero on all observed entries; nothing to decompose")
+        fro = math.sqrt(fro2)
+        lam = float(self.lam) if self.lam is not None else 1.0 / math.sqrt(max(n1, n2))
+        seed = check_random_state_seed(self.random_state)
+        Mc = M if not masked else da.map_blocks(_clean, M, W, dtype=np.float64)
+
+        # stores
+        ckpt = _Store(self.checkpoint) if self.checkpoint is not None else None
+        if storage == "zarr":
+            if ckpt is not None:
+                scratch = ckpt
+            else:
+                if self.scratch:
+                    path = os.path.join(self.scratch, f"rpca-{uuid.uuid4().hex[:8]}.zarr")
+                else:
+                    path = tempfile.mkdtemp(prefix="scalepca-rpca-",
+                                            dir=dask.config.get("temporary-directory", None))
+                scratch = _Store(path)
+                logger.info("RobustPCA: scratch store at %s", scratch.path)
+        else:
+            scratch = None
+
+        fingerprint = {
+            "shape": [n1, n2], "lam": lam, "rho": float(self.rho), "svd": self.svd,
+            "masked": masked, "n_obs": int(n_obs), "fro2": float(fro2), "maxabs": float(maxabs),
+            "n_oversamples": int(self.n_oversamples), "n_power_iter": int(self.n_power_iter),
+        }
+        resumed = ckpt.latest() if ckpt is not None else None
+        if resumed is not None:
+            attrs, arrs = resumed
+            self._check_fingerprint(attrs["fingerprint"], fingerprint)
+            st = attrs
+            entropy = int(st["entropy"])
+            seed = np.random.SeedSequence(entropy)
+            U, s, Vt, V_warm = arrs["U"], arrs["s"], arrs["Vt"], arrs["V_warm"]
+            Tp = ckpt.array(st["t_name"]).rechunk(M.chunks)
+            if storage == "memory":
+                Tp = Tp.persist()
+            a_tau, c, mu = float(st["a_tau"]), float(st["c"]), float(st["mu"])
+            norm2, J, mu0, mu_bar = st["norm2"], st["J"], st["mu0"], st["mu_bar"]
+            sv, k0 = int(st["sv"]), int(st["n_iter"])
+            history = st["history"]
+            converged = bool(st["converged"])
+            t_name = st["t_name"]
+            self._committed = {t_name, ckpt_name(k0)}
+            ckpt.prune(self._committed)
+            logger.info("RobustPCA: resuming from checkpoint %s at iteration %d", ckpt.path, k0)
+            A = da.blockwise(_a_block, "ij", *([M, "ij", Tp, "ij"] + ([W, "ij"] if masked else [])),
+                             dtype=np.float64, a_tau=a_tau, c=c)
+            if storage == "memory":
+                A = A.persist()
+        else:
+            entropy = seed.entropy
+            rng0 = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(2**31,)))
+            norm2 = spectral_norm_estimate(Mc, rng=rng0, n_vectors=10, n_power_iter=4,
+                                           timed=self._timed_pass)
+            J = max(norm2, maxabs / lam)
+            mu0 = float(self.mu) if self.mu is not None else 1.25 / norm2
+            mu_bar = mu0 * 1e7
+            mu = mu0
+            # virtual initial state: T = M with an infinite threshold gives S₀ = 0, and
+            # c = 1/(J μ₀) gives Y₀/μ₀ = M/(J μ₀), i.e. Y₀ = M / J(M) (Lin, Chen & Ma)
+            Tp, a_tau, c = Mc, math.inf, 1.0 / (J * mu0)
+            A = Mc * (1.0 + c)
+            if storage == "memory":
+                A = A.persist()
+            U = np.zeros((n1, 0)); s = np.zeros(0); Vt = np.zeros((0, n2))  # noqa: E702
+            V_warm = np.zeros((n2, 0))
+            sv, k0 = min(int(self.rank_guess), n1, n2), 0
+            history = {key: [] for key in ("residual", "rank", "mu", "nnz", "sv", "seconds")}
+            converged = False
+            t_name = None
+        if resumed is None:
+            self._committed = set()
+        self.lam_, self.norm2_, self.mu0_ = lam, float(norm2), float(mu0)
+        self.resumed_from_ = k0
+
+        n_min = min(n1, n2)
+        it = k0
+        while not converged and it < self.max_iter:
+            t0 = time.perf_counter()
+            rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(it,)))
+            res = svt(
+                A, 1.0 / mu, sv, method=self.svd, n_oversamples=self.n_oversamples,
+                n_power_iter=self.n_power_iter, rng=rng, warm_start=V_warm,
+                timed=self._timed_pass,
+            )
+            U, s, Vt = res.U, res.s, res.Vt
+            if self.svd == "randomized":
+                # V of the trusted triplets (above the threshold and below) seeds the next SVD
+                V_warm = np.ascontiguousarray(res.V_trusted.T)
+            sv_used = sv
+            sv = predict_rank(res.n_above, res.k, n_min, n_min_dim=n_min) \
+                if self.svd == "randomized" else min(res.n_above + 1, n_min)
+            mu_next = min(mu * self.rho, mu_bar)
+            tau_s, c_next = lam / mu, mu / mu_next
+            r = max(U.shape[1], 1)
+            Us = np.zeros((n1, r)); Vs = np.zeros((r, n2))  # noqa: E702
+            if U.shape[1]:
+                Us, Vs = U * s, Vt
+            Usd = da.from_array(np.ascontiguousarray(Us), chunks=(M.chunks[0], r))
+            Vsd = da.from_array(np.ascontiguousarray(Vs), chunks=(r, M.chunks[1]))
+            kw = dict(a_tau=a_tau, c=c, tau_s=tau_s, c_next=c_next, masked=masked)
+            margs = [M, "ij", Tp, "ij"] + ([W, "ij"] if masked else []) + [Usd, "ik", Vsd, "kj"]
+            if storage == "memory":
+                both = da.blockwise(
+                    _update_block_memory, "cij", *margs, new_axes={"c": 2}, dtype=np.float64,
+                    concatenate=True, meta=np.empty((0, 0, 0), dtype=np.float64), **kw,
+                )
+                with self._timed_pass("update"):
+                    (both,) = dask.persist(both)
+                    Tn, A_next = both[0], both[1]
+                    sargs = [Tn, "ij", Tp, "ij"] + ([W, "ij"] if masked else [])
+                    st_blocks = da.blockwise(
+                        _stats_block, "ijx", *sargs, new_axes={"x": 2},
+                        adjust_chunks={"i": 1, "j": 1}, dtype=np.float64,
+                        meta=np.empty((0, 0, 0), dtype=np.float64),
+                        a_tau=a_tau, c=c, tau_s=tau_s, c_next=c_next,
+                    )
+                    (st_blocks,) = dask.compute(st_blocks)
+                new_t_name = None
+            else:
+                new_t_name = f"T_{it + 1:06d}"
+                scratch.create(new_t_name, M.shape, tuple(c_[0] for c_ in M.chunks))
+                scratch.create("A", M.shape, tuple(c_[0] for c_ in M.chunks))
+                # global row / column indices, so each block knows where it is written
+                roff = da.arange(n1, chunks=(M.chunks[0],))
+                coff = da.arange(n2, chunks=(M.chunks[1],))
+                st_blocks = da.blockwise(
+                    _update_block_zarr, "ijx", *margs, roff, "i", coff, "j",
+                    new_axes={"x": 2}, adjust_chunks={"i": 1, "j": 1}, dtype=np.float64,
+                    concatenate=True, meta=np.empty((0, 0, 0), dtype=np.float64),
+                    root=scratch.path, t_name=new_t_name, a_name="A", **kw,
+                )
+                with self._timed_pass("update"):
+                    (st_blocks,) = dask.compute(st_blocks)
+                Tn = scratch.array(new_t_name)
+                A_next = scratch.array("A")
+            st_blocks = st_blocks.reshape(-1, 2)
+            residual = math.sqrt(st_blocks[:, 0].sum()) / fro
+            nnz = int(st_blocks[:, 1].sum())
+            Tp, A, a_tau, c, mu_used, mu = Tn, A_next, tau_s, c_next, mu, mu_next
+            it += 1
+            converged = residual <= self.tol
+            history["residual"].append(residual)
+            history["rank"].append(int(U.shape[1]))
+            history["mu"].append(mu_used)
+            history["nnz"].append(nnz)
+            history["sv"].append(int(sv_used))
+            history["seconds"].append(time.perf_counter() - t0)
+            logger.info(
+                "RobustPCA: iteration %d: residual %.3e, rank %d (asked %d), ‖S‖₀ %d, μ %.3g, "
+                "%.2fs", it, residual, U.shape[1], sv_used, nnz, mu_used,
+                history["seconds"][-1],
+            )
+            # the old T is no longer needed unless it is the committed checkpoint
+            if scratch is not None and t_name is not None:
+                if ckpt is None or t_name not in self._committed:
+                    scratch.remove(t_name)
+            t_name = new_t_name
+            if ckpt is not None and (it % self.checkpoint_every == 0 or converged
+                                     or it >= self.max_iter):
+                t_name = self._commit(
+                    ckpt, storage, it, Tp, t_name, M.chunks,
+                    {"U": U, "s": s, "Vt": Vt, "V_warm": V_warm},
+                    {
+                        "fingerprint": fingerprint, "entropy": str(entropy), "a_tau": a_tau,
+                        "c": c, "mu": mu, "norm2": norm2, "J": J, "mu0": mu0,
+                        "mu_bar": mu_bar, "sv": sv, "n_iter": it, "history": history,
+                        "converged": converged,
+                    },
+                )
+
+        if not converged:
+            warnings.warn(
+                f"RobustPCA did not converge in {self.max_iter} iterations (relative residual "
+                f"{history['residual'][-1]:.2e} > tol={self.tol:g}); increase max_iter",
+                _convergence_warning(), stacklevel=3,
+            )
+        self._set_results(M, W, Tp, a_tau, U, s, Vt, history, converged, it, n1, n2)
+
+    def _commit(self, ckpt, storage, it, Tp, t_name, chunks, arrays, attrs) -> str:
+        """Write T (memory mode) and the small state; the commit is the rename of state_<it>."""
+        if storage == "memory":
+            t_name = f"T_{it:06d}"
+            zchunks = tuple(max(c_) for c_ in chunks)
+            ckpt.create(t_name, Tp.shape, zchunks)
+            import zarr
+
+            target = zarr.open_array(store=ckpt.path, path=t_name, mode="r+")
+            regular = tuple(regular_chunks((n,), b)[0]
+                            for n, b in zip(Tp.shape, zchunks, strict=True))
+            da.store(Tp.rechunk(regular), target, lock=False)
+        attrs = dict(attrs, t_name=t_name)
+        name = ckpt.commit(it, arrays, attrs)
+        self._committed = {t_name, name}
+        ckpt.prune(set(self._committed) | ({t_name} if storage == "zarr" else set()))
+        return t_name
+
+    @staticmethod
+    def _check_fingerprint(stored: dict, now: dict) -> None:
+        for key, value in now.items():
+            old = stored.get(key)
+            if isinstance(value, float) and isinstance(old, (int, float)):
+                same = math.isclose(old, value, rel_tol=1e-9, abs_tol=0.0)
+            else:
+                same = old == value
+            if not same:
+                raise ValueError(
+                    f"the checkpoint was written for a different problem ({key}: {old!r} there, "
+                    f"{value!r} now); use another checkpoint path or delete it"
+                )
+
+    def _set_results(self, M, W, Tp, a_tau, U, s, Vt, history, converged, it, n1, n2):
+        order = np.argsort(-s, kind="stable")
+        U, s, Vt = U[:, order], s[order], Vt[order]
+        # sign convention of the package: largest |entry| of each component positive
+        if s.size:
+            idx = np.argmax(np.abs(Vt), axis=1)
+            signs = np.sign(Vt[np.arange(Vt.shape[0]), idx])
+            signs[signs == 0] = 1.0
+            Vt, U = Vt * signs[:, None], U * signs[None, :]
+        self.U_ = np.ascontiguousarray(U)
+        self.singular_values_ = np.asarray(s, dtype=np.float64)
+        self.components_ = np.ascontiguousarray(Vt)
+        self.rank_ = self.n_components_ = int(s.shape[0])
+        self.mean_ = np.zeros(n2)
+        self.n_samples_, self.n_features_in_ = int(n1), int(n2)
+        self.n_iter_ = int(it)
+        self.converged_ = bool(converged)
+        self.history_ = history
+        self.nnz_ = int(history["nnz"][-1]) if history["nnz"] else 0
+        self.low_rank_ = low_rank_from_factors(U, s, Vt, M.chunks)
+        args = [Tp, "ij"] + ([W, "ij"] if W is not None else [])
+        self.sparse_ = da.blockwise(_shrink_block, "ij", *args, dtype=np.float64, tau=a_tau)
+
+    # -- persistence ------------------------------------------------------------------------
+    def save(self, store, *, storage_options=None) -> None:
+        """Write the model (``low_rank_`` and ``sparse_`` chunk by chunk); an in-memory mask
+        parameter is not stored (only its effect, through ``sparse_``)."""
+        mask = self.mask
+        if mask is not None and not isinstance(mask, (str, os.PathLike)):
+            self.mask = None
+        try:
+            super().save(store, storage_options=storage_options)
+        finally:
+            self.mask = mask
+
+
+def ckpt_name(k: int) -> str:
+    return f"state_{k:06d}"
+
+
+def _convergence_warning():
+    from sklearn.exceptions import ConvergenceWarning
+
+    return ConvergenceWarning
+
+
+__all__ = ["RobustPCA"]

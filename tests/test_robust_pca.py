@@ -1,0 +1,416 @@
+"""Robust PCA: the Candès–Li–Ma–Wright recovery problems, a dense NumPy inexact-ALM reference,
+the P_Ω (mask) variant, chunkings, determinism, zarr scratch storage, checkpoints that survive
+SIGKILL, save/load and the error paths."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+import scalepca
+from scalepca.linalg import svt as svt_mod
+from scalepca.linalg.svt import (
+    low_rank_from_factors,
+    predict_rank,
+    randomized_partial_svd,
+    soft_threshold,
+)
+from scalepca.models import robust_pca as rpca_mod
+
+
+def clmw_problem(n, frac=0.05, seed=0):
+    """The random problems of Candès, Li, Ma & Wright (2011), Table 1.
+
+    L0 = X Yᵀ with X, Y of size n × r, entries N(0, 1/n), r = 0.05 n; S0 has frac · n² entries
+    at uniformly random positions with values ±1.
+    """
+    rng = np.random.default_rng(seed)
+    r = int(round(0.05 * n))
+    X = rng.normal(0.0, np.sqrt(1.0 / n), (n, r))
+    Y = rng.normal(0.0, np.sqrt(1.0 / n), (n, r))
+    L0 = X @ Y.T
+    m = int(round(frac * n * n))
+    idx = rng.choice(n * n, m, replace=False)
+    S0 = np.zeros(n * n)
+    S0[idx] = rng.choice([-1.0, 1.0], m)
+    return L0, S0.reshape(n, n), r
+
+
+def reference_ialm(M, *, lam, mu0, norm2, rho=1.5, tol=1e-7, max_iter=100, mask=None):
+    """Plain NumPy inexact ALM with a full LAPACK SVD per iteration (same updates and start as
+    scalepca: Y₀ = M/J(M), L first, then S, then Y)."""
+    W = np.ones(M.shape, dtype=bool) if mask is None else mask
+    M = np.where(W, M, 0.0)
+    J = max(norm2, np.abs(M).max() / lam)
+    Y, S, mu, fro = M / J, np.zeros_like(M), mu0, np.linalg.norm(M)
+    n_iter = 0
+    while n_iter < max_iter:
+        n_iter += 1
+        U, s, Vt = np.linalg.svd(M - S + Y / mu, full_matrices=False)
+        s = np.maximum(s - 1.0 / mu, 0.0)
+        L = (U * s) @ Vt
+        T = M - L + Y / mu
+        S = np.where(W, soft_threshold(T, lam / mu), T)
+        Z = np.where(W, M - L - S, 0.0)
+        Y = Y + mu * Z
+        mu = min(rho * mu, 1e7 * mu0)
+        if np.linalg.norm(Z) / fro <= tol:
+            break
+    return L, np.where(W, S, 0.0), n_iter, int(np.count_nonzero(s))
+
+
+def rel(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+# -- the published recovery problems ----------------------------------------------------------
+@pytest.mark.parametrize(
+    "n, frac",
+    [(200, 0.05), (300, 0.10), (400, 0.05),
+     pytest.param(500, 0.05, marks=pytest.mark.slow),
+     pytest.param(500, 0.10, marks=pytest.mark.slow)],
+)
+def test_clmw_table1_recovery(n, frac):
+    """Targets from the issue (CLMW 2011 Table 1 report ~1e-6, exact rank and support,
+    15–20 SVDs): relative error ≤ 1e-5, rank = r, ‖S‖₀ = ‖S0‖₀, ≤ 25 iterations."""
+    L0, S0, r = clmw_problem(n, frac)
+    est = scalepca.RobustPCA(random_state=0).fit(da.from_array(L0 + S0, chunks=n // 2))
+    L, S = est.low_rank_.compute(), est.sparse_.compute()
+    assert est.converged_
+    assert rel(L, L0) <= 1e-5
+    assert est.rank_ == r
+    assert np.linalg.matrix_rank(L, tol=1e-8) == r
+    assert est.nnz_ == np.count_nonzero(S) == np.count_nonzero(S0)
+    np.testing.assert_array_equal(np.sign(S), S0)  # same support, same signs
+    assert est.n_iter_ <= 25
+    assert est.history_["residual"][-1] <= 1e-7
+    assert len(est.history_["residual"]) == est.n_iter_
+
+
+def test_full_svd_path_matches_numpy_reference():
+    """svd='full' follows the dense NumPy inexact ALM iterate for iterate."""
+    L0, S0, r = clmw_problem(120)
+    M = L0 + S0
+    est = scalepca.RobustPCA(svd="full", random_state=0).fit(da.from_array(M, chunks=50))
+    L, S, it, rank = reference_ialm(M, lam=est.lam_, mu0=est.mu0_, norm2=est.norm2_)
+    assert est.n_iter_ == it and est.rank_ == rank
+    np.testing.assert_allclose(est.low_rank_.compute(), L, atol=1e-9)
+    np.testing.assert_allclose(est.sparse_.compute(), S, atol=1e-9)
+
+
+def test_randomized_agrees_with_full_svd():
+    L0, S0, r = clmw_problem(200, seed=3)
+    M = da.from_array(L0 + S0, chunks=(70, 90))
+    a = scalepca.RobustPCA(random_state=1).fit(M)
+    b = scalepca.RobustPCA(svd="full").fit(M)
+    assert a.rank_ == b.rank_ == r
+    assert rel(a.low_rank_.compute(), b.low_rank_.compute()) < 1e-5
+    np.testing.assert_array_equal(a.sparse_.compute() != 0, b.sparse_.compute() != 0)
+
+
+def test_no_dense_svd_on_randomized_path(monkeypatch):
+    """Only (n × l) and smaller matrices are decomposed on the client."""
+    shapes = []
+    orig = svt_mod.sla.svd
+
+    def spy(a, *args, **kw):
+        shapes.append(np.shape(a))
+        return orig(a, *args, **kw)
+
+    monkeypatch.setattr(svt_mod.sla, "svd", spy)
+    L0, S0, r = clmw_problem(200)
+    est = scalepca.RobustPCA(random_state=0, n_oversamples=5).fit(
+        da.from_array(L0 + S0, chunks=100))
+    assert shapes and max(min(s) for s in shapes) <= max(est.history_["sv"]) + 5 < 200
+
+
+# -- mask (P_Ω) ------------------------------------------------------------------------------
+def test_mask_matches_reference_and_completes():
+    """Robust matrix completion: 80 % observed, unobserved entries hold NaN."""
+    L0, S0, r = clmw_problem(200, seed=5)
+    rng = np.random.default_rng(7)
+    W = rng.random(L0.shape) < 0.8
+    M = np.where(W, L0 + S0, np.nan)
+    est = scalepca.RobustPCA(mask=W, svd="full").fit(da.from_array(M, chunks=(100, 80)))
+    L, S, it, rank = reference_ialm(np.nan_to_num(M), lam=est.lam_, mu0=est.mu0_,
+                                    norm2=est.norm2_, mask=W)
+    assert est.n_iter_ == it and est.rank_ == rank == r
+    np.testing.assert_allclose(est.low_rank_.compute(), L, atol=1e-8)
+    Sx = est.sparse_.compute()
+    np.testing.assert_allclose(Sx, S, atol=1e-8)
+    assert not np.any(Sx[~W])
+    # the unobserved entries of L0 are recovered too, and the corruptions on Ω found
+    assert rel(est.low_rank_.compute(), L0) < 1e-4
+    np.testing.assert_array_equal(Sx != 0, (S0 != 0) & W)
+
+    rnd = scalepca.RobustPCA(mask=da.from_array(W, chunks=60), random_state=0).fit(M)
+    assert rnd.rank_ == r and rel(rnd.low_rank_.compute(), L0) < 1e-4
+
+
+def test_mask_errors():
+    M = np.ones((20, 30))
+    with pytest.raises(ValueError, match="mask has shape"):
+        scalepca.RobustPCA(mask=np.ones((30, 20), bool)).fit(M)
+    with pytest.raises(TypeError, match="mask must be boolean"):
+        scalepca.RobustPCA(mask=np.ones((20, 30)) * 0.5).fit(M)
+    M[3, 4] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite.*mask="):
+        scalepca.RobustPCA().fit(M)
+
+
+# -- chunking, determinism, storage -----------------------------------------------------------
+def test_chunking_invariance():
+    L0, S0, r = clmw_problem(240, seed=2)
+    M = L0 + S0
+    fits = [scalepca.RobustPCA(random_state=4).fit(X) for X in (
+        M, da.from_array(M, chunks=(240, 240)), da.from_array(M, chunks=(50, 120)),
+        da.from_array(M, chunks=(97, 61)),
+    )]
+    ref = fits[0]
+    for est in fits[1:]:
+        assert est.rank_ == ref.rank_ == r and est.n_iter_ == ref.n_iter_
+        assert est.nnz_ == ref.nnz_ == np.count_nonzero(S0)
+        np.testing.assert_allclose(est.singular_values_, ref.singular_values_, rtol=1e-8)
+        np.testing.assert_allclose(est.low_rank_.compute(), ref.low_rank_.compute(), atol=1e-8)
+
+
+def test_determinism_with_random_state():
+    L0, S0, _ = clmw_problem(200, seed=9)
+    M = da.from_array(L0 + S0, chunks=(64, 100))
+    a = scalepca.RobustPCA(random_state=11).fit(M)
+    b = scalepca.RobustPCA(random_state=11).fit(M)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.singular_values_, b.singular_values_)
+    assert a.history_["residual"] == b.history_["residual"]
+
+
+def test_zarr_storage_matches_memory(tmp_path):
+    L0, S0, r = clmw_problem(200, seed=4)
+    M = da.from_array(L0 + S0, chunks=(80, 100))  # irregular row chunks: rechunked for zarr
+    mem = scalepca.RobustPCA(random_state=0, storage="memory").fit(M)
+    zr = scalepca.RobustPCA(random_state=0, storage="zarr", scratch=str(tmp_path)).fit(M)
+    assert mem.storage_ == "memory" and zr.storage_ == "zarr"
+    assert zr.n_iter_ == mem.n_iter_ and zr.rank_ == mem.rank_ == r
+    np.testing.assert_allclose(zr.low_rank_.compute(), mem.low_rank_.compute(), atol=1e-9)
+    np.testing.assert_array_equal(zr.sparse_.compute(), mem.sparse_.compute())
+    # only the final T and A remain in the scratch store
+    (store,) = os.listdir(tmp_path)
+    left = sorted(n for n in os.listdir(tmp_path / store) if not n.startswith("zarr"))
+    assert left == ["A", f"T_{zr.n_iter_:06d}"]
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np, dask.array as da
+    sys.path.insert(0, {tests!r})
+    from test_robust_pca import clmw_problem
+    from scalepca.models import robust_pca as m
+
+    orig = m.svt
+    def slow_svt(*a, **k):  # slow the run down so the parent can kill it mid-way
+        time.sleep(0.4)
+        return orig(*a, **k)
+    m.svt = slow_svt
+    L0, S0, _ = clmw_problem(200, seed=1)
+    est = m.RobustPCA(random_state=3, checkpoint={path!r}, checkpoint_every=2,
+                      storage={storage!r})
+    est.fit(da.from_array(L0 + S0, chunks=100))
+    print("FINISHED", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("storage", ["memory", "zarr"])
+def test_checkpoint_survives_sigkill(tmp_path, storage):
+    path = str(tmp_path / "ck.zarr")
+    code = CHILD.format(tests=os.path.dirname(__file__), path=path, storage=storage)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            commits = [n for n in os.listdir(path) if n.startswith("state_") and ".tmp" not in n] \
+                if os.path.isdir(path) else []
+            if commits and max(int(n[6:]) for n in commits) >= 4:
+                break
+            assert child.poll() is None, child.communicate()
+            time.sleep(0.05)
+        else:
+            pytest.fail("the child never wrote a checkpoint")
+        child.send_signal(signal.SIGKILL)
+        out, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == -signal.SIGKILL and b"FINISHED" not in out
+
+    L0, S0, r = clmw_problem(200, seed=1)
+    M = da.from_array(L0 + S0, chunks=100)
+    resumed = scalepca.RobustPCA(random_state=3, checkpoint=path, checkpoint_every=2,
+                                 storage=storage).fit(M)
+    fresh = scalepca.RobustPCA(random_state=3, storage=storage,
+                               scratch=str(tmp_path) if storage == "zarr" else None).fit(M)
+    assert resumed.resumed_from_ >= 4 and fresh.resumed_from_ == 0
+    assert resumed.n_iter_ == fresh.n_iter_ and resumed.rank_ == fresh.rank_ == r
+    assert resumed.history_["residual"] == pytest.approx(fresh.history_["residual"], rel=1e-9)
+    np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
+                               atol=1e-12)
+    np.testing.assert_array_equal(resumed.sparse_.compute(), fresh.sparse_.compute())
+    assert rel(resumed.low_rank_.compute(), L0) <= 1e-5
+
+    # a finished run resumes from its final commit without iterating
+    again = scalepca.RobustPCA(random_state=3, checkpoint=path, checkpoint_every=2,
+                               storage=storage).fit(M)
+    assert again.resumed_from_ == again.n_iter_ == fresh.n_iter_
+    np.testing.assert_allclose(again.components_, fresh.components_, atol=1e-12)
+    commits = [n for n in os.listdir(path) if n.startswith("state_")]
+    assert commits == [f"state_{fresh.n_iter_:06d}"]
+
+
+def test_checkpoint_of_other_problem_is_refused(tmp_path):
+    path = str(tmp_path / "ck.zarr")
+    L0, S0, _ = clmw_problem(100, seed=1)
+    with pytest.warns(Warning, match="did not converge"):
+        scalepca.RobustPCA(random_state=0, checkpoint=path, max_iter=3).fit(L0 + S0)
+    with pytest.raises(ValueError, match="different problem"):
+        scalepca.RobustPCA(random_state=0, checkpoint=path).fit(L0 + 2 * S0)
+    with pytest.raises(ValueError, match="different problem"):
+        scalepca.RobustPCA(random_state=0, checkpoint=path, lam=0.3).fit(L0 + S0)
+    with pytest.raises(ValueError, match="only local paths"):
+        scalepca.RobustPCA(checkpoint="s3://bucket/ck.zarr").fit(L0 + S0)
+
+
+# -- results as a model ----------------------------------------------------------------------
+def test_components_transform_save_load(tmp_path):
+    L0, S0, r = clmw_problem(200, seed=6)
+    M = da.from_array(L0 + S0, chunks=100)
+    est = scalepca.RobustPCA(random_state=0).fit(M)
+    U, s, Vt = est.U_, est.singular_values_, est.components_
+    assert Vt.shape == (r, 200) and U.shape == (200, r)
+    np.testing.assert_allclose(Vt @ Vt.T, np.eye(r), atol=1e-10)
+    np.testing.assert_allclose(U.T @ U, np.eye(r), atol=1e-10)
+    np.testing.assert_allclose(est.low_rank_.compute(), (U * s) @ Vt, atol=1e-12)
+    # scores of clean rows are the scores of L; the axes span the row space of L0
+    np.testing.assert_allclose(est.transform(L0), L0 @ Vt.T, atol=1e-12)
+    np.testing.assert_allclose(est.transform(L0), U * s, atol=1e-4)
+    np.testing.assert_allclose(est.inverse_transform(est.transform(L0)), L0, atol=1e-4)
+    Z = est.transform(M)
+    assert isinstance(Z, da.Array) and Z.shape == (200, r)
+    est.save(str(tmp_path / "m.zarr"))
+    back = scalepca.load(str(tmp_path / "m.zarr"))
+    assert isinstance(back.low_rank_, da.Array) and back.rank_ == r
+    np.testing.assert_allclose(back.low_rank_.compute(), est.low_rank_.compute())
+    np.testing.assert_array_equal(back.sparse_.compute(), est.sparse_.compute())
+    np.testing.assert_allclose(back.transform(L0), est.transform(L0))
+    assert back.history_["rank"] == est.history_["rank"]
+    assert clone(est).get_params() == est.get_params()
+
+
+def test_masked_model_saves(tmp_path):
+    L0, S0, _ = clmw_problem(100, seed=6)
+    W = np.random.default_rng(0).random(L0.shape) < 0.9
+    est = scalepca.RobustPCA(mask=W, random_state=0).fit(L0 + S0)
+    est.save(str(tmp_path / "m.zarr"))
+    back = scalepca.load(str(tmp_path / "m.zarr"))
+    assert back.mask is None and est.mask is W
+    np.testing.assert_array_equal(back.sparse_.compute(), est.sparse_.compute())
+
+
+def test_pass_count_and_config_entry():
+    L0, S0, _ = clmw_problem(120, seed=8)
+    est = scalepca.RobustPCA(random_state=0, n_power_iter=2).fit(L0 + S0)
+    # 1 statistics pass, 2 + 2·4 for ‖M‖₂, then per iteration 2 + 2q SVD passes and 1 update
+    assert est.n_passes_ == 1 + 10 + est.n_iter_ * (2 + 2 * 2 + 1)
+    from scalepca.config import estimator_class
+
+    assert estimator_class("robust_pca") is scalepca.RobustPCA
+
+
+def test_nonconvergence_warns():
+    L0, S0, _ = clmw_problem(100)
+    with pytest.warns(Warning, match="did not converge in 3 iterations"):
+        est = scalepca.RobustPCA(max_iter=3, random_state=0).fit(L0 + S0)
+    assert est.n_iter_ == 3 and not est.converged_
+
+
+@pytest.mark.parametrize(
+    "params, err, match",
+    [
+        ({"rho": 1.0}, ValueError, "rho must be > 1"),
+        ({"lam": -1.0}, ValueError, "lam must be > 0"),
+        ({"mu": 0.0}, ValueError, "mu must be > 0"),
+        ({"tol": 0}, ValueError, "tol must be > 0"),
+        ({"max_iter": 0}, ValueError, "max_iter must be >= 1"),
+        ({"svd": "lanczos"}, ValueError, "svd='lanczos' is not one of"),
+        ({"storage": "disk"}, ValueError, "storage='disk' is not one of"),
+        ({"rank_guess": 0}, ValueError, "rank_guess must be >= 1"),
+        ({"n_power_iter": 1.5}, TypeError, "n_power_iter must be an integer"),
+        ({"checkpoint_every": 0}, ValueError, "checkpoint_every must be >= 1"),
+        ({"checkpoint": 3}, TypeError, "checkpoint must be a path"),
+    ],
+)
+def test_parameter_errors(params, err, match):
+    with pytest.raises(err, match=match):
+        scalepca.RobustPCA(**params).fit(np.ones((10, 12)))
+
+
+def test_input_errors(monkeypatch):
+    with pytest.raises(ValueError, match="zero on all observed"):
+        scalepca.RobustPCA().fit(np.zeros((10, 12)))
+    with pytest.raises(ValueError, match="must be 2-D"):
+        scalepca.RobustPCA().fit(np.ones(10))
+    monkeypatch.setattr(rpca_mod, "FULL_SVD_MAX_ENTRIES", 100)
+    with pytest.raises(ValueError, match="svd='full' gathers"):
+        scalepca.RobustPCA(svd="full").fit(np.ones((10, 12)))
+    est = scalepca.RobustPCA(random_state=0).fit(np.eye(12)[:, :10] * 3 + 1)
+    with pytest.raises(ValueError, match="features"):
+        est.transform(np.ones((3, 7)))
+
+
+# -- the kernels -----------------------------------------------------------------------------
+def test_soft_threshold_and_low_rank_blocks(rng):
+    x = np.array([-3.0, -0.5, 0.0, 0.2, 2.0])
+    np.testing.assert_array_equal(soft_threshold(x, 1.0), [-2.0, 0.0, 0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(soft_threshold(x, np.inf), np.zeros(5))
+    U, _ = np.linalg.qr(rng.standard_normal((30, 3)))
+    V, _ = np.linalg.qr(rng.standard_normal((20, 3)))
+    s = np.array([3.0, 2.0, 1.0])
+    Ld = low_rank_from_factors(U, s, V.T, ((7, 23), (5, 5, 10)))
+    assert Ld.chunks == ((7, 23), (5, 5, 10))
+    np.testing.assert_allclose(Ld.compute(), (U * s) @ V.T)
+
+
+def test_randomized_partial_svd_halko_bound(rng):
+    """Leading singular values of a matrix with a decaying spectrum, against LAPACK. With one
+    power iteration, (k + p) = 25 probes and a spectral gap σ_{k+1}/σ_k = 0.1, the Halko bound
+    puts the error of σ_1..σ_k far below 1e-6 relative."""
+    n1, n2, k = 300, 200, 15
+    Uo, _ = np.linalg.qr(rng.standard_normal((n1, n2)))
+    Vo, _ = np.linalg.qr(rng.standard_normal((n2, n2)))
+    s = np.concatenate([np.linspace(10, 5, k), 0.5 * 0.9 ** np.arange(n2 - k)])
+    A = (Uo * s) @ Vo.T
+    U, sv, Vt = randomized_partial_svd(da.from_array(A, chunks=(64, 90)), k, n_oversamples=10,
+                                       n_power_iter=1, rng=np.random.default_rng(0))
+    np.testing.assert_allclose(sv[:k], s[:k], rtol=1e-6)
+    np.testing.assert_allclose(np.abs(np.sum(U[:, :k] * Uo[:, :k], axis=0)), 1.0, atol=1e-6)
+    np.testing.assert_allclose(np.abs(np.sum(Vt[:k].T * Vo[:, :k], axis=0)), 1.0, atol=1e-6)
+
+
+def test_predict_rank():
+    assert predict_rank(3, 10, 100) == 4  # rank known: one more than found
+    assert predict_rank(10, 10, 100) == 20  # all above: grow
+    assert predict_rank(200, 200, 20000, n_min_dim=20000) == 400
+    assert predict_rank(200, 200, 2000, n_min_dim=2000) == 300  # at most 5 % of min(n1, n2)
+    assert predict_rank(50, 50, 60) == 60
