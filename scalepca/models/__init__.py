@@ -2,5 +2,6 @@
 
 from .pca import PCA
 from .ppca import PPCA
+from .robust_pca import RobustPCA
 
-__all__ = ["PCA", "PPCA"]
+__all__ = ["PCA", "PPCA", "RobustPCA"]
