@@ -195,8 +195,7 @@ def cmd_run(args) -> int:
     if args.scheduler:
         ccfg = {"kind": "address", "address": args.scheduler}
     show = cfg["progress"] and not args.no_progress
-    params = dict(cfg["model"])
-    method = params.pop("method")
+    method, params = cfg["model"]["method"], cfg["model"]["params"]
     with connect(ccfg) as client, progress(show, client=client):
         X = open_data(cfg["data"], method=method)
         est = estimator_class(method)(**params)

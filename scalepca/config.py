@@ -4,7 +4,8 @@ A run config has five sections::
 
     data:      where the matrix comes from (path/URL, variable, dims, chunks, weights,
                storage_options; optionally ``generate`` to write a synthetic dataset first)
-    model:     ``method`` (a key of :data:`METHODS`) and the estimator's parameters
+    model:     ``method`` (a key of :data:`METHODS`) and the estimator's parameters, either
+               beside ``method`` or under ``params`` (for a parameter itself named method)
     cluster:   ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |
                gateway) and the settings of that kind
     output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse)
@@ -317,12 +318,25 @@ def _check_model(model) -> dict:
     params = dict(model)
     method = params.pop("method")
     cls = estimator_class(method)
+    nested = params.pop("params", None)
+    if nested is not None:
+        # parameters may also sit under model.params — needed for an estimator parameter
+        # that is itself called "method" (SparsePCA(method="minibatch"))
+        if not isinstance(nested, dict):
+            raise ConfigError(f"'model.params' must be a mapping; got {nested!r}")
+        both = sorted(set(nested) & set(params))
+        if both:
+            raise ConfigError(
+                f"model parameter(s) {', '.join(map(repr, both))} given both in 'model' and "
+                "'model.params'"
+            )
+        params.update(nested)
     check_params(cls.__init__, params, "model")
     try:
         cls(**params)  # parameter values are validated again at fit, before any compute
     except (TypeError, ValueError) as err:
         raise ConfigError(f"model: {err}") from None
-    return {"method": method, **params}
+    return {"method": method, "params": params}
 
 
 def _check_generate(gen) -> dict:
@@ -481,13 +495,33 @@ def apply_overrides(cfg, overrides) -> dict:
     return cfg
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """A safe YAML loader that rejects a key given twice in one mapping."""
+
+
+def _no_duplicates(loader, node, deep=False):
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping", node.start_mark,
+                f"the key {key!r} is given twice", key_node.start_mark,
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
 def read_yaml(path):
     """The raw mapping of a YAML file; ``FileNotFoundError``/``ConfigError`` when unreadable."""
     path = Path(os.fspath(path))
     if not path.is_file():
         raise FileNotFoundError(f"config file {str(path)!r} does not exist")
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=_StrictLoader)
     except yaml.YAMLError as err:
         where = ""
         mark = getattr(err, "problem_mark", None)

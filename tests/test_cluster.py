@@ -1,0 +1,203 @@
+"""scalepca.connect: local, address (tcp, tls), jobqueue scripts, missing extras, progress."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import scalepca
+from scalepca.cluster import connect, make_cluster, progress
+from scalepca.config import ConfigError, load_config
+
+CONFIGS = Path(__file__).parents[1] / "configs"
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    """One in-process cluster shared by the tests that join an existing scheduler."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=":0") as cluster:
+        yield cluster
+
+
+def test_connect_local_is_a_context_manager(capsys):
+    with connect(n_workers=1, threads_per_worker=1, processes=False) as client:
+        assert da.ones((10, 3), chunks=5).sum().compute() == 30
+        cluster = client._scalepca_cluster
+        assert client.dashboard_link.startswith("http")
+        from distributed import get_client
+
+        assert get_client() is client
+    out = capsys.readouterr().out
+    assert f"dask dashboard at {client.dashboard_link}" in out
+    assert client.status == "closed"
+    assert cluster.status.name == "closed"
+
+
+def test_connect_quiet_and_config_plus_kwargs(capsys):
+    cfg = {"kind": "local", "n_workers": 3, "threads_per_worker": 1, "processes": False}
+    with connect(cfg, n_workers=1, quiet=True) as client:
+        assert len(client.scheduler_info()["workers"]) == 1  # kwargs override the config
+    assert "dashboard" not in capsys.readouterr().out
+
+
+def test_connect_rejects_bad_settings():
+    with pytest.raises(ConfigError, match="'cluster.n_worker'.*n_workers"):
+        connect(n_worker=2)
+    with pytest.raises(ConfigError, match="'cluster.kind' 'spark' is unknown"):
+        connect(kind="spark")
+
+
+def test_connect_address_tcp(local_cluster, capsys):
+    addr = local_cluster.scheduler_address
+    with connect(address=addr) as client:  # kind inferred from address
+        assert client.scheduler.address == addr
+        assert da.arange(10, chunks=3).sum().compute() == 45
+    with connect({"kind": "address", "address": addr}, quiet=True) as client:
+        assert client.scheduler.address == addr
+    # leaving the block closes the client, never the cluster it joined
+    assert local_cluster.status.name == "running"
+
+
+def test_connect_address_unreachable_fails_fast():
+    with pytest.raises(OSError):
+        connect(address="tcp://127.0.0.1:9", timeout="1s", quiet=True)
+
+
+def test_connect_address_tls(tmp_path):
+    pytest.importorskip("cryptography")
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    sec = Security.temporary()
+    files = {}
+    for name in ("tls_ca_file", "tls_client_cert", "tls_client_key"):
+        path = tmp_path / f"{name}.pem"
+        path.write_text(getattr(sec, name))
+        files[name] = str(path)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tls://",
+                      security=sec, dashboard_address=":0") as cluster:
+        addr = cluster.scheduler_address
+        assert addr.startswith("tls://")
+        with connect(address=addr, security=files, quiet=True) as client:
+            assert client.submit(lambda x: x + 1, 1).result() == 2
+        with pytest.raises(ConfigError, match="TLS address"):
+            connect(address=addr)
+
+
+@pytest.mark.parametrize(
+    "kind, module, extra",
+    [
+        ("slurm", "dask_jobqueue", "hpc"),
+        ("kubernetes", "dask_kubernetes", "kubernetes"),
+        ("gateway", "dask_gateway", "gateway"),
+    ],
+)
+def test_missing_extra_names_it(monkeypatch, kind, module, extra):
+    for name in list(sys.modules):
+        if name == module or name.startswith(module + "."):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    kw = {"cores": 1, "memory": "1GB"} if kind == "slurm" else {}
+    with pytest.raises(ImportError, match=rf"pip install 'scalepca\[{extra}\]'"):
+        connect(kind=kind, **kw)
+
+
+def _script(cfg_cluster) -> str:
+    cluster = make_cluster(cfg_cluster)
+    try:
+        return cluster.job_script()
+    finally:
+        cluster.close()
+
+
+def _gib(memory: str) -> int:
+    from dask.utils import parse_bytes
+
+    return round(parse_bytes(memory) / 2**30)
+
+
+def test_slurm_job_script_from_config():
+    pytest.importorskip("dask_jobqueue")
+    c = load_config(CONFIGS / "slurm.yaml")["cluster"]
+    script = _script(c)
+    assert f"#SBATCH --cpus-per-task={c['cores']}" in script
+    assert f"#SBATCH --mem={_gib(c['memory'])}G" in script
+    assert f"#SBATCH -t {c['walltime']}" in script
+    assert f"#SBATCH -p {c['queue']}" in script
+    assert f"#SBATCH -A {c['account']}" in script
+    for line in c["job_extra"]:
+        assert f"#SBATCH {line}" in script
+    assert f"--nthreads {c['cores'] // (c['processes'] or 1)}" in script
+
+
+def test_pbs_job_script_from_config():
+    pytest.importorskip("dask_jobqueue")
+    c = load_config(CONFIGS / "pbs.yaml")["cluster"]
+    script = _script(c)
+    assert f"#PBS -l select=1:ncpus={c['cores']}:mem={_gib(c['memory'])}GB" in script
+    assert f"#PBS -l walltime={c['walltime']}" in script
+    assert f"#PBS -q {c['queue']}" in script
+    assert f"#PBS -A {c['account']}" in script
+    assert f"--nworkers {c['processes']}" in script
+    assert c["adaptive"] == {"minimum_jobs": 1, "maximum_jobs": 8}
+
+
+@pytest.mark.parametrize(
+    "kind, expected",
+    [
+        ("sge", ["#$ -q short", "#$ -l h_rt=00:30:00", "#$ -P proj"]),
+        ("lsf", ["#BSUB -q short", "#BSUB -W 00:30", "#BSUB -n 4", '#BSUB -P "proj"']),
+    ],
+)
+def test_other_batch_systems_scripts(kind, expected):
+    pytest.importorskip("dask_jobqueue")
+    script = _script({"kind": kind, "cores": 4, "memory": "8GiB", "walltime": "00:30:00"
+                      if kind == "sge" else "00:30", "queue": "short", "account": "proj"})
+    for line in expected:
+        assert line in script, script
+
+
+def test_htcondor_script():
+    pytest.importorskip("dask_jobqueue")
+    script = _script({"kind": "htcondor", "cores": 2, "memory": "4GiB", "disk": "1GiB"})
+    assert "RequestCpus = MY.DaskWorkerCores" in script
+    assert "MY.DaskWorkerCores = 2" in script
+
+
+def test_progress_bar_per_pass(rng):
+    X = da.from_array(rng.standard_normal((400, 6)), chunks=100)
+    out = io.StringIO()
+    with connect(n_workers=1, threads_per_worker=2, processes=False, quiet=True) as client:
+        with progress(stream=out):
+            scalepca.PCA(2, svd_solver="tsqr").fit(X)
+            # persist keeps the blocks on the workers (no gathering through the bar)
+            (Xp,) = dask.persist(X)
+            from distributed import Future
+
+            assert all(isinstance(v, Future) for v in dict(Xp.__dask_graph__()).values())
+        text = out.getvalue()
+        assert text.count("100% Completed") >= 2, text
+        assert "pass 1 (moments)" in text and "pass 2 (tsqr)" in text
+        quiet = io.StringIO()
+        with progress(False, stream=quiet):
+            scalepca.PCA(2).fit(X)
+        assert quiet.getvalue() == ""
+        assert client.status == "running"
+
+
+def test_progress_without_cluster_uses_dask_callback(rng):
+    X = da.from_array(rng.standard_normal((200, 4)), chunks=50)
+    out = io.StringIO()
+    with dask.config.set(scheduler="threads"), progress(stream=out, client=None):
+        scalepca.PCA(2).fit(X)
+    assert "Completed" in out.getvalue()
+    assert np.isfinite(scalepca.PCA(2).fit(X).explained_variance_).all()
