@@ -56,6 +56,7 @@ def open_matrix(
     chunks=None,
     sample_dims=None,
     feature_dims=None,
+    weights=None,
 ):
     """Open ``source`` as a lazy (sample × feature) matrix.
 
@@ -69,8 +70,23 @@ def open_matrix(
         Passed to fsspec for URLs (credentials, endpoint_url, ...).
     chunks : optional
         Row chunking to apply, e.g. ``{0: 50_000}``; features always end in one chunk.
-    sample_dims, feature_dims : optional
-        For N-D xarray data: which dimensions are samples; the rest are stacked as features.
+    sample_dims, feature_dims : str or sequence of str, optional
+        For N-D xarray data (e.g. ``sample_dims=("time",)`` on a (time, lat, lon) field): which
+        dimensions are samples; ``feature_dims`` default to all the others, which are stacked
+        into one ``feature`` dimension (a single dimension keeps its name). Fitted
+        components can then be read back over the original feature dims
+        (``est.components_xr_``), and scores come over the sample dims and ``mode``.
+        Features that are NaN for every sample (land in an ocean grid) need no special
+        handling: the estimators leave them out of the fit and return NaN there.
+    weights : array-like or xarray.DataArray, optional
+        One non-negative weight per feature, multiplied into the data before the fit, as in
+        EOF analysis (eofs, xeofs): for a latitude-longitude grid use ``√cos(latitude)`` so
+        each cell's contribution to the covariance is proportional to its area. A DataArray
+        over some or all feature dims broadcasts over the others; an array must have the
+        shape of the feature dims (for a 2-D array source: length ``n_features``). As in eofs
+        and xeofs, the components are the EOFs of the weighted field (unit norm in weighted
+        space); divide by the weights for the unweighted patterns. Data passed to
+        ``transform`` later must be opened with the same weights.
 
     Returns
     -------
@@ -95,10 +111,12 @@ def open_matrix(
                 names = list(ds.data_vars)
                 if variable is None and len(names) != 1:
                     raise ValueError(
-                        f"{os.fspath(source)!r} holds variables {names}; pass variable=... to choose one"
+                        f"{os.fspath(source)!r} holds variables {names}; "
+                        "pass variable=... to choose one"
                     )
                 return open_matrix(ds[variable or names[0]], chunks=chunks,
-                                   sample_dims=sample_dims, feature_dims=feature_dims)
+                                   sample_dims=sample_dims, feature_dims=feature_dims,
+                                   weights=weights)
             if variable is None:
                 if len(arrays) != 1:
                     raise ValueError(
@@ -113,11 +131,13 @@ def open_matrix(
     if isinstance(source, xr.Dataset):
         names = list(source.data_vars)
         if variable is None and len(names) != 1:
-            raise ValueError(f"the Dataset holds variables {names}; pass variable=... to choose one")
+            raise ValueError(
+                f"the Dataset holds variables {names}; pass variable=... to choose one"
+            )
         source = source[variable or names[0]]
     if isinstance(source, xr.DataArray):
         return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
-                                 feature_dims=feature_dims)
+                                 feature_dims=feature_dims, weights=weights)
     if isinstance(source, zarr.Array):
         if source.ndim != 2:
             raise ValueError(
@@ -132,9 +152,11 @@ def open_matrix(
         arr = np.asarray(source)
         if arr.ndim != 2:
             raise ValueError(f"expected a 2-D array; got shape {arr.shape}")
+        arr = _weighted_columns(arr, weights)
         return arr if chunks is None else da.from_array(arr, chunks=chunks)
     if arr.ndim != 2:
         raise ValueError(f"expected a 2-D array; got shape {arr.shape}")
+    arr = _weighted_columns(arr, weights)
     if chunks is not None:
         arr = arr.rechunk(chunks)
     if len(arr.chunks[1]) > 1:
@@ -150,17 +172,38 @@ def _looks_like_xarray(group: zarr.Group) -> bool:
     return False
 
 
-def _dataarray_matrix(da_: xr.DataArray, *, chunks=None, sample_dims=None, feature_dims=None):
+def _weighted_columns(arr, weights):
+    """``arr`` times one weight per column (validated eagerly: weights are small)."""
+    if weights is None:
+        return arr
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (arr.shape[1],):
+        raise ValueError(
+            f"weights have shape {w.shape}; expected ({arr.shape[1]},), one per feature"
+        )
+    if not np.all(np.isfinite(w)):
+        raise ValueError("weights contain NaN or infinite values")
+    if np.any(w < 0):
+        raise ValueError("weights must be non-negative")
+    return arr * w.astype(np.result_type(arr.dtype, np.float32))[None, :]
+
+
+def _dataarray_matrix(da_: xr.DataArray, *, chunks=None, sample_dims=None, feature_dims=None,
+                      weights=None):
     if da_.chunks is None:
         da_ = da_.chunk()
+    if weights is not None and sample_dims is None and da_.ndim == 2:
+        sample_dims = (da_.dims[0],)
     if da_.ndim != 2 and sample_dims is None:
         raise ValueError(
             f"the DataArray has dims {da_.dims}; pass sample_dims=(...) to say which are samples"
         )
     if da_.ndim == 2 and sample_dims is None:
         if chunks is not None:
-            da_ = da_.chunk({da_.dims[0]: chunks.get(0, chunks) if isinstance(chunks, dict) else chunks})
+            rows = chunks.get(0, chunks) if isinstance(chunks, dict) else chunks
+            da_ = da_.chunk({da_.dims[0]: rows})
         return da_.chunk({da_.dims[1]: -1})
     from ._stack import stack_dataarray
 
-    return stack_dataarray(da_, sample_dims=sample_dims, feature_dims=feature_dims, chunks=chunks)
+    return stack_dataarray(da_, sample_dims=sample_dims, feature_dims=feature_dims, chunks=chunks,
+                           weights=weights)

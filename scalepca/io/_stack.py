@@ -1,15 +1,30 @@
-"""Stack N-D xarray data to a (sample × feature) matrix and back."""
+"""Stack N-D xarray data to a (sample × feature) matrix, and label fitted results back.
+
+EOF analysis of gridded data in three steps, none of which reads the data:
+
+1. weights per feature (e.g. √cos(latitude), so every grid cell counts by its area) multiply
+   the field lazily;
+2. the sample dims (e.g. ``time``) and the feature dims (e.g. ``lat``, ``lon``) are stacked into
+   two dimensions, each kept under its own name when it is a single dimension;
+3. after the fit, per-feature results (components, mean) are unstacked to the original feature
+   dims with their coordinates, and per-mode results get a ``mode`` dimension.
+
+Features that are NaN for every sample (land in an ocean grid) are found by the estimators in
+their first pass, left out of the fit and come back as NaN (see ``DecompositionMixin``).
+"""
 
 from __future__ import annotations
 
 import logging
 
+import numpy as np
 import xarray as xr
 
 logger = logging.getLogger(__name__)
 
 SAMPLE = "sample"
 FEATURE = "feature"
+MODE = "mode"
 
 
 def _as_tuple(dims) -> tuple:
@@ -20,15 +35,8 @@ def _as_tuple(dims) -> tuple:
     return tuple(dims)
 
 
-def stack_dataarray(
-    arr: xr.DataArray, *, sample_dims=None, feature_dims=None, chunks=None
-) -> xr.DataArray:
-    """Return ``arr`` as a 2-D DataArray with dims (sample, feature).
-
-    ``sample_dims`` default to the first dimension; ``feature_dims`` default to all others.
-    A single dimension on either side is kept under its own name; several are stacked into
-    ``sample`` / ``feature`` with a MultiIndex, undone by :func:`unstack_dim`.
-    """
+def split_dims(arr: xr.DataArray, sample_dims=None, feature_dims=None) -> tuple[tuple, tuple]:
+    """Validated (sample_dims, feature_dims); defaults: first dim / all other dims."""
     sample_dims = _as_tuple(sample_dims) or (arr.dims[0],)
     missing = [d for d in sample_dims if d not in arr.dims]
     if missing:
@@ -37,12 +45,80 @@ def stack_dataarray(
     missing = [d for d in feature_dims if d not in arr.dims]
     if missing:
         raise ValueError(f"feature_dims {missing} are not dimensions of the data {arr.dims}")
+    both = set(sample_dims) & set(feature_dims)
+    if both:
+        raise ValueError(f"dimensions {sorted(both)} are given as both sample and feature dims")
     extra = set(arr.dims) - set(sample_dims) - set(feature_dims)
     if extra:
         raise ValueError(f"dimensions {sorted(extra)} are neither sample nor feature dims")
     if not feature_dims:
         raise ValueError("no feature dimensions left after choosing the sample dimensions")
+    return sample_dims, feature_dims
+
+
+def weights_dataarray(weights, arr: xr.DataArray, feature_dims: tuple) -> xr.DataArray:
+    """Validate per-feature ``weights`` against ``arr`` and return them as a DataArray.
+
+    ``weights`` is a DataArray over some or all of ``feature_dims`` (coordinates must match
+    the data's exactly), or an array of the shape of ``feature_dims`` (in that order), or a
+    1-D array over a single feature dim. Weights are small (one value per feature) and are
+    checked eagerly: finite and non-negative.
+    """
+    if isinstance(weights, xr.DataArray):
+        other = [d for d in weights.dims if d not in feature_dims]
+        if other:
+            raise ValueError(
+                f"weights have dims {weights.dims}; only feature dims {feature_dims} are allowed "
+                f"(not {other})"
+            )
+        for dim in weights.dims:
+            if weights.sizes[dim] != arr.sizes[dim]:
+                raise ValueError(
+                    f"weights have {weights.sizes[dim]} values along {dim!r}; the data have "
+                    f"{arr.sizes[dim]}"
+                )
+            if dim in weights.indexes and dim in arr.indexes and not weights.indexes[dim].equals(
+                arr.indexes[dim]
+            ):
+                raise ValueError(f"the {dim!r} coordinates of weights and data differ")
+        w = weights.drop_vars([c for c in weights.coords if c not in weights.dims])
+        w = w.assign_coords({d: arr[d] for d in w.dims if d in arr.coords})
+    else:
+        values = np.asarray(weights)
+        shape = tuple(arr.sizes[d] for d in feature_dims)
+        if values.shape != shape:
+            raise ValueError(
+                f"weights have shape {values.shape}; expected the shape of the feature dims "
+                f"{feature_dims}: {shape} (or pass a DataArray over some of them)"
+            )
+        w = xr.DataArray(values, dims=feature_dims,
+                         coords={d: arr[d] for d in feature_dims if d in arr.coords})
+    wv = np.asarray(w.values, dtype=np.float64)
+    if not np.all(np.isfinite(wv)):
+        raise ValueError("weights contain NaN or infinite values")
+    if np.any(wv < 0):
+        raise ValueError("weights must be non-negative")
+    return w.astype(np.float64)
+
+
+def stack_dataarray(
+    arr: xr.DataArray, *, sample_dims=None, feature_dims=None, chunks=None, weights=None
+) -> xr.DataArray:
+    """Return ``arr`` (times ``weights``) as a 2-D DataArray with dims (sample, feature).
+
+    ``sample_dims`` default to the first dimension; ``feature_dims`` default to all others.
+    A single dimension on either side is kept under its own name; several are stacked into
+    ``sample`` / ``feature`` with a MultiIndex, undone when results are labelled.
+    Nothing is computed: the result is dask-backed, rows chunked, features in one chunk.
+    """
+    sample_dims, feature_dims = split_dims(arr, sample_dims, feature_dims)
     out = arr
+    if weights is not None:
+        w = weights_dataarray(weights, arr, feature_dims)
+        attrs = dict(arr.attrs)
+        out = (out * w).transpose(*arr.dims)
+        out.attrs = {**attrs, "scalepca_weighted": 1}
+        out.name = arr.name
     sdim = sample_dims[0] if len(sample_dims) == 1 else SAMPLE
     fdim = feature_dims[0] if len(feature_dims) == 1 else FEATURE
     if len(sample_dims) > 1:
@@ -55,3 +131,44 @@ def stack_dataarray(
     row = {sdim: chunks.get(0, "auto") if isinstance(chunks, dict) else chunks} if chunks else {}
     out = out.chunk({**row, fdim: -1})
     return out
+
+
+def feature_template(template: xr.DataArray) -> xr.DataArray:
+    """A data-free 1-D DataArray carrying the feature coordinates of a (sample, feature) array."""
+    sdim, fdim = template.dims
+    t = template.isel({sdim: 0}, drop=True)
+    t = t.copy(data=np.zeros(template.sizes[fdim], dtype=np.int8))
+    t.attrs = {}
+    t.name = None
+    return t
+
+
+def _unstack(arr: xr.DataArray, *dims) -> xr.DataArray:
+    for dim in dims:
+        if dim in arr.indexes and getattr(arr.indexes[dim], "nlevels", 1) > 1:
+            arr = arr.unstack(dim)
+    return arr
+
+
+def feature_dataarray(values: np.ndarray, template: xr.DataArray, *, name: str) -> xr.DataArray:
+    """Label per-feature ``values`` ((d,) or (k, d)) with the original feature dims.
+
+    A stacked feature dimension is unstacked back to its dims (e.g. ``lat``, ``lon``) in the
+    order of the data; features left out of the fit are NaN already.
+    """
+    fdim = template.dims[0]
+    values = np.asarray(values)
+    if values.ndim == 1:
+        out = template.copy(data=values)
+    else:
+        out = xr.DataArray(values, dims=(MODE, fdim), coords={MODE: np.arange(values.shape[0])})
+        out = out.assign_coords(template.coords)
+    out.name = name
+    return _unstack(out, fdim)
+
+
+def mode_dataarray(values: np.ndarray, name: str) -> xr.DataArray:
+    """Per-mode ``values`` as a DataArray over ``mode`` (0, 1, ...), like the scores."""
+    values = np.asarray(values)
+    return xr.DataArray(values, dims=(MODE,), coords={MODE: np.arange(values.shape[0])},
+                        name=name)

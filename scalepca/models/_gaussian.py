@@ -33,7 +33,7 @@ class LatentGaussianMixin:
 
     def _model_basis(self):
         """(U, lam, sigma2) of the fitted model; see the module docstring."""
-        U = self.components_.T
+        U = self._kept(self.components_, axis=1).T
         sigma2 = float(self.noise_variance_)
         lam = np.maximum(self.explained_variance_, sigma2)
         return U, lam, sigma2
@@ -52,7 +52,16 @@ class LatentGaussianMixin:
         U, lam, sigma2 = self._model_basis()
         C = (U * (lam - sigma2)) @ U.T
         C[np.diag_indices_from(C)] += sigma2
-        return C
+        return self._widen_square(C)
+
+    def _widen_square(self, C: np.ndarray) -> np.ndarray:
+        """A kept-features d × d matrix widened with NaN rows/columns at dropped features."""
+        keep = getattr(self, "_features_kept", None)
+        if keep is None:
+            return C
+        full = np.full((keep.size, keep.size), np.nan)
+        full[np.ix_(keep, keep)] = C
+        return full
 
     def get_precision(self) -> np.ndarray:
         """Inverse model covariance by the Woodbury identity (no d × d inversion).
@@ -64,10 +73,10 @@ class LatentGaussianMixin:
         self._check_nonsingular(U, lam, sigma2)
         d, k = U.shape
         if k == d:
-            return (U / lam) @ U.T
+            return self._widen_square((U / lam) @ U.T)
         P = (U * (1.0 / lam - 1.0 / sigma2)) @ U.T
         P[np.diag_indices_from(P)] += 1.0 / sigma2
-        return P
+        return self._widen_square(P)
 
     def score_samples(self, X):
         """Log-likelihood of each sample under the fitted Gaussian model (lazy for dask input).
@@ -79,9 +88,9 @@ class LatentGaussianMixin:
         data = self._transform_input(X)
         U, lam, sigma2 = self._model_basis()
         self._check_nonsingular(U, lam, sigma2)
-        Xd = data.data
+        Xd = self._select_features(data.data)
         ll = Xd.map_blocks(
-            _loglike_block, self.mean_, U, lam, sigma2,
+            _loglike_block, self._kept(self.mean_), U, lam, sigma2,
             drop_axis=1, dtype=np.float64, meta=np.empty((0,), dtype=np.float64),
         )
         return data.wrap_samples(ll)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from contextlib import contextmanager
 
 import dask.array as da
@@ -51,6 +52,10 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
     #: names of private attributes that ``save`` must keep besides public ``*_`` attributes
     _saved_private: tuple[str, ...] = ()
 
+    #: fitted per-feature attributes and their feature axis: computed on the kept features,
+    #: then widened to all features with NaN at features dropped in fit (all-NaN, e.g. land)
+    _per_feature_attrs: tuple[tuple[str, int], ...] = (("components_", 1), ("mean_", 0))
+
     # -- bookkeeping ---------------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "n_features_in_")
@@ -89,9 +94,102 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
         self.n_passes_ = 0
         t0 = time.perf_counter()
         data = self._input(X)
+        self._features_kept = None
         self._fit(data)
+        self._widen_features(data.data.shape[1])
+        self._feature_template = _feature_template(data)
         self.fit_time_ = time.perf_counter() - t0
         return self
+
+    # -- features dropped in fit (all NaN: land in an ocean grid, dead sensors) ---------------
+    def _drop_features(self, keep: np.ndarray, *, reason: str, data: MatrixInput | None = None):
+        """Record that only ``keep`` (bool, n_features) enters the fit; warn or log."""
+        keep = np.asarray(keep, dtype=bool)
+        n_drop = int(keep.size - keep.sum())
+        if not n_drop:
+            return
+        if not keep.any():
+            raise ValueError(f"every feature is {reason}; nothing to fit")
+        msg = (f"{type(self).__name__}: {n_drop} of {keep.size} features are {reason}; they are "
+               "left out of the fit and come back as NaN in components_ and mean_")
+        if data is not None and data.kind == "xarray":
+            logger.info(msg)  # the documented land-mask convention of gridded data
+        else:
+            warnings.warn(msg, UserWarning, stacklevel=4)
+        self._features_kept = keep
+
+    def _kept(self, arr: np.ndarray, axis: int = 0) -> np.ndarray:
+        """``arr`` restricted to the features the model was fitted on."""
+        keep = getattr(self, "_features_kept", None)
+        if keep is None or arr.shape[axis] != keep.size:  # not widened yet (inside _fit)
+            return arr
+        return np.compress(keep, arr, axis=axis)
+
+    def _select_features(self, X: da.Array) -> da.Array:
+        keep = getattr(self, "_features_kept", None)
+        return X if keep is None else X[:, keep]
+
+    def _widen_features(self, d: int) -> None:
+        self.n_features_in_ = int(d)
+        keep = getattr(self, "_features_kept", None)
+        if keep is None:
+            return
+        for name, axis in self._per_feature_attrs:
+            value = getattr(self, name, None)
+            if isinstance(value, np.ndarray) and value.shape[axis] == keep.sum() != d:
+                shape = list(value.shape)
+                shape[axis] = d
+                full = np.full(shape, np.nan)
+                index = [slice(None)] * value.ndim
+                index[axis] = keep
+                full[tuple(index)] = value
+                setattr(self, name, full)
+
+    # -- xarray views of the fitted attributes (EOF analysis) ---------------------------------
+    def _require_template(self, name: str):
+        t = getattr(self, "_feature_template", None)
+        if t is None:
+            raise AttributeError(
+                f"{name} exists only for a model fitted on xarray input "
+                "(scalepca.open_matrix(DataArray, sample_dims=...))"
+            )
+        return t
+
+    def _feature_dataarray(self, values: np.ndarray, name: str):
+        t = self._require_template(name + "xr_")
+        from ..io._stack import feature_dataarray
+
+        return feature_dataarray(values, t, name=name.rstrip("_"))
+
+    @property
+    def components_xr_(self):
+        """``components_`` as a DataArray over ``mode`` and the original feature dims."""
+        self._check_fitted()
+        return self._feature_dataarray(self.components_, "components_")
+
+    @property
+    def mean_xr_(self):
+        """``mean_`` as a DataArray over the original feature dims."""
+        self._check_fitted()
+        return self._feature_dataarray(self.mean_, "mean_")
+
+    @property
+    def explained_variance_xr_(self):
+        """``explained_variance_`` as a DataArray over ``mode``."""
+        self._check_fitted()
+        self._require_template("explained_variance_xr_")
+        from ..io._stack import mode_dataarray
+
+        return mode_dataarray(self.explained_variance_, "explained_variance")
+
+    @property
+    def explained_variance_ratio_xr_(self):
+        """``explained_variance_ratio_`` as a DataArray over ``mode``."""
+        self._check_fitted()
+        self._require_template("explained_variance_ratio_xr_")
+        from ..io._stack import mode_dataarray
+
+        return mode_dataarray(self.explained_variance_ratio_, "explained_variance_ratio")
 
     def fit_transform(self, X, y=None):
         return self.fit(X).transform(X)
@@ -99,6 +197,8 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
     # -- persistence ---------------------------------------------------------------------
     def _state_to_save(self) -> dict:
         state = {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
+        if getattr(self, "_features_kept", None) is not None:
+            state["_features_kept"] = self._features_kept
         for name in self._saved_private:
             if hasattr(self, name):
                 state[name] = getattr(self, name)
@@ -137,7 +237,8 @@ class LinearDecompositionMixin(DecompositionMixin):
         scores : same kind as ``X`` of shape (n_samples, n_components)
         """
         data = self._transform_input(X)
-        Z = affine_map(data.data, self.mean_, self._transform_matrix())
+        Z = affine_map(self._select_features(data.data), self._kept(self.mean_),
+                       self._kept(self._transform_matrix(), axis=0))
         return data.wrap_samples(Z)
 
     def inverse_transform(self, Z):
@@ -146,7 +247,9 @@ class LinearDecompositionMixin(DecompositionMixin):
         zin = as_matrix(Z, what="scores")
         k = self._inverse_matrix().shape[0]
         if zin.data.shape[1] != k:
-            raise ValueError(f"scores have {zin.data.shape[1]} columns; the model has {k} components")
+            raise ValueError(
+                f"scores have {zin.data.shape[1]} columns; the model has {k} components"
+            )
         Xhat = affine_map(zin.data, np.zeros(k), self._inverse_matrix(), self.mean_)
         if zin.kind == "xarray":
             import xarray as xr
@@ -155,3 +258,12 @@ class LinearDecompositionMixin(DecompositionMixin):
             coords = {n: c for n, c in zin.template.coords.items() if set(c.dims) <= {sdim}}
             return xr.DataArray(Xhat, dims=(sdim, "feature"), coords=coords)
         return zin.wrap_features(Xhat) if zin.kind != "numpy" else Xhat.compute()
+
+
+def _feature_template(data: MatrixInput):
+    """Coordinates of the feature dimension of xarray input (no data), or ``None``."""
+    if data.kind != "xarray":
+        return None
+    from ..io._stack import feature_template
+
+    return feature_template(data.template)

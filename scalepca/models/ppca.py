@@ -1,64 +1,145 @@
-"""Probabilistic PCA (Tipping & Bishop 1999), closed form from one pass of moments."""
+"""Probabilistic PCA (Tipping & Bishop 1999): closed form from one pass of moments, or EM
+(also with entries missing at random)."""
 
 from __future__ import annotations
 
+import logging
 import numbers
+import warnings
 
+import dask
 import dask.array as da
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
-from .._validation import check_random_state_seed, check_scalar
+from .._validation import (
+    check_choice,
+    check_n_components,
+    check_random_state_seed,
+    check_scalar,
+)
 from ..io._matrix import MatrixInput
-from .pca import PCA
+from ..linalg import eigh_descending, flip_signs
+from ..linalg.em import (
+    estep_graph,
+    impute_block,
+    loglike_rows_block,
+    mstep,
+    observed_moments_graph,
+    posterior_mean_block,
+)
+from .pca import AUTO_MAX_GRAM_FEATURES, PCA
+
+logger = logging.getLogger(__name__)
 
 
 class PPCA(PCA):
     """Probabilistic PCA: ``x = W z + μ + ε``, ``z ~ N(0, I_k)``, ``ε ~ N(0, σ² I_d)``.
 
-    The maximum-likelihood solution (Tipping & Bishop 1999) from the sample covariance
-    ``S = U Λ Uᵀ``: ``μ`` is the sample mean, ``σ² = (1/(d−k)) Σ_{j>k} λ_j`` the mean of the
-    discarded eigenvalues, and ``W = U_k (Λ_k − σ² I)^½`` (taking the rotation R = I).
+    Two solvers. ``"closed_form"``: the maximum-likelihood solution (Tipping & Bishop 1999)
+    from the sample covariance ``S = U Λ Uᵀ``: ``μ`` is the sample mean,
+    ``σ² = (1/(d−k)) Σ_{j>k} λ_j`` the mean of the discarded eigenvalues, and
+    ``W = U_k (Λ_k − σ²)^½`` (taking the rotation R = I). ``"em"``: expectation-maximisation,
+    which also fits data with missing entries (``missing="em"``: NaN = missing at random; each
+    row's E-step uses its observed entries only, with its own k × k posterior, and the M-step
+    solves for ``W``, ``μ`` and ``σ²`` from sufficient statistics reduced across chunks — see
+    :mod:`scalepca.linalg.em`).
 
     Parameters
     ----------
     n_components : int or None
-        Latent dimension k; must be smaller than the data's rank for a proper σ² > 0.
-    svd_solver, n_oversamples, n_power_iter, random_state
-        As in :class:`PCA`, which computes the spectrum.
+        Latent dimension k; must be smaller than the data's rank for a proper σ² > 0
+        (``solver="em"`` requires ``n_components < n_features``).
+    solver : {"auto", "closed_form", "em"}, default="auto"
+        ``"auto"``: ``"em"`` when ``missing="em"``, else ``"closed_form"``.
+    missing : {"error", "em"}, default="error"
+        ``"error"``: a NaN in the data raises. ``"em"``: NaN entries are missing at random
+        (needs ``solver="em"`` or ``"auto"``). In both cases features that are NaN in every
+        sample (e.g. land in an ocean grid) are left out with a warning and come back as NaN
+        in ``components_``, ``W_`` and ``mean_``; with ``missing="em"`` rows with no observed
+        value are left out with a warning too. Infinite values always raise.
+    max_iter : int, default=200
+        Most EM iterations (``solver="em"``).
+    tol : float, default=1e-6
+        EM stops when the observed-data log-likelihood per sample changes by less than
+        ``tol`` between two iterations (a change that does not depend on the data's units).
+    init : {"auto", "pca", "random"}, default="auto"
+        EM starting point, from one initialisation pass over the data. ``"pca"``: the closed
+        form fitted to the data with missing entries replaced by their feature's observed mean
+        (d × d statistics per block). ``"random"``: ``W`` with independent N(0, v̄/k) entries
+        drawn from ``random_state``, ``σ² = v̄`` (v̄ the mean observed variance), ``μ`` the
+        observed means — for data too wide for a d × d matrix. ``"auto"``: ``"pca"`` up to
+        4096 features, ``"random"`` above.
+    svd_solver, n_oversamples, n_power_iter
+        As in :class:`PCA`, which computes the spectrum of the closed form.
+    random_state : int, Generator or None
+        Seed of the randomized SVD solver and of ``init="random"``.
 
     Attributes
     ----------
     W_ : ndarray of shape (n_features, n_components)
-        Loading matrix.
+        Loading matrix ``U_k diag(√(λ − σ²))`` (the EM solution is rotated to this form).
     components_ : ndarray of shape (n_components, n_features)
         Orthonormal ``U_kᵀ`` (same sign convention as :class:`PCA`).
     noise_variance_ : float
         σ².
     posterior_covariance_ : ndarray of shape (n_components, n_components)
-        ``σ² M⁻¹`` with ``M = WᵀW + σ² I``; the covariance of ``z`` given any ``x``.
-    mean_, explained_variance_, explained_variance_ratio_, singular_values_,
-    n_samples_, n_features_in_, n_components_, n_passes_
+        ``σ² M⁻¹`` with ``M = WᵀW + σ² I``; the covariance of ``z`` given a fully observed ``x``.
+    explained_variance_ : ndarray of shape (n_components,)
+        Model variances along the components, ``λ_i`` (``s_i² + σ²`` for EM).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``explained_variance_`` over the total variance; for EM the model's total
+        ``trace(W Wᵀ + σ² I)``, which equals the sample total at the complete-data optimum.
+    n_iter_ : int
+        EM iterations run (0 for the closed form).
+    loglike_ : ndarray of shape (n_iter_,)
+        Observed-data log-likelihood per sample at the parameters each EM iteration started
+        from (computed in the same pass as that iteration's E-step); non-decreasing.
+    converged_ : bool
+        Whether EM met ``tol`` within ``max_iter``.
+    mean_, singular_values_, n_samples_, n_features_in_, n_components_, n_passes_
         As in :class:`PCA`.
 
     Notes
     -----
-    Passes over the data: 1 (the one-pass moments of :class:`PCA`), then small k-dimensional
-    algebra on the client. Memory per worker: one row chunk plus d × d partials.
-    ``transform`` is the posterior mean ``M⁻¹ Wᵀ (x − μ)``; ``inverse_transform`` maps
-    ``z ↦ W z + μ``; ``score_samples`` is the exact Gaussian log-likelihood under
-    ``C = W Wᵀ + σ² I`` computed from k-dimensional factors (Woodbury), never inverting a
-    d × d matrix.
+    Passes over the data: closed form 1 (the one-pass moments of :class:`PCA`); EM
+    ``1 + n_iter_`` — one initialisation pass, then exactly one pass per iteration. Memory per
+    worker: one row chunk (as float64) plus, closed form and ``init="pca"``, d × d partials;
+    per EM iteration, for a row chunk of m rows with missing entries, m × (k+1)² posterior
+    moments and a d × (k+1)² partial (blocks without missing entries share one k × k
+    posterior and return (k+1)² and d × (k+1) partials). The client holds d × (k+1)² arrays.
+
+    EM maximises the likelihood, whose covariance estimate has denominator n; to agree with
+    the closed form (denominator n − 1, as :class:`PCA`), the final ``W`` and ``σ²`` are
+    scaled by n / (n − 1). Without missing data EM converges to the closed form (the test
+    suite checks ``W Wᵀ`` and σ² to 1e-6 relative).
+
+    ``transform`` is the posterior mean ``M_n⁻¹ W_Oᵀ (x_O − μ_O)`` using each row's observed
+    entries (rows may have NaN, with either solver); ``inverse_transform`` maps
+    ``z ↦ W z + μ``; ``impute`` fills NaN entries with ``W ⟨z⟩ + μ`` (lazy);
+    ``score_samples`` is the exact Gaussian log-likelihood of each row's observed entries
+    under ``C = W Wᵀ + σ² I``, computed from k-dimensional factors (Woodbury), never inverting
+    a d × d matrix.
 
     References
     ----------
     Tipping, M. E. & Bishop, C. M. (1999). Probabilistic principal component analysis.
     JRSS B 61(3), 611–622.
+    Ilin, A. & Raiko, T. (2010). Practical approaches to principal component analysis in the
+    presence of missing values. JMLR 11, 1957–2000.
     """
+
+    _per_feature_attrs = (("components_", 1), ("mean_", 0), ("W_", 0))
 
     def __init__(
         self,
         n_components: int | None = None,
         *,
+        solver: str = "auto",
+        missing: str = "error",
+        max_iter: int = 200,
+        tol: float = 1e-6,
+        init: str = "auto",
         svd_solver: str = "auto",
         n_oversamples: int = 10,
         n_power_iter: int = 4,
@@ -71,11 +152,143 @@ class PPCA(PCA):
             n_power_iter=n_power_iter,
             random_state=random_state,
         )
+        self.solver = solver
+        self.missing = missing
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init = init
 
     def _fit(self, data: MatrixInput) -> None:
-        super()._fit(data)
-        self._set_loadings_from_spectrum()
+        check_choice(self.solver, "solver", ("auto", "closed_form", "em"))
+        check_choice(self.missing, "missing", ("error", "em"))
+        check_choice(self.init, "init", ("auto", "pca", "random"))
+        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
+        check_scalar(self.tol, "tol", low=0.0)
+        solver = self.solver
+        if solver == "auto":
+            solver = "em" if self.missing == "em" else "closed_form"
+        if solver == "closed_form" and self.missing == "em":
+            raise ValueError(
+                "missing='em' needs solver='em' (or 'auto'); the closed form cannot skip "
+                "missing entries"
+            )
+        self._fit_solver = solver
+        self.n_iter_ = 0
+        self.loglike_ = np.zeros(0)
+        self.converged_ = True
+        if solver == "closed_form":
+            super()._fit(data)
+            self._set_loadings_from_spectrum()
+        else:
+            self._fit_em(data)
 
+    # -- EM ----------------------------------------------------------------------------------
+    def _fit_em(self, data: MatrixInput) -> None:
+        X = data.data
+        n, d = X.shape
+        k = check_n_components(self.n_components, n, d)
+        self._check_params(n, d)
+        if k >= d:
+            raise ValueError(
+                f"PPCA(solver='em') needs n_components < n_features; got n_components={k} "
+                f"with {d} features"
+            )
+        init = self.init
+        if init == "auto":
+            init = "pca" if d <= AUTO_MAX_GRAM_FEATURES else "random"
+        logger.info("PPCA: EM on %d × %d (%d row chunks), init=%s, missing=%s", n, d,
+                    X.numblocks[0], init, self.missing)
+        with self._timed_pass("EM initialisation"):
+            (mom,) = dask.compute(observed_moments_graph(X, with_gram=init == "pca"))
+        if mom["n_inf"]:
+            raise ValueError(
+                f"X contains {mom['n_inf']} infinite value(s); replace them (NaN marks a "
+                "missing entry)"
+            )
+        keep = mom["c"] > 0
+        n_rows = int(mom["n"])
+        n_dropped_f = int(d - keep.sum())
+        n_missing = int(mom["n_missing"] - n_rows * n_dropped_f)
+        if self.missing == "error" and (n_missing or mom["n_empty"]):
+            raise ValueError(
+                f"X contains {n_missing + mom['n_empty'] * d} NaN value(s) (outside features "
+                "that are NaN in every sample); use PPCA(missing='em') to treat NaN as missing "
+                "at random, or remove/impute them"
+            )
+        if n_dropped_f == d:
+            raise ValueError("X has no observed value (every entry is NaN)")
+        if mom["n_empty"]:
+            warnings.warn(
+                f"PPCA: {mom['n_empty']} of {n} rows have no observed value; they are left out "
+                "of the fit", UserWarning, stacklevel=3,
+            )
+        self._drop_features(keep, reason="NaN in every sample", data=data)
+        d_fit = int(keep.sum())
+        if k >= d_fit or k > n_rows:
+            raise ValueError(
+                f"n_components={k} is too large: after leaving out empty rows/features there "
+                f"are {n_rows} samples and {d_fit} features (n_components must be < n_features "
+                "and <= n_samples)"
+            )
+        mean = mom["mean"][keep]
+        var = mom["var"][keep]
+        vbar = float(var.mean()) if var.size else 1.0
+        floor = 1e-12 * vbar if vbar > 0 else 1e-300
+        if init == "pca":
+            cov = mom["U"][np.ix_(keep, keep)] / max(n_rows - 1, 1)
+            evals, evecs = eigh_descending(cov)
+            evals = np.maximum(evals, 0.0)
+            rank = min(n_rows, d_fit)
+            sigma2 = float(np.mean(evals[k:rank])) if rank > k else 0.0
+            sigma2 = max(sigma2, 1e-6 * vbar, floor)
+            W = evecs[:, :k] * np.sqrt(np.maximum(evals[:k] - sigma2, 1e-6 * vbar))
+        else:
+            rng = np.random.default_rng(check_random_state_seed(self.random_state))
+            W = rng.standard_normal((d_fit, k)) * np.sqrt(max(vbar, floor) / k)
+            sigma2 = max(vbar, floor)
+        Xf = self._select_features(X)
+        history = []
+        converged = False
+        for it in range(1, self.max_iter + 1):
+            with self._timed_pass(f"EM iteration {it}"):
+                (stats,) = dask.compute(estep_graph(Xf, mean, W, sigma2))
+            history.append(stats["ll"] / n_rows)
+            W, mean, sigma2 = mstep(stats, mean, k, min_sigma2=floor)
+            logger.debug("PPCA EM %d: loglike/sample %.10g, sigma2 %.6g", it, history[-1], sigma2)
+            if it > 1 and abs(history[-1] - history[-2]) < self.tol:
+                converged = True
+                break
+        self.n_iter_ = it
+        self.loglike_ = np.asarray(history)
+        self.converged_ = converged
+        if not converged:
+            change = abs(history[-1] - history[-2]) if it > 1 else float("nan")
+            warnings.warn(
+                f"PPCA EM did not converge in max_iter={self.max_iter} iterations (last change "
+                f"of the log-likelihood per sample: {change:.3g}, tol={self.tol}); "
+                "increase max_iter or tol",
+                ConvergenceWarning, stacklevel=3,
+            )
+        # ML (denominator n) → the closed form's sample-covariance convention (n − 1)
+        bessel = n_rows / max(n_rows - 1, 1)
+        W = W * np.sqrt(bessel)
+        sigma2 = sigma2 * bessel
+        U, s, _ = np.linalg.svd(W, full_matrices=False)
+        components = flip_signs(U.T)
+        ev = s**2 + sigma2
+        total = float((s**2).sum() + d_fit * sigma2)
+        self.n_samples_ = n_rows
+        self.n_components_ = k
+        self.mean_ = np.asarray(mean, dtype=np.float64)
+        self.components_ = components
+        self.W_ = components.T * s
+        self.noise_variance_ = float(sigma2)
+        self.explained_variance_ = ev
+        self.explained_variance_ratio_ = ev / total if total > 0 else np.zeros(k)
+        self.singular_values_ = np.sqrt(ev * max(n_rows - 1, 1))
+        self._set_posterior()
+
+    # -- closed form ---------------------------------------------------------------------------
     def _set_loadings_from_spectrum(self) -> None:
         sigma2 = self.noise_variance_
         scale = np.sqrt(np.maximum(self.explained_variance_ - sigma2, 0.0))
@@ -83,7 +296,7 @@ class PPCA(PCA):
         self._set_posterior()
 
     def _set_posterior(self) -> None:
-        W, sigma2 = self.W_, self.noise_variance_
+        W, sigma2 = self._kept(self.W_, axis=0), self.noise_variance_
         M = W.T @ W + sigma2 * np.eye(W.shape[1])
         self._M_inv = np.linalg.inv(M)
         self.posterior_covariance_ = sigma2 * self._M_inv
@@ -91,7 +304,7 @@ class PPCA(PCA):
     def _model_basis(self):
         # Eigen-form of W Wᵀ + σ² I, valid for any W (closed form or EM):
         # W = U diag(s) Rᵀ  ⇒  C = U diag(s² + σ²) Uᵀ + σ² (I − U Uᵀ).
-        U, s, _ = np.linalg.svd(self.W_, full_matrices=False)
+        U, s, _ = np.linalg.svd(self._kept(self.W_, axis=0), full_matrices=False)
         sigma2 = float(self.noise_variance_)
         return U, s**2 + sigma2, sigma2
 
@@ -102,6 +315,66 @@ class PPCA(PCA):
 
     def _inverse_matrix(self) -> np.ndarray:
         return self.W_.T
+
+    # -- rows with missing entries ---------------------------------------------------------------
+    def _kept_params(self):
+        return self._kept(self.mean_), self._kept(self.W_, axis=0), float(self.noise_variance_)
+
+    def transform(self, X):
+        """Posterior means ``⟨z⟩`` of the rows of ``X``; NaN entries are treated as missing.
+
+        Lazy for dask and xarray input (one blockwise map).
+
+        Returns
+        -------
+        scores : same kind as ``X`` of shape (n_samples, n_components)
+        """
+        data = self._transform_input(X)
+        Xd = self._select_features(data.data)
+        mean, W, sigma2 = self._kept_params()
+        dtype = np.result_type(Xd.dtype, np.float32)
+        Z = Xd.map_blocks(_typed, posterior_mean_block, dtype, mean, W, sigma2,
+                          chunks=(Xd.chunks[0], (W.shape[1],)), dtype=dtype,
+                          meta=np.empty((0, 0), dtype=dtype))
+        return data.wrap_samples(Z)
+
+    def score_samples(self, X):
+        """Log-likelihood of each row's observed entries under the model (lazy for dask).
+
+        A row with no observed entry scores 0.
+
+        Returns
+        -------
+        ll : same kind as ``X``, shape (n_samples,)
+        """
+        self._check_fitted()
+        U, lam, sigma2 = self._model_basis()
+        self._check_nonsingular(U, lam, sigma2)
+        if sigma2 <= 0:  # k = d: no noise term; the eigen-form handles it (complete rows only)
+            return super().score_samples(X)
+        data = self._transform_input(X)
+        Xd = self._select_features(data.data)
+        mean, W, sigma2 = self._kept_params()
+        ll = Xd.map_blocks(loglike_rows_block, mean, W, sigma2, drop_axis=1,
+                           dtype=np.float64, meta=np.empty((0,), dtype=np.float64))
+        return data.wrap_samples(ll)
+
+    def impute(self, X):
+        """``X`` with each NaN entry replaced by its reconstruction ``W ⟨z⟩ + μ`` (lazy).
+
+        Observed entries are returned unchanged; features left out of the fit stay NaN.
+
+        Returns
+        -------
+        X_filled : same kind as ``X`` of shape (n_samples, n_features)
+        """
+        data = self._transform_input(X)
+        Xd = data.data
+        mean, W, sigma2 = self._kept_params()
+        keep = getattr(self, "_features_kept", None)
+        out = Xd.map_blocks(impute_block, mean, W, sigma2, keep, dtype=np.float64,
+                            meta=np.empty((0, 0), dtype=np.float64))
+        return data.wrap_features(out)
 
     def sample(self, n_samples: int = 1, random_state=None, *, chunks: int | None = None):
         """Draw samples ``x = W z + μ + σ ε`` from the fitted model.
@@ -124,13 +397,14 @@ class PPCA(PCA):
         W, mu, sigma = self.W_, self.mean_, np.sqrt(self.noise_variance_)
         if chunks is None:
             return _sample_block(n_samples, W, mu, sigma, seed)
-        sizes = [chunks] * (n_samples // chunks) + ([n_samples % chunks] if n_samples % chunks else [])
+        sizes = [chunks] * (n_samples // chunks)
+        sizes += [n_samples % chunks] if n_samples % chunks else []
         children = seed.spawn(len(sizes))
         blocks = [
             da.from_delayed(
                 _delayed_sample(m, W, mu, sigma, child), shape=(m, W.shape[0]), dtype=np.float64
             )
-            for m, child in zip(sizes, children)
+            for m, child in zip(sizes, children, strict=True)
         ]
         return da.concatenate(blocks, axis=0)
 
@@ -142,6 +416,10 @@ class PPCA(PCA):
     def _restore_state(self, state: dict) -> None:
         super()._restore_state(state)
         self._set_posterior()
+
+
+def _typed(x, kernel, dtype, *args):
+    return kernel(x, *args).astype(dtype, copy=False)
 
 
 def _sample_block(m, W, mu, sigma, seed):

@@ -1,0 +1,348 @@
+"""EM for probabilistic PCA with entries missing at random: block kernels and the M-step.
+
+Model (Tipping & Bishop 1999): ``x = W z + μ + ε``, ``z ~ N(0, I_k)``, ``ε ~ N(0, σ² I_d)``.
+Entries that are NaN are missing at random; row ``n`` sees only its observed set ``O_n``.
+
+E-step, per row, with ``W_O`` the rows of ``W`` at the observed features::
+
+    M_n = W_Oᵀ W_O + σ² I_k                 (k × k, one per row)
+    ⟨z_n⟩ = M_n⁻¹ W_Oᵀ (x_O − μ_O),   Cov(z_n) = σ² M_n⁻¹
+
+M-step, per feature ``j`` (Ilin & Raiko 2010): ``μ`` is estimated jointly with ``W`` by
+appending a constant 1 to the latent vector, ``z̃ = [z; 1]``::
+
+    [w_j, δ_j] = b_jᵀ A_j⁻¹,   A_j = Σ_{n: j∈O_n} ⟨z̃_n z̃_nᵀ⟩,
+    b_j = Σ_{n: j∈O_n} (x_nj − μ_j) ⟨z̃_n⟩,
+    μ_j ← μ_j + δ_j
+    σ² = (1 / #observed) Σ_j (s_j − [w_j, δ_j] · b_j),   s_j = Σ_{n: j∈O_n} (x_nj − μ_j)²
+
+``A_j`` is kept as ``A − A_miss,j``: the sum over all rows minus the sum over rows where ``j``
+is missing, so a block without missing entries contributes one (k+1)² matrix and no d-sized
+stack. Everything a block returns is small (d × (k+1)² at most).
+
+The observed-data log-likelihood of row ``n`` at the current parameters comes from the same
+factors (determinant lemma and Woodbury)::
+
+    log p(x_O) = −½ [ d_O log 2π + (d_O − k) log σ² + log|M_n|
+                      + (‖x_O − μ_O‖² − (W_Oᵀ x_c)·⟨z_n⟩) / σ² ]
+
+so one pass over the data yields both the statistics of iteration t and the log-likelihood of
+the parameters it started from.
+
+The initialisation pass (:func:`observed_moments_graph`) computes per-feature observed counts,
+means and the centred Gram matrix of the data imputed with the (global) observed feature means,
+in one pass with any chunking: each block keeps its statistics relative to a reference vector
+``r`` (``u = m ⊙ (x − r)``, with ``m`` the 0/1 observation mask)::
+
+    s = Σ u,   U = Σ u uᵀ,   P = Σ u mᵀ,   Q = Σ m mᵀ
+
+and moving the reference by ``Δ`` is exact::
+
+    s' = s − c ⊙ Δ,   U' = U − P diag(Δ) − diag(Δ) Pᵀ + Q ⊙ ΔΔᵀ,   P' = P − diag(Δ) Q
+
+so partials are merged in a tree at the combined observed mean, like Chan et al.'s update.
+
+References
+----------
+Tipping, M. E. & Bishop, C. M. (1999). Probabilistic principal component analysis.
+JRSS B 61(3), 611–622.
+Ilin, A. & Raiko, T. (2010). Practical approaches to principal component analysis in the
+presence of missing values. JMLR 11, 1957–2000.
+Liu, C., Rubin, D. B. & Wu, Y. N. (1998). Parameter expansion to accelerate EM: the PX-EM
+algorithm. Biometrika 85(4), 755–770.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+
+__all__ = [
+    "estep_block",
+    "estep_graph",
+    "impute_block",
+    "loglike_rows_block",
+    "merge_estep",
+    "merge_observed_moments",
+    "mstep",
+    "observed_moments_block",
+    "observed_moments_graph",
+    "posterior_mean_block",
+]
+
+
+# -- initialisation pass ----------------------------------------------------------------------
+def observed_moments_block(x, *, with_gram: bool = True) -> dict:
+    """Observed-entry statistics of one row block (see module docstring).
+
+    Rows with no observed value are left out (counted in ``n_empty``); ``n_inf`` counts
+    infinite entries, which are not "missing" and make the caller raise.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    isnan = np.isnan(x)
+    obs = ~isnan & np.isfinite(x)
+    n_inf = int(np.count_nonzero(~obs & ~isnan))
+    rows = obs.any(axis=1)
+    n_empty = int(x.shape[0] - np.count_nonzero(rows))
+    if n_empty:
+        x, obs = x[rows], obs[rows]
+    n, d = x.shape
+    c = obs.sum(axis=0).astype(np.float64)
+    xo = np.where(obs, x, 0.0)
+    r = np.divide(xo.sum(axis=0), c, out=np.zeros(d), where=c > 0)
+    u = np.where(obs, xo - r, 0.0)
+    out = {"n": n, "n_empty": n_empty, "n_inf": n_inf, "n_missing": int(obs.size - c.sum()),
+           "c": c, "r": r, "s": u.sum(axis=0)}
+    if with_gram:
+        out["U"] = u.T @ u
+        if out["n_missing"] == 0:
+            out["P"] = np.repeat(out["s"][:, None], d, axis=1)
+            out["Q"] = np.full((d, d), float(n))
+        else:
+            m = obs.astype(np.float64)
+            out["P"] = u.T @ m
+            out["Q"] = m.T @ m
+    else:
+        out["ss"] = (u**2).sum(axis=0)
+    return out
+
+
+def _shift(p: dict, ref: np.ndarray) -> dict:
+    """Re-express partial ``p`` relative to the reference ``ref`` (exact)."""
+    delta = ref - p["r"]
+    out = dict(p)
+    out["r"] = ref
+    out["s"] = p["s"] - p["c"] * delta
+    if "U" in p:
+        PD = p["P"] * delta[None, :]
+        out["U"] = p["U"] - PD - PD.T + p["Q"] * np.outer(delta, delta)
+        out["P"] = p["P"] - delta[:, None] * p["Q"]
+    else:
+        out["ss"] = p["ss"] - 2.0 * delta * p["s"] + p["c"] * delta**2
+    return out
+
+
+def merge_observed_moments(a: dict, b: dict) -> dict:
+    """Merge two partials at their combined observed mean."""
+    c = a["c"] + b["c"]
+    tot = a["c"] * a["r"] + a["s"] + b["c"] * b["r"] + b["s"]
+    ref = np.divide(tot, c, out=np.zeros_like(c), where=c > 0)
+    a, b = _shift(a, ref), _shift(b, ref)
+    out = {key: a[key] + b[key] for key in a if key != "r"}
+    out["r"] = ref
+    return out
+
+
+def _merge_all(merge, *parts):
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = merge(acc, p)
+    return acc
+
+
+def _tree(level: list, merge, split_every: int):
+    while len(level) > 1:
+        level = [
+            dask.delayed(_merge_all, pure=True)(merge, *level[i : i + split_every])
+            for i in range(0, len(level), split_every)
+        ]
+    return level[0]
+
+
+def _row_blocks(X: da.Array) -> list:
+    if len(X.chunks[1]) != 1:
+        raise ValueError("EM needs the features in one column chunk; rechunk({1: -1}) first")
+    return X.to_delayed(optimize_graph=True).ravel().tolist()
+
+
+def observed_moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8):
+    """Delayed observed-entry moments of ``X`` (one pass; d × d partials with ``with_gram``)."""
+    parts = [dask.delayed(observed_moments_block, pure=True)(b, with_gram=with_gram)
+             for b in _row_blocks(X)]
+    out = _tree(parts, merge_observed_moments, split_every)
+    return dask.delayed(_finalize_observed, pure=True)(out)
+
+
+def _finalize_observed(p: dict) -> dict:
+    """Shift to the exact observed mean; add the mean and per-feature observed variance."""
+    c = p["c"]
+    mean = np.divide(p["c"] * p["r"] + p["s"], c, out=np.zeros_like(c), where=c > 0)
+    p = _shift(p, mean)
+    p["mean"] = mean
+    ss = np.diag(p["U"]).copy() if "U" in p else p["ss"]
+    p["var"] = np.divide(ss, c - 1, out=np.zeros_like(c), where=c > 1)
+    return p
+
+
+# -- posterior of each row --------------------------------------------------------------------
+def _posterior(x, mean, W, sigma2):
+    """Per-row posterior factors of a block; shared ``M`` when no entry is missing."""
+    x = np.asarray(x, dtype=np.float64)
+    obs = np.isfinite(x)
+    full = bool(obs.all())
+    xc = x - mean if full else np.where(obs, x - mean, 0.0)
+    k = W.shape[1]
+    XW = xc @ W  # W_Oᵀ (x_O − μ_O) per row: missing entries are zero in xc
+    eye = np.eye(k)
+    if full:
+        M = W.T @ W + sigma2 * eye
+        Minv = np.linalg.inv(M)
+        Minv = 0.5 * (Minv + Minv.T)
+        Ez = XW @ Minv
+        logdet = np.linalg.slogdet(M)[1]
+        dobs = np.full(x.shape[0], x.shape[1], dtype=np.float64)
+        obs = None
+    else:
+        d = x.shape[1]
+        WW = (W[:, :, None] * W[:, None, :]).reshape(d, k * k)
+        M = (obs.astype(np.float64) @ WW).reshape(-1, k, k) + sigma2 * eye
+        L = np.linalg.cholesky(M)
+        logdet = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
+        Minv = np.linalg.inv(M)
+        Ez = np.matmul(Minv, XW[:, :, None])[:, :, 0]
+        dobs = obs.sum(axis=1).astype(np.float64)
+    return {"xc": xc, "XW": XW, "Ez": Ez, "Minv": Minv, "logdet": logdet, "dobs": dobs,
+            "obs": obs, "full": full}
+
+
+def _loglike_rows(p: dict, sigma2: float, k: int) -> np.ndarray:
+    quad = ((p["xc"] ** 2).sum(axis=1) - (p["XW"] * p["Ez"]).sum(axis=1)) / sigma2
+    ll = -0.5 * (p["dobs"] * np.log(2 * np.pi) + (p["dobs"] - k) * np.log(sigma2)
+                 + p["logdet"] + quad)
+    if not p["full"]:
+        ll = np.where(p["dobs"] > 0, ll, 0.0)  # a row with nothing observed has density 1
+    return ll
+
+
+def posterior_mean_block(x, mean, W, sigma2):
+    """``⟨z⟩ = M_n⁻¹ W_Oᵀ (x_O − μ_O)`` of every row (the PPCA transform), NaN = missing."""
+    return _posterior(x, mean, W, sigma2)["Ez"]
+
+
+def loglike_rows_block(x, mean, W, sigma2):
+    """Observed-data log-likelihood of every row; 0 for a row with nothing observed."""
+    return _loglike_rows(_posterior(x, mean, W, sigma2), sigma2, W.shape[1])
+
+
+def impute_block(x, mean, W, sigma2, keep=None):
+    """Rows with missing entries replaced by ``W ⟨z⟩ + μ``; observed entries unchanged.
+
+    ``keep`` (bool, n_features) selects the features the model was fitted on; the others are
+    returned as they are.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    xk = x if keep is None else x[:, keep]
+    fill = posterior_mean_block(xk, mean, W, sigma2) @ W.T + mean
+    filled = np.where(np.isnan(xk), fill, xk)
+    if keep is None:
+        return filled
+    out = x.copy()
+    out[:, keep] = filled
+    return out
+
+
+# -- E-step statistics ------------------------------------------------------------------------
+def estep_block(x, mean, W, sigma2) -> dict:
+    """Sufficient statistics of one row block at ``(W, μ, σ²)`` plus its log-likelihood.
+
+    Returns ``{"n", "A", "Amiss", "B", "s", "nobs", "ll"}`` with ``A`` (k+1)², ``Amiss``
+    d × (k+1)² or ``None`` (no missing entry in the block), ``B`` d × (k+1), ``s`` and
+    ``nobs`` of length d.
+    """
+    k = W.shape[1]
+    p = _posterior(x, mean, W, sigma2)
+    Ez, xc = p["Ez"], p["xc"]
+    ll = float(_loglike_rows(p, sigma2, k).sum())
+    m = xc.shape[0]
+    if p["full"]:
+        Sigma = sigma2 * p["Minv"]
+        ez = Ez.sum(axis=0)
+        A = np.empty((k + 1, k + 1))
+        A[:k, :k] = m * Sigma + Ez.T @ Ez
+        A[:k, k] = A[k, :k] = ez
+        A[k, k] = m
+        Amiss = None
+        nobs = np.full(xc.shape[1], float(m))
+        nrows = m
+    else:
+        obs = p["obs"]
+        rows = obs.any(axis=1)
+        G = np.zeros((m, k + 1, k + 1))
+        G[:, :k, :k] = sigma2 * p["Minv"] + Ez[:, :, None] * Ez[:, None, :]
+        G[:, :k, k] = Ez
+        G[:, k, :k] = Ez
+        G[:, k, k] = 1.0
+        G[~rows] = 0.0
+        G = G.reshape(m, -1)
+        A = G.sum(axis=0).reshape(k + 1, k + 1)
+        miss = (~obs & rows[:, None]).astype(np.float64)
+        Amiss = miss.T @ G
+        nobs = obs.sum(axis=0).astype(np.float64)
+        nrows = int(rows.sum())
+    Zt = np.concatenate([Ez, np.ones((m, 1))], axis=1)
+    if not p["full"]:
+        Zt[~rows, k] = 0.0
+    B = xc.T @ Zt
+    return {"n": nrows, "A": A, "Amiss": Amiss, "B": B, "s": (xc**2).sum(axis=0),
+            "nobs": nobs, "ll": ll}
+
+
+def merge_estep(a: dict, b: dict) -> dict:
+    out = {}
+    for key in a:
+        va, vb = a[key], b[key]
+        out[key] = va if vb is None else vb if va is None else va + vb
+    return out
+
+
+def estep_graph(X: da.Array, mean, W, sigma2, *, split_every: int = 8):
+    """Delayed E-step statistics of all of ``X`` (one pass), tree-reduced.
+
+    The parameters travel once to the cluster as one graph key shared by every block task.
+    """
+    params = dask.delayed((np.asarray(mean), np.asarray(W), float(sigma2)), pure=True)
+    parts = [dask.delayed(_estep_packed, pure=True)(b, params) for b in _row_blocks(X)]
+    return _tree(parts, merge_estep, split_every)
+
+
+def _estep_packed(x, params):
+    mean, W, sigma2 = params
+    return estep_block(x, mean, W, sigma2)
+
+
+# -- M-step -------------------------------------------------------------------------------------
+def mstep(stats: dict, mean: np.ndarray, k: int, *, min_sigma2: float = 0.0,
+          expand: bool = True):
+    """New ``(W, μ, σ²)`` from reduced E-step statistics (small arrays, on the client).
+
+    With ``expand`` (default) the step is parameter-expanded (PX-EM, Liu, Rubin & Wu 1998):
+    the latent prior is temporarily given a free mean ``m`` and covariance ``Σ_z = L Lᵀ``,
+    estimated from the same statistics (``m = mean ⟨z⟩``, ``Σ_z = mean ⟨z zᵀ⟩ − m mᵀ``), and
+    folded back into the standard model: ``W ← W L``, ``μ ← μ + W m``. The fixed points are
+    those of plain EM, but the slow mode of plain EM (the scale of ``W`` along strong
+    components shrinks by a factor ≈ 1 − σ²/λ per iteration) is gone: on well-separated data
+    it converges in tens of iterations instead of thousands.
+    """
+    A, B = stats["A"], stats["B"]
+    d = B.shape[0]
+    if stats["Amiss"] is None:
+        Wt = np.linalg.solve(A, B.T).T  # A symmetric: B A⁻¹
+    else:
+        Aj = A[None, :, :] - stats["Amiss"].reshape(d, k + 1, k + 1)
+        Wt = np.linalg.solve(Aj, B[:, :, None])[:, :, 0]
+    W = Wt[:, :k].copy()
+    new_mean = mean + Wt[:, k]
+    resid = float((stats["s"] - (Wt * B).sum(axis=1)).sum())
+    sigma2 = max(resid / float(stats["nobs"].sum()), min_sigma2)
+    if expand:
+        n = A[k, k]
+        mz = A[:k, k] / n
+        Szz = A[:k, :k] / n - np.outer(mz, mz)
+        try:
+            L = np.linalg.cholesky(0.5 * (Szz + Szz.T))
+        except np.linalg.LinAlgError:  # degenerate latent covariance: plain EM step
+            return W, new_mean, sigma2
+        new_mean = new_mean + W @ mz
+        W = W @ L
+    return W, new_mean, sigma2

@@ -1,0 +1,288 @@
+"""Gridded xarray data end to end: stacking, land masks, weights, labelled outputs, EOF tools."""
+
+from __future__ import annotations
+
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+
+import scalepca
+
+LAND = [(0, 0), (0, 1), (0, 2), (2, 5), (3, 5)]  # (lat index, lon index) cells that are land
+
+
+def field(rng, nt=60, ny=6, nx=8, *, land=True, gaps=0.0, members=None):
+    """A (time, lat, lon) field: 3 spatial patterns + noise + a mean, NaN over land."""
+    lat = np.linspace(70.0, -70.0, ny)  # descending, as in many climate files
+    lon = np.arange(nx) * 45.0
+    pats = rng.standard_normal((3, ny, nx))
+    amp = rng.standard_normal((nt, 3)) * [3.0, 2.0, 1.0]
+    data = np.einsum("tk,kyx->tyx", amp, pats) + 0.3 * rng.standard_normal((nt, ny, nx)) + 5.0
+    if land:
+        for y, x in LAND:
+            data[:, y, x] = np.nan
+    if gaps:
+        sea = ~np.isnan(data)
+        data[sea & (rng.random(data.shape) < gaps)] = np.nan
+    coords = {"time": np.arange(nt), "lat": lat, "lon": lon}
+    arr = xr.DataArray(data, dims=("time", "lat", "lon"), coords=coords, name="sst",
+                       attrs={"units": "K"})
+    if members:
+        arr = xr.concat([arr + 0.1 * m for m in range(members)], dim="member").assign_coords(
+            member=np.arange(members))
+    return arr
+
+
+def coslat_weights(arr):
+    return np.sqrt(np.cos(np.deg2rad(arr.lat))).clip(0)
+
+
+def dense_eof(arr, weights, k):
+    """NumPy reference: SVD of the centred, weighted (time × sea-cell) matrix."""
+    X = (arr * weights).transpose("time", "lat", "lon").values.reshape(arr.sizes["time"], -1)
+    sea = ~np.isnan(X).all(axis=0)
+    Xc = X[:, sea] - X[:, sea].mean(axis=0)
+    _, s, Vt = np.linalg.svd(Xc, full_matrices=False)
+    ev = s**2 / (X.shape[0] - 1)
+    comps = np.full((k, X.shape[1]), np.nan)
+    comps[:, sea] = Vt[:k]
+    return ev[:k], ev[:k] / ev.sum(), comps.reshape(k, arr.sizes["lat"], arr.sizes["lon"]), \
+        Xc @ Vt[:k].T
+
+
+def same_up_to_sign(a, b, axes, rtol=1e-8, atol=1e-10):
+    a, b = np.asarray(a), np.asarray(b)
+    for i in range(a.shape[0]):
+        s = np.sign(np.nansum(a[i] * b[i]))
+        np.testing.assert_allclose(a[i], s * b[i], rtol=rtol, atol=atol, equal_nan=True)
+
+
+# -- stacking ----------------------------------------------------------------------------------
+def test_open_matrix_stacks_lazily(rng, raise_if_dask_computes):
+    arr = field(rng).chunk({"time": 20})
+    with raise_if_dask_computes(0):
+        X = scalepca.open_matrix(arr, sample_dims=("time",))
+    assert X.dims == ("time", "feature") and X.shape == (60, 48)
+    assert isinstance(X.data, da.Array) and X.chunks == ((20, 20, 20), (48,))
+    np.testing.assert_array_equal(X.sel(lat=70.0, lon=90.0).values, arr.isel(lat=0, lon=2).values)
+
+
+@pytest.mark.parametrize("solver", ["covariance_eigh", "tsqr", "randomized"])
+def test_pca_matches_dense_eof_with_land_and_weights(rng, solver):
+    arr = field(rng)
+    w = coslat_weights(arr)
+    X = scalepca.open_matrix(arr.chunk({"time": 25}), sample_dims="time", weights=w)
+    pca = scalepca.PCA(3, svd_solver=solver, random_state=0).fit(X)
+    ev, ratio, comps, pcs = dense_eof(arr, w, 3)
+    np.testing.assert_allclose(pca.explained_variance_, ev, rtol=1e-8)
+    np.testing.assert_allclose(pca.explained_variance_ratio_, ratio, rtol=1e-8)
+    c = pca.components_xr_
+    assert c.dims == ("mode", "lat", "lon") and c.name == "components"
+    np.testing.assert_array_equal(c.lat, arr.lat)
+    np.testing.assert_array_equal(c.lon, arr.lon)
+    np.testing.assert_array_equal(c.mode, [0, 1, 2])
+    land = np.isnan(arr.isel(time=0).values)
+    assert np.isnan(c.values[:, land]).all() and not np.isnan(c.values[:, ~land]).any()
+    same_up_to_sign(c.values, comps, axes=(1, 2), rtol=1e-6, atol=1e-8)
+    scores = pca.transform(X)
+    assert scores.dims == ("time", "mode")
+    np.testing.assert_array_equal(scores.time, arr.time)
+    same_up_to_sign(scores.values.T, pcs.T, axes=(1,), rtol=1e-6, atol=1e-8)
+    r = pca.explained_variance_ratio_xr_
+    assert r.dims == ("mode",) and np.allclose(r.values, ratio)
+    assert pca.explained_variance_xr_.dims == ("mode",)
+    m = pca.mean_xr_
+    assert m.dims == ("lat", "lon") and np.isnan(m.values[land]).all()
+
+
+def test_land_mask_is_found_in_the_one_pass(rng):
+    from .conftest import counted_dask
+
+    arr = field(rng)
+    Xd, counter = counted_dask(arr.values.reshape(60, -1), chunks=(20, 48))
+    with pytest.warns(UserWarning, match="5 of 48 features are NaN in every sample"):
+        pca = scalepca.PCA(2).fit(Xd)
+    assert pca.n_passes_ == 1 and counter.reads == 3
+    assert np.isnan(pca.components_).sum() == 2 * 5
+
+
+def test_matches_eofs(rng):
+    eofs_xr = pytest.importorskip("eofs.xarray")
+    arr = field(rng)
+    w = coslat_weights(arr)
+    solver = eofs_xr.Eof(arr, weights=w.broadcast_like(arr.isel(time=0)).values)
+    pca = scalepca.PCA(4).fit(scalepca.open_matrix(arr, sample_dims="time", weights=w))
+    np.testing.assert_allclose(pca.explained_variance_, solver.eigenvalues(neigs=4).values,
+                               rtol=1e-9)
+    np.testing.assert_allclose(pca.explained_variance_ratio_,
+                               solver.varianceFraction(neigs=4).values, rtol=1e-9)
+    e = solver.eofs(neofs=4)
+    assert pca.components_xr_.dims == e.dims
+    same_up_to_sign(pca.components_xr_.values, e.values, axes=(1, 2), rtol=1e-6, atol=1e-9)
+    same_up_to_sign(pca.transform(scalepca.open_matrix(arr, sample_dims="time", weights=w))
+                    .values.T, solver.pcs(npcs=4).values.T, axes=(1,), rtol=1e-6, atol=1e-9)
+
+
+def test_matches_xeofs(rng):
+    xe = pytest.importorskip("xeofs")
+    arr = field(rng)
+    w = coslat_weights(arr)
+    model = xe.single.EOF(n_modes=3, use_coslat=True, solver="full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(arr, dim="time")
+    pca = scalepca.PCA(3).fit(scalepca.open_matrix(arr, sample_dims="time", weights=w))
+    np.testing.assert_allclose(pca.explained_variance_, model.explained_variance().values,
+                               rtol=1e-8)
+    np.testing.assert_allclose(pca.explained_variance_ratio_,
+                               model.explained_variance_ratio().values, rtol=1e-8)
+    # xeofs numbers modes from 1 and may reorder the grid; align by coordinates
+    comps = model.components().transpose("mode", "lat", "lon").sel(lat=arr.lat, lon=arr.lon)
+    np.testing.assert_array_equal(comps.mode, [1, 2, 3])
+    same_up_to_sign(pca.components_xr_.values, comps.values, axes=(1, 2), rtol=1e-6, atol=1e-9)
+
+
+# -- weights ---------------------------------------------------------------------------------
+def test_weight_forms_agree_and_are_applied_before_the_fit(rng):
+    arr = field(rng)
+    w = coslat_weights(arr)
+    full = w.broadcast_like(arr.isel(time=0, drop=True)).transpose("lat", "lon")
+    fits = [
+        scalepca.PCA(2).fit(scalepca.open_matrix(arr, sample_dims="time", weights=wt))
+        for wt in (w, full, full.values)
+    ]
+    for f in fits[1:]:
+        np.testing.assert_allclose(f.components_, fits[0].components_, rtol=1e-12,
+                                   equal_nan=True)
+    unweighted = scalepca.PCA(2).fit(scalepca.open_matrix(arr * w, sample_dims="time"))
+    np.testing.assert_allclose(unweighted.components_, fits[0].components_, rtol=1e-10,
+                               equal_nan=True)
+    # 2-D sources take one weight per column
+    X = arr.values.reshape(60, -1)
+    wcol = full.values.ravel()
+    Xw = scalepca.open_matrix(X, weights=wcol)
+    np.testing.assert_allclose(Xw, X * wcol)
+    assert isinstance(scalepca.open_matrix(da.from_array(X, chunks=(20, 48)), weights=wcol),
+                      da.Array)
+
+
+@pytest.mark.parametrize(
+    "weights, match",
+    [
+        (np.ones(5), "shape"),
+        (-np.ones((6, 8)), "non-negative"),
+        (np.full((6, 8), np.nan), "NaN"),
+        (xr.DataArray(np.ones(60), dims="time"), "only feature dims"),
+        (xr.DataArray(np.ones(5), dims="lat"), "5 values along 'lat'"),
+        (xr.DataArray(np.ones(6), dims="lat", coords={"lat": np.arange(6.0)}), "coordinates"),
+    ],
+)
+def test_bad_weights(rng, weights, match, raise_if_dask_computes):
+    arr = field(rng).chunk({"time": 30})
+    with raise_if_dask_computes(0), pytest.raises(ValueError, match=match):
+        scalepca.open_matrix(arr, sample_dims="time", weights=weights)
+
+
+def test_bad_column_weights():
+    with pytest.raises(ValueError, match="one per feature"):
+        scalepca.open_matrix(np.ones((4, 3)), weights=np.ones(4))
+
+
+# -- sources and dims ----------------------------------------------------------------------
+def test_dataset_and_zarr_store_sources(rng, tmp_path):
+    arr = field(rng)
+    ds = xr.Dataset({"sst": arr, "other": arr.isel(lat=0) * 2})
+    with pytest.raises(ValueError, match="pass variable"):
+        scalepca.open_matrix(ds, sample_dims="time")
+    X1 = scalepca.open_matrix(ds, variable="sst", sample_dims="time")
+    path = tmp_path / "grid.zarr"
+    ds.chunk({"time": 20}).to_zarr(path, consolidated=False)
+    X2 = scalepca.open_matrix(str(path), variable="sst", sample_dims=("time",),
+                              weights=coslat_weights(arr))
+    assert X2.dims == ("time", "feature") and isinstance(X2.data, da.Array)
+    p1 = scalepca.PCA(2).fit(scalepca.open_matrix(ds, variable="sst", sample_dims="time",
+                                                  weights=coslat_weights(arr)))
+    p2 = scalepca.PCA(2).fit(X2)
+    np.testing.assert_allclose(p2.components_, p1.components_, rtol=1e-10, equal_nan=True)
+    assert X1.shape == X2.shape
+
+
+def test_several_sample_dims_and_explicit_feature_dims(rng):
+    arr = field(rng, nt=30, members=3)  # (member, time, lat, lon)
+    X = scalepca.open_matrix(arr, sample_dims=("member", "time"))
+    assert X.dims == ("sample", "feature") and X.shape == (90, 48)
+    pca = scalepca.PCA(2).fit(X)
+    scores = pca.transform(X)
+    assert set(scores.dims) == {"member", "time", "mode"} and scores.sizes["member"] == 3
+    assert pca.components_xr_.dims == ("mode", "lat", "lon")
+    # one feature dim keeps its name; the other dims become samples
+    Xlon = scalepca.open_matrix(arr.isel(member=0, lat=1), sample_dims="time",
+                                feature_dims=("lon",))
+    assert Xlon.dims == ("time", "lon")
+    with pytest.raises(ValueError, match="neither sample nor feature"):
+        scalepca.open_matrix(arr, sample_dims="time", feature_dims=("lat", "lon"))
+    with pytest.raises(ValueError, match="not dimensions"):
+        scalepca.open_matrix(arr, sample_dims="depth")
+    with pytest.raises(ValueError, match="both sample and feature"):
+        scalepca.open_matrix(arr, sample_dims="time", feature_dims=("time", "lat"))
+
+
+def test_xr_attributes_need_xarray_input(rng):
+    pca = scalepca.PCA(2).fit(rng.standard_normal((30, 4)))
+    with pytest.raises(AttributeError, match="xarray input"):
+        pca.components_xr_  # noqa: B018
+    with pytest.raises(AttributeError, match="xarray input"):
+        pca.explained_variance_ratio_xr_  # noqa: B018
+    assert not hasattr(scalepca.PCA(2), "components_xr_")
+
+
+# -- gaps: PCA refuses, PPCA(missing="em") fits --------------------------------------------
+def test_pca_refuses_gaps_outside_the_land_mask(rng):
+    arr = field(rng)
+    arr[5, 3, 3] = np.nan
+    with pytest.raises(ValueError, match=r"1 NaN .*PPCA\(missing='em'\)"):
+        scalepca.PCA(2).fit(scalepca.open_matrix(arr, sample_dims="time"))
+
+
+def test_ppca_em_on_a_gappy_grid(rng):
+    clean = field(rng, nt=200)
+    gappy = field(np.random.default_rng(12345), nt=200, gaps=0.15)  # same field, gaps added
+    w = coslat_weights(clean)
+    Xg = scalepca.open_matrix(gappy.chunk({"time": 50}), sample_dims="time", weights=w)
+    Xc = scalepca.open_matrix(clean, sample_dims="time", weights=w)
+    em = scalepca.PPCA(3, missing="em", tol=1e-9).fit(Xg)
+    ref = scalepca.PPCA(3).fit(Xc)
+    c = em.components_xr_
+    land = np.isnan(clean.isel(time=0).values)
+    assert c.dims == ("mode", "lat", "lon")
+    assert np.isnan(c.values[:, land]).all() and not np.isnan(c.values[:, ~land]).any()
+    from scipy.linalg import subspace_angles
+
+    keep = ~np.isnan(ref.mean_)
+    angle = np.degrees(subspace_angles(ref.components_[:, keep].T,
+                                       em.components_[:, keep].T).max())
+    assert angle < 5.0
+    Z = em.transform(Xg)
+    assert Z.dims == ("time", "mode") and np.isfinite(Z.values).all()
+    filled = em.impute(Xg)
+    assert filled.dims == ("time", "lat", "lon")
+    fv = filled.values
+    assert np.isnan(fv[:, land]).all() and not np.isnan(fv[:, ~land]).any()
+    np.testing.assert_allclose(em.explained_variance_ratio_xr_.values,
+                               em.explained_variance_ratio_)
+
+
+def test_save_load_keeps_the_land_mask(rng, tmp_path):
+    arr = field(rng)
+    X = scalepca.open_matrix(arr, sample_dims="time")
+    pca = scalepca.PCA(3).fit(X)
+    pca.save(tmp_path / "eof.zarr")
+    back = scalepca.load(tmp_path / "eof.zarr")
+    np.testing.assert_array_equal(back.components_, pca.components_)
+    np.testing.assert_allclose(back.transform(X).values, pca.transform(X).values)
+    rec = back.inverse_transform(back.transform(X))
+    land = np.isnan(arr.isel(time=0).values).ravel()
+    assert np.isnan(np.asarray(rec)[:, land]).all()
