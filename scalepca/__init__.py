@@ -4,6 +4,6 @@ __version__ = "0.1.0"
 
 from .cluster import connect
 from .io import load, open_matrix
-from .models import PCA, PPCA, RobustPCA
+from .models import PCA, PPCA, RobustPCA, SparsePCA
 
-__all__ = ["PCA", "PPCA", "RobustPCA", "__version__", "connect", "load", "open_matrix"]
+__all__ = ["PCA", "PPCA", "RobustPCA", "SparsePCA", "__version__", "connect", "load", "open_matrix"]

@@ -3,5 +3,6 @@
 from .pca import PCA
 from .ppca import PPCA
 from .robust_pca import RobustPCA
+from .sparse_pca import SparsePCA
 
-__all__ = ["PCA", "PPCA", "RobustPCA"]
+__all__ = ["PCA", "PPCA", "RobustPCA", "SparsePCA"]

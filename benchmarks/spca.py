@@ -1,0 +1,222 @@
+"""Sparse PCA: scalepca (minibatch, batch, elasticnet) against scikit-learn and the read pass.
+
+Part 1 (in memory, issue 5): 100,000 × 400 sparse-spiked data, 10 components.
+scikit-learn ``MiniBatchSparsePCA(alpha=1, batch_size=256, max_iter=5)`` against scalepca's
+dictionary methods on the same objective. scikit-learn minimises
+``½‖Xc − U V‖² + α_s ‖V‖₁`` with ``‖U_k‖ ≤ 1``; scalepca minimises the per-sample form
+``(1/2n)‖Xc − Y Dᵀ‖² + α ‖D‖₁`` with ``(1/n)‖Y_:j‖² ≤ 1``, which is the same problem divided
+by n with ``D = Vᵀ/√n`` and ``α = α_s/√n``. Every solution is scored by the same function: the
+objective at its sparse loadings with the optimal bounded codes (one exact pass,
+``dictionary_objective_on``), reported in scikit-learn's units (× n). "Matched sparsity":
+scalepca's α is also tuned (bisection) until its share of zero loadings equals
+scikit-learn's.
+
+Part 2 (issue 5 and 10): a 5,000,000 × 200 float32 zarr (4 GB) on a LocalCluster of 2 workers
+with 1 GiB each: one read pass (sum over rows) against an epoch of ``method="minibatch"``
+(target ≤ 2×) and a whole ``method="elasticnet"`` fit (target ≤ 1.3×).
+
+    flock /tmp/scalepca-bench.lock python benchmarks/spca.py            # everything
+    python benchmarks/spca.py --quick                                  # small smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import local_cluster, peak_worker_memory, table, timed, write_json  # noqa: E402
+
+import scalepca  # noqa: E402
+from scalepca.datasets import make_sparse_spike, sparse_spike_loadings, write_dataset  # noqa: E402
+from scalepca.models.sparse_pca import dictionary_objective_on  # noqa: E402
+
+K = 10
+
+
+def zero_share(C) -> float:
+    return float(np.mean(np.asarray(C) == 0))
+
+
+def support_scores(C, V_true) -> dict:
+    """Precision / recall of the union of supports, after matching components greedily."""
+    est = np.asarray(C) != 0
+    true = np.asarray(V_true) != 0
+    tp = int(np.sum(est.any(axis=0) & true.any(axis=0)))
+    pred = int(est.any(axis=0).sum())
+    rel = int(true.any(axis=0).sum())
+    return {"precision": tp / max(pred, 1), "recall": tp / max(rel, 1)}
+
+
+def part_in_memory(args) -> tuple[list[dict], dict]:
+    from sklearn.decomposition import MiniBatchSparsePCA
+
+    n, d = args.mem_samples, args.mem_features
+    X = make_sparse_spike(n, d, n_components=K, support=20, strength=20.0, noise=1.0,
+                          chunk_rows=n // 10, seed=1).compute()
+    V_true = sparse_spike_loadings(d, K, 20, seed=1)
+    Xd = da.from_array(X, chunks=(n // 10, d))
+    mean = X.mean(axis=0)
+    alpha_s = args.sk_alpha
+    alpha = alpha_s / np.sqrt(n)  # the same problem in scalepca's per-sample units
+
+    def score(D):  # scikit-learn's objective (× n) at loadings D (d × k), optimal codes
+        return n * dictionary_objective_on(Xd, D, alpha, mean)
+
+    rows = []
+    sk = MiniBatchSparsePCA(n_components=K, alpha=alpha_s, batch_size=256, max_iter=5,
+                            random_state=0)
+    t_sk, _, _ = timed(lambda: sk.fit(X), repeat=args.repeat)
+    sk_zero = zero_share(sk.components_)
+    rows.append({"method": "sklearn MiniBatchSparsePCA (5 it)", "seconds": t_sk,
+                 "objective": score(sk.components_.T / np.sqrt(n)), "zero share": sk_zero,
+                 **support_scores(sk.components_, V_true)})
+
+    def run(method, a, **kw):
+        est = scalepca.SparsePCA(K, method=method, alpha=a, random_state=0, **kw)
+        t, _, _ = timed(lambda: est.fit(X), repeat=args.repeat)
+        return est, t
+
+    for method, kw in [("minibatch", {"max_iter": 5, "tol": 0.0, "max_no_improvement": None}),
+                       ("batch", {})]:
+        est, t = run(method, alpha, **kw)
+        rows.append({"method": f"scalepca {method}, same alpha", "seconds": t,
+                     "objective": score(est.loadings_.T), "zero share": zero_share(est.components_),
+                     "n_iter": est.n_iter_, **support_scores(est.components_, V_true)})
+        # matched sparsity: bisection on alpha (log scale) to sklearn's share of zeros
+        lo, hi = alpha / 50, alpha * 50
+        best = None
+        for _ in range(args.bisect):
+            mid = np.sqrt(lo * hi)
+            e, _ = run(method, mid, **kw)
+            z = zero_share(e.components_)
+            if best is None or abs(z - sk_zero) < abs(best[1] - sk_zero):
+                best = (mid, z)
+            if abs(z - sk_zero) < 0.5 / (K * d):
+                break
+            lo, hi = (mid, hi) if z < sk_zero else (lo, mid)
+        est, t = run(method, best[0], **kw)
+        rows.append({"method": f"scalepca {method}, matched sparsity (alpha×{best[0]/alpha:.3g})",
+                     "seconds": t, "objective": score(est.loadings_.T),
+                     "zero share": zero_share(est.components_), "n_iter": est.n_iter_,
+                     **support_scores(est.components_, V_true)})
+    for r in rows:
+        r["x sklearn time"] = r["seconds"] / t_sk
+        r["objective / sklearn"] = r["objective"] / rows[0]["objective"]
+    return rows, {"n_samples": n, "n_features": d, "alpha_sklearn": alpha_s,
+                  "alpha_scalepca_equivalent": alpha}
+
+
+def ensure_zarr(path, n, d, chunk_rows):
+    if Path(path).exists():
+        return
+    print(f"generating {n:,} × {d} float32 sparse-spiked data at {path} ...", flush=True)
+    with local_cluster(memory_limit="3GiB"):
+        write_dataset(make_sparse_spike(n, d, n_components=K, support=10, strength=20.0,
+                                        noise=1.0, chunk_rows=chunk_rows, dtype="float32",
+                                        seed=0), path)
+
+
+def part_zarr(args) -> tuple[list[dict], dict]:
+    n, d = args.zarr_samples, args.zarr_features
+    path = f"{args.data_dir}/spca_spike_{n}x{d}_f32.zarr"
+    ensure_zarr(path, n, d, args.chunk_rows)
+    V_true = sparse_spike_loadings(d, K, 10, seed=0)
+    rows = []
+    info = {"path": path, "n_samples": n, "n_features": d, "gigabytes": n * d * 4 / 1e9,
+            "memory_per_worker": args.memory_limit}
+    with local_cluster(memory_limit=args.memory_limit) as client:
+        X = da.from_zarr(path)
+        info["chunks"] = int(X.numblocks[0])
+        t_read, all_read, _ = timed(lambda: da.from_zarr(path).sum(axis=0).compute(),
+                                    repeat=args.repeat)
+        rows.append({"method": "bare read pass (sum over rows)", "seconds": t_read,
+                     "x read pass": 1.0})
+        est = scalepca.SparsePCA(K, method="minibatch", alpha=args.zarr_alpha,
+                                 max_iter=args.epochs, tol=0.0, max_no_improvement=None,
+                                 random_state=0)
+        t0 = time.perf_counter()
+        est.fit(X)
+        t_fit = time.perf_counter() - t0
+        per_epoch = float(np.median(est.epoch_times_))
+        rows.append({"method": f"minibatch: one epoch (median of {len(est.epoch_times_)})",
+                     "seconds": per_epoch, "x read pass": per_epoch / t_read,
+                     "zero share": zero_share(est.components_),
+                     **support_scores(est.components_, V_true)})
+        rows.append({"method": f"minibatch: whole fit ({est.n_passes_} passes)",
+                     "seconds": t_fit, "x read pass": t_fit / t_read,
+                     "objective": est.objective_})
+        info["minibatch_epoch_times"] = est.epoch_times_.tolist()
+        info["minibatch_cost_history"] = est.cost_history_.tolist()
+        for label, kw in [("elasticnet (n_nonzero=10)", {"method": "elasticnet",
+                                                         "n_nonzero": 10}),
+                          ("batch (covariance)", {"method": "batch",
+                                                  "alpha": args.zarr_alpha})]:
+            e = scalepca.SparsePCA(K, random_state=0, **kw)
+            t, _, _ = timed(lambda e=e: e.fit(X), repeat=args.repeat)
+            rows.append({"method": f"{label}: whole fit ({e.n_passes_} pass)", "seconds": t,
+                         "x read pass": t / t_read, "zero share": zero_share(e.components_),
+                         **support_scores(e.components_, V_true)})
+        info["peak_worker_memory"] = peak_worker_memory(client)
+    return rows, info
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--mem-samples", type=int, default=100_000)
+    ap.add_argument("--mem-features", type=int, default=400)
+    ap.add_argument("--sk-alpha", type=float, default=1.0)
+    ap.add_argument("--bisect", type=int, default=14)
+    ap.add_argument("--zarr-samples", type=int, default=5_000_000)
+    ap.add_argument("--zarr-features", type=int, default=200)
+    ap.add_argument("--chunk-rows", type=int, default=62_500)
+    ap.add_argument("--zarr-alpha", type=float, default=0.3)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--memory-limit", default="1GiB")
+    ap.add_argument("--data-dir", default="/work/bench-data")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--skip-zarr", action="store_true")
+    ap.add_argument("--generate-only", action="store_true")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.mem_samples, args.zarr_samples, args.repeat, args.bisect = 20_000, 250_000, 1, 8
+        args.chunk_rows = 25_000
+    if args.generate_only:
+        ensure_zarr(f"{args.data_dir}/spca_spike_{args.zarr_samples}x{args.zarr_features}_f32.zarr",
+                    args.zarr_samples, args.zarr_features, args.chunk_rows)
+        return
+    warnings.simplefilter("ignore", UserWarning)
+    out = {}
+    if not args.skip_memory:
+        with dask.config.set(scheduler="threads"):
+            rows, info = part_in_memory(args)
+        print(f"\nin memory: {info['n_samples']:,} × {info['n_features']}, {K} components, "
+              f"sklearn alpha={info['alpha_sklearn']} ≡ scalepca alpha="
+              f"{info['alpha_scalepca_equivalent']:.4g}")
+        print(table(rows, ["method", "seconds", "x sklearn time", "objective",
+                           "objective / sklearn", "zero share", "precision", "recall",
+                           "n_iter"]))
+        out["in_memory"] = {**info, "rows": rows}
+    if not args.skip_zarr:
+        rows, info = part_zarr(args)
+        print(f"\nzarr: {info['n_samples']:,} × {info['n_features']} float32 "
+              f"({info['gigabytes']:.1f} GB, {info['chunks']} chunks), 2 workers × "
+              f"{info['memory_per_worker']}")
+        print(table(rows, ["method", "seconds", "x read pass", "zero share", "precision",
+                           "recall", "objective"]))
+        out["zarr"] = {**info, "rows": rows}
+    path = write_json("spca" if not args.quick else "spca_quick", out)
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,452 @@
+"""SparsePCA: dictionary learning (minibatch / batch) and ZHT's elastic net, with its kernels."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from scipy import linalg as sla
+
+import scalepca
+from scalepca import SparsePCA
+from scalepca.datasets import make_sparse_spike, sparse_spike_loadings
+from scalepca.linalg.sparse import (
+    adjusted_variance,
+    block_code_stats,
+    code_step,
+    dictionary_bcd,
+    dictionary_objective,
+    enet_gram_cd,
+    enet_gram_path,
+    recentre_code_stats,
+    soft_threshold,
+)
+
+from .conftest import counted_dask, low_rank_data
+
+# -- the Zou, Hastie & Tibshirani (2006) §5.2 example ------------------------------------------
+ZHT_COV_V = np.array([[290.0, 0.0, -87.0], [0.0, 300.0, 277.5], [-87.0, 277.5, 283.7875]])
+ZHT_IDX = [0] * 4 + [1] * 4 + [2] * 2
+ZHT_SIGMA = ZHT_COV_V[np.ix_(ZHT_IDX, ZHT_IDX)] + np.eye(10)
+BLOCK_A = {4, 5, 6, 7}  # X5…X8 (0-based)
+BLOCK_B = {0, 1, 2, 3}  # X1…X4
+
+
+def zht_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    v1 = rng.normal(0, np.sqrt(290), n)
+    v2 = rng.normal(0, np.sqrt(300), n)
+    v3 = -0.3 * v1 + 0.925 * v2 + rng.standard_normal(n)
+    V = np.column_stack([v1, v2, v3])
+    return V[:, ZHT_IDX] + rng.standard_normal((n, 10))
+
+
+def supports(C):
+    return [set(np.flatnonzero(c).tolist()) for c in C]
+
+
+@pytest.fixture(scope="module")
+def zht_x():
+    return zht_data(100_000)
+
+
+# -- kernels -----------------------------------------------------------------------------------
+def test_soft_threshold():
+    x = np.array([-3.0, -1.0, 0.0, 0.5, 2.0])
+    np.testing.assert_array_equal(soft_threshold(x, 1.0), [-2.0, 0.0, 0.0, 0.0, 1.0])
+
+
+def _lasso_rows_kkt(D, A, B, alpha, atol):
+    """KKT of min ½ tr(DᵀDA) − tr(DᵀB) + α‖D‖₁: g = B − D A; |g| ≤ α at zeros,
+    g = α sign(D) elsewhere."""
+    g = B - D @ A
+    nz = D != 0
+    assert np.all(np.abs(g[~nz]) <= alpha + atol)
+    np.testing.assert_allclose(g[nz], alpha * np.sign(D[nz]), atol=atol)
+
+
+def test_dictionary_bcd_solves_the_lasso(rng):
+    k, d = 4, 30
+    Y = rng.standard_normal((200, k))
+    A = Y.T @ Y / 200
+    B = rng.standard_normal((d, k))
+    D, sweeps = dictionary_bcd(np.zeros((d, k)), A, B, 0.4, max_sweeps=10_000, tol=1e-14)
+    assert sweeps < 10_000
+    assert np.any(D == 0) and np.any(D != 0)
+    _lasso_rows_kkt(D, A, B, 0.4, atol=1e-8)
+
+
+def test_code_step_is_the_constrained_least_squares(rng):
+    n, d, k = 500, 12, 3
+    X = rng.standard_normal((n, d)) @ rng.standard_normal((d, d))
+    X -= X.mean(axis=0)
+    D = rng.standard_normal((d, k)) * 0.3
+    C = X.T @ X / n
+    A, B, lam = code_step(D, C @ D, D.T @ C @ D)
+    # codes in closed form with the multipliers, and their statistics
+    Y = X @ D @ np.linalg.inv(D.T @ D + np.diag(lam))
+    np.testing.assert_allclose(A, Y.T @ Y / n, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(B, X.T @ Y / n, rtol=1e-7, atol=1e-10)
+    # feasible, complementary slackness, and not beaten by feasible perturbations
+    diag = np.diag(A)
+    assert np.all(diag <= 1 + 1e-9)
+    assert np.all((lam < 1e-6 * lam.max()) | (np.abs(diag - 1) < 1e-8))
+    f0 = dictionary_objective(D, A, B, np.trace(C), 0.0)
+    for _ in range(30):
+        Yp = Y + 0.05 * rng.standard_normal(Y.shape)
+        Yp /= np.maximum(np.linalg.norm(Yp, axis=0) / np.sqrt(n), 1.0)
+        assert 0.5 * np.sum((X - Yp @ D.T) ** 2) / n >= f0 - 1e-9
+
+
+def test_code_step_survives_collinear_columns(rng):
+    X = rng.standard_normal((300, 6))
+    X -= X.mean(axis=0)
+    C = X.T @ X / 300
+    d = rng.standard_normal(6)
+    D = np.column_stack([d, d, 0 * d])  # duplicate and dead columns
+    A, B, _ = code_step(D, C @ D, D.T @ C @ D)
+    assert np.all(np.diag(A) <= 1 + 1e-8)
+    assert A[2, 2] == 0 and np.all(B[:, 2] == 0)
+    # the best rank-one fit along d: objective equals the one with one column of twice the bound
+    f = dictionary_objective(D, A, B, np.trace(C), 0.0)
+    A1, B1, _ = code_step(2 * d[:, None], 2 * C @ d[:, None], 4 * d @ C @ d * np.ones((1, 1)))
+    np.testing.assert_allclose(f, dictionary_objective(2 * d[:, None], A1, B1, np.trace(C), 0.0),
+                               rtol=1e-7)
+
+
+def test_recentre_code_stats_is_exact(rng):
+    x = rng.standard_normal((50, 7)) + 3
+    D = rng.standard_normal((7, 2))
+    m0, m1 = rng.standard_normal(7), rng.standard_normal(7)
+    moved = recentre_code_stats(block_code_stats(x, m0, None, D), m1 - m0, D)
+    direct = block_code_stats(x, m1, None, D)
+    for key in ("P", "G", "S", "sum_x", "sum_z"):
+        np.testing.assert_allclose(moved[key], direct[key], rtol=1e-10, atol=1e-9)
+
+
+def test_adjusted_variance_is_qr_of_the_scores(rng):
+    X = rng.standard_normal((400, 8)) @ rng.standard_normal((8, 8))
+    X -= X.mean(axis=0)
+    V = rng.standard_normal((8, 3))
+    V /= np.linalg.norm(V, axis=0)
+    R = np.linalg.qr(X @ V, mode="r")
+    S = X.T @ X
+    np.testing.assert_allclose(adjusted_variance(V.T @ S @ V), np.diag(R) ** 2, rtol=1e-10)
+
+
+def test_enet_gram_path_matches_sklearn_lars(rng):
+    from sklearn.linear_model import lars_path_gram
+
+    X = rng.standard_normal((100, 15))
+    y = X[:, :3] @ [3.0, -2.0, 1.5] + rng.standard_normal(100)
+    G, b = X.T @ X, X.T @ y
+    alphas, _, coefs = lars_path_gram(Xy=b, Gram=G, n_samples=1, method="lasso")
+    for i in (2, 5, 9):
+        lam1 = 2 * alphas[i]  # sklearn: ½‖y − Xβ‖² + α‖β‖₁  ⇔  ours with λ₁ = 2α
+        np.testing.assert_allclose(enet_gram_path(G, b, lam1=lam1), coefs[:, i], atol=1e-8)
+        np.testing.assert_allclose(enet_gram_cd(G, b, lam1), coefs[:, i], atol=1e-7)
+    np.testing.assert_allclose(enet_gram_path(G, b), np.linalg.solve(G, b), rtol=1e-8)
+
+
+def test_enet_gram_path_n_nonzero_is_the_least_penalty_with_that_count(rng):
+    X = rng.standard_normal((80, 12))
+    y = X @ rng.standard_normal(12) + rng.standard_normal(80)
+    G, b = X.T @ X + 0.1 * np.eye(12), X.T @ y
+    for q in (1, 3, 6):
+        beta = enet_gram_path(G, b, n_nonzero=q)
+        assert np.count_nonzero(beta) == q
+        c = b - G @ beta
+        lam = 2 * np.max(np.abs(c))
+        # a KKT point at λ₁ = lam, and an inactive variable is about to enter (tie at the max)
+        nz = beta != 0
+        np.testing.assert_allclose(np.abs(c[nz]), lam / 2, rtol=1e-9)
+        assert np.sum(np.isclose(np.abs(c[~nz]), lam / 2, rtol=1e-8)) >= 1
+        np.testing.assert_allclose(enet_gram_cd(G, b, lam), beta, atol=1e-8)
+
+
+# -- issue 10: the elastic-net method ----------------------------------------------------------
+def test_zht_exact_covariance_n_nonzero():
+    m = SparsePCA(2, method="elasticnet", n_nonzero=[4, 4]).fit_covariance(ZHT_SIGMA)
+    assert supports(m.components_) == [BLOCK_A, BLOCK_B]
+    np.testing.assert_allclose(m.components_[0, 4:8], 0.5, rtol=1e-10)
+    np.testing.assert_allclose(m.components_[1, 0:4], 0.5, rtol=1e-10)
+    assert abs(100 * m.explained_variance_ratio_[0] - 40.9) <= 0.1
+    assert abs(100 * m.explained_variance_ratio_[1] - 39.5) <= 0.1
+    assert m.n_passes_ == 0
+
+
+def test_zht_ordinary_pca_on_sigma_is_dense():
+    evals, V = np.linalg.eigh(ZHT_SIGMA)
+    ratio = 100 * evals[::-1] / evals.sum()
+    assert abs(ratio[0] - 60.0) <= 0.1 and abs(ratio[1] - 39.6) <= 0.1
+    assert np.all(np.abs(V[:, -1]) > 0.05)
+    # the elastic net with alpha → 0 (no ridge) reproduces those loadings
+    m = SparsePCA(2, method="elasticnet", alpha=0.0, ridge_alpha=0.0).fit_covariance(ZHT_SIGMA)
+    pca = scalepca.linalg.flip_signs(V[:, ::-1][:, :2].T)
+    np.testing.assert_allclose(m.components_, pca, atol=1e-8)
+    np.testing.assert_allclose(100 * m.explained_variance_ratio_, ratio[:2], atol=1e-6)
+
+
+def test_zht_from_data_one_pass(zht_x):
+    X, counter = counted_dask(zht_x, chunks=(10_000, 10))
+    m = SparsePCA(2, method="elasticnet", n_nonzero=[4, 4]).fit(X)
+    assert supports(m.components_) == [BLOCK_A, BLOCK_B]
+    assert m.n_passes_ == 1
+    assert counter.reads == 10  # every chunk read exactly once
+    np.testing.assert_allclose(100 * m.explained_variance_ratio_, [40.9, 39.5], atol=0.5)
+
+
+def test_elasticnet_alpha_to_zero_gives_pca(rng):
+    X = rng.standard_normal((3000, 12)) @ rng.standard_normal((12, 12))
+    m = SparsePCA(3, method="elasticnet", alpha=0.0, ridge_alpha=0.0).fit(X)
+    p = scalepca.PCA(3).fit(X)
+    np.testing.assert_allclose(m.components_, p.components_, atol=1e-7)
+    np.testing.assert_allclose(m.explained_variance_, p.explained_variance_, rtol=1e-7)
+
+
+def test_elasticnet_penalty_per_component_and_correlation():
+    S = ZHT_SIGMA
+    sd = np.sqrt(np.diag(S))
+    R = S / np.outer(sd, sd)
+    a = SparsePCA(2, method="elasticnet", alpha=[0.1, 0.2], use_correlation=True)
+    b = SparsePCA(2, method="elasticnet", alpha=[0.1, 0.2])
+    a.fit_covariance(S)
+    b.fit_covariance(R)
+    np.testing.assert_allclose(a.components_, b.components_, atol=1e-10)
+    np.testing.assert_allclose(a.scale_, sd)
+    np.testing.assert_allclose(a.explained_variance_ratio_, b.explained_variance_ratio_)
+
+
+def test_use_correlation_from_data_equals_correlation_matrix(zht_x):
+    m = SparsePCA(2, method="elasticnet", n_nonzero=[4, 4], use_correlation=True).fit(zht_x)
+    r = SparsePCA(2, method="elasticnet", n_nonzero=[4, 4]).fit_covariance(
+        np.corrcoef(zht_x, rowvar=False))
+    np.testing.assert_allclose(m.components_, r.components_, atol=1e-8)
+    # transform standardises: scores are (x − mean)/sd projected
+    Z = m.transform(zht_x[:5])
+    xs = (zht_x[:5] - zht_x.mean(axis=0)) / zht_x.std(axis=0)
+    C = m.components_
+    np.testing.assert_allclose(Z, xs @ C.T @ np.linalg.inv(C @ C.T + 0.01 * np.eye(2)),
+                               rtol=1e-6)
+
+
+# -- issue 5: dictionary learning --------------------------------------------------------------
+@pytest.mark.parametrize("method", ["batch", "minibatch"])
+def test_zht_dictionary_from_data(zht_x, method):
+    # with the dictionary objective the window excluding X9, X10 is narrow: their covariance
+    # with a unit V2 code is 277.5/√300 = 16.02, X1's with a unit V1 code √290 = 17.03
+    kw = {"max_iter": 30} if method == "minibatch" else {}
+    X = da.from_array(zht_x, chunks=(5_000, 10))
+    m = SparsePCA(2, method=method, alpha=16.2, random_state=0, **kw).fit(X)
+    assert sorted(map(sorted, supports(m.components_))) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    pca = scalepca.PCA(2).fit(X)
+    assert np.all(pca.components_ != 0)
+
+
+def test_dictionary_keeps_correlated_variables_at_smaller_alpha():
+    m = SparsePCA(2, method="batch", alpha=10.0).fit_covariance(ZHT_SIGMA)
+    assert supports(m.components_)[0] == BLOCK_A | {8, 9}
+
+
+def _subspace_gap(C1, C2):
+    Q1, Q2 = np.linalg.qr(C1.T)[0], np.linalg.qr(C2.T)[0]
+    return float(np.linalg.norm(Q1 @ Q1.T - Q2 @ Q2.T, 2))
+
+
+@pytest.mark.parametrize("method", ["batch", "minibatch"])
+def test_alpha_zero_reaches_the_pca_subspace(rng, method):
+
+    X = low_rank_data(rng, n=4000, d=20, rank=4, noise=0.3)
+    kw = {"max_iter": 20, "tol": 0.0, "max_no_improvement": None} if method == "minibatch" else {}
+    m = SparsePCA(4, method=method, alpha=0.0, random_state=0, init="random", **kw).fit(
+        da.from_array(X, chunks=(500, 20)))
+    p = scalepca.PCA(4).fit(X)
+    assert _subspace_gap(m.components_, p.components_) < 1e-3
+    # the objective at α = 0 is half the discarded variance (per sample, denominator n)
+    tail = np.sum(np.linalg.eigvalsh(np.cov(X, rowvar=False, bias=True))[:-4])
+    np.testing.assert_allclose(m.objective_, 0.5 * tail, rtol=1e-3)
+
+
+def test_batch_cost_decreases_and_matches_objective(rng):
+    X = make_sparse_spike(5000, 40, n_components=3, support=6, seed=2).compute()
+    m = SparsePCA(3, method="batch", alpha=0.5, init="random", random_state=1, tol=0).fit(X)
+    assert np.all(np.diff(m.cost_history_) <= 1e-9 * abs(m.cost_history_[0]))
+    np.testing.assert_allclose(m.objective(X), m.objective_, rtol=1e-9)
+    np.testing.assert_allclose(m.cost_history_[-1], m.objective_, rtol=1e-9)
+
+
+def test_spiked_support_recovery(capsys):
+    d, k, q = 60, 3, 8
+    X = make_sparse_spike(40_000, d, n_components=k, support=q, strength=8.0, noise=1.0,
+                          chunk_rows=5000, seed=3)
+    V = sparse_spike_loadings(d, k, q, seed=3)
+    truth = [set(np.flatnonzero(v)) for v in V]
+    results = {}
+    for label, est in [
+        ("batch", SparsePCA(k, method="batch", alpha=0.35, random_state=0)),
+        ("minibatch", SparsePCA(k, method="minibatch", alpha=0.35, max_iter=10,
+                                random_state=0)),
+        ("elasticnet", SparsePCA(k, method="elasticnet", n_nonzero=q)),
+    ]:
+        est.fit(X)
+        found = supports(est.components_)
+        tp = sum(len(max(found, key=lambda f, t=t: len(f & t)) & t) for t in truth)
+        pred = sum(len(f) for f in found)
+        precision, recall = tp / max(pred, 1), tp / (k * q)
+        results[label] = (precision, recall)
+        assert precision >= 0.9 and recall >= 0.9, (label, precision, recall)
+    with capsys.disabled():
+        print("\nspiked support recovery (precision, recall):",
+              {k_: tuple(round(v, 3) for v in pr) for k_, pr in results.items()})
+
+
+# -- determinism, chunking, passes -------------------------------------------------------------
+def test_batch_and_elasticnet_do_not_depend_on_chunking(rng):
+    X = make_sparse_spike(6000, 30, n_components=2, support=5, seed=4).compute()
+    for kw in ({"method": "batch", "alpha": 0.3}, {"method": "elasticnet", "n_nonzero": 5}):
+        a = SparsePCA(2, random_state=0, **kw).fit(da.from_array(X, chunks=(6000, 30)))
+        b = SparsePCA(2, random_state=0, **kw).fit(da.from_array(X, chunks=(777, 30)))
+        np.testing.assert_allclose(a.components_, b.components_, atol=1e-9)
+
+
+def test_minibatch_is_deterministic_and_counts_passes(rng):
+    Xn = make_sparse_spike(8000, 20, n_components=2, support=4, seed=5).compute()
+    X, counter = counted_dask(Xn, chunks=(1000, 20))
+    a = SparsePCA(2, alpha=0.2, max_iter=3, tol=0.0, max_no_improvement=None,
+                  random_state=7).fit(X)
+    assert a.n_iter_ == 3 and a.n_passes_ == 1 + 3 + 1
+    assert counter.reads == 8 * a.n_passes_
+    assert len(a.epoch_times_) == 3
+    b = SparsePCA(2, alpha=0.2, max_iter=3, tol=0.0, max_no_improvement=None,
+                  random_state=7).fit(da.from_array(Xn, chunks=(1000, 20)))
+    np.testing.assert_array_equal(a.components_, b.components_)
+
+
+def test_batch_size_groups_chunks():
+    X = make_sparse_spike(4000, 10, n_components=1, support=3, chunk_rows=500, seed=6)
+    m = SparsePCA(1, alpha=0.1, batch_size=1200, max_iter=2, tol=0.0,
+                  max_no_improvement=None, random_state=0).fit(X)
+    # 8 chunks of 500 rows → minibatches of 3, 3 and 2 chunks
+    assert m.n_steps_ == 2 * 3
+
+
+@pytest.mark.distributed
+def test_minibatch_on_a_cluster_equals_local(rng):
+    from distributed import Client, LocalCluster
+
+    Xn = make_sparse_spike(6000, 16, n_components=2, support=4, seed=8).compute()
+    X = da.from_array(Xn, chunks=(500, 16))
+    kw = dict(alpha=0.2, max_iter=2, tol=0.0, max_no_improvement=None, random_state=3)
+    with dask.config.set(scheduler="sync"):
+        local = SparsePCA(2, **kw).fit(X)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster):
+        dist = SparsePCA(2, **kw).fit(X)
+    np.testing.assert_allclose(dist.components_, local.components_, atol=1e-12)
+
+
+# -- partial_fit -------------------------------------------------------------------------------
+def test_partial_fit_streams_chunks():
+    Xn = make_sparse_spike(20_000, 24, n_components=2, support=5, seed=9).compute() + 5.0
+    m = SparsePCA(2, alpha=0.2, random_state=0)
+    for _ in range(3):
+        for i in range(0, 20_000, 2000):
+            m.partial_fit(Xn[i : i + 2000])
+    np.testing.assert_allclose(m.mean_, Xn.mean(axis=0), atol=1e-10)
+    assert m.n_samples_ == 60_000
+    ref = SparsePCA(2, method="batch", alpha=0.2, random_state=0).fit(Xn)
+    assert supports(m.components_) == supports(ref.components_)
+    assert _subspace_gap(m.components_, ref.components_) < 0.05
+    np.testing.assert_allclose(m.explained_variance_ratio_, ref.explained_variance_ratio_,
+                               rtol=0.05)
+    with pytest.raises(ValueError, match="features"):
+        m.partial_fit(Xn[:10, :5])
+
+
+def test_partial_fit_rejects_other_methods():
+    with pytest.raises(ValueError, match="minibatch"):
+        SparsePCA(2, method="batch").partial_fit(np.ones((10, 4)) + np.eye(10, 4))
+    fitted = SparsePCA(1, method="batch").fit(np.random.default_rng(0).standard_normal((50, 4)))
+    with pytest.raises(ValueError, match="partial_fit"):
+        fitted.partial_fit(np.ones((5, 4)))
+
+
+# -- transform, save, errors -------------------------------------------------------------------
+def test_transform_is_ridge_on_unit_components_and_lazy(rng, tmp_path):
+    Xn = make_sparse_spike(3000, 15, n_components=2, support=4, seed=10).compute() + 1.0
+    m = SparsePCA(2, method="batch", alpha=0.2, ridge_alpha=0.05).fit(Xn)
+    C = m.components_
+    np.testing.assert_allclose(np.linalg.norm(C, axis=1), 1.0)
+    assert np.any(C == 0)
+    expect = (Xn - Xn.mean(axis=0)) @ C.T @ np.linalg.inv(C @ C.T + 0.05 * np.eye(2))
+    np.testing.assert_allclose(m.transform(Xn), expect, rtol=1e-8, atol=1e-10)
+    Z = m.transform(da.from_array(Xn, chunks=(1000, 15)))
+    assert isinstance(Z, da.Array)
+    np.testing.assert_allclose(Z.compute(), expect, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(m.inverse_transform(expect[:3]),
+                               expect[:3] @ C + Xn.mean(axis=0), rtol=1e-10)
+    m.save(tmp_path / "model")
+    back = scalepca.load(tmp_path / "model")
+    np.testing.assert_allclose(back.transform(Xn[:7]), expect[:7], rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(back.loadings_, m.loadings_)
+
+
+@pytest.mark.parametrize(
+    "kw, err, match",
+    [
+        ({"alpha": -1.0}, ValueError, "alpha"),
+        ({"n_components": 0}, ValueError, "n_components"),
+        ({"method": "lasso"}, ValueError, "method"),
+        ({"init": "svd"}, ValueError, "init"),
+        ({"n_nonzero": 3}, ValueError, "elasticnet"),
+        ({"method": "elasticnet", "n_nonzero": [3]}, ValueError, "one per component"),
+        ({"method": "elasticnet", "n_nonzero": 99}, ValueError, "n_nonzero"),
+        ({"method": "elasticnet", "alpha": [1.0, -1.0]}, ValueError, r"alpha\[1\]"),
+        ({"alpha": [1.0, 1.0]}, TypeError, "one number"),
+        ({"ridge_alpha": -0.1}, ValueError, "ridge_alpha"),
+        ({"max_iter": 0}, ValueError, "max_iter"),
+        ({"forget_factor": -1}, ValueError, "forget_factor"),
+        ({"batch_size": 0}, ValueError, "batch_size"),
+    ],
+)
+def test_parameter_errors_before_compute(raise_if_dask_computes, kw, err, match):
+    X = da.ones((100, 8), chunks=(25, 8))
+    params = {"n_components": 2, **kw}
+    with raise_if_dask_computes(0), pytest.raises(err, match=match):
+        SparsePCA(**params).fit(X)
+
+
+def test_fit_covariance_errors():
+    with pytest.raises(ValueError, match="square"):
+        SparsePCA(1, method="elasticnet").fit_covariance(np.ones((3, 4)))
+    with pytest.raises(ValueError, match="symmetric"):
+        SparsePCA(1, method="elasticnet").fit_covariance(np.array([[1.0, 0.5], [0.2, 1.0]]))
+    with pytest.raises(ValueError, match="NaN"):
+        SparsePCA(1, method="elasticnet").fit_covariance(np.array([[1.0, np.nan], [np.nan, 1]]))
+    with pytest.raises(ValueError, match="minibatch"):
+        SparsePCA(1).fit_covariance(np.eye(3))
+
+
+def test_nonfinite_data_is_rejected():
+    X = np.ones((50, 4)) + np.eye(50, 4)
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        SparsePCA(1, method="batch").fit(X)
+
+
+def test_too_large_alpha_warns_and_zeros():
+    X = make_sparse_spike(2000, 10, n_components=1, support=3, seed=11).compute()
+    with pytest.warns(UserWarning, match="all zero"):
+        m = SparsePCA(2, method="batch", alpha=1e3).fit(X)
+    assert np.all(m.components_ == 0)
+    assert np.all(m.explained_variance_ == 0)
+
+
+def test_sklearn_surface():
+    from sklearn.base import clone
+
+    m = SparsePCA(3, method="elasticnet", n_nonzero=[2, 3, 4])
+    c = clone(m)
+    assert c.get_params()["n_nonzero"] == [2, 3, 4]
+    assert sla is not None
