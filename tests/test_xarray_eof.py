@@ -286,3 +286,17 @@ def test_save_load_keeps_the_land_mask(rng, tmp_path):
     rec = back.inverse_transform(back.transform(X))
     land = np.isnan(arr.isel(time=0).values).ravel()
     assert np.isnan(np.asarray(rec)[:, land]).all()
+    # the feature coordinates travel with the model: labelled outputs after load
+    xr.testing.assert_identical(back.components_xr_, pca.components_xr_)
+    xr.testing.assert_identical(back.mean_xr_, pca.mean_xr_)
+
+
+def test_save_load_single_feature_dim_with_extra_coords(rng, tmp_path):
+    arr = field(rng).isel(lat=1)
+    arr = arr.assign_coords(name=("lon", [f"cell{i}" for i in range(arr.sizes["lon"])]))
+    pca = scalepca.PPCA(2, missing="em").fit(scalepca.open_matrix(arr, sample_dims="time"))
+    pca.save(tmp_path / "m.zarr")
+    back = scalepca.load(tmp_path / "m.zarr")
+    c = back.components_xr_
+    assert c.dims == ("mode", "lon") and list(c["name"].values) == list(arr["name"].values)
+    xr.testing.assert_identical(c, pca.components_xr_)

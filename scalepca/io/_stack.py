@@ -172,3 +172,51 @@ def mode_dataarray(values: np.ndarray, name: str) -> xr.DataArray:
     values = np.asarray(values)
     return xr.DataArray(values, dims=(MODE,), coords={MODE: np.arange(values.shape[0])},
                         name=name)
+
+
+def template_to_json(template: xr.DataArray) -> dict:
+    """The feature coordinates of a :func:`feature_template` as JSON types (for model stores).
+
+    Raises ``TypeError`` for coordinates that are neither numbers, strings nor datetimes.
+    """
+    fdim = template.dims[0]
+    index = template.indexes.get(fdim)
+    levels = list(index.names) if getattr(index, "nlevels", 1) > 1 else None
+    coords, dtypes = {}, {}
+    for name, c in template.coords.items():
+        if name == fdim and levels:
+            continue
+        if c.dims != (fdim,) and c.dims != ():
+            continue
+        values = np.asarray(c.values)
+        if values.dtype.kind in "Mm":
+            dtypes[name] = str(values.dtype)
+            values = values.astype(str)
+        elif values.dtype.kind not in "biufUO":
+            raise TypeError(f"coordinate {name!r} of dtype {values.dtype} cannot be stored")
+        coords[name] = {"dims": list(c.dims), "values": values.tolist()}
+    return {"dim": fdim, "levels": levels, "coords": coords, "dtypes": dtypes,
+            "size": int(template.sizes[fdim])}
+
+
+def template_from_json(state: dict) -> xr.DataArray:
+    """Inverse of :func:`template_to_json`."""
+    import pandas as pd
+
+    fdim = state["dim"]
+    t = xr.DataArray(np.zeros(state["size"], dtype=np.int8), dims=(fdim,))
+    coords = {}
+    for name, c in state["coords"].items():
+        values = np.asarray(c["values"])
+        if name in state.get("dtypes", {}):
+            values = values.astype(state["dtypes"][name])
+        coords[name] = (tuple(c["dims"]), values)
+    levels = state.get("levels")
+    if levels:
+        # levels in order of appearance (from_arrays would sort them, and unstack follows
+        # the level order: a descending latitude would come back ascending)
+        codes, uniques = zip(*(pd.factorize(coords.pop(lv)[1], sort=False) for lv in levels),
+                             strict=True)
+        mi = pd.MultiIndex(levels=list(uniques), codes=list(codes), names=levels)
+        t = t.assign_coords(xr.Coordinates.from_pandas_multiindex(mi, fdim))
+    return t.assign_coords(coords) if coords else t

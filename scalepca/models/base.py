@@ -199,14 +199,27 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
         state = {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
         if getattr(self, "_features_kept", None) is not None:
             state["_features_kept"] = self._features_kept
+        if getattr(self, "_feature_template", None) is not None:
+            from ..io._stack import template_to_json
+
+            try:  # feature coordinates, so components_xr_ works after load
+                state["_feature_template_json"] = template_to_json(self._feature_template)
+            except TypeError as err:
+                logger.warning("not saving the feature coordinates: %s", err)
         for name in self._saved_private:
             if hasattr(self, name):
                 state[name] = getattr(self, name)
         return state
 
     def _restore_state(self, state: dict) -> None:
+        state = dict(state)
+        template = state.pop("_feature_template_json", None)
         for k, v in state.items():
             setattr(self, k, v)
+        if template is not None:
+            from ..io._stack import template_from_json
+
+            self._feature_template = template_from_json(template)
 
     def save(self, store, *, storage_options=None) -> None:
         """Write the fitted model to a zarr group at ``store`` (path or URL), atomically.
