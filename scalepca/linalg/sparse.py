@@ -63,7 +63,8 @@ def block_code_stats(x, mean: np.ndarray, scale: np.ndarray | None, D: np.ndarra
     (the sums let :func:`recentre_code_stats` move the centre afterwards).
     Memory: the block in float64 plus m × k.
     """
-    xc = np.asarray(x, dtype=np.float64) - mean
+    xc = np.array(x, dtype=np.float64, copy=True)  # one float64 copy, centred in place
+    xc -= mean
     if scale is not None:
         xc /= scale
     Z = xc @ D

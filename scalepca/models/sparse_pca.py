@@ -131,6 +131,9 @@ class SparsePCA(LinearDecompositionMixin):
         scores' covariance ``C S Cᵀ`` (no data pass).
     explained_variance_ratio_ : ndarray of shape (n_components,)
         ``explained_variance_`` over the total variance ``tr S``.
+    loadings_ : ndarray of shape (n_components, n_features)
+        Dictionary methods: the fitted dictionary Dᵀ (``components_`` times each component's
+        length), the argument of the objective.
     objective_ : float
         Dictionary methods: the objective at the fitted dictionary with optimal codes.
     cost_history_ : ndarray
@@ -139,7 +142,9 @@ class SparsePCA(LinearDecompositionMixin):
     epoch_times_ : ndarray
         ``"minibatch"``: wall time of every epoch in seconds.
     n_iter_ : int
-        Epochs or alternations run.
+        Epochs or alternations run (``partial_fit``: minibatches seen).
+    n_steps_ : int
+        ``"minibatch"``: dictionary updates (minibatches) run.
     n_components_, n_samples_, n_features_in_, n_passes_ : int
 
     Notes
