@@ -16,9 +16,11 @@ appending a constant 1 to the latent vector, ``z̃ = [z; 1]``::
     μ_j ← μ_j + δ_j
     σ² = (1 / #observed) Σ_j (s_j − [w_j, δ_j] · b_j),   s_j = Σ_{n: j∈O_n} (x_nj − μ_j)²
 
-``A_j`` is kept as ``A − A_miss,j``: the sum over all rows minus the sum over rows where ``j``
-is missing, so a block without missing entries contributes one (k+1)² matrix and no d-sized
-stack. Everything a block returns is small (d × (k+1)² at most).
+``A_j`` is kept as a shared part plus a per-feature part: a block without missing entries
+contributes one (k+1)² matrix (the same for every feature) and no d-sized stack; a block with
+missing entries adds, for each feature, its rows where that feature is observed (one product
+``maskᵀ G`` of the 0/1 mask with the rows' (k+1)² moments). Everything a block returns is
+small (d × (k+1)² at most).
 
 The observed-data log-likelihood of row ``n`` at the current parameters comes from the same
 factors (determinant lemma and Woodbury)::
@@ -58,6 +60,8 @@ import dask
 import dask.array as da
 import numpy as np
 
+from .moments import _gram
+
 __all__ = [
     "estep_block",
     "estep_graph",
@@ -95,14 +99,14 @@ def observed_moments_block(x, *, with_gram: bool = True) -> dict:
     out = {"n": n, "n_empty": n_empty, "n_inf": n_inf, "n_missing": int(obs.size - c.sum()),
            "c": c, "r": r, "s": u.sum(axis=0)}
     if with_gram:
-        out["U"] = u.T @ u
+        out["U"] = _gram(u)
         if out["n_missing"] == 0:
             out["P"] = np.repeat(out["s"][:, None], d, axis=1)
             out["Q"] = np.full((d, d), float(n))
         else:
             m = obs.astype(np.float64)
             out["P"] = u.T @ m
-            out["Q"] = m.T @ m
+            out["Q"] = _gram(m)
     else:
         out["ss"] = (u**2).sum(axis=0)
     return out
@@ -196,18 +200,21 @@ def _posterior(x, mean, W, sigma2):
     else:
         d = x.shape[1]
         WW = (W[:, :, None] * W[:, None, :]).reshape(d, k * k)
-        M = (obs.astype(np.float64) @ WW).reshape(-1, k, k) + sigma2 * eye
+        mobs = obs.astype(np.float64)
+        M = (mobs @ WW).reshape(-1, k, k) + sigma2 * eye
         L = np.linalg.cholesky(M)
         logdet = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
         Minv = np.linalg.inv(M)
         Ez = np.matmul(Minv, XW[:, :, None])[:, :, 0]
-        dobs = obs.sum(axis=1).astype(np.float64)
-    return {"xc": xc, "XW": XW, "Ez": Ez, "Minv": Minv, "logdet": logdet, "dobs": dobs,
-            "obs": obs, "full": full}
+        dobs = mobs.sum(axis=1)
+        p = {"mobs": mobs}
+    sq = xc * xc
+    return {"xc": xc, "sq": sq, "XW": XW, "Ez": Ez, "Minv": Minv, "logdet": logdet,
+            "dobs": dobs, "obs": obs, "full": full, **({} if full else p)}
 
 
 def _loglike_rows(p: dict, sigma2: float, k: int) -> np.ndarray:
-    quad = ((p["xc"] ** 2).sum(axis=1) - (p["XW"] * p["Ez"]).sum(axis=1)) / sigma2
+    quad = (p["sq"].sum(axis=1) - (p["XW"] * p["Ez"]).sum(axis=1)) / sigma2
     ll = -0.5 * (p["dobs"] * np.log(2 * np.pi) + (p["dobs"] - k) * np.log(sigma2)
                  + p["logdet"] + quad)
     if not p["full"]:
@@ -246,15 +253,20 @@ def impute_block(x, mean, W, sigma2, keep=None):
 def estep_block(x, mean, W, sigma2) -> dict:
     """Sufficient statistics of one row block at ``(W, μ, σ²)`` plus its log-likelihood.
 
-    Returns ``{"n", "A", "Amiss", "B", "s", "nobs", "ll"}`` with ``A`` (k+1)², ``Amiss``
-    d × (k+1)² or ``None`` (no missing entry in the block), ``B`` d × (k+1), ``s`` and
-    ``nobs`` of length d.
+    Returns ``{"n", "A", "Ashared", "Aobs", "B", "s", "nobs", "ll"}``: ``A`` ((k+1)²) sums
+    ``⟨z̃ z̃ᵀ⟩`` over all rows with data; the per-feature ``A_j`` is ``Ashared + Aobs[j]``,
+    where a block without missing entries adds to ``Ashared`` ((k+1)², shared by every
+    feature) and a block with missing entries to ``Aobs`` (d × (k+1)², its rows where ``j`` is
+    observed); ``B`` is d × (k+1); ``s`` and ``nobs`` have length d. Unused parts are ``None``.
     """
     k = W.shape[1]
     p = _posterior(x, mean, W, sigma2)
     Ez, xc = p["Ez"], p["xc"]
     ll = float(_loglike_rows(p, sigma2, k).sum())
     m = xc.shape[0]
+    Zt = np.empty((m, k + 1))
+    Zt[:, :k] = Ez
+    Zt[:, k] = 1.0
     if p["full"]:
         Sigma = sigma2 * p["Minv"]
         ez = Ez.sum(axis=0)
@@ -262,30 +274,26 @@ def estep_block(x, mean, W, sigma2) -> dict:
         A[:k, :k] = m * Sigma + Ez.T @ Ez
         A[:k, k] = A[k, :k] = ez
         A[k, k] = m
-        Amiss = None
+        Ashared, Aobs = A, None
         nobs = np.full(xc.shape[1], float(m))
         nrows = m
     else:
-        obs = p["obs"]
-        rows = obs.any(axis=1)
-        G = np.zeros((m, k + 1, k + 1))
+        rows = p["dobs"] > 0
+        G = np.empty((m, k + 1, k + 1))
         G[:, :k, :k] = sigma2 * p["Minv"] + Ez[:, :, None] * Ez[:, None, :]
         G[:, :k, k] = Ez
         G[:, k, :k] = Ez
         G[:, k, k] = 1.0
-        G[~rows] = 0.0
         G = G.reshape(m, -1)
-        A = G.sum(axis=0).reshape(k + 1, k + 1)
-        miss = (~obs & rows[:, None]).astype(np.float64)
-        Amiss = miss.T @ G
-        nobs = obs.sum(axis=0).astype(np.float64)
+        Ashared = None
+        Aobs = p["mobs"].T @ G  # rows with nothing observed have a zero mask row
+        A = G[rows].sum(axis=0).reshape(k + 1, k + 1)
+        nobs = p["mobs"].sum(axis=0)
         nrows = int(rows.sum())
-    Zt = np.concatenate([Ez, np.ones((m, 1))], axis=1)
-    if not p["full"]:
         Zt[~rows, k] = 0.0
     B = xc.T @ Zt
-    return {"n": nrows, "A": A, "Amiss": Amiss, "B": B, "s": (xc**2).sum(axis=0),
-            "nobs": nobs, "ll": ll}
+    return {"n": nrows, "A": A, "Ashared": Ashared, "Aobs": Aobs, "B": B,
+            "s": p["sq"].sum(axis=0), "nobs": nobs, "ll": ll}
 
 
 def merge_estep(a: dict, b: dict) -> dict:
@@ -326,10 +334,12 @@ def mstep(stats: dict, mean: np.ndarray, k: int, *, min_sigma2: float = 0.0,
     """
     A, B = stats["A"], stats["B"]
     d = B.shape[0]
-    if stats["Amiss"] is None:
-        Wt = np.linalg.solve(A, B.T).T  # A symmetric: B A⁻¹
+    if stats["Aobs"] is None:
+        Wt = np.linalg.solve(stats["Ashared"], B.T).T  # A symmetric: B A⁻¹
     else:
-        Aj = A[None, :, :] - stats["Amiss"].reshape(d, k + 1, k + 1)
+        Aj = stats["Aobs"].reshape(d, k + 1, k + 1)
+        if stats["Ashared"] is not None:
+            Aj = Aj + stats["Ashared"]
         Wt = np.linalg.solve(Aj, B[:, :, None])[:, :, 0]
     W = Wt[:, :k].copy()
     new_mean = mean + Wt[:, k]
