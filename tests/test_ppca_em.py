@@ -294,6 +294,16 @@ def test_one_pass_per_iteration_counted_at_the_store(rng, frac):
     assert counter.reads == Xd.numblocks[0] * (1 + em.n_iter_)
 
 
+def test_persist_reads_the_store_once(rng):
+    Xm, _ = with_missing(rng, well_specified(rng), 0.2)
+    Xd, counter = counted_dask(Xm, chunks=(100, 24))
+    em = scalepca.PPCA(3, missing="em", tol=1e-8, persist=True).fit(Xd)
+    assert em.n_iter_ >= 2 and em.n_passes_ == 1 + em.n_iter_
+    assert counter.reads == Xd.numblocks[0]  # the persist; every pass then reads memory
+    ref = scalepca.PPCA(3, missing="em", tol=1e-8).fit(Xm)
+    np.testing.assert_allclose(em.W_, ref.W_, rtol=1e-10, atol=1e-12)
+
+
 def test_chunking_invariance_and_determinism(rng):
     Xm, _ = with_missing(rng, well_specified(rng), 0.2)
     fits = [

@@ -74,6 +74,12 @@ class PPCA(PCA):
         As in :class:`PCA`, which computes the spectrum of the closed form.
     random_state : int, Generator or None
         Seed of the randomized SVD solver and of ``init="random"``.
+    persist : bool, default=False
+        Hold the data in cluster memory during the fit (``X.persist()``) instead of reading
+        the store again on every EM iteration (and, as in :class:`PCA`, for the multi-pass
+        closed-form solvers). Worth it when the array fits in the workers' memory — each EM
+        iteration otherwise costs one full read of the store; harmful when it does not
+        (workers spill to disk).
 
     Attributes
     ----------
@@ -144,6 +150,7 @@ class PPCA(PCA):
         n_oversamples: int = 10,
         n_power_iter: int = 4,
         random_state=None,
+        persist: bool = False,
     ):
         super().__init__(
             n_components,
@@ -151,6 +158,7 @@ class PPCA(PCA):
             n_oversamples=n_oversamples,
             n_power_iter=n_power_iter,
             random_state=random_state,
+            persist=persist,
         )
         self.solver = solver
         self.missing = missing
@@ -198,6 +206,10 @@ class PPCA(PCA):
             init = "pca" if d <= AUTO_MAX_GRAM_FEATURES else "random"
         logger.info("PPCA: EM on %d × %d (%d row chunks), init=%s, missing=%s", n, d,
                     X.numblocks[0], init, self.missing)
+        if self.persist:
+            logger.info("persisting %.1f MB in %d blocks in cluster memory", X.nbytes / 1e6,
+                        X.npartitions)
+            X = X.persist()
         with self._timed_pass("EM initialisation"):
             (mom,) = dask.compute(observed_moments_graph(X, with_gram=init == "pca"))
         if mom["n_inf"]:
