@@ -204,7 +204,13 @@ def cmd_run(args) -> int:
         elapsed = time.perf_counter() - t0
         print(summary(est, data_shape=_shape(X), elapsed=elapsed, method=method), flush=True)
         if cfg["output"]["store"]:
-            for path in write_outputs(est, X, cfg["output"]):
+            written = write_outputs(est, X, cfg["output"])
+            for path in written:
+                print(f"written: {path}", flush=True)
+            if cfg["output"].get("report"):  # HTML + PNG summary (scalepca.report)
+                from .report import run_report
+
+                path = run_report(est, X, cfg, elapsed=elapsed, client=client, written=written)
                 print(f"written: {path}", flush=True)
     return EXIT_OK
 

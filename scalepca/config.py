@@ -91,6 +91,7 @@ _OUTPUT = {
     "reconstruction": _f(bool, False),
     "low_rank": _f(bool, False),
     "sparse": _f(bool, False),
+    "report": _f(bool, False),  # report.html + PNG figures next to the outputs
 }
 
 _SECURITY = {

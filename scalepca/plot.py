@@ -512,8 +512,8 @@ def rpca_blocks(M, model=None, *, rows=slice(0, 200), cols=slice(0, 200), low_ra
                 sparse=None, cmap: str = "RdBu_r"):
     """Robust PCA of a matrix: the block ``[rows, cols]`` of M, L and S side by side.
 
-    Only that block of each array is computed. Returns the Figure (three image panels, one
-    colour scale for M and L, a symmetric one for S; the titles give the share of non-zero
+    Only that block of each array is computed. Returns the Figure (three image panels, each
+    with its own colour scale symmetric about zero; the titles give the share of non-zero
     entries of S in the block and the rank of the model if known).
     """
     low_rank, sparse = _rpca_parts(model, low_rank, sparse)
@@ -522,14 +522,13 @@ def rpca_blocks(M, model=None, *, rows=slice(0, 200), cols=slice(0, 200), low_ra
         raise ValueError(f"rows={rows}, cols={cols} select no 2-D block of M {M.shape}")
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4), layout="constrained")
-    lim = max(_symmetric_limit(parts[0]), _symmetric_limit(parts[1]))
     rank = getattr(model, "rank_", None)
     nz = 100 * float(np.mean(parts[2] != 0))
     names = ["M (observed)", "L (low rank" + (f", rank {rank})" if rank is not None else ")"),
              f"S (sparse, {nz:.1f} % non-zero)"]
     for ax, A, name in zip(axes, parts, names, strict=True):
-        lim_i = lim if name[0] != "S" else _symmetric_limit(A)
-        im = ax.imshow(A, cmap=cmap, vmin=-lim_i, vmax=lim_i, interpolation="nearest",
+        lim = _symmetric_limit(A)  # own scale: L is often far smaller than the outliers
+        im = ax.imshow(A, cmap=cmap, vmin=-lim, vmax=lim, interpolation="nearest",
                        aspect="auto")
         ax.set_title(name, fontsize=9)
         fig.colorbar(im, ax=ax, shrink=0.8)
