@@ -96,6 +96,15 @@ def test_pca_matches_dense_eof_with_land_and_weights(rng, solver):
     assert pca.explained_variance_xr_.dims == ("mode",)
     m = pca.mean_xr_
     assert m.dims == ("lat", "lon") and np.isnan(m.values[land]).all()
+    # reconstruction from the leading EOFs comes back on the grid
+    rec = pca.inverse_transform(scores)
+    assert rec.dims == ("time", "lat", "lon") and isinstance(rec.data, da.Array)
+    np.testing.assert_array_equal(rec.lat, arr.lat)
+    ref = scores.values @ np.nan_to_num(c.values.reshape(3, -1)) + np.nan_to_num(
+        m.values.ravel())
+    rv = rec.values.reshape(60, -1)
+    np.testing.assert_allclose(rv[:, ~land.ravel()], ref[:, ~land.ravel()], rtol=1e-10)
+    assert np.isnan(rv[:, land.ravel()]).all()
 
 
 def test_land_mask_is_found_in_the_one_pass(rng):

@@ -167,6 +167,13 @@ def feature_dataarray(values: np.ndarray, template: xr.DataArray, *, name: str) 
     return _unstack(out, fdim)
 
 
+def label_features(values, template: xr.DataArray, sample_dim: str, sample_coords: dict):
+    """A (sample × feature) array labelled with the original feature dims (unstacked)."""
+    fdim = template.dims[0]
+    out = xr.DataArray(values, dims=(sample_dim, fdim), coords=sample_coords)
+    return _unstack(out.assign_coords(template.coords), fdim)
+
+
 def mode_dataarray(values: np.ndarray, name: str) -> xr.DataArray:
     """Per-mode ``values`` as a DataArray over ``mode`` (0, 1, ...), like the scores."""
     values = np.asarray(values)

@@ -269,6 +269,11 @@ class LinearDecompositionMixin(DecompositionMixin):
 
             sdim = zin.sample_dim
             coords = {n: c for n, c in zin.template.coords.items() if set(c.dims) <= {sdim}}
+            t = getattr(self, "_feature_template", None)
+            if t is not None and t.dims[0] != sdim:  # fitted on xarray: the original grid
+                from ..io._stack import label_features
+
+                return label_features(Xhat, t, sdim, coords)
             return xr.DataArray(Xhat, dims=(sdim, "feature"), coords=coords)
         return zin.wrap_features(Xhat) if zin.kind != "numpy" else Xhat.compute()
 
