@@ -119,8 +119,8 @@ def test_recentre_code_stats_is_exact(rng):
     x = rng.standard_normal((50, 7)) + 3
     D = rng.standard_normal((7, 2))
     m0, m1 = rng.standard_normal(7), rng.standard_normal(7)
-    moved = recentre_code_stats(block_code_stats(x, m0, None, D), m1 - m0, D)
-    direct = block_code_stats(x, m1, None, D)
+    moved = recentre_code_stats(block_code_stats(x, m0, None, D, with_sums=True), m1 - m0, D)
+    direct = block_code_stats(x, m1, None, D, with_sums=True)
     for key in ("P", "G", "S", "sum_x", "sum_z"):
         np.testing.assert_allclose(moved[key], direct[key], rtol=1e-10, atol=1e-9)
 
@@ -450,3 +450,13 @@ def test_sklearn_surface():
     c = clone(m)
     assert c.get_params()["n_nonzero"] == [2, 3, 4]
     assert sla is not None
+
+
+def test_minibatch_on_float32_data_works_in_float32_and_agrees():
+    Xn = make_sparse_spike(8000, 20, n_components=2, support=4, seed=12).compute()
+    kw = dict(alpha=0.2, max_iter=3, tol=0.0, max_no_improvement=None, random_state=0)
+    a = SparsePCA(2, **kw).fit(da.from_array(Xn, chunks=(1000, 20)))
+    b = SparsePCA(2, **kw).fit(da.from_array(Xn.astype(np.float32), chunks=(1000, 20)))
+    assert supports(a.components_) == supports(b.components_)
+    np.testing.assert_allclose(b.components_, a.components_, atol=1e-4)
+    np.testing.assert_allclose(b.objective_, a.objective_, rtol=1e-5)

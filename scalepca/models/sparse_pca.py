@@ -159,7 +159,8 @@ class SparsePCA(LinearDecompositionMixin):
     * ``"minibatch"``: 1 before the epochs (mean, and the covariance for ``init="pca"`` when
       ``n_features`` ≤ 4096), 1 per epoch, 1 at the end for the exact objective and variances.
       Minibatch statistics are computed with the dictionary of ``PIPELINE_LAG`` (2) updates
-      before, so the next minibatch is read while the current one is used.
+      before, so the next minibatch is read while the current one is used. Epochs compute
+      in the data's precision (float32 products for float32 data); the final pass is float64.
 
     Memory per worker: one row chunk in float64 plus d × k statistics (and d × d partials in
     the covariance pass). The client holds d × d (covariance methods) or d × k arrays.
@@ -557,8 +558,13 @@ class SparsePCA(LinearDecompositionMixin):
 
         client = _current_client()
 
+        # epochs work in the data's precision (float32 data: float32 products, see
+        # block_code_stats); the final pass reporting objective_ and the variances is float64
+        work = np.result_type(X.dtype, np.float32)
+
         def submit(t: int, Dt):
-            graph = code_stats_graph([blocks[i] for i in groups[group_at(t)]], mean, scale, Dt)
+            graph = code_stats_graph([blocks[i] for i in groups[group_at(t)]], mean, scale, Dt,
+                                     dtype=work)
             return client.compute(graph) if client is not None else _Deferred(graph)
 
         state = self._new_state(d, k)
@@ -695,7 +701,8 @@ class SparsePCA(LinearDecompositionMixin):
         D = state["D"]
         blocks = Xd.to_delayed(optimize_graph=True).ravel().tolist()
         with self._timed_pass("partial_fit"):
-            (st,) = dask.compute(code_stats_graph(blocks, state["mean"], None, D))
+            (st,) = dask.compute(code_stats_graph(blocks, state["mean"], None, D,
+                                                  with_sums=True))
         raise_on_nonfinite(int(not np.isfinite(st["S"])))
         N = state["N"] + m
         delta = st["sum_x"] / N  # running mean moves by Σ(x − mean_old) / N
