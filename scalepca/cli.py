@@ -196,6 +196,9 @@ def cmd_run(args) -> int:
         ccfg = {"kind": "address", "address": args.scheduler}
     show = cfg["progress"] and not args.no_progress
     method, params = cfg["model"]["method"], cfg["model"]["params"]
+    dcfg = cfg["data"]
+    if dcfg["generate"] is None and not _store_exists(dcfg["path"], dcfg["storage_options"]):
+        raise FileNotFoundError(f"no zarr store at {dcfg['path']!r} (data.path)")
     with connect(ccfg) as client, progress(show, client=client):
         X = open_data(cfg["data"], method=method)
         est = estimator_class(method)(**params)
@@ -221,13 +224,19 @@ def cmd_transform(args) -> int:
 
     so = _json_arg(args.storage_options, "--storage-options")
     model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
-    ccfg = {"kind": "address", "address": args.scheduler} if args.scheduler else {}
+    # read the model and the data's metadata first: mistakes fail before a cluster starts
+    est = load(model, storage_options=so)
+    X = open_matrix(data, variable=args.variable, storage_options=so,
+                    sample_dims=args.sample_dims)
+    scores = est.transform(X)
+    if args.scheduler:
+        ccfg = {"kind": "address", "address": args.scheduler}
+    else:
+        ccfg = {"kind": "local", "n_workers": args.n_workers,
+                "threads_per_worker": args.threads_per_worker, "processes": args.processes}
     with connect(ccfg, quiet=args.no_progress) as client, progress(not args.no_progress,
                                                                    client=client):
-        est = load(model, storage_options=so)
-        X = open_matrix(data, variable=args.variable, storage_options=so,
-                        sample_dims=args.sample_dims)
-        write_array(est.transform(X), out, name="scores", storage_options=so)
+        write_array(scores, out, name="scores", storage_options=so)
     print(f"written: {out}")
     return EXIT_OK
 
@@ -376,6 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--sample-dims", nargs="+", help="sample dimensions of N-D xarray data")
     t.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
     t.add_argument("--scheduler", help="address of an existing dask scheduler")
+    t.add_argument("--n-workers", type=int, help="workers of the embedded cluster")
+    t.add_argument("--threads-per-worker", type=int)
+    t.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
+                   help="embedded cluster workers as processes (default) or threads")
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(func=cmd_transform)
 

@@ -1,0 +1,360 @@
+"""The scalepca command line: run/transform/info/validate/make-data, exit codes, real cluster."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+import zarr
+
+import scalepca
+from scalepca.cli import EXIT_JOB_FAILED, EXIT_OK, EXIT_USER_ERROR, main
+from scalepca.datasets import make_low_rank, write_dataset
+
+SCALEPCA = str(Path(sys.executable).parent / "scalepca")
+DASK = str(Path(sys.executable).parent / "dask")
+# an in-process cluster keeps the default tests fast; the distributed tests use real processes
+FAST_CLUSTER = {"kind": "local", "n_workers": 1, "threads_per_worker": 2, "processes": False}
+
+
+@pytest.fixture(scope="module")
+def data_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "x.zarr"
+    write_dataset(make_low_rank(3000, 20, rank=4, chunk_rows=500, seed=3), path)
+    return path
+
+
+def _config(tmp_path, data_path, *, name="run.yaml", **sections) -> Path:
+    cfg = {
+        "data": {"path": str(data_path)},
+        "model": {"method": "pca", "n_components": 3},
+        "cluster": dict(FAST_CLUSTER),
+        "output": {"store": str(tmp_path / "out")},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict) and key != "cluster":
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _main(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _data(path):
+    return zarr.open_array(path, mode="r")[...]
+
+
+# -- run ------------------------------------------------------------------------------------------
+def test_run_writes_model_scores_reconstruction(tmp_path, data_path, capsys):
+    cfg = _config(tmp_path, data_path, output={"reconstruction": True})
+    rc, out, err = _main(capsys, "run", cfg)
+    assert rc == EXIT_OK, err
+    assert "method: pca (PCA)   data: 3,000 × 20" in out
+    assert "explained variance" in out and "dask dashboard at http" in out
+    assert "100% Completed" in out and "pass 1 (moments)" in out  # progress on by default
+    X = _data(data_path)
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    ref = scalepca.PCA(3).fit(X)
+    np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    scores = zarr.open_group(tmp_path / "out" / "scores.zarr", mode="r")
+    assert scores.attrs["complete"] is True
+    np.testing.assert_array_equal(scores["scores"][...], model.transform(X))
+    rec = zarr.open_group(tmp_path / "out" / "reconstruction.zarr", mode="r")["reconstruction"]
+    np.testing.assert_allclose(rec[...], model.inverse_transform(model.transform(X)),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_run_set_no_progress_and_generate(tmp_path, capsys):
+    gen = tmp_path / "gen.zarr"
+    cfg = _config(tmp_path, gen, data={"generate": {"kind": "low_rank", "n_samples": 1000,
+                                                    "n_features": 8, "rank": 2,
+                                                    "chunk_rows": 250}},
+                  model={"method": "ppca", "n_components": 4}, output={"scores": False})
+    rc, out, err = _main(capsys, "run", cfg, "--set", "model.n_components=2", "--no-progress")
+    assert rc == EXIT_OK, err
+    assert "Completed" not in out and "generating low_rank dataset" in out
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    assert isinstance(model, scalepca.PPCA) and model.n_components_ == 2
+    assert not (tmp_path / "out" / "scores.zarr").exists()
+    assert _data(gen).shape == (1000, 8)
+
+
+def test_run_progress_false_in_config(tmp_path, data_path, capsys):
+    cfg = _config(tmp_path, data_path, progress=False, output={"store": None})
+    rc, out, _ = _main(capsys, "run", cfg)
+    assert rc == EXIT_OK and "Completed" not in out and "written" not in out
+
+
+def test_transform_and_info(tmp_path, data_path, capsys):
+    X = _data(data_path)
+    pca = scalepca.PPCA(3).fit(X)
+    pca.save(tmp_path / "m.zarr")
+    rc, out, err = _main(capsys, "transform", tmp_path / "m.zarr", data_path, "--out",
+                         tmp_path / "s.zarr", "--no-progress", "--no-processes",
+                         "--n-workers", 1)
+    assert rc == EXIT_OK, err
+    s = zarr.open_group(tmp_path / "s.zarr", mode="r")["scores"][...]
+    np.testing.assert_array_equal(s, pca.transform(X))
+    rc, out, _ = _main(capsys, "info", tmp_path / "m.zarr")
+    assert rc == EXIT_OK
+    assert "scalepca.models.ppca:PPCA (complete)" in out and "W_: shape (20, 3)" in out
+    assert '"n_components": 3' in out
+    rc, out, _ = _main(capsys, "info", tmp_path / "s.zarr")
+    assert rc == EXIT_OK and "scores: shape (3000, 3)" in out
+    rc, out, _ = _main(capsys, "info", data_path)
+    assert rc == EXIT_OK and "shape (3000, 20)" in out
+
+
+def test_validate_and_job_script(tmp_path, data_path, capsys):
+    rc, out, _ = _main(capsys, "validate", _config(tmp_path, data_path))
+    assert rc == EXIT_OK and "valid (method pca, cluster local)" in out
+    rc, _, err = _main(capsys, "validate", _config(tmp_path, data_path), "--job-script")
+    assert rc == EXIT_USER_ERROR and "--job-script needs a batch cluster kind" in err
+    pytest.importorskip("dask_jobqueue")
+    slurm = Path(__file__).parents[1] / "configs" / "slurm.yaml"
+    rc, out, _ = _main(capsys, "validate", slurm, "--job-script")
+    assert rc == EXIT_OK and "#SBATCH --cpus-per-task=8" in out
+
+
+# -- error paths: one line, exit code 2, never a traceback -----------------------------------------
+def _error_cases(tmp_path, data_path):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("data:\n  path: [x\nmodel: {method: pca}\n")
+    return {
+        "bad YAML": (["validate", bad_yaml], "not valid YAML (line"),
+        "unknown key": (["validate", _config(tmp_path, data_path, name="k.yaml",
+                                             data={"pth": "x"})],
+                        "unknown key(s) 'data.pth'; allowed in 'data': path"),
+        "wrong type": (["run", _config(tmp_path, data_path, name="t.yaml",
+                                       model={"method": "pca", "n_components": "three"})],
+                       "'model.n_components' must be an integer or null; got 'three'"),
+        "missing data store": (["run", _config(tmp_path, tmp_path / "nope.zarr", name="m.yaml")],
+                               "no zarr store at"),
+        "unknown method": (["run", _config(tmp_path, data_path, name="u.yaml",
+                                           model={"method": "ica"})],
+                           "'model.method' 'ica' is unknown; allowed: pca, ppca"),
+        "missing config": (["run", tmp_path / "none.yaml"], "does not exist"),
+        "bad --set": (["run", _config(tmp_path, data_path, name="s.yaml"), "--set", "model"],
+                      "expected key=value"),
+        "bad parameter value": (["run", _config(tmp_path, data_path, name="v.yaml",
+                                                model={"method": "pca", "svd_solver": "qr"})],
+                                "svd_solver"),
+        "missing model store": (["transform", tmp_path / "nomodel.zarr", data_path, "--out",
+                                 tmp_path / "o.zarr"], "no zarr store at"),
+        "info missing store": (["info", tmp_path / "nothing.zarr"], "no zarr store at"),
+    }
+
+
+@pytest.mark.parametrize("case", ["bad YAML", "unknown key", "wrong type", "missing data store",
+                                  "unknown method", "missing config", "bad --set",
+                                  "bad parameter value", "missing model store",
+                                  "info missing store"])
+def test_user_errors_one_line_exit_2(tmp_path, data_path, capsys, case):
+    argv, fragment = _error_cases(tmp_path, data_path)[case]
+    rc, out, err = _main(capsys, *argv)
+    assert rc == EXIT_USER_ERROR
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("scalepca: error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in err + out
+
+
+def test_failed_job_exit_1(tmp_path, data_path, capsys):
+    cfg = _config(tmp_path, data_path, cluster={"kind": "address",
+                                                "address": "tcp://127.0.0.1:9", "timeout": "1s"})
+    rc, out, err = _main(capsys, "run", cfg)
+    assert rc == EXIT_JOB_FAILED
+    assert err.startswith("scalepca: job failed: ") and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_console_script_errors_have_no_traceback(tmp_path, data_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data: {path: x}\nmodel: {method: pca}\ncluster: {workers: 2}\n")
+    r = subprocess.run([SCALEPCA, "validate", str(bad)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == EXIT_USER_ERROR
+    assert r.stderr.strip() == ("scalepca: error: unknown key(s) 'cluster.workers'; allowed in "
+                                "'cluster': n_workers, threads_per_worker, memory_limit, "
+                                "dashboard_address, processes, local_directory")
+    assert r.stdout == ""
+
+
+# -- make-data ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["low_rank", "missing", "rings", "sparse_spike",
+                                  "low_rank_sparse"])
+def test_make_data_matrices(tmp_path, capsys, kind):
+    path = tmp_path / f"{kind}.zarr"
+    extra = ["--set", "chunk_cols=20"] if kind == "low_rank_sparse" else []
+    rc, out, err = _main(capsys, "make-data", path, "--kind", kind, "--n-samples", 300,
+                         "--n-features", 40, "--chunk-rows", 100, "--seed", 1, "--no-progress",
+                         *extra)
+    assert rc == EXIT_OK, err
+    arr = zarr.open_array(path, mode="r")
+    assert arr.shape == (300, 40)
+    X = arr[...]
+    if kind == "missing":
+        assert 0.15 < np.isnan(X).mean() < 0.25  # default 20 % missing
+    else:
+        assert np.isfinite(X).all()
+    if kind == "low_rank_sparse":
+        assert arr.chunks == (100, 20)  # 2-D blocks
+    # the same seed gives the same data
+    rc, _, _ = _main(capsys, "make-data", path, "--kind", kind, "--n-samples", 300,
+                     "--n-features", 40, "--chunk-rows", 100, "--seed", 1, "--overwrite",
+                     "--no-progress", *extra)
+    np.testing.assert_array_equal(zarr.open_array(path, mode="r")[...], X)
+
+
+def test_make_data_gridded_and_size(tmp_path, capsys):
+    path = tmp_path / "grid.zarr"
+    rc, out, err = _main(capsys, "make-data", path, "--kind", "gridded", "--n-samples", 50,
+                         "--set", "n_lat=6", "--set", "n_lon=12", "--no-progress")
+    assert rc == EXIT_OK, err
+    ds = xr.open_zarr(path, consolidated=False)
+    sst = ds["sst"]
+    assert sst.dims == ("time", "lat", "lon") and sst.shape == (50, 6, 12)
+    land = np.isnan(sst.values).all(axis=0)
+    assert land.any() and not np.isnan(sst.values[:, ~land]).any()  # NaN exactly on land
+    sized = tmp_path / "sized.zarr"
+    rc, out, err = _main(capsys, "make-data", sized, "--size", "80kB", "--n-features", 10,
+                         "--no-progress")
+    assert rc == EXIT_OK, err
+    assert zarr.open_array(sized, mode="r").shape == (1000, 10)  # 80 kB / (10 · 8 B)
+
+
+def test_make_data_errors(tmp_path, capsys):
+    cases = [
+        (["--kind", "gridded", "--n-features", 5], "--n-features does not apply to kind"),
+        (["--set", "rnk=3"], "'--set rnk'"),
+        (["--set", "rank=many"], "'--set rank' must be an integer"),
+        (["--size", "lots"], "--size 'lots'"),
+    ]
+    for extra, fragment in cases:
+        rc, _, err = _main(capsys, "make-data", tmp_path / "e.zarr", *extra)
+        assert rc == EXIT_USER_ERROR and fragment in err, err
+    rc, _, _ = _main(capsys, "make-data", tmp_path / "x.zarr", "--n-samples", 10,
+                     "--n-features", 12, "--no-progress")
+    assert rc == EXIT_OK
+    rc, _, err = _main(capsys, "make-data", tmp_path / "x.zarr", "--n-samples", 10)
+    assert rc == EXIT_USER_ERROR and "pass --overwrite" in err
+
+
+# -- a real scheduler and two worker processes on loopback ----------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def real_cluster(tmp_path_factory):
+    from distributed import Client
+
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logdir = tmp_path_factory.mktemp("cluster-logs")
+    procs = []
+
+    def start(name, argv):
+        log = open(logdir / f"{name}.log", "w")  # closed at teardown
+        procs.append((subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT), log))
+
+    try:
+        start("scheduler", [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                            "--dashboard-address", "127.0.0.1:0"])
+        for i in range(2):
+            start(f"worker{i}", [DASK, "worker", address, "--host", "127.0.0.1",
+                                 "--nthreads", "1", "--memory-limit", "1GiB", "--no-nanny",
+                                 "--no-dashboard", "--name", f"w{i}"])
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=120)
+            info = client.scheduler_info()["workers"]
+            # import the package on the workers now, not inside the first timed task
+            client.run(lambda: __import__("scalepca.models") and None)
+        assert len(info) == 2
+        assert all(w["memory_limit"] == 2**30 for w in info.values())
+        yield address
+    finally:
+        # stop only the processes this fixture started: workers first, then the scheduler
+        for proc, log in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+@pytest.mark.distributed
+def test_run_against_real_scheduler_equals_embedded(tmp_path, data_path, real_cluster, capsys):
+    remote = _config(tmp_path, data_path, name="remote.yaml",
+                     model={"method": "ppca", "n_components": 3},
+                     output={"store": str(tmp_path / "remote")})
+    embedded = _config(tmp_path, data_path, name="embedded.yaml",
+                       model={"method": "ppca", "n_components": 3},
+                       output={"store": str(tmp_path / "embedded")})
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    t0 = time.perf_counter()
+    r = subprocess.run([SCALEPCA, "run", str(remote), "--scheduler", real_cluster],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == EXIT_OK, r.stderr
+    assert "method: ppca (PPCA)" in r.stdout and "100% Completed" in r.stdout
+    remote_s = time.perf_counter() - t0
+    rc, _, err = _main(capsys, "run", embedded, "--no-progress")
+    assert rc == EXIT_OK, err
+    a = scalepca.load(tmp_path / "remote" / "model.zarr")
+    b = scalepca.load(tmp_path / "embedded" / "model.zarr")
+    for name in ("mean_", "components_", "explained_variance_", "W_"):
+        # the reduction tree depends on the graph only, not on the workers: bitwise equal
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.noise_variance_ == b.noise_variance_
+    sa = zarr.open_group(tmp_path / "remote" / "scores.zarr", mode="r")["scores"][...]
+    sb = zarr.open_group(tmp_path / "embedded" / "scores.zarr", mode="r")["scores"][...]
+    np.testing.assert_array_equal(sa, sb)
+    assert remote_s < 240
+
+    rc, _, err = _main(capsys, "transform", tmp_path / "remote" / "model.zarr", data_path,
+                       "--out", tmp_path / "t.zarr", "--scheduler", real_cluster,
+                       "--no-progress")
+    assert rc == EXIT_OK, err
+    np.testing.assert_array_equal(zarr.open_group(tmp_path / "t.zarr", mode="r")["scores"][...],
+                                  sa)
+
+
+@pytest.mark.distributed
+def test_workers_write_output_blocks(tmp_path, data_path, real_cluster):
+    """Each worker process writes some of the output chunks itself."""
+    import dask.array as da
+    from distributed import Client
+
+    from scalepca.io import write_array
+
+    def tagged(block):
+        from distributed import get_worker
+
+        name = get_worker().name
+        return np.full(block.shape, float(name[1:]))
+
+    with Client(real_cluster, timeout="30s"):
+        X = scalepca.open_matrix(str(data_path))
+        write_array(X.map_blocks(tagged, dtype=float), tmp_path / "w.zarr", name="who")
+    who = zarr.open_group(tmp_path / "w.zarr", mode="r")["who"][...]
+    assert set(np.unique(who)) == {0.0, 1.0}
+    assert isinstance(X, da.Array) and X.numblocks[0] == 6
