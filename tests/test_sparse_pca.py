@@ -460,3 +460,22 @@ def test_minibatch_on_float32_data_works_in_float32_and_agrees():
     assert supports(a.components_) == supports(b.components_)
     np.testing.assert_allclose(b.components_, a.components_, atol=1e-4)
     np.testing.assert_allclose(b.objective_, a.objective_, rtol=1e-5)
+
+
+@pytest.mark.parametrize("init", ["random", "pca"])
+def test_batch_without_covariance_passes_over_the_data(monkeypatch, init):
+    import scalepca.models.sparse_pca as mod
+
+    Xn = make_sparse_spike(6000, 16, n_components=2, support=4, seed=13).compute()
+    kw = dict(method="batch", alpha=0.2, init=init, random_state=0, tol=1e-10)
+    ref = SparsePCA(2, **kw).fit(Xn)
+    monkeypatch.setattr(mod, "GRAM_MAX_FEATURES", 8)  # pretend d × d does not fit
+    X, counter = counted_dask(Xn, chunks=(1000, 16))
+    m = SparsePCA(2, **kw).fit(X)
+    init_passes = 0 if init == "random" else 10  # randomized PCA with 4 power iterations
+    assert m.n_passes_ == 1 + init_passes + m.n_iter_ + 1
+    assert counter.reads == 6 * m.n_passes_
+    assert supports(m.components_) == supports(ref.components_)
+    atol = 1e-8 if init == "random" else 1e-5
+    np.testing.assert_allclose(m.components_, ref.components_, atol=atol)
+    np.testing.assert_allclose(m.objective_, ref.objective_, rtol=1e-8)

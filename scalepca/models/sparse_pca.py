@@ -45,6 +45,8 @@ PIPELINE_LAG = 2
 LARS_MAX_FEATURES = 1000
 #: coordinate-descent sweeps of the dictionary after each minibatch
 ONLINE_SWEEPS = 10
+#: above this many features the d × d covariance is not formed (batch: one pass per iteration)
+GRAM_MAX_FEATURES = AUTO_MAX_GRAM_FEATURES
 
 
 class SparsePCA(LinearDecompositionMixin):
@@ -155,7 +157,7 @@ class SparsePCA(LinearDecompositionMixin):
       iteration runs on the client on d × d and d × k arrays.
     * ``"batch"``: 1 when ``n_features`` ≤ 4096 (the alternation needs only ``C D`` and
       ``Dᵀ C D``, computed from the covariance); otherwise 1 for the mean, the randomized-PCA
-      passes for ``init="pca"``, then 1 per iteration plus 1 at the end.
+      passes for ``init="pca"``, then ``n_iter_ + 1`` (the statistics of every dictionary).
     * ``"minibatch"``: 1 before the epochs (mean, and the covariance for ``init="pca"`` when
       ``n_features`` ≤ 4096), 1 per epoch, 1 at the end for the exact objective and variances.
       Minibatch statistics are computed with the dictionary of ``PIPELINE_LAG`` (2) updates
@@ -295,7 +297,7 @@ class SparsePCA(LinearDecompositionMixin):
         logger.info("SparsePCA: %d × %d (%d row chunks), %d components, method=%s", n, d,
                     X.numblocks[0], k, self.method)
         covariance = self.method == "elasticnet" or (
-            d <= AUTO_MAX_GRAM_FEATURES
+            d <= GRAM_MAX_FEATURES
             and (self.method == "batch" or self.init == "pca" or self.use_correlation)
         )
         with self._timed_pass("moments"):
@@ -327,13 +329,11 @@ class SparsePCA(LinearDecompositionMixin):
         D0 = self._init_dictionary(X, cov_n, mean, scale, total_n, k, init_seed)
         if self.method == "batch":
             if cov_n is not None:
-                D = self._fit_batch(
+                D, (P, G, s) = self._fit_batch(
                     lambda D: (cov_n @ D, D.T @ cov_n @ D, float(np.trace(cov_n))), D0, cov_n
                 )
-                P, G, s = cov_n @ D, D.T @ cov_n @ D, float(np.trace(cov_n))
             else:
-                D = self._fit_batch(lambda D: self._stats_pass(X, mean, scale, D), D0)
-                P, G, s = self._stats_pass(X, mean, scale, D, label="final")
+                D, (P, G, s) = self._fit_batch(lambda D: self._stats_pass(X, mean, scale, D), D0)
         else:
             D = self._fit_minibatch(X, mean, scale, D0, order_seed)
             P, G, s = self._stats_pass(X, mean, scale, D, label="final")
@@ -403,9 +403,10 @@ class SparsePCA(LinearDecompositionMixin):
             seed = check_random_state_seed(self.random_state)
             D0 = self._init_dictionary(None, S, None, None, float(np.trace(S)), k,
                                        seed.spawn(2)[0])
-            D = self._fit_batch(lambda D: (S @ D, D.T @ S @ D, float(np.trace(S))), D0, S)
+            D, (P, G, s) = self._fit_batch(
+                lambda D: (S @ D, D.T @ S @ D, float(np.trace(S))), D0, S)
             # S is taken as the per-sample covariance: its scale sets the objective's units
-            self._finish_dictionary(D, S @ D, D.T @ S @ D, float(np.trace(S)), None)
+            self._finish_dictionary(D, P, G, s, None)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -479,17 +480,18 @@ class SparsePCA(LinearDecompositionMixin):
         m = st["n"]
         return st["P"] / m, st["G"] / m, st["S"] / m
 
-    def _fit_batch(self, stats, D, C=None) -> np.ndarray:
+    def _fit_batch(self, stats, D, C=None):
         """Exact alternation: optimal codes for D (from its statistics), then BCD on D.
 
         With the covariance ``C``, zero columns get the residual's leading direction as code
-        (:func:`revive_codes`), so a component removed early can come back."""
+        (:func:`revive_codes`), so a component removed early can come back.
+        Returns the final D and its statistics ``(P, G, s)``."""
         alpha = float(self._alphas[0])
         history = []
         lam = None
         it = 0
         while True:
-            P, G, s = stats(D)
+            P, G, s = last = stats(D)
             A, B, lam = code_step(D, P, G, lam)
             cost = dictionary_objective(D, A, B, s, alpha)
             history.append(cost)
@@ -503,7 +505,7 @@ class SparsePCA(LinearDecompositionMixin):
             it += 1
         self.n_iter_ = it
         self.cost_history_ = np.asarray(history)
-        return D
+        return D, last
 
     def _minibatch_groups(self, chunks) -> list[list[int]]:
         if self.batch_size is None:
@@ -679,7 +681,7 @@ class SparsePCA(LinearDecompositionMixin):
             if self.use_correlation:
                 raise ValueError("use_correlation=True is not supported by partial_fit")
             self.n_passes_ = 0
-            gram = self.init == "pca" and d <= AUTO_MAX_GRAM_FEATURES
+            gram = self.init == "pca" and d <= GRAM_MAX_FEATURES
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(Xd, with_gram=gram))
             raise_on_nonfinite(mom["bad"])
