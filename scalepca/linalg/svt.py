@@ -46,11 +46,10 @@ __all__ = [
 
 
 def soft_threshold(x: np.ndarray, tau: float) -> np.ndarray:
-    """Entrywise ``sign(x) · max(|x| − τ, 0)`` (``τ = inf`` gives zeros)."""
+    """Entrywise ``sign(x) · max(|x| − τ, 0)``, computed as ``x − clip(x, −τ, τ)`` (two passes
+    over memory instead of five; ``τ = inf`` gives zeros)."""
     x = np.asarray(x)
-    if not np.isfinite(tau):
-        return np.zeros_like(x)
-    return np.sign(x) * np.maximum(np.abs(x) - tau, 0.0)
+    return x - np.clip(x, -tau, tau)
 
 
 def soft_threshold_blocks(X: da.Array, tau: float) -> da.Array:

@@ -49,7 +49,6 @@ from ..linalg.svt import (
     low_rank_from_factors,
     predict_rank,
     regular_chunks,
-    soft_threshold,
     spectral_norm_estimate,
     square_blocks,
     svt,
@@ -74,59 +73,57 @@ def _clean(m, w):
     return m
 
 
-def _state_from_t(t, w, a_tau, c):
-    """``(S, Y/μ)`` from the stored block ``T``: ``S = shrink(T)`` and ``Y/μ = c (T − S)`` on Ω;
-    off Ω ``S = T`` and ``Y = 0``."""
-    t = np.asarray(t, dtype=np.float64)
-    s = soft_threshold(t, a_tau)
-    y = c * (t - s)
+def _clip_obs(t, w, tau):
+    """``P = clip(T, −τ, τ)`` on Ω and 0 off Ω, so that ``S = T − P`` (the soft threshold on Ω,
+    all of ``T`` off Ω) and ``Y/μ = c P``. ``τ = inf`` gives ``P = T`` and ``S = 0``."""
+    p = np.clip(np.asarray(t, dtype=np.float64), -tau, tau)
     if w is not None:
-        s = np.where(w, s, t)
-        y = np.where(w, y, 0.0)
-    return s, y
+        p = np.where(w, p, 0.0)
+    return p
 
 
-def _a_from_t(m, t, w, a_tau, c):
-    """The SVT argument ``A = M − S + Y/μ`` from blocks of M and T."""
-    s, y = _state_from_t(t, w, a_tau, c)
-    return _clean(m, w) - s + y
+def _a_from_parts(m, t, p, c):
+    """``A = M − S + Y/μ = M − (T − P) + c P`` (one formula for every path, so a resumed run
+    computes bit for bit what an uninterrupted one does)."""
+    a = m - t
+    a += p
+    a += c * p
+    return a
 
 
 def _a_block(m, t, w=None, *, a_tau, c):
-    return _a_from_t(m, t, w, a_tau, c)
+    """The SVT argument from blocks of M and the stored T."""
+    return _a_from_parts(_clean(m, w), np.asarray(t, dtype=np.float64), _clip_obs(t, w, a_tau), c)
 
 
 def _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next):
-    """One ALM update of a block: returns ``(T_new, A_next, residual², nnz(S))``."""
+    """One ALM update of a block: returns ``(T_new, A_next, [residual², ‖S‖₀])``.
+
+    With ``Y/μ = c P_old``: ``T_new = M − L + Y/μ``, ``P = clip(T_new, ±λ/μ)``,
+    ``S_new = T_new − P`` and the primal residual ``M − L − S_new = P − Y/μ`` (on Ω).
+    """
     m = _clean(m, w)
-    _, y = _state_from_t(t, w, a_tau, c)
-    lb = us @ vt
-    tn = m - lb + y
-    sn, _ = _state_from_t(tn, w, tau_s, c_next)
-    r = m - lb - sn
+    y = _clip_obs(t, w, a_tau)
+    y *= c
+    tn = m - us @ vt
+    tn += y
+    p = _clip_obs(tn, w, tau_s)
+    r = p - y
+    big = np.abs(tn) > tau_s
     if w is not None:
-        r = np.where(w, r, 0.0)
-    nnz = np.count_nonzero(sn) if w is None else np.count_nonzero(np.where(w, sn, 0.0))
-    a_next = _a_from_t(m, tn, w, tau_s, c_next)
-    return tn, a_next, float(np.vdot(r, r)), float(nnz)
+        big &= w
+    a_next = _a_from_parts(m, tn, p, c_next)
+    stats = np.array([[[np.vdot(r, r), np.count_nonzero(big)]]], dtype=np.float64)
+    return tn, a_next, stats
 
 
 def _update_block_memory(m, t, *rest, a_tau, c, tau_s, c_next, masked):
     w, us, vt = (rest[0], rest[1], rest[2]) if masked else (None, rest[0], rest[1])
-    tn, a_next, _, _ = _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
-    return np.stack([tn, a_next])
+    return _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
 
 
-def _stats_block(tn, t, w=None, *, a_tau, c, tau_s, c_next):
-    """Residual² and ‖S‖₀ of a block from the new and old T (memory mode: no read of M)."""
-    tn = np.asarray(tn, dtype=np.float64)
-    _, y = _state_from_t(t, w, a_tau, c)
-    sn, _ = _state_from_t(tn, w, tau_s, c_next)
-    r = tn - y - sn
-    if w is not None:
-        r = np.where(w, r, 0.0)
-        sn = np.where(w, sn, 0.0)
-    return np.array([[[np.vdot(r, r), np.count_nonzero(sn)]]], dtype=np.float64)
+def _pick(block, i):
+    return block[i]
 
 
 def _update_block_zarr(m, t, *rest, a_tau, c, tau_s, c_next, masked, root, t_name, a_name):
@@ -137,12 +134,12 @@ def _update_block_zarr(m, t, *rest, a_tau, c, tau_s, c_next, masked, root, t_nam
         us, vt, roff, coff = rest
     import zarr
 
-    tn, a_next, res2, nnz = _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
+    tn, a_next, stats = _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
     i0, j0 = int(roff[0]), int(coff[0])
     sl = (slice(i0, i0 + tn.shape[0]), slice(j0, j0 + tn.shape[1]))
     zarr.open_array(store=root, path=t_name, mode="r+")[sl] = tn
     zarr.open_array(store=root, path=a_name, mode="r+")[sl] = a_next
-    return np.array([[[res2, nnz]]], dtype=np.float64)
+    return stats
 
 
 def _input_stats_block(m, w=None):
@@ -157,7 +154,9 @@ def _input_stats_block(m, w=None):
 
 
 def _shrink_block(t, w=None, *, tau):
-    s = soft_threshold(np.asarray(t, dtype=np.float64), tau)
+    """``S`` on Ω (zero off Ω) from the stored T."""
+    t = np.asarray(t, dtype=np.float64)
+    s = t - np.clip(t, -tau, tau)
     return s if w is None else np.where(w, s, 0.0)
 
 
@@ -191,6 +190,14 @@ class _Store:
             name, shape=shape, chunks=chunks, dtype="float64", compressors=None,
             fill_value=0.0, overwrite=True,
         )
+
+    def has(self, name: str, shape, chunks) -> bool:
+        """An array ``name`` of this shape whose zarr chunks match the dask blocks exists."""
+        try:
+            a = self.root[name]
+        except KeyError:
+            return False
+        return tuple(a.shape) == tuple(shape) and tuple(a.chunks) == tuple(c[0] for c in chunks)
 
     def array(self, name: str, chunks=None) -> da.Array:
         return da.from_zarr(self.path, component=name, chunks=chunks,
@@ -473,6 +480,16 @@ class RobustPCA(LinearDecompositionMixin):
 
     # -- fitting ----------------------------------------------------------------------------
     def _fit(self, data: MatrixInput) -> None:
+        from threadpoolctl import threadpool_limits
+
+        # Parallelism comes from dask tasks; BLAS runs single-threaded in this process (as in
+        # dask-distributed workers). Nested BLAS threads under the threaded scheduler
+        # oversubscribe the cores, and OpenBLAS's spinning threads then slow even the small
+        # client-side QRs by orders of magnitude on a busy machine.
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._fit_ialm(data)
+
+    def _fit_ialm(self, data: MatrixInput) -> None:
         M = data.data
         n1, n2 = M.shape
         self._check_params(n1, n2)
@@ -565,7 +582,8 @@ class RobustPCA(LinearDecompositionMixin):
             ckpt.prune(self._committed)
             logger.info("RobustPCA: resuming from checkpoint %s at iteration %d", ckpt.path, k0)
             A = da.blockwise(_a_block, "ij", *([M, "ij", Tp, "ij"] + ([W, "ij"] if masked else [])),
-                             dtype=np.float64, a_tau=a_tau, c=c)
+                             dtype=np.float64, a_tau=a_tau, c=c,
+                             meta=np.empty((0, 0), dtype=np.float64))
             if storage == "memory":
                 A = A.persist()
         else:
@@ -622,26 +640,29 @@ class RobustPCA(LinearDecompositionMixin):
             kw = dict(a_tau=a_tau, c=c, tau_s=tau_s, c_next=c_next, masked=masked)
             margs = [M, "ij", Tp, "ij"] + ([W, "ij"] if masked else []) + [Usd, "ik", Vsd, "kj"]
             if storage == "memory":
-                both = da.blockwise(
-                    _update_block_memory, "cij", *margs, new_axes={"c": 2}, dtype=np.float64,
-                    concatenate=True, meta=np.empty((0, 0, 0), dtype=np.float64), **kw,
+                # one task per block returns (T_new, A_next, stats); the three are persisted
+                # together so each block is updated once
+                tup = da.blockwise(
+                    _update_block_memory, "ij", *margs, dtype=object, concatenate=True,
+                    meta=np.empty((0, 0), dtype=object), **kw,
+                )
+                f64 = np.empty((0, 0), dtype=np.float64)
+                Tn = tup.map_blocks(_pick, 0, dtype=np.float64, meta=f64)
+                A_next = tup.map_blocks(_pick, 1, dtype=np.float64, meta=f64)
+                st_blocks = tup.map_blocks(
+                    _pick, 2, dtype=np.float64, new_axis=2,
+                    chunks=((1,) * M.numblocks[0], (1,) * M.numblocks[1], (2,)),
+                    meta=np.empty((0, 0, 0), dtype=np.float64),
                 )
                 with self._timed_pass("update"):
-                    (both,) = dask.persist(both)
-                    Tn, A_next = both[0], both[1]
-                    sargs = [Tn, "ij", Tp, "ij"] + ([W, "ij"] if masked else [])
-                    st_blocks = da.blockwise(
-                        _stats_block, "ijx", *sargs, new_axes={"x": 2},
-                        adjust_chunks={"i": 1, "j": 1}, dtype=np.float64,
-                        meta=np.empty((0, 0, 0), dtype=np.float64),
-                        a_tau=a_tau, c=c, tau_s=tau_s, c_next=c_next,
-                    )
+                    Tn, A_next, st_blocks = dask.persist(Tn, A_next, st_blocks)
                     (st_blocks,) = dask.compute(st_blocks)
                 new_t_name = None
             else:
                 new_t_name = f"T_{it + 1:06d}"
                 scratch.create(new_t_name, M.shape, tuple(c_[0] for c_ in M.chunks))
-                scratch.create("A", M.shape, tuple(c_[0] for c_ in M.chunks))
+                if not scratch.has("A", M.shape, M.chunks):
+                    scratch.create("A", M.shape, tuple(c_[0] for c_ in M.chunks))
                 # global row / column indices, so each block knows where it is written
                 roff = da.arange(n1, chunks=(M.chunks[0],))
                 coff = da.arange(n2, chunks=(M.chunks[1],))

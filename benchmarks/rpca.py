@@ -1,0 +1,281 @@
+"""Robust PCA benchmark: the Candès–Li–Ma–Wright (2011) Table 1 problems, and a scale run.
+
+Part ``small`` (one run, side by side): a plain NumPy inexact ALM with a full LAPACK SVD every
+iteration (the reference of the issue) against ``scalepca.RobustPCA`` at n = 1000 and 2000,
+5 % corruption, λ = 1/√n, tol 1e-7. Same accuracy targets for both: ‖L − L0‖_F/‖L0‖_F ≤ 1e-5,
+rank(L) = r, ‖S‖₀ = ‖S0‖₀, ≤ 25 iterations. Target: scalepca ≥ 4× faster at n = 2000.
+
+Part ``scale``: n1 = n2 = 20,000 (3.2 GB float64 in an uncompressed zarr store under
+/work/bench-data/, reused when present), rank 100, 5 % corruption (Bernoulli per entry, ±1),
+a LocalCluster of 2 workers × 1 thread × 4 GiB, ``storage="zarr"`` with a checkpoint every
+5 iterations (a killed run continues when started again). Reported: time of one read pass of
+M, time per iteration and its ratio to the read pass, iterations, total time, peak worker RSS,
+relative error, rank and support.
+
+Run (heavy: under the shared lock)::
+
+    flock /tmp/scalepca-bench.lock .venv/bin/python benchmarks/rpca.py --part small
+    flock /tmp/scalepca-bench.lock .venv/bin/python benchmarks/rpca.py --part scale
+
+Results: benchmarks/results/rpca.json (each part updates its own key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, local_cluster, table, write_json  # noqa: E402
+
+BENCH_DATA = Path(os.environ.get("SCALEPCA_BENCH_DATA", "/work/bench-data"))
+
+
+# -- problems -------------------------------------------------------------------------------
+def clmw_problem(n, frac=0.05, seed=0):
+    """CLMW Table 1: L0 = X Yᵀ (X, Y n × r, N(0, 1/n)), r = 0.05 n; frac·n² entries ±1."""
+    rng = np.random.default_rng(seed)
+    r = int(round(0.05 * n))
+    X = rng.normal(0.0, np.sqrt(1.0 / n), (n, r))
+    Y = rng.normal(0.0, np.sqrt(1.0 / n), (n, r))
+    m = int(round(frac * n * n))
+    idx = rng.choice(n * n, m, replace=False)
+    S0 = np.zeros(n * n)
+    S0[idx] = rng.choice([-1.0, 1.0], m)
+    return X @ Y.T, S0.reshape(n, n), r
+
+
+def numpy_ialm(M, *, lam, tol=1e-7, rho=1.5, max_iter=500):
+    """Plain NumPy inexact ALM (Lin, Chen & Ma 2010) with a full SVD each iteration."""
+    norm2 = np.linalg.norm(M, 2)
+    J = max(norm2, np.abs(M).max() / lam)
+    Y, S, mu = M / J, np.zeros_like(M), 1.25 / norm2
+    mu_bar, fro = mu * 1e7, np.linalg.norm(M)
+    n_iter = 0
+    while n_iter < max_iter:
+        n_iter += 1
+        U, s, Vt = np.linalg.svd(M - S + Y / mu, full_matrices=False)
+        s = np.maximum(s - 1.0 / mu, 0.0)
+        rank = int(np.count_nonzero(s))
+        L = (U[:, :rank] * s[:rank]) @ Vt[:rank]
+        T = M - L + Y / mu
+        S = T - np.clip(T, -lam / mu, lam / mu)
+        Z = M - L - S
+        Y += mu * Z
+        mu = min(mu * rho, mu_bar)
+        if np.linalg.norm(Z) / fro <= tol:
+            break
+    return L, S, n_iter, rank
+
+
+def accuracy(L, S, L0, S0, r, n_iter):
+    rel = float(np.linalg.norm(L - L0) / np.linalg.norm(L0))
+    rank = int(np.linalg.matrix_rank(L, tol=1e-8 * max(1.0, np.abs(L).max())))
+    nnz, nnz0 = int(np.count_nonzero(S)), int(np.count_nonzero(S0))
+    support = int(np.count_nonzero((S != 0) != (S0 != 0)))
+    ok = rel <= 1e-5 and rank == r and nnz == nnz0 and support == 0 and n_iter <= 25
+    return {"rel_error": rel, "rank": rank, "r": r, "nnz": nnz, "nnz0": nnz0,
+            "support_mismatch": support, "iterations": n_iter, "meets_targets": ok}
+
+
+def part_small(sizes, repeat):
+    import scalepca
+
+    rows = []
+    for n in sizes:
+        L0, S0, r = clmw_problem(n)
+        M = L0 + S0
+        lam = 1.0 / np.sqrt(n)
+        best_np = best_sp = np.inf
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            L, S, it, _ = numpy_ialm(M, lam=lam)
+            best_np = min(best_np, time.perf_counter() - t0)
+        acc_np = accuracy(L, S, L0, S0, r, it)
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            est = scalepca.RobustPCA(random_state=0).fit(M)
+            L = est.low_rank_.compute()
+            S = est.sparse_.compute()
+            best_sp = min(best_sp, time.perf_counter() - t0)
+        acc_sp = accuracy(L, S, L0, S0, r, est.n_iter_)
+        rows.append({"n": n, "method": "numpy full-SVD iALM", "seconds": best_np, **acc_np})
+        rows.append({"n": n, "method": "scalepca RobustPCA", "seconds": best_sp, **acc_sp,
+                     "passes": est.n_passes_, "speedup": best_np / best_sp})
+        print(table(rows[-2:], ["n", "method", "seconds", "speedup", "iterations", "rel_error",
+                                "rank", "r", "nnz", "nnz0", "support_mismatch",
+                                "meets_targets"]), flush=True)
+    return {"rows": rows, "repeat": repeat,
+            "note": "scalepca: numpy input, dask threaded scheduler, BLAS 1 thread per task; "
+                    "NumPy reference with the default BLAS threads"}
+
+
+# -- the scale run ------------------------------------------------------------------------------
+FRAC, SEED = 0.05, 2026
+
+
+def _s0_block(shape, i, j, seed=SEED, frac=FRAC):
+    """The corruption of block (i, j): Bernoulli(frac) positions, ±1, from a per-block seed."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i, j)))
+    u = rng.random(shape)
+    return np.where(u < frac / 2, -1.0, np.where(u < frac, 1.0, 0.0))
+
+
+def _m_block(us, vt, rows, cols, block):
+    i, j = int(rows[0]) // block, int(cols[0]) // block
+    return us @ vt + _s0_block((us.shape[0], vt.shape[1]), i, j)
+
+
+def scale_factors(n, r, seed=SEED):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(0.0, np.sqrt(1.0 / n), (n, r)), rng.normal(0.0, np.sqrt(1.0 / n), (n, r)))
+
+
+def ensure_scale_data(client, path: Path, n: int, r: int, block: int):
+    """Write M = X Yᵀ + S0 (n × n) block by block from the workers, unless present."""
+    import dask.array as da
+    import zarr
+
+    done = path / "DONE"
+    if done.exists():
+        return json.loads(done.read_text())
+    X, Y = scale_factors(n, r)
+    chunks = (block,) * (n // block) + ((n % block,) if n % block else ())
+    Xd = da.from_array(X, chunks=(chunks, r))
+    Yd = da.from_array(Y.T.copy(), chunks=(r, chunks))
+    M = da.blockwise(_m_block, "ij", Xd, "ik", Yd, "kj", da.arange(n, chunks=(chunks,)), "i",
+                     da.arange(n, chunks=(chunks,)), "j", dtype=np.float64, concatenate=True,
+                     meta=np.empty((0, 0)), block=block)
+    target = zarr.create_array(str(path / "M.zarr"), shape=M.shape, chunks=(block, block),
+                               dtype="float64", compressors=None, overwrite=True)
+    t0 = time.perf_counter()
+    da.store(M, target, lock=False)
+    info = {"n": n, "r": r, "block": block, "frac": FRAC, "seed": SEED,
+            "write_seconds": time.perf_counter() - t0}
+    done.write_text(json.dumps(info))
+    return info
+
+
+class MemorySampler(threading.Thread):
+    """Samples every worker's RSS once a second; keeps the maxima."""
+
+    def __init__(self, client):
+        super().__init__(daemon=True)
+        self.client, self.peak, self._halt = client, {}, threading.Event()
+
+    def run(self):
+        import psutil
+
+        while not self._halt.is_set():
+            try:
+                rss = self.client.run(lambda: psutil.Process().memory_info().rss)
+                for w, v in rss.items():
+                    self.peak[w] = max(self.peak.get(w, 0), v)
+            except Exception:  # noqa: BLE001 - sampling must never stop the run
+                pass
+            self._halt.wait(1.0)
+
+    def stop(self):
+        self._halt.set()
+        self.join()
+
+
+def _s_check_block(s, block_info=None):
+    i, j = block_info[0]["chunk-location"]
+    s0 = _s0_block(s.shape, i, j)
+    return np.array([[[np.count_nonzero(s), np.count_nonzero(s0),
+                       np.count_nonzero((s != 0) != (s0 != 0))]]], dtype=np.float64)
+
+
+def part_scale(n, r, block, n_power_iter, checkpoint_every):
+    import dask
+    import dask.array as da
+
+    import scalepca
+    from scalepca.linalg.svt import low_rank_from_factors
+
+    data = BENCH_DATA / f"rpca-{n}-r{r}-b{block}"
+    data.mkdir(parents=True, exist_ok=True)
+    out = {}
+    with local_cluster(n_workers=2, threads_per_worker=1, memory_limit="4GiB") as client:
+        info = ensure_scale_data(client, data, n, r, block)
+        out["data"] = info
+        M = da.from_zarr(str(data / "M.zarr"))
+        print(f"M: {M.shape}, {M.nbytes / 1e9:.1f} GB, blocks {M.chunksize}", flush=True)
+        t0 = time.perf_counter()
+        M.sum().compute()
+        read_pass = time.perf_counter() - t0
+        print(f"one read pass of M: {read_pass:.1f}s", flush=True)
+        sampler = MemorySampler(client)
+        sampler.start()
+        ck = data / f"checkpoint-q{n_power_iter}.zarr"
+        t0 = time.perf_counter()
+        est = scalepca.RobustPCA(storage="zarr", checkpoint=str(ck),
+                                 checkpoint_every=checkpoint_every, n_power_iter=n_power_iter,
+                                 random_state=0)
+        est.fit(M)
+        fit_seconds = time.perf_counter() - t0
+        sampler.stop()
+        X, Y = scale_factors(n, r)
+        L0 = low_rank_from_factors(X, np.ones(r), Y.T, est.low_rank_.chunks)
+        err2, l02 = dask.compute(((est.low_rank_ - L0) ** 2).sum(), (L0**2).sum())
+        chk = da.map_blocks(_s_check_block, est.sparse_, new_axis=2,
+                            chunks=((1,) * M.numblocks[0], (1,) * M.numblocks[1], (3,)),
+                            dtype=np.float64).compute().reshape(-1, 3).sum(axis=0)
+        hist = est.history_
+        secs = hist["seconds"]
+        fresh = secs[est.resumed_from_:]
+        out.update({
+            "shape": list(M.shape), "gb": M.nbytes / 1e9, "n_power_iter": n_power_iter,
+            "read_pass_seconds": read_pass, "fit_seconds": fit_seconds,
+            "iterations": est.n_iter_, "resumed_from": est.resumed_from_,
+            "seconds_per_iteration": float(np.mean(fresh)) if fresh else None,
+            "iteration_to_read_pass": float(np.mean(fresh)) / read_pass if fresh else None,
+            "passes": est.n_passes_, "rel_error": float(np.sqrt(err2 / l02)),
+            "rank": est.rank_, "r": r, "nnz": int(chk[0]), "nnz0": int(chk[1]),
+            "support_mismatch": int(chk[2]), "final_residual": hist["residual"][-1],
+            "peak_worker_rss_bytes": sampler.peak,
+            "peak_worker_rss_gib": max(sampler.peak.values()) / 2**30 if sampler.peak else None,
+            "history": hist,
+        })
+    print(table([out], ["gb", "read_pass_seconds", "seconds_per_iteration",
+                        "iteration_to_read_pass", "iterations", "fit_seconds", "rel_error",
+                        "rank", "nnz", "nnz0", "support_mismatch", "peak_worker_rss_gib"]))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", choices=["small", "scale"], default="small")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--n", type=int, default=20_000, help="scale run: n1 = n2")
+    ap.add_argument("--rank", type=int, default=100, help="scale run: rank of L0")
+    ap.add_argument("--block", type=int, default=2500, help="scale run: zarr/dask block edge")
+    ap.add_argument("--n-power-iter", type=int, default=1)
+    ap.add_argument("--checkpoint-every", type=int, default=5)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("scalepca.models.robust_pca").setLevel(logging.INFO)
+    path = RESULTS / "rpca.json"
+    payload = json.loads(path.read_text()) if path.exists() else {}
+    payload.pop("machine", None)
+    if args.part == "small":
+        payload["small"] = part_small(args.sizes, args.repeat)
+    else:
+        key = "scale" if args.n == 20_000 else f"scale_n{args.n}"
+        payload[key] = part_scale(args.n, args.rank, args.block, args.n_power_iter,
+                                  args.checkpoint_every)
+    print("wrote", write_json("rpca", payload))
+
+
+if __name__ == "__main__":
+    main()
