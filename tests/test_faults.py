@@ -1,0 +1,198 @@
+"""Worker faults on a real cluster: ``dask scheduler`` + ``dask worker`` processes on loopback.
+
+* A worker SIGKILLed in the middle of ``fit`` (while it holds results of the fit and runs one
+  of its tasks): the fit completes on the other workers — Dask recomputes the lost pieces — and
+  equals the undisturbed fit on the same cluster to ``Case.rtol_same`` (the graphs are the
+  same, so only the order in which partial sums merge can differ; in practice the results are
+  bit-identical).
+* The whole cluster (scheduler and workers) SIGKILLed mid-fit: the fit raises at once with
+  an error saying the scheduler connection was lost, not a hang.
+* Iterative estimators with a ``checkpoint`` resume from it on a new cluster and end where an
+  uninterrupted fit ends.
+
+The data are zarr stores read through a block map that sleeps (slow storage), so a fit lasts
+long enough to be interrupted. Workers run without a nanny (a killed worker stays dead, like
+a preempted node), one thread each, ``--memory-limit 1GiB``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+from ._reliability import (
+    BY_NAME,
+    ESTIMATORS,
+    ProcessCluster,
+    WorkerKiller,
+    assert_same_fit,
+    make_or_skip,
+    slowed,
+    summary,
+)
+
+pytestmark = pytest.mark.distributed
+
+#: the default suite kills a worker under these; the rest run with -m slow
+FAST = {"PCA", "PPCA"}
+
+
+def _warm(client):
+    """Import the libraries on every worker before timing anything."""
+
+    def imports():
+        import scalepca  # noqa: F401
+        import tests._reliability  # noqa: F401
+
+        return True
+
+    client.run(imports)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("cluster")
+    with ProcessCluster(3, memory_limit="1GiB", workdir=workdir) as c:
+        client = c.client(3)
+        _warm(client)
+        c.client_ = client
+        yield c
+        client.close()
+
+
+def _full_strength(c, n=3):
+    """Replace killed workers so every test starts with ``n``."""
+    while len(c.alive_workers()) < n:
+        c.add_worker()
+    c.client_.wait_for_workers(n, timeout=60)
+    # the scheduler may still list a killed worker for a moment
+    deadline = time.monotonic() + 30
+    while len(c.client_.scheduler_info(n_workers=-1)["workers"]) != n:
+        assert time.monotonic() < deadline, "scheduler still lists dead workers"
+        time.sleep(0.1)
+
+
+def _store(tmp_path_factory, case, rows):
+    """The case's training matrix in a zarr store (shared file system: the workers read it)."""
+    X = case.X()
+    path = tmp_path_factory.mktemp("data") / f"{case.name}.zarr"
+    z = zarr.create_array(str(path), shape=X.shape, chunks=case.chunks(rows), dtype="f8")
+    z[...] = X
+    return str(path)
+
+
+def _fault_params():
+    out = []
+    for case in ESTIMATORS:
+        marks = [] if case.name in FAST else [pytest.mark.slow]
+        out.append(pytest.param(case, id=case.name, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("case", _fault_params())
+def test_worker_sigkill_mid_fit(cluster, tmp_path_factory, case):
+    make_or_skip(case)
+    _full_strength(cluster)
+    client = cluster.client_
+    path = _store(tmp_path_factory, case, rows=40 if case.two_d_blocks else 25)
+    X = da.from_zarr(path)
+    ref = summary(case.make().fit(X))  # undisturbed, same cluster, same graph
+
+    # slow reads: 16 row blocks × 0.1 s keep a one-pass fit busy for ~0.5 s on 3 workers
+    Xs = slowed(X, 0.1 if not case.iterative else 0.02)
+    victim = cluster.alive_workers()[1]
+    with WorkerKiller(cluster, client, victim, min_results=2,
+                      after=1.0 if case.iterative else 0.0) as killer:
+        got = summary(case.make().fit(Xs))
+    assert killer.error is None, killer.error
+    assert killer.killed_at is not None, f"{case.name}: the fit ended before a worker was killed"
+    assert killer.returncode == -9 and victim not in cluster.alive_workers()
+    assert killer.lost_keys >= 2  # results held by the dead worker had to be recomputed
+    assert_same_fit(ref, got, case.rtol_same, case.name)
+
+
+def test_whole_cluster_gone_is_a_clear_error(tmp_path_factory):
+    from distributed.client import FutureCancelledError
+
+    case = BY_NAME["PCA"]
+    path = _store(tmp_path_factory, case, rows=25)
+    with ProcessCluster(2, workdir=tmp_path_factory.mktemp("gone")) as c:
+        client = c.client(2)
+        _warm(client)
+        Xs = slowed(da.from_zarr(path), 0.2)  # 16 blocks × 0.2 s on 2 workers: ≥ 1.6 s
+        threading.Timer(0.8, c.kill_all).start()
+        t0 = time.monotonic()
+        with pytest.raises(FutureCancelledError, match="lost the connection to the scheduler"):
+            case.make().fit(Xs)
+        assert time.monotonic() - t0 < 60  # fails fast instead of hanging
+        client.close(timeout=5)
+
+
+def _wait_for_commit(path, timeout=180.0, n=1):
+    """Block until the checkpoint store holds ``n`` complete commits (``state_*`` dirs)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.isdir(path):
+            commits = [p for p in os.listdir(path) if p.startswith("state_") and ".tmp-" not in p]
+            if len(commits) >= n:
+                return commits
+        time.sleep(0.05)
+    raise AssertionError(f"no checkpoint commit appeared in {path} within {timeout} s")
+
+
+ITERATIVE = [c for c in ESTIMATORS if c.iterative]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c.name, marks=[pytest.mark.slow] if c.checkpoint else [
+        pytest.mark.xfail(strict=True, reason=f"{c.cls} has no checkpoint: a fit whose "
+                          "cluster goes away restarts from the beginning")])
+     for c in ITERATIVE],
+)
+def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
+    from distributed.client import FutureCancelledError
+
+    est = make_or_skip(case)
+    assert "checkpoint" in est.get_params(), f"{case.cls} has no checkpoint parameter"
+    tmp = tmp_path_factory.mktemp(f"resume-{case.name}")
+    path = _store(tmp_path_factory, case, rows=40)
+    ckpt = str(tmp / "ckpt.zarr")
+    params = {"checkpoint": ckpt, "checkpoint_every": 2, "storage": "zarr"}
+
+    # cluster A goes away after the first commit
+    with ProcessCluster(2, workdir=tmp / "a") as a:
+        client = a.client(2)
+        _warm(client)
+        Xs = slowed(da.from_zarr(path), 0.03)
+
+        def kill_after_commit():
+            _wait_for_commit(ckpt)
+            a.kill_all()
+
+        killer = threading.Thread(target=kill_after_commit, daemon=True)
+        killer.start()
+        with pytest.raises(FutureCancelledError, match="lost the connection to the scheduler"):
+            case.make(**params).fit(Xs)
+        killer.join(timeout=60)
+        client.close(timeout=5)
+
+    # cluster B: resume, and an uninterrupted fit for reference
+    with ProcessCluster(2, workdir=tmp / "b") as b:
+        client = b.client(2)
+        X = da.from_zarr(path)
+        resumed = case.make(**params).fit(X)
+        assert resumed.resumed_from_ >= 2
+        fresh = case.make(**{**params, "checkpoint": str(tmp / "fresh.zarr")}).fit(X)
+        assert fresh.resumed_from_ == 0
+        assert resumed.n_iter_ == fresh.n_iter_
+        assert_same_fit(summary(fresh), summary(resumed), 1e-8, f"{case.name} resumed")
+        np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
+                                   rtol=0, atol=1e-8 * float(np.abs(case.X()).max()))
+        client.close(timeout=5)
