@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import numbers
+import os
 import warnings
 
 import dask.array as da
@@ -99,6 +100,9 @@ def check_matrix(
     if isinstance(X, da.Array):
         arr = X
     else:
+        if isinstance(X, (str, bytes, os.PathLike)):
+            raise TypeError(f"{what} is a path ({X!r}), not an array; open the store with "
+                            "scalepca.open_matrix(path) and pass the result")
         if not hasattr(X, "shape") or not hasattr(X, "dtype"):
             X = np.asarray(X)
         if np.dtype(X.dtype).kind not in "fiub":
