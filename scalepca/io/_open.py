@@ -36,7 +36,9 @@ def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"
         if mode == "r" and not (fs.exists(f"{root}/zarr.json") or fs.exists(f"{root}/.zarray")
                                 or fs.exists(f"{root}/.zgroup")):
             raise FileNotFoundError(f"no zarr store at {path!r}")
-        store = zarr.storage.FsspecStore(fs, path=root, read_only=(mode == "r"))
+        # zarr drives the store from its own event loop: it needs an asynchronous filesystem
+        store = zarr.storage.FsspecStore.from_url(path, storage_options=storage_options,
+                                                  read_only=(mode == "r"))
         return zarr.open(store=store, mode=mode)
     if path.startswith("file://"):
         path = path[len("file://"):]

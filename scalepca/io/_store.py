@@ -65,7 +65,8 @@ def _open_for_write(path: str, storage_options=None) -> zarr.Group:
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         if fs.exists(root):
             fs.rm(root, recursive=True)
-        store = zarr.storage.FsspecStore(fs, path=root, read_only=False)
+        store = zarr.storage.FsspecStore.from_url(path, storage_options=storage_options,
+                                                  read_only=False)
         return zarr.open_group(store=store, mode="w")
     return zarr.open_group(path, mode="w")
 

@@ -1,0 +1,180 @@
+"""Remote object stores: s3:// input and output through fsspec, against moto's S3 server.
+
+The server runs in a thread of the test process on 127.0.0.1 and a free port; nothing leaves
+the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import numpy as np
+import pytest
+import yaml
+import zarr
+
+import scalepca
+from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
+from scalepca.datasets import make_low_rank, write_dataset
+
+pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+BUCKET = "scalepca-test"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """(storage_options, s3fs filesystem) of a moto S3 server with one bucket."""
+    import s3fs
+
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    opts = {
+        "key": "testing",
+        "secret": "testing",
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "client_kwargs": {"region_name": "us-east-1"},
+    }
+    try:
+        s3fs.S3FileSystem.clear_instance_cache()
+        import boto3
+
+        boto3.client("s3", endpoint_url=opts["endpoint_url"], region_name="us-east-1",
+                     aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=BUCKET)
+        fs = s3fs.S3FileSystem(**opts)
+        yield opts, fs
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def remote_data(s3):
+    opts, _ = s3
+    url = f"s3://{BUCKET}/data/x.zarr"
+    data = make_low_rank(2000, 16, rank=3, chunk_rows=400, seed=5)
+    write_dataset(data, url, storage_options=opts)
+    return url, data.compute()
+
+
+def _main(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_open_matrix_from_s3(s3, remote_data):
+    opts, _ = s3
+    url, X = remote_data
+    A = scalepca.open_matrix(url, storage_options=opts)
+    assert A.shape == X.shape and A.chunks[0] == (400,) * 5
+    np.testing.assert_array_equal(A.compute(), X)
+
+
+def test_model_round_trip_on_s3(s3, remote_data, capsys):
+    opts, fs = s3
+    url, X = remote_data
+    ppca = scalepca.PPCA(3).fit(scalepca.open_matrix(url, storage_options=opts))
+    store = f"s3://{BUCKET}/models/ppca.zarr"
+    ppca.save(store, storage_options=opts)
+    back = scalepca.load(store, storage_options=opts)
+    np.testing.assert_array_equal(back.transform(X), ppca.transform(X))
+    assert fs.exists(f"{BUCKET}/models/ppca.zarr/zarr.json")
+    rc, out, _ = _main(capsys, "info", store, "--storage-options", json.dumps(opts))
+    assert rc == EXIT_OK and "scalepca.models.ppca:PPCA (complete)" in out
+    # remote stores cannot be renamed: the complete flag, written last, guards them
+    group = zarr.open_group(zarr.storage.FsspecStore.from_url(store, storage_options=opts),
+                            mode="r+")
+    group.attrs["complete"] = False
+    with pytest.raises(ValueError, match="incomplete model store"):
+        scalepca.load(store, storage_options=opts)
+    with pytest.raises(FileNotFoundError, match="no zarr store"):
+        scalepca.load(f"s3://{BUCKET}/models/none.zarr", storage_options=opts)
+
+
+def test_cli_run_and_transform_on_s3(tmp_path, s3, remote_data, capsys):
+    opts, fs = s3
+    url, X = remote_data
+    out_url = f"s3://{BUCKET}/out"
+    cfg = {
+        "data": {"path": url, "storage_options": opts},
+        "model": {"method": "pca", "n_components": 3},
+        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 2,
+                    "processes": False},
+        "output": {"store": out_url, "storage_options": opts, "reconstruction": True},
+        "progress": False,
+    }
+    path = tmp_path / "s3.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rc, out, err = _main(capsys, "run", path)
+    assert rc == EXIT_OK, err
+    assert f"written: {out_url}/scores.zarr" in out
+    model = scalepca.load(f"{out_url}/model.zarr", storage_options=opts)
+    ref = scalepca.PCA(3).fit(X)
+    np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    scores = scalepca.open_matrix(f"{out_url}/scores.zarr", variable="scores",
+                                  storage_options=opts).compute()
+    np.testing.assert_array_equal(scores, model.transform(X))
+    rec = scalepca.open_matrix(f"{out_url}/reconstruction.zarr", variable="reconstruction",
+                               storage_options=opts).compute()
+    np.testing.assert_allclose(rec, model.inverse_transform(model.transform(X)), atol=1e-12)
+
+    rc, out, err = _main(capsys, "transform", f"{out_url}/model.zarr", url, "--out",
+                         f"s3://{BUCKET}/scores2.zarr", "--storage-options", json.dumps(opts),
+                         "--no-processes", "--n-workers", 1, "--no-progress")
+    assert rc == EXIT_OK, err
+    again = scalepca.open_matrix(f"s3://{BUCKET}/scores2.zarr", variable="scores",
+                                 storage_options=opts).compute()
+    np.testing.assert_array_equal(again, scores)
+
+
+def test_cli_missing_s3_store(tmp_path, s3, capsys):
+    opts, _ = s3
+    cfg = {"data": {"path": f"s3://{BUCKET}/nothing.zarr", "storage_options": opts},
+           "model": {"method": "pca"}}
+    path = tmp_path / "missing.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rc, _, err = _main(capsys, "run", path)
+    assert rc == EXIT_USER_ERROR and "no zarr store at 's3://" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_make_data_to_s3(s3, capsys):
+    opts, fs = s3
+    url = f"s3://{BUCKET}/gen/rings.zarr"
+    rc, _, err = _main(capsys, "make-data", url, "--kind", "rings", "--n-samples", 500,
+                       "--chunk-rows", 100, "--storage-options", json.dumps(opts),
+                       "--no-progress")
+    assert rc == EXIT_OK, err
+    A = scalepca.open_matrix(url, storage_options=opts)
+    assert A.shape == (500, 2) and A.chunks[0] == (100,) * 5
+
+
+@pytest.mark.distributed
+def test_worker_processes_read_and_write_s3(s3, remote_data):
+    """Worker processes (not threads of this process) read the input and write the scores."""
+    from distributed import LocalCluster
+
+    opts, _ = s3
+    url, X = remote_data
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+                      dashboard_address=":0") as cluster, scalepca.connect(
+            address=cluster.scheduler_address, quiet=True):
+        A = scalepca.open_matrix(url, storage_options=opts)
+        pca = scalepca.PCA(2).fit(A)
+        from scalepca.io import write_array
+
+        write_array(pca.transform(A), f"s3://{BUCKET}/proc/scores.zarr", storage_options=opts)
+    got = scalepca.open_matrix(f"s3://{BUCKET}/proc/scores.zarr", variable="scores",
+                               storage_options=opts).compute()
+    np.testing.assert_allclose(got, scalepca.PCA(2).fit(X).transform(X), rtol=1e-9, atol=1e-9)
