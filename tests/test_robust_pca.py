@@ -331,8 +331,9 @@ def test_masked_model_saves(tmp_path):
 def test_pass_count_and_config_entry():
     L0, S0, _ = clmw_problem(120, seed=8)
     est = scalepca.RobustPCA(random_state=0, n_power_iter=2).fit(L0 + S0)
-    # 1 statistics pass, 2 + 2·4 for ‖M‖₂, then per iteration 2 + 2q SVD passes and 1 update
-    assert est.n_passes_ == 1 + 10 + est.n_iter_ * (2 + 2 * 2 + 1)
+    # 1 statistics pass, 2 + 2·4 for ‖M‖₂, one A Ω before the first SVD, then per iteration
+    # 2q + 1 SVD passes and 1 update pass (which also computes the next A Ω)
+    assert est.n_passes_ == 1 + 10 + 1 + est.n_iter_ * (2 * 2 + 1 + 1)
     from scalepca.config import estimator_class
 
     assert estimator_class("robust_pca") is scalepca.RobustPCA

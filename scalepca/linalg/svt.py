@@ -61,9 +61,36 @@ def _ctx(timed, label):
     return timed(label) if timed is not None else nullcontext()
 
 
-def _times(A: da.Array, Om: np.ndarray) -> da.Array:
+def block_times(a, om) -> np.ndarray:
+    """The contribution ``A_ij Ω_j`` of one block, shaped (rows, 1, l) for a sum over axis 1.
+
+    Shared by :func:`times` and the fused update pass of robust PCA, so that both give bit for
+    bit the same ``A Ω``.
+    """
+    return (np.asarray(a, dtype=np.float64) @ om)[:, None, :]
+
+
+def sum_block_products(P: da.Array) -> da.Array:
+    """``Σ_j`` of the (rows, 1, l) block products: the n1 × l result."""
+    return P.sum(axis=1)
+
+
+def times(A: da.Array, Om: np.ndarray) -> da.Array:
     """Lazy ``A Ω`` for a small dense ``Ω``; blocks of ``Ω`` follow ``A``'s column chunks."""
-    return A @ da.from_array(Om, chunks=(A.chunks[1], Om.shape[1]))
+    l = Om.shape[1]
+    Omd = da.from_array(np.ascontiguousarray(Om), chunks=(A.chunks[1], l))
+    P = da.blockwise(block_times, "ijk", A, "ij", Omd, "jk", adjust_chunks={"j": 1},
+                     dtype=np.float64, meta=np.empty((0, 0, 0), dtype=np.float64))
+    return sum_block_products(P)
+
+
+def probe_matrix(n2: int, l: int, rng: np.random.Generator, warm_start=None) -> np.ndarray:
+    """The n2 × l probe block: the warm-start columns first, Gaussian columns after."""
+    if warm_start is not None and warm_start.shape[1] > 0:
+        W = np.asarray(warm_start, dtype=np.float64)[:, :l]
+        extra = l - W.shape[1]
+        return np.hstack([W, rng.standard_normal((n2, extra))]) if extra > 0 else W.copy()
+    return rng.standard_normal((n2, l))
 
 
 def _rtimes(A: da.Array, Q: np.ndarray) -> da.Array:
@@ -86,6 +113,8 @@ def randomized_partial_svd(
     rng: np.random.Generator,
     warm_start: np.ndarray | None = None,
     timed=None,
+    probes: np.ndarray | None = None,
+    first_product: np.ndarray | None = None,
 ):
     """Leading singular triplets of a blocked dask matrix by a randomized range finder.
 
@@ -105,6 +134,9 @@ def randomized_partial_svd(
     timed : callable, optional
         ``timed(label)`` returns a context manager wrapped around every pass over ``A``
         (the estimators count passes with it).
+    probes, first_product : ndarray, optional
+        The probe block ``Ω`` (n2 × l, then ``rng`` and ``warm_start`` are not used) and,
+        if a caller already computed it while writing ``A``, ``A Ω`` (saves a pass).
 
     Returns
     -------
@@ -118,21 +150,19 @@ def randomized_partial_svd(
     """
     n1, n2 = A.shape
     l = int(min(k + n_oversamples, n1, n2))
-    if warm_start is not None and warm_start.shape[1] > 0:
-        W = np.asarray(warm_start, dtype=np.float64)[:, :l]
-        extra = l - W.shape[1]
-        Om = np.hstack([W, rng.standard_normal((n2, extra))]) if extra > 0 else W
+    Om = probes if probes is not None else probe_matrix(n2, l, rng, warm_start)
+    if first_product is not None:
+        Y = first_product
     else:
-        Om = rng.standard_normal((n2, l))
-    with _ctx(timed, "svt: A Ω"):
-        (Y,) = dask.compute(_times(A, Om))
+        with _ctx(timed, "svt: A Ω"):
+            (Y,) = dask.compute(times(A, Om))
     Q = _orth(Y)
     for _ in range(n_power_iter):
         with _ctx(timed, "svt: Aᵀ Q"):
             (Z,) = dask.compute(_rtimes(A, Q))
         Z = _orth(Z)
         with _ctx(timed, "svt: A Z"):
-            (Y,) = dask.compute(_times(A, Z))
+            (Y,) = dask.compute(times(A, Z))
         Q = _orth(Y)
     with _ctx(timed, "svt: Aᵀ Q (final)"):
         (Bt,) = dask.compute(_rtimes(A, Q))  # (Qᵀ A)ᵀ, n2 × l
@@ -170,6 +200,8 @@ def svt(
     rng: np.random.Generator | None = None,
     warm_start: np.ndarray | None = None,
     timed=None,
+    probes: np.ndarray | None = None,
+    first_product: np.ndarray | None = None,
 ) -> SVTResult:
     """Singular value thresholding ``SVT_τ(A)`` returned as factors, never as a dense matrix.
 
@@ -190,7 +222,7 @@ def svt(
         U, s, Vt = randomized_partial_svd(
             A, k, n_oversamples=n_oversamples, n_power_iter=n_power_iter,
             rng=rng if rng is not None else np.random.default_rng(), warm_start=warm_start,
-            timed=timed,
+            timed=timed, probes=probes, first_product=first_product,
         )
         trusted = min(k, s.shape[0])
     keep = int(np.count_nonzero(s[:trusted] > tau))

@@ -46,11 +46,14 @@ from .._validation import check_choice, check_random_state_seed, check_scalar
 from ..io._matrix import MatrixInput, as_matrix
 from ..linalg.svt import (
     _is_regular,
+    block_times,
     low_rank_from_factors,
     predict_rank,
+    probe_matrix,
     regular_chunks,
     spectral_norm_estimate,
     square_blocks,
+    sum_block_products,
     svt,
 )
 from .base import LinearDecompositionMixin
@@ -117,29 +120,39 @@ def _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next):
     return tn, a_next, stats
 
 
-def _update_block_memory(m, t, *rest, a_tau, c, tau_s, c_next, masked):
-    w, us, vt = (rest[0], rest[1], rest[2]) if masked else (None, rest[0], rest[1])
-    return _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
+def _update_block(m, t, *rest, a_tau, c, tau_s, c_next, masked, fused, sink=None):
+    """The update task of one block.
 
+    ``rest`` holds, in order: the mask block (if ``masked``), the row slice of ``U diag(σ)``,
+    the column slice of ``Vᵀ``, the probe rows ``Ω_j`` of the next SVD (if ``fused``) and the
+    global row/column indices (if ``sink``). With ``fused`` the block's share ``A_next,ij Ω_j``
+    of the next SVD's first product is returned too, saving that pass over ``A``.
 
-def _pick(block, i):
-    return block[i]
-
-
-def _update_block_zarr(m, t, *rest, a_tau, c, tau_s, c_next, masked, root, t_name, a_name):
-    if masked:
-        w, us, vt, roff, coff = rest
-    else:
-        w = None
-        us, vt, roff, coff = rest
+    ``sink=None`` (memory): returns ``(T_new, A_next, stats, part)``. Otherwise writes ``T_new``
+    and ``A_next`` into the zarr arrays ``sink = (root, t_name, a_name)`` and returns
+    ``(stats, part)``.
+    """
+    rest = list(rest)
+    w = rest.pop(0) if masked else None
+    us, vt = rest.pop(0), rest.pop(0)
+    om = rest.pop(0) if fused else None
+    tn, a_next, stats = _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
+    part = block_times(a_next, om) if fused else None
+    if sink is None:
+        return tn, a_next, stats, part
     import zarr
 
-    tn, a_next, stats = _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
+    roff, coff = rest
+    root, t_name, a_name = sink
     i0, j0 = int(roff[0]), int(coff[0])
     sl = (slice(i0, i0 + tn.shape[0]), slice(j0, j0 + tn.shape[1]))
     zarr.open_array(store=root, path=t_name, mode="r+")[sl] = tn
     zarr.open_array(store=root, path=a_name, mode="r+")[sl] = a_next
-    return stats
+    return stats, part
+
+
+def _pick(block, i):
+    return block[i]
 
 
 def _input_stats_block(m, w=None):
@@ -614,21 +627,24 @@ class RobustPCA(LinearDecompositionMixin):
 
         n_min = min(n1, n2)
         it = k0
+        fused = self.svd == "randomized"
+        Y_first = None  # A Ω of the coming SVD when the update pass computed it
+        p = int(self.n_oversamples)
         while not converged and it < self.max_iter:
             t0 = time.perf_counter()
-            rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(it,)))
+            Om = self._probes(entropy, it, sv, p, n1, n2, V_warm) if fused else None
             res = svt(
-                A, 1.0 / mu, sv, method=self.svd, n_oversamples=self.n_oversamples,
-                n_power_iter=self.n_power_iter, rng=rng, warm_start=V_warm,
-                timed=self._timed_pass,
+                A, 1.0 / mu, sv, method=self.svd, n_oversamples=p,
+                n_power_iter=self.n_power_iter, timed=self._timed_pass, probes=Om,
+                first_product=Y_first,
             )
             U, s, Vt = res.U, res.s, res.Vt
-            if self.svd == "randomized":
+            if fused:
                 # V of the trusted triplets (above the threshold and below) seeds the next SVD
                 V_warm = np.ascontiguousarray(res.V_trusted.T)
             sv_used = sv
             sv = predict_rank(res.n_above, res.k, n_min, n_min_dim=n_min) \
-                if self.svd == "randomized" else min(res.n_above + 1, n_min)
+                if fused else min(res.n_above + 1, n_min)
             mu_next = min(mu * self.rho, mu_bar)
             tau_s, c_next = lam / mu, mu / mu_next
             r = max(U.shape[1], 1)
@@ -637,43 +653,50 @@ class RobustPCA(LinearDecompositionMixin):
                 Us, Vs = U * s, Vt
             Usd = da.from_array(np.ascontiguousarray(Us), chunks=(M.chunks[0], r))
             Vsd = da.from_array(np.ascontiguousarray(Vs), chunks=(r, M.chunks[1]))
-            kw = dict(a_tau=a_tau, c=c, tau_s=tau_s, c_next=c_next, masked=masked)
+            kw = dict(a_tau=a_tau, c=c, tau_s=tau_s, c_next=c_next, masked=masked, fused=fused)
             margs = [M, "ij", Tp, "ij"] + ([W, "ij"] if masked else []) + [Usd, "ik", Vsd, "kj"]
+            if fused:
+                Om_next = self._probes(entropy, it + 1, sv, p, n1, n2, V_warm)
+                l_next = Om_next.shape[1]
+                margs += [da.from_array(Om_next, chunks=(M.chunks[1], l_next)), "jq"]
             if storage == "memory":
-                # one task per block returns (T_new, A_next, stats); the three are persisted
-                # together so each block is updated once
-                tup = da.blockwise(
-                    _update_block_memory, "ij", *margs, dtype=object, concatenate=True,
-                    meta=np.empty((0, 0), dtype=object), **kw,
-                )
-                f64 = np.empty((0, 0), dtype=np.float64)
-                Tn = tup.map_blocks(_pick, 0, dtype=np.float64, meta=f64)
-                A_next = tup.map_blocks(_pick, 1, dtype=np.float64, meta=f64)
-                st_blocks = tup.map_blocks(
-                    _pick, 2, dtype=np.float64, new_axis=2,
-                    chunks=((1,) * M.numblocks[0], (1,) * M.numblocks[1], (2,)),
-                    meta=np.empty((0, 0, 0), dtype=np.float64),
-                )
-                with self._timed_pass("update"):
-                    Tn, A_next, st_blocks = dask.persist(Tn, A_next, st_blocks)
-                    (st_blocks,) = dask.compute(st_blocks)
-                new_t_name = None
+                sink, new_t_name = None, None
             else:
                 new_t_name = f"T_{it + 1:06d}"
                 scratch.create(new_t_name, M.shape, tuple(c_[0] for c_ in M.chunks))
                 if not scratch.has("A", M.shape, M.chunks):
                     scratch.create("A", M.shape, tuple(c_[0] for c_ in M.chunks))
                 # global row / column indices, so each block knows where it is written
-                roff = da.arange(n1, chunks=(M.chunks[0],))
-                coff = da.arange(n2, chunks=(M.chunks[1],))
-                st_blocks = da.blockwise(
-                    _update_block_zarr, "ijx", *margs, roff, "i", coff, "j",
-                    new_axes={"x": 2}, adjust_chunks={"i": 1, "j": 1}, dtype=np.float64,
-                    concatenate=True, meta=np.empty((0, 0, 0), dtype=np.float64),
-                    root=scratch.path, t_name=new_t_name, a_name="A", **kw,
-                )
-                with self._timed_pass("update"):
-                    (st_blocks,) = dask.compute(st_blocks)
+                margs += [da.arange(n1, chunks=(M.chunks[0],)), "i",
+                          da.arange(n2, chunks=(M.chunks[1],)), "j"]
+                sink = (scratch.path, new_t_name, "A")
+            # one task per block returns a tuple; its parts are picked out below and computed
+            # (or persisted) together, so every block is updated once
+            tup = da.blockwise(
+                _update_block, "ij", *margs, dtype=object, concatenate=True,
+                meta=np.empty((0, 0), dtype=object), sink=sink, **kw,
+            )
+            k_st, k_part = (2, 3) if sink is None else (0, 1)
+            st_blocks = tup.map_blocks(
+                _pick, k_st, dtype=np.float64, new_axis=2,
+                chunks=((1,) * M.numblocks[0], (1,) * M.numblocks[1], (2,)),
+                meta=np.empty((0, 0, 0), dtype=np.float64),
+            )
+            Yn = None
+            if fused:
+                Yn = sum_block_products(tup.map_blocks(
+                    _pick, k_part, dtype=np.float64, new_axis=2,
+                    chunks=(M.chunks[0], (1,) * M.numblocks[1], (l_next,)),
+                    meta=np.empty((0, 0, 0), dtype=np.float64),
+                ))
+            with self._timed_pass("update"):
+                if sink is None:
+                    f64 = np.empty((0, 0), dtype=np.float64)
+                    Tn = tup.map_blocks(_pick, 0, dtype=np.float64, meta=f64)
+                    A_next = tup.map_blocks(_pick, 1, dtype=np.float64, meta=f64)
+                    Tn, A_next, st_blocks, Yn = dask.persist(Tn, A_next, st_blocks, Yn)
+                st_blocks, Y_first = dask.compute(st_blocks, Yn)
+            if sink is not None:
                 Tn = scratch.array(new_t_name)
                 A_next = scratch.array("A")
             st_blocks = st_blocks.reshape(-1, 2)
@@ -736,6 +759,13 @@ class RobustPCA(LinearDecompositionMixin):
         self._committed = {t_name, name}
         ckpt.prune(set(self._committed) | ({t_name} if storage == "zarr" else set()))
         return t_name
+
+    @staticmethod
+    def _probes(entropy, it, sv, p, n1, n2, V_warm) -> np.ndarray:
+        """Probe block of iteration ``it``: drawn from child ``it`` of the seed, so a resumed
+        run and an uninterrupted one use the same numbers."""
+        rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(it,)))
+        return probe_matrix(n2, int(min(sv + p, n1, n2)), rng, V_warm)
 
     @staticmethod
     def _check_fingerprint(stored: dict, now: dict) -> None:
