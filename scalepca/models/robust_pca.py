@@ -15,10 +15,11 @@ Out-of-core layout
 soft threshold) one has ``S = shrink_{λ/μ}(T)`` and ``Y/μ = T − S``, so a single n1 × n2
 matrix ``T`` (plus two scalars) is the whole large state. Each iteration makes
 
-* ``2 + 2·n_power_iter`` passes over ``A = M − S + Y/μ`` for the randomized partial SVD, and
+* ``1 + 2·n_power_iter`` passes over ``A = M − S + Y/μ`` for the randomized partial SVD, and
 * one update pass that reads blocks of ``M`` and the old ``T``, forms the matching block of
   ``L`` from the factors, and writes the new ``T`` and the next ``A``; the primal residual
-  ``‖P_Ω(M − L − S)‖_F`` and ``‖S‖₀`` are reduced in the same pass.
+  ``‖P_Ω(M − L − S)‖_F``, ``‖S‖₀`` and the first product ``A_next Ω`` of the next SVD
+  (whose probe block is known by then) are reduced in the same pass.
 
 ``T`` and ``A`` are persisted in cluster memory when they fit (``storage="memory"``), otherwise
 written block by block to a zarr scratch store (``storage="zarr"``), which is also the
@@ -371,10 +372,13 @@ class RobustPCA(LinearDecompositionMixin):
     Notes
     -----
     Passes over the data: one statistics pass over ``M`` (‖M‖_F, max |M|, non-finite check)
-    and ``2 + 2·4`` for the ‖M‖₂ estimate (skipped on resume); then per iteration
-    ``2 + 2·n_power_iter`` passes over the n1 × n2 matrix ``A`` and one update pass reading
-    ``M`` and ``T`` (writing ``T`` and ``A``). With ``storage="memory"`` the SVD passes read
-    persisted blocks; with ``"zarr"`` they read the scratch store.
+    and ``2 + 2·4`` for the ‖M‖₂ estimate (skipped on resume), one pass for the first
+    ``A Ω``; then per iteration ``1 + 2·n_power_iter`` passes over the n1 × n2 matrix ``A``
+    and one update pass reading ``M`` and ``T`` (writing ``T`` and ``A``, and computing the
+    next ``A Ω``). With ``storage="memory"`` the SVD passes read persisted blocks; with
+    ``"zarr"`` they read the scratch store. Checkpoints in ``"memory"`` mode write ``T`` once
+    per commit; in ``"zarr"`` mode ``T`` is already in the store and a commit writes only the
+    small state.
 
     Memory per worker: a few blocks (M, T, A, the block of L) plus a row slice of ``U`` and a
     column slice of ``Vᵀ`` — independent of n1 × n2 in ``"zarr"`` mode. ``"memory"`` mode
