@@ -1,0 +1,339 @@
+"""Kernel blocks, Nyström / random Fourier feature maps, landmark sampling, exact kernel spectra.
+
+Everything that touches the data is a blockwise map over row chunks or a small gather:
+
+- :func:`kernel_block` evaluates ``k(x, y)`` for two in-memory row blocks (float64).
+- :func:`nystroem_map` and :func:`rff_map` turn a row-chunked ``X`` (n × d) into a lazy
+  feature matrix (n × m) with ``chunks=(X.chunks[0], (m,))``; the small landmark / weight arrays
+  travel with every block.
+- :func:`project_features` fuses a feature map with a projection on k directions, working
+  through each row block in sub-batches, so ``transform`` never holds an n_block × m block
+  larger than a fixed budget.
+- :func:`gather_rows` collects the rows of a given set of indices (m × d) from the chunks that
+  hold them; nothing else of ``X`` reaches the client.
+- :func:`kernel_matrix` builds an n × n kernel as a blockwise dask array (exact kernel PCA of
+  small n), and :func:`centred_kernel_eigh` finds its top eigenpairs after double centring,
+  by Lanczos (ARPACK) or randomized subspace iteration, with matrix products on the blocks.
+
+Kernels (``gamma`` already resolved, ``> 0``)::
+
+    rbf      exp(−γ ‖x − y‖²)
+    poly     (γ xᵀy + coef0)^degree
+    sigmoid  tanh(γ xᵀy + coef0)
+    linear   xᵀy
+"""
+
+from __future__ import annotations
+
+import math
+
+import dask
+import dask.array as da
+import numpy as np
+from scipy.sparse.linalg import LinearOperator, eigsh
+
+from .decomp import eigh_descending
+
+__all__ = [
+    "KERNELS",
+    "centred_kernel_eigh",
+    "gather_rows",
+    "kernel_block",
+    "kernel_matrix",
+    "kmeans_plusplus_landmarks",
+    "nystroem_map",
+    "nystroem_normalization",
+    "project_features",
+    "rff_map",
+    "rff_weights",
+    "split_row_chunks",
+]
+
+KERNELS = ("rbf", "poly", "sigmoid", "linear")
+
+#: default budget of one n_block × m kernel/feature block inside a task (bytes, float64)
+BLOCK_BYTES = 64 * 2**20
+
+
+# -- kernels of two row blocks ---------------------------------------------------------------
+def kernel_block(x, y, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0):
+    """``K[i, j] = k(x_i, y_j)`` for in-memory blocks ``x`` (a × d) and ``y`` (b × d), float64.
+
+    The RBF kernel uses ``‖x‖² + ‖y‖² − 2 xᵀy`` (one BLAS product), clipped at 0 against
+    rounding, and is exponentiated in place: the only a × b array is the result.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    K = x @ y.T
+    if kernel == "linear":
+        return K
+    if kernel == "rbf":
+        K *= -2.0
+        K += np.einsum("ij,ij->i", x, x)[:, None]
+        K += np.einsum("ij,ij->i", y, y)[None, :]
+        np.maximum(K, 0.0, out=K)
+        K *= -gamma
+        np.exp(K, out=K)
+        return K
+    K *= gamma
+    K += coef0
+    if kernel == "poly":
+        if degree == 1:
+            return K
+        if degree == 2:
+            np.multiply(K, K, out=K)
+            return K
+        np.power(K, degree, out=K)
+        return K
+    if kernel == "sigmoid":
+        np.tanh(K, out=K)
+        return K
+    raise ValueError(f"unknown kernel {kernel!r}; allowed: {', '.join(KERNELS)}")
+
+
+def _rows_per_batch(width: int, budget: int = BLOCK_BYTES) -> int:
+    return max(1, budget // (8 * max(1, width)))
+
+
+def split_row_chunks(row_chunks, width: int, budget: int = BLOCK_BYTES) -> tuple:
+    """Row chunks with every chunk of an n × ``width`` float64 block within ``budget`` bytes.
+
+    Each original chunk is split into near-equal pieces (never merged with a neighbour), so
+    every new chunk still reads exactly one stored chunk.
+    """
+    cap = _rows_per_batch(width, budget)
+    out = []
+    for c in row_chunks:
+        parts = max(1, math.ceil(c / cap))
+        base, extra = divmod(c, parts)
+        out.extend([base + 1] * extra + [base] * (parts - extra))
+    return tuple(out)
+
+
+# -- Nyström -----------------------------------------------------------------------------------
+def nystroem_normalization(K_LL: np.ndarray, *, rtol: float = 1e-10):
+    """``K_LL^{-½}`` restricted to its numerically positive eigen-directions.
+
+    With ``K_LL = U diag(s) Uᵀ`` (descending), directions with ``s_j ≤ rtol · s_1`` are dropped
+    (a pseudo-inverse: the floor on tiny eigenvalues) and ``N = U_r diag(s_r)^{-½}`` (m × r) is
+    returned with the kept eigenvalues. Then ``φ(x) = k(x, L) N`` has
+    ``φ(x)ᵀφ(y) = k(x, L) K_LL⁺ k(L, y)``, the Nyström approximation of ``k(x, y)``.
+    """
+    s, U = eigh_descending(np.asarray(K_LL, dtype=np.float64))
+    top = s[0] if s.size else 0.0
+    if not top > 0:
+        raise ValueError(
+            "the kernel matrix of the landmarks has no positive eigenvalue; the kernel is "
+            "degenerate on these data (check gamma / coef0)"
+        )
+    keep = s > rtol * top
+    return U[:, keep] / np.sqrt(s[keep]), s[keep]
+
+
+def _nystroem_block(x, landmarks, normalization, kernel, gamma, degree, coef0):
+    K = kernel_block(x, landmarks, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0)
+    return K @ normalization
+
+
+def nystroem_map(X: da.Array, landmarks: np.ndarray, normalization: np.ndarray, *,
+                 kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0) -> da.Array:
+    """Lazy Nyström features ``k(X, L) N`` (n × r), one block per row chunk of ``X``.
+
+    Memory per task: the row block, the m × r ``N`` and two (rows × m) float64 arrays.
+    """
+    r = normalization.shape[1]
+    return X.map_blocks(
+        _nystroem_block, landmarks, normalization, kernel, gamma, degree, coef0,
+        chunks=(X.chunks[0], (r,)), dtype=np.float64, meta=np.empty((0, 0)),
+    )
+
+
+# -- random Fourier features ------------------------------------------------------------------
+def rff_weights(n_features_in: int, m: int, gamma: float, seed):
+    """Random Fourier frequencies for the RBF kernel ``exp(−γ‖x−y‖²)`` (Rahimi & Recht 2007).
+
+    By Bochner's theorem that kernel is the characteristic function of ``N(0, 2γ I)``, so with
+    ``w ~ N(0, 2γ I)`` and ``b ~ U[0, 2π)``: ``E[2 cos(wᵀx + b) cos(wᵀy + b)] = k(x, y)``.
+    Returns ``(W (d × m), b (m,))``.
+    """
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((n_features_in, m)) * math.sqrt(2.0 * gamma)
+    b = rng.uniform(0.0, 2.0 * math.pi, size=m)
+    return W, b
+
+
+def _rff_block(x, W, b):
+    Z = np.asarray(x, dtype=np.float64) @ W
+    Z += b
+    np.cos(Z, out=Z)
+    Z *= math.sqrt(2.0 / W.shape[1])
+    return Z
+
+
+def rff_map(X: da.Array, W: np.ndarray, b: np.ndarray) -> da.Array:
+    """Lazy random Fourier features ``√(2/m) cos(X W + b)`` (n × m), one block per row chunk."""
+    return X.map_blocks(_rff_block, W, b, chunks=(X.chunks[0], (W.shape[1],)),
+                        dtype=np.float64, meta=np.empty((0, 0)))
+
+
+# -- fused feature map + projection (transform) -----------------------------------------------
+def _project_block(x, kind, arrays, kparams, P, offset, budget):
+    x = np.asarray(x, dtype=np.float64)
+    width = arrays[0].shape[0] if kind in ("nystroem", "exact") else arrays[0].shape[1]
+    step = _rows_per_batch(width, budget)
+    out = np.empty((x.shape[0], P.shape[1]), dtype=np.float64)
+    for start in range(0, x.shape[0], step):
+        xb = x[start : start + step]
+        if kind == "rff":
+            F = _rff_block(xb, *arrays)
+            out[start : start + step] = F @ P
+        else:
+            F = kernel_block(xb, arrays[0], **kparams)
+            z = F @ P
+            if kind == "exact":  # centre the new kernel rows against the training rows
+                a_sum = P.sum(axis=0)
+                z -= F.mean(axis=1)[:, None] * a_sum[None, :]
+            out[start : start + step] = z
+    out -= offset
+    return out
+
+
+def project_features(X: da.Array, kind: str, arrays: tuple, P: np.ndarray, offset: np.ndarray,
+                     *, kparams: dict | None = None, budget: int = BLOCK_BYTES) -> da.Array:
+    """Lazy scores ``feature(x) P − offset`` (n × k), blockwise, in row sub-batches.
+
+    ``kind`` is ``"nystroem"`` (``arrays = (landmarks,)``, ``P = N V``), ``"rff"``
+    (``arrays = (W, b)``) or ``"exact"`` (``arrays = (X_fit,)``, ``P`` the dual coefficients,
+    and each kernel row is also centred by its own mean). Within a task at most ``budget``
+    bytes of kernel/feature values exist at once, whatever the row chunk size.
+    """
+    k = P.shape[1]
+    return X.map_blocks(
+        _project_block, kind, arrays, kparams or {}, P, offset, budget,
+        chunks=(X.chunks[0], (k,)), dtype=np.float64, meta=np.empty((0, 0)),
+    )
+
+
+# -- landmarks --------------------------------------------------------------------------------
+def gather_rows(X: da.Array, indices: np.ndarray) -> da.Array:
+    """Lazy ``X[indices]`` (sorted unique row indices): each chunk contributes only its rows.
+
+    Computing it reads the chunks that hold the rows and moves ``len(indices) × d`` values.
+    """
+    idx = np.unique(np.asarray(indices, dtype=np.int64))
+    return X[idx]
+
+
+def kmeans_plusplus_landmarks(sample: np.ndarray, m: int, rng: np.random.Generator,
+                              *, n_iter: int = 5) -> np.ndarray:
+    """``m`` centres from an in-memory ``sample`` by k-means++ seeding then ``n_iter`` Lloyd steps.
+
+    Seeding (Arthur & Vassilvitskii 2007): the first centre uniformly, each next one with
+    probability proportional to the squared distance to the nearest centre so far. The Lloyd
+    steps move each centre to the mean of its points (a centre that loses all its points
+    stays). Landmarks spread over the data like this lower the Nyström error for a given m
+    (Zhang, Tsang & Kwok 2008).
+    """
+    S = np.asarray(sample, dtype=np.float64)
+    s = S.shape[0]
+    if m >= s:
+        return S.copy()
+    sq = np.einsum("ij,ij->i", S, S)
+    chosen = np.empty(m, dtype=np.int64)
+    chosen[0] = rng.integers(s)
+    d2 = np.maximum(sq - 2 * S @ S[chosen[0]] + sq[chosen[0]], 0.0)
+    for j in range(1, m):
+        total = d2.sum()
+        if total > 0:
+            cum = np.cumsum(d2)
+            pick = int(np.searchsorted(cum, rng.uniform(0.0, cum[-1]), side="right"))
+            pick = min(pick, s - 1)
+        else:  # every point coincides with a centre: fall back to a uniform unused point
+            free = np.setdiff1d(np.arange(s), chosen[:j])
+            pick = int(rng.choice(free))
+        chosen[j] = pick
+        np.minimum(d2, np.maximum(sq - 2 * S @ S[pick] + sq[pick], 0.0), out=d2)
+    C = S[chosen].copy()
+    step = _rows_per_batch(m)
+    for _ in range(n_iter):
+        csq = np.einsum("ij,ij->i", C, C)
+        labels = np.empty(s, dtype=np.int64)
+        for a in range(0, s, step):
+            D = csq[None, :] - 2 * S[a : a + step] @ C.T
+            labels[a : a + step] = np.argmin(D, axis=1)
+        counts = np.bincount(labels, minlength=m)
+        sums = np.zeros_like(C)
+        np.add.at(sums, labels, S)
+        nz = counts > 0
+        C[nz] = sums[nz] / counts[nz, None]
+    return C
+
+
+# -- exact kernel PCA (small n) ---------------------------------------------------------------
+def _kernel_pair(x, y, kernel, gamma, degree, coef0):
+    return kernel_block(x, y, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0)
+
+
+def kernel_matrix(X: da.Array, *, kernel: str, gamma: float, degree: int = 3,
+                  coef0: float = 1.0) -> da.Array:
+    """Lazy n × n kernel matrix ``k(X, X)`` in (row chunk × row chunk) blocks of ``X``."""
+    if len(X.chunks[1]) != 1:
+        X = X.rechunk({1: -1})
+    return da.blockwise(
+        _kernel_pair, "ij", X, "ik", X, "jk", kernel, None, gamma, None, degree, None,
+        coef0, None, dtype=np.float64, concatenate=True, meta=np.empty((0, 0)),
+    )
+
+
+def centred_kernel_eigh(K: da.Array, k: int, *, solver: str = "arpack", seed=None,
+                        n_oversamples: int = 10, n_power_iter: int = 7):
+    """Top-``k`` eigenpairs of the double-centred kernel ``K_c = (I − 11ᵀ/n) K (I − 11ᵀ/n)``.
+
+    ``K`` (n × n, symmetric, blocked) should be persisted: every product reads it once.
+    ``K_c`` is never formed; with ``c = K1/n`` and ``g = 1ᵀK1/n²``,
+    ``K_c V = K V − 1 (cᵀV) − c (1ᵀV) + g 1 (1ᵀV)``.
+
+    ``solver="arpack"``: implicitly restarted Lanczos (``scipy.sparse.linalg.eigsh``,
+    largest algebraic), one blocked product with an n-vector per iteration.
+    ``solver="randomized"``: subspace iteration with ``k + n_oversamples`` vectors and
+    ``n_power_iter`` re-orthonormalised iterations, then Rayleigh–Ritz; ``n_power_iter + 2``
+    blocked products with n × l matrices.
+
+    Returns ``(eigenvalues (k, descending), eigenvectors (n × k), c, g, trace(K_c))``.
+    """
+    n = K.shape[0]
+    col_mean, diag = K.mean(axis=0), da.diagonal(K)
+    col_mean, diag_sum = dask.compute(col_mean, diag.sum())
+    g = float(col_mean.mean())
+    trace_c = float(diag_sum) - n * g
+    row_chunks = K.chunks[1]
+
+    def times(V):
+        V = np.asarray(V, dtype=np.float64)
+        vec = V.ndim == 1
+        V2 = V[:, None] if vec else V
+        (KV,) = dask.compute(K @ da.from_array(V2, chunks=(row_chunks, V2.shape[1])))
+        ones_v = V2.sum(axis=0)
+        KV -= (col_mean @ V2)[None, :]
+        KV -= np.outer(col_mean, ones_v)
+        KV += g * ones_v[None, :]
+        return KV[:, 0] if vec else KV
+
+    rng = np.random.default_rng(seed)
+    if solver == "arpack":
+        op = LinearOperator((n, n), matvec=times, matmat=times, dtype=np.float64)
+        v0 = rng.uniform(-1.0, 1.0, n)
+        w, U = eigsh(op, k=k, which="LA", v0=v0)
+        order = np.argsort(w)[::-1]
+        w, U = w[order], U[:, order]
+    elif solver == "randomized":
+        l = min(n, k + n_oversamples)
+        Q, _ = np.linalg.qr(times(rng.standard_normal((n, l))))
+        for _ in range(n_power_iter):
+            Q, _ = np.linalg.qr(times(Q))
+        B = Q.T @ times(Q)
+        w, Wv = eigh_descending((B + B.T) / 2, k)
+        U = Q @ Wv
+    else:
+        raise ValueError(f"unknown eigen solver {solver!r}")
+    return w, U, col_mean, g, trace_c

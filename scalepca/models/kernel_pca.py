@@ -1,0 +1,419 @@
+"""Kernel PCA at scale: Nyström and random Fourier features, and exact kernel PCA for small n."""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import warnings
+
+import dask
+import numpy as np
+
+from .._validation import (
+    check_choice,
+    check_n_components,
+    check_random_state_seed,
+    check_scalar,
+)
+from ..io._matrix import MatrixInput
+from ..linalg import eigh_descending, flip_signs, moments_graph
+from ..linalg.kernels import (
+    BLOCK_BYTES,
+    KERNELS,
+    centred_kernel_eigh,
+    gather_rows,
+    kernel_block,
+    kernel_matrix,
+    kmeans_plusplus_landmarks,
+    nystroem_map,
+    nystroem_normalization,
+    project_features,
+    rff_map,
+    rff_weights,
+    split_row_chunks,
+)
+from .base import DecompositionMixin
+
+logger = logging.getLogger(__name__)
+
+APPROXIMATIONS = ("nystroem", "rff", "exact")
+LANDMARKS = ("uniform", "kmeans++")
+EIGEN_SOLVERS = ("auto", "arpack", "randomized")
+
+#: ``approximation="exact"`` refuses more samples than this (the n × n kernel is 3.2 GB here)
+EXACT_MAX_SAMPLES = 20_000
+#: ... and training matrices larger than this (the model keeps them for ``transform``)
+EXACT_MAX_TRAIN_BYTES = 256 * 2**20
+#: the n × n kernel must fit in this fraction of the cluster's (or this machine's) memory
+EXACT_MEMORY_FRACTION = 0.5
+#: rows per block of the exact n × n kernel (2048² float64 = 32 MiB a block)
+EXACT_BLOCK_ROWS = 2048
+#: Nyström: landmark directions with ``s_j ≤ NYSTROEM_RTOL · s_1`` are dropped (pseudo-inverse)
+NYSTROEM_RTOL = 1e-10
+#: k-means++ landmarks are chosen from a uniform sample of ``max(KMEANS_POOL_FACTOR · m,
+#: KMEANS_MIN_POOL)`` rows (all rows if fewer), followed by ``KMEANS_LLOYD_ITER`` Lloyd steps
+KMEANS_POOL_FACTOR = 5
+KMEANS_MIN_POOL = 10_000
+KMEANS_LLOYD_ITER = 5
+
+
+def _available_memory() -> tuple[int, str]:
+    """Total memory of the distributed cluster in use, else what this machine has available."""
+    try:
+        from distributed import default_client
+
+        client = default_client()
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()
+        total = sum(int(w.get("memory_limit") or 0) for w in workers)
+        if total > 0:
+            return total, f"the cluster's {len(workers)} worker(s)"
+    except (ImportError, ValueError, TypeError, KeyError):
+        pass
+    import psutil
+
+    return int(psutil.virtual_memory().available), "this machine's available memory"
+
+
+class KernelPCA(DecompositionMixin):
+    """Kernel principal component analysis for data larger than memory.
+
+    Kernel PCA is PCA of the data mapped into the feature space of a kernel ``k``; the
+    principal axes are found from the double-centred n × n kernel matrix. That matrix does not
+    fit for large n, so two approximations replace it by an explicit n × m feature matrix ``F``
+    (``F Fᵀ ≈ K``), whose PCA is the tall-skinny PCA already used by :class:`PCA`: one pass of
+    moments (count, mean, centred m × m Gram), centring in feature space (the approximation of
+    double-centring ``K``), then ``eigh`` of the m × m matrix on the client.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Number of kernel principal components.
+    kernel : {"rbf", "poly", "sigmoid", "linear"}, default="rbf"
+        ``exp(−γ‖x−y‖²)``, ``(γ xᵀy + coef0)^degree``, ``tanh(γ xᵀy + coef0)``, ``xᵀy``.
+    gamma : float or None, default=None
+        Kernel coefficient, > 0; ``None`` means ``1 / n_features_in``.
+    degree : int, default=3
+        Degree of the polynomial kernel, >= 1.
+    coef0 : float, default=1.0
+        Constant of the polynomial and sigmoid kernels.
+    approximation : {"nystroem", "rff", "exact"}, default="nystroem"
+        ``"nystroem"``: ``m = n_features`` landmarks ``L`` from the data;
+        ``φ(x) = k(x, L) K_LL^{-½}``, with eigen-directions of ``K_LL`` below
+        ``1e-10 · s_max`` dropped (a pseudo-inverse; the floor on tiny eigenvalues). Any kernel
+        (for the indefinite sigmoid kernel only the positive part of ``K_LL`` is used).
+        ``"rff"``: random Fourier features ``√(2/m) cos(xᵀW + b)``, ``W ~ N(0, 2γ I)``,
+        ``b ~ U[0, 2π)``; RBF kernel only. ``"exact"``: the n × n kernel, built blockwise on
+        the cluster, double-centred, top eigenpairs by Lanczos or randomized subspace
+        iteration; refused for more than ``EXACT_MAX_SAMPLES = 20000`` samples, a training
+        matrix above 256 MiB, or when the n × n kernel needs more than half the memory of the
+        cluster in use (or of this machine without a distributed client).
+    n_features : int, default=1000
+        m, the number of landmarks (Nyström; at most n — larger values are lowered to n with a
+        warning) or of random features (RFF). Ignored by ``"exact"``.
+    landmarks : {"uniform", "kmeans++"}, default="uniform"
+        Nyström landmarks: ``"uniform"`` samples m distinct rows; ``"kmeans++"`` runs k-means++
+        seeding and 5 Lloyd steps on a uniform sample of ``max(5 m, 10000)`` rows and uses the
+        m centres (usually a lower error for the same m).
+    eigen_solver : {"auto", "arpack", "randomized"}, default="auto"
+        Solver of ``"exact"``: Lanczos (ARPACK) or randomized subspace iteration (k + 10
+        vectors, 7 power iterations); ``"auto"`` is ``"arpack"``.
+    random_state : int, Generator or None
+        Seed of the landmark sampling, k-means++, the random features and the solver's start
+        vector. Results do not depend on the chunking or the number of workers.
+
+    Attributes
+    ----------
+    eigenvalues_ : ndarray of shape (n_components,)
+        Top eigenvalues of the centred kernel matrix ``K_c`` (n × n, *not* divided by n) —
+        the convention of scikit-learn's ``KernelPCA.eigenvalues_``. For the approximations
+        they are the eigenvalues of ``F_cᵀF_c = ((I − 11ᵀ/n) F)ᵀ((I − 11ᵀ/n) F)``, i.e. of
+        the approximated ``K_c``; they equal ``(n − 1)`` times the variances of the scores.
+    explained_variance_ : ndarray of shape (n_components,)
+        ``eigenvalues_ / (n_samples − 1)``: the variance of each score column (for the linear
+        kernel, :class:`PCA`'s ``explained_variance_``).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``eigenvalues_ / trace(K_c)`` (the approximated trace for Nyström/RFF).
+    gamma_ : float
+        The kernel coefficient used.
+    components_ : ndarray of shape (n_components, n_kernel_features_)
+        Nyström/RFF: principal axes in the feature space (sign: largest entry positive).
+    mean_ : ndarray of shape (n_kernel_features_,)
+        Nyström/RFF: the mean feature vector (centring in feature space).
+    landmarks_ : ndarray of shape (m, n_features_in_)
+        Nyström landmarks.
+    normalization_ : ndarray of shape (m, n_kernel_features_)
+        Nyström ``K_LL^{-½}`` on the kept directions.
+    random_weights_, random_offset_ : ndarray of shapes (n_features_in_, m), (m,)
+        RFF frequencies ``W`` and phases ``b``.
+    X_fit_ : ndarray of shape (n_samples, n_features_in_)
+        Exact: the training data (needed to project new points).
+    eigenvectors_ : ndarray of shape (n_samples, n_components)
+        Exact: unit eigenvectors of ``K_c`` (sign: largest entry positive).
+    K_fit_rows_ : ndarray of shape (n_samples,)
+        Exact: column means of the uncentred training kernel; ``K_fit_all_`` its grand mean.
+    n_kernel_features_ : int
+        Nyström/RFF: width of the feature matrix (m, less the dropped Nyström directions).
+    n_components_, n_samples_, n_features_in_, n_passes_ : int
+
+    Notes
+    -----
+    Passes over the data per fit: Nyström 2 (gather the m landmark rows — or the k-means++
+    sample — then the moments of the feature map); RFF 1; exact 1 (gather the n × d training
+    matrix, which the model keeps), after which the solver's products read the n × n kernel
+    held in cluster memory (ARPACK: one per Lanczos step; randomized: 9).
+
+    Memory per worker, Nyström/RFF: a row block is split (without crossing stored chunks) so
+    that its n_block × m feature block is at most 64 MiB; a task holds that block, the
+    kernel block it comes from and the m × m moment partials — about 4 × 64 MiB + 3 · 8 m²
+    bytes. The client holds m × d landmarks, m × m matrices and d × m weights only; nothing
+    of size n × m or n × n is formed anywhere. Exact: the n × n kernel (8 n² bytes) is held
+    in cluster memory in 2048 × 2048 blocks; the client holds n × d and n × k arrays.
+
+    ``transform`` is lazy for dask/xarray input (one blockwise map that builds the kernel
+    rows in sub-batches of at most 64 MiB and projects them at once). On the training data it
+    returns the same scores as the fit: ``fit_transform(X)`` equals ``fit(X).transform(X)``.
+
+    References
+    ----------
+    Schölkopf, Smola & Müller (1998), Nonlinear component analysis as a kernel eigenvalue
+    problem. Williams & Seeger (2001), Using the Nyström method to speed up kernel machines.
+    Rahimi & Recht (2007), Random features for large-scale kernel machines.
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> X = np.random.default_rng(0).standard_normal((2000, 5))
+    >>> kp = scalepca.KernelPCA(3, n_features=200, random_state=0).fit(X)
+    >>> kp.transform(X).shape
+    (2000, 3)
+    """
+
+    def __init__(
+        self,
+        n_components: int = 2,
+        *,
+        kernel: str = "rbf",
+        gamma: float | None = None,
+        degree: int = 3,
+        coef0: float = 1.0,
+        approximation: str = "nystroem",
+        n_features: int = 1000,
+        landmarks: str = "uniform",
+        eigen_solver: str = "auto",
+        random_state=None,
+    ):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.approximation = approximation
+        self.n_features = n_features
+        self.landmarks = landmarks
+        self.eigen_solver = eigen_solver
+        self.random_state = random_state
+
+    # -- parameters ------------------------------------------------------------------------
+    def _check_params(self, n: int, d: int, itemsize: int) -> tuple[int, int]:
+        """Validate every parameter from metadata; returns ``(k, m)``. Computes nothing."""
+        check_choice(self.kernel, "kernel", KERNELS)
+        check_choice(self.approximation, "approximation", APPROXIMATIONS)
+        check_choice(self.landmarks, "landmarks", LANDMARKS)
+        check_choice(self.eigen_solver, "eigen_solver", EIGEN_SOLVERS)
+        check_scalar(self.gamma, "gamma", low=0, low_inclusive=False, allow_none=True)
+        check_scalar(self.degree, "degree", kind=numbers.Integral, low=1)
+        check_scalar(self.coef0, "coef0")
+        check_scalar(self.n_features, "n_features", kind=numbers.Integral, low=1)
+        if self.approximation == "rff" and self.kernel != "rbf":
+            raise ValueError(
+                f"approximation='rff' needs kernel='rbf' (random Fourier features exist for "
+                f"shift-invariant kernels); got kernel={self.kernel!r}. Use "
+                "approximation='nystroem' for it"
+            )
+        if self.approximation == "exact":
+            self._check_exact_size(n, d, itemsize)
+            if self.n_components is None:
+                raise TypeError("n_components must be an integer for kernel PCA; got None")
+            k = check_n_components(self.n_components, n, n)
+            if k >= n and self.eigen_solver != "randomized":
+                raise ValueError(
+                    f"n_components={k} must be below n_samples={n} for the Lanczos solver; "
+                    "use eigen_solver='randomized'"
+                )
+            return k, n
+        m = int(self.n_features)
+        if self.approximation == "nystroem" and m > n:
+            warnings.warn(
+                f"n_features={m} is larger than n_samples={n}; using {n} landmarks",
+                UserWarning, stacklevel=4,
+            )
+            m = n
+        if self.n_components is None:
+            raise TypeError("n_components must be an integer for kernel PCA; got None")
+        k = check_n_components(self.n_components, n, m, what="n_components")
+        return k, m
+
+    def _check_exact_size(self, n: int, d: int, itemsize: int) -> None:
+        if n > EXACT_MAX_SAMPLES:
+            raise ValueError(
+                f"approximation='exact' needs the {n} × {n} kernel matrix; it is limited to "
+                f"n_samples <= {EXACT_MAX_SAMPLES} (got {n}). Use approximation='nystroem' "
+                "(or 'rff' for the RBF kernel), which scale linearly in n"
+            )
+        if n * d * 8 > EXACT_MAX_TRAIN_BYTES:
+            raise ValueError(
+                f"approximation='exact' keeps the training data ({n} × {d}, "
+                f"{n * d * 8 / 2**20:.0f} MiB) in the model; the limit is "
+                f"{EXACT_MAX_TRAIN_BYTES // 2**20} MiB. Use approximation='nystroem'"
+            )
+        need = 8 * n * n
+        avail, where = _available_memory()
+        if need > EXACT_MEMORY_FRACTION * avail:
+            raise ValueError(
+                f"approximation='exact' needs the {n} × {n} kernel ({need / 2**30:.2f} GiB), "
+                f"more than {EXACT_MEMORY_FRACTION:.0%} of {where} ({avail / 2**30:.2f} GiB). "
+                "Use approximation='nystroem' or a larger cluster"
+            )
+
+    def _kparams(self) -> dict:
+        return {"kernel": self.kernel, "gamma": float(self.gamma_), "degree": int(self.degree),
+                "coef0": float(self.coef0)}
+
+    # -- fitting ---------------------------------------------------------------------------
+    def _fit(self, data: MatrixInput) -> None:
+        X = data.data
+        n, d = X.shape
+        k, m = self._check_params(n, d, X.dtype.itemsize)
+        self.gamma_ = float(1.0 / d if self.gamma is None else self.gamma)
+        self.n_samples_ = int(n)
+        self.n_features_in_ = int(d)
+        self.n_components_ = int(k)
+        seed = check_random_state_seed(self.random_state)
+        # independent streams for the sampling and for the solver
+        s_sample, s_solver = seed.spawn(2)
+        logger.info("KernelPCA: %d × %d, kernel=%s, approximation=%s, m=%d", n, d, self.kernel,
+                    self.approximation, m)
+        if self.approximation == "exact":
+            self._fit_exact(X, k, s_solver)
+            return
+        if self.approximation == "nystroem":
+            L = self._sample_landmarks(X, m, s_sample)
+            K_LL = kernel_block(L, L, **self._kparams())
+            N, _ = nystroem_normalization(K_LL, rtol=NYSTROEM_RTOL)
+            if N.shape[1] < k:
+                raise ValueError(
+                    f"only {N.shape[1]} of the {m} landmark directions are numerically "
+                    f"independent, fewer than n_components={k}; lower n_components, raise "
+                    "n_features or change gamma"
+                )
+            self.landmarks_ = L
+            self.normalization_ = N
+            width = N.shape[1]
+            Xs = X.rechunk({0: split_row_chunks(X.chunks[0], max(m, width))})
+            F = nystroem_map(Xs, L, N, **self._kparams())
+        else:
+            W, b = rff_weights(d, m, self.gamma_, s_sample)
+            self.random_weights_ = W
+            self.random_offset_ = b
+            Xs = X.rechunk({0: split_row_chunks(X.chunks[0], m)})
+            F = rff_map(Xs, W, b)
+        if Xs.numblocks[0] != X.numblocks[0]:
+            logger.info("KernelPCA: split %d row chunks into %d so feature blocks stay <= %d MiB",
+                        X.numblocks[0], Xs.numblocks[0], BLOCK_BYTES // 2**20)
+        with self._timed_pass("feature moments"):
+            (mom,) = dask.compute(moments_graph(F))
+        if mom["bad"]:
+            raise ValueError(
+                "X contains NaN or infinite values (their kernel features are not finite); "
+                "remove or impute them before kernel PCA"
+            )
+        m2 = mom["m2"]
+        evals, evecs = eigh_descending(m2, k)
+        self._set_spectrum(np.maximum(evals, 0.0), float(np.trace(m2)))
+        self.components_ = flip_signs(evecs.T)
+        self.mean_ = np.asarray(mom["mean"], dtype=np.float64)
+        self.n_kernel_features_ = int(m2.shape[0])
+
+    def _set_spectrum(self, evals: np.ndarray, total: float) -> None:
+        n = self.n_samples_
+        self.eigenvalues_ = np.asarray(evals, dtype=np.float64)
+        self.explained_variance_ = self.eigenvalues_ / max(n - 1, 1)
+        self.explained_variance_ratio_ = (
+            self.eigenvalues_ / total if total > 0 else np.zeros_like(self.eigenvalues_)
+        )
+
+    def _sample_landmarks(self, X, m: int, seed) -> np.ndarray:
+        """m landmark rows (or k-means++ centres) gathered from the chunks that hold them."""
+        n = X.shape[0]
+        rng = np.random.default_rng(seed)
+        if self.landmarks == "uniform":
+            idx = np.sort(rng.choice(n, size=m, replace=False))
+        else:
+            pool = min(n, max(KMEANS_POOL_FACTOR * m, KMEANS_MIN_POOL))
+            idx = np.sort(rng.choice(n, size=pool, replace=False))
+        with self._timed_pass("landmarks"):
+            (rows,) = dask.compute(gather_rows(X, idx))
+        rows = np.asarray(rows, dtype=np.float64)
+        if not np.isfinite(rows).all():
+            raise ValueError(
+                "X contains NaN or infinite values (found in the sampled landmark rows); "
+                "remove or impute them before kernel PCA"
+            )
+        if self.landmarks == "kmeans++":
+            rows = kmeans_plusplus_landmarks(rows, m, rng, n_iter=KMEANS_LLOYD_ITER)
+        return rows
+
+    def _fit_exact(self, X, k: int, seed) -> None:
+        n = X.shape[0]
+        with self._timed_pass("gather training data"):
+            (Xf,) = dask.compute(X)
+        Xf = np.ascontiguousarray(Xf, dtype=np.float64)
+        if not np.isfinite(Xf).all():
+            raise ValueError("X contains NaN or infinite values; remove or impute them")
+        import dask.array as da
+
+        Xd = da.from_array(Xf, chunks=(min(n, EXACT_BLOCK_ROWS), -1))
+        K = kernel_matrix(Xd, **self._kparams()).persist()
+        solver = "arpack" if self.eigen_solver == "auto" else self.eigen_solver
+        self._fit_eigen_solver = solver
+        w, U, col_mean, g, trace_c = centred_kernel_eigh(K, k, solver=solver, seed=seed)
+        del K
+        U = flip_signs(U.T).T
+        self._set_spectrum(w, trace_c)
+        self.X_fit_ = Xf
+        self.eigenvectors_ = U
+        self.K_fit_rows_ = col_mean
+        self.K_fit_all_ = float(g)
+
+    # -- transforms ------------------------------------------------------------------------
+    def _projection(self):
+        """(kind, arrays, P, offset) of the fitted model's ``transform``."""
+        if hasattr(self, "X_fit_"):
+            lam = self.eigenvalues_
+            inv = np.zeros_like(lam)
+            pos = lam > 0
+            inv[pos] = 1.0 / np.sqrt(lam[pos])
+            A = self.eigenvectors_ * inv[None, :]  # dual coefficients
+            offset = self.K_fit_rows_ @ A - self.K_fit_all_ * A.sum(axis=0)
+            return "exact", (self.X_fit_,), A, offset
+        V = self.components_.T
+        offset = self.mean_ @ V
+        if hasattr(self, "landmarks_"):
+            return "nystroem", (self.landmarks_,), self.normalization_ @ V, offset
+        return "rff", (self.random_weights_, self.random_offset_), V, offset
+
+    def transform(self, X):
+        """Kernel principal component scores of ``X`` (lazy for dask and xarray input).
+
+        New points are projected out of sample: their kernel values against the landmarks
+        (Nyström), their random features (RFF) or their kernel row against the training data
+        (exact, centred with the training kernel's means) — then centred and projected.
+
+        Returns
+        -------
+        scores : same kind as ``X`` of shape (n_samples, n_components)
+        """
+        data = self._transform_input(X)
+        kind, arrays, P, offset = self._projection()
+        Z = project_features(data.data, kind, arrays, P, offset, kparams=self._kparams())
+        return data.wrap_samples(Z)
