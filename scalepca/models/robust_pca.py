@@ -336,7 +336,9 @@ class RobustPCA(LinearDecompositionMixin):
         70 % of the cluster's memory.
     scratch : str or None
         Directory of the zarr scratch store when ``storage`` resolves to ``"zarr"`` and no
-        checkpoint is given. It must be visible to all workers (a shared file system).
+        checkpoint is given. It must be visible to all workers (a shared file system). The
+        final ``T`` stays there after ``fit`` because ``sparse_`` reads it lazily; delete the
+        store once the model is saved or no longer needed.
     random_state : int, Generator or None
         Seed of the random probe vectors (iteration ``k`` draws from the child ``k`` of the
         seed sequence, so a resumed run draws the same numbers as an uninterrupted one).
