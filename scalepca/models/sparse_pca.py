@@ -167,6 +167,10 @@ class SparsePCA(LinearDecompositionMixin):
     Memory per worker: one row chunk in float64 plus d × k statistics (and d × d partials in
     the covariance pass). The client holds d × d (covariance methods) or d × k arrays.
 
+    A component whose loadings all reach zero stays zero in ``"minibatch"``; ``"batch"`` with
+    the covariance gives such a component the leading direction of the residual as its code
+    at every iteration, so it comes back if the penalty allows.
+
     ``partial_fit`` (method ``"minibatch"``) updates the model from one chunk that the user
     streams, centring by a running mean; its ``explained_variance_`` is an estimate from the
     minibatch statistics seen so far.
@@ -533,9 +537,7 @@ class SparsePCA(LinearDecompositionMixin):
         state["A"] = beta * state["A"] + m * A_t
         state["B"] = beta * state["B"] + m * B_t
         state["W"] = beta * state["W"] + m
-        # estimate of the per-sample covariance of Z = Xc D_used, for partial_fit's variances
-        state["G"] = beta * state["G"] + st["G"]
-        state["D_G"] = D_used
+        state["D_G"] = D_used  # partial_fit's variance estimate needs the dictionary used
         D, _ = dictionary_bcd(D, state["A"] / state["W"], state["B"] / state["W"], alpha,
                               max_sweeps=ONLINE_SWEEPS)
         return D, cost
@@ -543,7 +545,7 @@ class SparsePCA(LinearDecompositionMixin):
     @staticmethod
     def _new_state(d: int, k: int) -> dict:
         return {"A": np.zeros((k, k)), "B": np.zeros((d, k)), "W": 0.0, "t": 0, "lam": None,
-                "G": np.zeros((k, k)), "D_G": None}
+                "D_G": None}
 
     def _fit_minibatch(self, X, mean, scale, D, seed) -> np.ndarray:
         d, k = D.shape
