@@ -136,14 +136,45 @@ def open_data(dcfg: dict, *, method: str | None = None):
             return arr
     kw = {}
     if dcfg.get("weights") is not None:
-        if "weights" not in inspect.signature(open_matrix).parameters:
-            raise UserError("'data.weights' needs scalepca.open_matrix(weights=...), which this "
-                            "version does not have")
-        kw["weights"] = dcfg["weights"]
+        kw["weights"] = feature_weights(dcfg["weights"], path, storage_options=so)
     return open_matrix(path, variable=dcfg.get("variable"), storage_options=so,
                        chunks={0: chunks} if isinstance(chunks, int) else None,
                        sample_dims=dcfg.get("sample_dims"),
                        feature_dims=dcfg.get("feature_dims"), **kw)
+
+
+WEIGHT_RULES = ("sqrt_coslat", "coslat")
+
+
+def feature_weights(rule: str, path: str, *, storage_options=None):
+    """Per-feature weights named by ``data.weights`` for the xarray store at ``path``.
+
+    ``sqrt_coslat``: √cos(latitude), the EOF-analysis weighting that makes each grid cell's
+    share of the covariance proportional to its area; ``coslat``: cos(latitude); any other
+    string: a variable of the same store, over (some of) the feature dimensions.
+    """
+    import numpy as np
+    import xarray as xr
+
+    from .io import open_zarr_node
+
+    node = open_zarr_node(path, storage_options=storage_options)
+    try:
+        ds = xr.open_zarr(node.store, consolidated=False)
+    except Exception as err:
+        raise UserError(f"'data.weights' needs an xarray (named-dimension) store at {path!r}: "
+                        f"{err}") from None
+    if rule in WEIGHT_RULES:
+        lat = next((ds[c] for c in ("lat", "latitude") if c in ds.coords), None)
+        if lat is None:
+            raise UserError(f"'data.weights' {rule!r} needs a 'lat' or 'latitude' coordinate; "
+                            f"the data have {', '.join(map(str, ds.coords)) or 'none'}")
+        w = np.cos(np.deg2rad(lat.astype("float64"))).clip(min=0.0)
+        return np.sqrt(w) if rule == "sqrt_coslat" else w
+    if rule not in ds.variables:
+        raise UserError(f"'data.weights' {rule!r} is neither one of {', '.join(WEIGHT_RULES)} nor "
+                        f"a variable of the store (it has {', '.join(map(str, ds.variables))})")
+    return ds[rule].load()
 
 
 def _shape(X):
@@ -226,8 +257,11 @@ def cmd_transform(args) -> int:
     model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
     # read the model and the data's metadata first: mistakes fail before a cluster starts
     est = load(model, storage_options=so)
+    kw = {}
+    if args.weights:
+        kw["weights"] = feature_weights(args.weights, data, storage_options=so)
     X = open_matrix(data, variable=args.variable, storage_options=so,
-                    sample_dims=args.sample_dims)
+                    sample_dims=args.sample_dims, **kw)
     scores = est.transform(X)
     if args.scheduler:
         ccfg = {"kind": "address", "address": args.scheduler}
@@ -260,7 +294,10 @@ def cmd_info(args) -> int:
               f"format version {attrs.get('format_version')}")
         print(f"  parameters: {json.dumps(attrs.get('params', {}))}")
         for k, v in sorted(attrs.get("scalars", {}).items()):
-            print(f"  {k}: {v}")
+            text = json.dumps(v, default=str)
+            if len(text) > 120:  # e.g. the coordinates of stacked feature dims
+                text = f"<{type(v).__name__} of {len(text):,} characters>"
+            print(f"  {k}: {text}")
     else:
         kind = attrs.get("format", "zarr group")
         print(f"{kind} {args.store}")
@@ -383,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, help="scores store to write")
     t.add_argument("--variable", help="array/variable inside DATA")
     t.add_argument("--sample-dims", nargs="+", help="sample dimensions of N-D xarray data")
+    t.add_argument("--weights", help="feature weights as at fit: sqrt_coslat, coslat or a "
+                   "variable name (see data.weights)")
     t.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
     t.add_argument("--scheduler", help="address of an existing dask scheduler")
     t.add_argument("--n-workers", type=int, help="workers of the embedded cluster")

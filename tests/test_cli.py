@@ -358,3 +358,67 @@ def test_workers_write_output_blocks(tmp_path, data_path, real_cluster):
     who = zarr.open_group(tmp_path / "w.zarr", mode="r")["who"][...]
     assert set(np.unique(who)) == {0.0, 1.0}
     assert isinstance(X, da.Array) and X.numblocks[0] == 6
+
+
+# -- gridded data with weights, and every shipped config end to end --------------------------------
+def test_run_gridded_with_weights(tmp_path, capsys):
+    grid = tmp_path / "grid.zarr"
+    cfg = _config(tmp_path, grid, model={"method": "pca", "n_components": 2},
+                  data={"variable": "sst", "sample_dims": ["time"], "weights": "sqrt_coslat",
+                        "generate": {"kind": "gridded", "n_samples": 120, "n_lat": 6,
+                                     "n_lon": 10, "chunk_rows": 40}},
+                  progress=False)
+    rc, out, err = _main(capsys, "run", cfg)
+    assert rc == EXIT_OK, err
+    ds = xr.open_zarr(grid, consolidated=False)
+    w = np.sqrt(np.cos(np.deg2rad(ds["lat"])))
+    ref = scalepca.PCA(2).fit(scalepca.open_matrix(str(grid), variable="sst",
+                                                   sample_dims="time", weights=w))
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    scores = xr.open_zarr(tmp_path / "out" / "scores.zarr", consolidated=False)["scores"]
+    assert scores.dims == ("time", "mode")
+    np.testing.assert_array_equal(scores["time"].values, ds["time"].values)
+    # a weight rule the store cannot satisfy is a one-line user error
+    rc, _, err = _main(capsys, "run", cfg, "--set", "data.weights=area")
+    assert rc == EXIT_USER_ERROR
+    assert "'data.weights' 'area' is neither one of sqrt_coslat, coslat" in err
+
+
+_SMALL = {
+    "quickstart": ["data.generate.n_samples=4000", "data.generate.chunk_rows=1000"],
+    "pca": ["data.generate.n_samples=4000", "data.generate.chunk_rows=1000"],
+    "ppca": ["data.generate.n_samples=4000", "data.generate.chunk_rows=1000",
+             "model.max_iter=20"],
+    "eof": ["data.generate.n_samples=200", "data.generate.n_lat=12", "data.generate.n_lon=24",
+            "data.generate.chunk_rows=50"],
+    "kernel_pca": ["data.generate.n_samples=3000", "data.generate.chunk_rows=1000",
+                   "model.n_features=200"],
+    "sparse_pca": ["data.generate.n_samples=4000", "data.generate.chunk_rows=1000",
+                   "model.params.max_iter=3"],
+    "robust_pca": ["data.generate.n_samples=300", "data.generate.n_features=300",
+                   "data.generate.chunk_rows=150", "data.chunks=[150,150]",
+                   "data.generate.rank=5", "model.rank_guess=5", "model.max_iter=30"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_SMALL))
+def test_shipped_local_configs_run(tmp_path, capsys, monkeypatch, name):
+    """Each local config runs end to end (shrunk with --set) and writes what it promises."""
+    path = Path(__file__).parents[1] / "configs" / f"{name}.yaml"
+    raw = yaml.safe_load(path.read_text())
+    from scalepca.config import METHODS
+
+    module = METHODS[raw["model"]["method"]].split(":")[0]
+    pytest.importorskip(module)
+    monkeypatch.chdir(tmp_path)  # the configs' relative data/ and out/ paths land here
+    sets = [f"--set={s}" for s in _SMALL[name]] + [
+        "--set=cluster.processes=false", "--set=cluster.n_workers=1", "--no-progress"]
+    rc, out, err = _main(capsys, "run", path, *sets)
+    assert rc == EXIT_OK, err
+    store = tmp_path / raw["output"]["store"]
+    assert scalepca.load(store / "model.zarr") is not None
+    for part in ("scores", "reconstruction", "low_rank", "sparse"):
+        default = part == "scores"
+        assert (store / f"{part}.zarr").exists() == raw["output"].get(part, default), part
