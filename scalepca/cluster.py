@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import shutil
 import sys
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,14 @@ _EXTRAS = {
     "htcondor": ("dask_jobqueue", "hpc"),
     "kubernetes": ("dask_kubernetes.operator", "kubernetes"),
     "gateway": ("dask_gateway", "gateway"),
+}
+#: the command each batch system submits jobs with (must be on PATH to scale)
+_SUBMIT_COMMANDS = {
+    "slurm": "sbatch",
+    "pbs": "qsub",
+    "sge": "qsub",
+    "lsf": "bsub",
+    "htcondor": "condor_submit",
 }
 _JOBQUEUE_CLASSES = {
     "slurm": "SLURMCluster",
@@ -235,6 +244,17 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
         client = _client_for(address=cfg["address"], security=_security(cfg["security"]),
                              timeout=cfg["timeout"])
     else:
+        submit = _SUBMIT_COMMANDS.get(kind)
+        if submit is not None:
+            _import_extra(kind)  # a missing package is reported before a missing command
+        if submit is not None and shutil.which(submit) is None:
+            from .config import ConfigError
+
+            raise ConfigError(
+                f"cluster kind {kind!r} submits worker jobs with {submit!r}, which is not on "
+                "this machine's PATH; run scalepca on a login node of the cluster "
+                "(`scalepca validate CONFIG --job-script` shows the job script)"
+            )
         cluster = make_cluster(cfg)
         try:
             _scale(cluster, cfg)

@@ -111,6 +111,13 @@ def test_missing_extra_names_it(monkeypatch, kind, module, extra):
         connect(kind=kind, **kw)
 
 
+def test_batch_kind_needs_its_submit_command(monkeypatch, tmp_path):
+    pytest.importorskip("dask_jobqueue")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    with pytest.raises(ConfigError, match="'sbatch', which is not on this machine's PATH"):
+        connect(kind="slurm", cores=2, memory="4GiB")
+
+
 def _script(cfg_cluster) -> str:
     cluster = make_cluster(cfg_cluster)
     try:
