@@ -415,3 +415,19 @@ def test_predict_rank():
     assert predict_rank(200, 200, 20000, n_min_dim=20000) == 400
     assert predict_rank(200, 200, 2000, n_min_dim=2000) == 300  # at most 5 % of min(n1, n2)
     assert predict_rank(50, 50, 60) == 60
+
+
+def test_rectangular_and_xarray_input():
+    import xarray as xr
+
+    rng = np.random.default_rng(0)
+    n1, n2, r = 400, 150, 6
+    L0 = rng.normal(0, n1**-0.5, (n1, r)) @ rng.normal(0, n2**-0.5, (r, n2)) * 3
+    S0 = np.where(rng.random((n1, n2)) < 0.05, rng.choice([-1.0, 1.0], (n1, n2)), 0.0)
+    Xd = xr.DataArray(L0 + S0, dims=("time", "space")).chunk({"time": 100})
+    est = scalepca.RobustPCA(random_state=0).fit(Xd)
+    assert est.lam_ == pytest.approx(1 / np.sqrt(n1))
+    assert est.rank_ == r and est.nnz_ == np.count_nonzero(S0)
+    assert rel(est.low_rank_.compute(), L0) < 1e-5
+    Z = est.transform(Xd)
+    assert isinstance(Z, xr.DataArray) and Z.dims == ("time", "mode") and Z.shape == (n1, r)
