@@ -118,7 +118,7 @@ def _unknown_chunks(case, tmp):
 
 def _split_features(case, tmp):
     X = case.X()
-    return counted_dask(X, (50, 5))
+    return counted_dask(X, (40, 30) if case.two_d_blocks else (50, 5))
 
 
 def _transform_mismatch(case, est, tmp):

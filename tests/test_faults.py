@@ -40,7 +40,7 @@ from ._reliability import (
 pytestmark = pytest.mark.distributed
 
 #: the default suite kills a worker under these; the rest run with -m slow
-FAST = {"PCA", "PPCA"}
+FAST = {"PCA"}
 
 
 def _warm(client):

@@ -1,0 +1,282 @@
+"""Outputs interrupted mid-write (the writing process SIGKILLed) are never read back as
+complete, a previous complete output survives, and the next run overwrites cleanly.
+
+Three writers, each in a subprocess killed once some of its blocks are on disk:
+
+* ``scalepca.cli.write_outputs`` (what ``scalepca run`` calls) writing a model and scores to a
+  local directory — the atomic path: temporary sibling, rename;
+* the same to an fsspec URL (``local://`` — the code path of ``s3://`` and other object
+  stores, where the store is written in place with ``complete: false`` until the end);
+* ``scalepca make-data`` to an fsspec URL (in place).
+
+Model stores interrupted mid-save are covered in ``test_store.py``; RobustPCA checkpoints
+killed mid-fit in ``test_robust_pca.py`` and ``test_faults.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+import scalepca
+
+from ._reliability import REPO, low_rank
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+       "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+FSSPEC_OPTIONS = {"auto_mkdir": True}  # local:// does not create parent directories itself
+
+_WRITE_OUTPUTS = textwrap.dedent(
+    """
+    import json, sys
+    import dask, dask.array as da
+    import scalepca
+    from scalepca.cli import write_outputs
+    from tests._reliability import slowed
+
+    data, out, delay, so = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
+    X = da.from_zarr(data)
+    est = scalepca.PCA(3, svd_solver="covariance_eigh").fit(X)
+    with dask.config.set(scheduler="synchronous"):  # one block at a time: a steady write
+        write_outputs(est, slowed(X, delay), {"store": out, "storage_options": so or None,
+                      "model": True, "scores": True, "reconstruction": False,
+                      "low_rank": False, "sparse": False})
+    print("finished", flush=True)
+    """
+)
+
+
+def _data_store(tmp: Path) -> tuple[str, np.ndarray]:
+    X = low_rank(0, n=800, d=12)
+    path = tmp / "data.zarr"
+    z = zarr.create_array(str(path), shape=X.shape, chunks=(20, 12), dtype="f8")
+    z[...] = X
+    return str(path), X
+
+
+def _chunk_files(root: Path, array: str) -> int:
+    base = root / array / "c"
+    return sum(len(files) for _, _, files in os.walk(base)) if base.is_dir() else 0
+
+
+def _run_and_kill(args, ready, *, timeout=180.0):
+    """Start ``args``; SIGKILL it as soon as ``ready()`` is true. Returns ``ready()``'s value."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+                            cwd=str(REPO))
+    try:
+        deadline = time.monotonic() + timeout
+        hit = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            hit = ready()
+            if hit:
+                break
+            time.sleep(0.02)
+        if not hit:
+            out, err = proc.communicate(timeout=60)
+            raise AssertionError(f"the write never got under way: {out!r} {err[-2000:]!r}")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert b"finished" not in proc.stdout.read()
+    return hit
+
+
+def _write_outputs(data, out, delay=0.0, so=None, *, kill_when=None):
+    import json
+
+    args = [sys.executable, "-c", _WRITE_OUTPUTS, data, out, str(delay), json.dumps(so or {})]
+    if kill_when is None:
+        res = subprocess.run(args, capture_output=True, env=ENV, cwd=str(REPO), timeout=300)
+        assert res.returncode == 0 and b"finished" in res.stdout, res.stderr[-3000:]
+        return None
+    return _run_and_kill(args, kill_when)
+
+
+def _expected_scores(data):
+    X = da.from_zarr(data)
+    est = scalepca.PCA(3, svd_solver="covariance_eigh").fit(X)
+    return est, np.asarray(est.transform(X.compute()))
+
+
+def _files(root: Path) -> dict:
+    """Relative path → bytes of every file under ``root`` (to prove nothing changed)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+# -- local (atomic rename) ------------------------------------------------------------------------
+def scenario_local(tmp: Path) -> dict:
+    """A first run killed mid-scores, a complete run, a run killed mid-overwrite, a clean rerun.
+    Returns the facts the tests and ``benchmarks/faults.py`` check."""
+    data, _ = _data_store(tmp)
+    out = tmp / "out"
+    args = [sys.executable, "-c", _WRITE_OUTPUTS, data, str(out), "0.1", "{}"]
+
+    seen = set()  # partial stores of earlier killed runs: not this run's write
+
+    def scores_under_way():
+        tmps = [p for p in out.iterdir() if p.name.startswith("scores.zarr.tmp-")
+                and p.name not in seen] if out.is_dir() else []
+        if tmps and _chunk_files(tmps[0], "scores") >= 3:
+            seen.add(tmps[0].name)
+            return tmps[0]
+        return None
+
+    facts = {"data": data, "out": out}
+    # run 1, killed: nothing may pass for the scores output
+    partial = _run_and_kill(args, scores_under_way)
+    facts["killed_chunks"] = _chunk_files(partial, "scores")
+    try:
+        scalepca.open_matrix(str(out / "scores.zarr"), variable="scores")
+        facts["first_readable"] = True
+    except FileNotFoundError:
+        facts["first_readable"] = False
+    # run 2 complete, run 3 killed while overwriting it
+    _write_outputs(data, str(out))
+    before = _files(out / "scores.zarr")
+    facts["overwrite_killed_at"] = _chunk_files(_run_and_kill(args, scores_under_way), "scores")
+    after = _files(out / "scores.zarr") if (out / "scores.zarr").exists() else {}
+    facts["previous_intact"] = after == before
+    facts["bytes_lost"] = sum(len(v) for k, v in before.items() if after.get(k) != v)
+    # run 4: the next run
+    _write_outputs(data, str(out))
+    facts["leftovers"] = sorted(p.name for p in out.iterdir()
+                                if ".tmp-" in p.name or ".old-" in p.name)
+    return facts
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    return scenario_local(tmp_path_factory.mktemp("local"))
+
+
+def test_killed_local_write_is_never_read_as_complete(local_run):
+    assert local_run["killed_chunks"] >= 3  # killed in the middle of writing the scores
+    assert not local_run["first_readable"], "a killed first write left a readable scores store"
+
+
+def test_killed_local_overwrite_keeps_previous_output(local_run):
+    assert local_run["overwrite_killed_at"] >= 3
+    assert local_run["previous_intact"], "the previous complete scores changed"
+    assert local_run["bytes_lost"] == 0
+
+
+def test_next_local_run_overwrites_cleanly(local_run):
+    out = local_run["out"]
+    est, expected = _expected_scores(local_run["data"])
+    got = scalepca.open_matrix(str(out / "scores.zarr"), variable="scores")
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12, atol=1e-12)
+    assert zarr.open_group(str(out / "scores.zarr")).attrs["complete"] is True
+    back = scalepca.load(str(out / "model.zarr"))
+    np.testing.assert_array_equal(back.components_, est.components_)
+
+
+def test_next_local_run_leaves_no_partial_directories(local_run):
+    assert local_run["leftovers"] == [], (
+        f"partial stores of the killed writes are still beside the output after the next "
+        f"run: {local_run['leftovers']}")
+
+
+# -- fsspec URL (in place, complete flag) ---------------------------------------------------------
+def scenario_url(tmp: Path) -> dict:
+    data, _ = _data_store(tmp)
+    out_dir = tmp / "remote"
+    url = f"local://{out_dir}"
+    _write_outputs(data, url, so=FSSPEC_OPTIONS)
+    before = _files(out_dir / "scores.zarr")
+
+    def scores_under_way():
+        return _chunk_files(out_dir / "scores.zarr", "scores") >= 3 and zarr.open_group(
+            str(out_dir / "scores.zarr"), mode="r").attrs.get("complete") is False
+
+    # the rewrite deletes the old store first: wait until the new one is being filled
+    _run_and_kill([sys.executable, "-c", _WRITE_OUTPUTS, data, url, "0.1",
+                   '{"auto_mkdir": true}'], scores_under_way)
+    after = _files(out_dir / "scores.zarr")
+    facts = {"flag": zarr.open_group(str(out_dir / "scores.zarr"), mode="r").attrs.get(
+        "complete"), "bytes_replaced": sum(len(v) for k, v in before.items()
+                                           if after.get(k) != v)}
+    try:
+        scalepca.open_matrix(f"{url}/scores.zarr", variable="scores",
+                             storage_options=FSSPEC_OPTIONS)
+        facts["partial_readable"] = True
+    except ValueError:
+        facts["partial_readable"] = False
+    facts["model_loads"] = True
+    try:
+        scalepca.load(f"{url}/model.zarr", storage_options=FSSPEC_OPTIONS)
+    except ValueError:
+        facts["model_loads"] = False
+    _write_outputs(data, url, so=FSSPEC_OPTIONS)
+    facts.update(url=url, out_dir=out_dir, data=data)
+    return facts
+
+
+@pytest.fixture(scope="module")
+def url_run(tmp_path_factory):
+    return scenario_url(tmp_path_factory.mktemp("url"))
+
+
+@pytest.mark.slow
+def test_killed_url_write_is_flagged_incomplete(url_run):
+    assert url_run["flag"] is False
+    assert url_run["model_loads"]  # the model was written completely before the scores
+
+
+@pytest.mark.slow
+def test_killed_url_write_is_never_read_as_complete(url_run):
+    assert not url_run["partial_readable"], (
+        "open_matrix read an interrupted in-place output (attribute complete: false) as data")
+
+
+@pytest.mark.slow
+def test_next_url_run_overwrites_cleanly(url_run):
+    est, expected = _expected_scores(url_run["data"])
+    got = scalepca.open_matrix(f"{url_run['url']}/scores.zarr", variable="scores",
+                               storage_options=FSSPEC_OPTIONS)
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12, atol=1e-12)
+    assert zarr.open_group(str(url_run["out_dir"] / "scores.zarr")).attrs["complete"] is True
+
+
+# -- make-data to a URL (in place) -----------------------------------------------------------------
+def scenario_make_data(tmp: Path) -> dict:
+    target = tmp / "gen.zarr"
+    url = f"local://{target}"
+    args = [sys.executable, "-m", "scalepca.cli", "make-data", url, "--n-samples", "400000",
+            "--n-features", "20", "--chunk-rows", "4000", "--seed", "0", "--no-progress",
+            "--storage-options", '{"auto_mkdir": true}']
+    _run_and_kill(args, lambda: sum(len(f) for _, _, f in os.walk(target)) >= 6)
+    facts = {}
+    try:
+        X = scalepca.open_matrix(url, storage_options=FSSPEC_OPTIONS)
+        facts["partial_readable"] = True
+        facts["shape"] = tuple(X.shape)
+    except (ValueError, FileNotFoundError):
+        facts["partial_readable"] = False
+    # what `scalepca run` does with a data.generate section: reuse the store if it exists
+    from scalepca.cli import generate_data
+
+    generate_data({"kind": "low_rank", "n_samples": 400000, "n_features": 20,
+                   "chunk_rows": 4000, "seed": 0}, url, storage_options=FSSPEC_OPTIONS)
+    files = sum(len(f) for _, _, f in os.walk(target))
+    facts["regenerated"] = files >= 100  # 100 row blocks + metadata when complete
+    return facts
+
+
+@pytest.mark.slow
+def test_killed_make_data_to_url_is_not_reused_as_complete(tmp_path):
+    facts = scenario_make_data(tmp_path)
+    assert not facts["partial_readable"], (
+        f"a make-data killed mid-write was opened as a complete dataset {facts.get('shape')}")
+    assert facts["regenerated"], "scalepca run reused a partially generated dataset"
