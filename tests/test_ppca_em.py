@@ -433,3 +433,16 @@ def test_em_on_a_local_cluster(rng):
         em = scalepca.PPCA(3, missing="em", tol=1e-10).fit(da.from_array(Xm, chunks=(100, 24)))
     np.testing.assert_allclose(em.W_, ref.W_, rtol=1e-9, atol=1e-12)
     assert em.n_iter_ == ref.n_iter_
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 12, 13])
+def test_batched_spd_inverse(rng, k):
+    from scalepca.linalg.em import _spd_inverse
+
+    B = rng.standard_normal((200, k, k))
+    M = B @ B.transpose(0, 2, 1) + 0.1 * np.eye(k)
+    Minv, logdet = _spd_inverse(M)
+    np.testing.assert_allclose(Minv, np.linalg.inv(M), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(logdet, np.linalg.slogdet(M)[1], rtol=1e-12)
+    with pytest.raises(np.linalg.LinAlgError):
+        _spd_inverse(-M)

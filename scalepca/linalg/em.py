@@ -16,11 +16,12 @@ appending a constant 1 to the latent vector, ``z̃ = [z; 1]``::
     μ_j ← μ_j + δ_j
     σ² = (1 / #observed) Σ_j (s_j − [w_j, δ_j] · b_j),   s_j = Σ_{n: j∈O_n} (x_nj − μ_j)²
 
-``A_j`` is kept as a shared part plus a per-feature part: a block without missing entries
-contributes one (k+1)² matrix (the same for every feature) and no d-sized stack; a block with
-missing entries adds, for each feature, its rows where that feature is observed (one product
-``maskᵀ G`` of the 0/1 mask with the rows' (k+1)² moments). Everything a block returns is
-small (d × (k+1)² at most).
+``A_j`` is kept as ``A − A_miss,j``: the sum over all rows minus the sum over the rows where
+``j`` is missing, so a block without missing entries contributes one (k+1)² matrix and no
+d-sized stack, and the per-row ``M_n = WᵀW + σ²I − Σ_{j missing} w_j w_jᵀ`` and ``A_miss``
+come from sparse products with the missing-entry pattern, at a cost proportional to the number
+of missing entries rather than m × d. Everything a block returns is small (d × (k+1)² at
+most).
 
 The observed-data log-likelihood of row ``n`` at the current parameters comes from the same
 factors (determinant lemma and Woodbury)::
@@ -180,37 +181,105 @@ def _finalize_observed(p: dict) -> dict:
 
 
 # -- posterior of each row --------------------------------------------------------------------
+def _missing_pattern(obs: np.ndarray):
+    """The missing entries of a block as a sparse 0/1 matrix (rows × features, CSR).
+
+    Products with it cost in proportion to the number of missing entries, not m × d.
+    """
+    from scipy import sparse
+
+    m, d = obs.shape
+    rows, cols = np.nonzero(~obs)  # row-major order, as CSR wants
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
+    return sparse.csr_matrix((np.ones(rows.size), cols, indptr), shape=(m, d)), rows, cols
+
+
+#: up to this latent dimension the per-row k × k inverses are computed entry by entry,
+#: vectorised over the rows (~k³/2 array operations); above it by batched LAPACK calls
+VECTORISED_MAX_K = 12
+
+
+def _spd_inverse(M: np.ndarray):
+    """Inverse and log-determinant of a stack of small SPD matrices (m, k, k).
+
+    For small k a Cholesky factorisation written entry by entry, each operation vectorised
+    over the m rows: a handful of passes over m-vectors instead of m LAPACK calls (whose
+    per-call overhead dominates for k ≤ 10). Raises ``LinAlgError`` if a matrix is not
+    positive definite.
+    """
+    m, k, _ = M.shape
+    if k > VECTORISED_MAX_K or m == 0:
+        L = np.linalg.cholesky(M)
+        logdet = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
+        return np.linalg.inv(M), logdet
+    A = [[np.ascontiguousarray(M[:, i, j]) for j in range(k)] for i in range(k)]
+    L = [[None] * k for _ in range(k)]
+    for j in range(k):
+        t = A[j][j].copy()
+        for l in range(j):
+            t -= L[j][l] * L[j][l]
+        if not np.all(t > 0):
+            raise np.linalg.LinAlgError("posterior precision matrix is not positive definite")
+        L[j][j] = np.sqrt(t)
+        inv = 1.0 / L[j][j]
+        for i in range(j + 1, k):
+            t = A[i][j].copy()
+            for l in range(j):
+                t -= L[i][l] * L[j][l]
+            L[i][j] = t * inv
+    logdet = 2.0 * sum(np.log(L[j][j]) for j in range(k))
+    Li = [[None] * k for _ in range(k)]  # L⁻¹, lower triangular
+    for i in range(k):
+        Li[i][i] = 1.0 / L[i][i]
+        for j in range(i):
+            t = L[i][j] * Li[j][j]
+            for l in range(j + 1, i):
+                t += L[i][l] * Li[l][j]
+            Li[i][j] = -t * Li[i][i]
+    out = np.empty((m, k, k))
+    for i in range(k):  # M⁻¹ = L⁻ᵀ L⁻¹
+        for j in range(i + 1):
+            t = Li[i][i] * Li[i][j]
+            for l in range(i + 1, k):
+                t += Li[l][i] * Li[l][j]
+            out[:, i, j] = t
+            out[:, j, i] = t
+    return out, logdet
+
+
 def _posterior(x, mean, W, sigma2):
     """Per-row posterior factors of a block; shared ``M`` when no entry is missing."""
     x = np.asarray(x, dtype=np.float64)
     obs = np.isfinite(x)
     full = bool(obs.all())
-    xc = x - mean if full else np.where(obs, x - mean, 0.0)
+    xc = x - mean
     k = W.shape[1]
-    XW = xc @ W  # W_Oᵀ (x_O − μ_O) per row: missing entries are zero in xc
     eye = np.eye(k)
+    extra = {}
     if full:
+        XW = xc @ W
         M = W.T @ W + sigma2 * eye
         Minv = np.linalg.inv(M)
         Minv = 0.5 * (Minv + Minv.T)
         Ez = XW @ Minv
         logdet = np.linalg.slogdet(M)[1]
         dobs = np.full(x.shape[0], x.shape[1], dtype=np.float64)
-        obs = None
     else:
-        d = x.shape[1]
+        m, d = x.shape
+        miss, rows, cols = _missing_pattern(obs)
+        xc[rows, cols] = 0.0
+        XW = xc @ W  # W_Oᵀ (x_O − μ_O) per row: missing entries are zero in xc
+        # M_n = Wᵀ W + σ² I − Σ_{j missing in row n} w_j w_jᵀ
         WW = (W[:, :, None] * W[:, None, :]).reshape(d, k * k)
-        mobs = obs.astype(np.float64)
-        M = (mobs @ WW).reshape(-1, k, k) + sigma2 * eye
-        L = np.linalg.cholesky(M)
-        logdet = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
-        Minv = np.linalg.inv(M)
+        M = (W.T @ W + sigma2 * eye)[None, :, :] - (miss @ WW).reshape(m, k, k)
+        Minv, logdet = _spd_inverse(M)
         Ez = np.matmul(Minv, XW[:, :, None])[:, :, 0]
-        dobs = mobs.sum(axis=1)
-        p = {"mobs": mobs}
+        dobs = d - np.diff(miss.indptr).astype(np.float64)
+        extra = {"miss": miss, "miss_cols": cols}
     sq = xc * xc
     return {"xc": xc, "sq": sq, "XW": XW, "Ez": Ez, "Minv": Minv, "logdet": logdet,
-            "dobs": dobs, "obs": obs, "full": full, **({} if full else p)}
+            "dobs": dobs, "full": full, **extra}
 
 
 def _loglike_rows(p: dict, sigma2: float, k: int) -> np.ndarray:
@@ -253,11 +322,11 @@ def impute_block(x, mean, W, sigma2, keep=None):
 def estep_block(x, mean, W, sigma2) -> dict:
     """Sufficient statistics of one row block at ``(W, μ, σ²)`` plus its log-likelihood.
 
-    Returns ``{"n", "A", "Ashared", "Aobs", "B", "s", "nobs", "ll"}``: ``A`` ((k+1)²) sums
-    ``⟨z̃ z̃ᵀ⟩`` over all rows with data; the per-feature ``A_j`` is ``Ashared + Aobs[j]``,
-    where a block without missing entries adds to ``Ashared`` ((k+1)², shared by every
-    feature) and a block with missing entries to ``Aobs`` (d × (k+1)², its rows where ``j`` is
-    observed); ``B`` is d × (k+1); ``s`` and ``nobs`` have length d. Unused parts are ``None``.
+    Returns ``{"n", "A", "Amiss", "B", "s", "nobs", "ll"}``: ``A`` ((k+1)²) sums
+    ``⟨z̃ z̃ᵀ⟩`` over all rows with data; the per-feature ``A_j`` is ``A − Amiss[j]``, where
+    ``Amiss`` (d × (k+1)², ``None`` for a block without missing entries) sums over the rows
+    where feature ``j`` is missing — computed with a sparse product, at a cost proportional to
+    the number of missing entries; ``B`` is d × (k+1); ``s`` and ``nobs`` have length d.
     """
     k = W.shape[1]
     p = _posterior(x, mean, W, sigma2)
@@ -274,7 +343,7 @@ def estep_block(x, mean, W, sigma2) -> dict:
         A[:k, :k] = m * Sigma + Ez.T @ Ez
         A[:k, k] = A[k, :k] = ez
         A[k, k] = m
-        Ashared, Aobs = A, None
+        Amiss = None
         nobs = np.full(xc.shape[1], float(m))
         nrows = m
     else:
@@ -285,14 +354,14 @@ def estep_block(x, mean, W, sigma2) -> dict:
         G[:, k, :k] = Ez
         G[:, k, k] = 1.0
         G = G.reshape(m, -1)
-        Ashared = None
-        Aobs = p["mobs"].T @ G  # rows with nothing observed have a zero mask row
-        A = G[rows].sum(axis=0).reshape(k + 1, k + 1)
-        nobs = p["mobs"].sum(axis=0)
+        G[~rows] = 0.0  # a row with nothing observed carries no information
+        A = G.sum(axis=0).reshape(k + 1, k + 1)
+        Amiss = np.asarray(p["miss"].T @ G)  # per feature: its rows where it is missing
+        nobs = m - np.bincount(p["miss_cols"], minlength=xc.shape[1]).astype(np.float64)
         nrows = int(rows.sum())
         Zt[~rows, k] = 0.0
     B = xc.T @ Zt
-    return {"n": nrows, "A": A, "Ashared": Ashared, "Aobs": Aobs, "B": B,
+    return {"n": nrows, "A": A, "Amiss": Amiss, "B": B,
             "s": p["sq"].sum(axis=0), "nobs": nobs, "ll": ll}
 
 
@@ -334,12 +403,10 @@ def mstep(stats: dict, mean: np.ndarray, k: int, *, min_sigma2: float = 0.0,
     """
     A, B = stats["A"], stats["B"]
     d = B.shape[0]
-    if stats["Aobs"] is None:
-        Wt = np.linalg.solve(stats["Ashared"], B.T).T  # A symmetric: B A⁻¹
+    if stats["Amiss"] is None:
+        Wt = np.linalg.solve(A, B.T).T  # A symmetric: B A⁻¹
     else:
-        Aj = stats["Aobs"].reshape(d, k + 1, k + 1)
-        if stats["Ashared"] is not None:
-            Aj = Aj + stats["Ashared"]
+        Aj = A[None, :, :] - stats["Amiss"].reshape(d, k + 1, k + 1)
         Wt = np.linalg.solve(Aj, B[:, :, None])[:, :, 0]
     W = Wt[:, :k].copy()
     new_mean = mean + Wt[:, k]
