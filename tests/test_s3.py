@@ -160,6 +160,7 @@ def test_make_data_to_s3(s3, capsys):
     assert A.shape == (500, 2) and A.chunks[0] == (100,) * 5
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_worker_processes_read_and_write_s3(s3, remote_data):
     """Worker processes (not threads of this process) read the input and write the scores."""

@@ -55,6 +55,8 @@ def _estimator(cls):
         kw["random_state"] = 0
     if "max_iter" in sig:
         kw["max_iter"] = 30
+    if "landmarks" in sig:
+        kw["n_features"] = 100  # kernel PCA: fewer landmarks than samples
     if "alpha" in sig:
         kw["alpha"] = 0.1  # sparse PCA: small enough that no component is all zero
     return cls(**kw)

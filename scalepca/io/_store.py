@@ -142,6 +142,12 @@ def save_estimator(est, store, *, storage_options=None) -> None:
                 "scalars": scalars,
                 "arrays": sorted(arrays),
                 "lazy_arrays": sorted(lazy),
+                # memory order changes BLAS summation order: keep it, so a loaded model's
+                # transform is bitwise the fitted one's
+                "fortran_order": sorted(
+                    n for n, v in arrays.items()
+                    if v.ndim > 1 and v.flags.f_contiguous and not v.flags.c_contiguous
+                ),
             }
         )
         for name, value in arrays.items():
@@ -215,8 +221,10 @@ def load(store, *, storage_options=None):
     cls = getattr(importlib.import_module(module), qualname)
     est = cls(**attrs["params"])
     state = dict(attrs["scalars"])
+    fortran = set(attrs.get("fortran_order", ()))
     for name in attrs["arrays"]:
-        state[name] = group[name][...]
+        value = group[name][...]
+        state[name] = np.asfortranarray(value) if name in fortran else value
     for name in attrs["lazy_arrays"]:
         state[name] = da.from_zarr(group[name])
     est._restore_state(state)
