@@ -208,3 +208,60 @@ def test_progress_without_cluster_uses_dask_callback(rng):
         scalepca.PCA(2).fit(X)
     assert "Completed" in out.getvalue()
     assert np.isfinite(scalepca.PCA(2).fit(X).explained_variance_).all()
+
+
+class _FakeCluster:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.calls = []
+
+    def scale(self, *args, **kwargs):
+        self.calls.append(("scale", args, kwargs))
+
+    def adapt(self, **kwargs):
+        self.calls.append(("adapt", (), kwargs))
+
+
+def test_cloud_kinds_wiring(monkeypatch):
+    """dask-kubernetes and dask-gateway get the configured settings (packages faked here)."""
+    import types
+
+    from scalepca.cluster import _scale
+
+    kube = types.ModuleType("dask_kubernetes.operator")
+    kube.KubeCluster = _FakeCluster
+    monkeypatch.setitem(sys.modules, "dask_kubernetes", types.ModuleType("dask_kubernetes"))
+    monkeypatch.setitem(sys.modules, "dask_kubernetes.operator", kube)
+    cfg = {"kind": "kubernetes", "name": "pca", "image": "ghcr.io/x/scalepca:1", "n_workers": 4,
+           "resources": {"limits": {"memory": "8Gi"}}}
+    cluster = make_cluster(cfg)
+    assert cluster.kwargs == {"n_workers": 4, "name": "pca", "image": "ghcr.io/x/scalepca:1",
+                              "resources": {"limits": {"memory": "8Gi"}}}
+    adaptive = make_cluster({**cfg, "adaptive": {"minimum": 1, "maximum": 6}})
+    assert adaptive.kwargs["n_workers"] == 0
+    _scale(adaptive, {"kind": "kubernetes", "adaptive": {"minimum": 1, "maximum": 6}})
+    assert adaptive.calls == [("adapt", (), {"minimum": 1, "maximum": 6})]
+
+    made = {}
+
+    class Gateway:
+        def __init__(self, **kwargs):
+            made["gateway"] = kwargs
+
+        def cluster_options(self):
+            return {}
+
+        def new_cluster(self, options):
+            made["options"] = options
+            return _FakeCluster()
+
+    gw = types.ModuleType("dask_gateway")
+    gw.Gateway = Gateway
+    monkeypatch.setitem(sys.modules, "dask_gateway", gw)
+    gcfg = {"kind": "gateway", "address": "https://gw.example", "auth": "jupyterhub",
+            "cluster_options": {"worker_memory": 8}, "n_workers": 3}
+    cluster = make_cluster(gcfg)
+    assert made == {"gateway": {"address": "https://gw.example", "proxy_address": None,
+                                "auth": "jupyterhub"}, "options": {"worker_memory": 8}}
+    _scale(cluster, {"kind": "gateway", "n_workers": 3, "adaptive": None})
+    assert cluster.calls == [("scale", (3,), {})]
