@@ -39,7 +39,7 @@ METHODS = ("minibatch", "batch", "elasticnet")
 INITS = ("pca", "random")
 #: minibatch statistics are computed with the dictionary of this many updates ago, so the next
 #: minibatch can be read while the current one is being used (deterministic, any worker count)
-PIPELINE_LAG = 2
+PIPELINE_LAG = 3
 #: up to this many features the penalty form of "elasticnet" follows the LARS-EN path exactly;
 #: above, coordinate descent (warm-started) is used
 LARS_MAX_FEATURES = 1000
@@ -160,7 +160,7 @@ class SparsePCA(LinearDecompositionMixin):
       passes for ``init="pca"``, then ``n_iter_ + 1`` (the statistics of every dictionary).
     * ``"minibatch"``: 1 before the epochs (mean, and the covariance for ``init="pca"`` when
       ``n_features`` ≤ 4096), 1 per epoch, 1 at the end for the exact objective and variances.
-      Minibatch statistics are computed with the dictionary of ``PIPELINE_LAG`` (2) updates
+      Minibatch statistics are computed with the dictionary of ``PIPELINE_LAG`` (3) updates
       before, so the next minibatch is read while the current one is used. Epochs compute
       in the data's precision (float32 products for float32 data); the final pass is float64.
 
