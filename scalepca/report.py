@@ -119,7 +119,9 @@ def _figures(est, *, method: str | None, X=None, scores_store=None, storage_opti
         yield "scree", "Explained variance per component and cumulative.", \
             lambda: plot.scree(est).figure
     comps = getattr(est, "components_", None)
-    if comps is not None and np.ndim(comps) == 2 and name != "RobustPCA":
+    # RobustPCA's components are drawn as M/L/S blocks below; KernelPCA's live in the kernel
+    # feature space (one value per landmark / random feature), not over the input features
+    if comps is not None and np.ndim(comps) == 2 and name not in ("RobustPCA", "KernelPCA"):
         k = min(6, comps.shape[0])
         if getattr(est, "_feature_template", None) is not None:
             yield "components", f"The first {k} components over the original feature " \

@@ -151,3 +151,12 @@ def test_report_is_opt_in_and_typed(tmp_path):
     assert validate_config(base)["output"]["report"] is False
     with pytest.raises(ConfigError, match="output.report"):
         validate_config({**base, "output": {"report": "yes"}})
+
+
+def test_kernel_pca_report_draws_no_feature_loadings(tmp_path):
+    # KernelPCA's components_ are over kernel features (landmarks), not the input features
+    X = np.random.default_rng(3).standard_normal((400, 3))
+    kp = scalepca.KernelPCA(3, gamma=0.5, n_features=50, random_state=0).fit(X)
+    page = Path(write_report(kp, tmp_path, method="kernel_pca")).read_text()
+    assert _images(page) == ["report/scree.png"]
+    assert "Not drawn" not in page
