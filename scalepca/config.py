@@ -10,7 +10,8 @@ A run config has five sections::
                beside ``method`` or under ``params`` (for a parameter itself named method)
     cluster:   ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |
                gateway) and the settings of that kind
-    output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse)
+    output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
+               ``report``: an HTML page with figures, see :mod:`scalepca.report`)
     progress:  true | false — a progress bar per pass over the data
 
 Unknown keys are rejected with a message naming them and the allowed keys; values of the
