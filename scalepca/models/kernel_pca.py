@@ -242,15 +242,16 @@ class KernelPCA(DecompositionMixin):
                 )
             return k, n
         m = int(self.n_features)
+        if self.n_components is None:
+            raise TypeError("n_components must be an integer for kernel PCA; got None")
+        k = check_n_components(self.n_components, n, m, what="n_components")
+        check_random_state_seed(self.random_state)
         if self.approximation == "nystroem" and m > n:
             warnings.warn(
                 f"n_features={m} is larger than n_samples={n}; using {n} landmarks",
                 UserWarning, stacklevel=4,
             )
             m = n
-        if self.n_components is None:
-            raise TypeError("n_components must be an integer for kernel PCA; got None")
-        k = check_n_components(self.n_components, n, m, what="n_components")
         return k, m
 
     def _check_exact_size(self, n: int, d: int, itemsize: int) -> None:
