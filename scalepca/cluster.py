@@ -28,6 +28,7 @@ import importlib
 import logging
 import shutil
 import sys
+import time
 
 logger = logging.getLogger(__name__)
 
@@ -270,6 +271,17 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
 
 
 # -- progress -------------------------------------------------------------------------------------
+def not_done(futures, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``futures``; True if some are still running."""
+    from distributed import wait
+
+    try:
+        wait(futures, timeout=timeout)
+    except TimeoutError:
+        return True
+    return False
+
+
 class _ProgressScheduler:
     """A dask scheduler callable that runs graphs on ``client`` and draws a progress bar.
 
@@ -278,23 +290,43 @@ class _ProgressScheduler:
     gathered. ``persist`` is handed to the client unchanged (data stay on the workers).
     """
 
-    def __init__(self, client, *, stream=None):
+    def __init__(self, client, *, stream=None, grace: float = 0.5):
         self.client = client
         self.stream = stream
+        self.grace = grace
         self.count = 0
+        self.quiet_after = 0.0
+
+    def settle(self) -> None:
+        """Wait until the scheduler has dropped the feeds of finished bars.
+
+        Closing the cluster while a feed sleeps makes the scheduler log a cancelled task.
+        """
+        delay = self.quiet_after - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
 
     def __call__(self, dsk, keys, **kwargs):
         from dask.core import flatten
+        from dask.utils import parse_timedelta
         from distributed import progress as dist_progress
         from distributed.utils import is_kernel
 
         packed = self.client.get(dsk, keys, sync=False, **kwargs)
         futures = [f for f in flatten([packed]) if hasattr(f, "key")]
         self.count += 1
+        stream = self.stream or sys.stdout
+        # the bar ends up to one redraw interval after the compute: short on a terminal,
+        # fewer frames into a log file (batch jobs)
+        interval = "100ms" if getattr(stream, "isatty", lambda: False)() else "250ms"
         try:
-            if futures:
-                with contextlib.redirect_stdout(self.stream or sys.stdout):
-                    dist_progress(futures, notebook=is_kernel(), complete=True)
+            # computes that finish within the grace period get no bar (and no overhead)
+            if futures and not_done(futures, self.grace):
+                with contextlib.redirect_stdout(stream):
+                    dist_progress(futures, notebook=is_kernel(), complete=True,
+                                  interval=interval)
+                # the scheduler's feed of this bar notices the closed comm at its next tick
+                self.quiet_after = time.monotonic() + 2 * parse_timedelta(interval)
             return self.client.gather(packed)
         finally:
             for f in futures:
@@ -321,14 +353,16 @@ def _pass_filter(stream, hide_below: int):
 
 
 @contextlib.contextmanager
-def progress(enabled: bool = True, *, client=None, stream=None):
+def progress(enabled: bool = True, *, client=None, stream=None, grace: float = 0.5):
     """Show a progress bar for every dask computation inside the block.
 
     With a ``distributed`` client (the default client, or ``client``) each ``compute`` —
     one pass over the data, one iteration, one write — gets distributed's text progress bar,
     followed by the estimator's timing line for that pass; without a client, dask's local
     ``ProgressBar`` callback is used. ``enabled=False`` makes this a no-op, so callers can
-    switch bars off with a flag. Library code never shows bars by itself.
+    switch bars off with a flag. Computations that finish within ``grace`` seconds get no
+    bar (so many short iterations are not slowed by drawing). Library code never shows bars
+    by itself.
     """
     if not enabled:
         yield None
@@ -356,9 +390,12 @@ def progress(enabled: bool = True, *, client=None, stream=None):
             with ProgressBar(out=stream or sys.stdout):
                 yield None
         else:
-            sched = _ProgressScheduler(client, stream=stream)
-            with dask.config.set(scheduler=sched):
-                yield sched
+            sched = _ProgressScheduler(client, stream=stream, grace=grace)
+            try:
+                with dask.config.set(scheduler=sched):
+                    yield sched
+            finally:
+                sched.settle()
     finally:
         pass_logger.removeFilter(filt)
         pass_logger.setLevel(old_level)
