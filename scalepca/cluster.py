@@ -353,7 +353,7 @@ def _pass_filter(stream, hide_below: int):
 
 
 @contextlib.contextmanager
-def progress(enabled: bool = True, *, client=None, stream=None, grace: float = 0.5):
+def progress(enabled: bool = True, *, client=None, stream=None, grace: float | None = None):
     """Show a progress bar for every dask computation inside the block.
 
     With a ``distributed`` client (the default client, or ``client``) each ``compute`` —
@@ -361,13 +361,17 @@ def progress(enabled: bool = True, *, client=None, stream=None, grace: float = 0
     followed by the estimator's timing line for that pass; without a client, dask's local
     ``ProgressBar`` callback is used. ``enabled=False`` makes this a no-op, so callers can
     switch bars off with a flag. Computations that finish within ``grace`` seconds get no
-    bar (so many short iterations are not slowed by drawing). Library code never shows bars
-    by itself.
+    bar (so many short iterations are not slowed by drawing); the default is the dask config
+    value ``scalepca.progress.grace`` (0.5 s; environment variable
+    ``DASK_SCALEPCA__PROGRESS__GRACE``). Library code never shows bars by itself.
     """
     if not enabled:
         yield None
         return
     import dask
+
+    if grace is None:
+        grace = float(dask.config.get("scalepca.progress.grace", 0.5))
 
     if client is None:
         try:

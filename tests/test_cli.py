@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
 import xarray as xr
@@ -50,7 +51,8 @@ def _config(tmp_path, data_path, *, name="run.yaml", **sections) -> Path:
 
 
 def _main(capsys, *argv):
-    rc = main([str(a) for a in argv])
+    with dask.config.set({"scalepca.progress.grace": 0}):  # a bar even for quick computes
+        rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -310,7 +312,7 @@ def test_run_against_real_scheduler_equals_embedded(tmp_path, data_path, real_cl
     embedded = _config(tmp_path, data_path, name="embedded.yaml",
                        model={"method": "ppca", "n_components": 3},
                        output={"store": str(tmp_path / "embedded")})
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "DASK_SCALEPCA__PROGRESS__GRACE": "0"}
     t0 = time.perf_counter()
     r = subprocess.run([SCALEPCA, "run", str(remote), "--scheduler", real_cluster],
                        capture_output=True, text=True, timeout=300, env=env)

@@ -184,7 +184,7 @@ def test_progress_bar_per_pass(rng):
     X = da.from_array(rng.standard_normal((400, 6)), chunks=100)
     out = io.StringIO()
     with connect(n_workers=1, threads_per_worker=2, processes=False, quiet=True) as client:
-        with progress(stream=out):
+        with progress(stream=out, grace=0):
             scalepca.PCA(2, svd_solver="tsqr").fit(X)
             # persist keeps the blocks on the workers (no gathering through the bar)
             (Xp,) = dask.persist(X)
@@ -194,6 +194,11 @@ def test_progress_bar_per_pass(rng):
         text = out.getvalue()
         assert text.count("100% Completed") >= 2, text
         assert "pass 1 (moments)" in text and "pass 2 (tsqr)" in text
+        # computes shorter than the grace period draw no bar, only the pass line
+        short = io.StringIO()
+        with progress(stream=short, grace=60):
+            scalepca.PCA(2).fit(X)
+        assert "Completed" not in short.getvalue() and "pass 1" in short.getvalue()
         quiet = io.StringIO()
         with progress(False, stream=quiet):
             scalepca.PCA(2).fit(X)
