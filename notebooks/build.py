@@ -639,6 +639,7 @@ embedded-cluster result, shuts them down, and shows the SLURM config with the ba
 dask-jobqueue generates from it (no batch system needed to generate it).
 """),
     code(SETUP + """
+import atexit
 import socket
 import subprocess
 import sys
@@ -671,6 +672,8 @@ workers = [
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for i in range(2)
 ]
+# if a later cell fails, the kernel's exit still stops them
+atexit.register(lambda: [p.kill() for p in workers + [scheduler] if p.poll() is None])
 client = scalepca.connect(address=address, timeout="60s")
 client.wait_for_workers(2, timeout=120)
 print("workers:", sorted(w["name"] for w in client.scheduler_info()["workers"].values()))
