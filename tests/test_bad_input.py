@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -518,7 +519,6 @@ def markdown(results, cli_results) -> str:
         "|---|" + "---|" * len(names),
     ]
     by = {(r.key, c.name): (exp, obs, probs) for r, c, exp, obs, probs in results}
-    examples = {}
     for row in ROWS:
         cells_ = []
         for name in names:
@@ -533,15 +533,21 @@ def markdown(results, cli_results) -> str:
                 text = "handled"
             else:
                 text = f"`{type(obs.exc).__name__}`"
-                examples.setdefault(row.key, f"{type(obs.exc).__name__}: {obs.exc}")
                 if exp.max_computes:
                     text += f" ({obs.computes})"
             cells_.append(("✗ " if probs else "") + text)
         lines.append(f"| {row.what} | " + " | ".join(cells_) + " |")
-    lines += ["", "## Messages (first estimator raising)", ""]
+    lines += ["", "## Messages", ""]
     for row in ROWS:
-        if row.key in examples:
-            lines.append(f"- **{row.what}** — {examples[row.key]}")
+        seen = {}
+        for r, c, _, o, _ in results:
+            if r.key == row.key and o is not None and o.exc is not None:
+                text = re.sub(r"'/[^']*/([^/']+)'", r"'…/\1'", f"{type(o.exc).__name__}: {o.exc}")
+                seen.setdefault(text, []).append(c.name)
+        for text, names_ in seen.items():
+            who = "all" if len(names_) == len([c for c in ESTIMATORS
+                                               if not row.expected(c).na]) else ", ".join(names_)
+            lines.append(f"- **{row.what}** ({who}) — {text}")
     bad = [(r, c, p) for r, c, _, o, p in results if p and o is not None]
     lines += ["", "## Unclear or late errors", ""]
     lines += [f"- {r.what} × {c.name}: {'; '.join(p)}" for r, c, p in bad] or ["none"]
@@ -557,7 +563,7 @@ def markdown(results, cli_results) -> str:
         for m in CLI_METHODS.values():
             code, err, probs = byc[(row.key, m)]
             cells_.append(("✗ " if probs else "") + f"exit {code}")
-            msgs.setdefault(row.key, err)
+            msgs.setdefault(row.key, re.sub(r"'/[^']*/([^/']+)'", r"'…/\1'", err))
         lines.append(f"| {row.what} | " + " | ".join(cells_) + " |")
     lines += ["", "Messages (pca):", ""]
     lines += [f"- **{r.what}** — `{msgs[r.key]}`" for r in CLI_ROWS]

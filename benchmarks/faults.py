@@ -1,0 +1,409 @@
+"""Reliability figures (issue 8): faults injected and survived, bad inputs and unclear errors,
+interrupted writes and bytes lost, and fits under memory pressure.
+
+    flock /tmp/scalepca-bench.lock .venv/bin/python benchmarks/faults.py
+    python benchmarks/faults.py --skip-memory          # no memory-pressure runs
+    python benchmarks/faults.py --only memory
+
+Sections
+--------
+faults      For every estimator of ``tests/_reliability.ESTIMATORS``: a real ``dask scheduler``
+            + 3 ``dask worker`` processes (no nanny, 1 thread, 1 GiB) on loopback; an
+            undisturbed fit, then the same fit with slow reads during which one worker is
+            SIGKILLed while it holds results of the fit. Survived = the fit completed and
+            equals the undisturbed fit to the case's ``rtol_same``. Then the whole cluster is
+            SIGKILLed mid-fit (PCA, RobustPCA): survived = a clear error (the client says it
+            lost the scheduler) within 60 s; RobustPCA then resumes from its checkpoint on a
+            new cluster and must equal an uninterrupted fit.
+bad input   The table of ``tests/test_bad_input.py`` (input × estimator, and the CLI rows);
+            unclear = any cell whose exception type, message, compute count, leftovers or
+            fitted state misses the expectation. Writes docs/bad_input.md.
+writes      The scenarios of ``tests/test_interrupted_writes.py``: processes SIGKILLed while
+            writing outputs (local atomic path; fsspec URL in place; make-data to a URL).
+            Bytes lost = bytes of a previous complete output that changed; "read back as
+            complete" counts interrupted stores that ``open_matrix`` accepts.
+memory      LocalCluster(2 workers × ``--memory-limit``) fitting data several times larger
+            than a worker's limit (1 GB low-rank store; 512 MB robust-PCA matrix): peak worker
+            RSS and bytes spilled to disk per fit.
+
+Writes benchmarks/results/faults.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+from _common import local_cluster, peak_worker_memory, spilled_bytes, table, write_json  # noqa: E402, I001
+
+from tests._reliability import (  # noqa: E402
+    BY_NAME, ESTIMATORS, NotLanded, ProcessCluster, WorkerKiller, max_rel_diff, slowed, summary,
+)
+
+
+def _store(tmp: Path, case, rows):
+    import zarr
+
+    X = case.X()
+    path = tmp / f"{case.name}.zarr"
+    z = zarr.create_array(str(path), shape=X.shape, chunks=case.chunks(rows), dtype="f8",
+                          overwrite=True)
+    z[...] = X
+    return str(path)
+
+
+def _warm(client):
+    def imports():
+        import scalepca  # noqa: F401
+        import tests._reliability  # noqa: F401
+
+        return True
+
+    client.run(imports)
+
+
+# -- worker faults ---------------------------------------------------------------------------
+def run_faults(tmp: Path) -> list[dict]:
+    import dask.array as da
+
+    rows = []
+    with ProcessCluster(3, memory_limit="1GiB", workdir=tmp / "cluster") as c:
+        client = c.client(3)
+        _warm(client)
+        for case in ESTIMATORS:
+            row = {"fault": "worker SIGKILL mid-fit", "estimator": case.name}
+            try:
+                case.estimator_class()
+            except NotLanded as err:
+                rows.append({**row, "injected": 0, "survived": 0, "note": f"NOT LANDED: {err}"})
+                continue
+            while len(c.alive_workers()) < 3:
+                c.add_worker()
+            client.wait_for_workers(3, timeout=60)
+            time.sleep(0.5)
+            path = _store(tmp, case, 40 if case.two_d_blocks else 25)
+            X = da.from_zarr(path)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t0 = time.perf_counter()
+                ref = summary(case.make().fit(X))
+                t_ref = time.perf_counter() - t0
+                victim = c.alive_workers()[1]
+                t0 = time.perf_counter()
+                try:
+                    with WorkerKiller(c, client, victim, min_results=2,
+                                      after=1.0 if case.iterative else 0.0) as k:
+                        got = summary(case.make().fit(slowed(X, 0.02 if case.iterative
+                                                             else 0.1)))
+                    err = None
+                except Exception as e:  # a fit that did not survive
+                    got, err = None, e
+                t_fit = time.perf_counter() - t0
+            injected = int(k.killed_at is not None)
+            diff = max_rel_diff(ref, got) if got is not None else float("nan")
+            ok = got is not None and injected and diff <= case.rtol_same
+            rows.append({**row, "injected": injected, "survived": int(bool(ok)),
+                         "lost results": k.lost_keys, "killed at s": k.killed_at or float("nan"),
+                         "max rel diff": diff, "tolerance": case.rtol_same,
+                         "undisturbed s": t_ref, "with fault s": t_fit,
+                         "note": "" if err is None else f"{type(err).__name__}: {err}"})
+            print(table([rows[-1]], list(rows[-1])), flush=True)
+        client.close()
+    rows += run_cluster_loss(tmp)
+    return rows
+
+
+def run_cluster_loss(tmp: Path) -> list[dict]:
+    import dask.array as da
+    from distributed.client import FutureCancelledError
+
+    rows = []
+    case = BY_NAME["PCA"]
+    path = _store(tmp, case, 25)
+    with ProcessCluster(2, workdir=tmp / "gone") as c:
+        client = c.client(2)
+        _warm(client)
+        threading.Timer(0.8, c.kill_all).start()
+        t0 = time.monotonic()
+        try:
+            case.make().fit(slowed(da.from_zarr(path), 0.2))
+            outcome, clear = "completed?!", False
+        except FutureCancelledError as err:
+            outcome = str(err).replace("\n", " ")
+            clear = "lost the connection to the scheduler" in outcome
+        except Exception as err:
+            outcome, clear = f"{type(err).__name__}: {err}", False
+        client.close(timeout=5)
+    rows.append({"fault": "whole cluster SIGKILL", "estimator": "PCA", "injected": 1,
+                 "survived": int(clear), "error after s": time.monotonic() - t0,
+                 "note": outcome[:120]})
+    rows.append(run_resume(tmp))
+    for r in rows:
+        print(table([r], list(r)), flush=True)
+    return rows
+
+
+def run_resume(tmp: Path) -> dict:
+    import dask.array as da
+    from distributed.client import FutureCancelledError
+
+    case = BY_NAME["RobustPCA"]
+    row = {"fault": "whole cluster SIGKILL + resume", "estimator": case.name}
+    try:
+        case.estimator_class()
+    except NotLanded as err:
+        return {**row, "injected": 0, "survived": 0, "note": str(err)}
+    path = _store(tmp, case, 40)
+    ckpt = str(tmp / "ckpt.zarr")
+    params = {"checkpoint": ckpt, "checkpoint_every": 2, "storage": "zarr"}
+    err_text = ""
+    with ProcessCluster(2, workdir=tmp / "ra") as a:
+        client = a.client(2)
+        _warm(client)
+
+        def kill_after_commit():
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                if os.path.isdir(ckpt) and any(p.startswith("state_") and ".tmp-" not in p
+                                               for p in os.listdir(ckpt)):
+                    a.kill_all()
+                    return
+                time.sleep(0.05)
+
+        threading.Thread(target=kill_after_commit, daemon=True).start()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                case.make(**params).fit(slowed(da.from_zarr(path), 0.03))
+        except FutureCancelledError as err:
+            err_text = str(err)
+        client.close(timeout=5)
+    with ProcessCluster(2, workdir=tmp / "rb") as b:
+        client = b.client(2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            resumed = case.make(**params).fit(da.from_zarr(path))
+            t_res = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            fresh = case.make(**{**params, "checkpoint": str(tmp / "fresh.zarr")}).fit(
+                da.from_zarr(path))
+            t_fresh = time.perf_counter() - t0
+        client.close(timeout=5)
+    diff = max_rel_diff(summary(fresh), summary(resumed))
+    ok = ("lost the connection" in err_text and resumed.resumed_from_ > 0 and diff <= 1e-8)
+    return {**row, "injected": 1, "survived": int(ok), "resumed from it": resumed.resumed_from_,
+            "iterations": resumed.n_iter_, "max rel diff": diff, "resume s": t_res,
+            "fresh s": t_fresh}
+
+
+# -- bad input ---------------------------------------------------------------------------------
+def run_bad_input(tmp: Path, docs: Path) -> dict:
+    from tests.test_bad_input import markdown, observe_all, observe_cli
+
+    res = observe_all(tmp)
+    cli = observe_cli(tmp)
+    docs.parent.mkdir(parents=True, exist_ok=True)
+    docs.write_text(markdown(res, cli))
+    tried = [r for r in res if r[3] is not None]
+    unclear = [(r.key, c.name, p) for r, c, _, o, p in res if o is not None and p]
+    cli_unclear = [(r.key, m, p) for r, m, _, _, p in cli if p]
+    not_landed = sorted({c.name for r, c, _, o, p in res if o is None and p})
+    return {"tried": len(tried) + len(cli), "estimator cells": len(tried),
+            "cli cells": len(cli), "unclear": len(unclear) + len(cli_unclear),
+            "unclear cells": [f"{k} × {n}: {'; '.join(p)}" for k, n, p in
+                              unclear + cli_unclear],
+            "not landed": not_landed, "docs": str(docs)}
+
+
+# -- interrupted writes -------------------------------------------------------------------------
+def run_writes(tmp: Path) -> list[dict]:
+    from tests.test_interrupted_writes import scenario_local, scenario_make_data, scenario_url
+
+    rows = []
+    loc = scenario_local(tmp / "local")
+    rows.append({"writer": "write_outputs → local dir", "killed": 2,
+                 "read back as complete": int(loc["first_readable"]),
+                 "bytes lost": loc["bytes_lost"],
+                 "next run clean": int(not loc["leftovers"]),
+                 "note": f"left behind: {loc['leftovers']}" if loc["leftovers"] else ""})
+    url = scenario_url(tmp / "url")
+    rows.append({"writer": "write_outputs → fsspec URL (in place)", "killed": 1,
+                 "read back as complete": int(url["partial_readable"]),
+                 "bytes lost": url["bytes_replaced"], "next run clean": 1,
+                 "note": "in place: the old scores are deleted before the rewrite"})
+    gen = scenario_make_data(tmp / "gen")
+    rows.append({"writer": "make-data → fsspec URL (in place)", "killed": 1,
+                 "read back as complete": int(gen["partial_readable"]),
+                 "bytes lost": 0, "next run clean": int(gen["regenerated"]),
+                 "note": "" if gen["regenerated"] else "next run reuses the partial dataset"})
+    return rows
+
+
+# -- memory pressure --------------------------------------------------------------------------
+def _ensure_low_rank(path: Path, n: int, d: int, chunk_rows: int):
+    if path.exists():
+        return
+    from scalepca.datasets import make_low_rank_zarr
+
+    print(f"generating {n:,} × {d} at {path} ...", flush=True)
+    with local_cluster(memory_limit="2GiB"):
+        make_low_rank_zarr(str(path), n, d, rank=10, noise=1.0, chunk_rows=chunk_rows, seed=0)
+
+
+def _ensure_rpca(path: Path, n: int, block: int):
+    if path.exists():
+        return
+    from scalepca.datasets import make_low_rank_sparse, write_dataset
+
+    print(f"generating robust-PCA matrix {n:,} × {n:,} at {path} ...", flush=True)
+    with local_cluster(memory_limit="2GiB"):
+        write_dataset(make_low_rank_sparse(n, n, rank=10, chunk_rows=block, seed=0), str(path))
+
+
+def run_memory(data_dir: Path, memory_limit: str, tmp: Path) -> list[dict]:
+    import dask.array as da
+    from dask.utils import parse_bytes
+
+    import scalepca
+
+    lr = data_dir / "faults_lowrank_1000000x128.zarr"
+    rp = data_dir / "faults_rpca_8000x8000.zarr"
+    _ensure_low_rank(lr, 1_000_000, 128, 20_000)
+    _ensure_rpca(rp, 8000, 1000)
+    runs = [
+        ("PCA covariance_eigh", lr, lambda: scalepca.PCA(10, svd_solver="covariance_eigh")),
+        ("PCA randomized, persist=True", lr,
+         lambda: scalepca.PCA(10, svd_solver="randomized", n_power_iter=1, persist=True,
+                              random_state=0)),
+        ("PPCA EM (3 iterations), persist=True", lr,
+         lambda: scalepca.PPCA(10, solver="em", max_iter=3, persist=True, random_state=0)),
+        ("SparsePCA minibatch (1 epoch)", lr,
+         lambda: scalepca.SparsePCA(10, method="minibatch", max_iter=1, random_state=0)),
+        ("KernelPCA nystroem m=200", lr,
+         lambda: BY_NAME["KernelPCA"].make(n_components=10, n_features=200)),
+        ("RobustPCA zarr storage (3 iterations)", rp,
+         lambda: scalepca.RobustPCA(max_iter=3, storage="zarr", scratch=str(tmp / "scratch"),
+                                    random_state=0)),
+    ]
+    rows = []
+    for label, path, make in runs:
+        X = da.from_zarr(str(path))
+        row = {"fit": label, "data MB": X.nbytes / 1e6,
+               "limit/worker MB": parse_bytes(memory_limit) / 1e6}
+        try:
+            est = make()
+        except NotLanded as err:
+            rows.append({**row, "finished": 0, "note": str(err)})
+            continue
+        with local_cluster(n_workers=2, threads_per_worker=1, memory_limit=memory_limit,
+                           local_directory=str(tmp / "spill")) as client:
+            t0 = time.perf_counter()
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    est.fit(X)
+                ok, note = 1, ""
+            except Exception as err:
+                ok, note = 0, f"{type(err).__name__}: {str(err)[:100]}"
+                traceback.print_exc()
+            elapsed = time.perf_counter() - t0
+            peak = peak_worker_memory(client)["max"]
+            spilled = spilled_bytes(client)
+        rows.append({**row, "finished": ok, "seconds": elapsed, "peak worker MB": peak / 1e6,
+                     "spilled MB": spilled / 1e6, "note": note})
+        print(table([rows[-1]], list(rows[-1])), flush=True)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["faults", "bad_input", "writes", "memory"], nargs="+")
+    ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--memory-limit", default="400MiB", help="per worker, memory-pressure runs")
+    ap.add_argument("--data-dir", default="/work/bench-data")
+    ap.add_argument("--docs", default=str(REPO / "docs" / "bad_input.md"))
+    args = ap.parse_args(argv)
+    sections = set(args.only or ["faults", "bad_input", "writes", "memory"])
+    if args.skip_memory:
+        sections.discard("memory")
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="scalepca-faults-") as d:
+        tmp = Path(d)
+        if "faults" in sections:
+            (tmp / "f").mkdir()
+            out["faults"] = run_faults(tmp / "f")
+        if "bad_input" in sections:
+            (tmp / "b").mkdir()
+            out["bad_input"] = run_bad_input(tmp / "b", Path(args.docs))
+        if "writes" in sections:
+            (tmp / "w").mkdir()
+            out["writes"] = run_writes(tmp / "w")
+        if "memory" in sections:
+            (tmp / "m").mkdir()
+            out["memory"] = run_memory(Path(args.data_dir), args.memory_limit, tmp / "m")
+
+    # sections run separately (e.g. memory under the benchmark lock) are merged into one JSON
+    prev_path = HERE / "results" / "faults.json"
+    if prev_path.exists():
+        import json
+
+        prev = json.loads(prev_path.read_text())
+        out = {**{k: prev[k] for k in ("faults", "bad_input", "writes", "memory")
+                  if k in prev}, **out}
+    print("\n== reliability figures ==")
+    if "faults" in out:
+        cols = ["fault", "estimator", "injected", "survived", "max rel diff", "tolerance",
+                "lost results", "undisturbed s", "with fault s", "note"]
+        print(table(out["faults"], cols))
+    if "writes" in out:
+        print()
+        print(table(out["writes"], ["writer", "killed", "read back as complete", "bytes lost",
+                                    "next run clean", "note"]))
+    if "memory" in out:
+        print()
+        print(table(out["memory"], ["fit", "data MB", "limit/worker MB", "finished", "seconds",
+                                    "peak worker MB", "spilled MB", "note"]))
+    summary_ = {}
+    if "faults" in out:
+        summary_["faults injected"] = sum(r["injected"] for r in out["faults"])
+        summary_["fits survived"] = sum(r["survived"] for r in out["faults"])
+    if "bad_input" in out:
+        b = out["bad_input"]
+        summary_["bad inputs tried"] = b["tried"]
+        summary_["unclear errors found (target 0)"] = b["unclear"]
+    if "writes" in out:
+        summary_["writes interrupted"] = sum(r["killed"] for r in out["writes"])
+        summary_["read back as complete (target 0)"] = sum(r["read back as complete"]
+                                                           for r in out["writes"])
+        summary_["bytes lost (target 0)"] = sum(r["bytes lost"] for r in out["writes"])
+    if "memory" in out:
+        summary_["memory-pressure fits finished"] = (
+            f"{sum(r['finished'] for r in out['memory'])}/{len(out['memory'])}")
+    print()
+    for k, v in summary_.items():
+        print(f"{k:40s} {v}")
+    if "bad_input" in out:
+        for cell in out["bad_input"]["unclear cells"]:
+            print(f"  unclear: {cell}")
+        if out["bad_input"]["not landed"]:
+            print(f"  NOT LANDED: {out['bad_input']['not landed']}")
+    path = write_json("faults", {"summary": summary_, **out})
+    print(f"\nwritten: {path}")
+
+
+if __name__ == "__main__":
+    main()
