@@ -293,15 +293,19 @@ def real_cluster(tmp_path_factory):
         assert all(w["memory_limit"] == 2**30 for w in info.values())
         yield address
     finally:
-        # stop only the processes this fixture started: workers first, then the scheduler
-        for proc, log in reversed(procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log.close()
+        # stop only the processes this fixture started: the workers (together), then the
+        # scheduler
+        workers, scheduler = procs[1:], procs[:1]
+        for group in (workers, scheduler):
+            for proc, _ in group:
+                proc.terminate()
+            for proc, log in group:
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                log.close()
 
 
 @pytest.mark.distributed
