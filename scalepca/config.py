@@ -275,7 +275,8 @@ def _plain_types(annotation) -> tuple | None:
 def check_params(func, params: dict, where: str, *, skip=("self",)) -> dict:
     """Check keyword ``params`` against ``func``'s signature: names, and simple annotated types.
 
-    Returns the parameter names that are allowed. Values are only type-checked where the
+    Returns the parameter names that are allowed; integral floats given for ``int``
+    parameters are converted in place. Values are only type-checked where the
     signature says so unambiguously (``int``, ``float | None``, ``str`` ...), or, without an
     annotation, when the default is a bool or a string (a flag or a named choice).
     """
@@ -308,7 +309,8 @@ def check_params(func, params: dict, where: str, *, skip=("self",)) -> dict:
             if value is None:
                 continue
         if int in ts and float not in ts and isinstance(value, float) and value.is_integer():
-            continue  # 1e3 in YAML is a float
+            params[name] = int(value)  # 1e3 in YAML is a float
+            continue
         if not _type_ok(value, ts):
             raise ConfigError(f"'{where}.{name}' must be {_typename(ts)}; got {value!r}")
     return allowed

@@ -142,7 +142,10 @@ def test_model_params_may_nest_under_params():
 
 def test_integral_float_accepted_for_int():
     cfg = validate_config(_base(model={"method": "pca", "n_components": 3.0}))
-    assert cfg["model"]["params"]["n_components"] == 3.0
+    n = cfg["model"]["params"]["n_components"]
+    assert n == 3 and isinstance(n, int)
+    with pytest.raises(ConfigError, match="'model.n_components' must be an integer"):
+        validate_config(_base(model={"method": "pca", "n_components": 2.5}))
 
 
 def test_cluster_defaults_and_kinds():
