@@ -276,30 +276,43 @@ class KernelPCA(DecompositionMixin):
                 "Use approximation='nystroem' or a larger cluster"
             )
 
-    def _kparams(self) -> dict:
-        return {"kernel": self.kernel, "gamma": float(self.gamma_), "degree": int(self.degree),
-                "coef0": float(self.coef0)}
+    def _kparams(self, gamma: float | None = None) -> dict:
+        return {"kernel": self.kernel, "gamma": float(self.gamma_ if gamma is None else gamma),
+                "degree": int(self.degree), "coef0": float(self.coef0)}
 
     # -- fitting ---------------------------------------------------------------------------
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
         k, m = self._check_params(n, d, X.dtype.itemsize)
-        self.gamma_ = float(1.0 / d if self.gamma is None else self.gamma)
-        self.n_samples_ = int(n)
-        self.n_features_in_ = int(d)
-        self.n_components_ = int(k)
+        gamma = float(1.0 / d if self.gamma is None else self.gamma)
+        kparams = self._kparams(gamma)
         seed = check_random_state_seed(self.random_state)
         # independent streams for the sampling and for the solver
         s_sample, s_solver = seed.spawn(2)
         logger.info("KernelPCA: %d × %d, kernel=%s, approximation=%s, m=%d", n, d, self.kernel,
                     self.approximation, m)
+        # fitted attributes are set only once the fit has succeeded (a failed fit leaves the
+        # estimator unfitted)
         if self.approximation == "exact":
-            self._fit_exact(X, k, s_solver)
-            return
+            state = self._fit_exact(X, k, s_solver, kparams)
+        else:
+            state = self._fit_features(X, k, m, s_sample, kparams)
+        self.gamma_ = gamma
+        self.n_samples_ = int(n)
+        self.n_components_ = int(k)
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._set_spectrum(*self._spectrum)
+        del self._spectrum
+        self.n_features_in_ = int(d)
+
+    def _fit_features(self, X, k: int, m: int, seed, kparams: dict) -> dict:
+        """Nyström / RFF: feature map, one pass of moments, eigh of the m × m Gram."""
+        d = X.shape[1]
         if self.approximation == "nystroem":
-            L = self._sample_landmarks(X, m, s_sample)
-            K_LL = kernel_block(L, L, **self._kparams())
+            L = self._sample_landmarks(X, m, seed)
+            K_LL = kernel_block(L, L, **kparams)
             N, _ = nystroem_normalization(K_LL, rtol=NYSTROEM_RTOL)
             if N.shape[1] < k:
                 raise ValueError(
@@ -307,15 +320,12 @@ class KernelPCA(DecompositionMixin):
                     f"independent, fewer than n_components={k}; lower n_components, raise "
                     "n_features or change gamma"
                 )
-            self.landmarks_ = L
-            self.normalization_ = N
-            width = N.shape[1]
-            Xs = X.rechunk({0: split_row_chunks(X.chunks[0], max(m, width))})
-            F = nystroem_map(Xs, L, N, **self._kparams())
+            state = {"landmarks_": L, "normalization_": N}
+            Xs = X.rechunk({0: split_row_chunks(X.chunks[0], max(m, N.shape[1]))})
+            F = nystroem_map(Xs, L, N, **kparams)
         else:
-            W, b = rff_weights(d, m, self.gamma_, s_sample)
-            self.random_weights_ = W
-            self.random_offset_ = b
+            W, b = rff_weights(d, m, kparams["gamma"], seed)
+            state = {"random_weights_": W, "random_offset_": b}
             Xs = X.rechunk({0: split_row_chunks(X.chunks[0], m)})
             F = rff_map(Xs, W, b)
         if Xs.numblocks[0] != X.numblocks[0]:
@@ -330,10 +340,13 @@ class KernelPCA(DecompositionMixin):
             )
         m2 = mom["m2"]
         evals, evecs = eigh_descending(m2, k)
-        self._set_spectrum(np.maximum(evals, 0.0), float(np.trace(m2)))
-        self.components_ = flip_signs(evecs.T)
-        self.mean_ = np.asarray(mom["mean"], dtype=np.float64)
-        self.n_kernel_features_ = int(m2.shape[0])
+        self._spectrum = (np.maximum(evals, 0.0), float(np.trace(m2)))
+        state.update(
+            components_=flip_signs(evecs.T),
+            mean_=np.asarray(mom["mean"], dtype=np.float64),
+            n_kernel_features_=int(m2.shape[0]),
+        )
+        return state
 
     def _set_spectrum(self, evals: np.ndarray, total: float) -> None:
         n = self.n_samples_
@@ -364,7 +377,7 @@ class KernelPCA(DecompositionMixin):
             rows = kmeans_plusplus_landmarks(rows, m, rng, n_iter=KMEANS_LLOYD_ITER)
         return rows
 
-    def _fit_exact(self, X, k: int, seed) -> None:
+    def _fit_exact(self, X, k: int, seed, kparams: dict) -> dict:
         n = X.shape[0]
         with self._timed_pass("gather training data"):
             (Xf,) = dask.compute(X)
@@ -374,17 +387,14 @@ class KernelPCA(DecompositionMixin):
         import dask.array as da
 
         Xd = da.from_array(Xf, chunks=(min(n, EXACT_BLOCK_ROWS), -1))
-        K = kernel_matrix(Xd, **self._kparams()).persist()
+        K = kernel_matrix(Xd, **kparams).persist()
         solver = "arpack" if self.eigen_solver == "auto" else self.eigen_solver
         self._fit_eigen_solver = solver
         w, U, col_mean, g, trace_c = centred_kernel_eigh(K, k, solver=solver, seed=seed)
         del K
-        U = flip_signs(U.T).T
-        self._set_spectrum(w, trace_c)
-        self.X_fit_ = Xf
-        self.eigenvectors_ = U
-        self.K_fit_rows_ = col_mean
-        self.K_fit_all_ = float(g)
+        self._spectrum = (w, trace_c)
+        return {"X_fit_": Xf, "eigenvectors_": flip_signs(U.T).T, "K_fit_rows_": col_mean,
+                "K_fit_all_": float(g)}
 
     # -- transforms ------------------------------------------------------------------------
     def _projection(self):
