@@ -102,12 +102,15 @@ def _json_arg(text, what: str):
 
 def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False) -> str:
     """Write the synthetic dataset a ``data.generate`` section describes (if absent)."""
-    from .datasets import GENERATORS, write_dataset
+    from .datasets import GENERATORS, dataset_complete, write_dataset
 
     params = dict(gen)
     kind = params.pop("kind", "low_rank")
     if _store_exists(path, storage_options) and not overwrite:
-        return path
+        if dataset_complete(path, storage_options):
+            return path
+        print(f"scalepca: {path} is an interrupted write; generating it again", flush=True)
+        overwrite = True
     size = ", ".join(f"{k}={v}" for k, v in params.items())
     print(f"scalepca: generating {kind} dataset ({size}) at {path} ...", flush=True)
     data = GENERATORS[kind](**params)

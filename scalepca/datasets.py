@@ -438,14 +438,30 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None) 
 
     if _is_url(spath):
         import fsspec
+        import zarr
 
         fs, root = fsspec.core.url_to_fs(spath, **(storage_options or {}))
         if fs.exists(root):
-            if not overwrite:
+            if not overwrite and dataset_complete(spath, storage_options):
                 logger.info("dataset %s exists; not regenerating", spath)
                 return spath
             fs.rm(root, recursive=True)
-        _write(spath)
+        # no rename on object stores: the store is flagged incomplete until the last block
+        # is written, and readers (open_matrix) refuse it meanwhile
+        if isinstance(data, xr.Dataset):
+            ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
+            ds.attrs = {**ds.attrs, "complete": False}
+            ds.to_zarr(spath, mode="w", consolidated=False, storage_options=storage_options)
+        else:
+            arr = _regular(data)
+            store = zarr.storage.FsspecStore.from_url(spath, storage_options=storage_options,
+                                                      read_only=False)
+            z = zarr.create_array(store, shape=arr.shape, chunks=tuple(c[0] for c in arr.chunks),
+                                  dtype=arr.dtype, attributes={"complete": False})
+            arr.store(z, lock=False)
+        node = zarr.open(store=zarr.storage.FsspecStore.from_url(
+            spath, storage_options=storage_options, read_only=False), mode="r+")
+        node.attrs["complete"] = True
         return spath
     if spath.startswith("file://"):
         spath = spath[len("file://"):]
@@ -464,6 +480,17 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None) 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return str(target)
+
+
+def dataset_complete(path, storage_options=None) -> bool:
+    """False when the store at ``path`` carries ``complete: false`` (an interrupted write)."""
+    from .io import open_zarr_node
+
+    try:
+        node = open_zarr_node(path, storage_options=storage_options)
+    except FileNotFoundError:
+        return False
+    return node.attrs.get("complete", True) is not False
 
 
 def make_low_rank_zarr(path, n_samples: int, n_features: int, *, overwrite: bool = False,

@@ -179,3 +179,24 @@ def test_worker_processes_read_and_write_s3(s3, remote_data):
     got = scalepca.open_matrix(f"s3://{BUCKET}/proc/scores.zarr", variable="scores",
                                storage_options=opts).compute()
     np.testing.assert_allclose(got, scalepca.PCA(2).fit(X).transform(X), rtol=1e-9, atol=1e-9)
+
+
+def test_in_place_writes_are_flagged_until_complete(s3, capsys):
+    """Object stores have no rename: a dataset is flagged incomplete until its last block."""
+    from scalepca.cli import generate_data
+
+    opts, _ = s3
+    url = f"s3://{BUCKET}/flag/x.zarr"
+    gen = {"kind": "low_rank", "n_samples": 300, "n_features": 12, "rank": 2,
+           "chunk_rows": 100}
+    generate_data(gen, url, storage_options=opts)
+    store = zarr.storage.FsspecStore.from_url(url, storage_options=opts, read_only=False)
+    arr = zarr.open_array(store=store, mode="r+")
+    assert arr.attrs["complete"] is True
+    X = arr[...]
+    arr.attrs["complete"] = False  # as a killed writer leaves it
+    with pytest.raises(ValueError, match="incomplete: its write was interrupted"):
+        scalepca.open_matrix(url, storage_options=opts)
+    generate_data(gen, url, storage_options=opts)  # `scalepca run` regenerates it
+    assert "interrupted write; generating it again" in capsys.readouterr().out
+    np.testing.assert_array_equal(scalepca.open_matrix(url, storage_options=opts).compute(), X)

@@ -106,6 +106,11 @@ def open_matrix(
     """
     if isinstance(source, (str, os.PathLike)):
         node = open_zarr_node(source, storage_options=storage_options)
+        if node.attrs.get("complete") is False:  # scalepca writes flag in-place writes
+            raise ValueError(
+                f"{os.fspath(source)!r} is incomplete: its write was interrupted (attribute "
+                "complete: false); write it again"
+            )
         if isinstance(node, zarr.Group):
             arrays = sorted(name for name, _ in node.arrays())
             if _looks_like_xarray(node):

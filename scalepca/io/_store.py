@@ -18,6 +18,7 @@ import logging
 import numbers
 import os
 import shutil
+import socket
 import uuid
 from pathlib import Path
 
@@ -59,24 +60,47 @@ def _local_path(store) -> str | None:
 
 
 def _open_for_write(path: str, storage_options=None) -> zarr.Group:
+    """An empty group at ``path`` flagged ``complete: false``, replacing what is there.
+
+    When a group is being replaced, its flag is turned off first and its root metadata
+    deleted last, so a reader during the replacement never sees a store that claims to be
+    complete with parts missing.
+    """
     if _is_url(path):
         import fsspec
 
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
-        if fs.exists(root):
-            fs.rm(root, recursive=True)
         store = zarr.storage.FsspecStore.from_url(path, storage_options=storage_options,
                                                   read_only=False)
-        return zarr.open_group(store=store, mode="w")
-    return zarr.open_group(path, mode="w")
+        if fs.exists(f"{root}/zarr.json"):
+            try:
+                group = zarr.open_group(store=store, mode="r+")
+            except (zarr.errors.GroupNotFoundError, zarr.errors.ContainsArrayError):
+                group = None
+            if group is not None:
+                group.attrs["complete"] = False
+                for child in fs.ls(root, detail=False):
+                    if child.rstrip("/").rsplit("/", 1)[-1] != "zarr.json":
+                        fs.rm(child, recursive=True)
+                group.attrs.put({"complete": False})
+                return group
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+        group = zarr.open_group(store=store, mode="w")
+        group.attrs["complete"] = False
+        return group
+    group = zarr.open_group(path, mode="w")
+    group.attrs["complete"] = False
+    return group
 
 
 def atomic_group(path, *, storage_options=None, write=None):
     """Create a zarr group at ``path`` by calling ``write(group)``, atomically where possible.
 
-    Local paths: written to ``<path>.tmp-<uuid>`` and renamed over ``path``; the old store is
-    removed only after the new one is complete. Remote URLs: written in place with
-    ``complete`` set last.
+    Local paths: written to ``<path>.tmp-<host>-<pid>-<uuid>`` and renamed over ``path``; the
+    old store is removed only after the new one is complete. Partial siblings that killed
+    writers on this host left behind (their process is gone) are removed after a successful
+    write. Remote URLs: written in place with ``complete`` set last.
     """
     local = _local_path(path)
     if local is None:
@@ -87,14 +111,14 @@ def atomic_group(path, *, storage_options=None, write=None):
         return
     target = Path(local)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp = target.with_name(f"{target.name}.tmp-{_writer_tag()}")
     try:
         group = zarr.open_group(str(tmp), mode="w")
         group.attrs["complete"] = False
         write(group)
         group.attrs["complete"] = True
         if target.exists():
-            old = target.with_name(f"{target.name}.old-{uuid.uuid4().hex[:8]}")
+            old = target.with_name(f"{target.name}.old-{_writer_tag()}")
             os.replace(target, old)
             os.replace(tmp, target)
             shutil.rmtree(old, ignore_errors=True)
@@ -103,6 +127,44 @@ def atomic_group(path, *, storage_options=None, write=None):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    _remove_abandoned(target)
+
+
+def _writer_tag() -> str:
+    """``<host>-<pid>-<random>``: lets a later write tell an abandoned sibling from a live one."""
+    host = socket.gethostname().replace("-", "_") or "host"
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_abandoned(target: Path) -> None:
+    """Delete ``<target>.tmp-*`` / ``.old-*`` siblings whose writer (on this host) has died.
+
+    Siblings of writers on other hosts, of live processes, or in an older naming scheme are
+    left alone: they may be a write under way. ``target`` is complete when this runs, so an
+    ``.old-*`` copy is no longer the only complete one.
+    """
+    host = socket.gethostname().replace("-", "_") or "host"
+    for sib in target.parent.iterdir():
+        for kind in (".tmp-", ".old-"):
+            prefix = f"{target.name}{kind}"
+            if not sib.name.startswith(prefix):
+                continue
+            parts = sib.name[len(prefix):].split("-")
+            if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+                continue
+            if int(parts[1]) != os.getpid() and not _pid_alive(int(parts[1])):
+                logger.info("removing %s left by an interrupted write", sib)
+                shutil.rmtree(sib, ignore_errors=True)
 
 
 def save_estimator(est, store, *, storage_options=None) -> None:
