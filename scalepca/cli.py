@@ -132,6 +132,9 @@ def open_data(dcfg: dict, *, method: str | None = None):
         import zarr
 
         node = open_zarr_node(path, storage_options=so)
+        if node.attrs.get("complete") is False:
+            raise ValueError(f"{path!r} is incomplete: its write was interrupted (attribute "
+                             "complete: false); write it again")
         if isinstance(node, zarr.Array) and node.ndim == 2:
             arr = da.from_zarr(node)
             if chunks is not None:
