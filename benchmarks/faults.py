@@ -22,9 +22,10 @@ writes      The scenarios of ``tests/test_interrupted_writes.py``: processes SIG
             writing outputs (local atomic path; fsspec URL in place; make-data to a URL).
             Bytes lost = bytes of a previous complete output that changed; "read back as
             complete" counts interrupted stores that ``open_matrix`` accepts.
-memory      LocalCluster(2 workers × ``--memory-limit``) fitting data several times larger
-            than a worker's limit (1 GB low-rank store; 512 MB robust-PCA matrix): peak worker
-            RSS and bytes spilled to disk per fit.
+memory      LocalCluster(2 workers × ``--memory-limit`` = 512 MiB) fitting data several
+            times larger than a worker's limit (2 GB low-rank store, 4 × a worker's limit and
+            2 × the cluster's; 512 MB robust-PCA matrix): peak worker RSS and bytes spilled to
+            disk per fit.
 
 Writes benchmarks/results/faults.json.
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -273,16 +275,22 @@ def _ensure_rpca(path: Path, n: int, block: int):
         write_dataset(make_low_rank_sparse(n, n, rank=10, chunk_rows=block, seed=0), str(path))
 
 
-def run_memory(data_dir: Path, memory_limit: str, tmp: Path) -> list[dict]:
+def _too_long(signum, frame):
+    raise TimeoutError("the fit did not finish within the time limit")
+
+
+def run_memory(data_dir: Path, memory_limit: str, tmp: Path, args_timeout: int = 900,
+               quick: bool = False) -> list[dict]:
     import dask.array as da
     from dask.utils import parse_bytes
 
     import scalepca
 
-    lr = data_dir / "faults_lowrank_1000000x128.zarr"
-    rp = data_dir / "faults_rpca_8000x8000.zarr"
-    _ensure_low_rank(lr, 1_000_000, 128, 20_000)
-    _ensure_rpca(rp, 8000, 1000)
+    n, m = (100_000, 2000) if quick else (2_000_000, 8000)
+    lr = data_dir / f"faults_lowrank_{n}x128.zarr"
+    rp = data_dir / f"faults_rpca_{m}x{m}.zarr"
+    _ensure_low_rank(lr, n, 128, 25_000)
+    _ensure_rpca(rp, m, 1000)
     runs = [
         ("PCA covariance_eigh", lr, lambda: scalepca.PCA(10, svd_solver="covariance_eigh")),
         ("PCA randomized, persist=True", lr,
@@ -311,6 +319,8 @@ def run_memory(data_dir: Path, memory_limit: str, tmp: Path) -> list[dict]:
         with local_cluster(n_workers=2, threads_per_worker=1, memory_limit=memory_limit,
                            local_directory=str(tmp / "spill")) as client:
             t0 = time.perf_counter()
+            signal.signal(signal.SIGALRM, _too_long)
+            signal.alarm(args_timeout)  # a worker paused for good must not hang the run
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -319,6 +329,8 @@ def run_memory(data_dir: Path, memory_limit: str, tmp: Path) -> list[dict]:
             except Exception as err:
                 ok, note = 0, f"{type(err).__name__}: {str(err)[:100]}"
                 traceback.print_exc()
+            finally:
+                signal.alarm(0)
             elapsed = time.perf_counter() - t0
             peak = peak_worker_memory(client)["max"]
             spilled = spilled_bytes(client)
@@ -333,7 +345,10 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["faults", "bad_input", "writes", "memory"], nargs="+")
     ap.add_argument("--skip-memory", action="store_true")
-    ap.add_argument("--memory-limit", default="400MiB", help="per worker, memory-pressure runs")
+    ap.add_argument("--memory-limit", default="512MiB", help="per worker, memory-pressure runs")
+    ap.add_argument("--fit-timeout", type=int, default=900, help="seconds per memory fit")
+    ap.add_argument("--quick", action="store_true",
+                    help="memory section on 100 MB data (a smoke test; no pressure)")
     ap.add_argument("--data-dir", default="/work/bench-data")
     ap.add_argument("--docs", default=str(REPO / "docs" / "bad_input.md"))
     args = ap.parse_args(argv)
@@ -354,7 +369,8 @@ def main(argv=None):
             out["writes"] = run_writes(tmp / "w")
         if "memory" in sections:
             (tmp / "m").mkdir()
-            out["memory"] = run_memory(Path(args.data_dir), args.memory_limit, tmp / "m")
+            out["memory"] = run_memory(Path(args.data_dir), args.memory_limit, tmp / "m",
+                                       args.fit_timeout, args.quick)
 
     # sections run separately (e.g. memory under the benchmark lock) are merged into one JSON
     prev_path = HERE / "results" / "faults.json"
@@ -401,7 +417,7 @@ def main(argv=None):
             print(f"  unclear: {cell}")
         if out["bad_input"]["not landed"]:
             print(f"  NOT LANDED: {out['bad_input']['not landed']}")
-    path = write_json("faults", {"summary": summary_, **out})
+    path = write_json("faults_quick" if args.quick else "faults", {"summary": summary_, **out})
     print(f"\nwritten: {path}")
 
 
