@@ -589,8 +589,12 @@ class SparsePCA(LinearDecompositionMixin):
                         pending[s] = (submit(s, dicts[max(s - PIPELINE_LAG, -1)]),
                                       dicts[max(s - PIPELINE_LAG, -1)])
                 fut, D_used = pending.pop(t)
+                t_wait = time.perf_counter()
                 st = fut.result()
+                t_upd = time.perf_counter()
                 D, cost = self._online_update(state, D_used, st, D)
+                logger.debug("SparsePCA: minibatch %d waited %.3fs, update %.3fs", t,
+                             t_upd - t_wait, time.perf_counter() - t_upd)
                 dicts[t] = D
                 dicts.pop(t - PIPELINE_LAG - 1, None)
                 epoch_cost += cost * st["n"]
