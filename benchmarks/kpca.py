@@ -120,17 +120,17 @@ def part_small(repeats: int) -> dict:
             "reference_eigenvalues": ref.tolist(), "rows": table, "ratios": ratios}
 
 
-def _ensure_data(n_max: int) -> str:
+def _ensure_data(path: Path, n_max: int) -> str:
     from scalepca.datasets import make_low_rank_zarr
 
-    if DATA.exists():
-        print(f"reusing {DATA}", flush=True)
+    if path.exists():
+        print(f"reusing {path}", flush=True)
     else:
-        print(f"writing {DATA} ({n_max} × 20 float64, 100,000-row chunks)", flush=True)
+        print(f"writing {path} ({n_max} × 20 float64, 100,000-row chunks)", flush=True)
         t0 = time.perf_counter()
-        make_low_rank_zarr(DATA, n_max, 20, rank=10, noise=1.0, chunk_rows=100_000, seed=0)
+        make_low_rank_zarr(path, n_max, 20, rank=10, noise=1.0, chunk_rows=100_000, seed=0)
         print(f"  written in {time.perf_counter() - t0:.1f}s", flush=True)
-    return str(DATA)
+    return str(path)
 
 
 def _result_bytes(obj) -> int:
@@ -143,13 +143,13 @@ def _result_bytes(obj) -> int:
     return 8
 
 
-def part_scaling(sizes, m: int) -> dict:
+def part_scaling(sizes, m: int, data: Path = DATA) -> dict:
     from distributed.diagnostics import MemorySampler
 
     import scalepca
     from scalepca import KernelPCA
 
-    path = _ensure_data(max(sizes))
+    path = _ensure_data(data, max(sizes))
     gathered = []
     real_compute = dask.compute
 
@@ -214,6 +214,8 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+",
                     default=[1_000_000, 2_000_000, 4_000_000, 8_000_000])
     ap.add_argument("--m", type=int, default=1000)
+    ap.add_argument("--data", type=Path, default=DATA,
+                    help="zarr store of the scaling run (written if missing)")
     args = ap.parse_args()
     out = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if args.part in ("small", "all"):
@@ -221,7 +223,7 @@ def main():
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(out, indent=2))
     if args.part in ("scaling", "all"):
-        out["scaling"] = part_scaling(sorted(args.sizes), args.m)
+        out["scaling"] = part_scaling(sorted(args.sizes), args.m, args.data)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(out, indent=2))
     print(f"\nwrote {RESULTS}")
