@@ -28,12 +28,10 @@ checkpoint store when ``checkpoint`` is given.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import numbers
 import os
-import shutil
 import tempfile
 import time
 import uuid
@@ -44,6 +42,7 @@ import dask.array as da
 import numpy as np
 
 from .._validation import check_choice, check_random_state_seed, check_scalar
+from ..io._checkpoint import CheckpointStore, check_checkpoint_path, check_fingerprint, commit_name
 from ..io._matrix import MatrixInput, as_matrix
 from ..linalg.svt import (
     _is_regular,
@@ -62,6 +61,8 @@ from .base import LinearDecompositionMixin
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = "scalepca-rpca-checkpoint"
+#: what a commit prunes in the checkpoint store: old commits, temporaries, unneeded T arrays
+_PRUNED = ("state_", "T_")
 #: the dense reference SVD refuses matrices with more entries than this (1 GiB in float64)
 FULL_SVD_MAX_ENTRIES = 2**27
 
@@ -172,105 +173,6 @@ def _shrink_block(t, w=None, *, tau):
     t = np.asarray(t, dtype=np.float64)
     s = t - np.clip(t, -tau, tau)
     return s if w is None else np.where(w, s, 0.0)
-
-
-# ---------------------------------------------------------------------------------------------
-# scratch / checkpoint store (local zarr group)
-# ---------------------------------------------------------------------------------------------
-class _Store:
-    """A local zarr group holding the large state arrays and, if a checkpoint, the commits.
-
-    Layout: ``T_<k>`` (n1 × n2 arrays, uncompressed, one zarr chunk per dask block), ``A``
-    (the current SVT argument, rewritten every iteration), and ``state_<k>`` groups holding the
-    small state of a commit. A commit is written under ``state_<k>.tmp-*`` with
-    ``complete = true`` set last, then renamed into place; only complete commits are read.
-    """
-
-    def __init__(self, path: str):
-        import zarr
-
-        self.path = os.fspath(path)
-        if "://" in self.path and not self.path.startswith("file://"):
-            raise ValueError(
-                f"checkpoint/scratch {self.path!r}: only local paths are supported (the commit "
-                "relies on an atomic directory rename)"
-            )
-        self.path = self.path.removeprefix("file://")
-        os.makedirs(self.path, exist_ok=True)
-        self.root = zarr.open_group(self.path, mode="a")
-
-    def create(self, name: str, shape, chunks) -> None:
-        self.root.create_array(
-            name, shape=shape, chunks=chunks, dtype="float64", compressors=None,
-            fill_value=0.0, overwrite=True,
-        )
-
-    def has(self, name: str, shape, chunks) -> bool:
-        """An array ``name`` of this shape whose zarr chunks match the dask blocks exists."""
-        try:
-            a = self.root[name]
-        except KeyError:
-            return False
-        return tuple(a.shape) == tuple(shape) and tuple(a.chunks) == tuple(c[0] for c in chunks)
-
-    def array(self, name: str, chunks=None) -> da.Array:
-        return da.from_zarr(self.path, component=name, chunks=chunks,
-                            name=f"rpca-{name}-{uuid.uuid4().hex[:8]}")
-
-    def remove(self, name: str) -> None:
-        shutil.rmtree(os.path.join(self.path, name), ignore_errors=True)
-
-    def names(self, prefix: str) -> list[str]:
-        try:
-            return sorted(n for n in os.listdir(self.path) if n.startswith(prefix))
-        except FileNotFoundError:
-            return []
-
-    def commit(self, k: int, arrays: dict, attrs: dict) -> str:
-        import zarr
-
-        name = f"state_{k:06d}"
-        tmp = f"{name}.tmp-{uuid.uuid4().hex[:8]}"
-        g = zarr.open_group(os.path.join(self.path, tmp), mode="w")
-        for key, value in arrays.items():
-            g.create_array(key, data=np.ascontiguousarray(value))
-        g.attrs["state"] = json.loads(json.dumps(attrs))
-        g.attrs["complete"] = True
-        final = os.path.join(self.path, name)
-        if os.path.exists(final):
-            shutil.rmtree(final)
-        os.replace(os.path.join(self.path, tmp), final)
-        return name
-
-    def latest(self):
-        """``(attrs, arrays)`` of the newest complete commit, or None."""
-        import zarr
-
-        for name in reversed(self.names("state_")):
-            if ".tmp-" in name:
-                continue
-            try:
-                g = zarr.open_group(os.path.join(self.path, name), mode="r")
-                if not g.attrs.get("complete", False):
-                    continue
-                attrs = dict(g.attrs["state"])
-                arrays = {key: g[key][...] for key in ("U", "s", "Vt", "V_warm")}
-            except Exception as err:  # a damaged commit is skipped, an older one is used
-                logger.warning("skipping unreadable checkpoint commit %s: %s", name, err)
-                continue
-            if not os.path.isdir(os.path.join(self.path, attrs["t_name"])):
-                continue
-            return attrs, arrays
-        return None
-
-    def prune(self, keep: set[str]) -> None:
-        """Delete commits, temporaries and T arrays not in ``keep`` (old commits first)."""
-        for name in self.names("state_"):
-            if name not in keep:
-                self.remove(name)
-        for name in self.names("T_"):
-            if name not in keep:
-                self.remove(name)
 
 
 def _cluster_memory() -> float:
@@ -472,9 +374,7 @@ class RobustPCA(LinearDecompositionMixin):
         check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
         check_choice(self.storage, "storage", ("auto", "memory", "zarr"))
         for name in ("checkpoint", "scratch"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, (str, os.PathLike)):
-                raise TypeError(f"{name} must be a path or None; got {value!r}")
+            check_checkpoint_path(getattr(self, name), name)
         if self.svd == "full" and n1 * n2 > FULL_SVD_MAX_ENTRIES:
             raise ValueError(
                 f"svd='full' gathers the {n1} × {n2} matrix on the client for a dense SVD every "
@@ -560,7 +460,7 @@ class RobustPCA(LinearDecompositionMixin):
         Mc = M if not masked else da.map_blocks(_clean, M, W, dtype=np.float64)
 
         # stores
-        ckpt = _Store(self.checkpoint) if self.checkpoint is not None else None
+        ckpt = CheckpointStore(self.checkpoint) if self.checkpoint is not None else None
         if storage == "zarr":
             if ckpt is not None:
                 scratch = ckpt
@@ -570,7 +470,7 @@ class RobustPCA(LinearDecompositionMixin):
                 else:
                     path = tempfile.mkdtemp(prefix="scalepca-rpca-",
                                             dir=dask.config.get("temporary-directory", None))
-                scratch = _Store(path)
+                scratch = CheckpointStore(path, what="scratch")
                 logger.info("RobustPCA: scratch store at %s", scratch.path)
         else:
             scratch = None
@@ -580,10 +480,13 @@ class RobustPCA(LinearDecompositionMixin):
             "masked": masked, "n_obs": int(n_obs), "fro2": float(fro2), "maxabs": float(maxabs),
             "n_oversamples": int(self.n_oversamples), "n_power_iter": int(self.n_power_iter),
         }
-        resumed = ckpt.latest() if ckpt is not None else None
+        resumed = ckpt.latest(
+            keys=("U", "s", "Vt", "V_warm"),
+            valid=lambda st: os.path.isdir(os.path.join(ckpt.path, st["t_name"])),
+        ) if ckpt is not None else None
         if resumed is not None:
             attrs, arrs = resumed
-            self._check_fingerprint(attrs["fingerprint"], fingerprint)
+            check_fingerprint(attrs["fingerprint"], fingerprint)
             st = attrs
             entropy = int(st["entropy"])
             seed = np.random.SeedSequence(entropy)
@@ -597,8 +500,8 @@ class RobustPCA(LinearDecompositionMixin):
             history = st["history"]
             converged = bool(st["converged"])
             t_name = st["t_name"]
-            self._committed = {t_name, ckpt_name(k0)}
-            ckpt.prune(self._committed)
+            self._committed = {t_name, commit_name(k0)}
+            ckpt.prune(self._committed, _PRUNED)
             logger.info("RobustPCA: resuming from checkpoint %s at iteration %d", ckpt.path, k0)
             A = da.blockwise(_a_block, "ij", *([M, "ij", Tp, "ij"] + ([W, "ij"] if masked else [])),
                              dtype=np.float64, a_tau=a_tau, c=c,
@@ -763,7 +666,7 @@ class RobustPCA(LinearDecompositionMixin):
         attrs = dict(attrs, t_name=t_name)
         name = ckpt.commit(it, arrays, attrs)
         self._committed = {t_name, name}
-        ckpt.prune(set(self._committed) | ({t_name} if storage == "zarr" else set()))
+        ckpt.prune(set(self._committed) | ({t_name} if storage == "zarr" else set()), _PRUNED)
         return t_name
 
     @staticmethod
@@ -772,20 +675,6 @@ class RobustPCA(LinearDecompositionMixin):
         run and an uninterrupted one use the same numbers."""
         rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(it,)))
         return probe_matrix(n2, int(min(sv + p, n1, n2)), rng, V_warm)
-
-    @staticmethod
-    def _check_fingerprint(stored: dict, now: dict) -> None:
-        for key, value in now.items():
-            old = stored.get(key)
-            if isinstance(value, float) and isinstance(old, (int, float)):
-                same = math.isclose(old, value, rel_tol=1e-9, abs_tol=0.0)
-            else:
-                same = old == value
-            if not same:
-                raise ValueError(
-                    f"the checkpoint was written for a different problem ({key}: {old!r} there, "
-                    f"{value!r} now); use another checkpoint path or delete it"
-                )
 
     def _set_results(self, M, W, Tp, a_tau, U, s, Vt, history, converged, it, n1, n2):
         order = np.argsort(-s, kind="stable")
@@ -821,10 +710,6 @@ class RobustPCA(LinearDecompositionMixin):
             super().save(store, storage_options=storage_options)
         finally:
             self.mask = mask
-
-
-def ckpt_name(k: int) -> str:
-    return f"state_{k:06d}"
 
 
 def _convergence_warning():

@@ -1,0 +1,236 @@
+"""Checkpoints of iterative fits: atomic commits of small state in a local zarr group.
+
+A checkpoint is a directory (a zarr v3 group) on a local or shared POSIX file system. Each
+commit is a subgroup ``state_<k>`` (k = iterations done) holding NumPy arrays and a JSON
+``state`` attribute. It is written under ``state_<k>.tmp-<random>`` with ``complete = true``
+set last, then renamed into place: a process killed at any moment (SIGKILL included) leaves
+either the previous commits untouched or a new complete one, never a half-written commit
+under a final name. Readers take the newest commit that is complete and readable and skip
+the rest (a damaged commit falls back to an older one).
+
+Every commit carries a *fingerprint* of the problem (parameters that change the iteration,
+data shape and chunks, a few data statistics); a fit refuses a checkpoint whose fingerprint
+differs from its own, naming the first differing key.
+
+Estimators whose state includes large arrays (RobustPCA's n1 × n2 matrix) keep them as
+sibling zarr arrays of the same group (:meth:`CheckpointStore.create`, :meth:`array`) and
+refer to them by name in the commit's attributes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import uuid
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+COMMIT_PREFIX = "state_"
+
+
+def commit_name(k: int) -> str:
+    """Directory name of the commit after ``k`` iterations."""
+    return f"{COMMIT_PREFIX}{int(k):06d}"
+
+
+def check_checkpoint_path(value, name: str = "checkpoint") -> None:
+    """TypeError unless ``value`` is None or a path (metadata only, nothing is created)."""
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path or None; got {value!r}")
+
+
+class CheckpointStore:
+    """A local zarr group holding commits (and, optionally, large state arrays).
+
+    Parameters
+    ----------
+    path : str or path-like
+        Local directory (``file://`` URLs accepted). Object stores are refused: the commit
+        relies on an atomic directory rename.
+    what : str
+        How the store is called in error messages.
+    """
+
+    def __init__(self, path, *, what: str = "checkpoint"):
+        import zarr
+
+        self.path = os.fspath(path)
+        if "://" in self.path and not self.path.startswith("file://"):
+            raise ValueError(
+                f"{what} {self.path!r}: only local paths are supported (the commit relies on "
+                "an atomic directory rename)"
+            )
+        self.path = self.path.removeprefix("file://")
+        os.makedirs(self.path, exist_ok=True)
+        self.root = zarr.open_group(self.path, mode="a")
+
+    # -- large arrays beside the commits -------------------------------------------------------
+    def create(self, name: str, shape, chunks) -> None:
+        """An uncompressed float64 array ``name`` (zero-filled), replacing any old one."""
+        self.root.create_array(
+            name, shape=shape, chunks=chunks, dtype="float64", compressors=None,
+            fill_value=0.0, overwrite=True,
+        )
+
+    def has(self, name: str, shape, chunks) -> bool:
+        """An array ``name`` of this shape whose zarr chunks match the dask blocks exists."""
+        try:
+            a = self.root[name]
+        except KeyError:
+            return False
+        return tuple(a.shape) == tuple(shape) and tuple(a.chunks) == tuple(c[0] for c in chunks)
+
+    def array(self, name: str, chunks=None):
+        """The stored array ``name`` as a dask array (a unique graph name per call)."""
+        import dask.array as da
+
+        return da.from_zarr(self.path, component=name, chunks=chunks,
+                            name=f"ckpt-{name}-{uuid.uuid4().hex[:8]}")
+
+    def remove(self, name: str) -> None:
+        shutil.rmtree(os.path.join(self.path, name), ignore_errors=True)
+
+    def names(self, prefix: str) -> list[str]:
+        """Sorted entries of the group starting with ``prefix`` (temporaries included)."""
+        try:
+            return sorted(n for n in os.listdir(self.path) if n.startswith(prefix))
+        except FileNotFoundError:
+            return []
+
+    # -- commits -------------------------------------------------------------------------------
+    def commit(self, k: int, arrays: dict, attrs: dict) -> str:
+        """Write one commit atomically; returns its name (``state_<k>``).
+
+        ``arrays``: small NumPy arrays; ``attrs``: JSON-serialisable values (NumPy scalars are
+        converted). An existing commit of the same ``k`` is replaced.
+        """
+        import zarr
+
+        name = commit_name(k)
+        tmp = f"{name}.tmp-{uuid.uuid4().hex[:8]}"
+        g = zarr.open_group(os.path.join(self.path, tmp), mode="w")
+        for key, value in arrays.items():
+            g.create_array(key, data=np.ascontiguousarray(value))
+        g.attrs["state"] = json.loads(json.dumps(attrs, default=_json_default))
+        g.attrs["complete"] = True
+        final = os.path.join(self.path, name)
+        if os.path.exists(final):
+            shutil.rmtree(final)
+        os.replace(os.path.join(self.path, tmp), final)
+        return name
+
+    def latest(self, keys=None, valid=None):
+        """``(attrs, arrays)`` of the newest complete, readable commit, or None.
+
+        ``keys``: the arrays to read (None: all arrays of the commit). ``valid(attrs)``: an
+        extra check (e.g. that a large array the commit refers to exists); commits failing it
+        are skipped like damaged ones.
+        """
+        import zarr
+
+        for name in reversed(self.names(COMMIT_PREFIX)):
+            if ".tmp-" in name:
+                continue
+            try:
+                g = zarr.open_group(os.path.join(self.path, name), mode="r")
+                if not g.attrs.get("complete", False):
+                    continue
+                attrs = dict(g.attrs["state"])
+                if keys is None:
+                    arrays = {key: arr[...] for key, arr in g.arrays()}
+                else:
+                    arrays = {key: g[key][...] for key in keys}
+            except Exception as err:  # a damaged commit is skipped, an older one is used
+                logger.warning("skipping unreadable checkpoint commit %s: %s", name, err)
+                continue
+            if valid is not None and not valid(attrs):
+                continue
+            return attrs, arrays
+        return None
+
+    def prune(self, keep: set[str], prefixes=(COMMIT_PREFIX,)) -> None:
+        """Delete entries starting with one of ``prefixes`` that are not in ``keep`` (commits,
+        left-over temporaries of killed writers, large arrays no commit needs)."""
+        for prefix in prefixes:
+            for name in self.names(prefix):
+                if name not in keep:
+                    self.remove(name)
+
+
+def check_fingerprint(stored: dict, now: dict) -> None:
+    """ValueError naming the first key where the checkpoint's problem differs from this fit.
+
+    Floats (also inside lists) are compared to 1e-9 relative (data statistics recomputed by
+    another reduction tree differ in the last bits); everything else exactly, after JSON
+    round-tripping as stored.
+    """
+    now = json.loads(json.dumps(now, default=_json_default))
+    for key, value in now.items():
+        old = stored.get(key)
+        if not _same(old, value):
+            raise ValueError(
+                f"the checkpoint was written for a different problem ({key}: {old!r} there, "
+                f"{value!r} now); use another checkpoint path or delete it"
+            )
+
+
+def _same(old, value) -> bool:
+    if isinstance(value, float) and isinstance(old, (int, float)) and not isinstance(old, bool):
+        return math.isclose(old, value, rel_tol=1e-9, abs_tol=0.0)
+    if isinstance(value, list) and isinstance(old, list):
+        return len(old) == len(value) and all(_same(a, b) for a, b in zip(old, value, strict=True))
+    return old == value
+
+
+class SmallStateCheckpoint:
+    """Checkpointing for estimators whose whole iteration state is small (client side).
+
+    ``resume()`` returns the newest commit's ``(state, arrays)`` after checking its
+    fingerprint (or None for a fresh start); ``commit(k, arrays, state)`` writes commit ``k``
+    with the fingerprint and removes the older ones.
+    """
+
+    def __init__(self, path, fingerprint: dict, *, what: str = "checkpoint"):
+        self.store = CheckpointStore(path, what=what)
+        self.fingerprint = fingerprint
+
+    @property
+    def path(self) -> str:
+        return self.store.path
+
+    def resume(self):
+        found = self.store.latest()
+        if found is None:
+            return None
+        attrs, arrays = found
+        check_fingerprint(attrs.get("fingerprint", {}), self.fingerprint)
+        return attrs, arrays
+
+    def commit(self, k: int, arrays: dict, state: dict) -> str:
+        name = self.store.commit(k, arrays, {**state, "fingerprint": self.fingerprint})
+        self.store.prune({name})
+        return name
+
+
+def array_digest(a) -> list:
+    """A short numeric fingerprint of a small array: its size, sum and sum of squares."""
+    a = np.asarray(a, dtype=np.float64)
+    finite = a[np.isfinite(a)]
+    return [int(a.size), float(finite.sum()), float(np.vdot(finite, finite))]
+
+
+def _json_default(obj):
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
