@@ -18,6 +18,7 @@ from .._validation import (
     check_random_state_seed,
     check_scalar,
 )
+from ..io._checkpoint import SmallStateCheckpoint, array_digest, check_checkpoint_path
 from ..io._matrix import MatrixInput
 from ..linalg import eigh_descending, flip_signs
 from ..linalg.em import (
@@ -80,6 +81,15 @@ class PPCA(PCA):
         closed-form solvers). Worth it when the array fits in the workers' memory — each EM
         iteration otherwise costs one full read of the store; harmful when it does not
         (workers spill to disk).
+    checkpoint : str or None, default=None
+        ``solver="em"`` only (a ValueError with the closed form, which has nothing to resume).
+        Local directory (a zarr group on a file system the client can write) where the EM
+        state is committed atomically every ``checkpoint_every`` iterations and at the end;
+        fitting again with the same path resumes from the newest complete commit. The
+        checkpoint must belong to the same problem (checked: data shape and statistics from
+        the initialisation pass, ``n_components``, ``missing``, ``init``), else ValueError.
+    checkpoint_every : int, default=5
+        EM iterations between commits.
 
     Attributes
     ----------
@@ -103,6 +113,8 @@ class PPCA(PCA):
         from (computed in the same pass as that iteration's E-step); non-decreasing.
     converged_ : bool
         Whether EM met ``tol`` within ``max_iter``.
+    resumed_from_ : int
+        EM iterations taken from a checkpoint (0 for a fresh run or the closed form).
     mean_, singular_values_, n_samples_, n_features_in_, n_components_, n_passes_
         As in :class:`PCA`.
 
@@ -114,6 +126,15 @@ class PPCA(PCA):
     per EM iteration, for a row chunk of m rows with missing entries, m × (k+1)² posterior
     moments and a d × (k+1)² partial (blocks without missing entries share one k × k
     posterior and return (k+1)² and d × (k+1) partials). The client holds d × (k+1)² arrays.
+
+    Checkpoints: a commit holds ``W``, ``μ``, ``σ²``, the iteration count and the
+    log-likelihood history (d × k numbers, written by the client; no data pass). A resumed
+    fit makes the initialisation pass again (it gives the mean, the kept features and the
+    problem's fingerprint), then continues with iteration ``k + 1`` from the committed
+    parameters: each iteration is a deterministic function of them, so it ends where an
+    uninterrupted fit ends (to rounding when the data are chunked differently). A commit is
+    a ``state_<k>`` directory renamed into place only once complete, so a process killed at
+    any moment leaves the previous commit usable.
 
     EM maximises the likelihood, whose covariance estimate has denominator n; to agree with
     the closed form (denominator n − 1, as :class:`PCA`), the final ``W`` and ``σ²`` are
@@ -151,6 +172,8 @@ class PPCA(PCA):
         n_power_iter: int = 4,
         random_state=None,
         persist: bool = False,
+        checkpoint: str | None = None,
+        checkpoint_every: int = 5,
     ):
         super().__init__(
             n_components,
@@ -165,6 +188,8 @@ class PPCA(PCA):
         self.max_iter = max_iter
         self.tol = tol
         self.init = init
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
 
     def _fit(self, data: MatrixInput) -> None:
         check_choice(self.solver, "solver", ("auto", "closed_form", "em"))
@@ -172,6 +197,8 @@ class PPCA(PCA):
         check_choice(self.init, "init", ("auto", "pca", "random"))
         check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
         check_scalar(self.tol, "tol", low=0.0)
+        check_checkpoint_path(self.checkpoint)
+        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
         solver = self.solver
         if solver == "auto":
             solver = "em" if self.missing == "em" else "closed_form"
@@ -180,7 +207,13 @@ class PPCA(PCA):
                 "missing='em' needs solver='em' (or 'auto'); the closed form cannot skip "
                 "missing entries"
             )
+        if solver == "closed_form" and self.checkpoint is not None:
+            raise ValueError(
+                "checkpoint applies to solver='em' only (the closed form is one pass, with "
+                f"nothing to resume); got solver={self.solver!r}"
+            )
         self._fit_solver = solver
+        self.resumed_from_ = 0
         self.n_iter_ = 0
         self.loglike_ = np.zeros(0)
         self.converged_ = True
@@ -261,7 +294,31 @@ class PPCA(PCA):
         Xf = self._select_features(X)
         history = []
         converged = False
-        for it in range(1, self.max_iter + 1):
+        it = 0
+        ckpt = None
+        if self.checkpoint is not None:
+            fingerprint = {
+                "estimator": "PPCA-EM", "shape": [n, d], "n_components": k,
+                "missing": self.missing, "init": init,
+                "random_state": (self.random_state if init == "random"
+                                 and isinstance(self.random_state, numbers.Integral)
+                                 else None),
+                "n_rows": n_rows, "n_missing": n_missing,
+                "keep": array_digest(np.flatnonzero(keep)),
+                "mean": array_digest(mom["mean"][keep]), "var": array_digest(var),
+            }
+            ckpt = SmallStateCheckpoint(self.checkpoint, fingerprint)
+            found = ckpt.resume()
+            if found is not None:
+                st, arrs = found
+                W, mean = arrs["W"], arrs["mean"]
+                sigma2, it = float(st["sigma2"]), int(st["n_iter"])
+                history, converged = list(st["loglike"]), bool(st["converged"])
+                self.resumed_from_ = it
+                logger.info("PPCA: resuming EM from checkpoint %s at iteration %d", ckpt.path,
+                            it)
+        while not converged and it < self.max_iter:
+            it += 1
             with self._timed_pass(f"EM iteration {it}"):
                 (stats,) = dask.compute(estep_graph(Xf, mean, W, sigma2))
             history.append(stats["ll"] / n_rows)
@@ -269,7 +326,11 @@ class PPCA(PCA):
             logger.debug("PPCA EM %d: loglike/sample %.10g, sigma2 %.6g", it, history[-1], sigma2)
             if it > 1 and abs(history[-1] - history[-2]) < self.tol:
                 converged = True
-                break
+            if ckpt is not None and (it % self.checkpoint_every == 0 or converged
+                                     or it >= self.max_iter):
+                ckpt.commit(it, {"W": W, "mean": mean}, {
+                    "sigma2": float(sigma2), "n_iter": it, "converged": converged,
+                    "loglike": [float(v) for v in history]})
         self.n_iter_ = it
         self.loglike_ = np.asarray(history)
         self.converged_ = converged
