@@ -17,6 +17,7 @@ from .._validation import (
     check_random_state_seed,
     check_scalar,
 )
+from ..io._checkpoint import SmallStateCheckpoint, array_digest, check_checkpoint_path
 from ..io._matrix import MatrixInput
 from ..linalg import eigh_descending, flip_signs, moments_graph, randomized_svd_centered
 from ..linalg.sparse import (
@@ -117,6 +118,18 @@ class SparsePCA(LinearDecompositionMixin):
     random_state : int, Generator or None
         Seeds the initialisation and the minibatch order; results do not depend on the
         number of workers.
+    checkpoint : str or None, default=None
+        ``"minibatch"`` and ``"batch"`` only (a ValueError for ``"elasticnet"``, which
+        iterates on the client after one pass). Local directory (a zarr group on a file
+        system the client can write) where the iteration state is committed atomically every
+        ``checkpoint_every`` steps and at the end; fitting again with the same path resumes
+        from the newest complete commit. The checkpoint must belong to the same problem
+        (checked: method, penalties, ``n_components``, ``batch_size``, ``forget_factor``,
+        ``shuffle``, ``init``, ``use_correlation``, an integer ``random_state``, the data's
+        shape, row chunks and statistics from the first pass), else ValueError.
+    checkpoint_every : int, default=5
+        Steps between commits: minibatches (dictionary updates) for ``"minibatch"``,
+        alternations for ``"batch"``.
 
     Attributes
     ----------
@@ -147,6 +160,9 @@ class SparsePCA(LinearDecompositionMixin):
         Epochs or alternations run (``partial_fit``: minibatches seen).
     n_steps_ : int
         ``"minibatch"``: dictionary updates (minibatches) run.
+    resumed_from_ : int
+        Steps taken from a checkpoint (minibatches for ``"minibatch"``, alternations for
+        ``"batch"``); 0 for a fresh run.
     n_components_, n_samples_, n_features_in_, n_passes_ : int
 
     Notes
@@ -170,6 +186,18 @@ class SparsePCA(LinearDecompositionMixin):
     A component whose loadings all reach zero stays zero in ``"minibatch"``; ``"batch"`` with
     the covariance gives such a component the leading direction of the residual as its code
     at every iteration, so it comes back if the penalty allows.
+
+    Checkpoints hold the small state only (no data pass; d × k arrays written by the
+    client). ``"minibatch"``: the dictionary and the dictionaries of the last
+    ``PIPELINE_LAG`` updates (the in-flight minibatches are recomputed with them), the online
+    statistics A, B and their weight and step counters, the code multipliers, the smoothed
+    cost and no-improvement counter, the epoch objective so far and the seed (the minibatch
+    order is replayed from it), so a resumed fit visits the same minibatches with the same
+    dictionaries and ends where an uninterrupted one ends. ``"batch"``: the dictionary, the
+    multipliers, the objective history and the alternation count. A resumed fit makes the
+    first pass again (mean, scale and the problem's fingerprint) but not the initialisation.
+    A commit is a ``state_<k>`` directory renamed into place once complete, so a process
+    killed at any moment leaves the previous commit usable.
 
     ``partial_fit`` (method ``"minibatch"``) updates the model from one chunk that the user
     streams, centring by a running mean; its ``explained_variance_`` is an estimate from the
@@ -208,6 +236,8 @@ class SparsePCA(LinearDecompositionMixin):
         shuffle: bool = True,
         init: str = "pca",
         random_state=None,
+        checkpoint: str | None = None,
+        checkpoint_every: int = 5,
     ):
         self.n_components = n_components
         self.method = method
@@ -223,6 +253,8 @@ class SparsePCA(LinearDecompositionMixin):
         self.shuffle = shuffle
         self.init = init
         self.random_state = random_state
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
 
     # -- parameters ----------------------------------------------------------------------------
     def _check_params(self, n: int, d: int) -> int:
@@ -241,6 +273,13 @@ class SparsePCA(LinearDecompositionMixin):
             raise TypeError(f"use_correlation must be True or False; got {self.use_correlation!r}")
         if not isinstance(self.shuffle, (bool, np.bool_)):
             raise TypeError(f"shuffle must be True or False; got {self.shuffle!r}")
+        check_checkpoint_path(self.checkpoint)
+        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
+        if self.checkpoint is not None and self.method == "elasticnet":
+            raise ValueError(
+                "checkpoint applies to method='minibatch' or 'batch' only ('elasticnet' makes "
+                "one pass and iterates on the client: nothing to resume)"
+            )
         self._alphas = self._check_alpha(k)
         self._n_nonzero = self._check_n_nonzero(k, d)
         return k
@@ -295,6 +334,7 @@ class SparsePCA(LinearDecompositionMixin):
         n, d = X.shape
         k = self._check_params(n, d)
         self._online_state = None
+        self.resumed_from_ = 0
         if self.method != "minibatch" and self.batch_size is not None:
             warnings.warn(f"batch_size is ignored by method={self.method!r}", UserWarning,
                           stacklevel=3)
@@ -328,20 +368,53 @@ class SparsePCA(LinearDecompositionMixin):
             self._fit_elasticnet(cov_n * (n / max(n - 1, 1)), k)
             return
         seed = check_random_state_seed(self.random_state)
-        init_seed, order_seed = seed.spawn(2)
         total_n = float(np.sum(var_n / (1.0 if scale is None else scale**2)))
-        D0 = self._init_dictionary(X, cov_n, mean, scale, total_n, k, init_seed)
+        ckpt, resumed = None, None
+        if self.checkpoint is not None:
+            ckpt = SmallStateCheckpoint(self.checkpoint, self._fingerprint(X, k, mom, scale))
+            resumed = ckpt.resume()
+            if resumed is not None:
+                seed = np.random.SeedSequence(int(resumed[0]["entropy"]),
+                                              spawn_key=tuple(resumed[0]["spawn_key"]))
+                logger.info("SparsePCA: resuming from checkpoint %s at step %d", ckpt.path,
+                            int(resumed[0]["step"]))
+        init_seed, order_seed = seed.spawn(2)
+        if resumed is None:
+            D0 = self._init_dictionary(X, cov_n, mean, scale, total_n, k, init_seed)
+        else:
+            arrs = resumed[1]
+            D0 = arrs["D"] if "D" in arrs else arrs["dicts"][-1]  # batch / minibatch commits
+        ck = None if ckpt is None else (
+            ckpt, resumed, {"entropy": str(seed.entropy), "spawn_key": list(seed.spawn_key)})
         if self.method == "batch":
             if cov_n is not None:
                 D, (P, G, s) = self._fit_batch(
-                    lambda D: (cov_n @ D, D.T @ cov_n @ D, float(np.trace(cov_n))), D0, cov_n
+                    lambda D: (cov_n @ D, D.T @ cov_n @ D, float(np.trace(cov_n))), D0, cov_n,
+                    ck=ck,
                 )
             else:
-                D, (P, G, s) = self._fit_batch(lambda D: self._stats_pass(X, mean, scale, D), D0)
+                D, (P, G, s) = self._fit_batch(lambda D: self._stats_pass(X, mean, scale, D), D0,
+                                               ck=ck)
         else:
-            D = self._fit_minibatch(X, mean, scale, D0, order_seed)
+            D = self._fit_minibatch(X, mean, scale, D0, order_seed, ck=ck)
             P, G, s = self._stats_pass(X, mean, scale, D, label="final")
         self._finish_dictionary(D, P, G, s, n)
+
+    def _fingerprint(self, X, k: int, mom: dict, scale) -> dict:
+        """What identifies the problem a checkpoint belongs to (see ``checkpoint``)."""
+        rs = self.random_state
+        var = np.diag(mom["m2"]) if mom.get("m2") is not None else mom["ss"]
+        return {
+            "estimator": "SparsePCA", "method": self.method, "shape": list(X.shape),
+            "n_components": k, "alpha": float(self._alphas[0]),
+            "batch_size": None if self.batch_size is None else int(self.batch_size),
+            "forget_factor": float(self.forget_factor), "shuffle": bool(self.shuffle),
+            "init": self.init, "use_correlation": bool(self.use_correlation),
+            "random_state": int(rs) if isinstance(rs, numbers.Integral) else None,
+            "row_chunks": array_digest(X.chunks[0]) if self.method == "minibatch" else None,
+            "n": int(mom["n"]), "mean": array_digest(mom["mean"]), "var": array_digest(var),
+            "scale": None if scale is None else array_digest(scale),
+        }
 
     def _feature_scale(self, var_n: np.ndarray):
         if not self.use_correlation:
@@ -484,24 +557,46 @@ class SparsePCA(LinearDecompositionMixin):
         m = st["n"]
         return st["P"] / m, st["G"] / m, st["S"] / m
 
-    def _fit_batch(self, stats, D, C=None):
+    def _fit_batch(self, stats, D, C=None, *, ck=None):
         """Exact alternation: optimal codes for D (from its statistics), then BCD on D.
 
         With the covariance ``C``, zero columns get the residual's leading direction as code
         (:func:`revive_codes`), so a component removed early can come back.
+        ``ck = (checkpoint, resumed commit or None, seed entropy)``: the state at the top of
+        the loop (D, multipliers, history, count) is committed every ``checkpoint_every``
+        alternations and at the end; a resumed fit starts at that top again.
         Returns the final D and its statistics ``(P, G, s)``."""
         alpha = float(self._alphas[0])
         history = []
         lam = None
         it = 0
+        if ck is not None and ck[1] is not None:
+            st, arrs = ck[1]
+            history, it = [float(v) for v in st["history"]], int(st["step"])
+            lam = arrs["lam"] if st["has_lam"] else None
+            self.resumed_from_ = it
+
+        def commit():
+            ckpt, _, entropy = ck
+            arrays = {"D": D} if lam is None else {"D": D, "lam": lam}
+            ckpt.commit(it, arrays, {"step": it, "history": history, "has_lam": lam is not None,
+                                     **entropy})
+
         while True:
+            if ck is not None and it > 0 and it % self.checkpoint_every == 0 \
+                    and it != self.resumed_from_:
+                commit()
+            lam_top, history_top = lam, list(history)
             P, G, s = last = stats(D)
             A, B, lam = code_step(D, P, G, lam)
             cost = dictionary_objective(D, A, B, s, alpha)
             history.append(cost)
-            if len(history) > 1 and history[-2] - cost <= self.tol * abs(cost):
-                break
-            if it == self.max_iter:
+            if (len(history) > 1 and history[-2] - cost <= self.tol * abs(cost)) \
+                    or it >= self.max_iter:
+                if ck is not None:  # the state at the top of this last alternation
+                    lam, history, lam_end, history_end = lam_top, history_top, lam, history
+                    commit()
+                    lam, history = lam_end, history_end
                 break
             if C is not None:
                 A, B = revive_codes(C, D, A, B)
@@ -547,7 +642,7 @@ class SparsePCA(LinearDecompositionMixin):
         return {"A": np.zeros((k, k)), "B": np.zeros((d, k)), "W": 0.0, "t": 0, "lam": None,
                 "D_G": None}
 
-    def _fit_minibatch(self, X, mean, scale, D, seed) -> np.ndarray:
+    def _fit_minibatch(self, X, mean, scale, D, seed, *, ck=None) -> np.ndarray:
         d, k = D.shape
         blocks = X.to_delayed(optimize_graph=True).ravel().tolist()
         groups = self._minibatch_groups(X.chunks[0])
@@ -579,11 +674,52 @@ class SparsePCA(LinearDecompositionMixin):
         ewa, best, no_improve = None, np.inf, 0
         epoch_cost, epoch_rows = 0.0, 0
         n_rows = X.shape[0]
-        t_epoch = time.perf_counter()
         stopped = False
-        t = 0
+        start = 0
+        if ck is not None and ck[1] is not None:
+            st, arrs = ck[1]
+            start = int(st["step"])
+            keys = st["dict_keys"]
+            dicts = {int(key): arrs["dicts"][i] for i, key in enumerate(keys)}
+            D = dicts[start - 1]
+            state.update(A=arrs["A"], B=arrs["B"], W=float(st["W"]), t=int(st["t"]),
+                         lam=arrs["lam"] if st["has_lam"] else None,
+                         D_G=arrs["D_G"] if st["has_D_G"] else None)
+            history, epoch_times = list(st["history"]), list(st["epoch_times"])
+            ewa = st["ewa"]
+            best = np.inf if st["best"] is None else float(st["best"])
+            no_improve = int(st["no_improve"])
+            epoch_cost, epoch_rows = float(st["epoch_cost"]), int(st["epoch_rows"])
+            stopped = bool(st["stopped"])
+            for s in range(start):  # replay the minibatch order drawn so far
+                group_at(s)
+            self.resumed_from_ = start
+
+        def commit(t: int) -> None:
+            """Commit the state after update ``t`` (t + 1 minibatches done)."""
+            ckpt, _, entropy = ck
+            keys = list(range(max(t + 1 - PIPELINE_LAG, -1), t + 1))
+            arrays = {"A": state["A"], "B": state["B"],
+                      "dicts": np.stack([dicts[key] for key in keys])}
+            if state["lam"] is not None:
+                arrays["lam"] = state["lam"]
+            if state["D_G"] is not None:
+                arrays["D_G"] = state["D_G"]
+            ckpt.commit(t + 1, arrays, {
+                "step": t + 1, "dict_keys": keys, "W": float(state["W"]), "t": int(state["t"]),
+                "has_lam": state["lam"] is not None, "has_D_G": state["D_G"] is not None,
+                "history": [float(v) for v in history],
+                "epoch_times": [float(v) for v in epoch_times],
+                "ewa": None if ewa is None else float(ewa),
+                "best": None if not np.isfinite(best) else float(best),
+                "no_improve": int(no_improve), "epoch_cost": float(epoch_cost),
+                "epoch_rows": int(epoch_rows), "stopped": bool(stopped), **entropy,
+            })
+
+        t_epoch = time.perf_counter()
+        t = start - 1
         try:
-            for t in range(total):
+            for t in range(start, total if not stopped else start):
                 for s in range(t, min(t + PIPELINE_LAG, total)):
                     if s not in pending:
                         pending[s] = (submit(s, dicts[max(s - PIPELINE_LAG, -1)]),
@@ -621,6 +757,9 @@ class SparsePCA(LinearDecompositionMixin):
                     logger.info("SparsePCA: no improvement in %d minibatches; stopping",
                                 no_improve)
                     stopped = True
+                if ck is not None and ((t + 1) % self.checkpoint_every == 0 or stopped
+                                       or t + 1 == total):
+                    commit(t)
                 if stopped:
                     break
         finally:
@@ -632,7 +771,7 @@ class SparsePCA(LinearDecompositionMixin):
             history.append(epoch_cost / epoch_rows)
             epoch_times.append(time.perf_counter() - t_epoch)
         self.n_iter_ = len(history)
-        self.n_steps_ = t + 1
+        self.n_steps_ = max(t + 1, 0)
         self.cost_history_ = np.asarray(history)
         self.epoch_times_ = np.asarray(epoch_times)
         self._online_state = {**state, "D": D}
