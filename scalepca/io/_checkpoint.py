@@ -117,6 +117,7 @@ class CheckpointStore:
         for key, value in arrays.items():
             g.create_array(key, data=np.ascontiguousarray(value))
         g.attrs["state"] = json.loads(json.dumps(attrs, default=_json_default))
+        g.attrs["arrays"] = sorted(arrays)  # a commit missing one of them is damaged
         g.attrs["complete"] = True
         final = os.path.join(self.path, name)
         if os.path.exists(final):
@@ -127,9 +128,9 @@ class CheckpointStore:
     def latest(self, keys=None, valid=None):
         """``(attrs, arrays)`` of the newest complete, readable commit, or None.
 
-        ``keys``: the arrays to read (None: all arrays of the commit). ``valid(attrs)``: an
-        extra check (e.g. that a large array the commit refers to exists); commits failing it
-        are skipped like damaged ones.
+        ``keys``: the arrays to read (None: all the arrays the commit was written with).
+        ``valid(attrs)``: an extra check (e.g. that a large array the commit refers to
+        exists); commits failing it are skipped like damaged ones.
         """
         import zarr
 
@@ -141,10 +142,10 @@ class CheckpointStore:
                 if not g.attrs.get("complete", False):
                     continue
                 attrs = dict(g.attrs["state"])
-                if keys is None:
-                    arrays = {key: arr[...] for key, arr in g.arrays()}
-                else:
-                    arrays = {key: g[key][...] for key in keys}
+                names = keys if keys is not None else g.attrs.get("arrays")
+                if names is None:
+                    names = [key for key, _ in g.arrays()]
+                arrays = {key: g[key][...] for key in names}
             except Exception as err:  # a damaged commit is skipped, an older one is used
                 logger.warning("skipping unreadable checkpoint commit %s: %s", name, err)
                 continue
