@@ -726,7 +726,7 @@ class SparsePCA(LinearDecompositionMixin):
                                       dicts[max(s - PIPELINE_LAG, -1)])
                 fut, D_used = pending.pop(t)
                 t_wait = time.perf_counter()
-                st = fut.result()
+                st = _result(fut)
                 t_upd = time.perf_counter()
                 D, cost = self._online_update(state, D_used, st, D)
                 logger.debug("SparsePCA: minibatch %d waited %.3fs, update %.3fs", t,
@@ -931,6 +931,23 @@ class _Deferred:
     def result(self):
         (out,) = dask.compute(self.graph)
         return out
+
+
+def _result(fut, wait: float = 10.0):
+    """``fut.result()``; if the scheduler goes away while the result is being fetched, the
+    error is the client's own "lost the connection to the scheduler" cancellation (as for
+    ``dask.compute``) rather than the socket error of the interrupted transfer."""
+    try:
+        return fut.result()
+    except OSError:  # distributed's CommClosedError is an OSError
+        if not hasattr(fut, "status"):
+            raise
+        deadline = time.monotonic() + wait
+        while fut.status != "cancelled" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if fut.status != "cancelled":
+            raise
+    return fut.result()  # raises FutureCancelledError naming the lost connection
 
 
 def _current_client():
