@@ -124,7 +124,7 @@ ESTIMATORS = [
     Case("PPCA-EM", "scalepca.models.ppca", "PPCA",
          {"n_components": 3, "solver": "em", "missing": "em", "max_iter": 40, "tol": 1e-10,
           "random_state": 0},
-         data="missing", iterative=True, rtol_same=1e-9, rtol_chunks=1e-10,
+         data="missing", iterative=True, checkpoint=True, rtol_same=1e-9, rtol_chunks=1e-10,
          chunks_note="40 EM iterations, each a reduction in another tree: rounding differences "
                      "can grow with the iteration count (measured 2e-14)"),
     Case("KernelPCA", "scalepca.models.kernel_pca", "KernelPCA",
@@ -135,7 +135,7 @@ ESTIMATORS = [
     Case("SparsePCA", "scalepca.models.sparse_pca", "SparsePCA",
          {"n_components": 3, "method": "minibatch", "alpha": 0.5, "max_iter": 5,
           "batch_size": 100, "random_state": 0},
-         iterative=True, rtol_same=1e-9, rtol_chunks=1e-10,
+         iterative=True, checkpoint=True, rtol_same=1e-9, rtol_chunks=1e-10,
          chunks_note="minibatches are groups of >= batch_size rows: the chunkings compared "
                      "divide batch_size, so the minibatches are the same rows (measured 1e-15)"),
     Case("SparsePCA-batch", "scalepca.models.sparse_pca", "SparsePCA",

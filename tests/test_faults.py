@@ -164,7 +164,9 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
     tmp = tmp_path_factory.mktemp(f"resume-{case.name}")
     path = _store(tmp_path_factory, case, rows=40)
     ckpt = str(tmp / "ckpt.zarr")
-    params = {"checkpoint": ckpt, "checkpoint_every": 2, "storage": "zarr"}
+    params = {"checkpoint": ckpt, "checkpoint_every": 2}
+    if "storage" in est.get_params():  # RobustPCA: the n1 × n2 state in the checkpoint store
+        params["storage"] = "zarr"
 
     # cluster A goes away after the first commit
     with ProcessCluster(2, workdir=tmp / "a") as a:
@@ -193,6 +195,7 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
         assert fresh.resumed_from_ == 0
         assert resumed.n_iter_ == fresh.n_iter_
         assert_same_fit(summary(fresh), summary(resumed), 1e-8, f"{case.name} resumed")
-        np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
-                                   rtol=0, atol=1e-8 * float(np.abs(case.X()).max()))
+        if hasattr(fresh, "low_rank_"):  # RobustPCA: the lazy L too
+            np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
+                                       rtol=0, atol=1e-8 * float(np.abs(case.X()).max()))
         client.close(timeout=5)
