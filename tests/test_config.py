@@ -58,6 +58,7 @@ def test_quickstart_defaults_filled():
     assert cfg["data"]["generate"]["kind"] == "low_rank"
     assert cfg["output"]["scores"] is True and cfg["output"]["reconstruction"] is False
     assert cfg["progress"] is True
+    assert cfg["output"]["report"] is True  # the main job shows its figures
     assert cfg["cluster"]["kind"] == "local" and cfg["cluster"]["n_workers"] == 2
 
 
