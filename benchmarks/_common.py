@@ -65,9 +65,9 @@ def timed(fn, repeat: int = 1):
 def table(rows: list[dict], columns: list[str]) -> str:
     cells = [[str(c) for c in columns]] + [[_fmt(r.get(c, "")) for c in columns] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(cells[0], widths)),
+    lines = ["  ".join(v.ljust(w) for v, w in zip(cells[0], widths, strict=True)),
              "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells[1:]]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells[1:]]
     return "\n".join(lines)
 
 

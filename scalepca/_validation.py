@@ -107,7 +107,10 @@ def check_matrix(
             X = np.asarray(X)
         if np.dtype(X.dtype).kind not in "fiub":
             check_dtype(X.dtype, what=what)
-        arr = da.asarray(X) if not isinstance(X, np.ndarray) else da.from_array(X, chunks=_row_chunks(X))
+        if isinstance(X, np.ndarray):
+            arr = da.from_array(X, chunks=_row_chunks(X))
+        else:
+            arr = da.asarray(X)
     if arr.ndim != 2:
         raise ValueError(
             f"{what} must be 2-D (samples × features); got {arr.ndim}-D with shape {arr.shape}"

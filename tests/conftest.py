@@ -67,7 +67,8 @@ def raise_if_dask_computes():
         with dask.config.set(scheduler=counter):
             yield counter
         if counter.count > max_computes:
-            raise RuntimeError(f"dask computed {counter.count} times; at most {max_computes} allowed")
+            raise RuntimeError(
+                f"dask computed {counter.count} times; at most {max_computes} allowed")
 
     return ctx
 

@@ -51,7 +51,8 @@ def test_other_solvers_match_lapack(rng, solver):
     # the tolerance leaves a margin over Halko et al.'s bound ((σ_{k+1}/σ_k)^(2q+1) ≈ 1e-9).
     tol = 1e-10 if solver == "tsqr" else 1e-7
     np.testing.assert_allclose(pca.explained_variance_, w[:6], rtol=tol)
-    assert np.max(subspace_angles(pca.components_.T, V[:, :6])) < (1e-8 if solver == "tsqr" else 1e-5)
+    tol = 1e-8 if solver == "tsqr" else 1e-5
+    assert np.max(subspace_angles(pca.components_.T, V[:, :6])) < tol
     np.testing.assert_allclose(pca.noise_variance_, w[6:].mean(), rtol=1e-6)
 
 
@@ -169,7 +170,8 @@ def test_sklearn_api(rng):
     assert clone(pca).get_params()["svd_solver"] == "tsqr"
     pipe = Pipeline([("scale", StandardScaler()), ("pca", scalepca.PCA(3))]).fit(X)
     assert pipe.transform(X).shape == (600, 3)
-    np.testing.assert_allclose(scalepca.PCA(3).fit_transform(X), scalepca.PCA(3).fit(X).transform(X))
+    np.testing.assert_allclose(scalepca.PCA(3).fit_transform(X),
+                               scalepca.PCA(3).fit(X).transform(X))
 
 
 # -- errors: all raised before any compute -----------------------------------------------

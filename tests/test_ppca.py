@@ -66,7 +66,8 @@ def test_sample_reproduces_the_model(data):
     np.testing.assert_array_equal(ppca.sample(10, random_state=3), ppca.sample(10, random_state=3))
     lazy = ppca.sample(1000, random_state=1, chunks=300)
     assert isinstance(lazy, da.Array) and lazy.chunks[0] == (300, 300, 300, 100)
-    np.testing.assert_array_equal(lazy.compute(), ppca.sample(1000, random_state=1, chunks=300).compute())
+    again = ppca.sample(1000, random_state=1, chunks=300)
+    np.testing.assert_array_equal(lazy.compute(), again.compute())
 
 
 def test_full_rank_is_singular_for_likelihood(rng):
@@ -88,7 +89,8 @@ def test_save_load_round_trip(tmp_path, data):
 
 @pytest.mark.distributed
 def test_on_local_cluster_with_small_memory_limit(tmp_path, rng):
-    """Two worker processes with 600 MiB each (≈270 MiB is the bare worker) fit a 96 MB zarr store; same answer as in memory."""
+    """Two worker processes with 600 MiB each (≈270 MiB is the bare worker) fit a 96 MB zarr
+    store; same answer as in memory."""
     from distributed import Client, LocalCluster
 
     X = low_rank_data(rng, n=120_000, d=100, rank=5, noise=1.0)  # 96 MB float64
