@@ -120,6 +120,7 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
 def open_data(dcfg: dict, *, method: str | None = None):
     """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
     from .io import open_matrix, open_zarr_node
+    from .io._open import previous_hint
 
     path = dcfg["path"]
     so = dcfg.get("storage_options")
@@ -134,7 +135,7 @@ def open_data(dcfg: dict, *, method: str | None = None):
         node = open_zarr_node(path, storage_options=so)
         if node.attrs.get("complete") is False:
             raise ValueError(f"{path!r} is incomplete: its write was interrupted (attribute "
-                             "complete: false); write it again")
+                             f"complete: false); write it again{previous_hint(path)}")
         if isinstance(node, zarr.Array) and node.ndim == 2:
             arr = da.from_zarr(node)
             if chunks is not None:

@@ -204,11 +204,29 @@ def scenario_url(tmp: Path) -> dict:
     _run_and_kill([sys.executable, "-c", _WRITE_OUTPUTS, data, url, "0.1",
                    '{"auto_mkdir": true}'], scores_under_way)
     after = _files(out_dir / "scores.zarr")
+    backup_dir = out_dir / "scores.zarr.previous"
+    kept = _files(backup_dir) if backup_dir.is_dir() else {}
     # data chunks of the previous complete scores that are gone (metadata excluded: its
-    # complete flag is meant to change)
+    # complete flag is meant to change): replaced in place, and not in the kept copy either
     facts = {"flag": zarr.open_group(str(out_dir / "scores.zarr"), mode="r").attrs.get(
-        "complete"), "bytes_replaced": sum(len(v) for k, v in before.items()
-                                           if "/c/" in k and after.get(k) != v)}
+        "complete"),
+        "bytes_replaced": sum(len(v) for k, v in before.items()
+                              if "/c/" in k and after.get(k) != v),
+        "bytes_lost": sum(len(v) for k, v in before.items()
+                          if "/c/" in k and after.get(k) != v and kept.get(k) != v),
+        "kept_equal": bool(kept) and kept == before}
+    try:
+        prev = scalepca.open_matrix(f"{url}/scores.zarr.previous", variable="scores",
+                                    storage_options=FSSPEC_OPTIONS)
+        facts["previous_readable"] = prev.shape
+    except Exception as err:  # reported by the test
+        facts["previous_readable"] = f"{type(err).__name__}: {err}"
+    try:
+        scalepca.open_matrix(f"{url}/scores.zarr", variable="scores",
+                             storage_options=FSSPEC_OPTIONS)
+        facts["hint"] = ""
+    except ValueError as err:
+        facts["hint"] = str(err)
     try:
         scalepca.open_matrix(f"{url}/scores.zarr", variable="scores",
                              storage_options=FSSPEC_OPTIONS)
@@ -221,6 +239,8 @@ def scenario_url(tmp: Path) -> dict:
     except ValueError:
         facts["model_loads"] = False
     _write_outputs(data, url, so=FSSPEC_OPTIONS)
+    facts["previous_left"] = sorted(p.name for p in out_dir.iterdir()
+                                    if p.name.endswith(".previous"))
     facts.update(url=url, out_dir=out_dir, data=data)
     return facts
 
@@ -243,12 +263,24 @@ def test_killed_url_write_is_never_read_as_complete(url_run):
 
 
 @pytest.mark.slow
+def test_killed_url_rewrite_loses_nothing(url_run):
+    """Object stores cannot rename: the complete output being replaced is kept as
+    ``<store>.previous`` until the rewrite completes, so a killed rewrite loses no byte."""
+    assert url_run["bytes_replaced"] > 0  # the kill did land while chunks were being rewritten
+    assert url_run["kept_equal"], "the kept copy differs from the previous complete output"
+    assert url_run["bytes_lost"] == 0
+    assert isinstance(url_run["previous_readable"], tuple), url_run["previous_readable"]
+    assert "scores.zarr.previous" in url_run["hint"]  # the error says where the old output is
+
+
+@pytest.mark.slow
 def test_next_url_run_overwrites_cleanly(url_run):
     est, expected = _expected_scores(url_run["data"])
     got = scalepca.open_matrix(f"{url_run['url']}/scores.zarr", variable="scores",
                                storage_options=FSSPEC_OPTIONS)
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12, atol=1e-12)
     assert zarr.open_group(str(url_run["out_dir"] / "scores.zarr")).attrs["complete"] is True
+    assert url_run["previous_left"] == []  # the kept copy goes once the new output is complete
 
 
 # -- make-data to a URL (in place) -----------------------------------------------------------------

@@ -200,3 +200,39 @@ def test_in_place_writes_are_flagged_until_complete(s3, capsys):
     generate_data(gen, url, storage_options=opts)  # `scalepca run` regenerates it
     assert "interrupted write; generating it again" in capsys.readouterr().out
     np.testing.assert_array_equal(scalepca.open_matrix(url, storage_options=opts).compute(), X)
+
+
+def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
+    """An in-place rewrite on S3 first copies the complete store to ``.previous``; a rewrite
+    that fails mid-way leaves it readable there, and the next complete rewrite removes it."""
+    from scalepca.io import _store
+
+    opts, fs = s3
+    url, X = remote_data
+    store = f"s3://{BUCKET}/rewrite/pca.zarr"
+    first = scalepca.PCA(2).fit(X)
+    first.save(store, storage_options=opts)
+    assert not fs.exists(f"{BUCKET}/rewrite/pca.zarr.previous")
+
+    real_write = _store.atomic_group
+
+    def dies_mid_write(path, *, storage_options=None, write=None):
+        def half(group):
+            group.attrs["format"] = "scalepca-model"
+            raise KeyboardInterrupt  # the process is stopped while the new store is written
+        return real_write(path, storage_options=storage_options, write=half)
+
+    monkeypatch.setattr(_store, "atomic_group", dies_mid_write)
+    with pytest.raises(KeyboardInterrupt):
+        scalepca.PCA(3).fit(X).save(store, storage_options=opts)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=r"pca\.zarr\.previous"):
+        scalepca.load(store, storage_options=opts)
+    kept = scalepca.load(f"{store}.previous", storage_options=opts)
+    np.testing.assert_array_equal(kept.components_, first.components_)
+
+    second = scalepca.PCA(3).fit(X)
+    second.save(store, storage_options=opts)
+    np.testing.assert_array_equal(scalepca.load(store, storage_options=opts).components_,
+                                  second.components_)
+    assert not fs.exists(f"{BUCKET}/rewrite/pca.zarr.previous")

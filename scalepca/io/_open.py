@@ -20,6 +20,15 @@ def _is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
+def previous_hint(path) -> str:
+    """The sentence telling where an interrupted in-place rewrite left the output it replaced."""
+    p = os.fspath(path).rstrip("/")
+    if not _is_url(p):
+        return ""
+    backup = p + ".previous"
+    return f"; the complete output it was replacing, if there was one, is kept at {backup!r}"
+
+
 def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"):
     """Open a zarr array or group at a local path or fsspec URL; ``FileNotFoundError`` if absent."""
     path = os.fspath(path)
@@ -109,7 +118,7 @@ def open_matrix(
         if node.attrs.get("complete") is False:  # scalepca writes flag in-place writes
             raise ValueError(
                 f"{os.fspath(source)!r} is incomplete: its write was interrupted (attribute "
-                "complete: false); write it again"
+                f"complete: false); write it again{previous_hint(source)}"
             )
         if isinstance(node, zarr.Group):
             arrays = sorted(name for name, _ in node.arrays())

@@ -26,7 +26,7 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from ._open import _is_url, open_zarr_node
+from ._open import _is_url, open_zarr_node, previous_hint
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,8 @@ def _open_for_write(path: str, storage_options=None) -> zarr.Group:
             except (zarr.errors.GroupNotFoundError, zarr.errors.ContainsArrayError):
                 group = None
             if group is not None:
+                if group.attrs.get("complete") is True:
+                    _keep_previous(fs, root)
                 group.attrs["complete"] = False
                 for child in fs.ls(root, detail=False):
                     if child.rstrip("/").rsplit("/", 1)[-1] != "zarr.json":
@@ -100,7 +102,10 @@ def atomic_group(path, *, storage_options=None, write=None):
     Local paths: written to ``<path>.tmp-<host>-<pid>-<uuid>`` and renamed over ``path``; the
     old store is removed only after the new one is complete. Partial siblings that killed
     writers on this host left behind (their process is gone) are removed after a successful
-    write. Remote URLs: written in place with ``complete`` set last.
+    write. Remote URLs (no rename on object stores): written in place with ``complete`` set
+    last; a complete store being replaced is first copied to ``<path>.previous`` (server-side
+    on object stores), which is deleted once the new store is complete — so a writer killed
+    mid-way loses nothing: the previous output stays readable there.
     """
     local = _local_path(path)
     if local is None:
@@ -108,6 +113,7 @@ def atomic_group(path, *, storage_options=None, write=None):
         group.attrs["complete"] = False
         write(group)
         group.attrs["complete"] = True
+        drop_previous(os.fspath(path), storage_options)
         return
     target = Path(local)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -128,6 +134,34 @@ def atomic_group(path, *, storage_options=None, write=None):
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _remove_abandoned(target)
+
+
+PREVIOUS_SUFFIX = ".previous"
+
+
+def _keep_previous(fs, root: str) -> None:
+    """Copy the complete store at ``root`` to ``<root>.previous`` before it is rewritten in place.
+
+    An older ``.previous`` (from a rewrite that was interrupted after the store it replaced had
+    become complete again) is replaced: ``root`` is complete now, so it is the newer output.
+    """
+    backup = root.rstrip("/") + PREVIOUS_SUFFIX
+    if fs.exists(backup):
+        fs.rm(backup, recursive=True)
+    logger.info("keeping the previous output %s as %s until the rewrite completes", root, backup)
+    fs.copy(root.rstrip("/"), backup, recursive=True)
+
+
+def drop_previous(path: str, storage_options=None) -> None:
+    """Delete ``<path>.previous`` after ``path`` has been rewritten completely (URLs only)."""
+    if not _is_url(path):
+        return
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    backup = root.rstrip("/") + PREVIOUS_SUFFIX
+    if fs.exists(backup):
+        fs.rm(backup, recursive=True)
 
 
 def _writer_tag() -> str:
@@ -277,7 +311,7 @@ def load(store, *, storage_options=None):
     if not attrs.get("complete", False):
         raise ValueError(
             f"{os.fspath(store)!r} is an incomplete model store (its write was interrupted); "
-            "fit and save again"
+            f"fit and save again{previous_hint(store)}"
         )
     module, qualname = attrs["class"].split(":")
     cls = getattr(importlib.import_module(module), qualname)
