@@ -13,8 +13,10 @@ faults      For every estimator of ``tests/_reliability.ESTIMATORS``: a real ``d
             SIGKILLed while it holds results of the fit. Survived = the fit completed and
             equals the undisturbed fit to the case's ``rtol_same``. Then the whole cluster is
             SIGKILLed mid-fit (PCA, RobustPCA): survived = a clear error (the client says it
-            lost the scheduler) within 60 s; RobustPCA then resumes from its checkpoint on a
-            new cluster and must equal an uninterrupted fit.
+            lost the scheduler) within 60 s; every estimator with a checkpoint (PPCA-EM,
+            SparsePCA, RobustPCA) is then killed with its whole cluster after its first
+            commit, resumes from the checkpoint on a new cluster and must equal an
+            uninterrupted fit.
 bad input   The table of ``tests/test_bad_input.py`` (input × estimator, and the CLI rows);
             unclear = any cell whose exception type, message, compute count, leftovers or
             fitted state misses the expectation. Writes docs/bad_input.md.
@@ -151,17 +153,19 @@ def run_cluster_loss(tmp: Path) -> list[dict]:
     rows.append({"fault": "whole cluster SIGKILL", "estimator": "PCA", "injected": 1,
                  "survived": int(clear), "error after s": time.monotonic() - t0,
                  "note": outcome[:120]})
-    rows.append(run_resume(tmp))
+    for case in ESTIMATORS:
+        if case.checkpoint:
+            rows.append(run_resume(tmp / f"resume-{case.name}", case))
     for r in rows:
         print(table([r], list(r)), flush=True)
     return rows
 
 
-def run_resume(tmp: Path) -> dict:
+def run_resume(tmp: Path, case) -> dict:
     import dask.array as da
     from distributed.client import FutureCancelledError
 
-    case = BY_NAME["RobustPCA"]
+    tmp.mkdir(parents=True, exist_ok=True)
     row = {"fault": "whole cluster SIGKILL + resume", "estimator": case.name}
     try:
         case.estimator_class()
@@ -169,7 +173,9 @@ def run_resume(tmp: Path) -> dict:
         return {**row, "injected": 0, "survived": 0, "note": str(err)}
     path = _store(tmp, case, 40)
     ckpt = str(tmp / "ckpt.zarr")
-    params = {"checkpoint": ckpt, "checkpoint_every": 2, "storage": "zarr"}
+    params = {"checkpoint": ckpt, "checkpoint_every": 2}
+    if "storage" in case.make().get_params():  # RobustPCA: the n1 × n2 state in the store
+        params["storage"] = "zarr"
     err_text = ""
     with ProcessCluster(2, workdir=tmp / "ra") as a:
         client = a.client(2)
@@ -244,8 +250,10 @@ def run_writes(tmp: Path) -> list[dict]:
     url = scenario_url(tmp / "url")
     rows.append({"writer": "write_outputs → fsspec URL (in place)", "killed": 1,
                  "read back as complete": int(url["partial_readable"]),
-                 "bytes lost": url["bytes_replaced"], "next run clean": 1,
-                 "note": "in place: the old scores are deleted before the rewrite"})
+                 "bytes lost": url["bytes_lost"],
+                 "next run clean": int(not url["previous_left"]),
+                 "note": f"in place: {url['bytes_replaced']} bytes of the old scores rewritten, "
+                         "all of them kept in scores.zarr.previous until the rewrite completes"})
     gen = scenario_make_data(tmp / "gen")
     rows.append({"writer": "make-data → fsspec URL (in place)", "killed": 1,
                  "read back as complete": int(gen["partial_readable"]),

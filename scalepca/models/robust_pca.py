@@ -208,7 +208,12 @@ class RobustPCA(LinearDecompositionMixin):
     rho : float, default=1.5
         Growth factor of μ per iteration (> 1); μ is capped at ``1e7 μ₀``.
     tol : float, default=1e-7
-        Stop when ``‖P_Ω(M − L − S)‖_F ≤ tol ‖P_Ω M‖_F``.
+        Stop when ``‖P_Ω(M − L − S)‖_F ≤ tol ‖P_Ω M‖_F``. The residual left over ends up
+        in ``L`` and ``S``, so the relative error of ``L`` can reach about
+        ``tol · ‖M‖_F / ‖L‖_F``. When the outliers dominate the norm of ``M``, lower ``tol``
+        by that ratio. For example, at n = 20,000 with 5 % ±1 outliers and ``‖L‖_F = 10`` the
+        ratio is 447; ``tol=1e-7`` then leaves a relative error of 1.6e-5 in ``L``, and
+        ``tol=1e-8`` leaves 3.4e-6 after 20 iterations.
     max_iter : int, default=500
     svd : {"randomized", "full"}, default="randomized"
         ``"randomized"``: partial SVD by a randomized range finder over the blocks with a
