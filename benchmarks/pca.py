@@ -30,8 +30,14 @@ from scalepca.datasets import make_low_rank_zarr  # noqa: E402
 K = 10
 
 
-def rel_err(ev, ref):
-    return float(np.max(np.abs(np.asarray(ev[:K]) / ref[:K] - 1)))
+#: eigenvalues of the benchmark data above its noise floor (factor variances 100 · 0.49^j + 1):
+#: components 7-10 lie within 5-20 % of the flat noise bulk, where no randomized range finder
+#: with K + 10 vectors separates them, so the randomized rows also report the error on these
+SIGNAL = 5
+
+
+def rel_err(ev, ref, k=K):
+    return float(np.max(np.abs(np.asarray(ev[:k]) / ref[:k] - 1)))
 
 
 def ensure_data(path, n, d, chunk_rows, gen_memory="4GiB"):
@@ -99,6 +105,7 @@ def main(argv=None):
         rows.append({"method": "scalepca PCA randomized (q=4)", "seconds": t,
                      "x read pass": t / t_read,
                      "eig rel err": rel_err(est.explained_variance_, ref_ev),
+                     "eig rel err top 5": rel_err(est.explained_variance_, ref_ev, SIGNAL),
                      "passes": est.n_passes_})
         rows.append({"method": "scalepca PCA tsqr (reference)", "seconds": t_ref,
                      "x read pass": t_ref / t_read, "eig rel err": 0.0, "passes": ref.n_passes_})
@@ -109,7 +116,8 @@ def main(argv=None):
                                             iterated_power=0).fit(X))
             rows.append({"method": "dask-ml PCA randomized (its default q=0)", "seconds": t,
                          "x read pass": t / t_read,
-                         "eig rel err": rel_err(est.explained_variance_, ref_ev)})
+                         "eig rel err": rel_err(est.explained_variance_, ref_ev),
+                         "eig rel err top 5": rel_err(est.explained_variance_, ref_ev, SIGNAL)})
         except Exception as err:  # report, do not hide
             rows.append({"method": "dask-ml PCA randomized", "seconds": float("nan"),
                          "note": f"failed: {type(err).__name__}: {err}"[:200]})
@@ -133,7 +141,9 @@ def main(argv=None):
                     rows.append({"method": f"dask-ml PCA randomized, q=0 "
                                            f"({args.dask_ml_full_memory}/worker)",
                                  "seconds": t, "x read pass": t / t_read,
-                                 "eig rel err": rel_err(est.explained_variance_, ref_ev)})
+                                 "eig rel err": rel_err(est.explained_variance_, ref_ev),
+                                 "eig rel err top 5": rel_err(est.explained_variance_, ref_ev,
+                                                              SIGNAL)})
             except Exception as err:
                 rows.append({"method": f"dask-ml PCA full ({args.dask_ml_full_memory}/worker)",
                              "seconds": float("nan"),
@@ -150,7 +160,8 @@ def main(argv=None):
     for p, nn in stores:
         with local_cluster(memory_limit=args.small_memory) as client:
             Xs = da.from_zarr(p)
-            t_r, _, _ = timed(lambda p=p: da.from_zarr(p).sum(axis=0).compute())
+            # two reads: the first warms the page cache (the 8 GB store is new on disk)
+            t_r, _, _ = timed(lambda p=p: da.from_zarr(p).sum(axis=0).compute(), repeat=2)
             t, _, est = timed(lambda Xs=Xs: scalepca.PCA(K).fit(Xs))
             peak = peak_worker_memory(client)
             mem_rows.append({"store GB": nn * d * 8 / 1e9, "workers": f"2 x {args.small_memory}",
@@ -161,12 +172,15 @@ def main(argv=None):
     cov_t = next(r["seconds"] for r in rows if r["method"] == "scalepca PCA covariance_eigh")
     results.update({"rows": rows, "memory_rows": mem_rows,
                     "targets": {"fit_over_read_le_1.3": cov_t / t_read,
+                                "fit_over_read_paired_median": next(
+                                    r["paired ratio median"] for r in rows
+                                    if r["method"] == "scalepca PCA covariance_eigh"),
                                 "speedup_vs_dask_ml_full_ge_8":
                                     (full_t / cov_t) if full_t and full_t == full_t else None}})
     print(f"\n{n:,} × {d} float64 ({gb:.2f} GB), {args.chunk_rows:,}-row chunks, "
           f"2 workers × 1 thread, {args.memory_limit}/worker")
     print(table(rows, ["method", "seconds", "x read pass", "paired ratio median",
-                       "eig rel err", "passes",
+                       "eig rel err", "eig rel err top 5", "passes",
                        "peak worker GiB", "note"]))
     print("\nmemory runs")
     print(table(mem_rows, ["store GB", "workers", "read s", "PCA fit s", "x read pass",
