@@ -56,12 +56,55 @@ def test_other_solvers_match_lapack(rng, solver):
     np.testing.assert_allclose(pca.noise_variance_, w[6:].mean(), rtol=1e-6)
 
 
-def test_randomized_on_2d_blocks(rng):
-    X = low_rank_data(rng, n=500, d=120, rank=4, noise=0.05)
+def _task_shapes(fn):
+    """Shapes of every array a task returns while ``fn`` runs (synchronous scheduler)."""
+    import dask
+    from dask.callbacks import Callback
+
+    shapes = []
+
+    class Spy(Callback):
+        def _posttask(self, key, result, dsk, state, worker_id):
+            if isinstance(result, np.ndarray):
+                shapes.append(result.shape)
+
+    with dask.config.set(scheduler="sync"), Spy():
+        out = fn()
+    return out, shapes
+
+
+def test_randomized_on_2d_blocks(rng, caplog):
+    # wide data: features split over column chunks stay split; no task ever holds a full row
+    n, d = 500, 120
+    X = low_rank_data(rng, n=n, d=d, rank=4, noise=0.05)
+    X[:, 7] += 50.0  # a mean far from zero: the centring must be exact per column strip
     w, V = dense_reference(X)
     Xd = da.from_array(X, chunks=(100, 40))
-    pca = scalepca.PCA(4, svd_solver="randomized", random_state=1).fit(Xd)
+    with caplog.at_level("INFO", logger="scalepca"):
+        pca, shapes = _task_shapes(
+            lambda: scalepca.PCA(4, svd_solver="randomized", random_state=1).fit(Xd))
+        Z, tshapes = _task_shapes(lambda: pca.transform(Xd).compute())
+    assert "rechunking" not in caplog.text
+    # no task result is larger than one 100 × 40 block (a full row block would be 100 × 120)
+    assert shapes and max(int(np.prod(s)) for s in shapes + tshapes) <= 100 * 40
     np.testing.assert_allclose(pca.explained_variance_, w[:4], rtol=1e-8)
+    np.testing.assert_allclose(pca.mean_, X.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(pca.noise_variance_, w[4:].mean(), rtol=1e-8)
+    assert np.max(subspace_angles(pca.components_.T, V[:, :4])) < 1e-8
+    np.testing.assert_allclose(Z, (X - X.mean(axis=0)) @ pca.components_.T, atol=1e-9)
+    # the same model from one column chunk, and PPCA's closed form on the 2-D blocks
+    ref = scalepca.PCA(4, svd_solver="randomized", random_state=1).fit(X)
+    np.testing.assert_allclose(pca.components_, ref.components_, atol=1e-9)
+    ppca = scalepca.PPCA(4, svd_solver="randomized", random_state=1).fit(Xd)
+    np.testing.assert_allclose(ppca.noise_variance_, w[4:].mean(), rtol=1e-8)
+
+
+def test_randomized_2d_blocks_report_nan(rng):
+    X = low_rank_data(rng, n=300, d=60, rank=3)
+    X[5, 45] = np.nan
+    X[9, 3] = np.inf
+    with pytest.raises(ValueError, match="2 "):
+        scalepca.PCA(3, svd_solver="randomized").fit(da.from_array(X, chunks=(100, 20)))
 
 
 def test_tsqr_keeps_small_singular_values(rng):

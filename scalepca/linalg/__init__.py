@@ -1,10 +1,17 @@
 """Pure functions on dask and NumPy arrays; no estimator state lives here."""
 
 from .decomp import eigh_descending, flip_signs, randomized_svd_centered, tsqr_svd_centered
-from .moments import block_moments, merge_moments, moments, moments_graph
+from .moments import (
+    block_moments,
+    column_moments_graph,
+    merge_moments,
+    moments,
+    moments_graph,
+)
 
 __all__ = [
     "block_moments",
+    "column_moments_graph",
     "eigh_descending",
     "flip_signs",
     "merge_moments",

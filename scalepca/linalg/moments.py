@@ -22,7 +22,7 @@ import dask.array as da
 import numpy as np
 from scipy.linalg import blas
 
-__all__ = ["block_moments", "merge_moments", "moments", "moments_graph"]
+__all__ = ["block_moments", "column_moments_graph", "merge_moments", "moments", "moments_graph"]
 
 
 #: rows handed to syrk at a time by :func:`_gram` (a 4 MiB buffer at d = 256, kept in cache)
@@ -133,6 +133,31 @@ def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8):
             for i in range(0, len(level), split_every)
         ]
     return level[0]
+
+
+def _concat_columns(*parts: dict) -> dict:
+    """Per-feature moments of column strips (same rows) side by side."""
+    out = {"n": parts[0]["n"], "mean": np.concatenate([p["mean"] for p in parts]),
+           "ss": np.concatenate([p["ss"] for p in parts]), "bad": sum(p["bad"] for p in parts)}
+    if any("nan_features" in p for p in parts):
+        out["nan_features"] = np.concatenate([
+            p.get("nan_features", np.zeros(p["mean"].shape[0], dtype=np.int64)) for p in parts
+        ])
+    return out
+
+
+def column_moments_graph(X: da.Array, *, split_every: int = 8):
+    """A dask ``Delayed`` for count, mean and per-feature sum of squares of ``X`` in 2-D blocks.
+
+    Each column strip is reduced over its rows by :func:`moments_graph` (``with_gram=False``)
+    and the strips' results are put side by side: one pass, and no task holds more than one
+    block, so wide data never has to be rechunked to full rows.
+    """
+    if len(X.chunks[1]) == 1:
+        return moments_graph(X, with_gram=False, split_every=split_every)
+    strips = [moments_graph(X.blocks[:, j], with_gram=False, split_every=split_every)
+              for j in range(X.numblocks[1])]
+    return dask.delayed(_concat_columns, pure=True)(*strips)
 
 
 def moments(X: da.Array, *, with_gram: bool = True, split_every: int = 8) -> dict:

@@ -28,9 +28,21 @@ def _affine_block(x, mean, P, offset):
 
 
 def affine_map(X: da.Array, mean: np.ndarray, P: np.ndarray, offset=None) -> da.Array:
-    """Lazy ``(X − mean) P + offset`` as a blockwise map over row chunks (no data moves)."""
+    """Lazy ``(X − mean) P + offset`` as a blockwise map over row chunks (no data moves).
+
+    ``X`` in 2-D blocks (wide data, features split over column chunks) is not rechunked to
+    full rows: each block is multiplied by its slice of ``P`` and the k-column products of a
+    row are summed over the column chunks in a tree, so a task holds one block, never a row.
+    """
     k = P.shape[1]
     dtype = np.result_type(X.dtype, np.float32)
+    if len(X.chunks[1]) > 1:
+        P = np.asarray(P, dtype=dtype)
+        shift = -(np.asarray(mean, dtype=dtype) @ P)
+        if offset is not None:
+            shift = shift + np.asarray(offset, dtype=dtype)
+        Z = X.astype(dtype) @ da.from_array(P, chunks=(X.chunks[1], k))
+        return Z + shift.astype(dtype)
     return X.map_blocks(
         _affine_block,
         mean,
@@ -80,9 +92,13 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
     def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=False) -> MatrixInput:
         return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks)
 
-    def _transform_input(self, X, *, what="X") -> MatrixInput:
+    def _fit_input(self, X) -> MatrixInput:
+        """The validated input of ``fit`` (features in one column chunk unless overridden)."""
+        return self._input(X)
+
+    def _transform_input(self, X, *, what="X", allow_2d_blocks=False) -> MatrixInput:
         self._check_fitted()
-        data = self._input(X, what=what)
+        data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks)
         check_n_features(data.data, self.n_features_in_, what=what)
         return data
 
@@ -93,7 +109,7 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
             delattr(self, attr)
         self.n_passes_ = 0
         t0 = time.perf_counter()
-        data = self._input(X)
+        data = self._fit_input(X)
         self._features_kept = None
         self._fit(data)
         self._widen_features(data.data.shape[1])
@@ -234,6 +250,10 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
 class LinearDecompositionMixin(DecompositionMixin):
     """Estimators whose transform is ``(x − mean_) P`` and reconstruction ``z Q + mean_``."""
 
+    #: ``transform`` keeps the input's 2-D blocks (see :func:`affine_map`) instead of
+    #: rechunking every row block to full width
+    _transform_keeps_2d_blocks = False
+
     def _transform_matrix(self) -> np.ndarray:
         """d × k projection applied to centred rows."""
         return self.components_.T
@@ -249,7 +269,7 @@ class LinearDecompositionMixin(DecompositionMixin):
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
         """
-        data = self._transform_input(X)
+        data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks)
         Z = affine_map(self._select_features(data.data), self._kept(self.mean_),
                        self._kept(self._transform_matrix(), axis=0))
         return data.wrap_samples(Z)

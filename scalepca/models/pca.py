@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import numbers
 
@@ -16,6 +17,7 @@ from .._validation import (
 )
 from ..io._matrix import MatrixInput
 from ..linalg import (
+    column_moments_graph,
     eigh_descending,
     flip_signs,
     moments_graph,
@@ -151,6 +153,22 @@ class PCA(LatentGaussianMixin, LinearDecompositionMixin):
             return self.svd_solver
         return "covariance_eigh" if d <= AUTO_MAX_GRAM_FEATURES else "randomized"
 
+    # -- input: wide data keeps its 2-D blocks for the randomized solver ---------------------
+    _transform_keeps_2d_blocks = True
+
+    def _fit_keeps_2d_blocks(self, n_features: int) -> bool:
+        """Whether ``fit`` works on the input's 2-D blocks (only the randomized solver does)."""
+        return self._choose_solver(n_features) == "randomized"
+
+    def _fit_input(self, X) -> MatrixInput:
+        data = self._input(X, allow_2d_blocks=True)
+        arr = data.data
+        if len(arr.chunks[1]) > 1 and not self._fit_keeps_2d_blocks(arr.shape[1]):
+            logger.info("X: features were split over %d column chunks; rechunking to one column "
+                        "chunk (rows stay as they are)", len(arr.chunks[1]))
+            data = dataclasses.replace(data, data=arr.rechunk({1: -1}))
+        return data
+
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
@@ -172,9 +190,8 @@ class PCA(LatentGaussianMixin, LinearDecompositionMixin):
             n, mean, evals, components, total = spectrum_from_moments(mom, k)
             ev = evals
         else:
-            Xm = X if len(X.chunks[1]) == 1 else X.rechunk({1: -1})
             with self._timed_pass("moments"):
-                (mom,) = dask.compute(moments_graph(Xm, with_gram=False))
+                (mom,) = dask.compute(column_moments_graph(X))
             mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
             X = self._select_features(X)
             mean = mom["mean"]

@@ -191,6 +191,13 @@ class PPCA(PCA):
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
 
+    _transform_keeps_2d_blocks = False  # transform and scores map whole rows
+
+    def _fit_keeps_2d_blocks(self, n_features: int) -> bool:
+        # EM maps whole rows; only the closed form with the randomized solver takes 2-D blocks
+        return (self.solver in ("auto", "closed_form") and self.missing == "error"
+                and super()._fit_keeps_2d_blocks(n_features))
+
     def _fit(self, data: MatrixInput) -> None:
         check_choice(self.solver, "solver", ("auto", "closed_form", "em"))
         check_choice(self.missing, "missing", ("error", "em"))

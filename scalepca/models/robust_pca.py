@@ -358,7 +358,7 @@ class RobustPCA(LinearDecompositionMixin):
         """M keeps its 2-D blocks (both dimensions may be large)."""
         return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks)
 
-    def _transform_input(self, X, *, what="X") -> MatrixInput:
+    def _transform_input(self, X, *, what="X", allow_2d_blocks=False) -> MatrixInput:
         self._check_fitted()
         from .._validation import check_n_features
 

@@ -398,6 +398,7 @@ class SparsePCA(LinearDecompositionMixin):
         else:
             D = self._fit_minibatch(X, mean, scale, D0, order_seed, ck=ck)
             P, G, s = self._stats_pass(X, mean, scale, D, label="final")
+            self._keep_online_state(D, G, s, mean, n, scale)
         self._finish_dictionary(D, P, G, s, n)
 
     def _fingerprint(self, X, k: int, mom: dict, scale) -> dict:
@@ -777,6 +778,23 @@ class SparsePCA(LinearDecompositionMixin):
         self._online_state = {**state, "D": D}
         return D
 
+    def _keep_online_state(self, D, G, s, mean, n, scale) -> None:
+        """Leave what ``partial_fit`` needs to go on from a minibatch ``fit``.
+
+        The running mean and row count are the fit's; the code statistics it carries (weighted
+        sums, normalised by the dictionary's column norms) are set from the exact per-sample
+        statistics of the final pass, at the weight the online state has reached.
+        """
+        if scale is not None or getattr(self, "_features_kept", None) is not None:
+            self._online_state = None  # standardised or feature-dropped fits cannot stream on
+            return
+        state = self._online_state
+        norms = np.linalg.norm(D, axis=0)
+        safe = np.where(norms > 0, norms, 1.0)
+        state.update(mean=np.asarray(mean, dtype=np.float64).copy(), N=int(n),
+                     S=float(s) * state["W"], Gu=G / np.outer(safe, safe) * state["W"],
+                     D_G=D)
+
     def _finish_dictionary(self, D, P, G, s, n) -> None:
         """Fitted attributes from the final dictionary and its per-sample statistics."""
         alpha = float(self._alphas[0])
@@ -814,7 +832,8 @@ class SparsePCA(LinearDecompositionMixin):
         if first and self.__sklearn_is_fitted__():
             raise ValueError(
                 "partial_fit can only continue a model built by partial_fit or by "
-                "fit(method='minibatch') in this session"
+                "fit(method='minibatch') in this session, without use_correlation and with "
+                "no feature dropped as all-NaN"
             )
         data = self._input(X) if first else self._transform_input(X)
         Xd = data.data
