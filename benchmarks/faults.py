@@ -12,7 +12,7 @@ faults      For every estimator of ``tests/_reliability.ESTIMATORS``: a real ``d
             undisturbed fit, then the same fit with slow reads during which one worker is
             SIGKILLed while it holds results of the fit. Survived = the fit completed and
             equals the undisturbed fit to the case's ``rtol_same``. Then the whole cluster is
-            SIGKILLed mid-fit (PCA, RobustPCA): survived = a clear error (the client says it
+            SIGKILLed mid-fit (a PCA fit): survived = a clear error (the client says it
             lost the scheduler) within 60 s; every estimator with a checkpoint (PPCA-EM,
             SparsePCA, RobustPCA) is then killed with its whole cluster after its first
             commit, resumes from the checkpoint on a new cluster and must equal an

@@ -143,6 +143,10 @@ ESTIMATORS = [
           "random_state": 0},
          rtol_chunks=1e-10,  # iterates on the client only: one pass over the data
          chunks_note="alternation on the client from the one-pass covariance (measured 1e-15)"),
+    Case("SparsePCA-elasticnet", "scalepca.models.sparse_pca", "SparsePCA",
+         {"n_components": 3, "method": "elasticnet", "alpha": 0.5},
+         rtol_chunks=1e-10,  # one-pass covariance, then the alternation on the client
+         chunks_note="ZHT alternation on the client from the one-pass covariance"),
     Case("RobustPCA", "scalepca.models.robust_pca", "RobustPCA",
          {"random_state": 0, "max_iter": 60, "tol": 1e-6, "storage": "memory"},
          data="rpca", two_d_blocks=True, has_n_components=False, iterative=True,
