@@ -8,7 +8,11 @@ rank(L) = r, ‖S‖₀ = ‖S0‖₀, ≤ 25 iterations. Target: scalepca ≥ 4
 Part ``scale``: n1 = n2 = 20,000 (3.2 GB float64 in an uncompressed zarr store under
 /work/bench-data/, reused when present), rank 100, 5 % corruption (Bernoulli per entry, ±1),
 a LocalCluster of 2 workers × 1 thread × 4 GiB, ``storage="zarr"`` with a checkpoint every
-5 iterations (a killed run continues when started again). Reported: time of one read pass of
+5 iterations, tol 1e-8. The tighter stop is what the accuracy target needs at this size, not a
+weakness of the solver: ‖M‖_F ≈ √(0.05) n ≈ 4,470 while ‖L0‖_F = √r = 10, so the residual
+test ‖M − L − S‖_F ≤ tol ‖M‖_F bounds the error of L only to about 447 · tol relative (tol 1e-7
+stopped at 1.6e-5 in an earlier run; at n = 2000 the same ratio is 45, hence 1e-7 suffices there).
+A killed run continues when started again. Reported: time of one read pass of
 M, time per iteration and its ratio to the read pass, iterations, total time, peak worker RSS,
 relative error, rank and support.
 
@@ -232,7 +236,10 @@ def info_norm2(M) -> float:
     return float((M**2).sum().compute())
 
 
-def part_scale(n, r, block, n_power_iter, checkpoint_every, tol=1e-7):
+SCALE_TOL = 1e-8
+
+
+def part_scale(n, r, block, n_power_iter, checkpoint_every, tol=SCALE_TOL):
     import dask
     import dask.array as da
 
@@ -253,7 +260,7 @@ def part_scale(n, r, block, n_power_iter, checkpoint_every, tol=1e-7):
         print(f"one read pass of M: {read_pass:.1f}s", flush=True)
         sampler = MemorySampler(client)
         sampler.start()
-        ck = data / (f"checkpoint-q{n_power_iter}.zarr" if tol == 1e-7
+        ck = data / (f"checkpoint-q{n_power_iter}.zarr" if tol == SCALE_TOL
                      else f"checkpoint-q{n_power_iter}-tol{tol:g}.zarr")
         t0 = time.perf_counter()
         est = scalepca.RobustPCA(storage="zarr", checkpoint=str(ck),
@@ -302,7 +309,7 @@ def main():
     ap.add_argument("--block", type=int, default=2500, help="scale run: zarr/dask block edge")
     ap.add_argument("--n-power-iter", type=int, default=1)
     ap.add_argument("--checkpoint-every", type=int, default=5)
-    ap.add_argument("--tol", type=float, default=1e-7,
+    ap.add_argument("--tol", type=float, default=SCALE_TOL,
                     help="scale run: stop when ||M - L - S||_F <= tol ||M||_F. The relative error "
                          "of L is about tol ||M||_F / ||L0||_F (447 at n = 20,000)")
     args = ap.parse_args()
@@ -315,7 +322,7 @@ def main():
         payload["small"] = part_small(args.sizes, args.repeat)
     else:
         key = "scale" if args.n == 20_000 else f"scale_n{args.n}"
-        if args.n_power_iter != 1 or args.tol != 1e-7:
+        if args.n_power_iter != 1 or args.tol != SCALE_TOL:
             key += f"_q{args.n_power_iter}_tol{args.tol:g}"
         payload[key] = part_scale(args.n, args.rank, args.block, args.n_power_iter,
                                   args.checkpoint_every, args.tol)
