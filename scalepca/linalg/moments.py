@@ -35,19 +35,24 @@ def _gram(x: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
     Rows go to syrk ``GRAM_BLOCK_ROWS`` at a time, accumulated into one upper triangle; with a
     ``shift`` each slice is centred into one reused buffer, so no shifted copy of the whole
     block is made. That copy cost an allocation and an extra sweep through memory of the
-    block's size (50,000 × 256 block: 0.146 s for copy + syrk, 0.123 s this way).
+    block's size (50,000 × 256 block: 0.146 s for copy + syrk, 0.123 s this way). float32
+    blocks are widened to float64 slice by slice in the same buffer, never as a whole.
     """
-    x = np.ascontiguousarray(x, dtype=np.float64)
+    x = np.ascontiguousarray(x)
     n, d = x.shape
     g = np.zeros((d, d), dtype=np.float64, order="F")
     if n == 0:
         return g
     rows = min(n, GRAM_BLOCK_ROWS)
-    buf = np.empty((rows, d), dtype=np.float64) if shift is not None else None
+    widen = x.dtype != np.float64
+    buf = np.empty((rows, d), dtype=np.float64) if shift is not None or widen else None
     for start in range(0, n, rows):
         part = x[start : start + rows]
-        if buf is not None:
-            part = np.subtract(part, shift, out=buf[: part.shape[0]])
+        if shift is not None:
+            part = np.subtract(part, shift, out=buf[: part.shape[0]], dtype=np.float64)
+        elif widen:
+            buf[: part.shape[0]] = part
+            part = buf[: part.shape[0]]
         # part is C-contiguous r × d, so part.T is F-contiguous d × r: syrk(a=part.T) = partᵀ part
         g = blas.dsyrk(1.0, part.T, beta=1.0, c=g, trans=0, lower=0, overwrite_c=1)
     iu = np.triu_indices_from(g, 1)
@@ -61,9 +66,13 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True) -> dict:
     Non-finite entries are counted; the remaining statistics of a block that has them are
     meaningless, and the caller is expected to raise on ``bad > 0``.
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float64)
+    # float32 blocks stay float32 here: sums accumulate in float64 and the Gram widens
+    # slice by slice (no float64 copy of the block)
     n = x.shape[0]
-    colsum = x.sum(axis=0)
+    colsum = x.sum(axis=0, dtype=np.float64)
     bad = 0
     # The column sums are finite exactly when every entry is finite (barring overflow of sums
     # near 1e308), so the NaN/inf check costs nothing on clean data; only then count exactly.
@@ -74,7 +83,7 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True) -> dict:
             # per-feature NaN counts let callers drop all-NaN features (land masks)
             nan_features = np.isnan(x).sum(axis=0)
             x = np.where(finite, x, 0.0)
-        colsum = x.sum(axis=0)
+        colsum = x.sum(axis=0, dtype=np.float64)
     mean = colsum / n if n else np.zeros(x.shape[1])
     out = {"n": n, "mean": mean, "bad": bad}
     if bad:
