@@ -347,38 +347,40 @@ def test_minibatch_on_a_cluster_equals_local(rng):
 
 
 # -- partial_fit -------------------------------------------------------------------------------
-def test_partial_fit_streams_chunks():
-    Xn = make_sparse_spike(20_000, 24, n_components=2, support=5, seed=9).compute() + 5.0
-    m = SparsePCA(2, alpha=0.2, random_state=0)
-    for _ in range(3):
-        for i in range(0, 20_000, 2000):
-            m.partial_fit(Xn[i : i + 2000])
+def _spike_for_streaming():
+    return make_sparse_spike(20_000, 24, n_components=2, support=5, seed=9).compute() + 5.0
+
+
+def _assert_streamed_like_batch(m, Xn, n_seen):
+    """Running mean and count exact; supports and variance those of the batch fit on Xn."""
     np.testing.assert_allclose(m.mean_, Xn.mean(axis=0), atol=1e-10)
-    assert m.n_samples_ == 60_000
+    assert m.n_samples_ == n_seen
     ref = SparsePCA(2, method="batch", alpha=0.2, random_state=0).fit(Xn)
     assert supports(m.components_) == supports(ref.components_)
     assert _subspace_gap(m.components_, ref.components_) < 0.05
     np.testing.assert_allclose(m.explained_variance_ratio_, ref.explained_variance_ratio_,
                                rtol=0.05)
+
+
+def test_partial_fit_streams_chunks():
+    Xn = _spike_for_streaming()
+    m = SparsePCA(2, alpha=0.2, random_state=0)
+    for _ in range(3):
+        for i in range(0, 20_000, 2000):
+            m.partial_fit(Xn[i : i + 2000])
+    _assert_streamed_like_batch(m, Xn, 60_000)
     with pytest.raises(ValueError, match="features"):
         m.partial_fit(Xn[:10, :5])
 
 
 @pytest.mark.filterwarnings("ignore:.*all zero")
 def test_partial_fit_continues_a_minibatch_fit():
-    # fit on the first half, then stream the second half: running mean and count are exact,
-    # the supports are those of the batch fit on all rows
-    Xn = make_sparse_spike(20_000, 24, n_components=2, support=5, seed=9).compute() + 5.0
+    # fit on the first half, then stream the second half
+    Xn = _spike_for_streaming()
     m = SparsePCA(2, alpha=0.2, random_state=0).fit(Xn[:10_000])
     for i in range(10_000, 20_000, 2000):
         m.partial_fit(Xn[i : i + 2000])
-    np.testing.assert_allclose(m.mean_, Xn.mean(axis=0), atol=1e-10)
-    assert m.n_samples_ == 20_000
-    ref = SparsePCA(2, method="batch", alpha=0.2, random_state=0).fit(Xn)
-    assert supports(m.components_) == supports(ref.components_)
-    assert _subspace_gap(m.components_, ref.components_) < 0.05
-    np.testing.assert_allclose(m.explained_variance_ratio_, ref.explained_variance_ratio_,
-                               rtol=0.05)
+    _assert_streamed_like_batch(m, Xn, 20_000)
     std = SparsePCA(2, alpha=0.2, random_state=0, use_correlation=True).fit(Xn[:2000])
     with pytest.raises(ValueError, match="use_correlation"):
         std.partial_fit(Xn[2000:4000])
