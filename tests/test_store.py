@@ -79,8 +79,27 @@ def _assert_same_state(a, b):
 @pytest.mark.parametrize("method, cls", _importable_methods())
 def test_round_trip_identical_transform(tmp_path, rng, method, cls):
     X = _data_for(method, rng)
-    est = _estimator(cls).fit(X)
-    path = tmp_path / f"{method}.zarr"
+    _assert_round_trip(_estimator(cls).fit(X), X, tmp_path / f"{method}.zarr")
+
+
+@pytest.mark.parametrize("variant", ["sparse-elasticnet", "sparse-batch", "ppca-em-missing"])
+def test_round_trip_of_solver_variants(tmp_path, rng, variant):
+    # the variants keep other fitted state than each class's default
+    X = da.from_array(low_rank_data(rng, n=400, d=12, rank=3), chunks=(100, 12))
+    if variant == "sparse-elasticnet":
+        est = scalepca.SparsePCA(3, method="elasticnet", n_nonzero=[4, 4, 4])
+    elif variant == "sparse-batch":
+        est = scalepca.SparsePCA(3, method="batch", alpha=0.1, random_state=0)
+    else:
+        Xn = X.compute()
+        Xn[rng.random(Xn.shape) < 0.1] = np.nan
+        X = da.from_array(Xn, chunks=(100, 12))
+        est = scalepca.PPCA(3, solver="em", missing="em", max_iter=30, random_state=0)
+    _assert_round_trip(est.fit(X), X, tmp_path / f"{variant}.zarr")
+
+
+def _assert_round_trip(est, X, path):
+    cls = type(est)
     est.save(path)
     back = load(path)
     assert type(back) is cls
