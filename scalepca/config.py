@@ -11,7 +11,8 @@ A run config has five sections::
     cluster:   ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |
                gateway) and the settings of that kind
     output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
-               ``report``: an HTML page with figures, see :mod:`scalepca.report`)
+               ``report``, default true: an HTML page with figures, see
+               :mod:`scalepca.report`; ``false`` writes none)
     progress:  true | false — a progress bar per pass over the data
 
 Unknown keys are rejected with a message naming them and the allowed keys; values of the
@@ -94,7 +95,7 @@ _OUTPUT = {
     "reconstruction": _f(bool, False),
     "low_rank": _f(bool, False),
     "sparse": _f(bool, False),
-    "report": _f(bool, False),  # report.html + PNG figures next to the outputs
+    "report": _f(bool, True),  # report.html + PNG figures next to the outputs
 }
 
 _SECURITY = {

@@ -1,6 +1,6 @@
 """A run report readable without Python: one HTML page plus PNG figures.
 
-``scalepca run`` writes it next to its outputs when the config says ``output.report: true``::
+``scalepca run`` writes it next to its outputs unless the config says ``output.report: false``::
 
     <output.store>/report.html          the page: summary table, spectrum table, figures
     <output.store>/report/*.png          the figures (scree, components or maps, convergence,

@@ -144,11 +144,12 @@ progress: false
         assert (tmp_path / "out" / src).read_bytes()[:8] == PNG_MAGIC
 
 
-def test_report_is_opt_in_and_typed(tmp_path):
+def test_report_is_written_by_default_and_typed(tmp_path):
     from scalepca.config import ConfigError, validate_config
 
     base = {"data": {"path": "x.zarr"}, "model": {"method": "pca"}}
-    assert validate_config(base)["output"]["report"] is False
+    assert validate_config(base)["output"]["report"] is True
+    assert validate_config({**base, "output": {"report": False}})["output"]["report"] is False
     with pytest.raises(ConfigError, match="output.report"):
         validate_config({**base, "output": {"report": "yes"}})
 
