@@ -189,7 +189,8 @@ def _missing_pattern(obs: np.ndarray):
     from scipy import sparse
 
     m, d = obs.shape
-    rows, cols = np.nonzero(~obs)  # row-major order, as CSR wants
+    # row-major order, as CSR wants; one flat index array is cheaper than 2-D nonzero
+    rows, cols = np.divmod(np.flatnonzero(~obs), d)
     indptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
     return sparse.csr_matrix((np.ones(rows.size), cols, indptr), shape=(m, d)), rows, cols
@@ -277,13 +278,14 @@ def _posterior(x, mean, W, sigma2):
         Ez = np.matmul(Minv, XW[:, :, None])[:, :, 0]
         dobs = d - np.diff(miss.indptr).astype(np.float64)
         extra = {"miss": miss, "miss_cols": cols}
-    sq = xc * xc
-    return {"xc": xc, "sq": sq, "XW": XW, "Ez": Ez, "Minv": Minv, "logdet": logdet,
+    # per-row sums of squares without an m × d temporary (einsum reduces in place)
+    sq_rows = np.einsum("ij,ij->i", xc, xc)
+    return {"xc": xc, "sq_rows": sq_rows, "XW": XW, "Ez": Ez, "Minv": Minv, "logdet": logdet,
             "dobs": dobs, "full": full, **extra}
 
 
 def _loglike_rows(p: dict, sigma2: float, k: int) -> np.ndarray:
-    quad = (p["sq"].sum(axis=1) - (p["XW"] * p["Ez"]).sum(axis=1)) / sigma2
+    quad = (p["sq_rows"] - (p["XW"] * p["Ez"]).sum(axis=1)) / sigma2
     ll = -0.5 * (p["dobs"] * np.log(2 * np.pi) + (p["dobs"] - k) * np.log(sigma2)
                  + p["logdet"] + quad)
     if not p["full"]:
@@ -362,7 +364,7 @@ def estep_block(x, mean, W, sigma2) -> dict:
         Zt[~rows, k] = 0.0
     B = xc.T @ Zt
     return {"n": nrows, "A": A, "Amiss": Amiss, "B": B,
-            "s": p["sq"].sum(axis=0), "nobs": nobs, "ll": ll}
+            "s": np.einsum("ij,ij->j", xc, xc), "nobs": nobs, "ll": ll}
 
 
 def merge_estep(a: dict, b: dict) -> dict:
