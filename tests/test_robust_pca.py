@@ -438,3 +438,30 @@ def test_rectangular_and_xarray_input():
     assert rel(est.low_rank_.compute(), L0) < 1e-5
     Z = est.transform(Xd)
     assert isinstance(Z, xr.DataArray) and Z.dims == ("time", "mode") and Z.shape == (n1, r)
+
+
+def test_factor_graphs_do_not_warn_and_threshold_is_restored(tmp_path):
+    """The factors of L ride in each iteration's graph on purpose (recomputable after a worker
+    loss, unlike scattered data); distributed's large-graph warning is raised for the fit only,
+    to the factors' size, and put back afterwards."""
+    import warnings
+
+    import dask
+    import zarr
+    from distributed import Client, LocalCluster
+
+    L0, S0, r = clmw_problem(600)
+    z = zarr.create_array(tmp_path / "m.zarr", shape=(600, 600), chunks=(150, 150), dtype="f8")
+    z[:] = L0 + S0
+    key = "distributed.admin.large-graph-warning-threshold"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster), \
+            dask.config.set({key: "200kB"}):  # the iteration graphs here are ~480 kiB
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est = scalepca.RobustPCA(random_state=0).fit(da.from_zarr(str(tmp_path / "m.zarr")))
+        assert dask.config.get(key) == "200kB"
+        with pytest.warns(UserWarning, match="large graph"):  # the threshold is live again
+            da.from_array(np.zeros((200, 200)), chunks=100).sum().compute()
+    assert not [w for w in caught if "large graph" in str(w.message)]
+    assert est.rank_ == r

@@ -410,8 +410,12 @@ class RobustPCA(LinearDecompositionMixin):
         # dask-distributed workers). Nested BLAS threads under the threaded scheduler
         # oversubscribe the cores, and OpenBLAS's spinning threads then slow even the small
         # client-side QRs by orders of magnitude on a busy machine.
-        with threadpool_limits(limits=1, user_api="blas"):
-            self._fit_ialm(data)
+        with threadpool_limits(limits=1, user_api="blas"), _GraphAllowance() as allowance:
+            self._graph_allowance = allowance
+            try:
+                self._fit_ialm(data)
+            finally:
+                del self._graph_allowance
 
     def _fit_ialm(self, data: MatrixInput) -> None:
         M = data.data
@@ -546,6 +550,9 @@ class RobustPCA(LinearDecompositionMixin):
         p = int(self.n_oversamples)
         while not converged and it < self.max_iter:
             t0 = time.perf_counter()
+            # this iteration's graphs carry U·s, Vᵀ and probe blocks, each n × (at most sv + p
+            # now, 2 sv + 10 + p for the next probe block: see predict_rank), in float64
+            self._graph_allowance.at_least(8 * 3 * (n1 + n2) * (2 * sv + 10 + p))
             Om = self._probes(entropy, it, sv, p, n1, n2, V_warm) if fused else None
             res = svt(
                 A, 1.0 / mu, sv, method=self.svd, n_oversamples=p,
@@ -715,6 +722,38 @@ class RobustPCA(LinearDecompositionMixin):
             super().save(store, storage_options=storage_options)
         finally:
             self.mask = mask
+
+
+class _GraphAllowance:
+    """Raise distributed's large-graph warning threshold for the graphs of one fit.
+
+    Every iteration puts the factors of L and the probe blocks (n × l, a few tens of MiB at
+    n = 20,000) into its graphs on purpose: data embedded in a graph is still there when a
+    worker dies mid-fit and its tasks are recomputed elsewhere, whereas data scattered to a
+    worker is lost with that worker (the fault tests of issue 8 kill workers). distributed
+    warns about graphs above ``distributed.admin.large-graph-warning-threshold`` (10 MB by
+    default) and advises scattering; inside a fit the threshold is raised to the size of the
+    factors the iteration carries, never lowered, and restored when the fit ends.
+    """
+
+    _KEY = "distributed.admin.large-graph-warning-threshold"
+
+    def __enter__(self):
+        self._sets = []
+        return self
+
+    def at_least(self, nbytes: int) -> None:
+        from dask.utils import parse_bytes
+
+        current = dask.config.get(self._KEY, None)
+        current = parse_bytes(current) if current is not None else 10_000_000
+        if nbytes > current:
+            self._sets.append(dask.config.set({self._KEY: int(nbytes)}))
+
+    def __exit__(self, *exc):
+        while self._sets:
+            self._sets.pop().__exit__(None, None, None)
+        return False
 
 
 def _convergence_warning():
