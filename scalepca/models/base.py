@@ -42,7 +42,7 @@ def affine_map(X: da.Array, mean: np.ndarray, P: np.ndarray, offset=None) -> da.
         if offset is not None:
             shift = shift + np.asarray(offset, dtype=dtype)
         Z = X.astype(dtype) @ da.from_array(P, chunks=(X.chunks[1], k))
-        return Z + shift.astype(dtype)
+        return Z + shift
     return X.map_blocks(
         _affine_block,
         mean,

@@ -411,13 +411,9 @@ class RobustPCA(LinearDecompositionMixin):
         # oversubscribe the cores, and OpenBLAS's spinning threads then slow even the small
         # client-side QRs by orders of magnitude on a busy machine.
         with threadpool_limits(limits=1, user_api="blas"), _GraphAllowance() as allowance:
-            self._graph_allowance = allowance
-            try:
-                self._fit_ialm(data)
-            finally:
-                del self._graph_allowance
+            self._fit_ialm(data, allowance)
 
-    def _fit_ialm(self, data: MatrixInput) -> None:
+    def _fit_ialm(self, data: MatrixInput, allowance: _GraphAllowance) -> None:
         M = data.data
         n1, n2 = M.shape
         self._check_params(n1, n2)
@@ -552,7 +548,7 @@ class RobustPCA(LinearDecompositionMixin):
             t0 = time.perf_counter()
             # this iteration's graphs carry U·s, Vᵀ and probe blocks, each n × (at most sv + p
             # now, 2 sv + 10 + p for the next probe block: see predict_rank), in float64
-            self._graph_allowance.at_least(8 * 3 * (n1 + n2) * (2 * sv + 10 + p))
+            allowance.at_least(8 * 3 * (n1 + n2) * (2 * sv + 10 + p))
             Om = self._probes(entropy, it, sv, p, n1, n2, V_warm) if fused else None
             res = svt(
                 A, 1.0 / mu, sv, method=self.svd, n_oversamples=p,
