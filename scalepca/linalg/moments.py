@@ -20,27 +20,27 @@ from __future__ import annotations
 import dask
 import dask.array as da
 import numpy as np
-from scipy.linalg import blas
 
 __all__ = ["block_moments", "column_moments_graph", "merge_moments", "moments", "moments_graph"]
 
 
-#: rows handed to syrk at a time by :func:`_gram` (a 4 MiB buffer at d = 256, kept in cache)
+#: rows per syrk call in :func:`_gram` (a 4 MiB float64 buffer at d = 256)
 GRAM_BLOCK_ROWS = 2048
 
 
 def _gram(x: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
-    """``(x − shift)ᵀ (x − shift)`` by BLAS syrk (half the flops of a general product), symmetrised.
+    """``(x − shift)ᵀ (x − shift)`` in float64, by syrk (half the flops of a general product).
 
-    Rows go to syrk ``GRAM_BLOCK_ROWS`` at a time, accumulated into one upper triangle; with a
-    ``shift`` each slice is centred into one reused buffer, so no shifted copy of the whole
-    block is made. That copy cost an allocation and an extra sweep through memory of the
-    block's size (50,000 × 256 block: 0.146 s for copy + syrk, 0.123 s this way). float32
-    blocks are widened to float64 slice by slice in the same buffer, never as a whole.
+    Rows go ``GRAM_BLOCK_ROWS`` at a time; with a ``shift``, or for a non-float64 block, each
+    slice is centred or widened into one reused float64 buffer, so no shifted or widened copy of
+    the whole block is made. The product is numpy's ``aᵀ @ a``, which numpy hands to its own
+    OpenBLAS syrk when both operands are one buffer. With one BLAS thread, as on a Dask worker
+    (``OPENBLAS_NUM_THREADS=1``), that took 0.109 s for a 62,500 × 200 float32 block against
+    0.134 s for ``scipy.linalg.blas.dsyrk`` on the same slices (medians of 25 interleaved runs).
     """
     x = np.ascontiguousarray(x)
     n, d = x.shape
-    g = np.zeros((d, d), dtype=np.float64, order="F")
+    g = np.zeros((d, d), dtype=np.float64)
     if n == 0:
         return g
     rows = min(n, GRAM_BLOCK_ROWS)
@@ -53,11 +53,9 @@ def _gram(x: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
         elif widen:
             buf[: part.shape[0]] = part
             part = buf[: part.shape[0]]
-        # part is C-contiguous r × d, so part.T is F-contiguous d × r: syrk(a=part.T) = partᵀ part
-        g = blas.dsyrk(1.0, part.T, beta=1.0, c=g, trans=0, lower=0, overwrite_c=1)
-    iu = np.triu_indices_from(g, 1)
-    g[(iu[1], iu[0])] = g[iu]
-    return np.ascontiguousarray(g)
+        # part is one C-contiguous buffer, so numpy recognises partᵀ part and calls syrk
+        g += part.T @ part
+    return g
 
 
 def block_moments(x: np.ndarray, *, with_gram: bool = True) -> dict:
