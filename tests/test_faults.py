@@ -104,8 +104,10 @@ def test_worker_sigkill_mid_fit(cluster, tmp_path_factory, case):
     X = da.from_zarr(path)
     ref = summary(case.make().fit(X))  # undisturbed, same cluster, same graph
 
-    # slow reads: 16 row blocks × 0.1 s keep a one-pass fit busy for ~0.5 s on 3 workers
-    Xs = slowed(X, 0.1 if not case.iterative else 0.02)
+    # slow reads: 16 row blocks × 0.25 s keep a one-pass fit busy for ~1.3 s on 3 workers. At
+    # 0.1 s (~0.5 s busy) the PPCA fit once ended, under the load of the whole suite, before
+    # the killer's scheduler queries saw the victim holding results while busy.
+    Xs = slowed(X, 0.25 if not case.iterative else 0.02)
     victim = cluster.alive_workers()[1]
     with WorkerKiller(cluster, client, victim, min_results=2,
                       after=1.0 if case.iterative else 0.0) as killer:
