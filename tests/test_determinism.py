@@ -28,7 +28,14 @@ from hypothesis import strategies as st
 
 import scalepca
 
-from ._reliability import ESTIMATORS, assert_same_fit, make_or_skip, max_rel_diff, summary
+from ._reliability import (
+    ESTIMATORS,
+    ProcessCluster,
+    assert_same_fit,
+    make_or_skip,
+    max_rel_diff,
+    summary,
+)
 
 #: chunkings compared per estimator: row chunk sizes (2-D blocks for RobustPCA)
 CHUNKINGS = {
@@ -52,14 +59,12 @@ def _fit(case, X, **over):
 
 
 @pytest.fixture(scope="module")
-def clusters():
-    """In-process LocalClusters with 1 and 2 single-threaded workers."""
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as one, \
-         LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as two:
+def clusters(tmp_path_factory):
+    """Two real clusters on loopback, each a ``dask scheduler`` process with ``dask worker``
+    processes (one thread each, BLAS on one thread): one worker, and two. Separate processes
+    mean every block and partial result is serialised between them, as on a real cluster."""
+    with ProcessCluster(1, workdir=tmp_path_factory.mktemp("one")) as one, \
+         ProcessCluster(2, workdir=tmp_path_factory.mktemp("two")) as two:
         yield {1: one, 2: two}
 
 
@@ -69,18 +74,19 @@ def clusters():
     pytest.param(c, id=c.name, marks=[pytest.mark.slow] if c.iterative else [])
     for c in ESTIMATORS])
 def test_same_result_on_one_or_two_workers(case, clusters):
-    from distributed import Client
-
     make_or_skip(case)
     X = da.from_array(case.X(), chunks=_chunks(case, CHUNKINGS.get(case.name,
                                                                    CHUNKINGS["default"])[0]))
     fits = {}
     for n, cluster in clusters.items():
-        with Client(cluster) as client:
+        client = cluster.client(n)
+        try:
             assert len(client.scheduler_info()["workers"]) == n
             fits[n] = _fit(case, X)
             if n == 2:
                 fits["again"] = _fit(case, X)
+        finally:
+            client.close()
     assert_same_fit(fits[1], fits[2], case.rtol_same, f"{case.name}: 1 vs 2 workers")
     assert_same_fit(fits[2], fits["again"], case.rtol_same, f"{case.name}: run to run")
 
