@@ -79,14 +79,11 @@ def test_same_result_on_one_or_two_workers(case, clusters):
                                                                    CHUNKINGS["default"])[0]))
     fits = {}
     for n, cluster in clusters.items():
-        client = cluster.client(n)
-        try:
+        with cluster.client(n) as client:
             assert len(client.scheduler_info()["workers"]) == n
             fits[n] = _fit(case, X)
             if n == 2:
                 fits["again"] = _fit(case, X)
-        finally:
-            client.close()
     assert_same_fit(fits[1], fits[2], case.rtol_same, f"{case.name}: 1 vs 2 workers")
     assert_same_fit(fits[2], fits["again"], case.rtol_same, f"{case.name}: run to run")
 
