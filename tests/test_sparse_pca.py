@@ -310,6 +310,72 @@ def test_batch_and_elasticnet_do_not_depend_on_chunking(rng):
         np.testing.assert_allclose(a.components_, b.components_, atol=1e-9)
 
 
+@pytest.mark.parametrize("batch_size", [None, 100])
+def test_minibatch_does_not_depend_on_chunking(batch_size):
+    """Minibatches are fixed row ranges: 1, 2 or 20 row chunks (even, uneven) and NumPy give the
+    same fit up to the rounding of the per-chunk sums (objective to 1e-10 relative, loadings
+    to 1e-8). One chunk used to stop after 2 updates at a worse objective (issue 18, item 2)."""
+    X = make_sparse_spike(400, 20, n_components=3, support=5, seed=0).compute()
+    kw = dict(alpha=0.1, random_state=0, batch_size=batch_size)
+    ref = SparsePCA(3, **kw).fit(X)  # NumPy: one chunk
+    for chunks in (400, 200, 20, (7, 150, 93, 150)):
+        m = SparsePCA(3, **kw).fit(da.from_array(X, chunks=(chunks, 20)))
+        np.testing.assert_allclose(m.objective_, ref.objective_, rtol=1e-10)
+        np.testing.assert_allclose(m.loadings_, ref.loadings_, atol=1e-8)
+        np.testing.assert_array_equal(m.cost_history_.shape, ref.cost_history_.shape)
+        assert m.n_steps_ == ref.n_steps_
+    if batch_size is None:  # one minibatch of 400 rows: ends at the batch optimum
+        batch = SparsePCA(3, method="batch", alpha=0.1, random_state=0).fit(X)
+        assert ref.n_iter_ > 2
+        np.testing.assert_allclose(ref.objective_, batch.objective_, rtol=1e-3)
+        assert supports(ref.components_)[0] == supports(batch.components_)[0]
+
+
+def test_minibatch_checkpoint_of_chunk_minibatches_is_refused(tmp_path):
+    """A checkpoint written before minibatches became fixed row ranges (no ``minibatch_format``
+    in its fingerprint) cannot replay its minibatches: refused, naming the format."""
+    import glob
+    import json
+
+    X = make_sparse_spike(400, 10, n_components=2, support=3, seed=1).compute()
+    path = str(tmp_path / "ck")
+    kw = dict(alpha=0.1, batch_size=100, random_state=0, checkpoint=path)
+    SparsePCA(2, max_iter=1, **kw).fit(X)
+    (meta,) = glob.glob(f"{path}/state_*/zarr.json")
+    with open(meta) as f:
+        doc = json.load(f)
+    del doc["attributes"]["state"]["fingerprint"]["minibatch_format"]  # as format 1 wrote it
+    with open(meta, "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(ValueError, match="before minibatch format 2 .*row chunks"):
+        SparsePCA(2, max_iter=3, **kw).fit(X)
+
+
+@pytest.mark.distributed
+def test_minibatch_reads_ahead_under_progress_bars():
+    """Under ``scalepca.cluster.progress`` (the CLI's bars) minibatches still go to the cluster
+    as futures, several in flight: only the moments and final passes pass through the
+    progress scheduler, and the fit equals the one without bars."""
+    import io
+
+    from distributed import Client, LocalCluster
+
+    from scalepca.cluster import progress
+
+    Xn = make_sparse_spike(3000, 16, n_components=2, support=4, seed=8).compute()
+    X = da.from_array(Xn, chunks=(500, 16))
+    kw = dict(alpha=0.2, batch_size=500, max_iter=2, tol=0.0, max_no_improvement=None,
+              random_state=3)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        plain = SparsePCA(2, **kw).fit(X)
+        with progress(client=client, stream=io.StringIO()) as sched:
+            barred = SparsePCA(2, **kw).fit(X)
+    assert barred.n_steps_ == 12
+    assert sched.count == 2  # moments and final pass; the 12 minibatches were futures
+    np.testing.assert_array_equal(barred.components_, plain.components_)
+
+
 def test_minibatch_is_deterministic_and_counts_passes(rng):
     Xn = make_sparse_spike(8000, 20, n_components=2, support=4, seed=5).compute()
     X, counter = counted_dask(Xn, chunks=(1000, 20))
