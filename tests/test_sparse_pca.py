@@ -460,6 +460,112 @@ def test_partial_fit_rejects_other_methods():
         fitted.partial_fit(np.ones((5, 4)))
 
 
+# -- features NaN in every sample (land masks) -------------------------------------------------
+LAND = [2, 7, 8]
+
+
+def _with_land(n=2000, d=12, seed=11):
+    X = make_sparse_spike(n, d, n_components=2, support=3, seed=seed).compute() + 2.0
+    Xnan = X.copy()
+    Xnan[:, LAND] = np.nan
+    return Xnan, np.delete(X, LAND, axis=1)
+
+
+def _assert_fit_without_land(m, ref, Xnan, Xsea):
+    sea = np.setdiff1d(np.arange(Xnan.shape[1]), LAND)
+    assert m.n_features_in_ == Xnan.shape[1] and m.components_.shape == (2, Xnan.shape[1])
+    assert np.isnan(m.components_[:, LAND]).all() and np.isnan(m.mean_[LAND]).all()
+    np.testing.assert_allclose(m.components_[:, sea], ref.components_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(m.mean_[sea], ref.mean_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(m.explained_variance_, ref.explained_variance_, rtol=1e-12)
+    np.testing.assert_allclose(m.transform(Xnan), ref.transform(Xsea), rtol=0, atol=1e-12)
+    rec = m.inverse_transform(ref.transform(Xsea))
+    assert np.isnan(rec[:, LAND]).all()
+    np.testing.assert_allclose(rec[:, sea], ref.inverse_transform(ref.transform(Xsea)),
+                               rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [
+    {"method": "minibatch", "alpha": 0.2, "batch_size": 500},
+    {"method": "minibatch", "alpha": 0.2, "init": "random", "use_correlation": True},
+    {"method": "batch", "alpha": 0.2},
+    {"method": "elasticnet", "n_nonzero": 3},
+])
+def test_all_nan_features_are_left_out(kw, tmp_path):
+    """A land mask: the fit equals the fit on the data without those columns (to 1e-12) and
+    they come back as NaN in components_, mean_ and reconstructions (issue 18, item 6)."""
+    Xnan, Xsea = _with_land()
+    ref = SparsePCA(2, random_state=0, **kw).fit(Xsea)
+    with pytest.warns(UserWarning, match="3 of 12 features are NaN in every sample"):
+        m = SparsePCA(2, random_state=0, **kw).fit(da.from_array(Xnan, chunks=(700, 12)))
+    _assert_fit_without_land(m, ref, Xnan, Xsea)
+    m.save(str(tmp_path / "m.zarr"))
+    _assert_fit_without_land(scalepca.load(str(tmp_path / "m.zarr")), ref, Xnan, Xsea)
+    if kw["method"] != "elasticnet":
+        np.testing.assert_allclose(m.objective_, ref.objective_, rtol=1e-12)
+        np.testing.assert_allclose(m.objective(Xnan), ref.objective(Xsea), rtol=1e-12)
+    bad = Xnan.copy()
+    bad[5, 0] = np.nan  # NaN in a feature that has data elsewhere: still an error
+    with pytest.raises(ValueError, match="NaN"):
+        SparsePCA(2, random_state=0, **kw).fit(bad)
+
+
+def test_batch_without_covariance_leaves_all_nan_features_out(monkeypatch):
+    from scalepca.models import sparse_pca
+
+    monkeypatch.setattr(sparse_pca, "GRAM_MAX_FEATURES", 4)  # the wide path: a pass per step
+    Xnan, Xsea = _with_land()
+    ref = SparsePCA(2, method="batch", alpha=0.2, random_state=0).fit(Xsea)
+    with pytest.warns(UserWarning, match="NaN in every sample"):
+        m = SparsePCA(2, method="batch", alpha=0.2, random_state=0).fit(Xnan)
+    _assert_fit_without_land(m, ref, Xnan, Xsea)
+
+
+@pytest.mark.filterwarnings("ignore:.*NaN in every sample")
+def test_partial_fit_leaves_all_nan_features_out():
+    Xnan, Xsea = _with_land()
+    m, ref = SparsePCA(2, alpha=0.2, random_state=0), SparsePCA(2, alpha=0.2, random_state=0)
+    for i in range(0, 2000, 400):
+        m.partial_fit(Xnan[i : i + 400])
+        ref.partial_fit(Xsea[i : i + 400])
+    _assert_fit_without_land(m, ref, Xnan, Xsea)
+    # a fit streams on with its features left out
+    f = SparsePCA(2, alpha=0.2, random_state=0).fit(Xnan[:1000])
+    g = SparsePCA(2, alpha=0.2, random_state=0).fit(Xsea[:1000])
+    f.partial_fit(Xnan[1000:])
+    g.partial_fit(Xsea[1000:])
+    _assert_fit_without_land(f, g, Xnan, Xsea)
+    wet = Xnan[:10].copy()
+    wet[:, LAND[0]] = 1.0
+    with pytest.raises(ValueError, match="NaN in every sample of the data the model"):
+        m.partial_fit(wet)
+
+
+def test_xarray_land_mask(rng):
+    xr = pytest.importorskip("xarray")
+    time, lat, lon = 300, 4, 5
+    X = make_sparse_spike(time, lat * lon, n_components=2, support=4, seed=12).compute()
+    land = np.zeros((lat, lon), dtype=bool)
+    land[0, :2] = land[3, 4] = True
+    field = X.reshape(time, lat, lon).copy()
+    field[:, land] = np.nan
+    arr = xr.DataArray(field, dims=("time", "lat", "lon"),
+                       coords={"time": np.arange(time), "lat": np.linspace(-30, 30, lat),
+                               "lon": np.arange(lon) * 10.0})
+    for method in ("minibatch", "batch", "elasticnet"):
+        kw = {"n_nonzero": 4} if method == "elasticnet" else {"alpha": 0.2}
+        m = SparsePCA(2, method=method, random_state=0, **kw).fit(
+            scalepca.open_matrix(arr, sample_dims="time"))
+        ref = SparsePCA(2, method=method, random_state=0, **kw).fit(X[:, ~land.ravel()])
+        c = m.components_xr_
+        assert c.dims == ("mode", "lat", "lon") and np.isnan(c.values[:, land]).all()
+        np.testing.assert_allclose(c.values[:, ~land], ref.components_, atol=1e-12)
+        assert np.isnan(m.mean_xr_.values[land]).all()
+        scores = m.transform(scalepca.open_matrix(arr, sample_dims="time"))
+        np.testing.assert_allclose(scores.values, ref.transform(X[:, ~land.ravel()]),
+                                   atol=1e-12)
+
+
 # -- transform, save, errors -------------------------------------------------------------------
 def test_transform_is_ridge_on_unit_components_and_lazy(rng, tmp_path):
     Xn = make_sparse_spike(3000, 15, n_components=2, support=4, seed=10).compute() + 1.0

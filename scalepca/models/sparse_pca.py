@@ -31,8 +31,8 @@ from ..linalg.sparse import (
     recentre_code_stats,
     revive_codes,
 )
-from .base import LinearDecompositionMixin
-from .pca import AUTO_MAX_GRAM_FEATURES, raise_on_nonfinite
+from .base import LinearDecompositionMixin, _feature_template
+from .pca import AUTO_MAX_GRAM_FEATURES, PCA, raise_on_nonfinite
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ MIN_BATCH_ROWS = 256
 
 
 def default_batch_rows(n: int) -> int:
-    """Rows per minibatch when ``batch_size`` is None: ``max(MIN_BATCH_ROWS, ⌈n / DEFAULT_MINIBATCHES⌉)``."""
+    """Rows per minibatch when ``batch_size`` is None: ``max(256, ⌈n / 8⌉)``."""
     return max(MIN_BATCH_ROWS, -(-n // DEFAULT_MINIBATCHES))
 
 
@@ -154,7 +154,10 @@ class SparsePCA(LinearDecompositionMixin):
     components_ : ndarray of shape (n_components, n_features)
         Sparse loadings with exact zeros, each row of unit Euclidean norm (a row of zeros if
         the penalty removed the component). Sign convention: the entry of largest magnitude is
-        positive. Dictionary methods order components by their variance.
+        positive. Dictionary methods order components by their variance. NaN at features that
+        are NaN in every sample (land in a gridded field): they are left out of the fit, which
+        then equals the fit on the other features (also for ``mean_``, ``scale_``,
+        ``loadings_``; ``transform`` ignores them, ``inverse_transform`` returns NaN there).
     mean_ : ndarray of shape (n_features,)
     scale_ : ndarray of shape (n_features,)
         Feature standard deviations if ``use_correlation``, else ones.
@@ -223,7 +226,9 @@ class SparsePCA(LinearDecompositionMixin):
 
     ``partial_fit`` (method ``"minibatch"``) updates the model from one chunk that the user
     streams, centring by a running mean; its ``explained_variance_`` is an estimate from the
-    minibatch statistics seen so far.
+    minibatch statistics seen so far. Features NaN in every row of the first chunk (or of the
+    data of the ``fit`` it continues) are left out for good; a later chunk with values there
+    is refused.
 
     References
     ----------
@@ -240,6 +245,9 @@ class SparsePCA(LinearDecompositionMixin):
     >>> spca.components_.shape
     (3, 30)
     """
+
+    #: per-feature attributes widened with NaN at features left out as all-NaN
+    _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0), ("loadings_", 1))
 
     def __init__(
         self,
@@ -368,7 +376,8 @@ class SparsePCA(LinearDecompositionMixin):
         )
         with self._timed_pass("moments"):
             (mom,) = dask.compute(moments_graph(X, with_gram=covariance))
-        raise_on_nonfinite(mom["bad"])
+        mom, d, k = self._leave_out_all_nan(mom, n, d, k, data)
+        X = self._select_features(X)
         n = int(mom["n"])
         mean = np.asarray(mom["mean"], dtype=np.float64)
         if covariance:
@@ -423,13 +432,19 @@ class SparsePCA(LinearDecompositionMixin):
             self._keep_online_state(D, G, s, mean, n, scale)
         self._finish_dictionary(D, P, G, s, n)
 
+    def _leave_out_all_nan(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
+        """Features NaN in every sample (land masks) leave the fit, as in PCA; other NaN or
+        inf raise. Returns the kept features' moments, their number and the components for
+        them (``n_components=None``: ``min(n, kept)``)."""
+        requested = 0 if self.n_components is None else k  # None: no bound to check yet
+        mom, d_fit = PCA._drop_all_nan_features(self, mom, n, d, requested, data)
+        return mom, d_fit, (k if d_fit == d else self._check_params(n, d_fit))
+
     def _fingerprint(self, X, k: int, mom: dict, scale) -> dict:
         """What identifies the problem a checkpoint belongs to (see ``checkpoint``)."""
         rs = self.random_state
         var = np.diag(mom["m2"]) if mom.get("m2") is not None else mom["ss"]
         return {
-            # minibatches were the row chunks before format 2 (see MINIBATCH_FORMAT)
-            "minibatch_format": MINIBATCH_FORMAT if self.method == "minibatch" else None,
             "estimator": "SparsePCA", "method": self.method, "shape": list(X.shape),
             "n_components": k, "alpha": float(self._alphas[0]),
             "batch_size": None if self.batch_size is None else int(self.batch_size),
@@ -439,6 +454,8 @@ class SparsePCA(LinearDecompositionMixin):
             "row_chunks": array_digest(X.chunks[0]) if self.method == "minibatch" else None,
             "n": int(mom["n"]), "mean": array_digest(mom["mean"]), "var": array_digest(var),
             "scale": None if scale is None else array_digest(scale),
+            # minibatches were the row chunks before format 2 (see MINIBATCH_FORMAT)
+            "minibatch_format": MINIBATCH_FORMAT if self.method == "minibatch" else None,
         }
 
     def _feature_scale(self, var_n: np.ndarray):
@@ -805,8 +822,8 @@ class SparsePCA(LinearDecompositionMixin):
         sums, normalised by the dictionary's column norms) are set from the exact per-sample
         statistics of the final pass, at the weight the online state has reached.
         """
-        if scale is not None or getattr(self, "_features_kept", None) is not None:
-            self._online_state = None  # standardised or feature-dropped fits cannot stream on
+        if scale is not None:
+            self._online_state = None  # standardised fits cannot stream on
             return
         state = self._online_state
         norms = np.linalg.norm(D, axis=0)
@@ -852,13 +869,14 @@ class SparsePCA(LinearDecompositionMixin):
         if first and self.__sklearn_is_fitted__():
             raise ValueError(
                 "partial_fit can only continue a model built by partial_fit or by "
-                "fit(method='minibatch') in this session, without use_correlation and with "
-                "no feature dropped as all-NaN"
+                "fit(method='minibatch') in this session, without use_correlation"
             )
         data = self._input(X) if first else self._transform_input(X)
         Xd = data.data
-        m, d = Xd.shape
+        m, d_in = Xd.shape
+        d = d_in
         if first:
+            self._features_kept = None
             k = self._check_params(m, d)
             if self.method != "minibatch":
                 raise ValueError(f"partial_fit needs method='minibatch'; got {self.method!r}")
@@ -868,7 +886,7 @@ class SparsePCA(LinearDecompositionMixin):
             gram = self.init == "pca" and d <= GRAM_MAX_FEATURES
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(Xd, with_gram=gram))
-            raise_on_nonfinite(mom["bad"])
+            mom, d, k = self._leave_out_all_nan(mom, m, d, k, data)
             mean = np.asarray(mom["mean"], dtype=np.float64)
             var = (np.diag(mom["m2"]) if gram else mom["ss"]) / m
             seed = check_random_state_seed(self.random_state).spawn(2)[0]
@@ -884,12 +902,18 @@ class SparsePCA(LinearDecompositionMixin):
             self.n_features_in_ = d
             self.n_components_ = k
             self.scale_ = np.ones(d)
+            self._feature_template = _feature_template(data)
         D = state["D"]
-        blocks = Xd.to_delayed(optimize_graph=True).ravel().tolist()
+        blocks, dropped_all_nan = _kept_blocks(Xd, getattr(self, "_features_kept", None))
         with self._timed_pass("partial_fit"):
-            (st,) = dask.compute(code_stats_graph(blocks, state["mean"], None, D,
-                                                  with_sums=True))
+            st, still_nan = dask.compute(code_stats_graph(blocks, state["mean"], None, D,
+                                                          with_sums=True), dropped_all_nan)
         raise_on_nonfinite(int(not np.isfinite(st["S"])))
+        if not still_nan:
+            raise ValueError(
+                "X has values at features that were NaN in every sample of the data the model "
+                "was started on (left out of the fit); a streamed model keeps its features"
+            )
         N = state["N"] + m
         delta = st["sum_x"] / N  # running mean moves by Σ(x − mean_old) / N
         st = recentre_code_stats(st, delta, D)
@@ -914,18 +938,20 @@ class SparsePCA(LinearDecompositionMixin):
         C = flip_signs((D / safe)[:, order].T)
         ratio = N / max(N - 1, 1)
         self._set_variance(C, gram[np.ix_(order, order)] * ratio, state["S"] / state["W"] * ratio)
+        self._widen_features(d_in)
         return self
 
     # -- scores ----------------------------------------------------------------------------------
     def _transform_matrix(self) -> np.ndarray:
-        C = self.components_
+        """``Cᵀ (C Cᵀ + ridge_alpha I)⁻¹ / scale`` on the features the model was fitted on."""
+        C = self._kept(self.components_, axis=1)
         gram = C @ C.T
         if self.ridge_alpha > 0:
             P = np.linalg.solve(gram + self.ridge_alpha * np.eye(len(gram)), C).T
         else:
             P = np.linalg.pinv(gram) @ C
             P = P.T
-        return P / self.scale_[:, None]
+        return P / self._kept(self.scale_)[:, None]
 
     def _inverse_matrix(self) -> np.ndarray:
         return self.components_ * self.scale_[None, :]
@@ -941,9 +967,11 @@ class SparsePCA(LinearDecompositionMixin):
             raise ValueError("objective is defined for the dictionary methods ('minibatch', "
                              "'batch'), not for 'elasticnet'")
         data = self._transform_input(X)
-        scale = None if np.all(self.scale_ == 1) else self.scale_
-        return dictionary_objective_on(data.data, self.loadings_.T, float(self.alpha),
-                                       self.mean_, scale)
+        scale = self._kept(self.scale_)
+        return dictionary_objective_on(self._select_features(data.data),
+                                       self._kept(self.loadings_, axis=1).T, float(self.alpha),
+                                       self._kept(self.mean_),
+                                       None if np.all(scale == 1) else scale)
 
 
 def dictionary_objective_on(X, D, alpha: float, mean, scale=None) -> float:
@@ -974,6 +1002,22 @@ def _resume(ckpt: SmallStateCheckpoint):
             "fixed row ranges, independent of the chunking), so this version cannot resume "
             "it; delete it or use another checkpoint path"
         ) from None
+
+
+def _kept_blocks(X, keep):
+    """Delayed row blocks of ``X`` restricted to the ``keep`` features, and a Delayed that is
+    True when the other features are NaN in every row (True if all are kept). Each block is
+    read once for both."""
+    blocks = X.to_delayed(optimize_graph=True).ravel().tolist()
+    if keep is None:
+        return blocks, True
+    kept = [dask.delayed(np.compress, pure=True)(keep, b, axis=1) for b in blocks]
+    nan = [dask.delayed(_all_nan, pure=True)(b, ~keep) for b in blocks]
+    return kept, dask.delayed(all, pure=True)(nan)
+
+
+def _all_nan(block, columns) -> bool:
+    return bool(np.isnan(np.asarray(block)[:, columns]).all())
 
 
 class _Deferred:
