@@ -10,15 +10,13 @@ import warnings
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-
 from .._validation import (
     check_choice,
     check_n_components,
     check_random_state_seed,
     check_scalar,
 )
-from ..io._checkpoint import SmallStateCheckpoint, array_digest, check_checkpoint_path
+from ..io._checkpoint import array_digest, check_checkpoint_path
 from ..io._matrix import MatrixInput
 from ..linalg import eigh_descending, flip_signs
 from ..linalg.em import (
@@ -29,6 +27,7 @@ from ..linalg.em import (
     observed_moments_graph,
     posterior_mean_block,
 )
+from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
 from .pca import AUTO_MAX_GRAM_FEATURES, PCA
 
 logger = logging.getLogger(__name__)
@@ -250,6 +249,48 @@ class PPCA(PCA):
             logger.info("persisting %.1f MB in %d blocks in cluster memory", X.nbytes / 1e6,
                         X.npartitions)
             X = X.persist()
+        mom, keep, n_rows, n_missing = self._em_observed_moments(X, k, init, data)
+        var = mom["var"][keep]
+        vbar = float(var.mean()) if var.size else 1.0
+        floor = 1e-12 * vbar if vbar > 0 else 1e-300
+        Xf = self._select_features(X)
+
+        def step(state, it):
+            with self._timed_pass(f"EM iteration {it}"):
+                (stats,) = dask.compute(estep_graph(Xf, state["mean"], state["W"],
+                                                    state["sigma2"]))
+            W, mean, sigma2 = mstep(stats, state["mean"], k, min_sigma2=floor)
+            state = {"W": W, "mean": mean, "sigma2": float(sigma2)}
+            return state, {"loglike": float(stats["ll"] / n_rows)}
+
+        ckpt = None
+        if self.checkpoint is not None:
+            fingerprint = {
+                "estimator": "PPCA-EM", "shape": [n, d], "n_components": k,
+                "missing": self.missing, "init": init,
+                "random_state": (self.random_state if init == "random"
+                                 and isinstance(self.random_state, numbers.Integral)
+                                 else None),
+                "n_rows": n_rows, "n_missing": n_missing,
+                "keep": array_digest(np.flatnonzero(keep)),
+                "mean": array_digest(mom["mean"][keep]), "var": array_digest(var),
+            }
+            ckpt = IterationCheckpoint(self.checkpoint, fingerprint, legacy=_legacy_em_commit)
+        run = iterate(
+            step, lambda: self._em_start(mom, keep, n_rows, k, init, vbar, floor),
+            stop=ChangeBelow("loglike", self.tol, label="log-likelihood per sample"),
+            max_iter=self.max_iter, checkpoint=ckpt, checkpoint_every=self.checkpoint_every,
+            name="PPCA EM", stacklevel=4,
+        )
+        self.resumed_from_ = run.resumed_from
+        self.n_iter_ = run.n_iter
+        self.loglike_ = np.asarray(run.history.get("loglike", []), dtype=np.float64)
+        self.converged_ = run.converged
+        self._set_em_result(run.state, n_rows, k)
+
+    def _em_observed_moments(self, X, k: int, init: str, data: MatrixInput):
+        """The initialisation pass: observed moments, checks, features and rows kept."""
+        n, d = X.shape
         with self._timed_pass("EM initialisation"):
             (mom,) = dask.compute(observed_moments_graph(X, with_gram=init == "pca"))
         if mom["n_inf"]:
@@ -272,7 +313,7 @@ class PPCA(PCA):
         if mom["n_empty"]:
             warnings.warn(
                 f"PPCA: {mom['n_empty']} of {n} rows have no observed value; they are left out "
-                "of the fit", UserWarning, stacklevel=3,
+                "of the fit", UserWarning, stacklevel=5,
             )
         self._drop_features(keep, reason="NaN in every sample", data=data)
         d_fit = int(keep.sum())
@@ -282,84 +323,39 @@ class PPCA(PCA):
                 f"are {n_rows} samples and {d_fit} features (n_components must be < n_features "
                 "and <= n_samples)"
             )
+        return mom, keep, n_rows, n_missing
+
+    def _em_start(self, mom, keep, n_rows: int, k: int, init: str, vbar: float, floor: float):
+        """EM's starting state ``{"W", "mean", "sigma2"}`` (see ``init``)."""
         mean = mom["mean"][keep]
-        var = mom["var"][keep]
-        vbar = float(var.mean()) if var.size else 1.0
-        floor = 1e-12 * vbar if vbar > 0 else 1e-300
         if init == "pca":
             cov = mom["U"][np.ix_(keep, keep)] / max(n_rows - 1, 1)
             evals, evecs = eigh_descending(cov)
             evals = np.maximum(evals, 0.0)
-            rank = min(n_rows, d_fit)
+            rank = min(n_rows, int(keep.sum()))
             sigma2 = float(np.mean(evals[k:rank])) if rank > k else 0.0
             sigma2 = max(sigma2, 1e-6 * vbar, floor)
             W = evecs[:, :k] * np.sqrt(np.maximum(evals[:k] - sigma2, 1e-6 * vbar))
         else:
             rng = np.random.default_rng(check_random_state_seed(self.random_state))
-            W = rng.standard_normal((d_fit, k)) * np.sqrt(max(vbar, floor) / k)
+            W = rng.standard_normal((int(keep.sum()), k)) * np.sqrt(max(vbar, floor) / k)
             sigma2 = max(vbar, floor)
-        Xf = self._select_features(X)
-        history = []
-        converged = False
-        it = 0
-        ckpt = None
-        if self.checkpoint is not None:
-            fingerprint = {
-                "estimator": "PPCA-EM", "shape": [n, d], "n_components": k,
-                "missing": self.missing, "init": init,
-                "random_state": (self.random_state if init == "random"
-                                 and isinstance(self.random_state, numbers.Integral)
-                                 else None),
-                "n_rows": n_rows, "n_missing": n_missing,
-                "keep": array_digest(np.flatnonzero(keep)),
-                "mean": array_digest(mom["mean"][keep]), "var": array_digest(var),
-            }
-            ckpt = SmallStateCheckpoint(self.checkpoint, fingerprint)
-            found = ckpt.resume()
-            if found is not None:
-                st, arrs = found
-                W, mean = arrs["W"], arrs["mean"]
-                sigma2, it = float(st["sigma2"]), int(st["n_iter"])
-                history, converged = list(st["loglike"]), bool(st["converged"])
-                self.resumed_from_ = it
-                logger.info("PPCA: resuming EM from checkpoint %s at iteration %d", ckpt.path,
-                            it)
-        while not converged and it < self.max_iter:
-            it += 1
-            with self._timed_pass(f"EM iteration {it}"):
-                (stats,) = dask.compute(estep_graph(Xf, mean, W, sigma2))
-            history.append(stats["ll"] / n_rows)
-            W, mean, sigma2 = mstep(stats, mean, k, min_sigma2=floor)
-            logger.debug("PPCA EM %d: loglike/sample %.10g, sigma2 %.6g", it, history[-1], sigma2)
-            if it > 1 and abs(history[-1] - history[-2]) < self.tol:
-                converged = True
-            if ckpt is not None and (it % self.checkpoint_every == 0 or converged
-                                     or it >= self.max_iter):
-                ckpt.commit(it, {"W": W, "mean": mean}, {
-                    "sigma2": float(sigma2), "n_iter": it, "converged": converged,
-                    "loglike": [float(v) for v in history]})
-        self.n_iter_ = it
-        self.loglike_ = np.asarray(history)
-        self.converged_ = converged
-        if not converged:
-            change = abs(history[-1] - history[-2]) if it > 1 else float("nan")
-            warnings.warn(
-                f"PPCA EM did not converge in max_iter={self.max_iter} iterations (last change "
-                f"of the log-likelihood per sample: {change:.3g}, tol={self.tol}); "
-                "increase max_iter or tol",
-                ConvergenceWarning, stacklevel=3,
-            )
+        return {"W": W, "mean": mean, "sigma2": float(sigma2)}
+
+    def _set_em_result(self, state: dict, n_rows: int, k: int) -> None:
+        """Fitted attributes from EM's final state, in the closed form's conventions."""
         # ML (denominator n) → the closed form's sample-covariance convention (n − 1)
         bessel = n_rows / max(n_rows - 1, 1)
-        W = W * np.sqrt(bessel)
-        sigma2 = sigma2 * bessel
+        W = state["W"] * np.sqrt(bessel)
+        sigma2 = state["sigma2"] * bessel
+        d_fit = W.shape[0]
         U, s, _ = np.linalg.svd(W, full_matrices=False)
         components = flip_signs(U.T)
         ev = s**2 + sigma2
         total = float((s**2).sum() + d_fit * sigma2)
         self.n_samples_ = n_rows
         self.n_components_ = k
-        self.mean_ = np.asarray(mean, dtype=np.float64)
+        self.mean_ = np.asarray(state["mean"], dtype=np.float64)
         self.components_ = components
         self.W_ = components.T * s
         self.noise_variance_ = float(sigma2)
@@ -496,6 +492,13 @@ class PPCA(PCA):
     def _restore_state(self, state: dict) -> None:
         super()._restore_state(state)
         self._set_posterior()
+
+
+def _legacy_em_commit(attrs: dict, arrays: dict) -> Resumed:
+    """A PPCA-EM commit written before the iteration driver (no format version)."""
+    state = {"W": arrays["W"], "mean": arrays["mean"], "sigma2": float(attrs["sigma2"])}
+    return Resumed(int(attrs["n_iter"]), state, {"loglike": list(attrs["loglike"])}, {},
+                   bool(attrs["converged"]))
 
 
 def _typed(x, kernel, dtype, *args):
