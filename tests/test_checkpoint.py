@@ -220,14 +220,14 @@ def test_sparse_minibatch_resumes_after_max_iter(tmp_path):
 def test_sparse_minibatch_resumes_mid_epoch(tmp_path, monkeypatch, shuffle):
     """Interrupted at minibatch 7 of 4 per epoch: resumes from the commit after minibatch 6
     with the pipelined dictionaries, the shuffled order and the epoch's partial objective."""
-    from scalepca.models import sparse_pca
+    from scalepca.models import _sparse_dictionary
 
     X = da.from_array(low_rank(2), chunks=40)
     path = str(tmp_path / "ck")
     params = {**SPCA_MB, "shuffle": shuffle, "forget_factor": 0.7, "max_iter": 5}
     fresh = scalepca.SparsePCA(**params).fit(X)
     with monkeypatch.context() as m:
-        _interrupt_after(m, sparse_pca, "dictionary_bcd", 7)
+        _interrupt_after(m, _sparse_dictionary, "dictionary_bcd", 7)
         with pytest.raises(Interrupt):
             scalepca.SparsePCA(checkpoint=path, checkpoint_every=3, **params).fit(X)
     assert _commits(path) == ["state_000006"]

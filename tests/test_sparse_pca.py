@@ -331,24 +331,47 @@ def test_minibatch_does_not_depend_on_chunking(batch_size):
         assert supports(ref.components_)[0] == supports(batch.components_)[0]
 
 
-def test_minibatch_checkpoint_of_chunk_minibatches_is_refused(tmp_path):
-    """A checkpoint written before minibatches became fixed row ranges (no ``minibatch_format``
-    in its fingerprint) cannot replay its minibatches: refused, naming the format."""
-    import glob
-    import json
+def _pre_driver_commit(new_path, old_path, method):
+    """Rewrite the newest commit of ``new_path`` in the layout scalepca wrote before the
+    iteration driver (no format version; SmallStateCheckpoint attrs) at ``old_path``."""
+    from scalepca.io._checkpoint import CheckpointStore, SmallStateCheckpoint
 
+    attrs, arrays = CheckpointStore(new_path).latest()
+    values, it = attrs["values"], int(attrs["n_iter"])
+    old = SmallStateCheckpoint(old_path, attrs["fingerprint"])
+    if method == "batch":
+        lam = arrays.get("lam")
+        arrs = {"D": arrays["D"]} if lam is None else {"D": arrays["D"], "lam": lam}
+        old.commit(it, arrs, {"step": it, "history": attrs["history"]["cost"],
+                              "has_lam": lam is not None, "entropy": "0", "spawn_key": []})
+    else:  # the pre-driver minibatch layout (its minibatches were the row chunks)
+        old.commit(it, {"A": arrays["A"], "B": arrays["B"], "dicts": arrays["dicts"]},
+                   {"step": it, "dict_keys": [it - 1], "W": values["W"], "t": values["t"],
+                    "has_lam": False, "has_D_G": False, "history": [], "epoch_times": [],
+                    "ewa": None, "best": None, "no_improve": 0, "epoch_cost": 0.0,
+                    "epoch_rows": 0, "stopped": False, "entropy": "0", "spawn_key": []})
+
+
+def test_checkpoints_from_before_the_driver(tmp_path):
+    """A "batch" commit written before the iteration driver resumes and ends where a fresh
+    fit ends; a "minibatch" one (chunks were its minibatches) is refused, naming the format
+    versions."""
     X = make_sparse_spike(400, 10, n_components=2, support=3, seed=1).compute()
-    path = str(tmp_path / "ck")
-    kw = dict(alpha=0.1, batch_size=100, random_state=0, checkpoint=path)
-    SparsePCA(2, max_iter=1, **kw).fit(X)
-    (meta,) = glob.glob(f"{path}/state_*/zarr.json")
-    with open(meta) as f:
-        doc = json.load(f)
-    del doc["attributes"]["state"]["fingerprint"]["minibatch_format"]  # as format 1 wrote it
-    with open(meta, "w") as f:
-        json.dump(doc, f)
-    with pytest.raises(ValueError, match="before minibatch format 2 .*row chunks"):
-        SparsePCA(2, max_iter=3, **kw).fit(X)
+    new, old = str(tmp_path / "new"), str(tmp_path / "old")
+    kw = dict(method="batch", alpha=0.1, random_state=0, tol=1e-12)
+    fresh = SparsePCA(2, max_iter=12, **kw).fit(X)
+    SparsePCA(2, max_iter=4, checkpoint=new, **kw).fit(X)
+    _pre_driver_commit(new, old, "batch")
+    resumed = SparsePCA(2, max_iter=12, checkpoint=old, **kw).fit(X)
+    assert resumed.resumed_from_ == 4 and resumed.n_iter_ == fresh.n_iter_ == 12
+    np.testing.assert_array_equal(resumed.cost_history_, fresh.cost_history_)
+    np.testing.assert_array_equal(resumed.loadings_, fresh.loadings_)
+
+    kw = dict(alpha=0.1, batch_size=100, random_state=0)
+    SparsePCA(2, max_iter=1, checkpoint=str(tmp_path / "new_mb"), **kw).fit(X)
+    _pre_driver_commit(str(tmp_path / "new_mb"), str(tmp_path / "old_mb"), "minibatch")
+    with pytest.raises(ValueError, match="no format version .*'scalepca-iterate' version 1"):
+        SparsePCA(2, max_iter=3, checkpoint=str(tmp_path / "old_mb"), **kw).fit(X)
 
 
 @pytest.mark.distributed

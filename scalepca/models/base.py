@@ -103,10 +103,14 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
         return data
 
     # -- the scikit-learn surface ----------------------------------------------------------
-    def fit(self, X, y=None):
-        """Fit the model to ``X`` (rows = samples). Returns ``self``."""
+    def _reset_fitted(self) -> None:
+        """Forget the fitted attributes (names ending in ``_``) of an earlier fit."""
         for attr in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
             delattr(self, attr)
+
+    def fit(self, X, y=None):
+        """Fit the model to ``X`` (rows = samples). Returns ``self``."""
+        self._reset_fitted()
         self.n_passes_ = 0
         t0 = time.perf_counter()
         data = self._fit_input(X)
