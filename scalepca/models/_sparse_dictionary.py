@@ -21,6 +21,7 @@ reads; ``partial_fit`` streams minibatches given by the user.
 from __future__ import annotations
 
 import logging
+import numbers
 import time
 
 import dask
@@ -121,7 +122,7 @@ class DictionaryLearning:
             "batch_size": None if self.batch_size is None else int(self.batch_size),
             "forget_factor": float(self.forget_factor), "shuffle": bool(self.shuffle),
             "init": self.init, "use_correlation": bool(self.use_correlation),
-            "random_state": int(rs) if isinstance(rs, (int, np.integer)) else None,
+            "random_state": int(rs) if isinstance(rs, numbers.Integral) else None,
             "row_chunks": array_digest(X.chunks[0]) if self.method == "minibatch" else None,
             "n": int(mom["n"]), "mean": array_digest(mom["mean"]), "var": array_digest(var),
             "scale": None if scale is None else array_digest(scale),
