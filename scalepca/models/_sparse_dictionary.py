@@ -237,8 +237,7 @@ class DictionaryLearning:
             s = it - 1  # this minibatch; state["dicts"][-1] is the dictionary after s updates
             st, D_used = feed.take(s, state)
             D, cost = self._online_update(state, D_used, st, state["dicts"][-1])
-            state["dicts"] = np.concatenate([state["dicts"][-(lag - 1):] if lag > 1 else
-                                             state["dicts"][:0], D[None]])
+            state["dicts"] = np.concatenate([state["dicts"], D[None]])[-lag:]
             state["epoch_cost"] += cost * st["n"]
             state["epoch_rows"] += st["n"]
             record = {"cost": cost, "weight": st["n"] / (X.shape[0] + 1.0)}
