@@ -254,6 +254,13 @@ def _posterior(x, mean, W, sigma2):
     x = np.asarray(x, dtype=np.float64)
     obs = np.isfinite(x)
     full = bool(obs.all())
+    if not full:
+        n_inf = int(np.count_nonzero(np.isinf(x)))
+        if n_inf:
+            raise ValueError(
+                f"X contains {n_inf} infinite value(s); PPCA treats NaN (only) as a missing "
+                "entry — replace them"
+            )
     xc = x - mean
     k = W.shape[1]
     eye = np.eye(k)
@@ -261,7 +268,8 @@ def _posterior(x, mean, W, sigma2):
     if full:
         XW = xc @ W
         M = W.T @ W + sigma2 * eye
-        Minv = np.linalg.inv(M)
+        # σ² = 0 (a model of data whose rank is at most k): the limit M⁻¹ → M⁺
+        Minv = np.linalg.inv(M) if sigma2 > 0 else np.linalg.pinv(M, hermitian=True)
         Minv = 0.5 * (Minv + Minv.T)
         Ez = XW @ Minv
         logdet = np.linalg.slogdet(M)[1]
@@ -274,7 +282,10 @@ def _posterior(x, mean, W, sigma2):
         # M_n = Wᵀ W + σ² I − Σ_{j missing in row n} w_j w_jᵀ
         WW = (W[:, :, None] * W[:, None, :]).reshape(d, k * k)
         M = (W.T @ W + sigma2 * eye)[None, :, :] - (miss @ WW).reshape(m, k, k)
-        Minv, logdet = _spd_inverse(M)
+        if sigma2 > 0:
+            Minv, logdet = _spd_inverse(M)
+        else:
+            Minv, logdet = np.linalg.pinv(M, hermitian=True), np.linalg.slogdet(M)[1]
         Ez = np.matmul(Minv, XW[:, :, None])[:, :, 0]
         dobs = d - np.diff(miss.indptr).astype(np.float64)
         extra = {"miss": miss, "miss_cols": cols}
@@ -294,8 +305,15 @@ def _loglike_rows(p: dict, sigma2: float, k: int) -> np.ndarray:
 
 
 def posterior_mean_block(x, mean, W, sigma2):
-    """``⟨z⟩ = M_n⁻¹ W_Oᵀ (x_O − μ_O)`` of every row (the PPCA transform), NaN = missing."""
-    return _posterior(x, mean, W, sigma2)["Ez"]
+    """``⟨z⟩ = M_n⁻¹ W_Oᵀ (x_O − μ_O)`` of every row (the PPCA transform), NaN = missing.
+
+    A row with no observed entry gets NaN (nothing to project); infinite entries raise.
+    """
+    p = _posterior(x, mean, W, sigma2)
+    Ez = p["Ez"]
+    if not p["full"]:
+        Ez[p["dobs"] == 0] = np.nan
+    return Ez
 
 
 def loglike_rows_block(x, mean, W, sigma2):
@@ -311,7 +329,8 @@ def impute_block(x, mean, W, sigma2, keep=None):
     """
     x = np.asarray(x, dtype=np.float64)
     xk = x if keep is None else x[:, keep]
-    fill = posterior_mean_block(xk, mean, W, sigma2) @ W.T + mean
+    # a row with nothing observed is filled with μ (its posterior is the prior, ⟨z⟩ = 0)
+    fill = _posterior(xk, mean, W, sigma2)["Ez"] @ W.T + mean
     filled = np.where(np.isnan(xk), fill, xk)
     if keep is None:
         return filled
