@@ -41,11 +41,11 @@ class PPCA(_BaseSpectralPCA):
     ``σ² = (1/(d−k)) Σ_{j=k+1}^{d} λ_j`` the mean of *all* d − k discarded eigenvalues (with
     n ≤ d, the zero ones included: this is the likelihood's maximum and EM's limit, and
     differs from :class:`PCA`'s ``noise_variance_``, which follows scikit-learn and averages
-    over min(n, d) − k of them), and ``W = U_k (Λ_k − σ²)^½`` (taking the rotation R = I). ``"em"``: expectation-maximisation,
-    which also fits data with missing entries (``missing="em"``: NaN = missing at random; each
-    row's E-step uses its observed entries only, with its own k × k posterior, and the M-step
-    solves for ``W``, ``μ`` and ``σ²`` from sufficient statistics reduced across chunks — see
-    :mod:`scalepca.linalg.em`).
+    over min(n, d) − k of them), and ``W = U_k (Λ_k − σ²)^½`` (taking the rotation R = I).
+    ``"em"``: expectation-maximisation, which also fits data with missing entries
+    (``missing="em"``: NaN = missing at random; each row's E-step uses its observed entries
+    only, with its own k × k posterior, and the M-step solves for ``W``, ``μ`` and ``σ²`` from
+    sufficient statistics reduced across chunks — see :mod:`scalepca.linalg.em`).
 
     Parameters
     ----------
@@ -140,7 +140,9 @@ class PPCA(_BaseSpectralPCA):
     parameters: each iteration is a deterministic function of them, so it ends where an
     uninterrupted fit ends (to rounding when the data are chunked differently). A commit is
     a ``state_<k>`` directory renamed into place only once complete, so a process killed at
-    any moment leaves the previous commit usable.
+    any moment leaves the previous commit usable. The loop, its stopping rule and the
+    commits are those of :mod:`scalepca.models._iterate` (commits carry its format version;
+    PPCA commits written before it still resume).
 
     EM maximises the likelihood, whose covariance estimate has denominator n; to agree with
     the closed form (denominator n − 1, as :class:`PCA`), the final ``W`` and ``σ²`` are
