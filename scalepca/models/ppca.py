@@ -383,6 +383,7 @@ class PPCA(_BaseSpectralPCA):
     # -- closed form ---------------------------------------------------------------------------
     def _fit_input(self, X) -> MatrixInput:
         data = super()._fit_input(X)
+        check_n_components(self.n_components, *data.data.shape)  # its message comes first
         if data.data.shape[0] < 2:
             raise ValueError(
                 f"PPCA needs at least 2 samples; got {data.data.shape[0]} (the covariance, "
