@@ -28,28 +28,33 @@ from ..linalg.em import (
     posterior_mean_block,
 )
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
-from .pca import AUTO_MAX_GRAM_FEATURES, PCA
+from .pca import AUTO_MAX_GRAM_FEATURES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
 
 
-class PPCA(PCA):
+class PPCA(_BaseSpectralPCA):
     """Probabilistic PCA: ``x = W z + μ + ε``, ``z ~ N(0, I_k)``, ``ε ~ N(0, σ² I_d)``.
 
     Two solvers. ``"closed_form"``: the maximum-likelihood solution (Tipping & Bishop 1999)
     from the sample covariance ``S = U Λ Uᵀ``: ``μ`` is the sample mean,
-    ``σ² = (1/(d−k)) Σ_{j>k} λ_j`` the mean of the discarded eigenvalues, and
-    ``W = U_k (Λ_k − σ²)^½`` (taking the rotation R = I). ``"em"``: expectation-maximisation,
-    which also fits data with missing entries (``missing="em"``: NaN = missing at random; each
-    row's E-step uses its observed entries only, with its own k × k posterior, and the M-step
-    solves for ``W``, ``μ`` and ``σ²`` from sufficient statistics reduced across chunks — see
-    :mod:`scalepca.linalg.em`).
+    ``σ² = (1/(d−k)) Σ_{j=k+1}^{d} λ_j`` the mean of *all* d − k discarded eigenvalues (with
+    n ≤ d, the zero ones included: this is the likelihood's maximum and EM's limit, and
+    differs from :class:`PCA`'s ``noise_variance_``, which follows scikit-learn and averages
+    over min(n, d) − k of them), and ``W = U_k (Λ_k − σ²)^½`` (taking the rotation R = I).
+    ``"em"``: expectation-maximisation, which also fits data with missing entries
+    (``missing="em"``: NaN = missing at random; each row's E-step uses its observed entries
+    only, with its own k × k posterior, and the M-step solves for ``W``, ``μ`` and ``σ²`` from
+    sufficient statistics reduced across chunks — see :mod:`scalepca.linalg.em`).
 
     Parameters
     ----------
     n_components : int or None
         Latent dimension k; must be smaller than the data's rank for a proper σ² > 0
-        (``solver="em"`` requires ``n_components < n_features``).
+        (``solver="em"`` requires ``n_components < n_features``). When the data's rank is at
+        most k (e.g. constant features, or few samples), σ² is 0 with a warning: the model
+        covariance is then singular, so ``score``, ``score_samples`` and ``get_precision``
+        raise, while ``transform`` gives the σ² → 0 limit of the posterior means.
     solver : {"auto", "closed_form", "em"}, default="auto"
         ``"auto"``: ``"em"`` when ``missing="em"``, else ``"closed_form"``.
     missing : {"error", "em"}, default="error"
@@ -97,7 +102,9 @@ class PPCA(PCA):
     components_ : ndarray of shape (n_components, n_features)
         Orthonormal ``U_kᵀ`` (same sign convention as :class:`PCA`).
     noise_variance_ : float
-        σ².
+        σ², Tipping & Bishop's maximum-likelihood estimate scaled to the sample-covariance
+        convention (× n/(n − 1), as ``W_``; see Notes): the mean of the d − k eigenvalues
+        after the k-th, zeros included.
     posterior_covariance_ : ndarray of shape (n_components, n_components)
         ``σ² M⁻¹`` with ``M = WᵀW + σ² I``; the covariance of ``z`` given a fully observed ``x``.
     explained_variance_ : ndarray of shape (n_components,)
@@ -133,7 +140,9 @@ class PPCA(PCA):
     parameters: each iteration is a deterministic function of them, so it ends where an
     uninterrupted fit ends (to rounding when the data are chunked differently). A commit is
     a ``state_<k>`` directory renamed into place only once complete, so a process killed at
-    any moment leaves the previous commit usable.
+    any moment leaves the previous commit usable. The loop, its stopping rule and the
+    commits are those of :mod:`scalepca.models._iterate` (commits carry its format version;
+    PPCA commits written before it still resume).
 
     EM maximises the likelihood, whose covariance estimate has denominator n; to agree with
     the closed form (denominator n − 1, as :class:`PCA`), the final ``W`` and ``σ²`` are
@@ -141,11 +150,16 @@ class PPCA(PCA):
     suite checks ``W Wᵀ`` and σ² to 1e-6 relative).
 
     ``transform`` is the posterior mean ``M_n⁻¹ W_Oᵀ (x_O − μ_O)`` using each row's observed
-    entries (rows may have NaN, with either solver); ``inverse_transform`` maps
+    entries (rows may have NaN, with either solver; a row with no observed entry gives NaN,
+    an infinite entry raises as in ``fit``); ``inverse_transform`` maps
     ``z ↦ W z + μ``; ``impute`` fills NaN entries with ``W ⟨z⟩ + μ`` (lazy);
     ``score_samples`` is the exact Gaussian log-likelihood of each row's observed entries
     under ``C = W Wᵀ + σ² I``, computed from k-dimensional factors (Woodbury), never inverting
     a d × d matrix.
+
+    PPCA shares its spectral fit with :class:`PCA` but is not a :class:`PCA`
+    (``isinstance(PPCA(), PCA)`` is False): its ``transform`` is a posterior mean, not a
+    projection. At least 2 samples are needed.
 
     References
     ----------
@@ -174,14 +188,12 @@ class PPCA(PCA):
         checkpoint: str | None = None,
         checkpoint_every: int = 5,
     ):
-        super().__init__(
-            n_components,
-            svd_solver=svd_solver,
-            n_oversamples=n_oversamples,
-            n_power_iter=n_power_iter,
-            random_state=random_state,
-            persist=persist,
-        )
+        self.n_components = n_components
+        self.svd_solver = svd_solver
+        self.n_oversamples = n_oversamples
+        self.n_power_iter = n_power_iter
+        self.random_state = random_state
+        self.persist = persist
         self.solver = solver
         self.missing = missing
         self.max_iter = max_iter
@@ -286,7 +298,11 @@ class PPCA(PCA):
         self.n_iter_ = run.n_iter
         self.loglike_ = np.asarray(run.history.get("loglike", []), dtype=np.float64)
         self.converged_ = run.converged
-        self._set_em_result(run.state, n_rows, k)
+        state = run.state
+        if state["sigma2"] <= floor:  # the likelihood grows without bound as σ² → 0
+            _warn_rank_deficient(k, stacklevel=5)
+            state = {**state, "sigma2": 0.0}
+        self._set_em_result(state, n_rows, k)
 
     def _em_observed_moments(self, X, k: int, init: str, data: MatrixInput):
         """The initialisation pass: observed moments, checks, features and rows kept."""
@@ -365,17 +381,46 @@ class PPCA(PCA):
         self._set_posterior()
 
     # -- closed form ---------------------------------------------------------------------------
+    def _fit_input(self, X) -> MatrixInput:
+        data = super()._fit_input(X)
+        check_n_components(self.n_components, *data.data.shape)  # its message comes first
+        if data.data.shape[0] < 2:
+            raise ValueError(
+                f"PPCA needs at least 2 samples; got {data.data.shape[0]} (the covariance, "
+                "and so the noise variance, of one sample is undefined)"
+            )
+        return data
+
+    def _noise_variance(self, n, d, k, ev, total) -> float:
+        # Tipping & Bishop's maximum-likelihood σ²: the mean of all d − k eigenvalues after the
+        # k-th, the zero ones (n ≤ d, constant features) included
+        if k >= d:
+            return 0.0
+        sigma2 = self._discarded_variance(n, d, k, ev, total) / (d - k)
+        if sigma2 <= _rank_tol(d, ev):
+            _warn_rank_deficient(k, stacklevel=7)
+            return 0.0
+        return sigma2
+
     def _set_loadings_from_spectrum(self) -> None:
         sigma2 = self.noise_variance_
-        scale = np.sqrt(np.maximum(self.explained_variance_ - sigma2, 0.0))
-        self.W_ = self.components_.T * scale
+        excess = self.explained_variance_ - sigma2
+        # directions with no variance above σ² (to rounding) get no loading
+        excess = np.where(excess > _rank_tol(self.n_features_in_, self.explained_variance_),
+                          excess, 0.0)
+        self.W_ = self.components_.T * np.sqrt(excess)
         self._set_posterior()
 
     def _set_posterior(self) -> None:
         W, sigma2 = self._kept(self.W_, axis=0), self.noise_variance_
-        M = W.T @ W + sigma2 * np.eye(W.shape[1])
-        self._M_inv = np.linalg.inv(M)
-        self.posterior_covariance_ = sigma2 * self._M_inv
+        k = W.shape[1]
+        M = W.T @ W + sigma2 * np.eye(k)
+        if sigma2 > 0:
+            self._M_inv = np.linalg.inv(M)
+            self.posterior_covariance_ = sigma2 * self._M_inv
+        else:  # the σ² → 0 limits: M⁻¹ → (WᵀW)⁺, σ² M⁻¹ → projector on the null space of W
+            self._M_inv = np.linalg.pinv(M, hermitian=True)
+            self.posterior_covariance_ = np.eye(k) - self._M_inv @ M
 
     def _model_basis(self):
         # Eigen-form of W Wᵀ + σ² I, valid for any W (closed form or EM):
@@ -399,7 +444,9 @@ class PPCA(PCA):
     def transform(self, X):
         """Posterior means ``⟨z⟩`` of the rows of ``X``; NaN entries are treated as missing.
 
-        Lazy for dask and xarray input (one blockwise map).
+        Lazy for dask and xarray input (one blockwise map). A row with no observed entry
+        gives NaN; an infinite entry raises ValueError (when the block is computed: finding
+        it needs the data).
 
         Returns
         -------
@@ -492,6 +539,21 @@ class PPCA(PCA):
     def _restore_state(self, state: dict) -> None:
         super()._restore_state(state)
         self._set_posterior()
+
+
+def _warn_rank_deficient(k: int, stacklevel: int) -> None:
+    warnings.warn(
+        f"PPCA: the data's rank is at most n_components={k} (the smallest eigenvalues of the "
+        "covariance are 0 to rounding), so noise_variance_ is 0 and the model covariance is "
+        "singular: score, score_samples and get_precision are undefined (they raise); "
+        "transform gives the limit of the posterior means. Use fewer components than the "
+        "data's rank.", UserWarning, stacklevel=stacklevel,
+    )
+
+
+def _rank_tol(d: int, ev) -> float:
+    """Eigenvalues of the covariance at or below this are zero to rounding (d ε λ_max)."""
+    return d * np.finfo(np.float64).eps * float(np.max(ev, initial=0.0))
 
 
 def _legacy_em_commit(attrs: dict, arrays: dict) -> Resumed:
