@@ -260,3 +260,43 @@ def test_results_do_not_depend_on_the_chunking(rng):
                                    equal_nan=True)
         np.testing.assert_allclose(pca.transform(source).values, zref, rtol=1e-10, atol=1e-10)
         xr.testing.assert_allclose(pca.mean_xr_, ref.mean_xr_, rtol=1e-12)
+
+
+# -- every estimator repeats the preprocessing (standardisation is the estimator's own) ---------
+@pytest.mark.parametrize("make", [
+    lambda: scalepca.PCA(3),
+    lambda: scalepca.PPCA(3),
+    lambda: scalepca.PPCA(3, missing="em", max_iter=20),
+    lambda: scalepca.SparsePCA(3, method="batch", max_iter=5, random_state=0),
+    lambda: scalepca.SparsePCA(3, method="batch", max_iter=5, use_correlation=True,
+                               random_state=0),
+    lambda: scalepca.KernelPCA(3, kernel="rbf", n_features=40, random_state=0),
+    lambda: scalepca.RobustPCA(max_iter=30),
+], ids=["pca", "ppca", "ppca-em", "spca", "spca-correlation", "kpca", "rpca"])
+def test_every_estimator_takes_the_raw_data(rng, make, tmp_path):
+    arr = field(rng, land=False)
+    X = scalepca.open_matrix(arr.chunk({"time": 20}), sample_dims="time", weights="sqrt_coslat")
+    est = make().fit(X)
+    fitted = est.transform(X)
+    raw = est.transform(arr.transpose("lon", "lat", "time"))
+    assert raw.dims == fitted.dims == ("time", "mode")
+    np.testing.assert_allclose(raw.values, fitted.values, rtol=1e-10, atol=1e-10)
+    # a bare array of the unweighted field is weighted by the model too
+    flat = arr.values.reshape(arr.sizes["time"], -1)
+    np.testing.assert_allclose(est.transform(flat), fitted.values, rtol=1e-10, atol=1e-10)
+    est.save(tmp_path / "m.zarr")
+    np.testing.assert_allclose(scalepca.load(tmp_path / "m.zarr").transform(arr).values,
+                               fitted.values, rtol=1e-10, atol=1e-10)
+    if hasattr(est, "inverse_transform"):
+        rec = est.inverse_transform(fitted)
+        assert rec.dims == arr.dims
+        if isinstance(est, scalepca.SparsePCA) and est.use_correlation:
+            assert not np.all(est.scale_ == 1)  # standardised, and undone by the estimator
+        # in the field's units: the matrix-space reconstruction divided by the weights
+        w = np.sqrt(np.cos(np.deg2rad(arr.lat.values)))[:, None]
+        inner = fitted.values @ est._inverse_matrix() + est.mean_
+        np.testing.assert_allclose(rec.values, inner.reshape(arr.shape) / w, rtol=1e-10,
+                                   atol=1e-10)
+        np.testing.assert_allclose(est.inverse_transform(fitted.values),  # NumPy in, NumPy out
+                                   (inner.reshape(arr.shape) / w).reshape(len(inner), -1),
+                                   rtol=1e-10, atol=1e-10)
