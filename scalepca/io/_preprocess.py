@@ -153,16 +153,14 @@ class Preprocessing:
                     + "; ".join(diff)
                 )
             return X
-        if isinstance(X, xr.DataArray):
-            if not self.labelled:  # fitted on a bare array: a DataArray is a table
-                return attach(self.weight(X) if self._fits(X) else X, self)
+        if isinstance(X, xr.DataArray) and self.labelled:
             self._check_raw(X, what)
             return self.stack(X)
         if isinstance(X, (list, tuple)):
             X = np.asarray(X)
-        if not isinstance(X, (np.ndarray, da.Array)):
+        if self.weights is None or not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
             return X  # other inputs (zarr arrays, sparse matrices) go to validation as they are
-        if self._fits(X):
+        if self._fits(X):  # a table fitted through open_matrix(array, weights=...)
             return attach(self.weight(X), self)
         return X  # the wrong shape: the n_features check says so
 
