@@ -121,6 +121,7 @@ def open_data(dcfg: dict, *, method: str | None = None):
     """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
     from .io import open_matrix, open_zarr_node
     from .io._open import previous_hint
+    from .io._preprocess import WeightsError
 
     path = dcfg["path"]
     so = dcfg.get("storage_options")
@@ -141,47 +142,65 @@ def open_data(dcfg: dict, *, method: str | None = None):
             if chunks is not None:
                 arr = arr.rechunk(tuple(chunks) if isinstance(chunks, list) else {0: chunks})
             return arr
-    kw = {}
-    if dcfg.get("weights") is not None:
-        kw["weights"] = feature_weights(dcfg["weights"], path, storage_options=so)
-    return open_matrix(path, variable=dcfg.get("variable"), storage_options=so,
-                       chunks={0: chunks} if isinstance(chunks, int) else None,
-                       sample_dims=dcfg.get("sample_dims"),
-                       feature_dims=dcfg.get("feature_dims"), **kw)
-
-
-WEIGHT_RULES = ("sqrt_coslat", "coslat")
-
-
-def feature_weights(rule: str, path: str, *, storage_options=None):
-    """Per-feature weights named by ``data.weights`` for the xarray store at ``path``.
-
-    ``sqrt_coslat``: √cos(latitude), the EOF-analysis weighting that makes each grid cell's
-    share of the covariance proportional to its area; ``coslat``: cos(latitude); any other
-    string: a variable of the same store, over (some of) the feature dimensions.
-    """
-    import numpy as np
-    import xarray as xr
-
-    from .io import open_zarr_node
-
-    node = open_zarr_node(path, storage_options=storage_options)
     try:
-        ds = xr.open_zarr(node.store, consolidated=False)
-    except Exception as err:
-        raise UserError(f"'data.weights' needs an xarray (named-dimension) store at {path!r}: "
-                        f"{err}") from None
-    if rule in WEIGHT_RULES:
-        lat = next((ds[c] for c in ("lat", "latitude") if c in ds.coords), None)
-        if lat is None:
-            raise UserError(f"'data.weights' {rule!r} needs a 'lat' or 'latitude' coordinate; "
-                            f"the data have {', '.join(map(str, ds.coords)) or 'none'}")
-        w = np.cos(np.deg2rad(lat.astype("float64"))).clip(min=0.0)
-        return np.sqrt(w) if rule == "sqrt_coslat" else w
-    if rule not in ds.variables:
-        raise UserError(f"'data.weights' {rule!r} is neither one of {', '.join(WEIGHT_RULES)} nor "
-                        f"a variable of the store (it has {', '.join(map(str, ds.variables))})")
-    return ds[rule].load()
+        return open_matrix(path, variable=dcfg.get("variable"), storage_options=so,
+                           chunks={0: chunks} if isinstance(chunks, int) else None,
+                           sample_dims=dcfg.get("sample_dims"),
+                           feature_dims=dcfg.get("feature_dims"), weights=dcfg.get("weights"))
+    except WeightsError as err:
+        raise UserError(f"'data.weights' {err.detail}") from None
+
+
+def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=None,
+                   storage_options=None):
+    """The data of ``scalepca transform`` as ``est`` takes them.
+
+    A model fitted on xarray data (``open_matrix`` / a ``run`` config) keeps its variable,
+    dims and weights: the data are opened in their own layout and the model repeats its steps
+    (checking the grid). The options need not be repeated; given ones must agree with the
+    model. A model fitted on a bare array gets the array (with ``--weights`` if given).
+    """
+    from .io import open_matrix
+    from .io._open import open_store
+    from .io._preprocess import WeightsError, describe
+
+    prep = getattr(est, "_preprocessing", None)
+    if prep is None or not prep.labelled:
+        try:
+            return open_matrix(path, variable=variable, storage_options=storage_options,
+                               sample_dims=sample_dims, weights=weights)
+        except WeightsError as err:
+            raise UserError(f"--weights {err.detail}") from None
+    if variable is not None and prep.variable is not None and variable != prep.variable:
+        raise UserError(f"--variable {variable!r}: the model was fitted on variable "
+                        f"{prep.variable!r}")
+    if sample_dims is not None and tuple(sample_dims) != tuple(prep.sample_dims):
+        raise UserError(f"--sample-dims {' '.join(sample_dims)}: the model was fitted with "
+                        f"sample dims {' '.join(prep.sample_dims)}")
+    ds = open_store(path, storage_options=storage_options)
+    if not hasattr(ds, "data_vars"):
+        raise UserError(f"{path} is not an xarray store; the model was fitted on variable "
+                        f"{prep.variable!r} with dims {prep.dims}")
+    name = variable or prep.variable
+    if name is None:
+        names = list(ds.data_vars)
+        if len(names) != 1:
+            raise UserError(f"{path} holds variables {names}; pass --variable")
+        name = names[0]
+    if name not in ds.data_vars:
+        raise UserError(f"{path} has no variable {name!r} (the model was fitted on it); it has "
+                        f"{', '.join(map(str, ds.data_vars))}")
+    raw = ds[name]
+    if weights is not None:
+        try:
+            given = describe(raw, sample_dims=prep.sample_dims, feature_dims=prep.feature_dims,
+                             weights=weights, dataset=ds)
+        except WeightsError as err:
+            raise UserError(f"--weights {err.detail}") from None
+        diff = prep.differences(given)
+        if diff:
+            raise UserError(f"--weights {weights}: the data would be {'; '.join(diff)}")
+    return raw
 
 
 def _shape(X):
@@ -258,17 +277,14 @@ def cmd_run(args) -> int:
 
 def cmd_transform(args) -> int:
     from .cluster import connect, progress
-    from .io import load, open_matrix, write_array
+    from .io import load, write_array
 
     so = _json_arg(args.storage_options, "--storage-options")
     model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
     # read the model and the data's metadata first: mistakes fail before a cluster starts
     est = load(model, storage_options=so)
-    kw = {}
-    if args.weights:
-        kw["weights"] = feature_weights(args.weights, data, storage_options=so)
-    X = open_matrix(data, variable=args.variable, storage_options=so,
-                    sample_dims=args.sample_dims, **kw)
+    X = transform_data(est, data, variable=args.variable, sample_dims=args.sample_dims,
+                       weights=args.weights, storage_options=so)
     scores = est.transform(X)
     if args.scheduler:
         ccfg = {"kind": "address", "address": args.scheduler}
@@ -425,10 +441,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("model", help="model store written by run or save()")
     t.add_argument("data", help="zarr store path or URL")
     t.add_argument("--out", required=True, help="scores store to write")
-    t.add_argument("--variable", help="array/variable inside DATA")
-    t.add_argument("--sample-dims", nargs="+", help="sample dimensions of N-D xarray data")
-    t.add_argument("--weights", help="feature weights as at fit: sqrt_coslat, coslat or a "
-                   "variable name (see data.weights)")
+    t.add_argument("--variable", help="array/variable inside DATA (default: the model's)")
+    t.add_argument("--sample-dims", nargs="+", help="sample dimensions of N-D xarray data "
+                   "(default: the model's)")
+    t.add_argument("--weights", help="feature weights: sqrt_coslat, coslat or a variable name "
+                   "(default: the model's; a model fitted with weights applies them itself)")
     t.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
     t.add_argument("--scheduler", help="address of an existing dask scheduler")
     t.add_argument("--n-workers", type=int, help="workers of the embedded cluster")

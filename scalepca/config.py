@@ -5,7 +5,9 @@ A run config has five sections::
     data:      where the matrix comes from (path/URL, variable, dims, chunks, weights,
                storage_options; optionally ``generate`` to write a synthetic dataset first).
                ``weights``: ``sqrt_coslat`` | ``coslat`` (from the latitude coordinate) or
-               the name of a variable of the same store, multiplied into the features
+               the name of a variable of the same store, multiplied into the features (the
+               same rules as ``open_matrix(weights=...)``). The model keeps them: its scores
+               of new data (``scalepca transform``) and the reconstruction apply and undo them
     model:     ``method`` (a key of :data:`METHODS`) and the estimator's parameters, either
                beside ``method`` or under ``params`` (for a parameter itself named method)
     cluster:   ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |

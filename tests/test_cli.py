@@ -391,6 +391,64 @@ def test_run_gridded_with_weights(tmp_path, capsys):
     assert "'data.weights' 'area' is neither one of sqrt_coslat, coslat" in err
 
 
+def test_gridded_model_keeps_its_preprocessing(tmp_path, capsys):
+    """reconstruction in the field's units; transform needs no repeated options (issue 18.3)."""
+    grid = tmp_path / "grid.zarr"
+    cfg = _config(tmp_path, grid, model={"method": "pca", "n_components": 2},
+                  data={"variable": "sst", "sample_dims": ["time"], "weights": "sqrt_coslat",
+                        "generate": {"kind": "gridded", "n_samples": 120, "n_lat": 6,
+                                     "n_lon": 10, "chunk_rows": 40, "dtype": "float64"}},
+                  output={"reconstruction": True}, progress=False)
+    rc, _, err = _main(capsys, "run", cfg)
+    assert rc == EXIT_OK, err
+    raw = xr.open_zarr(grid, consolidated=False)["sst"]
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    # the written reconstruction is the field in its own units and dims (was weights × field)
+    rec = xr.open_zarr(tmp_path / "out" / "reconstruction.zarr", consolidated=False)
+    rec = rec["reconstruction"]
+    assert rec.dims == ("time", "lat", "lon")
+    x, w = raw.values, np.sqrt(np.cos(np.deg2rad(raw["lat"].values)))[:, None]
+    Xw = (x * w).reshape(120, -1)
+    sea = ~np.isnan(Xw).all(axis=0)
+    mean = Xw[:, sea].mean(axis=0)
+    _, _, vt = np.linalg.svd(Xw[:, sea] - mean, full_matrices=False)
+    ref = np.full_like(Xw, np.nan)
+    ref[:, sea] = (Xw[:, sea] - mean) @ vt[:2].T @ vt[:2] + mean
+    ref = ref.reshape(x.shape) / w
+    np.testing.assert_allclose(rec.values, ref, rtol=1e-9, atol=1e-9, equal_nan=True)
+    # transform: the model's variable, dims and weights are used without being repeated
+    expected = model.transform(raw).values
+    np.testing.assert_allclose(
+        xr.open_zarr(tmp_path / "out" / "scores.zarr", consolidated=False)["scores"].values,
+        expected, rtol=1e-12, atol=1e-12)
+    base = ["transform", tmp_path / "out" / "model.zarr", grid, "--out", tmp_path / "s.zarr",
+            "--no-progress", "--no-processes", "--n-workers", 1]
+    for extra in ([], ["--variable", "sst", "--sample-dims", "time", "--weights",
+                       "sqrt_coslat"]):
+        rc, _, err = _main(capsys, *base, *extra)
+        assert rc == EXIT_OK, err
+        s = xr.open_zarr(tmp_path / "s.zarr", consolidated=False)["scores"]
+        assert s.dims == ("time", "mode")
+        np.testing.assert_allclose(s.values, expected, rtol=1e-12, atol=1e-12)
+    # options that contradict the model, and data on another grid, are refused
+    for extra, message in (
+        (["--weights", "coslat"], "--weights coslat: the data would be weighted by coslat, "
+                                  "fitted on data weighted by sqrt_coslat"),
+        (["--sample-dims", "lat"], "--sample-dims lat: the model was fitted with sample dims "
+                                   "time"),
+        (["--variable", "t2m"], "--variable 't2m': the model was fitted on variable 'sst'"),
+    ):
+        rc, _, err = _main(capsys, *base, *extra)
+        assert rc == EXIT_USER_ERROR and message in err, err
+    other = tmp_path / "other.zarr"
+    from scalepca.datasets import make_gridded
+
+    write_dataset(make_gridded(40, n_lat=5, n_lon=10, chunk_rows=20), other)
+    rc, _, err = _main(capsys, *base[:2], other, *base[3:])
+    assert rc == EXIT_USER_ERROR and "not on the grid the model was fitted on: 5 along 'lat' " \
+        "(fitted: 6)" in err, err
+
+
 _SMALL = {
     "quickstart": ["data.generate.n_samples=4000", "data.generate.chunk_rows=1000"],
     "pca": ["data.generate.n_samples=4000", "data.generate.chunk_rows=1000"],

@@ -96,12 +96,15 @@ def test_pca_matches_dense_eof_with_land_and_weights(rng, solver):
     assert pca.explained_variance_xr_.dims == ("mode",)
     m = pca.mean_xr_
     assert m.dims == ("lat", "lon") and np.isnan(m.values[land]).all()
-    # reconstruction from the leading EOFs comes back on the grid
+    # the mean in the field's units (mean_ is that of the weighted field)
+    np.testing.assert_allclose(m.values[~land], arr.mean("time").values[~land], rtol=1e-12)
+    # reconstruction from the leading EOFs comes back on the grid, in the field's units
     rec = pca.inverse_transform(scores)
     assert rec.dims == ("time", "lat", "lon") and isinstance(rec.data, da.Array)
     np.testing.assert_array_equal(rec.lat, arr.lat)
-    ref = scores.values @ np.nan_to_num(c.values.reshape(3, -1)) + np.nan_to_num(
-        m.values.ravel())
+    wgrid = w.broadcast_like(arr.isel(time=0, drop=True)).transpose("lat", "lon").values
+    ref = (scores.values @ np.nan_to_num(c.values.reshape(3, -1))
+           + np.nan_to_num(pca.mean_)) / wgrid.ravel()
     rv = rec.values.reshape(60, -1)
     np.testing.assert_allclose(rv[:, ~land.ravel()], ref[:, ~land.ravel()], rtol=1e-10)
     assert np.isnan(rv[:, land.ravel()]).all()
@@ -225,7 +228,9 @@ def test_several_sample_dims_and_explicit_feature_dims(rng):
     assert X.dims == ("sample", "feature") and X.shape == (90, 48)
     pca = scalepca.PCA(2).fit(X)
     scores = pca.transform(X)
-    assert set(scores.dims) == {"member", "time", "mode"} and scores.sizes["member"] == 3
+    # the order matters: sample dims in stacking order, then mode (a set hid (mode, ...))
+    assert scores.dims == ("member", "time", "mode") and scores.sizes["member"] == 3
+    assert pca.inverse_transform(scores).dims == arr.dims
     assert pca.components_xr_.dims == ("mode", "lat", "lon")
     # one feature dim keeps its name; the other dims become samples
     Xlon = scalepca.open_matrix(arr.isel(member=0, lat=1), sample_dims="time",

@@ -8,18 +8,24 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from .._validation import check_matrix
-
-MODE = "mode"
+from .._validation import _row_chunks, check_matrix
+from ._preprocess import ATTR, Preprocessing, attach, carried
+from ._stack import MODE, SAMPLE, _unstack, feature_template
 
 
 @dataclass
 class MatrixInput:
-    """A validated 2-D dask array plus what is needed to label outputs like the input."""
+    """A validated 2-D dask array plus what is needed to label outputs like the input.
+
+    ``prep`` describes how the matrix was made from the user's data (see
+    :class:`~scalepca.io._preprocess.Preprocessing`): outputs over the features are returned
+    in the data's own units and layout.
+    """
 
     data: da.Array
     kind: str  # "numpy" | "dask" | "xarray"
     template: xr.DataArray | None = field(default=None, repr=False)
+    prep: Preprocessing | None = None
 
     @property
     def sample_dim(self) -> str | None:
@@ -29,37 +35,51 @@ class MatrixInput:
     def feature_dim(self) -> str | None:
         return None if self.template is None else self.template.dims[1]
 
+    def sample_coords(self) -> dict:
+        sdim = self.sample_dim
+        return {n: c for n, c in self.template.coords.items() if set(c.dims) <= {sdim}}
+
     def wrap_samples(self, Z: da.Array, *, last_dim: str = MODE, last_coords=None):
-        """Scores (n × k) or per-sample values (n,) in the input's kind."""
+        """Scores (n × k) or per-sample values (n,) in the input's kind.
+
+        For xarray input the rows come back over the sample dims (unstacked, in stacking
+        order), followed by ``last_dim``.
+        """
         if self.kind == "numpy":
             return Z.compute()
         if self.kind == "dask":
             return Z
-        t = self.template
         sdim = self.sample_dim
-        coords = {name: c for name, c in t.coords.items() if set(c.dims) <= {sdim}}
+        coords = self.sample_coords()
         if Z.ndim == 1:
-            out = xr.DataArray(Z, dims=(sdim,), coords=coords)
-        else:
-            lc = np.arange(Z.shape[1]) if last_coords is None else last_coords
-            out = xr.DataArray(Z, dims=(sdim, last_dim), coords={**coords, last_dim: lc})
-        return _unstack(out, sdim)
+            return _unstack(xr.DataArray(Z, dims=(sdim,), coords=coords), sdim)
+        lc = np.arange(Z.shape[1]) if last_coords is None else last_coords
+        out = _unstack(xr.DataArray(Z, dims=(sdim, last_dim), coords={**coords, last_dim: lc}),
+                       sdim)
+        return out.transpose(..., last_dim)
 
-    def wrap_features(self, Xhat: da.Array):
-        """A reconstruction (n × d) in the input's kind."""
-        if self.kind == "numpy":
-            return Xhat.compute()
-        if self.kind == "dask":
-            return Xhat
-        t = self.template
-        return _unstack(t.copy(data=Xhat), self.sample_dim, self.feature_dim)
+    def wrap_features(self, Xhat: da.Array, *, features: xr.DataArray | None = None):
+        """An n × d result over the features in the data's own units and layout.
 
-
-def _unstack(arr: xr.DataArray, *dims):
-    for dim in dims:
-        if dim in arr.indexes and getattr(arr.indexes[dim], "nlevels", 1) > 1:
-            arr = arr.unstack(dim)
-    return arr
+        The steps of ``prep`` are undone (weights divided out, NaN where a weight is 0;
+        stacked dims unstacked; the data's dims order). ``features``: the 1-D template of the
+        feature coordinates when this input holds scores rather than data.
+        """
+        prep = self.prep
+        if self.kind != "xarray":
+            if prep is not None:
+                Xhat = prep.unweight(Xhat)
+            return Xhat.compute() if self.kind == "numpy" else Xhat
+        sdim = self.sample_dim
+        if features is None:
+            features = feature_template(self.template)
+        out = xr.DataArray(Xhat, dims=(sdim, features.dims[0]), coords=self.sample_coords())
+        out = out.assign_coords(features.coords)
+        if prep is None:
+            return _unstack(out, *out.dims)
+        out = prep.field(out)
+        out.attrs = {k: v for k, v in self.template.attrs.items() if k != ATTR}
+        return out
 
 
 def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1,
@@ -76,11 +96,17 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
                 f"{what} is a DataArray with dims {X.dims}; stack it to (sample, feature) with "
                 "scalepca.open_matrix(X, sample_dims=...) first"
             )
-        if X.chunks is None:
-            X = X.chunk()
+        prep = carried(X)
+        if prep is None:  # a table given as it is: rows are samples, columns features
+            prep = Preprocessing(variable=X.name if isinstance(X.name, str) else None,
+                                 dims=tuple(X.dims), sample_dims=(X.dims[0],),
+                                 feature_dims=(X.dims[1],), feature_sizes=(X.shape[1],))
+        if X.chunks is None:  # in memory: row blocks of about 64 MiB, as for NumPy arrays
+            X = X.chunk({X.dims[0]: _row_chunks(X.data)[0], X.dims[1]: -1})
         arr = check_matrix(X.data, what=what, min_samples=min_samples,
                            min_features=min_features, allow_2d_blocks=allow_2d_blocks)
-        return MatrixInput(arr, "xarray", X)
+        return MatrixInput(attach(arr, prep), "xarray", X, prep)
+    prep = carried(X)
     kind = "dask" if isinstance(X, da.Array) else "numpy"
     if kind == "numpy" and not isinstance(X, np.ndarray):
         import zarr
@@ -90,4 +116,20 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
             X = da.from_zarr(X)
     arr = check_matrix(X, what=what, min_samples=min_samples, min_features=min_features,
                        allow_2d_blocks=allow_2d_blocks)
-    return MatrixInput(arr, kind)
+    return MatrixInput(attach(arr, prep), kind, prep=prep)
+
+
+def scores_matrix(Z, *, what: str = "scores") -> MatrixInput:
+    """Scores as a matrix: a DataArray over sample dims and ``mode`` is stacked to 2-D.
+
+    The sample dims (all dims but ``mode``, in their order) become the rows, as the scores
+    of several sample dims come from ``transform``.
+    """
+    if isinstance(Z, xr.DataArray) and MODE in Z.dims and Z.ndim != 2:
+        others = [d for d in Z.dims if d != MODE]
+        if not others:
+            raise ValueError(f"{what} have only the {MODE!r} dim; give one row per sample")
+        Z = Z.stack({SAMPLE: others}).transpose(SAMPLE, MODE) if len(others) > 1 else Z
+    if isinstance(Z, xr.DataArray) and MODE in Z.dims and Z.ndim == 2:
+        Z = Z.transpose(..., MODE)
+    return as_matrix(Z, what=what)

@@ -11,9 +11,11 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ._preprocess import attach, describe
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["open_matrix", "open_zarr_node"]
+__all__ = ["open_matrix", "open_store", "open_zarr_node"]
 
 
 def _is_url(path: str) -> bool:
@@ -59,6 +61,23 @@ def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"
         raise FileNotFoundError(f"no zarr array or group at {path!r}") from err
 
 
+def open_store(path, *, storage_options: dict | None = None):
+    """The data at ``path``: an xarray Dataset for stores written by xarray, else the zarr node.
+
+    Reads metadata only. Raises ``FileNotFoundError`` when there is no store and ``ValueError``
+    when its write was interrupted (scalepca flags in-place writes ``complete: false``).
+    """
+    node = open_zarr_node(path, storage_options=storage_options)
+    if node.attrs.get("complete") is False:
+        raise ValueError(
+            f"{os.fspath(path)!r} is incomplete: its write was interrupted (attribute "
+            f"complete: false); write it again{previous_hint(path)}"
+        )
+    if isinstance(node, zarr.Group) and _looks_like_xarray(node):
+        return xr.open_zarr(node.store, chunks={}, consolidated=False)
+    return node
+
+
 def open_matrix(
     source,
     *,
@@ -79,8 +98,12 @@ def open_matrix(
         The array inside a zarr group or the variable of an xarray Dataset.
     storage_options : dict, optional
         Passed to fsspec for URLs (credentials, endpoint_url, ...).
-    chunks : optional
-        Row chunking to apply, e.g. ``{0: 50_000}``; features always end in one chunk.
+    chunks : int, tuple, "auto" or dict, optional
+        Row chunking: rows per chunk (``50_000``), or a dict by axis (``{0: 50_000}``) or, for
+        xarray data, by dim name (``{"time": 100}``; with several sample dims, any of them,
+        chunked before stacking). Features always end in one chunk. Without it, dask and zarr
+        data keep their chunks and in-memory data (NumPy arrays, NumPy-backed DataArrays) get
+        row chunks of about 64 MiB.
     sample_dims, feature_dims : str or sequence of str, optional
         For N-D xarray data (e.g. ``sample_dims=("time",)`` on a (time, lat, lon) field): which
         dimensions are samples; ``feature_dims`` default to all the others, which are stacked
@@ -89,21 +112,35 @@ def open_matrix(
         (``est.components_xr_``), and scores come over the sample dims and ``mode``.
         Features that are NaN for every sample (land in an ocean grid) need no special
         handling: the estimators leave them out of the fit and return NaN there.
-    weights : array-like or xarray.DataArray, optional
+    weights : str, array-like or xarray.DataArray, optional
         One non-negative weight per feature, multiplied into the data before the fit, as in
-        EOF analysis (eofs, xeofs): for a latitude-longitude grid use ``√cos(latitude)`` so
-        each cell's contribution to the covariance is proportional to its area. A DataArray
-        over some or all feature dims broadcasts over the others; an array must have the
-        shape of the feature dims (for a 2-D array source: length ``n_features``). As in eofs
-        and xeofs, the components are the EOFs of the weighted field (unit norm in weighted
-        space); divide by the weights for the unweighted patterns. Data passed to
-        ``transform`` later must be opened with the same weights.
+        EOF analysis (eofs, xeofs): for a latitude-longitude grid use ``"sqrt_coslat"``
+        (√cos of the ``lat`` / ``latitude`` coordinate), so each cell's contribution to the
+        covariance is proportional to its area, or ``"coslat"``. Another string names a
+        variable of the source store or Dataset (or a coordinate of the DataArray). A
+        DataArray over some or all feature dims broadcasts over the others; an array must
+        have the shape of the feature dims (for a 2-D array source: length ``n_features``).
 
     Returns
     -------
-    dask.array.Array or xarray.DataArray
-        A 2-D dask array for array sources; a DataArray (dask-backed) for xarray sources or
-        zarr stores written by xarray, which keeps coordinates so outputs can be labelled.
+    dask.array.Array, numpy.ndarray or xarray.DataArray
+        A 2-D dask array for zarr and dask sources (a NumPy array for a NumPy source); a
+        DataArray (dask-backed) for xarray sources or zarr stores written by xarray, which
+        keeps coordinates so outputs can be labelled.
+
+    Notes
+    -----
+    The matrix carries a description of how it was made (variable, sample and feature dims,
+    weights; for a DataArray in ``attrs["scalepca_preprocessing"]``). An estimator fitted on
+    it keeps that description and saves it with the model: ``transform`` then takes data in
+    their own layout and units (the N-D field, or the unweighted 2-D array) and repeats the
+    steps, after checking that the variable, the dims and the feature coordinates are those
+    of the fitted data; ``inverse_transform`` returns the field in its own units and dims
+    order (NaN where a weight is 0). As in eofs and xeofs, ``components_`` are the EOFs of the
+    weighted field (unit norm in weighted space) and ``mean_`` the mean of the weighted field;
+    ``mean_xr_`` is in the field's units. A NumPy or dask array derived from a matrix of
+    array sources (a slice, a product) carries no description: give such a model the
+    unweighted data, or pass the derived array through ``open_matrix`` again.
 
     Raises
     ------
@@ -113,26 +150,12 @@ def open_matrix(
         The array is not 2-D (and no stacking dims were given), or the group holds several
         arrays and ``variable`` was not given.
     """
+    where = "the Dataset"
     if isinstance(source, (str, os.PathLike)):
-        node = open_zarr_node(source, storage_options=storage_options)
-        if node.attrs.get("complete") is False:  # scalepca writes flag in-place writes
-            raise ValueError(
-                f"{os.fspath(source)!r} is incomplete: its write was interrupted (attribute "
-                f"complete: false); write it again{previous_hint(source)}"
-            )
+        where = repr(os.fspath(source))
+        node = open_store(source, storage_options=storage_options)
         if isinstance(node, zarr.Group):
             arrays = sorted(name for name, _ in node.arrays())
-            if _looks_like_xarray(node):
-                ds = xr.open_zarr(node.store, chunks={}, consolidated=False)
-                names = list(ds.data_vars)
-                if variable is None and len(names) != 1:
-                    raise ValueError(
-                        f"{os.fspath(source)!r} holds variables {names}; "
-                        "pass variable=... to choose one"
-                    )
-                return open_matrix(ds[variable or names[0]], chunks=chunks,
-                                   sample_dims=sample_dims, feature_dims=feature_dims,
-                                   weights=weights)
             if variable is None:
                 if len(arrays) != 1:
                     raise ValueError(
@@ -144,16 +167,17 @@ def open_matrix(
                 raise KeyError(f"no array {variable!r} in {os.fspath(source)!r}; it has {arrays}")
             node = node[variable]
         source = node
+    dataset = None
     if isinstance(source, xr.Dataset):
         names = list(source.data_vars)
         if variable is None and len(names) != 1:
             raise ValueError(
-                f"the Dataset holds variables {names}; pass variable=... to choose one"
+                f"{where} holds variables {names}; pass variable=... to choose one"
             )
-        source = source[variable or names[0]]
+        dataset, source = source, source[variable or names[0]]
     if isinstance(source, xr.DataArray):
         return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
-                                 feature_dims=feature_dims, weights=weights)
+                                 feature_dims=feature_dims, weights=weights, dataset=dataset)
     if isinstance(source, zarr.Array):
         if source.ndim != 2:
             raise ValueError(
@@ -166,18 +190,39 @@ def open_matrix(
         arr = source
     else:
         arr = np.asarray(source)
-        if arr.ndim != 2:
-            raise ValueError(f"expected a 2-D array; got shape {arr.shape}")
-        arr = _weighted_columns(arr, weights)
-        return arr if chunks is None else da.from_array(arr, chunks=chunks)
     if arr.ndim != 2:
         raise ValueError(f"expected a 2-D array; got shape {arr.shape}")
-    arr = _weighted_columns(arr, weights)
-    if chunks is not None:
-        arr = arr.rechunk(chunks)
-    if len(arr.chunks[1]) > 1:
-        arr = arr.rechunk({1: -1})
-    return arr
+    prep = describe(arr, weights=weights)
+    rows = _array_rows(chunks)
+    if isinstance(arr, np.ndarray):
+        if rows is not None:
+            arr = da.from_array(arr, chunks=(rows, -1))
+    else:
+        if rows is not None:
+            arr = arr.rechunk({0: rows})
+        if len(arr.chunks[1]) > 1:
+            arr = arr.rechunk({1: -1})
+    if prep.weights is None:
+        return arr
+    return attach(prep.weight(arr), prep)
+
+
+def _array_rows(chunks):
+    """Rows per chunk from ``chunks`` for an array source (no dim names)."""
+    if chunks is None or not isinstance(chunks, dict):
+        return chunks
+    rows = None
+    for key, value in chunks.items():
+        if key == 0:
+            rows = value
+        elif key == 1:
+            if value not in (-1, None):
+                raise ValueError("chunks: axis 1 is the features, which always end in one "
+                                 "chunk; chunk the rows (axis 0) instead")
+        else:
+            raise ValueError(f"chunks: {key!r} is not an axis of a 2-D array; an array has no "
+                             "dim names: give the rows per chunk as {0: rows} or an int")
+    return rows
 
 
 def _looks_like_xarray(group: zarr.Group) -> bool:
@@ -188,38 +233,12 @@ def _looks_like_xarray(group: zarr.Group) -> bool:
     return False
 
 
-def _weighted_columns(arr, weights):
-    """``arr`` times one weight per column (validated eagerly: weights are small)."""
-    if weights is None:
-        return arr
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (arr.shape[1],):
+def _dataarray_matrix(arr: xr.DataArray, *, chunks=None, sample_dims=None, feature_dims=None,
+                      weights=None, dataset=None) -> xr.DataArray:
+    if arr.ndim != 2 and sample_dims is None:
         raise ValueError(
-            f"weights have shape {w.shape}; expected ({arr.shape[1]},), one per feature"
+            f"the DataArray has dims {arr.dims}; pass sample_dims=(...) to say which are samples"
         )
-    if not np.all(np.isfinite(w)):
-        raise ValueError("weights contain NaN or infinite values")
-    if np.any(w < 0):
-        raise ValueError("weights must be non-negative")
-    return arr * w.astype(np.result_type(arr.dtype, np.float32))[None, :]
-
-
-def _dataarray_matrix(da_: xr.DataArray, *, chunks=None, sample_dims=None, feature_dims=None,
-                      weights=None):
-    if da_.chunks is None:
-        da_ = da_.chunk()
-    if weights is not None and sample_dims is None and da_.ndim == 2:
-        sample_dims = (da_.dims[0],)
-    if da_.ndim != 2 and sample_dims is None:
-        raise ValueError(
-            f"the DataArray has dims {da_.dims}; pass sample_dims=(...) to say which are samples"
-        )
-    if da_.ndim == 2 and sample_dims is None:
-        if chunks is not None:
-            rows = chunks.get(0, chunks) if isinstance(chunks, dict) else chunks
-            da_ = da_.chunk({da_.dims[0]: rows})
-        return da_.chunk({da_.dims[1]: -1})
-    from ._stack import stack_dataarray
-
-    return stack_dataarray(da_, sample_dims=sample_dims, feature_dims=feature_dims, chunks=chunks,
-                           weights=weights)
+    prep = describe(arr, sample_dims=sample_dims, feature_dims=feature_dims, weights=weights,
+                    dataset=dataset)
+    return prep.stack(arr, chunks=chunks)

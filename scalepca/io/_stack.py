@@ -1,14 +1,13 @@
 """Stack N-D xarray data to a (sample × feature) matrix, and label fitted results back.
 
-EOF analysis of gridded data in three steps, none of which reads the data:
+EOF analysis of gridded data in two steps, none of which reads the data:
 
-1. weights per feature (e.g. √cos(latitude), so every grid cell counts by its area) multiply
-   the field lazily;
-2. the sample dims (e.g. ``time``) and the feature dims (e.g. ``lat``, ``lon``) are stacked into
+1. the sample dims (e.g. ``time``) and the feature dims (e.g. ``lat``, ``lon``) are stacked into
    two dimensions, each kept under its own name when it is a single dimension;
-3. after the fit, per-feature results (components, mean) are unstacked to the original feature
+2. after the fit, per-feature results (components, mean) are unstacked to the original feature
    dims with their coordinates, and per-mode results get a ``mode`` dimension.
 
+Weights and the other steps a model repeats on new data are described in ``_preprocess``.
 Features that are NaN for every sample (land in an ocean grid) are found by the estimators in
 their first pass, left out of the fit and come back as NaN (see ``DecompositionMixin``).
 """
@@ -101,36 +100,61 @@ def weights_dataarray(weights, arr: xr.DataArray, feature_dims: tuple) -> xr.Dat
     return w.astype(np.float64)
 
 
-def stack_dataarray(
-    arr: xr.DataArray, *, sample_dims=None, feature_dims=None, chunks=None, weights=None
-) -> xr.DataArray:
-    """Return ``arr`` (times ``weights``) as a 2-D DataArray with dims (sample, feature).
+def stack_dataarray(arr: xr.DataArray, *, sample_dims=None, feature_dims=None,
+                    chunks=None) -> xr.DataArray:
+    """Return ``arr`` as a 2-D DataArray with dims (sample, feature); reads no data.
 
     ``sample_dims`` default to the first dimension; ``feature_dims`` default to all others.
     A single dimension on either side is kept under its own name; several are stacked into
     ``sample`` / ``feature`` with a MultiIndex, undone when results are labelled.
-    Nothing is computed: the result is dask-backed, rows chunked, features in one chunk.
+    The result is dask-backed, features in one chunk; rows as ``chunks`` says (see
+    :func:`row_chunk_spec`), else as the source's chunks, else (in-memory data) about 64 MiB
+    per block, the rule for NumPy arrays.
     """
+    from .._validation import _row_chunks
+
     sample_dims, feature_dims = split_dims(arr, sample_dims, feature_dims)
-    out = arr
-    if weights is not None:
-        w = weights_dataarray(weights, arr, feature_dims)
-        attrs = dict(arr.attrs)
-        out = (out * w).transpose(*arr.dims)
-        out.attrs = {**attrs, "scalepca_weighted": 1}
-        out.name = arr.name
     sdim = sample_dims[0] if len(sample_dims) == 1 else SAMPLE
     fdim = feature_dims[0] if len(feature_dims) == 1 else FEATURE
+    rows, by_dim = row_chunk_spec(chunks, arr.dims, sample_dims, feature_dims)
+    out = arr.chunk(by_dim) if by_dim else arr
     if len(sample_dims) > 1:
         out = out.stack({SAMPLE: sample_dims})
     if len(feature_dims) > 1:
         out = out.stack({FEATURE: feature_dims})
     out = out.transpose(sdim, fdim)
-    if out.chunks is None:
-        out = out.chunk()
-    row = {sdim: chunks.get(0, "auto") if isinstance(chunks, dict) else chunks} if chunks else {}
-    out = out.chunk({**row, fdim: -1})
-    return out
+    if rows is None and out.chunks is None:
+        rows = _row_chunks(out.data)[0]
+    return out.chunk({**({} if rows is None else {sdim: rows}), fdim: -1})
+
+
+def row_chunk_spec(chunks, dims: tuple, sample_dims: tuple, feature_dims: tuple):
+    """``(rows, by_dim)`` from ``open_matrix``'s ``chunks`` for data with named ``dims``.
+
+    ``chunks`` is rows per chunk (an int, ``"auto"``, or a tuple of sizes), or a dict keyed by
+    axis (``0``: rows) or by dim name: the sample dim (or, with several sample dims, any of
+    them, chunked before stacking). Features always end in one chunk, so a feature dim takes
+    only ``-1``.
+    """
+    if chunks is None:
+        return None, {}
+    if not isinstance(chunks, dict):
+        return chunks, {}
+    sdim = sample_dims[0] if len(sample_dims) == 1 else SAMPLE
+    rows, by_dim = None, {}
+    for key, value in chunks.items():
+        if key == 0 or key == sdim:
+            rows = value
+        elif key == 1 or key in feature_dims or key == FEATURE:
+            if value not in (-1, None):
+                raise ValueError(f"chunks: {key!r} is along the features, which always end in "
+                                 "one chunk; chunk the samples instead")
+        elif key in sample_dims:
+            by_dim[key] = value
+        else:
+            raise ValueError(f"chunks: no dimension {key!r}; the data have dims {tuple(dims)} "
+                             f"(samples {tuple(sample_dims)}), or give axis 0 for the rows")
+    return rows, by_dim
 
 
 def feature_template(template: xr.DataArray) -> xr.DataArray:
@@ -141,6 +165,53 @@ def feature_template(template: xr.DataArray) -> xr.DataArray:
     t.attrs = {}
     t.name = None
     return t
+
+
+def _index_values(template: xr.DataArray) -> dict:
+    """The index coordinates along a feature template's dim (levels of a stacked one)."""
+    fdim = template.dims[0]
+    index = template.indexes.get(fdim)
+    if index is None:
+        return {}
+    if getattr(index, "nlevels", 1) > 1:
+        return {name: np.asarray(index.get_level_values(name)) for name in index.names}
+    return {fdim: np.asarray(index)}
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def feature_differences(fitted: xr.DataArray, other: xr.DataArray) -> list[str]:
+    """How the features of ``other`` differ from ``fitted`` (1-D feature templates).
+
+    Compared: the feature dim, the number of features and the index coordinates along it
+    (for stacked features, each level: ``lat``, ``lon``, ...). Empty when they agree.
+    """
+    if fitted.dims != other.dims:
+        return [f"features along {other.dims[0]!r}, fitted along {fitted.dims[0]!r}"]
+    if fitted.size != other.size:
+        return [f"{other.size} features, fitted on {fitted.size}"]
+    out = []
+    theirs = _index_values(other)
+    for name, ref in _index_values(fitted).items():
+        if name not in theirs:
+            out.append(f"no {name!r} coordinate along the features")
+            continue
+        val = theirs[name]
+        try:
+            same = ref.shape == val.shape and np.array_equal(ref, val, equal_nan=True)
+        except TypeError:
+            same = ref.shape == val.shape and np.array_equal(ref, val)
+        if not same:
+            first = next((i for i, (a, b) in enumerate(zip(ref, val, strict=False)) if a != b),
+                         min(ref.size, val.size))
+            where = (f"first at position {first}: {_plain(val[first])!r}, fitted "
+                     f"{_plain(ref[first])!r}"
+                     if first < min(ref.size, val.size) else f"{val.size} values, fitted on "
+                     f"{ref.size}")
+            out.append(f"the {name!r} coordinates differ ({where})")
+    return out
 
 
 def _unstack(arr: xr.DataArray, *dims) -> xr.DataArray:
@@ -199,7 +270,9 @@ def template_to_json(template: xr.DataArray) -> dict:
         if values.dtype.kind in "Mm":
             dtypes[name] = str(values.dtype)
             values = values.astype(str)
-        elif values.dtype.kind not in "biufUO":
+        elif values.dtype.kind in "biuf":
+            dtypes[name] = str(values.dtype)  # float32 coordinates stay float32
+        elif values.dtype.kind not in "UO":
             raise TypeError(f"coordinate {name!r} of dtype {values.dtype} cannot be stored")
         coords[name] = {"dims": list(c.dims), "values": values.tolist()}
     return {"dim": fdim, "levels": levels, "coords": coords, "dtypes": dtypes,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
@@ -98,9 +99,33 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
 
     def _transform_input(self, X, *, what="X", allow_2d_blocks=False) -> MatrixInput:
         self._check_fitted()
+        X = self._prepared(X, what=what)
         data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks)
         check_n_features(data.data, self.n_features_in_, what=what)
+        self._check_features(data, what=what)
         return data
+
+    def _prepared(self, X, *, what="X"):
+        """``X`` made into a matrix as the fitted one was (see ``_preprocessing``).
+
+        Data in their own layout and units (an N-D field, an unweighted array) go through the
+        fitted steps (stacking, weights); a matrix made by ``open_matrix`` is checked against
+        them. A model fitted on a bare array without weights takes its input as it is.
+        """
+        prep = getattr(self, "_preprocessing", None)
+        return X if prep is None else prep.prepare(X, what=what)
+
+    def _check_features(self, data: MatrixInput, *, what="X") -> None:
+        """Refuse labelled input whose feature coordinates are not those of the fit."""
+        template = getattr(self, "_feature_template", None)
+        if template is None or data.kind != "xarray":
+            return
+        from ..io._stack import feature_differences, feature_template
+
+        diff = feature_differences(template, feature_template(data.template))
+        if diff:
+            raise ValueError(f"{what} is not on the features the model was fitted on: "
+                             + "; ".join(diff))
 
     # -- the scikit-learn surface ----------------------------------------------------------
     def _reset_fitted(self) -> None:
@@ -115,9 +140,11 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
         t0 = time.perf_counter()
         data = self._fit_input(X)
         self._features_kept = None
+        self._preprocessing = None  # inside _fit, transforms take the matrix as it is
         self._fit(data)
         self._widen_features(data.data.shape[1])
         self._feature_template = _feature_template(data)
+        self._preprocessing = data.prep
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -183,15 +210,26 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
 
     @property
     def components_xr_(self):
-        """``components_`` as a DataArray over ``mode`` and the original feature dims."""
+        """``components_`` as a DataArray over ``mode`` and the original feature dims.
+
+        With weights (``open_matrix(..., weights=...)``) these are, as in eofs and xeofs, the
+        EOFs of the weighted field: unit norm in weighted space, in the units the weighted
+        data had; divide by the weights for the unweighted patterns.
+        """
         self._check_fitted()
         return self._feature_dataarray(self.components_, "components_")
 
     @property
     def mean_xr_(self):
-        """``mean_`` as a DataArray over the original feature dims."""
+        """The mean of the data over the original feature dims, in the field's own units.
+
+        ``mean_`` is the mean of the matrix the model was fitted on (the weighted field when
+        there are weights); ``mean_xr_`` divides the weights out (NaN where a weight is 0).
+        """
         self._check_fitted()
-        return self._feature_dataarray(self.mean_, "mean_")
+        prep = getattr(self, "_preprocessing", None)
+        mean = self.mean_ if prep is None else prep.unweight(np.asarray(self.mean_))
+        return self._feature_dataarray(mean, "mean_")
 
     @property
     def explained_variance_xr_(self):
@@ -226,6 +264,11 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
                 state["_feature_template_json"] = template_to_json(self._feature_template)
             except TypeError as err:
                 logger.warning("not saving the feature coordinates: %s", err)
+        prep = getattr(self, "_preprocessing", None)
+        if prep is not None:  # how to make a matrix of new data: transform repeats it
+            state["_preprocessing_json"] = prep.to_json()
+            if prep.weights is not None:
+                state["_preprocessing_weights"] = prep.weights
         for name in self._saved_private:
             if hasattr(self, name):
                 state[name] = getattr(self, name)
@@ -234,12 +277,18 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
     def _restore_state(self, state: dict) -> None:
         state = dict(state)
         template = state.pop("_feature_template_json", None)
+        prep = state.pop("_preprocessing_json", None)
+        weights = state.pop("_preprocessing_weights", None)
         for k, v in state.items():
             setattr(self, k, v)
         if template is not None:
             from ..io._stack import template_from_json
 
             self._feature_template = template_from_json(template)
+        if prep is not None:
+            from ..io._preprocess import Preprocessing
+
+            self._preprocessing = Preprocessing.from_json(prep, weights)
 
     def save(self, store, *, storage_options=None) -> None:
         """Write the fitted model to a zarr group at ``store`` (path or URL), atomically.
@@ -279,27 +328,34 @@ class LinearDecompositionMixin(DecompositionMixin):
         return data.wrap_samples(Z)
 
     def inverse_transform(self, Z):
-        """Map scores back to the data space: ``Z Q + mean_`` (lazy for dask/xarray input)."""
+        """Map scores back to the data: ``Z Q + mean_``, in the data's own units (lazy).
+
+        The steps that made the fitted matrix are undone: weights are divided out (NaN where
+        a weight is 0), stacked dims unstacked, and xarray results come in the data's dims
+        order. Scores over several sample dims (as ``transform`` returns them) are accepted.
+
+        Returns
+        -------
+        X_reconstructed : same kind as ``Z`` (NumPy, dask, or a DataArray over the data's dims)
+        """
         self._check_fitted()
-        zin = as_matrix(Z, what="scores")
+        from ..io._matrix import scores_matrix
+
+        zin = scores_matrix(Z, what="scores")
         k = self._inverse_matrix().shape[0]
         if zin.data.shape[1] != k:
             raise ValueError(
                 f"scores have {zin.data.shape[1]} columns; the model has {k} components"
             )
         Xhat = affine_map(zin.data, np.zeros(k), self._inverse_matrix(), self.mean_)
-        if zin.kind == "xarray":
+        features = getattr(self, "_feature_template", None)
+        if zin.kind == "xarray" and features is None:  # fitted on an array: plain columns
             import xarray as xr
 
-            sdim = zin.sample_dim
-            coords = {n: c for n, c in zin.template.coords.items() if set(c.dims) <= {sdim}}
-            t = getattr(self, "_feature_template", None)
-            if t is not None and t.dims[0] != sdim:  # fitted on xarray: the original grid
-                from ..io._stack import label_features
-
-                return label_features(Xhat, t, sdim, coords)
-            return xr.DataArray(Xhat, dims=(sdim, "feature"), coords=coords)
-        return zin.wrap_features(Xhat) if zin.kind != "numpy" else Xhat.compute()
+            features = xr.DataArray(np.zeros(self.n_features_in_, dtype=np.int8),
+                                    dims=("feature",))
+        out = dataclasses.replace(zin, prep=getattr(self, "_preprocessing", None))
+        return out.wrap_features(Xhat, features=features)
 
 
 def _feature_template(data: MatrixInput):

@@ -362,6 +362,7 @@ class RobustPCA(LinearDecompositionMixin):
         self._check_fitted()
         from .._validation import check_n_features
 
+        X = self._prepared(X, what=what)  # raw data through the fitted weights/stacking
         data = as_matrix(X, what=what)  # rows chunked, features in one chunk
         check_n_features(data.data, self.n_features_in_, what=what)
         return data

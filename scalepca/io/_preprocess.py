@@ -1,0 +1,388 @@
+"""How a (sample × feature) matrix was made from the user's data, so a model can repeat it.
+
+:func:`scalepca.open_matrix` turns data in their own layout and units (a ``(time, lat, lon)``
+field in kelvin, a table) into the matrix an estimator fits: it picks a variable, stacks the
+sample dims and the feature dims, and multiplies each column by a weight (√cos φ in EOF
+analysis). A :class:`Preprocessing` records those steps. It travels with the matrix (in the
+attributes of a stacked DataArray, alongside an array), the estimator keeps it when it is
+fitted and saves it in its store, and then
+
+* ``transform(raw)`` repeats the steps on data in their own layout and units, after checking
+  that they are the same kind of data (variable, dims, grid);
+* ``inverse_transform`` and ``mean_xr_`` undo them: the field comes back in its own units and
+  dims order, NaN where a weight is 0 (nothing of such a feature entered the fit).
+
+Standardisation, where an estimator offers it (``SparsePCA(use_correlation=True)``), is a
+fitted attribute of that estimator (``scale_``) and is undone by it; features left out of the
+fit (NaN in every sample) are recorded by the estimator too (``DecompositionMixin``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from ._stack import (
+    FEATURE,
+    SAMPLE,
+    split_dims,
+    stack_dataarray,
+    weights_dataarray,
+)
+
+#: attribute of a stacked DataArray that holds its :class:`Preprocessing`
+ATTR = "scalepca_preprocessing"
+
+#: weight rules computed from the latitude coordinate
+WEIGHT_RULES = ("sqrt_coslat", "coslat")
+LATITUDE_NAMES = ("lat", "latitude")
+
+
+class WeightsError(ValueError):
+    """Weights that cannot be used; ``detail`` is the message without its subject."""
+
+    def __init__(self, detail: str):
+        self.detail = detail
+        super().__init__(f"weights {detail}")
+
+
+@dataclass(frozen=True, eq=False)
+class Preprocessing:
+    """The steps that made a (sample × feature) matrix from the user's data.
+
+    Parameters
+    ----------
+    variable : str or None
+        Name of the data variable (``None`` for arrays and unnamed DataArrays).
+    dims : tuple of str or None
+        Dims of the data in their own order (``None`` for array sources).
+    sample_dims, feature_dims : tuple of str or None
+        Dims stacked into the rows and the columns (in stacking order).
+    weights : ndarray of shape (n_features,) or None
+        Weight of each column (stacked feature order), multiplied into the data.
+    weights_name : str or None
+        What the weights are (``"sqrt_coslat"``, ``"coslat"``, a variable name, ``"given"``),
+        for messages.
+    feature_sizes : tuple of int or None
+        Sizes of the feature dims (the grid's shape).
+    """
+
+    variable: str | None = None
+    dims: tuple | None = None
+    sample_dims: tuple | None = None
+    feature_dims: tuple | None = None
+    weights: np.ndarray | None = None
+    weights_name: str | None = None
+    feature_sizes: tuple | None = None
+
+    # -- names --------------------------------------------------------------------------------
+    @property
+    def labelled(self) -> bool:
+        """Whether the data had named dims (xarray) rather than being a bare 2-D array."""
+        return self.dims is not None
+
+    @property
+    def sample_dim(self) -> str | None:
+        if not self.labelled:
+            return None
+        return self.sample_dims[0] if len(self.sample_dims) == 1 else SAMPLE
+
+    @property
+    def feature_dim(self) -> str | None:
+        if not self.labelled:
+            return None
+        return self.feature_dims[0] if len(self.feature_dims) == 1 else FEATURE
+
+    def __repr__(self) -> str:
+        parts = [f"variable={self.variable!r}"] if self.variable is not None else []
+        if self.labelled:
+            parts += [f"dims={self.dims}", f"sample_dims={self.sample_dims}",
+                      f"feature_dims={self.feature_dims}"]
+        if self.weights is not None:
+            parts.append(f"weights={self.weights_name or 'given'}")
+        return f"Preprocessing({', '.join(parts)})"
+
+    # -- the forward steps --------------------------------------------------------------------
+    def weight(self, X):
+        """``X`` (n × d: NumPy, dask or DataArray) times the column weights; lazy for dask."""
+        if self.weights is None:
+            return X
+        dtype = np.result_type(X.dtype, np.float32)
+        w = self.weights.astype(dtype)
+        if isinstance(X, xr.DataArray):
+            return X.copy(data=X.data.astype(dtype, copy=False) * w)
+        return X.astype(dtype, copy=False) * w
+
+    def unweight(self, values):
+        """``values`` (…, d) divided by the column weights; NaN where a weight is 0."""
+        if self.weights is None:
+            return values
+        inv = np.full(self.weights.shape, np.nan)
+        pos = self.weights > 0
+        inv[pos] = 1.0 / self.weights[pos]
+        return values * inv
+
+    def stack(self, arr: xr.DataArray, *, chunks=None) -> xr.DataArray:
+        """The matrix of an N-D DataArray in these data's layout (stacked, weighted, lazy)."""
+        out = stack_dataarray(arr, sample_dims=self.sample_dims, feature_dims=self.feature_dims,
+                              chunks=chunks)
+        out = self.weight(out)
+        out.attrs = {**{k: v for k, v in arr.attrs.items() if k != ATTR}, ATTR: self}
+        out.name = arr.name
+        return out
+
+    def prepare(self, X, *, what: str = "X"):
+        """``X`` as a matrix made like the one the model was fitted on.
+
+        A matrix that carries a description (an output of ``open_matrix``) is checked against
+        this one and passed on; data in their own layout and units go through the steps.
+        Raises ``ValueError`` saying what differs when the data cannot be of this kind.
+        """
+        if isinstance(X, xr.Dataset):
+            X = self._variable_of(X, what)
+        carried_by = carried(X)
+        if carried_by is not None:
+            diff = self.differences(carried_by)
+            if diff:
+                raise ValueError(
+                    f"{what} was prepared differently from the data the model was fitted on: "
+                    + "; ".join(diff)
+                )
+            return X
+        if isinstance(X, xr.DataArray) and self.labelled:
+            self._check_raw(X, what)
+            return self.stack(X)
+        if isinstance(X, (list, tuple)):
+            X = np.asarray(X)
+        if self.weights is None or not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
+            return X  # other inputs (zarr arrays, sparse matrices) go to validation as they are
+        if self._fits(X):  # a table fitted through open_matrix(array, weights=...)
+            return attach(self.weight(X), self)
+        return X  # the wrong shape: the n_features check says so
+
+    def _fits(self, X) -> bool:
+        return getattr(X, "ndim", 0) == 2 and (
+            self.weights is None or X.shape[1] == self.weights.shape[0])
+
+    def _variable_of(self, ds: xr.Dataset, what: str) -> xr.DataArray:
+        names = list(ds.data_vars)
+        if self.variable in names:
+            return ds[self.variable]
+        if len(names) == 1 and self.variable is None:
+            return ds[names[0]]
+        raise ValueError(f"{what} is a Dataset with variables {names}; the model was fitted "
+                         f"on variable {self.variable!r}")
+
+    def _check_raw(self, X: xr.DataArray, what: str) -> None:
+        if (isinstance(X.name, str) and self.variable is not None
+                and X.name != self.variable):
+            raise ValueError(f"{what} is variable {X.name!r}; the model was fitted on variable "
+                             f"{self.variable!r}")
+        if set(X.dims) != set(self.dims):
+            missing = [d for d in self.dims if d not in X.dims]
+            extra = [d for d in X.dims if d not in self.dims]
+            detail = ", ".join(
+                part for part in (f"missing {missing}" if missing else "",
+                                  f"not in the fitted data {extra}" if extra else "") if part)
+            raise ValueError(f"{what} has dims {X.dims}; the model was fitted on data with dims "
+                             f"{self.dims} ({detail})")
+        sizes = tuple(X.sizes[d] for d in self.feature_dims)
+        if self.feature_sizes is not None and sizes != tuple(self.feature_sizes):
+            diff = ", ".join(f"{n} along {d!r} (fitted: {f})" for d, n, f in
+                             zip(self.feature_dims, sizes, self.feature_sizes, strict=True)
+                             if n != f)
+            raise ValueError(f"{what} is not on the grid the model was fitted on: {diff}")
+
+    # -- comparing descriptions ----------------------------------------------------------------
+    def differences(self, other: Preprocessing) -> list[str]:
+        """What differs between the data ``other`` describes and these (empty: the same)."""
+        out = []
+        if (self.variable is not None and other.variable is not None
+                and self.variable != other.variable):
+            out.append(f"variable {other.variable!r}, fitted on {self.variable!r}")
+        if self.labelled and other.labelled:
+            if set(self.dims) != set(other.dims):
+                out.append(f"dims {other.dims}, fitted on {self.dims}")
+            if tuple(self.sample_dims) != tuple(other.sample_dims):
+                out.append(f"sample_dims {other.sample_dims}, fitted on {self.sample_dims}")
+            if tuple(self.feature_dims) != tuple(other.feature_dims):
+                out.append(f"feature_dims {other.feature_dims}, fitted on {self.feature_dims}")
+            elif (self.feature_sizes is not None and other.feature_sizes is not None
+                  and tuple(self.feature_sizes) != tuple(other.feature_sizes)):
+                out.append(f"a grid of shape {other.feature_sizes}, fitted on "
+                           f"{self.feature_sizes}")
+        mine, theirs = _weights_label(self.weights_name), _weights_label(other.weights_name)
+        if (self.weights is None) != (other.weights is None):
+            if self.weights is None:
+                out.append(f"weighted by {theirs}, fitted on unweighted data")
+            else:
+                out.append(f"not weighted, fitted on data weighted by {mine}")
+        elif self.weights is not None and (
+                self.weights.shape != other.weights.shape
+                or not np.allclose(self.weights, other.weights, rtol=1e-12, atol=0)):
+            if mine != theirs:
+                out.append(f"weighted by {theirs}, fitted on data weighted by {mine}")
+            elif self.weights.shape != other.weights.shape:
+                out.append(f"{other.weights.size} weights, fitted with {self.weights.size}")
+            else:
+                worst = float(np.max(np.abs(self.weights - other.weights)))
+                out.append(f"weighted by other {theirs} than the fitted data (largest "
+                           f"difference {worst:.3g})")
+        return out
+
+    # -- undoing the steps ---------------------------------------------------------------------
+    def field(self, out: xr.DataArray) -> xr.DataArray:
+        """A labelled (sample × feature) result in the data's units and dims order."""
+        from ._stack import _unstack
+
+        out = self.unweight(out) if self.weights is not None else out
+        out = _unstack(out, *out.dims)
+        if self.labelled and set(out.dims) == set(self.dims):
+            out = out.transpose(*self.dims)
+        out.name = self.variable
+        return out
+
+    # -- storage -------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        """Everything but the weights, as JSON types (the weights are stored as an array)."""
+        return {
+            "variable": self.variable,
+            "dims": None if self.dims is None else list(self.dims),
+            "sample_dims": None if self.sample_dims is None else list(self.sample_dims),
+            "feature_dims": None if self.feature_dims is None else list(self.feature_dims),
+            "weights_name": self.weights_name,
+            "feature_sizes": None if self.feature_sizes is None else list(self.feature_sizes),
+        }
+
+    @classmethod
+    def from_json(cls, state: dict, weights=None) -> Preprocessing:
+        def tup(v):
+            return None if v is None else tuple(v)
+
+        return cls(
+            variable=state.get("variable"),
+            dims=tup(state.get("dims")),
+            sample_dims=tup(state.get("sample_dims")),
+            feature_dims=tup(state.get("feature_dims")),
+            weights=None if weights is None else np.asarray(weights, dtype=np.float64),
+            weights_name=state.get("weights_name"),
+            feature_sizes=tup(state.get("feature_sizes")),
+        )
+
+
+def _weights_label(name: str | None) -> str:
+    return "given weights" if name in (None, "given") else name
+
+
+# -- describing data --------------------------------------------------------------------------
+def describe(arr, *, sample_dims=None, feature_dims=None, weights=None, dataset=None,
+             ) -> Preprocessing:
+    """The :class:`Preprocessing` that ``open_matrix`` applies to ``arr`` (reads no data).
+
+    ``arr`` is a DataArray (N-D) or a 2-D array; ``weights`` as in :func:`open_matrix`:
+    ``"sqrt_coslat"``, ``"coslat"``, the name of a variable of ``dataset`` or a coordinate
+    of ``arr``, a DataArray over feature dims, or an array of the feature dims' shape.
+    """
+    if not isinstance(arr, xr.DataArray):
+        w = None if weights is None else column_weights(weights, arr.shape[1])
+        return Preprocessing(weights=w, weights_name=None if w is None else "given")
+    sample_dims, feature_dims = split_dims(arr, sample_dims, feature_dims)
+    name = None
+    if weights is not None:
+        if isinstance(weights, str):
+            name, weights = weights, named_weights(weights, arr, dataset)
+        else:
+            name = "given"
+        wda = weights_dataarray(weights, arr, feature_dims)
+        grid = xr.DataArray(np.zeros([arr.sizes[d] for d in feature_dims], dtype=np.int8),
+                            dims=feature_dims)
+        weights = (wda.drop_vars(list(wda.coords)).broadcast_like(grid)
+                   .transpose(*feature_dims).values.ravel())  # stacked (C) order
+    return Preprocessing(
+        variable=arr.name if isinstance(arr.name, str) else None,
+        dims=tuple(arr.dims),
+        sample_dims=tuple(sample_dims),
+        feature_dims=tuple(feature_dims),
+        weights=weights,
+        weights_name=name,
+        feature_sizes=tuple(arr.sizes[d] for d in feature_dims),
+    )
+
+
+def named_weights(rule: str, arr: xr.DataArray, dataset: xr.Dataset | None = None):
+    """Weights named by a string: ``sqrt_coslat`` / ``coslat`` or a variable/coordinate.
+
+    ``sqrt_coslat``: √cos(latitude), the EOF-analysis weighting under which each grid cell's
+    share of the covariance is proportional to its area; ``coslat``: cos(latitude). The
+    latitude is the ``lat`` or ``latitude`` coordinate, in degrees. Any other string names a
+    variable of ``dataset`` (the source the data came from) or a coordinate of ``arr``.
+    """
+    if rule in WEIGHT_RULES:
+        lat = next((arr[c] for c in LATITUDE_NAMES if c in arr.coords), None)
+        if lat is None:
+            coords = ", ".join(map(str, arr.coords)) or "none"
+            raise WeightsError(f"{rule!r} needs a 'lat' or 'latitude' coordinate; the data have "
+                               f"{coords}")
+        w = np.cos(np.deg2rad(lat.astype("float64"))).clip(min=0.0)
+        w = np.sqrt(w) if rule == "sqrt_coslat" else w
+        return w.drop_vars([c for c in w.coords if c not in w.dims])
+    if dataset is not None and rule in dataset.variables:
+        return dataset[rule].load()
+    if rule in arr.coords:
+        return arr[rule].load()
+    names = list(dataset.variables) if dataset is not None else list(arr.coords)
+    raise WeightsError(f"{rule!r} is neither one of {', '.join(WEIGHT_RULES)} nor a variable of "
+                       f"the data (they have {', '.join(map(str, names)) or 'none'})")
+
+
+def column_weights(weights, d: int) -> np.ndarray:
+    """One validated weight per column of a 2-D array (small: checked eagerly)."""
+    if isinstance(weights, str):
+        raise WeightsError(f"{weights!r}: named weights need xarray data with coordinates; a "
+                           "2-D array takes one weight per column")
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (d,):
+        raise WeightsError(f"have shape {w.shape}; expected ({d},), one per feature")
+    if not np.all(np.isfinite(w)):
+        raise WeightsError("contain NaN or infinite values")
+    if np.any(w < 0):
+        raise WeightsError("must be non-negative")
+    return w
+
+
+# -- carrying a description with a matrix -----------------------------------------------------
+# NumPy and dask arrays have no attributes of their own: a matrix made by open_matrix is
+# remembered by identity (weakly: the entry goes with the array). Derived arrays (a slice, a
+# product) are new objects and carry nothing.
+_CARRIED: dict[int, tuple[weakref.ref, Preprocessing]] = {}
+
+
+def attach(X, prep: Preprocessing | None):
+    """Record that ``X`` was made by ``prep``; returns ``X``."""
+    if prep is None:
+        return X
+    if isinstance(X, xr.DataArray):
+        X.attrs[ATTR] = prep
+        return X
+    key = id(X)
+    try:
+        ref = weakref.ref(X, lambda _r, key=key: _CARRIED.pop(key, None))
+    except TypeError:  # not weak-referenceable: carries nothing
+        return X
+    _CARRIED[key] = (ref, prep)
+    return X
+
+
+def carried(X) -> Preprocessing | None:
+    """The description ``X`` carries, if it is a matrix made by ``open_matrix``."""
+    if isinstance(X, xr.DataArray):
+        p = X.attrs.get(ATTR)
+        return p if isinstance(p, Preprocessing) else None
+    entry = _CARRIED.get(id(X))
+    if entry is not None and entry[0]() is X:
+        return entry[1]
+    return None
