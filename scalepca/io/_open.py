@@ -11,6 +11,8 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ._netcdf import is_netcdf, open_netcdf
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["open_matrix", "open_zarr_node"]
@@ -113,6 +115,8 @@ def open_matrix(
         The array is not 2-D (and no stacking dims were given), or the group holds several
         arrays and ``variable`` was not given.
     """
+    if isinstance(source, (str, os.PathLike)) and is_netcdf(source):
+        source = open_netcdf(source, variable=variable)  # then as any DataArray
     if isinstance(source, (str, os.PathLike)):
         node = open_zarr_node(source, storage_options=storage_options)
         if node.attrs.get("complete") is False:  # scalepca writes flag in-place writes
