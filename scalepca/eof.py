@@ -26,6 +26,7 @@ import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
+from sklearn.base import BaseEstimator
 
 from .linalg.moments import block_moments, merge_moments
 
@@ -401,7 +402,7 @@ def _promax(L: np.ndarray, power: int, max_iter: int, rtol: float):
     return V @ Q, R @ Q
 
 
-class Rotator:
+class Rotator(BaseEstimator):
     """Varimax (``power=1``) or promax (``power>1``) rotation of a model's leading EOFs.
 
     The loadings ``components_[:n_modes]ᵀ √λ`` are rotated with Kaiser normalisation; the
@@ -496,8 +497,11 @@ class Rotator:
         self._model = model
         return self
 
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "components_")
+
     def _check_fitted(self):
-        if not hasattr(self, "components_"):
+        if not self.__sklearn_is_fitted__():
             from sklearn.exceptions import NotFittedError
 
             raise NotFittedError("this Rotator is not fitted yet; call fit(model) first")

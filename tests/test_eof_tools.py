@@ -141,6 +141,25 @@ def test_maps_one_pass_and_chunking_invariance(sst, sqrt_coslat):
                                rtol=1e-12, atol=1e-14, equal_nan=True)
 
 
+def test_maps_with_stacked_samples(sst):
+    """Ensemble members × time stacked into samples; the N-D field is stacked like X."""
+    ens = xr.concat([sst, sst.roll(time=3) * 0.5 + 0.1], dim="member").assign_coords(
+        member=[0, 1])
+    w = np.sqrt(np.cos(np.deg2rad(sst.latitude)))
+    X = scalepca.open_matrix(ens.chunk({"time": 10}), sample_dims=("member", "time"), weights=w)
+    pca = scalepca.PCA(3).fit(X)
+    corr = eofs_as_correlation(pca, X, field=ens)
+    assert corr.dims == ("mode", "latitude", "longitude")
+    F = ens.transpose("member", "time", "latitude", "longitude").values.reshape(100, -1)
+    Xw = F * np.broadcast_to(w.values[:, None], (18, 30)).ravel()
+    sea = ~np.isnan(F).any(axis=0)
+    Z = (Xw[:, sea] - Xw[:, sea].mean(axis=0)) @ pca.components_[:, sea].T
+    ref = np.corrcoef(F[:, sea].T, Z.T)[sea.sum():, :sea.sum()]  # dense reference
+    got = corr.values.reshape(3, -1)
+    np.testing.assert_allclose(got[:, sea], ref, rtol=0, atol=1e-12)
+    assert np.isnan(got[:, ~sea]).all()
+
+
 def test_maps_bad_input(sst):
     X = _matrix(sst, None)
     pca = scalepca.PCA(3).fit(X)
@@ -247,7 +266,11 @@ def test_rotator_bad_input(fitted):
             Rotator(**kwargs).fit(pca)
     with pytest.raises(RuntimeError, match="did not converge"):
         Rotator(5, max_iter=2).fit(pca)
+    from sklearn.base import clone
     from sklearn.exceptions import NotFittedError
+
+    assert clone(Rotator(4, power=3)).get_params() == {"n_modes": 4, "power": 3,
+                                                       "max_iter": 1000, "rtol": 1e-8}
 
     with pytest.raises(NotFittedError):
         Rotator(3).transform(np.ones((2, 540)))
