@@ -32,8 +32,8 @@ from .linalg.moments import block_moments, merge_moments
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NorthTest", "Rotator", "eofs_as_correlation", "eofs_as_covariance", "find_lat_lon",
-           "north_test"]
+__all__ = ["NorthTest", "Rotator", "coslat_weights", "eofs_as_correlation", "eofs_as_covariance",
+           "find_lat_lon", "north_test"]
 
 
 # -- fitted-model access -------------------------------------------------------------------------
@@ -623,3 +623,16 @@ def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
             "units='degrees_north' or standard_name='latitude'"
         )
     return lat, lon
+
+
+def coslat_weights(obj, *, power: float = 0.5) -> xr.DataArray:
+    """Area weights ``cos(latitude) ** power`` over the latitude coordinate of ``obj``.
+
+    ``power=0.5`` (√cos φ) is the usual EOF weighting of the data, so that each grid cell's
+    share of the covariance is proportional to its area; pass the result as ``weights=`` to
+    :func:`scalepca.open_matrix`. The latitude is found by :func:`find_lat_lon`; negative
+    cosines from rounding at the poles are clipped to 0.
+    """
+    lat, _ = find_lat_lon(obj)
+    w = np.cos(np.deg2rad(lat.astype(np.float64))).clip(min=0.0) ** power
+    return w.rename("weights")

@@ -12,6 +12,7 @@ import xarray as xr
 import scalepca
 from scalepca.eof import (
     Rotator,
+    coslat_weights,
     eofs_as_correlation,
     eofs_as_covariance,
     find_lat_lon,
@@ -32,8 +33,10 @@ def sst():
 
 @pytest.fixture(scope="module")
 def sqrt_coslat(sst):
-    lat, _ = find_lat_lon(sst)
-    return np.sqrt(np.cos(np.deg2rad(lat))).clip(0)
+    w = coslat_weights(sst)
+    np.testing.assert_allclose(w, np.sqrt(np.cos(np.deg2rad(sst.latitude.values))), rtol=1e-7)
+    assert w.dims == ("latitude",)
+    return w
 
 
 def _eofs_solver(sst, w):
