@@ -15,6 +15,17 @@ attributes (``components_``, ``explained_variance_``, ``explained_variance_ratio
 
 Only small (k × k, k × d) arrays are computed on the client; data-touching work is a blockwise
 map plus a tree reduction over row chunks.
+
+Examples
+--------
+>>> sst = xr.open_dataset("sst.nc")["sst"]                       # (time, lat, lon)
+>>> X = scalepca.open_matrix(sst, sample_dims="time", weights=coslat_weights(sst))
+>>> pca = scalepca.PCA(10).fit(X)
+>>> errors, overlaps = north_test(pca)                           # reads no data
+>>> corr = eofs_as_correlation(pca, X)                           # (mode, lat, lon), one pass
+>>> cov = eofs_as_covariance(pca, X, field=sst)                  # in the field's units
+>>> rot = Rotator(n_modes=4, power=1).fit(pca)                   # varimax; power>1: promax
+>>> rotated_scores = rot.transform(X)                            # lazy
 """
 
 from __future__ import annotations

@@ -44,13 +44,17 @@ def test_single_hdf5_file_equals_zarr(sst, tmp_path, zarr_reference, raise_if_da
 
 
 def test_classic_netcdf_and_magic_bytes(sst, tmp_path):
-    """The eofs example file (netCDF classic) opens, also under a name without an ending."""
+    """The eofs example file (netCDF classic) opens; files without an ending by their bytes."""
     X = scalepca.open_matrix(SST, variable="sst", sample_dims="time")
     np.testing.assert_array_equal(X.values, sst.sst.values.reshape(50, -1))
     plain = tmp_path / "sst_without_ending"
     plain.write_bytes(open(SST, "rb").read())
     Y = scalepca.open_matrix(str(plain), variable="sst", sample_dims="time")
     np.testing.assert_array_equal(Y.values, X.values)
+    h5 = tmp_path / "sst_hdf5_without_ending"  # NetCDF-4: found by the HDF5 signature
+    sst.to_netcdf(h5, engine="h5netcdf")
+    H = scalepca.open_matrix(str(h5), variable="sst", sample_dims="time")
+    np.testing.assert_array_equal(H.values, X.values)
 
 
 def test_glob_of_files_split_along_time_equals_zarr(sst, tmp_path, zarr_reference):
