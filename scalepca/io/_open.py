@@ -11,6 +11,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ._netcdf import is_netcdf, open_netcdf
 from ._preprocess import attach, describe
 
 logger = logging.getLogger(__name__)
@@ -151,6 +152,8 @@ def open_matrix(
         arrays and ``variable`` was not given.
     """
     where = "the Dataset"
+    if isinstance(source, (str, os.PathLike)) and is_netcdf(source):
+        source = open_netcdf(source, variable=variable)  # then as any DataArray
     if isinstance(source, (str, os.PathLike)):
         where = repr(os.fspath(source))
         node = open_store(source, storage_options=storage_options)

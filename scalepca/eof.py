@@ -1,0 +1,649 @@
+"""Tools of EOF analysis on a fitted linear model (PCA, PPCA).
+
+What climate analysts do once the EOFs are computed, built on a model's public fitted
+attributes (``components_``, ``explained_variance_``, ``explained_variance_ratio_``, ``mean_``,
+``n_samples_``):
+
+- :func:`north_test`: North et al.'s (1982) typical sampling errors of the eigenvalues and the
+  modes whose error bars overlap a neighbour's (the eofs ``northTest``);
+- :func:`eofs_as_correlation` / :func:`eofs_as_covariance`: the field correlated with (or the
+  covariance with) each score, in one pass over the data (the eofs ``eofsAsCorrelation`` /
+  ``eofsAsCovariance``);
+- :class:`Rotator`: varimax and promax rotation of the leading modes (xeofs ``EOFRotator``);
+- :func:`find_lat_lon`: the latitude and longitude coordinates of a field found by their meaning
+  (CF attributes or usual names), e.g. for area weights or map axes.
+
+Only small (k × k, k × d) arrays are computed on the client; data-touching work is a blockwise
+map plus a tree reduction over row chunks.
+
+Examples
+--------
+>>> sst = xr.open_dataset("sst.nc")["sst"]                       # (time, lat, lon)
+>>> X = scalepca.open_matrix(sst, sample_dims="time", weights=coslat_weights(sst))
+>>> pca = scalepca.PCA(10).fit(X)
+>>> errors, overlaps = north_test(pca)                           # reads no data
+>>> corr = eofs_as_correlation(pca, X)                           # (mode, lat, lon), one pass
+>>> cov = eofs_as_covariance(pca, X, field=sst)                  # in the field's units
+>>> rot = Rotator(n_modes=4, power=1).fit(pca)                   # varimax; power>1: promax
+>>> rotated_scores = rot.transform(X)                            # lazy
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+import dask
+import dask.array as da
+import numpy as np
+import xarray as xr
+from sklearn.base import BaseEstimator
+
+from .linalg.moments import block_moments, merge_moments
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["NorthTest", "Rotator", "coslat_weights", "eofs_as_correlation", "eofs_as_covariance",
+           "find_lat_lon", "north_test"]
+
+
+# -- fitted-model access -------------------------------------------------------------------------
+def _check_model(model) -> None:
+    missing = [a for a in ("components_", "explained_variance_", "mean_", "n_samples_")
+               if not hasattr(model, a)]
+    if missing:
+        raise TypeError(
+            f"{type(model).__name__} has no {missing}: EOF tools need a fitted linear model "
+            "(scalepca.PCA or PPCA after fit)"
+        )
+
+
+def _total_variance(model) -> float:
+    """Total variance of the fitted data, from the public variances and their fractions."""
+    ev = np.asarray(model.explained_variance_, dtype=np.float64)
+    ratio = np.asarray(model.explained_variance_ratio_, dtype=np.float64)
+    return float(ev[0] / ratio[0])
+
+
+def _n_modes(model, n_modes, what="n_modes") -> int:
+    k = model.components_.shape[0]
+    if n_modes is None:
+        return k
+    if isinstance(n_modes, bool) or not isinstance(n_modes, (int, np.integer)) or n_modes < 1:
+        raise ValueError(f"{what} must be a positive integer; got {n_modes!r}")
+    if n_modes > k:
+        raise ValueError(f"{what}={n_modes} but the model has only {k} components")
+    return int(n_modes)
+
+
+# -- North's rule of thumb -----------------------------------------------------------------------
+class NorthTest(NamedTuple):
+    """Result of :func:`north_test`: ``errors`` (k,) and ``overlaps`` (k,) bool."""
+
+    errors: np.ndarray
+    overlaps: np.ndarray
+
+
+def north_test(model, n_eff: float | None = None, *, n_modes: int | None = None,
+               vfscaled: bool = False) -> NorthTest:
+    """Typical sampling errors of the eigenvalues (North et al., 1982).
+
+    The typical error of eigenvalue λ_i is ``δλ_i = λ_i √(2 / n_eff)``. When the error bars
+    ``[λ_i − δλ_i, λ_i + δλ_i]`` of two neighbouring modes overlap, the two patterns are not
+    separated by the sample: any rotation of them within their plane is as likely, and the
+    individual EOFs should not be interpreted alone.
+
+    Parameters
+    ----------
+    model : fitted scalepca.PCA or PPCA
+    n_eff : float, optional
+        Number of independent samples. Defaults to ``model.n_samples_`` (every sample
+        independent, as eofs assumes); pass a smaller effective count for autocorrelated series.
+    n_modes : int, optional
+        Number of leading modes (default: all fitted components).
+    vfscaled : bool, default=False
+        Divide the errors by the total variance, so they are on the scale of
+        ``explained_variance_ratio_`` (eofs ``northTest(vfscaled=True)``).
+
+    Returns
+    -------
+    NorthTest
+        ``errors``: ndarray of shape (n_modes,), the typical errors (scaled if ``vfscaled``).
+        ``overlaps``: bool ndarray of shape (n_modes,), True where the mode's error bar overlaps
+        the error bar of the mode before or after it. The mode after the last fitted component
+        is unknown, so the last mode is compared with its predecessor only.
+
+    Notes
+    -----
+    Reads no data: uses ``explained_variance_`` and ``n_samples_`` only.
+
+    References
+    ----------
+    North, G. R., Bell, T. L., Cahalan, R. F. and Moeng, F. J. (1982). Sampling errors in the
+    estimation of empirical orthogonal functions. Mon. Wea. Rev., 110, 699–706.
+    """
+    _check_model(model)
+    k = _n_modes(model, n_modes)
+    n = model.n_samples_ if n_eff is None else n_eff
+    if not np.isfinite(n) or n <= 0:
+        raise ValueError(f"n_eff must be a positive number; got {n_eff!r}")
+    lam_all = np.asarray(model.explained_variance_, dtype=np.float64)
+    err_all = lam_all * np.sqrt(2.0 / n)
+    # overlaps are judged on all fitted modes, so the last returned mode sees its successor
+    lo, hi = lam_all - err_all, lam_all + err_all
+    touch = lo[:-1] <= hi[1:]  # mode i and mode i+1 overlap (variances decrease)
+    overlaps = np.zeros(lam_all.size, dtype=bool)
+    overlaps[:-1] |= touch
+    overlaps[1:] |= touch
+    errors = err_all[:k]
+    if vfscaled:
+        errors = errors / _total_variance(model)
+    return NorthTest(errors, overlaps[:k])
+
+
+# -- correlation / covariance maps --------------------------------------------------------------
+def _cross_block(f: np.ndarray, z: np.ndarray) -> dict:
+    """Moments of one row block of the field ``f`` (n × d) and the scores ``z`` (n × k).
+
+    Per-column count/mean/centred sum of squares of ``[f, z]`` (as :func:`block_moments`)
+    plus the centred cross products ``(f − f̄)ᵀ (z − z̄)`` (d × k), all in float64.
+    """
+    f = np.asarray(f)
+    z = np.asarray(z, dtype=np.float64)
+    d = f.shape[1]
+    out = block_moments(np.concatenate([f.astype(np.float64), z], axis=1), with_gram=False)
+    fc = f - out["mean"][:d]
+    if out["bad"]:
+        fc = np.where(np.isfinite(fc), fc, 0.0)  # non-finite features come out NaN at the end
+    out["cross"] = fc.T @ (z - out["mean"][d:])
+    return out
+
+
+def _merge_cross(*parts: dict) -> dict:
+    """Pairwise (Chan et al.) merge of :func:`_cross_block` partials."""
+    acc = parts[0]
+    for b in parts[1:]:
+        na, nb = acc["n"], b["n"]
+        cross = acc["cross"] + b["cross"]
+        if na and nb:
+            d = acc["cross"].shape[0]
+            delta = b["mean"] - acc["mean"]
+            cross += (na * nb / (na + nb)) * np.outer(delta[:d], delta[d:])
+        merged = merge_moments({k: v for k, v in acc.items() if k != "cross"},
+                               {k: v for k, v in b.items() if k != "cross"})
+        merged["cross"] = cross
+        acc = merged
+    return acc
+
+
+def _cross_moments(F: da.Array, Z: da.Array, split_every: int = 8) -> dict:
+    """One pass over ``F`` and the scores ``Z`` (same row chunks): the merged moments."""
+    fb = F.to_delayed(optimize_graph=False).ravel().tolist()
+    zb = Z.to_delayed(optimize_graph=False).ravel().tolist()
+    level = [dask.delayed(_cross_block, pure=True)(f, z) for f, z in zip(fb, zb, strict=True)]
+    while len(level) > 1:
+        level = [dask.delayed(_merge_cross, pure=True)(*level[i:i + split_every])
+                 for i in range(0, len(level), split_every)]
+    (out,) = dask.compute(level[0])
+    return out
+
+
+def _as_dask(X) -> da.Array:
+    if isinstance(X, xr.DataArray):
+        X = X.data if X.chunks is not None else da.from_array(X.values, chunks=(-1, -1))
+    if not isinstance(X, da.Array):
+        X = np.asarray(X)
+        X = da.from_array(X, chunks=X.shape)
+    return X
+
+
+def _sample_dims(X: xr.DataArray) -> tuple:
+    sdim = X.dims[0]
+    index = X.indexes.get(sdim)
+    if index is not None and getattr(index, "nlevels", 1) > 1:
+        return tuple(index.names)
+    return (sdim,)
+
+
+def _field_matrix(field, X, model):
+    """The field as a (sample × feature) matrix whose rows and columns are those of ``X``."""
+    if field is None:
+        return X
+    if isinstance(field, xr.Dataset):
+        raise TypeError("field is a Dataset; pass one variable, e.g. ds['sst']")
+    if isinstance(field, xr.DataArray) and isinstance(X, xr.DataArray) and (
+            field.dims != X.dims or field.ndim != 2):
+        from .io import open_matrix
+
+        feature_dims = tuple(model.components_xr_.dims[1:])
+        field = open_matrix(field, sample_dims=_sample_dims(X), feature_dims=feature_dims)
+    shape = tuple(field.shape)
+    if shape != tuple(X.shape):
+        raise ValueError(
+            f"field has shape {shape} as a (sample × feature) matrix; X has {tuple(X.shape)} "
+            "(the field must hold the same samples and features as X)"
+        )
+    if isinstance(field, xr.DataArray) and isinstance(X, xr.DataArray):
+        for dim in X.dims:
+            a, b = X.indexes.get(dim), field.indexes.get(dim)
+            if a is not None and b is not None and not a.equals(b):
+                raise ValueError(f"the {dim!r} coordinates of field and X differ")
+    return field
+
+
+def _maps(model, X, field, n_modes):
+    """(centred cross-moments, score variances) of ``field`` with the model's scores of ``X``."""
+    from .models.base import affine_map
+
+    _check_model(model)
+    k = _n_modes(model, n_modes)
+    F = _field_matrix(field, X, model)
+    Xd = _as_dask(X)
+    if Xd.ndim != 2 or Xd.shape[1] != model.components_.shape[1]:
+        raise ValueError(
+            f"X has shape {Xd.shape}; the model was fitted on {model.components_.shape[1]} "
+            "features"
+        )
+    comps = np.asarray(model.components_[:k], dtype=np.float64)
+    keep = np.isfinite(comps).all(axis=0)  # features the model left out of the fit are NaN
+    Xk = Xd if keep.all() else Xd[:, keep]
+    if len(Xk.chunks[1]) > 1:
+        Xk = Xk.rechunk({1: -1})
+    # the scores as eofs' pcs: projections of the centred data on the EOFs
+    Z = affine_map(Xk, np.asarray(model.mean_, dtype=np.float64)[keep], comps[:, keep].T)
+    Fd = _as_dask(F).rechunk({0: Xk.chunks[0], 1: -1})
+    out = _cross_moments(Fd, Z)
+    d = Fd.shape[1]
+    bad = (out["nan_features"][:d] > 0) if "nan_features" in out else np.zeros(d, bool)
+    bad |= ~keep
+    return out, d, bad, k
+
+
+def _label(values: np.ndarray, X, model, name: str):
+    """(k, d) values over ``mode`` and X's original feature dims (xarray X), else as given."""
+    if not isinstance(X, xr.DataArray):
+        return values
+    sdim, fdim = X.dims
+    coords = X.isel({sdim: 0}, drop=True).coords
+    out = xr.DataArray(values, dims=("mode", fdim), name=name).assign_coords(coords)
+    modes = getattr(model, "components_xr_", None)
+    mode = modes.mode.values[: values.shape[0]] if modes is not None else np.arange(len(values))
+    out = out.assign_coords(mode=mode)
+    index = out.indexes.get(fdim)
+    if index is not None and getattr(index, "nlevels", 1) > 1:
+        out = out.unstack(fdim)
+    return out
+
+
+def eofs_as_correlation(model, X, *, field=None, n_modes: int | None = None):
+    """EOFs as correlation maps: the correlation of each score with the field at every feature.
+
+    The scores are the projections of ``X`` on the model's EOFs (eofs ``pcs``); the map of mode
+    i is ``corr(field[:, j], score_i)`` over the samples, for every feature j.
+
+    Parameters
+    ----------
+    model : fitted scalepca.PCA or PPCA
+    X : DataArray (sample × feature), dask or NumPy array
+        The data as passed to ``fit`` (same weights), from which the scores are projected.
+    field : optional
+        The data to correlate the scores with; defaults to ``X``. For an N-D DataArray (e.g.
+        the unweighted ``(time, lat, lon)`` field), it is stacked like ``X``. A positive weight
+        per feature does not change a correlation, so the weighted and the unweighted field
+        give the same maps (except where a weight is 0: NaN with ``X``, as eofs gives).
+    n_modes : int, optional
+        Number of leading modes (default: all).
+
+    Returns
+    -------
+    DataArray over (mode, original feature dims) for xarray ``X``, else ndarray (n_modes,
+    n_features). NaN at features with a NaN in any sample and at features left out of the fit.
+
+    Notes
+    -----
+    One pass over the data: each row block of ``X`` (and ``field``, read in the same tasks
+    when it is the source of ``X``) is reduced to per-feature sums and a d × k block of cross
+    products, merged in a tree with the stable parallel update of Chan et al. Memory per worker:
+    one row block plus O(d·k).
+    """
+    out, d, bad, k = _maps(model, X, field, n_modes)
+    sf = np.sqrt(out["ss"][:d])
+    sz = np.sqrt(out["ss"][d:])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = (out["cross"] / np.outer(sf, sz)).T
+    corr[:, bad] = np.nan
+    return _label(corr, X, model, "eofs_as_correlation")
+
+
+def eofs_as_covariance(model, X, *, field=None, n_modes: int | None = None,
+                       pcscaling: int = 1, ddof: int = 1):
+    """EOFs as covariance maps: the covariance of each (scaled) score with the field.
+
+    Parameters
+    ----------
+    model : fitted scalepca.PCA or PPCA
+    X : DataArray (sample × feature), dask or NumPy array
+        The data as passed to ``fit`` (same weights), from which the scores are projected.
+    field : optional
+        The data to take the covariance with; defaults to ``X``. With weights, pass the
+        unweighted field (e.g. the ``(time, lat, lon)`` DataArray before weighting) to get
+        maps in the field's units, as eofs ``eofsAsCovariance`` does.
+    n_modes : int, optional
+        Number of leading modes (default: all).
+    pcscaling : {0, 1, 2}, default=1
+        Scores as projected (0), divided by √λ to unit variance (1), or multiplied by √λ (2),
+        λ being ``explained_variance_``: eofs' ``pcscaling``.
+    ddof : int, default=1
+        The covariance divides by ``n_samples − ddof``.
+
+    Returns
+    -------
+    DataArray over (mode, original feature dims) for xarray ``X``, else ndarray (n_modes,
+    n_features); NaN as in :func:`eofs_as_correlation`.
+
+    Notes
+    -----
+    One pass over the data, as :func:`eofs_as_correlation`.
+    """
+    if pcscaling not in (0, 1, 2):
+        raise ValueError(f"pcscaling must be 0, 1 or 2; got {pcscaling!r}")
+    if isinstance(X, xr.DataArray) and field is None and X.attrs.get("scalepca_weighted"):
+        logger.info("eofs_as_covariance: X is weighted; the maps are in weighted units (pass "
+                    "field=<the unweighted data> for the field's own units)")
+    out, d, bad, k = _maps(model, X, field, n_modes)
+    n = out["n"]
+    if n - ddof <= 0:
+        raise ValueError(f"ddof={ddof} leaves no degrees of freedom with {n} samples")
+    lam = np.asarray(model.explained_variance_[:k], dtype=np.float64)
+    scale = {0: np.ones(k), 1: 1.0 / np.sqrt(lam), 2: np.sqrt(lam)}[pcscaling]
+    cov = (out["cross"] * scale / (n - ddof)).T
+    cov[:, bad] = np.nan
+    return _label(cov, X, model, "eofs_as_covariance")
+
+
+# -- rotation ------------------------------------------------------------------------------------
+def _varimax(L: np.ndarray, max_iter: int, rtol: float) -> np.ndarray:
+    """Orthogonal k × k rotation R maximising Kaiser's normalised varimax criterion of ``L R``.
+
+    ``L`` (d × k) loadings. Rows are scaled to unit length (Kaiser normalisation) and R is found
+    by the classical fixed-point iteration: with B = L R, the gradient of the varimax criterion
+    is G = Lᵀ (B³ − B · diag(mean of B² over rows)); the next R is the orthogonal polar factor
+    of G (U Vᵀ from G's SVD). The sum of G's singular values grows to the criterion's maximum;
+    iteration stops when its relative change falls below ``rtol``.
+    """
+    d, k = L.shape
+    norms = np.sqrt((L * L).sum(axis=1))
+    A = L / (norms + np.finfo(L.dtype).eps)[:, None]
+    R = np.eye(k)
+    crit = 0.0
+    for _ in range(max_iter):
+        B = A @ R
+        B2 = B * B
+        G = A.T @ (B * (B2 - B2.sum(axis=0) / d))
+        U, s, Vt = np.linalg.svd(G)
+        R = U @ Vt
+        prev, crit = crit, s.sum()
+        if abs(crit - prev) / crit < rtol:
+            return R
+    raise RuntimeError(
+        f"varimax did not converge in max_iter={max_iter} iterations (rtol={rtol}); "
+        "raise max_iter"
+    )
+
+
+def _promax(L: np.ndarray, power: int, max_iter: int, rtol: float):
+    """(rotated loadings, rotation matrix T) of Hendrickson & White's promax, ``L T``.
+
+    Varimax first; then the target P = sign(V)|V|^power of the row-normalised varimax loadings
+    V (each column scaled by its largest |value|); T is the least-squares map of V onto P with
+    columns scaled so that the implied factor correlation matrix has a unit diagonal.
+    ``power=1`` leaves the varimax solution.
+    """
+    R = _varimax(L, max_iter, rtol)
+    V = L @ R
+    if power == 1:
+        return V, R
+    norms = np.sqrt((V * V).sum(axis=1))
+    Vn = V / (norms + np.finfo(V.dtype).eps)[:, None]
+    target = Vn / np.abs(Vn).max(axis=0)
+    target = np.sign(target) * np.abs(target) ** power
+    Q, *_ = np.linalg.lstsq(Vn, target, rcond=None)
+    # columns scaled by the diagonal of (QᵀQ)⁻¹: unit-variance rotated scores
+    Q = Q * np.sqrt(np.diag(np.linalg.inv(Q.T @ Q)))[None, :]
+    return V @ Q, R @ Q
+
+
+class Rotator(BaseEstimator):
+    """Varimax (``power=1``) or promax (``power>1``) rotation of a model's leading EOFs.
+
+    The loadings ``components_[:n_modes]ᵀ √λ`` are rotated with Kaiser normalisation; the
+    rotated modes are sorted by the variance they explain and given a sign that makes their
+    largest-magnitude entry positive, as xeofs' ``EOFRotator`` does.
+
+    Parameters
+    ----------
+    n_modes : int, default=10
+        Number of leading modes to rotate (at least 2, at most the model's components).
+    power : int, default=1
+        1 gives varimax (orthogonal); larger values give promax (oblique), the power the
+        varimax loadings are raised to for the target.
+    max_iter : int, default=1000
+        Maximum varimax iterations.
+    rtol : float, default=1e-8
+        Relative change of the varimax criterion at which the iteration stops.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_modes, n_features)
+        Rotated patterns, unit norm (NaN at features the model left out).
+    rotation_matrix_ : ndarray of shape (n_modes, n_modes)
+        T with rotated loadings = loadings · T (before sorting; columns in the original
+        rotation order).
+    explained_variance_ : ndarray of shape (n_modes,)
+        Variance of each rotated mode (squared norm of its loading), decreasing.
+    explained_variance_ratio_ : ndarray of shape (n_modes,)
+        The same as fractions of the model's total variance.
+    order_ : ndarray of shape (n_modes,)
+        Rotation-order index of each sorted mode.
+    components_xr_ : DataArray
+        ``components_`` over ``mode`` and the original feature dims (models fitted on xarray).
+
+    Notes
+    -----
+    ``fit`` reads no data: it works on the d × k loadings and k × k matrices on the client
+    (memory O(d·k)). ``transform`` is lazy: the model's projection plus a k × k product per
+    row block, one pass when computed.
+
+    References
+    ----------
+    Kaiser, H. F. (1958). The varimax criterion for analytic rotation in factor analysis.
+    Psychometrika, 23, 187–200. Hendrickson, A. E. and White, P. O. (1964). Promax: a quick
+    method for rotation to oblique simple structure. Br. J. Stat. Psychol., 17, 65–70.
+    """
+
+    def __init__(self, n_modes: int = 10, *, power: int = 1, max_iter: int = 1000,
+                 rtol: float = 1e-8):
+        self.n_modes = n_modes
+        self.power = power
+        self.max_iter = max_iter
+        self.rtol = rtol
+
+    def fit(self, model) -> Rotator:
+        """Rotate the leading ``n_modes`` EOFs of the fitted ``model``. Returns ``self``."""
+        _check_model(model)
+        k = _n_modes(model, self.n_modes)
+        if k < 2:
+            raise ValueError(f"n_modes must be at least 2 to rotate; got {self.n_modes}")
+        if isinstance(self.power, bool) or not isinstance(self.power, (int, np.integer)) \
+                or self.power < 1:
+            raise ValueError(f"power must be an integer ≥ 1; got {self.power!r}")
+        if not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}")
+        if not (isinstance(self.rtol, (int, float)) and self.rtol > 0):
+            raise ValueError(f"rtol must be a positive number; got {self.rtol!r}")
+        comps = np.asarray(model.components_[:k], dtype=np.float64)
+        keep = np.isfinite(comps).all(axis=0)
+        lam = np.asarray(model.explained_variance_[:k], dtype=np.float64)
+        loadings = comps[:, keep].T * np.sqrt(lam)
+        rotated, T = _promax(loadings, int(self.power), int(self.max_iter), float(self.rtol))
+        var = (rotated * rotated).sum(axis=0)
+        order = np.argsort(var)[::-1]
+        rot = rotated[:, order] / np.sqrt(var[order])
+        peak = rot[np.abs(rot).argmax(axis=0), np.arange(k)]
+        sign = np.where(peak < 0, -1.0, 1.0)
+        comps_out = np.full((k, comps.shape[1]), np.nan)
+        comps_out[:, keep] = (rot * sign).T
+        # scores: unit-norm projections times (Tᵀ)⁻¹ (T itself for varimax), sorted,
+        # scaled to the rotated modes' norms √(var (n − 1)), signed like the components
+        n = model.n_samples_
+        score_map = np.linalg.inv(T).T / np.sqrt(lam * (n - 1))[:, None]
+        score_map = score_map[:, order] * (np.sqrt(var[order] * (n - 1)) * sign)[None, :]
+        self.components_ = comps_out
+        self.rotation_matrix_ = T
+        self.explained_variance_ = var[order]
+        self.explained_variance_ratio_ = var[order] / _total_variance(model)
+        self.order_ = order
+        self.n_features_in_ = comps.shape[1]
+        self._score_map = score_map
+        self._model = model
+        return self
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "components_")
+
+    def _check_fitted(self):
+        if not self.__sklearn_is_fitted__():
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this Rotator is not fitted yet; call fit(model) first")
+
+    def transform(self, X):
+        """Rotated scores of ``X`` (data as passed to the model's ``fit``), lazily.
+
+        Returns the input's kind: DataArray over (sample dims, ``mode``), dask or NumPy array
+        of shape (n_samples, n_modes). On the training data these equal xeofs' rotated
+        ``scores()`` (up to the sign convention both share).
+        """
+        from .models.base import affine_map
+
+        self._check_fitted()
+        k = self.components_.shape[0]
+        comps = np.asarray(self._model.components_[:k], dtype=np.float64)
+        keep = np.isfinite(comps).all(axis=0)
+        Xd = _as_dask(X)
+        if Xd.ndim != 2 or Xd.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has shape {Xd.shape}; the model was fitted on {self.n_features_in_} features"
+            )
+        Xk = Xd if keep.all() else Xd[:, keep]
+        # one map per block: (x − mean) · Cᵀ · score_map
+        Z = affine_map(Xk, np.asarray(self._model.mean_, dtype=np.float64)[keep],
+                       comps[:, keep].T @ self._score_map)
+        if isinstance(X, xr.DataArray):
+            sdim = X.dims[0]
+            coords = {n: c for n, c in X.coords.items() if set(c.dims) <= {sdim}}
+            out = xr.DataArray(Z, dims=(sdim, "mode"), coords={**coords, "mode": self._modes()},
+                               name="scores")
+            index = out.indexes.get(sdim)
+            if index is not None and getattr(index, "nlevels", 1) > 1:
+                out = out.unstack(sdim)
+            return out
+        if isinstance(X, da.Array):
+            return Z
+        return Z.compute()
+
+    def _modes(self):
+        try:
+            return self._model.components_xr_.mode.values[: self.components_.shape[0]]
+        except AttributeError:
+            return np.arange(self.components_.shape[0])
+
+    @property
+    def components_xr_(self):
+        """``components_`` over ``mode`` and the original feature dims (xarray-fitted models)."""
+        self._check_fitted()
+        t = self._model.components_xr_
+        k = self.components_.shape[0]
+        ref = t.isel(mode=slice(0, k))
+        # the model's components map feature by feature onto its grid: place ours the same way
+        flat = np.asarray(self._model.components_[:k])
+        grid = ref.values.reshape(k, -1)
+        pos = _feature_positions(flat, grid)
+        values = np.full(grid.shape, np.nan)
+        values[:, pos] = self.components_
+        return ref.copy(data=values.reshape(ref.shape)).rename("rotated_components")
+
+
+def _feature_positions(flat: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Column of ``grid`` (k × d, the model's components on its grid) holding each feature."""
+    if grid.shape != flat.shape:
+        raise ValueError("the model's components and its grid view differ in size")
+    # both are the same numbers in a permuted feature order: match columns by their values
+    keys_flat = np.ascontiguousarray(np.nan_to_num(flat.T, nan=np.inf))
+    keys_grid = np.ascontiguousarray(np.nan_to_num(grid.T, nan=np.inf))
+    view = np.dtype((np.void, keys_flat.dtype.itemsize * keys_flat.shape[1]))
+    of = np.argsort(keys_flat.view(view).ravel(), kind="stable")
+    og = np.argsort(keys_grid.view(view).ravel(), kind="stable")
+    pos = np.empty(flat.shape[1], dtype=np.int64)
+    pos[of] = og
+    return pos
+
+
+# -- coordinates by meaning ----------------------------------------------------------------------
+def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
+    """The latitude and longitude coordinates of ``obj`` (DataArray or Dataset), by meaning.
+
+    Uses cf_xarray: CF attributes first (``standard_name`` latitude/longitude, ``units``
+    degrees_north/degrees_east, ``axis`` Y/X), then usual names (``lat``, ``latitude``,
+    ``nav_lat``, ``y``…), as ``obj.cf.guess_coord_axis()`` finds them.
+
+    Returns
+    -------
+    (lat, lon) : DataArray coordinates; ``lon`` is None when the data have no longitude.
+
+    Raises
+    ------
+    KeyError
+        No latitude coordinate could be identified (rename it or set ``units="degrees_north"``).
+    ImportError
+        cf_xarray is not installed (``pip install 'scalepca[netcdf]'``).
+    """
+    try:
+        import cf_xarray  # noqa: F401  (registers the .cf accessor)
+    except ImportError as err:
+        raise ImportError(
+            "finding latitude/longitude by meaning needs cf_xarray: "
+            "pip install 'scalepca[netcdf]'"
+        ) from err
+    guessed = obj.cf.guess_coord_axis()
+
+    def pick(names):
+        for name in names:
+            try:
+                found = guessed.cf[name]
+            except KeyError:
+                continue
+            if isinstance(found, xr.DataArray):
+                return obj[found.name] if found.name in obj.coords else found
+        return None
+
+    lat, lon = pick(("latitude", "Y")), pick(("longitude", "X"))
+    if lat is None:
+        raise KeyError(
+            f"no latitude coordinate among {list(obj.coords)}: name it lat/latitude or give it "
+            "units='degrees_north' or standard_name='latitude'"
+        )
+    return lat, lon
+
+
+def coslat_weights(obj, *, power: float = 0.5) -> xr.DataArray:
+    """Area weights ``cos(latitude) ** power`` over the latitude coordinate of ``obj``.
+
+    ``power=0.5`` (√cos φ) is the usual EOF weighting of the data, so that each grid cell's
+    share of the covariance is proportional to its area; pass the result as ``weights=`` to
+    :func:`scalepca.open_matrix`. The latitude is found by :func:`find_lat_lon`; negative
+    cosines from rounding at the poles are clipped to 0.
+    """
+    lat, _ = find_lat_lon(obj)
+    w = np.cos(np.deg2rad(lat.astype(np.float64))).clip(min=0.0) ** power
+    return w.rename("weights")

@@ -1,0 +1,88 @@
+"""NetCDF / HDF5 input: one file or a glob of several, opened lazily like zarr stores."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+
+import scalepca
+
+eofs_examples = pytest.importorskip("eofs.examples")
+pytest.importorskip("h5netcdf")
+
+SST = eofs_examples.example_data_path("sst_ndjfm_anom.nc")  # netCDF classic, 4 variables
+
+
+@pytest.fixture
+def sst():
+    with xr.open_dataset(SST) as ds:
+        return ds[["sst"]].load()
+
+
+def _fit(X):
+    return scalepca.PCA(4).fit(X)
+
+
+@pytest.fixture
+def zarr_reference(sst, tmp_path):
+    store = tmp_path / "sst.zarr"
+    sst.to_zarr(store, zarr_format=3, consolidated=False)
+    return store
+
+
+def test_single_hdf5_file_equals_zarr(sst, tmp_path, zarr_reference, raise_if_dask_computes):
+    path = tmp_path / "sst.nc"
+    sst.to_netcdf(path, engine="h5netcdf")  # NetCDF-4 (HDF5)
+    with raise_if_dask_computes(0):
+        X = scalepca.open_matrix(str(path), variable="sst", sample_dims="time")
+    Z = scalepca.open_matrix(str(zarr_reference), variable="sst", sample_dims="time")
+    assert isinstance(X.data, da.Array) and X.dims == Z.dims and X.shape == Z.shape == (50, 540)
+    np.testing.assert_array_equal(X.values, Z.values)
+    np.testing.assert_array_equal(_fit(X).components_, _fit(Z).components_)
+
+
+def test_classic_netcdf_and_magic_bytes(sst, tmp_path):
+    """The eofs example file (netCDF classic) opens; files without an ending by their bytes."""
+    X = scalepca.open_matrix(SST, variable="sst", sample_dims="time")
+    np.testing.assert_array_equal(X.values, sst.sst.values.reshape(50, -1))
+    plain = tmp_path / "sst_without_ending"
+    plain.write_bytes(open(SST, "rb").read())
+    Y = scalepca.open_matrix(str(plain), variable="sst", sample_dims="time")
+    np.testing.assert_array_equal(Y.values, X.values)
+    h5 = tmp_path / "sst_hdf5_without_ending"  # NetCDF-4: found by the HDF5 signature
+    sst.to_netcdf(h5, engine="h5netcdf")
+    H = scalepca.open_matrix(str(h5), variable="sst", sample_dims="time")
+    np.testing.assert_array_equal(H.values, X.values)
+
+
+def test_glob_of_files_split_along_time_equals_zarr(sst, tmp_path, zarr_reference):
+    d = tmp_path / "parts"
+    d.mkdir()
+    sst.isel(time=slice(0, 23)).to_netcdf(d / "sst_a.nc", engine="h5netcdf")
+    sst.isel(time=slice(23, None)).to_netcdf(d / "sst_b.nc", engine="h5netcdf")
+    X = scalepca.open_matrix(str(d / "*.nc"), variable="sst", sample_dims="time")
+    Z = scalepca.open_matrix(str(zarr_reference), variable="sst", sample_dims="time")
+    assert X.data.numblocks[0] >= 2  # one chunk per file at least: still lazy and split
+    np.testing.assert_array_equal(X.time.values, Z.time.values)
+    np.testing.assert_array_equal(X.values, Z.values)
+    a, b = _fit(X), _fit(Z)
+    np.testing.assert_allclose(a.explained_variance_, b.explained_variance_, rtol=1e-12)
+
+
+def test_missing_file_and_empty_glob(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no NetCDF"):
+        scalepca.open_matrix(str(tmp_path / "missing.nc"), variable="sst")
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        scalepca.open_matrix(str(tmp_path / "nothing_*.nc"), variable="sst")
+    with pytest.raises(FileNotFoundError):  # no ending, not there: the zarr path reports it
+        scalepca.open_matrix(str(tmp_path / "missing"))
+
+
+def test_several_variables_need_variable():
+    with pytest.raises(ValueError, match=r"holds variables \['bounds_time'.*'sst'\]; pass "
+                                         r"variable="):
+        scalepca.open_matrix(SST, sample_dims="time")
+    with pytest.raises(KeyError, match="no variable 'tos'"):
+        scalepca.open_matrix(SST, variable="tos", sample_dims="time")
