@@ -168,6 +168,24 @@ def test_array_weights_are_owned_by_the_model(rng, kind, tmp_path):
     np.testing.assert_array_equal(loaded.transform(X), Z)
     with pytest.raises(ValueError, match="weighted by other given weights than the fitted data"):
         pca.transform(scalepca.open_matrix(X, weights=2 * w))
+    # a slice of the weighted matrix is still weighted: never weighted twice
+    np.testing.assert_allclose(pca.transform(Xw[:10]), Z[:10], rtol=1e-12, atol=1e-12)
+    if kind == "dask":
+        np.testing.assert_allclose(pca.transform(Xw.rechunk((7, 20))[5:30]), Z[5:30],
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_partial_fit_owns_its_preprocessing(rng):
+    X = rng.standard_normal((90, 12)) @ rng.standard_normal((12, 12))
+    w = rng.uniform(0.2, 2.0, 12)
+    sp = scalepca.SparsePCA(3, alpha=0.1, random_state=0)
+    sp.partial_fit(scalepca.open_matrix(X[:60], weights=w))
+    sp.partial_fit(X[60:])  # raw rows: the model weights them as it did the first chunk
+    ref = scalepca.SparsePCA(3, alpha=0.1, random_state=0)
+    ref.partial_fit(X[:60] * w)
+    ref.partial_fit(X[60:] * w)
+    np.testing.assert_allclose(sp.components_, ref.components_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sp.transform(X), ref.transform(X * w), rtol=1e-10, atol=1e-10)
 
 
 # -- item 4: several sample dims, several feature dims, transposed input ------------------------

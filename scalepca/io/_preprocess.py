@@ -355,10 +355,15 @@ def column_weights(weights, d: int) -> np.ndarray:
 
 
 # -- carrying a description with a matrix -----------------------------------------------------
-# NumPy and dask arrays have no attributes of their own: a matrix made by open_matrix is
-# remembered by identity (weakly: the entry goes with the array). Derived arrays (a slice, a
-# product) are new objects and carry nothing.
+# NumPy and dask arrays have no attributes of their own. A matrix made by open_matrix is
+# remembered by identity (weakly: the entry goes with the array), and so are arrays derived
+# from it where that can be seen without computing: NumPy views (a slice keeps ``.base``) and
+# dask arrays whose graph contains the matrix's layer (a slice, a rechunk, a product). A dask
+# matrix is also remembered by its graph name for as long as a derived array may outlive it
+# (the newest ``_NAMED_MAX`` names): a slice of a weighted matrix must not be weighted twice.
 _CARRIED: dict[int, tuple[weakref.ref, Preprocessing]] = {}
+_NAMED: dict[str, Preprocessing] = {}
+_NAMED_MAX = 256
 
 
 def attach(X, prep: Preprocessing | None):
@@ -368,6 +373,12 @@ def attach(X, prep: Preprocessing | None):
     if isinstance(X, xr.DataArray):
         X.attrs[ATTR] = prep
         return X
+    name = getattr(X, "name", None)
+    if isinstance(X, da.Array) and isinstance(name, str):
+        _NAMED.pop(name, None)
+        _NAMED[name] = prep
+        while len(_NAMED) > _NAMED_MAX:
+            _NAMED.pop(next(iter(_NAMED)))
     key = id(X)
     try:
         ref = weakref.ref(X, lambda _r, key=key: _CARRIED.pop(key, None))
@@ -378,11 +389,19 @@ def attach(X, prep: Preprocessing | None):
 
 
 def carried(X) -> Preprocessing | None:
-    """The description ``X`` carries, if it is a matrix made by ``open_matrix``."""
+    """The description ``X`` carries: a matrix made by ``open_matrix``, or a view of one."""
     if isinstance(X, xr.DataArray):
         p = X.attrs.get(ATTR)
         return p if isinstance(p, Preprocessing) else None
-    entry = _CARRIED.get(id(X))
-    if entry is not None and entry[0]() is X:
-        return entry[1]
+    node = X
+    while node is not None:  # NumPy views lead back to the matrix through .base
+        entry = _CARRIED.get(id(node))
+        if entry is not None and entry[0]() is node:
+            return entry[1]
+        node = getattr(node, "base", None) if isinstance(node, np.ndarray) else None
+    if isinstance(X, da.Array) and _NAMED:
+        layers = X.dask.layers
+        for name in reversed(list(_NAMED)):
+            if name == X.name or name in layers:
+                return _NAMED[name]
     return None

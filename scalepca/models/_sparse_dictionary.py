@@ -383,6 +383,7 @@ class DictionaryLearning:
         self.n_components_ = k
         self.scale_ = np.ones(d)
         self._feature_template = _feature_template(data)
+        self._preprocessing = data.prep  # later chunks and transform repeat it
         return {**_new_online_state(d, k), "D": D, "N": 0, "S": 0.0, "Gu": np.zeros((k, k)),
                 "mean": np.asarray(mom["mean"], dtype=np.float64)}
 
