@@ -403,9 +403,26 @@ def cmd_make_data(args) -> int:
 
 
 # -- parser ----------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    from .datasets import GENERATORS
+class _DataKinds:
+    """The ``make-data --kind`` choices, read from :mod:`scalepca.datasets` on first use.
 
+    Importing the generators imports dask.array (about a second); ``scalepca --help`` and
+    every command but ``make-data`` never look at the choices, so they do not pay for it.
+    """
+
+    def _names(self) -> list[str]:
+        from .datasets import GENERATORS
+
+        return list(GENERATORS)
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="scalepca", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true",
@@ -451,10 +468,11 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_validate)
 
     m = sub.add_parser("make-data", help="write a synthetic zarr dataset, block by block",
-                       description="Kinds: " + ", ".join(GENERATORS) + ". Parameters of a kind "
-                       "not covered by the options are given with --set name=value.")
+                       description="Parameters of a kind not covered by the options are given "
+                       "with --set name=value.")
     m.add_argument("path", help="zarr store path or s3:// URL")
-    m.add_argument("--kind", choices=list(GENERATORS), default="low_rank")
+    m.add_argument("--kind", choices=_DataKinds(), default="low_rank", metavar="KIND",
+                   help="what to generate: %(choices)s (default %(default)s)")
     m.add_argument("--n-samples", type=int)
     m.add_argument("--size", help="total size instead of --n-samples, e.g. 4GB")
     m.add_argument("--n-features", type=int)
