@@ -25,7 +25,10 @@ _PUBLIC = {
 }
 _SUBMODULES = ("cli", "cluster", "config", "datasets", "io", "linalg", "models", "plot", "report")
 
-__all__ = sorted([*_PUBLIC, "__version__"], key=str.lower)
+__all__ = [
+    "KernelPCA", "PCA", "PPCA", "RobustPCA", "SparsePCA", "__version__", "connect", "load",
+    "open_matrix",
+]
 
 if typing.TYPE_CHECKING:  # static tools see the eager imports
     from .cluster import connect

@@ -13,7 +13,12 @@ A run config has five sections::
     output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
                ``report``, default true: an HTML page with figures, see
                :mod:`scalepca.report`; ``false`` writes none)
-    progress:  true | false — a progress bar per pass over the data
+    progress:  true | false — progress per pass over the data: a bar on a terminal, one line
+               (tasks, time, rate) per pass in a log
+
+Relative paths in a config file (``data.path``, ``output.store``, the model's ``checkpoint``,
+``scratch`` and ``mask``, the cluster's ``local_directory`` and ``log_directory``) are taken
+from the folder of the config file, not from the working directory: see :data:`PATH_KEYS`.
 
 Unknown keys are rejected with a message naming them and the allowed keys; values of the
 wrong type are rejected with the expected type; choices list the allowed values. Model
@@ -42,7 +47,9 @@ __all__ = [
     "apply_overrides",
     "check_cluster",
     "estimator_class",
+    "PATH_KEYS",
     "load_config",
+    "resolve_paths",
     "validate_config",
 ]
 
@@ -538,6 +545,56 @@ def read_yaml(path):
         raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
 
 
+#: config keys that hold local paths: relative ones are taken from the config file's folder
+PATH_KEYS = (
+    ("data", "path"),
+    ("output", "store"),
+    ("model", "checkpoint"),
+    ("model", "scratch"),
+    ("model", "mask"),
+    ("model", "params", "checkpoint"),
+    ("model", "params", "scratch"),
+    ("model", "params", "mask"),
+    ("cluster", "local_directory"),
+    ("cluster", "log_directory"),
+)
+
+
+def resolve_paths(cfg, base) -> dict:
+    """A copy of the raw config ``cfg`` with the relative paths of :data:`PATH_KEYS` joined to
+    the folder ``base``.
+
+    URLs (``s3://...``), absolute paths and paths that start with ``$`` (expanded on the
+    worker's machine) are left as they are; ``~`` is expanded. Anything that is not where a
+    path should be is left for :func:`validate_config` to report.
+    """
+    if not isinstance(cfg, dict):
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    base = os.path.abspath(os.fspath(base))
+    for keys in PATH_KEYS:
+        node = cfg
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        value = node.get(keys[-1])
+        if not isinstance(value, str) or not value or value.startswith("$"):
+            continue
+        if "://" in value and not value.startswith("file://"):
+            continue
+        local = os.path.expanduser(value.removeprefix("file://"))
+        node[keys[-1]] = os.path.normpath(os.path.join(base, local))
+    return cfg
+
+
 def load_config(path, overrides=None) -> dict:
-    """Read a YAML config, apply overrides, validate. Relative paths resolve from the CWD."""
-    return validate_config(apply_overrides(read_yaml(path), overrides))
+    """Read a YAML config, apply overrides, validate.
+
+    Relative paths written in the file resolve from the file's folder (so a config and its
+    data can move together, and a job runs the same from any working directory); paths given
+    in ``overrides`` (``--set data.path=...`` on the command line) resolve from the current
+    directory, like any other command-line path.
+    """
+    raw = resolve_paths(read_yaml(path), Path(os.fspath(path)).parent)
+    return validate_config(apply_overrides(raw, overrides))
