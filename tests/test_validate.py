@@ -130,20 +130,22 @@ def test_validate_starts_no_cluster_and_reads_no_data(stores):
     """In a fresh interpreter: distributed is never imported, no chunk file is opened."""
     path = _write(stores, "fresh.yaml")
     code = (
-        "import sys, builtins, scalepca.cli as c\n"
+        "import sys, builtins, io, scalepca.cli as c\n"
         "opened = []\n"
         "real = builtins.open\n"
         "def spy(f, *a, **k):\n"
         "    opened.append(str(f)); return real(f, *a, **k)\n"
-        "builtins.open = spy\n"
+        "builtins.open = io.open = spy\n"
         f"rc = c.main(['validate', {str(path)!r}])\n"
-        "builtins.open = real\n"
+        "builtins.open = io.open = real\n"
         "chunks = [f for f in opened if '/c/' in f]\n"
-        "print('RESULT', rc, 'distributed' in sys.modules, chunks)\n"
+        "meta = [f for f in opened if f.endswith('zarr.json')]\n"
+        "print('RESULT', rc, 'distributed' in sys.modules, chunks, bool(meta))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    assert "RESULT 0 False []" in r.stdout, r.stdout + r.stderr
+    # the store's metadata were read (the spy sees file reads), no chunk of data was
+    assert "RESULT 0 False [] True" in r.stdout, r.stdout + r.stderr
 
 
 def test_run_refuses_before_starting_a_cluster(stores, capsys):
