@@ -1,12 +1,51 @@
-"""scalepca: PCA and its variants on data larger than memory, on a Dask cluster."""
+"""scalepca: PCA and its variants on data larger than memory, on a Dask cluster.
+
+The public names are imported on first use (PEP 562 module ``__getattr__``): ``import
+scalepca`` stays fast, and dask, xarray, scikit-learn and distributed load only when an
+estimator, :func:`open_matrix` or :func:`connect` is first touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+import typing
 
 __version__ = "0.1.0"
 
-from .cluster import connect
-from .io import load, open_matrix
-from .models import PCA, PPCA, KernelPCA, RobustPCA, SparsePCA
+#: public name → the module that defines it
+_PUBLIC = {
+    "KernelPCA": "scalepca.models.kernel_pca",
+    "PCA": "scalepca.models.pca",
+    "PPCA": "scalepca.models.ppca",
+    "RobustPCA": "scalepca.models.robust_pca",
+    "SparsePCA": "scalepca.models.sparse_pca",
+    "connect": "scalepca.cluster",
+    "load": "scalepca.io",
+    "open_matrix": "scalepca.io",
+}
+_SUBMODULES = ("cli", "cluster", "config", "datasets", "io", "linalg", "models", "plot", "report")
 
 __all__ = [
     "KernelPCA", "PCA", "PPCA", "RobustPCA", "SparsePCA", "__version__", "connect", "load",
     "open_matrix",
 ]
+
+if typing.TYPE_CHECKING:  # static tools see the eager imports
+    from .cluster import connect
+    from .io import load, open_matrix
+    from .models import PCA, PPCA, KernelPCA, RobustPCA, SparsePCA
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'scalepca' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC, *_SUBMODULES})

@@ -12,6 +12,7 @@ import inspect
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 
@@ -239,24 +240,275 @@ def write_outputs(est, X, out: dict) -> list[str]:
     return written
 
 
+# -- messages in the words of the command line -----------------------------------------------------
+#: library wording → (wording for a config: run/validate, wording for command-line flags:
+#: transform). The library's messages name Python arguments; the CLI rewrites them here, in one
+#: place, instead of every library message knowing about configs and flags.
+_CLI_WORDS = (
+    (r"pass variable=\.\.\.", "set data.variable", "pass --variable"),
+    (r"pass sample_dims=\(\.\.\.\)", "set data.sample_dims", "pass --sample-dims"),
+    (r"\bpass sample_dims\b", "set data.sample_dims", "pass --sample-dims"),
+    (r"(?<![\w.-])sample_dims\b", "data.sample_dims", "--sample-dims"),
+    (r"(?<![\w.-])feature_dims\b", "data.feature_dims", "the feature dimensions"),
+    (r"^weights\b", "data.weights", "--weights"),
+    (r"(?<![\w.-])storage_options\b", "data.storage_options", "--storage-options"),
+    (r"^[XM] (?=has|contains|is)", "the data ", "the data "),
+)
+
+
+def _method_of_class(name: str) -> str | None:
+    from .config import METHODS
+
+    return next((m for m, target in METHODS.items() if target.endswith(f":{name}")), None)
+
+
+def speak_cli(message: str, *, command: str | None = None, method: str | None = None) -> str:
+    """``message`` with Python argument syntax replaced by config keys or command-line flags.
+
+    ``command`` is the subcommand (``transform`` speaks flags, the others config keys);
+    ``method`` the config's ``model.method``, whose estimator parameters become
+    ``model.<name>: value`` (``n_components=3`` → ``model.n_components: 3``), and an
+    estimator call like ``PPCA(missing='em')`` becomes ``model.method: ppca with
+    model.missing: em``.
+    """
+    import re
+
+    flags = command == "transform"
+    for pattern, as_config, as_flag in _CLI_WORDS:
+        message = re.sub(pattern, as_flag if flags else as_config, message)
+    if flags:
+        return message
+    from .config import METHODS, estimator_class
+
+    def params_of(m):
+        return set(inspect.signature(estimator_class(m).__init__).parameters) - {"self"}
+
+    def keys(text: str, names: set) -> str:
+        def one(match):
+            value = match.group(3)
+            return f"model.{match.group(1)}: {value}" if value else f"model.{match.group(1)}"
+
+        alternatives = "|".join(sorted(names, key=len, reverse=True))
+        text = re.sub(rf"(?<![\w.'\"-])({alternatives})=(['\"]?)([^\s,;)'\"]*)\2", one, text)
+        return re.sub(rf"(?<![\w.'\"-])({alternatives})(?= must\b)", r"model.\1", text)
+
+    classes = "|".join(target.split(":")[1] for target in METHODS.values())
+
+    def call(match):
+        m = _method_of_class(match.group(1))
+        inner = keys(match.group(2), params_of(m)) if match.group(2) else ""
+        return f"model.method: {m}" + (f" with {inner}" if inner else "")
+
+    message = re.sub(rf"\b({classes})\(([^()]*)\)", call, message)
+    if method in METHODS:
+        message = keys(message, params_of(method))
+    return message
+
+
+# -- checks without a cluster or a pass over the data ----------------------------------------------
+def _writable(path: str | None, key: str) -> str | None:
+    """Why ``path`` (a local store or folder to be written) cannot be written, or None."""
+    if path is None or _is_url(path):
+        return None
+    target = os.path.abspath(path)
+    probe = target
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if os.path.exists(target) and not os.path.isdir(target):
+        return f"{key} {target!r} is a file; a zarr store is a folder"
+    if not os.path.isdir(probe):
+        return f"{key} {target!r} cannot be created: {probe!r} is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{key} {target!r} cannot be written: no write permission in {probe!r}"
+    return None
+
+
+def _variable_problem(path: str, variable: str | None, storage_options=None) -> str | None:
+    """The config's ``data.variable`` against the arrays of the store, with a close match."""
+    import difflib
+
+    import zarr
+
+    from .io import open_zarr_node
+    from .io._open import _looks_like_xarray
+
+    node = open_zarr_node(path, storage_options=storage_options)
+    if not isinstance(node, zarr.Group):
+        if variable is not None:
+            return (f"data.variable {variable!r} is set, but {path!r} is a single zarr array; "
+                    "remove data.variable")
+        return None
+    names = sorted(name for name, _ in node.arrays())
+    if _looks_like_xarray(node):
+        import xarray as xr
+
+        names = sorted(map(str, xr.open_zarr(node.store, chunks=None,
+                                             consolidated=False).data_vars))
+    if variable is None or variable in names:
+        return None
+    close = difflib.get_close_matches(variable, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (f"data.variable {variable!r} is not in {path!r}{hint} "
+            f"(it has: {', '.join(names) or 'nothing'})")
+
+
+def _generated_matrix(dcfg: dict):
+    """The lazy matrix ``data.generate`` describes (nothing is generated or written)."""
+    from .datasets import GENERATORS
+    from .io import open_matrix
+
+    params = dict(dcfg["generate"])
+    data = GENERATORS[params.pop("kind", "low_rank")](**params)
+    if hasattr(data, "data_vars"):  # gridded: an xarray Dataset
+        return open_matrix(data, variable=dcfg.get("variable"),
+                           sample_dims=dcfg.get("sample_dims"),
+                           feature_dims=dcfg.get("feature_dims"))
+    return data
+
+
+def _estimator_problem(est, shape, itemsize: int) -> str | None:
+    """Run the estimator's own parameter checks for data of ``shape`` (metadata only)."""
+    import warnings
+
+    check = getattr(est, "_check_params", None)
+    if check is None:
+        return None
+    values = {"n": shape[0], "d": shape[1], "n1": shape[0], "n2": shape[1],
+              "itemsize": itemsize}
+    try:
+        names = list(inspect.signature(check).parameters)
+        kwargs = {name: values[name] for name in names}
+    except (KeyError, TypeError, ValueError):
+        logger.info("%s._check_params takes %s; parameter ranges not checked",
+                    type(est).__name__, names)
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check(**kwargs)
+    except (ValueError, TypeError) as err:
+        return _one_line(err)
+    return None
+
+
+def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]:
+    """Check a validated config against the data, the file system and the installed packages.
+
+    Nothing here starts a cluster or reads data: the store is opened (metadata), the variable,
+    dimensions and weights are matched to it, the estimator's parameters are checked for the
+    data's shape, output and checkpoint folders are checked for write access, and the optional
+    package of the cluster kind is imported. Returns ``(problems, notes)``, both lists of
+    one-line sentences in config terms. ``data=False`` checks only what does not depend on
+    this machine's files (the cluster section), for a config meant for another machine.
+    """
+    problems, notes = [], []
+    method, params = cfg["model"]["method"], cfg["model"]["params"]
+    dcfg = cfg["data"]
+    path, so = dcfg["path"], dcfg["storage_options"]
+    X = None
+    if not data:
+        return _cluster_problems(cfg, problems, notes)
+    try:
+        if dcfg["generate"] is not None and not _store_exists(path, so):
+            try:
+                X = _generated_matrix(dcfg)
+            except (ValueError, TypeError) as err:
+                raise UserError(f"data.generate: {_one_line(err)}") from None
+            notes.append(f"data.path {path!r} does not exist yet; run generates it "
+                         f"({dcfg['generate']['kind']}, {X.shape[0]:,} × {X.shape[1]:,})")
+            problem = _writable(path, "data.path")
+            if problem:
+                problems.append(problem)
+        elif not _store_exists(path, so):
+            problems.append(f"data.path: no zarr store at {path!r}")
+        else:
+            problem = _variable_problem(path, dcfg["variable"], so)
+            if problem:
+                problems.append(problem)
+            else:
+                X = open_data(dcfg, method=method)
+    except (ValueError, TypeError, KeyError, FileNotFoundError, UserError, ImportError) as err:
+        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
+        problems.append(_one_line(msg))
+    if X is not None:
+        import numpy as np
+
+        from .config import estimator_class
+
+        est = estimator_class(method)(**params)
+        problem = _estimator_problem(est, X.shape, np.dtype(X.dtype).itemsize)
+        if problem:
+            problems.append(problem)
+        else:
+            notes.append(f"data: {X.shape[0]:,} samples × {X.shape[1]:,} features, "
+                         f"{X.dtype}; model parameters fit that shape")
+    out = cfg["output"]
+    if out["store"] is not None:
+        problem = _writable(out["store"], "output.store")
+        if problem:
+            problems.append(problem)
+        elif _is_url(out["store"]):
+            notes.append(f"output.store {out['store']!r} is remote: write access not checked")
+    for name in ("checkpoint", "scratch"):
+        value = params.get(name)
+        problem = _writable(value, f"model.{name}") if isinstance(value, str) else None
+        if problem:
+            problems.append(problem)
+    return _cluster_problems(cfg, problems, notes)
+
+
+def _cluster_problems(cfg: dict, problems: list, notes: list) -> tuple[list[str], list[str]]:
+    kind = cfg["cluster"]["kind"]
+    from .cluster import _EXTRAS, _SUBMIT_COMMANDS
+
+    if kind in _EXTRAS:
+        from .cluster import _import_extra
+
+        try:
+            _import_extra(kind)
+        except ImportError as err:
+            problems.append(_one_line(err))
+    submit = _SUBMIT_COMMANDS.get(kind)
+    if submit is not None and shutil.which(submit) is None:
+        notes.append(f"cluster.kind {kind}: {submit!r} is not on this machine's PATH; run on a "
+                     "login node of the cluster (--job-script shows the job script)")
+    return problems, notes
+
+
 # -- commands --------------------------------------------------------------------------------------
-def cmd_run(args) -> int:
-    from .cluster import connect, progress
-    from .config import estimator_class, load_config
+def _load(args) -> dict:
+    """The validated config of ``args.config`` (+ ``--set``), local paths made absolute."""
+    from .config import load_config
 
     cfg = load_config(args.config, args.set)
+    args.method = cfg["model"]["method"]  # error messages name this estimator's keys
     cfg["data"]["path"] = _abs(cfg["data"]["path"])
     if cfg["output"]["store"]:
         cfg["output"]["store"] = _abs(cfg["output"]["store"])
+    return cfg
+
+
+def cmd_run(args) -> int:
+    from .cluster import connect, progress
+    from .config import estimator_class
+
+    cfg = _load(args)
     ccfg = dict(cfg["cluster"])
     if args.scheduler:
         ccfg = {"kind": "address", "address": args.scheduler}
-    show = cfg["progress"] and not args.no_progress
+    show = cfg["progress"] and not args.no_progress and not args.quiet
     method, params = cfg["model"]["method"], cfg["model"]["params"]
     dcfg = cfg["data"]
     if dcfg["generate"] is None and not _store_exists(dcfg["path"], dcfg["storage_options"]):
         raise FileNotFoundError(f"no zarr store at {dcfg['path']!r} (data.path)")
-    with connect(ccfg) as client, progress(show, client=client):
+    # what `validate` checks, before a cluster starts: a mistake costs a second, not a cluster
+    problems, _ = check_config(cfg if not args.scheduler else {**cfg, "cluster": ccfg})
+    if problems:
+        raise UserError(problems[0])
+    with connect(ccfg, quiet=args.quiet) as client, progress(show, client=client):
         X = open_data(cfg["data"], method=method)
         est = estimator_class(method)(**params)
         t0 = time.perf_counter()
@@ -291,8 +543,8 @@ def cmd_transform(args) -> int:
     else:
         ccfg = {"kind": "local", "n_workers": args.n_workers,
                 "threads_per_worker": args.threads_per_worker, "processes": args.processes}
-    with connect(ccfg, quiet=args.no_progress) as client, progress(not args.no_progress,
-                                                                   client=client):
+    quiet = args.no_progress or args.quiet
+    with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
         write_array(scores, out, name="scores", storage_options=so)
     print(f"written: {out}")
     return EXIT_OK
@@ -333,11 +585,18 @@ def cmd_info(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .config import JOBQUEUE_KINDS, load_config
+    from .config import JOBQUEUE_KINDS
 
-    cfg = load_config(args.config, args.set)
+    cfg = _load(args)
     kind = cfg["cluster"]["kind"]
+    problems, notes = check_config(cfg, data=not args.job_script)
+    if problems:
+        for problem in problems:
+            print(f"scalepca: error: {speak_cli(problem, method=args.method)}", file=sys.stderr)
+        return EXIT_USER_ERROR
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
+    for note in notes:
+        print(f"  {note}")
     if args.job_script:
         if kind not in JOBQUEUE_KINDS:
             raise UserError(f"--job-script needs a batch cluster kind "
@@ -406,22 +665,46 @@ def cmd_make_data(args) -> int:
     if args.scheduler:
         from .cluster import connect, progress
 
-        with connect(kind="address", address=args.scheduler) as client, progress(
-                not args.no_progress, client=client):
+        with connect(kind="address", address=args.scheduler, quiet=args.quiet) as client, \
+                progress(not (args.no_progress or args.quiet), client=client):
             elapsed = write()
     else:
         from .cluster import progress
 
-        with progress(not args.no_progress):
+        with progress(not (args.no_progress or args.quiet)):
             elapsed = write()
     print(f"wrote {args.kind} dataset to {path} in {elapsed:.1f} s")
     return EXIT_OK
 
 
 # -- parser ----------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    from .datasets import GENERATORS
+class _DataKinds:
+    """The ``make-data --kind`` choices, read from :mod:`scalepca.datasets` on first use.
 
+    Importing the generators imports dask.array (about a second); ``scalepca --help`` and
+    every command but ``make-data`` never look at the choices, so they do not pay for it.
+    """
+
+    def _names(self) -> list[str]:
+        from .datasets import GENERATORS
+
+        return list(GENERATORS)
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
+def _progress_flags(parser) -> None:
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress (a bar per pass on a terminal, else one line per pass)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress and no dashboard link: results and errors only")
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="scalepca", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true",
@@ -434,7 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a config value, e.g. model.n_components=20 (repeatable)")
     r.add_argument("--scheduler", help="address of an existing dask scheduler (tcp://...); "
                    "overrides the config's cluster section")
-    r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _progress_flags(r)
     r.set_defaults(func=cmd_run)
 
     t = sub.add_parser("transform", help="scores of DATA under a saved model")
@@ -452,7 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads-per-worker", type=int)
     t.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
                    help="embedded cluster workers as processes (default) or threads")
-    t.add_argument("--no-progress", action="store_true")
+    _progress_flags(t)
     t.set_defaults(func=cmd_transform)
 
     i = sub.add_parser("info", help="describe a zarr store (model, scores or data)")
@@ -460,18 +743,25 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
     i.set_defaults(func=cmd_info)
 
-    v = sub.add_parser("validate", help="check a YAML config without running it")
+    v = sub.add_parser("validate", help="check a YAML config without running it",
+                       description="Checks, in a few seconds, without a cluster or a pass over "
+                       "the data: the config's keys and types, that the store opens, the "
+                       "variable, dimensions and weights, the model's parameters for the "
+                       "data's shape, write access to output.store and checkpoints, and the "
+                       "cluster kind's package. Exit code 0: valid; 2: the problems found.")
     v.add_argument("config")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     v.add_argument("--job-script", action="store_true",
-                   help="print the batch job script of a slurm/pbs/sge/lsf/htcondor cluster")
+                   help="print the batch job script of a slurm/pbs/sge/lsf/htcondor cluster "
+                   "(checks the cluster section only, so it works away from the cluster)")
     v.set_defaults(func=cmd_validate)
 
     m = sub.add_parser("make-data", help="write a synthetic zarr dataset, block by block",
-                       description="Kinds: " + ", ".join(GENERATORS) + ". Parameters of a kind "
-                       "not covered by the options are given with --set name=value.")
+                       description="Parameters of a kind not covered by the options are given "
+                       "with --set name=value.")
     m.add_argument("path", help="zarr store path or s3:// URL")
-    m.add_argument("--kind", choices=list(GENERATORS), default="low_rank")
+    m.add_argument("--kind", choices=_DataKinds(), default="low_rank", metavar="KIND",
+                   help="what to generate: %(choices)s (default %(default)s)")
     m.add_argument("--n-samples", type=int)
     m.add_argument("--size", help="total size instead of --n-samples, e.g. 4GB")
     m.add_argument("--n-features", type=int)
@@ -483,7 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
     m.add_argument("--overwrite", action="store_true")
     m.add_argument("--scheduler", help="write from an existing dask cluster")
-    m.add_argument("--no-progress", action="store_true")
+    _progress_flags(m)
     m.set_defaults(func=cmd_make_data)
     return p
 
@@ -506,17 +796,21 @@ def main(argv=None) -> int:
     pkg.addHandler(handler)
     if args.verbose:
         pkg.setLevel(logging.INFO)
+    def said(err) -> str:
+        return speak_cli(_one_line(err), command=args.command,
+                         method=getattr(args, "method", None))
+
     try:
         return args.func(args)
     except (ConfigError, UserError, FileNotFoundError, yaml.YAMLError, ImportError) as err:
-        print(f"scalepca: error: {_one_line(err)}", file=sys.stderr)
+        print(f"scalepca: error: {said(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except (ValueError, TypeError, KeyError) as err:
         # raised by validation before any compute (parameters, shapes, dtypes)
         if args.verbose:
             raise
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"scalepca: error: {_one_line(msg)}", file=sys.stderr)
+        print(f"scalepca: error: {said(msg)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("scalepca: interrupted", file=sys.stderr)

@@ -15,7 +15,12 @@ A run config has five sections::
     output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
                ``report``, default true: an HTML page with figures, see
                :mod:`scalepca.report`; ``false`` writes none)
-    progress:  true | false — a progress bar per pass over the data
+    progress:  true | false — progress per pass over the data: a bar on a terminal, one line
+               (tasks, time, rate) per pass in a log
+
+Relative paths in a config file (``data.path``, ``output.store``, the model's ``checkpoint``,
+``scratch`` and ``mask``, the cluster's ``local_directory`` and ``log_directory``) are taken
+from the folder of the config file, not from the working directory: see :data:`PATH_KEYS`.
 
 Unknown keys are rejected with a message naming them and the allowed keys; values of the
 wrong type are rejected with the expected type; choices list the allowed values. Model
@@ -41,10 +46,14 @@ __all__ = [
     "CLUSTER_KINDS",
     "ConfigError",
     "METHODS",
+    "KEY_DOCS",
     "apply_overrides",
     "check_cluster",
     "estimator_class",
+    "PATH_KEYS",
     "load_config",
+    "resolve_paths",
+    "schema_sections",
     "validate_config",
 ]
 
@@ -540,6 +549,165 @@ def read_yaml(path):
         raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
 
 
+#: config keys that hold local paths: relative ones are taken from the config file's folder
+PATH_KEYS = (
+    ("data", "path"),
+    ("output", "store"),
+    ("model", "checkpoint"),
+    ("model", "scratch"),
+    ("model", "mask"),
+    ("model", "params", "checkpoint"),
+    ("model", "params", "scratch"),
+    ("model", "params", "mask"),
+    ("cluster", "local_directory"),
+    ("cluster", "log_directory"),
+)
+
+
+def resolve_paths(cfg, base) -> dict:
+    """A copy of the raw config ``cfg`` with the relative paths of :data:`PATH_KEYS` joined to
+    the folder ``base``.
+
+    URLs (``s3://...``), absolute paths and paths that start with ``$`` (expanded on the
+    worker's machine) are left as they are; ``~`` is expanded. Anything that is not where a
+    path should be is left for :func:`validate_config` to report.
+    """
+    if not isinstance(cfg, dict):
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    base = os.path.abspath(os.fspath(base))
+    for keys in PATH_KEYS:
+        node = cfg
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        value = node.get(keys[-1])
+        if not isinstance(value, str) or not value or value.startswith("$"):
+            continue
+        if "://" in value and not value.startswith("file://"):
+            continue
+        local = os.path.expanduser(value.removeprefix("file://"))
+        node[keys[-1]] = os.path.normpath(os.path.join(base, local))
+    return cfg
+
+
 def load_config(path, overrides=None) -> dict:
-    """Read a YAML config, apply overrides, validate. Relative paths resolve from the CWD."""
-    return validate_config(apply_overrides(read_yaml(path), overrides))
+    """Read a YAML config, apply overrides, validate.
+
+    Relative paths written in the file resolve from the file's folder (so a config and its
+    data can move together, and a job runs the same from any working directory); paths given
+    in ``overrides`` (``--set data.path=...`` on the command line) resolve from the current
+    directory, like any other command-line path.
+    """
+    raw = resolve_paths(read_yaml(path), Path(os.fspath(path)).parent)
+    return validate_config(apply_overrides(raw, overrides))
+
+
+# -- the schema, described (the documentation's config reference is generated from this) ---------
+#: one sentence per key of the schema; ``cluster.*`` keys are shared by the kinds that have
+#: them. The documentation build refuses a schema key that has no sentence here.
+KEY_DOCS = {
+    "data.path": "Local path or fsspec URL (``s3://bucket/x.zarr``) of the zarr store; "
+                 "relative to the config file's folder.",
+    "data.variable": "The array of a zarr group, or the variable of an xarray store; needed "
+                     "when the store holds more than one.",
+    "data.storage_options": "fsspec options for URLs (credentials, ``endpoint_url``, ...).",
+    "data.chunks": "Rows per chunk (an integer), or ``[rows, columns]`` to keep 2-D blocks "
+                   "(robust PCA, randomized PCA of wide data). Default: the store's chunks.",
+    "data.sample_dims": "For N-D xarray data: the dimension(s) that are samples (e.g. "
+                        "``time``); the others are stacked into features.",
+    "data.feature_dims": "The dimensions stacked into features; default: all but "
+                         "``sample_dims``.",
+    "data.weights": "``sqrt_coslat`` or ``coslat`` (from the latitude coordinate), or the "
+                    "name of a variable of the store: per-feature weights multiplied into "
+                    "the data.",
+    "data.generate": "Write a synthetic dataset at ``data.path`` first, if it is absent: "
+                     "``kind`` plus that generator's parameters (below).",
+    "output.store": "Folder (or URL) under which the outputs are written; relative to the "
+                    "config file's folder. ``null``: write nothing.",
+    "output.storage_options": "fsspec options for an output URL.",
+    "output.model": "Write the fitted model (``model.zarr``, read back with "
+                    "``scalepca.load``).",
+    "output.scores": "Write the scores of the training data (``scores.zarr``).",
+    "output.reconstruction": "Write the rank-k reconstruction (``reconstruction.zarr``).",
+    "output.low_rank": "Robust PCA: write the low-rank part L (``low_rank.zarr``).",
+    "output.sparse": "Robust PCA: write the sparse part S (``sparse.zarr``).",
+    "output.report": "Write ``report.html`` with the summary table and figures.",
+    "cluster.kind": "Which cluster to start or join.",
+    "cluster.n_workers": "Number of workers (local: default from the machine's cores).",
+    "cluster.threads_per_worker": "Threads per worker process.",
+    "cluster.memory_limit": "Memory per worker (``4GiB``, bytes, or ``auto``).",
+    "cluster.dashboard_address": "Where the Dask dashboard listens (``:0``: a free port).",
+    "cluster.processes": "local: workers as processes (``true``) or threads; batch kinds: "
+                         "worker processes per job.",
+    "cluster.local_directory": "Scratch folder of the workers (spilled data).",
+    "cluster.address": "address: the scheduler's ``tcp://`` or ``tls://`` address; "
+                       "gateway: the Dask Gateway server.",
+    "cluster.security": "TLS files for a ``tls://`` scheduler (see cluster.security below).",
+    "cluster.timeout": "How long to wait for the scheduler (``30s``).",
+    "cluster.cores": "Cores per batch job.",
+    "cluster.memory": "Memory per batch job (``32GiB``).",
+    "cluster.walltime": "Wall-clock limit of a job (``02:00:00``).",
+    "cluster.queue": "Queue or partition.",
+    "cluster.account": "Account or project charged.",
+    "cluster.job_name": "Name of the batch jobs.",
+    "cluster.job_extra": "Extra scheduler directives, one string each (``--exclusive``).",
+    "cluster.job_script_prologue": "Shell lines run before the worker starts (``module "
+                                   "load ...``).",
+    "cluster.worker_extra_args": "Extra arguments of the worker command.",
+    "cluster.interface": "Network interface of the workers (``ib0``).",
+    "cluster.log_directory": "Folder for the jobs' output files.",
+    "cluster.python": "Python executable on the compute nodes.",
+    "cluster.death_timeout": "Seconds a worker waits for a lost scheduler before exiting.",
+    "cluster.jobs": "Number of jobs to submit (when not adaptive).",
+    "cluster.adaptive": "Scale between bounds instead (see cluster.adaptive below).",
+    "cluster.resource_spec": "PBS/SGE resource request (``select=1:ncpus=8``).",
+    "cluster.disk": "HTCondor: disk per job.",
+    "cluster.name": "kubernetes: name of the Dask cluster resource.",
+    "cluster.image": "kubernetes: container image of scheduler and workers.",
+    "cluster.namespace": "kubernetes: namespace.",
+    "cluster.resources": "kubernetes: container resource requests/limits.",
+    "cluster.env": "kubernetes: environment variables of the containers.",
+    "cluster.proxy_address": "gateway: the proxy address, if separate.",
+    "cluster.auth": "gateway: authentication type (``kerberos``, ``jupyterhub``, ...).",
+    "cluster.cluster_options": "gateway: options of the new cluster (as the server offers).",
+    "cluster.security.tls_ca_file": "CA certificate (PEM) that signed the scheduler's.",
+    "cluster.security.tls_client_cert": "This client's certificate (PEM).",
+    "cluster.security.tls_client_key": "Its private key, if not inside the certificate file.",
+    "cluster.security.require_encryption": "Refuse unencrypted connections.",
+    "cluster.adaptive.minimum_jobs": "Fewest jobs kept running.",
+    "cluster.adaptive.maximum_jobs": "Most jobs submitted.",
+    "cluster.adaptive.minimum": "Fewest workers.",
+    "cluster.adaptive.maximum": "Most workers.",
+    "progress": "Progress per pass over the data: a bar on a terminal, one line per pass "
+                "(tasks, time, rate) in a log. ``--quiet`` switches it off.",
+}
+
+
+def schema_sections() -> list[tuple[str, str, dict]]:
+    """Every fixed section of a config as ``(title, key prefix, {key: field})``.
+
+    The ``model`` section and ``data.generate`` follow the estimators' and generators'
+    signatures (see :data:`METHODS`); they are not listed here.
+    """
+    sections = [("data", "data", _DATA), ("output", "output", _OUTPUT)]
+    for kind in CLUSTER_KINDS:
+        sections.append((f"cluster, kind: {kind}", "cluster", _cluster_schema(kind)))
+    sections += [
+        ("cluster.security (kind: address)", "cluster.security", _SECURITY),
+        ("cluster.adaptive (batch kinds)", "cluster.adaptive", _ADAPTIVE_JOBS),
+        ("cluster.adaptive (kubernetes, gateway)", "cluster.adaptive", _ADAPTIVE),
+        ("top level", "", {"progress": _f(bool, True)}),
+    ]
+    return sections
+
+
+def describe_field(field: _Field) -> tuple[str, str]:
+    """``(type, default)`` of a schema field as the reference shows them."""
+    if field.default is _REQUIRED:
+        default = "required"
+    else:
+        default = yaml.safe_dump(field.default, default_flow_style=True).strip()
+        default = default.removesuffix("...").strip()
+    return _typename(field.types), default

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -180,9 +181,16 @@ def test_htcondor_script():
     assert "MY.DaskWorkerCores = 2" in script
 
 
+class _Terminal(io.StringIO):
+    """Captured output that says it is a terminal, as a user's console does."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_progress_bar_per_pass(rng):
     X = da.from_array(rng.standard_normal((400, 6)), chunks=100)
-    out = io.StringIO()
+    out = _Terminal()
     with connect(n_workers=1, threads_per_worker=2, processes=False, quiet=True) as client:
         with progress(stream=out, grace=0):
             scalepca.PCA(2, svd_solver="tsqr").fit(X)
@@ -195,7 +203,7 @@ def test_progress_bar_per_pass(rng):
         assert text.count("100% Completed") >= 2, text
         assert "pass 1 (moments)" in text and "pass 2 (tsqr)" in text
         # computes shorter than the grace period draw no bar, only the pass line
-        short = io.StringIO()
+        short = _Terminal()
         with progress(stream=short, grace=60):
             scalepca.PCA(2).fit(X)
         assert "Completed" not in short.getvalue() and "pass 1" in short.getvalue()
@@ -206,12 +214,32 @@ def test_progress_bar_per_pass(rng):
         assert client.status == "running"
 
 
+def test_progress_in_a_log_is_one_line_per_pass(rng):
+    """Not a terminal (batch job, CI, pipe): no redrawn bar frames, one line per compute."""
+    X = da.from_array(rng.standard_normal((400, 6)), chunks=100)
+    log = io.StringIO()
+    with connect(n_workers=1, threads_per_worker=2, processes=False, quiet=True):
+        with progress(stream=log, grace=0):
+            scalepca.PCA(2, svd_solver="tsqr").fit(X)
+    text = log.getvalue()
+    assert "\r" not in text and "Completed" not in text, text
+    lines = text.splitlines()
+    timing = [ln for ln in lines if re.search(r"\d+ tasks in [\d.]+ s \([\d,.]+ tasks/s\)", ln)]
+    assert len(timing) >= 2, text  # two passes: moments, TSQR
+    assert "pass 1 (moments)" in text and "pass 2 (tsqr)" in text
+    assert len(lines) < 20, text
+
+
 def test_progress_without_cluster_uses_dask_callback(rng):
     X = da.from_array(rng.standard_normal((200, 4)), chunks=50)
-    out = io.StringIO()
-    with dask.config.set(scheduler="threads"), progress(stream=out, client=None):
+    out = _Terminal()
+    with dask.config.set(scheduler="threads"), progress(stream=out, client=None, grace=0):
         scalepca.PCA(2).fit(X)
     assert "Completed" in out.getvalue()
+    log = io.StringIO()
+    with dask.config.set(scheduler="threads"), progress(stream=log, client=None, grace=0):
+        scalepca.PCA(2).fit(X)
+    assert "\r" not in log.getvalue() and " tasks/s)" in log.getvalue(), log.getvalue()
     assert np.isfinite(scalepca.PCA(2).fit(X).explained_variance_).all()
 
 

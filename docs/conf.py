@@ -1,0 +1,70 @@
+"""Sphinx configuration of the scalepca documentation.
+
+Build: ``python -m sphinx -W -b html docs docs/_build/html`` (``-W``: warnings are errors, as
+in the test suite). Before the sources are read, ``_ext/docgen.py`` writes the generated
+pages (config reference, estimator notes, notebook gallery, benchmark tables) to
+``docs/_generated/``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path[:0] = [str(ROOT), str(DOCS / "_ext")]
+
+import docgen  # noqa: E402
+
+import scalepca  # noqa: E402
+
+docgen.generate()
+
+project = "scalepca"
+author = "the scalepca developers"
+copyright = "2026, the scalepca developers"
+version = release = scalepca.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "numpydoc",
+    "myst_nb",
+]
+
+# Markdown pages (MyST) and notebooks; reST for the API pages
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "_generated/notes_*.rst"]
+myst_enable_extensions = ["colon_fence", "dollarmath"]
+myst_heading_anchors = 3
+suppress_warnings = ["myst.header"]  # generated benchmark pages skip heading levels
+
+# notebooks are committed executed; the build renders their stored outputs only
+nb_execution_mode = "off"
+
+# API reference: numpydoc renders the docstrings; autodoc imports the package
+autodoc_default_options = {"members": False, "inherited-members": False}
+autodoc_typehints = "none"  # the numpydoc Parameters sections carry the types
+autosummary_generate = False
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False
+
+html_theme = "pydata_sphinx_theme"
+html_title = "scalepca"
+html_static_path = []
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "footer_start": ["copyright"],
+    "footer_end": [],
+    "secondary_sidebar_items": ["page-toc"],
+}
+html_sidebars = {"**": ["sidebar-nav-bs"]}
+
+
+def setup(app):
+    # after numpydoc (priority 500) has turned the sections into reST
+    app.connect("autodoc-process-docstring", docgen.escape_docstring, priority=600)
