@@ -19,19 +19,25 @@ _PUBLIC = {
     "PPCA": "scalepca.models.ppca",
     "RobustPCA": "scalepca.models.robust_pca",
     "SparsePCA": "scalepca.models.sparse_pca",
+    "Rotator": "scalepca.eof",
     "connect": "scalepca.cluster",
+    "eofs_as_correlation": "scalepca.eof",
+    "eofs_as_covariance": "scalepca.eof",
     "load": "scalepca.io",
+    "north_test": "scalepca.eof",
     "open_matrix": "scalepca.io",
 }
-_SUBMODULES = ("cli", "cluster", "config", "datasets", "io", "linalg", "models", "plot", "report")
+_SUBMODULES = ("cli", "cluster", "config", "datasets", "eof", "io", "linalg", "models", "plot",
+               "report")
 
 __all__ = [
-    "KernelPCA", "PCA", "PPCA", "RobustPCA", "SparsePCA", "__version__", "connect", "load",
-    "open_matrix",
+    "KernelPCA", "PCA", "PPCA", "RobustPCA", "Rotator", "SparsePCA", "__version__", "connect",
+    "eofs_as_correlation", "eofs_as_covariance", "load", "north_test", "open_matrix",
 ]
 
 if typing.TYPE_CHECKING:  # static tools see the eager imports
     from .cluster import connect
+    from .eof import Rotator, eofs_as_correlation, eofs_as_covariance, north_test
     from .io import load, open_matrix
     from .models import PCA, PPCA, KernelPCA, RobustPCA, SparsePCA
 
