@@ -42,6 +42,7 @@ __all__ = [
     "apply_overrides",
     "check_cluster",
     "estimator_class",
+    "estimator_class_named",
     "load_config",
     "validate_config",
 ]
@@ -256,6 +257,18 @@ def estimator_class(method: str):
             f"'model.method' {method!r}: its estimator {METHODS[method]} cannot be imported "
             f"({err})"
         ) from None
+
+
+def estimator_class_named(name: str):
+    """The registered estimator class whose class name is ``name`` (``"PPCA"``), or None.
+
+    The lookup goes through :data:`METHODS` only, so no name read from a file (a model store,
+    a config) is ever imported: :func:`scalepca.load` relies on this.
+    """
+    for method, spec in METHODS.items():
+        if spec.rsplit(":", 1)[1] == name:
+            return estimator_class(method)
+    return None
 
 
 def _plain_types(annotation) -> tuple | None:
