@@ -32,7 +32,6 @@ from ._reliability import (
     ProcessCluster,
     WorkerKiller,
     assert_same_fit,
-    make_or_skip,
     slowed,
     summary,
 )
@@ -97,7 +96,6 @@ def _fault_params():
 
 @pytest.mark.parametrize("case", _fault_params())
 def test_worker_sigkill_mid_fit(cluster, tmp_path_factory, case):
-    make_or_skip(case)
     _full_strength(cluster)
     client = cluster.client_
     path = _store(tmp_path_factory, case, rows=40 if case.two_d_blocks else 25)
@@ -161,7 +159,7 @@ ITERATIVE = [c for c in ESTIMATORS if c.iterative]
 def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
     from distributed.client import FutureCancelledError
 
-    est = make_or_skip(case)
+    est = case.make()
     assert "checkpoint" in est.get_params(), f"{case.cls} has no checkpoint parameter"
     tmp = tmp_path_factory.mktemp(f"resume-{case.name}")
     path = _store(tmp_path_factory, case, rows=40)
