@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import numbers
 import os
 import re
@@ -431,10 +432,11 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
             if len(shape) != 2 or shape[1] != d or (n is not None and shape[0] != n):
                 _refuse(where, f"lazy array {name!r} has shape {shape}; expected "
                                f"(n_samples_, n_features_in_) = ({n}, {d})")
-        elif len(shape) > 2 or any(s > largest for s in shape):
-            _refuse(where, f"array {name!r} has shape {shape}; a fitted array has at most 2 "
-                           f"axes, none longer than the model's largest size ({largest}, from "
-                           f"{', '.join(f'{k}={v}' for k, v in sizes.items())})")
+        elif any(s > largest for s in shape) or math.prod(shape) > largest**2:
+            _refuse(where, f"array {name!r} has shape {shape}; a fitted array has no axis longer "
+                           f"than the model's largest size ({largest}, from "
+                           f"{', '.join(f'{k}={v}' for k, v in sizes.items())}) and at most "
+                           f"{largest}² values")
     shapes = {name: tuple(group[name].shape) for name in arrays}
     width = sizes.get("n_kernel_features_", d)  # kernel PCA: components live in feature space
     comp, mean, k = shapes.get("components_"), shapes.get("mean_"), sizes.get("n_components_")
