@@ -10,9 +10,13 @@
 * Iterative estimators with a ``checkpoint`` resume from it on a new cluster and end where an
   uninterrupted fit ends.
 
-The data are zarr stores read through a block map that sleeps (slow storage), so a fit lasts
-long enough to be interrupted. Workers run without a nanny (a killed worker stays dead, like
-a preempted node), one thread each, ``--memory-limit 1GiB``.
+The data are zarr stores. The kills do not race the fit: in the default-suite tests the fit reads
+through a gate (``_reliability.gated``) that stalls it once every worker is executing a fit task
+and holds results, the killer acts when the scheduler reports that state, and only then is the
+gate opened — so the fault always lands mid-fit, whatever the machine's load. (The slow resume
+tests still read through a block map that sleeps and kill after the first checkpoint commit.)
+Workers run without a nanny (a killed worker stays dead, like a preempted node), one thread
+each, ``--memory-limit 1GiB``.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ from ._reliability import (
     ProcessCluster,
     WorkerKiller,
     assert_same_fit,
+    gated,
+    new_gate,
     slowed,
     summary,
+    wait_until_busy,
 )
 
 pytestmark = pytest.mark.distributed
@@ -102,13 +109,13 @@ def test_worker_sigkill_mid_fit(cluster, tmp_path_factory, case):
     X = da.from_zarr(path)
     ref = summary(case.make().fit(X))  # undisturbed, same cluster, same graph
 
-    # slow reads: 16 row blocks × 0.25 s keep a one-pass fit busy for ~1.3 s on 3 workers. At
-    # 0.1 s (~0.5 s busy) the PPCA fit once ended, under the load of the whole suite, before
-    # the killer's scheduler queries saw the victim holding results while busy.
-    Xs = slowed(X, 0.25 if not case.iterative else 0.02)
+    # every worker reads `free` blocks, then the fit stalls until the victim is killed: one-pass
+    # fits lose the victim in their only pass, iterative ones about three passes in
+    gate = new_gate()
+    free = int(np.prod(X.numblocks)) if case.iterative else 2
+    Xs = gated(X, gate, free)
     victim = cluster.alive_workers()[1]
-    with WorkerKiller(cluster, client, victim, min_results=2,
-                      after=1.0 if case.iterative else 0.0) as killer:
+    with WorkerKiller(cluster, client, victim, min_results=2, gate=gate) as killer:
         got = summary(case.make().fit(Xs))
     assert killer.error is None, killer.error
     assert killer.killed_at is not None, f"{case.name}: the fit ended before a worker was killed"
@@ -125,12 +132,26 @@ def test_whole_cluster_gone_is_a_clear_error(tmp_path_factory):
     with ProcessCluster(2, workdir=tmp_path_factory.mktemp("gone")) as c:
         client = c.client(2)
         _warm(client)
-        Xs = slowed(da.from_zarr(path), 0.2)  # 16 blocks × 0.2 s on 2 workers: ≥ 1.6 s
-        threading.Timer(0.8, c.kill_all).start()
+        # each worker reads one block, then the fit stalls (the gate never opens): the cluster
+        # goes away while the scheduler reports both workers executing fit tasks
+        Xs = gated(da.from_zarr(path), new_gate(), free=1)
+        errors = []
+
+        def kill_when_busy():
+            try:
+                wait_until_busy(client, c.alive_workers(), min_results=1)
+            except Exception as err:  # reported below, the cluster goes away regardless
+                errors.append(err)
+            c.kill_all()
+
+        killer = threading.Thread(target=kill_when_busy, daemon=True)
+        killer.start()
         t0 = time.monotonic()
         with pytest.raises(FutureCancelledError, match="lost the connection to the scheduler"):
             case.make().fit(Xs)
         assert time.monotonic() - t0 < 60  # fails fast instead of hanging
+        killer.join(timeout=30)
+        assert errors == [], errors
         client.close(timeout=5)
 
 
