@@ -318,9 +318,19 @@ def slowed(arr, delay: float):
 _GATE_COUNTS: dict[str, int] = {}
 
 
-def gated_identity(block, gate: str, free: int, timeout: float = 120.0):
+def commits(path) -> list[str]:
+    """The complete commits (``state_*``) of the checkpoint store at ``path``."""
+    if not os.path.isdir(path):
+        return []
+    return [p for p in os.listdir(path) if p.startswith("state_") and ".tmp-" not in p]
+
+
+def gated_identity(block, gate: str, free: int, timeout: float = 120.0,
+                   after_commit: str | None = None):
     """A block read that each worker runs ``free`` times freely; from then on it waits for the
-    distributed ``Event(gate)`` (set by the test once it has killed what it kills).
+    distributed ``Event(gate)`` (set by the test once it has killed what it kills). With
+    ``after_commit`` (a checkpoint store on the shared file system) it waits only once that
+    store holds a complete commit.
 
     A fit reading through the gate therefore stalls with every worker executing a fit task and
     holding the results of its first ``free`` reads, until the test acts: the test waits for
@@ -328,17 +338,17 @@ def gated_identity(block, gate: str, free: int, timeout: float = 120.0):
     """
     seen = _GATE_COUNTS.get(gate, 0)
     _GATE_COUNTS[gate] = seen + 1
-    if seen >= free:
+    if seen >= free and (after_commit is None or commits(after_commit)):
         from distributed import Event
 
         Event(gate).wait(timeout)
     return block
 
 
-def gated(arr, gate: str, free: int):
+def gated(arr, gate: str, free: int, after_commit: str | None = None):
     """``arr`` (a dask array) read through :func:`gated_identity`."""
-    return arr.map_blocks(gated_identity, gate=gate, free=free, dtype=arr.dtype,
-                          meta=np.empty((0,) * arr.ndim, dtype=arr.dtype))
+    return arr.map_blocks(gated_identity, gate=gate, free=free, after_commit=after_commit,
+                          dtype=arr.dtype, meta=np.empty((0,) * arr.ndim, dtype=arr.dtype))
 
 
 def new_gate() -> str:
@@ -354,10 +364,10 @@ def open_gate(client, gate: str) -> None:
 
 
 def wait_until_busy(client, workers, *, min_results: int = 0, timeout: float = 120.0,
-                    stop=None) -> int | None:
-    """Block until the scheduler reports each worker (by name) executing a task while holding
-    at least ``min_results`` task results; return the results held by the last of them
-    (None if the ``stop`` event was set first).
+                    stop=None, need_all: bool = True) -> int | None:
+    """Block until the scheduler reports each worker (by name; any one of them if not
+    ``need_all``) executing a task while holding at least ``min_results`` task results; return
+    the results held by the last of them (None if the ``stop`` event was set first).
 
     Meant for fits stalled by :func:`gated` reads: that state then lasts until the gate opens,
     so this sees it whatever the machine's load.
@@ -369,9 +379,11 @@ def wait_until_busy(client, workers, *, min_results: int = 0, timeout: float = 1
         info = client.scheduler_info(n_workers=-1)["workers"]
         addrs = {v.get("name"): a for a, v in info.items()}
         held_by, busy_on = client.has_what(), client.processing()
-        held = [len(held_by.get(addrs.get(w), ())) for w in workers]
-        if all(w in addrs and busy_on.get(addrs[w]) for w in workers) and min(held) >= min_results:
-            return held[-1]
+        ready = [len(held_by.get(addrs[w], ())) for w in workers
+                 if w in addrs and busy_on.get(addrs[w])
+                 and len(held_by.get(addrs[w], ())) >= min_results]
+        if ready and (len(ready) == len(workers) or not need_all):
+            return ready[-1]
         time.sleep(0.02)
     raise TimeoutError(f"workers {workers} were not all busy with >= {min_results} results "
                        f"within {timeout} s")

@@ -13,15 +13,14 @@
 The data are zarr stores. The kills do not race the fit: in the default-suite tests the fit reads
 through a gate (``_reliability.gated``) that stalls it once every worker is executing a fit task
 and holds results, the killer acts when the scheduler reports that state, and only then is the
-gate opened — so the fault always lands mid-fit, whatever the machine's load. (The slow resume
-tests still read through a block map that sleeps and kill after the first checkpoint commit.)
+gate opened — so the fault always lands mid-fit, whatever the machine's load. The resume tests
+stall the reads once the first checkpoint commit is on disk and kill the cluster then.
 Workers run without a nanny (a killed worker stays dead, like a preempted node), one thread
 each, ``--memory-limit 1GiB``.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -36,9 +35,9 @@ from ._reliability import (
     ProcessCluster,
     WorkerKiller,
     assert_same_fit,
+    commits,
     gated,
     new_gate,
-    slowed,
     summary,
     wait_until_busy,
 )
@@ -159,10 +158,9 @@ def _wait_for_commit(path, timeout=180.0, n=1):
     """Block until the checkpoint store holds ``n`` complete commits (``state_*`` dirs)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if os.path.isdir(path):
-            commits = [p for p in os.listdir(path) if p.startswith("state_") and ".tmp-" not in p]
-            if len(commits) >= n:
-                return commits
+        done = commits(path)
+        if len(done) >= n:
+            return done
         time.sleep(0.05)
     raise AssertionError(f"no checkpoint commit appeared in {path} within {timeout} s")
 
@@ -193,11 +191,17 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
     with ProcessCluster(2, workdir=tmp / "a") as a:
         client = a.client(2)
         _warm(client)
-        Xs = slowed(da.from_zarr(path), 0.03)
+        # reads stall once the first commit is on disk: the cluster goes away after it,
+        # while the scheduler reports a worker executing a read of the fit
+        gate = new_gate()
+        Xs = gated(da.from_zarr(path), gate, free=0, after_commit=ckpt)
 
         def kill_after_commit():
-            _wait_for_commit(ckpt)
-            a.kill_all()
+            try:
+                _wait_for_commit(ckpt)
+                wait_until_busy(client, a.alive_workers(), need_all=False)
+            finally:
+                a.kill_all()
 
         killer = threading.Thread(target=kill_after_commit, daemon=True)
         killer.start()
