@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO))
 from _common import local_cluster, peak_worker_memory, spilled_bytes, table, write_json  # noqa: E402, I001
 
 from tests._reliability import (  # noqa: E402
-    BY_NAME, ESTIMATORS, NotLanded, ProcessCluster, WorkerKiller, max_rel_diff, slowed, summary,
+    BY_NAME, ESTIMATORS, ProcessCluster, WorkerKiller, max_rel_diff, slowed, summary,
 )
 
 
@@ -88,11 +88,6 @@ def run_faults(tmp: Path) -> list[dict]:
         _warm(client)
         for case in ESTIMATORS:
             row = {"fault": "worker SIGKILL mid-fit", "estimator": case.name}
-            try:
-                case.estimator_class()
-            except NotLanded as err:
-                rows.append({**row, "injected": 0, "survived": 0, "note": f"NOT LANDED: {err}"})
-                continue
             while len(c.alive_workers()) < 3:
                 c.add_worker()
             client.wait_for_workers(3, timeout=60)
@@ -167,10 +162,6 @@ def run_resume(tmp: Path, case) -> dict:
 
     tmp.mkdir(parents=True, exist_ok=True)
     row = {"fault": "whole cluster SIGKILL + resume", "estimator": case.name}
-    try:
-        case.estimator_class()
-    except NotLanded as err:
-        return {**row, "injected": 0, "survived": 0, "note": str(err)}
     path = _store(tmp, case, 40)
     ckpt = str(tmp / "ckpt.zarr")
     params = {"checkpoint": ckpt, "checkpoint_every": 2}
@@ -228,12 +219,11 @@ def run_bad_input(tmp: Path, docs: Path) -> dict:
     tried = [r for r in res if r[3] is not None]
     unclear = [(r.key, c.name, p) for r, c, _, o, p in res if o is not None and p]
     cli_unclear = [(r.key, m, p) for r, m, _, _, p in cli if p]
-    not_landed = sorted({c.name for r, c, _, o, p in res if o is None and p})
     return {"tried": len(tried) + len(cli), "estimator cells": len(tried),
             "cli cells": len(cli), "unclear": len(unclear) + len(cli_unclear),
             "unclear cells": [f"{k} × {n}: {'; '.join(p)}" for k, n, p in
                               unclear + cli_unclear],
-            "not landed": not_landed, "docs": str(docs)}
+            "docs": str(docs)}
 
 
 # -- interrupted writes -------------------------------------------------------------------------
@@ -319,11 +309,7 @@ def run_memory(data_dir: Path, memory_limit: str, tmp: Path, args_timeout: int =
         X = da.from_zarr(str(path))
         row = {"fit": label, "data MB": X.nbytes / 1e6,
                "limit/worker MB": parse_bytes(memory_limit) / 1e6}
-        try:
-            est = make()
-        except NotLanded as err:
-            rows.append({**row, "finished": 0, "note": str(err)})
-            continue
+        est = make()
         with local_cluster(n_workers=2, threads_per_worker=1, memory_limit=memory_limit,
                            local_directory=str(tmp / "spill")) as client:
             t0 = time.perf_counter()
@@ -423,8 +409,6 @@ def main(argv=None):
     if "bad_input" in out:
         for cell in out["bad_input"]["unclear cells"]:
             print(f"  unclear: {cell}")
-        if out["bad_input"]["not landed"]:
-            print(f"  NOT LANDED: {out['bad_input']['not landed']}")
     path = write_json("faults_quick" if args.quick else "faults", {"summary": summary_, **out})
     print(f"\nwritten: {path}")
 

@@ -93,10 +93,12 @@ def check_matrix(
     Raises
     ------
     TypeError
-        Non-numeric dtype.
+        Non-numeric dtype; sparse input (a ``scipy.sparse`` matrix or pydata ``sparse``
+        array, or a dask array of such blocks: not supported yet).
     ValueError
         Not 2-D, too few samples or features, unknown chunk sizes.
     """
+    _refuse_sparse(X, what)
     if isinstance(X, da.Array):
         arr = X
     else:
@@ -138,6 +140,33 @@ def check_matrix(
         )
         arr = arr.rechunk({1: -1})
     return arr
+
+
+def _sparse_kind(x) -> tuple[str, str] | None:
+    """``(name, densifying method)`` of a scipy.sparse or pydata sparse array, else None."""
+    import scipy.sparse
+
+    if scipy.sparse.issparse(x):
+        return f"scipy.sparse {type(x).__name__}", "toarray"
+    if type(x).__module__.partition(".")[0] == "sparse":  # pydata sparse, without importing it
+        return f"pydata sparse {type(x).__name__}", "todense"
+    return None
+
+
+def _refuse_sparse(X, what: str) -> None:
+    """Raise ``TypeError`` naming sparse input (the array, or a dask array's block type)."""
+    blocks = isinstance(X, da.Array)
+    kind = _sparse_kind(getattr(X, "_meta", None) if blocks else X)
+    if kind is None:
+        return
+    name, method = kind
+    if blocks:
+        where = f"a dask array of {name} blocks"
+        fix = f"densify its blocks with X.map_blocks(lambda b: b.{method}(), dtype=X.dtype)"
+    else:
+        where = f"a {name}"
+        fix = f"densify it with X.{method}() if it fits in memory, or write it to a zarr store"
+    raise TypeError(f"{what} is {where}; sparse input is not supported yet — {fix}")
 
 
 def _row_chunks(X) -> tuple:
@@ -199,19 +228,33 @@ def check_choice(value, name: str, choices) -> str:
 
 
 def check_random_state_seed(random_state) -> np.random.SeedSequence:
-    """A ``SeedSequence`` from ``random_state`` (None, int, Generator or RandomState).
+    """A ``SeedSequence`` from ``random_state``.
 
-    Blocks draw from children of this sequence indexed by block position, so random numbers do
-    not depend on the number of workers or the order tasks run in.
+    Accepted, as in scikit-learn: None (fresh entropy), a non-negative int, a
+    ``np.random.RandomState`` instance; also a ``np.random.Generator`` or a
+    ``np.random.SeedSequence``. Blocks draw from children of this sequence indexed by block
+    position, so random numbers do not depend on the number of workers or the order tasks
+    run in.
+
+    Raises
+    ------
+    ValueError
+        A negative int.
+    TypeError
+        Anything else (a float, a string, ...).
     """
+    accepted = ("random_state must be None, a non-negative int, a numpy RandomState or "
+                "Generator, or a numpy SeedSequence")
     if random_state is None:
         return np.random.SeedSequence()
     if isinstance(random_state, np.random.SeedSequence):
         return random_state
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"{accepted}; got the negative int {random_state}")
         return np.random.SeedSequence(int(random_state))
     if isinstance(random_state, np.random.Generator):
         return np.random.SeedSequence(int(random_state.integers(2**63)))
     if isinstance(random_state, np.random.RandomState):
         return np.random.SeedSequence(int(random_state.randint(2**31)))
-    raise TypeError(f"random_state must be None, an int or a numpy Generator; got {random_state!r}")
+    raise TypeError(f"{accepted}; got {random_state!r} ({type(random_state).__name__})")

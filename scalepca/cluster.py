@@ -362,6 +362,9 @@ class _ProgressScheduler:
                 f.release()
 
     def persist(self, *args, **kwargs):
+        # dask >= 2026.1 hands ``persist`` to a scheduler that has this method; older dask ran
+        # it through ``__call__``, gathering every block into the client (hence the lower
+        # bound in pyproject.toml, tested by tests/test_min_versions.py in .ci/run)
         return self.client.persist(*args, **kwargs)
 
 

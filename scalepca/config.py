@@ -51,6 +51,7 @@ __all__ = [
     "check_cluster",
     "estimator_class",
     "PATH_KEYS",
+    "estimator_class_named",
     "load_config",
     "resolve_paths",
     "schema_sections",
@@ -267,6 +268,18 @@ def estimator_class(method: str):
             f"'model.method' {method!r}: its estimator {METHODS[method]} cannot be imported "
             f"({err})"
         ) from None
+
+
+def estimator_class_named(name: str):
+    """The registered estimator class whose class name is ``name`` (``"PPCA"``), or None.
+
+    The lookup goes through :data:`METHODS` only, so no name read from a file (a model store,
+    a config) is ever imported: :func:`scalepca.load` relies on this.
+    """
+    for method, spec in METHODS.items():
+        if spec.rsplit(":", 1)[1] == name:
+            return estimator_class(method)
+    return None
 
 
 def _plain_types(annotation) -> tuple | None:

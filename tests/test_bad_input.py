@@ -31,7 +31,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from ._reliability import ESTIMATORS, NotLanded, low_rank
+from ._reliability import ESTIMATORS, low_rank
 from .conftest import ComputeCounter, counted_dask
 
 
@@ -162,7 +162,19 @@ def _zarr_3d_open(case, est, tmp):
     return (lambda: est.fit(scalepca.open_matrix(str(path)))), None
 
 
+def _csr(case):
+    import scipy.sparse
+
+    return scipy.sparse.csr_matrix(case.X())
+
+
+def _dask_of_csr(case):
+    return da.from_array(_csr(case), chunks=(50, -1))  # blocks are csr_matrix (its _meta too)
+
+
 TWO_D = "must be 2-D"
+SPARSE = "sparse input is not supported yet"
+UNUSED_SEED = "random_state is not used by this solver"
 NONFINITE = "NaN or infinite"
 RANGE = "out of range"
 
@@ -205,6 +217,14 @@ ROWS = [
         _fit(lambda c, t: _data(c)), raises(TypeError, "must be an integer"),
         {"RobustPCA": raises(TypeError, "rank_guess must be an integer")},
         params=lambda c: {"n_components": 2.5} if c.has_n_components else {"rank_guess": 2.5}),
+    Row("random_state=-1", "random_state=-1", _fit(lambda c, t: _data(c)),
+        raises(ValueError, "random_state must be None, a non-negative int"),
+        {n: Expect(na=UNUSED_SEED) for n in ("PCA", "PPCA", "PPCA-EM", "SparsePCA-elasticnet")},
+        params=lambda c: {"random_state": -1}),
+    Row("scipy-sparse", "scipy.sparse CSR matrix", _fit(_plain(_csr)),
+        raises(TypeError, f"scipy.sparse csr_matrix; {SPARSE}")),
+    Row("dask-of-sparse", "dask array of scipy.sparse CSR blocks", _fit(_plain(_dask_of_csr)),
+        raises(TypeError, f"dask array of scipy.sparse csr_matrix blocks; {SPARSE}")),
     Row("split-features", "features split over 3 column chunks", _fit(_split_features), OK),
     Row("unknown-chunks", "dask array with unknown row chunk sizes (boolean mask)",
         _fit(_unknown_chunks), raises(ValueError, "compute_chunk_sizes")),
@@ -309,17 +329,21 @@ def cells():
             yield row, case
 
 
+#: cells whose error is right but late: the estimator checks random_state only where it first
+#: draws, after a pass over the data (the check belongs in its parameter validation, in models/)
+LATE = {("random_state=-1", n): "random_state is checked after the first pass"
+        for n in ("PCA-randomized", "SparsePCA", "SparsePCA-batch", "RobustPCA")}
+
+
 # -- the test --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("row, case", [pytest.param(r, c, id=f"{r.key}-{c.name}")
-                                        for r, c in cells()])
+@pytest.mark.parametrize("row, case", [
+    pytest.param(r, c, id=f"{r.key}-{c.name}", marks=[pytest.mark.xfail(
+        strict=True, reason=LATE[r.key, c.name])] if (r.key, c.name) in LATE else [])
+    for r, c in cells()])
 def test_bad_input(row, case, tmp_path, raise_if_dask_computes):
     exp = row.expected(case)
     if exp.na:
         pytest.skip(f"n/a: {exp.na}")
-    try:
-        case.estimator_class()
-    except NotLanded as err:
-        pytest.skip(f"NOT LANDED: {err}")
     work = tmp_path / "work"
     work.mkdir()
     obs = observe(row, case, work, counting=raise_if_dask_computes)
@@ -469,11 +493,6 @@ def observe_all(tmp_root: Path):
         if exp.na:
             results.append((row, case, exp, None, []))
             continue
-        try:
-            case.estimator_class()
-        except NotLanded as err:
-            results.append((row, case, exp, None, [f"NOT LANDED: {err}"]))
-            continue
         work = Path(tempfile.mkdtemp(dir=tmp_root))
         obs = observe(row, case, work)
         results.append((row, case, exp, obs, judge(row, case, obs)))
@@ -525,9 +544,6 @@ def markdown(results, cli_results) -> str:
             exp, obs, probs = by[(row.key, name)]
             if exp.na:
                 cells_.append("n/a")
-                continue
-            if obs is None:
-                cells_.append("not landed")
                 continue
             if obs.exc is None:
                 text = "handled"

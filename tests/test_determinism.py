@@ -32,7 +32,6 @@ from ._reliability import (
     ESTIMATORS,
     ProcessCluster,
     assert_same_fit,
-    make_or_skip,
     max_rel_diff,
     summary,
 )
@@ -74,7 +73,6 @@ def clusters(tmp_path_factory):
     pytest.param(c, id=c.name, marks=[pytest.mark.slow] if c.iterative else [])
     for c in ESTIMATORS])
 def test_same_result_on_one_or_two_workers(case, clusters):
-    make_or_skip(case)
     X = da.from_array(case.X(), chunks=_chunks(case, CHUNKINGS.get(case.name,
                                                                    CHUNKINGS["default"])[0]))
     fits = {}
@@ -90,7 +88,6 @@ def test_same_result_on_one_or_two_workers(case, clusters):
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in ESTIMATORS])
 def test_same_result_for_other_chunkings(case):
-    make_or_skip(case)
     specs = CHUNKINGS.get(case.name, CHUNKINGS["default"])
     Xn = case.X()
     with dask.config.set(scheduler="synchronous"):

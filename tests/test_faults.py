@@ -10,14 +10,17 @@
 * Iterative estimators with a ``checkpoint`` resume from it on a new cluster and end where an
   uninterrupted fit ends.
 
-The data are zarr stores read through a block map that sleeps (slow storage), so a fit lasts
-long enough to be interrupted. Workers run without a nanny (a killed worker stays dead, like
-a preempted node), one thread each, ``--memory-limit 1GiB``.
+The data are zarr stores. The kills do not race the fit: in the default-suite tests the fit reads
+through a gate (``_reliability.gated``) that stalls it once every worker is executing a fit task
+and holds results, the killer acts when the scheduler reports that state, and only then is the
+gate opened — so the fault always lands mid-fit, whatever the machine's load. The resume tests
+stall the reads once the first checkpoint commit is on disk and kill the cluster then.
+Workers run without a nanny (a killed worker stays dead, like a preempted node), one thread
+each, ``--memory-limit 1GiB``.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -32,9 +35,11 @@ from ._reliability import (
     ProcessCluster,
     WorkerKiller,
     assert_same_fit,
-    make_or_skip,
-    slowed,
+    commits,
+    gated,
+    new_gate,
     summary,
+    wait_until_busy,
 )
 
 pytestmark = pytest.mark.distributed
@@ -97,20 +102,19 @@ def _fault_params():
 
 @pytest.mark.parametrize("case", _fault_params())
 def test_worker_sigkill_mid_fit(cluster, tmp_path_factory, case):
-    make_or_skip(case)
     _full_strength(cluster)
     client = cluster.client_
     path = _store(tmp_path_factory, case, rows=40 if case.two_d_blocks else 25)
     X = da.from_zarr(path)
     ref = summary(case.make().fit(X))  # undisturbed, same cluster, same graph
 
-    # slow reads: 16 row blocks × 0.25 s keep a one-pass fit busy for ~1.3 s on 3 workers. At
-    # 0.1 s (~0.5 s busy) the PPCA fit once ended, under the load of the whole suite, before
-    # the killer's scheduler queries saw the victim holding results while busy.
-    Xs = slowed(X, 0.25 if not case.iterative else 0.02)
+    # every worker reads `free` blocks, then the fit stalls until the victim is killed: one-pass
+    # fits lose the victim in their only pass, iterative ones about three passes in
+    gate = new_gate()
+    free = int(np.prod(X.numblocks)) if case.iterative else 2
+    Xs = gated(X, gate, free)
     victim = cluster.alive_workers()[1]
-    with WorkerKiller(cluster, client, victim, min_results=2,
-                      after=1.0 if case.iterative else 0.0) as killer:
+    with WorkerKiller(cluster, client, victim, min_results=2, gate=gate) as killer:
         got = summary(case.make().fit(Xs))
     assert killer.error is None, killer.error
     assert killer.killed_at is not None, f"{case.name}: the fit ended before a worker was killed"
@@ -127,12 +131,26 @@ def test_whole_cluster_gone_is_a_clear_error(tmp_path_factory):
     with ProcessCluster(2, workdir=tmp_path_factory.mktemp("gone")) as c:
         client = c.client(2)
         _warm(client)
-        Xs = slowed(da.from_zarr(path), 0.2)  # 16 blocks × 0.2 s on 2 workers: ≥ 1.6 s
-        threading.Timer(0.8, c.kill_all).start()
+        # each worker reads one block, then the fit stalls (the gate never opens): the cluster
+        # goes away while the scheduler reports both workers executing fit tasks
+        Xs = gated(da.from_zarr(path), new_gate(), free=1)
+        errors = []
+
+        def kill_when_busy():
+            try:
+                wait_until_busy(client, c.alive_workers(), min_results=1)
+            except Exception as err:  # reported below, the cluster goes away regardless
+                errors.append(err)
+            c.kill_all()
+
+        killer = threading.Thread(target=kill_when_busy, daemon=True)
+        killer.start()
         t0 = time.monotonic()
         with pytest.raises(FutureCancelledError, match="lost the connection to the scheduler"):
             case.make().fit(Xs)
         assert time.monotonic() - t0 < 60  # fails fast instead of hanging
+        killer.join(timeout=30)
+        assert errors == [], errors
         client.close(timeout=5)
 
 
@@ -140,10 +158,9 @@ def _wait_for_commit(path, timeout=180.0, n=1):
     """Block until the checkpoint store holds ``n`` complete commits (``state_*`` dirs)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if os.path.isdir(path):
-            commits = [p for p in os.listdir(path) if p.startswith("state_") and ".tmp-" not in p]
-            if len(commits) >= n:
-                return commits
+        done = commits(path)
+        if len(done) >= n:
+            return done
         time.sleep(0.05)
     raise AssertionError(f"no checkpoint commit appeared in {path} within {timeout} s")
 
@@ -161,7 +178,7 @@ ITERATIVE = [c for c in ESTIMATORS if c.iterative]
 def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
     from distributed.client import FutureCancelledError
 
-    est = make_or_skip(case)
+    est = case.make()
     assert "checkpoint" in est.get_params(), f"{case.cls} has no checkpoint parameter"
     tmp = tmp_path_factory.mktemp(f"resume-{case.name}")
     path = _store(tmp_path_factory, case, rows=40)
@@ -174,11 +191,17 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
     with ProcessCluster(2, workdir=tmp / "a") as a:
         client = a.client(2)
         _warm(client)
-        Xs = slowed(da.from_zarr(path), 0.03)
+        # reads stall once the first commit is on disk: the cluster goes away after it,
+        # while the scheduler reports a worker executing a read of the fit
+        gate = new_gate()
+        Xs = gated(da.from_zarr(path), gate, free=0, after_commit=ckpt)
 
         def kill_after_commit():
-            _wait_for_commit(ckpt)
-            a.kill_all()
+            try:
+                _wait_for_commit(ckpt)
+                wait_until_busy(client, a.alive_workers(), need_all=False)
+            finally:
+                a.kill_all()
 
         killer = threading.Thread(target=kill_after_commit, daemon=True)
         killer.start()

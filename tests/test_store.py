@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 import signal
@@ -19,25 +18,15 @@ import xarray as xr
 import zarr
 
 import scalepca
-from scalepca.config import METHODS
+from scalepca.config import METHODS, estimator_class
 from scalepca.datasets import make_low_rank_sparse
 from scalepca.io import load, write_array
 
 from .conftest import low_rank_data
 
 
-def _importable_methods():
-    out = []
-    for method, spec in METHODS.items():
-        module, name = spec.split(":")
-        try:
-            cls = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
-            out.append(pytest.param(method, None, marks=pytest.mark.skip(
-                reason=f"{spec} is not in the package yet")))
-            continue
-        out.append(pytest.param(method, cls))
-    return out
+def _methods():
+    return [pytest.param(method, estimator_class(method), id=method) for method in METHODS]
 
 
 def _data_for(method, rng):
@@ -76,7 +65,7 @@ def _assert_same_state(a, b):
             assert value == other or (value != value and other != other), name
 
 
-@pytest.mark.parametrize("method, cls", _importable_methods())
+@pytest.mark.parametrize("method, cls", _methods())
 def test_round_trip_identical_transform(tmp_path, rng, method, cls):
     X = _data_for(method, rng)
     _assert_round_trip(_estimator(cls).fit(X), X, tmp_path / f"{method}.zarr")
