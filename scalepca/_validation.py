@@ -258,3 +258,13 @@ def check_random_state_seed(random_state) -> np.random.SeedSequence:
     if isinstance(random_state, np.random.RandomState):
         return np.random.SeedSequence(int(random_state.randint(2**31)))
     raise TypeError(f"{accepted}; got {random_state!r} ({type(random_state).__name__})")
+
+
+def check_random_state_form(random_state) -> None:
+    """Check the form of ``random_state`` (as :func:`check_random_state_seed`) without drawing.
+
+    For a parameter check at the start of ``fit``: a Generator or RandomState passed by the user
+    is not advanced, so the draw made later, where the seed is used, is the one it always was.
+    """
+    if not isinstance(random_state, (np.random.Generator, np.random.RandomState)):
+        check_random_state_seed(random_state)

@@ -332,7 +332,7 @@ def cells():
 #: cells whose error is right but late: the estimator checks random_state only where it first
 #: draws, after a pass over the data (the check belongs in its parameter validation, in models/)
 LATE = {("random_state=-1", n): "random_state is checked after the first pass"
-        for n in ("PCA-randomized", "SparsePCA", "SparsePCA-batch", "RobustPCA")}
+        for n in ("RobustPCA",)}
 
 
 # -- the test --------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import numpy as np
 from .._validation import (
     check_choice,
     check_n_components,
+    check_random_state_form,
     check_random_state_seed,
     check_scalar,
 )
@@ -74,6 +75,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         check_choice(self.svd_solver, "svd_solver", SOLVERS)
         check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
         check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
+        check_random_state_form(self.random_state)  # before the first pass, not where it draws
         return check_n_components(self.n_components, n, d)
 
     def _choose_solver(self, d: int) -> str:

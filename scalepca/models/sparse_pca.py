@@ -23,6 +23,7 @@ import numpy as np
 from .._validation import (
     check_choice,
     check_n_components,
+    check_random_state_form,
     check_random_state_seed,
     check_scalar,
 )
@@ -278,6 +279,7 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
     def _check_params(self, n: int, d: int) -> int:
         check_choice(self.method, "method", METHODS)
         check_choice(self.init, "init", INITS)
+        check_random_state_form(self.random_state)  # before the first pass, not where it draws
         k = check_n_components(self.n_components, n, d)
         check_scalar(self.ridge_alpha, "ridge_alpha", low=0)
         check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
