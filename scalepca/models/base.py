@@ -178,18 +178,6 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
         return feature_dataarray(values, t, name=name.rstrip("_"))
 
     @property
-    def components_xr_(self):
-        """``components_`` as a DataArray over ``mode`` and the original feature dims."""
-        self._check_fitted()
-        return self._feature_dataarray(self.components_, "components_")
-
-    @property
-    def mean_xr_(self):
-        """``mean_`` as a DataArray over the original feature dims."""
-        self._check_fitted()
-        return self._feature_dataarray(self.mean_, "mean_")
-
-    @property
     def explained_variance_xr_(self):
         """``explained_variance_`` as a DataArray over ``mode``."""
         self._check_fitted()
@@ -253,6 +241,19 @@ class LinearDecompositionMixin(DecompositionMixin):
     #: ``transform`` keeps the input's 2-D blocks (see :func:`affine_map`) instead of
     #: rechunking every row block to full width
     _transform_keeps_2d_blocks = False
+
+    # components over the input features (kernel PCA's live in its feature space)
+    @property
+    def components_xr_(self):
+        """``components_`` as a DataArray over ``mode`` and the original feature dims."""
+        self._check_fitted()
+        return self._feature_dataarray(self.components_, "components_")
+
+    @property
+    def mean_xr_(self):
+        """``mean_`` as a DataArray over the original feature dims."""
+        self._check_fitted()
+        return self._feature_dataarray(self.mean_, "mean_")
 
     def _transform_matrix(self) -> np.ndarray:
         """d × k projection applied to centred rows."""
