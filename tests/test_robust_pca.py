@@ -465,3 +465,79 @@ def test_factor_graphs_do_not_warn_and_threshold_is_restored(tmp_path):
             da.from_array(np.zeros((200, 200)), chunks=100).sum().compute()
     assert not [w for w in caught if "large graph" in str(w.message)]
     assert est.rank_ == r
+
+
+# -- features that are NaN in every sample (land masks) ----------------------------------------
+def _with_land(M, at=(3, 50, 50)):
+    """M with all-NaN columns inserted before the columns ``at`` (and the kept-column mask)."""
+    Mn = np.insert(M, list(at), np.nan, axis=1)
+    return Mn, ~np.isnan(Mn).all(axis=0)
+
+
+def _assert_same_as_without_land(est, ref, keep, atol):
+    assert est.n_features_in_ == keep.size and est.n_iter_ == ref.n_iter_
+    assert est.rank_ == ref.rank_ and est.nnz_ == ref.nnz_ and est.lam_ == ref.lam_
+    L, S = est.low_rank_.compute(), est.sparse_.compute()
+    assert L.shape == S.shape == (ref.n_samples_, keep.size)
+    assert np.isnan(L[:, ~keep]).all() and np.isnan(S[:, ~keep]).all()
+    np.testing.assert_allclose(L[:, keep], ref.low_rank_.compute(), rtol=0, atol=atol)
+    np.testing.assert_allclose(S[:, keep], ref.sparse_.compute(), rtol=0, atol=atol)
+    assert np.isnan(est.components_[:, ~keep]).all() and np.isnan(est.mean_[~keep]).all()
+    np.testing.assert_allclose(est.components_[:, keep], ref.components_, rtol=0, atol=atol)
+    np.testing.assert_array_equal(est.mean_[keep], 0.0)
+
+
+def test_all_nan_features_are_left_out():
+    """open_matrix's promise: features NaN in every sample are left out of the fit (found in
+    the statistics pass, no extra pass) and come back as NaN columns of low_rank_ and sparse_;
+    the rest equals the fit on the data without them. NumPy input is cut into the same square
+    blocks, so it matches to rounding; other chunkings to the chunking tolerance."""
+    L0, S0, r = clmw_problem(120, seed=2)
+    M = L0 + S0
+    Mn, keep = _with_land(M)
+    ref = scalepca.RobustPCA(random_state=0).fit(M)
+    with pytest.warns(UserWarning, match="3 of 123 features are NaN in every sample"):
+        est = scalepca.RobustPCA(random_state=0).fit(Mn)
+    _assert_same_as_without_land(est, ref, keep, atol=1e-12)
+    assert est.n_passes_ == ref.n_passes_
+    np.testing.assert_allclose(est.transform(Mn), ref.transform(M), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(est.transform(np.nan_to_num(Mn)), ref.transform(M), atol=1e-12)
+    Xhat = est.inverse_transform(est.transform(Mn))
+    assert np.isnan(Xhat[:, ~keep]).all()
+    for chunks in [(50, 41), (120, 123), (37, 30)]:
+        with pytest.warns(UserWarning, match="NaN in every sample"):
+            est = scalepca.RobustPCA(random_state=0).fit(da.from_array(Mn, chunks=chunks))
+        _assert_same_as_without_land(est, ref, keep, atol=1e-8)
+
+
+def test_all_nan_features_xarray_mask_zarr_and_save(tmp_path):
+    """The same through open_matrix on a gridded DataArray, with a mask and the zarr storage
+    (irregular blocks after the columns are left out), and after save/load."""
+    import xarray as xr
+
+    L0, S0, r = clmw_problem(100, seed=3)
+    Mn, keep = _with_land(L0 + S0, at=(0, 10, 99, 99))
+    W = np.random.default_rng(1).random(Mn.shape) < 0.9
+    field = xr.DataArray(Mn.reshape(100, 13, 8), dims=("time", "lat", "lon")).chunk({"time": 40})
+    ref = scalepca.RobustPCA(mask=W[:, keep], random_state=0).fit(
+        da.from_array((L0 + S0), chunks=(40, 100)))
+    est = scalepca.RobustPCA(mask=W, random_state=0, storage="zarr",
+                             scratch=str(tmp_path)).fit(
+        scalepca.open_matrix(field, sample_dims="time"))
+    assert est.storage_ == "zarr"
+    _assert_same_as_without_land(est, ref, keep, atol=1e-8)
+    est.save(str(tmp_path / "m.zarr"))
+    back = scalepca.load(str(tmp_path / "m.zarr"))
+    np.testing.assert_array_equal(np.isnan(back.low_rank_.compute()), np.isnan(
+        est.low_rank_.compute()))
+    np.testing.assert_allclose(back.transform(Mn), est.transform(Mn), rtol=0, atol=1e-12)
+
+
+def test_partly_nan_feature_still_raises():
+    L0, S0, _ = clmw_problem(60, seed=1)
+    M = L0 + S0
+    M[1:, 5] = np.nan  # NaN in all rows but one: missing data, not land
+    with pytest.raises(ValueError, match="59 NaN or infinite value"):
+        scalepca.RobustPCA().fit(M)
+    with pytest.raises(ValueError, match="every feature is NaN in every sample"):
+        scalepca.RobustPCA().fit(np.full((20, 30), np.nan))

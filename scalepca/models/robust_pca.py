@@ -44,6 +44,7 @@ import numpy as np
 from .._validation import check_choice, check_random_state_seed, check_scalar
 from ..io._checkpoint import CheckpointStore, check_checkpoint_path, check_fingerprint, commit_name
 from ..io._matrix import MatrixInput, as_matrix
+from ..linalg.decomp import flip_signs
 from ..linalg.svt import (
     _is_regular,
     block_times,
@@ -56,6 +57,7 @@ from ..linalg.svt import (
     sum_block_products,
     svt,
 )
+from ._resources import available_memory
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -158,14 +160,17 @@ def _pick(block, i):
 
 
 def _input_stats_block(m, w=None):
-    """Per block: ‖P_Ω M‖_F², max |P_Ω M|, non-finite count on Ω, |Ω|."""
+    """Per block: ``[[[‖P_Ω M‖_F², max |P_Ω M|, non-finite count on Ω, |Ω|]]]`` and, per column,
+    ``[[[NaN count, |Ω| count], ...]]`` (shape (1, columns, 2))."""
     m = np.asarray(m, dtype=np.float64)
     obs = np.ones(m.shape, dtype=bool) if w is None else np.asarray(w, dtype=bool)
     finite = np.isfinite(m)
     bad = np.count_nonzero(obs & ~finite)
     v = np.where(obs & finite, m, 0.0)
     mx = float(np.abs(v).max()) if v.size else 0.0
-    return np.array([[[np.vdot(v, v), mx, bad, np.count_nonzero(obs)]]], dtype=np.float64)
+    stats = np.array([[[np.vdot(v, v), mx, bad, np.count_nonzero(obs)]]], dtype=np.float64)
+    cols = np.stack([np.isnan(m).sum(axis=0), obs.sum(axis=0)], axis=-1)[None].astype(np.float64)
+    return stats, cols
 
 
 def _shrink_block(t, w=None, *, tau):
@@ -173,23 +178,6 @@ def _shrink_block(t, w=None, *, tau):
     t = np.asarray(t, dtype=np.float64)
     s = t - np.clip(t, -tau, tau)
     return s if w is None else np.where(w, s, 0.0)
-
-
-def _cluster_memory() -> float:
-    """Bytes available to hold persisted arrays: the workers' limits, else free RAM."""
-    try:
-        from distributed import get_client
-
-        client = get_client()
-        workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        total = sum(float(w.get("memory_limit") or 0) for w in workers)
-        if total > 0:
-            return total
-    except (ValueError, ImportError, TypeError, KeyError):
-        pass
-    import psutil
-
-    return float(psutil.virtual_memory().available)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,6 +390,54 @@ class RobustPCA(LinearDecompositionMixin):
             mask = da.from_array(mask.astype(bool), chunks=M.chunks)
         return mask.astype(bool).rechunk(M.chunks)
 
+    @staticmethod
+    def _square_if_in_memory(M: da.Array, data: MatrixInput) -> da.Array:
+        """NumPy input (or one block) is cut into square blocks, so the passes run in parallel
+        and the result does not depend on how the caller chunked it."""
+        if data.kind == "numpy" or M.npartitions == 1:
+            chunks = square_blocks(M.shape)
+            if chunks != M.chunks:
+                M = M.rechunk(chunks)
+        return M
+
+    def _statistics(self, M: da.Array, W, data: MatrixInput):
+        """The statistics pass: ``(‖P_Ω M‖_F², max |P_Ω M|, |Ω|)`` of the features that enter the
+        fit and their mask (None: all of them).
+
+        Per column the pass also counts NaN entries: features NaN in every sample (land in a
+        gridded field) are left out here, at no extra pass. Any other non-finite value on Ω,
+        or an M that is zero on Ω, is an error.
+        """
+        args = [M, "ij"] + ([W, "ij"] if W is not None else [])
+        tup = da.blockwise(_input_stats_block, "ij", *args, dtype=object, concatenate=True,
+                           meta=np.empty((0, 0), dtype=object))
+        f64 = np.empty((0, 0, 0), dtype=np.float64)
+        stats = tup.map_blocks(_pick, 0, dtype=np.float64, new_axis=2, meta=f64,
+                               chunks=((1,) * M.numblocks[0], (1,) * M.numblocks[1], (4,)))
+        cols = tup.map_blocks(_pick, 1, dtype=np.float64, new_axis=2, meta=f64,
+                              chunks=((1,) * M.numblocks[0], M.chunks[1], (2,))).sum(axis=0)
+        with self._timed_pass("statistics"):
+            stats, cols = dask.compute(stats, cols)
+        stats = stats.reshape(-1, 4)
+        fro2, maxabs, bad, n_obs = stats[:, 0].sum(), stats[:, 1].max(), stats[:, 2].sum(), \
+            stats[:, 3].sum()
+        all_nan = cols[:, 0] == M.shape[0]
+        keep = None
+        if all_nan.any():
+            self._drop_features(~all_nan, reason="NaN in every sample", data=data)
+            keep = ~all_nan
+            # every observed entry of such a column is a NaN: none of them counts any more
+            dropped_obs = cols[all_nan, 1].sum()
+            bad, n_obs = bad - dropped_obs, n_obs - dropped_obs
+        if bad:
+            raise ValueError(
+                f"M contains {int(bad)} NaN or infinite value(s) on the observed entries; "
+                "mark missing entries with mask= (False = unobserved)"
+            )
+        if fro2 == 0:
+            raise ValueError("M is zero on all observed entries; nothing to decompose")
+        return (fro2, maxabs, n_obs), keep
+
     # -- fitting ----------------------------------------------------------------------------
     def _fit(self, data: MatrixInput) -> None:
         from threadpoolctl import threadpool_limits
@@ -415,18 +451,21 @@ class RobustPCA(LinearDecompositionMixin):
 
     def _fit_ialm(self, data: MatrixInput, allowance: _GraphAllowance) -> None:
         M = data.data
-        n1, n2 = M.shape
-        self._check_params(n1, n2)
-        if data.kind == "numpy" or M.npartitions == 1:
-            chunks = square_blocks(M.shape)
-            if chunks != M.chunks:
-                M = M.rechunk(chunks)
+        self._check_params(*M.shape)
+        M = self._square_if_in_memory(M, data)
         W = self._check_mask(M)
+        (fro2, maxabs, n_obs), keep = self._statistics(M, W, data)
+        if keep is not None:  # features NaN in every sample (land) are left out
+            M, W = M[:, keep], (W[:, keep] if W is not None else None)
+            M = self._square_if_in_memory(M, data)
+            M = M.rechunk({1: tuple(c for c in M.chunks[1] if c)})  # no empty column chunks
+            W = W.rechunk(M.chunks) if W is not None else None
+        n1, n2 = M.shape
         itemsize = 8
         storage = self.storage
         if storage == "auto":
             need = 5 * n1 * n2 * itemsize
-            storage = "memory" if need <= 0.7 * _cluster_memory() else "zarr"
+            storage = "memory" if need <= 0.7 * available_memory()[0] else "zarr"
         if storage == "zarr" and not _is_regular(M.chunks):
             block = max(max(M.chunks[0]), max(M.chunks[1]))
             logger.info("RobustPCA: rechunking M to regular %d-blocks for the zarr store", block)
@@ -439,26 +478,6 @@ class RobustPCA(LinearDecompositionMixin):
             "RobustPCA: %d × %d in %d × %d blocks, storage=%s, svd=%s", n1, n2,
             M.numblocks[0], M.numblocks[1], storage, self.svd,
         )
-
-        # statistics pass: ‖P_Ω M‖_F, max |P_Ω M|, non-finite entries on Ω
-        args = [M, "ij"] + ([W, "ij"] if masked else [])
-        stats = da.blockwise(
-            _input_stats_block, "ijx", *args, new_axes={"x": 4},
-            adjust_chunks={"i": 1, "j": 1}, dtype=np.float64,
-            meta=np.empty((0, 0, 0), dtype=np.float64),
-        )
-        with self._timed_pass("statistics"):
-            (stats,) = dask.compute(stats)
-        stats = stats.reshape(-1, 4)
-        fro2, maxabs, bad, n_obs = stats[:, 0].sum(), stats[:, 1].max(), stats[:, 2].sum(), \
-            stats[:, 3].sum()
-        if bad:
-            raise ValueError(
-                f"M contains {int(bad)} NaN or infinite value(s) on the observed entries; "
-                "mark missing entries with mask= (False = unobserved)"
-            )
-        if fro2 == 0:
-            raise ValueError("M is zero on all observed entries; nothing to decompose")
         fro = math.sqrt(fro2)
         lam = float(self.lam) if self.lam is not None else 1.0 / math.sqrt(max(n1, n2))
         seed = check_random_state_seed(self.random_state)
@@ -688,11 +707,7 @@ class RobustPCA(LinearDecompositionMixin):
         order = np.argsort(-s, kind="stable")
         U, s, Vt = U[:, order], s[order], Vt[order]
         # sign convention of the package: largest |entry| of each component positive
-        if s.size:
-            idx = np.argmax(np.abs(Vt), axis=1)
-            signs = np.sign(Vt[np.arange(Vt.shape[0]), idx])
-            signs[signs == 0] = 1.0
-            Vt, U = Vt * signs[:, None], U * signs[None, :]
+        Vt, U = flip_signs(Vt, U)
         self.U_ = np.ascontiguousarray(U)
         self.singular_values_ = np.asarray(s, dtype=np.float64)
         self.components_ = np.ascontiguousarray(Vt)
@@ -703,9 +718,21 @@ class RobustPCA(LinearDecompositionMixin):
         self.converged_ = bool(converged)
         self.history_ = history
         self.nnz_ = int(history["nnz"][-1]) if history["nnz"] else 0
-        self.low_rank_ = low_rank_from_factors(U, s, Vt, M.chunks)
         args = [Tp, "ij"] + ([W, "ij"] if W is not None else [])
-        self.sparse_ = da.blockwise(_shrink_block, "ij", *args, dtype=np.float64, tau=a_tau)
+        self.low_rank_ = self._all_columns(low_rank_from_factors(U, s, Vt, M.chunks))
+        self.sparse_ = self._all_columns(
+            da.blockwise(_shrink_block, "ij", *args, dtype=np.float64, tau=a_tau))
+
+    def _all_columns(self, A: da.Array) -> da.Array:
+        """``A`` over the fitted features spread lazily over all of them, NaN at the features
+        left out of the fit (NaN in every sample)."""
+        keep = getattr(self, "_features_kept", None)
+        if keep is None:
+            return A
+        source = np.full(keep.size, A.shape[1])  # the appended NaN column
+        source[keep] = np.arange(A.shape[1])
+        nan = da.full((A.shape[0], 1), np.nan, chunks=(A.chunks[0], 1), dtype=A.dtype)
+        return da.concatenate([A, nan], axis=1)[:, source]
 
     # -- persistence ------------------------------------------------------------------------
     def save(self, store, *, storage_options=None) -> None:
