@@ -440,10 +440,12 @@ def test_rectangular_and_xarray_input():
     assert isinstance(Z, xr.DataArray) and Z.dims == ("time", "mode") and Z.shape == (n1, r)
 
 
-def test_factor_graphs_do_not_warn_and_threshold_is_restored(tmp_path):
-    """The factors of L ride in each iteration's graph on purpose (recomputable after a worker
-    loss, unlike scattered data); distributed's large-graph warning is raised for the fit only,
-    to the factors' size, and put back afterwards."""
+def test_factor_graphs_do_not_warn_and_leave_the_config_alone(tmp_path):
+    """The factors of L and the probe blocks go to the cluster in pieces below distributed's
+    large-graph threshold (persisted, so recomputable after a worker loss, unlike scattered
+    data): no large-graph warning, and the user's dask config is never changed — not even
+    for a moment, as another thread of the user's sees it during the fit."""
+    import threading
     import warnings
 
     import dask
@@ -454,17 +456,32 @@ def test_factor_graphs_do_not_warn_and_threshold_is_restored(tmp_path):
     z = zarr.create_array(tmp_path / "m.zarr", shape=(600, 600), chunks=(150, 150), dtype="f8")
     z[:] = L0 + S0
     key = "distributed.admin.large-graph-warning-threshold"
+    seen, done = set(), threading.Event()
+
+    def watch():  # the user's other work, in another thread
+        while not done.is_set():
+            seen.add(dask.config.get(key))
+            time.sleep(0.002)
+
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster), \
-            dask.config.set({key: "200kB"}):  # the iteration graphs here are ~480 kiB
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            est = scalepca.RobustPCA(random_state=0).fit(da.from_zarr(str(tmp_path / "m.zarr")))
+            dask.config.set({key: "200kB"}):  # the factors of one iteration are ~480 kiB
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                est = scalepca.RobustPCA(random_state=0).fit(
+                    da.from_zarr(str(tmp_path / "m.zarr")))
+        finally:
+            done.set()
+            watcher.join()
+        assert seen == {"200kB"}
         assert dask.config.get(key) == "200kB"
-        with pytest.warns(UserWarning, match="large graph"):  # the threshold is live again
+        with pytest.warns(UserWarning, match="large graph"):  # the threshold is live
             da.from_array(np.zeros((200, 200)), chunks=100).sum().compute()
     assert not [w for w in caught if "large graph" in str(w.message)]
-    assert est.rank_ == r
+    assert est.rank_ == r and rel(est.low_rank_.compute(), L0) <= 1e-5
 
 
 # -- features that are NaN in every sample (land masks) ----------------------------------------

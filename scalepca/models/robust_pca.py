@@ -48,6 +48,7 @@ from ..linalg.decomp import flip_signs
 from ..linalg.svt import (
     _is_regular,
     block_times,
+    graph_constant,
     low_rank_from_factors,
     predict_rank,
     probe_matrix,
@@ -446,10 +447,10 @@ class RobustPCA(LinearDecompositionMixin):
         # dask-distributed workers). Nested BLAS threads under the threaded scheduler
         # oversubscribe the cores, and OpenBLAS's spinning threads then slow even the small
         # client-side QRs by orders of magnitude on a busy machine.
-        with threadpool_limits(limits=1, user_api="blas"), _GraphAllowance() as allowance:
-            self._fit_ialm(data, allowance)
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._fit_ialm(data)
 
-    def _fit_ialm(self, data: MatrixInput, allowance: _GraphAllowance) -> None:
+    def _fit_ialm(self, data: MatrixInput) -> None:
         M = data.data
         self._check_params(*M.shape)
         M = self._square_if_in_memory(M, data)
@@ -565,9 +566,6 @@ class RobustPCA(LinearDecompositionMixin):
         p = int(self.n_oversamples)
         while not converged and it < self.max_iter:
             t0 = time.perf_counter()
-            # this iteration's graphs carry U·s, Vᵀ and probe blocks, each n × (at most sv + p
-            # now, 2 sv + 10 + p for the next probe block: see predict_rank), in float64
-            allowance.at_least(8 * 3 * (n1 + n2) * (2 * sv + 10 + p))
             Om = self._probes(entropy, it, sv, p, n1, n2, V_warm) if fused else None
             res = svt(
                 A, 1.0 / mu, sv, method=self.svd, n_oversamples=p,
@@ -587,14 +585,14 @@ class RobustPCA(LinearDecompositionMixin):
             Us = np.zeros((n1, r)); Vs = np.zeros((r, n2))  # noqa: E702
             if U.shape[1]:
                 Us, Vs = U * s, Vt
-            Usd = da.from_array(np.ascontiguousarray(Us), chunks=(M.chunks[0], r))
-            Vsd = da.from_array(np.ascontiguousarray(Vs), chunks=(r, M.chunks[1]))
+            Usd = graph_constant(Us, (M.chunks[0], r))
+            Vsd = graph_constant(Vs, (r, M.chunks[1]))
             kw = dict(a_tau=a_tau, c=c, tau_s=tau_s, c_next=c_next, masked=masked, fused=fused)
             margs = [M, "ij", Tp, "ij"] + ([W, "ij"] if masked else []) + [Usd, "ik", Vsd, "kj"]
             if fused:
                 Om_next = self._probes(entropy, it + 1, sv, p, n1, n2, V_warm)
                 l_next = Om_next.shape[1]
-                margs += [da.from_array(Om_next, chunks=(M.chunks[1], l_next)), "jq"]
+                margs += [graph_constant(Om_next, (M.chunks[1], l_next)), "jq"]
             if storage == "memory":
                 sink, new_t_name = None, None
             else:
@@ -745,38 +743,6 @@ class RobustPCA(LinearDecompositionMixin):
             super().save(store, storage_options=storage_options)
         finally:
             self.mask = mask
-
-
-class _GraphAllowance:
-    """Raise distributed's large-graph warning threshold for the graphs of one fit.
-
-    Every iteration puts the factors of L and the probe blocks (n × l, a few tens of MiB at
-    n = 20,000) into its graphs on purpose: data embedded in a graph is still there when a
-    worker dies mid-fit and its tasks are recomputed elsewhere, whereas data scattered to a
-    worker is lost with that worker (the fault tests of issue 8 kill workers). distributed
-    warns about graphs above ``distributed.admin.large-graph-warning-threshold`` (10 MB by
-    default) and advises scattering; inside a fit the threshold is raised to the size of the
-    factors the iteration carries, never lowered, and restored when the fit ends.
-    """
-
-    _KEY = "distributed.admin.large-graph-warning-threshold"
-
-    def __enter__(self):
-        self._sets = []
-        return self
-
-    def at_least(self, nbytes: int) -> None:
-        from dask.utils import parse_bytes
-
-        current = dask.config.get(self._KEY, None)
-        current = parse_bytes(current) if current is not None else 10_000_000
-        if nbytes > current:
-            self._sets.append(dask.config.set({self._KEY: int(nbytes)}))
-
-    def __exit__(self, *exc):
-        while self._sets:
-            self._sets.pop().__exit__(None, None, None)
-        return False
 
 
 def _convergence_warning():
