@@ -147,6 +147,23 @@ def test_ppca_em_resumes_after_an_interrupted_fit(tmp_path, monkeypatch):
     np.testing.assert_allclose(other.W_, fresh.W_, rtol=0, atol=1e-9 * np.abs(fresh.W_).max())
 
 
+def test_ppca_em_resumes_a_commit_written_before_the_iteration_driver(tmp_path):
+    """Commits of scalepca before the driver of iterative fits (no format version; W, mean,
+    σ² and the log-likelihood list at the top level) still resume, to the same end."""
+    X = da.from_array(with_missing(0), chunks=50)
+    fresh = scalepca.PPCA(max_iter=60, **PPCA_PARAMS).fit(X)
+    new, old = str(tmp_path / "new"), str(tmp_path / "old")
+    _quiet(lambda: scalepca.PPCA(max_iter=5, checkpoint=new, **PPCA_PARAMS).fit(X))
+    attrs, arrays = CheckpointStore(new).latest()
+    assert attrs["format"] == "scalepca-iterate" and attrs["version"] == 1
+    CheckpointStore(old).commit(5, {"W": arrays["W"], "mean": arrays["mean"]}, {
+        "sigma2": attrs["values"]["sigma2"], "n_iter": 5, "converged": False,
+        "loglike": attrs["history"]["loglike"], "fingerprint": attrs["fingerprint"]})
+    resumed = scalepca.PPCA(max_iter=60, checkpoint=old, **PPCA_PARAMS).fit(X)
+    assert resumed.resumed_from_ == 5
+    _same_ppca(resumed, fresh)
+
+
 def test_ppca_checkpoint_of_other_problem_is_refused(tmp_path):
     X = with_missing(0)
     path = str(tmp_path / "ck")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
 from sklearn.decomposition import PCA as SKPCA
+from sklearn.exceptions import ConvergenceWarning
 
 import scalepca
 
@@ -106,3 +109,159 @@ def test_on_local_cluster_with_small_memory_limit(tmp_path, rng):
     np.testing.assert_allclose(ppca.explained_variance_, ref.explained_variance_, rtol=1e-10)
     np.testing.assert_allclose(ppca.components_, ref.components_, atol=1e-10)
     np.testing.assert_allclose(zsum, ref.transform(X).sum(axis=0), atol=1e-6)
+
+
+# -- the maximum-likelihood σ² (issue 18 item 5) --------------------------------------------------
+def _dense_ml(X, k):
+    """Tipping & Bishop's ML estimate from numpy.linalg.eigvalsh of the (1/n) covariance:
+    σ² the mean of the d − k smallest eigenvalues (zeros included), W's variances λ − σ²."""
+    n, d = X.shape
+    Xc = X - X.mean(0)
+    lam = np.linalg.eigvalsh(Xc.T @ Xc / n)[::-1]
+    return lam, lam[k:].sum() / (d - k)
+
+
+def _dense_loglike(X, mean, C):
+    """Mean Gaussian log-likelihood with a dense d × d covariance (LAPACK slogdet, solve)."""
+    d = X.shape[1]
+    Xc = X - mean
+    logdet = np.linalg.slogdet(C)[1]
+    quad = np.einsum("ij,ij->i", Xc, np.linalg.solve(C, Xc.T).T)
+    return float(np.mean(-0.5 * (d * np.log(2 * np.pi) + logdet + quad)))
+
+
+@pytest.mark.parametrize("n, d", [(30, 80), (400, 12)])
+def test_noise_variance_is_the_ml_estimate_and_em_limit(rng, n, d):
+    k = 3
+    X = low_rank_data(rng, n=n, d=d, rank=k, noise=0.4)
+    lam, sigma2_ml = _dense_ml(X, k)
+    bessel = n / (n - 1)  # PPCA reports W and σ² in the sample-covariance convention
+    cf = scalepca.PPCA(k).fit(da.from_array(X, chunks=(7, d)))
+    np.testing.assert_allclose(cf.noise_variance_, sigma2_ml * bessel, rtol=1e-10)
+    np.testing.assert_allclose(cf.explained_variance_, lam[:k] * bessel, rtol=1e-10)
+    # the ML σ² maximises the likelihood of the ML model (W = U_k (Λ_k − σ²)^½) over σ²:
+    # moving it by ±1 % lowers the (1/n) log-likelihood
+    Xc = X - X.mean(0)
+    U = np.linalg.eigh(Xc.T @ Xc / n)[1][:, ::-1][:, :k]
+
+    def ll(s2):
+        W = U * np.sqrt(lam[:k] - s2)
+        return _dense_loglike(X, X.mean(0), W @ W.T + s2 * np.eye(d))
+
+    assert ll(sigma2_ml) > max(ll(0.99 * sigma2_ml), ll(1.01 * sigma2_ml))
+    # EM without missing data converges to the same σ², W Wᵀ and score (1e-6: EM's tol)
+    em = scalepca.PPCA(k, solver="em", tol=1e-12, max_iter=2000).fit(X)
+    assert em.converged_
+    np.testing.assert_allclose(em.noise_variance_, cf.noise_variance_, rtol=1e-6)
+    np.testing.assert_allclose(em.W_ @ em.W_.T, cf.W_ @ cf.W_.T, atol=1e-6 * lam[0])
+    np.testing.assert_allclose(em.score(X), cf.score(X), rtol=1e-7)
+    # and the score is the dense Gaussian log-likelihood under W Wᵀ + σ² I
+    np.testing.assert_allclose(cf.score(X), _dense_loglike(X, cf.mean_, cf.get_covariance()),
+                               rtol=1e-10)
+
+
+def _sst(weighted: bool):
+    xr = pytest.importorskip("xarray")
+    eofs_examples = pytest.importorskip("eofs.examples")
+    sst = xr.open_dataset(eofs_examples.example_data_path("sst_ndjfm_anom.nc"))["sst"]
+    if weighted:  # EOF weights √cos φ, applied to the field before the fit
+        sst = sst * np.sqrt(np.cos(np.deg2rad(sst.latitude)))
+    return sst
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_eofs_sst_closed_form_and_em_agree(weighted):
+    """n = 50 winters ≤ d = 450 ocean points: the case where σ² used to be 9.9× too large."""
+    sst = _sst(weighted)
+    m = scalepca.open_matrix(sst, sample_dims="time")
+    k = 5
+    cf = scalepca.PPCA(k).fit(m)
+    em = scalepca.PPCA(k, solver="em", tol=1e-12, max_iter=2000).fit(m)
+    # dense NumPy reference on the ocean points
+    X = sst.values.reshape(sst.shape[0], -1)
+    X = X[:, ~np.isnan(X).any(axis=0)]
+    n, d = X.shape
+    assert n <= d
+    _, sigma2_ml = _dense_ml(X, k)
+    np.testing.assert_allclose(cf.noise_variance_, sigma2_ml * n / (n - 1), rtol=1e-10)
+    np.testing.assert_allclose(em.noise_variance_, cf.noise_variance_, rtol=1e-6)
+    np.testing.assert_allclose(em.score(m), cf.score(m), rtol=1e-6)
+    ocean = cf._features_kept
+    C = cf.get_covariance()[np.ix_(ocean, ocean)]
+    np.testing.assert_allclose(cf.score(m), _dense_loglike(X, X.mean(0), C), rtol=1e-9)
+
+
+def test_digits_agree_with_em_and_sklearn():
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data  # n = 1797 > d = 64, 3 constant pixels
+    cf = scalepca.PPCA(10).fit(X)
+    ref = SKPCA(10, svd_solver="full").fit(X)
+    # n > d: scikit-learn's noise variance is the ML one (its zero eigenvalues are counted)
+    np.testing.assert_allclose(cf.noise_variance_, ref.noise_variance_, rtol=1e-10)
+    np.testing.assert_allclose(cf.score(X), ref.score(X), rtol=1e-10)
+    em = scalepca.PPCA(10, solver="em", tol=1e-12, max_iter=3000).fit(X)
+    np.testing.assert_allclose(em.noise_variance_, cf.noise_variance_, rtol=1e-6)
+    np.testing.assert_allclose(em.score(X), cf.score(X), rtol=1e-7)
+
+
+def _rank_deficient(solver):
+    """digits (rank 61: 3 constant pixels) for the closed form, k = 63; for EM (hundreds of
+    slow iterations on digits) a 200 × 12 matrix of rank 4 with a constant feature, k = 5."""
+    if solver == "closed_form":
+        from sklearn.datasets import load_digits
+
+        return load_digits().data, 63, 60, {}
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((200, 4)) @ rng.standard_normal((4, 12)) + 3.0
+    X[:, 5] = 1.0
+    Xn = X + 0.01 * rng.standard_normal(X.shape)
+    return X, 5, (Xn, 5), {"solver": "em", "max_iter": 100}
+
+
+@pytest.mark.parametrize("solver", ["closed_form", "em"])
+def test_rank_deficient_data_give_zero_noise_with_a_warning(solver):
+    """Data of rank r ≤ k < d: the ML σ² is 0 and the model covariance singular. Fit warns;
+    transform is the σ² → 0 limit of the posterior mean (W⁺ (x − μ)); the likelihood and the
+    precision raise a clear error, before any compute."""
+    X, k, below, kw = _rank_deficient(solver)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # EM's σ² creeps towards 0
+        with pytest.warns(UserWarning, match=f"rank is at most n_components={k}") as rec:
+            p = scalepca.PPCA(k, **kw).fit(X)
+    assert any(w.filename == __file__ for w in rec)  # points at the caller's fit
+    assert p.noise_variance_ == 0.0
+    Z = p.transform(X)
+    assert np.isfinite(Z).all()
+    np.testing.assert_allclose(Z, (X - p.mean_) @ np.linalg.pinv(p.W_).T,
+                               atol=1e-8 * np.abs(Z).max())
+    np.testing.assert_allclose(p.inverse_transform(Z), X, atol=1e-6 * np.abs(X).max())
+    assert np.isfinite(p.get_covariance()).all()
+    for fn in (lambda: p.score(X), lambda: p.score_samples(da.from_array(X)), p.get_precision):
+        with pytest.raises(ValueError, match="covariance is singular"):
+            fn()
+    # below the rank (or with noise) σ² is positive and the likelihood finite
+    ok = scalepca.PPCA(below, **kw).fit(X) if isinstance(below, int) else \
+        scalepca.PPCA(below[1], **kw).fit(below[0])
+    assert ok.noise_variance_ > 0 and np.isfinite(ok.score(X))
+
+
+def test_one_sample_is_refused_before_compute(raise_if_dask_computes):
+    X = da.ones((1, 5))
+    with raise_if_dask_computes(0), pytest.raises(ValueError, match="at least 2 samples"):
+        scalepca.PPCA(1).fit(X)
+    with raise_if_dask_computes(0), pytest.raises(ValueError, match="at least 2 samples"):
+        scalepca.PPCA(1, solver="em").fit(X)
+
+
+def test_ppca_is_not_a_pca(data):
+    """PPCA's transform is a posterior mean: it shares PCA's fit but is no PCA subclass."""
+    from sklearn.base import clone
+
+    from scalepca.models.pca import _BaseSpectralPCA
+
+    ppca = scalepca.PPCA(4)
+    assert not isinstance(ppca, scalepca.PCA) and isinstance(ppca, _BaseSpectralPCA)
+    assert not isinstance(scalepca.PCA(4), scalepca.PPCA)
+    assert "whiten" not in ppca.get_params()
+    assert clone(ppca).get_params() == ppca.get_params()

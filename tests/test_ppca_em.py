@@ -113,7 +113,7 @@ def test_posterior_and_loglike_kernels_match_dense(rng, frac):
     ll = loglike_rows_block(X, mean, W, s2)
     for i, x in enumerate(X):
         if np.isnan(x).all():
-            assert ll[i] == 0.0 and np.all(Ez[i] == 0.0)
+            assert ll[i] == 0.0 and np.isnan(Ez[i]).all()  # issue 18 item 8 (was 0)
             continue
         np.testing.assert_allclose(Ez[i], dense_posterior(x, mean, W, s2)[0], rtol=1e-10)
         np.testing.assert_allclose(ll[i], dense_row_loglike(x, mean, W, s2), rtol=1e-10)
@@ -270,7 +270,8 @@ def test_empty_rows_and_features_are_dropped_with_a_warning(rng):
     assert np.isnan(em.mean_[7])
     assert not np.isnan(np.delete(em.components_, 7, axis=1)).any()
     Z = em.transform(Xm)
-    assert np.isfinite(Z).all() and np.all(Z[3] == 0.0)  # no data: the prior mean
+    # a row with no observed value has nothing to project: NaN (issue 18 item 8; was 0)
+    assert np.isnan(Z[[3, 50]]).all() and np.isfinite(np.delete(Z, [3, 50], axis=0)).all()
     ll = em.score_samples(Xm)
     assert ll[3] == 0.0 and np.isfinite(ll).all()
     filled = em.impute(Xm)
@@ -400,6 +401,29 @@ def test_nan_with_missing_error_and_inf_always_raise(rng):
     Xa[:] = np.nan
     with pytest.raises(ValueError, match="no observed value"):
         scalepca.PPCA(3, missing="em").fit(Xa)
+
+
+def test_transform_treats_inf_as_fit_does_and_empty_rows_as_nan(rng):
+    """``fit`` refuses infinite values; ``transform`` used to read them as missing. Both
+    solvers, NumPy and dask input (lazy: the error comes when the block is computed)."""
+    X = well_specified(rng)
+    for est in (scalepca.PPCA(3).fit(X), scalepca.PPCA(3, solver="em").fit(X)):
+        Xi = X[:40].copy()
+        Xi[7, 2] = np.inf
+        Xi[9, 0] = -np.inf
+        with pytest.raises(ValueError, match="2 infinite value"):
+            est.transform(Xi)
+        with pytest.raises(ValueError, match="infinite"):
+            est.transform(da.from_array(Xi, chunks=(10, 24))).compute()
+        with pytest.raises(ValueError, match="infinite"):
+            est.impute(Xi)
+        Xn = X[:40].copy()
+        Xn[5] = np.nan
+        Xn[6, :5] = np.nan
+        Z = est.transform(da.from_array(Xn, chunks=(10, 24))).compute()
+        assert np.isnan(Z[5]).all() and np.isfinite(np.delete(Z, 5, axis=0)).all()
+        # imputation of an empty row is the model mean (its posterior is the prior)
+        np.testing.assert_allclose(est.impute(Xn)[5], est.mean_)
 
 
 def test_land_features_dropped_also_without_missing_em(rng):

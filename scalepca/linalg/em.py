@@ -44,6 +44,8 @@ and moving the reference by ``Δ`` is exact::
     s' = s − c ⊙ Δ,   U' = U − P diag(Δ) − diag(Δ) Pᵀ + Q ⊙ ΔΔᵀ,   P' = P − diag(Δ) Q
 
 so partials are merged in a tree at the combined observed mean, like Chan et al.'s update.
+Both passes are ``da.reduction`` trees (``concatenate=False``: the partials are dicts) that
+merge ``split_every`` partials per task, left to right.
 
 References
 ----------
@@ -57,9 +59,12 @@ algorithm. Biometrika 85(4), 755–770.
 
 from __future__ import annotations
 
+from functools import partial
+
 import dask
 import dask.array as da
 import numpy as np
+from dask.core import flatten
 
 from .moments import _gram
 
@@ -139,34 +144,43 @@ def merge_observed_moments(a: dict, b: dict) -> dict:
     return out
 
 
-def _merge_all(merge, *parts):
+def _check_row_blocks(X: da.Array) -> None:
+    if len(X.chunks[1]) != 1:
+        raise ValueError("EM needs the features in one column chunk; rechunk({1: -1}) first")
+
+
+def _observed_chunk(x, axis=None, keepdims=None, *, with_gram: bool, computing_meta=False):
+    return x if computing_meta else observed_moments_block(x, with_gram=with_gram)
+
+
+def _fold(parts, axis=None, keepdims=None, *, merge, finish=None, computing_meta=False):
+    """``merge`` the partials of a group left to right (the combine/aggregate of a
+    ``da.reduction`` with ``concatenate=False``); ``finish`` the result of the last group."""
+    if computing_meta:
+        return parts
+    parts = list(flatten(parts)) if isinstance(parts, list) else [parts]
     acc = parts[0]
     for p in parts[1:]:
         acc = merge(acc, p)
-    return acc
+    return acc if finish is None else finish(acc)
 
 
-def _tree(level: list, merge, split_every: int):
-    while len(level) > 1:
-        level = [
-            dask.delayed(_merge_all, pure=True)(merge, *level[i : i + split_every])
-            for i in range(0, len(level), split_every)
-        ]
-    return level[0]
-
-
-def _row_blocks(X: da.Array) -> list:
-    if len(X.chunks[1]) != 1:
-        raise ValueError("EM needs the features in one column chunk; rechunk({1: -1}) first")
-    return X.to_delayed(optimize_graph=True).ravel().tolist()
+def _reduce_rows(X: da.Array, chunk, merge, finish=None, *, split_every: int):
+    """Delayed tree reduction over the row blocks of ``X``: ``chunk`` per block, ``merge``
+    in groups of ``split_every``, ``finish`` once at the root (all small dicts)."""
+    out = da.reduction(
+        X, chunk, partial(_fold, merge=merge, finish=finish), combine=partial(_fold, merge=merge),
+        axis=0, keepdims=True, concatenate=False, split_every=split_every, dtype=object,
+        meta=np.empty((0, 0), dtype=object),
+    )
+    return out.to_delayed(optimize_graph=True).ravel()[0]
 
 
 def observed_moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8):
     """Delayed observed-entry moments of ``X`` (one pass; d × d partials with ``with_gram``)."""
-    parts = [dask.delayed(observed_moments_block, pure=True)(b, with_gram=with_gram)
-             for b in _row_blocks(X)]
-    out = _tree(parts, merge_observed_moments, split_every)
-    return dask.delayed(_finalize_observed, pure=True)(out)
+    _check_row_blocks(X)
+    return _reduce_rows(X, partial(_observed_chunk, with_gram=with_gram),
+                        merge_observed_moments, _finalize_observed, split_every=split_every)
 
 
 def _finalize_observed(p: dict) -> dict:
@@ -254,6 +268,13 @@ def _posterior(x, mean, W, sigma2):
     x = np.asarray(x, dtype=np.float64)
     obs = np.isfinite(x)
     full = bool(obs.all())
+    if not full:
+        n_inf = int(np.count_nonzero(np.isinf(x)))
+        if n_inf:
+            raise ValueError(
+                f"X contains {n_inf} infinite value(s); PPCA treats NaN (only) as a missing "
+                "entry — replace them"
+            )
     xc = x - mean
     k = W.shape[1]
     eye = np.eye(k)
@@ -261,7 +282,8 @@ def _posterior(x, mean, W, sigma2):
     if full:
         XW = xc @ W
         M = W.T @ W + sigma2 * eye
-        Minv = np.linalg.inv(M)
+        # σ² = 0 (a model of data whose rank is at most k): the limit M⁻¹ → M⁺
+        Minv = np.linalg.inv(M) if sigma2 > 0 else np.linalg.pinv(M, hermitian=True)
         Minv = 0.5 * (Minv + Minv.T)
         Ez = XW @ Minv
         logdet = np.linalg.slogdet(M)[1]
@@ -274,7 +296,10 @@ def _posterior(x, mean, W, sigma2):
         # M_n = Wᵀ W + σ² I − Σ_{j missing in row n} w_j w_jᵀ
         WW = (W[:, :, None] * W[:, None, :]).reshape(d, k * k)
         M = (W.T @ W + sigma2 * eye)[None, :, :] - (miss @ WW).reshape(m, k, k)
-        Minv, logdet = _spd_inverse(M)
+        if sigma2 > 0:
+            Minv, logdet = _spd_inverse(M)
+        else:
+            Minv, logdet = np.linalg.pinv(M, hermitian=True), np.linalg.slogdet(M)[1]
         Ez = np.matmul(Minv, XW[:, :, None])[:, :, 0]
         dobs = d - np.diff(miss.indptr).astype(np.float64)
         extra = {"miss": miss, "miss_cols": cols}
@@ -294,8 +319,15 @@ def _loglike_rows(p: dict, sigma2: float, k: int) -> np.ndarray:
 
 
 def posterior_mean_block(x, mean, W, sigma2):
-    """``⟨z⟩ = M_n⁻¹ W_Oᵀ (x_O − μ_O)`` of every row (the PPCA transform), NaN = missing."""
-    return _posterior(x, mean, W, sigma2)["Ez"]
+    """``⟨z⟩ = M_n⁻¹ W_Oᵀ (x_O − μ_O)`` of every row (the PPCA transform), NaN = missing.
+
+    A row with no observed entry gets NaN (nothing to project); infinite entries raise.
+    """
+    p = _posterior(x, mean, W, sigma2)
+    Ez = p["Ez"]
+    if not p["full"]:
+        Ez[p["dobs"] == 0] = np.nan
+    return Ez
 
 
 def loglike_rows_block(x, mean, W, sigma2):
@@ -311,7 +343,8 @@ def impute_block(x, mean, W, sigma2, keep=None):
     """
     x = np.asarray(x, dtype=np.float64)
     xk = x if keep is None else x[:, keep]
-    fill = posterior_mean_block(xk, mean, W, sigma2) @ W.T + mean
+    # a row with nothing observed is filled with μ (its posterior is the prior, ⟨z⟩ = 0)
+    fill = _posterior(xk, mean, W, sigma2)["Ez"] @ W.T + mean
     filled = np.where(np.isnan(xk), fill, xk)
     if keep is None:
         return filled
@@ -378,11 +411,18 @@ def merge_estep(a: dict, b: dict) -> dict:
 def estep_graph(X: da.Array, mean, W, sigma2, *, split_every: int = 8):
     """Delayed E-step statistics of all of ``X`` (one pass), tree-reduced.
 
-    The parameters travel once to the cluster as one graph key shared by every block task.
+    The parameters travel once to the cluster as one graph key shared by every block task
+    (a ``map_blocks`` argument; ``da.reduction`` then merges the per-block statistics).
     """
+    _check_row_blocks(X)
     params = dask.delayed((np.asarray(mean), np.asarray(W), float(sigma2)), pure=True)
-    parts = [dask.delayed(_estep_packed, pure=True)(b, params) for b in _row_blocks(X)]
-    return _tree(parts, merge_estep, split_every)
+    parts = X.map_blocks(_estep_packed, params, chunks=((1,) * X.numblocks[0], (1,)),
+                         dtype=object, meta=np.empty((0, 0), dtype=object))
+    return _reduce_rows(parts, _identity_chunk, merge_estep, split_every=split_every)
+
+
+def _identity_chunk(x, axis=None, keepdims=None, computing_meta=False):
+    return x
 
 
 def _estep_packed(x, params):

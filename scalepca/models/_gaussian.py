@@ -39,7 +39,9 @@ class LatentGaussianMixin:
         return U, lam, sigma2
 
     def _check_nonsingular(self, U, lam, sigma2):
-        if (U.shape[1] < U.shape[0] and sigma2 <= 0) or np.any(lam <= 0):
+        # a variance at or below d ε max(λ) is zero to rounding (a rank-deficient fit)
+        tiny = U.shape[0] * np.finfo(np.float64).eps * float(np.max(lam, initial=0.0))
+        if (U.shape[1] < U.shape[0] and sigma2 <= 0) or np.any(lam <= tiny):
             raise ValueError(
                 "the fitted covariance is singular (noise_variance_ is 0 with fewer components "
                 "than features, or a zero variance); the Gaussian likelihood is undefined — "

@@ -58,88 +58,16 @@ def spectrum_from_moments(mom: dict, n_components: int):
     return n, mom["mean"], evals, components, total
 
 
-class PCA(LatentGaussianMixin, LinearDecompositionMixin):
-    """Principal component analysis for data larger than memory.
+class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
+    """The spectral fit shared by :class:`PCA` and :class:`PPCA` (not public).
 
-    Parameters
-    ----------
-    n_components : int or None, default=None
-        Number of components; ``None`` keeps ``min(n_samples, n_features)``.
-    svd_solver : {"auto", "covariance_eigh", "tsqr", "randomized"}, default="auto"
-        ``"covariance_eigh"``: one pass computing per-chunk count, mean and centred Gram,
-        merged pairwise (Chan et al.), then ``eigh`` of the d × d covariance on the client.
-        ``"tsqr"``: the moments pass for the mean, then a second pass of direct TSQR of the
-        centred data; singular values to full precision (the covariance route squares the
-        condition number, so eigenvalues below ~1e-8 · λ_max lose digits). ``"randomized"``:
-        randomized range finder with power iterations over 2-D blocks, for wide data whose
-        d × d Gram does not fit. ``"auto"``: ``"covariance_eigh"`` up to
-        4096 features, ``"randomized"`` above.
-    whiten : bool, default=False
-        Scale scores to unit variance.
-    n_oversamples : int, default=10
-        Extra random directions of the randomized solver.
-    n_power_iter : int, default=4
-        Power iterations of the randomized solver, each re-orthonormalised.
-    random_state : int, Generator or None
-        Seed of the randomized solver (the only random part).
-    persist : bool, default=False
-        Multi-pass solvers (``"tsqr"``, ``"randomized"``) only: hold the data in cluster memory
-        for the fit (``X.persist()``) instead of re-reading the store on every pass. Worth it
-        when the array fits in the workers' memory (each re-read costs one full read of the
-        store); harmful when it does not (workers spill to disk).
-
-    Attributes
-    ----------
-    components_ : ndarray of shape (n_components, n_features)
-        Orthonormal principal axes. Sign convention: the largest-magnitude entry of each
-        component is positive.
-    mean_ : ndarray of shape (n_features,)
-    explained_variance_ : ndarray of shape (n_components,)
-        Eigenvalues of the sample covariance (denominator n − 1).
-    explained_variance_ratio_ : ndarray of shape (n_components,)
-    singular_values_ : ndarray of shape (n_components,)
-    noise_variance_ : float
-        Mean of the discarded eigenvalues (Tipping & Bishop's σ² estimate).
-    n_components_, n_samples_, n_features_in_ : int
-    n_passes_ : int
-        Passes over the data the fit made.
-
-    Notes
-    -----
-    Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``randomized``
-    ``3 + 2 · n_power_iter``. Memory per worker: one row chunk (converted to float64) plus
-    a few d × d partials (``covariance_eigh``/``tsqr``), or a row block and d × l factors
-    (``randomized``). The client holds d × d (or d × l) arrays only.
-
-    ``transform`` is lazy (one blockwise map); its result is of the same kind as its input.
-
-    Examples
-    --------
-    >>> import numpy as np, scalepca
-    >>> X = np.random.default_rng(0).standard_normal((1000, 20))
-    >>> pca = scalepca.PCA(n_components=3).fit(X)
-    >>> pca.transform(X).shape
-    (1000, 3)
+    Solvers (one-pass covariance ``eigh``, TSQR, randomized) giving the mean, the leading
+    eigenvalues and axes of the sample covariance (denominator n − 1), features that are NaN
+    in every sample left out, and the Gaussian model of :mod:`._gaussian`. Subclasses say
+    how the discarded variance becomes ``noise_variance_`` (:meth:`_noise_variance`) and what
+    ``transform`` means (projection for PCA, posterior mean for PPCA); neither is the other
+    (``isinstance(PPCA(), PCA)`` is False).
     """
-
-    def __init__(
-        self,
-        n_components: int | None = None,
-        *,
-        svd_solver: str = "auto",
-        whiten: bool = False,
-        n_oversamples: int = 10,
-        n_power_iter: int = 4,
-        random_state=None,
-        persist: bool = False,
-    ):
-        self.n_components = n_components
-        self.svd_solver = svd_solver
-        self.whiten = whiten
-        self.n_oversamples = n_oversamples
-        self.n_power_iter = n_power_iter
-        self.random_state = random_state
-        self.persist = persist
 
     # -- fitting ---------------------------------------------------------------------------
     def _check_params(self, n: int, d: int) -> int:
@@ -240,7 +168,6 @@ class PCA(LatentGaussianMixin, LinearDecompositionMixin):
 
     def _set_spectrum(self, n, d, k, mean, ev, components, total) -> None:
         """Fitted attributes from the spectrum; ``ev`` may hold more than ``k`` eigenvalues."""
-        rank = min(n, d)
         self.n_samples_ = int(n)
         self.n_features_in_ = int(d)
         self.n_components_ = int(k)
@@ -251,15 +178,115 @@ class PCA(LatentGaussianMixin, LinearDecompositionMixin):
             self.explained_variance_ / total if total > 0 else np.zeros(k)
         )
         self.singular_values_ = np.sqrt(self.explained_variance_ * max(n - 1, 1))
-        if k < rank:
-            if len(ev) >= rank:
-                self.noise_variance_ = float(np.mean(ev[k:rank]))
-            else:  # randomized: the discarded variance from the total
-                self.noise_variance_ = float(
-                    max(total - self.explained_variance_.sum(), 0.0) / (rank - k)
-                )
-        else:
-            self.noise_variance_ = 0.0
+        self.noise_variance_ = self._noise_variance(n, d, k, ev, total)
+
+    def _noise_variance(self, n: int, d: int, k: int, ev, total: float) -> float:
+        """σ² from the spectrum; ``ev`` holds all eigenvalues, or only the leading ``k``
+        (randomized solver: the discarded variance is then ``total − Σ ev[:k]``)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _discarded_variance(n: int, d: int, k: int, ev, total: float) -> float:
+        """Sum of the eigenvalues after the ``k``-th (the variance the model leaves out)."""
+        if len(ev) >= min(n, d):  # every nonzero eigenvalue is known
+            return float(np.sum(ev[k:]))
+        return float(max(total - float(np.sum(ev[:k])), 0.0))
+
+
+class PCA(_BaseSpectralPCA):
+    """Principal component analysis for data larger than memory.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of components; ``None`` keeps ``min(n_samples, n_features)``.
+    svd_solver : {"auto", "covariance_eigh", "tsqr", "randomized"}, default="auto"
+        ``"covariance_eigh"``: one pass computing per-chunk count, mean and centred Gram,
+        merged pairwise (Chan et al.), then ``eigh`` of the d × d covariance on the client.
+        ``"tsqr"``: the moments pass for the mean, then a second pass of direct TSQR of the
+        centred data; singular values to full precision (the covariance route squares the
+        condition number, so eigenvalues below ~1e-8 · λ_max lose digits). ``"randomized"``:
+        randomized range finder with power iterations over 2-D blocks, for wide data whose
+        d × d Gram does not fit. ``"auto"``: ``"covariance_eigh"`` up to
+        4096 features, ``"randomized"`` above.
+    whiten : bool, default=False
+        Scale scores to unit variance.
+    n_oversamples : int, default=10
+        Extra random directions of the randomized solver.
+    n_power_iter : int, default=4
+        Power iterations of the randomized solver, each re-orthonormalised.
+    random_state : int, Generator or None
+        Seed of the randomized solver (the only random part).
+    persist : bool, default=False
+        Multi-pass solvers (``"tsqr"``, ``"randomized"``) only: hold the data in cluster memory
+        for the fit (``X.persist()``) instead of re-reading the store on every pass. Worth it
+        when the array fits in the workers' memory (each re-read costs one full read of the
+        store); harmful when it does not (workers spill to disk).
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Orthonormal principal axes. Sign convention: the largest-magnitude entry of each
+        component is positive.
+    mean_ : ndarray of shape (n_features,)
+    explained_variance_ : ndarray of shape (n_components,)
+        Eigenvalues of the sample covariance (denominator n − 1).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+    singular_values_ : ndarray of shape (n_components,)
+    noise_variance_ : float
+        scikit-learn's convention (``sklearn.decomposition.PCA.noise_variance_``): the mean of
+        the ``min(n, d) − k`` eigenvalues after the k-th. For n > d this is Tipping & Bishop's
+        σ²; for n ≤ d it leaves out the d − n zero eigenvalues and so is larger than the
+        maximum-likelihood σ² (d − k)/(n − k)-fold — :class:`PPCA` gives the latter.
+    n_components_, n_samples_, n_features_in_ : int
+    n_passes_ : int
+        Passes over the data the fit made.
+
+    Notes
+    -----
+    Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``randomized``
+    ``3 + 2 · n_power_iter``. Memory per worker: one row chunk (converted to float64) plus
+    a few d × d partials (``covariance_eigh``/``tsqr``), or a row block and d × l factors
+    (``randomized``). The client holds d × d (or d × l) arrays only.
+
+    ``transform`` is lazy (one blockwise map); its result is of the same kind as its input.
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> X = np.random.default_rng(0).standard_normal((1000, 20))
+    >>> pca = scalepca.PCA(n_components=3).fit(X)
+    >>> pca.transform(X).shape
+    (1000, 3)
+    """
+
+    def __init__(
+        self,
+        n_components: int | None = None,
+        *,
+        svd_solver: str = "auto",
+        whiten: bool = False,
+        n_oversamples: int = 10,
+        n_power_iter: int = 4,
+        random_state=None,
+        persist: bool = False,
+    ):
+        self.n_components = n_components
+        self.svd_solver = svd_solver
+        self.whiten = whiten
+        self.n_oversamples = n_oversamples
+        self.n_power_iter = n_power_iter
+        self.random_state = random_state
+        self.persist = persist
+
+    def _noise_variance(self, n, d, k, ev, total) -> float:
+        # scikit-learn's convention: the mean of the min(n, d) − k eigenvalues after the k-th
+        rank = min(n, d)
+        if k >= rank:
+            return 0.0
+        if len(ev) >= rank:
+            return float(np.mean(ev[k:rank]))
+        return self._discarded_variance(n, d, k, ev, total) / (rank - k)
 
     # -- transforms ----------------------------------------------------------------------
     def _transform_matrix(self) -> np.ndarray:

@@ -10,15 +10,13 @@ import warnings
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-
 from .._validation import (
     check_choice,
     check_n_components,
     check_random_state_seed,
     check_scalar,
 )
-from ..io._checkpoint import SmallStateCheckpoint, array_digest, check_checkpoint_path
+from ..io._checkpoint import array_digest, check_checkpoint_path
 from ..io._matrix import MatrixInput
 from ..linalg import eigh_descending, flip_signs
 from ..linalg.em import (
@@ -29,28 +27,34 @@ from ..linalg.em import (
     observed_moments_graph,
     posterior_mean_block,
 )
-from .pca import AUTO_MAX_GRAM_FEATURES, PCA
+from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
+from .pca import AUTO_MAX_GRAM_FEATURES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
 
 
-class PPCA(PCA):
+class PPCA(_BaseSpectralPCA):
     """Probabilistic PCA: ``x = W z + μ + ε``, ``z ~ N(0, I_k)``, ``ε ~ N(0, σ² I_d)``.
 
     Two solvers. ``"closed_form"``: the maximum-likelihood solution (Tipping & Bishop 1999)
     from the sample covariance ``S = U Λ Uᵀ``: ``μ`` is the sample mean,
-    ``σ² = (1/(d−k)) Σ_{j>k} λ_j`` the mean of the discarded eigenvalues, and
-    ``W = U_k (Λ_k − σ²)^½`` (taking the rotation R = I). ``"em"``: expectation-maximisation,
-    which also fits data with missing entries (``missing="em"``: NaN = missing at random; each
-    row's E-step uses its observed entries only, with its own k × k posterior, and the M-step
-    solves for ``W``, ``μ`` and ``σ²`` from sufficient statistics reduced across chunks — see
-    :mod:`scalepca.linalg.em`).
+    ``σ² = (1/(d−k)) Σ_{j=k+1}^{d} λ_j`` the mean of *all* d − k discarded eigenvalues (with
+    n ≤ d, the zero ones included: this is the likelihood's maximum and EM's limit, and
+    differs from :class:`PCA`'s ``noise_variance_``, which follows scikit-learn and averages
+    over min(n, d) − k of them), and ``W = U_k (Λ_k − σ²)^½`` (taking the rotation R = I).
+    ``"em"``: expectation-maximisation, which also fits data with missing entries
+    (``missing="em"``: NaN = missing at random; each row's E-step uses its observed entries
+    only, with its own k × k posterior, and the M-step solves for ``W``, ``μ`` and ``σ²`` from
+    sufficient statistics reduced across chunks — see :mod:`scalepca.linalg.em`).
 
     Parameters
     ----------
     n_components : int or None
         Latent dimension k; must be smaller than the data's rank for a proper σ² > 0
-        (``solver="em"`` requires ``n_components < n_features``).
+        (``solver="em"`` requires ``n_components < n_features``). When the data's rank is at
+        most k (e.g. constant features, or few samples), σ² is 0 with a warning: the model
+        covariance is then singular, so ``score``, ``score_samples`` and ``get_precision``
+        raise, while ``transform`` gives the σ² → 0 limit of the posterior means.
     solver : {"auto", "closed_form", "em"}, default="auto"
         ``"auto"``: ``"em"`` when ``missing="em"``, else ``"closed_form"``.
     missing : {"error", "em"}, default="error"
@@ -98,7 +102,9 @@ class PPCA(PCA):
     components_ : ndarray of shape (n_components, n_features)
         Orthonormal ``U_kᵀ`` (same sign convention as :class:`PCA`).
     noise_variance_ : float
-        σ².
+        σ², Tipping & Bishop's maximum-likelihood estimate scaled to the sample-covariance
+        convention (× n/(n − 1), as ``W_``; see Notes): the mean of the d − k eigenvalues
+        after the k-th, zeros included.
     posterior_covariance_ : ndarray of shape (n_components, n_components)
         ``σ² M⁻¹`` with ``M = WᵀW + σ² I``; the covariance of ``z`` given a fully observed ``x``.
     explained_variance_ : ndarray of shape (n_components,)
@@ -134,7 +140,9 @@ class PPCA(PCA):
     parameters: each iteration is a deterministic function of them, so it ends where an
     uninterrupted fit ends (to rounding when the data are chunked differently). A commit is
     a ``state_<k>`` directory renamed into place only once complete, so a process killed at
-    any moment leaves the previous commit usable.
+    any moment leaves the previous commit usable. The loop, its stopping rule and the
+    commits are those of :mod:`scalepca.models._iterate` (commits carry its format version;
+    PPCA commits written before it still resume).
 
     EM maximises the likelihood, whose covariance estimate has denominator n; to agree with
     the closed form (denominator n − 1, as :class:`PCA`), the final ``W`` and ``σ²`` are
@@ -142,11 +150,16 @@ class PPCA(PCA):
     suite checks ``W Wᵀ`` and σ² to 1e-6 relative).
 
     ``transform`` is the posterior mean ``M_n⁻¹ W_Oᵀ (x_O − μ_O)`` using each row's observed
-    entries (rows may have NaN, with either solver); ``inverse_transform`` maps
+    entries (rows may have NaN, with either solver; a row with no observed entry gives NaN,
+    an infinite entry raises as in ``fit``); ``inverse_transform`` maps
     ``z ↦ W z + μ``; ``impute`` fills NaN entries with ``W ⟨z⟩ + μ`` (lazy);
     ``score_samples`` is the exact Gaussian log-likelihood of each row's observed entries
     under ``C = W Wᵀ + σ² I``, computed from k-dimensional factors (Woodbury), never inverting
     a d × d matrix.
+
+    PPCA shares its spectral fit with :class:`PCA` but is not a :class:`PCA`
+    (``isinstance(PPCA(), PCA)`` is False): its ``transform`` is a posterior mean, not a
+    projection. At least 2 samples are needed.
 
     References
     ----------
@@ -175,14 +188,12 @@ class PPCA(PCA):
         checkpoint: str | None = None,
         checkpoint_every: int = 5,
     ):
-        super().__init__(
-            n_components,
-            svd_solver=svd_solver,
-            n_oversamples=n_oversamples,
-            n_power_iter=n_power_iter,
-            random_state=random_state,
-            persist=persist,
-        )
+        self.n_components = n_components
+        self.svd_solver = svd_solver
+        self.n_oversamples = n_oversamples
+        self.n_power_iter = n_power_iter
+        self.random_state = random_state
+        self.persist = persist
         self.solver = solver
         self.missing = missing
         self.max_iter = max_iter
@@ -250,6 +261,52 @@ class PPCA(PCA):
             logger.info("persisting %.1f MB in %d blocks in cluster memory", X.nbytes / 1e6,
                         X.npartitions)
             X = X.persist()
+        mom, keep, n_rows, n_missing = self._em_observed_moments(X, k, init, data)
+        var = mom["var"][keep]
+        vbar = float(var.mean()) if var.size else 1.0
+        floor = 1e-12 * vbar if vbar > 0 else 1e-300
+        Xf = self._select_features(X)
+
+        def step(state, it):
+            with self._timed_pass(f"EM iteration {it}"):
+                (stats,) = dask.compute(estep_graph(Xf, state["mean"], state["W"],
+                                                    state["sigma2"]))
+            W, mean, sigma2 = mstep(stats, state["mean"], k, min_sigma2=floor)
+            state = {"W": W, "mean": mean, "sigma2": float(sigma2)}
+            return state, {"loglike": float(stats["ll"] / n_rows)}
+
+        ckpt = None
+        if self.checkpoint is not None:
+            fingerprint = {
+                "estimator": "PPCA-EM", "shape": [n, d], "n_components": k,
+                "missing": self.missing, "init": init,
+                "random_state": (self.random_state if init == "random"
+                                 and isinstance(self.random_state, numbers.Integral)
+                                 else None),
+                "n_rows": n_rows, "n_missing": n_missing,
+                "keep": array_digest(np.flatnonzero(keep)),
+                "mean": array_digest(mom["mean"][keep]), "var": array_digest(var),
+            }
+            ckpt = IterationCheckpoint(self.checkpoint, fingerprint, legacy=_legacy_em_commit)
+        run = iterate(
+            step, lambda: self._em_start(mom, keep, n_rows, k, init, vbar, floor),
+            stop=ChangeBelow("loglike", self.tol, label="log-likelihood per sample"),
+            max_iter=self.max_iter, checkpoint=ckpt, checkpoint_every=self.checkpoint_every,
+            name="PPCA EM", stacklevel=4,
+        )
+        self.resumed_from_ = run.resumed_from
+        self.n_iter_ = run.n_iter
+        self.loglike_ = np.asarray(run.history.get("loglike", []), dtype=np.float64)
+        self.converged_ = run.converged
+        state = run.state
+        if state["sigma2"] <= floor:  # the likelihood grows without bound as σ² → 0
+            _warn_rank_deficient(k, stacklevel=5)
+            state = {**state, "sigma2": 0.0}
+        self._set_em_result(state, n_rows, k)
+
+    def _em_observed_moments(self, X, k: int, init: str, data: MatrixInput):
+        """The initialisation pass: observed moments, checks, features and rows kept."""
+        n, d = X.shape
         with self._timed_pass("EM initialisation"):
             (mom,) = dask.compute(observed_moments_graph(X, with_gram=init == "pca"))
         if mom["n_inf"]:
@@ -272,7 +329,7 @@ class PPCA(PCA):
         if mom["n_empty"]:
             warnings.warn(
                 f"PPCA: {mom['n_empty']} of {n} rows have no observed value; they are left out "
-                "of the fit", UserWarning, stacklevel=3,
+                "of the fit", UserWarning, stacklevel=5,
             )
         self._drop_features(keep, reason="NaN in every sample", data=data)
         d_fit = int(keep.sum())
@@ -282,84 +339,39 @@ class PPCA(PCA):
                 f"are {n_rows} samples and {d_fit} features (n_components must be < n_features "
                 "and <= n_samples)"
             )
+        return mom, keep, n_rows, n_missing
+
+    def _em_start(self, mom, keep, n_rows: int, k: int, init: str, vbar: float, floor: float):
+        """EM's starting state ``{"W", "mean", "sigma2"}`` (see ``init``)."""
         mean = mom["mean"][keep]
-        var = mom["var"][keep]
-        vbar = float(var.mean()) if var.size else 1.0
-        floor = 1e-12 * vbar if vbar > 0 else 1e-300
         if init == "pca":
             cov = mom["U"][np.ix_(keep, keep)] / max(n_rows - 1, 1)
             evals, evecs = eigh_descending(cov)
             evals = np.maximum(evals, 0.0)
-            rank = min(n_rows, d_fit)
+            rank = min(n_rows, int(keep.sum()))
             sigma2 = float(np.mean(evals[k:rank])) if rank > k else 0.0
             sigma2 = max(sigma2, 1e-6 * vbar, floor)
             W = evecs[:, :k] * np.sqrt(np.maximum(evals[:k] - sigma2, 1e-6 * vbar))
         else:
             rng = np.random.default_rng(check_random_state_seed(self.random_state))
-            W = rng.standard_normal((d_fit, k)) * np.sqrt(max(vbar, floor) / k)
+            W = rng.standard_normal((int(keep.sum()), k)) * np.sqrt(max(vbar, floor) / k)
             sigma2 = max(vbar, floor)
-        Xf = self._select_features(X)
-        history = []
-        converged = False
-        it = 0
-        ckpt = None
-        if self.checkpoint is not None:
-            fingerprint = {
-                "estimator": "PPCA-EM", "shape": [n, d], "n_components": k,
-                "missing": self.missing, "init": init,
-                "random_state": (self.random_state if init == "random"
-                                 and isinstance(self.random_state, numbers.Integral)
-                                 else None),
-                "n_rows": n_rows, "n_missing": n_missing,
-                "keep": array_digest(np.flatnonzero(keep)),
-                "mean": array_digest(mom["mean"][keep]), "var": array_digest(var),
-            }
-            ckpt = SmallStateCheckpoint(self.checkpoint, fingerprint)
-            found = ckpt.resume()
-            if found is not None:
-                st, arrs = found
-                W, mean = arrs["W"], arrs["mean"]
-                sigma2, it = float(st["sigma2"]), int(st["n_iter"])
-                history, converged = list(st["loglike"]), bool(st["converged"])
-                self.resumed_from_ = it
-                logger.info("PPCA: resuming EM from checkpoint %s at iteration %d", ckpt.path,
-                            it)
-        while not converged and it < self.max_iter:
-            it += 1
-            with self._timed_pass(f"EM iteration {it}"):
-                (stats,) = dask.compute(estep_graph(Xf, mean, W, sigma2))
-            history.append(stats["ll"] / n_rows)
-            W, mean, sigma2 = mstep(stats, mean, k, min_sigma2=floor)
-            logger.debug("PPCA EM %d: loglike/sample %.10g, sigma2 %.6g", it, history[-1], sigma2)
-            if it > 1 and abs(history[-1] - history[-2]) < self.tol:
-                converged = True
-            if ckpt is not None and (it % self.checkpoint_every == 0 or converged
-                                     or it >= self.max_iter):
-                ckpt.commit(it, {"W": W, "mean": mean}, {
-                    "sigma2": float(sigma2), "n_iter": it, "converged": converged,
-                    "loglike": [float(v) for v in history]})
-        self.n_iter_ = it
-        self.loglike_ = np.asarray(history)
-        self.converged_ = converged
-        if not converged:
-            change = abs(history[-1] - history[-2]) if it > 1 else float("nan")
-            warnings.warn(
-                f"PPCA EM did not converge in max_iter={self.max_iter} iterations (last change "
-                f"of the log-likelihood per sample: {change:.3g}, tol={self.tol}); "
-                "increase max_iter or tol",
-                ConvergenceWarning, stacklevel=3,
-            )
+        return {"W": W, "mean": mean, "sigma2": float(sigma2)}
+
+    def _set_em_result(self, state: dict, n_rows: int, k: int) -> None:
+        """Fitted attributes from EM's final state, in the closed form's conventions."""
         # ML (denominator n) → the closed form's sample-covariance convention (n − 1)
         bessel = n_rows / max(n_rows - 1, 1)
-        W = W * np.sqrt(bessel)
-        sigma2 = sigma2 * bessel
+        W = state["W"] * np.sqrt(bessel)
+        sigma2 = state["sigma2"] * bessel
+        d_fit = W.shape[0]
         U, s, _ = np.linalg.svd(W, full_matrices=False)
         components = flip_signs(U.T)
         ev = s**2 + sigma2
         total = float((s**2).sum() + d_fit * sigma2)
         self.n_samples_ = n_rows
         self.n_components_ = k
-        self.mean_ = np.asarray(mean, dtype=np.float64)
+        self.mean_ = np.asarray(state["mean"], dtype=np.float64)
         self.components_ = components
         self.W_ = components.T * s
         self.noise_variance_ = float(sigma2)
@@ -369,17 +381,46 @@ class PPCA(PCA):
         self._set_posterior()
 
     # -- closed form ---------------------------------------------------------------------------
+    def _fit_input(self, X) -> MatrixInput:
+        data = super()._fit_input(X)
+        check_n_components(self.n_components, *data.data.shape)  # its message comes first
+        if data.data.shape[0] < 2:
+            raise ValueError(
+                f"PPCA needs at least 2 samples; got {data.data.shape[0]} (the covariance, "
+                "and so the noise variance, of one sample is undefined)"
+            )
+        return data
+
+    def _noise_variance(self, n, d, k, ev, total) -> float:
+        # Tipping & Bishop's maximum-likelihood σ²: the mean of all d − k eigenvalues after the
+        # k-th, the zero ones (n ≤ d, constant features) included
+        if k >= d:
+            return 0.0
+        sigma2 = self._discarded_variance(n, d, k, ev, total) / (d - k)
+        if sigma2 <= _rank_tol(d, ev):
+            _warn_rank_deficient(k, stacklevel=7)
+            return 0.0
+        return sigma2
+
     def _set_loadings_from_spectrum(self) -> None:
         sigma2 = self.noise_variance_
-        scale = np.sqrt(np.maximum(self.explained_variance_ - sigma2, 0.0))
-        self.W_ = self.components_.T * scale
+        excess = self.explained_variance_ - sigma2
+        # directions with no variance above σ² (to rounding) get no loading
+        excess = np.where(excess > _rank_tol(self.n_features_in_, self.explained_variance_),
+                          excess, 0.0)
+        self.W_ = self.components_.T * np.sqrt(excess)
         self._set_posterior()
 
     def _set_posterior(self) -> None:
         W, sigma2 = self._kept(self.W_, axis=0), self.noise_variance_
-        M = W.T @ W + sigma2 * np.eye(W.shape[1])
-        self._M_inv = np.linalg.inv(M)
-        self.posterior_covariance_ = sigma2 * self._M_inv
+        k = W.shape[1]
+        M = W.T @ W + sigma2 * np.eye(k)
+        if sigma2 > 0:
+            self._M_inv = np.linalg.inv(M)
+            self.posterior_covariance_ = sigma2 * self._M_inv
+        else:  # the σ² → 0 limits: M⁻¹ → (WᵀW)⁺, σ² M⁻¹ → projector on the null space of W
+            self._M_inv = np.linalg.pinv(M, hermitian=True)
+            self.posterior_covariance_ = np.eye(k) - self._M_inv @ M
 
     def _model_basis(self):
         # Eigen-form of W Wᵀ + σ² I, valid for any W (closed form or EM):
@@ -403,7 +444,9 @@ class PPCA(PCA):
     def transform(self, X):
         """Posterior means ``⟨z⟩`` of the rows of ``X``; NaN entries are treated as missing.
 
-        Lazy for dask and xarray input (one blockwise map).
+        Lazy for dask and xarray input (one blockwise map). A row with no observed entry
+        gives NaN; an infinite entry raises ValueError (when the block is computed: finding
+        it needs the data).
 
         Returns
         -------
@@ -496,6 +539,28 @@ class PPCA(PCA):
     def _restore_state(self, state: dict) -> None:
         super()._restore_state(state)
         self._set_posterior()
+
+
+def _warn_rank_deficient(k: int, stacklevel: int) -> None:
+    warnings.warn(
+        f"PPCA: the data's rank is at most n_components={k} (the smallest eigenvalues of the "
+        "covariance are 0 to rounding), so noise_variance_ is 0 and the model covariance is "
+        "singular: score, score_samples and get_precision are undefined (they raise); "
+        "transform gives the limit of the posterior means. Use fewer components than the "
+        "data's rank.", UserWarning, stacklevel=stacklevel,
+    )
+
+
+def _rank_tol(d: int, ev) -> float:
+    """Eigenvalues of the covariance at or below this are zero to rounding (d ε λ_max)."""
+    return d * np.finfo(np.float64).eps * float(np.max(ev, initial=0.0))
+
+
+def _legacy_em_commit(attrs: dict, arrays: dict) -> Resumed:
+    """A PPCA-EM commit written before the iteration driver (no format version)."""
+    state = {"W": arrays["W"], "mean": arrays["mean"], "sigma2": float(attrs["sigma2"])}
+    return Resumed(int(attrs["n_iter"]), state, {"loglike": list(attrs["loglike"])}, {},
+                   bool(attrs["converged"]))
 
 
 def _typed(x, kernel, dtype, *args):
