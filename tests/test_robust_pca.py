@@ -181,6 +181,7 @@ def test_chunking_invariance():
     M = L0 + S0
     fits = [scalepca.RobustPCA(random_state=4).fit(X) for X in (
         M, da.from_array(M, chunks=(50, 120)), da.from_array(M, chunks=(97, 61)),
+        da.from_array(M, chunks=-1),  # one chunk (cut into square blocks like NumPy input)
     )]
     ref = fits[0]
     for est in fits[1:]:
@@ -297,6 +298,51 @@ def test_checkpoint_of_other_problem_is_refused(tmp_path):
         scalepca.RobustPCA(random_state=0, checkpoint=path, lam=0.3).fit(L0 + S0)
     with pytest.raises(ValueError, match="only local paths"):
         scalepca.RobustPCA(checkpoint="s3://bucket/ck.zarr").fit(L0 + S0)
+
+
+#: checkpoints written by scalepca before RobustPCA ran on the iteration driver (commits
+#: without a format version), made with main at c08e00e: ``clmw_problem(60, seed=1)`` in
+#: 30 × 30 blocks, ``RobustPCA(random_state=3, checkpoint=..., checkpoint_every=2,
+#: max_iter=4, storage=...)`` (zarr groups; named without ``.zarr``, which .gitignore skips)
+PRE_DRIVER = os.path.join(os.path.dirname(__file__), "fixtures", "rpca_checkpoint_pre_driver_{}")
+
+
+@pytest.mark.parametrize("storage", ["memory", "zarr"])
+def test_checkpoint_written_before_the_driver_resumes(tmp_path, storage):
+    """Old checkpoints still resume, and end where an uninterrupted fit ends."""
+    import shutil
+
+    path = str(tmp_path / "ck.zarr")
+    shutil.copytree(PRE_DRIVER.format(storage), path)
+    L0, S0, r = clmw_problem(60, seed=1)
+    M = da.from_array(L0 + S0, chunks=30)
+    kw = dict(random_state=3, checkpoint_every=2, storage=storage)
+    resumed = scalepca.RobustPCA(checkpoint=path, **kw).fit(M)
+    fresh = scalepca.RobustPCA(scratch=str(tmp_path), **kw).fit(M)
+    assert resumed.resumed_from_ == 4 and resumed.n_iter_ == fresh.n_iter_ > 4
+    assert resumed.converged_ and resumed.rank_ == fresh.rank_ == r
+    assert resumed.history_["residual"] == pytest.approx(fresh.history_["residual"], rel=1e-9)
+    np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
+                               atol=1e-12)
+    np.testing.assert_array_equal(resumed.sparse_.compute(), fresh.sparse_.compute())
+    # the store now holds one commit in the driver's versioned format
+    commits = [n for n in os.listdir(path) if n.startswith("state_")]
+    assert commits == [f"state_{fresh.n_iter_:06d}"]
+
+
+def test_checkpoint_of_another_format_version_is_refused(tmp_path):
+    import json
+
+    path = tmp_path / "ck.zarr"
+    L0, S0, _ = clmw_problem(60, seed=1)
+    with pytest.warns(Warning, match="did not converge"):
+        scalepca.RobustPCA(random_state=0, checkpoint=str(path), max_iter=2).fit(L0 + S0)
+    meta = path / "state_000002" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["state"]["version"] = 99  # the commit's attrs live under "state"
+    meta.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="version 99.*reads 'scalepca-iterate' version 1"):
+        scalepca.RobustPCA(random_state=0, checkpoint=str(path)).fit(L0 + S0)
 
 
 # -- results as a model ----------------------------------------------------------------------
