@@ -473,6 +473,7 @@ def test_all_nan_features_xarray_and_save(tmp_path, Xsmall):
     np.testing.assert_allclose(back.transform(Xn), kp.transform(Xn), rtol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:KernelPCA. 1 of 6 features are NaN in every sample")
 @pytest.mark.parametrize("kw", APPROX)
 def test_partly_nan_feature_still_raises(Xsmall, kw):
     """A feature NaN everywhere but in one row has missing values: refused, whether that row
