@@ -604,3 +604,41 @@ def test_partly_nan_feature_still_raises():
         scalepca.RobustPCA().fit(M)
     with pytest.raises(ValueError, match="every feature is NaN in every sample"):
         scalepca.RobustPCA().fit(np.full((20, 30), np.nan))
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_factor_pieces_survive_a_worker_loss(tmp_path):
+    """With a low large-graph threshold the factors and probe blocks travel as persisted
+    pieces; SIGKILLing a worker mid-fit loses some, and the scheduler recomputes them from
+    their tasks: the fit equals the undisturbed one on the same cluster (no scattered data
+    to lose), and no large-graph warning is raised."""
+    import warnings
+
+    import dask
+    import zarr
+
+    from ._reliability import ProcessCluster, WorkerKiller, slowed
+
+    L0, S0, r = clmw_problem(120, seed=5)
+    z = zarr.create_array(tmp_path / "m.zarr", shape=(120, 120), chunks=(40, 40), dtype="f8")
+    z[:] = L0 + S0
+    key = "distributed.admin.large-graph-warning-threshold"
+    with ProcessCluster(3, workdir=tmp_path / "cluster") as cluster, \
+            dask.config.set({key: "20kB"}):  # pieces of at most 5 kB; 1.25 kB and less embedded
+        client = cluster.client(3)
+        X = da.from_zarr(str(tmp_path / "m.zarr"))
+        ref = scalepca.RobustPCA(random_state=0, storage="memory").fit(X)
+        victim = cluster.alive_workers()[1]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with WorkerKiller(cluster, client, victim, min_results=2, after=1.0) as killer:
+                got = scalepca.RobustPCA(random_state=0, storage="memory").fit(slowed(X, 0.02))
+        assert killer.error is None, killer.error
+        assert killer.killed_at is not None, "the fit ended before a worker was killed"
+        assert victim not in cluster.alive_workers() and killer.lost_keys >= 2
+        assert got.n_iter_ == ref.n_iter_ and got.rank_ == ref.rank_ == r
+        np.testing.assert_allclose(got.low_rank_.compute(), ref.low_rank_.compute(),
+                                   rtol=0, atol=1e-8)
+        client.close(timeout=5)
+    assert not [w for w in caught if "large graph" in str(w.message)]
