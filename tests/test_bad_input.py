@@ -329,10 +329,9 @@ def cells():
             yield row, case
 
 
-#: cells whose error is right but late: the estimator checks random_state only where it first
-#: draws, after a pass over the data (the check belongs in its parameter validation, in models/)
-LATE = {("random_state=-1", n): "random_state is checked after the first pass"
-        for n in ("RobustPCA",)}
+#: cells whose error is right but late (none now: every estimator checks random_state with its
+#: other parameters, before the first pass); an entry makes its cell a strict xfail
+LATE: dict = {}
 
 
 # -- the test --------------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ def test_exact_refuses_large_n_before_compute(raise_if_dask_computes, monkeypatc
         with pytest.raises(ValueError, match="limited to n_samples <= 20000"):
             KernelPCA(2, approximation="exact").fit(X)
     # a kernel that does not fit the memory in use is refused too
-    monkeypatch.setattr(kpca_mod, "_available_memory", lambda: (2**20, "a tiny cluster"))
+    monkeypatch.setattr(kpca_mod, "available_memory", lambda: (2**20, "a tiny cluster"))
     with raise_if_dask_computes(max_computes=0):
         with pytest.raises(ValueError, match="more than 50% of a tiny cluster"):
             KernelPCA(2, approximation="exact").fit(da.zeros((1000, 3), chunks=(100, 3)))
@@ -348,7 +348,8 @@ def test_split_row_chunks_respects_budget_and_boundaries():
 
 @pytest.mark.parametrize("kw", APPROX[:3])
 def test_passes_and_only_small_results_reach_client(kw):
-    """Nyström: 2 passes (landmarks, moments); RFF: 1. Nothing with n rows is computed:
+    """Nyström: 2 passes (landmarks, moments); RFF: 1 (and its first row). Nothing with n rows
+    is computed:
     the client receives m × d landmarks (k-means++: a sample of at most max(5 m, 10000)
     rows), m-vectors and m × m moments."""
     n, d, m = 12_000, 5, kw["n_features"]
@@ -376,8 +377,11 @@ def test_passes_and_only_small_results_reach_client(kw):
     with dask.config.set(scheduler=recording_get):
         kp = KernelPCA(3, random_state=0, **kw).fit(X)
     expected = 1 if kw["approximation"] == "rff" else 2
-    assert kp.n_passes_ == expected and len(results) == expected
-    assert counter.reads <= expected * 8
+    # RFF also reads its first row before the pass (one block, not a pass): the features NaN
+    # in every sample must be known before the random weights are drawn for the others
+    peeks = 1 if kw["approximation"] == "rff" else 0
+    assert kp.n_passes_ == expected and len(results) == expected + peeks
+    assert counter.reads <= expected * 8 + peeks
     sizes = [a.shape for r in results for a in arrays_in(r)]
     assert sizes and all(a.size <= limit for r in results for a in arrays_in(r)), sizes
     assert all(s[0] < n for s in sizes if len(s))
@@ -412,3 +416,91 @@ def test_sklearn_api_and_config(Xsmall):
     pipe = make_pipeline(StandardScaler(), kp).fit(Xsmall)
     assert pipe.transform(Xsmall).shape == (400, 2)
     assert estimator_class("kernel_pca") is KernelPCA
+
+
+# -- features that are NaN in every sample (land masks) ------------------------------------------
+def _with_land(X, cols=(1, 4)):
+    Xn = X.copy()
+    Xn[:, list(cols)] = np.nan
+    keep = np.ones(X.shape[1], dtype=bool)
+    keep[list(cols)] = False
+    return Xn, keep
+
+
+@pytest.mark.parametrize("kw", APPROX)
+def test_all_nan_features_are_left_out(Xsmall, kw):
+    """open_matrix's promise: features NaN in every sample are left out of the fit; the fit
+    equals the fit on the data without them (same landmarks, random features and γ = 1/d of
+    the kept features), and ``transform`` uses only the kept features."""
+    Xn, keep = _with_land(Xsmall)
+    ref = KernelPCA(3, random_state=0, **kw).fit(Xsmall[:, keep])
+    Zref = ref.transform(Xsmall[:, keep])
+    for X in (Xn, da.from_array(Xn, chunks=(64, 6))):
+        with pytest.warns(UserWarning, match="2 of 6 features are NaN in every sample"):
+            kp = KernelPCA(3, random_state=0, **kw).fit(X)
+        assert kp.n_features_in_ == 6 and kp.gamma_ == ref.gamma_ == 0.25
+        np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-12)
+        tol = 1e-12 * np.abs(Zref).max()
+        np.testing.assert_allclose(np.asarray(kp.transform(X)), Zref, rtol=0, atol=tol)
+        # new data: whatever the left-out features hold is not used
+        np.testing.assert_allclose(kp.transform(Xsmall), Zref, rtol=0, atol=tol)
+    # per-input-feature attributes come back full width, NaN at the left-out features
+    for name, axis in (("landmarks_", 1), ("random_weights_", 0), ("X_fit_", 1)):
+        if hasattr(kp, name):
+            full = getattr(kp, name)
+            assert full.shape[axis] == 6
+            assert np.isnan(np.compress(~keep, full, axis=axis)).all()
+            np.testing.assert_array_equal(np.compress(keep, full, axis=axis),
+                                          getattr(ref, name))
+
+
+def test_all_nan_features_xarray_and_save(tmp_path, Xsmall):
+    """The same through open_matrix on a gridded DataArray (land = NaN), chunked by dask."""
+    Xn, keep = _with_land(Xsmall)
+    field = xr.DataArray(Xn.reshape(400, 2, 3), dims=("time", "lat", "lon"),
+                         coords={"time": np.arange(400)}).chunk({"time": 100})
+    for kw in APPROX[:3]:
+        kp = KernelPCA(3, random_state=0, **kw).fit(
+            scalepca.open_matrix(field, sample_dims="time"))
+        ref = KernelPCA(3, random_state=0, **kw).fit(Xsmall[:, keep])
+        np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-12)
+        Z = kp.transform(scalepca.open_matrix(field, sample_dims="time"))
+        assert isinstance(Z, xr.DataArray)
+        Zref = ref.transform(Xsmall[:, keep])
+        np.testing.assert_allclose(Z.values, Zref, rtol=0, atol=1e-12 * np.abs(Zref).max())
+    kp.save(tmp_path / "m.zarr")
+    back = scalepca.load(tmp_path / "m.zarr")
+    np.testing.assert_allclose(back.transform(Xn), kp.transform(Xn), rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:KernelPCA. 1 of 6 features are NaN in every sample")
+@pytest.mark.parametrize("kw", APPROX)
+def test_partly_nan_feature_still_raises(Xsmall, kw):
+    """A feature NaN everywhere but in one row has missing values: refused, whether that row
+    is among the rows read before the pass (landmarks, RFF's first row) or not."""
+    for row in (0, 7, 399):
+        X = Xsmall.copy()
+        X[np.arange(400) != row, 2] = np.nan
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            KernelPCA(2, random_state=0, **kw).fit(da.from_array(X, chunks=(100, 6)))
+
+
+def test_every_feature_nan_raises(Xsmall):
+    with pytest.raises(ValueError, match="every feature is NaN in every sample"):
+        KernelPCA(2, n_features=50, random_state=0).fit(np.full((100, 3), np.nan))
+
+
+# -- no maps of kernel-space components --------------------------------------------------------
+def test_no_components_xr_in_kernel_feature_space(Xsmall):
+    """components_ live in the kernel's feature space (m columns), not on the input grid: the
+    xarray views of the linear models are not offered (they used to crash)."""
+    field = xr.DataArray(Xsmall.reshape(400, 2, 3), dims=("time", "lat", "lon"))
+    kp = KernelPCA(2, n_features=50, random_state=0).fit(
+        scalepca.open_matrix(field, sample_dims="time"))
+    for name in ("components_xr_", "mean_xr_"):
+        assert not hasattr(kp, name)
+        with pytest.raises(AttributeError, match="kernel's feature space"):
+            getattr(kp, name)
+    assert kp.explained_variance_xr_.dims == ("mode",)
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent_'"):
+        kp.nonexistent_  # noqa: B018

@@ -181,6 +181,7 @@ def test_chunking_invariance():
     M = L0 + S0
     fits = [scalepca.RobustPCA(random_state=4).fit(X) for X in (
         M, da.from_array(M, chunks=(50, 120)), da.from_array(M, chunks=(97, 61)),
+        da.from_array(M, chunks=-1),  # one chunk (cut into square blocks like NumPy input)
     )]
     ref = fits[0]
     for est in fits[1:]:
@@ -297,6 +298,51 @@ def test_checkpoint_of_other_problem_is_refused(tmp_path):
         scalepca.RobustPCA(random_state=0, checkpoint=path, lam=0.3).fit(L0 + S0)
     with pytest.raises(ValueError, match="only local paths"):
         scalepca.RobustPCA(checkpoint="s3://bucket/ck.zarr").fit(L0 + S0)
+
+
+#: checkpoints written by scalepca before RobustPCA ran on the iteration driver (commits
+#: without a format version), made with main at c08e00e: ``clmw_problem(60, seed=1)`` in
+#: 30 × 30 blocks, ``RobustPCA(random_state=3, checkpoint=..., checkpoint_every=2,
+#: max_iter=4, storage=...)`` (zarr groups; named without ``.zarr``, which .gitignore skips)
+PRE_DRIVER = os.path.join(os.path.dirname(__file__), "fixtures", "rpca_checkpoint_pre_driver_{}")
+
+
+@pytest.mark.parametrize("storage", ["memory", "zarr"])
+def test_checkpoint_written_before_the_driver_resumes(tmp_path, storage):
+    """Old checkpoints still resume, and end where an uninterrupted fit ends."""
+    import shutil
+
+    path = str(tmp_path / "ck.zarr")
+    shutil.copytree(PRE_DRIVER.format(storage), path)
+    L0, S0, r = clmw_problem(60, seed=1)
+    M = da.from_array(L0 + S0, chunks=30)
+    kw = dict(random_state=3, checkpoint_every=2, storage=storage)
+    resumed = scalepca.RobustPCA(checkpoint=path, **kw).fit(M)
+    fresh = scalepca.RobustPCA(scratch=str(tmp_path), **kw).fit(M)
+    assert resumed.resumed_from_ == 4 and resumed.n_iter_ == fresh.n_iter_ > 4
+    assert resumed.converged_ and resumed.rank_ == fresh.rank_ == r
+    assert resumed.history_["residual"] == pytest.approx(fresh.history_["residual"], rel=1e-9)
+    np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
+                               atol=1e-12)
+    np.testing.assert_array_equal(resumed.sparse_.compute(), fresh.sparse_.compute())
+    # the store now holds one commit in the driver's versioned format
+    commits = [n for n in os.listdir(path) if n.startswith("state_")]
+    assert commits == [f"state_{fresh.n_iter_:06d}"]
+
+
+def test_checkpoint_of_another_format_version_is_refused(tmp_path):
+    import json
+
+    path = tmp_path / "ck.zarr"
+    L0, S0, _ = clmw_problem(60, seed=1)
+    with pytest.warns(Warning, match="did not converge"):
+        scalepca.RobustPCA(random_state=0, checkpoint=str(path), max_iter=2).fit(L0 + S0)
+    meta = path / "state_000002" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["state"]["version"] = 99  # the commit's attrs live under "state"
+    meta.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="version 99.*reads 'scalepca-iterate' version 1"):
+        scalepca.RobustPCA(random_state=0, checkpoint=str(path)).fit(L0 + S0)
 
 
 # -- results as a model ----------------------------------------------------------------------
@@ -440,10 +486,12 @@ def test_rectangular_and_xarray_input():
     assert isinstance(Z, xr.DataArray) and Z.dims == ("time", "mode") and Z.shape == (n1, r)
 
 
-def test_factor_graphs_do_not_warn_and_threshold_is_restored(tmp_path):
-    """The factors of L ride in each iteration's graph on purpose (recomputable after a worker
-    loss, unlike scattered data); distributed's large-graph warning is raised for the fit only,
-    to the factors' size, and put back afterwards."""
+def test_factor_graphs_do_not_warn_and_leave_the_config_alone(tmp_path):
+    """The factors of L and the probe blocks go to the cluster in pieces below distributed's
+    large-graph threshold (persisted, so recomputable after a worker loss, unlike scattered
+    data): no large-graph warning, and the user's dask config is never changed — not even
+    for a moment, as another thread of the user's sees it during the fit."""
+    import threading
     import warnings
 
     import dask
@@ -454,14 +502,143 @@ def test_factor_graphs_do_not_warn_and_threshold_is_restored(tmp_path):
     z = zarr.create_array(tmp_path / "m.zarr", shape=(600, 600), chunks=(150, 150), dtype="f8")
     z[:] = L0 + S0
     key = "distributed.admin.large-graph-warning-threshold"
+    seen, done = set(), threading.Event()
+
+    def watch():  # the user's other work, in another thread
+        while not done.is_set():
+            seen.add(dask.config.get(key))
+            time.sleep(0.002)
+
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster), \
-            dask.config.set({key: "200kB"}):  # the iteration graphs here are ~480 kiB
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            est = scalepca.RobustPCA(random_state=0).fit(da.from_zarr(str(tmp_path / "m.zarr")))
+            dask.config.set({key: "200kB"}):  # the factors of one iteration are ~480 kiB
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                est = scalepca.RobustPCA(random_state=0).fit(
+                    da.from_zarr(str(tmp_path / "m.zarr")))
+        finally:
+            done.set()
+            watcher.join()
+        assert seen == {"200kB"}
         assert dask.config.get(key) == "200kB"
-        with pytest.warns(UserWarning, match="large graph"):  # the threshold is live again
+        with pytest.warns(UserWarning, match="large graph"):  # the threshold is live
             da.from_array(np.zeros((200, 200)), chunks=100).sum().compute()
     assert not [w for w in caught if "large graph" in str(w.message)]
-    assert est.rank_ == r
+    assert est.rank_ == r and rel(est.low_rank_.compute(), L0) <= 1e-5
+
+
+# -- features that are NaN in every sample (land masks) ----------------------------------------
+def _with_land(M, at=(3, 50, 50)):
+    """M with all-NaN columns inserted before the columns ``at`` (and the kept-column mask)."""
+    Mn = np.insert(M, list(at), np.nan, axis=1)
+    return Mn, ~np.isnan(Mn).all(axis=0)
+
+
+def _assert_same_as_without_land(est, ref, keep, atol):
+    assert est.n_features_in_ == keep.size and est.n_iter_ == ref.n_iter_
+    assert est.rank_ == ref.rank_ and est.nnz_ == ref.nnz_ and est.lam_ == ref.lam_
+    L, S = est.low_rank_.compute(), est.sparse_.compute()
+    assert L.shape == S.shape == (ref.n_samples_, keep.size)
+    assert np.isnan(L[:, ~keep]).all() and np.isnan(S[:, ~keep]).all()
+    np.testing.assert_allclose(L[:, keep], ref.low_rank_.compute(), rtol=0, atol=atol)
+    np.testing.assert_allclose(S[:, keep], ref.sparse_.compute(), rtol=0, atol=atol)
+    assert np.isnan(est.components_[:, ~keep]).all() and np.isnan(est.mean_[~keep]).all()
+    np.testing.assert_allclose(est.components_[:, keep], ref.components_, rtol=0, atol=atol)
+    np.testing.assert_array_equal(est.mean_[keep], 0.0)
+
+
+def test_all_nan_features_are_left_out():
+    """open_matrix's promise: features NaN in every sample are left out of the fit (found in
+    the statistics pass, no extra pass) and come back as NaN columns of low_rank_ and sparse_;
+    the rest equals the fit on the data without them. NumPy input is cut into the same square
+    blocks, so it matches to rounding; other chunkings to the chunking tolerance."""
+    L0, S0, r = clmw_problem(120, seed=2)
+    M = L0 + S0
+    Mn, keep = _with_land(M)
+    ref = scalepca.RobustPCA(random_state=0).fit(M)
+    with pytest.warns(UserWarning, match="3 of 123 features are NaN in every sample"):
+        est = scalepca.RobustPCA(random_state=0).fit(Mn)
+    _assert_same_as_without_land(est, ref, keep, atol=1e-12)
+    assert est.n_passes_ == ref.n_passes_
+    np.testing.assert_allclose(est.transform(Mn), ref.transform(M), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(est.transform(np.nan_to_num(Mn)), ref.transform(M), atol=1e-12)
+    Xhat = est.inverse_transform(est.transform(Mn))
+    assert np.isnan(Xhat[:, ~keep]).all()
+    for chunks in [(50, 41), (120, 123), (37, 30)]:
+        with pytest.warns(UserWarning, match="NaN in every sample"):
+            est = scalepca.RobustPCA(random_state=0).fit(da.from_array(Mn, chunks=chunks))
+        _assert_same_as_without_land(est, ref, keep, atol=1e-8)
+
+
+def test_all_nan_features_xarray_mask_zarr_and_save(tmp_path):
+    """The same through open_matrix on a gridded DataArray, with a mask and the zarr storage
+    (irregular blocks after the columns are left out), and after save/load."""
+    import xarray as xr
+
+    L0, S0, r = clmw_problem(100, seed=3)
+    Mn, keep = _with_land(L0 + S0, at=(0, 10, 99, 99))
+    W = np.random.default_rng(1).random(Mn.shape) < 0.9
+    field = xr.DataArray(Mn.reshape(100, 13, 8), dims=("time", "lat", "lon")).chunk({"time": 40})
+    ref = scalepca.RobustPCA(mask=W[:, keep], random_state=0).fit(
+        da.from_array((L0 + S0), chunks=(40, 100)))
+    est = scalepca.RobustPCA(mask=W, random_state=0, storage="zarr",
+                             scratch=str(tmp_path)).fit(
+        scalepca.open_matrix(field, sample_dims="time"))
+    assert est.storage_ == "zarr"
+    _assert_same_as_without_land(est, ref, keep, atol=1e-8)
+    est.save(str(tmp_path / "m.zarr"))
+    back = scalepca.load(str(tmp_path / "m.zarr"))
+    np.testing.assert_array_equal(np.isnan(back.low_rank_.compute()), np.isnan(
+        est.low_rank_.compute()))
+    np.testing.assert_allclose(back.transform(Mn), est.transform(Mn), rtol=0, atol=1e-12)
+
+
+def test_partly_nan_feature_still_raises():
+    L0, S0, _ = clmw_problem(60, seed=1)
+    M = L0 + S0
+    M[1:, 5] = np.nan  # NaN in all rows but one: missing data, not land
+    with pytest.raises(ValueError, match="59 NaN or infinite value"):
+        scalepca.RobustPCA().fit(M)
+    with pytest.raises(ValueError, match="every feature is NaN in every sample"):
+        scalepca.RobustPCA().fit(np.full((20, 30), np.nan))
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_factor_pieces_survive_a_worker_loss(tmp_path):
+    """With a low large-graph threshold the factors and probe blocks travel as persisted
+    pieces; SIGKILLing a worker mid-fit loses some, and the scheduler recomputes them from
+    their tasks: the fit equals the undisturbed one on the same cluster (no scattered data
+    to lose), and no large-graph warning is raised."""
+    import warnings
+
+    import dask
+    import zarr
+
+    from ._reliability import ProcessCluster, WorkerKiller, slowed
+
+    L0, S0, r = clmw_problem(120, seed=5)
+    z = zarr.create_array(tmp_path / "m.zarr", shape=(120, 120), chunks=(40, 40), dtype="f8")
+    z[:] = L0 + S0
+    key = "distributed.admin.large-graph-warning-threshold"
+    with ProcessCluster(3, workdir=tmp_path / "cluster") as cluster, \
+            dask.config.set({key: "20kB"}):  # pieces of at most 5 kB; 1.25 kB and less embedded
+        client = cluster.client(3)
+        X = da.from_zarr(str(tmp_path / "m.zarr"))
+        ref = scalepca.RobustPCA(random_state=0, storage="memory").fit(X)
+        victim = cluster.alive_workers()[1]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with WorkerKiller(cluster, client, victim, min_results=2, after=1.0) as killer:
+                got = scalepca.RobustPCA(random_state=0, storage="memory").fit(slowed(X, 0.02))
+        assert killer.error is None, killer.error
+        assert killer.killed_at is not None, "the fit ended before a worker was killed"
+        assert victim not in cluster.alive_workers() and killer.lost_keys >= 2
+        assert got.n_iter_ == ref.n_iter_ and got.rank_ == ref.rank_ == r
+        np.testing.assert_allclose(got.low_rank_.compute(), ref.low_rank_.compute(),
+                                   rtol=0, atol=1e-8)
+        client.close(timeout=5)
+    assert not [w for w in caught if "large graph" in str(w.message)]

@@ -39,6 +39,7 @@ __all__ = [
     "centred_kernel_eigh",
     "gather_rows",
     "kernel_block",
+    "kept_columns",
     "kernel_matrix",
     "kmeans_plusplus_landmarks",
     "nystroem_map",
@@ -130,20 +131,43 @@ def nystroem_normalization(K_LL: np.ndarray, *, rtol: float = 1e-10):
     return U[:, keep] / np.sqrt(s[keep]), s[keep]
 
 
-def _nystroem_block(x, landmarks, normalization, kernel, gamma, degree, coef0):
+def kept_columns(x, keep: np.ndarray | None):
+    """The columns ``keep`` of a row block, after checking that every other column is NaN in
+    every row of it (features left out of a fit because they are NaN in every sample).
+
+    Raises ``ValueError`` otherwise: a left-out feature that holds values has missing data.
+    """
+    if keep is None:
+        return x
+    x = np.asarray(x)
+    if not np.isnan(x[:, ~keep]).all():
+        raise ValueError(
+            "X contains NaN or infinite values: a feature that is NaN in the rows read before "
+            "the pass holds values in other rows; remove or impute the missing values (only "
+            "features that are NaN in every sample are left out)"
+        )
+    return x[:, keep]
+
+
+def _nystroem_block(x, landmarks, normalization, kernel, gamma, degree, coef0, keep=None):
+    x = kept_columns(x, keep)
     K = kernel_block(x, landmarks, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0)
     return K @ normalization
 
 
 def nystroem_map(X: da.Array, landmarks: np.ndarray, normalization: np.ndarray, *,
-                 kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0) -> da.Array:
+                 kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0,
+                 keep: np.ndarray | None = None) -> da.Array:
     """Lazy Nyström features ``k(X, L) N`` (n × r), one block per row chunk of ``X``.
+
+    ``keep`` (bool, one per column of ``X``): only those features enter, and the others are
+    checked to be NaN in every row (see :func:`kept_columns`) in the same read.
 
     Memory per task: the row block, the m × r ``N`` and two (rows × m) float64 arrays.
     """
     r = normalization.shape[1]
     return X.map_blocks(
-        _nystroem_block, landmarks, normalization, kernel, gamma, degree, coef0,
+        _nystroem_block, landmarks, normalization, kernel, gamma, degree, coef0, keep,
         chunks=(X.chunks[0], (r,)), dtype=np.float64, meta=np.empty((0, 0)),
     )
 
@@ -162,17 +186,21 @@ def rff_weights(n_features_in: int, m: int, gamma: float, seed):
     return W, b
 
 
-def _rff_block(x, W, b):
-    Z = np.asarray(x, dtype=np.float64) @ W
+def _rff_block(x, W, b, keep=None):
+    Z = np.asarray(kept_columns(x, keep), dtype=np.float64) @ W
     Z += b
     np.cos(Z, out=Z)
     Z *= math.sqrt(2.0 / W.shape[1])
     return Z
 
 
-def rff_map(X: da.Array, W: np.ndarray, b: np.ndarray) -> da.Array:
-    """Lazy random Fourier features ``√(2/m) cos(X W + b)`` (n × m), one block per row chunk."""
-    return X.map_blocks(_rff_block, W, b, chunks=(X.chunks[0], (W.shape[1],)),
+def rff_map(X: da.Array, W: np.ndarray, b: np.ndarray, *,
+            keep: np.ndarray | None = None) -> da.Array:
+    """Lazy random Fourier features ``√(2/m) cos(X W + b)`` (n × m), one block per row chunk.
+
+    ``keep``: as in :func:`nystroem_map` (``W`` has one row per kept feature).
+    """
+    return X.map_blocks(_rff_block, W, b, keep, chunks=(X.chunks[0], (W.shape[1],)),
                         dtype=np.float64, meta=np.empty((0, 0)))
 
 

@@ -17,6 +17,8 @@ a second read.
 
 from __future__ import annotations
 
+from functools import partial
+
 import dask
 import dask.array as da
 import numpy as np
@@ -117,29 +119,48 @@ def merge_moments(a: dict, b: dict) -> dict:
     return out
 
 
-def _merge_many(*parts: dict) -> dict:
+def _chunk(x, axis=None, keepdims=None, computing_meta=False, *, with_gram: bool = True):
+    """``da.reduction`` chunk step: the partial of one row block."""
+    if computing_meta:  # dask probing the output type: a dict is no array
+        return np.empty((0,) * x.ndim, dtype=object)
+    return block_moments(x, with_gram=with_gram)
+
+
+def _merge_list(parts, axis=None, keepdims=None, computing_meta=False):
+    """``da.reduction`` combine/aggregate step: merge the partials of consecutive row blocks,
+    left to right (with ``concatenate=False`` they come as a list along the reduced axis)."""
+    if computing_meta:
+        return parts
     acc = parts[0]
     for p in parts[1:]:
         acc = merge_moments(acc, p)
     return acc
 
 
+def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int) -> da.Array:
+    """The tree reduction over row blocks: one dict of moments per column chunk of ``X``.
+
+    ``da.reduction`` with ``concatenate=False`` hands the dict partials to the merge step as
+    they are; the claimed shape (one entry per feature) is nominal, every output chunk holds
+    the dict of its column strip.
+    """
+    return da.reduction(
+        X, partial(_chunk, with_gram=with_gram), _merge_list, combine=_merge_list, axis=0,
+        split_every=split_every, concatenate=False, dtype=object,
+        meta=np.empty((0,), dtype=object), name="moments",
+    )
+
+
 def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8):
     """A dask ``Delayed`` for the moments of ``X`` (rows chunked, one column chunk).
 
     Blocks are mapped with :func:`block_moments` and merged in a tree of fan-in
-    ``split_every``; only d × d partials ever travel between workers.
+    ``split_every`` (``da.reduction``); only d × d partials ever travel between workers.
     """
     if len(X.chunks[1]) != 1:
         raise ValueError("moments need the features in one column chunk; rechunk({1: -1}) first")
-    blocks = X.to_delayed(optimize_graph=True).ravel().tolist()
-    level = [dask.delayed(block_moments, pure=True)(b, with_gram=with_gram) for b in blocks]
-    while len(level) > 1:
-        level = [
-            dask.delayed(_merge_many, pure=True)(*level[i : i + split_every])
-            for i in range(0, len(level), split_every)
-        ]
-    return level[0]
+    (out,) = _moments_reduction(X, with_gram=with_gram, split_every=split_every).to_delayed()
+    return out
 
 
 def _concat_columns(*parts: dict) -> dict:
@@ -156,15 +177,14 @@ def _concat_columns(*parts: dict) -> dict:
 def column_moments_graph(X: da.Array, *, split_every: int = 8):
     """A dask ``Delayed`` for count, mean and per-feature sum of squares of ``X`` in 2-D blocks.
 
-    Each column strip is reduced over its rows by :func:`moments_graph` (``with_gram=False``)
-    and the strips' results are put side by side: one pass, and no task holds more than one
-    block, so wide data never has to be rechunked to full rows.
+    Each column strip is reduced over its rows (``with_gram=False``) and the strips' results
+    are put side by side: one pass, and no task holds more than one block, so wide data never
+    has to be rechunked to full rows.
     """
     if len(X.chunks[1]) == 1:
         return moments_graph(X, with_gram=False, split_every=split_every)
-    strips = [moments_graph(X.blocks[:, j], with_gram=False, split_every=split_every)
-              for j in range(X.numblocks[1])]
-    return dask.delayed(_concat_columns, pure=True)(*strips)
+    strips = _moments_reduction(X, with_gram=False, split_every=split_every).to_delayed()
+    return dask.delayed(_concat_columns, pure=True)(*strips.tolist())
 
 
 def moments(X: da.Array, *, with_gram: bool = True, split_every: int = 8) -> dict:

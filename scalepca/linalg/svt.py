@@ -61,6 +61,52 @@ def _ctx(timed, label):
     return timed(label) if timed is not None else nullcontext()
 
 
+#: distributed's setting: graphs above it are sent with a warning that advises scattering
+LARGE_GRAPH_KEY = "distributed.admin.large-graph-warning-threshold"
+
+
+def _distributed_client():
+    """The distributed ``Client`` that runs dask computations now, or None."""
+    try:
+        from distributed import Client
+    except ImportError:
+        return None
+    client = getattr(dask.base.get_scheduler(), "__self__", None)
+    return client if isinstance(client, Client) else None
+
+
+def graph_constant(x: np.ndarray, chunks) -> da.Array:
+    """A small in-memory array (factors, probe blocks: n × l) as a dask array in ``chunks``.
+
+    Without a distributed client this is ``da.from_array``. With one, the values go to the
+    cluster in pieces, each sent by its own ``persist`` and at most a quarter of
+    distributed's large-graph warning threshold, so the graphs that use them carry only
+    keys (arrays below a sixteenth of it, of which a graph holds at most three, are
+    embedded): no graph of the fit crosses the user's threshold, and the user's dask config
+    is not touched. Unlike scattered data, a persisted piece keeps its task (with its values) at
+    the scheduler, so a piece lost with a worker is recomputed like any other task.
+    """
+    x = np.ascontiguousarray(x)
+    client = _distributed_client()
+    if client is None:
+        return da.from_array(x, chunks=chunks)
+    from dask.utils import parse_bytes
+
+    limit = max(1, parse_bytes(dask.config.get(LARGE_GRAPH_KEY, "10MB")) // 4)
+    if x.nbytes <= limit // 4:  # a few of these fit in any graph of the fit: embed them
+        return da.from_array(x, chunks=chunks)
+    axis = int(np.argmax(x.shape))
+    line = max(1, x.nbytes // max(1, x.shape[axis]))  # bytes of one index along ``axis``
+    step = max(1, limit // line)
+    pieces = []
+    for start in range(0, max(1, x.shape[axis]), step):
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(start, start + step)
+        piece = da.from_array(np.ascontiguousarray(x[tuple(index)]), chunks=-1)
+        pieces.append(client.persist(piece))
+    return da.concatenate(pieces, axis=axis).rechunk(chunks)
+
+
 def block_times(a, om) -> np.ndarray:
     """The contribution ``A_ij Ω_j`` of one block, shaped (rows, 1, l) for a sum over axis 1.
 
@@ -78,7 +124,7 @@ def sum_block_products(P: da.Array) -> da.Array:
 def times(A: da.Array, Om: np.ndarray) -> da.Array:
     """Lazy ``A Ω`` for a small dense ``Ω``; blocks of ``Ω`` follow ``A``'s column chunks."""
     l = Om.shape[1]
-    Omd = da.from_array(np.ascontiguousarray(Om), chunks=(A.chunks[1], l))
+    Omd = graph_constant(Om, (A.chunks[1], l))
     P = da.blockwise(block_times, "ijk", A, "ij", Omd, "jk", adjust_chunks={"j": 1},
                      dtype=np.float64, meta=np.empty((0, 0, 0), dtype=np.float64))
     return sum_block_products(P)
@@ -95,7 +141,7 @@ def probe_matrix(n2: int, l: int, rng: np.random.Generator, warm_start=None) -> 
 
 def _rtimes(A: da.Array, Q: np.ndarray) -> da.Array:
     """Lazy ``Aᵀ Q`` for a small dense ``Q``."""
-    return A.T @ da.from_array(Q, chunks=(A.chunks[0], Q.shape[1]))
+    return A.T @ graph_constant(Q, (A.chunks[0], Q.shape[1]))
 
 
 def _orth(Y: np.ndarray) -> np.ndarray:

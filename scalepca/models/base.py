@@ -209,29 +209,6 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
         return feature_dataarray(values, t, name=name.rstrip("_"))
 
     @property
-    def components_xr_(self):
-        """``components_`` as a DataArray over ``mode`` and the original feature dims.
-
-        With weights (``open_matrix(..., weights=...)``) these are, as in eofs and xeofs, the
-        EOFs of the weighted field: unit norm in weighted space, in the units the weighted
-        data had; divide by the weights for the unweighted patterns.
-        """
-        self._check_fitted()
-        return self._feature_dataarray(self.components_, "components_")
-
-    @property
-    def mean_xr_(self):
-        """The mean of the data over the original feature dims, in the field's own units.
-
-        ``mean_`` is the mean of the matrix the model was fitted on (the weighted field when
-        there are weights); ``mean_xr_`` divides the weights out (NaN where a weight is 0).
-        """
-        self._check_fitted()
-        prep = getattr(self, "_preprocessing", None)
-        mean = self.mean_ if prep is None else prep.unweight(np.asarray(self.mean_))
-        return self._feature_dataarray(mean, "mean_")
-
-    @property
     def explained_variance_xr_(self):
         """``explained_variance_`` as a DataArray over ``mode``."""
         self._check_fitted()
@@ -306,6 +283,30 @@ class LinearDecompositionMixin(DecompositionMixin):
     #: ``transform`` keeps the input's 2-D blocks (see :func:`affine_map`) instead of
     #: rechunking every row block to full width
     _transform_keeps_2d_blocks = False
+
+    # components over the input features (kernel PCA's live in its feature space)
+    @property
+    def components_xr_(self):
+        """``components_`` as a DataArray over ``mode`` and the original feature dims.
+
+        With weights (``open_matrix(..., weights=...)``) these are, as in eofs and xeofs, the
+        EOFs of the weighted field: unit norm in weighted space, in the units the weighted
+        data had; divide by the weights for the unweighted patterns.
+        """
+        self._check_fitted()
+        return self._feature_dataarray(self.components_, "components_")
+
+    @property
+    def mean_xr_(self):
+        """The mean of the data over the original feature dims, in the field's own units.
+
+        ``mean_`` is the mean of the matrix the model was fitted on (the weighted field when
+        there are weights); ``mean_xr_`` divides the weights out (NaN where a weight is 0).
+        """
+        self._check_fitted()
+        prep = getattr(self, "_preprocessing", None)
+        mean = self.mean_ if prep is None else prep.unweight(np.asarray(self.mean_))
+        return self._feature_dataarray(mean, "mean_")
 
     def _transform_matrix(self) -> np.ndarray:
         """d × k projection applied to centred rows."""

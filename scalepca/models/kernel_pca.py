@@ -32,6 +32,7 @@ from ..linalg.kernels import (
     rff_weights,
     split_row_chunks,
 )
+from ._resources import available_memory
 from .base import DecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -57,23 +58,6 @@ KMEANS_MIN_POOL = 10_000
 KMEANS_LLOYD_ITER = 5
 
 
-def _available_memory() -> tuple[int, str]:
-    """Total memory of the distributed cluster in use, else what this machine has available."""
-    try:
-        from distributed import default_client
-
-        client = default_client()
-        workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        total = sum(int(w.get("memory_limit") or 0) for w in workers)
-        if total > 0:
-            return total, f"the cluster's {len(workers)} worker(s)"
-    except (ImportError, ValueError, TypeError, KeyError):
-        pass
-    import psutil
-
-    return int(psutil.virtual_memory().available), "this machine's available memory"
-
-
 class KernelPCA(DecompositionMixin):
     """Kernel principal component analysis for data larger than memory.
 
@@ -91,7 +75,8 @@ class KernelPCA(DecompositionMixin):
     kernel : {"rbf", "poly", "sigmoid", "linear"}, default="rbf"
         ``exp(−γ‖x−y‖²)``, ``(γ xᵀy + coef0)^degree``, ``tanh(γ xᵀy + coef0)``, ``xᵀy``.
     gamma : float or None, default=None
-        Kernel coefficient, > 0; ``None`` means ``1 / n_features_in``.
+        Kernel coefficient, > 0; ``None`` means one over the number of features in the fit
+        (``n_features_in`` less the features that are NaN in every sample).
     degree : int, default=3
         Degree of the polynomial kernel, >= 1.
     coef0 : float, default=1.0
@@ -158,9 +143,18 @@ class KernelPCA(DecompositionMixin):
     Notes
     -----
     Passes over the data per fit: Nyström 2 (gather the m landmark rows — or the k-means++
-    sample — then the moments of the feature map); RFF 1; exact 1 (gather the n × d training
-    matrix, which the model keeps), after which the solver's products read the n × n kernel
-    held in cluster memory (ARPACK: one per Lanczos step; randomized: 9).
+    sample — then the moments of the feature map); RFF 1, after reading the first row (one
+    block); exact 1 (gather the n × d training matrix, which the model keeps), after which the
+    solver's products read the n × n kernel held in cluster memory (ARPACK: one per Lanczos
+    step; randomized: 9).
+
+    Features that are NaN in every sample (land in a gridded field) are left out of the fit:
+    they are found in the rows read before the pass (the landmark sample, RFF's first row, the
+    exact method's training matrix) and checked to be NaN everywhere in the pass itself, so
+    they cost no extra pass. The fit equals the fit on the data without them (``gamma=None``
+    then means one over the number of kept features); ``landmarks_``, ``random_weights_`` and
+    ``X_fit_`` come back with NaN at them, and ``transform`` ignores them. Any other NaN or
+    infinite value is an error.
 
     Memory per worker, Nyström/RFF: a row block is split (without crossing stored chunks) so
     that its n_block × m feature block is at most 64 MiB; a task holds that block, the
@@ -187,6 +181,10 @@ class KernelPCA(DecompositionMixin):
     >>> kp.transform(X).shape
     (2000, 3)
     """
+
+    #: fitted attributes over the input features, widened with NaN at features left out of the
+    #: fit (components_ and mean_ live in the kernel's feature space and are not among them)
+    _per_feature_attrs = (("landmarks_", 1), ("random_weights_", 0), ("X_fit_", 1))
 
     def __init__(
         self,
@@ -268,7 +266,7 @@ class KernelPCA(DecompositionMixin):
                 f"{EXACT_MAX_TRAIN_BYTES // 2**20} MiB. Use approximation='nystroem'"
             )
         need = 8 * n * n
-        avail, where = _available_memory()
+        avail, where = available_memory()
         if need > EXACT_MEMORY_FRACTION * avail:
             raise ValueError(
                 f"approximation='exact' needs the {n} × {n} kernel ({need / 2**30:.2f} GiB), "
@@ -285,8 +283,6 @@ class KernelPCA(DecompositionMixin):
         X = data.data
         n, d = X.shape
         k, m = self._check_params(n, d, X.dtype.itemsize)
-        gamma = float(1.0 / d if self.gamma is None else self.gamma)
-        kparams = self._kparams(gamma)
         seed = check_random_state_seed(self.random_state)
         # independent streams for the sampling and for the solver
         s_sample, s_solver = seed.spawn(2)
@@ -295,10 +291,9 @@ class KernelPCA(DecompositionMixin):
         # fitted attributes are set only once the fit has succeeded (a failed fit leaves the
         # estimator unfitted)
         if self.approximation == "exact":
-            state = self._fit_exact(X, k, s_solver, kparams)
+            state = self._fit_exact(X, k, s_solver, data)
         else:
-            state = self._fit_features(X, k, m, s_sample, kparams)
-        self.gamma_ = gamma
+            state = self._fit_features(X, k, m, s_sample, data)
         self.n_samples_ = int(n)
         self.n_components_ = int(k)
         for name, value in state.items():
@@ -307,11 +302,44 @@ class KernelPCA(DecompositionMixin):
         del self._spectrum
         self.n_features_in_ = int(d)
 
-    def _fit_features(self, X, k: int, m: int, seed, kparams: dict) -> dict:
-        """Nyström / RFF: feature map, one pass of moments, eigh of the m × m Gram."""
-        d = X.shape[1]
+    def _resolved_kparams(self, d_fit: int) -> dict:
+        """Kernel parameters of a fit on ``d_fit`` features (``gamma=None``: ``1 / d_fit``)."""
+        return self._kparams(float(1.0 / d_fit if self.gamma is None else self.gamma))
+
+    def _leave_out_nan_features(self, rows: np.ndarray, data: MatrixInput, *, sample: str):
+        """Find the features that are NaN in every row of ``rows`` (a sample of X's rows, or all
+        of them) and leave them out of the fit (land masks); raise on any other non-finite value.
+
+        A feature NaN in every sampled row but not in every row of X has missing values, which
+        kernel PCA refuses: the feature map checks the left-out columns in its pass over X.
+        Returns ``(rows without those features, keep mask or None)``.
+        """
+        all_nan = np.isnan(rows).all(axis=0) if rows.shape[0] else np.zeros(rows.shape[1], bool)
+        kept = rows[:, ~all_nan] if all_nan.any() else rows
+        if not np.isfinite(kept).all():
+            raise ValueError(
+                f"X contains NaN or infinite values (found in {sample}); remove or impute "
+                "them before kernel PCA (features that are NaN in every sample are left out)"
+            )
+        if not all_nan.any():
+            return rows, None
+        self._drop_features(~all_nan, reason="NaN in every sample", data=data)
+        return kept, ~all_nan
+
+    def _fit_features(self, X, k: int, m: int, seed, data: MatrixInput) -> dict:
+        """Nyström / RFF: feature map, one pass of moments, eigh of the m × m Gram.
+
+        Features that are NaN in every sample are found in the rows read before the pass (the
+        landmark sample, or RFF's first row) and left out; the pass checks that they are.
+        """
         if self.approximation == "nystroem":
-            L = self._sample_landmarks(X, m, seed)
+            rng = np.random.default_rng(seed)
+            rows, keep = self._leave_out_nan_features(
+                self._sample_rows(X, m, rng), data, sample="the sampled landmark rows")
+            kparams = self._resolved_kparams(rows.shape[1])
+            L = rows
+            if self.landmarks == "kmeans++":
+                L = kmeans_plusplus_landmarks(rows, m, rng, n_iter=KMEANS_LLOYD_ITER)
             K_LL = kernel_block(L, L, **kparams)
             N, _ = nystroem_normalization(K_LL, rtol=NYSTROEM_RTOL)
             if N.shape[1] < k:
@@ -322,12 +350,18 @@ class KernelPCA(DecompositionMixin):
                 )
             state = {"landmarks_": L, "normalization_": N}
             Xs = X.rechunk({0: split_row_chunks(X.chunks[0], max(m, N.shape[1]))})
-            F = nystroem_map(Xs, L, N, **kparams)
+            F = nystroem_map(Xs, L, N, keep=keep, **kparams)
         else:
-            W, b = rff_weights(d, m, kparams["gamma"], seed)
+            # one row (a read of one block, not a pass) tells which features can be NaN in
+            # every sample: the weights are drawn for the features that enter the fit
+            (first,) = dask.compute(X[:1])
+            first, keep = self._leave_out_nan_features(
+                np.asarray(first, dtype=np.float64), data, sample="the first row")
+            kparams = self._resolved_kparams(first.shape[1])
+            W, b = rff_weights(first.shape[1], m, kparams["gamma"], seed)
             state = {"random_weights_": W, "random_offset_": b}
             Xs = X.rechunk({0: split_row_chunks(X.chunks[0], m)})
-            F = rff_map(Xs, W, b)
+            F = rff_map(Xs, W, b, keep=keep)
         if Xs.numblocks[0] != X.numblocks[0]:
             logger.info("KernelPCA: split %d row chunks into %d so feature blocks stay <= %d MiB",
                         X.numblocks[0], Xs.numblocks[0], BLOCK_BYTES // 2**20)
@@ -342,6 +376,7 @@ class KernelPCA(DecompositionMixin):
         evals, evecs = eigh_descending(m2, k)
         self._spectrum = (np.maximum(evals, 0.0), float(np.trace(m2)))
         state.update(
+            gamma_=kparams["gamma"],
             components_=flip_signs(evecs.T),
             mean_=np.asarray(mom["mean"], dtype=np.float64),
             n_kernel_features_=int(m2.shape[0]),
@@ -356,34 +391,25 @@ class KernelPCA(DecompositionMixin):
             self.eigenvalues_ / total if total > 0 else np.zeros_like(self.eigenvalues_)
         )
 
-    def _sample_landmarks(self, X, m: int, seed) -> np.ndarray:
-        """m landmark rows (or k-means++ centres) gathered from the chunks that hold them."""
+    def _sample_rows(self, X, m: int, rng: np.random.Generator) -> np.ndarray:
+        """The m landmark rows (or the k-means++ pool), gathered from the chunks that hold
+        them."""
         n = X.shape[0]
-        rng = np.random.default_rng(seed)
-        if self.landmarks == "uniform":
-            idx = np.sort(rng.choice(n, size=m, replace=False))
-        else:
-            pool = min(n, max(KMEANS_POOL_FACTOR * m, KMEANS_MIN_POOL))
-            idx = np.sort(rng.choice(n, size=pool, replace=False))
+        size = m if self.landmarks == "uniform" else min(n, max(KMEANS_POOL_FACTOR * m,
+                                                                KMEANS_MIN_POOL))
+        idx = np.sort(rng.choice(n, size=size, replace=False))
         with self._timed_pass("landmarks"):
             (rows,) = dask.compute(gather_rows(X, idx))
-        rows = np.asarray(rows, dtype=np.float64)
-        if not np.isfinite(rows).all():
-            raise ValueError(
-                "X contains NaN or infinite values (found in the sampled landmark rows); "
-                "remove or impute them before kernel PCA"
-            )
-        if self.landmarks == "kmeans++":
-            rows = kmeans_plusplus_landmarks(rows, m, rng, n_iter=KMEANS_LLOYD_ITER)
-        return rows
+        return np.asarray(rows, dtype=np.float64)
 
-    def _fit_exact(self, X, k: int, seed, kparams: dict) -> dict:
+    def _fit_exact(self, X, k: int, seed, data: MatrixInput) -> dict:
         n = X.shape[0]
         with self._timed_pass("gather training data"):
             (Xf,) = dask.compute(X)
-        Xf = np.ascontiguousarray(Xf, dtype=np.float64)
-        if not np.isfinite(Xf).all():
-            raise ValueError("X contains NaN or infinite values; remove or impute them")
+        Xf, _ = self._leave_out_nan_features(np.asarray(Xf, dtype=np.float64), data,
+                                             sample="the training data")
+        Xf = np.ascontiguousarray(Xf)
+        kparams = self._resolved_kparams(Xf.shape[1])
         import dask.array as da
 
         Xd = da.from_array(Xf, chunks=(min(n, EXACT_BLOCK_ROWS), -1))
@@ -393,8 +419,18 @@ class KernelPCA(DecompositionMixin):
         w, U, col_mean, g, trace_c = centred_kernel_eigh(K, k, solver=solver, seed=seed)
         del K
         self._spectrum = (w, trace_c)
-        return {"X_fit_": Xf, "eigenvectors_": flip_signs(U.T).T, "K_fit_rows_": col_mean,
-                "K_fit_all_": float(g)}
+        return {"gamma_": kparams["gamma"], "X_fit_": Xf, "eigenvectors_": flip_signs(U.T).T,
+                "K_fit_rows_": col_mean, "K_fit_all_": float(g)}
+
+    def __getattr__(self, name):
+        # only reached when normal lookup fails: say why the linear models' views are absent
+        if name in ("components_xr_", "mean_xr_"):
+            raise AttributeError(
+                f"KernelPCA has no {name}: its components and mean live in the kernel's "
+                "feature space, not over the input features, so they have no map on the "
+                "input grid; use transform() for the scores"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- transforms ------------------------------------------------------------------------
     def _projection(self):
@@ -406,12 +442,13 @@ class KernelPCA(DecompositionMixin):
             inv[pos] = 1.0 / np.sqrt(lam[pos])
             A = self.eigenvectors_ * inv[None, :]  # dual coefficients
             offset = self.K_fit_rows_ @ A - self.K_fit_all_ * A.sum(axis=0)
-            return "exact", (self.X_fit_,), A, offset
+            return "exact", (self._kept(self.X_fit_, axis=1),), A, offset
         V = self.components_.T
         offset = self.mean_ @ V
         if hasattr(self, "landmarks_"):
-            return "nystroem", (self.landmarks_,), self.normalization_ @ V, offset
-        return "rff", (self.random_weights_, self.random_offset_), V, offset
+            return "nystroem", (self._kept(self.landmarks_, axis=1),), self.normalization_ @ V, \
+                offset
+        return "rff", (self._kept(self.random_weights_), self.random_offset_), V, offset
 
     def transform(self, X):
         """Kernel principal component scores of ``X`` (lazy for dask and xarray input).
@@ -426,5 +463,6 @@ class KernelPCA(DecompositionMixin):
         """
         data = self._transform_input(X)
         kind, arrays, P, offset = self._projection()
-        Z = project_features(data.data, kind, arrays, P, offset, kparams=self._kparams())
+        Z = project_features(self._select_features(data.data), kind, arrays, P, offset,
+                             kparams=self._kparams())
         return data.wrap_samples(Z)

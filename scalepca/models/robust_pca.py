@@ -24,10 +24,17 @@ matrix ``T`` (plus two scalars) is the whole large state. Each iteration makes
 ``T`` and ``A`` are persisted in cluster memory when they fit (``storage="memory"``), otherwise
 written block by block to a zarr scratch store (``storage="zarr"``), which is also the
 checkpoint store when ``checkpoint`` is given.
+
+The loop, its history, the stopping rule (the relative residual below ``tol``) and the
+checkpoints are the iteration driver's (:mod:`scalepca.models._iterate`); this module gives it
+the small state (factors of L, μ, c, the threshold of the stored T, the predicted rank), an
+init, a step (:meth:`RobustPCA._step`: SVT, then the update pass) and the large T written
+beside each commit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import numbers
@@ -41,12 +48,19 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .._validation import check_choice, check_random_state_seed, check_scalar
-from ..io._checkpoint import CheckpointStore, check_checkpoint_path, check_fingerprint, commit_name
+from .._validation import (
+    check_choice,
+    check_random_state_form,
+    check_random_state_seed,
+    check_scalar,
+)
+from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
 from ..io._matrix import MatrixInput, as_matrix
+from ..linalg.decomp import flip_signs
 from ..linalg.svt import (
     _is_regular,
     block_times,
+    graph_constant,
     low_rank_from_factors,
     predict_rank,
     probe_matrix,
@@ -56,11 +70,12 @@ from ..linalg.svt import (
     sum_block_products,
     svt,
 )
+from ._iterate import IterationCheckpoint, Resumed, ValueBelow, iterate
+from ._resources import available_memory
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_FORMAT = "scalepca-rpca-checkpoint"
 #: what a commit prunes in the checkpoint store: old commits, temporaries, unneeded T arrays
 _PRUNED = ("state_", "T_")
 #: the dense reference SVD refuses matrices with more entries than this (1 GiB in float64)
@@ -158,14 +173,17 @@ def _pick(block, i):
 
 
 def _input_stats_block(m, w=None):
-    """Per block: ‖P_Ω M‖_F², max |P_Ω M|, non-finite count on Ω, |Ω|."""
+    """Per block: ``[[[‖P_Ω M‖_F², max |P_Ω M|, non-finite count on Ω, |Ω|]]]`` and, per column,
+    ``[[[NaN count, |Ω| count], ...]]`` (shape (1, columns, 2))."""
     m = np.asarray(m, dtype=np.float64)
     obs = np.ones(m.shape, dtype=bool) if w is None else np.asarray(w, dtype=bool)
     finite = np.isfinite(m)
     bad = np.count_nonzero(obs & ~finite)
     v = np.where(obs & finite, m, 0.0)
     mx = float(np.abs(v).max()) if v.size else 0.0
-    return np.array([[[np.vdot(v, v), mx, bad, np.count_nonzero(obs)]]], dtype=np.float64)
+    stats = np.array([[[np.vdot(v, v), mx, bad, np.count_nonzero(obs)]]], dtype=np.float64)
+    cols = np.stack([np.isnan(m).sum(axis=0), obs.sum(axis=0)], axis=-1)[None].astype(np.float64)
+    return stats, cols
 
 
 def _shrink_block(t, w=None, *, tau):
@@ -175,21 +193,39 @@ def _shrink_block(t, w=None, *, tau):
     return s if w is None else np.where(w, s, 0.0)
 
 
-def _cluster_memory() -> float:
-    """Bytes available to hold persisted arrays: the workers' limits, else free RAM."""
-    try:
-        from distributed import get_client
+# ---------------------------------------------------------------------------------------------
+# the iteration's fixed problem and its checkpoints
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Problem:
+    """What stays fixed during a fit: M (its block layout), the mask, storage, statistics."""
 
-        client = get_client()
-        workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        total = sum(float(w.get("memory_limit") or 0) for w in workers)
-        if total > 0:
-            return total
-    except (ValueError, ImportError, TypeError, KeyError):
-        pass
-    import psutil
+    M: da.Array
+    W: da.Array | None
+    Mc: da.Array  # M with the unobserved entries set to zero
+    storage: str  # "memory" or "zarr"
+    fro: float  # ‖P_Ω M‖_F
+    maxabs: float
+    lam: float
+    fingerprint: dict
+    fused: bool  # the update pass also computes the next SVD's A Ω (randomized SVD)
+    p: int  # oversampling of the randomized SVD
+    scratch: CheckpointStore | None = None  # where T and A live in "zarr" mode
+    store: CheckpointStore | None = None  # the checkpoint's store
 
-    return float(psutil.virtual_memory().available)
+
+#: the small state a commit holds (besides ``t_name``, the T array beside it, and ``n_iter``)
+_COMMITTED = ("entropy", "a_tau", "c", "mu", "norm2", "J", "mu0", "mu_bar", "sv",
+              "U", "s", "Vt", "V_warm")
+
+
+def _legacy_commit(attrs: dict, arrays: dict) -> Resumed:
+    """A commit written before the iteration driver (no format version): the same values, kept
+    flat beside the fingerprint and the history."""
+    state = {key: attrs[key] for key in _COMMITTED if key in attrs}
+    state.update(arrays, t_name=attrs["t_name"], n_iter=int(attrs["n_iter"]))
+    history = {key: list(values) for key, values in attrs["history"].items()}
+    return Resumed(int(attrs["n_iter"]), state, history, {}, bool(attrs["converged"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,7 +270,9 @@ class RobustPCA(LinearDecompositionMixin):
     checkpoint : str or None
         Local path of a zarr store. State is committed atomically every ``checkpoint_every``
         iterations and at the end; fitting again with the same path resumes from the newest
-        complete commit (the input must be the same matrix: checked from its norms).
+        complete commit (the input must be the same matrix: checked from its norms). Commits
+        are in the iteration driver's format (``scalepca-iterate`` version 1); commits written
+        before it (no version) resume too, any other version is refused by name.
     checkpoint_every : int, default=5
     storage : {"auto", "memory", "zarr"}, default="auto"
         Where the n1 × n2 state (T and A) lives: persisted in cluster memory, or in a zarr
@@ -379,6 +417,7 @@ class RobustPCA(LinearDecompositionMixin):
         check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
         check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
         check_choice(self.storage, "storage", ("auto", "memory", "zarr"))
+        check_random_state_form(self.random_state)  # before the first pass, not where it draws
         for name in ("checkpoint", "scratch"):
             check_checkpoint_path(getattr(self, name), name)
         if self.svd == "full" and n1 * n2 > FULL_SVD_MAX_ENTRIES:
@@ -403,6 +442,54 @@ class RobustPCA(LinearDecompositionMixin):
             mask = da.from_array(mask.astype(bool), chunks=M.chunks)
         return mask.astype(bool).rechunk(M.chunks)
 
+    @staticmethod
+    def _square_if_in_memory(M: da.Array, data: MatrixInput) -> da.Array:
+        """NumPy input (or one block) is cut into square blocks, so the passes run in parallel
+        and the result does not depend on how the caller chunked it."""
+        if data.kind == "numpy" or M.npartitions == 1:
+            chunks = square_blocks(M.shape)
+            if chunks != M.chunks:
+                M = M.rechunk(chunks)
+        return M
+
+    def _statistics(self, M: da.Array, W, data: MatrixInput):
+        """The statistics pass: ``(‖P_Ω M‖_F², max |P_Ω M|, |Ω|)`` of the features that enter the
+        fit and their mask (None: all of them).
+
+        Per column the pass also counts NaN entries: features NaN in every sample (land in a
+        gridded field) are left out here, at no extra pass. Any other non-finite value on Ω,
+        or an M that is zero on Ω, is an error.
+        """
+        args = [M, "ij"] + ([W, "ij"] if W is not None else [])
+        tup = da.blockwise(_input_stats_block, "ij", *args, dtype=object, concatenate=True,
+                           meta=np.empty((0, 0), dtype=object))
+        f64 = np.empty((0, 0, 0), dtype=np.float64)
+        stats = tup.map_blocks(_pick, 0, dtype=np.float64, new_axis=2, meta=f64,
+                               chunks=((1,) * M.numblocks[0], (1,) * M.numblocks[1], (4,)))
+        cols = tup.map_blocks(_pick, 1, dtype=np.float64, new_axis=2, meta=f64,
+                              chunks=((1,) * M.numblocks[0], M.chunks[1], (2,))).sum(axis=0)
+        with self._timed_pass("statistics"):
+            stats, cols = dask.compute(stats, cols)
+        stats = stats.reshape(-1, 4)
+        fro2, maxabs, bad, n_obs = stats[:, 0].sum(), stats[:, 1].max(), stats[:, 2].sum(), \
+            stats[:, 3].sum()
+        all_nan = cols[:, 0] == M.shape[0]
+        keep = None
+        if all_nan.any():
+            self._drop_features(~all_nan, reason="NaN in every sample", data=data)
+            keep = ~all_nan
+            # every observed entry of such a column is a NaN: none of them counts any more
+            dropped_obs = cols[all_nan, 1].sum()
+            bad, n_obs = bad - dropped_obs, n_obs - dropped_obs
+        if bad:
+            raise ValueError(
+                f"M contains {int(bad)} NaN or infinite value(s) on the observed entries; "
+                "mark missing entries with mask= (False = unobserved)"
+            )
+        if fro2 == 0:
+            raise ValueError("M is zero on all observed entries; nothing to decompose")
+        return (fro2, maxabs, n_obs), keep
+
     # -- fitting ----------------------------------------------------------------------------
     def _fit(self, data: MatrixInput) -> None:
         from threadpoolctl import threadpool_limits
@@ -411,23 +498,56 @@ class RobustPCA(LinearDecompositionMixin):
         # dask-distributed workers). Nested BLAS threads under the threaded scheduler
         # oversubscribe the cores, and OpenBLAS's spinning threads then slow even the small
         # client-side QRs by orders of magnitude on a busy machine.
-        with threadpool_limits(limits=1, user_api="blas"), _GraphAllowance() as allowance:
-            self._fit_ialm(data, allowance)
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._fit_ialm(data)
 
-    def _fit_ialm(self, data: MatrixInput, allowance: _GraphAllowance) -> None:
+    def _fit_ialm(self, data: MatrixInput) -> None:
+        """The inexact ALM as a state, an init, a step and a stopping quantity (the relative
+        residual) run by the iteration driver, which also checkpoints and resumes."""
+        P = self._setup(data)
+        ckpt = IterationCheckpoint(
+            self.checkpoint, P.fingerprint, legacy=_legacy_commit, prune_prefixes=("T_",),
+        ) if self.checkpoint is not None else None
+        P.store = ckpt.store if ckpt is not None else None
+        if P.storage == "zarr" and P.store is not None:
+            P.scratch = P.store  # the n1 × n2 state lives beside the commits
+        self._committed_t = None
+        run = iterate(
+            lambda state, it: self._step(P, state, it), lambda: self._init(P),
+            stop=ValueBelow("residual", float(self.tol)), max_iter=int(self.max_iter),
+            checkpoint=ckpt, checkpoint_every=int(self.checkpoint_every), name="RobustPCA",
+            restore=lambda state: self._restore(P, state),
+            before_commit=lambda it, state: self._before_commit(P, it, state),
+            valid=lambda st: os.path.isdir(os.path.join(ckpt.path, st["t_name"])), warn=False,
+        )
+        state, history = run.state, run.history
+        if not run.converged:
+            warnings.warn(
+                f"RobustPCA did not converge in {self.max_iter} iterations (relative residual "
+                f"{history['residual'][-1]:.2e} > tol={self.tol:g}); increase max_iter",
+                _convergence_warning(), stacklevel=3,
+            )
+        self.lam_, self.norm2_, self.mu0_ = P.lam, float(state["norm2"]), float(state["mu0"])
+        self.resumed_from_ = run.resumed_from
+        self._set_results(P.M, P.W, state["T"], state["a_tau"], state["U"], state["s"],
+                          state["Vt"], history, run.converged, run.n_iter, *P.M.shape)
+
+    def _setup(self, data: MatrixInput) -> _Problem:
+        """Layout, the statistics pass (features NaN in every sample left out), storage."""
         M = data.data
-        n1, n2 = M.shape
-        self._check_params(n1, n2)
-        if data.kind == "numpy" or M.npartitions == 1:
-            chunks = square_blocks(M.shape)
-            if chunks != M.chunks:
-                M = M.rechunk(chunks)
+        self._check_params(*M.shape)
+        M = self._square_if_in_memory(M, data)
         W = self._check_mask(M)
-        itemsize = 8
+        (fro2, maxabs, n_obs), keep = self._statistics(M, W, data)
+        if keep is not None:  # features NaN in every sample (land) are left out
+            M, W = M[:, keep], (W[:, keep] if W is not None else None)
+            M = self._square_if_in_memory(M, data)
+            M = M.rechunk({1: tuple(c for c in M.chunks[1] if c)})  # no empty column chunks
+            W = W.rechunk(M.chunks) if W is not None else None
+        n1, n2 = M.shape
         storage = self.storage
-        if storage == "auto":
-            need = 5 * n1 * n2 * itemsize
-            storage = "memory" if need <= 0.7 * _cluster_memory() else "zarr"
+        if storage == "auto":  # five n1 × n2 float64 arrays within 70 % of the memory
+            storage = "memory" if 5 * n1 * n2 * 8 <= 0.7 * available_memory()[0] else "zarr"
         if storage == "zarr" and not _is_regular(M.chunks):
             block = max(max(M.chunks[0]), max(M.chunks[1]))
             logger.info("RobustPCA: rechunking M to regular %d-blocks for the zarr store", block)
@@ -435,248 +555,167 @@ class RobustPCA(LinearDecompositionMixin):
             W = W.rechunk(M.chunks) if W is not None else None
         self.storage_ = storage
         self._fit_svd_solver = self.svd
-        masked = W is not None
-        logger.info(
-            "RobustPCA: %d × %d in %d × %d blocks, storage=%s, svd=%s", n1, n2,
-            M.numblocks[0], M.numblocks[1], storage, self.svd,
-        )
-
-        # statistics pass: ‖P_Ω M‖_F, max |P_Ω M|, non-finite entries on Ω
-        args = [M, "ij"] + ([W, "ij"] if masked else [])
-        stats = da.blockwise(
-            _input_stats_block, "ijx", *args, new_axes={"x": 4},
-            adjust_chunks={"i": 1, "j": 1}, dtype=np.float64,
-            meta=np.empty((0, 0, 0), dtype=np.float64),
-        )
-        with self._timed_pass("statistics"):
-            (stats,) = dask.compute(stats)
-        stats = stats.reshape(-1, 4)
-        fro2, maxabs, bad, n_obs = stats[:, 0].sum(), stats[:, 1].max(), stats[:, 2].sum(), \
-            stats[:, 3].sum()
-        if bad:
-            raise ValueError(
-                f"M contains {int(bad)} NaN or infinite value(s) on the observed entries; "
-                "mark missing entries with mask= (False = unobserved)"
-            )
-        if fro2 == 0:
-            raise ValueError("M is zero on all observed entries; nothing to decompose")
-        fro = math.sqrt(fro2)
+        logger.info("RobustPCA: %d × %d in %d × %d blocks, storage=%s, svd=%s", n1, n2,
+                    M.numblocks[0], M.numblocks[1], storage, self.svd)
         lam = float(self.lam) if self.lam is not None else 1.0 / math.sqrt(max(n1, n2))
-        seed = check_random_state_seed(self.random_state)
-        Mc = M if not masked else da.map_blocks(_clean, M, W, dtype=np.float64)
-
-        # stores
-        ckpt = CheckpointStore(self.checkpoint) if self.checkpoint is not None else None
-        if storage == "zarr":
-            if ckpt is not None:
-                scratch = ckpt
-            else:
-                if self.scratch:
-                    path = os.path.join(self.scratch, f"rpca-{uuid.uuid4().hex[:8]}.zarr")
-                else:
-                    path = tempfile.mkdtemp(prefix="scalepca-rpca-",
-                                            dir=dask.config.get("temporary-directory", None))
-                scratch = CheckpointStore(path, what="scratch")
-                logger.info("RobustPCA: scratch store at %s", scratch.path)
-        else:
-            scratch = None
-
+        masked = W is not None
         fingerprint = {
             "shape": [n1, n2], "lam": lam, "rho": float(self.rho), "svd": self.svd,
             "masked": masked, "n_obs": int(n_obs), "fro2": float(fro2), "maxabs": float(maxabs),
             "n_oversamples": int(self.n_oversamples), "n_power_iter": int(self.n_power_iter),
         }
-        resumed = ckpt.latest(
-            keys=("U", "s", "Vt", "V_warm"),
-            valid=lambda st: os.path.isdir(os.path.join(ckpt.path, st["t_name"])),
-        ) if ckpt is not None else None
-        if resumed is not None:
-            attrs, arrs = resumed
-            check_fingerprint(attrs["fingerprint"], fingerprint)
-            st = attrs
-            entropy = int(st["entropy"])
-            seed = np.random.SeedSequence(entropy)
-            U, s, Vt, V_warm = arrs["U"], arrs["s"], arrs["Vt"], arrs["V_warm"]
-            Tp = ckpt.array(st["t_name"]).rechunk(M.chunks)
-            if storage == "memory":
-                Tp = Tp.persist()
-            a_tau, c, mu = float(st["a_tau"]), float(st["c"]), float(st["mu"])
-            norm2, J, mu0, mu_bar = st["norm2"], st["J"], st["mu0"], st["mu_bar"]
-            sv, k0 = int(st["sv"]), int(st["n_iter"])
-            history = st["history"]
-            converged = bool(st["converged"])
-            t_name = st["t_name"]
-            self._committed = {t_name, commit_name(k0)}
-            ckpt.prune(self._committed, _PRUNED)
-            logger.info("RobustPCA: resuming from checkpoint %s at iteration %d", ckpt.path, k0)
-            A = da.blockwise(_a_block, "ij", *([M, "ij", Tp, "ij"] + ([W, "ij"] if masked else [])),
-                             dtype=np.float64, a_tau=a_tau, c=c,
-                             meta=np.empty((0, 0), dtype=np.float64))
-            if storage == "memory":
-                A = A.persist()
+        return _Problem(
+            M=M, W=W, Mc=M if not masked else da.map_blocks(_clean, M, W, dtype=np.float64),
+            storage=storage, fro=math.sqrt(fro2), maxabs=float(maxabs), lam=lam,
+            fingerprint=fingerprint, fused=self.svd == "randomized", p=int(self.n_oversamples),
+            scratch=self._scratch_store() if storage == "zarr" and self.checkpoint is None
+            else None,
+        )
+
+    def _scratch_store(self) -> CheckpointStore:
+        """The zarr scratch store of a fit without checkpoint (``scratch`` or a temp dir)."""
+        if self.scratch:
+            path = os.path.join(self.scratch, f"rpca-{uuid.uuid4().hex[:8]}.zarr")
         else:
-            entropy = seed.entropy
-            rng0 = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(2**31,)))
-            norm2 = spectral_norm_estimate(Mc, rng=rng0, n_vectors=10, n_power_iter=4,
-                                           timed=self._timed_pass)
-            J = max(norm2, maxabs / lam)
-            mu0 = float(self.mu) if self.mu is not None else 1.25 / norm2
-            mu_bar = mu0 * 1e7
-            mu = mu0
-            # virtual initial state: T = M with an infinite threshold gives S₀ = 0, and
-            # c = 1/(J μ₀) gives Y₀/μ₀ = M/(J μ₀), i.e. Y₀ = M / J(M) (Lin, Chen & Ma)
-            Tp, a_tau, c = Mc, math.inf, 1.0 / (J * mu0)
-            A = Mc * (1.0 + c)
-            if storage == "memory":
-                A = A.persist()
-            U = np.zeros((n1, 0)); s = np.zeros(0); Vt = np.zeros((0, n2))  # noqa: E702
-            V_warm = np.zeros((n2, 0))
-            sv, k0 = min(int(self.rank_guess), n1, n2), 0
-            history = {key: [] for key in ("residual", "rank", "mu", "nnz", "sv", "seconds")}
-            converged = False
-            t_name = None
-        if resumed is None:
-            self._committed = set()
-        self.lam_, self.norm2_, self.mu0_ = lam, float(norm2), float(mu0)
-        self.resumed_from_ = k0
+            path = tempfile.mkdtemp(prefix="scalepca-rpca-",
+                                    dir=dask.config.get("temporary-directory", None))
+        store = CheckpointStore(path, what="scratch")
+        logger.info("RobustPCA: scratch store at %s", store.path)
+        return store
 
-        n_min = min(n1, n2)
-        it = k0
-        fused = self.svd == "randomized"
-        Y_first = None  # A Ω of the coming SVD when the update pass computed it
-        p = int(self.n_oversamples)
-        while not converged and it < self.max_iter:
-            t0 = time.perf_counter()
-            # this iteration's graphs carry U·s, Vᵀ and probe blocks, each n × (at most sv + p
-            # now, 2 sv + 10 + p for the next probe block: see predict_rank), in float64
-            allowance.at_least(8 * 3 * (n1 + n2) * (2 * sv + 10 + p))
-            Om = self._probes(entropy, it, sv, p, n1, n2, V_warm) if fused else None
-            res = svt(
-                A, 1.0 / mu, sv, method=self.svd, n_oversamples=p,
-                n_power_iter=self.n_power_iter, timed=self._timed_pass, probes=Om,
-                first_product=Y_first,
-            )
-            U, s, Vt = res.U, res.s, res.Vt
-            if fused:
-                # V of the trusted triplets (above the threshold and below) seeds the next SVD
-                V_warm = np.ascontiguousarray(res.V_trusted.T)
-            sv_used = sv
-            sv = predict_rank(res.n_above, res.k, n_min, n_min_dim=n_min) \
-                if fused else min(res.n_above + 1, n_min)
-            mu_next = min(mu * self.rho, mu_bar)
-            tau_s, c_next = lam / mu, mu / mu_next
-            r = max(U.shape[1], 1)
-            Us = np.zeros((n1, r)); Vs = np.zeros((r, n2))  # noqa: E702
-            if U.shape[1]:
-                Us, Vs = U * s, Vt
-            Usd = da.from_array(np.ascontiguousarray(Us), chunks=(M.chunks[0], r))
-            Vsd = da.from_array(np.ascontiguousarray(Vs), chunks=(r, M.chunks[1]))
-            kw = dict(a_tau=a_tau, c=c, tau_s=tau_s, c_next=c_next, masked=masked, fused=fused)
-            margs = [M, "ij", Tp, "ij"] + ([W, "ij"] if masked else []) + [Usd, "ik", Vsd, "kj"]
-            if fused:
-                Om_next = self._probes(entropy, it + 1, sv, p, n1, n2, V_warm)
-                l_next = Om_next.shape[1]
-                margs += [da.from_array(Om_next, chunks=(M.chunks[1], l_next)), "jq"]
-            if storage == "memory":
-                sink, new_t_name = None, None
-            else:
-                new_t_name = f"T_{it + 1:06d}"
-                scratch.create(new_t_name, M.shape, tuple(c_[0] for c_ in M.chunks))
-                if not scratch.has("A", M.shape, M.chunks):
-                    scratch.create("A", M.shape, tuple(c_[0] for c_ in M.chunks))
-                # global row / column indices, so each block knows where it is written
-                margs += [da.arange(n1, chunks=(M.chunks[0],)), "i",
-                          da.arange(n2, chunks=(M.chunks[1],)), "j"]
-                sink = (scratch.path, new_t_name, "A")
-            # one task per block returns a tuple; its parts are picked out below and computed
-            # (or persisted) together, so every block is updated once
-            tup = da.blockwise(
-                _update_block, "ij", *margs, dtype=object, concatenate=True,
-                meta=np.empty((0, 0), dtype=object), sink=sink, **kw,
-            )
-            k_st, k_part = (2, 3) if sink is None else (0, 1)
-            st_blocks = tup.map_blocks(
-                _pick, k_st, dtype=np.float64, new_axis=2,
-                chunks=((1,) * M.numblocks[0], (1,) * M.numblocks[1], (2,)),
-                meta=np.empty((0, 0, 0), dtype=np.float64),
-            )
-            Yn = None
-            if fused:
-                Yn = sum_block_products(tup.map_blocks(
-                    _pick, k_part, dtype=np.float64, new_axis=2,
-                    chunks=(M.chunks[0], (1,) * M.numblocks[1], (l_next,)),
-                    meta=np.empty((0, 0, 0), dtype=np.float64),
-                ))
-            with self._timed_pass("update"):
-                if sink is None:
-                    f64 = np.empty((0, 0), dtype=np.float64)
-                    Tn = tup.map_blocks(_pick, 0, dtype=np.float64, meta=f64)
-                    A_next = tup.map_blocks(_pick, 1, dtype=np.float64, meta=f64)
-                    Tn, A_next, st_blocks, Yn = dask.persist(Tn, A_next, st_blocks, Yn)
-                st_blocks, Y_first = dask.compute(st_blocks, Yn)
-            if sink is not None:
-                Tn = scratch.array(new_t_name)
-                A_next = scratch.array("A")
-            st_blocks = st_blocks.reshape(-1, 2)
-            residual = math.sqrt(st_blocks[:, 0].sum()) / fro
-            nnz = int(st_blocks[:, 1].sum())
-            Tp, A, a_tau, c, mu_used, mu = Tn, A_next, tau_s, c_next, mu, mu_next
-            it += 1
-            converged = residual <= self.tol
-            history["residual"].append(residual)
-            history["rank"].append(int(U.shape[1]))
-            history["mu"].append(mu_used)
-            history["nnz"].append(nnz)
-            history["sv"].append(int(sv_used))
-            history["seconds"].append(time.perf_counter() - t0)
-            logger.info(
-                "RobustPCA: iteration %d: residual %.3e, rank %d (asked %d), ‖S‖₀ %d, μ %.3g, "
-                "%.2fs", it, residual, U.shape[1], sv_used, nnz, mu_used,
-                history["seconds"][-1],
-            )
-            # the old T is no longer needed unless it is the committed checkpoint
-            if scratch is not None and t_name is not None:
-                if ckpt is None or t_name not in self._committed:
-                    scratch.remove(t_name)
-            t_name = new_t_name
-            if ckpt is not None and (it % self.checkpoint_every == 0 or converged
-                                     or it >= self.max_iter):
-                t_name = self._commit(
-                    ckpt, storage, it, Tp, t_name, M.chunks,
-                    {"U": U, "s": s, "Vt": Vt, "V_warm": V_warm},
-                    {
-                        "fingerprint": fingerprint, "entropy": str(entropy), "a_tau": a_tau,
-                        "c": c, "mu": mu, "norm2": norm2, "J": J, "mu0": mu0,
-                        "mu_bar": mu_bar, "sv": sv, "n_iter": it, "history": history,
-                        "converged": converged,
-                    },
-                )
+    def _init(self, P: _Problem) -> dict:
+        """The virtual initial state: T = M with an infinite threshold gives S₀ = 0, and
+        c = 1/(J μ₀) gives Y₀/μ₀ = M/(J μ₀), i.e. Y₀ = M / J(M) (Lin, Chen & Ma)."""
+        n1, n2 = P.M.shape
+        entropy = check_random_state_seed(self.random_state).entropy
+        rng0 = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(2**31,)))
+        norm2 = spectral_norm_estimate(P.Mc, rng=rng0, n_vectors=10, n_power_iter=4,
+                                       timed=self._timed_pass)
+        J = max(norm2, P.maxabs / P.lam)
+        mu0 = float(self.mu) if self.mu is not None else 1.25 / norm2
+        c = 1.0 / (J * mu0)
+        A = P.Mc * (1.0 + c)
+        return {
+            "entropy": str(entropy), "a_tau": math.inf, "c": c, "mu": mu0, "norm2": norm2,
+            "J": J, "mu0": mu0, "mu_bar": mu0 * 1e7, "sv": min(int(self.rank_guess), n1, n2),
+            "t_name": None, "U": np.zeros((n1, 0)), "s": np.zeros(0), "Vt": np.zeros((0, n2)),
+            "V_warm": np.zeros((n2, 0)), "T": P.Mc, "Y_first": None,
+            "A": A.persist() if P.storage == "memory" else A,
+        }
 
-        if not converged:
-            warnings.warn(
-                f"RobustPCA did not converge in {self.max_iter} iterations (relative residual "
-                f"{history['residual'][-1]:.2e} > tol={self.tol:g}); increase max_iter",
-                _convergence_warning(), stacklevel=3,
-            )
-        self._set_results(M, W, Tp, a_tau, U, s, Vt, history, converged, it, n1, n2)
+    def _restore(self, P: _Problem, state: dict) -> dict:
+        """The lazy n1 × n2 state of a resumed commit: T from the store, A formed from it."""
+        t_name = state["t_name"]
+        self._committed_t = t_name
+        P.store.prune({t_name, commit_name(int(state["n_iter"]))}, _PRUNED)
+        T = P.store.array(t_name).rechunk(P.M.chunks)
+        args = [P.M, "ij", T, "ij"] + ([P.W, "ij"] if P.W is not None else [])
+        A = da.blockwise(_a_block, "ij", *args, dtype=np.float64, a_tau=float(state["a_tau"]),
+                         c=float(state["c"]), meta=np.empty((0, 0), dtype=np.float64))
+        if P.storage == "memory":
+            T, A = T.persist(), A.persist()
+        return {**state, "T": T, "A": A, "Y_first": None}
 
-    def _commit(self, ckpt, storage, it, Tp, t_name, chunks, arrays, attrs) -> str:
-        """Write T (memory mode) and the small state; the commit is the rename of state_<it>."""
-        if storage == "memory":
+    def _step(self, P: _Problem, state: dict, it: int) -> tuple[dict, dict]:
+        """One iteration: L by SVT of A, then the update pass (T, the next A, the residual)."""
+        t0 = time.perf_counter()
+        n_min = min(P.M.shape)
+        entropy, sv, mu = int(state["entropy"]), int(state["sv"]), float(state["mu"])
+        res = svt(
+            state["A"], 1.0 / mu, sv, method=self.svd, n_oversamples=P.p,
+            n_power_iter=self.n_power_iter, timed=self._timed_pass,
+            probes=self._probes(entropy, it - 1, sv, P.p, *P.M.shape, state["V_warm"])
+            if P.fused else None, first_product=state["Y_first"],
+        )
+        # V of the trusted triplets (above the threshold and below) seeds the next SVD
+        V_warm = np.ascontiguousarray(res.V_trusted.T) if P.fused else state["V_warm"]
+        sv_next = predict_rank(res.n_above, res.k, n_min, n_min_dim=n_min) if P.fused \
+            else min(res.n_above + 1, n_min)
+        mu_next = min(mu * self.rho, float(state["mu_bar"]))
+        new = {**state, "U": res.U, "s": res.s, "Vt": res.Vt, "V_warm": V_warm, "sv": sv_next,
+               "a_tau": P.lam / mu, "c": mu / mu_next, "mu": mu_next}
+        T, A, Y_first, residual, nnz, t_name = self._update_pass(P, state, new, it)
+        # the old T is no longer needed unless it is the committed checkpoint
+        if P.scratch is not None and state["t_name"] is not None \
+                and state["t_name"] != self._committed_t:
+            P.scratch.remove(state["t_name"])
+        new.update(T=T, A=A, Y_first=Y_first, t_name=t_name)
+        record = {"residual": residual, "rank": int(res.U.shape[1]), "mu": mu, "nnz": nnz,
+                  "sv": sv, "seconds": time.perf_counter() - t0}
+        logger.info("RobustPCA: iteration %d: residual %.3e, rank %d (asked %d), ‖S‖₀ %d, "
+                    "μ %.3g, %.2fs", it, residual, record["rank"], sv, nnz, mu,
+                    record["seconds"])
+        return new, record
+
+    def _update_pass(self, P: _Problem, old: dict, new: dict, it: int):
+        """The update pass of iteration ``it``: reads blocks of M and the old T, forms the
+        block of L from the new factors, writes the new T and the next A, and reduces the
+        residual, ‖S‖₀ and the next SVD's first product ``A Ω`` in the same pass."""
+        M, n1, n2 = P.M, *P.M.shape
+        U, s, Vt = new["U"], new["s"], new["Vt"]
+        r = max(U.shape[1], 1)
+        Us, Vs = (U * s, Vt) if U.shape[1] else (np.zeros((n1, r)), np.zeros((r, n2)))
+        kw = dict(a_tau=old["a_tau"], c=old["c"], tau_s=new["a_tau"], c_next=new["c"],
+                  masked=P.W is not None, fused=P.fused)
+        margs = [M, "ij", old["T"], "ij"] + ([P.W, "ij"] if P.W is not None else []) + [
+            graph_constant(Us, (M.chunks[0], r)), "ik", graph_constant(Vs, (r, M.chunks[1])),
+            "kj"]
+        if P.fused:
+            Om_next = self._probes(int(new["entropy"]), it, new["sv"], P.p, n1, n2,
+                                   new["V_warm"])
+            l_next = Om_next.shape[1]
+            margs += [graph_constant(Om_next, (M.chunks[1], l_next)), "jq"]
+        sink, t_name = None, None
+        if P.storage == "zarr":
             t_name = f"T_{it:06d}"
-            zchunks = tuple(max(c_) for c_ in chunks)
-            ckpt.create(t_name, Tp.shape, zchunks)
+            P.scratch.create(t_name, M.shape, tuple(c_[0] for c_ in M.chunks))
+            if not P.scratch.has("A", M.shape, M.chunks):
+                P.scratch.create("A", M.shape, tuple(c_[0] for c_ in M.chunks))
+            # global row / column indices, so each block knows where it is written
+            margs += [da.arange(n1, chunks=(M.chunks[0],)), "i",
+                      da.arange(n2, chunks=(M.chunks[1],)), "j"]
+            sink = (P.scratch.path, t_name, "A")
+        # one task per block returns a tuple; its parts are picked out below and computed
+        # (or persisted) together, so every block is updated once
+        tup = da.blockwise(_update_block, "ij", *margs, dtype=object, concatenate=True,
+                           meta=np.empty((0, 0), dtype=object), sink=sink, **kw)
+        k_st, k_part = (2, 3) if sink is None else (0, 1)
+        st_blocks = tup.map_blocks(
+            _pick, k_st, dtype=np.float64, new_axis=2, meta=np.empty((0, 0, 0)),
+            chunks=((1,) * M.numblocks[0], (1,) * M.numblocks[1], (2,)))
+        Yn = sum_block_products(tup.map_blocks(
+            _pick, k_part, dtype=np.float64, new_axis=2, meta=np.empty((0, 0, 0)),
+            chunks=(M.chunks[0], (1,) * M.numblocks[1], (l_next,)))) if P.fused else None
+        with self._timed_pass("update"):
+            if sink is None:
+                f64 = np.empty((0, 0), dtype=np.float64)
+                T = tup.map_blocks(_pick, 0, dtype=np.float64, meta=f64)
+                A = tup.map_blocks(_pick, 1, dtype=np.float64, meta=f64)
+                T, A, st_blocks, Yn = dask.persist(T, A, st_blocks, Yn)
+            st_blocks, Y_first = dask.compute(st_blocks, Yn)
+        if sink is not None:
+            T, A = P.scratch.array(t_name), P.scratch.array("A")
+        st_blocks = st_blocks.reshape(-1, 2)
+        residual = math.sqrt(st_blocks[:, 0].sum()) / P.fro
+        return T, A, Y_first, residual, int(st_blocks[:, 1].sum()), t_name
+
+    def _before_commit(self, P: _Problem, it: int, state: dict):
+        """The small state of a commit; in ``"memory"`` mode T is written beside it first (in
+        ``"zarr"`` mode it is in the store already)."""
+        t_name = state["t_name"]
+        if P.storage == "memory":
+            t_name = f"T_{it:06d}"
+            zchunks = tuple(max(c_) for c_ in P.M.chunks)
+            P.store.create(t_name, P.M.shape, zchunks)
             import zarr
 
-            target = zarr.open_array(store=ckpt.path, path=t_name, mode="r+")
+            target = zarr.open_array(store=P.store.path, path=t_name, mode="r+")
             regular = tuple(regular_chunks((n,), b)[0]
-                            for n, b in zip(Tp.shape, zchunks, strict=True))
-            da.store(Tp.rechunk(regular), target, lock=False)
-        attrs = dict(attrs, t_name=t_name)
-        name = ckpt.commit(it, arrays, attrs)
-        self._committed = {t_name, name}
-        ckpt.prune(set(self._committed) | ({t_name} if storage == "zarr" else set()), _PRUNED)
-        return t_name
+                            for n, b in zip(P.M.shape, zchunks, strict=True))
+            da.store(state["T"].rechunk(regular), target, lock=False)
+        self._committed_t = t_name
+        small = {key: state[key] for key in _COMMITTED}
+        return {**small, "t_name": t_name, "n_iter": int(it)}, {t_name}
 
     @staticmethod
     def _probes(entropy, it, sv, p, n1, n2, V_warm) -> np.ndarray:
@@ -689,11 +728,7 @@ class RobustPCA(LinearDecompositionMixin):
         order = np.argsort(-s, kind="stable")
         U, s, Vt = U[:, order], s[order], Vt[order]
         # sign convention of the package: largest |entry| of each component positive
-        if s.size:
-            idx = np.argmax(np.abs(Vt), axis=1)
-            signs = np.sign(Vt[np.arange(Vt.shape[0]), idx])
-            signs[signs == 0] = 1.0
-            Vt, U = Vt * signs[:, None], U * signs[None, :]
+        Vt, U = flip_signs(Vt, U)
         self.U_ = np.ascontiguousarray(U)
         self.singular_values_ = np.asarray(s, dtype=np.float64)
         self.components_ = np.ascontiguousarray(Vt)
@@ -704,9 +739,21 @@ class RobustPCA(LinearDecompositionMixin):
         self.converged_ = bool(converged)
         self.history_ = history
         self.nnz_ = int(history["nnz"][-1]) if history["nnz"] else 0
-        self.low_rank_ = low_rank_from_factors(U, s, Vt, M.chunks)
         args = [Tp, "ij"] + ([W, "ij"] if W is not None else [])
-        self.sparse_ = da.blockwise(_shrink_block, "ij", *args, dtype=np.float64, tau=a_tau)
+        self.low_rank_ = self._all_columns(low_rank_from_factors(U, s, Vt, M.chunks))
+        self.sparse_ = self._all_columns(
+            da.blockwise(_shrink_block, "ij", *args, dtype=np.float64, tau=a_tau))
+
+    def _all_columns(self, A: da.Array) -> da.Array:
+        """``A`` over the fitted features spread lazily over all of them, NaN at the features
+        left out of the fit (NaN in every sample)."""
+        keep = getattr(self, "_features_kept", None)
+        if keep is None:
+            return A
+        source = np.full(keep.size, A.shape[1])  # the appended NaN column
+        source[keep] = np.arange(A.shape[1])
+        nan = da.full((A.shape[0], 1), np.nan, chunks=(A.chunks[0], 1), dtype=A.dtype)
+        return da.concatenate([A, nan], axis=1)[:, source]
 
     # -- persistence ------------------------------------------------------------------------
     def save(self, store, *, storage_options=None) -> None:
@@ -719,38 +766,6 @@ class RobustPCA(LinearDecompositionMixin):
             super().save(store, storage_options=storage_options)
         finally:
             self.mask = mask
-
-
-class _GraphAllowance:
-    """Raise distributed's large-graph warning threshold for the graphs of one fit.
-
-    Every iteration puts the factors of L and the probe blocks (n × l, a few tens of MiB at
-    n = 20,000) into its graphs on purpose: data embedded in a graph is still there when a
-    worker dies mid-fit and its tasks are recomputed elsewhere, whereas data scattered to a
-    worker is lost with that worker (the fault tests of issue 8 kill workers). distributed
-    warns about graphs above ``distributed.admin.large-graph-warning-threshold`` (10 MB by
-    default) and advises scattering; inside a fit the threshold is raised to the size of the
-    factors the iteration carries, never lowered, and restored when the fit ends.
-    """
-
-    _KEY = "distributed.admin.large-graph-warning-threshold"
-
-    def __enter__(self):
-        self._sets = []
-        return self
-
-    def at_least(self, nbytes: int) -> None:
-        from dask.utils import parse_bytes
-
-        current = dask.config.get(self._KEY, None)
-        current = parse_bytes(current) if current is not None else 10_000_000
-        if nbytes > current:
-            self._sets.append(dask.config.set({self._KEY: int(nbytes)}))
-
-    def __exit__(self, *exc):
-        while self._sets:
-            self._sets.pop().__exit__(None, None, None)
-        return False
 
 
 def _convergence_warning():
