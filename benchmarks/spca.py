@@ -227,7 +227,7 @@ def main(argv=None):
     ap.add_argument("--zarr-alpha", type=float, default=0.1)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=None,
-                    help="rows per minibatch (default: every chunk is a minibatch)")
+                    help="rows per minibatch (default: SparsePCA's, at most 8 minibatches an epoch)")
     ap.add_argument("--memory-limit", default="1GiB")
     ap.add_argument("--data-dir", default="/work/bench-data")
     ap.add_argument("--repeat", type=int, default=2)

@@ -33,6 +33,8 @@ import dask.array as da
 import numpy as np
 from scipy import linalg as sla
 
+from .._client import current_client
+
 __all__ = [
     "SVTResult",
     "low_rank_from_factors",
@@ -65,16 +67,6 @@ def _ctx(timed, label):
 LARGE_GRAPH_KEY = "distributed.admin.large-graph-warning-threshold"
 
 
-def _distributed_client():
-    """The distributed ``Client`` that runs dask computations now, or None."""
-    try:
-        from distributed import Client
-    except ImportError:
-        return None
-    client = getattr(dask.base.get_scheduler(), "__self__", None)
-    return client if isinstance(client, Client) else None
-
-
 def graph_constant(x: np.ndarray, chunks) -> da.Array:
     """A small in-memory array (factors, probe blocks: n × l) as a dask array in ``chunks``.
 
@@ -87,7 +79,7 @@ def graph_constant(x: np.ndarray, chunks) -> da.Array:
     the scheduler, so a piece lost with a worker is recomputed like any other task.
     """
     x = np.ascontiguousarray(x)
-    client = _distributed_client()
+    client = current_client()
     if client is None:
         return da.from_array(x, chunks=chunks)
     from dask.utils import parse_bytes

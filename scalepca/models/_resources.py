@@ -5,6 +5,8 @@ Private to :mod:`scalepca.models`; the one place where an estimator looks at the
 
 from __future__ import annotations
 
+from .._client import current_client
+
 __all__ = ["available_memory"]
 
 
@@ -16,10 +18,10 @@ def available_memory() -> tuple[int, str]:
     machine's available memory"). Workers without a memory limit count as 0; a cluster where no
     worker has one falls back to this machine.
     """
+    client = current_client()
     try:
-        from distributed import default_client
-
-        client = default_client()
+        if client is None:
+            raise ValueError("no distributed client")
         workers = client.scheduler_info(n_workers=-1)["workers"].values()
         total = sum(int(w.get("memory_limit") or 0) for w in workers)
         if total > 0:

@@ -27,6 +27,7 @@ import time
 import dask
 import numpy as np
 
+from .._client import current_client
 from .._validation import check_random_state_seed
 from ..io._checkpoint import array_digest
 from ..linalg import eigh_descending, flip_signs, moments_graph, randomized_svd_centered
@@ -417,7 +418,7 @@ class _MinibatchFeed:
         # epochs work in the data's precision (float32 data: float32 products, see
         # block_code_stats); the final pass reporting objective_ and the variances is float64
         self.dtype = np.result_type(X.dtype, np.float32)
-        self.client = _current_client()
+        self.client = current_client()
         self.pending: dict[int, tuple] = {}
         self.schedule: list[int] = []
         self.rng = None
@@ -525,19 +526,3 @@ def _result(fut, wait: float = 10.0):
     return fut.result()  # raises FutureCancelledError naming the lost connection
 
 
-def _current_client():
-    """The distributed Client that ``dask.compute`` would run on now, or None.
-
-    That is the default client when the scheduler is its ``get`` method, or the client of a
-    scheduler object that runs graphs on one (``scalepca.cluster.progress`` sets such an
-    object, with a ``client`` attribute, to draw progress bars).
-    """
-    try:
-        from distributed import Client
-    except ImportError:
-        return None
-    sched = dask.base.get_scheduler()
-    owner = getattr(sched, "__self__", None)
-    if owner is None:
-        owner = getattr(sched, "client", None)
-    return owner if isinstance(owner, Client) and owner.status == "running" else None
