@@ -157,8 +157,9 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
             return
         if not keep.any():
             raise ValueError(f"every feature is {reason}; nothing to fit")
+        per_feature = ", ".join(name for name, _ in self._per_feature_attrs)
         msg = (f"{type(self).__name__}: {n_drop} of {keep.size} features are {reason}; they are "
-               "left out of the fit and come back as NaN in components_ and mean_")
+               f"left out of the fit and come back as NaN in {per_feature}")
         if data is not None and data.kind == "xarray":
             logger.info(msg)  # the documented land-mask convention of gridded data
         else:
