@@ -11,6 +11,8 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
+import yaml
+import zarr
 from sklearn.datasets import load_digits
 from sklearn.decomposition import KernelPCA as SKKernelPCA
 from sklearn.exceptions import NotFittedError
@@ -20,6 +22,9 @@ from sklearn.preprocessing import StandardScaler
 
 import scalepca
 from scalepca import PCA, KernelPCA
+from scalepca.cli import EXIT_OK, main
+from scalepca.config import ConfigError, validate_config
+from scalepca.datasets import make_low_rank, write_dataset
 
 APPROX = [
     {"approximation": "nystroem", "n_features": 120},
@@ -255,3 +260,29 @@ def test_bad_parameters_before_compute(params, exc, match, raise_if_dask_compute
     X = da.ones((100, 4), chunks=25)
     with raise_if_dask_computes(), pytest.raises(exc, match=match):
         KernelPCA(2, **params).fit(X)
+
+
+# -- configs and the command line ------------------------------------------------------------------
+def test_config_reconstruction_needs_the_option(tmp_path, capsys):
+    """``output.reconstruction`` with kernel PCA is refused at validation unless the model
+    learns pre-images; with ``fit_inverse_transform: true`` the CLI writes them."""
+
+    path = tmp_path / "x.zarr"
+    write_dataset(make_low_rank(600, 8, rank=3, chunk_rows=150, seed=1), path)
+    cfg = {"data": {"path": str(path)},
+           "model": {"method": "kernel_pca", "n_components": 2, "n_features": 60,
+                     "random_state": 0},
+           "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 2,
+                       "processes": False},
+           "output": {"store": str(tmp_path / "out"), "reconstruction": True}}
+    with pytest.raises(ConfigError, match="output.reconstruction.*fit_inverse_transform=True"):
+        validate_config(cfg)
+    cfg["model"]["fit_inverse_transform"] = True
+    validate_config(cfg)
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(tmp_path / "run.yaml")]) == EXIT_OK, capsys.readouterr().err
+    X = zarr.open_array(path, mode="r")[...]
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    rec = zarr.open_group(tmp_path / "out" / "reconstruction.zarr", mode="r")["reconstruction"]
+    np.testing.assert_allclose(rec[...], model.inverse_transform(model.transform(X)),
+                               rtol=1e-10, atol=1e-12)
