@@ -7,6 +7,7 @@ de-noising of noisy digits (scikit-learn's bundled ``load_digits``).
 
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -25,6 +26,8 @@ from scalepca import PCA, KernelPCA
 from scalepca.cli import EXIT_OK, main
 from scalepca.config import ConfigError, validate_config
 from scalepca.datasets import make_low_rank, write_dataset
+
+from .conftest import counted_dask
 
 APPROX = [
     {"approximation": "nystroem", "n_features": 120},
@@ -124,22 +127,46 @@ def test_preimages_do_not_depend_on_chunking(data, kw):
         assert _rel(out.compute(), ref) < 1e-10
 
 
+def _arrays_in(obj):
+    if isinstance(obj, np.ndarray):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _arrays_in(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _arrays_in(v)
+
+
 @pytest.mark.parametrize("kw", APPROX)
-def test_one_extra_pass_and_lazy_inverse(data, kw, raise_if_dask_computes):
-    X, Xnew = data
-    Xd = da.from_array(X, chunks=50)
-    plain = KernelPCA(3, random_state=0, **kw).fit(Xd)
-    m = KernelPCA(3, fit_inverse_transform=True, random_state=0, **kw).fit(Xd)
+def test_one_extra_pass_small_results_and_lazy_inverse(kw, raise_if_dask_computes):
+    """The pre-image statistics cost exactly one more read of every block (counted at the
+    source), the client receives nothing with n rows (only r × r and r × d sums), and
+    ``inverse_transform`` of dask scores computes nothing."""
+    n, d = 3000, 5
+    X0 = np.random.default_rng(2).standard_normal((n, d))
+    X, counter = counted_dask(X0, chunks=(500, d))
+    plain = KernelPCA(3, random_state=0, **kw).fit(X)
+    reads_plain, counter.reads = counter.reads, 0
+    results = []
+
+    def recording_get(dsk, keys, **kwargs):
+        out = dask.get(dsk, keys, **kwargs)
+        results.append(out)
+        return out
+
+    with dask.config.set(scheduler=recording_get):
+        m = KernelPCA(3, fit_inverse_transform=True, random_state=0, **kw).fit(X)
     assert m.n_passes_ == plain.n_passes_ + 1
-    # the state of the map is small: r × r / r × d, never n × anything
-    for name in ("inverse_coef_", "inverse_landmarks_", "inverse_normalization_",
-                 "inverse_weights_"):
-        if hasattr(m, name):
-            assert max(getattr(m, name).shape) <= max(kw["n_features"], X.shape[1])
-    Zd = da.from_array(m.transform(Xnew), chunks=10)
+    assert counter.reads == reads_plain + X.numblocks[0]
+    sizes = [a.shape for r in results for a in _arrays_in(r)]
+    assert all(s[0] < n for s in sizes if len(s)), sizes
+    r = m.inverse_coef_.shape[0]
+    assert m.inverse_coef_.shape == (r, d) and r <= kw["n_features"]
+    Zd = da.from_array(m.transform(X0[:40]), chunks=10)
     with raise_if_dask_computes():
         out = m.inverse_transform(Zd)
-    assert out.shape == Xnew.shape
+    assert out.shape == (40, d)
 
 
 # -- de-noising (the seeds' last kernel PCA example) -----------------------------------------------
@@ -214,6 +241,26 @@ def test_xarray_scores_give_a_field_back(rng):
     flat = m.inverse_transform(Z.values)
     np.testing.assert_allclose(back.transpose("time", "lat", "lon").values.reshape(80, -1),
                                flat, rtol=1e-12, atol=1e-12)
+
+
+def test_weighted_field_comes_back_in_its_units(rng):
+    """With √cos(lat) weights the model is fitted on the weighted matrix; its pre-images are
+    divided by the weights again (as the linear models' reconstructions): they equal the
+    pre-images of a model fitted on the weighted matrix as a bare array, divided by w."""
+    lat = np.array([-60.0, -20.0, 20.0, 60.0])
+    arr = xr.DataArray(rng.standard_normal((90, 4, 3)) + 1.0, dims=("time", "lat", "lon"),
+                       coords={"time": np.arange(90), "lat": lat, "lon": [0.0, 120.0, 240.0]})
+    X = scalepca.open_matrix(arr.chunk({"time": 30}), sample_dims="time",
+                             weights="sqrt_coslat")
+    kw = {"n_features": 40, "gamma": 0.1, "fit_inverse_transform": True, "random_state": 0}
+    m = KernelPCA(3, **kw).fit(X)
+    Z = m.transform(X)
+    back = m.inverse_transform(Z)
+    assert back.dims == arr.dims
+    w = np.repeat(np.sqrt(np.cos(np.deg2rad(lat))), 3)
+    ref = KernelPCA(3, **kw).fit(arr.values.reshape(90, -1) * w)
+    inner = ref.inverse_transform(ref.transform(arr.values.reshape(90, -1) * w))
+    np.testing.assert_allclose(back.values.reshape(90, -1), inner / w, rtol=1e-10, atol=1e-10)
 
 
 def test_pipeline_inverse_transform(data):
