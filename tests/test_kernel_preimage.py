@@ -7,7 +7,6 @@ de-noising of noisy digits (scikit-learn's bundled ``load_digits``).
 
 from __future__ import annotations
 
-import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -27,7 +26,7 @@ from scalepca.cli import EXIT_OK, main
 from scalepca.config import ConfigError, validate_config
 from scalepca.datasets import make_low_rank, write_dataset
 
-from .conftest import counted_dask
+from .conftest import arrays_in, counted_dask, recorded_results
 
 APPROX = [
     {"approximation": "nystroem", "n_features": 120},
@@ -127,17 +126,6 @@ def test_preimages_do_not_depend_on_chunking(data, kw):
         assert _rel(out.compute(), ref) < 1e-10
 
 
-def _arrays_in(obj):
-    if isinstance(obj, np.ndarray):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _arrays_in(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _arrays_in(v)
-
-
 @pytest.mark.parametrize("kw", APPROX)
 def test_one_extra_pass_small_results_and_lazy_inverse(kw, raise_if_dask_computes):
     """The pre-image statistics cost exactly one more read of every block (counted at the
@@ -148,18 +136,11 @@ def test_one_extra_pass_small_results_and_lazy_inverse(kw, raise_if_dask_compute
     X, counter = counted_dask(X0, chunks=(500, d))
     plain = KernelPCA(3, random_state=0, **kw).fit(X)
     reads_plain, counter.reads = counter.reads, 0
-    results = []
-
-    def recording_get(dsk, keys, **kwargs):
-        out = dask.get(dsk, keys, **kwargs)
-        results.append(out)
-        return out
-
-    with dask.config.set(scheduler=recording_get):
+    with recorded_results() as results:
         m = KernelPCA(3, fit_inverse_transform=True, random_state=0, **kw).fit(X)
     assert m.n_passes_ == plain.n_passes_ + 1
     assert counter.reads == reads_plain + X.numblocks[0]
-    sizes = [a.shape for r in results for a in _arrays_in(r)]
+    sizes = [a.shape for r in results for a in arrays_in(r)]
     assert all(s[0] < n for s in sizes if len(s)), sizes
     r = m.inverse_coef_.shape[0]
     assert m.inverse_coef_.shape == (r, d) and r <= kw["n_features"]
