@@ -192,7 +192,7 @@ def test_saved_preimage_model_loads(tmp_path, data, kw):
 
 
 # -- features NaN in every sample, xarray, pipelines -----------------------------------------------
-@pytest.mark.parametrize("kw", APPROX)
+@pytest.mark.parametrize("kw", ALL)
 def test_left_out_features_come_back_nan(data, kw):
     X, Xnew = data
     Xl = X.copy()
