@@ -489,11 +489,12 @@ def validate_config(cfg) -> dict:
                 f"'output.{part}' is only available for model.method robust_pca; got {method!r}"
             )
     if out["output"]["reconstruction"]:
-        cls = estimator_class(method)
-        if not hasattr(cls, "inverse_transform"):
-            raise ConfigError(
-                f"'output.reconstruction': {cls.__name__} has no inverse_transform"
-            )
+        # ask the configured estimator: KernelPCA has inverse_transform only with
+        # fit_inverse_transform=True, and its error says so
+        try:
+            estimator_class(method)(**out["model"]["params"]).inverse_transform  # noqa: B018
+        except AttributeError as err:
+            raise ConfigError(f"'output.reconstruction': {err}") from None
     progress = cfg.get("progress", True)
     if not isinstance(progress, bool):
         raise ConfigError(f"'progress' must be true or false; got {progress!r}")

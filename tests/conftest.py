@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import dask
 import dask.array as da
@@ -43,6 +44,32 @@ def counted_dask(array: np.ndarray, chunks):
     arr = da.from_array(counter, chunks=chunks, asarray=False, fancy=False)
     counter.reads = 0  # from_array reads an empty slice to learn the block type
     return arr, counter
+
+
+def arrays_in(obj):
+    """The NumPy arrays inside a computed result (nested dicts, lists and tuples)."""
+    if isinstance(obj, np.ndarray):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from arrays_in(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from arrays_in(v)
+
+
+@contextmanager
+def recorded_results():
+    """Run dask computes synchronously and collect what each returns to the client (a list)."""
+    results = []
+
+    def recording_get(dsk, keys, **kwargs):
+        out = dask.get(dsk, keys, **kwargs)
+        results.append(out)
+        return out
+
+    with dask.config.set(scheduler=recording_get):
+        yield results
 
 
 class ComputeCounter:

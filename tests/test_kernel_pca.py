@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -26,7 +25,7 @@ from scalepca.linalg.kernels import (
 )
 from scalepca.models import kernel_pca as kpca_mod
 
-from .conftest import counted_dask
+from .conftest import arrays_in, counted_dask, recorded_results
 
 KERNEL_CASES = [
     ("rbf", {"gamma": 0.2}),
@@ -357,24 +356,7 @@ def test_passes_and_only_small_results_reach_client(kw):
     X, counter = counted_dask(X0, chunks=(1500, d))
     pool = max(kpca_mod.KMEANS_POOL_FACTOR * m, kpca_mod.KMEANS_MIN_POOL)
     limit = max(m * m, (pool if kw.get("landmarks") == "kmeans++" else m) * d)
-    results = []
-
-    def recording_get(dsk, keys, **kwargs):
-        out = dask.get(dsk, keys, **kwargs)
-        results.append(out)
-        return out
-
-    def arrays_in(obj):
-        if isinstance(obj, np.ndarray):
-            yield obj
-        elif isinstance(obj, dict):
-            for v in obj.values():
-                yield from arrays_in(v)
-        elif isinstance(obj, (list, tuple)):
-            for v in obj:
-                yield from arrays_in(v)
-
-    with dask.config.set(scheduler=recording_get):
+    with recorded_results() as results:
         kp = KernelPCA(3, random_state=0, **kw).fit(X)
     expected = 1 if kw["approximation"] == "rff" else 2
     # RFF also reads its first row before the pass (one block, not a pass): the features NaN

@@ -11,6 +11,9 @@ Everything that touches the data is a blockwise map over row chunks or a small g
   larger than a fixed budget.
 - :func:`gather_rows` collects the rows of a given set of indices (m × d) from the chunks that
   hold them; nothing else of ``X`` reaches the client.
+- :func:`preimage_stats_graph` reduces the sufficient statistics of the pre-image ridge
+  (``Σ φ(z)ᵀφ(z)`` and ``Σ φ(z)ᵀx`` over the training rows, with ``z`` their scores) in one
+  pass; :func:`preimage_map` maps scores back to the inputs blockwise.
 - :func:`kernel_matrix` builds an n × n kernel as a blockwise dask array (exact kernel PCA of
   small n), and :func:`centred_kernel_eigh` finds its top eigenpairs after double centring,
   by Lanczos (ARPACK) or randomized subspace iteration, with matrix products on the blocks.
@@ -26,6 +29,7 @@ Kernels (``gamma`` already resolved, ``> 0``)::
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import dask
 import dask.array as da
@@ -33,6 +37,8 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .decomp import eigh_descending
+from .em import _reduce_rows
+from .sparse import merge_code_stats
 
 __all__ = [
     "KERNELS",
@@ -44,6 +50,10 @@ __all__ = [
     "kmeans_plusplus_landmarks",
     "nystroem_map",
     "nystroem_normalization",
+    "preimage_map",
+    "project_rows",
+    "preimage_stats_graph",
+    "score_features",
     "project_features",
     "rff_map",
     "rff_weights",
@@ -205,10 +215,15 @@ def rff_map(X: da.Array, W: np.ndarray, b: np.ndarray, *,
 
 
 # -- fused feature map + projection (transform) -----------------------------------------------
-def _project_block(x, kind, arrays, kparams, P, offset, budget):
+def _feature_width(kind: str, arrays: tuple) -> int:
+    """Columns of the kernel (Nyström, exact) or feature (RFF) block of ``kind``."""
+    return arrays[0].shape[0] if kind in ("nystroem", "exact") else arrays[0].shape[1]
+
+
+def project_rows(x, kind, arrays, kparams, P, offset, budget=BLOCK_BYTES):
+    """Scores ``feature(x) P − offset`` of in-memory rows ``x`` (see :func:`project_features`)."""
     x = np.asarray(x, dtype=np.float64)
-    width = arrays[0].shape[0] if kind in ("nystroem", "exact") else arrays[0].shape[1]
-    step = _rows_per_batch(width, budget)
+    step = _rows_per_batch(_feature_width(kind, arrays), budget)
     out = np.empty((x.shape[0], P.shape[1]), dtype=np.float64)
     for start in range(0, x.shape[0], step):
         xb = x[start : start + step]
@@ -237,9 +252,88 @@ def project_features(X: da.Array, kind: str, arrays: tuple, P: np.ndarray, offse
     """
     k = P.shape[1]
     return X.map_blocks(
-        _project_block, kind, arrays, kparams or {}, P, offset, budget,
+        project_rows, kind, arrays, kparams or {}, P, offset, budget,
         chunks=(X.chunks[0], (k,)), dtype=np.float64, meta=np.empty((0, 0)),
     )
+
+
+# -- pre-images: a kernel ridge from scores back to the inputs ---------------------------------
+def score_features(z, kind: str, arrays: tuple, kparams: dict):
+    """Features ``φ(z)`` of score rows ``z`` (a × k) for the pre-image ridge, float64.
+
+    ``kind`` is ``"exact"`` (``arrays = (Z_fit,)``: the kernel rows ``k(z, Z_fit)`` against
+    the training scores), ``"nystroem"`` (``arrays = (Z_L, N)``: ``k(z, Z_L) N`` on score
+    landmarks) or ``"rff"`` (``arrays = (W, b)``: random Fourier features of the scores).
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if kind == "rff":
+        return _rff_block(z, *arrays)
+    K = kernel_block(z, arrays[0], **kparams)
+    return K if kind == "exact" else K @ arrays[1]
+
+
+def _preimage_chunk(x, axis=None, keepdims=None, *, projection, features, budget,
+                    computing_meta=False):
+    """``{"A": Σ φ(z)ᵀφ(z), "B": Σ φ(z)ᵀx}`` of one row block, ``z`` its scores.
+
+    Rows go in sub-batches, so the kernel rows of the projection and of ``φ`` never exceed
+    ``budget`` bytes each, whatever the row chunk size.
+    """
+    if computing_meta:
+        return x
+    x = np.asarray(x, dtype=np.float64)
+    kind, arrays, kparams = features
+    r = arrays[1].shape[1] if kind == "nystroem" else _feature_width(kind, arrays)
+    A = np.zeros((r, r))
+    B = np.zeros((r, x.shape[1]))
+    step = _rows_per_batch(max(_feature_width(projection[0], projection[1]),
+                               _feature_width(kind, arrays), x.shape[1]), budget)
+    for start in range(0, x.shape[0], step):
+        xb = x[start : start + step]
+        F = score_features(project_rows(xb, *projection, budget), kind, arrays, kparams)
+        A += F.T @ F
+        B += F.T @ xb
+    return {"A": A, "B": B}
+
+
+def preimage_stats_graph(X: da.Array, projection: tuple, features: tuple, *,
+                         budget: int = BLOCK_BYTES, split_every: int = 8):
+    """Delayed ``{"A": Σ φ(z)ᵀφ(z) (r × r), "B": Σ φ(z)ᵀx (r × d)}`` over the rows of ``X``.
+
+    ``z`` are the rows' scores, ``projection = (kind, arrays, kparams, P, offset)`` as in
+    :func:`project_features`; ``φ`` is :func:`score_features` with ``features = (kind,
+    arrays, kparams)``. One pass: each row block is projected and reduced where it lives, the
+    partials are summed in a tree of fan-in ``split_every``; only r × r and r × d arrays travel.
+    The kernel ridge ``(A + αI) C = B`` then gives the pre-image map ``z ↦ φ(z) C``.
+    """
+    if len(X.chunks[1]) != 1:
+        X = X.rechunk({1: -1})
+    chunk = partial(_preimage_chunk, projection=projection, features=features, budget=budget)
+    return _reduce_rows(X, chunk, merge_code_stats, split_every=split_every)
+
+
+def _preimage_block(z, kind, arrays, kparams, C, budget):
+    z = np.asarray(z, dtype=np.float64)
+    out = np.empty((z.shape[0], C.shape[1]), dtype=np.float64)
+    step = _rows_per_batch(max(_feature_width(kind, arrays), C.shape[1]), budget)
+    for start in range(0, z.shape[0], step):
+        out[start : start + step] = score_features(z[start : start + step], kind, arrays,
+                                                   kparams) @ C
+    return out
+
+
+def preimage_map(Z: da.Array, kind: str, arrays: tuple, kparams: dict, C: np.ndarray, *,
+                 budget: int = BLOCK_BYTES) -> da.Array:
+    """Lazy pre-images ``φ(Z) C`` (n × d) of scores ``Z`` (n × k), one block per row chunk.
+
+    ``φ`` as in :func:`score_features`; ``C`` (r × d) the ridge coefficients. Memory per task:
+    the output block plus a sub-batch of kernel values within ``budget`` bytes.
+    """
+    if len(Z.chunks[1]) != 1:
+        Z = Z.rechunk({1: -1})
+    return Z.map_blocks(_preimage_block, kind, arrays, kparams, C, budget,
+                        chunks=(Z.chunks[0], (C.shape[1],)), dtype=np.float64,
+                        meta=np.empty((0, 0)))
 
 
 # -- landmarks --------------------------------------------------------------------------------

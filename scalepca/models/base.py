@@ -230,6 +230,33 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
     def fit_transform(self, X, y=None):
         return self.fit(X).transform(X)
 
+    # -- reconstructions (inverse_transform) -------------------------------------------------
+    def _scores_input(self, Z, k: int) -> MatrixInput:
+        """Scores given to ``inverse_transform`` as a matrix, checked to have ``k`` columns."""
+        from ..io._matrix import scores_matrix
+
+        zin = scores_matrix(Z, what="scores")
+        if zin.data.shape[1] != k:
+            raise ValueError(
+                f"scores have {zin.data.shape[1]} columns; the model has {k} components"
+            )
+        return zin
+
+    def _wrap_reconstruction(self, zin: MatrixInput, Xhat: da.Array):
+        """``Xhat`` (n × d, rows of ``zin``) in the data's own units, layout and kind.
+
+        The steps that made the fitted matrix are undone (weights divided out, stacked dims
+        unstacked); scores in a DataArray give a DataArray over the data's dims.
+        """
+        features = getattr(self, "_feature_template", None)
+        if zin.kind == "xarray" and features is None:  # fitted on an array: plain columns
+            import xarray as xr
+
+            features = xr.DataArray(np.zeros(self.n_features_in_, dtype=np.int8),
+                                    dims=("feature",))
+        out = dataclasses.replace(zin, prep=getattr(self, "_preprocessing", None))
+        return out.wrap_features(Xhat, features=features)
+
     # -- persistence ---------------------------------------------------------------------
     def _state_to_save(self) -> dict:
         state = {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
@@ -341,23 +368,10 @@ class LinearDecompositionMixin(DecompositionMixin):
         X_reconstructed : same kind as ``Z`` (NumPy, dask, or a DataArray over the data's dims)
         """
         self._check_fitted()
-        from ..io._matrix import scores_matrix
-
-        zin = scores_matrix(Z, what="scores")
         k = self._inverse_matrix().shape[0]
-        if zin.data.shape[1] != k:
-            raise ValueError(
-                f"scores have {zin.data.shape[1]} columns; the model has {k} components"
-            )
+        zin = self._scores_input(Z, k)
         Xhat = affine_map(zin.data, np.zeros(k), self._inverse_matrix(), self.mean_)
-        features = getattr(self, "_feature_template", None)
-        if zin.kind == "xarray" and features is None:  # fitted on an array: plain columns
-            import xarray as xr
-
-            features = xr.DataArray(np.zeros(self.n_features_in_, dtype=np.int8),
-                                    dims=("feature",))
-        out = dataclasses.replace(zin, prep=getattr(self, "_preprocessing", None))
-        return out.wrap_features(Xhat, features=features)
+        return self._wrap_reconstruction(zin, Xhat)
 
 
 def _feature_template(data: MatrixInput):

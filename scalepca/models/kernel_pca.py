@@ -8,6 +8,8 @@ import warnings
 
 import dask
 import numpy as np
+from scipy import linalg as sla
+from sklearn.exceptions import NotFittedError
 
 from .._validation import (
     check_choice,
@@ -27,7 +29,10 @@ from ..linalg.kernels import (
     kmeans_plusplus_landmarks,
     nystroem_map,
     nystroem_normalization,
+    preimage_map,
+    preimage_stats_graph,
     project_features,
+    project_rows,
     rff_map,
     rff_weights,
     split_row_chunks,
@@ -105,6 +110,17 @@ class KernelPCA(DecompositionMixin):
     random_state : int, Generator or None
         Seed of the landmark sampling, k-means++, the random features and the solver's start
         vector. Results do not depend on the chunking or the number of workers.
+    fit_inverse_transform : bool, default=False
+        Also learn a pre-image map from scores back to the inputs (a kernel ridge regression
+        of the training rows on their scores, with the model's kernel on the scores, as
+        scikit-learn's ``KernelPCA``), so that ``inverse_transform`` exists. ``"exact"``:
+        scikit-learn's definition, ``dual_coef_ = (k(Z, Z) + αI)⁻¹ X`` over the n training
+        scores ``Z``. Nyström / RFF: the same ridge in a finite feature space ``φ`` of the
+        scores — Nyström on the scores of the m landmarks, or m random Fourier features of
+        the scores — ``C = (Σ φ(z)ᵀφ(z) + αI)⁻¹ Σ φ(z)ᵀx``, reduced over the row chunks in
+        one extra pass; a pre-image is ``φ(z) C``.
+    alpha : float, default=1.0
+        Ridge of the pre-image regression, >= 0 (used with ``fit_inverse_transform=True``).
 
     Attributes
     ----------
@@ -139,6 +155,20 @@ class KernelPCA(DecompositionMixin):
     n_kernel_features_ : int
         Nyström/RFF: width of the feature matrix (m, less the dropped Nyström directions).
     n_components_, n_samples_, n_features_in_, n_passes_ : int
+    X_transformed_fit_ : ndarray of shape (n_samples, n_components)
+        Exact, ``fit_inverse_transform=True``: the training scores ``U √λ``.
+    dual_coef_ : ndarray of shape (n_samples, n_features_in_)
+        Exact, ``fit_inverse_transform=True``: ``(k(Z, Z) + αI)⁻¹ X`` (NaN at left-out
+        features).
+    inverse_landmarks_, inverse_normalization_ : ndarrays of shapes (m, n_components), (m, r)
+        Nyström, ``fit_inverse_transform=True``: the scores of the landmarks and
+        ``k(Z_L, Z_L)^{-½}`` on its kept directions (the feature map of the scores).
+    inverse_weights_, inverse_offset_ : ndarrays of shapes (n_components, m), (m,)
+        RFF, ``fit_inverse_transform=True``: random Fourier frequencies and phases on the
+        scores.
+    inverse_coef_ : ndarray of shape (r, n_features_in_)
+        Nyström/RFF, ``fit_inverse_transform=True``: the ridge coefficients ``C`` (NaN at
+        left-out features).
 
     Notes
     -----
@@ -167,6 +197,15 @@ class KernelPCA(DecompositionMixin):
     rows in sub-batches of at most 64 MiB and projects them at once). On the training data it
     returns the same scores as the fit: ``fit_transform(X)`` equals ``fit(X).transform(X)``.
 
+    Pre-images (``fit_inverse_transform=True``): Nyström/RFF make one more pass, in which each
+    row block is projected on the components and reduced to ``Σ φ(z)ᵀφ(z)`` (m × m) and
+    ``Σ φ(z)ᵀx`` (m × d) where it lives; a task holds a row block, sub-batches of kernel values
+    (≤ 64 MiB) and the m × d partial, and the client solves the m × m system and keeps
+    ``C`` (8 m d bytes: lower ``n_features`` for very wide data). Exact makes no extra pass
+    (the training data are on the client already); the client solves the n × n system
+    (8 n² bytes, as scikit-learn). ``inverse_transform`` is one lazy blockwise map over the
+    score rows (a pre-image block is rows × d).
+
     References
     ----------
     Schölkopf, Smola & Müller (1998), Nonlinear component analysis as a kernel eigenvalue
@@ -184,7 +223,8 @@ class KernelPCA(DecompositionMixin):
 
     #: fitted attributes over the input features, widened with NaN at features left out of the
     #: fit (components_ and mean_ live in the kernel's feature space and are not among them)
-    _per_feature_attrs = (("landmarks_", 1), ("random_weights_", 0), ("X_fit_", 1))
+    _per_feature_attrs = (("landmarks_", 1), ("random_weights_", 0), ("X_fit_", 1),
+                          ("dual_coef_", 1), ("inverse_coef_", 1))
 
     def __init__(
         self,
@@ -199,6 +239,8 @@ class KernelPCA(DecompositionMixin):
         landmarks: str = "uniform",
         eigen_solver: str = "auto",
         random_state=None,
+        fit_inverse_transform: bool = False,
+        alpha: float = 1.0,
     ):
         self.n_components = n_components
         self.kernel = kernel
@@ -210,6 +252,8 @@ class KernelPCA(DecompositionMixin):
         self.landmarks = landmarks
         self.eigen_solver = eigen_solver
         self.random_state = random_state
+        self.fit_inverse_transform = fit_inverse_transform
+        self.alpha = alpha
 
     # -- parameters ------------------------------------------------------------------------
     def _check_params(self, n: int, d: int, itemsize: int) -> tuple[int, int]:
@@ -222,6 +266,11 @@ class KernelPCA(DecompositionMixin):
         check_scalar(self.degree, "degree", kind=numbers.Integral, low=1)
         check_scalar(self.coef0, "coef0")
         check_scalar(self.n_features, "n_features", kind=numbers.Integral, low=1)
+        if not isinstance(self.fit_inverse_transform, (bool, np.bool_)):
+            raise TypeError(
+                f"fit_inverse_transform must be True or False; got {self.fit_inverse_transform!r}"
+            )
+        check_scalar(self.alpha, "alpha", low=0)
         if self.approximation == "rff" and self.kernel != "rbf":
             raise ValueError(
                 f"approximation='rff' needs kernel='rbf' (random Fourier features exist for "
@@ -284,8 +333,8 @@ class KernelPCA(DecompositionMixin):
         n, d = X.shape
         k, m = self._check_params(n, d, X.dtype.itemsize)
         seed = check_random_state_seed(self.random_state)
-        # independent streams for the sampling and for the solver
-        s_sample, s_solver = seed.spawn(2)
+        # independent streams for the sampling, the solver and the pre-image features
+        s_sample, s_solver, s_inverse = seed.spawn(3)
         logger.info("KernelPCA: %d × %d, kernel=%s, approximation=%s, m=%d", n, d, self.kernel,
                     self.approximation, m)
         # fitted attributes are set only once the fit has succeeded (a failed fit leaves the
@@ -300,6 +349,13 @@ class KernelPCA(DecompositionMixin):
             setattr(self, name, value)
         self._set_spectrum(*self._spectrum)
         del self._spectrum
+        if self.fit_inverse_transform:
+            try:
+                for name, value in self._fit_preimage(X, s_inverse).items():
+                    setattr(self, name, value)
+            except BaseException:
+                self._reset_fitted()  # a failed fit leaves the estimator unfitted
+                raise
         self.n_features_in_ = int(d)
 
     def _resolved_kparams(self, d_fit: int) -> dict:
@@ -422,8 +478,93 @@ class KernelPCA(DecompositionMixin):
         return {"gamma_": kparams["gamma"], "X_fit_": Xf, "eigenvectors_": flip_signs(U.T).T,
                 "K_fit_rows_": col_mean, "K_fit_all_": float(g)}
 
+    def _fit_preimage(self, X, seed) -> dict:
+        """The pre-image ridge (see ``fit_inverse_transform``): its state, by name.
+
+        Exact: scikit-learn's dual coefficients from the training scores ``U √λ``, on the
+        client. Nyström/RFF: one pass reducing ``A = Σ φ(z)ᵀφ(z)``, ``B = Σ φ(z)ᵀx`` over the
+        row chunks, then ``(A + αI) C = B`` on the client.
+        """
+        kparams = self._kparams()
+        alpha = float(self.alpha)
+        kind, arrays, P, offset = self._projection()
+        if kind == "exact":
+            Z_fit = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+            K = kernel_block(Z_fit, Z_fit, **kparams)
+            K.flat[:: K.shape[0] + 1] += alpha
+            dual = _ridge_solve(K, self._kept(self.X_fit_, axis=1), alpha)
+            return {"X_transformed_fit_": Z_fit, "dual_coef_": dual}
+        if kind == "nystroem":
+            # score landmarks: the scores of the fit's landmarks (a sample of the training
+            # rows, or the k-means++ centres), with the kernel's Nyström map on them
+            Z_L = project_rows(arrays[0], kind, arrays, kparams, P, offset)
+            N_Z, _ = nystroem_normalization(kernel_block(Z_L, Z_L, **kparams),
+                                            rtol=NYSTROEM_RTOL)
+            features = ("nystroem", (Z_L, N_Z), kparams)
+            state = {"inverse_landmarks_": Z_L, "inverse_normalization_": N_Z}
+        else:
+            W, b = rff_weights(self.n_components_, self.n_kernel_features_, kparams["gamma"],
+                               seed)
+            features = ("rff", (W, b), {})
+            state = {"inverse_weights_": W, "inverse_offset_": b}
+        graph = preimage_stats_graph(self._select_features(X), (kind, arrays, kparams, P, offset),
+                                     features)
+        with self._timed_pass("pre-image statistics"):
+            (stats,) = dask.compute(graph)
+        A = stats["A"]
+        A.flat[:: A.shape[0] + 1] += alpha
+        state["inverse_coef_"] = _ridge_solve(A, stats["B"], alpha)
+        return state
+
+    def _inverse_features(self):
+        """(kind, arrays, C) of the fitted pre-image map."""
+        if hasattr(self, "dual_coef_"):
+            return "exact", (self.X_transformed_fit_,), self.dual_coef_
+        if hasattr(self, "inverse_landmarks_"):
+            return "nystroem", (self.inverse_landmarks_, self.inverse_normalization_), \
+                self.inverse_coef_
+        if hasattr(self, "inverse_weights_"):
+            return "rff", (self.inverse_weights_, self.inverse_offset_), self.inverse_coef_
+        raise NotFittedError(
+            "this KernelPCA was fitted with fit_inverse_transform=False, so it has no pre-image "
+            "map; fit it again with fit_inverse_transform=True"
+        )
+
+    @property
+    def inverse_transform(self):
+        """Pre-images of scores: ``inverse_transform(Z)`` maps scores back to the inputs.
+
+        Exists only with ``fit_inverse_transform=True`` (otherwise reading it raises
+        ``NotFittedError``, an ``AttributeError``, as in scikit-learn, and ``hasattr`` is
+        False). The map is the kernel ridge learned in ``fit``; for the exact method it is
+        scikit-learn's ``k(Z, Z_fit) dual_coef_``, for Nyström/RFF ``φ(Z) C``. Like
+        scikit-learn's, it does not add back the mean of the kernel features.
+
+        Parameters
+        ----------
+        Z : array-like, dask array or DataArray of shape (n_samples, n_components)
+            Scores (a DataArray over sample dims and ``mode``, as ``transform`` returns).
+
+        Returns
+        -------
+        X_preimage : same kind as ``Z`` (NumPy, dask, or a DataArray over the data's dims)
+            Lazy for dask and xarray input; NaN at the features left out of the fit.
+        """
+        if not self.fit_inverse_transform:
+            raise NotFittedError(_NO_INVERSE)
+        return self._preimages
+
+    def _preimages(self, Z):
+        self._check_fitted()
+        kind, arrays, C = self._inverse_features()
+        zin = self._scores_input(Z, self.n_components_)
+        Xhat = preimage_map(zin.data, kind, arrays, self._kparams(), C)
+        return self._wrap_reconstruction(zin, Xhat)
+
     def __getattr__(self, name):
         # only reached when normal lookup fails: say why the linear models' views are absent
+        if name == "inverse_transform":  # the property refused: repeat why
+            raise NotFittedError(_NO_INVERSE)
         if name in ("components_xr_", "mean_xr_"):
             raise AttributeError(
                 f"KernelPCA has no {name}: its components and mean live in the kernel's "
@@ -466,3 +607,27 @@ class KernelPCA(DecompositionMixin):
         Z = project_features(self._select_features(data.data), kind, arrays, P, offset,
                              kparams=self._kparams())
         return data.wrap_samples(Z)
+
+
+_NO_INVERSE = (
+    "KernelPCA.inverse_transform needs the pre-image map, which is learned only when the "
+    "fit_inverse_transform parameter is True; set fit_inverse_transform=True (alpha sets the "
+    "ridge) and fit again"
+)
+
+
+def _ridge_solve(M: np.ndarray, B: np.ndarray, alpha: float) -> np.ndarray:
+    """``M⁻¹ B`` for the pre-image ridge ``M = G + αI`` (Cholesky, as scikit-learn; an
+    indefinite kernel such as the sigmoid falls back to a symmetric solve), with a clear error
+    when ``M`` is singular."""
+    try:
+        return sla.solve(M, B, assume_a="pos")
+    except sla.LinAlgError:
+        pass
+    try:
+        return sla.solve(M, B, assume_a="sym")
+    except sla.LinAlgError as err:
+        raise ValueError(
+            f"the pre-image ridge system is singular with alpha={alpha} ({err}); use a "
+            "larger alpha"
+        ) from None
