@@ -10,13 +10,20 @@ import dask
 import numpy as np
 
 from .._validation import (
+    check_bool,
     check_choice,
     check_n_components,
     check_random_state_seed,
     check_scalar,
 )
 from ..io._matrix import MatrixInput
-from ..linalg import eigh_descending, flip_signs, moments_graph
+from ..linalg import (
+    column_moments_graph,
+    eigh_descending,
+    feature_scale,
+    flip_signs,
+    moments_graph,
+)
 from ..linalg.kernels import (
     BLOCK_BYTES,
     KERNELS,
@@ -105,6 +112,10 @@ class KernelPCA(DecompositionMixin):
     random_state : int, Generator or None
         Seed of the landmark sampling, k-means++, the random features and the solver's start
         vector. Results do not depend on the chunking or the number of workers.
+    standardize : bool, default=False
+        Feed the kernel ``(x − input_mean_) / scale_`` (standard deviations with denominator
+        n, 1 for constant features, as ``StandardScaler``), in fit and in transform: one more
+        pass (the features' moments) before the fit's own passes.
 
     Attributes
     ----------
@@ -199,6 +210,7 @@ class KernelPCA(DecompositionMixin):
         landmarks: str = "uniform",
         eigen_solver: str = "auto",
         random_state=None,
+        standardize: bool = False,
     ):
         self.n_components = n_components
         self.kernel = kernel
@@ -210,6 +222,7 @@ class KernelPCA(DecompositionMixin):
         self.landmarks = landmarks
         self.eigen_solver = eigen_solver
         self.random_state = random_state
+        self.standardize = standardize
 
     # -- parameters ------------------------------------------------------------------------
     def _check_params(self, n: int, d: int, itemsize: int) -> tuple[int, int]:
@@ -283,6 +296,7 @@ class KernelPCA(DecompositionMixin):
         X = data.data
         n, d = X.shape
         k, m = self._check_params(n, d, X.dtype.itemsize)
+        X = self._standardized_input(X, fit=True)
         seed = check_random_state_seed(self.random_state)
         # independent streams for the sampling and for the solver
         s_sample, s_solver = seed.spawn(2)
@@ -301,6 +315,21 @@ class KernelPCA(DecompositionMixin):
         self._set_spectrum(*self._spectrum)
         del self._spectrum
         self.n_features_in_ = int(d)
+
+    def _standardized_input(self, X, *, fit: bool = False):
+        """``(X − input_mean_) / scale_`` (lazy, blockwise) when ``standardize``; in ``fit``
+        one pass of column moments sets them (NaN-only features keep mean 0 and scale 1)."""
+        if fit:
+            check_bool(self.standardize, "standardize")
+            if not self.standardize:
+                return X
+            with self._timed_pass("moments for standardize"):
+                (mom,) = dask.compute(column_moments_graph(X))
+            self.scale_, _ = feature_scale(mom["ss"] / max(int(mom["n"]), 1))
+            self.input_mean_ = np.asarray(mom["mean"], dtype=np.float64)
+        elif getattr(self, "scale_", None) is None:
+            return X
+        return (X - self.input_mean_) / self.scale_
 
     def _resolved_kparams(self, d_fit: int) -> dict:
         """Kernel parameters of a fit on ``d_fit`` features (``gamma=None``: ``1 / d_fit``)."""
@@ -463,6 +492,7 @@ class KernelPCA(DecompositionMixin):
         """
         data = self._transform_input(X)
         kind, arrays, P, offset = self._projection()
-        Z = project_features(self._select_features(data.data), kind, arrays, P, offset,
+        Z = project_features(self._select_features(self._standardized_input(data.data)), kind,
+                             arrays, P, offset,
                              kparams=self._kparams())
         return data.wrap_samples(Z)
