@@ -53,13 +53,15 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     if ev is not None:
         import numpy as np
 
+        from .io._stack import mode_coords
+
         ev = np.ravel(np.asarray(ev))
         rows = []
         cum = 0.0
-        for i, v in enumerate(ev):
+        for i, (mode, v) in enumerate(zip(mode_coords(len(ev)), ev, strict=True)):
             r = float(np.ravel(np.asarray(ratio))[i]) if ratio is not None else float("nan")
             cum += r
-            rows.append([i, f"{v:.6g}", f"{100 * r:.2f}", f"{100 * cum:.2f}"])
+            rows.append([int(mode), f"{v:.6g}", f"{100 * r:.2f}", f"{100 * cum:.2f}"])
         lines.append(_fmt_table(rows, ["mode", "explained variance", "ratio %", "cumulative %"]))
     if hasattr(est, "noise_variance_"):
         lines.append(f"noise variance σ²: {float(est.noise_variance_):.6g}")
