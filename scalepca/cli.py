@@ -88,6 +88,12 @@ def _store_exists(path: str, storage_options=None) -> bool:
 
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         return fs.exists(root)
+    from .io._netcdf import _has_glob
+
+    if _has_glob(path):  # several NetCDF files ("data/sst_*.nc"), opened as open_matrix does
+        import glob
+
+        return bool(glob.glob(path))
     return os.path.exists(path)
 
 
@@ -335,8 +341,17 @@ def _variable_problem(path: str, variable: str | None, storage_options=None) -> 
     import zarr
 
     from .io import open_zarr_node
+    from .io._netcdf import is_netcdf, open_netcdf
     from .io._open import _looks_like_xarray
 
+    if is_netcdf(path):  # NetCDF/HDF5 files: the opener of open_matrix lists the variables
+        if variable is None:
+            return None  # open_matrix says so if the file holds several
+        try:
+            open_netcdf(path, variable=variable)
+        except KeyError as err:
+            return f"data.variable: {err.args[0]}"
+        return None
     node = open_zarr_node(path, storage_options=storage_options)
     if not isinstance(node, zarr.Group):
         if variable is not None:
