@@ -221,7 +221,7 @@ plot.components(eof, ncols=3);
     code("""
 pcs = eof.transform(X)
 print(pcs.dims)
-pcs.sel(mode=[0, 1]).isel(time=slice(0, 365)).plot.line(x="time", size=3, aspect=3)
+pcs.sel(mode=[1, 2]).isel(time=slice(0, 365)).plot.line(x="time", size=3, aspect=3)
 plt.title("first two PC time series, first year");
 """),
     md("""

@@ -220,6 +220,13 @@ def check_scalar(value, name: str, *, kind=numbers.Real, low=None, high=None,
     return value
 
 
+def check_bool(value, name: str) -> bool:
+    """A flag parameter: ``True`` or ``False`` (NumPy booleans too), nothing else."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
 def check_choice(value, name: str, choices) -> str:
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)

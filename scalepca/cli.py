@@ -53,13 +53,15 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     if ev is not None:
         import numpy as np
 
+        from .io._stack import mode_coords
+
         ev = np.ravel(np.asarray(ev))
         rows = []
         cum = 0.0
-        for i, v in enumerate(ev):
+        for i, (mode, v) in enumerate(zip(mode_coords(len(ev)), ev, strict=True)):
             r = float(np.ravel(np.asarray(ratio))[i]) if ratio is not None else float("nan")
             cum += r
-            rows.append([i, f"{v:.6g}", f"{100 * r:.2f}", f"{100 * cum:.2f}"])
+            rows.append([int(mode), f"{v:.6g}", f"{100 * r:.2f}", f"{100 * cum:.2f}"])
         lines.append(_fmt_table(rows, ["mode", "explained variance", "ratio %", "cumulative %"]))
     if hasattr(est, "noise_variance_"):
         lines.append(f"noise variance σ²: {float(est.noise_variance_):.6g}")
@@ -86,6 +88,12 @@ def _store_exists(path: str, storage_options=None) -> bool:
 
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         return fs.exists(root)
+    from .io._netcdf import _has_glob
+
+    if _has_glob(path):  # several NetCDF files ("data/sst_*.nc"), opened as open_matrix does
+        import glob
+
+        return bool(glob.glob(path))
     return os.path.exists(path)
 
 
@@ -333,8 +341,17 @@ def _variable_problem(path: str, variable: str | None, storage_options=None) -> 
     import zarr
 
     from .io import open_zarr_node
+    from .io._netcdf import is_netcdf, open_netcdf
     from .io._open import _looks_like_xarray
 
+    if is_netcdf(path):  # NetCDF/HDF5 files: the opener of open_matrix lists the variables
+        if variable is None:
+            return None  # open_matrix says so if the file holds several
+        try:
+            open_netcdf(path, variable=variable)
+        except KeyError as err:
+            return f"data.variable: {err.args[0]}"
+        return None
     node = open_zarr_node(path, storage_options=storage_options)
     if not isinstance(node, zarr.Group):
         if variable is not None:

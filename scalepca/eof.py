@@ -39,6 +39,7 @@ import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator
 
+from .io._stack import mode_coords
 from .linalg.moments import block_moments, merge_moments
 
 logger = logging.getLogger(__name__)
@@ -267,7 +268,8 @@ def _label(values: np.ndarray, X, model, name: str):
     coords = X.isel({sdim: 0}, drop=True).coords
     out = xr.DataArray(values, dims=("mode", fdim), name=name).assign_coords(coords)
     modes = getattr(model, "components_xr_", None)
-    mode = modes.mode.values[: values.shape[0]] if modes is not None else np.arange(len(values))
+    mode = (modes.mode.values[: values.shape[0]] if modes is not None
+            else mode_coords(len(values)))
     out = out.assign_coords(mode=mode)
     index = out.indexes.get(fdim)
     if index is not None and getattr(index, "nlevels", 1) > 1:

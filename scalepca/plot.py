@@ -167,24 +167,61 @@ def _symmetric_limit(values: np.ndarray) -> float:
     return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
 
 
-def _component_titles(k: int, ratio, titles):
+def _mode_labels(k: int) -> np.ndarray:
+    from .io._stack import mode_coords
+
+    return mode_coords(k)
+
+
+def _component_titles(k: int, ratio, titles, modes=None):
     if titles is not None:
         titles = list(titles)
         if len(titles) < k:
             raise ValueError(f"titles has {len(titles)} entries for {k} components")
         return titles
+    modes = _mode_labels(k) if modes is None else modes
     out = []
     for i in range(k):
-        t = f"component {i + 1}"
+        t = f"mode {modes[i]}"
         if ratio is not None and i < len(ratio):
             t += f" ({100 * float(ratio[i]):.1f} %)"
         out.append(t)
     return out
 
 
+def _map_coords(field, lat: str | None, lon: str | None):
+    """The (lat, lon) coordinates over which ``field`` (a per-mode field) is a map, or None.
+
+    Given names are used as they are; otherwise latitude and longitude are found by meaning
+    (:func:`scalepca.eof.find_lat_lon`: CF attributes, then names such as ``latitude`` or
+    ``nav_lat``). It is a map when they span exactly the field's dims: 1-D coordinates over one
+    dim each, or 2-D coordinates of a curvilinear grid over both.
+    """
+    field_dims = {d for d in field.dims if d != "mode"}
+    if lat is not None and lon is not None:
+        if lat not in field.coords or lon not in field.coords:
+            return None
+        la, lo = field[lat], field[lon]
+    else:
+        from .eof import find_lat_lon
+
+        try:
+            la, lo = find_lat_lon(field)
+        except (KeyError, ImportError):
+            return None
+        if lo is None or la.name not in field.coords or lo.name not in field.coords:
+            return None
+        la, lo = field[la.name], field[lo.name]
+    if la.ndim == lo.ndim == 1 and {la.dims[0], lo.dims[0]} == field_dims and len(field_dims) == 2:
+        return la, lo
+    if la.ndim == lo.ndim == 2 and set(la.dims) == set(lo.dims) == field_dims:
+        return la, lo
+    return None
+
+
 def components(source, *, image_shape=None, n_components: int | None = None, ncols: int = 4,
-               cmap: str = "RdBu_r", titles=None, lat: str = "lat", lon: str = "lon",
-               colorbar: bool = True):
+               cmap: str = "RdBu_r", titles=None, lat: str | None = None,
+               lon: str | None = None, colorbar: bool = True):
     """Draw components as images, as maps, or as loading profiles; returns the Figure.
 
     Parameters
@@ -203,9 +240,11 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
         A diverging colormap; every panel's colour range is symmetric about zero. NaN (land,
         features left out of the fit) is drawn grey.
     titles : sequence of str, optional
-        Panel titles; by default "component i (explained %)".
-    lat, lon : str
-        Names of the coordinates drawn on the axes of maps.
+        Panel titles; by default "mode m (explained %)", m the ``mode`` label (1, 2, ...).
+    lat, lon : str, optional
+        Names of the coordinates drawn on the axes of maps; by default found by meaning (CF
+        attributes, or names such as ``lat``/``latitude``/``nav_lat``) with
+        :func:`scalepca.eof.find_lat_lon`.
     colorbar : bool, default=True
 
     Returns
@@ -214,13 +253,17 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
 
     Notes
     -----
-    A DataArray whose dimensions other than ``mode`` are exactly ``lat`` and ``lon`` is drawn
-    as maps with ``pcolormesh`` over its coordinates; any other 2-D field as an image; a 1-D
-    field (no ``image_shape``) as a profile of loadings against the feature index.
+    Size-1 dimensions (a single pressure level) are dropped first. A DataArray whose other
+    dimensions are spanned by its latitude and longitude coordinates (1-D, or 2-D on a
+    curvilinear grid) is drawn as maps with ``pcolormesh`` over them, north up and east right
+    whatever order the coordinates are stored in; any other 2-D field as an image; a 1-D field
+    (no ``image_shape``) as a profile of loadings against the feature index.
     """
     mpl = _matplotlib()
 
     ratio = None
+    modes = None
+    coords = None
     if _is_estimator(source):
         ratio = getattr(source, "explained_variance_ratio_", None)
         arr = None
@@ -231,14 +274,18 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
         if "mode" not in source.dims:
             raise ValueError(f"a DataArray of components needs a 'mode' dimension; has "
                              f"{source.dims}")
+        single = [d for d in source.dims if d != "mode" and source.sizes[d] == 1]
+        source = source.squeeze(single)  # a single level: its coordinate stays, as a scalar
+        if "mode" in source.coords:
+            modes = source["mode"].values
         field_dims = [d for d in source.dims if d != "mode"]
+        coords = _map_coords(source, lat, lon)
+        is_map = coords is not None
+        if is_map and coords[0].ndim == 1:
+            field_dims = [coords[0].dims[0], coords[1].dims[0]]
         source = source.transpose("mode", *field_dims)
         values = _small(source, "components")
-        is_map = set(field_dims) == {lat, lon}
-        if is_map:
-            source = source.transpose("mode", lat, lon)
-            values = _small(source, "components")
-        elif values.ndim > 3:
+        if not is_map and values.ndim > 3:
             raise ValueError(f"cannot draw components over {len(field_dims)} feature dims "
                              f"{field_dims}; select down to two (e.g. lat, lon)")
     else:
@@ -257,18 +304,21 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
             raise ValueError(f"image_shape {image_shape} holds {int(np.prod(image_shape))} "
                              f"values; the components have {int(np.prod(values.shape[1:]))}")
         values = values.reshape(k, *image_shape)
-    names = _component_titles(k, ratio, titles)
+    names = _component_titles(k, ratio, titles, modes)
     cm = mpl.colormaps[cmap].with_extremes(bad="0.75")
     fig, axes = _grid(k, ncols, (3.2, 2.0) if is_map else (2.6, 2.4))
     for i, ax in enumerate(axes):
         v = values[i]
         lim = _symmetric_limit(v)
         if is_map:
-            im = ax.pcolormesh(_small(source[lon], lon), _small(source[lat], lat),
+            la, lo = coords
+            # pcolormesh places cells at their coordinates: descending latitudes are drawn
+            # north up all the same (the y axis increases upwards)
+            im = ax.pcolormesh(_small(lo, str(lo.name)), _small(la, str(la.name)),
                                np.ma.masked_invalid(v), cmap=cm, vmin=-lim, vmax=lim,
                                shading="auto")
-            ax.set_xlabel(lon)
-            ax.set_ylabel(lat)
+            ax.set_xlabel(str(lo.name))
+            ax.set_ylabel(str(la.name))
         elif v.ndim == 2:
             im = ax.imshow(np.ma.masked_invalid(v), cmap=cm, vmin=-lim, vmax=lim,
                            interpolation="nearest")
@@ -366,8 +416,9 @@ def scores(Z, labels=None, *, components=(0, 1), ax=None, max_points: int | None
             sc = ax.scatter(pts[:, 0], pts[:, 1], c=lab.astype(float), s=s, alpha=alpha,
                             cmap=cmap or "viridis", linewidths=0)
             ax.figure.colorbar(sc, ax=ax)
-    ax.set_xlabel(f"score {i + 1}")
-    ax.set_ylabel(f"score {j + 1}")
+    labels = _mode_labels(max(i, j) + 1)
+    ax.set_xlabel(f"score {labels[i]}")
+    ax.set_ylabel(f"score {labels[j]}")
     if title:
         ax.set_title(title)
     return ax
@@ -408,7 +459,7 @@ def sparse_loadings(source, *, feature_names=None, ax=None, cmap: str = "RdBu_r"
     im = ax.imshow(np.ma.masked_where(zero, C), cmap=cm, vmin=-lim, vmax=lim, aspect="auto",
                    interpolation="nearest")
     ax.figure.colorbar(im, ax=ax, shrink=0.9)
-    ax.set_yticks(np.arange(k), [f"PC {i + 1}" for i in range(k)])
+    ax.set_yticks(np.arange(k), [f"mode {m}" for m in _mode_labels(k)])
     if d <= 40:
         ax.set_xticks(np.arange(d), feature_names if feature_names is not None
                       else [str(j) for j in range(d)], rotation=90 if d > 12 else 0)

@@ -210,13 +210,15 @@ def _spectrum_rows(est):
     ev = np.ravel(np.asarray(ev, dtype=float))
     ratio = getattr(est, "explained_variance_ratio_", None)
     ratio = None if ratio is None else np.ravel(np.asarray(ratio, dtype=float))
+    from .io._stack import mode_coords
+
     rows, cum = [], 0.0
-    for i, v in enumerate(ev):
+    for i, (mode, v) in enumerate(zip(mode_coords(ev.size), ev, strict=True)):
         if ratio is not None and i < ratio.size:
             cum += ratio[i]
-            rows.append([i + 1, f"{v:.6g}", f"{100 * ratio[i]:.2f}", f"{100 * cum:.2f}"])
+            rows.append([int(mode), f"{v:.6g}", f"{100 * ratio[i]:.2f}", f"{100 * cum:.2f}"])
         else:
-            rows.append([i + 1, f"{v:.6g}", "", ""])
+            rows.append([int(mode), f"{v:.6g}", "", ""])
     return rows
 
 

@@ -497,3 +497,41 @@ def test_shipped_local_configs_run(tmp_path, capsys, monkeypatch, name):
     for part in ("scores", "reconstruction", "low_rank", "sparse"):
         default = part == "scores"
         assert (store / f"{part}.zarr").exists() == raw["output"].get(part, default), part
+
+
+@pytest.mark.parametrize("as_glob", [False, True])
+def test_run_netcdf_with_named_weights_matches_eofs(tmp_path, capsys, as_glob):
+    """`scalepca run` on the eofs example NetCDF file (or a glob matching a copy of it) with
+    weights: sqrt_coslat goes through the NetCDF opener (was: 'no zarr array or group');
+    eigenvalues, EOFs and PCs equal eofs'."""
+    import shutil
+
+    eofs_examples = pytest.importorskip("eofs.examples")
+    eofs_xr = pytest.importorskip("eofs.xarray")
+    path = eofs_examples.example_data_path("sst_ndjfm_anom.nc")
+    if as_glob:
+        (tmp_path / "in").mkdir()
+        shutil.copy(path, tmp_path / "in" / "sst_1.nc")
+        path = str(tmp_path / "in" / "sst_*.nc")
+    cfg = _config(tmp_path, path, model={"method": "pca", "n_components": 3},
+                  data={"variable": "sst", "sample_dims": ["time"], "weights": "sqrt_coslat"},
+                  progress=False)
+    rc, out, err = _main(capsys, "run", cfg)
+    assert rc == EXIT_OK, err
+    with xr.open_dataset(eofs_examples.example_data_path("sst_ndjfm_anom.nc")) as ds:
+        sst = ds["sst"].load()
+    # the weights scalepca's rule gives (√cos of the file's float32 latitudes, as in eofs' own
+    # example); those of float64 latitudes differ by ~1e-8
+    w = scalepca.eof.coslat_weights(sst).broadcast_like(sst.isel(time=0))
+    solver = eofs_xr.Eof(sst, weights=w.values)
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    np.testing.assert_allclose(model.explained_variance_, solver.eigenvalues(neigs=3).values,
+                               rtol=1e-10)
+    ref = solver.eofs(neofs=3, eofscaling=0).values.reshape(3, -1)  # of the weighted field
+    comp = model.components_xr_.transpose("mode", "latitude", "longitude").values.reshape(3, -1)
+    ocean = np.isfinite(ref[0])
+    sign = np.sign(np.sum(comp[:, ocean] * ref[:, ocean], axis=1))
+    np.testing.assert_allclose(comp[:, ocean] * sign[:, None], ref[:, ocean], atol=1e-10)
+    pcs = solver.pcs(npcs=3, pcscaling=0).values
+    scores = xr.open_zarr(tmp_path / "out" / "scores.zarr")["scores"]
+    np.testing.assert_allclose(scores.values * sign, pcs, atol=1e-8 * np.abs(pcs).max())

@@ -100,8 +100,10 @@ def test_correlation_and_covariance_maps_match_eofs(sst, sqrt_coslat, weighted):
     corr = eofs_as_correlation(pca, X)
     ref = solver.eofsAsCorrelation(neofs=6)
     assert corr.dims == ref.dims == ("mode", "latitude", "longitude")
-    for dim in corr.dims:
+    for dim in ("latitude", "longitude"):
         np.testing.assert_array_equal(corr[dim].values, ref[dim].values)
+    # eofs.xarray labels modes from 0; scalepca from 1, as xeofs (one convention everywhere)
+    np.testing.assert_array_equal(corr["mode"].values, ref["mode"].values + 1)
     s = _signs(corr.values, ref.values)
     np.testing.assert_array_equal(np.isnan(corr.values), np.isnan(ref.values))  # land
     np.testing.assert_allclose(corr.values, s * ref.values, rtol=0, atol=1e-10, equal_nan=True)

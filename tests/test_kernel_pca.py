@@ -486,3 +486,19 @@ def test_no_components_xr_in_kernel_feature_space(Xsmall):
     assert kp.explained_variance_xr_.dims == ("mode",)
     with pytest.raises(AttributeError, match="no attribute 'nonexistent_'"):
         kp.nonexistent_  # noqa: B018
+
+
+def test_standardize_feeds_the_kernel_standardised_data():
+    """KernelPCA(standardize=True) equals scikit-learn's KernelPCA after StandardScaler."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.decomposition import KernelPCA as SKKernelPCA
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X = load_breast_cancer().data
+    ref = make_pipeline(StandardScaler(), SKKernelPCA(5, kernel="rbf", gamma=0.05)).fit(X)
+    m = scalepca.KernelPCA(5, kernel="rbf", gamma=0.05, approximation="exact",
+                           standardize=True).fit(da.from_array(X, chunks=(100, -1)))
+    assert m.n_passes_ == 2  # the moments, then the training data
+    Z, Zr = np.asarray(m.transform(X)), ref.transform(X)
+    np.testing.assert_allclose(Z * np.sign(np.sum(Z * Zr, axis=0)), Zr, atol=1e-8)

@@ -314,3 +314,20 @@ def test_config_reconstruction_needs_the_option(tmp_path, capsys):
     rec = zarr.open_group(tmp_path / "out" / "reconstruction.zarr", mode="r")["reconstruction"]
     np.testing.assert_allclose(rec[...], model.inverse_transform(model.transform(X)),
                                rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("approximation", ["exact", "nystroem", "rff"])
+def test_standardized_preimages_come_back_in_the_inputs_units(approximation):
+    """With ``standardize=True`` the ridge learns standardised rows; the pre-images are the
+    inputs' own units: the same as a model of StandardScaler-ed data, scaled back."""
+    from sklearn.datasets import load_breast_cancer
+
+    X = load_breast_cancer().data
+    scaler = StandardScaler().fit(X)
+    params = dict(approximation=approximation, n_features=200, fit_inverse_transform=True,
+                  alpha=1e-3, random_state=0, gamma=0.05)
+    kp = scalepca.KernelPCA(5, standardize=True, **params).fit(X)
+    ref = scalepca.KernelPCA(5, **params).fit(scaler.transform(X))
+    got = kp.inverse_transform(kp.transform(X))
+    want = scaler.inverse_transform(ref.inverse_transform(ref.transform(scaler.transform(X))))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())

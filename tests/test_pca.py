@@ -325,3 +325,54 @@ def test_features_split_across_chunks_are_rechunked(rng, caplog):
 def test_missing_store():
     with pytest.raises(FileNotFoundError, match="nope.zarr"):
         scalepca.open_matrix("/tmp/definitely/nope.zarr")
+
+
+# -- standardize=True: PCA of the correlation matrix from the same moments pass -------------------
+def _breast_cancer_with_constant():
+    from sklearn.datasets import load_breast_cancer
+
+    X = load_breast_cancer().data
+    return np.column_stack([X, np.full(len(X), 7.5)])  # a constant feature: scale 1
+
+
+@pytest.mark.parametrize("solver,extra", [("covariance_eigh", {}), ("tsqr", {}),
+                                          ("randomized", {"n_oversamples": 40})])
+@pytest.mark.parametrize("chunks", [None, (97, -1), (100, 7)])
+def test_standardize_matches_standardscaler_pipeline(solver, extra, chunks):
+    """PCA(standardize=True) equals make_pipeline(StandardScaler(), PCA()) on breast_cancer,
+    for every solver and chunking (randomized with l = d: exact up to rounding)."""
+    from sklearn.pipeline import make_pipeline
+
+    X = _breast_cancer_with_constant()
+    Xin = X if chunks is None else da.from_array(X, chunks=chunks)
+    ref = make_pipeline(StandardScaler(), SKPCA(12)).fit(X)
+    m = scalepca.PCA(12, standardize=True, svd_solver=solver, random_state=0, **extra).fit(Xin)
+    p = ref[-1]
+    assert m.n_passes_ == {"covariance_eigh": 1, "tsqr": 2}.get(solver, m.n_passes_)
+    np.testing.assert_allclose(m.scale_, ref[0].scale_, rtol=1e-12)
+    assert m.scale_[-1] == 1.0
+    np.testing.assert_allclose(m.explained_variance_, p.explained_variance_, rtol=1e-10)
+    np.testing.assert_allclose(m.explained_variance_ratio_, p.explained_variance_ratio_,
+                               rtol=1e-10)
+    sign = np.sign(np.sum(m.components_ * p.components_, axis=1))
+    np.testing.assert_allclose(m.components_ * sign[:, None], p.components_, atol=1e-10)
+    Z = np.asarray(m.transform(Xin))
+    np.testing.assert_allclose(Z * sign, ref.transform(X), atol=1e-10)
+    back = np.asarray(m.inverse_transform(Z))
+    np.testing.assert_allclose(back, ref.inverse_transform(Z * sign), rtol=1e-10, atol=1e-10)
+
+
+def test_standardize_is_remembered_by_save_and_load(tmp_path):
+    X = _breast_cancer_with_constant()
+    m = scalepca.PCA(5, standardize=True).fit(X)
+    m.save(tmp_path / "m")
+    back = scalepca.load(tmp_path / "m")
+    assert back.standardize is True
+    np.testing.assert_array_equal(back.scale_, m.scale_)
+    np.testing.assert_array_equal(np.asarray(back.transform(X)), np.asarray(m.transform(X)))
+    assert np.all(scalepca.PCA(5).fit(X).scale_ == 1)
+
+
+def test_standardize_rejects_a_non_bool():
+    with pytest.raises(TypeError, match="standardize must be True or False"):
+        scalepca.PCA(2, standardize="yes").fit(np.eye(4))

@@ -120,7 +120,7 @@ def test_components_as_images(pca_fit):
         np.testing.assert_allclose(im.get_array(), pca.components_[i].reshape(6, 6))
         lo, hi = im.get_clim()
         assert lo == -hi == -np.abs(pca.components_[i]).max()  # symmetric about zero
-    assert fig.axes[0].get_title().startswith("component 1 (")
+    assert fig.axes[0].get_title().startswith("mode 1 (")
 
 
 def test_components_as_profiles():
@@ -298,3 +298,68 @@ def test_convergence_dict_and_array():
         plot.convergence({"foo": [1.0]})
     with pytest.raises(ValueError, match="empty"):
         plot.convergence(np.array([]))
+
+
+def _field(lat_name, lon_name, attrs_only):
+    """(time, level=1, lat, lon) field, latitudes stored north to south."""
+    import xarray as xr
+
+    rng = np.random.default_rng(1)
+    lat = np.linspace(80.0, -80.0, 9)
+    lon = np.arange(0.0, 360.0, 30.0)
+    data = rng.standard_normal((40, 1, 9, 12))
+    data += np.cos(np.deg2rad(lat))[:, None] * rng.standard_normal((40, 1, 1, 1))
+    dims = ("time", "level", "y", "x") if attrs_only else ("time", "level", lat_name, lon_name)
+    return xr.DataArray(data, dims=dims, coords={
+        "time": np.arange(40), "level": [500.0],
+        lat_name: ((dims[2],), lat, {"units": "degrees_north"} if attrs_only else {}),
+        lon_name: ((dims[3],), lon, {"units": "degrees_east"} if attrs_only else {}),
+    })
+
+
+@pytest.mark.parametrize("lat_name,lon_name,attrs_only", [("latitude", "longitude", False),
+                                                         ("nav_lat", "nav_lon", True)])
+def test_maps_north_up_for_any_lat_lon_naming(lat_name, lon_name, attrs_only):
+    """Latitude/longitude found by name or by CF units alone, a size-1 level squeezed: the
+    components are drawn as maps whose y axis increases northwards, over the real coords."""
+    field = _field(lat_name, lon_name, attrs_only)
+    pca = scalepca.PCA(3).fit(scalepca.open_matrix(field, sample_dims="time"))
+    fig = plot.components(pca)
+    ax = fig.axes[0]
+    (mesh,) = [c for c in ax.collections if isinstance(c, QuadMesh)]
+    lo, hi = ax.get_ylim()
+    assert lo < hi and lo <= -80 and hi >= 80  # north up
+    assert ax.get_ylabel() == lat_name and ax.get_xlabel() == lon_name
+    assert ax.get_title().startswith("mode 1 (")
+    # the cell at the northernmost row holds the component's value at latitude 80
+    comp = pca.components_xr_.isel(mode=0).squeeze("level")
+    comp = comp.transpose(*(("y", "x") if attrs_only else (lat_name, lon_name))).values
+    np.testing.assert_allclose(np.ma.filled(mesh.get_array(), np.nan).reshape(comp.shape), comp)
+    plt.close(fig)
+
+
+def test_mode_labels_agree_everywhere():
+    """Modes are numbered from 1 in the xarray coords (components, scores, per-mode values),
+    the plot labels, the CLI summary table and the report's table: mode 1 is components_[0]."""
+    from scalepca.cli import summary
+    from scalepca.report import _spectrum_rows
+
+    field = _field("lat", "lon", False)
+    X = scalepca.open_matrix(field, sample_dims="time")
+    pca = scalepca.PCA(3).fit(X)
+    assert list(pca.components_xr_.mode.values) == [1, 2, 3]
+    assert list(pca.transform(X).mode.values) == [1, 2, 3]
+    assert list(pca.explained_variance_xr_.mode.values) == [1, 2, 3]
+    np.testing.assert_array_equal(pca.components_xr_.sel(mode=1).values.ravel(),
+                                  pca.components_[0])
+    assert [r[0] for r in _spectrum_rows(pca)] == [1, 2, 3]
+    table = summary(pca, data_shape=(40, 108), elapsed=0.0, method="pca").splitlines()
+    first = next(i for i, line in enumerate(table) if line.startswith("mode"))
+    assert [int(line.split()[0]) for line in table[first + 2:first + 5]] == [1, 2, 3]
+    fig = plot.components(pca)
+    assert [ax.get_title().split(" (")[0] for ax in fig.axes if ax.get_title()] == [
+        "mode 1", "mode 2", "mode 3"]
+    ax = plot.scores(pca.transform(X), components=(0, 2))
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("score 1", "score 3")
+    ax = plot.scree(pca)
+    plt.close("all")

@@ -265,3 +265,32 @@ def test_ppca_is_not_a_pca(data):
     assert not isinstance(scalepca.PCA(4), scalepca.PPCA)
     assert "whiten" not in ppca.get_params()
     assert clone(ppca).get_params() == ppca.get_params()
+
+
+def test_standardize_is_the_model_of_the_standardised_data():
+    """PPCA(standardize=True): transform, score_samples, covariance, sample and impute speak
+    of x, the model of x / scale_ being scikit-learn's PCA after StandardScaler."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.decomposition import PCA as SKPCA
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X = load_breast_cancer().data
+    ref = make_pipeline(StandardScaler(), SKPCA(5)).fit(X)
+    s = ref[0].scale_
+    m = scalepca.PPCA(5, standardize=True).fit(da.from_array(X, chunks=(100, -1)))
+    np.testing.assert_allclose(m.scale_, s, rtol=1e-12)
+    ll_ref = ref[-1].score_samples(ref[0].transform(X)) - np.log(s).sum()
+    np.testing.assert_allclose(np.asarray(m.score_samples(X)), ll_ref, rtol=1e-10)
+    np.testing.assert_allclose(m.get_covariance(), ref[-1].get_covariance() * np.outer(s, s),
+                               rtol=1e-10, atol=1e-10 * np.abs(m.get_covariance()).max())
+    np.testing.assert_allclose(m.get_precision() @ m.get_covariance(), np.eye(X.shape[1]),
+                               atol=1e-8)
+    Xn = X.copy()
+    Xn[0, 3] = np.nan
+    filled = np.asarray(m.impute(Xn))
+    np.testing.assert_array_equal(np.delete(filled[0], 3), np.delete(X[0], 3))
+    draw = m.sample(20000, random_state=0)
+    np.testing.assert_allclose(draw.std(axis=0), np.sqrt(np.diag(m.get_covariance())), rtol=0.03)
+    with pytest.raises(ValueError, match="standardize=True needs solver='closed_form'"):
+        scalepca.PPCA(5, solver="em", standardize=True).fit(X)

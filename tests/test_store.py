@@ -251,3 +251,31 @@ def test_write_array_xarray_keeps_coordinates(tmp_path, rng):
     ds = xr.open_zarr(tmp_path / "s.zarr", consolidated=False)
     np.testing.assert_array_equal(ds["time"].values, time_)
     np.testing.assert_array_equal(ds["scores"].values, arr.values)
+
+
+def test_outputs_open_with_xarray_without_a_warning(tmp_path):
+    """write_array consolidates the store's metadata: xr.open_zarr opens scores (a DataArray
+    with coords, and a plain dask array, which gets dims) with warnings as errors."""
+    import warnings
+
+    import xarray as xr
+
+    from scalepca.io import write_array
+
+    field = xr.DataArray(np.random.default_rng(0).standard_normal((30, 4, 5)),
+                         dims=("time", "lat", "lon"),
+                         coords={"time": np.arange(30), "lat": np.linspace(-60, 60, 4),
+                                 "lon": np.arange(5.0)}).chunk({"time": 7})
+    model = scalepca.PCA(3).fit(scalepca.open_matrix(field, sample_dims="time"))
+    scores = model.transform(scalepca.open_matrix(field, sample_dims="time"))
+    write_array(scores, tmp_path / "scores.zarr", name="scores")
+    plain = da.from_array(np.arange(24.0).reshape(8, 3), chunks=(3, 3))
+    write_array(plain, tmp_path / "plain.zarr", name="scores")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = xr.open_zarr(tmp_path / "scores.zarr")
+        np.testing.assert_allclose(ds["scores"].values, np.asarray(scores))
+        np.testing.assert_array_equal(ds["time"].values, np.arange(30))
+        ds2 = xr.open_zarr(tmp_path / "plain.zarr")
+        assert ds2["scores"].dims == ("sample", "mode")
+        np.testing.assert_array_equal(ds2["scores"].values, np.asarray(plain))

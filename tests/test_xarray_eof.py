@@ -83,7 +83,7 @@ def test_pca_matches_dense_eof_with_land_and_weights(rng, solver):
     assert c.dims == ("mode", "lat", "lon") and c.name == "components"
     np.testing.assert_array_equal(c.lat, arr.lat)
     np.testing.assert_array_equal(c.lon, arr.lon)
-    np.testing.assert_array_equal(c.mode, [0, 1, 2])
+    np.testing.assert_array_equal(c.mode, [1, 2, 3])  # modes are numbered from 1
     land = np.isnan(arr.isel(time=0).values)
     assert np.isnan(c.values[:, land]).all() and not np.isnan(c.values[:, ~land]).any()
     same_up_to_sign(c.values, comps, axes=(1, 2), rtol=1e-6, atol=1e-8)

@@ -10,7 +10,7 @@ import xarray as xr
 
 from .._validation import _row_chunks, check_matrix
 from ._preprocess import ATTR, Preprocessing, attach, carried
-from ._stack import MODE, SAMPLE, _unstack, feature_template
+from ._stack import MODE, SAMPLE, _unstack, feature_template, mode_coords
 
 
 @dataclass
@@ -53,7 +53,7 @@ class MatrixInput:
         coords = self.sample_coords()
         if Z.ndim == 1:
             return _unstack(xr.DataArray(Z, dims=(sdim,), coords=coords), sdim)
-        lc = np.arange(Z.shape[1]) if last_coords is None else last_coords
+        lc = mode_coords(Z.shape[1]) if last_coords is None else last_coords
         out = _unstack(xr.DataArray(Z, dims=(sdim, last_dim), coords={**coords, last_dim: lc}),
                        sdim)
         return out.transpose(..., last_dim)

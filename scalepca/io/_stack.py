@@ -26,6 +26,15 @@ FEATURE = "feature"
 MODE = "mode"
 
 
+def mode_coords(k: int) -> np.ndarray:
+    """Labels of ``k`` modes: 1, 2, ..., k — everywhere scalepca names a mode (the ``mode``
+    coordinate of scores, components and per-mode values, the CLI's table, plots, report.html),
+    as eofs and xeofs number them. Array positions stay 0-based: mode 1 is ``components_[0]``
+    (``.isel(mode=0)`` or ``.sel(mode=1)``).
+    """
+    return np.arange(1, int(k) + 1)
+
+
 def _as_tuple(dims) -> tuple:
     if dims is None:
         return ()
@@ -232,7 +241,7 @@ def feature_dataarray(values: np.ndarray, template: xr.DataArray, *, name: str) 
     if values.ndim == 1:
         out = template.copy(data=values)
     else:
-        out = xr.DataArray(values, dims=(MODE, fdim), coords={MODE: np.arange(values.shape[0])})
+        out = xr.DataArray(values, dims=(MODE, fdim), coords={MODE: mode_coords(values.shape[0])})
         out = out.assign_coords(template.coords)
     out.name = name
     return _unstack(out, fdim)
@@ -246,9 +255,9 @@ def label_features(values, template: xr.DataArray, sample_dim: str, sample_coord
 
 
 def mode_dataarray(values: np.ndarray, name: str) -> xr.DataArray:
-    """Per-mode ``values`` as a DataArray over ``mode`` (0, 1, ...), like the scores."""
+    """Per-mode ``values`` as a DataArray over ``mode`` (1, 2, ...), like the scores."""
     values = np.asarray(values)
-    return xr.DataArray(values, dims=(MODE,), coords={MODE: np.arange(values.shape[0])},
+    return xr.DataArray(values, dims=(MODE,), coords={MODE: mode_coords(values.shape[0])},
                         name=name)
 
 

@@ -22,6 +22,7 @@ import re
 import shutil
 import socket
 import uuid
+import warnings
 from pathlib import Path
 
 import dask.array as da
@@ -98,8 +99,12 @@ def _open_for_write(path: str, storage_options=None) -> zarr.Group:
     return group
 
 
-def atomic_group(path, *, storage_options=None, write=None):
+def atomic_group(path, *, storage_options=None, write=None, consolidate=False):
     """Create a zarr group at ``path`` by calling ``write(group)``, atomically where possible.
+
+    ``consolidate``: once the group is complete, its members' metadata are consolidated into
+    the group's own metadata (``zarr.consolidate_metadata``), so readers (``xr.open_zarr``)
+    find everything in one read.
 
     Local paths: written to ``<path>.tmp-<host>-<pid>-<uuid>`` and renamed over ``path``; the
     old store is removed only after the new one is complete. Partial siblings that killed
@@ -115,6 +120,8 @@ def atomic_group(path, *, storage_options=None, write=None):
         group.attrs["complete"] = False
         write(group)
         group.attrs["complete"] = True
+        if consolidate:  # last: an attrs update afterwards would drop the consolidated view
+            _consolidate(group)
         drop_previous(os.fspath(path), storage_options)
         return
     target = Path(local)
@@ -125,6 +132,8 @@ def atomic_group(path, *, storage_options=None, write=None):
         group.attrs["complete"] = False
         write(group)
         group.attrs["complete"] = True
+        if consolidate:
+            _consolidate(group)
         if target.exists():
             old = target.with_name(f"{target.name}.old-{_writer_tag()}")
             os.replace(target, old)
@@ -136,6 +145,16 @@ def atomic_group(path, *, storage_options=None, write=None):
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _remove_abandoned(target)
+
+
+def _consolidate(group: zarr.Group) -> None:
+    """Consolidate the metadata of ``group``'s members into its own (what xarray looks for)."""
+    with warnings.catch_warnings():
+        # zarr 3 notes that consolidated metadata are not yet in the v3 specification; xarray
+        # and zarr-python read them, and xarray warns when they are missing
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part",
+                                category=UserWarning)
+        zarr.consolidate_metadata(group.store, path=group.path)
 
 
 PREVIOUS_SUFFIX = ".previous"
@@ -453,7 +472,11 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
     """Write a lazy result (dask array or dask-backed DataArray) chunk by chunk from the workers.
 
     The store is written atomically (see :func:`atomic_group`); nothing is gathered on the
-    client. xarray results are written with ``to_zarr`` so coordinates come along.
+    client. xarray results are written with ``to_zarr`` so coordinates come along; plain
+    arrays get dimension names (``sample`` and ``mode`` for scores, ``sample`` and
+    ``feature`` otherwise) so xarray can open them too. The store's metadata are consolidated
+    at the end, so ``xr.open_zarr(store)`` opens it at once, without xarray's warning about a
+    store lacking consolidated metadata.
     """
     import xarray as xr
 
@@ -467,7 +490,10 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
                                               consolidated=False)
         else:
             a = arr if isinstance(arr, da.Array) else da.from_array(np.asarray(arr))
+            dims = ("sample", "mode" if name == "scores" else "feature")[: a.ndim]
+            if a.ndim > 2:
+                dims = None
             regular_chunks(a).to_zarr(group.store, component=_component(group, name),
-                                      compute=True)
+                                      compute=True, dimension_names=dims)
 
-    atomic_group(store, storage_options=storage_options, write=write)
+    atomic_group(store, storage_options=storage_options, write=write, consolidate=True)

@@ -4,6 +4,7 @@ from .decomp import eigh_descending, flip_signs, randomized_svd_centered, tsqr_s
 from .moments import (
     block_moments,
     column_moments_graph,
+    feature_scale,
     merge_moments,
     moments,
     moments_graph,
@@ -13,6 +14,7 @@ __all__ = [
     "block_moments",
     "column_moments_graph",
     "eigh_descending",
+    "feature_scale",
     "flip_signs",
     "merge_moments",
     "moments",

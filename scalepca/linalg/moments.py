@@ -23,7 +23,14 @@ import dask
 import dask.array as da
 import numpy as np
 
-__all__ = ["block_moments", "column_moments_graph", "merge_moments", "moments", "moments_graph"]
+__all__ = [
+    "block_moments",
+    "column_moments_graph",
+    "feature_scale",
+    "merge_moments",
+    "moments",
+    "moments_graph",
+]
 
 
 #: rows per syrk call in :func:`_gram` (a 4 MiB float64 buffer at d = 256)
@@ -191,3 +198,18 @@ def moments(X: da.Array, *, with_gram: bool = True, split_every: int = 8) -> dic
     """Compute count, mean, centred Gram (or per-feature sum of squares) in one pass."""
     (out,) = dask.compute(moments_graph(X, with_gram=with_gram, split_every=split_every))
     return out
+
+
+def feature_scale(var: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per-feature standard deviations that standardise the data (correlation-matrix PCA).
+
+    ``var`` holds the per-feature variances (denominator n, as ``StandardScaler``; e.g.
+    ``diag(m2) / n`` or ``ss / n`` of the moments pass). A feature whose standard deviation is
+    at most ``1e-12`` times the largest one is constant to rounding: its scale is 1, so it stays
+    centred but unscaled (scikit-learn's ``StandardScaler`` does the same) instead of being
+    divided by zero. Returns the scales and the number of such constant features.
+    """
+    sd = np.sqrt(np.maximum(np.asarray(var, dtype=np.float64), 0.0))
+    const = sd <= 1e-12 * max(float(sd.max(initial=0.0)), 1e-300)
+    sd[const] = 1.0
+    return sd, int(const.sum())

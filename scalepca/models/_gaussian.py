@@ -29,7 +29,19 @@ def _loglike_block(x, mean, U, lam, sigma2):
 
 
 class LatentGaussianMixin:
-    """``get_covariance``, ``get_precision``, ``score_samples``, ``score`` from the k factors."""
+    """``get_covariance``, ``get_precision``, ``score_samples``, ``score`` from the k factors.
+
+    A standardised fit (``scale_`` not all ones) models ``x / scale_``; the covariance,
+    precision and density returned here are those of ``x`` itself.
+    """
+
+    def _kept_scale(self) -> np.ndarray | None:
+        """The per-feature scales on the kept features, or ``None`` when there are none."""
+        scale = getattr(self, "scale_", None)
+        if scale is None:
+            return None
+        scale = self._kept(np.asarray(scale, dtype=np.float64))
+        return None if np.all(scale == 1) else scale
 
     def _model_basis(self):
         """(U, lam, sigma2) of the fitted model; see the module docstring."""
@@ -54,6 +66,9 @@ class LatentGaussianMixin:
         U, lam, sigma2 = self._model_basis()
         C = (U * (lam - sigma2)) @ U.T
         C[np.diag_indices_from(C)] += sigma2
+        scale = self._kept_scale()
+        if scale is not None:
+            C = C * np.outer(scale, scale)
         return self._widen_square(C)
 
     def _widen_square(self, C: np.ndarray) -> np.ndarray:
@@ -75,9 +90,13 @@ class LatentGaussianMixin:
         self._check_nonsingular(U, lam, sigma2)
         d, k = U.shape
         if k == d:
-            return self._widen_square((U / lam) @ U.T)
-        P = (U * (1.0 / lam - 1.0 / sigma2)) @ U.T
-        P[np.diag_indices_from(P)] += 1.0 / sigma2
+            P = (U / lam) @ U.T
+        else:
+            P = (U * (1.0 / lam - 1.0 / sigma2)) @ U.T
+            P[np.diag_indices_from(P)] += 1.0 / sigma2
+        scale = self._kept_scale()
+        if scale is not None:
+            P = P / np.outer(scale, scale)
         return self._widen_square(P)
 
     def score_samples(self, X):
@@ -90,12 +109,22 @@ class LatentGaussianMixin:
         data = self._transform_input(X)
         U, lam, sigma2 = self._model_basis()
         self._check_nonsingular(U, lam, sigma2)
-        Xd = self._select_features(data.data)
+        Xd, mean, logdet_scale = self._standardized(self._select_features(data.data))
         ll = Xd.map_blocks(
-            _loglike_block, self._kept(self.mean_), U, lam, sigma2,
+            _loglike_block, mean, U, lam, sigma2,
             drop_axis=1, dtype=np.float64, meta=np.empty((0,), dtype=np.float64),
         )
-        return data.wrap_samples(ll)
+        return data.wrap_samples(ll - logdet_scale)
+
+    def _standardized(self, Xd):
+        """``(Xd / scale, mean / scale, Σ log scale)`` on the kept features (lazy, blockwise):
+        the data the model describes and the log-Jacobian that turns its density into the
+        density of ``x``. Without standardisation ``Xd``, the mean and 0."""
+        mean = self._kept(self.mean_)
+        scale = self._kept_scale()
+        if scale is None:
+            return Xd, mean, 0.0
+        return (None if Xd is None else Xd / scale), mean / scale, float(np.log(scale).sum())
 
     def score(self, X, y=None) -> float:
         """Average log-likelihood of the samples (one pass over ``X``)."""

@@ -12,13 +12,20 @@ from scipy import linalg as sla
 from sklearn.exceptions import NotFittedError
 
 from .._validation import (
+    check_bool,
     check_choice,
     check_n_components,
     check_random_state_seed,
     check_scalar,
 )
 from ..io._matrix import MatrixInput
-from ..linalg import eigh_descending, flip_signs, moments_graph
+from ..linalg import (
+    column_moments_graph,
+    eigh_descending,
+    feature_scale,
+    flip_signs,
+    moments_graph,
+)
 from ..linalg.kernels import (
     BLOCK_BYTES,
     KERNELS,
@@ -121,6 +128,10 @@ class KernelPCA(DecompositionMixin):
         one extra pass; a pre-image is ``φ(z) C``.
     alpha : float, default=1.0
         Ridge of the pre-image regression, >= 0 (used with ``fit_inverse_transform=True``).
+    standardize : bool, default=False
+        Feed the kernel ``(x − input_mean_) / scale_`` (standard deviations with denominator
+        n, 1 for constant features, as ``StandardScaler``), in fit and in transform: one more
+        pass (the features' moments) before the fit's own passes.
 
     Attributes
     ----------
@@ -241,6 +252,7 @@ class KernelPCA(DecompositionMixin):
         random_state=None,
         fit_inverse_transform: bool = False,
         alpha: float = 1.0,
+        standardize: bool = False,
     ):
         self.n_components = n_components
         self.kernel = kernel
@@ -254,6 +266,7 @@ class KernelPCA(DecompositionMixin):
         self.random_state = random_state
         self.fit_inverse_transform = fit_inverse_transform
         self.alpha = alpha
+        self.standardize = standardize
 
     # -- parameters ------------------------------------------------------------------------
     def _check_params(self, n: int, d: int, itemsize: int) -> tuple[int, int]:
@@ -266,10 +279,7 @@ class KernelPCA(DecompositionMixin):
         check_scalar(self.degree, "degree", kind=numbers.Integral, low=1)
         check_scalar(self.coef0, "coef0")
         check_scalar(self.n_features, "n_features", kind=numbers.Integral, low=1)
-        if not isinstance(self.fit_inverse_transform, (bool, np.bool_)):
-            raise TypeError(
-                f"fit_inverse_transform must be True or False; got {self.fit_inverse_transform!r}"
-            )
+        check_bool(self.fit_inverse_transform, "fit_inverse_transform")
         check_scalar(self.alpha, "alpha", low=0)
         if self.approximation == "rff" and self.kernel != "rbf":
             raise ValueError(
@@ -332,6 +342,7 @@ class KernelPCA(DecompositionMixin):
         X = data.data
         n, d = X.shape
         k, m = self._check_params(n, d, X.dtype.itemsize)
+        X = self._standardized_input(X, fit=True)
         seed = check_random_state_seed(self.random_state)
         # independent streams for the sampling, the solver and the pre-image features
         s_sample, s_solver, s_inverse = seed.spawn(3)
@@ -357,6 +368,21 @@ class KernelPCA(DecompositionMixin):
                 self._reset_fitted()  # a failed fit leaves the estimator unfitted
                 raise
         self.n_features_in_ = int(d)
+
+    def _standardized_input(self, X, *, fit: bool = False):
+        """``(X − input_mean_) / scale_`` (lazy, blockwise) when ``standardize``; in ``fit``
+        one pass of column moments sets them (NaN-only features keep mean 0 and scale 1)."""
+        if fit:
+            check_bool(self.standardize, "standardize")
+            if not self.standardize:
+                return X
+            with self._timed_pass("moments for standardize"):
+                (mom,) = dask.compute(column_moments_graph(X))
+            self.scale_, _ = feature_scale(mom["ss"] / max(int(mom["n"]), 1))
+            self.input_mean_ = np.asarray(mom["mean"], dtype=np.float64)
+        elif getattr(self, "scale_", None) is None:
+            return X
+        return (X - self.input_mean_) / self.scale_
 
     def _resolved_kparams(self, d_fit: int) -> dict:
         """Kernel parameters of a fit on ``d_fit`` features (``gamma=None``: ``1 / d_fit``)."""
@@ -559,6 +585,8 @@ class KernelPCA(DecompositionMixin):
         kind, arrays, C = self._inverse_features()
         zin = self._scores_input(Z, self.n_components_)
         Xhat = preimage_map(zin.data, kind, arrays, self._kparams(), C)
+        if getattr(self, "scale_", None) is not None:  # the ridge learnt standardised rows
+            Xhat = Xhat * self.scale_ + self.input_mean_
         return self._wrap_reconstruction(zin, Xhat)
 
     def __getattr__(self, name):
@@ -604,7 +632,8 @@ class KernelPCA(DecompositionMixin):
         """
         data = self._transform_input(X)
         kind, arrays, P, offset = self._projection()
-        Z = project_features(self._select_features(data.data), kind, arrays, P, offset,
+        Z = project_features(self._select_features(self._standardized_input(data.data)), kind,
+                             arrays, P, offset,
                              kparams=self._kparams())
         return data.wrap_samples(Z)
 

@@ -10,6 +10,7 @@ import dask
 import numpy as np
 
 from .._validation import (
+    check_bool,
     check_choice,
     check_n_components,
     check_random_state_form,
@@ -20,6 +21,7 @@ from ..io._matrix import MatrixInput
 from ..linalg import (
     column_moments_graph,
     eigh_descending,
+    feature_scale,
     flip_signs,
     moments_graph,
     randomized_svd_centered,
@@ -44,14 +46,20 @@ def raise_on_nonfinite(bad: int, what: str = "X") -> None:
         )
 
 
-def spectrum_from_moments(mom: dict, n_components: int):
+def spectrum_from_moments(mom: dict, n_components: int, scale: np.ndarray | None = None):
     """Eigen-decomposition of the sample covariance from one-pass moments.
+
+    With ``scale`` (per-feature standard deviations, :func:`~scalepca.linalg.feature_scale`)
+    the covariance of the standardised data ``Cᵢⱼ / (σᵢ σⱼ)`` — the correlation matrix — is
+    decomposed instead: the same moments, no second pass.
 
     Returns ``(n, mean, eigenvalues (all, descending), components (k × d), total_variance)``.
     """
     n = mom["n"]
     denom = max(n - 1, 1)
     cov = mom["m2"] / denom
+    if scale is not None:
+        cov = cov / np.outer(scale, scale)
     evals, evecs = eigh_descending(cov)
     evals = np.maximum(evals, 0.0)
     components = flip_signs(evecs[:, :n_components].T)
@@ -76,7 +84,21 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
         check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
         check_random_state_form(self.random_state)  # before the first pass, not where it draws
+        check_bool(self.standardize, "standardize")
         return check_n_components(self.n_components, n, d)
+
+    def _standardizing_scale(self, var_n: np.ndarray, n_features: int) -> np.ndarray | None:
+        """Per-feature scales from the variances ``var_n`` (denominator n) of the moments
+        pass when ``standardize``, else ``None``; ``scale_`` is set (ones without it)."""
+        if not self.standardize:
+            self.scale_ = np.ones(n_features)
+            return None
+        scale, n_const = feature_scale(var_n)
+        if n_const:
+            logger.info("%s: %d constant feature(s) left unscaled (scale 1)",
+                        type(self).__name__, n_const)
+        self.scale_ = scale
+        return scale
 
     def _choose_solver(self, d: int) -> str:
         if self.svd_solver != "auto":
@@ -117,7 +139,8 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(X))
             mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
-            n, mean, evals, components, total = spectrum_from_moments(mom, k)
+            scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit)
+            n, mean, evals, components, total = spectrum_from_moments(mom, k, scale)
             ev = evals
         else:
             with self._timed_pass("moments"):
@@ -125,7 +148,12 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
             mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
             X = self._select_features(X)
             mean = mom["mean"]
+            scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
             total = float(mom["ss"].sum() / max(n - 1, 1))
+            if scale is not None:  # the solvers see the standardised data, block by block
+                X = X / scale
+                mean = mean / scale
+                total = float((mom["ss"] / scale**2).sum() / max(n - 1, 1))
             if solver == "tsqr":
                 with self._timed_pass("tsqr"):
                     s, Vt = tsqr_svd_centered(X, mean)
@@ -140,6 +168,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
                 self.n_passes_ += 2 + 2 * self.n_power_iter
                 ev = s**2 / max(n - 1, 1)
                 components = flip_signs(Vt)
+            mean = mom["mean"]
         self._set_spectrum(n, d_fit, k, mean, ev, components, total)
 
     def _drop_all_nan_features(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
@@ -167,6 +196,10 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         if "ss" in mom:
             out["ss"] = mom["ss"][keep]
         return out, d_fit
+
+    def _is_scaled(self) -> bool:
+        """Whether the model standardises its input (``scale_`` from a standardised fit)."""
+        return self._kept_scale() is not None
 
     def _set_spectrum(self, n, d, k, mean, ev, components, total) -> None:
         """Fitted attributes from the spectrum; ``ev`` may hold more than ``k`` eigenvalues."""
@@ -224,6 +257,14 @@ class PCA(_BaseSpectralPCA):
         for the fit (``X.persist()``) instead of re-reading the store on every pass. Worth it
         when the array fits in the workers' memory (each re-read costs one full read of the
         store); harmful when it does not (workers spill to disk).
+    standardize : bool, default=False
+        PCA of the correlation matrix: each feature is divided by its standard deviation
+        (denominator n, as scikit-learn's ``StandardScaler``) after centring, so the result
+        equals ``make_pipeline(StandardScaler(), PCA())``. The standard deviations come from
+        the moments pass every solver makes anyway (no extra pass): ``covariance_eigh``
+        scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
+        divide each block by its features' σ as they read it. A feature constant to rounding
+        (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
 
     Attributes
     ----------
@@ -231,8 +272,12 @@ class PCA(_BaseSpectralPCA):
         Orthonormal principal axes. Sign convention: the largest-magnitude entry of each
         component is positive.
     mean_ : ndarray of shape (n_features,)
+    scale_ : ndarray of shape (n_features,)
+        Per-feature standard deviations with ``standardize=True`` (ones otherwise);
+        ``transform`` projects ``(x − mean_) / scale_``, ``inverse_transform`` multiplies back.
     explained_variance_ : ndarray of shape (n_components,)
-        Eigenvalues of the sample covariance (denominator n − 1).
+        Eigenvalues of the sample covariance (denominator n − 1); of the standardised data's
+        covariance with ``standardize=True``.
     explained_variance_ratio_ : ndarray of shape (n_components,)
     singular_values_ : ndarray of shape (n_components,)
     noise_variance_ : float
@@ -272,6 +317,7 @@ class PCA(_BaseSpectralPCA):
         n_power_iter: int = 4,
         random_state=None,
         persist: bool = False,
+        standardize: bool = False,
     ):
         self.n_components = n_components
         self.svd_solver = svd_solver
@@ -280,6 +326,7 @@ class PCA(_BaseSpectralPCA):
         self.n_power_iter = n_power_iter
         self.random_state = random_state
         self.persist = persist
+        self.standardize = standardize
 
     def _noise_variance(self, n, d, k, ev, total) -> float:
         # scikit-learn's convention: the mean of the min(n, d) − k eigenvalues after the k-th
@@ -293,11 +340,14 @@ class PCA(_BaseSpectralPCA):
     # -- transforms ----------------------------------------------------------------------
     def _transform_matrix(self) -> np.ndarray:
         P = self.components_.T
+        if self._is_scaled():  # (x − mean_) / scale_ projected: the scale folds into P
+            P = P / self.scale_[:, None]
         if self.whiten:
             P = P / np.sqrt(self.explained_variance_)
         return P
 
     def _inverse_matrix(self) -> np.ndarray:
+        Q = self.components_ * self.scale_[None, :] if self._is_scaled() else self.components_
         if self.whiten:
-            return self.components_ * np.sqrt(self.explained_variance_)[:, None]
-        return self.components_
+            return Q * np.sqrt(self.explained_variance_)[:, None]
+        return Q

@@ -10,6 +10,7 @@ import warnings
 import dask
 import dask.array as da
 import numpy as np
+
 from .._validation import (
     check_choice,
     check_n_components,
@@ -94,6 +95,11 @@ class PPCA(_BaseSpectralPCA):
         the initialisation pass, ``n_components``, ``missing``, ``init``), else ValueError.
     checkpoint_every : int, default=5
         EM iterations between commits.
+    standardize : bool, default=False
+        Closed form only: the model of the standardised data ``(x − mean_) / scale_`` (the
+        correlation matrix), from the same one moments pass, as :class:`PCA`'s
+        ``standardize``. ``scale_`` holds the per-feature standard deviations (1 for constant
+        features); ``get_covariance``, ``score_samples`` and ``sample`` speak of ``x`` itself.
 
     Attributes
     ----------
@@ -169,7 +175,7 @@ class PPCA(_BaseSpectralPCA):
     presence of missing values. JMLR 11, 1957–2000.
     """
 
-    _per_feature_attrs = (("components_", 1), ("mean_", 0), ("W_", 0))
+    _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0), ("W_", 0))
 
     def __init__(
         self,
@@ -187,6 +193,7 @@ class PPCA(_BaseSpectralPCA):
         persist: bool = False,
         checkpoint: str | None = None,
         checkpoint_every: int = 5,
+        standardize: bool = False,
     ):
         self.n_components = n_components
         self.svd_solver = svd_solver
@@ -201,6 +208,7 @@ class PPCA(_BaseSpectralPCA):
         self.init = init
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
+        self.standardize = standardize
 
     _transform_keeps_2d_blocks = False  # transform and scores map whole rows
 
@@ -229,6 +237,11 @@ class PPCA(_BaseSpectralPCA):
             raise ValueError(
                 "checkpoint applies to solver='em' only (the closed form is one pass, with "
                 f"nothing to resume); got solver={self.solver!r}"
+            )
+        if solver == "em" and self.standardize:
+            raise ValueError(
+                "standardize=True needs solver='closed_form' (the EM solver fits the "
+                "unstandardised data; standardise the data first to use EM)"
             )
         self._fit_solver = solver
         self.resumed_from_ = 0
@@ -432,14 +445,18 @@ class PPCA(_BaseSpectralPCA):
     def _transform_matrix(self) -> np.ndarray:
         if not hasattr(self, "_M_inv"):
             self._set_posterior()
-        return self.W_ @ self._M_inv  # (x − μ) W M⁻¹ = (M⁻¹ Wᵀ (x − μ))ᵀ, M symmetric
+        P = self.W_ @ self._M_inv  # (x − μ) W M⁻¹ = (M⁻¹ Wᵀ (x − μ))ᵀ, M symmetric
+        return P / self.scale_[:, None] if self._is_scaled() else P
 
     def _inverse_matrix(self) -> np.ndarray:
-        return self.W_.T
+        return self.W_.T * self.scale_[None, :] if self._is_scaled() else self.W_.T
 
     # -- rows with missing entries ---------------------------------------------------------------
     def _kept_params(self):
-        return self._kept(self.mean_), self._kept(self.W_, axis=0), float(self.noise_variance_)
+        """Mean (divided by ``scale_`` when standardised), loadings and σ² of the model on
+        the kept features: the model of the data as :meth:`_standardized` makes them."""
+        _, mean, _ = self._standardized(None)
+        return mean, self._kept(self.W_, axis=0), float(self.noise_variance_)
 
     def transform(self, X):
         """Posterior means ``⟨z⟩`` of the rows of ``X``; NaN entries are treated as missing.
@@ -453,7 +470,7 @@ class PPCA(_BaseSpectralPCA):
         scores : same kind as ``X`` of shape (n_samples, n_components)
         """
         data = self._transform_input(X)
-        Xd = self._select_features(data.data)
+        Xd, _, _ = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
         dtype = np.result_type(Xd.dtype, np.float32)
         Z = Xd.map_blocks(_typed, posterior_mean_block, dtype, mean, W, sigma2,
@@ -476,11 +493,11 @@ class PPCA(_BaseSpectralPCA):
         if sigma2 <= 0:  # k = d: no noise term; the eigen-form handles it (complete rows only)
             return super().score_samples(X)
         data = self._transform_input(X)
-        Xd = self._select_features(data.data)
+        Xd, _, logdet_scale = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
         ll = Xd.map_blocks(loglike_rows_block, mean, W, sigma2, drop_axis=1,
                            dtype=np.float64, meta=np.empty((0,), dtype=np.float64))
-        return data.wrap_samples(ll)
+        return data.wrap_samples(ll - logdet_scale)
 
     def impute(self, X):
         """``X`` with each NaN entry replaced by its reconstruction ``W ⟨z⟩ + μ`` (lazy).
@@ -495,6 +512,14 @@ class PPCA(_BaseSpectralPCA):
         Xd = data.data
         mean, W, sigma2 = self._kept_params()
         keep = getattr(self, "_features_kept", None)
+        scale = self._kept_scale()
+        if scale is not None:  # fill in standardised units, back to the data's (widened)
+            full = np.ones(Xd.shape[1])
+            full[keep if keep is not None else slice(None)] = scale
+            filled = (Xd / full).map_blocks(impute_block, mean, W, sigma2, keep,
+                                           dtype=np.float64,
+                                           meta=np.empty((0, 0), dtype=np.float64)) * full
+            return data.wrap_features(da.where(da.isnan(Xd), filled, Xd))
         out = Xd.map_blocks(impute_block, mean, W, sigma2, keep, dtype=np.float64,
                             meta=np.empty((0, 0), dtype=np.float64))
         return data.wrap_features(out)
@@ -518,6 +543,8 @@ class PPCA(_BaseSpectralPCA):
         check_scalar(n_samples, "n_samples", kind=numbers.Integral, low=1)
         seed = check_random_state_seed(random_state)
         W, mu, sigma = self.W_, self.mean_, np.sqrt(self.noise_variance_)
+        if self._kept_scale() is not None:  # the model is of x / scale_
+            W, sigma = W * self.scale_[:, None], sigma * self.scale_
         if chunks is None:
             return _sample_block(n_samples, W, mu, sigma, seed)
         sizes = [chunks] * (n_samples // chunks)

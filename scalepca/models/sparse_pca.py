@@ -21,6 +21,7 @@ import dask
 import numpy as np
 
 from .._validation import (
+    check_bool,
     check_choice,
     check_n_components,
     check_random_state_form,
@@ -29,7 +30,7 @@ from .._validation import (
 )
 from ..io._checkpoint import check_checkpoint_path
 from ..io._matrix import MatrixInput
-from ..linalg import flip_signs, moments_graph
+from ..linalg import feature_scale, flip_signs, moments_graph
 from ..linalg.sparse import adjusted_variance
 from ._sparse_dictionary import DictionaryLearning, dictionary_objective_on
 from ._sparse_enet import zht_loadings
@@ -289,10 +290,8 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         check_scalar(self.forget_factor, "forget_factor", low=0)
         check_scalar(self.batch_size, "batch_size", kind=numbers.Integral, low=1,
                      allow_none=True)
-        if not isinstance(self.use_correlation, (bool, np.bool_)):
-            raise TypeError(f"use_correlation must be True or False; got {self.use_correlation!r}")
-        if not isinstance(self.shuffle, (bool, np.bool_)):
-            raise TypeError(f"shuffle must be True or False; got {self.shuffle!r}")
+        check_bool(self.use_correlation, "use_correlation")
+        check_bool(self.shuffle, "shuffle")
         check_checkpoint_path(self.checkpoint)
         check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
         if self.checkpoint is not None and self.method == "elasticnet":
@@ -397,11 +396,9 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
     def _feature_scale(self, var_n: np.ndarray):
         if not self.use_correlation:
             return None
-        sd = np.sqrt(np.maximum(var_n, 0.0))
-        const = sd <= 1e-12 * max(float(sd.max()), 1e-300)
-        if const.any():
-            logger.info("SparsePCA: %d constant feature(s) left unscaled", int(const.sum()))
-        sd[const] = 1.0
+        sd, n_const = feature_scale(var_n)
+        if n_const:
+            logger.info("SparsePCA: %d constant feature(s) left unscaled", n_const)
         return sd
 
     def fit_covariance(self, S, n_samples: int | None = None):
