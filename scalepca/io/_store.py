@@ -493,7 +493,12 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
             dims = ("sample", "mode" if name == "scores" else "feature")[: a.ndim]
             if a.ndim > 2:
                 dims = None
-            regular_chunks(a).to_zarr(group.store, component=_component(group, name),
-                                      compute=True, dimension_names=dims)
+            a = regular_chunks(a)
+            # the array is created here, with its dimension names, and the workers write its
+            # chunks: dask's to_zarr forwards dimension_names to zarr only on newer versions
+            target = group.create_array(name, shape=a.shape, dtype=a.dtype,
+                                        chunks=tuple(max(c[0], 1) for c in a.chunks),
+                                        dimension_names=dims)
+            a.to_zarr(target, compute=True)
 
     atomic_group(store, storage_options=storage_options, write=write, consolidate=True)
