@@ -31,6 +31,7 @@ Examples
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import NamedTuple
 
 import dask
@@ -177,15 +178,32 @@ def _merge_cross(*parts: dict) -> dict:
     return acc
 
 
+def _cross_chunk(x, axis=None, keepdims=None, computing_meta=False, *, d: int):
+    """``da.reduction`` chunk step: the partial of one row block of ``[F, Z]``."""
+    if computing_meta:  # dask probing the output type: a dict is no array
+        return np.empty((0,) * x.ndim, dtype=object)
+    return _cross_block(x[:, :d], x[:, d:])
+
+
+def _cross_list(parts, axis=None, keepdims=None, computing_meta=False):
+    """``da.reduction`` combine/aggregate step: merge consecutive row blocks' partials."""
+    return parts if computing_meta else _merge_cross(*parts)
+
+
 def _cross_moments(F: da.Array, Z: da.Array, split_every: int = 8) -> dict:
-    """One pass over ``F`` and the scores ``Z`` (same row chunks): the merged moments."""
-    fb = F.to_delayed(optimize_graph=False).ravel().tolist()
-    zb = Z.to_delayed(optimize_graph=False).ravel().tolist()
-    level = [dask.delayed(_cross_block, pure=True)(f, z) for f, z in zip(fb, zb, strict=True)]
-    while len(level) > 1:
-        level = [dask.delayed(_merge_cross, pure=True)(*level[i:i + split_every])
-                 for i in range(0, len(level), split_every)]
-    (out,) = dask.compute(level[0])
+    """One pass over ``F`` and the scores ``Z`` (same row chunks): the merged moments.
+
+    ``[F, Z]`` side by side (one column chunk: each row block of ``F`` joins the scores of the
+    same rows, no data move between rows), reduced over the row blocks by ``da.reduction``
+    in a tree of fan-in ``split_every``; only d × k partials travel.
+    """
+    FZ = da.concatenate([F, Z], axis=1).rechunk({1: -1})
+    red = da.reduction(
+        FZ, partial(_cross_chunk, d=F.shape[1]), _cross_list, combine=_cross_list, axis=0,
+        split_every=split_every, concatenate=False, dtype=object,
+        meta=np.empty((0,), dtype=object), name="eof-cross-moments",
+    )
+    (out,) = dask.compute(red.to_delayed().ravel()[0])
     return out
 
 
