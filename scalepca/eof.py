@@ -41,6 +41,7 @@ import xarray as xr
 from sklearn.base import BaseEstimator
 
 from .io._stack import mode_coords
+from .linalg.em import _reduce_rows
 from .linalg.moments import block_moments, merge_moments
 
 logger = logging.getLogger(__name__)
@@ -185,25 +186,17 @@ def _cross_chunk(x, axis=None, keepdims=None, computing_meta=False, *, d: int):
     return _cross_block(x[:, :d], x[:, d:])
 
 
-def _cross_list(parts, axis=None, keepdims=None, computing_meta=False):
-    """``da.reduction`` combine/aggregate step: merge consecutive row blocks' partials."""
-    return parts if computing_meta else _merge_cross(*parts)
-
-
 def _cross_moments(F: da.Array, Z: da.Array, split_every: int = 8) -> dict:
     """One pass over ``F`` and the scores ``Z`` (same row chunks): the merged moments.
 
     ``[F, Z]`` side by side (one column chunk: each row block of ``F`` joins the scores of the
-    same rows, no data move between rows), reduced over the row blocks by ``da.reduction``
-    in a tree of fan-in ``split_every``; only d × k partials travel.
+    same rows, no data move between rows), reduced over the row blocks by
+    ``linalg.em._reduce_rows`` (``da.reduction``, fan-in ``split_every``), as the pre-image
+    statistics are; only d × k partials travel.
     """
     FZ = da.concatenate([F, Z], axis=1).rechunk({1: -1})
-    red = da.reduction(
-        FZ, partial(_cross_chunk, d=F.shape[1]), _cross_list, combine=_cross_list, axis=0,
-        split_every=split_every, concatenate=False, dtype=object,
-        meta=np.empty((0,), dtype=object), name="eof-cross-moments",
-    )
-    (out,) = dask.compute(red.to_delayed().ravel()[0])
+    (out,) = dask.compute(_reduce_rows(FZ, partial(_cross_chunk, d=F.shape[1]), _merge_cross,
+                                       split_every=split_every))
     return out
 
 
