@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "check_matrix",
+    "is_sparse",
     "check_n_components",
     "check_n_features",
     "check_random_state_seed",
@@ -75,6 +76,7 @@ def check_matrix(
     min_samples: int = 1,
     min_features: int = 1,
     allow_2d_blocks: bool = False,
+    accept_sparse: bool = False,
 ) -> da.Array:
     """Validate ``X`` from metadata and return it as a 2-D floating dask array.
 
@@ -89,17 +91,27 @@ def check_matrix(
     allow_2d_blocks : bool
         If False (tall-skinny algorithms), a matrix whose features are split over several
         column chunks is rechunked to one column chunk (with a log line).
+    accept_sparse : bool
+        Whether the caller works on sparse blocks. If True, a ``scipy.sparse`` matrix or array
+        (any format), a pydata ``sparse`` array, or a dask array of either kind of block
+        becomes a dask array of ``scipy.sparse.csr_matrix`` row blocks (see
+        :func:`as_csr_blocks`); :func:`is_sparse` tells such arrays apart. If False, sparse
+        input is refused by name.
 
     Raises
     ------
     TypeError
-        Non-numeric dtype; sparse input (a ``scipy.sparse`` matrix or pydata ``sparse``
-        array, or a dask array of such blocks: not supported yet).
+        Non-numeric dtype; sparse input when ``accept_sparse`` is False.
     ValueError
         Not 2-D, too few samples or features, unknown chunk sizes.
     """
-    _refuse_sparse(X, what)
-    if isinstance(X, da.Array):
+    if not accept_sparse:
+        _refuse_sparse(X, what)
+    if is_sparse(X):
+        if np.dtype(X.dtype).kind not in "fiub":
+            check_dtype(X.dtype, what=what)
+        arr = as_csr_blocks(X)
+    elif isinstance(X, da.Array):
         arr = X
     else:
         if isinstance(X, (str, bytes, os.PathLike)):
@@ -151,6 +163,56 @@ def _sparse_kind(x) -> tuple[str, str] | None:
     if type(x).__module__.partition(".")[0] == "sparse":  # pydata sparse, without importing it
         return f"pydata sparse {type(x).__name__}", "todense"
     return None
+
+
+def _meta_or_self(X):
+    """A dask array's block type (its ``_meta``), or ``X`` itself."""
+    return getattr(X, "_meta", None) if isinstance(X, da.Array) else X
+
+
+def is_sparse(X) -> bool:
+    """Whether ``X`` (an array, or a dask array by its block type) holds sparse blocks."""
+    return _sparse_kind(_meta_or_self(X)) is not None
+
+
+#: bytes of stored values and indices per row block of an in-memory sparse matrix
+SPARSE_BLOCK_BYTES = 64 * 2**20
+
+
+def _to_csr(block):
+    """One block as a ``scipy.sparse.csr_matrix`` (already-CSR blocks are not copied)."""
+    import scipy.sparse
+
+    if isinstance(block, scipy.sparse.csr_matrix):
+        return block
+    if not scipy.sparse.issparse(block):  # pydata sparse: COO, GCXS, ... (2-D)
+        block = block.to_scipy_sparse()
+    return scipy.sparse.csr_matrix(block)
+
+
+def as_csr_blocks(X, *, block_bytes: int = SPARSE_BLOCK_BYTES) -> da.Array:
+    """``X`` (sparse, in memory or as dask blocks) as a dask array of CSR row blocks.
+
+    In memory, the matrix is converted to CSR once and cut into row blocks holding about
+    ``block_bytes`` (default :data:`SPARSE_BLOCK_BYTES`) of values and indices each (from
+    the average row's count of stored entries); a dask array keeps its chunks and has each
+    block converted where it lives. Nothing is densified.
+    """
+    import scipy.sparse
+
+    if isinstance(X, da.Array):
+        meta = scipy.sparse.csr_matrix((0, 0), dtype=X.dtype)
+        if isinstance(X._meta, scipy.sparse.csr_matrix):
+            return X
+        return X.map_blocks(_to_csr, dtype=X.dtype, meta=meta)
+    csr = _to_csr(X)
+    n, d = csr.shape
+    if csr.ndim != 2:
+        raise ValueError(f"a sparse matrix must be 2-D; got shape {csr.shape}")
+    per_row = (csr.nnz / max(n, 1)) * (csr.dtype.itemsize + csr.indices.dtype.itemsize) + 8
+    rows = max(1, min(n, int(block_bytes // max(per_row, 1))))
+    return da.from_array(csr, chunks=(rows, d), asarray=False,
+                         meta=scipy.sparse.csr_matrix((0, 0), dtype=csr.dtype))
 
 
 def _refuse_sparse(X, what: str) -> None:

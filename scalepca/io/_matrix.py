@@ -83,8 +83,13 @@ class MatrixInput:
 
 
 def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1,
-              allow_2d_blocks: bool = False) -> MatrixInput:
-    """Validate ``X`` (metadata only) and wrap it as a :class:`MatrixInput`."""
+              allow_2d_blocks: bool = False, accept_sparse: bool = False) -> MatrixInput:
+    """Validate ``X`` (metadata only) and wrap it as a :class:`MatrixInput`.
+
+    With ``accept_sparse``, sparse input (in memory or as dask blocks) becomes a dask array
+    of CSR row blocks (:func:`~scalepca._validation.as_csr_blocks`); results over the samples
+    come back as NumPy arrays for in-memory input and as dask arrays for dask input.
+    """
     if isinstance(X, xr.Dataset):
         raise TypeError(
             f"{what} is an xarray Dataset; pass one variable (ds['name']) or use "
@@ -104,7 +109,8 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
         if X.chunks is None:  # in memory: row blocks of about 64 MiB, as for NumPy arrays
             X = X.chunk({X.dims[0]: _row_chunks(X.data)[0], X.dims[1]: -1})
         arr = check_matrix(X.data, what=what, min_samples=min_samples,
-                           min_features=min_features, allow_2d_blocks=allow_2d_blocks)
+                           min_features=min_features, allow_2d_blocks=allow_2d_blocks,
+                           accept_sparse=accept_sparse)
         return MatrixInput(attach(arr, prep), "xarray", X, prep)
     prep = carried(X)
     kind = "dask" if isinstance(X, da.Array) else "numpy"
@@ -115,7 +121,7 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
             kind = "dask"
             X = da.from_zarr(X)
     arr = check_matrix(X, what=what, min_samples=min_samples, min_features=min_features,
-                       allow_2d_blocks=allow_2d_blocks)
+                       allow_2d_blocks=allow_2d_blocks, accept_sparse=accept_sparse)
     return MatrixInput(attach(arr, prep), kind, prep=prep)
 
 

@@ -90,8 +90,13 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
         logger.info("%s: pass %d (%s) took %.2fs", type(self).__name__, self.n_passes_, label,
                     time.perf_counter() - t0)
 
+    #: whether the estimator's fit and transform work on sparse blocks (CSR row blocks, see
+    #: :func:`scalepca._validation.as_csr_blocks`); without it sparse input is refused by name
+    _accepts_sparse: bool = False
+
     def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=False) -> MatrixInput:
-        return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks)
+        return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks,
+                         accept_sparse=self._accepts_sparse)
 
     def _fit_input(self, X) -> MatrixInput:
         """The validated input of ``fit`` (features in one column chunk unless overridden)."""
