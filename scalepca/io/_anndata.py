@@ -263,11 +263,18 @@ def _open_root(path, storage_options):
 
 
 def _from_store(path, *, layer, chunks, storage_options) -> xr.DataArray:
+    root = _open_root(path, storage_options)
+    try:
+        return _read_root(root, repr(os.fspath(path)), layer=layer, chunks=chunks)
+    finally:
+        if hasattr(root, "close"):  # an h5py File: the lazy reader opens the file in each task
+            root.close()
+
+
+def _read_root(root, where: str, *, layer, chunks) -> xr.DataArray:
     anndata = _import_anndata()
     from anndata.experimental import read_elem_lazy
 
-    where = repr(os.fspath(path))
-    root = _open_root(path, storage_options)
     if root.attrs.get("encoding-type") != ENCODING:
         raise ValueError(f"{where} is not an AnnData store (its root group has no "
                          "'encoding-type: anndata' attribute)")
