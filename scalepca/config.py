@@ -97,7 +97,12 @@ _DATA = {
     "feature_dims": _f((list, str, _NONE)),
     "weights": _f((str, _NONE)),
     "generate": _f((dict, _NONE)),
+    "format": _f((str, _NONE)),
+    "layer": _f((str, _NONE)),
 }
+
+#: ``data.format`` values (``null``: recognised from the path's ending or first bytes)
+DATA_FORMATS = ("zarr", "netcdf", "anndata")
 
 _OUTPUT = {
     "store": _f((str, _NONE)),
@@ -460,8 +465,24 @@ def _check_data(section) -> dict:
             raise ConfigError(
                 f"'data.{key}' must be a dimension name or a list of names; got {v!r}"
             )
+    if out["format"] is not None and out["format"] not in DATA_FORMATS:
+        raise ConfigError(f"'data.format' is {out['format']!r}; allowed: "
+                          f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)")
+    if out["format"] == "anndata":
+        given = [k for k in ("variable", "sample_dims", "feature_dims") if out[k] is not None]
+        if given:
+            raise ConfigError(f"{', '.join(repr('data.' + k) for k in given)} do(es) not apply "
+                              "to data.format anndata (a cell × gene matrix); choose the matrix "
+                              "with 'data.layer' (null: X)")
+    elif out["layer"] is not None and out["format"] is not None:
+        raise ConfigError(f"'data.layer' applies to data.format anndata; data.format is "
+                          f"{out['format']!r}")
     if out["generate"] is not None:
         out["generate"] = _check_generate(out["generate"])
+        gen = out["generate"]
+        if gen["kind"] == "counts" and gen.get("layer") != out["layer"]:
+            raise ConfigError(f"'data.generate.layer' is {gen.get('layer')!r} but 'data.layer' "
+                              f"is {out['layer']!r}: the generated counts would not be read")
     return out
 
 
@@ -636,6 +657,10 @@ KEY_DOCS = {
     "data.weights": "``sqrt_coslat`` or ``coslat`` (from the latitude coordinate), or the "
                     "name of a variable of the store: per-feature weights multiplied into "
                     "the data.",
+    "data.format": "What ``data.path`` is: ``zarr``, ``netcdf`` or ``anndata`` (an AnnData "
+                   "``.zarr`` store or ``.h5ad`` file, read lazily as a sparse cell × gene "
+                   "matrix). Default: recognised from the path's ending or first bytes.",
+    "data.layer": "AnnData: the layer to read (e.g. ``counts``); ``null`` reads ``X``.",
     "data.generate": "Write a synthetic dataset at ``data.path`` first, if it is absent: "
                      "``kind`` plus that generator's parameters (below).",
     "output.store": "Folder (or URL) under which the outputs are written; relative to the "

@@ -30,7 +30,8 @@ import xarray as xr
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["is_anndata", "is_anndata_object", "open_anndata"]
+__all__ = ["is_anndata", "is_anndata_group", "is_anndata_object", "open_anndata",
+           "read_layers"]
 
 #: file name endings of AnnData HDF5 files
 H5AD_SUFFIXES = (".h5ad",)
@@ -260,6 +261,24 @@ def _open_root(path, storage_options):
     from ._open import open_zarr_node
 
     return open_zarr_node(path, storage_options=storage_options)
+
+
+def read_layers(path, *, storage_options: dict | None = None) -> tuple[list[str], bool]:
+    """``(layer names, whether there is an X)`` of the AnnData store at ``path`` (metadata).
+
+    Raises ``FileNotFoundError`` when there is no store and ``ValueError`` when it is not an
+    AnnData store.
+    """
+    root = _open_root(path, storage_options)
+    try:
+        if root.attrs.get("encoding-type") != ENCODING:
+            raise ValueError(f"{os.fspath(path)!r} is not an AnnData store (its root group has "
+                             "no 'encoding-type: anndata' attribute)")
+        layers = sorted(map(str, root["layers"].keys())) if "layers" in root else []
+        return layers, "X" in root
+    finally:
+        if hasattr(root, "close"):
+            root.close()
 
 
 def _from_store(path, *, layer, chunks, storage_options) -> xr.DataArray:
