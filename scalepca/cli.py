@@ -503,9 +503,8 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
     if X is not None:
         import numpy as np
 
-        from .config import estimator_class
-
         from ._validation import is_sparse
+        from .config import estimator_class
 
         est = estimator_class(method)(**params)
         problem = _estimator_problem(est, X.shape, np.dtype(X.dtype).itemsize)
