@@ -284,3 +284,37 @@ def test_run_on_an_anndata_store_labels_outputs_by_gene(tmp_path, capsys):
 
     scores = xr.open_zarr(tmp_path / "out" / "scores.zarr")
     assert scores["scores"].shape == (600, 3)
+
+
+# -- labels through a fit: a dense layer, which every estimator takes today -------------------
+def test_a_model_fitted_on_anndata_is_labelled_by_gene_and_cell(adata, stores, tmp_path):
+    X = scalepca.open_matrix(str(stores / "cells.zarr"), layer="dense", chunks=64)
+    est = scalepca.PCA(3).fit(X)
+    ref = scalepca.PCA(3).fit(adata.layers["dense"].astype(np.float64))
+    np.testing.assert_allclose(est.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    np.testing.assert_array_equal(est.components_xr_["var"].values, adata.var_names.to_numpy())
+    Z = est.transform(X)
+    assert Z.dims == ("obs", "mode")
+    np.testing.assert_array_equal(np.asarray(Z["obs_names"].values), adata.obs_names.to_numpy())
+    est.save(str(tmp_path / "m.zarr"))
+    back = scalepca.load(str(tmp_path / "m.zarr"))
+    np.testing.assert_array_equal(back.components_xr_["var"].values, adata.var_names.to_numpy())
+    np.testing.assert_allclose(back.transform(X).values, Z.values, rtol=1e-12)
+    with pytest.raises(ValueError, match="variable 'counts', fitted on 'dense'"):
+        back.transform(scalepca.open_matrix(adata, layer="counts"))
+
+
+def test_run_and_transform_on_an_anndata_store(stores, tmp_path, capsys):
+    import xarray as xr
+
+    cfg = _config(stores, "dense.yaml", {"path": "cells.h5ad", "layer": "dense"},
+                  output={"store": str(tmp_path / "out"), "report": False})
+    assert main(["run", str(cfg), "-q"]) == EXIT_OK, capsys.readouterr().err
+    scores = xr.open_zarr(tmp_path / "out" / "scores.zarr")["scores"]
+    assert scores.dims == ("obs", "mode") and scores.shape == (400, 3)
+    assert scores["obs_names"].values[0] == "cell0"
+    rc = main(["transform", str(tmp_path / "out" / "model.zarr"), str(stores / "cells.zarr"),
+               "--out", str(tmp_path / "again.zarr"), "--processes", "--n-workers", "1", "-q"])
+    assert rc == EXIT_OK, capsys.readouterr().err
+    again = xr.open_zarr(tmp_path / "again.zarr")["scores"]
+    np.testing.assert_allclose(again.values, scores.values, rtol=1e-10)

@@ -329,6 +329,11 @@ def _read_root(root, where: str, *, layer, chunks) -> xr.DataArray:
     obs_key = root["obs"].attrs.get("_index", "_index")
     var_key = root["var"].attrs.get("_index", "_index")
     obs_names = read_elem_lazy(root["obs"][obs_key])
+    string = getattr(np.dtypes, "StringDType", None)
+    if obs_names.dtype == object and string is not None:
+        # a variable-width string dtype, so that writing scores with the names does not load
+        # them all to find a fixed width (xarray does that for object arrays)
+        obs_names = obs_names.astype(string())
     var_names = anndata.io.read_elem(root["var"][var_key])
     logger.info("%s: %s, %d × %d, %d row blocks of %d cells", where, layer or "X", n, d,
                 X.numblocks[0], rows)
