@@ -101,8 +101,10 @@ def is_anndata(path) -> bool:
         with open(p, "rb") as fh:
             if fh.read(8) != HDF5_MAGIC:
                 return False
-        import h5py
-
+        try:
+            import h5py
+        except ImportError:  # without h5py no AnnData file can be read: the NetCDF path says so
+            return False
         with h5py.File(p, "r") as f:
             return f.attrs.get("encoding-type") == ENCODING
     return False
