@@ -469,6 +469,9 @@ def _check_data(section) -> dict:
         raise ConfigError(f"'data.format' is {out['format']!r}; allowed: "
                           f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)")
     if out["format"] == "anndata":
+        if isinstance(out["chunks"], list):
+            raise ConfigError("'data.chunks' of AnnData is the cells per block (an integer): "
+                              "the genes stay in one block")
         given = [k for k in ("variable", "sample_dims", "feature_dims") if out[k] is not None]
         if given:
             raise ConfigError(f"{', '.join(repr('data.' + k) for k in given)} do(es) not apply "

@@ -318,3 +318,32 @@ def test_run_and_transform_on_an_anndata_store(stores, tmp_path, capsys):
     assert rc == EXIT_OK, capsys.readouterr().err
     again = xr.open_zarr(tmp_path / "again.zarr")["scores"]
     np.testing.assert_allclose(again.values, scores.values, rtol=1e-10)
+
+
+def test_an_anndata_object_is_taken_as_it_is(adata):
+    X = adata.layers["dense"].astype(np.float64)
+    dense = ad.AnnData(X=X, obs=adata.obs[[]], var=adata.var, layers={"twice": 2.0 * X})
+    est = scalepca.PCA(3).fit(dense)  # its X
+    ref = scalepca.PCA(3).fit(dense.X)
+    np.testing.assert_allclose(est.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    np.testing.assert_array_equal(est.components_xr_["var"].values, adata.var_names.to_numpy())
+    Z = est.transform(dense)
+    assert Z.dims == ("obs", "mode")
+    np.testing.assert_allclose(Z.values, ref.transform(dense.X), rtol=1e-8, atol=1e-10)
+    # a model fitted on a layer reads that layer of an AnnData given to transform
+    on_layer = scalepca.PCA(3).fit(scalepca.open_matrix(dense, layer="twice"))
+    np.testing.assert_allclose(on_layer.transform(dense).values,
+                               on_layer.transform(2.0 * dense.X), rtol=1e-8, atol=1e-10)
+
+
+def test_pca_of_a_dense_anndata_equals_scanpy(adata):
+    # the comparison test_pca_of_a_store_equals_scanpy makes on sparse counts, on a dense layer
+    sc = pytest.importorskip("scanpy")
+    a = ad.AnnData(X=adata.layers["dense"].astype(np.float64), obs=adata.obs[[]], var=adata.var)
+    ref = sc.pp.pca(a, n_comps=5, svd_solver="covariance_eigh", copy=True)
+    est = scalepca.PCA(5).fit(scalepca.open_matrix(a))
+    comps = ref.varm["PCs"].T
+    signs = np.sign(np.sum(est.components_ * comps, axis=1))
+    np.testing.assert_allclose(est.components_ * signs[:, None], comps, atol=1e-8)
+    np.testing.assert_allclose(est.explained_variance_, ref.uns["pca"]["variance"], rtol=1e-8)
+    np.testing.assert_allclose(est.transform(a).values * signs, ref.obsm["X_pca"], atol=1e-8)
