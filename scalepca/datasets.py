@@ -478,28 +478,73 @@ def _tile_rows(n_features: int) -> int:
     return int(min(1024, max(16, 2**22 // n_features)))
 
 
-def _counts_tile(t: int, *, n: int, tile: int, model: CountModel, dtype, seed: int):
+def _quantile_counts(mu: np.ndarray, u: np.ndarray, dispersion: float | None):
+    """Counts ``F⁻¹(u)`` of NB(mean μ, dispersion θ) (Poisson for θ None), for ``u > P(0)``.
+
+    The inverse CDF by the recurrence of the probabilities, ``p(k+1) = p(k) · (k+θ)/(k+1) ·
+    μ/(θ+μ)`` (Poisson: ``p(k) · μ/(k+1)``), entries leaving as soon as the CDF passes their
+    ``u``: the work is the sum of the counts drawn. Where ``P(0)`` underflows (Poisson means
+    above ~700, far above single-cell levels) the count is the normal approximation's.
+    """
+    from scipy.special import ndtri
+
+    k = np.zeros(mu.shape, dtype=np.int64)
+    pmf = _zero_probability(mu, dispersion)
+    cdf = pmf.copy()
+    q = mu if dispersion is None else mu / (dispersion + mu)
+    huge = pmf < 1e-300
+    if huge.any():
+        var = mu[huge] if dispersion is None else mu[huge] + mu[huge] ** 2 / dispersion
+        k[huge] = np.maximum(1, np.rint(mu[huge] + np.sqrt(var) * ndtri(u[huge])))
+    active = np.flatnonzero(~huge)
+    while active.size:
+        ka = k[active]
+        step = q[active] / (ka + 1) if dispersion is None else (
+            q[active] * (ka + dispersion) / (ka + 1))
+        pmf[active] *= step
+        k[active] = ka + 1
+        cdf[active] += pmf[active]
+        active = active[(u[active] > cdf[active]) & (pmf[active] > 0)]
+    return k
+
+
+def _counts_tile(t: int, *, n: int, tile: int, model: CountModel, dtype, seed: int,
+                 pattern_only: bool = False):
+    """Rows ``[t·tile, (t+1)·tile)``: CSR counts, or (``pattern_only``) non-zeros per row.
+
+    One uniform ``u`` per entry decides both whether the count is zero (``u ≤ P(0)``) and, if
+    not, its value (``F⁻¹(u)``): the pattern is known without drawing the values.
+    """
     import scipy.sparse as sp
 
     rng = _rng(seed, _TAG_CELLS, t)
     m = min(tile, n - t * tile)
     mu = np.exp(model.log_means(rng, m))
-    if model.dispersion is not None:  # NB as a gamma–Poisson mixture
-        mu = rng.gamma(model.dispersion, mu / model.dispersion)
-    return sp.csr_matrix(rng.poisson(mu).astype(dtype, copy=False))
+    u = rng.random(mu.shape)
+    nonzero = u > _zero_probability(mu, model.dispersion)
+    if pattern_only:
+        return nonzero.sum(axis=1)
+    rows, cols = np.nonzero(nonzero)
+    values = _quantile_counts(mu[rows, cols], u[rows, cols], model.dispersion)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=m))])
+    return sp.csr_matrix((values.astype(dtype), cols, indptr), shape=mu.shape)
 
 
-def _counts_block(block_id=None, *, rows, n, tile, model, dtype, seed):
+def _counts_block(block_id=None, *, rows, n, tile, model, dtype, seed, pattern_only=False):
+    """The CSR counts of row block ``block_id`` (``pattern_only``: its count of non-zeros)."""
     import scipy.sparse as sp
 
     i = block_id[0]
     start = sum(rows[:i])
     stop = start + rows[i]
     first, last = start // tile, (stop - 1) // tile
-    tiles = [_counts_tile(t, n=n, tile=tile, model=model, dtype=dtype, seed=seed)
-             for t in range(first, last + 1)]
+    tiles = [_counts_tile(t, n=n, tile=tile, model=model, dtype=dtype, seed=seed,
+                          pattern_only=pattern_only) for t in range(first, last + 1)]
+    lo, hi = start - first * tile, stop - first * tile
+    if pattern_only:
+        return np.array([[int(np.concatenate(tiles)[lo:hi].sum())]], dtype=np.int64)
     out = tiles[0] if len(tiles) == 1 else sp.vstack(tiles, format="csr")
-    return out[start - first * tile: stop - first * tile]
+    return out[lo:hi]
 
 
 @dataclass(frozen=True)
@@ -512,6 +557,8 @@ class CountMatrix:
 
     X: da.Array
     layer: str | None = None
+    #: stored values per row block (a (blocks, 1) int64 array), if cheaper than computing X
+    nnz: da.Array | None = None
 
     @property
     def shape(self) -> tuple:
@@ -558,8 +605,10 @@ def make_counts(
     Each cell ``i`` has ``rank`` standard-normal factors (weights ``0.8^k``) and a size factor
     (log-normal, sd 0.3); gene ``j`` a level and loadings (:func:`count_model`). The count is
     negative binomial with mean ``μ[i, j] = exp(level + gene_level[j] + log size[i] +
-    factors[i] · loadings[:, j])`` and variance ``μ + μ²/dispersion`` (drawn as a
-    gamma–Poisson mixture), or Poisson with ``dispersion=None``.
+    factors[i] · loadings[:, j])`` and variance ``μ + μ²/dispersion``, or Poisson with
+    ``dispersion=None``. Each entry draws one uniform ``u``: the count is zero when ``u`` is at
+    most the zero probability, else the inverse CDF at ``u`` (so the pattern of non-zeros is
+    known without drawing the values: :func:`write_counts` counts them first).
 
     ``density`` is the expected fraction of non-zero counts: the global level is solved so
     that the mean zero probability (closed form, ``(θ/(θ+μ))^θ``) over a calibration sample of
@@ -579,11 +628,13 @@ def make_counts(
                         signal=signal, seed=seed)
     chunks = _row_chunks(n_samples, n_features, chunk_rows)
     dt = np.dtype(dtype)
-    X = da.map_blocks(
-        partial(_counts_block, rows=chunks[0], n=n_samples, tile=_tile_rows(n_features),
-                model=model, dtype=dt, seed=seed),
-        chunks=chunks, dtype=dt, meta=sp.csr_matrix((0, 0), dtype=dt))
-    return CountMatrix(X, layer)
+    block = partial(_counts_block, rows=chunks[0], n=n_samples, tile=_tile_rows(n_features),
+                    model=model, dtype=dt, seed=seed)
+    X = da.map_blocks(block, chunks=chunks, dtype=dt, meta=sp.csr_matrix((0, 0), dtype=dt))
+    nnz = da.map_blocks(partial(block, pattern_only=True), chunks=(chunks[0] and
+                        (1,) * len(chunks[0]), (1,)), dtype=np.int64,
+                        meta=np.empty((0, 0), dtype=np.int64))
+    return CountMatrix(X, layer, nnz)
 
 
 #: ``data.generate.kind`` / ``scalepca make-data --kind`` → generator
@@ -624,7 +675,8 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None) -> N
     """Write ``data`` as an AnnData zarr store (anndata's layout), its blocks by the workers.
 
     Two passes over the blocks: the first counts the stored values of each block (a number per
-    block comes back), the second draws them again and writes ``data``, ``indices`` and
+    block comes back; ``data.nnz`` when the generator can count without drawing the values),
+    the second draws them and writes ``data``, ``indices`` and
     ``indptr`` at their offsets, rechunked to :data:`CSR_ZARR_CHUNK` entries so that no zarr
     chunk is written by two tasks. Cell names are written the same way; gene names, and the
     empty ``obs``/``var`` columns and mappings, by anndata itself (``anndata.io.write_elem``).
@@ -638,8 +690,9 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None) -> N
 
     X = data.X
     n, d = X.shape
-    nnz = X.map_blocks(_block_nnz, chunks=(1, 1), dtype=np.int64,
-                       meta=np.empty((0, 0), dtype=np.int64)).compute().ravel()
+    counted = data.nnz if data.nnz is not None else X.map_blocks(
+        _block_nnz, chunks=(1, 1), dtype=np.int64, meta=np.empty((0, 0), dtype=np.int64))
+    nnz = counted.compute().ravel()
     offsets = np.concatenate([[0], np.cumsum(nnz)])
     root = zarr.open_group(store, mode="w", zarr_format=anndata.settings.zarr_write_format)
     root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0",

@@ -185,6 +185,30 @@ def test_counts_density_is_the_requested_one(counts_store):
     assert 1 - p0.mean() == pytest.approx(0.02, rel=0.03)
 
 
+@pytest.mark.parametrize("dispersion", [None, 5.0, 0.5])
+@pytest.mark.parametrize("mean", [0.05, 2.0, 40.0, 900.0])
+def test_count_values_follow_the_stated_distribution(dispersion, mean):
+    from scipy import stats
+
+    from scalepca.datasets import _quantile_counts, _zero_probability
+
+    rng = np.random.default_rng(11)
+    mu, u = np.full(200_000, mean), rng.random(200_000)
+    nz = u > _zero_probability(mu, dispersion)
+    k = np.zeros(mu.shape, dtype=np.int64)
+    k[nz] = _quantile_counts(mu[nz], u[nz], dispersion)
+    dist = (stats.poisson(mean) if dispersion is None
+            else stats.nbinom(dispersion, dispersion / (dispersion + mean)))
+    # mean within 5 standard errors; the frequencies of the 8 likeliest values likewise
+    assert abs(k.mean() - mean) < 5 * dist.std() / np.sqrt(k.size)
+    if dispersion is None and mean > 700:  # the normal approximation: moments only
+        assert k.var() == pytest.approx(dist.var(), rel=0.02)
+        return
+    for value in np.argsort(dist.pmf(np.arange(int(4 * mean) + 10)))[-8:]:
+        p = dist.pmf(value)
+        assert abs(np.mean(k == value) - p) < 5 * np.sqrt(p * (1 - p) / k.size) + 1e-9
+
+
 def test_counts_do_not_depend_on_chunking_and_repeat_with_the_seed():
     ref = _stacked(make_counts(700, 40, density=0.2, chunk_rows=700, seed=1).X)
     for rows in (1, 37, 256, 333):
