@@ -646,7 +646,8 @@ def load_config(path, overrides=None) -> dict:
 #: one sentence per key of the schema; ``cluster.*`` keys are shared by the kinds that have
 #: them. The documentation build refuses a schema key that has no sentence here.
 KEY_DOCS = {
-    "data.path": "Local path or fsspec URL (``s3://bucket/x.zarr``) of the zarr store; "
+    "data.path": "Local path or fsspec URL (``s3://bucket/x.zarr``) of the zarr store, "
+                 "NetCDF file(s) or AnnData store (``.zarr``, ``.h5ad``); "
                  "relative to the config file's folder.",
     "data.variable": "The array of a zarr group, or the variable of an xarray store; needed "
                      "when the store holds more than one.",
