@@ -21,6 +21,15 @@ from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 from scalepca.datasets import count_model, make_counts, make_low_rank, write_dataset
 from scalepca.io._matrix import as_matrix
 
+try:
+    from .test_s3 import BUCKET, s3  # noqa: F401  (moto's S3 server, a module fixture)
+except pytest.skip.Exception:  # s3fs or moto missing: only the S3 test skips
+    BUCKET = None
+
+    @pytest.fixture
+    def s3():
+        pytest.skip("s3fs and moto are needed for the S3 test")
+
 ad = pytest.importorskip("anndata")
 
 PCA_TAKES_SPARSE = getattr(scalepca.PCA, "_accepts_sparse", False)
@@ -371,3 +380,15 @@ def test_pca_of_a_dense_anndata_equals_scanpy(adata):
     np.testing.assert_allclose(est.components_ * signs[:, None], comps, atol=1e-8)
     np.testing.assert_allclose(est.explained_variance_, ref.uns["pca"]["variance"], rtol=1e-8)
     np.testing.assert_allclose(est.transform(a).values * signs, ref.obsm["X_pca"], atol=1e-8)
+
+
+
+def test_counts_store_on_s3_is_written_in_place_and_read_by_signature(s3):
+    opts, fs = s3
+    url = f"s3://{BUCKET}/cells/counts.zarr"
+    write_dataset(make_counts(500, 20, density=0.3, chunk_rows=128, seed=8), url,
+                  storage_options=opts)
+    assert fs.exists(f"{BUCKET}/cells/counts.zarr/X/indptr")
+    X = scalepca.open_matrix(url, storage_options=opts)  # an AnnData by its root attributes
+    assert X.dims == ("obs", "var")
+    assert _same(_stacked(X), _stacked(make_counts(500, 20, density=0.3, seed=8).X))
