@@ -628,6 +628,11 @@ def cmd_info(args) -> int:
     from .io import open_zarr_node
 
     so = _json_arg(args.storage_options, "--storage-options")
+    if _is_anndata({"path": args.store, "storage_options": so}):
+        from .io._anndata import describe_store
+
+        print("\n".join(describe_store(args.store, storage_options=so)))
+        return EXIT_OK
     node = open_zarr_node(args.store, storage_options=so)
     if isinstance(node, zarr.Array):
         print(f"zarr array {args.store}: shape {node.shape}, dtype {node.dtype}, "

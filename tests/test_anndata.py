@@ -392,3 +392,12 @@ def test_counts_store_on_s3_is_written_in_place_and_read_by_signature(s3):
     X = scalepca.open_matrix(url, storage_options=opts)  # an AnnData by its root attributes
     assert X.dims == ("obs", "var")
     assert _same(_stacked(X), _stacked(make_counts(500, 20, density=0.3, seed=8).X))
+
+
+@pytest.mark.parametrize("name", ["cells.zarr", "cells.h5ad"])
+def test_info_describes_an_anndata_store(stores, capsys, name):
+    assert main(["info", str(stores / name)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "400 cells (obs) × 30 genes (var)" in out
+    assert "X: csr_matrix, float32" in out and "layers/counts: csr_matrix" in out
+    assert "layers/dense: array" in out

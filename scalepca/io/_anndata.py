@@ -283,6 +283,30 @@ def read_layers(path, *, storage_options: dict | None = None) -> tuple[list[str]
             root.close()
 
 
+def describe_store(path, *, storage_options: dict | None = None) -> list[str]:
+    """Lines describing an AnnData store: its shape, and ``X`` and each layer (metadata only)."""
+    root = _open_root(path, storage_options)
+    try:
+        n, d = (root[axis][root[axis].attrs.get("_index", "_index")].shape[0]
+                for axis in (OBS, VAR))
+        lines = [f"AnnData store {os.fspath(path)}: {n:,} cells (obs) × {d:,} genes (var)"]
+        elems = ([("X", root["X"])] if "X" in root else []) + (
+            [(f"layers/{k}", root["layers"][k]) for k in sorted(root["layers"].keys())]
+            if "layers" in root else [])
+        for name, elem in elems:
+            encoding = elem.attrs.get("encoding-type", "array")
+            if encoding in ("csr_matrix", "csc_matrix"):
+                nnz = int(elem["data"].shape[0])
+                lines.append(f"  {name}: {encoding}, {elem['data'].dtype}, {nnz:,} stored values "
+                             f"({nnz / max(n * d, 1):.2%} of the entries)")
+            else:
+                lines.append(f"  {name}: {encoding}, {elem.dtype}, shape {tuple(elem.shape)}")
+        return lines
+    finally:
+        if hasattr(root, "close"):
+            root.close()
+
+
 def _from_store(path, *, layer, chunks, storage_options) -> xr.DataArray:
     root = _open_root(path, storage_options)
     try:
