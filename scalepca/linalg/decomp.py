@@ -11,6 +11,8 @@ import dask.array as da
 import numpy as np
 from scipy import linalg as sla
 
+from .._validation import is_sparse
+
 __all__ = [
     "eigh_descending",
     "flip_signs",
@@ -76,6 +78,32 @@ def _orthonormalize(Y: da.Array) -> da.Array:
     return Q
 
 
+def _rows_times(x, Om, shift):
+    """``x Ω − shift`` of one row block (dense or ``scipy.sparse``: a sparse–dense product)."""
+    return np.asarray(x @ Om) - shift
+
+
+def _block_rtimes(x, q):
+    """``xᵀ q`` of one row block as a (1, d, l) partial (dense or ``scipy.sparse`` ``x``)."""
+    return np.asarray(x.T @ q)[None]
+
+
+def _sparse_times(X: da.Array, Om: np.ndarray, shift: np.ndarray) -> da.Array:
+    """Lazy ``X Ω − 1 shiftᵀ`` of a row-chunked CSR dask array (one column chunk): dense n × l."""
+    l = Om.shape[1]
+    return X.map_blocks(_rows_times, Om, shift, chunks=(X.chunks[0], (l,)), dtype=np.float64,
+                        meta=np.empty((0, 0), dtype=np.float64))
+
+
+def _sparse_rtimes(X: da.Array, Q: da.Array) -> da.Array:
+    """Lazy ``Xᵀ Q`` (d × l) of a row-chunked CSR dask array: each block's ``xᵀ q`` where the
+    block lives, summed as a tree of d × l partials."""
+    Q = Q.rechunk({0: X.chunks[0], 1: -1})
+    parts = da.blockwise(_block_rtimes, "ijk", X, "ij", Q, "ik", adjust_chunks={"i": 1},
+                         dtype=np.float64, meta=np.empty((0, 0, 0), dtype=np.float64))
+    return parts.sum(axis=0)
+
+
 def randomized_svd_centered(
     X: da.Array,
     mean: np.ndarray,
@@ -89,7 +117,11 @@ def randomized_svd_centered(
     """Top-``k`` SVD of ``Xc = X − 1 meanᵀ`` by a randomized range finder (Halko et al. 2011).
 
     ``Xc`` is never formed: products use ``X Ω − 1 (meanᵀ Ω)`` and ``Xᵀ Q − mean (1ᵀ Q)``, so
-    ``X`` may be stored in 2-D blocks (wide data whose d × d Gram would not fit). Each power
+    ``X`` may be stored in 2-D blocks (wide data whose d × d Gram would not fit), or in
+    ``scipy.sparse`` CSR row blocks (one column chunk): those are multiplied as they are
+    (sparse–dense products ``x Ω`` and ``xᵀ q`` per block, the d × l partials summed in a
+    tree), never densified, so memory per worker is one sparse block plus a few n_b × l and
+    d × l dense factors — nothing grows with d². Each power
     iteration is re-orthonormalised (TSQR on the tall side, QR on the client for the d × l side),
     which keeps the small singular directions from being swamped in floating point.
 
@@ -102,26 +134,33 @@ def randomized_svd_centered(
     l = min(k + n_oversamples, n, d)
     rng = np.random.default_rng(seed)
     X = X.astype(np.float64)
+    sparse = is_sparse(X)
+    if sparse and len(X.chunks[1]) > 1:  # sparse row blocks are bounded by their stored values
+        X = X.rechunk({1: -1})
     if persist:
         X = X.persist()
     mean = np.asarray(mean, dtype=np.float64)
 
     def times(Om):  # Xc Ω, lazily (n × l)
+        if sparse:
+            return _sparse_times(X, np.asarray(Om), mean @ Om)
         return X @ Om - (mean @ Om)[None, :]
 
     def rtimes(Q):  # Xcᵀ Q, computed (d × l)
-        XtQ = X.T @ Q
+        XtQ = _sparse_rtimes(X, Q) if sparse else X.T @ Q
         colsum = Q.sum(axis=0)
         XtQ, colsum = dask.compute(XtQ, colsum)
         return XtQ - np.outer(mean, colsum)
 
+    def as_factor(Z):  # the d × l factor as the product wants it
+        return Z if sparse else da.from_array(Z, chunks=(X.chunks[1], l))
+
     Om = rng.standard_normal((d, l))
-    Om = da.from_array(Om, chunks=(X.chunks[1], l))
-    Q = _orthonormalize(times(Om)).persist()
+    Q = _orthonormalize(times(as_factor(Om))).persist()
     for _ in range(n_power_iter):
         Z = rtimes(Q)
         Z, _ = np.linalg.qr(Z)
-        Q = _orthonormalize(times(da.from_array(Z, chunks=(X.chunks[1], l)))).persist()
+        Q = _orthonormalize(times(as_factor(Z))).persist()
     Bt = rtimes(Q)  # (Qᵀ Xc)ᵀ, d × l
     _, s, Vt = sla.svd(Bt.T, full_matrices=False, check_finite=False)
     return s[:k], Vt[:k]

@@ -16,13 +16,22 @@ import numpy as np
 
 
 def _loglike_block(x, mean, U, lam, sigma2):
-    xc = np.asarray(x, dtype=np.float64) - mean
-    proj = xc @ U
-    d = xc.shape[1]
+    import scipy.sparse
+
+    if scipy.sparse.issparse(x):  # centred implicitly: ‖x − μ‖² = ‖x‖² − 2 xᵀμ + ‖μ‖²
+        x = scipy.sparse.csr_matrix(x, dtype=np.float64)
+        proj = np.asarray(x @ U) - mean @ U
+        sq = (np.asarray(x.multiply(x).sum(axis=1)).ravel() - 2 * np.asarray(x @ mean).ravel()
+              + mean @ mean)
+    else:
+        xc = np.asarray(x, dtype=np.float64) - mean
+        proj = xc @ U
+        sq = (xc**2).sum(axis=1)
+    d = x.shape[1]
     quad = (proj**2 / lam).sum(axis=1)
     logdet = np.log(lam).sum()
     if U.shape[1] < d:
-        resid = np.maximum((xc**2).sum(axis=1) - (proj**2).sum(axis=1), 0.0)
+        resid = np.maximum(sq - (proj**2).sum(axis=1), 0.0)
         quad = quad + resid / sigma2
         logdet = logdet + (d - U.shape[1]) * np.log(sigma2)
     return -0.5 * (quad + d * np.log(2 * np.pi) + logdet)
@@ -124,7 +133,10 @@ class LatentGaussianMixin:
         scale = self._kept_scale()
         if scale is None:
             return Xd, mean, 0.0
-        return (None if Xd is None else Xd / scale), mean / scale, float(np.log(scale).sum())
+        from .base import divide_columns
+
+        return (None if Xd is None else divide_columns(Xd, scale)), mean / scale, \
+            float(np.log(scale).sum())
 
     def score(self, X, y=None) -> float:
         """Average log-likelihood of the samples (one pass over ``X``)."""

@@ -12,17 +12,24 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from .._validation import check_n_features
+from .._validation import check_n_features, is_sparse
 from ..io._matrix import MatrixInput, as_matrix
 
 logger = logging.getLogger(__name__)
 
 
 def _affine_block(x, mean, P, offset):
-    """``(x − mean) P + offset`` for one row block, in float64 for float64 data."""
-    x = np.asarray(x)
+    """``(x − mean) P + offset`` for one row block, in float64 for float64 data.
+
+    A ``scipy.sparse`` block is not centred: ``x P − meanᵀ P`` (a sparse–dense product; the
+    result is dense, n_b × k).
+    """
     dtype = np.result_type(x.dtype, np.float32)
-    out = (x - mean.astype(dtype, copy=False)) @ P.astype(dtype, copy=False)
+    P = P.astype(dtype, copy=False)
+    if is_sparse(x):
+        out = np.asarray(x.astype(dtype, copy=False) @ P) - mean.astype(dtype, copy=False) @ P
+    else:
+        out = (np.asarray(x) - mean.astype(dtype, copy=False)) @ P
     if offset is not None:
         out += offset.astype(dtype, copy=False)
     return out
@@ -34,9 +41,14 @@ def affine_map(X: da.Array, mean: np.ndarray, P: np.ndarray, offset=None) -> da.
     ``X`` in 2-D blocks (wide data, features split over column chunks) is not rechunked to
     full rows: each block is multiplied by its slice of ``P`` and the k-column products of a
     row are summed over the column chunks in a tree, so a task holds one block, never a row.
+    ``X`` of ``scipy.sparse`` row blocks is never densified: each block gives ``x P − meanᵀP``
+    (its column chunks, if any, are joined first: a sparse row block is bounded by its stored
+    values, not by its width).
     """
     k = P.shape[1]
     dtype = np.result_type(X.dtype, np.float32)
+    if is_sparse(X) and len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})
     if len(X.chunks[1]) > 1:
         P = np.asarray(P, dtype=dtype)
         shift = -(np.asarray(mean, dtype=dtype) @ P)
@@ -53,6 +65,18 @@ def affine_map(X: da.Array, mean: np.ndarray, P: np.ndarray, offset=None) -> da.
         dtype=dtype,
         meta=np.empty((0, 0), dtype=dtype),
     )
+
+
+def _multiply_columns(x, factor):
+    return x.multiply(factor[None, :]).tocsr()
+
+
+def divide_columns(X: da.Array, scale: np.ndarray) -> da.Array:
+    """``X / scale`` column by column (lazy); ``scipy.sparse`` blocks stay sparse."""
+    if is_sparse(X):
+        return X.map_blocks(_multiply_columns, 1.0 / np.asarray(scale, dtype=np.float64),
+                            dtype=np.result_type(X.dtype, np.float64), meta=X._meta)
+    return X / scale
 
 
 class DecompositionMixin(TransformerMixin, BaseEstimator):

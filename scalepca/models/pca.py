@@ -16,6 +16,7 @@ from .._validation import (
     check_random_state_form,
     check_random_state_seed,
     check_scalar,
+    is_sparse,
 )
 from ..io._matrix import MatrixInput
 from ..linalg import (
@@ -28,7 +29,7 @@ from ..linalg import (
     tsqr_svd_centered,
 )
 from ._gaussian import LatentGaussianMixin
-from .base import LinearDecompositionMixin
+from .base import LinearDecompositionMixin, divide_columns
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,10 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     (``isinstance(PPCA(), PCA)`` is False).
     """
 
+    #: CSR row blocks: moments and randomized products are sparse kernels, transform is
+    #: ``X W − μᵀW`` (see :mod:`scalepca.linalg.moments`, :mod:`scalepca.linalg.decomp`)
+    _accepts_sparse = True
+
     # -- fitting ---------------------------------------------------------------------------
     def _check_params(self, n: int, d: int) -> int:
         check_choice(self.svd_solver, "svd_solver", SOLVERS)
@@ -85,7 +90,23 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
         check_random_state_form(self.random_state)  # before the first pass, not where it draws
         check_bool(self.standardize, "standardize")
+        if not check_bool(self._zero_center(), "zero_center") and self.standardize:
+            raise ValueError("standardize=True needs zero_center=True (standardising divides "
+                             "the centred features by their standard deviations)")
         return check_n_components(self.n_components, n, d)
+
+    def _zero_center(self) -> bool:
+        return getattr(self, "zero_center", True)
+
+    @staticmethod
+    def _check_sparse_solver(X, solver: str) -> None:
+        """Refuse, before any pass, a solver that cannot take sparse blocks."""
+        if solver == "tsqr" and is_sparse(X):
+            raise ValueError(
+                "svd_solver='tsqr' needs dense blocks (QR factors of sparse blocks are dense); "
+                "for sparse X use svd_solver='covariance_eigh' (one pass, d × d Gram) or "
+                "'randomized' (implicit centring, memory independent of d²)"
+            )
 
     def _standardizing_scale(self, var_n: np.ndarray, n_features: int) -> np.ndarray | None:
         """Per-feature scales from the variances ``var_n`` (denominator n) of the moments
@@ -126,6 +147,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         n, d = X.shape
         k = self._check_params(n, d)
         solver = self._choose_solver(d)
+        self._check_sparse_solver(X, solver)
         self._fit_svd_solver = solver
         if solver != "randomized" and len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})
@@ -140,6 +162,14 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
                 (mom,) = dask.compute(moments_graph(X))
             mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
             scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit)
+            if not self._zero_center():
+                # the uncentred Gram XᵀX = m2 + n μ μᵀ: its eigenvectors are the right
+                # singular vectors of X, its eigenvalues the squared singular values
+                gram = mom["m2"] + n * np.outer(mom["mean"], mom["mean"])
+                s2, V = eigh_descending(gram, k)
+                self._set_uncentred(n, d_fit, k, np.sqrt(np.maximum(s2, 0.0)),
+                                    flip_signs(V.T), mom["mean"], float(np.trace(mom["m2"])))
+                return
             n, mean, evals, components, total = spectrum_from_moments(mom, k, scale)
             ev = evals
         else:
@@ -151,9 +181,11 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
             scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
             total = float(mom["ss"].sum() / max(n - 1, 1))
             if scale is not None:  # the solvers see the standardised data, block by block
-                X = X / scale
+                X = divide_columns(X, scale)
                 mean = mean / scale
                 total = float((mom["ss"] / scale**2).sum() / max(n - 1, 1))
+            if not self._zero_center():
+                mean = np.zeros_like(mean)
             if solver == "tsqr":
                 with self._timed_pass("tsqr"):
                     s, Vt = tsqr_svd_centered(X, mean)
@@ -168,6 +200,10 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
                 self.n_passes_ += 2 + 2 * self.n_power_iter
                 ev = s**2 / max(n - 1, 1)
                 components = flip_signs(Vt)
+            if not self._zero_center():
+                self._set_uncentred(n, d_fit, k, s[:k], flip_signs(Vt[:k]), mom["mean"],
+                                    float(mom["ss"].sum()))
+                return
             mean = mom["mean"]
         self._set_spectrum(n, d_fit, k, mean, ev, components, total)
 
@@ -214,6 +250,34 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         )
         self.singular_values_ = np.sqrt(self.explained_variance_ * max(n - 1, 1))
         self.noise_variance_ = self._noise_variance(n, d, k, ev, total)
+
+    def _set_uncentred(self, n, d, k, s, components, col_mean, centred_ss: float) -> None:
+        """Fitted attributes of a truncated SVD of the uncentred data (``zero_center=False``).
+
+        ``s`` and ``components`` are the leading singular values and right singular vectors of
+        X itself. As scikit-learn's ``TruncatedSVD``: ``mean_`` is zero (``transform`` is
+        ``X components_ᵀ``), ``explained_variance_`` is the variance (denominator n) of each
+        score column, ``‖X v‖²/n − (μᵀv)²``, and ``explained_variance_ratio_`` divides it by
+        the total variance of the features (denominator n), ``centred_ss / n``.
+        """
+        nn = max(n, 1)
+        ev = s**2 / nn - (components @ col_mean) ** 2
+        total = centred_ss / nn
+        self.n_samples_ = int(n)
+        self.n_features_in_ = int(d)
+        self.n_components_ = int(k)
+        self.mean_ = np.zeros(d)
+        self.components_ = components
+        self.singular_values_ = np.asarray(s, dtype=np.float64)
+        self.explained_variance_ = np.maximum(ev, 0.0)
+        self.explained_variance_ratio_ = (
+            self.explained_variance_ / total if total > 0 else np.zeros(k)
+        )
+        rank = min(n, d)
+        self.noise_variance_ = (
+            max(total - float(self.explained_variance_.sum()), 0.0) / (rank - k) if k < rank
+            else 0.0
+        )
 
     def _noise_variance(self, n: int, d: int, k: int, ev, total: float) -> float:
         """σ² from the spectrum; ``ev`` holds all eigenvalues, or only the leading ``k``
@@ -265,6 +329,14 @@ class PCA(_BaseSpectralPCA):
         scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
         divide each block by its features' σ as they read it. A feature constant to rounding
         (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
+    zero_center : bool, default=True
+        ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
+        analysis; scikit-learn's ``TruncatedSVD``, scanpy's ``pca(zero_center=False)``).
+        ``components_`` are the leading right singular vectors of X, ``singular_values_``
+        its singular values, ``mean_`` is zero (``transform`` is ``X components_ᵀ``), and
+        ``explained_variance_`` is the variance (denominator n) of each score column, its
+        ratio taken to the features' total variance (denominator n) — ``TruncatedSVD``'s
+        definitions. Every solver takes it; not with ``standardize=True``.
 
     Attributes
     ----------
@@ -291,6 +363,14 @@ class PCA(_BaseSpectralPCA):
 
     Notes
     -----
+    Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of either
+    kind of block; see :func:`scalepca._validation.check_matrix`) is never densified and is
+    centred implicitly: ``covariance_eigh`` reduces each CSR row block to its count, column
+    sums and ``xᵀx`` and centres the small d × d result (relative precision of the covariance
+    about ``ε (|μ|²/σ² + 1)``, full for counts), ``randomized`` multiplies by
+    ``X Ω − 1 (μᵀΩ)`` and ``Xᵀ Q − μ (1ᵀQ)``, and ``transform`` maps ``X W − μᵀW``. ``tsqr``
+    refuses sparse input.
+
     Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``randomized``
     ``3 + 2 · n_power_iter``. Memory per worker: one row chunk (converted to float64) plus
     a few d × d partials (``covariance_eigh``/``tsqr``), or a row block and d × l factors
@@ -318,6 +398,7 @@ class PCA(_BaseSpectralPCA):
         random_state=None,
         persist: bool = False,
         standardize: bool = False,
+        zero_center: bool = True,
     ):
         self.n_components = n_components
         self.svd_solver = svd_solver
@@ -327,6 +408,7 @@ class PCA(_BaseSpectralPCA):
         self.random_state = random_state
         self.persist = persist
         self.standardize = standardize
+        self.zero_center = zero_center
 
     def _noise_variance(self, n, d, k, ev, total) -> float:
         # scikit-learn's convention: the mean of the min(n, d) − k eigenvalues after the k-th

@@ -16,6 +16,7 @@ from .._validation import (
     check_n_components,
     check_random_state_seed,
     check_scalar,
+    is_sparse,
 )
 from ..io._checkpoint import array_digest, check_checkpoint_path
 from ..io._matrix import MatrixInput
@@ -29,6 +30,7 @@ from ..linalg.em import (
     posterior_mean_block,
 )
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
+from .base import affine_map
 from .pca import AUTO_MAX_GRAM_FEATURES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
@@ -237,6 +239,11 @@ class PPCA(_BaseSpectralPCA):
             raise ValueError(
                 "checkpoint applies to solver='em' only (the closed form is one pass, with "
                 f"nothing to resume); got solver={self.solver!r}"
+            )
+        if solver == "em" and is_sparse(data.data):
+            raise ValueError(
+                "PPCA(solver='em') needs dense blocks (missing entries are NaN in dense rows); "
+                "for sparse X use solver='closed_form' (or 'auto' with missing='error')"
             )
         if solver == "em" and self.standardize:
             raise ValueError(
@@ -472,6 +479,10 @@ class PPCA(_BaseSpectralPCA):
         data = self._transform_input(X)
         Xd, _, _ = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
+        if is_sparse(Xd):  # no missing entries in sparse rows: ⟨z⟩ = M⁻¹ Wᵀ (x − μ), implicit
+            if not hasattr(self, "_M_inv"):
+                self._set_posterior()
+            return data.wrap_samples(affine_map(Xd, mean, W @ self._M_inv))
         dtype = np.result_type(Xd.dtype, np.float32)
         Z = Xd.map_blocks(_typed, posterior_mean_block, dtype, mean, W, sigma2,
                           chunks=(Xd.chunks[0], (W.shape[1],)), dtype=dtype,
@@ -490,7 +501,9 @@ class PPCA(_BaseSpectralPCA):
         self._check_fitted()
         U, lam, sigma2 = self._model_basis()
         self._check_nonsingular(U, lam, sigma2)
-        if sigma2 <= 0:  # k = d: no noise term; the eigen-form handles it (complete rows only)
+        if sigma2 <= 0 or is_sparse(X):
+            # k = d: no noise term; the eigen-form handles it (complete rows only). Sparse
+            # rows have no missing entries either: the eigen-form centres them implicitly
             return super().score_samples(X)
         data = self._transform_input(X)
         Xd, _, logdet_scale = self._standardized(self._select_features(data.data))
@@ -510,6 +523,9 @@ class PPCA(_BaseSpectralPCA):
         """
         data = self._transform_input(X)
         Xd = data.data
+        if is_sparse(Xd):
+            raise TypeError("impute fills NaN entries of dense rows; X is sparse (its "
+                            "unstored entries are zeros, not missing values)")
         mean, W, sigma2 = self._kept_params()
         keep = getattr(self, "_features_kept", None)
         scale = self._kept_scale()

@@ -1,0 +1,276 @@
+"""PCA of sparse single-cell-like counts (AnnData zarr, CSR chunks) against a bare read pass
+and scanpy's dask path (issue 20).
+
+Case 1 (default 1,000,000 cells × 2,000 genes, about 10 % non-zero, float32 counts):
+a read pass; scalepca PCA with ``covariance_eigh`` and ``randomized``; scanpy's
+``sc.pp.pca(svd_solver="covariance_eigh")`` on the same lazily read dask CSR array; all on
+``LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GiB")``. Eigenvalues are
+compared with a float64 reference computed by a different arithmetic: scalepca's dense path
+on densified blocks (each block centred before its syrk; no ``xᵀx − n μμᵀ`` cancellation).
+
+Case 2 (default 200,000 cells × 30,000 genes at 2 %): randomized PCA on 2 × 2 GiB workers
+(a 30,000² float64 Gram is 7.2 GB and cannot be formed), peak worker memory, top-10
+eigenvalues against ``scipy.sparse.linalg.svds`` of the implicitly centred matrix (a
+``LinearOperator`` on the CSR in client memory).
+
+The stores are written once with anndata's own API (``AnnData(X=dask CSR).write_zarr``,
+chunk by chunk) under ``--data-dir``. Prints a table; writes benchmarks/results/sparse.json
+(``sparse_quick.json`` with ``--quick``).
+
+    python benchmarks/sparse.py                 # full size (stores: 2.4 GB and 1.4 GB)
+    python benchmarks/sparse.py --quick         # 50,000 × 2,000 and 20,000 × 30,000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import local_cluster, peak_worker_memory, table, write_json  # noqa: E402
+
+import scalepca  # noqa: E402
+
+K = 10
+RANK = 6
+
+
+def _count_block(block_id, seed, rows, d, density, V):
+    """One block of counts: entries kept with probability ``density``, each ``1 + Poisson``
+    with low-rank log-means (cells × genes factors), as CSR float32."""
+    import scipy.sparse as sp
+
+    i = block_id[0]
+    n = rows[i]
+    rng = np.random.default_rng([seed, i])
+    U = rng.standard_normal((n, V.shape[0])) * 0.5
+    parts = []
+    for s in range(0, n, 1000):  # bounded temporaries: 1,000 rows × d at a time
+        m = min(1000, n - s)
+        r, c = np.nonzero(rng.random((m, d), dtype=np.float32) < density)
+        logmu = np.einsum("ij,ji->i", U[s + r], V[:, c])
+        vals = 1 + rng.poisson(np.exp(logmu)).astype(np.float32)
+        parts.append(sp.csr_matrix((vals, (r, c)), shape=(m, d), dtype=np.float32))
+    return sp.vstack(parts, format="csr")
+
+
+def write_counts_store(path, n, d, density, chunk_rows, seed=0):
+    """An AnnData zarr store of synthetic counts, written chunk by chunk by anndata."""
+    import anndata
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    V = rng.standard_normal((RANK, d)) * 0.8
+    rows = tuple(min(chunk_rows, n - s) for s in range(0, n, chunk_rows))
+    X = da.map_blocks(
+        _count_block, seed=seed + 1, rows=rows, d=d, density=density, V=V,
+        chunks=(rows, (d,)), dtype=np.float32,
+        meta=sp.csr_matrix((0, 0), dtype=np.float32),
+    )
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        anndata.AnnData(X=X).write_zarr(path)
+    print(f"  wrote {path} in {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def ensure_store(path, n, d, density, chunk_rows):
+    if not Path(path).exists():
+        print(f"generating {n:,} × {d:,} counts at {density:.0%} non-zero ...", flush=True)
+        with dask.config.set(scheduler="threads", num_workers=2):
+            write_counts_store(path, n, d, density, chunk_rows)
+
+
+def lazy_counts(path, chunk_rows):
+    """The store's X as a dask array of CSR row blocks (anndata's lazy reader)."""
+    import anndata
+    import zarr
+
+    g = zarr.open_group(str(path), mode="r")
+    return anndata.experimental.read_elem_lazy(g["X"], chunks=(chunk_rows, -1))
+
+
+def _nnz(block):
+    return np.array([[block.nnz]], dtype=np.int64)
+
+
+def read_pass(X) -> tuple[float, int]:
+    """Seconds to read every block once (stored entries counted, nothing else)."""
+    t0 = time.perf_counter()
+    nnz = int(X.map_blocks(_nnz, chunks=((1,) * X.numblocks[0], (1,)), dtype=np.int64,
+                           meta=np.empty((0, 0), dtype=np.int64)).sum().compute())
+    return time.perf_counter() - t0, nnz
+
+
+def _dense(block):
+    return block.toarray().astype(np.float64)
+
+
+def rel_err(ev, ref, k=K):
+    return float(np.max(np.abs(np.asarray(ev[:k], dtype=np.float64) / ref[:k] - 1)))
+
+
+def case_tall(args, rows_out, out):
+    n, d, rho, chunk = args.n_cells, args.n_genes, args.density, args.chunk_rows
+    path = Path(args.data_dir) / f"counts_{n}x{d}_{int(rho * 100)}pct.zarr"
+    ensure_store(path, n, d, rho, chunk)
+    res = {"n": n, "d": d, "density": rho, "chunk_rows": chunk, "store": str(path)}
+    with local_cluster(n_workers=args.workers, memory_limit=args.memory_limit):
+        X = lazy_counts(path, chunk)
+        t_read, nnz = read_pass(X)
+        res.update(nnz=nnz, read_s=t_read)
+        rows_out.append({"case": "tall", "method": "read pass", "seconds": t_read})
+
+        def fit(solver):
+            t0 = time.perf_counter()
+            est = scalepca.PCA(K, svd_solver=solver, random_state=0).fit(X)
+            return time.perf_counter() - t0, est
+
+        t_ref, ref = fit_reference(X)
+        ev_ref = ref.explained_variance_
+        res["reference_s"] = t_ref
+        res["reference_eigenvalues"] = ev_ref.tolist()
+        for solver in ("covariance_eigh", "randomized"):
+            t, est = fit(solver)
+            err = rel_err(est.explained_variance_, ev_ref)
+            res[solver] = {"seconds": t, "passes": est.n_passes_, "rel_err": err,
+                           "vs_read": t / t_read}
+            rows_out.append({"case": "tall", "method": f"scalepca {solver}", "seconds": t,
+                             "x read": t / t_read, "passes": est.n_passes_, "ev rel err": err})
+        if not args.skip_scanpy:
+            try:
+                import anndata
+                import scanpy as sc
+
+                adata = anndata.AnnData(X=X)
+                t0 = time.perf_counter()
+                sc.pp.pca(adata, n_comps=K, svd_solver="covariance_eigh")
+                var = np.asarray(adata.uns["pca"]["variance"])  # forces any lazy result
+                t_sc = time.perf_counter() - t0
+                # scanpy 1.11's dask covariance divides by n (its in-memory paths by n − 1)
+                err_sc = rel_err(var * n / (n - 1), ev_ref)
+                res["scanpy_dask_covariance_eigh"] = {
+                    "seconds": t_sc, "rel_err_n_minus_1": err_sc,
+                    "rel_err_as_returned": rel_err(var, ev_ref), "vs_read": t_sc / t_read}
+                for solver in ("covariance_eigh", "randomized"):
+                    res[solver]["speedup_vs_scanpy"] = t_sc / res[solver]["seconds"]
+                rows_out.append({"case": "tall", "method": "scanpy dask covariance_eigh",
+                                 "seconds": t_sc, "x read": t_sc / t_read, "passes": 1,
+                                 "ev rel err": err_sc})
+            except Exception:  # noqa: BLE001 - a failing comparison is reported, not fatal
+                res["scanpy_dask_covariance_eigh"] = {"error": traceback.format_exc()}
+                print(traceback.format_exc(), flush=True)
+    rows_out.append({"case": "tall", "method": "float64 reference (dense blocks)",
+                     "seconds": t_ref, "x read": t_ref / t_read})
+    out["tall"] = res
+
+
+def fit_reference(X):
+    """Float64 eigenvalues by the dense path: blocks densified, centred, syrk'd (bounded by
+    one block of chunk_rows × d float64)."""
+    Xd = X.map_blocks(_dense, dtype=np.float64, meta=np.empty((0, 0), dtype=np.float64))
+    t0 = time.perf_counter()
+    ref = scalepca.PCA(K, svd_solver="covariance_eigh").fit(Xd)
+    return time.perf_counter() - t0, ref
+
+
+def svds_reference(path, k):
+    """Top-k eigenvalues of the centred covariance by ``svds`` on the implicitly centred CSR
+    (read into client memory; no dense n × d matrix)."""
+    import anndata
+    import zarr
+    from scipy.sparse.linalg import LinearOperator, svds
+
+    X = anndata.io.read_elem(zarr.open_group(str(path), mode="r")["X"]).astype(np.float64)
+    n, d = X.shape
+    mu = np.asarray(X.mean(axis=0)).ravel()
+
+    def mv(v):
+        v = np.asarray(v).reshape(d, -1)
+        return X @ v - mu @ v
+
+    def rmv(u):
+        u = np.asarray(u).reshape(n, -1)
+        return X.T @ u - np.outer(mu, u.sum(axis=0))
+
+    op = LinearOperator((n, d), matvec=mv, rmatvec=rmv, matmat=mv, rmatmat=rmv,
+                        dtype=np.float64)
+    s = svds(op, k=k, tol=1e-12, return_singular_vectors=False, random_state=0)
+    return np.sort(s)[::-1] ** 2 / (n - 1)
+
+
+def case_wide(args, rows_out, out):
+    n, d, rho, chunk = args.wide_n_cells, args.wide_n_genes, args.wide_density, \
+        args.wide_chunk_rows
+    path = Path(args.data_dir) / f"counts_{n}x{d}_{int(rho * 100)}pct.zarr"
+    ensure_store(path, n, d, rho, chunk)
+    res = {"n": n, "d": d, "density": rho, "chunk_rows": chunk, "store": str(path)}
+    with local_cluster(n_workers=args.workers, memory_limit=args.memory_limit):
+        t_read, nnz = read_pass(lazy_counts(path, chunk))
+        res.update(nnz=nnz, read_s=t_read)
+    rows_out.append({"case": "wide", "method": "read pass", "seconds": t_read})
+    # a fresh cluster: the workers' peak RSS is that of the fit alone
+    with local_cluster(n_workers=args.workers, memory_limit=args.memory_limit) as client:
+        X = lazy_counts(path, chunk)
+        t0 = time.perf_counter()
+        est = scalepca.PCA(K, svd_solver="randomized", random_state=0).fit(X)
+        t_fit = time.perf_counter() - t0
+        peak = peak_worker_memory(client)
+    t0 = time.perf_counter()
+    ev_ref = svds_reference(path, K)
+    t_svds = time.perf_counter() - t0
+    err = rel_err(est.explained_variance_, ev_ref)
+    res.update(randomized={"seconds": t_fit, "passes": est.n_passes_, "vs_read": t_fit / t_read,
+                           "peak_worker_bytes": peak["max"], "rel_err_top10": err,
+                           "eigenvalues": est.explained_variance_.tolist()},
+               svds_reference={"seconds": t_svds, "eigenvalues": ev_ref.tolist()})
+    rows_out.append({"case": "wide", "method": "scalepca randomized", "seconds": t_fit,
+                     "x read": t_fit / t_read, "passes": est.n_passes_, "ev rel err": err,
+                     "peak worker MiB": peak["max"] / 2**20})
+    rows_out.append({"case": "wide", "method": "svds reference (client)", "seconds": t_svds})
+    out["wide"] = res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    ap.add_argument("--n-cells", type=int, default=1_000_000)
+    ap.add_argument("--n-genes", type=int, default=2_000)
+    ap.add_argument("--density", type=float, default=0.10)
+    ap.add_argument("--chunk-rows", type=int, default=10_000)
+    ap.add_argument("--wide-n-cells", type=int, default=200_000)
+    ap.add_argument("--wide-n-genes", type=int, default=30_000)
+    ap.add_argument("--wide-density", type=float, default=0.02)
+    ap.add_argument("--wide-chunk-rows", type=int, default=10_000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--memory-limit", default="2GiB", help="per worker")
+    ap.add_argument("--data-dir", default="/work/bench-data")
+    ap.add_argument("--skip-scanpy", action="store_true")
+    ap.add_argument("--only", choices=["tall", "wide"], default=None)
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.n_cells, args.chunk_rows = 50_000, 5_000
+        args.wide_n_cells, args.wide_chunk_rows = 20_000, 2_000
+    Path(args.data_dir).mkdir(parents=True, exist_ok=True)
+    rows, out = [], {"k": K, "workers": args.workers, "memory_limit": args.memory_limit}
+    if args.only in (None, "tall"):
+        case_tall(args, rows, out)
+    if args.only in (None, "wide"):
+        case_wide(args, rows, out)
+    print(table(rows, ["case", "method", "seconds", "x read", "passes", "ev rel err",
+                       "peak worker MiB"]))
+    path = write_json("sparse_quick" if args.quick else "sparse", out)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
