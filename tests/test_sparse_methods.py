@@ -335,3 +335,15 @@ def test_robust_pca_transform_refuses_sparse_input(X):
     model = scalepca.RobustPCA(random_state=0).fit(rng.standard_normal((60, X.shape[1])))
     with pytest.raises(TypeError, match="RobustPCA does not take sparse input"):
         model.transform(X)
+
+
+@needs_sparse_moments
+def test_sparse_pca_partial_fit_streams_sparse_chunks(X):
+    bounds = [0, 200, 450, X.shape[0]]
+    ref, got = _spca("minibatch"), _spca("minibatch")
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        ref.partial_fit(X[a:b].toarray())
+        got.partial_fit(X[a:b])
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(got.mean_, ref.mean_, rtol=1e-12)
+    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=1e-10)
