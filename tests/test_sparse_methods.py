@@ -129,6 +129,7 @@ def test_kernel_pca_on_sparse_equals_dense(X, approx, kernel, landmarks):
     # the same landmarks / random features: the same m × m problem, up to rounding (measured
     # ≤ 1e-15 relative; 1e-10 leaves room for BLAS differences of sparse and dense products)
     np.testing.assert_allclose(got.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    assert got.n_passes_ == ref.n_passes_
     z_ref = ref.transform(Xd)
     z = got.transform(X)
     assert isinstance(z, np.ndarray)
@@ -275,6 +276,7 @@ def test_sparse_pca_on_sparse_equals_dense(X, method, kw):
     if hasattr(ref, "objective_"):
         np.testing.assert_allclose(got.objective_, ref.objective_, rtol=1e-10)
     assert (got.components_ == 0).any()  # sparse loadings
+    assert got.n_passes_ == ref.n_passes_
 
 
 @needs_sparse_moments
