@@ -214,6 +214,16 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
     the driver (no version) resumes; a ``"minibatch"`` one, whose minibatches were the row
     chunks, is refused with a message naming both versions.
 
+    Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of either,
+    turned into CSR row blocks) is never densified: the moments pass works on the sparse
+    blocks (:func:`scalepca.linalg.moments_graph`), and the code statistics of every
+    dictionary are sparse–dense products with the centring applied implicitly,
+    ``Xc D = X D − 1 (μᵀD)`` and ``Xcᵀ Z = Xᵀ Z − μ (1ᵀZ)`` (``use_correlation`` scales the
+    stored values, which keeps the sparsity); ``‖Xc‖²`` is summed per entry, ``(v − μ_j)²``
+    over stored values and ``μ_j²`` over zeros, without cancellation. ``transform`` is
+    ``X P − μᵀP`` on the sparse blocks. The fit equals the fit on the densified data to
+    rounding.
+
     ``partial_fit`` (method ``"minibatch"``) updates the model from one chunk that the user
     streams, centring by a running mean; its ``explained_variance_`` is an estimate from the
     minibatch statistics seen so far. Features NaN in every row of the first chunk (or of the
@@ -238,6 +248,9 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
 
     #: per-feature attributes widened with NaN at features left out as all-NaN
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0), ("loadings_", 1))
+
+    #: fit, partial_fit and transform take sparse input (CSR row blocks), kept sparse
+    _accepts_sparse = True
 
     def __init__(
         self,
