@@ -86,8 +86,9 @@ def _gram(x: np.ndarray, shift: np.ndarray | None = None, *, precision: str = "a
     float32 (ssyrk: twice the speed of the float64 product), and the d × d slice products are
     summed in float64; the exact effect of rounding the shift is taken out at the end
     (``Σ (x − s₃₂)(x − s₃₂)ᵀ = Σ (x − s)(x − s)ᵀ + n δ δᵀ`` with ``δ = s − s₃₂`` when ``s`` is
-    the block mean, the one ``shift`` this path is used with). Error bound: :func:`gram_error_bound`. Every other case (float64 blocks,
-    no shift, ``precision="float64"``) widens each slice to float64. The product is numpy's
+    the block mean, the one ``shift`` this path is used with). Error bound:
+    :func:`gram_error_bound`. Every other case (float64 blocks, no shift,
+    ``precision="float64"``) widens each slice to float64. The product is numpy's
     ``aᵀ @ a``, which numpy hands to OpenBLAS syrk when both operands are one buffer.
     """
     x = np.ascontiguousarray(x)
@@ -208,8 +209,8 @@ def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int,
     the dict of its column strip.
     """
     return da.reduction(
-        X, partial(_chunk, with_gram=with_gram, precision=precision), _merge_list, combine=_merge_list, axis=0,
-        split_every=split_every, concatenate=False, dtype=object,
+        X, partial(_chunk, with_gram=with_gram, precision=precision), _merge_list,
+        combine=_merge_list, axis=0, split_every=split_every, concatenate=False, dtype=object,
         meta=np.empty((0,), dtype=object), name="moments",
     )
 
