@@ -109,7 +109,8 @@ def _json_arg(text, what: str):
     return value
 
 
-def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False) -> str:
+def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False,
+                  codec: str | None = None) -> str:
     """Write the synthetic dataset a ``data.generate`` section describes (if absent)."""
     from .datasets import GENERATORS, dataset_complete, write_dataset
 
@@ -123,7 +124,8 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
     size = ", ".join(f"{k}={v}" for k, v in params.items())
     print(f"scalepca: generating {kind} dataset ({size}) at {path} ...", flush=True)
     data = GENERATORS[kind](**params)
-    return write_dataset(data, path, overwrite=overwrite, storage_options=storage_options)
+    return write_dataset(data, path, overwrite=overwrite, storage_options=storage_options,
+                         codec=codec)
 
 
 def open_data(dcfg: dict, *, method: str | None = None):
@@ -266,6 +268,7 @@ def write_outputs(est, X, out: dict) -> list[str]:
 
     root = out["store"].rstrip("/")
     so = out.get("storage_options")
+    codec = out.get("codec")
     written = []
     if out["model"]:
         est.save(f"{root}/model.zarr", storage_options=so)
@@ -276,18 +279,20 @@ def write_outputs(est, X, out: dict) -> list[str]:
             raise UserError(f"{type(est).__name__} has no transform; set output.scores: false")
         scores = est.transform(X)
     if out["scores"]:
-        write_array(scores, f"{root}/scores.zarr", name="scores", storage_options=so)
+        write_array(scores, f"{root}/scores.zarr", name="scores", storage_options=so,
+                    codec=codec)
         written.append(f"{root}/scores.zarr")
     if out["reconstruction"]:
         write_array(est.inverse_transform(scores), f"{root}/reconstruction.zarr",
-                    name="reconstruction", storage_options=so)
+                    name="reconstruction", storage_options=so, codec=codec)
         written.append(f"{root}/reconstruction.zarr")
     for part in ("low_rank", "sparse"):
         if out[part]:
             value = getattr(est, f"{part}_", None)
             if value is None:
                 raise UserError(f"{type(est).__name__} has no {part}_ to write")
-            write_array(value, f"{root}/{part}.zarr", name=part, storage_options=so)
+            write_array(value, f"{root}/{part}.zarr", name=part, storage_options=so,
+                        codec=codec)
             written.append(f"{root}/{part}.zarr")
     return written
 
@@ -731,6 +736,12 @@ def cmd_make_data(args) -> int:
         check_params(func, params, "make-data")
     except ConfigError as err:
         raise UserError(str(err).replace("'make-data.", "'--set ")) from None
+    from ._codecs import check_codec
+
+    try:
+        codec = check_codec(args.codec)
+    except ValueError as err:
+        raise UserError(f"--codec: {err}") from None
     so = _json_arg(args.storage_options, "--storage-options")
     path = args.path if _is_url(args.path) else _abs(args.path)
     if _store_exists(path, so) and not args.overwrite:
@@ -738,7 +749,8 @@ def cmd_make_data(args) -> int:
 
     def write():
         t0 = time.perf_counter()
-        generate_data({"kind": args.kind, **params}, path, storage_options=so, overwrite=True)
+        generate_data({"kind": args.kind, **params}, path, storage_options=so, overwrite=True,
+                      codec=codec)
         return time.perf_counter() - t0
 
     if args.scheduler:
@@ -852,6 +864,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="another parameter of the kind, e.g. rank=20 or missing=0.1")
     m.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
+    m.add_argument("--codec", help="compression: lz4 (default: Blosc-LZ4 with byte shuffle, "
+                   "the fastest to decode in benchmarks/codecs.py), lz4-bitshuffle, zstd "
+                   "(zarr's default) or none")
     m.add_argument("--overwrite", action="store_true")
     m.add_argument("--scheduler", help="write from an existing dask cluster")
     _progress_flags(m)

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import yaml
 
+from ._codecs import CODECS, DEFAULT_CODEC
+
 __all__ = [
     "CLUSTER_KINDS",
     "ConfigError",
@@ -113,6 +115,8 @@ _OUTPUT = {
     "low_rank": _f(bool, False),
     "sparse": _f(bool, False),
     "report": _f(bool, True),  # report.html + PNG figures next to the outputs
+    # compression of scores / reconstruction / low_rank / sparse, from the registry only
+    "codec": _f(str, DEFAULT_CODEC, choices=tuple(CODECS)),
 }
 
 _SECURITY = {
@@ -677,6 +681,9 @@ KEY_DOCS = {
     "output.low_rank": "Robust PCA: write the low-rank part L (``low_rank.zarr``).",
     "output.sparse": "Robust PCA: write the sparse part S (``sparse.zarr``).",
     "output.report": "Write ``report.html`` with the summary table and figures.",
+    "output.codec": "Compression of the written arrays: ``lz4`` (Blosc-LZ4 with byte "
+                    "shuffle, the default, chosen by measurement: see the README), "
+                    "``lz4-bitshuffle``, ``zstd`` (zarr's default) or ``none``.",
     "cluster.kind": "Which cluster to start or join.",
     "cluster.n_workers": "Number of workers (local: default from the machine's cores).",
     "cluster.threads_per_worker": "Threads per worker process.",

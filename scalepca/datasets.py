@@ -671,7 +671,8 @@ def _indptr_part(block, block_id=None, *, offsets):
     return offsets[block_id[0]] + block.indptr[1:].astype(np.int64)
 
 
-def write_counts(data: CountMatrix, store, *, complete: bool | None = None) -> None:
+def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
+                 compressors=None) -> None:
     """Write ``data`` as an AnnData zarr store (anndata's layout), its blocks by the workers.
 
     Two passes over the blocks: the first counts the stored values of each block (a number per
@@ -681,7 +682,7 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None) -> N
     chunk is written by two tasks. Cell names are written the same way; gene names, and the
     empty ``obs``/``var`` columns and mappings, by anndata itself (``anndata.io.write_elem``).
     ``complete``: a ``complete`` attribute set first to false and to true at the end (for
-    stores written in place).
+    stores written in place). ``compressors``: those of the CSR arrays (zarr's default if None).
     """
     import anndata
     import pandas as pd
@@ -725,7 +726,8 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None) -> N
     for name, arr in parts.items():
         z = group.create_array(name, shape=arr.shape, dtype=arr.dtype,
                                chunks=(max(1, min(arr.shape[0], CSR_ZARR_CHUNK if name !=
-                                                  "indptr" else 2**20)),))
+                                                  "indptr" else 2**20)),),
+                               **({} if compressors is None else {"compressors": compressors}))
         sources.append(arr.rechunk(z.chunks))
         targets.append(z)
     da.store(sources, targets, lock=False)
@@ -733,8 +735,12 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None) -> N
         root.attrs["complete"] = True
 
 
-def write_dataset(data, path, *, overwrite: bool = False, storage_options=None) -> str:
+def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
+                  codec: str | None = None) -> str:
     """Write a lazy dataset (dask array, xarray Dataset, :class:`CountMatrix`) to a zarr store.
+
+    ``codec`` names the compression, one of :data:`scalepca._codecs.CODECS` (default
+    :data:`~scalepca._codecs.DEFAULT_CODEC`, chosen by measurement: see the README).
 
     The workers generate and write one block each. Local paths are written under a temporary
     sibling name and renamed into place, so an interrupted write never leaves a store that
@@ -743,25 +749,32 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None) 
     left as it is.
     """
     import xarray as xr
+    import zarr
 
+    from ._codecs import compressors
     from .io._open import _is_url
 
     spath = os.fspath(path)
+    comp = compressors(codec)  # an unknown name fails here, before anything is written
+
+    def _encoding(ds):
+        return {v: {"compressors": comp} for v in ds.data_vars}
 
     def _write(target):
         if isinstance(data, CountMatrix):
-            write_counts(data, target)
+            write_counts(data, target, compressors=comp)
         elif isinstance(data, xr.Dataset):
             ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
-            ds.to_zarr(target, mode="w", consolidated=False,
-                       storage_options=storage_options if _is_url(spath) else None)
+            ds.to_zarr(target, mode="w", consolidated=False, encoding=_encoding(ds))
         else:
-            _regular(data).to_zarr(target, overwrite=True,
-                                   storage_options=storage_options if _is_url(spath) else None)
+            arr = _regular(data)
+            z = zarr.create_array(target, shape=arr.shape, dtype=arr.dtype,
+                                  chunks=tuple(max(c[0], 1) for c in arr.chunks),
+                                  compressors=comp, overwrite=True)
+            arr.store(z, lock=False)
 
     if _is_url(spath):
         import fsspec
-        import zarr
 
         fs, root = fsspec.core.url_to_fs(spath, **(storage_options or {}))
         if fs.exists(root):
@@ -773,18 +786,21 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None) 
         # is written, and readers (open_matrix) refuse it meanwhile
         if isinstance(data, CountMatrix):
             write_counts(data, zarr.storage.FsspecStore.from_url(
-                spath, storage_options=storage_options, read_only=False), complete=True)
+                spath, storage_options=storage_options, read_only=False), complete=True,
+                compressors=comp)
             return spath
         if isinstance(data, xr.Dataset):
             ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
             ds.attrs = {**ds.attrs, "complete": False}
-            ds.to_zarr(spath, mode="w", consolidated=False, storage_options=storage_options)
+            ds.to_zarr(spath, mode="w", consolidated=False, storage_options=storage_options,
+                       encoding=_encoding(ds))
         else:
             arr = _regular(data)
             store = zarr.storage.FsspecStore.from_url(spath, storage_options=storage_options,
                                                       read_only=False)
             z = zarr.create_array(store, shape=arr.shape, chunks=tuple(c[0] for c in arr.chunks),
-                                  dtype=arr.dtype, attributes={"complete": False})
+                                  dtype=arr.dtype, attributes={"complete": False},
+                                  compressors=comp)
             arr.store(z, lock=False)
         node = zarr.open(store=zarr.storage.FsspecStore.from_url(
             spath, storage_options=storage_options, read_only=False), mode="r+")
@@ -821,7 +837,7 @@ def dataset_complete(path, storage_options=None) -> bool:
 
 
 def make_low_rank_zarr(path, n_samples: int, n_features: int, *, overwrite: bool = False,
-                       storage_options=None, **kwargs) -> str:
+                       storage_options=None, codec: str | None = None, **kwargs) -> str:
     """Write :func:`make_low_rank` data to a zarr array at ``path`` (see :func:`write_dataset`)."""
     return write_dataset(make_low_rank(n_samples, n_features, **kwargs), path,
-                         overwrite=overwrite, storage_options=storage_options)
+                         overwrite=overwrite, storage_options=storage_options, codec=codec)
