@@ -1,12 +1,13 @@
 """A single-node SLURM on loopback for the tests: munged, slurmctld and slurmd in a tmp folder.
 
 :class:`LoopbackSlurm` writes a munge key and a ``slurm.conf`` (partition ``debug``, and
-``short`` with a one-minute time limit for the tests of jobs that can never start; one node: this host with the CPUs and memory ``slurmd -C`` reports), starts
-``munged``, ``slurmctld -D`` and ``slurmd -D`` as child processes on free loopback ports, and
-waits until ``sinfo`` shows the node idle. Nothing is written outside its folder: no cgroups
-(``proctrack/linuxproc``, ``task/none``), no accounting database, state and spool in the
-folder, daemons run as the current user (root: slurmd must be able to start jobs as the
-submitting user). ``stop`` cancels every job and ends the three daemons it started.
+``short`` with a one-minute time limit for the tests of jobs that can never start; one node:
+this host with the CPUs and memory ``slurmd -C`` reports), starts ``munged``, ``slurmctld -D``
+and ``slurmd -D`` as child processes on free loopback ports, and waits until ``sinfo`` shows
+the node idle. Nothing is written outside its folder: no cgroups (``proctrack/linuxproc``,
+``task/none``), no accounting database, state and spool in the folder, daemons run as root
+(slurmd must be able to start jobs as the submitting user). ``stop`` cancels every job and
+ends the three daemons it started.
 
 Debian ships the binaries as ``slurm-wlm`` and ``munge``; :func:`why_not` says what is missing
 on a machine that cannot run it, so the tests can skip with that message.

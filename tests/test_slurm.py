@@ -260,7 +260,6 @@ def test_killed_run_resumes_from_its_checkpoint(slurm, tmp_path):
     """The run itself preempted (the driver and its worker jobs): the same command again
     resumes from the checkpoint and ends where an uninterrupted run ends."""
     from scalepca import load
-
     from scalepca.cli import open_data
     from scalepca.config import estimator_class, load_config
 
