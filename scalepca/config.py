@@ -164,6 +164,7 @@ _JOBQUEUE = {
     "dashboard_address": _f((str, _NONE), ":0"),
     "jobs": _f(int, 1),
     "adaptive": _f((dict, _NONE)),
+    "start_timeout": _f((str, int, float, _NONE)),
 }
 _JOBQUEUE_EXTRA = {
     "slurm": {},
@@ -712,6 +713,9 @@ KEY_DOCS = {
     "cluster.death_timeout": "Seconds a worker waits for a lost scheduler before exiting.",
     "cluster.jobs": "Number of jobs to submit (when not adaptive).",
     "cluster.adaptive": "Scale between bounds instead (see cluster.adaptive below).",
+    "cluster.start_timeout": "How long to wait for the first worker job to start (``30m``, "
+                             "seconds); default: as long as the queue takes. A job the batch "
+                             "system rejects or can never run is an error at once.",
     "cluster.resource_spec": "PBS/SGE resource request (``select=1:ncpus=8``).",
     "cluster.disk": "HTCondor: disk per job.",
     "cluster.name": "kubernetes: name of the Dask cluster resource.",
