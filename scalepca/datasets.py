@@ -684,7 +684,6 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
     ``complete``: a ``complete`` attribute set first to false and to true at the end (for
     stores written in place). ``compressors``: those of the CSR arrays (zarr's default if None).
     """
-    import anndata
     import pandas as pd
     import zarr
     from anndata.io import write_elem
@@ -695,7 +694,7 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
         _block_nnz, chunks=(1, 1), dtype=np.int64, meta=np.empty((0, 0), dtype=np.int64))
     nnz = counted.compute().ravel()
     offsets = np.concatenate([[0], np.cumsum(nnz)])
-    root = zarr.open_group(store, mode="w", zarr_format=anndata.settings.zarr_write_format)
+    root = zarr.open_group(store, mode="w", zarr_format=3)  # v3, as all scalepca writes
     root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0",
                        **({} if complete is None else {"complete": False})})
     for name in ("layers", "obsm", "obsp", "varm", "varp", "uns"):
