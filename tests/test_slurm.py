@@ -184,7 +184,8 @@ def test_pca_survives_a_cancelled_worker_job(slurm, slurm_connect, tmp_path):
     _warm(client)
     case = BY_NAME["PCA"]
     X = da.from_zarr(_store(tmp_path, case, rows=25))
-    ref = summary(case.make().fit(X))
+    with dask.config.set(scheduler="sync"):  # the same graph, undisturbed, in this process
+        ref = summary(case.make().fit(X))
 
     # each worker reads two blocks, then the fit stalls until the victim's job is cancelled
     gate = new_gate()
@@ -227,7 +228,8 @@ def test_em_continues_when_all_worker_jobs_are_cancelled(slurm, slurm_connect, t
     ckpt = str(tmp_path / "ckpt.zarr")
     # 12 of the case's 40 iterations: the cancellation lands after the 2nd
     params = {"checkpoint": ckpt, "checkpoint_every": 2, "max_iter": 12}
-    ref = summary(case.make(**{**params, "checkpoint": str(tmp_path / "ref.zarr")}).fit(X))
+    with dask.config.set(scheduler="sync"):  # the same graph, undisturbed, in this process
+        ref = summary(case.make(**{**params, "checkpoint": str(tmp_path / "ref.zarr")}).fit(X))
 
     # reads stall once the first commit is on disk; then every worker job is cancelled
     gate = new_gate()
@@ -256,6 +258,7 @@ def test_em_continues_when_all_worker_jobs_are_cancelled(slurm, slurm_connect, t
     assert_same_fit(ref, summary(est), case.rtol_same, "PPCA EM after all jobs were cancelled")
 
 
+@pytest.mark.slow  # three runs of the CLI, each submitting its jobs: about a minute
 def test_killed_run_resumes_from_its_checkpoint(slurm, tmp_path):
     """The run itself preempted (the driver and its worker jobs): the same command again
     resumes from the checkpoint and ends where an uninterrupted run ends."""
