@@ -349,3 +349,12 @@ def test_sparse_pca_partial_fit_streams_sparse_chunks(X):
     np.testing.assert_allclose(got.components_, ref.components_, rtol=0, atol=1e-10)
     np.testing.assert_allclose(got.mean_, ref.mean_, rtol=1e-12)
     np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=1e-10)
+
+
+def test_robust_pca_refuses_sparse_inside_a_dataarray(X):
+    xr = pytest.importorskip("xarray")
+    coo = sparse.COO.from_scipy_sparse(X)
+    field = xr.DataArray(da.from_array(coo, chunks=(BLOCK_ROWS, X.shape[1]), asarray=False),
+                         dims=("time", "space"))
+    with pytest.raises(TypeError, match="RobustPCA does not take sparse input"):
+        scalepca.RobustPCA(random_state=0).fit(field)

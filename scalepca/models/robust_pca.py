@@ -408,7 +408,10 @@ class RobustPCA(LinearDecompositionMixin):
     def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=True) -> MatrixInput:
         """M keeps its 2-D blocks (both dimensions may be large); sparse M is refused."""
         _refuse_sparse_input(X, what)
-        return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks)
+        data = as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks,
+                         accept_sparse=True)
+        _refuse_sparse_input(data.data, what)  # sparse inside a container (metadata only)
+        return data
 
     def _transform_input(self, X, *, what="X", allow_2d_blocks=False) -> MatrixInput:
         self._check_fitted()
@@ -416,7 +419,8 @@ class RobustPCA(LinearDecompositionMixin):
 
         X = self._prepared(X, what=what)  # raw data through the fitted weights/stacking
         _refuse_sparse_input(X, what)
-        data = as_matrix(X, what=what)  # rows chunked, features in one chunk
+        data = as_matrix(X, what=what, accept_sparse=True)  # rows chunked, one feature chunk
+        _refuse_sparse_input(data.data, what)
         check_n_features(data.data, self.n_features_in_, what=what)
         return data
 
