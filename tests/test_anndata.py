@@ -151,6 +151,8 @@ def test_wrong_arguments_and_missing_store(adata, stores, tmp_path):
         scalepca.open_matrix(adata, variable="counts")
     with pytest.raises(ValueError, match="sample_dims and feature_dims do not apply"):
         scalepca.open_matrix(adata, sample_dims="obs")
+    with pytest.raises(ValueError, match="weights apply to gridded fields; AnnData is read as it"):
+        scalepca.open_matrix(adata, weights=np.ones(30))
     with pytest.raises(FileNotFoundError):
         scalepca.open_matrix(str(tmp_path / "none.h5ad"))
     with pytest.raises(FileNotFoundError):
@@ -282,6 +284,8 @@ def _config(folder, name, data, **extra):
     ({"path": "cells.h5ad", "format": "anndata", "variable": "X"},
      "'data.variable' do\\(es\\) not apply to data.format anndata"),
     ({"path": "cells.zarr", "format": "anndatta"}, "'data.format' is 'anndatta'; allowed"),
+    ({"path": "cells.zarr", "weights": "coslat"},
+     "'data.weights' weights apply to gridded fields; AnnData is read as it is"),
 ])
 def test_validate_anndata_problems_in_config_words(stores, capsys, data, expected):
     rc = main(["validate", str(_config(stores, "bad.yaml", data))])

@@ -184,9 +184,12 @@ def open_matrix(
         if sample_dims is not None or feature_dims is not None:
             raise ValueError("AnnData is a (cell × gene) matrix already: sample_dims and "
                              "feature_dims do not apply")
+        if weights is not None:
+            raise ValueError("weights apply to gridded fields; AnnData is read as it is (scale "
+                             "the genes in the AnnData, e.g. with scanpy, before the fit)")
         source = open_anndata(source, layer=layer, chunks=chunks,
                               storage_options=storage_options)
-        return _dataarray_matrix(source, weights=weights)
+        return _dataarray_matrix(source)
     if layer is not None:
         raise ValueError(f"layer={layer!r} applies to AnnData only; "
                          f"{where if path is None else repr(os.fspath(path))} is not AnnData")
