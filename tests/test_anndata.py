@@ -165,6 +165,20 @@ def test_wrong_arguments_and_missing_store(adata, stores, tmp_path):
         scalepca.open_matrix(str(plain), format="anndata")
 
 
+@pytest.mark.parametrize("form", ["csr", "csc", "dask_csr"])
+def test_open_matrix_takes_sparse_arrays_as_csr_row_blocks(adata, form):
+    import dask.array as da
+
+    X = adata.layers["counts"]
+    src = {"csr": X, "csc": X.tocsc(),
+           "dask_csr": da.from_array(X, chunks=(100, 30), asarray=False)}[form]
+    M = scalepca.open_matrix(src, chunks=128)
+    assert isinstance(M._meta, sp.csr_matrix) and M.chunks[0] == (128, 128, 128, 16)
+    assert _same(_stacked(M), X)
+    with pytest.raises(ValueError, match="weights are not applied to sparse input"):
+        scalepca.open_matrix(src, weights=np.ones(30))
+
+
 # -- the counts generator ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def counts_store(tmp_path_factory):
