@@ -140,9 +140,15 @@ def open_data(dcfg: dict, *, method: str | None = None):
         generate_data(dcfg["generate"], path, storage_options=so)
     chunks = dcfg.get("chunks")
     if _is_anndata(dcfg):
-        return open_matrix(path, storage_options=so, format="anndata", layer=dcfg.get("layer"),
-                           chunks=chunks if isinstance(chunks, int) else None,
-                           weights=dcfg.get("weights"))
+        try:
+            return open_matrix(path, storage_options=so, format="anndata",
+                               layer=dcfg.get("layer"),
+                               chunks=chunks if isinstance(chunks, int) else None,
+                               weights=dcfg.get("weights"))
+        except ValueError as err:
+            if dcfg.get("weights") is not None:
+                raise UserError(f"'data.weights' {err}") from None
+            raise
     if method == "robust_pca" or isinstance(chunks, list):
         # robust PCA works on 2-D blocks: keep the store's (or the given) 2-D chunking
         import dask.array as da

@@ -151,6 +151,8 @@ def test_wrong_arguments_and_missing_store(adata, stores, tmp_path):
         scalepca.open_matrix(adata, variable="counts")
     with pytest.raises(ValueError, match="sample_dims and feature_dims do not apply"):
         scalepca.open_matrix(adata, sample_dims="obs")
+    with pytest.raises(ValueError, match="weights apply to gridded fields; AnnData is read as it"):
+        scalepca.open_matrix(adata, weights=np.ones(30))
     with pytest.raises(FileNotFoundError):
         scalepca.open_matrix(str(tmp_path / "none.h5ad"))
     with pytest.raises(FileNotFoundError):
@@ -161,6 +163,20 @@ def test_wrong_arguments_and_missing_store(adata, stores, tmp_path):
         scalepca.open_matrix(str(plain), layer="counts")
     with pytest.raises(ValueError, match="is not an AnnData store"):
         scalepca.open_matrix(str(plain), format="anndata")
+
+
+@pytest.mark.parametrize("form", ["csr", "csc", "dask_csr"])
+def test_open_matrix_takes_sparse_arrays_as_csr_row_blocks(adata, form):
+    import dask.array as da
+
+    X = adata.layers["counts"]
+    src = {"csr": X, "csc": X.tocsc(),
+           "dask_csr": da.from_array(X, chunks=(100, 30), asarray=False)}[form]
+    M = scalepca.open_matrix(src, chunks=128)
+    assert isinstance(M._meta, sp.csr_matrix) and M.chunks[0] == (128, 128, 128, 16)
+    assert _same(_stacked(M), X)
+    with pytest.raises(ValueError, match="weights are not applied to sparse input"):
+        scalepca.open_matrix(src, weights=np.ones(30))
 
 
 # -- the counts generator ------------------------------------------------------------------------
@@ -282,6 +298,8 @@ def _config(folder, name, data, **extra):
     ({"path": "cells.h5ad", "format": "anndata", "variable": "X"},
      "'data.variable' do\\(es\\) not apply to data.format anndata"),
     ({"path": "cells.zarr", "format": "anndatta"}, "'data.format' is 'anndatta'; allowed"),
+    ({"path": "cells.zarr", "weights": "coslat"},
+     "'data.weights' weights apply to gridded fields; AnnData is read as it is"),
 ])
 def test_validate_anndata_problems_in_config_words(stores, capsys, data, expected):
     rc = main(["validate", str(_config(stores, "bad.yaml", data))])

@@ -98,7 +98,9 @@ def open_matrix(
     source : str, path, zarr.Array, zarr.Group, xarray.DataArray/Dataset, dask or numpy array
         A path or fsspec URL (``s3://bucket/data.zarr``) of a zarr store, a NetCDF/HDF5 file,
         an AnnData store (``.zarr`` folder or ``.h5ad`` file), or an array object, or an
-        ``anndata.AnnData`` (in memory or backed).
+        ``anndata.AnnData`` (in memory or backed). Sparse arrays (``scipy.sparse``, pydata
+        ``sparse``, dask arrays of either) become dask arrays of CSR row blocks
+        (:func:`~scalepca._validation.as_csr_blocks`).
     variable : str, optional
         The array inside a zarr group or the variable of an xarray Dataset.
     storage_options : dict, optional
@@ -184,9 +186,12 @@ def open_matrix(
         if sample_dims is not None or feature_dims is not None:
             raise ValueError("AnnData is a (cell × gene) matrix already: sample_dims and "
                              "feature_dims do not apply")
+        if weights is not None:
+            raise ValueError("weights apply to gridded fields; AnnData is read as it is (scale "
+                             "the genes in the AnnData, e.g. with scanpy, before the fit)")
         source = open_anndata(source, layer=layer, chunks=chunks,
                               storage_options=storage_options)
-        return _dataarray_matrix(source, weights=weights)
+        return _dataarray_matrix(source)
     if layer is not None:
         raise ValueError(f"layer={layer!r} applies to AnnData only; "
                          f"{where if path is None else repr(os.fspath(path))} is not AnnData")
@@ -222,6 +227,18 @@ def open_matrix(
     if isinstance(source, xr.DataArray):
         return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
                                  feature_dims=feature_dims, weights=weights, dataset=dataset)
+    from .._validation import as_csr_blocks, is_sparse
+
+    if is_sparse(source):  # scipy.sparse / pydata sparse, in memory or as dask blocks
+        if weights is not None:
+            raise ValueError("weights are not applied to sparse input; scale its columns "
+                             "first (X @ scipy.sparse.diags(w))")
+        arr = as_csr_blocks(source)
+        if arr.ndim != 2:
+            raise ValueError(f"expected a 2-D array; got shape {arr.shape}")
+        rows = _array_rows(chunks)
+        arr = arr.rechunk({0: rows}) if rows is not None else arr
+        return arr.rechunk({1: -1}) if len(arr.chunks[1]) > 1 else arr
     if isinstance(source, zarr.Array):
         if source.ndim != 2:
             raise ValueError(
