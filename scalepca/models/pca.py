@@ -13,10 +13,10 @@ from .._validation import (
     check_bool,
     check_choice,
     check_n_components,
-    choose_n_components,
     check_random_state_form,
     check_random_state_seed,
     check_scalar,
+    choose_n_components,
 )
 from ..io._matrix import MatrixInput
 from ..linalg import (
