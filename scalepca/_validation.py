@@ -335,11 +335,13 @@ def check_choice(value, name: str, choices) -> str:
 def check_random_state_seed(random_state) -> np.random.SeedSequence:
     """A ``SeedSequence`` from ``random_state``.
 
-    Accepted, as in scikit-learn: None (fresh entropy), a non-negative int, a
-    ``np.random.RandomState`` instance; also a ``np.random.Generator`` or a
-    ``np.random.SeedSequence``. Blocks draw from children of this sequence indexed by block
-    position, so random numbers do not depend on the number of workers or the order tasks
-    run in.
+    Accepted, as in scikit-learn: None (a draw from numpy's global RandomState, as
+    ``sklearn.utils.check_random_state(None)`` gives it), a non-negative int (the sequence's
+    seed itself, so a seed's results do not depend on numpy's legacy generator), a
+    ``np.random.RandomState`` instance (one draw from it, through scikit-learn's
+    ``check_random_state``); also a ``np.random.Generator`` or a ``np.random.SeedSequence``.
+    Blocks draw from children of this sequence indexed by block position, so random numbers
+    do not depend on the number of workers or the order tasks run in.
 
     Raises
     ------
@@ -350,8 +352,11 @@ def check_random_state_seed(random_state) -> np.random.SeedSequence:
     """
     accepted = ("random_state must be None, a non-negative int, a numpy RandomState or "
                 "Generator, or a numpy SeedSequence")
-    if random_state is None:
-        return np.random.SeedSequence()
+    if random_state is None or isinstance(random_state, np.random.RandomState):
+        # scikit-learn's reading: None is numpy's global RandomState (np.random.seed fixes it)
+        from sklearn.utils import check_random_state
+
+        return np.random.SeedSequence(int(check_random_state(random_state).randint(2**31)))
     if isinstance(random_state, np.random.SeedSequence):
         return random_state
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
@@ -360,8 +365,6 @@ def check_random_state_seed(random_state) -> np.random.SeedSequence:
         return np.random.SeedSequence(int(random_state))
     if isinstance(random_state, np.random.Generator):
         return np.random.SeedSequence(int(random_state.integers(2**63)))
-    if isinstance(random_state, np.random.RandomState):
-        return np.random.SeedSequence(int(random_state.randint(2**31)))
     raise TypeError(f"{accepted}; got {random_state!r} ({type(random_state).__name__})")
 
 
