@@ -217,11 +217,12 @@ def check_n_components(n_components, n_samples: int | None = None,
             return n_components
         if isinstance(n_components, numbers.Real) and not isinstance(
                 n_components, (bool, numbers.Integral)):
-            if not 0.0 < n_components < 1.0:
-                raise ValueError(
-                    f"{what}={n_components!r} is out of range: a float must lie strictly "
-                    "between 0 and 1 (the fraction of the variance to explain); give an "
-                    "integer for a number of components"
+            if not 0.0 < n_components < 1.0:  # not a fraction, and not a count either
+                raise TypeError(
+                    f"{what} must be an integer, a float in (0, 1), 'mle' or None; got "
+                    f"{n_components!r}: a float is the fraction of the variance to explain and "
+                    "must lie strictly between 0 and 1 (give an integer for a number of "
+                    "components)"
                 )
             return float(n_components)
     if isinstance(n_components, bool) or not (

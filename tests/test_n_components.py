@@ -105,10 +105,10 @@ def test_randomized_refuses_spectrum_forms_before_reading(form):
 
 
 @pytest.mark.parametrize(("value", "error", "words"), [
-    (1.0, ValueError, "strictly between 0 and 1"),
-    (0.0, ValueError, "strictly between 0 and 1"),
-    (-0.5, ValueError, "strictly between 0 and 1"),
-    (np.float64(1.5), ValueError, "strictly between 0 and 1"),
+    (1.0, TypeError, "strictly between 0 and 1"),
+    (0.0, TypeError, "strictly between 0 and 1"),
+    (-0.5, TypeError, "strictly between 0 and 1"),
+    (np.float64(1.5), TypeError, "strictly between 0 and 1"),
     ("MLE", ValueError, "the only string accepted is 'mle'"),
     ("auto", ValueError, "the only string accepted is 'mle'"),
     (True, TypeError, "an integer, a float in (0, 1), 'mle' or None"),
