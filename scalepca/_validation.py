@@ -21,6 +21,7 @@ __all__ = [
     "check_matrix",
     "is_sparse",
     "check_n_components",
+    "choose_n_components",
     "check_n_features",
     "check_random_state_seed",
     "check_scalar",
@@ -239,19 +240,117 @@ def _row_chunks(X) -> tuple:
     return (min(n, rows),) + tuple(X.shape[1:]) if n else X.shape
 
 
-def check_n_components(n_components, n_samples: int, n_features: int, *, what="n_components"):
-    """Check 1 ≤ n_components ≤ min(n_samples, n_features); ``None`` means the maximum."""
+#: the string form of ``n_components`` choosing k by Minka's evidence (PCA, PPCA)
+N_COMPONENTS_MLE = "mle"
+
+
+def check_n_components(n_components, n_samples: int | None = None,
+                       n_features: int | None = None, *, what="n_components",
+                       fraction: bool = False):
+    """Check ``n_components``; ``None`` means ``min(n_samples, n_features)``.
+
+    Parameters
+    ----------
+    n_components : int, None, float or str
+        An integer in ``[1, min(n_samples, n_features)]`` or ``None``; with ``fraction`` also
+        a float in (0, 1) (the smallest k whose explained variance ratio reaches it) or
+        ``"mle"`` (Minka's choice, which needs ``n_samples >= n_features``). Those two are
+        chosen from the spectrum after the fit (:func:`choose_n_components`).
+    n_samples, n_features : int or None
+        The data's shape; both ``None`` checks the form only (a config file, before any data).
+    fraction : bool
+        Whether the estimator accepts the float and ``"mle"`` forms.
+
+    Returns
+    -------
+    int, float or str
+        The number of components, or (``fraction``) the float or ``"mle"`` as given.
+    """
+    if fraction:
+        if isinstance(n_components, str):
+            if n_components != N_COMPONENTS_MLE:
+                raise ValueError(f"{what}={n_components!r} is not understood: the only string "
+                                 f"accepted is {N_COMPONENTS_MLE!r} (Minka's choice of k)")
+            if n_samples is not None and n_features is not None and n_samples < n_features:
+                raise ValueError(
+                    f"{what}='mle' needs n_samples >= n_features; got {n_samples} samples and "
+                    f"{n_features} features"
+                )
+            return n_components
+        if isinstance(n_components, numbers.Real) and not isinstance(
+                n_components, (bool, numbers.Integral)):
+            if not 0.0 < n_components < 1.0:  # not a fraction, and not a count either
+                raise TypeError(
+                    f"{what} must be an integer, a float in (0, 1), 'mle' or None; got "
+                    f"{n_components!r}: a float is the fraction of the variance to explain and "
+                    "must lie strictly between 0 and 1 (give an integer for a number of "
+                    "components)"
+                )
+            return float(n_components)
+    if isinstance(n_components, bool) or not (
+            n_components is None or isinstance(n_components, numbers.Integral)):
+        forms = ("an integer, a float in (0, 1), 'mle' or None" if fraction
+                 else "an integer or None")
+        raise TypeError(f"{what} must be {forms}; got {n_components!r}")
+    if n_samples is None or n_features is None:
+        if n_components is not None and n_components < 1:
+            raise ValueError(f"{what}={n_components} is out of range: it must be at least 1")
+        return None if n_components is None else int(n_components)
     upper = min(n_samples, n_features)
     if n_components is None:
         return upper
-    if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral):
-        raise TypeError(f"{what} must be an integer or None; got {n_components!r}")
     if not 1 <= n_components <= upper:
         raise ValueError(
             f"{what}={n_components} is out of range: it must be between 1 and "
             f"min(n_samples, n_features) = min({n_samples}, {n_features}) = {upper}"
         )
     return int(n_components)
+
+
+def choose_n_components(n_components, explained_variance: np.ndarray,
+                        explained_variance_ratio: np.ndarray, n_samples: int) -> int:
+    """k for a float or ``"mle"`` ``n_components``, from the full spectrum of one fit.
+
+    A float ``f`` gives the smallest k with ``Σ_{i≤k} ratio_i ≥ f`` counted as scikit-learn's
+    PCA counts it (``searchsorted(cumsum, f, side="right") + 1``, so k's cumulative ratio
+    exceeds ``f``), at most the number of eigenvalues. ``"mle"`` gives the k in
+    ``[1, d − 1]`` maximising Minka's Laplace approximation of the evidence
+    (:func:`minka_dimension`). An integer is returned as it is.
+    """
+    if n_components == N_COMPONENTS_MLE:
+        return minka_dimension(explained_variance, n_samples)
+    if isinstance(n_components, float):
+        cumulative = np.cumsum(np.asarray(explained_variance_ratio, dtype=np.float64))
+        k = int(np.searchsorted(cumulative, n_components, side="right")) + 1
+        return min(k, len(cumulative))
+    return int(n_components)
+
+
+def minka_dimension(spectrum: np.ndarray, n_samples: int) -> int:
+    """Minka's (2000) choice of the latent dimension from a covariance spectrum.
+
+    ``spectrum`` holds all d eigenvalues of the sample covariance, descending (d ≤ n).
+    This is scikit-learn's private ``sklearn.decomposition._pca._infer_dimension``, reached
+    from this one place so a change of that private name fails here, with this message,
+    and in ``tests/test_n_components.py``. Its loops are pure Python, O(d³) in all: seconds
+    for a few hundred features, long for thousands.
+
+    References
+    ----------
+    Minka, T. P. (2000). Automatic choice of dimensionality for PCA. NIPS 13, 598–604.
+    """
+    try:
+        from sklearn.decomposition._pca import _infer_dimension
+    except ImportError as err:  # a private name: it may move in a future scikit-learn
+        raise ImportError(
+            "n_components='mle' uses scikit-learn's sklearn.decomposition._pca."
+            "_infer_dimension, which this scikit-learn version does not have; give an "
+            "integer or a float n_components"
+        ) from err
+    spectrum = np.asarray(spectrum, dtype=np.float64)
+    if spectrum.shape[0] < 2:
+        raise ValueError("n_components='mle' needs at least 2 features")
+    return int(_infer_dimension(spectrum, n_samples))
 
 
 def check_n_features(X, n_features_in: int, *, what: str = "X") -> None:
@@ -299,11 +398,13 @@ def check_choice(value, name: str, choices) -> str:
 def check_random_state_seed(random_state) -> np.random.SeedSequence:
     """A ``SeedSequence`` from ``random_state``.
 
-    Accepted, as in scikit-learn: None (fresh entropy), a non-negative int, a
-    ``np.random.RandomState`` instance; also a ``np.random.Generator`` or a
-    ``np.random.SeedSequence``. Blocks draw from children of this sequence indexed by block
-    position, so random numbers do not depend on the number of workers or the order tasks
-    run in.
+    Accepted, as in scikit-learn: None (a draw from numpy's global RandomState, as
+    ``sklearn.utils.check_random_state(None)`` gives it), a non-negative int (the sequence's
+    seed itself, so a seed's results do not depend on numpy's legacy generator), a
+    ``np.random.RandomState`` instance (one draw from it, through scikit-learn's
+    ``check_random_state``); also a ``np.random.Generator`` or a ``np.random.SeedSequence``.
+    Blocks draw from children of this sequence indexed by block position, so random numbers
+    do not depend on the number of workers or the order tasks run in.
 
     Raises
     ------
@@ -314,8 +415,11 @@ def check_random_state_seed(random_state) -> np.random.SeedSequence:
     """
     accepted = ("random_state must be None, a non-negative int, a numpy RandomState or "
                 "Generator, or a numpy SeedSequence")
-    if random_state is None:
-        return np.random.SeedSequence()
+    if random_state is None or isinstance(random_state, np.random.RandomState):
+        # scikit-learn's reading: None is numpy's global RandomState (np.random.seed fixes it)
+        from sklearn.utils import check_random_state
+
+        return np.random.SeedSequence(int(check_random_state(random_state).randint(2**31)))
     if isinstance(random_state, np.random.SeedSequence):
         return random_state
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
@@ -324,8 +428,6 @@ def check_random_state_seed(random_state) -> np.random.SeedSequence:
         return np.random.SeedSequence(int(random_state))
     if isinstance(random_state, np.random.Generator):
         return np.random.SeedSequence(int(random_state.integers(2**63)))
-    if isinstance(random_state, np.random.RandomState):
-        return np.random.SeedSequence(int(random_state.randint(2**31)))
     raise TypeError(f"{accepted}; got {random_state!r} ({type(random_state).__name__})")
 
 

@@ -351,6 +351,23 @@ def check_params(func, params: dict, where: str, *, skip=("self",)) -> dict:
     return allowed
 
 
+def _check_n_components_form(cls, value):
+    """``model.n_components`` of ``cls`` checked in form (the data's shape is not known yet):
+    PCA and PPCA also take a float in (0, 1) and ``"mle"``; an integral float is an int."""
+    from ._validation import check_n_components
+
+    fraction = getattr(cls, "_n_components_fraction", False)
+    if isinstance(value, float) and value.is_integer() and value >= 1:
+        value = int(value)  # 1e3 in YAML is a float
+    try:
+        return check_n_components(value, fraction=fraction)
+    except (TypeError, ValueError) as err:
+        forms = ("an integer >= 1, a float in (0, 1), 'mle' or null" if fraction
+                 else "an integer >= 1 or null")
+        raise ConfigError(f"'model.n_components' must be {forms}; got {value!r} "
+                          f"({err})") from None
+
+
 def _check_model(model) -> dict:
     if not isinstance(model, dict) or "method" not in model:
         raise ConfigError(
@@ -373,6 +390,8 @@ def _check_model(model) -> dict:
             )
         params.update(nested)
     check_params(cls.__init__, params, "model")
+    if "n_components" in params:
+        params["n_components"] = _check_n_components_form(cls, params["n_components"])
     try:
         cls(**params)  # parameter values are validated again at fit, before any compute
     except (TypeError, ValueError) as err:

@@ -190,8 +190,9 @@ def test_ppca_checkpoint_parameter_errors(tmp_path, raise_if_dask_computes):
 
 
 # -- SparsePCA -------------------------------------------------------------------------------------
-SPCA_MB = dict(n_components=3, method="minibatch", alpha=0.5, batch_size=100, random_state=0,
-               tol=0, max_no_improvement=None)
+# alpha is scikit-learn's: 0.5 per sample on the 400 rows of low_rank (alpha / √n)
+SPCA_MB = dict(n_components=3, method="minibatch", alpha=0.5 * np.sqrt(400), batch_size=100,
+               random_state=0, tol=0, max_no_improvement=None)
 
 
 def _same_spca(a, b):

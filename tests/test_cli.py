@@ -164,7 +164,8 @@ def _error_cases(tmp_path, data_path):
                         "unknown key(s) 'data.pth'; allowed in 'data': path"),
         "wrong type": (["run", _config(tmp_path, data_path, name="t.yaml",
                                        model={"method": "pca", "n_components": "three"})],
-                       "'model.n_components' must be an integer or null; got 'three'"),
+                       "'model.n_components' must be an integer >= 1, a float in (0, 1), "
+                       "'mle' or null; got 'three'"),
         "missing data store": (["run", _config(tmp_path, tmp_path / "nope.zarr", name="m.yaml")],
                                "no zarr store at"),
         "unknown method": (["run", _config(tmp_path, data_path, name="u.yaml",

@@ -68,7 +68,10 @@ def test_quickstart_defaults_filled():
         (_base(model={"method": "pca", "n_component": 2}), ["'model.n_component'",
                                                             "n_components", "svd_solver"]),
         (_base(model={"method": "pca", "n_components": "ten"}),
-         ["'model.n_components' must be an integer or null", "'ten'"]),
+         ["'model.n_components' must be an integer >= 1, a float in (0, 1), 'mle' or null",
+          "'ten'"]),
+        (_base(model={"method": "kernel_pca", "n_components": "ten"}),
+         ["'model.n_components' must be an integer", "'ten'"]),
         (_base(model={"method": "pca", "whiten": "yes"}), ["'model.whiten' must be true or false"]),
         (_base(model={"method": "pca", "svd_solver": 3}), ["'model.svd_solver' must be a string"]),
         (_base(model={"method": "pca", "params": {"n_components": 2}, "n_components": 3}),
@@ -135,6 +138,36 @@ def test_integral_float_accepted_for_int():
     assert n == 3 and isinstance(n, int)
     with pytest.raises(ConfigError, match="'model.n_components' must be an integer"):
         validate_config(_base(model={"method": "pca", "n_components": 2.5}))
+
+
+@pytest.mark.parametrize("method", ["pca", "ppca"])
+@pytest.mark.parametrize("value", [0.95, 0.5, "mle", 4, None])
+def test_n_components_fraction_and_mle_forms(method, value):
+    cfg = validate_config(_base(model={"method": method, "n_components": value}))
+    assert cfg["model"]["params"]["n_components"] == value
+
+
+@pytest.mark.parametrize(("method", "value", "words"), [
+    ("pca", 1.5, ["'model.n_components' must be", "1.5", "between 0 and 1"]),
+    ("pca", 0.0, ["'model.n_components'", "0.0"]),
+    ("ppca", -0.2, ["'model.n_components'", "-0.2"]),
+    ("pca", "MLE", ["'model.n_components'", "'MLE'", "the only string accepted is 'mle'"]),
+    ("pca", 0, ["'model.n_components'", "at least 1"]),
+    ("sparse_pca", 0.5, ["'model.n_components' must be an integer"]),
+    ("kernel_pca", "mle", ["'model.n_components' must be an integer"]),
+])
+def test_n_components_bad_forms_rejected(method, value, words):
+    with pytest.raises(ConfigError) as err:
+        validate_config(_base(model={"method": method, "n_components": value}))
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_n_components_forms_from_the_command_line():
+    raw = _base(model={"method": "pca"})
+    for text, value in [("0.9", 0.9), ("mle", "mle"), ("7", 7)]:
+        cfg = validate_config(apply_overrides(raw, [f"model.n_components={text}"]))
+        assert cfg["model"]["params"]["n_components"] == value
 
 
 def test_cluster_defaults_and_kinds():

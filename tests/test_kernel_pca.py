@@ -502,3 +502,22 @@ def test_standardize_feeds_the_kernel_standardised_data():
     assert m.n_passes_ == 2  # the moments, then the training data
     Z, Zr = np.asarray(m.transform(X)), ref.transform(X)
     np.testing.assert_allclose(Z * np.sign(np.sum(Z * Zr, axis=0)), Zr, atol=1e-8)
+
+
+def test_kmeanspp_landmarks_are_scikit_learn_kmeans(rng):
+    """k-means++ landmarks come from scikit-learn's KMeans, seeded from the Generator: the
+    same draw gives the same centres (so the fit is reproducible from random_state), and a
+    longer run ends at a Lloyd fixed point: each centre is the mean of its nearest points."""
+    S = rng.standard_normal((600, 4)) @ rng.standard_normal((4, 4))
+    a = kmeans_plusplus_landmarks(S, 12, np.random.default_rng(3), n_iter=5)
+    b = kmeans_plusplus_landmarks(S, 12, np.random.default_rng(3), n_iter=5)
+    np.testing.assert_array_equal(a, b)
+    seed = int(np.random.default_rng(3).integers(2**31 - 1))
+    from sklearn.cluster import KMeans
+
+    ref = KMeans(12, n_init=1, max_iter=5, tol=0.0, algorithm="lloyd", random_state=seed).fit(S)
+    np.testing.assert_allclose(a, ref.cluster_centers_)
+    C = kmeans_plusplus_landmarks(S, 12, np.random.default_rng(3), n_iter=300)
+    labels = np.argmin(((S[:, None, :] - C[None]) ** 2).sum(-1), axis=1)
+    for j in range(12):
+        np.testing.assert_allclose(C[j], S[labels == j].mean(axis=0), atol=1e-8)

@@ -238,14 +238,17 @@ def test_zht_dictionary_from_data(zht_x, method):
     # with a unit V2 code is 277.5/√300 = 16.02, X1's with a unit V1 code √290 = 17.03
     kw = {"max_iter": 30} if method == "minibatch" else {}
     X = da.from_array(zht_x, chunks=(5_000, 10))
-    m = SparsePCA(2, method=method, alpha=16.2, random_state=0, **kw).fit(X)
+    # per sample 16.2 (alpha is scikit-learn's, on the objective summed over the n rows)
+    m = SparsePCA(2, method=method, alpha=16.2 * np.sqrt(len(zht_x)), random_state=0,
+                  **kw).fit(X)
     assert sorted(map(sorted, supports(m.components_))) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     pca = scalepca.PCA(2).fit(X)
     assert np.all(pca.components_ != 0)
 
 
 def test_dictionary_keeps_correlated_variables_at_smaller_alpha():
-    m = SparsePCA(2, method="batch", alpha=10.0).fit_covariance(ZHT_SIGMA)
+    # 10 per sample: alpha is scikit-learn's, on the objective summed over n_samples rows
+    m = SparsePCA(2, method="batch", alpha=10.0 * np.sqrt(100)).fit_covariance(ZHT_SIGMA, 100)
     assert supports(m.components_)[0] == BLOCK_A | {8, 9}
 
 
@@ -284,8 +287,9 @@ def test_spiked_support_recovery(capsys):
     truth = [set(np.flatnonzero(v)) for v in V]
     results = {}
     for label, est in [
-        ("batch", SparsePCA(k, method="batch", alpha=0.35, random_state=0)),
-        ("minibatch", SparsePCA(k, method="minibatch", alpha=0.35, max_iter=10,
+        # 0.35 per sample (alpha is scikit-learn's: times √n)
+        ("batch", SparsePCA(k, method="batch", alpha=0.35 * 200, random_state=0)),
+        ("minibatch", SparsePCA(k, method="minibatch", alpha=0.35 * 200, max_iter=10,
                                 random_state=0)),
         ("elasticnet", SparsePCA(k, method="elasticnet", n_nonzero=q)),
     ]:
@@ -444,7 +448,8 @@ def _assert_streamed_like_batch(m, Xn, n_seen):
     """Running mean and count exact; supports and variance those of the batch fit on Xn."""
     np.testing.assert_allclose(m.mean_, Xn.mean(axis=0), atol=1e-10)
     assert m.n_samples_ == n_seen
-    ref = SparsePCA(2, method="batch", alpha=0.2, random_state=0).fit(Xn)
+    # the same penalty per sample, 0.2, as the streamed fit of n_seen rows
+    ref = SparsePCA(2, method="batch", alpha=0.2 * np.sqrt(len(Xn)), random_state=0).fit(Xn)
     assert supports(m.components_) == supports(ref.components_)
     assert _subspace_gap(m.components_, ref.components_) < 0.05
     np.testing.assert_allclose(m.explained_variance_ratio_, ref.explained_variance_ratio_,
@@ -453,7 +458,7 @@ def _assert_streamed_like_batch(m, Xn, n_seen):
 
 def test_partial_fit_streams_chunks():
     Xn = _spike_for_streaming()
-    m = SparsePCA(2, alpha=0.2, random_state=0)
+    m = SparsePCA(2, alpha=0.2 * np.sqrt(60_000), random_state=0)  # 0.2 per sample at the end
     for _ in range(3):
         for i in range(0, 20_000, 2000):
             m.partial_fit(Xn[i : i + 2000])
@@ -466,7 +471,7 @@ def test_partial_fit_streams_chunks():
 def test_partial_fit_continues_a_minibatch_fit():
     # fit on the first half, then stream the second half
     Xn = _spike_for_streaming()
-    m = SparsePCA(2, alpha=0.2, random_state=0).fit(Xn[:10_000])
+    m = SparsePCA(2, alpha=0.2 * np.sqrt(20_000), random_state=0).fit(Xn[:10_000])
     for i in range(10_000, 20_000, 2000):
         m.partial_fit(Xn[i : i + 2000])
     _assert_streamed_like_batch(m, Xn, 20_000)
@@ -696,3 +701,104 @@ def test_batch_without_covariance_passes_over_the_data(monkeypatch, init):
     atol = 1e-8 if init == "random" else 1e-5
     np.testing.assert_allclose(m.components_, ref.components_, atol=atol)
     np.testing.assert_allclose(m.objective_, ref.objective_, rtol=1e-8)
+
+
+# -- issue 19: alpha means scikit-learn's alpha ------------------------------------------------
+def _standardised_breast_cancer():
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    return StandardScaler().fit_transform(load_breast_cancer().data)
+
+
+def _digits():
+    from sklearn.datasets import load_digits
+
+    return load_digits().data
+
+
+@pytest.mark.parametrize(("data", "k", "alpha"), [
+    ("breast_cancer", 5, 3.0), ("breast_cancer", 3, 1.0), ("breast_cancer", 3, 5.0),
+    ("digits", 3, 5.0), ("digits", 3, 20.0),
+])
+def test_batch_equals_scikit_learn_sparse_pca_with_the_same_alpha(data, k, alpha):
+    """Same data, same alpha: scikit-learn's SparsePCA (LARS, SVD start) and the batch method
+    reach the same stationary point. Supports are equal exactly; loadings agree to 1e-5 and
+    adjusted variances to 1e-5 relative. What is left is the two stopping rules (both at a
+    relative objective change of 1e-12): near the minimum the objective is quadratic, so a
+    1e-12 change leaves the loadings ~1e-6 from it (measured: ≤ 2e-6 and ≤ 4e-7)."""
+    from sklearn.decomposition import SparsePCA as SkSparsePCA
+
+    X = _standardised_breast_cancer() if data == "breast_cancer" else _digits()
+    ref = SkSparsePCA(k, alpha=alpha, max_iter=2000, tol=1e-12, random_state=0).fit(X)
+    ours = SparsePCA(k, method="batch", alpha=alpha, max_iter=2000, tol=1e-12,
+                     random_state=0).fit(da.from_array(X, chunks=(400, -1)))
+    C = ours.components_
+    match = np.abs(C @ ref.components_.T).argmax(axis=1)  # ours are ordered by variance
+    assert sorted(match) == list(range(k))
+    R = ref.components_[match]
+    R = R * np.sign(np.sum(R * C, axis=1))[:, None]
+    assert supports(C) == supports(R)
+    assert all(len(s) < X.shape[1] for s in supports(C))  # sparse, and
+    assert all(len(s) > 0 for s in supports(C))  # no component removed
+    np.testing.assert_allclose(C, R, atol=1e-5)
+    ev_ref = adjusted_variance(R @ np.cov(X.T) @ R.T)
+    np.testing.assert_allclose(ours.explained_variance_, ev_ref, rtol=1e-5)
+    np.testing.assert_allclose(ours.alpha_per_sample_, alpha / np.sqrt(len(X)))
+
+
+def test_default_alpha_keeps_standardised_breast_cancer_components():
+    # before alpha took scikit-learn's units, alpha=1 acted as 1·√569 and zeroed every one
+    X = _standardised_breast_cancer()
+    for method in ("batch", "minibatch"):
+        m = SparsePCA(5, method=method, random_state=0).fit(X)
+        nnz = [len(s) for s in supports(m.components_)]
+        assert all(0 < c < X.shape[1] for c in nnz), (method, nnz)
+
+
+def test_minibatch_reaches_the_batch_objective_in_the_same_units():
+    """The minibatch method minimises the same per-sample objective (alpha / √n) online; from
+    the same start its objective ends within 10 % of the batch optimum (the online averages
+    keep codes of earlier dictionaries: measured 7 % above on this data), never below it by
+    more than rounding."""
+    X = _standardised_breast_cancer()
+    batch = SparsePCA(5, method="batch", alpha=1.0, tol=1e-12, max_iter=2000,
+                      random_state=0).fit(X)
+    mini = SparsePCA(5, method="minibatch", alpha=1.0, random_state=0).fit(X)
+    assert mini.alpha_per_sample_ == batch.alpha_per_sample_ == 1.0 / np.sqrt(len(X))
+    assert batch.objective_ * (1 - 1e-9) <= mini.objective_ <= 1.10 * batch.objective_
+    np.testing.assert_allclose(mini.objective(X), mini.objective_, rtol=1e-9)
+
+
+def test_fit_covariance_batch_needs_n_samples():
+    with pytest.raises(ValueError, match="needs n_samples"):
+        SparsePCA(2, method="batch").fit_covariance(ZHT_SIGMA)
+
+
+def test_elasticnet_alpha_is_scikit_learn_elastic_net_on_the_data():
+    """The documented mapping: at the fitted directions A, each raw loading of the
+    ``"elasticnet"`` method is scikit-learn's ElasticNet of y = Xc aⱼ on Xc with
+    alpha_enet = (n − 1)(alpha + 2 ridge_alpha)/(2n), l1_ratio = alpha/(alpha + 2 ridge_alpha)."""
+    from sklearn.linear_model import ElasticNet
+
+    from scalepca.models._sparse_enet import zht_loadings
+
+    X = _standardised_breast_cancer()
+    n = len(X)
+    Xc = X - X.mean(axis=0)
+    S = np.cov(X.T)
+    alpha, ridge = 0.5, 0.01
+    m = SparsePCA(2, method="elasticnet", alpha=alpha, ridge_alpha=ridge, tol=1e-12,
+                  max_iter=500).fit(X)
+    Bn, norms, _ = zht_loadings(S, 2, alphas=np.full(2, alpha), n_nonzero=None, ridge=ridge,
+                                max_iter=500, tol=1e-12)
+    assert supports(m.components_) == supports(Bn.T)
+    U, _, Vt = np.linalg.svd(S @ (Bn * norms), full_matrices=False)
+    A = U @ Vt  # the directions the converged loadings are the regression solutions for
+    enet = ElasticNet(alpha=(n - 1) * (alpha + 2 * ridge) / (2 * n),
+                      l1_ratio=alpha / (alpha + 2 * ridge), fit_intercept=False, tol=1e-12,
+                      max_iter=100_000)
+    for j in range(2):
+        beta = enet.fit(Xc, Xc @ A[:, j]).coef_
+        assert set(np.flatnonzero(beta)) == set(np.flatnonzero(Bn[:, j]))
+        np.testing.assert_allclose(beta, Bn[:, j] * norms[j], atol=1e-6)

@@ -85,3 +85,21 @@ def test_dense_input_still_accepted(rng):
     X = rng.standard_normal((30, 4))
     assert check_matrix(X).shape == (30, 4)
     assert check_matrix(da.from_array(X, chunks=10)).shape == (30, 4)
+
+
+def test_none_and_random_state_draw_through_scikit_learn():
+    """None and a RandomState are read as scikit-learn reads them (check_random_state): None
+    is numpy's global RandomState, so np.random.seed makes a None fit reproducible; a
+    RandomState instance gives the same draw as before (one randint), and advances."""
+    from sklearn.utils import check_random_state
+
+    np.random.seed(11)
+    a = check_random_state_seed(None).entropy
+    np.random.seed(11)
+    assert check_random_state_seed(None).entropy == a == check_random_state(11).randint(2**31)
+    rs = np.random.RandomState(5)
+    first = check_random_state_seed(rs).entropy
+    assert first == np.random.RandomState(5).randint(2**31)
+    assert check_random_state_seed(rs).entropy != first
+    # ints seed the sequence directly (not numpy's legacy generator): results per seed kept
+    assert check_random_state_seed(7).entropy == 7

@@ -396,45 +396,25 @@ def kmeans_plusplus_landmarks(sample: np.ndarray, m: int, rng: np.random.Generat
                               *, n_iter: int = 5) -> np.ndarray:
     """``m`` centres from an in-memory ``sample`` by k-means++ seeding then ``n_iter`` Lloyd steps.
 
-    Seeding (Arthur & Vassilvitskii 2007): the first centre uniformly, each next one with
-    probability proportional to the squared distance to the nearest centre so far. The Lloyd
-    steps move each centre to the mean of its points (a centre that loses all its points
-    stays). Landmarks spread over the data like this lower the Nyström error for a given m
-    (Zhang, Tsang & Kwok 2008).
+    scikit-learn's k-means (``sklearn.cluster.KMeans`` with ``init="k-means++"``, one start,
+    ``n_iter`` Lloyd iterations at most; ``kmeans_plusplus`` alone when ``n_iter=0``) seeded
+    from ``rng``. Seeding (Arthur & Vassilvitskii 2007) picks every next centre with
+    probability proportional to the squared distance to the nearest centre so far (scikit-learn
+    keeps the best of a few such draws); the Lloyd steps move each centre to the mean of its
+    points. Landmarks spread over the data like this lower the Nyström error for a given m
+    (Zhang, Tsang & Kwok 2008). Memory: the sample plus scikit-learn's chunked distances.
     """
+    from sklearn.cluster import KMeans, kmeans_plusplus
+
     S = np.asarray(sample, dtype=np.float64)
-    s = S.shape[0]
-    if m >= s:
+    if m >= S.shape[0]:
         return S.copy()
-    sq = np.einsum("ij,ij->i", S, S)
-    chosen = np.empty(m, dtype=np.int64)
-    chosen[0] = rng.integers(s)
-    d2 = np.maximum(sq - 2 * S @ S[chosen[0]] + sq[chosen[0]], 0.0)
-    for j in range(1, m):
-        total = d2.sum()
-        if total > 0:
-            cum = np.cumsum(d2)
-            pick = int(np.searchsorted(cum, rng.uniform(0.0, cum[-1]), side="right"))
-            pick = min(pick, s - 1)
-        else:  # every point coincides with a centre: fall back to a uniform unused point
-            free = np.setdiff1d(np.arange(s), chosen[:j])
-            pick = int(rng.choice(free))
-        chosen[j] = pick
-        np.minimum(d2, np.maximum(sq - 2 * S @ S[pick] + sq[pick], 0.0), out=d2)
-    C = S[chosen].copy()
-    step = _rows_per_batch(m)
-    for _ in range(n_iter):
-        csq = np.einsum("ij,ij->i", C, C)
-        labels = np.empty(s, dtype=np.int64)
-        for a in range(0, s, step):
-            D = csq[None, :] - 2 * S[a : a + step] @ C.T
-            labels[a : a + step] = np.argmin(D, axis=1)
-        counts = np.bincount(labels, minlength=m)
-        sums = np.zeros_like(C)
-        np.add.at(sums, labels, S)
-        nz = counts > 0
-        C[nz] = sums[nz] / counts[nz, None]
-    return C
+    seed = int(rng.integers(2**31 - 1))  # scikit-learn seeds a RandomState from an int
+    if n_iter == 0:
+        return kmeans_plusplus(S, m, random_state=seed)[0]
+    km = KMeans(n_clusters=m, init="k-means++", n_init=1, max_iter=n_iter, tol=0.0,
+                algorithm="lloyd", random_state=seed)
+    return km.fit(S).cluster_centers_
 
 
 # -- exact kernel PCA (small n) ---------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Sparse PCA as dictionary learning: the exact alternation ("batch") and online minibatches.
 
-Per sample, ``min_{Y, D} (1/2n) ‖Xc − Y Dᵀ‖²_F + α ‖D‖₁`` with bounded codes; the kernels
+Per sample, ``min_{Y, D} (1/2n) ‖Xc − Y Dᵀ‖²_F + α ‖D‖₁`` with bounded codes, where
+``α = alpha / √n`` (``alpha_per_sample_``) for the user's ``alpha`` of scikit-learn's units
+(see :class:`~scalepca.SparsePCA`); the kernels
 (code step, block coordinate descent, per-block statistics) are in :mod:`scalepca.linalg.sparse`.
 This module holds the two iterations over them, each a state, an init and a step run by the
 driver of :mod:`._iterate` (history, stopping rule, checkpoints):
@@ -121,6 +123,7 @@ class DictionaryLearning:
         return {
             "estimator": "SparsePCA", "method": self.method, "shape": list(X.shape),
             "n_components": k, "alpha": float(self._alphas[0]),
+            "alpha_per_sample": self.alpha_per_sample_,
             "batch_size": None if self.batch_size is None else int(self.batch_size),
             "forget_factor": float(self.forget_factor), "shuffle": bool(self.shuffle),
             "init": self.init, "use_correlation": bool(self.use_correlation),
@@ -169,7 +172,7 @@ class DictionaryLearning:
         the residual's leading direction as code (:func:`revive_codes`), so a component
         removed early can come back. Returns the final D and its statistics ``(P, G, s)``.
         """
-        alpha = float(self._alphas[0])
+        alpha = self.alpha_per_sample_
 
         def step(state, it):
             D = state["D"]
@@ -204,7 +207,7 @@ class DictionaryLearning:
     def _online_update(self, state: dict, D_used, st: dict, D) -> tuple[np.ndarray, float]:
         """Fold one minibatch's statistics (computed with ``D_used``) into the online surrogate
         and update the dictionary ``D``. Returns (new D, the minibatch's objective at D_used)."""
-        alpha = float(self._alphas[0])
+        alpha = self.alpha_per_sample_
         m = st["n"]
         A_t, B_t, state["lam"] = code_step(D_used, st["P"] / m, st["G"] / m, state["lam"])
         cost = dictionary_objective(D_used, A_t, B_t, st["S"] / m, alpha)
@@ -298,7 +301,7 @@ class DictionaryLearning:
     def _finish_dictionary(self, D, P, G, s, n) -> None:
         """Fitted attributes from the final dictionary and its per-sample statistics."""
         A, B, _ = code_step(D, P, G)
-        self.objective_ = float(dictionary_objective(D, A, B, s, float(self._alphas[0])))
+        self.objective_ = float(dictionary_objective(D, A, B, s, self.alpha_per_sample_))
         norms = np.linalg.norm(D, axis=0)
         safe = np.where(norms > 0, norms, 1.0)
         gram = G / np.outer(safe, safe)
@@ -348,6 +351,8 @@ class DictionaryLearning:
         st = recentre_code_stats(st, delta, D)
         state["mean"] = state["mean"] + delta
         state["N"] = N
+        # the objective of the N rows seen so far, per sample (alpha is scikit-learn's)
+        self.alpha_per_sample_ = self._per_sample_alpha(N)
         D, _ = self._online_update(state, D, st, D)
         beta = (1.0 - 1.0 / state["t"]) ** self.forget_factor
         norms = np.linalg.norm(state["D_G"], axis=0)

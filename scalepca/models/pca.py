@@ -16,6 +16,7 @@ from .._validation import (
     check_random_state_form,
     check_random_state_seed,
     check_scalar,
+    choose_n_components,
     is_sparse,
 )
 from ..io._matrix import MatrixInput
@@ -83,8 +84,13 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     #: ``X W − μᵀW`` (see :mod:`scalepca.linalg.moments`, :mod:`scalepca.linalg.decomp`)
     _accepts_sparse = True
 
+    #: ``n_components`` may also be a float in (0, 1) or "mle" (read by the config check too)
+    _n_components_fraction = True
+
     # -- fitting ---------------------------------------------------------------------------
-    def _check_params(self, n: int, d: int) -> int:
+    def _check_params(self, n: int, d: int) -> int | float | str:
+        """Check the parameters; returns the number of components, or the float / ``"mle"``
+        form of ``n_components`` that :func:`choose_n_components` resolves after the fit."""
         check_choice(self.svd_solver, "svd_solver", SOLVERS)
         check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
         check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
@@ -93,7 +99,22 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         if not check_bool(self._zero_center(), "zero_center") and self.standardize:
             raise ValueError("standardize=True needs zero_center=True (standardising divides "
                              "the centred features by their standard deviations)")
-        return check_n_components(self.n_components, n, d)
+        spec = check_n_components(self.n_components, n, d, fraction=True)
+        if not isinstance(spec, int) and self._choose_solver(d) == "randomized":
+            why = ("svd_solver='auto' chooses 'randomized' above "
+                   f"{AUTO_MAX_GRAM_FEATURES} features" if self.svd_solver == "auto"
+                   else "svd_solver='randomized'")
+            raise ValueError(
+                f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
+                "finds only the leading n_components + n_oversamples values; give an integer "
+                "n_components, or svd_solver='covariance_eigh' or 'tsqr' (all min(n, d) values)"
+            )
+        if not isinstance(spec, int) and not self._zero_center():
+            raise ValueError(
+                f"n_components={spec!r} chooses k from the explained variance of centred data; "
+                "with zero_center=False give an integer n_components"
+            )
+        return spec
 
     def _zero_center(self) -> bool:
         return getattr(self, "zero_center", True)
@@ -145,7 +166,9 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
-        k = self._check_params(n, d)
+        spec = self._check_params(n, d)
+        # a float or "mle" keeps every axis until the spectrum has chosen k (then trimmed)
+        k = spec if isinstance(spec, int) else 1
         solver = self._choose_solver(d)
         self._check_sparse_solver(X, solver)
         self._fit_svd_solver = solver
@@ -170,7 +193,8 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
                 self._set_uncentred(n, d_fit, k, np.sqrt(np.maximum(s2, 0.0)),
                                     flip_signs(V.T), mom["mean"], float(np.trace(mom["m2"])))
                 return
-            n, mean, evals, components, total = spectrum_from_moments(mom, k, scale)
+            k_fit = k if isinstance(spec, int) else d_fit
+            n, mean, evals, components, total = spectrum_from_moments(mom, k_fit, scale)
             ev = evals
         else:
             with self._timed_pass("moments"):
@@ -190,7 +214,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
                 with self._timed_pass("tsqr"):
                     s, Vt = tsqr_svd_centered(X, mean)
                 ev = s**2 / max(n - 1, 1)
-                components = flip_signs(Vt[:k])
+                components = flip_signs(Vt if not isinstance(spec, int) else Vt[:k])
             else:
                 seed = check_random_state_seed(self.random_state)
                 s, Vt = randomized_svd_centered(
@@ -205,6 +229,11 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
                                     float(mom["ss"].sum()))
                 return
             mean = mom["mean"]
+        if not isinstance(spec, int):
+            ratio = ev / total if total > 0 else np.zeros_like(ev)
+            k = choose_n_components(spec, ev, ratio, n)
+            logger.info("%s: n_components=%r chose k = %d", type(self).__name__, spec, k)
+            components = components[:k]
         self._set_spectrum(n, d_fit, k, mean, ev, components, total)
 
     def _drop_all_nan_features(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
@@ -297,8 +326,14 @@ class PCA(_BaseSpectralPCA):
 
     Parameters
     ----------
-    n_components : int or None, default=None
-        Number of components; ``None`` keeps ``min(n_samples, n_features)``.
+    n_components : int, float, "mle" or None, default=None
+        Number of components; ``None`` keeps ``min(n_samples, n_features)``. A float in
+        (0, 1) keeps the smallest k whose cumulative ``explained_variance_ratio_`` exceeds it,
+        and ``"mle"`` the k of Minka's (2000) evidence (needs n_samples ≥ n_features), both as
+        scikit-learn's PCA chooses them, from the spectrum of the same pass(es): only with
+        ``svd_solver="covariance_eigh"`` or ``"tsqr"`` (all min(n, d) values; the randomized
+        solver finds the leading few only and refuses these forms before reading the data).
+        ``n_components_`` holds the k chosen.
     svd_solver : {"auto", "covariance_eigh", "tsqr", "randomized"}, default="auto"
         ``"covariance_eigh"``: one pass computing per-chunk count, mean and centred Gram,
         merged pairwise (Chan et al.), then ``eigh`` of the d × d covariance on the client.
@@ -396,7 +431,7 @@ class PCA(_BaseSpectralPCA):
 
     def __init__(
         self,
-        n_components: int | None = None,
+        n_components: int | float | str | None = None,
         *,
         svd_solver: str = "auto",
         whiten: bool = False,

@@ -52,9 +52,11 @@ class PPCA(_BaseSpectralPCA):
 
     Parameters
     ----------
-    n_components : int or None
+    n_components : int, float, "mle" or None
         Latent dimension k; must be smaller than the data's rank for a proper σ² > 0
-        (``solver="em"`` requires ``n_components < n_features``). When the data's rank is at
+        (``solver="em"`` requires ``n_components < n_features``). The closed form also takes
+        a float in (0, 1) or ``"mle"``, chosen from the spectrum as :class:`PCA` chooses them
+        (``n_components_`` holds the k); EM needs an integer. When the data's rank is at
         most k (e.g. constant features, or few samples), σ² is 0 with a warning: the model
         covariance is then singular, so ``score``, ``score_samples`` and ``get_precision``
         raise, while ``transform`` gives the σ² → 0 limit of the posterior means.
@@ -188,7 +190,7 @@ class PPCA(_BaseSpectralPCA):
 
     def __init__(
         self,
-        n_components: int | None = None,
+        n_components: int | float | str | None = None,
         *,
         solver: str = "auto",
         missing: str = "error",
@@ -272,6 +274,12 @@ class PPCA(_BaseSpectralPCA):
     def _fit_em(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
+        if isinstance(self.n_components, (float, str)):
+            raise ValueError(
+                f"n_components={self.n_components!r} (a float or 'mle') chooses k from the "
+                "covariance spectrum, which only solver='closed_form' computes; give EM an "
+                "integer n_components"
+            )
         k = check_n_components(self.n_components, n, d)
         self._check_params(n, d)
         if k >= d:
@@ -410,7 +418,8 @@ class PPCA(_BaseSpectralPCA):
     # -- closed form ---------------------------------------------------------------------------
     def _fit_input(self, X) -> MatrixInput:
         data = super()._fit_input(X)
-        check_n_components(self.n_components, *data.data.shape)  # its message comes first
+        # its message comes first
+        check_n_components(self.n_components, *data.data.shape, fraction=True)
         if data.data.shape[0] < 2:
             raise ValueError(
                 f"PPCA needs at least 2 samples; got {data.data.shape[0]} (the covariance, "

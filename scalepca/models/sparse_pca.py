@@ -52,11 +52,18 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
 
     Three methods, one estimator:
 
-    ``"minibatch"`` and ``"batch"`` — dictionary learning (reconstruction). Per sample,
-    ``min_{Y, D} (1/2n) ‖Xc − Y Dᵀ‖²_F + α ‖D‖₁`` with the codes bounded,
-    ``(1/n) ‖Y_:j‖² ≤ 1``; ``Xc`` is the centred data, ``D`` (d × k) the sparse loadings.
-    This is scikit-learn's ``SparsePCA`` objective with ``U = Y/√n``, ``V = √n Dᵀ`` and
-    ``alpha_sklearn = α √n``. The code step is a ridge regression of each row on the current
+    ``"minibatch"`` and ``"batch"`` — dictionary learning (reconstruction), scikit-learn's
+    ``SparsePCA`` problem with the same ``alpha``:
+    ``min_{U, V} ½ ‖Xc − U V‖²_F + alpha ‖V‖₁`` with ``‖U_:j‖₂ ≤ 1``, where ``Xc`` (n × d)
+    is the centred (with ``use_correlation``, standardised) data, ``U`` (n × k) the codes and
+    ``V`` (k × d) the sparse loadings; ``alpha`` is in the units of the data times √n (the
+    codes have unit norm over the n samples, so ``V`` carries ‖Xc‖'s scale). A streaming fit
+    works per sample instead: dividing by n with ``Y = √n U`` (codes of unit mean square)
+    and ``D = Vᵀ / √n`` gives the same minimiser of
+    ``(1/2n) ‖Xc − Y Dᵀ‖²_F + α ‖D‖₁``, ``(1/n) ‖Y_:j‖² ≤ 1``, with
+    ``α = alpha / √n`` (``alpha_per_sample_``; ``objective_`` is this per-sample value,
+    scikit-learn's objective / n). ``partial_fit`` uses the rows seen so far as n. The
+    code step is a ridge regression of each row on the current
     dictionary, ``Y = Xc D (DᵀD + Λ)⁻¹``, with the k multipliers Λ that enforce the bounds
     (exact; a k-dimensional problem). The dictionary step is block coordinate descent over the
     columns of D with soft thresholding,
@@ -69,10 +76,17 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
     objective to 1e-10 relative, loadings to 1e-8).
 
     ``"elasticnet"`` — the penalized-regression sparse PCA of Zou, Hastie & Tibshirani (2006),
-    from the covariance S alone (the Gram form of the elasticnet R package's ``spca``): every
-    loading solves ``min βᵀ(S + λ₂ I)β − 2 aⱼᵀ S β + λ₁ⱼ ‖β‖₁`` (LARS-EN or coordinate
-    descent), alternating with ``A = U Vᵀ`` from the SVD ``S B = U Σ Vᵀ``. This maximises
-    variance rather than reconstruction.
+    from the covariance S (denominator n − 1) alone (the Gram form of the elasticnet R
+    package's ``spca``): every loading solves
+    ``min βᵀ(S + λ₂ I)β − 2 aⱼᵀ S β + λ₁ⱼ ‖β‖₁`` with ``λ₁ⱼ = alpha`` (or ``alpha[j]``) and
+    ``λ₂ = ridge_alpha`` (LARS-EN or coordinate descent), alternating with ``A = U Vᵀ`` from
+    the SVD ``S B = U Σ Vᵀ``. This maximises variance rather than reconstruction: a different
+    model from the dictionary methods and scikit-learn's ``SparsePCA``, so the same
+    ``alpha`` does not give the same loadings. On the data, ZHT's criterion
+    ``‖Xc aⱼ − Xc β‖² + λ₂′‖β‖² + λ₁′‖β‖₁`` is this one times n − 1 (``λ₁′ = (n − 1) alpha``,
+    ``λ₂′ = (n − 1) ridge_alpha``), i.e. scikit-learn's ``ElasticNet(fit_intercept=False)``
+    of ``y = Xc aⱼ`` on ``Xc`` with ``alpha_enet = (n − 1)(alpha + 2 ridge_alpha) / (2n)``
+    and ``l1_ratio = alpha / (alpha + 2 ridge_alpha)``.
 
     Parameters
     ----------
@@ -80,9 +94,11 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         Number of sparse components; ``None`` keeps ``min(n_samples, n_features)``.
     method : {"minibatch", "batch", "elasticnet"}, default="minibatch"
     alpha : float or sequence of float, default=1.0
-        The l1 penalty. Dictionary methods: α of the objective above (per sample, in the
-        units of the data). ``"elasticnet"``: λ₁ of ZHT in the units of the covariance, one
-        number or one per component; ignored when ``n_nonzero`` is given.
+        The l1 penalty. Dictionary methods: scikit-learn's ``SparsePCA(alpha=...)`` (the
+        objective above; per sample the kernels use ``alpha / √n``), one number.
+        ``"elasticnet"``: λ₁ of ZHT's criterion on the covariance (see below), in the units
+        of the covariance, one number or one per component; ignored when ``n_nonzero`` is
+        given.
     ridge_alpha : float, default=0.01
         Ridge of ``transform``: scores are ``(x − mean_) Cᵀ (C Cᵀ + ridge_alpha I)⁻¹`` for the
         unit components C (for orthogonal components, projections shrunk by
@@ -156,7 +172,10 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         Dictionary methods: the fitted dictionary Dᵀ (``components_`` times each component's
         length), the argument of the objective.
     objective_ : float
-        Dictionary methods: the objective at the fitted dictionary with optimal codes.
+        Dictionary methods: the per-sample objective at the fitted dictionary with optimal
+        codes (scikit-learn's ``SparsePCA`` objective divided by n).
+    alpha_per_sample_ : float
+        Dictionary methods: ``alpha / √n``, the l1 weight of the per-sample objective.
     cost_history_ : ndarray
         Dictionary methods: objective per iteration (``"batch"``) or row-weighted mean of the
         minibatch objectives per epoch (``"minibatch"``).
@@ -403,6 +422,7 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         if self.method == "elasticnet":
             self._fit_elasticnet(cov_n * (n / max(n - 1, 1)), k)
         else:
+            self.alpha_per_sample_ = self._per_sample_alpha(n)
             self._fit_dictionary(X, mom, self.mean_, scale, cov_n, var_n, k)
 
     def _leave_out_all_nan(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
@@ -412,6 +432,14 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         requested = 0 if self.n_components is None else k  # None: no bound to check yet
         mom, d_fit = PCA._drop_all_nan_features(self, mom, n, d, requested, data)
         return mom, d_fit, (k if d_fit == d else self._check_params(n, d_fit))
+
+    def _per_sample_alpha(self, n: int) -> float:
+        """The l1 weight of the per-sample objective the dictionary kernels minimise.
+
+        scikit-learn's ``½‖Xc − U V‖²_F + alpha ‖V‖₁`` (‖U_:j‖ ≤ 1) is n times
+        ``(1/2n)‖Xc − Y Dᵀ‖²_F + (alpha/√n)‖D‖₁`` with ``U = Y/√n``, ``V = √n Dᵀ``.
+        """
+        return float(self._alphas[0]) / np.sqrt(max(int(n), 1))
 
     def _feature_scale(self, var_n: np.ndarray):
         if not self.use_correlation:
@@ -471,6 +499,13 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         if self.method == "elasticnet":
             self._fit_elasticnet(S, k)
         else:
+            if n_samples is None:
+                raise ValueError(
+                    "fit_covariance with method='batch' needs n_samples: alpha is scikit-learn's "
+                    "penalty on the objective summed over the n samples, so the covariance "
+                    "alone does not say how strong it is (per sample it is alpha / √n)"
+                )
+            self.alpha_per_sample_ = self._per_sample_alpha(n_samples)
             seed = check_random_state_seed(self.random_state).spawn(2)[0]
             D, (P, G, s) = self._fit_batch(
                 lambda D: (S @ D, D.T @ S @ D, float(np.trace(S))),
@@ -523,8 +558,9 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
     def objective(self, X) -> float:
         """The dictionary objective ``(1/2n)‖Xc − Y Dᵀ‖² + α‖D‖₁`` on ``X`` (one pass).
 
-        D is ``loadings_ᵀ`` and Y the optimal bounded codes for it, so this is the value the
-        dictionary methods minimise (``objective_`` on the training data).
+        D is ``loadings_ᵀ``, Y the optimal bounded codes for it and α the fitted
+        ``alpha_per_sample_``, so this is the value the dictionary methods minimise
+        (``objective_`` on the training data).
         """
         if not hasattr(self, "loadings_"):
             self._check_fitted()
@@ -533,7 +569,10 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         data = self._transform_input(X)
         scale = self._kept(self.scale_)
         return dictionary_objective_on(self._select_features(data.data),
-                                       self._kept(self.loadings_, axis=1).T, float(self.alpha),
+                                       self._kept(self.loadings_, axis=1).T,
+                                       # stores written before alpha took scikit-learn's units
+                                       # held the per-sample penalty in alpha
+                                       getattr(self, "alpha_per_sample_", float(self.alpha)),
                                        self._kept(self.mean_),
                                        None if np.all(scale == 1) else scale)
 
