@@ -103,18 +103,21 @@ def read_pass(path):
 def chunk_seconds(path, work=None, repeat: int = 3) -> float:
     """One core's time for ``work`` on one real chunk of the store (the client process, one
     BLAS thread, best of ``repeat``). ``work`` defaults to the centred Gram a moments pass
-    forms (scalepca's own kernel, in its default precision: float32 products for float32)."""
+    forms (scalepca's own kernel, in the precision the fits use: by default float32 products
+    for float32 blocks; ``scalepca.gram-precision`` in ``dask.config`` changes both)."""
     import numpy as np
     import zarr
     from threadpoolctl import threadpool_limits
 
-    from scalepca.linalg.moments import _gram
+    from scalepca.linalg.moments import _gram, gram_precision
 
     z = zarr.open_array(path, mode="r")
     x = z[: z.chunks[0]]  # one stored chunk, the size a task works on
     if work is None:
+        precision = gram_precision()  # the fits' own setting (dask.config), read here
+
         def work(x):
-            return _gram(x, x.sum(axis=0, dtype=np.float64) / x.shape[0])
+            return _gram(x, x.sum(axis=0, dtype=np.float64) / x.shape[0], precision=precision)
     with threadpool_limits(1):
         work(x)  # warm-up
         best = float("inf")
@@ -181,6 +184,9 @@ def one_pass_against_floor(stores: dict, fits: dict, *, repeat: int, memory_limi
         with local_cluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                            memory_limit=memory_limit):
             read_pass(path)  # warm-up: imports on the workers, page cache
+            first = da.from_zarr(path)
+            for fit in fits.values():  # warm-up on one chunk: first-call imports, not timed
+                fit(first[: first.chunks[0][0]])
             reads, times, passes = [], {k: [] for k in fits}, {}
             for _ in range(repeat):
                 reads.append(timed(lambda path=path: read_pass(path))[0])
