@@ -28,6 +28,7 @@ def stores(tmp_path_factory):
     write_dataset(make_low_rank(600, 12, rank=3, chunk_rows=200, seed=1), root / "x.zarr")
     write_dataset(make_gridded(40, n_lat=6, n_lon=10, rank=2, chunk_rows=20, seed=2),
                   root / "g.zarr")
+    (root / "a_file").write_text("a plain file: no output store can be made under it\n")
     return root
 
 
@@ -79,7 +80,7 @@ BAD = {
                      "alpha must be >= 0"),
     "robust rank": ({"model": {"method": "robust_pca", "rank_guess": 0}},
                     "model.rank_guess"),
-    "output not writable": ({"output": {"store": "ok.yaml/out"}},
+    "output not writable": ({"output": {"store": "a_file/out"}},
                             "output.store", "is not a folder"),
     "generate too small for the model": (
         {"data": {"path": "new.zarr", "generate": {"n_samples": 50, "n_features": 4,
@@ -112,7 +113,7 @@ def test_problems_exit_2_in_config_words(stores, capsys, case):
 def test_several_problems_are_all_reported(stores, capsys):
     path = _write(stores, "two.yaml", data={"path": "g.zarr", "variable": "sts",
                                             "sample_dims": "time"},
-                  output={"store": "ok.yaml/out"})
+                  output={"store": "a_file/out"})
     rc, _, err = _validate(capsys, path)
     lines = err.strip().splitlines()
     assert rc == EXIT_USER_ERROR and len(lines) == 2, err
