@@ -43,7 +43,9 @@ from ._reliability import (
     wait_until_busy,
 )
 
-pytestmark = pytest.mark.distributed
+# one loopback SLURM per session: under pytest-xdist (--dist loadgroup) every test of this
+# file runs on the same worker, which starts it once
+pytestmark = [pytest.mark.distributed, pytest.mark.xdist_group("slurm")]
 
 #: a lost worker's job is dropped (and replaced) after this, instead of distributed's 15 s
 LOST_AFTER = "1s"
