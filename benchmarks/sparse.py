@@ -38,7 +38,6 @@ sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + 
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 import numpy as np  # noqa: E402
-
 from _common import local_cluster, peak_worker_memory, table, write_json  # noqa: E402
 
 import scalepca  # noqa: E402
