@@ -90,3 +90,110 @@ def write_json(name: str, payload: dict) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, default=str))
     return path
+
+
+# -- the floor: what the hardware allows for a one-pass fit ------------------------------------
+def read_pass(path):
+    """The bare read pass over a zarr array: a sum over rows (decode + one add per value)."""
+    import dask.array as da
+
+    return da.from_zarr(path).sum(axis=0).compute()
+
+
+def chunk_seconds(path, work=None, repeat: int = 3) -> float:
+    """One core's time for ``work`` on one real chunk of the store (the client process, one
+    BLAS thread, best of ``repeat``). ``work`` defaults to the centred Gram a moments pass
+    forms (scalepca's own kernel, in its default precision: float32 products for float32)."""
+    import numpy as np
+    import zarr
+    from threadpoolctl import threadpool_limits
+
+    from scalepca.linalg.moments import _gram
+
+    z = zarr.open_array(path, mode="r")
+    x = z[: z.chunks[0]]  # one stored chunk, the size a task works on
+    if work is None:
+        def work(x):
+            return _gram(x, x.sum(axis=0, dtype=np.float64) / x.shape[0])
+    with threadpool_limits(1):
+        work(x)  # warm-up
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            work(x)
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def store_facts(path) -> dict:
+    """Bytes, chunks and codec of a zarr array (from metadata)."""
+    import zarr
+
+    z = zarr.open_array(path, mode="r")
+    return {"bytes": int(z.nbytes), "chunks": int(z.nchunks), "dtype": str(z.dtype),
+            "codec": ",".join(type(c).__name__ for c in z.compressors) or "none"}
+
+
+def floor_rows(store: str, path, t_read: float, fits: dict, *, threads: int, work=None,
+               work_label: str = "Gram") -> tuple[list[dict], dict]:
+    """Table rows of one store: the read pass, the floor and each fit against both.
+
+    ``fits`` maps a label to ``(seconds, passes)``. The floor is the read pass plus one core's
+    ``work`` time per chunk (:func:`chunk_seconds`) × chunks / ``threads`` (the worker threads
+    of the cluster): the time a fit would take if computing overlapped nothing with reading.
+    GB/s per core = bytes / seconds / ``threads``.
+    """
+    facts = store_facts(path)
+    t_chunk = chunk_seconds(path, work)
+    floor = t_read + t_chunk * facts["chunks"] / threads
+    gb = facts["bytes"] / 1e9
+    base = {"store": store}
+    rows = [{**base, "method": "bare read pass", "seconds": t_read, "x read pass": 1.0,
+             "x floor": t_read / floor, "GB/s per core": gb / t_read / threads},
+            {**base, "method": f"floor (read + 1-core {work_label} {t_chunk:.3f} s/chunk × "
+                               f"{facts['chunks']} / {threads})",
+             "seconds": floor, "x read pass": floor / t_read, "x floor": 1.0,
+             "GB/s per core": gb / floor / threads}]
+    for label, (t, passes) in fits.items():
+        rows.append({**base, "method": label, "seconds": t, "x read pass": t / t_read,
+                     "x floor": t / floor, "GB/s per core": gb / t / threads,
+                     "passes": passes})
+    info = {**facts, "read_s": t_read, "chunk_work_s": t_chunk, "floor_s": floor,
+            "threads": threads}
+    return rows, info
+
+
+FLOOR_COLUMNS = ["store", "method", "seconds", "x read pass", "x floor", "GB/s per core",
+                 "passes"]
+
+
+def one_pass_against_floor(stores: dict, fits: dict, *, repeat: int, memory_limit: str,
+                           n_workers: int = 2, threads_per_worker: int = 1, work=None,
+                           work_label: str = "Gram") -> tuple[list[dict], dict]:
+    """For each store (label → path): a fresh cluster, a warm-up read, then ``repeat`` rounds
+    of (read pass, every fit) — so load from elsewhere hits reads and fits alike — and the
+    rows of :func:`floor_rows` from the best times. ``fits`` maps a label to a function
+    ``X → fitted estimator`` (its ``n_passes_`` is reported)."""
+    import dask.array as da
+
+    rows, infos = [], {}
+    for store, path in stores.items():
+        with local_cluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                           memory_limit=memory_limit):
+            read_pass(path)  # warm-up: imports on the workers, page cache
+            reads, times, passes = [], {k: [] for k in fits}, {}
+            for _ in range(repeat):
+                reads.append(timed(lambda path=path: read_pass(path))[0])
+                for label, fit in fits.items():
+                    t, _, est = timed(lambda fit=fit, path=path: fit(da.from_zarr(path)))
+                    times[label].append(t)
+                    passes[label] = getattr(est, "n_passes_", None)
+        r, info = floor_rows(store, path, min(reads),
+                             {k: (min(v), passes[k]) for k, v in times.items()},
+                             threads=n_workers * threads_per_worker, work=work,
+                             work_label=work_label)
+        info["read_all_s"] = reads
+        info["fit_all_s"] = times
+        rows += r
+        infos[store] = info
+    return rows, infos

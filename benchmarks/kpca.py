@@ -21,9 +21,17 @@ million rows, the bytes every ``dask.compute`` returned to the client, the peak 
 memory (distributed ``MemorySampler``) and the client's peak RSS — compared with the n × m
 feature matrix (8 GB per million rows) that is never formed.
 
+Part 3 (``--part floor``, issue 23): the one-pass moments of RFF kernel PCA
+(``approximation="rff"``, m = ``--m``) on a ``--floor-rows`` × 20 store written with zstd and
+an uncompressed copy (``--codecs``): the read pass, the floor (read pass + one core's time to
+map one real chunk to its m random features and form their Gram, measured in this process
+with one BLAS thread, × chunks / worker threads) and the fit against both, with GB/s per core
+of the stored data.
+
 Run (heavy; the lock keeps benchmarks from overlapping)::
 
     flock /tmp/scalepca-bench.lock .venv/bin/python benchmarks/kpca.py --part all
+    .venv/bin/python benchmarks/kpca.py --part floor --quick   # < 1 min check
 """
 
 from __future__ import annotations
@@ -207,9 +215,56 @@ def part_scaling(sizes, m: int, data: Path = DATA) -> dict:
             "linear_fit": {"s_per_million": slope, "intercept_s": intercept, "r2": r2}}
 
 
+def part_floor(rows: int, m: int, codecs: str, repeat: int, data_dir: str) -> dict:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import FLOOR_COLUMNS, one_pass_against_floor, table
+
+    from scalepca import KernelPCA
+    from scalepca.datasets import make_low_rank_zarr
+    from scalepca.linalg.kernels import _rff_block, split_row_chunks
+    from scalepca.linalg.moments import _gram
+
+    stores = {}
+    for codec in codecs.split(","):
+        path = f"{data_dir}/kpca_floor_{rows}x20" + ("" if codec == "zstd" else f"_{codec}")
+        stores[codec] = path + ".zarr"
+        if not Path(stores[codec]).exists():
+            print(f"writing {stores[codec]} ({rows:,} × 20 float64, {codec})", flush=True)
+            make_low_rank_zarr(stores[codec], rows, 20, rank=10, noise=1.0,
+                               chunk_rows=100_000, seed=0, codec=codec)
+    model = {}
+
+    def rff(X):
+        model["est"] = KernelPCA(10, approximation="rff", n_features=m, random_state=0).fit(X)
+        return model["est"]
+
+    def work(x):  # what the fit's pass does with one stored chunk: features, then Gram
+        est = model["est"]
+        start = 0
+        for c in split_row_chunks((x.shape[0],), m):
+            f = _rff_block(x[start:start + c], est.random_weights_, est.random_offset_)
+            _gram(f, f.mean(axis=0))
+            start += c
+
+    rows_out, info = one_pass_against_floor(
+        stores, {f"KernelPCA rff m={m}": rff}, repeat=repeat, memory_limit="2GiB",
+        work=work, work_label="RFF features + Gram")
+    print(f"\nfloor: {rows:,} × 20 float64, 100,000-row chunks, RFF m = {m}, 2 workers × 1 "
+          f"thread, 2GiB/worker (best of {repeat})")
+    print(table(rows_out, FLOOR_COLUMNS))
+    return {"m": m, "rows": rows_out, "stores": info}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["small", "scaling", "all"], default="all")
+    ap.add_argument("--part", choices=["small", "scaling", "floor", "all"], default="all")
+    ap.add_argument("--floor-rows", type=int, default=2_000_000)
+    ap.add_argument("--codecs", default="zstd,none")
+    ap.add_argument("--data-dir", default="/work/bench-data")
+    ap.add_argument("--quick", action="store_true",
+                    help="floor part only at 200,000 rows and m = 200, one repeat")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sizes", type=int, nargs="+",
                     default=[1_000_000, 2_000_000, 4_000_000, 8_000_000])
@@ -217,6 +272,13 @@ def main():
     ap.add_argument("--data", type=Path, default=DATA,
                     help="zarr store of the scaling run (written if missing)")
     args = ap.parse_args()
+    if args.quick:
+        part = part_floor(200_000, 200, args.codecs, 1, args.data_dir)
+        quick = RESULTS.with_name("kpca_floor_quick.json")
+        quick.parent.mkdir(parents=True, exist_ok=True)
+        quick.write_text(json.dumps(part, indent=2, default=str))
+        print(f"\nwrote {quick}")
+        return
     out = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if args.part in ("small", "all"):
         out["small"] = part_small(args.repeats)
@@ -226,6 +288,11 @@ def main():
         out["scaling"] = part_scaling(sorted(args.sizes), args.m, args.data)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(out, indent=2))
+    if args.part in ("floor", "all"):
+        out["floor"] = part_floor(args.floor_rows, args.m, args.codecs, args.repeats,
+                                  args.data_dir)
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(out, indent=2, default=str))
     print(f"\nwrote {RESULTS}")
 
 

@@ -6,6 +6,12 @@ benchmarks/results/pca.json.
 
     python benchmarks/pca.py                      # everything
     python benchmarks/pca.py --quick              # 200,000 rows, no 8 GB run (a smoke test)
+    python benchmarks/pca.py --quick --floor-only # only the floor table (< 1 min)
+
+Floor table (issue 23), one per store codec (``--codecs``, default a zstd store — zarr's
+default, the store of the earlier rounds — and an uncompressed copy of the same data): the
+read pass, the floor (read pass + one core's Gram time on one real chunk × chunks / worker
+threads, measured in the same run) and each one-pass fit as a ratio to both, with GB/s per core.
 
 Reference ("exact") eigenvalues: scalepca's TSQR solver (direct QR of the centred data,
 no squaring of the condition number), cross-checked against the covariance route.
@@ -22,7 +28,15 @@ import dask.array as da
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import local_cluster, peak_worker_memory, table, timed, write_json  # noqa: E402
+from _common import (  # noqa: E402
+    FLOOR_COLUMNS,
+    local_cluster,
+    one_pass_against_floor,
+    peak_worker_memory,
+    table,
+    timed,
+    write_json,
+)
 
 import scalepca  # noqa: E402
 from scalepca.datasets import make_low_rank_zarr  # noqa: E402
@@ -40,12 +54,30 @@ def rel_err(ev, ref, k=K):
     return float(np.max(np.abs(np.asarray(ev[:k]) / ref[:k] - 1)))
 
 
-def ensure_data(path, n, d, chunk_rows, gen_memory="4GiB"):
+def ensure_data(path, n, d, chunk_rows, gen_memory="4GiB", codec="zstd"):
     if Path(path).exists():
         return
-    print(f"generating {n:,} × {d} float64 at {path} ...", flush=True)
+    print(f"generating {n:,} × {d} float64 ({codec}) at {path} ...", flush=True)
     with local_cluster(memory_limit=gen_memory):
-        make_low_rank_zarr(path, n, d, rank=20, noise=1.0, chunk_rows=chunk_rows, seed=0)
+        make_low_rank_zarr(path, n, d, rank=20, noise=1.0, chunk_rows=chunk_rows, seed=0,
+                           codec=codec)
+
+
+def store_path(data_dir, n, d, codec="zstd"):
+    """The zstd store keeps the earlier rounds' name; other codecs get a suffix."""
+    return f"{data_dir}/pca_{n}x{d}.zarr" if codec == "zstd" else (
+        f"{data_dir}/pca_{n}x{d}_{codec}.zarr")
+
+
+def floor_part(args, n, d) -> tuple[list[dict], dict]:
+    stores = {}
+    for codec in args.codecs.split(","):
+        stores[codec] = store_path(args.data_dir, n, d, codec)
+        ensure_data(stores[codec], n, d, args.chunk_rows, codec=codec)
+    fits = {"PCA covariance_eigh": lambda X: scalepca.PCA(K, svd_solver="covariance_eigh").fit(X),
+            "PPCA closed form": lambda X: scalepca.PPCA(K).fit(X)}
+    return one_pass_against_floor(stores, fits, repeat=args.repeat,
+                                  memory_limit=args.memory_limit)
 
 
 def main(argv=None):
@@ -62,11 +94,23 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-dask-ml-full", action="store_true")
+    ap.add_argument("--codecs", default="zstd,none",
+                    help="stores of the floor table, by codec (scalepca._codecs.CODECS)")
+    ap.add_argument("--floor-only", action="store_true", help="only the floor table")
     args = ap.parse_args(argv)
     if args.quick:
         args.n_samples, args.big_samples, args.repeat = 200_000, 0, 1
     n, d = args.n_samples, args.n_features
-    path = f"{args.data_dir}/pca_{n}x{d}.zarr"
+    floor_rows, floor_info = floor_part(args, n, d)
+    print(f"\nfloor: {n:,} × {d} float64, {args.chunk_rows:,}-row chunks, 2 workers × 1 thread, "
+          f"{args.memory_limit}/worker (best of {args.repeat})")
+    print(table(floor_rows, FLOOR_COLUMNS))
+    if args.floor_only:
+        print("written", write_json("pca_floor" + ("_quick" if args.quick else ""),
+                                    {"n_samples": n, "n_features": d, "rows": floor_rows,
+                                     "stores": floor_info}))
+        return
+    path = store_path(args.data_dir, n, d)
     ensure_data(path, n, d, args.chunk_rows)
     gb = n * d * 8 / 1e9
     rows, results = [], {"n_samples": n, "n_features": d, "chunk_rows": args.chunk_rows,
@@ -170,7 +214,8 @@ def main(argv=None):
 
     full_t = next((r["seconds"] for r in rows if r["method"].startswith("dask-ml PCA full")), None)
     cov_t = next(r["seconds"] for r in rows if r["method"] == "scalepca PCA covariance_eigh")
-    results.update({"rows": rows, "memory_rows": mem_rows,
+    results.update({"rows": rows, "memory_rows": mem_rows, "floor_rows": floor_rows,
+                    "floor_stores": floor_info,
                     "targets": {"fit_over_read_le_1.3": cov_t / t_read,
                                 "fit_over_read_paired_median": next(
                                     r["paired ratio median"] for r in rows
@@ -185,6 +230,8 @@ def main(argv=None):
     print("\nmemory runs")
     print(table(mem_rows, ["store GB", "workers", "read s", "PCA fit s", "x read pass",
                            "peak worker GiB", "passes"]))
+    print("\nfloor")
+    print(table(floor_rows, FLOOR_COLUMNS))
     print("\ntargets:", results["targets"])
     print("written", write_json("pca", results))
 

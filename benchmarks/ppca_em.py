@@ -6,6 +6,12 @@ threads_per_worker=1). Prints a table and writes benchmarks/results/ppca_em.json
 
     python benchmarks/ppca_em.py            # the issue's figures
     python benchmarks/ppca_em.py --quick    # 100,000 rows (a smoke test)
+    python benchmarks/ppca_em.py --codec none   # the same on an uncompressed store
+
+Floor (issue 23): the read pass + one core's time for the initialisation pass's per-chunk
+statistics (observed-entry d × d moments, measured on one real chunk in this process with
+one BLAS thread) × chunks / worker threads; the passes and the whole fit against both, with
+GB/s per core.
 
 Measured, side by side in one run:
 - one bare read pass (``nansum`` over rows of the zarr store), best of ``--repeat``;
@@ -29,7 +35,15 @@ import numpy as np
 from scipy.linalg import subspace_angles
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import local_cluster, peak_worker_memory, table, timed, write_json  # noqa: E402
+from _common import (  # noqa: E402
+    FLOOR_COLUMNS,
+    floor_rows,
+    local_cluster,
+    peak_worker_memory,
+    table,
+    timed,
+    write_json,
+)
 
 import scalepca  # noqa: E402
 from scalepca.datasets import (  # noqa: E402
@@ -70,17 +84,20 @@ def main(argv=None):
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--codec", default="zstd", help="the store's codec (scalepca._codecs)")
     args = ap.parse_args(argv)
     if args.quick:
         args.n_samples, args.repeat = 100_000, 1
     n, d = args.n_samples, args.n_features
     pct = int(round(100 * args.missing))
-    path = f"{args.data_dir}/ppca_em_{n}x{d}_miss{pct}.zarr"
+    path = f"{args.data_dir}/ppca_em_{n}x{d}_miss{pct}" + (
+        ".zarr" if args.codec == "zstd" else f"_{args.codec}.zarr")
     gen = dict(rank=RANK, noise=NOISE, chunk_rows=args.chunk_rows, seed=0)
     if not Path(path).exists():
         print(f"generating {n:,} × {d} float64 with {pct}% missing at {path} ...", flush=True)
         with local_cluster(memory_limit=args.memory_limit):
-            write_dataset(make_missing(n, d, missing=args.missing, **gen), path)
+            write_dataset(make_missing(n, d, missing=args.missing, **gen), path,
+                          codec=args.codec)
 
     handler = PassTimes()
     logging.getLogger("scalepca").addHandler(handler)
@@ -111,6 +128,14 @@ def main(argv=None):
         hole = np.isnan(x_miss)
         filled = em.impute(x_miss)
         rmse = float(np.sqrt(np.mean((filled[hole] - x_true[hole]) ** 2)))
+        from scalepca.linalg.em import observed_moments_block
+
+        f_rows, f_info = floor_rows(
+            args.codec, path, t_read,
+            {"EM initialisation pass": (init[0], 1),
+             "EM iteration (mean)": (float(np.mean(iters)), 1),
+             f"whole fit ({em.n_iter_} iterations)": (t_fit, em.n_passes_)},
+            threads=2, work=observed_moments_block, work_label="observed moments")
 
     it_mean = float(np.mean(iters))
     table_rows = [
@@ -148,11 +173,14 @@ def main(argv=None):
         "noise_variance_closed_form_complete": cf.noise_variance_,
         "targets": {"iteration_over_read_le_2": it_mean / t_read},
         "rows": table_rows,
+        "floor_rows": f_rows,
+        "floor_store": f_info,
     })
     print(f"\n{n:,} × {d} float64 ({results['gigabytes']:.2f} GB), {pct}% missing, "
           f"{args.chunk_rows:,}-row chunks, 2 workers × 1 thread, {args.memory_limit}/worker, "
           f"k={K}")
     print(table(table_rows, ["step", "seconds", "x read pass"]))
+    print(table(f_rows, FLOOR_COLUMNS))
     print(f"\niterations to converge (tol={args.tol} on loglike/sample): {em.n_iter_} "
           f"(converged: {em.converged_}); passes: {em.n_passes_} = 1 + n_iter")
     print(f"peak worker memory: {peak['max'] / 2**30:.2f} GiB")

@@ -19,6 +19,14 @@ batch method's fits from the same moments pass; the one-pass ratios are medians 
 
     flock /tmp/scalepca-bench.lock python benchmarks/spca.py            # everything
     python benchmarks/spca.py --quick                                  # small smoke run
+    python benchmarks/spca.py --quick --floor-only                     # floor table, < 1 min
+
+Part 3 (issue 23), the floor table: on the float32 store written with zstd (zarr's default,
+the store of the earlier rounds) and on an uncompressed copy (``--codecs``), the read pass,
+the floor (read pass + one core's Gram time on one real chunk × chunks / worker threads, in
+the same run) and the one-pass fits (elasticnet, PCA, batch) against both, with GB/s per
+core. ``--gram-precision float64`` runs them with float64 products (the Gram before issue 23),
+for the before/after comparison of float32 data.
 """
 
 from __future__ import annotations
@@ -34,7 +42,14 @@ import dask.array as da
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import local_cluster, table, timed, write_json  # noqa: E402
+from _common import (  # noqa: E402
+    FLOOR_COLUMNS,
+    local_cluster,
+    one_pass_against_floor,
+    table,
+    timed,
+    write_json,
+)
 
 import scalepca  # noqa: E402
 from scalepca.datasets import make_sparse_spike, sparse_spike_loadings, write_dataset  # noqa: E402
@@ -117,14 +132,43 @@ def part_in_memory(args) -> tuple[list[dict], dict]:
                   "alpha_scalepca_equivalent": alpha}
 
 
-def ensure_zarr(path, n, d, chunk_rows):
+def ensure_zarr(path, n, d, chunk_rows, codec="zstd"):
     if Path(path).exists():
         return
-    print(f"generating {n:,} × {d} float32 sparse-spiked data at {path} ...", flush=True)
+    print(f"generating {n:,} × {d} float32 sparse-spiked data ({codec}) at {path} ...",
+          flush=True)
     with local_cluster(memory_limit="3GiB"):
         write_dataset(make_sparse_spike(n, d, n_components=K, support=10, strength=20.0,
                                         noise=1.0, chunk_rows=chunk_rows, dtype="float32",
-                                        seed=0), path)
+                                        seed=0), path, codec=codec)
+
+
+def zarr_path(args, codec="zstd"):
+    """The zstd store keeps the earlier rounds' name; other codecs get a suffix."""
+    stem = f"{args.data_dir}/spca_spike_{args.zarr_samples}x{args.zarr_features}_f32"
+    return f"{stem}.zarr" if codec == "zstd" else f"{stem}_{codec}.zarr"
+
+
+def part_floor(args) -> tuple[list[dict], dict]:
+    from scalepca.linalg.moments import GRAM_PRECISION_KEY
+
+    stores = {}
+    for codec in args.codecs.split(","):
+        stores[codec] = zarr_path(args, codec)
+        ensure_zarr(stores[codec], args.zarr_samples, args.zarr_features, args.chunk_rows,
+                    codec)
+    fits = {
+        "elasticnet (n_nonzero=10)":
+            lambda X: scalepca.SparsePCA(K, method="elasticnet", n_nonzero=10).fit(X),
+        "PCA covariance_eigh": lambda X: scalepca.PCA(K, svd_solver="covariance_eigh").fit(X),
+        "batch (covariance)": lambda X: scalepca.SparsePCA(K, method="batch",
+                                                           alpha=args.zarr_alpha,
+                                                           random_state=0).fit(X),
+    }
+    # the precision is read when a fit builds its graph, on this client
+    with dask.config.set({GRAM_PRECISION_KEY: args.gram_precision}):
+        return one_pass_against_floor(stores, fits, repeat=args.zarr_repeat,
+                                      memory_limit=args.memory_limit)
 
 
 def part_zarr(args) -> tuple[list[dict], dict]:
@@ -133,7 +177,7 @@ def part_zarr(args) -> tuple[list[dict], dict]:
     import os
 
     n, d = args.zarr_samples, args.zarr_features
-    path = f"{args.data_dir}/spca_spike_{n}x{d}_f32.zarr"
+    path = zarr_path(args)
     ensure_zarr(path, n, d, args.chunk_rows)
     V_true = sparse_spike_loadings(d, K, 10, seed=0)
     rows = []
@@ -227,7 +271,8 @@ def main(argv=None):
     ap.add_argument("--zarr-alpha", type=float, default=0.1)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=None,
-                    help="rows per minibatch (default: SparsePCA's, at most 8 minibatches an epoch)")
+                    help="rows per minibatch (default: SparsePCA's, at most 8 minibatches "
+                    "an epoch)")
     ap.add_argument("--memory-limit", default="1GiB")
     ap.add_argument("--data-dir", default="/work/bench-data")
     ap.add_argument("--repeat", type=int, default=2)
@@ -237,15 +282,24 @@ def main(argv=None):
     ap.add_argument("--skip-zarr", action="store_true")
     ap.add_argument("--generate-only", action="store_true")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--codecs", default="zstd,none",
+                    help="stores of the floor table, by codec (scalepca._codecs.CODECS)")
+    ap.add_argument("--floor-only", action="store_true", help="only the floor table")
+    ap.add_argument("--skip-floor", action="store_true")
+    ap.add_argument("--gram-precision", default="auto", choices=["auto", "float64"],
+                    help="products of float32 blocks in the floor table's fits")
     args = ap.parse_args(argv)
     if args.quick:
         args.mem_samples, args.zarr_samples, args.repeat, args.bisect = 20_000, 250_000, 1, 8
         args.zarr_repeat = 1
         args.chunk_rows = 25_000
     if args.generate_only:
-        ensure_zarr(f"{args.data_dir}/spca_spike_{args.zarr_samples}x{args.zarr_features}_f32.zarr",
-                    args.zarr_samples, args.zarr_features, args.chunk_rows)
+        for codec in args.codecs.split(","):
+            ensure_zarr(zarr_path(args, codec), args.zarr_samples, args.zarr_features,
+                        args.chunk_rows, codec)
         return
+    if args.floor_only:
+        args.skip_memory = args.skip_zarr = True
     warnings.simplefilter("ignore", UserWarning)
     out = {}
     if not args.skip_memory:
@@ -267,6 +321,14 @@ def main(argv=None):
                            "precision", "recall", "objective", "paired ratios"]))
         print(f"load average at start {info['loadavg_start']}, at end {info['loadavg_end']}")
         out["zarr"] = {**info, "rows": rows}
+    if not args.skip_floor:
+        rows, info = part_floor(args)
+        print(f"\nfloor: {args.zarr_samples:,} × {args.zarr_features} float32, "
+              f"{args.chunk_rows:,}-row chunks, 2 workers × 1 thread, {args.memory_limit}/worker,"
+              f" gram precision {args.gram_precision} (best of {args.zarr_repeat})")
+        print(table(rows, FLOOR_COLUMNS))
+        key = "floor" if args.gram_precision == "auto" else f"floor_{args.gram_precision}"
+        out[key] = {"rows": rows, "stores": info, "gram_precision": args.gram_precision}
     name = "spca" if not args.quick else "spca_quick"
     if args.skip_memory or args.skip_zarr:  # keep the other part's last results
         import json

@@ -109,7 +109,8 @@ def _json_arg(text, what: str):
     return value
 
 
-def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False) -> str:
+def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False,
+                  codec: str | None = None) -> str:
     """Write the synthetic dataset a ``data.generate`` section describes (if absent)."""
     from .datasets import GENERATORS, dataset_complete, write_dataset
 
@@ -123,7 +124,8 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
     size = ", ".join(f"{k}={v}" for k, v in params.items())
     print(f"scalepca: generating {kind} dataset ({size}) at {path} ...", flush=True)
     data = GENERATORS[kind](**params)
-    return write_dataset(data, path, overwrite=overwrite, storage_options=storage_options)
+    return write_dataset(data, path, overwrite=overwrite, storage_options=storage_options,
+                         codec=codec)
 
 
 def open_data(dcfg: dict, *, method: str | None = None):
@@ -137,6 +139,10 @@ def open_data(dcfg: dict, *, method: str | None = None):
     if dcfg.get("generate") is not None:
         generate_data(dcfg["generate"], path, storage_options=so)
     chunks = dcfg.get("chunks")
+    if _is_anndata(dcfg):
+        return open_matrix(path, storage_options=so, format="anndata", layer=dcfg.get("layer"),
+                           chunks=chunks if isinstance(chunks, int) else None,
+                           weights=dcfg.get("weights"))
     if method == "robust_pca" or isinstance(chunks, list):
         # robust PCA works on 2-D blocks: keep the store's (or the given) 2-D chunking
         import dask.array as da
@@ -153,11 +159,42 @@ def open_data(dcfg: dict, *, method: str | None = None):
             return arr
     try:
         return open_matrix(path, variable=dcfg.get("variable"), storage_options=so,
+                           layer=dcfg.get("layer"), format=dcfg.get("format"),
                            chunks={0: chunks} if isinstance(chunks, int) else None,
                            sample_dims=dcfg.get("sample_dims"),
                            feature_dims=dcfg.get("feature_dims"), weights=dcfg.get("weights"))
     except WeightsError as err:
         raise UserError(f"'data.weights' {err.detail}") from None
+
+
+def _is_anndata(dcfg: dict) -> bool:
+    """Whether the ``data`` section names an AnnData store (by ``format`` or by the path)."""
+    if dcfg.get("format") is not None:
+        return dcfg["format"] == "anndata"
+    from .io._anndata import is_anndata, is_anndata_group
+    from .io._open import _is_url
+
+    path = dcfg["path"]
+    if not _is_url(path):
+        return is_anndata(path)
+    try:
+        from .io import open_zarr_node
+
+        return is_anndata_group(open_zarr_node(path, storage_options=dcfg.get("storage_options")))
+    except FileNotFoundError:
+        return False
+
+
+def _layer_problem(path: str, layer: str | None, storage_options=None) -> str | None:
+    """The config's ``data.layer`` against the layers of an AnnData store, with a close match."""
+    from .io._anndata import layer_problem, read_layers
+
+    try:
+        layers, has_x = read_layers(path, storage_options=storage_options)
+    except ValueError as err:
+        return f"data.path: {_one_line(err)} (data.format is anndata)"
+    problem = layer_problem(layers, layer, repr(path), has_x=has_x)
+    return None if problem is None else f"data.layer: {problem}"
 
 
 def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=None,
@@ -174,6 +211,15 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     from .io._preprocess import WeightsError, describe
 
     prep = getattr(est, "_preprocessing", None)
+    if prep is not None and prep.dims == ("obs", "var"):  # fitted on AnnData: its matrix again
+        from .io._anndata import is_anndata
+
+        if variable is not None or sample_dims is not None:
+            raise UserError("--variable and --sample-dims do not apply: the model was fitted on "
+                            f"AnnData ({prep.variable})")
+        if is_anndata(path) or _is_url(path):
+            return open_matrix(path, storage_options=storage_options, format="anndata",
+                               layer=None if prep.variable == "X" else prep.variable)
     if prep is None or not prep.labelled:
         try:
             return open_matrix(path, variable=variable, storage_options=storage_options,
@@ -222,6 +268,7 @@ def write_outputs(est, X, out: dict) -> list[str]:
 
     root = out["store"].rstrip("/")
     so = out.get("storage_options")
+    codec = out.get("codec")
     written = []
     if out["model"]:
         est.save(f"{root}/model.zarr", storage_options=so)
@@ -232,18 +279,20 @@ def write_outputs(est, X, out: dict) -> list[str]:
             raise UserError(f"{type(est).__name__} has no transform; set output.scores: false")
         scores = est.transform(X)
     if out["scores"]:
-        write_array(scores, f"{root}/scores.zarr", name="scores", storage_options=so)
+        write_array(scores, f"{root}/scores.zarr", name="scores", storage_options=so,
+                    codec=codec)
         written.append(f"{root}/scores.zarr")
     if out["reconstruction"]:
         write_array(est.inverse_transform(scores), f"{root}/reconstruction.zarr",
-                    name="reconstruction", storage_options=so)
+                    name="reconstruction", storage_options=so, codec=codec)
         written.append(f"{root}/reconstruction.zarr")
     for part in ("low_rank", "sparse"):
         if out[part]:
             value = getattr(est, f"{part}_", None)
             if value is None:
                 raise UserError(f"{type(est).__name__} has no {part}_ to write")
-            write_array(value, f"{root}/{part}.zarr", name=part, storage_options=so)
+            write_array(value, f"{root}/{part}.zarr", name=part, storage_options=so,
+                        codec=codec)
             written.append(f"{root}/{part}.zarr")
     return written
 
@@ -254,6 +303,8 @@ def write_outputs(est, X, out: dict) -> list[str]:
 #: place, instead of every library message knowing about configs and flags.
 _CLI_WORDS = (
     (r"pass variable=\.\.\.", "set data.variable", "pass --variable"),
+    (r"\blayer=None\b", "data.layer: null", "a model fitted on X"),
+    (r"\bwith layer=\.\.\.", "with data.layer", "with the model's layer"),
     (r"pass sample_dims=\(\.\.\.\)", "set data.sample_dims", "pass --sample-dims"),
     (r"\bpass sample_dims\b", "set data.sample_dims", "pass --sample-dims"),
     (r"(?<![\w.-])sample_dims\b", "data.sample_dims", "--sample-dims"),
@@ -440,9 +491,13 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
             if problem:
                 problems.append(problem)
         elif not _store_exists(path, so):
-            problems.append(f"data.path: no zarr store at {path!r}")
+            problems.append(f"data.path: no {'AnnData' if dcfg['format'] == 'anndata' else 'zarr'}"
+                            f" store at {path!r}")
         else:
-            problem = _variable_problem(path, dcfg["variable"], so)
+            if _is_anndata(dcfg):
+                problem = _layer_problem(path, dcfg["layer"], so)
+            else:
+                problem = _variable_problem(path, dcfg["variable"], so)
             if problem:
                 problems.append(problem)
             else:
@@ -453,10 +508,15 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
     if X is not None:
         import numpy as np
 
+        from ._validation import is_sparse
         from .config import estimator_class
 
         est = estimator_class(method)(**params)
         problem = _estimator_problem(est, X.shape, np.dtype(X.dtype).itemsize)
+        sparse = is_sparse(getattr(X, "X", getattr(X, "data", X)))
+        if problem is None and sparse and not getattr(est, "_accepts_sparse", False):
+            problem = (f"model.method {method} does not take sparse input, and data.path "
+                       f"{path!r} holds a sparse matrix; use a method that does")
         if problem:
             problems.append(problem)
         else:
@@ -573,6 +633,11 @@ def cmd_info(args) -> int:
     from .io import open_zarr_node
 
     so = _json_arg(args.storage_options, "--storage-options")
+    if _is_anndata({"path": args.store, "storage_options": so}):
+        from .io._anndata import describe_store
+
+        print("\n".join(describe_store(args.store, storage_options=so)))
+        return EXIT_OK
     node = open_zarr_node(args.store, storage_options=so)
     if isinstance(node, zarr.Array):
         print(f"zarr array {args.store}: shape {node.shape}, dtype {node.dtype}, "
@@ -638,7 +703,7 @@ def cmd_make_data(args) -> int:
     func = GENERATORS[args.kind]
     sig = inspect.signature(func).parameters
     params = apply_overrides({}, args.set)
-    for opt in ("n_features", "chunk_rows", "dtype", "seed"):
+    for opt in ("n_features", "chunk_rows", "dtype", "seed", "density"):
         value = getattr(args, opt)
         if value is not None:
             if opt not in sig:
@@ -650,6 +715,8 @@ def cmd_make_data(args) -> int:
             raise UserError("give --n-samples or --size, not both")
         itemsize = np.dtype(params.get("dtype", sig["dtype"].default)).itemsize
         per_row = itemsize
+        if "density" in sig:  # sparse (CSR): stored values and column indices of a row
+            per_row = (itemsize + 4) * params.get("density", sig["density"].default)
         if "n_features" in sig:
             per_row *= params.get("n_features", sig["n_features"].default
                                   if sig["n_features"].default is not inspect.Parameter.empty
@@ -669,6 +736,12 @@ def cmd_make_data(args) -> int:
         check_params(func, params, "make-data")
     except ConfigError as err:
         raise UserError(str(err).replace("'make-data.", "'--set ")) from None
+    from ._codecs import check_codec
+
+    try:
+        codec = check_codec(args.codec)
+    except ValueError as err:
+        raise UserError(f"--codec: {err}") from None
     so = _json_arg(args.storage_options, "--storage-options")
     path = args.path if _is_url(args.path) else _abs(args.path)
     if _store_exists(path, so) and not args.overwrite:
@@ -676,7 +749,8 @@ def cmd_make_data(args) -> int:
 
     def write():
         t0 = time.perf_counter()
-        generate_data({"kind": args.kind, **params}, path, storage_options=so, overwrite=True)
+        generate_data({"kind": args.kind, **params}, path, storage_options=so, overwrite=True,
+                      codec=codec)
         return time.perf_counter() - t0
 
     if args.scheduler:
@@ -785,9 +859,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--chunk-rows", type=int)
     m.add_argument("--dtype")
     m.add_argument("--seed", type=int)
+    m.add_argument("--density", type=float,
+                   help="kind counts: expected fraction of non-zero counts (default 0.1)")
     m.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="another parameter of the kind, e.g. rank=20 or missing=0.1")
     m.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
+    m.add_argument("--codec", help="compression: lz4 (default: Blosc-LZ4 with byte shuffle, "
+                   "the fastest to decode in benchmarks/codecs.py), lz4-bitshuffle, zstd "
+                   "(zarr's default) or none")
     m.add_argument("--overwrite", action="store_true")
     m.add_argument("--scheduler", help="write from an existing dask cluster")
     _progress_flags(m)

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import yaml
 
+from ._codecs import CODECS, DEFAULT_CODEC
+
 __all__ = [
     "CLUSTER_KINDS",
     "ConfigError",
@@ -97,7 +99,12 @@ _DATA = {
     "feature_dims": _f((list, str, _NONE)),
     "weights": _f((str, _NONE)),
     "generate": _f((dict, _NONE)),
+    "format": _f((str, _NONE)),
+    "layer": _f((str, _NONE)),
 }
+
+#: ``data.format`` values (``null``: recognised from the path's ending or first bytes)
+DATA_FORMATS = ("zarr", "netcdf", "anndata")
 
 _OUTPUT = {
     "store": _f((str, _NONE)),
@@ -108,6 +115,8 @@ _OUTPUT = {
     "low_rank": _f(bool, False),
     "sparse": _f(bool, False),
     "report": _f(bool, True),  # report.html + PNG figures next to the outputs
+    # compression of scores / reconstruction / low_rank / sparse, from the registry only
+    "codec": _f(str, DEFAULT_CODEC, choices=tuple(CODECS)),
 }
 
 _SECURITY = {
@@ -155,6 +164,7 @@ _JOBQUEUE = {
     "dashboard_address": _f((str, _NONE), ":0"),
     "jobs": _f(int, 1),
     "adaptive": _f((dict, _NONE)),
+    "start_timeout": _f((str, int, float, _NONE)),
 }
 _JOBQUEUE_EXTRA = {
     "slurm": {},
@@ -460,8 +470,27 @@ def _check_data(section) -> dict:
             raise ConfigError(
                 f"'data.{key}' must be a dimension name or a list of names; got {v!r}"
             )
+    if out["format"] is not None and out["format"] not in DATA_FORMATS:
+        raise ConfigError(f"'data.format' is {out['format']!r}; allowed: "
+                          f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)")
+    if out["format"] == "anndata":
+        if isinstance(out["chunks"], list):
+            raise ConfigError("'data.chunks' of AnnData is the cells per block (an integer): "
+                              "the genes stay in one block")
+        given = [k for k in ("variable", "sample_dims", "feature_dims") if out[k] is not None]
+        if given:
+            raise ConfigError(f"{', '.join(repr('data.' + k) for k in given)} do(es) not apply "
+                              "to data.format anndata (a cell × gene matrix); choose the matrix "
+                              "with 'data.layer' (null: X)")
+    elif out["layer"] is not None and out["format"] is not None:
+        raise ConfigError(f"'data.layer' applies to data.format anndata; data.format is "
+                          f"{out['format']!r}")
     if out["generate"] is not None:
         out["generate"] = _check_generate(out["generate"])
+        gen = out["generate"]
+        if gen["kind"] == "counts" and gen.get("layer") != out["layer"]:
+            raise ConfigError(f"'data.generate.layer' is {gen.get('layer')!r} but 'data.layer' "
+                              f"is {out['layer']!r}: the generated counts would not be read")
     return out
 
 
@@ -622,7 +651,8 @@ def load_config(path, overrides=None) -> dict:
 #: one sentence per key of the schema; ``cluster.*`` keys are shared by the kinds that have
 #: them. The documentation build refuses a schema key that has no sentence here.
 KEY_DOCS = {
-    "data.path": "Local path or fsspec URL (``s3://bucket/x.zarr``) of the zarr store; "
+    "data.path": "Local path or fsspec URL (``s3://bucket/x.zarr``) of the zarr store, "
+                 "NetCDF file(s) or AnnData store (``.zarr``, ``.h5ad``); "
                  "relative to the config file's folder.",
     "data.variable": "The array of a zarr group, or the variable of an xarray store; needed "
                      "when the store holds more than one.",
@@ -636,6 +666,10 @@ KEY_DOCS = {
     "data.weights": "``sqrt_coslat`` or ``coslat`` (from the latitude coordinate), or the "
                     "name of a variable of the store: per-feature weights multiplied into "
                     "the data.",
+    "data.format": "What ``data.path`` is: ``zarr``, ``netcdf`` or ``anndata`` (an AnnData "
+                   "``.zarr`` store or ``.h5ad`` file, read lazily as a sparse cell × gene "
+                   "matrix). Default: recognised from the path's ending or first bytes.",
+    "data.layer": "AnnData: the layer to read (e.g. ``counts``); ``null`` reads ``X``.",
     "data.generate": "Write a synthetic dataset at ``data.path`` first, if it is absent: "
                      "``kind`` plus that generator's parameters (below).",
     "output.store": "Folder (or URL) under which the outputs are written; relative to the "
@@ -648,6 +682,9 @@ KEY_DOCS = {
     "output.low_rank": "Robust PCA: write the low-rank part L (``low_rank.zarr``).",
     "output.sparse": "Robust PCA: write the sparse part S (``sparse.zarr``).",
     "output.report": "Write ``report.html`` with the summary table and figures.",
+    "output.codec": "Compression of the written arrays: ``lz4`` (Blosc-LZ4 with byte "
+                    "shuffle, the default, chosen by measurement: see the README), "
+                    "``lz4-bitshuffle``, ``zstd`` (zarr's default) or ``none``.",
     "cluster.kind": "Which cluster to start or join.",
     "cluster.n_workers": "Number of workers (local: default from the machine's cores).",
     "cluster.threads_per_worker": "Threads per worker process.",
@@ -676,6 +713,9 @@ KEY_DOCS = {
     "cluster.death_timeout": "Seconds a worker waits for a lost scheduler before exiting.",
     "cluster.jobs": "Number of jobs to submit (when not adaptive).",
     "cluster.adaptive": "Scale between bounds instead (see cluster.adaptive below).",
+    "cluster.start_timeout": "How long to wait for the first worker job to start (``30m``, "
+                             "seconds); default: as long as the queue takes. A job the batch "
+                             "system rejects or can never run is an error at once.",
     "cluster.resource_spec": "PBS/SGE resource request (``select=1:ncpus=8``).",
     "cluster.disk": "HTCondor: disk per job.",
     "cluster.name": "kubernetes: name of the Dask cluster resource.",

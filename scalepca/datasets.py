@@ -19,6 +19,9 @@ kind                      structure (and the method it exercises)
                           supports: sparse PCA
 ``low_rank_sparse``       ``L + S``: rank-r ``L`` (Candès et al. 2011 scaling) plus a fraction
                           of ±magnitude corruptions ``S``, in 2-D blocks: robust PCA
+``counts``                single-cell-like counts, cells × genes: negative binomial (or
+                          Poisson) around low-rank log-means, a stated density; written as an
+                          AnnData zarr store with CSR ``X`` (or a layer): sparse input
 ========================  =====================================================================
 """
 
@@ -28,6 +31,8 @@ import logging
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import dask.array as da
@@ -42,6 +47,9 @@ __all__ = [
     "make_low_rank",
     "make_low_rank_sparse",
     "make_low_rank_zarr",
+    "CountMatrix",
+    "count_model",
+    "make_counts",
     "make_missing",
     "make_rings",
     "make_sparse_spike",
@@ -53,6 +61,7 @@ __all__ = [
 _TAG_FACTORS, _TAG_BLOCK, _TAG_MISSING = 1, 2, 3
 _TAG_RINGS, _TAG_SPIKE_V, _TAG_SPIKE, _TAG_LR_U, _TAG_LR_V, _TAG_SPARSE = 4, 5, 6, 7, 8, 9
 _TAG_GRID, _TAG_GRID_BLOCK = 10, 11
+_TAG_GENES, _TAG_CALIBRATION, _TAG_CELLS = 12, 13, 14
 
 
 def _rng(seed: int, *path: int) -> np.random.Generator:
@@ -392,6 +401,242 @@ def make_low_rank_sparse(
     return M, L, S
 
 
+# -- single-cell-like counts (sparse input) -------------------------------------------------------
+#: cells and genes of the sample the density is calibrated on (drawn from the model itself)
+CALIBRATION_CELLS, CALIBRATION_GENES = 1024, 4096
+
+
+@dataclass(frozen=True)
+class CountModel:
+    """The fixed part of :func:`make_counts`: per-gene levels and loadings, the global level.
+
+    ``log μ[i, j] = level + gene_level[j] + log size[i] + (z[i] * scales) @ loadings[:, j]``
+    with ``z[i]`` standard normal and ``log size[i]`` normal of sd ``size_sd``.
+    """
+
+    loadings: np.ndarray  # rank × genes
+    scales: np.ndarray  # rank
+    gene_level: np.ndarray  # genes
+    level: float
+    size_sd: float
+    dispersion: float | None
+
+    def log_means(self, rng: np.random.Generator, m: int) -> np.ndarray:
+        """Log-means of ``m`` new cells (m × genes), drawn from ``rng``."""
+        z = rng.standard_normal((m, len(self.scales))) * self.scales
+        log_size = rng.normal(0.0, self.size_sd, m)
+        return self.level + self.gene_level + log_size[:, None] + z @ self.loadings
+
+
+def _zero_probability(mu: np.ndarray, dispersion: float | None) -> np.ndarray:
+    """P(count = 0) under NB(mean μ, dispersion θ): (θ/(θ+μ))^θ; Poisson (θ None): e^-μ."""
+    if dispersion is None:
+        return np.exp(-mu)
+    return np.exp(dispersion * (np.log(dispersion) - np.log(dispersion + mu)))
+
+
+def count_model(n_features: int, *, rank: int = 10, density: float = 0.1,
+                dispersion: float | None = 5.0, signal: float = 1.0, gene_sd: float = 1.0,
+                size_sd: float = 0.3, decay: float = 0.8, seed: int = 0) -> CountModel:
+    """The gene parameters of :func:`make_counts` and the global level meeting ``density``.
+
+    Loadings are normal, scaled so that the cell factors move each gene's log-mean by
+    ``signal`` (standard deviation), factor ``k`` weighing ``decay^k``; gene levels are normal
+    of sd ``gene_sd`` (a few genes high, most low, as in real data). The global level is the
+    root (Brent's method) of "expected fraction of non-zero counts = ``density``", the
+    expectation taken with the closed-form zero probability over a calibration sample of
+    :data:`CALIBRATION_CELLS` cells drawn from the model (and up to :data:`CALIBRATION_GENES`
+    of the genes).
+    """
+    from scipy.optimize import brentq
+
+    if not 0.0 < density < 1.0:
+        raise ValueError(f"density must be in (0, 1); got {density}")
+    if not 1 <= rank <= n_features:
+        raise ValueError(f"rank must be in [1, n_features={n_features}]; got {rank}")
+    if dispersion is not None and dispersion <= 0:
+        raise ValueError(f"dispersion must be positive (or None for Poisson); got {dispersion}")
+    rng = _rng(seed, _TAG_GENES)
+    scales = decay ** np.arange(rank)
+    loadings = rng.standard_normal((rank, n_features)) * (signal / np.sqrt(np.sum(scales**2)))
+    gene_level = rng.normal(0.0, gene_sd, n_features)
+    model = CountModel(loadings, scales, gene_level, 0.0, size_sd, dispersion)
+    cal = _rng(seed, _TAG_CALIBRATION)
+    genes = (np.sort(cal.choice(n_features, CALIBRATION_GENES, replace=False))
+             if n_features > CALIBRATION_GENES else slice(None))
+    base = model.log_means(cal, CALIBRATION_CELLS)[:, genes]
+
+    def excess(level):
+        return 1.0 - np.mean(_zero_probability(np.exp(base + level), dispersion)) - density
+
+    level = brentq(excess, -60.0, 60.0, xtol=1e-10)
+    return CountModel(loadings, scales, gene_level, float(level), size_sd, dispersion)
+
+
+def _tile_rows(n_features: int) -> int:
+    """Cells drawn from one seed: about 4 M entries (32 MB of float64 means) a tile."""
+    return int(min(1024, max(16, 2**22 // n_features)))
+
+
+def _quantile_counts(mu: np.ndarray, u: np.ndarray, dispersion: float | None):
+    """Counts ``F⁻¹(u)`` of NB(mean μ, dispersion θ) (Poisson for θ None), for ``u > P(0)``.
+
+    The inverse CDF by the recurrence of the probabilities, ``p(k+1) = p(k) · (k+θ)/(k+1) ·
+    μ/(θ+μ)`` (Poisson: ``p(k) · μ/(k+1)``), entries leaving as soon as the CDF passes their
+    ``u``: the work is the sum of the counts drawn. Where ``P(0)`` underflows (Poisson means
+    above ~700, far above single-cell levels) the count is the normal approximation's.
+    """
+    from scipy.special import ndtri
+
+    k = np.zeros(mu.shape, dtype=np.int64)
+    pmf = _zero_probability(mu, dispersion)
+    cdf = pmf.copy()
+    q = mu if dispersion is None else mu / (dispersion + mu)
+    huge = pmf < 1e-300
+    if huge.any():
+        var = mu[huge] if dispersion is None else mu[huge] + mu[huge] ** 2 / dispersion
+        k[huge] = np.maximum(1, np.rint(mu[huge] + np.sqrt(var) * ndtri(u[huge])))
+    active = np.flatnonzero(~huge)
+    while active.size:
+        ka = k[active]
+        step = q[active] / (ka + 1) if dispersion is None else (
+            q[active] * (ka + dispersion) / (ka + 1))
+        pmf[active] *= step
+        k[active] = ka + 1
+        cdf[active] += pmf[active]
+        active = active[(u[active] > cdf[active]) & (pmf[active] > 0)]
+    return k
+
+
+def _counts_tile(t: int, *, n: int, tile: int, model: CountModel, dtype, seed: int,
+                 pattern_only: bool = False):
+    """Rows ``[t·tile, (t+1)·tile)``: CSR counts, or (``pattern_only``) non-zeros per row.
+
+    One uniform ``u`` per entry decides both whether the count is zero (``u ≤ P(0)``) and, if
+    not, its value (``F⁻¹(u)``): the pattern is known without drawing the values.
+    """
+    import scipy.sparse as sp
+
+    rng = _rng(seed, _TAG_CELLS, t)
+    m = min(tile, n - t * tile)
+    mu = np.exp(model.log_means(rng, m))
+    u = rng.random(mu.shape)
+    nonzero = u > _zero_probability(mu, model.dispersion)
+    if pattern_only:
+        return nonzero.sum(axis=1)
+    rows, cols = np.nonzero(nonzero)
+    values = _quantile_counts(mu[rows, cols], u[rows, cols], model.dispersion)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=m))])
+    return sp.csr_matrix((values.astype(dtype), cols, indptr), shape=mu.shape)
+
+
+def _counts_block(block_id=None, *, rows, n, tile, model, dtype, seed, pattern_only=False):
+    """The CSR counts of row block ``block_id`` (``pattern_only``: its count of non-zeros)."""
+    import scipy.sparse as sp
+
+    i = block_id[0]
+    start = sum(rows[:i])
+    stop = start + rows[i]
+    first, last = start // tile, (stop - 1) // tile
+    tiles = [_counts_tile(t, n=n, tile=tile, model=model, dtype=dtype, seed=seed,
+                          pattern_only=pattern_only) for t in range(first, last + 1)]
+    lo, hi = start - first * tile, stop - first * tile
+    if pattern_only:
+        return np.array([[int(np.concatenate(tiles)[lo:hi].sum())]], dtype=np.int64)
+    out = tiles[0] if len(tiles) == 1 else sp.vstack(tiles, format="csr")
+    return out[lo:hi]
+
+
+@dataclass(frozen=True)
+class CountMatrix:
+    """A lazy count matrix (dask array of CSR row blocks) and where it goes in an AnnData.
+
+    ``X`` is written as the store's ``X``, or as ``layers[layer]`` (then without ``X``); cells
+    are named ``cell_0…`` and genes ``gene_0…`` (zero-padded).
+    """
+
+    X: da.Array
+    layer: str | None = None
+    #: stored values per row block (a (blocks, 1) int64 array), if cheaper than computing X
+    nnz: da.Array | None = None
+
+    @property
+    def shape(self) -> tuple:
+        return self.X.shape
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    def var_names(self) -> np.ndarray:
+        d = self.shape[1]
+        return np.array([f"gene_{j:0{len(str(d - 1))}d}" for j in range(d)], dtype=object)
+
+    def obs_names(self, chunk: int) -> da.Array:
+        """Lazy cell names in chunks of ``chunk``."""
+        n = self.shape[0]
+        width = len(str(n - 1))
+        chunks = da.core.normalize_chunks((chunk,), (n,))
+
+        def names(block_id=None):
+            start = sum(chunks[0][: block_id[0]])
+            return np.array([f"cell_{i:0{width}d}" for i in
+                             range(start, start + chunks[0][block_id[0]])], dtype=object)
+
+        return da.map_blocks(names, chunks=chunks, dtype=object,
+                             meta=np.empty((0,), dtype=object))
+
+
+def make_counts(
+    n_samples: int,
+    n_features: int = 2000,
+    *,
+    rank: int = 10,
+    density: float = 0.1,
+    dispersion: float | None = 5.0,
+    signal: float = 1.0,
+    chunk_rows: int = 10_000,
+    dtype: str = "float32",
+    layer: str | None = None,
+    seed: int = 0,
+) -> CountMatrix:
+    """Single-cell-like counts: cells × genes, negative binomial around low-rank log-means.
+
+    Each cell ``i`` has ``rank`` standard-normal factors (weights ``0.8^k``) and a size factor
+    (log-normal, sd 0.3); gene ``j`` a level and loadings (:func:`count_model`). The count is
+    negative binomial with mean ``μ[i, j] = exp(level + gene_level[j] + log size[i] +
+    factors[i] · loadings[:, j])`` and variance ``μ + μ²/dispersion``, or Poisson with
+    ``dispersion=None``. Each entry draws one uniform ``u``: the count is zero when ``u`` is at
+    most the zero probability, else the inverse CDF at ``u`` (so the pattern of non-zeros is
+    known without drawing the values: :func:`write_counts` counts them first).
+
+    ``density`` is the expected fraction of non-zero counts: the global level is solved so
+    that the mean zero probability (closed form, ``(θ/(θ+μ))^θ``) over a calibration sample of
+    cells drawn from the model is ``1 − density``; a large matrix has that density to within
+    about a percent (relative).
+
+    Cells are drawn in fixed tiles of rows (about 4 M entries each), tile ``t`` from the seed
+    ``[seed, 14, t]``, whatever ``chunk_rows`` is: the values depend on ``seed`` only, not on
+    the row blocks, the workers or their order. A block holds its rows' counts as
+    ``scipy.sparse.csr_matrix`` (``dtype``, whole numbers); memory per task: one tile of dense
+    means (float64) plus the block's CSR. Write with :func:`write_dataset` (an AnnData zarr
+    store; ``layer`` names the layer to write the counts to instead of ``X``).
+    """
+    import scipy.sparse as sp
+
+    model = count_model(n_features, rank=rank, density=density, dispersion=dispersion,
+                        signal=signal, seed=seed)
+    chunks = _row_chunks(n_samples, n_features, chunk_rows)
+    dt = np.dtype(dtype)
+    block = partial(_counts_block, rows=chunks[0], n=n_samples, tile=_tile_rows(n_features),
+                    model=model, dtype=dt, seed=seed)
+    X = da.map_blocks(block, chunks=chunks, dtype=dt, meta=sp.csr_matrix((0, 0), dtype=dt))
+    nnz = da.map_blocks(partial(block, pattern_only=True), chunks=(chunks[0] and
+                        (1,) * len(chunks[0]), (1,)), dtype=np.int64,
+                        meta=np.empty((0, 0), dtype=np.int64))
+    return CountMatrix(X, layer, nnz)
+
+
 #: ``data.generate.kind`` / ``scalepca make-data --kind`` → generator
 GENERATORS = {
     "low_rank": make_low_rank,
@@ -400,6 +645,7 @@ GENERATORS = {
     "rings": make_rings,
     "sparse_spike": make_sparse_spike,
     "low_rank_sparse": make_low_rank_sparse,
+    "counts": make_counts,
 }
 
 
@@ -412,8 +658,88 @@ def _regular(arr: da.Array) -> da.Array:
     return arr
 
 
-def write_dataset(data, path, *, overwrite: bool = False, storage_options=None) -> str:
-    """Write a lazy dataset (dask array or xarray Dataset) to a zarr store, block by block.
+#: entries per zarr chunk of the 1-D arrays of a CSR matrix (data, indices, indptr)
+CSR_ZARR_CHUNK = 2**22
+
+
+def _block_nnz(block):
+    return np.array([[block.nnz]], dtype=np.int64)
+
+
+def _indptr_part(block, block_id=None, *, offsets):
+    """A block's row pointers, shifted to where its values start in the whole matrix."""
+    return offsets[block_id[0]] + block.indptr[1:].astype(np.int64)
+
+
+def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
+                 compressors=None) -> None:
+    """Write ``data`` as an AnnData zarr store (anndata's layout), its blocks by the workers.
+
+    Two passes over the blocks: the first counts the stored values of each block (a number per
+    block comes back; ``data.nnz`` when the generator can count without drawing the values),
+    the second draws them and writes ``data``, ``indices`` and
+    ``indptr`` at their offsets, rechunked to :data:`CSR_ZARR_CHUNK` entries so that no zarr
+    chunk is written by two tasks. Cell names are written the same way; gene names, and the
+    empty ``obs``/``var`` columns and mappings, by anndata itself (``anndata.io.write_elem``).
+    ``complete``: a ``complete`` attribute set first to false and to true at the end (for
+    stores written in place). ``compressors``: those of the CSR arrays (zarr's default if None).
+    """
+    import pandas as pd
+    import zarr
+    from anndata.io import write_elem
+
+    X = data.X
+    n, d = X.shape
+    counted = data.nnz if data.nnz is not None else X.map_blocks(
+        _block_nnz, chunks=(1, 1), dtype=np.int64, meta=np.empty((0, 0), dtype=np.int64))
+    nnz = counted.compute().ravel()
+    offsets = np.concatenate([[0], np.cumsum(nnz)])
+    root = zarr.open_group(store, mode="w", zarr_format=3)  # v3, as all scalepca writes
+    root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0",
+                       **({} if complete is None else {"complete": False})})
+    for name in ("layers", "obsm", "obsp", "varm", "varp", "uns"):
+        write_elem(root, name, {})
+    write_elem(root, "var", pd.DataFrame(index=pd.Index(data.var_names())))
+    obs = root.create_group("obs")
+    obs.attrs.update({"_index": "_index", "column-order": [], "encoding-type": "dataframe",
+                      "encoding-version": "0.2.0"})
+    names = data.obs_names(min(n, 2**16))
+    zn = obs.create_array("_index", shape=(n,), chunks=(names.chunks[0][0],), dtype=str)
+    zn.attrs.update({"encoding-type": "string-array", "encoding-version": "0.2.0"})
+    group = root.create_group("X") if data.layer is None else root["layers"].create_group(
+        data.layer)
+    group.attrs.update({"encoding-type": "csr_matrix", "encoding-version": "0.1.0",
+                        "shape": [n, d]})
+    parts = {
+        "data": X.map_blocks(lambda b: b.data, drop_axis=1, chunks=(tuple(nnz),),
+                             dtype=X.dtype, meta=np.empty((0,), dtype=X.dtype)),
+        "indices": X.map_blocks(lambda b: b.indices.astype(np.int32), drop_axis=1,
+                                chunks=(tuple(nnz),), dtype=np.int32,
+                                meta=np.empty((0,), dtype=np.int32)),
+        "indptr": da.concatenate([
+            da.zeros((1,), dtype=np.int64, chunks=1),
+            X.map_blocks(_indptr_part, offsets=offsets, drop_axis=1, chunks=(X.chunks[0],),
+                         dtype=np.int64, meta=np.empty((0,), dtype=np.int64))]),
+    }
+    sources, targets = [names], [zn]
+    for name, arr in parts.items():
+        z = group.create_array(name, shape=arr.shape, dtype=arr.dtype,
+                               chunks=(max(1, min(arr.shape[0], CSR_ZARR_CHUNK if name !=
+                                                  "indptr" else 2**20)),),
+                               **({} if compressors is None else {"compressors": compressors}))
+        sources.append(arr.rechunk(z.chunks))
+        targets.append(z)
+    da.store(sources, targets, lock=False)
+    if complete is not None:
+        root.attrs["complete"] = True
+
+
+def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
+                  codec: str | None = None) -> str:
+    """Write a lazy dataset (dask array, xarray Dataset, :class:`CountMatrix`) to a zarr store.
+
+    ``codec`` names the compression, one of :data:`scalepca._codecs.CODECS` (default
+    :data:`~scalepca._codecs.DEFAULT_CODEC`, chosen by measurement: see the README).
 
     The workers generate and write one block each. Local paths are written under a temporary
     sibling name and renamed into place, so an interrupted write never leaves a store that
@@ -422,23 +748,32 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None) 
     left as it is.
     """
     import xarray as xr
+    import zarr
 
+    from ._codecs import compressors
     from .io._open import _is_url
 
     spath = os.fspath(path)
+    comp = compressors(codec)  # an unknown name fails here, before anything is written
+
+    def _encoding(ds):
+        return {v: {"compressors": comp} for v in ds.data_vars}
 
     def _write(target):
-        if isinstance(data, xr.Dataset):
+        if isinstance(data, CountMatrix):
+            write_counts(data, target, compressors=comp)
+        elif isinstance(data, xr.Dataset):
             ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
-            ds.to_zarr(target, mode="w", consolidated=False,
-                       storage_options=storage_options if _is_url(spath) else None)
+            ds.to_zarr(target, mode="w", consolidated=False, encoding=_encoding(ds))
         else:
-            _regular(data).to_zarr(target, overwrite=True,
-                                   storage_options=storage_options if _is_url(spath) else None)
+            arr = _regular(data)
+            z = zarr.create_array(target, shape=arr.shape, dtype=arr.dtype,
+                                  chunks=tuple(max(c[0], 1) for c in arr.chunks),
+                                  compressors=comp, overwrite=True)
+            arr.store(z, lock=False)
 
     if _is_url(spath):
         import fsspec
-        import zarr
 
         fs, root = fsspec.core.url_to_fs(spath, **(storage_options or {}))
         if fs.exists(root):
@@ -448,16 +783,23 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None) 
             fs.rm(root, recursive=True)
         # no rename on object stores: the store is flagged incomplete until the last block
         # is written, and readers (open_matrix) refuse it meanwhile
+        if isinstance(data, CountMatrix):
+            write_counts(data, zarr.storage.FsspecStore.from_url(
+                spath, storage_options=storage_options, read_only=False), complete=True,
+                compressors=comp)
+            return spath
         if isinstance(data, xr.Dataset):
             ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
             ds.attrs = {**ds.attrs, "complete": False}
-            ds.to_zarr(spath, mode="w", consolidated=False, storage_options=storage_options)
+            ds.to_zarr(spath, mode="w", consolidated=False, storage_options=storage_options,
+                       encoding=_encoding(ds))
         else:
             arr = _regular(data)
             store = zarr.storage.FsspecStore.from_url(spath, storage_options=storage_options,
                                                       read_only=False)
             z = zarr.create_array(store, shape=arr.shape, chunks=tuple(c[0] for c in arr.chunks),
-                                  dtype=arr.dtype, attributes={"complete": False})
+                                  dtype=arr.dtype, attributes={"complete": False},
+                                  compressors=comp)
             arr.store(z, lock=False)
         node = zarr.open(store=zarr.storage.FsspecStore.from_url(
             spath, storage_options=storage_options, read_only=False), mode="r+")
@@ -494,7 +836,7 @@ def dataset_complete(path, storage_options=None) -> bool:
 
 
 def make_low_rank_zarr(path, n_samples: int, n_features: int, *, overwrite: bool = False,
-                       storage_options=None, **kwargs) -> str:
+                       storage_options=None, codec: str | None = None, **kwargs) -> str:
     """Write :func:`make_low_rank` data to a zarr array at ``path`` (see :func:`write_dataset`)."""
     return write_dataset(make_low_rank(n_samples, n_features, **kwargs), path,
-                         overwrite=overwrite, storage_options=storage_options)
+                         overwrite=overwrite, storage_options=storage_options, codec=codec)

@@ -105,3 +105,33 @@ def low_rank_data(rng, n=600, d=24, rank=5, noise=0.3, offset=3.0):
     A = rng.standard_normal((n, rank)) * np.linspace(5, 1, rank)
     B = np.linalg.qr(rng.standard_normal((d, rank)))[0].T
     return A @ B + offset + noise * rng.standard_normal((n, d))
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A single-node SLURM on loopback (tests/_slurm.py), for the session; skips, saying how to
+    enable it, where the binaries are missing or the tests do not run as root.
+
+    ``SLURM_CONF`` is set in this process's environment while it runs, so ``sbatch``,
+    ``squeue`` and ``scancel`` — also those dask-jobqueue and the ``scalepca`` CLI call — talk
+    to it. At the end every job is cancelled and the daemons are stopped.
+    """
+    import os
+
+    from ._slurm import LoopbackSlurm, why_not
+
+    reason = why_not()
+    if reason:
+        pytest.skip(reason)
+    cluster = LoopbackSlurm(tmp_path_factory.mktemp("slurm"))
+    old = os.environ.get("SLURM_CONF")
+    try:
+        cluster.start()
+        os.environ.update(cluster.env)
+        yield cluster
+    finally:
+        cluster.stop()
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old

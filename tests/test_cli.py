@@ -83,6 +83,24 @@ def test_run_writes_model_scores_reconstruction(tmp_path, data_path, capsys):
                                rtol=1e-12, atol=1e-12)
 
 
+def test_run_output_codec_from_config(tmp_path, data_path, capsys):
+    """``output.codec`` (and ``--set output.codec=...``) picks the compression of outputs."""
+    cfg = _config(tmp_path, data_path, output={"codec": "zstd", "reconstruction": True,
+                                               "model": False})
+    rc, _, err = _main(capsys, "run", cfg, "--no-progress")
+    assert rc == EXIT_OK, err
+    for part in ("scores", "reconstruction"):
+        arr = zarr.open_group(tmp_path / "out" / f"{part}.zarr", mode="r")[part]
+        assert [type(c).__name__ for c in arr.compressors] == ["ZstdCodec"]
+    rc, _, err = _main(capsys, "run", cfg, "--no-progress", "--set", "output.codec=none")
+    assert rc == EXIT_OK, err
+    arr = zarr.open_group(tmp_path / "out" / "scores.zarr", mode="r")["scores"]
+    assert arr.compressors == ()
+    X = _data(data_path)
+    np.testing.assert_allclose(arr[...], scalepca.PCA(3).fit(X).transform(X), rtol=1e-10,
+                               atol=1e-10)
+
+
 def test_run_set_no_progress_and_generate(tmp_path, capsys):
     gen = tmp_path / "gen.zarr"
     cfg = _config(tmp_path, gen, data={"generate": {"kind": "low_rank", "n_samples": 1000,
@@ -248,6 +266,7 @@ def test_make_data_errors(tmp_path, capsys):
         (["--set", "rnk=3"], "'--set rnk'"),
         (["--set", "rank=many"], "'--set rank' must be an integer"),
         (["--size", "lots"], "--size 'lots'"),
+        (["--codec", "blosc:lz4"], "--codec: unknown codec 'blosc:lz4'; choose one of lz4"),
     ]
     for extra, fragment in cases:
         rc, _, err = _main(capsys, "make-data", tmp_path / "e.zarr", *extra)

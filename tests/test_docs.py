@@ -49,7 +49,7 @@ def _text(path: Path) -> str:
 
 def test_every_page_is_built(site):
     for page in ("index", "getting-started", "config", "architecture", "gallery", "benchmarks",
-                 "bad_input", "api/estimators", "api/data", "api/cluster", "api/config",
+                 "bad_input", "hpc", "api/estimators", "api/data", "api/cluster", "api/config",
                  "api/linalg", "guide/index", "guide/pca", "guide/ppca", "guide/kernel_pca",
                  "guide/sparse_pca", "guide/robust_pca"):
         assert (site / f"{page}.html").is_file(), page

@@ -73,3 +73,82 @@ def test_tree_fan_in_is_split_every():
     (mom,) = dask.compute(moments_graph(X, split_every=4))
     assert mom["n"] == 640
     np.testing.assert_array_equal(mom["m2"], np.zeros((3, 3)))
+
+
+# -- float32 blocks: float32 products of centred slices, float64 accumulation -------------------
+def _f32_data(kind: str, n: int = 5000, d: int = 12) -> np.ndarray:
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal((n, d))
+    if kind == "centred":
+        x = z
+    elif kind == "mean_much_larger_than_sd":  # |mean| / sd = 1e5: only centring first keeps it
+        x = 1e4 + 0.1 * z
+    else:  # columns on scales 1e-3 … 1e3, correlated, with offsets
+        x = (z @ rng.standard_normal((d, d))) * np.logspace(-3, 3, d) + np.linspace(-50, 50, d)
+    return x.astype(np.float32)
+
+
+def _gram_ref(x32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = x32.astype(np.float64)
+    c = x - x.mean(axis=0)
+    return c.T @ c, np.sqrt(np.diag(c.T @ c))
+
+
+@pytest.mark.parametrize("kind", ["centred", "mean_much_larger_than_sd", "mixed_scales"])
+def test_float32_gram_within_stated_bound(kind):
+    """Every entry of the float32 Gram is within ``gram_error_bound() ‖c_j‖ ‖c_k‖`` of the
+    float64 Gram of the same float32 data (5000 rows: three slices of GRAM_BLOCK_ROWS)."""
+    from scalepca.linalg.moments import GRAM_BLOCK_ROWS, _gram, gram_error_bound
+
+    x = _f32_data(kind)
+    assert x.shape[0] > 2 * GRAM_BLOCK_ROWS
+    ref, norms = _gram_ref(x)
+    mean = x.sum(axis=0, dtype=np.float64) / x.shape[0]
+    g = _gram(x, mean, precision="auto")
+    scale = np.outer(norms, norms)
+    bound = gram_error_bound()
+    assert bound == pytest.approx((GRAM_BLOCK_ROWS + 2) * np.finfo(np.float32).eps / 2)
+    assert np.all(np.abs(g - ref) <= bound * scale)
+    # in practice the error is a few float32 epsilons, far inside the worst-case bound
+    assert np.max(np.abs(g - ref) / scale) < 16 * np.finfo(np.float32).eps
+    # float64 on request: the products of the widened slices
+    g64 = _gram(x, mean, precision="float64")
+    np.testing.assert_allclose(g64, ref, rtol=1e-10, atol=1e-10 * scale.max())
+    if kind == "mean_much_larger_than_sd":
+        # the bound is not vacuous: float32 products of the uncentred data lose everything
+        xs = x[:GRAM_BLOCK_ROWS]
+        naive = (xs.T @ xs).astype(np.float64) - GRAM_BLOCK_ROWS * np.outer(
+            xs.mean(axis=0, dtype=np.float64), xs.mean(axis=0, dtype=np.float64))
+        ref_s, norms_s = _gram_ref(xs)
+        assert np.max(np.abs(naive - ref_s) / np.outer(norms_s, norms_s)) > bound
+
+
+@pytest.mark.parametrize("kind", ["mean_much_larger_than_sd", "mixed_scales"])
+@pytest.mark.parametrize("chunks", [5000, 1000, 777])
+def test_float32_moments_pass_within_bound(kind, chunks):
+    """The merged centred Gram of a float32 dask array keeps the bound for any chunking."""
+    from scalepca.linalg.moments import gram_error_bound
+
+    x = _f32_data(kind)
+    ref, norms = _gram_ref(x)
+    (m,) = dask.compute(moments_graph(da.from_array(x, chunks=(chunks, -1))))
+    assert np.all(np.abs(m["m2"] - ref) <= gram_error_bound() * np.outer(norms, norms))
+    np.testing.assert_allclose(m["mean"], x.astype(np.float64).mean(axis=0), rtol=1e-12)
+
+
+def test_gram_precision_option_and_bad_value():
+    from scalepca.linalg.moments import GRAM_PRECISION_KEY
+
+    x = _f32_data("mixed_scales", n=3000)
+    X = da.from_array(x, chunks=(1000, -1))
+    ref, _ = _gram_ref(x)
+    (explicit,) = dask.compute(moments_graph(X, precision="float64"))
+    with dask.config.set({GRAM_PRECISION_KEY: "float64"}):
+        graph = moments_graph(X)  # the setting is read when the graph is built
+    (configured,) = dask.compute(graph)
+    np.testing.assert_array_equal(configured["m2"], explicit["m2"])
+    np.testing.assert_allclose(explicit["m2"], ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max())
+    with pytest.raises(ValueError, match="gram precision must be one of 'auto', 'float64'"):
+        moments_graph(X, precision="float16")
+    with dask.config.set({GRAM_PRECISION_KEY: "half"}), pytest.raises(ValueError, match="half"):
+        moments_graph(X)

@@ -86,6 +86,8 @@ BAD = {
                                                          "rank": 2}},
          "model": {"method": "pca", "n_components": 6}},
         "model.n_components: 6 is out of range"),
+    "output codec": ({"output": {"store": "out", "codec": "gzip"}},
+                     "'output.codec' is 'gzip'; allowed: lz4, lz4-bitshuffle, zstd, none"),
     "generate parameters": ({"data": {"path": "new.zarr", "generate": {"n_samples": 50,
                                                                        "n_features": 4}}},
                             "data.generate: rank must be in [1, n_features=4]; got 10"),

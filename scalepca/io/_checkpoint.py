@@ -71,9 +71,16 @@ class CheckpointStore:
 
     # -- large arrays beside the commits -------------------------------------------------------
     def create(self, name: str, shape, chunks) -> None:
-        """An uncompressed float64 array ``name`` (zero-filled), replacing any old one."""
+        """An uncompressed float64 array ``name`` (zero-filled), replacing any old one.
+
+        Scratch arrays are rewritten and read back every few iterations on a local disk, and
+        hold dense iterates that compress by 4–8 % at best: ``benchmarks/codecs.py`` measures
+        "none" at 2–4× the encode and decode speed per core of every compressor.
+        """
+        from .._codecs import compressors
+
         self.root.create_array(
-            name, shape=shape, chunks=chunks, dtype="float64", compressors=None,
+            name, shape=shape, chunks=chunks, dtype="float64", compressors=compressors("none"),
             fill_value=0.0, overwrite=True,
         )
 

@@ -90,6 +90,12 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
     of CSR row blocks (:func:`~scalepca._validation.as_csr_blocks`); results over the samples
     come back as NumPy arrays for in-memory input and as dask arrays for dask input.
     """
+    from ._anndata import is_anndata_object
+
+    if is_anndata_object(X):  # its X; open_matrix(adata, layer=...) reads a layer
+        from ._open import open_matrix
+
+        X = open_matrix(X)
     if isinstance(X, xr.Dataset):
         raise TypeError(
             f"{what} is an xarray Dataset; pass one variable (ds['name']) or use "

@@ -88,13 +88,17 @@ def open_matrix(
     sample_dims=None,
     feature_dims=None,
     weights=None,
+    layer: str | None = None,
+    format: str | None = None,
 ):
     """Open ``source`` as a lazy (sample × feature) matrix.
 
     Parameters
     ----------
     source : str, path, zarr.Array, zarr.Group, xarray.DataArray/Dataset, dask or numpy array
-        A path or fsspec URL (``s3://bucket/data.zarr``) of a zarr store, or an array object.
+        A path or fsspec URL (``s3://bucket/data.zarr``) of a zarr store, a NetCDF/HDF5 file,
+        an AnnData store (``.zarr`` folder or ``.h5ad`` file), or an array object, or an
+        ``anndata.AnnData`` (in memory or backed).
     variable : str, optional
         The array inside a zarr group or the variable of an xarray Dataset.
     storage_options : dict, optional
@@ -121,6 +125,12 @@ def open_matrix(
         variable of the source store or Dataset (or a coordinate of the DataArray). A
         DataArray over some or all feature dims broadcasts over the others; an array must
         have the shape of the feature dims (for a 2-D array source: length ``n_features``).
+    layer : str, optional
+        For AnnData: the layer to read (``"counts"``); ``None`` reads ``X``.
+    format : {"zarr", "netcdf", "anndata"}, optional
+        The kind of store at a path; by default it is recognised by its ending or its first
+        bytes / root attributes (``.nc`` and HDF5 files are NetCDF, ``.h5ad`` files and
+        groups written by anndata are AnnData, the rest zarr).
 
     Returns
     -------
@@ -143,6 +153,14 @@ def open_matrix(
     array sources (a slice, a product) carries no description: give such a model the
     unweighted data, or pass the derived array through ``open_matrix`` again.
 
+    AnnData (cells × genes) is read through anndata's lazy reader (the optional ``anndata``
+    extra) as a DataArray over ``("obs", "var")`` whose blocks are ``scipy.sparse`` CSR rows
+    of about 64 MiB of stored values each (``chunks`` sets the cells per block); nothing is
+    densified. The ``var`` coordinate holds the gene names (``components_xr_`` is labelled by
+    gene, ``transform`` checks the genes of new data) and ``obs_names`` the cell names, read
+    lazily from a store (scores carry it). Only estimators that accept sparse input fit it;
+    :func:`scalepca.io._anndata.open_anndata` has the details.
+
     Raises
     ------
     FileNotFoundError
@@ -152,11 +170,34 @@ def open_matrix(
         arrays and ``variable`` was not given.
     """
     where = "the Dataset"
-    if isinstance(source, (str, os.PathLike)) and is_netcdf(source):
+    if format not in (None, "zarr", "netcdf", "anndata"):
+        raise ValueError(f"format={format!r} is not one of 'zarr', 'netcdf', 'anndata' (or "
+                         "None: recognised from the path)")
+    path = source if isinstance(source, (str, os.PathLike)) else None
+    if format == "anndata" or (format is None and path is not None and _anndata_path(path)) or (
+            _anndata_object(source)):
+        from ._anndata import open_anndata
+
+        if variable is not None:
+            raise ValueError(f"variable={variable!r}: an AnnData store has no variables; pass "
+                             "layer=... to read a layer instead of X")
+        if sample_dims is not None or feature_dims is not None:
+            raise ValueError("AnnData is a (cell × gene) matrix already: sample_dims and "
+                             "feature_dims do not apply")
+        source = open_anndata(source, layer=layer, chunks=chunks,
+                              storage_options=storage_options)
+        return _dataarray_matrix(source, weights=weights)
+    if layer is not None:
+        raise ValueError(f"layer={layer!r} applies to AnnData only; "
+                         f"{where if path is None else repr(os.fspath(path))} is not AnnData")
+    if path is not None and (format == "netcdf" or (format is None and is_netcdf(path))):
         source = open_netcdf(source, variable=variable)  # then as any DataArray
     if isinstance(source, (str, os.PathLike)):
         where = repr(os.fspath(source))
         node = open_store(source, storage_options=storage_options)
+        if format is None and isinstance(node, zarr.Group) and _is_anndata_group(node):
+            return open_matrix(source, storage_options=storage_options, chunks=chunks,
+                               weights=weights, format="anndata")
         if isinstance(node, zarr.Group):
             arrays = sorted(name for name, _ in node.arrays())
             if variable is None:
@@ -208,6 +249,24 @@ def open_matrix(
     if prep.weights is None:
         return arr
     return attach(prep.weight(arr), prep)
+
+
+def _anndata_path(path) -> bool:
+    from ._anndata import is_anndata
+
+    return is_anndata(path)
+
+
+def _anndata_object(obj) -> bool:
+    from ._anndata import is_anndata_object
+
+    return is_anndata_object(obj)
+
+
+def _is_anndata_group(group) -> bool:
+    from ._anndata import is_anndata_group
+
+    return is_anndata_group(group)
 
 
 def _array_rows(chunks):

@@ -144,6 +144,13 @@ class Preprocessing:
         """
         if isinstance(X, xr.Dataset):
             X = self._variable_of(X, what)
+        if self.dims == ("obs", "var"):  # fitted on AnnData: an AnnData gives the same matrix
+            from ._anndata import is_anndata_object
+
+            if is_anndata_object(X):
+                from ._open import open_matrix
+
+                return open_matrix(X, layer=None if self.variable == "X" else self.variable)
         carried_by = carried(X)
         if carried_by is not None:
             diff = self.differences(carried_by)

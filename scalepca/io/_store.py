@@ -468,8 +468,12 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
     return cls, params, scalars, arrays, lazy, fortran
 
 
-def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs=None) -> None:
+def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs=None,
+                codec: str | None = None) -> None:
     """Write a lazy result (dask array or dask-backed DataArray) chunk by chunk from the workers.
+
+    ``codec`` names the compression, one of :data:`scalepca._codecs.CODECS` (default
+    :data:`~scalepca._codecs.DEFAULT_CODEC`).
 
     The store is written atomically (see :func:`atomic_group`); nothing is gathered on the
     client. xarray results are written with ``to_zarr`` so coordinates come along; plain
@@ -480,6 +484,10 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
     """
     import xarray as xr
 
+    from .._codecs import compressors
+
+    comp = compressors(codec)  # an unknown name fails before anything is written
+
     def write(group: zarr.Group):
         group.attrs.update({"format": "scalepca-output", **json.loads(json.dumps(attrs or {}))})
         if isinstance(arr, xr.DataArray):
@@ -487,7 +495,8 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
             if out.chunks is not None:
                 out = out.copy(data=regular_chunks(out.data))
             out.to_dataset(name=name).to_zarr(group.store, group=group.path or None, mode="a",
-                                              consolidated=False)
+                                              consolidated=False,
+                                              encoding={name: {"compressors": comp}})
         else:
             a = arr if isinstance(arr, da.Array) else da.from_array(np.asarray(arr))
             dims = ("sample", "mode" if name == "scores" else "feature")[: a.ndim]
@@ -498,7 +507,7 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
             # chunks: dask's to_zarr forwards dimension_names to zarr only on newer versions
             target = group.create_array(name, shape=a.shape, dtype=a.dtype,
                                         chunks=tuple(max(c[0], 1) for c in a.chunks),
-                                        dimension_names=dims)
+                                        dimension_names=dims, compressors=comp)
             a.to_zarr(target, compute=True)
 
     atomic_group(store, storage_options=storage_options, write=write, consolidate=True)

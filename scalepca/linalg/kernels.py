@@ -18,6 +18,12 @@ Everything that touches the data is a blockwise map over row chunks or a small g
   small n), and :func:`centred_kernel_eigh` finds its top eigenpairs after double centring,
   by Lanczos (ARPACK) or randomized subspace iteration, with matrix products on the blocks.
 
+Row blocks of the data may be ``scipy.sparse`` CSR matrices (sparse input, see
+:func:`scalepca._validation.as_csr_blocks`): they are never densified. Kernel values against
+dense landmarks / training rows come from sparse–dense products ``x Lᵀ`` and, for the RBF
+kernel, the squared row norms summed over the stored values; random Fourier features from
+``x W``. Only the results (rows × m, dense) and the small arrays beside them are dense.
+
 Kernels (``gamma`` already resolved, ``> 0``)::
 
     rbf      exp(−γ ‖x − y‖²)
@@ -34,6 +40,7 @@ from functools import partial
 import dask
 import dask.array as da
 import numpy as np
+from scipy.sparse import issparse
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .decomp import eigh_descending
@@ -42,6 +49,7 @@ from .sparse import merge_code_stats
 
 __all__ = [
     "KERNELS",
+    "as_rows64",
     "centred_kernel_eigh",
     "gather_rows",
     "kernel_block",
@@ -67,21 +75,47 @@ BLOCK_BYTES = 64 * 2**20
 
 
 # -- kernels of two row blocks ---------------------------------------------------------------
+def as_rows64(x):
+    """A row block in float64: a ``scipy.sparse`` block stays sparse (CSR), anything else
+    becomes a NumPy array. No copy when it already is one."""
+    if issparse(x):
+        return x.tocsr().astype(np.float64, copy=False)
+    return np.asarray(x, dtype=np.float64)
+
+
+def _squared_norms(x) -> np.ndarray:
+    """``‖x_i‖²`` of every row (a sparse block: over its stored values only)."""
+    if issparse(x):
+        return np.asarray(x.multiply(x).sum(axis=1), dtype=np.float64).ravel()
+    return np.einsum("ij,ij->i", x, x)
+
+
+def _dense_product(x, y) -> np.ndarray:
+    """``x yᵀ`` as a writable float64 NumPy array (either operand may be sparse)."""
+    K = x @ y.T
+    K = K.toarray() if issparse(K) else np.asarray(K)
+    return np.require(K, dtype=np.float64, requirements=["C", "W"])
+
+
 def kernel_block(x, y, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0):
     """``K[i, j] = k(x_i, y_j)`` for in-memory blocks ``x`` (a × d) and ``y`` (b × d), float64.
+
+    Either block may be a ``scipy.sparse`` matrix: ``xᵀy`` is then a sparse–dense (or
+    sparse–sparse) product and ``‖x‖²`` a sum over the stored values, so a sparse block is
+    never densified; the result is a dense a × b array.
 
     The RBF kernel uses ``‖x‖² + ‖y‖² − 2 xᵀy`` (one BLAS product), clipped at 0 against
     rounding, and is exponentiated in place: the only a × b array is the result.
     """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    K = x @ y.T
+    x = as_rows64(x)
+    y = as_rows64(y)
+    K = _dense_product(x, y)
     if kernel == "linear":
         return K
     if kernel == "rbf":
         K *= -2.0
-        K += np.einsum("ij,ij->i", x, x)[:, None]
-        K += np.einsum("ij,ij->i", y, y)[None, :]
+        K += _squared_norms(x)[:, None]
+        K += _squared_norms(y)[None, :]
         np.maximum(K, 0.0, out=K)
         K *= -gamma
         np.exp(K, out=K)
@@ -146,9 +180,20 @@ def kept_columns(x, keep: np.ndarray | None):
     every row of it (features left out of a fit because they are NaN in every sample).
 
     Raises ``ValueError`` otherwise: a left-out feature that holds values has missing data.
+    A sparse block stays sparse (its left-out columns must store NaN in every row).
     """
     if keep is None:
         return x
+    if issparse(x):
+        x = x.tocsr()
+        out = x[:, ~keep]
+        if out.nnz != out.shape[0] * out.shape[1] or not np.isnan(out.data).all():
+            raise ValueError(
+                "X contains NaN or infinite values: a feature that is NaN in the rows read "
+                "before the pass holds values in other rows; remove or impute the missing "
+                "values (only features that are NaN in every sample are left out)"
+            )
+        return x[:, keep]
     x = np.asarray(x)
     if not np.isnan(x[:, ~keep]).all():
         raise ValueError(
@@ -197,7 +242,7 @@ def rff_weights(n_features_in: int, m: int, gamma: float, seed):
 
 
 def _rff_block(x, W, b, keep=None):
-    Z = np.asarray(kept_columns(x, keep), dtype=np.float64) @ W
+    Z = _dense_product(as_rows64(kept_columns(x, keep)), W.T)  # x W (sparse x: sparse–dense)
     Z += b
     np.cos(Z, out=Z)
     Z *= math.sqrt(2.0 / W.shape[1])
@@ -221,8 +266,9 @@ def _feature_width(kind: str, arrays: tuple) -> int:
 
 
 def project_rows(x, kind, arrays, kparams, P, offset, budget=BLOCK_BYTES):
-    """Scores ``feature(x) P − offset`` of in-memory rows ``x`` (see :func:`project_features`)."""
-    x = np.asarray(x, dtype=np.float64)
+    """Scores ``feature(x) P − offset`` of in-memory rows ``x`` (see :func:`project_features`);
+    ``x`` may be a sparse block."""
+    x = as_rows64(x)
     step = _rows_per_batch(_feature_width(kind, arrays), budget)
     out = np.empty((x.shape[0], P.shape[1]), dtype=np.float64)
     for start in range(0, x.shape[0], step):
@@ -279,9 +325,9 @@ def _preimage_chunk(x, axis=None, keepdims=None, *, projection, features, budget
     Rows go in sub-batches, so the kernel rows of the projection and of ``φ`` never exceed
     ``budget`` bytes each, whatever the row chunk size.
     """
-    if computing_meta:
-        return x
-    x = np.asarray(x, dtype=np.float64)
+    if computing_meta:  # dask probing the output type: a dict, whatever the block type
+        return np.empty((0,) * x.ndim, dtype=object)
+    x = as_rows64(x)
     kind, arrays, kparams = features
     r = arrays[1].shape[1] if kind == "nystroem" else _feature_width(kind, arrays)
     A = np.zeros((r, r))
@@ -292,7 +338,7 @@ def _preimage_chunk(x, axis=None, keepdims=None, *, projection, features, budget
         xb = x[start : start + step]
         F = score_features(project_rows(xb, *projection, budget), kind, arrays, kparams)
         A += F.T @ F
-        B += F.T @ xb
+        B += (xb.T @ F).T if issparse(xb) else F.T @ xb
     return {"A": A, "B": B}
 
 

@@ -27,25 +27,69 @@ __all__ = [
     "block_moments",
     "column_moments_graph",
     "feature_scale",
+    "gram_error_bound",
+    "gram_precision",
     "merge_moments",
     "moments",
     "moments_graph",
 ]
 
 
-#: rows per syrk call in :func:`_gram` (a 4 MiB float64 buffer at d = 256)
+#: rows per syrk call in :func:`_gram` (a 4 MiB float64 buffer at d = 256); also the length of
+#: the float32 sums whose rounding bounds the float32 Gram (see :func:`_gram`)
 GRAM_BLOCK_ROWS = 2048
 
+#: ``dask.config`` key choosing the precision of the products of float32 blocks: ``"auto"``
+#: (float32 products of centred slices, float64 accumulation) or ``"float64"`` (every slice
+#: widened to float64 first). Read on the client when the graph is built.
+GRAM_PRECISION_KEY = "scalepca.gram-precision"
 
-def _gram(x: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
-    """``(x − shift)ᵀ (x − shift)`` in float64, by syrk (half the flops of a general product).
+GRAM_PRECISIONS = ("auto", "float64")
 
-    Rows go ``GRAM_BLOCK_ROWS`` at a time; with a ``shift``, or for a non-float64 block, each
-    slice is centred or widened into one reused float64 buffer, so no shifted or widened copy of
-    the whole block is made. The product is numpy's ``aᵀ @ a``, which numpy hands to its own
-    OpenBLAS syrk when both operands are one buffer and which returns the full symmetric matrix.
-    It runs at the speed of ``scipy.linalg.blas.dsyrk`` on the same slices (interleaved runs,
-    one BLAS thread: equal within 5 % on 50,000 × 256 float64 and 62,500 × 200 float32 blocks).
+
+def gram_precision(precision: str | None = None) -> str:
+    """The Gram precision to use: ``precision`` if given, else the ``dask.config`` setting."""
+    value = dask.config.get(GRAM_PRECISION_KEY, "auto") if precision is None else precision
+    if value not in GRAM_PRECISIONS:
+        raise ValueError(f"gram precision must be one of {', '.join(map(repr, GRAM_PRECISIONS))};"
+                         f" got {value!r} (dask.config key {GRAM_PRECISION_KEY!r})")
+    return value
+
+
+def gram_error_bound(n_rows: int | None = None) -> float:
+    """Relative error bound of a float32 centred Gram (``precision="auto"``) against float64.
+
+    Entry by entry, ``|Ĝ_jk − G_jk| ≤ gram_error_bound() · ‖c_j‖ ‖c_k‖``, where ``G`` is the
+    centred Gram of the same float32 data computed in float64 and ``c_j`` the centred column
+    ``j``: with ``u = 2⁻²⁴`` (float32's unit roundoff, half its epsilon), each float32 slice
+    sum of at most ``L = GRAM_BLOCK_ROWS`` products errs by at most ``L u Σ|c_ij c_ik|``
+    (the classical bound for a dot product), centring adds ``2u`` (one rounding of
+    ``x − μ₃₂``, at most one more of the product), and the float64 sum over slices and the
+    exact correction for the rounded mean add nothing at float32 scale; Cauchy–Schwarz turns
+    ``Σ|c_ij c_ik|`` into ``‖c_j‖ ‖c_k‖``. So the bound is ``(L + 2) u = (L + 2)/2 · ε₃₂``.
+    Summing block partials keeps it (Cauchy–Schwarz over blocks; a block's centred norm is
+    at most the global one). Because it involves the *centred* norms, it holds however large
+    |mean| is compared with the spread. Typical errors are ``√L u``-sized, far below it.
+    """
+    rows = GRAM_BLOCK_ROWS if n_rows is None else min(int(n_rows), GRAM_BLOCK_ROWS)
+    return (rows + 2) * float(np.finfo(np.float32).eps) / 2
+
+
+def _gram(x: np.ndarray, shift: np.ndarray | None = None, *, precision: str = "auto"
+          ) -> np.ndarray:
+    """``(x − shift)ᵀ (x − shift)`` accumulated in float64, by syrk (half the flops of a
+    general product).
+
+    Rows go ``GRAM_BLOCK_ROWS`` at a time into one reused buffer, so no shifted or widened
+    copy of the whole block is made. A float32 block with a ``shift`` and ``precision="auto"``
+    is centred into a float32 buffer (by the shift rounded to float32) and multiplied in
+    float32 (ssyrk: twice the speed of the float64 product), and the d × d slice products are
+    summed in float64; the exact effect of rounding the shift is taken out at the end
+    (``Σ (x − s₃₂)(x − s₃₂)ᵀ = Σ (x − s)(x − s)ᵀ + n δ δᵀ`` with ``δ = s − s₃₂`` when ``s`` is
+    the block mean, the one ``shift`` this path is used with). Error bound:
+    :func:`gram_error_bound`. Every other case (float64 blocks, no shift,
+    ``precision="float64"``) widens each slice to float64. The product is numpy's
+    ``aᵀ @ a``, which numpy hands to OpenBLAS syrk when both operands are one buffer.
     """
     x = np.ascontiguousarray(x)
     n, d = x.shape
@@ -53,6 +97,15 @@ def _gram(x: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
     if n == 0:
         return g
     rows = min(n, GRAM_BLOCK_ROWS)
+    if x.dtype == np.float32 and shift is not None and precision == "auto":
+        shift32 = np.asarray(shift, dtype=np.float32)
+        buf = np.empty((rows, d), dtype=np.float32)
+        for start in range(0, n, rows):
+            part = np.subtract(x[start : start + rows], shift32, out=buf[: min(rows, n - start)])
+            g += part.T @ part
+        delta = np.asarray(shift, dtype=np.float64) - shift32
+        g -= n * np.outer(delta, delta)
+        return g
     widen = x.dtype != np.float64
     buf = np.empty((rows, d), dtype=np.float64) if shift is not None or widen else None
     for start in range(0, n, rows):
@@ -148,8 +201,10 @@ def _block_moments_sparse(x, *, with_gram: bool = True) -> dict:
     return out
 
 
-def block_moments(x: np.ndarray, *, with_gram: bool = True) -> dict:
+def block_moments(x: np.ndarray, *, with_gram: bool = True, precision: str = "auto") -> dict:
     """Moments of one row block, accumulated in float64.
+
+    ``precision`` chooses the products of a float32 block's Gram (see :func:`_gram`).
 
     Non-finite entries are counted; the remaining statistics of a block that has them are
     meaningless, and the caller is expected to raise on ``bad > 0``. ``scipy.sparse`` blocks
@@ -161,7 +216,7 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True) -> dict:
     x = np.asarray(x)
     if x.dtype not in (np.float32, np.float64):
         x = x.astype(np.float64)
-    # float32 blocks stay float32 here: sums accumulate in float64 and the Gram widens
+    # float32 blocks stay float32 here: sums accumulate in float64 and the Gram is formed
     # slice by slice (no float64 copy of the block)
     n = x.shape[0]
     colsum = x.sum(axis=0, dtype=np.float64)
@@ -181,7 +236,7 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True) -> dict:
     if bad:
         out["nan_features"] = nan_features
     if with_gram:
-        out["m2"] = _gram(x, mean)
+        out["m2"] = _gram(x, mean, precision=precision)
     else:
         out["ss"] = ((x - mean) ** 2).sum(axis=0)
     return out
@@ -217,11 +272,12 @@ def merge_moments(a: dict, b: dict) -> dict:
     return out
 
 
-def _chunk(x, axis=None, keepdims=None, computing_meta=False, *, with_gram: bool = True):
+def _chunk(x, axis=None, keepdims=None, computing_meta=False, *, with_gram: bool = True,
+           precision: str = "auto"):
     """``da.reduction`` chunk step: the partial of one row block."""
     if computing_meta:  # dask probing the output type: a dict is no array
         return np.empty((0,) * x.ndim, dtype=object)
-    return block_moments(x, with_gram=with_gram)
+    return block_moments(x, with_gram=with_gram, precision=precision)
 
 
 def _merge_list(parts, axis=None, keepdims=None, computing_meta=False):
@@ -235,7 +291,8 @@ def _merge_list(parts, axis=None, keepdims=None, computing_meta=False):
     return acc
 
 
-def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int) -> da.Array:
+def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int,
+                       precision: str = "auto") -> da.Array:
     """The tree reduction over row blocks: one dict of moments per column chunk of ``X``.
 
     ``da.reduction`` with ``concatenate=False`` hands the dict partials to the merge step as
@@ -243,21 +300,28 @@ def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int) -> da.
     the dict of its column strip.
     """
     return da.reduction(
-        X, partial(_chunk, with_gram=with_gram), _merge_list, combine=_merge_list, axis=0,
-        split_every=split_every, concatenate=False, dtype=object,
+        X, partial(_chunk, with_gram=with_gram, precision=precision), _merge_list,
+        combine=_merge_list, axis=0, split_every=split_every, concatenate=False, dtype=object,
         meta=np.empty((0,), dtype=object), name="moments",
     )
 
 
-def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8):
+def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
+                  precision: str | None = None):
     """A dask ``Delayed`` for the moments of ``X`` (rows chunked, one column chunk).
 
     Blocks are mapped with :func:`block_moments` and merged in a tree of fan-in
     ``split_every`` (``da.reduction``); only d × d partials ever travel between workers.
+    ``precision`` (``"auto"`` or ``"float64"``; default: the ``dask.config`` key
+    ``scalepca.gram-precision``, itself ``"auto"``) chooses the products of float32 blocks:
+    float32 on centred slices summed in float64 (error within :func:`gram_error_bound` of
+    the float64 products), or float64. It is fixed when the graph is built, on the client.
     """
     if len(X.chunks[1]) != 1:
         raise ValueError("moments need the features in one column chunk; rechunk({1: -1}) first")
-    (out,) = _moments_reduction(X, with_gram=with_gram, split_every=split_every).to_delayed()
+    precision = gram_precision(precision)
+    (out,) = _moments_reduction(X, with_gram=with_gram, split_every=split_every,
+                                precision=precision).to_delayed()
     return out
 
 
@@ -285,9 +349,11 @@ def column_moments_graph(X: da.Array, *, split_every: int = 8):
     return dask.delayed(_concat_columns, pure=True)(*strips.tolist())
 
 
-def moments(X: da.Array, *, with_gram: bool = True, split_every: int = 8) -> dict:
+def moments(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
+            precision: str | None = None) -> dict:
     """Compute count, mean, centred Gram (or per-feature sum of squares) in one pass."""
-    (out,) = dask.compute(moments_graph(X, with_gram=with_gram, split_every=split_every))
+    (out,) = dask.compute(moments_graph(X, with_gram=with_gram, split_every=split_every,
+                                        precision=precision))
     return out
 
 

@@ -38,6 +38,7 @@ from ..linalg.sparse import (
     dictionary_objective,
     recentre_code_stats,
     revive_codes,
+    scale_columns,
 )
 from ._iterate import AnyOf, ChangeBelow, IterationCheckpoint, NoImprovement, Resumed, iterate
 from .base import _feature_template
@@ -138,7 +139,7 @@ class DictionaryLearning:
                 evals, V = eigh_descending(cov_n, k)
                 evals = np.maximum(evals[:k], 0.0)
             else:
-                Xs = X if scale is None else X / scale
+                Xs = X if scale is None else scale_columns(X, scale)
                 m = mean if scale is None else mean / scale
                 s, Vt = randomized_svd_centered(Xs, m, k, seed=seed)
                 self.n_passes_ += 2 + 2 * 4

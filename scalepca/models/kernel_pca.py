@@ -17,6 +17,7 @@ from .._validation import (
     check_n_components,
     check_random_state_seed,
     check_scalar,
+    is_sparse,
 )
 from ..io._matrix import MatrixInput
 from ..linalg import (
@@ -131,7 +132,8 @@ class KernelPCA(DecompositionMixin):
     standardize : bool, default=False
         Feed the kernel ``(x − input_mean_) / scale_`` (standard deviations with denominator
         n, 1 for constant features, as ``StandardScaler``), in fit and in transform: one more
-        pass (the features' moments) before the fit's own passes.
+        pass (the features' moments) before the fit's own passes. Refused on sparse input,
+        where centring would densify the data (see Notes).
 
     Attributes
     ----------
@@ -204,6 +206,20 @@ class KernelPCA(DecompositionMixin):
     of size n × m or n × n is formed anywhere. Exact: the n × n kernel (8 n² bytes) is held
     in cluster memory in 2048 × 2048 blocks; the client holds n × d and n × k arrays.
 
+    Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of either;
+    see :func:`scalepca._validation.as_csr_blocks`) is never densified where it lives: kernel
+    blocks against the dense landmarks are sparse–dense products ``x Lᵀ`` plus, for the RBF
+    kernel, squared row norms over the stored values; random Fourier features are ``x W``;
+    ``transform`` and the pre-image statistics work the same way. What comes to the client is
+    dense, as for dense input: the m landmark rows (uniform), the k-means++ pool
+    (``max(5 m, 10000)`` rows × d × 8 bytes — prefer uniform landmarks for very wide sparse
+    data), RFF's first row and, for ``"exact"``, the training matrix (bounded by 256 MiB
+    dense, as for dense input). The result equals the fit on the densified data to rounding
+    (same ``random_state`` ⇒ same landmarks or weights). ``standardize=True`` is refused on
+    sparse input: centring turns every zero into ``−mean/scale`` and the matrix dense; scale
+    the columns beforehand without centring if needed (the RBF kernel is shift-invariant,
+    so it does not need the centring).
+
     ``transform`` is lazy for dask/xarray input (one blockwise map that builds the kernel
     rows in sub-batches of at most 64 MiB and projects them at once). On the training data it
     returns the same scores as the fit: ``fit_transform(X)`` equals ``fit(X).transform(X)``.
@@ -231,6 +247,9 @@ class KernelPCA(DecompositionMixin):
     >>> kp.transform(X).shape
     (2000, 3)
     """
+
+    #: fit and transform take sparse input (CSR row blocks) and keep it sparse
+    _accepts_sparse = True
 
     #: fitted attributes over the input features, widened with NaN at features left out of the
     #: fit (components_ and mean_ live in the kernel's feature space and are not among them)
@@ -376,12 +395,16 @@ class KernelPCA(DecompositionMixin):
             check_bool(self.standardize, "standardize")
             if not self.standardize:
                 return X
+            if is_sparse(X):
+                raise ValueError(_SPARSE_STANDARDIZE)
             with self._timed_pass("moments for standardize"):
                 (mom,) = dask.compute(column_moments_graph(X))
             self.scale_, _ = feature_scale(mom["ss"] / max(int(mom["n"]), 1))
             self.input_mean_ = np.asarray(mom["mean"], dtype=np.float64)
         elif getattr(self, "scale_", None) is None:
             return X
+        if is_sparse(X):
+            raise ValueError(_SPARSE_STANDARDIZE)
         return (X - self.input_mean_) / self.scale_
 
     def _resolved_kparams(self, d_fit: int) -> dict:
@@ -438,7 +461,7 @@ class KernelPCA(DecompositionMixin):
             # every sample: the weights are drawn for the features that enter the fit
             (first,) = dask.compute(X[:1])
             first, keep = self._leave_out_nan_features(
-                np.asarray(first, dtype=np.float64), data, sample="the first row")
+                _dense_rows(first), data, sample="the first row")
             kparams = self._resolved_kparams(first.shape[1])
             W, b = rff_weights(first.shape[1], m, kparams["gamma"], seed)
             state = {"random_weights_": W, "random_offset_": b}
@@ -482,13 +505,14 @@ class KernelPCA(DecompositionMixin):
         idx = np.sort(rng.choice(n, size=size, replace=False))
         with self._timed_pass("landmarks"):
             (rows,) = dask.compute(gather_rows(X, idx))
-        return np.asarray(rows, dtype=np.float64)
+        return _dense_rows(rows)
 
     def _fit_exact(self, X, k: int, seed, data: MatrixInput) -> dict:
         n = X.shape[0]
         with self._timed_pass("gather training data"):
             (Xf,) = dask.compute(X)
-        Xf, _ = self._leave_out_nan_features(np.asarray(Xf, dtype=np.float64), data,
+        # sparse input: kept dense like dense input's (within EXACT_MAX_TRAIN_BYTES, 8 n d)
+        Xf, _ = self._leave_out_nan_features(_dense_rows(Xf), data,
                                              sample="the training data")
         Xf = np.ascontiguousarray(Xf)
         kparams = self._resolved_kparams(Xf.shape[1])
@@ -638,11 +662,28 @@ class KernelPCA(DecompositionMixin):
         return data.wrap_samples(Z)
 
 
+_SPARSE_STANDARDIZE = (
+    "standardize=True centres every feature, which would turn sparse X into a dense matrix "
+    "(every zero becomes −mean / scale); it is not done on sparse input. Fit with "
+    "standardize=False, after scaling the columns without centring if you need it (e.g. "
+    "sklearn.preprocessing.MaxAbsScaler, or StandardScaler(with_mean=False), on each block). "
+    "The RBF kernel does not change under a shift of the data, so for kernel='rbf' centring "
+    "is not needed"
+)
+
 _NO_INVERSE = (
     "KernelPCA.inverse_transform needs the pre-image map, which is learned only when the "
     "fit_inverse_transform parameter is True; set fit_inverse_transform=True (alpha sets the "
     "ridge) and fit again"
 )
+
+
+def _dense_rows(rows) -> np.ndarray:
+    """Rows gathered to the client (landmarks, RFF's first row, exact's training matrix) as a
+    float64 NumPy array; a sparse gather (m × d) is densified here, on the client only."""
+    if hasattr(rows, "toarray"):
+        rows = rows.toarray()
+    return np.asarray(rows, dtype=np.float64)
 
 
 def _ridge_solve(M: np.ndarray, B: np.ndarray, alpha: float) -> np.ndarray:

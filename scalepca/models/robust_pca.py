@@ -53,6 +53,7 @@ from .._validation import (
     check_random_state_form,
     check_random_state_seed,
     check_scalar,
+    is_sparse,
 )
 from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
 from ..io._matrix import MatrixInput, as_matrix
@@ -332,6 +333,18 @@ class RobustPCA(LinearDecompositionMixin):
     holds about three n1 × n2 float64 arrays across the cluster. The client holds
     (n1 + n2) × (k + p) factors. The ``"full"`` SVD gathers ``A`` on the client.
 
+    Sparse input (``scipy.sparse``, pydata ``sparse``, dask arrays of such blocks) is refused
+    with a ``TypeError`` that says why: principal component pursuit separates ``M = L + S``
+    with ``S`` the sparse outliers, and on data that are themselves sparse every stored zero
+    is an observed value that the low-rank ``L`` has to fit. The inexact-ALM iterates ``L``
+    (as factors, but evaluated blockwise), ``S``, the multiplier and ``A = M − S + Y/μ`` are
+    dense n1 × n2 arrays whatever the sparsity of ``M``, so a sparse path would save nothing:
+    the fit holds about three dense copies of the data (``3 · 8 · n1 · n2`` bytes) in the
+    cluster or in the scratch store either way. Users whose data fit that budget densify
+    explicitly (``X.map_blocks(lambda b: b.toarray())`` for a dask array, ``X.toarray()``
+    in memory), which keeps the cost visible; principal components of sparse data without
+    densifying come from :class:`PCA` and :class:`SparsePCA`.
+
     ``transform`` projects rows on ``components_`` (no centring): scores of the robust
     principal subspace; for the training rows the scores of ``L`` are ``U_ · singular_values_``.
 
@@ -393,7 +406,8 @@ class RobustPCA(LinearDecompositionMixin):
 
     # -- input ------------------------------------------------------------------------------
     def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=True) -> MatrixInput:
-        """M keeps its 2-D blocks (both dimensions may be large)."""
+        """M keeps its 2-D blocks (both dimensions may be large); sparse M is refused."""
+        _refuse_sparse_input(X, what)
         return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks)
 
     def _transform_input(self, X, *, what="X", allow_2d_blocks=False) -> MatrixInput:
@@ -401,6 +415,7 @@ class RobustPCA(LinearDecompositionMixin):
         from .._validation import check_n_features
 
         X = self._prepared(X, what=what)  # raw data through the fitted weights/stacking
+        _refuse_sparse_input(X, what)
         data = as_matrix(X, what=what)  # rows chunked, features in one chunk
         check_n_features(data.data, self.n_features_in_, what=what)
         return data
@@ -766,6 +781,23 @@ class RobustPCA(LinearDecompositionMixin):
             super().save(store, storage_options=storage_options)
         finally:
             self.mask = mask
+
+
+def _refuse_sparse_input(X, what: str) -> None:
+    """``TypeError`` for sparse ``X`` (or a DataArray holding it), naming why and what to do."""
+    labelled = hasattr(X, "dims") and hasattr(X, "data")  # a DataArray: its array
+    if not is_sparse(X.data if labelled else X):
+        return
+    raise TypeError(
+        f"RobustPCA does not take sparse input ({what} is sparse): principal component pursuit "
+        "splits M = L + S with S the sparse outliers, and on sparse data every zero is an "
+        "observed value the low-rank part L must fit, so the ALM iterates (L, S and the "
+        "multiplier, n × d each) are dense — about three dense copies of the data "
+        "(3 · 8 · n · d bytes) in the cluster. If that fits, densify explicitly: "
+        "X.map_blocks(lambda b: b.toarray(), dtype=X.dtype) for a dask array, X.toarray() in "
+        "memory. For principal components of sparse data use PCA or SparsePCA, which keep it "
+        "sparse"
+    )
 
 
 def _convergence_warning():

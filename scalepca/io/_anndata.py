@@ -1,0 +1,366 @@
+"""Open AnnData objects and stores (``.zarr``, ``.h5ad``) lazily as (cell × gene) matrices.
+
+Single-cell data come as AnnData: a matrix ``X`` (or one of its ``layers``) of cells × genes,
+usually sparse (CSR), with the cell names (``obs_names``) and gene names (``var_names``). Here
+the matrix is read through anndata's own lazy reader (``anndata.experimental.read_elem_lazy``),
+which gives a dask array whose every block is read by the task that needs it: a block of rows
+of a CSR matrix stays a ``scipy.sparse.csr_matrix`` and nothing is densified. The result is a
+DataArray over ``("obs", "var")``:
+
+* the ``var`` coordinate holds the gene names (small, read at once), so fitted components can
+  be labelled by gene (``est.components_xr_``) and ``transform`` checks that new data have the
+  same genes in the same order;
+* the ``obs_names`` coordinate (along ``obs``, not an index) holds the cell names, lazily for
+  a store: scores come back with it, and nothing of a large ``obs`` is read on the client.
+
+The anndata package is an optional extra (``pip install 'scalepca[anndata]'``); this module is
+imported only when AnnData input is met.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["is_anndata", "is_anndata_group", "is_anndata_object", "open_anndata",
+           "read_layers"]
+
+#: file name endings of AnnData HDF5 files
+H5AD_SUFFIXES = (".h5ad",)
+
+#: the ``encoding-type`` attribute anndata puts on the root group of every store it writes
+ENCODING = "anndata"
+
+#: first bytes of an HDF5 file
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+
+#: dims of the matrix of an AnnData: cells (observations) × genes (variables)
+OBS, VAR = "obs", "var"
+#: the non-index coordinate along ``obs`` holding the cell names
+OBS_NAMES = "obs_names"
+
+
+def _import_anndata():
+    try:
+        import anndata
+    except ImportError as err:
+        raise ImportError(
+            f"reading AnnData needs the anndata package ({err}); install the 'anndata' extra: "
+            "pip install 'scalepca[anndata]'"
+        ) from err
+    return anndata
+
+
+def is_anndata_object(obj) -> bool:
+    """Whether ``obj`` is an ``anndata.AnnData`` (checked without importing anndata)."""
+    return any(cls.__name__ == "AnnData" and cls.__module__.partition(".")[0] == "anndata"
+               for cls in type(obj).__mro__)
+
+
+def _local(path) -> str | None:
+    p = os.fspath(path)
+    if "://" in p and not p.startswith("file://"):
+        return None
+    return p.removeprefix("file://")
+
+
+def is_anndata(path) -> bool:
+    """True for a local path of an AnnData store: a ``.h5ad`` file, or a zarr folder or HDF5
+    file whose root group says ``encoding-type: anndata`` (the signature anndata writes).
+
+    A ``.h5ad`` path that does not exist is one (so that opening it reports the missing file).
+    URLs are recognised when opened (:func:`is_anndata_group`).
+    """
+    p = _local(path)
+    if p is None:
+        return False
+    if p.lower().endswith(H5AD_SUFFIXES) and not Path(p).is_dir():
+        return True
+    if Path(p).is_dir():
+        import json
+
+        for meta in ("zarr.json", ".zattrs"):
+            f = Path(p) / meta
+            if f.is_file():
+                try:
+                    attrs = json.loads(f.read_text())
+                except ValueError:
+                    return False
+                attrs = attrs.get("attributes", {}) if meta == "zarr.json" else attrs
+                return attrs.get("encoding-type") == ENCODING
+        return False
+    if Path(p).is_file():
+        with open(p, "rb") as fh:
+            if fh.read(8) != HDF5_MAGIC:
+                return False
+        try:
+            import h5py
+        except ImportError:  # without h5py no AnnData file can be read: the NetCDF path says so
+            return False
+        with h5py.File(p, "r") as f:
+            return f.attrs.get("encoding-type") == ENCODING
+    return False
+
+
+def is_anndata_group(node) -> bool:
+    """Whether an opened zarr group is the root of an AnnData store."""
+    return node.attrs.get("encoding-type") == ENCODING
+
+
+def _did_you_mean(name: str, names) -> str:
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def layer_problem(layers, layer: str | None, where: str, *, has_x: bool = True) -> str | None:
+    """Why ``layer`` cannot be read from an AnnData with ``layers`` (None: it can)."""
+    names = sorted(map(str, layers))
+    if layer is None:
+        if has_x:
+            return None
+        return (f"{where} has no X; choose one of its layers with layer=... "
+                f"(it has: {', '.join(names) or 'none'})")
+    if layer in names:
+        return None
+    return (f"{where} has no layer {layer!r}{_did_you_mean(layer, names)} "
+            f"(its layers: {', '.join(names) or 'none'}; layer=None reads X)")
+
+
+def _rows_per_block(n: int, d: int, *, nnz: int | None, itemsize: int, index_itemsize: int = 0,
+                    indptr_itemsize: int = 8) -> int:
+    """Rows holding about ``SPARSE_BLOCK_BYTES`` of stored values (and indices) per block."""
+    from .._validation import SPARSE_BLOCK_BYTES
+
+    if nnz is None:  # dense
+        per_row = d * itemsize
+    else:
+        per_row = (nnz / max(n, 1)) * (itemsize + index_itemsize) + indptr_itemsize
+    return int(max(1, min(n, SPARSE_BLOCK_BYTES // max(per_row, 1))))
+
+
+def _block_rows(chunks, default: int) -> int | None:
+    """Rows per chunk from ``open_matrix``'s ``chunks`` for AnnData (axis 0 or ``obs``)."""
+    if chunks is None:
+        return default
+    if isinstance(chunks, dict):
+        rows = default
+        for key, value in chunks.items():
+            if key in (0, OBS):
+                rows = value
+            elif key in (1, VAR):
+                if value not in (-1, None):
+                    raise ValueError("chunks: the genes (var) always end in one chunk; chunk "
+                                     "the cells (obs, axis 0) instead")
+            else:
+                raise ValueError(f"chunks: no dimension {key!r}; AnnData has dims "
+                                 f"({OBS!r}, {VAR!r})")
+        return rows
+    if isinstance(chunks, int) and not isinstance(chunks, bool):
+        return chunks
+    raise ValueError(f"chunks: give the cells per chunk as an int or {{'obs': rows}}; got "
+                     f"{chunks!r}")
+
+
+def open_anndata(source, *, layer: str | None = None, chunks=None,
+                 storage_options: dict | None = None) -> xr.DataArray:
+    """The matrix of an AnnData object or store, as a lazy DataArray over (obs, var).
+
+    Parameters
+    ----------
+    source : anndata.AnnData, str or path
+        An AnnData in memory or backed (``read_h5ad(..., backed="r")``), or the path of an
+        AnnData store: a ``.zarr`` folder (or fsspec URL) or a ``.h5ad`` file.
+    layer : str, optional
+        The layer to read (``"counts"``); ``None`` reads ``X``.
+    chunks : int or dict, optional
+        Cells per block (``50_000`` or ``{"obs": 50_000}``). By default a block holds about
+        64 MiB of stored values and indices (from the store's count of stored entries, read
+        from metadata), the bound :func:`~scalepca._validation.as_csr_blocks` uses in memory.
+    storage_options : dict, optional
+        fsspec options of a URL.
+
+    Returns
+    -------
+    xarray.DataArray
+        Dims ``("obs", "var")``, dask-backed: blocks of ``scipy.sparse.csr_matrix`` rows for
+        a sparse matrix (CSC stores come as CSC blocks and are converted where they are read),
+        NumPy blocks for a dense one. Coordinates: ``var`` (gene names, an index) and
+        ``obs_names`` along ``obs`` (cell names; lazy for stores). Named after the layer
+        (``"X"`` for ``X``).
+
+    Raises
+    ------
+    FileNotFoundError
+        No store at the path.
+    KeyError
+        No such layer (the message lists the layers, with a close match), or no ``X``.
+    ImportError
+        anndata is not installed.
+    """
+    _import_anndata()
+    if is_anndata_object(source):
+        return _from_object(source, layer=layer, chunks=chunks)
+    return _from_store(source, layer=layer, chunks=chunks, storage_options=storage_options)
+
+
+def _dataarray(X: da.Array, obs_names, var_names, name: str) -> xr.DataArray:
+    n, d = X.shape
+    if len(var_names) != d or len(obs_names) != n:
+        raise ValueError(f"the AnnData's matrix {name} has shape {X.shape}, but it has "
+                         f"{len(obs_names)} obs names and {len(var_names)} var names")
+    return xr.DataArray(X, dims=(OBS, VAR), name=name,
+                        coords={VAR: np.asarray(var_names, dtype=object),
+                                OBS_NAMES: (OBS, obs_names)})
+
+
+def _from_object(adata, *, layer, chunks) -> xr.DataArray:
+    where = "the AnnData"
+    problem = layer_problem(adata.layers.keys(), layer, where, has_x=adata.X is not None)
+    if problem:
+        raise KeyError(problem)
+    if layer is None and adata.isbacked:
+        # X stays in the file: read it lazily by path, as a store is read
+        out = _from_store(adata.filename, layer=None, chunks=chunks, storage_options=None)
+        return out.assign_coords({OBS_NAMES: (OBS, np.asarray(adata.obs_names, dtype=object)),
+                                  VAR: np.asarray(adata.var_names, dtype=object)})
+    X = adata.X if layer is None else adata.layers[layer]
+    from .._validation import _row_chunks, _sparse_kind, as_csr_blocks
+
+    if isinstance(X, da.Array):
+        rows = _block_rows(chunks, None)
+        arr = X if rows is None else X.rechunk({0: rows})
+    elif _sparse_kind(X) is not None:
+        arr = as_csr_blocks(X)
+        rows = _block_rows(chunks, None)
+        if rows is not None:
+            arr = arr.rechunk({0: rows})
+    else:
+        X = np.asarray(X)
+        arr = da.from_array(X, chunks=(_block_rows(chunks, _row_chunks(X)[0]), -1))
+    if len(arr.chunks[1]) > 1:
+        arr = arr.rechunk({1: -1})
+    return _dataarray(arr, np.asarray(adata.obs_names, dtype=object),
+                      np.asarray(adata.var_names, dtype=object), layer or "X")
+
+
+def _open_root(path, storage_options):
+    """The root group of an AnnData store: an h5py File or a zarr Group."""
+    p = _local(path)
+    if p is not None and Path(p).is_file():
+        import h5py
+
+        return h5py.File(p, "r")
+    if p is not None and p.lower().endswith(H5AD_SUFFIXES) and not Path(p).exists():
+        raise FileNotFoundError(f"no AnnData file at {p!r}")
+    from ._open import open_zarr_node
+
+    return open_zarr_node(path, storage_options=storage_options)
+
+
+def read_layers(path, *, storage_options: dict | None = None) -> tuple[list[str], bool]:
+    """``(layer names, whether there is an X)`` of the AnnData store at ``path`` (metadata).
+
+    Raises ``FileNotFoundError`` when there is no store and ``ValueError`` when it is not an
+    AnnData store.
+    """
+    root = _open_root(path, storage_options)
+    try:
+        if root.attrs.get("encoding-type") != ENCODING:
+            raise ValueError(f"{os.fspath(path)!r} is not an AnnData store (its root group has "
+                             "no 'encoding-type: anndata' attribute)")
+        layers = sorted(map(str, root["layers"].keys())) if "layers" in root else []
+        return layers, "X" in root
+    finally:
+        if hasattr(root, "close"):
+            root.close()
+
+
+def describe_store(path, *, storage_options: dict | None = None) -> list[str]:
+    """Lines describing an AnnData store: its shape, and ``X`` and each layer (metadata only)."""
+    root = _open_root(path, storage_options)
+    try:
+        n, d = (root[axis][root[axis].attrs.get("_index", "_index")].shape[0]
+                for axis in (OBS, VAR))
+        lines = [f"AnnData store {os.fspath(path)}: {n:,} cells (obs) × {d:,} genes (var)"]
+        elems = ([("X", root["X"])] if "X" in root else []) + (
+            [(f"layers/{k}", root["layers"][k]) for k in sorted(root["layers"].keys())]
+            if "layers" in root else [])
+        for name, elem in elems:
+            encoding = elem.attrs.get("encoding-type", "array")
+            if encoding in ("csr_matrix", "csc_matrix"):
+                nnz = int(elem["data"].shape[0])
+                lines.append(f"  {name}: {encoding}, {elem['data'].dtype}, {nnz:,} stored values "
+                             f"({nnz / max(n * d, 1):.2%} of the entries)")
+            else:
+                lines.append(f"  {name}: {encoding}, {elem.dtype}, shape {tuple(elem.shape)}")
+        return lines
+    finally:
+        if hasattr(root, "close"):
+            root.close()
+
+
+def _from_store(path, *, layer, chunks, storage_options) -> xr.DataArray:
+    root = _open_root(path, storage_options)
+    try:
+        return _read_root(root, repr(os.fspath(path)), layer=layer, chunks=chunks)
+    finally:
+        if hasattr(root, "close"):  # an h5py File: the lazy reader opens the file in each task
+            root.close()
+
+
+def _read_root(root, where: str, *, layer, chunks) -> xr.DataArray:
+    anndata = _import_anndata()
+    from anndata.experimental import read_elem_lazy
+
+    if root.attrs.get("encoding-type") != ENCODING:
+        raise ValueError(f"{where} is not an AnnData store (its root group has no "
+                         "'encoding-type: anndata' attribute)")
+    layers = list(root["layers"].keys()) if "layers" in root else []
+    problem = layer_problem(layers, layer, where, has_x="X" in root)
+    if problem:
+        raise KeyError(problem)
+    elem = root["X"] if layer is None else root["layers"][layer]
+    encoding = elem.attrs.get("encoding-type")
+    if encoding in ("csr_matrix", "csc_matrix"):
+        n, d = (int(s) for s in elem.attrs["shape"])
+        default = _rows_per_block(n, d, nnz=int(elem["data"].shape[0]),
+                                  itemsize=elem["data"].dtype.itemsize,
+                                  index_itemsize=elem["indices"].dtype.itemsize,
+                                  indptr_itemsize=elem["indptr"].dtype.itemsize)
+    elif encoding == "array" or encoding is None and hasattr(elem, "shape"):
+        if len(elem.shape) != 2:
+            raise ValueError(f"{layer or 'X'} of {where} has shape {elem.shape}; a 2-D "
+                             "(cell × gene) matrix is needed")
+        n, d = elem.shape
+        default = _rows_per_block(n, d, nnz=None, itemsize=elem.dtype.itemsize)
+    else:
+        raise ValueError(f"{layer or 'X'} of {where} is stored as {encoding!r}; scalepca "
+                         "reads CSR, CSC and dense matrices")
+    rows = _block_rows(chunks, default)
+    X = read_elem_lazy(elem, chunks=(rows, d))
+    if encoding == "csc_matrix":
+        from .._validation import as_csr_blocks
+
+        logger.info("%s: %s is stored by column (CSC); every row block reads all columns",
+                    where, layer or "X")
+        X = as_csr_blocks(X)
+    obs_key = root["obs"].attrs.get("_index", "_index")
+    var_key = root["var"].attrs.get("_index", "_index")
+    obs_names = read_elem_lazy(root["obs"][obs_key])
+    string = getattr(np.dtypes, "StringDType", None)
+    if obs_names.dtype == object and string is not None:
+        # a variable-width string dtype, so that writing scores with the names does not load
+        # them all to find a fixed width (xarray does that for object arrays)
+        obs_names = obs_names.astype(string())
+    var_names = anndata.io.read_elem(root["var"][var_key])
+    logger.info("%s: %s, %d × %d, %d row blocks of %d cells", where, layer or "X", n, d,
+                X.numblocks[0], rows)
+    return _dataarray(X, obs_names, var_names, layer or "X")
