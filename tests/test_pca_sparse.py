@@ -154,7 +154,7 @@ def test_solvers_that_need_dense_blocks_refuse_sparse_by_name():
         ppca.impute(X)
 
 
-# -- chunking and container invariance -------------------------------------------------------------
+# -- chunking and container invariance ------------------------------------------------------------
 @pytest.mark.parametrize("solver", ["covariance_eigh", "randomized"])
 def test_sparse_pca_does_not_depend_on_chunks_or_container(solver):
     X = counts(n=1200, d=30, seed=2)
@@ -218,7 +218,7 @@ def test_pca_sparse_matches_scanpy_on_pbmc68k():
     close_up_to_sign(ours_dask.components_, np.asarray(lazy.varm["PCs"]).T, atol=1e-7)
 
 
-# -- zero_center=False: truncated SVD -----------------------------------------------------------------
+# -- zero_center=False: truncated SVD -------------------------------------------------------------
 @pytest.mark.parametrize("solver", ["covariance_eigh", "randomized", "tsqr"])
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
 def test_zero_center_false_is_truncated_svd(solver, kind):
@@ -247,7 +247,7 @@ def test_zero_center_false_with_standardize_is_refused():
         scalepca.PCA(2, zero_center=False, standardize=True).fit(np.eye(5))
 
 
-# -- memory: wide sparse data never densified, nothing of size d² --------------------------------------
+# -- memory: wide sparse data never densified, nothing of size d² ---------------------------------
 def test_wide_sparse_randomized_memory_does_not_grow_with_d_squared():
     # 3,000 × 200,000 at 0.05 % non-zero: a densified row block would be 4.8 GB and the d × d
     # Gram 320 GB; the randomized solver (chosen by "auto" above 4,096 features) holds the

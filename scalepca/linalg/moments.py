@@ -144,8 +144,8 @@ def _gram_sparse(x) -> np.ndarray:
     if n == 0 or x.nnz == 0:
         return np.zeros((d, d), dtype=np.float64)
     per_row = np.diff(x.indptr).astype(np.float64)
+    x = x.astype(np.float64, copy=False)  # float32 values are summed in float64
     if float(per_row @ per_row) <= SPARSE_GRAM_DENSE_FRACTION * n * float(d) * d:
-        x = x.astype(np.float64, copy=False)  # float32 values are summed in float64
         return (x.T @ x).toarray()
     rows = max(1, min(n, SPARSE_SLAB_BYTES // (8 * d)))
     g = np.zeros((d, d), dtype=np.float64)

@@ -404,7 +404,11 @@ class PCA(_BaseSpectralPCA):
     sums and ``xᵀx`` and centres the small d × d result (relative precision of the covariance
     about ``ε (|μ|²/σ² + 1)``, full for counts), ``randomized`` multiplies by
     ``X Ω − 1 (μᵀΩ)`` and ``Xᵀ Q − μ (1ᵀQ)``, and ``transform`` maps ``X W − μᵀW``. ``tsqr``
-    refuses sparse input.
+    refuses sparse input. The only dense copy of sparse data is a slab of at most 32 MiB of
+    rows (``linalg.moments.SPARSE_SLAB_BYTES``) when a block's Gram is cheaper by syrk; per
+    worker, a sparse fit holds one CSR block, that slab and a d × d partial
+    (``covariance_eigh``), or one CSR block and n_b × l and d × l dense factors
+    (``randomized``: nothing of size d², so 30,000 genes fit 2 GiB workers).
 
     Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``randomized``
     ``3 + 2 · n_power_iter``. Memory per worker: one row chunk (converted to float64) plus

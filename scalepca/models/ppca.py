@@ -174,6 +174,12 @@ class PPCA(_BaseSpectralPCA):
     under ``C = W Wᵀ + σ² I``, computed from k-dimensional factors (Woodbury), never inverting
     a d × d matrix.
 
+    Sparse input (``scipy.sparse``, pydata ``sparse``, dask arrays of either) takes the closed
+    form, as :class:`PCA` does (``covariance_eigh`` or ``randomized``, centred implicitly,
+    never densified); ``transform`` is ``(X W − μᵀW) M⁻¹`` and ``score_samples`` uses
+    ``‖x − μ‖² = ‖x‖² − 2 xᵀμ + ‖μ‖²`` row by row. Sparse rows have no missing entries (an
+    unstored entry is a zero), so ``solver="em"``, ``missing="em"`` and ``impute`` refuse them.
+
     PPCA shares its spectral fit with :class:`PCA` but is not a :class:`PCA`
     (``isinstance(PPCA(), PCA)`` is False): its ``transform`` is a posterior mean, not a
     projection. At least 2 samples are needed.
