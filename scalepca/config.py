@@ -96,6 +96,7 @@ _DATA = {
     "sample_dims": _f((list, str, _NONE)),
     "feature_dims": _f((list, str, _NONE)),
     "weights": _f((str, _NONE)),
+    "task_size": _f((str, int, _NONE), "128MiB"),
     "generate": _f((dict, _NONE)),
 }
 
@@ -454,6 +455,13 @@ def _check_data(section) -> dict:
         )
     if isinstance(chunks, int) and chunks < 1:
         raise ConfigError(f"'data.chunks' must be at least 1; got {chunks}")
+    if out["task_size"] is not None:
+        from .io._open import _task_bytes
+
+        try:
+            _task_bytes(out["task_size"])
+        except ValueError as err:
+            raise ConfigError(str(err).replace("task_size", "'data.task_size'", 1)) from None
     for key in ("sample_dims", "feature_dims"):
         v = out[key]
         if isinstance(v, list) and not all(isinstance(x, str) for x in v):
@@ -636,6 +644,10 @@ KEY_DOCS = {
     "data.weights": "``sqrt_coslat`` or ``coslat`` (from the latitude coordinate), or the "
                     "name of a variable of the store: per-feature weights multiplied into "
                     "the data.",
+    "data.task_size": "Bytes of data one task reads (``128MiB``) when ``chunks`` is not given: "
+                      "a store's small chunks are read several per task, whole multiples of "
+                      "its row chunk, so the task count follows the data size, not the "
+                      "number of store chunks. ``null``: one task per store chunk.",
     "data.generate": "Write a synthetic dataset at ``data.path`` first, if it is absent: "
                      "``kind`` plus that generator's parameters (below).",
     "output.store": "Folder (or URL) under which the outputs are written; relative to the "

@@ -112,8 +112,10 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
         import zarr
 
         if isinstance(X, zarr.Array):
+            from ._open import open_zarr
+
             kind = "dask"
-            X = da.from_zarr(X)
+            X = open_zarr(X)  # several small store chunks per task
     arr = check_matrix(X, what=what, min_samples=min_samples, min_features=min_features,
                        allow_2d_blocks=allow_2d_blocks)
     return MatrixInput(attach(arr, prep), kind, prep=prep)
