@@ -131,7 +131,7 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
 def open_data(dcfg: dict, *, method: str | None = None):
     """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
     from .io import open_matrix, open_zarr_node
-    from .io._open import previous_hint
+    from .io._open import TASK_SIZE, open_zarr, previous_hint
     from .io._preprocess import WeightsError
 
     path = dcfg["path"]
@@ -159,16 +159,18 @@ def open_data(dcfg: dict, *, method: str | None = None):
             raise ValueError(f"{path!r} is incomplete: its write was interrupted (attribute "
                              f"complete: false); write it again{previous_hint(path)}")
         if isinstance(node, zarr.Array) and node.ndim == 2:
+            if chunks is None:  # the store's 2-D blocks, several row chunks per task
+                return open_zarr(node, task_size=dcfg.get("task_size", TASK_SIZE),
+                                 full_rows=False)
             arr = da.from_zarr(node)
-            if chunks is not None:
-                arr = arr.rechunk(tuple(chunks) if isinstance(chunks, list) else {0: chunks})
-            return arr
+            return arr.rechunk(tuple(chunks) if isinstance(chunks, list) else {0: chunks})
     try:
         return open_matrix(path, variable=dcfg.get("variable"), storage_options=so,
                            layer=dcfg.get("layer"), format=dcfg.get("format"),
                            chunks={0: chunks} if isinstance(chunks, int) else None,
                            sample_dims=dcfg.get("sample_dims"),
-                           feature_dims=dcfg.get("feature_dims"), weights=dcfg.get("weights"))
+                           feature_dims=dcfg.get("feature_dims"), weights=dcfg.get("weights"),
+                           task_size=dcfg.get("task_size", TASK_SIZE))
     except WeightsError as err:
         raise UserError(f"'data.weights' {err.detail}") from None
 

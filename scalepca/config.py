@@ -98,6 +98,7 @@ _DATA = {
     "sample_dims": _f((list, str, _NONE)),
     "feature_dims": _f((list, str, _NONE)),
     "weights": _f((str, _NONE)),
+    "task_size": _f((str, int, _NONE), "128MiB"),
     "generate": _f((dict, _NONE)),
     "format": _f((str, _NONE)),
     "layer": _f((str, _NONE)),
@@ -483,6 +484,13 @@ def _check_data(section) -> dict:
         )
     if isinstance(chunks, int) and chunks < 1:
         raise ConfigError(f"'data.chunks' must be at least 1; got {chunks}")
+    if out["task_size"] is not None:
+        from .io._open import _task_bytes
+
+        try:
+            _task_bytes(out["task_size"])
+        except ValueError as err:
+            raise ConfigError(str(err).replace("task_size", "'data.task_size'", 1)) from None
     for key in ("sample_dims", "feature_dims"):
         v = out[key]
         if isinstance(v, list) and not all(isinstance(x, str) for x in v):
@@ -689,6 +697,10 @@ KEY_DOCS = {
                    "``.zarr`` store or ``.h5ad`` file, read lazily as a sparse cell × gene "
                    "matrix). Default: recognised from the path's ending or first bytes.",
     "data.layer": "AnnData: the layer to read (e.g. ``counts``); ``null`` reads ``X``.",
+    "data.task_size": "Bytes of data one task reads (``128MiB``) when ``chunks`` is not given: "
+                      "a store's small chunks are read several per task, whole multiples of "
+                      "its row chunk, so the task count follows the data size, not the "
+                      "number of store chunks. ``null``: one task per store chunk.",
     "data.generate": "Write a synthetic dataset at ``data.path`` first, if it is absent: "
                      "``kind`` plus that generator's parameters (below).",
     "output.store": "Folder (or URL) under which the outputs are written; relative to the "

@@ -383,7 +383,8 @@ def test_workers_write_output_blocks(tmp_path, data_path, real_cluster):
         return np.full(block.shape, float(name[1:]))
 
     with Client(real_cluster, timeout="30s"):
-        X = scalepca.open_matrix(str(data_path))
+        # one task per store chunk (task_size=None): the store's 6 blocks, not one coalesced
+        X = scalepca.open_matrix(str(data_path), task_size=None)
         write_array(X.map_blocks(tagged, dtype=float), tmp_path / "w.zarr", name="who")
     who = zarr.open_group(tmp_path / "w.zarr", mode="r")["who"][...]
     assert set(np.unique(who)) == {0.0, 1.0}

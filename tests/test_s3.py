@@ -76,7 +76,7 @@ def _main(capsys, *argv):
 def test_open_matrix_from_s3(s3, remote_data):
     opts, _ = s3
     url, X = remote_data
-    A = scalepca.open_matrix(url, storage_options=opts)
+    A = scalepca.open_matrix(url, storage_options=opts, task_size=None)  # the store's chunks
     assert A.shape == X.shape and A.chunks[0] == (400,) * 5
     np.testing.assert_array_equal(A.compute(), X)
 
@@ -156,7 +156,7 @@ def test_make_data_to_s3(s3, capsys):
                        "--chunk-rows", 100, "--storage-options", json.dumps(opts),
                        "--no-progress")
     assert rc == EXIT_OK, err
-    A = scalepca.open_matrix(url, storage_options=opts)
+    A = scalepca.open_matrix(url, storage_options=opts, task_size=None)  # the store's chunks
     assert A.shape == (500, 2) and A.chunks[0] == (100,) * 5
 
 

@@ -124,8 +124,12 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
         import zarr
 
         if isinstance(X, zarr.Array):
+            from ._open import open_zarr
+
             kind = "dask"
-            X = da.from_zarr(X)
+            # a 2-D array is read several small store chunks per task; any other is left
+            # for check_matrix to refuse
+            X = open_zarr(X) if X.ndim == 2 else da.from_zarr(X)
     arr = check_matrix(X, what=what, min_samples=min_samples, min_features=min_features,
                        allow_2d_blocks=allow_2d_blocks, accept_sparse=accept_sparse)
     return MatrixInput(attach(arr, prep), kind, prep=prep)

@@ -16,7 +16,11 @@ from ._preprocess import attach, describe
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["open_matrix", "open_store", "open_zarr_node"]
+__all__ = ["TASK_SIZE", "coalesced_rows", "open_matrix", "open_store", "open_zarr",
+           "open_zarr_node"]
+
+#: default bytes of data one task reads when a store's small chunks are coalesced
+TASK_SIZE = "128MiB"
 
 
 def _is_url(path: str) -> bool:
@@ -62,11 +66,93 @@ def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"
         raise FileNotFoundError(f"no zarr array or group at {path!r}") from err
 
 
-def open_store(path, *, storage_options: dict | None = None):
+def _task_bytes(task_size) -> int | None:
+    """``task_size`` (bytes, ``"128MiB"``, or ``None``: off) as bytes, checked."""
+    if task_size is None:
+        return None
+    from dask.utils import parse_bytes
+
+    if isinstance(task_size, bool) or not isinstance(task_size, (int, str)):
+        raise TypeError(f"task_size must be bytes (an integer or a string like '128MiB') or "
+                        f"None; got {task_size!r}")
+    try:
+        nbytes = parse_bytes(task_size)
+    except ValueError as err:
+        raise ValueError(f"task_size {task_size!r} is not a size in bytes ('128MiB')") from err
+    if nbytes < 1:
+        raise ValueError(f"task_size must be at least 1 byte; got {task_size!r}")
+    return nbytes
+
+
+def coalesced_rows(unit: int, n_rows: int, row_bytes: int, task_size) -> int:
+    """Rows per task: the largest whole multiple of ``unit`` rows within ``task_size`` bytes.
+
+    ``unit`` is the store's row chunk (or shard): a task reads whole store chunks, never part
+    of one, and a store chunk larger than ``task_size`` stays one task. ``task_size=None``
+    keeps ``unit``.
+    """
+    nbytes = _task_bytes(task_size)
+    unit = max(1, min(int(unit), n_rows))
+    if nbytes is None:
+        return unit
+    k = max(1, nbytes // max(1, unit * row_bytes))
+    return min(n_rows, k * unit) if n_rows else unit
+
+
+def _store_unit(z: zarr.Array) -> tuple:
+    """The read unit of a zarr array: its shard shape when sharded, else its chunk shape."""
+    return tuple(getattr(z, "shards", None) or z.chunks)
+
+
+def open_zarr(z: zarr.Array, *, rows: int | None = None, task_size=TASK_SIZE,
+              full_rows: bool = True) -> da.Array:
+    """A 2-D zarr array as a dask array whose blocks are whole multiples of the store's chunks.
+
+    Each dask task reads one region (``da.from_zarr`` with the coalesced chunks), and zarr
+    reads the store chunks inside it, so a store of many small chunks makes few tasks: rows
+    per block are the largest multiple of the store's row chunk within ``task_size`` bytes
+    (:func:`coalesced_rows`). ``full_rows``: the columns in one block (the tall-skinny
+    methods need whole rows; the store's column chunks are then read side by side, never
+    split); otherwise the store's column chunking is kept. ``rows`` given: exactly that many
+    rows per block (the user's choice, even if it splits store chunks).
+    """
+    n, d = z.shape
+    unit_rows, unit_cols = _store_unit(z)
+    cols = d if full_rows else unit_cols
+    if rows is None:
+        rows = coalesced_rows(unit_rows, n, cols * z.dtype.itemsize, task_size)
+    return da.from_zarr(z, chunks=(rows, cols))
+
+
+def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_size) -> dict:
+    """``xr.open_zarr`` chunks reading whole multiples of ``variable``'s store chunks.
+
+    The outermost sample dim is coalesced to ``task_size`` bytes per task; the other sample
+    dims and the feature dims are read whole (stacking needs them in one chunk), so each task
+    reads the store chunks of a slab of the outermost sample dim.
+    """
+    from ._stack import split_dims
+
+    names = list(ds.data_vars)
+    name = variable if variable is not None else (names[0] if len(names) == 1 else None)
+    if name not in ds.data_vars:
+        return {}
+    arr = ds[name]
+    store_chunks = arr.encoding.get("preferred_chunks") or {}
+    sdims, _ = split_dims(arr, sample_dims, feature_dims)
+    outer = sdims[0]
+    unit = store_chunks.get(outer) or (arr.chunksizes[outer][0] if arr.chunks else arr.sizes[outer])
+    slab = arr.dtype.itemsize * int(np.prod([arr.sizes[d] for d in arr.dims if d != outer]))
+    rows = coalesced_rows(unit, arr.sizes[outer], slab, task_size)
+    return {d: (rows if d == outer else -1) for d in arr.dims}
+
+
+def open_store(path, *, storage_options: dict | None = None, chunks=None):
     """The data at ``path``: an xarray Dataset for stores written by xarray, else the zarr node.
 
     Reads metadata only. Raises ``FileNotFoundError`` when there is no store and ``ValueError``
     when its write was interrupted (scalepca flags in-place writes ``complete: false``).
+    ``chunks``: the dask chunks of a Dataset by dim name (default: the store's chunks).
     """
     node = open_zarr_node(path, storage_options=storage_options)
     if node.attrs.get("complete") is False:
@@ -75,7 +161,7 @@ def open_store(path, *, storage_options: dict | None = None):
             f"complete: false); write it again{previous_hint(path)}"
         )
     if isinstance(node, zarr.Group) and _looks_like_xarray(node):
-        return xr.open_zarr(node.store, chunks={}, consolidated=False)
+        return xr.open_zarr(node.store, chunks=chunks or {}, consolidated=False)
     return node
 
 
@@ -90,6 +176,7 @@ def open_matrix(
     weights=None,
     layer: str | None = None,
     format: str | None = None,
+    task_size=TASK_SIZE,
 ):
     """Open ``source`` as a lazy (sample × feature) matrix.
 
@@ -140,6 +227,15 @@ def open_matrix(
         A 2-D dask array for zarr and dask sources (a NumPy array for a NumPy source); a
         DataArray (dask-backed) for xarray sources or zarr stores written by xarray, which
         keeps coordinates so outputs can be labelled.
+    task_size : int, str or None, default "128MiB"
+        For zarr stores opened here without ``chunks``: the bytes of data one task reads.
+        A store of many small chunks is read several store chunks per task — row blocks are
+        the largest whole multiple of the store's row chunk (shard, if sharded) within
+        ``task_size``, and column chunks are read side by side into whole rows — so the
+        number of tasks a pass makes is the data size over ``task_size``, not the number of
+        store chunks (a 100 TB store at 128 MiB: under a million tasks). A store chunk is
+        never split between tasks. ``None`` keeps one task per store chunk. Results do not
+        depend on it.
 
     Notes
     -----
@@ -172,6 +268,7 @@ def open_matrix(
         arrays and ``variable`` was not given.
     """
     where = "the Dataset"
+    _task_bytes(task_size)  # checked before anything is opened
     if format not in (None, "zarr", "netcdf", "anndata"):
         raise ValueError(f"format={format!r} is not one of 'zarr', 'netcdf', 'anndata' (or "
                          "None: recognised from the path)")
@@ -203,6 +300,10 @@ def open_matrix(
         if format is None and isinstance(node, zarr.Group) and _is_anndata_group(node):
             return open_matrix(source, storage_options=storage_options, chunks=chunks,
                                weights=weights, format="anndata")
+        if isinstance(node, xr.Dataset) and chunks is None and task_size is not None:
+            spec = _dataset_chunks(node, variable, sample_dims, feature_dims, task_size)
+            if spec:  # opened again (metadata only), each task reading whole store chunks
+                node = open_store(source, storage_options=storage_options, chunks=spec)
         if isinstance(node, zarr.Group):
             arrays = sorted(name for name, _ in node.arrays())
             if variable is None:
@@ -246,7 +347,7 @@ def open_matrix(
                 "(sample × feature) array is needed — for N-D data open it with xarray and "
                 "pass sample_dims"
             )
-        arr = da.from_zarr(source)
+        arr = open_zarr(source, rows=_array_rows(chunks), task_size=task_size)
     elif isinstance(source, da.Array):
         arr = source
     else:
