@@ -173,7 +173,8 @@ def _dask_of_csr(case):
 
 
 TWO_D = "must be 2-D"
-SPARSE = "sparse input is not supported yet"
+SPARSE_REFUSED = {"PPCA-EM": raises(ValueError, "PPCA(solver='em') needs dense blocks"),
+                  "RobustPCA": raises(TypeError, "RobustPCA does not take sparse input")}
 UNUSED_SEED = "random_state is not used by this solver"
 NONFINITE = "NaN or infinite"
 RANGE = "out of range"
@@ -221,10 +222,11 @@ ROWS = [
         raises(ValueError, "random_state must be None, a non-negative int"),
         {n: Expect(na=UNUSED_SEED) for n in ("PCA", "PPCA", "PPCA-EM", "SparsePCA-elasticnet")},
         params=lambda c: {"random_state": -1}),
-    Row("scipy-sparse", "scipy.sparse CSR matrix", _fit(_plain(_csr)),
-        raises(TypeError, f"scipy.sparse csr_matrix; {SPARSE}")),
+    # sparse input is taken as CSR row blocks (issue 20) except where a method needs dense
+    # rows, which says so before any compute
+    Row("scipy-sparse", "scipy.sparse CSR matrix", _fit(_plain(_csr)), OK, SPARSE_REFUSED),
     Row("dask-of-sparse", "dask array of scipy.sparse CSR blocks", _fit(_plain(_dask_of_csr)),
-        raises(TypeError, f"dask array of scipy.sparse csr_matrix blocks; {SPARSE}")),
+        OK, SPARSE_REFUSED),
     Row("split-features", "features split over 3 column chunks", _fit(_split_features), OK),
     Row("unknown-chunks", "dask array with unknown row chunk sizes (boolean mask)",
         _fit(_unknown_chunks), raises(ValueError, "compute_chunk_sizes")),
