@@ -55,7 +55,7 @@ from .._validation import (
     check_scalar,
 )
 from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
-from ..io._matrix import MatrixInput, as_matrix
+from ..io._matrix import MatrixInput
 from ..linalg.decomp import flip_signs
 from ..linalg.svt import (
     _is_regular,
@@ -393,17 +393,10 @@ class RobustPCA(LinearDecompositionMixin):
 
     # -- input ------------------------------------------------------------------------------
     def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=True) -> MatrixInput:
-        """M keeps its 2-D blocks (both dimensions may be large)."""
-        return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks)
-
-    def _transform_input(self, X, *, what="X", allow_2d_blocks=False) -> MatrixInput:
-        self._check_fitted()
-        from .._validation import check_n_features
-
-        X = self._prepared(X, what=what)  # raw data through the fitted weights/stacking
-        data = as_matrix(X, what=what)  # rows chunked, features in one chunk
-        check_n_features(data.data, self.n_features_in_, what=what)
-        return data
+        """M keeps its 2-D blocks (both dimensions may be large); ``transform`` asks for rows
+        chunked with the features in one chunk."""
+        return super()._input(X, what=what, min_samples=min_samples,
+                              allow_2d_blocks=allow_2d_blocks)
 
     def _check_params(self, n1: int, n2: int) -> None:
         check_scalar(self.lam, "lam", low=0, low_inclusive=False, allow_none=True)

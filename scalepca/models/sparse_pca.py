@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import dask
 import numpy as np
+from sklearn.utils.metaestimators import available_if
 
 from .._validation import (
     check_bool,
@@ -277,6 +278,16 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         self.checkpoint_every = checkpoint_every
 
     # -- parameters ----------------------------------------------------------------------------
+    @available_if(lambda self: self.method == "minibatch")
+    def partial_fit(self, X, y=None):
+        """Update the model with one chunk of rows; only ``method="minibatch"`` has it.
+
+        See :meth:`DictionaryLearning.partial_fit`. The batch and elastic-net methods solve
+        from all the data at once, so they have no ``partial_fit`` attribute (as scikit-learn
+        hides methods an estimator's configuration does not offer).
+        """
+        return super().partial_fit(X, y)
+
     def _check_params(self, n: int, d: int) -> int:
         check_choice(self.method, "method", METHODS)
         check_choice(self.init, "init", INITS)
