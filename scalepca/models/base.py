@@ -140,8 +140,10 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         logger.info("%s: pass %d (%s) took %.2fs", type(self).__name__, self.n_passes_, label,
                     time.perf_counter() - t0)
 
-    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=False) -> MatrixInput:
-        X = self._validated_in_memory(X, what=what, min_samples=min_samples)
+    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=False,
+               validated=False) -> MatrixInput:
+        if not validated:
+            X = self._validated_in_memory(X, what=what, min_samples=min_samples)
         return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks)
 
     def _validated_in_memory(self, X, *, what="X", min_samples=1, reset=False):
@@ -174,14 +176,15 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         was fitted on (NaN too unless ``allow_nan``, default ``_transform_allows_nan``).
         """
         self._check_fitted()
-        if _in_memory(X) and getattr(self, "_preprocessing", None) is None:
+        validated = _in_memory(X) and getattr(self, "_preprocessing", None) is None
+        if validated:
             X = self._validated_in_memory(X, what=what)
             keep = getattr(self, "_features_kept", None)
             allow_nan = self._transform_allows_nan if allow_nan is None else allow_nan
             assert_all_finite(X if keep is None else X[:, keep], allow_nan=allow_nan,
                               input_name=what)
         X = self._prepared(X, what=what)
-        data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks)
+        data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks, validated=validated)
         check_n_features(data.data, self.n_features_in_, what=what,
                          estimator=type(self).__name__)
         self._check_features(data, what=what)
@@ -229,7 +232,8 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.n_passes_ = 0
         t0 = time.perf_counter()
         X = self._validated_in_memory(X, reset=True)  # feature names of a DataFrame
-        names = getattr(self, "feature_names_in_", None)
+        # set again after the fit: X is now an array, which must not be checked against them
+        names = vars(self).pop("feature_names_in_", None)
         data = self._fit_input(X)
         self._features_kept = None
         self._preprocessing = None  # inside _fit, transforms take the matrix as it is

@@ -392,11 +392,12 @@ class RobustPCA(LinearDecompositionMixin):
         self.random_state = random_state
 
     # -- input ------------------------------------------------------------------------------
-    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=True) -> MatrixInput:
+    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=True,
+               validated=False) -> MatrixInput:
         """M keeps its 2-D blocks (both dimensions may be large); ``transform`` asks for rows
         chunked with the features in one chunk."""
         return super()._input(X, what=what, min_samples=min_samples,
-                              allow_2d_blocks=allow_2d_blocks)
+                              allow_2d_blocks=allow_2d_blocks, validated=validated)
 
     def _check_params(self, n1: int, n2: int) -> None:
         check_scalar(self.lam, "lam", low=0, low_inclusive=False, allow_none=True)
