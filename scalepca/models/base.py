@@ -221,30 +221,27 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def fit(self, X, y=None):
         """Fit the model to ``X`` (rows = samples). Returns ``self``."""
         self._reset_fitted()
-        try:
-            self._fit_all(X)
+        try:  # in this frame: the stack levels of warnings raised in _fit count from here
+            self.n_passes_ = 0
+            t0 = time.perf_counter()
+            X = self._validated_in_memory(X, reset=True)  # feature names of a DataFrame
+            # set again after the fit: X is now an array, which must not be checked against them
+            names = vars(self).pop("feature_names_in_", None)
+            data = self._fit_input(X)
+            self._features_kept = None
+            self._preprocessing = None  # inside _fit, transforms take the matrix as it is
+            self._fit(data)
+            self._widen_features(data.data.shape[1])
+            self._feature_template = _feature_template(data)
+            self._preprocessing = data.prep
+            names = _feature_names(data) if names is None else names
+            if names is not None:
+                self.feature_names_in_ = names
+            self.fit_time_ = time.perf_counter() - t0
         except Exception:
             self._reset_fitted()  # a failed fit leaves no fitted attributes behind
             raise
         return self
-
-    def _fit_all(self, X) -> None:
-        self.n_passes_ = 0
-        t0 = time.perf_counter()
-        X = self._validated_in_memory(X, reset=True)  # feature names of a DataFrame
-        # set again after the fit: X is now an array, which must not be checked against them
-        names = vars(self).pop("feature_names_in_", None)
-        data = self._fit_input(X)
-        self._features_kept = None
-        self._preprocessing = None  # inside _fit, transforms take the matrix as it is
-        self._fit(data)
-        self._widen_features(data.data.shape[1])
-        self._feature_template = _feature_template(data)
-        self._preprocessing = data.prep
-        names = _feature_names(data) if names is None else names
-        if names is not None:
-            self.feature_names_in_ = names
-        self.fit_time_ = time.perf_counter() - t0
 
     # -- features dropped in fit (all NaN: land in an ocean grid, dead sensors) ---------------
     def _drop_features(self, keep: np.ndarray, *, reason: str, data: MatrixInput | None = None):

@@ -278,7 +278,12 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         self.checkpoint_every = checkpoint_every
 
     # -- parameters ----------------------------------------------------------------------------
-    @available_if(lambda self: self.method == "minibatch")
+    def _has_partial_fit(self) -> bool:
+        if self.method != "minibatch":  # the cause of the AttributeError says why
+            raise ValueError(f"partial_fit needs method='minibatch'; got {self.method!r}")
+        return True
+
+    @available_if(_has_partial_fit)
     def partial_fit(self, X, y=None):
         """Update the model with one chunk of rows; only ``method="minibatch"`` has it.
 
