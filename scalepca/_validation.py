@@ -99,8 +99,9 @@ def check_matrix(
     Raises
     ------
     TypeError
-        Non-numeric dtype (``ValueError`` for complex numbers); sparse input (a ``scipy.sparse`` matrix or pydata ``sparse``
-        array, or a dask array of such blocks: not supported yet).
+        Non-numeric dtype (``ValueError`` for complex numbers); sparse input (a
+        ``scipy.sparse`` matrix or pydata ``sparse`` array, or a dask array of such blocks:
+        not supported yet).
     ValueError
         Not 2-D, too few samples or features, unknown chunk sizes.
     """
