@@ -53,6 +53,12 @@ def check_dtype(dtype: np.dtype, *, what: str = "X") -> np.dtype:
             f"{what} has dtype {dtype}; converting to float64", UserWarning, stacklevel=3
         )
         return np.dtype(np.float64)
+    if dtype.kind == "c":  # a ValueError, as scikit-learn's validation raises for complex data
+        raise ValueError(
+            f"{what} has dtype {dtype}: Complex data not supported; scalepca needs real numbers "
+            "(take the real part or the modulus, or put real and imaginary parts side by side "
+            "as features)"
+        )
     raise TypeError(
         f"{what} has dtype {dtype} ({_KIND_NAMES.get(dtype.kind, 'unsupported')}); "
         "scalepca needs real numbers (float32, float64, or integers/booleans to convert)"
@@ -102,7 +108,8 @@ def check_matrix(
     Raises
     ------
     TypeError
-        Non-numeric dtype; sparse input when ``accept_sparse`` is False.
+        Non-numeric dtype (``ValueError`` for complex numbers); sparse input when
+        ``accept_sparse`` is False.
     ValueError
         Not 2-D, too few samples or features, unknown chunk sizes.
     """
@@ -126,11 +133,7 @@ def check_matrix(
             arr = da.from_array(X, chunks=_row_chunks(X))
         else:
             arr = da.asarray(X)
-    if arr.ndim != 2:
-        raise ValueError(
-            f"{what} must be 2-D (samples × features); got {arr.ndim}-D with shape {arr.shape}"
-            + (". Reshape a single sample with X.reshape(1, -1)" if arr.ndim == 1 else "")
-        )
+    check_2d(arr.shape, what=what)
     if any(math.isnan(c) for dim in arr.chunks for c in dim):
         raise ValueError(
             f"{what} has unknown chunk sizes (shape {arr.shape}); call "
@@ -153,6 +156,16 @@ def check_matrix(
         )
         arr = arr.rechunk({1: -1})
     return arr
+
+
+def check_2d(shape: tuple, *, what: str = "X") -> None:
+    """Raise ``ValueError`` unless ``shape`` is that of a 2-D (samples × features) array."""
+    if len(shape) != 2:
+        raise ValueError(
+            f"{what} must be 2-D (samples × features); got {len(shape)}-D with shape {shape}"
+            + (". Reshape your data: X.reshape(-1, 1) if it is one feature, X.reshape(1, -1) "
+               "if it is one sample" if len(shape) == 1 else "")
+        )
 
 
 def _sparse_kind(x) -> tuple[str, str] | None:
@@ -353,12 +366,17 @@ def minka_dimension(spectrum: np.ndarray, n_samples: int) -> int:
     return int(_infer_dimension(spectrum, n_samples))
 
 
-def check_n_features(X, n_features_in: int, *, what: str = "X") -> None:
-    """Raise ``ValueError`` when ``X`` does not have the number of features seen in fit."""
+def check_n_features(X, n_features_in: int, *, what: str = "X",
+                     estimator: str = "the estimator") -> None:
+    """Raise ``ValueError`` when ``X`` does not have the number of features seen in fit.
+
+    The message is scikit-learn's (``validate_data`` says the same of NumPy input).
+    """
     d = X.shape[1]
     if d != n_features_in:
         raise ValueError(
-            f"{what} has {d} features, but the estimator was fitted with {n_features_in} features"
+            f"{what} has {d} features, but {estimator} is expecting {n_features_in} features "
+            "as input"
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 import warnings
@@ -10,9 +11,12 @@ from contextlib import contextmanager
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import assert_all_finite
+from sklearn.utils._set_output import _wrap_data_with_container
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_n_features, is_sparse
+from .._validation import check_2d, check_dtype, check_n_features, is_sparse
 from ..io._matrix import MatrixInput, as_matrix
 
 logger = logging.getLogger(__name__)
@@ -79,12 +83,62 @@ def divide_columns(X: da.Array, scale: np.ndarray) -> da.Array:
     return X / scale
 
 
-class DecompositionMixin(TransformerMixin, BaseEstimator):
+def _in_memory(X) -> bool:
+    """Whether ``X`` is input scikit-learn's validation may read whole: a NumPy array, a list,
+    a pandas or polars frame. Dask arrays, xarray objects, zarr arrays and sparse matrices are
+    checked from their metadata only (scikit-learn's validation would compute or densify)."""
+    if isinstance(X, (np.ndarray, list, tuple)):
+        return True
+    return type(X).__module__.partition(".")[0] in ("pandas", "polars")
+
+
+def _wrap_numpy_output(method):
+    """``method`` whose NumPy results follow ``set_output`` (pandas, polars); dask and xarray
+    results stay what they are (wrapping them in a frame would compute them)."""
+
+    @functools.wraps(method)
+    def wrapped(self, X, *args, **kwargs):
+        out = method(self, X, *args, **kwargs)
+        if isinstance(out, np.ndarray) and out.ndim == 2:
+            return _wrap_data_with_container("transform", out, X, self)
+        return out
+
+    return wrapped
+
+
+class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Base of all scalepca estimators.
 
     Subclasses implement ``_fit(data: MatrixInput)`` and, for linear models, expose
     ``components_`` and ``mean_`` so the default transforms apply.
+
+    NumPy and pandas input go through scikit-learn's ``validate_data`` (2-D, numeric dtype,
+    empty data, the number and names of features seen in fit, finite values in ``transform``);
+    ``get_feature_names_out`` gives ``pca0, pca1, …`` (the class name in lower case) and
+    ``set_output(transform="pandas")`` applies to NumPy results.
     """
+
+    #: whether ``transform`` takes NaN entries as missing (PPCA's posterior means do)
+    _transform_allows_nan = False
+
+    def __init_subclass__(cls, **kwargs):
+        # scikit-learn's own wrapping would turn dask results into frames (a compute): the
+        # transforms are wrapped here for NumPy results only, set_output stays available
+        super().__init_subclass__(auto_wrap_output_keys=None, **kwargs)
+        cls._sklearn_auto_wrap_output_keys = {"transform"}
+        for name in ("transform", "fit_transform"):
+            if name in vars(cls):
+                setattr(cls, name, _wrap_numpy_output(vars(cls)[name]))
+
+    @property
+    def _n_features_out(self) -> int:
+        """Number of columns of ``transform`` (names from ``get_feature_names_out``)."""
+        return self.n_components_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = self._transform_allows_nan
+        return tags
 
     #: names of private attributes that ``save`` must keep besides public ``*_`` attributes
     _saved_private: tuple[str, ...] = ()
@@ -98,12 +152,8 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
         return hasattr(self, "n_features_in_")
 
     def _check_fitted(self):
-        if not self.__sklearn_is_fitted__():
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError(
-                f"this {type(self).__name__} is not fitted yet; call fit(X) first"
-            )
+        check_is_fitted(self, msg=f"this {type(self).__name__} is not fitted yet; call fit(X) "
+                        "first")
 
     @contextmanager
     def _timed_pass(self, label: str):
@@ -118,19 +168,54 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
     #: :func:`scalepca._validation.as_csr_blocks`); without it sparse input is refused by name
     _accepts_sparse: bool = False
 
-    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=False) -> MatrixInput:
+    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=False,
+               validated=False) -> MatrixInput:
+        if not validated:
+            X = self._validated_in_memory(X, what=what, min_samples=min_samples)
         return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks,
                          accept_sparse=self._accepts_sparse)
+
+    def _validated_in_memory(self, X, *, what="X", min_samples=1, reset=False):
+        """NumPy/pandas input through scikit-learn's ``validate_data``; other kinds as they are.
+
+        Shape and dtype are checked first, in scalepca's words (``check_2d``, ``check_dtype``);
+        then ``validate_data`` converts object and frame input to a numeric array, refuses
+        empty data, and with ``reset`` records ``n_features_in_`` and ``feature_names_in_``,
+        without ``reset`` checks them. Non-finite values are left to the caller (NaN may mark
+        features left out of the fit, or entries PPCA treats as missing).
+        """
+        if not _in_memory(X):
+            return X
+        check_2d(np.shape(X), what=what)
+        dtype = getattr(X, "dtype", None)
+        if isinstance(dtype, np.dtype) and dtype.kind not in "fiubO":
+            check_dtype(dtype, what=what)
+        return validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False,
+                             ensure_min_samples=min_samples)
 
     def _fit_input(self, X) -> MatrixInput:
         """The validated input of ``fit`` (features in one column chunk unless overridden)."""
         return self._input(X)
 
-    def _transform_input(self, X, *, what="X", allow_2d_blocks=False) -> MatrixInput:
+    def _transform_input(self, X, *, what="X", allow_2d_blocks=False,
+                         allow_nan=None) -> MatrixInput:
+        """Input of ``transform`` and the other methods on new data, checked against the fit.
+
+        NumPy/pandas input is also checked for non-finite values on the features the model
+        was fitted on (NaN too unless ``allow_nan``, default ``_transform_allows_nan``).
+        """
         self._check_fitted()
+        validated = _in_memory(X) and getattr(self, "_preprocessing", None) is None
+        if validated:
+            X = self._validated_in_memory(X, what=what)
+            keep = getattr(self, "_features_kept", None)
+            allow_nan = self._transform_allows_nan if allow_nan is None else allow_nan
+            assert_all_finite(X if keep is None else X[:, keep], allow_nan=allow_nan,
+                              input_name=what)
         X = self._prepared(X, what=what)
-        data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks)
-        check_n_features(data.data, self.n_features_in_, what=what)
+        data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks, validated=validated)
+        check_n_features(data.data, self.n_features_in_, what=what,
+                         estimator=type(self).__name__)
         self._check_features(data, what=what)
         return data
 
@@ -165,16 +250,26 @@ class DecompositionMixin(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Fit the model to ``X`` (rows = samples). Returns ``self``."""
         self._reset_fitted()
-        self.n_passes_ = 0
-        t0 = time.perf_counter()
-        data = self._fit_input(X)
-        self._features_kept = None
-        self._preprocessing = None  # inside _fit, transforms take the matrix as it is
-        self._fit(data)
-        self._widen_features(data.data.shape[1])
-        self._feature_template = _feature_template(data)
-        self._preprocessing = data.prep
-        self.fit_time_ = time.perf_counter() - t0
+        try:  # in this frame: the stack levels of warnings raised in _fit count from here
+            self.n_passes_ = 0
+            t0 = time.perf_counter()
+            X = self._validated_in_memory(X, reset=True)  # feature names of a DataFrame
+            # set again after the fit: X is now an array, which must not be checked against them
+            names = vars(self).pop("feature_names_in_", None)
+            data = self._fit_input(X)
+            self._features_kept = None
+            self._preprocessing = None  # inside _fit, transforms take the matrix as it is
+            self._fit(data)
+            self._widen_features(data.data.shape[1])
+            self._feature_template = _feature_template(data)
+            self._preprocessing = data.prep
+            names = _feature_names(data) if names is None else names
+            if names is not None:
+                self.feature_names_in_ = names
+            self.fit_time_ = time.perf_counter() - t0
+        except Exception:
+            self._reset_fitted()  # a failed fit leaves no fitted attributes behind
+            raise
         return self
 
     # -- features dropped in fit (all NaN: land in an ocean grid, dead sensors) ---------------
@@ -401,6 +496,19 @@ class LinearDecompositionMixin(DecompositionMixin):
         zin = self._scores_input(Z, k)
         Xhat = affine_map(zin.data, np.zeros(k), self._inverse_matrix(), self.mean_)
         return self._wrap_reconstruction(zin, Xhat)
+
+
+def _feature_names(data: MatrixInput) -> np.ndarray | None:
+    """``feature_names_in_`` of xarray input: its 1-D feature coordinate, if made of strings."""
+    if data.kind != "xarray":
+        return None
+    dim = data.feature_dim
+    if dim not in data.template.coords or data.template.coords[dim].ndim != 1:
+        return None
+    values = np.asarray(data.template.coords[dim].values)
+    if values.dtype.kind not in "UO" or not all(isinstance(v, str) for v in values):
+        return None
+    return values.astype(object)
 
 
 def _feature_template(data: MatrixInput):

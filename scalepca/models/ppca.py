@@ -54,7 +54,8 @@ class PPCA(_BaseSpectralPCA):
     ----------
     n_components : int, float, "mle" or None
         Latent dimension k; must be smaller than the data's rank for a proper σ² > 0
-        (``solver="em"`` requires ``n_components < n_features``). The closed form also takes
+        (``solver="em"`` requires ``n_components < n_features``, and ``None`` keeps
+        ``min(n_samples, n_features - 1)`` components there). The closed form also takes
         a float in (0, 1) or ``"mle"``, chosen from the spectrum as :class:`PCA` chooses them
         (``n_components_`` holds the k); EM needs an integer. When the data's rank is at
         most k (e.g. constant features, or few samples), σ² is 0 with a warning: the model
@@ -123,10 +124,11 @@ class PPCA(_BaseSpectralPCA):
         ``explained_variance_`` over the total variance; for EM the model's total
         ``trace(W Wᵀ + σ² I)``, which equals the sample total at the complete-data optimum.
     n_iter_ : int
-        EM iterations run (0 for the closed form).
+        EM iterations run; 1 for the closed form (one solve).
     loglike_ : ndarray of shape (n_iter_,)
         Observed-data log-likelihood per sample at the parameters each EM iteration started
-        from (computed in the same pass as that iteration's E-step); non-decreasing.
+        from (computed in the same pass as that iteration's E-step); non-decreasing. Empty
+        for the closed form.
     converged_ : bool
         Whether EM met ``tol`` within ``max_iter``.
     resumed_from_ : int
@@ -229,6 +231,13 @@ class PPCA(_BaseSpectralPCA):
 
     _transform_keeps_2d_blocks = False  # transform and scores map whole rows
 
+    @property
+    def _transform_allows_nan(self) -> bool:
+        """With ``missing="em"`` NaN entries are missing values in fit and transform (the
+        scikit-learn tag ``allow_nan``); with ``missing="error"`` NumPy input with NaN is
+        refused by ``transform`` and ``score`` as by ``fit`` (``impute`` always takes NaN)."""
+        return self.missing == "em"
+
     def _fit_keeps_2d_blocks(self, n_features: int) -> bool:
         # EM maps whole rows; only the closed form with the randomized solver takes 2-D blocks
         return (self.solver in ("auto", "closed_form") and self.missing == "error"
@@ -267,7 +276,7 @@ class PPCA(_BaseSpectralPCA):
             )
         self._fit_solver = solver
         self.resumed_from_ = 0
-        self.n_iter_ = 0
+        self.n_iter_ = 1  # the closed form is one solve; EM sets its iteration count
         self.loglike_ = np.zeros(0)
         self.converged_ = True
         if solver == "closed_form":
@@ -286,7 +295,10 @@ class PPCA(_BaseSpectralPCA):
                 "covariance spectrum, which only solver='closed_form' computes; give EM an "
                 "integer n_components"
             )
-        k = check_n_components(self.n_components, n, d)
+        if d < 2:  # σ² is the variance of the discarded directions: at least one is needed
+            raise ValueError(f"PPCA(solver='em') needs at least 2 features; got {d} feature(s)")
+        # None keeps every direction but one, which σ² describes
+        k = check_n_components(self.n_components, n, d - 1 if self.n_components is None else d)
         self._check_params(n, d)
         if k >= d:
             raise ValueError(
@@ -490,6 +502,10 @@ class PPCA(_BaseSpectralPCA):
     def transform(self, X):
         """Posterior means ``⟨z⟩`` of the rows of ``X``; NaN entries are treated as missing.
 
+        With ``missing="error"``, NumPy and pandas input with NaN is refused (as scikit-learn
+        estimators refuse NaN they were not fitted to handle); use ``missing="em"`` or
+        :meth:`impute` for data with gaps.
+
         Lazy for dask and xarray input (one blockwise map). A row with no observed entry
         gives NaN; an infinite entry raises ValueError (when the block is computed: finding
         it needs the data).
@@ -543,7 +559,7 @@ class PPCA(_BaseSpectralPCA):
         -------
         X_filled : same kind as ``X`` of shape (n_samples, n_features)
         """
-        data = self._transform_input(X)
+        data = self._transform_input(X, allow_nan=True)
         Xd = data.data
         if is_sparse(Xd):
             raise TypeError("impute fills NaN entries of dense rows; X is sparse (its "

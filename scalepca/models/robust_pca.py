@@ -405,23 +405,16 @@ class RobustPCA(LinearDecompositionMixin):
         self.random_state = random_state
 
     # -- input ------------------------------------------------------------------------------
-    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=True) -> MatrixInput:
-        """M keeps its 2-D blocks (both dimensions may be large); sparse M is refused."""
+    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=True,
+               validated=False) -> MatrixInput:
+        """M keeps its 2-D blocks (both dimensions may be large; ``transform`` asks for rows
+        chunked with the features in one chunk); sparse M is refused."""
         _refuse_sparse_input(X, what)
+        if not validated:
+            X = self._validated_in_memory(X, what=what, min_samples=min_samples)
         data = as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks,
                          accept_sparse=True)
         _refuse_sparse_input(data.data, what)  # sparse inside a container (metadata only)
-        return data
-
-    def _transform_input(self, X, *, what="X", allow_2d_blocks=False) -> MatrixInput:
-        self._check_fitted()
-        from .._validation import check_n_features
-
-        X = self._prepared(X, what=what)  # raw data through the fitted weights/stacking
-        _refuse_sparse_input(X, what)
-        data = as_matrix(X, what=what, accept_sparse=True)  # rows chunked, one feature chunk
-        _refuse_sparse_input(data.data, what)
-        check_n_features(data.data, self.n_features_in_, what=what)
         return data
 
     def _check_params(self, n1: int, n2: int) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import dask
 import numpy as np
+from sklearn.utils.metaestimators import available_if
 
 from .._validation import (
     check_bool,
@@ -316,6 +317,21 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         self.checkpoint_every = checkpoint_every
 
     # -- parameters ----------------------------------------------------------------------------
+    def _has_partial_fit(self) -> bool:
+        if self.method != "minibatch":  # the cause of the AttributeError says why
+            raise ValueError(f"partial_fit needs method='minibatch'; got {self.method!r}")
+        return True
+
+    @available_if(_has_partial_fit)
+    def partial_fit(self, X, y=None):
+        """Update the model with one chunk of rows; only ``method="minibatch"`` has it.
+
+        See :meth:`DictionaryLearning.partial_fit`. The batch and elastic-net methods solve
+        from all the data at once, so they have no ``partial_fit`` attribute (as scikit-learn
+        hides methods an estimator's configuration does not offer).
+        """
+        return super().partial_fit(X, y)
+
     def _check_params(self, n: int, d: int) -> int:
         check_choice(self.method, "method", METHODS)
         check_choice(self.init, "init", INITS)
