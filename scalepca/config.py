@@ -352,9 +352,10 @@ def check_params(func, params: dict, where: str, *, skip=("self",)) -> dict:
     return allowed
 
 
-def _check_n_components_form(cls, value):
-    """``model.n_components`` of ``cls`` checked in form (the data's shape is not known yet):
-    PCA and PPCA also take a float in (0, 1) and ``"mle"``; an integral float is an int."""
+def check_n_components_form(cls, value, where: str = "model"):
+    """``n_components`` of ``cls`` checked in form (the data's shape is not known yet): PCA
+    and PPCA also take a float in (0, 1) and ``"mle"``; an integral float is an int.
+    ``where``: the section named in the message (``model`` in configs, ``params`` in stores)."""
     from ._validation import check_n_components
 
     fraction = getattr(cls, "_n_components_fraction", False)
@@ -365,7 +366,7 @@ def _check_n_components_form(cls, value):
     except (TypeError, ValueError) as err:
         forms = ("an integer >= 1, a float in (0, 1), 'mle' or null" if fraction
                  else "an integer >= 1 or null")
-        raise ConfigError(f"'model.n_components' must be {forms}; got {value!r} "
+        raise ConfigError(f"'{where}.n_components' must be {forms}; got {value!r} "
                           f"({err})") from None
 
 
@@ -392,7 +393,7 @@ def _check_model(model) -> dict:
         params.update(nested)
     check_params(cls.__init__, params, "model")
     if "n_components" in params:
-        params["n_components"] = _check_n_components_form(cls, params["n_components"])
+        params["n_components"] = check_n_components_form(cls, params["n_components"])
     try:
         cls(**params)  # parameter values are validated again at fit, before any compute
     except (TypeError, ValueError) as err:

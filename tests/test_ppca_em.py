@@ -228,7 +228,11 @@ def test_twenty_percent_missing_subspace_and_heldout_rmse(rng):
 def test_transform_and_score_accept_missing_entries(rng):
     X = well_specified(rng)
     Xm, _ = with_missing(rng, X, 0.15)
-    for em in (scalepca.PPCA(3).fit(X), scalepca.PPCA(3, missing="em").fit(Xm)):
+    # a model fitted with missing="error" refuses NaN in NumPy input (scikit-learn's
+    # check_estimators_nan_inf, issue 19); with missing="em" NaN entries are missing values
+    with pytest.raises(ValueError, match="NaN value"):
+        scalepca.PPCA(3).fit(X).transform(Xm)
+    for em in (scalepca.PPCA(3, missing="em").fit(X), scalepca.PPCA(3, missing="em").fit(Xm)):
         Z = em.transform(Xm)
         ll = em.score_samples(Xm)
         mean, W, s2 = em.mean_, em.W_, em.noise_variance_

@@ -279,3 +279,19 @@ def test_outputs_open_with_xarray_without_a_warning(tmp_path):
         ds2 = xr.open_zarr(tmp_path / "plain.zarr")
         assert ds2["scores"].dims == ("sample", "mode")
         np.testing.assert_array_equal(ds2["scores"].values, np.asarray(plain))
+
+
+def test_feature_names_survive_save_and_load(tmp_path):
+    """A model fitted on a DataFrame keeps ``feature_names_in_`` through save/load (stored as
+    JSON strings, never as an object array), and checks them on new frames."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame(rng.standard_normal((60, 4)), columns=["a", "b", "c", "d"])
+    est = scalepca.PCA(2).fit(df)
+    est.save(tmp_path / "m.zarr")
+    back = scalepca.load(tmp_path / "m.zarr")
+    assert back.feature_names_in_.dtype == object
+    np.testing.assert_array_equal(back.feature_names_in_, ["a", "b", "c", "d"])
+    np.testing.assert_allclose(back.transform(df), est.transform(df), rtol=1e-12)
+    with pytest.raises(ValueError, match="feature names"):
+        back.transform(df.rename(columns={"a": "z"}))

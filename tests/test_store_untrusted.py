@@ -120,7 +120,9 @@ def test_scalepca_names_that_are_not_registered_estimators(tmp_path, rng, spec, 
     [
         ({"n_components": 3, "evil": 1}, r"unknown key\(s\) 'params.evil'; allowed: n_components"),
         ({"n_components": 3, "args": "echo pwned"}, r"unknown key\(s\) 'params.args'"),
-        ({"n_components": "all"}, r"'params.n_components' must be an integer or null"),
+        ({"n_components": "all"},
+         r"'params.n_components' must be an integer >= 1, a float in \(0, 1\), 'mle' or null; "
+         r"got 'all'"),
         ({"n_components": 3, "whiten": "yes"}, r"'params.whiten' must be true or false"),
         ({"n_components": 3, "svd_solver": ["full"]}, r"'params.svd_solver' must be a string"),
         ([1, 2], r"'params' must be a mapping"),

@@ -58,17 +58,22 @@ def test_scipy_sparse_refused_by_name(fmt):
     with pytest.raises(TypeError, match=rf"X is a scipy.sparse {fmt}_matrix; sparse input is "
                                         r"not supported yet — densify it with X.toarray\(\)"):
         check_matrix(X)
-    with pytest.raises(TypeError, match=r"scipy.sparse csr_array; sparse input"):
-        scalepca.PCA(2).fit(scipy.sparse.csr_array(X))
+    # estimators that take sparse input (issue 20) fit it; RobustPCA refuses it by name
+    assert scalepca.PCA(2).fit(scipy.sparse.csr_array(X)).components_.shape == (2, 6)
+    with pytest.raises(TypeError, match=r"RobustPCA does not take sparse input"):
+        scalepca.RobustPCA().fit(scipy.sparse.csr_array(X))
 
 
 def test_dask_of_sparse_blocks_refused_from_meta(raise_if_dask_computes):
     X = da.from_array(scipy.sparse.random(40, 6, density=0.3, format="csr", random_state=0),
                       chunks=(10, 6))
-    with raise_if_dask_computes(0), pytest.raises(
+    with pytest.raises(
             TypeError, match=r"dask array of scipy.sparse csr_matrix blocks; sparse input is not "
                              r"supported yet — densify its blocks with X.map_blocks"):
-        scalepca.PPCA(2).fit(X)
+        check_matrix(X)
+    with raise_if_dask_computes(0), pytest.raises(
+            ValueError, match=r"PPCA\(solver='em'\) needs dense blocks"):
+        scalepca.PPCA(2, solver="em").fit(X)
 
 
 def test_pydata_sparse_refused_by_name(raise_if_dask_computes):
@@ -78,7 +83,9 @@ def test_pydata_sparse_refused_by_name(raise_if_dask_computes):
         check_matrix(X)
     with raise_if_dask_computes(0), pytest.raises(
             TypeError, match=r"dask array of pydata sparse COO blocks; .*b.todense\(\)"):
-        scalepca.PCA(2).fit(da.from_array(X, chunks=(10, 6), asarray=False))
+        check_matrix(da.from_array(X, chunks=(10, 6), asarray=False))
+    with raise_if_dask_computes(0), pytest.raises(TypeError, match=r"RobustPCA does not take"):
+        scalepca.RobustPCA().fit(da.from_array(X, chunks=(10, 6), asarray=False))
 
 
 def test_dense_input_still_accepted(rng):

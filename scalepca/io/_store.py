@@ -240,6 +240,10 @@ def save_estimator(est, store, *, storage_options=None) -> None:
     for name, value in est._state_to_save().items():
         if isinstance(value, da.Array):
             lazy[name] = value
+        elif isinstance(value, np.ndarray) and value.dtype == object:
+            # feature names (scikit-learn keeps them as an object array): saved as JSON
+            # strings, never as an object array (zarr would need a codec that can run code)
+            scalars[name] = [str(v) for v in value.tolist()]
         elif isinstance(value, np.ndarray) and value.ndim > 0:
             arrays[name] = value
         else:
@@ -380,7 +384,13 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
     Returns ``(cls, params, scalars, arrays, lazy, fortran)``; raises ``ValueError`` naming
     the first problem. Only attributes and array metadata are read.
     """
-    from ..config import METHODS, ConfigError, check_params, estimator_class_named
+    from ..config import (
+        METHODS,
+        ConfigError,
+        check_n_components_form,
+        check_params,
+        estimator_class_named,
+    )
 
     spec = attrs.get("class")
     registered = ", ".join(v.rsplit(":", 1)[1] for v in METHODS.values())
@@ -399,6 +409,8 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
     params = dict(params)
     try:
         check_params(cls.__init__, params, "params")
+        if "n_components" in params:  # its annotation allows strings: only "mle" is one
+            check_n_components_form(cls, params["n_components"], "params")
     except ConfigError as err:
         _refuse(where, f"{err} (parameters of {cls.__name__})")
 

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils import assert_all_finite
 from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -92,6 +91,23 @@ def _in_memory(X) -> bool:
     return type(X).__module__.partition(".")[0] in ("pandas", "polars")
 
 
+def _refuse_nonfinite(X: np.ndarray, *, allow_nan: bool, what: str) -> None:
+    """``ValueError`` counting the infinite (and, unless ``allow_nan``, NaN) entries of ``X``.
+
+    The test is one ``isfinite`` reduction on clean data; only then are the kinds counted.
+    """
+    X = np.asarray(X)
+    if X.dtype.kind != "f" or np.isfinite(X).all():
+        return
+    n_inf = int(np.isinf(X).sum())
+    n_nan = 0 if allow_nan else int(np.isnan(X).sum())
+    if n_inf:
+        raise ValueError(f"{what} contains {n_inf} infinite value(s); replace or remove them")
+    if n_nan:
+        raise ValueError(f"{what} contains {n_nan} NaN value(s); remove or impute them (this "
+                         "model was fitted without missing values)")
+
+
 def _wrap_numpy_output(method):
     """``method`` whose NumPy results follow ``set_output`` (pandas, polars); dask and xarray
     results stay what they are (wrapping them in a frame would compute them)."""
@@ -138,7 +154,13 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = self._transform_allows_nan
+        tags.input_tags.sparse = self._takes_sparse
         return tags
+
+    @property
+    def _takes_sparse(self) -> bool:
+        """Whether this configuration fits sparse input (the scikit-learn tag ``sparse``)."""
+        return self._accepts_sparse
 
     #: names of private attributes that ``save`` must keep besides public ``*_`` attributes
     _saved_private: tuple[str, ...] = ()
@@ -210,8 +232,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             X = self._validated_in_memory(X, what=what)
             keep = getattr(self, "_features_kept", None)
             allow_nan = self._transform_allows_nan if allow_nan is None else allow_nan
-            assert_all_finite(X if keep is None else X[:, keep], allow_nan=allow_nan,
-                              input_name=what)
+            _refuse_nonfinite(X if keep is None else X[:, keep], allow_nan=allow_nan, what=what)
         X = self._prepared(X, what=what)
         data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks, validated=validated)
         check_n_features(data.data, self.n_features_in_, what=what,
@@ -410,6 +431,9 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         weights = state.pop("_preprocessing_weights", None)
         for k, v in state.items():
             setattr(self, k, v)
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None:  # saved as a list of strings; scikit-learn's is an object array
+            self.feature_names_in_ = np.asarray([str(v) for v in names], dtype=object)
         if template is not None:
             from ..io._stack import template_from_json
 

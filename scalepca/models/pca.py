@@ -116,6 +116,10 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
             )
         return spec
 
+    @property
+    def _takes_sparse(self) -> bool:
+        return self.svd_solver != "tsqr"  # QR factors of sparse blocks are dense
+
     def _zero_center(self) -> bool:
         return getattr(self, "zero_center", True)
 

@@ -238,6 +238,12 @@ class PPCA(_BaseSpectralPCA):
         refused by ``transform`` and ``score`` as by ``fit`` (``impute`` always takes NaN)."""
         return self.missing == "em"
 
+    @property
+    def _takes_sparse(self) -> bool:
+        # the closed form takes CSR blocks; EM (solver="em", or "auto" with missing="em")
+        # maps dense rows and refuses them
+        return super()._takes_sparse and self.solver != "em" and self.missing != "em"
+
     def _fit_keeps_2d_blocks(self, n_features: int) -> bool:
         # EM maps whole rows; only the closed form with the randomized solver takes 2-D blocks
         return (self.solver in ("auto", "closed_form") and self.missing == "error"
