@@ -16,25 +16,19 @@ eigenvalues against ``scipy.sparse.linalg.svds`` of the implicitly centred matri
 The stores are written once under ``--data-dir`` by ``scalepca.datasets.make_counts`` and
 ``write_dataset`` (what ``scalepca make-data --kind counts`` writes: anndata's zarr layout,
 CSR) and read back with anndata's lazy reader (``read_elem_lazy``), the same dask CSR array
-for scalepca and scanpy. Prints a table; writes benchmarks/results/sparse.json
-(``sparse_quick.json`` with ``--quick``).
+for scalepca and scanpy. Prints a table; writes benchmarks/results/sparse_counts.json
+(``sparse_counts_quick.json`` with ``--quick``).
 
-    python benchmarks/sparse.py                 # full size (stores: 2.4 GB and 1.4 GB)
-    python benchmarks/sparse.py --quick         # 50,000 × 2,000 and 20,000 × 30,000
+    python benchmarks/sparse_counts.py                 # full size (stores: 2.4 GB and 1.4 GB)
+    python benchmarks/sparse_counts.py --quick         # 50,000 × 2,000 and 20,000 × 30,000
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import traceback
 from pathlib import Path
-
-# Run as a script, this file's folder comes first on sys.path, where this module's own name
-# would shadow the pydata ``sparse`` package that dask imports: move the folder to the end.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
 
 import numpy as np  # noqa: E402
 from _common import local_cluster, peak_worker_memory, table, write_json  # noqa: E402
@@ -263,7 +257,7 @@ def main(argv=None):
         case_wide(args, rows, out)
     print(table(rows, ["case", "method", "seconds", "x read", "passes", "ev rel err",
                        "peak worker MiB"]))
-    path = write_json("sparse_quick" if args.quick else "sparse", out)
+    path = write_json("sparse_counts_quick" if args.quick else "sparse_counts", out)
     print(f"wrote {path}")
 
 
