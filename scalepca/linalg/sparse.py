@@ -122,15 +122,18 @@ def _sparse_code_stats(x, mean, scale, D, dtype, with_sums: bool) -> dict:
 
 
 def _scale_block(x, scale):
+    scale = scale.ravel()  # this block's columns (a 1 × width block of the scales)
     if issparse(x):
         return x.tocsr() @ diags(1.0 / scale, format="csr")
     return x / scale
 
 
 def scale_columns(X: da.Array, scale: np.ndarray) -> da.Array:
-    """Lazy ``X / scale`` (columns divided by ``scale``), blockwise; sparse blocks stay sparse
-    (a product with a diagonal matrix: the stored values are scaled, no zero is filled in)."""
-    scale = np.asarray(scale, dtype=np.float64)
+    """Lazy ``X / scale`` (columns divided by ``scale``), blockwise, for rows or 2-D blocks;
+    sparse blocks stay sparse (a product with a diagonal matrix: the stored values are scaled,
+    no zero is filled in)."""
+    scale = da.from_array(np.asarray(scale, dtype=np.float64)[None, :],
+                          chunks=((1,), X.chunks[1]))  # one row block, X's column blocks
     dtype = np.result_type(X.dtype, np.float64)
     return X.map_blocks(_scale_block, scale, dtype=dtype, meta=X._meta.astype(dtype))
 

@@ -133,9 +133,9 @@ class LatentGaussianMixin:
         scale = self._kept_scale()
         if scale is None:
             return Xd, mean, 0.0
-        from .base import divide_columns
+        from ..linalg.sparse import scale_columns
 
-        return (None if Xd is None else divide_columns(Xd, scale)), mean / scale, \
+        return (None if Xd is None else scale_columns(Xd, scale)), mean / scale, \
             float(np.log(scale).sum())
 
     def score(self, X, y=None) -> float:

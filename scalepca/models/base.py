@@ -70,18 +70,6 @@ def affine_map(X: da.Array, mean: np.ndarray, P: np.ndarray, offset=None) -> da.
     )
 
 
-def _multiply_columns(x, factor):
-    return x.multiply(factor[None, :]).tocsr()
-
-
-def divide_columns(X: da.Array, scale: np.ndarray) -> da.Array:
-    """``X / scale`` column by column (lazy); ``scipy.sparse`` blocks stay sparse."""
-    if is_sparse(X):
-        return X.map_blocks(_multiply_columns, 1.0 / np.asarray(scale, dtype=np.float64),
-                            dtype=np.result_type(X.dtype, np.float64), meta=X._meta)
-    return X / scale
-
-
 def _in_memory(X) -> bool:
     """Whether ``X`` is input scikit-learn's validation may read whole: a NumPy array, a list,
     a pandas or polars frame. Dask arrays, xarray objects, zarr arrays and sparse matrices are

@@ -29,8 +29,9 @@ from ..linalg import (
     randomized_svd_centered,
     tsqr_svd_centered,
 )
+from ..linalg.sparse import scale_columns
 from ._gaussian import LatentGaussianMixin
-from .base import LinearDecompositionMixin, divide_columns
+from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
             scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
             total = float(mom["ss"].sum() / max(n - 1, 1))
             if scale is not None:  # the solvers see the standardised data, block by block
-                X = divide_columns(X, scale)
+                X = scale_columns(X, scale)
                 mean = mean / scale
                 total = float((mom["ss"] / scale**2).sum() / max(n - 1, 1))
             if not self._zero_center():
