@@ -213,11 +213,9 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
     Memory per worker: one row chunk in float64 plus d × k statistics (and d × d partials in
     the covariance pass). The client holds d × d (covariance methods) or d × k arrays.
 
-    Float32 data: the covariance pass multiplies mean-centred float32 slices of 2048 rows in
-    float32 and sums the slice products in float64 (about twice the speed of float64
-    products); each Gram entry is within ``1025 ε₃₂ ‖c_j‖ ‖c_k‖`` of the float64 products
-    (``c_j`` the centred column, so a large mean costs no accuracy; see
-    :func:`scalepca.linalg.moments.gram_error_bound`).
+    Float32 data: the covariance pass forms the Gram in float32 products summed in float64, as
+    :class:`PCA`'s does (its Notes state the bound,
+    :func:`scalepca.linalg.moments.gram_error_bound`);
     ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products.
 
     A component whose loadings all reach zero stays zero in ``"minibatch"``; ``"batch"`` with
