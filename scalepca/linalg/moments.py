@@ -120,32 +120,54 @@ def _gram(x: np.ndarray, shift: np.ndarray | None = None, *, precision: str = "a
     return g
 
 
-#: Gram of a CSR block: densified row slabs by syrk when the sparse product's work
-#: Σ nnz_row² exceeds this fraction of the slab product's n·d² (measured, one BLAS thread, on
-#: 20,000-row blocks of 500 and 2,000 features: slabs win at 10 % non-zero — 5.8 s vs 9.3 s at
-#: d = 2,000 — the sparse product at 2 % and below — 0.8 s vs 5.6 s; they tie near 8 %)
+#: Without numba, the Gram of a CSR block is formed by densified row slabs (syrk) when the
+#: sparse product's work Σ nnz_row² exceeds this fraction of the slab product's n·d²
+#: (measured, one BLAS thread, on 20,000-row blocks of 500 and 2,000 features: slabs win at
+#: 10 % non-zero — 5.8 s vs 9.3 s at d = 2,000 — scipy's sparse product at 2 % and below —
+#: 0.8 s vs 5.6 s; they tie near 8 %)
 SPARSE_GRAM_DENSE_FRACTION = 1 / 160
+
+#: With numba, the compiled kernel (:mod:`scalepca.linalg._csr_gram`) forms it when
+#: Σ nnz_row² is at most this fraction of n·d²; denser blocks still go to the slabs
+#: (measured, one thread, 20,000 × 2,000 blocks: on negative binomial counts at 10 % non-zero
+#: the kernel takes 0.62 s against the slabs' 2.2 s; on uniform random blocks they tie at
+#: 20 % non-zero, where Σ nnz_row² ≈ n·d²/25, and the slabs win above)
+KERNEL_DENSE_FRACTION = 1 / 25
 
 #: bytes of one densified row slab of a CSR block (the only dense copy :func:`_gram_sparse`
 #: makes)
 SPARSE_SLAB_BYTES = 32 * 2**20
 
 
+def _csr_gram_kernel():
+    """The compiled CSR Gram kernel, or None where numba is not installed."""
+    from . import _csr_gram
+
+    return _csr_gram.csr_gram if _csr_gram.HAVE_KERNEL else None
+
+
 def _gram_sparse(x) -> np.ndarray:
     """``xᵀ x`` of a CSR block in float64 (uncentred), without densifying the block.
 
-    The cheaper of two products by an estimate of their work: the sparse product
-    ``(xᵀ x).toarray()`` (Σ nnz_row² multiply-adds) for sparse blocks, or — when the block
-    is dense enough that the syrk of dense row slabs does less (see
+    The cheapest route by an estimate of its work: the compiled kernel of
+    :mod:`scalepca.linalg._csr_gram` (Σ nnz_row² / 2 multiply-adds) where numba is installed,
+    else scipy's sparse product ``(xᵀ x).toarray()``; or — when the block is dense enough
+    that the syrk of dense row slabs does less (see :data:`KERNEL_DENSE_FRACTION` and
     :data:`SPARSE_GRAM_DENSE_FRACTION`) — densified slabs of at most
-    :data:`SPARSE_SLAB_BYTES` handed to :func:`_gram`. Both give the same sums up to rounding.
+    :data:`SPARSE_SLAB_BYTES` handed to :func:`_gram`. All give the same sums up to rounding
+    (the same sums exactly for integer counts).
     """
     n, d = x.shape
     if n == 0 or x.nnz == 0:
         return np.zeros((d, d), dtype=np.float64)
     per_row = np.diff(x.indptr).astype(np.float64)
+    work = float(per_row @ per_row)
+    dense_work = n * float(d) * d
+    kernel = _csr_gram_kernel()
+    if kernel is not None and work <= KERNEL_DENSE_FRACTION * dense_work:
+        return kernel(x)
     x = x.astype(np.float64, copy=False)  # float32 values are summed in float64
-    if float(per_row @ per_row) <= SPARSE_GRAM_DENSE_FRACTION * n * float(d) * d:
+    if kernel is None and work <= SPARSE_GRAM_DENSE_FRACTION * dense_work:
         return (x.T @ x).toarray()
     rows = max(1, min(n, SPARSE_SLAB_BYTES // (8 * d)))
     g = np.zeros((d, d), dtype=np.float64)
