@@ -245,6 +245,27 @@ def test_transform_and_score_accept_missing_entries(rng):
         np.testing.assert_allclose(Z[full], (X[full] - mean) @ W @ np.linalg.inv(M), rtol=1e-9)
 
 
+def test_missing_error_refuses_nan_in_lazy_input_too(rng):
+    """A model fitted with missing="error" refuses NaN in dask input as it does in NumPy
+    input (before, dask blocks took NaN as missing values and returned finite scores)."""
+    X = well_specified(rng)
+    Xm, _ = with_missing(rng, X, 0.15)
+    lazy = da.from_array(Xm, chunks=(150, 24))
+    model = scalepca.PPCA(3).fit(X)
+    for result in (model.transform(lazy), model.score_samples(lazy)):
+        with pytest.raises(ValueError, match="NaN value"):
+            result.compute()
+    clean = da.from_array(X, chunks=(150, 24))
+    np.testing.assert_allclose(model.transform(clean).compute(), model.transform(X),
+                               rtol=1e-12)
+    np.testing.assert_allclose(model.score_samples(clean).compute(), model.score_samples(X),
+                               rtol=1e-12)
+    em = scalepca.PPCA(3, missing="em").fit(X)
+    np.testing.assert_allclose(em.transform(lazy).compute(), em.transform(Xm), rtol=1e-12)
+    np.testing.assert_allclose(em.score_samples(lazy).compute(), em.score_samples(Xm),
+                               rtol=1e-12)
+
+
 def test_impute_is_lazy_and_keeps_kinds(rng, raise_if_dask_computes):
     Xm, mask = with_missing(rng, well_specified(rng), 0.1)
     Xd = da.from_array(Xm, chunks=(150, 24))
@@ -409,7 +430,8 @@ def test_nan_with_missing_error_and_inf_always_raise(rng):
 
 def test_transform_treats_inf_as_fit_does_and_empty_rows_as_nan(rng):
     """``fit`` refuses infinite values; ``transform`` used to read them as missing. Both
-    solvers, NumPy and dask input (lazy: the error comes when the block is computed)."""
+    solvers, NumPy and dask input (lazy: the error comes when the block is computed). An
+    empty row (all NaN) of a model that takes NaN as missing gets NaN scores."""
     X = well_specified(rng)
     for est in (scalepca.PPCA(3).fit(X), scalepca.PPCA(3, solver="em").fit(X)):
         Xi = X[:40].copy()
@@ -424,10 +446,14 @@ def test_transform_treats_inf_as_fit_does_and_empty_rows_as_nan(rng):
         Xn = X[:40].copy()
         Xn[5] = np.nan
         Xn[6, :5] = np.nan
-        Z = est.transform(da.from_array(Xn, chunks=(10, 24))).compute()
-        assert np.isnan(Z[5]).all() and np.isfinite(np.delete(Z, 5, axis=0)).all()
+        # fitted with missing="error", lazy input with NaN is refused like NumPy input
+        with pytest.raises(ValueError, match="NaN value"):
+            est.transform(da.from_array(Xn, chunks=(10, 24))).compute()
         # imputation of an empty row is the model mean (its posterior is the prior)
         np.testing.assert_allclose(est.impute(Xn)[5], est.mean_)
+    em = scalepca.PPCA(3, missing="em").fit(X)
+    Z = em.transform(da.from_array(Xn, chunks=(10, 24))).compute()
+    assert np.isnan(Z[5]).all() and np.isfinite(np.delete(Z, 5, axis=0)).all()
 
 
 def test_land_features_dropped_also_without_missing_em(rng):

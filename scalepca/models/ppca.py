@@ -30,7 +30,7 @@ from ..linalg.em import (
     posterior_mean_block,
 )
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
-from .base import affine_map
+from .base import _refuse_nonfinite, affine_map
 from .pca import AUTO_MAX_GRAM_FEATURES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
@@ -513,8 +513,9 @@ class PPCA(_BaseSpectralPCA):
         :meth:`impute` for data with gaps.
 
         Lazy for dask and xarray input (one blockwise map). A row with no observed entry
-        gives NaN; an infinite entry raises ValueError (when the block is computed: finding
-        it needs the data).
+        gives NaN; an infinite entry raises ValueError, and so does a NaN with
+        ``missing="error"`` (for lazy input when the block is computed: finding it needs the
+        data).
 
         Returns
         -------
@@ -528,7 +529,8 @@ class PPCA(_BaseSpectralPCA):
                 self._set_posterior()
             return data.wrap_samples(affine_map(Xd, mean, W @ self._M_inv))
         dtype = np.result_type(Xd.dtype, np.float32)
-        Z = Xd.map_blocks(_typed, posterior_mean_block, dtype, mean, W, sigma2,
+        Z = Xd.map_blocks(_typed, posterior_mean_block, dtype, self._transform_allows_nan,
+                          mean, W, sigma2,
                           chunks=(Xd.chunks[0], (W.shape[1],)), dtype=dtype,
                           meta=np.empty((0, 0), dtype=dtype))
         return data.wrap_samples(Z)
@@ -552,7 +554,8 @@ class PPCA(_BaseSpectralPCA):
         data = self._transform_input(X)
         Xd, _, logdet_scale = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
-        ll = Xd.map_blocks(loglike_rows_block, mean, W, sigma2, drop_axis=1,
+        ll = Xd.map_blocks(_typed, loglike_rows_block, np.float64, self._transform_allows_nan,
+                           mean, W, sigma2, drop_axis=1,
                            dtype=np.float64, meta=np.empty((0,), dtype=np.float64))
         return data.wrap_samples(ll - logdet_scale)
 
@@ -650,7 +653,11 @@ def _legacy_em_commit(attrs: dict, arrays: dict) -> Resumed:
                    bool(attrs["converged"]))
 
 
-def _typed(x, kernel, dtype, *args):
+def _typed(x, kernel, dtype, allow_nan, *args):
+    """``kernel`` of one block, as ``dtype``; NaN entries are refused unless ``allow_nan``
+    (a model fitted with ``missing="error"`` treats lazy input as it treats NumPy input)."""
+    if not allow_nan:
+        _refuse_nonfinite(x, allow_nan=False, what="X")
     return kernel(x, *args).astype(dtype, copy=False)
 
 
