@@ -241,6 +241,8 @@ def part_floor(rows: int, m: int, codecs: str, repeat: int, data_dir: str) -> di
         return model["est"]
 
     def work(x):  # what the fit's pass does with one stored chunk: features, then Gram
+        if "est" not in model:  # timed before any cluster fit: weights from a small in-memory
+            rff(x[:2000])       # fit, which time the same as the fitted model's
         est = model["est"]
         start = 0
         for c in split_row_chunks((x.shape[0],), m):
