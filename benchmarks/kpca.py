@@ -219,12 +219,14 @@ def part_floor(rows: int, m: int, codecs: str, repeat: int, data_dir: str) -> di
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from functools import partial
+
     from _common import FLOOR_COLUMNS, one_pass_against_floor, table
 
     from scalepca import KernelPCA
     from scalepca.datasets import make_low_rank_zarr
-    from scalepca.linalg.kernels import _rff_block, split_row_chunks
-    from scalepca.linalg.moments import _gram
+    from scalepca.linalg.kernels import _rff_block
+    from scalepca.linalg.moments import feature_block_moments
 
     stores = {}
     for codec in codecs.split(","):
@@ -240,15 +242,12 @@ def part_floor(rows: int, m: int, codecs: str, repeat: int, data_dir: str) -> di
         model["est"] = KernelPCA(10, approximation="rff", n_features=m, random_state=0).fit(X)
         return model["est"]
 
-    def work(x):  # what the fit's pass does with one stored chunk: features, then Gram
+    def work(x):  # the fit's own task on one stored chunk: features and Gram, slab by slab
         if "est" not in model:  # timed before any cluster fit: weights from a small in-memory
             rff(x[:2000])       # fit, which time the same as the fitted model's
         est = model["est"]
-        start = 0
-        for c in split_row_chunks((x.shape[0],), m):
-            f = _rff_block(x[start:start + c], est.random_weights_, est.random_offset_)
-            _gram(f, f.mean(axis=0))
-            start += c
+        feature_block_moments(x, partial(_rff_block, W=est.random_weights_,
+                                         b=est.random_offset_))
 
     rows_out, info = one_pass_against_floor(
         stores, {f"KernelPCA rff m={m}": rff}, repeat=repeat, memory_limit="2GiB",

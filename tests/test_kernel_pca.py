@@ -21,7 +21,6 @@ from scalepca.linalg.kernels import (
     kernel_block,
     kmeans_plusplus_landmarks,
     nystroem_normalization,
-    split_row_chunks,
 )
 from scalepca.models import kernel_pca as kpca_mod
 
@@ -335,14 +334,6 @@ def test_chunking_invariance(Xsmall, kw):
         Z = kp.transform(X)
         assert isinstance(Z, da.Array) and Z.chunks[0] == X.chunks[0]
         np.testing.assert_allclose(Z.compute(), Zref, atol=1e-8 * np.abs(Zref).max())
-
-
-def test_split_row_chunks_respects_budget_and_boundaries():
-    out = split_row_chunks((100_000, 100_000, 5), 1000, budget=64 * 2**20)
-    assert sum(out) == 200_005 and max(out) <= 8388
-    # no new chunk crosses an original boundary
-    edges = np.cumsum(out)
-    assert 100_000 in edges and 200_000 in edges
 
 
 @pytest.mark.parametrize("kw", APPROX[:3])

@@ -3,6 +3,8 @@ references for many chunk layouts and tree fan-ins, with the all-NaN feature cou
 
 from __future__ import annotations
 
+import importlib
+
 import dask
 import dask.array as da
 import numpy as np
@@ -152,3 +154,39 @@ def test_gram_precision_option_and_bad_value():
         moments_graph(X, precision="float16")
     with dask.config.set({GRAM_PRECISION_KEY: "half"}), pytest.raises(ValueError, match="half"):
         moments_graph(X)
+
+
+def _tanh_features(x, scale=1.0, offset=0.0):
+    """A small nonlinear feature map (n × 3d) with an offset that sets |mean| / std."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.hstack([np.tanh(x) * scale + offset, x**2 * scale + offset, x * scale + offset])
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e6])
+@pytest.mark.parametrize("chunks", [5000, 1000, 777])
+def test_feature_moments_equal_moments_of_the_mapped_matrix(X0, offset, chunks, monkeypatch):
+    """``moments_graph(X, feature_map=f)`` (slab by slab, never forming f(X)) gives the moments
+    of f(X) — also with slabs of 64 rows, and where |mean| ≫ std (offset 1e6): the shift by the
+    first slab's mean keeps the centred Gram at the precision of a centred product."""
+    from functools import partial
+
+    moments_mod = importlib.import_module("scalepca.linalg.moments")
+    f = partial(_tanh_features, offset=offset)
+    F = f(X0)
+    Fc = F - F.mean(axis=0)
+    ref = Fc.T @ Fc
+    for slab in (moments_mod.FEATURE_SLAB_BYTES, 64 * 8 * F.shape[1]):
+        monkeypatch.setattr(moments_mod, "FEATURE_SLAB_BYTES", slab)
+        (mom,) = dask.compute(moments_graph(da.from_array(X0, chunks=(chunks, -1)),
+                                            feature_map=f))
+        assert mom["n"] == X0.shape[0] and mom["bad"] == 0
+        np.testing.assert_allclose(mom["mean"], F.mean(axis=0), rtol=1e-14, atol=1e-12)
+        np.testing.assert_allclose(mom["m2"], ref, rtol=0, atol=1e-11 * np.abs(ref).max())
+
+
+def test_feature_moments_count_nonfinite_features(X0):
+    X = X0.copy()
+    X[3, 0] = np.inf  # tanh(inf) = 1 is finite; inf² and inf are not: 2 bad features
+    (mom,) = dask.compute(moments_graph(da.from_array(X, chunks=(700, -1)),
+                                        feature_map=_tanh_features))
+    assert mom["bad"] == 2

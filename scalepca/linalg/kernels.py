@@ -3,9 +3,9 @@
 Everything that touches the data is a blockwise map over row chunks or a small gather:
 
 - :func:`kernel_block` evaluates ``k(x, y)`` for two in-memory row blocks (float64).
-- :func:`nystroem_map` and :func:`rff_map` turn a row-chunked ``X`` (n × d) into a lazy
-  feature matrix (n × m) with ``chunks=(X.chunks[0], (m,))``; the small landmark / weight arrays
-  travel with every block.
+- ``_nystroem_block`` and ``_rff_block`` map in-memory rows to their Nyström / random Fourier
+  features; the fit reduces their moments slab by slab inside each row block's task
+  (:func:`scalepca.linalg.moments.feature_block_moments`), so no feature matrix is formed.
 - :func:`project_features` fuses a feature map with a projection on k directions, working
   through each row block in sub-batches, so ``transform`` never holds an n_block × m block
   larger than a fixed budget.
@@ -56,16 +56,13 @@ __all__ = [
     "kept_columns",
     "kernel_matrix",
     "kmeans_plusplus_landmarks",
-    "nystroem_map",
     "nystroem_normalization",
     "preimage_map",
     "project_rows",
     "preimage_stats_graph",
     "score_features",
     "project_features",
-    "rff_map",
     "rff_weights",
-    "split_row_chunks",
 ]
 
 KERNELS = ("rbf", "poly", "sigmoid", "linear")
@@ -140,21 +137,6 @@ def _rows_per_batch(width: int, budget: int = BLOCK_BYTES) -> int:
     return max(1, budget // (8 * max(1, width)))
 
 
-def split_row_chunks(row_chunks, width: int, budget: int = BLOCK_BYTES) -> tuple:
-    """Row chunks with every chunk of an n × ``width`` float64 block within ``budget`` bytes.
-
-    Each original chunk is split into near-equal pieces (never merged with a neighbour), so
-    every new chunk still reads exactly one stored chunk.
-    """
-    cap = _rows_per_batch(width, budget)
-    out = []
-    for c in row_chunks:
-        parts = max(1, math.ceil(c / cap))
-        base, extra = divmod(c, parts)
-        out.extend([base + 1] * extra + [base] * (parts - extra))
-    return tuple(out)
-
-
 # -- Nyström -----------------------------------------------------------------------------------
 def nystroem_normalization(K_LL: np.ndarray, *, rtol: float = 1e-10):
     """``K_LL^{-½}`` restricted to its numerically positive eigen-directions.
@@ -210,23 +192,6 @@ def _nystroem_block(x, landmarks, normalization, kernel, gamma, degree, coef0, k
     return K @ normalization
 
 
-def nystroem_map(X: da.Array, landmarks: np.ndarray, normalization: np.ndarray, *,
-                 kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0,
-                 keep: np.ndarray | None = None) -> da.Array:
-    """Lazy Nyström features ``k(X, L) N`` (n × r), one block per row chunk of ``X``.
-
-    ``keep`` (bool, one per column of ``X``): only those features enter, and the others are
-    checked to be NaN in every row (see :func:`kept_columns`) in the same read.
-
-    Memory per task: the row block, the m × r ``N`` and two (rows × m) float64 arrays.
-    """
-    r = normalization.shape[1]
-    return X.map_blocks(
-        _nystroem_block, landmarks, normalization, kernel, gamma, degree, coef0, keep,
-        chunks=(X.chunks[0], (r,)), dtype=np.float64, meta=np.empty((0, 0)),
-    )
-
-
 # -- random Fourier features ------------------------------------------------------------------
 def rff_weights(n_features_in: int, m: int, gamma: float, seed):
     """Random Fourier frequencies for the RBF kernel ``exp(−γ‖x−y‖²)`` (Rahimi & Recht 2007).
@@ -247,16 +212,6 @@ def _rff_block(x, W, b, keep=None):
     np.cos(Z, out=Z)
     Z *= math.sqrt(2.0 / W.shape[1])
     return Z
-
-
-def rff_map(X: da.Array, W: np.ndarray, b: np.ndarray, *,
-            keep: np.ndarray | None = None) -> da.Array:
-    """Lazy random Fourier features ``√(2/m) cos(X W + b)`` (n × m), one block per row chunk.
-
-    ``keep``: as in :func:`nystroem_map` (``W`` has one row per kept feature).
-    """
-    return X.map_blocks(_rff_block, W, b, keep, chunks=(X.chunks[0], (W.shape[1],)),
-                        dtype=np.float64, meta=np.empty((0, 0)))
 
 
 # -- fused feature map + projection (transform) -----------------------------------------------

@@ -25,6 +25,7 @@ import numpy as np
 
 __all__ = [
     "block_moments",
+    "feature_block_moments",
     "column_moments_graph",
     "feature_scale",
     "gram_error_bound",
@@ -264,6 +265,52 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True, precision: str = "au
     return out
 
 
+#: bytes of one slab of mapped features in :func:`feature_block_moments` (2,048 rows at
+#: m = 1,000): a slab stays in the last-level cache between the map and its syrk
+FEATURE_SLAB_BYTES = 16 * 2**20
+
+
+def feature_block_moments(x, feature_map) -> dict:
+    """:func:`block_moments` of ``feature_map(x)`` without forming the mapped block whole.
+
+    ``feature_map`` takes row slabs of ``x`` (NumPy or CSR) to float64 rows of m features;
+    it is applied to slabs of at most :data:`GRAM_BLOCK_ROWS` rows and
+    :data:`FEATURE_SLAB_BYTES`, and each slab is centred by a shift — the mean of the first
+    slab — before its syrk; the block's own mean and centred Gram come from the shifted sums
+    (``m2 = Σ (f − s)(f − s)ᵀ − n (μ − s)(μ − s)ᵀ``), which keep full precision because
+    ``s`` is within a slab's sampling error of ``μ``. Memory: the row block and one slab of
+    features, whatever the block's length; the result is the same partial
+    :func:`block_moments` gives for the mapped block (up to rounding), so the partials merge
+    as before. Non-finite features are counted in ``bad`` and taken as 0.
+    """
+    n = x.shape[0]
+    m = feature_map(x[:1]).shape[1]
+    if n == 0:
+        return {"n": 0, "mean": np.zeros(m), "bad": 0, "m2": np.zeros((m, m))}
+    step = max(1, min(GRAM_BLOCK_ROWS, FEATURE_SLAB_BYTES // (8 * max(1, m))))
+    bad = 0
+    shift = None
+    total = np.zeros(m)
+    g = np.zeros((m, m))
+    for start in range(0, n, step):
+        # a fresh array of the map (copied only if it is not C-ordered float64): shifted in place
+        f = np.ascontiguousarray(feature_map(x[start : start + step]), dtype=np.float64)
+        colsum = f.sum(axis=0)
+        if not np.isfinite(colsum).all():
+            finite = np.isfinite(f)
+            bad += int(f.size - np.count_nonzero(finite))
+            f[~finite] = 0.0
+            colsum = f.sum(axis=0)
+        if shift is None:
+            shift = colsum / f.shape[0]
+        f -= shift
+        total += colsum - f.shape[0] * shift
+        g += f.T @ f
+    delta = total / n
+    g -= n * np.outer(delta, delta)
+    return {"n": n, "mean": shift + delta, "bad": bad, "m2": g}
+
+
 def _is_sparse_block(x) -> bool:
     import scipy.sparse
 
@@ -295,10 +342,13 @@ def merge_moments(a: dict, b: dict) -> dict:
 
 
 def _chunk(x, axis=None, keepdims=None, computing_meta=False, *, with_gram: bool = True,
-           precision: str = "auto"):
-    """``da.reduction`` chunk step: the partial of one row block."""
+           precision: str = "auto", feature_map=None):
+    """``da.reduction`` chunk step: the partial of one row block (of its mapped features
+    when ``feature_map`` is given)."""
     if computing_meta:  # dask probing the output type: a dict is no array
         return np.empty((0,) * x.ndim, dtype=object)
+    if feature_map is not None:
+        return feature_block_moments(x, feature_map)
     return block_moments(x, with_gram=with_gram, precision=precision)
 
 
@@ -314,7 +364,7 @@ def _merge_list(parts, axis=None, keepdims=None, computing_meta=False):
 
 
 def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int,
-                       precision: str = "auto") -> da.Array:
+                       precision: str = "auto", feature_map=None) -> da.Array:
     """The tree reduction over row blocks: one dict of moments per column chunk of ``X``.
 
     ``da.reduction`` with ``concatenate=False`` hands the dict partials to the merge step as
@@ -322,14 +372,15 @@ def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int,
     the dict of its column strip.
     """
     return da.reduction(
-        X, partial(_chunk, with_gram=with_gram, precision=precision), _merge_list,
+        X, partial(_chunk, with_gram=with_gram, precision=precision, feature_map=feature_map),
+        _merge_list,
         combine=_merge_list, axis=0, split_every=split_every, concatenate=False, dtype=object,
         meta=np.empty((0,), dtype=object), name="moments",
     )
 
 
 def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
-                  precision: str | None = None):
+                  precision: str | None = None, feature_map=None):
     """A dask ``Delayed`` for the moments of ``X`` (rows chunked, one column chunk).
 
     Blocks are mapped with :func:`block_moments` and merged in a tree of fan-in
@@ -338,12 +389,16 @@ def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
     ``scalepca.gram-precision``, itself ``"auto"``) chooses the products of float32 blocks:
     float32 on centred slices summed in float64 (error within :func:`gram_error_bound` of
     the float64 products), or float64. It is fixed when the graph is built, on the client.
+
+    ``feature_map`` (a function of row slabs, picklable): the moments of the mapped rows
+    instead, by :func:`feature_block_moments` — the mapped matrix is never formed, one slab
+    at a time is (kernel PCA's feature moments).
     """
     if len(X.chunks[1]) != 1:
         raise ValueError("moments need the features in one column chunk; rechunk({1: -1}) first")
     precision = gram_precision(precision)
     (out,) = _moments_reduction(X, with_gram=with_gram, split_every=split_every,
-                                precision=precision).to_delayed()
+                                precision=precision, feature_map=feature_map).to_delayed()
     return out
 
 

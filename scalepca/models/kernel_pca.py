@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import numbers
 import warnings
+from functools import partial
 
 import dask
 import numpy as np
@@ -28,22 +29,20 @@ from ..linalg import (
     moments_graph,
 )
 from ..linalg.kernels import (
-    BLOCK_BYTES,
     KERNELS,
+    _nystroem_block,
+    _rff_block,
     centred_kernel_eigh,
     gather_rows,
     kernel_block,
     kernel_matrix,
     kmeans_plusplus_landmarks,
-    nystroem_map,
     nystroem_normalization,
     preimage_map,
     preimage_stats_graph,
     project_features,
     project_rows,
-    rff_map,
     rff_weights,
-    split_row_chunks,
 )
 from ._resources import available_memory
 from .base import DecompositionMixin
@@ -454,8 +453,8 @@ class KernelPCA(DecompositionMixin):
                     "n_features or change gamma"
                 )
             state = {"landmarks_": L, "normalization_": N}
-            Xs = X.rechunk({0: split_row_chunks(X.chunks[0], max(m, N.shape[1]))})
-            F = nystroem_map(Xs, L, N, keep=keep, **kparams)
+            feature_map = partial(_nystroem_block, landmarks=L, normalization=N, keep=keep,
+                                  **kparams)
         else:
             # one row (a read of one block, not a pass) tells which features can be NaN in
             # every sample: the weights are drawn for the features that enter the fit
@@ -465,13 +464,11 @@ class KernelPCA(DecompositionMixin):
             kparams = self._resolved_kparams(first.shape[1])
             W, b = rff_weights(first.shape[1], m, kparams["gamma"], seed)
             state = {"random_weights_": W, "random_offset_": b}
-            Xs = X.rechunk({0: split_row_chunks(X.chunks[0], m)})
-            F = rff_map(Xs, W, b, keep=keep)
-        if Xs.numblocks[0] != X.numblocks[0]:
-            logger.info("KernelPCA: split %d row chunks into %d so feature blocks stay <= %d MiB",
-                        X.numblocks[0], Xs.numblocks[0], BLOCK_BYTES // 2**20)
+            feature_map = partial(_rff_block, W=W, b=b, keep=keep)
+        # the features are mapped and reduced slab by slab inside each row block's task:
+        # never a whole feature block in memory, and one task (one partial) per row block
         with self._timed_pass("feature moments"):
-            (mom,) = dask.compute(moments_graph(F))
+            (mom,) = dask.compute(moments_graph(X, feature_map=feature_map))
         if mom["bad"]:
             raise ValueError(
                 "X contains NaN or infinite values (their kernel features are not finite); "
