@@ -198,9 +198,9 @@ class KernelPCA(DecompositionMixin):
     ``X_fit_`` come back with NaN at them, and ``transform`` ignores them. Any other NaN or
     infinite value is an error.
 
-    Memory per worker, Nyström/RFF: a row block is split (without crossing stored chunks) so
-    that its n_block × m feature block is at most 64 MiB; a task holds that block, the
-    kernel block it comes from and the m × m moment partials — about 4 × 64 MiB + 3 · 8 m²
+    Memory per worker, Nyström/RFF: a task maps its row block to features a slab of rows at
+    a time (at most 16 MiB of features and the kernel block they come from) and reduces each
+    slab into the m × m moments at once — the row block, about 3 × 16 MiB and 3 · 8 m²
     bytes. The client holds m × d landmarks, m × m matrices and d × m weights only; nothing
     of size n × m or n × n is formed anywhere. Exact: the n × n kernel (8 n² bytes) is held
     in cluster memory in 2048 × 2048 blocks; the client holds n × d and n × k arrays.
