@@ -250,7 +250,11 @@ def main(argv=None):
         args.n_cells, args.chunk_rows = 50_000, 5_000
         args.wide_n_cells, args.wide_chunk_rows = 20_000, 2_000
     Path(args.data_dir).mkdir(parents=True, exist_ok=True)
-    rows, out = [], {"k": K, "workers": args.workers, "memory_limit": args.memory_limit}
+    from scalepca.linalg._csr_gram import HAVE_KERNEL
+
+    # the Gram of CSR blocks: numba's compiled kernel when installed, else library routes
+    rows, out = [], {"k": K, "workers": args.workers, "memory_limit": args.memory_limit,
+                     "csr_gram_kernel": HAVE_KERNEL}
     if args.only in (None, "tall"):
         case_tall(args, rows, out)
     if args.only in (None, "wide"):
