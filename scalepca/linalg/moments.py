@@ -131,9 +131,10 @@ SPARSE_GRAM_DENSE_FRACTION = 1 / 160
 #: With numba, the compiled kernel (:mod:`scalepca.linalg._csr_gram`) forms it when
 #: Σ nnz_row² is at most this fraction of n·d²; denser blocks still go to the slabs
 #: (measured, one thread, 20,000 × 2,000 blocks: on negative binomial counts at 10 % non-zero
-#: the kernel takes 0.62 s against the slabs' 2.2 s; on uniform random blocks they tie at
-#: 20 % non-zero, where Σ nnz_row² ≈ n·d²/25, and the slabs win above)
-KERNEL_DENSE_FRACTION = 1 / 25
+#: the kernel takes 0.42 s against the slabs' 2.15 s; on uniform random blocks it takes 1.26 s
+#: against 1.94 s at 20 % non-zero and 2.63 s against 2.19 s at 30 %: they tie near
+#: Σ nnz_row² ≈ n·d²/14, and the slabs win above)
+KERNEL_DENSE_FRACTION = 1 / 14
 
 #: bytes of one densified row slab of a CSR block (the only dense copy :func:`_gram_sparse`
 #: makes)
