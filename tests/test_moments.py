@@ -190,3 +190,19 @@ def test_feature_moments_count_nonfinite_features(X0):
     (mom,) = dask.compute(moments_graph(da.from_array(X, chunks=(700, -1)),
                                         feature_map=_tanh_features))
     assert mom["bad"] == 2
+
+
+def test_merging_many_partials_leaves_every_partial_unchanged(X0):
+    """The merge of a list accumulates in place only into the array it made itself: the
+    partials handed to it (results dask may hold for other uses) are never written."""
+    from scalepca.linalg.moments import _merge_list, block_moments
+
+    parts = [block_moments(X0[i : i + 100]) for i in range(0, 1000, 100)]
+    parts.insert(3, block_moments(X0[:0]))  # an empty block, whose merge returns the other
+    before = [p["m2"].copy() for p in parts]
+    merged = _merge_list(parts)
+    for p, m2 in zip(parts, before, strict=True):
+        np.testing.assert_array_equal(p["m2"], m2)
+    mean, m2, _ = _ref(X0[:1000])
+    np.testing.assert_allclose(merged["m2"], m2, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(merged["mean"], mean, rtol=1e-14)

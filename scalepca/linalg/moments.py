@@ -22,6 +22,7 @@ from functools import partial
 import dask
 import dask.array as da
 import numpy as np
+from scipy.linalg import blas
 
 __all__ = [
     "block_moments",
@@ -217,7 +218,7 @@ def _block_moments_sparse(x, *, with_gram: bool = True) -> dict:
         out["nan_features"] = nanf
     if with_gram:
         m2 = _gram_sparse(x)
-        m2 -= n * np.outer(mean, mean)
+        _add_outer(m2, -float(n), mean)  # m2 −= n μ μᵀ, in place
         out["m2"] = m2
     else:
         sq = np.bincount(x.indices, weights=np.square(x.data, dtype=np.float64), minlength=d)
@@ -318,8 +319,20 @@ def _is_sparse_block(x) -> bool:
     return scipy.sparse.issparse(x)
 
 
-def merge_moments(a: dict, b: dict) -> dict:
-    """Merge two partials with the parallel (Chan et al.) update; exact in exact arithmetic."""
+def _add_outer(m2: np.ndarray, w: float, v: np.ndarray) -> None:
+    """``m2 += w v vᵀ`` in place (BLAS dger on the transposed view; no d × d temporary)."""
+    if m2.flags.c_contiguous and m2.dtype == np.float64 and m2.size:
+        blas.dger(w, v, v, a=m2.T, overwrite_a=1)
+    else:
+        m2 += w * np.outer(v, v)
+
+
+def merge_moments(a: dict, b: dict, *, reuse_a: bool = False) -> dict:
+    """Merge two partials with the parallel (Chan et al.) update; exact in exact arithmetic.
+
+    ``reuse_a``: ``a["m2"]`` belongs to the caller and may be summed into in place (a merge of
+    several partials accumulates into the one array it made first).
+    """
     na, nb = a["n"], b["n"]
     nanf = {}
     if "nan_features" in a or "nan_features" in b:
@@ -333,9 +346,12 @@ def merge_moments(a: dict, b: dict) -> dict:
     out = {"n": n, "mean": a["mean"] + delta * (nb / n), "bad": a["bad"] + b["bad"], **nanf}
     w = na * nb / n
     if "m2" in a:
-        m2 = a["m2"] + b["m2"]
-        # rank-one update in place: m2 += w δ δᵀ
-        m2 += w * np.outer(delta, delta)
+        if reuse_a:
+            m2 = a["m2"]
+            m2 += b["m2"]
+        else:
+            m2 = a["m2"] + b["m2"]
+        _add_outer(m2, w, delta)  # m2 += w δ δᵀ, in place
         out["m2"] = m2
     else:
         out["ss"] = a["ss"] + b["ss"] + w * delta**2
@@ -359,8 +375,10 @@ def _merge_list(parts, axis=None, keepdims=None, computing_meta=False):
     if computing_meta:
         return parts
     acc = parts[0]
+    owned = False  # whether acc["m2"] is an array this merge made (never a part's own)
     for p in parts[1:]:
-        acc = merge_moments(acc, p)
+        acc = merge_moments(acc, p, reuse_a=owned)
+        owned = "m2" in acc and all(acc["m2"] is not q.get("m2") for q in parts)
     return acc
 
 
