@@ -275,8 +275,8 @@ FEATURE_SLAB_BYTES = 16 * 2**20
 def feature_block_moments(x, feature_map) -> dict:
     """:func:`block_moments` of ``feature_map(x)`` without forming the mapped block whole.
 
-    ``feature_map`` takes row slabs of ``x`` (NumPy or CSR) to float64 rows of m features;
-    it is applied to slabs of at most :data:`GRAM_BLOCK_ROWS` rows and
+    ``feature_map`` takes row slabs of ``x`` (NumPy or CSR) to float64 rows of m features, in
+    a new array each call (the slab is shifted in place); it is applied to slabs of at most :data:`GRAM_BLOCK_ROWS` rows and
     :data:`FEATURE_SLAB_BYTES`, and each slab is centred by a shift — the mean of the first
     slab — before its syrk; the block's own mean and centred Gram come from the shifted sums
     (``m2 = Σ (f − s)(f − s)ᵀ − n (μ − s)(μ − s)ᵀ``), which keep full precision because
