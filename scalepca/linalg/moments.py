@@ -276,14 +276,14 @@ def feature_block_moments(x, feature_map) -> dict:
     """:func:`block_moments` of ``feature_map(x)`` without forming the mapped block whole.
 
     ``feature_map`` takes row slabs of ``x`` (NumPy or CSR) to float64 rows of m features, in
-    a new array each call (the slab is shifted in place); it is applied to slabs of at most :data:`GRAM_BLOCK_ROWS` rows and
-    :data:`FEATURE_SLAB_BYTES`, and each slab is centred by a shift — the mean of the first
-    slab — before its syrk; the block's own mean and centred Gram come from the shifted sums
-    (``m2 = Σ (f − s)(f − s)ᵀ − n (μ − s)(μ − s)ᵀ``), which keep full precision because
-    ``s`` is within a slab's sampling error of ``μ``. Memory: the row block and one slab of
-    features, whatever the block's length; the result is the same partial
-    :func:`block_moments` gives for the mapped block (up to rounding), so the partials merge
-    as before. Non-finite features are counted in ``bad`` and taken as 0.
+    a new array each call (the slab is shifted in place). It is applied to slabs of at most
+    :data:`GRAM_BLOCK_ROWS` rows and :data:`FEATURE_SLAB_BYTES`, and each slab is centred by
+    a shift — the mean of the first slab — before its syrk; the block's own mean and centred
+    Gram come from the shifted sums (``m2 = Σ (f − s)(f − s)ᵀ − n (μ − s)(μ − s)ᵀ``), which
+    keep full precision because ``s`` is within a slab's sampling error of ``μ``. Memory: the
+    row block and one slab of features, whatever the block's length; the result is the same
+    partial :func:`block_moments` gives for the mapped block (up to rounding), so the partials
+    merge as before. Non-finite features are counted in ``bad`` and taken as 0.
     """
     n = x.shape[0]
     m = feature_map(x[:1]).shape[1]
@@ -309,7 +309,7 @@ def feature_block_moments(x, feature_map) -> dict:
         total += colsum - f.shape[0] * shift
         g += f.T @ f
     delta = total / n
-    g -= n * np.outer(delta, delta)
+    _add_outer(g, -float(n), delta)  # g −= n δ δᵀ, in place
     return {"n": n, "mean": shift + delta, "bad": bad, "m2": g}
 
 
