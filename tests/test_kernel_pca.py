@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -512,3 +514,31 @@ def test_kmeanspp_landmarks_are_scikit_learn_kmeans(rng):
     labels = np.argmin(((S[:, None, :] - C[None]) ** 2).sum(-1), axis=1)
     for j in range(12):
         np.testing.assert_allclose(C[j], S[labels == j].mean(axis=0), atol=1e-8)
+
+
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_feature_maps_write_into_the_slab_buffer(sparse_input):
+    """The Nyström and RFF maps give the same features into a caller's buffer (the reused slab
+    buffer of the fused moments) as in a new array, for dense and CSR rows."""
+    import scipy.sparse
+
+    from scalepca.linalg.kernels import _nystroem_block, _rff_block, rff_weights
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((50, 6)) * (rng.random((50, 6)) < 0.4)
+    rows = scipy.sparse.csr_matrix(x) if sparse_input else x
+    W, b = rff_weights(6, 40, 0.3, 0)
+    L = rng.standard_normal((12, 6))
+    N = rng.standard_normal((12, 9))
+    maps = [
+        partial(_rff_block, W=W, b=b),
+        partial(_nystroem_block, landmarks=L, normalization=N, kernel="rbf", gamma=0.3,
+                degree=3, coef0=1.0),
+    ]
+    for f in maps:
+        new = f(rows)
+        buf = np.full((60, new.shape[1]), np.nan)
+        got = f(rows, out=buf[:50])
+        assert np.shares_memory(got, buf)
+        np.testing.assert_array_equal(got, new)
+        assert np.isnan(buf[50:]).all()

@@ -156,22 +156,30 @@ def test_gram_precision_option_and_bad_value():
         moments_graph(X)
 
 
-def _tanh_features(x, scale=1.0, offset=0.0):
-    """A small nonlinear feature map (n × 3d) with an offset that sets |mean| / std."""
+def _tanh_features(x, scale=1.0, offset=0.0, out=None, *, into_out=True):
+    """A small nonlinear feature map (n × 3d) with an offset that sets |mean| / std; written
+    into ``out`` when given, unless ``into_out=False`` (a map that returns a new array)."""
     x = np.asarray(x, dtype=np.float64)
-    return np.hstack([np.tanh(x) * scale + offset, x**2 * scale + offset, x * scale + offset])
+    F = np.hstack([np.tanh(x) * scale + offset, x**2 * scale + offset, x * scale + offset])
+    if out is None or not into_out:
+        return F
+    out[...] = F
+    return out
 
 
+@pytest.mark.parametrize("into_out", [True, False])
 @pytest.mark.parametrize("offset", [0.0, 1e6])
 @pytest.mark.parametrize("chunks", [5000, 1000, 777])
-def test_feature_moments_equal_moments_of_the_mapped_matrix(X0, offset, chunks, monkeypatch):
+def test_feature_moments_equal_moments_of_the_mapped_matrix(X0, offset, chunks, into_out,
+                                                             monkeypatch):
     """``moments_graph(X, feature_map=f)`` (slab by slab, never forming f(X)) gives the moments
     of f(X) — also with slabs of 64 rows, and where |mean| ≫ std (offset 1e6): the shift by the
-    first slab's mean keeps the centred Gram at the precision of a centred product."""
+    first slab's mean keeps the centred Gram at the precision of a centred product. The same
+    whether the map writes into the reused slab buffer or returns new arrays."""
     from functools import partial
 
     moments_mod = importlib.import_module("scalepca.linalg.moments")
-    f = partial(_tanh_features, offset=offset)
+    f = partial(_tanh_features, offset=offset, into_out=into_out)
     F = f(X0)
     Fc = F - F.mean(axis=0)
     ref = Fc.T @ Fc

@@ -186,10 +186,12 @@ def kept_columns(x, keep: np.ndarray | None):
     return x[:, keep]
 
 
-def _nystroem_block(x, landmarks, normalization, kernel, gamma, degree, coef0, keep=None):
+def _nystroem_block(x, landmarks, normalization, kernel, gamma, degree, coef0, keep=None,
+                    out=None):
+    """Nyström features ``k(x, L) N`` of in-memory rows (into ``out`` when given)."""
     x = kept_columns(x, keep)
     K = kernel_block(x, landmarks, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0)
-    return K @ normalization
+    return np.matmul(K, normalization, out=out)
 
 
 # -- random Fourier features ------------------------------------------------------------------
@@ -206,8 +208,17 @@ def rff_weights(n_features_in: int, m: int, gamma: float, seed):
     return W, b
 
 
-def _rff_block(x, W, b, keep=None):
-    Z = _dense_product(as_rows64(kept_columns(x, keep)), W.T)  # x W (sparse x: sparse–dense)
+def _rff_block(x, W, b, keep=None, out=None):
+    """Random Fourier features ``√(2/m) cos(x W + b)`` of in-memory rows (a NumPy or sparse
+    block), written into ``out`` (float64, rows × m, C-ordered) when given."""
+    x = as_rows64(kept_columns(x, keep))
+    if issparse(x):  # sparse–dense product: scipy makes its own result
+        Z = _dense_product(x, W.T)
+        if out is not None:
+            out[...] = Z
+            Z = out
+    else:
+        Z = np.matmul(x, W, out=out)
     Z += b
     np.cos(Z, out=Z)
     Z *= math.sqrt(2.0 / W.shape[1])

@@ -102,14 +102,16 @@ def _gram(x: np.ndarray, shift: np.ndarray | None = None, *, precision: str = "a
     if x.dtype == np.float32 and shift is not None and precision == "auto":
         shift32 = np.asarray(shift, dtype=np.float32)
         buf = np.empty((rows, d), dtype=np.float32)
+        product = np.empty((d, d), dtype=np.float32)
         for start in range(0, n, rows):
             part = np.subtract(x[start : start + rows], shift32, out=buf[: min(rows, n - start)])
-            g += part.T @ part
+            _add_gram(g, part, product)
         delta = np.asarray(shift, dtype=np.float64) - shift32
-        g -= n * np.outer(delta, delta)
+        _add_outer(g, -float(n), delta)
         return g
     widen = x.dtype != np.float64
     buf = np.empty((rows, d), dtype=np.float64) if shift is not None or widen else None
+    product = np.empty((d, d), dtype=np.float64)
     for start in range(0, n, rows):
         part = x[start : start + rows]
         if shift is not None:
@@ -117,9 +119,22 @@ def _gram(x: np.ndarray, shift: np.ndarray | None = None, *, precision: str = "a
         elif widen:
             buf[: part.shape[0]] = part
             part = buf[: part.shape[0]]
-        # part is one C-contiguous buffer, so numpy recognises partᵀ part and calls syrk
-        g += part.T @ part
+        _add_gram(g, part, product)
     return g
+
+
+def _add_gram(g: np.ndarray, part: np.ndarray, product: np.ndarray) -> None:
+    """``g += partᵀ part`` for a C-ordered row slab ``part``, through the reused d × d buffer
+    ``product`` of ``part``'s dtype (numpy hands ``partᵀ part`` to its BLAS syrk).
+
+    The buffer matters inside dask workers: their ``MALLOC_TRIM_THRESHOLD_`` (set by the
+    nanny) makes glibc return every freed large array to the system, so a fresh d × d
+    product per slice is fresh zeroed pages each time (measured 5–10 % of a block's moments
+    at d = 256, one core). numpy's own syrk is used rather than scipy's in-place one, which
+    links another OpenBLAS build and ran float32 13 % slower here.
+    """
+    np.matmul(part.T, part, out=product)
+    g += product  # float32 products are widened element by element: float64 accumulation
 
 
 #: Without numba, the Gram of a CSR block is formed by densified row slabs (syrk) when the
@@ -275,8 +290,9 @@ FEATURE_SLAB_BYTES = 16 * 2**20
 def feature_block_moments(x, feature_map) -> dict:
     """:func:`block_moments` of ``feature_map(x)`` without forming the mapped block whole.
 
-    ``feature_map`` takes row slabs of ``x`` (NumPy or CSR) to float64 rows of m features, in
-    a new array each call (the slab is shifted in place). It is applied to slabs of at most
+    ``feature_map(slab, out=buf)`` takes row slabs of ``x`` (NumPy or CSR) to float64 rows of
+    m features, written into ``buf`` (one C-ordered buffer reused for every slab, which is
+    shifted in place) or returned in a new array. It is applied to slabs of at most
     :data:`GRAM_BLOCK_ROWS` rows and :data:`FEATURE_SLAB_BYTES`, and each slab is centred by
     a shift — the mean of the first slab — before its syrk; the block's own mean and centred
     Gram come from the shifted sums (``m2 = Σ (f − s)(f − s)ᵀ − n (μ − s)(μ − s)ᵀ``), which
@@ -289,14 +305,18 @@ def feature_block_moments(x, feature_map) -> dict:
     m = feature_map(x[:1]).shape[1]
     if n == 0:
         return {"n": 0, "mean": np.zeros(m), "bad": 0, "m2": np.zeros((m, m))}
-    step = max(1, min(GRAM_BLOCK_ROWS, FEATURE_SLAB_BYTES // (8 * max(1, m))))
+    step = max(1, min(n, GRAM_BLOCK_ROWS, FEATURE_SLAB_BYTES // (8 * max(1, m))))
     bad = 0
     shift = None
     total = np.zeros(m)
     g = np.zeros((m, m))
+    buf = np.empty((step, m))  # the slab's features, reused (see _add_gram on why)
+    product = np.empty((m, m))
     for start in range(0, n, step):
-        # a fresh array of the map (copied only if it is not C-ordered float64): shifted in place
-        f = np.ascontiguousarray(feature_map(x[start : start + step]), dtype=np.float64)
+        rows = min(step, n - start)
+        f = feature_map(x[start : start + rows], out=buf[:rows])
+        if not np.shares_memory(f, buf):  # a new array: shifted in place all the same
+            f = np.ascontiguousarray(f, dtype=np.float64)
         colsum = f.sum(axis=0)
         if not np.isfinite(colsum).all():
             finite = np.isfinite(f)
@@ -307,7 +327,7 @@ def feature_block_moments(x, feature_map) -> dict:
             shift = colsum / f.shape[0]
         f -= shift
         total += colsum - f.shape[0] * shift
-        g += f.T @ f
+        _add_gram(g, f, product)
     delta = total / n
     _add_outer(g, -float(n), delta)  # g −= n δ δᵀ, in place
     return {"n": n, "mean": shift + delta, "bad": bad, "m2": g}
