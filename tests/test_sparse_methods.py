@@ -121,6 +121,47 @@ def _kpca(approx, kernel, landmarks, **kw):
                               n_features=50, random_state=0, fit_inverse_transform=True, **kw)
 
 
+def test_kmeans_pool_of_sparse_rows_is_clustered_sparse(monkeypatch):
+    """The k-means++ pool (max(5 m, 10,000) rows: 2.4 GB once densified at 30,000 genes)
+    reaches k-means as CSR, never densified on the client, and gives the dense pool's
+    landmarks; a feature stored as NaN in every row of it is left out as in dense input.
+
+    Continuous values: on integer counts, points at exactly equal distances from two centres
+    are common, and scikit-learn's sparse and dense Lloyd steps (whose distances round
+    differently) may assign them differently — the k-means++ seeding is the same, the
+    clusters then differ by those ties (documented in ``KernelPCA``)."""
+    rng = np.random.default_rng(1)
+    X = sp.random(600, 30, density=0.15, format="csr", random_state=rng,
+                  data_rvs=lambda k: rng.standard_normal(k) + 3.0)
+    kpca_mod = importlib.import_module("scalepca.models.kernel_pca")
+    real = kpca_mod.kmeans_plusplus_landmarks
+    seen = []
+
+    def spy(sample, *args, **kwargs):
+        seen.append(sp.issparse(sample))
+        return real(sample, *args, **kwargs)
+
+    monkeypatch.setattr(kpca_mod, "kmeans_plusplus_landmarks", spy)
+    kw = dict(approximation="nystroem", kernel="rbf", landmarks="kmeans++", n_features=20,
+              random_state=0)
+    got = scalepca.KernelPCA(3, **kw).fit(X)
+    ref = scalepca.KernelPCA(3, **kw).fit(X.toarray())
+    assert seen == [True, False]
+    np.testing.assert_allclose(got.landmarks_, ref.landmarks_, rtol=0,
+                               atol=1e-12 * np.abs(ref.landmarks_).max())
+    np.testing.assert_allclose(got.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    land = X.tolil()
+    land[:, 3] = np.nan  # stored in every row
+    keep = np.arange(X.shape[1]) != 3
+    with pytest.warns(UserWarning, match="1 of 30 features are NaN in every sample"):
+        kp = scalepca.KernelPCA(3, **kw).fit(land.tocsr())
+    ref = scalepca.KernelPCA(3, **kw).fit(X.toarray()[:, keep])
+    np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    np.testing.assert_allclose(kp.landmarks_[:, keep], ref.landmarks_, rtol=0,
+                               atol=1e-12 * np.abs(ref.landmarks_).max())
+    assert np.isnan(kp.landmarks_[:, 3]).all()
+
+
 @pytest.mark.parametrize("approx,kernel,landmarks", KPCA_CASES)
 def test_kernel_pca_on_sparse_equals_dense(X, approx, kernel, landmarks):
     Xd = X.toarray()

@@ -368,13 +368,20 @@ def kmeans_plusplus_landmarks(sample: np.ndarray, m: int, rng: np.random.Generat
     probability proportional to the squared distance to the nearest centre so far (scikit-learn
     keeps the best of a few such draws); the Lloyd steps move each centre to the mean of its
     points. Landmarks spread over the data like this lower the Nyström error for a given m
-    (Zhang, Tsang & Kwok 2008). Memory: the sample plus scikit-learn's chunked distances.
+    (Zhang, Tsang & Kwok 2008). Memory: the sample plus scikit-learn's chunked distances. A
+    CSR ``sample`` is clustered as it is (scikit-learn's sparse k-means); the centres are
+    dense (m × d).
     """
     from sklearn.cluster import KMeans, kmeans_plusplus
 
-    S = np.asarray(sample, dtype=np.float64)
-    if m >= S.shape[0]:
-        return S.copy()
+    if issparse(sample):
+        S = sample.tocsr().astype(np.float64)
+        if m >= S.shape[0]:
+            return S.toarray()
+    else:
+        S = np.asarray(sample, dtype=np.float64)
+        if m >= S.shape[0]:
+            return S.copy()
     seed = int(rng.integers(2**31 - 1))  # scikit-learn seeds a RandomState from an int
     if n_iter == 0:
         return kmeans_plusplus(S, m, random_state=seed)[0]

@@ -10,6 +10,7 @@ from functools import partial
 import dask
 import numpy as np
 from scipy import linalg as sla
+from scipy.sparse import issparse
 from sklearn.exceptions import NotFittedError
 
 from .._validation import (
@@ -110,7 +111,11 @@ class KernelPCA(DecompositionMixin):
     landmarks : {"uniform", "kmeans++"}, default="uniform"
         Nyström landmarks: ``"uniform"`` samples m distinct rows; ``"kmeans++"`` runs k-means++
         seeding and 5 Lloyd steps on a uniform sample of ``max(5 m, 10000)`` rows and uses the
-        m centres (usually a lower error for the same m).
+        m centres (usually a lower error for the same m). A sample of sparse rows is clustered
+        as CSR (scikit-learn's sparse k-means), never densified: its seeding is that of the
+        dense rows, but where points lie at exactly equal distances from two centres — common
+        with integer counts — the sparse and dense Lloyd steps may assign them differently,
+        and the landmarks then differ from those of the densified data by those ties.
     eigen_solver : {"auto", "arpack", "randomized"}, default="auto"
         Solver of ``"exact"``: Lanczos (ARPACK) or randomized subspace iteration (k + 10
         vectors, 7 power iterations); ``"auto"`` is ``"arpack"``.
@@ -416,11 +421,23 @@ class KernelPCA(DecompositionMixin):
 
         A feature NaN in every sampled row but not in every row of X has missing values, which
         kernel PCA refuses: the feature map checks the left-out columns in its pass over X.
-        Returns ``(rows without those features, keep mask or None)``.
+        Returns ``(rows without those features, keep mask or None)``. ``rows`` may be CSR (a
+        k-means++ pool of sparse rows): a feature is then NaN in every row when every row
+        stores NaN in it.
         """
-        all_nan = np.isnan(rows).all(axis=0) if rows.shape[0] else np.zeros(rows.shape[1], bool)
-        kept = rows[:, ~all_nan] if all_nan.any() else rows
-        if not np.isfinite(kept).all():
+        n_rows, d = rows.shape
+        if issparse(rows):
+            rows = rows.tocsr()
+            rows.sum_duplicates()
+            nan_per_feature = np.bincount(rows.indices[np.isnan(rows.data)], minlength=d)
+            all_nan = (nan_per_feature == n_rows) if n_rows else np.zeros(d, bool)
+            kept = rows[:, ~all_nan] if all_nan.any() else rows
+            finite = np.isfinite(kept.data).all()
+        else:
+            all_nan = np.isnan(rows).all(axis=0) if n_rows else np.zeros(d, bool)
+            kept = rows[:, ~all_nan] if all_nan.any() else rows
+            finite = np.isfinite(kept).all()
+        if not finite:
             raise ValueError(
                 f"X contains NaN or infinite values (found in {sample}); remove or impute "
                 "them before kernel PCA (features that are NaN in every sample are left out)"
@@ -493,15 +510,19 @@ class KernelPCA(DecompositionMixin):
             self.eigenvalues_ / total if total > 0 else np.zeros_like(self.eigenvalues_)
         )
 
-    def _sample_rows(self, X, m: int, rng: np.random.Generator) -> np.ndarray:
+    def _sample_rows(self, X, m: int, rng: np.random.Generator):
         """The m landmark rows (or the k-means++ pool), gathered from the chunks that hold
-        them."""
+        them: float64, dense for uniform landmarks (they are the landmarks), but a pool of
+        sparse rows stays CSR — it is ``max(5 m, 10,000)`` rows, 2.4 GB once densified at
+        30,000 genes — and k-means runs on it as it is."""
         n = X.shape[0]
-        size = m if self.landmarks == "uniform" else min(n, max(KMEANS_POOL_FACTOR * m,
-                                                                KMEANS_MIN_POOL))
+        pool = self.landmarks != "uniform"
+        size = m if not pool else min(n, max(KMEANS_POOL_FACTOR * m, KMEANS_MIN_POOL))
         idx = np.sort(rng.choice(n, size=size, replace=False))
         with self._timed_pass("landmarks"):
             (rows,) = dask.compute(gather_rows(X, idx))
+        if pool and issparse(rows):
+            return rows.tocsr().astype(np.float64)
         return _dense_rows(rows)
 
     def _fit_exact(self, X, k: int, seed, data: MatrixInput) -> dict:
