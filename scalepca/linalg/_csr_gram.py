@@ -108,5 +108,18 @@ def csr_gram(x, *, slab_nnz: int = SLAB_NNZ) -> np.ndarray:
         data = x.data if x.data.dtype in (np.float32, np.float64) else x.data.astype(np.float64)
         unsigned = x.indices.view(np.uint32 if x.indices.itemsize == 4 else np.uint64)
         _upper_gram_compiled(x.indptr, unsigned, data, d, int(slab_nnz), g.reshape(-1))
-    g += np.triu(g, 1).T
+    _mirror_upper(g)
     return g
+
+
+def _mirror_upper(g: np.ndarray, step: int = 64) -> None:
+    """Copy the strict upper triangle of the square ``g`` onto its strict lower triangle (zero
+    before), band of ``step`` rows by band, in place: no d × d temporary, which inside dask
+    workers (whose nanny sets ``MALLOC_TRIM_THRESHOLD_``) would be fresh zeroed pages — 32 MB
+    at d = 2,000 for every block."""
+    d = g.shape[0]
+    for j0 in range(0, d, step):
+        j1 = min(d, j0 + step)
+        g[j0:j1, :j0] = g[:j0, j0:j1].T
+        band = g[j0:j1, j0:j1]
+        band += np.triu(band, 1).T
