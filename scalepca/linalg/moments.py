@@ -189,8 +189,13 @@ def _gram_sparse(x) -> np.ndarray:
         return (x.T @ x).toarray()
     rows = max(1, min(n, SPARSE_SLAB_BYTES // (8 * d)))
     g = np.zeros((d, d), dtype=np.float64)
+    slab = np.empty((rows, d), dtype=np.float64)  # reused, as the product (see _add_gram)
+    product = np.empty((d, d), dtype=np.float64)
     for start in range(0, n, rows):
-        g += _gram(x[start : start + rows].toarray())
+        part = slab[: min(rows, n - start)]
+        part.fill(0.0)  # scipy's toarray(out=) adds the stored values into its buffer
+        x[start : start + rows].toarray(out=part)
+        _add_gram(g, part, product)
     return g
 
 
