@@ -374,14 +374,9 @@ def kmeans_plusplus_landmarks(sample: np.ndarray, m: int, rng: np.random.Generat
     """
     from sklearn.cluster import KMeans, kmeans_plusplus
 
-    if issparse(sample):
-        S = sample.tocsr().astype(np.float64)
-        if m >= S.shape[0]:
-            return S.toarray()
-    else:
-        S = np.asarray(sample, dtype=np.float64)
-        if m >= S.shape[0]:
-            return S.copy()
+    S = as_rows64(sample)
+    if m >= S.shape[0]:
+        return S.toarray() if issparse(S) else S.copy()
     seed = int(rng.integers(2**31 - 1))  # scikit-learn seeds a RandomState from an int
     if n_iter == 0:
         return kmeans_plusplus(S, m, random_state=seed)[0]

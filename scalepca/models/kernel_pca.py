@@ -33,6 +33,7 @@ from ..linalg.kernels import (
     KERNELS,
     _nystroem_block,
     _rff_block,
+    as_rows64,
     centred_kernel_eigh,
     gather_rows,
     kernel_block,
@@ -522,7 +523,7 @@ class KernelPCA(DecompositionMixin):
         with self._timed_pass("landmarks"):
             (rows,) = dask.compute(gather_rows(X, idx))
         if pool and issparse(rows):
-            return rows.tocsr().astype(np.float64)
+            return as_rows64(rows)
         return _dense_rows(rows)
 
     def _fit_exact(self, X, k: int, seed, data: MatrixInput) -> dict:
