@@ -108,7 +108,6 @@ def chunk_seconds(path, work=None, repeat: int = 3) -> float:
     for float32 blocks; ``scalepca.gram-precision`` in ``dask.config`` changes both)."""
     import numpy as np
     import zarr
-    from threadpoolctl import threadpool_limits
 
     from scalepca.linalg.moments import _gram, gram_precision
 
@@ -119,6 +118,13 @@ def chunk_seconds(path, work=None, repeat: int = 3) -> float:
 
         def work(x):
             return _gram(x, x.sum(axis=0, dtype=np.float64) / x.shape[0], precision=precision)
+    return one_core_seconds(work, x, repeat)
+
+
+def one_core_seconds(work, x, repeat: int = 3) -> float:
+    """Best of ``repeat`` timings of ``work(x)`` on one BLAS thread, after one warm-up call."""
+    from threadpoolctl import threadpool_limits
+
     with threadpool_limits(1):
         work(x)  # warm-up
         best = float("inf")

@@ -35,7 +35,13 @@ import traceback
 from pathlib import Path
 
 import numpy as np  # noqa: E402
-from _common import local_cluster, peak_worker_memory, table, write_json  # noqa: E402
+from _common import (  # noqa: E402
+    local_cluster,
+    one_core_seconds,
+    peak_worker_memory,
+    table,
+    write_json,
+)
 
 import scalepca  # noqa: E402
 from scalepca.datasets import make_counts, write_dataset  # noqa: E402
@@ -87,20 +93,12 @@ def chunk_work(path, chunk_rows, repeat: int = 5) -> tuple[float, float]:
     """One core's time for the covariance fit's own task on the store's first row block
     (``block_moments``: column sums and the CSR Gram; one BLAS thread, best of ``repeat``,
     measured before any cluster starts), and the multiply-adds Σ nnz_row² / 2 of its Gram."""
-    from threadpoolctl import threadpool_limits
-
     from scalepca.linalg.moments import block_moments
 
     x = lazy_counts(path, chunk_rows)[:chunk_rows].compute(scheduler="sync")  # one block
     per_row = np.diff(x.indptr).astype(np.float64)
-    with threadpool_limits(1):
-        block_moments(x)  # warm-up (the kernel's first call compiles or loads it)
-        best = float("inf")
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            block_moments(x)
-            best = min(best, time.perf_counter() - t0)
-    return best, float(per_row @ per_row) / 2
+    # the warm-up call compiles or loads the CSR kernel
+    return one_core_seconds(block_moments, x, repeat), float(per_row @ per_row) / 2
 
 
 def _dense(block):
