@@ -160,6 +160,11 @@ def test_kmeans_pool_of_sparse_rows_is_clustered_sparse(monkeypatch):
     np.testing.assert_allclose(kp.landmarks_[:, keep], ref.landmarks_, rtol=0,
                                atol=1e-12 * np.abs(ref.landmarks_).max())
     assert np.isnan(kp.landmarks_[:, 3]).all()
+    bad = X.copy()
+    bad.data[5] = np.inf  # a stored non-finite value in a kept feature: refused before the pass
+    with pytest.raises(ValueError, match="NaN or infinite values \\(found in the sampled "
+                                         "landmark rows\\)"):
+        scalepca.KernelPCA(3, **kw).fit(bad)
 
 
 @pytest.mark.parametrize("approx,kernel,landmarks", KPCA_CASES)
