@@ -19,14 +19,23 @@ def _worker_peak_rss() -> int:
 
 
 @contextmanager
-def local_cluster(n_workers=2, threads_per_worker=1, memory_limit="4GiB", **kw):
-    """A fresh LocalCluster + Client; fresh processes so peak memory is per configuration."""
-    from distributed import Client, LocalCluster
+def local_cluster(n_workers=2, threads_per_worker=1, memory_limit="4GiB", dask_config=None,
+                  **kw):
+    """A fresh LocalCluster + Client, made by ``scalepca.cluster.make_cluster`` as
+    ``scalepca.connect`` makes one; fresh processes so peak memory is per configuration.
+    ``dask_config``: Dask settings the scheduler and workers are started with; ``kw``: other
+    keys of a ``local`` cluster section (``local_directory``)."""
+    import dask
+    from distributed import Client
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                      memory_limit=memory_limit, dashboard_address=":0", **kw) as cluster:
-        with Client(cluster) as client:
-            yield client
+    from scalepca.cluster import make_cluster
+
+    with dask.config.set(dask_config or {}):  # read by the scheduler and nannies as made
+        cluster = make_cluster(kind="local", n_workers=n_workers,
+                               threads_per_worker=threads_per_worker, memory_limit=memory_limit,
+                               **kw)
+    with cluster, Client(cluster) as client:
+        yield client
 
 
 def peak_worker_memory(client) -> dict:
@@ -101,24 +110,120 @@ def read_pass(path):
     return da.from_zarr(path).sum(axis=0).compute()
 
 
-def chunk_seconds(path, work=None, repeat: int = 3) -> float:
-    """One core's time for ``work`` on one real chunk of the store (the client process, one
-    BLAS thread, best of ``repeat``). ``work`` defaults to the centred Gram a moments pass
-    forms (scalepca's own kernel, in the precision the fits use: by default float32 products
-    for float32 blocks; ``scalepca.gram-precision`` in ``dask.config`` changes both)."""
-    import numpy as np
-    import zarr
+def chunk_seconds(path, work=None, repeat: int = 3, share: int = 0) -> dict:
+    """One core's time for ``work`` per real chunk of the store (the client process, one BLAS
+    thread).
 
-    from scalepca.linalg.moments import _gram, gram_precision
+    ``best_s`` (when ``repeat`` > 0): the best of ``repeat`` timings on the first chunk.
+    ``share_s`` (when ``share`` > 0): the mean time per chunk over the first ``share`` chunks,
+    each timed once in turn — the work one worker does in a fit (its share of the chunks), on
+    one core. The floor uses ``share_s``: a fit's time is a sum over many chunks, not its
+    luckiest one. ``work`` defaults to the centred Gram a moments pass forms (scalepca's own
+    kernel, in the precision the fits use: by default float32 products for float32 blocks;
+    ``scalepca.gram-precision`` in ``dask.config`` changes both)."""
+    import zarr
+    from threadpoolctl import threadpool_limits
 
     z = zarr.open_array(path, mode="r")
-    x = z[: z.chunks[0]]  # one stored chunk, the size a task works on
-    if work is None:
-        precision = gram_precision()  # the fits' own setting (dask.config), read here
+    step = z.chunks[0]
+    work = chunk_work(work)
+    out = {}
+    if repeat > 0:
+        out["best_s"] = one_core_seconds(work, z[:step], repeat)
+    if share > 0:
+        times = []
+        with threadpool_limits(1):
+            if repeat <= 0:
+                work(z[:step])  # warm-up
+            for i in range(min(share, z.nchunks)):
+                x = z[i * step : (i + 1) * step]  # read outside the timing
+                t0 = time.perf_counter()
+                work(x)
+                times.append(time.perf_counter() - t0)
+        out.update(share_s=sum(times) / len(times), share_chunks=len(times))
+    return out
 
-        def work(x):
-            return _gram(x, x.sum(axis=0, dtype=np.float64) / x.shape[0], precision=precision)
-    return one_core_seconds(work, x, repeat)
+
+def _centred_gram(x, precision):
+    """The default chunk work: the centred Gram a moments pass forms."""
+    import numpy as np
+
+    from scalepca.linalg.moments import _gram
+
+    return _gram(x, x.sum(axis=0, dtype=np.float64) / x.shape[0], precision=precision)
+
+
+def chunk_work(work=None):
+    """``work``, or the default: scalepca's centred Gram in the precision the fits use (read
+    here from ``dask.config``, so that a process started later does the same)."""
+    if work is not None:
+        return work
+    from functools import partial
+
+    from scalepca.linalg.moments import gram_precision
+
+    return partial(_centred_gram, precision=gram_precision())
+
+
+def _time_chunks(path, work, indices, barrier, results):
+    """In a process of its own: one BLAS thread, a warm-up on the first chunk, then, once
+    every process is ready, each chunk of ``indices`` read (untimed) and worked on (timed)."""
+    import zarr
+    from threadpoolctl import threadpool_limits
+
+    z = zarr.open_array(path, mode="r")
+    step = z.chunks[0]
+    with threadpool_limits(1):
+        work(z[indices[0] * step : (indices[0] + 1) * step])
+        barrier.wait()
+        times = []
+        for i in indices:
+            x = z[i * step : (i + 1) * step]
+            t0 = time.perf_counter()
+            work(x)
+            times.append(time.perf_counter() - t0)
+    results.put(times)
+
+
+def concurrent_chunk_seconds(path, work=None, *, processes: int = 2, share: int = 1) -> float:
+    """Mean time per chunk of ``work`` when ``processes`` plain processes (no Dask), one BLAS
+    thread each, work at once on ``share`` chunks each (each its own run of chunks): one
+    core's time per chunk while the other cores are as busy as in a fit, which share the
+    caches, memory bandwidth and power. ``work`` must pickle (a module-level function or a
+    ``functools.partial`` of one); the processes are spawned, so their start-up and imports
+    are not timed."""
+    import multiprocessing
+
+    import zarr
+
+    work = chunk_work(work)
+    nchunks = zarr.open_array(path, mode="r").nchunks
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    procs = []
+    for p in range(processes):
+        first = (p * share) % nchunks
+        indices = [(first + i) % nchunks for i in range(share)]
+        procs.append(ctx.Process(target=_time_chunks,
+                                 args=(str(path), work, indices, barrier, results)))
+    for proc in procs:
+        proc.start()
+    import queue
+
+    times, got = [], 0
+    while got < processes:  # a process that failed is an error here, not a wait forever
+        try:
+            times += results.get(timeout=5)
+            got += 1
+        except queue.Empty:
+            failed = [proc.exitcode for proc in procs if proc.exitcode not in (None, 0)]
+            if failed:
+                for proc in procs:
+                    proc.kill()
+                raise RuntimeError(f"a floor process failed (exit codes {failed})") from None
+    for proc in procs:
+        proc.join()
+    return sum(times) / len(times)
 
 
 def one_core_seconds(work, x, repeat: int = 3) -> float:
@@ -145,7 +250,9 @@ def store_facts(path) -> dict:
 
 
 def floor_rows(store: str, path, t_read: float, fits: dict, *, threads: int, work=None,
-               work_label: str = "Gram", t_chunk: float | None = None
+               work_label: str = "Gram", t_chunk: float | None = None,
+               t_chunk_best: float | None = None, paired: dict | None = None,
+               t_chunk_concurrent: float | None = None, paired_concurrent: dict | None = None
                ) -> tuple[list[dict], dict]:
     """Table rows of one store: the read pass, the floor and each fit against both.
 
@@ -153,11 +260,20 @@ def floor_rows(store: str, path, t_read: float, fits: dict, *, threads: int, wor
     ``work`` time per chunk (:func:`chunk_seconds`) × chunks / ``threads`` (the worker threads
     of the cluster): the time a fit would take if computing overlapped nothing with reading.
     GB/s per core = bytes / seconds / ``threads``. ``t_chunk`` is that per-chunk time when
-    the caller measured it already (best measured while no cluster runs).
+    the caller measured it already (while no cluster runs; else the best of 3 on the first
+    chunk is measured here); ``t_chunk_best`` the best single chunk's time, reported beside
+    it with the floor it would give; ``paired`` maps a fit's label to its ratios to the floor
+    of each round (fit and floor measured minutes apart at most), reported as their median.
+    ``t_chunk_concurrent`` is the time per chunk with every worker thread's core busy
+    (:func:`concurrent_chunk_seconds`): the *two-core floor* read + that × chunks /
+    ``threads`` is what the hardware allows with no Dask at all, so a fit's ratio to it is
+    Dask's and scalepca's own overhead; ``paired_concurrent`` the fits' ratios to it per round.
     """
+    import statistics
+
     facts = store_facts(path)
     if t_chunk is None:
-        t_chunk = chunk_seconds(path, work)
+        t_chunk = chunk_seconds(path, work)["best_s"]
     floor = t_read + t_chunk * facts["chunks"] / threads
     gb = facts["bytes"] / 1e9
     base = {"store": store}
@@ -167,41 +283,73 @@ def floor_rows(store: str, path, t_read: float, fits: dict, *, threads: int, wor
                                f"{facts['chunks']} / {threads})",
              "seconds": floor, "x read pass": floor / t_read, "x floor": 1.0,
              "GB/s per core": gb / floor / threads}]
+    best_floor = None if t_chunk_best is None else (
+        t_read + t_chunk_best * facts["chunks"] / threads)
     for label, (t, passes) in fits.items():
         rows.append({**base, "method": label, "seconds": t, "x read pass": t / t_read,
                      "x floor": t / floor, "GB/s per core": gb / t / threads,
                      "passes": passes})
+        if paired and label in paired:
+            rows[-1]["x floor, paired rounds"] = statistics.median(paired[label])
+        if paired_concurrent and label in paired_concurrent:
+            rows[-1]["x 2-core floor, paired"] = statistics.median(paired_concurrent[label])
+        if best_floor is not None:
+            rows[-1]["x best-chunk floor"] = t / best_floor
     info = {**facts, "read_s": t_read, "chunk_work_s": t_chunk, "floor_s": floor,
             "threads": threads}
+    if paired:
+        info["x_floor_paired_rounds"] = paired
+    if t_chunk_concurrent is not None:
+        info["chunk_work_concurrent_s"] = t_chunk_concurrent
+        info["floor_two_core_s"] = t_read + t_chunk_concurrent * facts["chunks"] / threads
+    if paired_concurrent:
+        info["x_two_core_floor_paired_rounds"] = paired_concurrent
+    if best_floor is not None:  # the floor from the best single chunk, and each fit against it
+        info.update(chunk_work_best_s=t_chunk_best, floor_best_chunk_s=best_floor,
+                    x_floor_best_chunk={label: t / best_floor for label, (t, _) in fits.items()})
     return rows, info
 
 
-FLOOR_COLUMNS = ["store", "method", "seconds", "x read pass", "x floor", "GB/s per core",
-                 "passes"]
+FLOOR_COLUMNS = ["store", "method", "seconds", "x read pass", "x floor",
+                 "x floor, paired rounds", "x 2-core floor, paired", "x best-chunk floor",
+                 "GB/s per core", "passes"]
 
 
 def one_pass_against_floor(stores: dict, fits: dict, *, repeat: int, memory_limit: str,
                            n_workers: int = 2, threads_per_worker: int = 1, work=None,
                            work_label: str = "Gram") -> tuple[list[dict], dict]:
-    """For each store (label → path): a fresh cluster, a warm-up read, then ``repeat`` rounds
-    of (read pass, every fit) — so load from elsewhere hits reads and fits alike — and the
-    rows of :func:`floor_rows` from the best times. ``fits`` maps a label to a function
-    ``X → fitted estimator`` (its ``n_passes_`` is reported)."""
+    """Each fit against the floor of its store, in ``repeat`` rounds.
+
+    For each store (label → path): the best of 5 of one core's ``work`` on the first chunk,
+    then ``repeat`` rounds of (with no cluster processes alive: one core's ``work`` over one
+    worker's share of the chunks, alone, then in one plain process per worker thread at once;
+    a fresh cluster, a warm-up read and fit, the read pass, every fit). The rows of
+    :func:`floor_rows` come from the best times, and each fit's ratio to its own round's
+    floors is reported as the median over rounds: this machine's speed drifts by several per
+    cent over minutes, so a floor measured once, minutes away from the fits, can move a ratio
+    by ±5 %. ``fits`` maps a label to a function ``X → fitted estimator`` (its ``n_passes_``
+    is reported); ``work`` must pickle (see :func:`concurrent_chunk_seconds`)."""
     import dask.array as da
 
+    threads = n_workers * threads_per_worker
     rows, infos = [], {}
     for store, path in stores.items():
-        # one core's Gram per chunk, measured first: with no cluster processes alive, so that
-        # the floor is not raised by their start-up or shutdown (best of 5)
-        t_chunk = chunk_seconds(path, work, repeat=5)
-        with local_cluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                           memory_limit=memory_limit):
-            read_pass(path)  # warm-up: imports on the workers, page cache
-            first = da.from_zarr(path)
-            for fit in fits.values():  # warm-up on one chunk: first-call imports, not timed
-                fit(first[: first.chunks[0][0]])
-            reads, times, passes = [], {k: [] for k in fits}, {}
-            for _ in range(repeat):
+        chunks = store_facts(path)["chunks"]
+        share = -(-chunks // threads)  # one worker thread's share of the chunks
+        best_chunk = chunk_seconds(path, work, repeat=5)["best_s"]
+        shares, concurrent, reads, times, passes = [], [], [], {k: [] for k in fits}, {}
+        for _ in range(repeat):
+            # one core's work per chunk with no cluster processes alive, so that their
+            # start-up or shutdown does not raise the floor
+            shares.append(chunk_seconds(path, work, repeat=0, share=share)["share_s"])
+            concurrent.append(concurrent_chunk_seconds(path, work, processes=threads,
+                                                       share=share))
+            with local_cluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                               memory_limit=memory_limit):
+                read_pass(path)  # warm-up: imports on the workers, page cache
+                first = da.from_zarr(path)
+                for fit in fits.values():  # warm-up on one chunk: first-call imports
+                    fit(first[: first.chunks[0][0]])
                 reads.append(timed(lambda path=path: read_pass(path))[0])
                 for label, fit in fits.items():
                     # a fresh array name per fit: the same graph keys as the fit before
@@ -210,12 +358,24 @@ def one_pass_against_floor(stores: dict, fits: dict, *, repeat: int, memory_limi
                         da.from_zarr(path, name=f"floor-{uuid.uuid4().hex}")))
                     times[label].append(t)
                     passes[label] = getattr(est, "n_passes_", None)
+        round_floors = [r + s * chunks / threads for r, s in zip(reads, shares, strict=True)]
+        round_two_core = [r + s * chunks / threads
+                          for r, s in zip(reads, concurrent, strict=True)]
+
+        def ratios(floors, times=times):
+            return {k: [t / f for t, f in zip(v, floors, strict=True)]
+                    for k, v in times.items()}
+
         r, info = floor_rows(store, path, min(reads),
                              {k: (min(v), passes[k]) for k, v in times.items()},
-                             threads=n_workers * threads_per_worker, work=work,
-                             work_label=work_label, t_chunk=t_chunk)
-        info["read_all_s"] = reads
-        info["fit_all_s"] = times
+                             threads=threads, work=work, work_label=work_label,
+                             t_chunk=min(shares), t_chunk_best=best_chunk,
+                             paired=ratios(round_floors), t_chunk_concurrent=min(concurrent),
+                             paired_concurrent=ratios(round_two_core))
+        info.update(chunk_work_share_chunks=share, chunk_work_all_s=shares,
+                    chunk_work_concurrent_all_s=concurrent, read_all_s=reads,
+                    fit_all_s=times, floor_rounds_s=round_floors,
+                    two_core_floor_rounds_s=round_two_core)
         rows += r
         infos[store] = info
     return rows, infos

@@ -24,9 +24,9 @@ feature matrix (8 GB per million rows) that is never formed.
 Part 3 (``--part floor``, issue 23): the one-pass moments of RFF kernel PCA
 (``approximation="rff"``, m = ``--m``) on a ``--floor-rows`` × 20 store written with zstd and
 an uncompressed copy (``--codecs``): the read pass, the floor (read pass + one core's time to
-map one real chunk to its m random features and form their Gram, measured in this process
-with one BLAS thread, × chunks / worker threads) and the fit against both, with GB/s per core
-of the stored data.
+map a real chunk to its m random features and form their Gram, one BLAS thread, × chunks /
+worker threads, measured in rounds between the fits: ``_common.one_pass_against_floor``) and
+the fit against both, with GB/s per core of the stored data.
 
 Run (heavy; the lock keeps benchmarks from overlapping)::
 
@@ -221,6 +221,7 @@ def part_floor(rows: int, m: int, codecs: str, repeat: int, data_dir: str) -> di
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from functools import partial
 
+    import zarr
     from _common import FLOOR_COLUMNS, one_pass_against_floor, table
 
     from scalepca import KernelPCA
@@ -236,18 +237,16 @@ def part_floor(rows: int, m: int, codecs: str, repeat: int, data_dir: str) -> di
             print(f"writing {stores[codec]} ({rows:,} × 20 float64, {codec})", flush=True)
             make_low_rank_zarr(stores[codec], rows, 20, rank=10, noise=1.0,
                                chunk_rows=100_000, seed=0, codec=codec)
-    model = {}
 
     def rff(X):
-        model["est"] = KernelPCA(10, approximation="rff", n_features=m, random_state=0).fit(X)
-        return model["est"]
+        return KernelPCA(10, approximation="rff", n_features=m, random_state=0).fit(X)
 
-    def work(x):  # the fit's own task on one stored chunk: features and Gram, slab by slab
-        if "est" not in model:  # timed before any cluster fit: weights from a small in-memory
-            rff(x[:2000])       # fit, which time the same as the fitted model's
-        est = model["est"]
-        feature_block_moments(x, partial(_rff_block, W=est.random_weights_,
-                                         b=est.random_offset_))
+    # the fit's own task on one stored chunk: features and Gram, slab by slab, with the
+    # weights of a small in-memory fit (the same random_state: the fitted model's weights);
+    # a partial of module-level functions, so that the floor's worker processes can take it
+    est = rff(zarr.open_array(next(iter(stores.values())), mode="r")[:2000])
+    work = partial(feature_block_moments,
+                   feature_map=partial(_rff_block, W=est.random_weights_, b=est.random_offset_))
 
     rows_out, info = one_pass_against_floor(
         stores, {f"KernelPCA rff m={m}": rff}, repeat=repeat, memory_limit="2GiB",

@@ -10,8 +10,9 @@ benchmarks/results/pca.json.
 
 Floor table (issue 23), one per store codec (``--codecs``, default a zstd store — zarr's
 default, the store of the earlier rounds — and an uncompressed copy of the same data): the
-read pass, the floor (read pass + one core's Gram time on one real chunk × chunks / worker
-threads, measured in the same run) and each one-pass fit as a ratio to both, with GB/s per core.
+read pass, the floor (read pass + one core's Gram time per chunk × chunks / worker threads,
+measured in rounds between the fits: ``_common.one_pass_against_floor``) and each one-pass fit
+as a ratio to both, with GB/s per core.
 
 Reference ("exact") eigenvalues: scalepca's TSQR solver (direct QR of the centred data,
 no squaring of the condition number), cross-checked against the covariance route.

@@ -23,10 +23,11 @@ batch method's fits from the same moments pass; the one-pass ratios are medians 
 
 Part 3 (issue 23), the floor table: on the float32 store written with zstd (zarr's default,
 the store of the earlier rounds) and on an uncompressed copy (``--codecs``), the read pass,
-the floor (read pass + one core's Gram time on one real chunk × chunks / worker threads, in
-the same run) and the one-pass fits (elasticnet, PCA, batch) against both, with GB/s per
-core. ``--gram-precision float64`` runs them with float64 products (the Gram before issue 23),
-for the before/after comparison of float32 data.
+the floor (read pass + one core's Gram time per chunk × chunks / worker threads, measured in
+rounds between the fits: ``_common.one_pass_against_floor``) and the one-pass fits
+(elasticnet, PCA, batch) against both, with GB/s per core. ``--gram-precision float64`` runs
+them with float64 products (the Gram before issue 23), for the before/after comparison of
+float32 data.
 """
 
 from __future__ import annotations
