@@ -137,7 +137,11 @@ _LOCAL = {
     "dashboard_address": _f((str, _NONE), ":0"),
     "processes": _f(bool, True),
     "local_directory": _f((str, _NONE)),
+    "monitoring": _f(str, "light"),
 }
+
+#: values of ``cluster.monitoring`` (local and batch kinds: the processes scalepca starts)
+MONITORING = ("light", "dask")
 
 _ADDRESS = {
     "address": _f(str, _REQUIRED),
@@ -166,6 +170,7 @@ _JOBQUEUE = {
     "jobs": _f(int, 1),
     "adaptive": _f((dict, _NONE)),
     "start_timeout": _f((str, int, float, _NONE)),
+    "monitoring": _f(str, "light"),
 }
 _JOBQUEUE_EXTRA = {
     "slurm": {},
@@ -460,6 +465,9 @@ def check_cluster(section) -> dict:
             raise ConfigError(
                 f"'cluster.adaptive' needs 0 <= minimum <= maximum; got {lo} and {hi}"
             )
+    if out.get("monitoring", "light") not in MONITORING:
+        raise ConfigError(f"'cluster.monitoring' is {out['monitoring']!r}; allowed: "
+                          f"{', '.join(MONITORING)}")
     for key in ("job_extra", "job_script_prologue", "worker_extra_args"):
         if out.get(key) is not None and not all(isinstance(x, str) for x in out[key]):
             raise ConfigError(f"'cluster.{key}' must be a list of strings; got {out[key]!r}")
@@ -725,6 +733,12 @@ KEY_DOCS = {
     "cluster.processes": "local: workers as processes (``true``) or threads; batch kinds: "
                          "worker processes per job.",
     "cluster.local_directory": "Scratch folder of the workers (spilled data).",
+    "cluster.monitoring": "``light`` (default): the scheduler and workers scalepca starts check "
+                          "their event loop every 1 s, sample CPU and memory for the dashboard "
+                          "every 2 s and the running task's stack every 100 ms (Dask: 20 ms, "
+                          "500 ms, 10 ms): CPU that compute-bound fits share their cores with "
+                          "(see the README's benchmarks); settings already changed in your Dask "
+                          "config are kept. ``dask``: Dask's own.",
     "cluster.address": "address: the scheduler's ``tcp://`` or ``tls://`` address; "
                        "gateway: the Dask Gateway server.",
     "cluster.security": "TLS files for a ``tls://`` scheduler (see cluster.security below).",

@@ -214,7 +214,7 @@ def test_console_script_errors_have_no_traceback(tmp_path, data_path):
     assert r.returncode == EXIT_USER_ERROR
     assert r.stderr.strip() == ("scalepca: error: unknown key(s) 'cluster.workers'; allowed in "
                                 "'cluster': n_workers, threads_per_worker, memory_limit, "
-                                "dashboard_address, processes, local_directory")
+                                "dashboard_address, processes, local_directory, monitoring")
     assert r.stdout == ""
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import scalepca
 from scalepca.cluster import connect, make_cluster, progress
-from scalepca.config import ConfigError, load_config
+from scalepca.config import ConfigError, load_config, validate_config
 
 CONFIGS = Path(__file__).parents[1] / "configs"
 
@@ -298,3 +298,62 @@ def test_cloud_kinds_wiring(monkeypatch):
                                 "auth": "jupyterhub"}, "options": {"worker_memory": 8}}
     _scale(cluster, {"kind": "gateway", "n_workers": 3, "adaptive": None})
     assert cluster.calls == [("scale", (3,), {})]
+
+
+# -- cluster.monitoring: Dask's housekeeping on the processes scalepca starts ----------------------
+def _intervals_ms(dask_worker=None, dask_scheduler=None):
+    """Periods (ms) of a server's tick, system monitor and (workers) profiler callbacks."""
+    server = dask_worker if dask_worker is not None else dask_scheduler
+    cbs = server.periodic_callbacks
+    return {name: cbs[name].callback_time for name in ("tick", "monitor", "profile")
+            if name in cbs}
+
+
+def test_monitoring_light_reaches_scheduler_and_worker_processes():
+    # worker processes (not threads): the settings must travel through the nanny
+    with connect(n_workers=1, threads_per_worker=1, processes=True, quiet=True) as client:
+        (worker,) = client.run(_intervals_ms).values()
+        scheduler = client.run_on_scheduler(_intervals_ms)
+    assert worker == {"tick": 1000, "monitor": 2000, "profile": 100}
+    assert scheduler == {"tick": 1000, "monitor": 2000}
+    # nothing leaks into this process's own Dask config
+    assert dask.config.get("distributed.admin.tick.interval") == "20ms"
+
+
+def test_monitoring_dask_keeps_dasks_own_intervals():
+    with connect(n_workers=1, threads_per_worker=1, processes=False, quiet=True,
+                 monitoring="dask") as client:
+        (worker,) = client.run(_intervals_ms).values()
+    assert worker == {"tick": 20, "monitor": 500, "profile": 10}
+
+
+def test_monitoring_light_keeps_what_the_users_dask_config_changed():
+    with dask.config.set({"distributed.worker.profile.interval": "30ms"}), connect(
+            n_workers=1, threads_per_worker=1, processes=False, quiet=True) as client:
+        (worker,) = client.run(_intervals_ms).values()
+    assert worker == {"tick": 1000, "monitor": 2000, "profile": 30}
+
+
+def test_monitoring_bad_value_names_the_key():
+    with pytest.raises(ConfigError, match="'cluster.monitoring' is 'off'; allowed: light, dask"):
+        connect(monitoring="off")
+    with pytest.raises(ConfigError, match="'cluster.monitoring' is 'quiet'"):
+        validate_config({"data": {"path": "x.zarr"}, "model": {"method": "pca"},
+                         "cluster": {"kind": "slurm", "cores": 1, "memory": "1GiB",
+                                     "monitoring": "quiet"}})
+
+
+def test_monitoring_light_in_the_batch_job_environment():
+    pytest.importorskip("dask_jobqueue")
+    base = {"kind": "slurm", "cores": 1, "memory": "1GiB",
+            "job_script_prologue": ["export DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL=200ms"]}
+    script = _script(base)
+    lines = script.splitlines()
+    light = ["export DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL=1s",
+             "export DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL=2s",
+             "export DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL=100ms"]
+    at = [lines.index(line) for line in light]
+    # before the user's own prologue, so a line of theirs overrides it
+    assert at == sorted(at) and max(at) < lines.index(base["job_script_prologue"][0])
+    assert "DASK_DISTRIBUTED" not in _script({**base, "monitoring": "dask",
+                                              "job_script_prologue": None})
