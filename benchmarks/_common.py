@@ -19,21 +19,16 @@ def _worker_peak_rss() -> int:
 
 
 @contextmanager
-def local_cluster(n_workers=2, threads_per_worker=1, memory_limit="4GiB", dask_config=None,
-                  **kw):
+def local_cluster(n_workers=2, threads_per_worker=1, memory_limit="4GiB", **kw):
     """A fresh LocalCluster + Client, made by ``scalepca.cluster.make_cluster`` as
     ``scalepca.connect`` makes one; fresh processes so peak memory is per configuration.
-    ``dask_config``: Dask settings the scheduler and workers are started with; ``kw``: other
-    keys of a ``local`` cluster section (``local_directory``)."""
-    import dask
+    ``kw``: other keys of a ``local`` cluster section (``local_directory``, ``monitoring``)."""
     from distributed import Client
 
     from scalepca.cluster import make_cluster
 
-    with dask.config.set(dask_config or {}):  # read by the scheduler and nannies as made
-        cluster = make_cluster(kind="local", n_workers=n_workers,
-                               threads_per_worker=threads_per_worker, memory_limit=memory_limit,
-                               **kw)
+    cluster = make_cluster(kind="local", n_workers=n_workers,
+                           threads_per_worker=threads_per_worker, memory_limit=memory_limit, **kw)
     with cluster, Client(cluster) as client:
         yield client
 
@@ -110,6 +105,25 @@ def read_pass(path):
     return da.from_zarr(path).sum(axis=0).compute()
 
 
+def warm_up(path, fits) -> None:
+    """Before timing on a fresh cluster: a read pass (imports on the workers, page cache) and
+    each fit on the first chunk (first-call imports)."""
+    import dask.array as da
+
+    read_pass(path)
+    first = da.from_zarr(path)
+    for fit in fits:
+        fit(first[: first.chunks[0][0]])
+
+
+def fresh_array(path):
+    """The store as a dask array under a new name: the same graph keys as a fit before could
+    be served from results the scheduler has not yet released."""
+    import dask.array as da
+
+    return da.from_zarr(path, name=f"floor-{uuid.uuid4().hex}")
+
+
 def chunk_seconds(path, work=None, repeat: int = 3, share: int = 0) -> dict:
     """One core's time for ``work`` per real chunk of the store (the client process, one BLAS
     thread).
@@ -122,24 +136,14 @@ def chunk_seconds(path, work=None, repeat: int = 3, share: int = 0) -> dict:
     kernel, in the precision the fits use: by default float32 products for float32 blocks;
     ``scalepca.gram-precision`` in ``dask.config`` changes both)."""
     import zarr
-    from threadpoolctl import threadpool_limits
 
     z = zarr.open_array(path, mode="r")
-    step = z.chunks[0]
     work = chunk_work(work)
     out = {}
     if repeat > 0:
-        out["best_s"] = one_core_seconds(work, z[:step], repeat)
+        out["best_s"] = one_core_seconds(work, z[: z.chunks[0]], repeat)
     if share > 0:
-        times = []
-        with threadpool_limits(1):
-            if repeat <= 0:
-                work(z[:step])  # warm-up
-            for i in range(min(share, z.nchunks)):
-                x = z[i * step : (i + 1) * step]  # read outside the timing
-                t0 = time.perf_counter()
-                work(x)
-                times.append(time.perf_counter() - t0)
+        times = chunk_times(path, work, range(min(share, z.nchunks)))
         out.update(share_s=sum(times) / len(times), share_chunks=len(times))
     return out
 
@@ -165,24 +169,32 @@ def chunk_work(work=None):
     return partial(_centred_gram, precision=gram_precision())
 
 
-def _time_chunks(path, work, indices, barrier, results):
-    """In a process of its own: one BLAS thread, a warm-up on the first chunk, then, once
-    every process is ready, each chunk of ``indices`` read (untimed) and worked on (timed)."""
+def chunk_times(path, work, indices, barrier=None) -> list[float]:
+    """Seconds of ``work`` on each chunk of ``indices``, on one BLAS thread: a warm-up on the
+    first chunk, then (once ``barrier`` lets every process go, when given) each chunk read
+    untimed and worked on timed."""
     import zarr
     from threadpoolctl import threadpool_limits
 
     z = zarr.open_array(path, mode="r")
     step = z.chunks[0]
+    indices = list(indices)
     with threadpool_limits(1):
         work(z[indices[0] * step : (indices[0] + 1) * step])
-        barrier.wait()
+        if barrier is not None:
+            barrier.wait()
         times = []
         for i in indices:
             x = z[i * step : (i + 1) * step]
             t0 = time.perf_counter()
             work(x)
             times.append(time.perf_counter() - t0)
-    results.put(times)
+    return times
+
+
+def _time_chunks(path, work, indices, barrier, results):
+    """In a process of its own: :func:`chunk_times`, handed back through ``results``."""
+    results.put(chunk_times(path, work, indices, barrier))
 
 
 def concurrent_chunk_seconds(path, work=None, *, processes: int = 2, share: int = 1) -> float:
@@ -193,6 +205,7 @@ def concurrent_chunk_seconds(path, work=None, *, processes: int = 2, share: int 
     ``functools.partial`` of one); the processes are spawned, so their start-up and imports
     are not timed."""
     import multiprocessing
+    import queue
 
     import zarr
 
@@ -208,8 +221,6 @@ def concurrent_chunk_seconds(path, work=None, *, processes: int = 2, share: int 
                                  args=(str(path), work, indices, barrier, results)))
     for proc in procs:
         proc.start()
-    import queue
-
     times, got = [], 0
     while got < processes:  # a process that failed is an error here, not a wait forever
         try:
@@ -329,8 +340,6 @@ def one_pass_against_floor(stores: dict, fits: dict, *, repeat: int, memory_limi
     cent over minutes, so a floor measured once, minutes away from the fits, can move a ratio
     by ±5 %. ``fits`` maps a label to a function ``X → fitted estimator`` (its ``n_passes_``
     is reported); ``work`` must pickle (see :func:`concurrent_chunk_seconds`)."""
-    import dask.array as da
-
     threads = n_workers * threads_per_worker
     rows, infos = [], {}
     for store, path in stores.items():
@@ -346,16 +355,10 @@ def one_pass_against_floor(stores: dict, fits: dict, *, repeat: int, memory_limi
                                                        share=share))
             with local_cluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                                memory_limit=memory_limit):
-                read_pass(path)  # warm-up: imports on the workers, page cache
-                first = da.from_zarr(path)
-                for fit in fits.values():  # warm-up on one chunk: first-call imports
-                    fit(first[: first.chunks[0][0]])
+                warm_up(path, fits.values())
                 reads.append(timed(lambda path=path: read_pass(path))[0])
                 for label, fit in fits.items():
-                    # a fresh array name per fit: the same graph keys as the fit before
-                    # could be served from results the scheduler has not yet released
-                    t, _, est = timed(lambda fit=fit, path=path: fit(
-                        da.from_zarr(path, name=f"floor-{uuid.uuid4().hex}")))
+                    t, _, est = timed(lambda fit=fit, path=path: fit(fresh_array(path)))
                     times[label].append(t)
                     passes[label] = getattr(est, "n_passes_", None)
         round_floors = [r + s * chunks / threads for r, s in zip(reads, shares, strict=True)]

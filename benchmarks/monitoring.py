@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import local_cluster, read_pass, table, write_json  # noqa: E402
+from _common import fresh_array, local_cluster, table, warm_up, write_json  # noqa: E402
 
 SETTINGS = ("light", "dask")  # values of cluster.monitoring
 
@@ -60,15 +60,9 @@ def idle_cpu(setting: str, seconds: float, memory_limit: str) -> float:
 
 
 def timed_fit(setting: str, path: str, fit, memory_limit: str) -> float:
-    import uuid
-
-    import dask.array as da
-
     with local_cluster(memory_limit=memory_limit, monitoring=setting):
-        read_pass(path)  # warm-up: imports on the workers, page cache
-        first = da.from_zarr(path)
-        fit(first[: first.chunks[0][0]])  # first-call imports, not timed
-        X = da.from_zarr(path, name=f"bench-{uuid.uuid4().hex}")  # nothing cached
+        warm_up(path, [fit])
+        X = fresh_array(path)
         t0 = time.perf_counter()
         fit(X)
         return time.perf_counter() - t0
