@@ -218,6 +218,29 @@ def test_pca_sparse_matches_scanpy_on_pbmc68k():
     close_up_to_sign(ours_dask.components_, np.asarray(lazy.varm["PCs"]).T, atol=1e-7)
 
 
+@pytest.mark.parametrize("precision", ["auto", "float64"])
+def test_float32_sparse_pbmc68k_raw_keeps_float64_precision(precision):
+    """Sparse float32 blocks are summed and multiplied in float64 whatever the
+    ``scalepca.gram-precision`` setting: the eigenvalues of scanpy's pbmc68k raw counts
+    (float32 CSR) equal LAPACK's on the float64 copy to rounding. (Column sums were once
+    float32 sums — scipy's ``sum(dtype=float64)`` widens only the result — and the
+    eigenvalues were 3.6e-6 off with either setting.)"""
+    import dask
+
+    sc = pytest.importorskip("scanpy")
+    raw = sp.csr_matrix(sc.datasets.pbmc68k_reduced().raw.X)
+    assert raw.dtype == np.float32
+    dense = raw.toarray().astype(np.float64)
+    xc = dense - dense.mean(axis=0)
+    ref = np.linalg.eigvalsh(xc.T @ xc / (dense.shape[0] - 1))[::-1][:15]
+    with dask.config.set({"scalepca.gram-precision": precision}):
+        for X in (raw, dask_csr(raw, 128)):
+            mom = moments(check_matrix(X, accept_sparse=True))
+            np.testing.assert_allclose(mom["mean"], dense.mean(axis=0), rtol=1e-14, atol=0)
+            ours = scalepca.PCA(15, svd_solver="covariance_eigh").fit(X)
+            np.testing.assert_allclose(ours.explained_variance_, ref, rtol=1e-12)
+
+
 # -- zero_center=False: truncated SVD -------------------------------------------------------------
 @pytest.mark.parametrize("solver", ["covariance_eigh", "randomized", "tsqr"])
 @pytest.mark.parametrize("kind", ["dense", "sparse"])

@@ -231,7 +231,9 @@ def _block_moments_sparse(x, *, with_gram: bool = True) -> dict:
         nanf = np.bincount(x.indices[np.isnan(x.data)], minlength=d)
         x = x.copy()
         x.data[~finite] = 0.0
-    colsum = np.asarray(x.sum(axis=0, dtype=np.float64)).ravel()
+    # not x.sum(axis=0, dtype=np.float64): scipy sums float32 values in float32 and converts
+    # the result (pbmc68k's float32 counts: means 2.8e-6 off, eigenvalues 3.6e-6)
+    colsum = np.bincount(x.indices, weights=x.data, minlength=d)  # weights: float64 sums
     mean = colsum / n if n else np.zeros(d)
     out = {"n": n, "mean": mean, "bad": bad}
     if nanf is not None:
