@@ -376,7 +376,13 @@ class PCA(_BaseSpectralPCA):
         its singular values, ``mean_`` is zero (``transform`` is ``X components_ᵀ``), and
         ``explained_variance_`` is the variance (denominator n) of each score column, its
         ratio taken to the features' total variance (denominator n) — ``TruncatedSVD``'s
-        definitions. Every solver takes it; not with ``standardize=True``.
+        definitions. The components are ordered by singular value, so
+        ``explained_variance_`` need not decrease (the first axis often follows the mean);
+        ``noise_variance_`` is the total variance outside the k axes over ``min(n, d) − k``.
+        Such a model is no Gaussian: ``score``, ``score_samples``, ``get_covariance`` and
+        ``get_precision`` raise, as do :func:`~scalepca.north_test` and
+        :class:`~scalepca.Rotator`, which need the covariance's eigenvalues in descending
+        order. Every solver takes it; not with ``standardize=True``.
 
     Attributes
     ----------
@@ -389,7 +395,8 @@ class PCA(_BaseSpectralPCA):
         ``transform`` projects ``(x − mean_) / scale_``, ``inverse_transform`` multiplies back.
     explained_variance_ : ndarray of shape (n_components,)
         Eigenvalues of the sample covariance (denominator n − 1); of the standardised data's
-        covariance with ``standardize=True``.
+        covariance with ``standardize=True``; the variances of the scores, in singular-value
+        order (not sorted), with ``zero_center=False``.
     explained_variance_ratio_ : ndarray of shape (n_components,)
     singular_values_ : ndarray of shape (n_components,)
     noise_variance_ : float
