@@ -300,7 +300,7 @@ def test_zero_center_false_on_pbmc68k_matches_numpy_and_scanpy():
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
-def test_zero_center_false_refuses_the_gaussian_model_and_eigenvalue_tools(kind):
+def test_zero_center_false_refuses_the_gaussian_model_and_eigenvalue_tools(kind, tmp_path):
     """A truncated SVD fits no Gaussian model and its variances are no sorted eigenvalues:
     ``score``, ``score_samples``, ``get_covariance``, ``get_precision``, ``north_test`` and
     ``Rotator`` refuse it before reading the data (they once ran: a log-likelihood of
@@ -321,6 +321,9 @@ def test_zero_center_false_refuses_the_gaussian_model_and_eigenvalue_tools(kind)
         scalepca.north_test(model)
     with pytest.raises(ValueError, match="Rotator needs the eigenvalues.*zero_center=True"):
         scalepca.Rotator(2).fit(model)
+    model.save(tmp_path / "tsvd")  # a loaded model refuses alike
+    with pytest.raises(ValueError, match="score is undefined with zero_center=False"):
+        scalepca.load(tmp_path / "tsvd").score(Xc)
     assert counter.reads == 0
     # the centred model of the same data keeps all of them
     centred = scalepca.PCA(3).fit(data)
