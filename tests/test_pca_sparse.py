@@ -218,6 +218,29 @@ def test_pca_sparse_matches_scanpy_on_pbmc68k():
     close_up_to_sign(ours_dask.components_, np.asarray(lazy.varm["PCs"]).T, atol=1e-7)
 
 
+@pytest.mark.parametrize("precision", ["auto", "float64"])
+def test_float32_sparse_pbmc68k_raw_keeps_float64_precision(precision):
+    """Sparse float32 blocks are summed and multiplied in float64 whatever the
+    ``scalepca.gram-precision`` setting: the eigenvalues of scanpy's pbmc68k raw counts
+    (float32 CSR) equal LAPACK's on the float64 copy to rounding. (Column sums were once
+    float32 sums — scipy's ``sum(dtype=float64)`` widens only the result — and the
+    eigenvalues were 3.6e-6 off with either setting.)"""
+    import dask
+
+    sc = pytest.importorskip("scanpy")
+    raw = sp.csr_matrix(sc.datasets.pbmc68k_reduced().raw.X)
+    assert raw.dtype == np.float32
+    dense = raw.toarray().astype(np.float64)
+    xc = dense - dense.mean(axis=0)
+    ref = np.linalg.eigvalsh(xc.T @ xc / (dense.shape[0] - 1))[::-1][:15]
+    with dask.config.set({"scalepca.gram-precision": precision}):
+        for X in (raw, dask_csr(raw, 128)):
+            mom = moments(check_matrix(X, accept_sparse=True))
+            np.testing.assert_allclose(mom["mean"], dense.mean(axis=0), rtol=1e-14, atol=0)
+            ours = scalepca.PCA(15, svd_solver="covariance_eigh").fit(X)
+            np.testing.assert_allclose(ours.explained_variance_, ref, rtol=1e-12)
+
+
 # -- zero_center=False: truncated SVD -------------------------------------------------------------
 @pytest.mark.parametrize("solver", ["covariance_eigh", "randomized", "tsqr"])
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
@@ -240,6 +263,72 @@ def test_zero_center_false_is_truncated_svd(solver, kind):
                                tsvd.explained_variance_ratio_, rtol=1e-8)
     close_up_to_sign(ours.components_, tsvd.components_, atol=1e-8)
     close_up_to_sign(ours.transform(data).T, tsvd.transform(X).T, atol=1e-7)
+
+
+def test_zero_center_false_on_pbmc68k_matches_numpy_and_scanpy():
+    """``zero_center=False`` on scanpy's pbmc68k raw data (uncentred, CSR) against a
+    truncated SVD in NumPy (components by singular value, ``explained_variance_`` the scores'
+    variances, denominator n, which need not decrease) and scanpy's
+    ``sc.pp.pca(zero_center=False)`` (scikit-learn's ``TruncatedSVD``)."""
+    sc = pytest.importorskip("scanpy")
+    anndata = pytest.importorskip("anndata")
+    raw = sp.csr_matrix(sc.datasets.pbmc68k_reduced().raw.X, dtype=np.float64)
+    k = 10
+    dense = raw.toarray()
+    _, s, Vt = np.linalg.svd(dense, full_matrices=False)
+    scores = dense @ Vt[:k].T
+    ev = scores.var(axis=0)
+    ratio = ev / dense.var(axis=0).sum()
+    noise = (dense.var(axis=0).sum() - ev.sum()) / (min(dense.shape) - k)
+    assert np.any(np.diff(ev) > 0)  # the first axis follows the mean: not sorted
+    adata = anndata.AnnData(raw)
+    sc.pp.pca(adata, n_comps=k, zero_center=False, svd_solver="arpack", random_state=0)
+    np.testing.assert_allclose(adata.uns["pca"]["variance"], ev, rtol=1e-10)
+    for X in (raw, dask_csr(raw, 128), dense):
+        ours = scalepca.PCA(k, svd_solver="covariance_eigh", zero_center=False).fit(X)
+        np.testing.assert_allclose(ours.singular_values_, s[:k], rtol=1e-10)
+        np.testing.assert_allclose(ours.explained_variance_, ev, rtol=1e-10)
+        np.testing.assert_allclose(ours.explained_variance_ratio_, ratio, rtol=1e-10)
+        np.testing.assert_allclose(ours.explained_variance_ratio_,
+                                   adata.uns["pca"]["variance_ratio"], rtol=1e-10)
+        assert ours.noise_variance_ == pytest.approx(noise, rel=1e-10)
+        close_up_to_sign(ours.components_, Vt[:k], atol=1e-8)
+        close_up_to_sign(ours.components_, adata.varm["PCs"].T, atol=1e-8)
+        close_up_to_sign(np.asarray(ours.transform(raw)).T, scores.T, atol=1e-8)
+    # scanpy keeps its scores in float32
+    close_up_to_sign(np.asarray(ours.transform(raw)).T, adata.obsm["X_pca"].T, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_zero_center_false_refuses_the_gaussian_model_and_eigenvalue_tools(kind, tmp_path):
+    """A truncated SVD fits no Gaussian model and its variances are no sorted eigenvalues:
+    ``score``, ``score_samples``, ``get_covariance``, ``get_precision``, ``north_test`` and
+    ``Rotator`` refuse it before reading the data (they once ran: a log-likelihood of
+    −26.8 where PCA's is −23.3, North errors of unsorted variances)."""
+    from .conftest import counted_dask
+
+    X = counts(n=600, d=12, seed=8, density=0.5)
+    data = X if kind == "sparse" else X.toarray()
+    model = scalepca.PCA(3, zero_center=False).fit(data)
+    Xc, counter = counted_dask(X.toarray(), chunks=(200, 12))
+    for name, call in [("score", lambda: model.score(Xc)),
+                       ("score_samples", lambda: model.score_samples(Xc)),
+                       ("get_covariance", model.get_covariance),
+                       ("get_precision", model.get_precision)]:
+        with pytest.raises(ValueError, match=f"{name} is undefined with zero_center=False"):
+            call()
+    with pytest.raises(ValueError, match="north_test needs the eigenvalues.*zero_center=True"):
+        scalepca.north_test(model)
+    with pytest.raises(ValueError, match="Rotator needs the eigenvalues.*zero_center=True"):
+        scalepca.Rotator(2).fit(model)
+    model.save(tmp_path / "tsvd")  # a loaded model refuses alike
+    with pytest.raises(ValueError, match="score is undefined with zero_center=False"):
+        scalepca.load(tmp_path / "tsvd").score(Xc)
+    assert counter.reads == 0
+    # the centred model of the same data keeps all of them
+    centred = scalepca.PCA(3).fit(data)
+    assert np.isfinite(centred.score(Xc)) and counter.reads > 0
+    scalepca.north_test(centred)
 
 
 def test_zero_center_false_with_standardize_is_refused():

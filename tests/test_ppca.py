@@ -294,3 +294,54 @@ def test_standardize_is_the_model_of_the_standardised_data():
     np.testing.assert_allclose(draw.std(axis=0), np.sqrt(np.diag(m.get_covariance())), rtol=0.03)
     with pytest.raises(ValueError, match="standardize=True needs solver='closed_form'"):
         scalepca.PPCA(5, solver="em", standardize=True).fit(X)
+
+
+# -- float32 products and small quantities (the accuracy the Notes state) -------------------------
+def _spiked_float32(snr: float, n=12000, d=50, seed=0):
+    """Three strong directions (variances 3, 2, 1 × snr) over unit noise, stored in float32."""
+    rng = np.random.default_rng(seed)
+    W = np.linalg.qr(rng.standard_normal((d, 3)))[0] * np.sqrt(snr * np.array([3.0, 2.0, 1.0]))
+    X = rng.standard_normal((n, 3)) @ W.T + rng.standard_normal((n, d)) + 10.0
+    return X.astype(np.float32)
+
+
+@pytest.mark.parametrize("snr", [1e4, 1e5])
+def test_float32_small_quantities_keep_the_stated_accuracy(snr, caplog):
+    """σ² and the North errors of the trailing modes against LAPACK on the float64 copy of
+    the same float32 values: within the Notes' figures with float32 products (each eigenvalue
+    within 0.13 ε₃₂ λ₁, σ² within 0.01 ε₃₂ λ₁; the fit logs the accuracy left), to 1e-10
+    with ``scalepca.gram-precision: float64``."""
+    import logging
+
+    import dask
+
+    from scalepca.linalg.moments import FLOAT32_EIGENVALUE_ERROR
+
+    x = _spiked_float32(snr)
+    X = da.from_array(x, chunks=(4000, x.shape[1]))
+    n, d = x.shape
+    xc = x.astype(np.float64) - x.astype(np.float64).mean(axis=0)
+    ev = np.linalg.eigvalsh(xc.T @ xc / (n - 1))[::-1]
+    sigma2 = ev[3:].mean()
+    north = ev[:10] * np.sqrt(2.0 / n)
+    eps32 = float(np.finfo(np.float32).eps)
+    with caplog.at_level(logging.INFO, logger="scalepca.models.pca"):
+        fast = scalepca.PPCA(3).fit(X)
+        fast_pca = scalepca.PCA(10).fit(X)
+    lam_err = np.abs(fast_pca.explained_variance_ - ev[:10])
+    assert np.all(lam_err <= FLOAT32_EIGENVALUE_ERROR * eps32 * ev[0])
+    assert abs(fast.noise_variance_ - sigma2) <= 0.01 * eps32 * ev[0]
+    errors = scalepca.north_test(fast_pca).errors
+    rel = np.abs(errors / north - 1)
+    assert np.all(rel <= FLOAT32_EIGENVALUE_ERROR * eps32 * ev[0] / ev[:10])
+    # the fit says how many digits its small variances kept
+    notes = [r.getMessage() for r in caplog.records if "multiplied in float32" in r.getMessage()]
+    assert len(notes) == 2 and "gram-precision" in notes[0]
+    caplog.clear()
+    with dask.config.set({"scalepca.gram-precision": "float64"}), \
+            caplog.at_level(logging.INFO, logger="scalepca.models.pca"):
+        exact = scalepca.PPCA(3).fit(X)
+        exact_pca = scalepca.PCA(10).fit(X)
+    assert exact.noise_variance_ == pytest.approx(sigma2, rel=1e-10)
+    np.testing.assert_allclose(scalepca.north_test(exact_pca).errors, north, rtol=1e-10)
+    assert not [r for r in caplog.records if "multiplied in float32" in r.getMessage()]

@@ -805,3 +805,20 @@ def test_elasticnet_alpha_is_scikit_learn_elastic_net_on_the_data():
         beta = enet.fit(Xc, Xc @ A[:, j]).coef_
         assert set(np.flatnonzero(beta)) == set(np.flatnonzero(Bn[:, j]))
         np.testing.assert_allclose(beta, Bn[:, j] * norms[j], atol=1e-6)
+
+
+def test_minibatch_epochs_honour_float64_gram_precision():
+    """``scalepca.gram-precision: float64`` makes the minibatch epochs multiply float32 data in
+    float64: the fit equals the fit of the same values stored as float64 (the default, float32
+    epochs, differs at float32 rounding)."""
+    X64 = make_sparse_spike(2000, 12, n_components=2, support=4, seed=3).compute()
+    X32 = X64.astype(np.float32)
+    kw = {"alpha": 0.2, "batch_size": 500, "max_iter": 5, "tol": 0.0,
+          "max_no_improvement": None, "random_state": 0}
+    ref = SparsePCA(2, **kw).fit(da.from_array(X32.astype(np.float64), chunks=(250, 12)))
+    with dask.config.set({"scalepca.gram-precision": "float64"}):
+        wide = SparsePCA(2, **kw).fit(da.from_array(X32, chunks=(250, 12)))
+    np.testing.assert_allclose(wide.components_, ref.components_, rtol=0, atol=1e-12)
+    assert wide.objective_ == pytest.approx(ref.objective_, rel=1e-12)
+    fast = SparsePCA(2, **kw).fit(da.from_array(X32, chunks=(250, 12)))
+    assert np.max(np.abs(fast.components_ - ref.components_)) > 1e-12

@@ -33,6 +33,7 @@ from .._client import current_client
 from .._validation import check_random_state_seed
 from ..io._checkpoint import array_digest
 from ..linalg import eigh_descending, flip_signs, moments_graph, randomized_svd_centered
+from ..linalg.moments import gram_precision
 from ..linalg.sparse import (
     code_stats_graph,
     code_step,
@@ -422,8 +423,10 @@ class _MinibatchFeed:
         self.lag = min(PIPELINE_LAG, self.n_groups)  # in flight: at most one epoch's worth
         self.est, self.mean, self.scale = est, mean, scale
         # epochs work in the data's precision (float32 data: float32 products, see
-        # block_code_stats); the final pass reporting objective_ and the variances is float64
-        self.dtype = np.result_type(X.dtype, np.float32)
+        # block_code_stats) unless the gram-precision setting asks for float64 products; the
+        # final pass reporting objective_ and the variances is float64
+        self.dtype = (np.float64 if gram_precision() == "float64"
+                      else np.result_type(X.dtype, np.float32))
         self.client = current_client()
         self.pending: dict[int, tuple] = {}
         self.schedule: list[int] = []

@@ -208,7 +208,8 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
       epoch has fewer minibatches: with one, every epoch uses the current dictionary).
       Under :func:`scalepca.cluster.progress` the read-ahead goes on (on its client).
       Epochs compute
-      in the data's precision (float32 products for float32 data); the final pass is float64.
+      in the data's precision (float32 products for float32 data, float64 ones when the
+      ``scalepca.gram-precision`` setting below is ``"float64"``); the final pass is float64.
 
     Memory per worker: one row chunk in float64 plus d × k statistics (and d × d partials in
     the covariance pass). The client holds d × d (covariance methods) or d × k arrays.
@@ -216,7 +217,9 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
     Float32 data: the covariance pass forms the Gram in float32 products summed in float64, as
     :class:`PCA`'s does (its Notes state the bound,
     :func:`scalepca.linalg.moments.gram_error_bound`);
-    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products.
+    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products
+    (in the covariance pass and the minibatch epochs). Sparse blocks are always multiplied
+    and summed in float64.
 
     A component whose loadings all reach zero stays zero in ``"minibatch"``; ``"batch"`` with
     the covariance gives such a component the leading direction of the residual as its code
