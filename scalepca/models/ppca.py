@@ -492,8 +492,7 @@ class PPCA(_BaseSpectralPCA):
     def _transform_matrix(self) -> np.ndarray:
         if not hasattr(self, "_M_inv"):
             self._set_posterior()
-        P = self.W_ @ self._M_inv  # (x − μ) W M⁻¹ = (M⁻¹ Wᵀ (x − μ))ᵀ, M symmetric
-        return P / self.scale_[:, None] if self._is_scaled() else P
+        return self._of_data(self.W_ @ self._M_inv)  # (x − μ) W M⁻¹ = (M⁻¹ Wᵀ (x − μ))ᵀ
 
     def _inverse_matrix(self) -> np.ndarray:
         return self.W_.T * self.scale_[None, :] if self._is_scaled() else self.W_.T
