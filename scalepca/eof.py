@@ -13,6 +13,11 @@ attributes (``components_``, ``explained_variance_``, ``explained_variance_ratio
 - :func:`find_lat_lon`: the latitude and longitude coordinates of a field found by their meaning
   (CF attributes or usual names), e.g. for area weights or map axes.
 
+The scores behind the maps and the rotation are the model's own projections: the data go
+through the model's preparation as in its ``transform`` (a raw N-D field is stacked, weighted
+and land-masked as in the fit; ``standardize=True`` divides by ``scale_``), so the tools take
+whatever ``transform`` takes, sparse data included (centred implicitly, never densified).
+
 Only small (k × k, k × d) arrays are computed on the client; data-touching work is a blockwise
 map plus a tree reduction over row chunks.
 
@@ -23,9 +28,9 @@ Examples
 >>> pca = scalepca.PCA(10).fit(X)
 >>> errors, overlaps = north_test(pca)                           # reads no data
 >>> corr = eofs_as_correlation(pca, X)                           # (mode, lat, lon), one pass
->>> cov = eofs_as_covariance(pca, X, field=sst)                  # in the field's units
+>>> cov = eofs_as_covariance(pca, sst)                           # raw field: in its units
 >>> rot = Rotator(n_modes=4, power=1).fit(pca)                   # varimax; power>1: promax
->>> rotated_scores = rot.transform(X)                            # lazy
+>>> rotated_scores = rot.transform(sst)                          # lazy, (time, mode)
 """
 
 from __future__ import annotations
@@ -610,13 +615,7 @@ class Rotator(BaseEstimator):
         _check_shape(self._model, X)
         # one map per block: (x − mean) / scale · Cᵀ · score_map
         data, Z = self._model._project(X, self._model._eof_matrix(k) @ self._score_map)
-        return data.wrap_samples(Z, last_coords=self._modes())
-
-    def _modes(self):
-        try:
-            return self._model.components_xr_.mode.values[: self.components_.shape[0]]
-        except AttributeError:
-            return np.arange(self.components_.shape[0])
+        return data.wrap_samples(Z)  # modes 1, 2, ... as the model's
 
     @property
     def components_xr_(self):

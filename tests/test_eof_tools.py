@@ -411,7 +411,7 @@ def test_standardize_maps_match_eofs_on_sst(sst, model):
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
-@pytest.mark.parametrize("kind", ["numpy", "xarray"])
+@pytest.mark.parametrize("kind", ["numpy", "dask", "xarray"])
 def test_standardize_with_all_nan_features(scaled, model, kind, tmp_path):
     """A land mask with standardize=True: scale_ is widened like mean_ (NaN at dropped
     features), so transform and inverse_transform work (they raised a broadcast error)."""
@@ -419,7 +419,7 @@ def test_standardize_with_all_nan_features(scaled, model, kind, tmp_path):
     X[:, 2] = np.nan
     k = 2
     lam, pcs, _, _, Xs = _standardized_reference(np.delete(scaled, 2, axis=1), k)
-    inp = X if kind == "numpy" else _kind(X, "xarray")
+    inp = _kind(X, kind)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the dropped feature, said for NumPy
         m = MODELS[model](k, standardize=True).fit(inp)

@@ -384,6 +384,8 @@ class PCA(_BaseSpectralPCA):
         scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
         divide each block by its features' σ as they read it. A feature constant to rounding
         (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
+        The EOF tools (:mod:`scalepca.eof`) project the standardised data as ``transform``
+        does; their covariance maps stay in the field's own units (cov(pc, field)).
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
         analysis; scikit-learn's ``TruncatedSVD``, scanpy's ``pca(zero_center=False)``).
