@@ -256,16 +256,11 @@ def _field_matrix(field, data, model):
     from .io._preprocess import carried
     from .io._stack import stack_dataarray
 
+    prep = getattr(model, "_preprocessing", None)
     if isinstance(field, xr.Dataset):
-        prep = getattr(model, "_preprocessing", None)
-        names = list(field.data_vars)
-        if prep is not None and prep.variable in names:
-            field = field[prep.variable]
-        elif len(names) == 1:
-            field = field[names[0]]
-        else:
-            raise TypeError(f"field is a Dataset with variables {names}; pass one variable, "
-                            "e.g. ds['sst']")
+        if prep is None or not prep.labelled:
+            raise TypeError("field is a Dataset; pass one variable, e.g. ds['sst']")
+        field = prep._variable_of(field, "field")  # the fitted variable, as transform picks it
     labels = None
     if isinstance(field, xr.DataArray):
         matrix_like = carried(field) is not None or (
@@ -274,7 +269,6 @@ def _field_matrix(field, data, model):
             if data.kind == "xarray":
                 sample_dims, feature_dims = _matrix_dims(data.template)
             else:
-                prep = getattr(model, "_preprocessing", None)
                 if prep is None or not prep.labelled:
                     raise ValueError(
                         f"field has dims {field.dims}, but neither X nor the model says how "
@@ -286,8 +280,6 @@ def _field_matrix(field, data, model):
                                  f"{sample_dims} and feature dims {feature_dims}")
             field = stack_dataarray(field, sample_dims=sample_dims, feature_dims=feature_dims)
         labels = field
-    else:
-        _check_shape(model, field)
     F = as_matrix(field, what="field", accept_sparse=True, allow_2d_blocks=True).data
     if tuple(F.shape) != tuple(data.data.shape):
         raise ValueError(

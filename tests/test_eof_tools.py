@@ -483,7 +483,8 @@ def test_maps_and_rotation_on_sparse_input(model, kind, monkeypatch):
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
-def test_tools_take_the_raw_field_as_transform_does(sst, sqrt_coslat, model):
+def test_tools_take_the_raw_field_as_transform_does(sst, sqrt_coslat, model,
+                                                    raise_if_dask_computes):
     """The raw (time, latitude, longitude) field, a Dataset holding it and the field with
     its dims in another order go through the model's own preparation (stacking, √cos φ
     weights, the land mask) as in transform; maps come back over (mode, latitude,
@@ -518,10 +519,12 @@ def test_tools_take_the_raw_field_as_transform_does(sst, sqrt_coslat, model):
                                s * rcov / np.nanmax(np.abs(rcov)), rtol=0,
                                atol=1e-8 if model == "PPCA" else 1e-10, equal_nan=True)
     # the raw field is checked as transform checks it, before any compute
-    with pytest.raises(ValueError, match="not on the grid"):
-        eofs_as_correlation(m, sst.isel(latitude=slice(0, 10)))
-    with pytest.raises(ValueError, match="dims"):
-        Rotator(2).fit(m).transform(sst.rename(time="t"))
+    with raise_if_dask_computes(0), pytest.raises(ValueError, match="not on the grid"):
+        eofs_as_correlation(m, sst.chunk({"time": 10}).isel(latitude=slice(0, 10)))
+    with raise_if_dask_computes(0), pytest.raises(ValueError, match="dims"):
+        Rotator(2).fit(m).transform(sst.chunk({"time": 10}).rename(time="t"))
+    with raise_if_dask_computes(0), pytest.raises(ValueError, match="same samples"):
+        eofs_as_covariance(m, sst.chunk({"time": 10}), field=sst.isel(time=slice(0, 40)))
 
 
 def test_latitude_is_found_and_checked_in_one_place():
