@@ -590,3 +590,25 @@ def test_standardized_rotation_matches_xeofs_on_sst(sst, model):
     assert z.dims == ("time", "mode")
     rs = ref.scores().transpose("time", "mode").values
     np.testing.assert_allclose(z.values, s[:, 0, 0] * rs, rtol=0, atol=1e-10 * np.abs(rs).max())
+
+
+def test_latitude_without_cf_xarray(monkeypatch):
+    """Without cf_xarray the names lat/latitude (and lon/longitude) are the latitude, checked
+    the same way; other names are refused with the message of the cf_xarray path."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cf_xarray", None)  # import cf_xarray raises ImportError
+    lat = np.linspace(-60, 60, 5)
+    arr = xr.DataArray(np.zeros((3, 5, 4)), dims=("time", "latitude", "longitude"),
+                       coords={"latitude": lat, "longitude": np.arange(4.0)})
+    la, lo = find_lat_lon(arr)
+    assert la.name == "latitude" and lo.name == "longitude"
+    np.testing.assert_array_equal(coslat_weights(arr).values, np.sqrt(np.cos(np.deg2rad(lat))))
+    X = scalepca.open_matrix(arr, sample_dims="time", weights="coslat")
+    assert X.attrs["scalepca_preprocessing"].weights_name == "coslat"
+    for bad, match in ((arr.rename(latitude="y"), "no latitude coordinate"),
+                       (arr.assign_coords(latitude=lat * 1e5), "beyond ±90")):
+        with pytest.raises(KeyError, match=match):
+            find_lat_lon(bad)
+        with pytest.raises(ValueError, match=match):
+            scalepca.open_matrix(bad, sample_dims="time", weights="sqrt_coslat")
