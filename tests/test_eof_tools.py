@@ -446,6 +446,32 @@ def test_standardize_with_all_nan_features(scaled, model, kind, tmp_path):
     assert np.isnan(corr[:, 2]).all() and np.isfinite(corr[:, sea]).all()
 
 
+@pytest.mark.parametrize("make", [
+    lambda: scalepca.PCA(2, standardize=True),
+    lambda: scalepca.PCA(2, standardize=True, svd_solver="randomized", random_state=0),
+    lambda: scalepca.PPCA(2, standardize=True),
+    lambda: scalepca.KernelPCA(2, standardize=True, fit_inverse_transform=True,
+                               random_state=0),
+    lambda: scalepca.SparsePCA(2, use_correlation=True, random_state=0),
+], ids=["PCA", "PCA-randomized", "PPCA", "KernelPCA", "SparsePCA"])
+def test_every_standardizing_estimator_takes_a_land_mask(scaled, make):
+    """Every estimator that standardises: an all-NaN feature changes nothing on the others
+    (transform; inverse_transform NaN there), as the fit without that feature."""
+    X = scaled.copy()
+    X[:, 2] = np.nan
+    sea = [0, 1, 3, 4, 5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        land, ref = make().fit(X), make().fit(scaled[:, sea])
+    Z = np.asarray(land.transform(X))
+    np.testing.assert_allclose(Z, np.asarray(ref.transform(scaled[:, sea])), rtol=1e-9,
+                               atol=1e-9)
+    back = np.asarray(land.inverse_transform(Z))
+    assert np.isnan(back[:, 2]).all()
+    np.testing.assert_allclose(back[:, sea], np.asarray(ref.inverse_transform(Z)), rtol=1e-9,
+                               atol=1e-9 * np.abs(scaled).max())
+
+
 @pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("kind", ["csr", "dask_csr"])
 def test_maps_and_rotation_on_sparse_input(model, kind, monkeypatch):
