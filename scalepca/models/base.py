@@ -501,6 +501,7 @@ class LinearDecompositionMixin(DecompositionMixin):
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
         """
+        self._check_fitted()  # before the projection matrix is formed from fitted attributes
         data, Z = self._project(X, self._transform_matrix())
         return data.wrap_samples(Z)
 
