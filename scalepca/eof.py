@@ -13,6 +13,11 @@ attributes (``components_``, ``explained_variance_``, ``explained_variance_ratio
 - :func:`find_lat_lon`: the latitude and longitude coordinates of a field found by their meaning
   (CF attributes or usual names), e.g. for area weights or map axes.
 
+The scores behind the maps and the rotation are the model's own projections: the data go
+through the model's preparation as in its ``transform`` (a raw N-D field is stacked, weighted
+and land-masked as in the fit; ``standardize=True`` divides by ``scale_``), so the tools take
+whatever ``transform`` takes, sparse data included (centred implicitly, never densified).
+
 Only small (k × k, k × d) arrays are computed on the client; data-touching work is a blockwise
 map plus a tree reduction over row chunks.
 
@@ -23,15 +28,14 @@ Examples
 >>> pca = scalepca.PCA(10).fit(X)
 >>> errors, overlaps = north_test(pca)                           # reads no data
 >>> corr = eofs_as_correlation(pca, X)                           # (mode, lat, lon), one pass
->>> cov = eofs_as_covariance(pca, X, field=sst)                  # in the field's units
+>>> cov = eofs_as_covariance(pca, sst)                           # raw field: in its units
 >>> rot = Rotator(n_modes=4, power=1).fit(pca)                   # varimax; power>1: promax
->>> rotated_scores = rot.transform(X)                            # lazy
+>>> rotated_scores = rot.transform(sst)                          # lazy, (time, mode)
 """
 
 from __future__ import annotations
 
 import logging
-from functools import partial
 from typing import NamedTuple
 
 import dask
@@ -40,9 +44,9 @@ import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator
 
-from .io._stack import mode_coords
-from .linalg.em import _reduce_rows
-from .linalg.moments import block_moments, merge_moments
+from ._validation import is_sparse
+from .linalg.em import _identity_chunk, _reduce_rows
+from .linalg.moments import _concat_columns, block_moments, merge_moments
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +55,10 @@ __all__ = ["NorthTest", "Rotator", "coslat_weights", "eofs_as_correlation", "eof
 
 
 # -- fitted-model access -------------------------------------------------------------------------
-def _check_model(model) -> None:
+def _check_model(model, *, project: bool = False) -> None:
+    """Refuse what is not a fitted linear model; ``project``: one that projects data on its
+    EOFs as PCA and PPCA do (``_eof_matrix``, ``_project``: the scores of the maps and of
+    the rotation)."""
     missing = [a for a in ("components_", "explained_variance_", "mean_", "n_samples_")
                if not hasattr(model, a)]
     if missing:
@@ -59,6 +66,9 @@ def _check_model(model) -> None:
             f"{type(model).__name__} has no {missing}: EOF tools need a fitted linear model "
             "(scalepca.PCA or PPCA after fit)"
         )
+    if project and not (hasattr(model, "_eof_matrix") and hasattr(model, "_project")):
+        raise TypeError(f"{type(model).__name__} does not project data on EOFs: the maps and "
+                        "rotated scores need a fitted scalepca.PCA or PPCA")
 
 
 def _total_variance(model) -> float:
@@ -165,20 +175,35 @@ def north_test(model, n_eff: float | None = None, *, n_modes: int | None = None,
 
 
 # -- correlation / covariance maps --------------------------------------------------------------
-def _cross_block(f: np.ndarray, z: np.ndarray) -> dict:
+def _cross_block(f, z: np.ndarray) -> dict:
     """Moments of one row block of the field ``f`` (n × d) and the scores ``z`` (n × k).
 
     Per-column count/mean/centred sum of squares of ``[f, z]`` (as :func:`block_moments`)
-    plus the centred cross products ``(f − f̄)ᵀ (z − z̄)`` (d × k), all in float64.
+    plus the centred cross products ``(f − f̄)ᵀ (z − z̄)`` (d × k), all in float64. A
+    ``scipy.sparse`` block is never densified: it is centred implicitly,
+    ``(f − f̄)ᵀ z_c = fᵀ z_c − f̄ (1ᵀ z_c)`` with ``z_c = z − z̄`` (whose column sums are
+    zero to rounding, so the field's mean costs about ``ε |f̄| / σ_f`` relative, the sparse
+    moments' precision).
     """
-    f = np.asarray(f)
     z = np.asarray(z, dtype=np.float64)
-    d = f.shape[1]
-    out = block_moments(np.concatenate([f.astype(np.float64), z], axis=1), with_gram=False)
-    fc = f - out["mean"][:d]
-    if out["bad"]:
+    mf = block_moments(f, with_gram=False)
+    mz = block_moments(z, with_gram=False)
+    out = _concat_columns(mf, mz)
+    out["n"] = mf["n"]
+    zc = z - mz["mean"]
+    if is_sparse(f):
+        import scipy.sparse
+
+        f = scipy.sparse.csr_matrix(f, dtype=np.float64)
+        if mf["bad"]:  # non-finite stored values count as 0 (their features come out NaN)
+            f = f.copy()
+            f.data[~np.isfinite(f.data)] = 0.0
+        out["cross"] = np.asarray(f.T @ zc) - np.outer(mf["mean"], zc.sum(axis=0))
+        return out
+    fc = np.asarray(f) - mf["mean"]
+    if mf["bad"]:
         fc = np.where(np.isfinite(fc), fc, 0.0)  # non-finite features come out NaN at the end
-    out["cross"] = fc.T @ (z - out["mean"][d:])
+    out["cross"] = fc.T @ zc
     return out
 
 
@@ -199,138 +224,162 @@ def _merge_cross(*parts: dict) -> dict:
     return acc
 
 
-def _cross_chunk(x, axis=None, keepdims=None, computing_meta=False, *, d: int):
-    """``da.reduction`` chunk step: the partial of one row block of ``[F, Z]``."""
-    if computing_meta:  # dask probing the output type: a dict is no array
-        return np.empty((0,) * x.ndim, dtype=object)
-    return _cross_block(x[:, :d], x[:, d:])
-
-
 def _cross_moments(F: da.Array, Z: da.Array, split_every: int = 8) -> dict:
-    """One pass over ``F`` and the scores ``Z`` (same row chunks): the merged moments.
+    """One pass over the field ``F`` and the scores ``Z`` (same row chunks): merged moments.
 
-    ``[F, Z]`` side by side (one column chunk: each row block of ``F`` joins the scores of the
-    same rows, no data move between rows), reduced over the row blocks by
-    ``linalg.em._reduce_rows`` (``da.reduction``, fan-in ``split_every``), as the pre-image
-    statistics are; only d × k partials travel.
+    Each row block of ``F`` (one column chunk; dense or CSR) meets the scores of the same
+    rows in one task (:func:`_cross_block`, a blockwise map: no data move between rows), and
+    the partials are merged over the row blocks by ``linalg.em._reduce_rows``
+    (``da.reduction``, fan-in ``split_every``), as the pre-image statistics are; only d × k
+    partials travel.
     """
-    FZ = da.concatenate([F, Z], axis=1).rechunk({1: -1})
-    (out,) = dask.compute(_reduce_rows(FZ, partial(_cross_chunk, d=F.shape[1]), _merge_cross,
+    parts = da.map_blocks(_cross_block, F, Z, chunks=((1,) * F.numblocks[0], (1,)),
+                          dtype=object, meta=np.empty((0, 0), dtype=object))
+    (out,) = dask.compute(_reduce_rows(parts, _identity_chunk, _merge_cross,
                                        split_every=split_every))
     return out
 
 
-def _as_dask(X) -> da.Array:
-    if isinstance(X, xr.DataArray):
-        X = X.data if X.chunks is not None else da.from_array(X.values, chunks=(-1, -1))
-    if not isinstance(X, da.Array):
-        X = np.asarray(X)
-        X = da.from_array(X, chunks=X.shape)
-    return X
+def _check_shape(model, X) -> None:
+    """Refuse an array whose shape is not (samples × the fitted features), before any read.
+
+    Labelled data (xarray, AnnData) are checked by the model's own preparation instead.
+    """
+    if isinstance(X, (xr.DataArray, xr.Dataset)) or not hasattr(X, "shape"):
+        return
+    shape = tuple(X.shape)
+    d = model.n_features_in_
+    if len(shape) != 2 or shape[1] != d:
+        raise ValueError(f"X has shape {shape}; the model was fitted on {d} features")
 
 
-def _sample_dims(X: xr.DataArray) -> tuple:
-    sdim = X.dims[0]
-    index = X.indexes.get(sdim)
-    if index is not None and getattr(index, "nlevels", 1) > 1:
-        return tuple(index.names)
-    return (sdim,)
+def _matrix_dims(template: xr.DataArray) -> tuple[tuple, tuple]:
+    """(sample dims, feature dims) that were stacked into a (sample × feature) DataArray."""
+    out = []
+    for dim in template.dims:
+        index = template.indexes.get(dim)
+        out.append(tuple(index.names) if index is not None and getattr(index, "nlevels", 1) > 1
+                   else (dim,))
+    return out[0], out[1]
 
 
-def _field_matrix(field, X, model):
-    """The field as a (sample × feature) matrix whose rows and columns are those of ``X``."""
-    if field is None:
-        return X
+def _field_matrix(field, data, model):
+    """``(matrix, labels)`` of the field: a dask array (row blocks, one column chunk) holding
+    the samples and features of ``data`` (the input as the model's ``transform`` took it),
+    and the stacked DataArray that labels the maps (``None`` for arrays).
+
+    An N-D DataArray (the raw field) is stacked as the data were, without weights: maps in
+    the field's own units. A matrix (NumPy, dask, sparse, a 2-D DataArray such as an output
+    of ``open_matrix``) is taken as it is.
+    """
+    from .io._matrix import as_matrix
+    from .io._preprocess import carried
+    from .io._stack import stack_dataarray
+
+    prep = getattr(model, "_preprocessing", None)
     if isinstance(field, xr.Dataset):
-        raise TypeError("field is a Dataset; pass one variable, e.g. ds['sst']")
-    if isinstance(field, xr.DataArray) and isinstance(X, xr.DataArray) and (
-            field.dims != X.dims or field.ndim != 2):
-        from .io import open_matrix
-
-        feature_dims = tuple(model.components_xr_.dims[1:])
-        field = open_matrix(field, sample_dims=_sample_dims(X), feature_dims=feature_dims)
-    shape = tuple(field.shape)
-    if shape != tuple(X.shape):
+        if prep is None or not prep.labelled:
+            raise TypeError("field is a Dataset; pass one variable, e.g. ds['sst']")
+        field = prep._variable_of(field, "field")  # the fitted variable, as transform picks it
+    labels = None
+    if isinstance(field, xr.DataArray):
+        matrix_like = carried(field) is not None or (
+            data.kind == "xarray" and field.dims == data.template.dims)
+        if not matrix_like:
+            if data.kind == "xarray":
+                sample_dims, feature_dims = _matrix_dims(data.template)
+            else:
+                if prep is None or not prep.labelled:
+                    raise ValueError(
+                        f"field has dims {field.dims}, but neither X nor the model says how "
+                        "to stack it into samples and features; pass a 2-D field")
+                sample_dims, feature_dims = prep.sample_dims, prep.feature_dims
+            missing = [d for d in (*sample_dims, *feature_dims) if d not in field.dims]
+            if missing or field.ndim != len(sample_dims) + len(feature_dims):
+                raise ValueError(f"field has dims {field.dims}; the data have sample dims "
+                                 f"{sample_dims} and feature dims {feature_dims}")
+            field = stack_dataarray(field, sample_dims=sample_dims, feature_dims=feature_dims)
+        labels = field
+    F = as_matrix(field, what="field", accept_sparse=True, allow_2d_blocks=True).data
+    if tuple(F.shape) != tuple(data.data.shape):
         raise ValueError(
-            f"field has shape {shape} as a (sample × feature) matrix; X has {tuple(X.shape)} "
-            "(the field must hold the same samples and features as X)"
+            f"field has shape {tuple(F.shape)} as a (sample × feature) matrix; X has "
+            f"{tuple(data.data.shape)} (the field must hold the same samples and features as X)"
         )
-    if isinstance(field, xr.DataArray) and isinstance(X, xr.DataArray):
-        for dim in X.dims:
-            a, b = X.indexes.get(dim), field.indexes.get(dim)
+    if labels is not None and data.kind == "xarray":
+        for dim, other in zip(data.template.dims, labels.dims, strict=True):
+            a, b = data.template.indexes.get(dim), labels.indexes.get(other)
             if a is not None and b is not None and not a.equals(b):
                 raise ValueError(f"the {dim!r} coordinates of field and X differ")
-    return field
+    if labels is None and data.kind == "xarray":
+        labels = data.template
+    return F, labels
 
 
 def _maps(model, X, field, n_modes):
-    """(centred cross-moments, score variances) of ``field`` with the model's scores of ``X``."""
-    from .models.base import affine_map
+    """(centred cross-moments, score variances) of ``field`` with the model's scores of ``X``.
 
-    _check_model(model)
+    The scores are the projections of ``X`` on the leading EOFs (eofs' ``pcs``): ``X`` goes
+    through the model's own preparation (``model._project``, as in ``transform``: raw fields
+    stacked and weighted, standardised by ``scale_`` when the model standardises).
+    """
+    _check_model(model, project=True)
     k = _n_modes(model, n_modes)
-    F = _field_matrix(field, X, model)
-    Xd = _as_dask(X)
-    if Xd.ndim != 2 or Xd.shape[1] != model.components_.shape[1]:
-        raise ValueError(
-            f"X has shape {Xd.shape}; the model was fitted on {model.components_.shape[1]} "
-            "features"
-        )
-    comps = np.asarray(model.components_[:k], dtype=np.float64)
-    keep = np.isfinite(comps).all(axis=0)  # features the model left out of the fit are NaN
-    Xk = Xd if keep.all() else Xd[:, keep]
-    if len(Xk.chunks[1]) > 1:
-        Xk = Xk.rechunk({1: -1})
-    # the scores as eofs' pcs: projections of the centred data on the EOFs
-    Z = affine_map(Xk, np.asarray(model.mean_, dtype=np.float64)[keep], comps[:, keep].T)
-    Fd = _as_dask(F).rechunk({0: Xk.chunks[0], 1: -1})
-    out = _cross_moments(Fd, Z)
-    d = Fd.shape[1]
+    _check_shape(model, X)
+    data, Z = model._project(X, model._eof_matrix(k))
+    F, labels = _field_matrix(X if field is None else field, data, model)
+    if is_sparse(F) and len(F.chunks[1]) > 1:
+        F = F.rechunk({1: -1})
+    F = F.rechunk({0: Z.chunks[0], 1: -1})
+    out = _cross_moments(F, Z)
+    d = F.shape[1]
     bad = (out["nan_features"][:d] > 0) if "nan_features" in out else np.zeros(d, bool)
-    bad |= ~keep
-    return out, d, bad, k
+    keep = getattr(model, "_features_kept", None)
+    if keep is not None:
+        bad |= ~keep
+    return out, d, bad, k, labels
 
 
-def _label(values: np.ndarray, X, model, name: str):
-    """(k, d) values over ``mode`` and X's original feature dims (xarray X), else as given."""
-    if not isinstance(X, xr.DataArray):
+def _label(values: np.ndarray, labels, name: str):
+    """(k, d) values over ``mode`` and the field's original feature dims (xarray), else as
+    given."""
+    if labels is None:
         return values
-    sdim, fdim = X.dims
-    coords = X.isel({sdim: 0}, drop=True).coords
-    out = xr.DataArray(values, dims=("mode", fdim), name=name).assign_coords(coords)
-    modes = getattr(model, "components_xr_", None)
-    mode = (modes.mode.values[: values.shape[0]] if modes is not None
-            else mode_coords(len(values)))
-    out = out.assign_coords(mode=mode)
-    index = out.indexes.get(fdim)
-    if index is not None and getattr(index, "nlevels", 1) > 1:
-        out = out.unstack(fdim)
-    return out
+    from .io._stack import feature_dataarray, feature_template
+
+    return feature_dataarray(values, feature_template(labels), name=name)
 
 
 def eofs_as_correlation(model, X, *, field=None, n_modes: int | None = None):
     """EOFs as correlation maps: the correlation of each score with the field at every feature.
 
-    The scores are the projections of ``X`` on the model's EOFs (eofs ``pcs``); the map of mode
-    i is ``corr(field[:, j], score_i)`` over the samples, for every feature j.
+    The scores are the projections of ``X`` on the model's EOFs (eofs ``pcs``): ``X`` is
+    prepared as the model's ``transform`` prepares it, standardised by ``scale_`` when the
+    model was fitted with ``standardize=True``. The map of mode i is
+    ``corr(field[:, j], score_i)`` over the samples, for every feature j.
 
     Parameters
     ----------
     model : fitted scalepca.PCA or PPCA
-    X : DataArray (sample × feature), dask or NumPy array
-        The data as passed to ``fit`` (same weights), from which the scores are projected.
+    X : whatever the model's ``transform`` takes
+        The raw field in its own layout and units (e.g. the ``(time, lat, lon)`` DataArray,
+        a Dataset holding it; weighted and land-masked as in the fit), the matrix made by
+        ``open_matrix``, or a NumPy, dask or ``scipy.sparse`` array of the fitted features
+        (sparse data are centred implicitly, never densified).
     field : optional
-        The data to correlate the scores with; defaults to ``X``. For an N-D DataArray (e.g.
-        the unweighted ``(time, lat, lon)`` field), it is stacked like ``X``. A positive weight
-        per feature does not change a correlation, so the weighted and the unweighted field
-        give the same maps (except where a weight is 0: NaN with ``X``, as eofs gives).
+        The data to correlate the scores with; defaults to ``X`` as given. For an N-D
+        DataArray (e.g. the unweighted ``(time, lat, lon)`` field), it is stacked like ``X``.
+        A positive weight or scale per feature does not change a correlation, so the
+        weighted and the unweighted field give the same maps (except where a weight is 0:
+        NaN with the weighted matrix, as eofs gives).
     n_modes : int, optional
         Number of leading modes (default: all).
 
     Returns
     -------
-    DataArray over (mode, original feature dims) for xarray ``X``, else ndarray (n_modes,
-    n_features). NaN at features with a NaN in any sample and at features left out of the fit.
+    DataArray over (mode, the field's feature dims, e.g. lat, lon) for xarray ``X`` or
+    ``field``, else ndarray (n_modes, n_features). NaN at features with a NaN in any sample
+    and at features left out of the fit.
 
     Notes
     -----
@@ -339,28 +388,35 @@ def eofs_as_correlation(model, X, *, field=None, n_modes: int | None = None):
     products, merged in a tree with the stable parallel update of Chan et al. Memory per worker:
     one row block plus O(d·k).
     """
-    out, d, bad, k = _maps(model, X, field, n_modes)
+    out, d, bad, k, labels = _maps(model, X, field, n_modes)
     sf = np.sqrt(out["ss"][:d])
     sz = np.sqrt(out["ss"][d:])
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = (out["cross"] / np.outer(sf, sz)).T
     corr[:, bad] = np.nan
-    return _label(corr, X, model, "eofs_as_correlation")
+    return _label(corr, labels, "eofs_as_correlation")
 
 
 def eofs_as_covariance(model, X, *, field=None, n_modes: int | None = None,
                        pcscaling: int = 1, ddof: int = 1):
     """EOFs as covariance maps: the covariance of each (scaled) score with the field.
 
+    The map of mode i is ``cov(score_i, field[:, j])`` over the samples, as eofs'
+    ``eofsAsCovariance`` and xeofs define it: in the units of ``field`` (per unit of the
+    scaled score). With ``standardize=True`` the scores are projections of the standardised
+    data (``(x − mean_) / scale_``, unit variance per feature) and the maps stay in the
+    field's own units, not in standard deviations.
+
     Parameters
     ----------
     model : fitted scalepca.PCA or PPCA
-    X : DataArray (sample × feature), dask or NumPy array
-        The data as passed to ``fit`` (same weights), from which the scores are projected.
+    X : whatever the model's ``transform`` takes
+        As in :func:`eofs_as_correlation`.
     field : optional
-        The data to take the covariance with; defaults to ``X``. With weights, pass the
-        unweighted field (e.g. the ``(time, lat, lon)`` DataArray before weighting) to get
-        maps in the field's units, as eofs ``eofsAsCovariance`` does.
+        The data to take the covariance with; defaults to ``X`` as given: the raw field
+        gives maps in its own units (as eofs ``eofsAsCovariance`` does), the weighted matrix
+        of ``open_matrix`` maps in weighted units (pass ``field=<the unweighted data>``, or
+        the raw field as ``X``, for the field's own units).
     n_modes : int, optional
         Number of leading modes (default: all).
     pcscaling : {0, 1, 2}, default=1
@@ -371,19 +427,22 @@ def eofs_as_covariance(model, X, *, field=None, n_modes: int | None = None,
 
     Returns
     -------
-    DataArray over (mode, original feature dims) for xarray ``X``, else ndarray (n_modes,
-    n_features); NaN as in :func:`eofs_as_correlation`.
+    DataArray over (mode, the field's feature dims) for xarray ``X`` or ``field``, else
+    ndarray (n_modes, n_features); NaN as in :func:`eofs_as_correlation`.
 
     Notes
     -----
     One pass over the data, as :func:`eofs_as_correlation`.
     """
+    from .io._preprocess import carried
+
     if pcscaling not in (0, 1, 2):
         raise ValueError(f"pcscaling must be 0, 1 or 2; got {pcscaling!r}")
-    if isinstance(X, xr.DataArray) and field is None and X.attrs.get("scalepca_weighted"):
+    prep = carried(X) if field is None and isinstance(X, xr.DataArray) else None
+    if prep is not None and prep.weights is not None:
         logger.info("eofs_as_covariance: X is weighted; the maps are in weighted units (pass "
                     "field=<the unweighted data> for the field's own units)")
-    out, d, bad, k = _maps(model, X, field, n_modes)
+    out, d, bad, k, labels = _maps(model, X, field, n_modes)
     n = out["n"]
     if n - ddof <= 0:
         raise ValueError(f"ddof={ddof} leaves no degrees of freedom with {n} samples")
@@ -391,7 +450,7 @@ def eofs_as_covariance(model, X, *, field=None, n_modes: int | None = None,
     scale = {0: np.ones(k), 1: 1.0 / np.sqrt(lam), 2: np.sqrt(lam)}[pcscaling]
     cov = (out["cross"] * scale / (n - ddof)).T
     cov[:, bad] = np.nan
-    return _label(cov, X, model, "eofs_as_covariance")
+    return _label(cov, labels, "eofs_as_covariance")
 
 
 # -- rotation ------------------------------------------------------------------------------------
@@ -506,7 +565,7 @@ class Rotator(BaseEstimator):
 
         A model fitted with ``zero_center=False`` is refused (the loadings and score scaling
         need the covariance's eigenvalues)."""
-        _check_model(model)
+        _check_model(model, project=True)
         _check_centred(model, "Rotator")
         k = _n_modes(model, self.n_modes)
         if k < 2:
@@ -555,45 +614,24 @@ class Rotator(BaseEstimator):
             raise NotFittedError("this Rotator is not fitted yet; call fit(model) first")
 
     def transform(self, X):
-        """Rotated scores of ``X`` (data as passed to the model's ``fit``), lazily.
+        """Rotated scores of ``X``, lazily.
+
+        ``X`` is whatever the model's ``transform`` takes (the raw field in its own layout and
+        units, the matrix of ``open_matrix``, an array of the fitted features) and is
+        prepared as it prepares it, standardised by ``scale_`` when the model standardises:
+        the rotated scores are the model's projections times a k × k map, one blockwise map.
 
         Returns the input's kind: DataArray over (sample dims, ``mode``), dask or NumPy array
         of shape (n_samples, n_modes). On the training data these equal xeofs' rotated
-        ``scores()`` (up to the sign convention both share).
+        ``scores()`` (up to the sign convention both share); their variances are
+        ``explained_variance_``.
         """
-        from .models.base import affine_map
-
         self._check_fitted()
         k = self.components_.shape[0]
-        comps = np.asarray(self._model.components_[:k], dtype=np.float64)
-        keep = np.isfinite(comps).all(axis=0)
-        Xd = _as_dask(X)
-        if Xd.ndim != 2 or Xd.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has shape {Xd.shape}; the model was fitted on {self.n_features_in_} features"
-            )
-        Xk = Xd if keep.all() else Xd[:, keep]
-        # one map per block: (x − mean) · Cᵀ · score_map
-        Z = affine_map(Xk, np.asarray(self._model.mean_, dtype=np.float64)[keep],
-                       comps[:, keep].T @ self._score_map)
-        if isinstance(X, xr.DataArray):
-            sdim = X.dims[0]
-            coords = {n: c for n, c in X.coords.items() if set(c.dims) <= {sdim}}
-            out = xr.DataArray(Z, dims=(sdim, "mode"), coords={**coords, "mode": self._modes()},
-                               name="scores")
-            index = out.indexes.get(sdim)
-            if index is not None and getattr(index, "nlevels", 1) > 1:
-                out = out.unstack(sdim)
-            return out
-        if isinstance(X, da.Array):
-            return Z
-        return Z.compute()
-
-    def _modes(self):
-        try:
-            return self._model.components_xr_.mode.values[: self.components_.shape[0]]
-        except AttributeError:
-            return np.arange(self.components_.shape[0])
+        _check_shape(self._model, X)
+        # one map per block: (x − mean) / scale · Cᵀ · score_map
+        data, Z = self._model._project(X, self._model._eof_matrix(k) @ self._score_map)
+        return data.wrap_samples(Z)  # modes 1, 2, ... as the model's
 
     @property
     def components_xr_(self):
@@ -630,9 +668,13 @@ def _feature_positions(flat: np.ndarray, grid: np.ndarray) -> np.ndarray:
 def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
     """The latitude and longitude coordinates of ``obj`` (DataArray or Dataset), by meaning.
 
-    Uses cf_xarray: CF attributes first (``standard_name`` latitude/longitude, ``units``
-    degrees_north/degrees_east, ``axis`` Y/X), then usual names (``lat``, ``latitude``,
-    ``nav_lat``, ``y``…), as ``obj.cf.guess_coord_axis()`` finds them.
+    The rule of ``open_matrix(weights="sqrt_coslat")`` (one implementation,
+    ``scalepca.io._latitude``): with cf_xarray installed, CF attributes (``standard_name``
+    latitude/longitude, ``units`` degrees_north/degrees_east, ``_CoordinateAxisType``) or
+    usual names (``lat``, ``latitude``, ``nav_lat``, ...) as ``obj.cf.guess_coord_axis()``
+    finds them; without it, the names ``lat``/``latitude`` and ``lon``/``longitude``. A
+    generic ``y`` axis is not taken for a latitude, and the latitude must be in degrees
+    (units of degrees north if given, values within ±90).
 
     Returns
     -------
@@ -641,36 +683,12 @@ def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
     Raises
     ------
     KeyError
-        No latitude coordinate could be identified (rename it or set ``units="degrees_north"``).
-    ImportError
-        cf_xarray is not installed (``pip install 'scalepca[netcdf]'``).
+        No latitude coordinate in degrees (``scalepca.io._latitude.LatitudeError``, also a
+        ``ValueError``; the message says what to rename or which ``units`` to set).
     """
-    try:
-        import cf_xarray  # noqa: F401  (registers the .cf accessor)
-    except ImportError as err:
-        raise ImportError(
-            "finding latitude/longitude by meaning needs cf_xarray: "
-            "pip install 'scalepca[netcdf]'"
-        ) from err
-    guessed = obj.cf.guess_coord_axis()
+    from .io._latitude import find_latitude, find_longitude
 
-    def pick(names):
-        for name in names:
-            try:
-                found = guessed.cf[name]
-            except KeyError:
-                continue
-            if isinstance(found, xr.DataArray):
-                return obj[found.name] if found.name in obj.coords else found
-        return None
-
-    lat, lon = pick(("latitude", "Y")), pick(("longitude", "X"))
-    if lat is None:
-        raise KeyError(
-            f"no latitude coordinate among {list(obj.coords)}: name it lat/latitude or give it "
-            "units='degrees_north' or standard_name='latitude'"
-        )
-    return lat, lon
+    return find_latitude(obj), find_longitude(obj)
 
 
 def coslat_weights(obj, *, power: float = 0.5) -> xr.DataArray:
@@ -678,9 +696,10 @@ def coslat_weights(obj, *, power: float = 0.5) -> xr.DataArray:
 
     ``power=0.5`` (√cos φ) is the usual EOF weighting of the data, so that each grid cell's
     share of the covariance is proportional to its area; pass the result as ``weights=`` to
-    :func:`scalepca.open_matrix`. The latitude is found by :func:`find_lat_lon`; negative
-    cosines from rounding at the poles are clipped to 0.
+    :func:`scalepca.open_matrix`. The same weights as ``weights="sqrt_coslat"`` (``power=1``:
+    ``"coslat"``), from the latitude :func:`find_lat_lon` finds (refused as it refuses);
+    negative cosines from rounding at the poles are clipped to 0.
     """
-    lat, _ = find_lat_lon(obj)
-    w = np.cos(np.deg2rad(lat.astype(np.float64))).clip(min=0.0) ** power
-    return w.rename("weights")
+    from .io._latitude import coslat
+
+    return coslat(obj, power).rename("weights")

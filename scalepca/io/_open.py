@@ -209,11 +209,14 @@ def open_matrix(
     weights : str, array-like or xarray.DataArray, optional
         One non-negative weight per feature, multiplied into the data before the fit, as in
         EOF analysis (eofs, xeofs): for a latitude-longitude grid use ``"sqrt_coslat"``
-        (√cos of the ``lat`` / ``latitude`` coordinate), so each cell's contribution to the
-        covariance is proportional to its area, or ``"coslat"``. Another string names a
-        variable of the source store or Dataset (or a coordinate of the DataArray). A
-        DataArray over some or all feature dims broadcasts over the others; an array must
-        have the shape of the feature dims (for a 2-D array source: length ``n_features``).
+        (√cos of the latitude coordinate), so each cell's contribution to the covariance is
+        proportional to its area, or ``"coslat"``. The latitude is found as
+        :func:`scalepca.eof.coslat_weights` finds it (CF attributes, or a name such as
+        ``lat`` / ``latitude``) and must be in degrees north: a projected ``y`` is refused.
+        Another string names a variable of the source store or Dataset (or a coordinate of
+        the DataArray). A DataArray over some or all feature dims broadcasts over the others;
+        an array must have the shape of the feature dims (for a 2-D array source: length
+        ``n_features``).
     layer : str, optional
         For AnnData: the layer to read (``"counts"``); ``None`` reads ``X``.
     format : {"zarr", "netcdf", "anndata"}, optional

@@ -39,7 +39,6 @@ ATTR = "scalepca_preprocessing"
 
 #: weight rules computed from the latitude coordinate
 WEIGHT_RULES = ("sqrt_coslat", "coslat")
-LATITUDE_NAMES = ("lat", "latitude")
 
 
 class WeightsError(ValueError):
@@ -325,17 +324,18 @@ def named_weights(rule: str, arr: xr.DataArray, dataset: xr.Dataset | None = Non
 
     ``sqrt_coslat``: √cos(latitude), the EOF-analysis weighting under which each grid cell's
     share of the covariance is proportional to its area; ``coslat``: cos(latitude). The
-    latitude is the ``lat`` or ``latitude`` coordinate, in degrees. Any other string names a
-    variable of ``dataset`` (the source the data came from) or a coordinate of ``arr``.
+    latitude is found by its meaning and checked to be in degrees
+    (:func:`~scalepca.io._latitude.find_latitude`, the rule of
+    :func:`scalepca.eof.coslat_weights` too). Any other string names a variable of
+    ``dataset`` (the source the data came from) or a coordinate of ``arr``.
     """
     if rule in WEIGHT_RULES:
-        lat = next((arr[c] for c in LATITUDE_NAMES if c in arr.coords), None)
-        if lat is None:
-            coords = ", ".join(map(str, arr.coords)) or "none"
-            raise WeightsError(f"{rule!r} needs a 'lat' or 'latitude' coordinate; the data have "
-                               f"{coords}")
-        w = np.cos(np.deg2rad(lat.astype("float64"))).clip(min=0.0)
-        w = np.sqrt(w) if rule == "sqrt_coslat" else w
+        from ._latitude import LatitudeError, coslat
+
+        try:
+            w = coslat(arr, 0.5 if rule == "sqrt_coslat" else 1.0)
+        except LatitudeError as err:
+            raise WeightsError(f"{rule!r}: {err}") from None
         return w.drop_vars([c for c in w.coords if c not in w.dims])
     if dataset is not None and rule in dataset.variables:
         return dataset[rule].load()

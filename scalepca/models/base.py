@@ -422,6 +422,9 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         names = getattr(self, "feature_names_in_", None)
         if names is not None:  # saved as a list of strings; scikit-learn's is an object array
             self.feature_names_in_ = np.asarray([str(v) for v in names], dtype=object)
+        if getattr(self, "_features_kept", None) is not None and hasattr(self, "n_features_in_"):
+            # stores written before an attribute was widened hold it on the kept features only
+            self._widen_features(self.n_features_in_)
         if template is not None:
             from ..io._stack import template_from_json
 
@@ -480,6 +483,17 @@ class LinearDecompositionMixin(DecompositionMixin):
         """k × d map from scores back to centred data."""
         return self.components_
 
+    def _project(self, X, P: np.ndarray):
+        """``(data, Z)``: ``X`` taken as ``transform`` takes it (raw fields stacked and
+        weighted, checked against the fit) and the lazy ``(x − mean_) P`` of its rows on the
+        features the model was fitted on (``P``: n_features × m, rows at dropped features
+        ignored). The one projection of new data: ``transform`` and the EOF tools
+        (:mod:`scalepca.eof`) both go through it."""
+        data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks)
+        Z = affine_map(self._select_features(data.data), self._kept(self.mean_),
+                       self._kept(P, axis=0))
+        return data, Z
+
     def transform(self, X):
         """Project ``X`` on the components (lazy for dask and xarray input).
 
@@ -487,9 +501,8 @@ class LinearDecompositionMixin(DecompositionMixin):
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
         """
-        data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks)
-        Z = affine_map(self._select_features(data.data), self._kept(self.mean_),
-                       self._kept(self._transform_matrix(), axis=0))
+        self._check_fitted()  # before the projection matrix is formed from fitted attributes
+        data, Z = self._project(X, self._transform_matrix())
         return data.wrap_samples(Z)
 
     def inverse_transform(self, Z):

@@ -111,6 +111,10 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     #: ``n_components`` may also be a float in (0, 1) or "mle" (read by the config check too)
     _n_components_fraction = True
 
+    #: ``scale_`` is per feature like ``mean_``: widened with NaN at features left out of the
+    #: fit (a land mask), so standardised transforms line up with the widened components
+    _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0))
+
     # -- fitting ---------------------------------------------------------------------------
     def _check_params(self, n: int, d: int) -> int | float | str:
         """Check the parameters; returns the number of components, or the float / ``"mle"``
@@ -296,6 +300,17 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         """Whether the model standardises its input (``scale_`` from a standardised fit)."""
         return self._kept_scale() is not None
 
+    def _of_data(self, P: np.ndarray) -> np.ndarray:
+        """A map ``P`` (n_features × m) of centred standardised rows as a map of centred rows
+        of the data: ``((x − mean_) / scale_) P = (x − mean_) (P / scale_)``."""
+        return P / self.scale_[:, None] if self._is_scaled() else P
+
+    def _eof_matrix(self, k: int | None = None) -> np.ndarray:
+        """n_features × k map of centred rows to their projections on the leading ``k``
+        components (eofs' ``pcs``; of the standardised rows with ``standardize``), whatever
+        ``transform`` returns (posterior means, whitened scores): the EOF tools' scores."""
+        return self._of_data(self.components_[:k].T)
+
     def _set_spectrum(self, n, d, k, mean, ev, components, total) -> None:
         """Fitted attributes from the spectrum; ``ev`` may hold more than ``k`` eigenvalues."""
         self.n_samples_ = int(n)
@@ -394,6 +409,8 @@ class PCA(_BaseSpectralPCA):
         scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
         divide each block by its features' σ as they read it. A feature constant to rounding
         (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
+        The EOF tools (:mod:`scalepca.eof`) project the standardised data as ``transform``
+        does; their covariance maps stay in the field's own units (cov(pc, field)).
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
         analysis; scikit-learn's ``TruncatedSVD``, scanpy's ``pca(zero_center=False)``).
@@ -517,9 +534,7 @@ class PCA(_BaseSpectralPCA):
 
     # -- transforms ----------------------------------------------------------------------
     def _transform_matrix(self) -> np.ndarray:
-        P = self.components_.T
-        if self._is_scaled():  # (x − mean_) / scale_ projected: the scale folds into P
-            P = P / self.scale_[:, None]
+        P = self._eof_matrix()  # (x − mean_) / scale_ projected: the scale folds into P
         if self.whiten:
             P = P / np.sqrt(self.explained_variance_)
         return P

@@ -104,7 +104,9 @@ class PPCA(_BaseSpectralPCA):
         Closed form only: the model of the standardised data ``(x − mean_) / scale_`` (the
         correlation matrix), from the same one moments pass, as :class:`PCA`'s
         ``standardize``. ``scale_`` holds the per-feature standard deviations (1 for constant
-        features); ``get_covariance``, ``score_samples`` and ``sample`` speak of ``x`` itself.
+        features); ``get_covariance``, ``score_samples`` and ``sample`` speak of ``x`` itself,
+        and the EOF tools (:mod:`scalepca.eof`) project the standardised data, maps in the
+        field's own units.
 
     Attributes
     ----------
@@ -506,8 +508,7 @@ class PPCA(_BaseSpectralPCA):
     def _transform_matrix(self) -> np.ndarray:
         if not hasattr(self, "_M_inv"):
             self._set_posterior()
-        P = self.W_ @ self._M_inv  # (x − μ) W M⁻¹ = (M⁻¹ Wᵀ (x − μ))ᵀ, M symmetric
-        return P / self.scale_[:, None] if self._is_scaled() else P
+        return self._of_data(self.W_ @ self._M_inv)  # (x − μ) W M⁻¹ = (M⁻¹ Wᵀ (x − μ))ᵀ
 
     def _inverse_matrix(self) -> np.ndarray:
         return self.W_.T * self.scale_[None, :] if self._is_scaled() else self.W_.T
