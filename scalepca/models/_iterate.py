@@ -33,6 +33,13 @@ of the state and of the same graph). A commit also holds the problem's *fingerpr
 version :data:`FORMAT_VERSION` (commits of another version are converted by the
 estimator's ``legacy`` function or refused, naming both versions).
 
+The fingerprint never holds the stopping parameters: on resume, the ``stop`` rule and
+``max_iter`` of *this* fit are applied to the committed history. A commit that stopped under a
+looser ``tol`` goes on iterating from its state to the tighter one (the iterations an
+uninterrupted fit to the tighter ``tol`` makes, so the same answer), one that did not stop
+under the old rule but does under the new one ends at once, and a larger ``max_iter``
+continues a fit that had reached the old one.
+
 Large state (RobustPCA's chunked ``T``) lives beside the commits in
 :attr:`IterationCheckpoint.store` (a :class:`~scalepca.io._checkpoint.CheckpointStore`): the
 ``before_commit(it, state)`` hook writes it and returns the small state that refers to it
@@ -349,6 +356,12 @@ def iterate(
         resumed_from = it
         if restore is not None:
             state = restore(state)
+        # the rule of this fit decides, not the one the commit was written with: a tighter
+        # tol goes on from the committed state, a looser one stops at once
+        reason = stop(history, memo)
+        if converged and reason is None:
+            logger.info("%s: the commit had converged; the current stopping rule goes on", name)
+        converged = reason is not None
         logger.info("%s: resuming from %s at iteration %d", name, checkpoint.path, it)
     else:
         state = init()
