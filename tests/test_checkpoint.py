@@ -407,6 +407,31 @@ def test_sparse_checkpoint_of_permuted_data_is_refused(tmp_path):
             scalepca.SparsePCA(**{**params, **over}, checkpoint=path).fit(X)
 
 
+def test_a_folder_scalepca_did_not_write_is_not_used_as_a_checkpoint(tmp_path):
+    """Commits prune entries of their folder: a folder holding anything else (notes, a data
+    store) is refused and left as it was; an empty one, or an older checkpoint, is used."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "T_readme.txt").write_text("mine")
+    X = with_missing(0)
+    with pytest.raises(ValueError, match=r"checkpoint .*notes' is a folder that scalepca did "
+                       r"not write as a checkpoint \(it holds T_readme.txt\); it is left "
+                       "untouched"):
+        scalepca.PPCA(max_iter=2, checkpoint=str(notes), **PPCA_PARAMS).fit(X)
+    assert sorted(os.listdir(notes)) == ["T_readme.txt"]
+    store = tmp_path / "data.zarr"
+    da.from_array(X).to_zarr(str(store))
+    with pytest.raises(ValueError, match="did not write as a checkpoint"):
+        scalepca.RobustPCA(max_iter=2, checkpoint=str(store)).fit(np.nan_to_num(X))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        scalepca.PPCA(max_iter=2, checkpoint=str(tmp_path / "file"), **PPCA_PARAMS).fit(X)
+    (tmp_path / "empty").mkdir()
+    _quiet(lambda: scalepca.PPCA(max_iter=2, checkpoint=str(tmp_path / "empty"),
+                                 **PPCA_PARAMS).fit(X))
+    assert _commits(tmp_path / "empty") == ["state_000002"]
+
+
 def test_fingerprint_of_an_older_scalepca_is_checked_on_its_own_keys():
     """Fingerprints written before every parameter and the data sketch were recorded: their
     keys are checked, and a warning names the ones that could not be; a current fingerprint

@@ -32,11 +32,37 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 COMMIT_PREFIX = "state_"
+#: attribute of the zarr group naming what scalepca wrote it as ("checkpoint", "scratch")
+MARKER = "scalepca_store"
 
 
 def commit_name(k: int) -> str:
     """Directory name of the commit after ``k`` iterations."""
     return f"{COMMIT_PREFIX}{int(k):06d}"
+
+
+def _refuse_foreign(path: str, what: str) -> None:
+    """ValueError unless ``path`` is new, an empty folder, or a store scalepca wrote as
+    ``what`` (marked, or holding commits: older checkpoints have no mark). Commits prune
+    entries of the store, so a folder holding anything else is never used as one."""
+    if not os.path.exists(path):
+        return
+    if not os.path.isdir(path):
+        raise ValueError(f"{what} {path!r} is a file, not a folder; use another path")
+    entries = [n for n in os.listdir(path) if n != "zarr.json"]
+    if not entries or any(n.startswith(COMMIT_PREFIX) for n in entries):
+        return
+    try:
+        with open(os.path.join(path, "zarr.json")) as f:
+            marked = json.load(f).get("attributes", {}).get(MARKER) == what
+    except (OSError, ValueError):
+        marked = False
+    if not marked:
+        raise ValueError(
+            f"{what} {path!r} is a folder that scalepca did not write as a {what} (it holds "
+            f"{', '.join(sorted(entries)[:3])}{', ...' if len(entries) > 3 else ''}); it is "
+            "left untouched. Use a new or empty folder"
+        )
 
 
 def check_checkpoint_path(value, name: str = "checkpoint") -> None:
@@ -67,8 +93,11 @@ class CheckpointStore:
                 "an atomic directory rename)"
             )
         self.path = self.path.removeprefix("file://")
+        _refuse_foreign(self.path, what)
         os.makedirs(self.path, exist_ok=True)
         self.root = zarr.open_group(self.path, mode="a")
+        if self.root.attrs.get(MARKER) != what:
+            self.root.attrs[MARKER] = what
 
     # -- large arrays beside the commits -------------------------------------------------------
     def create(self, name: str, shape, chunks) -> None:
