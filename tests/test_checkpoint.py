@@ -17,6 +17,7 @@ import warnings
 import dask.array as da
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 import scalepca
 from scalepca.config import ConfigError, validate_config
@@ -33,6 +34,13 @@ def _quiet(fit):
 
 def _commits(path):
     return sorted(n for n in os.listdir(path) if n.startswith("state_"))
+
+
+def _listing(path):
+    """Every file under ``path`` with its size and modification time."""
+    return sorted((os.path.relpath(os.path.join(d, f), path),
+                   os.stat(os.path.join(d, f)).st_size, os.stat(os.path.join(d, f)).st_mtime_ns)
+                  for d, _, files in os.walk(path) for f in files)
 
 
 class Interrupt(RuntimeError):
@@ -176,6 +184,86 @@ def test_ppca_checkpoint_of_other_problem_is_refused(tmp_path):
         scalepca.PPCA(**PPCA_PARAMS, checkpoint=path).fit(X[:-10])
 
 
+def test_ppca_resume_with_another_tol_or_max_iter(tmp_path):
+    """The issue's case: a checkpoint of a fit to tol=1e-1 resumed with tol=1e-10 goes on to
+    the fresh fit's answer (it stopped after 5 of 16 iterations, σ² 3 % off); a looser tol or
+    a smaller max_iter then stops at once, from the commit."""
+    X = da.from_array(with_missing(0), chunks=50)
+    path = str(tmp_path / "ck")
+    params = {**PPCA_PARAMS, "max_iter": 60}
+    fresh = scalepca.PPCA(**params).fit(X)
+    loose = scalepca.PPCA(**{**params, "tol": 1e-1}, checkpoint=path).fit(X)
+    assert loose.converged_ and loose.n_iter_ < fresh.n_iter_
+    tight = scalepca.PPCA(**params, checkpoint=path).fit(X)
+    assert tight.resumed_from_ == loose.n_iter_ and tight.converged_
+    assert tight.n_passes_ == 1 + fresh.n_iter_ - loose.n_iter_
+    np.testing.assert_allclose(tight.noise_variance_, fresh.noise_variance_, rtol=1e-8)
+    _same_ppca(tight, fresh)  # measured: bit-identical
+    again = scalepca.PPCA(**{**params, "tol": 1e-1}, checkpoint=path).fit(X)
+    assert again.n_passes_ == 1 and again.converged_  # the initialisation pass only
+    _same_ppca(again, fresh)
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        short = scalepca.PPCA(**{**params, "tol": 0.0, "max_iter": 3}, checkpoint=path).fit(X)
+    assert short.n_passes_ == 1 and not short.converged_ and short.n_iter_ == fresh.n_iter_
+
+
+def test_ppca_checkpoint_of_permuted_data_is_refused(tmp_path):
+    """Data with the features (or the samples) in another order have the same per-feature
+    statistics; the sketch of the data tells them apart. Another chunking is the same data."""
+    Xn = with_missing(0)
+    path = str(tmp_path / "ck")
+    _quiet(lambda: scalepca.PPCA(max_iter=3, checkpoint=path, **PPCA_PARAMS).fit(Xn))
+    before = _listing(path)
+    perm = np.random.default_rng(0).permutation(Xn.shape[1])
+    for other in (Xn[:, perm], Xn[::-1]):
+        with pytest.raises(ValueError, match=r"different problem \(data_sketch: the data differ"
+                           r".*left untouched.*another checkpoint path"):
+            scalepca.PPCA(max_iter=60, checkpoint=path, **PPCA_PARAMS).fit(other)
+    assert _listing(path) == before
+    resumed = scalepca.PPCA(max_iter=60, checkpoint=path, **PPCA_PARAMS).fit(
+        da.from_array(Xn, chunks=(70, 5)))
+    assert resumed.resumed_from_ == 3
+
+
+def test_ppca_initialisation_pass_reads_each_block_once_with_a_checkpoint(tmp_path):
+    """The sketch is computed in the initialisation pass, not in a pass of its own."""
+    reads = []
+
+    def counted(block):
+        reads.append(1)
+        return block
+
+    X = da.from_array(with_missing(0), chunks=50).map_blocks(counted, dtype=np.float64)
+    for checkpoint in (None, str(tmp_path / "ck")):
+        reads.clear()
+        _quiet(lambda ck=checkpoint: scalepca.PPCA(**{**PPCA_PARAMS, "max_iter": 1},
+                                                   checkpoint=ck).fit(X))
+        assert len(reads) == 2 * X.numblocks[0]  # initialisation and one EM iteration
+
+
+def test_fingerprints_hold_every_parameter_but_the_listed_ones(tmp_path):
+    """Every parameter of get_params() is in a commit's fingerprint unless the estimator lists
+    it (with the reason it does not change the result): a new parameter joins by default."""
+    from scalepca.models import _sparse_dictionary, ppca, robust_pca
+
+    X = low_rank(0)
+    cases = [(scalepca.PPCA(**PPCA_PARAMS, max_iter=2), ppca.EM_FINGERPRINT_IGNORES),
+             (scalepca.SparsePCA(**{**SPCA_MB, "max_iter": 1}),
+              _sparse_dictionary.FINGERPRINT_IGNORES),
+             (scalepca.SparsePCA(3, method="batch", max_iter=2),
+              _sparse_dictionary.FINGERPRINT_IGNORES),
+             (scalepca.RobustPCA(max_iter=2), robust_pca.FINGERPRINT_IGNORES)]
+    for i, (est, ignored) in enumerate(cases):
+        path = str(tmp_path / f"ck{i}")
+        _quiet(lambda est=est, path=path: est.set_params(checkpoint=path).fit(X))
+        fingerprint = CheckpointStore(path).latest()[0]["fingerprint"]
+        params = set(est.get_params())
+        assert ignored.keys() <= params
+        assert params - set(ignored) <= set(fingerprint), type(est).__name__
+        assert {"data_sketch", "shape", "dtype"} <= set(fingerprint)
+        assert fingerprint["fingerprint_version"] == 2
+
+
 def test_ppca_checkpoint_parameter_errors(tmp_path, raise_if_dask_computes):
     X = da.from_array(low_rank(0), chunks=100)
     with raise_if_dask_computes(0):
@@ -285,6 +373,112 @@ def test_sparse_checkpoint_of_other_problem_is_refused(tmp_path):
         scalepca.SparsePCA(**SPCA_MB, checkpoint=path).fit(da.from_array(X, chunks=50))
     with pytest.raises(ValueError, match=r"different problem \(mean: "):
         scalepca.SparsePCA(**SPCA_MB, checkpoint=path).fit(X * 2.0)
+
+
+def test_sparse_batch_resume_with_another_tol(tmp_path):
+    """A "batch" commit that met tol=1e-2 (2 alternations) resumed with tol=1e-4 ends where a
+    fresh fit to 1e-4 ends (53); resumed with 1e-2 again it stops at once, on that answer."""
+    X = da.from_array(low_rank(0), chunks=100)
+    params = dict(n_components=3, method="batch", alpha=0.5, random_state=0, max_iter=100)
+    path = str(tmp_path / "ck")
+    fresh = scalepca.SparsePCA(**params, tol=1e-4).fit(X)
+    loose = scalepca.SparsePCA(**params, tol=1e-2, checkpoint=path).fit(X)
+    assert loose.n_iter_ < 5 < fresh.n_iter_ < 100
+    tight = scalepca.SparsePCA(**params, tol=1e-4, checkpoint=path).fit(X)
+    assert tight.resumed_from_ == loose.n_iter_ + 1  # the commit after the stopping step
+    _same_spca(tight, fresh)  # measured: bit-identical
+    np.testing.assert_allclose(tight.objective_, fresh.objective_, rtol=1e-12)
+    again = scalepca.SparsePCA(**params, tol=1e-2, checkpoint=path).fit(X)
+    assert again.resumed_from_ == tight.n_iter_ + 1
+    _same_spca(again, fresh)
+
+
+def test_sparse_checkpoint_of_permuted_data_is_refused(tmp_path):
+    X = low_rank(0)
+    path = str(tmp_path / "ck")
+    params = dict(n_components=3, method="batch", alpha=0.5, random_state=0)
+    _quiet(lambda: scalepca.SparsePCA(**params, max_iter=2, checkpoint=path).fit(X))
+    perm = np.random.default_rng(0).permutation(X.shape[1])
+    with pytest.raises(ValueError, match=r"different problem \(data_sketch: "):
+        scalepca.SparsePCA(**params, checkpoint=path).fit(X[:, perm])
+    for over, key in [({"use_correlation": True}, "use_correlation"),
+                      ({"init": "random"}, "init")]:
+        with pytest.raises(ValueError, match=rf"different problem \({key}: "):
+            scalepca.SparsePCA(**{**params, **over}, checkpoint=path).fit(X)
+
+
+def test_a_folder_scalepca_did_not_write_is_not_used_as_a_checkpoint(tmp_path):
+    """Commits prune entries of their folder: a folder holding anything else (notes, a data
+    store) is refused and left as it was; an empty one, or an older checkpoint, is used."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "T_readme.txt").write_text("mine")
+    X = with_missing(0)
+    with pytest.raises(ValueError, match=r"checkpoint .*notes' is a folder that scalepca did "
+                       r"not write as a checkpoint \(it holds T_readme.txt\); it is left "
+                       "untouched"):
+        scalepca.PPCA(max_iter=2, checkpoint=str(notes), **PPCA_PARAMS).fit(X)
+    assert sorted(os.listdir(notes)) == ["T_readme.txt"]
+    store = tmp_path / "data.zarr"
+    da.from_array(X).to_zarr(str(store))
+    with pytest.raises(ValueError, match="did not write as a checkpoint"):
+        scalepca.RobustPCA(max_iter=2, checkpoint=str(store)).fit(np.nan_to_num(X))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        scalepca.PPCA(max_iter=2, checkpoint=str(tmp_path / "file"), **PPCA_PARAMS).fit(X)
+    (tmp_path / "empty").mkdir()
+    _quiet(lambda: scalepca.PPCA(max_iter=2, checkpoint=str(tmp_path / "empty"),
+                                 **PPCA_PARAMS).fit(X))
+    assert _commits(tmp_path / "empty") == ["state_000002"]
+
+
+def test_fingerprint_of_an_older_scalepca_is_checked_on_its_own_keys():
+    """Fingerprints written before every parameter and the data sketch were recorded: their
+    keys are checked, and a warning names the ones that could not be; a current fingerprint
+    missing a key is another problem."""
+    old = {"shape": [10, 3], "alpha": 0.5}
+    now = {"fingerprint_version": 2, "shape": [10, 3], "alpha": 0.5, "random_state": 0,
+           "data_sketch": [1.0, 2.0]}
+    with pytest.warns(UserWarning, match="does not record random_state, data_sketch"):
+        check_fingerprint(old, now)
+    with pytest.raises(ValueError, match=r"\(alpha: 0.5 there, 0.6 now\)"):
+        check_fingerprint(old, {**now, "alpha": 0.6})
+    with pytest.raises(ValueError, match=r"\(random_state: None there, 0 now\)"):
+        check_fingerprint({**old, "fingerprint_version": 2}, now)
+    # the sketch is compared as a vector, to 1e-9 of its norm (rounding of another chunking)
+    check_fingerprint({**now, "data_sketch": [1.0 + 1e-12, 2.0]}, now)
+    with pytest.raises(ValueError, match="data_sketch: the data differ"):
+        check_fingerprint({**now, "data_sketch": [1.0 + 1e-6, 2.0]}, now)
+
+
+def test_sketch_is_the_fixed_projection_whatever_the_chunks():
+    """``hᵀ V G`` and ``hᵀ N G`` from the fixed weights, against NumPy on the whole matrix;
+    sparse blocks give the dense answer; any permutation or moved NaN changes it."""
+    import scipy.sparse as sp
+
+    from scalepca.io._fingerprint import SKETCH_COLUMNS, _gaussian_at, sketch_graph
+
+    Xn = with_missing(0)
+    n, d = Xn.shape
+    h = _gaussian_at(np.arange(n), 0x5CA1E)
+    G = np.stack([_gaussian_at(np.arange(d), 0x5CA1E + 1 + c) for c in range(SKETCH_COLUMNS)],
+                 axis=1)
+    nan = np.isnan(Xn)
+    ref = np.concatenate([h @ np.where(nan, 0, Xn) @ G, h @ nan @ G])
+    for chunks in [(400, 12), 50, (70, 5)]:
+        got = sketch_graph(da.from_array(Xn, chunks=chunks)).compute()
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    Z = np.where(np.abs(np.nan_to_num(Xn)) > 1, np.nan_to_num(Xn), 0.0)
+    sparse = da.from_array(sp.csr_matrix(Z), chunks=(100, 12), asarray=False)
+    np.testing.assert_allclose(sketch_graph(sparse).compute(),
+                               sketch_graph(da.from_array(Z, chunks=100)).compute(),
+                               rtol=0, atol=1e-12 * np.abs(ref).max())
+    moved = Xn.copy()
+    i, j = np.argwhere(nan)[0]
+    moved[i, j], moved[(i + 1) % n, j] = moved[(i + 1) % n, j], np.nan
+    for other in (Xn[:, ::-1], Xn[::-1], moved):
+        got = sketch_graph(da.from_array(other, chunks=50)).compute()
+        assert np.linalg.norm(got - ref) > 1e-3 * np.linalg.norm(ref)
 
 
 def test_sparse_checkpoint_parameter_errors(tmp_path, raise_if_dask_computes):

@@ -156,6 +156,34 @@ def test_resume_after_max_iter_continues(tmp_path):
     assert run.resumed_from == 2 and run.history == fresh.history
 
 
+def test_resume_applies_the_stopping_rule_and_max_iter_of_the_resumed_fit(tmp_path):
+    """A commit that stopped under a loose tol goes on to a tighter one (the same iterations
+    as a fresh fit to it); a looser tol, or a max_iter already reached, ends without a step."""
+    path = tmp_path / "ck"
+    loose = iterate(_step, _init, stop=ValueBelow("err", 1e-3), max_iter=50,
+                    checkpoint=IterationCheckpoint(path, {}))
+    assert loose.converged and loose.n_iter == 4
+    fresh = iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=50)
+    tight = iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=50,
+                    checkpoint=IterationCheckpoint(path, {}))
+    assert tight.resumed_from == 4 and tight.converged and tight.n_iter == fresh.n_iter > 4
+    assert tight.history == fresh.history
+    np.testing.assert_array_equal(tight.state["x"], fresh.state["x"])
+    # looser again: the committed history already meets it, no step is taken
+    again = iterate(_interrupting(0), _init, stop=ValueBelow("err", 1e-3), max_iter=50,
+                    checkpoint=IterationCheckpoint(path, {}))
+    assert again.converged and again.n_iter == fresh.n_iter and again.resumed_from == fresh.n_iter
+    # a commit at max_iter=2 resumed with max_iter=1: nothing to do, and not converged
+    short = tmp_path / "short"
+    with pytest.warns(ConvergenceWarning):
+        iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=2,
+                checkpoint=IterationCheckpoint(short, {}))
+    with pytest.warns(ConvergenceWarning, match="max_iter=1"):
+        run = iterate(_interrupting(0), _init, stop=ValueBelow("err", 1e-25), max_iter=1,
+                      checkpoint=IterationCheckpoint(short, {}))
+    assert run.n_iter == 2 and not run.converged
+
+
 def test_a_checkpoint_of_another_problem_or_format_is_refused(tmp_path):
     path = tmp_path / "ck"
     iterate(_step, _init, stop=ValueBelow("err", 1e-20), max_iter=50,

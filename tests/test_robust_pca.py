@@ -300,6 +300,54 @@ def test_checkpoint_of_other_problem_is_refused(tmp_path):
         scalepca.RobustPCA(checkpoint="s3://bucket/ck.zarr").fit(L0 + S0)
 
 
+def test_checkpoint_resume_with_another_tol(tmp_path):
+    """A commit that met tol=1e-3 resumed with tol=1e-9 ends where a fresh fit to 1e-9 ends;
+    resumed with 1e-3 again it stops at once."""
+    path = str(tmp_path / "ck.zarr")
+    L0, S0, r = clmw_problem(100, seed=1)
+    M = da.from_array(L0 + S0, chunks=50)
+    fresh = scalepca.RobustPCA(random_state=0, tol=1e-9).fit(M)
+    loose = scalepca.RobustPCA(random_state=0, tol=1e-3, checkpoint=path).fit(M)
+    assert loose.converged_ and loose.n_iter_ < fresh.n_iter_
+    tight = scalepca.RobustPCA(random_state=0, tol=1e-9, checkpoint=path).fit(M)
+    assert tight.resumed_from_ == loose.n_iter_ and tight.converged_
+    assert tight.n_iter_ == fresh.n_iter_ and tight.rank_ == fresh.rank_ == r
+    assert tight.history_["residual"] == pytest.approx(fresh.history_["residual"], rel=1e-9)
+    np.testing.assert_allclose(tight.low_rank_.compute(), fresh.low_rank_.compute(),
+                               atol=1e-12)
+    again = scalepca.RobustPCA(random_state=0, tol=1e-3, checkpoint=path).fit(M)
+    assert again.resumed_from_ == again.n_iter_ == fresh.n_iter_ and again.converged_
+    np.testing.assert_allclose(again.components_, fresh.components_, atol=1e-12)
+
+
+def test_checkpoint_of_permuted_data_or_other_parameters_is_refused(tmp_path):
+    """‖M‖_F, max |M| and |Ω| do not see a permutation or a moved mask; the data sketch does.
+    The seed, μ₀ and the first rank asked for change the result too."""
+    path = str(tmp_path / "ck.zarr")
+    L0, S0, _ = clmw_problem(60, seed=1)
+    M = L0 + S0
+    mask = np.random.default_rng(0).random(M.shape) > 0.1
+    with pytest.warns(Warning, match="did not converge"):
+        scalepca.RobustPCA(random_state=0, checkpoint=path, max_iter=2, mask=mask).fit(M)
+    perm = np.random.default_rng(1).permutation(M.shape[1])
+    for other, mask_other in [(M[:, perm], mask[:, perm]), (M[::-1], mask[::-1])]:
+        with pytest.raises(ValueError, match=r"different problem \(data_sketch: "):
+            scalepca.RobustPCA(random_state=0, checkpoint=path, mask=mask_other).fit(other)
+    with pytest.raises(ValueError, match="different problem"):  # ‖P_Ω M‖ differs first
+        scalepca.RobustPCA(random_state=0, checkpoint=path,
+                           mask=np.roll(mask, 1, axis=1)).fit(M)
+    for over in [{"random_state": 1}, {"mu": 0.1}, {"rank_guess": 3}]:
+        key = next(iter(over))
+        with pytest.raises(ValueError, match=rf"different problem \({key}: "):
+            scalepca.RobustPCA(**{"random_state": 0, **over}, checkpoint=path,
+                               mask=mask).fit(M)
+    # entries off Ω may hold anything: the same problem
+    with pytest.warns(Warning, match="did not converge"):
+        resumed = scalepca.RobustPCA(random_state=0, checkpoint=path, max_iter=3,
+                                     mask=mask).fit(np.where(mask, M, np.nan))
+    assert resumed.resumed_from_ == 2
+
+
 #: checkpoints written by scalepca before RobustPCA ran on the iteration driver (commits
 #: without a format version), made with main at c08e00e: ``clmw_problem(60, seed=1)`` in
 #: 30 × 30 blocks, ``RobustPCA(random_state=3, checkpoint=..., checkpoint_every=2,

@@ -8,9 +8,9 @@ either the previous commits untouched or a new complete one, never a half-writte
 under a final name. Readers take the newest commit that is complete and readable and skip
 the rest (a damaged commit falls back to an older one).
 
-Every commit carries a *fingerprint* of the problem (parameters that change the iteration,
-data shape and chunks, a few data statistics); a fit refuses a checkpoint whose fingerprint
-differs from its own, naming the first differing key.
+Every commit carries a *fingerprint* of the problem: every parameter that changes the result
+and a sketch of the data (:mod:`scalepca.io._fingerprint`); a fit refuses a checkpoint whose
+fingerprint differs from its own, naming the first differing key, and leaves it untouched.
 
 Estimators whose state includes large arrays (RobustPCA's n1 × n2 matrix) keep them as
 sibling zarr arrays of the same group (:meth:`CheckpointStore.create`, :meth:`array`) and
@@ -25,17 +25,44 @@ import math
 import os
 import shutil
 import uuid
+import warnings
 
 import numpy as np
 
 logger = logging.getLogger(__name__)
 
 COMMIT_PREFIX = "state_"
+#: attribute of the zarr group naming what scalepca wrote it as ("checkpoint", "scratch")
+MARKER = "scalepca_store"
 
 
 def commit_name(k: int) -> str:
     """Directory name of the commit after ``k`` iterations."""
     return f"{COMMIT_PREFIX}{int(k):06d}"
+
+
+def _refuse_foreign(path: str, what: str) -> None:
+    """ValueError unless ``path`` is new, an empty folder, or a store scalepca wrote as
+    ``what`` (marked, or holding commits: older checkpoints have no mark). Commits prune
+    entries of the store, so a folder holding anything else is never used as one."""
+    if not os.path.exists(path):
+        return
+    if not os.path.isdir(path):
+        raise ValueError(f"{what} {path!r} is a file, not a folder; use another path")
+    entries = [n for n in os.listdir(path) if n != "zarr.json"]
+    if not entries or any(n.startswith(COMMIT_PREFIX) for n in entries):
+        return
+    try:
+        with open(os.path.join(path, "zarr.json")) as f:
+            marked = json.load(f).get("attributes", {}).get(MARKER) == what
+    except (OSError, ValueError):
+        marked = False
+    if not marked:
+        raise ValueError(
+            f"{what} {path!r} is a folder that scalepca did not write as a {what} (it holds "
+            f"{', '.join(sorted(entries)[:3])}{', ...' if len(entries) > 3 else ''}); it is "
+            "left untouched. Use a new or empty folder"
+        )
 
 
 def check_checkpoint_path(value, name: str = "checkpoint") -> None:
@@ -66,8 +93,11 @@ class CheckpointStore:
                 "an atomic directory rename)"
             )
         self.path = self.path.removeprefix("file://")
+        _refuse_foreign(self.path, what)
         os.makedirs(self.path, exist_ok=True)
         self.root = zarr.open_group(self.path, mode="a")
+        if self.root.attrs.get(MARKER) != what:
+            self.root.attrs[MARKER] = what
 
     # -- large arrays beside the commits -------------------------------------------------------
     def create(self, name: str, shape, chunks) -> None:
@@ -170,21 +200,55 @@ class CheckpointStore:
                     self.remove(name)
 
 
-def check_fingerprint(stored: dict, now: dict) -> None:
+#: marks fingerprints that hold every result-changing parameter and a sketch of the data
+FINGERPRINT_VERSION = 2
+
+
+def check_fingerprint(stored: dict, now: dict, where: str = "the checkpoint") -> None:
     """ValueError naming the first key where the checkpoint's problem differs from this fit.
 
     Floats (also inside lists) are compared to 1e-9 relative (data statistics recomputed by
-    another reduction tree differ in the last bits); everything else exactly, after JSON
+    another reduction tree differ in the last bits), a data sketch (keys ending in
+    ``sketch``) as a vector to 1e-9 of its norm; everything else exactly, after JSON
     round-tripping as stored.
+
+    A fingerprint written before :data:`FINGERPRINT_VERSION` (no ``fingerprint_version``)
+    lacks the sketch of the data and some parameters: its own keys are checked, and a
+    UserWarning names the ones that could not be.
     """
     now = json.loads(json.dumps(now, default=_json_default))
+    old_format = "fingerprint_version" not in stored
+    unchecked = []
     for key, value in now.items():
+        if old_format and key not in stored:
+            if key != "fingerprint_version":
+                unchecked.append(key)
+            continue
         old = stored.get(key)
-        if not _same(old, value):
+        same = _same_vector(old, value) if key.endswith("sketch") else _same(old, value)
+        if not same:
+            if key.endswith("sketch"):
+                detail = ("the data differ from those it was written for (other values, "
+                          "missing entries, or rows or features in another order)")
+            else:
+                detail = f"{old!r} there, {value!r} now"
             raise ValueError(
-                f"the checkpoint was written for a different problem ({key}: {old!r} there, "
-                f"{value!r} now); use another checkpoint path or delete it"
+                f"{where} was written for a different problem ({key}: {detail}); it is left "
+                "untouched. Use another checkpoint path, or delete this one to start afresh"
             )
+    if unchecked:
+        warnings.warn(
+            f"{where} was written by an older scalepca whose fingerprint does not record "
+            f"{', '.join(unchecked)}: resuming without checking them (the data must be the "
+            "same, in the same order)", UserWarning, stacklevel=4,
+        )
+
+
+def _same_vector(old, value) -> bool:
+    if not isinstance(old, list) or len(old) != len(value):
+        return False
+    a, b = np.asarray(old, dtype=np.float64), np.asarray(value, dtype=np.float64)
+    return bool(np.linalg.norm(a - b) <= 1e-9 * max(np.linalg.norm(b), np.linalg.norm(a)))
 
 
 def _same(old, value) -> bool:

@@ -66,7 +66,7 @@ import dask.array as da
 import numpy as np
 from dask.core import flatten
 
-from .moments import _gram
+from .moments import _gram, single_delayed
 
 __all__ = [
     "estep_block",
@@ -165,22 +165,27 @@ def _fold(parts, axis=None, keepdims=None, *, merge, finish=None, computing_meta
     return acc if finish is None else finish(acc)
 
 
-def _reduce_rows(X: da.Array, chunk, merge, finish=None, *, split_every: int):
+def _reduce_rows(X: da.Array, chunk, merge, finish=None, *, split_every: int, also=None):
     """Delayed tree reduction over the row blocks of ``X``: ``chunk`` per block, ``merge``
-    in groups of ``split_every``, ``finish`` once at the root (all small dicts)."""
+    in groups of ``split_every``, ``finish`` once at the root (all small dicts). ``also``:
+    see :func:`~scalepca.linalg.moments.single_delayed`."""
     out = da.reduction(
         X, chunk, partial(_fold, merge=merge, finish=finish), combine=partial(_fold, merge=merge),
         axis=0, keepdims=True, concatenate=False, split_every=split_every, dtype=object,
         meta=np.empty((0, 0), dtype=object),
     )
-    return out.to_delayed(optimize_graph=True).ravel()[0]
+    return single_delayed(out, also)
 
 
-def observed_moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8):
-    """Delayed observed-entry moments of ``X`` (one pass; d × d partials with ``with_gram``)."""
+def observed_moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
+                           also=None):
+    """Delayed observed-entry moments of ``X`` (one pass; d × d partials with ``with_gram``);
+    with ``also``, ``(Delayed, also)`` to compute in the same pass (see
+    :func:`~scalepca.linalg.moments.single_delayed`)."""
     _check_row_blocks(X)
     return _reduce_rows(X, partial(_observed_chunk, with_gram=with_gram),
-                        merge_observed_moments, _finalize_observed, split_every=split_every)
+                        merge_observed_moments, _finalize_observed, split_every=split_every,
+                        also=also)
 
 
 def _finalize_observed(p: dict) -> dict:

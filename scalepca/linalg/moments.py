@@ -448,8 +448,42 @@ def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int,
     )
 
 
+def optimized_together(*arrays: da.Array) -> dict:
+    """One optimised graph for dask arrays over the same input, so that computing them
+    (``dask.compute(..., optimize_graph=False)``) reads each input block once: optimised
+    apart, as ``dask.compute`` does per collection, each fuses the block's read into its
+    own tasks."""
+    from dask.core import flatten
+    from dask.highlevelgraph import HighLevelGraph
+
+    keys = [k for a in arrays for k in flatten(a.__dask_keys__())]
+    return da.Array.__dask_optimize__(HighLevelGraph.merge(*[a.dask for a in arrays]), keys)
+
+
+def compute_together(*arrays: da.Array) -> tuple:
+    """``dask.compute(*arrays)`` as one graph (see :func:`optimized_together`)."""
+    dsk = optimized_together(*arrays)
+    return dask.compute(*[da.Array(dsk, a.name, a.chunks, meta=a._meta) for a in arrays],
+                        optimize_graph=False)
+
+
+def single_delayed(out: da.Array, also: da.Array | None = None):
+    """The one output block of the reduction ``out`` as a ``Delayed``; with ``also`` (another
+    one-block dask array over the same input, e.g. a checkpoint's data sketch), a ``Delayed``
+    of each from one graph (:func:`optimized_together`), so ``dask.compute`` of both reads
+    each input block once."""
+    if also is None:
+        return out.to_delayed(optimize_graph=True).ravel()[0]
+    from dask.core import flatten
+    from dask.delayed import Delayed
+
+    dsk = optimized_together(out, also)
+    (k_out,), (k_also,) = list(flatten(out.__dask_keys__())), list(flatten(also.__dask_keys__()))
+    return Delayed(k_out, dsk), Delayed(k_also, dsk)
+
+
 def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
-                  precision: str | None = None, feature_map=None):
+                  precision: str | None = None, feature_map=None, also=None):
     """A dask ``Delayed`` for the moments of ``X`` (rows chunked, one column chunk).
 
     Blocks are mapped with :func:`block_moments` and merged in a tree of fan-in
@@ -461,14 +495,14 @@ def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
 
     ``feature_map`` (a function of row slabs, picklable): the moments of the mapped rows
     instead, by :func:`feature_block_moments` — the mapped matrix is never formed, one slab
-    at a time is (kernel PCA's feature moments).
+    at a time is (kernel PCA's feature moments). ``also``: see :func:`single_delayed`.
     """
     if len(X.chunks[1]) != 1:
         raise ValueError("moments need the features in one column chunk; rechunk({1: -1}) first")
     precision = gram_precision(precision)
-    (out,) = _moments_reduction(X, with_gram=with_gram, split_every=split_every,
-                                precision=precision, feature_map=feature_map).to_delayed()
-    return out
+    return single_delayed(_moments_reduction(X, with_gram=with_gram, split_every=split_every,
+                                             precision=precision, feature_map=feature_map),
+                          also)
 
 
 def _concat_columns(*parts: dict) -> dict:

@@ -29,9 +29,17 @@ iteration count every ``checkpoint_every`` iterations, when the rule stops the f
 ``max_iter``; fitting again with the same path resumes from the newest commit and ends
 where an uninterrupted fit ends (bit-identical when each step is a deterministic function
 of the state and of the same graph). A commit also holds the problem's *fingerprint*
-(refused, naming the differing key, when it does not match the fit's) and the format
-version :data:`FORMAT_VERSION` (commits of another version are converted by the
-estimator's ``legacy`` function or refused, naming both versions).
+(refused, naming the differing key, when it does not match the fit's; the checkpoint is left
+untouched) and the format version :data:`FORMAT_VERSION` (commits of another version are
+converted by the estimator's ``legacy`` function or refused, naming both versions).
+
+The fingerprint holds what changes the result (parameters, a sketch of the data; see
+:mod:`scalepca.io._fingerprint`), never the stopping parameters: on resume, the ``stop`` rule
+and ``max_iter`` of *this* fit are applied to the committed history. A commit that stopped
+under a looser ``tol`` goes on iterating from its state to the tighter one (the iterations an
+uninterrupted fit to the tighter ``tol`` makes, so the same answer), one that did not stop
+under the old rule but does under the new one ends at once, and a larger ``max_iter``
+continues a fit that had reached the old one.
 
 Large state (RobustPCA's chunked ``T``) lives beside the commits in
 :attr:`IterationCheckpoint.store` (a :class:`~scalepca.io._checkpoint.CheckpointStore`): the
@@ -64,7 +72,7 @@ from collections.abc import Callable
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ..io._checkpoint import CheckpointStore, check_fingerprint
+from ..io._checkpoint import FINGERPRINT_VERSION, CheckpointStore, check_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +237,7 @@ class IterationCheckpoint:
     def __init__(self, path, fingerprint: dict, *, what: str = "checkpoint",
                  legacy: Callable | None = None, prune_prefixes: tuple = ()):
         self.store = CheckpointStore(path, what=what)
-        self.fingerprint = fingerprint
+        self.fingerprint = {"fingerprint_version": FINGERPRINT_VERSION, **fingerprint}
         self.what = what
         self.legacy = legacy
         self.prune_prefixes = ("state_", *prune_prefixes)
@@ -237,6 +245,10 @@ class IterationCheckpoint:
     @property
     def path(self) -> str:
         return self.store.path
+
+    @property
+    def _where(self) -> str:
+        return f"{self.what} {self.path!r}"
 
     def resume(self, valid: Callable | None = None) -> Resumed | None:
         """The newest complete commit, checked (format version, then fingerprint), or None."""
@@ -247,7 +259,7 @@ class IterationCheckpoint:
         attrs, arrays = found
         fmt, version = attrs.get("format"), attrs.get("version")
         if fmt is None and self.legacy is not None:
-            check_fingerprint(attrs.get("fingerprint", {}), self.fingerprint)
+            check_fingerprint(attrs.get("fingerprint", {}), self.fingerprint, self._where)
             return self.legacy(attrs, arrays)
         if fmt != FORMAT_NAME or version != FORMAT_VERSION:
             found_as = "no format version (written by an older scalepca)" if fmt is None \
@@ -257,7 +269,7 @@ class IterationCheckpoint:
                 f"{FORMAT_NAME!r} version {FORMAT_VERSION} only. Delete it or use another path "
                 "(the fit then starts afresh)"
             )
-        check_fingerprint(attrs["fingerprint"], self.fingerprint)
+        check_fingerprint(attrs["fingerprint"], self.fingerprint, self._where)
         return Resumed(int(attrs["n_iter"]), {**attrs["values"], **arrays},
                        {key: list(v) for key, v in attrs["history"].items()},
                        dict(attrs["memo"]), bool(attrs["converged"]))
@@ -349,6 +361,12 @@ def iterate(
         resumed_from = it
         if restore is not None:
             state = restore(state)
+        # the rule of this fit decides, not the one the commit was written with: a tighter
+        # tol goes on from the committed state, a looser one stops at once
+        reason = stop(history, memo)
+        if converged and reason is None:
+            logger.info("%s: the commit had converged; the current stopping rule goes on", name)
+        converged = reason is not None
         logger.info("%s: resuming from %s at iteration %d", name, checkpoint.path, it)
     else:
         state = init()

@@ -23,7 +23,6 @@ reads; ``partial_fit`` streams minibatches given by the user.
 from __future__ import annotations
 
 import logging
-import numbers
 import time
 
 import dask
@@ -32,6 +31,7 @@ import numpy as np
 from .._client import current_client
 from .._validation import check_random_state_seed
 from ..io._checkpoint import array_digest
+from ..io._fingerprint import random_state_param, result_params
 from ..linalg import eigh_descending, flip_signs, moments_graph, randomized_svd_centered
 from ..linalg.moments import gram_precision
 from ..linalg.sparse import (
@@ -61,6 +61,19 @@ DEFAULT_MINIBATCHES = 8
 MIN_BATCH_ROWS = 256
 
 
+#: SparsePCA parameters left out of a checkpoint's fingerprint, and why they do not change
+#: the result of ``"batch"`` or ``"minibatch"``
+FINGERPRINT_IGNORES = {
+    "checkpoint": "where the commits are written",
+    "checkpoint_every": "how often commits are written; the steps are the same",
+    "tol": "a stopping parameter: evaluated again on resume",
+    "max_iter": "a stopping parameter: evaluated again on resume",
+    "max_no_improvement": "a stopping parameter: evaluated again on resume",
+    "ridge_alpha": "method='elasticnet' only, which has no checkpoint",
+    "n_nonzero": "method='elasticnet' only, which has no checkpoint",
+}
+
+
 def default_batch_rows(n: int) -> int:
     """Rows per minibatch when ``batch_size`` is None: ``max(256, ⌈n / 8⌉)``."""
     return max(MIN_BATCH_ROWS, -(-n // DEFAULT_MINIBATCHES))
@@ -85,15 +98,17 @@ class DictionaryLearning:
     """The dictionary methods of :class:`~scalepca.SparsePCA` (mixed into it)."""
 
     # -- start -------------------------------------------------------------------------------
-    def _fit_dictionary(self, X, mom: dict, mean, scale, cov_n, var_n, k: int) -> None:
-        """Fit ``"batch"`` or ``"minibatch"`` after the first pass (moments, land mask)."""
+    def _fit_dictionary(self, X, mom: dict, mean, scale, cov_n, var_n, k: int,
+                        data_fp: dict | None = None) -> None:
+        """Fit ``"batch"`` or ``"minibatch"`` after the first pass (moments, land mask);
+        ``data_fp``: the input's shape, dtype and sketch, for a checkpoint's fingerprint."""
         n = int(mom["n"])
         seed = check_random_state_seed(self.random_state)
         total_n = float(np.sum(var_n / (1.0 if scale is None else scale**2)))
         ckpt = None
         if self.checkpoint is not None:
             ckpt = IterationCheckpoint(
-                self.checkpoint, self._fingerprint(X, k, mom, scale),
+                self.checkpoint, self._fingerprint(X, k, mom, scale, data_fp),
                 legacy=_legacy_batch_commit if self.method == "batch" else None)
         init_seed, order_seed = seed.spawn(2)
         # the minibatch order is drawn from this seed, kept in the state (random_state=None)
@@ -117,22 +132,24 @@ class DictionaryLearning:
             self._keep_online_state(D, G, s, mean, n, scale)
         self._finish_dictionary(D, P, G, s, n)
 
-    def _fingerprint(self, X, k: int, mom: dict, scale) -> dict:
-        """What identifies the problem a checkpoint belongs to (see ``checkpoint``)."""
-        rs = self.random_state
+    def _fingerprint(self, X, k: int, mom: dict, scale, data_fp: dict) -> dict:
+        """What identifies the problem a checkpoint belongs to (see ``checkpoint``): every
+        parameter but those of :data:`FINGERPRINT_IGNORES`, then the data: the shape fitted
+        (after features NaN in every sample leave) and ``data_fp`` (the input's shape, dtype
+        and sketch), with digests of the moments."""
         var = np.diag(mom["m2"]) if mom.get("m2") is not None else mom["ss"]
-        return {
-            "estimator": "SparsePCA", "method": self.method, "shape": list(X.shape),
+        params = result_params(self, FINGERPRINT_IGNORES, {
             "n_components": k, "alpha": float(self._alphas[0]),
+            "random_state": random_state_param(self.random_state)})
+        stats = {
             "alpha_per_sample": self.alpha_per_sample_,
-            "batch_size": None if self.batch_size is None else int(self.batch_size),
-            "forget_factor": float(self.forget_factor), "shuffle": bool(self.shuffle),
-            "init": self.init, "use_correlation": bool(self.use_correlation),
-            "random_state": int(rs) if isinstance(rs, numbers.Integral) else None,
             "row_chunks": array_digest(X.chunks[0]) if self.method == "minibatch" else None,
             "n": int(mom["n"]), "mean": array_digest(mom["mean"]), "var": array_digest(var),
             "scale": None if scale is None else array_digest(scale),
         }
+        return {"estimator": "SparsePCA", **params, "shape": list(X.shape),
+                "input_shape": data_fp["shape"], "dtype": data_fp["dtype"], **stats,
+                "data_sketch": data_fp["data_sketch"]}
 
     def _init_dictionary(self, X, cov_n, mean, scale, total_n, k, seed) -> np.ndarray:
         """``D = V_k Λ_k^½`` from PCA (the solution at α = 0), or random directions scaled to
@@ -193,7 +210,9 @@ class DictionaryLearning:
                       warn=False)
         state, history = run.state, list(run.history.get("cost", []))
         self.resumed_from_ = run.resumed_from
-        if run.converged:  # the dictionary whose cost stopped the fit
+        # the dictionary whose cost stopped the fit (a commit of the layout before the
+        # iteration driver holds only the next one: its cost is computed below)
+        if run.converged and "D_cost" in state:
             D, last, self.n_iter_ = state["D_cost"], (state["P"], state["G"], state["s"]), \
                 run.n_iter - 1
         else:  # max_iter updates: the cost of the last dictionary ends the history

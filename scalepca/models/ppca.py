@@ -19,6 +19,7 @@ from .._validation import (
     is_sparse,
 )
 from ..io._checkpoint import array_digest, check_checkpoint_path
+from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
 from ..io._matrix import MatrixInput
 from ..linalg import eigh_descending, flip_signs
 from ..linalg.em import (
@@ -34,6 +35,18 @@ from .base import _refuse_nonfinite, affine_map
 from .pca import AUTO_MAX_GRAM_FEATURES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
+
+#: parameters left out of an EM checkpoint's fingerprint, and why they do not change the result
+EM_FINGERPRINT_IGNORES = {
+    "checkpoint": "where the commits are written",
+    "checkpoint_every": "how often commits are written; the iterations are the same",
+    "tol": "a stopping parameter: evaluated again on resume",
+    "max_iter": "a stopping parameter: evaluated again on resume",
+    "persist": "where the data are held during the fit; the same values are read",
+    "svd_solver": "the closed form's spectrum solver; EM does not use it",
+    "n_oversamples": "the closed form's spectrum solver; EM does not use it",
+    "n_power_iter": "the closed form's spectrum solver; EM does not use it",
+}
 
 
 class PPCA(_BaseSpectralPCA):
@@ -96,8 +109,17 @@ class PPCA(_BaseSpectralPCA):
         Local directory (a zarr group on a file system the client can write) where the EM
         state is committed atomically every ``checkpoint_every`` iterations and at the end;
         fitting again with the same path resumes from the newest complete commit. The
-        checkpoint must belong to the same problem (checked: data shape and statistics from
-        the initialisation pass, ``n_components``, ``missing``, ``init``), else ValueError.
+        checkpoint must belong to the same problem: every parameter that changes the result
+        (all but ``checkpoint``, ``checkpoint_every``, ``persist``, the closed form's
+        ``svd_solver``, ``n_oversamples`` and ``n_power_iter``, and the stopping parameters)
+        and the same data (shape, dtype and a sketch from the initialisation pass that tells
+        apart other values, missing entries, or rows or features in another order; another
+        chunking is the same data). Otherwise a ValueError names what differs and the
+        checkpoint is left untouched (use another path, or delete it to start afresh); a
+        non-empty folder scalepca did not write as a checkpoint is refused too. ``tol`` and
+        ``max_iter`` are those of the resumed fit: a tighter ``tol`` (or a larger
+        ``max_iter``) goes on from the commit to the answer of a fresh fit with it, a looser
+        one stops at once.
     checkpoint_every : int, default=5
         EM iterations between commits.
     standardize : bool, default=False
@@ -336,7 +358,7 @@ class PPCA(_BaseSpectralPCA):
             logger.info("persisting %.1f MB in %d blocks in cluster memory", X.nbytes / 1e6,
                         X.npartitions)
             X = X.persist()
-        mom, keep, n_rows, n_missing = self._em_observed_moments(X, k, init, data)
+        mom, keep, n_rows, n_missing, sketch = self._em_observed_moments(X, k, init, data)
         var = mom["var"][keep]
         vbar = float(var.mean()) if var.size else 1.0
         floor = 1e-12 * vbar if vbar > 0 else 1e-300
@@ -352,15 +374,16 @@ class PPCA(_BaseSpectralPCA):
 
         ckpt = None
         if self.checkpoint is not None:
+            used_seed = random_state_param(self.random_state) if init == "random" else None
             fingerprint = {
-                "estimator": "PPCA-EM", "shape": [n, d], "n_components": k,
-                "missing": self.missing, "init": init,
-                "random_state": (self.random_state if init == "random"
-                                 and isinstance(self.random_state, numbers.Integral)
-                                 else None),
-                "n_rows": n_rows, "n_missing": n_missing,
-                "keep": array_digest(np.flatnonzero(keep)),
-                "mean": array_digest(mom["mean"][keep]), "var": array_digest(var),
+                "estimator": "PPCA-EM",
+                **result_params(self, EM_FINGERPRINT_IGNORES, {
+                    "n_components": k, "solver": "em", "init": init,
+                    "random_state": used_seed}),
+                **data_fingerprint(X, sketch, {
+                    "n_rows": n_rows, "n_missing": n_missing,
+                    "keep": array_digest(np.flatnonzero(keep)),
+                    "mean": array_digest(mom["mean"][keep]), "var": array_digest(var)}),
             }
             ckpt = IterationCheckpoint(self.checkpoint, fingerprint, legacy=_legacy_em_commit)
         run = iterate(
@@ -380,10 +403,14 @@ class PPCA(_BaseSpectralPCA):
         self._set_em_result(state, n_rows, k)
 
     def _em_observed_moments(self, X, k: int, init: str, data: MatrixInput):
-        """The initialisation pass: observed moments, checks, features and rows kept."""
+        """The initialisation pass: observed moments, checks, features and rows kept, and the
+        data's sketch for a checkpoint's fingerprint (in the same pass)."""
         n, d = X.shape
+        graph = observed_moments_graph(X, with_gram=init == "pca", also=None
+                                       if self.checkpoint is None else sketch_graph(X))
         with self._timed_pass("EM initialisation"):
-            (mom,) = dask.compute(observed_moments_graph(X, with_gram=init == "pca"))
+            mom, sketch = dask.compute(*graph) if self.checkpoint is not None \
+                else (*dask.compute(graph), None)
         if mom["n_inf"]:
             raise ValueError(
                 f"X contains {mom['n_inf']} infinite value(s); replace them (NaN marks a "
@@ -414,7 +441,7 @@ class PPCA(_BaseSpectralPCA):
                 f"are {n_rows} samples and {d_fit} features (n_components must be < n_features "
                 "and <= n_samples)"
             )
-        return mom, keep, n_rows, n_missing
+        return mom, keep, n_rows, n_missing, sketch
 
     def _em_start(self, mom, keep, n_rows: int, k: int, init: str, vbar: float, floor: float):
         """EM's starting state ``{"W", "mean", "sigma2"}`` (see ``init``)."""

@@ -56,8 +56,10 @@ from .._validation import (
     is_sparse,
 )
 from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
+from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
 from ..io._matrix import MatrixInput, as_matrix
 from ..linalg.decomp import flip_signs
+from ..linalg.moments import compute_together
 from ..linalg.svt import (
     _is_regular,
     block_times,
@@ -215,6 +217,16 @@ class _Problem:
     store: CheckpointStore | None = None  # the checkpoint's store
 
 
+#: parameters left out of a checkpoint's fingerprint, and why they do not change the result
+FINGERPRINT_IGNORES = {
+    "checkpoint": "where the commits are written",
+    "checkpoint_every": "how often commits are written; the iterations are the same",
+    "tol": "a stopping parameter: evaluated again on resume", "max_iter": "the same",
+    "storage": "where T and A live; the same arithmetic (zarr's regular blocks change only "
+               "the rounding of sums, as another chunking does)",
+    "scratch": "where T and A live without a checkpoint", "mask": "Ω is in the data sketch",
+}
+
 #: the small state a commit holds (besides ``t_name``, the T array beside it, and ``n_iter``)
 _COMMITTED = ("entropy", "a_tau", "c", "mu", "norm2", "J", "mu0", "mu_bar", "sv",
               "U", "s", "Vt", "V_warm")
@@ -271,9 +283,16 @@ class RobustPCA(LinearDecompositionMixin):
     checkpoint : str or None
         Local path of a zarr store. State is committed atomically every ``checkpoint_every``
         iterations and at the end; fitting again with the same path resumes from the newest
-        complete commit (the input must be the same matrix: checked from its norms). Commits
-        are in the iteration driver's format (``scalepca-iterate`` version 1); commits written
-        before it (no version) resume too, any other version is refused by name.
+        complete commit. The checkpoint must belong to the same problem: every parameter but
+        ``checkpoint``, ``checkpoint_every``, ``storage``, ``scratch`` and the stopping
+        ``tol`` and ``max_iter``, and the same ``P_Ω M`` and Ω (norms, and a sketch that tells
+        apart other values or rows or columns in another order). Otherwise a ValueError names
+        what differs and the checkpoint is left untouched; a non-empty folder scalepca did not
+        write as a checkpoint is refused too. ``tol`` and ``max_iter`` are those of the
+        resumed fit: a tighter ``tol`` goes on from the commit, a looser one stops at once.
+        Commits are in the iteration driver's format (``scalepca-iterate`` version 1);
+        commits written before it (no version) resume too, any other version is refused by
+        name.
     checkpoint_every : int, default=5
     storage : {"auto", "memory", "zarr"}, default="auto"
         Where the n1 × n2 state (T and A) lives: persisted in cluster memory, or in a zarr
@@ -480,8 +499,10 @@ class RobustPCA(LinearDecompositionMixin):
                                chunks=((1,) * M.numblocks[0], (1,) * M.numblocks[1], (4,)))
         cols = tup.map_blocks(_pick, 1, dtype=np.float64, new_axis=2, meta=f64,
                               chunks=((1,) * M.numblocks[0], M.chunks[1], (2,))).sum(axis=0)
+        # a checkpoint's fingerprint holds a sketch of P_Ω M and Ω, from the same pass
+        sketch = [sketch_graph(M, W)] if self.checkpoint is not None else []
         with self._timed_pass("statistics"):
-            stats, cols = dask.compute(stats, cols)
+            stats, cols, *sketch = compute_together(stats, cols, *sketch)
         stats = stats.reshape(-1, 4)
         fro2, maxabs, bad, n_obs = stats[:, 0].sum(), stats[:, 1].max(), stats[:, 2].sum(), \
             stats[:, 3].sum()
@@ -500,7 +521,7 @@ class RobustPCA(LinearDecompositionMixin):
             )
         if fro2 == 0:
             raise ValueError("M is zero on all observed entries; nothing to decompose")
-        return (fro2, maxabs, n_obs), keep
+        return (fro2, maxabs, n_obs), keep, (data_fingerprint(M, *sketch) if sketch else None)
 
     # -- fitting ----------------------------------------------------------------------------
     def _fit(self, data: MatrixInput) -> None:
@@ -550,7 +571,7 @@ class RobustPCA(LinearDecompositionMixin):
         self._check_params(*M.shape)
         M = self._square_if_in_memory(M, data)
         W = self._check_mask(M)
-        (fro2, maxabs, n_obs), keep = self._statistics(M, W, data)
+        (fro2, maxabs, n_obs), keep, data_fp = self._statistics(M, W, data)
         if keep is not None:  # features NaN in every sample (land) are left out
             M, W = M[:, keep], (W[:, keep] if W is not None else None)
             M = self._square_if_in_memory(M, data)
@@ -572,9 +593,12 @@ class RobustPCA(LinearDecompositionMixin):
         lam = float(self.lam) if self.lam is not None else 1.0 / math.sqrt(max(n1, n2))
         masked = W is not None
         fingerprint = {
-            "shape": [n1, n2], "lam": lam, "rho": float(self.rho), "svd": self.svd,
-            "masked": masked, "n_obs": int(n_obs), "fro2": float(fro2), "maxabs": float(maxabs),
-            "n_oversamples": int(self.n_oversamples), "n_power_iter": int(self.n_power_iter),
+            **result_params(self, FINGERPRINT_IGNORES, {
+                "lam": lam, "random_state": random_state_param(self.random_state)}),
+            "shape": [n1, n2], "masked": masked, "n_obs": int(n_obs), "fro2": float(fro2),
+            "maxabs": float(maxabs), **({} if data_fp is None else {
+                "input_shape": data_fp["shape"], "dtype": data_fp["dtype"],
+                "data_sketch": data_fp["data_sketch"]}),
         }
         return _Problem(
             M=M, W=W, Mc=M if not masked else da.map_blocks(_clean, M, W, dtype=np.float64),

@@ -30,6 +30,7 @@ from .._validation import (
     check_scalar,
 )
 from ..io._checkpoint import check_checkpoint_path
+from ..io._fingerprint import data_fingerprint, sketch_graph
 from ..io._matrix import MatrixInput
 from ..linalg import feature_scale, flip_signs, moments_graph
 from ..linalg.sparse import adjusted_variance
@@ -143,10 +144,17 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         iterates on the client after one pass). Local directory (a zarr group on a file
         system the client can write) where the iteration state is committed atomically every
         ``checkpoint_every`` steps and at the end; fitting again with the same path resumes
-        from the newest complete commit. The checkpoint must belong to the same problem
-        (checked: method, penalties, ``n_components``, ``batch_size``, ``forget_factor``,
-        ``shuffle``, ``init``, ``use_correlation``, an integer ``random_state``, the data's
-        shape, row chunks and statistics from the first pass), else ValueError.
+        from the newest complete commit. The checkpoint must belong to the same problem:
+        every parameter that changes the result (all but ``checkpoint``,
+        ``checkpoint_every``, the elastic net's ``ridge_alpha`` and ``n_nonzero``, and the
+        stopping parameters ``tol``, ``max_iter``, ``max_no_improvement``), the data's
+        shape, dtype, row chunks (``"minibatch"``) and a sketch from the first pass that tells
+        apart other values or rows or features in another order. Otherwise a ValueError names
+        what differs and the checkpoint is left untouched (use another path, or delete it to
+        start afresh); a non-empty folder scalepca did not write as a checkpoint is refused
+        too. The stopping parameters are those of the resumed fit: a tighter ``tol`` (or a
+        larger ``max_iter``) goes on from the commit to the answer of a fresh fit with it, a
+        looser one stops at once.
     checkpoint_every : int, default=5
         Steps between commits: minibatches (dictionary updates) for ``"minibatch"``,
         alternations for ``"batch"``.
@@ -419,8 +427,13 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
             d <= GRAM_MAX_FEATURES
             and (self.method == "batch" or self.init == "pca" or self.use_correlation)
         )
+        # a checkpoint's fingerprint holds a sketch of the data, from the same pass
+        sketch = sketch_graph(X) if self.checkpoint is not None else None
+        graph = moments_graph(X, with_gram=covariance, also=sketch)
         with self._timed_pass("moments"):
-            (mom,) = dask.compute(moments_graph(X, with_gram=covariance))
+            mom, sketch = dask.compute(*graph) if sketch is not None \
+                else (*dask.compute(graph), None)
+        data_fp = data_fingerprint(X, sketch) if sketch is not None else None
         mom, d, k = self._leave_out_all_nan(mom, n, d, k, data)
         X = self._select_features(X)
         n = int(mom["n"])
@@ -440,7 +453,7 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
             self._fit_elasticnet(cov_n * (n / max(n - 1, 1)), k)
         else:
             self.alpha_per_sample_ = self._per_sample_alpha(n)
-            self._fit_dictionary(X, mom, self.mean_, scale, cov_n, var_n, k)
+            self._fit_dictionary(X, mom, self.mean_, scale, cov_n, var_n, k, data_fp)
 
     def _leave_out_all_nan(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
         """Features NaN in every sample (land masks) leave the fit, as in PCA; other NaN or
