@@ -216,15 +216,15 @@ def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
 
     real_write = _store.atomic_group
 
-    def dies_mid_write(path, *, storage_options=None, write=None):
+    def dies_mid_write(path, *, write=None, **kwargs):
         def half(group):
             group.attrs["format"] = "scalepca-model"
             raise KeyboardInterrupt  # the process is stopped while the new store is written
-        return real_write(path, storage_options=storage_options, write=half)
+        return real_write(path, write=half, **kwargs)
 
     monkeypatch.setattr(_store, "atomic_group", dies_mid_write)
     with pytest.raises(KeyboardInterrupt):
-        scalepca.PCA(3).fit(X).save(store, storage_options=opts)
+        scalepca.PCA(3).fit(X).save(store, storage_options=opts, overwrite=True)
     monkeypatch.undo()
     with pytest.raises(ValueError, match=r"pca\.zarr\.previous"):
         scalepca.load(store, storage_options=opts)

@@ -28,9 +28,15 @@ import uuid
 
 import numpy as np
 
+from ._fs import CHECKPOINT, local_path, store_state
+
 logger = logging.getLogger(__name__)
 
 COMMIT_PREFIX = "state_"
+
+#: what a checkpoint written before checkpoints carried ``format`` holds (commits; RobustPCA's
+#: T arrays)
+_LEGACY_PREFIXES = (COMMIT_PREFIX, "T_")
 
 
 def commit_name(k: int) -> str:
@@ -44,6 +50,18 @@ def check_checkpoint_path(value, name: str = "checkpoint") -> None:
         raise TypeError(f"{name} must be a path or None; got {value!r}")
 
 
+def check_checkpoint_target(path, what: str = "checkpoint") -> None:
+    """``FileExistsError`` unless ``path`` is absent, an empty folder or a checkpoint."""
+    st = store_state(path)
+    if not st.exists or st.empty or st.kind == CHECKPOINT:
+        return
+    if st.zarr and st.kind is None and all(
+            m.startswith(_LEGACY_PREFIXES) for m in st.members if m != "zarr.json"):
+        return  # written before checkpoints carried their format
+    raise FileExistsError(f"{what} {os.fspath(path)!r} holds {st.describe()}, not a scalepca "
+                          "checkpoint; scalepca never writes into it: choose another path")
+
+
 class CheckpointStore:
     """A local zarr group holding commits (and, optionally, large state arrays).
 
@@ -51,7 +69,9 @@ class CheckpointStore:
     ----------
     path : str or path-like
         Local directory (``file://`` URLs accepted). Object stores are refused: the commit
-        relies on an atomic directory rename.
+        relies on an atomic directory rename. It must not exist, be an empty folder, or be a
+        checkpoint (``format: scalepca-checkpoint``); anything else there (a folder of other
+        files, a data or model store) is refused with ``FileExistsError``, never written into.
     what : str
         How the store is called in error messages.
     """
@@ -59,15 +79,18 @@ class CheckpointStore:
     def __init__(self, path, *, what: str = "checkpoint"):
         import zarr
 
-        self.path = os.fspath(path)
-        if "://" in self.path and not self.path.startswith("file://"):
+        local = local_path(path)
+        if local is None:
             raise ValueError(
-                f"{what} {self.path!r}: only local paths are supported (the commit relies on "
-                "an atomic directory rename)"
+                f"{what} {os.fspath(path)!r}: only local paths are supported (the commit relies "
+                "on an atomic directory rename)"
             )
-        self.path = self.path.removeprefix("file://")
+        self.path = local
+        check_checkpoint_target(self.path, what)
         os.makedirs(self.path, exist_ok=True)
         self.root = zarr.open_group(self.path, mode="a")
+        if self.root.attrs.get("format") != CHECKPOINT:
+            self.root.attrs["format"] = CHECKPOINT
 
     # -- large arrays beside the commits -------------------------------------------------------
     def create(self, name: str, shape, chunks) -> None:
