@@ -4,8 +4,9 @@ A run writes ``model.zarr``, ``scores.zarr``, … under ``output.store``. Each i
 where it may be (:func:`scalepca.io._fs.check_replace`): a rerun replaces the complete outputs
 of an earlier run unless ``output.overwrite: false``; nothing else at those paths (a folder of
 other files, a data store, a store another program wrote) is ever replaced. No output may be,
-contain or lie inside ``data.path``, and neither may a checkpoint. Where the stores will be
-written is probed the way the write happens (:func:`scalepca.io._fs.write_problem`).
+contain or lie inside ``data.path``, and neither may a checkpoint (a ``scratch`` folder only
+gets a fresh folder made inside it). Where the stores will be written is probed the way the
+write happens (:func:`scalepca.io._fs.write_problem`).
 """
 
 from __future__ import annotations
@@ -64,12 +65,13 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
         if problem:
             problems.append(f"model.{name} {problem}")
             continue
-        try:
-            check_apart([(f"model.{name}", value)], inputs + written)
-            if name == "checkpoint":
-                from .io._checkpoint import check_checkpoint_target
+        if name == "scratch":  # a fresh folder is made inside it: nothing there is replaced
+            continue
+        from .io._checkpoint import check_checkpoint_target
 
-                check_checkpoint_target(value, "model.checkpoint")
+        try:
+            check_apart([("model.checkpoint", value)], inputs + written)
+            check_checkpoint_target(value, "model.checkpoint")
         except (ValueError, FileExistsError) as err:
             problems.append(str(err))
     return problems, notes
