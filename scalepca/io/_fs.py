@@ -116,8 +116,8 @@ class StoreState:
         if self.file:
             return "a file"
         if self.kind in KINDS:
-            done = {True: "complete", False: "incomplete", None: ""}[self.complete]
-            return f"a {done} {KINDS[self.kind]}".replace("  ", " ")
+            done = {True: "a complete ", False: "an incomplete ", None: "a "}[self.complete]
+            return f"{done}{KINDS[self.kind]}"
         if self.zarr:
             return "a zarr store that scalepca did not write (no 'format' attribute)"
         shown = ", ".join(self.members[:3]) + (", …" if len(self.members) > 3 else "")
