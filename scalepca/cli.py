@@ -70,7 +70,9 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
 
 # -- helpers ---------------------------------------------------------------------------------------
 def _is_url(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
+    from .io._fs import is_url
+
+    return is_url(path)
 
 
 def _abs(path: str | None) -> str | None:
@@ -113,14 +115,15 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
                   codec: str | None = None) -> str:
     """Write the synthetic dataset a ``data.generate`` section describes (if absent)."""
     from .datasets import GENERATORS, dataset_complete, write_dataset
+    from .io._fs import store_state
 
     params = dict(gen)
     kind = params.pop("kind", "low_rank")
-    if _store_exists(path, storage_options) and not overwrite:
-        if dataset_complete(path, storage_options):
-            return path
+    if not overwrite and dataset_complete(path, storage_options):
+        return path
+    if not overwrite and store_state(path, storage_options).complete is False:
+        # written again if it is an interrupted dataset; write_dataset refuses anything else
         print(f"scalepca: {path} is an interrupted write; generating it again", flush=True)
-        overwrite = True
     size = ", ".join(f"{k}={v}" for k, v in params.items())
     print(f"scalepca: generating {kind} dataset ({size}) at {path} ...", flush=True)
     data = GENERATORS[kind](**params)
@@ -131,7 +134,8 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
 def open_data(dcfg: dict, *, method: str | None = None):
     """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
     from .io import open_matrix, open_zarr_node
-    from .io._open import TASK_SIZE, open_zarr, previous_hint
+    from .io._fs import check_complete
+    from .io._open import TASK_SIZE, open_zarr
     from .io._preprocess import WeightsError
 
     path = dcfg["path"]
@@ -155,9 +159,7 @@ def open_data(dcfg: dict, *, method: str | None = None):
         import zarr
 
         node = open_zarr_node(path, storage_options=so)
-        if node.attrs.get("complete") is False:
-            raise ValueError(f"{path!r} is incomplete: its write was interrupted (attribute "
-                             f"complete: false); write it again{previous_hint(path)}")
+        check_complete(node, path)
         if isinstance(node, zarr.Array) and node.ndim == 2:
             if chunks is None:  # the store's 2-D blocks, several row chunks per task
                 return open_zarr(node, task_size=dcfg.get("task_size", TASK_SIZE),
@@ -177,20 +179,10 @@ def open_data(dcfg: dict, *, method: str | None = None):
 
 def _is_anndata(dcfg: dict) -> bool:
     """Whether the ``data`` section names an AnnData store (by ``format`` or by the path)."""
-    if dcfg.get("format") is not None:
-        return dcfg["format"] == "anndata"
-    from .io._anndata import is_anndata, is_anndata_group
-    from .io._open import _is_url
+    from .io._open import data_kind
 
-    path = dcfg["path"]
-    if not _is_url(path):
-        return is_anndata(path)
-    try:
-        from .io import open_zarr_node
-
-        return is_anndata_group(open_zarr_node(path, storage_options=dcfg.get("storage_options")))
-    except FileNotFoundError:
-        return False
+    return data_kind(dcfg["path"], format=dcfg.get("format"),
+                     storage_options=dcfg.get("storage_options")) == "anndata"
 
 
 def _layer_problem(path: str, layer: str | None, storage_options=None) -> str | None:
@@ -215,7 +207,7 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     model. A model fitted on a bare array gets the array (with ``--weights`` if given).
     """
     from .io import open_matrix
-    from .io._open import open_store
+    from .io._open import open_dataset
     from .io._preprocess import WeightsError, describe
 
     prep = getattr(est, "_preprocessing", None)
@@ -240,7 +232,7 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     if sample_dims is not None and tuple(sample_dims) != tuple(prep.sample_dims):
         raise UserError(f"--sample-dims {' '.join(sample_dims)}: the model was fitted with "
                         f"sample dims {' '.join(prep.sample_dims)}")
-    ds = open_store(path, storage_options=storage_options)
+    ds = open_dataset(path, storage_options=storage_options)
     if not hasattr(ds, "data_vars"):
         raise UserError(f"{path} is not an xarray store; the model was fitted on variable "
                         f"{prep.variable!r} with dims {prep.dims}")
@@ -272,14 +264,19 @@ def _shape(X):
 
 def write_outputs(est, X, out: dict) -> list[str]:
     """Write what ``output`` asks for under ``output.store``; return the written paths."""
+    from ._outputs import FLAG
     from .io import write_array
+    from .io._store import save_estimator
 
     root = out["store"].rstrip("/")
     so = out.get("storage_options")
     codec = out.get("codec")
+    # a rerun replaces the complete outputs of an earlier run (output.overwrite, default true);
+    # nothing else is ever replaced
+    replace = {"overwrite": out.get("overwrite", True), "flag": FLAG}
     written = []
     if out["model"]:
-        est.save(f"{root}/model.zarr", storage_options=so)
+        save_estimator(est, f"{root}/model.zarr", storage_options=so, **replace)
         written.append(f"{root}/model.zarr")
     scores = None
     if out["scores"] or out["reconstruction"]:
@@ -288,11 +285,11 @@ def write_outputs(est, X, out: dict) -> list[str]:
         scores = est.transform(X)
     if out["scores"]:
         write_array(scores, f"{root}/scores.zarr", name="scores", storage_options=so,
-                    codec=codec)
+                    codec=codec, **replace)
         written.append(f"{root}/scores.zarr")
     if out["reconstruction"]:
         write_array(est.inverse_transform(scores), f"{root}/reconstruction.zarr",
-                    name="reconstruction", storage_options=so, codec=codec)
+                    name="reconstruction", storage_options=so, codec=codec, **replace)
         written.append(f"{root}/reconstruction.zarr")
     for part in ("low_rank", "sparse"):
         if out[part]:
@@ -300,7 +297,7 @@ def write_outputs(est, X, out: dict) -> list[str]:
             if value is None:
                 raise UserError(f"{type(est).__name__} has no {part}_ to write")
             write_array(value, f"{root}/{part}.zarr", name=part, storage_options=so,
-                        codec=codec)
+                        codec=codec, **replace)
             written.append(f"{root}/{part}.zarr")
     return written
 
@@ -373,26 +370,6 @@ def speak_cli(message: str, *, command: str | None = None, method: str | None = 
 
 
 # -- checks without a cluster or a pass over the data ----------------------------------------------
-def _writable(path: str | None, key: str) -> str | None:
-    """Why ``path`` (a local store or folder to be written) cannot be written, or None."""
-    if path is None or _is_url(path):
-        return None
-    target = os.path.abspath(path)
-    probe = target
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    if os.path.exists(target) and not os.path.isdir(target):
-        return f"{key} {target!r} is a file; a zarr store is a folder"
-    if not os.path.isdir(probe):
-        return f"{key} {target!r} cannot be created: {probe!r} is not a folder"
-    if not os.access(probe, os.W_OK | os.X_OK):
-        return f"{key} {target!r} cannot be written: no write permission in {probe!r}"
-    return None
-
-
 def _variable_problem(path: str, variable: str | None, storage_options=None) -> str | None:
     """The config's ``data.variable`` against the arrays of the store, with a close match."""
     import difflib
@@ -480,6 +457,9 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
     one-line sentences in config terms. ``data=False`` checks only what does not depend on
     this machine's files (the cluster section), for a config meant for another machine.
     """
+    from ._outputs import output_problems
+    from .io._fs import write_problem
+
     problems, notes = [], []
     method, params = cfg["model"]["method"], cfg["model"]["params"]
     dcfg = cfg["data"]
@@ -495,12 +475,11 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
                 raise UserError(f"data.generate: {_one_line(err)}") from None
             notes.append(f"data.path {path!r} does not exist yet; run generates it "
                          f"({dcfg['generate']['kind']}, {X.shape[0]:,} × {X.shape[1]:,})")
-            problem = _writable(path, "data.path")
+            problem = write_problem(path, so)
             if problem:
-                problems.append(problem)
+                problems.append(f"data.path {problem}")
         elif not _store_exists(path, so):
-            problems.append(f"data.path: no {'AnnData' if dcfg['format'] == 'anndata' else 'zarr'}"
-                            f" store at {path!r}")
+            problems.append(f"data.path: {_no_data_store(dcfg)}")
         else:
             if _is_anndata(dcfg):
                 problem = _layer_problem(path, dcfg["layer"], so)
@@ -530,19 +509,17 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
         else:
             notes.append(f"data: {X.shape[0]:,} samples × {X.shape[1]:,} features, "
                          f"{X.dtype}; model parameters fit that shape")
-    out = cfg["output"]
-    if out["store"] is not None:
-        problem = _writable(out["store"], "output.store")
-        if problem:
-            problems.append(problem)
-        elif _is_url(out["store"]):
-            notes.append(f"output.store {out['store']!r} is remote: write access not checked")
-    for name in ("checkpoint", "scratch"):
-        value = params.get(name)
-        problem = _writable(value, f"model.{name}") if isinstance(value, str) else None
-        if problem:
-            problems.append(problem)
-    return _cluster_problems(cfg, problems, notes)
+    more, remarks = output_problems(cfg)
+    return _cluster_problems(cfg, problems + more, notes + remarks)
+
+
+def _no_data_store(dcfg: dict) -> str:
+    """"no NetCDF file at ..." (or AnnData / zarr store): the kind ``data`` names."""
+    from .io._open import data_kind, no_data_store
+
+    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
+                     storage_options=dcfg.get("storage_options"))
+    return no_data_store(dcfg["path"], kind)
 
 
 def _cluster_problems(cfg: dict, problems: list, notes: list) -> tuple[list[str], list[str]]:
@@ -588,7 +565,7 @@ def cmd_run(args) -> int:
     method, params = cfg["model"]["method"], cfg["model"]["params"]
     dcfg = cfg["data"]
     if dcfg["generate"] is None and not _store_exists(dcfg["path"], dcfg["storage_options"]):
-        raise FileNotFoundError(f"no zarr store at {dcfg['path']!r} (data.path)")
+        raise FileNotFoundError(f"{_no_data_store(dcfg)} (data.path)")
     # what `validate` checks, before a cluster starts: a mistake costs a second, not a cluster
     problems, _ = check_config(cfg if not args.scheduler else {**cfg, "cluster": ccfg})
     if problems:
@@ -613,12 +590,18 @@ def cmd_run(args) -> int:
 
 
 def cmd_transform(args) -> int:
+    from ._outputs import transform_output_problem
     from .cluster import connect, progress
     from .io import load, write_array
 
     so = _json_arg(args.storage_options, "--storage-options")
     model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
-    # read the model and the data's metadata first: mistakes fail before a cluster starts
+    # where the scores go, then the model and the data's metadata: mistakes fail before a
+    # cluster starts
+    problem = transform_output_problem(out, model=model, data=data, overwrite=args.overwrite,
+                                       storage_options=so)
+    if problem:
+        raise UserError(problem)
     est = load(model, storage_options=so)
     X = transform_data(est, data, variable=args.variable, sample_dims=args.sample_dims,
                        weights=args.weights, storage_options=so)
@@ -630,7 +613,8 @@ def cmd_transform(args) -> int:
                 "threads_per_worker": args.threads_per_worker, "processes": args.processes}
     quiet = args.no_progress or args.quiet
     with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
-        write_array(scores, out, name="scores", storage_options=so)
+        write_array(scores, out, name="scores", storage_options=so, overwrite=args.overwrite,
+                    flag="--overwrite", inputs=[("the model", model), ("the data", data)])
     print(f"written: {out}")
     return EXIT_OK
 
@@ -639,12 +623,22 @@ def cmd_info(args) -> int:
     import zarr
 
     from .io import open_zarr_node
+    from .io._open import data_kind
 
     so = _json_arg(args.storage_options, "--storage-options")
-    if _is_anndata({"path": args.store, "storage_options": so}):
+    kind = data_kind(args.store, storage_options=so)
+    if kind == "anndata":
         from .io._anndata import describe_store
 
         print("\n".join(describe_store(args.store, storage_options=so)))
+        return EXIT_OK
+    if kind == "netcdf":
+        from .io._open import open_dataset
+
+        ds = open_dataset(args.store, format=kind)
+        print(f"NetCDF {args.store}: dims {dict(ds.sizes)}")
+        for name, var in ds.data_vars.items():
+            print(f"  {name}: dims {var.dims}, shape {var.shape}, dtype {var.dtype}")
         return EXIT_OK
     node = open_zarr_node(args.store, storage_options=so)
     if isinstance(node, zarr.Array):
@@ -750,10 +744,15 @@ def cmd_make_data(args) -> int:
         codec = check_codec(args.codec)
     except ValueError as err:
         raise UserError(f"--codec: {err}") from None
+    from .io._fs import DATASET, check_replace
+
     so = _json_arg(args.storage_options, "--storage-options")
     path = args.path if _is_url(args.path) else _abs(args.path)
-    if _store_exists(path, so) and not args.overwrite:
-        raise UserError(f"{path} exists; pass --overwrite to replace it")
+    try:  # an interrupted dataset is written again; anything else but a dataset never is
+        check_replace(path, DATASET, overwrite=args.overwrite, storage_options=so,
+                      flag="--overwrite")
+    except FileExistsError as err:
+        raise UserError(str(err)) from None
 
     def write():
         t0 = time.perf_counter()
@@ -822,7 +821,11 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("transform", help="scores of DATA under a saved model")
     t.add_argument("model", help="model store written by run or save()")
     t.add_argument("data", help="zarr store path or URL")
-    t.add_argument("--out", required=True, help="scores store to write")
+    t.add_argument("--out", required=True, help="scores store to write (never the model or "
+                   "the data, nor inside or around them)")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace a scores store already at --out (only a complete scalepca "
+                   "output store is ever replaced)")
     t.add_argument("--variable", help="array/variable inside DATA (default: the model's)")
     t.add_argument("--sample-dims", nargs="+", help="sample dimensions of N-D xarray data "
                    "(default: the model's)")
@@ -875,7 +878,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--codec", help="compression: lz4 (default: Blosc-LZ4 with byte shuffle, "
                    "the fastest to decode in benchmarks/codecs.py), lz4-bitshuffle, zstd "
                    "(zarr's default) or none")
-    m.add_argument("--overwrite", action="store_true")
+    m.add_argument("--overwrite", action="store_true",
+                   help="replace a dataset already at PATH (only a scalepca dataset store is "
+                   "ever replaced)")
     m.add_argument("--scheduler", help="write from an existing dask cluster")
     _progress_flags(m)
     m.set_defaults(func=cmd_make_data)
@@ -906,7 +911,8 @@ def main(argv=None) -> int:
 
     try:
         return args.func(args)
-    except (ConfigError, UserError, FileNotFoundError, yaml.YAMLError, ImportError) as err:
+    except (ConfigError, UserError, FileNotFoundError, FileExistsError, yaml.YAMLError,
+            ImportError) as err:
         print(f"scalepca: error: {said(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except (ValueError, TypeError, KeyError) as err:

@@ -14,7 +14,8 @@ A run config has five sections::
                gateway) and the settings of that kind
     output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
                ``report``, default true: an HTML page with figures, see
-               :mod:`scalepca.report`; ``false`` writes none)
+               :mod:`scalepca.report`; ``false`` writes none; ``overwrite``, default true:
+               replace an earlier run's outputs, see :mod:`scalepca._outputs`)
     progress:  true | false — progress per pass over the data: a bar on a terminal, one line
                (tasks, time, rate) per pass in a log
 
@@ -116,6 +117,8 @@ _OUTPUT = {
     "low_rank": _f(bool, False),
     "sparse": _f(bool, False),
     "report": _f(bool, True),  # report.html + PNG figures next to the outputs
+    # a rerun replaces the complete outputs of an earlier run (scalepca._outputs)
+    "overwrite": _f(bool, True),
     # compression of scores / reconstruction / low_rank / sparse, from the registry only
     "codec": _f(str, DEFAULT_CODEC, choices=tuple(CODECS)),
 }
@@ -653,6 +656,8 @@ def resolve_paths(cfg, base) -> dict:
     """
     if not isinstance(cfg, dict):
         return cfg
+    from .io._fs import is_url
+
     cfg = copy.deepcopy(cfg)
     base = os.path.abspath(os.fspath(base))
     for keys in PATH_KEYS:
@@ -664,7 +669,7 @@ def resolve_paths(cfg, base) -> dict:
         value = node.get(keys[-1])
         if not isinstance(value, str) or not value or value.startswith("$"):
             continue
-        if "://" in value and not value.startswith("file://"):
+        if is_url(value):
             continue
         local = os.path.expanduser(value.removeprefix("file://"))
         node[keys[-1]] = os.path.normpath(os.path.join(base, local))
@@ -722,6 +727,12 @@ KEY_DOCS = {
     "output.low_rank": "Robust PCA: write the low-rank part L (``low_rank.zarr``).",
     "output.sparse": "Robust PCA: write the sparse part S (``sparse.zarr``).",
     "output.report": "Write ``report.html`` with the summary table and figures.",
+    "output.overwrite": "A rerun replaces the complete outputs of an earlier run at the same "
+                        "paths (``model.zarr``, ``scores.zarr``, …); ``false`` refuses to. "
+                        "Whatever it says, nothing else there (a folder of other files, a data "
+                        "store, a store another program wrote) is ever replaced, and an output "
+                        "or checkpoint that is, contains or lies inside ``data.path`` is "
+                        "refused before the fit.",
     "output.codec": "Compression of the written arrays: ``lz4`` (Blosc-LZ4 with byte "
                     "shuffle, the default, chosen by measurement: see the README), "
                     "``lz4-bitshuffle``, ``zstd`` (zarr's default) or ``none``.",

@@ -650,14 +650,6 @@ GENERATORS = {
 
 
 # -- writing --------------------------------------------------------------------------------------
-def _regular(arr: da.Array) -> da.Array:
-    """Zarr needs equal chunks except the last one along each axis."""
-    for ax, c in enumerate(arr.chunks):
-        if any(x != c[0] for x in c[:-1]) or c[-1] > c[0]:
-            arr = arr.rechunk({ax: max(c)})
-    return arr
-
-
 #: entries per zarr chunk of the 1-D arrays of a CSR matrix (data, indices, indptr)
 CSR_ZARR_CHUNK = 2**22
 
@@ -681,12 +673,15 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
     ``indptr`` at their offsets, rechunked to :data:`CSR_ZARR_CHUNK` entries so that no zarr
     chunk is written by two tasks. Cell names are written the same way; gene names, and the
     empty ``obs``/``var`` columns and mappings, by anndata itself (``anndata.io.write_elem``).
-    ``complete``: a ``complete`` attribute set first to false and to true at the end (for
-    stores written in place). ``compressors``: those of the CSR arrays (zarr's default if None).
+    ``complete``: a ``complete`` attribute set first to false and to true at the end, and the
+    ``format`` of a scalepca dataset. ``compressors``: those of the CSR arrays (zarr's default
+    if None).
     """
     import pandas as pd
     import zarr
     from anndata.io import write_elem
+
+    from .io._fs import DATASET
 
     X = data.X
     n, d = X.shape
@@ -696,7 +691,7 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
     offsets = np.concatenate([[0], np.cumsum(nnz)])
     root = zarr.open_group(store, mode="w", zarr_format=3)  # v3, as all scalepca writes
     root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0",
-                       **({} if complete is None else {"complete": False})})
+                       **({} if complete is None else {"format": DATASET, "complete": False})})
     for name in ("layers", "obsm", "obsp", "varm", "varp", "uns"):
         write_elem(root, name, {})
     write_elem(root, "var", pd.DataFrame(index=pd.Index(data.var_names())))
@@ -744,77 +739,70 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
     The workers generate and write one block each. Local paths are written under a temporary
     sibling name and renamed into place, so an interrupted write never leaves a store that
     looks complete; remote URLs (``s3://...``) are written in place (object stores have no
-    rename). Returns the path. If a store exists at ``path`` and ``overwrite`` is false, it is
-    left as it is.
+    rename), flagged ``complete: false`` until the last block is written. Returns the path.
+
+    The store's root carries ``format: scalepca-dataset``. A zarr store already at ``path``
+    is kept as it is unless ``overwrite`` (or unless it is an interrupted write of a dataset,
+    which is written again); with ``overwrite`` a dataset store is replaced, but nothing else
+    ever is (a folder of other files, a model or output store, a store scalepca did not
+    write): ``FileExistsError``.
     """
     import xarray as xr
     import zarr
 
     from ._codecs import compressors
-    from .io._open import _is_url
+    from .io._fs import DATASET, check_replace, is_url, store_state
+    from .io._store import regular_chunks
 
     spath = os.fspath(path)
     comp = compressors(codec)  # an unknown name fails here, before anything is written
-
-    def _encoding(ds):
-        return {v: {"compressors": comp} for v in ds.data_vars}
+    st = store_state(spath, storage_options)
+    if not overwrite and st.zarr and st.complete is not False:
+        logger.info("dataset %s exists; not regenerating", spath)
+        return spath if is_url(spath) else spath.removeprefix("file://")
+    check_replace(spath, DATASET, overwrite=overwrite, storage_options=storage_options)
+    attrs = {"format": DATASET, "complete": False}
 
     def _write(target):
+        """Everything but the final ``complete: true``."""
         if isinstance(data, CountMatrix):
-            write_counts(data, target, compressors=comp)
-        elif isinstance(data, xr.Dataset):
+            write_counts(data, target, compressors=comp, complete=False)
+            return
+        if isinstance(data, xr.Dataset):
             ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
-            ds.to_zarr(target, mode="w", consolidated=False, encoding=_encoding(ds))
-        else:
-            arr = _regular(data)
-            z = zarr.create_array(target, shape=arr.shape, dtype=arr.dtype,
-                                  chunks=tuple(max(c[0], 1) for c in arr.chunks),
-                                  compressors=comp, overwrite=True)
-            arr.store(z, lock=False)
+            ds.attrs = {**ds.attrs, **attrs}
+            ds.to_zarr(target, mode="w", consolidated=False,
+                       encoding={v: {"compressors": comp} for v in ds.data_vars})
+            return
+        arr = regular_chunks(data)
+        z = zarr.create_array(target, shape=arr.shape, dtype=arr.dtype,
+                              chunks=tuple(max(c[0], 1) for c in arr.chunks),
+                              attributes=attrs, compressors=comp, overwrite=True)
+        arr.store(z, lock=False)
 
-    if _is_url(spath):
+    def _done(target):
+        zarr.open(store=target, mode="r+").attrs["complete"] = True
+
+    if is_url(spath):
         import fsspec
 
         fs, root = fsspec.core.url_to_fs(spath, **(storage_options or {}))
-        if fs.exists(root):
-            if not overwrite and dataset_complete(spath, storage_options):
-                logger.info("dataset %s exists; not regenerating", spath)
-                return spath
+        if fs.exists(root):  # a dataset store (checked above): no rename, so in place
             fs.rm(root, recursive=True)
-        # no rename on object stores: the store is flagged incomplete until the last block
-        # is written, and readers (open_matrix) refuse it meanwhile
-        if isinstance(data, CountMatrix):
-            write_counts(data, zarr.storage.FsspecStore.from_url(
-                spath, storage_options=storage_options, read_only=False), complete=True,
-                compressors=comp)
-            return spath
-        if isinstance(data, xr.Dataset):
-            ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
-            ds.attrs = {**ds.attrs, "complete": False}
-            ds.to_zarr(spath, mode="w", consolidated=False, storage_options=storage_options,
-                       encoding=_encoding(ds))
-        else:
-            arr = _regular(data)
-            store = zarr.storage.FsspecStore.from_url(spath, storage_options=storage_options,
-                                                      read_only=False)
-            z = zarr.create_array(store, shape=arr.shape, chunks=tuple(c[0] for c in arr.chunks),
-                                  dtype=arr.dtype, attributes={"complete": False},
-                                  compressors=comp)
-            arr.store(z, lock=False)
-        node = zarr.open(store=zarr.storage.FsspecStore.from_url(
-            spath, storage_options=storage_options, read_only=False), mode="r+")
-        node.attrs["complete"] = True
+
+        def remote():
+            return zarr.storage.FsspecStore.from_url(spath, storage_options=storage_options,
+                                                     read_only=False)
+
+        _write(remote())
+        _done(remote())
         return spath
-    if spath.startswith("file://"):
-        spath = spath[len("file://"):]
-    target = Path(spath)
-    if target.exists() and not overwrite:
-        logger.info("dataset %s exists; not regenerating", target)
-        return str(target)
+    target = Path(spath.removeprefix("file://"))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         _write(str(tmp))
+        _done(str(tmp))
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
@@ -825,14 +813,12 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
 
 
 def dataset_complete(path, storage_options=None) -> bool:
-    """False when the store at ``path`` carries ``complete: false`` (an interrupted write)."""
-    from .io import open_zarr_node
+    """Whether ``path`` holds a zarr store whose write was not interrupted (no
+    ``complete: false``)."""
+    from .io._fs import store_state
 
-    try:
-        node = open_zarr_node(path, storage_options=storage_options)
-    except FileNotFoundError:
-        return False
-    return node.attrs.get("complete", True) is not False
+    st = store_state(path, storage_options)
+    return st.zarr and st.complete is not False
 
 
 def make_low_rank_zarr(path, n_samples: int, n_features: int, *, overwrite: bool = False,

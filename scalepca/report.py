@@ -54,10 +54,6 @@ def _fmt_value(v) -> str:
     return str(v)
 
 
-def _is_url(path: str) -> bool:
-    return "://" in str(path) and not str(path).startswith("file://")
-
-
 def _fs(path: str, storage_options=None):
     import fsspec
 

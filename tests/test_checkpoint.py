@@ -414,17 +414,17 @@ def test_a_folder_scalepca_did_not_write_is_not_used_as_a_checkpoint(tmp_path):
     notes.mkdir()
     (notes / "T_readme.txt").write_text("mine")
     X = with_missing(0)
-    with pytest.raises(ValueError, match=r"checkpoint .*notes' is a folder that scalepca did "
-                       r"not write as a checkpoint \(it holds T_readme.txt\); it is left "
-                       "untouched"):
+    with pytest.raises(FileExistsError, match=r"checkpoint .*notes' holds a folder that is not "
+                       r"a zarr store \(T_readme.txt\), not a scalepca checkpoint; scalepca "
+                       "never writes into it"):
         scalepca.PPCA(max_iter=2, checkpoint=str(notes), **PPCA_PARAMS).fit(X)
     assert sorted(os.listdir(notes)) == ["T_readme.txt"]
     store = tmp_path / "data.zarr"
     da.from_array(X).to_zarr(str(store))
-    with pytest.raises(ValueError, match="did not write as a checkpoint"):
+    with pytest.raises(FileExistsError, match="not a scalepca checkpoint"):
         scalepca.RobustPCA(max_iter=2, checkpoint=str(store)).fit(np.nan_to_num(X))
     (tmp_path / "file").write_text("x")
-    with pytest.raises(ValueError, match="is a file, not a folder"):
+    with pytest.raises(FileExistsError, match="holds a file, not a scalepca checkpoint"):
         scalepca.PPCA(max_iter=2, checkpoint=str(tmp_path / "file"), **PPCA_PARAMS).fit(X)
     (tmp_path / "empty").mkdir()
     _quiet(lambda: scalepca.PPCA(max_iter=2, checkpoint=str(tmp_path / "empty"),

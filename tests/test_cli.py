@@ -446,8 +446,9 @@ def test_gridded_model_keeps_its_preprocessing(tmp_path, capsys):
     np.testing.assert_allclose(
         xr.open_zarr(tmp_path / "out" / "scores.zarr", consolidated=False)["scores"].values,
         expected, rtol=1e-12, atol=1e-12)
+    # --overwrite: each transform below replaces the scores of the one before
     base = ["transform", tmp_path / "out" / "model.zarr", grid, "--out", tmp_path / "s.zarr",
-            "--no-progress", "--no-processes", "--n-workers", 1]
+            "--overwrite", "--no-progress", "--no-processes", "--n-workers", 1]
     for extra in ([], ["--variable", "sst", "--sample-dims", "time", "--weights",
                        "sqrt_coslat"]):
         rc, _, err = _main(capsys, *base, *extra)

@@ -216,15 +216,15 @@ def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
 
     real_write = _store.atomic_group
 
-    def dies_mid_write(path, *, storage_options=None, write=None):
+    def dies_mid_write(path, *, write=None, **kwargs):
         def half(group):
             group.attrs["format"] = "scalepca-model"
             raise KeyboardInterrupt  # the process is stopped while the new store is written
-        return real_write(path, storage_options=storage_options, write=half)
+        return real_write(path, write=half, **kwargs)
 
     monkeypatch.setattr(_store, "atomic_group", dies_mid_write)
     with pytest.raises(KeyboardInterrupt):
-        scalepca.PCA(3).fit(X).save(store, storage_options=opts)
+        scalepca.PCA(3).fit(X).save(store, storage_options=opts, overwrite=True)
     monkeypatch.undo()
     with pytest.raises(ValueError, match=r"pca\.zarr\.previous"):
         scalepca.load(store, storage_options=opts)
@@ -236,3 +236,33 @@ def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
     np.testing.assert_array_equal(scalepca.load(store, storage_options=opts).components_,
                                   second.components_)
     assert not fs.exists(f"{BUCKET}/rewrite/pca.zarr.previous")
+
+
+def test_s3_writes_never_destroy(tmp_path, s3, remote_data, capsys):
+    """On S3 as on disk (issue 38, item 5): notes under a prefix, the input store, a model
+    without overwrite are never replaced; a missing bucket is found by validate (item 19)."""
+    opts, fs = s3
+    url, X = remote_data
+    fs.pipe(f"{BUCKET}/notes/readme.txt", b"field notes\n")
+    pca = scalepca.PCA(2).fit(X)
+    with pytest.raises(FileExistsError, match="not a zarr store"):
+        pca.save(f"s3://{BUCKET}/notes", storage_options=opts, overwrite=True)
+    with pytest.raises(FileExistsError, match="not a scalepca model store"):
+        pca.save(url, storage_options=opts, overwrite=True)
+    assert fs.cat_file(f"{BUCKET}/notes/readme.txt") == b"field notes\n"
+    np.testing.assert_array_equal(scalepca.open_matrix(url, storage_options=opts).compute(), X)
+    store = f"s3://{BUCKET}/kept/m.zarr"
+    pca.save(store, storage_options=opts)
+    with pytest.raises(FileExistsError, match="pass overwrite=True"):
+        scalepca.PPCA(2).fit(X).save(store, storage_options=opts)
+    assert type(scalepca.load(store, storage_options=opts)) is scalepca.PCA
+    # transform --out the data itself: refused before anything is read or written
+    rc, _, err = _main(capsys, "transform", store, url, "--out", url, "--overwrite",
+                       "--storage-options", json.dumps(opts), "--quiet")
+    assert rc == EXIT_USER_ERROR and "is the data" in err, err
+    cfg = {"data": {"path": url, "storage_options": opts}, "model": {"method": "pca"},
+           "output": {"store": "s3://no-such-bucket-scalepca/out", "storage_options": opts}}
+    path = tmp_path / "nobucket.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rc, _, err = _main(capsys, "validate", path)
+    assert rc == EXIT_USER_ERROR and "no bucket 'no-such-bucket-scalepca'" in err, err

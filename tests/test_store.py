@@ -144,7 +144,7 @@ def test_overwrite_replaces_whole_store(tmp_path, rng):
     path = tmp_path / "m.zarr"
     scalepca.PCA(2).fit(X).save(path)
     ppca = scalepca.PPCA(4).fit(X)
-    ppca.save(path)
+    ppca.save(path, overwrite=True)
     back = load(path)
     assert isinstance(back, scalepca.PPCA)
     np.testing.assert_array_equal(back.transform(X), ppca.transform(X))
@@ -167,7 +167,7 @@ _KILL_SCRIPT = textwrap.dedent(
     # a large fitted array written block by block: the save takes ~10 s
     pca.big_ = da.ones((400, 6), chunks=(10, 6)).map_blocks(slow)  # non-zero: chunks are written
     with dask.config.set(scheduler="synchronous"):
-        pca.save(sys.argv[1])
+        pca.save(sys.argv[1], overwrite=True)
     print("finished", flush=True)
     """
 )

@@ -66,10 +66,9 @@ def is_anndata_object(obj) -> bool:
 
 
 def _local(path) -> str | None:
-    p = os.fspath(path)
-    if "://" in p and not p.startswith("file://"):
-        return None
-    return p.removeprefix("file://")
+    from ._fs import local_path
+
+    return local_path(path)
 
 
 def is_anndata(path) -> bool:

@@ -29,11 +29,15 @@ import warnings
 
 import numpy as np
 
+from ._fs import CHECKPOINT, local_path, store_state
+
 logger = logging.getLogger(__name__)
 
 COMMIT_PREFIX = "state_"
-#: attribute of the zarr group naming what scalepca wrote it as ("checkpoint", "scratch")
-MARKER = "scalepca_store"
+
+#: what a checkpoint written before checkpoints carried ``format`` holds (commits; RobustPCA's
+#: T arrays)
+_LEGACY_PREFIXES = (COMMIT_PREFIX, "T_")
 
 
 def commit_name(k: int) -> str:
@@ -41,34 +45,22 @@ def commit_name(k: int) -> str:
     return f"{COMMIT_PREFIX}{int(k):06d}"
 
 
-def _refuse_foreign(path: str, what: str) -> None:
-    """ValueError unless ``path`` is new, an empty folder, or a store scalepca wrote as
-    ``what`` (marked, or holding commits: older checkpoints have no mark). Commits prune
-    entries of the store, so a folder holding anything else is never used as one."""
-    if not os.path.exists(path):
-        return
-    if not os.path.isdir(path):
-        raise ValueError(f"{what} {path!r} is a file, not a folder; use another path")
-    entries = [n for n in os.listdir(path) if n != "zarr.json"]
-    if not entries or any(n.startswith(COMMIT_PREFIX) for n in entries):
-        return
-    try:
-        with open(os.path.join(path, "zarr.json")) as f:
-            marked = json.load(f).get("attributes", {}).get(MARKER) == what
-    except (OSError, ValueError):
-        marked = False
-    if not marked:
-        raise ValueError(
-            f"{what} {path!r} is a folder that scalepca did not write as a {what} (it holds "
-            f"{', '.join(sorted(entries)[:3])}{', ...' if len(entries) > 3 else ''}); it is "
-            "left untouched. Use a new or empty folder"
-        )
-
-
 def check_checkpoint_path(value, name: str = "checkpoint") -> None:
     """TypeError unless ``value`` is None or a path (metadata only, nothing is created)."""
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a path or None; got {value!r}")
+
+
+def check_checkpoint_target(path, what: str = "checkpoint") -> None:
+    """``FileExistsError`` unless ``path`` is absent, an empty folder or a checkpoint."""
+    st = store_state(path)
+    if not st.exists or st.empty or st.kind == CHECKPOINT:
+        return
+    if st.zarr and st.kind is None and all(
+            m.startswith(_LEGACY_PREFIXES) for m in st.members if m != "zarr.json"):
+        return  # written before checkpoints carried their format
+    raise FileExistsError(f"{what} {os.fspath(path)!r} holds {st.describe()}, not a scalepca "
+                          "checkpoint; scalepca never writes into it: choose another path")
 
 
 class CheckpointStore:
@@ -78,7 +70,9 @@ class CheckpointStore:
     ----------
     path : str or path-like
         Local directory (``file://`` URLs accepted). Object stores are refused: the commit
-        relies on an atomic directory rename.
+        relies on an atomic directory rename. It must not exist, be an empty folder, or be a
+        checkpoint (``format: scalepca-checkpoint``); anything else there (a folder of other
+        files, a data or model store) is refused with ``FileExistsError``, never written into.
     what : str
         How the store is called in error messages.
     """
@@ -86,18 +80,18 @@ class CheckpointStore:
     def __init__(self, path, *, what: str = "checkpoint"):
         import zarr
 
-        self.path = os.fspath(path)
-        if "://" in self.path and not self.path.startswith("file://"):
+        local = local_path(path)
+        if local is None:
             raise ValueError(
-                f"{what} {self.path!r}: only local paths are supported (the commit relies on "
-                "an atomic directory rename)"
+                f"{what} {os.fspath(path)!r}: only local paths are supported (the commit relies "
+                "on an atomic directory rename)"
             )
-        self.path = self.path.removeprefix("file://")
-        _refuse_foreign(self.path, what)
+        self.path = local
+        check_checkpoint_target(self.path, what)
         os.makedirs(self.path, exist_ok=True)
         self.root = zarr.open_group(self.path, mode="a")
-        if self.root.attrs.get(MARKER) != what:
-            self.root.attrs[MARKER] = what
+        if self.root.attrs.get("format") != CHECKPOINT:
+            self.root.attrs["format"] = CHECKPOINT
 
     # -- large arrays beside the commits -------------------------------------------------------
     def create(self, name: str, shape, chunks) -> None:

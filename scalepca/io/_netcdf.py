@@ -14,7 +14,9 @@ from pathlib import Path
 
 import xarray as xr
 
-__all__ = ["is_netcdf", "open_netcdf"]
+from ._fs import is_url
+
+__all__ = ["is_netcdf", "open_netcdf", "open_netcdf_dataset"]
 
 #: file name endings of NetCDF / HDF5 files
 SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".he5")
@@ -34,7 +36,7 @@ def is_netcdf(path) -> bool:
     when its ending says so (so that opening it reports the missing file).
     """
     p = os.fspath(path)
-    if "://" in p and not p.startswith("file://"):
+    if is_url(p):
         return False
     p = p.removeprefix("file://")
     if p.lower().endswith(SUFFIXES):
@@ -73,6 +75,21 @@ def open_netcdf(path, *, variable: str | None = None, chunks="auto") -> xr.DataA
     KeyError
         ``variable`` is not in the file.
     """
+    ds = open_netcdf_dataset(path, chunks=chunks)
+    p = os.fspath(path).removeprefix("file://")
+    names = list(ds.data_vars)
+    if variable is None:
+        if len(names) != 1:
+            raise ValueError(f"{p!r} holds variables {names}; pass variable=... to choose one")
+        variable = names[0]
+    if variable not in ds.data_vars:
+        raise KeyError(f"no variable {variable!r} in {p!r}; it has {names}")
+    return ds[variable]
+
+
+def open_netcdf_dataset(path, *, chunks="auto") -> xr.Dataset:
+    """The file (or the files a glob matches, combined) as a lazy Dataset: see
+    :func:`open_netcdf`, which picks one variable of it."""
     p = os.fspath(path).removeprefix("file://")
     try:
         if _has_glob(p):
@@ -92,11 +109,4 @@ def open_netcdf(path, *, variable: str | None = None, chunks="auto") -> xr.DataA
                 "'netcdf' extra: pip install 'scalepca[netcdf]'"
             ) from err
         raise
-    names = list(ds.data_vars)
-    if variable is None:
-        if len(names) != 1:
-            raise ValueError(f"{p!r} holds variables {names}; pass variable=... to choose one")
-        variable = names[0]
-    if variable not in ds.data_vars:
-        raise KeyError(f"no variable {variable!r} in {p!r}; it has {names}")
-    return ds[variable]
+    return ds

@@ -11,29 +11,18 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from ._netcdf import is_netcdf, open_netcdf
+from ._fs import check_complete, previous_hint  # noqa: F401  (previous_hint: re-exported)
+from ._fs import is_url as _is_url
+from ._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
 from ._preprocess import attach, describe
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TASK_SIZE", "coalesced_rows", "open_matrix", "open_store", "open_zarr",
-           "open_zarr_node"]
+__all__ = ["TASK_SIZE", "coalesced_rows", "data_kind", "open_dataset", "open_matrix",
+           "open_store", "open_zarr", "open_zarr_node"]
 
 #: default bytes of data one task reads when a store's small chunks are coalesced
 TASK_SIZE = "128MiB"
-
-
-def _is_url(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
-def previous_hint(path) -> str:
-    """The sentence telling where an interrupted in-place rewrite left the output it replaced."""
-    p = os.fspath(path).rstrip("/")
-    if not _is_url(p):
-        return ""
-    backup = p + ".previous"
-    return f"; the complete output it was replacing, if there was one, is kept at {backup!r}"
 
 
 def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"):
@@ -155,14 +144,56 @@ def open_store(path, *, storage_options: dict | None = None, chunks=None):
     ``chunks``: the dask chunks of a Dataset by dim name (default: the store's chunks).
     """
     node = open_zarr_node(path, storage_options=storage_options)
-    if node.attrs.get("complete") is False:
-        raise ValueError(
-            f"{os.fspath(path)!r} is incomplete: its write was interrupted (attribute "
-            f"complete: false); write it again{previous_hint(path)}"
-        )
+    check_complete(node, path)
     if isinstance(node, zarr.Group) and _looks_like_xarray(node):
         return xr.open_zarr(node.store, chunks=chunks or {}, consolidated=False)
     return node
+
+
+#: how each kind of data store is called in messages ("no NetCDF file at ...")
+KIND_NAMES = {"zarr": "zarr store", "netcdf": "NetCDF file", "anndata": "AnnData store"}
+
+
+def data_kind(path, *, format: str | None = None, storage_options: dict | None = None) -> str:
+    """How the data at ``path`` are read: ``"anndata"``, ``"netcdf"`` or ``"zarr"``.
+
+    ``format`` when given; else from the path's ending, a file's first bytes or a zarr root's
+    attributes (metadata only), as :func:`open_matrix` recognises them. A path that does not
+    exist gets the kind its ending says (``.nc``: NetCDF, ``.h5ad``: AnnData; else zarr), so
+    that a message can say what is missing.
+    """
+    if format is not None:
+        return format
+    if _anndata_path(path):
+        return "anndata"
+    if is_netcdf(path):
+        return "netcdf"
+    if _is_url(os.fspath(path)):
+        try:
+            node = open_zarr_node(path, storage_options=storage_options)
+        except FileNotFoundError:
+            return "zarr"
+        if isinstance(node, zarr.Group) and _is_anndata_group(node):
+            return "anndata"
+    return "zarr"
+
+
+def no_data_store(path, kind: str) -> str:
+    """The sentence saying there is no data store of ``kind`` at ``path``."""
+    return f"no {KIND_NAMES.get(kind, 'data store')} at {os.fspath(path)!r}"
+
+
+def open_dataset(path, *, storage_options: dict | None = None, format: str | None = None):
+    """The data at ``path`` before a variable is chosen: an xarray Dataset for a NetCDF file
+    (or glob) and for a zarr store written by xarray, else the zarr node (:func:`open_store`).
+    AnnData stores are refused (they are read by :func:`open_matrix` as a matrix)."""
+    kind = data_kind(path, format=format, storage_options=storage_options)
+    if kind == "netcdf":
+        return open_netcdf_dataset(path)
+    if kind == "anndata":
+        raise ValueError(f"{os.fspath(path)!r} is an AnnData store; it holds no xarray "
+                         "variables")
+    return open_store(path, storage_options=storage_options)
 
 
 def open_matrix(
@@ -276,8 +307,9 @@ def open_matrix(
         raise ValueError(f"format={format!r} is not one of 'zarr', 'netcdf', 'anndata' (or "
                          "None: recognised from the path)")
     path = source if isinstance(source, (str, os.PathLike)) else None
-    if format == "anndata" or (format is None and path is not None and _anndata_path(path)) or (
-            _anndata_object(source)):
+    kind = None if path is None else data_kind(path, format=format,
+                                               storage_options=storage_options)
+    if kind == "anndata" or _anndata_object(source):
         from ._anndata import open_anndata
 
         if variable is not None:
@@ -295,14 +327,11 @@ def open_matrix(
     if layer is not None:
         raise ValueError(f"layer={layer!r} applies to AnnData only; "
                          f"{where if path is None else repr(os.fspath(path))} is not AnnData")
-    if path is not None and (format == "netcdf" or (format is None and is_netcdf(path))):
+    if kind == "netcdf":
         source = open_netcdf(source, variable=variable)  # then as any DataArray
     if isinstance(source, (str, os.PathLike)):
         where = repr(os.fspath(source))
         node = open_store(source, storage_options=storage_options)
-        if format is None and isinstance(node, zarr.Group) and _is_anndata_group(node):
-            return open_matrix(source, storage_options=storage_options, chunks=chunks,
-                               weights=weights, format="anndata")
         if isinstance(node, xr.Dataset) and chunks is None and task_size is not None:
             spec = _dataset_chunks(node, variable, sample_dims, feature_dims, task_size)
             if spec:  # opened again (metadata only), each task reading whole store chunks

@@ -8,6 +8,9 @@ Atomicity: a local store is written under a temporary sibling name and renamed i
 process killed mid-write leaves only a ``.tmp-*`` directory that is never read as a model.
 Every store (local or remote) also carries ``complete: true`` written last; a group without it
 is refused by :func:`load`.
+
+Nothing is replaced that is not a store of the kind being written (``format``: a model, an
+output), and a complete one only with ``overwrite``: see :func:`scalepca.io._fs.check_replace`.
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from ._open import _is_url, open_zarr_node, previous_hint
+from ._fs import MODEL, OUTPUT, check_apart, check_replace, local_path, previous_hint
+from ._fs import is_url as _is_url
+from ._open import open_zarr_node
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "scalepca-model"
+FORMAT = MODEL
 FORMAT_VERSION = 1
 
 
@@ -55,15 +60,12 @@ def _jsonable(value):
 
 
 def _local_path(store) -> str | None:
-    if isinstance(store, (str, os.PathLike)):
-        s = os.fspath(store)
-        if not _is_url(s):
-            return s[len("file://"):] if s.startswith("file://") else s
-    return None
+    return local_path(store) if isinstance(store, (str, os.PathLike)) else None
 
 
-def _open_for_write(path: str, storage_options=None) -> zarr.Group:
-    """An empty group at ``path`` flagged ``complete: false``, replacing what is there.
+def _open_for_write(path: str, storage_options=None, kind=OUTPUT) -> zarr.Group:
+    """An empty group at ``path`` flagged ``complete: false``, replacing what is there (a store
+    of the same kind: :func:`atomic_group` checks that first).
 
     When a group is being replaced, its flag is turned off first and its root metadata
     deleted last, so a reader during the replacement never sees a store that claims to be
@@ -83,24 +85,29 @@ def _open_for_write(path: str, storage_options=None) -> zarr.Group:
             if group is not None:
                 if group.attrs.get("complete") is True:
                     _keep_previous(fs, root)
-                group.attrs["complete"] = False
+                group.attrs.update({"format": kind, "complete": False})
                 for child in fs.ls(root, detail=False):
                     if child.rstrip("/").rsplit("/", 1)[-1] != "zarr.json":
                         fs.rm(child, recursive=True)
-                group.attrs.put({"complete": False})
+                group.attrs.put({"format": kind, "complete": False})
                 return group
         if fs.exists(root):
             fs.rm(root, recursive=True)
-        group = zarr.open_group(store=store, mode="w")
-        group.attrs["complete"] = False
+        group = zarr.open_group(store=store, mode="w", attributes={"format": kind,
+                                                                    "complete": False})
         return group
-    group = zarr.open_group(path, mode="w")
-    group.attrs["complete"] = False
+    group = zarr.open_group(path, mode="w", attributes={"format": kind, "complete": False})
     return group
 
 
-def atomic_group(path, *, storage_options=None, write=None, consolidate=False):
+def atomic_group(path, *, storage_options=None, write=None, consolidate=False, kind=OUTPUT,
+                 overwrite=False, flag="overwrite=True"):
     """Create a zarr group at ``path`` by calling ``write(group)``, atomically where possible.
+
+    ``kind`` is the ``format`` the group gets (written first, with ``complete: false``); what
+    is at ``path`` is replaced only if it is a store of that kind, and a complete one only with
+    ``overwrite`` (:func:`~scalepca.io._fs.check_replace`; ``flag`` names that option in the
+    caller's words). The check comes before anything is written.
 
     ``consolidate``: once the group is complete, its members' metadata are consolidated into
     the group's own metadata (``zarr.consolidate_metadata``), so readers (``xr.open_zarr``)
@@ -114,10 +121,10 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False):
     on object stores), which is deleted once the new store is complete — so a writer killed
     mid-way loses nothing: the previous output stays readable there.
     """
+    check_replace(path, kind, overwrite=overwrite, storage_options=storage_options, flag=flag)
     local = _local_path(path)
     if local is None:
-        group = _open_for_write(os.fspath(path), storage_options)
-        group.attrs["complete"] = False
+        group = _open_for_write(os.fspath(path), storage_options, kind)
         write(group)
         group.attrs["complete"] = True
         if consolidate:  # last: an attrs update afterwards would drop the consolidated view
@@ -128,8 +135,8 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False):
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.tmp-{_writer_tag()}")
     try:
-        group = zarr.open_group(str(tmp), mode="w")
-        group.attrs["complete"] = False
+        group = zarr.open_group(str(tmp), mode="w", attributes={"format": kind,
+                                                                "complete": False})
         write(group)
         group.attrs["complete"] = True
         if consolidate:
@@ -222,8 +229,13 @@ def _remove_abandoned(target: Path) -> None:
                 shutil.rmtree(sib, ignore_errors=True)
 
 
-def save_estimator(est, store, *, storage_options=None) -> None:
-    """Write a fitted estimator to a zarr group (see module docstring)."""
+def save_estimator(est, store, *, storage_options=None, overwrite=False,
+                   flag="overwrite=True") -> None:
+    """Write a fitted estimator to a zarr group (see module docstring).
+
+    A model store already at ``store`` is replaced only with ``overwrite``; anything else there
+    (a folder of other files, another kind of store) never is: ``FileExistsError``.
+    """
     from .. import __version__
 
     if not est.__sklearn_is_fitted__():
@@ -277,7 +289,8 @@ def save_estimator(est, store, *, storage_options=None) -> None:
             regular_chunks(value).to_zarr(group.store, component=_component(group, name),
                                           compute=True)
 
-    atomic_group(store, storage_options=storage_options, write=write)
+    atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
+                 overwrite=overwrite, flag=flag)
 
 
 def _component(group: zarr.Group, name: str) -> str:
@@ -481,7 +494,8 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
 
 
 def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs=None,
-                codec: str | None = None) -> None:
+                codec: str | None = None, overwrite=False, flag="overwrite=True",
+                inputs=()) -> None:
     """Write a lazy result (dask array or dask-backed DataArray) chunk by chunk from the workers.
 
     ``codec`` names the compression, one of :data:`scalepca._codecs.CODECS` (default
@@ -493,15 +507,25 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
     ``feature`` otherwise) so xarray can open them too. The store's metadata are consolidated
     at the end, so ``xr.open_zarr(store)`` opens it at once, without xarray's warning about a
     store lacking consolidated metadata.
+
+    An output store already at ``store`` is replaced only with ``overwrite`` (``flag`` names
+    that option in messages); anything else there never is (``FileExistsError``). ``inputs``:
+    ``(what, path)`` of the stores the result is computed from; ``store`` must not be one of
+    them, nor lie inside or contain one (``ValueError``, before anything is computed).
+
+    Dask blocks are stored as they are into zarr chunks of the blocks' size (no rechunk at
+    write time: ``regular_chunks`` has made them equal), so each task writes its own chunks.
     """
     import xarray as xr
 
     from .._codecs import compressors
 
     comp = compressors(codec)  # an unknown name fails before anything is written
+    if isinstance(store, (str, os.PathLike)):
+        check_apart([("the output", store)], inputs)
 
     def write(group: zarr.Group):
-        group.attrs.update({"format": "scalepca-output", **json.loads(json.dumps(attrs or {}))})
+        group.attrs.update({"format": OUTPUT, **json.loads(json.dumps(attrs or {}))})
         if isinstance(arr, xr.DataArray):
             out = arr
             if out.chunks is not None:
@@ -520,6 +544,10 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
             target = group.create_array(name, shape=a.shape, dtype=a.dtype,
                                         chunks=tuple(max(c[0], 1) for c in a.chunks),
                                         dimension_names=dims, compressors=comp)
-            a.to_zarr(target, compute=True)
+            # da.store, not to_zarr: dask's to_zarr into an existing array rechunks to its own
+            # "auto" chunks (one block for a small array), which need not align with the zarr
+            # chunks and warns of data loss
+            da.store(a, target, lock=False, compute=True)
 
-    atomic_group(store, storage_options=storage_options, write=write, consolidate=True)
+    atomic_group(store, storage_options=storage_options, write=write, consolidate=True,
+                 kind=OUTPUT, overwrite=overwrite, flag=flag)

@@ -434,14 +434,26 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
             self._preprocessing = Preprocessing.from_json(prep, weights)
 
-    def save(self, store, *, storage_options=None) -> None:
+    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
         """Write the fitted model to a zarr group at ``store`` (path or URL), atomically.
 
         Load it back with :func:`scalepca.load`.
+
+        Parameters
+        ----------
+        store : str or path
+            A local path or fsspec URL (``s3://bucket/model.zarr``).
+        storage_options : dict, optional
+            Passed to fsspec for URLs.
+        overwrite : bool, default False
+            Replace a complete model store already at ``store``. Without it such a store is
+            kept and ``FileExistsError`` raised. Whatever ``overwrite`` says, nothing at
+            ``store`` that is not a scalepca model store (a folder of other files, a data or
+            output store) is ever replaced; a model store whose save was interrupted is.
         """
         from ..io._store import save_estimator
 
-        save_estimator(self, store, storage_options=storage_options)
+        save_estimator(self, store, storage_options=storage_options, overwrite=overwrite)
 
 
 class LinearDecompositionMixin(DecompositionMixin):

@@ -1,0 +1,251 @@
+"""Local paths and fsspec URLs: which is which, whether two overlap, what a path holds, whether
+a store may be replaced there, and whether it can be written.
+
+Every store scalepca writes says what it is in its ``format`` attribute (:data:`KINDS`) and
+whether its write ended in ``complete``. The rule of every writer (:func:`check_replace`): a
+path is written when it is free (absent or an empty folder), when it holds an interrupted write
+of the same kind (``complete: false``: nothing in it is a result), or — with ``overwrite`` —
+when it holds a complete store of the same kind. Anything else (a folder of notes, a file,
+another kind of store, a store of other software) is never replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+
+MODEL = "scalepca-model"
+OUTPUT = "scalepca-output"
+DATASET = "scalepca-dataset"
+CHECKPOINT = "scalepca-checkpoint"
+
+#: ``format`` attribute → what the store is called in messages
+KINDS = {
+    MODEL: "scalepca model store",
+    OUTPUT: "scalepca output store",
+    DATASET: "scalepca dataset store",
+    CHECKPOINT: "scalepca checkpoint",
+}
+
+
+def is_url(path) -> bool:
+    """Whether ``path`` is an fsspec URL (``s3://``, ``local://``, …) rather than a local path
+    (``file://`` URLs are local paths)."""
+    from fsspec.core import split_protocol
+
+    protocol, _ = split_protocol(os.fspath(path))
+    return protocol not in (None, "file")
+
+
+def local_path(path) -> str | None:
+    """``path`` as a local path (``file://`` removed), or None for other URLs."""
+    p = os.fspath(path)
+    return None if is_url(p) else p.removeprefix("file://")
+
+
+def previous_hint(path) -> str:
+    """The sentence telling where an interrupted in-place rewrite left the output it replaced."""
+    p = os.fspath(path).rstrip("/")
+    if not is_url(p):
+        return ""
+    return (f"; the complete output it was replacing, if there was one, is kept at "
+            f"{p + '.previous'!r}")
+
+
+def _fs(path, storage_options=None):
+    import fsspec
+
+    return fsspec.core.url_to_fs(os.fspath(path), **(storage_options or {}))
+
+
+def _key(path) -> tuple[str, str]:
+    """``(where, normalised path)``: local paths and ``local://`` URLs resolved on this machine,
+    other URLs by protocol and path."""
+    from fsspec.core import split_protocol
+
+    protocol, rest = split_protocol(os.fspath(path))
+    if protocol in (None, "file", "local"):
+        return "local", os.path.realpath(os.path.expanduser(rest))
+    return protocol, rest.rstrip("/")
+
+
+def overlaps(a, b) -> bool:
+    """Whether paths or URLs ``a`` and ``b`` are the same location or one lies inside the other."""
+    (wa, pa), (wb, pb) = _key(a), _key(b)
+    if wa != wb:
+        return False
+    return pa == pb or pa.startswith(pb.rstrip("/") + "/") or pb.startswith(pa.rstrip("/") + "/")
+
+
+def check_apart(outputs, inputs) -> None:
+    """ValueError when an output path equals, contains or lies inside an input path.
+
+    ``outputs`` and ``inputs``: ``(what, path)`` pairs, named in the message as given.
+    """
+    for out_what, out in outputs:
+        for in_what, src in inputs:
+            if out is not None and src is not None and overlaps(out, src):
+                (_, po), (_, pi) = _key(out), _key(src)
+                how = "is" if po == pi else "lies inside" if po.startswith(pi.rstrip("/") + "/") \
+                    else "contains"
+                raise ValueError(f"{out_what} {os.fspath(out)!r} {how} {in_what} "
+                                 f"{os.fspath(src)!r}; write the output elsewhere")
+
+
+@dataclass(frozen=True)
+class StoreState:
+    """What a path holds (read from metadata only)."""
+
+    exists: bool
+    #: a folder or object prefix with nothing in it
+    empty: bool = False
+    #: a zarr array or group (zarr v3 ``zarr.json`` or v2 ``.zarray``/``.zgroup``)
+    zarr: bool = False
+    #: its ``format`` attribute (:data:`KINDS`), None if it has none
+    kind: str | None = None
+    #: its ``complete`` attribute; None if it has none
+    complete: bool | None = None
+    #: a file, not a folder
+    file: bool = False
+    #: the names inside a folder (local paths and URLs)
+    members: tuple = ()
+
+    def describe(self) -> str:
+        if self.file:
+            return "a file"
+        if self.kind in KINDS:
+            done = {True: "a complete ", False: "an incomplete ", None: "a "}[self.complete]
+            return f"{done}{KINDS[self.kind]}"
+        if self.zarr:
+            return "a zarr store that scalepca did not write (no 'format' attribute)"
+        shown = ", ".join(self.members[:3]) + (", …" if len(self.members) > 3 else "")
+        return f"a folder that is not a zarr store ({shown})"
+
+
+def _attrs(text: str, v2: bool) -> dict:
+    try:
+        meta = json.loads(text)
+    except ValueError:
+        return {}
+    return meta if v2 else meta.get("attributes", {}) or {}
+
+
+def store_state(path, storage_options=None) -> StoreState:
+    """What ``path`` holds: nothing, an empty folder, a file, a zarr store and its ``format`` and
+    ``complete`` attributes, or other files (see :class:`StoreState`)."""
+    local = local_path(path)
+    if local is not None:
+        if not os.path.lexists(local):
+            return StoreState(exists=False)
+        if not os.path.isdir(local):
+            return StoreState(exists=True, file=True)
+        members = tuple(sorted(os.listdir(local)))
+
+        def read(name):
+            with open(os.path.join(local, name), encoding="utf-8", errors="replace") as fh:
+                return fh.read()
+    else:
+        fs, root = _fs(path, storage_options)
+        root = root.rstrip("/")
+        if not fs.exists(root):
+            return StoreState(exists=False)
+        if fs.isfile(root):
+            return StoreState(exists=True, file=True)
+        members = tuple(sorted(p.rstrip("/").rsplit("/", 1)[-1]
+                               for p in fs.ls(root, detail=False)))
+
+        def read(name):
+            return fs.cat_file(f"{root}/{name}").decode("utf-8", errors="replace")
+    if not members:
+        return StoreState(exists=True, empty=True)
+    for meta, v2 in (("zarr.json", False), (".zattrs", True)):
+        if meta in members:
+            attrs = _attrs(read(meta), v2)
+            complete = attrs.get("complete")
+            return StoreState(exists=True, zarr=True, kind=attrs.get("format"),
+                              complete=complete if isinstance(complete, bool) else None,
+                              members=members)
+    zarr2 = ".zarray" in members or ".zgroup" in members
+    return StoreState(exists=True, zarr=zarr2, members=members)
+
+
+def check_replace(path, kind: str, *, overwrite: bool, storage_options=None,
+                  flag: str = "overwrite=True") -> StoreState:
+    """Refuse to write a store of ``kind`` at ``path`` unless the rule above allows it.
+
+    Raises ``FileExistsError`` naming what is there; ``flag`` is how the caller's interface
+    says "replace it" (``overwrite=True``, ``--overwrite``, ``output.overwrite: true``).
+    Returns the state found.
+    """
+    st = store_state(path, storage_options)
+    if not st.exists or st.empty:
+        return st
+    where = os.fspath(path)
+    if st.kind != kind:
+        raise FileExistsError(
+            f"{where!r} holds {st.describe()}, not a {KINDS[kind]}; scalepca never replaces "
+            "it: write elsewhere, or remove it yourself")
+    if st.complete is False or overwrite:
+        return st
+    raise FileExistsError(f"{where!r} holds a complete {KINDS[kind]}; pass {flag} to "
+                          "replace it")
+
+
+def check_complete(node, path) -> None:
+    """ValueError when the zarr ``node`` read from ``path`` carries ``complete: false``."""
+    if node.attrs.get("complete") is False:
+        raise ValueError(
+            f"{os.fspath(path)!r} is incomplete: its write was interrupted (attribute "
+            f"complete: false); write it again{previous_hint(path)}"
+        )
+
+
+#: object stores whose first path component is a bucket that must exist before a write
+_BUCKETS = ("s3", "s3a", "gs", "gcs", "abfs", "az", "adl")
+
+
+def write_problem(path, storage_options=None) -> str | None:
+    """Why a store cannot be written at ``path``, found the way the write would go; or None.
+
+    Local paths (and ``local://`` URLs): a folder is created and removed in the nearest
+    existing parent (permission bits say nothing of read-only mounts or of ``/proc``). Other
+    URLs: the bucket (first path component) must exist and be readable; write access itself
+    cannot be known without writing an object, which this does not do.
+    """
+    from fsspec.core import split_protocol
+
+    protocol, rest = split_protocol(os.fspath(path))
+    if protocol in (None, "file", "local"):
+        target = os.path.abspath(os.path.expanduser(rest))
+        if os.path.exists(target) and not os.path.isdir(target):
+            return f"{target!r} is a file; a zarr store is a folder"
+        parent = target
+        while not os.path.lexists(parent):
+            up = os.path.dirname(parent)
+            if up == parent:
+                break
+            parent = up
+        if not os.path.isdir(parent):
+            return f"{target!r} cannot be created: {parent!r} is not a folder"
+        probe = os.path.join(parent, f".scalepca-probe-{uuid.uuid4().hex[:8]}")
+        try:
+            os.mkdir(probe)
+            os.rmdir(probe)
+        except OSError as err:
+            return f"{target!r} cannot be written: creating a folder in {parent!r} fails " \
+                   f"({err.strerror or err})"
+        return None
+    try:
+        fs, root = _fs(path, storage_options)
+        bucket = root.strip("/").split("/", 1)[0]
+        if fs.isfile(root.rstrip("/")):
+            return f"{os.fspath(path)!r} is a file; a zarr store is a folder"
+        if protocol in _BUCKETS and bucket and not fs.exists(bucket):
+            return f"{os.fspath(path)!r} cannot be written: no bucket {bucket!r}"
+    except ImportError:
+        raise
+    except Exception as err:  # credentials, endpoint, permissions: what the write would meet
+        return f"{os.fspath(path)!r} cannot be reached: {type(err).__name__}: {err}"
+    return None
