@@ -35,10 +35,6 @@ logger = logging.getLogger(__name__)
 
 COMMIT_PREFIX = "state_"
 
-#: what a checkpoint written before checkpoints carried ``format`` holds (commits; RobustPCA's
-#: T arrays)
-_LEGACY_PREFIXES = (COMMIT_PREFIX, "T_")
-
 
 def commit_name(k: int) -> str:
     """Directory name of the commit after ``k`` iterations."""
@@ -56,9 +52,8 @@ def check_checkpoint_target(path, what: str = "checkpoint") -> None:
     st = store_state(path)
     if not st.exists or st.empty or st.kind == CHECKPOINT:
         return
-    if st.zarr and st.kind is None and all(
-            m.startswith(_LEGACY_PREFIXES) for m in st.members if m != "zarr.json"):
-        return  # written before checkpoints carried their format
+    if st.zarr and st.kind is None and any(m.startswith(COMMIT_PREFIX) for m in st.members):
+        return  # written before checkpoints carried their format: it holds commits
     raise FileExistsError(f"{what} {os.fspath(path)!r} holds {st.describe()}, not a scalepca "
                           "checkpoint; scalepca never writes into it: choose another path")
 
