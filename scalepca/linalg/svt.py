@@ -13,9 +13,12 @@ The proximal operators of robust PCA (principal component pursuit):
 Only the singular triplets with ``σ > τ`` matter, so the SVD is partial: a randomized range
 finder (Halko, Martinsson & Tropp 2011) over the blocks of ``A`` with ``k + p`` probe vectors,
 where ``k`` is a *predicted* rank (Lin, Chen & Ma 2010: one more than the number of values found
-above the threshold last time, grown only when every computed value clears the threshold).
-Between outer iterations the previous right singular vectors warm-start the probe block, so a
-single power iteration is usually enough.
+above the threshold last time). Between outer iterations the previous right singular vectors
+warm-start the probe block. A partial SVD of fixed passes can miss values just above the
+threshold, where those of the inexact ALM's argument crowd on data that are not exactly low
+rank, and the ALM then ends elsewhere; with ``rtol`` the partial SVD is grown within the call
+until a trusted value lies below the threshold and iterated until the thresholded matrix
+settles (:func:`_complete_svt`), which follows the exact-SVD path.
 
 Every product ``A Ω`` / ``Aᵀ Q`` is a blockwise dask product with a tree sum over blocks; only
 the tall-skinny results (n1 × l, n2 × l) and l × l matrices reach the client. ``A`` itself is
@@ -24,6 +27,7 @@ never gathered and no dense SVD of it is taken.
 
 from __future__ import annotations
 
+import logging
 import math
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -34,6 +38,8 @@ import numpy as np
 from scipy import linalg as sla
 
 from .._client import current_client
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "SVTResult",
@@ -189,25 +195,38 @@ def randomized_partial_svd(
     n1, n2 = A.shape
     l = int(min(k + n_oversamples, n1, n2))
     Om = probes if probes is not None else probe_matrix(n2, l, rng, warm_start)
+    estimates = ritz_estimates(A, Om, timed=timed, first_product=first_product)
+    for _ in range(n_power_iter + 1):
+        U, s, Vt = next(estimates)
+    estimates.close()
+    return U, s, Vt
+
+
+def ritz_estimates(A: da.Array, Om: np.ndarray, *, timed=None,
+                   first_product: np.ndarray | None = None):
+    """Subspace iteration from the probe block ``Ω``, yielding ``(U, s, Vt)`` after each step.
+
+    The first estimate is the Rayleigh–Ritz one of ``Q = orth(A Ω)`` (2 passes, 1 if
+    ``first_product`` is ``A Ω``); every next one follows one power iteration
+    ``Q ← orth(A orth(Aᵀ Q))`` (2 passes: the ``Aᵀ Q`` of the estimate is reused). All
+    ``l = Ω.shape[1]`` triplets, singular values descending.
+    """
     if first_product is not None:
         Y = first_product
     else:
         with _ctx(timed, "svt: A Ω"):
             (Y,) = dask.compute(times(A, Om))
     Q = _orth(Y)
-    for _ in range(n_power_iter):
+    while True:
         with _ctx(timed, "svt: Aᵀ Q"):
-            (Z,) = dask.compute(_rtimes(A, Q))
-        Z = _orth(Z)
+            (Bt,) = dask.compute(_rtimes(A, Q))  # (Qᵀ A)ᵀ, n2 × l
+        # Bᵀ = V Σ Wᵀ  ⇒  B = W Σ Vᵀ  ⇒  A ≈ (Q W) Σ Vᵀ
+        V, s, Wt = sla.svd(Bt, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+        yield Q @ Wt.T, s, V.T
+        Z = _orth(Bt)
         with _ctx(timed, "svt: A Z"):
             (Y,) = dask.compute(times(A, Z))
         Q = _orth(Y)
-    with _ctx(timed, "svt: Aᵀ Q (final)"):
-        (Bt,) = dask.compute(_rtimes(A, Q))  # (Qᵀ A)ᵀ, n2 × l
-    # Bᵀ = V Σ Wᵀ  ⇒  B = W Σ Vᵀ  ⇒  A ≈ (Q W) Σ Vᵀ
-    V, s, Wt = sla.svd(Bt, full_matrices=False, check_finite=False, lapack_driver="gesdd")
-    U = Q @ Wt.T
-    return U, s, V.T
 
 
 @dataclass
@@ -221,6 +240,8 @@ class SVTResult:
     n_above: int  # how many of the trusted (first k) values exceed τ
     k: int  # number of trusted values requested
     V_trusted: np.ndarray  # k × n2: right vectors of the trusted values (a warm start)
+    n_power: int = 0  # power iterations run (randomized)
+    n_restarts: int = 0  # times the probe block was grown (randomized, ``rtol`` given)
 
     @property
     def rank(self) -> int:
@@ -240,16 +261,28 @@ def svt(
     timed=None,
     probes: np.ndarray | None = None,
     first_product: np.ndarray | None = None,
+    rtol: float | None = None,
+    max_power_iter: int = 50,
+    scale: float | None = None,
 ) -> SVTResult:
     """Singular value thresholding ``SVT_τ(A)`` returned as factors, never as a dense matrix.
 
     ``method="randomized"`` computes ``k`` (+ oversampling) triplets with
-    :func:`randomized_partial_svd` and keeps those of the first ``k`` above ``τ``.
+    :func:`randomized_partial_svd` and keeps those of the first ``k`` above ``τ``; with
+    ``rtol`` it makes sure of the answer instead (:func:`_complete_svt`): every value above
+    ``τ`` found, and the thresholded matrix to ``rtol · scale`` in the Frobenius norm
+    (``scale`` None: its own norm), in at most ``max_power_iter`` power iterations.
     ``method="full"`` gathers ``A`` on the client and takes a dense LAPACK SVD: a reference for
     small problems only.
     """
     n1, n2 = A.shape
     k = int(max(1, min(k, n1, n2)))
+    if method != "full" and rtol is not None:
+        return _complete_svt(
+            A, tau, k, n_oversamples=n_oversamples, n_power_iter=n_power_iter,
+            rng=rng if rng is not None else np.random.default_rng(), warm_start=warm_start,
+            timed=timed, probes=probes, first_product=first_product, rtol=rtol,
+            max_power_iter=max_power_iter, scale=scale)
     if method == "full":
         with _ctx(timed, "svt: gather A (full SVD)"):
             (Ad,) = dask.compute(A)
@@ -273,6 +306,78 @@ def svt(
         k=trusted,
         V_trusted=np.ascontiguousarray(Vt[:trusted]),
     )
+
+
+def _complete_svt(A, tau, k, *, n_oversamples, n_power_iter, rng, warm_start, timed, probes,
+                  first_product, rtol, max_power_iter, scale=None) -> SVTResult:
+    """``SVT_τ(A)`` from a randomized partial SVD that is grown and iterated until it is sure.
+
+    A partial SVD of ``k`` trusted triplets can only threshold correctly if it holds every
+    singular value above ``τ``, and its estimates are lower bounds that are least accurate
+    next to ``τ``, where the singular values of the inexact-ALM argument crowd (the
+    multiplier's part outside L has singular values up to ``τ``). So:
+
+    * **complete** — while no trusted estimate lies below ``τ`` (every computed value may be
+      one of many above it), the probe block is grown at once, in this call, to twice the
+      trusted triplets (plus the oversampling), its first columns the right vectors found so
+      far; the next iteration's prediction (:func:`predict_rank`) then starts from there;
+    * **accurate** — power iterations go on (at least ``n_power_iter``) until two successive
+      Rayleigh–Ritz estimates of the thresholded matrix differ by at most ``rtol · scale`` in
+      the Frobenius norm (``scale`` None: the estimate's own norm), or ``max_power_iter`` is
+      reached (logged). The change of one step measures the error of the older estimate
+      only as well as the convergence is fast: values within the block that crowd at both
+      sides of ``τ`` converge fast (Rayleigh–Ritz separates them), the ``(l+1)``-th value
+      close to the smallest kept one slowly.
+
+    Passes over ``A``: 1 for ``A Ω`` (0 with ``first_product``) and 1 for ``Aᵀ Q``, then 2 per
+    power iteration; a growth starts again with a new ``A Ω``.
+    """
+    n1, n2 = A.shape
+    n_max = min(n1, n2)
+    l = int(min(k + n_oversamples, n_max))
+    Om = probes if probes is not None else probe_matrix(n2, l, rng, warm_start)
+    estimates = ritz_estimates(A, Om, timed=timed, first_product=first_product)
+    prev, n_power, n_restarts = None, 0, 0
+    while True:
+        U, s, Vt = next(estimates)
+        trusted = min(k, s.shape[0])
+        keep = int(np.count_nonzero(s[:trusted] > tau))
+        if keep == trusted < n_max:  # no trusted value below τ: grow now
+            estimates.close()
+            k = int(min(max(2 * k, keep + 1), n_max))
+            Om = probe_matrix(n2, int(min(k + n_oversamples, n_max)), rng, Vt.T)
+            estimates = ritz_estimates(A, Om, timed=timed)
+            prev, n_restarts = None, n_restarts + 1
+            continue
+        now = (U[:, :keep], s[:keep] - tau, Vt[:keep])
+        if n_power >= n_power_iter and prev is not None and \
+                _factor_distance(prev, now) <= rtol * (_factor_norm(now) if scale is None
+                                                       else scale):
+            break
+        if n_power >= max(max_power_iter, n_power_iter):
+            logger.info("svt: the thresholded matrix still changes after %d power "
+                        "iterations (rtol %.1e)", n_power, rtol)
+            break
+        prev, n_power = now, n_power + 1  # the next estimate follows one power iteration
+    estimates.close()
+    return SVTResult(
+        U=np.ascontiguousarray(now[0]), s=now[1], Vt=np.ascontiguousarray(now[2]), sigma=s,
+        n_above=keep, k=trusted, V_trusted=np.ascontiguousarray(Vt[:trusted]),
+        n_power=n_power, n_restarts=n_restarts,
+    )
+
+
+def _factor_norm(f) -> float:
+    return float(np.linalg.norm(f[1]))
+
+
+def _factor_distance(a, b) -> float:
+    """``‖U_a S_a V_aᵀ − U_b S_b V_bᵀ‖_F`` from the factors, without cancellation: both lie in
+    the span of ``[U_a U_b]`` × ``[V_a V_b]``, so the difference is taken on small matrices."""
+    Qu = _orth(np.hstack([a[0], b[0]]))
+    Qv = _orth(np.hstack([a[2].T, b[2].T]))
+    small = ((Qu.T @ a[0]) * a[1]) @ (a[2] @ Qv) - ((Qu.T @ b[0]) * b[1]) @ (b[2] @ Qv)
+    return float(np.linalg.norm(small))
 
 
 def predict_rank(n_above: int, k: int, n_max: int, *, growth: float = 0.05,

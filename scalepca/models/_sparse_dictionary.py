@@ -120,16 +120,20 @@ class DictionaryLearning:
 
         if self.method == "batch":
             if cov_n is not None:
-                def stats(D):
-                    return cov_n @ D, D.T @ cov_n @ D, float(np.trace(cov_n))
+                stats = _covariance_stats(cov_n)
             else:
                 def stats(D):
                     return self._stats_pass(X, mean, scale, D)
             D, (P, G, s) = self._fit_batch(stats, init_dictionary, cov_n, ckpt=ckpt)
         else:
             D = self._fit_minibatch(X, mean, scale, init_dictionary, order, ckpt=ckpt)
+            self.n_polish_ = 0
+            if cov_n is not None:  # exact alternations from the covariance: no data pass
+                D, _, _, self.n_polish_, _ = self._alternate(
+                    _covariance_stats(cov_n), lambda: D, cov_n, max_iter=self.max_iter,
+                    name="SparsePCA minibatch polish")
             P, G, s = self._stats_pass(X, mean, scale, D, label="final")
-            self._keep_online_state(D, G, s, mean, n, scale)
+            self._keep_online_state(D, P, G, s, mean, n, scale)
         self._finish_dictionary(D, P, G, s, n)
 
     def _fingerprint(self, X, k: int, mom: dict, scale, data_fp: dict) -> dict:
@@ -181,14 +185,26 @@ class DictionaryLearning:
 
     # -- "batch": exact alternation ------------------------------------------------------------
     def _fit_batch(self, stats, init, C=None, *, ckpt=None):
+        """The ``"batch"`` method: :meth:`_alternate` to convergence, checkpointed.
+
+        Sets ``n_iter_``, ``cost_history_`` and ``resumed_from_``; returns the final D and its
+        statistics ``(P, G, s)``.
+        """
+        D, last, history, self.n_iter_, self.resumed_from_ = self._alternate(
+            stats, init, C, max_iter=self.max_iter, ckpt=ckpt, name="SparsePCA batch")
+        self.cost_history_ = np.asarray(history)
+        return D, last
+
+    def _alternate(self, stats, init, C=None, *, max_iter: int, ckpt=None, name: str):
         """Alternate optimal codes for D (from ``stats(D) = (P, G, s)``) and BCD on D.
 
         A step evaluates the cost of the dictionary it starts from and moves to the next one;
-        the fit stops when that cost decreases by at most ``tol`` relative (it returns the
+        the run stops when that cost decreases by at most ``tol`` relative (it returns the
         dictionary that cost belongs to) or after ``max_iter`` dictionary updates (it then
         computes the statistics of the last one). With the covariance ``C``, zero columns get
         the residual's leading direction as code (:func:`revive_codes`), so a component
-        removed early can come back. Returns the final D and its statistics ``(P, G, s)``.
+        removed early can come back. Returns the final D, its statistics ``(P, G, s)``, the
+        cost history, the dictionary updates run and the steps taken from a checkpoint.
         """
         alpha = self.alpha_per_sample_
 
@@ -205,23 +221,20 @@ class DictionaryLearning:
 
         run = iterate(step, lambda: {"D": init(), "lam": None},
                       stop=ChangeBelow("cost", self.tol, relative=True, label="objective"),
-                      max_iter=self.max_iter, checkpoint=ckpt,
-                      checkpoint_every=self.checkpoint_every, name="SparsePCA batch",
-                      warn=False)
+                      max_iter=max_iter, checkpoint=ckpt,
+                      checkpoint_every=self.checkpoint_every, name=name, warn=False)
         state, history = run.state, list(run.history.get("cost", []))
-        self.resumed_from_ = run.resumed_from
-        # the dictionary whose cost stopped the fit (a commit of the layout before the
+        # the dictionary whose cost stopped the run (a commit of the layout before the
         # iteration driver holds only the next one: its cost is computed below)
         if run.converged and "D_cost" in state:
-            D, last, self.n_iter_ = state["D_cost"], (state["P"], state["G"], state["s"]), \
+            D, last, n_iter = state["D_cost"], (state["P"], state["G"], state["s"]), \
                 run.n_iter - 1
         else:  # max_iter updates: the cost of the last dictionary ends the history
-            D, self.n_iter_ = state["D"], run.n_iter
+            D, n_iter = state["D"], run.n_iter
             last = stats(D)
             A, B, _ = code_step(D, last[0], last[1], state["lam"])
             history.append(dictionary_objective(D, A, B, last[2], alpha))
-        self.cost_history_ = np.asarray(history)
-        return D, last
+        return D, last, history, n_iter, run.resumed_from
 
     # -- "minibatch": online dictionary learning ----------------------------------------------
     def _online_update(self, state: dict, D_used, st: dict, D) -> tuple[np.ndarray, float]:
@@ -301,22 +314,26 @@ class DictionaryLearning:
         state["epoch_cost"], state["epoch_rows"] = 0.0, 0
         return cost
 
-    def _keep_online_state(self, D, G, s, mean, n, scale) -> None:
+    def _keep_online_state(self, D, P, G, s, mean, n, scale) -> None:
         """Leave what ``partial_fit`` needs to go on from a minibatch ``fit``.
 
-        The running mean and row count are the fit's; the code statistics it carries (weighted
-        sums, normalised by the dictionary's column norms) are set from the exact per-sample
-        statistics of the final pass, at the weight the online state has reached.
+        The running mean and row count are the fit's; the statistics it carries (the online
+        sums A and B, and the code Gram normalised by the dictionary's column norms) are set
+        from the exact per-sample statistics of the final pass, at the weight the online state
+        has reached: the online surrogate is then the objective of the data at the final
+        (polished) dictionary, which is its own minimiser, so streaming goes on from there.
         """
         if scale is not None:
             self._online_state = None  # standardised fits cannot stream on
             return
         state = self._online_state
+        A, B, lam = code_step(D, P, G, state["lam"])
         norms = np.linalg.norm(D, axis=0)
         safe = np.where(norms > 0, norms, 1.0)
-        state.update(mean=np.asarray(mean, dtype=np.float64).copy(), N=int(n),
-                     S=float(s) * state["W"], Gu=G / np.outer(safe, safe) * state["W"],
-                     D_G=D)
+        W = state["W"]
+        state.update(mean=np.asarray(mean, dtype=np.float64).copy(), N=int(n), A=A * W,
+                     B=B * W, lam=lam, S=float(s) * W, Gu=G / np.outer(safe, safe) * W,
+                     D_G=D, D=D)
 
     def _finish_dictionary(self, D, P, G, s, n) -> None:
         """Fitted attributes from the final dictionary and its per-sample statistics."""
@@ -484,6 +501,13 @@ class _MinibatchFeed:
             if hasattr(fut, "cancel"):
                 fut.cancel()
         self.pending.clear()
+
+
+def _covariance_stats(C: np.ndarray):
+    """``stats(D) = (C D, Dᵀ C D, tr C)``: the per-sample code statistics from the covariance."""
+    def stats(D):
+        return C @ D, D.T @ C @ D, float(np.trace(C))
+    return stats
 
 
 def _legacy_batch_commit(attrs: dict, arrays: dict) -> Resumed:
