@@ -245,6 +245,11 @@ def _legacy_commit(attrs: dict, arrays: dict) -> Resumed:
 # ---------------------------------------------------------------------------------------------
 # the estimator
 # ---------------------------------------------------------------------------------------------
+#: the thresholding's accuracy under ``svd_tol="auto"`` (relative to ‖P_Ω M‖_F): the default
+#: ``tol``, not the fit's own, which is a stopping rule only
+AUTO_SVD_TOL = 1e-7
+
+
 class RobustPCA(LinearDecompositionMixin):
     """Robust PCA by principal component pursuit: ``M = L + S``, ``L`` low rank, ``S`` sparse.
 
@@ -283,12 +288,13 @@ class RobustPCA(LinearDecompositionMixin):
         (:func:`scalepca.linalg.svt.svt`). The partial SVD is grown, within the iteration,
         until at least one trusted singular value estimate lies below the threshold, and
         power iterations go on until the thresholded matrix changes by at most
-        ``svd_tol · ‖P_Ω M‖_F`` between two of them (``"auto"``: ``tol``, the scale of the
-        stopping rule), so the fit follows the exact-SVD path. ``None``: the former fixed
-        ``1 + 2·n_power_iter`` passes, which can miss singular values just above the
-        threshold and then end elsewhere (digits with 10 % salt-and-pepper noise: rank 27 for
-        28, L 4.4 % from the exact-SVD answer; ``"auto"``: rank 28, 1e-7, in 2.3 times the
-        passes).
+        ``svd_tol · ‖P_Ω M‖_F`` between two of them (``"auto"``: 1e-7, the default ``tol``;
+        fixed, so that ``tol`` only says when to stop and a checkpoint resumed with another
+        ``tol`` goes on along the same path), so the fit follows the exact-SVD path.
+        ``None``: the former fixed ``1 + 2·n_power_iter`` passes, which can miss singular
+        values just above the threshold and then end elsewhere (digits with 10 %
+        salt-and-pepper noise: rank 27 for 28, L 4.4 % from the exact-SVD answer; ``"auto"``:
+        rank 28, 1e-7, in 2.3 times the passes).
     mask : array-like of bool, shape (n1, n2), or None
         Observed entries Ω (True = observed). Only those are constrained (robust matrix
         completion); unobserved entries of ``M`` may hold anything, NaN included.
@@ -675,7 +681,7 @@ class RobustPCA(LinearDecompositionMixin):
         n_min = min(P.M.shape)
         entropy, sv, mu = int(state["entropy"]), int(state["sv"]), float(state["mu"])
         rtol = None if self.svd_tol is None else float(  # grow and iterate until sure
-            self.tol if self.svd_tol == "auto" else self.svd_tol)
+            AUTO_SVD_TOL if self.svd_tol == "auto" else self.svd_tol)
         res = svt(
             state["A"], 1.0 / mu, sv, method=self.svd, n_oversamples=P.p,
             n_power_iter=self.n_power_iter, timed=self._timed_pass,
