@@ -264,6 +264,35 @@ def test_make_data_counts_cli(tmp_path, capsys):
     assert _same(a.layers["counts"], _stacked(make_counts(300, 50, density=0.25, seed=3).X))
 
 
+def test_make_data_counts_store_runs_scanpys_default_pca(tmp_path, capsys):
+    # the store's indices and indptr share one integer type, as in the stores anndata writes:
+    # scanpy's sparse PCA kernels refused int32 indices with int64 indptr ("Buffer dtype
+    # mismatch"); its result equals scalepca's on the same store
+    sc = pytest.importorskip("scanpy")
+    path = tmp_path / "counts.zarr"
+    rc = main(["make-data", str(path), "--kind", "counts", "--n-samples", "400",
+               "--n-features", "60", "--density", "0.25", "--seed", "3", "--chunk-rows", "64",
+               "--dtype", "float64", "-q"])
+    assert rc == EXIT_OK, capsys.readouterr().err
+    a = ad.read_zarr(path)
+    assert a.X.indices.dtype == a.X.indptr.dtype == np.int32  # scipy's choice for this size
+    own = ad.AnnData(X=sp.csr_matrix(a.X.toarray()))  # the same matrix written by anndata
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        own.write_zarr(tmp_path / "own.zarr")
+    back = ad.read_zarr(tmp_path / "own.zarr").X
+    assert (back.indices.dtype, back.indptr.dtype) == (a.X.indices.dtype, a.X.indptr.dtype)
+    sc.pp.pca(a, n_comps=5)  # scanpy's defaults
+    dense = a.X.toarray()
+    est = scalepca.PCA(5).fit(scalepca.open_matrix(str(path)) if PCA_TAKES_SPARSE else dense)
+    comps = a.varm["PCs"].T
+    signs = np.sign(np.sum(est.components_ * comps, axis=1))
+    np.testing.assert_allclose(est.components_ * signs[:, None], comps, atol=1e-8)
+    np.testing.assert_allclose(est.explained_variance_, a.uns["pca"]["variance"], rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(est.transform(dense)) * signs, a.obsm["X_pca"],
+                               atol=1e-8)
+
+
 # -- scanpy's PCA on the same AnnData ----------------------------------------------------------
 @needs_sparse_pca
 @pytest.mark.parametrize("kind", ["object", "zarr"])
