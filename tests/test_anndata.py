@@ -337,6 +337,37 @@ def test_validate_anndata_problems_in_config_words(stores, capsys, data, expecte
     assert __import__("re").search(expected, err), err
 
 
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize(("key", "value"), [("variable", "nonexistent"), ("variable", "X"),
+                                            ("sample_dims", ["obs"]), ("feature_dims", "var")])
+@pytest.mark.parametrize("path", ["cells.zarr", "cells.h5ad"])
+def test_cli_refuses_variable_and_dims_of_an_anndata_store(stores, tmp_path, capsys, command,
+                                                           key, value, path):
+    # open_matrix refuses them for AnnData; the CLI said "valid" and ran when the store was
+    # recognised by its path (no data.format)
+    with pytest.raises(ValueError, match="AnnData"):
+        scalepca.open_matrix(str(stores / path), **{key: value})
+    cfg = _config(stores, f"{command}-{key}.yaml",
+                  {"path": path, "layer": "dense", key: value},
+                  output={"store": str(tmp_path / "out"), "report": False})
+    rc = main([command, str(cfg)] + (["-q"] if command == "run" else []))
+    err = capsys.readouterr().err
+    assert rc == EXIT_USER_ERROR, err
+    assert (f"'data.{key}' do(es) not apply to the AnnData store '{stores / path}' (a cell × "
+            "gene matrix); choose the matrix with 'data.layer' (null: X)") in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_config_refuses_variable_for_generated_counts(tmp_path, capsys):
+    cfg = _config(tmp_path, "gen.yaml", {"path": "cells.zarr", "variable": "X",
+                                         "generate": {"kind": "counts", "n_samples": 50,
+                                                      "n_features": 10}})
+    assert main(["validate", str(cfg)]) == EXIT_USER_ERROR
+    assert ("'data.variable' do(es) not apply to the AnnData store data.generate.kind counts "
+            "writes") in capsys.readouterr().err
+    assert not (tmp_path / "cells.zarr").exists()
+
+
 @pytest.mark.parametrize("path", ["cells.zarr", "cells.h5ad"])
 def test_validate_anndata_store(stores, capsys, path):
     rc = main(["validate", str(_config(stores, "ok.yaml",
