@@ -503,6 +503,13 @@ class LinearDecompositionMixin(DecompositionMixin):
         Returns
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
+
+        Raises
+        ------
+        ValueError
+            ``X`` has feature names (DataFrame columns, the DataArray's feature coordinate, an
+            AnnData's genes) other than ``feature_names_in_``, or the same in another order:
+            features are never matched by position when both sides name them.
         """
         data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks)
         Z = affine_map(self._select_features(data.data), self._kept(self.mean_),
