@@ -671,11 +671,11 @@ def _indptr_part(block, block_id=None, *, offsets, dtype_out=np.int64):
     return (offsets[block_id[0]] + block.indptr[1:].astype(np.int64)).astype(dtype_out)
 
 
-def csr_index_dtype(nnz: int, n_columns: int) -> np.dtype:
-    """The integer type of ``indices`` and ``indptr`` of a CSR matrix: int32 while every
-    column index and the count of stored values fit in it, else int64 (scipy.sparse's rule,
-    which anndata's stores follow)."""
-    fits = max(int(nnz), int(n_columns)) <= np.iinfo(np.int32).max
+def csr_index_dtype(nnz: int, shape: tuple) -> np.dtype:
+    """The integer type of ``indices`` and ``indptr`` of a CSR matrix: int32 while the count
+    of stored values and both dimensions fit in it, else int64 (the rule of scipy.sparse,
+    whose matrices anndata writes as they are)."""
+    fits = max(int(nnz), *map(int, shape)) <= np.iinfo(np.int32).max
     return np.dtype(np.int32 if fits else np.int64)
 
 
@@ -706,7 +706,7 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
         _block_nnz, chunks=(1, 1), dtype=np.int64, meta=np.empty((0, 0), dtype=np.int64))
     nnz = counted.compute().ravel()
     offsets = np.concatenate([[0], np.cumsum(nnz)])
-    index = csr_index_dtype(int(offsets[-1]), d)
+    index = csr_index_dtype(int(offsets[-1]), (n, d))
     root = zarr.open_group(store, mode="w", zarr_format=3)  # v3, as all scalepca writes
     root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0",
                        **({} if complete is None else {"complete": False})})

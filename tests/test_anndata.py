@@ -264,6 +264,16 @@ def test_make_data_counts_cli(tmp_path, capsys):
     assert _same(a.layers["counts"], _stacked(make_counts(300, 50, density=0.25, seed=3).X))
 
 
+def test_csr_index_type_is_scipys():
+    from scalepca.datasets import csr_index_dtype
+
+    # public from scipy 1.15; the private name before
+    scipys = getattr(sp, "get_index_dtype", None) or sp._sputils.get_index_dtype
+    for nnz, shape in [(10, (5, 3)), (2**31 - 1, (5, 3)), (2**31, (5, 3)), (5, (2**31, 3)),
+                       (5, (3, 2**31))]:
+        assert csr_index_dtype(nnz, shape) == scipys(maxval=max(nnz, *shape))
+
+
 def test_make_data_counts_store_runs_scanpys_default_pca(tmp_path, capsys):
     # the store's indices and indptr share one integer type, as in the stores anndata writes:
     # scanpy's sparse PCA kernels refused int32 indices with int64 indptr ("Buffer dtype
