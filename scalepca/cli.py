@@ -144,6 +144,11 @@ def open_data(dcfg: dict, *, method: str | None = None):
         generate_data(dcfg["generate"], path, storage_options=so)
     chunks = dcfg.get("chunks")
     if _is_anndata(dcfg):
+        from .config import anndata_keys_problem
+
+        problem = anndata_keys_problem(dcfg, f"the AnnData store {path!r}")
+        if problem:  # open_matrix refuses them too; said here in the config's words
+            raise UserError(problem)
         try:
             return open_matrix(path, storage_options=so, format="anndata",
                                layer=dcfg.get("layer"),

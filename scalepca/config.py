@@ -482,6 +482,16 @@ def check_cluster(section) -> dict:
     return {"kind": kind, **out}
 
 
+def anndata_keys_problem(dcfg: dict, where: str) -> str | None:
+    """Why ``data.variable`` / ``sample_dims`` / ``feature_dims`` cannot apply to AnnData
+    (``where``: how the data are AnnData), as ``open_matrix`` refuses them; None if unset."""
+    given = [k for k in ("variable", "sample_dims", "feature_dims") if dcfg.get(k) is not None]
+    if not given:
+        return None
+    return (f"{', '.join(repr('data.' + k) for k in given)} do(es) not apply to {where} (a "
+            "cell × gene matrix); choose the matrix with 'data.layer' (null: X)")
+
+
 def _check_data(section) -> dict:
     if section is None or not isinstance(section, dict):
         raise ConfigError(f"'data' must be a mapping with at least 'path'; got {section!r}")
@@ -516,11 +526,9 @@ def _check_data(section) -> dict:
         if isinstance(out["chunks"], list):
             raise ConfigError("'data.chunks' of AnnData is the cells per block (an integer): "
                               "the genes stay in one block")
-        given = [k for k in ("variable", "sample_dims", "feature_dims") if out[k] is not None]
-        if given:
-            raise ConfigError(f"{', '.join(repr('data.' + k) for k in given)} do(es) not apply "
-                              "to data.format anndata (a cell × gene matrix); choose the matrix "
-                              "with 'data.layer' (null: X)")
+        problem = anndata_keys_problem(out, "data.format anndata")
+        if problem:
+            raise ConfigError(problem)
     elif out["layer"] is not None and out["format"] is not None:
         raise ConfigError(f"'data.layer' applies to data.format anndata; data.format is "
                           f"{out['format']!r}")
@@ -530,6 +538,10 @@ def _check_data(section) -> dict:
         if gen["kind"] == "counts" and gen.get("layer") != out["layer"]:
             raise ConfigError(f"'data.generate.layer' is {gen.get('layer')!r} but 'data.layer' "
                               f"is {out['layer']!r}: the generated counts would not be read")
+        problem = anndata_keys_problem(out, "the AnnData store data.generate.kind counts "
+                                       "writes") if gen["kind"] == "counts" else None
+        if problem:
+            raise ConfigError(problem)
     return out
 
 
@@ -710,7 +722,9 @@ KEY_DOCS = {
     "data.format": "What ``data.path`` is: ``zarr``, ``netcdf`` or ``anndata`` (an AnnData "
                    "``.zarr`` store or ``.h5ad`` file, read lazily as a sparse cell × gene "
                    "matrix). Default: recognised from the path's ending or first bytes.",
-    "data.layer": "AnnData: the layer to read (e.g. ``counts``); ``null`` reads ``X``.",
+    "data.layer": "AnnData: the layer to read (e.g. ``counts``); ``null`` reads ``X``. "
+                  "AnnData is a cell × gene matrix already: ``variable``, ``sample_dims`` and "
+                  "``feature_dims`` are refused for it (as ``open_matrix`` refuses them).",
     "data.task_size": "Bytes of data one task reads (``128MiB``) when ``chunks`` is not given: "
                       "a store's small chunks are read several per task, whole multiples of "
                       "its row chunk, so the task count follows the data size, not the "

@@ -658,9 +658,17 @@ def _block_nnz(block):
     return np.array([[block.nnz]], dtype=np.int64)
 
 
-def _indptr_part(block, block_id=None, *, offsets):
+def _indptr_part(block, block_id=None, *, offsets, dtype_out=np.int64):
     """A block's row pointers, shifted to where its values start in the whole matrix."""
-    return offsets[block_id[0]] + block.indptr[1:].astype(np.int64)
+    return (offsets[block_id[0]] + block.indptr[1:].astype(np.int64)).astype(dtype_out)
+
+
+def csr_index_dtype(nnz: int, shape: tuple) -> np.dtype:
+    """The integer type of ``indices`` and ``indptr`` of a CSR matrix: int32 while the count
+    of stored values and both dimensions fit in it, else int64 (the rule of scipy.sparse,
+    whose matrices anndata writes as they are)."""
+    fits = max(int(nnz), *map(int, shape)) <= np.iinfo(np.int32).max
+    return np.dtype(np.int32 if fits else np.int64)
 
 
 def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
@@ -676,6 +684,10 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
     ``complete``: a ``complete`` attribute set first to false and to true at the end, and the
     ``format`` of a scalepca dataset. ``compressors``: those of the CSR arrays (zarr's default
     if None).
+
+    ``indices`` and ``indptr`` share one integer type, as in the stores anndata writes from a
+    ``scipy.sparse`` matrix (:func:`csr_index_dtype`): readers such as scanpy's PCA kernels
+    take them only in matching types.
     """
     import pandas as pd
     import zarr
@@ -689,6 +701,7 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
         _block_nnz, chunks=(1, 1), dtype=np.int64, meta=np.empty((0, 0), dtype=np.int64))
     nnz = counted.compute().ravel()
     offsets = np.concatenate([[0], np.cumsum(nnz)])
+    index = csr_index_dtype(int(offsets[-1]), (n, d))
     root = zarr.open_group(store, mode="w", zarr_format=3)  # v3, as all scalepca writes
     root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0",
                        **({} if complete is None else {"format": DATASET, "complete": False})})
@@ -708,13 +721,14 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
     parts = {
         "data": X.map_blocks(lambda b: b.data, drop_axis=1, chunks=(tuple(nnz),),
                              dtype=X.dtype, meta=np.empty((0,), dtype=X.dtype)),
-        "indices": X.map_blocks(lambda b: b.indices.astype(np.int32), drop_axis=1,
-                                chunks=(tuple(nnz),), dtype=np.int32,
-                                meta=np.empty((0,), dtype=np.int32)),
+        "indices": X.map_blocks(lambda b: b.indices.astype(index), drop_axis=1,
+                                chunks=(tuple(nnz),), dtype=index,
+                                meta=np.empty((0,), dtype=index)),
         "indptr": da.concatenate([
-            da.zeros((1,), dtype=np.int64, chunks=1),
-            X.map_blocks(_indptr_part, offsets=offsets, drop_axis=1, chunks=(X.chunks[0],),
-                         dtype=np.int64, meta=np.empty((0,), dtype=np.int64))]),
+            da.zeros((1,), dtype=index, chunks=1),
+            X.map_blocks(_indptr_part, offsets=offsets, dtype_out=index, drop_axis=1,
+                         chunks=(X.chunks[0],), dtype=index,
+                         meta=np.empty((0,), dtype=index))]),
     }
     sources, targets = [names], [zn]
     for name, arr in parts.items():

@@ -264,6 +264,45 @@ def test_make_data_counts_cli(tmp_path, capsys):
     assert _same(a.layers["counts"], _stacked(make_counts(300, 50, density=0.25, seed=3).X))
 
 
+def test_csr_index_type_is_scipys():
+    from scalepca.datasets import csr_index_dtype
+
+    # public from scipy 1.15; the private name before
+    scipys = getattr(sp, "get_index_dtype", None) or sp._sputils.get_index_dtype
+    for nnz, shape in [(10, (5, 3)), (2**31 - 1, (5, 3)), (2**31, (5, 3)), (5, (2**31, 3)),
+                       (5, (3, 2**31))]:
+        assert csr_index_dtype(nnz, shape) == scipys(maxval=max(nnz, *shape))
+
+
+def test_make_data_counts_store_runs_scanpys_default_pca(tmp_path, capsys):
+    # the store's indices and indptr share one integer type, as in the stores anndata writes:
+    # scanpy's sparse PCA kernels refused int32 indices with int64 indptr ("Buffer dtype
+    # mismatch"); its result equals scalepca's on the same store
+    sc = pytest.importorskip("scanpy")
+    path = tmp_path / "counts.zarr"
+    rc = main(["make-data", str(path), "--kind", "counts", "--n-samples", "400",
+               "--n-features", "60", "--density", "0.25", "--seed", "3", "--chunk-rows", "64",
+               "--dtype", "float64", "-q"])
+    assert rc == EXIT_OK, capsys.readouterr().err
+    a = ad.read_zarr(path)
+    assert a.X.indices.dtype == a.X.indptr.dtype == np.int32  # scipy's choice for this size
+    own = ad.AnnData(X=sp.csr_matrix(a.X.toarray()))  # the same matrix written by anndata
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        own.write_zarr(tmp_path / "own.zarr")
+    back = ad.read_zarr(tmp_path / "own.zarr").X
+    assert (back.indices.dtype, back.indptr.dtype) == (a.X.indices.dtype, a.X.indptr.dtype)
+    sc.pp.pca(a, n_comps=5)  # scanpy's defaults
+    dense = a.X.toarray()
+    est = scalepca.PCA(5).fit(scalepca.open_matrix(str(path)) if PCA_TAKES_SPARSE else dense)
+    comps = a.varm["PCs"].T
+    signs = np.sign(np.sum(est.components_ * comps, axis=1))
+    np.testing.assert_allclose(est.components_ * signs[:, None], comps, atol=1e-8)
+    np.testing.assert_allclose(est.explained_variance_, a.uns["pca"]["variance"], rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(est.transform(dense)) * signs, a.obsm["X_pca"],
+                               atol=1e-8)
+
+
 # -- scanpy's PCA on the same AnnData ----------------------------------------------------------
 @needs_sparse_pca
 @pytest.mark.parametrize("kind", ["object", "zarr"])
@@ -306,6 +345,37 @@ def test_validate_anndata_problems_in_config_words(stores, capsys, data, expecte
     err = capsys.readouterr().err
     assert rc == EXIT_USER_ERROR
     assert __import__("re").search(expected, err), err
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize(("key", "value"), [("variable", "nonexistent"), ("variable", "X"),
+                                            ("sample_dims", ["obs"]), ("feature_dims", "var")])
+@pytest.mark.parametrize("path", ["cells.zarr", "cells.h5ad"])
+def test_cli_refuses_variable_and_dims_of_an_anndata_store(stores, tmp_path, capsys, command,
+                                                           key, value, path):
+    # open_matrix refuses them for AnnData; the CLI said "valid" and ran when the store was
+    # recognised by its path (no data.format)
+    with pytest.raises(ValueError, match="AnnData"):
+        scalepca.open_matrix(str(stores / path), **{key: value})
+    cfg = _config(stores, f"{command}-{key}.yaml",
+                  {"path": path, "layer": "dense", key: value},
+                  output={"store": str(tmp_path / "out"), "report": False})
+    rc = main([command, str(cfg)] + (["-q"] if command == "run" else []))
+    err = capsys.readouterr().err
+    assert rc == EXIT_USER_ERROR, err
+    assert (f"'data.{key}' do(es) not apply to the AnnData store '{stores / path}' (a cell × "
+            "gene matrix); choose the matrix with 'data.layer' (null: X)") in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_config_refuses_variable_for_generated_counts(tmp_path, capsys):
+    cfg = _config(tmp_path, "gen.yaml", {"path": "cells.zarr", "variable": "X",
+                                         "generate": {"kind": "counts", "n_samples": 50,
+                                                      "n_features": 10}})
+    assert main(["validate", str(cfg)]) == EXIT_USER_ERROR
+    assert ("'data.variable' do(es) not apply to the AnnData store data.generate.kind counts "
+            "writes") in capsys.readouterr().err
+    assert not (tmp_path / "cells.zarr").exists()
 
 
 @pytest.mark.parametrize("path", ["cells.zarr", "cells.h5ad"])

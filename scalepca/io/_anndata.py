@@ -176,7 +176,10 @@ def open_anndata(source, *, layer: str | None = None, chunks=None,
     ----------
     source : anndata.AnnData, str or path
         An AnnData in memory or backed (``read_h5ad(..., backed="r")``), or the path of an
-        AnnData store: a ``.zarr`` folder (or fsspec URL) or a ``.h5ad`` file.
+        AnnData store: a ``.zarr`` folder (or fsspec URL) or a ``.h5ad`` file. A view
+        (``adata[cells, genes]``: slices, masks, permutations) gives exactly its cells and
+        genes in its order, with its names, read lazily from its parent
+        (:mod:`scalepca.io._anndata_views`).
     layer : str, optional
         The layer to read (``"counts"``); ``None`` reads ``X``.
     chunks : int or dict, optional
@@ -225,6 +228,10 @@ def _from_object(adata, *, layer, chunks) -> xr.DataArray:
     problem = layer_problem(adata.layers.keys(), layer, where, has_x=adata.X is not None)
     if problem:
         raise KeyError(problem)
+    if adata.is_view:  # exactly its cells and genes, in its order, lazily
+        from ._anndata_views import view_matrix
+
+        return view_matrix(adata, layer=layer, chunks=chunks)
     if layer is None and adata.isbacked:
         # X stays in the file: read it lazily by path, as a store is read
         out = _from_store(adata.filename, layer=None, chunks=chunks, storage_options=None)
@@ -315,10 +322,8 @@ def _from_store(path, *, layer, chunks, storage_options) -> xr.DataArray:
             root.close()
 
 
-def _read_root(root, where: str, *, layer, chunks) -> xr.DataArray:
-    anndata = _import_anndata()
-    from anndata.experimental import read_elem_lazy
-
+def matrix_elem(root, where: str, *, layer):
+    """``(elem, encoding, (n, d), default rows per block)`` of X or a layer (metadata only)."""
     if root.attrs.get("encoding-type") != ENCODING:
         raise ValueError(f"{where} is not an AnnData store (its root group has no "
                          "'encoding-type: anndata' attribute)")
@@ -340,9 +345,18 @@ def _read_root(root, where: str, *, layer, chunks) -> xr.DataArray:
                              "(cell × gene) matrix is needed")
         n, d = elem.shape
         default = _rows_per_block(n, d, nnz=None, itemsize=elem.dtype.itemsize)
+        encoding = "array"
     else:
         raise ValueError(f"{layer or 'X'} of {where} is stored as {encoding!r}; scalepca "
                          "reads CSR, CSC and dense matrices")
+    return elem, encoding, (n, d), default
+
+
+def _read_root(root, where: str, *, layer, chunks) -> xr.DataArray:
+    anndata = _import_anndata()
+    from anndata.experimental import read_elem_lazy
+
+    elem, encoding, (n, d), default = matrix_elem(root, where, layer=layer)
     rows = _block_rows(chunks, default)
     X = read_elem_lazy(elem, chunks=(rows, d))
     if encoding == "csc_matrix":

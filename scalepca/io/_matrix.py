@@ -118,6 +118,8 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
                            min_features=min_features, allow_2d_blocks=allow_2d_blocks,
                            accept_sparse=accept_sparse)
         return MatrixInput(attach(arr, prep), "xarray", X, prep)
+    if hasattr(X, "to_dask_array") and hasattr(X, "columns"):  # a dask DataFrame, read lazily
+        X = X.to_dask_array(lengths=True)  # the row count of each partition: one small pass
     prep = carried(X)
     kind = "dask" if isinstance(X, da.Array) else "numpy"
     if kind == "numpy" and not isinstance(X, np.ndarray):

@@ -133,6 +133,10 @@ class LatentGaussianMixin:
         """
         self._check_gaussian("score_samples")
         data = self._transform_input(X)
+        return data.wrap_samples(self._loglike(data))
+
+    def _loglike(self, data):
+        """The lazy per-sample log-likelihood of checked input (``_transform_input``)."""
         U, lam, sigma2 = self._model_basis()
         self._check_nonsingular(U, lam, sigma2)
         Xd, mean, logdet_scale = self._standardized(self._select_features(data.data))
@@ -140,7 +144,7 @@ class LatentGaussianMixin:
             _loglike_block, mean, U, lam, sigma2,
             drop_axis=1, dtype=np.float64, meta=np.empty((0,), dtype=np.float64),
         )
-        return data.wrap_samples(ll - logdet_scale)
+        return ll - logdet_scale
 
     def _standardized(self, Xd):
         """``(Xd / scale, mean / scale, Σ log scale)`` on the kept features (lazy, blockwise):
@@ -159,5 +163,4 @@ class LatentGaussianMixin:
         """Average log-likelihood of the samples (one pass over ``X``)."""
         self._check_gaussian("score")
         data = self._transform_input(X)
-        ll = self.score_samples(data.data)
-        return float(da.mean(ll).compute())
+        return float(da.mean(self._loglike(data)).compute())

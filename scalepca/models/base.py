@@ -13,8 +13,9 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils._set_output import _wrap_data_with_container
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._feature_names import check_feature_names, feature_names_of
 from .._validation import check_2d, check_dtype, check_n_features, is_sparse
 from ..io._matrix import MatrixInput, as_matrix
 
@@ -117,7 +118,11 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     ``components_`` and ``mean_`` so the default transforms apply.
 
     NumPy and pandas input go through scikit-learn's ``validate_data`` (2-D, numeric dtype,
-    empty data, the number and names of features seen in fit, finite values in ``transform``);
+    empty data, the number of features seen in fit, finite values in ``transform``). Feature
+    names are one notion for every input kind (frame columns, AnnData genes, the feature
+    coordinate of a DataArray: :mod:`scalepca._feature_names`), recorded in ``fit`` as
+    ``feature_names_in_`` and checked on new data of any kind: other names or another order
+    are refused;
     ``get_feature_names_out`` gives ``pca0, pca1, …`` (the class name in lower case) and
     ``set_output(transform="pandas")`` applies to NumPy results.
     """
@@ -190,9 +195,11 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
         Shape and dtype are checked first, in scalepca's words (``check_2d``, ``check_dtype``);
         then ``validate_data`` converts object and frame input to a numeric array, refuses
-        empty data, and with ``reset`` records ``n_features_in_`` and ``feature_names_in_``,
-        without ``reset`` checks them. Non-finite values are left to the caller (NaN may mark
-        features left out of the fit, or entries PPCA treats as missing).
+        empty data, and with ``reset`` records ``n_features_in_``; without ``reset``,
+        ``check_array`` does the same and the number of features seen in fit is checked (the
+        names are checked by ``_transform_input`` for every input kind). Non-finite values are
+        left to the caller (NaN may mark features left out of the fit, or entries PPCA treats
+        as missing).
         """
         if not _in_memory(X):
             return X
@@ -200,8 +207,14 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         dtype = getattr(X, "dtype", None)
         if isinstance(dtype, np.dtype) and dtype.kind not in "fiubO":
             check_dtype(dtype, what=what)
-        return validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False,
-                             ensure_min_samples=min_samples)
+        if reset:
+            return validate_data(self, X, reset=True, dtype="numeric", ensure_all_finite=False,
+                                 ensure_min_samples=min_samples)
+        X = check_array(X, dtype="numeric", ensure_all_finite=False,
+                        ensure_min_samples=min_samples, estimator=self, input_name=what)
+        if hasattr(self, "n_features_in_"):
+            check_n_features(X, self.n_features_in_, what=what, estimator=type(self).__name__)
+        return X
 
     def _fit_input(self, X) -> MatrixInput:
         """The validated input of ``fit`` (features in one column chunk unless overridden)."""
@@ -215,13 +228,17 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         was fitted on (NaN too unless ``allow_nan``, default ``_transform_allows_nan``).
         """
         self._check_fitted()
+        prep = getattr(self, "_preprocessing", None)
+        names = feature_names_of(X, feature_dim=None if prep is None else prep.feature_dim,
+                                 what=what)
+        check_feature_names(self, names, what=what)  # for every kind, before the layout's checks
+        X = self._prepared(X, what=what)  # as it is, for a model fitted without preprocessing
         validated = _in_memory(X) and getattr(self, "_preprocessing", None) is None
         if validated:
             X = self._validated_in_memory(X, what=what)
             keep = getattr(self, "_features_kept", None)
             allow_nan = self._transform_allows_nan if allow_nan is None else allow_nan
             _refuse_nonfinite(X if keep is None else X[:, keep], allow_nan=allow_nan, what=what)
-        X = self._prepared(X, what=what)
         data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks, validated=validated)
         check_n_features(data.data, self.n_features_in_, what=what,
                          estimator=type(self).__name__)
@@ -262,9 +279,10 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         try:  # in this frame: the stack levels of warnings raised in _fit count from here
             self.n_passes_ = 0
             t0 = time.perf_counter()
-            X = self._validated_in_memory(X, reset=True)  # feature names of a DataFrame
-            # set again after the fit: X is now an array, which must not be checked against them
-            names = vars(self).pop("feature_names_in_", None)
+            names = feature_names_of(X)  # of any input kind (frame, AnnData, DataArray)
+            X = self._validated_in_memory(X, reset=True)
+            # set after the fit: X is now an array, which must not be checked against them
+            vars(self).pop("feature_names_in_", None)
             data = self._fit_input(X)
             self._features_kept = None
             self._preprocessing = None  # inside _fit, transforms take the matrix as it is
@@ -272,7 +290,6 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             self._widen_features(data.data.shape[1])
             self._feature_template = _feature_template(data)
             self._preprocessing = data.prep
-            names = _feature_names(data) if names is None else names
             if names is not None:
                 self.feature_names_in_ = names
             self.fit_time_ = time.perf_counter() - t0
@@ -512,6 +529,13 @@ class LinearDecompositionMixin(DecompositionMixin):
         Returns
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
+
+        Raises
+        ------
+        ValueError
+            ``X`` has feature names (DataFrame columns, the DataArray's feature coordinate, an
+            AnnData's genes) other than ``feature_names_in_``, or the same in another order:
+            features are never matched by position when both sides name them.
         """
         self._check_fitted()  # before the projection matrix is formed from fitted attributes
         data, Z = self._project(X, self._transform_matrix())
@@ -533,19 +557,6 @@ class LinearDecompositionMixin(DecompositionMixin):
         zin = self._scores_input(Z, k)
         Xhat = affine_map(zin.data, np.zeros(k), self._inverse_matrix(), self.mean_)
         return self._wrap_reconstruction(zin, Xhat)
-
-
-def _feature_names(data: MatrixInput) -> np.ndarray | None:
-    """``feature_names_in_`` of xarray input: its 1-D feature coordinate, if made of strings."""
-    if data.kind != "xarray":
-        return None
-    dim = data.feature_dim
-    if dim not in data.template.coords or data.template.coords[dim].ndim != 1:
-        return None
-    values = np.asarray(data.template.coords[dim].values)
-    if values.dtype.kind not in "UO" or not all(isinstance(v, str) for v in values):
-        return None
-    return values.astype(object)
 
 
 def _feature_template(data: MatrixInput):
