@@ -213,7 +213,9 @@ def test_nystroem_normalization_floor():
     L = np.repeat(np.random.default_rng(0).standard_normal((5, 3)), 2, axis=0)
     K = kernel_block(L, L, kernel="rbf", gamma=0.5)
     N, s = nystroem_normalization(K)
-    assert N.shape == (10, 5) and np.all(s > 0)
+    assert N.shape == (10, 10) and s.size == 5 and np.all(s > 0)
+    assert np.linalg.matrix_rank(N) == 5
+    np.testing.assert_allclose(N, N.T, atol=1e-12)  # the symmetric root: no sign choice
     np.testing.assert_allclose(K @ N @ N.T @ K, K, atol=1e-10)
 
 

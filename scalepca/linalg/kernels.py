@@ -142,9 +142,13 @@ def nystroem_normalization(K_LL: np.ndarray, *, rtol: float = 1e-10):
     """``K_LL^{-½}`` restricted to its numerically positive eigen-directions.
 
     With ``K_LL = U diag(s) Uᵀ`` (descending), directions with ``s_j ≤ rtol · s_1`` are dropped
-    (a pseudo-inverse: the floor on tiny eigenvalues) and ``N = U_r diag(s_r)^{-½}`` (m × r) is
-    returned with the kept eigenvalues. Then ``φ(x) = k(x, L) N`` has
-    ``φ(x)ᵀφ(y) = k(x, L) K_LL⁺ k(L, y)``, the Nyström approximation of ``k(x, y)``.
+    (a pseudo-inverse: the floor on tiny eigenvalues) and the symmetric
+    ``N = U_r diag(s_r)^{-½} U_rᵀ`` (m × m, rank r) is returned with the kept eigenvalues. Then
+    ``φ(x) = k(x, L) N`` has ``φ(x)ᵀφ(y) = k(x, L) K_LL⁺ k(L, y)``, the Nyström approximation
+    of ``k(x, y)``. The symmetric root, unlike ``U_r diag(s_r)^{-½}``, does not depend on the
+    signs (or, for close eigenvalues, the rotation) LAPACK gives the eigenvectors, so the
+    feature coordinates, and the sign convention taken in them, are the same on every machine
+    and for every memory layout of the landmarks.
     """
     s, U = eigh_descending(np.asarray(K_LL, dtype=np.float64))
     top = s[0] if s.size else 0.0
@@ -154,7 +158,8 @@ def nystroem_normalization(K_LL: np.ndarray, *, rtol: float = 1e-10):
             "degenerate on these data (check gamma / coef0)"
         )
     keep = s > rtol * top
-    return U[:, keep] / np.sqrt(s[keep]), s[keep]
+    U_r = U[:, keep]
+    return (U_r / np.sqrt(s[keep])) @ U_r.T, s[keep]
 
 
 def kept_columns(x, keep: np.ndarray | None):

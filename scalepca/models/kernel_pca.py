@@ -171,14 +171,15 @@ class KernelPCA(DecompositionMixin):
     K_fit_rows_ : ndarray of shape (n_samples,)
         Exact: column means of the uncentred training kernel; ``K_fit_all_`` its grand mean.
     n_kernel_features_ : int
-        Nyström/RFF: width of the feature matrix (m, less the dropped Nyström directions).
+        Nyström/RFF: width of the feature matrix, m (Nyström: of rank m less the dropped
+        directions of ``K_LL``).
     n_components_, n_samples_, n_features_in_, n_passes_ : int
     X_transformed_fit_ : ndarray of shape (n_samples, n_components)
         Exact, ``fit_inverse_transform=True``: the training scores ``U √λ``.
     dual_coef_ : ndarray of shape (n_samples, n_features_in_)
         Exact, ``fit_inverse_transform=True``: ``(k(Z, Z) + αI)⁻¹ X`` (NaN at left-out
         features).
-    inverse_landmarks_, inverse_normalization_ : ndarrays of shapes (m, n_components), (m, r)
+    inverse_landmarks_, inverse_normalization_ : ndarrays of shapes (m, n_components), (m, m)
         Nyström, ``fit_inverse_transform=True``: the scores of the landmarks and
         ``k(Z_L, Z_L)^{-½}`` on its kept directions (the feature map of the scores).
     inverse_weights_, inverse_offset_ : ndarrays of shapes (n_components, m), (m,)
@@ -463,10 +464,10 @@ class KernelPCA(DecompositionMixin):
             if self.landmarks == "kmeans++":
                 L = kmeans_plusplus_landmarks(rows, m, rng, n_iter=KMEANS_LLOYD_ITER)
             K_LL = kernel_block(L, L, **kparams)
-            N, _ = nystroem_normalization(K_LL, rtol=NYSTROEM_RTOL)
-            if N.shape[1] < k:
+            N, kept = nystroem_normalization(K_LL, rtol=NYSTROEM_RTOL)
+            if kept.size < k:
                 raise ValueError(
-                    f"only {N.shape[1]} of the {m} landmark directions are numerically "
+                    f"only {kept.size} of the {m} landmark directions are numerically "
                     f"independent, fewer than n_components={k}; lower n_components, raise "
                     "n_features or change gamma"
                 )
