@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -195,15 +194,44 @@ def assert_same_fit(a: dict, b: dict, rtol: float, what: str = "") -> float:
 
 
 # -- a real process cluster on loopback ------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _dask_exe() -> str:
     exe = Path(sys.executable).with_name("dask")
     return str(exe) if exe.exists() else "dask"
+
+
+def start_scheduler(popen, scheduler_file: Path, *extra: str,
+                    timeout: float = 120.0) -> tuple[subprocess.Popen, str]:
+    """Start ``dask scheduler`` on 127.0.0.1 with ``popen(argv)``; return the process and its
+    address once it listens.
+
+    The scheduler binds a free port itself (``--port 0``) and writes its address to
+    ``scheduler_file`` when it listens; a port chosen here and passed to it could be taken by
+    another process (another test's connection) before the scheduler binds it. ``timeout``
+    only bounds a broken start.
+    """
+    import json
+
+    proc = popen([_dask_exe(), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                  "--scheduler-file", str(scheduler_file), *extra])
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                return proc, json.loads(scheduler_file.read_text())["address"]
+            except (FileNotFoundError, ValueError, KeyError):  # not (completely) written yet
+                pass
+            if proc.poll() is not None:
+                raise RuntimeError(f"dask scheduler exited ({proc.returncode}) before "
+                                   "listening")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dask scheduler did not write {scheduler_file} within "
+                                   f"{timeout} s")
+            time.sleep(0.05)
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        raise
 
 
 class ProcessCluster:
@@ -216,8 +244,9 @@ class ProcessCluster:
 
     def __init__(self, n_workers: int = 2, *, memory_limit: str = "1GiB", workdir=None,
                  nthreads: int = 1):
-        self.port = free_port()
-        self.address = f"tcp://127.0.0.1:{self.port}"
+        import uuid
+
+        self.tag = uuid.uuid4().hex[:8]  # names this cluster's files in a shared workdir
         self.memory_limit = memory_limit
         self.nthreads = nthreads
         self.workdir = Path(workdir or os.environ.get("TMPDIR", "/tmp"))
@@ -230,25 +259,26 @@ class ProcessCluster:
         self.workers: dict[str, subprocess.Popen] = {}
         self._n = 0
         self._logs = []
-        self.start_scheduler()
-        for _ in range(n_workers):
-            self.add_worker()
+        try:
+            self.scheduler, self.address = start_scheduler(
+                lambda argv: self._popen(argv, "scheduler"),
+                self.workdir / f"scheduler-{self.tag}.json", "--no-dashboard")
+            for _ in range(n_workers):
+                self.add_worker()
+        except BaseException:
+            self.close()
+            raise
 
     def _popen(self, args, name):
-        log = open(self.workdir / f"{name}-{self.port}.log", "wb")  # noqa: SIM115
+        log = open(self.workdir / f"{name}-{self.tag}.log", "wb")  # noqa: SIM115
         self._logs.append(log)
         return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=self.env,
                                 cwd=str(self.workdir), start_new_session=True)
 
-    def start_scheduler(self):
-        self.scheduler = self._popen(
-            [_dask_exe(), "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-             "--no-dashboard"], "scheduler")
-
     def add_worker(self) -> str:
         name = f"w{self._n}"
         self._n += 1
-        local = self.workdir / f"dask-{self.port}-{name}"
+        local = self.workdir / f"dask-{self.tag}-{name}"
         self.workers[name] = self._popen(
             [_dask_exe(), "worker", self.address, "--nthreads", str(self.nthreads),
              "--memory-limit", str(self.memory_limit), "--no-nanny", "--no-dashboard",
