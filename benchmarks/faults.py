@@ -9,8 +9,9 @@ Sections
 --------
 faults      For every estimator of ``tests/_reliability.ESTIMATORS``: a real ``dask scheduler``
             + 3 ``dask worker`` processes (no nanny, 1 thread, 1 GiB) on loopback; an
-            undisturbed fit, then the same fit with slow reads during which one worker is
-            SIGKILLed while it holds results of the fit. Survived = the fit completed and
+            undisturbed fit, then the same fit with reads that stall (``_reliability.gated``)
+            until one worker is SIGKILLed while it runs a fit task and holds results of the
+            fit (the kill lands there on any machine). Survived = the fit completed and
             equals the undisturbed fit to the case's ``rtol_same``. Then the whole cluster is
             SIGKILLed mid-fit (a PCA fit): survived = a clear error (the client says it
             lost the scheduler) within 60 s; every estimator with a checkpoint (PPCA-EM,
@@ -35,11 +36,9 @@ Writes benchmarks/results/faults.json.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import warnings
@@ -53,7 +52,8 @@ sys.path.insert(0, str(REPO))
 from _common import local_cluster, peak_worker_memory, spilled_bytes, table, write_json  # noqa: E402, I001
 
 from tests._reliability import (  # noqa: E402
-    BY_NAME, ESTIMATORS, ProcessCluster, WorkerKiller, max_rel_diff, slowed, summary,
+    BY_NAME, ESTIMATORS, ClusterKiller, ProcessCluster, WorkerKiller, gated, max_rel_diff,
+    new_gate, summary,
 )
 
 
@@ -88,10 +88,7 @@ def run_faults(tmp: Path) -> list[dict]:
         _warm(client)
         for case in ESTIMATORS:
             row = {"fault": "worker SIGKILL mid-fit", "estimator": case.name}
-            while len(c.alive_workers()) < 3:
-                c.add_worker()
-            client.wait_for_workers(3, timeout=60)
-            time.sleep(0.5)
+            c.full_strength(client, 3)
             path = _store(tmp, case, 40 if case.two_d_blocks else 25)
             X = da.from_zarr(path)
             with warnings.catch_warnings():
@@ -99,13 +96,14 @@ def run_faults(tmp: Path) -> list[dict]:
                 t0 = time.perf_counter()
                 ref = summary(case.make().fit(X))
                 t_ref = time.perf_counter() - t0
-                victim = c.alive_workers()[1]
+                # as in tests/test_faults.py: every worker reads `free` blocks, then the fit
+                # stalls until a worker executing a fit task and holding results is killed
+                gate = new_gate()
+                free = X.npartitions if case.iterative else 2
                 t0 = time.perf_counter()
                 try:
-                    with WorkerKiller(c, client, victim, min_results=2,
-                                      after=1.0 if case.iterative else 0.0) as k:
-                        got = summary(case.make().fit(slowed(X, 0.02 if case.iterative
-                                                             else 0.1)))
+                    with WorkerKiller(c, client, min_results=2, gate=gate) as k:
+                        got = summary(case.make().fit(gated(X, gate, free)))
                     err = None
                 except Exception as e:  # a fit that did not survive
                     got, err = None, e
@@ -134,20 +132,24 @@ def run_cluster_loss(tmp: Path) -> list[dict]:
     with ProcessCluster(2, workdir=tmp / "gone") as c:
         client = c.client(2)
         _warm(client)
-        threading.Timer(0.8, c.kill_all).start()
-        t0 = time.monotonic()
-        try:
-            case.make().fit(slowed(da.from_zarr(path), 0.2))
-            outcome, clear = "completed?!", False
-        except FutureCancelledError as err:
-            outcome = str(err).replace("\n", " ")
-            clear = "lost the connection to the scheduler" in outcome
-        except Exception as err:
-            outcome, clear = f"{type(err).__name__}: {err}", False
+        # each worker reads one block, then the fit stalls (the gate never opens) until the
+        # cluster has been killed while both workers execute fit tasks
+        with ClusterKiller(c, client, min_results=1) as killer:
+            try:
+                case.make().fit(gated(da.from_zarr(path), new_gate(), free=1))
+                outcome, clear = "completed?!", False
+            except FutureCancelledError as err:
+                outcome = str(err).replace("\n", " ")
+                clear = "lost the connection to the scheduler" in outcome
+            except Exception as err:
+                outcome, clear = f"{type(err).__name__}: {err}", False
+            raised_at = time.monotonic()
         client.close(timeout=5)
-    rows.append({"fault": "whole cluster SIGKILL", "estimator": "PCA", "injected": 1,
-                 "survived": int(clear), "error after s": time.monotonic() - t0,
-                 "note": outcome[:120]})
+    injected = killer.killed_at is not None and killer.error is None
+    rows.append({"fault": "whole cluster SIGKILL", "estimator": "PCA", "injected": int(injected),
+                 "survived": int(clear and injected),
+                 "error after s": raised_at - killer.killed_at if injected else float("nan"),
+                 "note": outcome[:120] if killer.error is None else f"killer: {killer.error}"})
     for case in ESTIMATORS:
         if case.checkpoint:
             rows.append(run_resume(tmp / f"resume-{case.name}", case))
@@ -171,23 +173,16 @@ def run_resume(tmp: Path, case) -> dict:
     with ProcessCluster(2, workdir=tmp / "ra") as a:
         client = a.client(2)
         _warm(client)
-
-        def kill_after_commit():
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                if os.path.isdir(ckpt) and any(p.startswith("state_") and ".tmp-" not in p
-                                               for p in os.listdir(ckpt)):
-                    a.kill_all()
-                    return
-                time.sleep(0.05)
-
-        threading.Thread(target=kill_after_commit, daemon=True).start()
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                case.make(**params).fit(slowed(da.from_zarr(path), 0.03))
-        except FutureCancelledError as err:
-            err_text = str(err)
+        # as in tests/test_faults.py: reads stall once the first commit is on disk, and the
+        # cluster is killed while a worker executes one of them
+        Xs = gated(da.from_zarr(path), new_gate(), free=0, after_commit=ckpt)
+        with ClusterKiller(a, client, need_all=False, after_commit=ckpt) as killer:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    case.make(**params).fit(Xs)
+            except FutureCancelledError as err:
+                err_text = str(err)
         client.close(timeout=5)
     with ProcessCluster(2, workdir=tmp / "rb") as b:
         client = b.client(2)
@@ -202,8 +197,11 @@ def run_resume(tmp: Path, case) -> dict:
             t_fresh = time.perf_counter() - t0
         client.close(timeout=5)
     diff = max_rel_diff(summary(fresh), summary(resumed))
-    ok = ("lost the connection" in err_text and resumed.resumed_from_ > 0 and diff <= 1e-8)
-    return {**row, "injected": 1, "survived": int(ok), "resumed from it": resumed.resumed_from_,
+    injected = killer.killed_at is not None and killer.error is None
+    ok = (injected and "lost the connection" in err_text and resumed.resumed_from_ > 0
+          and diff <= 1e-8)
+    return {**row, "injected": int(injected), "survived": int(ok),
+            "resumed from it": resumed.resumed_from_,
             "iterations": resumed.n_iter_, "max rel diff": diff, "resume s": t_res,
             "fresh s": t_fresh}
 

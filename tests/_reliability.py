@@ -1,6 +1,8 @@
 """Shared by the reliability tests (faults, bad input, determinism, interrupted writes) and by
 ``benchmarks/faults.py``: the table of estimators with a small problem each, result summaries
-to compare fits, and a real ``dask scheduler`` + ``dask worker`` process cluster on loopback.
+to compare fits, a real ``dask scheduler`` + ``dask worker`` process cluster on loopback, reads
+that stall until the test has injected its fault, and writer processes that stop at a known
+point to be SIGKILLed there.
 
 Every estimator is in :data:`ESTIMATORS`; an estimator that cannot be imported is an error of
 the tests that use it, never a skip.
@@ -11,9 +13,9 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,15 +194,44 @@ def assert_same_fit(a: dict, b: dict, rtol: float, what: str = "") -> float:
 
 
 # -- a real process cluster on loopback ------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _dask_exe() -> str:
     exe = Path(sys.executable).with_name("dask")
     return str(exe) if exe.exists() else "dask"
+
+
+def start_scheduler(popen, scheduler_file: Path, *extra: str,
+                    timeout: float = 120.0) -> tuple[subprocess.Popen, str]:
+    """Start ``dask scheduler`` on 127.0.0.1 with ``popen(argv)``; return the process and its
+    address once it listens.
+
+    The scheduler binds a free port itself (``--port 0``) and writes its address to
+    ``scheduler_file`` when it listens; a port chosen here and passed to it could be taken by
+    another process (another test's connection) before the scheduler binds it. ``timeout``
+    only bounds a broken start.
+    """
+    import json
+
+    proc = popen([_dask_exe(), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                  "--scheduler-file", str(scheduler_file), *extra])
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                return proc, json.loads(scheduler_file.read_text())["address"]
+            except (FileNotFoundError, ValueError, KeyError):  # not (completely) written yet
+                pass
+            if proc.poll() is not None:
+                raise RuntimeError(f"dask scheduler exited ({proc.returncode}) before "
+                                   "listening")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dask scheduler did not write {scheduler_file} within "
+                                   f"{timeout} s")
+            time.sleep(0.05)
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        raise
 
 
 class ProcessCluster:
@@ -213,8 +244,9 @@ class ProcessCluster:
 
     def __init__(self, n_workers: int = 2, *, memory_limit: str = "1GiB", workdir=None,
                  nthreads: int = 1):
-        self.port = free_port()
-        self.address = f"tcp://127.0.0.1:{self.port}"
+        import uuid
+
+        self.tag = uuid.uuid4().hex[:8]  # names this cluster's files in a shared workdir
         self.memory_limit = memory_limit
         self.nthreads = nthreads
         self.workdir = Path(workdir or os.environ.get("TMPDIR", "/tmp"))
@@ -227,25 +259,26 @@ class ProcessCluster:
         self.workers: dict[str, subprocess.Popen] = {}
         self._n = 0
         self._logs = []
-        self.start_scheduler()
-        for _ in range(n_workers):
-            self.add_worker()
+        try:
+            self.scheduler, self.address = start_scheduler(
+                lambda argv: self._popen(argv, "scheduler"),
+                self.workdir / f"scheduler-{self.tag}.json", "--no-dashboard")
+            for _ in range(n_workers):
+                self.add_worker()
+        except BaseException:
+            self.close()
+            raise
 
     def _popen(self, args, name):
-        log = open(self.workdir / f"{name}-{self.port}.log", "wb")  # noqa: SIM115
+        log = open(self.workdir / f"{name}-{self.tag}.log", "wb")  # noqa: SIM115
         self._logs.append(log)
         return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=self.env,
                                 cwd=str(self.workdir), start_new_session=True)
 
-    def start_scheduler(self):
-        self.scheduler = self._popen(
-            [_dask_exe(), "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-             "--no-dashboard"], "scheduler")
-
     def add_worker(self) -> str:
         name = f"w{self._n}"
         self._n += 1
-        local = self.workdir / f"dask-{self.port}-{name}"
+        local = self.workdir / f"dask-{self.tag}-{name}"
         self.workers[name] = self._popen(
             [_dask_exe(), "worker", self.address, "--nthreads", str(self.nthreads),
              "--memory-limit", str(self.memory_limit), "--no-nanny", "--no-dashboard",
@@ -263,6 +296,18 @@ class ProcessCluster:
 
     def alive_workers(self) -> list[str]:
         return [n for n, p in self.workers.items() if p.poll() is None]
+
+    def full_strength(self, client, n: int, timeout: float = 60.0) -> None:
+        """Replace killed workers until ``n`` are alive, and wait until the scheduler lists
+        exactly those (it may still list a killed worker for a moment)."""
+        while len(self.alive_workers()) < n:
+            self.add_worker()
+        client.wait_for_workers(n, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while len(client.scheduler_info(n_workers=-1)["workers"]) != n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the scheduler still lists dead workers after {timeout} s")
+            time.sleep(0.1)
 
     def kill_worker(self, name: str) -> int:
         proc = self.workers[name]
@@ -298,20 +343,6 @@ class ProcessCluster:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def slow_identity(block, delay: float = 0.0):
-    """A block read that takes ``delay`` seconds: stands in for slow storage, so a fit lasts
-    long enough to lose a worker in its middle."""
-    if delay:
-        time.sleep(delay)
-    return block
-
-
-def slowed(arr, delay: float):
-    """``arr`` (a dask array) whose every block read takes ``delay`` seconds."""
-    return arr.map_blocks(slow_identity, delay=delay, dtype=arr.dtype,
-                          meta=np.empty((0,) * arr.ndim, dtype=arr.dtype))
 
 
 #: per worker process: how many blocks each gate has let through on this worker
@@ -364,10 +395,10 @@ def open_gate(client, gate: str) -> None:
 
 
 def wait_until_busy(client, workers, *, min_results: int = 0, timeout: float = 120.0,
-                    stop=None, need_all: bool = True) -> int | None:
+                    stop=None, need_all: bool = True) -> dict[str, int] | None:
     """Block until the scheduler reports each worker (by name; any one of them if not
     ``need_all``) executing a task while holding at least ``min_results`` task results; return
-    the results held by the last of them (None if the ``stop`` event was set first).
+    those workers' names and the results each holds (None if the ``stop`` event was set first).
 
     Meant for fits stalled by :func:`gated` reads: that state then lasts until the gate opens,
     so this sees it whatever the machine's load.
@@ -379,14 +410,101 @@ def wait_until_busy(client, workers, *, min_results: int = 0, timeout: float = 1
         info = client.scheduler_info(n_workers=-1)["workers"]
         addrs = {v.get("name"): a for a, v in info.items()}
         held_by, busy_on = client.has_what(), client.processing()
-        ready = [len(held_by.get(addrs[w], ())) for w in workers
+        ready = {w: len(held_by.get(addrs[w], ())) for w in workers
                  if w in addrs and busy_on.get(addrs[w])
-                 and len(held_by.get(addrs[w], ())) >= min_results]
+                 and len(held_by.get(addrs[w], ())) >= min_results}
         if ready and (len(ready) == len(workers) or not need_all):
-            return ready[-1]
+            return ready
         time.sleep(0.02)
-    raise TimeoutError(f"workers {workers} were not all busy with >= {min_results} results "
-                       f"within {timeout} s")
+    raise TimeoutError(f"workers {workers} were not {'all ' if need_all else ''}busy with >= "
+                       f"{min_results} results within {timeout} s")
+
+
+# -- a process stopped at a known point, then SIGKILLed -------------------------------------------
+#: what a process prints when it reaches its stop point (it then waits for ever)
+STOPPED = "scalepca-tests: stopped at the kill point"
+
+
+def stop_here() -> None:
+    """Say so on stdout and wait for ever: the test SIGKILLs this process here."""
+    print(STOPPED, flush=True)
+    threading.Event().wait()
+
+
+def stop_after_chunks(array: str, n: int) -> None:
+    """Make this process :func:`stop_here` once ``n`` chunks of the zarr array ``array`` (its
+    path in the store written to; ``""`` for an array at the store's root) have been written.
+
+    Called in a writer process before it writes. zarr's local and fsspec stores count each
+    chunk write of ``array`` once it has completed; the ``n``-th stops the process in zarr's
+    event loop, so no further write of it starts. Writes already in flight in zarr's I/O
+    threads may still complete: on disk then are at least ``n`` chunks of ``array`` and at
+    most ``n`` + ``async.concurrency`` (zarr's setting, 10 by default), whatever the machine's
+    speed, and the write never completes.
+    """
+    import re
+
+    from zarr.storage import FsspecStore, LocalStore
+
+    chunk_key = re.compile(rf"^{re.escape(f'{array}/' if array else '')}c/")
+    written = [0]
+
+    def counted(write):
+        async def set(self, key, value, *args, **kwargs):
+            await write(self, key, value, *args, **kwargs)
+            if chunk_key.match(key):
+                written[0] += 1  # in zarr's event loop thread only: no lock needed
+                if written[0] >= n:
+                    stop_here()
+
+        return set
+
+    for store in (LocalStore, FsspecStore):
+        store.set = counted(store.set)
+
+
+def run_until_stopped(args, *, env=None, cwd=None, timeout: float = 300.0) -> str:
+    """Run ``args`` until it prints :data:`STOPPED` (see :func:`stop_here`), SIGKILL it there
+    and return what it printed (stdout and stderr).
+
+    Waits on the child's output, not on a clock: the child holds still at its stop point, so
+    the kill lands there on a fast or a loaded machine alike. ``timeout`` only bounds a broken
+    test; a child that ends before its stop point is an error showing its output.
+    """
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            cwd=None if cwd is None else str(cwd))
+    lines, at_stop, ended = [], threading.Event(), threading.Event()
+
+    def read():
+        for line in iter(proc.stdout.readline, b""):
+            lines.append(line)
+            if STOPPED.encode() in line:  # at the end of a line if others wrote without one
+                at_stop.set()
+        ended.set()
+        at_stop.set()  # wake the waiter: the child ended without stopping
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    stopped = ended_first = False
+    try:
+        at_stop.wait(timeout)
+        stopped = any(STOPPED.encode() in line for line in lines)
+        ended_first = ended.is_set()
+        if stopped:
+            os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None and not stopped:
+            proc.kill()
+        proc.wait(timeout=30)
+        reader.join(timeout=30)
+        proc.stdout.close()
+    output = b"".join(lines).decode(errors="replace")
+    if not stopped:
+        what = "it ended" if ended_first else f"not within {timeout} s"
+        raise AssertionError(f"the process never reached its stop point ({what}, exit code "
+                             f"{proc.returncode}):\n{output[-3000:]}")
+    assert proc.returncode == -signal.SIGKILL, proc.returncode
+    return output
 
 
 class WorkerKiller:
@@ -394,17 +512,17 @@ class WorkerKiller:
 
     "Under way": the scheduler reports the victim executing a task while at least
     ``min_results`` task results sit in its memory (they are lost with it and must be
-    recomputed), after at least ``after`` seconds. With ``gate`` (reads through :func:`gated`)
-    the fit stalls in that state, so the kill cannot miss it; the gate opens after the kill
-    (or when the killer gives up), and the fit completes on the other workers.
+    recomputed). ``victim=None``: the first worker seen in that state (which worker the
+    scheduler gives the stalled tasks is its choice), named by ``victim`` afterwards. With
+    ``gate`` (reads through :func:`gated`) the fit stalls in that state, so the kill cannot
+    miss it; the gate opens after the kill (or when the killer gives up), and the fit
+    completes on the other workers.
     """
 
-    def __init__(self, cluster: ProcessCluster, client, victim: str, *, min_results: int = 2,
-                 after: float = 0.0, timeout: float = 120.0, gate: str | None = None):
-        import threading
-
+    def __init__(self, cluster: ProcessCluster, client, victim: str | None = None, *,
+                 min_results: int = 2, timeout: float = 120.0, gate: str | None = None):
         self.cluster, self.client, self.victim = cluster, client, victim
-        self.min_results, self.after, self.timeout = min_results, after, timeout
+        self.min_results, self.timeout = min_results, timeout
         self.gate = gate
         self.killed_at = None
         self.lost_keys = 0
@@ -416,16 +534,13 @@ class WorkerKiller:
     def _run(self):
         try:
             t0 = time.monotonic()
-            if self.after:
-                self._stop.wait(self.after)
-            if not self._stop.is_set():
-                held = wait_until_busy(self.client, [self.victim],
-                                       min_results=self.min_results, timeout=self.timeout,
-                                       stop=self._stop)
-                if held is not None:
-                    self.lost_keys = held
-                    self.returncode = self.cluster.kill_worker(self.victim)
-                    self.killed_at = time.monotonic() - t0
+            candidates = self.cluster.alive_workers() if self.victim is None else [self.victim]
+            busy = wait_until_busy(self.client, candidates, min_results=self.min_results,
+                                   timeout=self.timeout, stop=self._stop, need_all=False)
+            if busy is not None:
+                self.victim, self.lost_keys = next(iter(busy.items()))
+                self.returncode = self.cluster.kill_worker(self.victim)
+                self.killed_at = time.monotonic() - t0
         except Exception as err:  # reported by the test, not swallowed
             self.error = err
         finally:
@@ -442,3 +557,56 @@ class WorkerKiller:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+def wait_for_commit(path, timeout: float = 180.0, n: int = 1) -> list[str]:
+    """Block until the checkpoint store at ``path`` holds ``n`` complete commits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = commits(path)
+        if len(done) >= n:
+            return done
+        time.sleep(0.05)
+    raise AssertionError(f"no checkpoint commit appeared in {path} within {timeout} s")
+
+
+class ClusterKiller:
+    """A thread that SIGKILLs the whole cluster (scheduler and workers) mid-fit.
+
+    It waits until every worker (any one with ``need_all=False``) executes a task while
+    holding ``min_results`` results — with ``after_commit``, first until that checkpoint store
+    holds a complete commit — then kills. The fit reads through a gate that never opens
+    (:func:`gated`, with the same ``after_commit``), so it stalls in that state and the kill
+    lands there whatever the machine's load. ``killed_at`` is the ``time.monotonic()`` of the
+    kill; ``error`` what went wrong while waiting (the cluster is killed regardless).
+    """
+
+    def __init__(self, cluster: ProcessCluster, client, *, min_results: int = 0,
+                 need_all: bool = True, after_commit: str | None = None,
+                 timeout: float = 180.0):
+        self.cluster, self.client = cluster, client
+        self.min_results, self.need_all = min_results, need_all
+        self.after_commit, self.timeout = after_commit, timeout
+        self.killed_at = None
+        self.error = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        try:
+            if self.after_commit is not None:
+                wait_for_commit(self.after_commit, self.timeout)
+            wait_until_busy(self.client, self.cluster.alive_workers(),
+                            min_results=self.min_results, need_all=self.need_all,
+                            timeout=self.timeout)
+        except Exception as err:  # reported by the caller
+            self.error = err
+        finally:
+            self.killed_at = time.monotonic()
+            self.cluster.kill_all()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._thread.join(timeout=60)

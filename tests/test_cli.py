@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -280,28 +279,24 @@ def test_make_data_errors(tmp_path, capsys):
 
 
 # -- a real scheduler and two worker processes on loopback ----------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def real_cluster(tmp_path_factory):
     from distributed import Client
 
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
+    from ._reliability import start_scheduler
+
     logdir = tmp_path_factory.mktemp("cluster-logs")
     procs = []
 
     def start(name, argv):
         log = open(logdir / f"{name}.log", "w")  # closed at teardown
         procs.append((subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT), log))
+        return procs[-1][0]
 
     try:
-        start("scheduler", [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                            "--dashboard-address", "127.0.0.1:0"])
+        _, address = start_scheduler(lambda argv: start("scheduler", argv),
+                                     logdir / "scheduler.json",
+                                     "--dashboard-address", "127.0.0.1:0")
         for i in range(2):
             start(f"worker{i}", [DASK, "worker", address, "--host", "127.0.0.1",
                                  "--nthreads", "1", "--memory-limit", "1GiB", "--no-nanny",

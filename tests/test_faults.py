@@ -21,7 +21,6 @@ each, ``--memory-limit 1GiB``.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import dask.array as da
@@ -32,14 +31,13 @@ import zarr
 from ._reliability import (
     BY_NAME,
     ESTIMATORS,
+    ClusterKiller,
     ProcessCluster,
     WorkerKiller,
     assert_same_fit,
-    commits,
     gated,
     new_gate,
     summary,
-    wait_until_busy,
 )
 
 pytestmark = pytest.mark.distributed
@@ -71,18 +69,6 @@ def cluster(tmp_path_factory):
         client.close()
 
 
-def _full_strength(c, n=3):
-    """Replace killed workers so every test starts with ``n``."""
-    while len(c.alive_workers()) < n:
-        c.add_worker()
-    c.client_.wait_for_workers(n, timeout=60)
-    # the scheduler may still list a killed worker for a moment
-    deadline = time.monotonic() + 30
-    while len(c.client_.scheduler_info(n_workers=-1)["workers"]) != n:
-        assert time.monotonic() < deadline, "scheduler still lists dead workers"
-        time.sleep(0.1)
-
-
 def _store(tmp_path_factory, case, rows):
     """The case's training matrix in a zarr store (shared file system: the workers read it)."""
     X = case.X()
@@ -102,8 +88,8 @@ def _fault_params():
 
 @pytest.mark.parametrize("case", _fault_params())
 def test_worker_sigkill_mid_fit(cluster, tmp_path_factory, case):
-    _full_strength(cluster)
     client = cluster.client_
+    cluster.full_strength(client, 3)
     path = _store(tmp_path_factory, case, rows=40 if case.two_d_blocks else 25)
     X = da.from_zarr(path)
     ref = summary(case.make().fit(X))  # undisturbed, same cluster, same graph
@@ -113,12 +99,12 @@ def test_worker_sigkill_mid_fit(cluster, tmp_path_factory, case):
     gate = new_gate()
     free = int(np.prod(X.numblocks)) if case.iterative else 2
     Xs = gated(X, gate, free)
-    victim = cluster.alive_workers()[1]
-    with WorkerKiller(cluster, client, victim, min_results=2, gate=gate) as killer:
+    # the victim: the first worker seen stalled in a fit task while holding >= 2 results
+    with WorkerKiller(cluster, client, min_results=2, gate=gate) as killer:
         got = summary(case.make().fit(Xs))
     assert killer.error is None, killer.error
     assert killer.killed_at is not None, f"{case.name}: the fit ended before a worker was killed"
-    assert killer.returncode == -9 and victim not in cluster.alive_workers()
+    assert killer.returncode == -9 and killer.victim not in cluster.alive_workers()
     assert killer.lost_keys >= 2  # results held by the dead worker had to be recomputed
     assert_same_fit(ref, got, case.rtol_same, case.name)
 
@@ -134,35 +120,14 @@ def test_whole_cluster_gone_is_a_clear_error(tmp_path_factory):
         # each worker reads one block, then the fit stalls (the gate never opens): the cluster
         # goes away while the scheduler reports both workers executing fit tasks
         Xs = gated(da.from_zarr(path), new_gate(), free=1)
-        errors = []
-
-        def kill_when_busy():
-            try:
-                wait_until_busy(client, c.alive_workers(), min_results=1)
-            except Exception as err:  # reported below, the cluster goes away regardless
-                errors.append(err)
-            c.kill_all()
-
-        killer = threading.Thread(target=kill_when_busy, daemon=True)
-        killer.start()
-        t0 = time.monotonic()
-        with pytest.raises(FutureCancelledError, match="lost the connection to the scheduler"):
-            case.make().fit(Xs)
-        assert time.monotonic() - t0 < 60  # fails fast instead of hanging
-        killer.join(timeout=30)
-        assert errors == [], errors
+        with ClusterKiller(c, client, min_results=1) as killer:
+            with pytest.raises(FutureCancelledError, match="lost the connection to the "
+                               "scheduler"):
+                case.make().fit(Xs)
+            raised_at = time.monotonic()
+        assert raised_at - killer.killed_at < 60  # fails fast instead of hanging
+        assert killer.error is None, killer.error
         client.close(timeout=5)
-
-
-def _wait_for_commit(path, timeout=180.0, n=1):
-    """Block until the checkpoint store holds ``n`` complete commits (``state_*`` dirs)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done = commits(path)
-        if len(done) >= n:
-            return done
-        time.sleep(0.05)
-    raise AssertionError(f"no checkpoint commit appeared in {path} within {timeout} s")
 
 
 ITERATIVE = [c for c in ESTIMATORS if c.iterative]
@@ -193,21 +158,11 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
         _warm(client)
         # reads stall once the first commit is on disk: the cluster goes away after it,
         # while the scheduler reports a worker executing a read of the fit
-        gate = new_gate()
-        Xs = gated(da.from_zarr(path), gate, free=0, after_commit=ckpt)
-
-        def kill_after_commit():
-            try:
-                _wait_for_commit(ckpt)
-                wait_until_busy(client, a.alive_workers(), need_all=False)
-            finally:
-                a.kill_all()
-
-        killer = threading.Thread(target=kill_after_commit, daemon=True)
-        killer.start()
-        with pytest.raises(FutureCancelledError, match="lost the connection to the scheduler"):
+        Xs = gated(da.from_zarr(path), new_gate(), free=0, after_commit=ckpt)
+        with ClusterKiller(a, client, need_all=False, after_commit=ckpt) as killer, \
+                pytest.raises(FutureCancelledError, match="lost the connection to the scheduler"):
             case.make(**params).fit(Xs)
-        killer.join(timeout=60)
+        assert killer.error is None, killer.error
         client.close(timeout=5)
 
     # cluster B: resume, and an uninterrupted fit for reference

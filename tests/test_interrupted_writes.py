@@ -1,7 +1,9 @@
 """Outputs interrupted mid-write (the writing process SIGKILLed) are never read back as
 complete, a previous complete output survives, and the next run overwrites cleanly.
 
-Three writers, each in a subprocess killed once some of its blocks are on disk:
+Three writers, each in a subprocess that stops once a known number of its chunks are on disk
+(``_reliability.stop_after_chunks``) and is SIGKILLed there, so the kill lands mid-write on a
+fast or a loaded machine alike:
 
 * ``scalepca.cli.write_outputs`` (what ``scalepca run`` calls) writing a model and scores to a
   local directory — the atomic path: temporary sibling, rename;
@@ -16,11 +18,9 @@ killed mid-fit in ``test_robust_pca.py`` and ``test_faults.py``.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import dask.array as da
@@ -30,7 +30,7 @@ import zarr
 
 import scalepca
 
-from ._reliability import REPO, low_rank
+from ._reliability import REPO, low_rank, run_until_stopped
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -42,24 +42,29 @@ _WRITE_OUTPUTS = textwrap.dedent(
     import dask, dask.array as da
     import scalepca
     from scalepca.cli import write_outputs
-    from tests._reliability import slowed
+    from tests._reliability import stop_after_chunks
 
-    data, out, delay, so = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
+    data, out, stop, so = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+    if stop:  # killed by the test once `stop` chunks of the scores are on disk
+        stop_after_chunks("scores", stop)
     X = da.from_zarr(data)
     est = scalepca.PCA(3, svd_solver="covariance_eigh").fit(X)
-    with dask.config.set(scheduler="synchronous"):  # one block at a time: a steady write
-        write_outputs(est, slowed(X, delay), {"store": out, "storage_options": so or None,
+    with dask.config.set(scheduler="synchronous"):  # zarr's own I/O is the only concurrency
+        write_outputs(est, X, {"store": out, "storage_options": so or None,
                       "model": True, "scores": True, "reconstruction": False,
                       "low_rank": False, "sparse": False})
     print("finished", flush=True)
     """
 )
 
+#: the scores have N_ROWS / CHUNK_ROWS chunks; a killed write is stopped after STOP_AFTER of them
+N_ROWS, CHUNK_ROWS, STOP_AFTER = 800, 20, 3
+
 
 def _data_store(tmp: Path) -> tuple[str, np.ndarray]:
-    X = low_rank(0, n=800, d=12)
+    X = low_rank(0, n=N_ROWS, d=12)
     path = tmp / "data.zarr"
-    z = zarr.create_array(str(path), shape=X.shape, chunks=(20, 12), dtype="f8")
+    z = zarr.create_array(str(path), shape=X.shape, chunks=(CHUNK_ROWS, 12), dtype="f8")
     z[...] = X
     return str(path), X
 
@@ -69,38 +74,19 @@ def _chunk_files(root: Path, array: str) -> int:
     return sum(len(files) for _, _, files in os.walk(base)) if base.is_dir() else 0
 
 
-def _run_and_kill(args, ready, *, timeout=180.0):
-    """Start ``args``; SIGKILL it as soon as ``ready()`` is true. Returns ``ready()``'s value."""
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
-                            cwd=str(REPO))
-    try:
-        deadline = time.monotonic() + timeout
-        hit = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            hit = ready()
-            if hit:
-                break
-            time.sleep(0.02)
-        if not hit:
-            out, err = proc.communicate(timeout=60)
-            raise AssertionError(f"the write never got under way: {out!r} {err[-2000:]!r}")
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
-    assert b"finished" not in proc.stdout.read()
-    return hit
-
-
-def _write_outputs(data, out, delay=0.0, so=None, *, kill_when=None):
+def _write_outputs(data, out, so=None, *, stop_after=0):
+    """Run ``write_outputs`` in a subprocess: to the end, or (``stop_after``) SIGKILLed once
+    that many chunks of the scores are on disk."""
     import json
 
-    args = [sys.executable, "-c", _WRITE_OUTPUTS, data, out, str(delay), json.dumps(so or {})]
-    if kill_when is None:
-        res = subprocess.run(args, capture_output=True, env=ENV, cwd=str(REPO), timeout=300)
-        assert res.returncode == 0 and b"finished" in res.stdout, res.stderr[-3000:]
-        return None
-    return _run_and_kill(args, kill_when)
+    args = [sys.executable, "-c", _WRITE_OUTPUTS, data, out, str(stop_after),
+            json.dumps(so or {})]
+    if stop_after:
+        out = run_until_stopped(args, env=ENV, cwd=REPO)
+        assert "finished" not in out
+        return
+    res = subprocess.run(args, capture_output=True, env=ENV, cwd=str(REPO), timeout=300)
+    assert res.returncode == 0 and b"finished" in res.stdout, res.stderr[-3000:]
 
 
 def _expected_scores(data):
@@ -121,22 +107,19 @@ def scenario_local(tmp: Path) -> dict:
     Returns the facts the tests and ``benchmarks/faults.py`` check."""
     data, _ = _data_store(tmp)
     out = tmp / "out"
-    args = [sys.executable, "-c", _WRITE_OUTPUTS, data, str(out), "0.1", "{}"]
-
     seen = set()  # partial stores of earlier killed runs: not this run's write
 
-    def scores_under_way():
-        tmps = [p for p in out.iterdir() if p.name.startswith("scores.zarr.tmp-")
-                and p.name not in seen] if out.is_dir() else []
-        if tmps and _chunk_files(tmps[0], "scores") >= 3:
-            seen.add(tmps[0].name)
-            return tmps[0]
-        return None
+    def killed_write():
+        """The partial scores store a run killed mid-write left beside the output."""
+        _write_outputs(data, str(out), stop_after=STOP_AFTER)
+        (partial,) = [p for p in out.iterdir() if p.name.startswith("scores.zarr.tmp-")
+                      and p.name not in seen]
+        seen.add(partial.name)
+        return partial
 
-    facts = {"data": data, "out": out}
+    facts = {"data": data, "out": out, "n_chunks": N_ROWS // CHUNK_ROWS}
     # run 1, killed: nothing may pass for the scores output
-    partial = _run_and_kill(args, scores_under_way)
-    facts["killed_chunks"] = _chunk_files(partial, "scores")
+    facts["killed_chunks"] = _chunk_files(killed_write(), "scores")
     try:
         scalepca.open_matrix(str(out / "scores.zarr"), variable="scores")
         facts["first_readable"] = True
@@ -145,7 +128,7 @@ def scenario_local(tmp: Path) -> dict:
     # run 2 complete, run 3 killed while overwriting it
     _write_outputs(data, str(out))
     before = _files(out / "scores.zarr")
-    facts["overwrite_killed_at"] = _chunk_files(_run_and_kill(args, scores_under_way), "scores")
+    facts["overwrite_killed_at"] = _chunk_files(killed_write(), "scores")
     after = _files(out / "scores.zarr") if (out / "scores.zarr").exists() else {}
     facts["previous_intact"] = after == before
     facts["bytes_lost"] = sum(len(v) for k, v in before.items() if after.get(k) != v)
@@ -162,12 +145,13 @@ def local_run(tmp_path_factory):
 
 
 def test_killed_local_write_is_never_read_as_complete(local_run):
-    assert local_run["killed_chunks"] >= 3  # killed in the middle of writing the scores
+    # killed in the middle of writing the scores
+    assert STOP_AFTER <= local_run["killed_chunks"] < local_run["n_chunks"]
     assert not local_run["first_readable"], "a killed first write left a readable scores store"
 
 
 def test_killed_local_overwrite_keeps_previous_output(local_run):
-    assert local_run["overwrite_killed_at"] >= 3
+    assert STOP_AFTER <= local_run["overwrite_killed_at"] < local_run["n_chunks"]
     assert local_run["previous_intact"], "the previous complete scores changed"
     assert local_run["bytes_lost"] == 0
 
@@ -196,20 +180,16 @@ def scenario_url(tmp: Path) -> dict:
     _write_outputs(data, url, so=FSSPEC_OPTIONS)
     before = _files(out_dir / "scores.zarr")
 
-    def scores_under_way():
-        return _chunk_files(out_dir / "scores.zarr", "scores") >= 3 and zarr.open_group(
-            str(out_dir / "scores.zarr"), mode="r").attrs.get("complete") is False
-
-    # the rewrite deletes the old store first: wait until the new one is being filled
-    _run_and_kill([sys.executable, "-c", _WRITE_OUTPUTS, data, url, "0.1",
-                   '{"auto_mkdir": true}'], scores_under_way)
+    # the rewrite deletes the old store first: killed once the new one is being filled
+    _write_outputs(data, url, so=FSSPEC_OPTIONS, stop_after=STOP_AFTER)
     after = _files(out_dir / "scores.zarr")
     backup_dir = out_dir / "scores.zarr.previous"
     kept = _files(backup_dir) if backup_dir.is_dir() else {}
     # data chunks of the previous complete scores that are gone (metadata excluded: its
     # complete flag is meant to change): replaced in place, and not in the kept copy either
     facts = {"flag": zarr.open_group(str(out_dir / "scores.zarr"), mode="r").attrs.get(
-        "complete"),
+        "complete"), "killed_chunks": _chunk_files(out_dir / "scores.zarr", "scores"),
+        "n_chunks": N_ROWS // CHUNK_ROWS,
         "bytes_replaced": sum(len(v) for k, v in before.items()
                               if "/c/" in k and after.get(k) != v),
         "bytes_lost": sum(len(v) for k, v in before.items()
@@ -252,6 +232,7 @@ def url_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_killed_url_write_is_flagged_incomplete(url_run):
+    assert STOP_AFTER <= url_run["killed_chunks"] < url_run["n_chunks"]  # killed mid-scores
     assert url_run["flag"] is False
     assert url_run["model_loads"]  # the model was written completely before the scores
 
@@ -284,14 +265,29 @@ def test_next_url_run_overwrites_cleanly(url_run):
 
 
 # -- make-data to a URL (in place) -----------------------------------------------------------------
+_MAKE_DATA = textwrap.dedent(
+    """
+    import runpy, sys
+    from tests._reliability import stop_after_chunks
+
+    stop_after_chunks("", int(sys.argv[1]))  # killed by the test once that many blocks are written
+    sys.argv = ["scalepca", *sys.argv[2:]]
+    runpy.run_module("scalepca.cli", run_name="__main__", alter_sys=True)
+    """
+)
+
+
 def scenario_make_data(tmp: Path) -> dict:
+    """``scalepca make-data`` to a URL killed after 5 of its 100 blocks, then what ``scalepca
+    run`` does with the store."""
     target = tmp / "gen.zarr"
     url = f"local://{target}"
-    args = [sys.executable, "-m", "scalepca.cli", "make-data", url, "--n-samples", "400000",
+    args = [sys.executable, "-c", _MAKE_DATA, "5", "make-data", url, "--n-samples", "400000",
             "--n-features", "20", "--chunk-rows", "4000", "--seed", "0", "--no-progress",
             "--storage-options", '{"auto_mkdir": true}']
-    _run_and_kill(args, lambda: sum(len(f) for _, _, f in os.walk(target)) >= 6)
-    facts = {}
+    out = run_until_stopped(args, env=ENV, cwd=REPO)
+    assert "wrote low_rank dataset" not in out, out
+    facts = {"killed_chunks": _chunk_files(target.parent, target.name)}
     try:
         X = scalepca.open_matrix(url, storage_options=FSSPEC_OPTIONS)
         facts["partial_readable"] = True
@@ -311,6 +307,7 @@ def scenario_make_data(tmp: Path) -> dict:
 @pytest.mark.slow
 def test_killed_make_data_to_url_is_not_reused_as_complete(tmp_path):
     facts = scenario_make_data(tmp_path)
+    assert 5 <= facts["killed_chunks"] < 100  # killed mid-write
     assert not facts["partial_readable"], (
         f"a make-data killed mid-write was opened as a complete dataset {facts.get('shape')}")
     assert facts["regenerated"], "scalepca run reused a partially generated dataset"

@@ -5,8 +5,6 @@ SIGKILL, save/load and the error paths."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -219,17 +217,19 @@ def test_zarr_storage_matches_memory(tmp_path):
 # -- checkpoints -----------------------------------------------------------------------------
 CHILD = textwrap.dedent(
     """
-    import sys, time
+    import sys
     import numpy as np, dask.array as da
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {repo!r}]
     from test_robust_pca import clmw_problem
+    from tests._reliability import commits, stop_here
     from scalepca.models import robust_pca as m
 
     orig = m.svt
-    def slow_svt(*a, **k):  # slow the run down so the parent can kill it mid-way
-        time.sleep(0.25)
+    def svt_until_commit_4(*a, **k):  # the run stops (and is SIGKILLed) after commit 4
+        if any(int(c[6:]) >= 4 for c in commits({path!r})):
+            stop_here()
         return orig(*a, **k)
-    m.svt = slow_svt
+    m.svt = svt_until_commit_4
     L0, S0, _ = clmw_problem(150, seed=1)
     est = m.RobustPCA(random_state=3, checkpoint={path!r}, checkpoint_every=2,
                       storage={storage!r})
@@ -241,28 +241,16 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize("storage", ["memory", "zarr"])
 def test_checkpoint_survives_sigkill(tmp_path, storage):
+    from ._reliability import REPO, commits, run_until_stopped
+
     path = str(tmp_path / "ck.zarr")
-    code = CHILD.format(tests=os.path.dirname(__file__), path=path, storage=storage)
+    code = CHILD.format(tests=os.path.dirname(__file__), repo=str(REPO), path=path,
+                        storage=storage)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env)
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            commits = [n for n in os.listdir(path) if n.startswith("state_") and ".tmp" not in n] \
-                if os.path.isdir(path) else []
-            if commits and max(int(n[6:]) for n in commits) >= 4:  # killed after commit 4
-                break
-            assert child.poll() is None, child.communicate()
-            time.sleep(0.05)
-        else:
-            pytest.fail("the child never wrote a checkpoint")
-        child.send_signal(signal.SIGKILL)
-        out, _ = child.communicate(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == -signal.SIGKILL and b"FINISHED" not in out
+    # the child stops in the SVT of the iteration after commit 4 and is SIGKILLed there
+    out = run_until_stopped([sys.executable, "-c", code], env=env)
+    assert "FINISHED" not in out
+    assert commits(path) == ["state_000004"]
 
     L0, S0, r = clmw_problem(150, seed=1)
     M = da.from_array(L0 + S0, chunks=75)
@@ -270,7 +258,7 @@ def test_checkpoint_survives_sigkill(tmp_path, storage):
                                  storage=storage).fit(M)
     fresh = scalepca.RobustPCA(random_state=3, storage=storage,
                                scratch=str(tmp_path) if storage == "zarr" else None).fit(M)
-    assert resumed.resumed_from_ >= 4 and fresh.resumed_from_ == 0
+    assert resumed.resumed_from_ == 4 and fresh.resumed_from_ == 0
     assert resumed.n_iter_ == fresh.n_iter_ and resumed.rank_ == fresh.rank_ == r
     assert resumed.history_["residual"] == pytest.approx(fresh.history_["residual"], rel=1e-9)
     np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
@@ -283,8 +271,8 @@ def test_checkpoint_survives_sigkill(tmp_path, storage):
                                storage=storage).fit(M)
     assert again.resumed_from_ == again.n_iter_ == fresh.n_iter_
     np.testing.assert_allclose(again.components_, fresh.components_, atol=1e-12)
-    commits = [n for n in os.listdir(path) if n.startswith("state_")]
-    assert commits == [f"state_{fresh.n_iter_:06d}"]
+    left = [n for n in os.listdir(path) if n.startswith("state_")]
+    assert left == [f"state_{fresh.n_iter_:06d}"]
 
 
 def test_checkpoint_of_other_problem_is_refused(tmp_path):
@@ -692,7 +680,7 @@ def test_factor_pieces_survive_a_worker_loss(tmp_path):
     import dask
     import zarr
 
-    from ._reliability import ProcessCluster, WorkerKiller, slowed
+    from ._reliability import ProcessCluster, WorkerKiller, gated, new_gate
 
     L0, S0, r = clmw_problem(120, seed=5)
     z = zarr.create_array(tmp_path / "m.zarr", shape=(120, 120), chunks=(40, 40), dtype="f8")
@@ -703,14 +691,17 @@ def test_factor_pieces_survive_a_worker_loss(tmp_path):
         client = cluster.client(3)
         X = da.from_zarr(str(tmp_path / "m.zarr"))
         ref = scalepca.RobustPCA(random_state=0, storage="memory").fit(X)
-        victim = cluster.alive_workers()[1]
+        # every worker reads 9 blocks (a few iterations in), then the fit stalls until a
+        # worker executing a read and holding results of the fit has been killed
+        gate = new_gate()
+        Xs = gated(X, gate, free=int(np.prod(X.numblocks)))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with WorkerKiller(cluster, client, victim, min_results=2, after=1.0) as killer:
-                got = scalepca.RobustPCA(random_state=0, storage="memory").fit(slowed(X, 0.02))
+            with WorkerKiller(cluster, client, min_results=2, gate=gate) as killer:
+                got = scalepca.RobustPCA(random_state=0, storage="memory").fit(Xs)
         assert killer.error is None, killer.error
         assert killer.killed_at is not None, "the fit ended before a worker was killed"
-        assert victim not in cluster.alive_workers() and killer.lost_keys >= 2
+        assert killer.victim not in cluster.alive_workers() and killer.lost_keys >= 2
         assert got.n_iter_ == ref.n_iter_ and got.rank_ == ref.rank_ == r
         np.testing.assert_allclose(got.low_rank_.compute(), ref.low_rank_.compute(),
                                    rtol=0, atol=1e-8)

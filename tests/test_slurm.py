@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 
@@ -189,16 +190,18 @@ def test_pca_survives_a_cancelled_worker_job(slurm, slurm_connect, tmp_path):
     with dask.config.set(scheduler="sync"):  # the same graph, undisturbed, in this process
         ref = summary(case.make().fit(X))
 
-    # each worker reads two blocks, then the fit stalls until the victim's job is cancelled
+    # each worker reads two blocks, then the fit stalls until the job of a worker executing a
+    # fit task while holding results (the first seen) is cancelled
     gate = new_gate()
-    victim = sorted(cluster.workers)[1]
-    job = _job_of(cluster, victim)
-    errors = []
+    jobs, errors = [], []
 
     def preempt():
         try:
-            wait_until_busy(client, [victim], min_results=2)
-            slurm.cancel(job)
+            busy = wait_until_busy(client, list(cluster.workers), min_results=2,
+                                   need_all=False)
+            victim = next(iter(busy))
+            jobs.append(_job_of(cluster, victim))
+            slurm.cancel(jobs[0])
             _until(lambda: victim not in {w["name"] for w in
                                           client.scheduler_info(n_workers=-1)["workers"]
                                           .values()}, 60, "the cancelled worker leaving")
@@ -212,6 +215,7 @@ def test_pca_survives_a_cancelled_worker_job(slurm, slurm_connect, tmp_path):
     got = summary(case.make().fit(gated(X, gate, free=2)))
     killer.join(timeout=60)
     assert errors == [], errors
+    (job,) = jobs
     assert job not in slurm.jobs(), "the cancelled job is still queued"
     assert_same_fit(ref, got, case.rtol_same, "PCA after a cancelled job")
     # the cluster submits a job for the lost one
@@ -260,6 +264,26 @@ def test_em_continues_when_all_worker_jobs_are_cancelled(slurm, slurm_connect, t
     assert_same_fit(ref, summary(est), case.rtol_same, "PPCA EM after all jobs were cancelled")
 
 
+#: ``scalepca <argv>`` whose data reads stall for good once the checkpoint ``ckpt`` holds a
+#: commit: the run cannot end before the test kills it
+_RUN_STALLED_AFTER_COMMIT = textwrap.dedent(
+    """
+    import sys
+    import scalepca.cli as cli
+    from tests._reliability import gated, new_gate
+
+    ckpt, argv = sys.argv[1], sys.argv[2:]
+    open_data = cli.open_data
+
+    def stalled_after_commit(*args, **kwargs):
+        return gated(open_data(*args, **kwargs), new_gate(), free=0, after_commit=ckpt)
+
+    cli.open_data = stalled_after_commit
+    sys.exit(cli.main(argv))
+    """
+)
+
+
 @pytest.mark.slow  # three runs of the CLI, each submitting its jobs: about a minute
 def test_killed_run_resumes_from_its_checkpoint(slurm, tmp_path):
     """The run itself preempted (the driver and its worker jobs): the same command again
@@ -283,12 +307,13 @@ def test_killed_run_resumes_from_its_checkpoint(slurm, tmp_path):
     run = tmp_path / "run.yaml"
     run.write_text(yaml.safe_dump(cfg))
     run, ckpt = str(run), tmp_path / "run.ckpt"
-    proc = subprocess.Popen([sys.executable, "-m", "scalepca.cli", "-v", "run", run],
+    # the run's reads stall once its first commit is on disk: it is killed there
+    proc = subprocess.Popen([sys.executable, "-c", _RUN_STALLED_AFTER_COMMIT, str(ckpt), "-v",
+                             "run", run],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=_env(slurm), cwd=str(tmp_path), start_new_session=True)
     try:
-        _until(lambda: commits(ckpt) or proc.poll() is not None, 180, "a checkpoint commit",
-               poll=0.02)
+        _until(lambda: commits(ckpt) or proc.poll() is not None, 180, "a checkpoint commit")
         assert proc.poll() is None, "the run ended before it could be killed:\n" + \
             proc.stdout.read()[-3000:]
         os.killpg(proc.pid, signal.SIGKILL)  # the driver is gone at once ...

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import inspect
 import os
-import signal
-import subprocess
 import sys
 import textwrap
-import time
 
 import dask
 import dask.array as da
@@ -22,6 +19,7 @@ from scalepca.config import METHODS, estimator_class
 from scalepca.datasets import make_low_rank_sparse
 from scalepca.io import load, write_array
 
+from ._reliability import REPO, run_until_stopped
 from .conftest import low_rank_data
 
 
@@ -153,19 +151,17 @@ def test_overwrite_replaces_whole_store(tmp_path, rng):
 
 _KILL_SCRIPT = textwrap.dedent(
     """
-    import sys, time
+    import sys
     import dask, dask.array as da, numpy as np
     import scalepca
+    from tests._reliability import stop_after_chunks
 
     X = np.random.default_rng(0).standard_normal((200, 6))
     pca = scalepca.PCA(2).fit(X)
 
-    def slow(block):
-        time.sleep(0.25)
-        return block
-
-    # a large fitted array written block by block: the save takes ~10 s
-    pca.big_ = da.ones((400, 6), chunks=(10, 6)).map_blocks(slow)  # non-zero: chunks are written
+    # a large fitted array of 40 chunks; the save is SIGKILLed once 3 of them are on disk
+    pca.big_ = da.ones((400, 6), chunks=(10, 6))  # non-zero: chunks are written
+    stop_after_chunks("big_", 3)
     with dask.config.set(scheduler="synchronous"):
         pca.save(sys.argv[1], overwrite=True)
     print("finished", flush=True)
@@ -180,25 +176,13 @@ def test_sigkill_mid_save_never_loads_as_complete(tmp_path, rng):
     old.save(target)
     script = tmp_path / "save.py"
     script.write_text(_KILL_SCRIPT)
-    proc = subprocess.Popen([sys.executable, str(script), str(target)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        tmp = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            tmps = [p for p in tmp_path.iterdir() if p.name.startswith("model.zarr.tmp-")]
-            # wait until some blocks of big_ are on disk: the save is under way
-            if tmps and (tmps[0] / "big_" / "c").is_dir() and len(
-                    list((tmps[0] / "big_" / "c").iterdir())) >= 3:
-                tmp = tmps[0]
-                break
-            time.sleep(0.05)
-        assert tmp is not None, f"save never started: {proc.communicate()}"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
-    assert b"finished" not in proc.stdout.read()
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    out = run_until_stopped([sys.executable, str(script), str(target)], env=env)
+    assert "finished" not in out
+    (tmp,) = [p for p in tmp_path.iterdir() if p.name.startswith("model.zarr.tmp-")]
+    written = sum(len(files) for _, _, files in os.walk(tmp / "big_" / "c"))
+    assert 3 <= written < 40  # killed in the middle of the save
     # the killed save left a partial store that is refused ...
     with pytest.raises(ValueError, match="incomplete model store"):
         load(tmp)
