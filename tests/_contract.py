@@ -355,6 +355,7 @@ OPERATIONS = [
     "eofs_as_correlation",
     "eofs_as_covariance",
     "Rotator",              # Rotator(2).fit(model).transform(X)
+    "EOF-tools-raw",        # eofs_as_correlation and Rotator.transform on transform's input
     "cli-transform",        # save, then `scalepca transform MODEL DATA --out`
     "resume-params",        # checkpointed fit with a loose tolerance, again with a tight one
     "resume-data",          # checkpointed fit, again on other data with the same checkpoint
@@ -412,7 +413,7 @@ SPARSE_KINDS = "scipy-*|dask-csr"
 ANNDATA_KINDS = "anndata*"
 ITERATIVE = "PPCA-em|SparsePCA-minibatch|SparsePCA-batch|RobustPCA-randomized"
 
-EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator"
+EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator|EOF-tools-raw"
 NAN_READ = ("NaN can only be found by reading the data: refused at the end of the first pass, "
             "before anything is fitted")
 
@@ -476,13 +477,17 @@ EXPECTATIONS = [
     Rule("PCA-*|PPCA-*", "*", "standardize", EOF_TOOLS, Defect(
         1, "the EOF tools and Rotator project (x − mean_) @ components_ᵀ without dividing by "
         "scale_")),
+    Rule("PCA-*|PPCA-*", "xarray-field|xarray-transposed|xarray-2-sample-dims", "*",
+         "EOF-tools-raw", Defect(
+             16, "the EOF tools refuse the N-D field that transform accepts ('X has shape "
+             "(60, 4, 2); the model was fitted on 8 features')")),
     Rule("PCA-*", "*", "zero_center=False", "score", Defect(
         9, "score / score_samples run with zero_center=False, where the Gaussian model does "
         "not describe the data",
         then=Refused(ValueError, "zero_center", "the uncentred fit has no Gaussian model"))),
     Rule("PCA-*|PPCA-*", "scipy-*", "*", EOF_TOOLS, Defect(
         8, "EOF tools on scipy.sparse input: 'X has shape ()'")),
-    Rule("PCA-*|PPCA-*", "dask-csr", "*", "eofs_as_*", Defect(
+    Rule("PCA-*|PPCA-*", "dask-csr", "*", "eofs_as_*|EOF-tools-raw", Defect(
         8, "EOF tools on dask CSR blocks: 'coo_matrix object is not subscriptable'")),
     Rule("*", "netcdf", "*", "cli-transform", Defect(
         15, "scalepca transform refuses NetCDF ('no zarr array or group')")),

@@ -361,6 +361,18 @@ class Cell:
             comps = ref.canonical(comps)
             _close(_align(self._canonical_components(rot.components_), comps, 1), comps,
                    rtol, "Rotator.components_")
+        elif op == "EOF-tools-raw":  # the data as transform takes them (an N-D field, unweighted)
+            import scalepca
+
+            maps = self.call(scalepca.eofs_as_correlation, model, Xnew)
+            expected = ref.eof_maps("correlation")
+            _close(_align(_data_space(maps, ref), expected, 1), expected, rtol,
+                   "eofs_as_correlation of the raw data")
+            rot = scalepca.Rotator(2).fit(model)
+            Z = self.call(rot.transform, Xnew)
+            expected = scalepca.Rotator(2).fit(ref.model).transform(ref.Xs)
+            _close(_align(_scores(Z, self.kind), expected, 0), expected, rtol,
+                   "Rotator.transform of the raw data")
         elif op == "cli-transform":
             self.cli_transform(model, raw, ref)
         else:  # pragma: no cover - a new operation needs its branch here
