@@ -501,9 +501,6 @@ EXPECTATIONS = [
     Rule("*", "anndata|anndata-view-*", "*", EOF_TOOLS, Defect(
         None, "EOF tools on an AnnData: NumPy's 'setting an array element with a sequence' "
         "(the AnnData object taken as an array)")),
-    Rule("*", "pandas|dask-dataframe", "weights-array", "*", Defect(
-        None, "fitted on open_matrix(frame, weights=w), transform(frame) returns the scores of "
-        "the unweighted data: a silent wrong answer")),
     Rule("PCA-*|PPCA-*", "*", "weights-*|weights+*", "score", Defect(
         None, "score_samples with weights is the log-density of the weighted data (no Σ log w), "
         "with standardize that of the data in their own units (− Σ log σ): two conventions")),
