@@ -130,6 +130,8 @@ class InputKind:
     grid: bool = False
     #: the sample names scores must carry (AnnData obs_names), else None
     sample_names: bool = False
+    #: features carry labels (column names, coordinates, var_names): their order can change
+    labelled: bool = False
     feature_order: tuple | None = None
 
 
@@ -263,6 +265,12 @@ def _zarr_array(X, tmp):
     return str(path)
 
 
+def _zarr_object(X, tmp):
+    import zarr
+
+    return zarr.open_array(_zarr_array(X, tmp), mode="r")
+
+
 def _zarr_xarray(X, tmp):
     path = tmp / "field.zarr"
     _field(X).chunk({"time": 16}).to_dataset().to_zarr(path)
@@ -291,23 +299,25 @@ INPUT_KINDS = [
     InputKind("numpy", lambda X, tmp: X),
     InputKind("dask-1chunk", _dask(-1)),
     InputKind("dask-chunks", _dask(7)),
-    InputKind("xarray-2d", _xarray_2d),
-    InputKind("xarray-field", _xarray_field, FIELD, grid=True),
+    InputKind("xarray-2d", _xarray_2d, labelled=True),
+    InputKind("xarray-field", _xarray_field, FIELD, grid=True, labelled=True),
     InputKind("xarray-transposed", _xarray_transposed, FIELD, grid=True,
-              feature_order=_lon_major()),
+              feature_order=_lon_major(), labelled=True),
     InputKind("xarray-2-sample-dims", _xarray_two_sample_dims, dict(sample_dims=("year", "month")),
-              grid=True),
-    InputKind("pandas", _pandas),
-    InputKind("dask-dataframe", _dask_dataframe),
+              grid=True, labelled=True),
+    InputKind("pandas", _pandas, labelled=True),
+    InputKind("dask-dataframe", _dask_dataframe, labelled=True),
     InputKind("scipy-csr", _scipy("csr")),
     InputKind("scipy-csc", _scipy("csc")),
     InputKind("dask-csr", _dask_csr),
-    InputKind("anndata", _anndata_memory, sample_names=True),
-    InputKind("anndata-view-permuted", _anndata_view_permuted, sample_names=True),
-    InputKind("anndata-view-subset", _anndata_view_subset, sample_names=True),
-    InputKind("anndata-backed", _anndata_backed, sample_names=True),
-    InputKind("anndata-backed-permuted", _anndata_backed_permuted, sample_names=True),
-    InputKind("anndata-backed-subset", _anndata_backed_subset, sample_names=True),
+    InputKind("anndata", _anndata_memory, sample_names=True, labelled=True),
+    InputKind("anndata-view-permuted", _anndata_view_permuted, sample_names=True, labelled=True),
+    InputKind("anndata-view-subset", _anndata_view_subset, sample_names=True, labelled=True),
+    InputKind("anndata-backed", _anndata_backed, sample_names=True, labelled=True),
+    InputKind("anndata-backed-permuted", _anndata_backed_permuted, sample_names=True,
+              labelled=True),
+    InputKind("anndata-backed-subset", _anndata_backed_subset, sample_names=True, labelled=True),
+    InputKind("zarr-object", _zarr_object),
     InputKind("zarr-array", _zarr_array, path=True),
     InputKind("zarr-xarray", _zarr_xarray, FIELD, path=True, grid=True),
     InputKind("netcdf", _netcdf, FIELD, path=True, grid=True),
@@ -356,6 +366,7 @@ OPERATIONS = [
     "eofs_as_covariance",
     "Rotator",              # Rotator(2).fit(model).transform(X)
     "EOF-tools-raw",        # eofs_as_correlation and Rotator.transform on transform's input
+    "transform-reordered",  # transform of the data with their labelled features in another order
     "cli-transform",        # save, then `scalepca transform MODEL DATA --out`
     "resume-params",        # checkpointed fit with a loose tolerance, again with a tight one
     "resume-data",          # checkpointed fit, again on other data with the same checkpoint
@@ -430,6 +441,8 @@ EXPECTATIONS = [
          NotApplicable("zero_center is a PCA parameter")),
     Rule("SparsePCA-*|RobustPCA-*", "*", "standardize*", "*",
          NotApplicable("no standardize parameter")),
+    Rule("*", "anndata-backed-permuted|anndata-backed-subset", "*", "transform-reordered",
+         NotApplicable("anndata makes no view of a backed view")),
     # -- known defects that come before a refusal ----------------------------------------------
     Rule("*", "anndata-backed-subset", "land-mask|standardize|zero_center=False|missing|none",
          "*", Defect(3, "a row or gene subset of a backed AnnData fails with xarray's "
@@ -455,8 +468,8 @@ EXPECTATIONS = [
         None, "the refusal of named weights on a dask DataFrame comes after a compute (its "
         "partition lengths: a pass over the data)",
         then=Refused((ValueError, KeyError), "coslat", "no latitude coordinate"))),
-    Rule("*", "numpy|dask-*|xarray-2d|pandas|zarr-array", "weights-named|weights+*", "*",
-         Refused((ValueError, KeyError), "coslat", "no latitude coordinate")),
+    Rule("*", "numpy|dask-*|xarray-2d|pandas|zarr-array|zarr-object", "weights-named|weights+*",
+         "*", Refused((ValueError, KeyError), "coslat", "no latitude coordinate")),
     Rule("PPCA-em", "*", "standardize*", "*",
          Refused(ValueError, "standardize=True needs solver='closed_form'",
                  "the EM solver fits the unstandardised data")),
@@ -470,7 +483,7 @@ EXPECTATIONS = [
          Refused(ValueError, "NaN", "only PPCA EM treats NaN entries as missing; " + NAN_READ,
                  before_compute=False)),
     # -- known defects (issue 38) --------------------------------------------------------------
-    Rule("PCA-*", "*", "standardize+land-mask", "score", None),  # score widens scale_ itself
+    Rule("PCA-*", "*", "standardize+land-mask", "score|transform-reordered", None),
     Rule("PCA-*", "*", "standardize+land-mask", "*", Defect(
         6, "standardize=True with all-NaN features: scale_ is not widened like mean_ "
         "(broadcast error)")),
@@ -491,6 +504,9 @@ EXPECTATIONS = [
         8, "EOF tools on dask CSR blocks: 'coo_matrix object is not subscriptable'")),
     Rule("*", "netcdf", "*", "cli-transform", Defect(
         15, "scalepca transform refuses NetCDF ('no zarr array or group')")),
+    Rule("*", "dask-dataframe", "*", "transform-reordered", Defect(
+        4, "a dask DataFrame with its columns in another order is projected as it comes: the "
+        "feature order is not checked (pandas' is)")),
     Rule("SparsePCA-minibatch", "*", "*", "resume-params", None),  # max_iter 3 → 20: resumes
     Rule(ITERATIVE, "*", "*", "resume-*", Defect(
         2, "a checkpoint resumes a stale or foreign model: the fingerprint omits tol / "
@@ -524,6 +540,8 @@ def _implicit(cell):
     est, kind, option, op = cell
     if op == "cli-transform" and not _KINDS[kind].path:
         return NotApplicable("the CLI reads stores: path kinds only")
+    if op == "transform-reordered" and not (_KINDS[kind].labelled and not _KINDS[kind].path):
+        return NotApplicable("features without labels (or a store): their order is the data's")
     return None
 
 
@@ -563,7 +581,8 @@ def _code(outcome, legend: dict) -> str:
         mark = "D"
     elif isinstance(outcome, Refused):
         names = outcome.error if isinstance(outcome.error, tuple) else (outcome.error,)
-        key = (f"refused before compute ({' or '.join(e.__name__ for e in names)}: "
+        when = "before compute" if outcome.before_compute else "after the first read"
+        key = (f"refused {when} ({' or '.join(e.__name__ for e in names)}: "
                f"“{outcome.match}”): {outcome.reason}")
         mark = "R"
     else:
@@ -589,8 +608,9 @@ def markdown() -> str:
         "all-NaN features dropped, features standardised) — to 1e-10 relative (1e-8 for the "
         "iterative sparse and robust fits; components and scores up to their sign; the "
         "randomized solvers, Nyström and random Fourier features against their own reference "
-        "with the same `random_state`). A cell marked R is refused before any compute, with "
-        "the error shown below; D marks a known defect, being fixed; – does not apply.\n",
+        "with the same `random_state`). A cell marked R is refused before any compute (NaN "
+        "entries, which only a read finds: at the end of the first pass), with the error shown "
+        "below; D marks a known defect, being fixed; – does not apply.\n",
         f"The test suite runs the {n_run} applicable cells of these tables "
         "(`tests/test_contract.py`, from the lists and the table of expected outcomes in "
         "`tests/_contract.py`, which also write this page): every pair of two axes is crossed, "

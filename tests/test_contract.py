@@ -373,6 +373,16 @@ class Cell:
             expected = scalepca.Rotator(2).fit(ref.model).transform(ref.Xs)
             _close(_align(_scores(Z, self.kind), expected, 0), expected, rtol,
                    "Rotator.transform of the raw data")
+        elif op == "transform-reordered":  # labels travel with their columns
+            moved = _reorder_features(Xnew)
+            try:
+                Z = self.call(model.transform, moved)
+            except ValueError as err:  # or refused before compute, naming the features
+                assert self.tasks.count == 0, f"refused after {self.tasks.count} dask tasks"
+                assert "feature" in str(err) or "order" in str(err), str(err)
+                return
+            _close(_align(_scores(Z, self.kind), ref.scores(), 0), ref.scores(), rtol,
+                   "transform of the reordered features")
         elif op == "cli-transform":
             self.cli_transform(model, raw, ref)
         else:  # pragma: no cover - a new operation needs its branch here
@@ -435,6 +445,20 @@ class Cell:
         Z = self.call(model.transform, Xnew)
         _close(_align(_scores(Z, self.kind), ref.scores(), 0), ref.scores(), self.est.rtol,
                "transform after resume")
+
+
+REORDER = [3, 0, 7, 5, 1, 6, 2, 4]
+
+
+def _reorder_features(obj):
+    """The same data with the features in another order, each label with its column."""
+    if isinstance(obj, xr.DataArray):
+        if "lat" in obj.dims:
+            return obj.isel(lat=slice(None, None, -1))
+        return obj.isel({obj.dims[1]: REORDER})
+    if hasattr(obj, "columns"):  # pandas or dask DataFrame
+        return obj[list(obj.columns[REORDER])]
+    return obj[:, REORDER]  # AnnData, its views and backed files
 
 
 def _flat(s):
