@@ -15,6 +15,9 @@ the pages below cannot drift from what they describe:
   their stored outputs, never executed by the build).
 * ``benchmark_tables.md`` — every table of ``benchmarks/results/*.json``.
 * ``layout.md`` — one line per module of the package, from the modules' docstrings.
+* ``contract_matrix.md`` — what works with what: the contract matrix's tables, from the lists
+  and the table of expected outcomes in ``tests/_contract.py`` that ``tests/test_contract.py``
+  runs.
 """
 
 from __future__ import annotations
@@ -225,6 +228,14 @@ def package_layout() -> str:
             + _table(["module", "what it holds (its docstring's first sentence)"], rows))
 
 
+# -- contract matrix -------------------------------------------------------------------------------
+def contract_matrix() -> str:
+    """The contract matrix's page, from the same lists the tests run (NumPy only imported)."""
+    from tests import _contract
+
+    return _contract.markdown()
+
+
 # -- all -------------------------------------------------------------------------------------------
 def generate() -> list[Path]:
     """Write every generated page under ``docs/_generated``; return the files written."""
@@ -244,6 +255,7 @@ def generate() -> list[Path]:
         write(f"notes_{name}.rst", class_notes(name))
     write("benchmark_tables.md", benchmark_tables())
     write("layout.md", package_layout())
+    write("contract_matrix.md", contract_matrix())
     gallery = OUT / "gallery"
     gallery.mkdir(exist_ok=True)
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):

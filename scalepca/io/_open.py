@@ -283,7 +283,9 @@ def open_matrix(
     weighted field (unit norm in weighted space) and ``mean_`` the mean of the weighted field;
     ``mean_xr_`` is in the field's units. A NumPy or dask array derived from a matrix of
     array sources (a slice, a product) carries no description: give such a model the
-    unweighted data, or pass the derived array through ``open_matrix`` again.
+    unweighted data, or pass the derived array through ``open_matrix`` again. A pandas or
+    dask DataFrame or a zarr array given to such a model is weighted like an array; sparse
+    input is refused, as weights are not applied to it.
 
     AnnData (cells × genes) is read through anndata's lazy reader (the optional ``anndata``
     extra) as a DataArray over ``("obs", "var")`` whose blocks are ``scipy.sparse`` CSR rows

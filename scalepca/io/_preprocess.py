@@ -164,6 +164,8 @@ class Preprocessing:
             return self.stack(X)
         if isinstance(X, (list, tuple)):
             X = np.asarray(X)
+        if self.weights is not None and not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
+            X = _weightable(X, what)
         if self.weights is None or not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
             return X  # other inputs (zarr arrays, sparse matrices) go to validation as they are
         if self._fits(X):  # a table fitted through open_matrix(array, weights=...)
@@ -278,6 +280,31 @@ class Preprocessing:
             weights_name=state.get("weights_name"),
             feature_sizes=tup(state.get("feature_sizes")),
         )
+
+
+def _weightable(X, what: str):
+    """A table given to a model fitted on weighted data, as an array the weights multiply:
+    a pandas DataFrame as NumPy, a dask DataFrame and a zarr array as dask arrays. Sparse input
+    is refused, as ``open_matrix`` refuses weights for it: passed on, it would be projected
+    unweighted."""
+    from .._validation import is_sparse
+
+    if is_sparse(X):
+        raise ValueError(
+            f"{what} is sparse, but the model was fitted on data weighted by column, and "
+            "weights are not applied to sparse input; give the data dense, as at the fit"
+        )
+    if hasattr(X, "to_dask_array"):  # a dask DataFrame
+        return X.to_dask_array(lengths=True)
+    import zarr
+
+    if isinstance(X, zarr.Array) and X.ndim == 2:
+        from ._open import open_zarr
+
+        return open_zarr(X)
+    if hasattr(X, "to_numpy"):  # a pandas DataFrame
+        return X.to_numpy()
+    return X
 
 
 def _weights_label(name: str | None) -> str:

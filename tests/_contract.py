@@ -1,0 +1,650 @@
+"""The contract matrix: what scalepca promises at every junction of estimator, input kind,
+preprocessing option and downstream operation (issue 38).
+
+Each cell either equals the dense in-memory reference — the same estimator fitted on the dense
+NumPy float64 matrix with the preprocessing applied by hand — or is refused before any compute
+with an error that names the problem. This module holds the four lists and the table of
+expected outcomes; ``tests/test_contract.py`` runs the cells and ``docs/_ext/docgen.py``
+publishes the same table ("what works with what"), so the page cannot drift from the tests.
+
+A new estimator, input kind, option or operation joins the matrix by being added to ONE of
+``ESTIMATORS``, ``INPUT_KINDS``, ``OPTIONS``, ``OPERATIONS``; a cell that should be refused
+gets a row in ``EXPECTATIONS``. The cells run are every pair of two axes with the other two at
+their first (default) value: each estimator on each kind, each option with each operation and
+so on (:func:`cells`), which keeps the module within the suite's time budget while every
+junction of two features is tried.
+
+Only NumPy is imported here: the docs build reads the lists without dask, xarray or anndata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+
+# -- the data --------------------------------------------------------------------------------
+N_TIME, LAT, LON = 60, (-60.0, 0.0, 30.0, 75.0), (0.0, 120.0)
+N_FEATURES = len(LAT) * len(LON)  # 8: the canonical order is (lat, lon), lon fastest
+N_COMPONENTS = 3
+#: features that are NaN in every sample with the land-mask option
+LAND = (1, 6)
+
+
+def base_data() -> np.ndarray:
+    """A 60 × 8 float64 matrix: three modes of distinct variance, noise, and a column
+    scale of 1 to 1000 (so standardising and weighting change the answer)."""
+    rng = np.random.default_rng(38)
+    modes = rng.normal(size=(N_COMPONENTS, N_FEATURES))
+    latent = rng.normal(size=(N_TIME, N_COMPONENTS)) * np.array([5.0, 3.0, 2.0])
+    X = latent @ modes + 0.3 * rng.normal(size=(N_TIME, N_FEATURES))
+    scale = np.array([1.0, 10.0, 100.0, 0.1, 1.0, 1000.0, 3.0, 0.5])
+    return X * scale + rng.normal(size=N_FEATURES) * scale
+
+
+def coslat_column() -> np.ndarray:
+    """√cos(lat) per canonical feature (the ``"sqrt_coslat"`` weights)."""
+    return np.repeat(np.sqrt(np.cos(np.deg2rad(LAT))), len(LON))
+
+
+ARRAY_WEIGHTS = np.array([1.0, 0.5, 2.0, 1.5, 0.25, 1.0, 3.0, 0.75])
+
+
+# -- estimators ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Estimator:
+    """An estimator and solver. ``make(**extra)`` builds it (extra: the option's parameters)."""
+
+    name: str
+    cls: str
+    params: dict
+    #: linear: components_ over the input features, transform = projection (EOF tools apply)
+    linear: bool = True
+    #: the parameters of an iterative fit with a checkpoint: (loose, tight) tolerance
+    checkpoint: tuple | None = None
+    #: relative tolerance against the reference
+    rtol: float = 1e-10
+    #: parameters on standardised data (a kernel width for unit-variance features)
+    standardized: dict = dataclasses.field(default_factory=dict)
+
+    def make(self, **extra):
+        import scalepca
+
+        return getattr(scalepca, self.cls)(**{**self.params, **extra})
+
+
+ESTIMATORS = [
+    Estimator("PCA-covariance_eigh", "PCA", dict(n_components=3, svd_solver="covariance_eigh")),
+    Estimator("PCA-tsqr", "PCA", dict(n_components=3, svd_solver="tsqr")),
+    Estimator("PCA-randomized", "PCA",
+              dict(n_components=3, svd_solver="randomized", random_state=0)),
+    Estimator("PPCA-closed_form", "PPCA", dict(n_components=3, solver="closed_form")),
+    # iterative fits run a fixed number of steps (tol=0): the paths then agree to rounding
+    Estimator("PPCA-em", "PPCA", dict(n_components=3, solver="em", tol=0, max_iter=25),
+              checkpoint=({"tol": 1e-1}, {"tol": 0}), rtol=1e-8),
+    Estimator("KernelPCA-nystroem", "KernelPCA",
+              dict(n_components=3, approximation="nystroem", n_features=30, random_state=0,
+                   fit_inverse_transform=True, gamma=3e-8), linear=False,
+              standardized=dict(gamma=0.1)),
+    Estimator("KernelPCA-rff", "KernelPCA",
+              dict(n_components=3, approximation="rff", n_features=40, random_state=0,
+                   fit_inverse_transform=True, gamma=3e-8), linear=False,
+              standardized=dict(gamma=0.1)),
+    Estimator("KernelPCA-exact", "KernelPCA",
+              dict(n_components=3, approximation="exact", fit_inverse_transform=True,
+                   gamma=3e-8), linear=False, standardized=dict(gamma=0.1)),
+    Estimator("SparsePCA-minibatch", "SparsePCA",
+              dict(n_components=3, method="minibatch", alpha=0.5, random_state=0, tol=0,
+                   max_iter=20, shuffle=False),
+              checkpoint=({"max_iter": 3}, {"max_iter": 20}), rtol=1e-8),
+    Estimator("SparsePCA-batch", "SparsePCA",
+              dict(n_components=3, method="batch", alpha=0.5, random_state=0, tol=0,
+                   max_iter=30),
+              checkpoint=({"tol": 1e-1}, {"tol": 0}), rtol=1e-8),
+    Estimator("SparsePCA-elasticnet", "SparsePCA",
+              dict(n_components=3, method="elasticnet", alpha=0.5, random_state=0), rtol=1e-8),
+    Estimator("RobustPCA-randomized", "RobustPCA", dict(random_state=0, tol=1e-7, max_iter=20),
+              checkpoint=({"tol": 1e-2}, {"tol": 1e-7}), rtol=1e-8),
+    Estimator("RobustPCA-full", "RobustPCA", dict(svd="full", random_state=0, tol=1e-7,
+                                                  max_iter=40), rtol=1e-8),
+]
+
+
+# -- input kinds -----------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class InputKind:
+    """How a user holds the data. ``make(X, tmp)`` turns the canonical 60 × 8 NumPy matrix into
+    the object (or path) the user has; ``feature_order`` is the canonical index of each column
+    of the matrix the kind becomes (xarray stacks the feature dims in their order)."""
+
+    name: str
+    make: Callable
+    #: open_matrix keywords that make the matrix (sample_dims of N-D fields)
+    open_kwargs: dict = dataclasses.field(default_factory=dict)
+    #: a path: opened with open_matrix for fit and transform alike
+    path: bool = False
+    #: an xarray grid with lat/lon coordinates (named weights apply)
+    grid: bool = False
+    #: the sample names scores must carry (AnnData obs_names), else None
+    sample_names: bool = False
+    #: features carry labels (column names, coordinates, var_names): their order can change
+    labelled: bool = False
+    feature_order: tuple | None = None
+
+
+def _field(X: np.ndarray):
+    import xarray as xr
+
+    return xr.DataArray(X.reshape(N_TIME, len(LAT), len(LON)), dims=("time", "lat", "lon"),
+                        coords={"time": np.arange(N_TIME), "lat": list(LAT), "lon": list(LON)},
+                        name="sst")
+
+
+def _dask(chunks):
+    def make(X, tmp):
+        import dask.array as da
+
+        return da.from_array(X, chunks=(chunks, -1))
+    return make
+
+
+def _xarray_2d(X, tmp):
+    import xarray as xr
+
+    return xr.DataArray(X, dims=("sample", "feature"),
+                        coords={"feature": [f"f{j}" for j in range(X.shape[1])]}, name="x")
+
+
+def _xarray_field(X, tmp):
+    return _field(X).chunk({"time": 13})
+
+
+def _xarray_transposed(X, tmp):
+    return _field(X).transpose("lon", "time", "lat").chunk({"time": 13})
+
+
+def _xarray_two_sample_dims(X, tmp):
+    f = _field(X)
+    f = f.assign_coords(year=("time", np.repeat(np.arange(5), 12)),
+                        month=("time", np.tile(np.arange(12), 5)))
+    return f.set_index(time=("year", "month")).unstack("time").transpose(
+        "year", "month", "lat", "lon").chunk({"year": 2})
+
+
+def _pandas(X, tmp):
+    import pandas as pd
+
+    return pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+
+
+def _dask_dataframe(X, tmp):
+    import dask.dataframe as dd
+
+    return dd.from_pandas(_pandas(X, tmp), npartitions=4)
+
+
+def _scipy(fmt):
+    def make(X, tmp):
+        import scipy.sparse as sp
+
+        return getattr(sp, f"{fmt}_matrix")(X)
+    return make
+
+
+def _dask_csr(X, tmp):
+    import dask.array as da
+    import scipy.sparse as sp
+
+    return da.from_array(X, chunks=(16, -1)).map_blocks(sp.csr_matrix, dtype=X.dtype)
+
+
+def _adata(X, *, extra_rows=0, extra_cols=0, perm=False):
+    import anndata as ad
+
+    rng = np.random.default_rng(7)
+    n, d = X.shape
+    full = np.vstack([X, rng.normal(size=(extra_rows, d))]) if extra_rows else X
+    if extra_cols:
+        full = np.hstack([full, rng.normal(size=(len(full), extra_cols))])
+    obs = np.array([f"c{i}" for i in range(len(full))])
+    var = np.array([f"g{j}" for j in range(full.shape[1])])
+    order = rng.permutation(len(full)) if perm else np.arange(len(full))
+    a = ad.AnnData(full[order])
+    a.obs_names, a.var_names = obs[order], var
+    # the rows of X in their order: where each c_i went
+    back = np.argsort(order)[:n] if perm else np.arange(n)
+    return a, back, d
+
+
+def _anndata_memory(X, tmp):
+    return _adata(X)[0]
+
+
+def _anndata_view_permuted(X, tmp):
+    a, back, _ = _adata(X, perm=True)
+    return a[back]
+
+
+def _anndata_view_subset(X, tmp):
+    a, _, d = _adata(X, extra_rows=20, extra_cols=3)
+    return a[: X.shape[0], :d]
+
+
+def _backed(a, tmp, name):
+    import anndata as ad
+
+    path = tmp / f"{name}.h5ad"
+    a.write_h5ad(path)
+    return ad.read_h5ad(path, backed="r")
+
+
+def _anndata_backed(X, tmp):
+    return _backed(_adata(X)[0], tmp, "backed")
+
+
+def _anndata_backed_permuted(X, tmp):
+    a, back, _ = _adata(X, perm=True)
+    return _backed(a, tmp, "backed_perm")[back]
+
+
+def _anndata_backed_subset(X, tmp):
+    a, _, d = _adata(X, extra_rows=20, extra_cols=3)
+    return _backed(a, tmp, "backed_subset")[: X.shape[0], :d]
+
+
+def _zarr_array(X, tmp):
+    import zarr
+
+    path = tmp / "x.zarr"
+    z = zarr.open_array(str(path), mode="w", shape=X.shape, chunks=(16, X.shape[1]),
+                        dtype=X.dtype)
+    z[:] = X
+    return str(path)
+
+
+def _zarr_object(X, tmp):
+    import zarr
+
+    return zarr.open_array(_zarr_array(X, tmp), mode="r")
+
+
+def _zarr_xarray(X, tmp):
+    path = tmp / "field.zarr"
+    _field(X).chunk({"time": 16}).to_dataset().to_zarr(path)
+    return str(path)
+
+
+def _netcdf(X, tmp):
+    path = tmp / "field.nc"
+    _field(X).to_dataset().to_netcdf(path)
+    return str(path)
+
+
+def _anndata_zarr(X, tmp):
+    path = tmp / "cells.zarr"
+    _adata(X)[0].write_zarr(path)
+    return str(path)
+
+
+def _lon_major() -> tuple:
+    return tuple(np.arange(N_FEATURES).reshape(len(LAT), len(LON)).T.ravel())
+
+
+FIELD = dict(sample_dims="time")
+
+INPUT_KINDS = [
+    InputKind("numpy", lambda X, tmp: X),
+    InputKind("dask-1chunk", _dask(-1)),
+    InputKind("dask-chunks", _dask(7)),
+    InputKind("xarray-2d", _xarray_2d, labelled=True),
+    InputKind("xarray-field", _xarray_field, FIELD, grid=True, labelled=True),
+    InputKind("xarray-transposed", _xarray_transposed, FIELD, grid=True,
+              feature_order=_lon_major(), labelled=True),
+    InputKind("xarray-2-sample-dims", _xarray_two_sample_dims, dict(sample_dims=("year", "month")),
+              grid=True, labelled=True),
+    InputKind("pandas", _pandas, labelled=True),
+    InputKind("dask-dataframe", _dask_dataframe, labelled=True),
+    InputKind("scipy-csr", _scipy("csr")),
+    InputKind("scipy-csc", _scipy("csc")),
+    InputKind("dask-csr", _dask_csr),
+    InputKind("anndata", _anndata_memory, sample_names=True, labelled=True),
+    InputKind("anndata-view-permuted", _anndata_view_permuted, sample_names=True, labelled=True),
+    InputKind("anndata-view-subset", _anndata_view_subset, sample_names=True, labelled=True),
+    InputKind("anndata-backed", _anndata_backed, sample_names=True, labelled=True),
+    InputKind("anndata-backed-permuted", _anndata_backed_permuted, sample_names=True,
+              labelled=True),
+    InputKind("anndata-backed-subset", _anndata_backed_subset, sample_names=True, labelled=True),
+    InputKind("zarr-object", _zarr_object),
+    InputKind("zarr-array", _zarr_array, path=True),
+    InputKind("zarr-xarray", _zarr_xarray, FIELD, path=True, grid=True),
+    InputKind("netcdf", _netcdf, FIELD, path=True, grid=True),
+    InputKind("anndata-zarr", _anndata_zarr, path=True, sample_names=True),
+]
+
+
+# -- preprocessing options -------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """A preprocessing option: ``open_kwargs`` go to open_matrix, ``params`` to the estimator;
+    ``weights`` (per canonical feature), ``land`` (all-NaN features), ``standardize``,
+    ``center`` and ``missing`` say what the reference does by hand."""
+
+    name: str
+    open_kwargs: dict = dataclasses.field(default_factory=dict)
+    params: dict = dataclasses.field(default_factory=dict)
+    weights: str | None = None  # "array" or "named"
+    land: bool = False
+    standardize: bool = False
+    center: bool = True
+    missing: bool = False
+
+
+OPTIONS = [
+    Option("none"),
+    Option("weights-array", weights="array"),
+    Option("weights-named", open_kwargs=dict(weights="sqrt_coslat"), weights="named"),
+    Option("land-mask", land=True),
+    Option("standardize", params=dict(standardize=True), standardize=True),
+    Option("zero_center=False", params=dict(zero_center=False), center=False),
+    Option("missing", missing=True),
+    Option("weights+land-mask", open_kwargs=dict(weights="sqrt_coslat"), weights="named",
+           land=True),
+    Option("standardize+land-mask", params=dict(standardize=True), standardize=True, land=True),
+]
+
+
+# -- downstream operations -------------------------------------------------------------------
+OPERATIONS = [
+    "transform",            # fit, then components_ and the scores of the data
+    "inverse_transform",    # reconstruction of the data from its scores, in the data's units
+    "score",                # score_samples and score (the Gaussian model)
+    "save-load",            # save → load → transform
+    "eofs_as_correlation",
+    "eofs_as_covariance",
+    "Rotator",              # Rotator(2).fit(model).transform(X)
+    "EOF-tools-raw",        # eofs_as_correlation and Rotator.transform on transform's input
+    "transform-reordered",  # transform of the data with their labelled features in another order
+    "cli-transform",        # save, then `scalepca transform MODEL DATA --out`
+    "resume-params",        # checkpointed fit with a loose tolerance, again with a tight one
+    "resume-data",          # checkpointed fit, again on other data with the same checkpoint
+]
+
+
+# -- expected outcomes -----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    """The cell is refused before any compute: ``error`` raised, its message holds ``match``."""
+
+    error: type | tuple
+    match: str
+    reason: str
+    #: False where only a read can find the problem (NaN in the data): refused at the end of
+    #: the first pass, before anything is fitted or written
+    before_compute: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class NotApplicable:
+    """The combination has no meaning (not run; the docs table shows the reason)."""
+
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Defect:
+    """The cell fails today: a defect of issue 38 (``item``) or found by the matrix
+    (``item=None``). Run as ``xfail(strict=True)``: fixed, it fails until this row goes."""
+
+    item: int | None
+    reason: str
+    #: the outcome once fixed: None (equal to the reference) or the refusal the fix adds
+    then: Refused | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """Patterns (fnmatch, ``|`` separates alternatives) over (estimator, kind, option, op)."""
+
+    estimator: str
+    kind: str
+    option: str
+    op: str
+    outcome: Refused | NotApplicable | Defect | None
+
+    def matches(self, cell: tuple) -> bool:
+        return all(any(fnmatch.fnmatchcase(value, p) for p in pattern.split("|"))
+                   for pattern, value in zip(
+                       (self.estimator, self.kind, self.option, self.op), cell, strict=True))
+
+
+SPARSE_KINDS = "scipy-*|dask-csr"
+ANNDATA_KINDS = "anndata*"
+ITERATIVE = "PPCA-em|SparsePCA-minibatch|SparsePCA-batch|RobustPCA-randomized"
+
+EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator|EOF-tools-raw"
+NAN_READ = ("NaN can only be found by reading the data: refused at the end of the first pass, "
+            "before anything is fitted")
+
+#: first matching row wins; a cell no row matches must equal the reference
+EXPECTATIONS = [
+    # -- what does not apply ----------------------------------------------------------------
+    Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "score",
+         NotApplicable("no Gaussian model: score / score_samples are PCA's and PPCA's")),
+    Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", EOF_TOOLS,
+         NotApplicable("EOF tools take a fitted PCA or PPCA")),
+    Rule("PCA-*|PPCA-closed_form|KernelPCA-*|SparsePCA-elasticnet|RobustPCA-full", "*", "*",
+         "resume-*", NotApplicable("not an iterative fit: no checkpoint")),
+    Rule("PPCA-*|KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "zero_center=False", "*",
+         NotApplicable("zero_center is a PCA parameter")),
+    Rule("SparsePCA-*|RobustPCA-*", "*", "standardize*", "*",
+         NotApplicable("no standardize parameter")),
+    Rule("*", "anndata-backed-permuted|anndata-backed-subset", "*", "transform-reordered",
+         NotApplicable("anndata makes no view of a backed view")),
+    # -- known defects that come before a refusal ----------------------------------------------
+    Rule("*", "anndata-backed-subset", "land-mask|standardize|zero_center=False|missing|none",
+         "*", Defect(3, "a row or gene subset of a backed AnnData fails with xarray's "
+                     "AlignmentError (the whole file is read)")),
+    Rule("*", "anndata-backed-permuted", "land-mask|standardize|zero_center=False|none",
+         "transform|inverse_transform|score|save-load", Defect(
+             3, "a permuted view of a backed AnnData: the whole file is read, the view's names "
+             "attached (row c0 gets another row's scores)")),
+    Rule("*", "anndata-backed-permuted", "missing", "*", Defect(
+        3, "a permuted view of a backed AnnData is read as the whole file (the NaN rows read are "
+        "not the view's)")),
+    # -- refusals ------------------------------------------------------------------------------
+    Rule("PCA-tsqr", SPARSE_KINDS, "*", "*",
+         Refused(ValueError, "svd_solver='tsqr' needs dense blocks",
+                 "QR factors of sparse blocks are dense")),
+    Rule("PPCA-em", SPARSE_KINDS, "*", "*",
+         Refused((ValueError, TypeError), "sparse", "EM maps dense rows")),
+    Rule("RobustPCA-*", SPARSE_KINDS, "*", "*",
+         Refused((ValueError, TypeError), "sparse", "S and the multiplier are dense")),
+    Rule("*", SPARSE_KINDS + "|" + ANNDATA_KINDS, "weights-*|weights+*", "*",
+         Refused(ValueError, "weights", "weights apply to gridded fields")),
+    Rule("*", "dask-dataframe", "weights-named|weights+*", "*", Defect(
+        None, "the refusal of named weights on a dask DataFrame comes after a compute (its "
+        "partition lengths: a pass over the data)",
+        then=Refused((ValueError, KeyError), "coslat", "no latitude coordinate"))),
+    Rule("*", "numpy|dask-*|xarray-2d|pandas|zarr-array|zarr-object", "weights-named|weights+*",
+         "*", Refused((ValueError, KeyError), "coslat", "no latitude coordinate")),
+    Rule("PPCA-em", "*", "standardize*", "*",
+         Refused(ValueError, "standardize=True needs solver='closed_form'",
+                 "the EM solver fits the unstandardised data")),
+    Rule("PPCA-closed_form", "*", "missing", "*",
+         Refused(ValueError, "missing='em' needs solver='em'",
+                 "the closed form cannot skip missing entries")),
+    Rule("RobustPCA-*", "*", "missing", "*",
+         Refused(ValueError, "mask=", "missing entries are marked with mask=; " + NAN_READ,
+                 before_compute=False)),
+    Rule("PCA-*|KernelPCA-*|SparsePCA-*", "*", "missing", "*",
+         Refused(ValueError, "NaN", "only PPCA EM treats NaN entries as missing; " + NAN_READ,
+                 before_compute=False)),
+    # -- known defects (issue 38) --------------------------------------------------------------
+    Rule("PCA-*", "*", "standardize+land-mask", "score|transform-reordered", None),
+    Rule("PCA-*", "*", "standardize+land-mask", "*", Defect(
+        6, "standardize=True with all-NaN features: scale_ is not widened like mean_ "
+        "(broadcast error)")),
+    Rule("PCA-*|PPCA-*", "*", "standardize", EOF_TOOLS, Defect(
+        1, "the EOF tools and Rotator project (x − mean_) @ components_ᵀ without dividing by "
+        "scale_")),
+    Rule("PCA-*|PPCA-*", "xarray-field|xarray-transposed|xarray-2-sample-dims", "*",
+         "EOF-tools-raw", Defect(
+             16, "the EOF tools refuse the N-D field that transform accepts ('X has shape "
+             "(60, 4, 2); the model was fitted on 8 features')")),
+    Rule("PCA-*", "*", "zero_center=False", "score", Defect(
+        9, "score / score_samples run with zero_center=False, where the Gaussian model does "
+        "not describe the data",
+        then=Refused(ValueError, "zero_center", "the uncentred fit has no Gaussian model"))),
+    Rule("PCA-*|PPCA-*", "scipy-*", "*", EOF_TOOLS, Defect(
+        8, "EOF tools on scipy.sparse input: 'X has shape ()'")),
+    Rule("PCA-*|PPCA-*", "dask-csr", "*", "eofs_as_*|EOF-tools-raw", Defect(
+        8, "EOF tools on dask CSR blocks: 'coo_matrix object is not subscriptable'")),
+    Rule("*", "netcdf", "*", "cli-transform", Defect(
+        15, "scalepca transform refuses NetCDF ('no zarr array or group')")),
+    Rule("*", "dask-dataframe", "*", "transform-reordered", Defect(
+        4, "a dask DataFrame with its columns in another order is projected as it comes: the "
+        "feature order is not checked (pandas' is)")),
+    Rule("SparsePCA-minibatch", "*", "*", "resume-params", None),  # max_iter 3 → 20: resumes
+    Rule(ITERATIVE, "*", "*", "resume-*", Defect(
+        2, "a checkpoint resumes a stale or foreign model: the fingerprint omits tol / "
+        "max_iter, the data digest is per-feature, a converged state skips the loop")),
+    Rule("*", "anndata-backed*", "*", EOF_TOOLS, Defect(
+        None, "EOF tools on a backed AnnData: anndata's 'cannot index repeatedly into a backed "
+        "AnnData'")),
+    Rule("*", "anndata|anndata-view-*", "*", EOF_TOOLS, Defect(
+        None, "EOF tools on an AnnData: NumPy's 'setting an array element with a sequence' "
+        "(the AnnData object taken as an array)")),
+    Rule("PCA-*|PPCA-*", "*", "weights-*|weights+*", "score", Defect(
+        None, "score_samples with weights is the log-density of the weighted data (no Σ log w), "
+        "with standardize that of the data in their own units (− Σ log σ): two conventions")),
+]
+
+
+def expectation(cell: tuple):
+    """The outcome the table gives ``cell`` (None: equal to the reference)."""
+    for rule in EXPECTATIONS:
+        if rule.matches(cell):
+            return rule.outcome
+    return _implicit(cell)
+
+
+_KINDS = {k.name: k for k in INPUT_KINDS}
+_OPTIONS = {o.name: o for o in OPTIONS}
+_ESTIMATORS = {e.name: e for e in ESTIMATORS}
+
+
+def _implicit(cell):
+    est, kind, option, op = cell
+    if op == "cli-transform" and not _KINDS[kind].path:
+        return NotApplicable("the CLI reads stores: path kinds only")
+    if op == "transform-reordered" and not (_KINDS[kind].labelled and not _KINDS[kind].path):
+        return NotApplicable("features without labels (or a store): their order is the data's")
+    return None
+
+
+# -- the cells run -------------------------------------------------------------------------
+AXES = ("estimator", "kind", "option", "op")
+
+
+#: the value of an axis in the cells that cross two others: a gridded field (named weights
+#: and land masks apply), no option, a plain fit and transform
+DEFAULTS = ("PCA-covariance_eigh", "xarray-field", "none", "transform")
+
+
+def _names():
+    return ([e.name for e in ESTIMATORS], [k.name for k in INPUT_KINDS],
+            [o.name for o in OPTIONS], list(OPERATIONS))
+
+
+def cells() -> list[tuple]:
+    """Every pair of two axes crossed, the other two at their default, without repeats."""
+    names = _names()
+    out = {}
+    for a, b in itertools.combinations(range(4), 2):
+        for va, vb in itertools.product(names[a], names[b]):
+            cell = list(DEFAULTS)
+            cell[a], cell[b] = va, vb
+            out[tuple(cell)] = None
+    return list(out)
+
+
+# -- the docs page ----------------------------------------------------------------------------
+def _code(outcome, legend: dict) -> str:
+    if outcome is None:
+        return "✓"
+    if isinstance(outcome, Defect):
+        key = (f"issue 38 item {outcome.item}: " if outcome.item else "found by the matrix: ") \
+            + outcome.reason
+        mark = "D"
+    elif isinstance(outcome, Refused):
+        names = outcome.error if isinstance(outcome.error, tuple) else (outcome.error,)
+        when = "before compute" if outcome.before_compute else "after the first read"
+        key = (f"refused {when} ({' or '.join(e.__name__ for e in names)}: "
+               f"“{outcome.match}”): {outcome.reason}")
+        mark = "R"
+    else:
+        key = f"not applicable: {outcome.reason}"
+        mark = "–"
+    if key not in legend:
+        legend[key] = f"{mark}{sum(1 for k in legend if legend[k][0] == mark) + 1}"
+    return legend[key]
+
+
+def markdown() -> str:
+    """The matrix as the docs page "what works with what" (MyST markdown)."""
+    names = _names()
+    legend: dict = {}
+    n_run = sum(1 for c in cells() if not isinstance(expectation(c), NotApplicable))
+    parts = [
+        "<!-- generated by docs/_ext/docgen.py from tests/_contract.py: do not edit -->\n",
+        "# What works with what\n",
+        "scalepca's contract, cell by cell: each estimator and solver, each kind of input, each "
+        "preprocessing option and each operation after the fit. In every cell marked ✓ the "
+        "result equals the dense in-memory reference — the same estimator fitted on the dense "
+        "NumPy float64 matrix with the preprocessing done by hand (weights multiplied in, "
+        "all-NaN features dropped, features standardised) — to 1e-10 relative (1e-8 for the "
+        "iterative sparse and robust fits; components and scores up to their sign; the "
+        "randomized solvers, Nyström and random Fourier features against their own reference "
+        "with the same `random_state`). A cell marked R is refused before any compute (NaN "
+        "entries, which only a read finds: at the end of the first pass), with the error shown "
+        "below; D marks a known defect, being fixed; – does not apply.\n",
+        f"The test suite runs the {n_run} applicable cells of these tables "
+        "(`tests/test_contract.py`, from the lists and the table of expected outcomes in "
+        "`tests/_contract.py`, which also write this page): every pair of two axes is crossed, "
+        "the other two at their default — estimator "
+        f"`{DEFAULTS[0]}`, input `{DEFAULTS[1]}`, option `{DEFAULTS[2]}`, operation "
+        f"`{DEFAULTS[3]}`.\n",
+    ]
+    titles = {"estimator": "estimator", "kind": "input", "option": "option", "op": "operation"}
+    for a, b in itertools.combinations(range(4), 2):
+        parts.append(f"## {titles[AXES[a]]} × {titles[AXES[b]]}\n")
+        header = [f"{titles[AXES[a]]} \\\\ {titles[AXES[b]]}"] + [f"`{v}`" for v in names[b]]
+        rows = []
+        for va in names[a]:
+            row = [f"`{va}`"]
+            for vb in names[b]:
+                cell = list(DEFAULTS)
+                cell[a], cell[b] = va, vb
+                row.append(_code(expectation(tuple(cell)), legend))
+            rows.append(row)
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        parts.append("\n".join(lines) + "\n")
+    parts.append("## Legend\n")
+    for text, mark in sorted(legend.items(), key=lambda kv: (kv[1][0], int(kv[1][1:]))):
+        parts.append(f"- **{mark}** — {text.replace('|', '/')}")
+    parts.append("\n## The axes\n")
+    parts.append("- **inputs**: " + ", ".join(f"`{k.name}`" for k in INPUT_KINDS)
+                 + ". Paths are opened with `scalepca.open_matrix`; N-D fields with "
+                 "`sample_dims`; AnnData views are a permuted or a row-and-gene subset of a "
+                 "larger object, in memory or backed by an `.h5ad` file.")
+    parts.append("- **options**: " + ", ".join(f"`{o.name}`" for o in OPTIONS) + ".")
+    parts.append("- **operations**: " + ", ".join(f"`{o}`" for o in OPERATIONS) + ": "
+                 "`resume-params` fits with a checkpoint and a loose tolerance, then again with "
+                 "a tight one and the same checkpoint; `resume-data` fits again on other data "
+                 "(the columns permuted) with the same checkpoint. Either must equal a fresh fit "
+                 "or be refused.\n")
+    return "\n".join(parts) + "\n"
