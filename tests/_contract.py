@@ -443,17 +443,6 @@ EXPECTATIONS = [
          NotApplicable("no standardize parameter")),
     Rule("*", "anndata-backed-permuted|anndata-backed-subset", "*", "transform-reordered",
          NotApplicable("anndata makes no view of a backed view")),
-    # -- known defects that come before a refusal ----------------------------------------------
-    Rule("*", "anndata-backed-subset", "land-mask|standardize|zero_center=False|missing|none",
-         "*", Defect(3, "a row or gene subset of a backed AnnData fails with xarray's "
-                     "AlignmentError (the whole file is read)")),
-    Rule("*", "anndata-backed-permuted", "land-mask|standardize|zero_center=False|none",
-         "transform|inverse_transform|score|save-load", Defect(
-             3, "a permuted view of a backed AnnData: the whole file is read, the view's names "
-             "attached (row c0 gets another row's scores)")),
-    Rule("*", "anndata-backed-permuted", "missing", "*", Defect(
-        3, "a permuted view of a backed AnnData is read as the whole file (the NaN rows read are "
-        "not the view's)")),
     # -- refusals ------------------------------------------------------------------------------
     Rule("PCA-tsqr", SPARSE_KINDS, "*", "*",
          Refused(ValueError, "svd_solver='tsqr' needs dense blocks",
@@ -482,41 +471,21 @@ EXPECTATIONS = [
     Rule("PCA-*|KernelPCA-*|SparsePCA-*", "*", "missing", "*",
          Refused(ValueError, "NaN", "only PPCA EM treats NaN entries as missing; " + NAN_READ,
                  before_compute=False)),
-    # -- known defects (issue 38) --------------------------------------------------------------
-    Rule("PCA-*", "*", "standardize+land-mask", "score|transform-reordered", None),
-    Rule("PCA-*", "*", "standardize+land-mask", "*", Defect(
-        6, "standardize=True with all-NaN features: scale_ is not widened like mean_ "
-        "(broadcast error)")),
-    Rule("PCA-*|PPCA-*", "*", "standardize", EOF_TOOLS, Defect(
-        1, "the EOF tools and Rotator project (x − mean_) @ components_ᵀ without dividing by "
-        "scale_")),
-    Rule("PCA-*|PPCA-*", "xarray-field|xarray-transposed|xarray-2-sample-dims", "*",
-         "EOF-tools-raw", Defect(
-             16, "the EOF tools refuse the N-D field that transform accepts ('X has shape "
-             "(60, 4, 2); the model was fitted on 8 features')")),
-    Rule("PCA-*", "*", "zero_center=False", "score", Defect(
-        9, "score / score_samples run with zero_center=False, where the Gaussian model does "
-        "not describe the data",
-        then=Refused(ValueError, "zero_center", "the uncentred fit has no Gaussian model"))),
-    Rule("PCA-*|PPCA-*", "scipy-*", "*", EOF_TOOLS, Defect(
-        8, "EOF tools on scipy.sparse input: 'X has shape ()'")),
-    Rule("PCA-*|PPCA-*", "dask-csr", "*", "eofs_as_*|EOF-tools-raw", Defect(
-        8, "EOF tools on dask CSR blocks: 'coo_matrix object is not subscriptable'")),
-    Rule("*", "netcdf", "*", "cli-transform", Defect(
-        15, "scalepca transform refuses NetCDF ('no zarr array or group')")),
-    Rule("*", "dask-dataframe", "*", "transform-reordered", Defect(
-        4, "a dask DataFrame with its columns in another order is projected as it comes: the "
-        "feature order is not checked (pandas' is)")),
-    Rule("SparsePCA-minibatch", "*", "*", "resume-params", None),  # max_iter 3 → 20: resumes
-    Rule(ITERATIVE, "*", "*", "resume-*", Defect(
-        2, "a checkpoint resumes a stale or foreign model: the fingerprint omits tol / "
-        "max_iter, the data digest is per-feature, a converged state skips the loop")),
-    Rule("*", "anndata-backed*", "*", EOF_TOOLS, Defect(
-        None, "EOF tools on a backed AnnData: anndata's 'cannot index repeatedly into a backed "
-        "AnnData'")),
-    Rule("*", "anndata|anndata-view-*", "*", EOF_TOOLS, Defect(
-        None, "EOF tools on an AnnData: NumPy's 'setting an array element with a sequence' "
-        "(the AnnData object taken as an array)")),
+    Rule("PCA-*", "*", "zero_center=False", "Rotator",
+         Refused(ValueError, "Rotator needs the eigenvalues of the covariance",
+                 "the uncentred fit's variances are not the covariance's sorted eigenvalues")),
+    # the raw-data maps are computed and compared first, then the rotation is refused
+    Rule("PCA-*", "*", "zero_center=False", "EOF-tools-raw",
+         Refused(ValueError, "Rotator needs the eigenvalues of the covariance",
+                 "the uncentred fit's variances are not the covariance's sorted eigenvalues",
+                 before_compute=False)),
+    Rule(ITERATIVE, "*", "*", "resume-data",
+         Refused(ValueError, "was written for a different problem (data_sketch",
+                 "a checkpoint of other data is refused, and left untouched, once the first "
+                 "pass has sketched the data", before_compute=False)),
+    # -- equal where the rules above do not apply, and the defects found by the matrix -------
+    Rule("PCA-*", "*", "zero_center=False", "score",
+         Refused(ValueError, "zero_center", "the uncentred fit has no Gaussian model")),
     Rule("PCA-*|PPCA-*", "*", "weights-*|weights+*", "score", Defect(
         None, "score_samples with weights is the log-density of the weighted data (no Σ log w), "
         "with standardize that of the data in their own units (− Σ log σ): two conventions")),
