@@ -153,7 +153,9 @@ class PPCA(_BaseSpectralPCA):
     loglike_ : ndarray of shape (n_iter_,)
         Observed-data log-likelihood per sample at the parameters each EM iteration started
         from (computed in the same pass as that iteration's E-step); non-decreasing. Empty
-        for the closed form.
+        for the closed form. It is the likelihood of the matrix fitted: with weights from
+        ``open_matrix``, of the weighted data (``score`` of the same data adds the weights'
+        log-Jacobian, the data being scored in their own units).
     converged_ : bool
         Whether EM met ``tol`` within ``max_iter``.
     resumed_from_ : int
