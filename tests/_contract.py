@@ -360,7 +360,7 @@ OPTIONS = [
 OPERATIONS = [
     "transform",            # fit, then components_ and the scores of the data
     "inverse_transform",    # reconstruction of the data from its scores, in the data's units
-    "score",                # score_samples and score (the Gaussian model)
+    "score",                # score_samples and score: the log-density of the data themselves
     "save-load",            # save → load → transform
     "eofs_as_correlation",
     "eofs_as_covariance",
@@ -486,9 +486,6 @@ EXPECTATIONS = [
     # -- equal where the rules above do not apply, and the defects found by the matrix -------
     Rule("PCA-*", "*", "zero_center=False", "score",
          Refused(ValueError, "zero_center", "the uncentred fit has no Gaussian model")),
-    Rule("PCA-*|PPCA-*", "*", "weights-*|weights+*", "score", Defect(
-        None, "score_samples with weights is the log-density of the weighted data (no Σ log w), "
-        "with standardize that of the data in their own units (− Σ log σ): two conventions")),
 ]
 
 

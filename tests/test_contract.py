@@ -149,8 +149,9 @@ class Reference:
                       else est.make(**extra)).fit(self.Xs)
 
     def score_samples(self):
-        """Log-density of the data in their own units: the prepared data's, plus the log of
-        the Jacobian of the preparation (Σ log wⱼ/σⱼ)."""
+        """Log-density of the data in their own units over the kept features (the documented
+        convention of score_samples): the prepared data's, plus the log of the Jacobian of the
+        preparation (Σ log wⱼ/σⱼ over the kept features)."""
         log_jac = np.sum(np.log(self.w[self.keep] / self.sd))
         return self.model.score_samples(self.Xs) + log_jac
 

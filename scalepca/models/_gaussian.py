@@ -40,9 +40,13 @@ def _loglike_block(x, mean, U, lam, sigma2):
 class LatentGaussianMixin:
     """``get_covariance``, ``get_precision``, ``score_samples``, ``score`` from the k factors.
 
-    A standardised fit (``scale_`` not all ones) models ``x / scale_``; the covariance,
-    precision and density returned here are those of ``x`` itself. A fit with
-    ``zero_center=False`` (a truncated SVD) is no Gaussian model: all four refuse it.
+    A standardised fit (``scale_`` not all ones) models ``x / scale_``; the covariance and
+    precision returned here are those of ``x`` itself, on the matrix the model was fitted on
+    (weighted, when ``open_matrix`` applied weights, as ``mean_`` and ``components_``). The
+    density (``score_samples``, ``score``) is that of the data in their own units: every
+    preparation — weights and ``standardize`` alike — enters with its log-Jacobian, over the
+    kept features (see :meth:`score_samples`). A fit with ``zero_center=False`` (a truncated
+    SVD) is no Gaussian model: all four refuse it.
     """
 
     def _check_gaussian(self, what: str) -> None:
@@ -86,7 +90,12 @@ class LatentGaussianMixin:
             )
 
     def get_covariance(self) -> np.ndarray:
-        """Model covariance ``W Wᵀ + σ² I`` of shape (n_features, n_features)."""
+        """Model covariance ``W Wᵀ + σ² I`` of shape (n_features, n_features).
+
+        In the units of ``mean_``: those of the data, or of the weighted matrix when the model
+        was fitted on ``open_matrix(..., weights=w)`` (the covariance of the data themselves
+        is this divided by ``w wᵀ``); NaN rows and columns at features left out of the fit.
+        """
         self._check_gaussian("get_covariance")
         U, lam, sigma2 = self._model_basis()
         C = (U * (lam - sigma2)) @ U.T
@@ -125,42 +134,90 @@ class LatentGaussianMixin:
         return self._widen_square(P)
 
     def score_samples(self, X):
-        """Log-likelihood of each sample under the fitted Gaussian model (lazy for dask input).
+        """Log-density of each sample of ``X`` under the fitted Gaussian model (lazy for dask).
+
+        The density is that of the data in the units they are given in (to ``transform``: raw,
+        unweighted, unstandardised), whatever the model did to them before fitting: each
+        preparation enters with the log of its Jacobian, ``Σ_j (log w_j − log scale_j)`` over
+        the kept features, w the weights of ``open_matrix(..., weights=...)``. So
+        ``score_samples(x)`` equals ``scipy.stats.multivariate_normal(m, C).logpdf(x)`` with
+        the model's mean and covariance carried back to the data's units
+        (``m = mean_ / w``, ``C = get_covariance() / (w wᵀ)``), and models fitted with other
+        weights or with and without ``standardize`` score the same data comparably. Features
+        left out of the fit (NaN in every sample: a land mask) are not scored: it is the
+        density of the kept features. A weight of 0 on a kept feature makes that density
+        undefined (every value of the feature maps to 0): refused before reading ``X``.
 
         Returns
         -------
         ll : same kind as ``X``, shape (n_samples,)
         """
-        self._check_gaussian("score_samples")
+        logjac = self._check_scorable("score_samples")
         data = self._transform_input(X)
-        return data.wrap_samples(self._loglike(data))
+        return data.wrap_samples(self._loglike(data, logjac))
 
-    def _loglike(self, data):
-        """The lazy per-sample log-likelihood of checked input (``_transform_input``)."""
+    def score(self, X, y=None) -> float:
+        """Average log-density of the samples (one pass over ``X``): the mean of
+        :meth:`score_samples`, in the data's own units as described there."""
+        logjac = self._check_scorable("score")
+        data = self._transform_input(X)
+        return float(da.mean(self._loglike(data, logjac)).compute())
+
+    def _loglike(self, data, logjac: np.ndarray):
+        """The lazy per-sample log-density of checked input (``_transform_input``) in the
+        data's units: the model's density of the prepared rows plus ``logjac.sum()``."""
         U, lam, sigma2 = self._model_basis()
-        self._check_nonsingular(U, lam, sigma2)
-        Xd, mean, logdet_scale = self._standardized(self._select_features(data.data))
+        Xd, mean = self._standardized(self._select_features(data.data))
         ll = Xd.map_blocks(
             _loglike_block, mean, U, lam, sigma2,
             drop_axis=1, dtype=np.float64, meta=np.empty((0,), dtype=np.float64),
         )
-        return ll - logdet_scale
+        return ll + float(logjac.sum())
+
+    def _check_scorable(self, what: str) -> np.ndarray:
+        """Refuse ``what`` for a model with no density (before reading any data); return the
+        log-Jacobian of its preparation (:meth:`_log_jacobian`)."""
+        self._check_gaussian(what)
+        self._check_nonsingular(*self._model_basis())
+        return self._log_jacobian(what)
+
+    def _log_jacobian(self, what: str) -> np.ndarray:
+        """Per kept feature, ``log w_j − log scale_j``: the log of the derivative of the
+        prepared value (``x_j w_j / scale_j`` up to a shift) by the data's value ``x_j``.
+
+        A zero weight on a kept feature is refused (the data's density is undefined there);
+        checked on the model alone, before any data are read.
+        """
+        prep = getattr(self, "_preprocessing", None)
+        w = None if prep is None else prep.weights
+        logjac = np.zeros(self.n_features_in_)
+        if w is not None:
+            w = np.asarray(w, dtype=np.float64)
+            keep = getattr(self, "_features_kept", None)
+            zero = np.flatnonzero((w == 0) & (True if keep is None else keep))
+            if zero.size:
+                shown = ", ".join(map(str, zero[:10])) + (", …" if zero.size > 10 else "")
+                raise ValueError(
+                    f"{what} is undefined with a weight of 0 on {zero.size} feature(s) the "
+                    f"model was fitted on (column(s) {shown} of the matrix): the density of "
+                    "the data in their own units needs every weight positive, as a zero "
+                    "weight maps all of its feature's values to 0. Make those features NaN "
+                    "in the data (features NaN in every sample are left out of the fit, as a "
+                    "land mask) or give them a positive weight"
+                )
+            with np.errstate(divide="ignore"):  # zero weights on features left out
+                logjac = np.log(w)
+        logjac = self._kept(logjac)
+        scale = self._kept_scale()
+        return logjac if scale is None else logjac - np.log(scale)
 
     def _standardized(self, Xd):
-        """``(Xd / scale, mean / scale, Σ log scale)`` on the kept features (lazy, blockwise):
-        the data the model describes and the log-Jacobian that turns its density into the
-        density of ``x``. Without standardisation ``Xd``, the mean and 0."""
+        """``(Xd / scale, mean / scale)`` on the kept features (lazy, blockwise): the data the
+        model describes. Without standardisation ``Xd`` and the mean."""
         mean = self._kept(self.mean_)
         scale = self._kept_scale()
         if scale is None:
-            return Xd, mean, 0.0
+            return Xd, mean
         from ..linalg.sparse import scale_columns
 
-        return (None if Xd is None else scale_columns(Xd, scale)), mean / scale, \
-            float(np.log(scale).sum())
-
-    def score(self, X, y=None) -> float:
-        """Average log-likelihood of the samples (one pass over ``X``)."""
-        self._check_gaussian("score")
-        data = self._transform_input(X)
-        return float(da.mean(self._loglike(data)).compute())
+        return (None if Xd is None else scale_columns(Xd, scale)), mean / scale

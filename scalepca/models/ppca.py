@@ -153,7 +153,9 @@ class PPCA(_BaseSpectralPCA):
     loglike_ : ndarray of shape (n_iter_,)
         Observed-data log-likelihood per sample at the parameters each EM iteration started
         from (computed in the same pass as that iteration's E-step); non-decreasing. Empty
-        for the closed form.
+        for the closed form. It is the likelihood of the matrix fitted: with weights from
+        ``open_matrix``, of the weighted data (``score`` of the same data adds the weights'
+        log-Jacobian, the data being scored in their own units).
     converged_ : bool
         Whether EM met ``tol`` within ``max_iter``.
     resumed_from_ : int
@@ -212,7 +214,8 @@ class PPCA(_BaseSpectralPCA):
     ``z ↦ W z + μ``; ``impute`` fills NaN entries with ``W ⟨z⟩ + μ`` (lazy);
     ``score_samples`` is the exact Gaussian log-likelihood of each row's observed entries
     under ``C = W Wᵀ + σ² I``, computed from k-dimensional factors (Woodbury), never inverting
-    a d × d matrix.
+    a d × d matrix, and carried to the data's own units (the log-Jacobian of the weights and
+    of ``standardize`` over the observed entries; see :meth:`score_samples`).
 
     Sparse input (``scipy.sparse``, pydata ``sparse``, dask arrays of either) takes the closed
     form, as :class:`PCA` does (``covariance_eigh`` or ``randomized``, centred implicitly,
@@ -544,7 +547,7 @@ class PPCA(_BaseSpectralPCA):
     def _kept_params(self):
         """Mean (divided by ``scale_`` when standardised), loadings and σ² of the model on
         the kept features: the model of the data as :meth:`_standardized` makes them."""
-        _, mean, _ = self._standardized(None)
+        _, mean = self._standardized(None)
         return mean, self._kept(self.W_, axis=0), float(self.noise_variance_)
 
     def transform(self, X):
@@ -564,7 +567,7 @@ class PPCA(_BaseSpectralPCA):
         scores : same kind as ``X`` of shape (n_samples, n_components)
         """
         data = self._transform_input(X)
-        Xd, _, _ = self._standardized(self._select_features(data.data))
+        Xd, _ = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
         if is_sparse(Xd):  # no missing entries in sparse rows: ⟨z⟩ = M⁻¹ Wᵀ (x − μ), implicit
             if not hasattr(self, "_M_inv"):
@@ -578,28 +581,31 @@ class PPCA(_BaseSpectralPCA):
         return data.wrap_samples(Z)
 
     def score_samples(self, X):
-        """Log-likelihood of each row's observed entries under the model (lazy for dask).
+        """Log-density of each row's observed entries under the model (lazy for dask).
 
-        A row with no observed entry scores 0.
+        In the data's own units, as :class:`PCA`'s: the weights of
+        ``open_matrix(..., weights=...)`` and ``standardize`` enter with their Jacobian, here
+        over each row's observed entries (``Σ_{j observed} log w_j − log scale_j``), so this is
+        the marginal density of the observed entries of ``x`` itself; features left out of
+        the fit are not scored, and a weight of 0 on a kept feature is refused before ``X`` is
+        read. A row with no observed entry scores 0. ``score`` is the mean over the rows.
 
         Returns
         -------
         ll : same kind as ``X``, shape (n_samples,)
         """
-        self._check_fitted()
-        U, lam, sigma2 = self._model_basis()
-        self._check_nonsingular(U, lam, sigma2)
-        if sigma2 <= 0 or is_sparse(X):
+        return super().score_samples(X)
+
+    def _loglike(self, data, logjac):
+        if float(self.noise_variance_) <= 0 or is_sparse(data.data):
             # k = d: no noise term; the eigen-form handles it (complete rows only). Sparse
             # rows have no missing entries either: the eigen-form centres them implicitly
-            return super().score_samples(X)
-        data = self._transform_input(X)
-        Xd, _, logdet_scale = self._standardized(self._select_features(data.data))
+            return super()._loglike(data, logjac)
+        Xd, _ = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
-        ll = Xd.map_blocks(_typed, loglike_rows_block, np.float64, self._transform_allows_nan,
-                           mean, W, sigma2, drop_axis=1,
-                           dtype=np.float64, meta=np.empty((0,), dtype=np.float64))
-        return data.wrap_samples(ll - logdet_scale)
+        return Xd.map_blocks(_typed, _loglike_observed_block, np.float64,
+                             self._transform_allows_nan, mean, W, sigma2, logjac, drop_axis=1,
+                             dtype=np.float64, meta=np.empty((0,), dtype=np.float64))
 
     def impute(self, X):
         """``X`` with each NaN entry replaced by its reconstruction ``W ⟨z⟩ + μ`` (lazy).
@@ -701,6 +707,12 @@ def _typed(x, kernel, dtype, allow_nan, *args):
     if not allow_nan:
         _refuse_nonfinite(x, allow_nan=False, what="X")
     return kernel(x, *args).astype(dtype, copy=False)
+
+
+def _loglike_observed_block(x, mean, W, sigma2, logjac):
+    """Each row's observed-entry log-density plus the log-Jacobian of those entries."""
+    x = np.asarray(x, dtype=np.float64)
+    return loglike_rows_block(x, mean, W, sigma2) + np.where(np.isnan(x), 0.0, logjac).sum(1)
 
 
 def _sample_block(m, W, mu, sigma, seed):
