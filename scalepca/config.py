@@ -325,7 +325,7 @@ def _check_data(section) -> dict:
     if isinstance(chunks, int) and chunks < 1:
         raise ConfigError(f"'data.chunks' must be at least 1; got {chunks}")
     if out["task_size"] is not None:
-        from .io._open import _task_bytes
+        from .io._coalesce import _task_bytes
 
         try:
             _task_bytes(out["task_size"])
