@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import typing
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 #: public name → the module that defines it
 _PUBLIC = {
@@ -23,7 +23,7 @@ _PUBLIC = {
     "connect": "scalepca.cluster",
     "eofs_as_correlation": "scalepca.eof",
     "eofs_as_covariance": "scalepca.eof",
-    "load": "scalepca.io",
+    "load": "scalepca.models.persist",
     "north_test": "scalepca.eof",
     "open_matrix": "scalepca.io",
 }
@@ -38,8 +38,9 @@ __all__ = [
 if typing.TYPE_CHECKING:  # static tools see the eager imports
     from .cluster import connect
     from .eof import Rotator, eofs_as_correlation, eofs_as_covariance, north_test
-    from .io import load, open_matrix
+    from .io import open_matrix
     from .models import PCA, PPCA, KernelPCA, RobustPCA, SparsePCA
+    from .models.persist import load
 
 
 def __getattr__(name: str):

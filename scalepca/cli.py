@@ -134,8 +134,8 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
 def open_data(dcfg: dict, *, method: str | None = None):
     """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
     from .io import open_matrix, open_zarr_node
+    from .io._coalesce import TASK_SIZE, open_zarr
     from .io._fs import check_complete
-    from .io._open import TASK_SIZE, open_zarr
     from .io._preprocess import WeightsError
 
     path = dcfg["path"]
@@ -271,7 +271,7 @@ def write_outputs(est, X, out: dict) -> list[str]:
     """Write what ``output`` asks for under ``output.store``; return the written paths."""
     from ._outputs import FLAG
     from .io import write_array
-    from .io._store import save_estimator
+    from .models.persist import save_estimator
 
     root = out["store"].rstrip("/")
     so = out.get("storage_options")
@@ -326,7 +326,7 @@ _CLI_WORDS = (
 
 
 def _method_of_class(name: str) -> str | None:
-    from .config import METHODS
+    from .models.registry import METHODS
 
     return next((m for m, target in METHODS.items() if target.endswith(f":{name}")), None)
 
@@ -347,7 +347,7 @@ def speak_cli(message: str, *, command: str | None = None, method: str | None = 
         message = re.sub(pattern, as_flag if flags else as_config, message)
     if flags:
         return message
-    from .config import METHODS, estimator_class
+    from .models.registry import METHODS, estimator_class
 
     def params_of(m):
         return set(inspect.signature(estimator_class(m).__init__).parameters) - {"self"}
@@ -501,7 +501,7 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
         import numpy as np
 
         from ._validation import is_sparse
-        from .config import estimator_class
+        from .models.registry import estimator_class
 
         est = estimator_class(method)(**params)
         problem = _estimator_problem(est, X.shape, np.dtype(X.dtype).itemsize)
@@ -560,7 +560,7 @@ def _load(args) -> dict:
 
 def cmd_run(args) -> int:
     from .cluster import connect, progress
-    from .config import estimator_class
+    from .models.registry import estimator_class
 
     cfg = _load(args)
     ccfg = dict(cfg["cluster"])
@@ -597,7 +597,8 @@ def cmd_run(args) -> int:
 def cmd_transform(args) -> int:
     from ._outputs import transform_output_problem
     from .cluster import connect, progress
-    from .io import load, write_array
+    from .io import write_array
+    from .models.persist import load
 
     so = _json_arg(args.storage_options, "--storage-options")
     model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
@@ -704,8 +705,9 @@ def cmd_make_data(args) -> int:
     import numpy as np
     from dask.utils import parse_bytes
 
-    from .config import ConfigError, apply_overrides, check_params
+    from .config import ConfigError, apply_overrides
     from .datasets import GENERATORS
+    from .models.registry import check_params
 
     func = GENERATORS[args.kind]
     sig = inspect.signature(func).parameters

@@ -8,8 +8,9 @@ A run config has five sections::
                the name of a variable of the same store, multiplied into the features (the
                same rules as ``open_matrix(weights=...)``). The model keeps them: its scores
                of new data (``scalepca transform``) and the reconstruction apply and undo them
-    model:     ``method`` (a key of :data:`METHODS`) and the estimator's parameters, either
-               beside ``method`` or under ``params`` (for a parameter itself named method)
+    model:     ``method`` (a key of :data:`scalepca.models.registry.METHODS`) and the
+               estimator's parameters, either beside ``method`` or under ``params`` (for a
+               parameter itself named method)
     cluster:   ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |
                gateway) and the settings of that kind
     output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
@@ -33,63 +34,28 @@ before any data is read.
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
-import numbers
 import os
-import types
-import typing
 from pathlib import Path
 
 import yaml
 
 from ._codecs import CODECS, DEFAULT_CODEC
+from ._schema import _NONE, _REQUIRED, _SIZE, ConfigError, _check_section, _f, _Field, _typename
 
 __all__ = [
     "CLUSTER_KINDS",
     "ConfigError",
-    "METHODS",
     "KEY_DOCS",
     "apply_overrides",
     "check_cluster",
-    "estimator_class",
     "PATH_KEYS",
-    "estimator_class_named",
     "load_config",
     "resolve_paths",
     "schema_sections",
     "validate_config",
 ]
 
-
-class ConfigError(ValueError):
-    """A run config is malformed; the message names the key and what is allowed."""
-
-
-#: method name in configs → estimator class (imported lazily)
-METHODS = {
-    "pca": "scalepca.models.pca:PCA",
-    "ppca": "scalepca.models.ppca:PPCA",
-    "kernel_pca": "scalepca.models.kernel_pca:KernelPCA",
-    "sparse_pca": "scalepca.models.sparse_pca:SparsePCA",
-    "robust_pca": "scalepca.models.robust_pca:RobustPCA",
-}
-
-_NONE = type(None)
-_REQUIRED = object()
-
-
-class _Field(typing.NamedTuple):
-    types: tuple
-    default: object = None
-    choices: tuple | None = None
-
-
-def _f(types, default=None, choices=None) -> _Field:
-    return _Field(types if isinstance(types, tuple) else (types,), default, choices)
-
-
-_SIZE = (str, int, _NONE)  # "4GiB" or bytes
 
 _DATA = {
     "path": _f(str, _REQUIRED),
@@ -226,159 +192,10 @@ def _cluster_schema(kind: str) -> dict:
 _TOP = ("data", "model", "cluster", "output", "progress")
 
 
-def _typename(ts: tuple) -> str:
-    names = {_NONE: "null", dict: "a mapping", list: "a list", str: "a string", int: "an integer",
-             float: "a number", bool: "true or false"}
-    return " or ".join(names.get(t, t.__name__) for t in ts)
-
-
-def _type_ok(value, ts: tuple) -> bool:
-    if isinstance(value, bool):
-        return bool in ts
-    if float in ts and isinstance(value, numbers.Real):
-        return True
-    return isinstance(value, ts)
-
-
-def _check_section(section, schema: dict, name: str) -> dict:
-    """Check ``section`` against ``schema``; return it with defaults filled in."""
-    if section is None:
-        section = {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"'{name}' must be a mapping; got {type(section).__name__} {section!r}")
-    unknown = sorted(set(section) - set(schema), key=str)
-    if unknown:
-        raise ConfigError(
-            f"unknown key(s) {', '.join(repr(f'{name}.{k}') for k in unknown)}; "
-            f"allowed in '{name}': {', '.join(schema)}"
-        )
-    out = {}
-    for key, field in schema.items():
-        if key not in section:
-            if field.default is _REQUIRED:
-                raise ConfigError(f"'{name}.{key}' is required ({_typename(field.types)})")
-            out[key] = copy.deepcopy(field.default)
-            continue
-        value = section[key]
-        if not _type_ok(value, field.types):
-            raise ConfigError(
-                f"'{name}.{key}' must be {_typename(field.types)}; got {value!r}"
-            )
-        if field.choices is not None and value not in field.choices:
-            raise ConfigError(
-                f"'{name}.{key}' is {value!r}; allowed: {', '.join(map(str, field.choices))}"
-            )
-        out[key] = value
-    return out
-
-
 # -- estimator and generator signatures ----------------------------------------------------------
-def estimator_class(method: str):
-    """The estimator class of ``method`` (a key of :data:`METHODS`), imported on demand."""
-    if not isinstance(method, str) or method not in METHODS:
-        raise ConfigError(
-            f"'model.method' {method!r} is unknown; allowed: {', '.join(METHODS)}"
-        )
-    module, name = METHODS[method].split(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise ConfigError(
-            f"'model.method' {method!r}: its estimator {METHODS[method]} cannot be imported "
-            f"({err})"
-        ) from None
-
-
-def estimator_class_named(name: str):
-    """The registered estimator class whose class name is ``name`` (``"PPCA"``), or None.
-
-    The lookup goes through :data:`METHODS` only, so no name read from a file (a model store,
-    a config) is ever imported: :func:`scalepca.load` relies on this.
-    """
-    for method, spec in METHODS.items():
-        if spec.rsplit(":", 1)[1] == name:
-            return estimator_class(method)
-    return None
-
-
-def _plain_types(annotation) -> tuple | None:
-    """The classes of a resolved annotation like ``int | None``; None if not that simple."""
-    if annotation is inspect.Parameter.empty:
-        return None
-    if isinstance(annotation, type):
-        members = (annotation,)
-    elif isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        members = typing.get_args(annotation)
-    else:
-        return None
-    if not all(isinstance(m, type) and m.__module__ == "builtins" or m is _NONE for m in members):
-        return None
-    return tuple(members)
-
-
-def check_params(func, params: dict, where: str, *, skip=("self",)) -> dict:
-    """Check keyword ``params`` against ``func``'s signature: names, and simple annotated types.
-
-    Returns the parameter names that are allowed; integral floats given for ``int``
-    parameters are converted in place. Values are only type-checked where the
-    signature says so unambiguously (``int``, ``float | None``, ``str`` ...), or, without an
-    annotation, when the default is a bool or a string (a flag or a named choice).
-    """
-    sig = inspect.signature(func)
-    allowed = [
-        p for p, par in sig.parameters.items()
-        if p not in skip and par.kind not in (par.VAR_POSITIONAL, par.VAR_KEYWORD)
-    ]
-    bad = sorted(set(params) - set(allowed), key=str)
-    if bad:
-        raise ConfigError(
-            f"unknown key(s) {', '.join(repr(f'{where}.{b}') for b in bad)}; "
-            f"allowed: {', '.join(allowed)}"
-        )
-    try:
-        hints = typing.get_type_hints(func)
-    except Exception:  # annotations that do not resolve: check names only
-        hints = {}
-    for name, value in params.items():
-        par = sig.parameters[name]
-        ts = _plain_types(hints.get(name, inspect.Parameter.empty))
-        if ts is None:
-            default = par.default
-            if isinstance(default, bool):
-                ts = (bool,)
-            elif isinstance(default, str):
-                ts = (str,)
-            else:
-                continue
-            if value is None:
-                continue
-        if int in ts and float not in ts and isinstance(value, float) and value.is_integer():
-            params[name] = int(value)  # 1e3 in YAML is a float
-            continue
-        if not _type_ok(value, ts):
-            raise ConfigError(f"'{where}.{name}' must be {_typename(ts)}; got {value!r}")
-    return allowed
-
-
-def check_n_components_form(cls, value, where: str = "model"):
-    """``n_components`` of ``cls`` checked in form (the data's shape is not known yet): PCA
-    and PPCA also take a float in (0, 1) and ``"mle"``; an integral float is an int.
-    ``where``: the section named in the message (``model`` in configs, ``params`` in stores)."""
-    from ._validation import check_n_components
-
-    fraction = getattr(cls, "_n_components_fraction", False)
-    if isinstance(value, float) and value.is_integer() and value >= 1:
-        value = int(value)  # 1e3 in YAML is a float
-    try:
-        return check_n_components(value, fraction=fraction)
-    except (TypeError, ValueError) as err:
-        forms = ("an integer >= 1, a float in (0, 1), 'mle' or null" if fraction
-                 else "an integer >= 1 or null")
-        raise ConfigError(f"'{where}.n_components' must be {forms}; got {value!r} "
-                          f"({err})") from None
-
-
 def _check_model(model) -> dict:
+    from .models.registry import METHODS, check_n_components_form, check_params, estimator_class
+
     if not isinstance(model, dict) or "method" not in model:
         raise ConfigError(
             f"'model' must be a mapping with a 'method' key; allowed methods: {', '.join(METHODS)}"
@@ -411,6 +228,7 @@ def _check_model(model) -> dict:
 
 def _check_generate(gen) -> dict:
     from .datasets import GENERATORS
+    from .models.registry import check_params
 
     if not isinstance(gen, dict):
         raise ConfigError(f"'data.generate' must be a mapping; got {gen!r}")
@@ -507,7 +325,7 @@ def _check_data(section) -> dict:
     if isinstance(chunks, int) and chunks < 1:
         raise ConfigError(f"'data.chunks' must be at least 1; got {chunks}")
     if out["task_size"] is not None:
-        from .io._open import _task_bytes
+        from .io._coalesce import _task_bytes
 
         try:
             _task_bytes(out["task_size"])
@@ -571,6 +389,8 @@ def validate_config(cfg) -> dict:
     if out["output"]["reconstruction"]:
         # ask the configured estimator: KernelPCA has inverse_transform only with
         # fit_inverse_transform=True, and its error says so
+        from .models.registry import estimator_class
+
         try:
             estimator_class(method)(**out["model"]["params"]).inverse_transform  # noqa: B018
         except AttributeError as err:

@@ -493,7 +493,7 @@ def test_shipped_local_configs_run(tmp_path, capsys, monkeypatch, name):
     """Each local config runs end to end (shrunk with --set) and writes what it promises."""
     path = Path(__file__).parents[1] / "configs" / f"{name}.yaml"
     raw = yaml.safe_load(path.read_text())
-    from scalepca.config import METHODS
+    from scalepca.models.registry import METHODS
 
     module = METHODS[raw["model"]["method"]].split(":")[0]
     pytest.importorskip(module)

@@ -14,7 +14,7 @@ import zarr
 
 import scalepca
 from scalepca.config import ConfigError, validate_config
-from scalepca.io._open import coalesced_rows, open_zarr
+from scalepca.io._coalesce import coalesced_rows, open_zarr
 
 from .conftest import low_rank_data
 

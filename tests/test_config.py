@@ -9,13 +9,13 @@ import yaml
 
 from scalepca.config import (
     CLUSTER_KINDS,
-    METHODS,
     ConfigError,
     apply_overrides,
     check_cluster,
     load_config,
     validate_config,
 )
+from scalepca.models.registry import METHODS
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
 

@@ -18,13 +18,13 @@ from sklearn.preprocessing import StandardScaler
 
 import scalepca
 from scalepca import PCA, KernelPCA
-from scalepca.config import estimator_class
 from scalepca.linalg.kernels import (
     kernel_block,
     kmeans_plusplus_landmarks,
     nystroem_normalization,
 )
 from scalepca.models import kernel_pca as kpca_mod
+from scalepca.models.registry import estimator_class
 
 from .conftest import arrays_in, counted_dask, recorded_results
 

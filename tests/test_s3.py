@@ -205,7 +205,7 @@ def test_in_place_writes_are_flagged_until_complete(s3, capsys):
 def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
     """An in-place rewrite on S3 first copies the complete store to ``.previous``; a rewrite
     that fails mid-way leaves it readable there, and the next complete rewrite removes it."""
-    from scalepca.io import _store
+    from scalepca.models import persist
 
     opts, fs = s3
     url, X = remote_data
@@ -214,7 +214,7 @@ def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
     first.save(store, storage_options=opts)
     assert not fs.exists(f"{BUCKET}/rewrite/pca.zarr.previous")
 
-    real_write = _store.atomic_group
+    real_write = persist.atomic_group
 
     def dies_mid_write(path, *, write=None, **kwargs):
         def half(group):
@@ -222,7 +222,7 @@ def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
             raise KeyboardInterrupt  # the process is stopped while the new store is written
         return real_write(path, write=half, **kwargs)
 
-    monkeypatch.setattr(_store, "atomic_group", dies_mid_write)
+    monkeypatch.setattr(persist, "atomic_group", dies_mid_write)
     with pytest.raises(KeyboardInterrupt):
         scalepca.PCA(3).fit(X).save(store, storage_options=opts, overwrite=True)
     monkeypatch.undo()

@@ -290,7 +290,8 @@ def test_killed_run_resumes_from_its_checkpoint(slurm, tmp_path):
     resumes from the checkpoint and ends where an uninterrupted run ends."""
     from scalepca import load
     from scalepca.cli import open_data
-    from scalepca.config import estimator_class, load_config
+    from scalepca.config import load_config
+    from scalepca.models.registry import estimator_class
 
     cfg = {
         "data": {"path": str(tmp_path / "missing.zarr"),

@@ -12,7 +12,7 @@ import pytest
 import zarr
 
 import scalepca
-from scalepca.io import load
+from scalepca.models.persist import load
 
 from .conftest import low_rank_data
 

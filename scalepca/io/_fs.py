@@ -15,6 +15,9 @@ import json
 import os
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
+
+import zarr
 
 MODEL = "scalepca-model"
 OUTPUT = "scalepca-output"
@@ -52,6 +55,36 @@ def previous_hint(path) -> str:
         return ""
     return (f"; the complete output it was replacing, if there was one, is kept at "
             f"{p + '.previous'!r}")
+
+
+def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"):
+    """Open a zarr array or group at a local path or fsspec URL; ``FileNotFoundError`` if absent."""
+    path = os.fspath(path)
+    if is_url(path):
+        import fsspec
+
+        try:
+            fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        except ImportError as err:
+            raise ImportError(
+                f"opening {path!r} needs an fsspec backend that is not installed ({err}); "
+                "for s3:// URLs install the 's3' extra: pip install 'scalepca[s3]'"
+            ) from err
+        if mode == "r" and not (fs.exists(f"{root}/zarr.json") or fs.exists(f"{root}/.zarray")
+                                or fs.exists(f"{root}/.zgroup")):
+            raise FileNotFoundError(f"no zarr store at {path!r}")
+        # zarr drives the store from its own event loop: it needs an asynchronous filesystem
+        store = zarr.storage.FsspecStore.from_url(path, storage_options=storage_options,
+                                                  read_only=(mode == "r"))
+        return zarr.open(store=store, mode=mode)
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    if mode == "r" and not Path(path).exists():
+        raise FileNotFoundError(f"no zarr store at {path!r} (the path does not exist)")
+    try:
+        return zarr.open(path, mode=mode)
+    except (zarr.errors.NodeNotFoundError, FileNotFoundError) as err:
+        raise FileNotFoundError(f"no zarr array or group at {path!r}") from err
 
 
 def _fs(path, storage_options=None):

@@ -126,7 +126,7 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
         import zarr
 
         if isinstance(X, zarr.Array):
-            from ._open import open_zarr
+            from ._coalesce import open_zarr
 
             kind = "dask"
             # a 2-D array is read several small store chunks per task; any other is left

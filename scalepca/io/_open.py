@@ -4,113 +4,25 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 
 import dask.array as da
 import numpy as np
 import xarray as xr
 import zarr
 
-from ._fs import check_complete, previous_hint  # noqa: F401  (previous_hint: re-exported)
+from ._coalesce import TASK_SIZE, _task_bytes, coalesced_rows, open_zarr
+from ._fs import (
+    check_complete,
+    open_zarr_node,
+    previous_hint,  # noqa: F401  (re-exported)
+)
 from ._fs import is_url as _is_url
 from ._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
-from ._preprocess import attach, describe
+from ._preprocess import _dataarray_matrix, attach, describe
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TASK_SIZE", "coalesced_rows", "data_kind", "open_dataset", "open_matrix",
-           "open_store", "open_zarr", "open_zarr_node"]
-
-#: default bytes of data one task reads when a store's small chunks are coalesced
-TASK_SIZE = "128MiB"
-
-
-def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"):
-    """Open a zarr array or group at a local path or fsspec URL; ``FileNotFoundError`` if absent."""
-    path = os.fspath(path)
-    if _is_url(path):
-        import fsspec
-
-        try:
-            fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
-        except ImportError as err:
-            raise ImportError(
-                f"opening {path!r} needs an fsspec backend that is not installed ({err}); "
-                "for s3:// URLs install the 's3' extra: pip install 'scalepca[s3]'"
-            ) from err
-        if mode == "r" and not (fs.exists(f"{root}/zarr.json") or fs.exists(f"{root}/.zarray")
-                                or fs.exists(f"{root}/.zgroup")):
-            raise FileNotFoundError(f"no zarr store at {path!r}")
-        # zarr drives the store from its own event loop: it needs an asynchronous filesystem
-        store = zarr.storage.FsspecStore.from_url(path, storage_options=storage_options,
-                                                  read_only=(mode == "r"))
-        return zarr.open(store=store, mode=mode)
-    if path.startswith("file://"):
-        path = path[len("file://"):]
-    if mode == "r" and not Path(path).exists():
-        raise FileNotFoundError(f"no zarr store at {path!r} (the path does not exist)")
-    try:
-        return zarr.open(path, mode=mode)
-    except (zarr.errors.NodeNotFoundError, FileNotFoundError) as err:
-        raise FileNotFoundError(f"no zarr array or group at {path!r}") from err
-
-
-def _task_bytes(task_size) -> int | None:
-    """``task_size`` (bytes, ``"128MiB"``, or ``None``: off) as bytes, checked."""
-    if task_size is None:
-        return None
-    from dask.utils import parse_bytes
-
-    if isinstance(task_size, bool) or not isinstance(task_size, (int, str)):
-        raise TypeError(f"task_size must be bytes (an integer or a string like '128MiB') or "
-                        f"None; got {task_size!r}")
-    try:
-        nbytes = parse_bytes(task_size)
-    except ValueError as err:
-        raise ValueError(f"task_size {task_size!r} is not a size in bytes ('128MiB')") from err
-    if nbytes < 1:
-        raise ValueError(f"task_size must be at least 1 byte; got {task_size!r}")
-    return nbytes
-
-
-def coalesced_rows(unit: int, n_rows: int, row_bytes: int, task_size) -> int:
-    """Rows per task: the largest whole multiple of ``unit`` rows within ``task_size`` bytes.
-
-    ``unit`` is the store's row chunk (or shard): a task reads whole store chunks, never part
-    of one, and a store chunk larger than ``task_size`` stays one task. ``task_size=None``
-    keeps ``unit``.
-    """
-    nbytes = _task_bytes(task_size)
-    unit = max(1, min(int(unit), n_rows))
-    if nbytes is None:
-        return unit
-    k = max(1, nbytes // max(1, unit * row_bytes))
-    return min(n_rows, k * unit) if n_rows else unit
-
-
-def _store_unit(z: zarr.Array) -> tuple:
-    """The read unit of a zarr array: its shard shape when sharded, else its chunk shape."""
-    return tuple(getattr(z, "shards", None) or z.chunks)
-
-
-def open_zarr(z: zarr.Array, *, rows: int | None = None, task_size=TASK_SIZE,
-              full_rows: bool = True) -> da.Array:
-    """A 2-D zarr array as a dask array whose blocks are whole multiples of the store's chunks.
-
-    Each dask task reads one region (``da.from_zarr`` with the coalesced chunks), and zarr
-    reads the store chunks inside it, so a store of many small chunks makes few tasks: rows
-    per block are the largest multiple of the store's row chunk within ``task_size`` bytes
-    (:func:`coalesced_rows`). ``full_rows``: the columns in one block (the tall-skinny
-    methods need whole rows; the store's column chunks are then read side by side, never
-    split); otherwise the store's column chunking is kept. ``rows`` given: exactly that many
-    rows per block (the user's choice, even if it splits store chunks).
-    """
-    n, d = z.shape
-    unit_rows, unit_cols = _store_unit(z)
-    cols = d if full_rows else unit_cols
-    if rows is None:
-        rows = coalesced_rows(unit_rows, n, cols * z.dtype.itemsize, task_size)
-    return da.from_zarr(z, chunks=(rows, cols))
+__all__ = ["data_kind", "open_dataset", "open_matrix", "open_store"]
 
 
 def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_size) -> dict:
@@ -445,14 +357,3 @@ def _looks_like_xarray(group: zarr.Group) -> bool:
         if getattr(md, "dimension_names", None) or "_ARRAY_DIMENSIONS" in arr.attrs:
             return True
     return False
-
-
-def _dataarray_matrix(arr: xr.DataArray, *, chunks=None, sample_dims=None, feature_dims=None,
-                      weights=None, dataset=None) -> xr.DataArray:
-    if arr.ndim != 2 and sample_dims is None:
-        raise ValueError(
-            f"the DataArray has dims {arr.dims}; pass sample_dims=(...) to say which are samples"
-        )
-    prep = describe(arr, sample_dims=sample_dims, feature_dims=feature_dims, weights=weights,
-                    dataset=dataset)
-    return prep.stack(arr, chunks=chunks)

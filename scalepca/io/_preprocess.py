@@ -146,10 +146,11 @@ class Preprocessing:
         if self.dims == ("obs", "var"):  # fitted on AnnData: an AnnData gives the same matrix
             from ._anndata import is_anndata_object
 
-            if is_anndata_object(X):
-                from ._open import open_matrix
+            if is_anndata_object(X):  # read as open_matrix reads it
+                from ._anndata import open_anndata
 
-                return open_matrix(X, layer=None if self.variable == "X" else self.variable)
+                return _dataarray_matrix(
+                    open_anndata(X, layer=None if self.variable == "X" else self.variable))
         carried_by = carried(X)
         if carried_by is not None:
             diff = self.differences(carried_by)
@@ -299,7 +300,7 @@ def _weightable(X, what: str):
     import zarr
 
     if isinstance(X, zarr.Array) and X.ndim == 2:
-        from ._open import open_zarr
+        from ._coalesce import open_zarr
 
         return open_zarr(X)
     if hasattr(X, "to_numpy"):  # a pandas DataFrame
@@ -344,6 +345,17 @@ def describe(arr, *, sample_dims=None, feature_dims=None, weights=None, dataset=
         weights_name=name,
         feature_sizes=tuple(arr.sizes[d] for d in feature_dims),
     )
+
+
+def _dataarray_matrix(arr: xr.DataArray, *, chunks=None, sample_dims=None, feature_dims=None,
+                      weights=None, dataset=None) -> xr.DataArray:
+    if arr.ndim != 2 and sample_dims is None:
+        raise ValueError(
+            f"the DataArray has dims {arr.dims}; pass sample_dims=(...) to say which are samples"
+        )
+    prep = describe(arr, sample_dims=sample_dims, feature_dims=feature_dims, weights=weights,
+                    dataset=dataset)
+    return prep.stack(arr, chunks=chunks)
 
 
 def named_weights(rule: str, arr: xr.DataArray, dataset: xr.Dataset | None = None):

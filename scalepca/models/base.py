@@ -468,7 +468,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             ``store`` that is not a scalepca model store (a folder of other files, a data or
             output store) is ever replaced; a model store whose save was interrupted is.
         """
-        from ..io._store import save_estimator
+        from .persist import save_estimator
 
         save_estimator(self, store, storage_options=storage_options, overwrite=overwrite)
 
