@@ -9,7 +9,7 @@ import numpy as np
 import xarray as xr
 
 from .._validation import _row_chunks, check_matrix
-from ._preprocess import ATTR, Preprocessing, attach, carried
+from ._preprocess import ATTR, Preprocessing, carried
 from ._stack import MODE, SAMPLE, _unstack, feature_template, mode_coords
 
 
@@ -117,7 +117,7 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
         arr = check_matrix(X.data, what=what, min_samples=min_samples,
                            min_features=min_features, allow_2d_blocks=allow_2d_blocks,
                            accept_sparse=accept_sparse)
-        return MatrixInput(attach(arr, prep), "xarray", X, prep)
+        return MatrixInput(arr, "xarray", X, prep)
     if hasattr(X, "to_dask_array") and hasattr(X, "columns"):  # a dask DataFrame, read lazily
         X = X.to_dask_array(lengths=True)  # the row count of each partition: one small pass
     prep = carried(X)
@@ -134,7 +134,7 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
             X = open_zarr(X) if X.ndim == 2 else da.from_zarr(X)
     arr = check_matrix(X, what=what, min_samples=min_samples, min_features=min_features,
                        allow_2d_blocks=allow_2d_blocks, accept_sparse=accept_sparse)
-    return MatrixInput(attach(arr, prep), kind, prep=prep)
+    return MatrixInput(arr, kind, prep=prep)
 
 
 def scores_matrix(Z, *, what: str = "scores") -> MatrixInput:

@@ -281,11 +281,15 @@ def open_matrix(
     of the fitted data; ``inverse_transform`` returns the field in its own units and dims
     order (NaN where a weight is 0). As in eofs and xeofs, ``components_`` are the EOFs of the
     weighted field (unit norm in weighted space) and ``mean_`` the mean of the weighted field;
-    ``mean_xr_`` is in the field's units. A NumPy or dask array derived from a matrix of
-    array sources (a slice, a product) carries no description: give such a model the
-    unweighted data, or pass the derived array through ``open_matrix`` again. A pandas or
-    dask DataFrame or a zarr array given to such a model is weighted like an array; sparse
-    input is refused, as weights are not applied to it.
+    ``mean_xr_`` is in the field's units. A NumPy or dask matrix is known by what it is,
+    never by its values: the array ``open_matrix`` returned, a NumPy view of it, and for dask
+    its ``persist()``-ed or pickled copies, rows selected from it, a rechunk or a change of
+    dtype of it. Any other array, even of the same values, is data in their own units and is
+    weighted by such a model; a dask array computed from the matrix in another way (``Y / w``,
+    a sum, an ``inverse_transform``) is refused, as it may or may not be weighted still: give
+    the unweighted data, or pass it through ``open_matrix`` again. A pandas or dask DataFrame
+    or a zarr array given to such a model is weighted like an array; sparse input is refused,
+    as weights are not applied to it.
 
     AnnData (cells × genes) is read through anndata's lazy reader (the optional ``anndata``
     extra) as a DataArray over ``("obs", "var")`` whose blocks are ``scipy.sparse`` CSR rows

@@ -19,6 +19,7 @@ fit (NaN in every sample) are recorded by the estimator too (``DecompositionMixi
 
 from __future__ import annotations
 
+import uuid
 import weakref
 from dataclasses import dataclass
 
@@ -130,6 +131,8 @@ class Preprocessing:
         out = stack_dataarray(arr, sample_dims=self.sample_dims, feature_dims=self.feature_dims,
                               chunks=chunks)
         out = self.weight(out)
+        if isinstance(out.data, da.Array):  # its dask array alone is known as prepared too
+            out = out.copy(data=attach(out.data, self))
         out.attrs = {**{k: v for k, v in arr.attrs.items() if k != ATTR}, ATTR: self}
         out.name = arr.name
         return out
@@ -151,6 +154,12 @@ class Preprocessing:
 
                 return open_matrix(X, layer=None if self.variable == "X" else self.variable)
         carried_by = carried(X)
+        if carried_by is None and computed_from_matrix(X) is not None:
+            raise ValueError(
+                f"{what} is computed from a matrix made by open_matrix by other steps than "
+                "selecting rows or rechunking, so it may or may not be prepared (weighted) "
+                "still: pass the matrix open_matrix made (or rows of it), or the data in "
+                "their own units")
         if carried_by is not None:
             diff = self.differences(carried_by)
             if diff:
@@ -389,30 +398,49 @@ def column_weights(weights, d: int) -> np.ndarray:
 
 
 # -- carrying a description with a matrix -----------------------------------------------------
-# NumPy and dask arrays have no attributes of their own. A matrix made by open_matrix is
-# remembered by identity (weakly: the entry goes with the array), and so are arrays derived
-# from it where that can be seen without computing: NumPy views (a slice keeps ``.base``) and
-# dask arrays whose graph contains the matrix's layer (a slice, a rechunk, a product). A dask
-# matrix is also remembered by its graph name for as long as a derived array may outlive it
-# (the newest ``_NAMED_MAX`` names): a slice of a weighted matrix must not be weighted twice.
+# A DataArray carries its description in its attributes. NumPy and dask arrays have none, so
+# scalepca remembers the arrays it made itself, never the user's: equal values do not make two
+# arrays the same input.
+#
+# * A NumPy matrix is remembered by identity (weakly: the entry goes with the array), and so
+#   are its views (a slice keeps ``.base``).
+# * A dask matrix gets a graph name of its own, ``scalepca-matrix-<random>`` (a dask name is
+#   otherwise a hash of the values and the steps, which an unrelated array of the same values
+#   shares), and is remembered by that name: the name survives ``persist()`` and pickling.
+#   Rows selected from it, a rechunk or a change of dtype of it carry its description (their
+#   graph is one chain of such steps down to the matrix). An array computed from it in any
+#   other way (a sum, ``Y / w``, an ``inverse_transform``) may or may not still be prepared:
+#   :meth:`Preprocessing.prepare` refuses it rather than guess.
+# The newest ``_NAMED_MAX`` dask matrices are remembered; an older one is refused by name.
 _CARRIED: dict[int, tuple[weakref.ref, Preprocessing]] = {}
 _NAMED: dict[str, Preprocessing] = {}
 _NAMED_MAX = 256
+#: the start of the graph name of a dask matrix made by scalepca
+MATRIX_PREFIX = "scalepca-matrix-"
+#: the steps through which a dask matrix's rows keep its description
+_KEEPS_DESCRIPTION = ("getitem", "rechunk-merge", "rechunk-split", "rechunk-p2p", "blocks",
+                      "astype")
+
+
+def _same(block):
+    return block
 
 
 def attach(X, prep: Preprocessing | None):
-    """Record that ``X`` was made by ``prep``; returns ``X``."""
+    """``X`` marked as made by ``prep``: a DataArray in its attributes, a NumPy array by
+    identity, a dask array as a new array of a name of its own (use the result)."""
     if prep is None:
         return X
     if isinstance(X, xr.DataArray):
         X.attrs[ATTR] = prep
         return X
-    name = getattr(X, "name", None)
-    if isinstance(X, da.Array) and isinstance(name, str):
-        _NAMED.pop(name, None)
+    if isinstance(X, da.Array):
+        name = MATRIX_PREFIX + uuid.uuid4().hex
+        X = X.map_blocks(_same, name=name, dtype=X.dtype, meta=X._meta)
         _NAMED[name] = prep
         while len(_NAMED) > _NAMED_MAX:
             _NAMED.pop(next(iter(_NAMED)))
+        return X
     key = id(X)
     try:
         ref = weakref.ref(X, lambda _r, key=key: _CARRIED.pop(key, None))
@@ -423,19 +451,44 @@ def attach(X, prep: Preprocessing | None):
 
 
 def carried(X) -> Preprocessing | None:
-    """The description ``X`` carries: a matrix made by ``open_matrix``, or a view of one."""
+    """The description ``X`` carries: a matrix made by ``open_matrix``, or rows of one."""
     if isinstance(X, xr.DataArray):
         p = X.attrs.get(ATTR)
         return p if isinstance(p, Preprocessing) else None
+    if isinstance(X, da.Array):
+        name = _matrix_of(X)
+        if name is None:
+            return None
+        if name not in _NAMED:
+            raise ValueError(
+                f"X comes from a matrix made by open_matrix ({name!r}) whose description is no "
+                f"longer held (the newest {_NAMED_MAX} are); call open_matrix again")
+        return _NAMED[name]
     node = X
     while node is not None:  # NumPy views lead back to the matrix through .base
         entry = _CARRIED.get(id(node))
         if entry is not None and entry[0]() is node:
             return entry[1]
         node = getattr(node, "base", None) if isinstance(node, np.ndarray) else None
-    if isinstance(X, da.Array) and _NAMED:
-        layers = X.dask.layers
-        for name in reversed(list(_NAMED)):
-            if name == X.name or name in layers:
-                return _NAMED[name]
     return None
+
+
+def _matrix_of(X: da.Array) -> str | None:
+    """The name of the scalepca matrix that ``X`` is, or selects rows of (else ``None``)."""
+    from dask.utils import key_split
+
+    name, deps = X.name, X.dask.dependencies
+    while not name.startswith(MATRIX_PREFIX):
+        below = deps.get(name, ())
+        if key_split(name) not in _KEEPS_DESCRIPTION or len(below) != 1:
+            return None
+        (name,) = below
+    return name
+
+
+def computed_from_matrix(X) -> str | None:
+    """The name of a scalepca dask matrix in ``X``'s graph when ``X`` is computed from it by
+    other steps than those that keep its description (else ``None``)."""
+    if not isinstance(X, da.Array) or _matrix_of(X) is not None:
+        return None
+    return next((n for n in X.dask.layers if n.startswith(MATRIX_PREFIX)), None)
