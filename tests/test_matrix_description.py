@@ -112,3 +112,21 @@ def test_stacked_field_data_keeps_the_description(data):
     M = scalepca.open_matrix(field, sample_dims=("time",), weights=weights)
     model = scalepca.PCA(3).fit(M)
     _close(model.transform(M.data).compute(), _reference(X, w).transform(X * w))
+
+
+def test_transforms_do_not_crowd_out_the_matrix(data, monkeypatch):
+    """Only open_matrix's own dask matrices are remembered by name, the one used last kept
+    longest: transforms of raw data (weighted inside the model) do not push them out."""
+    import anndata as ad
+
+    X, w = data
+    monkeypatch.setattr(_preprocess, "_NAMED_MAX", 2)
+    Y = scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=w)
+    model = scalepca.PCA(3).fit(Y)
+    on_cells = scalepca.PCA(3).fit(ad.AnnData(X))
+    for _ in range(3):
+        model.transform(da.from_array(X, chunks=(20, -1)))
+        on_cells.transform(ad.AnnData(X))
+        model.transform(Y)  # used: kept
+        scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=2 * w)
+    _close(model.transform(Y.persist()).compute(), _reference(X, w).transform(X * w))

@@ -14,7 +14,7 @@ import zarr
 from ._fs import check_complete, previous_hint  # noqa: F401  (previous_hint: re-exported)
 from ._fs import is_url as _is_url
 from ._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
-from ._preprocess import attach, describe
+from ._preprocess import describe, named_matrix
 
 logger = logging.getLogger(__name__)
 
@@ -404,7 +404,7 @@ def open_matrix(
             arr = arr.rechunk({1: -1})
     if prep.weights is None:
         return arr
-    return attach(prep.weight(arr), prep)
+    return named_matrix(prep.weight(arr), prep)
 
 
 def _anndata_path(path) -> bool:
@@ -459,4 +459,8 @@ def _dataarray_matrix(arr: xr.DataArray, *, chunks=None, sample_dims=None, featu
         )
     prep = describe(arr, sample_dims=sample_dims, feature_dims=feature_dims, weights=weights,
                     dataset=dataset)
-    return prep.stack(arr, chunks=chunks)
+    out = prep.stack(arr, chunks=chunks)
+    if prep.weights is not None and isinstance(out.data, da.Array):
+        # its dask array alone is known as weighted too: never weighted twice
+        out = out.copy(data=named_matrix(out.data, prep))
+    return out

@@ -131,8 +131,6 @@ class Preprocessing:
         out = stack_dataarray(arr, sample_dims=self.sample_dims, feature_dims=self.feature_dims,
                               chunks=chunks)
         out = self.weight(out)
-        if isinstance(out.data, da.Array):  # its dask array alone is known as prepared too
-            out = out.copy(data=attach(out.data, self))
         out.attrs = {**{k: v for k, v in arr.attrs.items() if k != ATTR}, ATTR: self}
         out.name = arr.name
         return out
@@ -402,44 +400,35 @@ def column_weights(weights, d: int) -> np.ndarray:
 # scalepca remembers the arrays it made itself, never the user's: equal values do not make two
 # arrays the same input.
 #
-# * A NumPy matrix is remembered by identity (weakly: the entry goes with the array), and so
-#   are its views (a slice keeps ``.base``).
-# * A dask matrix gets a graph name of its own, ``scalepca-matrix-<random>`` (a dask name is
-#   otherwise a hash of the values and the steps, which an unrelated array of the same values
-#   shares), and is remembered by that name: the name survives ``persist()`` and pickling.
-#   Rows selected from it, a rechunk or a change of dtype of it carry its description (their
-#   graph is one chain of such steps down to the matrix). An array computed from it in any
-#   other way (a sum, ``Y / w``, an ``inverse_transform``) may or may not still be prepared:
-#   :meth:`Preprocessing.prepare` refuses it rather than guess.
-# The newest ``_NAMED_MAX`` dask matrices are remembered; an older one is refused by name.
+# * An array is remembered by identity (weakly: the entry goes with the array), and so are the
+#   views of a NumPy array (a slice keeps ``.base``). ``prepare`` marks the matrices it makes
+#   for the estimator this way.
+# * A dask matrix that ``open_matrix`` returns gets a graph name of its own,
+#   ``scalepca-matrix-<random>`` (a dask name is otherwise a hash of the values and the steps,
+#   which an unrelated array of the same values shares), and is remembered by that name: the
+#   name survives ``persist()`` and pickling. Rows selected from it, a rechunk or a change of
+#   dtype of it carry its description (their graph is one chain of such steps down to the
+#   matrix). An array computed from it in any other way (a sum, ``Y / w``, an
+#   ``inverse_transform``) may or may not still be prepared: :meth:`Preprocessing.prepare`
+#   refuses it rather than guess. The ``_NAMED_MAX`` matrices made or used last are
+#   remembered; an older one is refused by name, never taken as raw data.
 _CARRIED: dict[int, tuple[weakref.ref, Preprocessing]] = {}
 _NAMED: dict[str, Preprocessing] = {}
 _NAMED_MAX = 256
-#: the start of the graph name of a dask matrix made by scalepca
+#: the start of the graph name of a dask matrix made by ``open_matrix``
 MATRIX_PREFIX = "scalepca-matrix-"
 #: the steps through which a dask matrix's rows keep its description
 _KEEPS_DESCRIPTION = ("getitem", "rechunk-merge", "rechunk-split", "rechunk-p2p", "blocks",
                       "astype")
 
 
-def _same(block):
-    return block
-
-
 def attach(X, prep: Preprocessing | None):
-    """``X`` marked as made by ``prep``: a DataArray in its attributes, a NumPy array by
-    identity, a dask array as a new array of a name of its own (use the result)."""
+    """Record that ``X`` was made by ``prep`` (a DataArray in its attributes, an array by
+    identity); returns ``X``."""
     if prep is None:
         return X
     if isinstance(X, xr.DataArray):
         X.attrs[ATTR] = prep
-        return X
-    if isinstance(X, da.Array):
-        name = MATRIX_PREFIX + uuid.uuid4().hex
-        X = X.map_blocks(_same, name=name, dtype=X.dtype, meta=X._meta)
-        _NAMED[name] = prep
-        while len(_NAMED) > _NAMED_MAX:
-            _NAMED.pop(next(iter(_NAMED)))
         return X
     key = id(X)
     try:
@@ -450,11 +439,35 @@ def attach(X, prep: Preprocessing | None):
     return X
 
 
+def _same(block):
+    return block
+
+
+def named_matrix(X, prep: Preprocessing | None):
+    """The matrix ``open_matrix`` returns, marked as made by ``prep``: a dask array as a new
+    array of a graph name of its own (its copies and rows are known by it), else as
+    :func:`attach` marks it."""
+    if prep is None or not isinstance(X, da.Array):
+        return attach(X, prep)
+    name = MATRIX_PREFIX + uuid.uuid4().hex
+    X = X.map_blocks(_same, name=name, dtype=X.dtype, meta=X._meta)
+    _NAMED[name] = prep
+    while len(_NAMED) > _NAMED_MAX:
+        _NAMED.pop(next(iter(_NAMED)))
+    return X
+
+
 def carried(X) -> Preprocessing | None:
-    """The description ``X`` carries: a matrix made by ``open_matrix``, or rows of one."""
+    """The description ``X`` carries: a matrix made by scalepca, or rows of one."""
     if isinstance(X, xr.DataArray):
         p = X.attrs.get(ATTR)
         return p if isinstance(p, Preprocessing) else None
+    node = X
+    while node is not None:  # NumPy views lead back to the matrix through .base
+        entry = _CARRIED.get(id(node))
+        if entry is not None and entry[0]() is node:
+            return entry[1]
+        node = getattr(node, "base", None) if isinstance(node, np.ndarray) else None
     if isinstance(X, da.Array):
         name = _matrix_of(X)
         if name is None:
@@ -462,14 +475,9 @@ def carried(X) -> Preprocessing | None:
         if name not in _NAMED:
             raise ValueError(
                 f"X comes from a matrix made by open_matrix ({name!r}) whose description is no "
-                f"longer held (the newest {_NAMED_MAX} are); call open_matrix again")
+                f"longer held (the {_NAMED_MAX} made or used last are); call open_matrix again")
+        _NAMED[name] = _NAMED.pop(name)  # used last
         return _NAMED[name]
-    node = X
-    while node is not None:  # NumPy views lead back to the matrix through .base
-        entry = _CARRIED.get(id(node))
-        if entry is not None and entry[0]() is node:
-            return entry[1]
-        node = getattr(node, "base", None) if isinstance(node, np.ndarray) else None
     return None
 
 
