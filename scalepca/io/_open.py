@@ -13,6 +13,7 @@ import zarr
 
 from ._fs import check_complete, previous_hint  # noqa: F401  (previous_hint: re-exported)
 from ._fs import is_url as _is_url
+from ._matrix import frame_matrix, is_dask_frame
 from ._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
 from ._preprocess import describe, named_matrix
 
@@ -260,7 +261,10 @@ def open_matrix(
     dask.array.Array, numpy.ndarray or xarray.DataArray
         A 2-D dask array for zarr and dask sources (a NumPy array for a NumPy source); a
         DataArray (dask-backed) for xarray sources or zarr stores written by xarray, which
-        keeps coordinates so outputs can be labelled.
+        keeps coordinates so outputs can be labelled. A dask DataFrame becomes a dask array
+        whose row blocks are its partitions: its columns' dtype and ``weights`` are checked
+        from its metadata, then the row count of each partition is computed (one pass over
+        the data; a model's ``fit`` of the frame itself counts it in ``n_passes_``).
     task_size : int, str or None, default "128MiB"
         For zarr stores opened here without ``chunks``: the bytes of data one task reads.
         A store of many small chunks is read several store chunks per task — row blocks are
@@ -388,6 +392,8 @@ def open_matrix(
         arr = open_zarr(source, rows=_array_rows(chunks), task_size=task_size)
     elif isinstance(source, da.Array):
         arr = source
+    elif is_dask_frame(source):  # lazily, refused from its metadata before its rows are counted
+        arr = frame_matrix(source, what="the DataFrame", weights=weights)
     else:
         arr = np.asarray(source)
     if arr.ndim != 2:

@@ -135,12 +135,13 @@ class Preprocessing:
         out.name = arr.name
         return out
 
-    def prepare(self, X, *, what: str = "X"):
+    def prepare(self, X, *, what: str = "X", unknown_rows: bool = False):
         """``X`` as a matrix made like the one the model was fitted on.
 
         A matrix that carries a description (an output of ``open_matrix``) is checked against
         this one and passed on; data in their own layout and units go through the steps.
         Raises ``ValueError`` saying what differs when the data cannot be of this kind.
+        ``unknown_rows``: a dask DataFrame's rows are not counted (as ``as_matrix``).
         """
         if isinstance(X, xr.Dataset):
             X = self._variable_of(X, what)
@@ -172,7 +173,7 @@ class Preprocessing:
         if isinstance(X, (list, tuple)):
             X = np.asarray(X)
         if self.weights is not None and not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
-            X = _weightable(X, what)
+            X = _weightable(X, what, unknown_rows)
         if self.weights is None or not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
             return X  # other inputs (zarr arrays, sparse matrices) go to validation as they are
         if self._fits(X):  # a table fitted through open_matrix(array, weights=...)
@@ -289,7 +290,7 @@ class Preprocessing:
         )
 
 
-def _weightable(X, what: str):
+def _weightable(X, what: str, unknown_rows: bool = False):
     """A table given to a model fitted on weighted data, as an array the weights multiply:
     a pandas DataFrame as NumPy, a dask DataFrame and a zarr array as dask arrays. Sparse input
     is refused, as ``open_matrix`` refuses weights for it: passed on, it would be projected
@@ -301,8 +302,10 @@ def _weightable(X, what: str):
             f"{what} is sparse, but the model was fitted on data weighted by column, and "
             "weights are not applied to sparse input; give the data dense, as at the fit"
         )
-    if hasattr(X, "to_dask_array"):  # a dask DataFrame
-        return X.to_dask_array(lengths=True)
+    from ._matrix import frame_matrix, is_dask_frame
+
+    if is_dask_frame(X):
+        return frame_matrix(X, what=what, lengths=not unknown_rows)
     import zarr
 
     if isinstance(X, zarr.Array) and X.ndim == 2:
