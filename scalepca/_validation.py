@@ -84,6 +84,7 @@ def check_matrix(
     min_features: int = 1,
     allow_2d_blocks: bool = False,
     accept_sparse: bool = False,
+    unknown_rows: bool = False,
 ) -> da.Array:
     """Validate ``X`` from metadata and return it as a 2-D floating dask array.
 
@@ -104,6 +105,9 @@ def check_matrix(
         becomes a dask array of ``scipy.sparse.csr_matrix`` row blocks (see
         :func:`as_csr_blocks`); :func:`is_sparse` tells such arrays apart. If False, sparse
         input is refused by name.
+    unknown_rows : bool
+        Whether the row blocks' sizes may be unknown (``transform`` of a dask DataFrame maps
+        its partitions without counting their rows; ``min_samples`` is then not checked).
 
     Raises
     ------
@@ -134,13 +138,13 @@ def check_matrix(
         else:
             arr = da.asarray(X)
     check_2d(arr.shape, what=what)
-    if any(math.isnan(c) for dim in arr.chunks for c in dim):
+    if any(math.isnan(c) for dim in arr.chunks[int(unknown_rows):] for c in dim):
         raise ValueError(
             f"{what} has unknown chunk sizes (shape {arr.shape}); call "
             f"`{what}.compute_chunk_sizes()` (or `X = X.compute_chunk_sizes()`) before fitting"
         )
     n, d = arr.shape
-    if n < min_samples:
+    if n < min_samples:  # False for an unknown (NaN) row count
         raise ValueError(f"{what} has {n} sample(s); at least {min_samples} required")
     if d < min_features:
         raise ValueError(f"{what} has {d} feature(s); at least {min_features} required")

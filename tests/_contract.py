@@ -453,10 +453,6 @@ EXPECTATIONS = [
          Refused((ValueError, TypeError), "sparse", "S and the multiplier are dense")),
     Rule("*", SPARSE_KINDS + "|" + ANNDATA_KINDS, "weights-*|weights+*", "*",
          Refused(ValueError, "weights", "weights apply to gridded fields")),
-    Rule("*", "dask-dataframe", "weights-named|weights+*", "*", Defect(
-        None, "the refusal of named weights on a dask DataFrame comes after a compute (its "
-        "partition lengths: a pass over the data)",
-        then=Refused((ValueError, KeyError), "coslat", "no latitude coordinate"))),
     Rule("*", "numpy|dask-*|xarray-2d|pandas|zarr-array|zarr-object", "weights-named|weights+*",
          "*", Refused((ValueError, KeyError), "coslat", "no latitude coordinate")),
     Rule("PPCA-em", "*", "standardize*", "*",

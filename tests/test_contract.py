@@ -481,9 +481,6 @@ def test_contract(estimator, kind, option, op, tmp_path, tasks):
         cell.run()
 
 
-@pytest.mark.xfail(strict=True, reason="new finding: a matrix's description is kept by its "
-                   "dask name, which equal values share: an AnnData fitted earlier makes an "
-                   "unrelated dask array of the same values count as prepared")
 def test_no_description_leaks_by_value(tasks):
     """Two arrays of the same values are still two inputs: fitting an AnnData does not change
     how a later model takes a dask array that happens to hold the same numbers."""

@@ -8,8 +8,8 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from .._validation import _row_chunks, check_matrix
-from ._preprocess import ATTR, Preprocessing, attach, carried
+from .._validation import _row_chunks, check_dtype, check_matrix
+from ._preprocess import ATTR, Preprocessing, carried
 from ._stack import MODE, SAMPLE, _unstack, feature_template, mode_coords
 
 
@@ -83,12 +83,15 @@ class MatrixInput:
 
 
 def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1,
-              allow_2d_blocks: bool = False, accept_sparse: bool = False) -> MatrixInput:
+              allow_2d_blocks: bool = False, accept_sparse: bool = False,
+              unknown_rows: bool = False) -> MatrixInput:
     """Validate ``X`` (metadata only) and wrap it as a :class:`MatrixInput`.
 
     With ``accept_sparse``, sparse input (in memory or as dask blocks) becomes a dask array
     of CSR row blocks (:func:`~scalepca._validation.as_csr_blocks`); results over the samples
     come back as NumPy arrays for in-memory input and as dask arrays for dask input.
+    With ``unknown_rows`` (``transform``), a dask DataFrame is mapped as it is, its rows not
+    counted first, and dask arrays of unknown row block sizes are taken.
     """
     from ._anndata import is_anndata_object
 
@@ -116,10 +119,10 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
             X = X.chunk({X.dims[0]: _row_chunks(X.data)[0], X.dims[1]: -1})
         arr = check_matrix(X.data, what=what, min_samples=min_samples,
                            min_features=min_features, allow_2d_blocks=allow_2d_blocks,
-                           accept_sparse=accept_sparse)
-        return MatrixInput(attach(arr, prep), "xarray", X, prep)
-    if hasattr(X, "to_dask_array") and hasattr(X, "columns"):  # a dask DataFrame, read lazily
-        X = X.to_dask_array(lengths=True)  # the row count of each partition: one small pass
+                           accept_sparse=accept_sparse, unknown_rows=unknown_rows)
+        return MatrixInput(arr, "xarray", X, prep)
+    if is_dask_frame(X):
+        X = frame_matrix(X, what=what, lengths=not unknown_rows)
     prep = carried(X)
     kind = "dask" if isinstance(X, da.Array) else "numpy"
     if kind == "numpy" and not isinstance(X, np.ndarray):
@@ -133,11 +136,35 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
             # for check_matrix to refuse
             X = open_zarr(X) if X.ndim == 2 else da.from_zarr(X)
     arr = check_matrix(X, what=what, min_samples=min_samples, min_features=min_features,
-                       allow_2d_blocks=allow_2d_blocks, accept_sparse=accept_sparse)
-    return MatrixInput(attach(arr, prep), kind, prep=prep)
+                       allow_2d_blocks=allow_2d_blocks, accept_sparse=accept_sparse,
+                       unknown_rows=unknown_rows)
+    return MatrixInput(arr, kind, prep=prep)
 
 
-def scores_matrix(Z, *, what: str = "scores") -> MatrixInput:
+def is_dask_frame(X) -> bool:
+    return hasattr(X, "to_dask_array") and hasattr(X, "columns")
+
+
+def frame_matrix(X, *, what: str = "X", weights=None, lengths: bool = True) -> da.Array:
+    """A dask DataFrame as a dask array of its partitions (row blocks).
+
+    What needs only the frame's metadata is checked first (the columns' dtype; ``weights``,
+    one per column, as ``open_matrix`` takes them for arrays). With ``lengths`` the row count
+    of each partition is then computed, which reads every partition once: one pass over the
+    data, which ``fit`` counts in ``n_passes_``; without, the blocks' row counts are unknown
+    (NaN) and nothing is computed (``transform`` maps the partitions as they are).
+    """
+    from ._preprocess import column_weights
+
+    lazy = X.to_dask_array()  # no compute: rows of unknown count
+    if lazy.dtype.kind not in "fiub":
+        check_dtype(lazy.dtype, what=what)
+    if weights is not None:
+        column_weights(weights, lazy.shape[1])
+    return X.to_dask_array(lengths=True) if lengths else lazy
+
+
+def scores_matrix(Z, *, what: str = "scores", unknown_rows: bool = False) -> MatrixInput:
     """Scores as a matrix: a DataArray over sample dims and ``mode`` is stacked to 2-D.
 
     The sample dims (all dims but ``mode``, in their order) become the rows, as the scores
@@ -150,4 +177,4 @@ def scores_matrix(Z, *, what: str = "scores") -> MatrixInput:
         Z = Z.stack({SAMPLE: others}).transpose(SAMPLE, MODE) if len(others) > 1 else Z
     if isinstance(Z, xr.DataArray) and MODE in Z.dims and Z.ndim == 2:
         Z = Z.transpose(..., MODE)
-    return as_matrix(Z, what=what)
+    return as_matrix(Z, what=what, unknown_rows=unknown_rows)

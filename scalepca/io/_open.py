@@ -17,8 +17,9 @@ from ._fs import (
     previous_hint,  # noqa: F401  (re-exported)
 )
 from ._fs import is_url as _is_url
+from ._matrix import frame_matrix, is_dask_frame
 from ._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
-from ._preprocess import _dataarray_matrix, attach, describe
+from ._preprocess import _dataarray_matrix, describe, named_matrix
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,10 @@ def open_matrix(
     dask.array.Array, numpy.ndarray or xarray.DataArray
         A 2-D dask array for zarr and dask sources (a NumPy array for a NumPy source); a
         DataArray (dask-backed) for xarray sources or zarr stores written by xarray, which
-        keeps coordinates so outputs can be labelled.
+        keeps coordinates so outputs can be labelled. A dask DataFrame becomes a dask array
+        whose row blocks are its partitions: its columns' dtype and ``weights`` are checked
+        from its metadata, then the row count of each partition is computed (one pass over
+        the data; a model's ``fit`` of the frame itself counts it in ``n_passes_``).
     task_size : int, str or None, default "128MiB"
         For zarr stores opened here without ``chunks``: the bytes of data one task reads.
         A store of many small chunks is read several store chunks per task — row blocks are
@@ -193,11 +197,15 @@ def open_matrix(
     of the fitted data; ``inverse_transform`` returns the field in its own units and dims
     order (NaN where a weight is 0). As in eofs and xeofs, ``components_`` are the EOFs of the
     weighted field (unit norm in weighted space) and ``mean_`` the mean of the weighted field;
-    ``mean_xr_`` is in the field's units. A NumPy or dask array derived from a matrix of
-    array sources (a slice, a product) carries no description: give such a model the
-    unweighted data, or pass the derived array through ``open_matrix`` again. A pandas or
-    dask DataFrame or a zarr array given to such a model is weighted like an array; sparse
-    input is refused, as weights are not applied to it.
+    ``mean_xr_`` is in the field's units. A NumPy or dask matrix is known by what it is,
+    never by its values: the array ``open_matrix`` returned, a NumPy view of it, and for dask
+    its ``persist()``-ed or pickled copies, rows selected from it, a rechunk or a change of
+    dtype of it. Any other array, even of the same values, is data in their own units and is
+    weighted by such a model; a dask array computed from the matrix in another way (``Y / w``,
+    a sum, an ``inverse_transform``) is refused, as it may or may not be weighted still: give
+    the unweighted data, or pass it through ``open_matrix`` again. A pandas or dask DataFrame
+    or a zarr array given to such a model is weighted like an array; sparse input is refused,
+    as weights are not applied to it.
 
     AnnData (cells × genes) is read through anndata's lazy reader (the optional ``anndata``
     extra) as a DataArray over ``("obs", "var")`` whose blocks are ``scipy.sparse`` CSR rows
@@ -296,6 +304,8 @@ def open_matrix(
         arr = open_zarr(source, rows=_array_rows(chunks), task_size=task_size)
     elif isinstance(source, da.Array):
         arr = source
+    elif is_dask_frame(source):  # lazily, refused from its metadata before its rows are counted
+        arr = frame_matrix(source, what="the DataFrame", weights=weights)
     else:
         arr = np.asarray(source)
     if arr.ndim != 2:
@@ -312,7 +322,7 @@ def open_matrix(
             arr = arr.rechunk({1: -1})
     if prep.weights is None:
         return arr
-    return attach(prep.weight(arr), prep)
+    return named_matrix(prep.weight(arr), prep)
 
 
 def _anndata_path(path) -> bool:

@@ -19,6 +19,7 @@ fit (NaN in every sample) are recorded by the estimator too (``DecompositionMixi
 
 from __future__ import annotations
 
+import uuid
 import weakref
 from dataclasses import dataclass
 
@@ -134,12 +135,13 @@ class Preprocessing:
         out.name = arr.name
         return out
 
-    def prepare(self, X, *, what: str = "X"):
+    def prepare(self, X, *, what: str = "X", unknown_rows: bool = False):
         """``X`` as a matrix made like the one the model was fitted on.
 
         A matrix that carries a description (an output of ``open_matrix``) is checked against
         this one and passed on; data in their own layout and units go through the steps.
         Raises ``ValueError`` saying what differs when the data cannot be of this kind.
+        ``unknown_rows``: a dask DataFrame's rows are not counted (as ``as_matrix``).
         """
         if isinstance(X, xr.Dataset):
             X = self._variable_of(X, what)
@@ -152,6 +154,12 @@ class Preprocessing:
                 return _dataarray_matrix(
                     open_anndata(X, layer=None if self.variable == "X" else self.variable))
         carried_by = carried(X)
+        if carried_by is None and computed_from_matrix(X) is not None:
+            raise ValueError(
+                f"{what} is computed from a matrix made by open_matrix by other steps than "
+                "selecting rows or rechunking, so it may or may not be prepared (weighted) "
+                "still: pass the matrix open_matrix made (or rows of it), or the data in "
+                "their own units")
         if carried_by is not None:
             diff = self.differences(carried_by)
             if diff:
@@ -166,7 +174,7 @@ class Preprocessing:
         if isinstance(X, (list, tuple)):
             X = np.asarray(X)
         if self.weights is not None and not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
-            X = _weightable(X, what)
+            X = _weightable(X, what, unknown_rows)
         if self.weights is None or not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
             return X  # other inputs (zarr arrays, sparse matrices) go to validation as they are
         if self._fits(X):  # a table fitted through open_matrix(array, weights=...)
@@ -283,7 +291,7 @@ class Preprocessing:
         )
 
 
-def _weightable(X, what: str):
+def _weightable(X, what: str, unknown_rows: bool = False):
     """A table given to a model fitted on weighted data, as an array the weights multiply:
     a pandas DataFrame as NumPy, a dask DataFrame and a zarr array as dask arrays. Sparse input
     is refused, as ``open_matrix`` refuses weights for it: passed on, it would be projected
@@ -295,8 +303,10 @@ def _weightable(X, what: str):
             f"{what} is sparse, but the model was fitted on data weighted by column, and "
             "weights are not applied to sparse input; give the data dense, as at the fit"
         )
-    if hasattr(X, "to_dask_array"):  # a dask DataFrame
-        return X.to_dask_array(lengths=True)
+    from ._matrix import frame_matrix, is_dask_frame
+
+    if is_dask_frame(X):
+        return frame_matrix(X, what=what, lengths=not unknown_rows)
     import zarr
 
     if isinstance(X, zarr.Array) and X.ndim == 2:
@@ -355,7 +365,11 @@ def _dataarray_matrix(arr: xr.DataArray, *, chunks=None, sample_dims=None, featu
         )
     prep = describe(arr, sample_dims=sample_dims, feature_dims=feature_dims, weights=weights,
                     dataset=dataset)
-    return prep.stack(arr, chunks=chunks)
+    out = prep.stack(arr, chunks=chunks)
+    if prep.weights is not None and isinstance(out.data, da.Array):
+        # its dask array alone is known as weighted too: never weighted twice
+        out = out.copy(data=named_matrix(out.data, prep))
+    return out
 
 
 def named_weights(rule: str, arr: xr.DataArray, dataset: xr.Dataset | None = None):
@@ -401,30 +415,40 @@ def column_weights(weights, d: int) -> np.ndarray:
 
 
 # -- carrying a description with a matrix -----------------------------------------------------
-# NumPy and dask arrays have no attributes of their own. A matrix made by open_matrix is
-# remembered by identity (weakly: the entry goes with the array), and so are arrays derived
-# from it where that can be seen without computing: NumPy views (a slice keeps ``.base``) and
-# dask arrays whose graph contains the matrix's layer (a slice, a rechunk, a product). A dask
-# matrix is also remembered by its graph name for as long as a derived array may outlive it
-# (the newest ``_NAMED_MAX`` names): a slice of a weighted matrix must not be weighted twice.
+# A DataArray carries its description in its attributes. NumPy and dask arrays have none, so
+# scalepca remembers the arrays it made itself, never the user's: equal values do not make two
+# arrays the same input.
+#
+# * An array is remembered by identity (weakly: the entry goes with the array), and so are the
+#   views of a NumPy array (a slice keeps ``.base``). ``prepare`` marks the matrices it makes
+#   for the estimator this way.
+# * A dask matrix that ``open_matrix`` returns gets a graph name of its own,
+#   ``scalepca-matrix-<random>`` (a dask name is otherwise a hash of the values and the steps,
+#   which an unrelated array of the same values shares), and is remembered by that name: the
+#   name survives ``persist()`` and pickling. Rows selected from it, a rechunk or a change of
+#   dtype of it carry its description (their graph is one chain of such steps down to the
+#   matrix). An array computed from it in any other way (a sum, ``Y / w``, an
+#   ``inverse_transform``) may or may not still be prepared: :meth:`Preprocessing.prepare`
+#   refuses it rather than guess. The ``_NAMED_MAX`` matrices made or used last are
+#   remembered; an older one is refused by name, never taken as raw data.
 _CARRIED: dict[int, tuple[weakref.ref, Preprocessing]] = {}
 _NAMED: dict[str, Preprocessing] = {}
 _NAMED_MAX = 256
+#: the start of the graph name of a dask matrix made by ``open_matrix``
+MATRIX_PREFIX = "scalepca-matrix-"
+#: the steps through which a dask matrix's rows keep its description
+_KEEPS_DESCRIPTION = ("getitem", "rechunk-merge", "rechunk-split", "rechunk-p2p", "blocks",
+                      "astype")
 
 
 def attach(X, prep: Preprocessing | None):
-    """Record that ``X`` was made by ``prep``; returns ``X``."""
+    """Record that ``X`` was made by ``prep`` (a DataArray in its attributes, an array by
+    identity); returns ``X``."""
     if prep is None:
         return X
     if isinstance(X, xr.DataArray):
         X.attrs[ATTR] = prep
         return X
-    name = getattr(X, "name", None)
-    if isinstance(X, da.Array) and isinstance(name, str):
-        _NAMED.pop(name, None)
-        _NAMED[name] = prep
-        while len(_NAMED) > _NAMED_MAX:
-            _NAMED.pop(next(iter(_NAMED)))
     key = id(X)
     try:
         ref = weakref.ref(X, lambda _r, key=key: _CARRIED.pop(key, None))
@@ -434,8 +458,26 @@ def attach(X, prep: Preprocessing | None):
     return X
 
 
+def _same(block):
+    return block
+
+
+def named_matrix(X, prep: Preprocessing | None):
+    """The matrix ``open_matrix`` returns, marked as made by ``prep``: a dask array as a new
+    array of a graph name of its own (its copies and rows are known by it), else as
+    :func:`attach` marks it."""
+    if prep is None or not isinstance(X, da.Array):
+        return attach(X, prep)
+    name = MATRIX_PREFIX + uuid.uuid4().hex
+    X = X.map_blocks(_same, name=name, dtype=X.dtype, meta=X._meta)
+    _NAMED[name] = prep
+    while len(_NAMED) > _NAMED_MAX:
+        _NAMED.pop(next(iter(_NAMED)))
+    return X
+
+
 def carried(X) -> Preprocessing | None:
-    """The description ``X`` carries: a matrix made by ``open_matrix``, or a view of one."""
+    """The description ``X`` carries: a matrix made by scalepca, or rows of one."""
     if isinstance(X, xr.DataArray):
         p = X.attrs.get(ATTR)
         return p if isinstance(p, Preprocessing) else None
@@ -445,9 +487,35 @@ def carried(X) -> Preprocessing | None:
         if entry is not None and entry[0]() is node:
             return entry[1]
         node = getattr(node, "base", None) if isinstance(node, np.ndarray) else None
-    if isinstance(X, da.Array) and _NAMED:
-        layers = X.dask.layers
-        for name in reversed(list(_NAMED)):
-            if name == X.name or name in layers:
-                return _NAMED[name]
+    if isinstance(X, da.Array):
+        name = _matrix_of(X)
+        if name is None:
+            return None
+        if name not in _NAMED:
+            raise ValueError(
+                f"X comes from a matrix made by open_matrix ({name!r}) whose description is no "
+                f"longer held (the {_NAMED_MAX} made or used last are); call open_matrix again")
+        _NAMED[name] = _NAMED.pop(name)  # used last
+        return _NAMED[name]
     return None
+
+
+def _matrix_of(X: da.Array) -> str | None:
+    """The name of the scalepca matrix that ``X`` is, or selects rows of (else ``None``)."""
+    from dask.utils import key_split
+
+    name, deps = X.name, X.dask.dependencies
+    while not name.startswith(MATRIX_PREFIX):
+        below = deps.get(name, ())
+        if key_split(name) not in _KEEPS_DESCRIPTION or len(below) != 1:
+            return None
+        (name,) = below
+    return name
+
+
+def computed_from_matrix(X) -> str | None:
+    """The name of a scalepca dask matrix in ``X``'s graph when ``X`` is computed from it by
+    other steps than those that keep its description (else ``None``)."""
+    if not isinstance(X, da.Array) or _matrix_of(X) is not None:
+        return None
+    return next((n for n in X.dask.layers if n.startswith(MATRIX_PREFIX)), None)

@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._feature_names import check_feature_names, feature_names_of
 from .._validation import check_2d, check_dtype, check_n_features, is_sparse
-from ..io._matrix import MatrixInput, as_matrix
+from ..io._matrix import MatrixInput, as_matrix, is_dask_frame
 
 logger = logging.getLogger(__name__)
 
@@ -184,11 +184,11 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     _accepts_sparse: bool = False
 
     def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=False,
-               validated=False) -> MatrixInput:
+               validated=False, unknown_rows=False) -> MatrixInput:
         if not validated:
             X = self._validated_in_memory(X, what=what, min_samples=min_samples)
         return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks,
-                         accept_sparse=self._accepts_sparse)
+                         accept_sparse=self._accepts_sparse, unknown_rows=unknown_rows)
 
     def _validated_in_memory(self, X, *, what="X", min_samples=1, reset=False):
         """NumPy/pandas input through scikit-learn's ``validate_data``; other kinds as they are.
@@ -221,31 +221,34 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return self._input(X)
 
     def _transform_input(self, X, *, what="X", allow_2d_blocks=False,
-                         allow_nan=None) -> MatrixInput:
+                         allow_nan=None, unknown_rows=False) -> MatrixInput:
         """Input of ``transform`` and the other methods on new data, checked against the fit.
 
         NumPy/pandas input is also checked for non-finite values on the features the model
         was fitted on (NaN too unless ``allow_nan``, default ``_transform_allows_nan``).
+        ``unknown_rows``: the method maps row blocks whatever their sizes (``transform``), so a
+        dask DataFrame is not read to count its rows (see ``as_matrix``).
         """
         self._check_fitted()
         prep = getattr(self, "_preprocessing", None)
         names = feature_names_of(X, feature_dim=None if prep is None else prep.feature_dim,
                                  what=what)
         check_feature_names(self, names, what=what)  # for every kind, before the layout's checks
-        X = self._prepared(X, what=what)  # as it is, for a model fitted without preprocessing
+        X = self._prepared(X, what=what, unknown_rows=unknown_rows)  # as it is, unprepared
         validated = _in_memory(X) and getattr(self, "_preprocessing", None) is None
         if validated:
             X = self._validated_in_memory(X, what=what)
             keep = getattr(self, "_features_kept", None)
             allow_nan = self._transform_allows_nan if allow_nan is None else allow_nan
             _refuse_nonfinite(X if keep is None else X[:, keep], allow_nan=allow_nan, what=what)
-        data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks, validated=validated)
+        data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks, validated=validated,
+                           unknown_rows=unknown_rows)
         check_n_features(data.data, self.n_features_in_, what=what,
                          estimator=type(self).__name__)
         self._check_features(data, what=what)
         return data
 
-    def _prepared(self, X, *, what="X"):
+    def _prepared(self, X, *, what="X", unknown_rows=False):
         """``X`` made into a matrix as the fitted one was (see ``_preprocessing``).
 
         Data in their own layout and units (an N-D field, an unweighted array) go through the
@@ -253,7 +256,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         them. A model fitted on a bare array without weights takes its input as it is.
         """
         prep = getattr(self, "_preprocessing", None)
-        return X if prep is None else prep.prepare(X, what=what)
+        return X if prep is None else prep.prepare(X, what=what, unknown_rows=unknown_rows)
 
     def _check_features(self, data: MatrixInput, *, what="X") -> None:
         """Refuse labelled input whose feature coordinates are not those of the fit."""
@@ -274,7 +277,11 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             delattr(self, attr)
 
     def fit(self, X, y=None):
-        """Fit the model to ``X`` (rows = samples). Returns ``self``."""
+        """Fit the model to ``X`` (rows = samples). Returns ``self``.
+
+        A dask DataFrame is read lazily; the row count of each partition is computed first,
+        one pass over the data that ``n_passes_`` counts.
+        """
         self._reset_fitted()
         try:  # in this frame: the stack levels of warnings raised in _fit count from here
             self.n_passes_ = 0
@@ -287,6 +294,8 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             self._features_kept = None
             self._preprocessing = None  # inside _fit, transforms take the matrix as it is
             self._fit(data)
+            if is_dask_frame(X):  # its partitions' row counts were read first
+                self.n_passes_ += 1
             self._widen_features(data.data.shape[1])
             self._feature_template = _feature_template(data)
             self._preprocessing = data.prep
@@ -382,10 +391,11 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
     # -- reconstructions (inverse_transform) -------------------------------------------------
     def _scores_input(self, Z, k: int) -> MatrixInput:
-        """Scores given to ``inverse_transform`` as a matrix, checked to have ``k`` columns."""
+        """Scores given to ``inverse_transform`` as a matrix, checked to have ``k`` columns
+        (rows mapped block by block: those of a dask DataFrame's scores need not be counted)."""
         from ..io._matrix import scores_matrix
 
-        zin = scores_matrix(Z, what="scores")
+        zin = scores_matrix(Z, what="scores", unknown_rows=True)
         if zin.data.shape[1] != k:
             raise ValueError(
                 f"scores have {zin.data.shape[1]} columns; the model has {k} components"
@@ -512,19 +522,24 @@ class LinearDecompositionMixin(DecompositionMixin):
         """k × d map from scores back to centred data."""
         return self.components_
 
-    def _project(self, X, P: np.ndarray):
+    def _project(self, X, P: np.ndarray, *, unknown_rows=False):
         """``(data, Z)``: ``X`` taken as ``transform`` takes it (raw fields stacked and
         weighted, checked against the fit) and the lazy ``(x − mean_) P`` of its rows on the
         features the model was fitted on (``P``: n_features × m, rows at dropped features
         ignored). The one projection of new data: ``transform`` and the EOF tools
         (:mod:`scalepca.eof`) both go through it."""
-        data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks)
+        data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks,
+                                     unknown_rows=unknown_rows)
         Z = affine_map(self._select_features(data.data), self._kept(self.mean_),
                        self._kept(P, axis=0))
         return data, Z
 
     def transform(self, X):
         """Project ``X`` on the components (lazy for dask and xarray input).
+
+        A dask DataFrame gives a lazy dask array: its partitions are mapped as they are,
+        their rows not counted (the row sizes in ``.chunks`` are NaN until computed, as in
+        ``DataFrame.to_dask_array()``); nothing is computed until the scores are.
 
         Returns
         -------
@@ -538,7 +553,7 @@ class LinearDecompositionMixin(DecompositionMixin):
             features are never matched by position when both sides name them.
         """
         self._check_fitted()  # before the projection matrix is formed from fitted attributes
-        data, Z = self._project(X, self._transform_matrix())
+        data, Z = self._project(X, self._transform_matrix(), unknown_rows=True)
         return data.wrap_samples(Z)
 
     def inverse_transform(self, Z):

@@ -674,7 +674,7 @@ class KernelPCA(DecompositionMixin):
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
         """
-        data = self._transform_input(X)
+        data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         kind, arrays, P, offset = self._projection()
         Z = project_features(self._select_features(self._standardized_input(data.data)), kind,
                              arrays, P, offset,

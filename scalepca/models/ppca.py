@@ -566,7 +566,7 @@ class PPCA(_BaseSpectralPCA):
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
         """
-        data = self._transform_input(X)
+        data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         Xd, _ = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
         if is_sparse(Xd):  # no missing entries in sparse rows: ⟨z⟩ = M⁻¹ Wᵀ (x − μ), implicit

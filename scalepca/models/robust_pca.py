@@ -446,14 +446,14 @@ class RobustPCA(LinearDecompositionMixin):
 
     # -- input ------------------------------------------------------------------------------
     def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=True,
-               validated=False) -> MatrixInput:
+               validated=False, unknown_rows=False) -> MatrixInput:
         """M keeps its 2-D blocks (both dimensions may be large; ``transform`` asks for rows
         chunked with the features in one chunk); sparse M is refused."""
         _refuse_sparse_input(X, what)
         if not validated:
             X = self._validated_in_memory(X, what=what, min_samples=min_samples)
         data = as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks,
-                         accept_sparse=True)
+                         accept_sparse=True, unknown_rows=unknown_rows)
         _refuse_sparse_input(data.data, what)  # sparse inside a container (metadata only)
         return data
 
