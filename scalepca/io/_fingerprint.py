@@ -23,6 +23,8 @@ import numbers
 import dask.array as da
 import numpy as np
 
+from .._json import jsonable
+
 #: columns of G: the sketch holds twice as many numbers (values and pattern)
 SKETCH_COLUMNS = 4
 #: streams of the fixed weights: rows, then one per column of G
@@ -52,16 +54,11 @@ def random_state_param(random_state):
 
 
 def _json_value(key, value):
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, (list, tuple)):
-        return [_json_value(key, v) for v in value]
-    raise TypeError(f"parameter {key}={value!r} has no fingerprint value; the estimator must "
-                    "resolve it")
+    try:
+        return jsonable(value)
+    except TypeError:
+        raise TypeError(f"parameter {key}={value!r} has no fingerprint value; the estimator "
+                        "must resolve it") from None
 
 
 def _gaussian_at(index: np.ndarray, stream: int) -> np.ndarray:

@@ -8,8 +8,8 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from .._validation import _row_chunks, check_dtype, check_matrix
-from ._preprocess import ATTR, Preprocessing, carried
+from .._validation import _row_chunks, check_matrix
+from ._preprocess import ATTR, Preprocessing, carried, frame_matrix, is_dask_frame
 from ._stack import MODE, SAMPLE, _unstack, feature_template, mode_coords
 
 
@@ -139,29 +139,6 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
                        allow_2d_blocks=allow_2d_blocks, accept_sparse=accept_sparse,
                        unknown_rows=unknown_rows)
     return MatrixInput(arr, kind, prep=prep)
-
-
-def is_dask_frame(X) -> bool:
-    return hasattr(X, "to_dask_array") and hasattr(X, "columns")
-
-
-def frame_matrix(X, *, what: str = "X", weights=None, lengths: bool = True) -> da.Array:
-    """A dask DataFrame as a dask array of its partitions (row blocks).
-
-    What needs only the frame's metadata is checked first (the columns' dtype; ``weights``,
-    one per column, as ``open_matrix`` takes them for arrays). With ``lengths`` the row count
-    of each partition is then computed, which reads every partition once: one pass over the
-    data, which ``fit`` counts in ``n_passes_``; without, the blocks' row counts are unknown
-    (NaN) and nothing is computed (``transform`` maps the partitions as they are).
-    """
-    from ._preprocess import column_weights
-
-    lazy = X.to_dask_array()  # no compute: rows of unknown count
-    if lazy.dtype.kind not in "fiub":
-        check_dtype(lazy.dtype, what=what)
-    if weights is not None:
-        column_weights(weights, lazy.shape[1])
-    return X.to_dask_array(lengths=True) if lengths else lazy
 
 
 def scores_matrix(Z, *, what: str = "scores", unknown_rows: bool = False) -> MatrixInput:

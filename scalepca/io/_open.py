@@ -17,9 +17,8 @@ from ._fs import (
     previous_hint,  # noqa: F401  (re-exported)
 )
 from ._fs import is_url as _is_url
-from ._matrix import frame_matrix, is_dask_frame
 from ._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
-from ._preprocess import _dataarray_matrix, describe, named_matrix
+from ._preprocess import _dataarray_matrix, describe, frame_matrix, is_dask_frame, named_matrix
 
 logger = logging.getLogger(__name__)
 

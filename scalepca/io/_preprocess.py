@@ -27,6 +27,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
+from .._validation import check_dtype
 from ._stack import (
     FEATURE,
     SAMPLE,
@@ -303,7 +304,6 @@ def _weightable(X, what: str, unknown_rows: bool = False):
             f"{what} is sparse, but the model was fitted on data weighted by column, and "
             "weights are not applied to sparse input; give the data dense, as at the fit"
         )
-    from ._matrix import frame_matrix, is_dask_frame
 
     if is_dask_frame(X):
         return frame_matrix(X, what=what, lengths=not unknown_rows)
@@ -397,6 +397,27 @@ def named_weights(rule: str, arr: xr.DataArray, dataset: xr.Dataset | None = Non
     names = list(dataset.variables) if dataset is not None else list(arr.coords)
     raise WeightsError(f"{rule!r} is neither one of {', '.join(WEIGHT_RULES)} nor a variable of "
                        f"the data (they have {', '.join(map(str, names)) or 'none'})")
+
+
+def is_dask_frame(X) -> bool:
+    return hasattr(X, "to_dask_array") and hasattr(X, "columns")
+
+
+def frame_matrix(X, *, what: str = "X", weights=None, lengths: bool = True) -> da.Array:
+    """A dask DataFrame as a dask array of its partitions (row blocks).
+
+    What needs only the frame's metadata is checked first (the columns' dtype; ``weights``,
+    one per column, as ``open_matrix`` takes them for arrays). With ``lengths`` the row count
+    of each partition is then computed, which reads every partition once: one pass over the
+    data, which ``fit`` counts in ``n_passes_``; without, the blocks' row counts are unknown
+    (NaN) and nothing is computed (``transform`` maps the partitions as they are).
+    """
+    lazy = X.to_dask_array()  # no compute: rows of unknown count
+    if lazy.dtype.kind not in "fiub":
+        check_dtype(lazy.dtype, what=what)
+    if weights is not None:
+        column_weights(weights, lazy.shape[1])
+    return X.to_dask_array(lengths=True) if lengths else lazy
 
 
 def column_weights(weights, d: int) -> np.ndarray:

@@ -17,7 +17,8 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._feature_names import check_feature_names, feature_names_of
 from .._validation import check_2d, check_dtype, check_n_features, is_sparse
-from ..io._matrix import MatrixInput, as_matrix, is_dask_frame
+from ..io._matrix import MatrixInput, as_matrix
+from ..io._preprocess import is_dask_frame
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-import numbers
 import os
 import re
 from pathlib import Path
@@ -21,6 +20,7 @@ import dask.array as da
 import numpy as np
 import zarr
 
+from .._json import jsonable
 from .._schema import ConfigError
 from .._version import __version__
 from ..io._fs import MODEL, open_zarr_node, previous_hint
@@ -31,23 +31,6 @@ logger = logging.getLogger(__name__)
 
 FORMAT = MODEL
 FORMAT_VERSION = 1
-
-
-def _jsonable(value):
-    """Convert ``value`` to JSON types, or raise TypeError."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        return _jsonable(value.item())
-    raise TypeError(f"cannot store {type(value).__name__} as a JSON attribute")
 
 
 def save_estimator(est, store, *, storage_options=None, overwrite=False,
@@ -62,7 +45,7 @@ def save_estimator(est, store, *, storage_options=None, overwrite=False,
     params = {}
     for name, value in est.get_params(deep=False).items():
         try:
-            params[name] = _jsonable(value)
+            params[name] = jsonable(value)
         except TypeError as err:
             raise TypeError(
                 f"parameter {name}={value!r} of {type(est).__name__} cannot be saved: {err}"
@@ -79,7 +62,7 @@ def save_estimator(est, store, *, storage_options=None, overwrite=False,
             arrays[name] = value
         else:
             try:
-                scalars[name] = _jsonable(value)
+                scalars[name] = jsonable(value)
             except TypeError:
                 logger.warning("not saving attribute %s (%s)", name, type(value).__name__)
 
