@@ -212,7 +212,7 @@ def _adata(X, *, extra_rows=0, extra_cols=0, perm=False):
     obs = np.array([f"c{i}" for i in range(len(full))])
     var = np.array([f"g{j}" for j in range(full.shape[1])])
     order = rng.permutation(len(full)) if perm else np.arange(len(full))
-    a = ad.AnnData(full[order])
+    a = ad.AnnData(full[order].astype(X.dtype, copy=False))
     a.obs_names, a.var_names = obs[order], var
     # the rows of X in their order: where each c_i went
     back = np.argsort(order)[:n] if perm else np.arange(n)
@@ -340,6 +340,10 @@ class Option:
     standardize: bool = False
     center: bool = True
     missing: bool = False
+    #: the dtype the data are held in (the reference is float64 on the same values)
+    dtype: str = "float64"
+    #: ``dask.config`` settings around the fit and the operations
+    config: dict = dataclasses.field(default_factory=dict)
 
 
 OPTIONS = [
@@ -353,6 +357,13 @@ OPTIONS = [
     Option("weights+land-mask", open_kwargs=dict(weights="sqrt_coslat"), weights="named",
            land=True),
     Option("standardize+land-mask", params=dict(standardize=True), standardize=True, land=True),
+    # float32 data against the float64 reference of the same values, at the stated float32
+    # bound (scalepca.linalg.moments.FLOAT32_EIGENVALUE_ERROR; see tests/test_contract.py)
+    Option("float32", dtype="float32"),
+    # float64 products of float32 data: the fit to 1e-10, the outputs (float32 arrays, as the
+    # data) to their own rounding
+    Option("float32+gram-float64", dtype="float32",
+           config={"scalepca.gram-precision": "float64"}),
 ]
 
 
@@ -443,6 +454,17 @@ EXPECTATIONS = [
          NotApplicable("no standardize parameter")),
     Rule("*", "anndata-backed-permuted|anndata-backed-subset", "*", "transform-reordered",
          NotApplicable("anndata makes no view of a backed view")),
+    Rule("*", "*", "float32", "score", NotApplicable(
+        "no stated float32 accuracy: the stated bound (0.13 ε₃₂ λ₁ per eigenvalue) leaves σ² "
+        "no digit where λ₁/σ² ≈ 1e8, as on these columns; float64 products give the log-density "
+        "to its float64 tolerance (float32+gram-float64)")),
+    Rule("SparsePCA-*|RobustPCA-*", "*", "float32", "*", NotApplicable(
+        "no stated float32 bound for the sparse and robust components (measured on these data "
+        "against float64: minibatch 6e-3, elasticnet 2e-6, robust 1e-7); with float64 products "
+        "the sparse fits keep their float64 tolerance (float32+gram-float64)")),
+    Rule("RobustPCA-*", "*", "float32+gram-float64", "*", NotApplicable(
+        "no stated float32 bound: RobustPCA's components of float32 data are 1e-7 off the "
+        "float64 reference of the same values with float64 products too (measured)")),
     # -- refusals ------------------------------------------------------------------------------
     Rule("PCA-tsqr", SPARSE_KINDS, "*", "*",
          Refused(ValueError, "svd_solver='tsqr' needs dense blocks",
@@ -577,7 +599,15 @@ def markdown() -> str:
         "all-NaN features dropped, features standardised) — to 1e-10 relative (1e-8 for the "
         "iterative sparse and robust fits; components and scores up to their sign; the "
         "randomized solvers, Nyström and random Fourier features against their own reference "
-        "with the same `random_state`). A cell marked R is refused before any compute (NaN "
+        "with the same `random_state`). Float32 data (options `float32…`) are compared with "
+        "the float64 reference of the same values: with float32 products (the default) each "
+        "component within "
+        "√2 · 0.13 ε₃₂ λ₁ / gap of its own (the stated eigenvalue accuracy, "
+        "`scalepca.linalg.moments.FLOAT32_EIGENVALUE_ERROR`, through the Davis–Kahan bound "
+        "sin θ ≤ err / gap, the gap to the nearest other eigenvalue) and each score within "
+        "that angle times the row norm plus the float32 rounding of the projection; with "
+        "`scalepca.gram-precision: float64` the fit to 1e-10 and the float32 outputs to their "
+        "rounding. A cell marked R is refused before any compute (NaN "
         "entries, which only a read finds: at the end of the first pass), with the error shown "
         "below; D marks a known defect, being fixed; – does not apply.\n",
         f"The test suite runs the {n_run} applicable cells of these tables "
