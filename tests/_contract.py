@@ -133,6 +133,8 @@ class InputKind:
     #: features carry labels (column names, coordinates, var_names): their order can change
     labelled: bool = False
     feature_order: tuple | None = None
+    #: other kinds of the same data a model fitted on this kind transforms (transform-as-*)
+    also_as: tuple = ()
 
 
 def _field(X: np.ndarray):
@@ -296,21 +298,24 @@ def _lon_major() -> tuple:
 FIELD = dict(sample_dims="time")
 
 INPUT_KINDS = [
-    InputKind("numpy", lambda X, tmp: X),
+    InputKind("numpy", lambda X, tmp: X, also_as=("dask-chunks", "pandas")),
     InputKind("dask-1chunk", _dask(-1)),
-    InputKind("dask-chunks", _dask(7)),
-    InputKind("xarray-2d", _xarray_2d, labelled=True),
-    InputKind("xarray-field", _xarray_field, FIELD, grid=True, labelled=True),
+    InputKind("dask-chunks", _dask(7), also_as=("numpy",)),
+    InputKind("xarray-2d", _xarray_2d, labelled=True, also_as=("pandas", "dask-dataframe")),
+    InputKind("xarray-field", _xarray_field, FIELD, grid=True, labelled=True,
+              also_as=("xarray-transposed", "numpy")),
     InputKind("xarray-transposed", _xarray_transposed, FIELD, grid=True,
               feature_order=_lon_major(), labelled=True),
     InputKind("xarray-2-sample-dims", _xarray_two_sample_dims, dict(sample_dims=("year", "month")),
               grid=True, labelled=True),
-    InputKind("pandas", _pandas, labelled=True),
-    InputKind("dask-dataframe", _dask_dataframe, labelled=True),
-    InputKind("scipy-csr", _scipy("csr")),
+    InputKind("pandas", _pandas, labelled=True,
+              also_as=("xarray-2d", "dask-dataframe", "numpy")),
+    InputKind("dask-dataframe", _dask_dataframe, labelled=True, also_as=("pandas",)),
+    InputKind("scipy-csr", _scipy("csr"), also_as=("anndata",)),
     InputKind("scipy-csc", _scipy("csc")),
     InputKind("dask-csr", _dask_csr),
-    InputKind("anndata", _anndata_memory, sample_names=True, labelled=True),
+    InputKind("anndata", _anndata_memory, sample_names=True, labelled=True,
+              also_as=("scipy-csr", "anndata-backed")),
     InputKind("anndata-view-permuted", _anndata_view_permuted, sample_names=True, labelled=True),
     InputKind("anndata-view-subset", _anndata_view_subset, sample_names=True, labelled=True),
     InputKind("anndata-backed", _anndata_backed, sample_names=True, labelled=True),
@@ -378,6 +383,8 @@ OPERATIONS = [
     "Rotator",              # Rotator(2).fit(model).transform(X)
     "EOF-tools-raw",        # eofs_as_correlation and Rotator.transform on transform's input
     "transform-reordered",  # transform of the data with their labelled features in another order
+    "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as
+    "transform-as-other-kind-reordered",  # the same with the features reordered: refused
     "cli-transform",        # save, then `scalepca transform MODEL DATA --out`
     "resume-params",        # checkpointed fit with a loose tolerance, again with a tight one
     "resume-data",          # checkpointed fit, again on other data with the same checkpoint
@@ -533,6 +540,12 @@ def _implicit(cell):
         return NotApplicable("the CLI reads stores: path kinds only")
     if op == "transform-reordered" and not (_KINDS[kind].labelled and not _KINDS[kind].path):
         return NotApplicable("features without labels (or a store): their order is the data's")
+    if op.startswith("transform-as-other-kind") and not _KINDS[kind].also_as:
+        return NotApplicable("no other kind of these data listed for this kind")
+    if op == "transform-as-other-kind-reordered" and not (_KINDS[kind].labelled and any(
+            _KINDS[k].labelled for k in _KINDS[kind].also_as)):
+        return NotApplicable("a fit or other kinds without feature labels: the features' order "
+                             "is the data's (scikit-learn warns of the missing names only)")
     return None
 
 
@@ -640,6 +653,12 @@ def markdown() -> str:
                  + ". Paths are opened with `scalepca.open_matrix`; N-D fields with "
                  "`sample_dims`; AnnData views are a permuted or a row-and-gene subset of a "
                  "larger object, in memory or backed by an `.h5ad` file.")
+    parts.append("- **other kinds of the same data** (`transform-as-other-kind`: fitted on the "
+                 "first, transformed as each of the others; `…-reordered`: the same with the "
+                 "features in another order, refused naming the features as scikit-learn does, "
+                 "where the fit and the other kind both label them): "
+                 + "; ".join(f"`{k.name}` → " + ", ".join(f"`{o}`" for o in k.also_as)
+                             for k in INPUT_KINDS if k.also_as) + ".")
     parts.append("- **options**: " + ", ".join(f"`{o.name}`" for o in OPTIONS) + ".")
     parts.append("- **operations**: " + ", ".join(f"`{o}`" for o in OPERATIONS) + ": "
                  "`resume-params` fits with a checkpoint and a loose tolerance, then again with "

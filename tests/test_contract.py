@@ -425,10 +425,32 @@ class Cell:
                 assert "feature" in str(err) or "order" in str(err), str(err)
                 return
             self.close_scores(_scores(Z, self.kind), ref, "transform of the reordered features")
+        elif op == "transform-as-other-kind":  # the same data held another way
+            for other, Xo in self.other_kinds(X):
+                Z = self.call(model.transform, Xo)
+                self.close_scores(_scores(Z, other), ref, f"transform of the data as {other.name}")
+        elif op == "transform-as-other-kind-reordered":  # scikit-learn's rule: refused
+            for other, Xo in self.other_kinds(X):
+                if not other.labelled:
+                    continue
+                with pytest.raises(ValueError, match="feature|coordinates") as err:
+                    self.call(model.transform, _reorder_features(Xo))
+                assert self.tasks.count == 0, \
+                    f"{other.name}: refused after {self.tasks.count} dask tasks"
+                assert re.search(r"'f3'|'g3'|'lat'", str(err.value)), \
+                    f"{other.name}: the refusal names no feature: {err.value}"
         elif op == "cli-transform":
             self.cli_transform(model, raw, ref)
         else:  # pragma: no cover - a new operation needs its branch here
             raise AssertionError(f"no runner for operation {op!r}")
+
+    def other_kinds(self, X):
+        """(kind, the data as that kind) for each kind the cell's data are also held as."""
+        for name in self.kind.also_as:
+            other = C._KINDS[name]
+            folder = self.tmp / f"as-{name}"
+            folder.mkdir(exist_ok=True)
+            yield other, self.call(other.make, X, folder)
 
     def components(self, model):
         return self._canonical_components(model.components_)
