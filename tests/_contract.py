@@ -480,6 +480,9 @@ EXPECTATIONS = [
          Refused((ValueError, TypeError), "sparse", "EM maps dense rows")),
     Rule("RobustPCA-*", SPARSE_KINDS, "*", "*",
          Refused((ValueError, TypeError), "sparse", "S and the multiplier are dense")),
+    Rule("KernelPCA-*", SPARSE_KINDS, "standardize*", "*",
+         Refused(ValueError, "standardize=True centres every feature",
+                 "centring would make the sparse data dense (an RBF kernel needs no centring)")),
     Rule("*", SPARSE_KINDS + "|" + ANNDATA_KINDS, "weights-*|weights+*", "*",
          Refused(ValueError, "weights", "weights apply to gridded fields")),
     Rule("*", "dask-dataframe", "weights-named|weights+*", "*", Defect(
@@ -522,10 +525,13 @@ EXPECTATIONS = [
 
 
 def expectation(cell: tuple):
-    """The outcome the table gives ``cell`` (None: equal to the reference)."""
+    """The outcome the table gives ``cell`` (None: equal to the reference). A composite
+    operation ``save-load>OP`` has OP's outcome, unless a row names it."""
     for rule in EXPECTATIONS:
         if rule.matches(cell):
             return rule.outcome
+    if ">" in cell[3]:
+        return expectation((*cell[:3], cell[3].rsplit(">", 1)[1]))
     return _implicit(cell)
 
 
@@ -563,7 +569,42 @@ def _names():
             [o.name for o in OPTIONS], list(OPERATIONS))
 
 
-def cells() -> list[tuple]:
+#: junctions of three or four features the pairs do not reach (the others at their default
+#: are never varied together): patterns as in ``Rule`` (``|`` separates alternatives), each
+#: expanded to every combination. An operation ``save-load>OP`` saves the fitted model, loads
+#: it and runs OP with the loaded one.
+EXTRA_CELLS = [
+    # PPCA standardised, then the EOF tools (maps in the field's units, rotated scores)
+    ("PPCA-closed_form", "xarray-field", "standardize|standardize+land-mask", EOF_TOOLS),
+    # KernelPCA on sparse input, standardised
+    ("KernelPCA-*", "scipy-csr|dask-csr", "standardize", "transform|inverse_transform"),
+    # weights (array or named) reach the CLI's transform through the saved model
+    ("PCA-covariance_eigh|PPCA-closed_form", "zarr-xarray|netcdf",
+     "weights-array|weights-named|weights+land-mask", "cli-transform"),
+    # a land mask survives save and load into the EOF tools
+    ("PCA-covariance_eigh|PPCA-closed_form", "xarray-field", "land-mask|weights+land-mask",
+     "save-load>" + EOF_TOOLS.replace("|", "|save-load>")),
+]
+
+
+def _expand(patterns: tuple) -> list[tuple]:
+    """The cells of an EXTRA_CELLS row: each pattern matched against its axis's names (and,
+    for operations, taken as written where it names a composite such as ``save-load>OP``)."""
+    axes = []
+    for names, pattern in zip(_names(), patterns, strict=True):
+        values = []
+        for p in pattern.split("|"):
+            hits = [n for n in names if fnmatch.fnmatchcase(n, p)]
+            values += hits or [p]
+        axes.append(values)
+    return list(itertools.product(*axes))
+
+
+def extra_cells() -> list[tuple]:
+    return list(dict.fromkeys(c for row in EXTRA_CELLS for c in _expand(row)))
+
+
+def pair_cells() -> list[tuple]:
     """Every pair of two axes crossed, the other two at their default, without repeats."""
     names = _names()
     out = {}
@@ -573,6 +614,11 @@ def cells() -> list[tuple]:
             cell[a], cell[b] = va, vb
             out[tuple(cell)] = None
     return list(out)
+
+
+def cells() -> list[tuple]:
+    """The cells run: every pair of axes (:func:`pair_cells`), then :data:`EXTRA_CELLS`."""
+    return list(dict.fromkeys(pair_cells() + extra_cells()))
 
 
 # -- the docs page ----------------------------------------------------------------------------
@@ -628,7 +674,7 @@ def markdown() -> str:
         "`tests/_contract.py`, which also write this page): every pair of two axes is crossed, "
         "the other two at their default — estimator "
         f"`{DEFAULTS[0]}`, input `{DEFAULTS[1]}`, option `{DEFAULTS[2]}`, operation "
-        f"`{DEFAULTS[3]}`.\n",
+        f"`{DEFAULTS[3]}` — and the junctions of more features listed under *Beyond pairs*.\n",
     ]
     titles = {"estimator": "estimator", "kind": "input", "option": "option", "op": "operation"}
     for a, b in itertools.combinations(range(4), 2):
@@ -645,6 +691,13 @@ def markdown() -> str:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         parts.append("\n".join(lines) + "\n")
+    parts.append("## Beyond pairs\n")
+    parts.append("Junctions of three or four features that no pair of axes reaches "
+                 "(`EXTRA_CELLS`); `save-load>OP` runs OP with the model saved and loaded.\n")
+    lines = ["| estimator | input | option | operation | outcome |", "|---|---|---|---|---|"]
+    lines += [f"| `{e}` | `{k}` | `{o}` | `{op}` | {_code(expectation((e, k, o, op)), legend)} |"
+              for e, k, o, op in extra_cells()]
+    parts.append("\n".join(lines) + "\n")
     parts.append("## Legend\n")
     for text, mark in sorted(legend.items(), key=lambda kv: (kv[1][0], int(kv[1][1:]))):
         parts.append(f"- **{mark}** — {text.replace('|', '/')}")

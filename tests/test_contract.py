@@ -361,6 +361,12 @@ class Cell:
         Xfit, Xnew, raw = self.inputs(X)
         model = self.fit(Xfit)
         ref = self.reference(X)
+        if op.startswith("save-load>"):  # the operation with the model saved and loaded
+            import scalepca
+
+            self.call(model.save, self.tmp / "model.zarr")
+            model = self.call(scalepca.load, self.tmp / "model.zarr")
+            op = op.split(">", 1)[1]
         rtol = self.bounds[2] if self.bounds else self.est.rtol  # outputs other than scores
         if op == "transform":
             if self.est.linear:
