@@ -178,7 +178,7 @@ class Reference:
         from scalepca.linalg.moments import FLOAT32_EIGENVALUE_ERROR
 
         eps = float(np.finfo(np.float32).eps)
-        k = C.N_COMPONENTS
+        k = self.scores().shape[1]  # RobustPCA's rank is its own
         ev = np.linalg.eigvalsh(np.cov(self.Xs, rowvar=False))[::-1]
         if self.option.config.get("scalepca.gram-precision") == "float64":
             comp = np.full(k, rtol)
