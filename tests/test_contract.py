@@ -172,7 +172,8 @@ class Reference:
         products the fit keeps the float64 tolerance. The scores of float32 data are float32:
         a projection ``(x − μ) v`` rounded in float32 errs by at most ``(d + 2) u Σⱼ (|xⱼ| +
         |xⱼ − μⱼ|)`` (``u = ε₃₂/2``, |vⱼ| ≤ 1; the dot-product bound), plus ``‖x − μ‖ ‖v̂ − v‖``
-        from the component. Other outputs are held to the largest relative score bound."""
+        from the component. Other outputs, which mix the modes, are held to the largest score
+        bound relative to the largest score."""
         if self.option.dtype != "float32":
             return None
         from scalepca.linalg.moments import FLOAT32_EIGENVALUE_ERROR
@@ -191,7 +192,7 @@ class Reference:
         d = self.Xs.shape[1]
         rounding = (d + 2) * eps / 2 * np.max(np.abs(self.Xs).sum(1) + np.abs(Xc).sum(1))
         scores = np.linalg.norm(Xc, axis=1).max() * comp + rounding
-        rel = float(np.max(scores / np.abs(self.scores()).max(axis=0)))
+        rel = float(np.max(scores) / np.abs(self.scores()).max())
         return comp, scores, max(rel, rtol)
 
     def components(self):
