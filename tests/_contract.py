@@ -133,6 +133,8 @@ class InputKind:
     #: features carry labels (column names, coordinates, var_names): their order can change
     labelled: bool = False
     feature_order: tuple | None = None
+    #: other kinds of the same data a model fitted on this kind transforms (transform-as-*)
+    also_as: tuple = ()
 
 
 def _field(X: np.ndarray):
@@ -212,7 +214,7 @@ def _adata(X, *, extra_rows=0, extra_cols=0, perm=False):
     obs = np.array([f"c{i}" for i in range(len(full))])
     var = np.array([f"g{j}" for j in range(full.shape[1])])
     order = rng.permutation(len(full)) if perm else np.arange(len(full))
-    a = ad.AnnData(full[order])
+    a = ad.AnnData(full[order].astype(X.dtype, copy=False))
     a.obs_names, a.var_names = obs[order], var
     # the rows of X in their order: where each c_i went
     back = np.argsort(order)[:n] if perm else np.arange(n)
@@ -296,21 +298,24 @@ def _lon_major() -> tuple:
 FIELD = dict(sample_dims="time")
 
 INPUT_KINDS = [
-    InputKind("numpy", lambda X, tmp: X),
+    InputKind("numpy", lambda X, tmp: X, also_as=("dask-chunks", "pandas")),
     InputKind("dask-1chunk", _dask(-1)),
-    InputKind("dask-chunks", _dask(7)),
-    InputKind("xarray-2d", _xarray_2d, labelled=True),
-    InputKind("xarray-field", _xarray_field, FIELD, grid=True, labelled=True),
+    InputKind("dask-chunks", _dask(7), also_as=("numpy",)),
+    InputKind("xarray-2d", _xarray_2d, labelled=True, also_as=("pandas", "dask-dataframe")),
+    InputKind("xarray-field", _xarray_field, FIELD, grid=True, labelled=True,
+              also_as=("xarray-transposed", "numpy")),
     InputKind("xarray-transposed", _xarray_transposed, FIELD, grid=True,
               feature_order=_lon_major(), labelled=True),
     InputKind("xarray-2-sample-dims", _xarray_two_sample_dims, dict(sample_dims=("year", "month")),
               grid=True, labelled=True),
-    InputKind("pandas", _pandas, labelled=True),
-    InputKind("dask-dataframe", _dask_dataframe, labelled=True),
-    InputKind("scipy-csr", _scipy("csr")),
+    InputKind("pandas", _pandas, labelled=True,
+              also_as=("xarray-2d", "dask-dataframe", "numpy")),
+    InputKind("dask-dataframe", _dask_dataframe, labelled=True, also_as=("pandas",)),
+    InputKind("scipy-csr", _scipy("csr"), also_as=("anndata",)),
     InputKind("scipy-csc", _scipy("csc")),
     InputKind("dask-csr", _dask_csr),
-    InputKind("anndata", _anndata_memory, sample_names=True, labelled=True),
+    InputKind("anndata", _anndata_memory, sample_names=True, labelled=True,
+              also_as=("scipy-csr", "anndata-backed")),
     InputKind("anndata-view-permuted", _anndata_view_permuted, sample_names=True, labelled=True),
     InputKind("anndata-view-subset", _anndata_view_subset, sample_names=True, labelled=True),
     InputKind("anndata-backed", _anndata_backed, sample_names=True, labelled=True),
@@ -340,6 +345,10 @@ class Option:
     standardize: bool = False
     center: bool = True
     missing: bool = False
+    #: the dtype the data are held in (the reference is float64 on the same values)
+    dtype: str = "float64"
+    #: ``dask.config`` settings around the fit and the operations
+    config: dict = dataclasses.field(default_factory=dict)
 
 
 OPTIONS = [
@@ -353,6 +362,13 @@ OPTIONS = [
     Option("weights+land-mask", open_kwargs=dict(weights="sqrt_coslat"), weights="named",
            land=True),
     Option("standardize+land-mask", params=dict(standardize=True), standardize=True, land=True),
+    # float32 data against the float64 reference of the same values, at the stated float32
+    # bound (scalepca.linalg.moments.FLOAT32_EIGENVALUE_ERROR; see tests/test_contract.py)
+    Option("float32", dtype="float32"),
+    # float64 products of float32 data: the fit to 1e-10, the outputs (float32 arrays, as the
+    # data) to their own rounding
+    Option("float32+gram-float64", dtype="float32",
+           config={"scalepca.gram-precision": "float64"}),
 ]
 
 
@@ -367,6 +383,8 @@ OPERATIONS = [
     "Rotator",              # Rotator(2).fit(model).transform(X)
     "EOF-tools-raw",        # eofs_as_correlation and Rotator.transform on transform's input
     "transform-reordered",  # transform of the data with their labelled features in another order
+    "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as
+    "transform-as-other-kind-reordered",  # the same with the features reordered: refused
     "cli-transform",        # save, then `scalepca transform MODEL DATA --out`
     "resume-params",        # checkpointed fit with a loose tolerance, again with a tight one
     "resume-data",          # checkpointed fit, again on other data with the same checkpoint
@@ -443,6 +461,14 @@ EXPECTATIONS = [
          NotApplicable("no standardize parameter")),
     Rule("*", "anndata-backed-permuted|anndata-backed-subset", "*", "transform-reordered",
          NotApplicable("anndata makes no view of a backed view")),
+    Rule("*", "*", "float32", "score", NotApplicable(
+        "no stated float32 accuracy: the stated bound (0.13 ε₃₂ λ₁ per eigenvalue) leaves σ² "
+        "no digit where λ₁/σ² ≈ 1e8, as on these columns; float64 products give the log-density "
+        "to its float64 tolerance (float32+gram-float64)")),
+    Rule("SparsePCA-*", "*", "float32", "*", NotApplicable(
+        "no stated float32 bound for the sparse components (measured on these data against "
+        "float64: minibatch 6e-3, elasticnet 2e-6); with float64 products the sparse fits keep "
+        "their float64 tolerance (float32+gram-float64)")),
     # -- refusals ------------------------------------------------------------------------------
     Rule("PCA-tsqr", SPARSE_KINDS, "*", "*",
          Refused(ValueError, "svd_solver='tsqr' needs dense blocks",
@@ -451,6 +477,9 @@ EXPECTATIONS = [
          Refused((ValueError, TypeError), "sparse", "EM maps dense rows")),
     Rule("RobustPCA-*", SPARSE_KINDS, "*", "*",
          Refused((ValueError, TypeError), "sparse", "S and the multiplier are dense")),
+    Rule("KernelPCA-*", SPARSE_KINDS, "standardize*", "*",
+         Refused(ValueError, "standardize=True centres every feature",
+                 "centring would make the sparse data dense (an RBF kernel needs no centring)")),
     Rule("*", SPARSE_KINDS + "|" + ANNDATA_KINDS, "weights-*|weights+*", "*",
          Refused(ValueError, "weights", "weights apply to gridded fields")),
     Rule("*", "numpy|dask-*|xarray-2d|pandas|zarr-array|zarr-object", "weights-named|weights+*",
@@ -486,10 +515,13 @@ EXPECTATIONS = [
 
 
 def expectation(cell: tuple):
-    """The outcome the table gives ``cell`` (None: equal to the reference)."""
+    """The outcome the table gives ``cell`` (None: equal to the reference). A composite
+    operation ``save-load>OP`` has OP's outcome, unless a row names it."""
     for rule in EXPECTATIONS:
         if rule.matches(cell):
             return rule.outcome
+    if ">" in cell[3]:
+        return expectation((*cell[:3], cell[3].rsplit(">", 1)[1]))
     return _implicit(cell)
 
 
@@ -504,6 +536,12 @@ def _implicit(cell):
         return NotApplicable("the CLI reads stores: path kinds only")
     if op == "transform-reordered" and not (_KINDS[kind].labelled and not _KINDS[kind].path):
         return NotApplicable("features without labels (or a store): their order is the data's")
+    if op.startswith("transform-as-other-kind") and not _KINDS[kind].also_as:
+        return NotApplicable("no other kind of these data listed for this kind")
+    if op == "transform-as-other-kind-reordered" and not (_KINDS[kind].labelled and any(
+            _KINDS[k].labelled for k in _KINDS[kind].also_as)):
+        return NotApplicable("a fit or other kinds without feature labels: the features' order "
+                             "is the data's (scikit-learn warns of the missing names only)")
     return None
 
 
@@ -521,7 +559,42 @@ def _names():
             [o.name for o in OPTIONS], list(OPERATIONS))
 
 
-def cells() -> list[tuple]:
+#: junctions of three or four features the pairs do not reach (the others at their default
+#: are never varied together): patterns as in ``Rule`` (``|`` separates alternatives), each
+#: expanded to every combination. An operation ``save-load>OP`` saves the fitted model, loads
+#: it and runs OP with the loaded one.
+EXTRA_CELLS = [
+    # PPCA standardised, then the EOF tools (maps in the field's units, rotated scores)
+    ("PPCA-closed_form", "xarray-field", "standardize|standardize+land-mask", EOF_TOOLS),
+    # KernelPCA on sparse input, standardised
+    ("KernelPCA-*", "scipy-csr|dask-csr", "standardize", "transform|inverse_transform"),
+    # weights (array or named) reach the CLI's transform through the saved model
+    ("PCA-covariance_eigh|PPCA-closed_form", "zarr-xarray|netcdf",
+     "weights-array|weights-named|weights+land-mask", "cli-transform"),
+    # a land mask survives save and load into the EOF tools
+    ("PCA-covariance_eigh|PPCA-closed_form", "xarray-field", "land-mask|weights+land-mask",
+     "save-load>" + EOF_TOOLS.replace("|", "|save-load>")),
+]
+
+
+def _expand(patterns: tuple) -> list[tuple]:
+    """The cells of an EXTRA_CELLS row: each pattern matched against its axis's names (and,
+    for operations, taken as written where it names a composite such as ``save-load>OP``)."""
+    axes = []
+    for names, pattern in zip(_names(), patterns, strict=True):
+        values = []
+        for p in pattern.split("|"):
+            hits = [n for n in names if fnmatch.fnmatchcase(n, p)]
+            values += hits or [p]
+        axes.append(values)
+    return list(itertools.product(*axes))
+
+
+def extra_cells() -> list[tuple]:
+    return list(dict.fromkeys(c for row in EXTRA_CELLS for c in _expand(row)))
+
+
+def pair_cells() -> list[tuple]:
     """Every pair of two axes crossed, the other two at their default, without repeats."""
     names = _names()
     out = {}
@@ -531,6 +604,11 @@ def cells() -> list[tuple]:
             cell[a], cell[b] = va, vb
             out[tuple(cell)] = None
     return list(out)
+
+
+def cells() -> list[tuple]:
+    """The cells run: every pair of axes (:func:`pair_cells`), then :data:`EXTRA_CELLS`."""
+    return list(dict.fromkeys(pair_cells() + extra_cells()))
 
 
 # -- the docs page ----------------------------------------------------------------------------
@@ -570,7 +648,17 @@ def markdown() -> str:
         "all-NaN features dropped, features standardised) — to 1e-10 relative (1e-8 for the "
         "iterative sparse and robust fits; components and scores up to their sign; the "
         "randomized solvers, Nyström and random Fourier features against their own reference "
-        "with the same `random_state`). A cell marked R is refused before any compute (NaN "
+        "with the same `random_state`). Float32 data (options `float32…`) are compared with "
+        "the float64 reference of the same values: with float32 products (the default) each "
+        "component within "
+        "√2 · 0.13 ε₃₂ λ₁ / gap of its own (the stated eigenvalue accuracy, "
+        "`scalepca.linalg.moments.FLOAT32_EIGENVALUE_ERROR`, through the Davis–Kahan bound "
+        "sin θ ≤ err / gap, the gap to the nearest other eigenvalue) and each score within "
+        "that angle times the row norm plus the float32 rounding of the projection (other "
+        "outputs, which mix the modes, to the largest of these relative to the largest score); "
+        "with "
+        "`scalepca.gram-precision: float64` the fit to 1e-10 and the float32 outputs to their "
+        "rounding. A cell marked R is refused before any compute (NaN "
         "entries, which only a read finds: at the end of the first pass), with the error shown "
         "below; D marks a known defect, being fixed; – does not apply.\n",
         f"The test suite runs the {n_run} applicable cells of these tables "
@@ -578,7 +666,7 @@ def markdown() -> str:
         "`tests/_contract.py`, which also write this page): every pair of two axes is crossed, "
         "the other two at their default — estimator "
         f"`{DEFAULTS[0]}`, input `{DEFAULTS[1]}`, option `{DEFAULTS[2]}`, operation "
-        f"`{DEFAULTS[3]}`.\n",
+        f"`{DEFAULTS[3]}` — and the junctions of more features listed under *Beyond pairs*.\n",
     ]
     titles = {"estimator": "estimator", "kind": "input", "option": "option", "op": "operation"}
     for a, b in itertools.combinations(range(4), 2):
@@ -595,6 +683,13 @@ def markdown() -> str:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         parts.append("\n".join(lines) + "\n")
+    parts.append("## Beyond pairs\n")
+    parts.append("Junctions of three or four features that no pair of axes reaches "
+                 "(`EXTRA_CELLS`); `save-load>OP` runs OP with the model saved and loaded.\n")
+    lines = ["| estimator | input | option | operation | outcome |", "|---|---|---|---|---|"]
+    lines += [f"| `{e}` | `{k}` | `{o}` | `{op}` | {_code(expectation((e, k, o, op)), legend)} |"
+              for e, k, o, op in extra_cells()]
+    parts.append("\n".join(lines) + "\n")
     parts.append("## Legend\n")
     for text, mark in sorted(legend.items(), key=lambda kv: (kv[1][0], int(kv[1][1:]))):
         parts.append(f"- **{mark}** — {text.replace('|', '/')}")
@@ -603,6 +698,12 @@ def markdown() -> str:
                  + ". Paths are opened with `scalepca.open_matrix`; N-D fields with "
                  "`sample_dims`; AnnData views are a permuted or a row-and-gene subset of a "
                  "larger object, in memory or backed by an `.h5ad` file.")
+    parts.append("- **other kinds of the same data** (`transform-as-other-kind`: fitted on the "
+                 "first, transformed as each of the others; `…-reordered`: the same with the "
+                 "features in another order, refused naming the features as scikit-learn does, "
+                 "where the fit and the other kind both label them): "
+                 + "; ".join(f"`{k.name}` → " + ", ".join(f"`{o}`" for o in k.also_as)
+                             for k in INPUT_KINDS if k.also_as) + ".")
     parts.append("- **options**: " + ", ".join(f"`{o.name}`" for o in OPTIONS) + ".")
     parts.append("- **operations**: " + ", ".join(f"`{o}`" for o in OPERATIONS) + ": "
                  "`resume-params` fits with a checkpoint and a loose tolerance, then again with "

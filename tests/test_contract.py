@@ -72,7 +72,7 @@ def _data(option: C.Option, *, permute_columns=False, shift=0.0) -> np.ndarray:
         hole = rng.random(X.shape) < 0.05
         hole[:, 0] = False  # no feature all-missing, every row with observed entries
         X[hole] = np.nan
-    return X
+    return X.astype(option.dtype)
 
 
 def _weights(option: C.Option, kind: C.InputKind):
@@ -128,7 +128,7 @@ class Reference:
     def __init__(self, est: C.Estimator, kind: C.InputKind, option: C.Option, X: np.ndarray,
                  params: dict | None = None):
         self.perm = np.asarray(kind.feature_order or np.arange(C.N_FEATURES))
-        self.Xm = X[:, self.perm]
+        self.Xm = X[:, self.perm].astype(np.float64)  # float32 data: float64 of their values
         self.option = option
         self.w = _weight_vector(option)[self.perm]
         self.keep = ~np.isnan(self.Xm).all(axis=0)
@@ -160,6 +160,41 @@ class Reference:
         number (1e9 for these columns, scaled 0.1 to 1000)."""
         ev = np.linalg.eigvalsh(np.cov(self.Xs, rowvar=False))
         return max(1e-10 * C.N_FEATURES, 100 * np.finfo(float).eps * ev[-1] / ev[0])
+
+    def float32_bounds(self, rtol):
+        """The tolerances float32 data imply, or None for float64 data: (the absolute error
+        bound of each component, of each score column, the relative bound of other outputs).
+
+        With float32 products (``scalepca.gram-precision`` "auto") every eigenvalue of the
+        Gram is within ``FLOAT32_EIGENVALUE_ERROR · ε₃₂ · λ₁`` of the float64 one (the stated
+        bound, ``scalepca.linalg.moments``); taken as the size of the perturbation, the
+        Davis–Kahan theorem bounds the angle of component i by ``sin θᵢ ≤ err / gapᵢ`` (its
+        distance to the nearest other eigenvalue), so ``‖v̂ᵢ − vᵢ‖ ≤ √2 sin θᵢ``. With float64
+        products the fit keeps the float64 tolerance. The scores of float32 data are float32:
+        a projection ``(x − μ) v`` rounded in float32 errs by at most ``(d + 2) u Σⱼ (|xⱼ| +
+        |xⱼ − μⱼ|)`` (``u = ε₃₂/2``, |vⱼ| ≤ 1; the dot-product bound), plus ``‖x − μ‖ ‖v̂ − v‖``
+        from the component. Other outputs, which mix the modes, are held to the largest score
+        bound relative to the largest score."""
+        if self.option.dtype != "float32":
+            return None
+        from scalepca.linalg.moments import FLOAT32_EIGENVALUE_ERROR
+
+        eps = float(np.finfo(np.float32).eps)
+        k = self.scores().shape[1]  # RobustPCA's rank is its own
+        ev = np.linalg.eigvalsh(np.cov(self.Xs, rowvar=False))[::-1]
+        if self.option.config.get("scalepca.gram-precision") == "float64":
+            comp = np.full(k, rtol)
+        else:
+            err = FLOAT32_EIGENVALUE_ERROR * eps * ev[0]
+            gaps = np.array([min(ev[i - 1] - ev[i] if i else np.inf, ev[i] - ev[i + 1])
+                             for i in range(k)])
+            comp = np.sqrt(2) * err / gaps
+        Xc = self.Xs - self.Xs.mean(axis=0)
+        d = self.Xs.shape[1]
+        rounding = (d + 2) * eps / 2 * np.max(np.abs(self.Xs).sum(1) + np.abs(Xc).sum(1))
+        scores = np.linalg.norm(Xc, axis=1).max() * comp + rounding
+        rel = float(np.max(scores) / np.abs(self.scores()).max())
+        return comp, scores, max(rel, rtol)
 
     def components(self):
         comps = self.model.components_
@@ -250,15 +285,23 @@ def _align(A, B, axis):
     return A * np.where(s == 0, 1, s)[:, None]
 
 
-def _close(actual, expected, rtol, what):
+def _close(actual, expected, rtol, what, atol=None):
+    """``actual`` within ``rtol`` of ``expected``, relative to its largest magnitude; ``atol``
+    (absolute, broadcast: a bound per mode) widens that where given."""
     actual = np.asarray(actual, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} ≠ {expected.shape}"
     np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected),
                                   err_msg=f"{what}: NaN at other places")
     scale = np.nanmax(np.abs(expected)) if np.isfinite(expected).any() else 1.0
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale,
-                               equal_nan=True, err_msg=what)
+    if atol is None:
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale,
+                                   equal_nan=True, err_msg=what)
+        return
+    allowed = np.maximum(rtol * scale, atol) + rtol * np.abs(expected)
+    excess = np.nan_to_num(np.abs(actual - expected) / allowed, nan=0.0)
+    assert excess.max() <= 1, (f"{what}: off by up to {excess.max():.3g} times the bound "
+                               f"(largest error {np.nanmax(np.abs(actual - expected)):.3g})")
 
 
 # -- a cell --------------------------------------------------------------------------------------
@@ -309,6 +352,10 @@ class Cell:
         return self.call(model.fit, Xfit)
 
     def run(self):
+        with dask.config.set(self.option.config):
+            return self._run()
+
+    def _run(self):
         op = self.op
         X = _data(self.option, shift=self.shift)
         if op.startswith("resume-"):
@@ -316,14 +363,18 @@ class Cell:
         Xfit, Xnew, raw = self.inputs(X)
         model = self.fit(Xfit)
         ref = self.reference(X)
-        rtol = self.est.rtol
+        if op.startswith("save-load>"):  # the operation with the model saved and loaded
+            import scalepca
+
+            self.call(model.save, self.tmp / "model.zarr")
+            model = self.call(scalepca.load, self.tmp / "model.zarr")
+            op = op.split(">", 1)[1]
+        rtol = self.bounds[2] if self.bounds else self.est.rtol  # outputs other than scores
         if op == "transform":
             if self.est.linear:
-                _close(_align(self.call(self.components, model), ref.components(), 1),
-                       ref.components(), rtol, "components_")
+                self.close_components(self.call(self.components, model), ref, "components_")
             Z = self.call(model.transform, Xnew)
-            _close(_align(_scores(Z, self.kind), ref.scores(), 0), ref.scores(), rtol,
-                   "transform")
+            self.close_scores(_scores(Z, self.kind), ref, "transform")
         elif op == "inverse_transform":
             Z = self.call(model.transform, Xnew)
             Xhat = self.call(model.inverse_transform, Z)
@@ -340,8 +391,7 @@ class Cell:
             self.call(model.save, self.tmp / "model.zarr")
             loaded = self.call(scalepca.load, self.tmp / "model.zarr")
             Z = self.call(loaded.transform, Xnew)
-            _close(_align(_scores(Z, self.kind), ref.scores(), 0), ref.scores(), rtol,
-                   "transform after save and load")
+            self.close_scores(_scores(Z, self.kind), ref, "transform after save and load")
         elif op in ("eofs_as_correlation", "eofs_as_covariance"):
             import scalepca
 
@@ -382,12 +432,33 @@ class Cell:
                 assert self.tasks.count == 0, f"refused after {self.tasks.count} dask tasks"
                 assert "feature" in str(err) or "order" in str(err), str(err)
                 return
-            _close(_align(_scores(Z, self.kind), ref.scores(), 0), ref.scores(), rtol,
-                   "transform of the reordered features")
+            self.close_scores(_scores(Z, self.kind), ref, "transform of the reordered features")
+        elif op == "transform-as-other-kind":  # the same data held another way
+            for other, Xo in self.other_kinds(X):
+                Z = self.call(model.transform, Xo)
+                self.close_scores(_scores(Z, other), ref, f"transform of the data as {other.name}")
+        elif op == "transform-as-other-kind-reordered":  # scikit-learn's rule: refused
+            for other, Xo in self.other_kinds(X):
+                if not other.labelled:
+                    continue
+                with pytest.raises(ValueError, match="feature|coordinates") as err:
+                    self.call(model.transform, _reorder_features(Xo))
+                assert self.tasks.count == 0, \
+                    f"{other.name}: refused after {self.tasks.count} dask tasks"
+                assert re.search(r"'f3'|'g3'|'lat'", str(err.value)), \
+                    f"{other.name}: the refusal names no feature: {err.value}"
         elif op == "cli-transform":
             self.cli_transform(model, raw, ref)
         else:  # pragma: no cover - a new operation needs its branch here
             raise AssertionError(f"no runner for operation {op!r}")
+
+    def other_kinds(self, X):
+        """(kind, the data as that kind) for each kind the cell's data are also held as."""
+        for name in self.kind.also_as:
+            other = C._KINDS[name]
+            folder = self.tmp / f"as-{name}"
+            folder.mkdir(exist_ok=True)
+            yield other, self.call(other.make, X, folder)
 
     def components(self, model):
         return self._canonical_components(model.components_)
@@ -400,7 +471,21 @@ class Cell:
         return out
 
     def reference(self, X, **params):
-        return Reference(self.est, self.kind, self.option, X, params)
+        ref = Reference(self.est, self.kind, self.option, X, params)
+        self.bounds = ref.float32_bounds(self.est.rtol)
+        return ref
+
+    def close_components(self, comps, ref, what):
+        """Components (rows, canonical order) against the reference's, to the estimator's
+        tolerance or, for float32 data, each to its own bound."""
+        expected = ref.components()
+        _close(_align(comps, expected, 1), expected, self.est.rtol, what,
+               None if self.bounds is None else self.bounds[0][:, None])
+
+    def close_scores(self, Z, ref, what):
+        expected = ref.scores()
+        _close(_align(Z, expected, 0), expected, self.est.rtol, what,
+               None if self.bounds is None else self.bounds[1][None, :])
 
     def cli_transform(self, model, raw, ref):
         import zarr
@@ -419,7 +504,7 @@ class Cell:
         if dims and "mode" in dims and dims[-1] != "mode":
             Z = np.moveaxis(Z, dims.index("mode"), -1)
         Z = Z.reshape(-1, Z.shape[-1])
-        _close(_align(Z, ref.scores(), 0), ref.scores(), self.est.rtol, "CLI transform")
+        self.close_scores(Z, ref, "CLI transform")
 
     def resume(self, X):
         """A checkpointed fit, then another with the same checkpoint: after a change of the
@@ -441,11 +526,9 @@ class Cell:
             model = self.fit(Xnew, checkpoint=ck)
             ref = self.reference(X2)
         if self.est.linear or self.est.cls in ("SparsePCA", "RobustPCA"):
-            _close(_align(self.components(model), ref.components(), 1), ref.components(),
-                   self.est.rtol, "components_ after resume")
+            self.close_components(self.components(model), ref, "components_ after resume")
         Z = self.call(model.transform, Xnew)
-        _close(_align(_scores(Z, self.kind), ref.scores(), 0), ref.scores(), self.est.rtol,
-               "transform after resume")
+        self.close_scores(_scores(Z, self.kind), ref, "transform after resume")
 
 
 REORDER = [3, 0, 7, 5, 1, 6, 2, 4]

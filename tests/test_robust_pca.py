@@ -189,6 +189,23 @@ def test_chunking_invariance():
         np.testing.assert_allclose(est.low_rank_.compute(), ref.low_rank_.compute(), atol=1e-8)
 
 
+def test_float32_data_are_fitted_in_float64():
+    """Float32 data give the fit of their values in float64: the iterates are float64 (the
+    starting SVT argument M (1 + c) and the spectral-norm estimate too, not rounded to
+    float32), so the result equals the fit of the same values held in float64."""
+    L0, S0, r = clmw_problem(120, seed=5)
+    M32 = (L0 + S0).astype(np.float32)
+    M64 = M32.astype(np.float64)
+    for svd in ("full", "randomized"):
+        a = scalepca.RobustPCA(svd=svd, random_state=0).fit(da.from_array(M32, chunks=50))
+        b = scalepca.RobustPCA(svd=svd, random_state=0).fit(da.from_array(M64, chunks=50))
+        assert a.n_iter_ == b.n_iter_ and a.rank_ == b.rank_ == r
+        assert a.norm2_ == pytest.approx(b.norm2_, rel=1e-12)
+        np.testing.assert_allclose(a.history_["residual"], b.history_["residual"], rtol=1e-10)
+        np.testing.assert_allclose(a.singular_values_, b.singular_values_, rtol=1e-10)
+        np.testing.assert_allclose(a.low_rank_.compute(), b.low_rank_.compute(), atol=1e-10)
+
+
 def test_determinism_with_random_state():
     L0, S0, _ = clmw_problem(200, seed=9)
     M = da.from_array(L0 + S0, chunks=(64, 100))

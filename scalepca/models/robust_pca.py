@@ -371,6 +371,9 @@ class RobustPCA(LinearDecompositionMixin):
     holds about three n1 × n2 float64 arrays across the cluster. The client holds
     (n1 + n2) × (k + p) factors. The ``"full"`` SVD gathers ``A`` on the client.
 
+    Float32 data are widened to float64 block by block: every iterate is float64, so the fit
+    equals the float64 fit of the same values (``scalepca.gram-precision`` plays no part).
+
     Sparse input (``scipy.sparse``, pydata ``sparse``, dask arrays of such blocks) is refused
     with a ``TypeError`` that says why: principal component pursuit separates ``M = L + S``
     with ``S`` the sparse outliers, and on data that are themselves sparse every stored zero
@@ -624,7 +627,10 @@ class RobustPCA(LinearDecompositionMixin):
                 "data_sketch": data_fp["data_sketch"]}),
         }
         return _Problem(
-            M=M, W=W, Mc=M if not masked else da.map_blocks(_clean, M, W, dtype=np.float64),
+            # float64 whatever the data's dtype: M (1 + c), the first SVT argument, and the
+            # spectral-norm estimate are formed from Mc (float32 data rounded them to float32)
+            M=M, W=W, Mc=(M.astype(np.float64) if not masked
+                          else da.map_blocks(_clean, M, W, dtype=np.float64)),
             storage=storage, fro=math.sqrt(fro2), maxabs=float(maxabs), lam=lam,
             fingerprint=fingerprint, fused=self.svd == "randomized", p=int(self.n_oversamples),
             scratch=self._scratch_store() if storage == "zarr" and self.checkpoint is None
