@@ -313,8 +313,9 @@ class Cell:
         self.op = op
         self.tmp = tmp_path
         self.tasks = tasks
-        # values of its own per cell: dask names equal arrays by their values, and scalepca
-        # keeps the description of a matrix by name (see test_no_description_leaks_by_value)
+        # values of its own per cell, so that no cell can depend on what an earlier cell of the
+        # same process fitted (that scalepca keeps no such state by value is checked on its
+        # own: test_no_description_leaks_by_value)
         self.shift = zlib.crc32("/".join((estimator, kind, option, op)).encode()) % 997 * 1e-6
 
     def call(self, f, *args, **kwargs):
