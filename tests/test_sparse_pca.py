@@ -19,6 +19,7 @@ from scalepca.linalg.sparse import (
     dictionary_objective,
     enet_gram_cd,
     enet_gram_path,
+    gram_root,
     recentre_code_stats,
     soft_threshold,
 )
@@ -163,6 +164,61 @@ def test_enet_gram_path_n_nonzero_is_the_least_penalty_with_that_count(rng):
         np.testing.assert_allclose(np.abs(c[nz]), lam / 2, rtol=1e-9)
         assert np.sum(np.isclose(np.abs(c[~nz]), lam / 2, rtol=1e-8)) >= 1
         np.testing.assert_allclose(enet_gram_cd(G, b, lam), beta, atol=1e-8)
+
+
+def test_gram_root_factors_definite_and_semidefinite_grams(rng):
+    X = rng.standard_normal((20, 40))
+    X[:, 7] = 0.0  # a zero-variance feature
+    for G in (X.T @ X, X.T @ X + 0.1 * np.eye(40)):  # rank 20 (pivoted branch), then definite
+        root = gram_root(G)
+        np.testing.assert_allclose(root.X.T @ root.X, G, rtol=0, atol=1e-12 * np.abs(G).max())
+        b = G @ rng.standard_normal(40)  # in the range of G
+        y = sla.solve_triangular(root.tri, b[root.rows], trans="T")
+        np.testing.assert_allclose(root.X.T @ y, b, rtol=0, atol=1e-10 * np.abs(b).max())
+    assert gram_root(X.T @ X).X.shape == (20, 40)
+
+
+def test_enet_gram_cd_on_a_singular_gram_without_ridge(rng):
+    """More features than samples and a zero-variance feature, no ridge (G = XᵀX singular,
+    G_ii = 0): the coordinate descent is the lasso path's point (it divided 0 by 0 before)."""
+    X = rng.standard_normal((20, 40))
+    X[:, 7] = 0.0
+    y = X[:, :3] @ [3.0, -2.0, 1.5] + 0.1 * rng.standard_normal(20)
+    G, b = X.T @ X, X.T @ y
+    for lam1 in (20.0, 5.0):
+        beta = enet_gram_cd(G, b, lam1)
+        np.testing.assert_allclose(beta, enet_gram_path(G, b, lam1=lam1), atol=1e-8)
+        assert beta[7] == 0.0
+
+
+def test_enet_gram_cd_warm_start_and_shared_root(rng):
+    X = rng.standard_normal((100, 15))
+    G, b = X.T @ X + 0.5 * np.eye(15), X.T @ (X[:, :4] @ [2.0, -1.0, 1.0, 0.5])
+    root = gram_root(G)
+    cold = enet_gram_cd(G, b, 30.0, root=root)
+    start = enet_gram_cd(G, b, 5.0, root=root)
+    kept = start.copy()
+    state = np.random.get_state()[1].copy()
+    warm = enet_gram_cd(G, b, 30.0, start, root=root)
+    np.testing.assert_allclose(warm, cold, atol=1e-10)
+    np.testing.assert_allclose(cold, enet_gram_path(G, b, lam1=30.0), atol=1e-8)
+    np.testing.assert_array_equal(start, kept)  # the warm start is not written over
+    np.testing.assert_array_equal(np.random.get_state()[1], state)  # global NumPy RNG untouched
+
+
+@pytest.mark.parametrize("alpha", [0.3, 1.0])
+def test_zht_loadings_coordinate_descent_equals_the_lars_path(monkeypatch, alpha):
+    """Above LARS_MAX_FEATURES the penalty form runs coordinate descent, warm-started across
+    alternations: on standardised breast cancer (d = 30) both branches give the same loadings."""
+    import scalepca.models._sparse_enet as enet
+
+    S = np.cov(_standardised_breast_cancer().T)
+    kw = dict(alphas=np.full(3, alpha), n_nonzero=None, ridge=0.01, max_iter=500, tol=1e-12)
+    B_path, n_path, _ = enet.zht_loadings(S, 3, **kw)
+    monkeypatch.setattr(enet, "LARS_MAX_FEATURES", 10)
+    B_cd, n_cd, _ = enet.zht_loadings(S, 3, **kw)
+    assert supports(B_cd.T) == supports(B_path.T)
+    np.testing.assert_allclose(B_cd * n_cd, B_path * n_path, atol=1e-8)
 
 
 # -- issue 10: the elastic-net method ----------------------------------------------------------

@@ -24,10 +24,13 @@ Penalized regression (variance), Zou, Hastie & Tibshirani (2006), in Gram form: 
 solves ``min βᵀ(S + λ₂ I)β − 2 aᵀ S β + λ₁ ‖β‖₁`` given the covariance S and the current
 direction a. :func:`enet_gram_path` follows the LARS-EN (lasso-modified LARS) path of that
 problem and stops at a given number of non-zeros or at a given λ₁; :func:`enet_gram_cd` is
-coordinate descent for the penalty form.
+coordinate descent for the penalty form (scikit-learn's compiled solver on the Gram, with the
+factor ``XᵀX = G`` of :func:`gram_root`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import dask
 import dask.array as da
@@ -36,6 +39,7 @@ from scipy import linalg as sla
 from scipy.sparse import diags, issparse
 
 __all__ = [
+    "GramRoot",
     "adjusted_variance",
     "block_code_stats",
     "code_multipliers",
@@ -45,6 +49,7 @@ __all__ = [
     "dictionary_objective",
     "enet_gram_cd",
     "enet_gram_path",
+    "gram_root",
     "merge_code_stats",
     "recentre_code_stats",
     "revive_codes",
@@ -489,41 +494,70 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
     return beta
 
 
-def enet_gram_cd(G: np.ndarray, b: np.ndarray, lam1: float, beta0=None, *, tol: float = 1e-10,
-                 max_sweeps: int = 10_000) -> np.ndarray:
-    """Coordinate descent for ``min βᵀ G β − 2 bᵀ β + λ₁ ‖β‖₁`` (G positive definite).
+class GramRoot(NamedTuple):
+    """``X`` (r × d, Fortran order) with ``XᵀX = G``; ``Xᵀ y = b`` is the triangular system
+    ``triᵀ y = b[rows]`` (``tri`` upper triangular r × r)."""
 
-    Coordinate i: ``β_i ← S_{λ₁/2}(b_i − Σ_{l≠i} G_il β_l) / G_ii``. Full sweeps alternate with
-    sweeps over the non-zero set; stops when no coordinate moves by more than ``tol`` times
-    the largest coefficient.
+    X: np.ndarray
+    tri: np.ndarray
+    rows: np.ndarray | slice
+
+
+def gram_root(G: np.ndarray) -> GramRoot:
+    """A factor ``X`` with ``XᵀX = G`` for a symmetric positive semi-definite ``G`` (d × d).
+
+    The Cholesky factor ``G = UᵀU`` (``X = tri = U``) when ``G`` is positive definite, every
+    pivot ``U_ii²`` above d · ε · max G_ii; otherwise LAPACK's pivoted Cholesky
+    ``Pᵀ G P = UᵀU`` (``dpstrf``), ``U`` upper trapezoidal of the numerical rank r (the first
+    pivot below that same bound ends it), and ``X = U Pᵀ`` (r × d), ``tri`` its r pivoted
+    columns. O(d³/3), once per ``G``.
     """
     G = np.asarray(G, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    d = b.shape[0]
-    beta = np.zeros(d) if beta0 is None else np.array(beta0, dtype=np.float64, copy=True)
-    c = b - G @ beta  # c = b − G β, kept up to date
-    diag = np.diag(G).copy()
-    half = lam1 / 2.0
+    d = G.shape[0]
+    U, info = sla.lapack.dpotrf(G, lower=0, clean=1)
+    floor = d * np.finfo(np.float64).eps * float(np.max(np.diag(G), initial=0.0))
+    if info == 0 and d and float(np.min(np.diag(U))) ** 2 > floor:
+        return GramRoot(U, U, slice(None))
+    U, piv, rank, _ = sla.lapack.dpstrf(G, tol=floor, lower=0)
+    piv = piv - 1  # LAPACK counts from 1
+    X = np.zeros((rank, d), order="F")
+    X[:, piv] = np.triu(U[:rank])
+    return GramRoot(X, np.asfortranarray(X[:, piv[:rank]]), piv[:rank])
 
-    def sweep(indices) -> float:
-        big = 0.0
-        for i in indices:
-            old = beta[i]
-            z = c[i] + diag[i] * old
-            new = np.sign(z) * max(abs(z) - half, 0.0) / diag[i]
-            if new != old:
-                c[:] -= G[:, i] * (new - old)
-                beta[i] = new
-                big = max(big, abs(new - old))
-        return big
 
-    for _ in range(max_sweeps):
-        moved = sweep(range(d))
-        scale = max(float(np.max(np.abs(beta))), 1e-300)
-        if moved <= tol * scale:
-            break
-        for _ in range(max_sweeps):
-            nz = np.flatnonzero(beta)
-            if sweep(nz) <= tol * max(float(np.max(np.abs(beta))), 1e-300):
-                break
-    return beta
+def enet_gram_cd(G: np.ndarray, b: np.ndarray, lam1: float, beta0=None, *, tol: float = 1e-10,
+                 max_sweeps: int = 10_000, root=None) -> np.ndarray:
+    """Coordinate descent for ``min βᵀ G β − 2 bᵀ β + λ₁ ‖β‖₁`` (G positive semi-definite).
+
+    Coordinate i: ``β_i ← S_{λ₁/2}(b_i − Σ_{l≠i} G_il β_l) / G_ii`` (features with
+    ``G_ii = 0`` stay at their start). The sweeps are scikit-learn's compiled coordinate
+    descent on a precomputed Gram (:func:`sklearn.linear_model.enet_path` with
+    ``precompute=G, Xy=b``). Its objective ``(1/2r)‖y − Xβ‖² + α‖β‖₁`` is ours divided by
+    2r, up to a constant, when ``XᵀX = G``, ``Xᵀy = b`` (r rows) and ``α = λ₁ / 2r``.
+    ``X`` is the factor of :func:`gram_root` (pass it as ``root`` to factor ``G`` once for
+    many ``b``); the sweeps read only ``G`` and ``b``, while ``X`` and ``y`` serve
+    scikit-learn's checks and its duality gap. Stops when no coefficient moves by more than
+    ``tol`` times the largest and the duality gap is at most ``tol · ‖y‖²``; ``beta0`` is a
+    warm start. scikit-learn warns (a ``ConvergenceWarning``) when ``max_sweeps`` sweeps do
+    not reach that.
+    """
+    # imported here: sklearn.linear_model adds ~0.13 s to importing the models, and only the
+    # elastic net's fits with many features use this solver
+    from sklearn.linear_model import enet_path
+
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    X, tri, rows = gram_root(G) if root is None else root
+    r = X.shape[0]
+    if r == 0:  # G = 0, and b (in its range) = 0: β = 0 is a minimiser
+        return np.zeros(b.shape[0])
+    y = sla.solve_triangular(tri, b[rows], trans="T", check_finite=False)
+    start = None if beta0 is None else np.array(beta0, dtype=np.float64)
+    # random_state only seeds random coordinate order (not used): fixed so that the global
+    # NumPy generator is left alone
+    # check_input=False: the arrays are float64 in the layouts scikit-learn expects (X
+    # Fortran, G and b contiguous), and XᵀX = G holds by construction
+    _, coefs, _ = enet_path(X, y, l1_ratio=1.0, alphas=[lam1 / (2.0 * r)], precompute=G,
+                            Xy=b, coef_init=start, copy_X=False, check_input=False, tol=tol,
+                            max_iter=max_sweeps, random_state=0)
+    return coefs[:, 0]

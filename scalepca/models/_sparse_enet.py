@@ -16,16 +16,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..linalg import eigh_descending
-from ..linalg.sparse import enet_gram_cd, enet_gram_path
+from ..linalg.sparse import enet_gram_cd, enet_gram_path, gram_root
 
 #: up to this many features the penalty form follows the LARS-EN path exactly; above,
-#: coordinate descent (warm-started from the previous alternation) is used
+#: coordinate descent (scikit-learn's, compiled; warm-started from the previous alternation)
 LARS_MAX_FEATURES = 1000
 
 
 def zht_loadings(S: np.ndarray, k: int, *, alphas: np.ndarray, n_nonzero: list[int] | None,
                  ridge: float, max_iter: int, tol: float) -> tuple[np.ndarray, np.ndarray, int]:
     """The loadings of ZHT's sparse PCA from the covariance ``S``.
+
+    Each loading follows the LARS-EN path (:func:`~scalepca.linalg.sparse.enet_gram_path`),
+    or, for a penalty λ₁ above ``LARS_MAX_FEATURES`` features, runs coordinate descent
+    (:func:`~scalepca.linalg.sparse.enet_gram_cd`) on a factor ``XᵀX = S + λ₂ I`` taken once
+    (O(d³/3); the client then holds three d × d arrays: S, S + λ₂ I and the factor).
 
     Parameters
     ----------
@@ -57,6 +62,8 @@ def zht_loadings(S: np.ndarray, k: int, *, alphas: np.ndarray, n_nonzero: list[i
     directions = V[:, :k]
     G = S + ridge * np.eye(d)
     B = np.zeros((d, k))
+    # coordinate descent factors G once (XᵀX = G) for all its calls
+    root = gram_root(G) if n_nonzero is None and d > LARS_MAX_FEATURES else None
     prev = None
     it = 0
     while it < max_iter:
@@ -68,7 +75,8 @@ def zht_loadings(S: np.ndarray, k: int, *, alphas: np.ndarray, n_nonzero: list[i
             elif d <= LARS_MAX_FEATURES:  # exact path, unaffected by collinearity
                 B[:, j] = enet_gram_path(G, SA[:, j], lam1=alphas[j])
             else:  # coordinate descent, warm-started from the previous alternation
-                B[:, j] = enet_gram_cd(G, SA[:, j], alphas[j], None if prev is None else B[:, j])
+                B[:, j] = enet_gram_cd(G, SA[:, j], alphas[j], None if prev is None else B[:, j],
+                                       root=root)
         norms = np.linalg.norm(B, axis=0)
         Bn = B / np.where(norms > 0, norms, 1.0)
         if prev is not None and np.max(np.abs(Bn - prev)) <= tol:
