@@ -5,8 +5,8 @@ Three writers, each in a subprocess that stops once a known number of its chunks
 (``_reliability.stop_after_chunks``) and is SIGKILLed there, so the kill lands mid-write on a
 fast or a loaded machine alike:
 
-* ``scalepca.cli.write_outputs`` (what ``scalepca run`` calls) writing a model and scores to a
-  local directory — the atomic path: temporary sibling, rename;
+* ``scalepca.app.pipeline.write_outputs`` (what ``scalepca run`` calls) writing a model and
+  scores to a local directory — the atomic path: temporary sibling, rename;
 * the same to an fsspec URL (``local://`` — the code path of ``s3://`` and other object
   stores, where the store is written in place with ``complete: false`` until the end);
 * ``scalepca make-data`` to an fsspec URL (in place).
@@ -41,7 +41,7 @@ _WRITE_OUTPUTS = textwrap.dedent(
     import json, sys
     import dask, dask.array as da
     import scalepca
-    from scalepca.cli import write_outputs
+    from scalepca.app.pipeline import write_outputs
     from tests._reliability import stop_after_chunks
 
     data, out, stop, so = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
@@ -295,7 +295,7 @@ def scenario_make_data(tmp: Path) -> dict:
     except (ValueError, FileNotFoundError):
         facts["partial_readable"] = False
     # what `scalepca run` does with a data.generate section: reuse the store if it exists
-    from scalepca.cli import generate_data
+    from scalepca.app.pipeline import generate_data
 
     generate_data({"kind": "low_rank", "n_samples": 400000, "n_features": 20,
                    "chunk_rows": 4000, "seed": 0}, url, storage_options=FSSPEC_OPTIONS)

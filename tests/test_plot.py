@@ -341,7 +341,7 @@ def test_maps_north_up_for_any_lat_lon_naming(lat_name, lon_name, attrs_only):
 def test_mode_labels_agree_everywhere():
     """Modes are numbered from 1 in the xarray coords (components, scores, per-mode values),
     the plot labels, the CLI summary table and the report's table: mode 1 is components_[0]."""
-    from scalepca.cli import summary
+    from scalepca.app.pipeline import summary
     from scalepca.report import _spectrum_rows
 
     field = _field("lat", "lon", False)

@@ -183,7 +183,7 @@ def test_worker_processes_read_and_write_s3(s3, remote_data):
 
 def test_in_place_writes_are_flagged_until_complete(s3, capsys):
     """Object stores have no rename: a dataset is flagged incomplete until its last block."""
-    from scalepca.cli import generate_data
+    from scalepca.app.pipeline import generate_data
 
     opts, _ = s3
     url = f"s3://{BUCKET}/flag/x.zarr"

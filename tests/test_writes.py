@@ -27,7 +27,8 @@ import yaml
 import zarr
 
 import scalepca
-from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main, write_outputs
+from scalepca.app.pipeline import write_outputs
+from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 from scalepca.datasets import make_low_rank, write_dataset
 from scalepca.io import write_array
 

@@ -1,0 +1,72 @@
+"""Messages in the words of the command line: the library's messages name Python arguments;
+the CLI rewrites them here into config keys (``run``, ``validate``) or flags (``transform``).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+#: library wording → (wording for a config: run/validate, wording for command-line flags:
+#: transform). The library's messages name Python arguments; the CLI rewrites them here, in one
+#: place, instead of every library message knowing about configs and flags.
+_CLI_WORDS = (
+    (r"pass variable=\.\.\.", "set data.variable", "pass --variable"),
+    (r"\blayer=None\b", "data.layer: null", "a model fitted on X"),
+    (r"\bwith layer=\.\.\.", "with data.layer", "with the model's layer"),
+    (r"pass sample_dims=\(\.\.\.\)", "set data.sample_dims", "pass --sample-dims"),
+    (r"\bpass sample_dims\b", "set data.sample_dims", "pass --sample-dims"),
+    (r"(?<![\w.-])sample_dims\b", "data.sample_dims", "--sample-dims"),
+    (r"(?<![\w.-])feature_dims\b", "data.feature_dims", "the feature dimensions"),
+    (r"^weights\b", "data.weights", "--weights"),
+    (r"(?<![\w.-])storage_options\b", "data.storage_options", "--storage-options"),
+    (r"^[XM] (?=has|contains|is)", "the data ", "the data "),
+)
+
+
+def _method_of_class(name: str) -> str | None:
+    from ..models.registry import METHODS
+
+    return next((m for m, target in METHODS.items() if target.endswith(f":{name}")), None)
+
+
+def speak_cli(message: str, *, command: str | None = None, method: str | None = None) -> str:
+    """``message`` with Python argument syntax replaced by config keys or command-line flags.
+
+    ``command`` is the subcommand (``transform`` speaks flags, the others config keys);
+    ``method`` the config's ``model.method``, whose estimator parameters become
+    ``model.<name>: value`` (``n_components=3`` → ``model.n_components: 3``), and an
+    estimator call like ``PPCA(missing='em')`` becomes ``model.method: ppca with
+    model.missing: em``.
+    """
+    import re
+
+    flags = command == "transform"
+    for pattern, as_config, as_flag in _CLI_WORDS:
+        message = re.sub(pattern, as_flag if flags else as_config, message)
+    if flags:
+        return message
+    from ..models.registry import METHODS, estimator_class
+
+    def params_of(m):
+        return set(inspect.signature(estimator_class(m).__init__).parameters) - {"self"}
+
+    def keys(text: str, names: set) -> str:
+        def one(match):
+            value = match.group(3)
+            return f"model.{match.group(1)}: {value}" if value else f"model.{match.group(1)}"
+
+        alternatives = "|".join(sorted(names, key=len, reverse=True))
+        text = re.sub(rf"(?<![\w.'\"-])({alternatives})=(['\"]?)([^\s,;)'\"]*)\2", one, text)
+        return re.sub(rf"(?<![\w.'\"-])({alternatives})(?= must\b)", r"model.\1", text)
+
+    classes = "|".join(target.split(":")[1] for target in METHODS.values())
+
+    def call(match):
+        m = _method_of_class(match.group(1))
+        inner = keys(match.group(2), params_of(m)) if match.group(2) else ""
+        return f"model.method: {m}" + (f" with {inner}" if inner else "")
+
+    message = re.sub(rf"\b({classes})\(([^()]*)\)", call, message)
+    if method in METHODS:
+        message = keys(message, params_of(method))
+    return message

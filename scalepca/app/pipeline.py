@@ -1,0 +1,282 @@
+"""The run pipeline of ``scalepca run`` and ``transform``: open the data (generating it if
+the config asks), fit, write the outputs, and the summary table.
+
+The application's layer: the command line (:mod:`scalepca.cli`) calls it; the library never
+does. Heavy dependencies are imported inside the functions, so ``scalepca --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class UserError(Exception):
+    """A mistake in the command line or its inputs; printed as one line, exit code 2."""
+
+
+def _fmt_table(rows, headers) -> str:
+    cols = [list(headers)] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cols) for i in range(len(headers))]
+    line = "  ".join("-" * w for w in widths)
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)), line]
+    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cols[1:]]
+    return "\n".join(out)
+
+
+def summary(est, *, data_shape, elapsed: float, method: str) -> str:
+    """A plain-text summary table of a fitted estimator."""
+    lines = [
+        f"method: {method} ({type(est).__name__})   data: {data_shape[0]:,} × {data_shape[1]:,}"
+        f"   fit time: {elapsed:.2f} s   passes over the data: {getattr(est, 'n_passes_', '?')}"
+    ]
+    for attr, label in (("n_iter_", "iterations"), ("rank_", "rank")):
+        if hasattr(est, attr):
+            lines.append(f"{label}: {getattr(est, attr)}")
+    ev = getattr(est, "explained_variance_", None)
+    if ev is None:
+        ev = getattr(est, "eigenvalues_", None)
+    ratio = getattr(est, "explained_variance_ratio_", None)
+    if ev is not None:
+        import numpy as np
+
+        from ..io._stack import mode_coords
+
+        ev = np.ravel(np.asarray(ev))
+        rows = []
+        cum = 0.0
+        for i, (mode, v) in enumerate(zip(mode_coords(len(ev)), ev, strict=True)):
+            r = float(np.ravel(np.asarray(ratio))[i]) if ratio is not None else float("nan")
+            cum += r
+            rows.append([int(mode), f"{v:.6g}", f"{100 * r:.2f}", f"{100 * cum:.2f}"])
+        lines.append(_fmt_table(rows, ["mode", "explained variance", "ratio %", "cumulative %"]))
+    if hasattr(est, "noise_variance_"):
+        lines.append(f"noise variance σ²: {float(est.noise_variance_):.6g}")
+    return "\n".join(lines)
+
+
+def _is_url(path: str) -> bool:
+    from ..io._fs import is_url
+
+    return is_url(path)
+
+
+def _abs(path: str | None) -> str | None:
+    """Absolute local paths (workers may run elsewhere); URLs unchanged."""
+    if path is None or _is_url(path):
+        return path
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _store_exists(path: str, storage_options=None) -> bool:
+    if _is_url(path):
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        return fs.exists(root)
+    from ..io._netcdf import _has_glob
+
+    if _has_glob(path):  # several NetCDF files ("data/sst_*.nc"), opened as open_matrix does
+        import glob
+
+        return bool(glob.glob(path))
+    return os.path.exists(path)
+
+
+def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False,
+                  codec: str | None = None) -> str:
+    """Write the synthetic dataset a ``data.generate`` section describes (if absent)."""
+    from ..datasets import GENERATORS, dataset_complete, write_dataset
+    from ..io._fs import store_state
+
+    params = dict(gen)
+    kind = params.pop("kind", "low_rank")
+    if not overwrite and dataset_complete(path, storage_options):
+        return path
+    if not overwrite and store_state(path, storage_options).complete is False:
+        # written again if it is an interrupted dataset; write_dataset refuses anything else
+        print(f"scalepca: {path} is an interrupted write; generating it again", flush=True)
+    size = ", ".join(f"{k}={v}" for k, v in params.items())
+    print(f"scalepca: generating {kind} dataset ({size}) at {path} ...", flush=True)
+    data = GENERATORS[kind](**params)
+    return write_dataset(data, path, overwrite=overwrite, storage_options=storage_options,
+                         codec=codec)
+
+
+def open_data(dcfg: dict, *, method: str | None = None):
+    """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
+    from ..io import open_matrix, open_zarr_node
+    from ..io._coalesce import TASK_SIZE, open_zarr
+    from ..io._fs import check_complete
+    from ..io._preprocess import WeightsError
+
+    path = dcfg["path"]
+    so = dcfg.get("storage_options")
+    if dcfg.get("generate") is not None:
+        generate_data(dcfg["generate"], path, storage_options=so)
+    chunks = dcfg.get("chunks")
+    if _is_anndata(dcfg):
+        from ..config import anndata_keys_problem
+
+        problem = anndata_keys_problem(dcfg, f"the AnnData store {path!r}")
+        if problem:  # open_matrix refuses them too; said here in the config's words
+            raise UserError(problem)
+        try:
+            return open_matrix(path, storage_options=so, format="anndata",
+                               layer=dcfg.get("layer"),
+                               chunks=chunks if isinstance(chunks, int) else None,
+                               weights=dcfg.get("weights"))
+        except ValueError as err:
+            if dcfg.get("weights") is not None:
+                raise UserError(f"'data.weights' {err}") from None
+            raise
+    if method == "robust_pca" or isinstance(chunks, list):
+        # robust PCA works on 2-D blocks: keep the store's (or the given) 2-D chunking
+        import dask.array as da
+        import zarr
+
+        node = open_zarr_node(path, storage_options=so)
+        check_complete(node, path)
+        if isinstance(node, zarr.Array) and node.ndim == 2:
+            if chunks is None:  # the store's 2-D blocks, several row chunks per task
+                return open_zarr(node, task_size=dcfg.get("task_size", TASK_SIZE),
+                                 full_rows=False)
+            arr = da.from_zarr(node)
+            return arr.rechunk(tuple(chunks) if isinstance(chunks, list) else {0: chunks})
+    try:
+        return open_matrix(path, variable=dcfg.get("variable"), storage_options=so,
+                           layer=dcfg.get("layer"), format=dcfg.get("format"),
+                           chunks={0: chunks} if isinstance(chunks, int) else None,
+                           sample_dims=dcfg.get("sample_dims"),
+                           feature_dims=dcfg.get("feature_dims"), weights=dcfg.get("weights"),
+                           task_size=dcfg.get("task_size", TASK_SIZE))
+    except WeightsError as err:
+        raise UserError(f"'data.weights' {err.detail}") from None
+
+
+def _is_anndata(dcfg: dict) -> bool:
+    """Whether the ``data`` section names an AnnData store (by ``format`` or by the path)."""
+    from ..io._open import data_kind
+
+    return data_kind(dcfg["path"], format=dcfg.get("format"),
+                     storage_options=dcfg.get("storage_options")) == "anndata"
+
+
+def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=None,
+                   storage_options=None):
+    """The data of ``scalepca transform`` as ``est`` takes them.
+
+    A model fitted on xarray data (``open_matrix`` / a ``run`` config) keeps its variable,
+    dims and weights: the data are opened in their own layout and the model repeats its steps
+    (checking the grid). The options need not be repeated; given ones must agree with the
+    model. A model fitted on a bare array gets the array (with ``--weights`` if given).
+    """
+    from ..io import open_matrix
+    from ..io._open import open_dataset
+    from ..io._preprocess import WeightsError, describe
+
+    prep = getattr(est, "_preprocessing", None)
+    if prep is not None and prep.dims == ("obs", "var"):  # fitted on AnnData: its matrix again
+        from ..io._anndata import is_anndata
+
+        if variable is not None or sample_dims is not None:
+            raise UserError("--variable and --sample-dims do not apply: the model was fitted on "
+                            f"AnnData ({prep.variable})")
+        if is_anndata(path) or _is_url(path):
+            return open_matrix(path, storage_options=storage_options, format="anndata",
+                               layer=None if prep.variable == "X" else prep.variable)
+    if prep is None or not prep.labelled:
+        try:
+            return open_matrix(path, variable=variable, storage_options=storage_options,
+                               sample_dims=sample_dims, weights=weights)
+        except WeightsError as err:
+            raise UserError(f"--weights {err.detail}") from None
+    if variable is not None and prep.variable is not None and variable != prep.variable:
+        raise UserError(f"--variable {variable!r}: the model was fitted on variable "
+                        f"{prep.variable!r}")
+    if sample_dims is not None and tuple(sample_dims) != tuple(prep.sample_dims):
+        raise UserError(f"--sample-dims {' '.join(sample_dims)}: the model was fitted with "
+                        f"sample dims {' '.join(prep.sample_dims)}")
+    ds = open_dataset(path, storage_options=storage_options)
+    if not hasattr(ds, "data_vars"):
+        raise UserError(f"{path} is not an xarray store; the model was fitted on variable "
+                        f"{prep.variable!r} with dims {prep.dims}")
+    name = variable or prep.variable
+    if name is None:
+        names = list(ds.data_vars)
+        if len(names) != 1:
+            raise UserError(f"{path} holds variables {names}; pass --variable")
+        name = names[0]
+    if name not in ds.data_vars:
+        raise UserError(f"{path} has no variable {name!r} (the model was fitted on it); it has "
+                        f"{', '.join(map(str, ds.data_vars))}")
+    raw = ds[name]
+    if weights is not None:
+        try:
+            given = describe(raw, sample_dims=prep.sample_dims, feature_dims=prep.feature_dims,
+                             weights=weights, dataset=ds)
+        except WeightsError as err:
+            raise UserError(f"--weights {err.detail}") from None
+        diff = prep.differences(given)
+        if diff:
+            raise UserError(f"--weights {weights}: the data would be {'; '.join(diff)}")
+    return raw
+
+
+def _shape(X):
+    return tuple(X.shape)
+
+
+def write_outputs(est, X, out: dict) -> list[str]:
+    """Write what ``output`` asks for under ``output.store``; return the written paths."""
+    from .._outputs import FLAG
+    from ..io import write_array
+    from ..models.persist import save_estimator
+
+    root = out["store"].rstrip("/")
+    so = out.get("storage_options")
+    codec = out.get("codec")
+    # a rerun replaces the complete outputs of an earlier run (output.overwrite, default true);
+    # nothing else is ever replaced
+    replace = {"overwrite": out.get("overwrite", True), "flag": FLAG}
+    written = []
+    if out["model"]:
+        save_estimator(est, f"{root}/model.zarr", storage_options=so, **replace)
+        written.append(f"{root}/model.zarr")
+    scores = None
+    if out["scores"] or out["reconstruction"]:
+        if not hasattr(est, "transform"):
+            raise UserError(f"{type(est).__name__} has no transform; set output.scores: false")
+        scores = est.transform(X)
+    if out["scores"]:
+        write_array(scores, f"{root}/scores.zarr", name="scores", storage_options=so,
+                    codec=codec, **replace)
+        written.append(f"{root}/scores.zarr")
+    if out["reconstruction"]:
+        write_array(est.inverse_transform(scores), f"{root}/reconstruction.zarr",
+                    name="reconstruction", storage_options=so, codec=codec, **replace)
+        written.append(f"{root}/reconstruction.zarr")
+    for part in ("low_rank", "sparse"):
+        if out[part]:
+            value = getattr(est, f"{part}_", None)
+            if value is None:
+                raise UserError(f"{type(est).__name__} has no {part}_ to write")
+            write_array(value, f"{root}/{part}.zarr", name=part, storage_options=so,
+                        codec=codec, **replace)
+            written.append(f"{root}/{part}.zarr")
+    return written
+
+
+def _no_data_store(dcfg: dict) -> str:
+    """"no NetCDF file at ..." (or AnnData / zarr store): the kind ``data`` names."""
+    from ..io._open import data_kind, no_data_store
+
+    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
+                     storage_options=dcfg.get("storage_options"))
+    return no_data_store(dcfg["path"], kind)
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return " ".join(text.split())

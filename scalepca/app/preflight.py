@@ -1,0 +1,194 @@
+"""The preflight behind ``scalepca validate`` (and before ``run`` starts a cluster): a config
+checked against the data's metadata, the file system and the installed packages, without a
+cluster or a pass over the data. Problems are one-line sentences in config terms.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import shutil
+
+from .pipeline import (
+    UserError,
+    _is_anndata,
+    _no_data_store,
+    _one_line,
+    _store_exists,
+    open_data,
+)
+
+logger = logging.getLogger("scalepca")
+
+
+def _layer_problem(path: str, layer: str | None, storage_options=None) -> str | None:
+    """The config's ``data.layer`` against the layers of an AnnData store, with a close match."""
+    from ..io._anndata import layer_problem, read_layers
+
+    try:
+        layers, has_x = read_layers(path, storage_options=storage_options)
+    except ValueError as err:
+        return f"data.path: {_one_line(err)} (data.format is anndata)"
+    problem = layer_problem(layers, layer, repr(path), has_x=has_x)
+    return None if problem is None else f"data.layer: {problem}"
+
+
+def _variable_problem(path: str, variable: str | None, storage_options=None) -> str | None:
+    """The config's ``data.variable`` against the arrays of the store, with a close match."""
+    import difflib
+
+    import zarr
+
+    from ..io import open_zarr_node
+    from ..io._netcdf import is_netcdf, open_netcdf
+    from ..io._open import _looks_like_xarray
+
+    if is_netcdf(path):  # NetCDF/HDF5 files: the opener of open_matrix lists the variables
+        if variable is None:
+            return None  # open_matrix says so if the file holds several
+        try:
+            open_netcdf(path, variable=variable)
+        except KeyError as err:
+            return f"data.variable: {err.args[0]}"
+        return None
+    node = open_zarr_node(path, storage_options=storage_options)
+    if not isinstance(node, zarr.Group):
+        if variable is not None:
+            return (f"data.variable {variable!r} is set, but {path!r} is a single zarr array; "
+                    "remove data.variable")
+        return None
+    names = sorted(name for name, _ in node.arrays())
+    if _looks_like_xarray(node):
+        import xarray as xr
+
+        names = sorted(map(str, xr.open_zarr(node.store, chunks=None,
+                                             consolidated=False).data_vars))
+    if variable is None or variable in names:
+        return None
+    close = difflib.get_close_matches(variable, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (f"data.variable {variable!r} is not in {path!r}{hint} "
+            f"(it has: {', '.join(names) or 'nothing'})")
+
+
+def _generated_matrix(dcfg: dict):
+    """The lazy matrix ``data.generate`` describes (nothing is generated or written)."""
+    from ..datasets import GENERATORS
+    from ..io import open_matrix
+
+    params = dict(dcfg["generate"])
+    data = GENERATORS[params.pop("kind", "low_rank")](**params)
+    if hasattr(data, "data_vars"):  # gridded: an xarray Dataset
+        return open_matrix(data, variable=dcfg.get("variable"),
+                           sample_dims=dcfg.get("sample_dims"),
+                           feature_dims=dcfg.get("feature_dims"))
+    return data
+
+
+def _estimator_problem(est, shape, itemsize: int) -> str | None:
+    """Run the estimator's own parameter checks for data of ``shape`` (metadata only)."""
+    import warnings
+
+    check = getattr(est, "_check_params", None)
+    if check is None:
+        return None
+    values = {"n": shape[0], "d": shape[1], "n1": shape[0], "n2": shape[1],
+              "itemsize": itemsize}
+    try:
+        names = list(inspect.signature(check).parameters)
+        kwargs = {name: values[name] for name in names}
+    except (KeyError, TypeError, ValueError):
+        logger.info("%s._check_params takes %s; parameter ranges not checked",
+                    type(est).__name__, names)
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check(**kwargs)
+    except (ValueError, TypeError) as err:
+        return _one_line(err)
+    return None
+
+
+def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]:
+    """Check a validated config against the data, the file system and the installed packages.
+
+    Nothing here starts a cluster or reads data: the store is opened (metadata), the variable,
+    dimensions and weights are matched to it, the estimator's parameters are checked for the
+    data's shape, output and checkpoint folders are checked for write access, and the optional
+    package of the cluster kind is imported. Returns ``(problems, notes)``, both lists of
+    one-line sentences in config terms. ``data=False`` checks only what does not depend on
+    this machine's files (the cluster section), for a config meant for another machine.
+    """
+    from .._outputs import output_problems
+    from ..io._fs import write_problem
+
+    problems, notes = [], []
+    method, params = cfg["model"]["method"], cfg["model"]["params"]
+    dcfg = cfg["data"]
+    path, so = dcfg["path"], dcfg["storage_options"]
+    X = None
+    if not data:
+        return _cluster_problems(cfg, problems, notes)
+    try:
+        if dcfg["generate"] is not None and not _store_exists(path, so):
+            try:
+                X = _generated_matrix(dcfg)
+            except (ValueError, TypeError) as err:
+                raise UserError(f"data.generate: {_one_line(err)}") from None
+            notes.append(f"data.path {path!r} does not exist yet; run generates it "
+                         f"({dcfg['generate']['kind']}, {X.shape[0]:,} × {X.shape[1]:,})")
+            problem = write_problem(path, so)
+            if problem:
+                problems.append(f"data.path {problem}")
+        elif not _store_exists(path, so):
+            problems.append(f"data.path: {_no_data_store(dcfg)}")
+        else:
+            if _is_anndata(dcfg):
+                problem = _layer_problem(path, dcfg["layer"], so)
+            else:
+                problem = _variable_problem(path, dcfg["variable"], so)
+            if problem:
+                problems.append(problem)
+            else:
+                X = open_data(dcfg, method=method)
+    except (ValueError, TypeError, KeyError, FileNotFoundError, UserError, ImportError) as err:
+        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
+        problems.append(_one_line(msg))
+    if X is not None:
+        import numpy as np
+
+        from .._validation import is_sparse
+        from ..models.registry import estimator_class
+
+        est = estimator_class(method)(**params)
+        problem = _estimator_problem(est, X.shape, np.dtype(X.dtype).itemsize)
+        sparse = is_sparse(getattr(X, "X", getattr(X, "data", X)))
+        if problem is None and sparse and not getattr(est, "_accepts_sparse", False):
+            problem = (f"model.method {method} does not take sparse input, and data.path "
+                       f"{path!r} holds a sparse matrix; use a method that does")
+        if problem:
+            problems.append(problem)
+        else:
+            notes.append(f"data: {X.shape[0]:,} samples × {X.shape[1]:,} features, "
+                         f"{X.dtype}; model parameters fit that shape")
+    more, remarks = output_problems(cfg)
+    return _cluster_problems(cfg, problems + more, notes + remarks)
+
+
+def _cluster_problems(cfg: dict, problems: list, notes: list) -> tuple[list[str], list[str]]:
+    kind = cfg["cluster"]["kind"]
+    from ..cluster import _EXTRAS, _SUBMIT_COMMANDS
+
+    if kind in _EXTRAS:
+        from ..cluster import _import_extra
+
+        try:
+            _import_extra(kind)
+        except ImportError as err:
+            problems.append(_one_line(err))
+    submit = _SUBMIT_COMMANDS.get(kind)
+    if submit is not None and shutil.which(submit) is None:
+        notes.append(f"cluster.kind {kind}: {submit!r} is not on this machine's PATH; run on a "
+                     "login node of the cluster (--job-script shows the job script)")
+    return problems, notes
