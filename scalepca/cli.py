@@ -31,8 +31,6 @@ from .app.pipeline import (
 )
 from .app.preflight import check_config
 
-logger = logging.getLogger("scalepca")
-
 EXIT_OK = 0
 EXIT_JOB_FAILED = 1
 EXIT_USER_ERROR = 2
