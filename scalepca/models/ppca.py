@@ -172,25 +172,11 @@ class PPCA(_BaseSpectralPCA):
     moments and a d × (k+1)² partial (blocks without missing entries share one k × k
     posterior and return (k+1)² and d × (k+1) partials). The client holds d × (k+1)² arrays.
 
-    Float32 data: the closed form's covariance pass multiplies mean-centred float32 slices of
-    2048 rows in float32 and sums the slice products in float64 (about twice the speed of
-    float64 products); each Gram entry is within ``1025 ε₃₂ ‖c_j‖ ‖c_k‖`` of the float64 products
-    (``c_j`` the centred column, so a large mean costs no accuracy; see
-    :func:`scalepca.linalg.moments.gram_error_bound`).
-    Small quantities lose most: every eigenvalue of a float32-product Gram carries an
-    absolute error of a fraction of ``ε₃₂ λ₁`` (``λ₁`` the largest eigenvalue, ε₃₂ = 1.2e-7;
-    at most ``0.13 ε₃₂ λ₁`` measured on low-rank-plus-noise float32 data, d ≤ 200, λ₁/σ²
-    from 3e2 to 3e6; Weyl's inequality guarantees ``gram_error_bound() · trace``). The
-    relative error of an eigenvalue λ — a trailing ``explained_variance_``, its North error
-    (:func:`scalepca.north_test`) — is thus up to ``1.5e-8 · λ₁/λ``: 1.5e-4 at λ₁/λ = 1e4,
-    1.5e-3 at 1e5. ``noise_variance_`` (σ², a mean of d − k of them) fares better, at most
-    ``0.01 ε₃₂ λ₁`` measured (1.2e-4 relative at λ₁/σ² = 1e5). The same float32 products
-    cannot give these digits back cheaply (σ² from a float64 trace gained 2–10× for up to
-    30 % of the Gram's time; shorter slices, at most 10×). A fit that leaves its smallest
-    variances less than 1e-5 relative accuracy logs the figure (INFO). Where they matter,
-    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products
-    (float64 accuracy, about twice the Gram's time). Sparse blocks are always summed and
-    multiplied in float64, whatever the setting.
+    Float32 data: the closed form's covariance pass is :class:`PCA`'s, with the accuracy its
+    Notes state: each eigenvalue within a fraction of ``ε₃₂ λ₁``, so a trailing
+    ``explained_variance_`` or its North error up to ``1.5e-8 · λ₁/λ`` relative and
+    ``noise_variance_`` at most ``0.01 ε₃₂ λ₁`` (measured); where those digits matter,
+    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products.
 
     Checkpoints: a commit holds ``W``, ``μ``, ``σ²``, the iteration count and the
     log-likelihood history (d × k numbers, written by the client; no data pass). A resumed
