@@ -99,7 +99,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_transform(args) -> int:
-    from ._outputs import transform_output_problem
+    from .app.outputs import transform_output_problem
     from .cluster import connect, progress
     from .io import write_array
     from .models.persist import load

@@ -16,7 +16,7 @@ A run config has five sections::
     output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
                ``report``, default true: an HTML page with figures, see
                :mod:`scalepca.report`; ``false`` writes none; ``overwrite``, default true:
-               replace an earlier run's outputs, see :mod:`scalepca._outputs`)
+               replace an earlier run's outputs, see :mod:`scalepca.app.outputs`)
     progress:  true | false — progress per pass over the data: a bar on a terminal, one line
                (tasks, time, rate) per pass in a log
 
@@ -83,7 +83,7 @@ _OUTPUT = {
     "low_rank": _f(bool, False),
     "sparse": _f(bool, False),
     "report": _f(bool, True),  # report.html + PNG figures next to the outputs
-    # a rerun replaces the complete outputs of an earlier run (scalepca._outputs)
+    # a rerun replaces the complete outputs of an earlier run (scalepca.app.outputs)
     "overwrite": _f(bool, True),
     # compression of scores / reconstruction / low_rank / sparse, from the registry only
     "codec": _f(str, DEFAULT_CODEC, choices=tuple(CODECS)),

@@ -230,9 +230,9 @@ def _shape(X):
 
 def write_outputs(est, X, out: dict) -> list[str]:
     """Write what ``output`` asks for under ``output.store``; return the written paths."""
-    from .._outputs import FLAG
     from ..io import write_array
     from ..models.persist import save_estimator
+    from .outputs import FLAG, PARTS
 
     root = out["store"].rstrip("/")
     so = out.get("storage_options")
@@ -241,30 +241,34 @@ def write_outputs(est, X, out: dict) -> list[str]:
     # nothing else is ever replaced
     replace = {"overwrite": out.get("overwrite", True), "flag": FLAG}
     written = []
+
+    def path(key: str) -> str:  # where output.<key> goes: the store validate checked
+        return f"{root}/{PARTS[key][0]}"
+
     if out["model"]:
-        save_estimator(est, f"{root}/model.zarr", storage_options=so, **replace)
-        written.append(f"{root}/model.zarr")
+        save_estimator(est, path("model"), storage_options=so, **replace)
+        written.append(path("model"))
     scores = None
     if out["scores"] or out["reconstruction"]:
         if not hasattr(est, "transform"):
             raise UserError(f"{type(est).__name__} has no transform; set output.scores: false")
         scores = est.transform(X)
     if out["scores"]:
-        write_array(scores, f"{root}/scores.zarr", name="scores", storage_options=so,
-                    codec=codec, **replace)
-        written.append(f"{root}/scores.zarr")
+        write_array(scores, path("scores"), name="scores", storage_options=so, codec=codec,
+                    **replace)
+        written.append(path("scores"))
     if out["reconstruction"]:
-        write_array(est.inverse_transform(scores), f"{root}/reconstruction.zarr",
+        write_array(est.inverse_transform(scores), path("reconstruction"),
                     name="reconstruction", storage_options=so, codec=codec, **replace)
-        written.append(f"{root}/reconstruction.zarr")
+        written.append(path("reconstruction"))
     for part in ("low_rank", "sparse"):
         if out[part]:
             value = getattr(est, f"{part}_", None)
             if value is None:
                 raise UserError(f"{type(est).__name__} has no {part}_ to write")
-            write_array(value, f"{root}/{part}.zarr", name=part, storage_options=so,
-                        codec=codec, **replace)
-            written.append(f"{root}/{part}.zarr")
+            write_array(value, path(part), name=part, storage_options=so, codec=codec,
+                        **replace)
+            written.append(path(part))
     return written
 
 

@@ -120,8 +120,8 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
     one-line sentences in config terms. ``data=False`` checks only what does not depend on
     this machine's files (the cluster section), for a config meant for another machine.
     """
-    from .._outputs import output_problems
     from ..io._fs import write_problem
+    from .outputs import output_problems
 
     problems, notes = [], []
     method, params = cfg["model"]["method"], cfg["model"]["params"]

@@ -11,7 +11,7 @@ write happens (:func:`scalepca.io._fs.write_problem`).
 
 from __future__ import annotations
 
-from .io._fs import MODEL, OUTPUT, check_apart, check_replace, is_url, write_problem
+from ..io._fs import MODEL, OUTPUT, check_apart, check_replace, is_url, write_problem
 
 #: ``output`` key → (store written under ``output.store``, its kind)
 PARTS = {
@@ -67,7 +67,7 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
             continue
         if name == "scratch":  # a fresh folder is made inside it: nothing there is replaced
             continue
-        from .io._checkpoint import check_checkpoint_target
+        from ..io._checkpoint import check_checkpoint_target
 
         try:
             check_apart([("model.checkpoint", value)], inputs + written)
