@@ -28,10 +28,6 @@ __all__ = [
 ]
 
 
-def _dtype_of(X) -> np.dtype:
-    return np.dtype(getattr(X, "dtype", np.asarray(X).dtype))
-
-
 def check_dtype(dtype: np.dtype, *, what: str = "X") -> np.dtype:
     """Return the floating dtype data of ``dtype`` is computed in, or raise ``TypeError``.
 
