@@ -173,12 +173,22 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
     @contextmanager
     def _timed_pass(self, label: str):
-        """Count one pass over the data and log its duration."""
+        """Count one pass over the data and log its start (debug) and duration (info).
+
+        Both records carry ``scalepca_pass`` (estimator, pass number, label), which the command
+        line's progress display reads to label its bars (:mod:`scalepca.app.progress`).
+        """
+        name, index = type(self).__name__, getattr(self, "n_passes_", 0) + 1
+        info = {"estimator": name, "index": index, "label": label}
+        logger.debug("%s: pass %d (%s) started", name, index, label,
+                     extra={"scalepca_pass": {**info, "event": "start"}})
         t0 = time.perf_counter()
         yield
         self.n_passes_ = getattr(self, "n_passes_", 0) + 1
-        logger.info("%s: pass %d (%s) took %.2fs", type(self).__name__, self.n_passes_, label,
-                    time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        info["index"] = self.n_passes_
+        logger.info("%s: pass %d (%s) took %.2fs", name, self.n_passes_, label, seconds,
+                    extra={"scalepca_pass": {**info, "event": "end", "seconds": seconds}})
 
     #: whether the estimator's fit and transform work on sparse blocks (CSR row blocks, see
     #: :func:`scalepca._validation.as_csr_blocks`); without it sparse input is refused by name
