@@ -139,7 +139,7 @@ def _figures(est, *, method: str | None, X=None, scores_store=None, storage_opti
         yield "convergence", "Convergence per iteration.", lambda: plot.convergence(est).figure
     if scores_store is not None:
         note = (" PPCA's scores are posterior means of unit-variance latent variables, not "
-                "projections: their spread is at most 1 on every axis, whatever the "
+                "projections: their variance is at most 1 on every axis, whatever the "
                 "component's variance." if name == "PPCA" else "")
         yield "scores", "Scores of the first two components (a random sample of at most 5,000 " \
             "rows of the written scores); each axis gives its component's share of the " \

@@ -288,3 +288,26 @@ def test_report_in_a_real_browser(cli_run, tmp_path):
     # the figures render from their data: URIs: coloured pixels (the page itself is grey)
     colour = image.max(axis=2) - image.min(axis=2) > 0.25
     assert colour.sum() > 20_000, colour.sum()
+
+
+def test_timings_hear_every_pass_under_the_progress_display():
+    """The timing table and the progress display both listen to the passes of one fit."""
+    import io
+
+    import dask
+    import dask.array as da
+
+    from scalepca.app.progress import progress
+    from scalepca.app.report_sections import timing_rows
+    from scalepca.app.timing import RunTimings
+
+    X = da.from_array(np.random.default_rng(5).standard_normal((400, 6)), chunks=(100, 6))
+    timings, log = RunTimings(), io.StringIO()
+    with dask.config.set(scheduler="threads"), progress(stream=log, client=None, grace=0):
+        with timings.passes(), timings.stage("fit"):
+            scalepca.PCA(2, svd_solver="tsqr").fit(X)
+    assert [(e, i, label) for e, i, label, _ in timings.pass_times] == [
+        ("PCA", 1, "moments"), ("PCA", 2, "tsqr")]
+    assert "PCA pass 2 (tsqr): 5 chunks in" in log.getvalue()
+    rows = [r[0] for r in timing_rows(timings)]
+    assert rows == ["fit", "    PCA pass 1: moments", "    PCA pass 2: tsqr", "total"]

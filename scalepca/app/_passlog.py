@@ -15,30 +15,41 @@ import logging
 PASS_LOGGER = "scalepca.models.base"
 
 
-class _Listener(logging.Filter):
-    """Hands pass records to ``callback``; drops records the user's logging would not show."""
+class _Dispatch(logging.Filter):
+    """One filter on the pass logger for every listener: it hands pass records to each, then
+    drops the records the user's logging would not have shown (below ``hide_below``)."""
 
-    def __init__(self, callback, hide_below: int):
+    def __init__(self, hide_below: int, old_level: int):
         super().__init__()
-        self.callback, self.hide_below = callback, hide_below
+        self.callbacks: list = []
+        self.hide_below, self.old_level = hide_below, old_level
 
     def filter(self, record: logging.LogRecord) -> bool:
         info = getattr(record, "scalepca_pass", None)
         if info is not None:
-            self.callback(info)
+            for callback in list(self.callbacks):
+                callback(info)
         return record.levelno >= self.hide_below
+
+
+_dispatch: _Dispatch | None = None
 
 
 @contextlib.contextmanager
 def listen_passes(callback):
     """Call ``callback(info)`` for every pass record logged inside the block."""
+    global _dispatch
     log = logging.getLogger(PASS_LOGGER)
-    old_level = log.level
-    listener = _Listener(callback, log.getEffectiveLevel())
-    log.addFilter(listener)
-    log.setLevel(logging.DEBUG)  # the start records are debug records
+    if _dispatch is None:
+        _dispatch = _Dispatch(log.getEffectiveLevel(), log.level)
+        log.addFilter(_dispatch)
+        log.setLevel(logging.DEBUG)  # the start records are debug records
+    _dispatch.callbacks.append(callback)
     try:
         yield
     finally:
-        log.removeFilter(listener)
-        log.setLevel(old_level)  # nested blocks restore in turn
+        _dispatch.callbacks.remove(callback)
+        if not _dispatch.callbacks:
+            log.removeFilter(_dispatch)
+            log.setLevel(_dispatch.old_level)
+            _dispatch = None
