@@ -183,3 +183,15 @@ def test_make_data_and_run_on_a_terminal(tmp_path, terminal_env):
         bar = _BAR.format(label=r"PPCA pass \d+ \([\w ]+\)", n=8)
         assert re.fullmatch(bar, line.rstrip()), line
     assert "method: ppca (PPCA)" in text and "Warning" not in text
+
+
+def test_summary_says_closed_form_not_one_iteration():
+    from scalepca.app.pipeline import summary
+
+    X = np.random.default_rng(1).standard_normal((300, 5))
+    closed = summary(scalepca.PPCA(2).fit(X), data_shape=X.shape, elapsed=0.1, method="ppca")
+    assert "solution: closed form" in closed and "iterations:" not in closed
+    X[::7, 1] = np.nan
+    em = scalepca.PPCA(2, missing="em", max_iter=5).fit(X)
+    assert f"iterations: {em.n_iter_}" in summary(em, data_shape=X.shape, elapsed=0.1,
+                                                   method="ppca")

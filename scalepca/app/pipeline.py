@@ -29,9 +29,13 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
         f"method: {method} ({type(est).__name__})   data: {data_shape[0]:,} × {data_shape[1]:,}"
         f"   fit time: {elapsed:.2f} s   passes over the data: {getattr(est, 'n_passes_', '?')}"
     ]
+    from .report_sections import is_closed_form
+
     for attr, label in (("n_iter_", "iterations"), ("rank_", "rank")):
-        if hasattr(est, attr):
-            lines.append(f"{label}: {getattr(est, attr)}")
+        if attr == "n_iter_" and hasattr(est, attr) and is_closed_form(est):
+            lines.append("solution: closed form (one direct solve, no iterations)")
+        elif hasattr(est, attr):
+            lines.append(f"{label}: {getattr(est, attr):,}")
     ev = getattr(est, "explained_variance_", None)
     if ev is None:
         ev = getattr(est, "eigenvalues_", None)
