@@ -372,8 +372,8 @@ def _storage_options(parser) -> None:
 
 def _add_run(sub) -> None:
     r = _subparser(sub, "run", "fit a model as described by a YAML config", _RUN_EXAMPLES)
-    r.add_argument("config", help="the run's YAML config (the sections data, model, cluster, "
-                   "output, progress; see the config reference)")
+    r.add_argument("config", help="the run's YAML config: sections data, model, cluster, "
+                   "output, progress (every key: docs/config.md; configs/ has examples)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. model.n_components=20 (repeatable)")
     r.add_argument("--scheduler", metavar="ADDRESS", help="address of an existing dask "
