@@ -389,7 +389,8 @@ def estep_graph(X: da.Array, mean, W, sigma2, *, split_every: int = 8):
     """Delayed E-step statistics of all of ``X`` (one pass), tree-reduced.
 
     The parameters travel once to the cluster as one graph key shared by every block task
-    (a ``map_blocks`` argument; ``da.reduction`` then merges the per-block statistics).
+    (a ``map_blocks`` argument; :func:`~scalepca.linalg.passes.reduce_rows` then merges the
+    per-block statistics).
     """
     _check_row_blocks(X)
     params = dask.delayed((np.asarray(mean), np.asarray(W), float(sigma2)), pure=True)
