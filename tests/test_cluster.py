@@ -135,30 +135,29 @@ def _gib(memory: str) -> int:
     return round(parse_bytes(memory) / 2**30)
 
 
-def test_slurm_job_script_from_config():
-    pytest.importorskip("dask_jobqueue")
-    c = load_config(CONFIGS / "slurm.yaml")["cluster"]
-    script = _script(c)
-    assert f"#SBATCH --cpus-per-task={c['cores']}" in script
-    assert f"#SBATCH --mem={_gib(c['memory'])}G" in script
-    assert f"#SBATCH -t {c['walltime']}" in script
-    assert f"#SBATCH -p {c['queue']}" in script
-    assert f"#SBATCH -A {c['account']}" in script
-    for line in c["job_extra"]:
-        assert f"#SBATCH {line}" in script
-    assert f"--nthreads {c['cores'] // (c['processes'] or 1)}" in script
+#: the lines each scheduler's job script must hold, from the config's cluster section ``c``
+JOB_SCRIPT_LINES = {
+    "slurm": lambda c: [
+        f"#SBATCH --cpus-per-task={c['cores']}", f"#SBATCH --mem={_gib(c['memory'])}G",
+        f"#SBATCH -t {c['walltime']}", f"#SBATCH -p {c['queue']}", f"#SBATCH -A {c['account']}",
+        *(f"#SBATCH {line}" for line in c["job_extra"]),
+        f"--nthreads {c['cores'] // (c['processes'] or 1)}"],
+    "pbs": lambda c: [
+        f"#PBS -l select=1:ncpus={c['cores']}:mem={_gib(c['memory'])}GB",
+        f"#PBS -l walltime={c['walltime']}", f"#PBS -q {c['queue']}", f"#PBS -A {c['account']}",
+        f"--nworkers {c['processes']}"],
+}
 
 
-def test_pbs_job_script_from_config():
+@pytest.mark.parametrize("scheduler", sorted(JOB_SCRIPT_LINES))
+def test_job_script_from_config(scheduler):
     pytest.importorskip("dask_jobqueue")
-    c = load_config(CONFIGS / "pbs.yaml")["cluster"]
+    c = load_config(CONFIGS / f"{scheduler}.yaml")["cluster"]
     script = _script(c)
-    assert f"#PBS -l select=1:ncpus={c['cores']}:mem={_gib(c['memory'])}GB" in script
-    assert f"#PBS -l walltime={c['walltime']}" in script
-    assert f"#PBS -q {c['queue']}" in script
-    assert f"#PBS -A {c['account']}" in script
-    assert f"--nworkers {c['processes']}" in script
-    assert c["adaptive"] == {"minimum_jobs": 1, "maximum_jobs": 8}
+    for line in JOB_SCRIPT_LINES[scheduler](c):
+        assert line in script
+    if scheduler == "pbs":
+        assert c["adaptive"] == {"minimum_jobs": 1, "maximum_jobs": 8}
 
 
 @pytest.mark.parametrize(
@@ -204,16 +203,16 @@ def test_progress_bar_per_pass(rng):
         text = out.getvalue()
         # one bar per pass, labelled with the fit and the pass, counting the 4 row chunks
         final = [ln.rsplit("\r", 1)[-1] for ln in text.split("\n") if ln]
-        assert re.match(r"PCA pass 1 \(moments\): 100%\|.*\| 4/4 chunks \[[\d:]+<[\d:]+, "
+        assert re.match(r"PCA pass 1 of 2 \(moments\): 100%\|.*\| 4/4 chunks \[[\d:]+<[\d:]+, "
                         r"[\d,.]+ chunks/s\]", final[0]), final
-        assert final[1].startswith("PCA pass 2 (tsqr): 100%|") and "/5 chunks" in final[1]
+        assert final[1].startswith("PCA pass 2 of 2 (tsqr): 100%|") and "/5 chunks" in final[1]
         assert len(final) == 2, final
         assert_no_stale_characters(text)
         # passes shorter than the grace period draw no bar, only the pass line
         short = _Terminal()
         with progress(stream=short, grace=60):
             scalepca.PCA(2).fit(X)
-        assert "%|" not in short.getvalue() and "PCA pass 1 (moments): 4 chunks in" in (
+        assert "%|" not in short.getvalue() and "PCA pass 1 of 1 (moments): 4 chunks in" in (
             short.getvalue())
         quiet = io.StringIO()
         with progress(False, stream=quiet):
@@ -233,9 +232,9 @@ def test_progress_in_a_log_is_one_line_per_pass(rng):
     assert "\r" not in text and "%|" not in text, text
     lines = text.splitlines()
     # each line names the fit and the pass it reports
-    assert re.fullmatch(r"  \[[\d:]{8}\] PCA pass 1 \(moments\): 4 chunks in [\d.]+ s "
+    assert re.fullmatch(r"  \[[\d:]{8}\] PCA pass 1 of 2 \(moments\): 4 chunks in [\d.]+ s "
                         r"\([\d,.]+ chunks/s\)", lines[0]), lines
-    assert lines[1].startswith("  [") and "] PCA pass 2 (tsqr): 5 chunks in " in lines[1]
+    assert lines[1].startswith("  [") and "] PCA pass 2 of 2 (tsqr): 5 chunks in " in lines[1]
     assert len(lines) == 2, text
 
 
@@ -244,7 +243,7 @@ def test_progress_without_cluster_uses_dask_callback(rng):
     out = _Terminal()
     with dask.config.set(scheduler="threads"), progress(stream=out, client=None, grace=0):
         scalepca.PCA(2).fit(X)
-    assert "PCA pass 1 (moments): 100%|" in out.getvalue() and "4/4 chunks" in out.getvalue()
+    assert "PCA pass 1 of 1 (moments): 100%|" in out.getvalue() and "4/4 chunks" in out.getvalue()
     log = io.StringIO()
     with dask.config.set(scheduler="threads"), progress(stream=log, client=None, grace=0):
         scalepca.PCA(2).fit(X)

@@ -87,5 +87,5 @@ def test_progress_bar_with_the_oldest_tqdm(rng):
     with dask.config.set(scheduler="threads"), progress(stream=out, client=None, grace=0):
         scalepca.PCA(2).fit(X)
     final = out.getvalue().split("\n")[0].rsplit("\r", 1)[-1]
-    assert re.fullmatch(r"PCA pass 1 \(moments\): 100%\|\S+\| 4/4 chunks "
+    assert re.fullmatch(r"PCA pass 1 of 1 \(moments\): 100%\|\S+\| 4/4 chunks "
                         r"\[\d\d:\d\d<00:00, +[\d,.]+ chunks/s\]", final.rstrip()), final

@@ -308,6 +308,6 @@ def test_timings_hear_every_pass_under_the_progress_display():
             scalepca.PCA(2, svd_solver="tsqr").fit(X)
     assert [(e, i, label) for e, i, label, _ in timings.pass_times] == [
         ("PCA", 1, "moments"), ("PCA", 2, "tsqr")]
-    assert "PCA pass 2 (tsqr): 5 chunks in" in log.getvalue()
+    assert "PCA pass 2 of 2 (tsqr): 5 chunks in" in log.getvalue()
     rows = [r[0] for r in timing_rows(timings)]
     assert rows == ["fit", "    PCA pass 1: moments", "    PCA pass 2: tsqr", "total"]

@@ -86,7 +86,7 @@ def _rate(n: int, seconds: float) -> str:
 class Display:
     """What :func:`progress` shows: one bar per pass on a terminal, a line per pass in a log.
 
-    Fed by pass records (:meth:`pass_started` / :meth:`pass_ended`) and by the dask callbacks
+    Fed by pass events (:meth:`pass_started` / :meth:`pass_ended`) and by the dask callbacks
     of each computation (:meth:`compute_started`, :meth:`advance`, :meth:`compute_ended`).
     """
 

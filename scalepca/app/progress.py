@@ -1,14 +1,16 @@
 """Progress of dask work, pass by pass: a labelled bar per pass on a terminal, a line in a log.
 
-Every pass an estimator makes over the data is announced on the ``scalepca.models.base``
-logger (``DecompositionMixin._timed_pass``: a record when it starts, one when it ends, each
-carrying ``scalepca_pass`` = estimator, pass number, label). Inside :func:`progress` those
-records name the pass whose dask computations are running, and every computation is counted
-in *chunks*: the tasks that each read one block of the input (see :func:`chunk_keys`).
+Every pass a fit makes over the data is announced by :mod:`scalepca.linalg.passes` (an event
+when it starts, one when it ends: the estimator, the pass number, the passes planned when known,
+the pass's name). Inside :func:`progress` those events name the pass whose dask computations
+are running, and every computation is counted in *chunks*: the tasks that each read one block
+of the input (see :func:`chunk_keys`).
 
-On a terminal (or any stream whose ``isatty()`` is true) each pass gets one tqdm bar::
+On a terminal (or any stream whose ``isatty()`` is true) each pass gets one tqdm bar ("of n"
+when the fit knows its number of passes in advance)::
 
     PPCA pass 2 (EM iteration 1):  45%|████▌     | 9/20 chunks [00:04<00:05, 2.11 chunks/s]
+    PCA pass 2 of 2 (tsqr): 100%|██████████| 20/20 chunks [00:09<00:00, 2.11 chunks/s]
 
 drawn only once the pass has run for ``grace`` seconds, so short iterations are not slowed
 by drawing; a pass that ends sooner gets one summary line instead. Anywhere else (a batch job's
