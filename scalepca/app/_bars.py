@@ -161,8 +161,8 @@ class Display:
 
     # -- drawing -------------------------------------------------------------------------------
     def _bar(self, p: _Pass):
-        if self.notebook:
-            from tqdm.notebook import tqdm
+        if self.notebook:  # a widget where ipywidgets is installed, else text
+            from tqdm.auto import tqdm
         else:
             from tqdm import tqdm
         bar = tqdm(total=p.chunks, desc=p.label, unit=" chunks", file=self.stream,
