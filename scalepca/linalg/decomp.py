@@ -12,6 +12,7 @@ import numpy as np
 from scipy import linalg as sla
 
 from .._validation import is_sparse
+from .rangefinder import rayleigh_ritz, subspace_iteration
 
 __all__ = [
     "eigh_descending",
@@ -121,9 +122,9 @@ def randomized_svd_centered(
     ``scipy.sparse`` CSR row blocks (one column chunk): those are multiplied as they are
     (sparse–dense products ``x Ω`` and ``xᵀ q`` per block, the d × l partials summed in a
     tree), never densified, so memory per worker is one sparse block plus a few n_b × l and
-    d × l dense factors — nothing grows with d². Each power
-    iteration is re-orthonormalised (TSQR on the tall side, QR on the client for the d × l side),
-    which keeps the small singular directions from being swamped in floating point.
+    d × l dense factors — nothing grows with d². The iteration is the package's one range
+    finder, :func:`~scalepca.linalg.rangefinder.subspace_iteration`; here its tall side is
+    orthonormalised by TSQR and stays on the cluster, the d × l side by QR on the client.
 
     Passes over ``X``: ``2 + 2 · n_power_iter`` (one for ``X Ω``, two per power iteration, one
     for ``B = Qᵀ Xc``), fewer if ``persist`` holds ``X`` in cluster memory.
@@ -141,10 +142,11 @@ def randomized_svd_centered(
         X = X.persist()
     mean = np.asarray(mean, dtype=np.float64)
 
-    def times(Om):  # Xc Ω, lazily (n × l)
+    def range_of(Z):  # orth(Xc Z), lazy and held on the cluster (n × l)
         if sparse:
-            return _sparse_times(X, np.asarray(Om), mean @ Om)
-        return X @ Om - (mean @ Om)[None, :]
+            return _orthonormalize(_sparse_times(X, Z, mean @ Z)).persist()
+        Zd = da.from_array(Z, chunks=(X.chunks[1], l))
+        return _orthonormalize(X @ Zd - (mean @ Zd)[None, :]).persist()
 
     def rtimes(Q):  # Xcᵀ Q, computed (d × l)
         XtQ = _sparse_rtimes(X, Q) if sparse else X.T @ Q
@@ -152,15 +154,8 @@ def randomized_svd_centered(
         XtQ, colsum = dask.compute(XtQ, colsum)
         return XtQ - np.outer(mean, colsum)
 
-    def as_factor(Z):  # the d × l factor as the product wants it
-        return Z if sparse else da.from_array(Z, chunks=(X.chunks[1], l))
-
-    Om = rng.standard_normal((d, l))
-    Q = _orthonormalize(times(as_factor(Om))).persist()
-    for _ in range(n_power_iter):
-        Z = rtimes(Q)
-        Z, _ = np.linalg.qr(Z)
-        Q = _orthonormalize(times(as_factor(Z))).persist()
-    Bt = rtimes(Q)  # (Qᵀ Xc)ᵀ, d × l
-    _, s, Vt = sla.svd(Bt.T, full_matrices=False, check_finite=False)
+    steps = subspace_iteration(range_of, rtimes, rng.standard_normal((d, l)))
+    for _ in range(n_power_iter + 1):
+        Q, Bt = next(steps)
+    _, s, Vt = rayleigh_ritz(Q, Bt)
     return s[:k], Vt[:k]

@@ -38,6 +38,8 @@ import numpy as np
 from scipy import linalg as sla
 
 from .._client import current_client
+from .rangefinder import orth as _orth
+from .rangefinder import rayleigh_ritz, subspace_iteration
 
 logger = logging.getLogger(__name__)
 
@@ -142,12 +144,6 @@ def _rtimes(A: da.Array, Q: np.ndarray) -> da.Array:
     return A.T @ graph_constant(Q, (A.chunks[0], Q.shape[1]))
 
 
-def _orth(Y: np.ndarray) -> np.ndarray:
-    """Orthonormal basis of the columns of a tall matrix (Householder QR, economic)."""
-    Q, _ = np.linalg.qr(Y)
-    return Q
-
-
 def randomized_partial_svd(
     A: da.Array,
     k: int,
@@ -209,24 +205,22 @@ def ritz_estimates(A: da.Array, Om: np.ndarray, *, timed=None,
     The first estimate is the Rayleigh–Ritz one of ``Q = orth(A Ω)`` (2 passes, 1 if
     ``first_product`` is ``A Ω``); every next one follows one power iteration
     ``Q ← orth(A orth(Aᵀ Q))`` (2 passes: the ``Aᵀ Q`` of the estimate is reused). All
-    ``l = Ω.shape[1]`` triplets, singular values descending.
+    ``l = Ω.shape[1]`` triplets, singular values descending. The iteration is
+    :func:`~scalepca.linalg.rangefinder.subspace_iteration`, with ``Q`` on the client.
     """
-    if first_product is not None:
-        Y = first_product
-    else:
-        with _ctx(timed, "svt: A Ω"):
-            (Y,) = dask.compute(times(A, Om))
-    Q = _orth(Y)
-    while True:
+    def range_of(Z):
+        with _ctx(timed, "svt: A Ω" if Z is Om else "svt: A Z"):
+            (Y,) = dask.compute(times(A, Z))
+        return _orth(Y)
+
+    def rtimes(Q):
         with _ctx(timed, "svt: Aᵀ Q"):
             (Bt,) = dask.compute(_rtimes(A, Q))  # (Qᵀ A)ᵀ, n2 × l
-        # Bᵀ = V Σ Wᵀ  ⇒  B = W Σ Vᵀ  ⇒  A ≈ (Q W) Σ Vᵀ
-        V, s, Wt = sla.svd(Bt, full_matrices=False, check_finite=False, lapack_driver="gesdd")
-        yield Q @ Wt.T, s, V.T
-        Z = _orth(Bt)
-        with _ctx(timed, "svt: A Z"):
-            (Y,) = dask.compute(times(A, Z))
-        Q = _orth(Y)
+        return Bt
+
+    first = _orth(first_product) if first_product is not None else None
+    for Q, Bt in subspace_iteration(range_of, rtimes, Om, first_range=first):
+        yield rayleigh_ritz(Q, Bt)
 
 
 @dataclass
