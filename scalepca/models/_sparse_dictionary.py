@@ -44,8 +44,8 @@ from ..linalg.sparse import (
     scale_columns,
 )
 from ._iterate import AnyOf, ChangeBelow, IterationCheckpoint, NoImprovement, Resumed, iterate
-from .base import _feature_template
-from .pca import AUTO_MAX_GRAM_FEATURES, raise_on_nonfinite
+from .base import _feature_template, raise_on_nonfinite
+from .pca import AUTO_MAX_GRAM_FEATURES
 
 logger = logging.getLogger(__name__)
 

@@ -532,19 +532,17 @@ class RobustPCA(LinearDecompositionMixin):
         stats = stats.reshape(-1, 4)
         fro2, maxabs, bad, n_obs = stats[:, 0].sum(), stats[:, 1].max(), stats[:, 2].sum(), \
             stats[:, 3].sum()
-        all_nan = cols[:, 0] == M.shape[0]
-        keep = None
-        if all_nan.any():
-            self._drop_features(~all_nan, reason="NaN in every sample", data=data)
-            keep = ~all_nan
-            # every observed entry of such a column is a NaN: none of them counts any more
-            dropped_obs = cols[all_nan, 1].sum()
-            bad, n_obs = bad - dropped_obs, n_obs - dropped_obs
-        if bad:
-            raise ValueError(
-                f"M contains {int(bad)} NaN or infinite value(s) on the observed entries; "
-                "mark missing entries with mask= (False = unobserved)"
-            )
+
+        def check(land):  # every observed entry of a land column is a NaN: those don't count
+            if bad - cols[land, 1].sum():
+                raise ValueError(
+                    f"M contains {int(bad - cols[land, 1].sum())} NaN or infinite value(s) on "
+                    "the observed entries; mark missing entries with mask= (False = unobserved)"
+                )
+
+        keep = self._leave_out_land(M.shape[0] - cols[:, 0], data, check=check)
+        dropped_obs = 0 if keep is None else cols[~keep, 1].sum()
+        n_obs -= dropped_obs
         if fro2 == 0:
             raise ValueError("M is zero on all observed entries; nothing to decompose")
         return (fro2, maxabs, n_obs), keep, (data_fingerprint(M, *sketch) if sketch else None)
