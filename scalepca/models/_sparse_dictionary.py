@@ -169,7 +169,9 @@ class DictionaryLearning:
                 s, Vt = randomized_svd_centered(Xs, m, k, seed=seed)
                 self.n_passes_ += 2 + 2 * 4
                 V, evals = Vt.T, s**2 / X.shape[0]
-            return V[:, :k] * np.sqrt(np.maximum(evals, 1e-300 * max(total_n, 1e-300)))
+            # C order, as a commit stores it: a resumed fit repeats the fresh one bit for bit
+            return np.ascontiguousarray(
+                V[:, :k] * np.sqrt(np.maximum(evals, 1e-300 * max(total_n, 1e-300))))
         rng = np.random.default_rng(seed)
         D = rng.standard_normal((d, k))
         D /= np.linalg.norm(D, axis=0)
