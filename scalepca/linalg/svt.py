@@ -428,12 +428,7 @@ def low_rank_from_factors(U: np.ndarray, s: np.ndarray, Vt: np.ndarray, chunks) 
     )
 
 
-def _is_regular(chunks) -> bool:
-    """True when every chunk but the last has the same size (zarr-compatible)."""
-    return all(len(set(c[:-1])) <= 1 and (len(c) < 2 or c[-1] <= c[0]) for c in chunks)
-
-
-def regular_chunks(shape, block: int) -> tuple:
+def regular_layout(shape, block: int) -> tuple:
     """Regular 2-D chunks of edge at most ``block``."""
     return tuple(
         tuple([block] * (n // block) + ([n % block] if n % block else [])) or (n,)
@@ -450,4 +445,4 @@ def square_blocks(shape, *, target_elems: int = 2**22, min_blocks_per_dim: int =
         if n >= 512 and math.ceil(n / b) < min_blocks_per_dim:
             b = math.ceil(n / min_blocks_per_dim)
         out.append(b)
-    return tuple(regular_chunks((n,), b)[0] for n, b in zip(shape, out, strict=True))
+    return tuple(regular_layout((n,), b)[0] for n, b in zip(shape, out, strict=True))

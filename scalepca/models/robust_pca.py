@@ -59,16 +59,16 @@ from .._validation import (
 from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
 from ..io._matrix import MatrixInput, as_matrix
+from ..io._store import is_regular
 from ..linalg.decomp import flip_signs
 from ..linalg.moments import compute_together
 from ..linalg.svt import (
-    _is_regular,
     block_times,
     graph_constant,
     low_rank_from_factors,
     predict_rank,
     probe_matrix,
-    regular_chunks,
+    regular_layout,
     spectral_norm_estimate,
     square_blocks,
     sum_block_products,
@@ -605,10 +605,10 @@ class RobustPCA(LinearDecompositionMixin):
         storage = self.storage
         if storage == "auto":  # five n1 × n2 float64 arrays within 70 % of the memory
             storage = "memory" if 5 * n1 * n2 * 8 <= 0.7 * available_memory()[0] else "zarr"
-        if storage == "zarr" and not _is_regular(M.chunks):
+        if storage == "zarr" and not is_regular(M.chunks):
             block = max(max(M.chunks[0]), max(M.chunks[1]))
             logger.info("RobustPCA: rechunking M to regular %d-blocks for the zarr store", block)
-            M = M.rechunk(regular_chunks(M.shape, block))
+            M = M.rechunk(regular_layout(M.shape, block))
             W = W.rechunk(M.chunks) if W is not None else None
         self.storage_ = storage
         self._fit_svd_solver = self.svd
@@ -777,7 +777,7 @@ class RobustPCA(LinearDecompositionMixin):
             import zarr
 
             target = zarr.open_array(store=P.store.path, path=t_name, mode="r+")
-            regular = tuple(regular_chunks((n,), b)[0]
+            regular = tuple(regular_layout((n,), b)[0]
                             for n, b in zip(P.M.shape, zchunks, strict=True))
             da.store(state["T"].rechunk(regular), target, lock=False)
         self._committed_t = t_name
