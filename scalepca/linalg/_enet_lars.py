@@ -52,6 +52,72 @@ def _solve_active(GAA, s):  # pragma: no cover - compiled
     return w
 
 
+def _direction(G, c, A):  # pragma: no cover - compiled
+    """``w = G_AA⁻¹ sign(c_A)`` and the rate ``a = G_:A w`` of every correlation."""
+    na, d = A.shape[0], G.shape[0]
+    s = np.sign(c[A])
+    for i in range(na):
+        if s[i] == 0.0:
+            s[i] = 1.0
+    GAA = np.empty((na, na))
+    for i in range(na):
+        for j in range(na):
+            GAA[i, j] = G[A[i], A[j]]
+    w = _solve_active(GAA, s)
+    a = np.zeros(d)
+    for j in range(na):
+        col, wj = A[j], w[j]
+        for i in range(d):
+            a[i] += G[i, col] * wj
+    return w, a
+
+
+def _entry_step(c, a, chat, inactive, eps):  # pragma: no cover - compiled
+    """The first inactive variable to reach the active correlations, and when."""
+    t_enter, j_enter = np.inf, -1
+    for i in range(c.shape[0]):
+        if not inactive[i]:
+            continue
+        t1 = (chat - c[i]) / (1.0 - a[i]) if 1.0 - a[i] > 1e-15 else np.inf
+        t2 = (chat + c[i]) / (1.0 + a[i]) if 1.0 + a[i] > 1e-15 else np.inf
+        t = min(t1 if t1 > eps else np.inf, t2 if t2 > eps else np.inf)
+        if t < t_enter or j_enter < 0:
+            t_enter, j_enter = t, i
+    return t_enter, j_enter
+
+
+def _drop_step(beta, A, w, eps):  # pragma: no cover - compiled
+    """The first active coefficient to reach zero (its place in ``A``), and when."""
+    t_drop, m = np.inf, 0
+    for i in range(A.shape[0]):
+        bi = beta[A[i]]
+        td = -bi / w[i] if w[i] * bi < 0 else np.inf
+        td = td if td > eps else np.inf
+        if td < t_drop:
+            t_drop, m = td, i
+    return t_drop, m
+
+
+def _admit(c, chat, tie, j_enter, inactive, active, na, n_nonzero):  # pragma: no cover
+    """Make ``j_enter`` and the variables tied with it active; the new count, or -1 when that
+    would pass ``n_nonzero`` (nothing is changed then)."""
+    n_enter = 1
+    for i in range(c.shape[0]):
+        if inactive[i] and i != j_enter and abs(abs(c[i]) - chat) <= tie:
+            n_enter += 1
+    if n_nonzero >= 0 and na + n_enter > n_nonzero:
+        return -1
+    active[na] = j_enter
+    na += 1
+    inactive[j_enter] = False
+    for i in range(c.shape[0]):
+        if inactive[i] and abs(abs(c[i]) - chat) <= tie:
+            active[na] = i
+            na += 1
+            inactive[i] = False
+    return na
+
+
 def _lars_path(G, b, n_nonzero, target, max_steps):  # pragma: no cover - compiled
     # n_nonzero < 0: no count to stop at
     d = b.shape[0]
@@ -74,41 +140,9 @@ def _lars_path(G, b, n_nonzero, target, max_steps):  # pragma: no cover - compil
         return beta
     for _ in range(max_steps):
         A = active[:na].copy()
-        s = np.sign(c[A])
-        for i in range(na):
-            if s[i] == 0.0:
-                s[i] = 1.0
-        GAA = np.empty((na, na))
-        for i in range(na):
-            for j in range(na):
-                GAA[i, j] = G[A[i], A[j]]
-        w = _solve_active(GAA, s)
-        a = np.zeros(d)
-        for j in range(na):
-            col = A[j]
-            wj = w[j]
-            for i in range(d):
-                a[i] += G[i, col] * wj
-        # entry: |c_j − t a_j| = chat − t for an inactive j
-        t_enter, j_enter = np.inf, -1
-        for i in range(d):
-            if not inactive[i]:
-                continue
-            t1 = (chat - c[i]) / (1.0 - a[i]) if 1.0 - a[i] > 1e-15 else np.inf
-            t2 = (chat + c[i]) / (1.0 + a[i]) if 1.0 + a[i] > 1e-15 else np.inf
-            t1 = t1 if t1 > eps else np.inf
-            t2 = t2 if t2 > eps else np.inf
-            t = min(t1, t2)
-            if t < t_enter or j_enter < 0:
-                t_enter, j_enter = t, i
-        # drop: an active coefficient reaches zero
-        t_drop, m = np.inf, 0
-        for i in range(na):
-            bi = beta[A[i]]
-            td = -bi / w[i] if w[i] * bi < 0 else np.inf
-            td = td if td > eps else np.inf
-            if td < t_drop:
-                t_drop, m = td, i
+        w, a = _direction(G, c, A)
+        t_enter, j_enter = _entry_step(c, a, chat, inactive, eps)
+        t_drop, m = _drop_step(beta, A, w, eps)
         t_end = chat - target
         t = min(t_enter, t_drop, t_end)
         stop_here = (n_nonzero >= 0 and t == t_enter and t_enter < t_drop
@@ -134,20 +168,10 @@ def _lars_path(G, b, n_nonzero, target, max_steps):  # pragma: no cover - compil
                 na = 1
                 inactive[j] = False
         else:
-            n_enter = 1
-            for i in range(d):
-                if inactive[i] and i != j_enter and abs(abs(c[i]) - chat) <= tie:
-                    n_enter += 1
-            if n_nonzero >= 0 and na + n_enter > n_nonzero:
+            na_new = _admit(c, chat, tie, j_enter, inactive, active, na, n_nonzero)
+            if na_new < 0:
                 break  # a tie would jump past the requested count: stop at this breakpoint
-            active[na] = j_enter
-            na += 1
-            inactive[j_enter] = False
-            for i in range(d):
-                if inactive[i] and abs(abs(c[i]) - chat) <= tie:
-                    active[na] = i
-                    na += 1
-                    inactive[i] = False
+            na = na_new
     return beta
 
 
@@ -155,12 +179,14 @@ def lars_path(G: np.ndarray, b: np.ndarray, n_nonzero: int | None, target: float
               max_steps: int) -> np.ndarray:
     """The compiled path (``HAVE_KERNEL`` must be true); arguments as in ``enet_gram_path``,
     ``target = λ₁ / 2``."""
-    global _compiled, _solve_active
+    global _compiled, _solve_active, _direction, _entry_step, _drop_step, _admit
     if _compiled is None:
         import numba
 
-        _solve_active = numba.njit(cache=True, nogil=True)(_solve_active)
-        _compiled = numba.njit(cache=True, nogil=True)(_lars_path)
+        jit = numba.njit(cache=True, nogil=True)
+        _solve_active, _direction = jit(_solve_active), jit(_direction)
+        _entry_step, _drop_step, _admit = jit(_entry_step), jit(_drop_step), jit(_admit)
+        _compiled = jit(_lars_path)
     return _compiled(np.ascontiguousarray(G, dtype=np.float64),
                       np.ascontiguousarray(b, dtype=np.float64),
                       -1 if n_nonzero is None else int(n_nonzero), float(target),

@@ -408,7 +408,7 @@ class PPCA(_BaseSpectralPCA):
         n_rows = int(mom["n"])
         n_missing = int(mom["n_missing"] - n_rows * int((mom["c"] == 0).sum()))
 
-        def check(land):
+        def check(land):  # other NaN (missing="error"), no value at all, empty rows
             if self.missing == "error" and (n_missing or mom["n_empty"]):
                 raise ValueError(
                     f"X contains {n_missing + mom['n_empty'] * d} NaN value(s) (outside "
@@ -418,10 +418,8 @@ class PPCA(_BaseSpectralPCA):
             if land.all():
                 raise ValueError("X has no observed value (every entry is NaN)")
             if mom["n_empty"]:
-                warnings.warn(
-                    f"PPCA: {mom['n_empty']} of {n} rows have no observed value; they are left "
-                    "out of the fit", UserWarning, stacklevel=7,
-                )
+                warnings.warn(f"PPCA: {mom['n_empty']} of {n} rows have no observed value; "
+                              "they are left out of the fit", UserWarning, stacklevel=7)
 
         keep = self._leave_out_land(mom["c"], data, check=check)
         keep = np.ones(d, dtype=bool) if keep is None else keep
