@@ -12,6 +12,7 @@ import numpy as np
 from scipy import linalg as sla
 
 from .._validation import is_sparse
+from . import passes
 from .rangefinder import rayleigh_ritz, subspace_iteration
 
 __all__ = [
@@ -127,7 +128,8 @@ def randomized_svd_centered(
     orthonormalised by TSQR and stays on the cluster, the d × l side by QR on the client.
 
     Passes over ``X``: ``2 + 2 · n_power_iter`` (one for ``X Ω``, two per power iteration, one
-    for ``B = Qᵀ Xc``), fewer if ``persist`` holds ``X`` in cluster memory.
+    for ``B = Qᵀ Xc``), fewer if ``persist`` holds ``X`` in cluster memory; each is counted on
+    the active counter of :mod:`~scalepca.linalg.passes` (the fitting estimator's).
 
     Returns ``(s, Vt)`` with ``k`` singular values and right singular vectors.
     """
@@ -144,17 +146,21 @@ def randomized_svd_centered(
 
     def range_of(Z):  # orth(Xc Z), lazy and held on the cluster (n × l)
         if sparse:
-            return _orthonormalize(_sparse_times(X, Z, mean @ Z)).persist()
-        Zd = da.from_array(Z, chunks=(X.chunks[1], l))
-        return _orthonormalize(X @ Zd - (mean @ Zd)[None, :]).persist()
+            XZ = _sparse_times(X, Z, mean @ Z)
+        else:
+            Zd = da.from_array(Z, chunks=(X.chunks[1], l))
+            XZ = X @ Zd - (mean @ Zd)[None, :]
+        return passes.persist(_orthonormalize(XZ), name="range finder: X Ω" if Z is Om
+                              else "range finder: X Z")
 
     def rtimes(Q):  # Xcᵀ Q, computed (d × l)
         XtQ = _sparse_rtimes(X, Q) if sparse else X.T @ Q
         colsum = Q.sum(axis=0)
-        XtQ, colsum = dask.compute(XtQ, colsum)
+        XtQ, colsum = passes.compute(XtQ, colsum, name="range finder: Xᵀ Q")
         return XtQ - np.outer(mean, colsum)
 
-    steps = subspace_iteration(range_of, rtimes, rng.standard_normal((d, l)))
+    Om = rng.standard_normal((d, l))
+    steps = subspace_iteration(range_of, rtimes, Om)
     for _ in range(n_power_iter + 1):
         Q, Bt = next(steps)
     _, s, Vt = rayleigh_ritz(Q, Bt)

@@ -61,7 +61,7 @@ from ..io._fingerprint import data_fingerprint, random_state_param, result_param
 from ..io._matrix import MatrixInput, as_matrix
 from ..io._store import is_regular
 from ..linalg.decomp import flip_signs
-from ..linalg.moments import compute_together
+from ..linalg.passes import compute_together
 from ..linalg.svt import (
     block_times,
     graph_constant,
