@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import numbers
 import warnings
 from functools import partial
 
@@ -14,11 +13,7 @@ from scipy.sparse import issparse
 from sklearn.exceptions import NotFittedError
 
 from .._validation import (
-    check_bool,
-    check_choice,
-    check_n_components,
     check_random_state_seed,
-    check_scalar,
     is_sparse,
 )
 from ..io._matrix import MatrixInput
@@ -46,6 +41,7 @@ from ..linalg.kernels import (
     project_rows,
     rff_weights,
 )
+from ._params import Choice, Flag, Int, NComponents, Real, Rule, Seed
 from ._resources import available_memory
 from .base import DecompositionMixin
 
@@ -70,6 +66,33 @@ NYSTROEM_RTOL = 1e-10
 KMEANS_POOL_FACTOR = 5
 KMEANS_MIN_POOL = 10_000
 KMEANS_LLOYD_ITER = 5
+
+
+def _component_bound(p, shape) -> tuple[int, int]:
+    if p["approximation"] == "exact":
+        return shape.n, shape.n
+    return shape.n, p["n_features"]
+
+
+def _rff_needs_rbf(p, shape) -> None:
+    if p["approximation"] == "rff" and p["kernel"] != "rbf":
+        raise ValueError(
+            f"approximation='rff' needs kernel='rbf' (random Fourier features exist for "
+            f"shift-invariant kernels); got kernel={p['kernel']!r}. Use "
+            "approximation='nystroem' for it"
+        )
+
+
+def _exact_fits(p, shape) -> None:
+    if p["approximation"] != "exact":
+        return
+    KernelPCA._check_exact_size(shape.n, shape.d)
+    k = p["n_components"]
+    if k >= shape.n and p["eigen_solver"] != "randomized":
+        raise ValueError(
+            f"n_components={k} must be below n_samples={shape.n} for the Lanczos solver; "
+            "use eigen_solver='randomized'"
+        )
 
 
 class KernelPCA(DecompositionMixin):
@@ -293,50 +316,31 @@ class KernelPCA(DecompositionMixin):
         self.alpha = alpha
         self.standardize = standardize
 
-    # -- parameters ------------------------------------------------------------------------
-    def _check_params(self, n: int, d: int, itemsize: int) -> tuple[int, int]:
-        """Validate every parameter from metadata; returns ``(k, m)``. Computes nothing."""
-        check_choice(self.kernel, "kernel", KERNELS)
-        check_choice(self.approximation, "approximation", APPROXIMATIONS)
-        check_choice(self.landmarks, "landmarks", LANDMARKS)
-        check_choice(self.eigen_solver, "eigen_solver", EIGEN_SOLVERS)
-        check_scalar(self.gamma, "gamma", low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.degree, "degree", kind=numbers.Integral, low=1)
-        check_scalar(self.coef0, "coef0")
-        check_scalar(self.n_features, "n_features", kind=numbers.Integral, low=1)
-        check_bool(self.fit_inverse_transform, "fit_inverse_transform")
-        check_scalar(self.alpha, "alpha", low=0)
-        if self.approximation == "rff" and self.kernel != "rbf":
-            raise ValueError(
-                f"approximation='rff' needs kernel='rbf' (random Fourier features exist for "
-                f"shift-invariant kernels); got kernel={self.kernel!r}. Use "
-                "approximation='nystroem' for it"
-            )
-        if self.approximation == "exact":
-            self._check_exact_size(n, d, itemsize)
-            if self.n_components is None:
-                raise TypeError("n_components must be an integer for kernel PCA; got None")
-            k = check_n_components(self.n_components, n, n)
-            if k >= n and self.eigen_solver != "randomized":
-                raise ValueError(
-                    f"n_components={k} must be below n_samples={n} for the Lanczos solver; "
-                    "use eigen_solver='randomized'"
-                )
-            return k, n
-        m = int(self.n_features)
-        if self.n_components is None:
-            raise TypeError("n_components must be an integer for kernel PCA; got None")
-        k = check_n_components(self.n_components, n, m, what="n_components")
-        check_random_state_seed(self.random_state)
-        if self.approximation == "nystroem" and m > n:
-            warnings.warn(
-                f"n_features={m} is larger than n_samples={n}; using {n} landmarks",
-                UserWarning, stacklevel=4,
-            )
-            m = n
-        return k, m
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    _parameters = {
+        # at most n_samples (exact) or n_features (Nyström, RFF) components
+        "n_components": NComponents(none=False, bound=_component_bound,
+                                    needs=("approximation", "n_features")),
+        "kernel": Choice(*KERNELS),
+        "gamma": Real(0, open_low=True, none=True),
+        "degree": Int(1),
+        "coef0": Real(),
+        "approximation": Choice(*APPROXIMATIONS),
+        "n_features": Int(1),
+        "landmarks": Choice(*LANDMARKS),
+        "eigen_solver": Choice(*EIGEN_SOLVERS),
+        "random_state": Seed(),
+        "fit_inverse_transform": Flag(),
+        "alpha": Real(0),
+        "standardize": Flag(),
+    }
+    _parameter_rules = (
+        Rule(_rff_needs_rbf, needs=("approximation", "kernel")),
+        Rule(_exact_fits, needs=("approximation", "n_components", "eigen_solver")),
+    )
 
-    def _check_exact_size(self, n: int, d: int, itemsize: int) -> None:
+    @staticmethod
+    def _check_exact_size(n: int, d: int) -> None:
         if n > EXACT_MAX_SAMPLES:
             raise ValueError(
                 f"approximation='exact' needs the {n} × {n} kernel matrix; it is limited to "
@@ -366,7 +370,12 @@ class KernelPCA(DecompositionMixin):
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
-        k, m = self._check_params(n, d, X.dtype.itemsize)
+        k = self._check_parameters(n, d, X)["n_components"]
+        m = n if self.approximation == "exact" else int(self.n_features)
+        if self.approximation == "nystroem" and m > n:
+            warnings.warn(f"n_features={m} is larger than n_samples={n}; using {n} landmarks",
+                          UserWarning, stacklevel=3)
+            m = n
         X = self._standardized_input(X, fit=True)
         seed = check_random_state_seed(self.random_state)
         # independent streams for the sampling, the solver and the pre-image features
@@ -398,7 +407,6 @@ class KernelPCA(DecompositionMixin):
         """``(X − input_mean_) / scale_`` (lazy, blockwise) when ``standardize``; in ``fit``
         one pass of column moments sets them (NaN-only features keep mean 0 and scale 1)."""
         if fit:
-            check_bool(self.standardize, "standardize")
             if not self.standardize:
                 return X
             if is_sparse(X):

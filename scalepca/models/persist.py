@@ -21,11 +21,10 @@ import numpy as np
 import zarr
 
 from .._json import jsonable
-from .._schema import ConfigError
 from .._version import __version__
 from ..io._fs import MODEL, open_zarr_node, previous_hint
 from ..io._store import _local_path, atomic_group, regular_chunks
-from .registry import METHODS, check_n_components_form, check_params, estimator_class_named
+from .registry import METHODS, declared_problems, estimator_class_named
 
 logger = logging.getLogger(__name__)
 
@@ -182,13 +181,8 @@ def _refuse(where: str, problem: str):
     raise ValueError(f"{where} is not a loadable scalepca model: {problem}")
 
 
-def _checked_contents(group: zarr.Group, attrs: dict, where: str):
-    """Check a model store from its metadata; return what :func:`load` builds the model from.
-
-    Returns ``(cls, params, scalars, arrays, lazy, fortran)``; raises ``ValueError`` naming
-    the first problem. Only attributes and array metadata are read.
-    """
-    spec = attrs.get("class")
+def _checked_class(spec, where: str):
+    """The registered estimator class a store names (nothing named in it is imported)."""
     registered = ", ".join(v.rsplit(":", 1)[1] for v in METHODS.values())
     module, _, name = spec.partition(":") if isinstance(spec, str) else ("", "", "")
     cls = None
@@ -198,18 +192,27 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
         _refuse(where, f"its class {spec!r} is not a scalepca estimator (a model store may "
                        f"only name one of {registered}; classes named in a store are never "
                        "imported)")
+    return cls
 
-    params = attrs.get("params")
+
+def _checked_params(cls, params, where: str) -> dict:
+    """A store's parameters checked against the estimator's ``_parameters`` table."""
     if not isinstance(params, dict):
         _refuse(where, f"'params' must be a mapping; got {type(params).__name__}")
-    params = dict(params)
-    try:
-        check_params(cls.__init__, params, "params")
-        if "n_components" in params:  # its annotation allows strings: only "mle" is one
-            check_n_components_form(cls, params["n_components"], "params")
-    except ConfigError as err:
-        _refuse(where, f"{err} (parameters of {cls.__name__})")
+    checked, problems = declared_problems(cls, dict(params), "params")
+    if problems:
+        _refuse(where, f"{problems[0]} (parameters of {cls.__name__})")
+    return {**params, **checked}
 
+
+def _checked_contents(group: zarr.Group, attrs: dict, where: str):
+    """Check a model store from its metadata; return what :func:`load` builds the model from.
+
+    Returns ``(cls, params, scalars, arrays, lazy, fortran)``; raises ``ValueError`` naming
+    the first problem. Only attributes and array metadata are read.
+    """
+    cls = _checked_class(attrs.get("class"), where)
+    params = _checked_params(cls, attrs.get("params"), where)
     scalars = attrs.get("scalars")
     if not isinstance(scalars, dict):
         _refuse(where, f"'scalars' must be a mapping; got {type(scalars).__name__}")

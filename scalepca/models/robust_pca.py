@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import numbers
 import os
 import tempfile
 import time
@@ -50,13 +49,11 @@ import dask.array as da
 import numpy as np
 
 from .._validation import (
-    check_choice,
-    check_random_state_form,
     check_random_state_seed,
     check_scalar,
     is_sparse,
 )
-from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
+from ..io._checkpoint import CheckpointStore, commit_name
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
 from ..io._matrix import MatrixInput, as_matrix
 from ..linalg.decomp import flip_signs
@@ -75,6 +72,7 @@ from ..linalg.svt import (
     svt,
 )
 from ._iterate import IterationCheckpoint, Resumed, ValueBelow, iterate
+from ._params import Choice, Int, Other, Path, Real, Rule, Seed
 from ._resources import available_memory
 from .base import LinearDecompositionMixin
 
@@ -250,6 +248,30 @@ def _legacy_commit(attrs: dict, arrays: dict) -> Resumed:
 AUTO_SVD_TOL = 1e-7
 
 
+def _check_svd_tol(value, name, p, shape):
+    if not (isinstance(value, str) and value == "auto"):
+        check_scalar(value, name, low=0, low_inclusive=False, allow_none=True)
+    return value
+
+
+def _check_mask_form(value, name, p, shape):
+    """None, a path to a zarr array, or an array (its shape and dtype are checked in fit)."""
+    if value is None or isinstance(value, (str, os.PathLike)) or hasattr(value, "shape"):
+        return value
+    if isinstance(value, (list, tuple)):
+        return value
+    raise TypeError(f"mask must be a boolean array, a path to one, or None; got {value!r}")
+
+
+def _full_svd_fits(p, shape) -> None:
+    if p["svd"] == "full" and shape.n * shape.d > FULL_SVD_MAX_ENTRIES:
+        raise ValueError(
+            f"svd='full' gathers the {shape.n} × {shape.d} matrix on the client for a dense SVD "
+            f"every iteration; refused above {FULL_SVD_MAX_ENTRIES} entries. Use "
+            "svd='randomized'"
+        )
+
+
 class RobustPCA(LinearDecompositionMixin):
     """Robust PCA by principal component pursuit: ``M = L + S``, ``L`` low rank, ``S`` sparse.
 
@@ -410,6 +432,27 @@ class RobustPCA(LinearDecompositionMixin):
     10
     """
 
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    _parameters = {
+        "lam": Real(0, open_low=True, none=True),
+        "mu": Real(0, open_low=True, none=True),
+        "rho": Real(1, open_low=True),
+        "tol": Real(0, open_low=True),
+        "max_iter": Int(1),
+        "svd": Choice("randomized", "full"),
+        "rank_guess": Int(1),
+        "n_oversamples": Int(0),
+        "n_power_iter": Int(0),
+        "svd_tol": Other((str, float, type(None)), _check_svd_tol),
+        "mask": Other((str, type(None)), _check_mask_form),
+        "checkpoint": Path(),
+        "checkpoint_every": Int(1),
+        "storage": Choice("auto", "memory", "zarr"),
+        "scratch": Path(),
+        "random_state": Seed(),
+    }
+    _parameter_rules = (Rule(_full_svd_fits, needs=("svd",)),)
+
     def __init__(
         self,
         *,
@@ -459,29 +502,6 @@ class RobustPCA(LinearDecompositionMixin):
                          accept_sparse=True, unknown_rows=unknown_rows)
         _refuse_sparse_input(data.data, what)  # sparse inside a container (metadata only)
         return data
-
-    def _check_params(self, n1: int, n2: int) -> None:
-        check_scalar(self.lam, "lam", low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.mu, "mu", low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.rho, "rho", low=1, low_inclusive=False)
-        check_scalar(self.tol, "tol", low=0, low_inclusive=False)
-        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
-        check_choice(self.svd, "svd", ("randomized", "full"))
-        check_scalar(self.rank_guess, "rank_guess", kind=numbers.Integral, low=1)
-        check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
-        check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
-        if not (isinstance(self.svd_tol, str) and self.svd_tol == "auto"):
-            check_scalar(self.svd_tol, "svd_tol", low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
-        check_choice(self.storage, "storage", ("auto", "memory", "zarr"))
-        check_random_state_form(self.random_state)  # before the first pass, not where it draws
-        for name in ("checkpoint", "scratch"):
-            check_checkpoint_path(getattr(self, name), name)
-        if self.svd == "full" and n1 * n2 > FULL_SVD_MAX_ENTRIES:
-            raise ValueError(
-                f"svd='full' gathers the {n1} × {n2} matrix on the client for a dense SVD every "
-                f"iteration; refused above {FULL_SVD_MAX_ENTRIES} entries. Use svd='randomized'"
-            )
 
     def _check_mask(self, M: da.Array):
         if self.mask is None:
@@ -594,7 +614,7 @@ class RobustPCA(LinearDecompositionMixin):
     def _setup(self, data: MatrixInput) -> _Problem:
         """Layout, the statistics pass (features NaN in every sample left out), storage."""
         M = data.data
-        self._check_params(*M.shape)
+        self._check_parameters(*M.shape, M)
         M = self._square_if_in_memory(M, data)
         W = self._check_mask(M)
         (fro2, maxabs, n_obs), keep, data_fp = self._statistics(M, W, data)
