@@ -231,7 +231,8 @@ def _check_model(model, problems: list) -> dict:
             )
         params.update(nested)
     params, found = declared_problems(
-        cls, params, "model", word=lambda message: speak_cli(message, method=method))
+        cls, params, "model", word=lambda message: speak_cli(message, method=method),
+        key=lambda name: "model.params.method" if name == "method" else f"model.{name}")
     problems.extend(found)
     cls(**params)  # __init__ only stores them
     return {"method": method, "params": params}

@@ -49,14 +49,18 @@ def speak_cli(message: str, *, command: str | None = None, method: str | None = 
     def params_of(m):
         return set(table_of(estimator_class(m)))
 
+    def key(name: str) -> str:  # an estimator parameter named method sits under params
+        return f"model.params.{name}" if name == "method" else f"model.{name}"
+
     def keys(text: str, names: set) -> str:
         def one(match):
             value = match.group(3)
-            return f"model.{match.group(1)}: {value}" if value else f"model.{match.group(1)}"
+            return f"{key(match.group(1))}: {value}" if value else key(match.group(1))
 
         alternatives = "|".join(sorted(names, key=len, reverse=True))
         text = re.sub(rf"(?<![\w.'\"-])({alternatives})=(['\"]?)([^\s,;)'\"]*)\2", one, text)
-        return re.sub(rf"(?<![\w.'\"-])({alternatives})(?= must\b)", r"model.\1", text)
+        return re.sub(rf"(?<![\w.'\"-])({alternatives})(?= must\b)",
+                      lambda match: key(match.group(1)), text)
 
     classes = "|".join(target.split(":")[1] for target in METHODS.values())
 

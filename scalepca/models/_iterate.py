@@ -300,6 +300,24 @@ class IterationResult:
     reason: str | None
 
 
+def _resumed(checkpoint: IterationCheckpoint, valid, restore, stop, name: str):
+    """``(iteration, state, history, memo, stop reason)`` of the checkpoint's last valid
+    commit, or None when there is none."""
+    found = checkpoint.resume(valid)
+    if found is None:
+        return None
+    it, state, history, memo = found.n_iter, found.state, found.history, found.memo
+    if restore is not None:
+        state = restore(state)
+    # the rule of this fit decides, not the one the commit was written with: a tighter
+    # tol goes on from the committed state, a looser one stops at once
+    reason = stop(history, memo)
+    if found.converged and reason is None:
+        logger.info("%s: the commit had converged; the current stopping rule goes on", name)
+    logger.info("%s: resuming from %s at iteration %d", name, checkpoint.path, it)
+    return it, state, history, memo, reason
+
+
 def iterate(
     step: Callable,
     init: Callable,
@@ -351,25 +369,10 @@ def iterate(
     -------
     IterationResult
     """
-    history: dict[str, list] = {}
-    memo: dict = {}
-    it, converged, reason, resumed_from = 0, False, None, 0
-    found = checkpoint.resume(valid) if checkpoint is not None else None
-    if found is not None:
-        it, state, history, memo, converged = (found.n_iter, found.state, found.history,
-                                               found.memo, found.converged)
-        resumed_from = it
-        if restore is not None:
-            state = restore(state)
-        # the rule of this fit decides, not the one the commit was written with: a tighter
-        # tol goes on from the committed state, a looser one stops at once
-        reason = stop(history, memo)
-        if converged and reason is None:
-            logger.info("%s: the commit had converged; the current stopping rule goes on", name)
-        converged = reason is not None
-        logger.info("%s: resuming from %s at iteration %d", name, checkpoint.path, it)
-    else:
-        state = init()
+    found = _resumed(checkpoint, valid, restore, stop, name) if checkpoint is not None else None
+    it, state, history, memo, reason = found or (0, None, {}, {}, None)
+    state = init() if found is None else state
+    converged, resumed_from = reason is not None, it
     while not converged and it < max_iter:
         it += 1
         state, record = step(state, it)

@@ -163,7 +163,8 @@ def parameter_problems(cls, params: dict, shape: Shape | None = None,
 def checked(cls, params: dict, shape: Shape | None = None) -> tuple[dict, list]:
     """``(the values as used, the problems)`` of :func:`parameter_problems`."""
     table = table_of(cls)
-    given = {**params, "__estimator__": cls.__name__}
+    # a check reading another parameter that is not given reads its default
+    given = {**cls().get_params(deep=False), **params, "__estimator__": cls.__name__}
     values, problems = {}, []
 
     def run(name, func, *args):

@@ -8,7 +8,6 @@ from functools import partial
 
 import dask
 import numpy as np
-from scipy import linalg as sla
 from scipy.sparse import issparse
 from sklearn.exceptions import NotFittedError
 
@@ -30,6 +29,7 @@ from ..linalg.kernels import (
     _rff_block,
     as_rows64,
     centred_kernel_eigh,
+    dense_rows64,
     gather_rows,
     kernel_block,
     kernel_matrix,
@@ -40,6 +40,7 @@ from ..linalg.kernels import (
     project_features,
     project_rows,
     rff_weights,
+    ridge_solve,
 )
 from ._params import Choice, Flag, Int, NComponents, Real, Rule, Seed
 from ._resources import available_memory
@@ -68,12 +69,6 @@ KMEANS_MIN_POOL = 10_000
 KMEANS_LLOYD_ITER = 5
 
 
-def _component_bound(p, shape) -> tuple[int, int]:
-    if p["approximation"] == "exact":
-        return shape.n, shape.n
-    return shape.n, p["n_features"]
-
-
 def _rff_needs_rbf(p, shape) -> None:
     if p["approximation"] == "rff" and p["kernel"] != "rbf":
         raise ValueError(
@@ -84,9 +79,30 @@ def _rff_needs_rbf(p, shape) -> None:
 
 
 def _exact_fits(p, shape) -> None:
+    """``approximation="exact"``: the n × n kernel and the training data must fit."""
     if p["approximation"] != "exact":
         return
-    KernelPCA._check_exact_size(shape.n, shape.d)
+    n, d = shape.n, shape.d
+    if n > EXACT_MAX_SAMPLES:
+        raise ValueError(
+            f"approximation='exact' needs the {n} × {n} kernel matrix; it is limited to "
+            f"n_samples <= {EXACT_MAX_SAMPLES} (got {n}). Use approximation='nystroem' "
+            "(or 'rff' for the RBF kernel), which scale linearly in n"
+        )
+    if n * d * 8 > EXACT_MAX_TRAIN_BYTES:
+        raise ValueError(
+            f"approximation='exact' keeps the training data ({n} × {d}, "
+            f"{n * d * 8 / 2**20:.0f} MiB) in the model; the limit is "
+            f"{EXACT_MAX_TRAIN_BYTES // 2**20} MiB. Use approximation='nystroem'"
+        )
+    need = 8 * n * n
+    avail, where = available_memory()
+    if need > EXACT_MEMORY_FRACTION * avail:
+        raise ValueError(
+            f"approximation='exact' needs the {n} × {n} kernel ({need / 2**30:.2f} GiB), "
+            f"more than {EXACT_MEMORY_FRACTION:.0%} of {where} ({avail / 2**30:.2f} GiB). "
+            "Use approximation='nystroem' or a larger cluster"
+        )
     k = p["n_components"]
     if k >= shape.n and p["eigen_solver"] != "randomized":
         raise ValueError(
@@ -319,8 +335,8 @@ class KernelPCA(DecompositionMixin):
     #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
     _parameters = {
         # at most n_samples (exact) or n_features (Nyström, RFF) components
-        "n_components": NComponents(none=False, bound=_component_bound,
-                                    needs=("approximation", "n_features")),
+        "n_components": NComponents(none=False, needs=("approximation", "n_features"), bound=(
+            lambda p, s: (s.n, s.n if p["approximation"] == "exact" else p["n_features"]))),
         "kernel": Choice(*KERNELS),
         "gamma": Real(0, open_low=True, none=True),
         "degree": Int(1),
@@ -338,29 +354,6 @@ class KernelPCA(DecompositionMixin):
         Rule(_rff_needs_rbf, needs=("approximation", "kernel")),
         Rule(_exact_fits, needs=("approximation", "n_components", "eigen_solver")),
     )
-
-    @staticmethod
-    def _check_exact_size(n: int, d: int) -> None:
-        if n > EXACT_MAX_SAMPLES:
-            raise ValueError(
-                f"approximation='exact' needs the {n} × {n} kernel matrix; it is limited to "
-                f"n_samples <= {EXACT_MAX_SAMPLES} (got {n}). Use approximation='nystroem' "
-                "(or 'rff' for the RBF kernel), which scale linearly in n"
-            )
-        if n * d * 8 > EXACT_MAX_TRAIN_BYTES:
-            raise ValueError(
-                f"approximation='exact' keeps the training data ({n} × {d}, "
-                f"{n * d * 8 / 2**20:.0f} MiB) in the model; the limit is "
-                f"{EXACT_MAX_TRAIN_BYTES // 2**20} MiB. Use approximation='nystroem'"
-            )
-        need = 8 * n * n
-        avail, where = available_memory()
-        if need > EXACT_MEMORY_FRACTION * avail:
-            raise ValueError(
-                f"approximation='exact' needs the {n} × {n} kernel ({need / 2**30:.2f} GiB), "
-                f"more than {EXACT_MEMORY_FRACTION:.0%} of {where} ({avail / 2**30:.2f} GiB). "
-                "Use approximation='nystroem' or a larger cluster"
-            )
 
     def _kparams(self, gamma: float | None = None) -> dict:
         return {"kernel": self.kernel, "gamma": float(self.gamma_ if gamma is None else gamma),
@@ -487,7 +480,7 @@ class KernelPCA(DecompositionMixin):
             # every sample: the weights are drawn for the features that enter the fit
             (first,) = dask.compute(X[:1])
             first, keep = self._leave_out_nan_features(
-                _dense_rows(first), data, sample="the first row")
+                dense_rows64(first), data, sample="the first row")
             kparams = self._resolved_kparams(first.shape[1])
             W, b = rff_weights(first.shape[1], m, kparams["gamma"], seed)
             state = {"random_weights_": W, "random_offset_": b}
@@ -533,14 +526,14 @@ class KernelPCA(DecompositionMixin):
             (rows,) = dask.compute(gather_rows(X, idx))
         if pool and issparse(rows):
             return as_rows64(rows)
-        return _dense_rows(rows)
+        return dense_rows64(rows)
 
     def _fit_exact(self, X, k: int, seed, data: MatrixInput) -> dict:
         n = X.shape[0]
         with self._timed_pass("gather training data"):
             (Xf,) = dask.compute(X)
         # sparse input: kept dense like dense input's (within EXACT_MAX_TRAIN_BYTES, 8 n d)
-        Xf, _ = self._leave_out_nan_features(_dense_rows(Xf), data,
+        Xf, _ = self._leave_out_nan_features(dense_rows64(Xf), data,
                                              sample="the training data")
         Xf = np.ascontiguousarray(Xf)
         kparams = self._resolved_kparams(Xf.shape[1])
@@ -570,7 +563,7 @@ class KernelPCA(DecompositionMixin):
             Z_fit = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
             K = kernel_block(Z_fit, Z_fit, **kparams)
             K.flat[:: K.shape[0] + 1] += alpha
-            dual = _ridge_solve(K, self._kept(self.X_fit_, axis=1), alpha)
+            dual = ridge_solve(K, self._kept(self.X_fit_, axis=1), alpha)
             return {"X_transformed_fit_": Z_fit, "dual_coef_": dual}
         if kind == "nystroem":
             # score landmarks: the scores of the fit's landmarks (a sample of the training
@@ -591,7 +584,7 @@ class KernelPCA(DecompositionMixin):
             (stats,) = dask.compute(graph)
         A = stats["A"]
         A.flat[:: A.shape[0] + 1] += alpha
-        state["inverse_coef_"] = _ridge_solve(A, stats["B"], alpha)
+        state["inverse_coef_"] = ridge_solve(A, stats["B"], alpha)
         return state
 
     def _inverse_features(self):
@@ -685,8 +678,7 @@ class KernelPCA(DecompositionMixin):
         data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         kind, arrays, P, offset = self._projection()
         Z = project_features(self._select_features(self._standardized_input(data.data)), kind,
-                             arrays, P, offset,
-                             kparams=self._kparams())
+                             arrays, P, offset, kparams=self._kparams())
         return data.wrap_samples(Z)
 
 
@@ -704,28 +696,3 @@ _NO_INVERSE = (
     "fit_inverse_transform parameter is True; set fit_inverse_transform=True (alpha sets the "
     "ridge) and fit again"
 )
-
-
-def _dense_rows(rows) -> np.ndarray:
-    """Rows gathered to the client (landmarks, RFF's first row, exact's training matrix) as a
-    float64 NumPy array; a sparse gather (m × d) is densified here, on the client only."""
-    if hasattr(rows, "toarray"):
-        rows = rows.toarray()
-    return np.asarray(rows, dtype=np.float64)
-
-
-def _ridge_solve(M: np.ndarray, B: np.ndarray, alpha: float) -> np.ndarray:
-    """``M⁻¹ B`` for the pre-image ridge ``M = G + αI`` (Cholesky, as scikit-learn; an
-    indefinite kernel such as the sigmoid falls back to a symmetric solve), with a clear error
-    when ``M`` is singular."""
-    try:
-        return sla.solve(M, B, assume_a="pos")
-    except sla.LinAlgError:
-        pass
-    try:
-        return sla.solve(M, B, assume_a="sym")
-    except sla.LinAlgError as err:
-        raise ValueError(
-            f"the pre-image ridge system is singular with alpha={alpha} ({err}); use a "
-            "larger alpha"
-        ) from None

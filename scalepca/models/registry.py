@@ -108,7 +108,8 @@ def check_params(func, params: dict, where: str, *, skip=("self",)) -> dict:
     return allowed
 
 
-def declared_problems(cls, params: dict, where: str, *, word=None) -> tuple[dict, list[str]]:
+def declared_problems(cls, params: dict, where: str, *, word=None,
+                      key=None) -> tuple[dict, list[str]]:
     """``params`` of the estimator class ``cls`` checked against its ``_parameters`` table
     (:mod:`._params`) before the data are known — a config, a model store: the names, the
     plain types a file can hold, and each value's form and range.
@@ -116,13 +117,15 @@ def declared_problems(cls, params: dict, where: str, *, word=None) -> tuple[dict
     Returns ``(the parameters that pass, integral floats given for integers made ints; one
     sentence per problem)``. Names and types are worded ``'{where}.{name}' must be ...``;
     other problems are the estimator's own messages passed through ``word`` (default:
-    prefixed with ``where``). Bounds that depend on the data and the conditions between
+    prefixed with ``where``). ``key(name)``: the key a parameter is named by (default
+    ``where.name``). Bounds that depend on the data and the conditions between
     parameters are left to ``fit`` and ``scalepca validate``, which know the data's shape.
     """
     from ._params import checked, table_of
 
     table = table_of(cls)
     word = word or (lambda message: f"{where}: {message}")
+    key = key or (lambda name: f"{where}.{name}")
     problems, typed = [], {}
     unknown = sorted(set(params) - set(table), key=str)
     if unknown:
@@ -135,7 +138,7 @@ def declared_problems(cls, params: dict, where: str, *, word=None) -> tuple[dict
                 and value.is_integer():
             value = int(value)  # 1e3 in YAML is a float
         if not _type_ok(value, param.types):
-            problems.append(f"'{where}.{name}' must be {param.forms or _typename(param.types)}; "
+            problems.append(f"'{key(name)}' must be {param.forms or _typename(param.types)}; "
                             f"got {value!r}")
             continue
         typed[name] = value
@@ -144,7 +147,7 @@ def declared_problems(cls, params: dict, where: str, *, word=None) -> tuple[dict
     for name, err in found:
         bad.add(name)
         if table[name].forms:
-            problems.append(f"'{where}.{name}' must be {table[name].forms}; got "
+            problems.append(f"'{key(name)}' must be {table[name].forms}; got "
                             f"{typed[name]!r} ({err})")
         else:
             problems.append(word(str(err)))

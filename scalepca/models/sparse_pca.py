@@ -80,7 +80,7 @@ def _check_n_nonzero(nz, name, p, shape):
     if nz is None:
         return None
     if p["method"] != "elasticnet":
-        raise ValueError(f"n_nonzero applies to method='elasticnet' only; "
+        raise ValueError(f"n_nonzero={nz!r} applies to method='elasticnet' only; "
                          f"method={p['method']!r} takes alpha")
     k = 1 if shape is None else _components(p, shape)
     if isinstance(nz, numbers.Integral) and not isinstance(nz, bool):
