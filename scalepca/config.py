@@ -24,11 +24,14 @@ Relative paths in a config file (``data.path``, ``output.store``, the model's ``
 ``scratch`` and ``mask``, the cluster's ``local_directory`` and ``log_directory``) are taken
 from the folder of the config file, not from the working directory: see :data:`PATH_KEYS`.
 
-Unknown keys are rejected with a message naming them and the allowed keys; values of the
-wrong type are rejected with the expected type; choices list the allowed values. Model
-parameters are checked against the estimator's ``__init__`` signature (names, and types where
-the signature annotates them); their values are checked again by the estimator at ``fit``,
-before any data is read.
+Unknown keys are rejected with a message naming them, the allowed keys and the closest one
+(``n_component``: did you mean ``n_components``?); values of the wrong type are rejected with
+the expected type; choices list the allowed values. Every problem is reported, not only the
+first (:attr:`ConfigError.problems`). Model parameters are checked against the estimator's
+parameter table (``_parameters``, :mod:`scalepca.models._params`): names, types, choices and
+the ranges that do not depend on the data; ``fit`` and ``scalepca validate`` check the same
+table again with the data's shape (``n_components <= min(n, d)``) and the conditions between
+parameters, before any data is read.
 """
 
 from __future__ import annotations
@@ -684,6 +687,17 @@ def schema_sections() -> list[tuple[str, str, dict]]:
         ("top level", "", {"progress": _f(bool, True)}),
     ]
     return sections
+
+
+def describe_parameter(cls, name: str) -> str:
+    """The type of the estimator parameter ``name`` of ``cls`` as the reference shows it,
+    from its ``_parameters`` table (``one of: ...`` for choices)."""
+    from .models._params import table_of
+
+    param = table_of(cls)[name]
+    if param.choices:
+        return "one of: " + ", ".join(param.choices)
+    return param.forms or _typename(param.types)
 
 
 def describe_field(field: _Field) -> tuple[str, str]:
