@@ -143,9 +143,6 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     #: ``X W − μᵀW`` (see :mod:`scalepca.linalg.moments`, :mod:`scalepca.linalg.decomp`)
     _accepts_sparse = True
 
-    #: ``n_components`` may also be a float in (0, 1) or "mle" (read by the config check too)
-    _n_components_fraction = True
-
     #: ``scale_`` is per feature like ``mean_``: widened with NaN at features left out of the
     #: fit (a land mask), so standardised transforms line up with the widened components
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0))

@@ -1,5 +1,6 @@
-"""The registry of scalepca's estimators: method names, their classes, and the check of
-parameters against an estimator's signature.
+"""The registry of scalepca's estimators: method names, their classes, and the check of a
+config's or a model store's parameters against an estimator's parameter table
+(:func:`declared_problems`) or a data generator's signature (:func:`check_params`).
 
 Configs name an estimator by method (``model.method: pca``), model stores by class name
 (:func:`scalepca.load`); both are looked up here, and nothing named in a file is imported.
