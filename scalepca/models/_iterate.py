@@ -300,12 +300,9 @@ class IterationResult:
     reason: str | None
 
 
-def _resumed(checkpoint: IterationCheckpoint, valid, restore, stop, name: str):
-    """``(iteration, state, history, memo, stop reason)`` of the checkpoint's last valid
-    commit, or None when there is none."""
-    found = checkpoint.resume(valid)
-    if found is None:
-        return None
+def _resumed(found: Resumed, checkpoint: IterationCheckpoint, restore, stop, name: str):
+    """``(iteration, state, history, memo, stop reason)`` of the commit ``found`` in
+    ``checkpoint``, its state restored and this fit's stopping rule applied."""
     it, state, history, memo = found.n_iter, found.state, found.history, found.memo
     if restore is not None:
         state = restore(state)
@@ -369,7 +366,8 @@ def iterate(
     -------
     IterationResult
     """
-    found = _resumed(checkpoint, valid, restore, stop, name) if checkpoint is not None else None
+    found = checkpoint.resume(valid) if checkpoint is not None else None  # its warnings' level
+    found = _resumed(found, checkpoint, restore, stop, name) if found is not None else None
     it, state, history, memo, reason = found or (0, None, {}, {}, None)
     state = init() if found is None else state
     converged, resumed_from = reason is not None, it
