@@ -19,6 +19,7 @@ from .._validation import check_2d, check_dtype, check_n_features, is_sparse
 from ..io._matrix import MatrixInput, as_matrix
 from ..io._preprocess import is_dask_frame
 from ..linalg import passes
+from ._params import Shape, check_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +194,14 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         """A context counting one pass over the data on ``n_passes_``, its duration logged
         and its events emitted (:mod:`~scalepca.linalg.passes`)."""
         return passes.counter_of(self).one_pass(label)
+
+    def _check_parameters(self, n: int, d: int, X=None) -> dict:
+        """Every parameter checked against the estimator's ``_parameters`` table and rules
+        (:mod:`._params`) for ``n`` × ``d`` data (``X``: the input's dask array, for its item
+        size and block kind); returns the values as used. Reads no data."""
+        shape = Shape(int(n), int(d)) if X is None else Shape(
+            int(n), int(d), np.dtype(X.dtype).itemsize, is_sparse(X))
+        return check_parameters(self, shape)
 
     #: whether the estimator's fit and transform work on sparse blocks (CSR row blocks, see
     #: :func:`scalepca._validation.as_csr_blocks`); without it sparse input is refused by name

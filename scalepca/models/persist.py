@@ -21,11 +21,10 @@ import numpy as np
 import zarr
 
 from .._json import jsonable
-from .._schema import ConfigError
 from .._version import __version__
 from ..io._fs import MODEL, open_zarr_node, previous_hint
 from ..io._store import _local_path, atomic_group, regular_chunks
-from .registry import METHODS, check_n_components_form, check_params, estimator_class_named
+from .registry import METHODS, declared_problems, estimator_class_named
 
 logger = logging.getLogger(__name__)
 
@@ -212,18 +211,14 @@ def _checked_class(attrs: dict, where: str):
 
 
 def _checked_params(cls, attrs: dict, where: str) -> dict:
-    """The constructor parameters, checked against ``cls``'s signature."""
+    """A store's parameters checked against the estimator's ``_parameters`` table."""
     params = attrs.get("params")
     if not isinstance(params, dict):
         _refuse(where, f"'params' must be a mapping; got {type(params).__name__}")
-    params = dict(params)
-    try:
-        check_params(cls.__init__, params, "params")
-        if "n_components" in params:  # its annotation allows strings: only "mle" is one
-            check_n_components_form(cls, params["n_components"], "params")
-    except ConfigError as err:
-        _refuse(where, f"{err} (parameters of {cls.__name__})")
-    return params
+    checked, problems = declared_problems(cls, dict(params), "params")
+    if problems:
+        _refuse(where, f"{problems[0]} (parameters of {cls.__name__})")
+    return {**params, **checked}
 
 
 def _checked_state_names(cls, attrs: dict, where: str):
