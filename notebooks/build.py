@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import scalepca
-from scalepca import plot
+from scalepca.analysis import plot
 
 plt.rcParams["figure.dpi"] = 80
 """
@@ -762,8 +762,8 @@ The batch script dask-jobqueue submits for every worker job — what
 system; on the cluster, `scalepca run configs/slurm.yaml` submits the jobs.
 """),
     code("""
-from scalepca.cluster import make_cluster
-from scalepca.config import load_config
+from scalepca.app.cluster import make_cluster
+from scalepca.app.config import load_config
 
 cluster = make_cluster(load_config(ROOT / "configs" / "slurm.yaml")["cluster"])
 try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import zarr
 
-from scalepca.models.persist import load
+from scalepca.persistence.loading import load
 
 from .test_s3 import BUCKET, s3  # noqa: F401 (s3: the module-scoped moto S3 fixture)
 

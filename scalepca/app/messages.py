@@ -24,7 +24,7 @@ _CLI_WORDS = (
 
 
 def _method_of_class(name: str) -> str | None:
-    from ..models.registry import METHODS
+    from ..persistence.registry import METHODS
 
     return next((m for m, target in METHODS.items() if target.endswith(f":{name}")), None)
 
@@ -45,7 +45,7 @@ def speak_cli(message: str, *, command: str | None = None, method: str | None = 
         message = re.sub(pattern, as_flag if flags else as_config, message)
     if flags:
         return message
-    from ..models.registry import METHODS, estimator_class
+    from ..persistence.registry import METHODS, estimator_class
 
     def params_of(m):
         return set(inspect.signature(estimator_class(m).__init__).parameters) - {"self"}

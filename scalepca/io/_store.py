@@ -1,7 +1,7 @@
 """Atomic zarr writing: output stores, and the groups model stores are written into.
 
 Model stores themselves (what a fitted estimator saves, and :func:`scalepca.load`) are in
-:mod:`scalepca.models.persist`; they are written with :func:`atomic_group`.
+:mod:`scalepca.persistence`; they are written with :func:`atomic_group`.
 
 Atomicity: a local store is written under a temporary sibling name and renamed into place, so a
 process killed mid-write leaves only a ``.tmp-*`` directory that is never read as a model.

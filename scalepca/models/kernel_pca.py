@@ -21,7 +21,6 @@ from .._validation import (
     check_scalar,
     is_sparse,
 )
-from ..io._matrix import MatrixInput
 from ..linalg import (
     column_moments_graph,
     eigh_descending,
@@ -46,6 +45,7 @@ from ..linalg.kernels import (
     project_rows,
     rff_weights,
 )
+from ..preprocessing._matrix import MatrixInput
 from ._resources import available_memory
 from .base import DecompositionMixin
 

@@ -20,7 +20,6 @@ from .._validation import (
 )
 from ..io._checkpoint import array_digest, check_checkpoint_path
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
-from ..io._matrix import MatrixInput
 from ..linalg import eigh_descending, flip_signs
 from ..linalg.em import (
     estep_graph,
@@ -30,6 +29,7 @@ from ..linalg.em import (
     observed_moments_graph,
     posterior_mean_block,
 )
+from ..preprocessing._matrix import MatrixInput
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
 from .base import _refuse_nonfinite, affine_map
 from .pca import AUTO_MAX_GRAM_FEATURES, _BaseSpectralPCA
@@ -127,7 +127,7 @@ class PPCA(_BaseSpectralPCA):
         correlation matrix), from the same one moments pass, as :class:`PCA`'s
         ``standardize``. ``scale_`` holds the per-feature standard deviations (1 for constant
         features); ``get_covariance``, ``score_samples`` and ``sample`` speak of ``x`` itself,
-        and the EOF tools (:mod:`scalepca.eof`) project the standardised data, maps in the
+        and the EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data, maps in the
         field's own units.
 
     Attributes

@@ -58,7 +58,6 @@ from .._validation import (
 )
 from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
-from ..io._matrix import MatrixInput, as_matrix
 from ..linalg.decomp import flip_signs
 from ..linalg.moments import compute_together
 from ..linalg.svt import (
@@ -74,6 +73,7 @@ from ..linalg.svt import (
     sum_block_products,
     svt,
 )
+from ..preprocessing._matrix import MatrixInput, as_matrix
 from ._iterate import IterationCheckpoint, Resumed, ValueBelow, iterate
 from ._resources import available_memory
 from .base import LinearDecompositionMixin

@@ -10,15 +10,15 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from ._coalesce import TASK_SIZE, _task_bytes, coalesced_rows, open_zarr
-from ._fs import (
+from ..io._coalesce import TASK_SIZE, _task_bytes, coalesced_rows, open_zarr
+from ..io._fs import (
     check_complete,
     open_zarr_node,
     previous_hint,  # noqa: F401  (re-exported)
 )
-from ._fs import is_url as _is_url
-from ._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
-from ._preprocess import _dataarray_matrix, describe, frame_matrix, is_dask_frame, named_matrix
+from ..io._fs import is_url as _is_url
+from ..io._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
+from ._steps import _dataarray_matrix, describe, frame_matrix, is_dask_frame, named_matrix
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
     dims and the feature dims are read whole (stacking needs them in one chunk), so each task
     reads the store chunks of a slab of the outermost sample dim.
     """
-    from ._stack import split_dims
+    from ..io._stack import split_dims
 
     names = list(ds.data_vars)
     name = variable if variable is not None else (names[0] if len(names) == 1 else None)
@@ -154,7 +154,7 @@ def open_matrix(
         EOF analysis (eofs, xeofs): for a latitude-longitude grid use ``"sqrt_coslat"``
         (√cos of the latitude coordinate), so each cell's contribution to the covariance is
         proportional to its area, or ``"coslat"``. The latitude is found as
-        :func:`scalepca.eof.coslat_weights` finds it (CF attributes, or a name such as
+        :func:`scalepca.analysis.eof.coslat_weights` finds it (CF attributes, or a name such as
         ``lat`` / ``latitude``) and must be in degrees north: a projected ``y`` is refused.
         Another string names a variable of the source store or Dataset (or a coordinate of
         the DataArray). A DataArray over some or all feature dims broadcasts over the others;
@@ -231,7 +231,7 @@ def open_matrix(
     kind = None if path is None else data_kind(path, format=format,
                                                storage_options=storage_options)
     if kind == "anndata" or _anndata_object(source):
-        from ._anndata import open_anndata
+        from ..io._anndata import open_anndata
 
         if variable is not None:
             raise ValueError(f"variable={variable!r}: an AnnData store has no variables; pass "
@@ -325,19 +325,19 @@ def open_matrix(
 
 
 def _anndata_path(path) -> bool:
-    from ._anndata import is_anndata
+    from ..io._anndata import is_anndata
 
     return is_anndata(path)
 
 
 def _anndata_object(obj) -> bool:
-    from ._anndata import is_anndata_object
+    from ..io._anndata import is_anndata_object
 
     return is_anndata_object(obj)
 
 
 def _is_anndata_group(group) -> bool:
-    from ._anndata import is_anndata_group
+    from ..io._anndata import is_anndata_group
 
     return is_anndata_group(group)
 

@@ -7,7 +7,6 @@ Configs name an estimator by method (``model.method: pca``), model stores by cla
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import types
 import typing
@@ -30,9 +29,11 @@ def estimator_class(method: str):
         raise ConfigError(
             f"'model.method' {method!r} is unknown; allowed: {', '.join(METHODS)}"
         )
-    module, name = METHODS[method].split(":")
+    name = METHODS[method].rsplit(":", 1)[1]
     try:
-        return getattr(importlib.import_module(module), name)
+        from .. import models  # on demand: the estimators are imported when one is needed
+
+        return getattr(models, name)
     except (ImportError, AttributeError) as err:
         raise ConfigError(
             f"'model.method' {method!r}: its estimator {METHODS[method]} cannot be imported "
