@@ -1,11 +1,16 @@
-"""Writing synthetic datasets to zarr stores, block by block from the workers."""
+"""Writing synthetic datasets to zarr stores, block by block from the workers.
+
+Every dataset store is written by the one atomic zarr writer of the package,
+:func:`scalepca.io._store.atomic_group`: a local store under a temporary sibling name renamed
+into place, a remote one in place; in both a ``complete`` flag written last, so an interrupted
+write never leaves a store that looks complete, and a complete store being replaced stays
+readable until its replacement is.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-import uuid
 from pathlib import Path
 
 import dask.array as da
@@ -36,9 +41,27 @@ def csr_index_dtype(nnz: int, shape: tuple) -> np.dtype:
     return np.dtype(np.int32 if fits else np.int64)
 
 
-def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
-                 compressors=None) -> None:
-    """Write ``data`` as an AnnData zarr store (anndata's layout), its blocks by the workers.
+def _csr_parts(X: da.Array, nnz: np.ndarray, index: np.dtype) -> dict:
+    """The ``data``, ``indices`` and ``indptr`` arrays of the CSR blocks ``X`` (lazy), whose
+    blocks hold ``nnz`` stored values each."""
+    offsets = np.concatenate([[0], np.cumsum(nnz)])
+    return {
+        "data": X.map_blocks(lambda b: b.data, drop_axis=1, chunks=(tuple(nnz),),
+                             dtype=X.dtype, meta=np.empty((0,), dtype=X.dtype)),
+        "indices": X.map_blocks(lambda b: b.indices.astype(index), drop_axis=1,
+                                chunks=(tuple(nnz),), dtype=index,
+                                meta=np.empty((0,), dtype=index)),
+        "indptr": da.concatenate([
+            da.zeros((1,), dtype=index, chunks=1),
+            X.map_blocks(_indptr_part, offsets=offsets, dtype_out=index, drop_axis=1,
+                         chunks=(X.chunks[0],), dtype=index,
+                         meta=np.empty((0,), dtype=index))]),
+    }
+
+
+def write_counts(data: CountMatrix, root, *, compressors=None) -> None:
+    """Write ``data`` into the zarr group ``root`` in anndata's layout, its blocks by the
+    workers.
 
     Two passes over the blocks: the first counts the stored values of each block (a number per
     block comes back; ``data.nnz`` when the generator can count without drawing the values),
@@ -46,30 +69,22 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
     ``indptr`` at their offsets, rechunked to :data:`CSR_ZARR_CHUNK` entries so that no zarr
     chunk is written by two tasks. Cell names are written the same way; gene names, and the
     empty ``obs``/``var`` columns and mappings, by anndata itself (``anndata.io.write_elem``).
-    ``complete``: a ``complete`` attribute set first to false and to true at the end, and the
-    ``format`` of a scalepca dataset. ``compressors``: those of the CSR arrays (zarr's default
-    if None).
+    ``compressors``: those of the CSR arrays (zarr's default if None).
 
     ``indices`` and ``indptr`` share one integer type, as in the stores anndata writes from a
     ``scipy.sparse`` matrix (:func:`csr_index_dtype`): readers such as scanpy's PCA kernels
     take them only in matching types.
     """
     import pandas as pd
-    import zarr
     from anndata.io import write_elem
-
-    from ..io._fs import DATASET
 
     X = data.X
     n, d = X.shape
     counted = data.nnz if data.nnz is not None else X.map_blocks(
         _block_nnz, chunks=(1, 1), dtype=np.int64, meta=np.empty((0, 0), dtype=np.int64))
     nnz = counted.compute().ravel()
-    offsets = np.concatenate([[0], np.cumsum(nnz)])
-    index = csr_index_dtype(int(offsets[-1]), (n, d))
-    root = zarr.open_group(store, mode="w", zarr_format=3)  # v3, as all scalepca writes
-    root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0",
-                       **({} if complete is None else {"format": DATASET, "complete": False})})
+    index = csr_index_dtype(int(nnz.sum()), (n, d))
+    root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0"})
     for name in ("layers", "obsm", "obsp", "varm", "varp", "uns"):
         write_elem(root, name, {})
     write_elem(root, "var", pd.DataFrame(index=pd.Index(data.var_names())))
@@ -83,20 +98,8 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
         data.layer)
     group.attrs.update({"encoding-type": "csr_matrix", "encoding-version": "0.1.0",
                         "shape": [n, d]})
-    parts = {
-        "data": X.map_blocks(lambda b: b.data, drop_axis=1, chunks=(tuple(nnz),),
-                             dtype=X.dtype, meta=np.empty((0,), dtype=X.dtype)),
-        "indices": X.map_blocks(lambda b: b.indices.astype(index), drop_axis=1,
-                                chunks=(tuple(nnz),), dtype=index,
-                                meta=np.empty((0,), dtype=index)),
-        "indptr": da.concatenate([
-            da.zeros((1,), dtype=index, chunks=1),
-            X.map_blocks(_indptr_part, offsets=offsets, dtype_out=index, drop_axis=1,
-                         chunks=(X.chunks[0],), dtype=index,
-                         meta=np.empty((0,), dtype=index))]),
-    }
     sources, targets = [names], [zn]
-    for name, arr in parts.items():
+    for name, arr in _csr_parts(X, nnz, index).items():
         z = group.create_array(name, shape=arr.shape, dtype=arr.dtype,
                                chunks=(max(1, min(arr.shape[0], CSR_ZARR_CHUNK if name !=
                                                   "indptr" else 2**20)),),
@@ -104,8 +107,31 @@ def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
         sources.append(arr.rechunk(z.chunks))
         targets.append(z)
     da.store(sources, targets, lock=False)
-    if complete is not None:
-        root.attrs["complete"] = True
+
+
+def _write_blocks(data, group, comp):
+    """Write ``data`` into the new store whose root is ``group`` (everything but its final
+    ``complete: true``); returns the root node, which a plain array replaces."""
+    import xarray as xr
+    import zarr
+
+    from ..io._store import regular_chunks
+
+    if isinstance(data, CountMatrix):
+        write_counts(data, group, compressors=comp)
+        return group
+    if isinstance(data, xr.Dataset):
+        ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
+        ds.attrs = {**ds.attrs, **dict(group.attrs)}
+        ds.to_zarr(group.store, group=group.path or None, mode="a", consolidated=False,
+                   encoding={v: {"compressors": comp} for v in ds.data_vars})
+        return group
+    arr = regular_chunks(data)
+    z = zarr.create_array(group.store, name=group.path or None, shape=arr.shape,
+                          dtype=arr.dtype, chunks=tuple(max(c[0], 1) for c in arr.chunks),
+                          attributes=dict(group.attrs), compressors=comp, overwrite=True)
+    arr.store(z, lock=False)
+    return z
 
 
 def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
@@ -115,10 +141,11 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
     ``codec`` names the compression, one of :data:`scalepca._codecs.CODECS` (default
     :data:`~scalepca._codecs.DEFAULT_CODEC`, chosen by measurement: see the README).
 
-    The workers generate and write one block each. Local paths are written under a temporary
-    sibling name and renamed into place, so an interrupted write never leaves a store that
-    looks complete; remote URLs (``s3://...``) are written in place (object stores have no
-    rename), flagged ``complete: false`` until the last block is written. Returns the path.
+    The workers generate and write one block each. The store is written atomically
+    (:func:`scalepca.io._store.atomic_group`): local paths under a temporary sibling name
+    renamed into place, so an interrupted write never leaves a store that looks complete;
+    remote URLs (``s3://...``) in place (object stores have no rename), flagged
+    ``complete: false`` until the last block is written. Returns the path.
 
     The store's root carries ``format: scalepca-dataset``. A zarr store already at ``path``
     is kept as it is unless ``overwrite`` (or unless it is an interrupted write of a dataset,
@@ -126,69 +153,20 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
     ever is (a folder of other files, a model or output store, a store scalepca did not
     write): ``FileExistsError``.
     """
-    import xarray as xr
-    import zarr
-
     from .._codecs import compressors
-    from ..io._fs import DATASET, check_replace, is_url, store_state
-    from ..io._store import regular_chunks
+    from ..io._fs import DATASET, local_path, store_state
+    from ..io._store import atomic_group
 
     spath = os.fspath(path)
+    local = local_path(spath)
     comp = compressors(codec)  # an unknown name fails here, before anything is written
     st = store_state(spath, storage_options)
     if not overwrite and st.zarr and st.complete is not False:
         logger.info("dataset %s exists; not regenerating", spath)
-        return spath if is_url(spath) else spath.removeprefix("file://")
-    check_replace(spath, DATASET, overwrite=overwrite, storage_options=storage_options)
-    attrs = {"format": DATASET, "complete": False}
-
-    def _write(target):
-        """Everything but the final ``complete: true``."""
-        if isinstance(data, CountMatrix):
-            write_counts(data, target, compressors=comp, complete=False)
-            return
-        if isinstance(data, xr.Dataset):
-            ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
-            ds.attrs = {**ds.attrs, **attrs}
-            ds.to_zarr(target, mode="w", consolidated=False,
-                       encoding={v: {"compressors": comp} for v in ds.data_vars})
-            return
-        arr = regular_chunks(data)
-        z = zarr.create_array(target, shape=arr.shape, dtype=arr.dtype,
-                              chunks=tuple(max(c[0], 1) for c in arr.chunks),
-                              attributes=attrs, compressors=comp, overwrite=True)
-        arr.store(z, lock=False)
-
-    def _done(target):
-        zarr.open(store=target, mode="r+").attrs["complete"] = True
-
-    if is_url(spath):
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(spath, **(storage_options or {}))
-        if fs.exists(root):  # a dataset store (checked above): no rename, so in place
-            fs.rm(root, recursive=True)
-
-        def remote():
-            return zarr.storage.FsspecStore.from_url(spath, storage_options=storage_options,
-                                                     read_only=False)
-
-        _write(remote())
-        _done(remote())
-        return spath
-    target = Path(spath.removeprefix("file://"))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        _write(str(tmp))
-        _done(str(tmp))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return str(target)
+        return spath if local is None else local
+    atomic_group(spath, storage_options=storage_options, kind=DATASET, overwrite=overwrite,
+                 write=lambda group: _write_blocks(data, group, comp))
+    return spath if local is None else str(Path(local))
 
 
 def dataset_complete(path, storage_options=None) -> bool:

@@ -83,6 +83,9 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False, k
     ``overwrite`` (:func:`~scalepca.io._fs.check_replace`; ``flag`` names that option in the
     caller's words). The check comes before anything is written.
 
+    ``write`` may put an array in the group's place (a store whose root is an array) and return
+    it; ``complete`` is then set on that array.
+
     ``consolidate``: once the group is complete, its members' metadata are consolidated into
     the group's own metadata (``zarr.consolidate_metadata``), so readers (``xr.open_zarr``)
     find everything in one read.
@@ -99,8 +102,8 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False, k
     local = _local_path(path)
     if local is None:
         group = _open_for_write(os.fspath(path), storage_options, kind)
-        write(group)
-        group.attrs["complete"] = True
+        root = write(group)
+        (group if root is None else root).attrs["complete"] = True
         if consolidate:  # last: an attrs update afterwards would drop the consolidated view
             _consolidate(group)
         drop_previous(os.fspath(path), storage_options)
@@ -111,8 +114,8 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False, k
     try:
         group = zarr.open_group(str(tmp), mode="w", attributes={"format": kind,
                                                                 "complete": False})
-        write(group)
-        group.attrs["complete"] = True
+        root = write(group)
+        (group if root is None else root).attrs["complete"] = True
         if consolidate:
             _consolidate(group)
         if target.exists():
