@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PathCollection, QuadMesh  # noqa: E402
 
 import scalepca  # noqa: E402
-from scalepca import plot  # noqa: E402
+from scalepca.analysis import plot  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
