@@ -59,7 +59,7 @@ from .._validation import (
 from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
 from ..linalg.decomp import flip_signs
-from ..linalg.moments import compute_together
+from ..linalg.passes import compute_together
 from ..linalg.svt import (
     _is_regular,
     block_times,
