@@ -1,4 +1,4 @@
-"""scalepca.report: the HTML run report (tables + embedded PNG figures), its hook in
+"""scalepca.app.report: the HTML run report (tables + embedded PNG figures), its hook in
 ``scalepca run``, and how it looks in a real browser (headless Chromium screenshots)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import scalepca
-from scalepca.report import peak_memory, write_report
+from scalepca.app.report import peak_memory, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -201,7 +201,7 @@ def test_cli_report_says_how_the_run_was_made(cli_run):
     cfg = yaml.safe_load(text)
     assert cfg["model"]["method"] == "pca" and cfg["model"]["params"]["n_components"] == 3
     assert cfg["data"]["path"] == str(tmp_path / "data.zarr")
-    from scalepca.config import validate_config
+    from scalepca.app.config import validate_config
 
     validate_config(cfg)  # a valid config as written
 
@@ -219,8 +219,8 @@ def test_ppca_report_scores_axes_names_and_note(tmp_path):
     import dask.array as da
     import pandas as pd
 
+    from scalepca.app.report import _scores_figure
     from scalepca.io import write_array
-    from scalepca.report import _scores_figure
 
     rng = np.random.default_rng(4)
     X = rng.standard_normal((400, 8)) * np.array([9, 1, 1, 1, 1, 1, 1, 4.0])
@@ -243,7 +243,7 @@ def test_ppca_report_scores_axes_names_and_note(tmp_path):
 
 
 def test_report_is_written_by_default_and_typed(tmp_path):
-    from scalepca.config import ConfigError, validate_config
+    from scalepca.app.config import ConfigError, validate_config
 
     base = {"data": {"path": "x.zarr"}, "model": {"method": "pca"}}
     assert validate_config(base)["output"]["report"] is True

@@ -7,10 +7,10 @@
                                   data: URIs), outputs, and the config that reproduces the run
 
 From Python, :func:`write_report` does the same for any fitted estimator. The figures come
-from :mod:`scalepca.plot` (matplotlib, the ``plot`` extra); without matplotlib the page is still
-written, with the tables only and a note saying how to get the figures. A figure that fails to
-draw is named on the page with the reason; it never fails the run whose results are already
-written. Credentials in the config's ``storage_options`` are never written to the page.
+from :mod:`scalepca.analysis.plot` (matplotlib, the ``plot`` extra); without matplotlib the page
+is still written, with the tables only and a note saying how to get the figures. A figure that
+fails to draw is named on the page with the reason; it never fails the run whose results are
+already written. Credentials in the config's ``storage_options`` are never written to the page.
 
 Nothing here reads the training data except a few hundred rows of it for a robust PCA block
 view and a sample of at most 5,000 rows of the written scores.
@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-from .app import report_sections as sections
-from .app.report_sections import fmt_bytes as _fmt_bytes
+from . import report_sections as sections
+from .report_sections import fmt_bytes as _fmt_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _accepts_n_workers(client) -> bool:
 # -- figures -----------------------------------------------------------------------------------
 def _figures(est, *, method: str | None, X=None, scores_store=None, storage_options=None):
     """Yield (file stem, caption, callable returning a Figure) for this estimator."""
-    from . import plot
+    from ..analysis import plot
 
     name = type(est).__name__
     has_spectrum = any(getattr(est, a, None) is not None for a in (
@@ -164,8 +164,8 @@ def _scores_figure(store, storage_options, est=None):
     import dask.array as da
     import zarr
 
-    from . import plot
-    from .io import open_zarr_node
+    from ..analysis import plot
+    from ..io import open_zarr_node
 
     node = open_zarr_node(store, storage_options=storage_options)
     arr = node if isinstance(node, zarr.Array) else node["scores"]
@@ -221,7 +221,7 @@ def _spectrum_rows(est):
     ev = np.ravel(np.asarray(ev, dtype=float))
     ratio = getattr(est, "explained_variance_ratio_", None)
     ratio = None if ratio is None else np.ravel(np.asarray(ratio, dtype=float))
-    from .io._stack import mode_coords
+    from ..io._stack import mode_coords
 
     rows, cum = [], 0.0
     for i, (mode, v) in enumerate(zip(mode_coords(ev.size), ev, strict=True)):
@@ -286,7 +286,7 @@ def _draw_figures(est, *, method, X, scores_store, storage_options):
     """``([(stem, caption, png bytes)], [(stem, why not drawn)])``."""
     figures, skipped = [], []
     try:
-        from . import plot
+        from ..analysis import plot
 
         plot._pyplot()
     except ImportError as err:
@@ -416,7 +416,7 @@ def write_report(est, directory, *, data: dict | None = None, method: str | None
     figures, skipped = _draw_figures(est, method=method, X=X, scores_store=scores_store,
                                      storage_options=storage_options)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    from ._version import __version__
+    from .._version import __version__
 
     head = title or f"scalepca run: {method or type(est).__name__}"
     parts = [
