@@ -1,19 +1,21 @@
-"""The ``scalepca`` command line: run | transform | info | validate | make-data.
+"""The scalepca command line: run | transform | info | validate | make-data.
 
 Exit codes: 0 success; 2 a user mistake (bad config or arguments, missing store, missing
 optional package), reported in one line; 1 a failed job (a worker died, a compute raised),
-reported in one line — ``-v`` shows the log and the full traceback.
+reported in one line; -v shows the log and the full traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import logging
 import sys
 import time
 
+from .app.console import cli_warnings
 from .app.messages import speak_cli
 from .app.pipeline import (
     UserError,
@@ -68,6 +70,8 @@ def _load(args, problems: list | None = None) -> dict:
 
 def cmd_run(args) -> int:
     from .app.cluster import connect, progress
+    from .app.progress import stage
+    from .app.timing import RunTimings
     from .persistence.registry import estimator_class
 
     cfg = _load(args)
@@ -77,27 +81,39 @@ def cmd_run(args) -> int:
     show = cfg["progress"] and not args.no_progress and not args.quiet
     method, params = cfg["model"]["method"], cfg["model"]["params"]
     dcfg = cfg["data"]
-    if dcfg["generate"] is None and not _store_exists(dcfg["path"], dcfg["storage_options"]):
+    present = _store_exists(dcfg["path"], dcfg["storage_options"])
+    if dcfg["generate"] is None and not present:
         raise FileNotFoundError(f"{_no_data_store(dcfg)} (data.path)")
     # what `validate` checks, before a cluster starts: a mistake costs a second, not a cluster
     problems, _ = check_config(cfg if not args.scheduler else {**cfg, "cluster": ccfg})
     if problems:
         raise UserError(problems[0])
-    with connect(ccfg, quiet=args.quiet) as client, progress(show, client=client):
-        X = open_data(cfg["data"], method=method)
+    timings = RunTimings()
+    with contextlib.ExitStack() as stack:
+        with timings.stage("starting the cluster"):
+            client = stack.enter_context(connect(ccfg, quiet=args.quiet))
+        stack.enter_context(progress(show, client=client))
+        stack.enter_context(timings.passes())
+        with timings.stage("data generation" if dcfg["generate"] and not present
+                           else "opening the data"):
+            X = open_data(cfg["data"], method=method, quiet=args.quiet)
         est = estimator_class(method)(**params)
-        t0 = time.perf_counter()
-        est.fit(X)
-        elapsed = time.perf_counter() - t0
-        print(summary(est, data_shape=_shape(X), elapsed=elapsed, method=method), flush=True)
+        with timings.stage("fit"):
+            est.fit(X)
+        print(summary(est, data_shape=_shape(X), elapsed=timings.stages["fit"], method=method),
+              flush=True)
         if cfg["output"]["store"]:
-            written = write_outputs(est, X, cfg["output"])
+            with timings.stage("writing outputs"):
+                written = write_outputs(est, X, cfg["output"])
             for path in written:
                 print(f"written: {path}", flush=True)
-            if cfg["output"].get("report"):  # HTML + PNG summary (scalepca.app.report)
+            if cfg["output"].get("report"):  # one self-contained HTML page
                 from .app.report import run_report
 
-                path = run_report(est, X, cfg, elapsed=elapsed, client=client, written=written)
+                with stage("writing the report"):
+                    ran = {**cfg, "cluster": ccfg}  # as run: --scheduler replaces the section
+                    path = run_report(est, X, ran, timings=timings, client=client,
+                                      written=written)
                 print(f"written: {path}", flush=True)
     return EXIT_OK
 
@@ -166,11 +182,15 @@ def cmd_info(args) -> int:
         print(f"  written by scalepca {attrs.get('scalepca_version')}, "
               f"format version {attrs.get('format_version')}")
         print(f"  parameters: {json.dumps(attrs.get('params', {}))}")
-        for k, v in sorted(attrs.get("scalars", {}).items()):
+        scalars = attrs.get("scalars", {})
+        hidden = [k for k in scalars if k.startswith("_") and not args.verbose]
+        for k, v in sorted((k, v) for k, v in scalars.items() if k not in hidden):
             text = json.dumps(v, default=str)
             if len(text) > 120:  # e.g. the coordinates of stacked feature dims
                 text = f"<{type(v).__name__} of {len(text):,} characters>"
             print(f"  {k}: {text}")
+        if hidden:  # the estimator's private state (feature template, preprocessing, ...)
+            print(f"  ({len(hidden)} private entries not shown; -v shows them)")
     else:
         kind = attrs.get("format", "zarr group")
         print(f"{kind} {args.store}")
@@ -196,7 +216,7 @@ def cmd_validate(args) -> int:
         return EXIT_USER_ERROR
     kind = cfg["cluster"]["kind"]
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
-    for note in notes:
+    for note in notes if not args.quiet else ():
         print(f"  {note}")
     if args.job_script:
         if kind not in JOBQUEUE_KINDS:
@@ -272,24 +292,22 @@ def cmd_make_data(args) -> int:
     except FileExistsError as err:
         raise UserError(str(err)) from None
 
-    def write():
-        t0 = time.perf_counter()
-        generate_data({"kind": args.kind, **params}, path, storage_options=so, overwrite=True,
-                      codec=codec)
-        return time.perf_counter() - t0
+    from .app.cluster import connect, progress
+    from .app.progress import stage
 
-    if args.scheduler:
-        from .app.cluster import connect, progress
-
-        with connect(kind="address", address=args.scheduler, quiet=args.quiet) as client, \
-                progress(not (args.no_progress or args.quiet), client=client):
-            elapsed = write()
-    else:
-        from .app.cluster import progress
-
-        with progress(not (args.no_progress or args.quiet)):
-            elapsed = write()
-    print(f"wrote {args.kind} dataset to {path} in {elapsed:.1f} s")
+    show = not (args.no_progress or args.quiet)
+    t0 = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        client = None
+        if args.scheduler:
+            client = stack.enter_context(connect(kind="address", address=args.scheduler,
+                                                 quiet=args.quiet))
+        stack.enter_context(progress(show, client=client))
+        with stage(f"make-data {args.kind}"):
+            generate_data({"kind": args.kind, **params}, path, storage_options=so,
+                          overwrite=True, codec=codec, quiet=args.quiet)
+    if not args.quiet:
+        print(f"wrote {args.kind} dataset to {path} in {time.perf_counter() - t0:.1f} s")
     return EXIT_OK
 
 
@@ -313,95 +331,161 @@ class _DataKinds:
         return iter(self._names())
 
 
-def _progress_flags(parser) -> None:
-    parser.add_argument("--no-progress", action="store_true",
-                        help="no progress (a bar per pass on a terminal, else one line per pass)")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress and no dashboard link: results and errors only")
+_RUN_EXAMPLES = """examples:
+  scalepca run configs/pca.yaml
+  scalepca run job.yaml --set model.n_components=20 --set cluster.n_workers=8
+  scalepca run job.yaml --scheduler tcp://10.0.0.5:8786 -q"""
+_TRANSFORM_EXAMPLES = """examples:
+  scalepca transform out/model.zarr new.zarr --out new_scores.zarr
+  scalepca transform out/model.zarr sst.nc --variable sst --out eofs.zarr --n-workers 4"""
+_INFO_EXAMPLES = """examples:
+  scalepca info out/model.zarr
+  scalepca info s3://bucket/data.zarr --storage-options '{"anon": true}'"""
+_VALIDATE_EXAMPLES = """examples:
+  scalepca validate job.yaml
+  scalepca validate slurm.yaml --job-script"""
+_MAKE_DATA_EXAMPLES = """examples:
+  scalepca make-data data.zarr --n-samples 1000000 --n-features 256
+  scalepca make-data big.zarr --size 4GB --dtype float32 --set rank=20
+  scalepca make-data sst.zarr --kind gridded --set n_lat=90 --set n_lon=180"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="scalepca", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="log every pass; show full tracebacks of failed jobs")
-    sub = p.add_subparsers(dest="command", required=True)
+def _common_flags(parser, *, progress: bool, top: bool = False) -> None:
+    """-v/-q (before or after the subcommand) and, for commands that compute, --no-progress."""
+    default = False if top else argparse.SUPPRESS  # a subcommand's flag never resets the top's
+    parser.add_argument("-v", "--verbose", action="store_true", default=default,
+                        help="log every pass; show every warning and full tracebacks")
+    parser.add_argument("-q", "--quiet", action="store_true", default=default,
+                        help="results and errors only: no progress, dashboard link or notes")
+    if progress:
+        parser.add_argument("--no-progress", action="store_true",
+                            help="no progress (a bar per pass on a terminal, else one line "
+                            "per pass)")
 
-    r = sub.add_parser("run", help="fit a model as described by a YAML config")
-    r.add_argument("config")
+
+def _subparser(sub, name: str, help: str, examples: str, description: str | None = None):
+    import textwrap
+
+    text = textwrap.fill(description or help[0].upper() + help[1:] + ".", width=79)
+    return sub.add_parser(name, help=help, description=text, epilog=examples,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _storage_options(parser) -> None:
+    parser.add_argument("--storage-options", metavar="JSON",
+                        help="fsspec options as a JSON object, for s3:// and other URLs "
+                        "(default: none)")
+
+
+def _add_run(sub) -> None:
+    r = _subparser(sub, "run", "fit a model as described by a YAML config", _RUN_EXAMPLES)
+    r.add_argument("config", help="the run's YAML config: sections data, model, cluster, "
+                   "output, progress (every key: docs/config.md; configs/ has examples)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. model.n_components=20 (repeatable)")
-    r.add_argument("--scheduler", help="address of an existing dask scheduler (tcp://...); "
-                   "overrides the config's cluster section")
-    _progress_flags(r)
+    r.add_argument("--scheduler", metavar="ADDRESS", help="address of an existing dask "
+                   "scheduler (tcp://...); overrides the config's cluster section")
+    _common_flags(r, progress=True)
     r.set_defaults(func=cmd_run)
 
-    t = sub.add_parser("transform", help="scores of DATA under a saved model")
+
+def _add_transform(sub) -> None:
+    t = _subparser(sub, "transform", "scores of DATA under a saved model", _TRANSFORM_EXAMPLES)
     t.add_argument("model", help="model store written by run or save()")
-    t.add_argument("data", help="zarr store path or URL")
+    t.add_argument("data", help="zarr or NetCDF store path or URL")
     t.add_argument("--out", required=True, help="scores store to write (never the model or "
                    "the data, nor inside or around them)")
     t.add_argument("--overwrite", action="store_true",
                    help="replace a scores store already at --out (only a complete scalepca "
                    "output store is ever replaced)")
     t.add_argument("--variable", help="array/variable inside DATA (default: the model's)")
-    t.add_argument("--sample-dims", nargs="+", help="sample dimensions of N-D xarray data "
-                   "(default: the model's)")
+    t.add_argument("--sample-dims", nargs="+", metavar="DIM", help="sample dimensions of N-D "
+                   "xarray data (default: the model's)")
     t.add_argument("--weights", help="feature weights: sqrt_coslat, coslat or a variable name "
                    "(default: the model's; a model fitted with weights applies them itself)")
-    t.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
-    t.add_argument("--scheduler", help="address of an existing dask scheduler")
-    t.add_argument("--n-workers", type=int, help="workers of the embedded cluster")
-    t.add_argument("--threads-per-worker", type=int)
+    _storage_options(t)
+    t.add_argument("--scheduler", metavar="ADDRESS", help="address of an existing dask "
+                   "scheduler (default: start an embedded cluster)")
+    t.add_argument("--n-workers", type=int, metavar="N",
+                   help="workers of the embedded cluster (default: dask's choice)")
+    t.add_argument("--threads-per-worker", type=int, metavar="N",
+                   help="threads per worker of the embedded cluster (default: dask's choice)")
     t.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
                    help="embedded cluster workers as processes (default) or threads")
-    _progress_flags(t)
+    _common_flags(t, progress=True)
     t.set_defaults(func=cmd_transform)
 
-    i = sub.add_parser("info", help="describe a zarr store (model, scores or data)")
-    i.add_argument("store")
-    i.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
-    i.set_defaults(func=cmd_info)
 
-    v = sub.add_parser("validate", help="check a YAML config without running it",
-                       description="Checks, in a few seconds, without a cluster or a pass over "
-                       "the data: the config's keys and types, that the store opens, the "
-                       "variable, dimensions and weights, the model's parameters for the "
-                       "data's shape, write access to output.store and checkpoints, and the "
-                       "cluster kind's package. Exit code 0: valid; 2: the problems found.")
-    v.add_argument("config")
-    v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+def _add_info_validate(sub) -> None:
+    i = _subparser(sub, "info", "describe a store (model, scores or data)", _INFO_EXAMPLES)
+    i.add_argument("store", help="zarr, NetCDF or AnnData store path or URL")
+    _storage_options(i)
+    _common_flags(i, progress=False)
+    i.set_defaults(func=cmd_info)
+    v = _subparser(sub, "validate", "check a YAML config without running it",
+                   _VALIDATE_EXAMPLES, description="Checks, in a few seconds, without a "
+                   "cluster or a pass over the data: the config's keys and types, that the "
+                   "store opens, the variable, dimensions and weights, the model's parameters "
+                   "for the data's shape, write access to output.store and checkpoints, and the "
+                   "cluster kind's package. Exit code 0: valid; 2: the problems found.")
+    v.add_argument("config", help="the YAML config to check")
+    v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, as run does (repeatable)")
     v.add_argument("--job-script", action="store_true",
                    help="print the batch job script of a slurm/pbs/sge/lsf/htcondor cluster "
                    "(checks the cluster section only, so it works away from the cluster)")
+    _common_flags(v, progress=False)
     v.set_defaults(func=cmd_validate)
 
-    m = sub.add_parser("make-data", help="write a synthetic zarr dataset, block by block",
-                       description="Parameters of a kind not covered by the options are given "
-                       "with --set name=value.")
-    m.add_argument("path", help="zarr store path or s3:// URL")
+
+def _add_make_data(sub) -> None:
+    m = _subparser(sub, "make-data", "write a synthetic dataset, block by block",
+                   _MAKE_DATA_EXAMPLES, description="Write a synthetic dataset, block by "
+                   "block. Parameters of a kind not covered by the options are given with "
+                   "--set name=value; options left out take the kind's defaults.")
+    m.add_argument("path", help="zarr store path or s3:// URL to write")
     m.add_argument("--kind", choices=_DataKinds(), default="low_rank", metavar="KIND",
                    help="what to generate: %(choices)s (default %(default)s)")
-    m.add_argument("--n-samples", type=int)
+    m.add_argument("--n-samples", type=int, metavar="N", help="rows (default 100,000)")
     m.add_argument("--size", help="total size instead of --n-samples, e.g. 4GB")
-    m.add_argument("--n-features", type=int)
-    m.add_argument("--chunk-rows", type=int)
-    m.add_argument("--dtype")
-    m.add_argument("--seed", type=int)
+    m.add_argument("--n-features", type=int, metavar="N",
+                   help="columns (default: the kind's, or 100)")
+    m.add_argument("--chunk-rows", type=int, metavar="N",
+                   help="rows per stored chunk (default: the kind's, 50,000 for low_rank)")
+    m.add_argument("--dtype", help="float64 or float32 (default: the kind's, float64 for "
+                   "low_rank)")
+    m.add_argument("--seed", type=int, help="random seed; same seed, same data (default 0)")
     m.add_argument("--density", type=float,
                    help="kind counts: expected fraction of non-zero counts (default 0.1)")
     m.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="another parameter of the kind, e.g. rank=20 or missing=0.1")
-    m.add_argument("--storage-options", help="fsspec options as JSON, for s3:// URLs")
+    _storage_options(m)
     m.add_argument("--codec", help="compression: lz4 (default: Blosc-LZ4 with byte shuffle, "
                    "the fastest to decode in benchmarks/codecs.py), lz4-bitshuffle, zstd "
                    "(zarr's default) or none")
     m.add_argument("--overwrite", action="store_true",
                    help="replace a dataset already at PATH (only a scalepca dataset store is "
-                   "ever replaced)")
-    m.add_argument("--scheduler", help="write from an existing dask cluster")
-    _progress_flags(m)
+                   "ever replaced; default: refuse)")
+    m.add_argument("--scheduler", metavar="ADDRESS", help="write from an existing dask "
+                   "cluster (default: this process's threads)")
+    _common_flags(m, progress=True)
     m.set_defaults(func=cmd_make_data)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
+    p = argparse.ArgumentParser(prog="scalepca", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="`scalepca COMMAND --help` describes a command, with "
+                                "examples.")
+    p.add_argument("--version", action="version", version=f"scalepca {__version__}")
+    _common_flags(p, progress=False, top=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub)
+    _add_transform(sub)
+    _add_info_validate(sub)
+    _add_make_data(sub)
     return p
 
 
@@ -418,12 +502,15 @@ def main(argv=None) -> int:
     pkg.addHandler(handler)
     if args.verbose:
         pkg.setLevel(logging.INFO)
+
     def said(err) -> str:
         return speak_cli(_one_line(err), command=args.command,
                          method=getattr(args, "method", None))
 
     try:
-        return args.func(args)
+        with cli_warnings(command=args.command, method=lambda: getattr(args, "method", None),
+                          verbose=args.verbose):
+            return args.func(args)
     except (ConfigError, UserError, FileNotFoundError, FileExistsError, yaml.YAMLError,
             ImportError) as err:
         for problem in getattr(err, "problems", None) or [err]:  # a config's: one line each

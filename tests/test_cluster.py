@@ -16,6 +16,8 @@ import scalepca
 from scalepca.app.cluster import connect, make_cluster, progress
 from scalepca.app.config import ConfigError, load_config, validate_config
 
+from ._terminal import assert_no_stale_characters
+
 CONFIGS = Path(__file__).parents[1] / "configs"
 
 
@@ -199,13 +201,19 @@ def test_progress_bar_per_pass(rng):
 
             assert all(isinstance(v, Future) for v in dict(Xp.__dask_graph__()).values())
         text = out.getvalue()
-        assert text.count("100% Completed") >= 2, text
-        assert "pass 1 (moments)" in text and "pass 2 (tsqr)" in text
-        # computes shorter than the grace period draw no bar, only the pass line
+        # one bar per pass, labelled with the fit and the pass, counting the 4 row chunks
+        final = [ln.rsplit("\r", 1)[-1] for ln in text.split("\n") if ln]
+        assert re.match(r"PCA pass 1 of 2 \(moments\): 100%\|.*\| 4/4 chunks \[[\d:]+<[\d:]+, "
+                        r"[\d,.]+ chunks/s\]", final[0]), final
+        assert final[1].startswith("PCA pass 2 of 2 (tsqr): 100%|") and "/5 chunks" in final[1]
+        assert len(final) == 2, final
+        assert_no_stale_characters(text)
+        # passes shorter than the grace period draw no bar, only the pass line
         short = _Terminal()
         with progress(stream=short, grace=60):
             scalepca.PCA(2).fit(X)
-        assert "Completed" not in short.getvalue() and "pass 1" in short.getvalue()
+        assert "%|" not in short.getvalue() and "PCA pass 1 of 1 (moments): 4 chunks in" in (
+            short.getvalue())
         quiet = io.StringIO()
         with progress(False, stream=quiet):
             scalepca.PCA(2).fit(X)
@@ -214,19 +222,20 @@ def test_progress_bar_per_pass(rng):
 
 
 def test_progress_in_a_log_is_one_line_per_pass(rng):
-    """Not a terminal (batch job, CI, pipe): no redrawn bar frames, one line per compute."""
+    """Not a terminal (batch job, CI, pipe): no redrawn bar frames, one line per pass."""
     X = da.from_array(rng.standard_normal((400, 6)), chunks=100)
     log = io.StringIO()
     with connect(n_workers=1, threads_per_worker=2, processes=False, quiet=True):
         with progress(stream=log, grace=0):
             scalepca.PCA(2, svd_solver="tsqr").fit(X)
     text = log.getvalue()
-    assert "\r" not in text and "Completed" not in text, text
+    assert "\r" not in text and "%|" not in text, text
     lines = text.splitlines()
-    timing = [ln for ln in lines if re.search(r"\d+ tasks in [\d.]+ s \([\d,.]+ tasks/s\)", ln)]
-    assert len(timing) >= 2, text  # two passes: moments, TSQR
-    assert "pass 1 (moments)" in text and "pass 2 (tsqr)" in text
-    assert len(lines) < 20, text
+    # each line names the fit and the pass it reports
+    assert re.fullmatch(r"  \[[\d:]{8}\] PCA pass 1 of 2 \(moments\): 4 chunks in [\d.]+ s "
+                        r"\([\d,.]+ chunks/s\)", lines[0]), lines
+    assert lines[1].startswith("  [") and "] PCA pass 2 of 2 (tsqr): 5 chunks in " in lines[1]
+    assert len(lines) == 2, text
 
 
 def test_progress_without_cluster_uses_dask_callback(rng):
@@ -234,12 +243,26 @@ def test_progress_without_cluster_uses_dask_callback(rng):
     out = _Terminal()
     with dask.config.set(scheduler="threads"), progress(stream=out, client=None, grace=0):
         scalepca.PCA(2).fit(X)
-    assert "Completed" in out.getvalue()
+    assert "PCA pass 1 of 1 (moments): 100%|" in out.getvalue() and "4/4 chunks" in out.getvalue()
     log = io.StringIO()
     with dask.config.set(scheduler="threads"), progress(stream=log, client=None, grace=0):
         scalepca.PCA(2).fit(X)
-    assert "\r" not in log.getvalue() and " tasks/s)" in log.getvalue(), log.getvalue()
+    assert "\r" not in log.getvalue() and " chunks/s)" in log.getvalue(), log.getvalue()
     assert np.isfinite(scalepca.PCA(2).fit(X).explained_variance_).all()
+
+
+def test_chunk_keys_count_blocks_read():
+    """A bar counts the tasks that each read one block, not the graph's bookkeeping."""
+    import zarr
+
+    from scalepca.app.progress import chunk_keys
+
+    generated = da.ones((400, 6), chunks=(100, 6))
+    assert len(chunk_keys((generated.T @ generated).sum())) == 4
+    z = zarr.create_array(zarr.storage.MemoryStore(), shape=(400, 6), chunks=(50, 6),
+                          dtype="f8")
+    read = da.from_zarr(z)  # one shared handle of the array, read by 8 block tasks
+    assert len(chunk_keys(read.sum())) == 8
 
 
 class _FakeCluster:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from ._browser import INSTALL, chromium, screenshot
+
 ROOT = Path(__file__).parents[1]
 pytest.importorskip("sphinx", reason="docs extra not installed: pip install -e '.[docs]'")
 pytest.importorskip("numpydoc")
@@ -88,31 +90,15 @@ def test_api_page_from_docstrings(site):
         assert name in text, name
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _screenshot(url: str, png: Path, profile: Path, height: int = 1000) -> None:
-    browser = _chromium()
-    subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={profile}", f"--window-size=1280,{height}",
-         "--hide-scrollbars", f"--screenshot={png}", url],
-        capture_output=True, timeout=120, check=True,
-    )
-
-
 @pytest.mark.parametrize("page", ["index.html", "api/estimators.html"])
 def test_pages_render_in_a_real_browser(site, tmp_path, page):
-    if _chromium() is None:
-        pytest.skip("chromium is not installed: `apt-get update && apt-get install -y "
-                    "chromium` (as root; .ci/run does it when CI=true)")
+    if chromium() is None:
+        pytest.skip(INSTALL)
     import numpy as np
     from matplotlib.image import imread
 
     png = tmp_path / (page.replace("/", "_") + ".png")
-    _screenshot((site / page).as_uri(), png, tmp_path / "profile")
+    screenshot((site / page).as_uri(), png, tmp_path / "profile")
     keep = os.environ.get("SCALEPCA_DOCS_SCREENSHOTS")  # a folder to keep them in, to look at
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)

@@ -53,10 +53,10 @@ def test_persist_under_the_progress_bar_keeps_blocks_on_workers(client):
     _on_workers(client, Xp)
     _on_workers(client, Yp)
     assert total == 0.0
-    # not a terminal: one line per compute (a bar on a terminal), so the compute went through
-    # the progress scheduler, and the persists did not (no line for them)
+    # not a terminal: one line per compute outside a fit (a bar on a terminal), so the compute
+    # went through the progress scheduler, and the persists did not (no line for them)
     lines = out.getvalue().splitlines()
-    assert len(lines) == 1 and " tasks in " in lines[0], lines
+    assert len(lines) == 1 and "] compute: 8 chunks in " in lines[0], lines
 
 
 @pytest.mark.parametrize("cls", [scalepca.PCA, scalepca.PPCA])
@@ -71,3 +71,21 @@ def test_fit_with_persist_under_the_progress_bar(client, rng, cls):
     np.testing.assert_allclose(est.mean_, X.mean(axis=0), rtol=1e-12)
     if cls is scalepca.PCA:
         np.testing.assert_allclose(est.explained_variance_, evals[::-1][:3], rtol=1e-10)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_with_the_oldest_tqdm(rng):
+    """The bar of a pass (tqdm at its lowest allowed version): label, chunks, time, rate."""
+    import re
+
+    X = da.from_array(low_rank_data(rng, n=400, d=6, rank=2), chunks=(100, 6))
+    out = _Terminal()
+    with dask.config.set(scheduler="threads"), progress(stream=out, client=None, grace=0):
+        scalepca.PCA(2).fit(X)
+    final = out.getvalue().split("\n")[0].rsplit("\r", 1)[-1]
+    assert re.fullmatch(r"PCA pass 1 of 1 \(moments\): 100%\|\S+\| 4/4 chunks "
+                        r"\[\d\d:\d\d<00:00, +[\d,.]+ chunks/s\]", final.rstrip()), final

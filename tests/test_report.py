@@ -1,8 +1,9 @@
-"""scalepca.app.report: the HTML run report (tables + PNG figures) and its hook in
-``scalepca run``."""
+"""scalepca.app.report: the HTML run report (tables + embedded PNG figures), its hook in
+``scalepca run``, and how it looks in a real browser (headless Chromium screenshots)."""
 
 from __future__ import annotations
 
+import base64
 import re
 import sys
 from pathlib import Path
@@ -30,7 +31,12 @@ def _agg():
 
 
 def _images(page: str) -> list[str]:
-    return re.findall(r'<img src="([^"]+)"', page)
+    """The figures of a page, by name; each must be a PNG embedded in the page itself."""
+    found = re.findall(r'<img src="data:image/png;base64,([^"]+)" alt="([^"]+)">', page)
+    assert len(found) == page.count("<img"), "an image not embedded as a data: URI"
+    for data, _ in found:
+        assert base64.b64decode(data)[:8] == PNG_MAGIC
+    return [f"report/{name}.png" for _, name in found]
 
 
 def _cell(page: str, label: str) -> str:
@@ -62,8 +68,8 @@ def test_pca_report_tables_and_figures(tmp_path):
     assert f"{np.cumsum(ratios)[-1]:.2f}" in page
     imgs = _images(page)
     assert imgs == ["report/scree.png", "report/components.png"]
-    for src in imgs:
-        assert (tmp_path / "run" / src).read_bytes()[:8] == PNG_MAGIC
+    # one self-contained file: nothing else written beside it
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["report.html"]
     assert "/x/model.zarr" in page and "Not drawn" not in page
 
 
@@ -117,9 +123,18 @@ def test_peak_memory_of_this_process():
     assert mem["workers"] == {}
 
 
-def test_cli_run_writes_report(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """A ``scalepca run`` job with a report: (its folder, what it printed)."""
+    import contextlib
+    import io
+
+    import matplotlib
+
     from scalepca.cli import main
 
+    matplotlib.use("Agg")
+    tmp_path = tmp_path_factory.mktemp("run")
     cfg = tmp_path / "job.yaml"
     cfg.write_text(f"""
 data:
@@ -130,8 +145,14 @@ cluster: {{kind: local, n_workers: 1, threads_per_worker: 2, processes: false}}
 output: {{store: {tmp_path / 'out'}, report: true}}
 progress: false
 """)
-    assert main(["run", str(cfg)]) == 0
-    out = capsys.readouterr().out
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["run", str(cfg)]) == 0
+    return tmp_path, out.getvalue()
+
+
+def test_cli_run_writes_report(cli_run):
+    tmp_path, out = cli_run
     report = tmp_path / "out" / "report.html"
     assert f"written: {report}" in out
     page = report.read_text()
@@ -141,8 +162,84 @@ progress: false
     assert re.match(r"[\d.]+ (MiB|GiB)", _cell(page, "peak worker memory"))
     # scores were written, so the report scatters a sample of them
     assert _images(page) == ["report/scree.png", "report/components.png", "report/scores.png"]
-    for src in _images(page):
-        assert (tmp_path / "out" / src).read_bytes()[:8] == PNG_MAGIC
+    assert not (tmp_path / "out" / "report").exists()
+
+
+def _rows(page: str, heading: str) -> list[list[str]]:
+    """The cells of the table under ``<h2>heading</h2>``."""
+    section = page.split(f"<h2>{heading}</h2>", 1)[1].split("</table>", 1)[0]
+    return [re.findall(r"<t[dh][^>]*>([^<]*)</t[dh]>", row)
+            for row in re.findall(r"<tr>(.*?)</tr>", section)]
+
+
+def test_cli_report_says_how_the_run_was_made(cli_run):
+    import dask
+    import yaml
+    import zarr
+
+    tmp_path, _ = cli_run
+    page = (tmp_path / "out" / "report.html").read_text()
+    # time per stage, the fit's passes under the fit, and the total
+    rows = _rows(page, "Time")
+    assert [r[0] for r in rows] == ["stage", "starting the cluster", "data generation", "fit",
+                                    "PCA pass 1: moments",
+                                    "writing outputs", "total"]
+    for _, time, share in rows[1:]:
+        assert re.fullmatch(r"[\d,]+\.\d\d s", time) and re.fullmatch(r"[\d,]+\.\d", share)
+    assert rows[-1][2] == "100.0"
+    # where it ran and with what
+    assert _cell(page, "cluster kind") == "local"
+    assert _cell(page, "workers × threads") == "1 worker × 2 threads (2 threads in all)"
+    assert re.fullmatch(r"[\d,.]+ GiB per worker, [\d,.]+ GiB in all", _cell(page, "memory"))
+    assert _cell(page, "dask") == dask.__version__ and _cell(page, "zarr") == zarr.__version__
+    assert _cell(page, "numpy") == np.__version__
+    assert _cell(page, "scalepca") == scalepca.__version__
+    # the config, which runs again as it is
+    import html
+
+    text = html.unescape(page.split("<h2>Config</h2>", 1)[1].split("<pre>")[1].split("</pre>")[0])
+    cfg = yaml.safe_load(text)
+    assert cfg["model"]["method"] == "pca" and cfg["model"]["params"]["n_components"] == 3
+    assert cfg["data"]["path"] == str(tmp_path / "data.zarr")
+    from scalepca.app.config import validate_config
+
+    validate_config(cfg)  # a valid config as written
+
+
+def test_closed_form_and_chunks_in_words(cli_run):
+    tmp_path, _ = cli_run
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "<th>iterations</th>" not in page and "<th>converged</th>" not in page
+    assert re.fullmatch(r"\d+ row chunks? of up to [\d,]+ rows; all 12 features in each",
+                        _cell(page, "chunks (tasks)"))
+
+
+def test_ppca_report_scores_axes_names_and_note(tmp_path):
+    """% of variance on the score axes, PPCA's posterior-mean note, top features by name."""
+    import dask.array as da
+    import pandas as pd
+
+    from scalepca.app.report import _scores_figure
+    from scalepca.io import write_array
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((400, 8)) * np.array([9, 1, 1, 1, 1, 1, 1, 4.0])
+    frame = pd.DataFrame(X, columns=[f"gene_{i}" for i in range(8)])
+    ppca = scalepca.PPCA(2).fit(frame)
+    store = str(tmp_path / "scores.zarr")
+    write_array(da.from_array(ppca.transform(frame), chunks=100), store, name="scores")
+    page = Path(write_report(ppca, tmp_path / "r", method="ppca", scores_store=store)).read_text()
+    assert "posterior means of unit-variance latent variables" in page
+    # the loadings' largest entries are the two high-variance columns, by name
+    top = dict(r for r in _rows(page, "Top-loading features")[1:])
+    assert top["1"].startswith("gene_0 (") and top["2"].startswith("gene_7 (")
+    ratio = 100 * ppca.explained_variance_ratio_
+    fig = _scores_figure(store, None, ppca)
+    assert fig.axes[0].get_xlabel() == f"PC1 ({ratio[0]:.1f} % of variance)"
+    assert fig.axes[0].get_ylabel() == f"PC2 ({ratio[1]:.1f} % of variance)"
+    # the closed form said as such, not as "converged True, iterations 1"
+    assert _cell(page, "solution") == "closed form: one direct solve, no iterations"
+    assert "<th>iterations</th>" not in page and "<th>converged</th>" not in page
 
 
 def test_report_is_written_by_default_and_typed(tmp_path):
@@ -162,3 +259,55 @@ def test_kernel_pca_report_draws_no_feature_loadings(tmp_path):
     page = Path(write_report(kp, tmp_path, method="kernel_pca")).read_text()
     assert _images(page) == ["report/scree.png"]
     assert "Not drawn" not in page
+
+
+def test_report_in_a_real_browser(cli_run, tmp_path):
+    """The page as a reader sees it: tables, the embedded figures, and the config."""
+    import os
+    import shutil
+
+    from matplotlib.image import imread
+
+    from ._browser import screenshot
+
+    page = cli_run[0] / "out" / "report.html"
+    keep = os.environ.get("SCALEPCA_REPORT_SCREENSHOTS")  # a folder to keep them in, to look at
+    for name, height in (("top", 1000), ("whole", 5000)):
+        png = tmp_path / f"report_{name}.png"
+        screenshot(page.as_uri(), png, tmp_path / "profile", height=height)
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(png, Path(keep) / png.name)
+        image = imread(png)[..., :3]
+        assert image.shape[:2] == (height, 1280)
+        gray = image.mean(axis=2)
+        assert gray.mean() > 0.7  # a white page with dark text on many rows
+        assert (gray < 0.5).any(axis=1).sum() > 150
+        # table header cells (#f4f4f4 on white) are drawn: the stylesheet applied
+        assert np.isclose(image, 0xF4 / 255, atol=0.01).all(axis=2).sum() > 1000
+    # the figures render from their data: URIs: coloured pixels (the page itself is grey)
+    colour = image.max(axis=2) - image.min(axis=2) > 0.25
+    assert colour.sum() > 20_000, colour.sum()
+
+
+def test_timings_hear_every_pass_under_the_progress_display():
+    """The timing table and the progress display both listen to the passes of one fit."""
+    import io
+
+    import dask
+    import dask.array as da
+
+    from scalepca.app.progress import progress
+    from scalepca.app.report_sections import timing_rows
+    from scalepca.app.timing import RunTimings
+
+    X = da.from_array(np.random.default_rng(5).standard_normal((400, 6)), chunks=(100, 6))
+    timings, log = RunTimings(), io.StringIO()
+    with dask.config.set(scheduler="threads"), progress(stream=log, client=None, grace=0):
+        with timings.passes(), timings.stage("fit"):
+            scalepca.PCA(2, svd_solver="tsqr").fit(X)
+    assert [(e, i, label) for e, i, label, _ in timings.pass_times] == [
+        ("PCA", 1, "moments"), ("PCA", 2, "tsqr")]
+    assert "PCA pass 2 of 2 (tsqr): 5 chunks in" in log.getvalue()
+    rows = [r[0] for r in timing_rows(timings)]
+    assert rows == ["fit", "    PCA pass 1: moments", "    PCA pass 2: tsqr", "total"]

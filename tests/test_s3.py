@@ -230,3 +230,38 @@ def test_s3_writes_never_destroy(tmp_path, s3, remote_data, capsys):
     path.write_text(yaml.safe_dump(cfg))
     rc, _, err = _main(capsys, "validate", path)
     assert rc == EXIT_USER_ERROR and "no bucket 'no-such-bucket-scalepca'" in err, err
+
+
+def test_report_on_s3_shows_the_config_without_credentials(tmp_path, s3, remote_data, capsys):
+    """The run's report (written to S3) reproduces the config, credentials redacted."""
+    import html
+
+    opts, fs = s3
+    url, _ = remote_data
+    secret_opts = {**opts, "token": "session-token-4f2a9c"}  # moto accepts any session token
+    out_url = f"s3://{BUCKET}/reported"
+    cfg = {
+        "data": {"path": url, "storage_options": secret_opts},
+        "model": {"method": "pca", "n_components": 2},
+        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
+                    "processes": False},
+        "output": {"store": out_url, "storage_options": secret_opts, "scores": False},
+        "progress": False,
+    }
+    path = tmp_path / "s3.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rc, out, err = _main(capsys, "run", path)
+    assert rc == EXIT_OK, err
+    assert f"written: {out_url}/report.html" in out
+    page = fs.cat(f"{BUCKET}/reported/report.html").decode()
+    for value in ("testing", "session-token-4f2a9c"):
+        assert value not in page, value
+    text = html.unescape(page.split("<h2>Config</h2>", 1)[1].split("<pre>")[1].split("</pre>")[0])
+    shown = yaml.safe_load(text)
+    for section in ("data", "output"):
+        so = shown[section]["storage_options"]
+        assert so["key"] == so["secret"] == so["token"] == "<redacted>"
+        # what is not a credential stays, so the run can be repeated with the keys put back
+        assert so["endpoint_url"] == opts["endpoint_url"]
+        assert so["client_kwargs"] == {"region_name": "us-east-1"}
+    assert shown["data"]["path"] == url

@@ -96,7 +96,7 @@ _OUTPUT = {
     "reconstruction": _f(bool, False),
     "low_rank": _f(bool, False),
     "sparse": _f(bool, False),
-    "report": _f(bool, True),  # report.html + PNG figures next to the outputs
+    "report": _f(bool, True),  # report.html (figures embedded) next to the outputs
     # a rerun replaces the complete outputs of an earlier run (scalepca.app.outputs)
     "overwrite": _f(bool, True),
     # compression of scores / reconstruction / low_rank / sparse, from the registry only
@@ -566,7 +566,9 @@ KEY_DOCS = {
     "output.reconstruction": "Write the rank-k reconstruction (``reconstruction.zarr``).",
     "output.low_rank": "Robust PCA: write the low-rank part L (``low_rank.zarr``).",
     "output.sparse": "Robust PCA: write the sparse part S (``sparse.zarr``).",
-    "output.report": "Write ``report.html`` with the summary table and figures.",
+    "output.report": "Write ``report.html``, one self-contained page: summary, figures, time "
+                     "per stage and pass, cluster, versions and the config (credentials "
+                     "redacted).",
     "output.overwrite": "A rerun replaces the complete outputs of an earlier run at the same "
                         "paths (``model.zarr``, ``scores.zarr``, …); ``false`` refuses to. "
                         "Whatever it says, nothing else there (a folder of other files, a data "

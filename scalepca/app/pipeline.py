@@ -29,9 +29,13 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
         f"method: {method} ({type(est).__name__})   data: {data_shape[0]:,} × {data_shape[1]:,}"
         f"   fit time: {elapsed:.2f} s   passes over the data: {getattr(est, 'n_passes_', '?')}"
     ]
+    from .report_sections import is_closed_form
+
     for attr, label in (("n_iter_", "iterations"), ("rank_", "rank")):
-        if hasattr(est, attr):
-            lines.append(f"{label}: {getattr(est, attr)}")
+        if attr == "n_iter_" and hasattr(est, attr) and is_closed_form(est):
+            lines.append("solution: closed form (one direct solve, no iterations)")
+        elif hasattr(est, attr):
+            lines.append(f"{label}: {getattr(est, attr):,}")
     ev = getattr(est, "explained_variance_", None)
     if ev is None:
         ev = getattr(est, "eigenvalues_", None)
@@ -85,8 +89,11 @@ def _store_exists(path: str, storage_options=None) -> bool:
 
 
 def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False,
-                  codec: str | None = None) -> str:
-    """Write the synthetic dataset a ``data.generate`` section describes (if absent)."""
+                  codec: str | None = None, quiet: bool = False) -> str:
+    """Write the synthetic dataset a ``data.generate`` section describes (if absent).
+
+    Says what it generates on standard output unless ``quiet``.
+    """
     from ..datasets import GENERATORS, dataset_complete, write_dataset
     from ..io._fs import store_state
 
@@ -96,15 +103,18 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
         return path
     if not overwrite and store_state(path, storage_options).complete is False:
         # written again if it is an interrupted dataset; write_dataset refuses anything else
-        print(f"scalepca: {path} is an interrupted write; generating it again", flush=True)
-    size = ", ".join(f"{k}={v}" for k, v in params.items())
-    print(f"scalepca: generating {kind} dataset ({size}) at {path} ...", flush=True)
+        if not quiet:
+            print(f"scalepca: {path} is an interrupted write; generating it again", flush=True)
+    size = ", ".join(f"{k}={v:,}" if type(v) is int else f"{k}={v}"
+                     for k, v in params.items())
+    if not quiet:
+        print(f"scalepca: generating {kind} dataset ({size}) at {path}", flush=True)
     data = GENERATORS[kind](**params)
     return write_dataset(data, path, overwrite=overwrite, storage_options=storage_options,
                          codec=codec)
 
 
-def open_data(dcfg: dict, *, method: str | None = None):
+def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
     """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
     from ..io import open_zarr_node
     from ..io._coalesce import TASK_SIZE, open_zarr
@@ -115,7 +125,7 @@ def open_data(dcfg: dict, *, method: str | None = None):
     path = dcfg["path"]
     so = dcfg.get("storage_options")
     if dcfg.get("generate") is not None:
-        generate_data(dcfg["generate"], path, storage_options=so)
+        generate_data(dcfg["generate"], path, storage_options=so, quiet=quiet)
     chunks = dcfg.get("chunks")
     if _is_anndata(dcfg):
         from .config import anndata_keys_problem

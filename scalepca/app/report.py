@@ -1,16 +1,16 @@
-"""A run report readable without Python: one HTML page plus PNG figures.
+"""A run report readable without Python: one self-contained HTML page.
 
 ``scalepca run`` writes it next to its outputs unless the config says ``output.report: false``::
 
-    <output.store>/report.html          the page: summary table, spectrum table, figures
-    <output.store>/report/*.png          the figures (scree, components or maps, convergence,
-                                         scores, robust PCA parts)
+    <output.store>/report.html    summary, time per stage and per pass, cluster, versions,
+                                  spectrum, top-loading features, figures (embedded as
+                                  data: URIs), outputs, and the config that reproduces the run
 
 From Python, :func:`write_report` does the same for any fitted estimator. The figures come
 from :mod:`scalepca.analysis.plot` (matplotlib, the ``plot`` extra); without matplotlib the page
 is still written, with the tables only and a note saying how to get the figures. A figure that
-fails to draw is named on the page with the reason; it never fails the run whose results are already
-written.
+fails to draw is named on the page with the reason; it never fails the run whose results are
+already written. Credentials in the config's ``storage_options`` are never written to the page.
 
 Nothing here reads the training data except a few hundred rows of it for a robust PCA block
 view and a sample of at most 5,000 rows of the written scores.
@@ -18,6 +18,7 @@ view and a sample of at most 5,000 rows of the written scores.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import html
 import io
@@ -26,29 +27,24 @@ import time
 
 import numpy as np
 
+from . import report_sections as sections
+from .report_sections import fmt_bytes as _fmt_bytes
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["peak_memory", "run_report", "write_report"]
 
 REPORT_NAME = "report.html"
-FIGURE_DIR = "report"
 
 
 # -- small helpers -----------------------------------------------------------------------------
-def _fmt_bytes(n) -> str:
-    if n is None:
-        return "unknown"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} TiB"
-
-
 def _fmt_value(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    if isinstance(v, (float, np.floating)):
+        return f"{v:,.6g}" if abs(v) < 1e15 else f"{v:.6g}"
     if isinstance(v, np.ndarray):
         return f"array of shape {v.shape}" if v.size > 8 else np.array2string(v, precision=4)
     return str(v)
@@ -142,9 +138,12 @@ def _figures(est, *, method: str | None, X=None, scores_store=None, storage_opti
     if hist is not None:
         yield "convergence", "Convergence per iteration.", lambda: plot.convergence(est).figure
     if scores_store is not None:
+        note = (" PPCA's scores are posterior means of unit-variance latent variables, not "
+                "projections: their variance is at most 1 on every axis, whatever the "
+                "component's variance." if name == "PPCA" else "")
         yield "scores", "Scores of the first two components (a random sample of at most 5,000 " \
-            "rows of the written scores).", lambda: _scores_figure(scores_store,
-                                                                  storage_options)
+            "rows of the written scores); each axis gives its component's share of the " \
+            "variance." + note, lambda: _scores_figure(scores_store, storage_options, est)
     if name == "RobustPCA" and X is not None and getattr(est, "low_rank_", None) is not None:
         n1, n2 = est.low_rank_.shape
         r, c = min(n1, 200), min(n2, 200)
@@ -153,7 +152,15 @@ def _figures(est, *, method: str | None, X=None, scores_store=None, storage_opti
             lambda: plot.rpca_blocks(X, est, rows=slice(0, r), cols=slice(0, c))
 
 
-def _scores_figure(store, storage_options):
+def _axis_shares(est) -> list[str]:
+    """``PC1 (34.2 % of variance)``, ... for the score axes (no share when not known)."""
+    ratio = getattr(est, "explained_variance_ratio_", None)
+    ratio = [] if ratio is None else np.ravel(np.asarray(ratio, dtype=float))
+    return [f"PC{i + 1} ({100 * ratio[i]:.1f} % of variance)" if i < len(ratio) else
+            f"PC{i + 1}" for i in range(2)]
+
+
+def _scores_figure(store, storage_options, est=None):
     import dask.array as da
     import zarr
 
@@ -165,8 +172,11 @@ def _scores_figure(store, storage_options):
     Z = da.from_zarr(arr)
     if Z.ndim != 2 or Z.shape[1] < 2:
         raise ValueError(f"the scores have shape {Z.shape}; a scatter needs two columns")
-    return plot.scores(Z[:, :2], max_points=5000, s=4, alpha=0.5,
-                       title="scores (sample of rows)").figure
+    ax = plot.scores(Z[:, :2], max_points=5000, s=4, alpha=0.5, title="scores (sample of rows)")
+    x, y = _axis_shares(est)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    return ax.figure
 
 
 # -- the page ----------------------------------------------------------------------------------
@@ -177,8 +187,10 @@ h1{font-size:1.5em} h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid
 table{border-collapse:collapse;margin:.5em 0} td,th{border:1px solid #ccc;padding:.25em .6em;
      text-align:left;vertical-align:top} th{background:#f4f4f4}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.sub{padding-left:2em;color:#444}
 figure{margin:1em 0} figcaption{color:#555;font-size:.9em} img{max-width:100%}
-.note{color:#8a5a00}
+pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow-x:auto;font-size:.85em}
+.note{color:#8a5a00} p.hint{color:#555;font-size:.9em}
 """
 
 
@@ -189,9 +201,12 @@ def _table(rows, headers=None, num_cols=()) -> str:
     for row in rows:
         cells = []
         for i, c in enumerate(row):
+            text = str(c)
             cls = ' class="num"' if i in num_cols else ""
+            if i == 0 and text.startswith("    "):  # a row under the one before (a pass)
+                cls, text = ' class="sub"', text.strip()
             tag = "th" if headers is None and i == 0 else "td"
-            cells.append(f"<{tag}{cls}>{html.escape(str(c))}</{tag}>")
+            cells.append(f"<{tag}{cls}>{html.escape(text)}</{tag}>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table>")
     return "\n".join(out)
@@ -212,26 +227,49 @@ def _spectrum_rows(est):
     for i, (mode, v) in enumerate(zip(mode_coords(ev.size), ev, strict=True)):
         if ratio is not None and i < ratio.size:
             cum += ratio[i]
-            rows.append([int(mode), f"{v:.6g}", f"{100 * ratio[i]:.2f}", f"{100 * cum:.2f}"])
+            rows.append([f"{int(mode):,}", _fmt_value(v), f"{100 * ratio[i]:.2f}",
+                         f"{100 * cum:.2f}"])
         else:
-            rows.append([int(mode), f"{v:.6g}", "", ""])
+            rows.append([f"{int(mode):,}", _fmt_value(v), "", ""])
     return rows
 
 
-def _summary_rows(est, *, data, method, params, elapsed, memory):
+def _fit_rows(est):
+    """Iterations and convergence of an iterative fit; for a closed form, say so instead."""
+    if sections.is_closed_form(est) and hasattr(est, "n_iter_"):
+        return [["solution", "closed form: one direct solve, no iterations"]]
     rows = []
-    if data:
-        for k, v in data.items():
-            rows.append([k, v])
+    for attr, label in (("n_iter_", "iterations"), ("converged_", "converged")):
+        value = getattr(est, attr, None)
+        if value is not None:
+            rows.append([label, _fmt_value(value)])
+    return rows
+
+
+def _memory_rows(memory):
+    workers = memory.get("workers") or {}
+    if not workers:
+        rows = [["peak worker memory", "unknown (no distributed client)"]]
+    else:
+        limits = memory.get("worker_limits") or {}
+        peak, lim = max(workers.values()), max(limits.values()) if limits else None
+        rows = [["peak worker memory (RSS, max over "
+                 f"{len(workers):,} worker{'s' if len(workers) != 1 else ''})",
+                 _fmt_bytes(peak) + (f" of a {_fmt_bytes(lim)} limit" if lim else "")]]
+    return rows + [["peak client memory (RSS)", _fmt_bytes(memory.get("client"))]]
+
+
+def _summary_rows(est, *, data, method, params, elapsed, memory):
+    rows = [[k, v] for k, v in (data or {}).items()]
     rows.append(["method", f"{method or '?'} ({type(est).__name__})"])
     shown = params if params is not None else est.get_params()
     rows.append(["parameters", ", ".join(f"{k}={_fmt_value(v)}" for k, v in shown.items())
                  or "(defaults)"])
-    rows.append(["passes over the data", getattr(est, "n_passes_", "unknown")])
+    rows.append(["passes over the data", _fmt_value(getattr(est, "n_passes_", "unknown"))])
     fit_time = elapsed if elapsed is not None else getattr(est, "fit_time_", None)
-    rows.append(["fit time", "unknown" if fit_time is None else f"{fit_time:.2f} s"])
-    for attr, label in (("n_iter_", "iterations"), ("converged_", "converged"),
-                        ("rank_", "rank"), ("nnz_", "non-zeros of S"),
+    rows.append(["fit time", "unknown" if fit_time is None else sections.fmt_seconds(fit_time)])
+    rows += _fit_rows(est)
+    for attr, label in (("rank_", "rank"), ("nnz_", "non-zeros of S"),
                         ("noise_variance_", "noise variance σ²"),
                         ("objective_", "objective"), ("n_samples_", "samples fitted"),
                         ("n_features_in_", "features")):
@@ -240,27 +278,100 @@ def _summary_rows(est, *, data, method, params, elapsed, memory):
             rows.append([label, _fmt_value(value)])
     keep = getattr(est, "_features_kept", None)
     if keep is not None:
-        rows.append(["features left out (all NaN)", int(np.size(keep) - np.sum(keep))])
-    if memory:
-        workers = memory.get("workers") or {}
-        if workers:
-            limits = memory.get("worker_limits") or {}
-            peak = max(workers.values())
-            lim = max(limits.values()) if limits else None
-            rows.append(["peak worker memory (RSS, max over "
-                         f"{len(workers)} worker{'s' if len(workers) != 1 else ''})",
-                         _fmt_bytes(peak) + (f" of a {_fmt_bytes(lim)} limit" if lim else "")])
-        else:
-            rows.append(["peak worker memory", "unknown (no distributed client)"])
-        rows.append(["peak client memory (RSS)", _fmt_bytes(memory.get("client"))])
-    return rows
+        rows.append(["features left out (all NaN)", f"{int(np.size(keep) - np.sum(keep)):,}"])
+    return rows + (_memory_rows(memory) if memory else [])
+
+
+def _draw_figures(est, *, method, X, scores_store, storage_options):
+    """``([(stem, caption, png bytes)], [(stem, why not drawn)])``."""
+    figures, skipped = [], []
+    try:
+        from ..analysis import plot
+
+        plot._pyplot()
+    except ImportError as err:
+        return [], [("figures", str(err))]
+    import matplotlib.pyplot as plt
+
+    for stem, caption, draw in _figures(est, method=method, X=X, scores_store=scores_store,
+                                        storage_options=storage_options):
+        t0 = time.perf_counter()
+        try:
+            fig = draw()
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=100)
+            plt.close(fig)
+        except Exception as err:  # a figure that fails must not fail the run
+            logger.warning("report: figure %r not drawn: %s", stem, err)
+            skipped.append((stem, f"{type(err).__name__}: {err}"))
+            plt.close("all")
+            continue
+        figures.append((stem, caption, buf.getvalue()))
+        logger.info("report: %s.png drawn in %.2fs", stem, time.perf_counter() - t0)
+    return figures, skipped
+
+
+def _img(stem: str, png: bytes) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(stem)}">'
+
+
+def _section(title: str, body: str, hint: str | None = None) -> list[str]:
+    hint = f'<p class="hint">{html.escape(hint)}</p>' if hint else ""
+    return [f"<h2>{html.escape(title)}</h2>", hint + body]
+
+
+def _model_sections(est, figures, skipped) -> list[str]:
+    parts = []
+    spectrum = _spectrum_rows(est)
+    if spectrum:
+        parts += _section("Explained variance", _table(
+            spectrum, ["component", "explained variance", "ratio %", "cumulative %"],
+            num_cols=(0, 1, 2, 3)))
+    top = sections.top_features(est)
+    if top:
+        parts += _section("Top-loading features", _table(top, ["component", "features with "
+                          "the largest |loading| (signed loading)"], num_cols=(0,)))
+    if figures:
+        parts.append("<h2>Figures</h2>")
+        parts += [f"<figure>{_img(stem, png)}<figcaption>{html.escape(caption)}</figcaption>"
+                  "</figure>" for stem, caption, png in figures]
+    if skipped:
+        parts.append("<h2>Not drawn</h2><ul>")
+        parts += [f'<li class="note">{html.escape(s)}: {html.escape(r)}</li>'
+                  for s, r in skipped]
+        parts.append("</ul>")
+    return parts
+
+
+def _run_sections(*, timings, cluster, config, outputs) -> list[str]:
+    parts = []
+    if timings is not None:
+        parts += _section("Time", _table(sections.timing_rows(timings),
+                                         ["stage", "time", "% of total"], num_cols=(1, 2)),
+                          "Wall-clock time of each stage of the run and of each pass of the "
+                          "fit over the data (the report's own drawing is not counted).")
+    if cluster:
+        parts += _section("Cluster", _table(cluster))
+    parts += _section("Versions", _table(sections.version_rows()))
+    if outputs:
+        parts.append("<h2>Outputs</h2><ul>")
+        parts += [f"<li><code>{html.escape(str(o))}</code></li>" for o in outputs]
+        parts.append("</ul>")
+    if config is not None:
+        parts += _section("Config", f"<pre>{html.escape(sections.config_text(config))}</pre>",
+                          "The validated config, defaults filled in: save it as a .yaml file "
+                          "and `scalepca run` it to repeat this run. Credentials are replaced "
+                          "by <redacted>.")
+    return parts
 
 
 def write_report(est, directory, *, data: dict | None = None, method: str | None = None,
                  params: dict | None = None, elapsed: float | None = None,
                  memory: dict | None = None, outputs=(), X=None, scores_store=None,
-                 storage_options=None, title: str | None = None) -> str:
-    """Write ``report.html`` (and ``report/*.png``) for a fitted estimator under ``directory``.
+                 storage_options=None, title: str | None = None, timings=None,
+                 cluster=None, config: dict | None = None) -> str:
+    """Write ``report.html``, one self-contained page, for a fitted estimator under ``directory``.
 
     Parameters
     ----------
@@ -286,46 +397,24 @@ def write_report(est, directory, *, data: dict | None = None, method: str | None
         sample of its rows.
     storage_options : dict, optional
         fsspec options for ``directory`` and ``scores_store``.
+    timings : scalepca.app.timing.RunTimings, optional
+        Time per stage and per pass (a table).
+    cluster : list of [label, value] rows, optional
+        The cluster the run used (:func:`scalepca.app.report_sections.cluster_rows`).
+    config : dict, optional
+        The run's config, shown as YAML with credentials redacted.
 
     Returns
     -------
     str
-        The path (or URL) of ``report.html``.
+        The path (or URL) of ``report.html``. Figures are embedded in it (``data:`` URIs):
+        the page is the only file written.
     """
     directory = str(directory).rstrip("/")
     fs, root = _fs(directory, storage_options)
     fs.makedirs(root, exist_ok=True)
-    figures, skipped = [], []
-    try:
-        plot_ok = True
-        from ..analysis import plot
-
-        plot._pyplot()
-    except ImportError as err:
-        plot_ok = False
-        skipped.append(("figures", str(err)))
-    if plot_ok:
-        import matplotlib.pyplot as plt
-
-        fs.makedirs(f"{root}/{FIGURE_DIR}", exist_ok=True)
-        for stem, caption, draw in _figures(est, method=method, X=X, scores_store=scores_store,
-                                            storage_options=storage_options):
-            t0 = time.perf_counter()
-            try:
-                fig = draw()
-                buf = io.BytesIO()
-                fig.savefig(buf, format="png", dpi=100)
-                plt.close(fig)
-            except Exception as err:  # a figure that fails must not fail the run
-                logger.warning("report: figure %r not drawn: %s", stem, err)
-                skipped.append((stem, f"{type(err).__name__}: {err}"))
-                plt.close("all")
-                continue
-            with fs.open(f"{root}/{FIGURE_DIR}/{stem}.png", "wb") as f:
-                f.write(buf.getvalue())
-            figures.append((stem, caption))
-            logger.info("report: %s.png drawn in %.2fs", stem, time.perf_counter() - t0)
-
+    figures, skipped = _draw_figures(est, method=method, X=X, scores_store=scores_store,
+                                     storage_options=storage_options)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     from .._version import __version__
 
@@ -339,25 +428,8 @@ def write_report(est, directory, *, data: dict | None = None, method: str | None
         _table(_summary_rows(est, data=data, method=method, params=params, elapsed=elapsed,
                              memory=memory)),
     ]
-    spectrum = _spectrum_rows(est)
-    if spectrum:
-        parts += ["<h2>Explained variance</h2>",
-                  _table(spectrum, ["component", "explained variance", "ratio %",
-                                    "cumulative %"], num_cols=(0, 1, 2, 3))]
-    if figures:
-        parts.append("<h2>Figures</h2>")
-        for stem, caption in figures:
-            parts.append(f'<figure><img src="{FIGURE_DIR}/{stem}.png" alt="{stem}">'
-                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-    if skipped:
-        parts.append("<h2>Not drawn</h2><ul>")
-        parts += [f'<li class="note">{html.escape(s)}: {html.escape(r)}</li>'
-                  for s, r in skipped]
-        parts.append("</ul>")
-    if outputs:
-        parts.append("<h2>Outputs</h2><ul>")
-        parts += [f"<li><code>{html.escape(str(o))}</code></li>" for o in outputs]
-        parts.append("</ul>")
+    parts += _model_sections(est, figures, skipped)
+    parts += _run_sections(timings=timings, cluster=cluster, config=config, outputs=outputs)
     parts.append("</body></html>")
     path = f"{directory}/{REPORT_NAME}"
     with fs.open(f"{root}/{REPORT_NAME}", "w", encoding="utf-8") as f:
@@ -377,17 +449,16 @@ def _data_rows(X, path=None) -> dict:
         rows["dtype"] = str(dtype)
         rows["size"] = _fmt_bytes(int(np.prod(shape)) * np.dtype(dtype).itemsize)
     chunks = getattr(X, "chunks", None)
-    if chunks:
-        rows["chunks"] = " × ".join(
-            f"{len(c)} of ≤ {max(c):,}" if len(c) > 1 else f"{c[0]:,}" for c in chunks)
+    if chunks and len(chunks) == 2:  # how the fit's tasks split the matrix
+        rows["chunks (tasks)"] = sections.chunks_text(chunks)
     return rows
 
 
-def run_report(est, X, cfg: dict, *, elapsed: float | None = None, client=None,
-               written=()) -> str:
+def run_report(est, X, cfg: dict, *, timings=None, client=None, written=()) -> str:
     """The report of a ``scalepca run`` job, written to ``cfg['output']['store']``.
 
-    ``cfg`` is the validated run config. Returns the path of ``report.html``.
+    ``cfg`` is the validated run config; ``timings`` the run's
+    :class:`~scalepca.app.timing.RunTimings`. Returns the path of ``report.html``.
     """
     try:  # headless: draw with Agg unless this process already chose a backend
         import sys
@@ -406,8 +477,9 @@ def run_report(est, X, cfg: dict, *, elapsed: float | None = None, client=None,
     return write_report(
         est, root,
         data=_data_rows(X, cfg["data"].get("path")),
-        method=cfg["model"]["method"], params=params or None, elapsed=elapsed,
+        method=cfg["model"]["method"], params=params or None,
+        elapsed=timings.stages.get("fit") if timings is not None else None,
         memory=peak_memory(client), outputs=list(written), X=X, scores_store=scores_store,
-        storage_options=out.get("storage_options"),
+        storage_options=out.get("storage_options"), timings=timings,
+        cluster=sections.cluster_rows(client, cfg["cluster"].get("kind")), config=cfg,
     )
-

@@ -1,0 +1,58 @@
+"""Warnings on the command line: the user's in the user's words, libraries' notices not at all.
+
+Inside :func:`cli_warnings`, a warning that concerns the user's data or settings (a dtype
+converted, features left out, a fit that did not converge) is printed as one line,
+``scalepca: warning: ...``, in the words of the interface (config keys, flags: see
+:func:`scalepca.app.messages.speak_cli`); notices addressed to library developers (zarr's
+sharding notices, dask's chunking advice, deprecations inside dependencies) are dropped. With
+``-v`` every warning is shown as Python shows it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import warnings
+
+from .messages import speak_cli
+
+#: (warning class name, message pattern) of notices meant for library developers, not users
+LIBRARY_NOTICES = (
+    ("ZarrUserWarning", ""),  # zarr's experimental-feature and format notices
+    ("UserWarning", r"autosharding|shard shape"),  # zarr v3 sharding, raised through anndata
+    ("PerformanceWarning", ""),  # dask: "Increasing number of chunks by factor ..."
+    ("FutureWarning", ""),  # a dependency's API changing under another dependency
+    ("DeprecationWarning", ""),
+    ("UserWarning", r"^Sending large graph"),  # distributed: the graph holds NumPy arrays
+)
+
+
+def is_library_notice(category: type, message: str) -> bool:
+    """Whether a warning is one of :data:`LIBRARY_NOTICES`."""
+    names = {c.__name__ for c in category.__mro__}
+    return any(cls in names and re.search(pattern, message) for cls, pattern in LIBRARY_NOTICES)
+
+
+@contextlib.contextmanager
+def cli_warnings(*, command: str | None = None, method=None, verbose: bool = False):
+    """Route warnings raised inside the block as the module's docstring says.
+
+    ``method`` is a callable returning the config's ``model.method`` once known (or None).
+    """
+    if verbose:
+        yield
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        if is_library_notice(category, text):
+            return
+        said = speak_cli(" ".join(text.split()), command=command,
+                         method=method() if callable(method) else method)
+        print(f"scalepca: warning: {said}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # each distinct warning once per place
+        warnings.showwarning = show
+        yield

@@ -1,0 +1,34 @@
+"""Headless Chromium for the tests that look at pages as a reader does (docs, run report).
+
+Debian's ``chromium`` package; without it those tests are skipped with the command that
+installs it (``.ci/run`` installs it in CI).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+INSTALL = ("chromium is not installed: `apt-get update && apt-get install -y chromium` "
+           "(as root; .ci/run does it when CI=true)")
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def screenshot(url: str, png: Path, profile: Path, height: int = 1000, width: int = 1280) -> None:
+    """Save a ``width`` × ``height`` screenshot of ``url`` to ``png`` (skip without chromium)."""
+    browser = chromium()
+    if browser is None:
+        pytest.skip(INSTALL)
+    subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={profile}", f"--window-size={width},{height}",
+         "--hide-scrollbars", f"--screenshot={png}", url],
+        capture_output=True, timeout=120, check=True,
+    )

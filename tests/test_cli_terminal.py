@@ -1,0 +1,197 @@
+"""The command line as a user meets it: --help and --version, flags in either place, what -q
+leaves out, warnings in the user's words, and the progress bars on a real (pseudo-)terminal."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+import zarr
+
+import scalepca
+from scalepca.cli import EXIT_OK, build_parser, main
+
+from ._terminal import assert_no_stale_characters, run_in_pty, shown
+
+SCALEPCA = str(Path(sys.executable).parent / "scalepca")
+COMMANDS = ("run", "transform", "info", "validate", "make-data")
+
+
+def _main(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _subparsers(parser):
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+# -- help, version, flags ------------------------------------------------------------------------
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"scalepca {scalepca.__version__}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_of_every_option_with_an_example(command):
+    sub = _subparsers(build_parser())[command]
+    for action in sub._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, f"{command} {action.option_strings or action.dest}: no help text"
+    text = sub.format_help()
+    # an example of the command, as one types it
+    assert "examples:\n  scalepca " + command in text, text
+    # plain text: no reST markup leaks into the terminal
+    for markup in ("``", ":class:", ":func:", ":mod:", ":data:"):
+        assert markup not in text, (command, markup)
+    assert "``" not in build_parser().format_help()
+
+
+def test_make_data_help_gives_defaults():
+    text = " ".join(_subparsers(build_parser())["make-data"].format_help().split())
+    for option, default in (("--n-samples N", "default 100,000"),
+                            ("--n-features N", "default: the kind's, or 100"),
+                            ("--chunk-rows N", "50,000 for low_rank"),
+                            ("--dtype DTYPE", "float64 for low_rank"), ("--seed SEED", "default 0"),
+                            ("--overwrite", "default: refuse")):
+        assert re.search(re.escape(option) + r" [^-]*" + re.escape(default), text), option
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_verbose_and_quiet_before_or_after_the_command(where):
+    parser = build_parser()
+    for flags in (["-v"], ["-q"], ["-v", "-q"], []):
+        argv = [*flags, "info", "x.zarr"] if where == "before" else ["info", "x.zarr", *flags]
+        args = parser.parse_args(argv)
+        assert args.verbose == ("-v" in flags) and args.quiet == ("-q" in flags), argv
+
+
+# -- what -q and info leave out ------------------------------------------------------------------
+def test_make_data_quiet_prints_nothing(tmp_path, capsys):
+    pytest.importorskip("anndata")
+    # counts: an AnnData store, whose zarr writer raises zarr's autosharding notice
+    for kind in ("low_rank", "counts"):
+        rc, out, err = _main(capsys, "make-data", tmp_path / f"{kind}.zarr", "--kind", kind,
+                             "--n-samples", 500, "--n-features", 30, "-q")
+        assert rc == EXIT_OK, err
+        assert out == "" and err == "", (kind, out, err)
+
+
+def test_info_of_a_model_hides_private_state(tmp_path, capsys):
+    import xarray as xr
+
+    # gridded data: the model keeps the grid's template (a private entry) to map components back
+    X = xr.DataArray(np.random.default_rng(0).standard_normal((50, 4, 5)),
+                     dims=("time", "lat", "lon"),
+                     coords={"lat": np.arange(4.0), "lon": np.arange(5.0)})
+    scalepca.PCA(2).fit(scalepca.open_matrix(X, sample_dims="time")).save(tmp_path / "m.zarr")
+    rc, out, _ = _main(capsys, "info", tmp_path / "m.zarr")
+    assert rc == EXIT_OK
+    assert "scalepca model" in out and "n_components_: 2" in out
+    assert not re.search(r"^\s+_\w+:", out, re.M), out  # no _feature_template_json, ...
+    assert re.search(r"\(\d+ private entries not shown; -v shows them\)", out), out
+    rc, out, _ = _main(capsys, "info", tmp_path / "m.zarr", "-v")
+    assert re.search(r"^\s+_\w+:", out, re.M), out
+
+
+# -- warnings ------------------------------------------------------------------------------------
+def test_user_warnings_in_the_user_words_library_notices_dropped(tmp_path, capsys):
+    import warnings
+
+    from scalepca.app.console import cli_warnings
+
+    zarr.create_array(tmp_path / "ints.zarr", data=np.arange(600).reshape(100, 6) % 7)
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "data": {"path": str(tmp_path / "ints.zarr")},
+        "model": {"method": "pca", "n_components": 2},
+        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
+                    "processes": False},
+        "output": {"store": None}, "progress": False}))
+    rc, out, err = _main(capsys, "run", cfg, "-q")
+    assert rc == EXIT_OK, err
+    # "X has dtype int64; ..." from the library, said of the data, on one line
+    assert err == "scalepca: warning: the data has dtype int64; converting to float64\n", err
+    with cli_warnings(command="run"):
+        import dask.array
+
+        warnings.warn("Increasing number of chunks by factor of 12",
+                      dask.array.core.PerformanceWarning, stacklevel=1)
+        warnings.warn("zarr v3 autosharding will be the default", UserWarning, stacklevel=1)
+    assert capsys.readouterr().err == ""
+
+
+# -- progress on a terminal ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def terminal_env():
+    root = str(Path(scalepca.__file__).parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, "DASK_SCALEPCA__PROGRESS__GRACE": "0",
+            "TERM": "xterm-256color", "PYTHONWARNINGS": ""}
+
+
+def _bars(text: str, label: str) -> list[str]:
+    """The final frame of every line whose frames start with ``label``."""
+    return [line.rsplit("\r", 1)[-1] for line in text.split("\n")
+            if line.rsplit("\r", 1)[-1].startswith(label)]
+
+
+_BAR = r"{label}: 100%\|[█#]+\| {n}/{n} chunks \[\d\d:\d\d<00:00, +[\d,.]+ chunks/s\]"
+
+
+def test_make_data_and_run_on_a_terminal(tmp_path, terminal_env):
+    """One labelled bar per pass (method, pass and name, chunks, elapsed<ETA, rate), nothing
+    left over from a longer frame, and no library notice on the screen."""
+    data = tmp_path / "d.zarr"
+    rc, text = run_in_pty([SCALEPCA, "make-data", str(data), "--n-samples", "40000",
+                           "--n-features", "50", "--chunk-rows", "5000"], env=terminal_env)
+    assert rc == EXIT_OK, text
+    assert_no_stale_characters(text)
+    bars = _bars(text, "make-data low_rank")
+    assert len(bars) == 1 and re.fullmatch(_BAR.format(label="make-data low_rank", n=8),
+                                           bars[0].rstrip()), text
+    assert re.search(r"^wrote low_rank dataset to .* in [\d.]+ s$", text, re.M), text
+    assert "Warning" not in text
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "data": {"path": str(data), "chunks": 5000},
+        "model": {"method": "ppca", "n_components": 3, "missing": "em", "max_iter": 3},
+        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 2,
+                    "processes": False},
+        "output": {"store": str(tmp_path / "out"), "report": False}}))
+    rc, text = run_in_pty([SCALEPCA, "run", str(cfg)], env=terminal_env)
+    assert rc == EXIT_OK, text
+    assert_no_stale_characters(text)
+    labels = [re.match(r"(.*?): ", shown_line).group(1)
+              for shown_line in (shown(line) for line in text.split("\n"))
+              if re.search(r"\d+/\d+ chunks \[", shown_line)]
+    assert labels[:3] == ["PPCA pass 1 (EM initialisation)", "PPCA pass 2 (EM iteration 1)",
+                          "PPCA pass 3 (EM iteration 2)"], text
+    assert "writing outputs" in labels, labels
+    for line in _bars(text, "PPCA pass"):
+        bar = _BAR.format(label=r"PPCA pass \d+ \([\w ]+\)", n=8)
+        assert re.fullmatch(bar, line.rstrip()), line
+    assert "method: ppca (PPCA)" in text and "Warning" not in text
+
+
+def test_summary_says_closed_form_not_one_iteration():
+    from scalepca.app.pipeline import summary
+
+    X = np.random.default_rng(1).standard_normal((300, 5))
+    closed = summary(scalepca.PPCA(2).fit(X), data_shape=X.shape, elapsed=0.1, method="ppca")
+    assert "solution: closed form" in closed and "iterations:" not in closed
+    X[::7, 1] = np.nan
+    em = scalepca.PPCA(2, missing="em", max_iter=5, tol=1e-2).fit(X)
+    assert f"iterations: {em.n_iter_}" in summary(em, data_shape=X.shape, elapsed=0.1,
+                                                   method="ppca")
