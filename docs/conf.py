@@ -38,8 +38,10 @@ extensions = [
 
 # Markdown pages (MyST) and notebooks; reST for the API pages
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+# generated fragments are included by the pages that show them, never pages themselves (a
+# page of their own would be a duplicate in the search index)
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "_generated/notes_*.rst",
-                    "_generated/api_*.rst"]
+                    "_generated/api_*.rst", "_generated/*.md"]
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]  # generated benchmark pages skip heading levels
@@ -68,7 +70,9 @@ html_theme_options = {
     "show_toc_level": 2,
     "footer_start": ["copyright"],
     "footer_end": [],
-    "secondary_sidebar_items": ["page-toc"],
+    # the wide tables (benchmarks, config keys, the contract matrix) get the page's width
+    "secondary_sidebar_items": {"**": ["page-toc"], "benchmarks": [], "config": [],
+                                "contract": []},
 }
 html_sidebars = {"**": ["sidebar-nav-bs"]}
 

@@ -181,6 +181,7 @@ xarray, then opened lazily as a real record would be.
 write_dataset(make_gridded(3650, n_lat=24, n_lon=48, rank=4, noise=0.5, chunk_rows=365,
                            seed=1), work / "sst.zarr")
 sst = xr.open_zarr(work / "sst.zarr", consolidated=False)["sst"]
+sst.attrs.update(long_name="sea-surface temperature", units="°C")  # synthetic, SST-like
 print(sst)
 sst.isel(time=0).plot(size=3, aspect=2, cmap="viridis")
 plt.title("the field on 2000-01-01 (white: land)");
@@ -211,7 +212,10 @@ noise.
 """),
     code("""
 print(eof.components_xr_.dims, dict(eof.components_xr_.sizes))
-plot.components(eof, ncols=3);
+fig = plot.components(eof, ncols=3)
+for cax in fig.axes:
+    if cax.get_label() == "<colorbar>":  # EOFs have unit norm: no physical unit
+        cax.set_ylabel("loading (dimensionless)");
 """, gallery="eof_maps"),
     md("""
 ## Principal-component time series
@@ -222,6 +226,7 @@ plot.components(eof, ncols=3);
 pcs = eof.transform(X)
 print(pcs.dims)
 pcs.sel(mode=[1, 2]).isel(time=slice(0, 365)).plot.line(x="time", size=3, aspect=3)
+plt.ylabel("PC amplitude (°C)")  # the field's units: the EOFs have unit norm
 plt.title("first two PC time series, first year");
 """),
     md("""
@@ -390,7 +395,8 @@ models = {
     "RFF, m = 300": KernelPCA(2, gamma=0.5, approximation="rff", n_features=300,
                               random_state=0),
 }
-fig, axes = plt.subplots(1, 4, figsize=(15, 3.6), layout="constrained")
+fig, axes = plt.subplots(2, 2, figsize=(9, 8.4), layout="constrained")
+axes = axes.ravel()
 accuracy = {}
 for ax, (name, model) in zip(axes, models.items()):
     Z = model.fit_transform(X)
@@ -425,6 +431,8 @@ ax.loglog(ms, err["nystroem"], "o-", label="Nyström")
 ax.loglog(ms, err["rff"], "s-", label="random Fourier features")
 ax.set_xlabel("m (landmarks / random features)")
 ax.set_ylabel("max relative error, top-10 eigenvalues")
+ax.set_xticks(ms, [str(m) for m in ms])  # the m tried, without log-scale minor labels
+ax.xaxis.set_minor_formatter(plt.NullFormatter())
 ax.legend(frameon=False)
 for approx, e in err.items():
     print(approx, " ".join(f"m={m}: {v:.2%}" for m, v in zip(ms, e)))

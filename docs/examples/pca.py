@@ -9,6 +9,6 @@ pca = scalepca.PCA(n_components=6).fit(X)           # one pass: the 40 × 40 cov
 print("explained variance ratio:", np.round(pca.explained_variance_ratio_, 3))
 print("passes over the data:", pca.n_passes_)
 Z = pca.transform(X)                                 # lazy: dask in, dask out
-print("scores:", type(Z).__module__, Z.shape, "in chunks of", Z.chunksize)
+print("scores: dask", type(Z).__name__, Z.shape, "in chunks of", Z.chunksize)
 ax = scalepca.plot.scree(pca)
 ax.figure.savefig("pca.png", dpi=100, bbox_inches="tight")
