@@ -65,6 +65,7 @@ html_theme = "pydata_sphinx_theme"
 html_title = "scalepca"
 html_static_path = ["_static"]
 html_css_files = ["scalepca.css"]
+html_js_files = ["scalepca.js"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,

@@ -747,8 +747,8 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
                   codec: str | None = None) -> str:
     """Write a lazy dataset (dask array, xarray Dataset, :class:`CountMatrix`) to a zarr store.
 
-    ``codec`` names the compression, one of :data:`scalepca._codecs.CODECS` (default
-    :data:`~scalepca._codecs.DEFAULT_CODEC`, chosen by measurement: see the README).
+    ``codec`` names the compression: ``"lz4"`` (Blosc-LZ4, byte shuffle; the default, chosen by
+    measurement: see the README), ``"lz4-bitshuffle"``, ``"zstd"`` or ``"none"``.
 
     The workers generate and write one block each. Local paths are written under a temporary
     sibling name and renamed into place, so an interrupted write never leaves a store that

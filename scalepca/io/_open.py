@@ -129,8 +129,7 @@ def open_matrix(
         A path or fsspec URL (``s3://bucket/data.zarr``) of a zarr store, a NetCDF/HDF5 file,
         an AnnData store (``.zarr`` folder or ``.h5ad`` file), or an array object, or an
         ``anndata.AnnData`` (in memory or backed). Sparse arrays (``scipy.sparse``, pydata
-        ``sparse``, dask arrays of either) become dask arrays of CSR row blocks
-        (:func:`~scalepca._validation.as_csr_blocks`).
+        ``sparse``, dask arrays of either) become dask arrays of CSR row blocks.
     variable : str, optional
         The array inside a zarr group or the variable of an xarray Dataset.
     storage_options : dict, optional
@@ -211,8 +210,7 @@ def open_matrix(
     of about 64 MiB of stored values each (``chunks`` sets the cells per block); nothing is
     densified. The ``var`` coordinate holds the gene names (``components_xr_`` is labelled by
     gene, ``transform`` checks the genes of new data) and ``obs_names`` the cell names, read
-    lazily from a store (scores carry it). Only estimators that accept sparse input fit it;
-    :func:`scalepca.io._anndata.open_anndata` has the details.
+    lazily from a store (scores carry it). Only estimators that accept sparse input fit it.
 
     Raises
     ------
