@@ -75,7 +75,11 @@ html_theme_options = {
     "secondary_sidebar_items": {"**": ["page-toc"], "benchmarks": [], "config": [],
                                 "contract": []},
 }
-html_sidebars = {"**": ["sidebar-nav-bs"]}
+# pages without sub-pages get no (empty) navigation column: their tables get its width
+html_sidebars = {"**": ["sidebar-nav-bs"],
+                 **{page: [] for page in ("getting-started", "config", "benchmarks", "hpc",
+                                          "architecture", "scaling", "bad_input", "contract",
+                                          "development")}}
 
 
 def setup(app):
