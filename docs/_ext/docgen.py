@@ -567,6 +567,9 @@ API = {
                "scalepca.linalg.merge_moments", "scalepca.linalg.eigh_descending",
                "scalepca.linalg.flip_signs", "scalepca.linalg.tsqr_svd_centered",
                "scalepca.linalg.randomized_svd_centered"],
+    "linalg_passes": ["scalepca.linalg.passes.reduce_rows", "scalepca.linalg.passes.reduce_blocks",
+                      "scalepca.linalg.passes.counting", "scalepca.linalg.passes.add_listener",
+                      "scalepca.linalg.passes.listening", "scalepca.linalg.passes.PassEvent"],
 }
 
 

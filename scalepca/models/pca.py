@@ -26,6 +26,7 @@ from ..linalg import (
     feature_scale,
     flip_signs,
     moments_graph,
+    passes,
     randomized_svd_centered,
     tsqr_svd_centered,
 )
@@ -204,6 +205,8 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         solver = self._choose_solver(d)
         self._check_sparse_solver(X, solver)
         self._fit_svd_solver = solver
+        passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2}.get(
+            solver, 3 + 2 * self.n_power_iter))
         if solver != "randomized" and len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
@@ -252,8 +255,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
                 s, Vt = randomized_svd_centered(
                     X, mean, k, n_oversamples=self.n_oversamples,
                     n_power_iter=self.n_power_iter, seed=seed,
-                )
-                self.n_passes_ += 2 + 2 * self.n_power_iter
+                )  # its 2 + 2·n_power_iter passes are counted by linalg.passes
                 ev = s**2 / max(n - 1, 1)
                 components = flip_signs(Vt)
             if not self._zero_center():
