@@ -550,23 +550,30 @@ def contract_matrix() -> str:
 API = {
     "estimators": ["scalepca.PCA", "scalepca.PPCA", "scalepca.KernelPCA", "scalepca.SparsePCA",
                    "scalepca.RobustPCA"],
-    "data": ["scalepca.open_matrix", "scalepca.load", "scalepca.io.write_array"],
+    "data": ["scalepca.open_matrix", "scalepca.load", "scalepca.io.write_array",
+             "scalepca.io.open_zarr_node", "scalepca.io.as_matrix"],
     "datasets": ["scalepca.datasets.make_low_rank", "scalepca.datasets.make_missing",
                  "scalepca.datasets.make_gridded", "scalepca.datasets.make_rings",
                  "scalepca.datasets.make_sparse_spike", "scalepca.datasets.make_low_rank_sparse",
-                 "scalepca.datasets.make_counts", "scalepca.datasets.write_dataset"],
+                 "scalepca.datasets.make_counts", "scalepca.datasets.write_dataset",
+                 "scalepca.datasets.make_low_rank_zarr", "scalepca.datasets.low_rank_factors",
+                 "scalepca.datasets.sparse_spike_loadings", "scalepca.datasets.count_model",
+                 "scalepca.datasets.CountMatrix"],
     "eof": ["scalepca.north_test", "scalepca.eofs_as_correlation", "scalepca.eofs_as_covariance",
-            "scalepca.Rotator", "scalepca.eof.find_lat_lon", "scalepca.eof.coslat_weights"],
+            "scalepca.Rotator", "scalepca.eof.NorthTest", "scalepca.eof.find_lat_lon",
+            "scalepca.eof.coslat_weights"],
     "plot": ["scalepca.plot.scree", "scalepca.plot.components", "scalepca.plot.scores",
              "scalepca.plot.sparse_loadings", "scalepca.plot.rpca_frames",
              "scalepca.plot.rpca_blocks", "scalepca.plot.convergence"],
     "cluster": ["scalepca.connect", "scalepca.cluster.make_cluster", "scalepca.cluster.progress"],
     "config": ["scalepca.config.load_config", "scalepca.config.validate_config",
-               "scalepca.config.resolve_paths", "scalepca.config.ConfigError"],
+               "scalepca.config.resolve_paths", "scalepca.config.apply_overrides",
+               "scalepca.config.ConfigError"],
     "linalg": ["scalepca.linalg.moments", "scalepca.linalg.moments_graph",
                "scalepca.linalg.merge_moments", "scalepca.linalg.eigh_descending",
                "scalepca.linalg.flip_signs", "scalepca.linalg.tsqr_svd_centered",
-               "scalepca.linalg.randomized_svd_centered"],
+               "scalepca.linalg.randomized_svd_centered", "scalepca.linalg.block_moments",
+               "scalepca.linalg.column_moments_graph", "scalepca.linalg.feature_scale"],
     "linalg_passes": ["scalepca.linalg.passes.reduce_rows", "scalepca.linalg.passes.reduce_blocks",
                       "scalepca.linalg.passes.counting", "scalepca.linalg.passes.add_listener",
                       "scalepca.linalg.passes.listening", "scalepca.linalg.passes.PassEvent"],
@@ -593,7 +600,11 @@ def public_members(cls) -> list[tuple[str, str]]:
         attr = owner.__dict__[name]
         if type(attr).__name__ == "RequestMethod":  # scikit-learn's metadata routing
             continue
-        out.append((name, "autoproperty" if isinstance(attr, property) else "automethod"))
+        if isinstance(attr, property):
+            out.append((name, "autoproperty"))
+        elif inspect.isfunction(attr) or hasattr(attr, "fn"):  # hasattr: available_if methods
+            out.append((name, "automethod"))
+        # anything else (a named tuple's fields) is described by the class's docstring
     return out
 
 
