@@ -545,39 +545,40 @@ def contract_matrix() -> str:
 
 
 # -- API reference: one page per public object ----------------------------------------------------
-#: the API reference's sections: page (docs/api/<page>.rst) -> the objects it lists, each
-#: documented on a page of its own (docs/api/generated/<name>.rst)
+#: the API reference's sections: page (docs/api/<page>.rst) -> (the module the page presents,
+#: or None; the objects it lists, by name in that module or by full name), each object
+#: documented on a page of its own (docs/api/generated/<full name>.rst). The one place that
+#: says where a public name lives: a module that moves changes here only.
 API = {
-    "estimators": ["scalepca.PCA", "scalepca.PPCA", "scalepca.KernelPCA", "scalepca.SparsePCA",
-                   "scalepca.RobustPCA"],
-    "data": ["scalepca.open_matrix", "scalepca.load", "scalepca.io.write_array",
-             "scalepca.io.open_zarr_node", "scalepca.io.as_matrix"],
-    "datasets": ["scalepca.datasets.make_low_rank", "scalepca.datasets.make_missing",
-                 "scalepca.datasets.make_gridded", "scalepca.datasets.make_rings",
-                 "scalepca.datasets.make_sparse_spike", "scalepca.datasets.make_low_rank_sparse",
-                 "scalepca.datasets.make_counts", "scalepca.datasets.write_dataset",
-                 "scalepca.datasets.make_low_rank_zarr", "scalepca.datasets.low_rank_factors",
-                 "scalepca.datasets.sparse_spike_loadings", "scalepca.datasets.count_model",
-                 "scalepca.datasets.CountMatrix"],
-    "eof": ["scalepca.north_test", "scalepca.eofs_as_correlation", "scalepca.eofs_as_covariance",
-            "scalepca.Rotator", "scalepca.eof.NorthTest", "scalepca.eof.find_lat_lon",
-            "scalepca.eof.coslat_weights"],
-    "plot": ["scalepca.plot.scree", "scalepca.plot.components", "scalepca.plot.scores",
-             "scalepca.plot.sparse_loadings", "scalepca.plot.rpca_frames",
-             "scalepca.plot.rpca_blocks", "scalepca.plot.convergence"],
-    "cluster": ["scalepca.connect", "scalepca.cluster.make_cluster", "scalepca.cluster.progress"],
-    "config": ["scalepca.config.load_config", "scalepca.config.validate_config",
-               "scalepca.config.resolve_paths", "scalepca.config.apply_overrides",
-               "scalepca.config.ConfigError"],
-    "linalg": ["scalepca.linalg.moments", "scalepca.linalg.moments_graph",
-               "scalepca.linalg.merge_moments", "scalepca.linalg.eigh_descending",
-               "scalepca.linalg.flip_signs", "scalepca.linalg.tsqr_svd_centered",
-               "scalepca.linalg.randomized_svd_centered", "scalepca.linalg.block_moments",
-               "scalepca.linalg.column_moments_graph", "scalepca.linalg.feature_scale"],
-    "linalg_passes": ["scalepca.linalg.passes.reduce_rows", "scalepca.linalg.passes.reduce_blocks",
-                      "scalepca.linalg.passes.counting", "scalepca.linalg.passes.add_listener",
-                      "scalepca.linalg.passes.listening", "scalepca.linalg.passes.PassEvent"],
+    "estimators": (None, ["scalepca.PCA", "scalepca.PPCA", "scalepca.KernelPCA",
+                          "scalepca.SparsePCA", "scalepca.RobustPCA"]),
+    "data": ("scalepca.io", ["scalepca.open_matrix", "scalepca.load", "write_array",
+                             "open_zarr_node", "as_matrix"]),
+    "datasets": ("scalepca.datasets", [
+        "make_low_rank", "make_missing", "make_gridded", "make_rings", "make_sparse_spike",
+        "make_low_rank_sparse", "make_counts", "write_dataset", "make_low_rank_zarr",
+        "low_rank_factors", "sparse_spike_loadings", "count_model", "CountMatrix"]),
+    "eof": ("scalepca.eof", ["scalepca.north_test", "scalepca.eofs_as_correlation",
+                             "scalepca.eofs_as_covariance", "scalepca.Rotator", "NorthTest",
+                             "find_lat_lon", "coslat_weights"]),
+    "plot": ("scalepca.plot", ["scree", "components", "scores", "sparse_loadings",
+                               "rpca_frames", "rpca_blocks", "convergence"]),
+    "cluster": ("scalepca.cluster", ["scalepca.connect", "make_cluster", "progress"]),
+    "config": ("scalepca.config", ["load_config", "validate_config", "resolve_paths",
+                                   "apply_overrides", "ConfigError"]),
+    "linalg": ("scalepca.linalg", [
+        "moments", "moments_graph", "merge_moments", "eigh_descending", "flip_signs",
+        "tsqr_svd_centered", "randomized_svd_centered", "block_moments",
+        "column_moments_graph", "feature_scale"]),
+    "linalg_passes": ("scalepca.linalg.passes", ["reduce_rows", "reduce_blocks", "counting",
+                                                 "add_listener", "listening", "PassEvent"]),
 }
+
+
+def api_names(page: str) -> list[str]:
+    """The full names of the objects a section page lists."""
+    module, names = API[page]
+    return [n if n.startswith("scalepca.") else f"{module}.{n}" for n in names]
 
 
 def _resolve(dotted: str):
@@ -633,10 +634,13 @@ def api_page(dotted: str) -> str:
 
 
 def api_section(page: str) -> str:
-    """The summary table and table of contents of one section page of the API reference."""
-    names = API[page]
-    # full names: no current module (an automodule above sets one)
-    lines = [".. currentmodule:: None", "", ".. autosummary::", ""] + [f"   {n}" for n in names]
+    """One section page's body: its module's docstring, a summary table of its objects and
+    their table of contents."""
+    module, _ = API[page]
+    names = api_names(page)
+    lines = [f".. automodule:: {module}", "   :no-members:", ""] if module else []
+    # full names: no current module (the automodule sets one)
+    lines += [".. currentmodule:: None", "", ".. autosummary::", ""] + [f"   {n}" for n in names]
     lines += [""]
     lines += [".. toctree::", "   :hidden:", ""] + [f"   generated/{n}" for n in names]
     return "\n".join(lines) + "\n"
@@ -664,9 +668,9 @@ def generate() -> list[Path]:
     write("contract_matrix.md", contract_matrix())
     api_dir = DOCS / "api" / "generated"
     api_dir.mkdir(exist_ok=True)
-    for page, names in API.items():
+    for page in API:
         write(f"api_{page}.rst", api_section(page))
-        for name in names:
+        for name in api_names(page):
             write(f"../api/generated/{name}.rst", api_page(name))
     gallery = OUT / "gallery"
     gallery.mkdir(exist_ok=True)
