@@ -127,15 +127,18 @@ def _param_docs(doc) -> dict[str, str]:
 def _model_section() -> list[str]:
     from numpydoc.docscrape import ClassDoc
 
+    from scalepca import config
     from scalepca.models.registry import METHODS, estimator_class
 
     parts = ["## model\n",
              "`method` picks the estimator; its parameters sit beside `method` (or under "
-             "`model.params`, needed for sparse PCA's own `method` parameter). Names "
-             "and simple types are checked against the signature when the config is "
-             "read; values and ranges by the estimator, for the data's shape, in "
-             "`scalepca validate` and before `run` starts a cluster. The meanings are the "
-             "estimators' own parameter descriptions.\n"]
+             "`model.params`, needed for sparse PCA's own `method` parameter). Names, "
+             "types, choices and ranges are checked against the estimator's parameter "
+             "table when the config is read; bounds that depend on the data "
+             "(`n_components` at most min(n, d)) and the conditions between parameters "
+             "for the data's shape, in `scalepca validate` and before `run` starts a "
+             "cluster — the same table `fit` checks. The meanings are the estimators' own "
+             "parameter descriptions.\n"]
     for method, target in METHODS.items():
         cls = estimator_class(method)
         name = target.split(":")[1]
@@ -148,8 +151,9 @@ def _model_section() -> list[str]:
             if pname == "self" or par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
                 continue
             default = "required" if par.default is par.empty else _yaml(par.default)
-            rows.append([f"`{pname}`", default, descs.get(pname, "")])
-        parts.append(_table(["key", "default", "meaning"], rows))
+            rows.append([f"`{pname}`", config.describe_parameter(cls, pname), default,
+                         descs.get(pname, "")])
+        parts.append(_table(["key", "type", "default", "meaning"], rows))
     return parts
 
 
