@@ -59,8 +59,8 @@ def test_every_page_is_built(site):
 
 
 def test_config_reference_lists_every_schema_key(site):
-    from scalepca.config import schema_sections
-    from scalepca.models.registry import METHODS
+    from scalepca.app.config import schema_sections
+    from scalepca.persistence.registry import METHODS
 
     text = _text(site / "config.html")
     for _, _, schema in schema_sections():
@@ -131,8 +131,8 @@ def test_estimator_examples_run_as_shown(cls):
 
 
 def test_api_pages_of_functions_generators_and_plots(site):
+    import scalepca.analysis.plot
     import scalepca.datasets
-    import scalepca.plot
 
     gen = site / "api" / "generated"
     for name in ("open_matrix", "load", "connect", "north_test", "eofs_as_correlation",
@@ -142,8 +142,8 @@ def test_api_pages_of_functions_generators_and_plots(site):
     assert "make_counts" in makers
     for name in makers:
         assert (gen / f"scalepca.datasets.{name}.html").is_file(), name
-    for name in scalepca.plot.__all__:
-        assert (gen / f"scalepca.plot.{name}.html").is_file(), name
+    for name in scalepca.analysis.plot.__all__:
+        assert (gen / f"scalepca.analysis.plot.{name}.html").is_file(), name
     # module docstrings render as reST: no literal-block text or raw roles on the pages
     for page in ("api/config.html", "api/plot.html"):
         text = _text(site / page)

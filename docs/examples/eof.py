@@ -1,6 +1,7 @@
 import numpy as np
 
 import scalepca
+from scalepca.analysis import plot
 from scalepca.datasets import make_gridded
 
 # a lazy (time, lat, lon) sea-surface-temperature-like field, land cells NaN
@@ -15,5 +16,5 @@ print("North's typical errors:", np.round(north.errors, 2),
       "overlap:", north.overlaps)
 pcs = pca.transform(ds)  # (time, mode): the PC series
 print(pcs.dims, pcs.shape)
-fig = scalepca.plot.components(pca.components_xr_, ncols=2)
+fig = plot.components(pca.components_xr_, ncols=2)
 fig.savefig("eof.png", dpi=100, bbox_inches="tight")

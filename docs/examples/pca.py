@@ -1,6 +1,7 @@
 import numpy as np
 
 import scalepca
+from scalepca.analysis import plot
 from scalepca.datasets import make_low_rank
 
 # a lazy 200,000 × 40 dask array in 10 row chunks: 4 strong directions + noise
@@ -10,5 +11,5 @@ print("explained variance ratio:", np.round(pca.explained_variance_ratio_, 3))
 print("passes over the data:", pca.n_passes_)
 Z = pca.transform(X)  # lazy: dask in, dask out
 print("scores: dask", type(Z).__name__, Z.shape, "in chunks of", Z.chunksize)
-ax = scalepca.plot.scree(pca)
+ax = plot.scree(pca)
 ax.figure.savefig("pca.png", dpi=100, bbox_inches="tight")

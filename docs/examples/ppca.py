@@ -1,6 +1,7 @@
 import numpy as np
 
 import scalepca
+from scalepca.analysis import plot
 from scalepca.datasets import make_low_rank, make_missing
 
 # 50,000 × 30, 20 % of the entries missing at random (NaN), and the truth
@@ -16,5 +17,5 @@ gaps = np.isnan(X[:1000].compute())
 err = (filled.compute() - truth[:1000].compute())[gaps]
 rmse = np.sqrt(np.mean(err**2))
 print(f"imputation RMSE on {gaps.sum():,} missing entries: {rmse:.3f}")
-ax = scalepca.plot.convergence(ppca)
+ax = plot.convergence(ppca)
 ax.figure.savefig("ppca.png", dpi=100, bbox_inches="tight")

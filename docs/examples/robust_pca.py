@@ -1,6 +1,7 @@
 import numpy as np
 
 import scalepca
+from scalepca.analysis import plot
 from scalepca.datasets import make_low_rank_sparse
 
 # M = L + S: 600 × 400, L of rank 5, 5 % of the entries corrupted by ±1
@@ -13,5 +14,5 @@ print(f"rank {rpca.rank_}, {rpca.n_iter_} iterations, "
       f"relative error of L {err:.1e}")
 found = rpca.sparse_.compute() != 0
 print("support of S found exactly:", bool((found == (S.compute() != 0)).all()))
-fig = scalepca.plot.rpca_blocks(M, rpca, rows=slice(0, 60), cols=slice(0, 60))
+fig = plot.rpca_blocks(M, rpca, rows=slice(0, 60), cols=slice(0, 60))
 fig.savefig("robust_pca.png", dpi=100, bbox_inches="tight")

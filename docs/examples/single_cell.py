@@ -4,6 +4,7 @@ from pathlib import Path
 import numpy as np
 
 import scalepca
+from scalepca.analysis import plot
 from scalepca.datasets import make_counts, write_dataset
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -19,5 +20,5 @@ with tempfile.TemporaryDirectory() as tmp:
     print("variance explained (%):", np.round(100 * ratio, 1))
     scores = pca.transform(X)  # (obs, mode), labelled by cell
     print(scores.dims, scores.shape)
-    ax = scalepca.plot.scree(pca)
+    ax = plot.scree(pca)
     ax.figure.savefig("single_cell.png", dpi=100, bbox_inches="tight")

@@ -1,6 +1,7 @@
 import numpy as np
 
 import scalepca
+from scalepca.analysis import plot
 from scalepca.datasets import make_sparse_spike, sparse_spike_loadings
 
 # 20,000 × 60: 3 components of 10 non-zero loadings each, hidden in noise
@@ -15,5 +16,5 @@ found = {frozenset(np.flatnonzero(v)) for v in V}
 true = {frozenset(np.flatnonzero(t)) for t in truth}
 print("the true supports:", found == true)
 print("passes over the data:", spca.n_passes_)
-ax = scalepca.plot.sparse_loadings(spca)
+ax = plot.sparse_loadings(spca)
 ax.figure.savefig("sparse_pca.png", dpi=100, bbox_inches="tight")

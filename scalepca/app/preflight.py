@@ -40,7 +40,7 @@ def _variable_problem(path: str, variable: str | None, storage_options=None) -> 
 
     from ..io import open_zarr_node
     from ..io._netcdf import is_netcdf, open_netcdf
-    from ..io._open import _looks_like_xarray
+    from ..preprocessing._open import _looks_like_xarray
 
     if is_netcdf(path):  # NetCDF/HDF5 files: the opener of open_matrix lists the variables
         if variable is None:
@@ -73,7 +73,7 @@ def _variable_problem(path: str, variable: str | None, storage_options=None) -> 
 def _generated_matrix(dcfg: dict):
     """The lazy matrix ``data.generate`` describes (nothing is generated or written)."""
     from ..datasets import GENERATORS
-    from ..io import open_matrix
+    from ..preprocessing import open_matrix
 
     params = dict(dcfg["generate"])
     data = GENERATORS[params.pop("kind", "low_rank")](**params)
@@ -92,7 +92,7 @@ def _estimator_problems(method: str, params: dict, X, path: str) -> list[str]:
 
     from .._validation import is_sparse
     from ..models._params import Shape, parameter_problems
-    from ..models.registry import estimator_class
+    from ..persistence.registry import estimator_class
 
     cls = estimator_class(method)
     full = cls(**params).get_params(deep=False)
@@ -166,10 +166,11 @@ def _cluster_problems(cfg: dict, problems: list, notes: list) -> tuple[list[str]
     if cfg["cluster"] is None:
         return problems, notes
     kind = cfg["cluster"]["kind"]
-    from ..cluster import _EXTRAS, _SUBMIT_COMMANDS
+    from .cluster._connect import _EXTRAS
+    from .cluster._jobs import _SUBMIT_COMMANDS
 
     if kind in _EXTRAS:
-        from ..cluster import _import_extra
+        from .cluster._connect import _import_extra
 
         try:
             _import_extra(kind)

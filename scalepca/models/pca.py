@@ -13,7 +13,6 @@ from .._validation import (
     choose_n_components,
     is_sparse,
 )
-from ..io._matrix import MatrixInput
 from ..linalg import (
     column_moments_graph,
     eigh_descending,
@@ -26,6 +25,7 @@ from ..linalg import (
 )
 from ..linalg.moments import float32_relative_error, gram_precision
 from ..linalg.sparse import scale_columns
+from ..preprocessing._matrix import MatrixInput
 from ._gaussian import LatentGaussianMixin
 from ._params import Choice, Flag, Int, NComponents, Rule, Seed
 from .base import LinearDecompositionMixin
@@ -390,7 +390,7 @@ class PCA(_BaseSpectralPCA):
         scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
         divide each block by its features' σ as they read it. A feature constant to rounding
         (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
-        The EOF tools (:mod:`scalepca.eof`) project the standardised data as ``transform``
+        The EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data as ``transform``
         does; their covariance maps stay in the field's own units (cov(pc, field)).
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
