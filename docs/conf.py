@@ -32,11 +32,16 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "myst_nb",
+    "sphinx_copybutton",
+    "sphinx-mathjax-offline",  # MathJax 3 served with the site: formulas render offline
 ]
 
 # Markdown pages (MyST) and notebooks; reST for the API pages
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "_generated/notes_*.rst"]
+# generated fragments are included by the pages that show them, never pages themselves (a
+# page of their own would be a duplicate in the search index)
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "_generated/notes_*.rst",
+                    "_generated/api_*.rst", "_generated/*.md"]
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]  # generated benchmark pages skip heading levels
@@ -47,22 +52,34 @@ nb_execution_mode = "off"
 # API reference: numpydoc renders the docstrings; autodoc imports the package
 autodoc_default_options = {"members": False, "inherited-members": False}
 autodoc_typehints = "none"  # the numpydoc Parameters sections carry the types
-autosummary_generate = False
+autosummary_generate = False  # docgen writes the pages (docs/api/generated/)
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 
+# the copy button copies the code only: no ">>> " / "... " prompts, no "$ " shell prompts
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
+
 html_theme = "pydata_sphinx_theme"
 html_title = "scalepca"
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["scalepca.css"]
+html_js_files = ["scalepca.js"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
     "footer_start": ["copyright"],
     "footer_end": [],
-    "secondary_sidebar_items": ["page-toc"],
+    # the wide tables (benchmarks, config keys, the contract matrix) get the page's width
+    "secondary_sidebar_items": {"**": ["page-toc"], "benchmarks": [], "config": [],
+                                "contract": []},
 }
-html_sidebars = {"**": ["sidebar-nav-bs"]}
+# pages without sub-pages get no (empty) navigation column: their tables get its width
+html_sidebars = {"**": ["sidebar-nav-bs"],
+                 **{page: [] for page in ("getting-started", "config", "benchmarks", "hpc",
+                                          "architecture", "scaling", "bad_input", "contract",
+                                          "development")}}
 
 
 def setup(app):

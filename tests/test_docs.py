@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ._browser import INSTALL, chromium, screenshot
+from ._browser import rendered_dom, screenshot
 
 ROOT = Path(__file__).parents[1]
 pytest.importorskip("sphinx", reason="docs extra not installed: pip install -e '.[docs]'")
@@ -51,9 +51,9 @@ def _text(path: Path) -> str:
 
 def test_every_page_is_built(site):
     for page in ("index", "getting-started", "config", "architecture", "gallery", "benchmarks",
-                 "bad_input", "hpc", "api/estimators", "api/data", "api/cluster", "api/config",
-                 "api/linalg", "guide/index", "guide/pca", "guide/ppca", "guide/kernel_pca",
-                 "guide/sparse_pca", "guide/robust_pca"):
+                 "bad_input", "hpc", "development", "api/estimators", "api/data",
+                 "api/datasets", "api/eof", "api/plot", "api/cluster", "api/config",
+                 "api/linalg", "guide/index", *GUIDE_PAGES):
         assert (site / f"{page}.html").is_file(), page
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     built = sorted(p.stem for p in (site / "_generated" / "gallery").glob("*.html"))
@@ -85,24 +85,157 @@ def test_gallery_shows_stored_outputs(site):
 
 def test_api_page_from_docstrings(site):
     text = _text(site / "api" / "estimators.html")
-    for name in ("PCA", "PPCA", "KernelPCA", "SparsePCA", "RobustPCA", "n_components",
-                 "Passes over the data", "explained_variance_"):
+    for name in ("PCA", "PPCA", "KernelPCA", "SparsePCA", "RobustPCA"):
+        assert name in text, name
+    text = _text(site / "api" / "generated" / "scalepca.PCA.html")
+    for name in ("n_components", "Passes over the data", "explained_variance_"):
         assert name in text, name
 
 
-@pytest.mark.parametrize("page", ["index.html", "api/estimators.html"])
+#: every method a user calls, each documented on its estimator's page (an entry of its own)
+API_MEMBERS = {
+    "PCA": ["fit", "transform", "inverse_transform", "fit_transform", "score", "score_samples",
+            "save", "components_xr_", "mean_xr_"],
+    "PPCA": ["fit", "transform", "inverse_transform", "score_samples", "impute", "sample",
+             "get_covariance", "save", "components_xr_", "mean_xr_"],
+    "KernelPCA": ["fit", "transform", "inverse_transform", "save"],
+    "SparsePCA": ["fit", "transform", "partial_fit", "fit_covariance", "save",
+                  "components_xr_"],
+    "RobustPCA": ["fit", "transform", "inverse_transform", "save"],
+}
+
+
+@pytest.mark.parametrize("cls", sorted(API_MEMBERS))
+def test_one_api_page_per_estimator_with_its_methods(site, cls):
+    html = (site / "api" / "generated" / f"scalepca.{cls}.html").read_text()
+    for member in API_MEMBERS[cls]:
+        assert f'id="scalepca.{cls}.{member}"' in html, f"{cls}.{member} is not documented"
+    # examples render as written: `rank_`, not `rank\_` (which fails when pasted)
+    code = " ".join(re.findall(r'<div class="highlight[^"]*"><pre>(.*?)</pre>', html, re.S))
+    assert code, f"{cls}'s page has no example"
+    assert "\\_" not in html, f"an escaped underscore shows on {cls}'s page"
+
+
+@pytest.mark.parametrize("cls", sorted(API_MEMBERS))
+def test_estimator_examples_run_as_shown(cls):
+    """The Examples of each estimator's API page, run as doctests: they print what they show."""
+    import doctest
+
+    import scalepca
+
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    runner = doctest.DocTestRunner(optionflags=flags)
+    tests = doctest.DocTestFinder(recurse=False).find(getattr(scalepca, cls), cls, globs={})
+    assert tests and tests[0].examples, f"{cls} has no example"
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
+
+
+def test_api_pages_of_functions_generators_and_plots(site):
+    import scalepca.analysis.plot
+    import scalepca.datasets
+
+    gen = site / "api" / "generated"
+    for name in ("open_matrix", "load", "connect", "north_test", "eofs_as_correlation",
+                 "eofs_as_covariance", "Rotator"):
+        assert (gen / f"scalepca.{name}.html").is_file(), name
+    makers = [n for n in scalepca.datasets.__all__ if n.startswith("make_") and "zarr" not in n]
+    assert "make_counts" in makers
+    for name in makers:
+        assert (gen / f"scalepca.datasets.{name}.html").is_file(), name
+    for name in scalepca.analysis.plot.__all__:
+        assert (gen / f"scalepca.analysis.plot.{name}.html").is_file(), name
+    # module docstrings render as reST: no literal-block text or raw roles on the pages
+    for page in ("api/config.html", "api/plot.html"):
+        text = _text(site / page)
+        assert ":data:" not in text and ":mod:" not in text and "``" not in text, page
+    assert (site / "_static" / "copybutton.js").is_file()  # sphinx-copybutton
+
+
+def test_config_reference_is_readable(site):
+    html = (site / "config.html").read_text()
+    text = _text(site / "config.html")
+    for role in (":class:", ":func:", ":data:", ":meth:", ":mod:"):
+        assert role not in text, f"a raw {role} role shows in the config reference"
+    # whole descriptions: every choice of a parameter, not its first sentence only
+    cell = r'<span class="pre">{}</span></code></p></td>(.*?)</tr>'
+    solver = re.search(cell.format("svd_solver"), html, re.S)  # PCA's, the first
+    assert solver is not None
+    for choice in ("covariance_eigh", "tsqr", "randomized", "auto"):
+        assert choice in solver.group(1), choice
+    ppca = html[html.index('id="method-ppca"'):html.index('id="method-kernel-pca"')]
+    missing = re.search(cell.format("missing"), ppca, re.S)
+    assert missing is not None and "error" in missing.group(1) and "em" in missing.group(1)
+    # defaults as YAML in every table, never as Python
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S):
+        cells = [re.sub(r"<[^>]+>", "", c).strip()
+                 for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        if len(cells) >= 3:  # key, (type,) default, meaning
+            default = cells[2] if len(cells) == 4 else cells[1]
+            assert default not in ("None", "True", "False", "'auto'"), cells[0]
+    # sections in the order of a config file
+    order = [html.index(f'id="{a}"') for a in ("data", "data-generate", "model", "cluster",
+                                                "output", "top-level")]
+    assert order == sorted(order)
+    # one page, not also its generated fragment
+    assert "config_reference" not in (site / "searchindex.js").read_text()
+
+
+def test_guide_pages_link_no_private_names(site):
+    for page in ("guide/index", *GUIDE_PAGES):
+        text = _text(site / f"{page}.html")
+        assert not re.search(r"scalepca\._|models\._|io\._", text), page
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "docs" / "examples").glob("*.py")
+                                        if p.name != "run.py"))
+def test_guide_examples_print_what_their_page_shows(tmp_path, name):
+    """Each example of the guide still runs and prints the output its page shows."""
+    sys.path.insert(0, str(ROOT / "docs" / "examples"))
+    try:
+        import run
+    finally:
+        sys.path.pop(0)
+    assert run.run(name, tmp_path) == (ROOT / "docs" / "examples" / f"{name}.txt").read_text()
+    assert (tmp_path / f"{name}.png").is_file()  # the figure its page shows
+
+
+def _keep(png: Path) -> None:
+    keep = os.environ.get("SCALEPCA_DOCS_SCREENSHOTS")  # a folder to keep them in, to look at
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, Path(keep) / png.name)
+
+
+#: the user guide's pages: each has formulas or a figure the browser must show
+GUIDE_PAGES = ("guide/choosing", "guide/pca", "guide/ppca", "guide/kernel_pca",
+               "guide/sparse_pca", "guide/robust_pca", "guide/eof", "guide/single_cell")
+METHOD_PAGES = [p for p in GUIDE_PAGES if p not in ("guide/choosing",)]
+
+
+@pytest.mark.parametrize("page", METHOD_PAGES)
+def test_guide_page_renders_its_formulas_and_figure(site, tmp_path, page):
+    dom = rendered_dom((site / f"{page}.html").as_uri(), tmp_path / "profile")
+    # MathJax (served with the site) typeset the formulas, without a TeX error
+    assert dom.count("<mjx-container") >= 3, f"{page}: formulas not rendered"
+    assert "<mjx-merror" not in dom, f"{page}: a formula failed to typeset"
+    # its figure loaded (marked by docs/_static/scalepca.js once the page loaded)
+    assert re.search(r"<img[^>]*data-loaded=\"yes\"", dom), f"{page}: no figure shown"
+    assert 'data-loaded="no"' not in dom, f"{page}: a broken image"
+
+
+@pytest.mark.parametrize("page", ["index.html", "api/estimators.html",
+                                  "api/generated/scalepca.PPCA.html", "guide/ppca.html",
+                                  "guide/eof.html", "config.html", "gallery.html",
+                                  "benchmarks.html", "getting-started.html"])
 def test_pages_render_in_a_real_browser(site, tmp_path, page):
-    if chromium() is None:
-        pytest.skip(INSTALL)
     import numpy as np
     from matplotlib.image import imread
 
     png = tmp_path / (page.replace("/", "_") + ".png")
     screenshot((site / page).as_uri(), png, tmp_path / "profile")
-    keep = os.environ.get("SCALEPCA_DOCS_SCREENSHOTS")  # a folder to keep them in, to look at
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(png, Path(keep) / png.name)
+    _keep(png)
     image = imread(png)
     assert image.shape[:2] == (1000, 1280)
     gray = image[..., :3].mean(axis=2)

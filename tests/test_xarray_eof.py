@@ -41,6 +41,16 @@ def test_open_matrix_stacks_lazily(rng, raise_if_dask_computes):
     np.testing.assert_array_equal(X.sel(lat=70.0, lon=90.0).values, arr.isel(lat=0, lon=2).values)
 
 
+@pytest.mark.parametrize("make", [lambda: scalepca.PCA(2), lambda: scalepca.PPCA(2),
+                                  lambda: scalepca.KernelPCA(2, n_features=20, random_state=0)])
+def test_scores_of_xarray_input_are_named(rng, make):
+    """The scores' name labels a plot's axis (it was the dask task's, ``_affine_block-…``)."""
+    arr = field(rng).chunk({"time": 20})
+    X = scalepca.open_matrix(arr, sample_dims="time")
+    scores = make().fit(X).transform(X)
+    assert scores.dims == ("time", "mode") and scores.name == "scores"
+
+
 @pytest.mark.parametrize("solver", ["covariance_eigh", "tsqr", "randomized"])
 def test_pca_matches_dense_eof_with_land_and_weights(rng, solver):
     arr = field(rng)

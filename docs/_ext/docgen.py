@@ -13,7 +13,8 @@ the pages below cannot drift from what they describe:
   each estimator's docstring, for the user guide.
 * ``gallery/*.ipynb`` — copies of the executed notebooks in ``notebooks/`` (rendered with
   their stored outputs, never executed by the build).
-* ``benchmark_tables.md`` — every table of ``benchmarks/results/*.json``.
+* ``benchmarks.md`` — curated tables and charts (``bench/*.png``, matplotlib) of
+  ``benchmarks/results/*.json``.
 * ``layout.md`` — one line per module of the package, from the modules' docstrings.
 * ``contract_matrix.md`` — what works with what: the contract matrix's tables, from the lists
   and the table of expected outcomes in ``tests/_contract.py`` that ``tests/test_contract.py``
@@ -44,11 +45,6 @@ def _table(headers, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _rst_to_md(text: str) -> str:
-    """Docstring fragments use reST literals; MyST reads single backticks."""
-    return text.replace("``", "`")
-
-
 # -- plain-text docstrings as reST -----------------------------------------------------------------
 _PROTECTED = re.compile(r"(``.*?``|:\w+:`[^`]*`|`[^`]*`_?|\*\*[^*]+\*\*|\$[^$]+\$)")
 
@@ -66,18 +62,130 @@ def escape_plain(line: str) -> str:
     return "".join(parts)
 
 
+CODE_DIRECTIVES = (".. code-block::", ".. code::", ".. sourcecode::")
+
+
 def escape_docstring(app, what, name, obj, options, lines) -> None:
-    """``autodoc-process-docstring`` handler, run after numpydoc turned sections into reST."""
-    lines[:] = [escape_plain(line) for line in lines]
+    """``autodoc-process-docstring`` handler, run after numpydoc turned sections into reST.
+
+    Code is left as written: doctest blocks (from a ``>>>`` line to the next blank line) and
+    literal blocks (the indented lines after a paragraph ending in ``::``) are literal in
+    reST already, and an escape there would show (``rank\\_`` fails when pasted).
+    """
+    out, doctest, literal, base = [], False, False, None
+    for line in lines:
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if stripped.startswith(">>>"):
+            doctest = True
+        elif not stripped:
+            doctest = False
+        if base is not None and stripped:  # a literal block is what is indented past `base`
+            literal = indent > base
+            base = base if literal else None
+        code = doctest or literal
+        out.append(line if code else escape_plain(line))
+        if not code and (stripped.endswith("::") or stripped.startswith(CODE_DIRECTIVES)):
+            base, literal = indent, False
+    lines[:] = out
 
 
 # -- config reference ------------------------------------------------------------------------------
-def config_reference() -> str:
-    from numpydoc.docscrape import ClassDoc, FunctionDoc
+_ROLE = re.compile(r":(?:py:)?(class|func|meth|mod|data|attr|exc|obj):`([^`]+)`")
+
+
+def _rst_to_md(text: str) -> str:
+    """Docstring fragments in reST as MyST: ``literal`` → `literal`, :class:`X` → {py:class}`X`
+    (a role left in reST would show as raw text)."""
+    text = _ROLE.sub(lambda m: f"{{py:{m.group(1)}}}`{m.group(2)}`", text)
+    return re.sub(r"``(.+?)``", r"`\1`", text)
+
+
+def _yaml(value) -> str:
+    """A default as it is written in a config file (YAML), not as Python writes it."""
+    import yaml
+
+    if isinstance(value, tuple):
+        value = list(value)
+    try:
+        text = yaml.safe_dump(value, default_flow_style=True).strip()
+    except yaml.YAMLError:  # an object YAML cannot write: not settable from a config
+        return f"(Python: `{value!r}`)"
+    return "`" + text.removesuffix("...").strip() + "`"
+
+
+def _param_docs(doc) -> dict[str, str]:
+    """Every parameter's whole numpydoc description, one line of MyST."""
+    descs = {}
+    for p in doc["Parameters"]:
+        text = _rst_to_md(" ".join(line.strip() for line in p.desc).strip())
+        for n in p.name.split(","):
+            descs[n.strip()] = text
+    return descs
+
+
+def _model_section() -> list[str]:
+    from numpydoc.docscrape import ClassDoc
 
     from scalepca.app import config
-    from scalepca.datasets import GENERATORS
     from scalepca.persistence.registry import METHODS, estimator_class
+
+    parts = ["## model\n",
+             "`method` picks the estimator; its parameters sit beside `method` (or under "
+             "`model.params`, needed for sparse PCA's own `method` parameter). Names, "
+             "types, choices and ranges are checked against the estimator's parameter "
+             "table when the config is read; bounds that depend on the data "
+             "(`n_components` at most min(n, d)) and the conditions between parameters "
+             "for the data's shape, in `scalepca validate` and before `run` starts a "
+             "cluster — the same table `fit` checks. The meanings are the estimators' own "
+             "parameter descriptions.\n"]
+    for method, target in METHODS.items():
+        cls = estimator_class(method)
+        name = target.split(":")[1]
+        parts.append(f"### method: {method}\n")
+        parts.append(f"Estimator {{class}}`scalepca.{name}` "
+                     f"([API page](api/generated/scalepca.{name}.rst)).\n")
+        descs = _param_docs(ClassDoc(cls))
+        rows = []
+        for pname, par in inspect.signature(cls.__init__).parameters.items():
+            if pname == "self" or par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
+                continue
+            default = "required" if par.default is par.empty else _yaml(par.default)
+            rows.append([f"`{pname}`", config.describe_parameter(cls, pname), default,
+                         descs.get(pname, "")])
+        parts.append(_table(["key", "type", "default", "meaning"], rows))
+    return parts
+
+
+def _generate_section() -> list[str]:
+    from numpydoc.docscrape import FunctionDoc
+
+    from scalepca.datasets import GENERATORS
+
+    parts = ["## data.generate\n",
+             "`kind` (default `low_rank`) and the generator's parameters; the store is "
+             "written block by block at `data.path` when it does not exist.\n"]
+    for kind, func in GENERATORS.items():
+        parts.append(f"### kind: {kind}\n")
+        summary = (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
+        if summary:
+            parts.append(_rst_to_md(summary) + "\n")
+        try:
+            descs = _param_docs(FunctionDoc(func))
+        except Exception:  # a generator without a numpydoc Parameters section
+            descs = {}
+        rows = []
+        for pname, par in inspect.signature(func).parameters.items():
+            default = "required" if par.default is par.empty else _yaml(par.default)
+            rows.append([f"`{pname}`", default, descs.get(pname, "")])
+        if not any(row[2] for row in rows):
+            rows = [row[:2] for row in rows]
+        parts.append(_table(["key", "default", "meaning"][:len(rows[0])], rows))
+    return parts
+
+
+def config_reference() -> str:
+    from scalepca.app import config
 
     parts = [
         "<!-- generated by docs/_ext/docgen.py from scalepca/app/config.py: do not edit -->\n",
@@ -87,15 +195,19 @@ def config_reference() -> str:
         "`scalepca validate CONFIG` checks a config against its data without running it, and "
         "`--set key.sub=value` overrides any key on the command line. Relative paths in the "
         "file (" + ", ".join(f"`{'.'.join(k)}`" for k in config.PATH_KEYS)
-        + ") are taken from the config file's folder.\n",
+        + ") are taken from the config file's folder. Defaults are written as in the YAML "
+        "file.\n",
+        "Sections, in the order of a config file: [data](#data), "
+        "[data.generate](#data-generate), [model](#model), [cluster](#cluster), "
+        "[output](#output), [progress](#top-level).\n",
     ]
-    missing = []
+    missing, fixed = [], {}
     for title, prefix, schema in config.schema_sections():
-        parts.append(f"## {title}\n")
         rows = []
         if title.startswith("cluster, kind: local"):
-            rows.append(["`kind`", "a string", "local", _rst_to_md(config.KEY_DOCS["cluster.kind"])
-                         + " One of: " + ", ".join(f"`{k}`" for k in config.CLUSTER_KINDS)])
+            rows.append(["`kind`", "a string", "`local`",
+                         _rst_to_md(config.KEY_DOCS["cluster.kind"]) + " One of: "
+                         + ", ".join(f"`{k}`" for k in config.CLUSTER_KINDS)])
         for key, field in schema.items():
             full = f"{prefix}.{key}" if prefix else key
             doc = config.KEY_DOCS.get(full)
@@ -103,61 +215,27 @@ def config_reference() -> str:
                 missing.append(full)
                 continue
             typ, default = config.describe_field(field)
+            default = default if default == "required" else f"`{default}`"
             rows.append([f"`{key}`", typ, default, _rst_to_md(doc)])
-        parts.append(_table(["key", "type", "default", "meaning"], rows))
+        fixed[title] = _table(["key", "type", "default", "meaning"], rows)
     if missing:
         raise RuntimeError(f"config keys without a description in scalepca.app.config.KEY_DOCS: "
                            f"{', '.join(missing)}")
 
-    parts.append("## model\n")
-    parts.append("`method` picks the estimator; its parameters sit beside `method` (or under "
-                 "`model.params`, needed for sparse PCA's own `method` parameter). Names, "
-                 "types, choices and ranges are checked against the estimator's parameter "
-                 "table when the config is read; bounds that depend on the data "
-                 "(`n_components` at most min(n, d)) and the conditions between parameters "
-                 "for the data's shape, in `scalepca validate` and before `run` starts a "
-                 "cluster — the same table `fit` checks.\n")
-    for method, target in METHODS.items():
-        cls = estimator_class(method)
-        module, name = target.split(":")
-        parts.append(f"### method: {method}\n")
-        parts.append(f"Estimator {{class}}`scalepca.{name}`.\n")
-        descs = {}
-        for p in ClassDoc(cls)["Parameters"]:
-            for n in p.name.split(","):
-                descs[n.strip()] = " ".join(p.desc).strip()
-        rows = []
-        for pname, par in inspect.signature(cls.__init__).parameters.items():
-            if pname == "self" or par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
-                continue
-            default = "required" if par.default is par.empty else repr(par.default)
-            first = descs.get(pname, "").split(". ")[0]
-            rows.append([f"`{pname}`", config.describe_parameter(cls, pname), default,
-                         _rst_to_md(first)])
-        parts.append(_table(["key", "type", "default", "meaning (from the docstring)"], rows))
+    def take(pred, level="##"):
+        out = []
+        for title in [t for t in fixed if pred(t)]:
+            out += [f"{level} {title}\n", fixed.pop(title)]
+        return out
 
-    parts.append("## data.generate\n")
-    parts.append("`kind` (default `low_rank`) and the generator's parameters; the store is "
-                 "written block by block at `data.path` when it does not exist.\n")
-    for kind, func in GENERATORS.items():
-        parts.append(f"### kind: {kind}\n")
-        summary = (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
-        if summary:
-            parts.append(_rst_to_md(summary) + "\n")
-        descs = {}
-        try:
-            for p in FunctionDoc(func)["Parameters"]:
-                for n in p.name.split(","):
-                    descs[n.strip()] = " ".join(p.desc).strip()
-        except Exception:  # a generator without a numpydoc Parameters section
-            pass
-        rows = []
-        for pname, par in inspect.signature(func).parameters.items():
-            default = "required" if par.default is par.empty else repr(par.default)
-            rows.append([f"`{pname}`", default, _rst_to_md(descs.get(pname, ""))])
-        if not any(row[2] for row in rows):
-            rows = [row[:2] for row in rows]
-        parts.append(_table(["key", "default", "meaning"][:len(rows[0])], rows))
+    parts += take(lambda t: t == "data")
+    parts += _generate_section()
+    parts += _model_section()
+    parts.append("## cluster\n")
+    parts.append("`kind` picks where the workers run; each kind has its own keys.\n")
+    parts += take(lambda t: t.startswith("cluster"), "###")
+    parts += take(lambda t: t == "output")
+    parts += take(lambda t: True)  # the top level (progress) and any section added later
     return "\n".join(parts)
 
 
@@ -177,43 +255,273 @@ def class_notes(name: str) -> str:
 
 
 # -- benchmarks ------------------------------------------------------------------------------------
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, list):
-        if all(isinstance(x, (int, float)) for x in v):
-            shown = ", ".join(_fmt(x) for x in v[:8])
-            return shown + (f", … ({len(v)} values)" if len(v) > 8 else "")
-        return json.dumps(v)[:120]
-    return str(v)
+#: readable column headers for the keys the benchmark scripts write
+_HEADERS = {
+    "seconds": "time (s)", "time_s": "time (s)", "x read pass": "× read pass",
+    "x floor": "× floor", "x floor, paired rounds": "× floor (paired rounds)",
+    "eig rel err": "eigenvalue error", "eig rel err top 5": "eigenvalue error, top 5",
+    "max_rel_err": "max. eigenvalue error", "mean_rel_err": "mean eigenvalue error",
+    "rel_error": "relative error of L", "support_mismatch": "support errors",
+    "peak worker GiB": "peak worker (GiB)", "GB/s per core": "GB/s per core",
+    "s_per_million": "s per million rows", "n_chunks": "chunks", "x_dask_sum": "× dask sum",
+    "x_read": "× read", "core_us_per_chunk": "µs per chunk (1 core)",
+    "objective / sklearn": "objective / scikit-learn's", "x sklearn time": "× scikit-learn time",
+    "zero share": "zero loadings", "limit/worker MB": "limit per worker (MB)",
+    "peak worker MB": "peak worker (MB)", "spilled MB": "spilled (MB)", "data MB": "data (MB)",
+    "n_by_m_bytes": "n × m features would take", "peak_cluster_bytes": "peak cluster memory",
+    "light / dask": "light / dask",
+}
 
 
-def _json_tables(obj, title: str, depth: int) -> list[str]:
-    out = []
-    scalars = {k: v for k, v in obj.items() if not isinstance(v, (dict, list))
-               or (isinstance(v, list) and not any(isinstance(x, dict) for x in v))}
-    heading = "#" * min(depth, 6)
-    out.append(f"{heading} {title}\n")
-    if scalars:
-        out.append(_table(["quantity", "value"], [[k, _fmt(v)] for k, v in scalars.items()]))
-    for key, value in obj.items():
-        if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
-            cols = []
-            for row in value:
-                cols += [c for c in row if c not in cols]
-            out.append(f"**{key}**\n")
-            out.append(_table(cols, [[_fmt(r.get(c, "")) for c in cols] for r in value]))
-        elif isinstance(value, dict):
-            out += _json_tables(value, f"{title} · {key}", depth + 1)
-    return out
+def _num(key: str, v) -> str:
+    """A measured value as a reader wants it: units, separators, a sensible precision."""
+    import math
+
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if not isinstance(v, (int, float)):
+        text = str(v)
+        if key == "note" and text.startswith("failed:"):  # the exception, not its traceback
+            text = ":".join(text.split(":")[:2])
+        return _cell(text)
+    k = key.lower()
+    if "bytes" in k:
+        return f"{v / 2**30:,.2f} GiB" if v >= 2**30 else f"{v / 2**20:,.0f} MiB"
+    if "gb/s" in k:
+        return f"{v:.3g}"
+    if k.startswith("x ") or k.startswith("x_") or "/" in k or "speedup" in k:
+        return f"{v:,.2f}×"
+    if "err" in k or "diff" in k or "residual" in k:
+        return "0" if v == 0 else f"{v:.1e}"
+    if "share" in k or k in ("precision", "recall"):
+        return f"{100 * v:.0f} %"
+    if isinstance(v, int) or float(v).is_integer() and abs(v) >= 100:
+        return f"{int(v):,}"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
 
 
-def benchmark_tables() -> str:
-    parts = ["<!-- generated by docs/_ext/docgen.py from benchmarks/results/*.json -->\n"]
-    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
-        data = json.loads(path.read_text())
-        parts += _json_tables(data, f"{path.stem} (`benchmarks/results/{path.name}`)", 2)
-    return "\n".join(parts)
+def _curated(rows: list[dict], columns: list[str], first: str = "method") -> str:
+    """A table of ``columns`` of ``rows`` (those present), with readable headers."""
+    cols = [first] + [c for c in columns if any(c in r for r in rows)]
+    return _table([_HEADERS.get(c, c.replace("_", " ")) for c in cols],
+                  [[_num(c, r.get(c)) if c != first else _cell(r.get(c, ""))
+                    for c in cols] for r in rows])
+
+
+def _bench(name: str) -> dict:
+    return json.loads((ROOT / "benchmarks" / "results" / f"{name}.json").read_text())
+
+
+def _bar_chart(path: Path, labels, values, xlabel: str, *, ref: float | None = None,
+               colors=None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(labels) + 0.9))
+    y = range(len(labels))[::-1]
+    ax.barh(list(y), values, color=colors or "#3b75af")
+    ax.set_yticks(list(y), labels)
+    for yi, v in zip(y, values, strict=True):
+        ax.text(v, yi, f" {v:.2f}×", va="center", fontsize=8)
+    if ref is not None:
+        ax.axvline(ref, color="0.3", lw=0.8, ls="--")
+    ax.set_xlabel(xlabel)
+    ax.set_xlim(0, max(values) * 1.18)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def benchmark_charts(out: Path) -> dict[str, Path]:
+    """The benchmarks page's charts, drawn from benchmarks/results/*.json."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    charts = {}
+    pca = [r for r in _bench("pca")["rows"] if r.get("x read pass") == r.get("x read pass")
+           and "x read pass" in r]
+    charts["pca"] = out / "pca_vs_read.png"
+    _bar_chart(charts["pca"], [r["method"] for r in pca], [r["x read pass"] for r in pca],
+               "time of the fit / time of one bare read pass of the same store", ref=1.0)
+
+    floor = [r for r in _bench("pca_floor")["rows"] + _bench("kpca")["floor"]["rows"]
+             if "passes" in r]
+    charts["floor"] = out / "floor.png"
+    _bar_chart(charts["floor"], [f"{r['method']} ({r['store']})" for r in floor],
+               [r["x floor"] for r in floor],
+               "time of the fit / floor (read + one core's work per chunk × chunks / workers)",
+               ref=1.0)
+
+    small = _bench("kpca")["small"]["rows"]
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    for prefix, marker in (("scalepca Nystroem", "o"), ("scalepca RFF", "s"),
+                           ("sklearn Nystroem", "^")):
+        pts = [r for r in small if r["method"].startswith(prefix)]
+        ax.scatter([r["time_s"] for r in pts], [100 * r["max_rel_err"] for r in pts],
+                   marker=marker, label=prefix.replace("Nystroem", "Nyström"))
+        for r in pts:
+            ax.annotate(f"m={r['m']}", (r["time_s"], 100 * r["max_rel_err"]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time of the fit (s)")
+    ax.set_ylabel("largest eigenvalue error (%)")
+    ax.set_title("kernel PCA, n = 8,000: accuracy against time", fontsize=10)
+    ax.legend(fontsize=8)
+    charts["kpca"] = out / "kpca_accuracy.png"
+    fig.savefig(charts["kpca"], dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+    scaling = _bench("kpca")["scaling"]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    n = [r["n"] / 1e6 for r in scaling["rows"]]
+    ax.plot(n, [r["time_s"] for r in scaling["rows"]], "o-", label="measured")
+    fit = scaling["linear_fit"]
+    ax.plot(n, [fit["intercept_s"] + fit["s_per_million"] * x for x in n], "--", color="0.4",
+            label=f"{fit['s_per_million']:.1f} s per million rows (R² {fit['r2']:.3f})")
+    ax.set_xlabel("rows (millions), 20 features, zarr store")
+    ax.set_ylabel("time of the fit (s)")
+    ax.set_title(f"kernel PCA Nyström, m = {scaling['m']}: linear in n", fontsize=10)
+    ax.legend(fontsize=8)
+    charts["kpca_scaling"] = out / "kpca_scaling.png"
+    fig.savefig(charts["kpca_scaling"], dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return charts
+
+
+def benchmark_page() -> str:
+    """Curated tables and charts of benchmarks/results/*.json, for docs/benchmarks.md."""
+    charts = benchmark_charts(OUT / "bench")
+
+    def fig(key: str, caption: str) -> str:
+        rel = charts[key].relative_to(DOCS).as_posix()
+        return f"```{{figure}} {rel}\n:alt: {caption}\n:width: 90%\n\n{caption}\n```\n"
+
+    pca, floor, kpca = _bench("pca"), _bench("pca_floor"), _bench("kpca")
+    rpca, spca, counts = _bench("rpca"), _bench("spca"), _bench("sparse_counts")
+    chunks, faults = _bench("chunks"), _bench("faults")
+    p = ["<!-- generated by docs/_ext/docgen.py from benchmarks/results/*.json -->\n"]
+    p += [f"## PCA of a {pca['gigabytes']:.1f} GB store\n",
+          f"{pca['n_samples']:,} × {pca['n_features']} float64 in row chunks of "
+          f"{pca['chunk_rows']:,}, 2 workers × 1 thread (`benchmarks/pca.py`).\n",
+          fig("pca", "Each fit's time as a multiple of one bare read pass over the same store "
+                     "(dashed: the read pass itself)."),
+          _curated(pca["rows"], ["seconds", "x read pass", "passes", "eig rel err",
+                                 "eig rel err top 5", "peak worker GiB", "note"]),
+          "With 2 workers of 1 GiB each, twice the data:\n",
+          _curated(pca["memory_rows"], ["workers", "read s", "PCA fit s", "x read pass",
+                                        "peak worker GiB", "passes"], first="store GB")]
+    p += ["## One-pass fits against the floor\n",
+          "The *floor* is the read pass plus one core's own work per chunk (its Gram, or its "
+          "kernel features and Gram) times the chunks over the worker threads, measured in "
+          "the same run: what the machine allows with no scheduling cost "
+          "(`benchmarks/pca.py --floor`, `benchmarks/kpca.py`).\n",
+          fig("floor", "Each one-pass fit's time as a multiple of its floor, for a zstd and "
+                       "an uncompressed store (dashed: the floor)."),
+          _curated(floor["rows"] + kpca["floor"]["rows"],
+                   ["store", "seconds", "x read pass", "x floor", "x floor, paired rounds",
+                    "GB/s per core", "passes"])]
+    p += ["## Kernel PCA\n",
+          f"n = {kpca['small']['n']:,}, d = {kpca['small']['d']}, the {kpca['small']['k']} "
+          "leading eigenvalues against the exact kernel PCA's (`benchmarks/kpca.py`).\n",
+          fig("kpca", "Accuracy against time: scalepca's Nyström and random Fourier features "
+                      "and scikit-learn's Nystroem + PCA, for m features."),
+          _curated(kpca["small"]["rows"], ["m", "time_s", "max_rel_err", "mean_rel_err"]),
+          fig("kpca_scaling", "Kernel PCA from a zarr store, 1 to 8 million rows: time "
+                              "grows linearly with n."),
+          _curated(kpca["scaling"]["rows"], ["time_s", "s_per_million", "passes",
+                                             "n_chunks", "peak_cluster_bytes",
+                                             "n_by_m_bytes"], first="n")]
+    p += ["## Robust PCA\n",
+          "The random problems of Candès et al. (rank 0.05 n, 5 % of the entries corrupted), "
+          "scalepca against an inexact ALM with a full NumPy SVD (`benchmarks/rpca.py`).\n",
+          _curated(rpca["small"]["rows"], ["method", "seconds", "rel_error", "rank",
+                                           "support_mismatch", "iterations", "passes",
+                                           "speedup"], first="n")]
+    p += ["## Sparse PCA\n",
+          f"{spca['in_memory']['n_samples']:,} × {spca['in_memory']['n_features']} in memory, "
+          "against scikit-learn's `MiniBatchSparsePCA` (`benchmarks/spca.py`).\n",
+          _curated(spca["in_memory"]["rows"], ["seconds", "x sklearn time",
+                                               "objective / sklearn", "zero share",
+                                               "recall"])]
+    tall = counts["tall"]
+    rows = [{"method": "bare read pass", "seconds": tall["read_s"]},
+            {"method": "floor (read + one core's Gram per block)", "seconds": tall["floor_s"]}]
+    names = {"covariance_eigh": "scalepca PCA covariance_eigh",
+             "randomized": "scalepca PCA randomized",
+             "sparse_pca_minibatch_1_epoch": "scalepca SparsePCA minibatch, 1 epoch",
+             "kernel_pca_nystroem_500": "scalepca KernelPCA Nyström, m = 500",
+             "scanpy_dask_covariance_eigh": "scanpy PCA on dask (covariance_eigh)"}
+    for key, label in names.items():
+        r = tall.get(key)
+        if r:
+            rows.append({"method": label, "seconds": r["seconds"], "passes": r.get("passes"),
+                         "x read": r.get("vs_read"), "eig rel err": r.get("rel_err",
+                                                                         r.get("rel_err_n_minus_1"))})
+    p += ["## Single-cell counts\n",
+          f"{tall['n']:,} cells × {tall['d']:,} genes at {100 * tall['density']:.0f} % "
+          "non-zero, an AnnData zarr store read as CSR blocks (`benchmarks/sparse_counts.py`).\n",
+          _curated(rows, ["seconds", "x read", "passes", "eig rel err"])]
+    p += ["## Many small chunks\n",
+          f"{chunks['store']['n_chunks']:,} chunks of {chunks['store']['chunks'][0]} × "
+          f"{chunks['store']['chunks'][1]} (`benchmarks/chunks.py`).\n",
+          _curated(chunks["results"], ["seconds", "tasks", "x_dask_sum", "x_read"],
+                   first="case")]
+    p += ["## Faults and memory pressure\n",
+          _table(["what", "count"], [[k, _num(k, v)] for k, v in faults["summary"].items()]),
+          "\nFits with workers far smaller than the data (`benchmarks/faults.py`):\n",
+          _curated(faults["memory"], ["data MB", "limit/worker MB", "seconds",
+                                      "peak worker MB", "spilled MB"], first="fit")]
+    return "\n".join(p)
+
+
+# -- gallery ---------------------------------------------------------------------------------------
+def _notebook_thumbnail(nb: dict) -> bytes | None:
+    """The PNG of the notebook's gallery figure (the first figure of a cell tagged
+    ``gallery`` by notebooks/build.py), else of its first figure."""
+    import base64
+
+    cells = sorted(nb["cells"], key=lambda c: "gallery" not in c.get("metadata", {}))
+    for cell in cells:
+        for out in cell.get("outputs", []):
+            png = out.get("data", {}).get("image/png")
+            if png:
+                return base64.b64decode("".join(png) if isinstance(png, list) else png)
+    return None
+
+
+def gallery_cards(thumbs: Path) -> str:
+    """The gallery page's grid: a thumbnail and the title of every notebook, linked to it.
+
+    Thumbnails are written to ``thumbs``; paths are relative to ``docs/`` (the gallery page).
+    """
+    thumbs.mkdir(parents=True, exist_ok=True)
+    cards = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        first = "".join(nb["cells"][0]["source"]).splitlines()[0]
+        title = first.lstrip("#").strip().replace("`", "")
+        png = _notebook_thumbnail(nb)
+        card = ["::::{container} sp-card"]
+        if png is not None:
+            target = thumbs / f"{path.stem}.png"
+            if not target.exists() or target.read_bytes() != png:
+                target.write_bytes(png)
+            rel = target.relative_to(DOCS).as_posix()
+            card += ["```{image} " + rel, f":alt: {title}",
+                     f":target: _generated/gallery/{path.stem}.html", "```"]
+        card += ["", f"{{doc}}`{title} <_generated/gallery/{path.stem}>`", "::::", ""]
+        cards += card
+    return "\n".join([":::::{container} sp-gallery", "", *cards, ":::::", ""])
 
 
 # -- package layout --------------------------------------------------------------------------------
@@ -240,6 +548,108 @@ def contract_matrix() -> str:
     return _contract.markdown()
 
 
+# -- API reference: one page per public object ----------------------------------------------------
+#: the API reference's sections: page (docs/api/<page>.rst) -> (the module the page presents,
+#: or None; the objects it lists, by name in that module or by full name), each object
+#: documented on a page of its own (docs/api/generated/<full name>.rst). The one place that
+#: says where a public name lives: a module that moves changes here only.
+API = {
+    "estimators": (None, ["scalepca.PCA", "scalepca.PPCA", "scalepca.KernelPCA",
+                          "scalepca.SparsePCA", "scalepca.RobustPCA"]),
+    "data": ("scalepca.io", ["scalepca.open_matrix", "scalepca.load", "write_array",
+                             "open_zarr_node", "scalepca.preprocessing.as_matrix"]),
+    "datasets": ("scalepca.datasets", [
+        "make_low_rank", "make_missing", "make_gridded", "make_rings", "make_sparse_spike",
+        "make_low_rank_sparse", "make_counts", "write_dataset", "make_low_rank_zarr",
+        "low_rank_factors", "sparse_spike_loadings", "count_model", "CountMatrix"]),
+    "eof": ("scalepca.analysis.eof", ["scalepca.north_test", "scalepca.eofs_as_correlation",
+                             "scalepca.eofs_as_covariance", "scalepca.Rotator", "NorthTest",
+                             "find_lat_lon", "coslat_weights"]),
+    "plot": ("scalepca.analysis.plot", ["scree", "components", "scores", "sparse_loadings",
+                               "rpca_frames", "rpca_blocks", "convergence"]),
+    "cluster": ("scalepca.app.cluster", ["scalepca.connect", "make_cluster", "progress"]),
+    "config": ("scalepca.app.config", ["load_config", "validate_config", "resolve_paths",
+                                   "apply_overrides", "ConfigError"]),
+    "linalg": ("scalepca.linalg", [
+        "moments", "moments_graph", "merge_moments", "eigh_descending", "flip_signs",
+        "tsqr_svd_centered", "randomized_svd_centered", "block_moments",
+        "column_moments_graph", "feature_scale"]),
+    "linalg_passes": ("scalepca.linalg.passes", ["reduce_rows", "reduce_blocks", "counting",
+                                                 "add_listener", "listening", "PassEvent"]),
+}
+
+
+def api_names(page: str) -> list[str]:
+    """The full names of the objects a section page lists."""
+    module, names = API[page]
+    return [n if n.startswith("scalepca.") else f"{module}.{n}" for n in names]
+
+
+def _resolve(dotted: str):
+    import importlib
+
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def public_members(cls) -> list[tuple[str, str]]:
+    """``(name, directive)`` of the public methods and properties scalepca itself defines on
+    ``cls`` or its scalepca bases (scikit-learn's ``get_params`` & co. are left to its docs)."""
+    out = []
+    for name in sorted(dir(cls)):
+        if name.startswith("_"):
+            continue
+        owner = next(c for c in cls.__mro__ if name in c.__dict__)
+        if not owner.__module__.startswith("scalepca"):
+            continue
+        attr = owner.__dict__[name]
+        if type(attr).__name__ == "RequestMethod":  # scikit-learn's metadata routing
+            continue
+        if isinstance(attr, property):
+            out.append((name, "autoproperty"))
+        elif inspect.isfunction(attr) or hasattr(attr, "fn"):  # hasattr: available_if methods
+            out.append((name, "automethod"))
+        # anything else (a named tuple's fields) is described by the class's docstring
+    return out
+
+
+def api_page(dotted: str) -> str:
+    obj = _resolve(dotted)
+    module, _, name = dotted.rpartition(".")
+    lines = [".. generated by docs/_ext/docgen.py: do not edit", "", name, "=" * len(name), "",
+             f".. currentmodule:: {module}", ""]
+    if inspect.isclass(obj) and not issubclass(obj, BaseException):
+        members = public_members(obj)
+        lines += [f".. autoclass:: {name}", ""]
+        methods = [m for m, kind in members if kind == "automethod"]
+        props = [m for m, kind in members if kind == "autoproperty"]
+        if methods:
+            lines += ["Methods", "-------", "", ".. autosummary::", ""]
+            lines += [f"   ~{name}.{m}" for m in methods] + [""]
+            lines += [f".. automethod:: {name}.{m}\n" for m in methods]
+        if props:
+            lines += ["Fitted attributes as xarray", "---------------------------", ""]
+            lines += [f".. autoproperty:: {name}.{p}\n" for p in props]
+    elif inspect.isclass(obj):
+        lines += [f".. autoexception:: {name}", ""]
+    else:
+        lines += [f".. autofunction:: {name}", ""]
+    return "\n".join(lines) + "\n"
+
+
+def api_section(page: str) -> str:
+    """One section page's body: its module's docstring, a summary table of its objects and
+    their table of contents."""
+    module, _ = API[page]
+    names = api_names(page)
+    lines = [f".. automodule:: {module}", "   :no-members:", ""] if module else []
+    # full names: no current module (the automodule sets one)
+    lines += [".. currentmodule:: None", "", ".. autosummary::", ""] + [f"   {n}" for n in names]
+    lines += [""]
+    lines += [".. toctree::", "   :hidden:", ""] + [f"   generated/{n}" for n in names]
+    return "\n".join(lines) + "\n"
+
+
 # -- all -------------------------------------------------------------------------------------------
 def generate() -> list[Path]:
     """Write every generated page under ``docs/_generated``; return the files written."""
@@ -257,11 +667,23 @@ def generate() -> list[Path]:
     write("config_reference.md", config_reference())
     for name in CLASSES:
         write(f"notes_{name}.rst", class_notes(name))
-    write("benchmark_tables.md", benchmark_tables())
+    write("benchmarks.md", benchmark_page())
     write("layout.md", package_layout())
     write("contract_matrix.md", contract_matrix())
+    api_dir = DOCS / "api" / "generated"
+    api_dir.mkdir(exist_ok=True)
+    pages = set()
+    for page in API:
+        write(f"api_{page}.rst", api_section(page))
+        for name in api_names(page):
+            write(f"../api/generated/{name}.rst", api_page(name))
+            pages.add(f"{name}.rst")
+    for old in api_dir.glob("*.rst"):  # a page of a name that moved or went
+        if old.name not in pages:
+            old.unlink()
     gallery = OUT / "gallery"
     gallery.mkdir(exist_ok=True)
+    write("gallery_cards.md", gallery_cards(gallery / "thumbs"))
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         target = gallery / nb.name
         if not target.exists() or target.read_bytes() != nb.read_bytes():

@@ -38,6 +38,7 @@ work = Path(tempfile.mkdtemp(prefix="scalepca-eof-"))
 write_dataset(make_gridded(3650, n_lat=24, n_lon=48, rank=4, noise=0.5, chunk_rows=365,
                            seed=1), work / "sst.zarr")
 sst = xr.open_zarr(work / "sst.zarr", consolidated=False)["sst"]
+sst.attrs.update(long_name="sea-surface temperature", units="°C")  # synthetic, SST-like
 print(sst)
 sst.isel(time=0).plot(size=3, aspect=2, cmap="viridis")
 plt.title("the field on 2000-01-01 (white: land)");
@@ -68,7 +69,10 @@ plot.scree(eof);
 
 # %% gallery="eof_maps"
 print(eof.components_xr_.dims, dict(eof.components_xr_.sizes))
-plot.components(eof, ncols=3);
+fig = plot.components(eof, ncols=3)
+for cax in fig.axes:
+    if cax.get_label() == "<colorbar>":  # EOFs have unit norm: no physical unit
+        cax.set_ylabel("loading (dimensionless)");
 
 # %% [markdown]
 # ## Principal-component time series
@@ -79,6 +83,7 @@ plot.components(eof, ncols=3);
 pcs = eof.transform(X)
 print(pcs.dims)
 pcs.sel(mode=[1, 2]).isel(time=slice(0, 365)).plot.line(x="time", size=3, aspect=3)
+plt.ylabel("PC amplitude (°C)")  # the field's units: the EOFs have unit norm
 plt.title("first two PC time series, first year");
 
 # %% [markdown]

@@ -42,7 +42,8 @@ models = {
     "RFF, m = 300": KernelPCA(2, gamma=0.5, approximation="rff", n_features=300,
                               random_state=0),
 }
-fig, axes = plt.subplots(1, 4, figsize=(15, 3.6), layout="constrained")
+fig, axes = plt.subplots(2, 2, figsize=(9, 8.4), layout="constrained")
+axes = axes.ravel()
 accuracy = {}
 for ax, (name, model) in zip(axes, models.items()):
     Z = model.fit_transform(X)
@@ -77,6 +78,8 @@ ax.loglog(ms, err["nystroem"], "o-", label="Nyström")
 ax.loglog(ms, err["rff"], "s-", label="random Fourier features")
 ax.set_xlabel("m (landmarks / random features)")
 ax.set_ylabel("max relative error, top-10 eigenvalues")
+ax.set_xticks(ms, [str(m) for m in ms])  # the m tried, without log-scale minor labels
+ax.xaxis.set_minor_formatter(plt.NullFormatter())
 ax.legend(frameon=False)
 for approx, e in err.items():
     print(approx, " ".join(f"m={m}: {v:.2%}" for m, v in zip(ms, e)))

@@ -670,13 +670,13 @@ def _feature_positions(flat: np.ndarray, grid: np.ndarray) -> np.ndarray:
 def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
     """The latitude and longitude coordinates of ``obj`` (DataArray or Dataset), by meaning.
 
-    The rule of ``open_matrix(weights="sqrt_coslat")`` (one implementation,
-    ``scalepca.preprocessing._latitude``): with cf_xarray installed, CF attributes
-    (``standard_name`` latitude/longitude, ``units`` degrees_north/degrees_east,
-    ``_CoordinateAxisType``) or usual names (``lat``, ``latitude``, ``nav_lat``, ...) as
-    ``obj.cf.guess_coord_axis()`` finds them; without it, the names ``lat``/``latitude`` and
-    ``lon``/``longitude``. A generic ``y`` axis is not taken for a latitude, and the latitude
-    must be in degrees (units of degrees north if given, values within ±90).
+    The rule of ``open_matrix(weights="sqrt_coslat")`` (one implementation for both): with
+    cf_xarray installed, CF attributes (``standard_name``
+    latitude/longitude, ``units`` degrees_north/degrees_east, ``_CoordinateAxisType``) or
+    usual names (``lat``, ``latitude``, ``nav_lat``, ...) as ``obj.cf.guess_coord_axis()``
+    finds them; without it, the names ``lat``/``latitude`` and ``lon``/``longitude``. A
+    generic ``y`` axis is not taken for a latitude, and the latitude must be in degrees
+    (units of degrees north if given, values within ±90).
 
     Returns
     -------
@@ -685,8 +685,8 @@ def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
     Raises
     ------
     KeyError
-        No latitude coordinate in degrees (``scalepca.preprocessing._latitude.LatitudeError``,
-        also a ``ValueError``; the message says what to rename or which ``units`` to set).
+        No latitude coordinate in degrees (a ``LatitudeError``, also a ``ValueError``; the
+        message says what to rename or which ``units`` to set).
     """
     from ..preprocessing._latitude import find_latitude, find_longitude
 

@@ -6,18 +6,18 @@ object it drew on: functions that draw one panel take an optional ``ax`` and ret
 training data: the inputs are the small fitted attributes (components, spectra, histories) or
 a few rows of scores/frames, selected before they are computed.
 
-=====================  ===========================================================================
-function               what it shows
-=====================  ===========================================================================
-:func:`scree`          explained variance per component (bars) and cumulative (line), in %
-:func:`components`     components as images (``image_shape``), as maps (xarray components with
-                       lat/lon), or as loading profiles
-:func:`scores`         2-D scatter of two score columns, coloured by a label
-:func:`sparse_loadings` heat map of (sparse) loadings with exact zeros left blank
-:func:`rpca_frames`    robust PCA: observed frame | low-rank part | sparse part, frame by frame
-:func:`rpca_blocks`    robust PCA of a plain matrix: a block of M, L and S side by side
-:func:`convergence`    cost / residual / log-likelihood per iteration
-=====================  ===========================================================================
+=======================  =========================================================================
+function                 what it shows
+=======================  =========================================================================
+:func:`scree`            explained variance per component (bars) and cumulative (line), in %
+:func:`components`       components as images (``image_shape``), as maps (xarray components with
+                         lat/lon), or as loading profiles
+:func:`scores`           2-D scatter of two score columns, coloured by a label
+:func:`sparse_loadings`  heat map of (sparse) loadings with exact zeros left blank
+:func:`rpca_frames`      robust PCA: observed frame | low-rank part | sparse part, frame by frame
+:func:`rpca_blocks`      robust PCA of a plain matrix: a block of M, L and S side by side
+:func:`convergence`      cost / residual / log-likelihood per iteration
+=======================  =========================================================================
 """
 
 from __future__ import annotations

@@ -1,28 +1,33 @@
 """YAML run configs: a small validated model with messages that name the bad key.
 
-A run config has five sections::
+A run config has five sections:
 
-    data:      where the matrix comes from (path/URL, variable, dims, chunks, weights,
-               storage_options; optionally ``generate`` to write a synthetic dataset first).
-               ``weights``: ``sqrt_coslat`` | ``coslat`` (from the latitude coordinate) or
-               the name of a variable of the same store, multiplied into the features (the
-               same rules as ``open_matrix(weights=...)``). The model keeps them: its scores
-               of new data (``scalepca transform``) and the reconstruction apply and undo them
-    model:     ``method`` (a key of :data:`scalepca.persistence.registry.METHODS`) and the
-               estimator's parameters, either beside ``method`` or under ``params`` (for a
-               parameter itself named method)
-    cluster:   ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |
-               gateway) and the settings of that kind
-    output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
-               ``report``, default true: an HTML page with figures, see
-               :mod:`scalepca.app.report`; ``false`` writes none; ``overwrite``, default true:
-               replace an earlier run's outputs, see :mod:`scalepca.app.outputs`)
-    progress:  true | false — progress per pass over the data: a bar on a terminal, one line
-               (tasks, time, rate) per pass in a log
+``data``
+    Where the matrix comes from (path/URL, variable, dims, chunks, weights,
+    storage_options; optionally ``generate`` to write a synthetic dataset first).
+    ``weights``: ``sqrt_coslat`` | ``coslat`` (from the latitude coordinate) or the name of a
+    variable of the same store, multiplied into the features (the same rules as
+    ``open_matrix(weights=...)``). The model keeps them: its scores of new data
+    (``scalepca transform``) and the reconstruction apply and undo them.
+``model``
+    ``method`` (a key of ``scalepca.persistence.registry.METHODS``) and the estimator's
+    parameters, either beside ``method`` or under ``params`` (for a parameter itself named
+    method).
+``cluster``
+    ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes | gateway)
+    and the settings of that kind.
+``output``
+    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
+    ``report``, default true: an HTML page with figures, see :mod:`scalepca.app.report`;
+    ``false`` writes none; ``overwrite``, default true: replace an earlier run's outputs,
+    see :mod:`scalepca.app.outputs`).
+``progress``
+    true | false — progress per pass over the data: a bar on a terminal, one line (tasks,
+    time, rate) per pass in a log.
 
 Relative paths in a config file (``data.path``, ``output.store``, the model's ``checkpoint``,
 ``scratch`` and ``mask``, the cluster's ``local_directory`` and ``log_directory``) are taken
-from the folder of the config file, not from the working directory: see :data:`PATH_KEYS`.
+from the folder of the config file, not from the working directory: see ``PATH_KEYS``.
 
 Unknown keys are rejected with a message naming them, the allowed keys and the closest one
 (``n_component``: did you mean ``n_components``?); values of the wrong type are rejected with

@@ -138,8 +138,8 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
                   codec: str | None = None) -> str:
     """Write a lazy dataset (dask array, xarray Dataset, :class:`CountMatrix`) to a zarr store.
 
-    ``codec`` names the compression, one of :data:`scalepca._codecs.CODECS` (default
-    :data:`~scalepca._codecs.DEFAULT_CODEC`, chosen by measurement: see the README).
+    ``codec`` names the compression: ``"lz4"`` (Blosc-LZ4, byte shuffle; the default, chosen by
+    measurement: see the README), ``"lz4-bitshuffle"``, ``"zstd"`` or ``"none"``.
 
     The workers generate and write one block each. The store is written atomically
     (:func:`scalepca.io._store.atomic_group`): local paths under a temporary sibling name

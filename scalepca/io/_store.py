@@ -244,8 +244,8 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
                 inputs=()) -> None:
     """Write a lazy result (dask array or dask-backed DataArray) chunk by chunk from the workers.
 
-    ``codec`` names the compression, one of :data:`scalepca._codecs.CODECS` (default
-    :data:`~scalepca._codecs.DEFAULT_CODEC`).
+    ``codec`` names the compression: ``"lz4"`` (Blosc-LZ4, byte shuffle; the default),
+    ``"lz4-bitshuffle"``, ``"zstd"`` or ``"none"``.
 
     The store is written atomically (see :func:`atomic_group`); nothing is gathered on the
     client. xarray results are written with ``to_zarr`` so coordinates come along; plain

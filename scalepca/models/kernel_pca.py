@@ -251,8 +251,8 @@ class KernelPCA(DecompositionMixin):
     of size n × m or n × n is formed anywhere. Exact: the n × n kernel (8 n² bytes) is held
     in cluster memory in 2048 × 2048 blocks; the client holds n × d and n × k arrays.
 
-    Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of either;
-    see :func:`scalepca._validation.as_csr_blocks`) is never densified where it lives: kernel
+    Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of either,
+    read as blocks of CSR rows) is never densified where it lives: kernel
     blocks against the dense landmarks are sparse–dense products ``x Lᵀ`` plus, for the RBF
     kernel, squared row norms over the stored values; random Fourier features are ``x W``;
     ``transform`` and the pre-image statistics work the same way. What comes to the client is

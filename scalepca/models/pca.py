@@ -434,7 +434,7 @@ class PCA(_BaseSpectralPCA):
     Notes
     -----
     Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of either
-    kind of block; see :func:`scalepca._validation.check_matrix`) is never densified and is
+    kind of block) is never densified and is
     centred implicitly: ``covariance_eigh`` reduces each CSR row block to its count, column
     sums and ``xᵀx`` and centres the small d × d result (relative precision of the covariance
     about ``ε (|μ|²/σ² + 1)``, full for counts), ``randomized`` multiplies by

@@ -181,8 +181,8 @@ class PPCA(_BaseSpectralPCA):
     uninterrupted fit ends (to rounding when the data are chunked differently). A commit is
     a ``state_<k>`` directory renamed into place only once complete, so a process killed at
     any moment leaves the previous commit usable. The loop, its stopping rule and the
-    commits are those of :mod:`scalepca.models._iterate` (commits carry its format version;
-    PPCA commits written before it still resume).
+    commits are those of scalepca's iteration driver, shared with the other iterative fits
+    (commits carry its format version; PPCA commits written before it still resume).
 
     EM maximises the likelihood, whose covariance estimate has denominator n; to agree with
     the closed form (denominator n − 1, as :class:`PCA`), the final ``W`` and ``σ²`` are
@@ -214,6 +214,20 @@ class PPCA(_BaseSpectralPCA):
     JRSS B 61(3), 611–622.
     Ilin, A. & Raiko, T. (2010). Practical approaches to principal component analysis in the
     presence of missing values. JMLR 11, 1957–2000.
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((1000, 3)) @ rng.standard_normal((3, 20))
+    >>> X += 0.1 * rng.standard_normal((1000, 20))   # noise of variance 0.01
+    >>> ppca = scalepca.PPCA(n_components=3).fit(X)
+    >>> round(float(ppca.noise_variance_), 3)
+    0.01
+    >>> X[0, 5] = np.nan                                 # a gap in the first row
+    >>> filled = ppca.impute(X[:1])                      # from the row's other entries
+    >>> bool(np.isnan(filled).any()), filled.shape
+    (False, (1, 20))
     """
 
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0), ("W_", 0))

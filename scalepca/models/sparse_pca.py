@@ -309,8 +309,8 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
     the covariance gives such a component the leading direction of the residual as its code
     at every iteration, so it comes back if the penalty allows.
 
-    Both dictionary methods are a state and a step run by the iteration driver
-    (:mod:`scalepca.models._iterate`), which keeps the history, applies the stopping rules and
+    Both dictionary methods are a state and a step run by scalepca's iteration driver (the
+    one of PPCA's EM and robust PCA), which keeps the history, applies the stopping rules and
     writes the checkpoints. Checkpoints hold the small state only (no data pass; d × k arrays
     written by the client). ``"minibatch"``: the dictionaries of the last ``PIPELINE_LAG``
     updates, the newest being the current one (the in-flight minibatches are recomputed with

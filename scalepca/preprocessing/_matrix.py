@@ -54,8 +54,8 @@ class MatrixInput:
         if Z.ndim == 1:
             return _unstack(xr.DataArray(Z, dims=(sdim,), coords=coords), sdim)
         lc = mode_coords(Z.shape[1]) if last_coords is None else last_coords
-        out = _unstack(xr.DataArray(Z, dims=(sdim, last_dim), coords={**coords, last_dim: lc}),
-                       sdim)
+        out = _unstack(xr.DataArray(Z, dims=(sdim, last_dim), coords={**coords, last_dim: lc},
+                                    name="scores"), sdim)  # a plot's label, not a task name
         return out.transpose(..., last_dim)
 
     def wrap_features(self, Xhat: da.Array, *, features: xr.DataArray | None = None):
