@@ -382,6 +382,9 @@ OPERATIONS = [
     "eofs_as_covariance",
     "Rotator",              # Rotator(2).fit(model).transform(X)
     "EOF-tools-raw",        # eofs_as_correlation and Rotator.transform on transform's input
+    # scalepca.eof_fields on transform's input: eofs / pcs with eofs' scalings 0, 1, 2, the
+    # anomaly reconstruction from 2 modes, the uncentred projection (eofs' projectField)
+    "eof-fields",
     "transform-reordered",  # transform of the data with their labelled features in another order
     "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as
     "transform-as-other-kind-reordered",  # the same with the features reordered: refused
@@ -442,7 +445,7 @@ SPARSE_KINDS = "scipy-*|dask-csr"
 ANNDATA_KINDS = "anndata*"
 ITERATIVE = "PPCA-em|SparsePCA-minibatch|SparsePCA-batch|RobustPCA-randomized"
 
-EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator|EOF-tools-raw"
+EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator|EOF-tools-raw|eof-fields"
 NAN_READ = ("NaN can only be found by reading the data: refused at the end of the first pass, "
             "before anything is fitted")
 
@@ -504,6 +507,9 @@ EXPECTATIONS = [
          Refused(ValueError, "Rotator needs the eigenvalues of the covariance",
                  "the uncentred fit's variances are not the covariance's sorted eigenvalues",
                  before_compute=False)),
+    Rule("PCA-*", "*", "zero_center=False", "eof-fields",
+         Refused(ValueError, "eofscaling=1 needs the eigenvalues of the covariance",
+                 "the uncentred fit's variances are not the covariance's eigenvalues")),
     Rule(ITERATIVE, "*", "*", "resume-data",
          Refused(ValueError, "was written for a different problem (data_sketch",
                  "a checkpoint of other data is refused, and left untouched, once the first "
