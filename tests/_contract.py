@@ -369,6 +369,9 @@ OPTIONS = [
     # data) to their own rounding
     Option("float32+gram-float64", dtype="float32",
            config={"scalepca.gram-precision": "float64"}),
+    # xarray's open options (decode_times, use_cftime, engine) of paths read through xarray;
+    # the contract data's times are plain numbers: the values are unchanged
+    Option("open_options", open_kwargs=dict(open_options={"decode_times": False})),
 ]
 
 
@@ -445,6 +448,8 @@ SPARSE_KINDS = "scipy-*|dask-csr"
 ANNDATA_KINDS = "anndata*"
 ITERATIVE = "PPCA-em|SparsePCA-minibatch|SparsePCA-batch|RobustPCA-randomized"
 
+#: the kinds opened through xarray from a path (xarray's open options apply)
+XARRAY_PATHS = "zarr-xarray|netcdf"
 EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator|EOF-tools-raw|eof-fields"
 NAN_READ = ("NaN can only be found by reading the data: refused at the end of the first pass, "
             "before anything is fitted")
@@ -510,6 +515,10 @@ EXPECTATIONS = [
     Rule("PCA-*", "*", "zero_center=False", "eof-fields",
          Refused(ValueError, "eofscaling=1 needs the eigenvalues of the covariance",
                  "the uncentred fit's variances are not the covariance's eigenvalues")),
+    Rule("*", "|".join(k.name for k in INPUT_KINDS if k.name not in XARRAY_PATHS.split("|")),
+         "open_options", "*",
+         Refused(ValueError, "read through xarray",
+                 "xarray's open options apply to NetCDF files and xarray zarr stores (paths)")),
     Rule(ITERATIVE, "*", "*", "resume-data",
          Refused(ValueError, "was written for a different problem (data_sketch",
                  "a checkpoint of other data is refused, and left untouched, once the first "
@@ -577,6 +586,9 @@ EXTRA_CELLS = [
     # weights (array or named) reach the CLI's transform through the saved model
     ("PCA-covariance_eigh|PPCA-closed_form", "zarr-xarray|netcdf",
      "weights-array|weights-named|weights+land-mask", "cli-transform"),
+    # xarray's open options on the paths xarray reads, into the EOF tools
+    ("PCA-covariance_eigh|PPCA-closed_form", XARRAY_PATHS, "open_options",
+     "transform|eof-fields|eofs_as_correlation"),
     # a land mask survives save and load into the EOF tools
     ("PCA-covariance_eigh|PPCA-closed_form", "xarray-field", "land-mask|weights+land-mask",
      "save-load>" + EOF_TOOLS.replace("|", "|save-load>")),

@@ -320,6 +320,7 @@ class Cell:
         weights = _weights(self.option, self.kind)
         if weights is not None:
             open_kwargs["weights"] = weights
+        open_kwargs.update({k: v for k, v in self.option.open_kwargs.items() if k != "weights"})
         if self.kind.path:  # opened the same way for fit and transform
             fitted = self.call(scalepca.open_matrix, raw, **open_kwargs)
             return fitted, fitted, raw

@@ -18,6 +18,13 @@ from ._fs import (
 )
 from ._fs import is_url as _is_url
 from ._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
+from ._open_options import (
+    OpenOptionError,
+    TimeDecodeError,
+    check_open_options,
+    is_time_decode_error,
+    xarray_kwargs,
+)
 from ._preprocess import _dataarray_matrix, describe, frame_matrix, is_dask_frame, named_matrix
 
 logger = logging.getLogger(__name__)
@@ -48,17 +55,30 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
     return {d: (rows if d == outer else -1) for d in arr.dims}
 
 
-def open_store(path, *, storage_options: dict | None = None, chunks=None):
+def open_store(path, *, storage_options: dict | None = None, chunks=None,
+               open_options: dict | None = None):
     """The data at ``path``: an xarray Dataset for stores written by xarray, else the zarr node.
 
     Reads metadata only. Raises ``FileNotFoundError`` when there is no store and ``ValueError``
     when its write was interrupted (scalepca flags in-place writes ``complete: false``).
     ``chunks``: the dask chunks of a Dataset by dim name (default: the store's chunks).
+    ``open_options``: xarray's ``decode_times`` / ``use_cftime`` for a store written by
+    xarray (:mod:`~scalepca.io._open_options`); refused for other stores.
     """
+    options = check_open_options(open_options, netcdf=False)
     node = open_zarr_node(path, storage_options=storage_options)
     check_complete(node, path)
     if isinstance(node, zarr.Group) and _looks_like_xarray(node):
-        return xr.open_zarr(node.store, chunks=chunks or {}, consolidated=False)
+        try:
+            return xr.open_zarr(node.store, chunks=chunks or {}, consolidated=False,
+                                **xarray_kwargs(options))
+        except ValueError as err:
+            if is_time_decode_error(err):
+                raise TimeDecodeError(os.fspath(path), str(err)) from err
+            raise
+    if options:
+        raise OpenOptionError(sorted(options)[0], "applies to stores read through xarray; "
+                              f"{os.fspath(path)!r} is a zarr store not written by xarray")
     return node
 
 
@@ -95,17 +115,19 @@ def no_data_store(path, kind: str) -> str:
     return f"no {KIND_NAMES.get(kind, 'data store')} at {os.fspath(path)!r}"
 
 
-def open_dataset(path, *, storage_options: dict | None = None, format: str | None = None):
+def open_dataset(path, *, storage_options: dict | None = None, format: str | None = None,
+                 open_options: dict | None = None):
     """The data at ``path`` before a variable is chosen: an xarray Dataset for a NetCDF file
     (or glob) and for a zarr store written by xarray, else the zarr node (:func:`open_store`).
-    AnnData stores are refused (they are read by :func:`open_matrix` as a matrix)."""
+    AnnData stores are refused (they are read by :func:`open_matrix` as a matrix).
+    ``open_options`` as in :func:`open_matrix`."""
     kind = data_kind(path, format=format, storage_options=storage_options)
     if kind == "netcdf":
-        return open_netcdf_dataset(path)
+        return open_netcdf_dataset(path, open_options=open_options)
     if kind == "anndata":
         raise ValueError(f"{os.fspath(path)!r} is an AnnData store; it holds no xarray "
                          "variables")
-    return open_store(path, storage_options=storage_options)
+    return open_store(path, storage_options=storage_options, open_options=open_options)
 
 
 def open_matrix(
@@ -120,6 +142,7 @@ def open_matrix(
     layer: str | None = None,
     format: str | None = None,
     task_size=TASK_SIZE,
+    open_options: dict | None = None,
 ):
     """Open ``source`` as a lazy (sample × feature) matrix.
 
@@ -185,6 +208,13 @@ def open_matrix(
         store chunks (a 100 TB store at 128 MiB: under a million tasks). A store chunk is
         never split between tasks. ``None`` keeps one task per store chunk. Results do not
         depend on it.
+    open_options : dict, optional
+        For a path read through xarray (a NetCDF/HDF5 file or glob, a zarr store written by
+        xarray): xarray's open options ``decode_times`` (``False`` keeps the times as
+        numbers), ``use_cftime`` (decode to cftime dates; needs cftime) and, for NetCDF,
+        ``engine`` (``"h5netcdf"``, ``"netcdf4"``, ``"scipy"``). A time axis xarray cannot
+        decode (years before 1678 without cftime, e.g. eofs' ``hgt_djf.nc``) is reported as
+        a ``ValueError`` that names these options. Refused for other sources.
 
     Notes
     -----
@@ -228,8 +258,15 @@ def open_matrix(
         raise ValueError(f"format={format!r} is not one of 'zarr', 'netcdf', 'anndata' (or "
                          "None: recognised from the path)")
     path = source if isinstance(source, (str, os.PathLike)) else None
+    if open_options is not None and path is None:
+        raise ValueError("open_options apply to a path read through xarray (a NetCDF file, an "
+                         f"xarray zarr store); the source is a {type(source).__name__}, "
+                         "opened already")
     kind = None if path is None else data_kind(path, format=format,
                                                storage_options=storage_options)
+    if kind == "anndata" and open_options is not None:
+        raise ValueError("open_options apply to stores read through xarray; "
+                         f"{os.fspath(path)!r} is an AnnData store")
     if kind == "anndata" or _anndata_object(source):
         from ._anndata import open_anndata
 
@@ -248,15 +285,16 @@ def open_matrix(
     if layer is not None:
         raise ValueError(f"layer={layer!r} applies to AnnData only; "
                          f"{where if path is None else repr(os.fspath(path))} is not AnnData")
-    if kind == "netcdf":
-        source = open_netcdf(source, variable=variable)  # then as any DataArray
+    if kind == "netcdf":  # then as any DataArray
+        source = open_netcdf(source, variable=variable, open_options=open_options)
     if isinstance(source, (str, os.PathLike)):
         where = repr(os.fspath(source))
-        node = open_store(source, storage_options=storage_options)
+        node = open_store(source, storage_options=storage_options, open_options=open_options)
         if isinstance(node, xr.Dataset) and chunks is None and task_size is not None:
             spec = _dataset_chunks(node, variable, sample_dims, feature_dims, task_size)
             if spec:  # opened again (metadata only), each task reading whole store chunks
-                node = open_store(source, storage_options=storage_options, chunks=spec)
+                node = open_store(source, storage_options=storage_options, chunks=spec,
+                                  open_options=open_options)
         if isinstance(node, zarr.Group):
             arrays = sorted(name for name, _ in node.arrays())
             if variable is None:
