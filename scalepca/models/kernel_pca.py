@@ -432,22 +432,21 @@ class KernelPCA(DecompositionMixin):
             rows = rows.tocsr()
             rows.sum_duplicates()
             nan_per_feature = np.bincount(rows.indices[np.isnan(rows.data)], minlength=d)
-            all_nan = (nan_per_feature == n_rows) if n_rows else np.zeros(d, bool)
-            kept = rows[:, ~all_nan] if all_nan.any() else rows
-            finite = np.isfinite(kept.data).all()
         else:
-            all_nan = np.isnan(rows).all(axis=0) if n_rows else np.zeros(d, bool)
-            kept = rows[:, ~all_nan] if all_nan.any() else rows
-            finite = np.isfinite(kept).all()
-        if not finite:
-            raise ValueError(
-                f"X contains NaN or infinite values (found in {sample}); remove or impute "
-                "them before kernel PCA (features that are NaN in every sample are left out)"
-            )
-        if not all_nan.any():
-            return rows, None
-        self._drop_features(~all_nan, reason="NaN in every sample", data=data)
-        return kept, ~all_nan
+            nan_per_feature = np.isnan(rows).sum(axis=0)
+
+        def check(land):
+            kept = rows[:, ~land] if land.any() else rows
+            if not np.isfinite(kept.data if issparse(kept) else kept).all():
+                raise ValueError(
+                    f"X contains NaN or infinite values (found in {sample}); remove or impute "
+                    "them before kernel PCA (features that are NaN in every sample are left "
+                    "out)"
+                )
+
+        observed = n_rows - nan_per_feature if n_rows else np.ones(d, dtype=np.int64)
+        keep = self._leave_out_land(observed, data, check=check)
+        return (rows, None) if keep is None else (rows[:, keep], keep)
 
     def _fit_features(self, X, k: int, m: int, seed, data: MatrixInput) -> dict:
         """Nyström / RFF: feature map, one pass of moments, eigh of the m × m Gram.

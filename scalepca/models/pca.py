@@ -43,14 +43,6 @@ AUTO_MAX_GRAM_FEATURES = 4096
 SOLVERS = ("auto", "covariance_eigh", "tsqr", "randomized")
 
 
-def raise_on_nonfinite(bad: int, what: str = "X") -> None:
-    if bad:
-        raise ValueError(
-            f"{what} contains {bad} NaN or infinite value(s); remove or impute them "
-            "(PPCA(missing='em') treats NaN as missing)"
-        )
-
-
 #: ``_note_float32_accuracy`` logs when a float32-product fit leaves its smallest variances
 #: less relative accuracy than this
 FLOAT32_NOTE_THRESHOLD = 1e-5
@@ -218,7 +210,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         if solver == "covariance_eigh":
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(X))
-            mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
+            mom, d_fit = self._moments_without_land(mom, n, d, k, data)
             scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit)
             if not self._zero_center():
                 # the uncentred Gram XᵀX = m2 + n μ μᵀ: its eigenvectors are the right
@@ -234,7 +226,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         else:
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(column_moments_graph(X))
-            mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
+            mom, d_fit = self._moments_without_land(mom, n, d, k, data)
             X = self._select_features(X)
             mean = mom["mean"]
             scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
@@ -271,32 +263,6 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         self._set_spectrum(n, d_fit, k, mean, ev, components, total)
         if solver == "covariance_eigh":
             _note_float32_accuracy(self, X, float(ev[0]))
-
-    def _drop_all_nan_features(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
-        """Leave out features that are NaN in every sample (land masks); raise on other NaN.
-
-        The moments of the other features are exact: the pass zero-filled non-finite entries.
-        Returns the moments restricted to the kept features and their number.
-        """
-        if not mom["bad"]:
-            return mom, d
-        nanf = mom.get("nan_features", np.zeros(d, dtype=np.int64))
-        keep = nanf < n
-        remaining = mom["bad"] - int(nanf[~keep].sum())
-        raise_on_nonfinite(remaining)
-        self._drop_features(keep, reason="NaN in every sample", data=data)
-        d_fit = int(keep.sum())
-        if k > min(n, d_fit):
-            raise ValueError(
-                f"n_components={k} is out of range: after leaving out {d - d_fit} all-NaN "
-                f"features it must be at most min(n_samples, n_features) = {min(n, d_fit)}"
-            )
-        out = {**mom, "mean": mom["mean"][keep], "bad": 0}
-        if "m2" in mom:
-            out["m2"] = mom["m2"][np.ix_(keep, keep)]
-        if "ss" in mom:
-            out["ss"] = mom["ss"][keep]
-        return out, d_fit
 
     def _is_scaled(self) -> bool:
         """Whether the model standardises its input (``scale_`` from a standardised fit)."""

@@ -405,24 +405,24 @@ class PPCA(_BaseSpectralPCA):
                 f"X contains {mom['n_inf']} infinite value(s); replace them (NaN marks a "
                 "missing entry)"
             )
-        keep = mom["c"] > 0
         n_rows = int(mom["n"])
-        n_dropped_f = int(d - keep.sum())
-        n_missing = int(mom["n_missing"] - n_rows * n_dropped_f)
-        if self.missing == "error" and (n_missing or mom["n_empty"]):
-            raise ValueError(
-                f"X contains {n_missing + mom['n_empty'] * d} NaN value(s) (outside features "
-                "that are NaN in every sample); use PPCA(missing='em') to treat NaN as missing "
-                "at random, or remove/impute them"
-            )
-        if n_dropped_f == d:
-            raise ValueError("X has no observed value (every entry is NaN)")
-        if mom["n_empty"]:
-            warnings.warn(
-                f"PPCA: {mom['n_empty']} of {n} rows have no observed value; they are left out "
-                "of the fit", UserWarning, stacklevel=5,
-            )
-        self._drop_features(keep, reason="NaN in every sample", data=data)
+        n_missing = int(mom["n_missing"] - n_rows * int((mom["c"] == 0).sum()))
+
+        def check(land):  # other NaN (missing="error"), no value at all, empty rows
+            if self.missing == "error" and (n_missing or mom["n_empty"]):
+                raise ValueError(
+                    f"X contains {n_missing + mom['n_empty'] * d} NaN value(s) (outside "
+                    "features that are NaN in every sample); use PPCA(missing='em') to treat "
+                    "NaN as missing at random, or remove/impute them"
+                )
+            if land.all():
+                raise ValueError("X has no observed value (every entry is NaN)")
+            if mom["n_empty"]:
+                warnings.warn(f"PPCA: {mom['n_empty']} of {n} rows have no observed value; "
+                              "they are left out of the fit", UserWarning, stacklevel=7)
+
+        keep = self._leave_out_land(mom["c"], data, check=check)
+        keep = np.ones(d, dtype=bool) if keep is None else keep
         d_fit = int(keep.sum())
         if k >= d_fit or k > n_rows:
             raise ValueError(

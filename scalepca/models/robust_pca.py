@@ -59,16 +59,16 @@ from .._validation import (
 from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
 from ..io._matrix import MatrixInput, as_matrix
+from ..io._store import is_regular
 from ..linalg.decomp import flip_signs
 from ..linalg.passes import compute_together
 from ..linalg.svt import (
-    _is_regular,
     block_times,
     graph_constant,
     low_rank_from_factors,
     predict_rank,
     probe_matrix,
-    regular_chunks,
+    regular_layout,
     spectral_norm_estimate,
     square_blocks,
     sum_block_products,
@@ -532,19 +532,17 @@ class RobustPCA(LinearDecompositionMixin):
         stats = stats.reshape(-1, 4)
         fro2, maxabs, bad, n_obs = stats[:, 0].sum(), stats[:, 1].max(), stats[:, 2].sum(), \
             stats[:, 3].sum()
-        all_nan = cols[:, 0] == M.shape[0]
-        keep = None
-        if all_nan.any():
-            self._drop_features(~all_nan, reason="NaN in every sample", data=data)
-            keep = ~all_nan
-            # every observed entry of such a column is a NaN: none of them counts any more
-            dropped_obs = cols[all_nan, 1].sum()
-            bad, n_obs = bad - dropped_obs, n_obs - dropped_obs
-        if bad:
-            raise ValueError(
-                f"M contains {int(bad)} NaN or infinite value(s) on the observed entries; "
-                "mark missing entries with mask= (False = unobserved)"
-            )
+
+        def check(land):  # every observed entry of a land column is a NaN: those don't count
+            if bad - cols[land, 1].sum():
+                raise ValueError(
+                    f"M contains {int(bad - cols[land, 1].sum())} NaN or infinite value(s) on "
+                    "the observed entries; mark missing entries with mask= (False = unobserved)"
+                )
+
+        keep = self._leave_out_land(M.shape[0] - cols[:, 0], data, check=check)
+        dropped_obs = 0 if keep is None else cols[~keep, 1].sum()
+        n_obs -= dropped_obs
         if fro2 == 0:
             raise ValueError("M is zero on all observed entries; nothing to decompose")
         return (fro2, maxabs, n_obs), keep, (data_fingerprint(M, *sketch) if sketch else None)
@@ -607,10 +605,10 @@ class RobustPCA(LinearDecompositionMixin):
         storage = self.storage
         if storage == "auto":  # five n1 × n2 float64 arrays within 70 % of the memory
             storage = "memory" if 5 * n1 * n2 * 8 <= 0.7 * available_memory()[0] else "zarr"
-        if storage == "zarr" and not _is_regular(M.chunks):
+        if storage == "zarr" and not is_regular(M.chunks):
             block = max(max(M.chunks[0]), max(M.chunks[1]))
             logger.info("RobustPCA: rechunking M to regular %d-blocks for the zarr store", block)
-            M = M.rechunk(regular_chunks(M.shape, block))
+            M = M.rechunk(regular_layout(M.shape, block))
             W = W.rechunk(M.chunks) if W is not None else None
         self.storage_ = storage
         self._fit_svd_solver = self.svd
@@ -779,7 +777,7 @@ class RobustPCA(LinearDecompositionMixin):
             import zarr
 
             target = zarr.open_array(store=P.store.path, path=t_name, mode="r+")
-            regular = tuple(regular_chunks((n,), b)[0]
+            regular = tuple(regular_layout((n,), b)[0]
                             for n, b in zip(P.M.shape, zchunks, strict=True))
             da.store(state["T"].rechunk(regular), target, lock=False)
         self._committed_t = t_name

@@ -37,7 +37,7 @@ from ..linalg.sparse import adjusted_variance
 from ._sparse_dictionary import DictionaryLearning, dictionary_objective_on
 from ._sparse_enet import zht_loadings
 from .base import LinearDecompositionMixin
-from .pca import AUTO_MAX_GRAM_FEATURES, PCA
+from .pca import AUTO_MAX_GRAM_FEATURES
 
 logger = logging.getLogger(__name__)
 
@@ -478,7 +478,7 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         inf raise. Returns the kept features' moments, their number and the components for
         them (``n_components=None``: ``min(n, kept)``)."""
         requested = 0 if self.n_components is None else k  # None: no bound to check yet
-        mom, d_fit = PCA._drop_all_nan_features(self, mom, n, d, requested, data)
+        mom, d_fit = self._moments_without_land(mom, n, d, requested, data)
         return mom, d_fit, (k if d_fit == d else self._check_params(n, d_fit))
 
     def _per_sample_alpha(self, n: int) -> float:
