@@ -388,6 +388,9 @@ OPERATIONS = [
     # scalepca.eof_fields on transform's input: eofs / pcs with eofs' scalings 0, 1, 2, the
     # anomaly reconstruction from 2 modes, the uncentred projection (eofs' projectField)
     "eof-fields",
+    # scalepca.mca.MCA(2) of the data with themselves: its patterns are the EOFs, its
+    # singular values the eigenvalues (standardised as the option says)
+    "MCA",
     "transform-reordered",  # transform of the data with their labelled features in another order
     "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as
     "transform-as-other-kind-reordered",  # the same with the features reordered: refused
@@ -457,6 +460,13 @@ NAN_READ = ("NaN can only be found by reading the data: refused at the end of th
 #: first matching row wins; a cell no row matches must equal the reference
 EXPECTATIONS = [
     # -- what does not apply ----------------------------------------------------------------
+    Rule("PCA-tsqr|PCA-randomized|PPCA-*|KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "MCA",
+         NotApplicable("MCA fits no estimator of this axis: run once, against the reference "
+                       "of PCA-covariance_eigh")),
+    Rule("*", "*", "zero_center=False", "MCA",
+         NotApplicable("MCA centres the fields (zero_center is a PCA parameter)")),
+    Rule("*", SPARSE_KINDS, "*", "MCA",
+         Refused((ValueError, TypeError), "sparse", "MCA's cross products are dense")),
     Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "score",
          NotApplicable("no Gaussian model: score / score_samples are PCA's and PPCA's")),
     Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", EOF_TOOLS,

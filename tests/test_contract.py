@@ -414,6 +414,15 @@ class Cell:
                    "Rotator.transform of the raw data")
         elif op == "eof-fields":
             self.eof_fields(model, Xnew, ref, rtol)
+        elif op == "MCA":
+            from scalepca.mca import MCA
+
+            mca = self.call(MCA(2, standardize=self.option.standardize).fit, Xfit, Xfit)
+            expected = ref.components()[:2]
+            _close(_align(self._canonical_components(mca.components_x_), expected, 1),
+                   expected, rtol, "MCA.components_x_")
+            _close(mca.singular_values_, ref.model.explained_variance_[:2], rtol,
+                   "MCA.singular_values_")
         elif op == "transform-reordered":  # labels travel with their columns
             moved = _reorder_features(Xnew)
             try:
