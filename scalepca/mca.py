@@ -29,6 +29,7 @@ Examples
 >>> mca.components_xr_[0], mca.squared_covariance_fraction_
 >>> zx, zy = mca.transform(X, Y)                         # lazy (time, mode)
 >>> (hx, hy), (gx, gy) = mca.patterns(X, Y)              # one pass: homogeneous, heterogeneous
+>>> mca.save("mca.zarr"); MCA.load("mca.zarr")          # a zarr group, no pickle
 
 References
 ----------
@@ -181,8 +182,10 @@ class MCA(BaseEstimator):
             (mom,) = passes.compute(passes.reduce_rows(parts, None, _merge_pairs),
                                     name="cross covariance")
         self._set_fitted(mom, n, dx, dy, std_x and _weights(xin, dx), std_y and _weights(yin, dy))
-        self._templates = (xin.template if xin.kind == "xarray" else None,
-                           yin.template if yin.kind == "xarray" else None)
+        from .io._stack import feature_template
+
+        self._templates = tuple(feature_template(a.template) if a.kind == "xarray" else None
+                                for a in (xin, yin))
         return self
 
     def _set_fitted(self, mom, n, dx, dy, std_x, std_y) -> None:
@@ -328,5 +331,72 @@ class MCA(BaseEstimator):
         template = self._templates[which]
         if template is None:
             raise AttributeError("the model was not fitted on xarray data")
+        from .io._stack import feature_dataarray
+
         values = (self.components_x_, self.components_y_)[which]
-        return _label(values, template, "components_" + "xy"[which])
+        return feature_dataarray(values, template, name="components_" + "xy"[which])
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
+        """Write the fitted model to a zarr group (arrays, scalars, parameters and the
+        fields' feature coordinates; no pickle), atomically; read it with :meth:`load`. A
+        model store at ``store`` is replaced only with ``overwrite``."""
+        from .io._fs import MODEL
+        from .io._stack import template_to_json
+        from .io._store import atomic_group
+
+        self._check_fitted()
+        arrays = {k: getattr(self, k) for k in _ARRAYS if getattr(self, k) is not None}
+        attrs = {"class": CLASS, "params": {"n_modes": int(self.n_modes),
+                                            "standardize": _jsonable(self.standardize),
+                                            "max_cross_size": int(self.max_cross_size)},
+                 "scalars": {k: getattr(self, k) for k in _SCALARS},
+                 "kept": [np.flatnonzero(k).tolist() for k in self._kept],
+                 "templates": [None if t is None else template_to_json(t)
+                               for t in self._templates]}
+
+        def write(group):
+            group.attrs.update(attrs)
+            for name, value in arrays.items():
+                group.create_array(name, data=np.ascontiguousarray(value))
+
+        atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
+                     overwrite=overwrite)
+
+    @classmethod
+    def load(cls, store, *, storage_options=None) -> MCA:
+        """An MCA written by :meth:`save`."""
+        from .io._fs import MODEL, check_complete, open_zarr_node
+        from .io._stack import template_from_json
+
+        group = open_zarr_node(store, storage_options=storage_options)
+        check_complete(group, store)
+        attrs = dict(group.attrs)
+        if attrs.get("format") != MODEL or attrs.get("class") != CLASS:
+            raise ValueError(f"{str(store)!r} is not an MCA model store (its class: "
+                             f"{attrs.get('class')!r})")
+        params = attrs["params"]
+        std = params["standardize"]
+        model = cls(params["n_modes"], standardize=std if isinstance(std, bool) else tuple(std),
+                    max_cross_size=params["max_cross_size"])
+        for name in _ARRAYS:
+            setattr(model, name, group[name][...] if name in group else None)
+        for name, value in attrs["scalars"].items():
+            setattr(model, name, value)
+        d = (model.n_features_x_, model.n_features_y_)
+        model._kept = tuple(np.isin(np.arange(n), idx) for n, idx in zip(d, attrs["kept"],
+                                                                             strict=True))
+        model._templates = tuple(None if t is None else template_from_json(t)
+                                 for t in attrs["templates"])
+        return model
+
+
+CLASS = "scalepca.mca:MCA"
+_ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
+           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_")
+_SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
+            "n_passes_")
+
+
+def _jsonable(value):
+    return bool(value) if isinstance(value, (bool, np.bool_)) else [bool(v) for v in value]

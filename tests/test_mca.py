@@ -159,3 +159,31 @@ def test_bad_input(fields, tmp_path):
     model = MCA(2).fit(X, Y)
     with pytest.raises(ValueError, match="Y has 540 features; the model was fitted on 1421"):
         model.transform(Y=X)
+
+
+@pytest.mark.parametrize("kind", ["xarray-many-chunks", "numpy"])
+def test_save_load(fields, kind, tmp_path):
+    X, Y = _inputs(fields, kind, tmp_path)
+    model = MCA(3, standardize=(True, False)).fit(X, Y)
+    model.save(tmp_path / "mca.zarr")
+    with pytest.raises(FileExistsError):
+        model.save(tmp_path / "mca.zarr")
+    model.save(tmp_path / "mca.zarr", overwrite=True)
+    loaded = MCA.load(tmp_path / "mca.zarr")
+    assert loaded.get_params() == model.get_params()
+    for name in ("components_x_", "components_y_", "singular_values_", "mean_x_", "scale_x_",
+                 "squared_covariance_fraction_"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(model, name))
+    assert loaded.scale_y_ is None and loaded.n_samples_ == 50
+    for a, b in zip(loaded.transform(X, Y), model.transform(X, Y), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    if kind == "xarray-many-chunks":
+        xr.testing.assert_equal(loaded.components_y_xr_, model.components_y_xr_)  # attrs: no
+    else:
+        with pytest.raises(AttributeError, match="not fitted on xarray"):
+            loaded.components_xr_  # noqa: B018
+    with pytest.raises(ValueError, match="not a scalepca estimator"):
+        scalepca.load(tmp_path / "mca.zarr")  # not one of the registry's estimators
+    scalepca.PCA(2).fit(np.random.default_rng(0).normal(size=(20, 4))).save(tmp_path / "p.zarr")
+    with pytest.raises(ValueError, match="not an MCA model store"):
+        MCA.load(tmp_path / "p.zarr")
