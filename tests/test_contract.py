@@ -415,7 +415,7 @@ class Cell:
         elif op == "eof-fields":
             self.eof_fields(model, Xnew, ref, rtol)
         elif op == "MCA":
-            from scalepca.mca import MCA
+            from scalepca.analysis.mca import MCA
 
             mca = self.call(MCA(2, standardize=self.option.standardize).fit, Xfit, Xfit)
             expected = ref.components()[:2]
@@ -452,8 +452,8 @@ class Cell:
             raise AssertionError(f"no runner for operation {op!r}")
 
     def eof_fields(self, model, Xnew, ref, rtol):
-        """eofs' views (scalepca.eof_fields) against the reference's EOFs and data by hand."""
-        from scalepca.eof_fields import eofs, pcs, project_field, reconstructed_field
+        """eofs' views (scalepca.analysis.eof_fields) against the reference by hand."""
+        from scalepca.analysis.eof_fields import eofs, pcs, project_field, reconstructed_field
 
         lam = np.asarray(ref.model.explained_variance_[: C.N_COMPONENTS])
         comps = ref.components()

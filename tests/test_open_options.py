@@ -13,10 +13,10 @@ import xarray as xr
 import yaml
 
 import scalepca
+from scalepca.analysis.eof import coslat_weights
+from scalepca.analysis.eof_fields import eofs, pcs
+from scalepca.app.config import ConfigError, validate_config
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
-from scalepca.config import ConfigError, validate_config
-from scalepca.eof import coslat_weights
-from scalepca.eof_fields import eofs, pcs
 
 eofs_examples = pytest.importorskip("eofs.examples")
 eofs_xr = pytest.importorskip("eofs.xarray")

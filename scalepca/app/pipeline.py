@@ -106,11 +106,12 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
 
 def open_data(dcfg: dict, *, method: str | None = None):
     """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
-    from ..io import open_matrix, open_zarr_node
+    from ..io import open_zarr_node
     from ..io._coalesce import TASK_SIZE, open_zarr
     from ..io._fs import check_complete
     from ..io._open_options import OpenOptionError, TimeDecodeError
-    from ..io._preprocess import WeightsError
+    from ..preprocessing import open_matrix
+    from ..preprocessing._steps import WeightsError
 
     path = dcfg["path"]
     so = dcfg.get("storage_options")
@@ -122,7 +123,7 @@ def open_data(dcfg: dict, *, method: str | None = None):
         if opts:
             raise UserError(f"{', '.join(repr('data.' + k) for k in opts)} apply to stores read "
                             f"through xarray (NetCDF, xarray zarr); {path!r} is an AnnData store")
-        from ..config import anndata_keys_problem
+        from .config import anndata_keys_problem
 
         problem = anndata_keys_problem(dcfg, f"the AnnData store {path!r}")
         if problem:  # open_matrix refuses them too; said here in the config's words
@@ -171,9 +172,9 @@ def open_options(dcfg: dict) -> dict | None:
     """xarray's open options the ``data`` section sets (``decode_times``, ``use_cftime``,
     ``engine``), checked for the kind of store at ``data.path`` in the config's words; None
     when none is set."""
-    from ..config import OPEN_KEYS
-    from ..io._open import data_kind
     from ..io._open_options import check_open_options
+    from ..preprocessing._open import data_kind
+    from .config import OPEN_KEYS
 
     given = {k: dcfg[k] for k in OPEN_KEYS if dcfg.get(k) is not None}
     if not given:
@@ -197,7 +198,7 @@ def time_decode_problem(err) -> str:
 
 def _is_anndata(dcfg: dict) -> bool:
     """Whether the ``data`` section names an AnnData store (by ``format`` or by the path)."""
-    from ..io._open import data_kind
+    from ..preprocessing._open import data_kind
 
     return data_kind(dcfg["path"], format=dcfg.get("format"),
                      storage_options=dcfg.get("storage_options")) == "anndata"
@@ -212,9 +213,9 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     (checking the grid). The options need not be repeated; given ones must agree with the
     model. A model fitted on a bare array gets the array (with ``--weights`` if given).
     """
-    from ..io import open_matrix
-    from ..io._open import open_dataset
-    from ..io._preprocess import WeightsError, describe
+    from ..preprocessing import open_matrix
+    from ..preprocessing._open import open_dataset
+    from ..preprocessing._steps import WeightsError, describe
 
     prep = getattr(est, "_preprocessing", None)
     if prep is not None and prep.dims == ("obs", "var"):  # fitted on AnnData: its matrix again
@@ -271,7 +272,7 @@ def _shape(X):
 def write_outputs(est, X, out: dict) -> list[str]:
     """Write what ``output`` asks for under ``output.store``; return the written paths."""
     from ..io import write_array
-    from ..models.persist import save_estimator
+    from ..models._saving import save_estimator
     from .outputs import FLAG, PARTS
 
     root = out["store"].rstrip("/")
@@ -314,7 +315,7 @@ def write_outputs(est, X, out: dict) -> list[str]:
 
 def _no_data_store(dcfg: dict) -> str:
     """"no NetCDF file at ..." (or AnnData / zarr store): the kind ``data`` names."""
-    from ..io._open import data_kind, no_data_store
+    from ..preprocessing._open import data_kind, no_data_store
 
     kind = data_kind(dcfg["path"], format=dcfg.get("format"),
                      storage_options=dcfg.get("storage_options"))

@@ -415,7 +415,7 @@ class DictionaryLearning:
         """The first ``partial_fit`` call: parameters, moments of the chunk, the dictionary."""
         m, d = data.data.shape
         self._features_kept = None
-        k = self._check_params(m, d)
+        k = self._checked_k(m, d, data.data)
         if self.method != "minibatch":
             raise ValueError(f"partial_fit needs method='minibatch'; got {self.method!r}")
         if self.use_correlation:

@@ -14,11 +14,12 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._feature_names import check_feature_names, feature_names_of
 from .._validation import check_2d, check_dtype, check_n_features, is_sparse
-from ..io._matrix import MatrixInput, as_matrix
-from ..io._preprocess import is_dask_frame
 from ..linalg import passes
+from ..preprocessing._feature_names import check_feature_names, feature_names_of
+from ..preprocessing._matrix import MatrixInput, as_matrix
+from ..preprocessing._steps import is_dask_frame
+from ._params import Shape, check_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     NumPy and pandas input go through scikit-learn's ``validate_data`` (2-D, numeric dtype,
     empty data, the number of features seen in fit, finite values in ``transform``). Feature
     names are one notion for every input kind (frame columns, AnnData genes, the feature
-    coordinate of a DataArray: :mod:`scalepca._feature_names`), recorded in ``fit`` as
+    coordinate of a DataArray: :mod:`scalepca.preprocessing._feature_names`), recorded in ``fit`` as
     ``feature_names_in_`` and checked on new data of any kind: other names or another order
     are refused;
     ``get_feature_names_out`` gives ``pca0, pca1, …`` (the class name in lower case) and
@@ -193,6 +194,14 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         """A context counting one pass over the data on ``n_passes_``, its duration logged
         and its events emitted (:mod:`~scalepca.linalg.passes`)."""
         return passes.counter_of(self).one_pass(label)
+
+    def _check_parameters(self, n: int, d: int, X=None) -> dict:
+        """Every parameter checked against the estimator's ``_parameters`` table and rules
+        (:mod:`._params`) for ``n`` × ``d`` data (``X``: the input's dask array, for its item
+        size and block kind); returns the values as used. Reads no data."""
+        shape = Shape(int(n), int(d)) if X is None else Shape(
+            int(n), int(d), np.dtype(X.dtype).itemsize, is_sparse(X))
+        return check_parameters(self, shape)
 
     #: whether the estimator's fit and transform work on sparse blocks (CSR row blocks, see
     #: :func:`scalepca._validation.as_csr_blocks`); without it sparse input is refused by name
@@ -447,7 +456,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def _scores_input(self, Z, k: int) -> MatrixInput:
         """Scores given to ``inverse_transform`` as a matrix, checked to have ``k`` columns
         (rows mapped block by block: those of a dask DataFrame's scores need not be counted)."""
-        from ..io._matrix import scores_matrix
+        from ..preprocessing._matrix import scores_matrix
 
         zin = scores_matrix(Z, what="scores", unknown_rows=True)
         if zin.data.shape[1] != k:
@@ -511,7 +520,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
             self._feature_template = template_from_json(template)
         if prep is not None:
-            from ..io._preprocess import Preprocessing
+            from ..preprocessing._steps import Preprocessing
 
             self._preprocessing = Preprocessing.from_json(prep, weights)
 
@@ -532,7 +541,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             ``store`` that is not a scalepca model store (a folder of other files, a data or
             output store) is ever replaced; a model store whose save was interrupted is.
         """
-        from .persist import save_estimator
+        from ._saving import save_estimator
 
         save_estimator(self, store, storage_options=storage_options, overwrite=overwrite)
 
@@ -581,7 +590,7 @@ class LinearDecompositionMixin(DecompositionMixin):
         weighted, checked against the fit) and the lazy ``(x − mean_) P`` of its rows on the
         features the model was fitted on (``P``: n_features × m, rows at dropped features
         ignored). The one projection of new data: ``transform`` and the EOF tools
-        (:mod:`scalepca.eof`) both go through it."""
+        (:mod:`scalepca.analysis.eof`) both go through it."""
         data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks,
                                      unknown_rows=unknown_rows)
         Z = affine_map(self._select_features(data.data), self._kept(self.mean_),

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import numbers
 
 import dask
 import numpy as np
 
 from .._validation import (
-    check_bool,
-    check_choice,
-    check_n_components,
-    check_random_state_form,
     check_random_state_seed,
-    check_scalar,
     choose_n_components,
     is_sparse,
 )
-from ..io._matrix import MatrixInput
 from ..linalg import (
     column_moments_graph,
     eigh_descending,
@@ -32,7 +25,9 @@ from ..linalg import (
 )
 from ..linalg.moments import float32_relative_error, gram_precision
 from ..linalg.sparse import scale_columns
+from ..preprocessing._matrix import MatrixInput
 from ._gaussian import LatentGaussianMixin
+from ._params import Choice, Flag, Int, NComponents, Rule, Seed
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -41,6 +36,46 @@ logger = logging.getLogger(__name__)
 AUTO_MAX_GRAM_FEATURES = 4096
 
 SOLVERS = ("auto", "covariance_eigh", "tsqr", "randomized")
+
+
+def choose_solver(svd_solver: str, d: int) -> str:
+    """The solver ``svd_solver`` names for ``d`` features (``"auto"``: by the Gram's size)."""
+    if svd_solver != "auto":
+        return svd_solver
+    return "covariance_eigh" if d <= AUTO_MAX_GRAM_FEATURES else "randomized"
+
+
+def _standardize_needs_centring(p, shape) -> None:
+    if p["standardize"] and not p.get("zero_center", True):
+        raise ValueError("standardize=True needs zero_center=True (standardising divides "
+                         "the centred features by their standard deviations)")
+
+
+def _chosen_k_needs_full_spectrum(p, shape) -> None:
+    spec = p["n_components"]
+    if not isinstance(spec, (float, str)):
+        return
+    if choose_solver(p["svd_solver"], shape.d) == "randomized":
+        why = ("svd_solver='auto' chooses 'randomized' above "
+               f"{AUTO_MAX_GRAM_FEATURES} features" if p["svd_solver"] == "auto"
+               else "svd_solver='randomized'")
+        raise ValueError(
+            f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
+            "finds only the leading n_components + n_oversamples values; give an integer "
+            "n_components, or svd_solver='covariance_eigh' or 'tsqr' (all min(n, d) values)"
+        )
+    if not p.get("zero_center", True):
+        raise ValueError(
+            f"n_components={spec!r} chooses k from the explained variance of centred data; "
+            "with zero_center=False give an integer n_components"
+        )
+
+
+#: the conditions between the parameters of PCA and PPCA's closed form
+SPECTRAL_RULES = (
+    Rule(_standardize_needs_centring, needs=("standardize",)),
+    Rule(_chosen_k_needs_full_spectrum, needs=("n_components", "svd_solver")),
+)
 
 
 #: ``_note_float32_accuracy`` logs when a float32-product fit leaves its smallest variances
@@ -101,41 +136,21 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     #: ``X W − μᵀW`` (see :mod:`scalepca.linalg.moments`, :mod:`scalepca.linalg.decomp`)
     _accepts_sparse = True
 
-    #: ``n_components`` may also be a float in (0, 1) or "mle" (read by the config check too)
-    _n_components_fraction = True
-
     #: ``scale_`` is per feature like ``mean_``: widened with NaN at features left out of the
     #: fit (a land mask), so standardised transforms line up with the widened components
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0))
 
-    # -- fitting ---------------------------------------------------------------------------
-    def _check_params(self, n: int, d: int) -> int | float | str:
-        """Check the parameters; returns the number of components, or the float / ``"mle"``
-        form of ``n_components`` that :func:`choose_n_components` resolves after the fit."""
-        check_choice(self.svd_solver, "svd_solver", SOLVERS)
-        check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
-        check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
-        check_random_state_form(self.random_state)  # before the first pass, not where it draws
-        check_bool(self.standardize, "standardize")
-        if not check_bool(self._zero_center(), "zero_center") and self.standardize:
-            raise ValueError("standardize=True needs zero_center=True (standardising divides "
-                             "the centred features by their standard deviations)")
-        spec = check_n_components(self.n_components, n, d, fraction=True)
-        if not isinstance(spec, int) and self._choose_solver(d) == "randomized":
-            why = ("svd_solver='auto' chooses 'randomized' above "
-                   f"{AUTO_MAX_GRAM_FEATURES} features" if self.svd_solver == "auto"
-                   else "svd_solver='randomized'")
-            raise ValueError(
-                f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
-                "finds only the leading n_components + n_oversamples values; give an integer "
-                "n_components, or svd_solver='covariance_eigh' or 'tsqr' (all min(n, d) values)"
-            )
-        if not isinstance(spec, int) and not self._zero_center():
-            raise ValueError(
-                f"n_components={spec!r} chooses k from the explained variance of centred data; "
-                "with zero_center=False give an integer n_components"
-            )
-        return spec
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    _parameters = {
+        "n_components": NComponents(fraction=True),
+        "svd_solver": Choice(*SOLVERS),
+        "n_oversamples": Int(0),
+        "n_power_iter": Int(0),
+        "random_state": Seed(),
+        "persist": Flag(),
+        "standardize": Flag(),
+    }
+    _parameter_rules = SPECTRAL_RULES
 
     @property
     def _takes_sparse(self) -> bool:
@@ -168,9 +183,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         return scale
 
     def _choose_solver(self, d: int) -> str:
-        if self.svd_solver != "auto":
-            return self.svd_solver
-        return "covariance_eigh" if d <= AUTO_MAX_GRAM_FEATURES else "randomized"
+        return choose_solver(self.svd_solver, d)
 
     # -- input: wide data keeps its 2-D blocks for the randomized solver ---------------------
     _transform_keeps_2d_blocks = True
@@ -191,7 +204,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
-        spec = self._check_params(n, d)
+        spec = self._check_parameters(n, d, X)["n_components"]
         # a float or "mle" keeps every axis until the spectrum has chosen k (then trimmed)
         k = spec if isinstance(spec, int) else 1
         solver = self._choose_solver(d)
@@ -377,7 +390,7 @@ class PCA(_BaseSpectralPCA):
         scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
         divide each block by its features' σ as they read it. A feature constant to rounding
         (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
-        The EOF tools (:mod:`scalepca.eof`) project the standardised data as ``transform``
+        The EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data as ``transform``
         does; their covariance maps stay in the field's own units (cov(pc, field)).
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
@@ -467,6 +480,8 @@ class PCA(_BaseSpectralPCA):
     >>> pca.transform(X).shape
     (1000, 3)
     """
+
+    _parameters = {**_BaseSpectralPCA._parameters, "whiten": Flag(), "zero_center": Flag()}
 
     def __init__(
         self,

@@ -158,7 +158,7 @@ def reconstructed_field(model, X, n_modes=None, *, with_mean: bool = False):
     (n_samples, n_features). Lazy: one blockwise map per row block (projection and
     reconstruction in the same tasks).
     """
-    from .models.base import affine_map
+    from ..models.base import affine_map
 
     _check_model(model, project=True)
     idx = _modes(model, n_modes)
@@ -202,7 +202,7 @@ def project_field(model, field, *, n_modes: int | None = None, eofscaling: int =
     The input's kind: DataArray over (sample dims, ``mode``), dask or NumPy array of shape
     (n_samples, n_modes); lazy for dask and xarray input, one blockwise map per row block.
     """
-    from .models.base import affine_map
+    from ..models.base import affine_map
 
     _check_model(model, project=True)
     k = _n_modes(model, n_modes)

@@ -43,8 +43,8 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from ..linalg import passes
 from .eof import _cross_block, _label, _merge_cross
-from .linalg import passes
 
 __all__ = ["MCA"]
 
@@ -85,8 +85,8 @@ def _weights(data, d: int) -> np.ndarray:
 
 def _matrix(X, what: str):
     """``X`` as a dense :class:`~scalepca.io._matrix.MatrixInput` (sparse data refused)."""
-    from ._validation import is_sparse
-    from .io._matrix import as_matrix
+    from .._validation import is_sparse
+    from ..preprocessing._matrix import as_matrix
 
     data = as_matrix(X, what=what, min_samples=2)
     if is_sparse(data.data):
@@ -182,7 +182,7 @@ class MCA(BaseEstimator):
             (mom,) = passes.compute(passes.reduce_rows(parts, None, _merge_pairs),
                                     name="cross covariance")
         self._set_fitted(mom, n, dx, dy, std_x and _weights(xin, dx), std_y and _weights(yin, dy))
-        from .io._stack import feature_template
+        from ..io._stack import feature_template
 
         self._templates = tuple(feature_template(a.template) if a.kind == "xarray" else None
                                 for a in (xin, yin))
@@ -252,7 +252,7 @@ class MCA(BaseEstimator):
 
     def _scores(self, A, which: int):
         """(input, lazy n × k expansion coefficients) of field ``which`` (0: X, 1: Y)."""
-        from .models.base import affine_map
+        from ..models.base import affine_map
 
         what = "XY"[which]
         ain = _matrix(A, what)
@@ -331,7 +331,7 @@ class MCA(BaseEstimator):
         template = self._templates[which]
         if template is None:
             raise AttributeError("the model was not fitted on xarray data")
-        from .io._stack import feature_dataarray
+        from ..io._stack import feature_dataarray
 
         values = (self.components_x_, self.components_y_)[which]
         return feature_dataarray(values, template, name="components_" + "xy"[which])
@@ -341,9 +341,9 @@ class MCA(BaseEstimator):
         """Write the fitted model to a zarr group (arrays, scalars, parameters and the
         fields' feature coordinates; no pickle), atomically; read it with :meth:`load`. A
         model store at ``store`` is replaced only with ``overwrite``."""
-        from .io._fs import MODEL
-        from .io._stack import template_to_json
-        from .io._store import atomic_group
+        from ..io._fs import MODEL
+        from ..io._stack import template_to_json
+        from ..io._store import atomic_group
 
         self._check_fitted()
         arrays = {k: getattr(self, k) for k in _ARRAYS if getattr(self, k) is not None}
@@ -366,8 +366,8 @@ class MCA(BaseEstimator):
     @classmethod
     def load(cls, store, *, storage_options=None) -> MCA:
         """An MCA written by :meth:`save`."""
-        from .io._fs import MODEL, check_complete, open_zarr_node
-        from .io._stack import template_from_json
+        from ..io._fs import MODEL, check_complete, open_zarr_node
+        from ..io._stack import template_from_json
 
         group = open_zarr_node(store, storage_options=storage_options)
         check_complete(group, store)
@@ -391,7 +391,7 @@ class MCA(BaseEstimator):
         return model
 
 
-CLASS = "scalepca.mca:MCA"
+CLASS = "scalepca.analysis.mca:MCA"
 _ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
            "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_")
 _SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
