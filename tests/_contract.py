@@ -385,10 +385,10 @@ OPERATIONS = [
     "eofs_as_covariance",
     "Rotator",              # Rotator(2).fit(model).transform(X)
     "EOF-tools-raw",        # eofs_as_correlation and Rotator.transform on transform's input
-    # scalepca.eof_fields on transform's input: eofs / pcs with eofs' scalings 0, 1, 2, the
+    # scalepca.analysis.eof_fields on transform's input: eofs / pcs with eofs' scalings 0, 1, 2, the
     # anomaly reconstruction from 2 modes, the uncentred projection (eofs' projectField)
     "eof-fields",
-    # scalepca.mca.MCA(2) of the data with themselves: its patterns are the EOFs, its
+    # scalepca.analysis.mca.MCA(2) of the data with themselves: its patterns are the EOFs, its
     # singular values the eigenvalues (standardised as the option says)
     "MCA",
     "transform-reordered",  # transform of the data with their labelled features in another order

@@ -1,5 +1,5 @@
 """eofs' scaled EOFs and PCs, anomaly reconstruction and uncentred projection
-(scalepca.eof_fields) against eofs on its example SST file, for every kind of input."""
+(scalepca.analysis.eof_fields) against eofs on its example SST file, for every kind of input."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import xarray as xr
 
 import scalepca
-from scalepca.eof import coslat_weights
-from scalepca.eof_fields import eofs, pcs, project_field, reconstructed_field
+from scalepca.analysis.eof import coslat_weights
+from scalepca.analysis.eof_fields import eofs, pcs, project_field, reconstructed_field
 
 eofs_examples = pytest.importorskip("eofs.examples")
 eofs_xr = pytest.importorskip("eofs.xarray")

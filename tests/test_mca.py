@@ -1,4 +1,4 @@
-"""Maximum covariance analysis (scalepca.mca) against xeofs' MCA on eofs' example files:
+"""Maximum covariance analysis (scalepca.analysis.mca) against xeofs' MCA on eofs' example files:
 winter SST (sst_ndjfm_anom.nc) × 500 hPa height (hgt_djf.nc) over their common years."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 import scalepca
-from scalepca.mca import MCA
+from scalepca.analysis.mca import MCA
 
 eofs_examples = pytest.importorskip("eofs.examples")
 xeofs = pytest.importorskip("xeofs")
