@@ -83,13 +83,12 @@ _DATA = {
     "generate": _f((dict, _NONE)),
     "format": _f((str, _NONE)),
     "layer": _f((str, _NONE)),
-    # xarray's open options for NetCDF files and xarray zarr stores (scalepca.io._open_options)
     "decode_times": _f((bool, _NONE)),
     "use_cftime": _f((bool, _NONE)),
     "engine": _f((str, _NONE)),
 }
 
-#: the ``data`` keys passed to xarray's open functions
+#: the ``data`` keys passed to xarray's open functions (scalepca.io._open_options)
 OPEN_KEYS = ("decode_times", "use_cftime", "engine")
 
 #: ``data.format`` values (``null``: recognised from the path's ending or first bytes)
@@ -363,17 +362,11 @@ def _check_data(section) -> dict:
     if out["format"] is not None and out["format"] not in DATA_FORMATS:
         raise ConfigError(f"'data.format' is {out['format']!r}; allowed: "
                           f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)")
-    given = {k: out[k] for k in OPEN_KEYS if out[k] is not None}
-    if given:
-        from ..io._open_options import check_open_options
+    from ..io._open_options import config_problem
 
-        try:  # names, types, the engine installed; whether they apply: by the store's kind
-            check_open_options(given, netcdf=True, name=lambda key: f"'data.{key}'")
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
-    if out["format"] == "anndata" and given:
-        raise ConfigError(f"{', '.join(repr('data.' + k) for k in given)} apply to stores read "
-                          "through xarray (NetCDF, xarray zarr); data.format is anndata")
+    problem = config_problem({k: out[k] for k in OPEN_KEYS}, out["format"])
+    if problem:
+        raise ConfigError(problem)
     if out["format"] == "anndata":
         if isinstance(out["chunks"], list):
             raise ConfigError("'data.chunks' of AnnData is the cells per block (an integer): "
@@ -573,10 +566,9 @@ KEY_DOCS = {
                       "a store's small chunks are read several per task, whole multiples of "
                       "its row chunk, so the task count follows the data size, not the "
                       "number of store chunks. ``null``: one task per store chunk.",
-    "data.decode_times": "xarray's ``decode_times`` for NetCDF files and xarray zarr stores: "
-                         "``false`` keeps the times as numbers in their stored units (for a "
-                         "time axis xarray cannot decode without cftime, e.g. years before "
-                         "1678). Default: decoded.",
+    "data.decode_times": "xarray's ``decode_times`` (NetCDF, xarray zarr): ``false`` keeps "
+                         "the times as numbers, for a time axis xarray cannot decode without "
+                         "cftime (years before 1678). Default: decoded.",
     "data.use_cftime": "Decode the times to ``cftime`` dates (``true``, needs the cftime "
                        "package) or to NumPy datetimes (``false``). Default: xarray's choice.",
     "data.engine": "The xarray engine that reads a NetCDF/HDF5 file (``h5netcdf``, "
