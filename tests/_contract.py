@@ -369,6 +369,9 @@ OPTIONS = [
     # data) to their own rounding
     Option("float32+gram-float64", dtype="float32",
            config={"scalepca.gram-precision": "float64"}),
+    # xarray's open options (decode_times, use_cftime, engine) of paths read through xarray;
+    # the contract data's times are plain numbers: the values are unchanged
+    Option("open_options", open_kwargs=dict(open_options={"decode_times": False})),
 ]
 
 
@@ -382,6 +385,12 @@ OPERATIONS = [
     "eofs_as_covariance",
     "Rotator",              # Rotator(2).fit(model).transform(X)
     "EOF-tools-raw",        # eofs_as_correlation and Rotator.transform on transform's input
+    # scalepca.analysis.eof_fields on transform's input: eofs / pcs with eofs' scalings 0, 1, 2, the
+    # anomaly reconstruction from 2 modes, the uncentred projection (eofs' projectField)
+    "eof-fields",
+    # scalepca.analysis.mca.MCA(2) of the data with themselves: its patterns are the EOFs, its
+    # singular values the eigenvalues (standardised as the option says)
+    "MCA",
     "transform-reordered",  # transform of the data with their labelled features in another order
     "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as
     "transform-as-other-kind-reordered",  # the same with the features reordered: refused
@@ -442,13 +451,22 @@ SPARSE_KINDS = "scipy-*|dask-csr"
 ANNDATA_KINDS = "anndata*"
 ITERATIVE = "PPCA-em|SparsePCA-minibatch|SparsePCA-batch|RobustPCA-randomized"
 
-EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator|EOF-tools-raw"
+#: the kinds opened through xarray from a path (xarray's open options apply)
+XARRAY_PATHS = "zarr-xarray|netcdf"
+EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator|EOF-tools-raw|eof-fields"
 NAN_READ = ("NaN can only be found by reading the data: refused at the end of the first pass, "
             "before anything is fitted")
 
 #: first matching row wins; a cell no row matches must equal the reference
 EXPECTATIONS = [
     # -- what does not apply ----------------------------------------------------------------
+    Rule("PCA-tsqr|PCA-randomized|PPCA-*|KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "MCA",
+         NotApplicable("MCA fits no estimator of this axis: run once, against the reference "
+                       "of PCA-covariance_eigh")),
+    Rule("*", "*", "zero_center=False", "MCA",
+         NotApplicable("MCA centres the fields (zero_center is a PCA parameter)")),
+    Rule("*", SPARSE_KINDS, "*", "MCA",
+         Refused((ValueError, TypeError), "sparse", "MCA's cross products are dense")),
     Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "score",
          NotApplicable("no Gaussian model: score / score_samples are PCA's and PPCA's")),
     Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", EOF_TOOLS,
@@ -504,6 +522,13 @@ EXPECTATIONS = [
          Refused(ValueError, "Rotator needs the eigenvalues of the covariance",
                  "the uncentred fit's variances are not the covariance's sorted eigenvalues",
                  before_compute=False)),
+    Rule("PCA-*", "*", "zero_center=False", "eof-fields",
+         Refused(ValueError, "eofscaling=1 needs the eigenvalues of the covariance",
+                 "the uncentred fit's variances are not the covariance's eigenvalues")),
+    Rule("*", "|".join(k.name for k in INPUT_KINDS if k.name not in XARRAY_PATHS.split("|")),
+         "open_options", "*",
+         Refused(ValueError, "read through xarray",
+                 "xarray's open options apply to NetCDF files and xarray zarr stores (paths)")),
     Rule(ITERATIVE, "*", "*", "resume-data",
          Refused(ValueError, "was written for a different problem (data_sketch",
                  "a checkpoint of other data is refused, and left untouched, once the first "
@@ -571,6 +596,9 @@ EXTRA_CELLS = [
     # weights (array or named) reach the CLI's transform through the saved model
     ("PCA-covariance_eigh|PPCA-closed_form", "zarr-xarray|netcdf",
      "weights-array|weights-named|weights+land-mask", "cli-transform"),
+    # xarray's open options on the paths xarray reads, into the EOF tools
+    ("PCA-covariance_eigh|PPCA-closed_form", XARRAY_PATHS, "open_options",
+     "transform|eof-fields|eofs_as_correlation"),
     # a land mask survives save and load into the EOF tools
     ("PCA-covariance_eigh|PPCA-closed_form", "xarray-field", "land-mask|weights+land-mask",
      "save-load>" + EOF_TOOLS.replace("|", "|save-load>")),

@@ -320,6 +320,7 @@ class Cell:
         weights = _weights(self.option, self.kind)
         if weights is not None:
             open_kwargs["weights"] = weights
+        open_kwargs.update({k: v for k, v in self.option.open_kwargs.items() if k != "weights"})
         if self.kind.path:  # opened the same way for fit and transform
             fitted = self.call(scalepca.open_matrix, raw, **open_kwargs)
             return fitted, fitted, raw
@@ -411,6 +412,17 @@ class Cell:
             expected = scalepca.Rotator(2).fit(ref.model).transform(ref.Xs)
             _close(_align(_scores(Z, self.kind), expected, 0), expected, rtol,
                    "Rotator.transform of the raw data")
+        elif op == "eof-fields":
+            self.eof_fields(model, Xnew, ref, rtol)
+        elif op == "MCA":
+            from scalepca.analysis.mca import MCA
+
+            mca = self.call(MCA(2, standardize=self.option.standardize).fit, Xfit, Xfit)
+            expected = ref.components()[:2]
+            _close(_align(self._canonical_components(mca.components_x_), expected, 1),
+                   expected, rtol, "MCA.components_x_")
+            _close(mca.singular_values_, ref.model.explained_variance_[:2], rtol,
+                   "MCA.singular_values_")
         elif op == "transform-reordered":  # labels travel with their columns
             moved = _reorder_features(Xnew)
             try:
@@ -438,6 +450,35 @@ class Cell:
             self.cli_transform(model, raw, ref)
         else:  # pragma: no cover - a new operation needs its branch here
             raise AssertionError(f"no runner for operation {op!r}")
+
+    def eof_fields(self, model, Xnew, ref, rtol):
+        """eofs' views (scalepca.analysis.eof_fields) against the reference by hand."""
+        from scalepca.analysis.eof_fields import eofs, pcs, project_field, reconstructed_field
+
+        lam = np.asarray(ref.model.explained_variance_[: C.N_COMPONENTS])
+        comps = ref.components()
+        for scaling, factor in ((1, 1 / np.sqrt(lam)), (0, np.ones_like(lam)),
+                                (2, np.sqrt(lam))):
+            E = _data_space(self.call(eofs, model, eofscaling=scaling), ref)  # canonical order
+            _close(_align(E, comps * factor[:, None], 1), comps * factor[:, None],
+                   self.est.rtol, f"eofs(eofscaling={scaling})",
+                   None if self.bounds is None else (self.bounds[0] * factor)[:, None])
+            Z = _scores(self.call(pcs, model, Xnew, pcscaling=scaling), self.kind)
+            expected = ref.pcs() * factor
+            _close(_align(Z, expected, 0), expected, self.est.rtol,
+                   f"pcs(pcscaling={scaling})",
+                   None if self.bounds is None else (self.bounds[1] * factor)[None, :])
+        C2 = ref.model.components_[:2]
+        Xc = ref.Xs - ref.Xs.mean(axis=0)
+        anomalies = np.full(ref.Xm.shape, np.nan)
+        anomalies[:, ref.keep] = (Xc @ C2.T @ C2) * ref.sd / ref.w[ref.keep]
+        got = _data_space(self.call(reconstructed_field, model, Xnew, 2), ref)
+        _close(got, ref.canonical(anomalies), rtol, "reconstructed_field(2)")
+        # uncentred: the prepared field (weighted, standardised by scale_ only) on the EOFs
+        factor = 1 / np.sqrt(lam)
+        expected = (ref.field[:, ref.keep] / ref.sd) @ ref.model.components_.T * factor
+        Z = _scores(self.call(project_field, model, Xnew, eofscaling=1), self.kind)
+        _close(_align(Z, expected, 0), expected, rtol, "project_field(eofscaling=1)")
 
     def other_kinds(self, X):
         """(kind, the data as that kind) for each kind the cell's data are also held as."""

@@ -88,7 +88,13 @@ _DATA = {
     "generate": _f((dict, _NONE)),
     "format": _f((str, _NONE)),
     "layer": _f((str, _NONE)),
+    "decode_times": _f((bool, _NONE)),
+    "use_cftime": _f((bool, _NONE)),
+    "engine": _f((str, _NONE)),
 }
+
+#: the ``data`` keys passed to xarray's open functions (scalepca.io._open_options)
+OPEN_KEYS = ("decode_times", "use_cftime", "engine")
 
 #: ``data.format`` values (``null``: recognised from the path's ending or first bytes)
 DATA_FORMATS = ("zarr", "netcdf", "anndata")
@@ -361,6 +367,11 @@ def _check_data(section) -> dict:
     if out["format"] is not None and out["format"] not in DATA_FORMATS:
         raise ConfigError(f"'data.format' is {out['format']!r}; allowed: "
                           f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)")
+    from ..io._open_options import config_problem
+
+    problem = config_problem({k: out[k] for k in OPEN_KEYS}, out["format"])
+    if problem:
+        raise ConfigError(problem)
     if out["format"] == "anndata":
         if isinstance(out["chunks"], list):
             raise ConfigError("'data.chunks' of AnnData is the cells per block (an integer): "
@@ -560,6 +571,14 @@ KEY_DOCS = {
                       "a store's small chunks are read several per task, whole multiples of "
                       "its row chunk, so the task count follows the data size, not the "
                       "number of store chunks. ``null``: one task per store chunk.",
+    "data.decode_times": "xarray's ``decode_times`` (NetCDF, xarray zarr): ``false`` keeps "
+                         "the times as numbers, for a time axis xarray cannot decode without "
+                         "cftime (years before 1678). Default: decoded.",
+    "data.use_cftime": "Decode the times to ``cftime`` dates (``true``, needs the cftime "
+                       "package) or to NumPy datetimes (``false``). Default: xarray's choice.",
+    "data.engine": "The xarray engine that reads a NetCDF/HDF5 file (``h5netcdf``, "
+                   "``netcdf4``, ``scipy``; an installed one). Default: chosen from the "
+                   "file's first bytes. Not for zarr stores.",
     "data.generate": "Write a synthetic dataset at ``data.path`` first, if it is absent: "
                      "``kind`` plus that generator's parameters (below).",
     "output.store": "Folder (or URL) under which the outputs are written; relative to the "

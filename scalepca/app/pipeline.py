@@ -119,6 +119,7 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
     from ..io import open_zarr_node
     from ..io._coalesce import TASK_SIZE, open_zarr
     from ..io._fs import check_complete
+    from ..io._open_options import OpenOptionError, TimeDecodeError
     from ..preprocessing import open_matrix
     from ..preprocessing._steps import WeightsError
 
@@ -127,7 +128,11 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
     if dcfg.get("generate") is not None:
         generate_data(dcfg["generate"], path, storage_options=so, quiet=quiet)
     chunks = dcfg.get("chunks")
+    opts = open_options(dcfg)
     if _is_anndata(dcfg):
+        if opts:
+            raise UserError(f"{', '.join(repr('data.' + k) for k in opts)} apply to stores read "
+                            f"through xarray (NetCDF, xarray zarr); {path!r} is an AnnData store")
         from .config import anndata_keys_problem
 
         problem = anndata_keys_problem(dcfg, f"the AnnData store {path!r}")
@@ -150,6 +155,9 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
         node = open_zarr_node(path, storage_options=so)
         check_complete(node, path)
         if isinstance(node, zarr.Array) and node.ndim == 2:
+            if opts:
+                raise UserError(f"{', '.join(repr('data.' + k) for k in opts)} apply to stores "
+                                f"read through xarray; {path!r} is a zarr array")
             if chunks is None:  # the store's 2-D blocks, several row chunks per task
                 return open_zarr(node, task_size=dcfg.get("task_size", TASK_SIZE),
                                  full_rows=False)
@@ -161,9 +169,41 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
                            chunks={0: chunks} if isinstance(chunks, int) else None,
                            sample_dims=dcfg.get("sample_dims"),
                            feature_dims=dcfg.get("feature_dims"), weights=dcfg.get("weights"),
-                           task_size=dcfg.get("task_size", TASK_SIZE))
+                           task_size=dcfg.get("task_size", TASK_SIZE), open_options=opts)
     except WeightsError as err:
         raise UserError(f"'data.weights' {err.detail}") from None
+    except TimeDecodeError as err:
+        raise UserError(time_decode_problem(err)) from None
+    except OpenOptionError as err:  # does not apply to this store, or failed to open it
+        raise UserError(f"'data.{err.key}' {err.detail}") from None
+
+
+def open_options(dcfg: dict) -> dict | None:
+    """xarray's open options the ``data`` section sets (``decode_times``, ``use_cftime``,
+    ``engine``), checked for the kind of store at ``data.path`` in the config's words; None
+    when none is set."""
+    from ..io._open_options import check_open_options
+    from ..preprocessing._open import data_kind
+    from .config import OPEN_KEYS
+
+    given = {k: dcfg[k] for k in OPEN_KEYS if dcfg.get(k) is not None}
+    if not given:
+        return None
+    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
+                     storage_options=dcfg.get("storage_options"))
+    try:
+        return check_open_options(given, netcdf=kind == "netcdf",
+                                  name=lambda key: f"'data.{key}'")
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
+def time_decode_problem(err) -> str:
+    """The sentence of a :class:`~scalepca.io._open_options.TimeDecodeError` in the config's
+    words."""
+    return (f"data.path {err.path!r}: xarray cannot decode its times "
+            f"({err.reason.split('. Try')[0]}); set data.decode_times: false to keep them as "
+            "numbers, or install cftime (pip install cftime) and set data.use_cftime: true")
 
 
 def _is_anndata(dcfg: dict) -> bool:

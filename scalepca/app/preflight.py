@@ -15,6 +15,8 @@ from .pipeline import (
     _one_line,
     _store_exists,
     open_data,
+    open_options,
+    time_decode_problem,
 )
 
 logger = logging.getLogger("scalepca")
@@ -32,23 +34,35 @@ def _layer_problem(path: str, layer: str | None, storage_options=None) -> str | 
     return None if problem is None else f"data.layer: {problem}"
 
 
-def _variable_problem(path: str, variable: str | None, storage_options=None) -> str | None:
-    """The config's ``data.variable`` against the arrays of the store, with a close match."""
+def _variable_problem(path: str, variable: str | None, storage_options=None,
+                      open_options: dict | None = None) -> str | None:
+    """The config's ``data.variable`` against the arrays of the store, with a close match
+    (the store opened with the config's xarray ``open_options``)."""
     import difflib
 
     import zarr
 
     from ..io import open_zarr_node
     from ..io._netcdf import is_netcdf, open_netcdf
+    from ..io._open_options import (
+        OpenOptionError,
+        TimeDecodeError,
+        is_time_decode_error,
+        xarray_kwargs,
+    )
     from ..preprocessing._open import _looks_like_xarray
 
     if is_netcdf(path):  # NetCDF/HDF5 files: the opener of open_matrix lists the variables
         if variable is None:
             return None  # open_matrix says so if the file holds several
         try:
-            open_netcdf(path, variable=variable)
+            open_netcdf(path, variable=variable, open_options=open_options)
         except KeyError as err:
             return f"data.variable: {err.args[0]}"
+        except TimeDecodeError as err:
+            return time_decode_problem(err)
+        except OpenOptionError as err:
+            return f"'data.{err.key}' {err.detail}"
         return None
     node = open_zarr_node(path, storage_options=storage_options)
     if not isinstance(node, zarr.Group):
@@ -60,8 +74,13 @@ def _variable_problem(path: str, variable: str | None, storage_options=None) -> 
     if _looks_like_xarray(node):
         import xarray as xr
 
-        names = sorted(map(str, xr.open_zarr(node.store, chunks=None,
-                                             consolidated=False).data_vars))
+        try:
+            names = sorted(map(str, xr.open_zarr(node.store, chunks=None, consolidated=False,
+                                                 **xarray_kwargs(open_options or {})).data_vars))
+        except ValueError as err:
+            if not is_time_decode_error(err):
+                raise
+            return time_decode_problem(TimeDecodeError(path, str(err)))
     if variable is None or variable in names:
         return None
     close = difflib.get_close_matches(variable, names, n=1)
@@ -142,7 +161,7 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
             if _is_anndata(dcfg):
                 problem = _layer_problem(path, dcfg["layer"], so)
             else:
-                problem = _variable_problem(path, dcfg["variable"], so)
+                problem = _variable_problem(path, dcfg["variable"], so, open_options(dcfg))
             if problem:
                 problems.append(problem)
             else:

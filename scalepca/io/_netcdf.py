@@ -15,6 +15,13 @@ from pathlib import Path
 import xarray as xr
 
 from ._fs import is_url
+from ._open_options import (
+    OpenOptionError,
+    TimeDecodeError,
+    check_open_options,
+    is_time_decode_error,
+    xarray_kwargs,
+)
 
 __all__ = ["is_netcdf", "open_netcdf", "open_netcdf_dataset"]
 
@@ -48,7 +55,8 @@ def is_netcdf(path) -> bool:
     return head.startswith(MAGIC)
 
 
-def open_netcdf(path, *, variable: str | None = None, chunks="auto") -> xr.DataArray:
+def open_netcdf(path, *, variable: str | None = None, chunks="auto",
+                open_options: dict | None = None) -> xr.DataArray:
     """One variable of a NetCDF/HDF5 file, or of several files combined by their coordinates.
 
     Parameters
@@ -60,6 +68,9 @@ def open_netcdf(path, *, variable: str | None = None, chunks="auto") -> xr.DataA
         The data variable; needed when the file holds several.
     chunks : default "auto"
         dask chunks passed to xarray ("auto" starts from the files' own HDF5 chunking).
+    open_options : dict, optional
+        xarray's open options ``decode_times``, ``use_cftime``, ``engine``
+        (:mod:`scalepca.io._open_options`).
 
     Returns
     -------
@@ -71,11 +82,15 @@ def open_netcdf(path, *, variable: str | None = None, chunks="auto") -> xr.DataA
     FileNotFoundError
         The file does not exist, or the glob matches no file.
     ValueError
-        Several data variables and no ``variable``; or no engine to read the file installed.
+        Several data variables and no ``variable``; or no engine to read the file installed;
+        bad ``open_options``.
+    TimeDecodeError
+        xarray cannot decode the file's times (a ``ValueError`` naming the options that
+        open it).
     KeyError
         ``variable`` is not in the file.
     """
-    ds = open_netcdf_dataset(path, chunks=chunks)
+    ds = open_netcdf_dataset(path, chunks=chunks, open_options=open_options)
     p = os.fspath(path).removeprefix("file://")
     names = list(ds.data_vars)
     if variable is None:
@@ -87,22 +102,31 @@ def open_netcdf(path, *, variable: str | None = None, chunks="auto") -> xr.DataA
     return ds[variable]
 
 
-def open_netcdf_dataset(path, *, chunks="auto") -> xr.Dataset:
+def open_netcdf_dataset(path, *, chunks="auto", open_options: dict | None = None) -> xr.Dataset:
     """The file (or the files a glob matches, combined) as a lazy Dataset: see
     :func:`open_netcdf`, which picks one variable of it."""
     p = os.fspath(path).removeprefix("file://")
+    kwargs = xarray_kwargs(check_open_options(open_options, netcdf=True))
     try:
         if _has_glob(p):
             files = sorted(glob.glob(p))
             if not files:
                 raise FileNotFoundError(f"no file matches {p!r}")
             ds = xr.open_mfdataset(files, combine="by_coords", chunks=chunks,
-                                   data_vars="minimal", coords="minimal", compat="override")
+                                   data_vars="minimal", coords="minimal", compat="override",
+                                   **kwargs)
         else:
             if not Path(p).is_file():
                 raise FileNotFoundError(f"no NetCDF/HDF5 file at {p!r}")
-            ds = xr.open_dataset(p, chunks=chunks)
-    except ValueError as err:
+            ds = xr.open_dataset(p, chunks=chunks, **kwargs)
+    except (ValueError, OSError) as err:
+        if is_time_decode_error(err):
+            raise TimeDecodeError(p, str(err)) from err
+        if "engine" in kwargs and not isinstance(err, FileNotFoundError):
+            raise OpenOptionError("engine", f"{kwargs['engine']!r} cannot read {p!r} "
+                                  f"({type(err).__name__}: {err})") from err
+        if isinstance(err, OSError):
+            raise
         if "engine" in str(err) or "backend" in str(err):
             raise ValueError(
                 f"cannot read {p!r}: no installed xarray engine reads it ({err}); install the "

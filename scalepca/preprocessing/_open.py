@@ -18,6 +18,13 @@ from ..io._fs import (
 )
 from ..io._fs import is_url as _is_url
 from ..io._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
+from ..io._open_options import (
+    OpenOptionError,
+    TimeDecodeError,
+    check_open_options,
+    is_time_decode_error,
+    xarray_kwargs,
+)
 from ._steps import _dataarray_matrix, describe, frame_matrix, is_dask_frame, named_matrix
 
 logger = logging.getLogger(__name__)
@@ -48,17 +55,30 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
     return {d: (rows if d == outer else -1) for d in arr.dims}
 
 
-def open_store(path, *, storage_options: dict | None = None, chunks=None):
+def open_store(path, *, storage_options: dict | None = None, chunks=None,
+               open_options: dict | None = None):
     """The data at ``path``: an xarray Dataset for stores written by xarray, else the zarr node.
 
     Reads metadata only. Raises ``FileNotFoundError`` when there is no store and ``ValueError``
     when its write was interrupted (scalepca flags in-place writes ``complete: false``).
     ``chunks``: the dask chunks of a Dataset by dim name (default: the store's chunks).
+    ``open_options``: xarray's ``decode_times`` / ``use_cftime`` for a store written by
+    xarray (:mod:`~scalepca.io._open_options`); refused for other stores.
     """
+    options = check_open_options(open_options, netcdf=False)
     node = open_zarr_node(path, storage_options=storage_options)
     check_complete(node, path)
     if isinstance(node, zarr.Group) and _looks_like_xarray(node):
-        return xr.open_zarr(node.store, chunks=chunks or {}, consolidated=False)
+        try:
+            return xr.open_zarr(node.store, chunks=chunks or {}, consolidated=False,
+                                **xarray_kwargs(options))
+        except ValueError as err:
+            if is_time_decode_error(err):
+                raise TimeDecodeError(os.fspath(path), str(err)) from err
+            raise
+    if options:
+        raise OpenOptionError(sorted(options)[0], "applies to stores read through xarray; "
+                              f"{os.fspath(path)!r} is a zarr store not written by xarray")
     return node
 
 
@@ -95,22 +115,25 @@ def no_data_store(path, kind: str) -> str:
     return f"no {KIND_NAMES.get(kind, 'data store')} at {os.fspath(path)!r}"
 
 
-def open_dataset(path, *, storage_options: dict | None = None, format: str | None = None):
+def open_dataset(path, *, storage_options: dict | None = None, format: str | None = None,
+                 open_options: dict | None = None):
     """The data at ``path`` before a variable is chosen: an xarray Dataset for a NetCDF file
     (or glob) and for a zarr store written by xarray, else the zarr node (:func:`open_store`).
-    AnnData stores are refused (they are read by :func:`open_matrix` as a matrix)."""
+    AnnData stores are refused (they are read by :func:`open_matrix` as a matrix).
+    ``open_options`` as in :func:`open_matrix`."""
     kind = data_kind(path, format=format, storage_options=storage_options)
     if kind == "netcdf":
-        return open_netcdf_dataset(path)
+        return open_netcdf_dataset(path, open_options=open_options)
     if kind == "anndata":
         raise ValueError(f"{os.fspath(path)!r} is an AnnData store; it holds no xarray "
                          "variables")
-    return open_store(path, storage_options=storage_options)
+    return open_store(path, storage_options=storage_options, open_options=open_options)
 
 
 def open_matrix(source, *, variable: str | None = None, storage_options: dict | None = None,
                 chunks=None, sample_dims=None, feature_dims=None, weights=None,
-                layer: str | None = None, format: str | None = None, task_size=TASK_SIZE):
+                layer: str | None = None, format: str | None = None, task_size=TASK_SIZE,
+                open_options: dict | None = None):
     """Open ``source`` as a lazy (sample × feature) matrix, reading metadata only.
 
     Parameters
@@ -142,6 +165,9 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     task_size : int, str or None, default "128MiB"
         For zarr stores opened here without ``chunks``: the bytes one task reads, in whole
         store chunks; ``None`` keeps one task per store chunk. Results do not depend on it.
+    open_options : dict, optional
+        For a path read through xarray (NetCDF, xarray zarr): xarray's ``decode_times``,
+        ``use_cftime`` and (NetCDF) ``engine``; undecodable times are refused naming them.
 
     Returns
     -------
@@ -158,13 +184,8 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     ValueError
         Not 2-D (and no stacking dims), a group of several arrays and no ``variable``.
     """
-    _task_bytes(task_size)  # checked before anything is opened
-    if format not in (None, "zarr", "netcdf", "anndata"):
-        raise ValueError(f"format={format!r} is not one of 'zarr', 'netcdf', 'anndata' (or "
-                         "None: recognised from the path)")
+    kind = _checked_kind(source, format, storage_options, task_size, open_options)
     path = source if isinstance(source, (str, os.PathLike)) else None
-    kind = None if path is None else data_kind(path, format=format,
-                                               storage_options=storage_options)
     if kind == "anndata" or _anndata_object(source):
         _refuse_for_anndata(variable, sample_dims, feature_dims, weights)
         from ..io._anndata import open_anndata
@@ -175,10 +196,11 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     if layer is not None:
         raise ValueError(f"layer={layer!r} applies to AnnData only; {where} is not AnnData")
     if kind == "netcdf":  # then as any DataArray or Dataset
-        source, where = open_netcdf(source, variable=variable), "the Dataset"
+        source = open_netcdf(source, variable=variable, open_options=open_options)
+        where = "the Dataset"
     if isinstance(source, (str, os.PathLike)):
         source, variable = _store_node(source, variable, storage_options, chunks, sample_dims,
-                                       feature_dims, task_size)
+                                       feature_dims, task_size, open_options)
     dataset = None
     if isinstance(source, xr.Dataset):
         dataset, source = source, _dataset_variable(source, variable, where)
@@ -186,6 +208,31 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
         return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
                                  feature_dims=feature_dims, weights=weights, dataset=dataset)
     return _array_matrix(source, chunks, weights, task_size)
+
+
+def _checked_kind(source, format, storage_options, task_size, open_options) -> str | None:
+    """The kind of store at a path ``source`` (:func:`data_kind`; None for objects), after the
+    options of :func:`open_matrix` that need no data are checked, before anything is opened:
+    ``task_size``, ``format``, and xarray's ``open_options``, refused where xarray does not
+    open the source (objects opened already, AnnData stores; plain zarr stores: by
+    :func:`open_store`)."""
+    _task_bytes(task_size)
+    if format not in (None, "zarr", "netcdf", "anndata"):
+        raise ValueError(f"format={format!r} is not one of 'zarr', 'netcdf', 'anndata' (or "
+                         "None: recognised from the path)")
+    path = source if isinstance(source, (str, os.PathLike)) else None
+    kind = None if path is None else data_kind(path, format=format,
+                                               storage_options=storage_options)
+    if open_options is None:
+        return kind
+    if path is None:
+        raise ValueError("open_options apply to a path read through xarray (a NetCDF file, an "
+                         f"xarray zarr store); the source is a {type(source).__name__}, "
+                         "opened already")
+    if kind == "anndata":
+        raise ValueError("open_options apply to stores read through xarray; "
+                         f"{os.fspath(source)!r} is an AnnData store")
+    return kind
 
 
 def _refuse_for_anndata(variable, sample_dims, feature_dims, weights) -> None:
@@ -202,14 +249,15 @@ def _refuse_for_anndata(variable, sample_dims, feature_dims, weights) -> None:
 
 
 def _store_node(source, variable, storage_options, chunks, sample_dims, feature_dims,
-                task_size):
+                task_size, open_options=None):
     """``(node, variable)`` of a store path: an xarray Dataset (chunked so that each task
     reads whole store chunks) or the zarr array chosen by ``variable`` (then None)."""
-    node = open_store(source, storage_options=storage_options)
+    node = open_store(source, storage_options=storage_options, open_options=open_options)
     if isinstance(node, xr.Dataset) and chunks is None and task_size is not None:
         spec = _dataset_chunks(node, variable, sample_dims, feature_dims, task_size)
         if spec:  # opened again (metadata only), each task reading whole store chunks
-            node = open_store(source, storage_options=storage_options, chunks=spec)
+            node = open_store(source, storage_options=storage_options, chunks=spec,
+                              open_options=open_options)
     if not isinstance(node, zarr.Group):
         return node, variable
     arrays = sorted(name for name, _ in node.arrays())

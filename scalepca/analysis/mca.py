@@ -1,0 +1,402 @@
+"""Maximum covariance analysis (MCA) of two fields over the same samples.
+
+MCA (Bretherton et al., 1992; "SVD analysis") finds pairs of patterns, one per field, whose
+expansion coefficients covary most: the singular vectors of the cross-covariance
+
+    C = X_cᵀ Y_c / (n − 1)        (d_x × d_y, X_c and Y_c the centred fields)
+
+``C = U S Vᵀ``: the left singular vectors ``U`` are the patterns of ``X``, the right ``V``
+those of ``Y``, the singular values ``s_i`` the covariances of the expansion coefficients
+``X_c u_i`` and ``Y_c v_i``; the squared covariance fraction of a mode is
+``s_i² / ‖C‖²_F``. As in xeofs' ``MCA`` (with ``use_pca=False``), the fields enter as they
+are given: weight them first (``open_matrix(..., weights="sqrt_coslat")``, xeofs'
+``use_coslat``); ``standardize=True`` divides each feature by its standard deviation.
+
+The fit makes **one pass** over the two fields: each pair of aligned row blocks is reduced
+to per-feature moments and a d_x × d_y block of centred cross products, merged in a tree
+(:func:`scalepca.linalg.passes.reduce_rows`, the parallel update of Chan et al.); the SVD of
+C runs on the client, so d_x · d_y must fit in memory (``max_cross_size``). Features that
+are NaN in every sample (land) are left out and come back NaN; a feature NaN at only some
+samples is refused. Homogeneous and heterogeneous maps (the correlations of each field with
+its own and with the other field's expansion coefficients) take one more pass.
+
+Examples
+--------
+>>> X = scalepca.open_matrix("sst.nc", variable="sst", sample_dims="time",
+...                          weights="sqrt_coslat")
+>>> Y = scalepca.open_matrix(hgt, sample_dims="time", weights="sqrt_coslat")
+>>> mca = MCA(n_modes=4).fit(X, Y)                       # one pass
+>>> mca.components_xr_[0], mca.squared_covariance_fraction_
+>>> zx, zy = mca.transform(X, Y)                         # lazy (time, mode)
+>>> (hx, hy), (gx, gy) = mca.patterns(X, Y)              # one pass: homogeneous, heterogeneous
+>>> mca.save("mca.zarr"); MCA.load("mca.zarr")          # a zarr group, no pickle
+
+References
+----------
+Bretherton, C. S., Smith, C. and Wallace, J. M. (1992). An intercomparison of methods for
+finding coupled patterns in climate data. J. Climate, 5, 541–560.
+"""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from ..linalg import passes
+from .eof import _cross_block, _label, _merge_cross
+
+__all__ = ["MCA"]
+
+#: the largest d_x · d_y (entries of the cross-covariance) formed on the client by default
+MAX_CROSS_SIZE = 50_000_000
+
+
+def _pair_block(x, y) -> dict:
+    """Moments of ``[x, y]`` (one aligned row block of each field) and their centred cross
+    products ``(x − x̄)ᵀ (y − ȳ)``, with the NaN count per feature (NaN entries enter as 0:
+    the features they fall in are left out or refused after the pass)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    nan_x, nan_y = np.isnan(x).sum(axis=0), np.isnan(y).sum(axis=0)
+    if nan_x.any():
+        x = np.where(np.isnan(x), 0.0, x)
+    if nan_y.any():
+        y = np.where(np.isnan(y), 0.0, y)
+    out = _cross_block(x, y)
+    out["nan"] = np.concatenate([nan_x, nan_y])
+    return out
+
+
+def _merge_pairs(*parts: dict) -> dict:
+    """Tree merge of :func:`_pair_block` partials (the NaN counts add up)."""
+    nan = sum(p["nan"] for p in parts)
+    out = _merge_cross(*({k: v for k, v in p.items() if k != "nan"} for p in parts))
+    out["nan"] = nan
+    return out
+
+
+def _weights(data, d: int) -> np.ndarray:
+    """The weights (d,) a matrix was multiplied by (``open_matrix(weights=...)``), else 1."""
+    prep = data.prep
+    w = None if prep is None else prep.weights
+    return np.ones(d) if w is None else np.asarray(w, dtype=np.float64).reshape(d)
+
+
+def _matrix(X, what: str):
+    """``X`` as a dense :class:`~scalepca.io._matrix.MatrixInput` (sparse data refused)."""
+    from .._validation import is_sparse
+    from ..preprocessing._matrix import as_matrix
+
+    data = as_matrix(X, what=what, min_samples=2)
+    if is_sparse(data.data):
+        raise TypeError(f"{what} is sparse (e.g. AnnData); MCA's cross products of two fields "
+                        "are dense: give dense fields")
+    return data
+
+
+class MCA(BaseEstimator):
+    """Maximum covariance analysis of two fields ``X`` (n × d_x) and ``Y`` (n × d_y).
+
+    Parameters
+    ----------
+    n_modes : int, default=2
+        Number of coupled modes.
+    standardize : bool or (bool, bool), default=False
+        Divide each feature of X (first) and Y (second) by its standard deviation (``ddof=0``)
+        in the field's own units, the weights of ``open_matrix`` kept (as xeofs'
+        ``standardize`` with ``use_coslat``: standardised, then weighted).
+    max_cross_size : int, default=50_000_000
+        The largest d_x · d_y the client forms and decomposes (8 bytes each); larger pairs
+        of fields are refused before any pass.
+
+    Attributes
+    ----------
+    components_x_, components_y_ : ndarray (n_modes, d_x) / (n_modes, d_y)
+        Singular vectors (unit norm; NaN at features left out). The sign of each pair makes
+        the largest-magnitude entry of the X pattern positive.
+    singular_values_ : ndarray (n_modes,)
+        Covariances of the paired expansion coefficients.
+    squared_covariance_ : ndarray (n_modes,)
+        ``singular_values_ ** 2``.
+    total_squared_covariance_ : float
+        ``‖C‖²_F``, the sum of all squared singular values.
+    squared_covariance_fraction_ : ndarray (n_modes,)
+        ``squared_covariance_ / total_squared_covariance_``.
+    mean_x_, mean_y_ : ndarray
+        Feature means (NaN at features left out).
+    scale_x_, scale_y_ : ndarray or None
+        Standard deviations divided out (``standardize``).
+    n_samples_, n_passes_ : int
+    components_xr_, components_y_xr_ : DataArray
+        The patterns over ``mode`` and each field's original feature dims (xarray input).
+
+    Notes
+    -----
+    One pass over the two fields (their row blocks aligned: Y is rechunked to X's row
+    chunks); per worker one row block of each plus O(d_x · d_y) for the partial cross
+    products. The SVD of the d_x × d_y matrix runs on the client.
+    """
+
+    def __init__(self, n_modes: int = 2, *, standardize=False,
+                 max_cross_size: int = MAX_CROSS_SIZE):
+        self.n_modes = n_modes
+        self.standardize = standardize
+        self.max_cross_size = max_cross_size
+
+    # -- fit ----------------------------------------------------------------------------------
+    def _check_params(self, dx: int, dy: int) -> tuple[bool, bool]:
+        k = self.n_modes
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"n_modes must be a positive integer; got {k!r}")
+        if k > min(dx, dy):
+            raise ValueError(f"n_modes={k} but the fields have {dx} and {dy} features")
+        std = self.standardize
+        pair = (std, std) if isinstance(std, (bool, np.bool_)) else tuple(std)
+        if len(pair) != 2 or not all(isinstance(s, (bool, np.bool_)) for s in pair):
+            raise ValueError(f"standardize must be true/false or a pair of them; got {std!r}")
+        if dx * dy > self.max_cross_size:
+            raise ValueError(
+                f"the cross-covariance has {dx:,} × {dy:,} = {dx * dy:,} entries, over "
+                f"max_cross_size={self.max_cross_size:,}: coarsen or subset a field, or raise "
+                "max_cross_size if the client holds 8 bytes per entry (twice, for the SVD)")
+        return bool(pair[0]), bool(pair[1])
+
+    def fit(self, X, Y) -> MCA:
+        """Fit on the two fields (same samples, same order). Returns ``self``.
+
+        ``X`` and ``Y``: matrices as the estimators take them (the output of
+        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays).
+        """
+        xin, yin = _matrix(X, "X"), _matrix(Y, "Y")
+        (n, dx), (ny, dy) = xin.data.shape, yin.data.shape
+        if n != ny:
+            raise ValueError(f"X has {n} samples and Y {ny}: MCA pairs the same samples")
+        std_x, std_y = self._check_params(dx, dy)
+        Xd = xin.data.rechunk({1: -1})
+        Yd = yin.data.rechunk({0: Xd.chunks[0], 1: -1})
+        parts = da.map_blocks(_pair_block, Xd, Yd, chunks=((1,) * Xd.numblocks[0], (1,)),
+                              dtype=object, meta=np.empty((0, 0), dtype=object))
+        with passes.counting(self, planned=1, chunks=Xd.numblocks[0]):
+            self.n_passes_ = 0
+            (mom,) = passes.compute(passes.reduce_rows(parts, None, _merge_pairs),
+                                    name="cross covariance")
+        self._set_fitted(mom, n, dx, dy, std_x and _weights(xin, dx), std_y and _weights(yin, dy))
+        from ..io._stack import feature_template
+
+        self._templates = tuple(feature_template(a.template) if a.kind == "xarray" else None
+                                for a in (xin, yin))
+        return self
+
+    def _set_fitted(self, mom, n, dx, dy, std_x, std_y) -> None:
+        """Fitted attributes from the merged moments; ``std_x`` / ``std_y``: False, or the
+        weights (d,) the field was multiplied by, kept through the standardisation."""
+        nan = mom["nan"]
+        partial = np.flatnonzero((nan > 0) & (nan < n))
+        if partial.size:
+            where = ["X" if j < dx else "Y" for j in partial[:3]]
+            cols = [int(j if j < dx else j - dx) for j in partial[:3]]
+            raise ValueError(f"{partial.size} features are NaN at some samples only (e.g. "
+                             f"{list(zip(where, cols, strict=True))}); MCA leaves out features "
+                             "NaN at every sample (land) and needs the others complete")
+        keep = nan == 0
+        kx, ky = keep[:dx], keep[dx:]
+        if not kx.any() or not ky.any():
+            raise ValueError("a field is NaN at every feature")
+        mean, ss = mom["mean"], mom["ss"]
+        sd = np.sqrt(ss / n)  # ddof=0, as xeofs standardises
+        C = mom["cross"][np.ix_(kx, ky)] / (n - 1)
+        # standardised in the fields' own units, then weighted (xeofs' order): x_w / (σ_w / w)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sx = sd[:dx] / std_x if std_x is not False else None
+            sy = sd[dx:] / std_y if std_y is not False else None
+        scale_x = sx[kx] if sx is not None else np.ones(kx.sum())
+        scale_y = sy[ky] if sy is not None else np.ones(ky.sum())
+        C = C / np.outer(scale_x, scale_y)
+        U, s, Vt = np.linalg.svd(C, full_matrices=False)
+        k = int(self.n_modes)
+        U, s, V = U[:, :k], s[:k], Vt[:k].T
+        sign = np.sign(U[np.abs(U).argmax(axis=0), np.arange(k)])
+        U, V = U * sign, V * sign
+        full = np.full
+        self.components_x_ = full((k, dx), np.nan)
+        self.components_x_[:, kx] = U.T
+        self.components_y_ = full((k, dy), np.nan)
+        self.components_y_[:, ky] = V.T
+        self.singular_values_ = s
+        self.squared_covariance_ = s**2
+        self.total_squared_covariance_ = float((C * C).sum())
+        self.squared_covariance_fraction_ = s**2 / self.total_squared_covariance_
+        self.mean_x_ = np.where(kx, mean[:dx], np.nan)
+        self.mean_y_ = np.where(ky, mean[dx:], np.nan)
+        self.scale_x_ = None if sx is None else np.where(kx, sx, np.nan)
+        self.scale_y_ = None if sy is None else np.where(ky, sy, np.nan)
+        self.n_samples_, self.n_features_x_, self.n_features_y_ = int(n), int(dx), int(dy)
+        self._kept = (kx, ky)
+
+    # -- outputs ------------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "components_x_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this MCA is not fitted yet; call fit(X, Y) first")
+
+    def _projection(self, which: int):
+        """(kept-feature mask, mean, map d_kept × k) of ``(x − mean) / scale · pattern``."""
+        keep = self._kept[which]
+        comps = (self.components_x_, self.components_y_)[which][:, keep].T
+        mean = (self.mean_x_, self.mean_y_)[which][keep]
+        scale = (self.scale_x_, self.scale_y_)[which]
+        P = comps if scale is None else comps / scale[keep][:, None]
+        return keep, mean, P
+
+    def _scores(self, A, which: int):
+        """(input, lazy n × k expansion coefficients) of field ``which`` (0: X, 1: Y)."""
+        from ..models.base import affine_map
+
+        what = "XY"[which]
+        ain = _matrix(A, what)
+        d = (self.n_features_x_, self.n_features_y_)[which]
+        if ain.data.shape[1] != d:
+            raise ValueError(f"{what} has {ain.data.shape[1]} features; the model was fitted "
+                             f"on {d}")
+        keep, mean, P = self._projection(which)
+        A_kept = ain.data.rechunk({1: -1})[:, np.flatnonzero(keep)]
+        return ain, affine_map(A_kept, mean, P)
+
+    def transform(self, X=None, Y=None):
+        """Expansion coefficients (xeofs' ``scores``, unnormalised): ``(x − x̄) U`` and
+        ``(y − ȳ) V`` (divided by the scales with ``standardize``), lazy, in the input's kind
+        (a DataArray over the sample dims and ``mode``). Returns ``(zx, zy)``, None for a
+        field not given."""
+        self._check_fitted()
+        out = []
+        for which, A in enumerate((X, Y)):
+            if A is None:
+                out.append(None)
+                continue
+            ain, Z = self._scores(A, which)
+            out.append(ain.wrap_samples(Z))
+        return tuple(out)
+
+    def patterns(self, X, Y):
+        """Homogeneous and heterogeneous correlation maps, in one pass over the two fields.
+
+        Homogeneous: the correlation of each feature of a field with that field's expansion
+        coefficients (``corr(X, zx)``, ``corr(Y, zy)``); heterogeneous: with the other
+        field's (``corr(X, zy)``, ``corr(Y, zx)``), as xeofs' ``homogeneous_patterns`` /
+        ``heterogeneous_patterns``. Returns ``((hom_x, hom_y), (het_x, het_y))``: DataArrays
+        over ``mode`` and each field's feature dims for xarray input, else (k, d) arrays;
+        NaN at features left out.
+        """
+        self._check_fitted()
+        xin, zx = self._scores(X, 0)
+        yin, zy = self._scores(Y, 1)
+        Z = da.concatenate([zx, zy.rechunk({0: zx.chunks[0]})], axis=1).rechunk({1: -1})
+        k = zx.shape[1]
+        graphs, dims = [], []
+        for ain in (xin, yin):
+            F = ain.data.rechunk({0: Z.chunks[0], 1: -1})
+            parts = da.map_blocks(_pair_block, F, Z, chunks=((1,) * F.numblocks[0], (1,)),
+                                  dtype=object, meta=np.empty((0, 0), dtype=object))
+            graphs.append(passes.reduce_rows(parts, None, _merge_pairs))
+            dims.append(F.shape[1])
+        with passes.counting("MCA.patterns", planned=1, chunks=Z.numblocks[0]):
+            moments = passes.compute(*graphs, name="pattern correlations")
+        maps = []
+        for which, (mom, d, ain) in enumerate(zip(moments, dims, (xin, yin), strict=True)):
+            sf, sz = np.sqrt(mom["ss"][:d]), np.sqrt(mom["ss"][d:])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                corr = (mom["cross"] / np.outer(sf, sz)).T  # (2k, d)
+            corr[:, ~self._kept[which]] = np.nan
+            own, other = (corr[:k], corr[k:]) if which == 0 else (corr[k:], corr[:k])
+            labels = ain.template if ain.kind == "xarray" else None
+            maps.append((_label(own, labels, "homogeneous_patterns"),
+                         _label(other, labels, "heterogeneous_patterns")))
+        (hx, gx), (hy, gy) = maps
+        return (hx, hy), (gx, gy)
+
+    @property
+    def components_xr_(self):
+        """``components_x_`` over ``mode`` and X's original feature dims (xarray input)."""
+        return self._xr(0)
+
+    @property
+    def components_y_xr_(self):
+        """``components_y_`` over ``mode`` and Y's original feature dims (xarray input)."""
+        return self._xr(1)
+
+    def _xr(self, which: int):
+        self._check_fitted()
+        template = self._templates[which]
+        if template is None:
+            raise AttributeError("the model was not fitted on xarray data")
+        from ..io._stack import feature_dataarray
+
+        values = (self.components_x_, self.components_y_)[which]
+        return feature_dataarray(values, template, name="components_" + "xy"[which])
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
+        """Write the fitted model to a zarr group (arrays, scalars, parameters and the
+        fields' feature coordinates; no pickle), atomically; read it with :meth:`load`. A
+        model store at ``store`` is replaced only with ``overwrite``."""
+        from ..io._fs import MODEL
+        from ..io._stack import template_to_json
+        from ..io._store import atomic_group
+
+        self._check_fitted()
+        arrays = {k: getattr(self, k) for k in _ARRAYS if getattr(self, k) is not None}
+        attrs = {"class": CLASS, "params": {"n_modes": int(self.n_modes),
+                                            "standardize": _jsonable(self.standardize),
+                                            "max_cross_size": int(self.max_cross_size)},
+                 "scalars": {k: getattr(self, k) for k in _SCALARS},
+                 "kept": [np.flatnonzero(k).tolist() for k in self._kept],
+                 "templates": [None if t is None else template_to_json(t)
+                               for t in self._templates]}
+
+        def write(group):
+            group.attrs.update(attrs)
+            for name, value in arrays.items():
+                group.create_array(name, data=np.ascontiguousarray(value))
+
+        atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
+                     overwrite=overwrite)
+
+    @classmethod
+    def load(cls, store, *, storage_options=None) -> MCA:
+        """An MCA written by :meth:`save`."""
+        from ..io._fs import MODEL, check_complete, open_zarr_node
+        from ..io._stack import template_from_json
+
+        group = open_zarr_node(store, storage_options=storage_options)
+        check_complete(group, store)
+        attrs = dict(group.attrs)
+        if attrs.get("format") != MODEL or attrs.get("class") != CLASS:
+            raise ValueError(f"{str(store)!r} is not an MCA model store (its class: "
+                             f"{attrs.get('class')!r})")
+        params = attrs["params"]
+        std = params["standardize"]
+        model = cls(params["n_modes"], standardize=std if isinstance(std, bool) else tuple(std),
+                    max_cross_size=params["max_cross_size"])
+        for name in _ARRAYS:
+            setattr(model, name, group[name][...] if name in group else None)
+        for name, value in attrs["scalars"].items():
+            setattr(model, name, value)
+        d = (model.n_features_x_, model.n_features_y_)
+        model._kept = tuple(np.isin(np.arange(n), idx) for n, idx in zip(d, attrs["kept"],
+                                                                             strict=True))
+        model._templates = tuple(None if t is None else template_from_json(t)
+                                 for t in attrs["templates"])
+        return model
+
+
+CLASS = "scalepca.analysis.mca:MCA"
+_ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
+           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_")
+_SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
+            "n_passes_")
+
+
+def _jsonable(value):
+    return bool(value) if isinstance(value, (bool, np.bool_)) else [bool(v) for v in value]
