@@ -19,7 +19,7 @@ _PUBLIC = {
     "PPCA": "scalepca.models.ppca",
     "RobustPCA": "scalepca.models.robust_pca",
     "SparsePCA": "scalepca.models.sparse_pca",
-    "Rotator": "scalepca.analysis.eof",
+    "Rotator": "scalepca.analysis.rotation",
     "connect": "scalepca.app.cluster",
     "eofs_as_correlation": "scalepca.analysis.eof",
     "eofs_as_covariance": "scalepca.analysis.eof",
@@ -36,7 +36,8 @@ __all__ = [
 ]
 
 if typing.TYPE_CHECKING:  # static tools see the eager imports
-    from .analysis.eof import Rotator, eofs_as_correlation, eofs_as_covariance, north_test
+    from .analysis.eof import eofs_as_correlation, eofs_as_covariance, north_test
+    from .analysis.rotation import Rotator
     from .app.cluster import connect
     from .models import PCA, PPCA, KernelPCA, RobustPCA, SparsePCA
     from .persistence.loading import load

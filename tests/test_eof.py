@@ -11,13 +11,13 @@ import xarray as xr
 
 import scalepca
 from scalepca.analysis.eof import (
-    Rotator,
     coslat_weights,
     eofs_as_correlation,
     eofs_as_covariance,
     find_lat_lon,
     north_test,
 )
+from scalepca.analysis.rotation import Rotator
 
 eofs_examples = pytest.importorskip("eofs.examples")
 eofs_xr = pytest.importorskip("eofs.xarray")
