@@ -221,3 +221,17 @@ class LatentGaussianMixin:
         from ..linalg.sparse import scale_columns
 
         return (None if Xd is None else scale_columns(Xd, scale)), mean / scale
+
+
+def _sample_block(m, W, mu, sigma, seed):
+    """``m`` draws of ``x = W z + μ + σ ε`` (z, ε standard normal), from ``seed``."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((m, W.shape[1]))
+    eps = rng.standard_normal((m, W.shape[0]))
+    return z @ W.T + mu + sigma * eps
+
+
+def _delayed_sample(m, W, mu, sigma, seed):
+    import dask
+
+    return dask.delayed(_sample_block, pure=True)(m, W, mu, sigma, seed)

@@ -28,6 +28,7 @@ from ..linalg.em import (
     posterior_mean_block,
 )
 from ..preprocessing._matrix import MatrixInput
+from ._gaussian import _delayed_sample, _sample_block
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
 from ._params import Choice, Int, NComponents, Path, Real, Rule
 from ._ppca_params import (
@@ -685,19 +686,6 @@ def _loglike_observed_block(x, mean, W, sigma2, logjac):
     """Each row's observed-entry log-density plus the log-Jacobian of those entries."""
     x = np.asarray(x, dtype=np.float64)
     return loglike_rows_block(x, mean, W, sigma2) + np.where(np.isnan(x), 0.0, logjac).sum(1)
-
-
-def _sample_block(m, W, mu, sigma, seed):
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((m, W.shape[1]))
-    eps = rng.standard_normal((m, W.shape[0]))
-    return z @ W.T + mu + sigma * eps
-
-
-def _delayed_sample(m, W, mu, sigma, seed):
-    import dask
-
-    return dask.delayed(_sample_block, pure=True)(m, W, mu, sigma, seed)
 
 
 __all__ = ["PPCA"]
