@@ -72,7 +72,7 @@ _DATA = {
 }
 
 #: ``data.format`` values (``null``: recognised from the path's ending or first bytes)
-DATA_FORMATS = ("zarr", "netcdf", "anndata")
+DATA_FORMATS = ("zarr", "netcdf", "anndata", "bed")
 
 _OUTPUT = {
     "store": _f((str, _NONE)),

@@ -22,6 +22,9 @@ kind                      structure (and the method it exercises)
 ``counts``                single-cell-like counts, cells × genes: negative binomial (or
                           Poisson) around low-rank log-means, a stated density; written as an
                           AnnData zarr store with CSR ``X`` (or a layer): sparse input
+``genotypes``             Balding–Nichols allele counts of K populations with missing calls,
+                          written as a PLINK ``.bed`` (:mod:`scalepca._genotypes_data`): PCA
+                          with ``standardize="genotype"``
 ========================  =====================================================================
 """
 
@@ -38,11 +41,14 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 
+from ._genotypes_data import GenotypeMatrix, make_genotypes, write_bed
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "GENERATORS",
     "low_rank_factors",
+    "make_genotypes",
     "make_gridded",
     "make_low_rank",
     "make_low_rank_sparse",
@@ -646,6 +652,7 @@ GENERATORS = {
     "sparse_spike": make_sparse_spike,
     "low_rank_sparse": make_low_rank_sparse,
     "counts": make_counts,
+    "genotypes": make_genotypes,
 }
 
 
@@ -769,6 +776,10 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
     from .io._store import regular_chunks
 
     spath = os.fspath(path)
+    if isinstance(data, GenotypeMatrix):  # a PLINK .bed, not a zarr store
+        if not overwrite and dataset_complete(spath):
+            return spath
+        return write_bed(data, spath, overwrite=True)
     comp = compressors(codec)  # an unknown name fails here, before anything is written
     st = store_state(spath, storage_options)
     if not overwrite and st.zarr and st.complete is not False:
@@ -829,8 +840,15 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
 def dataset_complete(path, storage_options=None) -> bool:
     """Whether ``path`` holds a zarr store whose write was not interrupted (no
     ``complete: false``)."""
+    from .io._bed import check_bed, is_bed_path
     from .io._fs import store_state
 
+    if is_bed_path(path):  # written under a temporary name, renamed when complete
+        try:
+            check_bed(path)
+        except (OSError, ValueError):
+            return False
+        return True
     st = store_state(path, storage_options)
     return st.zarr and st.complete is not False
 

@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ._bed import is_bed_path
 from ._coalesce import TASK_SIZE, _task_bytes, coalesced_rows, open_zarr
 from ._fs import (
     check_complete,
@@ -63,11 +64,14 @@ def open_store(path, *, storage_options: dict | None = None, chunks=None):
 
 
 #: how each kind of data store is called in messages ("no NetCDF file at ...")
-KIND_NAMES = {"zarr": "zarr store", "netcdf": "NetCDF file", "anndata": "AnnData store"}
+KIND_NAMES = {"zarr": "zarr store", "netcdf": "NetCDF file", "anndata": "AnnData store",
+              "bed": "PLINK .bed file"}
+#: the ``format`` values of :func:`open_matrix` (``None``: recognised from the path)
+FORMATS = ("zarr", "netcdf", "anndata", "bed")
 
 
 def data_kind(path, *, format: str | None = None, storage_options: dict | None = None) -> str:
-    """How the data at ``path`` are read: ``"anndata"``, ``"netcdf"`` or ``"zarr"``.
+    """How the data at ``path`` are read: ``"anndata"``, ``"netcdf"``, ``"bed"`` or ``"zarr"``.
 
     ``format`` when given; else from the path's ending, a file's first bytes or a zarr root's
     attributes (metadata only), as :func:`open_matrix` recognises them. A path that does not
@@ -76,6 +80,8 @@ def data_kind(path, *, format: str | None = None, storage_options: dict | None =
     """
     if format is not None:
         return format
+    if is_bed_path(path):
+        return "bed"
     if _anndata_path(path):
         return "anndata"
     if is_netcdf(path):
@@ -120,6 +126,7 @@ def open_matrix(
     layer: str | None = None,
     format: str | None = None,
     task_size=TASK_SIZE,
+    dtype=None,
 ):
     """Open ``source`` as a lazy (sample × feature) matrix.
 
@@ -162,10 +169,13 @@ def open_matrix(
         ``n_features``).
     layer : str, optional
         For AnnData: the layer to read (``"counts"``); ``None`` reads ``X``.
-    format : {"zarr", "netcdf", "anndata"}, optional
+    format : {"zarr", "netcdf", "anndata", "bed"}, optional
         The kind of store at a path; by default it is recognised by its ending or its first
         bytes / root attributes (``.nc`` and HDF5 files are NetCDF, ``.h5ad`` files and
-        groups written by anndata are AnnData, the rest zarr).
+        groups written by anndata are AnnData, ``.bed`` files PLINK genotypes, the rest zarr).
+    dtype : {"float32", "float64"}, optional
+        For a PLINK ``.bed``: the float type the allele counts are read as (default float32;
+        missing calls are NaN). Other sources keep their dtype.
 
     Returns
     -------
@@ -224,12 +234,19 @@ def open_matrix(
     """
     where = "the Dataset"
     _task_bytes(task_size)  # checked before anything is opened
-    if format not in (None, "zarr", "netcdf", "anndata"):
-        raise ValueError(f"format={format!r} is not one of 'zarr', 'netcdf', 'anndata' (or "
+    if format not in (None, *FORMATS):
+        raise ValueError(f"format={format!r} is not one of {', '.join(map(repr, FORMATS))} (or "
                          "None: recognised from the path)")
     path = source if isinstance(source, (str, os.PathLike)) else None
     kind = None if path is None else data_kind(path, format=format,
                                                storage_options=storage_options)
+    if kind == "bed":
+        return _open_bed(path, variable=variable, sample_dims=sample_dims,
+                         feature_dims=feature_dims, weights=weights, layer=layer, chunks=chunks,
+                         dtype=dtype, task_size=task_size)
+    if dtype is not None:
+        raise ValueError(f"dtype={dtype!r} applies to PLINK .bed files only (other sources "
+                         "keep their dtype)")
     if kind == "anndata" or _anndata_object(source):
         from ._anndata import open_anndata
 
@@ -322,6 +339,27 @@ def open_matrix(
     if prep.weights is None:
         return arr
     return named_matrix(prep.weight(arr), prep)
+
+
+def _open_bed(path, *, variable, sample_dims, feature_dims, weights, layer, chunks, dtype,
+              task_size):
+    """A PLINK .bed as the (sample × SNP) matrix (see :mod:`scalepca.io._bed`)."""
+    from ._bed import open_bed_matrix
+
+    given = {"variable": variable, "sample_dims": sample_dims, "feature_dims": feature_dims,
+             "layer": layer}
+    given = [name for name, value in given.items() if value is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} do(es) not apply to a PLINK .bed file, which is a "
+                         "(sample × SNP) matrix already")
+    if weights is not None:
+        raise ValueError("weights do not apply to a PLINK .bed file: genotypes are "
+                         "standardised by the model, PCA(standardize='genotype')")
+    if path is not None and _is_url(os.fspath(path)):
+        raise ValueError(f"{os.fspath(path)!r}: PLINK .bed files are read from local paths")
+    arr = open_bed_matrix(os.fspath(path), chunks=chunks,
+                          dtype="float32" if dtype is None else dtype, task_size=task_size)
+    return _dataarray_matrix(arr)
 
 
 def _anndata_path(path) -> bool:

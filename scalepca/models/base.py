@@ -534,11 +534,20 @@ class LinearDecompositionMixin(DecompositionMixin):
         features the model was fitted on (``P``: n_features × m, rows at dropped features
         ignored). The one projection of new data: ``transform`` and the EOF tools
         (:mod:`scalepca.eof`) both go through it."""
+        fills = self._fills_missing()
         data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks,
-                                     unknown_rows=unknown_rows)
-        Z = affine_map(self._select_features(data.data), self._kept(self.mean_),
-                       self._kept(P, axis=0))
+                                     unknown_rows=unknown_rows, allow_nan=fills or None)
+        Xk = self._select_features(data.data)
+        if fills:  # a missing entry is set to the mean: 0 once centred
+            from ..io._genotype import fill_missing
+
+            Xk = fill_missing(Xk, self._kept(self.mean_))
+        Z = affine_map(Xk, self._kept(self.mean_), self._kept(P, axis=0))
         return data, Z
+
+    def _fills_missing(self) -> bool:
+        """Whether NaN in new data are missing entries set to ``mean_`` (genotypes)."""
+        return False
 
     def transform(self, X):
         """Project ``X`` on the components (lazy for dask and xarray input).

@@ -19,6 +19,7 @@ from .._validation import (
     choose_n_components,
     is_sparse,
 )
+from ..io._genotype import GENOTYPE
 from ..io._matrix import MatrixInput
 from ..linalg import (
     column_moments_graph,
@@ -33,6 +34,7 @@ from ..linalg import (
 from ..linalg.moments import float32_relative_error, gram_precision
 from ..linalg.sparse import scale_columns
 from ._gaussian import LatentGaussianMixin
+from ._genotype_fit import fit_genotypes
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -124,8 +126,12 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
         check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
         check_random_state_form(self.random_state)  # before the first pass, not where it draws
-        check_bool(self.standardize, "standardize")
-        if not check_bool(self._zero_center(), "zero_center") and self.standardize:
+        if isinstance(self.standardize, str) and not self._genotypes():
+            raise ValueError(f"standardize={self.standardize!r} is not one of True, False, "
+                             f"{GENOTYPE!r} (allele counts)")
+        if not self._genotypes():
+            check_bool(self.standardize, "standardize")
+        if not check_bool(self._zero_center(), "zero_center") and self.standardize is not False:
             raise ValueError("standardize=True needs zero_center=True (standardising divides "
                              "the centred features by their standard deviations)")
         spec = check_n_components(self.n_components, n, d, fraction=True)
@@ -151,6 +157,22 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
 
     def _zero_center(self) -> bool:
         return getattr(self, "zero_center", True)
+
+    def _genotypes(self) -> bool:
+        """Whether the model standardises allele counts (``standardize="genotype"``)."""
+        return isinstance(self.standardize, str) and self.standardize == GENOTYPE
+
+    def _fills_missing(self) -> bool:
+        return self._genotypes()
+
+    @property
+    def allele_frequency_(self) -> np.ndarray:
+        """Per-SNP allele frequency ``p = mean_ / 2`` of a ``standardize="genotype"`` fit
+        (NaN at SNPs left out)."""
+        self._check_fitted()
+        if not self._genotypes():
+            raise AttributeError("allele_frequency_ is set by standardize='genotype' fits")
+        return np.asarray(self.mean_) / 2.0
 
     @staticmethod
     def _check_sparse_solver(X, solver: str) -> None:
@@ -205,6 +227,8 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         solver = self._choose_solver(d)
         self._check_sparse_solver(X, solver)
         self._fit_svd_solver = solver
+        if self._genotypes():
+            return fit_genotypes(self, X, data, spec, k, solver)
         passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2}.get(
             solver, 3 + 2 * self.n_power_iter))
         if solver != "randomized" and len(X.chunks[1]) > 1:
@@ -403,16 +427,25 @@ class PCA(_BaseSpectralPCA):
         for the fit (``X.persist()``) instead of re-reading the store on every pass. Worth it
         when the array fits in the workers' memory (each re-read costs one full read of the
         store); harmful when it does not (workers spill to disk).
-    standardize : bool, default=False
-        PCA of the correlation matrix: each feature is divided by its standard deviation
-        (denominator n, as scikit-learn's ``StandardScaler``) after centring, so the result
-        equals ``make_pipeline(StandardScaler(), PCA())``. The standard deviations come from
+    standardize : bool or "genotype", default=False
+        ``True``: PCA of the correlation matrix: each feature is divided by its standard
+        deviation (denominator n, as scikit-learn's ``StandardScaler``) after centring, so the
+        result equals ``make_pipeline(StandardScaler(), PCA())``. The standard deviations come from
         the moments pass every solver makes anyway (no extra pass): ``covariance_eigh``
         scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
         divide each block by its features' σ as they read it. A feature constant to rounding
         (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
         The EOF tools (:mod:`scalepca.eof`) project the standardised data as ``transform``
         does; their covariance maps stay in the field's own units (cov(pc, field)).
+        ``"genotype"``: allele counts (0, 1, 2; NaN a missing call, e.g. a PLINK ``.bed``
+        opened by :func:`scalepca.open_matrix`), each SNP centred by twice its allele
+        frequency ``p`` and divided by ``√(2p(1−p))``, a missing call set to the mean (0 once
+        centred), as in Patterson, Price & Reich (2006); SNPs with ``p`` 0 or 1 (monomorphic)
+        or without any call are left out of the fit (NaN in ``mean_``, ``scale_``,
+        ``components_``; ``n_monomorphic_`` counts the former). ``p`` comes from the moments
+        pass (no extra pass with ``randomized`` or ``tsqr``; ``covariance_eigh`` takes two);
+        the model keeps ``mean_ = 2p`` (``allele_frequency_``) and ``scale_`` and repeats the
+        step in ``transform``, after ``save``/``load`` too.
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
         analysis; scikit-learn's ``TruncatedSVD``, scanpy's ``pca(zero_center=False)``).
@@ -512,7 +545,7 @@ class PCA(_BaseSpectralPCA):
         n_power_iter: int = 4,
         random_state=None,
         persist: bool = False,
-        standardize: bool = False,
+        standardize: bool | str = False,
         zero_center: bool = True,
     ):
         self.n_components = n_components

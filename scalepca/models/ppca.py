@@ -277,6 +277,9 @@ class PPCA(_BaseSpectralPCA):
                 and super()._fit_keeps_2d_blocks(n_features))
 
     def _fit(self, data: MatrixInput) -> None:
+        if self._genotypes():
+            raise ValueError("standardize='genotype' is a PCA option; PPCA fits allele counts "
+                             "as they are (missing='em' treats missing calls as missing)")
         check_choice(self.solver, "solver", ("auto", "closed_form", "em"))
         check_choice(self.missing, "missing", ("error", "em"))
         check_choice(self.init, "init", ("auto", "pca", "random"))
