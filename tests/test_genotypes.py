@@ -268,7 +268,7 @@ def test_bad_input_refused_clearly(bed, tmp_path, capsys):
         scalepca.open_matrix(path, variable="x")
     with pytest.raises(ValueError, match="dtype=.* applies to PLINK .bed files only"):
         scalepca.open_matrix(np.zeros((3, 3)), dtype="float64")
-    with pytest.raises(ValueError, match="standardize"):
+    with pytest.raises(TypeError, match="or 'genotype', for allele counts"):
         scalepca.PCA(2, standardize="genotypes").fit(scalepca.open_matrix(path))
     # the config's words
     import yaml

@@ -184,8 +184,8 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
                                 ("--weights", weights)) if v is not None]
         if given:
             raise UserError(f"{' and '.join(given)} do not apply to a PLINK .bed file")
-        try:
-            return open_matrix(path)
+        try:  # float64: the scores of exact allele counts in float64
+            return open_matrix(path, dtype="float64")
         except (FileNotFoundError, ValueError) as err:
             raise UserError(str(err)) from None
     if prep is not None and prep.dims == ("obs", "var"):  # fitted on AnnData: its matrix again

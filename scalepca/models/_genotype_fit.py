@@ -15,7 +15,7 @@ import logging
 import dask
 import numpy as np
 
-from .._validation import check_random_state_seed, choose_n_components
+from .._validation import check_random_state_seed, choose_n_components, is_sparse
 from ..io._genotype import allele_scaling, standardized
 from ..linalg import (
     column_moments_graph,
@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
     """Fit ``model`` (a PCA) to allele counts ``X`` (n × d dask array, NaN missing)."""
     n, d = X.shape
+    if is_sparse(X):
+        raise ValueError("standardize='genotype' needs dense blocks: missing calls are NaN in "
+                         "dense rows, and centring by 2p makes every entry non-zero")
     passes.counter_of(model).plan(
         {"covariance_eigh": 2, "tsqr": 2}.get(solver, 3 + 2 * model.n_power_iter))
     with model._timed_pass("allele frequencies"):

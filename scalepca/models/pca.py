@@ -127,8 +127,8 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
         check_random_state_form(self.random_state)  # before the first pass, not where it draws
         if isinstance(self.standardize, str) and not self._genotypes():
-            raise ValueError(f"standardize={self.standardize!r} is not one of True, False, "
-                             f"{GENOTYPE!r} (allele counts)")
+            raise TypeError(f"standardize must be True or False (or {GENOTYPE!r}, for allele "
+                            f"counts); got {self.standardize!r}")
         if not self._genotypes():
             check_bool(self.standardize, "standardize")
         if not check_bool(self._zero_center(), "zero_center") and self.standardize is not False:
