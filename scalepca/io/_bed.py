@@ -93,33 +93,22 @@ def _read_block(block_info=None, *, path: str, n: int, d: int, out_dtype):
         return bed.read(index=np.s_[r0:r1, c0:c1], dtype=out_dtype, order="C", num_threads=1)
 
 
-def bed_chunks(n: int, d: int, itemsize: int, chunks=None,
+def bed_chunks(n: int, d: int, itemsize: int, rows=None,
                task_size: int = DEFAULT_TASK_BYTES) -> tuple:
-    """Dask chunks of the (n × d) matrix: ``chunks`` as ``open_matrix`` takes it for arrays
-    (rows per block, or ``{0: rows, 1: snps}``; SNPs may be split for the wide path), else
-    whole rows, a multiple of 4 samples (whole bytes of each SNP) per block, about
-    ``task_size`` bytes of floats each."""
-    rows, cols = None, -1
-    if isinstance(chunks, dict):
-        unknown = set(chunks) - {0, 1}
-        if unknown:
-            raise ValueError(f"chunks: {sorted(unknown)} are not axes of the (sample × SNP) "
-                             "matrix; give {0: rows} and/or {1: snps}")
-        rows, cols = chunks.get(0), chunks.get(1, -1)
-    elif isinstance(chunks, (tuple, list)):
-        rows, cols = chunks
-    elif chunks is not None:
-        rows = chunks
+    """Dask chunks of the (n × d) matrix: whole rows (the SNPs of a sample are one feature
+    vector, as for every matrix ``open_matrix`` makes), ``rows`` samples per block, else a
+    multiple of 4 samples (whole bytes of each SNP) making about ``task_size`` bytes of
+    floats."""
     if rows is None:
-        per_row = max(1, itemsize * (d if cols in (-1, None) else min(int(cols), d)))
-        rows = max(4, (int(task_size) // per_row) // 4 * 4)
-    return da.core.normalize_chunks((rows, cols), (n, d))
+        rows = max(4, (int(task_size) // max(1, itemsize * d)) // 4 * 4)
+    return da.core.normalize_chunks((rows, -1), (n, d))
 
 
-def open_bed_matrix(path, *, chunks=None, dtype="float32",
+def open_bed_matrix(path, *, rows=None, dtype="float32",
                     task_size: int | None = DEFAULT_TASK_BYTES) -> xr.DataArray:
     """The genotypes at ``path`` as a lazy (sample × SNP) DataArray of allele counts.
 
+    ``rows``: samples per block (default: about ``task_size`` bytes of floats per block).
     ``dtype``: float32 (default) or float64; missing calls are NaN. The ``sample``
     coordinate holds the .fam sample ids (``fid`` the family ids), ``snp`` the .bim SNP ids.
     Reads the .fam and .bim (small text) on the client and nothing of the .bed but its first
@@ -136,7 +125,7 @@ def open_bed_matrix(path, *, chunks=None, dtype="float32",
         iid, fid, sid = bed.iid, bed.fid, bed.sid
     from ._coalesce import _task_bytes
 
-    blocks = bed_chunks(n, d, dtype.itemsize, chunks,
+    blocks = bed_chunks(n, d, dtype.itemsize, rows,
                         _task_bytes(task_size) or DEFAULT_TASK_BYTES)
     token = da.core.tokenize(spath, os.stat(spath).st_mtime_ns, blocks, dtype)
     arr = da.map_blocks(_read_block, chunks=blocks, dtype=dtype,

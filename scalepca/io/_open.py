@@ -357,7 +357,7 @@ def _open_bed(path, *, variable, sample_dims, feature_dims, weights, layer, chun
                          "standardised by the model, PCA(standardize='genotype')")
     if path is not None and _is_url(os.fspath(path)):
         raise ValueError(f"{os.fspath(path)!r}: PLINK .bed files are read from local paths")
-    arr = open_bed_matrix(os.fspath(path), chunks=chunks,
+    arr = open_bed_matrix(os.fspath(path), rows=_array_rows(chunks),
                           dtype="float32" if dtype is None else dtype, task_size=task_size)
     return _dataarray_matrix(arr)
 
