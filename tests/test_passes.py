@@ -16,7 +16,7 @@ from scalepca.eof import eofs_as_correlation
 from scalepca.linalg import passes
 from scalepca.linalg.sparse import merge_code_stats
 
-from .conftest import counted_dask
+from .support.counting import counted_dask
 
 
 def _stats(x) -> dict:
