@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import local_cluster, peak_worker_memory, table, write_json
+from _common import common_args, local_cluster, peak_worker_memory, table, write_json
 
 import scalepca
 from scalepca._genotypes_data import make_genotypes, write_bed
@@ -138,15 +138,13 @@ def run(args) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="2,000 × 5,000 (a smoke test)")
+    common_args(ap, memory_limit="4GiB", quick="2,000 × 5,000 (a smoke test)")
     ap.add_argument("--n-samples", type=int, default=100_000)
     ap.add_argument("--n-snps", type=int, default=100_000)
     ap.add_argument("--populations", type=int, default=5)
     ap.add_argument("--fst", type=float, default=0.1)
     ap.add_argument("--missing", type=float, default=0.01)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--memory-limit", default="4GiB", help="per worker")
-    ap.add_argument("--data-dir", default="/work/bench-data")
     args = ap.parse_args(argv)
     if args.quick:
         args.n_samples, args.n_snps = 2_000, 5_000
