@@ -50,14 +50,18 @@ def _json_arg(text, what: str):
 
 
 # -- commands --------------------------------------------------------------------------------------
-def _load(args) -> dict:
-    """The validated config of ``args.config`` (+ ``--set``), local paths made absolute."""
-    from .config import load_config
+def _load(args, problems: list | None = None) -> dict:
+    """The validated config of ``args.config`` (+ ``--set``), local paths made absolute.
+    ``problems``: a list the config's problems are appended to (see ``validate_config``)
+    instead of raising the first."""
+    from .config import read_config, validate_config
 
-    cfg = load_config(args.config, args.set)
-    args.method = cfg["model"]["method"]  # error messages name this estimator's keys
-    cfg["data"]["path"] = _abs(cfg["data"]["path"])
-    if cfg["output"]["store"]:
+    cfg = validate_config(read_config(args.config, args.set), problems)
+    if cfg["model"] is not None:
+        args.method = cfg["model"]["method"]  # error messages name this estimator's keys
+    if cfg["data"] is not None:
+        cfg["data"]["path"] = _abs(cfg["data"]["path"])
+    if cfg["output"] is not None and cfg["output"]["store"]:
         cfg["output"]["store"] = _abs(cfg["output"]["store"])
     return cfg
 
@@ -190,13 +194,16 @@ def cmd_info(args) -> int:
 def cmd_validate(args) -> int:
     from .config import JOBQUEUE_KINDS
 
-    cfg = _load(args)
-    kind = cfg["cluster"]["kind"]
+    found = []  # every problem of the config at once: its keys, then against the data
+    cfg = _load(args, found)
     problems, notes = check_config(cfg, data=not args.job_script)
-    if problems:
-        for problem in problems:
-            print(f"scalepca: error: {speak_cli(problem, method=args.method)}", file=sys.stderr)
+    said = [speak_cli(problem, method=getattr(args, "method", None))
+            for problem in found + problems]
+    if said:
+        for problem in dict.fromkeys(said):
+            print(f"scalepca: error: {problem}", file=sys.stderr)
         return EXIT_USER_ERROR
+    kind = cfg["cluster"]["kind"]
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
     for note in notes:
         print(f"  {note}")
@@ -447,7 +454,8 @@ def main(argv=None) -> int:
         return args.func(args)
     except (ConfigError, UserError, FileNotFoundError, FileExistsError, yaml.YAMLError,
             ImportError) as err:
-        print(f"scalepca: error: {said(err)}", file=sys.stderr)
+        for problem in getattr(err, "problems", None) or [err]:  # a config's: one line each
+            print(f"scalepca: error: {said(problem)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except (ValueError, TypeError, KeyError) as err:
         # raised by validation before any compute (parameters, shapes, dtypes)

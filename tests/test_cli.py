@@ -211,9 +211,13 @@ def test_console_script_errors_have_no_traceback(tmp_path, data_path):
     r = subprocess.run([SCALEPCA, "validate", str(bad)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == EXIT_USER_ERROR
+    # every problem of the config, one line each (issue 35), the misspelt key with its match
     assert r.stderr.strip() == ("scalepca: error: unknown key(s) 'cluster.workers'; allowed in "
                                 "'cluster': n_workers, threads_per_worker, memory_limit, "
-                                "dashboard_address, processes, local_directory, monitoring")
+                                "dashboard_address, processes, local_directory, monitoring; "
+                                "did you mean 'n_workers'?\n"
+                                "scalepca: error: data.path: no zarr store at "
+                                f"'{tmp_path / 'x'}'")
     assert r.stdout == ""
 
 

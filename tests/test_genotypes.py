@@ -174,7 +174,7 @@ def test_missing_calls_mean_imputation_and_em(tmp_path):
 
 def test_ppca_refuses_the_genotype_standardisation(bed):
     A = scalepca.open_matrix(bed[0])
-    with pytest.raises(ValueError, match="standardize='genotype' is a PCA option"):
+    with pytest.raises(TypeError, match="standardize must be True or False"):
         scalepca.PPCA(2, standardize="genotype").fit(A)
 
 

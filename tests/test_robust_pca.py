@@ -239,7 +239,7 @@ CHILD = textwrap.dedent(
     import sys
     import numpy as np, dask.array as da
     sys.path[:0] = [{tests!r}, {repo!r}]
-    from test_robust_pca import clmw_problem
+    from tests.test_robust_pca import clmw_problem
     from tests.support.reliability import commits, stop_here
     from scalepca.models import robust_pca as m
 

@@ -121,6 +121,21 @@ def test_several_problems_are_all_reported(stores, capsys):
     assert all(ln.startswith("scalepca: error: ") for ln in lines)
 
 
+def test_every_problem_at_once_with_did_you_mean(stores, capsys):
+    """A misspelt key, a bad value and an output that cannot be written: three lines, each
+    naming its key, whatever stage finds it (the config's keys, or the data and folders)."""
+    path = _write(stores, "three.yaml",
+                  model={"method": "pca", "n_component": 3, "svd_solver": "qr"},
+                  output={"store": "a_file/out"})
+    rc, out, err = _validate(capsys, path)
+    lines = err.strip().splitlines()
+    assert rc == EXIT_USER_ERROR and "valid" not in out
+    assert len(lines) == 3 and all(ln.startswith("scalepca: error: ") for ln in lines), err
+    assert "'model.n_component'" in lines[0] and "did you mean 'n_components'?" in lines[0]
+    assert "model.svd_solver: qr is not one of the allowed values" in lines[1]
+    assert "output.store" in lines[2] and "is not a folder" in lines[2]
+
+
 def test_generate_config_is_valid_before_the_data_exist(stores, capsys):
     path = _write(stores, "gen.yaml", data={"path": "later.zarr", "generate": {
         "n_samples": 1000, "n_features": 8, "rank": 2}})

@@ -111,10 +111,12 @@ def config_reference() -> str:
 
     parts.append("## model\n")
     parts.append("`method` picks the estimator; its parameters sit beside `method` (or under "
-                 "`model.params`, needed for sparse PCA's own `method` parameter). Names "
-                 "and simple types are checked against the signature when the config is "
-                 "read; values and ranges by the estimator, for the data's shape, in "
-                 "`scalepca validate` and before `run` starts a cluster.\n")
+                 "`model.params`, needed for sparse PCA's own `method` parameter). Names, "
+                 "types, choices and ranges are checked against the estimator's parameter "
+                 "table when the config is read; bounds that depend on the data "
+                 "(`n_components` at most min(n, d)) and the conditions between parameters "
+                 "for the data's shape, in `scalepca validate` and before `run` starts a "
+                 "cluster — the same table `fit` checks.\n")
     for method, target in METHODS.items():
         cls = estimator_class(method)
         module, name = target.split(":")
@@ -130,8 +132,9 @@ def config_reference() -> str:
                 continue
             default = "required" if par.default is par.empty else repr(par.default)
             first = descs.get(pname, "").split(". ")[0]
-            rows.append([f"`{pname}`", default, _rst_to_md(first)])
-        parts.append(_table(["key", "default", "meaning (from the docstring)"], rows))
+            rows.append([f"`{pname}`", config.describe_parameter(cls, pname), default,
+                         _rst_to_md(first)])
+        parts.append(_table(["key", "type", "default", "meaning (from the docstring)"], rows))
 
     parts.append("## data.generate\n")
     parts.append("`kind` (default `low_rank`) and the generator's parameters; the store is "

@@ -114,65 +114,43 @@ def open_dataset(path, *, storage_options: dict | None = None, format: str | Non
     return open_store(path, storage_options=storage_options)
 
 
-def open_matrix(
-    source,
-    *,
-    variable: str | None = None,
-    storage_options: dict | None = None,
-    chunks=None,
-    sample_dims=None,
-    feature_dims=None,
-    weights=None,
-    layer: str | None = None,
-    format: str | None = None,
-    task_size=TASK_SIZE,
-    dtype=None,
-):
-    """Open ``source`` as a lazy (sample × feature) matrix.
+def open_matrix(source, *, variable: str | None = None, storage_options: dict | None = None,
+                chunks=None, sample_dims=None, feature_dims=None, weights=None,
+                layer: str | None = None, format: str | None = None, task_size=TASK_SIZE,
+                dtype=None):
+    """Open ``source`` as a lazy (sample × feature) matrix, reading metadata only.
 
     Parameters
     ----------
     source : str, path, zarr.Array, zarr.Group, xarray.DataArray/Dataset, dask or numpy array
-        A path or fsspec URL (``s3://bucket/data.zarr``) of a zarr store, a NetCDF/HDF5 file,
-        an AnnData store (``.zarr`` folder or ``.h5ad`` file), or an array object, or an
-        ``anndata.AnnData`` (in memory or backed). Sparse arrays (``scipy.sparse``, pydata
-        ``sparse``, dask arrays of either) become dask arrays of CSR row blocks
-        (:func:`~scalepca._validation.as_csr_blocks`).
+        A path or fsspec URL of a zarr store, a NetCDF/HDF5 file or an AnnData store (``.zarr``,
+        ``.h5ad``); an array or ``anndata.AnnData``. Sparse arrays become CSR row blocks.
     variable : str, optional
         The array inside a zarr group or the variable of an xarray Dataset.
     storage_options : dict, optional
         Passed to fsspec for URLs (credentials, endpoint_url, ...).
     chunks : int, tuple, "auto" or dict, optional
-        Row chunking: rows per chunk (``50_000``), or a dict by axis (``{0: 50_000}``) or, for
-        xarray data, by dim name (``{"time": 100}``; with several sample dims, any of them,
-        chunked before stacking). Features always end in one chunk. Without it, dask and zarr
-        data keep their chunks and in-memory data (NumPy arrays, NumPy-backed DataArrays) get
-        row chunks of about 64 MiB.
+        Row chunking: rows per chunk, or a dict by axis or (xarray) by dim name. Features
+        always end in one chunk. Without it, dask and zarr data keep their chunks and
+        in-memory data get row chunks of about 64 MiB.
     sample_dims, feature_dims : str or sequence of str, optional
-        For N-D xarray data (e.g. ``sample_dims=("time",)`` on a (time, lat, lon) field): which
-        dimensions are samples; ``feature_dims`` default to all the others, which are stacked
-        into one ``feature`` dimension (a single dimension keeps its name). Fitted
-        components can then be read back over the original feature dims
-        (``est.components_xr_``), and scores come over the sample dims and ``mode``.
-        Features that are NaN for every sample (land in an ocean grid) need no special
-        handling: the estimators leave them out of the fit and return NaN there.
+        For N-D xarray data: the sample dims; ``feature_dims`` default to all the others,
+        stacked into one ``feature`` dim (components come back over them in
+        ``components_xr_``). Features NaN in every sample (land) are left out by the fit.
     weights : str, array-like or xarray.DataArray, optional
-        One non-negative weight per feature, multiplied into the data before the fit, as in
-        EOF analysis (eofs, xeofs): for a latitude-longitude grid use ``"sqrt_coslat"``
-        (√cos of the latitude coordinate), so each cell's contribution to the covariance is
-        proportional to its area, or ``"coslat"``. The latitude is found as
-        :func:`scalepca.eof.coslat_weights` finds it (CF attributes, or a name such as
-        ``lat`` / ``latitude``) and must be in degrees north: a projected ``y`` is refused.
-        Another string names a variable of the source store or Dataset (or a coordinate of
-        the DataArray). A DataArray over some or all feature dims broadcasts over the others;
-        an array must have the shape of the feature dims (for a 2-D array source: length
-        ``n_features``).
+        One non-negative weight per feature, multiplied into the data (EOF analysis):
+        ``"sqrt_coslat"`` / ``"coslat"`` of the latitude (found as
+        :func:`scalepca.eof.coslat_weights` finds it; degrees north), the name of a variable
+        or coordinate, or values over some or all of the feature dims.
     layer : str, optional
         For AnnData: the layer to read (``"counts"``); ``None`` reads ``X``.
     format : {"zarr", "netcdf", "anndata", "bed"}, optional
-        The kind of store at a path; by default it is recognised by its ending or its first
-        bytes / root attributes (``.nc`` and HDF5 files are NetCDF, ``.h5ad`` files and
-        groups written by anndata are AnnData, ``.bed`` files PLINK genotypes, the rest zarr).
+        The kind of store at a path; by default recognised by its ending or first bytes
+        (``.bed``: PLINK genotypes, with their ``.bim`` and ``.fam``).
+    task_size : int, str or None, default "128MiB"
+        For zarr stores opened here without ``chunks``: the bytes one task reads, in whole
+        store chunks; ``None`` keeps one task per store chunk. Results do not depend on it.
+        For a PLINK ``.bed``: the bytes of floats of one block of whole rows.
     dtype : {"float32", "float64"}, optional
         For a PLINK ``.bed``: the float type the allele counts are read as (default float32;
         missing calls are NaN). Other sources keep their dtype.
@@ -180,59 +158,18 @@ def open_matrix(
     Returns
     -------
     dask.array.Array, numpy.ndarray or xarray.DataArray
-        A 2-D dask array for zarr and dask sources (a NumPy array for a NumPy source); a
-        DataArray (dask-backed) for xarray sources or zarr stores written by xarray, which
-        keeps coordinates so outputs can be labelled. A dask DataFrame becomes a dask array
-        whose row blocks are its partitions: its columns' dtype and ``weights`` are checked
-        from its metadata, then the row count of each partition is computed (one pass over
-        the data; a model's ``fit`` of the frame itself counts it in ``n_passes_``).
-    task_size : int, str or None, default "128MiB"
-        For zarr stores opened here without ``chunks``: the bytes of data one task reads.
-        A store of many small chunks is read several store chunks per task — row blocks are
-        the largest whole multiple of the store's row chunk (shard, if sharded) within
-        ``task_size``, and column chunks are read side by side into whole rows — so the
-        number of tasks a pass makes is the data size over ``task_size``, not the number of
-        store chunks (a 100 TB store at 128 MiB: under a million tasks). A store chunk is
-        never split between tasks. ``None`` keeps one task per store chunk. Results do not
-        depend on it.
-
-    Notes
-    -----
-    The matrix carries a description of how it was made (variable, sample and feature dims,
-    weights; for a DataArray in ``attrs["scalepca_preprocessing"]``). An estimator fitted on
-    it keeps that description and saves it with the model: ``transform`` then takes data in
-    their own layout and units (the N-D field, or the unweighted 2-D array) and repeats the
-    steps, after checking that the variable, the dims and the feature coordinates are those
-    of the fitted data; ``inverse_transform`` returns the field in its own units and dims
-    order (NaN where a weight is 0). As in eofs and xeofs, ``components_`` are the EOFs of the
-    weighted field (unit norm in weighted space) and ``mean_`` the mean of the weighted field;
-    ``mean_xr_`` is in the field's units. A NumPy or dask matrix is known by what it is,
-    never by its values: the array ``open_matrix`` returned, a NumPy view of it, and for dask
-    its ``persist()``-ed or pickled copies, rows selected from it, a rechunk or a change of
-    dtype of it. Any other array, even of the same values, is data in their own units and is
-    weighted by such a model; a dask array computed from the matrix in another way (``Y / w``,
-    a sum, an ``inverse_transform``) is refused, as it may or may not be weighted still: give
-    the unweighted data, or pass it through ``open_matrix`` again. A pandas or dask DataFrame
-    or a zarr array given to such a model is weighted like an array; sparse input is refused,
-    as weights are not applied to it.
-
-    AnnData (cells × genes) is read through anndata's lazy reader (the optional ``anndata``
-    extra) as a DataArray over ``("obs", "var")`` whose blocks are ``scipy.sparse`` CSR rows
-    of about 64 MiB of stored values each (``chunks`` sets the cells per block); nothing is
-    densified. The ``var`` coordinate holds the gene names (``components_xr_`` is labelled by
-    gene, ``transform`` checks the genes of new data) and ``obs_names`` the cell names, read
-    lazily from a store (scores carry it). Only estimators that accept sparse input fit it;
-    :func:`scalepca.io._anndata.open_anndata` has the details.
+        A 2-D dask array (NumPy for a NumPy source), or a dask-backed DataArray (xarray, AnnData)
+        whose coordinates label the outputs. The data page of the documentation has each
+        parameter's details, how the matrix remembers its preprocessing, and how dask
+        DataFrames and AnnData are read.
 
     Raises
     ------
     FileNotFoundError
         The store path does not exist.
     ValueError
-        The array is not 2-D (and no stacking dims were given), or the group holds several
-        arrays and ``variable`` was not given.
+        Not 2-D (and no stacking dims), a group of several arrays and no ``variable``.
     """
-    where = "the Dataset"
     _task_bytes(task_size)  # checked before anything is opened
     if format not in (None, *FORMATS):
         raise ValueError(f"format={format!r} is not one of {', '.join(map(repr, FORMATS))} (or "
@@ -248,56 +185,76 @@ def open_matrix(
         raise ValueError(f"dtype={dtype!r} applies to PLINK .bed files only (other sources "
                          "keep their dtype)")
     if kind == "anndata" or _anndata_object(source):
+        _refuse_for_anndata(variable, sample_dims, feature_dims, weights)
         from ._anndata import open_anndata
 
-        if variable is not None:
-            raise ValueError(f"variable={variable!r}: an AnnData store has no variables; pass "
-                             "layer=... to read a layer instead of X")
-        if sample_dims is not None or feature_dims is not None:
-            raise ValueError("AnnData is a (cell × gene) matrix already: sample_dims and "
-                             "feature_dims do not apply")
-        if weights is not None:
-            raise ValueError("weights apply to gridded fields; AnnData is read as it is (scale "
-                             "the genes in the AnnData, e.g. with scanpy, before the fit)")
-        source = open_anndata(source, layer=layer, chunks=chunks,
-                              storage_options=storage_options)
-        return _dataarray_matrix(source)
+        return _dataarray_matrix(open_anndata(source, layer=layer, chunks=chunks,
+                                              storage_options=storage_options))
+    where = "the Dataset" if path is None else repr(os.fspath(path))
     if layer is not None:
-        raise ValueError(f"layer={layer!r} applies to AnnData only; "
-                         f"{where if path is None else repr(os.fspath(path))} is not AnnData")
-    if kind == "netcdf":
-        source = open_netcdf(source, variable=variable)  # then as any DataArray
+        raise ValueError(f"layer={layer!r} applies to AnnData only; {where} is not AnnData")
+    if kind == "netcdf":  # then as any DataArray or Dataset
+        source, where = open_netcdf(source, variable=variable), "the Dataset"
     if isinstance(source, (str, os.PathLike)):
-        where = repr(os.fspath(source))
-        node = open_store(source, storage_options=storage_options)
-        if isinstance(node, xr.Dataset) and chunks is None and task_size is not None:
-            spec = _dataset_chunks(node, variable, sample_dims, feature_dims, task_size)
-            if spec:  # opened again (metadata only), each task reading whole store chunks
-                node = open_store(source, storage_options=storage_options, chunks=spec)
-        if isinstance(node, zarr.Group):
-            arrays = sorted(name for name, _ in node.arrays())
-            if variable is None:
-                if len(arrays) != 1:
-                    raise ValueError(
-                        f"{os.fspath(source)!r} is a zarr group with arrays {arrays}; "
-                        "pass variable=... to choose one"
-                    )
-                variable = arrays[0]
-            if variable not in arrays:
-                raise KeyError(f"no array {variable!r} in {os.fspath(source)!r}; it has {arrays}")
-            node = node[variable]
-        source = node
+        source, variable = _store_node(source, variable, storage_options, chunks, sample_dims,
+                                       feature_dims, task_size)
     dataset = None
     if isinstance(source, xr.Dataset):
-        names = list(source.data_vars)
-        if variable is None and len(names) != 1:
-            raise ValueError(
-                f"{where} holds variables {names}; pass variable=... to choose one"
-            )
-        dataset, source = source, source[variable or names[0]]
+        dataset, source = source, _dataset_variable(source, variable, where)
     if isinstance(source, xr.DataArray):
         return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
                                  feature_dims=feature_dims, weights=weights, dataset=dataset)
+    return _array_matrix(source, chunks, weights, task_size)
+
+
+def _refuse_for_anndata(variable, sample_dims, feature_dims, weights) -> None:
+    """The options of :func:`open_matrix` that AnnData does not take, refused by name."""
+    if variable is not None:
+        raise ValueError(f"variable={variable!r}: an AnnData store has no variables; pass "
+                         "layer=... to read a layer instead of X")
+    if sample_dims is not None or feature_dims is not None:
+        raise ValueError("AnnData is a (cell × gene) matrix already: sample_dims and "
+                         "feature_dims do not apply")
+    if weights is not None:
+        raise ValueError("weights apply to gridded fields; AnnData is read as it is (scale "
+                         "the genes in the AnnData, e.g. with scanpy, before the fit)")
+
+
+def _store_node(source, variable, storage_options, chunks, sample_dims, feature_dims,
+                task_size):
+    """``(node, variable)`` of a store path: an xarray Dataset (chunked so that each task
+    reads whole store chunks) or the zarr array chosen by ``variable`` (then None)."""
+    node = open_store(source, storage_options=storage_options)
+    if isinstance(node, xr.Dataset) and chunks is None and task_size is not None:
+        spec = _dataset_chunks(node, variable, sample_dims, feature_dims, task_size)
+        if spec:  # opened again (metadata only), each task reading whole store chunks
+            node = open_store(source, storage_options=storage_options, chunks=spec)
+    if not isinstance(node, zarr.Group):
+        return node, variable
+    arrays = sorted(name for name, _ in node.arrays())
+    if variable is None:
+        if len(arrays) != 1:
+            raise ValueError(
+                f"{os.fspath(source)!r} is a zarr group with arrays {arrays}; "
+                "pass variable=... to choose one"
+            )
+        variable = arrays[0]
+    if variable not in arrays:
+        raise KeyError(f"no array {variable!r} in {os.fspath(source)!r}; it has {arrays}")
+    return node[variable], variable
+
+
+def _dataset_variable(ds: xr.Dataset, variable, where: str) -> xr.DataArray:
+    """The variable of ``ds`` named by ``variable``, or its only one."""
+    names = list(ds.data_vars)
+    if variable is None and len(names) != 1:
+        raise ValueError(f"{where} holds variables {names}; pass variable=... to choose one")
+    return ds[variable or names[0]]
+
+
+def _array_matrix(source, chunks, weights, task_size):
+    """A sparse, zarr, dask, DataFrame or in-memory array source as a row-chunked matrix with
+    its features in one chunk, weighted (and described) when ``weights`` are given."""
     from .._validation import as_csr_blocks, is_sparse
 
     if is_sparse(source):  # scipy.sparse / pydata sparse, in memory or as dask blocks

@@ -107,10 +107,25 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False, k
         return
     target = Path(local)
     target.parent.mkdir(parents=True, exist_ok=True)
+    renamed_into_place(target, write, attributes={"format": kind}, consolidate=consolidate)
+
+
+def renamed_into_place(target: Path, write, *, attributes=None, consolidate=False) -> None:
+    """The local atomic write: a zarr group built by ``write(group)`` under
+    ``<target>.tmp-<host>-<pid>-<random>`` (``complete: false`` first, ``true`` last), then
+    renamed over ``target``.
+
+    An existing ``target`` is first renamed to ``<target>.old-<…>`` and removed only once the
+    new group is in place, so a process killed at any moment leaves either the old group (under
+    its name or, between the two renames, as the ``.old-`` sibling) or the new complete one;
+    never a half-written group under the final name. Siblings that writers on this host left
+    when they died are removed after a successful write. Used by :func:`atomic_group` and by
+    the commits of a checkpoint (:mod:`scalepca.io._checkpoint`).
+    """
     tmp = target.with_name(f"{target.name}.tmp-{_writer_tag()}")
     try:
-        group = zarr.open_group(str(tmp), mode="w", attributes={"format": kind,
-                                                                "complete": False})
+        group = zarr.open_group(str(tmp), mode="w",
+                                attributes={**(attributes or {}), "complete": False})
         write(group)
         group.attrs["complete"] = True
         if consolidate:
@@ -203,6 +218,12 @@ def _remove_abandoned(target: Path) -> None:
                 shutil.rmtree(sib, ignore_errors=True)
 
 
+def is_regular(chunks) -> bool:
+    """True when along every axis all chunks but the last have one size and the last is no
+    larger: a dask layout zarr can store chunk for chunk."""
+    return all(len(set(c[:-1])) <= 1 and (len(c) < 2 or c[-1] <= c[0]) for c in chunks)
+
+
 def regular_chunks(arr: da.Array) -> da.Array:
     """Rechunk ``arr`` so every chunk but the last along each axis has the same size.
 
@@ -210,7 +231,7 @@ def regular_chunks(arr: da.Array) -> da.Array:
     workers write into the same zarr chunk. The rechunk moves blocks between workers only.
     """
     for ax, c in enumerate(arr.chunks):
-        if any(x != c[0] for x in c[:-1]) or c[-1] > c[0]:
+        if not is_regular((c,)):
             arr = arr.rechunk({ax: max(c)})
     return arr
 

@@ -48,7 +48,8 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
         logger.info("%s: %d SNP(s) without any call and %d monomorphic SNP(s) (allele "
                     "frequency 0 or 1) left out", type(model).__name__, stats.n_uncalled,
                     stats.n_monomorphic)
-        model._drop_features(stats.keep, reason="monomorphic or without any call", data=data)
+        model._leave_out_land(stats.keep.astype(np.int64), data,
+                              reason="monomorphic or without any call")
     model.n_monomorphic_ = stats.n_monomorphic
     d_fit = int(stats.keep.sum())
     if k > min(n, d_fit):

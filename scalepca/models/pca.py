@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import numbers
 
 import dask
 import numpy as np
 
 from .._validation import (
     check_bool,
-    check_choice,
-    check_n_components,
-    check_random_state_form,
     check_random_state_seed,
-    check_scalar,
     choose_n_components,
     is_sparse,
 )
@@ -35,6 +30,7 @@ from ..linalg.moments import float32_relative_error, gram_precision
 from ..linalg.sparse import scale_columns
 from ._gaussian import LatentGaussianMixin
 from ._genotype_fit import fit_genotypes
+from ._params import Choice, Flag, Int, NComponents, Other, Rule, Seed
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -45,12 +41,54 @@ AUTO_MAX_GRAM_FEATURES = 4096
 SOLVERS = ("auto", "covariance_eigh", "tsqr", "randomized")
 
 
-def raise_on_nonfinite(bad: int, what: str = "X") -> None:
-    if bad:
+def choose_solver(svd_solver: str, d: int) -> str:
+    """The solver ``svd_solver`` names for ``d`` features (``"auto"``: by the Gram's size)."""
+    if svd_solver != "auto":
+        return svd_solver
+    return "covariance_eigh" if d <= AUTO_MAX_GRAM_FEATURES else "randomized"
+
+
+def _check_standardize(value, name, params, shape):
+    """PCA's ``standardize``: True, False or ``"genotype"`` (allele counts)."""
+    if isinstance(value, str) and value == GENOTYPE:
+        return value
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be True or False (or {GENOTYPE!r}, for allele counts); "
+                        f"got {value!r}")
+    return check_bool(value, name)
+
+
+def _standardize_needs_centring(p, shape) -> None:
+    if p["standardize"] and not p.get("zero_center", True):
+        raise ValueError("standardize=True needs zero_center=True (standardising divides "
+                         "the centred features by their standard deviations)")
+
+
+def _chosen_k_needs_full_spectrum(p, shape) -> None:
+    spec = p["n_components"]
+    if not isinstance(spec, (float, str)):
+        return
+    if choose_solver(p["svd_solver"], shape.d) == "randomized":
+        why = ("svd_solver='auto' chooses 'randomized' above "
+               f"{AUTO_MAX_GRAM_FEATURES} features" if p["svd_solver"] == "auto"
+               else "svd_solver='randomized'")
         raise ValueError(
-            f"{what} contains {bad} NaN or infinite value(s); remove or impute them "
-            "(PPCA(missing='em') treats NaN as missing)"
+            f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
+            "finds only the leading n_components + n_oversamples values; give an integer "
+            "n_components, or svd_solver='covariance_eigh' or 'tsqr' (all min(n, d) values)"
         )
+    if not p.get("zero_center", True):
+        raise ValueError(
+            f"n_components={spec!r} chooses k from the explained variance of centred data; "
+            "with zero_center=False give an integer n_components"
+        )
+
+
+#: the conditions between the parameters of PCA and PPCA's closed form
+SPECTRAL_RULES = (
+    Rule(_standardize_needs_centring, needs=("standardize",)),
+    Rule(_chosen_k_needs_full_spectrum, needs=("n_components", "svd_solver")),
+)
 
 
 #: ``_note_float32_accuracy`` logs when a float32-product fit leaves its smallest variances
@@ -111,45 +149,21 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     #: ``X W − μᵀW`` (see :mod:`scalepca.linalg.moments`, :mod:`scalepca.linalg.decomp`)
     _accepts_sparse = True
 
-    #: ``n_components`` may also be a float in (0, 1) or "mle" (read by the config check too)
-    _n_components_fraction = True
-
     #: ``scale_`` is per feature like ``mean_``: widened with NaN at features left out of the
     #: fit (a land mask), so standardised transforms line up with the widened components
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0))
 
-    # -- fitting ---------------------------------------------------------------------------
-    def _check_params(self, n: int, d: int) -> int | float | str:
-        """Check the parameters; returns the number of components, or the float / ``"mle"``
-        form of ``n_components`` that :func:`choose_n_components` resolves after the fit."""
-        check_choice(self.svd_solver, "svd_solver", SOLVERS)
-        check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
-        check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
-        check_random_state_form(self.random_state)  # before the first pass, not where it draws
-        if isinstance(self.standardize, str) and not self._genotypes():
-            raise TypeError(f"standardize must be True or False (or {GENOTYPE!r}, for allele "
-                            f"counts); got {self.standardize!r}")
-        if not self._genotypes():
-            check_bool(self.standardize, "standardize")
-        if not check_bool(self._zero_center(), "zero_center") and self.standardize is not False:
-            raise ValueError("standardize=True needs zero_center=True (standardising divides "
-                             "the centred features by their standard deviations)")
-        spec = check_n_components(self.n_components, n, d, fraction=True)
-        if not isinstance(spec, int) and self._choose_solver(d) == "randomized":
-            why = ("svd_solver='auto' chooses 'randomized' above "
-                   f"{AUTO_MAX_GRAM_FEATURES} features" if self.svd_solver == "auto"
-                   else "svd_solver='randomized'")
-            raise ValueError(
-                f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
-                "finds only the leading n_components + n_oversamples values; give an integer "
-                "n_components, or svd_solver='covariance_eigh' or 'tsqr' (all min(n, d) values)"
-            )
-        if not isinstance(spec, int) and not self._zero_center():
-            raise ValueError(
-                f"n_components={spec!r} chooses k from the explained variance of centred data; "
-                "with zero_center=False give an integer n_components"
-            )
-        return spec
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    _parameters = {
+        "n_components": NComponents(fraction=True),
+        "svd_solver": Choice(*SOLVERS),
+        "n_oversamples": Int(0),
+        "n_power_iter": Int(0),
+        "random_state": Seed(),
+        "persist": Flag(),
+        "standardize": Flag(),
+    }
+    _parameter_rules = SPECTRAL_RULES
 
     @property
     def _takes_sparse(self) -> bool:
@@ -198,9 +212,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         return scale
 
     def _choose_solver(self, d: int) -> str:
-        if self.svd_solver != "auto":
-            return self.svd_solver
-        return "covariance_eigh" if d <= AUTO_MAX_GRAM_FEATURES else "randomized"
+        return choose_solver(self.svd_solver, d)
 
     # -- input: wide data keeps its 2-D blocks for the randomized solver ---------------------
     _transform_keeps_2d_blocks = True
@@ -221,7 +233,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
-        spec = self._check_params(n, d)
+        spec = self._check_parameters(n, d, X)["n_components"]
         # a float or "mle" keeps every axis until the spectrum has chosen k (then trimmed)
         k = spec if isinstance(spec, int) else 1
         solver = self._choose_solver(d)
@@ -242,7 +254,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         if solver == "covariance_eigh":
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(X))
-            mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
+            mom, d_fit = self._moments_without_land(mom, n, d, k, data)
             scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit)
             if not self._zero_center():
                 # the uncentred Gram XᵀX = m2 + n μ μᵀ: its eigenvectors are the right
@@ -258,7 +270,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         else:
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(column_moments_graph(X))
-            mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
+            mom, d_fit = self._moments_without_land(mom, n, d, k, data)
             X = self._select_features(X)
             mean = mom["mean"]
             scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
@@ -295,32 +307,6 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         self._set_spectrum(n, d_fit, k, mean, ev, components, total)
         if solver == "covariance_eigh":
             _note_float32_accuracy(self, X, float(ev[0]))
-
-    def _drop_all_nan_features(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
-        """Leave out features that are NaN in every sample (land masks); raise on other NaN.
-
-        The moments of the other features are exact: the pass zero-filled non-finite entries.
-        Returns the moments restricted to the kept features and their number.
-        """
-        if not mom["bad"]:
-            return mom, d
-        nanf = mom.get("nan_features", np.zeros(d, dtype=np.int64))
-        keep = nanf < n
-        remaining = mom["bad"] - int(nanf[~keep].sum())
-        raise_on_nonfinite(remaining)
-        self._drop_features(keep, reason="NaN in every sample", data=data)
-        d_fit = int(keep.sum())
-        if k > min(n, d_fit):
-            raise ValueError(
-                f"n_components={k} is out of range: after leaving out {d - d_fit} all-NaN "
-                f"features it must be at most min(n_samples, n_features) = {min(n, d_fit)}"
-            )
-        out = {**mom, "mean": mom["mean"][keep], "bad": 0}
-        if "m2" in mom:
-            out["m2"] = mom["m2"][np.ix_(keep, keep)]
-        if "ss" in mom:
-            out["ss"] = mom["ss"][keep]
-        return out, d_fit
 
     def _is_scaled(self) -> bool:
         """Whether the model standardises its input (``scale_`` from a standardised fit)."""
@@ -534,6 +520,9 @@ class PCA(_BaseSpectralPCA):
     >>> pca.transform(X).shape
     (1000, 3)
     """
+
+    _parameters = {**_BaseSpectralPCA._parameters, "whiten": Flag(), "zero_center": Flag(),
+                   "standardize": Other((bool, str), _check_standardize)}
 
     def __init__(
         self,

@@ -21,11 +21,10 @@ import numpy as np
 import zarr
 
 from .._json import jsonable
-from .._schema import ConfigError
 from .._version import __version__
 from ..io._fs import MODEL, open_zarr_node, previous_hint
 from ..io._store import _local_path, atomic_group, regular_chunks
-from .registry import METHODS, check_n_components_form, check_params, estimator_class_named
+from .registry import METHODS, declared_problems, estimator_class_named
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +187,16 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
     Returns ``(cls, params, scalars, arrays, lazy, fortran)``; raises ``ValueError`` naming
     the first problem. Only attributes and array metadata are read.
     """
+    cls = _checked_class(attrs, where)
+    params = _checked_params(cls, attrs, where)
+    scalars, arrays, lazy, fortran = _checked_state_names(cls, attrs, where)
+    sizes = _checked_sizes(scalars, where)
+    _check_array_shapes(group, arrays, lazy, sizes, where)
+    return cls, params, scalars, arrays, lazy, fortran
+
+
+def _checked_class(attrs: dict, where: str):
+    """The estimator class a store names: one of the registry's, never imported by name."""
     spec = attrs.get("class")
     registered = ", ".join(v.rsplit(":", 1)[1] for v in METHODS.values())
     module, _, name = spec.partition(":") if isinstance(spec, str) else ("", "", "")
@@ -198,18 +207,23 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
         _refuse(where, f"its class {spec!r} is not a scalepca estimator (a model store may "
                        f"only name one of {registered}; classes named in a store are never "
                        "imported)")
+    return cls
 
+
+def _checked_params(cls, attrs: dict, where: str) -> dict:
+    """A store's parameters checked against the estimator's ``_parameters`` table."""
     params = attrs.get("params")
     if not isinstance(params, dict):
         _refuse(where, f"'params' must be a mapping; got {type(params).__name__}")
-    params = dict(params)
-    try:
-        check_params(cls.__init__, params, "params")
-        if "n_components" in params:  # its annotation allows strings: only "mle" is one
-            check_n_components_form(cls, params["n_components"], "params")
-    except ConfigError as err:
-        _refuse(where, f"{err} (parameters of {cls.__name__})")
+    checked, problems = declared_problems(cls, dict(params), "params")
+    if problems:
+        _refuse(where, f"{problems[0]} (parameters of {cls.__name__})")
+    return {**params, **checked}
 
+
+def _checked_state_names(cls, attrs: dict, where: str):
+    """``(scalars, arrays, lazy, fortran)``: the saved state's names, each saved once and each
+    a name fitted state of ``cls`` can have."""
     scalars = attrs.get("scalars")
     if not isinstance(scalars, dict):
         _refuse(where, f"'scalars' must be a mapping; got {type(scalars).__name__}")
@@ -234,7 +248,11 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
     if not fortran <= set(arrays):
         _refuse(where, f"'fortran_order' names {sorted(fortran - set(arrays))}, which are not "
                        "saved arrays")
+    return scalars, arrays, lazy, fortran
 
+
+def _checked_sizes(scalars: dict, where: str) -> dict:
+    """The model's size scalars (``n_features_in_`` required), each a positive integer."""
     sizes = {}
     for key in _SIZE_SCALARS:
         value = scalars.get(key)
@@ -243,6 +261,13 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             _refuse(where, f"{key} must be a positive integer; got {value!r}")
         sizes[key] = value
+    return sizes
+
+
+def _check_array_shapes(group: zarr.Group, arrays, lazy, sizes: dict, where: str) -> None:
+    """Every saved array is a numeric zarr array no larger than the model's sizes allow;
+    lazy arrays are (n_samples_, n_features_in_); ``components_`` and ``mean_`` fit the
+    feature space."""
     largest = max(sizes.values())
     d = sizes["n_features_in_"]
     for name in [*arrays, *lazy]:
@@ -273,4 +298,3 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
                        f"({k}, {width})")
     if mean is not None and mean != (width,):
         _refuse(where, f"mean_ has shape {mean}; expected ({width},)")
-    return cls, params, scalars, arrays, lazy, fortran
