@@ -32,7 +32,7 @@ import numpy as np
 from _common import common_args, local_cluster, peak_worker_memory, table, write_json
 
 import scalepca
-from scalepca._genotypes_data import make_genotypes, write_bed
+from scalepca.datasets.genotypes import make_genotypes, write_bed
 
 K = 10
 

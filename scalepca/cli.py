@@ -54,7 +54,7 @@ def _load(args, problems: list | None = None) -> dict:
     """The validated config of ``args.config`` (+ ``--set``), local paths made absolute.
     ``problems``: a list the config's problems are appended to (see ``validate_config``)
     instead of raising the first."""
-    from .config import read_config, validate_config
+    from .app.config import read_config, validate_config
 
     cfg = validate_config(read_config(args.config, args.set), problems)
     if cfg["model"] is not None:
@@ -67,8 +67,8 @@ def _load(args, problems: list | None = None) -> dict:
 
 
 def cmd_run(args) -> int:
-    from .cluster import connect, progress
-    from .models.registry import estimator_class
+    from .app.cluster import connect, progress
+    from .persistence.registry import estimator_class
 
     cfg = _load(args)
     ccfg = dict(cfg["cluster"])
@@ -94,8 +94,8 @@ def cmd_run(args) -> int:
             written = write_outputs(est, X, cfg["output"])
             for path in written:
                 print(f"written: {path}", flush=True)
-            if cfg["output"].get("report"):  # HTML + PNG summary (scalepca.report)
-                from .report import run_report
+            if cfg["output"].get("report"):  # HTML + PNG summary (scalepca.app.report)
+                from .app.report import run_report
 
                 path = run_report(est, X, cfg, elapsed=elapsed, client=client, written=written)
                 print(f"written: {path}", flush=True)
@@ -103,10 +103,10 @@ def cmd_run(args) -> int:
 
 
 def cmd_transform(args) -> int:
+    from .app.cluster import connect, progress
     from .app.outputs import transform_output_problem
-    from .cluster import connect, progress
     from .io import write_array
-    from .models.persist import load
+    from .persistence.loading import load
 
     so = _json_arg(args.storage_options, "--storage-options")
     model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
@@ -137,7 +137,7 @@ def cmd_info(args) -> int:
     import zarr
 
     from .io import open_zarr_node
-    from .io._open import data_kind
+    from .preprocessing._open import data_kind
 
     so = _json_arg(args.storage_options, "--storage-options")
     kind = data_kind(args.store, storage_options=so)
@@ -156,7 +156,7 @@ def cmd_info(args) -> int:
         print(f"PLINK .bed {args.store}: {n} samples × {d} SNPs (allele counts, 2 bits each)")
         return EXIT_OK
     if kind == "netcdf":
-        from .io._open import open_dataset
+        from .preprocessing._open import open_dataset
 
         ds = open_dataset(args.store, format=kind)
         print(f"NetCDF {args.store}: dims {dict(ds.sizes)}")
@@ -192,7 +192,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .config import JOBQUEUE_KINDS
+    from .app.config import JOBQUEUE_KINDS
 
     found = []  # every problem of the config at once: its keys, then against the data
     cfg = _load(args, found)
@@ -211,7 +211,7 @@ def cmd_validate(args) -> int:
         if kind not in JOBQUEUE_KINDS:
             raise UserError(f"--job-script needs a batch cluster kind "
                             f"({', '.join(JOBQUEUE_KINDS)}); the config has {kind!r}")
-        from .cluster import make_cluster
+        from .app.cluster import make_cluster
 
         cluster = make_cluster(cfg["cluster"])
         try:
@@ -225,9 +225,9 @@ def cmd_make_data(args) -> int:
     import numpy as np
     from dask.utils import parse_bytes
 
-    from .config import ConfigError, apply_overrides
+    from .app.config import ConfigError, apply_overrides
     from .datasets import GENERATORS
-    from .models.registry import check_params
+    from .persistence.registry import check_params
 
     func = GENERATORS[args.kind]
     sig = inspect.signature(func).parameters
@@ -293,13 +293,13 @@ def cmd_make_data(args) -> int:
         return time.perf_counter() - t0
 
     if args.scheduler:
-        from .cluster import connect, progress
+        from .app.cluster import connect, progress
 
         with connect(kind="address", address=args.scheduler, quiet=args.quiet) as client, \
                 progress(not (args.no_progress or args.quiet), client=client):
             elapsed = write()
     else:
-        from .cluster import progress
+        from .app.cluster import progress
 
         with progress(not (args.no_progress or args.quiet)):
             elapsed = write()
@@ -310,7 +310,7 @@ def cmd_make_data(args) -> int:
 def _check_bed_kind(kind: str, path: str, overwrite: bool) -> None:
     """A PLINK .bed path for kind genotypes (and for it only); one there replaced only with
     ``--overwrite``."""
-    from ._genotypes_data import check_bed_target
+    from .datasets.genotypes import check_bed_target
 
     if kind != "genotypes":
         raise UserError(f"{path}: a .bed path holds PLINK genotypes; --kind {kind} writes a "
@@ -436,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     import yaml
 
-    from .config import ConfigError
+    from .app.config import ConfigError
 
     args = build_parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)

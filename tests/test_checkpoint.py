@@ -20,7 +20,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import scalepca
-from scalepca.config import ConfigError, validate_config
+from scalepca.app.config import ConfigError, validate_config
 from scalepca.io._checkpoint import CheckpointStore, SmallStateCheckpoint, check_fingerprint
 
 from .support.reliability import low_rank, with_missing

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import scalepca
-from scalepca._genotypes_data import make_genotypes, write_bed
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
+from scalepca.datasets.genotypes import make_genotypes, write_bed
 
 bed_reader = pytest.importorskip("bed_reader")
 

@@ -14,7 +14,7 @@ import yaml
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 from scalepca.datasets import make_low_rank, write_dataset
 from scalepca.models._params import Shape, parameter_problems, table_of
-from scalepca.models.registry import METHODS, estimator_class
+from scalepca.persistence.registry import METHODS, estimator_class
 
 N, D = 200, 12
 

@@ -463,14 +463,14 @@ def test_checkpoints_from_before_the_driver(tmp_path):
 
 @pytest.mark.distributed
 def test_minibatch_reads_ahead_under_progress_bars():
-    """Under ``scalepca.cluster.progress`` (the CLI's bars) minibatches still go to the cluster
+    """Under ``scalepca.app.cluster.progress`` (the CLI's bars) minibatches still go to the cluster
     as futures, several in flight: only the moments and final passes pass through the
     progress scheduler, and the fit equals the one without bars."""
     import io
 
     from distributed import Client, LocalCluster
 
-    from scalepca.cluster import progress
+    from scalepca.app.cluster import progress
 
     Xn = make_sparse_spike(3000, 16, n_components=2, support=4, seed=8).compute()
     X = da.from_array(Xn, chunks=(500, 16))

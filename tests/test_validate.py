@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from scalepca.app.config import load_config, resolve_paths
 from scalepca.app.messages import speak_cli
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
-from scalepca.config import load_config, resolve_paths
 from scalepca.datasets import make_gridded, make_low_rank, write_dataset
 
 ROOT = Path(__file__).parents[1]

@@ -22,7 +22,7 @@ _CLI_WORDS = (
 
 
 def _method_of_class(name: str) -> str | None:
-    from ..models.registry import METHODS
+    from ..persistence.registry import METHODS
 
     return next((m for m, target in METHODS.items() if target.endswith(f":{name}")), None)
 
@@ -44,7 +44,7 @@ def speak_cli(message: str, *, command: str | None = None, method: str | None = 
     if flags:
         return message
     from ..models._params import table_of
-    from ..models.registry import METHODS, estimator_class
+    from ..persistence.registry import METHODS, estimator_class
 
     def params_of(m):
         return set(table_of(estimator_class(m)))

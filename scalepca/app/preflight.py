@@ -41,7 +41,7 @@ def _variable_problem(path: str, variable: str | None, storage_options=None) -> 
     from ..io import open_zarr_node
     from ..io._bed import is_bed_path
     from ..io._netcdf import is_netcdf, open_netcdf
-    from ..io._open import _looks_like_xarray
+    from ..preprocessing._open import _looks_like_xarray
 
     if is_bed_path(path):  # a PLINK .bed: one matrix, no variables
         return (f"data.variable {variable!r} is set, but {path!r} is a PLINK .bed file (one "
@@ -77,7 +77,7 @@ def _variable_problem(path: str, variable: str | None, storage_options=None) -> 
 def _generated_matrix(dcfg: dict):
     """The lazy matrix ``data.generate`` describes (nothing is generated or written)."""
     from ..datasets import GENERATORS
-    from ..io import open_matrix
+    from ..preprocessing import open_matrix
 
     params = dict(dcfg["generate"])
     data = GENERATORS[params.pop("kind", "low_rank")](**params)
@@ -96,7 +96,7 @@ def _estimator_problems(method: str, params: dict, X, path: str) -> list[str]:
 
     from .._validation import is_sparse
     from ..models._params import Shape, parameter_problems
-    from ..models.registry import estimator_class
+    from ..persistence.registry import estimator_class
 
     cls = estimator_class(method)
     full = cls(**params).get_params(deep=False)
@@ -170,10 +170,11 @@ def _cluster_problems(cfg: dict, problems: list, notes: list) -> tuple[list[str]
     if cfg["cluster"] is None:
         return problems, notes
     kind = cfg["cluster"]["kind"]
-    from ..cluster import _EXTRAS, _SUBMIT_COMMANDS
+    from .cluster._connect import _EXTRAS
+    from .cluster._jobs import _SUBMIT_COMMANDS
 
     if kind in _EXTRAS:
-        from ..cluster import _import_extra
+        from .cluster._connect import _import_extra
 
         try:
             _import_extra(kind)

@@ -10,7 +10,7 @@ family ids, where simulated populations are written, as ``fid``), the ``.bim`` t
 read on the client.
 
 PCA of genotypes standardises each SNP by its allele frequency:
-``PCA(standardize="genotype")`` (see :mod:`scalepca.io._genotype`).
+``PCA(standardize="genotype")`` (see :mod:`scalepca.preprocessing._genotype`).
 """
 
 from __future__ import annotations

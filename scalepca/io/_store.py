@@ -1,7 +1,7 @@
 """Atomic zarr writing: output stores, and the groups model stores are written into.
 
 Model stores themselves (what a fitted estimator saves, and :func:`scalepca.load`) are in
-:mod:`scalepca.models.persist`; they are written with :func:`atomic_group`.
+:mod:`scalepca.persistence`; they are written with :func:`atomic_group`.
 
 Atomicity: a local store is written under a temporary sibling name and renamed into place, so a
 process killed mid-write leaves only a ``.tmp-*`` directory that is never read as a model.
@@ -83,6 +83,9 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False, k
     ``overwrite`` (:func:`~scalepca.io._fs.check_replace`; ``flag`` names that option in the
     caller's words). The check comes before anything is written.
 
+    ``write`` may put an array in the group's place (a store whose root is an array) and return
+    it; ``complete`` is then set on that array.
+
     ``consolidate``: once the group is complete, its members' metadata are consolidated into
     the group's own metadata (``zarr.consolidate_metadata``), so readers (``xr.open_zarr``)
     find everything in one read.
@@ -99,8 +102,8 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False, k
     local = _local_path(path)
     if local is None:
         group = _open_for_write(os.fspath(path), storage_options, kind)
-        write(group)
-        group.attrs["complete"] = True
+        root = write(group)
+        (group if root is None else root).attrs["complete"] = True
         if consolidate:  # last: an attrs update afterwards would drop the consolidated view
             _consolidate(group)
         drop_previous(os.fspath(path), storage_options)
@@ -126,8 +129,8 @@ def renamed_into_place(target: Path, write, *, attributes=None, consolidate=Fals
     try:
         group = zarr.open_group(str(tmp), mode="w",
                                 attributes={**(attributes or {}), "complete": False})
-        write(group)
-        group.attrs["complete"] = True
+        root = write(group)
+        (group if root is None else root).attrs["complete"] = True
         if consolidate:
             _consolidate(group)
         if target.exists():

@@ -1,7 +1,7 @@
 """``PCA(standardize="genotype")``: the fit on allele counts standardised by frequency.
 
 Passes: the first pass is the per-feature moments pass every fit of the randomized and TSQR
-solvers makes; the allele frequencies come from it (:func:`scalepca.io._genotype.allele_scaling`).
+solvers makes; the allele frequencies come from it (``allele_scaling``).
 The solver then sees the standardised matrix (missing calls 0), block by block, with mean 0:
 ``randomized`` and ``tsqr`` take the passes they take on any data; ``covariance_eigh`` takes
 one more pass than on other data (the Gram of the standardised matrix needs the frequencies
@@ -16,7 +16,6 @@ import dask
 import numpy as np
 
 from .._validation import check_random_state_seed, choose_n_components, is_sparse
-from ..io._genotype import allele_scaling, standardized
 from ..linalg import (
     column_moments_graph,
     flip_signs,
@@ -25,6 +24,7 @@ from ..linalg import (
     randomized_svd_centered,
     tsqr_svd_centered,
 )
+from ..preprocessing._genotype import allele_scaling, standardized
 
 logger = logging.getLogger(__name__)
 

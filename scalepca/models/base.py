@@ -14,11 +14,11 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._feature_names import check_feature_names, feature_names_of
 from .._validation import check_2d, check_dtype, check_n_features, is_sparse
-from ..io._matrix import MatrixInput, as_matrix
-from ..io._preprocess import is_dask_frame
 from ..linalg import passes
+from ..preprocessing._feature_names import check_feature_names, feature_names_of
+from ..preprocessing._matrix import MatrixInput, as_matrix
+from ..preprocessing._steps import is_dask_frame
 from ._params import Shape, check_parameters
 
 logger = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     NumPy and pandas input go through scikit-learn's ``validate_data`` (2-D, numeric dtype,
     empty data, the number of features seen in fit, finite values in ``transform``). Feature
     names are one notion for every input kind (frame columns, AnnData genes, the feature
-    coordinate of a DataArray: :mod:`scalepca._feature_names`), recorded in ``fit`` as
+    coordinate of a DataArray: :mod:`scalepca.preprocessing._feature_names`), recorded in ``fit`` as
     ``feature_names_in_`` and checked on new data of any kind: other names or another order
     are refused;
     ``get_feature_names_out`` gives ``pca0, pca1, …`` (the class name in lower case) and
@@ -458,7 +458,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def _scores_input(self, Z, k: int) -> MatrixInput:
         """Scores given to ``inverse_transform`` as a matrix, checked to have ``k`` columns
         (rows mapped block by block: those of a dask DataFrame's scores need not be counted)."""
-        from ..io._matrix import scores_matrix
+        from ..preprocessing._matrix import scores_matrix
 
         zin = scores_matrix(Z, what="scores", unknown_rows=True)
         if zin.data.shape[1] != k:
@@ -522,7 +522,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
             self._feature_template = template_from_json(template)
         if prep is not None:
-            from ..io._preprocess import Preprocessing
+            from ..preprocessing._steps import Preprocessing
 
             self._preprocessing = Preprocessing.from_json(prep, weights)
 
@@ -543,7 +543,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             ``store`` that is not a scalepca model store (a folder of other files, a data or
             output store) is ever replaced; a model store whose save was interrupted is.
         """
-        from .persist import save_estimator
+        from ._saving import save_estimator
 
         save_estimator(self, store, storage_options=storage_options, overwrite=overwrite)
 
@@ -592,13 +592,13 @@ class LinearDecompositionMixin(DecompositionMixin):
         weighted, checked against the fit) and the lazy ``(x − mean_) P`` of its rows on the
         features the model was fitted on (``P``: n_features × m, rows at dropped features
         ignored). The one projection of new data: ``transform`` and the EOF tools
-        (:mod:`scalepca.eof`) both go through it."""
+        (:mod:`scalepca.analysis.eof`) both go through it."""
         fills = self._fills_missing()
         data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks,
                                      unknown_rows=unknown_rows, allow_nan=fills or None)
         Xk = self._select_features(data.data)
         if fills:  # a missing entry is set to the mean: 0 once centred
-            from ..io._genotype import fill_missing
+            from ..preprocessing._genotype import fill_missing
 
             Xk = fill_missing(Xk, self._kept(self.mean_))
         Z = affine_map(Xk, self._kept(self.mean_), self._kept(P, axis=0))

@@ -15,7 +15,6 @@ from .._validation import (
     check_random_state_seed,
     is_sparse,
 )
-from ..io._matrix import MatrixInput
 from ..linalg import (
     column_moments_graph,
     eigh_descending,
@@ -42,6 +41,7 @@ from ..linalg.kernels import (
     rff_weights,
     ridge_solve,
 )
+from ..preprocessing._matrix import MatrixInput
 from ._params import Choice, Flag, Int, NComponents, Real, Rule, Seed
 from ._resources import available_memory
 from .base import DecompositionMixin

@@ -14,8 +14,6 @@ from .._validation import (
     choose_n_components,
     is_sparse,
 )
-from ..io._genotype import GENOTYPE
-from ..io._matrix import MatrixInput
 from ..linalg import (
     column_moments_graph,
     eigh_descending,
@@ -28,6 +26,8 @@ from ..linalg import (
 )
 from ..linalg.moments import float32_relative_error, gram_precision
 from ..linalg.sparse import scale_columns
+from ..preprocessing._genotype import GENOTYPE
+from ..preprocessing._matrix import MatrixInput
 from ._gaussian import LatentGaussianMixin
 from ._genotype_fit import fit_genotypes
 from ._params import Choice, Flag, Int, NComponents, Other, Rule, Seed
@@ -421,7 +421,7 @@ class PCA(_BaseSpectralPCA):
         scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
         divide each block by its features' σ as they read it. A feature constant to rounding
         (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
-        The EOF tools (:mod:`scalepca.eof`) project the standardised data as ``transform``
+        The EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data as ``transform``
         does; their covariance maps stay in the field's own units (cov(pc, field)).
         ``"genotype"``: allele counts (0, 1, 2; NaN a missing call, e.g. a PLINK ``.bed``
         opened by :func:`scalepca.open_matrix`), each SNP centred by twice its allele

@@ -18,7 +18,6 @@ from .._validation import (
 )
 from ..io._checkpoint import array_digest
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
-from ..io._matrix import MatrixInput
 from ..linalg import eigh_descending, flip_signs
 from ..linalg.em import (
     estep_graph,
@@ -28,6 +27,7 @@ from ..linalg.em import (
     observed_moments_graph,
     posterior_mean_block,
 )
+from ..preprocessing._matrix import MatrixInput
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
 from ._params import Choice, Int, NComponents, Path, Real, Rule
 from ._ppca_params import (
@@ -122,7 +122,7 @@ class PPCA(_BaseSpectralPCA):
         correlation matrix), from the same one moments pass, as :class:`PCA`'s
         ``standardize``. ``scale_`` holds the per-feature standard deviations (1 for constant
         features); ``get_covariance``, ``score_samples`` and ``sample`` speak of ``x`` itself,
-        and the EOF tools (:mod:`scalepca.eof`) project the standardised data, maps in the
+        and the EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data, maps in the
         field's own units.
 
     Attributes

@@ -54,7 +54,6 @@ from .._validation import (
 )
 from ..io._checkpoint import CheckpointStore
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
-from ..io._matrix import MatrixInput, as_matrix
 from ..io._store import is_regular
 from ..linalg.decomp import flip_signs
 from ..linalg.passes import compute_together
@@ -69,6 +68,7 @@ from ..linalg.svt import (
     sum_block_products,
     svt,
 )
+from ..preprocessing._matrix import MatrixInput, as_matrix
 from ._iterate import IterationCheckpoint, ValueBelow, iterate
 from ._params import Choice, Int, Other, Path, Real, Rule, Seed
 from ._resources import available_memory

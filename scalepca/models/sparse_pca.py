@@ -27,9 +27,9 @@ from .._validation import (
     check_scalar,
 )
 from ..io._fingerprint import data_fingerprint, sketch_graph
-from ..io._matrix import MatrixInput
 from ..linalg import feature_scale, flip_signs, moments_graph
 from ..linalg.sparse import adjusted_variance
+from ..preprocessing._matrix import MatrixInput
 from ._params import Choice, Flag, Int, NComponents, Other, Path, Real, Rule, Seed
 from ._sparse_dictionary import DictionaryLearning, dictionary_objective_on
 from ._sparse_enet import zht_loadings
@@ -290,7 +290,7 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
       Minibatch statistics are computed with the dictionary of ``PIPELINE_LAG`` (3) updates
       before, so the next minibatches are read while the current one is used (fewer when an
       epoch has fewer minibatches: with one, every epoch uses the current dictionary).
-      Under :func:`scalepca.cluster.progress` the read-ahead goes on (on its client).
+      Under :func:`scalepca.app.cluster.progress` the read-ahead goes on (on its client).
       Epochs compute
       in the data's precision (float32 products for float32 data, float64 ones when the
       ``scalepca.gram-precision`` setting below is ``"float64"``); the final pass is float64.

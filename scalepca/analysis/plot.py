@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 _EXTRA_MSG = (
-    "scalepca.plot needs matplotlib, which is not installed; install the plot extra: "
+    "scalepca.analysis.plot needs matplotlib, which is not installed; install the plot extra: "
     "pip install 'scalepca[plot]'"
 )
 
@@ -168,7 +168,7 @@ def _symmetric_limit(values: np.ndarray) -> float:
 
 
 def _mode_labels(k: int) -> np.ndarray:
-    from .io._stack import mode_coords
+    from ..io._stack import mode_coords
 
     return mode_coords(k)
 
@@ -193,7 +193,7 @@ def _map_coords(field, lat: str | None, lon: str | None):
     """The (lat, lon) coordinates over which ``field`` (a per-mode field) is a map, or None.
 
     Given names are used as they are; otherwise latitude and longitude are found by meaning
-    (:func:`scalepca.eof.find_lat_lon`: CF attributes, then names such as ``latitude`` or
+    (:func:`scalepca.analysis.eof.find_lat_lon`: CF attributes, then names such as ``latitude`` or
     ``nav_lat``). It is a map when they span exactly the field's dims: 1-D coordinates over one
     dim each, or 2-D coordinates of a curvilinear grid over both.
     """
@@ -244,7 +244,7 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
     lat, lon : str, optional
         Names of the coordinates drawn on the axes of maps; by default found by meaning (CF
         attributes, or names such as ``lat``/``latitude``/``nav_lat``) with
-        :func:`scalepca.eof.find_lat_lon`.
+        :func:`scalepca.analysis.eof.find_lat_lon`.
     colorbar : bool, default=True
 
     Returns

@@ -8,14 +8,14 @@ A run config has five sections::
                the name of a variable of the same store, multiplied into the features (the
                same rules as ``open_matrix(weights=...)``). The model keeps them: its scores
                of new data (``scalepca transform``) and the reconstruction apply and undo them
-    model:     ``method`` (a key of :data:`scalepca.models.registry.METHODS`) and the
+    model:     ``method`` (a key of :data:`scalepca.persistence.registry.METHODS`) and the
                estimator's parameters, either beside ``method`` or under ``params`` (for a
                parameter itself named method)
     cluster:   ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |
                gateway) and the settings of that kind
     output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
                ``report``, default true: an HTML page with figures, see
-               :mod:`scalepca.report`; ``false`` writes none; ``overwrite``, default true:
+               :mod:`scalepca.app.report`; ``false`` writes none; ``overwrite``, default true:
                replace an earlier run's outputs, see :mod:`scalepca.app.outputs`)
     progress:  true | false — progress per pass over the data: a bar on a terminal, one line
                (tasks, time, rate) per pass in a log
@@ -43,8 +43,8 @@ from pathlib import Path
 
 import yaml
 
-from ._codecs import CODECS, DEFAULT_CODEC
-from ._schema import (
+from .._codecs import CODECS, DEFAULT_CODEC
+from .._schema import (
     _NONE,
     _REQUIRED,
     _SIZE,
@@ -55,7 +55,7 @@ from ._schema import (
     _typename,
     unknown_keys,
 )
-from .app.yaml_files import read_yaml
+from .yaml_files import read_yaml
 
 __all__ = [
     "CLUSTER_KINDS",
@@ -211,8 +211,8 @@ def _check_model(model, problems: list) -> dict:
     """The ``model`` section: ``method`` and the estimator's parameters, checked against its
     ``_parameters`` table (names, types, choices and ranges that do not depend on the data);
     each problem is appended to ``problems`` and the parameters that pass are kept."""
-    from .app.messages import speak_cli
-    from .models.registry import METHODS, declared_problems, estimator_class
+    from ..persistence.registry import METHODS, declared_problems, estimator_class
+    from .messages import speak_cli
 
     if not isinstance(model, dict) or "method" not in model:
         raise ConfigError(
@@ -243,8 +243,8 @@ def _check_model(model, problems: list) -> dict:
 
 
 def _check_generate(gen) -> dict:
-    from .datasets import GENERATORS
-    from .models.registry import check_params
+    from ..datasets import GENERATORS
+    from ..persistence.registry import check_params
 
     if not isinstance(gen, dict):
         raise ConfigError(f"'data.generate' must be a mapping; got {gen!r}")
@@ -341,7 +341,7 @@ def _check_data(section) -> dict:
     if isinstance(chunks, int) and chunks < 1:
         raise ConfigError(f"'data.chunks' must be at least 1; got {chunks}")
     if out["task_size"] is not None:
-        from .io._coalesce import _task_bytes
+        from ..io._coalesce import _task_bytes
 
         try:
             _task_bytes(out["task_size"])
@@ -429,7 +429,7 @@ def _output_problems(model: dict, output: dict) -> list[str]:
     if output["reconstruction"]:
         # ask the configured estimator: KernelPCA has inverse_transform only with
         # fit_inverse_transform=True, and its error says so
-        from .models.registry import estimator_class
+        from ..persistence.registry import estimator_class
 
         try:
             estimator_class(method)(**model["params"]).inverse_transform  # noqa: B018
@@ -488,7 +488,7 @@ def resolve_paths(cfg, base) -> dict:
     """
     if not isinstance(cfg, dict):
         return cfg
-    from .io._fs import is_url
+    from ..io._fs import is_url
 
     cfg = copy.deepcopy(cfg)
     base = os.path.abspath(os.fspath(base))
@@ -660,7 +660,7 @@ def schema_sections() -> list[tuple[str, str, dict]]:
 def describe_parameter(cls, name: str) -> str:
     """The type of the estimator parameter ``name`` of ``cls`` as the reference shows it,
     from its ``_parameters`` table (``one of: ...`` for choices)."""
-    from .models._params import table_of
+    from ..models._params import table_of
 
     param = table_of(cls)[name]
     if param.choices:

@@ -125,7 +125,7 @@ def check_bed_target(path, *, overwrite: bool, flag: str = "overwrite=True") -> 
                          "ending in .bed")
     target = Path(spath.removeprefix("file://"))
     if target.exists():
-        from .io._bed import BED_MAGIC
+        from ..io._bed import BED_MAGIC
 
         with open(target, "rb") as f:
             if target.is_dir() or f.read(3) != BED_MAGIC:

@@ -8,7 +8,6 @@ Configs name an estimator by method (``model.method: pca``), model stores by cla
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import types
 import typing
@@ -31,9 +30,11 @@ def estimator_class(method: str):
         raise ConfigError(
             f"'model.method' {method!r} is unknown; allowed: {', '.join(METHODS)}"
         )
-    module, name = METHODS[method].split(":")
+    name = METHODS[method].rsplit(":", 1)[1]
     try:
-        return getattr(importlib.import_module(module), name)
+        from .. import models  # on demand: the estimators are imported when one is needed
+
+        return getattr(models, name)
     except (ImportError, AttributeError) as err:
         raise ConfigError(
             f"'model.method' {method!r}: its estimator {METHODS[method]} cannot be imported "
@@ -122,7 +123,7 @@ def declared_problems(cls, params: dict, where: str, *, word=None,
     ``where.name``). Bounds that depend on the data and the conditions between
     parameters are left to ``fit`` and ``scalepca validate``, which know the data's shape.
     """
-    from ._params import checked, table_of
+    from ..models._params import checked, table_of
 
     table = table_of(cls)
     word = word or (lambda message: f"{where}: {message}")

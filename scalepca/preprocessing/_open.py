@@ -10,16 +10,16 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from ._bed import is_bed_path
-from ._coalesce import TASK_SIZE, _task_bytes, coalesced_rows, open_zarr
-from ._fs import (
+from ..io._bed import is_bed_path
+from ..io._coalesce import TASK_SIZE, _task_bytes, coalesced_rows, open_zarr
+from ..io._fs import (
     check_complete,
     open_zarr_node,
     previous_hint,  # noqa: F401  (re-exported)
 )
-from ._fs import is_url as _is_url
-from ._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
-from ._preprocess import _dataarray_matrix, describe, frame_matrix, is_dask_frame, named_matrix
+from ..io._fs import is_url as _is_url
+from ..io._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
+from ._steps import _dataarray_matrix, describe, frame_matrix, is_dask_frame, named_matrix
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
     dims and the feature dims are read whole (stacking needs them in one chunk), so each task
     reads the store chunks of a slab of the outermost sample dim.
     """
-    from ._stack import split_dims
+    from ..io._stack import split_dims
 
     names = list(ds.data_vars)
     name = variable if variable is not None else (names[0] if len(names) == 1 else None)
@@ -140,8 +140,8 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     weights : str, array-like or xarray.DataArray, optional
         One non-negative weight per feature, multiplied into the data (EOF analysis):
         ``"sqrt_coslat"`` / ``"coslat"`` of the latitude (found as
-        :func:`scalepca.eof.coslat_weights` finds it; degrees north), the name of a variable
-        or coordinate, or values over some or all of the feature dims.
+        :func:`scalepca.analysis.eof.coslat_weights` finds it; degrees north), the name of a
+        variable or coordinate, or values over some or all of the feature dims.
     layer : str, optional
         For AnnData: the layer to read (``"counts"``); ``None`` reads ``X``.
     format : {"zarr", "netcdf", "anndata", "bed"}, optional
@@ -186,7 +186,7 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
                          "keep their dtype)")
     if kind == "anndata" or _anndata_object(source):
         _refuse_for_anndata(variable, sample_dims, feature_dims, weights)
-        from ._anndata import open_anndata
+        from ..io._anndata import open_anndata
 
         return _dataarray_matrix(open_anndata(source, layer=layer, chunks=chunks,
                                               storage_options=storage_options))
@@ -301,7 +301,7 @@ def _array_matrix(source, chunks, weights, task_size):
 def _open_bed(path, *, variable, sample_dims, feature_dims, weights, layer, chunks, dtype,
               task_size):
     """A PLINK .bed as the (sample × SNP) matrix (see :mod:`scalepca.io._bed`)."""
-    from ._bed import open_bed_matrix
+    from ..io._bed import open_bed_matrix
 
     given = {"variable": variable, "sample_dims": sample_dims, "feature_dims": feature_dims,
              "layer": layer}
@@ -320,19 +320,19 @@ def _open_bed(path, *, variable, sample_dims, feature_dims, weights, layer, chun
 
 
 def _anndata_path(path) -> bool:
-    from ._anndata import is_anndata
+    from ..io._anndata import is_anndata
 
     return is_anndata(path)
 
 
 def _anndata_object(obj) -> bool:
-    from ._anndata import is_anndata_object
+    from ..io._anndata import is_anndata_object
 
     return is_anndata_object(obj)
 
 
 def _is_anndata_group(group) -> bool:
-    from ._anndata import is_anndata_group
+    from ..io._anndata import is_anndata_group
 
     return is_anndata_group(group)
 
