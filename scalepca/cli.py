@@ -162,6 +162,15 @@ def cmd_info(args) -> int:
 
         print("\n".join(describe_store(args.store, storage_options=so)))
         return EXIT_OK
+    if kind == "bed":
+        from .io._bed import check_bed
+
+        try:
+            n, d = check_bed(args.store)
+        except (OSError, ValueError) as err:
+            raise UserError(str(err)) from None
+        print(f"PLINK .bed {args.store}: {n} samples × {d} SNPs (allele counts, 2 bits each)")
+        return EXIT_OK
     if kind == "netcdf":
         from .preprocessing._open import open_dataset
 
@@ -286,9 +295,14 @@ def cmd_make_data(args) -> int:
 
     so = _json_arg(args.storage_options, "--storage-options")
     path = args.path if _is_url(args.path) else _abs(args.path)
+    from .io._bed import is_bed_path
+
     try:  # an interrupted dataset is written again; anything else but a dataset never is
-        check_replace(path, DATASET, overwrite=args.overwrite, storage_options=so,
-                      flag="--overwrite")
+        if args.kind == "genotypes" or is_bed_path(path):
+            _check_bed_kind(args.kind, path, args.overwrite)
+        else:
+            check_replace(path, DATASET, overwrite=args.overwrite, storage_options=so,
+                          flag="--overwrite")
     except FileExistsError as err:
         raise UserError(str(err)) from None
 
@@ -309,6 +323,20 @@ def cmd_make_data(args) -> int:
     if not args.quiet:
         print(f"wrote {args.kind} dataset to {path} in {time.perf_counter() - t0:.1f} s")
     return EXIT_OK
+
+
+def _check_bed_kind(kind: str, path: str, overwrite: bool) -> None:
+    """A PLINK .bed path for kind genotypes (and for it only); one there replaced only with
+    ``--overwrite``."""
+    from .datasets.genotypes import check_bed_target
+
+    if kind != "genotypes":
+        raise UserError(f"{path}: a .bed path holds PLINK genotypes; --kind {kind} writes a "
+                        "zarr store (give another path, or --kind genotypes)")
+    try:
+        check_bed_target(path, overwrite=overwrite, flag="--overwrite")
+    except ValueError as err:
+        raise UserError(f"--kind genotypes: {err}") from None
 
 
 # -- parser ----------------------------------------------------------------------------------------

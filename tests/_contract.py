@@ -53,6 +53,18 @@ def coslat_column() -> np.ndarray:
 ARRAY_WEIGHTS = np.array([1.0, 0.5, 2.0, 1.5, 0.25, 1.0, 3.0, 0.75])
 
 
+def genotype_data() -> np.ndarray:
+    """The canonical matrix as allele counts 0, 1, 2 (a PLINK .bed holds nothing else): each
+    column of :func:`base_data` cut at two of its quantiles, different per column, so the
+    allele frequencies differ and the three modes still shape the covariance."""
+    X = base_data()
+    lo = np.linspace(0.15, 0.5, N_FEATURES)
+    hi = np.linspace(0.6, 0.9, N_FEATURES)[::-1]
+    q1 = np.array([np.quantile(X[:, j], lo[j]) for j in range(N_FEATURES)])
+    q2 = np.array([np.quantile(X[:, j], hi[j]) for j in range(N_FEATURES)])
+    return (X > q1).astype(np.float64) + (X > q2)
+
+
 # -- estimators ------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Estimator:
@@ -135,6 +147,8 @@ class InputKind:
     feature_order: tuple | None = None
     #: other kinds of the same data a model fitted on this kind transforms (transform-as-*)
     also_as: tuple = ()
+    #: holds allele counts only (a PLINK .bed): the data are :func:`genotype_data`
+    genotypes: bool = False
 
 
 def _field(X: np.ndarray):
@@ -291,6 +305,14 @@ def _anndata_zarr(X, tmp):
     return str(path)
 
 
+def _plink_bed(X, tmp):
+    import bed_reader
+
+    path = tmp / "genotypes.bed"
+    bed_reader.to_bed(path, np.ascontiguousarray(X, dtype=np.float64))
+    return str(path)
+
+
 def _lon_major() -> tuple:
     return tuple(np.arange(N_FEATURES).reshape(len(LAT), len(LON)).T.ravel())
 
@@ -327,6 +349,7 @@ INPUT_KINDS = [
     InputKind("zarr-xarray", _zarr_xarray, FIELD, path=True, grid=True),
     InputKind("netcdf", _netcdf, FIELD, path=True, grid=True),
     InputKind("anndata-zarr", _anndata_zarr, path=True, sample_names=True),
+    InputKind("plink-bed", _plink_bed, dict(dtype="float64"), path=True, genotypes=True),
 ]
 
 
@@ -349,6 +372,9 @@ class Option:
     dtype: str = "float64"
     #: ``dask.config`` settings around the fit and the operations
     config: dict = dataclasses.field(default_factory=dict)
+    #: ``standardize="genotype"``: allele counts (:func:`genotype_data`), each feature centred
+    #: by 2p and scaled by √(2p(1−p))
+    genotype: bool = False
 
 
 OPTIONS = [
@@ -372,6 +398,7 @@ OPTIONS = [
     # xarray's open options (decode_times, use_cftime, engine) of paths read through xarray;
     # the contract data's times are plain numbers: the values are unchanged
     Option("open_options", open_kwargs=dict(open_options={"decode_times": False})),
+    Option("standardize=genotype", params=dict(standardize="genotype"), genotype=True),
 ]
 
 
@@ -502,6 +529,19 @@ EXPECTATIONS = [
          Refused(ValueError, "weights", "weights apply to gridded fields")),
     Rule("*", "numpy|dask-*|xarray-2d|pandas|zarr-array|zarr-object", "weights-named|weights+*",
          "*", Refused((ValueError, KeyError), "coslat", "no latitude coordinate")),
+    Rule("*", "plink-bed", "float32*", "*", NotApplicable(
+        "read as float64 here (open_matrix dtype=\"float64\"); allele counts are exact in the "
+        "float32 reads of the default, tests/test_genotypes.py")),
+    Rule("*", "plink-bed", "weights-*|weights+*", "*",
+         Refused(ValueError, "weights do not apply to a PLINK .bed",
+                 "genotypes are standardised by the model (standardize='genotype')")),
+    Rule("PPCA-*|KernelPCA-*", "*", "standardize=genotype", "*",
+         Refused(TypeError, "standardize must be True or False",
+                 "the genotype standardisation is a PCA option (PPCA fits allele counts as "
+                 "they are; missing='em' for missing calls)")),
+    Rule("PCA-*", SPARSE_KINDS, "standardize=genotype", "*",
+         Refused(ValueError, "standardize='genotype' needs dense",
+                 "missing calls are NaN in dense blocks")),
     Rule("PPCA-em", "*", "standardize*", "*",
          Refused(ValueError, "standardize=True needs solver='closed_form'",
                  "the EM solver fits the unstandardised data")),

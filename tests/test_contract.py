@@ -47,8 +47,12 @@ CELLS = [c for c in C.cells() if not isinstance(C.expectation(c), C.NotApplicabl
 
 
 # -- the data of a cell and its reference -----------------------------------------------------
-def _data(option: C.Option, *, permute_columns=False, shift=0.0) -> np.ndarray:
-    X = C.base_data() + shift
+def _data(option: C.Option, *, permute_columns=False, shift=0.0,
+          kind: C.InputKind | None = None) -> np.ndarray:
+    if option.genotype or (kind is not None and kind.genotypes):
+        X = C.genotype_data()  # allele counts: no shift
+    else:
+        X = C.base_data() + shift
     if permute_columns:  # other data with the same per-feature statistics, in another order
         X = X[:, [3, 0, 7, 5, 1, 6, 2, 4]]
     if option.land:
@@ -124,10 +128,13 @@ class Reference:
         self.sd = np.ones(Xp.shape[1])
         if option.standardize:
             self.mu, self.sd = np.nanmean(Xp, axis=0), np.nanstd(Xp, axis=0)
+        if option.genotype:  # 2p and √(2p(1−p)); no call is missing in these data
+            self.mu = np.nanmean(Xp, axis=0)
+            self.sd = np.sqrt(self.mu * (1 - self.mu / 2))
         self.Xs = (Xp - self.mu) / self.sd
         extra = {k: v for k, v in option.params.items() if k not in ("standardize", "zero_center")}
         extra.update(params or {})
-        if option.standardize:
+        if option.standardize or kind.genotypes:  # data of unit scale
             extra.update(est.standardized)
         if option.missing and est.cls == "PPCA":
             extra["missing"] = "em"
@@ -329,7 +336,7 @@ class Cell:
 
     def params(self, **extra):
         p = dict(self.option.params)
-        if self.option.standardize:
+        if self.option.standardize or self.kind.genotypes:  # data of unit scale
             p.update(self.est.standardized)
         if self.option.missing and self.est.cls == "PPCA":
             p["missing"] = "em"
@@ -345,7 +352,7 @@ class Cell:
 
     def _run(self):
         op = self.op
-        X = _data(self.option, shift=self.shift)
+        X = _data(self.option, shift=self.shift, kind=self.kind)
         if op.startswith("resume-"):
             return self.resume(X)
         Xfit, Xnew, raw = self.inputs(X)
@@ -549,7 +556,7 @@ class Cell:
         else:
             Xfit, _, _ = self.inputs(X)
             self.fit(Xfit, checkpoint=ck)
-            X2 = _data(self.option, permute_columns=True, shift=self.shift)
+            X2 = _data(self.option, permute_columns=True, shift=self.shift, kind=self.kind)
             Xnew, _, _ = self.inputs(X2, tag="b")
             model = self.fit(Xnew, checkpoint=ck)
             ref = self.reference(X2)

@@ -98,7 +98,7 @@ _DATA = {
 OPEN_KEYS = ("decode_times", "use_cftime", "engine")
 
 #: ``data.format`` values (``null``: recognised from the path's ending or first bytes)
-DATA_FORMATS = ("zarr", "netcdf", "anndata")
+DATA_FORMATS = ("zarr", "netcdf", "anndata", "bed")
 
 _OUTPUT = {
     "store": _f((str, _NONE)),

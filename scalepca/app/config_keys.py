@@ -21,9 +21,12 @@ KEY_DOCS = {
     "data.weights": "``sqrt_coslat`` or ``coslat`` (from the latitude coordinate), or the "
                     "name of a variable of the store: per-feature weights multiplied into "
                     "the data.",
-    "data.format": "What ``data.path`` is: ``zarr``, ``netcdf`` or ``anndata`` (an AnnData "
+    "data.format": "What ``data.path`` is: ``zarr``, ``netcdf``, ``anndata`` (an AnnData "
                    "``.zarr`` store or ``.h5ad`` file, read lazily as a sparse cell × gene "
-                   "matrix). Default: recognised from the path's ending or first bytes.",
+                   "matrix) or ``bed`` (PLINK genotypes with their ``.bim`` and ``.fam``, a "
+                   "sample × SNP matrix, float32, missing calls NaN; fit it with "
+                   "``model.standardize: genotype``). Default: recognised from the path's "
+                   "ending or first bytes.",
     "data.layer": "AnnData: the layer to read (e.g. ``counts``); ``null`` reads ``X``. "
                   "AnnData is a cell × gene matrix already: ``variable``, ``sample_dims`` and "
                   "``feature_dims`` are refused for it (as ``open_matrix`` refuses them).",

@@ -228,6 +228,17 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     from ..preprocessing._steps import WeightsError, describe
 
     prep = getattr(est, "_preprocessing", None)
+    from ..io._bed import is_bed_path
+
+    if is_bed_path(path):  # PLINK genotypes: one (sample × SNP) matrix, nothing to choose
+        given = [f for f, v in (("--variable", variable), ("--sample-dims", sample_dims),
+                                ("--weights", weights)) if v is not None]
+        if given:
+            raise UserError(f"{' and '.join(given)} do not apply to a PLINK .bed file")
+        try:  # float64: the scores of exact allele counts in float64
+            return open_matrix(path, dtype="float64")
+        except (FileNotFoundError, ValueError) as err:
+            raise UserError(str(err)) from None
     if prep is not None and prep.dims == ("obs", "var"):  # fitted on AnnData: its matrix again
         from ..io._anndata import is_anndata
 

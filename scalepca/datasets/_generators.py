@@ -22,6 +22,9 @@ kind                      structure (and the method it exercises)
 ``counts``                single-cell-like counts, cells × genes: negative binomial (or
                           Poisson) around low-rank log-means, a stated density; written as an
                           AnnData zarr store with CSR ``X`` (or a layer): sparse input
+``genotypes``             Balding–Nichols allele counts of K populations with missing calls,
+                          written as a PLINK ``.bed`` (:mod:`scalepca.datasets.genotypes`): PCA
+                          with ``standardize="genotype"``
 ========================  =====================================================================
 """
 
@@ -32,6 +35,8 @@ from functools import partial
 
 import dask.array as da
 import numpy as np
+
+from .genotypes import make_genotypes
 
 # seed tags: one per kind of random draw, so draws never share a stream
 _TAG_FACTORS, _TAG_BLOCK, _TAG_MISSING = 1, 2, 3
@@ -622,4 +627,5 @@ GENERATORS = {
     "sparse_spike": make_sparse_spike,
     "low_rank_sparse": make_low_rank_sparse,
     "counts": make_counts,
+    "genotypes": make_genotypes,
 }

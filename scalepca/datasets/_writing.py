@@ -17,6 +17,7 @@ import dask.array as da
 import numpy as np
 
 from ._generators import CountMatrix, make_low_rank
+from .genotypes import GenotypeMatrix, write_bed
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,8 @@ def _write_blocks(data, group, comp):
 
 def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
                   codec: str | None = None) -> str:
-    """Write a lazy dataset (dask array, xarray Dataset, :class:`CountMatrix`) to a zarr store.
+    """Write a lazy dataset (dask array, xarray Dataset, :class:`CountMatrix`) to a zarr store
+    (a :class:`~scalepca.datasets.genotypes.GenotypeMatrix` to a PLINK .bed: ``write_bed``).
 
     ``codec`` names the compression: ``"lz4"`` (Blosc-LZ4, byte shuffle; the default, chosen by
     measurement: see the README), ``"lz4-bitshuffle"``, ``"zstd"`` or ``"none"``.
@@ -158,6 +160,10 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
     from ..io._store import atomic_group
 
     spath = os.fspath(path)
+    if isinstance(data, GenotypeMatrix):  # a PLINK .bed, not a zarr store
+        if not overwrite and dataset_complete(spath):
+            return spath
+        return write_bed(data, spath, overwrite=True)
     local = local_path(spath)
     comp = compressors(codec)  # an unknown name fails here, before anything is written
     st = store_state(spath, storage_options)
@@ -172,8 +178,15 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
 def dataset_complete(path, storage_options=None) -> bool:
     """Whether ``path`` holds a zarr store whose write was not interrupted (no
     ``complete: false``)."""
+    from ..io._bed import check_bed, is_bed_path
     from ..io._fs import store_state
 
+    if is_bed_path(path):  # written under a temporary name, renamed when complete
+        try:
+            check_bed(path)
+        except (OSError, ValueError):
+            return False
+        return True
     st = store_state(path, storage_options)
     return st.zarr and st.complete is not False
 

@@ -335,7 +335,8 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return self
 
     # -- features dropped in fit (all NaN: land in an ocean grid, dead sensors) ---------------
-    def _leave_out_land(self, n_observed, data: MatrixInput | None = None, *, check=None):
+    def _leave_out_land(self, n_observed, data: MatrixInput | None = None, *, check=None,
+                        reason: str = LAND):
         """The land-mask step of every estimator: features with no observed (non-NaN) value in
         the rows looked at leave the fit; warn (log for xarray, whose land masks are the
         documented convention) and record them for ``_select_features`` / ``_widen_features``.
@@ -343,6 +344,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         ``n_observed`` holds each feature's count of non-NaN entries. ``check(land)`` (bool
         mask) runs before anything is recorded, so that an estimator refuses other non-finite
         values first. Returns the mask of kept features, or None when every feature is kept.
+        ``reason`` says why a feature with a count of 0 leaves (genotypes: also monomorphic).
         """
         land = np.asarray(n_observed) == 0
         if check is not None:
@@ -351,9 +353,9 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         if not n_drop:
             return None
         if land.all():
-            raise ValueError(f"every feature is {LAND}; nothing to fit")
+            raise ValueError(f"every feature is {reason}; nothing to fit")
         per_feature = ", ".join(name for name, _ in self._per_feature_attrs)
-        msg = (f"{type(self).__name__}: {n_drop} of {land.size} features are {LAND}; they are "
+        msg = (f"{type(self).__name__}: {n_drop} of {land.size} features are {reason}; they are "
                f"left out of the fit and come back as NaN in {per_feature}")
         if data is not None and data.kind == "xarray":
             logger.info(msg)  # the documented land-mask convention of gridded data
@@ -591,11 +593,20 @@ class LinearDecompositionMixin(DecompositionMixin):
         features the model was fitted on (``P``: n_features × m, rows at dropped features
         ignored). The one projection of new data: ``transform`` and the EOF tools
         (:mod:`scalepca.analysis.eof`) both go through it."""
+        fills = self._fills_missing()
         data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks,
-                                     unknown_rows=unknown_rows)
-        Z = affine_map(self._select_features(data.data), self._kept(self.mean_),
-                       self._kept(P, axis=0))
+                                     unknown_rows=unknown_rows, allow_nan=fills or None)
+        Xk = self._select_features(data.data)
+        if fills:  # a missing entry is set to the mean: 0 once centred
+            from ..preprocessing._genotype import fill_missing
+
+            Xk = fill_missing(Xk, self._kept(self.mean_))
+        Z = affine_map(Xk, self._kept(self.mean_), self._kept(P, axis=0))
         return data, Z
+
+    def _fills_missing(self) -> bool:
+        """Whether NaN in new data are missing entries set to ``mean_`` (genotypes)."""
+        return False
 
     def transform(self, X):
         """Project ``X`` on the components (lazy for dask and xarray input).

@@ -9,6 +9,7 @@ import dask
 import numpy as np
 
 from .._validation import (
+    check_bool,
     check_random_state_seed,
     choose_n_components,
     is_sparse,
@@ -25,9 +26,11 @@ from ..linalg import (
 )
 from ..linalg.moments import float32_relative_error, gram_precision
 from ..linalg.sparse import scale_columns
+from ..preprocessing._genotype import GENOTYPE
 from ..preprocessing._matrix import MatrixInput
 from ._gaussian import LatentGaussianMixin
-from ._params import Choice, Flag, Int, NComponents, Rule, Seed
+from ._genotype_fit import fit_genotypes
+from ._params import Choice, Flag, Int, NComponents, Other, Rule, Seed
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -43,6 +46,16 @@ def choose_solver(svd_solver: str, d: int) -> str:
     if svd_solver != "auto":
         return svd_solver
     return "covariance_eigh" if d <= AUTO_MAX_GRAM_FEATURES else "randomized"
+
+
+def _check_standardize(value, name, params, shape):
+    """PCA's ``standardize``: True, False or ``"genotype"`` (allele counts)."""
+    if isinstance(value, str) and value == GENOTYPE:
+        return value
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be True or False (or {GENOTYPE!r}, for allele counts); "
+                        f"got {value!r}")
+    return check_bool(value, name)
 
 
 def _standardize_needs_centring(p, shape) -> None:
@@ -159,6 +172,22 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     def _zero_center(self) -> bool:
         return getattr(self, "zero_center", True)
 
+    def _genotypes(self) -> bool:
+        """Whether the model standardises allele counts (``standardize="genotype"``)."""
+        return isinstance(self.standardize, str) and self.standardize == GENOTYPE
+
+    def _fills_missing(self) -> bool:
+        return self._genotypes()
+
+    @property
+    def allele_frequency_(self) -> np.ndarray:
+        """Per-SNP allele frequency ``p = mean_ / 2`` of a ``standardize="genotype"`` fit
+        (NaN at SNPs left out)."""
+        self._check_fitted()
+        if not self._genotypes():
+            raise AttributeError("allele_frequency_ is set by standardize='genotype' fits")
+        return np.asarray(self.mean_) / 2.0
+
     @staticmethod
     def _check_sparse_solver(X, solver: str) -> None:
         """Refuse, before any pass, a solver that cannot take sparse blocks."""
@@ -210,6 +239,8 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         solver = self._choose_solver(d)
         self._check_sparse_solver(X, solver)
         self._fit_svd_solver = solver
+        if self._genotypes():
+            return fit_genotypes(self, X, data, spec, k, solver)
         passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2}.get(
             solver, 3 + 2 * self.n_power_iter))
         if solver != "randomized" and len(X.chunks[1]) > 1:
@@ -382,16 +413,25 @@ class PCA(_BaseSpectralPCA):
         for the fit (``X.persist()``) instead of re-reading the store on every pass. Worth it
         when the array fits in the workers' memory (each re-read costs one full read of the
         store); harmful when it does not (workers spill to disk).
-    standardize : bool, default=False
-        PCA of the correlation matrix: each feature is divided by its standard deviation
-        (denominator n, as scikit-learn's ``StandardScaler``) after centring, so the result
-        equals ``make_pipeline(StandardScaler(), PCA())``. The standard deviations come from
+    standardize : bool or "genotype", default=False
+        ``True``: PCA of the correlation matrix: each feature is divided by its standard
+        deviation (denominator n, as scikit-learn's ``StandardScaler``) after centring, so the
+        result equals ``make_pipeline(StandardScaler(), PCA())``. The standard deviations come from
         the moments pass every solver makes anyway (no extra pass): ``covariance_eigh``
         scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
         divide each block by its features' σ as they read it. A feature constant to rounding
         (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
         The EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data as ``transform``
         does; their covariance maps stay in the field's own units (cov(pc, field)).
+        ``"genotype"``: allele counts (0, 1, 2; NaN a missing call, e.g. a PLINK ``.bed``
+        opened by :func:`scalepca.open_matrix`), each SNP centred by twice its allele
+        frequency ``p`` and divided by ``√(2p(1−p))``, a missing call set to the mean (0 once
+        centred), as in Patterson, Price & Reich (2006); SNPs with ``p`` 0 or 1 (monomorphic)
+        or without any call are left out of the fit (NaN in ``mean_``, ``scale_``,
+        ``components_``; ``n_monomorphic_`` counts the former). ``p`` comes from the moments
+        pass (no extra pass with ``randomized`` or ``tsqr``; ``covariance_eigh`` takes two);
+        the model keeps ``mean_ = 2p`` (``allele_frequency_``) and ``scale_`` and repeats the
+        step in ``transform``, after ``save``/``load`` too.
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
         analysis; scikit-learn's ``TruncatedSVD``, scanpy's ``pca(zero_center=False)``).
@@ -481,7 +521,8 @@ class PCA(_BaseSpectralPCA):
     (1000, 3)
     """
 
-    _parameters = {**_BaseSpectralPCA._parameters, "whiten": Flag(), "zero_center": Flag()}
+    _parameters = {**_BaseSpectralPCA._parameters, "whiten": Flag(), "zero_center": Flag(),
+                   "standardize": Other((bool, str), _check_standardize)}
 
     def __init__(
         self,
@@ -493,7 +534,7 @@ class PCA(_BaseSpectralPCA):
         n_power_iter: int = 4,
         random_state=None,
         persist: bool = False,
-        standardize: bool = False,
+        standardize: bool | str = False,
         zero_center: bool = True,
     ):
         self.n_components = n_components

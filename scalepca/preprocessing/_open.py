@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ..io._bed import is_bed_path
 from ..io._coalesce import TASK_SIZE, _task_bytes, coalesced_rows, open_zarr
 from ..io._fs import (
     check_complete,
@@ -83,11 +84,14 @@ def open_store(path, *, storage_options: dict | None = None, chunks=None,
 
 
 #: how each kind of data store is called in messages ("no NetCDF file at ...")
-KIND_NAMES = {"zarr": "zarr store", "netcdf": "NetCDF file", "anndata": "AnnData store"}
+KIND_NAMES = {"zarr": "zarr store", "netcdf": "NetCDF file", "anndata": "AnnData store",
+              "bed": "PLINK .bed file"}
+#: the ``format`` values of :func:`open_matrix` (``None``: recognised from the path)
+FORMATS = ("zarr", "netcdf", "anndata", "bed")
 
 
 def data_kind(path, *, format: str | None = None, storage_options: dict | None = None) -> str:
-    """How the data at ``path`` are read: ``"anndata"``, ``"netcdf"`` or ``"zarr"``.
+    """How the data at ``path`` are read: ``"anndata"``, ``"netcdf"``, ``"bed"`` or ``"zarr"``.
 
     ``format`` when given; else from the path's ending, a file's first bytes or a zarr root's
     attributes (metadata only), as :func:`open_matrix` recognises them. A path that does not
@@ -96,6 +100,8 @@ def data_kind(path, *, format: str | None = None, storage_options: dict | None =
     """
     if format is not None:
         return format
+    if is_bed_path(path):
+        return "bed"
     if _anndata_path(path):
         return "anndata"
     if is_netcdf(path):
@@ -133,7 +139,7 @@ def open_dataset(path, *, storage_options: dict | None = None, format: str | Non
 def open_matrix(source, *, variable: str | None = None, storage_options: dict | None = None,
                 chunks=None, sample_dims=None, feature_dims=None, weights=None,
                 layer: str | None = None, format: str | None = None, task_size=TASK_SIZE,
-                open_options: dict | None = None):
+                open_options: dict | None = None, dtype=None):
     """Open ``source`` as a lazy (sample × feature) matrix, reading metadata only.
 
     Parameters
@@ -160,14 +166,18 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
         variable or coordinate, or values over some or all of the feature dims.
     layer : str, optional
         For AnnData: the layer to read (``"counts"``); ``None`` reads ``X``.
-    format : {"zarr", "netcdf", "anndata"}, optional
-        The kind of store at a path; by default recognised by its ending or first bytes.
+    format : {"zarr", "netcdf", "anndata", "bed"}, optional
+        The kind of store at a path; by default recognised by its ending or first bytes
+        (``.bed``: PLINK genotypes, with their ``.bim`` and ``.fam``).
     task_size : int, str or None, default "128MiB"
         For zarr stores opened here without ``chunks``: the bytes one task reads, in whole
         store chunks; ``None`` keeps one task per store chunk. Results do not depend on it.
     open_options : dict, optional
         For a path read through xarray (NetCDF, xarray zarr): xarray's ``decode_times``,
         ``use_cftime`` and (NetCDF) ``engine``; undecodable times are refused naming them.
+    dtype : {"float32", "float64"}, optional
+        For a PLINK ``.bed``: the float type the allele counts are read as (default float32;
+        missing calls are NaN). Other sources keep their dtype.
 
     Returns
     -------
@@ -186,6 +196,13 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     """
     kind = _checked_kind(source, format, storage_options, task_size, open_options)
     path = source if isinstance(source, (str, os.PathLike)) else None
+    if kind == "bed":
+        return _open_bed(path, variable=variable, sample_dims=sample_dims,
+                         feature_dims=feature_dims, weights=weights, layer=layer, chunks=chunks,
+                         dtype=dtype, task_size=task_size)
+    if dtype is not None:
+        raise ValueError(f"dtype={dtype!r} applies to PLINK .bed files only (other sources "
+                         "keep their dtype)")
     if kind == "anndata" or _anndata_object(source):
         _refuse_for_anndata(variable, sample_dims, feature_dims, weights)
         from ..io._anndata import open_anndata
@@ -217,8 +234,8 @@ def _checked_kind(source, format, storage_options, task_size, open_options) -> s
     open the source (objects opened already, AnnData stores; plain zarr stores: by
     :func:`open_store`)."""
     _task_bytes(task_size)
-    if format not in (None, "zarr", "netcdf", "anndata"):
-        raise ValueError(f"format={format!r} is not one of 'zarr', 'netcdf', 'anndata' (or "
+    if format not in (None, *FORMATS):
+        raise ValueError(f"format={format!r} is not one of {', '.join(map(repr, FORMATS))} (or "
                          "None: recognised from the path)")
     path = source if isinstance(source, (str, os.PathLike)) else None
     kind = None if path is None else data_kind(path, format=format,
@@ -229,9 +246,10 @@ def _checked_kind(source, format, storage_options, task_size, open_options) -> s
         raise ValueError("open_options apply to a path read through xarray (a NetCDF file, an "
                          f"xarray zarr store); the source is a {type(source).__name__}, "
                          "opened already")
-    if kind == "anndata":
+    if kind in ("anndata", "bed"):
+        what = "an AnnData store" if kind == "anndata" else "a PLINK .bed"
         raise ValueError("open_options apply to stores read through xarray; "
-                         f"{os.fspath(source)!r} is an AnnData store")
+                         f"{os.fspath(source)!r} is {what}")
     return kind
 
 
@@ -325,6 +343,27 @@ def _array_matrix(source, chunks, weights, task_size):
     if prep.weights is None:
         return arr
     return named_matrix(prep.weight(arr), prep)
+
+
+def _open_bed(path, *, variable, sample_dims, feature_dims, weights, layer, chunks, dtype,
+              task_size):
+    """A PLINK .bed as the (sample × SNP) matrix (see :mod:`scalepca.io._bed`)."""
+    from ..io._bed import open_bed_matrix
+
+    given = {"variable": variable, "sample_dims": sample_dims, "feature_dims": feature_dims,
+             "layer": layer}
+    given = [name for name, value in given.items() if value is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} do(es) not apply to a PLINK .bed file, which is a "
+                         "(sample × SNP) matrix already")
+    if weights is not None:
+        raise ValueError("weights do not apply to a PLINK .bed file: genotypes are "
+                         "standardised by the model, PCA(standardize='genotype')")
+    if path is not None and _is_url(os.fspath(path)):
+        raise ValueError(f"{os.fspath(path)!r}: PLINK .bed files are read from local paths")
+    arr = open_bed_matrix(os.fspath(path), rows=_array_rows(chunks),
+                          dtype="float32" if dtype is None else dtype, task_size=task_size)
+    return _dataarray_matrix(arr)
 
 
 def _anndata_path(path) -> bool:

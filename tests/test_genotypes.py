@@ -1,0 +1,302 @@
+"""PLINK .bed genotypes (issue 33 item 7): the lazy reader, ``PCA(standardize="genotype")``
+against the dense NumPy reference, population structure, missing calls (mean imputation and
+PPCA's EM), save/load, the Balding–Nichols generator and bad input."""
+
+from __future__ import annotations
+
+import warnings
+
+import dask
+import numpy as np
+import pytest
+
+import scalepca
+from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
+from scalepca.datasets.genotypes import make_genotypes, write_bed
+
+bed_reader = pytest.importorskip("bed_reader")
+
+N, D, K = 240, 300, 3
+
+
+def _dense_reference(X: np.ndarray):
+    """Standardised genotypes by hand: p over the calls, kept SNPs polymorphic, missing 0."""
+    calls = (~np.isnan(X)).sum(axis=0)
+    p = np.nansum(X, axis=0) / np.maximum(calls, 1) / 2
+    keep = (calls > 0) & (p > 0) & (p < 1)
+    Z = (X[:, keep] - 2 * p[keep]) / np.sqrt(2 * p[keep] * (1 - p[keep]))
+    Z[np.isnan(Z)] = 0.0
+    return Z, p, keep
+
+
+def _pca(Z: np.ndarray, k: int):
+    Zc = Z - Z.mean(axis=0)
+    _, s, vt = np.linalg.svd(Zc, full_matrices=False)
+    return s**2 / (len(Z) - 1), vt[:k], (Zc**2).sum() / (len(Z) - 1)
+
+
+def _aligned(A, B):
+    """``A`` with each row's sign that of the matching row of ``B``."""
+    return A * np.sign(np.sum(A * B, axis=1))[:, None]
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    """A Balding–Nichols .bed (K populations, F = 0.1, 2 % missing) plus a monomorphic SNP and a
+    SNP without any call; returns (path, dense matrix with NaN, population labels)."""
+    g = make_genotypes(N, D, n_populations=K, fst=0.1, missing=0.02, seed=3, chunk_snps=64,
+                       dtype="float64")
+    X = g.data.compute()
+    X[:, 5] = 2.0  # monomorphic
+    X[:, 9] = np.nan  # no call
+    path = tmp_path_factory.mktemp("bed") / "geno.bed"
+    bed_reader.to_bed(path, X, properties={"fid": g.fid()})
+    return path, X, g.populations
+
+
+@pytest.mark.parametrize("solver", ["covariance_eigh", "tsqr"])
+@pytest.mark.parametrize("chunks", [None, {0: 37}, 1])
+def test_exact_pca_of_standardised_genotypes(bed, solver, chunks):
+    path, X, _ = bed
+    Z, p, keep = _dense_reference(X)
+    ev, V, total = _pca(Z, 5)
+    A = scalepca.open_matrix(path, chunks=chunks, dtype="float64")
+    m = scalepca.PCA(5, svd_solver=solver, standardize="genotype").fit(A)
+    np.testing.assert_allclose(m.explained_variance_, ev[:5], rtol=1e-10)
+    np.testing.assert_allclose(m.explained_variance_ratio_, ev[:5] / total, rtol=1e-10)
+    C = m.components_[:, keep]
+    np.testing.assert_allclose(_aligned(C, V), V, atol=1e-10)
+    assert np.isnan(m.components_[:, ~keep]).all()
+    np.testing.assert_allclose(m.allele_frequency_[keep], p[keep], rtol=1e-12)
+    np.testing.assert_allclose(m.scale_[keep], np.sqrt(2 * p[keep] * (1 - p[keep])), rtol=1e-12)
+    assert m.n_monomorphic_ == 1 and (~keep).sum() == 2
+    assert m.n_passes_ == 2  # the moments (allele frequencies), then the solver's pass
+    assert list(m.feature_names_in_[:2]) == ["sid1", "sid2"]
+    scores = m.transform(A)
+    np.testing.assert_allclose(_aligned(scores.values.T, (Z @ V.T).T),
+                               (Z @ V.T).T, atol=1e-9)
+    assert list(scores["sample"].values[:2]) == ["iid1", "iid2"]
+
+
+def test_randomized_solver_on_genotypes_matches_the_reference(bed):
+    """The randomized solver equals itself on the dense standardised matrix (same seed), and
+    the structured components (K − 1 of them) the exact ones."""
+    path, X, _ = bed
+    Z, _, keep = _dense_reference(X)
+    ev, V, _ = _pca(Z, 3)
+    params = dict(svd_solver="randomized", random_state=0, n_power_iter=6)
+    A = scalepca.open_matrix(path, chunks={0: 50}, dtype="float64")
+    m = scalepca.PCA(3, standardize="genotype", **params).fit(A)
+    ref = scalepca.PCA(3, **params).fit(Z)
+    np.testing.assert_allclose(m.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    np.testing.assert_allclose(m.components_[:, keep], ref.components_, atol=1e-10)
+    np.testing.assert_allclose(m.explained_variance_[:2], ev[:2], rtol=1e-8)
+    np.testing.assert_allclose(np.abs(np.sum(m.components_[:2, keep] * V[:2], axis=1)), 1,
+                               atol=1e-8)
+
+
+def test_populations_recovered_from_the_top_pcs(bed):
+    path, _, pops = bed
+    A = scalepca.open_matrix(path)  # float32, default chunks
+    m = scalepca.PCA(K - 1, standardize="genotype").fit(A)
+    T = m.transform(A).values
+    labels = np.asarray(A["fid"].values)
+    assert (labels == np.array([f"pop{k}" for k in pops])).all()
+    # nearest centroid of each population on the top K − 1 PCs
+    cent = np.stack([T[labels == f"pop{k}"].mean(axis=0) for k in range(K)])
+    pred = np.argmin(((T[:, None, :] - cent[None]) ** 2).sum(axis=2), axis=1)
+    assert np.mean(pred == pops) >= 0.99
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import adjusted_rand_score
+
+    km = KMeans(K, n_init=10, random_state=0).fit_predict(T)
+    assert adjusted_rand_score(pops, km) >= 0.97
+
+
+def test_transform_of_new_samples_after_save_and_load(bed, tmp_path):
+    path, X, _ = bed
+    A = scalepca.open_matrix(path, dtype="float64")
+    fit_rows, new_rows = np.arange(0, N, 2), np.arange(1, N, 2)
+    m = scalepca.PCA(4, svd_solver="covariance_eigh", standardize="genotype").fit(
+        A.isel(sample=fit_rows))
+    m.save(tmp_path / "model.zarr")
+    loaded = scalepca.load(tmp_path / "model.zarr")
+    assert loaded.standardize == "genotype"
+    # by hand, with the fit's allele frequencies: new samples' missing calls at the mean
+    Xf = X[fit_rows]
+    _, p, keep = _dense_reference(Xf)
+    Xn = X[new_rows][:, keep]
+    Zn = (np.where(np.isnan(Xn), 2 * p[keep], Xn) - 2 * p[keep]) / np.sqrt(
+        2 * p[keep] * (1 - p[keep]))
+    expected = Zn @ m.components_[:, keep].T
+    for model in (m, loaded):
+        got = model.transform(A.isel(sample=new_rows)).values
+        np.testing.assert_allclose(got, expected, atol=1e-10)
+        with pytest.warns(UserWarning, match="valid feature names"):  # as scikit-learn
+            got_np = model.transform(X[new_rows])  # a NumPy matrix of the same SNPs
+        np.testing.assert_allclose(got_np, expected, atol=1e-10)
+    with pytest.raises(ValueError, match="features"):
+        loaded.transform(A.isel(sample=new_rows, snp=slice(0, D - 1)))
+
+
+def test_missing_calls_mean_imputation_and_em(tmp_path):
+    """The same genotypes with and without 5 % missing calls: mean imputation (the genotype
+    standardisation) and PPCA's EM both stay close to the complete data's subspace."""
+    g = make_genotypes(400, 200, n_populations=3, fst=0.1, missing=0.0, seed=5, dtype="float64")
+    full = g.data.compute()
+    rng = np.random.default_rng(0)
+    X = full.copy()
+    X[rng.random(X.shape) < 0.05] = np.nan
+    bed_reader.to_bed(tmp_path / "m.bed", X)
+    A = scalepca.open_matrix(tmp_path / "m.bed", chunks={0: 64}, dtype="float64")
+    assert int(np.isnan(A.data).sum().compute()) == int(np.isnan(X).sum())
+
+    def angle(V, W):  # sin of the largest principal angle between row spaces
+        qv, qw = np.linalg.qr(V.T)[0], np.linalg.qr(W.T)[0]
+        return float(np.sqrt(max(0.0, 1 - np.linalg.svd(qv.T @ qw)[1].min() ** 2)))
+
+    k = 2
+    truth = scalepca.PCA(k, svd_solver="covariance_eigh").fit(full).components_
+    imputed = scalepca.PCA(k, svd_solver="covariance_eigh", standardize="genotype").fit(A)
+    # the same subspace once unscaled: PCA of mean-imputed counts, by hand
+    Xi = np.where(np.isnan(X), np.nanmean(X, axis=0), X)
+    by_hand = scalepca.PCA(k, svd_solver="covariance_eigh").fit(Xi).components_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        em = scalepca.PPCA(k, solver="em", missing="em", max_iter=200, tol=1e-8).fit(A)
+    assert angle(em.components_, truth) < 0.05
+    assert angle(by_hand, truth) < 0.1
+    assert angle(imputed.components_, truth) < 0.2  # scaled by √(2p(1−p)): another metric
+    # EM uses the observed entries only: at least as close to the complete data
+    assert angle(em.components_, truth) <= angle(by_hand, truth) + 1e-3
+    assert em.transform(A).shape == (400, k)
+
+
+def test_ppca_refuses_the_genotype_standardisation(bed):
+    A = scalepca.open_matrix(bed[0])
+    with pytest.raises(TypeError, match="standardize must be True or False"):
+        scalepca.PPCA(2, standardize="genotype").fit(A)
+
+
+def test_generator_is_chunkwise_and_written_block_by_block(tmp_path):
+    a = make_genotypes(50, 90, n_populations=2, missing=0.1, seed=1, chunk_snps=20,
+                       dtype="int8")
+    b = make_genotypes(50, 90, n_populations=2, missing=0.1, seed=1, chunk_snps=20,
+                       dtype="float32")
+    xa, xb = a.data.compute(), b.data.compute()
+    assert set(np.unique(xa)) <= {-127, 0, 1, 2}
+    np.testing.assert_array_equal(np.where(xa == -127, np.nan, xa), xb)
+    assert 0.05 < np.isnan(xb).mean() < 0.15
+    path = write_bed(a, tmp_path / "g.bed")
+    # each block computed once, written SNP by SNP
+    back = scalepca.open_matrix(path).values
+    np.testing.assert_array_equal(back, xb)
+    with pytest.raises(FileExistsError, match="overwrite"):
+        write_bed(a, tmp_path / "g.bed")
+    (tmp_path / "x.bed").write_text("not genotypes")
+    with pytest.raises(FileExistsError, match="not a PLINK .bed"):
+        write_bed(a, tmp_path / "x.bed", overwrite=True)
+
+
+def test_make_data_cli_writes_a_bed_with_populations(tmp_path, capsys):
+    out = tmp_path / "sim.bed"
+    rc = main(["make-data", str(out), "--kind", "genotypes", "--n-samples", "90",
+               "--n-features", "120", "--set", "n_populations=3", "--set", "missing=0.05",
+               "--no-progress"])
+    assert rc == EXIT_OK
+    A = scalepca.open_matrix(out)
+    assert A.shape == (90, 120)
+    assert sorted(set(A["fid"].values)) == ["pop0", "pop1", "pop2"]
+    assert np.isnan(A.values).any()
+    assert main(["info", str(out)]) == EXIT_OK
+    assert "90 samples × 120 SNPs" in capsys.readouterr().out
+    assert main(["make-data", str(out), "--kind", "genotypes", "--n-samples", "9"]) == \
+        EXIT_USER_ERROR
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert main(["make-data", str(tmp_path / "g.zarr"), "--kind", "genotypes"]) == \
+        EXIT_USER_ERROR
+    assert "path ending in .bed" in capsys.readouterr().err
+
+
+def test_config_run_and_cli_transform(bed, tmp_path, capsys):
+    import yaml
+
+    path = bed[0]
+    cfg = {"data": {"path": str(path)},
+           "model": {"method": "pca", "n_components": 2, "standardize": "genotype"},
+           "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+           "output": {"store": str(tmp_path / "out")}, "progress": False}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(tmp_path / "run.yaml")]) == EXIT_OK
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    assert model.standardize == "genotype"
+    assert main(["transform", str(tmp_path / "out" / "model.zarr"), str(path), "--out",
+                 str(tmp_path / "scores.zarr"), "--no-processes", "--n-workers", "1",
+                 "--no-progress"]) == EXIT_OK
+    import xarray as xr
+
+    got = xr.open_zarr(tmp_path / "scores.zarr")["scores"].values
+    np.testing.assert_allclose(got, model.transform(scalepca.open_matrix(path)).values,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_bad_input_refused_clearly(bed, tmp_path, capsys):
+    path, X, _ = bed
+    # a .bed without its .bim
+    lonely = tmp_path / "lonely.bed"
+    bed_reader.to_bed(lonely, np.ascontiguousarray(X[:, :10]))
+    (tmp_path / "lonely.bim").unlink()
+    with pytest.raises(FileNotFoundError, match=r"no \.bim file at .*lonely\.bim"):
+        scalepca.open_matrix(lonely)
+    assert main(["info", str(lonely)]) == EXIT_USER_ERROR
+    assert "no .bim file" in capsys.readouterr().err
+    # a file named .bed that is not one
+    fake = tmp_path / "fake.bed"
+    fake.write_bytes(b"hello world")
+    with pytest.raises(ValueError, match="not a SNP-major PLINK .bed file"):
+        scalepca.open_matrix(fake)
+    # a .bed whose .fam does not belong to it
+    (tmp_path / "short.bed").write_bytes(path.read_bytes())
+    (tmp_path / "short.bim").write_bytes(path.with_suffix(".bim").read_bytes())
+    (tmp_path / "short.fam").write_text("a a 0 0 0 -9\n")
+    with pytest.raises(ValueError, match="do not belong together"):
+        scalepca.open_matrix(tmp_path / "short.bed")
+    # options that do not apply
+    with pytest.raises(ValueError, match="weights do not apply to a PLINK .bed"):
+        scalepca.open_matrix(path, weights="sqrt_coslat")
+    with pytest.raises(ValueError, match="variable do"):
+        scalepca.open_matrix(path, variable="x")
+    with pytest.raises(ValueError, match="dtype=.* applies to PLINK .bed files only"):
+        scalepca.open_matrix(np.zeros((3, 3)), dtype="float64")
+    with pytest.raises(TypeError, match="or 'genotype', for allele counts"):
+        scalepca.PCA(2, standardize="genotypes").fit(scalepca.open_matrix(path))
+    # the config's words
+    import yaml
+
+    cfg = {"data": {"path": str(lonely)}, "model": {"method": "pca", "n_components": 2},
+           "cluster": {"kind": "local", "n_workers": 1}, "output": {"store": str(tmp_path / "o")}}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["validate", str(tmp_path / "bad.yaml")]) != EXIT_OK
+    said = capsys.readouterr()
+    assert "no .bim file" in said.out + said.err
+
+
+def test_reader_reads_each_block_by_a_ranged_read(bed, monkeypatch):
+    """No task reads more than its block: every read asks bed-reader for one block's range."""
+    path, X, _ = bed
+    seen = []
+    real = bed_reader.open_bed.read
+
+    def spy(self, index=None, **kw):
+        seen.append(index)
+        return real(self, index=index, **kw)
+
+    monkeypatch.setattr(bed_reader.open_bed, "read", spy)
+    A = scalepca.open_matrix(path, chunks={0: 60}, dtype="float64")
+    assert A.chunks == ((60,) * 4, (D,))
+    with dask.config.set(scheduler="sync"):
+        got = A.values
+    np.testing.assert_array_equal(got, X)
+    assert sorted((r.start, r.stop) for r, _ in seen) == [(i, i + 60) for i in range(0, N, 60)]
+    with pytest.raises(ValueError, match="features, which always end in one chunk"):
+        scalepca.open_matrix(path, chunks={1: 100})
