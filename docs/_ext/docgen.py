@@ -560,7 +560,8 @@ API = {
                              "open_zarr_node", "scalepca.preprocessing.as_matrix"]),
     "datasets": ("scalepca.datasets", [
         "make_low_rank", "make_missing", "make_gridded", "make_rings", "make_sparse_spike",
-        "make_low_rank_sparse", "make_counts", "write_dataset", "make_low_rank_zarr",
+        "make_low_rank_sparse", "make_counts", "make_genotypes", "write_bed", "write_dataset",
+        "make_low_rank_zarr",
         "low_rank_factors", "sparse_spike_loadings", "count_model", "CountMatrix"]),
     "eof": ("scalepca.analysis.eof", ["scalepca.north_test", "scalepca.eofs_as_correlation",
                              "scalepca.eofs_as_covariance", "scalepca.Rotator", "NorthTest",
