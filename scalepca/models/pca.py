@@ -14,7 +14,6 @@ from .._validation import (
     check_choice,
     check_n_components,
     check_random_state_form,
-    check_random_state_seed,
     check_scalar,
     choose_n_components,
     is_sparse,
@@ -26,12 +25,12 @@ from ..linalg import (
     feature_scale,
     flip_signs,
     moments_graph,
-    randomized_svd_centered,
     tsqr_svd_centered,
 )
 from ..linalg.moments import float32_relative_error, gram_precision
 from ..linalg.sparse import scale_columns
 from ._gaussian import LatentGaussianMixin
+from ._wide import fit_krylov, fit_sketch, fit_snapshot
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -39,7 +38,17 @@ logger = logging.getLogger(__name__)
 #: above this many features ``svd_solver="auto"`` avoids the d × d Gram (128 MiB in float64)
 AUTO_MAX_GRAM_FEATURES = 4096
 
-SOLVERS = ("auto", "covariance_eigh", "tsqr", "randomized")
+#: with more features than that, ``svd_solver="auto"`` takes the two-pass snapshot method up
+#: to this many samples (an n × n Gram, 128 MiB in float64), block Krylov above
+AUTO_MAX_SNAPSHOT_SAMPLES = 4096
+
+SOLVERS = ("auto", "covariance_eigh", "tsqr", "randomized", "snapshot", "sketch")
+
+#: the solvers of wide data: they read the input's 2-D blocks (no d × d matrix anywhere)
+WIDE_SOLVERS = {"randomized": fit_krylov, "sketch": fit_sketch, "snapshot": fit_snapshot}
+
+#: the solvers that find the leading eigenpairs only
+PARTIAL_SOLVERS = ("randomized", "sketch")
 
 
 def raise_on_nonfinite(bad: int, what: str = "X") -> None:
@@ -122,20 +131,23 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         check_choice(self.svd_solver, "svd_solver", SOLVERS)
         check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
         check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
+        self._krylov_tol()
         check_random_state_form(self.random_state)  # before the first pass, not where it draws
         check_bool(self.standardize, "standardize")
         if not check_bool(self._zero_center(), "zero_center") and self.standardize:
             raise ValueError("standardize=True needs zero_center=True (standardising divides "
                              "the centred features by their standard deviations)")
         spec = check_n_components(self.n_components, n, d, fraction=True)
-        if not isinstance(spec, int) and self._choose_solver(d) == "randomized":
-            why = ("svd_solver='auto' chooses 'randomized' above "
-                   f"{AUTO_MAX_GRAM_FEATURES} features" if self.svd_solver == "auto"
-                   else "svd_solver='randomized'")
+        solver = self._choose_solver(d, n)
+        if not isinstance(spec, int) and solver in PARTIAL_SOLVERS:
+            why = (f"svd_solver='auto' chooses {solver!r} above {AUTO_MAX_GRAM_FEATURES} "
+                   f"features and {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+                   if self.svd_solver == "auto" else f"svd_solver={solver!r}")
             raise ValueError(
                 f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
                 "finds only the leading n_components + n_oversamples values; give an integer "
-                "n_components, or svd_solver='covariance_eigh' or 'tsqr' (all min(n, d) values)"
+                "n_components, or svd_solver='covariance_eigh', 'tsqr' or 'snapshot' (all "
+                "min(n, d) values)"
             )
         if not isinstance(spec, int) and not self._zero_center():
             raise ValueError(
@@ -150,6 +162,11 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
 
     def _zero_center(self) -> bool:
         return getattr(self, "zero_center", True)
+
+    def _krylov_tol(self) -> float:
+        """The block Krylov solver's stopping tolerance (PCA's ``tol``; PPCA's ``tol`` is EM's,
+        and its closed form runs every pass)."""
+        return 0.0
 
     @staticmethod
     def _check_sparse_solver(X, solver: str) -> None:
@@ -174,17 +191,25 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         self.scale_ = scale
         return scale
 
-    def _choose_solver(self, d: int) -> str:
+    def _choose_solver(self, d: int, n: int | None = None) -> str:
+        """The solver ``svd_solver`` names; ``"auto"``: ``"covariance_eigh"`` up to
+        :data:`AUTO_MAX_GRAM_FEATURES` features, else ``"snapshot"`` up to
+        :data:`AUTO_MAX_SNAPSHOT_SAMPLES` samples (``n`` None: not known yet, ``"randomized"``
+        stands for either), else ``"randomized"``."""
         if self.svd_solver != "auto":
             return self.svd_solver
-        return "covariance_eigh" if d <= AUTO_MAX_GRAM_FEATURES else "randomized"
+        if d <= AUTO_MAX_GRAM_FEATURES:
+            return "covariance_eigh"
+        if n is not None and n <= AUTO_MAX_SNAPSHOT_SAMPLES:
+            return "snapshot"
+        return "randomized"
 
-    # -- input: wide data keeps its 2-D blocks for the randomized solver ---------------------
+    # -- input: wide data keeps its 2-D blocks for the wide solvers --------------------------
     _transform_keeps_2d_blocks = True
 
     def _fit_keeps_2d_blocks(self, n_features: int) -> bool:
-        """Whether ``fit`` works on the input's 2-D blocks (only the randomized solver does)."""
-        return self._choose_solver(n_features) == "randomized"
+        """Whether ``fit`` works on the input's 2-D blocks (the wide solvers do)."""
+        return self._choose_solver(n_features) in WIDE_SOLVERS
 
     def _fit_input(self, X) -> MatrixInput:
         data = self._input(X, allow_2d_blocks=True)
@@ -201,17 +226,20 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         spec = self._check_params(n, d)
         # a float or "mle" keeps every axis until the spectrum has chosen k (then trimmed)
         k = spec if isinstance(spec, int) else 1
-        solver = self._choose_solver(d)
+        solver = self._choose_solver(d, n)
         self._check_sparse_solver(X, solver)
         self._fit_svd_solver = solver
-        if solver != "randomized" and len(X.chunks[1]) > 1:
+        if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
                     X.numblocks[0], solver)
-        if self.persist and solver != "covariance_eigh":
+        if self.persist and solver not in ("covariance_eigh", "sketch"):
             logger.info("persisting %.1f MB in %d blocks in cluster memory", X.nbytes / 1e6,
                         X.npartitions)
             X = X.persist()
+        if solver in WIDE_SOLVERS:
+            self._fit_wide(X, data, spec, k, solver)
+            return
         if solver == "covariance_eigh":
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(X))
@@ -242,20 +270,10 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
                 total = float((mom["ss"] / scale**2).sum() / max(n - 1, 1))
             if not self._zero_center():
                 mean = np.zeros_like(mean)
-            if solver == "tsqr":
-                with self._timed_pass("tsqr"):
-                    s, Vt = tsqr_svd_centered(X, mean)
-                ev = s**2 / max(n - 1, 1)
-                components = flip_signs(Vt if not isinstance(spec, int) else Vt[:k])
-            else:
-                seed = check_random_state_seed(self.random_state)
-                s, Vt = randomized_svd_centered(
-                    X, mean, k, n_oversamples=self.n_oversamples,
-                    n_power_iter=self.n_power_iter, seed=seed,
-                )
-                self.n_passes_ += 2 + 2 * self.n_power_iter
-                ev = s**2 / max(n - 1, 1)
-                components = flip_signs(Vt)
+            with self._timed_pass("tsqr"):
+                s, Vt = tsqr_svd_centered(X, mean)
+            ev = s**2 / max(n - 1, 1)
+            components = flip_signs(Vt if not isinstance(spec, int) else Vt[:k])
             if not self._zero_center():
                 self._set_uncentred(n, d_fit, k, s[:k], flip_signs(Vt[:k]), mom["mean"],
                                     float(mom["ss"].sum()))
@@ -269,6 +287,29 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         self._set_spectrum(n, d_fit, k, mean, ev, components, total)
         if solver == "covariance_eigh":
             _note_float32_accuracy(self, X, float(ev[0]))
+
+    def _fit_wide(self, X, data: MatrixInput, spec, k: int, solver: str) -> None:
+        """Fit by one of :data:`WIDE_SOLVERS` (see :mod:`._wide`)."""
+        n = X.shape[0]
+        centre = self._zero_center()
+        res = WIDE_SOLVERS[solver](self, X, data, k if isinstance(spec, int) else None,
+                                   centre=centre)
+        mom, d_fit = res.mom, res.d_fit
+        if res.residuals is not None:
+            self.residual_norms_ = np.asarray(res.residuals[:k]) / max(n - 1, 1)
+        components = flip_signs(res.vectors.T)
+        if not centre:
+            self._set_uncentred(n, d_fit, k, np.sqrt(res.theta[:k]), components[:k],
+                                mom["mean"], float(mom["ss"].sum()))
+            return
+        ss = mom["ss"] if res.scale is None else mom["ss"] / res.scale**2
+        total = float(ss.sum() / max(n - 1, 1))
+        ev = res.theta / max(n - 1, 1)
+        if not isinstance(spec, int):
+            ratio = ev / total if total > 0 else np.zeros_like(ev)
+            k = choose_n_components(spec, ev, ratio, n)
+            logger.info("%s: n_components=%r chose k = %d", type(self).__name__, spec, k)
+        self._set_spectrum(n, d_fit, k, mom["mean"], ev, components[:k], total)
 
     def _drop_all_nan_features(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
         """Leave out features that are NaN in every sample (land masks); raise on other NaN.
@@ -508,6 +549,7 @@ class PCA(_BaseSpectralPCA):
         whiten: bool = False,
         n_oversamples: int = 10,
         n_power_iter: int = 4,
+        tol: float = 0.0,
         random_state=None,
         persist: bool = False,
         standardize: bool = False,
@@ -518,10 +560,14 @@ class PCA(_BaseSpectralPCA):
         self.whiten = whiten
         self.n_oversamples = n_oversamples
         self.n_power_iter = n_power_iter
+        self.tol = tol
         self.random_state = random_state
         self.persist = persist
         self.standardize = standardize
         self.zero_center = zero_center
+
+    def _krylov_tol(self) -> float:
+        return float(check_scalar(self.tol, "tol", low=0.0))
 
     def _noise_variance(self, n, d, k, ev, total) -> float:
         # scikit-learn's convention: the mean of the min(n, d) − k eigenvalues after the k-th

@@ -1,0 +1,180 @@
+"""The wide-data solvers of PCA and PPCA: block Krylov, the one-pass sketch, the snapshot method.
+
+Each returns the spectrum the spectral fit needs (see ``_BaseSpectralPCA._fit``) and counts
+its passes on the model (``_timed_pass``). None makes a pass for the mean alone:
+
+* ``"randomized"`` (block Krylov, :mod:`scalepca.linalg.krylov`): the first pass gathers the
+  column moments and the first product of the centred Gram operator; every further pass is
+  one more product. Passes: at most ``n_power_iter + 2``, fewer with ``tol``.
+* ``"sketch"`` (:mod:`scalepca.linalg.sketch`): one pass; a Nyström approximation of the
+  centred Gram and a probabilistic bound on its error.
+* ``"snapshot"`` (:mod:`scalepca.linalg.snapshot`): the n × n sample Gram in one pass over
+  column strips, ``eigh`` on the client, one more pass for the components. Exact.
+
+Standardising (``scale``, per-feature standard deviations known only after the first pass)
+is applied on the client to the Krylov and sketch products: with ``D = diag(scale)`` the
+standardised operator is ``D⁻¹ A D⁻¹``, and the first pass's product ``A Ω`` is that operator
+applied to ``D Ω``, which becomes the start block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from scipy import linalg as sla
+
+from .._validation import check_random_state_seed
+from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times
+from ..linalg.sketch import SKETCH_TESTS, nystrom_eigh, nystrom_error_bound
+from ..linalg.snapshot import snapshot_components, snapshot_gram
+
+__all__ = ["WideFit", "fit_krylov", "fit_sketch", "fit_snapshot"]
+
+
+@dataclasses.dataclass
+class WideFit:
+    """What a wide solver found. ``theta``: eigenvalues of the (standardised) centred Gram
+    (uncentred with ``zero_center=False``), descending; ``vectors``: d_fit × k; ``mom``: the
+    column moments of the kept features; ``scale``: standardising scales or None;
+    ``residuals``: per component ``‖A v − θ v‖`` (a bound for the sketch) or None."""
+
+    mom: dict
+    d_fit: int
+    scale: np.ndarray | None
+    theta: np.ndarray
+    vectors: np.ndarray
+    residuals: np.ndarray | None = None
+
+
+def _first_pass(model, X, data, V: np.ndarray, k: int, label: str):
+    """The moments and the centred Gram times ``V``; all-NaN features dropped (their rows of
+    ``V`` and of the product too), standardising scales set. Returns
+    ``(mom, d_fit, scale, V, GV, X)`` with ``X`` restricted to the kept features."""
+    n, d = X.shape
+    with model._timed_pass(label):
+        out = moments_and_gram_times(X, V)
+    GV = out.pop("GV")
+    mom, d_fit = model._drop_all_nan_features(out, n, d, k, data)
+    keep = getattr(model, "_features_kept", None)
+    if keep is not None and d_fit < d:
+        V, GV = V[keep], GV[keep]
+    X = model._select_features(X)
+    scale = model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+    return mom, d_fit, scale, V, GV, X
+
+
+def _operator_of_first(mom, scale, V, GV, centre: bool):
+    """The start block ``V0`` and ``A V0`` for the operator the fit decomposes, from the first
+    pass's ``V`` and ``GV`` (centred Gram times ``V``): ``A = D⁻¹ G D⁻¹`` with
+    ``V0 = D V``, and ``+ n μ μᵀ`` uncentred."""
+    AV = GV.copy()
+    if not centre:
+        AV += mom["n"] * np.outer(mom["mean"], mom["mean"] @ V)
+    if scale is None:
+        return V, AV
+    return V * scale[:, None], AV / scale[:, None]
+
+
+def _gram_apply(model, X, mom, scale, centre: bool):
+    """``V ↦ A V`` for the (standardised, centred) Gram, one pass each."""
+    shift = mom["mean"] if centre else None
+
+    def apply(V):
+        W = V if scale is None else V / scale[:, None]
+        with model._timed_pass("gram"):
+            AW = gram_times(X, W, shift)
+        return AW if scale is None else AW / scale[:, None]
+
+    return apply
+
+
+#: largest condition number of the standardised start block ``D Ω`` the Krylov solver
+#: orthonormalises (its product loses about ``ε · cond`` relative accuracy); above it the
+#: first product, ``A D Ω``, is orthonormalised and multiplied again instead (one pass of the
+#: budget: the first pass then acts as one step of subspace iteration)
+START_COND = 1e3
+
+
+def fit_krylov(model, X, data, k: int, *, centre: bool) -> WideFit:
+    """Block Krylov on the centred Gram operator (see :func:`block_krylov_eigh`): block size
+    ``k + n_oversamples`` (at most d), at most ``n_power_iter + 2`` passes, stopping early
+    when every residual is within ``tol`` of its eigenvalue."""
+    rng = np.random.default_rng(check_random_state_seed(model.random_state))
+    start = _krylov_start(model, X, data, k, rng, centre)
+    mom, d_fit, scale, apply, budget = start[2:]
+    res = block_krylov_eigh(apply, *start[:2], k, max_products=budget,
+                            tol=model._krylov_tol(), rng=rng)
+    return WideFit(mom, d_fit, scale, np.maximum(res.values, 0.0), res.vectors, res.residuals)
+
+
+def _krylov_start(model, X, data, k, rng, centre):
+    """The first pass and the Krylov start block: ``(Q0, A Q0, mom, d_fit, scale, apply,
+    passes left)`` (its own frame, so that only ``Q0`` and ``A Q0`` outlive it)."""
+    b = min(k + model.n_oversamples, X.shape[1])
+    Om = rng.standard_normal((X.shape[1], b))
+    mom, d_fit, scale, Om, GV, X = _first_pass(model, X, data, Om, k, "moments+gram")
+    V0, AV0 = _operator_of_first(mom, scale, Om, GV, centre)
+    del Om, GV
+    apply = _gram_apply(model, X, mom, scale, centre)
+    Q0, R = np.linalg.qr(V0)
+    budget = model.n_power_iter + 2
+    if np.linalg.cond(R) <= START_COND:
+        AQ0 = sla.solve_triangular(R, AV0.T, trans="T").T  # A V0 R⁻¹
+        return Q0, AQ0, mom, d_fit, scale, apply, budget
+    # V0 = D Ω is ill-conditioned (scales far apart): start from its product instead
+    Q0 = np.linalg.qr(AV0)[0]
+    return Q0, apply(Q0), mom, d_fit, scale, apply, budget - 1
+
+
+def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
+    """One pass: the centred Gram times ``k + n_oversamples`` Gaussian probes and
+    :data:`SKETCH_TESTS` test vectors; a Nyström approximation from the probes, its error
+    bounded from the test vectors."""
+    n, d = X.shape
+    l = min(k + model.n_oversamples, d)
+    rng = np.random.default_rng(check_random_state_seed(model.random_state))
+    Om = rng.standard_normal((d, l + SKETCH_TESTS))
+    mom, d_fit, scale, Om, GV, X = _first_pass(model, X, data, Om, k, "moments+sketch")
+    Om, Th = Om[:, :l], Om[:, l:]
+    AOm, ATh = GV[:, :l], GV[:, l:]
+    if not centre:
+        mu = mom["mean"]
+        AOm = AOm + mom["n"] * np.outer(mu, mu @ Om)
+        ATh = ATh + mom["n"] * np.outer(mu, mu @ Th)
+    V0, AV0 = _operator_of_first(mom, scale, Om, AOm, True)  # centring done above
+    Q, R = np.linalg.qr(V0)
+    Y = sla.solve_triangular(R, AV0.T, trans="T").T
+    theta, U = nystrom_eigh(Q, Y)
+    # the bound is on ‖A − D Â D‖ for the unstandardised A, tested with Gaussian vectors
+    Us = U if scale is None else U * scale[:, None]
+    bound = nystrom_error_bound(ATh, Th, Us, theta)
+    if scale is not None:
+        bound /= float(np.min(scale)) ** 2
+    kk = min(k, theta.size)
+    return WideFit(mom, d_fit, scale, theta[:kk], U[:, :kk], np.full(kk, bound))
+
+
+def fit_snapshot(model, X, data, k: int | None, *, centre: bool) -> WideFit:
+    """The snapshot method: the n × n Gram of the centred (standardised) rows over column
+    strips, its eigendecomposition on the client, one more pass for the components
+    ``Xcᵀ U Σ⁻¹``. ``k`` None: every eigenvalue is returned (components for all of them)."""
+    n, d = X.shape
+    with model._timed_pass("sample gram"):
+        out = snapshot_gram(X, centre=centre, standardize=bool(model.standardize))
+    G = out.pop("G")
+    mom, d_fit = model._drop_all_nan_features(out, n, d, k or 1, data)
+    model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+    scale = out["scale"][getattr(model, "_features_kept", slice(None))] if model.standardize \
+        else None
+    if scale is not None:
+        model.scale_ = scale
+    theta, U = sla.eigh(G, driver="evr", check_finite=False)
+    theta, U = np.maximum(theta[::-1], 0.0), U[:, ::-1]
+    kk = min(n, d_fit) if k is None else k
+    with model._timed_pass("components"):
+        Vt = snapshot_components(X, U[:, :kk], np.sqrt(theta[:kk]), out, centre=centre)
+    keep = getattr(model, "_features_kept", None)
+    if keep is not None:
+        Vt = Vt[:, keep]
+    return WideFit(mom, d_fit, scale, theta, Vt.T)
