@@ -47,21 +47,30 @@ class WideFit:
     residuals: np.ndarray | None = None
 
 
-def _first_pass(model, X, data, V: np.ndarray, k: int, label: str):
-    """The moments and the centred Gram times ``V``; all-NaN features dropped (their rows of
-    ``V`` and of the product too), standardising scales set. Returns
-    ``(mom, d_fit, scale, V, GV, X)`` with ``X`` restricted to the kept features."""
+def _first_pass(model, X, data, draw, k: int, label: str, precision: str | None = None):
+    """The moments and the centred Gram times the probes ``V = draw(rng, d)`` (``rng`` from
+    the model's ``random_state``); all-NaN features dropped, standardising scales set. Returns
+    ``(mom, d_fit, scale, V, GV, X, rng)`` with ``X`` restricted to the kept features.
+
+    When features are dropped, the probes are drawn again for the kept features only and
+    multiplied in one more pass: the fit is then the fit of the data without them, draw for
+    draw (at the cost of a pass, only on data with all-NaN features)."""
     n, d = X.shape
+    rng = np.random.default_rng(check_random_state_seed(model.random_state))
+    V = draw(rng, d)
     with model._timed_pass(label):
-        out = moments_and_gram_times(X, V)
+        out = moments_and_gram_times(X, V, precision=precision)
     GV = out.pop("GV")
     mom, d_fit = model._drop_all_nan_features(out, n, d, k, data)
-    keep = getattr(model, "_features_kept", None)
-    if keep is not None and d_fit < d:
-        V, GV = V[keep], GV[keep]
     X = model._select_features(X)
+    if d_fit < d:  # the same pass over the kept features: the same arithmetic as their fit
+        rng = np.random.default_rng(check_random_state_seed(model.random_state))
+        V = draw(rng, d_fit)
+        with model._timed_pass(label):
+            mom = moments_and_gram_times(X, V, precision=precision)
+        GV = mom.pop("GV")
     scale = model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
-    return mom, d_fit, scale, V, GV, X
+    return mom, d_fit, scale, V, GV, X, rng
 
 
 def _operator_of_first(mom, scale, V, GV, centre: bool):
@@ -100,42 +109,53 @@ def fit_krylov(model, X, data, k: int, *, centre: bool) -> WideFit:
     """Block Krylov on the centred Gram operator (see :func:`block_krylov_eigh`): block size
     ``k + n_oversamples`` (at most d), at most ``n_power_iter + 2`` passes, stopping early
     when every residual is within ``tol`` of its eigenvalue."""
-    rng = np.random.default_rng(check_random_state_seed(model.random_state))
-    start = _krylov_start(model, X, data, k, rng, centre)
-    mom, d_fit, scale, apply, budget = start[2:]
+    start = _krylov_start(model, X, data, k, centre)
+    mom, d_fit, scale, apply, budget, rng = start[2:]
     res = block_krylov_eigh(apply, *start[:2], k, max_products=budget,
                             tol=model._krylov_tol(), rng=rng)
     return WideFit(mom, d_fit, scale, np.maximum(res.values, 0.0), res.vectors, res.residuals)
 
 
-def _krylov_start(model, X, data, k, rng, centre):
+def _krylov_start(model, X, data, k, centre):
     """The first pass and the Krylov start block: ``(Q0, A Q0, mom, d_fit, scale, apply,
-    passes left)`` (its own frame, so that only ``Q0`` and ``A Q0`` outlive it)."""
-    b = min(k + model.n_oversamples, X.shape[1])
-    Om = rng.standard_normal((X.shape[1], b))
-    mom, d_fit, scale, Om, GV, X = _first_pass(model, X, data, Om, k, "moments+gram")
+    passes left, rng)`` (its own frame, so that only ``Q0`` and ``A Q0`` outlive it)."""
+    def draw(rng, d):  # an orthonormal start block: its product needs no R⁻¹ (unscaled)
+        b = k + model.n_oversamples
+        if b >= d:  # the whole space: the identity (the centred Gram itself) rounds least
+            return np.eye(d)
+        return np.linalg.qr(rng.standard_normal((d, b)))[0]
+
+    mom, d_fit, scale, Om, GV, X, rng = _first_pass(model, X, data, draw, k, "moments+gram")
+    budget = model.n_power_iter + 2  # products of the Krylov basis (passes: one more when
+    # features were dropped, see _first_pass)
     V0, AV0 = _operator_of_first(mom, scale, Om, GV, centre)
     del Om, GV
     apply = _gram_apply(model, X, mom, scale, centre)
+    if scale is None:
+        return V0, AV0, mom, d_fit, scale, apply, budget, rng
     Q0, R = np.linalg.qr(V0)
-    budget = model.n_power_iter + 2
     if np.linalg.cond(R) <= START_COND:
         AQ0 = sla.solve_triangular(R, AV0.T, trans="T").T  # A V0 R⁻¹
-        return Q0, AQ0, mom, d_fit, scale, apply, budget
+        return Q0, AQ0, mom, d_fit, scale, apply, budget, rng
     # V0 = D Ω is ill-conditioned (scales far apart): start from its product instead
     Q0 = np.linalg.qr(AV0)[0]
-    return Q0, apply(Q0), mom, d_fit, scale, apply, budget - 1
+    return Q0, apply(Q0), mom, d_fit, scale, apply, budget - 1, rng
 
 
 def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
     """One pass: the centred Gram times ``k + n_oversamples`` Gaussian probes and
     :data:`SKETCH_TESTS` test vectors; a Nyström approximation from the probes, its error
     bounded from the test vectors."""
-    n, d = X.shape
-    l = min(k + model.n_oversamples, d)
-    rng = np.random.default_rng(check_random_state_seed(model.random_state))
-    Om = rng.standard_normal((d, l + SKETCH_TESTS))
-    mom, d_fit, scale, Om, GV, X = _first_pass(model, X, data, Om, k, "moments+sketch")
+    def draw(rng, d):  # orthonormal probes (the identity if they span it all), Gaussian tests
+        l = min(k + model.n_oversamples, d)
+        G = rng.standard_normal((d, l + SKETCH_TESTS))
+        probes = np.eye(d) if l == d else np.linalg.qr(G[:, :l])[0]
+        return np.hstack([probes, G[:, l:]])
+
+    # float64 products: the pass is read-bound, and the sketch's own error dwarfs their cost
+    mom, d_fit, scale, Om, GV, X, _ = _first_pass(model, X, data, draw, k, "moments+sketch",
+                                                  precision="float64")
+    l = Om.shape[1] - SKETCH_TESTS
     Om, Th = Om[:, :l], Om[:, l:]
     AOm, ATh = GV[:, :l], GV[:, l:]
     if not centre:
@@ -165,9 +185,10 @@ def fit_snapshot(model, X, data, k: int | None, *, centre: bool) -> WideFit:
     G = out.pop("G")
     mom, d_fit = model._drop_all_nan_features(out, n, d, k or 1, data)
     model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
-    scale = out["scale"][getattr(model, "_features_kept", slice(None))] if model.standardize \
-        else None
-    if scale is not None:
+    scale = None
+    if model.standardize:  # the scales the strips used (see snapshot_gram)
+        keep = getattr(model, "_features_kept", None)
+        scale = out["scale"] if keep is None else out["scale"][keep]
         model.scale_ = scale
     theta, U = sla.eigh(G, driver="evr", check_finite=False)
     theta, U = np.maximum(theta[::-1], 0.0), U[:, ::-1]
