@@ -13,6 +13,24 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def common_args(ap, *, memory_limit: str | None = None, memory_help: str = "per worker",
+                repeat: int | None = None, floor: bool = False, quick: str | None = None):
+    """Add the options the benchmarks share to the parser ``ap``: ``--data-dir`` (where the
+    stores are kept) and ``--quick`` (``quick``: its help); ``--memory-limit`` (per worker) and
+    ``--repeat`` when given a default; the floor table's ``--codecs`` and ``--floor-only``
+    when ``floor``."""
+    ap.add_argument("--data-dir", default="/work/bench-data")
+    ap.add_argument("--quick", action="store_true", help=quick)
+    if memory_limit is not None:
+        ap.add_argument("--memory-limit", default=memory_limit, help=memory_help)
+    if repeat is not None:
+        ap.add_argument("--repeat", type=int, default=repeat)
+    if floor:
+        ap.add_argument("--codecs", default="zstd,none",
+                        help="stores of the floor table, by codec (scalepca._codecs.CODECS)")
+        ap.add_argument("--floor-only", action="store_true", help="only the floor table")
+
+
 def _worker_peak_rss() -> int:
     """Peak resident memory of this worker process since it started (bytes, Linux)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

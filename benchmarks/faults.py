@@ -7,21 +7,20 @@ interrupted writes and bytes lost, and fits under memory pressure.
 
 Sections
 --------
-faults      For every estimator of ``tests/_reliability.ESTIMATORS``: a real ``dask scheduler``
-            + 3 ``dask worker`` processes (no nanny, 1 thread, 1 GiB) on loopback; an
-            undisturbed fit, then the same fit with reads that stall (``_reliability.gated``)
-            until one worker is SIGKILLed while it runs a fit task and holds results of the
-            fit (the kill lands there on any machine). Survived = the fit completed and
-            equals the undisturbed fit to the case's ``rtol_same``. Then the whole cluster is
-            SIGKILLed mid-fit (a PCA fit): survived = a clear error (the client says it
-            lost the scheduler) within 60 s; every estimator with a checkpoint (PPCA-EM,
-            SparsePCA, RobustPCA) is then killed with its whole cluster after its first
-            commit, resumes from the checkpoint on a new cluster and must equal an
-            uninterrupted fit.
-bad input   The table of ``tests/test_bad_input.py`` (input × estimator, and the CLI rows);
+faults      For every estimator of ``tests.support.reliability.ESTIMATORS``: a real ``dask
+            scheduler`` + 3 ``dask worker`` processes (no nanny, 1 thread, 1 GiB) on loopback; an
+            undisturbed fit, then the same fit with reads that stall (``reliability.gated``) until
+            one worker is SIGKILLed while it runs a fit task and holds results of the fit (the kill
+            lands there on any machine). Survived = the fit completed and equals the undisturbed fit
+            to the case's ``rtol_same``. Then the whole cluster is SIGKILLed mid-fit (a PCA fit):
+            survived = a clear error (the client says it lost the scheduler) within 60 s; every
+            estimator with a checkpoint (PPCA-EM, SparsePCA, RobustPCA) is then killed with its
+            whole cluster after its first commit, resumes from the checkpoint on a new cluster and
+            must equal an uninterrupted fit.
+bad input   The table of ``tests/support/bad_input.py`` (input × estimator, and the CLI rows);
             unclear = any cell whose exception type, message, compute count, leftovers or
             fitted state misses the expectation. Writes docs/bad_input.md.
-writes      The scenarios of ``tests/test_interrupted_writes.py``: processes SIGKILLed while
+writes      The scenarios of ``tests/support/interrupted_writes.py``: processes SIGKILLed while
             writing outputs (local atomic path; fsspec URL in place; make-data to a URL).
             Bytes lost = bytes of a previous complete output that changed; "read back as
             complete" counts interrupted stores that ``open_matrix`` accepts.
@@ -51,7 +50,7 @@ sys.path.insert(0, str(REPO))
 
 from _common import local_cluster, peak_worker_memory, spilled_bytes, table, write_json  # noqa: E402, I001
 
-from tests._reliability import (  # noqa: E402
+from tests.support.reliability import (  # noqa: E402
     BY_NAME, ESTIMATORS, ClusterKiller, ProcessCluster, WorkerKiller, gated, max_rel_diff,
     new_gate, summary,
 )
@@ -71,7 +70,7 @@ def _store(tmp: Path, case, rows):
 def _warm(client):
     def imports():
         import scalepca  # noqa: F401
-        import tests._reliability  # noqa: F401
+        import tests.support.reliability  # noqa: F401
 
         return True
 
@@ -208,7 +207,7 @@ def run_resume(tmp: Path, case) -> dict:
 
 # -- bad input ---------------------------------------------------------------------------------
 def run_bad_input(tmp: Path, docs: Path) -> dict:
-    from tests.test_bad_input import markdown, observe_all, observe_cli
+    from tests.support.bad_input import markdown, observe_all, observe_cli
 
     res = observe_all(tmp)
     cli = observe_cli(tmp)
@@ -226,7 +225,11 @@ def run_bad_input(tmp: Path, docs: Path) -> dict:
 
 # -- interrupted writes -------------------------------------------------------------------------
 def run_writes(tmp: Path) -> list[dict]:
-    from tests.test_interrupted_writes import scenario_local, scenario_make_data, scenario_url
+    from tests.support.interrupted_writes import (
+        scenario_local,
+        scenario_make_data,
+        scenario_url,
+    )
 
     rows = []
     loc = scenario_local(tmp / "local")

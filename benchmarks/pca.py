@@ -31,6 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     FLOOR_COLUMNS,
+    common_args,
     local_cluster,
     one_pass_against_floor,
     peak_worker_memory,
@@ -81,44 +82,41 @@ def floor_part(args, n, d) -> tuple[list[dict], dict]:
                                   memory_limit=args.memory_limit)
 
 
-def main(argv=None):
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n-samples", type=int, default=2_000_000)
     ap.add_argument("--n-features", type=int, default=256)
     ap.add_argument("--chunk-rows", type=int, default=50_000)
-    ap.add_argument("--data-dir", default="/work/bench-data")
-    ap.add_argument("--memory-limit", default="4GiB", help="per worker, main comparison")
     ap.add_argument("--dask-ml-full-memory", default="11GiB",
                     help="per worker for dask-ml svd_solver='full' (it gathers the array)")
     ap.add_argument("--small-memory", default="1GiB", help="per worker, memory runs")
     ap.add_argument("--big-samples", type=int, default=4_000_000, help="rows of the 8 GB store")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-dask-ml-full", action="store_true")
-    ap.add_argument("--codecs", default="zstd,none",
-                    help="stores of the floor table, by codec (scalepca._codecs.CODECS)")
-    ap.add_argument("--floor-only", action="store_true", help="only the floor table")
+    common_args(ap, memory_limit="4GiB", memory_help="per worker, main comparison", repeat=3,
+                floor=True)
     args = ap.parse_args(argv)
     if args.quick:
         args.n_samples, args.big_samples, args.repeat = 200_000, 0, 1
-    n, d = args.n_samples, args.n_features
-    floor_rows, floor_info = floor_part(args, n, d)
-    print(f"\nfloor: {n:,} × {d} float64, {args.chunk_rows:,}-row chunks, 2 workers × 1 thread, "
-          f"{args.memory_limit}/worker (best of {args.repeat})")
-    print(table(floor_rows, FLOOR_COLUMNS))
-    if args.floor_only:
-        print("written", write_json("pca_floor" + ("_quick" if args.quick else ""),
-                                    {"n_samples": n, "n_features": d, "rows": floor_rows,
-                                     "stores": floor_info}))
-        return
-    path = store_path(args.data_dir, n, d)
-    ensure_data(path, n, d, args.chunk_rows)
-    gb = n * d * 8 / 1e9
-    rows, results = [], {"n_samples": n, "n_features": d, "chunk_rows": args.chunk_rows,
-                         "gigabytes": gb}
+    return args
 
-    with local_cluster(memory_limit=args.memory_limit) as client:
+
+def _dask_ml_randomized(X, method, ref_ev, t_read) -> dict:
+    from dask_ml.decomposition import PCA as DMPCA
+
+    t, _, est = timed(lambda: DMPCA(K, svd_solver="randomized", random_state=0,
+                                    iterated_power=0).fit(X))
+    return {"method": method, "seconds": t, "x read pass": t / t_read,
+            "eig rel err": rel_err(est.explained_variance_, ref_ev),
+            "eig rel err top 5": rel_err(est.explained_variance_, ref_ev, SIGNAL)}
+
+
+def main_part(args, path) -> tuple[list[dict], float, np.ndarray, list[float]]:
+    """The read pass and the one-pass fits in alternation, then the reference (tsqr), the
+    randomized solver and dask-ml's: ``(rows, t_read, reference eigenvalues, read times)``."""
+    rows = []
+    with local_cluster(memory_limit=args.memory_limit):
         X = da.from_zarr(path)
+
         def read_pass():
             return da.from_zarr(path).sum(axis=0).compute()
 
@@ -155,47 +153,40 @@ def main(argv=None):
         rows.append({"method": "scalepca PCA tsqr (reference)", "seconds": t_ref,
                      "x read pass": t_ref / t_read, "eig rel err": 0.0, "passes": ref.n_passes_})
         try:
-            from dask_ml.decomposition import PCA as DMPCA
-
-            t, _, est = timed(lambda: DMPCA(K, svd_solver="randomized", random_state=0,
-                                            iterated_power=0).fit(X))
-            rows.append({"method": "dask-ml PCA randomized (its default q=0)", "seconds": t,
-                         "x read pass": t / t_read,
-                         "eig rel err": rel_err(est.explained_variance_, ref_ev),
-                         "eig rel err top 5": rel_err(est.explained_variance_, ref_ev, SIGNAL)})
+            rows.append(_dask_ml_randomized(X, "dask-ml PCA randomized (its default q=0)",
+                                            ref_ev, t_read))
         except Exception as err:  # report, do not hide
             rows.append({"method": "dask-ml PCA randomized", "seconds": float("nan"),
                          "note": f"failed: {type(err).__name__}: {err}"[:200]})
-        results["read_pass_all"] = all_read
+    return rows, t_read, ref_ev, all_read
 
-    if not args.skip_dask_ml_full:
-        with local_cluster(memory_limit=args.dask_ml_full_memory) as client:
-            try:
-                from dask_ml.decomposition import PCA as DMPCA
 
-                X = da.from_zarr(path)
-                t, _, est = timed(lambda: DMPCA(K, svd_solver="full").fit(X))
-                rows.append({"method": f"dask-ml PCA full ({args.dask_ml_full_memory}/worker)",
-                             "seconds": t, "x read pass": t / t_read,
-                             "eig rel err": rel_err(est.explained_variance_, ref_ev),
-                             "peak worker GiB": peak_worker_memory(client)["max"] / 2**30})
-                if any(r["method"] == "dask-ml PCA randomized" for r in rows):
-                    # it failed with the main memory limit: how much does it need?
-                    t, _, est = timed(lambda: DMPCA(K, svd_solver="randomized", random_state=0,
-                                                    iterated_power=0).fit(X))
-                    rows.append({"method": f"dask-ml PCA randomized, q=0 "
-                                           f"({args.dask_ml_full_memory}/worker)",
-                                 "seconds": t, "x read pass": t / t_read,
-                                 "eig rel err": rel_err(est.explained_variance_, ref_ev),
-                                 "eig rel err top 5": rel_err(est.explained_variance_, ref_ev,
-                                                              SIGNAL)})
-            except Exception as err:
-                rows.append({"method": f"dask-ml PCA full ({args.dask_ml_full_memory}/worker)",
-                             "seconds": float("nan"),
-                             "note": f"failed: {type(err).__name__}: {str(err)[:120]}"})
-                traceback.print_exc()
+def dask_ml_full_part(args, path, rows, t_read, ref_ev) -> None:
+    """dask-ml's full SVD with large workers (and its randomized solver again there, if it
+    failed with the main memory limit), appended to ``rows``."""
+    method = f"dask-ml PCA full ({args.dask_ml_full_memory}/worker)"
+    with local_cluster(memory_limit=args.dask_ml_full_memory) as client:
+        try:
+            from dask_ml.decomposition import PCA as DMPCA
 
-    # memory: the same fit with small workers, then a store larger than the whole cluster
+            X = da.from_zarr(path)
+            t, _, est = timed(lambda: DMPCA(K, svd_solver="full").fit(X))
+            rows.append({"method": method, "seconds": t, "x read pass": t / t_read,
+                         "eig rel err": rel_err(est.explained_variance_, ref_ev),
+                         "peak worker GiB": peak_worker_memory(client)["max"] / 2**30})
+            if any(r["method"] == "dask-ml PCA randomized" for r in rows):
+                # it failed with the main memory limit: how much does it need?
+                rows.append(_dask_ml_randomized(
+                    X, f"dask-ml PCA randomized, q=0 ({args.dask_ml_full_memory}/worker)",
+                    ref_ev, t_read))
+        except Exception as err:
+            rows.append({"method": method, "seconds": float("nan"),
+                         "note": f"failed: {type(err).__name__}: {str(err)[:120]}"})
+            traceback.print_exc()
+
+
+def memory_part(args, path, n, d) -> list[dict]:
+    """The same fit with small workers, then on a store larger than the whole cluster."""
     mem_rows = []
     stores = [(path, n)]
     if args.big_samples:
@@ -212,17 +203,40 @@ def main(argv=None):
             mem_rows.append({"store GB": nn * d * 8 / 1e9, "workers": f"2 x {args.small_memory}",
                              "read s": t_r, "PCA fit s": t, "x read pass": t / t_r,
                              "peak worker GiB": peak["max"] / 2**30, "passes": est.n_passes_})
+    return mem_rows
 
+
+def targets(rows, t_read) -> dict:
     full_t = next((r["seconds"] for r in rows if r["method"].startswith("dask-ml PCA full")), None)
-    cov_t = next(r["seconds"] for r in rows if r["method"] == "scalepca PCA covariance_eigh")
+    cov = next(r for r in rows if r["method"] == "scalepca PCA covariance_eigh")
+    return {"fit_over_read_le_1.3": cov["seconds"] / t_read,
+            "fit_over_read_paired_median": cov["paired ratio median"],
+            "speedup_vs_dask_ml_full_ge_8":
+                (full_t / cov["seconds"]) if full_t and full_t == full_t else None}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    n, d = args.n_samples, args.n_features
+    floor_rows, floor_info = floor_part(args, n, d)
+    print(f"\nfloor: {n:,} × {d} float64, {args.chunk_rows:,}-row chunks, 2 workers × 1 thread, "
+          f"{args.memory_limit}/worker (best of {args.repeat})")
+    print(table(floor_rows, FLOOR_COLUMNS))
+    if args.floor_only:
+        print("written", write_json("pca_floor" + ("_quick" if args.quick else ""),
+                                    {"n_samples": n, "n_features": d, "rows": floor_rows,
+                                     "stores": floor_info}))
+        return
+    path = store_path(args.data_dir, n, d)
+    ensure_data(path, n, d, args.chunk_rows)
+    gb = n * d * 8 / 1e9
+    results = {"n_samples": n, "n_features": d, "chunk_rows": args.chunk_rows, "gigabytes": gb}
+    rows, t_read, ref_ev, results["read_pass_all"] = main_part(args, path)
+    if not args.skip_dask_ml_full:
+        dask_ml_full_part(args, path, rows, t_read, ref_ev)
+    mem_rows = memory_part(args, path, n, d)
     results.update({"rows": rows, "memory_rows": mem_rows, "floor_rows": floor_rows,
-                    "floor_stores": floor_info,
-                    "targets": {"fit_over_read_le_1.3": cov_t / t_read,
-                                "fit_over_read_paired_median": next(
-                                    r["paired ratio median"] for r in rows
-                                    if r["method"] == "scalepca PCA covariance_eigh"),
-                                "speedup_vs_dask_ml_full_ge_8":
-                                    (full_t / cov_t) if full_t and full_t == full_t else None}})
+                    "floor_stores": floor_info, "targets": targets(rows, t_read)})
     print(f"\n{n:,} × {d} float64 ({gb:.2f} GB), {args.chunk_rows:,}-row chunks, "
           f"2 workers × 1 thread, {args.memory_limit}/worker")
     print(table(rows, ["method", "seconds", "x read pass", "paired ratio median",

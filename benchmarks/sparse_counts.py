@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402
+    common_args,
     local_cluster,
     one_core_seconds,
     peak_worker_memory,
@@ -149,50 +150,57 @@ def case_tall(args, rows_out, out):
             if solver == "covariance_eigh":  # the one-pass fit whose task the floor times
                 res[solver]["vs_floor"] = row["x floor"] = t / floor
             rows_out.append(row)
-        # the other methods on the same CSR blocks (issue 20): one minibatch epoch of sparse
-        # PCA and a Nyström kernel PCA fit, as ratios to the read pass
-        t0 = time.perf_counter()
-        spca = scalepca.SparsePCA(K, method="minibatch", max_iter=1, tol=0.0,
-                                  random_state=0).fit(X)
-        t = time.perf_counter() - t0
-        res["sparse_pca_minibatch_1_epoch"] = {"seconds": t, "passes": spca.n_passes_,
-                                               "vs_read": t / t_read}
-        rows_out.append({"case": "tall", "method": "SparsePCA minibatch, 1 epoch", "seconds": t,
-                         "x read": t / t_read, "passes": spca.n_passes_})
-        t0 = time.perf_counter()
-        kp = scalepca.KernelPCA(K, approximation="nystroem", n_features=500,
-                                random_state=0).fit(X)
-        t = time.perf_counter() - t0
-        res["kernel_pca_nystroem_500"] = {"seconds": t, "passes": kp.n_passes_,
-                                          "vs_read": t / t_read}
-        rows_out.append({"case": "tall", "method": "KernelPCA Nyström (500 landmarks)",
-                         "seconds": t, "x read": t / t_read, "passes": kp.n_passes_})
+        other_methods(X, t_read, res, rows_out)
         if not args.skip_scanpy:
-            try:
-                import anndata
-                import scanpy as sc
-
-                adata = anndata.AnnData(X=X)
-                t0 = time.perf_counter()
-                sc.pp.pca(adata, n_comps=K, svd_solver="covariance_eigh")
-                var = np.asarray(adata.uns["pca"]["variance"])  # forces any lazy result
-                t_sc = time.perf_counter() - t0
-                # scanpy 1.11's dask covariance divides by n (its in-memory paths by n − 1)
-                err_sc = rel_err(var * n / (n - 1), ev_ref)
-                res["scanpy_dask_covariance_eigh"] = {
-                    "seconds": t_sc, "rel_err_n_minus_1": err_sc,
-                    "rel_err_as_returned": rel_err(var, ev_ref), "vs_read": t_sc / t_read}
-                for solver in ("covariance_eigh", "randomized"):
-                    res[solver]["speedup_vs_scanpy"] = t_sc / res[solver]["seconds"]
-                rows_out.append({"case": "tall", "method": "scanpy dask covariance_eigh",
-                                 "seconds": t_sc, "x read": t_sc / t_read, "passes": 1,
-                                 "ev rel err": err_sc})
-            except Exception:  # noqa: BLE001 - a failing comparison is reported, not fatal
-                res["scanpy_dask_covariance_eigh"] = {"error": traceback.format_exc()}
-                print(traceback.format_exc(), flush=True)
+            scanpy_comparison(X, n, ev_ref, t_read, res, rows_out)
     rows_out.append({"case": "tall", "method": "float64 reference (dense blocks)",
                      "seconds": t_ref, "x read": t_ref / t_read})
     out["tall"] = res
+
+
+def other_methods(X, t_read, res, rows_out):
+    """The other methods on the same CSR blocks (issue 20): one minibatch epoch of sparse PCA
+    and a Nyström kernel PCA fit, as ratios to the read pass."""
+    methods = [
+        ("sparse_pca_minibatch_1_epoch", "SparsePCA minibatch, 1 epoch",
+         lambda: scalepca.SparsePCA(K, method="minibatch", max_iter=1, tol=0.0, random_state=0)),
+        ("kernel_pca_nystroem_500", "KernelPCA Nyström (500 landmarks)",
+         lambda: scalepca.KernelPCA(K, approximation="nystroem", n_features=500,
+                                    random_state=0)),
+    ]
+    for key, label, make in methods:
+        t0 = time.perf_counter()
+        est = make().fit(X)
+        t = time.perf_counter() - t0
+        res[key] = {"seconds": t, "passes": est.n_passes_, "vs_read": t / t_read}
+        rows_out.append({"case": "tall", "method": label, "seconds": t, "x read": t / t_read,
+                         "passes": est.n_passes_})
+
+
+def scanpy_comparison(X, n, ev_ref, t_read, res, rows_out):
+    """scanpy's dask covariance PCA on the same blocks (a failure is reported, not fatal)."""
+    try:
+        import anndata
+        import scanpy as sc
+
+        adata = anndata.AnnData(X=X)
+        t0 = time.perf_counter()
+        sc.pp.pca(adata, n_comps=K, svd_solver="covariance_eigh")
+        var = np.asarray(adata.uns["pca"]["variance"])  # forces any lazy result
+        t_sc = time.perf_counter() - t0
+        # scanpy 1.11's dask covariance divides by n (its in-memory paths by n − 1)
+        err_sc = rel_err(var * n / (n - 1), ev_ref)
+        res["scanpy_dask_covariance_eigh"] = {
+            "seconds": t_sc, "rel_err_n_minus_1": err_sc,
+            "rel_err_as_returned": rel_err(var, ev_ref), "vs_read": t_sc / t_read}
+        for solver in ("covariance_eigh", "randomized"):
+            res[solver]["speedup_vs_scanpy"] = t_sc / res[solver]["seconds"]
+        rows_out.append({"case": "tall", "method": "scanpy dask covariance_eigh",
+                         "seconds": t_sc, "x read": t_sc / t_read, "passes": 1,
+                         "ev rel err": err_sc})
+    except Exception:  # noqa: BLE001 - a failing comparison is reported, not fatal
+        res["scanpy_dask_covariance_eigh"] = {"error": traceback.format_exc()}
+        print(traceback.format_exc(), flush=True)
 
 
 def fit_reference(X):
@@ -265,7 +273,6 @@ def case_wide(args, rows_out, out):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     ap.add_argument("--n-cells", type=int, default=1_000_000)
     ap.add_argument("--n-genes", type=int, default=2_000)
     ap.add_argument("--density", type=float, default=0.10)
@@ -275,8 +282,7 @@ def main(argv=None):
     ap.add_argument("--wide-density", type=float, default=0.02)
     ap.add_argument("--wide-chunk-rows", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--memory-limit", default="2GiB", help="per worker")
-    ap.add_argument("--data-dir", default="/work/bench-data")
+    common_args(ap, memory_limit="2GiB", quick="small sizes (a smoke test)")
     ap.add_argument("--skip-scanpy", action="store_true")
     ap.add_argument("--only", choices=["tall", "wide"], default=None)
     args = ap.parse_args(argv)

@@ -45,6 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     FLOOR_COLUMNS,
+    common_args,
     local_cluster,
     one_pass_against_floor,
     table,
@@ -172,6 +173,47 @@ def part_floor(args) -> tuple[list[dict], dict]:
                                       memory_limit=args.memory_limit)
 
 
+def _one_pass_bracketed(args, X, read, prev, V_true) -> list[dict]:
+    """The one-pass fits, each bracketed by read passes (``read()``; ``prev``: the last one's
+    time), repeated round-robin: the ratio is the median of the paired ratios (a single pair
+    moved by ±0.1× between runs here)."""
+    one_pass = [
+        ("elasticnet (n_nonzero=10)",
+         lambda: scalepca.SparsePCA(K, method="elasticnet", n_nonzero=10)),
+        ("PCA covariance_eigh (the same moments pass)",
+         lambda: scalepca.PCA(K, svd_solver="covariance_eigh")),
+        ("batch (covariance)",
+         lambda: scalepca.SparsePCA(K, method="batch", alpha=args.zarr_alpha,
+                                    random_state=0)),
+    ]
+    runs = {label: [] for label, _ in one_pass}
+    for _ in range(args.zarr_repeat):
+        for label, make in one_pass:
+            e = make()
+            t0 = time.perf_counter()
+            e.fit(X)
+            t = time.perf_counter() - t0
+            after = read()
+            runs[label].append((t, 0.5 * (prev + after), e))
+            prev = after
+    rows = []
+    for label, _ in one_pass:
+        ts = [t for t, _, _ in runs[label]]
+        ratios = [t / ref for t, ref, _ in runs[label]]
+        e = runs[label][-1][2]
+        row = {"method": f"{label}: whole fit ({e.n_passes_} pass)",
+               "seconds": float(np.median(ts)),
+               "x read pass": float(np.median(ratios)),
+               "read pass around": float(np.median([ref for _, ref, _ in runs[label]])),
+               "paired ratios": [round(r, 3) for r in ratios]}
+        if isinstance(e, scalepca.SparsePCA):
+            row.update(zero_share=zero_share(e.components_),
+                       **support_scores(e.components_, V_true))
+            row["zero share"] = row.pop("zero_share")
+        rows.append(row)
+    return rows
+
+
 def part_zarr(args) -> tuple[list[dict], dict]:
     """Every fit is bracketed by read passes; its ratio uses the mean of the two neighbouring
     reads, so load from other processes on a shared machine hits both sides alike."""
@@ -216,42 +258,7 @@ def part_zarr(args) -> tuple[list[dict], dict]:
                      "seconds": t_fit, "x read pass": t_fit / ref, "objective": est.objective_})
         info["minibatch_epoch_times"] = est.epoch_times_.tolist()
         info["minibatch_cost_history"] = est.cost_history_.tolist()
-        # one-pass fits, each bracketed by read passes, repeated round-robin: the ratio is
-        # the median of the paired ratios (a single pair moved by ±0.1× between runs here)
-        one_pass = [
-            ("elasticnet (n_nonzero=10)",
-             lambda: scalepca.SparsePCA(K, method="elasticnet", n_nonzero=10)),
-            ("PCA covariance_eigh (the same moments pass)",
-             lambda: scalepca.PCA(K, svd_solver="covariance_eigh")),
-            ("batch (covariance)",
-             lambda: scalepca.SparsePCA(K, method="batch", alpha=args.zarr_alpha,
-                                        random_state=0)),
-        ]
-        runs = {label: [] for label, _ in one_pass}
-        prev = r1
-        for _ in range(args.zarr_repeat):
-            for label, make in one_pass:
-                e = make()
-                t0 = time.perf_counter()
-                e.fit(X)
-                t = time.perf_counter() - t0
-                after = read()
-                runs[label].append((t, 0.5 * (prev + after), e))
-                prev = after
-        for label, _ in one_pass:
-            ts = [t for t, _, _ in runs[label]]
-            ratios = [t / ref for t, ref, _ in runs[label]]
-            e = runs[label][-1][2]
-            row = {"method": f"{label}: whole fit ({e.n_passes_} pass)",
-                   "seconds": float(np.median(ts)),
-                   "x read pass": float(np.median(ratios)),
-                   "read pass around": float(np.median([ref for _, ref, _ in runs[label]])),
-                   "paired ratios": [round(r, 3) for r in ratios]}
-            if isinstance(e, scalepca.SparsePCA):
-                row.update(zero_share=zero_share(e.components_),
-                           **support_scores(e.components_, V_true))
-                row["zero share"] = row.pop("zero_share")
-            rows.append(row)
+        rows += _one_pass_bracketed(args, X, read, r1, V_true)
         info["read_passes"] = reads
         info["loadavg_end"] = os.getloadavg()
         # current (not peak: ru_maxrss of a spawned worker includes its parent's) memory
@@ -260,7 +267,7 @@ def part_zarr(args) -> tuple[list[dict], dict]:
     return rows, info
 
 
-def main(argv=None):
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--mem-samples", type=int, default=100_000)
     ap.add_argument("--mem-features", type=int, default=400)
@@ -275,62 +282,87 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=None,
                     help="rows per minibatch (default: SparsePCA's, at most 8 minibatches "
                     "an epoch)")
-    ap.add_argument("--memory-limit", default="1GiB")
-    ap.add_argument("--data-dir", default="/work/bench-data")
-    ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--zarr-repeat", type=int, default=3,
                     help="round-robin repeats of the one-pass fits on the zarr")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-zarr", action="store_true")
     ap.add_argument("--generate-only", action="store_true")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--codecs", default="zstd,none",
-                    help="stores of the floor table, by codec (scalepca._codecs.CODECS)")
-    ap.add_argument("--floor-only", action="store_true", help="only the floor table")
     ap.add_argument("--skip-floor", action="store_true")
     ap.add_argument("--gram-precision", default="auto", choices=["auto", "float64"],
                     help="products of float32 blocks in the floor table's fits")
+    common_args(ap, memory_limit="1GiB", repeat=2, floor=True)
     args = ap.parse_args(argv)
     if args.quick:
         args.mem_samples, args.zarr_samples, args.repeat, args.bisect = 20_000, 250_000, 1, 8
         args.zarr_repeat = 1
         args.chunk_rows = 25_000
+    if args.floor_only:
+        args.skip_memory = args.skip_zarr = True
+    return args
+
+
+#: the heading (formatted with a part's figures) and the table columns of each part
+IN_MEMORY_TABLE = (
+    "\nin memory: {n_samples:,} × {n_features}, " + str(K) + " components, sklearn "
+    "alpha={alpha_sklearn} ≡ per-sample penalty {alpha_per_sample:.4g}",
+    ["method", "seconds", "x sklearn time", "objective", "objective / sklearn", "zero share",
+     "precision", "recall", "n_iter"])
+ZARR_TABLE = (
+    "\nzarr: {n_samples:,} × {n_features} float32 ({gigabytes:.1f} GB, {chunks} chunks), "
+    "2 workers × {memory_per_worker}",
+    ["method", "seconds", "x read pass", "read pass around", "zero share", "precision", "recall",
+     "objective", "paired ratios"])
+
+
+def _in_memory(args):
+    with dask.config.set(scheduler="threads"):
+        rows, info = part_in_memory(args)
+    return "in_memory", rows, {**info, "rows": rows}, IN_MEMORY_TABLE[0].format(**info), \
+        IN_MEMORY_TABLE[1], ""
+
+
+def _zarr(args):
+    rows, info = part_zarr(args)
+    footer = f"load average at start {info['loadavg_start']}, at end {info['loadavg_end']}"
+    return "zarr", rows, {**info, "rows": rows}, ZARR_TABLE[0].format(**info), ZARR_TABLE[1], \
+        footer
+
+
+def _floor(args):
+    rows, info = part_floor(args)
+    header = (f"\nfloor: {args.zarr_samples:,} × {args.zarr_features} float32, "
+              f"{args.chunk_rows:,}-row chunks, 2 workers × 1 thread, {args.memory_limit}/worker,"
+              f" gram precision {args.gram_precision} (best of {args.zarr_repeat})")
+    key = "floor" if args.gram_precision == "auto" else f"floor_{args.gram_precision}"
+    entry = {"rows": rows, "stores": info, "gram_precision": args.gram_precision}
+    return key, rows, entry, header, FLOOR_COLUMNS, ""
+
+
+def run_parts(args) -> dict:
+    """The parts not skipped, each printed as it ends: ``{part: figures}``."""
+    out = {}
+    for skip, part in ((args.skip_memory, _in_memory), (args.skip_zarr, _zarr),
+                       (args.skip_floor, _floor)):
+        if skip:
+            continue
+        key, rows, entry, header, columns, footer = part(args)
+        print(header)
+        print(table(rows, columns))
+        if footer:
+            print(footer)
+        out[key] = entry
+    return out
+
+
+def main(argv=None):
+    args = parse_args(argv)
     if args.generate_only:
         for codec in args.codecs.split(","):
             ensure_zarr(zarr_path(args, codec), args.zarr_samples, args.zarr_features,
                         args.chunk_rows, codec)
         return
-    if args.floor_only:
-        args.skip_memory = args.skip_zarr = True
     warnings.simplefilter("ignore", UserWarning)
-    out = {}
-    if not args.skip_memory:
-        with dask.config.set(scheduler="threads"):
-            rows, info = part_in_memory(args)
-        print(f"\nin memory: {info['n_samples']:,} × {info['n_features']}, {K} components, "
-              f"sklearn alpha={info['alpha_sklearn']} ≡ scalepca alpha="
-              f"{info['alpha_scalepca_equivalent']:.4g}")
-        print(table(rows, ["method", "seconds", "x sklearn time", "objective",
-                           "objective / sklearn", "zero share", "precision", "recall",
-                           "n_iter"]))
-        out["in_memory"] = {**info, "rows": rows}
-    if not args.skip_zarr:
-        rows, info = part_zarr(args)
-        print(f"\nzarr: {info['n_samples']:,} × {info['n_features']} float32 "
-              f"({info['gigabytes']:.1f} GB, {info['chunks']} chunks), 2 workers × "
-              f"{info['memory_per_worker']}")
-        print(table(rows, ["method", "seconds", "x read pass", "read pass around", "zero share",
-                           "precision", "recall", "objective", "paired ratios"]))
-        print(f"load average at start {info['loadavg_start']}, at end {info['loadavg_end']}")
-        out["zarr"] = {**info, "rows": rows}
-    if not args.skip_floor:
-        rows, info = part_floor(args)
-        print(f"\nfloor: {args.zarr_samples:,} × {args.zarr_features} float32, "
-              f"{args.chunk_rows:,}-row chunks, 2 workers × 1 thread, {args.memory_limit}/worker,"
-              f" gram precision {args.gram_precision} (best of {args.zarr_repeat})")
-        print(table(rows, FLOOR_COLUMNS))
-        key = "floor" if args.gram_precision == "auto" else f"floor_{args.gram_precision}"
-        out[key] = {"rows": rows, "stores": info, "gram_precision": args.gram_precision}
+    out = run_parts(args)
     name = "spca" if not args.quick else "spca_quick"
     if args.skip_memory or args.skip_zarr:  # keep the other part's last results
         import json

@@ -642,8 +642,8 @@ def progress(enabled: bool = True, *, client=None, stream=None, grace: float | N
             client = get_client()
         except (ImportError, ValueError):
             client = None
-    # DecompositionMixin._timed_pass logs every pass on this logger
-    pass_logger = logging.getLogger("scalepca.models.base")
+    # linalg.passes logs every counted pass on this logger
+    pass_logger = logging.getLogger("scalepca.linalg.passes")
     old_level = pass_logger.level
     effective = pass_logger.getEffectiveLevel()
     filt = _pass_filter(stream, effective)

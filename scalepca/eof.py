@@ -38,14 +38,13 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator
 
 from ._validation import is_sparse
-from .linalg.em import _identity_chunk, _reduce_rows
+from .linalg import passes
 from .linalg.moments import _concat_columns, block_moments, merge_moments
 
 logger = logging.getLogger(__name__)
@@ -229,14 +228,15 @@ def _cross_moments(F: da.Array, Z: da.Array, split_every: int = 8) -> dict:
 
     Each row block of ``F`` (one column chunk; dense or CSR) meets the scores of the same
     rows in one task (:func:`_cross_block`, a blockwise map: no data move between rows), and
-    the partials are merged over the row blocks by ``linalg.em._reduce_rows``
-    (``da.reduction``, fan-in ``split_every``), as the pre-image statistics are; only d × k
-    partials travel.
+    the partials are merged over the row blocks by :func:`~scalepca.linalg.passes.reduce_rows`
+    (fan-in ``split_every``), as the pre-image statistics are; only d × k partials travel.
+    The pass is counted on the active counter (the calling tool's).
     """
     parts = da.map_blocks(_cross_block, F, Z, chunks=((1,) * F.numblocks[0], (1,)),
                           dtype=object, meta=np.empty((0, 0), dtype=object))
-    (out,) = dask.compute(_reduce_rows(parts, _identity_chunk, _merge_cross,
-                                       split_every=split_every))
+    (out,) = passes.compute(passes.reduce_rows(parts, None, _merge_cross,
+                                               split_every=split_every),
+                            name="cross moments")
     return out
 
 
@@ -316,8 +316,9 @@ def _field_matrix(field, data, model):
     return F, labels
 
 
-def _maps(model, X, field, n_modes):
-    """(centred cross-moments, score variances) of ``field`` with the model's scores of ``X``.
+def _maps(model, X, field, n_modes, tool: str):
+    """(centred cross-moments, score variances) of ``field`` with the model's scores of ``X``,
+    one pass counted under the name ``tool`` (see :mod:`~scalepca.linalg.passes`).
 
     The scores are the projections of ``X`` on the leading EOFs (eofs' ``pcs``): ``X`` goes
     through the model's own preparation (``model._project``, as in ``transform``: raw fields
@@ -331,7 +332,8 @@ def _maps(model, X, field, n_modes):
     if is_sparse(F) and len(F.chunks[1]) > 1:
         F = F.rechunk({1: -1})
     F = F.rechunk({0: Z.chunks[0], 1: -1})
-    out = _cross_moments(F, Z)
+    with passes.counting(tool, planned=1, chunks=F.numblocks[0]):
+        out = _cross_moments(F, Z)
     d = F.shape[1]
     bad = (out["nan_features"][:d] > 0) if "nan_features" in out else np.zeros(d, bool)
     keep = getattr(model, "_features_kept", None)
@@ -388,7 +390,7 @@ def eofs_as_correlation(model, X, *, field=None, n_modes: int | None = None):
     products, merged in a tree with the stable parallel update of Chan et al. Memory per worker:
     one row block plus O(d·k).
     """
-    out, d, bad, k, labels = _maps(model, X, field, n_modes)
+    out, d, bad, k, labels = _maps(model, X, field, n_modes, "eofs_as_correlation")
     sf = np.sqrt(out["ss"][:d])
     sz = np.sqrt(out["ss"][d:])
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -442,7 +444,7 @@ def eofs_as_covariance(model, X, *, field=None, n_modes: int | None = None,
     if prep is not None and prep.weights is not None:
         logger.info("eofs_as_covariance: X is weighted; the maps are in weighted units (pass "
                     "field=<the unweighted data> for the field's own units)")
-    out, d, bad, k, labels = _maps(model, X, field, n_modes)
+    out, d, bad, k, labels = _maps(model, X, field, n_modes, "eofs_as_covariance")
     n = out["n"]
     if n - ddof <= 0:
         raise ValueError(f"ddof={ddof} leaves no degrees of freedom with {n} samples")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 
 import dask
-import dask.array as da
 import numpy as np
 import pytest
+import xarray as xr
+
+# counted_dask and ReadCounter live in support/counting.py (benchmarks use them too); named here
+# as well for the tests that import them from conftest
+from .support.counting import ComputeCounter, ReadCounter, counted_dask  # noqa: F401
+from .support.processes import free_ports
 
 
 @pytest.fixture
@@ -16,34 +20,110 @@ def rng():
     return np.random.default_rng(12345)
 
 
-class ReadCounter:
-    """A NumPy array behind a ``__getitem__`` that counts reads, like a zarr store would see.
-
-    ``da.from_array(counter, chunks=...)`` gives a dask array whose every block read is counted,
-    so tests can assert how many passes over the data a fit makes:
-    ``passes = counter.reads / number_of_blocks``.
-    """
-
-    def __init__(self, array: np.ndarray):
-        self.array = array
-        self.shape = array.shape
-        self.dtype = array.dtype
-        self.ndim = array.ndim
-        self.reads = 0
-        self._lock = threading.Lock()
-
-    def __getitem__(self, key):
-        with self._lock:
-            self.reads += 1
-        return self.array[key]
+# -- real data: eofs' example sea-surface temperatures ------------------------------------------
+@pytest.fixture(scope="session")
+def sst_dataset():
+    """eofs' example file ``sst_ndjfm_anom.nc`` as a Dataset of its ``sst`` variable, loaded:
+    (time 50, latitude 18, longitude 30) winter anomalies, NaN over land (1/6 of the cells).
+    Shared by the session: tests must not change it in place."""
+    eofs_examples = pytest.importorskip("eofs.examples")
+    path = eofs_examples.example_data_path("sst_ndjfm_anom.nc")
+    # netCDF-3 classic: scipy's engine reads it (netCDF4 and h5netcdf read only netCDF-4)
+    with xr.open_dataset(path, engine="scipy") as ds:
+        return ds[["sst"]].load()
 
 
-def counted_dask(array: np.ndarray, chunks):
-    """(dask array over a :class:`ReadCounter`, the counter)."""
-    counter = ReadCounter(array)
-    arr = da.from_array(counter, chunks=chunks, asarray=False, fancy=False)
-    counter.reads = 0  # from_array reads an empty slice to learn the block type
-    return arr, counter
+@pytest.fixture(scope="session")
+def sst(sst_dataset):
+    """The SST field of :func:`sst_dataset` as a DataArray."""
+    return sst_dataset["sst"]
+
+
+# -- remote object stores: moto's S3 server --------------------------------------------------
+S3_BUCKET = "scalepca-test"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """(storage_options, s3fs filesystem) of a moto S3 server with one bucket (``S3_BUCKET``),
+    in a thread of the test process on 127.0.0.1 and a free port; skips where s3fs or moto
+    is missing."""
+    s3fs = pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+
+    (port,) = free_ports(1)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    opts = {
+        "key": "testing",
+        "secret": "testing",
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "client_kwargs": {"region_name": "us-east-1"},
+    }
+    try:
+        s3fs.S3FileSystem.clear_instance_cache()
+        import boto3
+
+        boto3.client("s3", endpoint_url=opts["endpoint_url"], region_name="us-east-1",
+                     aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=S3_BUCKET)
+        fs = s3fs.S3FileSystem(**opts)
+        yield opts, fs
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        server.stop()
+
+
+# -- a synthetic gridded field ------------------------------------------------------------------
+#: (lat index, lon index) cells of :func:`field` that are land
+FIELD_LAND = [(0, 0), (0, 1), (0, 2), (2, 5), (3, 5)]
+
+
+def field(rng, nt=60, ny=6, nx=8, *, land=True, gaps=0.0, members=None):
+    """A (time, lat, lon) field: 3 spatial patterns + noise + a mean, NaN over land."""
+    lat = np.linspace(70.0, -70.0, ny)  # descending, as in many climate files
+    lon = np.arange(nx) * 45.0
+    pats = rng.standard_normal((3, ny, nx))
+    amp = rng.standard_normal((nt, 3)) * [3.0, 2.0, 1.0]
+    data = np.einsum("tk,kyx->tyx", amp, pats) + 0.3 * rng.standard_normal((nt, ny, nx)) + 5.0
+    if land:
+        for y, x in FIELD_LAND:
+            data[:, y, x] = np.nan
+    if gaps:
+        sea = ~np.isnan(data)
+        data[sea & (rng.random(data.shape) < gaps)] = np.nan
+    coords = {"time": np.arange(nt), "lat": lat, "lon": lon}
+    arr = xr.DataArray(data, dims=("time", "lat", "lon"), coords=coords, name="sst",
+                       attrs={"units": "K"})
+    if members:
+        arr = xr.concat([arr + 0.1 * m for m in range(members)], dim="member").assign_coords(
+            member=np.arange(members))
+    return arr
+
+
+def same_up_to_sign(a, b, axes, rtol=1e-8, atol=1e-10):
+    a, b = np.asarray(a), np.asarray(b)
+    for i in range(a.shape[0]):
+        s = np.sign(np.nansum(a[i] * b[i]))
+        np.testing.assert_allclose(a[i], s * b[i], rtol=rtol, atol=atol, equal_nan=True)
+
+
+# -- land masks: features NaN in every sample -------------------------------------------------
+def land_over(X, cols):
+    """``X`` with the columns ``cols`` set to NaN in every row, and the mask of the kept
+    columns: ``(X with land, keep)``; the fit on it must equal the fit on ``X[:, keep]``."""
+    Xn = np.array(X, copy=True)
+    Xn[:, list(cols)] = np.nan
+    keep = np.ones(Xn.shape[1], dtype=bool)
+    keep[list(cols)] = False
+    return Xn, keep
+
+
+def land_inserted(X, at):
+    """``X`` with all-NaN columns inserted before the columns ``at`` (``np.insert``), and the
+    mask of the original columns: ``(X with land, keep)``; ``X_with_land[:, keep]`` is ``X``."""
+    Xn = np.insert(X, list(at), np.nan, axis=1)
+    return Xn, ~np.isnan(Xn).all(axis=0)
 
 
 def arrays_in(obj):
@@ -72,17 +152,6 @@ def recorded_results():
         yield results
 
 
-class ComputeCounter:
-    """A dask scheduler that counts ``compute`` calls (each runs the synchronous scheduler)."""
-
-    def __init__(self):
-        self.count = 0
-
-    def __call__(self, dsk, keys, **kwargs):
-        self.count += 1
-        return dask.get(dsk, keys, **kwargs)
-
-
 @pytest.fixture
 def raise_if_dask_computes():
     """Context factory: ``with raise_if_dask_computes(max_computes=0): ...``."""
@@ -109,8 +178,8 @@ def low_rank_data(rng, n=600, d=24, rank=5, noise=0.3, offset=3.0):
 
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
-    """A single-node SLURM on loopback (tests/_slurm.py), for the session; skips, saying how to
-    enable it, where the binaries are missing or the tests do not run as root.
+    """A single-node SLURM on loopback (tests/support/slurm.py), for the session; skips, saying
+    how to enable it, where the binaries are missing or the tests do not run as root.
 
     ``SLURM_CONF`` is set in this process's environment while it runs, so ``sbatch``,
     ``squeue`` and ``scancel`` — also those dask-jobqueue and the ``scalepca`` CLI call — talk
@@ -118,7 +187,7 @@ def slurm(tmp_path_factory):
     """
     import os
 
-    from ._slurm import LoopbackSlurm, why_not
+    from .support.slurm import LoopbackSlurm, why_not
 
     reason = why_not()
     if reason:

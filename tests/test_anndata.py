@@ -21,14 +21,7 @@ from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 from scalepca.datasets import count_model, make_counts, make_low_rank, write_dataset
 from scalepca.io._matrix import as_matrix
 
-try:
-    from .test_s3 import BUCKET, s3  # noqa: F401  (moto's S3 server, a module fixture)
-except pytest.skip.Exception:  # s3fs or moto missing: only the S3 test skips
-    BUCKET = None
-
-    @pytest.fixture
-    def s3():
-        pytest.skip("s3fs and moto are needed for the S3 test")
+from .conftest import S3_BUCKET as BUCKET
 
 ad = pytest.importorskip("anndata")
 
@@ -254,12 +247,18 @@ def test_counts_store_is_the_same_whatever_the_blocks(tmp_path):
     assert _same(_stacked(X), a.layers["counts"])
 
 
+def _make_counts_cli(path, capsys, n, d, *extra):
+    """``scalepca make-data --kind counts`` of ``n`` × ``d`` (density 0.25, seed 3, 64-row
+    chunks) to ``path``, with the ``extra`` arguments."""
+    rc = main(["make-data", str(path), "--kind", "counts", "--n-samples", str(n),
+               "--n-features", str(d), "--density", "0.25", "--seed", "3", "--chunk-rows", "64",
+               *extra, "-q"])
+    assert rc == EXIT_OK, capsys.readouterr().err
+
+
 def test_make_data_counts_cli(tmp_path, capsys):
     path = tmp_path / "cli.zarr"
-    rc = main(["make-data", str(path), "--kind", "counts", "--n-samples", "300",
-               "--n-features", "50", "--density", "0.25", "--seed", "3", "--chunk-rows", "64",
-               "--set", "layer=counts", "-q"])
-    assert rc == EXIT_OK, capsys.readouterr().err
+    _make_counts_cli(path, capsys, 300, 50, "--set", "layer=counts")
     a = ad.read_zarr(path)
     assert _same(a.layers["counts"], _stacked(make_counts(300, 50, density=0.25, seed=3).X))
 
@@ -280,10 +279,7 @@ def test_make_data_counts_store_runs_scanpys_default_pca(tmp_path, capsys):
     # mismatch"); its result equals scalepca's on the same store
     sc = pytest.importorskip("scanpy")
     path = tmp_path / "counts.zarr"
-    rc = main(["make-data", str(path), "--kind", "counts", "--n-samples", "400",
-               "--n-features", "60", "--density", "0.25", "--seed", "3", "--chunk-rows", "64",
-               "--dtype", "float64", "-q"])
-    assert rc == EXIT_OK, capsys.readouterr().err
+    _make_counts_cli(path, capsys, 400, 60, "--dtype", "float64")
     a = ad.read_zarr(path)
     assert a.X.indices.dtype == a.X.indptr.dtype == np.int32  # scipy's choice for this size
     own = ad.AnnData(X=sp.csr_matrix(a.X.toarray()))  # the same matrix written by anndata

@@ -23,7 +23,7 @@ import scalepca
 from scalepca.config import ConfigError, validate_config
 from scalepca.io._checkpoint import CheckpointStore, SmallStateCheckpoint, check_fingerprint
 
-from ._reliability import low_rank, with_missing
+from .support.reliability import low_rank, with_missing
 
 
 def _quiet(fit):

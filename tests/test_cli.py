@@ -283,7 +283,7 @@ def test_make_data_errors(tmp_path, capsys):
 def real_cluster(tmp_path_factory):
     from distributed import Client
 
-    from ._reliability import start_scheduler
+    from .support.reliability import start_scheduler
 
     logdir = tmp_path_factory.mktemp("cluster-logs")
     procs = []

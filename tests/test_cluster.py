@@ -133,30 +133,29 @@ def _gib(memory: str) -> int:
     return round(parse_bytes(memory) / 2**30)
 
 
-def test_slurm_job_script_from_config():
-    pytest.importorskip("dask_jobqueue")
-    c = load_config(CONFIGS / "slurm.yaml")["cluster"]
-    script = _script(c)
-    assert f"#SBATCH --cpus-per-task={c['cores']}" in script
-    assert f"#SBATCH --mem={_gib(c['memory'])}G" in script
-    assert f"#SBATCH -t {c['walltime']}" in script
-    assert f"#SBATCH -p {c['queue']}" in script
-    assert f"#SBATCH -A {c['account']}" in script
-    for line in c["job_extra"]:
-        assert f"#SBATCH {line}" in script
-    assert f"--nthreads {c['cores'] // (c['processes'] or 1)}" in script
+#: the lines each scheduler's job script must hold, from the config's cluster section ``c``
+JOB_SCRIPT_LINES = {
+    "slurm": lambda c: [
+        f"#SBATCH --cpus-per-task={c['cores']}", f"#SBATCH --mem={_gib(c['memory'])}G",
+        f"#SBATCH -t {c['walltime']}", f"#SBATCH -p {c['queue']}", f"#SBATCH -A {c['account']}",
+        *(f"#SBATCH {line}" for line in c["job_extra"]),
+        f"--nthreads {c['cores'] // (c['processes'] or 1)}"],
+    "pbs": lambda c: [
+        f"#PBS -l select=1:ncpus={c['cores']}:mem={_gib(c['memory'])}GB",
+        f"#PBS -l walltime={c['walltime']}", f"#PBS -q {c['queue']}", f"#PBS -A {c['account']}",
+        f"--nworkers {c['processes']}"],
+}
 
 
-def test_pbs_job_script_from_config():
+@pytest.mark.parametrize("scheduler", sorted(JOB_SCRIPT_LINES))
+def test_job_script_from_config(scheduler):
     pytest.importorskip("dask_jobqueue")
-    c = load_config(CONFIGS / "pbs.yaml")["cluster"]
+    c = load_config(CONFIGS / f"{scheduler}.yaml")["cluster"]
     script = _script(c)
-    assert f"#PBS -l select=1:ncpus={c['cores']}:mem={_gib(c['memory'])}GB" in script
-    assert f"#PBS -l walltime={c['walltime']}" in script
-    assert f"#PBS -q {c['queue']}" in script
-    assert f"#PBS -A {c['account']}" in script
-    assert f"--nworkers {c['processes']}" in script
-    assert c["adaptive"] == {"minimum_jobs": 1, "maximum_jobs": 8}
+    for line in JOB_SCRIPT_LINES[scheduler](c):
+        assert line in script
+    if scheduler == "pbs":
+        assert c["adaptive"] == {"minimum_jobs": 1, "maximum_jobs": 8}
 
 
 @pytest.mark.parametrize(

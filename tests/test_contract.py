@@ -15,35 +15,21 @@ import numpy as np
 import pytest
 
 from . import _contract as C
+from .support.counting import TaskCounter
 
 dask = pytest.importorskip("dask")
 xr = pytest.importorskip("xarray")
 pytest.importorskip("anndata")
 
-from dask.callbacks import Callback  # noqa: E402
 
 # iterative fits run a fixed number of steps (tol=0) so that every path runs the same ones
 pytestmark = pytest.mark.filterwarnings("ignore:.*did not converge:UserWarning",
                                         "ignore:.*did not converge")
 
 
-class _TaskCounter(Callback):
-    """Counts the dask tasks run since the last :meth:`reset` (local schedulers)."""
-
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def _pretask(self, key, dsk, state):
-        self.count += 1
-
-    def reset(self):
-        self.count = 0
-
-
 @pytest.fixture
 def tasks():
-    counter = _TaskCounter()
+    counter = TaskCounter()
     with dask.config.set(scheduler="sync"), counter:
         yield counter
 

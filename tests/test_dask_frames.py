@@ -10,14 +10,14 @@ import pytest
 
 import scalepca
 
-from .test_contract import _TaskCounter
+from .support.counting import TaskCounter
 
 dd = pytest.importorskip("dask.dataframe")
 
 
 @pytest.fixture
 def tasks():
-    counter = _TaskCounter()
+    counter = TaskCounter()
     with dask.config.set(scheduler="sync"), counter:
         yield counter
 

@@ -2,7 +2,7 @@
 and for different chunkings of the same matrix — for every estimator, to stated tolerances.
 
 Tolerances (relative to the largest entry of each fitted attribute, see
-``_reliability.max_rel_diff``):
+``support.reliability.max_rel_diff``):
 
 * same chunking, 1 vs 2 workers, or a second run: ``Case.rtol_same`` (1e-10 for one-pass
   methods; iterative ones 1e-9/1e-8). The task graph is identical, so only the order in which
@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import scalepca
 
-from ._reliability import (
+from .support.reliability import (
     ESTIMATORS,
     ProcessCluster,
     assert_same_fit,

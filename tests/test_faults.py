@@ -11,10 +11,10 @@
   uninterrupted fit ends.
 
 The data are zarr stores. The kills do not race the fit: in the default-suite tests the fit reads
-through a gate (``_reliability.gated``) that stalls it once every worker is executing a fit task
-and holds results, the killer acts when the scheduler reports that state, and only then is the
-gate opened — so the fault always lands mid-fit, whatever the machine's load. The resume tests
-stall the reads once the first checkpoint commit is on disk and kill the cluster then.
+through a gate (``support.reliability.gated``) that stalls it once every worker is executing a
+fit task and holds results, the killer acts when the scheduler reports that state, and only then
+is the gate opened — so the fault always lands mid-fit, whatever the machine's load. The resume
+tests stall the reads once the first checkpoint commit is on disk and kill the cluster then.
 Workers run without a nanny (a killed worker stays dead, like a preempted node), one thread
 each, ``--memory-limit 1GiB``.
 """
@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import zarr
 
-from ._reliability import (
+from .support.reliability import (
     BY_NAME,
     ESTIMATORS,
     ClusterKiller,
@@ -51,7 +51,7 @@ def _warm(client):
 
     def imports():
         import scalepca  # noqa: F401
-        import tests._reliability  # noqa: F401
+        import tests.support.reliability  # noqa: F401
 
         return True
 

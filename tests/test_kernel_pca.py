@@ -26,7 +26,8 @@ from scalepca.linalg.kernels import (
 from scalepca.models import kernel_pca as kpca_mod
 from scalepca.models.registry import estimator_class
 
-from .conftest import arrays_in, counted_dask, recorded_results
+from .conftest import arrays_in, land_over, recorded_results
+from .support.counting import counted_dask
 
 KERNEL_CASES = [
     ("rbf", {"gamma": 0.2}),
@@ -396,20 +397,12 @@ def test_sklearn_api_and_config(Xsmall):
 
 
 # -- features that are NaN in every sample (land masks) ------------------------------------------
-def _with_land(X, cols=(1, 4)):
-    Xn = X.copy()
-    Xn[:, list(cols)] = np.nan
-    keep = np.ones(X.shape[1], dtype=bool)
-    keep[list(cols)] = False
-    return Xn, keep
-
-
 @pytest.mark.parametrize("kw", APPROX)
 def test_all_nan_features_are_left_out(Xsmall, kw):
     """open_matrix's promise: features NaN in every sample are left out of the fit; the fit
     equals the fit on the data without them (same landmarks, random features and γ = 1/d of
     the kept features), and ``transform`` uses only the kept features."""
-    Xn, keep = _with_land(Xsmall)
+    Xn, keep = land_over(Xsmall, cols=(1, 4))
     ref = KernelPCA(3, random_state=0, **kw).fit(Xsmall[:, keep])
     Zref = ref.transform(Xsmall[:, keep])
     for X in (Xn, da.from_array(Xn, chunks=(64, 6))):
@@ -433,7 +426,7 @@ def test_all_nan_features_are_left_out(Xsmall, kw):
 
 def test_all_nan_features_xarray_and_save(tmp_path, Xsmall):
     """The same through open_matrix on a gridded DataArray (land = NaN), chunked by dask."""
-    Xn, keep = _with_land(Xsmall)
+    Xn, keep = land_over(Xsmall, cols=(1, 4))
     field = xr.DataArray(Xn.reshape(400, 2, 3), dims=("time", "lat", "lon"),
                          coords={"time": np.arange(400)}).chunk({"time": 100})
     for kw in APPROX[:3]:

@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 import scalepca
 from scalepca._validation import check_n_components, choose_n_components, minka_dimension
 
-from .conftest import counted_dask
+from .support.counting import counted_dask
 
 
 def _datasets():

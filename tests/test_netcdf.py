@@ -15,26 +15,21 @@ pytest.importorskip("h5netcdf")
 SST = eofs_examples.example_data_path("sst_ndjfm_anom.nc")  # netCDF classic, 4 variables
 
 
-@pytest.fixture
-def sst():
-    with xr.open_dataset(SST) as ds:
-        return ds[["sst"]].load()
-
-
 def _fit(X):
     return scalepca.PCA(4).fit(X)
 
 
 @pytest.fixture
-def zarr_reference(sst, tmp_path):
+def zarr_reference(sst_dataset, tmp_path):
     store = tmp_path / "sst.zarr"
-    sst.to_zarr(store, zarr_format=3, consolidated=False)
+    sst_dataset.to_zarr(store, zarr_format=3, consolidated=False)
     return store
 
 
-def test_single_hdf5_file_equals_zarr(sst, tmp_path, zarr_reference, raise_if_dask_computes):
+def test_single_hdf5_file_equals_zarr(sst_dataset, tmp_path, zarr_reference,
+                                      raise_if_dask_computes):
     path = tmp_path / "sst.nc"
-    sst.to_netcdf(path, engine="h5netcdf")  # NetCDF-4 (HDF5)
+    sst_dataset.to_netcdf(path, engine="h5netcdf")  # NetCDF-4 (HDF5)
     with raise_if_dask_computes(0):
         X = scalepca.open_matrix(str(path), variable="sst", sample_dims="time")
     Z = scalepca.open_matrix(str(zarr_reference), variable="sst", sample_dims="time")
@@ -43,25 +38,25 @@ def test_single_hdf5_file_equals_zarr(sst, tmp_path, zarr_reference, raise_if_da
     np.testing.assert_array_equal(_fit(X).components_, _fit(Z).components_)
 
 
-def test_classic_netcdf_and_magic_bytes(sst, tmp_path):
+def test_classic_netcdf_and_magic_bytes(sst_dataset, tmp_path):
     """The eofs example file (netCDF classic) opens; files without an ending by their bytes."""
     X = scalepca.open_matrix(SST, variable="sst", sample_dims="time")
-    np.testing.assert_array_equal(X.values, sst.sst.values.reshape(50, -1))
+    np.testing.assert_array_equal(X.values, sst_dataset.sst.values.reshape(50, -1))
     plain = tmp_path / "sst_without_ending"
     plain.write_bytes(open(SST, "rb").read())
     Y = scalepca.open_matrix(str(plain), variable="sst", sample_dims="time")
     np.testing.assert_array_equal(Y.values, X.values)
     h5 = tmp_path / "sst_hdf5_without_ending"  # NetCDF-4: found by the HDF5 signature
-    sst.to_netcdf(h5, engine="h5netcdf")
+    sst_dataset.to_netcdf(h5, engine="h5netcdf")
     H = scalepca.open_matrix(str(h5), variable="sst", sample_dims="time")
     np.testing.assert_array_equal(H.values, X.values)
 
 
-def test_glob_of_files_split_along_time_equals_zarr(sst, tmp_path, zarr_reference):
+def test_glob_of_files_split_along_time_equals_zarr(sst_dataset, tmp_path, zarr_reference):
     d = tmp_path / "parts"
     d.mkdir()
-    sst.isel(time=slice(0, 23)).to_netcdf(d / "sst_a.nc", engine="h5netcdf")
-    sst.isel(time=slice(23, None)).to_netcdf(d / "sst_b.nc", engine="h5netcdf")
+    sst_dataset.isel(time=slice(0, 23)).to_netcdf(d / "sst_a.nc", engine="h5netcdf")
+    sst_dataset.isel(time=slice(23, None)).to_netcdf(d / "sst_b.nc", engine="h5netcdf")
     X = scalepca.open_matrix(str(d / "*.nc"), variable="sst", sample_dims="time")
     Z = scalepca.open_matrix(str(zarr_reference), variable="sst", sample_dims="time")
     assert X.data.numblocks[0] >= 2  # one chunk per file at least: still lazy and split
@@ -97,13 +92,14 @@ def _main(capsys, *argv):
     return rc, out, err
 
 
-def test_every_cli_verb_reads_netcdf(sst, tmp_path, capsys):
+def test_every_cli_verb_reads_netcdf(sst_dataset, tmp_path, capsys):
     """`transform` and `info` read the NetCDF file `run` and `validate` read (they said "no zarr
     array or group at '….nc'"); a missing file is "no NetCDF file", not "no zarr store"."""
     import yaml
 
     h5 = tmp_path / "sst.nc"
-    sst.to_netcdf(h5, engine="h5netcdf")  # NetCDF-4 (HDF5) besides the classic example file
+    # NetCDF-4 (HDF5) besides the classic example file
+    sst_dataset.to_netcdf(h5, engine="h5netcdf")
     for path in (SST, h5):
         cfg = {"data": {"path": str(path), "variable": "sst", "sample_dims": ["time"],
                         "weights": "sqrt_coslat"},
@@ -126,8 +122,8 @@ def test_every_cli_verb_reads_netcdf(sst, tmp_path, capsys):
         np.testing.assert_allclose(got.values, ran.values, rtol=1e-12, atol=1e-12)
         # the dense float64 reference: the weighted field minus the mean, onto the EOFs
         est = scalepca.load(model)
-        w = scalepca.eof.coslat_weights(sst).broadcast_like(sst.sst.isel(time=0))
-        field = (sst.sst * w).values.reshape(50, -1).astype(np.float64)
+        w = scalepca.eof.coslat_weights(sst_dataset).broadcast_like(sst_dataset.sst.isel(time=0))
+        field = (sst_dataset.sst * w).values.reshape(50, -1).astype(np.float64)
         ocean = np.isfinite(est.mean_)
         ref = (field[:, ocean] - est.mean_[ocean]) @ est.components_[:, ocean].T
         np.testing.assert_allclose(got.values, ref, rtol=0, atol=1e-10 * np.abs(ref).max())

@@ -2,7 +2,8 @@
 
 Each notebook is executed in a fresh kernel with nbclient, from the ``notebooks/`` folder, on
 an in-memory copy (the committed outputs are not touched). Notebooks that take more than about
-a minute on a 2-core machine are marked slow; see ``notebooks/build.py`` to rebuild them.
+a minute on a 2-core machine are marked slow; see ``notebooks/build.py`` to rebuild them from
+their sources in ``notebooks/src/``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
+pytest.importorskip("jupytext")
 pytest.importorskip("matplotlib")
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -52,7 +54,7 @@ def test_all_nine_notebooks_exist():
 
 
 def test_notebooks_match_their_builder():
-    """The committed notebooks hold exactly the cells of notebooks/build.py, with outputs."""
+    """The committed notebooks hold exactly the cells of notebooks/src/, with outputs."""
     for name, cells in _builder().NOTEBOOKS.values():
         nb = nbformat.read(NOTEBOOKS / name, as_version=4)
         assert [c.source for c in nb.cells] == [c.source for c in cells], name

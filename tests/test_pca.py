@@ -16,7 +16,8 @@ from sklearn.preprocessing import StandardScaler
 import scalepca
 from scalepca.linalg import merge_moments, moments
 
-from .conftest import counted_dask, low_rank_data
+from .conftest import low_rank_data
+from .support.counting import counted_dask
 
 
 def dense_reference(X):

@@ -305,7 +305,7 @@ def test_zero_center_false_refuses_the_gaussian_model_and_eigenvalue_tools(kind,
     ``score``, ``score_samples``, ``get_covariance``, ``get_precision``, ``north_test`` and
     ``Rotator`` refuse it before reading the data (they once ran: a log-likelihood of
     −26.8 where PCA's is −23.3, North errors of unsorted variances)."""
-    from .conftest import counted_dask
+    from .support.counting import counted_dask
 
     X = counts(n=600, d=12, seed=8, density=0.5)
     data = X if kind == "sparse" else X.toarray()

@@ -23,7 +23,8 @@ from scalepca.linalg.em import (
     posterior_mean_block,
 )
 
-from .conftest import counted_dask, low_rank_data
+from .conftest import low_rank_data
+from .support.counting import counted_dask
 
 
 def well_specified(rng, n=600, d=24, k=3, noise=0.3):

@@ -20,16 +20,7 @@ import scalepca
 from scalepca._validation import _row_chunks
 from scalepca.io import as_matrix
 
-from .test_xarray_eof import field, same_up_to_sign
-
-
-@pytest.fixture(scope="module")
-def sst():
-    eofs_examples = pytest.importorskip("eofs.examples")
-    path = eofs_examples.example_data_path("sst_ndjfm_anom.nc")
-    # the netCDF4 and h5netcdf engines are not installed; the file is netCDF-3 (scipy reads it)
-    with xr.open_dataset(path, engine="scipy") as ds:
-        return ds["sst"].load()
+from .conftest import field, same_up_to_sign
 
 
 def xeofs_weights(arr):

@@ -24,6 +24,8 @@ from scalepca.linalg.svt import (
 )
 from scalepca.models import robust_pca as rpca_mod
 
+from .conftest import land_inserted
+
 
 def clmw_problem(n, frac=0.05, seed=0):
     """The random problems of Candès, Li, Ma & Wright (2011), Table 1.
@@ -238,7 +240,7 @@ CHILD = textwrap.dedent(
     import numpy as np, dask.array as da
     sys.path[:0] = [{tests!r}, {repo!r}]
     from test_robust_pca import clmw_problem
-    from tests._reliability import commits, stop_here
+    from tests.support.reliability import commits, stop_here
     from scalepca.models import robust_pca as m
 
     orig = m.svt
@@ -258,7 +260,7 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize("storage", ["memory", "zarr"])
 def test_checkpoint_survives_sigkill(tmp_path, storage):
-    from ._reliability import REPO, commits, run_until_stopped
+    from .support.reliability import REPO, commits, run_until_stopped
 
     path = str(tmp_path / "ck.zarr")
     code = CHILD.format(tests=os.path.dirname(__file__), repo=str(REPO), path=path,
@@ -610,12 +612,6 @@ def test_factor_graphs_do_not_warn_and_leave_the_config_alone(tmp_path):
 
 
 # -- features that are NaN in every sample (land masks) ----------------------------------------
-def _with_land(M, at=(3, 50, 50)):
-    """M with all-NaN columns inserted before the columns ``at`` (and the kept-column mask)."""
-    Mn = np.insert(M, list(at), np.nan, axis=1)
-    return Mn, ~np.isnan(Mn).all(axis=0)
-
-
 def _assert_same_as_without_land(est, ref, keep, atol):
     assert est.n_features_in_ == keep.size and est.n_iter_ == ref.n_iter_
     assert est.rank_ == ref.rank_ and est.nnz_ == ref.nnz_ and est.lam_ == ref.lam_
@@ -636,7 +632,7 @@ def test_all_nan_features_are_left_out():
     blocks, so it matches to rounding; other chunkings to the chunking tolerance."""
     L0, S0, r = clmw_problem(120, seed=2)
     M = L0 + S0
-    Mn, keep = _with_land(M)
+    Mn, keep = land_inserted(M, at=(3, 50, 50))
     ref = scalepca.RobustPCA(random_state=0).fit(M)
     with pytest.warns(UserWarning, match="3 of 123 features are NaN in every sample"):
         est = scalepca.RobustPCA(random_state=0).fit(Mn)
@@ -658,7 +654,7 @@ def test_all_nan_features_xarray_mask_zarr_and_save(tmp_path):
     import xarray as xr
 
     L0, S0, r = clmw_problem(100, seed=3)
-    Mn, keep = _with_land(L0 + S0, at=(0, 10, 99, 99))
+    Mn, keep = land_inserted(L0 + S0, at=(0, 10, 99, 99))
     W = np.random.default_rng(1).random(Mn.shape) < 0.9
     field = xr.DataArray(Mn.reshape(100, 13, 8), dims=("time", "lat", "lon")).chunk({"time": 40})
     ref = scalepca.RobustPCA(mask=W[:, keep], random_state=0).fit(
@@ -697,7 +693,7 @@ def test_factor_pieces_survive_a_worker_loss(tmp_path):
     import dask
     import zarr
 
-    from ._reliability import ProcessCluster, WorkerKiller, gated, new_gate
+    from .support.reliability import ProcessCluster, WorkerKiller, gated, new_gate
 
     L0, S0, r = clmw_problem(120, seed=5)
     z = zarr.create_array(tmp_path / "m.zarr", shape=(120, 120), chunks=(40, 40), dtype="f8")

@@ -7,7 +7,6 @@ the machine.
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import pytest
@@ -18,45 +17,10 @@ import scalepca
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 from scalepca.datasets import make_low_rank, write_dataset
 
+from .conftest import S3_BUCKET as BUCKET
+
 pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
-
-BUCKET = "scalepca-test"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3():
-    """(storage_options, s3fs filesystem) of a moto S3 server with one bucket."""
-    import s3fs
-
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    opts = {
-        "key": "testing",
-        "secret": "testing",
-        "endpoint_url": f"http://127.0.0.1:{port}",
-        "client_kwargs": {"region_name": "us-east-1"},
-    }
-    try:
-        s3fs.S3FileSystem.clear_instance_cache()
-        import boto3
-
-        boto3.client("s3", endpoint_url=opts["endpoint_url"], region_name="us-east-1",
-                     aws_access_key_id="testing",
-                     aws_secret_access_key="testing").create_bucket(Bucket=BUCKET)
-        fs = s3fs.S3FileSystem(**opts)
-        yield opts, fs
-    finally:
-        s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
-
+pytest.importorskip("moto.server")
 
 @pytest.fixture(scope="module")
 def remote_data(s3):

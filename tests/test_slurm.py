@@ -1,5 +1,5 @@
 """scalepca on a real batch system: a single-node SLURM on loopback (the ``slurm`` fixture,
-tests/_slurm.py), with dask-jobqueue submitting the worker jobs through ``sbatch``.
+tests/support/slurm.py), with dask-jobqueue submitting the worker jobs through ``sbatch``.
 
 * The quickstart job through a SLURM config, run by the ``scalepca`` CLI, equals the run on
   a ``LocalCluster``.
@@ -11,7 +11,7 @@ tests/_slurm.py), with dask-jobqueue submitting the worker jobs through ``sbatch
 * ``adaptive`` scaling submits jobs when work arrives and releases them when idle (squeue).
 * A job that cannot be scheduled is an error naming the config keys, not a hang.
 
-The fits read through the gates of tests/_reliability.py, so the cancellations land mid-fit
+The fits read through the gates of tests/support/reliability.py, so the cancellations land mid-fit
 whatever the machine's load. Skips (saying how to enable them) without SLURM or root.
 """
 
@@ -32,7 +32,7 @@ import pytest
 import yaml
 import zarr
 
-from ._reliability import (
+from .support.reliability import (
     BY_NAME,
     REPO,
     assert_same_fit,
@@ -82,7 +82,7 @@ def _job_of(cluster, worker_name: str) -> str:
 def _warm(client):
     def imports():
         import scalepca  # noqa: F401
-        import tests._reliability  # noqa: F401
+        import tests.support.reliability  # noqa: F401
 
         return True
 
@@ -119,7 +119,7 @@ def slurm_connect(slurm, tmp_path, monkeypatch):
     for key, value in _env(slurm).items():
         if key != "PYTHONPATH":
             monkeypatch.setenv(key, value)
-    # workers import tests._reliability (gated reads): they need this worktree on their path
+    # workers import tests.support.reliability (gated reads): they need this worktree on their path
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     clients = []
 
@@ -180,41 +180,58 @@ def test_quickstart_through_slurm_equals_local(slurm, tmp_path):
 
 
 # -- b) preemption ---------------------------------------------------------------------------
-def test_pca_survives_a_cancelled_worker_job(slurm, slurm_connect, tmp_path):
+def _two_workers_and(slurm_connect, tmp_path, case_name, rows):
+    """A client of two warm worker jobs, the case of ``case_name`` and its data (a zarr store of
+    ``rows``-row chunks): ``(client, cluster, case, X)``."""
     client = slurm_connect()
-    cluster = client._scalepca_cluster
     client.wait_for_workers(2, timeout=60)
     _warm(client)
-    case = BY_NAME["PCA"]
-    X = da.from_zarr(_store(tmp_path, case, rows=25))
+    case = BY_NAME[case_name]
+    return client, client._scalepca_cluster, case, da.from_zarr(_store(tmp_path, case, rows=rows))
+
+
+def _fit_while(client, gate, preempt, fit):
+    """``fit()`` while a thread runs ``preempt()`` and then opens ``gate`` (whatever happened):
+    the fit's result; an error of ``preempt`` fails the test."""
+    errors = []
+
+    def run():
+        try:
+            preempt()
+        except Exception as err:
+            errors.append(err)
+        finally:
+            open_gate(client, gate)
+
+    killer = threading.Thread(target=run, daemon=True)
+    killer.start()
+    out = fit()
+    killer.join(timeout=60)
+    assert errors == [], errors
+    return out
+
+
+def test_pca_survives_a_cancelled_worker_job(slurm, slurm_connect, tmp_path):
+    client, cluster, case, X = _two_workers_and(slurm_connect, tmp_path, "PCA", rows=25)
     with dask.config.set(scheduler="sync"):  # the same graph, undisturbed, in this process
         ref = summary(case.make().fit(X))
 
     # each worker reads two blocks, then the fit stalls until the job of a worker executing a
     # fit task while holding results (the first seen) is cancelled
     gate = new_gate()
-    jobs, errors = [], []
+    jobs = []
 
     def preempt():
-        try:
-            busy = wait_until_busy(client, list(cluster.workers), min_results=2,
-                                   need_all=False)
-            victim = next(iter(busy))
-            jobs.append(_job_of(cluster, victim))
-            slurm.cancel(jobs[0])
-            _until(lambda: victim not in {w["name"] for w in
-                                          client.scheduler_info(n_workers=-1)["workers"]
-                                          .values()}, 60, "the cancelled worker leaving")
-        except Exception as err:
-            errors.append(err)
-        finally:
-            open_gate(client, gate)
+        busy = wait_until_busy(client, list(cluster.workers), min_results=2, need_all=False)
+        victim = next(iter(busy))
+        jobs.append(_job_of(cluster, victim))
+        slurm.cancel(jobs[0])
+        _until(lambda: victim not in {w["name"] for w in
+                                      client.scheduler_info(n_workers=-1)["workers"]
+                                      .values()}, 60, "the cancelled worker leaving")
 
-    killer = threading.Thread(target=preempt, daemon=True)
-    killer.start()
-    got = summary(case.make().fit(gated(X, gate, free=2)))
-    killer.join(timeout=60)
-    assert errors == [], errors
+    got = _fit_while(client, gate, preempt,
+                     lambda: summary(case.make().fit(gated(X, gate, free=2))))
     (job,) = jobs
     assert job not in slurm.jobs(), "the cancelled job is still queued"
     assert_same_fit(ref, got, case.rtol_same, "PCA after a cancelled job")
@@ -225,12 +242,7 @@ def test_pca_survives_a_cancelled_worker_job(slurm, slurm_connect, tmp_path):
 
 
 def test_em_continues_when_all_worker_jobs_are_cancelled(slurm, slurm_connect, tmp_path):
-    client = slurm_connect()
-    cluster = client._scalepca_cluster
-    client.wait_for_workers(2, timeout=60)
-    _warm(client)
-    case = BY_NAME["PPCA-EM"]
-    X = da.from_zarr(_store(tmp_path, case, rows=40))
+    client, cluster, case, X = _two_workers_and(slurm_connect, tmp_path, "PPCA-EM", rows=40)
     ckpt = str(tmp_path / "ckpt.zarr")
     # 12 of the case's 40 iterations: the cancellation lands after the 2nd
     params = {"checkpoint": ckpt, "checkpoint_every": 2, "max_iter": 12}
@@ -240,25 +252,16 @@ def test_em_continues_when_all_worker_jobs_are_cancelled(slurm, slurm_connect, t
     # reads stall once the first commit is on disk; then every worker job is cancelled
     gate = new_gate()
     jobs = [_job_of(cluster, w) for w in cluster.workers]
-    errors = []
 
     def preempt_all():
-        try:
-            _until(lambda: commits(ckpt), 120, "a checkpoint commit", poll=0.05)
-            wait_until_busy(client, list(cluster.workers), need_all=False)
-            slurm.cancel(*jobs)
-            _until(lambda: not client.scheduler_info(n_workers=-1)["workers"], 60,
-                   "all workers leaving")
-        except Exception as err:
-            errors.append(err)
-        finally:
-            open_gate(client, gate)
+        _until(lambda: commits(ckpt), 120, "a checkpoint commit", poll=0.05)
+        wait_until_busy(client, list(cluster.workers), need_all=False)
+        slurm.cancel(*jobs)
+        _until(lambda: not client.scheduler_info(n_workers=-1)["workers"], 60,
+               "all workers leaving")
 
-    killer = threading.Thread(target=preempt_all, daemon=True)
-    killer.start()
-    est = case.make(**params).fit(gated(X, gate, free=0, after_commit=ckpt))
-    killer.join(timeout=60)
-    assert errors == [], errors
+    est = _fit_while(client, gate, preempt_all,
+                     lambda: case.make(**params).fit(gated(X, gate, free=0, after_commit=ckpt)))
     assert not set(jobs) & set(slurm.jobs()), "cancelled jobs still queued"
     assert est.n_iter_ > 2  # it went on past the commit, on the replacement jobs
     assert_same_fit(ref, summary(est), case.rtol_same, "PPCA EM after all jobs were cancelled")
@@ -270,7 +273,7 @@ _RUN_STALLED_AFTER_COMMIT = textwrap.dedent(
     """
     import sys
     import scalepca.cli as cli
-    from tests._reliability import gated, new_gate
+    from tests.support.reliability import gated, new_gate
 
     ckpt, argv = sys.argv[1], sys.argv[2:]
     open_data = cli.open_data

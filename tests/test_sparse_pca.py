@@ -24,7 +24,8 @@ from scalepca.linalg.sparse import (
     soft_threshold,
 )
 
-from .conftest import counted_dask, low_rank_data
+from .conftest import land_over, low_rank_data
+from .support.counting import counted_dask
 
 # -- the Zou, Hastie & Tibshirani (2006) §5.2 example ------------------------------------------
 ZHT_COV_V = np.array([[290.0, 0.0, -87.0], [0.0, 300.0, 277.5], [-87.0, 277.5, 283.7875]])
@@ -551,11 +552,11 @@ def test_partial_fit_rejects_other_methods():
 LAND = [2, 7, 8]
 
 
-def _with_land(n=2000, d=12, seed=11):
+def _spike_with_land(n=2000, d=12, seed=11):
+    """A sparse spike with all-NaN columns LAND, and the same data without them."""
     X = make_sparse_spike(n, d, n_components=2, support=3, seed=seed).compute() + 2.0
-    Xnan = X.copy()
-    Xnan[:, LAND] = np.nan
-    return Xnan, np.delete(X, LAND, axis=1)
+    Xnan, keep = land_over(X, LAND)
+    return Xnan, X[:, keep]
 
 
 def _assert_fit_without_land(m, ref, Xnan, Xsea):
@@ -581,7 +582,7 @@ def _assert_fit_without_land(m, ref, Xnan, Xsea):
 def test_all_nan_features_are_left_out(kw, tmp_path):
     """A land mask: the fit equals the fit on the data without those columns (to 1e-12) and
     they come back as NaN in components_, mean_ and reconstructions (issue 18, item 6)."""
-    Xnan, Xsea = _with_land()
+    Xnan, Xsea = _spike_with_land()
     ref = SparsePCA(2, random_state=0, **kw).fit(Xsea)
     with pytest.warns(UserWarning, match="3 of 12 features are NaN in every sample"):
         m = SparsePCA(2, random_state=0, **kw).fit(da.from_array(Xnan, chunks=(700, 12)))
@@ -601,7 +602,7 @@ def test_batch_without_covariance_leaves_all_nan_features_out(monkeypatch):
     from scalepca.models import sparse_pca
 
     monkeypatch.setattr(sparse_pca, "GRAM_MAX_FEATURES", 4)  # the wide path: a pass per step
-    Xnan, Xsea = _with_land()
+    Xnan, Xsea = _spike_with_land()
     ref = SparsePCA(2, method="batch", alpha=0.2, random_state=0).fit(Xsea)
     with pytest.warns(UserWarning, match="NaN in every sample"):
         m = SparsePCA(2, method="batch", alpha=0.2, random_state=0).fit(Xnan)
@@ -610,7 +611,7 @@ def test_batch_without_covariance_leaves_all_nan_features_out(monkeypatch):
 
 @pytest.mark.filterwarnings("ignore:.*NaN in every sample")
 def test_partial_fit_leaves_all_nan_features_out():
-    Xnan, Xsea = _with_land()
+    Xnan, Xsea = _spike_with_land()
     m, ref = SparsePCA(2, alpha=0.2, random_state=0), SparsePCA(2, alpha=0.2, random_state=0)
     for i in range(0, 2000, 400):
         m.partial_fit(Xnan[i : i + 400])

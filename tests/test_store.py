@@ -20,8 +20,8 @@ from scalepca.io import write_array
 from scalepca.models.persist import load
 from scalepca.models.registry import METHODS, estimator_class
 
-from ._reliability import REPO, run_until_stopped
 from .conftest import low_rank_data
+from .support.reliability import REPO, run_until_stopped
 
 
 def _methods():
@@ -155,7 +155,7 @@ _KILL_SCRIPT = textwrap.dedent(
     import sys
     import dask, dask.array as da, numpy as np
     import scalepca
-    from tests._reliability import stop_after_chunks
+    from tests.support.reliability import stop_after_chunks
 
     X = np.random.default_rng(0).standard_normal((200, 6))
     pca = scalepca.PCA(2).fit(X)

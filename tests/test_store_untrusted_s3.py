@@ -1,4 +1,4 @@
-"""A hostile model store on s3:// (moto's S3 server, see ``test_s3.py``): refused like a local
+"""A hostile model store on s3:// (moto's S3 server, the ``s3`` fixture): refused like a local
 one, and the command it names never runs."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import zarr
 
 from scalepca.models.persist import load
 
-from .test_s3 import BUCKET, s3  # noqa: F401 (s3: the module-scoped moto S3 fixture)
+from .conftest import S3_BUCKET as BUCKET
 
 
-def test_hostile_store_on_s3_never_runs(s3, tmp_path):  # noqa: F811
+def test_hostile_store_on_s3_never_runs(s3, tmp_path):
     opts, _ = s3
     url = f"s3://{BUCKET}/models/evil.zarr"
     out = tmp_path / "pwned"

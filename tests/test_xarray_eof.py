@@ -11,29 +11,7 @@ import xarray as xr
 
 import scalepca
 
-LAND = [(0, 0), (0, 1), (0, 2), (2, 5), (3, 5)]  # (lat index, lon index) cells that are land
-
-
-def field(rng, nt=60, ny=6, nx=8, *, land=True, gaps=0.0, members=None):
-    """A (time, lat, lon) field: 3 spatial patterns + noise + a mean, NaN over land."""
-    lat = np.linspace(70.0, -70.0, ny)  # descending, as in many climate files
-    lon = np.arange(nx) * 45.0
-    pats = rng.standard_normal((3, ny, nx))
-    amp = rng.standard_normal((nt, 3)) * [3.0, 2.0, 1.0]
-    data = np.einsum("tk,kyx->tyx", amp, pats) + 0.3 * rng.standard_normal((nt, ny, nx)) + 5.0
-    if land:
-        for y, x in LAND:
-            data[:, y, x] = np.nan
-    if gaps:
-        sea = ~np.isnan(data)
-        data[sea & (rng.random(data.shape) < gaps)] = np.nan
-    coords = {"time": np.arange(nt), "lat": lat, "lon": lon}
-    arr = xr.DataArray(data, dims=("time", "lat", "lon"), coords=coords, name="sst",
-                       attrs={"units": "K"})
-    if members:
-        arr = xr.concat([arr + 0.1 * m for m in range(members)], dim="member").assign_coords(
-            member=np.arange(members))
-    return arr
+from .conftest import field, same_up_to_sign
 
 
 def coslat_weights(arr):
@@ -51,13 +29,6 @@ def dense_eof(arr, weights, k):
     comps[:, sea] = Vt[:k]
     return ev[:k], ev[:k] / ev.sum(), comps.reshape(k, arr.sizes["lat"], arr.sizes["lon"]), \
         Xc @ Vt[:k].T
-
-
-def same_up_to_sign(a, b, axes, rtol=1e-8, atol=1e-10):
-    a, b = np.asarray(a), np.asarray(b)
-    for i in range(a.shape[0]):
-        s = np.sign(np.nansum(a[i] * b[i]))
-        np.testing.assert_allclose(a[i], s * b[i], rtol=rtol, atol=atol, equal_nan=True)
 
 
 # -- stacking ----------------------------------------------------------------------------------
@@ -111,7 +82,7 @@ def test_pca_matches_dense_eof_with_land_and_weights(rng, solver):
 
 
 def test_land_mask_is_found_in_the_one_pass(rng):
-    from .conftest import counted_dask
+    from .support.counting import counted_dask
 
     arr = field(rng)
     Xd, counter = counted_dask(arr.values.reshape(60, -1), chunks=(20, 48))

@@ -12,6 +12,7 @@ import numpy as np
 from scipy import linalg as sla
 
 from .._validation import is_sparse
+from . import passes
 
 __all__ = [
     "eigh_descending",
@@ -126,7 +127,8 @@ def randomized_svd_centered(
     which keeps the small singular directions from being swamped in floating point.
 
     Passes over ``X``: ``2 + 2 · n_power_iter`` (one for ``X Ω``, two per power iteration, one
-    for ``B = Qᵀ Xc``), fewer if ``persist`` holds ``X`` in cluster memory.
+    for ``B = Qᵀ Xc``), fewer if ``persist`` holds ``X`` in cluster memory; each is counted on
+    the active counter of :mod:`~scalepca.linalg.passes` (the fitting estimator's).
 
     Returns ``(s, Vt)`` with ``k`` singular values and right singular vectors.
     """
@@ -149,18 +151,18 @@ def randomized_svd_centered(
     def rtimes(Q):  # Xcᵀ Q, computed (d × l)
         XtQ = _sparse_rtimes(X, Q) if sparse else X.T @ Q
         colsum = Q.sum(axis=0)
-        XtQ, colsum = dask.compute(XtQ, colsum)
+        XtQ, colsum = passes.compute(XtQ, colsum, name="range finder: Xᵀ Q")
         return XtQ - np.outer(mean, colsum)
 
     def as_factor(Z):  # the d × l factor as the product wants it
         return Z if sparse else da.from_array(Z, chunks=(X.chunks[1], l))
 
     Om = rng.standard_normal((d, l))
-    Q = _orthonormalize(times(as_factor(Om))).persist()
+    Q = passes.persist(_orthonormalize(times(as_factor(Om))), name="range finder: X Ω")
     for _ in range(n_power_iter):
         Z = rtimes(Q)
         Z, _ = np.linalg.qr(Z)
-        Q = _orthonormalize(times(as_factor(Z))).persist()
+        Q = passes.persist(_orthonormalize(times(as_factor(Z))), name="range finder: X Z")
     Bt = rtimes(Q)  # (Qᵀ Xc)ᵀ, d × l
     _, s, Vt = sla.svd(Bt.T, full_matrices=False, check_finite=False)
     return s[:k], Vt[:k]

@@ -44,8 +44,8 @@ and moving the reference by ``Δ`` is exact::
     s' = s − c ⊙ Δ,   U' = U − P diag(Δ) − diag(Δ) Pᵀ + Q ⊙ ΔΔᵀ,   P' = P − diag(Δ) Q
 
 so partials are merged in a tree at the combined observed mean, like Chan et al.'s update.
-Both passes are ``da.reduction`` trees (``concatenate=False``: the partials are dicts) that
-merge ``split_every`` partials per task, left to right.
+Both passes are tree reductions of :mod:`~scalepca.linalg.passes` (the partials are dicts)
+that merge ``split_every`` partials per task, left to right.
 
 References
 ----------
@@ -64,9 +64,9 @@ from functools import partial
 import dask
 import dask.array as da
 import numpy as np
-from dask.core import flatten
 
-from .moments import _gram, single_delayed
+from .moments import _gram
+from .passes import reduce_rows
 
 __all__ = [
     "estep_block",
@@ -149,43 +149,15 @@ def _check_row_blocks(X: da.Array) -> None:
         raise ValueError("EM needs the features in one column chunk; rechunk({1: -1}) first")
 
 
-def _observed_chunk(x, axis=None, keepdims=None, *, with_gram: bool, computing_meta=False):
-    return x if computing_meta else observed_moments_block(x, with_gram=with_gram)
-
-
-def _fold(parts, axis=None, keepdims=None, *, merge, finish=None, computing_meta=False):
-    """``merge`` the partials of a group left to right (the combine/aggregate of a
-    ``da.reduction`` with ``concatenate=False``); ``finish`` the result of the last group."""
-    if computing_meta:
-        return parts
-    parts = list(flatten(parts)) if isinstance(parts, list) else [parts]
-    acc = parts[0]
-    for p in parts[1:]:
-        acc = merge(acc, p)
-    return acc if finish is None else finish(acc)
-
-
-def _reduce_rows(X: da.Array, chunk, merge, finish=None, *, split_every: int, also=None):
-    """Delayed tree reduction over the row blocks of ``X``: ``chunk`` per block, ``merge``
-    in groups of ``split_every``, ``finish`` once at the root (all small dicts). ``also``:
-    see :func:`~scalepca.linalg.moments.single_delayed`."""
-    out = da.reduction(
-        X, chunk, partial(_fold, merge=merge, finish=finish), combine=partial(_fold, merge=merge),
-        axis=0, keepdims=True, concatenate=False, split_every=split_every, dtype=object,
-        meta=np.empty((0, 0), dtype=object),
-    )
-    return single_delayed(out, also)
-
-
 def observed_moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
                            also=None):
     """Delayed observed-entry moments of ``X`` (one pass; d × d partials with ``with_gram``);
     with ``also``, ``(Delayed, also)`` to compute in the same pass (see
-    :func:`~scalepca.linalg.moments.single_delayed`)."""
+    :func:`~scalepca.linalg.passes.single_delayed`)."""
     _check_row_blocks(X)
-    return _reduce_rows(X, partial(_observed_chunk, with_gram=with_gram),
-                        merge_observed_moments, _finalize_observed, split_every=split_every,
-                        also=also)
+    return reduce_rows(X, partial(observed_moments_block, with_gram=with_gram),
+                       merge_observed_moments, _finalize_observed, split_every=split_every,
+                       also=also)
 
 
 def _finalize_observed(p: dict) -> dict:
@@ -417,17 +389,14 @@ def estep_graph(X: da.Array, mean, W, sigma2, *, split_every: int = 8):
     """Delayed E-step statistics of all of ``X`` (one pass), tree-reduced.
 
     The parameters travel once to the cluster as one graph key shared by every block task
-    (a ``map_blocks`` argument; ``da.reduction`` then merges the per-block statistics).
+    (a ``map_blocks`` argument; :func:`~scalepca.linalg.passes.reduce_rows` then merges the
+    per-block statistics).
     """
     _check_row_blocks(X)
     params = dask.delayed((np.asarray(mean), np.asarray(W), float(sigma2)), pure=True)
     parts = X.map_blocks(_estep_packed, params, chunks=((1,) * X.numblocks[0], (1,)),
                          dtype=object, meta=np.empty((0, 0), dtype=object))
-    return _reduce_rows(parts, _identity_chunk, merge_estep, split_every=split_every)
-
-
-def _identity_chunk(x, axis=None, keepdims=None, computing_meta=False):
-    return x
+    return reduce_rows(parts, None, merge_estep, split_every=split_every)
 
 
 def _estep_packed(x, params):

@@ -44,7 +44,7 @@ from scipy.sparse import issparse
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .decomp import eigh_descending
-from .em import _reduce_rows
+from .passes import reduce_rows
 from .sparse import merge_code_stats
 
 __all__ = [
@@ -289,15 +289,12 @@ def score_features(z, kind: str, arrays: tuple, kparams: dict):
     return K if kind == "exact" else K @ arrays[1]
 
 
-def _preimage_chunk(x, axis=None, keepdims=None, *, projection, features, budget,
-                    computing_meta=False):
+def _preimage_chunk(x, *, projection, features, budget):
     """``{"A": Σ φ(z)ᵀφ(z), "B": Σ φ(z)ᵀx}`` of one row block, ``z`` its scores.
 
     Rows go in sub-batches, so the kernel rows of the projection and of ``φ`` never exceed
     ``budget`` bytes each, whatever the row chunk size.
     """
-    if computing_meta:  # dask probing the output type: a dict, whatever the block type
-        return np.empty((0,) * x.ndim, dtype=object)
     x = as_rows64(x)
     kind, arrays, kparams = features
     r = arrays[1].shape[1] if kind == "nystroem" else _feature_width(kind, arrays)
@@ -326,7 +323,7 @@ def preimage_stats_graph(X: da.Array, projection: tuple, features: tuple, *,
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: -1})
     chunk = partial(_preimage_chunk, projection=projection, features=features, budget=budget)
-    return _reduce_rows(X, chunk, merge_code_stats, split_every=split_every)
+    return reduce_rows(X, chunk, merge_code_stats, split_every=split_every)
 
 
 def _preimage_block(z, kind, arrays, kparams, C, budget):

@@ -36,6 +36,7 @@ import dask.array as da
 import numpy as np
 from scipy import linalg as sla
 
+from . import passes
 from .moments import block_moments, gram_precision, merge_moments
 
 __all__ = [
@@ -109,8 +110,9 @@ def _block_gram_times(x, V: np.ndarray, shift, precision: str) -> np.ndarray:
 
 def _first_block(x, V: np.ndarray, precision: str) -> dict:
     """The first pass's partial of one row block: its column moments
-    (:func:`~scalepca.linalg.moments.block_moments`, no Gram) and ``GV``, its block-centred
-    Gram times ``V``; non-finite entries are counted and taken as 0."""
+    (:func:`~scalepca.linalg.moments.block_moments`, no Gram), ``GV``, its block-centred
+    Gram times ``V``, and ``muV = meanᵀ V`` (for the merge); non-finite entries are counted
+    and taken as 0."""
     mom = block_moments(x, with_gram=False)
     if mom["bad"]:
         if _is_sparse_block(x):
@@ -119,43 +121,52 @@ def _first_block(x, V: np.ndarray, precision: str) -> dict:
         else:
             x = np.where(np.isfinite(x), x, 0.0)
     mom["GV"] = _block_gram_times(x, V, mom["mean"], precision)
+    mom["muV"] = mom["mean"] @ V
     return mom
 
 
-def _merge_first(V, *parts):
-    """Merge first-pass partials: moments by Chan's update, and ``GV`` by the same update
-    applied to the product, ``GVᵃ + GVᵇ + w δ (δᵀ V)`` (summed into one new array)."""
-    acc, owned = parts[0], False
-    for p in parts[1:]:
-        na, nb = acc["n"], p["n"]
-        gv = acc["GV"]
-        if owned:
-            gv += p["GV"]
-        else:
-            gv = gv + p["GV"]
-            owned = True
-        if na and nb:
-            delta = p["mean"] - acc["mean"]
-            w = na * nb / (na + nb)
-            for j, dv in enumerate(delta @ V):  # += w δ (δᵀV), no d × l temporary
-                gv[:, j] += (w * dv) * delta
-        acc = {**merge_moments(acc, p), "GV": gv}
+def _merge_first(a: dict, b: dict, *, owned: bool = False) -> dict:
+    """Merge two first-pass partials: moments by Chan's update, ``GV`` by the same update
+    applied to the product, ``GVᵃ + GVᵇ + w δ (δᵀ V)`` with ``δᵀV = muVᵇ − muVᵃ``
+    (``owned``: ``a["GV"]`` was made by an earlier merge and is summed into in place)."""
+    na, nb = a["n"], b["n"]
+    if owned:
+        gv = a["GV"]
+        gv += b["GV"]
+    else:
+        gv = a["GV"] + b["GV"]
+    out = merge_moments(a, b)
+    if na and nb:
+        delta, dV = b["mean"] - a["mean"], b["muV"] - a["muV"]
+        w = na * nb / (na + nb)
+        for j, dv in enumerate(dV):  # += w δ (δᵀV), no d × l temporary
+            gv[:, j] += (w * dv) * delta
+        out["muV"] = a["muV"] + dV * (nb / (na + nb))
+    else:
+        out["muV"] = a["muV"] if nb == 0 else b["muV"]
+    out["GV"] = gv
+    return out
+
+
+def _merge_first_all(parts: list) -> dict:
+    """The partials of consecutive blocks merged left to right into one new ``GV``."""
+    acc = parts[0]
+    for i, p in enumerate(parts[1:]):
+        acc = _merge_first(acc, p, owned=i > 0)
     return acc
 
 
-def _sum_parts(*parts):
-    acc = parts[0] + parts[1] if len(parts) > 1 else parts[0]
+def _sum_all(parts: list) -> np.ndarray:
+    """The sum of d × l partials, accumulated into one new array."""
+    acc = parts[0] + parts[1] if len(parts) > 1 else parts[0].copy()
     for p in parts[2:]:
         acc += p
     return acc
 
 
-def _tree(parts: list, merge, split_every: int, *args):
-    """Merge delayed partials in a tree of fan-in ``split_every`` (``merge(*args, *group)``)."""
-    while len(parts) > 1:
-        parts = [dask.delayed(merge, pure=True)(*args, *parts[i : i + split_every])
-                 for i in range(0, len(parts), split_every)]
-    return parts[0]
+def _blocks(X: da.Array) -> list:
+    """The row panels of ``X`` as ``Delayed`` objects (reads fused into them)."""
+    return X.to_delayed(optimize_graph=True).ravel().tolist()
 
 
 def moments_and_gram_times(X: da.Array, V: np.ndarray, *, precision: str | None = None,
@@ -163,13 +174,12 @@ def moments_and_gram_times(X: da.Array, V: np.ndarray, *, precision: str | None 
     """One pass: the column moments of ``X`` (``n``, ``mean``, ``ss``, ``bad``,
     ``nan_features`` as :func:`~scalepca.linalg.moments.column_moments_graph` gives them) and
     ``GV``, the centred Gram ``Xcᵀ Xc`` times ``V`` (d × l). ``X`` is read as row panels."""
-    X = row_panels(X)
-    V = np.ascontiguousarray(V, dtype=np.float64)
-    Vd = dask.delayed(V)  # one key: every task reads the same copy
-    prec = gram_precision(precision)
-    parts = [dask.delayed(_first_block, pure=True)(b, Vd, prec)
-             for b in X.to_delayed(optimize_graph=True).ravel()]
-    (out,) = dask.compute(_tree(parts, _merge_first, split_every, Vd))
+    Vd = dask.delayed(np.ascontiguousarray(V, dtype=np.float64))  # one key for every task
+    graph = passes.reduce_blocks(_blocks(row_panels(X)), _first_block, None, Vd,
+                                 gram_precision(precision), split_every=split_every,
+                                 merge_all=_merge_first_all)
+    (out,) = passes.compute(graph, name="moments+gram")
+    out.pop("muV")
     return out
 
 
@@ -177,13 +187,12 @@ def gram_times(X: da.Array, V: np.ndarray, mean: np.ndarray | None, *,
                precision: str | None = None, split_every: int = 8) -> np.ndarray:
     """One pass: ``(X − 1 meanᵀ)ᵀ (X − 1 meanᵀ) V`` (d × l; ``mean`` None: uncentred), each
     row panel's two products in one task, the d × l partials summed in a tree."""
-    X = row_panels(X)
     Vd = dask.delayed(np.ascontiguousarray(V, dtype=np.float64))
     shift = None if mean is None else dask.delayed(np.asarray(mean, dtype=np.float64))
-    prec = gram_precision(precision)
-    parts = [dask.delayed(_block_gram_times, pure=True)(b, Vd, shift, prec)
-             for b in X.to_delayed(optimize_graph=True).ravel()]
-    (out,) = dask.compute(_tree(parts, _sum_parts, split_every))
+    graph = passes.reduce_blocks(_blocks(row_panels(X)), _block_gram_times, None, Vd, shift,
+                                 gram_precision(precision), split_every=split_every,
+                                 merge_all=_sum_all)
+    (out,) = passes.compute(graph, name="gram")
     return out
 
 
@@ -200,9 +209,20 @@ class KrylovResult:
     n_products: int
 
 
+def _orthonormal_columns(Z: np.ndarray, floor: float):
+    """An orthonormal basis of the columns of ``Z`` whose singular values exceed ``floor``,
+    from the small Gram ``ZᵀZ`` (products only: no d × b SVD or QR on the client, where BLAS
+    threads share the cores with the workers). Returns ``(U, rank)``."""
+    w, W = np.linalg.eigh(Z.T @ Z)
+    good = w > floor**2
+    U = Z @ (W[:, good] / np.sqrt(w[good]))
+    return U, int(good.sum())
+
+
 def _next_block(Q: np.ndarray, Z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``Z`` made orthonormal and orthogonal to the columns of ``Q`` (twice Gram–Schmidt;
-    directions lost to rank deficiency replaced by random ones, so the basis keeps growing)."""
+    """``Z`` made orthonormal and orthogonal to the columns of ``Q`` (Gram–Schmidt twice, then
+    an orthonormalisation from the block's Gram, twice — CholeskyQR2's accuracy); directions
+    lost to rank deficiency are replaced by random ones, so the basis keeps growing."""
     d = Q.shape[0]
     width = min(Z.shape[1], d - Q.shape[1])
     if width <= 0:
@@ -211,16 +231,17 @@ def _next_block(Q: np.ndarray, Z: np.ndarray, rng: np.random.Generator) -> np.nd
     scale = max(np.linalg.norm(Z, axis=0).max(initial=0.0), np.finfo(float).tiny)
     for _ in range(2):
         Z = Z - Q @ (Q.T @ Z)
-    U, s, _ = sla.svd(Z, full_matrices=False, check_finite=False)
-    good = s > 1e-10 * scale
-    if good.all():
-        return U
-    R = np.hstack([U[:, good], rng.standard_normal((d, width - int(good.sum())))])
-    B = np.hstack([Q, U[:, good]])
-    for _ in range(2):
-        R = R - B @ (B.T @ R)
-    Q2, _ = np.linalg.qr(R)
-    return np.hstack([U[:, good], Q2[:, int(good.sum()):]])
+    U, rank = _orthonormal_columns(Z, 1e-7 * scale)
+    if rank < width:  # fill up with random directions orthogonal to everything so far
+        R = rng.standard_normal((d, width - rank))
+        B = np.hstack([Q, U])
+        for _ in range(2):
+            R = R - B @ (B.T @ R)
+        U = np.hstack([U, R])
+    for _ in range(2):  # the second round restores orthogonality to rounding
+        U = U - Q @ (Q.T @ U)
+        U, _ = _orthonormal_columns(U, 0.0)
+    return U
 
 
 def _rayleigh_ritz(Q: np.ndarray, W: np.ndarray, k: int):

@@ -24,6 +24,8 @@ import dask.array as da
 import numpy as np
 from scipy.linalg import blas
 
+from .passes import row_reduction, single_delayed
+
 __all__ = [
     "block_moments",
     "feature_block_moments",
@@ -408,22 +410,16 @@ def merge_moments(a: dict, b: dict, *, reuse_a: bool = False) -> dict:
     return out
 
 
-def _chunk(x, axis=None, keepdims=None, computing_meta=False, *, with_gram: bool = True,
-           precision: str = "auto", feature_map=None):
-    """``da.reduction`` chunk step: the partial of one row block (of its mapped features
-    when ``feature_map`` is given)."""
-    if computing_meta:  # dask probing the output type: a dict is no array
-        return np.empty((0,) * x.ndim, dtype=object)
+def _block_partial(x, *, with_gram: bool = True, precision: str = "auto", feature_map=None):
+    """The partial of one row block (of its mapped features when ``feature_map`` is given)."""
     if feature_map is not None:
         return feature_block_moments(x, feature_map)
     return block_moments(x, with_gram=with_gram, precision=precision)
 
 
-def _merge_list(parts, axis=None, keepdims=None, computing_meta=False):
-    """``da.reduction`` combine/aggregate step: merge the partials of consecutive row blocks,
-    left to right (with ``concatenate=False`` they come as a list along the reduced axis)."""
-    if computing_meta:
-        return parts
+def _merge_list(parts: list) -> dict:
+    """Merge the partials of consecutive row blocks, left to right, accumulating into the
+    Gram matrix the first merge made (never into a part's own)."""
     acc = parts[0]
     owned = False  # whether acc["m2"] is an array this merge made (never a part's own)
     for p in parts[1:]:
@@ -434,52 +430,12 @@ def _merge_list(parts, axis=None, keepdims=None, computing_meta=False):
 
 def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int,
                        precision: str = "auto", feature_map=None) -> da.Array:
-    """The tree reduction over row blocks: one dict of moments per column chunk of ``X``.
-
-    ``da.reduction`` with ``concatenate=False`` hands the dict partials to the merge step as
-    they are; the claimed shape (one entry per feature) is nominal, every output chunk holds
-    the dict of its column strip.
-    """
-    return da.reduction(
-        X, partial(_chunk, with_gram=with_gram, precision=precision, feature_map=feature_map),
-        _merge_list,
-        combine=_merge_list, axis=0, split_every=split_every, concatenate=False, dtype=object,
-        meta=np.empty((0,), dtype=object), name="moments",
-    )
-
-
-def optimized_together(*arrays: da.Array) -> dict:
-    """One optimised graph for dask arrays over the same input, so that computing them
-    (``dask.compute(..., optimize_graph=False)``) reads each input block once: optimised
-    apart, as ``dask.compute`` does per collection, each fuses the block's read into its
-    own tasks."""
-    from dask.core import flatten
-    from dask.highlevelgraph import HighLevelGraph
-
-    keys = [k for a in arrays for k in flatten(a.__dask_keys__())]
-    return da.Array.__dask_optimize__(HighLevelGraph.merge(*[a.dask for a in arrays]), keys)
-
-
-def compute_together(*arrays: da.Array) -> tuple:
-    """``dask.compute(*arrays)`` as one graph (see :func:`optimized_together`)."""
-    dsk = optimized_together(*arrays)
-    return dask.compute(*[da.Array(dsk, a.name, a.chunks, meta=a._meta) for a in arrays],
-                        optimize_graph=False)
-
-
-def single_delayed(out: da.Array, also: da.Array | None = None):
-    """The one output block of the reduction ``out`` as a ``Delayed``; with ``also`` (another
-    one-block dask array over the same input, e.g. a checkpoint's data sketch), a ``Delayed``
-    of each from one graph (:func:`optimized_together`), so ``dask.compute`` of both reads
-    each input block once."""
-    if also is None:
-        return out.to_delayed(optimize_graph=True).ravel()[0]
-    from dask.core import flatten
-    from dask.delayed import Delayed
-
-    dsk = optimized_together(out, also)
-    (k_out,), (k_also,) = list(flatten(out.__dask_keys__())), list(flatten(also.__dask_keys__()))
-    return Delayed(k_out, dsk), Delayed(k_also, dsk)
+    """The tree reduction over row blocks (:func:`~scalepca.linalg.passes.row_reduction`):
+    one dict of moments per column chunk of ``X``."""
+    block = partial(_block_partial, with_gram=with_gram, precision=precision,
+                    feature_map=feature_map)
+    return row_reduction(X, block, merge_all=_merge_list, split_every=split_every,
+                         name="moments")
 
 
 def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
@@ -487,7 +443,8 @@ def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
     """A dask ``Delayed`` for the moments of ``X`` (rows chunked, one column chunk).
 
     Blocks are mapped with :func:`block_moments` and merged in a tree of fan-in
-    ``split_every`` (``da.reduction``); only d × d partials ever travel between workers.
+    ``split_every`` (:mod:`~scalepca.linalg.passes`); only d × d partials ever travel between
+    workers.
     ``precision`` (``"auto"`` or ``"float64"``; default: the ``dask.config`` key
     ``scalepca.gram-precision``, itself ``"auto"``) chooses the products of float32 blocks:
     float32 on centred slices summed in float64 (error within :func:`gram_error_bound` of
@@ -495,7 +452,8 @@ def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
 
     ``feature_map`` (a function of row slabs, picklable): the moments of the mapped rows
     instead, by :func:`feature_block_moments` — the mapped matrix is never formed, one slab
-    at a time is (kernel PCA's feature moments). ``also``: see :func:`single_delayed`.
+    at a time is (kernel PCA's feature moments). ``also``: see
+    :func:`~scalepca.linalg.passes.single_delayed`.
     """
     if len(X.chunks[1]) != 1:
         raise ValueError("moments need the features in one column chunk; rechunk({1: -1}) first")

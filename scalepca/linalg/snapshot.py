@@ -20,6 +20,7 @@ import dask.array as da
 import numpy as np
 
 from .._validation import is_sparse
+from . import passes
 
 __all__ = ["STRIP_BYTES", "column_strips", "snapshot_components", "snapshot_gram"]
 
@@ -101,14 +102,12 @@ def _strip_gram(x, centre: bool, standardize: bool) -> dict:
     return {**stats, "G": G}
 
 
-def _merge_strips(*parts: dict) -> dict:
-    out = {name: np.concatenate([p[name] for p in parts])
+def _merge_strips(a: dict, b: dict) -> dict:
+    """Strips side by side (left to right): per-feature statistics joined, Grams summed."""
+    out = {name: np.concatenate([a[name], b[name]])
            for name in ("mean", "ss", "nan_features", "scale")}
-    out["bad"] = sum(p["bad"] for p in parts)
-    G = parts[0]["G"].copy()
-    for p in parts[1:]:
-        G += p["G"]
-    out["G"] = G
+    out["bad"] = a["bad"] + b["bad"]
+    out["G"] = a["G"] + b["G"]
     return out
 
 
@@ -117,12 +116,11 @@ def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool = False
     ``mean``, ``ss`` (centred sum of squares), ``nan_features``, ``scale`` (ones unless
     ``standardize``), plus ``n`` and ``bad``. Non-finite entries are counted and taken as 0."""
     X = column_strips(X)
-    strips = X.to_delayed().ravel()
-    parts = [dask.delayed(_strip_gram, pure=True)(s, centre, standardize) for s in strips]
-    while len(parts) > 1:  # a tree of fan-in 4: only n × n partials travel
-        parts = [dask.delayed(_merge_strips, pure=True)(*parts[i : i + 4])
-                 for i in range(0, len(parts), 4)]
-    (out,) = dask.compute(parts[0])
+    strips = X.to_delayed(optimize_graph=True).ravel().tolist()
+    # a tree of fan-in 4: only n × n partials travel, at most 5 of them in a merge
+    graph = passes.reduce_blocks(strips, _strip_gram, _merge_strips, centre, standardize,
+                                 split_every=4)
+    (out,) = passes.compute(graph, name="sample gram")
     out["n"] = X.shape[0]
     if not out["bad"]:
         out.pop("nan_features")
@@ -156,4 +154,4 @@ def snapshot_components(X: da.Array, U: np.ndarray, s: np.ndarray, gram: dict, *
         sl = slice(bounds[j], bounds[j + 1])
         parts.append(dask.delayed(_strip_components, pure=True)(
             strip, gram["mean"][sl], gram["scale"][sl], U, inv_s, centre))
-    return np.hstack(dask.compute(*parts))
+    return np.hstack(passes.compute(*parts, name="components"))

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import dask
 import dask.array as da
 import numpy as np
 from scipy import linalg as sla
 from scipy.sparse import diags, issparse
+
+from .passes import reduce_blocks
 
 __all__ = [
     "GramRoot",
@@ -174,15 +175,10 @@ def recentre_code_stats(st: dict, delta: np.ndarray, D: np.ndarray) -> dict:
 def code_stats_graph(blocks, mean, scale, D, *, split_every: int = 8, dtype=np.float64,
                      with_sums: bool = False):
     """A ``Delayed`` summing :func:`block_code_stats` over ``blocks`` (Delayed row blocks) in a
-    tree of fan-in ``split_every``; only d × k partials travel between workers."""
-    level = [dask.delayed(block_code_stats, pure=True)(b, mean, scale, D, dtype, with_sums)
-             for b in blocks]
-    while len(level) > 1:
-        level = [
-            dask.delayed(merge_code_stats, pure=True)(*level[i : i + split_every])
-            for i in range(0, len(level), split_every)
-        ]
-    return level[0]
+    tree of fan-in ``split_every`` (:func:`~scalepca.linalg.passes.reduce_blocks`); only d × k
+    partials travel between workers."""
+    return reduce_blocks(blocks, block_code_stats, merge_code_stats, mean, scale, D, dtype,
+                         with_sums, split_every=split_every)
 
 
 # -- the code step (client side, k-dimensional) ----------------------------------------------------

@@ -32,7 +32,13 @@ from .._client import current_client
 from .._validation import check_random_state_seed
 from ..io._checkpoint import array_digest
 from ..io._fingerprint import random_state_param, result_params
-from ..linalg import eigh_descending, flip_signs, moments_graph, randomized_svd_centered
+from ..linalg import (
+    eigh_descending,
+    flip_signs,
+    moments_graph,
+    passes,
+    randomized_svd_centered,
+)
 from ..linalg.moments import gram_precision
 from ..linalg.sparse import (
     code_stats_graph,
@@ -166,8 +172,8 @@ class DictionaryLearning:
             else:
                 Xs = X if scale is None else scale_columns(X, scale)
                 m = mean if scale is None else mean / scale
+                # its 2 + 2·4 passes are counted by linalg.passes on the fit's counter
                 s, Vt = randomized_svd_centered(Xs, m, k, seed=seed)
-                self.n_passes_ += 2 + 2 * 4
                 V, evals = Vt.T, s**2 / X.shape[0]
             return V[:, :k] * np.sqrt(np.maximum(evals, 1e-300 * max(total_n, 1e-300)))
         rng = np.random.default_rng(seed)
@@ -304,9 +310,10 @@ class DictionaryLearning:
 
     def _end_epoch(self, state: dict, clock: dict) -> float:
         """Close the epoch (a pass over the data): its row-weighted mean minibatch cost."""
-        self.n_passes_ += 1
         now = time.perf_counter()
         state["epoch_times"] = [*state["epoch_times"], now - clock["epoch"]]
+        passes.counter_of(self).record(f"epoch {len(state['epoch_times'])}",
+                                       state["epoch_times"][-1])
         clock["epoch"] = now
         cost = state["epoch_cost"] / state["epoch_rows"]
         logger.info("SparsePCA: epoch %d objective %.6g (%.2fs)", len(state["epoch_times"]),

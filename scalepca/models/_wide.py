@@ -47,7 +47,7 @@ class WideFit:
     residuals: np.ndarray | None = None
 
 
-def _first_pass(model, X, data, draw, k: int, label: str, precision: str | None = None):
+def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
     """The moments and the centred Gram times the probes ``V = draw(rng, d)`` (``rng`` from
     the model's ``random_state``); all-NaN features dropped, standardising scales set. Returns
     ``(mom, d_fit, scale, V, GV, X, rng)`` with ``X`` restricted to the kept features.
@@ -58,16 +58,14 @@ def _first_pass(model, X, data, draw, k: int, label: str, precision: str | None 
     n, d = X.shape
     rng = np.random.default_rng(check_random_state_seed(model.random_state))
     V = draw(rng, d)
-    with model._timed_pass(label):
-        out = moments_and_gram_times(X, V, precision=precision)
+    out = moments_and_gram_times(X, V, precision=precision)
     GV = out.pop("GV")
     mom, d_fit = model._drop_all_nan_features(out, n, d, k, data)
     X = model._select_features(X)
     if d_fit < d:  # the same pass over the kept features: the same arithmetic as their fit
         rng = np.random.default_rng(check_random_state_seed(model.random_state))
         V = draw(rng, d_fit)
-        with model._timed_pass(label):
-            mom = moments_and_gram_times(X, V, precision=precision)
+        mom = moments_and_gram_times(X, V, precision=precision)
         GV = mom.pop("GV")
     scale = model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
     return mom, d_fit, scale, V, GV, X, rng
@@ -91,8 +89,7 @@ def _gram_apply(model, X, mom, scale, centre: bool):
 
     def apply(V):
         W = V if scale is None else V / scale[:, None]
-        with model._timed_pass("gram"):
-            AW = gram_times(X, W, shift)
+        AW = gram_times(X, W, shift)
         return AW if scale is None else AW / scale[:, None]
 
     return apply
@@ -125,7 +122,7 @@ def _krylov_start(model, X, data, k, centre):
             return np.eye(d)
         return np.linalg.qr(rng.standard_normal((d, b)))[0]
 
-    mom, d_fit, scale, Om, GV, X, rng = _first_pass(model, X, data, draw, k, "moments+gram")
+    mom, d_fit, scale, Om, GV, X, rng = _first_pass(model, X, data, draw, k)
     budget = model.n_power_iter + 2  # products of the Krylov basis (passes: one more when
     # features were dropped, see _first_pass)
     V0, AV0 = _operator_of_first(mom, scale, Om, GV, centre)
@@ -153,8 +150,7 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
         return np.hstack([probes, G[:, l:]])
 
     # float64 products: the pass is read-bound, and the sketch's own error dwarfs their cost
-    mom, d_fit, scale, Om, GV, X, _ = _first_pass(model, X, data, draw, k, "moments+sketch",
-                                                  precision="float64")
+    mom, d_fit, scale, Om, GV, X, _ = _first_pass(model, X, data, draw, k, precision="float64")
     l = Om.shape[1] - SKETCH_TESTS
     Om, Th = Om[:, :l], Om[:, l:]
     AOm, ATh = GV[:, :l], GV[:, l:]
@@ -180,8 +176,7 @@ def fit_snapshot(model, X, data, k: int | None, *, centre: bool) -> WideFit:
     strips, its eigendecomposition on the client, one more pass for the components
     ``Xcᵀ U Σ⁻¹``. ``k`` None: every eigenvalue is returned (components for all of them)."""
     n, d = X.shape
-    with model._timed_pass("sample gram"):
-        out = snapshot_gram(X, centre=centre, standardize=bool(model.standardize))
+    out = snapshot_gram(X, centre=centre, standardize=bool(model.standardize))
     G = out.pop("G")
     mom, d_fit = model._drop_all_nan_features(out, n, d, k or 1, data)
     model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
@@ -193,8 +188,7 @@ def fit_snapshot(model, X, data, k: int | None, *, centre: bool) -> WideFit:
     theta, U = sla.eigh(G, driver="evr", check_finite=False)
     theta, U = np.maximum(theta[::-1], 0.0), U[:, ::-1]
     kk = min(n, d_fit) if k is None else k
-    with model._timed_pass("components"):
-        Vt = snapshot_components(X, U[:, :kk], np.sqrt(theta[:kk]), out, centre=centre)
+    Vt = snapshot_components(X, U[:, :kk], np.sqrt(theta[:kk]), out, centre=centre)
     keep = getattr(model, "_features_kept", None)
     if keep is not None:
         Vt = Vt[:, keep]

@@ -7,7 +7,6 @@ import functools
 import logging
 import time
 import warnings
-from contextlib import contextmanager
 
 import dask.array as da
 import numpy as np
@@ -19,8 +18,15 @@ from .._feature_names import check_feature_names, feature_names_of
 from .._validation import check_2d, check_dtype, check_n_features, is_sparse
 from ..io._matrix import MatrixInput, as_matrix
 from ..io._preprocess import is_dask_frame
+from ..linalg import passes
 
 logger = logging.getLogger(__name__)
+
+
+def _row_blocks(data: MatrixInput) -> int | None:
+    """The number of row blocks of the fitted matrix (the chunks of each pass), if known."""
+    numblocks = getattr(data.data, "numblocks", None)
+    return None if numblocks is None else int(numblocks[0])
 
 
 def _affine_block(x, mean, P, offset):
@@ -171,14 +177,10 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         check_is_fitted(self, msg=f"this {type(self).__name__} is not fitted yet; call fit(X) "
                         "first")
 
-    @contextmanager
     def _timed_pass(self, label: str):
-        """Count one pass over the data and log its duration."""
-        t0 = time.perf_counter()
-        yield
-        self.n_passes_ = getattr(self, "n_passes_", 0) + 1
-        logger.info("%s: pass %d (%s) took %.2fs", type(self).__name__, self.n_passes_, label,
-                    time.perf_counter() - t0)
+        """A context counting one pass over the data on ``n_passes_``, its duration logged
+        and its events emitted (:mod:`~scalepca.linalg.passes`)."""
+        return passes.counter_of(self).one_pass(label)
 
     #: whether the estimator's fit and transform work on sparse blocks (CSR row blocks, see
     #: :func:`scalepca._validation.as_csr_blocks`); without it sparse input is refused by name
@@ -294,9 +296,12 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             data = self._fit_input(X)
             self._features_kept = None
             self._preprocessing = None  # inside _fit, transforms take the matrix as it is
-            self._fit(data)
-            if is_dask_frame(X):  # its partitions' row counts were read first
-                self.n_passes_ += 1
+            with passes.counting(self, chunks=_row_blocks(data)) as counter:
+                if is_dask_frame(X):
+                    counter.plan(1)
+                self._fit(data)
+                if is_dask_frame(X):  # its partitions' row counts were read first
+                    counter.record("partition row counts")
             self._widen_features(data.data.shape[1])
             self._feature_template = _feature_template(data)
             self._preprocessing = data.prep

@@ -25,6 +25,7 @@ from ..linalg import (
     feature_scale,
     flip_signs,
     moments_graph,
+    passes,
     tsqr_svd_centered,
 )
 from ..linalg.moments import float32_relative_error, gram_precision
@@ -229,6 +230,8 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         solver = self._choose_solver(d, n)
         self._check_sparse_solver(X, solver)
         self._fit_svd_solver = solver
+        passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2, "snapshot": 2,
+                                      "sketch": 1}.get(solver, self.n_power_iter + 2))
         if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,

@@ -60,7 +60,7 @@ from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
 from ..io._matrix import MatrixInput, as_matrix
 from ..linalg.decomp import flip_signs
-from ..linalg.moments import compute_together
+from ..linalg.passes import compute_together
 from ..linalg.svt import (
     _is_regular,
     block_times,

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
+
+from .processes import free_ports, wait_or_kill
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo")
 HOW_TO_ENABLE = "as root: apt-get install slurm-wlm munge"
@@ -42,19 +42,6 @@ def why_not() -> str | None:
 def _which(name: str) -> str | None:
     # Debian puts the daemons in /usr/sbin, which a non-login PATH may lack
     return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _node_line() -> str:
@@ -102,7 +89,7 @@ class LoopbackSlurm:
         key = munge / "munge.key"
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o400)
-        ctld_port, slurmd_port = _free_ports(2)
+        ctld_port, slurmd_port = free_ports(2)
         r = self.root
         self.conf.write_text("\n".join([
             "ClusterName=scalepcatest",
@@ -215,11 +202,7 @@ class LoopbackSlurm:
             if proc is None or proc.poll() is not None:
                 continue
             proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+            wait_or_kill(proc, 15, group=True)
         for log in self._logs:
             log.close()
         self._logs.clear()

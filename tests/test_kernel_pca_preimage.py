@@ -26,7 +26,8 @@ from scalepca.cli import EXIT_OK, main
 from scalepca.config import ConfigError, validate_config
 from scalepca.datasets import make_low_rank, write_dataset
 
-from .conftest import arrays_in, counted_dask, recorded_results
+from .conftest import arrays_in, recorded_results
+from .support.counting import counted_dask
 
 APPROX = [
     {"approximation": "nystroem", "n_features": 120},

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+from .processes import wait_or_kill
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- data ----------------------------------------------------------------------------------------
@@ -328,13 +330,8 @@ class ProcessCluster:
             if proc is not None and proc.poll() is None:
                 proc.terminate()
         for proc in [*self.workers.values(), self.scheduler]:
-            if proc is None:
-                continue
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+            if proc is not None:
+                wait_or_kill(proc, 10)
         for log in self._logs:
             log.close()
 

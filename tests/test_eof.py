@@ -24,14 +24,6 @@ eofs_xr = pytest.importorskip("eofs.xarray")
 
 
 @pytest.fixture(scope="module")
-def sst():
-    """(time 50, latitude 18, longitude 30), NaN over land (1/6 of the cells)."""
-    path = eofs_examples.example_data_path("sst_ndjfm_anom.nc")
-    with xr.open_dataset(path) as ds:
-        return ds["sst"].load()
-
-
-@pytest.fixture(scope="module")
 def sqrt_coslat(sst):
     w = coslat_weights(sst)
     np.testing.assert_allclose(w, np.sqrt(np.cos(np.deg2rad(sst.latitude.values))), rtol=1e-7)
@@ -127,7 +119,7 @@ def test_correlation_and_covariance_maps_match_eofs(sst, sqrt_coslat, weighted):
 
 
 def test_maps_one_pass_and_chunking_invariance(sst, sqrt_coslat):
-    from .conftest import counted_dask
+    from .support.counting import counted_dask
 
     field = sst.values.reshape(50, -1)
     pca = scalepca.PCA(4).fit(_matrix(sst, sqrt_coslat, time_chunk=50))
