@@ -25,6 +25,7 @@ import numpy as np
 from scipy import linalg as sla
 
 from .._validation import check_random_state_seed
+from ..linalg import passes
 from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times
 from ..linalg.sketch import SKETCH_TESTS, nystrom_eigh, nystrom_error_bound
 from ..linalg.snapshot import snapshot_components, snapshot_gram
@@ -63,6 +64,7 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
     mom, d_fit = model._drop_all_nan_features(out, n, d, k, data)
     X = model._select_features(X)
     if d_fit < d:  # the same pass over the kept features: the same arithmetic as their fit
+        passes.counter_of(model).plan(1)
         rng = np.random.default_rng(check_random_state_seed(model.random_state))
         V = draw(rng, d_fit)
         mom = moments_and_gram_times(X, V, precision=precision)

@@ -230,8 +230,10 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         solver = self._choose_solver(d, n)
         self._check_sparse_solver(X, solver)
         self._fit_svd_solver = solver
+        # block Krylov: at most n_power_iter + 2 products, fewer once the basis spans all d
+        krylov = min(self.n_power_iter + 2, -(-d // max(1, min(k + self.n_oversamples, d))))
         passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2, "snapshot": 2,
-                                      "sketch": 1}.get(solver, self.n_power_iter + 2))
+                                      "sketch": 1}.get(solver, krylov))
         if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
