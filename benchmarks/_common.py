@@ -38,12 +38,12 @@ def _worker_peak_rss() -> int:
 
 @contextmanager
 def local_cluster(n_workers=2, threads_per_worker=1, memory_limit="4GiB", **kw):
-    """A fresh LocalCluster + Client, made by ``scalepca.cluster.make_cluster`` as
+    """A fresh LocalCluster + Client, made by ``scalepca.app.cluster.make_cluster`` as
     ``scalepca.connect`` makes one; fresh processes so peak memory is per configuration.
     ``kw``: other keys of a ``local`` cluster section (``local_directory``, ``monitoring``)."""
     from distributed import Client
 
-    from scalepca.cluster import make_cluster
+    from scalepca.app.cluster import make_cluster
 
     cluster = make_cluster(kind="local", n_workers=n_workers,
                            threads_per_worker=threads_per_worker, memory_limit=memory_limit, **kw)

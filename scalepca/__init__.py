@@ -19,16 +19,16 @@ _PUBLIC = {
     "PPCA": "scalepca.models.ppca",
     "RobustPCA": "scalepca.models.robust_pca",
     "SparsePCA": "scalepca.models.sparse_pca",
-    "Rotator": "scalepca.eof",
-    "connect": "scalepca.cluster",
-    "eofs_as_correlation": "scalepca.eof",
-    "eofs_as_covariance": "scalepca.eof",
-    "load": "scalepca.models.persist",
-    "north_test": "scalepca.eof",
-    "open_matrix": "scalepca.io",
+    "Rotator": "scalepca.analysis.eof",
+    "connect": "scalepca.app.cluster",
+    "eofs_as_correlation": "scalepca.analysis.eof",
+    "eofs_as_covariance": "scalepca.analysis.eof",
+    "load": "scalepca.persistence.loading",
+    "north_test": "scalepca.analysis.eof",
+    "open_matrix": "scalepca.preprocessing",
 }
-_SUBMODULES = ("cli", "cluster", "config", "datasets", "eof", "io", "linalg", "models", "plot",
-               "report")
+_SUBMODULES = ("analysis", "app", "cli", "datasets", "io", "linalg", "models", "persistence",
+               "preprocessing")
 
 __all__ = [
     "KernelPCA", "PCA", "PPCA", "RobustPCA", "Rotator", "SparsePCA", "__version__", "connect",
@@ -36,11 +36,11 @@ __all__ = [
 ]
 
 if typing.TYPE_CHECKING:  # static tools see the eager imports
-    from .cluster import connect
-    from .eof import Rotator, eofs_as_correlation, eofs_as_covariance, north_test
-    from .io import open_matrix
+    from .analysis.eof import Rotator, eofs_as_correlation, eofs_as_covariance, north_test
+    from .app.cluster import connect
     from .models import PCA, PPCA, KernelPCA, RobustPCA, SparsePCA
-    from .models.persist import load
+    from .persistence.loading import load
+    from .preprocessing import open_matrix
 
 
 def __getattr__(name: str):

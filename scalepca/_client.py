@@ -15,7 +15,7 @@ def current_client():
     """The running distributed ``Client`` that ``dask.compute`` would use now, or None.
 
     That is the client whose ``get`` is the current scheduler (the default client), or the
-    client of a scheduler object that runs graphs on one: :func:`scalepca.cluster.progress`
+    client of a scheduler object that runs graphs on one: :func:`scalepca.app.cluster.progress`
     sets such an object, with a ``client`` attribute, to draw progress bars. Threaded and
     synchronous schedulers give None.
     """

@@ -72,6 +72,44 @@ _KIND_NAMES = {
 }
 
 
+def _as_dask_matrix(X, what: str) -> da.Array:
+    """``X`` as a dask array (sparse input as CSR row blocks), its dtype refused by name when
+    it is not numeric; a path is refused with a pointer to ``open_matrix``."""
+    if is_sparse(X):
+        if np.dtype(X.dtype).kind not in "fiub":
+            check_dtype(X.dtype, what=what)
+        return as_csr_blocks(X)
+    if isinstance(X, da.Array):
+        return X
+    if isinstance(X, (str, bytes, os.PathLike)):
+        raise TypeError(f"{what} is a path ({X!r}), not an array; open the store with "
+                        "scalepca.open_matrix(path) and pass the result")
+    if not hasattr(X, "shape") or not hasattr(X, "dtype"):
+        X = np.asarray(X)
+    if np.dtype(X.dtype).kind not in "fiub":
+        check_dtype(X.dtype, what=what)
+    if isinstance(X, np.ndarray):
+        return da.from_array(X, chunks=_row_chunks(X))
+    return da.asarray(X)
+
+
+def _check_size(arr: da.Array, what: str, min_samples: int, min_features: int,
+                unknown_rows: bool) -> None:
+    """2-D, known chunk sizes (rows may be unknown with ``unknown_rows``), enough samples and
+    features."""
+    check_2d(arr.shape, what=what)
+    if any(math.isnan(c) for dim in arr.chunks[int(unknown_rows):] for c in dim):
+        raise ValueError(
+            f"{what} has unknown chunk sizes (shape {arr.shape}); call "
+            f"`{what}.compute_chunk_sizes()` (or `X = X.compute_chunk_sizes()`) before fitting"
+        )
+    n, d = arr.shape
+    if n < min_samples:  # False for an unknown (NaN) row count
+        raise ValueError(f"{what} has {n} sample(s); at least {min_samples} required")
+    if d < min_features:
+        raise ValueError(f"{what} has {d} feature(s); at least {min_features} required")
+
+
 def check_matrix(
     X,
     *,
@@ -115,35 +153,8 @@ def check_matrix(
     """
     if not accept_sparse:
         _refuse_sparse(X, what)
-    if is_sparse(X):
-        if np.dtype(X.dtype).kind not in "fiub":
-            check_dtype(X.dtype, what=what)
-        arr = as_csr_blocks(X)
-    elif isinstance(X, da.Array):
-        arr = X
-    else:
-        if isinstance(X, (str, bytes, os.PathLike)):
-            raise TypeError(f"{what} is a path ({X!r}), not an array; open the store with "
-                            "scalepca.open_matrix(path) and pass the result")
-        if not hasattr(X, "shape") or not hasattr(X, "dtype"):
-            X = np.asarray(X)
-        if np.dtype(X.dtype).kind not in "fiub":
-            check_dtype(X.dtype, what=what)
-        if isinstance(X, np.ndarray):
-            arr = da.from_array(X, chunks=_row_chunks(X))
-        else:
-            arr = da.asarray(X)
-    check_2d(arr.shape, what=what)
-    if any(math.isnan(c) for dim in arr.chunks[int(unknown_rows):] for c in dim):
-        raise ValueError(
-            f"{what} has unknown chunk sizes (shape {arr.shape}); call "
-            f"`{what}.compute_chunk_sizes()` (or `X = X.compute_chunk_sizes()`) before fitting"
-        )
-    n, d = arr.shape
-    if n < min_samples:  # False for an unknown (NaN) row count
-        raise ValueError(f"{what} has {n} sample(s); at least {min_samples} required")
-    if d < min_features:
-        raise ValueError(f"{what} has {d} feature(s); at least {min_features} required")
+    arr = _as_dask_matrix(X, what)
+    _check_size(arr, what, min_samples, min_features, unknown_rows)
     dtype = check_dtype(arr.dtype, what=what)
     if dtype != arr.dtype:
         arr = arr.astype(dtype)

@@ -50,21 +50,25 @@ def _json_arg(text, what: str):
 
 
 # -- commands --------------------------------------------------------------------------------------
-def _load(args) -> dict:
-    """The validated config of ``args.config`` (+ ``--set``), local paths made absolute."""
-    from .config import load_config
+def _load(args, problems: list | None = None) -> dict:
+    """The validated config of ``args.config`` (+ ``--set``), local paths made absolute.
+    ``problems``: a list the config's problems are appended to (see ``validate_config``)
+    instead of raising the first."""
+    from .app.config import read_config, validate_config
 
-    cfg = load_config(args.config, args.set)
-    args.method = cfg["model"]["method"]  # error messages name this estimator's keys
-    cfg["data"]["path"] = _abs(cfg["data"]["path"])
-    if cfg["output"]["store"]:
+    cfg = validate_config(read_config(args.config, args.set), problems)
+    if cfg["model"] is not None:
+        args.method = cfg["model"]["method"]  # error messages name this estimator's keys
+    if cfg["data"] is not None:
+        cfg["data"]["path"] = _abs(cfg["data"]["path"])
+    if cfg["output"] is not None and cfg["output"]["store"]:
         cfg["output"]["store"] = _abs(cfg["output"]["store"])
     return cfg
 
 
 def cmd_run(args) -> int:
-    from .cluster import connect, progress
-    from .models.registry import estimator_class
+    from .app.cluster import connect, progress
+    from .persistence.registry import estimator_class
 
     cfg = _load(args)
     ccfg = dict(cfg["cluster"])
@@ -90,8 +94,8 @@ def cmd_run(args) -> int:
             written = write_outputs(est, X, cfg["output"])
             for path in written:
                 print(f"written: {path}", flush=True)
-            if cfg["output"].get("report"):  # HTML + PNG summary (scalepca.report)
-                from .report import run_report
+            if cfg["output"].get("report"):  # HTML + PNG summary (scalepca.app.report)
+                from .app.report import run_report
 
                 path = run_report(est, X, cfg, elapsed=elapsed, client=client, written=written)
                 print(f"written: {path}", flush=True)
@@ -99,10 +103,10 @@ def cmd_run(args) -> int:
 
 
 def cmd_transform(args) -> int:
+    from .app.cluster import connect, progress
     from .app.outputs import transform_output_problem
-    from .cluster import connect, progress
     from .io import write_array
-    from .models.persist import load
+    from .persistence.loading import load
 
     so = _json_arg(args.storage_options, "--storage-options")
     model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
@@ -133,7 +137,7 @@ def cmd_info(args) -> int:
     import zarr
 
     from .io import open_zarr_node
-    from .io._open import data_kind
+    from .preprocessing._open import data_kind
 
     so = _json_arg(args.storage_options, "--storage-options")
     kind = data_kind(args.store, storage_options=so)
@@ -143,7 +147,7 @@ def cmd_info(args) -> int:
         print("\n".join(describe_store(args.store, storage_options=so)))
         return EXIT_OK
     if kind == "netcdf":
-        from .io._open import open_dataset
+        from .preprocessing._open import open_dataset
 
         ds = open_dataset(args.store, format=kind)
         print(f"NetCDF {args.store}: dims {dict(ds.sizes)}")
@@ -179,15 +183,18 @@ def cmd_info(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .config import JOBQUEUE_KINDS
+    from .app.config import JOBQUEUE_KINDS
 
-    cfg = _load(args)
-    kind = cfg["cluster"]["kind"]
+    found = []  # every problem of the config at once: its keys, then against the data
+    cfg = _load(args, found)
     problems, notes = check_config(cfg, data=not args.job_script)
-    if problems:
-        for problem in problems:
-            print(f"scalepca: error: {speak_cli(problem, method=args.method)}", file=sys.stderr)
+    said = [speak_cli(problem, method=getattr(args, "method", None))
+            for problem in found + problems]
+    if said:
+        for problem in dict.fromkeys(said):
+            print(f"scalepca: error: {problem}", file=sys.stderr)
         return EXIT_USER_ERROR
+    kind = cfg["cluster"]["kind"]
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
     for note in notes:
         print(f"  {note}")
@@ -195,7 +202,7 @@ def cmd_validate(args) -> int:
         if kind not in JOBQUEUE_KINDS:
             raise UserError(f"--job-script needs a batch cluster kind "
                             f"({', '.join(JOBQUEUE_KINDS)}); the config has {kind!r}")
-        from .cluster import make_cluster
+        from .app.cluster import make_cluster
 
         cluster = make_cluster(cfg["cluster"])
         try:
@@ -209,9 +216,9 @@ def cmd_make_data(args) -> int:
     import numpy as np
     from dask.utils import parse_bytes
 
-    from .config import ConfigError, apply_overrides
+    from .app.config import ConfigError, apply_overrides
     from .datasets import GENERATORS
-    from .models.registry import check_params
+    from .persistence.registry import check_params
 
     func = GENERATORS[args.kind]
     sig = inspect.signature(func).parameters
@@ -272,13 +279,13 @@ def cmd_make_data(args) -> int:
         return time.perf_counter() - t0
 
     if args.scheduler:
-        from .cluster import connect, progress
+        from .app.cluster import connect, progress
 
         with connect(kind="address", address=args.scheduler, quiet=args.quiet) as client, \
                 progress(not (args.no_progress or args.quiet), client=client):
             elapsed = write()
     else:
-        from .cluster import progress
+        from .app.cluster import progress
 
         with progress(not (args.no_progress or args.quiet)):
             elapsed = write()
@@ -401,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     import yaml
 
-    from .config import ConfigError
+    from .app.config import ConfigError
 
     args = build_parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
@@ -419,7 +426,8 @@ def main(argv=None) -> int:
         return args.func(args)
     except (ConfigError, UserError, FileNotFoundError, FileExistsError, yaml.YAMLError,
             ImportError) as err:
-        print(f"scalepca: error: {said(err)}", file=sys.stderr)
+        for problem in getattr(err, "problems", None) or [err]:  # a config's: one line each
+            print(f"scalepca: error: {said(problem)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except (ValueError, TypeError, KeyError) as err:
         # raised by validation before any compute (parameters, shapes, dtypes)

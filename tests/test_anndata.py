@@ -19,7 +19,7 @@ import scalepca
 from scalepca._validation import is_sparse
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 from scalepca.datasets import count_model, make_counts, make_low_rank, write_dataset
-from scalepca.io._matrix import as_matrix
+from scalepca.preprocessing._matrix import as_matrix
 
 from .conftest import S3_BUCKET as BUCKET
 
@@ -208,7 +208,7 @@ def test_counts_density_is_the_requested_one(counts_store):
 def test_count_values_follow_the_stated_distribution(dispersion, mean):
     from scipy import stats
 
-    from scalepca.datasets import _quantile_counts, _zero_probability
+    from scalepca.datasets._generators import _quantile_counts, _zero_probability
 
     rng = np.random.default_rng(11)
     mu, u = np.full(200_000, mean), rng.random(200_000)

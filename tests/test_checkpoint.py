@@ -20,7 +20,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import scalepca
-from scalepca.config import ConfigError, validate_config
+from scalepca.app.config import ConfigError, validate_config
 from scalepca.io._checkpoint import CheckpointStore, SmallStateCheckpoint, check_fingerprint
 
 from .support.reliability import low_rank, with_missing
@@ -81,6 +81,34 @@ def test_store_commits_atomically_and_skips_damaged(tmp_path):
     assert st.latest(valid=lambda a: a["n_iter"] == 1)[0]["n_iter"] == 1
     st.prune({"state_000002"})
     assert _commits(tmp_path / "ck") == ["state_000002"]
+
+
+def test_commit_replaced_by_a_writer_killed_between_its_renames_is_found(tmp_path,
+                                                                         monkeypatch):
+    """Replacing commit k moves the old one aside, then renames the new one in: a writer killed
+    between the two renames leaves commit k only as its ``.old-`` copy, which a resume reads
+    (the old writer deleted commit k before renaming, so a kill there lost it)."""
+    st = CheckpointStore(tmp_path / "ck")
+    st.commit(3, {"W": np.full(2, 3.0)}, {"n_iter": 3})
+    real, calls = os.replace, []
+
+    def killed_after_first_rename(src, dst):
+        if os.path.dirname(os.fspath(dst)) == os.fspath(tmp_path / "ck"):  # not zarr's own
+            calls.append(dst)
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # the process dies here
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", killed_after_first_rename)
+    with pytest.raises(KeyboardInterrupt):
+        st.commit(3, {"W": np.full(2, 4.0)}, {"n_iter": 3, "again": True})
+    monkeypatch.setattr(os, "replace", real)
+    assert not (tmp_path / "ck" / "state_000003").exists()
+    attrs, arrays = CheckpointStore(tmp_path / "ck").latest()
+    assert attrs == {"n_iter": 3}
+    np.testing.assert_array_equal(arrays["W"], np.full(2, 3.0))
+    st.commit(3, {"W": np.full(2, 5.0)}, {"n_iter": 3})  # the next commit is preferred
+    np.testing.assert_array_equal(st.latest()[1]["W"], np.full(2, 5.0))
 
 
 def test_fingerprint_names_the_differing_key(tmp_path):

@@ -211,9 +211,13 @@ def test_console_script_errors_have_no_traceback(tmp_path, data_path):
     r = subprocess.run([SCALEPCA, "validate", str(bad)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == EXIT_USER_ERROR
+    # every problem of the config, one line each (issue 35), the misspelt key with its match
     assert r.stderr.strip() == ("scalepca: error: unknown key(s) 'cluster.workers'; allowed in "
                                 "'cluster': n_workers, threads_per_worker, memory_limit, "
-                                "dashboard_address, processes, local_directory, monitoring")
+                                "dashboard_address, processes, local_directory, monitoring; "
+                                "did you mean 'n_workers'?\n"
+                                "scalepca: error: data.path: no zarr store at "
+                                f"'{tmp_path / 'x'}'")
     assert r.stdout == ""
 
 
@@ -493,7 +497,7 @@ def test_shipped_local_configs_run(tmp_path, capsys, monkeypatch, name):
     """Each local config runs end to end (shrunk with --set) and writes what it promises."""
     path = Path(__file__).parents[1] / "configs" / f"{name}.yaml"
     raw = yaml.safe_load(path.read_text())
-    from scalepca.models.registry import METHODS
+    from scalepca.persistence.registry import METHODS
 
     module = METHODS[raw["model"]["method"]].split(":")[0]
     pytest.importorskip(module)
@@ -539,7 +543,9 @@ def test_run_netcdf_with_named_weights_matches_eofs(tmp_path, capsys, as_glob):
         sst = ds["sst"].load()
     # the weights scalepca's rule gives (√cos of the file's float32 latitudes, as in eofs' own
     # example); those of float64 latitudes differ by ~1e-8
-    w = scalepca.eof.coslat_weights(sst).broadcast_like(sst.isel(time=0))
+    from scalepca.analysis.eof import coslat_weights
+
+    w = coslat_weights(sst).broadcast_like(sst.isel(time=0))
     solver = eofs_xr.Eof(sst, weights=w.values)
     model = scalepca.load(tmp_path / "out" / "model.zarr")
     np.testing.assert_allclose(model.explained_variance_, solver.eigenvalues(neigs=3).values,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import scalepca
-from scalepca.cluster import connect, make_cluster, progress
-from scalepca.config import ConfigError, load_config, validate_config
+from scalepca.app.cluster import connect, make_cluster, progress
+from scalepca.app.config import ConfigError, load_config, validate_config
 
 CONFIGS = Path(__file__).parents[1] / "configs"
 
@@ -258,7 +258,7 @@ def test_cloud_kinds_wiring(monkeypatch):
     """dask-kubernetes and dask-gateway get the configured settings (packages faked here)."""
     import types
 
-    from scalepca.cluster import _scale
+    from scalepca.app.cluster._jobs import _scale
 
     kube = types.ModuleType("dask_kubernetes.operator")
     kube.KubeCluster = _FakeCluster

@@ -13,7 +13,7 @@ import xarray as xr
 import zarr
 
 import scalepca
-from scalepca.config import ConfigError, validate_config
+from scalepca.app.config import ConfigError, validate_config
 from scalepca.io._coalesce import coalesced_rows, open_zarr
 
 from .conftest import low_rank_data
@@ -109,7 +109,7 @@ def test_zarr_array_given_to_fit_is_coalesced(tmp_path, X0):
     ref = scalepca.PCA(3).fit(X0)
     np.testing.assert_allclose(scalepca.PCA(3).fit(z).components_, ref.components_,
                                rtol=0, atol=1e-12)
-    from scalepca.io import as_matrix
+    from scalepca.preprocessing import as_matrix
 
     assert len(as_matrix(z).data.chunks[0]) == 1
 

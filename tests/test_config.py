@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scalepca.config import (
+from scalepca.app.config import (
     CLUSTER_KINDS,
     ConfigError,
     apply_overrides,
@@ -15,7 +15,7 @@ from scalepca.config import (
     load_config,
     validate_config,
 )
-from scalepca.models.registry import METHODS
+from scalepca.persistence.registry import METHODS
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
 

@@ -59,8 +59,8 @@ def test_every_page_is_built(site):
 
 
 def test_config_reference_lists_every_schema_key(site):
-    from scalepca.config import schema_sections
-    from scalepca.models.registry import METHODS
+    from scalepca.app.config import schema_sections
+    from scalepca.persistence.registry import METHODS
 
     text = _text(site / "config.html")
     for _, _, schema in schema_sections():

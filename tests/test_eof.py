@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 import scalepca
-from scalepca.eof import (
+from scalepca.analysis.eof import (
     Rotator,
     coslat_weights,
     eofs_as_correlation,
@@ -472,7 +472,7 @@ def test_maps_and_rotation_on_sparse_input(model, kind, monkeypatch):
     "X has shape ()"."""
     import scipy.sparse as sp
 
-    import scalepca.eof as eof
+    import scalepca.analysis.eof as eof
 
     S = sp.random(300, 30, density=0.15, format="csr", random_state=1)
     S.data = np.round(10 * S.data) + 1.0  # counts ≥ 1: means of the order of the spread
@@ -550,7 +550,7 @@ def test_latitude_is_found_and_checked_in_one_place():
     latitude rule: a projected y in metres is refused by both with the same message (it was
     taken as latitude by coslat_weights: weights [0, 0, 1, 0, 0]); the weights agree."""
     pytest.importorskip("cf_xarray")
-    from scalepca.io._preprocess import describe
+    from scalepca.preprocessing._steps import describe
 
     def grid(name, values, attrs):
         return xr.DataArray(np.zeros((3, len(values), 4)), dims=("time", name, "x"),

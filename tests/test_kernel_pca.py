@@ -24,7 +24,7 @@ from scalepca.linalg.kernels import (
     nystroem_normalization,
 )
 from scalepca.models import kernel_pca as kpca_mod
-from scalepca.models.registry import estimator_class
+from scalepca.persistence.registry import estimator_class
 
 from .conftest import arrays_in, land_over, recorded_results
 from .support.counting import counted_dask

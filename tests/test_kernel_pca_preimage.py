@@ -22,8 +22,8 @@ from sklearn.preprocessing import StandardScaler
 
 import scalepca
 from scalepca import PCA, KernelPCA
+from scalepca.app.config import ConfigError, validate_config
 from scalepca.cli import EXIT_OK, main
-from scalepca.config import ConfigError, validate_config
 from scalepca.datasets import make_low_rank, write_dataset
 
 from .conftest import arrays_in, recorded_results

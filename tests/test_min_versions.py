@@ -19,7 +19,7 @@ import pytest
 from distributed import Future, futures_of
 
 import scalepca
-from scalepca.cluster import connect, progress
+from scalepca.app.cluster import connect, progress
 
 from .conftest import low_rank_data
 

@@ -122,7 +122,9 @@ def test_every_cli_verb_reads_netcdf(sst_dataset, tmp_path, capsys):
         np.testing.assert_allclose(got.values, ran.values, rtol=1e-12, atol=1e-12)
         # the dense float64 reference: the weighted field minus the mean, onto the EOFs
         est = scalepca.load(model)
-        w = scalepca.eof.coslat_weights(sst_dataset).broadcast_like(sst_dataset.sst.isel(time=0))
+        from scalepca.analysis.eof import coslat_weights
+
+        w = coslat_weights(sst_dataset).broadcast_like(sst_dataset.sst.isel(time=0))
         field = (sst_dataset.sst * w).values.reshape(50, -1).astype(np.float64)
         ocean = np.isfinite(est.mean_)
         ref = (field[:, ocean] - est.mean_[ocean]) @ est.components_[:, ocean].T

@@ -12,7 +12,7 @@ import scipy.sparse
 
 from scalepca import PCA
 from scalepca._validation import as_csr_blocks
-from scalepca.eof import eofs_as_correlation
+from scalepca.analysis.eof import eofs_as_correlation
 from scalepca.linalg import passes
 from scalepca.linalg.sparse import merge_code_stats
 

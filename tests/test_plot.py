@@ -1,4 +1,5 @@
-"""scalepca.plot: the figures hold the data they claim to show (artists and values, not pixels)."""
+"""scalepca.analysis.plot: the figures hold the data they claim to show (artists and values,
+not pixels)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PathCollection, QuadMesh  # noqa: E402
 
 import scalepca  # noqa: E402
-from scalepca import plot  # noqa: E402
+from scalepca.analysis import plot  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -48,8 +49,8 @@ def _images(fig):
 
 # -- import behaviour --------------------------------------------------------------------------
 def test_import_does_not_load_matplotlib():
-    # matplotlib is an optional extra: no module-level import of it in scalepca.plot (checked
-    # on the source, as this process has imported matplotlib already)
+    # matplotlib is an optional extra: no module-level import of it in scalepca.analysis.plot
+    # (checked on the source, as this process has imported matplotlib already)
     tree = ast.parse(Path(plot.__file__).read_text())
     for node in tree.body:
         names = []
@@ -342,7 +343,7 @@ def test_mode_labels_agree_everywhere():
     """Modes are numbered from 1 in the xarray coords (components, scores, per-mode values),
     the plot labels, the CLI summary table and the report's table: mode 1 is components_[0]."""
     from scalepca.app.pipeline import summary
-    from scalepca.report import _spectrum_rows
+    from scalepca.app.report import _spectrum_rows
 
     field = _field("lat", "lon", False)
     X = scalepca.open_matrix(field, sample_dims="time")

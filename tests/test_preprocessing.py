@@ -18,7 +18,7 @@ import xarray as xr
 
 import scalepca
 from scalepca._validation import _row_chunks
-from scalepca.io import as_matrix
+from scalepca.preprocessing import as_matrix
 
 from .conftest import field, same_up_to_sign
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import scalepca
-from scalepca.io import _preprocess
+from scalepca.preprocessing import _steps as _preprocess
 
 
 @pytest.fixture

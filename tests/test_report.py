@@ -1,4 +1,5 @@
-"""scalepca.report: the HTML run report (tables + PNG figures) and its hook in ``scalepca run``."""
+"""scalepca.app.report: the HTML run report (tables + PNG figures) and its hook in
+``scalepca run``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import scalepca
-from scalepca.report import peak_memory, write_report
+from scalepca.app.report import peak_memory, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -145,7 +146,7 @@ progress: false
 
 
 def test_report_is_written_by_default_and_typed(tmp_path):
-    from scalepca.config import ConfigError, validate_config
+    from scalepca.app.config import ConfigError, validate_config
 
     base = {"data": {"path": "x.zarr"}, "model": {"method": "pca"}}
     assert validate_config(base)["output"]["report"] is True

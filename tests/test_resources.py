@@ -42,7 +42,7 @@ def test_one_client_lookup_also_under_progress_bars():
     from distributed import Client, LocalCluster
 
     from scalepca import _client
-    from scalepca.cluster import progress
+    from scalepca.app.cluster import progress
     from scalepca.linalg import svt
     from scalepca.models import _sparse_dictionary
 

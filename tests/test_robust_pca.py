@@ -239,7 +239,7 @@ CHILD = textwrap.dedent(
     import sys
     import numpy as np, dask.array as da
     sys.path[:0] = [{tests!r}, {repo!r}]
-    from test_robust_pca import clmw_problem
+    from tests.test_robust_pca import clmw_problem
     from tests.support.reliability import commits, stop_here
     from scalepca.models import robust_pca as m
 
@@ -467,7 +467,7 @@ def test_pass_count_and_config_entry(monkeypatch):
     # svd_tol=None: the fixed 2q + 1 SVD passes
     fixed = scalepca.RobustPCA(random_state=0, n_power_iter=2, svd_tol=None).fit(L0 + S0)
     assert fixed.n_passes_ == 1 + 10 + 1 + fixed.n_iter_ * (2 * 2 + 1 + 1)
-    from scalepca.models.registry import estimator_class
+    from scalepca.persistence.registry import estimator_class
 
     assert estimator_class("robust_pca") is scalepca.RobustPCA
 

@@ -169,7 +169,7 @@ def test_in_place_writes_are_flagged_until_complete(s3, capsys):
 def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
     """An in-place rewrite on S3 first copies the complete store to ``.previous``; a rewrite
     that fails mid-way leaves it readable there, and the next complete rewrite removes it."""
-    from scalepca.models import persist
+    from scalepca.models import _saving as persist
 
     opts, fs = s3
     url, X = remote_data

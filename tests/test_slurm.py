@@ -292,9 +292,9 @@ def test_killed_run_resumes_from_its_checkpoint(slurm, tmp_path):
     """The run itself preempted (the driver and its worker jobs): the same command again
     resumes from the checkpoint and ends where an uninterrupted run ends."""
     from scalepca import load
+    from scalepca.app.config import load_config
     from scalepca.cli import open_data
-    from scalepca.config import load_config
-    from scalepca.models.registry import estimator_class
+    from scalepca.persistence.registry import estimator_class
 
     cfg = {
         "data": {"path": str(tmp_path / "missing.zarr"),
@@ -396,7 +396,7 @@ def test_job_larger_than_any_node_is_a_clear_error(slurm, tmp_path):
 
 
 def test_job_pending_forever_is_a_clear_error(slurm, slurm_connect):
-    from scalepca.config import ConfigError
+    from scalepca.app.config import ConfigError
 
     t0 = time.monotonic()
     with pytest.raises(ConfigError, match=r"pending with reason \['Partition(Config|TimeLimit)'\]"

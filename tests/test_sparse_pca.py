@@ -151,6 +151,32 @@ def test_enet_gram_path_matches_sklearn_lars(rng):
     np.testing.assert_allclose(enet_gram_path(G, b), np.linalg.solve(G, b), rtol=1e-8)
 
 
+@pytest.mark.parametrize("tied", [False, True])
+def test_enet_gram_path_compiled_takes_the_numpy_steps(rng, monkeypatch, tied):
+    """The compiled LARS-EN path (numba) and the NumPy one end at the same point with the
+    same support, for every stop rule, on positive definite Grams with and without exactly
+    tied variables (ZHT's blocks of identical columns)."""
+    pytest.importorskip("numba")
+    from scalepca.linalg import sparse
+
+    for _ in range(20):
+        d = int(rng.integers(3, 40))
+        X = rng.standard_normal((2 * d, d))
+        if tied:
+            X[:, 1] = X[:, 2] = X[:, 0]
+        G = X.T @ X + 0.05 * np.eye(d)
+        b = G @ rng.standard_normal(d)
+        for kw in ({}, {"n_nonzero": int(rng.integers(1, d + 1))},
+                   {"lam1": float(rng.uniform(0.01, 1.5) * np.abs(b).max())}):
+            monkeypatch.setattr(sparse, "HAVE_LARS_KERNEL", True)
+            compiled = sparse.enet_gram_path(G, b, **kw)
+            monkeypatch.setattr(sparse, "HAVE_LARS_KERNEL", False)
+            plain = sparse.enet_gram_path(G, b, **kw)
+            np.testing.assert_array_equal(compiled != 0, plain != 0)
+            np.testing.assert_allclose(compiled, plain, rtol=1e-10,
+                                       atol=1e-12 * np.abs(plain).max())
+
+
 def test_enet_gram_path_n_nonzero_is_the_least_penalty_with_that_count(rng):
     X = rng.standard_normal((80, 12))
     y = X @ rng.standard_normal(12) + rng.standard_normal(80)
@@ -437,14 +463,14 @@ def test_checkpoints_from_before_the_driver(tmp_path):
 
 @pytest.mark.distributed
 def test_minibatch_reads_ahead_under_progress_bars():
-    """Under ``scalepca.cluster.progress`` (the CLI's bars) minibatches still go to the cluster
+    """Under ``scalepca.app.cluster.progress`` (the CLI's bars) minibatches still go to the cluster
     as futures, several in flight: only the moments and final passes pass through the
     progress scheduler, and the fit equals the one without bars."""
     import io
 
     from distributed import Client, LocalCluster
 
-    from scalepca.cluster import progress
+    from scalepca.app.cluster import progress
 
     Xn = make_sparse_spike(3000, 16, n_components=2, support=4, seed=8).compute()
     X = da.from_array(Xn, chunks=(500, 16))

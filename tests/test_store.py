@@ -17,8 +17,8 @@ import zarr
 import scalepca
 from scalepca.datasets import make_low_rank_sparse
 from scalepca.io import write_array
-from scalepca.models.persist import load
-from scalepca.models.registry import METHODS, estimator_class
+from scalepca.persistence.loading import load
+from scalepca.persistence.registry import METHODS, estimator_class
 
 from .conftest import low_rank_data
 from .support.reliability import REPO, run_until_stopped

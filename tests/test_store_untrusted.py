@@ -12,7 +12,7 @@ import pytest
 import zarr
 
 import scalepca
-from scalepca.models.persist import load
+from scalepca.persistence.loading import load
 
 from .conftest import low_rank_data
 
@@ -94,7 +94,7 @@ def test_other_modules_never_run(tmp_path, spec, params):
     [
         ("scalepca.io._store:atomic_group", {"path": "{tmp}/written.zarr", "write": None}),
         ("scalepca.cli:main", {"argv": ["info", "{tmp}/x.zarr"]}),
-        ("scalepca.cluster:connect", {}),
+        ("scalepca.app.cluster:connect", {}),
         ("scalepca.models.pca:affine_map", {}),
         ("scalepca.models.base:DecompositionMixin", {}),
         ("scalepca.models.pca:UnregisteredPCA", {"n_components": 3}),

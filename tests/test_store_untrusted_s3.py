@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import zarr
 
-from scalepca.models.persist import load
+from scalepca.persistence.loading import load
 
 from .conftest import S3_BUCKET as BUCKET
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from scalepca.app.config import load_config, resolve_paths
 from scalepca.app.messages import speak_cli
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
-from scalepca.config import load_config, resolve_paths
 from scalepca.datasets import make_gridded, make_low_rank, write_dataset
 
 ROOT = Path(__file__).parents[1]
@@ -119,6 +119,21 @@ def test_several_problems_are_all_reported(stores, capsys):
     lines = err.strip().splitlines()
     assert rc == EXIT_USER_ERROR and len(lines) == 2, err
     assert all(ln.startswith("scalepca: error: ") for ln in lines)
+
+
+def test_every_problem_at_once_with_did_you_mean(stores, capsys):
+    """A misspelt key, a bad value and an output that cannot be written: three lines, each
+    naming its key, whatever stage finds it (the config's keys, or the data and folders)."""
+    path = _write(stores, "three.yaml",
+                  model={"method": "pca", "n_component": 3, "svd_solver": "qr"},
+                  output={"store": "a_file/out"})
+    rc, out, err = _validate(capsys, path)
+    lines = err.strip().splitlines()
+    assert rc == EXIT_USER_ERROR and "valid" not in out
+    assert len(lines) == 3 and all(ln.startswith("scalepca: error: ") for ln in lines), err
+    assert "'model.n_component'" in lines[0] and "did you mean 'n_components'?" in lines[0]
+    assert "model.svd_solver: qr is not one of the allowed values" in lines[1]
+    assert "output.store" in lines[2] and "is not a folder" in lines[2]
 
 
 def test_generate_config_is_valid_before_the_data_exist(stores, capsys):

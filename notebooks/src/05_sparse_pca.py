@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import scalepca
-from scalepca import plot
+from scalepca.analysis import plot
 
 plt.rcParams["figure.dpi"] = 80
 

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import scalepca
-from scalepca import plot
+from scalepca.analysis import plot
 
 plt.rcParams["figure.dpi"] = 80
 
@@ -139,8 +139,8 @@ print((ROOT / "configs" / "slurm.yaml").read_text())
 # system; on the cluster, `scalepca run configs/slurm.yaml` submits the jobs.
 
 # %%
-from scalepca.cluster import make_cluster
-from scalepca.config import load_config
+from scalepca.app.cluster import make_cluster
+from scalepca.app.config import load_config
 
 cluster = make_cluster(load_config(ROOT / "configs" / "slurm.yaml")["cluster"])
 try:

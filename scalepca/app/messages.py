@@ -4,8 +4,6 @@ the CLI rewrites them here into config keys (``run``, ``validate``) or flags (``
 
 from __future__ import annotations
 
-import inspect
-
 #: library wording → (wording for a config: run/validate, wording for command-line flags:
 #: transform). The library's messages name Python arguments; the CLI rewrites them here, in one
 #: place, instead of every library message knowing about configs and flags.
@@ -24,7 +22,7 @@ _CLI_WORDS = (
 
 
 def _method_of_class(name: str) -> str | None:
-    from ..models.registry import METHODS
+    from ..persistence.registry import METHODS
 
     return next((m for m, target in METHODS.items() if target.endswith(f":{name}")), None)
 
@@ -45,19 +43,24 @@ def speak_cli(message: str, *, command: str | None = None, method: str | None = 
         message = re.sub(pattern, as_flag if flags else as_config, message)
     if flags:
         return message
-    from ..models.registry import METHODS, estimator_class
+    from ..models._params import table_of
+    from ..persistence.registry import METHODS, estimator_class
 
     def params_of(m):
-        return set(inspect.signature(estimator_class(m).__init__).parameters) - {"self"}
+        return set(table_of(estimator_class(m)))
+
+    def key(name: str) -> str:  # an estimator parameter named method sits under params
+        return f"model.params.{name}" if name == "method" else f"model.{name}"
 
     def keys(text: str, names: set) -> str:
         def one(match):
             value = match.group(3)
-            return f"model.{match.group(1)}: {value}" if value else f"model.{match.group(1)}"
+            return f"{key(match.group(1))}: {value}" if value else key(match.group(1))
 
         alternatives = "|".join(sorted(names, key=len, reverse=True))
         text = re.sub(rf"(?<![\w.'\"-])({alternatives})=(['\"]?)([^\s,;)'\"]*)\2", one, text)
-        return re.sub(rf"(?<![\w.'\"-])({alternatives})(?= must\b)", r"model.\1", text)
+        return re.sub(rf"(?<![\w.'\"-])({alternatives})(?= must\b)",
+                      lambda match: key(match.group(1)), text)
 
     classes = "|".join(target.split(":")[1] for target in METHODS.values())
 

@@ -106,10 +106,11 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
 
 def open_data(dcfg: dict, *, method: str | None = None):
     """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
-    from ..io import open_matrix, open_zarr_node
+    from ..io import open_zarr_node
     from ..io._coalesce import TASK_SIZE, open_zarr
     from ..io._fs import check_complete
-    from ..io._preprocess import WeightsError
+    from ..preprocessing import open_matrix
+    from ..preprocessing._steps import WeightsError
 
     path = dcfg["path"]
     so = dcfg.get("storage_options")
@@ -117,7 +118,7 @@ def open_data(dcfg: dict, *, method: str | None = None):
         generate_data(dcfg["generate"], path, storage_options=so)
     chunks = dcfg.get("chunks")
     if _is_anndata(dcfg):
-        from ..config import anndata_keys_problem
+        from .config import anndata_keys_problem
 
         problem = anndata_keys_problem(dcfg, f"the AnnData store {path!r}")
         if problem:  # open_matrix refuses them too; said here in the config's words
@@ -157,7 +158,7 @@ def open_data(dcfg: dict, *, method: str | None = None):
 
 def _is_anndata(dcfg: dict) -> bool:
     """Whether the ``data`` section names an AnnData store (by ``format`` or by the path)."""
-    from ..io._open import data_kind
+    from ..preprocessing._open import data_kind
 
     return data_kind(dcfg["path"], format=dcfg.get("format"),
                      storage_options=dcfg.get("storage_options")) == "anndata"
@@ -172,9 +173,9 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     (checking the grid). The options need not be repeated; given ones must agree with the
     model. A model fitted on a bare array gets the array (with ``--weights`` if given).
     """
-    from ..io import open_matrix
-    from ..io._open import open_dataset
-    from ..io._preprocess import WeightsError, describe
+    from ..preprocessing import open_matrix
+    from ..preprocessing._open import open_dataset
+    from ..preprocessing._steps import WeightsError, describe
 
     prep = getattr(est, "_preprocessing", None)
     if prep is not None and prep.dims == ("obs", "var"):  # fitted on AnnData: its matrix again
@@ -231,7 +232,7 @@ def _shape(X):
 def write_outputs(est, X, out: dict) -> list[str]:
     """Write what ``output`` asks for under ``output.store``; return the written paths."""
     from ..io import write_array
-    from ..models.persist import save_estimator
+    from ..models._saving import save_estimator
     from .outputs import FLAG, PARTS
 
     root = out["store"].rstrip("/")
@@ -274,7 +275,7 @@ def write_outputs(est, X, out: dict) -> list[str]:
 
 def _no_data_store(dcfg: dict) -> str:
     """"no NetCDF file at ..." (or AnnData / zarr store): the kind ``data`` names."""
-    from ..io._open import data_kind, no_data_store
+    from ..preprocessing._open import data_kind, no_data_store
 
     kind = data_kind(dcfg["path"], format=dcfg.get("format"),
                      storage_options=dcfg.get("storage_options"))

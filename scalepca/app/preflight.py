@@ -5,7 +5,6 @@ cluster or a pass over the data. Problems are one-line sentences in config terms
 
 from __future__ import annotations
 
-import inspect
 import logging
 import shutil
 
@@ -41,7 +40,7 @@ def _variable_problem(path: str, variable: str | None, storage_options=None) -> 
 
     from ..io import open_zarr_node
     from ..io._netcdf import is_netcdf, open_netcdf
-    from ..io._open import _looks_like_xarray
+    from ..preprocessing._open import _looks_like_xarray
 
     if is_netcdf(path):  # NetCDF/HDF5 files: the opener of open_matrix lists the variables
         if variable is None:
@@ -74,7 +73,7 @@ def _variable_problem(path: str, variable: str | None, storage_options=None) -> 
 def _generated_matrix(dcfg: dict):
     """The lazy matrix ``data.generate`` describes (nothing is generated or written)."""
     from ..datasets import GENERATORS
-    from ..io import open_matrix
+    from ..preprocessing import open_matrix
 
     params = dict(dcfg["generate"])
     data = GENERATORS[params.pop("kind", "low_rank")](**params)
@@ -85,29 +84,25 @@ def _generated_matrix(dcfg: dict):
     return data
 
 
-def _estimator_problem(est, shape, itemsize: int) -> str | None:
-    """Run the estimator's own parameter checks for data of ``shape`` (metadata only)."""
-    import warnings
+def _estimator_problems(method: str, params: dict, X, path: str) -> list[str]:
+    """Every problem of the estimator's parameters for data like ``X`` (metadata only): its
+    ``_parameters`` table and rules (:mod:`scalepca.models._params`), as ``fit`` checks them,
+    and sparse data for a method that does not take it."""
+    import numpy as np
 
-    check = getattr(est, "_check_params", None)
-    if check is None:
-        return None
-    values = {"n": shape[0], "d": shape[1], "n1": shape[0], "n2": shape[1],
-              "itemsize": itemsize}
-    try:
-        names = list(inspect.signature(check).parameters)
-        kwargs = {name: values[name] for name in names}
-    except (KeyError, TypeError, ValueError):
-        logger.info("%s._check_params takes %s; parameter ranges not checked",
-                    type(est).__name__, names)
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            check(**kwargs)
-    except (ValueError, TypeError) as err:
-        return _one_line(err)
-    return None
+    from .._validation import is_sparse
+    from ..models._params import Shape, parameter_problems
+    from ..persistence.registry import estimator_class
+
+    cls = estimator_class(method)
+    full = cls(**params).get_params(deep=False)
+    sparse = is_sparse(getattr(X, "X", getattr(X, "data", X)))
+    shape = Shape(int(X.shape[0]), int(X.shape[1]), np.dtype(X.dtype).itemsize, sparse)
+    problems = [_one_line(err) for _, err in parameter_problems(cls, full, shape)]
+    if not problems and sparse and not getattr(cls, "_accepts_sparse", False):
+        problems.append(f"model.method {method} does not take sparse input, and data.path "
+                        f"{path!r} holds a sparse matrix; use a method that does")
+    return problems
 
 
 def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]:
@@ -124,12 +119,12 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
     from .outputs import output_problems
 
     problems, notes = [], []
-    method, params = cfg["model"]["method"], cfg["model"]["params"]
-    dcfg = cfg["data"]
-    path, so = dcfg["path"], dcfg["storage_options"]
+    model, dcfg = cfg["model"], cfg["data"]
+    method, params = (model["method"], model["params"]) if model is not None else (None, {})
     X = None
-    if not data:
+    if not data or dcfg is None:  # a section validate_config could not read: checked no further
         return _cluster_problems(cfg, problems, notes)
+    path, so = dcfg["path"], dcfg["storage_options"]
     try:
         if dcfg["generate"] is not None and not _store_exists(path, so):
             try:
@@ -155,33 +150,27 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
     except (ValueError, TypeError, KeyError, FileNotFoundError, UserError, ImportError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         problems.append(_one_line(msg))
-    if X is not None:
-        import numpy as np
-
-        from .._validation import is_sparse
-        from ..models.registry import estimator_class
-
-        est = estimator_class(method)(**params)
-        problem = _estimator_problem(est, X.shape, np.dtype(X.dtype).itemsize)
-        sparse = is_sparse(getattr(X, "X", getattr(X, "data", X)))
-        if problem is None and sparse and not getattr(est, "_accepts_sparse", False):
-            problem = (f"model.method {method} does not take sparse input, and data.path "
-                       f"{path!r} holds a sparse matrix; use a method that does")
-        if problem:
-            problems.append(problem)
-        else:
+    if X is not None and cfg["model"] is not None:
+        more = _estimator_problems(method, params, X, path)
+        problems += more
+        if not more:
             notes.append(f"data: {X.shape[0]:,} samples × {X.shape[1]:,} features, "
                          f"{X.dtype}; model parameters fit that shape")
-    more, remarks = output_problems(cfg)
-    return _cluster_problems(cfg, problems + more, notes + remarks)
+    if cfg["output"] is not None and model is not None:
+        more, remarks = output_problems(cfg)
+        problems, notes = problems + more, notes + remarks
+    return _cluster_problems(cfg, problems, notes)
 
 
 def _cluster_problems(cfg: dict, problems: list, notes: list) -> tuple[list[str], list[str]]:
+    if cfg["cluster"] is None:
+        return problems, notes
     kind = cfg["cluster"]["kind"]
-    from ..cluster import _EXTRAS, _SUBMIT_COMMANDS
+    from .cluster._connect import _EXTRAS
+    from .cluster._jobs import _SUBMIT_COMMANDS
 
     if kind in _EXTRAS:
-        from ..cluster import _import_extra
+        from .cluster._connect import _import_extra
 
         try:
             _import_extra(kind)

@@ -2,11 +2,13 @@
 
 A checkpoint is a directory (a zarr v3 group) on a local or shared POSIX file system. Each
 commit is a subgroup ``state_<k>`` (k = iterations done) holding NumPy arrays and a JSON
-``state`` attribute. It is written under ``state_<k>.tmp-<random>`` with ``complete = true``
-set last, then renamed into place: a process killed at any moment (SIGKILL included) leaves
-either the previous commits untouched or a new complete one, never a half-written commit
-under a final name. Readers take the newest commit that is complete and readable and skip
-the rest (a damaged commit falls back to an older one).
+``state`` attribute. It is written by the package's one atomic writer
+(:func:`scalepca.io._store.renamed_into_place`): under a ``.tmp-`` sibling name with
+``complete = true`` set last, then renamed into place, a replaced commit moved aside first. A
+process killed at any moment (SIGKILL included) leaves either the previous commits untouched
+or a new complete one, never a half-written commit under a final name. Readers take the
+newest commit that is complete and readable and skip the rest (a damaged commit falls back to
+an older one; a commit moved aside by a writer killed mid-replacement is still found).
 
 Every commit carries a *fingerprint* of the problem: every parameter that changes the result
 and a sketch of the data (:mod:`scalepca.io._fingerprint`); a fit refuses a checkpoint whose
@@ -26,10 +28,12 @@ import os
 import shutil
 import uuid
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 from ._fs import CHECKPOINT, local_path, store_state
+from ._store import renamed_into_place
 
 logger = logging.getLogger(__name__)
 
@@ -135,20 +139,15 @@ class CheckpointStore:
         ``arrays``: small NumPy arrays; ``attrs``: JSON-serialisable values (NumPy scalars are
         converted). An existing commit of the same ``k`` is replaced.
         """
-        import zarr
-
         name = commit_name(k)
-        tmp = f"{name}.tmp-{uuid.uuid4().hex[:8]}"
-        g = zarr.open_group(os.path.join(self.path, tmp), mode="w")
-        for key, value in arrays.items():
-            g.create_array(key, data=np.ascontiguousarray(value))
-        g.attrs["state"] = json.loads(json.dumps(attrs, default=_json_default))
-        g.attrs["arrays"] = sorted(arrays)  # a commit missing one of them is damaged
-        g.attrs["complete"] = True
-        final = os.path.join(self.path, name)
-        if os.path.exists(final):
-            shutil.rmtree(final)
-        os.replace(os.path.join(self.path, tmp), final)
+
+        def write(g):
+            for key, value in arrays.items():
+                g.create_array(key, data=np.ascontiguousarray(value))
+            g.attrs["state"] = json.loads(json.dumps(attrs, default=_json_default))
+            g.attrs["arrays"] = sorted(arrays)  # a commit missing one of them is damaged
+
+        renamed_into_place(Path(self.path) / name, write)
         return name
 
     def latest(self, keys=None, valid=None):
@@ -160,7 +159,7 @@ class CheckpointStore:
         """
         import zarr
 
-        for name in reversed(self.names(COMMIT_PREFIX)):
+        for name in sorted(self.names(COMMIT_PREFIX), key=_newest_last, reverse=True):
             if ".tmp-" in name:
                 continue
             try:
@@ -187,6 +186,13 @@ class CheckpointStore:
             for name in self.names(prefix):
                 if name not in keep:
                     self.remove(name)
+
+
+def _newest_last(name: str) -> tuple:
+    """Sort key of commit entries, newest last; of a commit and the ``.old-`` copy a writer
+    killed between its two renames left (:func:`~scalepca.io._store.renamed_into_place`),
+    the commit itself is the newer."""
+    return (name.split(".", 1)[0], "." not in name)
 
 
 #: marks fingerprints that hold every result-changing parameter and a sketch of the data

@@ -1,7 +1,7 @@
 """Atomic zarr writing: output stores, and the groups model stores are written into.
 
 Model stores themselves (what a fitted estimator saves, and :func:`scalepca.load`) are in
-:mod:`scalepca.models.persist`; they are written with :func:`atomic_group`.
+:mod:`scalepca.persistence`; they are written with :func:`atomic_group`.
 
 Atomicity: a local store is written under a temporary sibling name and renamed into place, so a
 process killed mid-write leaves only a ``.tmp-*`` directory that is never read as a model.
@@ -83,6 +83,9 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False, k
     ``overwrite`` (:func:`~scalepca.io._fs.check_replace`; ``flag`` names that option in the
     caller's words). The check comes before anything is written.
 
+    ``write`` may put an array in the group's place (a store whose root is an array) and return
+    it; ``complete`` is then set on that array.
+
     ``consolidate``: once the group is complete, its members' metadata are consolidated into
     the group's own metadata (``zarr.consolidate_metadata``), so readers (``xr.open_zarr``)
     find everything in one read.
@@ -99,20 +102,35 @@ def atomic_group(path, *, storage_options=None, write=None, consolidate=False, k
     local = _local_path(path)
     if local is None:
         group = _open_for_write(os.fspath(path), storage_options, kind)
-        write(group)
-        group.attrs["complete"] = True
+        root = write(group)
+        (group if root is None else root).attrs["complete"] = True
         if consolidate:  # last: an attrs update afterwards would drop the consolidated view
             _consolidate(group)
         drop_previous(os.fspath(path), storage_options)
         return
     target = Path(local)
     target.parent.mkdir(parents=True, exist_ok=True)
+    renamed_into_place(target, write, attributes={"format": kind}, consolidate=consolidate)
+
+
+def renamed_into_place(target: Path, write, *, attributes=None, consolidate=False) -> None:
+    """The local atomic write: a zarr group built by ``write(group)`` under
+    ``<target>.tmp-<host>-<pid>-<random>`` (``complete: false`` first, ``true`` last), then
+    renamed over ``target``.
+
+    An existing ``target`` is first renamed to ``<target>.old-<…>`` and removed only once the
+    new group is in place, so a process killed at any moment leaves either the old group (under
+    its name or, between the two renames, as the ``.old-`` sibling) or the new complete one;
+    never a half-written group under the final name. Siblings that writers on this host left
+    when they died are removed after a successful write. Used by :func:`atomic_group` and by
+    the commits of a checkpoint (:mod:`scalepca.io._checkpoint`).
+    """
     tmp = target.with_name(f"{target.name}.tmp-{_writer_tag()}")
     try:
-        group = zarr.open_group(str(tmp), mode="w", attributes={"format": kind,
-                                                                "complete": False})
-        write(group)
-        group.attrs["complete"] = True
+        group = zarr.open_group(str(tmp), mode="w",
+                                attributes={**(attributes or {}), "complete": False})
+        root = write(group)
+        (group if root is None else root).attrs["complete"] = True
         if consolidate:
             _consolidate(group)
         if target.exists():
@@ -203,6 +221,12 @@ def _remove_abandoned(target: Path) -> None:
                 shutil.rmtree(sib, ignore_errors=True)
 
 
+def is_regular(chunks) -> bool:
+    """True when along every axis all chunks but the last have one size and the last is no
+    larger: a dask layout zarr can store chunk for chunk."""
+    return all(len(set(c[:-1])) <= 1 and (len(c) < 2 or c[-1] <= c[0]) for c in chunks)
+
+
 def regular_chunks(arr: da.Array) -> da.Array:
     """Rechunk ``arr`` so every chunk but the last along each axis has the same size.
 
@@ -210,7 +234,7 @@ def regular_chunks(arr: da.Array) -> da.Array:
     workers write into the same zarr chunk. The rechunk moves blocks between workers only.
     """
     for ax, c in enumerate(arr.chunks):
-        if any(x != c[0] for x in c[:-1]) or c[-1] > c[0]:
+        if not is_regular((c,)):
             arr = arr.rechunk({ax: max(c)})
     return arr
 

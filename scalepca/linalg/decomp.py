@@ -13,6 +13,7 @@ from scipy import linalg as sla
 
 from .._validation import is_sparse
 from . import passes
+from .rangefinder import rayleigh_ritz, subspace_iteration
 
 __all__ = [
     "eigh_descending",
@@ -122,9 +123,9 @@ def randomized_svd_centered(
     ``scipy.sparse`` CSR row blocks (one column chunk): those are multiplied as they are
     (sparse–dense products ``x Ω`` and ``xᵀ q`` per block, the d × l partials summed in a
     tree), never densified, so memory per worker is one sparse block plus a few n_b × l and
-    d × l dense factors — nothing grows with d². Each power
-    iteration is re-orthonormalised (TSQR on the tall side, QR on the client for the d × l side),
-    which keeps the small singular directions from being swamped in floating point.
+    d × l dense factors — nothing grows with d². The iteration is the package's one range
+    finder, :func:`~scalepca.linalg.rangefinder.subspace_iteration`; here its tall side is
+    orthonormalised by TSQR and stays on the cluster, the d × l side by QR on the client.
 
     Passes over ``X``: ``2 + 2 · n_power_iter`` (one for ``X Ω``, two per power iteration, one
     for ``B = Qᵀ Xc``), fewer if ``persist`` holds ``X`` in cluster memory; each is counted on
@@ -143,10 +144,14 @@ def randomized_svd_centered(
         X = X.persist()
     mean = np.asarray(mean, dtype=np.float64)
 
-    def times(Om):  # Xc Ω, lazily (n × l)
+    def range_of(Z):  # orth(Xc Z), lazy and held on the cluster (n × l)
         if sparse:
-            return _sparse_times(X, np.asarray(Om), mean @ Om)
-        return X @ Om - (mean @ Om)[None, :]
+            XZ = _sparse_times(X, Z, mean @ Z)
+        else:
+            Zd = da.from_array(Z, chunks=(X.chunks[1], l))
+            XZ = X @ Zd - (mean @ Zd)[None, :]
+        return passes.persist(_orthonormalize(XZ), name="range finder: X Ω" if Z is Om
+                              else "range finder: X Z")
 
     def rtimes(Q):  # Xcᵀ Q, computed (d × l)
         XtQ = _sparse_rtimes(X, Q) if sparse else X.T @ Q
@@ -154,15 +159,9 @@ def randomized_svd_centered(
         XtQ, colsum = passes.compute(XtQ, colsum, name="range finder: Xᵀ Q")
         return XtQ - np.outer(mean, colsum)
 
-    def as_factor(Z):  # the d × l factor as the product wants it
-        return Z if sparse else da.from_array(Z, chunks=(X.chunks[1], l))
-
     Om = rng.standard_normal((d, l))
-    Q = passes.persist(_orthonormalize(times(as_factor(Om))), name="range finder: X Ω")
-    for _ in range(n_power_iter):
-        Z = rtimes(Q)
-        Z, _ = np.linalg.qr(Z)
-        Q = passes.persist(_orthonormalize(times(as_factor(Z))), name="range finder: X Z")
-    Bt = rtimes(Q)  # (Qᵀ Xc)ᵀ, d × l
-    _, s, Vt = sla.svd(Bt.T, full_matrices=False, check_finite=False)
+    steps = subspace_iteration(range_of, rtimes, Om)
+    for _ in range(n_power_iter + 1):
+        Q, Bt = next(steps)
+    _, s, Vt = rayleigh_ritz(Q, Bt)
     return s[:k], Vt[:k]

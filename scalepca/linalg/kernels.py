@@ -40,6 +40,7 @@ from functools import partial
 import dask
 import dask.array as da
 import numpy as np
+from scipy import linalg as sla
 from scipy.sparse import issparse
 from scipy.sparse.linalg import LinearOperator, eigsh
 
@@ -455,3 +456,28 @@ def centred_kernel_eigh(K: da.Array, k: int, *, solver: str = "arpack", seed=Non
     else:
         raise ValueError(f"unknown eigen solver {solver!r}")
     return w, U, col_mean, g, trace_c
+
+
+def dense_rows64(rows) -> np.ndarray:
+    """Rows gathered to the client (landmarks, RFF's first row, exact's training matrix) as a
+    float64 NumPy array; a sparse gather (m × d) is densified here, on the client only."""
+    if hasattr(rows, "toarray"):
+        rows = rows.toarray()
+    return np.asarray(rows, dtype=np.float64)
+
+
+def ridge_solve(M: np.ndarray, B: np.ndarray, alpha: float) -> np.ndarray:
+    """``M⁻¹ B`` for the pre-image ridge ``M = G + αI`` (Cholesky, as scikit-learn; an
+    indefinite kernel such as the sigmoid falls back to a symmetric solve), with a clear error
+    when ``M`` is singular."""
+    try:
+        return sla.solve(M, B, assume_a="pos")
+    except sla.LinAlgError:
+        pass
+    try:
+        return sla.solve(M, B, assume_a="sym")
+    except sla.LinAlgError as err:
+        raise ValueError(
+            f"the pre-image ridge system is singular with alpha={alpha} ({err}); use a "
+            "larger alpha"
+        ) from None

@@ -35,7 +35,7 @@ Events
     ``pass_event``. ``chunks_total`` is the number of row blocks of the fitted input when the
     counter knows it; ``planned`` the number of passes the fit will make when it is known in
     advance (else ``None``). Progress within a pass is the scheduler's business (the progress
-    bars of :mod:`scalepca.cluster`).
+    bars of :mod:`scalepca.app.cluster`).
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ import numpy as np
 from scipy import linalg as sla
 from scipy.sparse import diags, issparse
 
+from ._enet_lars import HAVE_KERNEL as HAVE_LARS_KERNEL
+from ._enet_lars import lars_path
 from .passes import reduce_blocks
 
 __all__ = [
@@ -411,6 +413,9 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
     path drifts: followed to λ₁ = 0 (no ridge) it misses the principal axes by up to 7e-3
     relative (tried; the exact 0.5 loadings at four non-zeros were missed too, with a
     tie-aware stop on its breakpoints). Tied variables enter together here.
+
+    With numba installed the same steps run compiled (:mod:`scalepca.linalg._enet_lars`;
+    the tests compare the two).
     """
     G = np.asarray(G, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -418,6 +423,9 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
     if n_nonzero is not None and n_nonzero >= d:
         n_nonzero = None  # every variable: go to the end of the path (λ₁ = 0 or lam1)
     target = 0.0 if lam1 is None else lam1 / 2.0
+    max_steps = 8 * d + 8 if max_steps is None else max_steps
+    if HAVE_LARS_KERNEL:  # the same steps, compiled
+        return lars_path(G, b, n_nonzero, target, max_steps)
     beta = np.zeros(d)
     c = b.copy()
     chat = float(np.max(np.abs(c))) if d else 0.0
@@ -430,35 +438,10 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
         return beta  # tied variables cannot be split: no point of the path has that count
     inactive = np.ones(d, dtype=bool)
     inactive[active] = False
-    max_steps = 8 * d + 8 if max_steps is None else max_steps
     for _ in range(max_steps):
-        A = np.array(active)
-        s = np.sign(c[A])
-        s[s == 0] = 1.0
-        GAA = G[np.ix_(A, A)]
-        # Cholesky solve straight from LAPACK (what solve(assume_a="pos") runs, without its
-        # per-call checks: this runs once per breakpoint, thousands of times per fit)
-        _, w, info = sla.lapack.dposv(GAA, s)
-        if info != 0:
-            w = np.linalg.lstsq(GAA, s, rcond=None)[0]
-        a = G[:, A] @ w
-        # entry: |c_j − t a_j| = chat − t for an inactive j
-        t_enter, j_enter = np.inf, -1
-        idx = np.flatnonzero(inactive)
-        if idx.size:
-            cj, aj = c[idx], a[idx]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t1 = np.where(1.0 - aj > 1e-15, (chat - cj) / (1.0 - aj), np.inf)
-                t2 = np.where(1.0 + aj > 1e-15, (chat + cj) / (1.0 + aj), np.inf)
-            t_all = np.minimum(np.where(t1 > eps, t1, np.inf), np.where(t2 > eps, t2, np.inf))
-            m = int(np.argmin(t_all))
-            t_enter, j_enter = float(t_all[m]), int(idx[m])
-        # drop: an active coefficient reaches zero
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t_d = np.where(w * beta[A] < 0, -beta[A] / w, np.inf)
-        t_d = np.where(t_d > eps, t_d, np.inf)
-        m = int(np.argmin(t_d)) if t_d.size else 0
-        t_drop = float(t_d[m]) if t_d.size else np.inf
+        A, w, a = _lars_direction(G, c, active)
+        t_enter, j_enter = _entry_step(c, a, chat, inactive, eps)
+        t_drop, m = _drop_step(beta[A], w, eps)
         t_end = chat - target
         t = min(t_enter, t_drop, t_end)
         stop_here = (n_nonzero is not None and t == t_enter and t_enter < t_drop
@@ -488,6 +471,48 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
                 active.append(j)
                 inactive[j] = False
     return beta
+
+
+def _lars_direction(G: np.ndarray, c: np.ndarray, active: list[int]):
+    """The active set ``A``, the equiangular direction ``w = G_AA⁻¹ sign(c_A)`` of its
+    coefficients, and the rate ``a = G_:A w`` at which every correlation changes along it."""
+    A = np.array(active)
+    s = np.sign(c[A])
+    s[s == 0] = 1.0
+    GAA = G[np.ix_(A, A)]
+    # Cholesky solve straight from LAPACK (what solve(assume_a="pos") runs, without its
+    # per-call checks: this runs once per breakpoint, thousands of times per fit)
+    _, w, info = sla.lapack.dposv(GAA, s)
+    if info != 0:
+        w = np.linalg.lstsq(GAA, s, rcond=None)[0]
+    return A, w, G[:, A] @ w
+
+
+def _entry_step(c, a, chat: float, inactive: np.ndarray, eps: float) -> tuple[float, int]:
+    """The step ``t`` at which an inactive variable's correlation reaches the active ones
+    (``|c_j − t a_j| = chat − t``), and that variable; ``(inf, -1)`` if none does."""
+    idx = np.flatnonzero(inactive)
+    if not idx.size:
+        return np.inf, -1
+    cj, aj = c[idx], a[idx]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t1 = np.where(1.0 - aj > 1e-15, (chat - cj) / (1.0 - aj), np.inf)
+        t2 = np.where(1.0 + aj > 1e-15, (chat + cj) / (1.0 + aj), np.inf)
+    t_all = np.minimum(np.where(t1 > eps, t1, np.inf), np.where(t2 > eps, t2, np.inf))
+    m = int(np.argmin(t_all))
+    return float(t_all[m]), int(idx[m])
+
+
+def _drop_step(beta_A: np.ndarray, w: np.ndarray, eps: float) -> tuple[float, int]:
+    """The step at which an active coefficient reaches zero (the lasso modification), and its
+    position in the active set; ``(inf, 0)`` if none does."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_d = np.where(w * beta_A < 0, -beta_A / w, np.inf)
+    t_d = np.where(t_d > eps, t_d, np.inf)
+    if not t_d.size:
+        return np.inf, 0
+    m = int(np.argmin(t_d))
+    return float(t_d[m]), m
 
 
 class GramRoot(NamedTuple):

@@ -38,6 +38,8 @@ import numpy as np
 from scipy import linalg as sla
 
 from .._client import current_client
+from .rangefinder import orth as _orth
+from .rangefinder import rayleigh_ritz, subspace_iteration
 
 logger = logging.getLogger(__name__)
 
@@ -142,12 +144,6 @@ def _rtimes(A: da.Array, Q: np.ndarray) -> da.Array:
     return A.T @ graph_constant(Q, (A.chunks[0], Q.shape[1]))
 
 
-def _orth(Y: np.ndarray) -> np.ndarray:
-    """Orthonormal basis of the columns of a tall matrix (Householder QR, economic)."""
-    Q, _ = np.linalg.qr(Y)
-    return Q
-
-
 def randomized_partial_svd(
     A: da.Array,
     k: int,
@@ -209,24 +205,22 @@ def ritz_estimates(A: da.Array, Om: np.ndarray, *, timed=None,
     The first estimate is the Rayleigh–Ritz one of ``Q = orth(A Ω)`` (2 passes, 1 if
     ``first_product`` is ``A Ω``); every next one follows one power iteration
     ``Q ← orth(A orth(Aᵀ Q))`` (2 passes: the ``Aᵀ Q`` of the estimate is reused). All
-    ``l = Ω.shape[1]`` triplets, singular values descending.
+    ``l = Ω.shape[1]`` triplets, singular values descending. The iteration is
+    :func:`~scalepca.linalg.rangefinder.subspace_iteration`, with ``Q`` on the client.
     """
-    if first_product is not None:
-        Y = first_product
-    else:
-        with _ctx(timed, "svt: A Ω"):
-            (Y,) = dask.compute(times(A, Om))
-    Q = _orth(Y)
-    while True:
+    def range_of(Z):
+        with _ctx(timed, "svt: A Ω" if Z is Om else "svt: A Z"):
+            (Y,) = dask.compute(times(A, Z))
+        return _orth(Y)
+
+    def rtimes(Q):
         with _ctx(timed, "svt: Aᵀ Q"):
             (Bt,) = dask.compute(_rtimes(A, Q))  # (Qᵀ A)ᵀ, n2 × l
-        # Bᵀ = V Σ Wᵀ  ⇒  B = W Σ Vᵀ  ⇒  A ≈ (Q W) Σ Vᵀ
-        V, s, Wt = sla.svd(Bt, full_matrices=False, check_finite=False, lapack_driver="gesdd")
-        yield Q @ Wt.T, s, V.T
-        Z = _orth(Bt)
-        with _ctx(timed, "svt: A Z"):
-            (Y,) = dask.compute(times(A, Z))
-        Q = _orth(Y)
+        return Bt
+
+    first = _orth(first_product) if first_product is not None else None
+    for Q, Bt in subspace_iteration(range_of, rtimes, Om, first_range=first):
+        yield rayleigh_ritz(Q, Bt)
 
 
 @dataclass
@@ -434,12 +428,7 @@ def low_rank_from_factors(U: np.ndarray, s: np.ndarray, Vt: np.ndarray, chunks) 
     )
 
 
-def _is_regular(chunks) -> bool:
-    """True when every chunk but the last has the same size (zarr-compatible)."""
-    return all(len(set(c[:-1])) <= 1 and (len(c) < 2 or c[-1] <= c[0]) for c in chunks)
-
-
-def regular_chunks(shape, block: int) -> tuple:
+def regular_layout(shape, block: int) -> tuple:
     """Regular 2-D chunks of edge at most ``block``."""
     return tuple(
         tuple([block] * (n // block) + ([n % block] if n % block else [])) or (n,)
@@ -456,4 +445,4 @@ def square_blocks(shape, *, target_elems: int = 2**22, min_blocks_per_dim: int =
         if n >= 512 and math.ceil(n / b) < min_blocks_per_dim:
             b = math.ceil(n / min_blocks_per_dim)
         out.append(b)
-    return tuple(regular_chunks((n,), b)[0] for n, b in zip(shape, out, strict=True))
+    return tuple(regular_layout((n,), b)[0] for n, b in zip(shape, out, strict=True))

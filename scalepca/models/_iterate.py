@@ -351,25 +351,12 @@ def iterate(
     -------
     IterationResult
     """
-    history: dict[str, list] = {}
-    memo: dict = {}
-    it, converged, reason, resumed_from = 0, False, None, 0
     found = checkpoint.resume(valid) if checkpoint is not None else None
     if found is not None:
-        it, state, history, memo, converged = (found.n_iter, found.state, found.history,
-                                               found.memo, found.converged)
-        resumed_from = it
-        if restore is not None:
-            state = restore(state)
-        # the rule of this fit decides, not the one the commit was written with: a tighter
-        # tol goes on from the committed state, a looser one stops at once
-        reason = stop(history, memo)
-        if converged and reason is None:
-            logger.info("%s: the commit had converged; the current stopping rule goes on", name)
-        converged = reason is not None
-        logger.info("%s: resuming from %s at iteration %d", name, checkpoint.path, it)
+        it, state, history, memo, reason = _resumed(found, restore, stop, name, checkpoint.path)
     else:
-        state = init()
+        it, state, history, memo, reason = 0, init(), {}, {}, None
+    resumed_from, converged = (it, reason is not None) if found is not None else (0, False)
     while not converged and it < max_iter:
         it += 1
         state, record = step(state, it)
@@ -387,13 +374,33 @@ def iterate(
     if reason is not None:
         logger.info("%s: stopped after %d iterations (%s)", name, it, reason)
     if not converged and warn:
-        detail = stop.describe(history, memo) if hasattr(stop, "describe") else ""
-        warnings.warn(
-            f"{name} did not converge in max_iter={max_iter} iterations"
-            + (f" ({detail})" if detail else "") + "; increase max_iter or tol",
-            ConvergenceWarning, stacklevel=stacklevel + 1,
-        )
+        _warn_not_converged(name, max_iter, stop, history, memo, stacklevel + 1)
     return IterationResult(state, it, history, converged, resumed_from, reason)
+
+
+def _resumed(found: Resumed, restore, stop, name: str, path):
+    """``(iterations, state, history, memo, stop reason)`` of a resumed fit.
+
+    The rule of this fit decides, not the one the commit was written with: a tighter tol goes
+    on from the committed state, a looser one stops at once.
+    """
+    state = found.state if restore is None else restore(found.state)
+    reason = stop(found.history, found.memo)
+    if found.converged and reason is None:
+        logger.info("%s: the commit had converged; the current stopping rule goes on", name)
+    logger.info("%s: resuming from %s at iteration %d", name, path, found.n_iter)
+    return found.n_iter, state, found.history, found.memo, reason
+
+
+def _warn_not_converged(name: str, max_iter: int, stop, history, memo, stacklevel: int):
+    """The ConvergenceWarning of a fit that reached ``max_iter`` (``stacklevel`` counted from
+    :func:`iterate`)."""
+    detail = stop.describe(history, memo) if hasattr(stop, "describe") else ""
+    warnings.warn(
+        f"{name} did not converge in max_iter={max_iter} iterations"
+        + (f" ({detail})" if detail else "") + "; increase max_iter or tol",
+        ConvergenceWarning, stacklevel=stacklevel + 1,
+    )
 
 
 __all__ = [

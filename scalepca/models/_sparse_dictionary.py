@@ -50,8 +50,8 @@ from ..linalg.sparse import (
     scale_columns,
 )
 from ._iterate import AnyOf, ChangeBelow, IterationCheckpoint, NoImprovement, Resumed, iterate
-from .base import _feature_template
-from .pca import AUTO_MAX_GRAM_FEATURES, raise_on_nonfinite
+from .base import _feature_template, raise_on_nonfinite
+from .pca import AUTO_MAX_GRAM_FEATURES
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +175,9 @@ class DictionaryLearning:
                 # its 2 + 2·4 passes are counted by linalg.passes on the fit's counter
                 s, Vt = randomized_svd_centered(Xs, m, k, seed=seed)
                 V, evals = Vt.T, s**2 / X.shape[0]
-            return V[:, :k] * np.sqrt(np.maximum(evals, 1e-300 * max(total_n, 1e-300)))
+            # C order, as a commit stores it: a resumed fit repeats the fresh one bit for bit
+            return np.ascontiguousarray(
+                V[:, :k] * np.sqrt(np.maximum(evals, 1e-300 * max(total_n, 1e-300))))
         rng = np.random.default_rng(seed)
         D = rng.standard_normal((d, k))
         D /= np.linalg.norm(D, axis=0)
@@ -413,7 +415,7 @@ class DictionaryLearning:
         """The first ``partial_fit`` call: parameters, moments of the chunk, the dictionary."""
         m, d = data.data.shape
         self._features_kept = None
-        k = self._check_params(m, d)
+        k = self._checked_k(m, d, data.data)
         if self.method != "minibatch":
             raise ValueError(f"partial_fit needs method='minibatch'; got {self.method!r}")
         if self.use_correlation:

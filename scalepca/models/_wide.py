@@ -61,7 +61,7 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
     V = draw(rng, d)
     out = moments_and_gram_times(X, V, precision=precision)
     GV = out.pop("GV")
-    mom, d_fit = model._drop_all_nan_features(out, n, d, k, data)
+    mom, d_fit = model._moments_without_land(out, n, d, k, data)
     X = model._select_features(X)
     if d_fit < d:  # the same pass over the kept features: the same arithmetic as their fit
         passes.counter_of(model).plan(1)
@@ -180,7 +180,7 @@ def fit_snapshot(model, X, data, k: int | None, *, centre: bool) -> WideFit:
     n, d = X.shape
     out = snapshot_gram(X, centre=centre, standardize=bool(model.standardize))
     G = out.pop("G")
-    mom, d_fit = model._drop_all_nan_features(out, n, d, k or 1, data)
+    mom, d_fit = model._moments_without_land(out, n, d, k or 1, data)
     model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
     scale = None
     if model.standardize:  # the scales the strips used (see snapshot_gram)

@@ -14,13 +14,26 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._feature_names import check_feature_names, feature_names_of
 from .._validation import check_2d, check_dtype, check_n_features, is_sparse
-from ..io._matrix import MatrixInput, as_matrix
-from ..io._preprocess import is_dask_frame
 from ..linalg import passes
+from ..preprocessing._feature_names import check_feature_names, feature_names_of
+from ..preprocessing._matrix import MatrixInput, as_matrix
+from ..preprocessing._steps import is_dask_frame
+from ._params import Shape, check_parameters
 
 logger = logging.getLogger(__name__)
+
+
+#: why features leave a fit (:meth:`DecompositionMixin._leave_out_land`)
+LAND = "NaN in every sample"
+
+
+def raise_on_nonfinite(bad: int, what: str = "X") -> None:
+    if bad:
+        raise ValueError(
+            f"{what} contains {bad} NaN or infinite value(s); remove or impute them "
+            "(PPCA(missing='em') treats NaN as missing)"
+        )
 
 
 def _row_blocks(data: MatrixInput) -> int | None:
@@ -127,7 +140,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     NumPy and pandas input go through scikit-learn's ``validate_data`` (2-D, numeric dtype,
     empty data, the number of features seen in fit, finite values in ``transform``). Feature
     names are one notion for every input kind (frame columns, AnnData genes, the feature
-    coordinate of a DataArray: :mod:`scalepca._feature_names`), recorded in ``fit`` as
+    coordinate of a DataArray: :mod:`scalepca.preprocessing._feature_names`), recorded in ``fit`` as
     ``feature_names_in_`` and checked on new data of any kind: other names or another order
     are refused;
     ``get_feature_names_out`` gives ``pca0, pca1, …`` (the class name in lower case) and
@@ -181,6 +194,14 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         """A context counting one pass over the data on ``n_passes_``, its duration logged
         and its events emitted (:mod:`~scalepca.linalg.passes`)."""
         return passes.counter_of(self).one_pass(label)
+
+    def _check_parameters(self, n: int, d: int, X=None) -> dict:
+        """Every parameter checked against the estimator's ``_parameters`` table and rules
+        (:mod:`._params`) for ``n`` × ``d`` data (``X``: the input's dask array, for its item
+        size and block kind); returns the values as used. Reads no data."""
+        shape = Shape(int(n), int(d)) if X is None else Shape(
+            int(n), int(d), np.dtype(X.dtype).itemsize, is_sparse(X))
+        return check_parameters(self, shape)
 
     #: whether the estimator's fit and transform work on sparse blocks (CSR row blocks, see
     #: :func:`scalepca._validation.as_csr_blocks`); without it sparse input is refused by name
@@ -314,22 +335,58 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return self
 
     # -- features dropped in fit (all NaN: land in an ocean grid, dead sensors) ---------------
-    def _drop_features(self, keep: np.ndarray, *, reason: str, data: MatrixInput | None = None):
-        """Record that only ``keep`` (bool, n_features) enters the fit; warn or log."""
-        keep = np.asarray(keep, dtype=bool)
-        n_drop = int(keep.size - keep.sum())
+    def _leave_out_land(self, n_observed, data: MatrixInput | None = None, *, check=None):
+        """The land-mask step of every estimator: features with no observed (non-NaN) value in
+        the rows looked at leave the fit; warn (log for xarray, whose land masks are the
+        documented convention) and record them for ``_select_features`` / ``_widen_features``.
+
+        ``n_observed`` holds each feature's count of non-NaN entries. ``check(land)`` (bool
+        mask) runs before anything is recorded, so that an estimator refuses other non-finite
+        values first. Returns the mask of kept features, or None when every feature is kept.
+        """
+        land = np.asarray(n_observed) == 0
+        if check is not None:
+            check(land)
+        n_drop = int(land.sum())
         if not n_drop:
-            return
-        if not keep.any():
-            raise ValueError(f"every feature is {reason}; nothing to fit")
+            return None
+        if land.all():
+            raise ValueError(f"every feature is {LAND}; nothing to fit")
         per_feature = ", ".join(name for name, _ in self._per_feature_attrs)
-        msg = (f"{type(self).__name__}: {n_drop} of {keep.size} features are {reason}; they are "
+        msg = (f"{type(self).__name__}: {n_drop} of {land.size} features are {LAND}; they are "
                f"left out of the fit and come back as NaN in {per_feature}")
         if data is not None and data.kind == "xarray":
             logger.info(msg)  # the documented land-mask convention of gridded data
         else:
             warnings.warn(msg, UserWarning, stacklevel=4)
-        self._features_kept = keep
+        self._features_kept = ~land
+        return ~land
+
+    def _moments_without_land(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
+        """:meth:`_leave_out_land` on the moments of a pass that counted NaN per feature (PCA,
+        SparsePCA); any other NaN or inf raises.
+
+        The moments of the other features are exact: the pass zero-filled non-finite entries.
+        Returns the moments restricted to the kept features and their number; ``k`` (0: none
+        requested yet) must fit them.
+        """
+        if not mom["bad"]:
+            return mom, d
+        nanf = mom.get("nan_features", np.zeros(d, dtype=np.int64))
+        keep = self._leave_out_land(n - nanf, data, check=lambda land: raise_on_nonfinite(
+            mom["bad"] - int(nanf[land].sum())))
+        d_fit = int(keep.sum())
+        if k > min(n, d_fit):
+            raise ValueError(
+                f"n_components={k} is out of range: after leaving out {d - d_fit} all-NaN "
+                f"features it must be at most min(n_samples, n_features) = {min(n, d_fit)}"
+            )
+        out = {**mom, "mean": mom["mean"][keep], "bad": 0}
+        if "m2" in mom:
+            out["m2"] = mom["m2"][np.ix_(keep, keep)]
+        if "ss" in mom:
+            out["ss"] = mom["ss"][keep]
+        return out, d_fit
 
     def _kept(self, arr: np.ndarray, axis: int = 0) -> np.ndarray:
         """``arr`` restricted to the features the model was fitted on."""
@@ -399,7 +456,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def _scores_input(self, Z, k: int) -> MatrixInput:
         """Scores given to ``inverse_transform`` as a matrix, checked to have ``k`` columns
         (rows mapped block by block: those of a dask DataFrame's scores need not be counted)."""
-        from ..io._matrix import scores_matrix
+        from ..preprocessing._matrix import scores_matrix
 
         zin = scores_matrix(Z, what="scores", unknown_rows=True)
         if zin.data.shape[1] != k:
@@ -463,7 +520,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
             self._feature_template = template_from_json(template)
         if prep is not None:
-            from ..io._preprocess import Preprocessing
+            from ..preprocessing._steps import Preprocessing
 
             self._preprocessing = Preprocessing.from_json(prep, weights)
 
@@ -484,7 +541,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             ``store`` that is not a scalepca model store (a folder of other files, a data or
             output store) is ever replaced; a model store whose save was interrupted is.
         """
-        from .persist import save_estimator
+        from ._saving import save_estimator
 
         save_estimator(self, store, storage_options=storage_options, overwrite=overwrite)
 
@@ -533,7 +590,7 @@ class LinearDecompositionMixin(DecompositionMixin):
         weighted, checked against the fit) and the lazy ``(x − mean_) P`` of its rows on the
         features the model was fitted on (``P``: n_features × m, rows at dropped features
         ignored). The one projection of new data: ``transform`` and the EOF tools
-        (:mod:`scalepca.eof`) both go through it."""
+        (:mod:`scalepca.analysis.eof`) both go through it."""
         data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks,
                                      unknown_rows=unknown_rows)
         Z = affine_map(self._select_features(data.data), self._kept(self.mean_),

@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import logging
-import numbers
 import warnings
 from functools import partial
 
 import dask
 import numpy as np
-from scipy import linalg as sla
 from scipy.sparse import issparse
 from sklearn.exceptions import NotFittedError
 
 from .._validation import (
-    check_bool,
-    check_choice,
-    check_n_components,
     check_random_state_seed,
-    check_scalar,
     is_sparse,
 )
-from ..io._matrix import MatrixInput
 from ..linalg import (
     column_moments_graph,
     eigh_descending,
@@ -35,6 +28,7 @@ from ..linalg.kernels import (
     _rff_block,
     as_rows64,
     centred_kernel_eigh,
+    dense_rows64,
     gather_rows,
     kernel_block,
     kernel_matrix,
@@ -45,7 +39,10 @@ from ..linalg.kernels import (
     project_features,
     project_rows,
     rff_weights,
+    ridge_solve,
 )
+from ..preprocessing._matrix import MatrixInput
+from ._params import Choice, Flag, Int, NComponents, Real, Rule, Seed
 from ._resources import available_memory
 from .base import DecompositionMixin
 
@@ -70,6 +67,48 @@ NYSTROEM_RTOL = 1e-10
 KMEANS_POOL_FACTOR = 5
 KMEANS_MIN_POOL = 10_000
 KMEANS_LLOYD_ITER = 5
+
+
+def _rff_needs_rbf(p, shape) -> None:
+    if p["approximation"] == "rff" and p["kernel"] != "rbf":
+        raise ValueError(
+            f"approximation='rff' needs kernel='rbf' (random Fourier features exist for "
+            f"shift-invariant kernels); got kernel={p['kernel']!r}. Use "
+            "approximation='nystroem' for it"
+        )
+
+
+def _exact_fits(p, shape) -> None:
+    """``approximation="exact"``: the n × n kernel and the training data must fit."""
+    if p["approximation"] != "exact":
+        return
+    n, d = shape.n, shape.d
+    if n > EXACT_MAX_SAMPLES:
+        raise ValueError(
+            f"approximation='exact' needs the {n} × {n} kernel matrix; it is limited to "
+            f"n_samples <= {EXACT_MAX_SAMPLES} (got {n}). Use approximation='nystroem' "
+            "(or 'rff' for the RBF kernel), which scale linearly in n"
+        )
+    if n * d * 8 > EXACT_MAX_TRAIN_BYTES:
+        raise ValueError(
+            f"approximation='exact' keeps the training data ({n} × {d}, "
+            f"{n * d * 8 / 2**20:.0f} MiB) in the model; the limit is "
+            f"{EXACT_MAX_TRAIN_BYTES // 2**20} MiB. Use approximation='nystroem'"
+        )
+    need = 8 * n * n
+    avail, where = available_memory()
+    if need > EXACT_MEMORY_FRACTION * avail:
+        raise ValueError(
+            f"approximation='exact' needs the {n} × {n} kernel ({need / 2**30:.2f} GiB), "
+            f"more than {EXACT_MEMORY_FRACTION:.0%} of {where} ({avail / 2**30:.2f} GiB). "
+            "Use approximation='nystroem' or a larger cluster"
+        )
+    k = p["n_components"]
+    if k >= shape.n and p["eigen_solver"] != "randomized":
+        raise ValueError(
+            f"n_components={k} must be below n_samples={shape.n} for the Lanczos solver; "
+            "use eigen_solver='randomized'"
+        )
 
 
 class KernelPCA(DecompositionMixin):
@@ -293,70 +332,28 @@ class KernelPCA(DecompositionMixin):
         self.alpha = alpha
         self.standardize = standardize
 
-    # -- parameters ------------------------------------------------------------------------
-    def _check_params(self, n: int, d: int, itemsize: int) -> tuple[int, int]:
-        """Validate every parameter from metadata; returns ``(k, m)``. Computes nothing."""
-        check_choice(self.kernel, "kernel", KERNELS)
-        check_choice(self.approximation, "approximation", APPROXIMATIONS)
-        check_choice(self.landmarks, "landmarks", LANDMARKS)
-        check_choice(self.eigen_solver, "eigen_solver", EIGEN_SOLVERS)
-        check_scalar(self.gamma, "gamma", low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.degree, "degree", kind=numbers.Integral, low=1)
-        check_scalar(self.coef0, "coef0")
-        check_scalar(self.n_features, "n_features", kind=numbers.Integral, low=1)
-        check_bool(self.fit_inverse_transform, "fit_inverse_transform")
-        check_scalar(self.alpha, "alpha", low=0)
-        if self.approximation == "rff" and self.kernel != "rbf":
-            raise ValueError(
-                f"approximation='rff' needs kernel='rbf' (random Fourier features exist for "
-                f"shift-invariant kernels); got kernel={self.kernel!r}. Use "
-                "approximation='nystroem' for it"
-            )
-        if self.approximation == "exact":
-            self._check_exact_size(n, d, itemsize)
-            if self.n_components is None:
-                raise TypeError("n_components must be an integer for kernel PCA; got None")
-            k = check_n_components(self.n_components, n, n)
-            if k >= n and self.eigen_solver != "randomized":
-                raise ValueError(
-                    f"n_components={k} must be below n_samples={n} for the Lanczos solver; "
-                    "use eigen_solver='randomized'"
-                )
-            return k, n
-        m = int(self.n_features)
-        if self.n_components is None:
-            raise TypeError("n_components must be an integer for kernel PCA; got None")
-        k = check_n_components(self.n_components, n, m, what="n_components")
-        check_random_state_seed(self.random_state)
-        if self.approximation == "nystroem" and m > n:
-            warnings.warn(
-                f"n_features={m} is larger than n_samples={n}; using {n} landmarks",
-                UserWarning, stacklevel=4,
-            )
-            m = n
-        return k, m
-
-    def _check_exact_size(self, n: int, d: int, itemsize: int) -> None:
-        if n > EXACT_MAX_SAMPLES:
-            raise ValueError(
-                f"approximation='exact' needs the {n} × {n} kernel matrix; it is limited to "
-                f"n_samples <= {EXACT_MAX_SAMPLES} (got {n}). Use approximation='nystroem' "
-                "(or 'rff' for the RBF kernel), which scale linearly in n"
-            )
-        if n * d * 8 > EXACT_MAX_TRAIN_BYTES:
-            raise ValueError(
-                f"approximation='exact' keeps the training data ({n} × {d}, "
-                f"{n * d * 8 / 2**20:.0f} MiB) in the model; the limit is "
-                f"{EXACT_MAX_TRAIN_BYTES // 2**20} MiB. Use approximation='nystroem'"
-            )
-        need = 8 * n * n
-        avail, where = available_memory()
-        if need > EXACT_MEMORY_FRACTION * avail:
-            raise ValueError(
-                f"approximation='exact' needs the {n} × {n} kernel ({need / 2**30:.2f} GiB), "
-                f"more than {EXACT_MEMORY_FRACTION:.0%} of {where} ({avail / 2**30:.2f} GiB). "
-                "Use approximation='nystroem' or a larger cluster"
-            )
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    _parameters = {
+        # at most n_samples (exact) or n_features (Nyström, RFF) components
+        "n_components": NComponents(none=False, needs=("approximation", "n_features"), bound=(
+            lambda p, s: (s.n, s.n if p["approximation"] == "exact" else p["n_features"]))),
+        "kernel": Choice(*KERNELS),
+        "gamma": Real(0, open_low=True, none=True),
+        "degree": Int(1),
+        "coef0": Real(),
+        "approximation": Choice(*APPROXIMATIONS),
+        "n_features": Int(1),
+        "landmarks": Choice(*LANDMARKS),
+        "eigen_solver": Choice(*EIGEN_SOLVERS),
+        "random_state": Seed(),
+        "fit_inverse_transform": Flag(),
+        "alpha": Real(0),
+        "standardize": Flag(),
+    }
+    _parameter_rules = (
+        Rule(_rff_needs_rbf, needs=("approximation", "kernel")),
+        Rule(_exact_fits, needs=("approximation", "n_components", "eigen_solver")),
+    )
 
     def _kparams(self, gamma: float | None = None) -> dict:
         return {"kernel": self.kernel, "gamma": float(self.gamma_ if gamma is None else gamma),
@@ -366,7 +363,12 @@ class KernelPCA(DecompositionMixin):
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
-        k, m = self._check_params(n, d, X.dtype.itemsize)
+        k = self._check_parameters(n, d, X)["n_components"]
+        m = n if self.approximation == "exact" else int(self.n_features)
+        if self.approximation == "nystroem" and m > n:
+            warnings.warn(f"n_features={m} is larger than n_samples={n}; using {n} landmarks",
+                          UserWarning, stacklevel=3)
+            m = n
         X = self._standardized_input(X, fit=True)
         seed = check_random_state_seed(self.random_state)
         # independent streams for the sampling, the solver and the pre-image features
@@ -398,7 +400,6 @@ class KernelPCA(DecompositionMixin):
         """``(X − input_mean_) / scale_`` (lazy, blockwise) when ``standardize``; in ``fit``
         one pass of column moments sets them (NaN-only features keep mean 0 and scale 1)."""
         if fit:
-            check_bool(self.standardize, "standardize")
             if not self.standardize:
                 return X
             if is_sparse(X):
@@ -432,22 +433,21 @@ class KernelPCA(DecompositionMixin):
             rows = rows.tocsr()
             rows.sum_duplicates()
             nan_per_feature = np.bincount(rows.indices[np.isnan(rows.data)], minlength=d)
-            all_nan = (nan_per_feature == n_rows) if n_rows else np.zeros(d, bool)
-            kept = rows[:, ~all_nan] if all_nan.any() else rows
-            finite = np.isfinite(kept.data).all()
         else:
-            all_nan = np.isnan(rows).all(axis=0) if n_rows else np.zeros(d, bool)
-            kept = rows[:, ~all_nan] if all_nan.any() else rows
-            finite = np.isfinite(kept).all()
-        if not finite:
-            raise ValueError(
-                f"X contains NaN or infinite values (found in {sample}); remove or impute "
-                "them before kernel PCA (features that are NaN in every sample are left out)"
-            )
-        if not all_nan.any():
-            return rows, None
-        self._drop_features(~all_nan, reason="NaN in every sample", data=data)
-        return kept, ~all_nan
+            nan_per_feature = np.isnan(rows).sum(axis=0)
+
+        def check(land):
+            kept = rows[:, ~land] if land.any() else rows
+            if not np.isfinite(kept.data if issparse(kept) else kept).all():
+                raise ValueError(
+                    f"X contains NaN or infinite values (found in {sample}); remove or impute "
+                    "them before kernel PCA (features that are NaN in every sample are left "
+                    "out)"
+                )
+
+        observed = n_rows - nan_per_feature if n_rows else np.ones(d, dtype=np.int64)
+        keep = self._leave_out_land(observed, data, check=check)
+        return (rows, None) if keep is None else (rows[:, keep], keep)
 
     def _fit_features(self, X, k: int, m: int, seed, data: MatrixInput) -> dict:
         """Nyström / RFF: feature map, one pass of moments, eigh of the m × m Gram.
@@ -479,7 +479,7 @@ class KernelPCA(DecompositionMixin):
             # every sample: the weights are drawn for the features that enter the fit
             (first,) = dask.compute(X[:1])
             first, keep = self._leave_out_nan_features(
-                _dense_rows(first), data, sample="the first row")
+                dense_rows64(first), data, sample="the first row")
             kparams = self._resolved_kparams(first.shape[1])
             W, b = rff_weights(first.shape[1], m, kparams["gamma"], seed)
             state = {"random_weights_": W, "random_offset_": b}
@@ -525,14 +525,14 @@ class KernelPCA(DecompositionMixin):
             (rows,) = dask.compute(gather_rows(X, idx))
         if pool and issparse(rows):
             return as_rows64(rows)
-        return _dense_rows(rows)
+        return dense_rows64(rows)
 
     def _fit_exact(self, X, k: int, seed, data: MatrixInput) -> dict:
         n = X.shape[0]
         with self._timed_pass("gather training data"):
             (Xf,) = dask.compute(X)
         # sparse input: kept dense like dense input's (within EXACT_MAX_TRAIN_BYTES, 8 n d)
-        Xf, _ = self._leave_out_nan_features(_dense_rows(Xf), data,
+        Xf, _ = self._leave_out_nan_features(dense_rows64(Xf), data,
                                              sample="the training data")
         Xf = np.ascontiguousarray(Xf)
         kparams = self._resolved_kparams(Xf.shape[1])
@@ -562,7 +562,7 @@ class KernelPCA(DecompositionMixin):
             Z_fit = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
             K = kernel_block(Z_fit, Z_fit, **kparams)
             K.flat[:: K.shape[0] + 1] += alpha
-            dual = _ridge_solve(K, self._kept(self.X_fit_, axis=1), alpha)
+            dual = ridge_solve(K, self._kept(self.X_fit_, axis=1), alpha)
             return {"X_transformed_fit_": Z_fit, "dual_coef_": dual}
         if kind == "nystroem":
             # score landmarks: the scores of the fit's landmarks (a sample of the training
@@ -583,7 +583,7 @@ class KernelPCA(DecompositionMixin):
             (stats,) = dask.compute(graph)
         A = stats["A"]
         A.flat[:: A.shape[0] + 1] += alpha
-        state["inverse_coef_"] = _ridge_solve(A, stats["B"], alpha)
+        state["inverse_coef_"] = ridge_solve(A, stats["B"], alpha)
         return state
 
     def _inverse_features(self):
@@ -677,8 +677,7 @@ class KernelPCA(DecompositionMixin):
         data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         kind, arrays, P, offset = self._projection()
         Z = project_features(self._select_features(self._standardized_input(data.data)), kind,
-                             arrays, P, offset,
-                             kparams=self._kparams())
+                             arrays, P, offset, kparams=self._kparams())
         return data.wrap_samples(Z)
 
 
@@ -696,28 +695,3 @@ _NO_INVERSE = (
     "fit_inverse_transform parameter is True; set fit_inverse_transform=True (alpha sets the "
     "ridge) and fit again"
 )
-
-
-def _dense_rows(rows) -> np.ndarray:
-    """Rows gathered to the client (landmarks, RFF's first row, exact's training matrix) as a
-    float64 NumPy array; a sparse gather (m × d) is densified here, on the client only."""
-    if hasattr(rows, "toarray"):
-        rows = rows.toarray()
-    return np.asarray(rows, dtype=np.float64)
-
-
-def _ridge_solve(M: np.ndarray, B: np.ndarray, alpha: float) -> np.ndarray:
-    """``M⁻¹ B`` for the pre-image ridge ``M = G + αI`` (Cholesky, as scikit-learn; an
-    indefinite kernel such as the sigmoid falls back to a symmetric solve), with a clear error
-    when ``M`` is singular."""
-    try:
-        return sla.solve(M, B, assume_a="pos")
-    except sla.LinAlgError:
-        pass
-    try:
-        return sla.solve(M, B, assume_a="sym")
-    except sla.LinAlgError as err:
-        raise ValueError(
-            f"the pre-image ridge system is singular with alpha={alpha} ({err}); use a "
-            "larger alpha"
-        ) from None

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import numbers
 
 import dask
 import numpy as np
 
 from .._validation import (
-    check_bool,
-    check_choice,
-    check_n_components,
-    check_random_state_form,
-    check_scalar,
     choose_n_components,
     is_sparse,
 )
-from ..io._matrix import MatrixInput
 from ..linalg import (
     column_moments_graph,
     eigh_descending,
@@ -30,7 +23,9 @@ from ..linalg import (
 )
 from ..linalg.moments import float32_relative_error, gram_precision
 from ..linalg.sparse import scale_columns
+from ..preprocessing._matrix import MatrixInput
 from ._gaussian import LatentGaussianMixin
+from ._params import Choice, Flag, Int, NComponents, Real, Rule, Seed
 from ._wide import fit_krylov, fit_sketch, fit_snapshot
 from .base import LinearDecompositionMixin
 
@@ -52,12 +47,53 @@ WIDE_SOLVERS = {"randomized": fit_krylov, "sketch": fit_sketch, "snapshot": fit_
 PARTIAL_SOLVERS = ("randomized", "sketch")
 
 
-def raise_on_nonfinite(bad: int, what: str = "X") -> None:
-    if bad:
+def choose_solver(svd_solver: str, d: int, n: int | None = None) -> str:
+    """The solver ``svd_solver`` names for ``d`` features and ``n`` samples; ``"auto"``:
+    ``"covariance_eigh"`` up to :data:`AUTO_MAX_GRAM_FEATURES` features, else
+    ``"snapshot"`` up to :data:`AUTO_MAX_SNAPSHOT_SAMPLES` samples (``n`` None: not known
+    yet, ``"randomized"`` stands for either), else ``"randomized"``."""
+    if svd_solver != "auto":
+        return svd_solver
+    if d <= AUTO_MAX_GRAM_FEATURES:
+        return "covariance_eigh"
+    if n is not None and n <= AUTO_MAX_SNAPSHOT_SAMPLES:
+        return "snapshot"
+    return "randomized"
+
+
+def _standardize_needs_centring(p, shape) -> None:
+    if p["standardize"] and not p.get("zero_center", True):
+        raise ValueError("standardize=True needs zero_center=True (standardising divides "
+                         "the centred features by their standard deviations)")
+
+
+def _chosen_k_needs_full_spectrum(p, shape) -> None:
+    spec = p["n_components"]
+    if not isinstance(spec, (float, str)):
+        return
+    solver = choose_solver(p["svd_solver"], shape.d, shape.n)
+    if solver in PARTIAL_SOLVERS:
+        why = (f"svd_solver='auto' chooses {solver!r} above {AUTO_MAX_GRAM_FEATURES} "
+               f"features and {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+               if p["svd_solver"] == "auto" else f"svd_solver={solver!r}")
         raise ValueError(
-            f"{what} contains {bad} NaN or infinite value(s); remove or impute them "
-            "(PPCA(missing='em') treats NaN as missing)"
+            f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
+            "finds only the leading n_components + n_oversamples values; give an integer "
+            "n_components, or svd_solver='covariance_eigh', 'tsqr' or 'snapshot' (all "
+            "min(n, d) values)"
         )
+    if not p.get("zero_center", True):
+        raise ValueError(
+            f"n_components={spec!r} chooses k from the explained variance of centred data; "
+            "with zero_center=False give an integer n_components"
+        )
+
+
+#: the conditions between the parameters of PCA and PPCA's closed form
+SPECTRAL_RULES = (
+    Rule(_standardize_needs_centring, needs=("standardize",)),
+    Rule(_chosen_k_needs_full_spectrum, needs=("n_components", "svd_solver")),
+)
 
 
 #: ``_note_float32_accuracy`` logs when a float32-product fit leaves its smallest variances
@@ -118,44 +154,21 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     #: ``X W − μᵀW`` (see :mod:`scalepca.linalg.moments`, :mod:`scalepca.linalg.decomp`)
     _accepts_sparse = True
 
-    #: ``n_components`` may also be a float in (0, 1) or "mle" (read by the config check too)
-    _n_components_fraction = True
-
     #: ``scale_`` is per feature like ``mean_``: widened with NaN at features left out of the
     #: fit (a land mask), so standardised transforms line up with the widened components
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0))
 
-    # -- fitting ---------------------------------------------------------------------------
-    def _check_params(self, n: int, d: int) -> int | float | str:
-        """Check the parameters; returns the number of components, or the float / ``"mle"``
-        form of ``n_components`` that :func:`choose_n_components` resolves after the fit."""
-        check_choice(self.svd_solver, "svd_solver", SOLVERS)
-        check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
-        check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
-        self._krylov_tol()
-        check_random_state_form(self.random_state)  # before the first pass, not where it draws
-        check_bool(self.standardize, "standardize")
-        if not check_bool(self._zero_center(), "zero_center") and self.standardize:
-            raise ValueError("standardize=True needs zero_center=True (standardising divides "
-                             "the centred features by their standard deviations)")
-        spec = check_n_components(self.n_components, n, d, fraction=True)
-        solver = self._choose_solver(d, n)
-        if not isinstance(spec, int) and solver in PARTIAL_SOLVERS:
-            why = (f"svd_solver='auto' chooses {solver!r} above {AUTO_MAX_GRAM_FEATURES} "
-                   f"features and {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
-                   if self.svd_solver == "auto" else f"svd_solver={solver!r}")
-            raise ValueError(
-                f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
-                "finds only the leading n_components + n_oversamples values; give an integer "
-                "n_components, or svd_solver='covariance_eigh', 'tsqr' or 'snapshot' (all "
-                "min(n, d) values)"
-            )
-        if not isinstance(spec, int) and not self._zero_center():
-            raise ValueError(
-                f"n_components={spec!r} chooses k from the explained variance of centred data; "
-                "with zero_center=False give an integer n_components"
-            )
-        return spec
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    _parameters = {
+        "n_components": NComponents(fraction=True),
+        "svd_solver": Choice(*SOLVERS),
+        "n_oversamples": Int(0),
+        "n_power_iter": Int(0),
+        "random_state": Seed(),
+        "persist": Flag(),
+        "standardize": Flag(),
+    }
+    _parameter_rules = SPECTRAL_RULES
 
     @property
     def _takes_sparse(self) -> bool:
@@ -193,17 +206,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         return scale
 
     def _choose_solver(self, d: int, n: int | None = None) -> str:
-        """The solver ``svd_solver`` names; ``"auto"``: ``"covariance_eigh"`` up to
-        :data:`AUTO_MAX_GRAM_FEATURES` features, else ``"snapshot"`` up to
-        :data:`AUTO_MAX_SNAPSHOT_SAMPLES` samples (``n`` None: not known yet, ``"randomized"``
-        stands for either), else ``"randomized"``."""
-        if self.svd_solver != "auto":
-            return self.svd_solver
-        if d <= AUTO_MAX_GRAM_FEATURES:
-            return "covariance_eigh"
-        if n is not None and n <= AUTO_MAX_SNAPSHOT_SAMPLES:
-            return "snapshot"
-        return "randomized"
+        return choose_solver(self.svd_solver, d, n)
 
     # -- input: wide data keeps its 2-D blocks for the wide solvers --------------------------
     _transform_keeps_2d_blocks = True
@@ -224,7 +227,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
-        spec = self._check_params(n, d)
+        spec = self._check_parameters(n, d, X)["n_components"]
         # a float or "mle" keeps every axis until the spectrum has chosen k (then trimmed)
         k = spec if isinstance(spec, int) else 1
         solver = self._choose_solver(d, n)
@@ -248,7 +251,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         if solver == "covariance_eigh":
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(X))
-            mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
+            mom, d_fit = self._moments_without_land(mom, n, d, k, data)
             scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit)
             if not self._zero_center():
                 # the uncentred Gram XᵀX = m2 + n μ μᵀ: its eigenvectors are the right
@@ -264,7 +267,7 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         else:
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(column_moments_graph(X))
-            mom, d_fit = self._drop_all_nan_features(mom, n, d, k, data)
+            mom, d_fit = self._moments_without_land(mom, n, d, k, data)
             X = self._select_features(X)
             mean = mom["mean"]
             scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
@@ -315,32 +318,6 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
             k = choose_n_components(spec, ev, ratio, n)
             logger.info("%s: n_components=%r chose k = %d", type(self).__name__, spec, k)
         self._set_spectrum(n, d_fit, k, mom["mean"], ev, components[:k], total)
-
-    def _drop_all_nan_features(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
-        """Leave out features that are NaN in every sample (land masks); raise on other NaN.
-
-        The moments of the other features are exact: the pass zero-filled non-finite entries.
-        Returns the moments restricted to the kept features and their number.
-        """
-        if not mom["bad"]:
-            return mom, d
-        nanf = mom.get("nan_features", np.zeros(d, dtype=np.int64))
-        keep = nanf < n
-        remaining = mom["bad"] - int(nanf[~keep].sum())
-        raise_on_nonfinite(remaining)
-        self._drop_features(keep, reason="NaN in every sample", data=data)
-        d_fit = int(keep.sum())
-        if k > min(n, d_fit):
-            raise ValueError(
-                f"n_components={k} is out of range: after leaving out {d - d_fit} all-NaN "
-                f"features it must be at most min(n_samples, n_features) = {min(n, d_fit)}"
-            )
-        out = {**mom, "mean": mom["mean"][keep], "bad": 0}
-        if "m2" in mom:
-            out["m2"] = mom["m2"][np.ix_(keep, keep)]
-        if "ss" in mom:
-            out["ss"] = mom["ss"][keep]
-        return out, d_fit
 
     def _is_scaled(self) -> bool:
         """Whether the model standardises its input (``scale_`` from a standardised fit)."""
@@ -471,7 +448,7 @@ default="auto"
         scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
         divide each block by its features' σ as they read it. A feature constant to rounding
         (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
-        The EOF tools (:mod:`scalepca.eof`) project the standardised data as ``transform``
+        The EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data as ``transform``
         does; their covariance maps stay in the field's own units (cov(pc, field)).
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
@@ -588,6 +565,9 @@ default="auto"
     (1000, 3)
     """
 
+    _parameters = {**_BaseSpectralPCA._parameters, "whiten": Flag(), "zero_center": Flag(),
+                   "tol": Real(0)}
+
     def __init__(
         self,
         n_components: int | float | str | None = None,
@@ -614,7 +594,7 @@ default="auto"
         self.zero_center = zero_center
 
     def _krylov_tol(self) -> float:
-        return float(check_scalar(self.tol, "tol", low=0.0))
+        return float(self.tol)  # checked with the other parameters (_parameters)
 
     def _noise_variance(self, n, d, k, ev, total) -> float:
         # scikit-learn's convention: the mean of the min(n, d) − k eigenvalues after the k-th

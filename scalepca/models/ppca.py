@@ -12,15 +12,12 @@ import dask.array as da
 import numpy as np
 
 from .._validation import (
-    check_choice,
-    check_n_components,
     check_random_state_seed,
     check_scalar,
     is_sparse,
 )
-from ..io._checkpoint import array_digest, check_checkpoint_path
+from ..io._checkpoint import array_digest
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
-from ..io._matrix import MatrixInput
 from ..linalg import eigh_descending, flip_signs
 from ..linalg.em import (
     estep_graph,
@@ -30,24 +27,22 @@ from ..linalg.em import (
     observed_moments_graph,
     posterior_mean_block,
 )
+from ..preprocessing._matrix import MatrixInput
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
+from ._params import Choice, Int, NComponents, Path, Real, Rule
+from ._ppca_params import (
+    EM_FINGERPRINT_IGNORES,
+    _checkpoint_needs_em,
+    _em_bound,
+    _em_needs_dense_rows,
+    _em_needs_integer_k,
+    _em_or_closed_form,
+    _missing_needs_em,
+)
 from .base import _refuse_nonfinite, affine_map
-from .pca import AUTO_MAX_GRAM_FEATURES, _BaseSpectralPCA
+from .pca import AUTO_MAX_GRAM_FEATURES, SPECTRAL_RULES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
-
-#: parameters left out of an EM checkpoint's fingerprint, and why they do not change the result
-EM_FINGERPRINT_IGNORES = {
-    "checkpoint": "where the commits are written",
-    "checkpoint_every": "how often commits are written; the iterations are the same",
-    "tol": "a stopping parameter: evaluated again on resume",
-    "max_iter": "a stopping parameter: evaluated again on resume",
-    "persist": "where the data are held during the fit; the same values are read",
-    "svd_solver": "the closed form's spectrum solver; EM does not use it",
-    "n_oversamples": "the closed form's spectrum solver; EM does not use it",
-    "n_power_iter": "the closed form's spectrum solver; EM does not use it",
-}
-
 
 class PPCA(_BaseSpectralPCA):
     """Probabilistic PCA: ``x = W z + μ + ε``, ``z ~ N(0, I_k)``, ``ε ~ N(0, σ² I_d)``.
@@ -127,7 +122,7 @@ class PPCA(_BaseSpectralPCA):
         correlation matrix), from the same one moments pass, as :class:`PCA`'s
         ``standardize``. ``scale_`` holds the per-feature standard deviations (1 for constant
         features); ``get_covariance``, ``score_samples`` and ``sample`` speak of ``x`` itself,
-        and the EOF tools (:mod:`scalepca.eof`) project the standardised data, maps in the
+        and the EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data, maps in the
         field's own units.
 
     Attributes
@@ -223,6 +218,27 @@ class PPCA(_BaseSpectralPCA):
 
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0), ("W_", 0))
 
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    _parameters = {
+        **_BaseSpectralPCA._parameters,
+        # EM keeps at most n_features − 1 components (None: that many)
+        "n_components": NComponents(fraction=True, bound=_em_bound, needs=("solver", "missing")),
+        "solver": Choice("auto", "closed_form", "em"),
+        "missing": Choice("error", "em"),
+        "max_iter": Int(1),
+        "tol": Real(0.0),
+        "init": Choice("auto", "pca", "random"),
+        "checkpoint": Path(),
+        "checkpoint_every": Int(1),
+    }
+    _parameter_rules = (
+        Rule(_missing_needs_em, needs=("solver", "missing")),
+        Rule(_checkpoint_needs_em, needs=("solver", "missing", "checkpoint")),
+        Rule(_em_needs_dense_rows, needs=("solver", "missing", "standardize")),
+        Rule(_em_needs_integer_k, needs=("solver", "missing", "n_components")),
+        *SPECTRAL_RULES,
+    )
+
     def __init__(
         self,
         n_components: int | float | str | None = None,
@@ -276,37 +292,8 @@ class PPCA(_BaseSpectralPCA):
         return (self.solver in ("auto", "closed_form") and self.missing == "error"
                 and super()._fit_keeps_2d_blocks(n_features))
 
-    def _fit(self, data: MatrixInput) -> None:
-        check_choice(self.solver, "solver", ("auto", "closed_form", "em"))
-        check_choice(self.missing, "missing", ("error", "em"))
-        check_choice(self.init, "init", ("auto", "pca", "random"))
-        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
-        check_scalar(self.tol, "tol", low=0.0)
-        check_checkpoint_path(self.checkpoint)
-        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
-        solver = self.solver
-        if solver == "auto":
-            solver = "em" if self.missing == "em" else "closed_form"
-        if solver == "closed_form" and self.missing == "em":
-            raise ValueError(
-                "missing='em' needs solver='em' (or 'auto'); the closed form cannot skip "
-                "missing entries"
-            )
-        if solver == "closed_form" and self.checkpoint is not None:
-            raise ValueError(
-                "checkpoint applies to solver='em' only (the closed form is one pass, with "
-                f"nothing to resume); got solver={self.solver!r}"
-            )
-        if solver == "em" and is_sparse(data.data):
-            raise ValueError(
-                "PPCA(solver='em') needs dense blocks (missing entries are NaN in dense rows); "
-                "for sparse X use solver='closed_form' (or 'auto' with missing='error')"
-            )
-        if solver == "em" and self.standardize:
-            raise ValueError(
-                "standardize=True needs solver='closed_form' (the EM solver fits the "
-                "unstandardised data; standardise the data first to use EM)"
-            )
+    def _fit(self, data: MatrixInput) -> None:  # parameters checked in _fit_input
+        solver = _em_or_closed_form(self.solver, self.missing)
         self._fit_solver = solver
         self.resumed_from_ = 0
         self.n_iter_ = 1  # the closed form is one solve; EM sets its iteration count
@@ -322,22 +309,8 @@ class PPCA(_BaseSpectralPCA):
     def _fit_em(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
-        if isinstance(self.n_components, (float, str)):
-            raise ValueError(
-                f"n_components={self.n_components!r} (a float or 'mle') chooses k from the "
-                "covariance spectrum, which only solver='closed_form' computes; give EM an "
-                "integer n_components"
-            )
-        if d < 2:  # σ² is the variance of the discarded directions: at least one is needed
-            raise ValueError(f"PPCA(solver='em') needs at least 2 features; got {d} feature(s)")
-        # None keeps every direction but one, which σ² describes
-        k = check_n_components(self.n_components, n, d - 1 if self.n_components is None else d)
-        self._check_params(n, d)
-        if k >= d:
-            raise ValueError(
-                f"PPCA(solver='em') needs n_components < n_features; got n_components={k} "
-                f"with {d} features"
-            )
+        # None keeps every direction but one, which σ² describes (see _parameters)
+        k = self._check_parameters(n, d, X)["n_components"]
         init = self.init
         if init == "auto":
             init = "pca" if d <= AUTO_MAX_GRAM_FEATURES else "random"
@@ -405,24 +378,24 @@ class PPCA(_BaseSpectralPCA):
                 f"X contains {mom['n_inf']} infinite value(s); replace them (NaN marks a "
                 "missing entry)"
             )
-        keep = mom["c"] > 0
         n_rows = int(mom["n"])
-        n_dropped_f = int(d - keep.sum())
-        n_missing = int(mom["n_missing"] - n_rows * n_dropped_f)
-        if self.missing == "error" and (n_missing or mom["n_empty"]):
-            raise ValueError(
-                f"X contains {n_missing + mom['n_empty'] * d} NaN value(s) (outside features "
-                "that are NaN in every sample); use PPCA(missing='em') to treat NaN as missing "
-                "at random, or remove/impute them"
-            )
-        if n_dropped_f == d:
-            raise ValueError("X has no observed value (every entry is NaN)")
-        if mom["n_empty"]:
-            warnings.warn(
-                f"PPCA: {mom['n_empty']} of {n} rows have no observed value; they are left out "
-                "of the fit", UserWarning, stacklevel=5,
-            )
-        self._drop_features(keep, reason="NaN in every sample", data=data)
+        n_missing = int(mom["n_missing"] - n_rows * int((mom["c"] == 0).sum()))
+
+        def check(land):  # other NaN (missing="error"), no value at all, empty rows
+            if self.missing == "error" and (n_missing or mom["n_empty"]):
+                raise ValueError(
+                    f"X contains {n_missing + mom['n_empty'] * d} NaN value(s) (outside "
+                    "features that are NaN in every sample); use PPCA(missing='em') to treat "
+                    "NaN as missing at random, or remove/impute them"
+                )
+            if land.all():
+                raise ValueError("X has no observed value (every entry is NaN)")
+            if mom["n_empty"]:
+                warnings.warn(f"PPCA: {mom['n_empty']} of {n} rows have no observed value; "
+                              "they are left out of the fit", UserWarning, stacklevel=7)
+
+        keep = self._leave_out_land(mom["c"], data, check=check)
+        keep = np.ones(d, dtype=bool) if keep is None else keep
         d_fit = int(keep.sum())
         if k >= d_fit or k > n_rows:
             raise ValueError(
@@ -474,8 +447,7 @@ class PPCA(_BaseSpectralPCA):
     # -- closed form ---------------------------------------------------------------------------
     def _fit_input(self, X) -> MatrixInput:
         data = super()._fit_input(X)
-        # its message comes first
-        check_n_components(self.n_components, *data.data.shape, fraction=True)
+        self._check_parameters(*data.data.shape, data.data)  # its message comes first
         if data.data.shape[0] < 2:
             raise ValueError(
                 f"PPCA needs at least 2 samples; got {data.data.shape[0]} (the covariance, "

@@ -35,10 +35,8 @@ beside each commit.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-import numbers
 import os
 import tempfile
 import time
@@ -48,198 +46,47 @@ import warnings
 import dask
 import dask.array as da
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import (
-    check_choice,
-    check_random_state_form,
     check_random_state_seed,
     check_scalar,
-    is_sparse,
 )
-from ..io._checkpoint import CheckpointStore, check_checkpoint_path, commit_name
+from ..io._checkpoint import CheckpointStore
 from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
-from ..io._matrix import MatrixInput, as_matrix
+from ..io._store import is_regular
 from ..linalg.decomp import flip_signs
 from ..linalg.passes import compute_together
 from ..linalg.svt import (
-    _is_regular,
-    block_times,
     graph_constant,
     low_rank_from_factors,
     predict_rank,
     probe_matrix,
-    regular_chunks,
+    regular_layout,
     spectral_norm_estimate,
     square_blocks,
     sum_block_products,
     svt,
 )
-from ._iterate import IterationCheckpoint, Resumed, ValueBelow, iterate
+from ..preprocessing._matrix import MatrixInput, as_matrix
+from ._iterate import IterationCheckpoint, ValueBelow, iterate
+from ._params import Choice, Int, Other, Path, Real, Rule, Seed
 from ._resources import available_memory
+from ._robust_blocks import _clean, _input_stats_block, _pick, _shrink_block, _update_block
+from ._robust_state import (
+    FINGERPRINT_IGNORES,
+    _legacy_commit,
+    _Problem,
+    _refuse_sparse_input,
+    commit_state,
+    restore_state,
+)
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
 
-#: what a commit prunes in the checkpoint store: old commits, temporaries, unneeded T arrays
-_PRUNED = ("state_", "T_")
 #: the dense reference SVD refuses matrices with more entries than this (1 GiB in float64)
 FULL_SVD_MAX_ENTRIES = 2**27
-
-
-# ---------------------------------------------------------------------------------------------
-# block kernels (NumPy, one block at a time)
-# ---------------------------------------------------------------------------------------------
-def _clean(m, w):
-    """A block of M in float64 with the unobserved entries set to zero."""
-    m = np.asarray(m, dtype=np.float64)
-    if w is not None:
-        m = np.where(w, m, 0.0)
-    return m
-
-
-def _clip_obs(t, w, tau):
-    """``P = clip(T, −τ, τ)`` on Ω and 0 off Ω, so that ``S = T − P`` (the soft threshold on Ω,
-    all of ``T`` off Ω) and ``Y/μ = c P``. ``τ = inf`` gives ``P = T`` and ``S = 0``."""
-    p = np.clip(np.asarray(t, dtype=np.float64), -tau, tau)
-    if w is not None:
-        p = np.where(w, p, 0.0)
-    return p
-
-
-def _a_from_parts(m, t, p, c):
-    """``A = M − S + Y/μ = M − (T − P) + c P`` (one formula for every path, so a resumed run
-    computes bit for bit what an uninterrupted one does)."""
-    a = m - t
-    a += p
-    a += c * p
-    return a
-
-
-def _a_block(m, t, w=None, *, a_tau, c):
-    """The SVT argument from blocks of M and the stored T."""
-    return _a_from_parts(_clean(m, w), np.asarray(t, dtype=np.float64), _clip_obs(t, w, a_tau), c)
-
-
-def _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next):
-    """One ALM update of a block: returns ``(T_new, A_next, [residual², ‖S‖₀])``.
-
-    With ``Y/μ = c P_old``: ``T_new = M − L + Y/μ``, ``P = clip(T_new, ±λ/μ)``,
-    ``S_new = T_new − P`` and the primal residual ``M − L − S_new = P − Y/μ`` (on Ω).
-    """
-    m = _clean(m, w)
-    y = _clip_obs(t, w, a_tau)
-    y *= c
-    tn = m - us @ vt
-    tn += y
-    p = _clip_obs(tn, w, tau_s)
-    r = p - y
-    big = np.abs(tn) > tau_s
-    if w is not None:
-        big &= w
-    a_next = _a_from_parts(m, tn, p, c_next)
-    stats = np.array([[[np.vdot(r, r), np.count_nonzero(big)]]], dtype=np.float64)
-    return tn, a_next, stats
-
-
-def _update_block(m, t, *rest, a_tau, c, tau_s, c_next, masked, fused, sink=None):
-    """The update task of one block.
-
-    ``rest`` holds, in order: the mask block (if ``masked``), the row slice of ``U diag(σ)``,
-    the column slice of ``Vᵀ``, the probe rows ``Ω_j`` of the next SVD (if ``fused``) and the
-    global row/column indices (if ``sink``). With ``fused`` the block's share ``A_next,ij Ω_j``
-    of the next SVD's first product is returned too, saving that pass over ``A``.
-
-    ``sink=None`` (memory): returns ``(T_new, A_next, stats, part)``. Otherwise writes ``T_new``
-    and ``A_next`` into the zarr arrays ``sink = (root, t_name, a_name)`` and returns
-    ``(stats, part)``.
-    """
-    rest = list(rest)
-    w = rest.pop(0) if masked else None
-    us, vt = rest.pop(0), rest.pop(0)
-    om = rest.pop(0) if fused else None
-    tn, a_next, stats = _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next)
-    part = block_times(a_next, om) if fused else None
-    if sink is None:
-        return tn, a_next, stats, part
-    import zarr
-
-    roff, coff = rest
-    root, t_name, a_name = sink
-    i0, j0 = int(roff[0]), int(coff[0])
-    sl = (slice(i0, i0 + tn.shape[0]), slice(j0, j0 + tn.shape[1]))
-    zarr.open_array(store=root, path=t_name, mode="r+")[sl] = tn
-    zarr.open_array(store=root, path=a_name, mode="r+")[sl] = a_next
-    return stats, part
-
-
-def _pick(block, i):
-    return block[i]
-
-
-def _input_stats_block(m, w=None):
-    """Per block: ``[[[‖P_Ω M‖_F², max |P_Ω M|, non-finite count on Ω, |Ω|]]]`` and, per column,
-    ``[[[NaN count, |Ω| count], ...]]`` (shape (1, columns, 2))."""
-    m = np.asarray(m, dtype=np.float64)
-    obs = np.ones(m.shape, dtype=bool) if w is None else np.asarray(w, dtype=bool)
-    finite = np.isfinite(m)
-    bad = np.count_nonzero(obs & ~finite)
-    v = np.where(obs & finite, m, 0.0)
-    mx = float(np.abs(v).max()) if v.size else 0.0
-    stats = np.array([[[np.vdot(v, v), mx, bad, np.count_nonzero(obs)]]], dtype=np.float64)
-    cols = np.stack([np.isnan(m).sum(axis=0), obs.sum(axis=0)], axis=-1)[None].astype(np.float64)
-    return stats, cols
-
-
-def _shrink_block(t, w=None, *, tau):
-    """``S`` on Ω (zero off Ω) from the stored T."""
-    t = np.asarray(t, dtype=np.float64)
-    s = t - np.clip(t, -tau, tau)
-    return s if w is None else np.where(w, s, 0.0)
-
-
-# ---------------------------------------------------------------------------------------------
-# the iteration's fixed problem and its checkpoints
-# ---------------------------------------------------------------------------------------------
-@dataclasses.dataclass
-class _Problem:
-    """What stays fixed during a fit: M (its block layout), the mask, storage, statistics."""
-
-    M: da.Array
-    W: da.Array | None
-    Mc: da.Array  # M with the unobserved entries set to zero
-    storage: str  # "memory" or "zarr"
-    fro: float  # ‖P_Ω M‖_F
-    maxabs: float
-    lam: float
-    fingerprint: dict
-    fused: bool  # the update pass also computes the next SVD's A Ω (randomized SVD)
-    p: int  # oversampling of the randomized SVD
-    scratch: CheckpointStore | None = None  # where T and A live in "zarr" mode
-    store: CheckpointStore | None = None  # the checkpoint's store
-
-
-#: parameters left out of a checkpoint's fingerprint, and why they do not change the result
-FINGERPRINT_IGNORES = {
-    "checkpoint": "where the commits are written",
-    "checkpoint_every": "how often commits are written; the iterations are the same",
-    "tol": "a stopping parameter: evaluated again on resume", "max_iter": "the same",
-    "storage": "where T and A live; the same arithmetic (zarr's regular blocks change only "
-               "the rounding of sums, as another chunking does)",
-    "scratch": "where T and A live without a checkpoint", "mask": "Ω is in the data sketch",
-}
-
-#: the small state a commit holds (besides ``t_name``, the T array beside it, and ``n_iter``)
-_COMMITTED = ("entropy", "a_tau", "c", "mu", "norm2", "J", "mu0", "mu_bar", "sv",
-              "U", "s", "Vt", "V_warm")
-
-
-def _legacy_commit(attrs: dict, arrays: dict) -> Resumed:
-    """A commit written before the iteration driver (no format version): the same values, kept
-    flat beside the fingerprint and the history."""
-    state = {key: attrs[key] for key in _COMMITTED if key in attrs}
-    state.update(arrays, t_name=attrs["t_name"], n_iter=int(attrs["n_iter"]))
-    history = {key: list(values) for key, values in attrs["history"].items()}
-    return Resumed(int(attrs["n_iter"]), state, history, {}, bool(attrs["converged"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,6 +95,30 @@ def _legacy_commit(attrs: dict, arrays: dict) -> Resumed:
 #: the thresholding's accuracy under ``svd_tol="auto"`` (relative to ‖P_Ω M‖_F): the default
 #: ``tol``, not the fit's own, which is a stopping rule only
 AUTO_SVD_TOL = 1e-7
+
+
+def _check_svd_tol(value, name, p, shape):
+    if not (isinstance(value, str) and value == "auto"):
+        check_scalar(value, name, low=0, low_inclusive=False, allow_none=True)
+    return value
+
+
+def _check_mask_form(value, name, p, shape):
+    """None, a path to a zarr array, or an array (its shape and dtype are checked in fit)."""
+    if value is None or isinstance(value, (str, os.PathLike)) or hasattr(value, "shape"):
+        return value
+    if isinstance(value, (list, tuple)):
+        return value
+    raise TypeError(f"mask must be a boolean array, a path to one, or None; got {value!r}")
+
+
+def _full_svd_fits(p, shape) -> None:
+    if p["svd"] == "full" and shape.n * shape.d > FULL_SVD_MAX_ENTRIES:
+        raise ValueError(
+            f"svd='full' gathers the {shape.n} × {shape.d} matrix on the client for a dense SVD "
+            f"every iteration; refused above {FULL_SVD_MAX_ENTRIES} entries. Use "
+            "svd='randomized'"
+        )
 
 
 class RobustPCA(LinearDecompositionMixin):
@@ -410,6 +281,27 @@ class RobustPCA(LinearDecompositionMixin):
     10
     """
 
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    _parameters = {
+        "lam": Real(0, open_low=True, none=True),
+        "mu": Real(0, open_low=True, none=True),
+        "rho": Real(1, open_low=True),
+        "tol": Real(0, open_low=True),
+        "max_iter": Int(1),
+        "svd": Choice("randomized", "full"),
+        "rank_guess": Int(1),
+        "n_oversamples": Int(0),
+        "n_power_iter": Int(0),
+        "svd_tol": Other((str, float, type(None)), _check_svd_tol),
+        "mask": Other((str, type(None)), _check_mask_form),
+        "checkpoint": Path(),
+        "checkpoint_every": Int(1),
+        "storage": Choice("auto", "memory", "zarr"),
+        "scratch": Path(),
+        "random_state": Seed(),
+    }
+    _parameter_rules = (Rule(_full_svd_fits, needs=("svd",)),)
+
     def __init__(
         self,
         *,
@@ -460,29 +352,6 @@ class RobustPCA(LinearDecompositionMixin):
         _refuse_sparse_input(data.data, what)  # sparse inside a container (metadata only)
         return data
 
-    def _check_params(self, n1: int, n2: int) -> None:
-        check_scalar(self.lam, "lam", low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.mu, "mu", low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.rho, "rho", low=1, low_inclusive=False)
-        check_scalar(self.tol, "tol", low=0, low_inclusive=False)
-        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
-        check_choice(self.svd, "svd", ("randomized", "full"))
-        check_scalar(self.rank_guess, "rank_guess", kind=numbers.Integral, low=1)
-        check_scalar(self.n_oversamples, "n_oversamples", kind=numbers.Integral, low=0)
-        check_scalar(self.n_power_iter, "n_power_iter", kind=numbers.Integral, low=0)
-        if not (isinstance(self.svd_tol, str) and self.svd_tol == "auto"):
-            check_scalar(self.svd_tol, "svd_tol", low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
-        check_choice(self.storage, "storage", ("auto", "memory", "zarr"))
-        check_random_state_form(self.random_state)  # before the first pass, not where it draws
-        for name in ("checkpoint", "scratch"):
-            check_checkpoint_path(getattr(self, name), name)
-        if self.svd == "full" and n1 * n2 > FULL_SVD_MAX_ENTRIES:
-            raise ValueError(
-                f"svd='full' gathers the {n1} × {n2} matrix on the client for a dense SVD every "
-                f"iteration; refused above {FULL_SVD_MAX_ENTRIES} entries. Use svd='randomized'"
-            )
-
     def _check_mask(self, M: da.Array):
         if self.mask is None:
             return None
@@ -532,19 +401,17 @@ class RobustPCA(LinearDecompositionMixin):
         stats = stats.reshape(-1, 4)
         fro2, maxabs, bad, n_obs = stats[:, 0].sum(), stats[:, 1].max(), stats[:, 2].sum(), \
             stats[:, 3].sum()
-        all_nan = cols[:, 0] == M.shape[0]
-        keep = None
-        if all_nan.any():
-            self._drop_features(~all_nan, reason="NaN in every sample", data=data)
-            keep = ~all_nan
-            # every observed entry of such a column is a NaN: none of them counts any more
-            dropped_obs = cols[all_nan, 1].sum()
-            bad, n_obs = bad - dropped_obs, n_obs - dropped_obs
-        if bad:
-            raise ValueError(
-                f"M contains {int(bad)} NaN or infinite value(s) on the observed entries; "
-                "mark missing entries with mask= (False = unobserved)"
-            )
+
+        def check(land):  # every observed entry of a land column is a NaN: those don't count
+            if bad - cols[land, 1].sum():
+                raise ValueError(
+                    f"M contains {int(bad - cols[land, 1].sum())} NaN or infinite value(s) on "
+                    "the observed entries; mark missing entries with mask= (False = unobserved)"
+                )
+
+        keep = self._leave_out_land(M.shape[0] - cols[:, 0], data, check=check)
+        dropped_obs = 0 if keep is None else cols[~keep, 1].sum()
+        n_obs -= dropped_obs
         if fro2 == 0:
             raise ValueError("M is zero on all observed entries; nothing to decompose")
         return (fro2, maxabs, n_obs), keep, (data_fingerprint(M, *sketch) if sketch else None)
@@ -584,7 +451,7 @@ class RobustPCA(LinearDecompositionMixin):
             warnings.warn(
                 f"RobustPCA did not converge in {self.max_iter} iterations (relative residual "
                 f"{history['residual'][-1]:.2e} > tol={self.tol:g}); increase max_iter",
-                _convergence_warning(), stacklevel=3,
+                ConvergenceWarning, stacklevel=3,
             )
         self.lam_, self.norm2_, self.mu0_ = P.lam, float(state["norm2"]), float(state["mu0"])
         self.resumed_from_ = run.resumed_from
@@ -594,7 +461,7 @@ class RobustPCA(LinearDecompositionMixin):
     def _setup(self, data: MatrixInput) -> _Problem:
         """Layout, the statistics pass (features NaN in every sample left out), storage."""
         M = data.data
-        self._check_params(*M.shape)
+        self._check_parameters(*M.shape, M)
         M = self._square_if_in_memory(M, data)
         W = self._check_mask(M)
         (fro2, maxabs, n_obs), keep, data_fp = self._statistics(M, W, data)
@@ -607,10 +474,10 @@ class RobustPCA(LinearDecompositionMixin):
         storage = self.storage
         if storage == "auto":  # five n1 × n2 float64 arrays within 70 % of the memory
             storage = "memory" if 5 * n1 * n2 * 8 <= 0.7 * available_memory()[0] else "zarr"
-        if storage == "zarr" and not _is_regular(M.chunks):
+        if storage == "zarr" and not is_regular(M.chunks):
             block = max(max(M.chunks[0]), max(M.chunks[1]))
             logger.info("RobustPCA: rechunking M to regular %d-blocks for the zarr store", block)
-            M = M.rechunk(regular_chunks(M.shape, block))
+            M = M.rechunk(regular_layout(M.shape, block))
             W = W.rechunk(M.chunks) if W is not None else None
         self.storage_ = storage
         self._fit_svd_solver = self.svd
@@ -669,17 +536,9 @@ class RobustPCA(LinearDecompositionMixin):
         }
 
     def _restore(self, P: _Problem, state: dict) -> dict:
-        """The lazy n1 × n2 state of a resumed commit: T from the store, A formed from it."""
-        t_name = state["t_name"]
-        self._committed_t = t_name
-        P.store.prune({t_name, commit_name(int(state["n_iter"]))}, _PRUNED)
-        T = P.store.array(t_name).rechunk(P.M.chunks)
-        args = [P.M, "ij", T, "ij"] + ([P.W, "ij"] if P.W is not None else [])
-        A = da.blockwise(_a_block, "ij", *args, dtype=np.float64, a_tau=float(state["a_tau"]),
-                         c=float(state["c"]), meta=np.empty((0, 0), dtype=np.float64))
-        if P.storage == "memory":
-            T, A = T.persist(), A.persist()
-        return {**state, "T": T, "A": A, "Y_first": None}
+        """The lazy n1 × n2 state of a resumed commit (see :func:`restore_state`)."""
+        self._committed_t = state["t_name"]
+        return restore_state(P, state)
 
     def _step(self, P: _Problem, state: dict, it: int) -> tuple[dict, dict]:
         """One iteration: L by SVT of A, then the update pass (T, the next A, the residual)."""
@@ -769,22 +628,10 @@ class RobustPCA(LinearDecompositionMixin):
         return T, A, Y_first, residual, int(st_blocks[:, 1].sum()), t_name
 
     def _before_commit(self, P: _Problem, it: int, state: dict):
-        """The small state of a commit; in ``"memory"`` mode T is written beside it first (in
-        ``"zarr"`` mode it is in the store already)."""
-        t_name = state["t_name"]
-        if P.storage == "memory":
-            t_name = f"T_{it:06d}"
-            zchunks = tuple(max(c_) for c_ in P.M.chunks)
-            P.store.create(t_name, P.M.shape, zchunks)
-            import zarr
-
-            target = zarr.open_array(store=P.store.path, path=t_name, mode="r+")
-            regular = tuple(regular_chunks((n,), b)[0]
-                            for n, b in zip(P.M.shape, zchunks, strict=True))
-            da.store(state["T"].rechunk(regular), target, lock=False)
-        self._committed_t = t_name
-        small = {key: state[key] for key in _COMMITTED}
-        return {**small, "t_name": t_name, "n_iter": int(it)}, {t_name}
+        """The small state of a commit, T written beside it (see :func:`commit_state`)."""
+        commit, kept = commit_state(P, it, state)
+        self._committed_t = commit["t_name"]
+        return commit, kept
 
     @staticmethod
     def _probes(entropy, it, sv, p, n1, n2, V_warm) -> np.ndarray:
@@ -835,29 +682,6 @@ class RobustPCA(LinearDecompositionMixin):
             super().save(store, storage_options=storage_options)
         finally:
             self.mask = mask
-
-
-def _refuse_sparse_input(X, what: str) -> None:
-    """``TypeError`` for sparse ``X`` (or a DataArray holding it), naming why and what to do."""
-    labelled = hasattr(X, "dims") and hasattr(X, "data")  # a DataArray: its array
-    if not is_sparse(X.data if labelled else X):
-        return
-    raise TypeError(
-        f"RobustPCA does not take sparse input ({what} is sparse): principal component pursuit "
-        "splits M = L + S with S the sparse outliers, and on sparse data every zero is an "
-        "observed value the low-rank part L must fit, so the ALM iterates (L, S and the "
-        "multiplier, n × d each) are dense — about three dense copies of the data "
-        "(3 · 8 · n · d bytes) in the cluster. If that fits, densify explicitly: "
-        "X.map_blocks(lambda b: b.toarray(), dtype=X.dtype) for a dask array, X.toarray() in "
-        "memory. For principal components of sparse data use PCA or SparsePCA, which keep it "
-        "sparse"
-    )
-
-
-def _convergence_warning():
-    from sklearn.exceptions import ConvergenceWarning
-
-    return ConvergenceWarning
 
 
 __all__ = ["RobustPCA"]

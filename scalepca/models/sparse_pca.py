@@ -22,22 +22,19 @@ import numpy as np
 from sklearn.utils.metaestimators import available_if
 
 from .._validation import (
-    check_bool,
-    check_choice,
     check_n_components,
-    check_random_state_form,
     check_random_state_seed,
     check_scalar,
 )
-from ..io._checkpoint import check_checkpoint_path
 from ..io._fingerprint import data_fingerprint, sketch_graph
-from ..io._matrix import MatrixInput
 from ..linalg import feature_scale, flip_signs, moments_graph
 from ..linalg.sparse import adjusted_variance
+from ..preprocessing._matrix import MatrixInput
+from ._params import Choice, Flag, Int, NComponents, Other, Path, Real, Rule, Seed
 from ._sparse_dictionary import DictionaryLearning, dictionary_objective_on
 from ._sparse_enet import zht_loadings
 from .base import LinearDecompositionMixin
-from .pca import AUTO_MAX_GRAM_FEATURES, PCA
+from .pca import AUTO_MAX_GRAM_FEATURES
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +44,66 @@ METHODS = ("minibatch", "batch", "elasticnet")
 INITS = ("pca", "random")
 #: above this many features the d × d covariance is not formed (batch: one pass per iteration)
 GRAM_MAX_FEATURES = AUTO_MAX_GRAM_FEATURES
+
+
+def _components(p, shape) -> int:
+    return check_n_components(p["n_components"], shape.n, shape.d)
+
+
+def _check_alpha(a, name, p, shape):
+    """One non-negative number, or (``method="elasticnet"``) one per component; with the
+    data's shape, the array of k weights."""
+    if isinstance(a, (str, bytes)) or not (
+        isinstance(a, numbers.Real) or isinstance(a, (Sequence, np.ndarray))
+    ):
+        raise TypeError(f"alpha must be a non-negative number; got {a!r}")
+    if isinstance(a, numbers.Real):
+        check_scalar(a, "alpha", low=0)
+        return a if shape is None else np.full(_components(p, shape), float(a))
+    if p["method"] != "elasticnet":
+        raise TypeError(
+            f"alpha must be one number for method={p['method']!r} (one per component is "
+            f"allowed for method='elasticnet'); got {a!r}"
+        )
+    vals = list(a)
+    if shape is not None and len(vals) != _components(p, shape):
+        raise ValueError(f"alpha has {len(vals)} values; one per component "
+                         f"({_components(p, shape)}) is needed")
+    for i, v in enumerate(vals):
+        check_scalar(v, f"alpha[{i}]", low=0)
+    return a if shape is None else np.asarray(vals, dtype=np.float64)
+
+
+def _check_n_nonzero(nz, name, p, shape):
+    """None, or (``method="elasticnet"``) the nonzero loadings of each component, at most
+    n_features: one integer or one per component; with the data's shape, the list."""
+    if nz is None:
+        return None
+    if p["method"] != "elasticnet":
+        raise ValueError(f"n_nonzero={nz!r} applies to method='elasticnet' only; "
+                         f"method={p['method']!r} takes alpha")
+    k = 1 if shape is None else _components(p, shape)
+    if isinstance(nz, numbers.Integral) and not isinstance(nz, bool):
+        vals = [nz] * k
+    elif isinstance(nz, (Sequence, np.ndarray)) and not isinstance(nz, (str, bytes)):
+        vals = list(nz)
+        if shape is not None and len(vals) != k:
+            raise ValueError(f"n_nonzero has {len(vals)} values; one per component ({k}) is "
+                             "needed")
+    else:
+        raise TypeError(f"n_nonzero must be an integer or a sequence of integers; got {nz!r}")
+    for i, v in enumerate(vals):
+        check_scalar(v, f"n_nonzero[{i}]", kind=numbers.Integral, low=1,
+                     high=None if shape is None else shape.d)
+    return nz if shape is None else [int(v) for v in vals]
+
+
+def _checkpoint_needs_iterations(p, shape) -> None:
+    if p["checkpoint"] is not None and p["method"] == "elasticnet":
+        raise ValueError(
+            "checkpoint applies to method='minibatch' or 'batch' only ('elasticnet' makes "
+            "one pass and iterates on the client: nothing to resume)"
+        )
 
 
 class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
@@ -233,7 +290,7 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
       Minibatch statistics are computed with the dictionary of ``PIPELINE_LAG`` (3) updates
       before, so the next minibatches are read while the current one is used (fewer when an
       epoch has fewer minibatches: with one, every epoch uses the current dictionary).
-      Under :func:`scalepca.cluster.progress` the read-ahead goes on (on its client).
+      Under :func:`scalepca.app.cluster.progress` the read-ahead goes on (on its client).
       Epochs compute
       in the data's precision (float32 products for float32 data, float64 ones when the
       ``scalepca.gram-precision`` setting below is ``"float64"``); the final pass is float64.
@@ -360,81 +417,41 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         """
         return super().partial_fit(X, y)
 
-    def _check_params(self, n: int, d: int) -> int:
-        check_choice(self.method, "method", METHODS)
-        check_choice(self.init, "init", INITS)
-        check_random_state_form(self.random_state)  # before the first pass, not where it draws
-        k = check_n_components(self.n_components, n, d)
-        check_scalar(self.ridge_alpha, "ridge_alpha", low=0)
-        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
-        check_scalar(self.tol, "tol", low=0)
-        check_scalar(self.max_no_improvement, "max_no_improvement", kind=numbers.Integral,
-                     low=1, allow_none=True)
-        check_scalar(self.forget_factor, "forget_factor", low=0)
-        check_scalar(self.batch_size, "batch_size", kind=numbers.Integral, low=1,
-                     allow_none=True)
-        check_bool(self.use_correlation, "use_correlation")
-        check_bool(self.shuffle, "shuffle")
-        check_checkpoint_path(self.checkpoint)
-        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
-        if self.checkpoint is not None and self.method == "elasticnet":
-            raise ValueError(
-                "checkpoint applies to method='minibatch' or 'batch' only ('elasticnet' makes "
-                "one pass and iterates on the client: nothing to resume)"
-            )
-        self._alphas = self._check_alpha(k)
-        self._n_nonzero = self._check_n_nonzero(k, d)
-        return k
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    _parameters = {
+        "n_components": NComponents(),
+        "method": Choice(*METHODS),
+        "alpha": Other((float, list), _check_alpha, shaped=True,
+                       needs=("method", "n_components")),
+        "ridge_alpha": Real(0),
+        "n_nonzero": Other((int, list, type(None)), _check_n_nonzero, shaped=True,
+                           needs=("method", "n_components")),
+        "use_correlation": Flag(),
+        "batch_size": Int(1, none=True),
+        "max_iter": Int(1),
+        "tol": Real(0),
+        "max_no_improvement": Int(1, none=True),
+        "forget_factor": Real(0),
+        "shuffle": Flag(),
+        "init": Choice(*INITS),
+        "random_state": Seed(),
+        "checkpoint": Path(),
+        "checkpoint_every": Int(1),
+    }
+    _parameter_rules = (Rule(_checkpoint_needs_iterations, needs=("method", "checkpoint")),)
 
-    def _check_alpha(self, k: int) -> np.ndarray:
-        a = self.alpha
-        if isinstance(a, (str, bytes)) or not (
-            isinstance(a, numbers.Real) or isinstance(a, (Sequence, np.ndarray))
-        ):
-            raise TypeError(f"alpha must be a non-negative number; got {a!r}")
-        if isinstance(a, numbers.Real):
-            check_scalar(a, "alpha", low=0)
-            return np.full(k, float(a))
-        if self.method != "elasticnet":
-            raise TypeError(
-                f"alpha must be one number for method={self.method!r} (one per component is "
-                f"allowed for method='elasticnet'); got {a!r}"
-            )
-        vals = list(a)
-        if len(vals) != k:
-            raise ValueError(f"alpha has {len(vals)} values; one per component ({k}) is needed")
-        for i, v in enumerate(vals):
-            check_scalar(v, f"alpha[{i}]", low=0)
-        return np.asarray(vals, dtype=np.float64)
-
-    def _check_n_nonzero(self, k: int, d: int):
-        nz = self.n_nonzero
-        if nz is None:
-            return None
-        if self.method != "elasticnet":
-            raise ValueError(
-                f"n_nonzero applies to method='elasticnet' only; method={self.method!r} takes "
-                "alpha"
-            )
-        if isinstance(nz, numbers.Integral) and not isinstance(nz, bool):
-            vals = [nz] * k
-        elif isinstance(nz, (Sequence, np.ndarray)) and not isinstance(nz, (str, bytes)):
-            vals = list(nz)
-            if len(vals) != k:
-                raise ValueError(
-                    f"n_nonzero has {len(vals)} values; one per component ({k}) is needed"
-                )
-        else:
-            raise TypeError(f"n_nonzero must be an integer or a sequence of integers; got {nz!r}")
-        for i, v in enumerate(vals):
-            check_scalar(v, f"n_nonzero[{i}]", kind=numbers.Integral, low=1, high=d)
-        return [int(v) for v in vals]
+    def _checked_k(self, n: int, d: int, X=None) -> int:
+        """Check the parameters for ``n`` × ``d`` data; keep the per-component ``alpha`` and
+        ``n_nonzero``; returns the number of components."""
+        p = self._check_parameters(n, d, X)
+        self._alphas, self._n_nonzero = p["alpha"], p["n_nonzero"]
+        return p["n_components"]
 
     # -- fitting -------------------------------------------------------------------------------
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
-        k = self._check_params(n, d)
+        k = self._checked_k(n, d, X)
         self._online_state = None
         self.resumed_from_ = 0
         if self.method != "minibatch" and self.batch_size is not None:
@@ -478,8 +495,8 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         inf raise. Returns the kept features' moments, their number and the components for
         them (``n_components=None``: ``min(n, kept)``)."""
         requested = 0 if self.n_components is None else k  # None: no bound to check yet
-        mom, d_fit = PCA._drop_all_nan_features(self, mom, n, d, requested, data)
-        return mom, d_fit, (k if d_fit == d else self._check_params(n, d_fit))
+        mom, d_fit = self._moments_without_land(mom, n, d, requested, data)
+        return mom, d_fit, (k if d_fit == d else self._checked_k(n, d_fit))
 
     def _per_sample_alpha(self, n: int) -> float:
         """The l1 weight of the per-sample objective the dictionary kernels minimise.
@@ -530,7 +547,7 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         S = 0.5 * (S + S.T)
         d = S.shape[0]
         check_scalar(n_samples, "n_samples", kind=numbers.Integral, low=1, allow_none=True)
-        k = self._check_params(d if n_samples is None else n_samples, d)
+        k = self._checked_k(d if n_samples is None else n_samples, d)
         if self.method == "minibatch":
             raise ValueError(
                 "fit_covariance needs method='elasticnet' or 'batch'; 'minibatch' streams data"

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 _EXTRA_MSG = (
-    "scalepca.plot needs matplotlib, which is not installed; install the plot extra: "
+    "scalepca.analysis.plot needs matplotlib, which is not installed; install the plot extra: "
     "pip install 'scalepca[plot]'"
 )
 
@@ -168,7 +168,7 @@ def _symmetric_limit(values: np.ndarray) -> float:
 
 
 def _mode_labels(k: int) -> np.ndarray:
-    from .io._stack import mode_coords
+    from ..io._stack import mode_coords
 
     return mode_coords(k)
 
@@ -193,7 +193,7 @@ def _map_coords(field, lat: str | None, lon: str | None):
     """The (lat, lon) coordinates over which ``field`` (a per-mode field) is a map, or None.
 
     Given names are used as they are; otherwise latitude and longitude are found by meaning
-    (:func:`scalepca.eof.find_lat_lon`: CF attributes, then names such as ``latitude`` or
+    (:func:`scalepca.analysis.eof.find_lat_lon`: CF attributes, then names such as ``latitude`` or
     ``nav_lat``). It is a map when they span exactly the field's dims: 1-D coordinates over one
     dim each, or 2-D coordinates of a curvilinear grid over both.
     """
@@ -244,7 +244,7 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
     lat, lon : str, optional
         Names of the coordinates drawn on the axes of maps; by default found by meaning (CF
         attributes, or names such as ``lat``/``latitude``/``nav_lat``) with
-        :func:`scalepca.eof.find_lat_lon`.
+        :func:`scalepca.analysis.eof.find_lat_lon`.
     colorbar : bool, default=True
 
     Returns
@@ -260,10 +260,7 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
     (no ``image_shape``) as a profile of loadings against the feature index.
     """
     mpl = _matplotlib()
-
     ratio = None
-    modes = None
-    coords = None
     if _is_estimator(source):
         ratio = getattr(source, "explained_variance_ratio_", None)
         arr = None
@@ -271,68 +268,88 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
             arr = source.components_xr_
         source = arr if arr is not None else _fitted(source, "components_")
     if hasattr(source, "dims"):
-        if "mode" not in source.dims:
-            raise ValueError(f"a DataArray of components needs a 'mode' dimension; has "
-                             f"{source.dims}")
-        single = [d for d in source.dims if d != "mode" and source.sizes[d] == 1]
-        source = source.squeeze(single)  # a single level: its coordinate stays, as a scalar
-        if "mode" in source.coords:
-            modes = source["mode"].values
-        field_dims = [d for d in source.dims if d != "mode"]
-        coords = _map_coords(source, lat, lon)
-        is_map = coords is not None
-        if is_map and coords[0].ndim == 1:
-            field_dims = [coords[0].dims[0], coords[1].dims[0]]
-        source = source.transpose("mode", *field_dims)
-        values = _small(source, "components")
-        if not is_map and values.ndim > 3:
-            raise ValueError(f"cannot draw components over {len(field_dims)} feature dims "
-                             f"{field_dims}; select down to two (e.g. lat, lon)")
+        values, modes, coords = _component_fields(source, lat, lon)
     else:
-        values = _small(source, "components")
-        is_map = False
-        if values.ndim == 1:
-            values = values[None, :]
-        if values.ndim != 2:
-            raise ValueError(f"components must be (n_components, n_features); got shape "
-                             f"{values.shape}")
+        values, modes, coords = _component_rows(source), None, None
     k = values.shape[0] if n_components is None else min(n_components, values.shape[0])
-    values = values[:k]
-    if image_shape is not None:
-        image_shape = tuple(int(s) for s in image_shape)
-        if int(np.prod(image_shape)) != int(np.prod(values.shape[1:])):
-            raise ValueError(f"image_shape {image_shape} holds {int(np.prod(image_shape))} "
-                             f"values; the components have {int(np.prod(values.shape[1:]))}")
-        values = values.reshape(k, *image_shape)
+    values = _as_images(values[:k], image_shape)
     names = _component_titles(k, ratio, titles, modes)
     cm = mpl.colormaps[cmap].with_extremes(bad="0.75")
-    fig, axes = _grid(k, ncols, (3.2, 2.0) if is_map else (2.6, 2.4))
+    fig, axes = _grid(k, ncols, (3.2, 2.0) if coords is not None else (2.6, 2.4))
     for i, ax in enumerate(axes):
-        v = values[i]
-        lim = _symmetric_limit(v)
-        if is_map:
-            la, lo = coords
-            # pcolormesh places cells at their coordinates: descending latitudes are drawn
-            # north up all the same (the y axis increases upwards)
-            im = ax.pcolormesh(_small(lo, str(lo.name)), _small(la, str(la.name)),
-                               np.ma.masked_invalid(v), cmap=cm, vmin=-lim, vmax=lim,
-                               shading="auto")
-            ax.set_xlabel(str(lo.name))
-            ax.set_ylabel(str(la.name))
-        elif v.ndim == 2:
-            im = ax.imshow(np.ma.masked_invalid(v), cmap=cm, vmin=-lim, vmax=lim,
-                           interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
-        else:
-            im = None
-            ax.plot(np.arange(v.size), v, lw=1)
-            ax.axhline(0, color="0.5", lw=0.5)
-            ax.set_xlabel("feature")
+        im = _draw_component(ax, values[i], coords, cm)
         ax.set_title(names[i], fontsize=9)
         if im is not None and colorbar:
             fig.colorbar(im, ax=ax, shrink=0.8)
     return fig
+
+
+def _component_fields(source, lat, lon):
+    """``(values, mode labels, (lat, lon) or None)`` of a DataArray of components: size-1
+    dims dropped, the field dims last (in the order of the map's coordinates for a map)."""
+    if "mode" not in source.dims:
+        raise ValueError(f"a DataArray of components needs a 'mode' dimension; has "
+                         f"{source.dims}")
+    single = [d for d in source.dims if d != "mode" and source.sizes[d] == 1]
+    source = source.squeeze(single)  # a single level: its coordinate stays, as a scalar
+    modes = source["mode"].values if "mode" in source.coords else None
+    field_dims = [d for d in source.dims if d != "mode"]
+    coords = _map_coords(source, lat, lon)
+    if coords is not None and coords[0].ndim == 1:
+        field_dims = [coords[0].dims[0], coords[1].dims[0]]
+    values = _small(source.transpose("mode", *field_dims), "components")
+    if coords is None and values.ndim > 3:
+        raise ValueError(f"cannot draw components over {len(field_dims)} feature dims "
+                         f"{field_dims}; select down to two (e.g. lat, lon)")
+    return values, modes, coords
+
+
+def _component_rows(source) -> np.ndarray:
+    """An array of components as (n_components, n_features) values."""
+    values = _small(source, "components")
+    if values.ndim == 1:
+        values = values[None, :]
+    if values.ndim != 2:
+        raise ValueError(f"components must be (n_components, n_features); got shape "
+                         f"{values.shape}")
+    return values
+
+
+def _as_images(values: np.ndarray, image_shape) -> np.ndarray:
+    """``values`` (k components) reshaped to ``image_shape`` each, when it is given."""
+    if image_shape is None:
+        return values
+    image_shape = tuple(int(s) for s in image_shape)
+    if int(np.prod(image_shape)) != int(np.prod(values.shape[1:])):
+        raise ValueError(f"image_shape {image_shape} holds {int(np.prod(image_shape))} "
+                         f"values; the components have {int(np.prod(values.shape[1:]))}")
+    return values.reshape(values.shape[0], *image_shape)
+
+
+def _draw_component(ax, v: np.ndarray, coords, cm):
+    """One panel: a map over ``coords`` (lat, lon), an image (2-D ``v``) or a loading profile;
+    returns the mappable for a colour bar (None for a profile)."""
+    lim = _symmetric_limit(v)
+    if coords is not None:
+        la, lo = coords
+        # pcolormesh places cells at their coordinates: descending latitudes are drawn
+        # north up all the same (the y axis increases upwards)
+        im = ax.pcolormesh(_small(lo, str(lo.name)), _small(la, str(la.name)),
+                           np.ma.masked_invalid(v), cmap=cm, vmin=-lim, vmax=lim,
+                           shading="auto")
+        ax.set_xlabel(str(lo.name))
+        ax.set_ylabel(str(la.name))
+        return im
+    if v.ndim == 2:
+        im = ax.imshow(np.ma.masked_invalid(v), cmap=cm, vmin=-lim, vmax=lim,
+                       interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return im
+    ax.plot(np.arange(v.size), v, lw=1)
+    ax.axhline(0, color="0.5", lw=0.5)
+    ax.set_xlabel("feature")
+    return None
 
 
 # -- scores ---------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def feature_names_of(X, *, feature_dim: str | None = None,
     """
     import xarray as xr
 
-    from .io._anndata import is_anndata_object
+    from ..io._anndata import is_anndata_object
 
     if isinstance(X, (xr.DataArray, xr.Dataset)):  # a Dataset: its variable's feature dim
         matrix = isinstance(X, xr.DataArray) and X.ndim == 2

@@ -8,14 +8,14 @@ A run config has five sections::
                the name of a variable of the same store, multiplied into the features (the
                same rules as ``open_matrix(weights=...)``). The model keeps them: its scores
                of new data (``scalepca transform``) and the reconstruction apply and undo them
-    model:     ``method`` (a key of :data:`scalepca.models.registry.METHODS`) and the
+    model:     ``method`` (a key of :data:`scalepca.persistence.registry.METHODS`) and the
                estimator's parameters, either beside ``method`` or under ``params`` (for a
                parameter itself named method)
     cluster:   ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |
                gateway) and the settings of that kind
     output:    ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
                ``report``, default true: an HTML page with figures, see
-               :mod:`scalepca.report`; ``false`` writes none; ``overwrite``, default true:
+               :mod:`scalepca.app.report`; ``false`` writes none; ``overwrite``, default true:
                replace an earlier run's outputs, see :mod:`scalepca.app.outputs`)
     progress:  true | false — progress per pass over the data: a bar on a terminal, one line
                (tasks, time, rate) per pass in a log
@@ -24,11 +24,14 @@ Relative paths in a config file (``data.path``, ``output.store``, the model's ``
 ``scratch`` and ``mask``, the cluster's ``local_directory`` and ``log_directory``) are taken
 from the folder of the config file, not from the working directory: see :data:`PATH_KEYS`.
 
-Unknown keys are rejected with a message naming them and the allowed keys; values of the
-wrong type are rejected with the expected type; choices list the allowed values. Model
-parameters are checked against the estimator's ``__init__`` signature (names, and types where
-the signature annotates them); their values are checked again by the estimator at ``fit``,
-before any data is read.
+Unknown keys are rejected with a message naming them, the allowed keys and the closest one
+(``n_component``: did you mean ``n_components``?); values of the wrong type are rejected with
+the expected type; choices list the allowed values. Every problem is reported, not only the
+first (:attr:`ConfigError.problems`). Model parameters are checked against the estimator's
+parameter table (``_parameters``, :mod:`scalepca.models._params`): names, types, choices and
+the ranges that do not depend on the data; ``fit`` and ``scalepca validate`` check the same
+table again with the data's shape (``n_components <= min(n, d)``) and the conditions between
+parameters, before any data is read.
 """
 
 from __future__ import annotations
@@ -40,8 +43,19 @@ from pathlib import Path
 
 import yaml
 
-from ._codecs import CODECS, DEFAULT_CODEC
-from ._schema import _NONE, _REQUIRED, _SIZE, ConfigError, _check_section, _f, _Field, _typename
+from .._codecs import CODECS, DEFAULT_CODEC
+from .._schema import (
+    _NONE,
+    _REQUIRED,
+    _SIZE,
+    ConfigError,
+    _check_section,
+    _f,
+    _Field,
+    _typename,
+    unknown_keys,
+)
+from .yaml_files import read_yaml
 
 __all__ = [
     "CLUSTER_KINDS",
@@ -193,8 +207,12 @@ _TOP = ("data", "model", "cluster", "output", "progress")
 
 
 # -- estimator and generator signatures ----------------------------------------------------------
-def _check_model(model) -> dict:
-    from .models.registry import METHODS, check_n_components_form, check_params, estimator_class
+def _check_model(model, problems: list) -> dict:
+    """The ``model`` section: ``method`` and the estimator's parameters, checked against its
+    ``_parameters`` table (names, types, choices and ranges that do not depend on the data);
+    each problem is appended to ``problems`` and the parameters that pass are kept."""
+    from ..persistence.registry import METHODS, declared_problems, estimator_class
+    from .messages import speak_cli
 
     if not isinstance(model, dict) or "method" not in model:
         raise ConfigError(
@@ -216,19 +234,17 @@ def _check_model(model) -> dict:
                 "'model.params'"
             )
         params.update(nested)
-    check_params(cls.__init__, params, "model")
-    if "n_components" in params:
-        params["n_components"] = check_n_components_form(cls, params["n_components"])
-    try:
-        cls(**params)  # parameter values are validated again at fit, before any compute
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"model: {err}") from None
+    params, found = declared_problems(
+        cls, params, "model", word=lambda message: speak_cli(message, method=method),
+        key=lambda name: "model.params.method" if name == "method" else f"model.{name}")
+    problems.extend(found)
+    cls(**params)  # __init__ only stores them
     return {"method": method, "params": params}
 
 
 def _check_generate(gen) -> dict:
-    from .datasets import GENERATORS
-    from .models.registry import check_params
+    from ..datasets import GENERATORS
+    from ..persistence.registry import check_params
 
     if not isinstance(gen, dict):
         raise ConfigError(f"'data.generate' must be a mapping; got {gen!r}")
@@ -325,7 +341,7 @@ def _check_data(section) -> dict:
     if isinstance(chunks, int) and chunks < 1:
         raise ConfigError(f"'data.chunks' must be at least 1; got {chunks}")
     if out["task_size"] is not None:
-        from .io._coalesce import _task_bytes
+        from ..io._coalesce import _task_bytes
 
         try:
             _task_bytes(out["task_size"])
@@ -363,43 +379,63 @@ def _check_data(section) -> dict:
     return out
 
 
-def validate_config(cfg) -> dict:
-    """Return a normalised copy of ``cfg`` with defaults filled in, or raise ConfigError."""
+def validate_config(cfg, problems: list | None = None) -> dict:
+    """Return a normalised copy of ``cfg`` with defaults filled in, or raise ConfigError
+    naming every problem found (one sentence each, in :attr:`ConfigError.problems`).
+
+    With a list ``problems``, the problems are appended to it instead, and what could be read
+    is returned: a section that could not be read is None, a model parameter or section key
+    that is wrong is left out (``scalepca validate`` checks the rest against the data).
+    """
+    found = [] if problems is None else problems
     if not isinstance(cfg, dict):
         raise ConfigError(
             "a config must be a YAML mapping with sections data, model, cluster, output, progress"
         )
     unknown = sorted(set(cfg) - set(_TOP), key=str)
     if unknown:
-        raise ConfigError(
-            f"unknown section(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(_TOP)}"
-        )
-    for needed in ("data", "model"):
-        if needed not in cfg:
-            raise ConfigError(f"a config needs a '{needed}' section")
-    out = {"data": _check_data(cfg["data"]), "model": _check_model(cfg["model"])}
-    out["cluster"] = check_cluster(cfg.get("cluster"))
-    out["output"] = _check_section(cfg.get("output"), _OUTPUT, "output")
-    method = out["model"]["method"]
-    for part in ("low_rank", "sparse"):
-        if out["output"][part] and method != "robust_pca":
-            raise ConfigError(
-                f"'output.{part}' is only available for model.method robust_pca; got {method!r}"
-            )
-    if out["output"]["reconstruction"]:
-        # ask the configured estimator: KernelPCA has inverse_transform only with
-        # fit_inverse_transform=True, and its error says so
-        from .models.registry import estimator_class
-
+        found.append(unknown_keys(unknown, list(_TOP), "", say_where=False,
+                                  what="section(s)"))
+    out = {}
+    checks = {"data": _check_data, "model": lambda section: _check_model(section, found),
+              "cluster": check_cluster,
+              "output": lambda section: _check_section(section, _OUTPUT, "output")}
+    for key, check in checks.items():
+        out[key] = None
+        if key in ("data", "model") and key not in cfg:
+            found.append(f"a config needs a '{key}' section")
+            continue
         try:
-            estimator_class(method)(**out["model"]["params"]).inverse_transform  # noqa: B018
-        except AttributeError as err:
-            raise ConfigError(f"'output.reconstruction': {err}") from None
+            out[key] = check(cfg.get(key))
+        except ConfigError as err:
+            found.extend(err.problems)
+    if out["model"] is not None and out["output"] is not None:
+        found.extend(_output_problems(out["model"], out["output"]))
     progress = cfg.get("progress", True)
     if not isinstance(progress, bool):
-        raise ConfigError(f"'progress' must be true or false; got {progress!r}")
-    out["progress"] = progress
+        found.append(f"'progress' must be true or false; got {progress!r}")
+    out["progress"] = progress if isinstance(progress, bool) else True
+    if problems is None and found:
+        raise ConfigError(*found)
     return out
+
+
+def _output_problems(model: dict, output: dict) -> list[str]:
+    """The outputs the configured model cannot give."""
+    method = model["method"]
+    problems = [f"'output.{part}' is only available for model.method robust_pca; got "
+                f"{method!r}" for part in ("low_rank", "sparse")
+                if output[part] and method != "robust_pca"]
+    if output["reconstruction"]:
+        # ask the configured estimator: KernelPCA has inverse_transform only with
+        # fit_inverse_transform=True, and its error says so
+        from ..persistence.registry import estimator_class
+
+        try:
+            estimator_class(method)(**model["params"]).inverse_transform  # noqa: B018
+        except AttributeError as err:
+            problems.append(f"'output.reconstruction': {err}")
+    return problems
 
 
 def apply_overrides(cfg, overrides) -> dict:
@@ -427,42 +463,6 @@ def apply_overrides(cfg, overrides) -> dict:
     return cfg
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """A safe YAML loader that rejects a key given twice in one mapping."""
-
-
-def _no_duplicates(loader, node, deep=False):
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                "while reading a mapping", node.start_mark,
-                f"the key {key!r} is given twice", key_node.start_mark,
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
-
-
-def read_yaml(path):
-    """The raw mapping of a YAML file; ``FileNotFoundError``/``ConfigError`` when unreadable."""
-    path = Path(os.fspath(path))
-    if not path.is_file():
-        raise FileNotFoundError(f"config file {str(path)!r} does not exist")
-    try:
-        return yaml.load(path.read_text(), Loader=_StrictLoader)
-    except yaml.YAMLError as err:
-        where = ""
-        mark = getattr(err, "problem_mark", None)
-        if mark is not None:
-            where = f" (line {mark.line + 1}, column {mark.column + 1})"
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
-
-
 #: config keys that hold local paths: relative ones are taken from the config file's folder
 PATH_KEYS = (
     ("data", "path"),
@@ -488,7 +488,7 @@ def resolve_paths(cfg, base) -> dict:
     """
     if not isinstance(cfg, dict):
         return cfg
-    from .io._fs import is_url
+    from ..io._fs import is_url
 
     cfg = copy.deepcopy(cfg)
     base = os.path.abspath(os.fspath(base))
@@ -516,8 +516,14 @@ def load_config(path, overrides=None) -> dict:
     in ``overrides`` (``--set data.path=...`` on the command line) resolve from the current
     directory, like any other command-line path.
     """
+    return validate_config(read_config(path, overrides))
+
+
+def read_config(path, overrides=None):
+    """The raw config of the YAML file ``path`` with ``overrides`` applied, relative paths
+    resolved as :func:`load_config` resolves them; not validated."""
     raw = resolve_paths(read_yaml(path), Path(os.fspath(path)).parent)
-    return validate_config(apply_overrides(raw, overrides))
+    return apply_overrides(raw, overrides)
 
 
 # -- the schema, described (the documentation's config reference is generated from this) ---------
@@ -646,6 +652,17 @@ def schema_sections() -> list[tuple[str, str, dict]]:
         ("top level", "", {"progress": _f(bool, True)}),
     ]
     return sections
+
+
+def describe_parameter(cls, name: str) -> str:
+    """The type of the estimator parameter ``name`` of ``cls`` as the reference shows it,
+    from its ``_parameters`` table (``one of: ...`` for choices)."""
+    from ..models._params import table_of
+
+    param = table_of(cls)[name]
+    if param.choices:
+        return "one of: " + ", ".join(param.choices)
+    return param.forms or _typename(param.types)
 
 
 def describe_field(field: _Field) -> tuple[str, str]:

@@ -1,10 +1,10 @@
-"""Synthetic datasets for every method, generated and written block by block.
+"""Synthetic datasets for every method, generated block by block.
 
 Each generator returns a lazy dask array (or, for gridded data, a dask-backed xarray
 Dataset) whose every block is drawn from its own seed — ``SeedSequence([seed, tag, block
 index])`` — so the data do not depend on the cluster, the number of workers or the order in
-which blocks are computed. Nothing is ever held whole in memory: :func:`write_dataset` lets the
-workers generate and write one block each.
+which blocks are computed. Nothing is ever held whole in memory:
+:func:`~scalepca.datasets.write_dataset` lets the workers generate and write one block each.
 
 ========================  =====================================================================
 kind                      structure (and the method it exercises)
@@ -27,35 +27,11 @@ kind                      structure (and the method it exercises)
 
 from __future__ import annotations
 
-import logging
-import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import dask.array as da
 import numpy as np
-
-logger = logging.getLogger(__name__)
-
-__all__ = [
-    "GENERATORS",
-    "low_rank_factors",
-    "make_gridded",
-    "make_low_rank",
-    "make_low_rank_sparse",
-    "make_low_rank_zarr",
-    "CountMatrix",
-    "count_model",
-    "make_counts",
-    "make_missing",
-    "make_rings",
-    "make_sparse_spike",
-    "sparse_spike_loadings",
-    "write_dataset",
-]
 
 # seed tags: one per kind of random draw, so draws never share a stream
 _TAG_FACTORS, _TAG_BLOCK, _TAG_MISSING = 1, 2, 3
@@ -647,196 +623,3 @@ GENERATORS = {
     "low_rank_sparse": make_low_rank_sparse,
     "counts": make_counts,
 }
-
-
-# -- writing --------------------------------------------------------------------------------------
-#: entries per zarr chunk of the 1-D arrays of a CSR matrix (data, indices, indptr)
-CSR_ZARR_CHUNK = 2**22
-
-
-def _block_nnz(block):
-    return np.array([[block.nnz]], dtype=np.int64)
-
-
-def _indptr_part(block, block_id=None, *, offsets, dtype_out=np.int64):
-    """A block's row pointers, shifted to where its values start in the whole matrix."""
-    return (offsets[block_id[0]] + block.indptr[1:].astype(np.int64)).astype(dtype_out)
-
-
-def csr_index_dtype(nnz: int, shape: tuple) -> np.dtype:
-    """The integer type of ``indices`` and ``indptr`` of a CSR matrix: int32 while the count
-    of stored values and both dimensions fit in it, else int64 (the rule of scipy.sparse,
-    whose matrices anndata writes as they are)."""
-    fits = max(int(nnz), *map(int, shape)) <= np.iinfo(np.int32).max
-    return np.dtype(np.int32 if fits else np.int64)
-
-
-def write_counts(data: CountMatrix, store, *, complete: bool | None = None,
-                 compressors=None) -> None:
-    """Write ``data`` as an AnnData zarr store (anndata's layout), its blocks by the workers.
-
-    Two passes over the blocks: the first counts the stored values of each block (a number per
-    block comes back; ``data.nnz`` when the generator can count without drawing the values),
-    the second draws them and writes ``data``, ``indices`` and
-    ``indptr`` at their offsets, rechunked to :data:`CSR_ZARR_CHUNK` entries so that no zarr
-    chunk is written by two tasks. Cell names are written the same way; gene names, and the
-    empty ``obs``/``var`` columns and mappings, by anndata itself (``anndata.io.write_elem``).
-    ``complete``: a ``complete`` attribute set first to false and to true at the end, and the
-    ``format`` of a scalepca dataset. ``compressors``: those of the CSR arrays (zarr's default
-    if None).
-
-    ``indices`` and ``indptr`` share one integer type, as in the stores anndata writes from a
-    ``scipy.sparse`` matrix (:func:`csr_index_dtype`): readers such as scanpy's PCA kernels
-    take them only in matching types.
-    """
-    import pandas as pd
-    import zarr
-    from anndata.io import write_elem
-
-    from .io._fs import DATASET
-
-    X = data.X
-    n, d = X.shape
-    counted = data.nnz if data.nnz is not None else X.map_blocks(
-        _block_nnz, chunks=(1, 1), dtype=np.int64, meta=np.empty((0, 0), dtype=np.int64))
-    nnz = counted.compute().ravel()
-    offsets = np.concatenate([[0], np.cumsum(nnz)])
-    index = csr_index_dtype(int(offsets[-1]), (n, d))
-    root = zarr.open_group(store, mode="w", zarr_format=3)  # v3, as all scalepca writes
-    root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0",
-                       **({} if complete is None else {"format": DATASET, "complete": False})})
-    for name in ("layers", "obsm", "obsp", "varm", "varp", "uns"):
-        write_elem(root, name, {})
-    write_elem(root, "var", pd.DataFrame(index=pd.Index(data.var_names())))
-    obs = root.create_group("obs")
-    obs.attrs.update({"_index": "_index", "column-order": [], "encoding-type": "dataframe",
-                      "encoding-version": "0.2.0"})
-    names = data.obs_names(min(n, 2**16))
-    zn = obs.create_array("_index", shape=(n,), chunks=(names.chunks[0][0],), dtype=str)
-    zn.attrs.update({"encoding-type": "string-array", "encoding-version": "0.2.0"})
-    group = root.create_group("X") if data.layer is None else root["layers"].create_group(
-        data.layer)
-    group.attrs.update({"encoding-type": "csr_matrix", "encoding-version": "0.1.0",
-                        "shape": [n, d]})
-    parts = {
-        "data": X.map_blocks(lambda b: b.data, drop_axis=1, chunks=(tuple(nnz),),
-                             dtype=X.dtype, meta=np.empty((0,), dtype=X.dtype)),
-        "indices": X.map_blocks(lambda b: b.indices.astype(index), drop_axis=1,
-                                chunks=(tuple(nnz),), dtype=index,
-                                meta=np.empty((0,), dtype=index)),
-        "indptr": da.concatenate([
-            da.zeros((1,), dtype=index, chunks=1),
-            X.map_blocks(_indptr_part, offsets=offsets, dtype_out=index, drop_axis=1,
-                         chunks=(X.chunks[0],), dtype=index,
-                         meta=np.empty((0,), dtype=index))]),
-    }
-    sources, targets = [names], [zn]
-    for name, arr in parts.items():
-        z = group.create_array(name, shape=arr.shape, dtype=arr.dtype,
-                               chunks=(max(1, min(arr.shape[0], CSR_ZARR_CHUNK if name !=
-                                                  "indptr" else 2**20)),),
-                               **({} if compressors is None else {"compressors": compressors}))
-        sources.append(arr.rechunk(z.chunks))
-        targets.append(z)
-    da.store(sources, targets, lock=False)
-    if complete is not None:
-        root.attrs["complete"] = True
-
-
-def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
-                  codec: str | None = None) -> str:
-    """Write a lazy dataset (dask array, xarray Dataset, :class:`CountMatrix`) to a zarr store.
-
-    ``codec`` names the compression, one of :data:`scalepca._codecs.CODECS` (default
-    :data:`~scalepca._codecs.DEFAULT_CODEC`, chosen by measurement: see the README).
-
-    The workers generate and write one block each. Local paths are written under a temporary
-    sibling name and renamed into place, so an interrupted write never leaves a store that
-    looks complete; remote URLs (``s3://...``) are written in place (object stores have no
-    rename), flagged ``complete: false`` until the last block is written. Returns the path.
-
-    The store's root carries ``format: scalepca-dataset``. A zarr store already at ``path``
-    is kept as it is unless ``overwrite`` (or unless it is an interrupted write of a dataset,
-    which is written again); with ``overwrite`` a dataset store is replaced, but nothing else
-    ever is (a folder of other files, a model or output store, a store scalepca did not
-    write): ``FileExistsError``.
-    """
-    import xarray as xr
-    import zarr
-
-    from ._codecs import compressors
-    from .io._fs import DATASET, check_replace, is_url, store_state
-    from .io._store import regular_chunks
-
-    spath = os.fspath(path)
-    comp = compressors(codec)  # an unknown name fails here, before anything is written
-    st = store_state(spath, storage_options)
-    if not overwrite and st.zarr and st.complete is not False:
-        logger.info("dataset %s exists; not regenerating", spath)
-        return spath if is_url(spath) else spath.removeprefix("file://")
-    check_replace(spath, DATASET, overwrite=overwrite, storage_options=storage_options)
-    attrs = {"format": DATASET, "complete": False}
-
-    def _write(target):
-        """Everything but the final ``complete: true``."""
-        if isinstance(data, CountMatrix):
-            write_counts(data, target, compressors=comp, complete=False)
-            return
-        if isinstance(data, xr.Dataset):
-            ds = data.chunk({d: max(c) for d, c in data.chunks.items()})
-            ds.attrs = {**ds.attrs, **attrs}
-            ds.to_zarr(target, mode="w", consolidated=False,
-                       encoding={v: {"compressors": comp} for v in ds.data_vars})
-            return
-        arr = regular_chunks(data)
-        z = zarr.create_array(target, shape=arr.shape, dtype=arr.dtype,
-                              chunks=tuple(max(c[0], 1) for c in arr.chunks),
-                              attributes=attrs, compressors=comp, overwrite=True)
-        arr.store(z, lock=False)
-
-    def _done(target):
-        zarr.open(store=target, mode="r+").attrs["complete"] = True
-
-    if is_url(spath):
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(spath, **(storage_options or {}))
-        if fs.exists(root):  # a dataset store (checked above): no rename, so in place
-            fs.rm(root, recursive=True)
-
-        def remote():
-            return zarr.storage.FsspecStore.from_url(spath, storage_options=storage_options,
-                                                     read_only=False)
-
-        _write(remote())
-        _done(remote())
-        return spath
-    target = Path(spath.removeprefix("file://"))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        _write(str(tmp))
-        _done(str(tmp))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return str(target)
-
-
-def dataset_complete(path, storage_options=None) -> bool:
-    """Whether ``path`` holds a zarr store whose write was not interrupted (no
-    ``complete: false``)."""
-    from .io._fs import store_state
-
-    st = store_state(path, storage_options)
-    return st.zarr and st.complete is not False
-
-
-def make_low_rank_zarr(path, n_samples: int, n_features: int, *, overwrite: bool = False,
-                       storage_options=None, codec: str | None = None, **kwargs) -> str:
-    """Write :func:`make_low_rank` data to a zarr array at ``path`` (see :func:`write_dataset`)."""
-    return write_dataset(make_low_rank(n_samples, n_features, **kwargs), path,
-                         overwrite=overwrite, storage_options=storage_options, codec=codec)

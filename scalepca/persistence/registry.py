@@ -1,5 +1,6 @@
-"""The registry of scalepca's estimators: method names, their classes, and the check of
-parameters against an estimator's signature.
+"""The registry of scalepca's estimators: method names, their classes, and the check of a
+config's or a model store's parameters against an estimator's parameter table
+(:func:`declared_problems`) or a data generator's signature (:func:`check_params`).
 
 Configs name an estimator by method (``model.method: pca``), model stores by class name
 (:func:`scalepca.load`); both are looked up here, and nothing named in a file is imported.
@@ -7,12 +8,11 @@ Configs name an estimator by method (``model.method: pca``), model stores by cla
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import types
 import typing
 
-from .._schema import _NONE, ConfigError, _type_ok, _typename
+from .._schema import _NONE, ConfigError, _type_ok, _typename, unknown_keys
 
 #: method name in configs → estimator class (imported lazily)
 METHODS = {
@@ -30,9 +30,11 @@ def estimator_class(method: str):
         raise ConfigError(
             f"'model.method' {method!r} is unknown; allowed: {', '.join(METHODS)}"
         )
-    module, name = METHODS[method].split(":")
+    name = METHODS[method].rsplit(":", 1)[1]
     try:
-        return getattr(importlib.import_module(module), name)
+        from .. import models  # on demand: the estimators are imported when one is needed
+
+        return getattr(models, name)
     except (ImportError, AttributeError) as err:
         raise ConfigError(
             f"'model.method' {method!r}: its estimator {METHODS[method]} cannot be imported "
@@ -82,10 +84,7 @@ def check_params(func, params: dict, where: str, *, skip=("self",)) -> dict:
     ]
     bad = sorted(set(params) - set(allowed), key=str)
     if bad:
-        raise ConfigError(
-            f"unknown key(s) {', '.join(repr(f'{where}.{b}') for b in bad)}; "
-            f"allowed: {', '.join(allowed)}"
-        )
+        raise ConfigError(unknown_keys(bad, allowed, where, say_where=False))
     try:
         hints = typing.get_type_hints(func)
     except Exception:  # annotations that do not resolve: check names only
@@ -111,19 +110,47 @@ def check_params(func, params: dict, where: str, *, skip=("self",)) -> dict:
     return allowed
 
 
-def check_n_components_form(cls, value, where: str = "model"):
-    """``n_components`` of ``cls`` checked in form (the data's shape is not known yet): PCA
-    and PPCA also take a float in (0, 1) and ``"mle"``; an integral float is an int.
-    ``where``: the section named in the message (``model`` in configs, ``params`` in stores)."""
-    from .._validation import check_n_components
+def declared_problems(cls, params: dict, where: str, *, word=None,
+                      key=None) -> tuple[dict, list[str]]:
+    """``params`` of the estimator class ``cls`` checked against its ``_parameters`` table
+    (:mod:`._params`) before the data are known — a config, a model store: the names, the
+    plain types a file can hold, and each value's form and range.
 
-    fraction = getattr(cls, "_n_components_fraction", False)
-    if isinstance(value, float) and value.is_integer() and value >= 1:
-        value = int(value)  # 1e3 in YAML is a float
-    try:
-        return check_n_components(value, fraction=fraction)
-    except (TypeError, ValueError) as err:
-        forms = ("an integer >= 1, a float in (0, 1), 'mle' or null" if fraction
-                 else "an integer >= 1 or null")
-        raise ConfigError(f"'{where}.n_components' must be {forms}; got {value!r} "
-                          f"({err})") from None
+    Returns ``(the parameters that pass, integral floats given for integers made ints; one
+    sentence per problem)``. Names and types are worded ``'{where}.{name}' must be ...``;
+    other problems are the estimator's own messages passed through ``word`` (default:
+    prefixed with ``where``). ``key(name)``: the key a parameter is named by (default
+    ``where.name``). Bounds that depend on the data and the conditions between
+    parameters are left to ``fit`` and ``scalepca validate``, which know the data's shape.
+    """
+    from ..models._params import checked, table_of
+
+    table = table_of(cls)
+    word = word or (lambda message: f"{where}: {message}")
+    key = key or (lambda name: f"{where}.{name}")
+    problems, typed = [], {}
+    unknown = sorted(set(params) - set(table), key=str)
+    if unknown:
+        problems.append(unknown_keys(unknown, list(table), where, say_where=False))
+    for name, value in params.items():
+        param = table.get(name)
+        if param is None:
+            continue
+        if int in param.types and float not in param.types and isinstance(value, float) \
+                and value.is_integer():
+            value = int(value)  # 1e3 in YAML is a float
+        if not _type_ok(value, param.types):
+            problems.append(f"'{key(name)}' must be {param.forms or _typename(param.types)}; "
+                            f"got {value!r}")
+            continue
+        typed[name] = value
+    values, found = checked(cls, typed)
+    bad = set()
+    for name, err in found:
+        bad.add(name)
+        if table[name].forms:
+            problems.append(f"'{key(name)}' must be {table[name].forms}; got "
+                            f"{typed[name]!r} ({err})")
+        else:
+            problems.append(word(str(err)))
+    return {k: values[k] for k in typed if k not in bad}, problems

@@ -43,9 +43,9 @@ import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator
 
-from ._validation import is_sparse
-from .linalg import passes
-from .linalg.moments import _concat_columns, block_moments, merge_moments
+from .._validation import is_sparse
+from ..linalg import passes
+from ..linalg.moments import _concat_columns, block_moments, merge_moments
 
 logger = logging.getLogger(__name__)
 
@@ -272,9 +272,9 @@ def _field_matrix(field, data, model):
     the field's own units. A matrix (NumPy, dask, sparse, a 2-D DataArray such as an output
     of ``open_matrix``) is taken as it is.
     """
-    from .io._matrix import as_matrix
-    from .io._preprocess import carried
-    from .io._stack import stack_dataarray
+    from ..io._stack import stack_dataarray
+    from ..preprocessing._matrix import as_matrix
+    from ..preprocessing._steps import carried
 
     prep = getattr(model, "_preprocessing", None)
     if isinstance(field, xr.Dataset):
@@ -347,7 +347,7 @@ def _label(values: np.ndarray, labels, name: str):
     given."""
     if labels is None:
         return values
-    from .io._stack import feature_dataarray, feature_template
+    from ..io._stack import feature_dataarray, feature_template
 
     return feature_dataarray(values, feature_template(labels), name=name)
 
@@ -436,7 +436,7 @@ def eofs_as_covariance(model, X, *, field=None, n_modes: int | None = None,
     -----
     One pass over the data, as :func:`eofs_as_correlation`.
     """
-    from .io._preprocess import carried
+    from ..preprocessing._steps import carried
 
     if pcscaling not in (0, 1, 2):
         raise ValueError(f"pcscaling must be 0, 1 or 2; got {pcscaling!r}")
@@ -671,12 +671,12 @@ def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
     """The latitude and longitude coordinates of ``obj`` (DataArray or Dataset), by meaning.
 
     The rule of ``open_matrix(weights="sqrt_coslat")`` (one implementation,
-    ``scalepca.io._latitude``): with cf_xarray installed, CF attributes (``standard_name``
-    latitude/longitude, ``units`` degrees_north/degrees_east, ``_CoordinateAxisType``) or
-    usual names (``lat``, ``latitude``, ``nav_lat``, ...) as ``obj.cf.guess_coord_axis()``
-    finds them; without it, the names ``lat``/``latitude`` and ``lon``/``longitude``. A
-    generic ``y`` axis is not taken for a latitude, and the latitude must be in degrees
-    (units of degrees north if given, values within ±90).
+    ``scalepca.preprocessing._latitude``): with cf_xarray installed, CF attributes
+    (``standard_name`` latitude/longitude, ``units`` degrees_north/degrees_east,
+    ``_CoordinateAxisType``) or usual names (``lat``, ``latitude``, ``nav_lat``, ...) as
+    ``obj.cf.guess_coord_axis()`` finds them; without it, the names ``lat``/``latitude`` and
+    ``lon``/``longitude``. A generic ``y`` axis is not taken for a latitude, and the latitude
+    must be in degrees (units of degrees north if given, values within ±90).
 
     Returns
     -------
@@ -685,10 +685,10 @@ def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
     Raises
     ------
     KeyError
-        No latitude coordinate in degrees (``scalepca.io._latitude.LatitudeError``, also a
-        ``ValueError``; the message says what to rename or which ``units`` to set).
+        No latitude coordinate in degrees (``scalepca.preprocessing._latitude.LatitudeError``,
+        also a ``ValueError``; the message says what to rename or which ``units`` to set).
     """
-    from .io._latitude import find_latitude, find_longitude
+    from ..preprocessing._latitude import find_latitude, find_longitude
 
     return find_latitude(obj), find_longitude(obj)
 
@@ -702,6 +702,6 @@ def coslat_weights(obj, *, power: float = 0.5) -> xr.DataArray:
     ``"coslat"``), from the latitude :func:`find_lat_lon` finds (refused as it refuses);
     negative cosines from rounding at the poles are clipped to 0.
     """
-    from .io._latitude import coslat
+    from ..preprocessing._latitude import coslat
 
     return coslat(obj, power).rename("weights")

@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from .._validation import check_dtype
-from ._stack import (
+from ..io._stack import (
     FEATURE,
     SAMPLE,
     split_dims,
@@ -147,10 +147,10 @@ class Preprocessing:
         if isinstance(X, xr.Dataset):
             X = self._variable_of(X, what)
         if self.dims == ("obs", "var"):  # fitted on AnnData: an AnnData gives the same matrix
-            from ._anndata import is_anndata_object
+            from ..io._anndata import is_anndata_object
 
             if is_anndata_object(X):  # read as open_matrix reads it
-                from ._anndata import open_anndata
+                from ..io._anndata import open_anndata
 
                 return _dataarray_matrix(
                     open_anndata(X, layer=None if self.variable == "X" else self.variable))
@@ -255,7 +255,7 @@ class Preprocessing:
     # -- undoing the steps ---------------------------------------------------------------------
     def field(self, out: xr.DataArray) -> xr.DataArray:
         """A labelled (sample × feature) result in the data's units and dims order."""
-        from ._stack import _unstack
+        from ..io._stack import _unstack
 
         out = self.unweight(out) if self.weights is not None else out
         out = _unstack(out, *out.dims)
@@ -310,7 +310,7 @@ def _weightable(X, what: str, unknown_rows: bool = False):
     import zarr
 
     if isinstance(X, zarr.Array) and X.ndim == 2:
-        from ._coalesce import open_zarr
+        from ..io._coalesce import open_zarr
 
         return open_zarr(X)
     if hasattr(X, "to_numpy"):  # a pandas DataFrame
@@ -378,8 +378,8 @@ def named_weights(rule: str, arr: xr.DataArray, dataset: xr.Dataset | None = Non
     ``sqrt_coslat``: √cos(latitude), the EOF-analysis weighting under which each grid cell's
     share of the covariance is proportional to its area; ``coslat``: cos(latitude). The
     latitude is found by its meaning and checked to be in degrees
-    (:func:`~scalepca.io._latitude.find_latitude`, the rule of
-    :func:`scalepca.eof.coslat_weights` too). Any other string names a variable of
+    (:func:`~scalepca.preprocessing._latitude.find_latitude`, the rule of
+    :func:`scalepca.analysis.eof.coslat_weights` too). Any other string names a variable of
     ``dataset`` (the source the data came from) or a coordinate of ``arr``.
     """
     if rule in WEIGHT_RULES:

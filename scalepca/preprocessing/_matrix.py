@@ -9,8 +9,8 @@ import numpy as np
 import xarray as xr
 
 from .._validation import _row_chunks, check_matrix
-from ._preprocess import ATTR, Preprocessing, carried, frame_matrix, is_dask_frame
-from ._stack import MODE, SAMPLE, _unstack, feature_template, mode_coords
+from ..io._stack import MODE, SAMPLE, _unstack, feature_template, mode_coords
+from ._steps import ATTR, Preprocessing, carried, frame_matrix, is_dask_frame
 
 
 @dataclass
@@ -18,7 +18,7 @@ class MatrixInput:
     """A validated 2-D dask array plus what is needed to label outputs like the input.
 
     ``prep`` describes how the matrix was made from the user's data (see
-    :class:`~scalepca.io._preprocess.Preprocessing`): outputs over the features are returned
+    :class:`~scalepca.preprocessing._steps.Preprocessing`): outputs over the features are returned
     in the data's own units and layout.
     """
 
@@ -93,7 +93,7 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
     With ``unknown_rows`` (``transform``), a dask DataFrame is mapped as it is, its rows not
     counted first, and dask arrays of unknown row block sizes are taken.
     """
-    from ._anndata import is_anndata_object
+    from ..io._anndata import is_anndata_object
 
     if is_anndata_object(X):  # its X; open_matrix(adata, layer=...) reads a layer
         from ._open import open_matrix
@@ -129,7 +129,7 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
         import zarr
 
         if isinstance(X, zarr.Array):
-            from ._coalesce import open_zarr
+            from ..io._coalesce import open_zarr
 
             kind = "dask"
             # a 2-D array is read several small store chunks per task; any other is left

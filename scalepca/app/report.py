@@ -7,9 +7,9 @@
                                          scores, robust PCA parts)
 
 From Python, :func:`write_report` does the same for any fitted estimator. The figures come
-from :mod:`scalepca.plot` (matplotlib, the ``plot`` extra); without matplotlib the page is still
-written, with the tables only and a note saying how to get the figures. A figure that fails to
-draw is named on the page with the reason; it never fails the run whose results are already
+from :mod:`scalepca.analysis.plot` (matplotlib, the ``plot`` extra); without matplotlib the page
+is still written, with the tables only and a note saying how to get the figures. A figure that
+fails to draw is named on the page with the reason; it never fails the run whose results are already
 written.
 
 Nothing here reads the training data except a few hundred rows of it for a robust PCA block
@@ -106,7 +106,7 @@ def _accepts_n_workers(client) -> bool:
 # -- figures -----------------------------------------------------------------------------------
 def _figures(est, *, method: str | None, X=None, scores_store=None, storage_options=None):
     """Yield (file stem, caption, callable returning a Figure) for this estimator."""
-    from . import plot
+    from ..analysis import plot
 
     name = type(est).__name__
     has_spectrum = any(getattr(est, a, None) is not None for a in (
@@ -157,8 +157,8 @@ def _scores_figure(store, storage_options):
     import dask.array as da
     import zarr
 
-    from . import plot
-    from .io import open_zarr_node
+    from ..analysis import plot
+    from ..io import open_zarr_node
 
     node = open_zarr_node(store, storage_options=storage_options)
     arr = node if isinstance(node, zarr.Array) else node["scores"]
@@ -206,7 +206,7 @@ def _spectrum_rows(est):
     ev = np.ravel(np.asarray(ev, dtype=float))
     ratio = getattr(est, "explained_variance_ratio_", None)
     ratio = None if ratio is None else np.ravel(np.asarray(ratio, dtype=float))
-    from .io._stack import mode_coords
+    from ..io._stack import mode_coords
 
     rows, cum = [], 0.0
     for i, (mode, v) in enumerate(zip(mode_coords(ev.size), ev, strict=True)):
@@ -298,7 +298,7 @@ def write_report(est, directory, *, data: dict | None = None, method: str | None
     figures, skipped = [], []
     try:
         plot_ok = True
-        from . import plot
+        from ..analysis import plot
 
         plot._pyplot()
     except ImportError as err:
@@ -327,7 +327,7 @@ def write_report(est, directory, *, data: dict | None = None, method: str | None
             logger.info("report: %s.png drawn in %.2fs", stem, time.perf_counter() - t0)
 
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    from . import __version__
+    from .._version import __version__
 
     head = title or f"scalepca run: {method or type(est).__name__}"
     parts = [

@@ -1,16 +1,14 @@
-"""Model stores: save a fitted estimator to a zarr group and load it back.
+"""Reading a model store back: :func:`load` (``scalepca.load``).
 
-A fitted model is a zarr group: the estimator class, its parameters, the scalepca version and
-scalar fitted values are attributes; NumPy fitted arrays are zarr arrays; lazy (dask) fitted
-arrays are written chunk by chunk from the workers. No pickle. The group is written atomically
-(:func:`scalepca.io._store.atomic_group`) and carries ``complete: true`` written last; a group
-without it is refused by :func:`load`.
+The store's layout is written by :mod:`scalepca.models._saving` (``est.save``). A store is
+data, never code: the estimator it names is looked up in the registry of scalepca's own
+estimators (:mod:`scalepca.persistence.registry`), and everything in it is checked from
+metadata before the estimator is built.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 import math
 import os
 import re
@@ -20,83 +18,10 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from .._json import jsonable
-from .._schema import ConfigError
-from .._version import __version__
-from ..io._fs import MODEL, open_zarr_node, previous_hint
-from ..io._store import _local_path, atomic_group, regular_chunks
-from .registry import METHODS, check_n_components_form, check_params, estimator_class_named
-
-logger = logging.getLogger(__name__)
-
-FORMAT = MODEL
-FORMAT_VERSION = 1
-
-
-def save_estimator(est, store, *, storage_options=None, overwrite=False,
-                   flag="overwrite=True") -> None:
-    """Write a fitted estimator to a zarr group (see module docstring).
-
-    A model store already at ``store`` is replaced only with ``overwrite``; anything else there
-    (a folder of other files, another kind of store) never is: ``FileExistsError``.
-    """
-    if not est.__sklearn_is_fitted__():
-        raise ValueError(f"{type(est).__name__} is not fitted; call fit before save")
-    params = {}
-    for name, value in est.get_params(deep=False).items():
-        try:
-            params[name] = jsonable(value)
-        except TypeError as err:
-            raise TypeError(
-                f"parameter {name}={value!r} of {type(est).__name__} cannot be saved: {err}"
-            ) from None
-    arrays, lazy, scalars = {}, {}, {}
-    for name, value in est._state_to_save().items():
-        if isinstance(value, da.Array):
-            lazy[name] = value
-        elif isinstance(value, np.ndarray) and value.dtype == object:
-            # feature names (scikit-learn keeps them as an object array): saved as JSON
-            # strings, never as an object array (zarr would need a codec that can run code)
-            scalars[name] = [str(v) for v in value.tolist()]
-        elif isinstance(value, np.ndarray) and value.ndim > 0:
-            arrays[name] = value
-        else:
-            try:
-                scalars[name] = jsonable(value)
-            except TypeError:
-                logger.warning("not saving attribute %s (%s)", name, type(value).__name__)
-
-    def write(group: zarr.Group):
-        group.attrs.update(
-            {
-                "format": FORMAT,
-                "format_version": FORMAT_VERSION,
-                "scalepca_version": __version__,
-                "class": f"{type(est).__module__}:{type(est).__qualname__}",
-                "params": params,
-                "scalars": scalars,
-                "arrays": sorted(arrays),
-                "lazy_arrays": sorted(lazy),
-                # memory order changes BLAS summation order: keep it, so a loaded model's
-                # transform is bitwise the fitted one's
-                "fortran_order": sorted(
-                    n for n, v in arrays.items()
-                    if v.ndim > 1 and v.flags.f_contiguous and not v.flags.c_contiguous
-                ),
-            }
-        )
-        for name, value in arrays.items():
-            group.create_array(name, data=np.ascontiguousarray(value))
-        for name, value in lazy.items():
-            regular_chunks(value).to_zarr(group.store, component=_component(group, name),
-                                          compute=True)
-
-    atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
-                 overwrite=overwrite, flag=flag)
-
-
-def _component(group: zarr.Group, name: str) -> str:
-    return f"{group.path}/{name}".lstrip("/")
+from ..io._fs import open_zarr_node, previous_hint
+from ..io._store import _local_path
+from ..models._saving import FORMAT
+from .registry import METHODS, declared_problems, estimator_class_named
 
 
 def _interrupted_siblings(store) -> list[str]:
@@ -116,7 +41,7 @@ def load(store, *, storage_options=None):
     """Load an estimator written by ``save``; lazy arrays come back as dask arrays.
 
     A store is data, never code: its ``class`` is looked up by class name among scalepca's own
-    estimators (:data:`scalepca.models.registry.METHODS`), nothing named in it is imported, its
+    estimators (:data:`scalepca.persistence.registry.METHODS`), nothing named in it is imported, its
     parameters are checked against that estimator's signature and its fitted state against
     the names, dtypes and shapes such a model has — all from metadata, before the estimator
     is built or any array is read.
@@ -188,6 +113,16 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
     Returns ``(cls, params, scalars, arrays, lazy, fortran)``; raises ``ValueError`` naming
     the first problem. Only attributes and array metadata are read.
     """
+    cls = _checked_class(attrs, where)
+    params = _checked_params(cls, attrs, where)
+    scalars, arrays, lazy, fortran = _checked_state_names(cls, attrs, where)
+    sizes = _checked_sizes(scalars, where)
+    _check_array_shapes(group, arrays, lazy, sizes, where)
+    return cls, params, scalars, arrays, lazy, fortran
+
+
+def _checked_class(attrs: dict, where: str):
+    """The estimator class a store names: one of the registry's, never imported by name."""
     spec = attrs.get("class")
     registered = ", ".join(v.rsplit(":", 1)[1] for v in METHODS.values())
     module, _, name = spec.partition(":") if isinstance(spec, str) else ("", "", "")
@@ -198,18 +133,23 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
         _refuse(where, f"its class {spec!r} is not a scalepca estimator (a model store may "
                        f"only name one of {registered}; classes named in a store are never "
                        "imported)")
+    return cls
 
+
+def _checked_params(cls, attrs: dict, where: str) -> dict:
+    """A store's parameters checked against the estimator's ``_parameters`` table."""
     params = attrs.get("params")
     if not isinstance(params, dict):
         _refuse(where, f"'params' must be a mapping; got {type(params).__name__}")
-    params = dict(params)
-    try:
-        check_params(cls.__init__, params, "params")
-        if "n_components" in params:  # its annotation allows strings: only "mle" is one
-            check_n_components_form(cls, params["n_components"], "params")
-    except ConfigError as err:
-        _refuse(where, f"{err} (parameters of {cls.__name__})")
+    checked, problems = declared_problems(cls, dict(params), "params")
+    if problems:
+        _refuse(where, f"{problems[0]} (parameters of {cls.__name__})")
+    return {**params, **checked}
 
+
+def _checked_state_names(cls, attrs: dict, where: str):
+    """``(scalars, arrays, lazy, fortran)``: the saved state's names, each saved once and each
+    a name fitted state of ``cls`` can have."""
     scalars = attrs.get("scalars")
     if not isinstance(scalars, dict):
         _refuse(where, f"'scalars' must be a mapping; got {type(scalars).__name__}")
@@ -234,7 +174,11 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
     if not fortran <= set(arrays):
         _refuse(where, f"'fortran_order' names {sorted(fortran - set(arrays))}, which are not "
                        "saved arrays")
+    return scalars, arrays, lazy, fortran
 
+
+def _checked_sizes(scalars: dict, where: str) -> dict:
+    """The model's size scalars (``n_features_in_`` required), each a positive integer."""
     sizes = {}
     for key in _SIZE_SCALARS:
         value = scalars.get(key)
@@ -243,6 +187,13 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             _refuse(where, f"{key} must be a positive integer; got {value!r}")
         sizes[key] = value
+    return sizes
+
+
+def _check_array_shapes(group: zarr.Group, arrays, lazy, sizes: dict, where: str) -> None:
+    """Every saved array is a numeric zarr array no larger than the model's sizes allow;
+    lazy arrays are (n_samples_, n_features_in_); ``components_`` and ``mean_`` fit the
+    feature space."""
     largest = max(sizes.values())
     d = sizes["n_features_in_"]
     for name in [*arrays, *lazy]:
@@ -273,4 +224,3 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
                        f"({k}, {width})")
     if mean is not None and mean != (width,):
         _refuse(where, f"mean_ has shape {mean}; expected ({width},)")
-    return cls, params, scalars, arrays, lazy, fortran

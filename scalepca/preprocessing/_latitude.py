@@ -1,8 +1,8 @@
 """The latitude of gridded data, found by its meaning, and the area weights computed from it.
 
 One rule for every caller: ``open_matrix(weights="sqrt_coslat" | "coslat")``, the CLI's
-``data.weights``, :func:`scalepca.eof.coslat_weights` and :func:`scalepca.eof.find_lat_lon`
-(map axes of :mod:`scalepca.plot`).
+``data.weights``, :func:`scalepca.analysis.eof.coslat_weights` and
+:func:`scalepca.analysis.eof.find_lat_lon` (map axes of :mod:`scalepca.analysis.plot`).
 
 A coordinate is the latitude when cf_xarray (an optional dependency, the ``netcdf`` extra)
 identifies it as ``latitude`` after ``guess_coord_axis``: by its CF attributes
@@ -30,7 +30,7 @@ DEGREES_NORTH = ("degrees_north", "degree_north", "degree_N", "degrees_N", "degr
 
 class LatitudeError(KeyError, ValueError):
     """The data have no latitude coordinate in degrees (a ``KeyError`` for a missing
-    coordinate, as :func:`scalepca.eof.find_lat_lon` documents, and a ``ValueError``)."""
+    coordinate, as :func:`scalepca.analysis.eof.find_lat_lon` documents, and a ``ValueError``)."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])

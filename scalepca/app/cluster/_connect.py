@@ -1,0 +1,267 @@
+"""Connect to a Dask cluster: a local one, a scheduler at an address, batch jobs, Kubernetes or a
+
+Estimators never create clusters; the user (or the CLI) calls :func:`connect` once, from a
+``cluster`` config section or keyword arguments:
+
+=============================  =================================================================
+``kind``                       what it starts or joins
+=============================  =================================================================
+``local`` (default)            an embedded ``distributed.LocalCluster``
+``address``                    an existing scheduler, ``tcp://`` or ``tls://`` (with
+                               ``security``: CA file, client certificate and key)
+``slurm`` ``pbs`` ``sge``      batch jobs through dask-jobqueue (extra ``scalepca[hpc]``):
+``lsf`` ``htcondor``           ``cores``, ``memory``, ``walltime``, ``queue``, ``account``,
+                               ``job_extra``, fixed ``jobs`` or ``adaptive`` min/max jobs;
+                               ended jobs are replaced, refused ones are an error
+``kubernetes``                 dask-kubernetes' operator ``KubeCluster`` (extra
+                               ``scalepca[kubernetes]``)
+``gateway``                    a cluster from a Dask Gateway server (extra ``scalepca[gateway]``)
+=============================  =================================================================
+
+The returned client is a context manager; leaving the block closes it and any cluster
+:func:`connect` started. Dask distributed does all scheduling; scalepca only configures it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import shutil
+
+from ._jobs import (
+    _JOBQUEUE_CLASSES,
+    _SUBMIT_COMMANDS,
+    _env_exports,
+    _jobqueue_kwargs,
+    _scale,
+    _wait_for_first_worker,
+)
+
+logger = logging.getLogger(__name__)
+
+#: optional package per cluster kind → the extra that installs it
+_EXTRAS = {
+    "slurm": ("dask_jobqueue", "hpc"),
+    "pbs": ("dask_jobqueue", "hpc"),
+    "sge": ("dask_jobqueue", "hpc"),
+    "lsf": ("dask_jobqueue", "hpc"),
+    "htcondor": ("dask_jobqueue", "hpc"),
+    "kubernetes": ("dask_kubernetes.operator", "kubernetes"),
+    "gateway": ("dask_gateway", "gateway"),
+}
+
+
+def _import_extra(kind: str):
+    module, extra = _EXTRAS[kind]
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(
+            f"cluster kind {kind!r} needs the optional package {module.split('.')[0]!r} "
+            f"({err}); install it with: pip install 'scalepca[{extra}]'"
+        ) from None
+
+
+def _distributed_client_class():
+    from distributed import Client
+
+    class _ClusterClient(Client):
+        """A ``distributed.Client`` that also closes the cluster :func:`connect` started."""
+
+        _scalepca_cluster = None
+
+        def close(self, *args, **kwargs):
+            try:
+                return super().close(*args, **kwargs)
+            finally:
+                cluster, self._scalepca_cluster = self._scalepca_cluster, None
+                if cluster is not None:
+                    with contextlib.suppress(Exception):
+                        cluster.close()
+
+    return _ClusterClient
+
+
+_CLIENT_CLASS = []  # built on first use: importing distributed is slow and not always needed
+
+
+def _client_for(cluster=None, address=None, **kwargs):
+    if not _CLIENT_CLASS:
+        _CLIENT_CLASS.append(_distributed_client_class())
+    client = _CLIENT_CLASS[0](cluster if cluster is not None else address, **kwargs)
+    client._scalepca_cluster = cluster
+    return client
+
+
+def _security(sec: dict | None):
+    if not sec:
+        return None
+    from distributed.security import Security
+
+    return Security(
+        tls_ca_file=sec["tls_ca_file"],
+        tls_client_cert=sec["tls_client_cert"],
+        tls_client_key=sec.get("tls_client_key"),
+        require_encryption=sec.get("require_encryption", True),
+    )
+
+
+def _settings(config, kwargs) -> dict:
+    from ..config import check_cluster
+
+    merged = {**(dict(config) if config else {}), **kwargs}
+    if "kind" not in merged and merged.get("address") is not None:
+        merged["kind"] = "address"  # connect(address="tcp://...")
+    return check_cluster(merged)
+
+
+#: Dask settings of the processes scalepca starts under ``cluster.monitoring: light`` (the
+#: default): Dask's periodic housekeeping on every scheduler and worker — the event-loop
+#: health check, the dashboard's CPU and memory samples, the worker profiler's stack samples —
+#: at intervals 20-50 times longer than Dask's. On 2 cores an idle 2-worker cluster then burns
+#: 0.027 instead of 0.062 CPU-s per s, and an RFF kernel PCA fit (compute-bound, 39 s) ran
+#: 1.1 s (3 %) faster on average over 10 rounds alternating with Dask's settings
+#: (``benchmarks/monitoring.py``). A setting the user's own Dask config already changed is
+#: left as it is (:func:`_monitoring`).
+LIGHT_MONITORING = {
+    "distributed.admin.tick.interval": "1s",  # event-loop health check (Dask: 20 ms)
+    "distributed.admin.system-monitor.interval": "2s",  # dashboard CPU/memory samples (500 ms)
+    "distributed.worker.profile.interval": "100ms",  # statistical profiler samples (10 ms)
+}
+
+
+def _monitoring(cfg: dict) -> dict:
+    """The :data:`LIGHT_MONITORING` settings to apply for ``cfg`` (validated), without those
+    whose current value differs from Dask's shipped default (the user set them)."""
+    if cfg.get("monitoring", "light") != "light":
+        return {}
+    import dask
+    import distributed  # noqa: F401 — registers distributed's defaults with dask.config
+
+    shipped = dask.config.merge(*dask.config.defaults)
+    return {key: value for key, value in LIGHT_MONITORING.items()
+            if dask.config.get(key, None) == dask.config.get(key, None, config=shipped)}
+
+
+def make_cluster(config: dict | None = None, **kwargs):
+    """Create (but do not scale or connect to) the cluster object a config describes.
+
+    For the batch kinds this builds the dask-jobqueue cluster — its scheduler runs here, no
+    job is submitted until it is scaled — so ``make_cluster(cfg).job_script()`` shows the
+    script that would be submitted. ``local`` returns a ``LocalCluster``; ``address`` has no
+    cluster object and raises ``ValueError``.
+    """
+    import dask
+
+    cfg = _settings(config, kwargs)
+    kind = cfg["kind"]
+    if kind == "local":
+        from distributed import LocalCluster
+
+        # the scheduler and each nanny read dask.config when they are made; a nanny hands its
+        # copy to the worker process it starts
+        with dask.config.set(_monitoring(cfg)):
+            return LocalCluster(
+                n_workers=cfg["n_workers"],
+                threads_per_worker=cfg["threads_per_worker"],
+                memory_limit=cfg["memory_limit"],
+                dashboard_address=cfg["dashboard_address"],
+                processes=cfg["processes"],
+                local_directory=cfg["local_directory"],
+                silence_logs=logging.ERROR,
+            )
+    if kind == "address":
+        raise ValueError("cluster kind 'address' joins an existing scheduler; it has no cluster")
+    mod = _import_extra(kind)
+    if kind in _JOBQUEUE_CLASSES:
+        light = _monitoring(cfg)
+        kw = _jobqueue_kwargs(kind, cfg)
+        if light:  # the workers run in the jobs: they read it from the job's environment
+            kw["job_script_prologue"] = _env_exports(light) + kw.get("job_script_prologue", [])
+        with dask.config.set(light):  # the scheduler runs here
+            return getattr(mod, _JOBQUEUE_CLASSES[kind])(**kw)
+    if kind == "kubernetes":
+        kw = {k: cfg[k] for k in ("name", "image", "namespace", "resources", "env")
+              if cfg.get(k) is not None}
+        return mod.KubeCluster(n_workers=0 if cfg.get("adaptive") else cfg["n_workers"], **kw)
+    # gateway
+    gw = mod.Gateway(address=cfg.get("address"), proxy_address=cfg.get("proxy_address"),
+                     auth=cfg.get("auth"))
+    options = gw.cluster_options()
+    for key, value in (cfg.get("cluster_options") or {}).items():
+        options[key] = value
+    return gw.new_cluster(options)
+
+
+def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
+    """Return a ``distributed.Client`` for the cluster described by ``config`` / ``kwargs``.
+
+    Parameters
+    ----------
+    config : dict, optional
+        A ``cluster`` config section, e.g. ``{"kind": "slurm", "cores": 8, "memory": "32GB",
+        "walltime": "02:00:00", "queue": "normal", "jobs": 4}``. Keys are validated (unknown
+        keys and wrong types raise :class:`scalepca.app.config.ConfigError`).
+    quiet : bool, default=False
+        Do not print the dashboard link.
+    **kwargs
+        The same keys as ``config`` (they override it), e.g. ``connect(n_workers=2)`` or
+        ``connect(kind="address", address="tcp://10.0.0.5:8786")``.
+
+    Returns
+    -------
+    distributed.Client
+        Registered as the default client. A context manager: ``with connect(...) as client:``
+        closes the client — and the cluster if ``connect`` started one — on exit.
+
+    Raises
+    ------
+    scalepca.app.config.ConfigError
+        A bad setting (the message names the key and the allowed values); for the batch
+        kinds also a worker job the batch system refuses or can never run (more memory or
+        cores than any node has, an unknown queue): the message names the keys to change.
+    TimeoutError
+        Batch kinds with a fixed number of ``jobs``: no job started within
+        ``start_timeout``. ``connect`` waits for the first worker of those jobs; jobs the
+        batch system ends later (preemption, wall time) are replaced by new ones.
+    ImportError
+        The kind needs an optional package; the message names the extra to install.
+    OSError
+        The scheduler at ``address`` cannot be reached within ``timeout``.
+    """
+    cfg = _settings(config, kwargs)
+    kind = cfg["kind"]
+    if kind == "address":
+        client = _client_for(address=cfg["address"], security=_security(cfg["security"]),
+                             timeout=cfg["timeout"])
+    else:
+        submit = _SUBMIT_COMMANDS.get(kind)
+        if submit is not None:
+            _import_extra(kind)  # a missing package is reported before a missing command
+        if submit is not None and shutil.which(submit) is None:
+            from ..config import ConfigError
+
+            raise ConfigError(
+                f"cluster kind {kind!r} submits worker jobs with {submit!r}, which is not on "
+                "this machine's PATH; run scalepca on a login node of the cluster "
+                "(`scalepca validate CONFIG --job-script` shows the job script)"
+            )
+        cluster = make_cluster(cfg)
+        client = None
+        try:
+            _scale(cluster, cfg)
+            client = _client_for(cluster)
+            if kind in _JOBQUEUE_CLASSES and not cfg.get("adaptive") and cfg["jobs"] > 0:
+                _wait_for_first_worker(cluster, client, cfg)
+        except BaseException:
+            if client is not None:
+                client.close()  # closes the cluster too
+            else:
+                cluster.close()
+            raise
+    if not quiet:
+        print(f"scalepca: dask dashboard at {client.dashboard_link}", flush=True)
+    logger.info("connected to %s (%s); dashboard %s", client.scheduler.address, kind,
+                client.dashboard_link)
+    return client

@@ -1,0 +1,96 @@
+"""Writing a model store: a fitted estimator saved to a zarr group (``est.save``).
+
+A fitted model is a zarr group: the estimator class, its parameters, the scalepca version and
+scalar fitted values are attributes; NumPy fitted arrays are zarr arrays; lazy (dask) fitted
+arrays are written chunk by chunk from the workers. No pickle. The group is written atomically
+(:func:`scalepca.io._store.atomic_group`) and carries ``complete: true`` written last; a group
+without it is refused by :func:`scalepca.load` (:mod:`scalepca.persistence.loading`).
+
+Saving needs nothing of an estimator but its parameters and its state (``_state_to_save``): it
+is the estimators' own step, beside them. Reading a store back needs the registry of every
+estimator class, so it stands a floor above them, in :mod:`scalepca.persistence`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dask.array as da
+import numpy as np
+import zarr
+
+from .._json import jsonable
+from .._version import __version__
+from ..io._fs import MODEL
+from ..io._store import atomic_group, regular_chunks
+
+logger = logging.getLogger(__name__)
+
+FORMAT = MODEL
+FORMAT_VERSION = 1
+
+
+def save_estimator(est, store, *, storage_options=None, overwrite=False,
+                   flag="overwrite=True") -> None:
+    """Write a fitted estimator to a zarr group (see module docstring).
+
+    A model store already at ``store`` is replaced only with ``overwrite``; anything else there
+    (a folder of other files, another kind of store) never is: ``FileExistsError``.
+    """
+    if not est.__sklearn_is_fitted__():
+        raise ValueError(f"{type(est).__name__} is not fitted; call fit before save")
+    params = {}
+    for name, value in est.get_params(deep=False).items():
+        try:
+            params[name] = jsonable(value)
+        except TypeError as err:
+            raise TypeError(
+                f"parameter {name}={value!r} of {type(est).__name__} cannot be saved: {err}"
+            ) from None
+    arrays, lazy, scalars = {}, {}, {}
+    for name, value in est._state_to_save().items():
+        if isinstance(value, da.Array):
+            lazy[name] = value
+        elif isinstance(value, np.ndarray) and value.dtype == object:
+            # feature names (scikit-learn keeps them as an object array): saved as JSON
+            # strings, never as an object array (zarr would need a codec that can run code)
+            scalars[name] = [str(v) for v in value.tolist()]
+        elif isinstance(value, np.ndarray) and value.ndim > 0:
+            arrays[name] = value
+        else:
+            try:
+                scalars[name] = jsonable(value)
+            except TypeError:
+                logger.warning("not saving attribute %s (%s)", name, type(value).__name__)
+
+    def write(group: zarr.Group):
+        group.attrs.update(
+            {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "scalepca_version": __version__,
+                "class": f"{type(est).__module__}:{type(est).__qualname__}",
+                "params": params,
+                "scalars": scalars,
+                "arrays": sorted(arrays),
+                "lazy_arrays": sorted(lazy),
+                # memory order changes BLAS summation order: keep it, so a loaded model's
+                # transform is bitwise the fitted one's
+                "fortran_order": sorted(
+                    n for n, v in arrays.items()
+                    if v.ndim > 1 and v.flags.f_contiguous and not v.flags.c_contiguous
+                ),
+            }
+        )
+        for name, value in arrays.items():
+            group.create_array(name, data=np.ascontiguousarray(value))
+        for name, value in lazy.items():
+            regular_chunks(value).to_zarr(group.store, component=_component(group, name),
+                                          compute=True)
+
+    atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
+                 overwrite=overwrite, flag=flag)
+
+
+def _component(group: zarr.Group, name: str) -> str:
+    return f"{group.path}/{name}".lstrip("/")

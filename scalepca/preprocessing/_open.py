@@ -1,0 +1,323 @@
+"""Open zarr stores, fsspec URLs, xarray and in-memory arrays as a (sample × feature) matrix."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+import zarr
+
+from ..io._coalesce import TASK_SIZE, _task_bytes, coalesced_rows, open_zarr
+from ..io._fs import (
+    check_complete,
+    open_zarr_node,
+    previous_hint,  # noqa: F401  (re-exported)
+)
+from ..io._fs import is_url as _is_url
+from ..io._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
+from ._steps import _dataarray_matrix, describe, frame_matrix, is_dask_frame, named_matrix
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["data_kind", "open_dataset", "open_matrix", "open_store"]
+
+
+def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_size) -> dict:
+    """``xr.open_zarr`` chunks reading whole multiples of ``variable``'s store chunks.
+
+    The outermost sample dim is coalesced to ``task_size`` bytes per task; the other sample
+    dims and the feature dims are read whole (stacking needs them in one chunk), so each task
+    reads the store chunks of a slab of the outermost sample dim.
+    """
+    from ..io._stack import split_dims
+
+    names = list(ds.data_vars)
+    name = variable if variable is not None else (names[0] if len(names) == 1 else None)
+    if name not in ds.data_vars:
+        return {}
+    arr = ds[name]
+    store_chunks = arr.encoding.get("preferred_chunks") or {}
+    sdims, _ = split_dims(arr, sample_dims, feature_dims)
+    outer = sdims[0]
+    unit = store_chunks.get(outer) or (arr.chunksizes[outer][0] if arr.chunks else arr.sizes[outer])
+    slab = arr.dtype.itemsize * int(np.prod([arr.sizes[d] for d in arr.dims if d != outer]))
+    rows = coalesced_rows(unit, arr.sizes[outer], slab, task_size)
+    return {d: (rows if d == outer else -1) for d in arr.dims}
+
+
+def open_store(path, *, storage_options: dict | None = None, chunks=None):
+    """The data at ``path``: an xarray Dataset for stores written by xarray, else the zarr node.
+
+    Reads metadata only. Raises ``FileNotFoundError`` when there is no store and ``ValueError``
+    when its write was interrupted (scalepca flags in-place writes ``complete: false``).
+    ``chunks``: the dask chunks of a Dataset by dim name (default: the store's chunks).
+    """
+    node = open_zarr_node(path, storage_options=storage_options)
+    check_complete(node, path)
+    if isinstance(node, zarr.Group) and _looks_like_xarray(node):
+        return xr.open_zarr(node.store, chunks=chunks or {}, consolidated=False)
+    return node
+
+
+#: how each kind of data store is called in messages ("no NetCDF file at ...")
+KIND_NAMES = {"zarr": "zarr store", "netcdf": "NetCDF file", "anndata": "AnnData store"}
+
+
+def data_kind(path, *, format: str | None = None, storage_options: dict | None = None) -> str:
+    """How the data at ``path`` are read: ``"anndata"``, ``"netcdf"`` or ``"zarr"``.
+
+    ``format`` when given; else from the path's ending, a file's first bytes or a zarr root's
+    attributes (metadata only), as :func:`open_matrix` recognises them. A path that does not
+    exist gets the kind its ending says (``.nc``: NetCDF, ``.h5ad``: AnnData; else zarr), so
+    that a message can say what is missing.
+    """
+    if format is not None:
+        return format
+    if _anndata_path(path):
+        return "anndata"
+    if is_netcdf(path):
+        return "netcdf"
+    if _is_url(os.fspath(path)):
+        try:
+            node = open_zarr_node(path, storage_options=storage_options)
+        except FileNotFoundError:
+            return "zarr"
+        if isinstance(node, zarr.Group) and _is_anndata_group(node):
+            return "anndata"
+    return "zarr"
+
+
+def no_data_store(path, kind: str) -> str:
+    """The sentence saying there is no data store of ``kind`` at ``path``."""
+    return f"no {KIND_NAMES.get(kind, 'data store')} at {os.fspath(path)!r}"
+
+
+def open_dataset(path, *, storage_options: dict | None = None, format: str | None = None):
+    """The data at ``path`` before a variable is chosen: an xarray Dataset for a NetCDF file
+    (or glob) and for a zarr store written by xarray, else the zarr node (:func:`open_store`).
+    AnnData stores are refused (they are read by :func:`open_matrix` as a matrix)."""
+    kind = data_kind(path, format=format, storage_options=storage_options)
+    if kind == "netcdf":
+        return open_netcdf_dataset(path)
+    if kind == "anndata":
+        raise ValueError(f"{os.fspath(path)!r} is an AnnData store; it holds no xarray "
+                         "variables")
+    return open_store(path, storage_options=storage_options)
+
+
+def open_matrix(source, *, variable: str | None = None, storage_options: dict | None = None,
+                chunks=None, sample_dims=None, feature_dims=None, weights=None,
+                layer: str | None = None, format: str | None = None, task_size=TASK_SIZE):
+    """Open ``source`` as a lazy (sample × feature) matrix, reading metadata only.
+
+    Parameters
+    ----------
+    source : str, path, zarr.Array, zarr.Group, xarray.DataArray/Dataset, dask or numpy array
+        A path or fsspec URL of a zarr store, a NetCDF/HDF5 file or an AnnData store (``.zarr``,
+        ``.h5ad``); an array or ``anndata.AnnData``. Sparse arrays become CSR row blocks.
+    variable : str, optional
+        The array inside a zarr group or the variable of an xarray Dataset.
+    storage_options : dict, optional
+        Passed to fsspec for URLs (credentials, endpoint_url, ...).
+    chunks : int, tuple, "auto" or dict, optional
+        Row chunking: rows per chunk, or a dict by axis or (xarray) by dim name. Features
+        always end in one chunk. Without it, dask and zarr data keep their chunks and
+        in-memory data get row chunks of about 64 MiB.
+    sample_dims, feature_dims : str or sequence of str, optional
+        For N-D xarray data: the sample dims; ``feature_dims`` default to all the others,
+        stacked into one ``feature`` dim (components come back over them in
+        ``components_xr_``). Features NaN in every sample (land) are left out by the fit.
+    weights : str, array-like or xarray.DataArray, optional
+        One non-negative weight per feature, multiplied into the data (EOF analysis):
+        ``"sqrt_coslat"`` / ``"coslat"`` of the latitude (found as
+        :func:`scalepca.analysis.eof.coslat_weights` finds it; degrees north), the name of a
+        variable or coordinate, or values over some or all of the feature dims.
+    layer : str, optional
+        For AnnData: the layer to read (``"counts"``); ``None`` reads ``X``.
+    format : {"zarr", "netcdf", "anndata"}, optional
+        The kind of store at a path; by default recognised by its ending or first bytes.
+    task_size : int, str or None, default "128MiB"
+        For zarr stores opened here without ``chunks``: the bytes one task reads, in whole
+        store chunks; ``None`` keeps one task per store chunk. Results do not depend on it.
+
+    Returns
+    -------
+    dask.array.Array, numpy.ndarray or xarray.DataArray
+        A 2-D dask array (NumPy for a NumPy source), or a dask-backed DataArray (xarray, AnnData)
+        whose coordinates label the outputs. The data page of the documentation has each
+        parameter's details, how the matrix remembers its preprocessing, and how dask
+        DataFrames and AnnData are read.
+
+    Raises
+    ------
+    FileNotFoundError
+        The store path does not exist.
+    ValueError
+        Not 2-D (and no stacking dims), a group of several arrays and no ``variable``.
+    """
+    _task_bytes(task_size)  # checked before anything is opened
+    if format not in (None, "zarr", "netcdf", "anndata"):
+        raise ValueError(f"format={format!r} is not one of 'zarr', 'netcdf', 'anndata' (or "
+                         "None: recognised from the path)")
+    path = source if isinstance(source, (str, os.PathLike)) else None
+    kind = None if path is None else data_kind(path, format=format,
+                                               storage_options=storage_options)
+    if kind == "anndata" or _anndata_object(source):
+        _refuse_for_anndata(variable, sample_dims, feature_dims, weights)
+        from ..io._anndata import open_anndata
+
+        return _dataarray_matrix(open_anndata(source, layer=layer, chunks=chunks,
+                                              storage_options=storage_options))
+    where = "the Dataset" if path is None else repr(os.fspath(path))
+    if layer is not None:
+        raise ValueError(f"layer={layer!r} applies to AnnData only; {where} is not AnnData")
+    if kind == "netcdf":  # then as any DataArray or Dataset
+        source, where = open_netcdf(source, variable=variable), "the Dataset"
+    if isinstance(source, (str, os.PathLike)):
+        source, variable = _store_node(source, variable, storage_options, chunks, sample_dims,
+                                       feature_dims, task_size)
+    dataset = None
+    if isinstance(source, xr.Dataset):
+        dataset, source = source, _dataset_variable(source, variable, where)
+    if isinstance(source, xr.DataArray):
+        return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
+                                 feature_dims=feature_dims, weights=weights, dataset=dataset)
+    return _array_matrix(source, chunks, weights, task_size)
+
+
+def _refuse_for_anndata(variable, sample_dims, feature_dims, weights) -> None:
+    """The options of :func:`open_matrix` that AnnData does not take, refused by name."""
+    if variable is not None:
+        raise ValueError(f"variable={variable!r}: an AnnData store has no variables; pass "
+                         "layer=... to read a layer instead of X")
+    if sample_dims is not None or feature_dims is not None:
+        raise ValueError("AnnData is a (cell × gene) matrix already: sample_dims and "
+                         "feature_dims do not apply")
+    if weights is not None:
+        raise ValueError("weights apply to gridded fields; AnnData is read as it is (scale "
+                         "the genes in the AnnData, e.g. with scanpy, before the fit)")
+
+
+def _store_node(source, variable, storage_options, chunks, sample_dims, feature_dims,
+                task_size):
+    """``(node, variable)`` of a store path: an xarray Dataset (chunked so that each task
+    reads whole store chunks) or the zarr array chosen by ``variable`` (then None)."""
+    node = open_store(source, storage_options=storage_options)
+    if isinstance(node, xr.Dataset) and chunks is None and task_size is not None:
+        spec = _dataset_chunks(node, variable, sample_dims, feature_dims, task_size)
+        if spec:  # opened again (metadata only), each task reading whole store chunks
+            node = open_store(source, storage_options=storage_options, chunks=spec)
+    if not isinstance(node, zarr.Group):
+        return node, variable
+    arrays = sorted(name for name, _ in node.arrays())
+    if variable is None:
+        if len(arrays) != 1:
+            raise ValueError(
+                f"{os.fspath(source)!r} is a zarr group with arrays {arrays}; "
+                "pass variable=... to choose one"
+            )
+        variable = arrays[0]
+    if variable not in arrays:
+        raise KeyError(f"no array {variable!r} in {os.fspath(source)!r}; it has {arrays}")
+    return node[variable], variable
+
+
+def _dataset_variable(ds: xr.Dataset, variable, where: str) -> xr.DataArray:
+    """The variable of ``ds`` named by ``variable``, or its only one."""
+    names = list(ds.data_vars)
+    if variable is None and len(names) != 1:
+        raise ValueError(f"{where} holds variables {names}; pass variable=... to choose one")
+    return ds[variable or names[0]]
+
+
+def _array_matrix(source, chunks, weights, task_size):
+    """A sparse, zarr, dask, DataFrame or in-memory array source as a row-chunked matrix with
+    its features in one chunk, weighted (and described) when ``weights`` are given."""
+    from .._validation import as_csr_blocks, is_sparse
+
+    if is_sparse(source):  # scipy.sparse / pydata sparse, in memory or as dask blocks
+        if weights is not None:
+            raise ValueError("weights are not applied to sparse input; scale its columns "
+                             "first (X @ scipy.sparse.diags(w))")
+        arr = as_csr_blocks(source)
+        if arr.ndim != 2:
+            raise ValueError(f"expected a 2-D array; got shape {arr.shape}")
+        rows = _array_rows(chunks)
+        arr = arr.rechunk({0: rows}) if rows is not None else arr
+        return arr.rechunk({1: -1}) if len(arr.chunks[1]) > 1 else arr
+    if isinstance(source, zarr.Array):
+        if source.ndim != 2:
+            raise ValueError(
+                f"the zarr array has {source.ndim} dimensions (shape {source.shape}); a 2-D "
+                "(sample × feature) array is needed — for N-D data open it with xarray and "
+                "pass sample_dims"
+            )
+        arr = open_zarr(source, rows=_array_rows(chunks), task_size=task_size)
+    elif isinstance(source, da.Array):
+        arr = source
+    elif is_dask_frame(source):  # lazily, refused from its metadata before its rows are counted
+        arr = frame_matrix(source, what="the DataFrame", weights=weights)
+    else:
+        arr = np.asarray(source)
+    if arr.ndim != 2:
+        raise ValueError(f"expected a 2-D array; got shape {arr.shape}")
+    prep = describe(arr, weights=weights)
+    rows = _array_rows(chunks)
+    if isinstance(arr, np.ndarray):
+        if rows is not None:
+            arr = da.from_array(arr, chunks=(rows, -1))
+    else:
+        if rows is not None:
+            arr = arr.rechunk({0: rows})
+        if len(arr.chunks[1]) > 1:
+            arr = arr.rechunk({1: -1})
+    if prep.weights is None:
+        return arr
+    return named_matrix(prep.weight(arr), prep)
+
+
+def _anndata_path(path) -> bool:
+    from ..io._anndata import is_anndata
+
+    return is_anndata(path)
+
+
+def _anndata_object(obj) -> bool:
+    from ..io._anndata import is_anndata_object
+
+    return is_anndata_object(obj)
+
+
+def _is_anndata_group(group) -> bool:
+    from ..io._anndata import is_anndata_group
+
+    return is_anndata_group(group)
+
+
+def _array_rows(chunks):
+    """Rows per chunk from ``chunks`` for an array source (no dim names)."""
+    if chunks is None or not isinstance(chunks, dict):
+        return chunks
+    rows = None
+    for key, value in chunks.items():
+        if key == 0:
+            rows = value
+        elif key == 1:
+            if value not in (-1, None):
+                raise ValueError("chunks: axis 1 is the features, which always end in one "
+                                 "chunk; chunk the rows (axis 0) instead")
+        else:
+            raise ValueError(f"chunks: {key!r} is not an axis of a 2-D array; an array has no "
+                             "dim names: give the rows per chunk as {0: rows} or an int")
+    return rows
+
+
+def _looks_like_xarray(group: zarr.Group) -> bool:
+    for _, arr in group.arrays():
+        md = arr.metadata
+        if getattr(md, "dimension_names", None) or "_ARRAY_DIMENSIONS" in arr.attrs:
+            return True
+    return False
