@@ -241,24 +241,11 @@ def cmd_validate(args) -> int:
     return EXIT_OK
 
 
-def cmd_make_data(args) -> int:
+def _n_samples(args, sig, params) -> int:
+    """The rows ``make-data`` writes: ``--n-samples``, or as many as ``--size`` bytes hold."""
     import numpy as np
     from dask.utils import parse_bytes
 
-    from .app.config import ConfigError, apply_overrides
-    from .datasets import GENERATORS
-    from .persistence.registry import check_params
-
-    func = GENERATORS[args.kind]
-    sig = inspect.signature(func).parameters
-    params = apply_overrides({}, args.set)
-    for opt in ("n_features", "chunk_rows", "dtype", "seed", "density"):
-        value = getattr(args, opt)
-        if value is not None:
-            if opt not in sig:
-                raise UserError(f"--{opt.replace('_', '-')} does not apply to kind {args.kind!r};"
-                                f" its parameters: {', '.join(sig)}")
-            params[opt] = value
     if args.size is not None:
         if args.n_samples is not None:
             raise UserError("give --n-samples or --size, not both")
@@ -274,11 +261,28 @@ def cmd_make_data(args) -> int:
             per_row *= params.get("n_lat", sig["n_lat"].default) * params.get(
                 "n_lon", sig["n_lon"].default)
         try:
-            params["n_samples"] = max(1, parse_bytes(args.size) // per_row)
+            return max(1, parse_bytes(args.size) // per_row)
         except ValueError as err:
             raise UserError(f"--size {args.size!r}: {err}") from None
-    else:
-        params["n_samples"] = args.n_samples if args.n_samples is not None else 100_000
+    return args.n_samples if args.n_samples is not None else 100_000
+
+
+def cmd_make_data(args) -> int:
+    from .app.config import ConfigError, apply_overrides
+    from .datasets import GENERATORS
+    from .persistence.registry import check_params
+
+    func = GENERATORS[args.kind]
+    sig = inspect.signature(func).parameters
+    params = apply_overrides({}, args.set)
+    for opt in ("n_features", "chunk_rows", "dtype", "seed", "density"):
+        value = getattr(args, opt)
+        if value is not None:
+            if opt not in sig:
+                raise UserError(f"--{opt.replace('_', '-')} does not apply to kind {args.kind!r};"
+                                f" its parameters: {', '.join(sig)}")
+            params[opt] = value
+    params["n_samples"] = _n_samples(args, sig, params)
     if "n_features" in sig and sig["n_features"].default is inspect.Parameter.empty:
         params.setdefault("n_features", 100)
     try:

@@ -93,6 +93,13 @@ ESTIMATORS = [
     Estimator("PCA-tsqr", "PCA", dict(n_components=3, svd_solver="tsqr")),
     Estimator("PCA-randomized", "PCA",
               dict(n_components=3, svd_solver="randomized", random_state=0)),
+    # block Krylov stopped by its tolerance (blocks of 3 vectors: the basis grows by 3 a pass);
+    # a stop one pass apart leaves the axes within tol · λ / gap of each other
+    Estimator("PCA-randomized-tol", "PCA",
+              dict(n_components=3, svd_solver="randomized", n_oversamples=0, tol=1e-12,
+                   n_power_iter=8, random_state=0), rtol=1e-8),
+    Estimator("PCA-snapshot", "PCA", dict(n_components=3, svd_solver="snapshot")),
+    Estimator("PCA-sketch", "PCA", dict(n_components=3, svd_solver="sketch", random_state=0)),
     Estimator("PPCA-closed_form", "PPCA", dict(n_components=3, solver="closed_form")),
     # iterative fits run a fixed number of steps (tol=0): the paths then agree to rounding
     Estimator("PPCA-em", "PPCA", dict(n_components=3, solver="em", tol=0, max_iter=25),

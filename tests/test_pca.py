@@ -76,7 +76,8 @@ def _task_shapes(fn):
 
 
 def test_randomized_on_2d_blocks(rng, caplog):
-    # wide data: features split over column chunks stay split; no task ever holds a full row
+    # wide data: the fit reads 2-D blocks as row panels of at most krylov.PANEL_BYTES (issue
+    # 33: both products of the Gram operator in one task), transform keeps the 2-D blocks
     n, d = 500, 120
     X = low_rank_data(rng, n=n, d=d, rank=4, noise=0.05)
     X[:, 7] += 50.0  # a mean far from zero: the centring must be exact per column strip
@@ -87,8 +88,10 @@ def test_randomized_on_2d_blocks(rng, caplog):
             lambda: scalepca.PCA(4, svd_solver="randomized", random_state=1).fit(Xd))
         Z, tshapes = _task_shapes(lambda: pca.transform(Xd).compute())
     assert "rechunking" not in caplog.text
-    # no task result is larger than one 100 × 40 block (a full row block would be 100 × 120)
-    assert shapes and max(int(np.prod(s)) for s in shapes + tshapes) <= 100 * 40
+    # no fit task result is larger than one 100 × 120 row panel, no transform task result
+    # larger than one 100 × 40 block
+    assert shapes and max(int(np.prod(s)) for s in shapes) <= 100 * 120
+    assert tshapes and max(int(np.prod(s)) for s in tshapes) <= 100 * 40
     np.testing.assert_allclose(pca.explained_variance_, w[:4], rtol=1e-8)
     np.testing.assert_allclose(pca.mean_, X.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(pca.noise_variance_, w[4:].mean(), rtol=1e-8)

@@ -337,21 +337,23 @@ def test_zero_center_false_with_standardize_is_refused():
 
 
 # -- memory: wide sparse data never densified, nothing of size d² ---------------------------------
-def test_wide_sparse_randomized_memory_does_not_grow_with_d_squared():
+@pytest.mark.parametrize("solver", ["randomized", "auto"])
+def test_wide_sparse_randomized_memory_does_not_grow_with_d_squared(solver):
     # 3,000 × 200,000 at 0.05 % non-zero: a densified row block would be 4.8 GB and the d × d
-    # Gram 320 GB; the randomized solver (chosen by "auto" above 4,096 features) holds the
-    # sparse blocks and d × l factors (l = 13: 21 MB each)
+    # Gram 320 GB; the block Krylov solver holds the sparse blocks and d × l factors (l = 13:
+    # 21 MB each, 4 blocks of them), the snapshot method ("auto" up to 4,096 samples above
+    # 4,096 features) the sparse data and 3,000 × 3,000 Grams (72 MB)
     rng = np.random.default_rng(7)
     n, d = 3000, 200_000
     X = sp.random(n, d, density=5e-4, format="csr", random_state=rng)
     X = dask_csr(X, 1000)
     tracemalloc.start()
     try:
-        pca = scalepca.PCA(3, random_state=0, n_power_iter=2).fit(X)
+        pca = scalepca.PCA(3, svd_solver=solver, random_state=0, n_power_iter=2).fit(X)
         Z = pca.transform(X).compute()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert pca._fit_svd_solver == "randomized"
+    assert pca._fit_svd_solver == {"auto": "snapshot"}.get(solver, solver)
     assert Z.shape == (n, 3)
     assert peak < 400 * 2**20, peak / 2**20

@@ -582,6 +582,10 @@ API = {
         "column_moments_graph", "feature_scale"]),
     "linalg_passes": ("scalepca.linalg.passes", ["reduce_rows", "reduce_blocks", "counting",
                                                  "add_listener", "listening", "PassEvent"]),
+    "linalg_wide": ("scalepca.linalg.krylov", [
+        "moments_and_gram_times", "gram_times", "block_krylov_eigh",
+        "scalepca.linalg.snapshot.snapshot_gram", "scalepca.linalg.snapshot.snapshot_components",
+        "scalepca.linalg.sketch.nystrom_eigh", "scalepca.linalg.sketch.nystrom_error_bound"]),
 }
 
 

@@ -135,13 +135,18 @@ def reduce_rows(X: da.Array, block: Callable | None, merge: Callable | None = No
     return single_delayed(out, also)
 
 
-def reduce_blocks(blocks: list, block: Callable, merge: Callable, *args,
-                  split_every: int = 8):
+def reduce_blocks(blocks: list, block: Callable, merge: Callable | None, *args,
+                  split_every: int = 8, merge_all: Callable | None = None):
     """A ``Delayed`` reducing ``block(b, *args)`` over the ``Delayed`` row blocks ``blocks``
-    with the tree of :func:`row_reduction` (groups of ``split_every``, left to right)."""
+    with the tree of :func:`row_reduction` (groups of ``split_every``, left to right; ``merge``
+    or ``merge_all`` as in :func:`fold`). ``args`` may be ``Delayed``: one key read by every
+    block's task (a d × l factor is then sent once per worker, not once per task)."""
+    if (merge is None) == (merge_all is None):
+        raise TypeError("give exactly one of merge and merge_all")
     level = [dask.delayed(block, pure=True)(b, *args) for b in blocks]
     while len(level) > 1:
-        level = [dask.delayed(fold, pure=True)(level[i : i + split_every], merge=merge)
+        level = [dask.delayed(fold, pure=True)(level[i : i + split_every], merge=merge,
+                                               merge_all=merge_all)
                  for i in range(0, len(level), split_every)]
     return level[0]
 

@@ -10,7 +10,6 @@ import numpy as np
 
 from .._validation import (
     check_bool,
-    check_random_state_seed,
     choose_n_components,
     is_sparse,
 )
@@ -21,7 +20,6 @@ from ..linalg import (
     flip_signs,
     moments_graph,
     passes,
-    randomized_svd_centered,
     tsqr_svd_centered,
 )
 from ..linalg.moments import float32_relative_error, gram_precision
@@ -30,7 +28,8 @@ from ..preprocessing._genotype import GENOTYPE
 from ..preprocessing._matrix import MatrixInput
 from ._gaussian import LatentGaussianMixin
 from ._genotype_fit import fit_genotypes
-from ._params import Choice, Flag, Int, NComponents, Other, Rule, Seed
+from ._params import Choice, Flag, Int, NComponents, Other, Real, Rule, Seed
+from ._wide import fit_krylov, fit_sketch, fit_snapshot
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -38,14 +37,31 @@ logger = logging.getLogger(__name__)
 #: above this many features ``svd_solver="auto"`` avoids the d × d Gram (128 MiB in float64)
 AUTO_MAX_GRAM_FEATURES = 4096
 
-SOLVERS = ("auto", "covariance_eigh", "tsqr", "randomized")
+#: with more features than that, ``svd_solver="auto"`` takes the two-pass snapshot method up
+#: to this many samples (an n × n Gram, 128 MiB in float64), block Krylov above
+AUTO_MAX_SNAPSHOT_SAMPLES = 4096
+
+SOLVERS = ("auto", "covariance_eigh", "tsqr", "randomized", "snapshot", "sketch")
+
+#: the solvers of wide data: they read the input's 2-D blocks (no d × d matrix anywhere)
+WIDE_SOLVERS = {"randomized": fit_krylov, "sketch": fit_sketch, "snapshot": fit_snapshot}
+
+#: the solvers that find the leading eigenpairs only
+PARTIAL_SOLVERS = ("randomized", "sketch")
 
 
-def choose_solver(svd_solver: str, d: int) -> str:
-    """The solver ``svd_solver`` names for ``d`` features (``"auto"``: by the Gram's size)."""
+def choose_solver(svd_solver: str, d: int, n: int | None = None) -> str:
+    """The solver ``svd_solver`` names for ``d`` features and ``n`` samples; ``"auto"``:
+    ``"covariance_eigh"`` up to :data:`AUTO_MAX_GRAM_FEATURES` features, else
+    ``"snapshot"`` up to :data:`AUTO_MAX_SNAPSHOT_SAMPLES` samples (``n`` None: not known
+    yet, ``"randomized"`` stands for either), else ``"randomized"``."""
     if svd_solver != "auto":
         return svd_solver
-    return "covariance_eigh" if d <= AUTO_MAX_GRAM_FEATURES else "randomized"
+    if d <= AUTO_MAX_GRAM_FEATURES:
+        return "covariance_eigh"
+    if n is not None and n <= AUTO_MAX_SNAPSHOT_SAMPLES:
+        return "snapshot"
+    return "randomized"
 
 
 def _check_standardize(value, name, params, shape):
@@ -68,14 +84,16 @@ def _chosen_k_needs_full_spectrum(p, shape) -> None:
     spec = p["n_components"]
     if not isinstance(spec, (float, str)):
         return
-    if choose_solver(p["svd_solver"], shape.d) == "randomized":
-        why = ("svd_solver='auto' chooses 'randomized' above "
-               f"{AUTO_MAX_GRAM_FEATURES} features" if p["svd_solver"] == "auto"
-               else "svd_solver='randomized'")
+    solver = choose_solver(p["svd_solver"], shape.d, shape.n)
+    if solver in PARTIAL_SOLVERS:
+        why = (f"svd_solver='auto' chooses {solver!r} above {AUTO_MAX_GRAM_FEATURES} "
+               f"features and {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+               if p["svd_solver"] == "auto" else f"svd_solver={solver!r}")
         raise ValueError(
             f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
             "finds only the leading n_components + n_oversamples values; give an integer "
-            "n_components, or svd_solver='covariance_eigh' or 'tsqr' (all min(n, d) values)"
+            "n_components, or svd_solver='covariance_eigh', 'tsqr' or 'snapshot' (all "
+            "min(n, d) values)"
         )
     if not p.get("zero_center", True):
         raise ValueError(
@@ -188,6 +206,11 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
             raise AttributeError("allele_frequency_ is set by standardize='genotype' fits")
         return np.asarray(self.mean_) / 2.0
 
+    def _krylov_tol(self) -> float:
+        """The block Krylov solver's stopping tolerance (PCA's ``tol``; PPCA's ``tol`` is EM's,
+        and its closed form runs every pass)."""
+        return 0.0
+
     @staticmethod
     def _check_sparse_solver(X, solver: str) -> None:
         """Refuse, before any pass, a solver that cannot take sparse blocks."""
@@ -211,15 +234,15 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         self.scale_ = scale
         return scale
 
-    def _choose_solver(self, d: int) -> str:
-        return choose_solver(self.svd_solver, d)
+    def _choose_solver(self, d: int, n: int | None = None) -> str:
+        return choose_solver(self.svd_solver, d, n)
 
-    # -- input: wide data keeps its 2-D blocks for the randomized solver ---------------------
+    # -- input: wide data keeps its 2-D blocks for the wide solvers --------------------------
     _transform_keeps_2d_blocks = True
 
     def _fit_keeps_2d_blocks(self, n_features: int) -> bool:
-        """Whether ``fit`` works on the input's 2-D blocks (only the randomized solver does)."""
-        return self._choose_solver(n_features) == "randomized"
+        """Whether ``fit`` works on the input's 2-D blocks (the wide solvers do)."""
+        return self._choose_solver(n_features) in WIDE_SOLVERS
 
     def _fit_input(self, X) -> MatrixInput:
         data = self._input(X, allow_2d_blocks=True)
@@ -236,21 +259,26 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         spec = self._check_parameters(n, d, X)["n_components"]
         # a float or "mle" keeps every axis until the spectrum has chosen k (then trimmed)
         k = spec if isinstance(spec, int) else 1
-        solver = self._choose_solver(d)
+        solver = self._choose_solver(d, n)
         self._check_sparse_solver(X, solver)
         self._fit_svd_solver = solver
         if self._genotypes():
             return fit_genotypes(self, X, data, spec, k, solver)
-        passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2}.get(
-            solver, 3 + 2 * self.n_power_iter))
-        if solver != "randomized" and len(X.chunks[1]) > 1:
+        # block Krylov: at most n_power_iter + 2 products, fewer once the basis spans all d
+        krylov = min(self.n_power_iter + 2, -(-d // max(1, min(k + self.n_oversamples, d))))
+        passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2, "snapshot": 2,
+                                      "sketch": 1}.get(solver, krylov))
+        if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
                     X.numblocks[0], solver)
-        if self.persist and solver != "covariance_eigh":
+        if self.persist and solver not in ("covariance_eigh", "sketch"):
             logger.info("persisting %.1f MB in %d blocks in cluster memory", X.nbytes / 1e6,
                         X.npartitions)
             X = X.persist()
+        if solver in WIDE_SOLVERS:
+            self._fit_wide(X, data, spec, k, solver)
+            return
         if solver == "covariance_eigh":
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(X))
@@ -281,19 +309,10 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
                 total = float((mom["ss"] / scale**2).sum() / max(n - 1, 1))
             if not self._zero_center():
                 mean = np.zeros_like(mean)
-            if solver == "tsqr":
-                with self._timed_pass("tsqr"):
-                    s, Vt = tsqr_svd_centered(X, mean)
-                ev = s**2 / max(n - 1, 1)
-                components = flip_signs(Vt if not isinstance(spec, int) else Vt[:k])
-            else:
-                seed = check_random_state_seed(self.random_state)
-                s, Vt = randomized_svd_centered(
-                    X, mean, k, n_oversamples=self.n_oversamples,
-                    n_power_iter=self.n_power_iter, seed=seed,
-                )  # its 2 + 2·n_power_iter passes are counted by linalg.passes
-                ev = s**2 / max(n - 1, 1)
-                components = flip_signs(Vt)
+            with self._timed_pass("tsqr"):
+                s, Vt = tsqr_svd_centered(X, mean)
+            ev = s**2 / max(n - 1, 1)
+            components = flip_signs(Vt if not isinstance(spec, int) else Vt[:k])
             if not self._zero_center():
                 self._set_uncentred(n, d_fit, k, s[:k], flip_signs(Vt[:k]), mom["mean"],
                                     float(mom["ss"].sum()))
@@ -307,6 +326,29 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         self._set_spectrum(n, d_fit, k, mean, ev, components, total)
         if solver == "covariance_eigh":
             _note_float32_accuracy(self, X, float(ev[0]))
+
+    def _fit_wide(self, X, data: MatrixInput, spec, k: int, solver: str) -> None:
+        """Fit by one of :data:`WIDE_SOLVERS` (see :mod:`._wide`)."""
+        n = X.shape[0]
+        centre = self._zero_center()
+        res = WIDE_SOLVERS[solver](self, X, data, k if isinstance(spec, int) else None,
+                                   centre=centre)
+        mom, d_fit = res.mom, res.d_fit
+        if res.residuals is not None:
+            self.residual_norms_ = np.asarray(res.residuals[:k]) / max(n - 1, 1)
+        components = flip_signs(res.vectors.T)
+        if not centre:
+            self._set_uncentred(n, d_fit, k, np.sqrt(res.theta[:k]), components[:k],
+                                mom["mean"], float(mom["ss"].sum()))
+            return
+        ss = mom["ss"] if res.scale is None else mom["ss"] / res.scale**2
+        total = float(ss.sum() / max(n - 1, 1))
+        ev = res.theta / max(n - 1, 1)
+        if not isinstance(spec, int):
+            ratio = ev / total if total > 0 else np.zeros_like(ev)
+            k = choose_n_components(spec, ev, ratio, n)
+            logger.info("%s: n_components=%r chose k = %d", type(self).__name__, spec, k)
+        self._set_spectrum(n, d_fit, k, mom["mean"], ev, components[:k], total)
 
     def _is_scaled(self) -> bool:
         """Whether the model standardises its input (``scale_`` from a standardised fit)."""
@@ -388,28 +430,44 @@ class PCA(_BaseSpectralPCA):
         (0, 1) keeps the smallest k whose cumulative ``explained_variance_ratio_`` exceeds it,
         and ``"mle"`` the k of Minka's (2000) evidence (needs n_samples ≥ n_features), both as
         scikit-learn's PCA chooses them, from the spectrum of the same pass(es): only with
-        ``svd_solver="covariance_eigh"`` or ``"tsqr"`` (all min(n, d) values; the randomized
-        solver finds the leading few only and refuses these forms before reading the data).
-        ``n_components_`` holds the k chosen.
-    svd_solver : {"auto", "covariance_eigh", "tsqr", "randomized"}, default="auto"
+        ``svd_solver="covariance_eigh"``, ``"tsqr"`` or ``"snapshot"`` (all min(n, d)
+        values; ``"randomized"`` and ``"sketch"`` find the leading few only and refuse these
+        forms before reading the data). ``n_components_`` holds the k chosen.
+    svd_solver : {"auto", "covariance_eigh", "tsqr", "randomized", "snapshot", "sketch"}, \
+default="auto"
         ``"covariance_eigh"``: one pass computing per-chunk count, mean and centred Gram,
         merged pairwise (Chan et al.), then ``eigh`` of the d × d covariance on the client.
         ``"tsqr"``: the moments pass for the mean, then a second pass of direct TSQR of the
         centred data; singular values to full precision (the covariance route squares the
-        condition number, so eigenvalues below ~1e-8 · λ_max lose digits). ``"randomized"``:
-        randomized range finder with power iterations over 2-D blocks, for wide data whose
-        d × d Gram does not fit. ``"auto"``: ``"covariance_eigh"`` up to
-        4096 features, ``"randomized"`` above.
+        condition number, so eigenvalues below ~1e-8 · λ_max lose digits).
+        ``"randomized"``: block Krylov (block Lanczos with full reorthogonalisation and
+        Rayleigh–Ritz over the whole basis) on the centred Gram operator, one pass over the
+        data per product, the mean gathered in the first; for wide data whose d × d Gram does
+        not fit (2-D blocks are read as row panels; nothing of size d² anywhere).
+        ``"snapshot"``: the n × n Gram of the centred samples in one pass over column strips,
+        ``eigh`` on the client, one more pass for the axes — exact in two passes when n ≪ d.
+        ``"sketch"``: one pass, a Nyström approximation of the centred Gram with a bound on
+        its error; less accurate (see Notes), for data that can be read only once.
+        ``"auto"``: ``"covariance_eigh"`` up to 4096 features, else ``"snapshot"`` up to
+        4096 samples, else ``"randomized"``.
     whiten : bool, default=False
         Scale scores to unit variance.
     n_oversamples : int, default=10
-        Extra random directions of the randomized solver.
+        ``"randomized"``: the Krylov block holds ``n_components + n_oversamples`` vectors;
+        ``"sketch"``: as many probes.
     n_power_iter : int, default=4
-        Power iterations of the randomized solver, each re-orthonormalised.
+        ``"randomized"``: at most ``n_power_iter + 2`` passes (products of the Gram operator:
+        the first with the mean, one per power iteration, one last), fewer with ``tol``.
+    tol : float, default=0.0
+        ``"randomized"``: stop at the first pass after which every component's residual
+        ``residual_norms_[i]`` is at most ``tol · explained_variance_[i]`` (each eigenvalue is
+        then within ``tol`` relative; in practice far closer, ``≈ tol² λ/gap``). 0 runs all
+        ``n_power_iter + 2`` passes.
     random_state : int, Generator or None
-        Seed of the randomized solver (the only random part).
+        Seed of the ``"randomized"`` and ``"sketch"`` solvers (the only random part).
     persist : bool, default=False
-        Multi-pass solvers (``"tsqr"``, ``"randomized"``) only: hold the data in cluster memory
+        Multi-pass solvers (``"tsqr"``, ``"randomized"``, ``"snapshot"``) only: hold the data
+        in cluster memory
         for the fit (``X.persist()``) instead of re-reading the store on every pass. Worth it
         when the array fits in the workers' memory (each re-read costs one full read of the
         store); harmful when it does not (workers spill to disk).
@@ -470,6 +528,13 @@ class PCA(_BaseSpectralPCA):
     n_components_, n_samples_, n_features_in_ : int
     n_passes_ : int
         Passes over the data the fit made.
+    residual_norms_ : ndarray of shape (n_components,)
+        ``"randomized"`` and ``"sketch"`` only: ``‖C v − λ v‖`` for each component ``v`` and
+        its ``explained_variance_`` λ (``C`` the covariance, denominator n − 1; the Gram
+        ``XᵀX/(n − 1)`` with ``zero_center=False``), from products the fit made anyway. Some
+        eigenvalue of ``C`` lies within it of λ, and the axis is within ``residual / gap``
+        (sine of the angle) of the true one, the gap to the other eigenvalues. ``"sketch"``:
+        an upper bound on it (and on λ's error), holding with probability ≥ 1 − 10⁻¹⁰.
 
     Notes
     -----
@@ -485,10 +550,31 @@ class PCA(_BaseSpectralPCA):
     (``covariance_eigh``), or one CSR block and n_b × l and d × l dense factors
     (``randomized``: nothing of size d², so 30,000 genes fit 2 GiB workers).
 
-    Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``randomized``
-    ``3 + 2 · n_power_iter``. Memory per worker: one row chunk (converted to float64) plus
-    a few d × d partials (``covariance_eigh``/``tsqr``), or a row block and d × l factors
-    (``randomized``). The client holds d × d (or d × l) arrays only.
+    Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``snapshot`` 2; ``sketch`` 1;
+    ``randomized`` at most ``n_power_iter + 2`` (6 by default; the mean rides in the first;
+    one more when all-NaN features are left out, so that the fit is that of the other
+    features). Memory per worker: one row chunk (converted to float64) plus a few d × d
+    partials (``covariance_eigh``/``tsqr``); a row panel of at most 256 MiB and d × l
+    partials (``randomized``, ``sketch``; l = n_components + n_oversamples); a column strip
+    of at most 128 MiB and n × n partials (``snapshot``). The client holds d × d
+    (``covariance_eigh``, ``tsqr``), n × n and d × k (``snapshot``) or the Krylov basis and
+    its products, 2 × d × l × passes floats (``randomized``: 58 MB at d = 20,000, l = 30, 6
+    passes).
+
+    Wide solvers, measured on single-cell-like counts (``make_counts``, k = 8 of 500 genes,
+    10,000 cells; ``tests/test_wide.py``): ``randomized`` reaches eigenvalues within 1e-9
+    and axes within sin 4e-5 of LAPACK in its default 6 passes — Halko's range finder, the
+    previous default, needed 11 passes for 8e-3 on 200,000 × 20,000 counts, where block Krylov
+    reached 5.7e-9 and sin 8.8e-5 in 6 (``benchmarks/wide.py``); each residual in
+    ``residual_norms_`` bounds the error of its eigenvalue. ``sketch`` reads the data once:
+    its eigenvalues are below the true ones by up to the bound in ``residual_norms_`` (1e-2
+    relative or far worse: 0.87 on those counts), like a range finder without power
+    iterations.
+    ``snapshot`` is exact (float64 against LAPACK, 1e-10) and gives every eigenvalue.
+    Float32 dense blocks: ``randomized`` multiplies slabs centred in float64 and rounded
+    once to float32, and sums in float64 (``scalepca.gram-precision: float64`` widens them);
+    each product then carries errors of a few ``ε₃₂ λ₁``, so eigenvalues stay within about
+    ``10 ε₃₂ λ₁`` of the float64 ones and a ``tol`` below ~1e-6 is not met.
 
     Float32 data: the covariance pass multiplies mean-centred float32 slices of 2048 rows in
     float32 and sums the slice products in float64 (about twice the speed of float64
@@ -522,7 +608,7 @@ class PCA(_BaseSpectralPCA):
     """
 
     _parameters = {**_BaseSpectralPCA._parameters, "whiten": Flag(), "zero_center": Flag(),
-                   "standardize": Other((bool, str), _check_standardize)}
+                   "standardize": Other((bool, str), _check_standardize), "tol": Real(0)}
 
     def __init__(
         self,
@@ -532,6 +618,7 @@ class PCA(_BaseSpectralPCA):
         whiten: bool = False,
         n_oversamples: int = 10,
         n_power_iter: int = 4,
+        tol: float = 0.0,
         random_state=None,
         persist: bool = False,
         standardize: bool | str = False,
@@ -542,10 +629,14 @@ class PCA(_BaseSpectralPCA):
         self.whiten = whiten
         self.n_oversamples = n_oversamples
         self.n_power_iter = n_power_iter
+        self.tol = tol
         self.random_state = random_state
         self.persist = persist
         self.standardize = standardize
         self.zero_center = zero_center
+
+    def _krylov_tol(self) -> float:
+        return float(self.tol)  # checked with the other parameters (_parameters)
 
     def _noise_variance(self, n, d, k, ev, total) -> float:
         # scikit-learn's convention: the mean of the min(n, d) − k eigenvalues after the k-th

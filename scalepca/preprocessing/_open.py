@@ -148,24 +148,22 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
         A path or fsspec URL of a zarr store, a NetCDF/HDF5 file or an AnnData store (``.zarr``,
         ``.h5ad``); an array or ``anndata.AnnData``. Sparse arrays become CSR row blocks.
     variable : str, optional
-        The array inside a zarr group or the variable of an xarray Dataset.
+        The array of a zarr group, or the variable of an xarray Dataset.
     storage_options : dict, optional
-        Passed to fsspec for URLs (credentials, endpoint_url, ...).
+        fsspec's options for URLs (credentials, endpoint_url, ...).
     chunks : int, tuple, "auto" or dict, optional
-        Row chunking: rows per chunk, or a dict by axis or (xarray) by dim name. Features
-        always end in one chunk. Without it, dask and zarr data keep their chunks and
-        in-memory data get row chunks of about 64 MiB.
+        Rows per chunk, or a dict by axis or (xarray) dim name; features end in one chunk.
+        Default: dask and zarr data keep their chunks, in-memory data ~64 MiB row chunks.
     sample_dims, feature_dims : str or sequence of str, optional
-        For N-D xarray data: the sample dims; ``feature_dims`` default to all the others,
-        stacked into one ``feature`` dim (components come back over them in
-        ``components_xr_``). Features NaN in every sample (land) are left out by the fit.
+        N-D xarray data: the sample dims; the others (``feature_dims``) are stacked into one
+        ``feature`` dim (``components_xr_`` unstacks them). All-NaN features (land) are left out.
     weights : str, array-like or xarray.DataArray, optional
         One non-negative weight per feature, multiplied into the data (EOF analysis):
         ``"sqrt_coslat"`` / ``"coslat"`` of the latitude (found as
         :func:`scalepca.analysis.eof.coslat_weights` finds it; degrees north), the name of a
         variable or coordinate, or values over some or all of the feature dims.
     layer : str, optional
-        For AnnData: the layer to read (``"counts"``); ``None`` reads ``X``.
+        AnnData: the layer to read (``"counts"``); ``None`` reads ``X``.
     format : {"zarr", "netcdf", "anndata", "bed"}, optional
         The kind of store at a path; by default recognised by its ending or first bytes
         (``.bed``: PLINK genotypes, with their ``.bim`` and ``.fam``).
@@ -183,32 +181,25 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     -------
     dask.array.Array, numpy.ndarray or xarray.DataArray
         A 2-D dask array (NumPy for a NumPy source), or a dask-backed DataArray (xarray, AnnData)
-        whose coordinates label the outputs. The data page of the documentation has each
-        parameter's details, how the matrix remembers its preprocessing, and how dask
-        DataFrames and AnnData are read.
+        whose coordinates label the outputs. The data page of the documentation has the
+        details (preprocessing remembered, dask DataFrames, AnnData).
 
     Raises
     ------
     FileNotFoundError
         The store path does not exist.
     ValueError
-        Not 2-D (and no stacking dims), a group of several arrays and no ``variable``.
+        Not 2-D (no stacking dims), several arrays and no ``variable``, an option not taken.
     """
     kind = _checked_kind(source, format, storage_options, task_size, open_options)
     path = source if isinstance(source, (str, os.PathLike)) else None
-    if kind == "bed":
-        return _open_bed(path, variable=variable, sample_dims=sample_dims,
-                         feature_dims=feature_dims, weights=weights, layer=layer, chunks=chunks,
-                         dtype=dtype, task_size=task_size)
-    if dtype is not None:
-        raise ValueError(f"dtype={dtype!r} applies to PLINK .bed files only (other sources "
-                         "keep their dtype)")
+    if kind == "bed" or dtype is not None:
+        return _bed_matrix(kind, path, variable=variable, sample_dims=sample_dims,
+                           feature_dims=feature_dims, weights=weights, layer=layer,
+                           chunks=chunks, dtype=dtype, task_size=task_size)
     if kind == "anndata" or _anndata_object(source):
         _refuse_for_anndata(variable, sample_dims, feature_dims, weights)
-        from ..io._anndata import open_anndata
-
-        return _dataarray_matrix(open_anndata(source, layer=layer, chunks=chunks,
-                                              storage_options=storage_options))
+        return _anndata_matrix(source, layer, chunks, storage_options)
     where = "the Dataset" if path is None else repr(os.fspath(path))
     if layer is not None:
         raise ValueError(f"layer={layer!r} applies to AnnData only; {where} is not AnnData")
@@ -225,6 +216,22 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
         return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
                                  feature_dims=feature_dims, weights=weights, dataset=dataset)
     return _array_matrix(source, chunks, weights, task_size)
+
+
+def _anndata_matrix(source, layer, chunks, storage_options):
+    """The cell × gene matrix of an AnnData store or object, read lazily."""
+    from ..io._anndata import open_anndata
+
+    return _dataarray_matrix(open_anndata(source, layer=layer, chunks=chunks,
+                                          storage_options=storage_options))
+
+
+def _bed_matrix(kind, path, *, dtype, **options):
+    """The matrix of a PLINK ``.bed`` (``kind == "bed"``); ``dtype`` is refused for others."""
+    if kind != "bed":
+        raise ValueError(f"dtype={dtype!r} applies to PLINK .bed files only (other sources "
+                         "keep their dtype)")
+    return _open_bed(path, dtype=dtype, **options)
 
 
 def _checked_kind(source, format, storage_options, task_size, open_options) -> str | None:

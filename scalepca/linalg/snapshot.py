@@ -1,0 +1,158 @@
+"""The snapshot method (Sirovich 1987) for data with far fewer samples than features.
+
+When n ≪ d (900 monthly maps of a million grid cells; a few thousand cells of 30,000
+genes), the n × n sample Gram ``Xc Xcᵀ = Σ_c Xc[:, c] Xc[:, c]ᵀ`` is a sum over column
+strips: each strip (all rows, some features) is centred by its own column means — exact,
+the strip holds whole columns — and multiplied where it lives; only n × n partials travel.
+Its eigendecomposition ``Xc Xcᵀ = U Σ² Uᵀ`` on the client gives every eigenvalue of the
+covariance (``Σ²/(n − 1)``), and one more pass gives the axes ``V = Xcᵀ U Σ⁻¹``, strip by
+strip. Two passes, exact to float64 like LAPACK on the covariance.
+
+Memory per worker: one strip (n × width, at most :data:`STRIP_BYTES` when the features are
+regrouped) and an n × n partial. ``scipy.sparse`` strips stay sparse and are centred
+implicitly (``x xᵀ − (x μ) 1ᵀ − 1 (x μ)ᵀ + |μ|² 1 1ᵀ``).
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+
+from .._validation import is_sparse
+from . import passes
+
+__all__ = ["STRIP_BYTES", "column_strips", "snapshot_components", "snapshot_gram"]
+
+#: largest column strip (all rows × some features) a task holds when features are regrouped
+STRIP_BYTES = 128 * 2**20
+
+#: a feature whose standard deviation is at most this fraction of the strip's largest is
+#: constant to rounding and keeps scale 1 (as :func:`~scalepca.linalg.feature_scale`)
+CONSTANT_SD = 1e-12
+
+
+def column_strips(X: da.Array, strip_bytes: int = STRIP_BYTES) -> da.Array:
+    """``X`` with all rows in one chunk and column chunks of at most ``strip_bytes`` (the
+    input's own column chunks when they are smaller)."""
+    n = X.shape[0]
+    if is_sparse(X):  # a sparse strip's size is its stored values: keep the input's columns
+        return X if len(X.chunks[0]) == 1 else X.rechunk({0: -1})
+    width = max(1, strip_bytes // max(1, n * max(X.dtype.itemsize, 8)))
+    cols = min(max(X.chunks[1]), width)
+    if len(X.chunks[0]) == 1 and max(X.chunks[1]) <= cols:
+        return X
+    return X.rechunk({0: -1, 1: cols})
+
+
+def _is_sparse_block(x) -> bool:
+    import scipy.sparse
+
+    return scipy.sparse.issparse(x)
+
+
+def _strip_stats(x, centre: bool, standardize: bool):
+    """Column statistics of one strip and the (sparse or dense float64) strip cleaned of
+    non-finite values and divided by its scales: ``(stats, x, shift)``, ``shift`` the mean
+    to take out of ``x`` (zero when not centring)."""
+    n, w = x.shape
+    if _is_sparse_block(x):
+        x = x.tocsr().astype(np.float64)
+        finite = np.isfinite(x.data)
+        nanf = np.bincount(x.indices[np.isnan(x.data)], minlength=w)
+        bad = int(finite.size - np.count_nonzero(finite))
+        if bad:
+            x.data[~finite] = 0.0
+        mean = np.asarray(x.sum(axis=0)).ravel() / max(n, 1)
+        ss = np.asarray(x.multiply(x).sum(axis=0)).ravel() - n * mean**2
+    else:
+        x = np.asarray(x, dtype=np.float64)
+        finite = np.isfinite(x)
+        bad = int(x.size - np.count_nonzero(finite))
+        nanf = np.isnan(x).sum(axis=0) if bad else np.zeros(w, dtype=np.int64)
+        if bad:
+            x = np.where(finite, x, 0.0)
+        mean = x.mean(axis=0) if n else np.zeros(w)
+        ss = ((x - mean) ** 2).sum(axis=0)
+    scale = np.ones(w)
+    if standardize:
+        sd = np.sqrt(np.maximum(ss, 0.0) / max(n, 1))
+        const = sd <= CONSTANT_SD * max(float(sd.max(initial=0.0)), 1e-300)
+        scale = np.where(const, 1.0, sd)
+    stats = {"mean": mean, "ss": ss, "bad": bad, "nan_features": nanf, "scale": scale}
+    shift = mean / scale if centre else np.zeros(w)
+    if standardize:
+        x = x.multiply(1.0 / scale).tocsr() if _is_sparse_block(x) else x / scale
+    return stats, x, shift
+
+
+def _centred_times(x, shift, M):
+    """``(x − 1 shiftᵀ) M`` for a strip and a w × m matrix ``M``."""
+    return np.asarray(x @ M) - (shift @ M)[None, :]
+
+
+def _strip_gram(x, centre: bool, standardize: bool) -> dict:
+    stats, x, shift = _strip_stats(x, centre, standardize)
+    if _is_sparse_block(x):
+        xs = np.asarray(x @ shift)
+        G = (x @ x.T).toarray() - xs[:, None] - xs[None, :] + float(shift @ shift)
+    else:
+        c = x - shift
+        G = c @ c.T
+    return {**stats, "G": G}
+
+
+def _merge_strips(a: dict, b: dict) -> dict:
+    """Strips side by side (left to right): per-feature statistics joined, Grams summed."""
+    out = {name: np.concatenate([a[name], b[name]])
+           for name in ("mean", "ss", "nan_features", "scale")}
+    out["bad"] = a["bad"] + b["bad"]
+    out["G"] = a["G"] + b["G"]
+    return out
+
+
+def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool = False) -> dict:
+    """One pass: the n × n Gram of the centred (standardised) rows, ``G``, and per feature
+    ``mean``, ``ss`` (centred sum of squares), ``nan_features``, ``scale`` (ones unless
+    ``standardize``), plus ``n`` and ``bad``. Non-finite entries are counted and taken as 0."""
+    X = column_strips(X)
+    strips = X.to_delayed(optimize_graph=True).ravel().tolist()
+    # a tree of fan-in 4: only n × n partials travel, at most 5 of them in a merge
+    graph = passes.reduce_blocks(strips, _strip_gram, _merge_strips, centre, standardize,
+                                 split_every=4)
+    (out,) = passes.compute(graph, name="sample gram")
+    out["n"] = X.shape[0]
+    if not out["bad"]:
+        out.pop("nan_features")
+    return out
+
+
+def _strip_components(x, mean, scale, U, inv_s, centre: bool):
+    """``((x − 1 μᵀ) D⁻¹)ᵀ U Σ⁻¹`` of one strip, as k × w."""
+    if _is_sparse_block(x):
+        x = x.tocsr().astype(np.float64)
+        x.data[~np.isfinite(x.data)] = 0.0
+    else:
+        x = np.where(np.isfinite(x), np.asarray(x, dtype=np.float64), 0.0)
+    xtU = np.asarray(x.T @ U)
+    if centre:
+        xtU -= np.outer(mean, U.sum(axis=0))
+    return (xtU / scale[:, None] * inv_s).T
+
+
+def snapshot_components(X: da.Array, U: np.ndarray, s: np.ndarray, gram: dict, *,
+                        centre: bool = True) -> np.ndarray:
+    """One pass: the axes ``Vᵀ = Σ⁻¹ Uᵀ Xc D⁻¹`` (k × d) from the left singular vectors ``U``
+    (n × k) and singular values ``s`` of the (standardised) centred data; ``gram`` is the
+    output of :func:`snapshot_gram` (means and scales per feature). A zero singular value
+    gives a zero axis."""
+    X = column_strips(X)
+    inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
+    bounds = np.cumsum((0,) + X.chunks[1])
+    Ud, inv_sd = dask.delayed(U), dask.delayed(inv_s)  # one key each, not a copy per task
+    parts = []
+    for j, strip in enumerate(X.to_delayed().ravel()):
+        sl = slice(bounds[j], bounds[j + 1])
+        parts.append(dask.delayed(_strip_components, pure=True)(
+            strip, gram["mean"][sl], gram["scale"][sl], Ud, inv_sd, centre))
+    return np.hstack(passes.compute(*parts, name="components"))

@@ -1,0 +1,197 @@
+"""The wide-data solvers of PCA and PPCA: block Krylov, the one-pass sketch, the snapshot method.
+
+Each returns the spectrum the spectral fit needs (see ``_BaseSpectralPCA._fit``) and counts
+its passes on the model (``_timed_pass``). None makes a pass for the mean alone:
+
+* ``"randomized"`` (block Krylov, :mod:`scalepca.linalg.krylov`): the first pass gathers the
+  column moments and the first product of the centred Gram operator; every further pass is
+  one more product. Passes: at most ``n_power_iter + 2``, fewer with ``tol``.
+* ``"sketch"`` (:mod:`scalepca.linalg.sketch`): one pass; a Nyström approximation of the
+  centred Gram and a probabilistic bound on its error.
+* ``"snapshot"`` (:mod:`scalepca.linalg.snapshot`): the n × n sample Gram in one pass over
+  column strips, ``eigh`` on the client, one more pass for the components. Exact.
+
+Standardising (``scale``, per-feature standard deviations known only after the first pass)
+is applied on the client to the Krylov and sketch products: with ``D = diag(scale)`` the
+standardised operator is ``D⁻¹ A D⁻¹``, and the first pass's product ``A Ω`` is that operator
+applied to ``D Ω``, which becomes the start block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from scipy import linalg as sla
+
+from .._validation import check_random_state_seed
+from ..linalg import passes
+from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times
+from ..linalg.sketch import SKETCH_TESTS, nystrom_eigh, nystrom_error_bound
+from ..linalg.snapshot import snapshot_components, snapshot_gram
+
+__all__ = ["WideFit", "fit_krylov", "fit_sketch", "fit_snapshot"]
+
+
+@dataclasses.dataclass
+class WideFit:
+    """What a wide solver found. ``theta``: eigenvalues of the (standardised) centred Gram
+    (uncentred with ``zero_center=False``), descending; ``vectors``: d_fit × k; ``mom``: the
+    column moments of the kept features; ``scale``: standardising scales or None;
+    ``residuals``: per component ``‖A v − θ v‖`` (a bound for the sketch) or None."""
+
+    mom: dict
+    d_fit: int
+    scale: np.ndarray | None
+    theta: np.ndarray
+    vectors: np.ndarray
+    residuals: np.ndarray | None = None
+
+
+def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
+    """The moments and the centred Gram times the probes ``V = draw(rng, d)`` (``rng`` from
+    the model's ``random_state``); all-NaN features dropped, standardising scales set. Returns
+    ``(mom, d_fit, scale, V, GV, X, rng)`` with ``X`` restricted to the kept features.
+
+    When features are dropped, the probes are drawn again for the kept features only and
+    multiplied in one more pass: the fit is then the fit of the data without them, draw for
+    draw (at the cost of a pass, only on data with all-NaN features)."""
+    n, d = X.shape
+    rng = np.random.default_rng(check_random_state_seed(model.random_state))
+    V = draw(rng, d)
+    out = moments_and_gram_times(X, V, precision=precision)
+    GV = out.pop("GV")
+    mom, d_fit = model._moments_without_land(out, n, d, k, data)
+    X = model._select_features(X)
+    if d_fit < d:  # the same pass over the kept features: the same arithmetic as their fit
+        passes.counter_of(model).plan(1)
+        rng = np.random.default_rng(check_random_state_seed(model.random_state))
+        V = draw(rng, d_fit)
+        mom = moments_and_gram_times(X, V, precision=precision)
+        GV = mom.pop("GV")
+    scale = model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+    return mom, d_fit, scale, V, GV, X, rng
+
+
+def _operator_of_first(mom, scale, V, GV, centre: bool):
+    """The start block ``V0`` and ``A V0`` for the operator the fit decomposes, from the first
+    pass's ``V`` and ``GV`` (centred Gram times ``V``): ``A = D⁻¹ G D⁻¹`` with
+    ``V0 = D V``, and ``+ n μ μᵀ`` uncentred."""
+    AV = GV.copy()
+    if not centre:
+        AV += mom["n"] * np.outer(mom["mean"], mom["mean"] @ V)
+    if scale is None:
+        return V, AV
+    return V * scale[:, None], AV / scale[:, None]
+
+
+def _gram_apply(model, X, mom, scale, centre: bool):
+    """``V ↦ A V`` for the (standardised, centred) Gram, one pass each."""
+    shift = mom["mean"] if centre else None
+
+    def apply(V):
+        W = V if scale is None else V / scale[:, None]
+        AW = gram_times(X, W, shift)
+        return AW if scale is None else AW / scale[:, None]
+
+    return apply
+
+
+#: largest condition number of the standardised start block ``D Ω`` the Krylov solver
+#: orthonormalises (its product loses about ``ε · cond`` relative accuracy); above it the
+#: first product, ``A D Ω``, is orthonormalised and multiplied again instead (one pass of the
+#: budget: the first pass then acts as one step of subspace iteration)
+START_COND = 1e3
+
+
+def fit_krylov(model, X, data, k: int, *, centre: bool) -> WideFit:
+    """Block Krylov on the centred Gram operator (see :func:`block_krylov_eigh`): block size
+    ``k + n_oversamples`` (at most d), at most ``n_power_iter + 2`` passes, stopping early
+    when every residual is within ``tol`` of its eigenvalue."""
+    start = _krylov_start(model, X, data, k, centre)
+    mom, d_fit, scale, apply, budget, rng = start[2:]
+    res = block_krylov_eigh(apply, *start[:2], k, max_products=budget,
+                            tol=model._krylov_tol(), rng=rng)
+    return WideFit(mom, d_fit, scale, np.maximum(res.values, 0.0), res.vectors, res.residuals)
+
+
+def _krylov_start(model, X, data, k, centre):
+    """The first pass and the Krylov start block: ``(Q0, A Q0, mom, d_fit, scale, apply,
+    passes left, rng)`` (its own frame, so that only ``Q0`` and ``A Q0`` outlive it)."""
+    def draw(rng, d):  # an orthonormal start block: its product needs no R⁻¹ (unscaled)
+        b = k + model.n_oversamples
+        if b >= d:  # the whole space: the identity (the centred Gram itself) rounds least
+            return np.eye(d)
+        return np.linalg.qr(rng.standard_normal((d, b)))[0]
+
+    mom, d_fit, scale, Om, GV, X, rng = _first_pass(model, X, data, draw, k)
+    budget = model.n_power_iter + 2  # products of the Krylov basis (passes: one more when
+    # features were dropped, see _first_pass)
+    V0, AV0 = _operator_of_first(mom, scale, Om, GV, centre)
+    del Om, GV
+    apply = _gram_apply(model, X, mom, scale, centre)
+    if scale is None:
+        return V0, AV0, mom, d_fit, scale, apply, budget, rng
+    Q0, R = np.linalg.qr(V0)
+    if np.linalg.cond(R) <= START_COND:
+        AQ0 = sla.solve_triangular(R, AV0.T, trans="T").T  # A V0 R⁻¹
+        return Q0, AQ0, mom, d_fit, scale, apply, budget, rng
+    # V0 = D Ω is ill-conditioned (scales far apart): start from its product instead
+    Q0 = np.linalg.qr(AV0)[0]
+    return Q0, apply(Q0), mom, d_fit, scale, apply, budget - 1, rng
+
+
+def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
+    """One pass: the centred Gram times ``k + n_oversamples`` Gaussian probes and
+    :data:`SKETCH_TESTS` test vectors; a Nyström approximation from the probes, its error
+    bounded from the test vectors."""
+    def draw(rng, d):  # orthonormal probes (the identity if they span it all), Gaussian tests
+        l = min(k + model.n_oversamples, d)
+        G = rng.standard_normal((d, l + SKETCH_TESTS))
+        probes = np.eye(d) if l == d else np.linalg.qr(G[:, :l])[0]
+        return np.hstack([probes, G[:, l:]])
+
+    # float64 products: the pass is read-bound, and the sketch's own error dwarfs their cost
+    mom, d_fit, scale, Om, GV, X, _ = _first_pass(model, X, data, draw, k, precision="float64")
+    l = Om.shape[1] - SKETCH_TESTS
+    Om, Th = Om[:, :l], Om[:, l:]
+    AOm, ATh = GV[:, :l], GV[:, l:]
+    if not centre:
+        mu = mom["mean"]
+        AOm = AOm + mom["n"] * np.outer(mu, mu @ Om)
+        ATh = ATh + mom["n"] * np.outer(mu, mu @ Th)
+    V0, AV0 = _operator_of_first(mom, scale, Om, AOm, True)  # centring done above
+    Q, R = np.linalg.qr(V0)
+    Y = sla.solve_triangular(R, AV0.T, trans="T").T
+    theta, U = nystrom_eigh(Q, Y)
+    # the bound is on ‖A − D Â D‖ for the unstandardised A, tested with Gaussian vectors
+    Us = U if scale is None else U * scale[:, None]
+    bound = nystrom_error_bound(ATh, Th, Us, theta)
+    if scale is not None:
+        bound /= float(np.min(scale)) ** 2
+    kk = min(k, theta.size)
+    return WideFit(mom, d_fit, scale, theta[:kk], U[:, :kk], np.full(kk, bound))
+
+
+def fit_snapshot(model, X, data, k: int | None, *, centre: bool) -> WideFit:
+    """The snapshot method: the n × n Gram of the centred (standardised) rows over column
+    strips, its eigendecomposition on the client, one more pass for the components
+    ``Xcᵀ U Σ⁻¹``. ``k`` None: every eigenvalue is returned (components for all of them)."""
+    n, d = X.shape
+    out = snapshot_gram(X, centre=centre, standardize=bool(model.standardize))
+    G = out.pop("G")
+    mom, d_fit = model._moments_without_land(out, n, d, k or 1, data)
+    model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+    scale = None
+    if model.standardize:  # the scales the strips used (see snapshot_gram)
+        keep = getattr(model, "_features_kept", None)
+        scale = out["scale"] if keep is None else out["scale"][keep]
+        model.scale_ = scale
+    theta, U = sla.eigh(G, driver="evr", check_finite=False)
+    theta, U = np.maximum(theta[::-1], 0.0), U[:, ::-1]
+    kk = min(n, d_fit) if k is None else k
+    Vt = snapshot_components(X, U[:, :kk], np.sqrt(theta[:kk]), out, centre=centre)
+    keep = getattr(model, "_features_kept", None)
+    if keep is not None:
+        Vt = Vt[:, keep]
+    return WideFit(mom, d_fit, scale, theta, Vt.T)

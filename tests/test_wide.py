@@ -1,0 +1,211 @@
+"""Wide data (issue 33): block Krylov on the centred Gram operator (the randomized default),
+the two-pass snapshot method, the one-pass sketch; passes, residuals, tolerance."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator, eigsh
+from sklearn.decomposition import PCA as SKPCA
+from sklearn.preprocessing import StandardScaler
+
+import scalepca
+from scalepca.datasets import make_counts
+from scalepca.linalg.krylov import gram_times, moments_and_gram_times
+from tests.conftest import counted_dask
+
+K = 8
+
+
+@pytest.fixture(scope="module")
+def counts():
+    """Single-cell-like counts (scalepca make-data --kind counts), 10,000 × 500 at 5 %, and
+    the LAPACK eigenpairs of their sample covariance."""
+    Xs = make_counts(10_000, 500, density=0.05, chunk_rows=2500, dtype="float64").X.compute()
+    Xs = sp.csr_matrix(Xs)
+    Xd = Xs.toarray()
+    Xc = Xd - Xd.mean(axis=0)
+    w, V = np.linalg.eigh(Xc.T @ Xc / (Xd.shape[0] - 1))
+    return Xs, Xd, w[::-1], V[:, ::-1]
+
+
+def _errors(m, w, V, k=K):
+    """Largest relative eigenvalue error and sine of the largest principal angle."""
+    err = float(np.max(np.abs(m.explained_variance_[:k] - w[:k]) / w[:k]))
+    C = m.components_[:k].T
+    sin = float(np.linalg.norm(C - V[:, :k] @ (V[:, :k].T @ C), 2))
+    return err, sin
+
+
+@pytest.mark.parametrize("kind", ["dense-2d", "csr"])
+def test_default_reaches_arpack_accuracy_in_six_passes(counts, kind):
+    """The default solver of wide data, on counts with a realistic spectrum: eigenvalues to
+    1e-8 and axes to sin 1e-4 of LAPACK (and ARPACK) in at most 6 passes, the mean included."""
+    Xs, Xd, w, V = counts
+    X = (da.from_array(Xd, chunks=(2500, 200)) if kind == "dense-2d"
+         else da.from_array(Xs, chunks=(2500, -1), asarray=False))
+    m = scalepca.PCA(K, svd_solver="randomized", random_state=0).fit(X)
+    assert m.n_passes_ <= 6
+    err, sin = _errors(m, w, V)
+    assert err <= 1e-8 and sin <= 1e-4, (err, sin)
+    # ARPACK on the implicitly centred covariance agrees with LAPACK to the same digits
+    mu = Xd.mean(axis=0)
+    op = LinearOperator((500, 500), dtype=np.float64, matvec=lambda v: (
+        Xs.T @ (Xs @ v) - len(Xd) * mu * (mu @ v)) / (len(Xd) - 1))
+    wa = np.sort(eigsh(op, K, tol=1e-14, return_eigenvectors=False))[::-1]
+    assert np.max(np.abs(m.explained_variance_ - wa) / wa) <= 1e-8
+    # the residual norms bound each eigenvalue's error (some eigenvalue within r of each θ)
+    assert np.all(np.abs(m.explained_variance_ - w[:K]) <= m.residual_norms_ + 1e-12 * w[0])
+
+
+def test_one_read_of_each_block_per_pass(rng):
+    """The mean rides in the first product's pass: n_passes_ reads of every block."""
+    X = rng.standard_normal((400, 300)) + 5
+    arr, counter = counted_dask(X, (100, 300))
+    m = scalepca.PCA(3, svd_solver="randomized", n_power_iter=1, random_state=0).fit(arr)
+    assert m.n_passes_ == 3
+    assert counter.reads == 3 * 4
+
+
+def test_gram_operator_pass_equals_dense_product(rng):
+    """One pass of the operator: moments and the centred Gram times V (Chan-merged from
+    block-centred products), then the centred product; dense, 2-D chunks, CSR, float32."""
+    X = rng.poisson(0.3, (500, 60)).astype(np.float64) + 100.0 * rng.standard_normal(60)
+    Xc = X - X.mean(axis=0)
+    V = rng.standard_normal((60, 7))
+    ref = Xc.T @ (Xc @ V)
+    kinds = [da.from_array(X, chunks=(90, -1)), da.from_array(X, chunks=(90, 25)),
+             da.from_array(sp.csr_matrix(X), chunks=(90, -1), asarray=False)]
+    for arr in kinds:
+        out = moments_and_gram_times(arr, V)
+        np.testing.assert_allclose(out["GV"], ref, rtol=1e-10, atol=1e-10 * abs(ref).max())
+        np.testing.assert_allclose(out["mean"], X.mean(axis=0), rtol=1e-13)
+        np.testing.assert_allclose(gram_times(arr, V, out["mean"]), ref, rtol=1e-8,
+                                   atol=1e-10 * abs(ref).max())
+
+
+@pytest.mark.parametrize("solver", ["randomized", "snapshot", "sketch"])
+def test_chunking_invariance_and_determinism(counts, solver):
+    """One chunk, row chunks, 2-D chunks, CSR: the same answer; the same seed, the same bits."""
+    Xs, Xd, _, _ = counts
+    Xd, Xs = Xd[:3000], Xs[:3000]
+    kinds = [Xd, da.from_array(Xd, chunks=(3000, 500)), da.from_array(Xd, chunks=(700, 500)),
+             da.from_array(Xd, chunks=(700, 120)),
+             da.from_array(Xs, chunks=(700, -1), asarray=False)]
+    fits = [scalepca.PCA(K, svd_solver=solver, random_state=3).fit(x) for x in kinds]
+    for m in fits[1:]:
+        np.testing.assert_allclose(m.explained_variance_, fits[0].explained_variance_,
+                                   rtol=1e-10)
+        np.testing.assert_allclose(m.components_, fits[0].components_, atol=1e-8)
+    again = scalepca.PCA(K, svd_solver=solver, random_state=3).fit(kinds[3])
+    np.testing.assert_array_equal(again.components_, fits[3].components_)
+    np.testing.assert_array_equal(again.explained_variance_, fits[3].explained_variance_)
+
+
+def test_tol_stops_at_the_first_pass_that_meets_it(counts):
+    Xs, _, w, V = counts
+    X = da.from_array(Xs, chunks=(2500, -1), asarray=False)
+    tol = 1e-3
+    m = scalepca.PCA(K, svd_solver="randomized", tol=tol, n_power_iter=10,
+                     random_state=0).fit(X)
+    assert m.n_passes_ < 12
+    assert np.all(m.residual_norms_ <= tol * m.explained_variance_)
+    # one pass fewer (the same seed: the same basis) does not meet it
+    fewer = scalepca.PCA(K, svd_solver="randomized", n_power_iter=m.n_passes_ - 3,
+                         random_state=0).fit(X)
+    assert fewer.n_passes_ == m.n_passes_ - 1
+    assert np.any(fewer.residual_norms_ > tol * fewer.explained_variance_)
+    # relative eigenvalue error within tol, as the docstring states
+    assert np.all(np.abs(m.explained_variance_ - w[:K]) <= tol * m.explained_variance_)
+
+
+def test_tol_is_checked():
+    with pytest.raises(ValueError, match="tol"):
+        scalepca.PCA(2, tol=-1.0).fit(np.eye(6))
+
+
+# -- the snapshot method: n ≪ d, exact in two passes -------------------------------------------
+def test_snapshot_is_exact_in_two_passes(rng):
+    n, d = 120, 5000  # a field chunked along features
+    X = rng.standard_normal((n, 6)) @ rng.standard_normal((6, d)) + rng.standard_normal((n, d))
+    X += 50.0
+    ref = SKPCA(svd_solver="full").fit(X)
+    arr, counter = counted_dask(X, (n, 700))
+    m = scalepca.PCA(10).fit(arr)  # auto: d > 4096, n ≤ 4096
+    assert m._fit_svd_solver == "snapshot" and m.n_passes_ == 2
+    assert counter.reads == 2 * arr.numblocks[1]
+    np.testing.assert_allclose(m.explained_variance_, ref.explained_variance_[:10], rtol=1e-10)
+    sign = np.sign(np.sum(m.components_ * ref.components_[:10], axis=1))
+    np.testing.assert_allclose(m.components_, ref.components_[:10] * sign[:, None], atol=1e-10)
+    np.testing.assert_allclose(m.noise_variance_, SKPCA(10, svd_solver="full").fit(X)
+                               .noise_variance_, rtol=1e-10)
+    # every eigenvalue is known: the float form of n_components works
+    f = scalepca.PCA(0.8, svd_solver="snapshot").fit(arr)
+    assert f.n_components_ == SKPCA(0.8, svd_solver="full").fit(X).n_components_
+    # standardised (correlation matrix) and sparse input
+    s = scalepca.PCA(5, svd_solver="snapshot", standardize=True).fit(arr)
+    r = SKPCA(5, svd_solver="full").fit(StandardScaler().fit_transform(X))
+    np.testing.assert_allclose(s.explained_variance_, r.explained_variance_, rtol=1e-10)
+    C = sp.random(n, d, density=0.01, format="csr", random_state=1)
+    c = scalepca.PCA(5, svd_solver="snapshot").fit(
+        da.from_array(C, chunks=(40, -1), asarray=False))
+    rc = SKPCA(5, svd_solver="full").fit(C.toarray())
+    np.testing.assert_allclose(c.explained_variance_, rc.explained_variance_, rtol=1e-10)
+
+
+def test_zero_center_false_wide_solvers_match_truncated_svd(rng):
+    from sklearn.decomposition import TruncatedSVD
+
+    X = rng.standard_normal((80, 5)) @ rng.standard_normal((5, 400)) * 3
+    X += rng.standard_normal((80, 400)) + 1.0
+    t = TruncatedSVD(4, algorithm="arpack", tol=0).fit(X)
+    for solver in ("randomized", "snapshot"):
+        m = scalepca.PCA(4, svd_solver=solver, zero_center=False, random_state=0).fit(
+            da.from_array(X, chunks=(30, 150)))
+        np.testing.assert_allclose(m.singular_values_, t.singular_values_, rtol=1e-10)
+
+
+# -- the one-pass sketch ---------------------------------------------------------------------
+def test_sketch_is_one_pass_and_its_bound_holds(counts):
+    Xs, Xd, w, V = counts
+    X = da.from_array(Xs, chunks=(2500, -1), asarray=False)
+    m = scalepca.PCA(K, svd_solver="sketch", random_state=0).fit(X)
+    assert m.n_passes_ == 1
+    bound = m.residual_norms_
+    # A − Â is positive semi-definite: the sketch's eigenvalues are below the true ones,
+    # by at most the bound; each residual ‖C v − λ̂ v‖ is within it too
+    assert np.all(m.explained_variance_ <= w[:K] * (1 + 1e-12))
+    assert np.all(w[:K] - m.explained_variance_ <= bound)
+    Xc = Xd - Xd.mean(axis=0)
+    C = Xc.T @ Xc / (len(Xd) - 1)
+    res = np.linalg.norm(C @ m.components_.T - m.components_.T * m.explained_variance_, axis=0)
+    assert np.all(res <= bound)
+    # less accurate than the Krylov default, as documented
+    assert _errors(m, w, V)[0] > 1e-6
+
+
+def test_float32_dense_krylov_within_float32_accuracy(counts):
+    """Float32 blocks: float32 products with float64 sums, eigenvalues within a few ε₃₂ λ₁;
+    with float64 products, the float64 answer."""
+    _, Xd, _, _ = counts
+    X32 = Xd[:3000].astype(np.float32)
+    X64 = X32.astype(np.float64)
+    ref = scalepca.PCA(K, svd_solver="randomized", random_state=0).fit(X64)
+    m = scalepca.PCA(K, svd_solver="randomized", random_state=0).fit(
+        da.from_array(X32, chunks=(700, 200)))
+    eps = float(np.finfo(np.float32).eps)
+    lam1 = ref.explained_variance_[0]
+    assert np.max(np.abs(m.explained_variance_ - ref.explained_variance_)) <= 10 * eps * lam1
+    with dask.config.set({"scalepca.gram-precision": "float64"}):
+        f = scalepca.PCA(K, svd_solver="randomized", random_state=0).fit(
+            da.from_array(X32, chunks=(700, 200)))
+    np.testing.assert_allclose(f.explained_variance_, ref.explained_variance_, rtol=1e-10)
+
+
+def test_partial_solvers_refuse_fraction_n_components():
+    for solver in ("randomized", "sketch"):
+        with pytest.raises(ValueError, match=f"svd_solver='{solver}'"):
+            scalepca.PCA(0.9, svd_solver=solver).fit(np.ones((20, 5)) + np.eye(20, 5))
