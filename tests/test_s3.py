@@ -66,20 +66,27 @@ def test_model_round_trip_on_s3(s3, remote_data, capsys):
         scalepca.load(f"s3://{BUCKET}/models/none.zarr", storage_options=opts)
 
 
-def test_cli_run_and_transform_on_s3(tmp_path, s3, remote_data, capsys):
-    opts, fs = s3
-    url, X = remote_data
-    out_url = f"s3://{BUCKET}/out"
+def _s3_config(tmp_path, url, opts, out_url, *, n_components, threads, **output):
+    """A run config of PCA on the data at ``url``, writing to ``out_url`` (one local worker)."""
     cfg = {
         "data": {"path": url, "storage_options": opts},
-        "model": {"method": "pca", "n_components": 3},
-        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 2,
+        "model": {"method": "pca", "n_components": n_components},
+        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": threads,
                     "processes": False},
-        "output": {"store": out_url, "storage_options": opts, "reconstruction": True},
+        "output": {"store": out_url, "storage_options": opts, **output},
         "progress": False,
     }
     path = tmp_path / "s3.yaml"
     path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_cli_run_and_transform_on_s3(tmp_path, s3, remote_data, capsys):
+    opts, fs = s3
+    url, X = remote_data
+    out_url = f"s3://{BUCKET}/out"
+    path = _s3_config(tmp_path, url, opts, out_url, n_components=3, threads=2,
+                      reconstruction=True)
     rc, out, err = _main(capsys, "run", path)
     assert rc == EXIT_OK, err
     assert f"written: {out_url}/scores.zarr" in out
@@ -240,16 +247,8 @@ def test_report_on_s3_shows_the_config_without_credentials(tmp_path, s3, remote_
     url, _ = remote_data
     secret_opts = {**opts, "token": "session-token-4f2a9c"}  # moto accepts any session token
     out_url = f"s3://{BUCKET}/reported"
-    cfg = {
-        "data": {"path": url, "storage_options": secret_opts},
-        "model": {"method": "pca", "n_components": 2},
-        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
-                    "processes": False},
-        "output": {"store": out_url, "storage_options": secret_opts, "scores": False},
-        "progress": False,
-    }
-    path = tmp_path / "s3.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path = _s3_config(tmp_path, url, secret_opts, out_url, n_components=2, threads=1,
+                      scores=False)
     rc, out, err = _main(capsys, "run", path)
     assert rc == EXIT_OK, err
     assert f"written: {out_url}/report.html" in out

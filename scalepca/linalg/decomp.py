@@ -52,6 +52,27 @@ def eigh_descending(C: np.ndarray, k: int | None = None):
     return w[::-1].copy(), V[:, ::-1].copy()
 
 
+def spectrum_from_moments(mom: dict, n_components: int, scale: np.ndarray | None = None):
+    """Eigen-decomposition of the sample covariance from one-pass moments.
+
+    With ``scale`` (per-feature standard deviations, :func:`~scalepca.linalg.feature_scale`)
+    the covariance of the standardised data ``Cᵢⱼ / (σᵢ σⱼ)`` — the correlation matrix — is
+    decomposed instead: the same moments, no second pass.
+
+    Returns ``(n, mean, eigenvalues (all, descending), components (k × d), total_variance)``.
+    """
+    n = mom["n"]
+    denom = max(n - 1, 1)
+    cov = mom["m2"] / denom
+    if scale is not None:
+        cov = cov / np.outer(scale, scale)
+    evals, evecs = eigh_descending(cov)
+    evals = np.maximum(evals, 0.0)
+    components = flip_signs(evecs[:, :n_components].T)
+    total = float(np.trace(cov))
+    return n, mom["mean"], evals, components, total
+
+
 def tsqr_svd_centered(X: da.Array, mean: np.ndarray):
     """Singular values and right singular vectors of ``X − 1 meanᵀ`` by direct TSQR.
 

@@ -24,6 +24,7 @@ from ..linalg import (
     randomized_svd_centered,
     tsqr_svd_centered,
 )
+from ..linalg.decomp import spectrum_from_moments
 from ..preprocessing._genotype import allele_scaling, standardized
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,6 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
     zero = np.zeros(d_fit)
     k_fit = k if isinstance(spec, int) else min(n, d_fit)
     if solver == "covariance_eigh":
-        from .pca import spectrum_from_moments
 
         Z = Z.rechunk({1: -1}) if len(Z.chunks[1]) > 1 else Z
         with model._timed_pass("moments of the standardised genotypes"):

@@ -22,6 +22,7 @@ from ..linalg import (
     passes,
     tsqr_svd_centered,
 )
+from ..linalg.decomp import spectrum_from_moments
 from ..linalg.moments import float32_relative_error, gram_precision
 from ..linalg.sparse import scale_columns
 from ..preprocessing._genotype import GENOTYPE
@@ -129,27 +130,6 @@ def _note_float32_accuracy(model, X, lam_max: float) -> None:
                     "(noise_variance_, the last explained_variance_, their North errors) are "
                     "accurate to about %.0e relative; dask.config 'scalepca.gram-precision': "
                     "'float64' gives float64 accuracy", type(model).__name__, rel)
-
-
-def spectrum_from_moments(mom: dict, n_components: int, scale: np.ndarray | None = None):
-    """Eigen-decomposition of the sample covariance from one-pass moments.
-
-    With ``scale`` (per-feature standard deviations, :func:`~scalepca.linalg.feature_scale`)
-    the covariance of the standardised data ``Cᵢⱼ / (σᵢ σⱼ)`` — the correlation matrix — is
-    decomposed instead: the same moments, no second pass.
-
-    Returns ``(n, mean, eigenvalues (all, descending), components (k × d), total_variance)``.
-    """
-    n = mom["n"]
-    denom = max(n - 1, 1)
-    cov = mom["m2"] / denom
-    if scale is not None:
-        cov = cov / np.outer(scale, scale)
-    evals, evecs = eigh_descending(cov)
-    evals = np.maximum(evals, 0.0)
-    components = flip_signs(evecs[:, :n_components].T)
-    total = float(np.trace(cov))
-    return n, mom["mean"], evals, components, total
 
 
 class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
