@@ -546,6 +546,12 @@ EXPECTATIONS = [
          Refused(TypeError, "standardize must be True or False",
                  "the genotype standardisation is a PCA option (PPCA fits allele counts as "
                  "they are; missing='em' for missing calls)")),
+    Rule("PCA-snapshot|PCA-sketch|PCA-randomized-tol", "*", "standardize=genotype", "*",
+         Refused(ValueError, "standardize='genotype' runs svd_solver",
+                 "the genotype path runs covariance_eigh, tsqr or the range finder")),
+    Rule("*", "*", "standardize=genotype", "MCA",
+         NotApplicable("MCA standardises its two fields itself (its own standardize); the "
+                       "genotype scaling is PCA's, tests/test_genotypes.py")),
     Rule("PCA-*", SPARSE_KINDS, "standardize=genotype", "*",
          Refused(ValueError, "standardize='genotype' needs dense",
                  "missing calls are NaN in dense blocks")),

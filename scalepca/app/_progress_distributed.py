@@ -47,11 +47,14 @@ class ProgressScheduler:
         self.display = display
         self.interval = interval
         self.quiet_after = 0.0
+        #: graphs computed through it (work submitted as futures, e.g. minibatches, is not)
+        self.count = 0
 
     def __call__(self, dsk, keys, **kwargs):
         from dask.core import flatten
         from distributed import wait
 
+        self.count += 1
         chunks = frozenset(chunk_keys(dsk))
         self.display.compute_started(len(chunks), _n_tasks(dsk))
         packed = self.client.get(dsk, keys, sync=False, **kwargs)

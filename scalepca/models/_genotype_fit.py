@@ -36,6 +36,7 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
     if is_sparse(X):
         raise ValueError("standardize='genotype' needs dense blocks: missing calls are NaN in "
                          "dense rows, and centring by 2p makes every entry non-zero")
+    solver = "randomized" if solver == "snapshot" else solver  # auto's choice for n ≪ d
     passes.counter_of(model).plan(
         {"covariance_eigh": 2, "tsqr": 2}.get(solver, 3 + 2 * model.n_power_iter))
     with model._timed_pass("allele frequencies"):

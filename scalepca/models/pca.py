@@ -110,6 +110,17 @@ SPECTRAL_RULES = (
 )
 
 
+def _genotype_solvers(p, shape) -> None:
+    if not (isinstance(p["standardize"], str) and p["standardize"] == GENOTYPE):
+        return
+    if p["svd_solver"] in ("snapshot", "sketch") or p.get("tol", 0.0) > 0:
+        raise ValueError(
+            "standardize='genotype' runs svd_solver 'covariance_eigh', 'tsqr' or 'randomized' "
+            "(the range finder, n_power_iter power iterations; 'auto' picks by the number of "
+            f"SNPs); got svd_solver={p['svd_solver']!r}, tol={p.get('tol', 0.0)!r}"
+        )
+
+
 #: ``_note_float32_accuracy`` logs when a float32-product fit leaves its smallest variances
 #: less relative accuracy than this
 FLOAT32_NOTE_THRESHOLD = 1e-5
@@ -161,7 +172,8 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         "persist": Flag(),
         "standardize": Flag(),
     }
-    _parameter_rules = SPECTRAL_RULES
+    _parameter_rules = (*SPECTRAL_RULES,
+                        Rule(_genotype_solvers, needs=("standardize", "svd_solver", "tol")))
 
     @property
     def _takes_sparse(self) -> bool:
