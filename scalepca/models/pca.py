@@ -481,7 +481,9 @@ default="auto"
         ``components_``; ``n_monomorphic_`` counts the former). ``p`` comes from the moments
         pass (no extra pass with ``randomized`` or ``tsqr``; ``covariance_eigh`` takes two);
         the model keeps ``mean_ = 2p`` (``allele_frequency_``) and ``scale_`` and repeats the
-        step in ``transform``, after ``save``/``load`` too.
+        step in ``transform``, after ``save``/``load`` too. With it, ``randomized`` is the
+        range finder (``3 + 2·n_power_iter`` passes), not block Krylov; ``snapshot``,
+        ``sketch`` and ``tol`` are refused.
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
         analysis; scikit-learn's ``TruncatedSVD``, scanpy's ``pca(zero_center=False)``).
