@@ -99,10 +99,16 @@ print("CLI vs Python, largest difference of the components:",
       np.abs(cli_model.components_ - remote.components_).max())
 
 # %%
+import base64
+import re
+
 from IPython.display import Image, display
 
 print(sorted(p.name for p in (work / "out").iterdir()))
-display(Image(filename=str(work / "out" / "report" / "scree.png"), width=420))
+# report.html is one self-contained file: its figures are embedded PNGs
+page = (work / "out" / "report.html").read_text()
+scree = re.search(r'<img src="data:image/png;base64,([^"]+)" alt="scree"', page).group(1)
+display(Image(data=base64.b64decode(scree), width=420))
 
 # %% [markdown]
 # ## Shut the cluster down, and compare with the embedded cluster
