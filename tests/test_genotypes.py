@@ -201,6 +201,9 @@ def test_generator_is_chunkwise_and_written_block_by_block(tmp_path):
     (tmp_path / "x.bed").write_text("not genotypes")
     with pytest.raises(FileExistsError, match="not a PLINK .bed"):
         write_bed(a, tmp_path / "x.bed", overwrite=True)
+    (tmp_path / "d.bed").mkdir()  # a folder named .bed: refused by name, not IsADirectoryError
+    with pytest.raises(FileExistsError, match="not a PLINK .bed"):
+        write_bed(a, tmp_path / "d.bed", overwrite=True)
 
 
 def test_make_data_cli_writes_a_bed_with_populations(tmp_path, capsys):

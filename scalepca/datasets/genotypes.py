@@ -115,6 +115,11 @@ def make_genotypes(n_samples: int, n_features: int = 1000, *, n_populations: int
     return GenotypeMatrix(data, pops)
 
 
+def _first_bytes(path: Path, n: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(n)
+
+
 def check_bed_target(path, *, overwrite: bool, flag: str = "overwrite=True") -> Path:
     """The ``.bed`` path to write; ``FileExistsError`` when one is there and not ``overwrite``,
     or when the file there is not a PLINK .bed (never replaced); ``ValueError`` for a path
@@ -127,10 +132,9 @@ def check_bed_target(path, *, overwrite: bool, flag: str = "overwrite=True") -> 
     if target.exists():
         from ..io._bed import BED_MAGIC
 
-        with open(target, "rb") as f:
-            if target.is_dir() or f.read(3) != BED_MAGIC:
-                raise FileExistsError(f"{spath!r} exists and is not a PLINK .bed file; "
-                                      "scalepca never replaces it")
+        if target.is_dir() or _first_bytes(target, 3) != BED_MAGIC:
+            raise FileExistsError(f"{spath!r} exists and is not a PLINK .bed file; "
+                                  "scalepca never replaces it")
         if not overwrite:
             raise FileExistsError(f"{spath!r} holds a PLINK .bed file; pass {flag} to replace it")
     return target
