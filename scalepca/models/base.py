@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import sys
 import time
 import warnings
 
@@ -34,6 +35,15 @@ def raise_on_nonfinite(bad: int, what: str = "X") -> None:
             f"{what} contains {bad} NaN or infinite value(s); remove or impute them "
             "(PPCA(missing='em') treats NaN as missing)"
         )
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` of a warning raised by the calling function that points it at the
+    first frame outside scalepca (the user's call), however deep the fit's path is."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("scalepca."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _row_blocks(data: MatrixInput) -> int | None:
@@ -306,6 +316,8 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         A dask DataFrame is read lazily; the row count of each partition is computed first,
         one pass over the data that ``n_passes_`` counts.
         """
+        # partial_fit's first call: a check of the validated input before any pass
+        check = vars(self).pop("_check_before_fit", None)
         self._reset_fitted()
         try:  # in this frame: the stack levels of warnings raised in _fit count from here
             self.n_passes_ = 0
@@ -315,6 +327,8 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             # set after the fit: X is now an array, which must not be checked against them
             vars(self).pop("feature_names_in_", None)
             data = self._fit_input(X)
+            if check is not None:
+                check(data)
             self._features_kept = None
             self._preprocessing = None  # inside _fit, transforms take the matrix as it is
             with passes.counting(self, chunks=_row_blocks(data)) as counter:

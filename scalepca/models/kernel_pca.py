@@ -17,7 +17,6 @@ from .._validation import (
 )
 from ..linalg import (
     column_moments_graph,
-    eigh_descending,
     feature_scale,
     flip_signs,
     moments_graph,
@@ -42,6 +41,7 @@ from ..linalg.kernels import (
     ridge_solve,
 )
 from ..preprocessing._matrix import MatrixInput
+from ._incremental import KernelMomentUpdate, kernel_feature_spectrum
 from ._params import Choice, Flag, Int, NComponents, Real, Rule, Seed
 from ._resources import available_memory
 from .base import DecompositionMixin
@@ -111,7 +111,7 @@ def _exact_fits(p, shape) -> None:
         )
 
 
-class KernelPCA(DecompositionMixin):
+class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     """Kernel principal component analysis for data larger than memory.
 
     Kernel PCA is PCA of the data mapped into the feature space of a kernel ``k``; the
@@ -488,21 +488,8 @@ class KernelPCA(DecompositionMixin):
         # never a whole feature block in memory, and one task (one partial) per row block
         with self._timed_pass("feature moments"):
             (mom,) = dask.compute(moments_graph(X, feature_map=feature_map))
-        if mom["bad"]:
-            raise ValueError(
-                "X contains NaN or infinite values (their kernel features are not finite); "
-                "remove or impute them before kernel PCA"
-            )
-        m2 = mom["m2"]
-        evals, evecs = eigh_descending(m2, k)
-        self._spectrum = (np.maximum(evals, 0.0), float(np.trace(m2)))
-        state.update(
-            gamma_=kparams["gamma"],
-            components_=flip_signs(evecs.T),
-            mean_=np.asarray(mom["mean"], dtype=np.float64),
-            n_kernel_features_=int(m2.shape[0]),
-        )
-        return state
+        spectral, self._spectrum = kernel_feature_spectrum(mom, k)  # partial_fit's too
+        return {**state, **spectral, "gamma_": kparams["gamma"]}
 
     def _set_spectrum(self, evals: np.ndarray, total: float) -> None:
         n = self.n_samples_
@@ -637,6 +624,8 @@ class KernelPCA(DecompositionMixin):
         # only reached when normal lookup fails: say why the linear models' views are absent
         if name == "inverse_transform":  # the property refused: repeat why
             raise NotFittedError(_NO_INVERSE)
+        if name == "partial_fit":  # refused by its descriptor: say why again
+            self._check_updatable(None, error=AttributeError)
         if name in ("components_xr_", "mean_xr_"):
             raise AttributeError(
                 f"KernelPCA has no {name}: its components and mean live in the kernel's "

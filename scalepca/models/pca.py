@@ -29,6 +29,7 @@ from ..preprocessing._genotype import GENOTYPE
 from ..preprocessing._matrix import MatrixInput
 from ._gaussian import LatentGaussianMixin
 from ._genotype_fit import fit_genotypes
+from ._incremental import SpectralMomentUpdate
 from ._params import Choice, Flag, Int, NComponents, Other, Real, Rule, Seed
 from ._wide import fit_krylov, fit_sketch, fit_snapshot
 from .base import LinearDecompositionMixin
@@ -143,7 +144,7 @@ def _note_float32_accuracy(model, X, lam_max: float) -> None:
                     "'float64' gives float64 accuracy", type(model).__name__, rel)
 
 
-class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
+class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompositionMixin):
     """The spectral fit shared by :class:`PCA` and :class:`PPCA` (not public).
 
     Solvers (one-pass covariance ``eigh``, TSQR, randomized) giving the mean, the leading
@@ -274,50 +275,61 @@ class _BaseSpectralPCA(LatentGaussianMixin, LinearDecompositionMixin):
         if solver == "covariance_eigh":
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(moments_graph(X))
-            mom, d_fit = self._moments_without_land(mom, n, d, k, data)
-            scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit)
-            if not self._zero_center():
-                # the uncentred Gram XᵀX = m2 + n μ μᵀ: its eigenvectors are the right
-                # singular vectors of X, its eigenvalues the squared singular values
-                gram = mom["m2"] + n * np.outer(mom["mean"], mom["mean"])
-                s2, V = eigh_descending(gram, k)
-                self._set_uncentred(n, d_fit, k, np.sqrt(np.maximum(s2, 0.0)),
-                                    flip_signs(V.T), mom["mean"], float(np.trace(mom["m2"])))
-                return
-            k_fit = k if isinstance(spec, int) else d_fit
-            n, mean, evals, components, total = spectrum_from_moments(mom, k_fit, scale)
-            ev = evals
-        else:
-            with self._timed_pass("moments"):
-                (mom,) = dask.compute(column_moments_graph(X))
-            mom, d_fit = self._moments_without_land(mom, n, d, k, data)
-            X = self._select_features(X)
-            mean = mom["mean"]
-            scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
-            total = float(mom["ss"].sum() / max(n - 1, 1))
-            if scale is not None:  # the solvers see the standardised data, block by block
-                X = scale_columns(X, scale)
-                mean = mean / scale
-                total = float((mom["ss"] / scale**2).sum() / max(n - 1, 1))
-            if not self._zero_center():
-                mean = np.zeros_like(mean)
-            with self._timed_pass("tsqr"):
-                s, Vt = tsqr_svd_centered(X, mean)
-            ev = s**2 / max(n - 1, 1)
-            components = flip_signs(Vt if not isinstance(spec, int) else Vt[:k])
-            if not self._zero_center():
-                self._set_uncentred(n, d_fit, k, s[:k], flip_signs(Vt[:k]), mom["mean"],
-                                    float(mom["ss"].sum()))
-                return
-            mean = mom["mean"]
+            self._fit_from_moments(mom, X, data, spec, k)
+            return
+        with self._timed_pass("moments"):
+            (mom,) = dask.compute(column_moments_graph(X))
+        mom, d_fit = self._moments_without_land(mom, n, d, k, data)
+        X = self._select_features(X)
+        mean = mom["mean"]
+        scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+        total = float(mom["ss"].sum() / max(n - 1, 1))
+        if scale is not None:  # the solvers see the standardised data, block by block
+            X = scale_columns(X, scale)
+            mean = mean / scale
+            total = float((mom["ss"] / scale**2).sum() / max(n - 1, 1))
+        if not self._zero_center():
+            mean = np.zeros_like(mean)
+        with self._timed_pass("tsqr"):
+            s, Vt = tsqr_svd_centered(X, mean)
+        components = flip_signs(Vt if not isinstance(spec, int) else Vt[:k])
+        if not self._zero_center():
+            self._set_uncentred(n, d_fit, k, s[:k], flip_signs(Vt[:k]), mom["mean"],
+                                float(mom["ss"].sum()))
+            return
+        self._finish_spectrum(n, d_fit, spec, k, mom["mean"], s**2 / max(n - 1, 1),
+                              components, total)
+
+    def _fit_from_moments(self, mom: dict, X, data: MatrixInput, spec, k: int) -> None:
+        """The ``covariance_eigh`` solver from the moments of every row seen (count, mean,
+        centred Gram of all ``n_features_in_`` features): ``fit``'s one pass, or those merged
+        by ``partial_fit``. The moments are kept (``_moments_``) for the next update."""
+        n, d = int(mom["n"]), mom["mean"].shape[0]
+        self._moments_ = mom
+        self.n_samples_seen_ = n
+        mom, d_fit = self._moments_without_land(mom, n, d, k, data)
+        scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit)
+        if not self._zero_center():
+            # the uncentred Gram XᵀX = m2 + n μ μᵀ: its eigenvectors are the right
+            # singular vectors of X, its eigenvalues the squared singular values
+            gram = mom["m2"] + n * np.outer(mom["mean"], mom["mean"])
+            s2, V = eigh_descending(gram, k)
+            self._set_uncentred(n, d_fit, k, np.sqrt(np.maximum(s2, 0.0)),
+                                flip_signs(V.T), mom["mean"], float(np.trace(mom["m2"])))
+            return
+        k_fit = k if isinstance(spec, int) else d_fit
+        n, mean, ev, components, total = spectrum_from_moments(mom, k_fit, scale)
+        self._finish_spectrum(n, d_fit, spec, k, mean, ev, components, total)
+        _note_float32_accuracy(self, X, float(ev[0]))
+
+    def _finish_spectrum(self, n, d_fit, spec, k, mean, ev, components, total) -> None:
+        """Choose k from the spectrum when ``spec`` asks for it, then the fitted attributes."""
         if not isinstance(spec, int):
             ratio = ev / total if total > 0 else np.zeros_like(ev)
             k = choose_n_components(spec, ev, ratio, n)
             logger.info("%s: n_components=%r chose k = %d", type(self).__name__, spec, k)
             components = components[:k]
         self._set_spectrum(n, d_fit, k, mean, ev, components, total)
-        if solver == "covariance_eigh":
-            _note_float32_accuracy(self, X, float(ev[0]))
 
     def _fit_wide(self, X, data: MatrixInput, spec, k: int, solver: str) -> None:
         """Fit by one of :data:`WIDE_SOLVERS` (see :mod:`._wide`)."""

@@ -29,6 +29,7 @@ from ..linalg.em import (
 )
 from ..preprocessing._matrix import MatrixInput
 from ._gaussian import _delayed_sample, _sample_block
+from ._incremental import PPCAMomentUpdate
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
 from ._params import Choice, Int, NComponents, Path, Real, Rule
 from ._ppca_params import (
@@ -40,12 +41,12 @@ from ._ppca_params import (
     _em_or_closed_form,
     _missing_needs_em,
 )
-from .base import _refuse_nonfinite, affine_map
+from .base import _refuse_nonfinite, affine_map, caller_stacklevel
 from .pca import AUTO_MAX_GRAM_FEATURES, SPECTRAL_RULES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
 
-class PPCA(_BaseSpectralPCA):
+class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     """Probabilistic PCA: ``x = W z + μ + ε``, ``z ~ N(0, I_k)``, ``ε ~ N(0, σ² I_d)``.
 
     Two solvers. ``"closed_form"``: the maximum-likelihood solution (Tipping & Bishop 1999)
@@ -375,7 +376,7 @@ class PPCA(_BaseSpectralPCA):
         self.converged_ = run.converged
         state = run.state
         if state["sigma2"] <= floor:  # the likelihood grows without bound as σ² → 0
-            _warn_rank_deficient(k, stacklevel=5)
+            _warn_rank_deficient(k)
             state = {**state, "sigma2": 0.0}
         self._set_em_result(state, n_rows, k)
 
@@ -477,7 +478,7 @@ class PPCA(_BaseSpectralPCA):
             return 0.0
         sigma2 = self._discarded_variance(n, d, k, ev, total) / (d - k)
         if sigma2 <= _rank_tol(d, ev):
-            _warn_rank_deficient(k, stacklevel=7)
+            _warn_rank_deficient(k)
             return 0.0
         return sigma2
 
@@ -652,13 +653,13 @@ class PPCA(_BaseSpectralPCA):
         self._set_posterior()
 
 
-def _warn_rank_deficient(k: int, stacklevel: int) -> None:
+def _warn_rank_deficient(k: int) -> None:
     warnings.warn(
         f"PPCA: the data's rank is at most n_components={k} (the smallest eigenvalues of the "
         "covariance are 0 to rounding), so noise_variance_ is 0 and the model covariance is "
         "singular: score, score_samples and get_precision are undefined (they raise); "
         "transform gives the limit of the posterior means. Use fewer components than the "
-        "data's rank.", UserWarning, stacklevel=stacklevel,
+        "data's rank.", UserWarning, stacklevel=caller_stacklevel(),
     )
 
 

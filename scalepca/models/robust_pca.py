@@ -69,6 +69,7 @@ from ..linalg.svt import (
     svt,
 )
 from ..preprocessing._matrix import MatrixInput, as_matrix
+from ._incremental import not_updatable
 from ._iterate import IterationCheckpoint, ValueBelow, iterate
 from ._params import Choice, Int, Other, Path, Real, Rule, Seed
 from ._resources import available_memory
@@ -301,6 +302,9 @@ class RobustPCA(LinearDecompositionMixin):
         "random_state": Seed(),
     }
     _parameter_rules = (Rule(_full_svd_fits, needs=("svd",)),)
+
+    #: no update by merged moments: the augmented Lagrangian iterates over every row
+    partial_fit = not_updatable("robust PCA (its augmented Lagrangian iterates over every row)")
 
     def __init__(
         self,

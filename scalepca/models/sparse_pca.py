@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 import dask
 import numpy as np
-from sklearn.utils.metaestimators import available_if
 
 from .._validation import (
     check_n_components,
@@ -30,6 +29,7 @@ from ..io._fingerprint import data_fingerprint, sketch_graph
 from ..linalg import feature_scale, flip_signs, moments_graph
 from ..linalg.sparse import adjusted_variance
 from ..preprocessing._matrix import MatrixInput
+from ._incremental import MomentUpdateMixin, SparseMomentUpdate, if_updatable
 from ._params import Choice, Flag, Int, NComponents, Other, Path, Real, Rule, Seed
 from ._sparse_dictionary import DictionaryLearning, dictionary_objective_on
 from ._sparse_enet import zht_loadings
@@ -106,7 +106,7 @@ def _checkpoint_needs_iterations(p, shape) -> None:
         )
 
 
-class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
+class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin):
     """Sparse principal components of data larger than memory.
 
     Three methods, one estimator:
@@ -402,20 +402,24 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
         self.checkpoint_every = checkpoint_every
 
     # -- parameters ----------------------------------------------------------------------------
-    def _has_partial_fit(self) -> bool:
-        if self.method != "minibatch":  # the cause of the AttributeError says why
-            raise ValueError(f"partial_fit needs method='minibatch'; got {self.method!r}")
-        return True
-
-    @available_if(_has_partial_fit)
+    @if_updatable
     def partial_fit(self, X, y=None):
-        """Update the model with one chunk of rows; only ``method="minibatch"`` has it.
+        """Update the model with a batch of rows (``"elasticnet"`` and ``"minibatch"``).
 
-        See :meth:`DictionaryLearning.partial_fit`. The batch and elastic-net methods solve
-        from all the data at once, so they have no ``partial_fit`` attribute (as scikit-learn
-        hides methods an estimator's configuration does not offer).
+        ``"elasticnet"``: the batch's moments are merged into the model's and the loadings
+        solved again from the merged covariance, so the model equals ``fit`` on every row
+        seen (:meth:`scalepca.PCA.partial_fit` says how). ``"minibatch"``: one online step of
+        dictionary learning on the batch (:meth:`DictionaryLearning.partial_fit`). ``"batch"``
+        alternates over all the data: it has no ``partial_fit`` attribute (the
+        ``AttributeError`` says so; scikit-learn's checks test ``hasattr``).
+
+        Returns
+        -------
+        self
         """
-        return super().partial_fit(X, y)
+        if self.method == "minibatch":
+            return DictionaryLearning.partial_fit(self, X, y)
+        return MomentUpdateMixin.partial_fit(self, X, y)
 
     #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
     _parameters = {
@@ -469,6 +473,15 @@ class SparsePCA(DictionaryLearning, LinearDecompositionMixin):
             mom, sketch = dask.compute(*graph) if sketch is not None \
                 else (*dask.compute(graph), None)
         data_fp = data_fingerprint(X, sketch) if sketch is not None else None
+        self._fit_from_moments(mom, X, data, k, data_fp)
+
+    def _fit_from_moments(self, mom: dict, X, data: MatrixInput, k: int, data_fp=None) -> None:
+        """The fit from the moments pass: ``fit``'s, or (elastic net) those ``partial_fit``
+        merged, which the model keeps (``_moments_``) for the next update."""
+        n, d = int(mom["n"]), X.shape[1]
+        if self.method == "elasticnet":
+            self._moments_, self.n_samples_seen_ = mom, n
+        covariance = "m2" in mom
         mom, d, k = self._leave_out_all_nan(mom, n, d, k, data)
         X = self._select_features(X)
         n = int(mom["n"])
