@@ -431,6 +431,9 @@ OPERATIONS = [
     "cli-transform",        # save, then `scalepca transform MODEL DATA --out`
     "resume-params",        # checkpointed fit with a loose tolerance, again with a tight one
     "resume-data",          # checkpointed fit, again on other data with the same checkpoint
+    # partial_fit on the data, then on 60 more rows of the same kind: equal to the reference
+    # fitted on all 120 rows (components, and the scores of the first 60)
+    "partial_fit",
 ]
 
 
@@ -521,7 +524,31 @@ EXPECTATIONS = [
         "no stated float32 bound for the sparse components (measured on these data against "
         "float64: minibatch 6e-3, elasticnet 2e-6); with float64 products the sparse fits keep "
         "their float64 tolerance (float32+gram-float64)")),
+    Rule("SparsePCA-minibatch", "*", "*", "partial_fit",
+         NotApplicable("minibatch's partial_fit is an online step of dictionary learning, not "
+                       "an update equal to a fit (tests/test_sparse_pca.py)")),
     # -- refusals ------------------------------------------------------------------------------
+    Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch", "*", "*", "partial_fit",
+         Refused(AttributeError, "partial_fit cannot update svd_solver=",
+                 "only the covariance solver's fit is a function of mergeable moments")),
+    Rule("PPCA-em", "*", "*", "partial_fit",
+         Refused(AttributeError, "partial_fit cannot update solver='em'", "EM iterates")),
+    Rule("KernelPCA-exact", "*", "*", "partial_fit",
+         Refused(AttributeError, "partial_fit cannot update approximation='exact'",
+                 "the n × n kernel of every row")),
+    Rule("KernelPCA-*", "*", "*", "partial_fit",
+         Refused(AttributeError, "partial_fit cannot update fit_inverse_transform=True",
+                 "the pre-image ridge is reduced over the scores (Nyström and RFF update "
+                 "without it: tests/test_partial_fit.py)")),
+    Rule("SparsePCA-batch", "*", "*", "partial_fit",
+         Refused(AttributeError, "partial_fit cannot update method='batch'",
+                 "its alternations read every row")),
+    Rule("RobustPCA-*", "*", "*", "partial_fit",
+         Refused(AttributeError, "partial_fit cannot update robust PCA",
+                 "the augmented Lagrangian iterates over every row")),
+    Rule("PCA-*", "*", "standardize=genotype", "partial_fit",
+         Refused(AttributeError, "partial_fit cannot update standardize='genotype'",
+                 "the allele frequencies take a pass of their own")),
     Rule("PCA-tsqr", SPARSE_KINDS, "*", "*",
          Refused(ValueError, "svd_solver='tsqr' needs dense blocks",
                  "QR factors of sparse blocks are dense")),
@@ -790,5 +817,8 @@ def markdown() -> str:
                  "`resume-params` fits with a checkpoint and a loose tolerance, then again with "
                  "a tight one and the same checkpoint; `resume-data` fits again on other data "
                  "(the columns permuted) with the same checkpoint. Either must equal a fresh fit "
-                 "or be refused.\n")
+                 "or be refused. `partial_fit` updates the model with the data, then with 60 "
+                 "more rows of the same kind (other values, prepared the same way): it must "
+                 "equal the reference fitted on all 120 rows, or be refused by name before any "
+                 "compute.\n")
     return "\n".join(parts) + "\n"

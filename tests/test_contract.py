@@ -355,6 +355,8 @@ class Cell:
         X = _data(self.option, shift=self.shift, kind=self.kind)
         if op.startswith("resume-"):
             return self.resume(X)
+        if op == "partial_fit":
+            return self.partial(X)
         Xfit, Xnew, raw = self.inputs(X)
         model = self.fit(Xfit)
         ref = self.reference(X)
@@ -564,6 +566,25 @@ class Cell:
             self.close_components(self.components(model), ref, "components_ after resume")
         Z = self.call(model.transform, Xnew)
         self.close_scores(_scores(Z, self.kind), ref, "transform after resume")
+
+    def partial(self, X):
+        """partial_fit on the cell's data, then on 60 more rows of the same kind (other values,
+        made and opened the same way): the model of all 120 rows."""
+        X2 = _data(self.option, shift=self.shift + 0.25, kind=self.kind)
+        if not (self.option.genotype or self.kind.genotypes):
+            X2 = X2 + np.linspace(-1.0, 1.0, C.N_FEATURES) * X2.std(axis=0)  # a moved mean
+        first, new, _ = self.inputs(X)
+        second, _, _ = self.inputs(X2, tag="b")
+        model = self.est.make(**self.params())
+        self.call(model.partial_fit, first)
+        self.call(model.partial_fit, second)
+        ref = self.reference(np.vstack([X, X2]))
+        if self.est.linear or self.est.cls == "SparsePCA":
+            self.close_components(self.components(model), ref, "components_ after partial_fit")
+        Z = _scores(self.call(model.transform, new), self.kind)
+        expected = ref.scores()[: len(X)]
+        _close(_align(Z, expected, 0), expected, self.est.rtol, "transform after partial_fit",
+               None if self.bounds is None else self.bounds[1][None, :])
 
 
 REORDER = [3, 0, 7, 5, 1, 6, 2, 4]
