@@ -95,10 +95,10 @@ def test_api_page_from_docstrings(site):
 #: every method a user calls, each documented on its estimator's page (an entry of its own)
 API_MEMBERS = {
     "PCA": ["fit", "transform", "inverse_transform", "fit_transform", "score", "score_samples",
-            "save", "components_xr_", "mean_xr_"],
+            "save", "partial_fit", "components_xr_", "mean_xr_"],
     "PPCA": ["fit", "transform", "inverse_transform", "score_samples", "impute", "sample",
-             "get_covariance", "save", "components_xr_", "mean_xr_"],
-    "KernelPCA": ["fit", "transform", "inverse_transform", "save"],
+             "get_covariance", "save", "partial_fit", "components_xr_", "mean_xr_"],
+    "KernelPCA": ["fit", "transform", "inverse_transform", "partial_fit", "save"],
     "SparsePCA": ["fit", "transform", "partial_fit", "fit_covariance", "save",
                   "components_xr_"],
     "RobustPCA": ["fit", "transform", "inverse_transform", "save"],

@@ -213,6 +213,8 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         Nyström/RFF: width of the feature matrix, m (Nyström: of rank m less the dropped
         directions of ``K_LL``).
     n_components_, n_samples_, n_features_in_, n_passes_ : int
+    n_samples_seen_ : int
+        Nyström/RFF: the rows seen by ``fit`` and every ``partial_fit`` since.
     X_transformed_fit_ : ndarray of shape (n_samples, n_components)
         Exact, ``fit_inverse_transform=True``: the training scores ``U √λ``.
     dual_coef_ : ndarray of shape (n_samples, n_features_in_)
@@ -235,6 +237,11 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     block); exact 1 (gather the n × d training matrix, which the model keeps), after which the
     solver's products read the n × n kernel held in cluster memory (ARPACK: one per Lanczos
     step; randomized: 9).
+
+    ``partial_fit`` (Nyström, RFF; without ``standardize`` or ``fit_inverse_transform``): the
+    first call is ``fit``, which draws the landmarks or random features and gamma for good;
+    each later batch is read once for its feature moments, merged into the model's, and the
+    m × m problem solved again — the PCA of every row's features, as if they were one batch.
 
     Features that are NaN in every sample (land in a gridded field) are left out of the fit:
     they are found in the rows read before the pass (the landmark sample, RFF's first row, the

@@ -532,8 +532,11 @@ default="auto"
         σ²; for n ≤ d it leaves out the d − n zero eigenvalues and so is larger than the
         maximum-likelihood σ² (d − k)/(n − k)-fold — :class:`PPCA` gives the latter.
     n_components_, n_samples_, n_features_in_ : int
+    n_samples_seen_ : int
+        ``"covariance_eigh"``: the rows the model has seen (every ``fit`` and ``partial_fit``
+        batch since the last ``fit``), as scikit-learn's ``IncrementalPCA``.
     n_passes_ : int
-        Passes over the data the fit made.
+        Passes over the data the fit made (of the last batch for ``partial_fit``).
     residual_norms_ : ndarray of shape (n_components,)
         ``"randomized"`` and ``"sketch"`` only: ``‖C v − λ v‖`` for each component ``v`` and
         its ``explained_variance_`` λ (``C`` the covariance, denominator n − 1; the Gram
@@ -603,6 +606,14 @@ default="auto"
     multiplied in float64, whatever the setting.
 
     ``transform`` is lazy (one blockwise map); its result is of the same kind as its input.
+
+    ``partial_fit`` updates a ``"covariance_eigh"`` model (``"auto"`` up to 4096 features)
+    with a batch of rows in one pass of it: the batch's count, mean and centred Gram are
+    merged into those the model keeps (saved with it) by the one-pass fit's own pairwise
+    update, and the spectrum is solved again; the model then equals ``fit`` on every row seen
+    to 1e-12 (float64), in any batches and order. ``standardize`` takes its scales from the
+    merged moments; weights, land mask and feature names are the first call's. The other
+    solvers' results are no function of such moments: they have no ``partial_fit``.
 
     Examples
     --------

@@ -157,7 +157,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         Whether EM met ``tol`` within ``max_iter``.
     resumed_from_ : int
         EM iterations taken from a checkpoint (0 for a fresh run or the closed form).
-    mean_, singular_values_, n_samples_, n_features_in_, n_components_, n_passes_
+    mean_, singular_values_, n_samples_, n_samples_seen_, n_features_in_, n_components_, \
+n_passes_
         As in :class:`PCA`.
 
     Notes
@@ -168,6 +169,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     per EM iteration, for a row chunk of m rows with missing entries, m × (k+1)² posterior
     moments and a d × (k+1)² partial (blocks without missing entries share one k × k
     posterior and return (k+1)² and d × (k+1) partials). The client holds d × (k+1)² arrays.
+    ``partial_fit``: the closed form with ``svd_solver="covariance_eigh"`` is updated batch by
+    batch as :class:`PCA`'s (one pass a batch, equal to ``fit`` on every row); EM has none.
 
     Float32 data: the closed form's covariance pass is :class:`PCA`'s, with the accuracy its
     Notes state: each eigenvalue within a fraction of ``ε₃₂ λ₁``, so a trailing

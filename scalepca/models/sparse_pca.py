@@ -273,13 +273,17 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         Steps taken from a checkpoint (minibatches for ``"minibatch"``, alternations for
         ``"batch"``); 0 for a fresh run.
     n_components_, n_samples_, n_features_in_, n_passes_ : int
+    n_samples_seen_ : int
+        ``"elasticnet"``: the rows seen by ``fit`` and every ``partial_fit`` since.
 
     Notes
     -----
     Passes over the data per ``fit``:
 
     * ``"elasticnet"``: 1 (the one-pass moments giving the d × d covariance); every
-      iteration runs on the client on d × d and d × k arrays.
+      iteration runs on the client on d × d and d × k arrays. ``partial_fit`` merges a
+      batch's moments into the model's in one pass of it and solves again: ``fit`` on every
+      row seen.
     * ``"batch"``: 1 when ``n_features`` ≤ 4096 (the alternation needs only ``C D`` and
       ``Dᵀ C D``, computed from the covariance); otherwise 1 for the mean, the randomized-PCA
       passes for ``init="pca"``, then ``n_iter_ + 1`` (the statistics of every dictionary).
