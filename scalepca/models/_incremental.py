@@ -175,7 +175,9 @@ class MomentUpdateMixin:
         t0 = time.perf_counter()
         self.n_passes_ = 0
         d = self.n_features_in_
-        data = self._transform_input(X)  # names, layout, weights, features: as transform
+        # names, layout, weights, features: checked as transform checks them; the moments
+        # need no row counts, so a dask DataFrame's partitions are not counted first
+        data = self._transform_input(X, unknown_rows=True)
         batch = data.data
         if len(batch.chunks[1]) > 1:
             batch = batch.rechunk({1: -1})
