@@ -1,0 +1,183 @@
+"""scanpy's ``normalize_total → log1p → highly_variable_genes → scale → pca`` on raw counts in
+a few passes, with the results written where scanpy writes them (``scalepca.pp.pca``).
+
+The counts are never rewritten: the steps run inside the passes
+(:mod:`scalepca.preprocessing._singlecell`) and are owned by the fitted PCA, whose
+``transform`` of new raw counts repeats them. Passes over the counts, with ``target_sum=None``
+(the median) and highly variable genes: counts per cell (1), per-gene moments (1), the
+covariance of the prepared genes (1), the scores written to ``obsm["X_pca"]`` (1): 4; one
+fewer with a given ``target_sum``, one more with ``exclude_highly_expressed``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..preprocessing._singlecell import CellSteps, raw_counts
+
+__all__ = ["pca"]
+
+_DEFAULT = object()
+
+
+def _gene_mask(var, mask_var, hvg_flavor):
+    """``(mask param as scanpy records it, boolean mask or None)``: scanpy's rule, a
+    ``highly_variable`` column of ``var`` is used when present unless told otherwise."""
+    if mask_var is _DEFAULT:
+        mask_var = ("highly_variable" if hvg_flavor is None and var is not None
+                    and "highly_variable" in var.columns else None)
+    if mask_var is None:
+        return None, None
+    if isinstance(mask_var, str):
+        if var is None or mask_var not in var.columns:
+            raise KeyError(f"mask_var={mask_var!r}: no such column in var")
+        return mask_var, np.asarray(var[mask_var], dtype=bool)
+    return "mask", np.asarray(mask_var, dtype=bool)
+
+
+def pca(data, n_comps: int | None = None, *, layer: str | None = None,
+        zero_center: bool = True, svd_solver: str = "auto", random_state=0,
+        mask_var=_DEFAULT, normalize_total: bool = False, target_sum: float | None = None,
+        exclude_highly_expressed: bool = False, max_fraction: float = 0.05,
+        log1p: bool = False, flavor: str | None = None, n_top_genes: int | None = None,
+        min_mean: float = 0.0125, max_mean: float = 3.0, min_disp: float = 0.5,
+        max_disp: float = float("inf"), n_bins: int = 20, scale: bool = False,
+        max_value: float | None = None, chunks=None, dtype="float32"):
+    """PCA of an AnnData (object, view or ``.zarr``/``.h5ad`` store), scanpy's way, with
+    scanpy's preprocessing steps done inside the passes.
+
+    Writes ``obsm["X_pca"]`` (cells × n_comps, ``dtype``), ``varm["PCs"]`` (genes × n_comps,
+    zeros for genes left out), ``uns["pca"]`` (``variance``, ``variance_ratio``, ``params``,
+    and ``scalepca`` with the passes made) and, when ``flavor`` selects highly variable genes,
+    ``var["highly_variable"]``, ``means``, ``dispersions``, ``dispersions_norm`` and
+    ``uns["hvg"]`` — into the AnnData object, or into the store without rewriting ``X``.
+
+    Parameters
+    ----------
+    data : anndata.AnnData or str or path, or an array
+        Raw counts in ``X`` (or ``layer``) when steps are asked for; else the matrix to analyse.
+        An array (NumPy, SciPy sparse, dask) is analysed the same way and nothing is written.
+    n_comps : int, optional
+        As scanpy: 50, or one less than the smaller side when that is at most 50.
+    mask_var : str, array of bool or None
+        Genes to use. By default ``var["highly_variable"]`` when present (as scanpy does) and
+        no ``flavor`` is given.
+    normalize_total, target_sum, exclude_highly_expressed, max_fraction
+        ``sc.pp.normalize_total``'s (``target_sum=None``: the median of the cells' counts).
+    log1p : bool
+        ``sc.pp.log1p`` (natural log).
+    flavor, n_top_genes, min_mean, max_mean, min_disp, max_disp, n_bins
+        ``sc.pp.highly_variable_genes``'s, ``flavor`` ``"seurat"`` or ``"cell_ranger"``
+        (None: no selection).
+    scale, max_value
+        ``sc.pp.scale`` (unit variance, centred; clipped to ``±max_value``), kept sparse.
+    zero_center, svd_solver, random_state
+        Of the PCA (:class:`scalepca.PCA`); ``zero_center=False`` cannot follow ``scale``.
+
+    Returns
+    -------
+    scalepca.PCA
+        The fitted model; its ``transform`` takes raw counts of new cells.
+    """
+    from ..models.pca import PCA
+
+    raw = raw_counts(data, layer=layer, chunks=chunks)
+    var = _var_frame(data)
+    param, mask = _gene_mask(var, mask_var, flavor)
+    if scale and not zero_center:
+        raise ValueError("zero_center=False cannot follow scale=True: the scaled genes are "
+                         "centred, so the uncentred PCA of them is the centred one of a dense "
+                         "matrix; leave zero_center=True")
+    steps = CellSteps(normalize=normalize_total, target_sum=target_sum,
+                      exclude_highly_expressed=exclude_highly_expressed,
+                      max_fraction=max_fraction, log1p=log1p, flavor=flavor,
+                      n_top_genes=n_top_genes, min_mean=min_mean, max_mean=max_mean,
+                      min_disp=min_disp, max_disp=max_disp, n_bins=n_bins, scale=scale,
+                      max_value=max_value, gene_mask=mask)
+    steps.check(raw.shape[1])
+    steps.fit(_dask_blocks(raw), gene_names=None if var is None else var.index)
+    from ..preprocessing._steps import Preprocessing
+
+    prep = Preprocessing(variable=layer or "X", dims=("obs", "var"), sample_dims=("obs",),
+                         feature_dims=("var",), cells=steps)
+    matrix = prep.prepare(raw)
+    if n_comps is None:
+        small = min(matrix.shape)
+        n_comps = small - 1 if small <= 50 else 50
+    model = PCA(n_comps, svd_solver=svd_solver, zero_center=zero_center,
+                random_state=random_state).fit(matrix)
+    scores = model.transform(matrix)
+    scores = getattr(scores, "data", scores).astype(dtype)
+    genes = steps.highly_variable_ if steps.highly_variable_ is not None else None
+    pcs = np.zeros((raw.shape[1], model.n_components_))
+    pcs[slice(None) if genes is None else genes] = model.components_.T
+    uns = {"params": {"zero_center": zero_center,
+                      "use_highly_variable": param == "highly_variable",
+                      "mask_var": param},
+           "variance": model.explained_variance_,
+           "variance_ratio": model.explained_variance_ratio_,
+           "scalepca": {"n_passes": int(steps.n_passes_ + model.n_passes_ + 1),
+                        "n_passes_preprocessing": int(steps.n_passes_),
+                        "n_passes_fit": int(model.n_passes_), "n_passes_scores": 1}}
+    if param is None:
+        del uns["params"]["mask_var"]
+    hvg = None
+    if flavor is not None:
+        hvg = {"highly_variable": steps.highly_variable_, "means": steps.means_,
+               "dispersions": steps.dispersions_, "dispersions_norm": steps.dispersions_norm_}
+    model.singlecell_n_passes_ = uns["scalepca"]["n_passes"]
+    _write(data, scores, pcs, uns, hvg, flavor)
+    return model
+
+
+def _var_frame(data):
+    """The ``var`` table (genes), small: from the object, or read from the store."""
+    from ..io._anndata import _open_root, is_anndata, is_anndata_object
+
+    if is_anndata_object(data):
+        return data.var
+    if is_anndata(data):
+        import anndata
+
+        root = _open_root(data, None)
+        try:
+            return anndata.io.read_elem(root["var"])
+        finally:
+            if hasattr(root, "close"):
+                root.close()
+    return None
+
+
+def _dask_blocks(raw):
+    import dask.array as da
+    import xarray as xr
+
+    from ..preprocessing._singlecell import _as_blocks
+
+    arr = raw.data if isinstance(raw, xr.DataArray) else raw
+    return arr if isinstance(arr, da.Array) else _as_blocks(arr)
+
+
+def _write(data, scores, pcs, uns, hvg, flavor) -> None:
+    from ..io._anndata import is_anndata, is_anndata_object
+
+    if not (is_anndata_object(data) or is_anndata(data)):
+        return  # an array: the fitted model is the result
+
+    if is_anndata_object(data):
+        import dask
+
+        if data.is_view:
+            raise ValueError("pca writes into the AnnData; give a copy of the view "
+                             "(adata[cells, genes].copy()) or the parent")
+        (data.obsm["X_pca"],) = dask.compute(scores)
+        data.varm["PCs"] = pcs
+        data.uns["pca"] = uns
+        if hvg is not None:
+            for k, v in hvg.items():
+                data.var[k] = v
+            data.uns["hvg"] = {"flavor": flavor}
+        return
+    from ..io._anndata_write import write_results
+
+    write_results(data, scores, pcs, uns, hvg, flavor)
