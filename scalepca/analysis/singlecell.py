@@ -130,13 +130,21 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     return model
 
 
+def _is_store(data) -> bool:
+    import os
+
+    from ..io._anndata import is_anndata
+
+    return isinstance(data, (str, os.PathLike)) and is_anndata(data)
+
+
 def _var_frame(data):
     """The ``var`` table (genes), small: from the object, or read from the store."""
-    from ..io._anndata import _open_root, is_anndata, is_anndata_object
+    from ..io._anndata import _open_root, is_anndata_object
 
     if is_anndata_object(data):
         return data.var
-    if is_anndata(data):
+    if _is_store(data):
         import anndata
 
         root = _open_root(data, None)
@@ -159,9 +167,9 @@ def _dask_blocks(raw):
 
 
 def _write(data, scores, pcs, uns, hvg, flavor) -> None:
-    from ..io._anndata import is_anndata, is_anndata_object
+    from ..io._anndata import is_anndata_object
 
-    if not (is_anndata_object(data) or is_anndata(data)):
+    if not (is_anndata_object(data) or _is_store(data)):
         return  # an array: the fitted model is the result
 
     if is_anndata_object(data):

@@ -15,7 +15,11 @@ Genes are then chosen by cutoffs on the mean and the standardised dispersion, or
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 FLAVORS = ("seurat", "cell_ranger")
 
@@ -70,4 +74,12 @@ def select_genes(mean, norm, *, n_top_genes: int | None, min_mean: float, max_me
     finite = norm[~np.isnan(norm)]
     k = min(int(n_top_genes), finite.size)
     cut = np.sort(finite)[::-1][k - 1]
-    return np.nan_to_num(norm, nan=-np.inf) >= cut
+    chosen = np.nan_to_num(norm, nan=-np.inf) >= cut
+    near = np.abs(finite - cut) <= 1e-9 * max(abs(cut), 1.0)
+    if np.count_nonzero(near) > np.count_nonzero(near & (finite >= cut)):
+        # e.g. bins of two genes, whose standardised dispersions are ±1/√2 exactly
+        logger.warning(
+            "highly variable genes: the n_top_genes=%d cut falls among %d genes of equal "
+            "standardised dispersion (to rounding); which of them are chosen follows rounding, "
+            "in scanpy as here", n_top_genes, int(np.count_nonzero(near)))
+    return chosen
