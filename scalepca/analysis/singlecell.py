@@ -79,8 +79,12 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     scalepca.PCA
         The fitted model; its ``transform`` takes raw counts of new cells.
     """
+    from ..io._anndata import is_anndata_object
     from ..models.pca import PCA
 
+    if is_anndata_object(data) and data.is_view:
+        raise ValueError("pca writes into the AnnData; give a copy of the view "
+                         "(adata[cells, genes].copy()) or its parent")
     raw = raw_counts(data, layer=layer, chunks=chunks)
     var = _var_frame(data)
     param, mask = _gene_mask(var, mask_var, flavor)
@@ -107,7 +111,9 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     model = PCA(n_comps, svd_solver=svd_solver, zero_center=zero_center,
                 random_state=random_state).fit(matrix)
     scores = model.transform(matrix)
-    scores = getattr(scores, "data", scores).astype(dtype)
+    import xarray as xr
+
+    scores = (scores.data if isinstance(scores, xr.DataArray) else scores).astype(dtype)
     genes = steps.highly_variable_ if steps.highly_variable_ is not None else None
     pcs = np.zeros((raw.shape[1], model.n_components_))
     pcs[slice(None) if genes is None else genes] = model.components_.T
@@ -175,9 +181,6 @@ def _write(data, scores, pcs, uns, hvg, flavor) -> None:
     if is_anndata_object(data):
         import dask
 
-        if data.is_view:
-            raise ValueError("pca writes into the AnnData; give a copy of the view "
-                             "(adata[cells, genes].copy()) or the parent")
         (data.obsm["X_pca"],) = dask.compute(scores)
         data.varm["PCs"] = pcs
         data.uns["pca"] = uns

@@ -11,14 +11,18 @@ from ._anndata import _local, _open_root
 
 
 def _open_for_update(path):
+    """``(root opened for writing, whether its metadata were consolidated)``. anndata edits no
+    consolidated store: it is opened without, and consolidated again after the writes."""
     p = _local(path)
     if p is not None and Path(p).is_file():
         import h5py
 
-        return h5py.File(p, "r+")
+        return h5py.File(p, "r+"), False
     import zarr
 
-    return zarr.open_group(p if p is not None else path, mode="r+")
+    where = p if p is not None else path
+    consolidated = zarr.open_group(where, mode="r").metadata.consolidated_metadata is not None
+    return zarr.open_group(where, mode="r+", use_consolidated=False), consolidated
 
 
 def write_results(path, scores, pcs, uns: dict, hvg: dict | None, flavor) -> None:
@@ -28,7 +32,7 @@ def write_results(path, scores, pcs, uns: dict, hvg: dict | None, flavor) -> Non
     root = _open_root(path, None)  # checks it is an AnnData store first
     if hasattr(root, "close"):
         root.close()
-    root = _open_for_update(path)
+    root, consolidated = _open_for_update(path)
     try:
         for group in ("obsm", "varm", "uns"):
             if group not in root:
@@ -45,3 +49,7 @@ def write_results(path, scores, pcs, uns: dict, hvg: dict | None, flavor) -> Non
     finally:
         if hasattr(root, "close"):
             root.close()
+    if consolidated:
+        import zarr
+
+        zarr.consolidate_metadata(root.store)

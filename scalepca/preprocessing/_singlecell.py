@@ -285,14 +285,29 @@ def _merge_pairs(a, b):
 # -- raw counts in, the prepared matrix out -------------------------------------------------------
 def raw_counts(X, *, layer: str | None = None, chunks=None):
     """Raw counts as ``open_anndata`` reads them: an AnnData (object, view or store path) as a
-    lazy DataArray over (obs, var); arrays (NumPy, SciPy sparse, dask) as they are."""
+    lazy DataArray over (obs, var); arrays (NumPy, SciPy sparse, dask) and DataArrays as they
+    are. Anything else is refused by kind, before any read."""
     import os
 
+    import xarray as xr
+
+    from .._validation import is_sparse
     from ..io._anndata import is_anndata, is_anndata_object, open_anndata
 
     if is_anndata_object(X) or (isinstance(X, (str, os.PathLike)) and is_anndata(X)):
         return open_anndata(X, layer=layer, chunks=chunks)
-    return X
+    if isinstance(X, xr.DataArray) and X.dims != ("obs", "var"):
+        raise ValueError(f"a DataArray of dims {X.dims}: single-cell counts are a matrix "
+                         "over ('obs', 'var') (an AnnData's, as open_matrix reads it)")
+    if isinstance(X, (np.ndarray, da.Array, xr.DataArray)) or is_sparse(X):
+        if getattr(X, "ndim", 2) != 2:
+            raise ValueError(f"counts must be a 2-D matrix (cells × genes); got shape "
+                             f"{X.shape}")
+        return X
+    what = (f"the path {os.fspath(X)!r}, which is no AnnData store"
+            if isinstance(X, (str, os.PathLike)) else f"a {type(X).__name__}")
+    raise TypeError(f"single-cell counts are read from an AnnData (object, .zarr or .h5ad "
+                    f"store) or an array (NumPy, SciPy sparse, dask); got {what}")
 
 
 def prepare_counts(X, prep, *, what: str = "X"):
@@ -308,9 +323,6 @@ def prepare_counts(X, prep, *, what: str = "X"):
     steps: CellSteps = prep.cells
     X = raw_counts(X, layer=None if prep.variable in (None, "X") else prep.variable)
     if isinstance(X, xr.DataArray):
-        if X.ndim != 2 or X.dims != ("obs", "var"):
-            raise ValueError(f"{what} has dims {X.dims}; raw counts over ('obs', 'var') (an "
-                             "AnnData's matrix) are needed")
         names = X["var"].values if "var" in X.coords else None
         steps.check_genes(X.shape[1], names, what)
         data = X.data if isinstance(X.data, da.Array) else _as_blocks(X.data)
@@ -320,8 +332,6 @@ def prepare_counts(X, prep, *, what: str = "X"):
             coords["var"] = kept
         out = xr.DataArray(steps.apply(data), dims=X.dims, coords=coords, name=X.name)
         return attach(out, prep)
-    if getattr(X, "ndim", None) != 2:
-        raise ValueError(f"{what} must be a 2-D matrix of raw counts (cells × genes)")
     steps.check_genes(X.shape[1], None, what)
     if isinstance(X, da.Array):
         blocks = as_csr_blocks(X) if is_sparse(X) else X.rechunk({1: -1})
