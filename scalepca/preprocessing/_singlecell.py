@@ -179,9 +179,13 @@ class CellSteps:
             self._fit_gene_moments(X, split_every)
         return self
 
+    def _gene_moments_block(self):
+        """The task of the gene-moments pass on one raw block (a picklable callable)."""
+        return _GeneMoments(self, self._hvg_from_moments and self.flavor == "seurat")
+
     def _fit_gene_moments(self, X: da.Array, split_every: int) -> None:
         with_expm1 = self._hvg_from_moments and self.flavor == "seurat"
-        graph = passes.reduce_rows(X, _GeneMoments(self, with_expm1), _merge_pairs,
+        graph = passes.reduce_rows(X, self._gene_moments_block(), _merge_pairs,
                                    split_every=split_every, name="gene-moments")
         (parts,) = passes.compute(graph, name="gene moments")
         log_m = parts[0]
