@@ -80,6 +80,31 @@ def test_passes_of_the_pipeline(raw, name, passes):
     assert model.singlecell_n_passes_ == passes + 2  # and the scores
 
 
+@pytest.mark.parametrize("n_top_genes", [50, 120])
+def test_seurat_v3_on_raw_counts_equals_scanpys(raw, n_top_genes):
+    """seurat_v3 ranks genes from the raw counts (a LOESS curve between two passes, the
+    second fused with the gene moments): the same genes as scanpy's, then the pipeline."""
+    sc = pytest.importorskip("scanpy")
+    anndata = pytest.importorskip("anndata")
+    pytest.importorskip("skmisc")
+    ref = anndata.AnnData(sp.csr_matrix(raw.compute()))
+    sc.pp.highly_variable_genes(ref, flavor="seurat_v3", n_top_genes=n_top_genes)
+    sc.pp.normalize_total(ref)
+    sc.pp.log1p(ref)
+    sc.pp.scale(ref, max_value=10)
+    sc.pp.pca(ref, n_comps=N_COMPS, svd_solver="arpack")
+    model = scalepca.pp.pca(raw, N_COMPS, normalize_total=True, log1p=True, flavor="seurat_v3",
+                            n_top_genes=n_top_genes, scale=True, max_value=10)
+    steps = model._preprocessing.cells
+    np.testing.assert_array_equal(steps.highly_variable_, ref.var["highly_variable"])
+    np.testing.assert_allclose(steps.variances_norm_, ref.var["variances_norm"], rtol=1e-12)
+    np.testing.assert_allclose(model.explained_variance_ratio_,
+                               ref.uns["pca"]["variance_ratio"], rtol=1e-8)
+    hv = ref.var["highly_variable"].to_numpy()
+    assert 1 - min_abs_corr(model.components_.T, ref.varm["PCs"][hv]) < 1e-8
+    assert steps.n_passes_ == 2  # counts per cell with the raw sums; moments with clipped sums
+
+
 def test_scaling_stays_sparse_and_is_the_scaled_matrix_less_a_constant():
     rng = np.random.default_rng(0)
     y = sp.random(50, 7, density=0.3, random_state=1, format="csr") * 5
@@ -118,8 +143,8 @@ def test_transform_of_new_cells_repeats_the_steps_and_survives_save_load(raw, tm
 
 def test_refusals_before_any_pass(raw):
     with dask.config.set(scheduler=_no_compute):
-        with pytest.raises(ValueError, match="seurat_v3"):
-            scalepca.pp.pca(raw, 5, log1p=True, flavor="seurat_v3")
+        with pytest.raises(ValueError, match="flavor must be one of"):
+            scalepca.pp.pca(raw, 5, log1p=True, flavor="seurat_v4")
         with pytest.raises(ValueError, match="zero_center=False cannot follow scale"):
             scalepca.pp.pca(raw, 5, scale=True, zero_center=False)
         with pytest.raises(ValueError, match="max_fraction"):

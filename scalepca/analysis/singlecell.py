@@ -67,8 +67,9 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     log1p : bool
         ``sc.pp.log1p`` (natural log).
     flavor, n_top_genes, min_mean, max_mean, min_disp, max_disp, n_bins
-        ``sc.pp.highly_variable_genes``'s, ``flavor`` ``"seurat"`` or ``"cell_ranger"``
-        (None: no selection).
+        ``sc.pp.highly_variable_genes``'s, ``flavor`` ``"seurat"``, ``"cell_ranger"`` (on
+        the log data) or ``"seurat_v3"`` (on the raw counts, ``n_top_genes`` default 2000;
+        needs scikit-misc), None: no selection.
     scale, max_value
         ``sc.pp.scale`` (unit variance, centred; clipped to ``±max_value``), kept sparse.
     zero_center, svd_solver, random_state
@@ -128,7 +129,11 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     if param is None:
         del uns["params"]["mask_var"]
     hvg = None
-    if flavor is not None:
+    if flavor == "seurat_v3":
+        hvg = {"highly_variable": steps.highly_variable_,
+               "highly_variable_rank": steps.highly_variable_rank_, "means": steps.means_,
+               "variances": steps.variances_, "variances_norm": steps.variances_norm_}
+    elif flavor is not None:
         hvg = {"highly_variable": steps.highly_variable_, "means": steps.means_,
                "dispersions": steps.dispersions_, "dispersions_norm": steps.dispersions_norm_}
     model.singlecell_n_passes_ = uns["scalepca"]["n_passes"]

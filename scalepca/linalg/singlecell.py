@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["as_csr64", "cell_totals", "count_highly_expressed", "normalize_log_block",
-           "scale_block", "scale_offset"]
+__all__ = ["as_csr64", "cell_totals", "clipped_sums", "count_highly_expressed",
+           "normalize_log_block", "scale_block", "scale_offset"]
 
 
 def as_csr64(x) -> sp.csr_matrix:
@@ -47,6 +47,16 @@ def count_highly_expressed(x, max_fraction: float) -> np.ndarray:
     totals = cell_totals(x)
     high = x.data > max_fraction * totals[_rows_of_entries(x)]
     return np.bincount(x.indices[high], minlength=x.shape[1]).astype(np.int64)
+
+
+def clipped_sums(x, clip: np.ndarray) -> np.ndarray:
+    """Per gene, the sum and the sum of squares of the counts clipped above at ``clip``
+    (a (2, d) float64 array; zeros stay zeros)."""
+    x = as_csr64(x)
+    v = np.minimum(x.data, clip[x.indices])
+    d = x.shape[1]
+    return np.stack([np.bincount(x.indices, weights=v, minlength=d),
+                     np.bincount(x.indices, weights=v * v, minlength=d)])
 
 
 def normalize_log_block(x, *, target_sum: float | None, keep: np.ndarray | None = None,

@@ -11,6 +11,12 @@ the 10th, 15th, …, 100th percentiles of the mean; standardised by the bin's me
 median absolute deviation (scaled to a normal's standard deviation).
 Genes are then chosen by cutoffs on the mean and the standardised dispersion, or as the
 ``n_top_genes`` of largest standardised dispersion (ties at the last one included).
+
+``seurat_v3`` reads raw counts: a LOESS curve (``skmisc.loess``, span 0.3, degree 2) of
+log10 variance against log10 mean gives each gene an expected standard deviation ``s``; the
+counts are clipped at ``mean + s √n`` and the variance of the clipped counts standardised by
+``s`` ranks the genes (:func:`seurat_v3_clip`, :func:`seurat_v3_genes`): two passes, the
+second needing the curve of the first.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-FLAVORS = ("seurat", "cell_ranger")
+FLAVORS = ("seurat", "cell_ranger", "seurat_v3")
 
 #: the median absolute deviation of a standard normal (its 3rd quartile)
 _MAD_NORMAL = 0.6744897501960817
@@ -83,3 +89,35 @@ def select_genes(mean, norm, *, n_top_genes: int | None, min_mean: float, max_me
             "standardised dispersion (to rounding); which of them are chosen follows rounding, "
             "in scanpy as here", n_top_genes, int(np.count_nonzero(near)))
     return chosen
+
+
+def loess_class():
+    """scikit-misc's ``loess`` (seurat_v3's curve), or ImportError saying how to get it."""
+    try:
+        from skmisc.loess import loess
+    except ImportError as err:
+        raise ImportError(f"flavor='seurat_v3' fits a LOESS curve with scikit-misc ({err}); "
+                          "pip install scikit-misc") from err
+    return loess
+
+
+def seurat_v3_clip(mean: np.ndarray, var: np.ndarray, n: int, *, span: float = 0.3):
+    """``(expected standard deviation, clip value)`` per gene from the raw counts' means and
+    variances (denominator n − 1), by the LOESS fit of seurat_v3."""
+    loess = loess_class()
+    fitted = np.zeros(mean.shape[0])
+    varying = var > 0
+    model = loess(np.log10(mean[varying]), np.log10(var[varying]), span=span, degree=2)
+    model.fit()
+    fitted[varying] = model.outputs.fitted_values
+    sd = np.sqrt(10**fitted)
+    return sd, sd * np.sqrt(n) + mean
+
+
+def seurat_v3_genes(mean, sd, clipped_sum, clipped_sq_sum, n: int, n_top_genes: int):
+    """``(standardised variance, rank, mask)`` of seurat_v3 from the clipped counts' sums."""
+    v = (n * mean**2 + clipped_sq_sum - 2 * clipped_sum * mean) / ((n - 1) * sd**2)
+    rank = np.argsort(np.argsort(-v)).astype(np.float64)  # 0: most variable
+    mask = rank < int(n_top_genes)
+    rank[~mask] = np.nan
+    return v, rank, mask

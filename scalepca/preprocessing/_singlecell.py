@@ -35,7 +35,8 @@ from ._hvg import FLAVORS, gene_dispersions, select_genes
 
 #: the fitted arrays of :class:`CellSteps` (stored with a model)
 ARRAYS = ("keep_genes_", "highly_variable_", "gene_mean_", "gene_std_", "means_",
-          "dispersions_", "dispersions_norm_")
+          "dispersions_", "dispersions_norm_", "variances_", "variances_norm_",
+          "highly_variable_rank_")
 
 
 @dataclass(eq=False)
@@ -78,17 +79,21 @@ class CellSteps:
     means_: np.ndarray | None = field(default=None, repr=False)
     dispersions_: np.ndarray | None = field(default=None, repr=False)
     dispersions_norm_: np.ndarray | None = field(default=None, repr=False)
+    variances_: np.ndarray | None = field(default=None, repr=False)
+    variances_norm_: np.ndarray | None = field(default=None, repr=False)
+    highly_variable_rank_: np.ndarray | None = field(default=None, repr=False)
     n_passes_: int = 0
 
     # -- checks ---------------------------------------------------------------------------------
     def check(self, d: int) -> None:
         """Refuse parameters that cannot work on d genes (before any pass)."""
         if self.flavor is not None and self.flavor not in FLAVORS:
-            extra = (" (seurat_v3 reads raw counts with a LOESS fit: not available here; run "
-                     "scanpy's highly_variable_genes and pass mask_var)"
-                     if self.flavor == "seurat_v3" else "")
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)} or None; got "
-                             f"{self.flavor!r}{extra}")
+                             f"{self.flavor!r}")
+        if self.flavor == "seurat_v3" and self.gene_mask is None:
+            from ._hvg import loess_class
+
+            loess_class()  # scikit-misc is there, before any pass
         if not 0 <= self.max_fraction <= 1:
             raise ValueError(f"max_fraction must be between 0 and 1; got {self.max_fraction!r}")
         if self.target_sum is not None and not self.target_sum > 0:
@@ -171,17 +176,43 @@ class CellSteps:
                 (counts,) = passes.compute(counts, name="highly expressed genes")
                 self.keep_genes_ = counts == 0
             self.target_sum_ = self.target_sum
+            graphs, names = [], []
             if self.normalize and self.target_sum is None:
-                totals = X.map_blocks(kernels.cell_totals, keep=self.keep_genes_,
-                                      drop_axis=1, dtype=np.float64, meta=np.empty(0))
-                (totals,) = passes.compute(totals, name="counts per cell")
-                self.target_sum_ = float(np.median(totals))
+                graphs.append(X.map_blocks(kernels.cell_totals, keep=self.keep_genes_,
+                                           drop_axis=1, dtype=np.float64, meta=np.empty(0)))
+                names.append("counts per cell")
+            if self._v3:  # the raw counts' moments, in the same pass
+                graphs.append(passes.reduce_rows(X, _RawSums(), _add, split_every=split_every,
+                                                 name="raw-sums"))
+                names.append("raw counts' moments")
+            if graphs:
+                results = list(passes.compute(*graphs, name=" and ".join(names)))
+                if self.normalize and self.target_sum is None:
+                    self.target_sum_ = float(np.median(results.pop(0)))
+                if self._v3:
+                    self._fit_v3_curve(results.pop(0), n)
             self._fit_gene_moments(X, split_every)
         return self
 
+    @property
+    def _v3(self) -> bool:
+        return self._hvg_from_moments and self.flavor == "seurat_v3"
+
+    def _fit_v3_curve(self, sums: np.ndarray, n: int) -> None:
+        """The curve of seurat_v3 from the raw counts' sums. Mean and variance are formed as
+        scanpy forms them (``Σx/n``, ``(Σx²/n − mean²)·n/(n − 1)``): sums of whole counts
+        are exact, so the LOESS sees the same numbers, and genes of equal means (ties, which
+        the LOESS's neighbourhoods depend on to the last bit) stay equal."""
+        from ._hvg import seurat_v3_clip
+
+        self.means_ = sums[0] / n
+        self.variances_ = (sums[1] / n - self.means_**2) * (n / (n - 1))
+        self._v3_sd, self._v3_clip = seurat_v3_clip(self.means_, self.variances_, n)
+
     def _gene_moments_block(self):
         """The task of the gene-moments pass on one raw block (a picklable callable)."""
-        return _GeneMoments(self, self._hvg_from_moments and self.flavor == "seurat")
+        return _GeneMoments(self, self._hvg_from_moments and self.flavor == "seurat",
+                            clip=self._v3_clip if self._v3 else None)
 
     def _fit_gene_moments(self, X: da.Array, split_every: int) -> None:
         with_expm1 = self._hvg_from_moments and self.flavor == "seurat"
@@ -196,7 +227,14 @@ class CellSteps:
         std = np.sqrt(var)
         std[std == 0] = 1.0
         self.gene_std_ = std
-        if self._hvg_from_moments:
+        if self._v3:
+            from ._hvg import seurat_v3_genes
+
+            sums = parts[1]
+            self.variances_norm_, self.highly_variable_rank_, self.highly_variable_ = \
+                seurat_v3_genes(self.means_, self._v3_sd, sums[0], sums[1], n,
+                                2000 if self.n_top_genes is None else self.n_top_genes)
+        elif self._hvg_from_moments:
             read = parts[1] if with_expm1 else log_m
             mean, disp, norm = gene_dispersions(read["mean"], read["ss"] / n * ddof,
                                                 flavor=self.flavor, n_bins=self.n_bins)
@@ -265,13 +303,24 @@ def _add(a, b):
     return a + b
 
 
-class _GeneMoments:
-    """Per-gene moments of the normalised log block (and of its expm1, for seurat)."""
+class _RawSums:
+    """Per gene, the sum and the sum of squares of the raw counts ((2, d) float64)."""
 
-    def __init__(self, steps: CellSteps, with_expm1: bool):
+    def __call__(self, x):
+        x = kernels.as_csr64(x)
+        d = x.shape[1]
+        return np.stack([np.bincount(x.indices, weights=x.data, minlength=d),
+                         np.bincount(x.indices, weights=x.data * x.data, minlength=d)])
+
+
+class _GeneMoments:
+    """Per-gene moments of the normalised log block (and of its expm1, for seurat; the raw
+    counts' clipped sums for seurat_v3)."""
+
+    def __init__(self, steps: CellSteps, with_expm1: bool, clip=None):
         self.target = steps.target_sum_ if steps.normalize else None
         self.keep, self.log = steps.keep_genes_, steps.log1p
-        self.with_expm1 = with_expm1
+        self.with_expm1, self.clip = with_expm1, clip
 
     def __call__(self, x):
         y = kernels.normalize_log_block(x, target_sum=self.target, keep=self.keep, log=self.log)
@@ -279,11 +328,14 @@ class _GeneMoments:
         if self.with_expm1:
             e = sp.csr_matrix((np.expm1(y.data), y.indices, y.indptr), shape=y.shape)
             out += (_block_moments_sparse(e, with_gram=False),)
+        if self.clip is not None:
+            out += (kernels.clipped_sums(x, self.clip),)
         return out  # a tuple: the tree's fold flattens lists
 
 
 def _merge_pairs(a, b):
-    return tuple(merge_moments(p, q) for p, q in zip(a, b, strict=True))
+    return tuple(p + q if isinstance(p, np.ndarray) else merge_moments(p, q)
+                 for p, q in zip(a, b, strict=True))
 
 
 # -- raw counts in, the prepared matrix out -------------------------------------------------------
