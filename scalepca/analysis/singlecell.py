@@ -19,6 +19,18 @@ __all__ = ["pca"]
 
 _DEFAULT = object()
 
+NO_UNCENTRED_AFTER_SCALE = (
+    "zero_center=False cannot follow scale=True: the scaled genes are centred, so the "
+    "uncentred PCA of them is the centred one of a dense matrix; leave zero_center=True")
+
+
+def _refuse_view(data) -> None:
+    from ..io._anndata import is_anndata_object
+
+    if is_anndata_object(data) and data.is_view:
+        raise ValueError("pca writes into the AnnData; give a copy of the view "
+                         "(adata[cells, genes].copy()) or its parent")
+
 
 def _gene_mask(var, mask_var, hvg_flavor):
     """``(mask param as scanpy records it, boolean mask or None)``: scanpy's rule, a
@@ -80,19 +92,12 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     scalepca.PCA
         The fitted model; its ``transform`` takes raw counts of new cells.
     """
-    from ..io._anndata import is_anndata_object
-    from ..models.pca import PCA
-
-    if is_anndata_object(data) and data.is_view:
-        raise ValueError("pca writes into the AnnData; give a copy of the view "
-                         "(adata[cells, genes].copy()) or its parent")
+    _refuse_view(data)
     raw = raw_counts(data, layer=layer, chunks=chunks)
     var = _var_frame(data)
     param, mask = _gene_mask(var, mask_var, flavor)
     if scale and not zero_center:
-        raise ValueError("zero_center=False cannot follow scale=True: the scaled genes are "
-                         "centred, so the uncentred PCA of them is the centred one of a dense "
-                         "matrix; leave zero_center=True")
+        raise ValueError(NO_UNCENTRED_AFTER_SCALE)
     steps = CellSteps(normalize=normalize_total, target_sum=target_sum,
                       exclude_highly_expressed=exclude_highly_expressed,
                       max_fraction=max_fraction, log1p=log1p, flavor=flavor,
@@ -100,23 +105,11 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
                       min_disp=min_disp, max_disp=max_disp, n_bins=n_bins, scale=scale,
                       max_value=max_value, gene_mask=mask)
     steps.check(raw.shape[1])
-    steps.fit(_dask_blocks(raw), gene_names=None if var is None else var.index)
-    from ..preprocessing._steps import Preprocessing
-
-    prep = Preprocessing(variable=layer or "X", dims=("obs", "var"), sample_dims=("obs",),
-                         feature_dims=("var",), cells=steps)
-    matrix = prep.prepare(raw)
-    if n_comps is None:
-        small = min(matrix.shape)
-        n_comps = small - 1 if small <= 50 else 50
-    model = PCA(n_comps, svd_solver=svd_solver, zero_center=zero_center,
-                random_state=random_state).fit(matrix)
-    scores = model.transform(matrix)
-    import xarray as xr
-
-    scores = (scores.data if isinstance(scores, xr.DataArray) else scores).astype(dtype)
-    genes = steps.highly_variable_ if steps.highly_variable_ is not None else None
+    model, scores = _fit(raw, steps, var, layer, n_comps, dtype,
+                         dict(svd_solver=svd_solver, zero_center=zero_center,
+                              random_state=random_state))
     pcs = np.zeros((raw.shape[1], model.n_components_))
+    genes = steps.highly_variable_
     pcs[slice(None) if genes is None else genes] = model.components_.T
     uns = {"params": {"zero_center": zero_center,
                       "use_highly_variable": param == "highly_variable",
@@ -128,17 +121,41 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
                         "n_passes_fit": int(model.n_passes_), "n_passes_scores": 1}}
     if param is None:
         del uns["params"]["mask_var"]
-    hvg = None
-    if flavor == "seurat_v3":
-        hvg = {"highly_variable": steps.highly_variable_,
-               "highly_variable_rank": steps.highly_variable_rank_, "means": steps.means_,
-               "variances": steps.variances_, "variances_norm": steps.variances_norm_}
-    elif flavor is not None:
-        hvg = {"highly_variable": steps.highly_variable_, "means": steps.means_,
-               "dispersions": steps.dispersions_, "dispersions_norm": steps.dispersions_norm_}
     model.singlecell_n_passes_ = uns["scalepca"]["n_passes"]
-    _write(data, scores, pcs, uns, hvg, flavor)
+    _write(data, scores, pcs, uns, _hvg_columns(steps, flavor), flavor)
     return model
+
+
+def _fit(raw, steps: CellSteps, var, layer, n_comps, dtype, pca_params):
+    """Fit the steps (their passes), then PCA on the prepared matrix (its pass); the lazy
+    scores in ``dtype``."""
+    import xarray as xr
+
+    from ..models.pca import PCA
+    from ..preprocessing._steps import Preprocessing
+
+    steps.fit(_dask_blocks(raw), gene_names=None if var is None else var.index)
+    prep = Preprocessing(variable=layer or "X", dims=("obs", "var"), sample_dims=("obs",),
+                         feature_dims=("var",), cells=steps)
+    matrix = prep.prepare(raw)
+    if n_comps is None:  # scanpy's default
+        small = min(matrix.shape)
+        n_comps = small - 1 if small <= 50 else 50
+    model = PCA(n_comps, **pca_params).fit(matrix)
+    scores = model.transform(matrix)
+    return model, (scores.data if isinstance(scores, xr.DataArray) else scores).astype(dtype)
+
+
+def _hvg_columns(steps: CellSteps, flavor) -> dict | None:
+    """The ``var`` columns scanpy's highly_variable_genes writes for ``flavor``."""
+    if flavor == "seurat_v3":
+        return {"highly_variable": steps.highly_variable_,
+                "highly_variable_rank": steps.highly_variable_rank_, "means": steps.means_,
+                "variances": steps.variances_, "variances_norm": steps.variances_norm_}
+    if flavor is not None:
+        return {"highly_variable": steps.highly_variable_, "means": steps.means_,
+                "dispersions": steps.dispersions_, "dispersions_norm": steps.dispersions_norm_}
+    return None
 
 
 def _is_store(data) -> bool:
