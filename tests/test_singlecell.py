@@ -238,3 +238,20 @@ def test_pipeline_on_pbmc68k_equals_scanpys():
                                ref.uns["pca"]["variance_ratio"], rtol=1e-8)
     hv = ref.var["highly_variable"].to_numpy()
     assert 1 - min_abs_corr(mine.varm["PCs"][hv], ref.varm["PCs"][hv]) < 1e-8
+
+
+def test_cli_pp_pca_writes_into_the_store(raw, counts_store, capsys):
+    anndata = pytest.importorskip("anndata")
+    from scalepca.cli import main
+
+    assert main(["pp-pca", str(counts_store), "--n-comps", "5", "--normalize-total",
+                 "--log1p", "--flavor", "cell_ranger", "--n-top-genes", "100", "--scale",
+                 "--max-value", "1", "--target-sum", "10000", "--n-workers", "1", "-q"]) == 0
+    assert "written into" in capsys.readouterr().out
+    back = anndata.read_zarr(counts_store)
+    ref = reference("cell_ranger_clip", raw)
+    np.testing.assert_array_equal(back.var["highly_variable"], ref["highly_variable"])
+    np.testing.assert_allclose(back.uns["pca"]["variance_ratio"], ref["variance_ratio"][:5],
+                               rtol=1e-8)
+    assert main(["pp-pca", str(counts_store.parent), "-q"]) == 2  # not an AnnData store
+    assert "is not an AnnData store" in capsys.readouterr().err
