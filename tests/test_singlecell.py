@@ -255,3 +255,18 @@ def test_cli_pp_pca_writes_into_the_store(raw, counts_store, capsys):
                                rtol=1e-8)
     assert main(["pp-pca", str(counts_store.parent), "-q"]) == 2  # not an AnnData store
     assert "is not an AnnData store" in capsys.readouterr().err
+
+
+def test_pca_of_an_h5ad_file_writes_into_it(raw, tmp_path):
+    anndata = pytest.importorskip("anndata")
+    path = tmp_path / "cells.h5ad"
+    anndata.AnnData(sp.csr_matrix(raw.compute())).write_h5ad(path)
+    model = ours("seurat", str(path))
+    back = anndata.read_h5ad(path)
+    ref = reference("seurat", raw)
+    np.testing.assert_array_equal(back.var["highly_variable"], ref["highly_variable"])
+    np.testing.assert_allclose(back.uns["pca"]["variance_ratio"], ref["variance_ratio"],
+                               rtol=1e-8)
+    np.testing.assert_allclose(back.obsm["X_pca"], np.asarray(model.transform(raw)),
+                               rtol=1e-5, atol=1e-5)  # stored in float32, as scanpy's
+    np.testing.assert_array_equal(back.X.toarray(), raw.compute().toarray())
