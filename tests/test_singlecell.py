@@ -270,3 +270,26 @@ def test_pca_of_an_h5ad_file_writes_into_it(raw, tmp_path):
     np.testing.assert_allclose(back.obsm["X_pca"], np.asarray(model.transform(raw)),
                                rtol=1e-5, atol=1e-5)  # stored in float32, as scanpy's
     np.testing.assert_array_equal(back.X.toarray(), raw.compute().toarray())
+
+
+@pytest.mark.parametrize("flavor", ["seurat", "seurat_v3"])
+def test_each_pass_reads_each_block_once(raw, flavor):
+    """The counted passes are the reads: every block of the counts is read once a pass (the
+    counts per cell and seurat_v3's raw sums share theirs), scores included."""
+    anndata = pytest.importorskip("anndata")
+    if flavor == "seurat_v3":
+        pytest.importorskip("skmisc")
+    import threading
+
+    reads, lock = [], threading.Lock()
+
+    def counted(block):
+        with lock:
+            reads.append(1)
+        return block
+
+    a = anndata.AnnData(raw.map_blocks(counted, dtype=raw.dtype, meta=raw._meta))
+    model = scalepca.pp.pca(a, 5, normalize_total=True, log1p=True, flavor=flavor,
+                            n_top_genes=100, scale=True, max_value=10)
+    assert model.singlecell_n_passes_ == 4
+    assert len(reads) == 4 * raw.numblocks[0]

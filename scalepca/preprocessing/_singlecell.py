@@ -176,21 +176,18 @@ class CellSteps:
                 (counts,) = passes.compute(counts, name="highly expressed genes")
                 self.keep_genes_ = counts == 0
             self.target_sum_ = self.target_sum
-            graphs, names = [], []
-            if self.normalize and self.target_sum is None:
-                graphs.append(X.map_blocks(kernels.cell_totals, keep=self.keep_genes_,
-                                           drop_axis=1, dtype=np.float64, meta=np.empty(0)))
-                names.append("counts per cell")
-            if self._v3:  # the raw counts' moments, in the same pass
-                graphs.append(passes.reduce_rows(X, _RawSums(), _add, split_every=split_every,
-                                                 name="raw-sums"))
-                names.append("raw counts' moments")
-            if graphs:
-                results = list(passes.compute(*graphs, name=" and ".join(names)))
-                if self.normalize and self.target_sum is None:
-                    self.target_sum_ = float(np.median(results.pop(0)))
+            totals = self.normalize and self.target_sum is None
+            if totals or self._v3:  # one pass: each block read once for both
+                first = _FirstPass(self.keep_genes_ if totals else False, self._v3)
+                graph = passes.reduce_rows(X, first, _merge_first, split_every=split_every,
+                                           name="counts-per-cell")
+                (parts,) = passes.compute(graph, name=" and ".join(
+                    (["counts per cell"] if totals else []) +
+                    (["raw counts' sums"] if self._v3 else [])))
+                if totals:
+                    self.target_sum_ = float(np.median(parts["totals"]))
                 if self._v3:
-                    self._fit_v3_curve(results.pop(0), n)
+                    self._fit_v3_curve(parts["sums"], n)
             self._fit_gene_moments(X, split_every)
         return self
 
@@ -303,14 +300,33 @@ def _add(a, b):
     return a + b
 
 
-class _RawSums:
-    """Per gene, the sum and the sum of squares of the raw counts ((2, d) float64)."""
+class _FirstPass:
+    """The counts of each cell (over the genes ``keep``; ``False``: not wanted) and, for
+    seurat_v3, per gene the sum and the sum of squares of the raw counts ((2, d) float64)."""
+
+    def __init__(self, keep, sums: bool):
+        self.keep, self.sums = keep, sums
 
     def __call__(self, x):
         x = kernels.as_csr64(x)
-        d = x.shape[1]
-        return np.stack([np.bincount(x.indices, weights=x.data, minlength=d),
-                         np.bincount(x.indices, weights=x.data * x.data, minlength=d)])
+        out = {}
+        if self.keep is not False:
+            out["totals"] = kernels.cell_totals(x, self.keep)
+        if self.sums:
+            d = x.shape[1]
+            out["sums"] = np.stack([np.bincount(x.indices, weights=x.data, minlength=d),
+                                    np.bincount(x.indices, weights=x.data**2, minlength=d)])
+        return out
+
+
+def _merge_first(a: dict, b: dict) -> dict:
+    """Cells' counts of consecutive blocks in order (the tree merges left to right); sums."""
+    out = {}
+    if "totals" in a:
+        out["totals"] = np.concatenate([a["totals"], b["totals"]])
+    if "sums" in a:
+        out["sums"] = a["sums"] + b["sums"]
+    return out
 
 
 class _GeneMoments:
