@@ -293,3 +293,40 @@ def test_each_pass_reads_each_block_once(raw, flavor):
                             n_top_genes=100, scale=True, max_value=10)
     assert model.singlecell_n_passes_ == 4
     assert len(reads) == 4 * raw.numblocks[0]
+
+
+def test_run_config_with_singlecell_steps_and_transform_of_the_store(raw, counts_store,
+                                                                    tmp_path, capsys):
+    """``data.singlecell`` in a run config: the model fitted on the prepared counts keeps the
+    steps (saved with it), and ``scalepca transform`` of the raw store repeats them."""
+    pytest.importorskip("anndata")
+    import yaml
+    import zarr
+
+    from scalepca.cli import main
+
+    steps = {"normalize_total": True, "log1p": True, "flavor": "seurat", "scale": True}
+    cfg = {"data": {"path": str(counts_store), "format": "anndata", "singlecell": steps},
+           "model": {"method": "pca", "n_components": N_COMPS, "svd_solver": "covariance_eigh"},
+           "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
+                       "processes": False},
+           "output": {"store": str(tmp_path / "out"), "report": False}}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(path), "-q"]) == 0, capsys.readouterr().err
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    ref = reference("seurat", raw)
+    np.testing.assert_allclose(model.explained_variance_ratio_, ref["variance_ratio"],
+                               rtol=1e-8)
+    np.testing.assert_array_equal(model._preprocessing.cells.highly_variable_,
+                                  ref["highly_variable"])
+    out = tmp_path / "scores.zarr"
+    assert main(["transform", str(tmp_path / "out" / "model.zarr"), str(counts_store),
+                 "--out", str(out), "--n-workers", "1", "--no-processes", "-q"]) == 0, \
+        capsys.readouterr().err
+    scores = np.asarray(zarr.open_group(str(out), mode="r")["scores"])
+    assert 1 - min_abs_corr(scores, ref["X_pca"].astype(np.float64)) < 1e-6
+    bad = dict(cfg, data={**cfg["data"], "singlecell": {"flavour": "seurat"}})
+    path.write_text(yaml.safe_dump(bad))
+    assert main(["validate", str(path)]) == 2
+    assert "did you mean 'flavor'" in capsys.readouterr().err

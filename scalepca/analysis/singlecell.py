@@ -15,13 +15,69 @@ import numpy as np
 
 from ..preprocessing._singlecell import CellSteps, raw_counts
 
-__all__ = ["pca"]
+__all__ = ["check_step_keys", "pca", "prepared_matrix"]
+
+#: the keys of the steps (a config's ``data.singlecell``), with their types
+STEP_KEYS = {"normalize_total": bool, "target_sum": (int, float, type(None)),
+             "exclude_highly_expressed": bool, "max_fraction": (int, float), "log1p": bool,
+             "flavor": (str, type(None)), "n_top_genes": (int, type(None)),
+             "min_mean": (int, float), "max_mean": (int, float), "min_disp": (int, float),
+             "max_disp": (int, float), "n_bins": int, "scale": bool,
+             "max_value": (int, float, type(None))}
 
 _DEFAULT = object()
 
 NO_UNCENTRED_AFTER_SCALE = (
     "zero_center=False cannot follow scale=True: the scaled genes are centred, so the "
     "uncentred PCA of them is the centred one of a dense matrix; leave zero_center=True")
+
+
+def check_step_keys(steps: dict, where: str) -> str | None:
+    """Why the mapping ``steps`` cannot be the steps' keywords (None: it can)."""
+    import difflib
+
+    for key, value in steps.items():
+        if key not in STEP_KEYS:
+            close = difflib.get_close_matches(key, STEP_KEYS, n=1)
+            return (f"'{where}.{key}' is not a step" + (f"; did you mean {close[0]!r}?"
+                                                         if close else "")
+                    + f" (allowed: {', '.join(STEP_KEYS)})")
+        kind = STEP_KEYS[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            return f"'{where}.{key}' has the wrong type: {value!r}"
+    flavor = steps.get("flavor")
+    if flavor is not None and flavor not in ("seurat", "cell_ranger", "seurat_v3"):
+        return f"'{where}.flavor' is {flavor!r}; allowed: seurat, cell_ranger, seurat_v3"
+    return None
+
+
+def _steps_of(keys: dict, mask=None) -> CellSteps:
+    keys = dict(keys)
+    return CellSteps(normalize=keys.pop("normalize_total", False),
+                     log1p=keys.pop("log1p", False), flavor=keys.pop("flavor", None),
+                     scale=keys.pop("scale", False), gene_mask=mask, **keys)
+
+
+def prepared_matrix(data, steps: dict, *, layer=None, chunks=None):
+    """The matrix an estimator fits from the raw counts ``data`` (AnnData object or store)
+    after the single-cell ``steps`` (``pp.pca``'s keywords), which are fitted here (their
+    passes) and carried by the matrix, so the fitted model owns and repeats them. A
+    ``highly_variable`` column of ``var`` selects the genes when no flavour does."""
+    raw = raw_counts(data, layer=layer, chunks=chunks)
+    var = _var_frame(data)
+    _, mask = _gene_mask(var, _DEFAULT, steps.get("flavor"))
+    cells = _steps_of(steps, mask)
+    cells.check(raw.shape[1])
+    return _prepared(raw, cells, var, layer)
+
+
+def _prepared(raw, steps: CellSteps, var, layer):
+    from ..preprocessing._steps import Preprocessing
+
+    steps.fit(_dask_blocks(raw), gene_names=None if var is None else var.index)
+    prep = Preprocessing(variable=layer or "X", dims=("obs", "var"), sample_dims=("obs",),
+                         feature_dims=("var",), cells=steps)
+    return prep.prepare(raw)
 
 
 def _refuse_view(data) -> None:
@@ -132,12 +188,8 @@ def _fit(raw, steps: CellSteps, var, layer, n_comps, dtype, pca_params):
     import xarray as xr
 
     from ..models.pca import PCA
-    from ..preprocessing._steps import Preprocessing
 
-    steps.fit(_dask_blocks(raw), gene_names=None if var is None else var.index)
-    prep = Preprocessing(variable=layer or "X", dims=("obs", "var"), sample_dims=("obs",),
-                         feature_dims=("var",), cells=steps)
-    matrix = prep.prepare(raw)
+    matrix = _prepared(raw, steps, var, layer)
     if n_comps is None:  # scanpy's default
         small = min(matrix.shape)
         n_comps = small - 1 if small <= 50 else 50

@@ -191,6 +191,9 @@ class Preprocessing:
     def _prepare_cells(self, X, what: str):
         """Raw counts through the fitted single-cell steps; a matrix they made, as it is."""
         carried_by = carried(X)
+        if (carried_by is not None and carried_by.cells is None
+                and carried_by.dims == ("obs", "var") and carried_by.weights is None):
+            carried_by = None  # an AnnData's matrix as open_matrix reads it: raw counts
         if carried_by is not None:
             if carried_by.cells is None or (carried_by.cells is not self.cells and
                                             carried_by.cells.to_json() != self.cells.to_json()):
