@@ -28,7 +28,7 @@ _PUBLIC = {
     "open_matrix": "scalepca.preprocessing",
 }
 _SUBMODULES = ("analysis", "app", "cli", "datasets", "io", "linalg", "models", "persistence",
-               "preprocessing")
+               "pp", "preprocessing")
 
 __all__ = [
     "KernelPCA", "PCA", "PPCA", "RobustPCA", "Rotator", "SparsePCA", "__version__", "connect",

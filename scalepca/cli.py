@@ -1,4 +1,4 @@
-"""The scalepca command line: run | transform | info | validate | make-data.
+"""The scalepca command line: run | transform | info | validate | make-data | pp-pca.
 
 Exit codes: 0 success; 2 a user mistake (bad config or arguments, missing store, missing
 optional package), reported in one line; 1 a failed job (a worker died, a compute raised),
@@ -146,6 +146,36 @@ def cmd_transform(args) -> int:
         write_array(scores, out, name="scores", storage_options=so, overwrite=args.overwrite,
                     flag="--overwrite", inputs=[("the model", model), ("the data", data)])
     print(f"written: {out}")
+    return EXIT_OK
+
+
+def cmd_pp_pca(args) -> int:
+    """scanpy's pipeline on an AnnData store, results written into it (scalepca.pp.pca)."""
+    from .app.cluster import connect, progress
+    from .io._anndata import is_anndata
+    from .pp import pca
+
+    store = _abs(args.store)
+    if not is_anndata(store):
+        raise UserError(f"{args.store!r} is not an AnnData store (.zarr folder or .h5ad file "
+                        "with 'encoding-type: anndata')")
+    steps = dict(normalize_total=args.normalize_total, target_sum=args.target_sum,
+                 exclude_highly_expressed=args.exclude_highly_expressed, log1p=args.log1p,
+                 flavor=args.flavor, n_top_genes=args.n_top_genes, scale=args.scale,
+                 max_value=args.max_value, layer=args.layer, chunks=args.chunk_rows)
+    if args.mask_var is not None:
+        steps["mask_var"] = None if args.mask_var == "none" else args.mask_var
+    ccfg = ({"kind": "address", "address": args.scheduler} if args.scheduler else
+            {"kind": "local", "n_workers": args.n_workers})
+    quiet = args.no_progress or args.quiet
+    with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
+        model = pca(store, args.n_comps, **steps)
+    ratio = model.explained_variance_ratio_
+    print(f"written into {store}: obsm/X_pca, varm/PCs, uns/pca"
+          + (", var (highly variable genes)" if args.flavor else "")
+          + f"; {model.n_features_in_} genes, {model.singlecell_n_passes_} passes; "
+          f"variance ratio of the first {min(5, ratio.size)}: "
+          + ", ".join(f"{r:.4f}" for r in ratio[:5]))
     return EXIT_OK
 
 
@@ -376,6 +406,10 @@ _INFO_EXAMPLES = """examples:
 _VALIDATE_EXAMPLES = """examples:
   scalepca validate job.yaml
   scalepca validate slurm.yaml --job-script"""
+_PP_PCA_EXAMPLES = """examples:
+  scalepca pp-pca cells.zarr --normalize-total --log1p --flavor seurat --n-top-genes 2000 \\
+      --scale --max-value 10
+  scalepca pp-pca pbmc.h5ad --n-comps 30          # X already prepared; var/highly_variable used"""
 _MAKE_DATA_EXAMPLES = """examples:
   scalepca make-data data.zarr --n-samples 1000000 --n-features 256
   scalepca make-data big.zarr --size 4GB --dtype float32 --set rank=20
@@ -504,6 +538,42 @@ def _add_make_data(sub) -> None:
     m.set_defaults(func=cmd_make_data)
 
 
+def _add_pp_pca(sub) -> None:
+    c = _subparser(sub, "pp-pca", "scanpy's normalize_total, log1p, highly_variable_genes, "
+                   "scale and pca on an AnnData store, results written into it",
+                   _PP_PCA_EXAMPLES, description="scanpy's pipeline on an AnnData store (.zarr "
+                   "or .h5ad) in a few passes, without rewriting X: obsm/X_pca, varm/PCs, "
+                   "uns/pca and (with --flavor) the highly variable genes in var, as scanpy "
+                   "writes them. Steps left out are not run (X taken as it is).")
+    c.add_argument("store", help="AnnData store path (.zarr folder or .h5ad file)")
+    c.add_argument("--n-comps", type=int, metavar="K",
+                   help="principal components (default: scanpy's, 50)")
+    c.add_argument("--layer", help="layer of raw counts (default: X)")
+    c.add_argument("--normalize-total", action="store_true",
+                   help="scale each cell's counts to --target-sum")
+    c.add_argument("--target-sum", type=float, metavar="T",
+                   help="counts per cell after normalising (default: the median)")
+    c.add_argument("--exclude-highly-expressed", action="store_true",
+                   help="leave genes above 5%% of a cell's counts out of its total")
+    c.add_argument("--log1p", action="store_true", help="log(1 + x) after normalising")
+    c.add_argument("--flavor", choices=["seurat", "cell_ranger", "seurat_v3"],
+                   help="select highly variable genes this way (default: no selection)")
+    c.add_argument("--n-top-genes", type=int, metavar="N",
+                   help="highly variable genes to keep (default: scanpy's cutoffs)")
+    c.add_argument("--mask-var", metavar="COLUMN", help="boolean var column of the genes to "
+                   "use, or 'none' (default: highly_variable when present, as scanpy)")
+    c.add_argument("--scale", action="store_true", help="genes to unit variance, centred")
+    c.add_argument("--max-value", type=float, metavar="V", help="clip scaled values to ±V")
+    c.add_argument("--chunk-rows", type=int, metavar="N",
+                   help="cells per block (default: about 64 MiB of stored values)")
+    c.add_argument("--scheduler", metavar="ADDRESS", help="address of an existing dask "
+                   "scheduler (default: start an embedded cluster)")
+    c.add_argument("--n-workers", type=int, metavar="N",
+                   help="workers of the embedded cluster (default: dask's choice)")
+    _common_flags(c, progress=True)
+    c.set_defaults(func=cmd_pp_pca)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
@@ -518,6 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_transform(sub)
     _add_info_validate(sub)
     _add_make_data(sub)
+    _add_pp_pca(sub)
     return p
 
 

@@ -434,6 +434,9 @@ OPERATIONS = [
     # partial_fit on the data, then on 60 more rows of the same kind: equal to the reference
     # fitted on all 120 rows (components, and the scores of the first 60)
     "partial_fit",
+    # scalepca.pp.pca(data, 3) with no single-cell step: the PCA of the data, its scores in
+    # obsm["X_pca"] of an AnnData (tests/test_singlecell.py: the steps against scanpy's)
+    "pp.pca",
 ]
 
 
@@ -496,6 +499,23 @@ NAN_READ = ("NaN can only be found by reading the data: refused at the end of th
 
 #: first matching row wins; a cell no row matches must equal the reference
 EXPECTATIONS = [
+    # -- scalepca.pp.pca, scanpy's entry point --------------------------------------------------
+    Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
+         "RobustPCA-*", "*", "*", "pp.pca",
+         NotApplicable("pp.pca fits PCA (svd_solver='auto'): run once, against the reference of "
+                       "PCA-covariance_eigh")),
+    Rule("*", "*", "weights-*|weights+*|land-mask|standardize*|missing|open_options", "pp.pca",
+         NotApplicable("pp.pca's preparation is scanpy's (normalize_total, log1p, highly "
+                       "variable genes, scale: tests/test_singlecell.py), not open_matrix's")),
+    Rule("*", "xarray-*", "*", "pp.pca",
+         Refused(ValueError, "single-cell counts are a matrix over ('obs', 'var')",
+                 "pp.pca reads cells × genes: an AnnData's matrix or an array")),
+    Rule("*", "pandas|dask-dataframe|zarr-*|netcdf|plink-bed", "*", "pp.pca",
+         Refused(TypeError, "single-cell counts are read from an AnnData",
+                 "pp.pca reads AnnData (objects, .zarr/.h5ad stores) and arrays")),
+    Rule("*", "anndata-view-*|anndata-backed-permuted|anndata-backed-subset", "*", "pp.pca",
+         Refused(ValueError, "give a copy of the view",
+                 "pp.pca writes its results into the AnnData, which a view cannot hold")),
     # -- what does not apply ----------------------------------------------------------------
     Rule("PCA-tsqr|PCA-randomized|PPCA-*|KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "MCA",
          NotApplicable("MCA fits no estimator of this axis: run once, against the reference "
@@ -669,6 +689,9 @@ def _names():
 #: expanded to every combination. An operation ``save-load>OP`` saves the fitted model, loads
 #: it and runs OP with the loaded one.
 EXTRA_CELLS = [
+    # scalepca.pp.pca on the kinds it reads, uncentred and on float32 data
+    ("PCA-covariance_eigh", "numpy|dask-csr|anndata|anndata-zarr",
+     "zero_center=False|float32|float32+gram-float64", "pp.pca"),
     # PPCA standardised, then the EOF tools (maps in the field's units, rotated scores)
     ("PPCA-closed_form", "xarray-field", "standardize|standardize+land-mask", EOF_TOOLS),
     # KernelPCA on sparse input, standardised

@@ -20,7 +20,7 @@ from scalepca.cli import EXIT_OK, build_parser, main
 from ._terminal import assert_no_stale_characters, run_in_pty, shown
 
 SCALEPCA = str(Path(sys.executable).parent / "scalepca")
-COMMANDS = ("run", "transform", "info", "validate", "make-data")
+COMMANDS = ("run", "transform", "info", "validate", "make-data", "pp-pca")
 
 
 def _main(capsys, *argv):

@@ -455,6 +455,8 @@ class Cell:
                     f"{other.name}: refused after {self.tasks.count} dask tasks"
                 assert re.search(r"'f3'|'g3'|'lat'", str(err.value)), \
                     f"{other.name}: the refusal names no feature: {err.value}"
+        elif op == "pp.pca":
+            self.pp_pca(raw, ref)
         elif op == "cli-transform":
             self.cli_transform(model, raw, ref)
         else:  # pragma: no cover - a new operation needs its branch here
@@ -488,6 +490,23 @@ class Cell:
         expected = (ref.field[:, ref.keep] / ref.sd) @ ref.model.components_.T * factor
         Z = _scores(self.call(project_field, model, Xnew, eofscaling=1), self.kind)
         _close(_align(Z, expected, 0), expected, rtol, "project_field(eofscaling=1)")
+
+    def pp_pca(self, raw, ref):
+        """scalepca.pp.pca on the data as the user holds them: the model equals the reference,
+        and an AnnData holds its scores and axes where scanpy puts them."""
+        import scalepca
+
+        model = self.call(scalepca.pp.pca, raw, C.N_COMPONENTS, zero_center=self.option.center,
+                          mask_var=None, dtype="float64")
+        self.close_components(self.components(model), ref, "pp.pca components_")
+        if self.kind.name.startswith("anndata"):
+            if self.kind.path:
+                import anndata
+
+                raw = anndata.read_zarr(raw)
+            self.close_scores(np.asarray(raw.obsm["X_pca"]), ref, "obsm['X_pca']")
+            self.close_components(self._canonical_components(np.asarray(raw.varm["PCs"]).T),
+                                  ref, "varm['PCs']")
 
     def other_kinds(self, X):
         """(kind, the data as that kind) for each kind the cell's data are also held as."""

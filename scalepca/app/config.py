@@ -92,6 +92,7 @@ _DATA = {
     "decode_times": _f((bool, _NONE)),
     "use_cftime": _f((bool, _NONE)),
     "engine": _f((str, _NONE)),
+    "singlecell": _f((dict, _NONE)),
 }
 
 #: the ``data`` keys passed to xarray's open functions (scalepca.io._open_options)
@@ -383,6 +384,15 @@ def _check_data(section) -> dict:
     elif out["layer"] is not None and out["format"] is not None:
         raise ConfigError(f"'data.layer' applies to data.format anndata; data.format is "
                           f"{out['format']!r}")
+    if out["singlecell"] is not None:
+        if out["format"] not in (None, "anndata"):
+            raise ConfigError(f"'data.singlecell' prepares AnnData counts; data.format is "
+                              f"{out['format']!r}")
+        from ..analysis.singlecell import check_step_keys
+
+        problem = check_step_keys(out["singlecell"], "data.singlecell")
+        if problem:
+            raise ConfigError(problem)
     if out["generate"] is not None:
         out["generate"] = _check_generate(out["generate"])
         gen = out["generate"]

@@ -42,6 +42,13 @@ KEY_DOCS = {
     "data.engine": "The xarray engine that reads a NetCDF/HDF5 file (``h5netcdf``, "
                    "``netcdf4``, ``scipy``; an installed one). Default: chosen from the "
                    "file's first bytes. Not for zarr stores.",
+    "data.singlecell": "AnnData raw counts: scanpy's steps before the fit, done inside the "
+                       "passes and kept by the model (``transform`` repeats them): "
+                       "``normalize_total``, ``target_sum``, ``exclude_highly_expressed``, "
+                       "``max_fraction``, ``log1p``, ``flavor`` (``seurat``, ``cell_ranger``, "
+                       "``seurat_v3``), ``n_top_genes``, ``min_mean``, ``max_mean``, "
+                       "``min_disp``, ``max_disp``, ``n_bins``, ``scale``, ``max_value``, as "
+                       "``scalepca.pp.pca`` takes them.",
     "data.generate": "Write a synthetic dataset at ``data.path`` first, if it is absent: "
                      "``kind`` plus that generator's parameters (below).",
     "output.store": "Folder (or URL) under which the outputs are written; relative to the "

@@ -138,6 +138,14 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
         problem = anndata_keys_problem(dcfg, f"the AnnData store {path!r}")
         if problem:  # open_matrix refuses them too; said here in the config's words
             raise UserError(problem)
+        if dcfg.get("singlecell") is not None:  # raw counts through scanpy's steps
+            from ..analysis.singlecell import prepared_matrix
+
+            if so or dcfg.get("weights") is not None:
+                raise UserError("'data.singlecell' reads local AnnData stores without "
+                                "'data.weights' or 'data.storage_options'")
+            return prepared_matrix(path, dcfg["singlecell"], layer=dcfg.get("layer"),
+                                   chunks=chunks if isinstance(chunks, int) else None)
         try:
             return open_matrix(path, storage_options=so, format="anndata",
                                layer=dcfg.get("layer"),

@@ -24,6 +24,9 @@ from ._params import Shape, check_parameters
 
 logger = logging.getLogger(__name__)
 
+#: prefix of the saved arrays of a model's single-cell steps
+CELLS = "_preprocessing_cells_"
+
 
 #: why features leave a fit (:meth:`DecompositionMixin._leave_out_land`)
 LAND = "NaN in every sample"
@@ -265,6 +268,8 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         """
         self._check_fitted()
         prep = getattr(self, "_preprocessing", None)
+        if prep is not None and prep.cells is not None:  # raw counts: prepared first
+            X = prep.prepare(X, what=what)
         names = feature_names_of(X, feature_dim=None if prep is None else prep.feature_dim,
                                  what=what)
         check_feature_names(self, names, what=what)  # for every kind, before the layout's checks
@@ -513,6 +518,9 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             state["_preprocessing_json"] = prep.to_json()
             if prep.weights is not None:
                 state["_preprocessing_weights"] = prep.weights
+            if prep.cells is not None:  # the single-cell steps' gene statistics
+                state["n_genes_in_"] = prep.cells.n_genes_in_
+                state.update({CELLS + k: v for k, v in prep.cells.arrays().items()})
         for name in self._saved_private:
             if hasattr(self, name):
                 state[name] = getattr(self, name)
@@ -523,6 +531,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         template = state.pop("_feature_template_json", None)
         prep = state.pop("_preprocessing_json", None)
         weights = state.pop("_preprocessing_weights", None)
+        cells = {k[len(CELLS):]: state.pop(k) for k in list(state) if k.startswith(CELLS)}
         for k, v in state.items():
             setattr(self, k, v)
         names = getattr(self, "feature_names_in_", None)
@@ -538,7 +547,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         if prep is not None:
             from ..preprocessing._steps import Preprocessing
 
-            self._preprocessing = Preprocessing.from_json(prep, weights)
+            self._preprocessing = Preprocessing.from_json(prep, weights, cells)
 
     def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
         """Write the fitted model to a zarr group at ``store`` (path or URL), atomically.

@@ -100,7 +100,8 @@ _STATE_NAME = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*_|_[A-Za-z][A-Za-z0-9_]*)\Z")
 
 
 #: scalar state giving the sizes a fitted array may have along any axis
-_SIZE_SCALARS = ("n_samples_", "n_features_in_", "n_components_", "n_kernel_features_")
+_SIZE_SCALARS = ("n_samples_", "n_features_in_", "n_components_", "n_kernel_features_",
+                 "n_genes_in_")
 
 
 def _refuse(where: str, problem: str):

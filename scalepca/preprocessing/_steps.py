@@ -70,6 +70,9 @@ class Preprocessing:
         for messages.
     feature_sizes : tuple of int or None
         Sizes of the feature dims (the grid's shape).
+    cells : CellSteps or None
+        Single-cell steps from raw counts (normalisation, log1p, gene selection, scaling:
+        :mod:`._singlecell`), fitted; ``prepare`` applies them to raw counts.
     """
 
     variable: str | None = None
@@ -79,6 +82,7 @@ class Preprocessing:
     weights: np.ndarray | None = None
     weights_name: str | None = None
     feature_sizes: tuple | None = None
+    cells: object | None = None
 
     # -- names --------------------------------------------------------------------------------
     @property
@@ -146,6 +150,8 @@ class Preprocessing:
         """
         if isinstance(X, xr.Dataset):
             X = self._variable_of(X, what)
+        if self.cells is not None:
+            return self._prepare_cells(X, what)
         if self.dims == ("obs", "var"):  # fitted on AnnData: an AnnData gives the same matrix
             from ..io._anndata import is_anndata_object
 
@@ -181,6 +187,22 @@ class Preprocessing:
         if self._fits(X):  # a table fitted through open_matrix(array, weights=...)
             return attach(self.weight(X), self)
         return X  # the wrong shape: the n_features check says so
+
+    def _prepare_cells(self, X, what: str):
+        """Raw counts through the fitted single-cell steps; a matrix they made, as it is."""
+        carried_by = carried(X)
+        if (carried_by is not None and carried_by.cells is None
+                and carried_by.dims == ("obs", "var") and carried_by.weights is None):
+            carried_by = None  # an AnnData's matrix as open_matrix reads it: raw counts
+        if carried_by is not None:
+            if carried_by.cells is None or (carried_by.cells is not self.cells and
+                                            carried_by.cells.to_json() != self.cells.to_json()):
+                raise ValueError(f"{what} was prepared by other single-cell steps than the "
+                                 "data the model was fitted on; pass the raw counts")
+            return X
+        from ._singlecell import prepare_counts
+
+        return prepare_counts(X, self, what=what)
 
     def _fits(self, X) -> bool:
         return getattr(X, "ndim", 0) == 2 and (
@@ -233,6 +255,10 @@ class Preprocessing:
                   and tuple(self.feature_sizes) != tuple(other.feature_sizes)):
                 out.append(f"a grid of shape {other.feature_sizes}, fitted on "
                            f"{self.feature_sizes}")
+        if (self.cells is None) != (other.cells is None):
+            out.append("raw counts, fitted on counts prepared by single-cell steps"
+                       if other.cells is None else
+                       "counts prepared by single-cell steps, fitted on data without them")
         mine, theirs = _weights_label(self.weights_name), _weights_label(other.weights_name)
         if (self.weights is None) != (other.weights is None):
             if self.weights is None:
@@ -274,12 +300,19 @@ class Preprocessing:
             "feature_dims": None if self.feature_dims is None else list(self.feature_dims),
             "weights_name": self.weights_name,
             "feature_sizes": None if self.feature_sizes is None else list(self.feature_sizes),
+            "cells": None if self.cells is None else self.cells.to_json(),
         }
 
     @classmethod
-    def from_json(cls, state: dict, weights=None) -> Preprocessing:
+    def from_json(cls, state: dict, weights=None, cell_arrays=None) -> Preprocessing:
         def tup(v):
             return None if v is None else tuple(v)
+
+        cells = None
+        if state.get("cells") is not None:
+            from ._singlecell import CellSteps
+
+            cells = CellSteps.from_json(state["cells"], cell_arrays or {})
 
         return cls(
             variable=state.get("variable"),
@@ -289,6 +322,7 @@ class Preprocessing:
             weights=None if weights is None else np.asarray(weights, dtype=np.float64),
             weights_name=state.get("weights_name"),
             feature_sizes=tup(state.get("feature_sizes")),
+            cells=cells,
         )
 
 
