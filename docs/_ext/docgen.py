@@ -95,9 +95,12 @@ _ROLE = re.compile(r":(?:py:)?(class|func|meth|mod|data|attr|exc|obj):`([^`]+)`"
 
 
 def _rst_to_md(text: str) -> str:
-    """Docstring fragments in reST as MyST: ``literal`` → `literal`, :class:`X` → {py:class}`X`
-    (a role left in reST would show as raw text)."""
+    """Docstring fragments in reST as MyST: ``literal`` → `literal`, :class:`X` → {py:class}`X`,
+    :math:`x` → {math}`x` (a role left in reST would show as raw text)."""
     text = _ROLE.sub(lambda m: f"{{py:{m.group(1)}}}`{m.group(2)}`", text)
+    # formulas: {math} roles; a table cell cannot hold "|", so norms are written \Vert, \vert
+    text = re.sub(r":math:`([^`]+)`", lambda m: "{math}`" + m.group(1).replace(
+        "\\|", "\\Vert ").replace("|", "\\vert ") + "`", text)
     return re.sub(r"``(.+?)``", r"`\1`", text)
 
 
