@@ -56,6 +56,9 @@ autosummary_generate = False  # docgen writes the pages (docs/api/generated/)
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
+# the page contents of an estimator list fit(), transform(), … without the class name before
+# each (the column is narrow: "SparsePCA.fit_covariance()" was cut)
+toc_object_entries_show_parents = "hide"
 
 # the copy button copies the code only: no ">>> " / "... " prompts, no "$ " shell prompts
 copybutton_prompt_text = r">>> |\.\.\. |\$ "

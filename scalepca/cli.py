@@ -247,8 +247,10 @@ def cmd_validate(args) -> int:
     found = []  # every problem of the config at once: its keys, then against the data
     cfg = _load(args, found)
     problems, notes = check_config(cfg, data=not args.job_script)
-    said = [speak_cli(problem, method=getattr(args, "method", None))
-            for problem in found + problems]
+    # the config's own problems are in its words already (speaking them again turned the key
+    # list "store, storage_options, …" of output into "store, data.storage_options, …")
+    said = found + [speak_cli(problem, method=getattr(args, "method", None))
+                    for problem in problems]
     if said:
         for problem in dict.fromkeys(said):
             print(f"scalepca: error: {problem}", file=sys.stderr)
@@ -617,7 +619,8 @@ def main(argv=None) -> int:
     except (ConfigError, UserError, FileNotFoundError, FileExistsError, yaml.YAMLError,
             ImportError) as err:
         for problem in getattr(err, "problems", None) or [err]:  # a config's: one line each
-            print(f"scalepca: error: {said(problem)}", file=sys.stderr)
+            text = _one_line(problem) if isinstance(err, ConfigError) else said(problem)
+            print(f"scalepca: error: {text}", file=sys.stderr)
         return EXIT_USER_ERROR
     except (ValueError, TypeError, KeyError) as err:
         # raised by validation before any compute (parameters, shapes, dtypes)

@@ -156,7 +156,7 @@ def test_api_pages_of_functions_generators_and_plots(site):
 def test_config_reference_is_readable(site):
     html = (site / "config.html").read_text()
     text = _text(site / "config.html")
-    for role in (":class:", ":func:", ":data:", ":meth:", ":mod:"):
+    for role in (":class:", ":func:", ":data:", ":meth:", ":mod:", ":math:"):
         assert role not in text, f"a raw {role} role shows in the config reference"
     # whole descriptions: every choice of a parameter, not its first sentence only
     cell = r'<span class="pre">{}</span></code></p></td>(.*?)</tr>'
@@ -225,8 +225,29 @@ def test_guide_page_renders_its_formulas_and_figure(site, tmp_path, page):
     assert 'data-loaded="no"' not in dom, f"{page}: a broken image"
 
 
+#: API pages whose docstrings write formulas as math (``:math:`` roles, ``.. math::`` blocks)
+API_MATH_PAGES = {"PCA": 20, "PPCA": 20, "KernelPCA": 10, "SparsePCA": 10, "RobustPCA": 5,
+                  "north_test": 2}
+
+
+@pytest.mark.parametrize("name", sorted(API_MATH_PAGES))
+def test_api_page_renders_its_formulas(site, tmp_path, name):
+    """The docstrings' formulas are typeset by MathJax on the API pages, not shown as code."""
+    html = (site / "api" / "generated" / f"scalepca.{name}.html").read_text()
+    assert ":math:" not in _text(site / "api" / "generated" / f"scalepca.{name}.html")
+    dom = rendered_dom((site / "api" / "generated" / f"scalepca.{name}.html").as_uri(),
+                       tmp_path / "profile")
+    typeset = dom.count("<mjx-container")
+    assert typeset >= API_MATH_PAGES[name], f"{name}: {typeset} formulas typeset"
+    assert "<mjx-merror" not in dom, f"{name}: a formula failed to typeset"
+    # the formulas the issue found written as code are gone from the code spans
+    code = " ".join(re.findall(r'<span class="pre">(.*?)</span>', html))
+    assert "σ²" not in code and "λ_j" not in code, f"{name}: a formula is still code"
+
+
 @pytest.mark.parametrize("page", ["index.html", "api/estimators.html",
-                                  "api/generated/scalepca.PPCA.html", "guide/ppca.html",
+                                  "api/generated/scalepca.PPCA.html",
+                                  "api/generated/scalepca.PCA.html", "guide/ppca.html",
                                   "guide/eof.html", "config.html", "gallery.html",
                                   "benchmarks.html", "getting-started.html"])
 def test_pages_render_in_a_real_browser(site, tmp_path, page):

@@ -130,6 +130,7 @@ def test_components_as_profiles():
     lines = [ax.get_lines()[0] for ax in fig.axes if ax.get_visible()]
     np.testing.assert_array_equal(lines[1].get_ydata(), C[1])
     assert [ax.get_title() for ax in fig.axes] == ["a", "b"]
+    assert [ax.get_ylabel() for ax in fig.axes] == ["loading", "loading"]  # both axes named
 
 
 def test_components_as_maps_with_land_mask():
@@ -148,6 +149,8 @@ def test_components_as_maps_with_land_mask():
     np.testing.assert_allclose(arr.compressed(), comp[0][~np.isnan(comp[0])])
     assert fig.axes[0].get_xlabel() == "lon" and fig.axes[0].get_ylabel() == "lat"
     assert np.isnan(comp[0]).any()  # the land mask reaches the figure as masked cells
+    bars = [ax for ax in fig.axes if ax not in panels]
+    assert bars and all(ax.get_ylabel() == "loading" for ax in bars)  # colour bars say what
 
 
 def test_components_errors():

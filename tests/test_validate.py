@@ -136,6 +136,18 @@ def test_every_problem_at_once_with_did_you_mean(stores, capsys):
     assert "output.store" in lines[2] and "is not a folder" in lines[2]
 
 
+def test_the_allowed_keys_of_a_section_are_its_own(stores, capsys):
+    """A misspelt output key lists the keys of output as a config writes them: its own
+    storage_options, not data's (the CLI's rewording once renamed it data.storage_options)."""
+    path = _write(stores, "scors.yaml", output={"store": "out", "scors": True})
+    for run in (False, True):
+        rc = main(["run" if run else "validate", str(path)])
+        err = capsys.readouterr().err
+        assert rc == EXIT_USER_ERROR, err
+        assert "did you mean 'scores'?" in err and "store, storage_options, model" in err, err
+        assert "data.storage_options" not in err
+
+
 def test_generate_config_is_valid_before_the_data_exist(stores, capsys):
     path = _write(stores, "gen.yaml", data={"path": "later.zarr", "generate": {
         "n_samples": 1000, "n_features": 8, "rank": 2}})

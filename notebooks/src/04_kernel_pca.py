@@ -31,6 +31,7 @@ X_lazy, y_lazy = make_rings(2000, seed=0, return_labels=True)
 X, y = X_lazy.compute(), y_lazy.compute()
 ax = plot.scores(X, y, label_names=["r = 1", "r = 2.8", "r = 5"], s=4)
 ax.set_aspect("equal")
+ax.set(xlabel="feature 1", ylabel="feature 2")  # the input data, not scores
 ax.set_title("the data");
 
 # %% gallery="kernel_pca_rings"
@@ -99,5 +100,6 @@ fig, ax = plt.subplots(figsize=(4.6, 4), layout="constrained")
 im = ax.pcolormesh(g, g, first, cmap="RdBu_r", shading="auto")
 ax.scatter(X[::6, 0], X[::6, 1], c=y[::6], s=2, cmap="tab10")
 ax.set_aspect("equal")
+ax.set(xlabel="feature 1", ylabel="feature 2")
 fig.colorbar(im, ax=ax, label="first kernel component")
 ax.set_title("Nyström, m = 300: out-of-sample scores");

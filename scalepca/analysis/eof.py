@@ -112,10 +112,16 @@ class NorthTest(NamedTuple):
 
 def north_test(model, n_eff: float | None = None, *, n_modes: int | None = None,
                vfscaled: bool = False) -> NorthTest:
-    """Typical sampling errors of the eigenvalues (North et al., 1982).
+    r"""Typical sampling errors of the eigenvalues (North et al., 1982).
 
-    The typical error of eigenvalue λ_i is ``δλ_i = λ_i √(2 / n_eff)``. When the error bars
-    ``[λ_i − δλ_i, λ_i + δλ_i]`` of two neighbouring modes overlap, the two patterns are not
+    The typical error of eigenvalue :math:`\lambda_i` is
+
+    .. math::
+
+        \delta\lambda_i = \lambda_i \sqrt{2 / n_\mathrm{eff}} .
+
+    When the error bars :math:`[\lambda_i - \delta\lambda_i, \lambda_i + \delta\lambda_i]` of two
+    neighbouring modes overlap, the two patterns are not
     separated by the sample: any rotation of them within their plane is as likely, and the
     individual EOFs should not be interpreted alone.
 
@@ -145,8 +151,8 @@ def north_test(model, n_eff: float | None = None, *, n_modes: int | None = None,
     ``zero_center=False`` is refused (its variances are no eigenvalues, and are not sorted).
     The errors are as accurate as the eigenvalues: with float32 data under the default
     ``scalepca.gram-precision`` (float32 products), a trailing mode's error carries a
-    relative error up to about ``1.5e-8 · λ₁/λ_i`` (the model's Notes state it);
-    ``"float64"`` products keep float64 accuracy.
+    relative error up to about :math:`1.5 \cdot 10^{-8}\, \lambda_1/\lambda_i` (the model's Notes
+    state it); ``"float64"`` products keep float64 accuracy.
 
     References
     ----------

@@ -280,7 +280,7 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
         im = _draw_component(ax, values[i], coords, cm)
         ax.set_title(names[i], fontsize=9)
         if im is not None and colorbar:
-            fig.colorbar(im, ax=ax, shrink=0.8)
+            fig.colorbar(im, ax=ax, shrink=0.8).set_label("loading", fontsize=8)
     return fig
 
 
@@ -349,6 +349,7 @@ def _draw_component(ax, v: np.ndarray, coords, cm):
     ax.plot(np.arange(v.size), v, lw=1)
     ax.axhline(0, color="0.5", lw=0.5)
     ax.set_xlabel("feature")
+    ax.set_ylabel("loading")
     return None
 
 

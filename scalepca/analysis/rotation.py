@@ -66,9 +66,10 @@ def _promax(L: np.ndarray, power: int, max_iter: int, rtol: float):
 
 
 class Rotator(BaseEstimator):
-    """Varimax (``power=1``) or promax (``power>1``) rotation of a model's leading EOFs.
+    r"""Varimax (``power=1``) or promax (``power>1``) rotation of a model's leading EOFs.
 
-    The loadings ``components_[:n_modes]ᵀ √λ`` are rotated with Kaiser normalisation; the
+    The loadings :math:`U_k \sqrt{\lambda}` (``components_[:n_modes]ᵀ`` scaled by the square root
+    of their variances) are rotated with Kaiser normalisation; the
     rotated modes are sorted by the variance they explain and given a sign that makes their
     largest-magnitude entry positive, as xeofs' ``EOFRotator`` does.
 

@@ -311,9 +311,11 @@ def make_sparse_spike(
     dtype: str = "float64",
     seed: int = 0,
 ) -> da.Array:
-    """Spiked covariance ``Σ = Vᵀ diag(λ) V + noise² I`` with sparse rows of ``V``.
+    r"""Spiked covariance with sparse rows of :math:`V`,
+    :math:`\Sigma = V^\top \mathrm{diag}(\lambda)\, V + \mathrm{noise}^2 I`.
 
-    The spike variances are ``λ_j = strength · decay^j`` and the rows of ``V`` are given by
+    The spike variances are :math:`\lambda_j = \mathrm{strength} \cdot \mathrm{decay}^j` and the
+    rows of :math:`V` are given by
     :func:`sparse_spike_loadings` (same ``seed``), so support recovery can be scored.
     """
     V = sparse_spike_loadings(n_features, n_components, support, seed=seed)
@@ -357,10 +359,11 @@ def make_low_rank_sparse(
     seed: int = 0,
     return_parts: bool = False,
 ):
-    """``M = L + S``: the random robust-PCA problems of Candès, Li, Ma & Wright (2011).
+    r""":math:`M = L + S`: the random robust-PCA problems of Candès, Li, Ma & Wright (2011).
 
-    ``L = U Vᵀ`` with ``U`` (n₁ × r) and ``V`` (n₂ × r) entries ``N(0, 1/n₁)`` and
-    ``N(0, 1/n₂)`` (for square problems the paper's ``N(0, 1/n)``); ``S`` has each entry
+    :math:`L = U V^\top` with :math:`U` (:math:`n_1 \times r`) and :math:`V` (:math:`n_2 \times r`)
+    entries :math:`N(0, 1/n_1)` and :math:`N(0, 1/n_2)` (for square problems the paper's
+    :math:`N(0, 1/n)`); :math:`S` has each entry
     corrupted independently with probability ``corruption`` to ``±magnitude``. Blocks are 2-D
     (``chunk_rows × chunk_cols``; by default square), each built from the factor blocks of its
     row and column and its own corruption seed. With ``return_parts`` the lazy ``L`` and ``S``
@@ -581,20 +584,22 @@ def make_counts(
     layer: str | None = None,
     seed: int = 0,
 ) -> CountMatrix:
-    """Single-cell-like counts: cells × genes, negative binomial around low-rank log-means.
+    r"""Single-cell-like counts: cells × genes, negative binomial around low-rank log-means.
 
     Each cell ``i`` has ``rank`` standard-normal factors (weights ``0.8^k``) and a size factor
     (log-normal, sd 0.3); gene ``j`` a level and loadings (:func:`count_model`). The count is
-    negative binomial with mean ``μ[i, j] = exp(level + gene_level[j] + log size[i] +
-    factors[i] · loadings[:, j])`` and variance ``μ + μ²/dispersion``, or Poisson with
-    ``dispersion=None``. Each entry draws one uniform ``u``: the count is zero when ``u`` is at
-    most the zero probability, else the inverse CDF at ``u`` (so the pattern of non-zeros is
-    known without drawing the values: :func:`write_counts` counts them first).
+    negative binomial with mean
+    :math:`\mu_{ij} = \exp(\mathrm{level} + \mathrm{level}_j + \log \mathrm{size}_i +
+    f_i \cdot \ell_j)` (:math:`f_i` the cell's factors, :math:`\ell_j` the gene's loadings)
+    and variance :math:`\mu + \mu^2/\mathrm{dispersion}`, or Poisson with ``dispersion=None``. Each
+    entry draws one uniform ``u``: the count is zero when ``u`` is at most the zero probability,
+    else the inverse CDF at ``u`` (so the pattern of non-zeros is known without drawing the values:
+    :func:`write_counts` counts them first).
 
     ``density`` is the expected fraction of non-zero counts: the global level is solved so
-    that the mean zero probability (closed form, ``(θ/(θ+μ))^θ``) over a calibration sample of
-    cells drawn from the model is ``1 − density``; a large matrix has that density to within
-    about a percent (relative).
+    that the mean zero probability (closed form, :math:`(\theta/(\theta+\mu))^\theta`) over a
+    calibration sample of cells drawn from the model is :math:`1 - \mathrm{density}`; a large
+    matrix has that density to within about a percent (relative).
 
     Cells are drawn in fixed tiles of rows (about 4 M entries each), tile ``t`` from the seed
     ``[seed, 14, t]``, whatever ``chunk_rows`` is: the values depend on ``seed`` only, not on

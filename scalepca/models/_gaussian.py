@@ -90,11 +90,11 @@ class LatentGaussianMixin:
             )
 
     def get_covariance(self) -> np.ndarray:
-        """Model covariance ``W Wᵀ + σ² I`` of shape (n_features, n_features).
+        r"""Model covariance :math:`W W^\top + \sigma^2 I` of shape (n_features, n_features).
 
         In the units of ``mean_``: those of the data, or of the weighted matrix when the model
         was fitted on ``open_matrix(..., weights=w)`` (the covariance of the data themselves
-        is this divided by ``w wᵀ``); NaN rows and columns at features left out of the fit.
+        is this divided by :math:`w w^\top`); NaN rows and columns at features left out of the fit.
         """
         self._check_gaussian("get_covariance")
         U, lam, sigma2 = self._model_basis()
@@ -115,9 +115,11 @@ class LatentGaussianMixin:
         return full
 
     def get_precision(self) -> np.ndarray:
-        """Inverse model covariance by the Woodbury identity (no d × d inversion).
+        r"""Inverse model covariance by the Woodbury identity (no d × d inversion).
 
-        ``C⁻¹ = U diag(1/lam) Uᵀ + (I − U Uᵀ)/σ²``.
+        .. math::
+
+            C^{-1} = U \operatorname{diag}(1/\lambda)\, U^\top + (I - U U^\top) / \sigma^2 .
         """
         self._check_gaussian("get_precision")
         U, lam, sigma2 = self._model_basis()
@@ -134,16 +136,17 @@ class LatentGaussianMixin:
         return self._widen_square(P)
 
     def score_samples(self, X):
-        """Log-density of each sample of ``X`` under the fitted Gaussian model (lazy for dask).
+        r"""Log-density of each sample of ``X`` under the fitted Gaussian model (lazy for dask).
 
         The density is that of the data in the units they are given in (to ``transform``: raw,
         unweighted, unstandardised), whatever the model did to them before fitting: each
-        preparation enters with the log of its Jacobian, ``Σ_j (log w_j − log scale_j)`` over
-        the kept features, w the weights of ``open_matrix(..., weights=...)``. So
-        ``score_samples(x)`` equals ``scipy.stats.multivariate_normal(m, C).logpdf(x)`` with
-        the model's mean and covariance carried back to the data's units
-        (``m = mean_ / w``, ``C = get_covariance() / (w wᵀ)``), and models fitted with other
-        weights or with and without ``standardize`` score the same data comparably. Features
+        preparation enters with the log of its Jacobian, :math:`\sum_j (\log w_j - \log s_j)`
+        over the kept features (:math:`s` = ``scale_``), :math:`w` the weights of
+        ``open_matrix(..., weights=...)``. So ``score_samples(x)`` equals
+        ``scipy.stats.multivariate_normal(m, C).logpdf(x)`` with the model's mean and covariance
+        carried back to the data's units (:math:`m` = ``mean_`` :math:`/\, w`, :math:`C` =
+        ``get_covariance()`` :math:`/\, (w w^\top)`), and models fitted with other weights or
+        with and without ``standardize`` score the same data comparably. Features
         left out of the fit (NaN in every sample: a land mask) are not scored: it is the
         density of the kept features. A weight of 0 on a kept feature makes that density
         undefined (every value of the feature maps to 0): refused before reading ``X``.

@@ -112,21 +112,22 @@ def _exact_fits(p, shape) -> None:
 
 
 class KernelPCA(KernelMomentUpdate, DecompositionMixin):
-    """Kernel principal component analysis for data larger than memory.
+    r"""Kernel principal component analysis for data larger than memory.
 
-    Kernel PCA is PCA of the data mapped into the feature space of a kernel ``k``; the
+    Kernel PCA is PCA of the data mapped into the feature space of a kernel :math:`k`; the
     principal axes are found from the double-centred n × n kernel matrix. That matrix does not
-    fit for large n, so two approximations replace it by an explicit n × m feature matrix ``F``
-    (``F Fᵀ ≈ K``), whose PCA is the tall-skinny PCA already used by :class:`PCA`: one pass of
-    moments (count, mean, centred m × m Gram), centring in feature space (the approximation of
-    double-centring ``K``), then ``eigh`` of the m × m matrix on the client.
+    fit for large n, so two approximations replace it by an explicit :math:`n \times m` feature
+    matrix :math:`F` (:math:`F F^\top \approx K`), whose PCA is the tall-skinny PCA already used by
+    :class:`PCA`: one pass of moments (count, mean, centred m × m Gram), centring in feature space
+    (the approximation of double-centring ``K``), then ``eigh`` of the m × m matrix on the client.
 
     Parameters
     ----------
     n_components : int, default=2
         Number of kernel principal components.
     kernel : {"rbf", "poly", "sigmoid", "linear"}, default="rbf"
-        ``exp(−γ‖x−y‖²)``, ``(γ xᵀy + coef0)^degree``, ``tanh(γ xᵀy + coef0)``, ``xᵀy``.
+        :math:`\exp(-\gamma \|x - y\|^2)`, :math:`(\gamma\, x^\top y + c_0)^{\mathrm{degree}}`,
+        :math:`\tanh(\gamma\, x^\top y + c_0)`, :math:`x^\top y` (:math:`c_0` is ``coef0``).
     gamma : float or None, default=None
         Kernel coefficient, > 0; ``None`` means one over the number of features in the fit
         (``n_features_in`` less the features that are NaN in every sample).
@@ -135,16 +136,16 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     coef0 : float, default=1.0
         Constant of the polynomial and sigmoid kernels.
     approximation : {"nystroem", "rff", "exact"}, default="nystroem"
-        ``"nystroem"``: ``m = n_features`` landmarks ``L`` from the data;
-        ``φ(x) = k(x, L) K_LL^{-½}``, with eigen-directions of ``K_LL`` below
-        ``1e-10 · s_max`` dropped (a pseudo-inverse; the floor on tiny eigenvalues). Any kernel
-        (for the indefinite sigmoid kernel only the positive part of ``K_LL`` is used).
-        ``"rff"``: random Fourier features ``√(2/m) cos(xᵀW + b)``, ``W ~ N(0, 2γ I)``,
-        ``b ~ U[0, 2π)``; RBF kernel only. ``"exact"``: the n × n kernel, built blockwise on
-        the cluster, double-centred, top eigenpairs by Lanczos or randomized subspace
-        iteration; refused for more than ``EXACT_MAX_SAMPLES = 20000`` samples, a training
-        matrix above 256 MiB, or when the n × n kernel needs more than half the memory of the
-        cluster in use (or of this machine without a distributed client).
+        ``"nystroem"``: :math:`m` = ``n_features`` landmarks :math:`L` from the data;
+        :math:`\varphi(x) = k(x, L) K_{LL}^{-1/2}`, with eigen-directions of :math:`K_{LL}` below
+        :math:`10^{-10} s_{\max}` dropped (a pseudo-inverse; the floor on tiny eigenvalues). Any
+        kernel (for the indefinite sigmoid kernel only the positive part of :math:`K_{LL}` is used).
+        ``"rff"``: random Fourier features :math:`\sqrt{2/m} \cos(x^\top W + b)`,
+        :math:`W \sim N(0, 2\gamma I)`, :math:`b \sim U[0, 2\pi)`; RBF kernel only. ``"exact"``: the
+        n × n kernel, built blockwise on the cluster, double-centred, top eigenpairs by Lanczos or
+        randomized subspace iteration; refused for more than ``EXACT_MAX_SAMPLES = 20000`` samples,
+        a training matrix above 256 MiB, or when the n × n kernel needs more than half the memory of
+        the cluster in use (or of this machine without a distributed client).
     n_features : int, default=1000
         m, the number of landmarks (Nyström; at most n — larger values are lowered to n with a
         warning) or of random features (RFF). Ignored by ``"exact"``.
@@ -166,11 +167,12 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         Also learn a pre-image map from scores back to the inputs (a kernel ridge regression
         of the training rows on their scores, with the model's kernel on the scores, as
         scikit-learn's ``KernelPCA``), so that ``inverse_transform`` exists. ``"exact"``:
-        scikit-learn's definition, ``dual_coef_ = (k(Z, Z) + αI)⁻¹ X`` over the n training
-        scores ``Z``. Nyström / RFF: the same ridge in a finite feature space ``φ`` of the
-        scores — Nyström on the scores of the m landmarks, or m random Fourier features of
-        the scores — ``C = (Σ φ(z)ᵀφ(z) + αI)⁻¹ Σ φ(z)ᵀx``, reduced over the row chunks in
-        one extra pass; a pre-image is ``φ(z) C``.
+        scikit-learn's definition, ``dual_coef_`` :math:`= (k(Z, Z) + \alpha I)^{-1} X` over the
+        n training scores :math:`Z`. Nyström / RFF: the same ridge in a finite feature space ``φ``
+        of the scores — Nyström on the scores of the m landmarks, or m random Fourier features of
+        the scores — :math:`C = (\sum_i \varphi(z_i)^\top \varphi(z_i) + \alpha I)^{-1}
+        \sum_i \varphi(z_i)^\top x_i`,
+        reduced over the row chunks in one extra pass; a pre-image is :math:`\varphi(z) C`.
     alpha : float, default=1.0
         Ridge of the pre-image regression, >= 0 (used with ``fit_inverse_transform=True``).
     standardize : bool, default=False
@@ -182,15 +184,20 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     Attributes
     ----------
     eigenvalues_ : ndarray of shape (n_components,)
-        Top eigenvalues of the centred kernel matrix ``K_c`` (n × n, *not* divided by n) —
+        Top eigenvalues of the centred kernel matrix :math:`K_c` (n × n, *not* divided by n) —
         the convention of scikit-learn's ``KernelPCA.eigenvalues_``. For the approximations
-        they are the eigenvalues of ``F_cᵀF_c = ((I − 11ᵀ/n) F)ᵀ((I − 11ᵀ/n) F)``, i.e. of
-        the approximated ``K_c``; they equal ``(n − 1)`` times the variances of the scores.
+        they are the eigenvalues of
+
+        .. math:: F_c^\top F_c = \big((I - \mathbf{1}\mathbf{1}^\top/n) F\big)^\top
+                  \big((I - \mathbf{1}\mathbf{1}^\top/n) F\big),
+
+        i.e. of the approximated :math:`K_c`; they equal :math:`n - 1` times the variances of the
+        scores.
     explained_variance_ : ndarray of shape (n_components,)
-        ``eigenvalues_ / (n_samples − 1)``: the variance of each score column (for the linear
+        ``eigenvalues_`` :math:`/ (n - 1)`: the variance of each score column (for the linear
         kernel, :class:`PCA`'s ``explained_variance_``).
     explained_variance_ratio_ : ndarray of shape (n_components,)
-        ``eigenvalues_ / trace(K_c)`` (the approximated trace for Nyström/RFF).
+        ``eigenvalues_`` :math:`/ \operatorname{tr}(K_c)` (the approximated trace for Nyström/RFF).
     gamma_ : float
         The kernel coefficient used.
     components_ : ndarray of shape (n_components, n_kernel_features_)
@@ -200,34 +207,34 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     landmarks_ : ndarray of shape (m, n_features_in_)
         Nyström landmarks.
     normalization_ : ndarray of shape (m, n_kernel_features_)
-        Nyström ``K_LL^{-½}`` on the kept directions.
+        Nyström :math:`K_{LL}^{-1/2}` on the kept directions.
     random_weights_, random_offset_ : ndarray of shapes (n_features_in_, m), (m,)
-        RFF frequencies ``W`` and phases ``b``.
+        RFF frequencies :math:`W` and phases :math:`b`.
     X_fit_ : ndarray of shape (n_samples, n_features_in_)
         Exact: the training data (needed to project new points).
     eigenvectors_ : ndarray of shape (n_samples, n_components)
-        Exact: unit eigenvectors of ``K_c`` (sign: largest entry positive).
+        Exact: unit eigenvectors of :math:`K_c` (sign: largest entry positive).
     K_fit_rows_ : ndarray of shape (n_samples,)
         Exact: column means of the uncentred training kernel; ``K_fit_all_`` its grand mean.
     n_kernel_features_ : int
         Nyström/RFF: width of the feature matrix, m (Nyström: of rank m less the dropped
-        directions of ``K_LL``).
+        directions of :math:`K_{LL}`).
     n_components_, n_samples_, n_features_in_, n_passes_ : int
     n_samples_seen_ : int
         Nyström/RFF: the rows seen by ``fit`` and every ``partial_fit`` since.
     X_transformed_fit_ : ndarray of shape (n_samples, n_components)
-        Exact, ``fit_inverse_transform=True``: the training scores ``U √λ``.
+        Exact, ``fit_inverse_transform=True``: the training scores :math:`U \sqrt{\lambda}`.
     dual_coef_ : ndarray of shape (n_samples, n_features_in_)
-        Exact, ``fit_inverse_transform=True``: ``(k(Z, Z) + αI)⁻¹ X`` (NaN at left-out
+        Exact, ``fit_inverse_transform=True``: :math:`(k(Z, Z) + \alpha I)^{-1} X` (NaN at left-out
         features).
     inverse_landmarks_, inverse_normalization_ : ndarrays of shapes (m, n_components), (m, m)
         Nyström, ``fit_inverse_transform=True``: the scores of the landmarks and
-        ``k(Z_L, Z_L)^{-½}`` on its kept directions (the feature map of the scores).
+        :math:`k(Z_L, Z_L)^{-1/2}` on its kept directions (the feature map of the scores).
     inverse_weights_, inverse_offset_ : ndarrays of shapes (n_components, m), (m,)
         RFF, ``fit_inverse_transform=True``: random Fourier frequencies and phases on the
         scores.
     inverse_coef_ : ndarray of shape (r, n_features_in_)
-        Nyström/RFF, ``fit_inverse_transform=True``: the ridge coefficients ``C`` (NaN at
+        Nyström/RFF, ``fit_inverse_transform=True``: the ridge coefficients :math:`C` (NaN at
         left-out features).
 
     Notes
@@ -260,15 +267,15 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
 
     Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of either,
     read as blocks of CSR rows) is never densified where it lives: kernel
-    blocks against the dense landmarks are sparse–dense products ``x Lᵀ`` plus, for the RBF
-    kernel, squared row norms over the stored values; random Fourier features are ``x W``;
+    blocks against the dense landmarks are sparse–dense products :math:`x L^\top` plus, for the RBF
+    kernel, squared row norms over the stored values; random Fourier features are :math:`x W`;
     ``transform`` and the pre-image statistics work the same way. What comes to the client is
     dense, as for dense input: the m landmark rows (uniform), the k-means++ pool
     (``max(5 m, 10000)`` rows × d × 8 bytes — prefer uniform landmarks for very wide sparse
     data), RFF's first row and, for ``"exact"``, the training matrix (bounded by 256 MiB
     dense, as for dense input). The result equals the fit on the densified data to rounding
     (same ``random_state`` ⇒ same landmarks or weights). ``standardize=True`` is refused on
-    sparse input: centring turns every zero into ``−mean/scale`` and the matrix dense; scale
+    sparse input: centring turns every zero into :math:`-\bar x / s` and the matrix dense; scale
     the columns beforehand without centring if needed (the RBF kernel is shift-invariant,
     so it does not need the centring).
 
@@ -277,10 +284,11 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     returns the same scores as the fit: ``fit_transform(X)`` equals ``fit(X).transform(X)``.
 
     Pre-images (``fit_inverse_transform=True``): Nyström/RFF make one more pass, in which each
-    row block is projected on the components and reduced to ``Σ φ(z)ᵀφ(z)`` (m × m) and
-    ``Σ φ(z)ᵀx`` (m × d) where it lives; a task holds a row block, sub-batches of kernel values
-    (≤ 64 MiB) and the m × d partial, and the client solves the m × m system and keeps
-    ``C`` (8 m d bytes: lower ``n_features`` for very wide data). Exact makes no extra pass
+    row block is projected on the components and reduced to
+    :math:`\sum \varphi(z)^\top \varphi(z)` (m × m) and :math:`\sum \varphi(z)^\top x` (m × d)
+    where it lives; a task holds a row block, sub-batches of
+    kernel values (≤ 64 MiB) and the m × d partial, and the client solves the m × m system and keeps
+    :math:`C` (8 m d bytes: lower ``n_features`` for very wide data). Exact makes no extra pass
     (the training data are on the client already); the client solves the n × n system
     (8 n² bytes, as scikit-learn). ``inverse_transform`` is one lazy blockwise map over the
     score rows (a pre-image block is rows × d).

@@ -425,7 +425,7 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
 
 
 class PCA(_BaseSpectralPCA):
-    """Principal component analysis for data larger than memory.
+    r"""Principal component analysis for data larger than memory.
 
     Parameters
     ----------
@@ -437,13 +437,13 @@ class PCA(_BaseSpectralPCA):
         ``svd_solver="covariance_eigh"``, ``"tsqr"`` or ``"snapshot"`` (all min(n, d)
         values; ``"randomized"`` and ``"sketch"`` find the leading few only and refuse these
         forms before reading the data). ``n_components_`` holds the k chosen.
-    svd_solver : {"auto", "covariance_eigh", "tsqr", "randomized", "snapshot", "sketch"}, \
-default="auto"
+    svd_solver : {"auto", "covariance_eigh", "tsqr", "randomized", "snapshot", "sketch"}
+        Default ``"auto"``.
         ``"covariance_eigh"``: one pass computing per-chunk count, mean and centred Gram,
-        merged pairwise (Chan et al.), then ``eigh`` of the d × d covariance on the client.
-        ``"tsqr"``: the moments pass for the mean, then a second pass of direct TSQR of the
+        merged pairwise (Chan et al.), then ``eigh`` of the :math:`d \times d` covariance on the
+        client. ``"tsqr"``: the moments pass for the mean, then a second pass of direct TSQR of the
         centred data; singular values to full precision (the covariance route squares the
-        condition number, so eigenvalues below ~1e-8 · λ_max lose digits).
+        condition number, so eigenvalues below :math:`\sim 10^{-8} \lambda_{\max}` lose digits).
         ``"randomized"``: block Krylov (block Lanczos with full reorthogonalisation and
         Rayleigh–Ritz over the whole basis) on the centred Gram operator, one pass over the
         data per product, the mean gathered in the first; for wide data whose d × d Gram does
@@ -465,8 +465,9 @@ default="auto"
     tol : float, default=0.0
         ``"randomized"``: stop at the first pass after which every component's residual
         ``residual_norms_[i]`` is at most ``tol · explained_variance_[i]`` (each eigenvalue is
-        then within ``tol`` relative; in practice far closer, ``≈ tol² λ/gap``). 0 runs all
-        ``n_power_iter + 2`` passes.
+        then within ``tol`` relative; in practice far closer,
+        :math:`\approx \mathrm{tol}^2 \lambda / \mathrm{gap}`). 0 runs all ``n_power_iter + 2``
+        passes.
     random_state : int, Generator or None
         Seed of the ``"randomized"`` and ``"sketch"`` solvers (the only random part).
     persist : bool, default=False
@@ -480,18 +481,18 @@ default="auto"
         deviation (denominator n, as scikit-learn's ``StandardScaler``) after centring, so the
         result equals ``make_pipeline(StandardScaler(), PCA())``. The standard deviations come from
         the moments pass every solver makes anyway (no extra pass): ``covariance_eigh``
-        scales the centred Gram by ``1/(σᵢ σⱼ)`` on the client, ``tsqr`` and ``randomized``
-        divide each block by its features' σ as they read it. A feature constant to rounding
-        (σ ≤ 1e-12 · max σ) keeps scale 1, as in ``StandardScaler``: it stays centred, unscaled.
-        The EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data as ``transform``
-        does; their covariance maps stay in the field's own units (cov(pc, field)).
-        ``"genotype"``: allele counts (0, 1, 2; NaN a missing call, e.g. a PLINK ``.bed``
-        opened by :func:`scalepca.open_matrix`), each SNP centred by twice its allele
-        frequency ``p`` and divided by ``√(2p(1−p))``, a missing call set to the mean (0 once
-        centred), as in Patterson, Price & Reich (2006); SNPs with ``p`` 0 or 1 (monomorphic)
-        or without any call are left out of the fit (NaN in ``mean_``, ``scale_``,
-        ``components_``; ``n_monomorphic_`` counts the former). ``p`` comes from the moments
-        pass (no extra pass with ``randomized`` or ``tsqr``; ``covariance_eigh`` takes two);
+        scales the centred Gram by :math:`1/(\sigma_i \sigma_j)` on the client, ``tsqr`` and
+        ``randomized`` divide each block by its features' :math:`\sigma` as they read it. A feature
+        constant to rounding (:math:`\sigma \le 10^{-12} \max \sigma`) keeps scale 1, as in
+        ``StandardScaler``: it stays centred, unscaled. The EOF tools (:mod:`scalepca.analysis.eof`)
+        project the standardised data as ``transform`` does; their covariance maps stay in the
+        field's own units (cov(pc, field)). ``"genotype"``: allele counts (0, 1, 2; NaN a missing
+        call, e.g. a PLINK ``.bed`` opened by :func:`scalepca.open_matrix`), each SNP centred by
+        twice its allele frequency :math:`p` and divided by :math:`\sqrt{2p(1-p)}`, a missing call
+        set to the mean (0 once centred), as in Patterson, Price & Reich (2006); SNPs with ``p`` 0
+        or 1 (monomorphic) or without any call are left out of the fit (NaN in ``mean_``,
+        ``scale_``, ``components_``; ``n_monomorphic_`` counts the former). ``p`` comes from the
+        moments pass (no extra pass with ``randomized`` or ``tsqr``; ``covariance_eigh`` takes two);
         the model keeps ``mean_ = 2p`` (``allele_frequency_``) and ``scale_`` and repeats the
         step in ``transform``, after ``save``/``load`` too. With it, ``randomized`` is the
         range finder (``3 + 2·n_power_iter`` passes), not block Krylov; ``snapshot``,
@@ -528,9 +529,10 @@ default="auto"
     singular_values_ : ndarray of shape (n_components,)
     noise_variance_ : float
         scikit-learn's convention (``sklearn.decomposition.PCA.noise_variance_``): the mean of
-        the ``min(n, d) − k`` eigenvalues after the k-th. For n > d this is Tipping & Bishop's
-        σ²; for n ≤ d it leaves out the d − n zero eigenvalues and so is larger than the
-        maximum-likelihood σ² (d − k)/(n − k)-fold — :class:`PPCA` gives the latter.
+        the :math:`\min(n, d) - k` eigenvalues after the k-th. For :math:`n > d` this is Tipping &
+        Bishop's :math:`\sigma^2`; for :math:`n \le d` it leaves out the :math:`d - n` zero
+        eigenvalues and so is larger than the maximum-likelihood :math:`\sigma^2`
+        :math:`(d-k)/(n-k)`-fold — :class:`PPCA` gives the latter.
     n_components_, n_samples_, n_features_in_ : int
     n_samples_seen_ : int
         ``"covariance_eigh"``: the rows the model has seen (every ``fit`` and ``partial_fit``
@@ -538,12 +540,14 @@ default="auto"
     n_passes_ : int
         Passes over the data the fit made (of the last batch for ``partial_fit``).
     residual_norms_ : ndarray of shape (n_components,)
-        ``"randomized"`` and ``"sketch"`` only: ``‖C v − λ v‖`` for each component ``v`` and
-        its ``explained_variance_`` λ (``C`` the covariance, denominator n − 1; the Gram
-        ``XᵀX/(n − 1)`` with ``zero_center=False``), from products the fit made anyway. Some
-        eigenvalue of ``C`` lies within it of λ, and the axis is within ``residual / gap``
-        (sine of the angle) of the true one, the gap to the other eigenvalues. ``"sketch"``:
-        an upper bound on it (and on λ's error), holding with probability ≥ 1 − 10⁻¹⁰.
+        ``"randomized"`` and ``"sketch"`` only: :math:`\|C v - \lambda v\|` for each component
+        :math:`v` and its ``explained_variance_`` :math:`\lambda` (:math:`C` the covariance,
+        denominator :math:`n - 1`; the Gram :math:`X^\top X/(n-1)` with ``zero_center=False``), from
+        products the fit made anyway. Some eigenvalue of :math:`C` lies within it of
+        :math:`\lambda`, and the axis is within :math:`\mathrm{residual} / \mathrm{gap}` (sine of
+        the angle) of the true one, the gap to the other eigenvalues. ``"sketch"``: an upper bound
+        on it (and on :math:`\lambda`'s error), holding with probability
+        :math:`\ge 1 - 10^{-10}`.
 
     Notes
     -----
@@ -551,8 +555,9 @@ default="auto"
     kind of block) is never densified and is
     centred implicitly: ``covariance_eigh`` reduces each CSR row block to its count, column
     sums and ``xᵀx`` and centres the small d × d result (relative precision of the covariance
-    about ``ε (|μ|²/σ² + 1)``, full for counts), ``randomized`` multiplies by
-    ``X Ω − 1 (μᵀΩ)`` and ``Xᵀ Q − μ (1ᵀQ)``, and ``transform`` maps ``X W − μᵀW``. ``tsqr``
+    about :math:`\varepsilon (|\mu|^2/\sigma^2 + 1)`, full for counts), ``randomized`` multiplies
+    by :math:`X \Omega - 1 (\mu^\top \Omega)` and :math:`X^\top Q - \mu (1^\top Q)`, and
+    ``transform`` maps :math:`X W - \mu^\top W`. ``tsqr``
     refuses sparse input. The only dense copy of sparse data is a slab of at most 32 MiB of
     rows (``linalg.moments.SPARSE_SLAB_BYTES``) when a block's Gram is cheaper by syrk; per
     worker, a sparse fit holds one CSR block, that slab and a d × d partial
@@ -582,28 +587,32 @@ default="auto"
     ``snapshot`` is exact (float64 against LAPACK, 1e-10) and gives every eigenvalue.
     Float32 dense blocks: ``randomized`` multiplies slabs centred in float64 and rounded
     once to float32, and sums in float64 (``scalepca.gram-precision: float64`` widens them);
-    each product then carries errors of a few ``ε₃₂ λ₁``, so eigenvalues stay within about
-    ``10 ε₃₂ λ₁`` of the float64 ones and a ``tol`` below ~1e-6 is not met.
+    each product then carries errors of a few :math:`\varepsilon_{32} \lambda_1`, so eigenvalues
+    stay within about :math:`10\, \varepsilon_{32} \lambda_1` of the float64 ones and a ``tol``
+    below ~1e-6 is not met.
 
     Float32 data: the covariance pass multiplies mean-centred float32 slices of 2048 rows in
     float32 and sums the slice products in float64 (about twice the speed of float64
-    products); each Gram entry is within ``1025 ε₃₂ ‖c_j‖ ‖c_k‖`` of the float64 products
-    (``c_j`` the centred column, so a large mean costs no accuracy; see
+    products); each Gram entry is within :math:`1025\, \varepsilon_{32} \|c_j\| \|c_k\|` of the
+    float64 products (:math:`c_j` the centred column, so a large mean costs no accuracy; see
     :func:`scalepca.linalg.moments.gram_error_bound`).
     Small quantities lose most: every eigenvalue of a float32-product Gram carries an
-    absolute error of a fraction of ``ε₃₂ λ₁`` (``λ₁`` the largest eigenvalue, ε₃₂ = 1.2e-7;
-    at most ``0.13 ε₃₂ λ₁`` measured on low-rank-plus-noise float32 data, d ≤ 200, λ₁/σ²
-    from 3e2 to 3e6; Weyl's inequality guarantees ``gram_error_bound() · trace``). The
-    relative error of an eigenvalue λ — a trailing ``explained_variance_``, its North error
-    (:func:`scalepca.north_test`) — is thus up to ``1.5e-8 · λ₁/λ``: 1.5e-4 at λ₁/λ = 1e4,
-    1.5e-3 at 1e5. ``noise_variance_`` (σ², a mean of d − k of them) fares better, at most
-    ``0.01 ε₃₂ λ₁`` measured (1.2e-4 relative at λ₁/σ² = 1e5). The same float32 products
-    cannot give these digits back cheaply (σ² from a float64 trace gained 2–10× for up to
-    30 % of the Gram's time; shorter slices, at most 10×). A fit that leaves its smallest
-    variances less than 1e-5 relative accuracy logs the figure (INFO). Where they matter,
-    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products
-    (float64 accuracy, about twice the Gram's time). Sparse blocks are always summed and
-    multiplied in float64, whatever the setting.
+    absolute error of a fraction of :math:`\varepsilon_{32} \lambda_1` (:math:`\lambda_1` the
+    largest eigenvalue, :math:`\varepsilon_{32} = 1.2 \cdot 10^{-7}`; at most
+    :math:`0.13\, \varepsilon_{32} \lambda_1` measured on low-rank-plus-noise float32 data,
+    :math:`d \le 200`, :math:`\lambda_1/\sigma^2` from 3e2 to 3e6; Weyl's inequality guarantees
+    ``gram_error_bound() · trace``). The relative error of an eigenvalue :math:`\lambda` — a
+    trailing ``explained_variance_``, its North error (:func:`scalepca.north_test`) — is thus up
+    to :math:`1.5 \cdot 10^{-8}\, \lambda_1/\lambda`: 1.5e-4 at :math:`\lambda_1/\lambda = 10^4`,
+    1.5e-3 at :math:`10^5`. ``noise_variance_`` (:math:`\sigma^2`, a mean of :math:`d - k` of
+    them) fares better, at most :math:`0.01\, \varepsilon_{32} \lambda_1` measured (1.2e-4
+    relative at :math:`\lambda_1/\sigma^2 = 10^5`). The same float32 products cannot give these
+    digits back cheaply (:math:`\sigma^2` from a float64 trace gained 2–10× for up to 30 % of the
+    Gram's time; shorter slices, at most 10×). A fit that leaves its smallest variances less than
+    1e-5 relative accuracy logs the figure (INFO). Where they matter,
+    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products (float64
+    accuracy, about twice the Gram's time). Sparse blocks are always summed and multiplied in
+    float64, whatever the setting.
 
     ``transform`` is lazy (one blockwise map); its result is of the same kind as its input.
 

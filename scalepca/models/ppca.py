@@ -47,18 +47,26 @@ from .pca import AUTO_MAX_GRAM_FEATURES, SPECTRAL_RULES, _BaseSpectralPCA
 logger = logging.getLogger(__name__)
 
 class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
-    """Probabilistic PCA: ``x = W z + μ + ε``, ``z ~ N(0, I_k)``, ``ε ~ N(0, σ² I_d)``.
+    r"""Probabilistic PCA: :math:`x = W z + \mu + \varepsilon`, :math:`z \sim N(0, I_k)`,
+    :math:`\varepsilon \sim N(0, \sigma^2 I_d)`.
 
     Two solvers. ``"closed_form"``: the maximum-likelihood solution (Tipping & Bishop 1999)
-    from the sample covariance ``S = U Λ Uᵀ``: ``μ`` is the sample mean,
-    ``σ² = (1/(d−k)) Σ_{j=k+1}^{d} λ_j`` the mean of *all* d − k discarded eigenvalues (with
-    n ≤ d, the zero ones included: this is the likelihood's maximum and EM's limit, and
-    differs from :class:`PCA`'s ``noise_variance_``, which follows scikit-learn and averages
-    over min(n, d) − k of them), and ``W = U_k (Λ_k − σ²)^½`` (taking the rotation R = I).
+    from the sample covariance :math:`S = U \Lambda U^\top`: :math:`\mu` is the sample mean,
+
+    .. math::
+
+        \sigma^2 = \frac{1}{d-k} \sum_{j=k+1}^{d} \lambda_j ,
+        \qquad W = U_k (\Lambda_k - \sigma^2 I)^{1/2}
+
+    (taking the rotation :math:`R = I`): :math:`\sigma^2` is the mean of *all* :math:`d - k`
+    discarded eigenvalues (with :math:`n \le d`, the zero ones included: this is the
+    likelihood's maximum and EM's limit, and differs from :class:`PCA`'s ``noise_variance_``,
+    which follows scikit-learn and averages over :math:`\min(n, d) - k` of them).
     ``"em"``: expectation-maximisation, which also fits data with missing entries
     (``missing="em"``: NaN = missing at random; each row's E-step uses its observed entries
-    only, with its own k × k posterior, and the M-step solves for ``W``, ``μ`` and ``σ²`` from
-    sufficient statistics reduced across chunks — see :mod:`scalepca.linalg.em`).
+    only, with its own k × k posterior, and the M-step solves for :math:`W`, :math:`\mu` and
+    :math:`\sigma^2` from sufficient statistics reduced across chunks — see
+    :mod:`scalepca.linalg.em`).
 
     Parameters
     ----------
@@ -87,10 +95,10 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     init : {"auto", "pca", "random"}, default="auto"
         EM starting point, from one initialisation pass over the data. ``"pca"``: the closed
         form fitted to the data with missing entries replaced by their feature's observed mean
-        (d × d statistics per block). ``"random"``: ``W`` with independent N(0, v̄/k) entries
-        drawn from ``random_state``, ``σ² = v̄`` (v̄ the mean observed variance), ``μ`` the
-        observed means — for data too wide for a d × d matrix. ``"auto"``: ``"pca"`` up to
-        4096 features, ``"random"`` above.
+        (d × d statistics per block). ``"random"``: :math:`W` with independent :math:`N(0, \bar
+        v/k)` entries drawn from ``random_state``, :math:`\sigma^2 = \bar v` (:math:`\bar v` the
+        mean observed variance), :math:`\mu` the observed means — for data too wide for a d × d
+        matrix. ``"auto"``: ``"pca"`` up to 4096 features, ``"random"`` above.
     svd_solver, n_oversamples, n_power_iter
         As in :class:`PCA`, which computes the spectrum of the closed form.
     random_state : int, Generator or None
@@ -130,21 +138,24 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     Attributes
     ----------
     W_ : ndarray of shape (n_features, n_components)
-        Loading matrix ``U_k diag(√(λ − σ²))`` (the EM solution is rotated to this form).
+        Loading matrix :math:`U_k \operatorname{diag}(\sqrt{\lambda - \sigma^2})` (the EM solution
+        is rotated to this form).
     components_ : ndarray of shape (n_components, n_features)
-        Orthonormal ``U_kᵀ`` (same sign convention as :class:`PCA`).
+        Orthonormal :math:`U_k^\top` (same sign convention as :class:`PCA`).
     noise_variance_ : float
-        σ², Tipping & Bishop's maximum-likelihood estimate scaled to the sample-covariance
-        convention (× n/(n − 1), as ``W_``; see Notes): the mean of the d − k eigenvalues
-        after the k-th, zeros included. Float32 data with float32 products (the default):
-        see Notes for its accuracy.
+        :math:`\sigma^2`, Tipping & Bishop's maximum-likelihood estimate scaled to the
+        sample-covariance convention (:math:`\times\, n/(n-1)`, as ``W_``; see Notes): the mean of
+        the :math:`d - k` eigenvalues after the k-th, zeros included. Float32 data with float32
+        products (the default): see Notes for its accuracy.
     posterior_covariance_ : ndarray of shape (n_components, n_components)
-        ``σ² M⁻¹`` with ``M = WᵀW + σ² I``; the covariance of ``z`` given a fully observed ``x``.
+        :math:`\sigma^2 M^{-1}` with :math:`M = W^\top W + \sigma^2 I`; the covariance of :math:`z`
+        given a fully observed :math:`x`.
     explained_variance_ : ndarray of shape (n_components,)
-        Model variances along the components, ``λ_i`` (``s_i² + σ²`` for EM).
+        Model variances along the components, :math:`\lambda_i` (:math:`s_i^2 + \sigma^2` for EM).
     explained_variance_ratio_ : ndarray of shape (n_components,)
         ``explained_variance_`` over the total variance; for EM the model's total
-        ``trace(W Wᵀ + σ² I)``, which equals the sample total at the complete-data optimum.
+        :math:`\operatorname{tr}(W W^\top + \sigma^2 I)`, which equals the sample total at the
+        complete-data optimum.
     n_iter_ : int
         EM iterations run; 1 for the closed form (one solve).
     loglike_ : ndarray of shape (n_iter_,)
@@ -173,13 +184,14 @@ n_passes_
     batch as :class:`PCA`'s (one pass a batch, equal to ``fit`` on every row); EM has none.
 
     Float32 data: the closed form's covariance pass is :class:`PCA`'s, with the accuracy its
-    Notes state: each eigenvalue within a fraction of ``ε₃₂ λ₁``, so a trailing
-    ``explained_variance_`` or its North error up to ``1.5e-8 · λ₁/λ`` relative and
-    ``noise_variance_`` at most ``0.01 ε₃₂ λ₁`` (measured); where those digits matter,
+    Notes state: each eigenvalue within a fraction of :math:`\varepsilon_{32} \lambda_1`, so a
+    trailing ``explained_variance_`` or its North error up to
+    :math:`1.5 \cdot 10^{-8}\, \lambda_1/\lambda` relative and ``noise_variance_`` at most
+    :math:`0.01\, \varepsilon_{32} \lambda_1` (measured); where those digits matter,
     ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products.
 
-    Checkpoints: a commit holds ``W``, ``μ``, ``σ²``, the iteration count and the
-    log-likelihood history (d × k numbers, written by the client; no data pass). A resumed
+    Checkpoints: a commit holds :math:`W`, :math:`\mu`, :math:`\sigma^2`, the iteration count and
+    the log-likelihood history (d × k numbers, written by the client; no data pass). A resumed
     fit makes the initialisation pass again (it gives the mean, the kept features and the
     problem's fingerprint), then continues with iteration ``k + 1`` from the committed
     parameters: each iteration is a deterministic function of them, so it ends where an
@@ -190,24 +202,25 @@ n_passes_
     (commits carry its format version; PPCA commits written before it still resume).
 
     EM maximises the likelihood, whose covariance estimate has denominator n; to agree with
-    the closed form (denominator n − 1, as :class:`PCA`), the final ``W`` and ``σ²`` are
-    scaled by n / (n − 1). Without missing data EM converges to the closed form (the test
-    suite checks ``W Wᵀ`` and σ² to 1e-6 relative).
+    the closed form (denominator n − 1, as :class:`PCA`), the final :math:`W` and :math:`\sigma^2`
+    are scaled by :math:`n/(n-1)`. Without missing data EM converges to the closed form (the test
+    suite checks :math:`W W^\top` and :math:`\sigma^2` to 1e-6 relative).
 
-    ``transform`` is the posterior mean ``M_n⁻¹ W_Oᵀ (x_O − μ_O)`` using each row's observed
-    entries (rows may have NaN, with either solver; a row with no observed entry gives NaN,
+    ``transform`` is the posterior mean :math:`M_n^{-1} W_O^\top (x_O - \mu_O)` using each row's
+    observed entries (rows may have NaN, with either solver; a row with no observed entry gives NaN,
     an infinite entry raises as in ``fit``); ``inverse_transform`` maps
-    ``z ↦ W z + μ``; ``impute`` fills NaN entries with ``W ⟨z⟩ + μ`` (lazy);
-    ``score_samples`` is the exact Gaussian log-likelihood of each row's observed entries
-    under ``C = W Wᵀ + σ² I``, computed from k-dimensional factors (Woodbury), never inverting
-    a d × d matrix, and carried to the data's own units (the log-Jacobian of the weights and
-    of ``standardize`` over the observed entries; see :meth:`score_samples`).
+    :math:`z \mapsto W z + \mu`; ``impute`` fills NaN entries with :math:`W \langle z \rangle + \mu`
+    (lazy); ``score_samples`` is the exact Gaussian log-likelihood of each row's observed entries
+    under :math:`C = W W^\top + \sigma^2 I`, computed from k-dimensional factors (Woodbury), never
+    inverting a d × d matrix, and carried to the data's own units (the log-Jacobian of the weights
+    and of ``standardize`` over the observed entries; see :meth:`score_samples`).
 
     Sparse input (``scipy.sparse``, pydata ``sparse``, dask arrays of either) takes the closed
     form, as :class:`PCA` does (``covariance_eigh`` or ``randomized``, centred implicitly,
-    never densified); ``transform`` is ``(X W − μᵀW) M⁻¹`` and ``score_samples`` uses
-    ``‖x − μ‖² = ‖x‖² − 2 xᵀμ + ‖μ‖²`` row by row. Sparse rows have no missing entries (an
-    unstored entry is a zero), so ``solver="em"``, ``missing="em"`` and ``impute`` refuse them.
+    never densified); ``transform`` is :math:`(X W - \mu^\top W) M^{-1}` and ``score_samples`` uses
+    :math:`\|x - \mu\|^2 = \|x\|^2 - 2 x^\top \mu + \|\mu\|^2` row by row. Sparse rows have no
+    missing entries (an unstored entry is a zero), so ``solver="em"``, ``missing="em"`` and
+    ``impute`` refuse them.
 
     PPCA shares its spectral fit with :class:`PCA` but is not a :class:`PCA`
     (``isinstance(PPCA(), PCA)`` is False): its ``transform`` is a posterior mean, not a
@@ -558,14 +571,15 @@ n_passes_
         return data.wrap_samples(Z)
 
     def score_samples(self, X):
-        """Log-density of each row's observed entries under the model (lazy for dask).
+        r"""Log-density of each row's observed entries under the model (lazy for dask).
 
         In the data's own units, as :class:`PCA`'s: the weights of
         ``open_matrix(..., weights=...)`` and ``standardize`` enter with their Jacobian, here
-        over each row's observed entries (``Σ_{j observed} log w_j − log scale_j``), so this is
-        the marginal density of the observed entries of ``x`` itself; features left out of
-        the fit are not scored, and a weight of 0 on a kept feature is refused before ``X`` is
-        read. A row with no observed entry scores 0. ``score`` is the mean over the rows.
+        over each row's observed entries (:math:`\sum_{j\ \mathrm{observed}} (\log w_j - \log s_j)`,
+        :math:`s` = ``scale_``), so this is the marginal density of the observed entries of ``x``
+        itself; features left out of the fit are not scored, and a weight of 0 on a kept feature is
+        refused before ``X`` is read. A row with no observed entry scores 0. ``score`` is the mean
+        over the rows.
 
         Returns
         -------

@@ -123,23 +123,36 @@ def _full_svd_fits(p, shape) -> None:
 
 
 class RobustPCA(LinearDecompositionMixin):
-    """Robust PCA by principal component pursuit: ``M = L + S``, ``L`` low rank, ``S`` sparse.
+    r"""Robust PCA by principal component pursuit: :math:`M = L + S`, :math:`L` low rank,
+    :math:`S` sparse.
+
+    The inexact augmented Lagrange multiplier method solves
+
+    .. math::
+
+        \min_{L, S}\ \|L\|_* + \lambda \|S\|_1
+        \quad\text{subject to}\quad P_\Omega(M - L - S) = 0 ,
+
+    with :math:`\|\cdot\|_*` the nuclear norm and :math:`P_\Omega` keeping the observed entries.
 
     Parameters
     ----------
     lam : float or None, default=None
-        Weight λ of ``‖S‖₁``; ``None`` uses ``1/√max(n1, n2)`` (Candès et al. 2011).
+        Weight :math:`\lambda` of :math:`\|S\|_1`; ``None`` uses :math:`1/\sqrt{\max(n_1, n_2)}`
+        (Candès et al. 2011).
     mu : float or None, default=None
-        Initial penalty μ₀; ``None`` uses ``1.25/‖P_Ω M‖₂`` (Lin, Chen & Ma 2010), with
-        ``‖·‖₂`` estimated by randomized subspace iteration.
+        Initial penalty :math:`\mu_0`; ``None`` uses :math:`1.25/\|P_\Omega M\|_2` (Lin, Chen & Ma
+        2010), with :math:`\|\cdot\|_2` estimated by randomized subspace iteration.
     rho : float, default=1.5
-        Growth factor of μ per iteration (> 1); μ is capped at ``1e7 μ₀``.
+        Growth factor of :math:`\mu` per iteration (> 1); :math:`\mu` is capped at
+        :math:`10^7 \mu_0`.
     tol : float, default=1e-7
-        Stop when ``‖P_Ω(M − L − S)‖_F ≤ tol ‖P_Ω M‖_F``. The residual left over ends up
-        in ``L`` and ``S``, so the relative error of ``L`` can reach about
-        ``tol · ‖M‖_F / ‖L‖_F``. When the outliers dominate the norm of ``M``, lower ``tol``
-        by that ratio. For example, at n = 20,000 with 5 % ±1 outliers and ``‖L‖_F = 10`` the
-        ratio is 447; ``tol=1e-7`` then leaves a relative error of 1.6e-5 in ``L``, and
+        Stop when :math:`\|P_\Omega(M - L - S)\|_F \le \mathrm{tol}\, \|P_\Omega M\|_F`. The
+        residual left over ends up in ``L`` and ``S``, so the relative error of ``L`` can reach
+        about :math:`\mathrm{tol}\, \|M\|_F / \|L\|_F`. When the outliers dominate the norm of
+        ``M``, lower ``tol`` by that ratio. For example, at n = 20,000 with 5 % ±1 outliers and
+        :math:`\|L\|_F = 10` the ratio is 447; ``tol=1e-7`` then leaves a relative error of
+        1.6e-5 in ``L``, and
         ``tol=1e-8`` leaves 3.4e-6 after 20 iterations.
     max_iter : int, default=500
     svd : {"randomized", "full"}, default="randomized"
@@ -211,7 +224,7 @@ class RobustPCA(LinearDecompositionMixin):
     singular_values_ : ndarray of shape (rank_,)
     rank_, n_components_ : int
     nnz_ : int
-        ``‖S‖₀`` on Ω.
+        :math:`\|S\|_0` on :math:`\Omega`.
     n_iter_ : int
     converged_ : bool
     history_ : dict of lists
@@ -250,7 +263,7 @@ class RobustPCA(LinearDecompositionMixin):
     with a ``TypeError`` that says why: principal component pursuit separates ``M = L + S``
     with ``S`` the sparse outliers, and on data that are themselves sparse every stored zero
     is an observed value that the low-rank ``L`` has to fit. The inexact-ALM iterates ``L``
-    (as factors, but evaluated blockwise), ``S``, the multiplier and ``A = M − S + Y/μ`` are
+    (as factors, but evaluated blockwise), ``S``, the multiplier and :math:`A = M - S + Y/\mu` are
     dense n1 × n2 arrays whatever the sparsity of ``M``, so a sparse path would save nothing:
     the fit holds about three dense copies of the data (``3 · 8 · n1 · n2`` bytes) in the
     cluster or in the scratch store either way. Users whose data fit that budget densify

@@ -107,32 +107,44 @@ def _checkpoint_needs_iterations(p, shape) -> None:
 
 
 class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin):
-    """Sparse principal components of data larger than memory.
+    r"""Sparse principal components of data larger than memory.
 
     Three methods, one estimator:
 
     ``"minibatch"`` and ``"batch"`` — dictionary learning (reconstruction), scikit-learn's
-    ``SparsePCA`` problem with the same ``alpha``:
-    ``min_{U, V} ½ ‖Xc − U V‖²_F + alpha ‖V‖₁`` with ``‖U_:j‖₂ ≤ 1``, where ``Xc`` (n × d)
-    is the centred (with ``use_correlation``, standardised) data, ``U`` (n × k) the codes and
-    ``V`` (k × d) the sparse loadings; ``alpha`` is in the units of the data times √n (the
-    codes have unit norm over the n samples, so ``V`` carries ‖Xc‖'s scale). A streaming fit
-    works per sample instead: dividing by n with ``Y = √n U`` (codes of unit mean square)
-    and ``D = Vᵀ / √n`` gives the same minimiser of
-    ``(1/2n) ‖Xc − Y Dᵀ‖²_F + α ‖D‖₁``, ``(1/n) ‖Y_:j‖² ≤ 1``, with
-    ``α = alpha / √n`` (``alpha_per_sample_``; ``objective_`` is this per-sample value,
-    scikit-learn's objective / n). ``partial_fit`` uses the rows seen so far as n. The
-    code step is a ridge regression of each row on the current
-    dictionary, ``Y = Xc D (DᵀD + Λ)⁻¹``, with the k multipliers Λ that enforce the bounds
+    ``SparsePCA`` problem with the same ``alpha``,
+
+    .. math::
+
+        \min_{U, V}\ \tfrac12 \|X_c - U V\|_F^2 + \mathrm{alpha}\, \|V\|_1
+        \quad\text{subject to}\quad \|U_{:j}\|_2 \le 1 ,
+
+    where :math:`X_c` (n × d) is the centred (with ``use_correlation``, standardised) data,
+    :math:`U` (n × k) the codes and :math:`V` (k × d) the sparse loadings; ``alpha`` is in the
+    units of the data times :math:`\sqrt n` (the codes have unit norm over the n samples, so
+    :math:`V` carries :math:`\|X_c\|`'s scale). A streaming fit works per sample instead:
+    dividing by n with :math:`Y = \sqrt n\, U` (codes of unit mean square) and
+    :math:`D = V^\top / \sqrt n` gives the same minimiser of
+
+    .. math::
+
+        \tfrac{1}{2n} \|X_c - Y D^\top\|_F^2 + \alpha \|D\|_1 ,
+        \qquad \tfrac1n \|Y_{:j}\|^2 \le 1 ,
+
+    with :math:`\alpha` = ``alpha`` :math:`/ \sqrt n` (``alpha_per_sample_``; ``objective_`` is this
+    per-sample value, scikit-learn's objective / n). ``partial_fit`` uses the rows seen so far as n.
+    The code step is a ridge regression of each row on the current
+    dictionary, :math:`Y = X_c D (D^\top D + \Lambda)^{-1}`, with the k multipliers
+    :math:`\Lambda` that enforce the bounds
     (exact; a k-dimensional problem). The dictionary step is block coordinate descent over the
     columns of D with soft thresholding,
-    ``D_:j ← S_{α/A_jj}(D_:j + (B_:j − D A_:j)/A_jj)``, from ``A = YᵀY/n`` (k × k) and
-    ``B = XcᵀY/n`` (d × k) only. ``"batch"`` alternates both steps exactly; ``"minibatch"``
-    cuts the rows into consecutive minibatches of about ``batch_size`` rows, accumulating A
-    and B online with a forgetting factor (Mairal et al. 2009). The minibatches depend on the
-    number of rows only, never on the chunking: the same data in one chunk, in many chunks,
-    as NumPy or as xarray give the same fit up to the rounding of the per-chunk sums (tested:
-    objective to 1e-10 relative, loadings to 1e-8).
+    :math:`D_{:j} \leftarrow S_{\alpha/A_{jj}}\big(D_{:j} + (B_{:j} - D A_{:j})/A_{jj}\big)`,
+    from :math:`A = Y^\top Y/n` (k × k) and :math:`B = X_c^\top Y/n` (d × k) only. ``"batch"``
+    alternates both steps exactly; ``"minibatch"`` cuts the rows into consecutive minibatches of
+    about ``batch_size`` rows, accumulating A and B online with a forgetting factor (Mairal et al.
+    2009). The minibatches depend on the number of rows only, never on the chunking: the same data
+    in one chunk, in many chunks, as NumPy or as xarray give the same fit up to the rounding of the
+    per-chunk sums (tested: objective to 1e-10 relative, loadings to 1e-8).
 
     The online averages keep the codes of earlier dictionaries, so the epochs alone stop
     short of a stationary point (measured: 0.8 % above the batch optimum on 300 × 20 data
@@ -151,15 +163,17 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     ``"elasticnet"`` — the penalized-regression sparse PCA of Zou, Hastie & Tibshirani (2006),
     from the covariance S (denominator n − 1) alone (the Gram form of the elasticnet R
     package's ``spca``): every loading solves
-    ``min βᵀ(S + λ₂ I)β − 2 aⱼᵀ S β + λ₁ⱼ ‖β‖₁`` with ``λ₁ⱼ = alpha`` (or ``alpha[j]``) and
-    ``λ₂ = ridge_alpha`` (LARS-EN or coordinate descent), alternating with ``A = U Vᵀ`` from
-    the SVD ``S B = U Σ Vᵀ``. This maximises variance rather than reconstruction: a different
-    model from the dictionary methods and scikit-learn's ``SparsePCA``, so the same
+    :math:`\min_\beta\ \beta^\top (S + \lambda_2 I) \beta - 2 a_j^\top S \beta + \lambda_{1j}
+    \|\beta\|_1` with :math:`\lambda_{1j}` = ``alpha`` (or ``alpha[j]``) and :math:`\lambda_2` =
+    ``ridge_alpha`` (LARS-EN or coordinate descent), alternating with :math:`A = U V^\top` from the
+    SVD :math:`S B = U \Sigma V^\top`. This maximises variance rather than reconstruction: a
+    different model from the dictionary methods and scikit-learn's ``SparsePCA``, so the same
     ``alpha`` does not give the same loadings. On the data, ZHT's criterion
-    ``‖Xc aⱼ − Xc β‖² + λ₂′‖β‖² + λ₁′‖β‖₁`` is this one times n − 1 (``λ₁′ = (n − 1) alpha``,
-    ``λ₂′ = (n − 1) ridge_alpha``), i.e. scikit-learn's ``ElasticNet(fit_intercept=False)``
-    of ``y = Xc aⱼ`` on ``Xc`` with ``alpha_enet = (n − 1)(alpha + 2 ridge_alpha) / (2n)``
-    and ``l1_ratio = alpha / (alpha + 2 ridge_alpha)``.
+    :math:`\|X_c a_j - X_c \beta\|^2 + \lambda_2' \|\beta\|^2 + \lambda_1' \|\beta\|_1` is this one
+    times :math:`n - 1` (:math:`\lambda_1' = (n-1)` ``alpha``, :math:`\lambda_2' = (n-1)`
+    ``ridge_alpha``), i.e. scikit-learn's ``ElasticNet(fit_intercept=False)`` of :math:`y = X_c a_j`
+    on :math:`X_c` with ``alpha_enet = (n − 1)(alpha + 2 ridge_alpha) / (2n)`` and ``l1_ratio =
+    alpha / (alpha + 2 ridge_alpha)``.
 
     Parameters
     ----------
@@ -173,10 +187,10 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         of the covariance, one number or one per component; ignored when ``n_nonzero`` is
         given.
     ridge_alpha : float, default=0.01
-        Ridge of ``transform``: scores are ``(x − mean_) Cᵀ (C Cᵀ + ridge_alpha I)⁻¹`` for the
-        unit components C (for orthogonal components, projections shrunk by
-        ``1/(1 + ridge_alpha)``). For ``"elasticnet"`` it is also λ₂, added to the diagonal of
-        the covariance.
+        Ridge of ``transform``: scores are :math:`(x - \bar x)\, C^\top (C C^\top + r I)^{-1}`
+        (:math:`r` = ``ridge_alpha``) for the unit components C (for orthogonal components,
+        projections shrunk by ``1/(1 + ridge_alpha)``). For ``"elasticnet"`` it is also λ₂, added to
+        the diagonal of the covariance.
     n_nonzero : int or sequence of int, optional
         ``"elasticnet"`` only: the number of non-zero loadings of each component, chosen on
         the LARS-EN path (the last point with exactly that many non-zeros).
@@ -334,11 +348,11 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     turned into CSR row blocks) is never densified: the moments pass works on the sparse
     blocks (:func:`scalepca.linalg.moments_graph`), and the code statistics of every
     dictionary are sparse–dense products with the centring applied implicitly,
-    ``Xc D = X D − 1 (μᵀD)`` and ``Xcᵀ Z = Xᵀ Z − μ (1ᵀZ)`` (``use_correlation`` scales the
-    stored values, which keeps the sparsity); ``‖Xc‖²`` is summed per entry, ``(v − μ_j)²``
-    over stored values and ``μ_j²`` over zeros, without cancellation. ``transform`` is
-    ``X P − μᵀP`` on the sparse blocks. The fit equals the fit on the densified data to
-    rounding.
+    :math:`X_c D = X D - \mathbf{1} (\mu^\top D)` and :math:`X_c^\top Z = X^\top Z - \mu
+    (\mathbf{1}^\top Z)` (``use_correlation`` scales the stored values, which keeps the sparsity);
+    :math:`\|X_c\|^2` is summed per entry, :math:`(v - \mu_j)^2` over stored values and
+    :math:`\mu_j^2` over zeros, without cancellation. ``transform`` is :math:`X P - \mu^\top P` on
+    the sparse blocks. The fit equals the fit on the densified data to rounding.
 
     ``partial_fit`` (method ``"minibatch"``) updates the model from one chunk that the user
     streams, centring by a running mean; its ``explained_variance_`` is an estimate from the
@@ -638,7 +652,8 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         return self.components_ * self.scale_[None, :]
 
     def objective(self, X) -> float:
-        """The dictionary objective ``(1/2n)‖Xc − Y Dᵀ‖² + α‖D‖₁`` on ``X`` (one pass).
+        r"""The dictionary objective :math:`\frac{1}{2n}\|X_c - Y D^\top\|^2 + \alpha \|D\|_1` on
+        ``X`` (one pass).
 
         D is ``loadings_ᵀ``, Y the optimal bounded codes for it and α the fitted
         ``alpha_per_sample_``, so this is the value the dictionary methods minimise
