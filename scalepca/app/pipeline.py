@@ -163,8 +163,12 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
                                  full_rows=False)
             arr = da.from_zarr(node)
             return arr.rechunk(tuple(chunks) if isinstance(chunks, list) else {0: chunks})
+    variable = dcfg.get("variable")
+    if isinstance(variable, list):  # several fields (multivariate_eof): one matrix each
+        return [open_data({**dcfg, "variable": v, "generate": None}, method=method, quiet=quiet)
+                for v in variable]
     try:
-        return open_matrix(path, variable=dcfg.get("variable"), storage_options=so,
+        return open_matrix(path, variable=variable, storage_options=so,
                            layer=dcfg.get("layer"), format=dcfg.get("format"),
                            chunks={0: chunks} if isinstance(chunks, int) else None,
                            sample_dims=dcfg.get("sample_dims"),
@@ -287,6 +291,8 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
 
 
 def _shape(X):
+    if isinstance(X, list):  # several fields: their features side by side
+        return (X[0].shape[0], sum(x.shape[1] for x in X))
     return tuple(X.shape)
 
 

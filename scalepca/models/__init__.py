@@ -1,9 +1,10 @@
 """Estimators. Each lives in its own module; shared plumbing is in ``base``."""
 
 from .kernel_pca import KernelPCA
+from .multivariate_eof import MultivariateEOF
 from .pca import PCA
 from .ppca import PPCA
 from .robust_pca import RobustPCA
 from .sparse_pca import SparsePCA
 
-__all__ = ["KernelPCA", "PCA", "PPCA", "RobustPCA", "SparsePCA"]
+__all__ = ["KernelPCA", "MultivariateEOF", "PCA", "PPCA", "RobustPCA", "SparsePCA"]
