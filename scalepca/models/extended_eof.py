@@ -142,6 +142,20 @@ class ExtendedEOF(DecompositionMixin):
     n_samples_, n_windows_, n_features_in_, n_components_, n_passes_ : int
         ``n_windows_ = n_samples_ − (embedding − 1) · tau``.
 
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> t = np.arange(400)
+    >>> x = np.cos(2 * np.pi * (t[:, None] / 20 - np.arange(16) / 16))   # a travelling wave
+    >>> eeof = scalepca.ExtendedEOF(2, embedding=5, tau=2).fit(x)
+    >>> eeof.n_passes_, eeof.n_windows_, eeof.eofs_.shape
+    (1, 392, (2, 5, 16))
+    >>> round(float(eeof.explained_variance_ratio_.sum()), 6)           # a pair of modes
+    1.0
+    >>> pcs = eeof.transform(x)
+    >>> pcs.shape, bool(np.isnan(pcs[-8:]).all())           # the last (5 − 1)·2 times: NaN
+    ((400, 2), True)
+
     Notes
     -----
     Passes over the data: one (the lagged moments). Memory per worker: one row block with its

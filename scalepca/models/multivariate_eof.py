@@ -117,6 +117,21 @@ class MultivariateEOF(DecompositionMixin):
     n_features_per_variable_ : list of int
     n_samples_, n_features_in_, n_components_, n_passes_ : int
 
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.standard_normal((200, 1))                # one signal in both fields
+    >>> a = t @ rng.standard_normal((1, 30)) + 0.1 * rng.standard_normal((200, 30))
+    >>> b = 1e3 * (t @ rng.standard_normal((1, 50)) + 0.1 * rng.standard_normal((200, 50)))
+    >>> meof = scalepca.MultivariateEOF(2).fit([a, b])   # b in other units, 1,000× larger
+    >>> meof.n_passes_, [c.shape for c in meof.components_xr_]
+    (1, [(2, 30), (2, 50)])
+    >>> round(float(meof.explained_variance_.sum() / 2), 2)  # each field: total variance 1
+    0.99
+    >>> meof.transform([a, b]).shape
+    (200, 2)
+
     Notes
     -----
     One pass over the fields: per worker, one row block of each field plus the d × d partial
