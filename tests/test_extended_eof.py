@@ -195,3 +195,15 @@ def test_nan_outside_land_is_refused(fields):
         holed[t, ocean] = np.nan
         with pytest.raises(ValueError, match="1 NaN or infinite"):
             ExtendedEOF(2, embedding=3, tau=2).fit(da.from_array(holed, chunks=(10, -1)))
+
+
+@pytest.mark.parametrize("rows", [25, 3])  # blocks longer, and shorter, than the halo of 4
+def test_one_read_of_each_block(fields, rows):
+    """The halo pass reads every row block of the input once: a block's halo comes from the
+    blocks after it in the same graph, not from a second read."""
+    from .support.counting import counted_dask
+
+    values = np.nan_to_num(fields["sst"].values.reshape(50, -1))
+    Xd, counter = counted_dask(values, chunks=(rows, -1))
+    model = ExtendedEOF(2, embedding=3, tau=2).fit(Xd)
+    assert model.n_passes_ == 1 and counter.reads == Xd.numblocks[0]

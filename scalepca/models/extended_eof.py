@@ -91,20 +91,30 @@ def _merge_lagged(parts: list) -> dict:
     return acc
 
 
+def _join_rows(start: int, stop: int, *blocks) -> np.ndarray:
+    """Rows ``start:stop`` of consecutive row blocks (``start`` within the first)."""
+    x = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=0)
+    return x[start:stop]
+
+
 def halo_blocks(X: da.Array, halo: int) -> tuple[list, list]:
     """``(Delayed blocks, their own row counts)``: each row block of ``X`` whose rows start a
-    window (the first ``n − halo`` rows), joined with the ``halo`` rows after it, read from the
-    following block(s) in the same graph (each input block is read once by a compute)."""
+    window (the first ``n − halo`` rows), joined with the ``halo`` rows after it, taken from
+    the following block(s). The blocks are the tasks of ``X.to_delayed()``, shared by the
+    joins of one graph: each input block is read once by a compute (slicing the array
+    instead would let dask fuse the slices into their own reads of the source)."""
     n = X.shape[0]
     n_win = n - halo
     bounds = np.cumsum((0, *X.chunks[0]))
+    parts = X.to_delayed().ravel()
     blocks, owns = [], []
-    for s, e in zip(bounds[:-1], bounds[1:], strict=True):
+    for i, s in enumerate(bounds[:-1]):
         if s >= n_win:
             break
-        e = min(e, n_win)
-        piece = X[s:e + halo].rechunk({0: -1, 1: -1})
-        blocks.append(piece.to_delayed().ravel()[0])
+        e = min(bounds[i + 1], n_win)
+        j = int(np.searchsorted(bounds, e + halo, side="left"))  # blocks i .. j-1 hold the rows
+        blocks.append(dask.delayed(_join_rows, pure=True)(0, int(e + halo - s),
+                                                          *parts[i:max(j, i + 1)]))
         owns.append(int(e - s))
     return blocks, owns
 

@@ -136,7 +136,10 @@ class MultivariateEOF(DecompositionMixin):
     -----
     One pass over the fields: per worker, one row block of each field plus the d × d partial
     Gram (d the fields' features together; at most ``MAX_FEATURES``); the ``eigh`` of the
-    d × d covariance runs on the client. ``transform`` and ``inverse_transform`` are lazy
+    d × d covariance runs on the client. The fields are rechunked to the row blocks of the
+    first: with the same row chunks every block is read once; a block of another field that
+    straddles two of the first's blocks is read by both tasks (give the fields the same
+    ``chunks`` to avoid it). ``transform`` and ``inverse_transform`` are lazy
     blockwise maps.
     """
 
