@@ -9,9 +9,10 @@ that (``normalize="none"``) the fields enter as they are weighted: eofs' ``Multi
 this; a field in m² of geopotential then outweighs one in K of temperature.
 
 The fit is one pass: the concatenated row blocks (a blockwise concatenation: each task joins
-one row block of every field) go through the covariance path of :class:`~scalepca.PCA`
-(count, mean and centred Gram merged in a tree, :func:`scalepca.linalg.moments_graph`); each
-field's total variance is the trace of its diagonal block of that Gram, so normalising costs
+the row blocks of every field that cover one row block of the first) go through the
+covariance path of :class:`~scalepca.PCA` (count, mean and centred Gram merged in a tree,
+:func:`scalepca.linalg.moments_graph`); each field's total variance is the trace of its
+diagonal block of that Gram, so normalising costs
 no pass: the Gram is scaled on the client before its ``eigh``.
 
 Examples
@@ -52,6 +53,44 @@ def _check_weights(value, name, params, shape):
     if value is None or isinstance(value, str) and value in ("sqrt_coslat", "coslat"):
         return value
     raise ValueError(f"{name} must be 'sqrt_coslat', 'coslat' or None; got {value!r}")
+
+
+def _join_rows(start: int, stop: int, pieces: list) -> np.ndarray:
+    """Rows ``start:stop`` (counted from the first piece's first row) of each field's
+    consecutive row blocks ``pieces[i]``, the fields side by side."""
+    out = []
+    for blocks, offset in pieces:
+        x = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=0)
+        out.append(np.asarray(x)[start - offset:stop - offset])
+    return np.concatenate(out, axis=1)
+
+
+def join_fields(arrays: list) -> da.Array:
+    """The fields (n × d_i dask arrays) side by side, in the first's row blocks, one column
+    chunk. Each task joins the row blocks of every field that cover its rows, taken from the
+    fields' own block tasks (``to_delayed``), so that a compute reads every block of every
+    field once, however differently the fields are chunked (a rechunk would let dask fuse
+    the slices of a straddling block into reads of their own)."""
+    import dask
+
+    arrays = [a.rechunk({1: -1}) for a in arrays]
+    rows = arrays[0].chunks[0]
+    bounds = [np.cumsum((0, *a.chunks[0])) for a in arrays]
+    parts = [a.to_delayed().ravel() for a in arrays]
+    d = sum(a.shape[1] for a in arrays)
+    dtype = np.result_type(*[a.dtype for a in arrays])
+    out, start = [], 0
+    for r in rows:
+        stop = start + r
+        pieces = []
+        for b, p in zip(bounds, parts, strict=True):
+            i = int(np.searchsorted(b, start, side="right")) - 1
+            j = int(np.searchsorted(b, stop, side="left"))
+            pieces.append((list(p[i:j]), int(b[i])))
+        task = dask.delayed(_join_rows, pure=True)(start, stop, pieces)
+        out.append(da.from_delayed(task, shape=(r, d), dtype=dtype))
+        start = stop
+    return da.concatenate(out, axis=0) if len(out) > 1 else out[0]
 
 
 #: above this many features the leading eigenpairs come from Lanczos (ARPACK) rather than a
@@ -136,10 +175,9 @@ class MultivariateEOF(DecompositionMixin):
     -----
     One pass over the fields: per worker, one row block of each field plus the d × d partial
     Gram (d the fields' features together; at most ``MAX_FEATURES``); the ``eigh`` of the
-    d × d covariance runs on the client. The fields are rechunked to the row blocks of the
-    first: with the same row chunks every block is read once; a block of another field that
-    straddles two of the first's blocks is read by both tasks (give the fields the same
-    ``chunks`` to avoid it). ``transform`` and ``inverse_transform`` are lazy
+    d × d covariance runs on the client. Each task joins the blocks of every field that
+    cover one row block of the first (:func:`join_fields`): every block of every field is
+    read once, however the fields are chunked. ``transform`` and ``inverse_transform`` are lazy
     blockwise maps.
     """
 
@@ -209,8 +247,7 @@ class MultivariateEOF(DecompositionMixin):
                                  "or subset the fields")
             k = self._check_parameters(n, d)["n_components"] or min(n, d)
             rows = mats[0].data.chunks[0]
-            joined = da.concatenate([m.data.rechunk({0: rows, 1: -1}) for m in mats], axis=1)
-            joined = joined.rechunk({1: -1})  # one task joins one row block of every field
+            joined = join_fields([m.data for m in mats])
             self._features_kept = None
             with passes.counting(self, planned=1, chunks=len(rows)):
                 (mom,) = passes.compute(moments_graph(joined), name="moments")
@@ -347,9 +384,8 @@ class MultivariateEOF(DecompositionMixin):
         self._check_fitted()
         mats = self._transform_fields(X, "X")
         keep, mean, P = self._projection()
-        rows = mats[0].data.chunks[0]
-        joined = da.concatenate([m.data.rechunk({0: rows, 1: -1}) for m in mats], axis=1)
-        Z = affine_map(joined.rechunk({1: -1})[:, np.flatnonzero(keep)], mean, P)
+        joined = join_fields([m.data for m in mats])
+        Z = affine_map(joined[:, np.flatnonzero(keep)], mean, P)
         return mats[0].wrap_samples(Z)
 
     def inverse_transform(self, Z) -> list:
