@@ -234,6 +234,15 @@ def test_run_config_on_two_variables(fields, ref, tmp_path, capsys):
     assert (tmp_path / "out" / "report.html").exists()
     model = scalepca.load(tmp_path / "out" / "model.zarr")
     assert model.variables_ == ["sst", "z"]
+    # `scalepca transform` reads both fields by name and stacks and weights them as the fit
+    assert main(["transform", str(tmp_path / "out" / "model.zarr"), str(tmp_path / "both.nc"),
+                 "--out", str(tmp_path / "again.zarr")]) == 0, capsys.readouterr().err
+    again = xr.open_zarr(tmp_path / "again.zarr")["scores"]
+    np.testing.assert_allclose(again.transpose("time", "mode").values,
+                               scores.transpose("time", "mode").values, rtol=1e-12)
+    assert main(["transform", str(tmp_path / "out" / "model.zarr"), str(tmp_path / "both.nc"),
+                 "--out", str(tmp_path / "bad.zarr"), "--variable", "sst"]) == 2
+    assert "--variable do not apply" in capsys.readouterr().err
     cfg["model"]["method"] = "pca"
     path.write_text(yaml.safe_dump(cfg))
     assert main(["validate", str(path)]) == 2

@@ -232,6 +232,8 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     from ..preprocessing._steps import WeightsError, describe
 
     prep = getattr(est, "_preprocessing", None)
+    if getattr(est, "_fields_json", None) is not None:  # several fields (multivariate_eof)
+        return _fields_data(est, path, variable, sample_dims, weights, storage_options)
     from ..io._bed import is_bed_path
 
     if is_bed_path(path):  # PLINK genotypes: one (sample × SNP) matrix, nothing to choose
@@ -288,6 +290,25 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
         if diff:
             raise UserError(f"--weights {weights}: the data would be {'; '.join(diff)}")
     return raw
+
+
+def _fields_data(est, path, variable, sample_dims, weights, storage_options) -> list:
+    """The fields a multivariate EOF was fitted on, read from ``path`` by their names (each
+    stacked and weighted by the model as in its fit)."""
+    from ..preprocessing._open import open_dataset
+
+    names = [f["name"] for f in est._fields_json]
+    given = [f for f, v in (("--variable", variable), ("--sample-dims", sample_dims),
+                            ("--weights", weights)) if v is not None]
+    if given:
+        raise UserError(f"{' and '.join(given)} do not apply: the model was fitted on the "
+                        f"fields {', '.join(names)}, each read as in its fit")
+    ds = open_dataset(path, storage_options=storage_options)
+    missing = [n for n in names if not hasattr(ds, "data_vars") or n not in ds.data_vars]
+    if missing:
+        raise UserError(f"{path} has no variable(s) {', '.join(missing)}; the model was fitted "
+                        f"on the fields {', '.join(names)}")
+    return [ds[n] for n in names]
 
 
 def _shape(X):
