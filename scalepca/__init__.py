@@ -14,7 +14,9 @@ from ._version import __version__
 
 #: public name → the module that defines it
 _PUBLIC = {
+    "ExtendedEOF": "scalepca.models.extended_eof",
     "KernelPCA": "scalepca.models.kernel_pca",
+    "MultivariateEOF": "scalepca.models.multivariate_eof",
     "PCA": "scalepca.models.pca",
     "PPCA": "scalepca.models.ppca",
     "RobustPCA": "scalepca.models.robust_pca",
@@ -31,7 +33,8 @@ _SUBMODULES = ("analysis", "app", "cli", "datasets", "io", "linalg", "models", "
                "pp", "preprocessing")
 
 __all__ = [
-    "KernelPCA", "PCA", "PPCA", "RobustPCA", "Rotator", "SparsePCA", "__version__", "connect",
+    "ExtendedEOF", "KernelPCA", "MultivariateEOF", "PCA", "PPCA", "RobustPCA", "Rotator",
+    "SparsePCA", "__version__", "connect",
     "eofs_as_correlation", "eofs_as_covariance", "load", "north_test", "open_matrix",
 ]
 
@@ -39,7 +42,15 @@ if typing.TYPE_CHECKING:  # static tools see the eager imports
     from .analysis.eof import eofs_as_correlation, eofs_as_covariance, north_test
     from .analysis.rotation import Rotator
     from .app.cluster import connect
-    from .models import PCA, PPCA, KernelPCA, RobustPCA, SparsePCA
+    from .models import (
+        PCA,
+        PPCA,
+        ExtendedEOF,
+        KernelPCA,
+        MultivariateEOF,
+        RobustPCA,
+        SparsePCA,
+    )
     from .persistence.loading import load
     from .preprocessing import open_matrix
 

@@ -425,6 +425,12 @@ OPERATIONS = [
     # scalepca.analysis.mca.MCA(2) of the data with themselves: its patterns are the EOFs, its
     # singular values the eigenvalues (standardised as the option says)
     "MCA",
+    # scalepca.MultivariateEOF(2, normalize="none") of the data as its one field, and
+    # scalepca.ExtendedEOF(2, embedding=1): both are then PCA, their EOFs and variances the
+    # reference's (the peers' equality is in tests/test_multivariate_eof.py and
+    # tests/test_extended_eof.py)
+    "MultivariateEOF",
+    "ExtendedEOF",
     "transform-reordered",  # transform of the data with their labelled features in another order
     "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as
     "transform-as-other-kind-reordered",  # the same with the features reordered: refused
@@ -522,6 +528,16 @@ EXPECTATIONS = [
                        "of PCA-covariance_eigh")),
     Rule("*", "*", "zero_center=False", "MCA",
          NotApplicable("MCA centres the fields (zero_center is a PCA parameter)")),
+    Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
+         "RobustPCA-*", "*", "*", "MultivariateEOF|ExtendedEOF",
+         NotApplicable("fits no estimator of this axis: run once, against the reference of "
+                       "PCA-covariance_eigh")),
+    Rule("*", "*", "zero_center=False|standardize*", "MultivariateEOF|ExtendedEOF",
+         NotApplicable("no zero_center or standardize parameter (the multivariate EOF's "
+                       "normalize scales whole fields)")),
+    Rule("*", SPARSE_KINDS, "*", "MultivariateEOF|ExtendedEOF",
+         Refused((ValueError, TypeError), "sparse", "gridded fields are dense; the joined or "
+                 "time-embedded blocks would be")),
     Rule("*", SPARSE_KINDS, "*", "MCA",
          Refused((ValueError, TypeError), "sparse", "MCA's cross products are dense")),
     Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "score",

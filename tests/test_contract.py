@@ -432,6 +432,23 @@ class Cell:
                    expected, rtol, "MCA.components_x_")
             _close(mca.singular_values_, ref.model.explained_variance_[:2], rtol,
                    "MCA.singular_values_")
+        elif op in ("MultivariateEOF", "ExtendedEOF"):
+            import scalepca
+
+            if op == "MultivariateEOF":
+                est = scalepca.MultivariateEOF(2, normalize="none", area_weights=None)
+                fitted = self.call(est.fit, [Xfit])
+                comps, Z = fitted.components_, self.call(fitted.transform, [Xnew])
+            else:
+                fitted = self.call(scalepca.ExtendedEOF(2, embedding=1).fit, Xfit)
+                comps, Z = fitted.eofs_[:, 0], self.call(fitted.transform, Xnew)
+            expected = ref.components()[:2]
+            _close(_align(self._canonical_components(comps), expected, 1), expected, rtol,
+                   f"{op} EOFs")
+            _close(fitted.explained_variance_, ref.model.explained_variance_[:2], rtol,
+                   f"{op}.explained_variance_")
+            scores = ref.scores()[:, :2]
+            _close(_align(_scores(Z, self.kind), scores, 0), scores, rtol, f"{op} scores")
         elif op == "transform-reordered":  # labels travel with their columns
             moved = _reorder_features(Xnew)
             try:

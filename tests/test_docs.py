@@ -102,6 +102,8 @@ API_MEMBERS = {
     "SparsePCA": ["fit", "transform", "partial_fit", "fit_covariance", "save",
                   "components_xr_"],
     "RobustPCA": ["fit", "transform", "inverse_transform", "save"],
+    "MultivariateEOF": ["fit", "transform", "inverse_transform", "save", "components_xr_"],
+    "ExtendedEOF": ["fit", "transform", "inverse_transform", "save", "components_xr_"],
 }
 
 

@@ -243,7 +243,8 @@ def config_reference() -> str:
 
 
 # -- estimator notes -------------------------------------------------------------------------------
-CLASSES = ("PCA", "PPCA", "KernelPCA", "SparsePCA", "RobustPCA")
+CLASSES = ("PCA", "PPCA", "KernelPCA", "SparsePCA", "RobustPCA", "MultivariateEOF",
+           "ExtendedEOF")
 
 
 def class_notes(name: str) -> str:
@@ -328,7 +329,8 @@ def contract_matrix() -> str:
 #: says where a public name lives: a module that moves changes here only.
 API = {
     "estimators": (None, ["scalepca.PCA", "scalepca.PPCA", "scalepca.KernelPCA",
-                          "scalepca.SparsePCA", "scalepca.RobustPCA"]),
+                          "scalepca.SparsePCA", "scalepca.RobustPCA",
+                          "scalepca.MultivariateEOF", "scalepca.ExtendedEOF"]),
     "data": ("scalepca.io", ["scalepca.open_matrix", "scalepca.load", "write_array",
                              "open_zarr_node", "scalepca.preprocessing.as_matrix"]),
     "datasets": ("scalepca.datasets", [

@@ -79,7 +79,7 @@ __all__ = [
 
 _DATA = {
     "path": _f(str, _REQUIRED),
-    "variable": _f((str, _NONE)),
+    "variable": _f((str, list, _NONE)),  # a list: several fields (multivariate_eof)
     "storage_options": _f((dict, _NONE)),
     "chunks": _f((int, list, _NONE)),
     "sample_dims": _f((list, str, _NONE)),
@@ -438,6 +438,8 @@ def validate_config(cfg, problems: list | None = None) -> dict:
             found.extend(err.problems)
     if out["model"] is not None and out["output"] is not None:
         found.extend(_output_problems(out["model"], out["output"]))
+    if out["data"] is not None and out["model"] is not None:
+        found.extend(_variables_problems(out["data"], out["model"], out["output"]))
     progress = cfg.get("progress", True)
     if not isinstance(progress, bool):
         found.append(f"'progress' must be true or false; got {progress!r}")
@@ -463,6 +465,26 @@ def _output_problems(model: dict, output: dict) -> list[str]:
         except AttributeError as err:
             problems.append(f"'output.reconstruction': {err}")
     return problems
+
+
+#: the methods that fit several fields (``data.variable`` a list of names)
+SEVERAL_FIELDS = ("multivariate_eof",)
+
+
+def _variables_problems(data: dict, model: dict, output: dict | None) -> list[str]:
+    """``data.variable`` as a list: names, for a method that fits several fields."""
+    names = data.get("variable")
+    if not isinstance(names, list):
+        return []
+    if not names or not all(isinstance(v, str) for v in names):
+        return [f"'data.variable' must be a variable name or a list of them; got {names!r}"]
+    if model["method"] not in SEVERAL_FIELDS:
+        return [f"'data.variable' is a list ({', '.join(names)}): only model.method "
+                f"{' or '.join(SEVERAL_FIELDS)} fits several fields; got {model['method']!r}"]
+    if output is not None and output.get("reconstruction"):
+        return ["'output.reconstruction' is one matrix; model.method "
+                f"{model['method']} rebuilds one field per variable: set it false"]
+    return []
 
 
 def apply_overrides(cfg, overrides) -> dict:

@@ -10,7 +10,9 @@ KEY_DOCS = {
                  "NetCDF file(s) or AnnData store (``.zarr``, ``.h5ad``); "
                  "relative to the config file's folder.",
     "data.variable": "The array of a zarr group, or the variable of an xarray store; needed "
-                     "when the store holds more than one.",
+                     "when the store holds more than one. A list of variables (``[sst, z]``) "
+                     "gives several fields, each stacked and weighted on its own grid, for "
+                     "``model.method: multivariate_eof``.",
     "data.storage_options": "fsspec options for URLs (credentials, ``endpoint_url``, ...).",
     "data.chunks": "Rows per chunk (an integer), or ``[rows, columns]`` to keep 2-D blocks "
                    "(robust PCA, randomized PCA of wide data). Default: the store's chunks.",

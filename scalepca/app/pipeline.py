@@ -171,8 +171,12 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
                                  full_rows=False)
             arr = da.from_zarr(node)
             return arr.rechunk(tuple(chunks) if isinstance(chunks, list) else {0: chunks})
+    variable = dcfg.get("variable")
+    if isinstance(variable, list):  # several fields (multivariate_eof): one matrix each
+        return [open_data({**dcfg, "variable": v, "generate": None}, method=method, quiet=quiet)
+                for v in variable]
     try:
-        return open_matrix(path, variable=dcfg.get("variable"), storage_options=so,
+        return open_matrix(path, variable=variable, storage_options=so,
                            layer=dcfg.get("layer"), format=dcfg.get("format"),
                            chunks={0: chunks} if isinstance(chunks, int) else None,
                            sample_dims=dcfg.get("sample_dims"),
@@ -236,6 +240,8 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     from ..preprocessing._steps import WeightsError, describe
 
     prep = getattr(est, "_preprocessing", None)
+    if getattr(est, "_fields_json", None) is not None:  # several fields (multivariate_eof)
+        return _fields_data(est, path, variable, sample_dims, weights, storage_options)
     from ..io._bed import is_bed_path
 
     if is_bed_path(path):  # PLINK genotypes: one (sample × SNP) matrix, nothing to choose
@@ -294,7 +300,28 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     return raw
 
 
+def _fields_data(est, path, variable, sample_dims, weights, storage_options) -> list:
+    """The fields a multivariate EOF was fitted on, read from ``path`` by their names (each
+    stacked and weighted by the model as in its fit)."""
+    from ..preprocessing._open import open_dataset
+
+    names = [f["name"] for f in est._fields_json]
+    given = [f for f, v in (("--variable", variable), ("--sample-dims", sample_dims),
+                            ("--weights", weights)) if v is not None]
+    if given:
+        raise UserError(f"{' and '.join(given)} do not apply: the model was fitted on the "
+                        f"fields {', '.join(names)}, each read as in its fit")
+    ds = open_dataset(path, storage_options=storage_options)
+    missing = [n for n in names if not hasattr(ds, "data_vars") or n not in ds.data_vars]
+    if missing:
+        raise UserError(f"{path} has no variable(s) {', '.join(missing)}; the model was fitted "
+                        f"on the fields {', '.join(names)}")
+    return [ds[n] for n in names]
+
+
 def _shape(X):
+    if isinstance(X, list):  # several fields: their features side by side
+        return (X[0].shape[0], sum(x.shape[1] for x in X))
     return tuple(X.shape)
 
 

@@ -107,6 +107,20 @@ def _generated_matrix(dcfg: dict):
     return data
 
 
+def _joined(fields: list):
+    """The shape and dtype of several fields side by side (metadata only, nothing read)."""
+    import dask.array as da
+    import xarray as xr
+
+    arrays = [f.data if isinstance(f, xr.DataArray) else f for f in fields]
+    rows = arrays[0].chunks[0]
+    n = arrays[0].shape[0]
+    if any(a.shape[0] != n for a in arrays):
+        raise UserError(f"the variables of data.variable have {[a.shape[0] for a in arrays]} "
+                        "samples: the fields of a multivariate EOF share their samples")
+    return da.concatenate([a.rechunk({0: rows}) for a in arrays], axis=1)
+
+
 def _estimator_problems(method: str, params: dict, X, path: str) -> list[str]:
     """Every problem of the estimator's parameters for data like ``X`` (metadata only): its
     ``_parameters`` table and rules (:mod:`scalepca.models._params`), as ``fit`` checks them,
@@ -165,11 +179,16 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
             if _is_anndata(dcfg):
                 problem = _layer_problem(path, dcfg["layer"], so)
             else:
-                problem = _variable_problem(path, dcfg["variable"], so, open_options(dcfg))
+                names = dcfg["variable"]
+                problem = next(filter(None, (
+                    _variable_problem(path, v, so, open_options(dcfg))
+                    for v in (names if isinstance(names, list) else [names]))), None)
             if problem:
                 problems.append(problem)
             else:
                 X = open_data(dcfg, method=method)
+                if isinstance(X, list):  # several fields (multivariate_eof), side by side
+                    X = _joined(X)
     except (ValueError, TypeError, KeyError, FileNotFoundError, UserError, ImportError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         problems.append(_one_line(msg))

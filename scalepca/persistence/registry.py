@@ -21,6 +21,8 @@ METHODS = {
     "kernel_pca": "scalepca.models.kernel_pca:KernelPCA",
     "sparse_pca": "scalepca.models.sparse_pca:SparsePCA",
     "robust_pca": "scalepca.models.robust_pca:RobustPCA",
+    "multivariate_eof": "scalepca.models.multivariate_eof:MultivariateEOF",
+    "extended_eof": "scalepca.models.extended_eof:ExtendedEOF",
 }
 
 
