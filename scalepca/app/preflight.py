@@ -182,6 +182,10 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
     if cfg["output"] is not None and model is not None:
         more, remarks = output_problems(cfg)
         problems, notes = problems + more, notes + remarks
+        if cfg["output"]["update"] and X is not None and not problems:
+            from .update import update_problems
+
+            problems += update_problems(cfg, X)
     return _cluster_problems(cfg, problems, notes)
 
 

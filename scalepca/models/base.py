@@ -513,7 +513,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             state["_preprocessing_json"] = prep.to_json()
             if prep.weights is not None:
                 state["_preprocessing_weights"] = prep.weights
-        for name in self._saved_private:
+        for name in self._saved_private + ("_rows_sketch",):  # run --update's record
             if hasattr(self, name):
                 state[name] = getattr(self, name)
         return state
