@@ -104,7 +104,7 @@ def append(path: str, scores, n0: int, storage_options=None, sample_dim=None) ->
     ds = ds.drop_vars(list(ds.coords))
     ds.attrs = {}
     ds.to_zarr(group.store, group=group.path or None, region={sample_dim: slice(n0, n0 + m)},
-               mode="r+", consolidated=False)
+               mode="r+", consolidated=False, safe_chunks=False)  # aligned above
 
 
 def _append_coords(group, ds, sample_dim: str, n0: int) -> None:
