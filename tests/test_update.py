@@ -326,3 +326,13 @@ def test_an_update_interrupted_after_its_model_was_saved_is_completed(first_run,
     done = xr.open_zarr(scores)
     assert done.attrs["complete"] is True and "appending" not in done.attrs
     assert done.scores.shape == (N1, 3)
+
+
+def test_a_store_not_grown_in_place_is_refused(tmp_path, capsys):
+    """NetCDF (like AnnData and .bed) is not appended in place: refused before the fit."""
+    g = make_gridded(n_samples=40, n_lat=4, n_lon=6, rank=2, dtype="float64").compute()
+    path = tmp_path / "g.nc"
+    g.to_netcdf(path)
+    cfg = _config(tmp_path, path, data={"sample_dims": ["time"], "task_size": "128MiB"})
+    err = _refused(capsys, cfg)
+    assert "is a netcdf store; --update (output.update) reads a zarr store" in err
