@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dask.array as da
 
-from ..io._fs import is_url
+from ..io._fs import OUTPUT, is_url
 from ..io._store import _consolidate
 from .pipeline import UserError
 
@@ -48,8 +48,9 @@ def check(path: str, n_seen: int, storage_options=None, sample_dim=None) -> dict
         raise UserError(f"output.scores: no scores at {path} to append to (the previous run "
                         "wrote none); set output.scores: false, or run without --update")
     group = _group(path, storage_options)
-    if NAME not in group:
-        raise UserError(f"output.scores: {path} holds no '{NAME}' array")
+    if group.attrs.get("format") != OUTPUT or NAME not in group:
+        raise UserError(f"output.scores: {path} is not the scores store of a scalepca run; "
+                        "--update appends to the scores its previous run wrote")
     rows = group[NAME].shape[0]
     pending = group.attrs.get("appending")
     if pending is not None and n_seen in (pending["from"], pending["to"]) \
