@@ -247,6 +247,14 @@ def test_a_model_that_cannot_be_updated_is_refused(tmp_path, capsys):
     assert "cannot update model.svd_solver: randomized" in err
 
 
+def test_validate_says_what_an_update_reads(first_run, capsys):
+    tmp, data, cfg, full = first_run
+    _append(data, full[N0:])
+    rc, out, err = _main(capsys, "validate", cfg, "--set", "output.update=true")
+    assert rc == EXIT_OK, err
+    assert "update: the model has seen 1,000 rows; 200 new rows to read" in out
+
+
 def test_other_parameters_are_refused(first_run, capsys):
     tmp, data, cfg, full = first_run
     _append(data, full[N0:])

@@ -185,7 +185,8 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
         if cfg["output"]["update"] and X is not None and not problems:
             from .update import update_problems
 
-            problems += update_problems(cfg, X)
+            more, remarks = update_problems(cfg, X)
+            problems, notes = problems + more, notes + remarks
     return _cluster_problems(cfg, problems, notes)
 
 

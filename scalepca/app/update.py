@@ -287,10 +287,12 @@ def _check_store(upd: Update, path: str) -> None:
                             f"{err}") from None
 
 
-def update_problems(cfg: dict, X) -> list[str]:
-    """What ``scalepca validate`` says of an update (the checks before any read)."""
+def update_problems(cfg: dict, X) -> tuple[list[str], list[str]]:
+    """``(problems, notes)`` ``scalepca validate`` says of an update (the checks before any
+    read; whether the rows seen are unchanged shows only when they are read)."""
     try:
-        plan_update(cfg, X)
+        upd = plan_update(cfg, X)
     except UserError as err:
-        return [str(err)]
-    return []
+        return [str(err)], []
+    return [], [f"update: the model has seen {upd.n_seen:,} rows; {upd.n_new:,} new rows "
+                "to read"]
