@@ -58,7 +58,8 @@ def _load(args, problems: list | None = None) -> dict:
     instead of raising the first."""
     from .app.config import read_config, validate_config
 
-    cfg = validate_config(read_config(args.config, args.set), problems)
+    sets = list(args.set) + (["output.update=true"] if getattr(args, "update", False) else [])
+    cfg = validate_config(read_config(args.config, sets), problems)
     if cfg["model"] is not None:
         args.method = cfg["model"]["method"]  # error messages name this estimator's keys
     if cfg["data"] is not None:
@@ -72,6 +73,7 @@ def cmd_run(args) -> int:
     from .app.cluster import connect, progress
     from .app.progress import stage
     from .app.timing import RunTimings
+    from .app.update import record_rows
     from .persistence.registry import estimator_class
 
     cfg = _load(args)
@@ -97,14 +99,27 @@ def cmd_run(args) -> int:
         with timings.stage("data generation" if dcfg["generate"] and not present
                            else "opening the data"):
             X = open_data(cfg["data"], method=method, quiet=args.quiet)
-        est = estimator_class(method)(**params)
-        with timings.stage("fit"):
-            est.fit(X)
+        if cfg["output"]["update"]:
+            upd = _update(cfg, X, timings)
+            if upd is None:
+                return EXIT_OK
+            est = upd.est
+        else:
+            upd, est = None, estimator_class(method)(**params)
+            with timings.stage("fit"):
+                est.fit(X)
         print(summary(est, data_shape=_shape(X), elapsed=timings.stages["fit"], method=method),
               flush=True)
+        if upd is not None:
+            print(upd.summary_line(), flush=True)
         if cfg["output"]["store"]:
             with timings.stage("writing outputs"):
-                written = write_outputs(est, X, cfg["output"])
+                if upd is not None:
+                    written = upd.write(cfg["output"])
+                else:
+                    if cfg["output"]["model"]:  # what a later --update checks the rows by
+                        record_rows(est, X, cfg)
+                    written = write_outputs(est, X, cfg["output"])
             for path in written:
                 print(f"written: {path}", flush=True)
             if cfg["output"].get("report"):  # one self-contained HTML page
@@ -113,9 +128,28 @@ def cmd_run(args) -> int:
                 with stage("writing the report"):
                     ran = {**cfg, "cluster": ccfg}  # as run: --scheduler replaces the section
                     path = run_report(est, X, ran, timings=timings, client=client,
-                                      written=written)
+                                      written=written,
+                                      update=upd.report_rows() if upd is not None else None)
                 print(f"written: {path}", flush=True)
     return EXIT_OK
+
+
+def _update(cfg, X, timings):
+    """``run --update``: the model updated with the new rows (``None``: there are none)."""
+    from .app.update import plan_update
+
+    upd = plan_update(cfg, X)  # every refusal before a row is read
+    if upd.n_new == 0:
+        if upd.pending is not None:  # an interrupted update whose model was saved: settle it
+            upd.write(cfg["output"])
+        print(f"update: no rows appended since the model's {upd.n_seen:,}; nothing to update",
+              flush=True)
+        return None
+    with timings.stage("checking the rows seen"):
+        upd.check_rows()
+    with timings.stage("fit"):
+        upd.est.partial_fit(upd.new_rows())
+    return upd
 
 
 def cmd_transform(args) -> int:
@@ -453,6 +487,10 @@ def _add_run(sub) -> None:
                    help="override a config value, e.g. model.n_components=20 (repeatable)")
     r.add_argument("--scheduler", metavar="ADDRESS", help="address of an existing dask "
                    "scheduler (tcp://...); overrides the config's cluster section")
+    r.add_argument("--update", action="store_true",
+                   help="update the previous run's model with the rows appended to the zarr "
+                   "store since, reading only them, and append their scores "
+                   "(= --set output.update=true)")
     _common_flags(r, progress=True)
     r.set_defaults(func=cmd_run)
 

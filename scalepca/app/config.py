@@ -112,6 +112,8 @@ _OUTPUT = {
     "report": _f(bool, True),  # report.html (figures embedded) next to the outputs
     # a rerun replaces the complete outputs of an earlier run (scalepca.app.outputs)
     "overwrite": _f(bool, True),
+    # run --update: update the saved model with the rows appended since (scalepca.app.update)
+    "update": _f(bool, False),
     # compression of scores / reconstruction / low_rank / sparse, from the registry only
     "codec": _f(str, DEFAULT_CODEC, choices=tuple(CODECS)),
 }

@@ -71,6 +71,13 @@ KEY_DOCS = {
                         "store, a store another program wrote) is ever replaced, and an output "
                         "or checkpoint that is, contains or lies inside ``data.path`` is "
                         "refused before the fit.",
+    "output.update": "Update the model of the previous run (``model.zarr``) with the rows "
+                     "appended to the zarr store at ``data.path`` since, reading only those "
+                     "rows, and append their scores to ``scores.zarr`` (the old rows' scores "
+                     "are kept as they are); ``scalepca run --update`` sets it. The model must "
+                     "be one ``partial_fit`` updates, fitted with the config's parameters; a "
+                     "store that shrank, changed features or changed rows the model has seen "
+                     "is refused before anything is read (see the PCA guide).",
     "output.codec": "Compression of the written arrays: ``lz4`` (Blosc-LZ4 with byte "
                     "shuffle, the default, chosen by measurement: see the README), "
                     "``lz4-bitshuffle``, ``zstd`` (zarr's default) or ``none``.",

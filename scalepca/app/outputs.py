@@ -52,8 +52,11 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
                 written.append((f"output.{key}", path))
                 try:
                     check_apart([(f"output.{key}", path)], inputs)
-                    check_replace(path, kind, overwrite=out.get("overwrite", True),
-                                  storage_options=so, flag=FLAG)
+                    # an update replaces its model and appends to its scores (checked by
+                    # scalepca.app.update)
+                    if not (out.get("update") and key in ("model", "scores")):
+                        check_replace(path, kind, overwrite=out.get("overwrite", True),
+                                      storage_options=so, flag=FLAG)
                 except (ValueError, FileExistsError) as err:
                     problems.append(str(err))
     params = cfg["model"]["params"]

@@ -201,6 +201,11 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
     if cfg["output"] is not None and model is not None:
         more, remarks = output_problems(cfg)
         problems, notes = problems + more, notes + remarks
+        if cfg["output"]["update"] and X is not None and not problems:
+            from .update import update_problems
+
+            more, remarks = update_problems(cfg, X)
+            problems, notes = problems + more, notes + remarks
     return _cluster_problems(cfg, problems, notes)
 
 

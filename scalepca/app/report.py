@@ -454,11 +454,13 @@ def _data_rows(X, path=None) -> dict:
     return rows
 
 
-def run_report(est, X, cfg: dict, *, timings=None, client=None, written=()) -> str:
+def run_report(est, X, cfg: dict, *, timings=None, client=None, written=(),
+               update: dict | None = None) -> str:
     """The report of a ``scalepca run`` job, written to ``cfg['output']['store']``.
 
     ``cfg`` is the validated run config; ``timings`` the run's
-    :class:`~scalepca.app.timing.RunTimings`. Returns the path of ``report.html``.
+    :class:`~scalepca.app.timing.RunTimings`; ``update``: rows saying what a ``run --update``
+    read (:meth:`scalepca.app.update.Update.report_rows`). Returns the path of ``report.html``.
     """
     try:  # headless: draw with Agg unless this process already chose a backend
         import sys
@@ -476,7 +478,7 @@ def run_report(est, X, cfg: dict, *, timings=None, client=None, written=()) -> s
     params = dict(cfg["model"]["params"])
     return write_report(
         est, root,
-        data=_data_rows(X, cfg["data"].get("path")),
+        data={**_data_rows(X, cfg["data"].get("path")), **(update or {})},
         method=cfg["model"]["method"], params=params or None,
         elapsed=timings.stages.get("fit") if timings is not None else None,
         memory=peak_memory(client), outputs=list(written), X=X, scores_store=scores_store,

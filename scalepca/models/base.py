@@ -521,7 +521,7 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             if prep.cells is not None:  # the single-cell steps' gene statistics
                 state["n_genes_in_"] = prep.cells.n_genes_in_
                 state.update({CELLS + k: v for k, v in prep.cells.arrays().items()})
-        for name in self._saved_private:
+        for name in self._saved_private + ("_rows_sketch",):  # run --update's record
             if hasattr(self, name):
                 state[name] = getattr(self, name)
         return state
