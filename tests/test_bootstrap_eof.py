@@ -127,6 +127,19 @@ def test_paths_and_chunkings_agree(coarse):
                            fits[0].explained_variance_ratio_samples_)
 
 
+def test_partial_eigendecompositions_equal_full_ones(coarse, monkeypatch):
+    """Large replicate matrices take ARPACK's leading eigenpairs: the same results."""
+    full = BootstrapEOF(3, n_bootstraps=30, random_state=2).fit(_matrix(coarse))
+    monkeypatch.setattr(boot, "PARTIAL_EIGH_SIDE", 10)
+    for solver in ("gram", "covariance"):
+        part = BootstrapEOF(3, n_bootstraps=30, random_state=2, solver=solver) \
+            .fit(_matrix(coarse))
+        np.testing.assert_allclose(part.explained_variance_ratio_samples_,
+                                   full.explained_variance_ratio_samples_, rtol=1e-9)
+        np.testing.assert_allclose(part.components_interval_, full.components_interval_,
+                                   atol=1e-9, equal_nan=True)
+
+
 def test_selection_rule_finds_the_separated_modes(rng):
     n, d = 400, 30
     latent = rng.normal(size=(n, 2)) * [6.0, 3.0]

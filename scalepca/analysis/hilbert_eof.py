@@ -61,7 +61,8 @@ from ..linalg.snapshot import STRIP_BYTES, column_strips
 __all__ = ["HilbertEOF"]
 
 SOLVERS = ("auto", "gram", "covariance")
-#: a strip's padded complex signal is 3 n × w × 16 bytes: strips 6× narrower than PCA's
+#: a strip's padded complex signal is 3 n × w × 16 bytes: strips 6× narrower than PCA's, so
+#: that the signal takes about what PCA's strip does (128 MiB)
 HILBERT_STRIP_BYTES = STRIP_BYTES // 6
 #: the largest d (covariance) or n (gram) whose square the client decomposes by default
 MAX_GRAM_SIDE = 20_000
@@ -115,16 +116,17 @@ class HilbertEOF(BaseEstimator):
     -----
     Passes over the data: 2 (``"gram"``: the Gram, then the EOFs; ``"covariance"``: the
     covariance, then the PCs); the means and the land mask come with the first. The input is
-    rechunked to column strips (all n time steps × w features, w such that the padded complex
-    signal of a strip, 3 n × w × 16 bytes, is about 21 MiB; narrower when the input's column
-    chunks are). Memory per worker: a strip, its signal and an n × n (``"gram"``) partial;
-    ``"covariance"`` holds row blocks of the signal (16 bytes per value) in flight while it is
-    regrouped, and d × d partials. The client holds n × n or d × d complex values and
-    decomposes them: ``max(n, d)`` is not limited, the decomposed side is (20,000).
+    rechunked to column strips (all n time steps × w features, w such that the strip holds
+    about 21 MiB in float64 and its padded complex signal, 3 n × w × 16 bytes, about 128 MiB;
+    narrower when the input's column chunks are). Memory per worker: a strip, its signal and
+    an n × n (``"gram"``) partial; ``"covariance"`` holds row blocks of the signal (16 bytes
+    per value) in flight while it is regrouped, and d × d partials. The client holds n × n or
+    d × d complex values and decomposes them: the decomposed side is at most 20,000
+    (``MAX_GRAM_SIDE``), the other is not limited.
 
-    ``transform`` and ``inverse_transform`` of new data are not offered: the analytic signal
-    of new data is not defined by the fitted model (xeofs' ``HilbertEOF`` refuses them too);
-    the PCs of the fitted data are ``scores_``.
+    ``transform`` of new data is not offered: the analytic signal of other series is not
+    defined by the fitted model (xeofs' ``HilbertEOF`` refuses it too); the PCs of the fitted
+    data are ``scores_``, and ``inverse_transform`` rebuilds the field from complex PCs.
     """
 
     def __init__(self, n_modes: int = 2, *, padding: str | None = "exp",

@@ -155,6 +155,30 @@ def _eigh_descending(mats: np.ndarray):
     return vals[..., ::-1].clip(min=0.0), vecs[..., ::-1]
 
 
+#: from this side on, a replicate's leading eigenpairs come from ARPACK (a few dozen products
+#: with the n × n matrix) rather than a full decomposition (n³ each)
+PARTIAL_EIGH_SIDE = 512
+
+
+def _leading_eigh(mats: np.ndarray, m: int):
+    """The ``m`` leading eigenpairs of each matrix of a stack, largest first: all of them by
+    LAPACK for small sides, the ``m`` wanted by ARPACK (to machine precision) for large."""
+    side = mats.shape[-1]
+    if side < PARTIAL_EIGH_SIDE or m >= side - 1:
+        vals, vecs = _eigh_descending(mats)
+        return vals[:, :m], vecs[:, :, :m]
+    from scipy.sparse.linalg import eigsh
+
+    vals = np.empty((len(mats), m))
+    vecs = np.empty((len(mats), side, m))
+    for i, M in enumerate(mats):
+        v0 = np.ones(side) / np.sqrt(side)  # fixed: the result does not depend on a draw
+        lam, U = eigsh(M, k=m, which="LA", tol=0, v0=v0)
+        order = np.argsort(lam)[::-1]
+        vals[i], vecs[i] = lam[order].clip(min=0.0), U[:, order]
+    return vals, vecs
+
+
 def _batches(B: int, side: int):
     size = max(1, BATCH_BYTES // (8 * side * side))
     return [range(i, min(B, i + size)) for i in range(0, B, size)]
@@ -172,7 +196,7 @@ def gram_replicates(G: np.ndarray, w_all: np.ndarray, k: int, fit_scores: np.nda
     for batch in _batches(B, n):
         w = w_all[:, batch].T  # b × n
         M = np.stack([replicate_gram(G, wb) for wb in w])
-        theta, U = _eigh_descending(M)
+        theta, U = _leading_eigh(M, k + 1)
         W = w.sum(axis=1)
         lam.append(theta[:, : k + 1] / (W - 1)[:, None])
         total.append(np.trace(M, axis1=1, axis2=2) / (W - 1))
@@ -195,7 +219,7 @@ def covariance_replicates(wm2: np.ndarray, W: np.ndarray, keep: np.ndarray, k: i
     lam, total, reps = [], [], []
     for batch in _batches(B, idx.size):
         M = wm2[np.asarray(batch)][:, idx][:, :, idx]
-        theta, V = _eigh_descending(M)
+        theta, V = _leading_eigh(M, k + 1)
         Wb = W[np.asarray(batch)]
         lam.append(theta[:, : k + 1] / (Wb - 1)[:, None])
         total.append(np.trace(M, axis1=1, axis2=2) / (Wb - 1))
