@@ -431,6 +431,13 @@ OPERATIONS = [
     # tests/test_extended_eof.py)
     "MultivariateEOF",
     "ExtendedEOF",
+    # scalepca.analysis.hilbert_eof.HilbertEOF(2) of the data (exponential padding): the
+    # eigenpairs of the Hermitian covariance of their analytic signal, made by hand (xeofs'
+    # padded transform) and decomposed densely
+    "HilbertEOF",
+    # scalepca.analysis.bootstrap.BootstrapEOF(2, 20 replicates): the fit's EOFs and each
+    # replicate's explained variance ratios against dense weighted covariances
+    "BootstrapEOF",
     "transform-reordered",  # transform of the data with their labelled features in another order
     "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as
     "transform-as-other-kind-reordered",  # the same with the features reordered: refused
@@ -540,6 +547,16 @@ EXPECTATIONS = [
                  "time-embedded blocks would be")),
     Rule("*", SPARSE_KINDS, "*", "MCA",
          Refused((ValueError, TypeError), "sparse", "MCA's cross products are dense")),
+    Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
+         "RobustPCA-*", "*", "*", "HilbertEOF|BootstrapEOF",
+         NotApplicable("fits no estimator of this axis: run once, against the dense reference "
+                       "made with PCA-covariance_eigh's cell")),
+    Rule("*", "*", "zero_center=False|standardize*", "HilbertEOF|BootstrapEOF",
+         NotApplicable("the field is centred and taken as given (no zero_center, no "
+                       "standardize parameter; weight it with open_matrix)")),
+    Rule("*", SPARSE_KINDS, "*", "HilbertEOF|BootstrapEOF",
+         Refused((ValueError, TypeError), "sparse",
+                 "the analytic signal and the replicates' Grams are dense")),
     Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "score",
          NotApplicable("no Gaussian model: score / score_samples are PCA's and PPCA's")),
     Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", EOF_TOOLS,

@@ -449,6 +449,10 @@ class Cell:
                    f"{op}.explained_variance_")
             scores = ref.scores()[:, :2]
             _close(_align(_scores(Z, self.kind), scores, 0), scores, rtol, f"{op} scores")
+        elif op == "HilbertEOF":
+            self.hilbert_eof(Xfit, ref, rtol)
+        elif op == "BootstrapEOF":
+            self.bootstrap_eof(Xfit, ref, rtol)
         elif op == "transform-reordered":  # labels travel with their columns
             moved = _reorder_features(Xnew)
             try:
@@ -535,6 +539,50 @@ class Cell:
 
     def components(self, model):
         return self._canonical_components(model.components_)
+
+    def hilbert_eof(self, Xfit, ref, rtol):
+        """HilbertEOF against the Hermitian eigenproblem of the analytic signal by hand."""
+        xeofs_hilbert = pytest.importorskip("xeofs.utils.hilbert_transform")
+        from scalepca.analysis.hilbert_eof import HilbertEOF
+
+        model = self.call(HilbertEOF(2).fit, Xfit)
+        Xc = ref.Xs - ref.Xs.mean(axis=0)
+        Z = xeofs_hilbert._hilbert_transform_with_padding(Xc, padding="exp", decay_factor=0.2)
+        lam, V = np.linalg.eigh(Z.conj().T @ Z / (len(Z) - 1))
+        _close(model.explained_variance_, lam[::-1][:2], rtol, "HilbertEOF.explained_variance_")
+        expected = np.full((2, C.N_FEATURES), np.nan, dtype=complex)
+        expected[:, ref.keep] = V[:, ::-1][:, :2].T
+        expected = ref.canonical(expected)
+        comps = np.empty_like(model.components_)
+        comps[:, np.asarray(self.kind.feature_order or np.arange(C.N_FEATURES))] = \
+            model.components_
+        ok = ref.canonical(np.tile(ref.keep, (2, 1)))
+        phase = np.array([np.vdot(c[m], e[m]) for c, e, m in zip(comps, expected, ok,
+                                                                    strict=True)])
+        comps = comps * (phase / np.abs(phase))[:, None]
+        land = np.isnan(expected.real)  # NaN + 0j at land: its imaginary part NaN too
+        for part in (np.real, np.imag):
+            _close(part(comps), np.where(land, np.nan, part(expected)), rtol,
+                   "HilbertEOF.components_")
+
+    def bootstrap_eof(self, Xfit, ref, rtol):
+        """BootstrapEOF: the fit's EOFs as the reference's, each replicate's ratios as the
+        eigenvalues of the dense weighted covariance with the same Poisson weights."""
+        from scalepca.analysis.bootstrap import BootstrapEOF
+        from scalepca.linalg.bootstrap import poisson_weights
+
+        model = self.call(BootstrapEOF(2, n_bootstraps=20, random_state=4).fit, Xfit)
+        assert model.n_passes_ == (1 if model.solver_ == "covariance" else 2)
+        expected = ref.components()[:2]
+        _close(_align(self._canonical_components(model.components_), expected, 1), expected,
+               rtol, "BootstrapEOF.components_")
+        w = poisson_weights(4, np.arange(len(ref.Xs)), 20)
+        ratios = []
+        for b in range(20):
+            lam = np.linalg.eigvalsh(np.cov(ref.Xs.T, fweights=w[:, b].astype(int)))[::-1]
+            ratios.append(lam[:3] / lam.sum())
+        _close(model.explained_variance_ratio_samples_, np.array(ratios), rtol,
+               "BootstrapEOF.explained_variance_ratio_samples_")
 
     def _canonical_components(self, comps):
         comps = np.asarray(comps, dtype=np.float64)

@@ -1,0 +1,355 @@
+"""EOFs with bootstrap confidence intervals, in the passes of the fit itself.
+
+Which EOFs stand out of sampling noise? xeofs' ``EOFBootstrapper`` answers by refitting the
+EOFs on B resamples of the time steps (B more fits: B more reads of the data). Here the B
+replicates ride along the fit: each row ``i`` gets, in replicate ``b``, a Poisson(1) weight
+``w_ib`` (the Poisson bootstrap: the weight of a row drawn with replacement is Binomial(n,
+1/n) ≈ Poisson(1)), made from the seed and the row's global index alone (so the chunking
+changes nothing), and every replicate's weighted covariance comes out of the same pass as the
+fit's (:mod:`scalepca.linalg.bootstrap`):
+
+- ``solver="covariance"`` (n ≫ d): one pass over row blocks accumulating, beside the fit's
+  moments, each replicate's weight total, weighted mean and weighted centred Gram
+  (B × d × d); the B + 1 eigendecompositions run on the client. **One pass**, as
+  ``PCA(svd_solver="covariance_eigh")``.
+- ``solver="gram"`` (n ≪ d, the usual gridded case): the fit's n × n sample Gram (one pass over
+  column strips, ``PCA(svd_solver="snapshot")``'s first) gives every replicate's eigenvalues
+  on the client (the weighted centring is an n × n operation on the Gram); the replicates'
+  EOFs come out of the fit's own second pass (the EOFs ``X_cᵀ U Σ⁻¹``), summarised per
+  feature on the workers. **Two passes**, as ``PCA(svd_solver="snapshot")``.
+
+For each mode the percentile interval of the explained variance ratio (``confidence``,
+default 95 %) is reported; a mode is **separated** when its interval lies above the next
+mode's (no overlap: its pattern is not a mix with the next one, in the spirit of North et
+al.'s rule of thumb), and ``n_significant_`` counts the leading modes that are. The EOFs get
+per-feature percentile intervals and standard deviations over the replicates (each
+replicate's EOF signed to match the fit's).
+
+Examples
+--------
+>>> X = scalepca.open_matrix("sst.nc", variable="sst", sample_dims="time",
+...                          weights="sqrt_coslat")
+>>> boot = BootstrapEOF(n_modes=4, n_bootstraps=200, random_state=0).fit(X)   # 2 passes
+>>> boot.explained_variance_ratio_interval_        # (2, 4): lower and upper bounds
+>>> boot.n_significant_, boot.separated_
+>>> lower, upper = boot.components_interval()       # (mode, lat, lon) each
+
+References
+----------
+Hanley, J. A. and MacGibbon, B. (2006). Creating non-parametric bootstrap samples using
+Poisson frequencies. Comput. Methods Programs Biomed., 83, 57–62.
+"""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from ..linalg import bootstrap as boot
+from ..linalg import passes
+from ..linalg.snapshot import STRIP_BYTES, column_strips, snapshot_gram
+
+__all__ = ["BootstrapEOF"]
+
+SOLVERS = ("auto", "gram", "covariance")
+#: the largest B · d² · 8 bytes of the covariance path's partial by default
+MAX_PARTIAL_BYTES = 2**30
+
+
+def _rows_of(x, block_info=None, *, seed, n_replicates):
+    """:func:`~scalepca.linalg.bootstrap.weighted_block_moments` of a row block, with its
+    global first row from dask's ``block_info``."""
+    row0 = block_info[0]["array-location"][0][0]
+    return boot.weighted_block_moments(x, row0, seed, n_replicates)
+
+
+def _summary(values: np.ndarray, q: tuple) -> tuple:
+    """Percentiles ``q`` and standard deviation over the first axis (the replicates)."""
+    lo, hi = np.percentile(values, q, axis=0)
+    return lo, hi, values.std(axis=0, ddof=1)
+
+
+class BootstrapEOF(BaseEstimator):
+    """EOFs of a field ``X`` (n samples × d features) with Poisson-bootstrap confidence
+    intervals of the explained variance ratios and the EOFs, from the fit's own passes.
+
+    Parameters
+    ----------
+    n_modes : int, default=2
+        Number of EOFs (the intervals are computed for one more, for the selection rule).
+    n_bootstraps : int, default=100
+        Number of bootstrap replicates B.
+    confidence : float, default=0.95
+        Coverage of the percentile intervals (the ``(1 − confidence)/2`` and
+        ``(1 + confidence)/2`` percentiles of the replicates).
+    solver : {"auto", "gram", "covariance"}, default="auto"
+        ``"gram"``: the n × n sample Gram (two passes); ``"covariance"``: the d × d covariance
+        and B weighted ones (one pass); ``"auto"``: ``"gram"`` when n ≤ d.
+    random_state : int or None, default=0
+        Seed of the Poisson weights (None: a fresh one, kept in ``seed_``).
+    max_partial_bytes : int, default=2**30
+        ``"covariance"``: the largest B · d² · 8 bytes a partial may hold (refused above).
+
+    Attributes
+    ----------
+    components_ : ndarray (n_modes, n_features)
+        The EOFs of the data (the fit, not a replicate); NaN at features left out.
+    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray (n_modes,)
+    mean_ : ndarray (n_features,)
+    explained_variance_samples_, explained_variance_ratio_samples_ : ndarray (B, n_modes + 1)
+        Each replicate's eigenvalues and their fractions of its total variance.
+    explained_variance_ratio_interval_ : ndarray (2, n_modes)
+        Lower and upper percentile bounds of the ratios.
+    separated_ : ndarray of bool (n_modes,)
+        The mode's interval lies entirely above the next mode's.
+    n_significant_ : int
+        The leading modes that are separated (the first that is not ends the count).
+    components_interval_ : ndarray (2, n_modes, n_features)
+        Per-feature percentile bounds of the replicates' EOFs.
+    components_std_ : ndarray (n_modes, n_features)
+        Per-feature standard deviation of the replicates' EOFs.
+    seed_, n_samples_, n_features_in_, n_passes_ : int
+    solver_ : str
+
+    Notes
+    -----
+    Passes over the data: ``"covariance"`` 1 (per worker: a row block and B + 1 partial
+    d × d Grams, ``8 (B + 1) d²`` bytes, merged in a tree of fan-in 8); ``"gram"`` 2 (a column
+    strip and an n × n partial in the first, as ``PCA(svd_solver="snapshot")``; in the second a
+    strip narrowed so that its B replicate EOFs, ``8 B k w`` bytes, stay within 128 MiB). The
+    client holds the merged partials and runs B + 1 eigendecompositions (d × d or n × n); the
+    gram path's replicate EOFs are summarised on the workers: the client receives 4 k × d.
+    """
+
+    def __init__(self, n_modes: int = 2, *, n_bootstraps: int = 100, confidence: float = 0.95,
+                 solver: str = "auto", random_state: int | None = 0,
+                 max_partial_bytes: int = MAX_PARTIAL_BYTES):
+        self.n_modes = n_modes
+        self.n_bootstraps = n_bootstraps
+        self.confidence = confidence
+        self.solver = solver
+        self.random_state = random_state
+        self.max_partial_bytes = max_partial_bytes
+
+    # -- fit ----------------------------------------------------------------------------------
+    def _check_params(self, n: int, d: int) -> str:
+        for name, low in (("n_modes", 1), ("n_bootstraps", 2)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"{name} must be an integer of at least {low}; got {v!r}")
+        if self.n_modes >= min(n, d):
+            raise ValueError(f"n_modes={self.n_modes} but the field has {n} samples and {d} "
+                             "features (the selection rule needs one mode more)")
+        c = self.confidence
+        if isinstance(c, bool) or not isinstance(c, (int, float, np.floating)) \
+                or not 0 < c < 1:
+            raise ValueError(f"confidence must be a number between 0 and 1; got {c!r}")
+        rs = self.random_state
+        if rs is not None and (isinstance(rs, bool) or not isinstance(rs, (int, np.integer))
+                               or rs < 0):
+            raise ValueError(f"random_state must be a non-negative integer or None; got {rs!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}; got {self.solver!r}")
+        solver = self.solver if self.solver != "auto" else ("gram" if n <= d else "covariance")
+        size = 8 * int(self.n_bootstraps) * d * d
+        if solver == "covariance" and size > self.max_partial_bytes:
+            raise ValueError(
+                f"solver='covariance' accumulates {self.n_bootstraps} replicate covariances of "
+                f"{d:,} × {d:,} ({size / 2**20:,.0f} MiB a partial), over max_partial_bytes="
+                f"{self.max_partial_bytes:,}: use solver='gram', fewer n_bootstraps, or raise "
+                "max_partial_bytes")
+        return solver
+
+    def fit(self, X, y=None) -> BootstrapEOF:
+        """Fit the EOFs and their bootstrap replicates on ``X``. Returns ``self``.
+
+        ``X``: a matrix as the estimators take it (the output of :func:`scalepca.open_matrix`,
+        NumPy or dask arrays, 2-D DataArrays); dense only.
+        """
+        from .mca import _matrix
+
+        xin = _matrix(X, "X")
+        n, d = xin.data.shape
+        solver = self._check_params(n, d)
+        self.seed_ = int(self.random_state if self.random_state is not None
+                         else np.random.SeedSequence().entropy % 2**63)
+        self.n_passes_ = 0
+        q = (50 * (1 - self.confidence), 50 * (1 + self.confidence))
+        fit = self._fit_gram if solver == "gram" else self._fit_covariance
+        with passes.counting(self, planned=2 if solver == "gram" else 1,
+                             chunks=xin.data.numblocks[0]):
+            fit(xin.data, n, d, q)
+        self.solver_ = solver
+        self._set_selection(q)
+        from ..io._stack import feature_template
+
+        self._template = feature_template(xin.template) if xin.kind == "xarray" else None
+        return self
+
+    def _fit_covariance(self, X, n, d, q):
+        B, k = int(self.n_bootstraps), int(self.n_modes)
+        X = X.rechunk({1: -1})
+        parts = X.map_blocks(_rows_of, seed=self.seed_, n_replicates=B,
+                             chunks=((1,) * X.numblocks[0], (1,)), dtype=object,
+                             meta=np.empty((0, 0), dtype=object))
+        (mom,) = passes.compute(passes.reduce_rows(parts, None, boot.merge_weighted),
+                                name="moments and replicates")
+        keep = self._keep(mom["nan"], n)
+        kk = np.ix_(keep, keep)
+        theta, V = boot._eigh_descending(mom["m2"][kk])
+        self._set_fit(theta, V[:, : k].T, mom["mean"], keep, n, d)
+        lam, total, reps = boot.covariance_replicates(mom["wm2"], mom["W"], keep, k,
+                                                      self.components_[:, keep])
+        self._set_samples(lam, total)
+        lo, hi, sd = _summary(reps, q)
+        self._set_component_summary(lo, hi, sd, keep)
+
+    def _fit_gram(self, X, n, d, q):
+        B, k = int(self.n_bootstraps), int(self.n_modes)
+        out = snapshot_gram(X)  # pass 1: the n × n Gram of the centred rows
+        nan = out.get("nan_features", np.zeros(d, dtype=np.int64))
+        keep = self._keep(nan, n)
+        G = out["G"]
+        theta, U = boot._eigh_descending(G)
+        s = np.sqrt(theta[:k])
+        fit_scores = U[:, :k] * s  # X_c v_i
+        w_all = boot.poisson_weights(self.seed_, np.arange(n), B)  # n × B
+        lam, total, coef = boot.gram_replicates(G, w_all, k, fit_scores)
+        self._set_samples(lam, total)
+        coef = np.hstack([U[:, :k] / np.where(s > 0, s, 1), coef])
+        # strips w features wide with w ≤ 128 MiB / (8 B k): their replicate EOFs in 128 MiB
+        S = column_strips(X, min(STRIP_BYTES, max(8 * n, n * STRIP_BYTES // (B * k))))
+        bounds = np.cumsum((0,) + S.chunks[1])
+        coef_d = dask.delayed(coef)  # one key, not a copy per task
+        mean = np.where(np.isfinite(out["mean"]), out["mean"], 0.0)
+        parts = [dask.delayed(boot.strip_replicate_components, pure=True)(
+                     blk, mean[bounds[j]:bounds[j + 1]], coef_d, k, q)
+                 for j, blk in enumerate(S.to_delayed(optimize_graph=True).ravel())]
+        stacked = np.hstack(passes.compute(*parts, name="EOFs and replicate EOFs"))
+        fit, lo, hi, sd = np.split(stacked[:, keep], 4)
+        self._set_fit(theta, fit, out["mean"], keep, n, d)
+        self._set_component_summary(lo, hi, sd, keep)
+
+    @staticmethod
+    def _keep(nan, n) -> np.ndarray:
+        nan = np.asarray(nan)
+        partial = np.flatnonzero((nan > 0) & (nan < n))
+        if partial.size:
+            raise ValueError(f"{partial.size} features are NaN at some samples only (e.g. "
+                             f"features {partial[:3].tolist()}); the bootstrap leaves out "
+                             "features NaN at every sample (land) and needs the others complete")
+        keep = nan == 0
+        if not keep.any():
+            raise ValueError("X is NaN at every feature")
+        return keep
+
+    def _set_fit(self, theta, comps, mean, keep, n, d) -> None:
+        k = int(self.n_modes)
+        comps = comps * np.sign(comps[np.arange(k), np.abs(comps).argmax(axis=1)])[:, None]
+        self.components_ = np.full((k, d), np.nan)
+        self.components_[:, keep] = comps
+        lam = theta / (n - 1)
+        self.explained_variance_ = lam[:k]
+        self.explained_variance_ratio_ = lam[:k] / lam.sum()
+        self.singular_values_ = np.sqrt(theta[:k])
+        self.mean_ = np.where(keep, mean, np.nan)
+        self.n_samples_, self.n_features_in_ = int(n), int(d)
+
+    def _set_samples(self, lam, total) -> None:
+        self.explained_variance_samples_ = lam
+        self.explained_variance_ratio_samples_ = lam / total[:, None]
+
+    def _set_component_summary(self, lo, hi, sd, keep) -> None:
+        """Per-feature bounds and spread of the replicate EOFs, signed as ``components_``."""
+        k, d = self.components_.shape
+        # the fit's EOFs were signed after the replicates were matched to them: follow
+        sign = np.sign(np.nansum(self.components_[:, keep] * (lo + hi), axis=1))
+        sign = np.where(sign == 0, 1.0, sign)[:, None]
+        lo, hi = np.where(sign > 0, lo, -hi), np.where(sign > 0, hi, -lo)
+        self.components_interval_ = np.full((2, k, d), np.nan)
+        self.components_interval_[:, :, keep] = np.stack([lo, hi])
+        self.components_std_ = np.full((k, d), np.nan)
+        self.components_std_[:, keep] = sd
+
+    def _set_selection(self, q) -> None:
+        k = int(self.n_modes)
+        lo, hi = np.percentile(self.explained_variance_ratio_samples_, q, axis=0)
+        self.explained_variance_ratio_interval_ = np.stack([lo[:k], hi[:k]])
+        self.separated_ = lo[:k] > hi[1 : k + 1]
+        self.n_significant_ = int(np.argmin(self.separated_)) if not self.separated_.all() \
+            else k
+
+    # -- outputs ------------------------------------------------------------------------------
+    def _labelled(self, values, name):
+        if getattr(self, "_template", None) is None:
+            return values
+        from ..io._stack import feature_dataarray
+
+        return feature_dataarray(values, self._template, name=name)
+
+    def components(self):
+        """The EOFs, over ``mode`` and the field's feature dims for xarray input."""
+        return self._labelled(self.components_, "components")
+
+    def components_interval(self):
+        """``(lower, upper)`` percentile bounds of the EOFs over the replicates (labelled as
+        :meth:`components`)."""
+        lo, hi = self.components_interval_
+        return self._labelled(lo, "components_lower"), self._labelled(hi, "components_upper")
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
+        """Write the fitted model to a zarr group (arrays, scalars, parameters, the field's
+        coordinates; no pickle), atomically; read it with :meth:`load`."""
+        from ..io._fs import MODEL
+        from ..io._stack import template_to_json
+        from ..io._store import atomic_group
+
+        if not hasattr(self, "components_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this BootstrapEOF is not fitted yet; call fit(X) first")
+        params = {k: (v.item() if isinstance(v, np.generic) else v)
+                  for k, v in self.get_params().items()}
+        attrs = {"class": CLASS, "params": params,
+                 "scalars": {k: getattr(self, k) for k in _SCALARS},
+                 "template": None if self._template is None
+                 else template_to_json(self._template)}
+
+        def write(group):
+            group.attrs.update(attrs)
+            for name in _ARRAYS:
+                group.create_array(name, data=np.ascontiguousarray(getattr(self, name)))
+
+        atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
+                     overwrite=overwrite)
+
+    @classmethod
+    def load(cls, store, *, storage_options=None) -> BootstrapEOF:
+        """A BootstrapEOF written by :meth:`save`."""
+        from ..io._fs import MODEL, check_complete, open_zarr_node
+        from ..io._stack import template_from_json
+
+        group = open_zarr_node(store, storage_options=storage_options)
+        check_complete(group, store)
+        attrs = dict(group.attrs)
+        if attrs.get("format") != MODEL or attrs.get("class") != CLASS:
+            raise ValueError(f"{str(store)!r} is not a BootstrapEOF model store (its class: "
+                             f"{attrs.get('class')!r})")
+        model = cls(**attrs["params"])
+        for name in _ARRAYS:
+            setattr(model, name, group[name][...])
+        for name, value in attrs["scalars"].items():
+            setattr(model, name, value)
+        t = attrs["template"]
+        model._template = None if t is None else template_from_json(t)
+        return model
+
+
+CLASS = "scalepca.analysis.bootstrap:BootstrapEOF"
+_ARRAYS = ("components_", "explained_variance_", "explained_variance_ratio_", "singular_values_",
+           "mean_", "explained_variance_samples_", "explained_variance_ratio_samples_",
+           "explained_variance_ratio_interval_", "separated_", "components_interval_",
+           "components_std_")
+_SCALARS = ("n_significant_", "seed_", "n_samples_", "n_features_in_", "n_passes_", "solver_")

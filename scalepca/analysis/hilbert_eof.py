@@ -1,0 +1,424 @@
+"""Hilbert (complex) EOF analysis: EOFs of the analytic signal, for propagating patterns.
+
+A standing EOF cannot hold a wave that travels (ENSO's eastward and westward phases, a
+monsoon's northward march): it needs two modes in quadrature. Hilbert EOF analysis
+(Rasmusson et al., 1981; Barnett, 1983; Horel, 1984) replaces every grid cell's series
+``x(t)`` by its analytic signal ``z(t) = x(t) + i H[x](t)`` (``H`` the Hilbert transform
+along time, a 90° phase shift of every frequency) and diagonalises the Hermitian covariance
+
+    C = Zᴴ Z / (n − 1)        (d × d complex, Z the centred analytic signal, n × d)
+
+``C = V Λ Vᴴ``. Each complex EOF ``v_i`` has an amplitude ``|v_i|`` (where the mode is
+strong) and a phase ``arg v_i`` (its propagation: the phase increases in the direction the
+pattern travels); each complex PC ``Z v_i`` has an amplitude (the mode's strength in time)
+and a phase (where in its cycle the mode is). As xeofs' ``HilbertEOF``, the field enters as
+it is given (weight it first, ``open_matrix(..., weights="sqrt_coslat")``), is centred, and
+may be padded before the transform (``padding="exp"``, ``decay_factor``) to damp the edge
+effects of the FFT.
+
+Time must be whole in every task: the Hilbert transform of a series needs all of it. The
+fit regroups the matrix into **column strips** (all time steps × some grid cells,
+:func:`scalepca.linalg.snapshot.column_strips`; a rechunk of the input, no data at the client)
+and makes the analytic signal strip by strip. Two solvers:
+
+- ``"gram"``: the n × n Hermitian Gram ``Z Zᴴ = Σ_strips z zᴴ`` in one pass (only n × n
+  partials travel), its eigendecomposition ``U Σ² Uᴴ`` on the client, which gives every
+  eigenvalue and the PCs ``U Σ``; a second pass gives the EOFs ``V = Zᴴ U Σ⁻¹`` strip by strip.
+- ``"covariance"``: the analytic signal made on strips is regrouped into row blocks and
+  reduced to the d × d ``Zᴴ Z`` (one pass; the regrouping moves the signal between workers:
+  16 bytes per value); its eigendecomposition gives the EOFs and every eigenvalue; a second
+  pass gives the PCs ``Z V``.
+
+``"auto"`` takes ``"gram"`` when n ≤ d, else ``"covariance"``. Both are exact (LAPACK on the
+client, float64).
+
+Examples
+--------
+>>> X = scalepca.open_matrix("sst.nc", variable="sst", sample_dims="time",
+...                          weights="sqrt_coslat")
+>>> model = HilbertEOF(n_modes=4, padding="exp", decay_factor=0.2).fit(X)   # two passes
+>>> model.components_amplitude()[0], model.components_phase()[0]           # (lat, lon)
+>>> model.scores_amplitude(), model.scores_phase()                         # (time, mode)
+>>> model.save("heof.zarr"); HilbertEOF.load("heof.zarr")
+
+References
+----------
+Horel, J. D. (1984). Complex principal component analysis: theory and examples. J. Climate
+Appl. Meteor., 23, 1660–1673.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from ..linalg import hilbert as kern
+from ..linalg import passes
+from ..linalg.snapshot import STRIP_BYTES, column_strips
+
+__all__ = ["HilbertEOF"]
+
+SOLVERS = ("auto", "gram", "covariance")
+#: a strip's padded complex signal is 3 n × w × 16 bytes: strips 6× narrower than PCA's, so
+#: that the signal takes about what PCA's strip does (128 MiB)
+HILBERT_STRIP_BYTES = STRIP_BYTES // 6
+#: the largest d (covariance) or n (gram) whose square the client decomposes by default
+MAX_GRAM_SIDE = 20_000
+
+
+def _strips(X: da.Array) -> da.Array:
+    """``X`` regrouped to column strips (every time step in each task)."""
+    return column_strips(X, HILBERT_STRIP_BYTES)
+
+
+def _strip_bounds(S: da.Array) -> np.ndarray:
+    return np.cumsum((0,) + S.chunks[1])
+
+
+class HilbertEOF(BaseEstimator):
+    """Hilbert (complex) EOF analysis of a field ``X`` (n time steps × d grid cells).
+
+    Parameters
+    ----------
+    n_modes : int, default=2
+        Number of complex modes.
+    padding : {"exp", "none"} or None, default="exp"
+        ``"exp"``: each series is extended by its own length at both ends with an exponential
+        decay from its first (last) anomaly to its linear trend before the transform (xeofs'
+        ``padding="exp"``); ``"none"`` / None: the transform of the series as it is.
+    decay_factor : float, default=0.2
+        The e-folding length of the padding as a fraction of the series length (xeofs'
+        ``decay_factor``; 0.05 for very variable series, 0.2 for smooth ones).
+    solver : {"auto", "gram", "covariance"}, default="auto"
+        ``"gram"``: the n × n Hermitian Gram of the time steps; ``"covariance"``: the d × d
+        Hermitian covariance; ``"auto"``: ``"gram"`` when n ≤ d.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_modes, n_features), complex
+        The complex EOFs (unit norm; NaN at features left out). The phase of each mode is
+        fixed so that its largest-magnitude entry is real and positive.
+    scores_ : ndarray of shape (n_samples, n_modes), complex
+        The complex PCs ``Z v_i`` of the fitted data (xeofs' ``scores(normalized=False)``).
+    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray (n_modes,)
+        ``λ_i = s_i² / (n − 1)``, ``λ_i / total_variance_`` and ``s_i``.
+    total_variance_ : float
+        ``Σ_t |z|² / (n − 1)`` over the features kept (the trace of C).
+    mean_ : ndarray (n_features,)
+        Feature means (NaN at features left out).
+    n_samples_, n_features_in_, n_passes_ : int
+    solver_ : str
+        The solver ``solver`` chose.
+
+    Notes
+    -----
+    Passes over the data: 2 (``"gram"``: the Gram, then the EOFs; ``"covariance"``: the
+    covariance, then the PCs); the means and the land mask come with the first. The input is
+    rechunked to column strips (all n time steps × w features, w such that the strip holds
+    about 21 MiB in float64 and its padded complex signal, 3 n × w × 16 bytes, about 128 MiB;
+    narrower when the input's column chunks are). Memory per worker: a strip, its signal and
+    an n × n (``"gram"``) partial; ``"covariance"`` holds row blocks of the signal (16 bytes
+    per value) in flight while it is regrouped, and d × d partials. The client holds n × n or
+    d × d complex values and decomposes them: the decomposed side is at most 20,000
+    (``MAX_GRAM_SIDE``), the other is not limited.
+
+    ``transform`` of new data is not offered: the analytic signal of other series is not
+    defined by the fitted model (xeofs' ``HilbertEOF`` refuses it too); the PCs of the fitted
+    data are ``scores_``, and ``inverse_transform`` rebuilds the field from complex PCs.
+    """
+
+    def __init__(self, n_modes: int = 2, *, padding: str | None = "exp",
+                 decay_factor: float = 0.2, solver: str = "auto"):
+        self.n_modes = n_modes
+        self.padding = padding
+        self.decay_factor = decay_factor
+        self.solver = solver
+
+    # -- fit ----------------------------------------------------------------------------------
+    def _check_params(self, n: int, d: int) -> tuple[str, str]:
+        k = self.n_modes
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"n_modes must be a positive integer; got {k!r}")
+        if k > min(n, d):
+            raise ValueError(f"n_modes={k} but the field has {n} samples and {d} features")
+        padding = "none" if self.padding is None else self.padding
+        if padding not in kern.PADDINGS:
+            raise ValueError(f"padding must be 'exp' or 'none' (or None); got {self.padding!r}")
+        f = self.decay_factor
+        if isinstance(f, bool) or not isinstance(f, (int, float, np.floating, np.integer)) \
+                or not np.isfinite(f) or f <= 0:
+            raise ValueError(f"decay_factor must be a positive number; got {f!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}; got {self.solver!r}")
+        solver = self.solver if self.solver != "auto" else ("gram" if n <= d else "covariance")
+        side = n if solver == "gram" else d
+        if side > MAX_GRAM_SIDE:
+            raise ValueError(
+                f"solver={solver!r} decomposes a {side:,} × {side:,} complex matrix on the "
+                f"client (over {MAX_GRAM_SIDE:,}): use solver="
+                f"{'covariance' if solver == 'gram' else 'gram'!r} or coarsen the field")
+        return padding, solver
+
+    def fit(self, X, y=None) -> HilbertEOF:
+        """Fit on the field ``X`` (time steps as samples). Returns ``self``.
+
+        ``X``: a matrix as the estimators take it (the output of :func:`scalepca.open_matrix`,
+        NumPy or dask arrays, 2-D DataArrays); dense only.
+        """
+        from .mca import _matrix
+
+        xin = _matrix(X, "X")
+        n, d = xin.data.shape
+        padding, solver = self._check_params(n, d)
+        S = _strips(xin.data)
+        opts = (padding, float(self.decay_factor))
+        self.n_passes_ = 0
+        with passes.counting(self, planned=2, chunks=S.numblocks[1]):
+            if solver == "gram":
+                vals, U, comps, mom = self._fit_gram(S, opts)
+            else:
+                vals, U, comps, mom = self._fit_covariance(S, opts)
+        self._set_fitted(vals, U, comps, mom, n, d, solver)
+        self._keep_labels(xin)
+        return self
+
+    def _fit_gram(self, S, opts):
+        blocks = S.to_delayed(optimize_graph=True).ravel().tolist()
+        graph = passes.reduce_blocks(blocks, kern.strip_gram, kern.merge_strips, *opts,
+                                     split_every=4)
+        (mom,) = passes.compute(graph, name="Hermitian Gram")
+        self._check_nan(mom, S.shape[0])
+        theta, U = np.linalg.eigh(mom.pop("G"))
+        theta, U = theta[::-1].clip(min=0.0), U[:, ::-1]
+        k = int(self.n_modes)
+        s = np.sqrt(theta[:k])
+        inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
+        Ud, inv_sd = dask.delayed(U[:, :k]), dask.delayed(inv_s)
+        parts = [dask.delayed(kern.strip_components, pure=True)(b, Ud, inv_sd, *opts)
+                 for b in blocks]
+        comps = np.hstack(passes.compute(*parts, name="complex EOFs"))
+        return theta, U[:, :k] * s, comps, mom
+
+    def _fit_covariance(self, S, opts):
+        Z = S.map_blocks(kern.analytic_signal, padding=opts[0], decay_factor=opts[1],
+                         dtype=np.complex128, meta=np.empty((0, 0), dtype=np.complex128))
+        rows = max(1, min(S.shape[0], 2**27 // max(1, 16 * S.shape[1])))
+        stats = S.map_blocks(kern.strip_stats, chunks=((2,), S.chunks[1]), dtype=np.float64)
+        graph = passes.reduce_rows(Z.rechunk({0: rows, 1: -1}), kern.row_gram,
+                                   kern.merge_row_grams, also=stats.rechunk({1: -1}))
+        g, (mean, nan) = passes.compute(*graph, name="Hermitian covariance")
+        C = g["C"]
+        mom = {"mean": mean, "nan": nan, "ss": np.real(np.diag(C)).copy()}
+        self._check_nan(mom, S.shape[0])
+        theta, V = np.linalg.eigh(C)
+        theta, V = theta[::-1].clip(min=0.0), V[:, ::-1]
+        k = int(self.n_modes)
+        comps = V[:, :k].T
+        scores = self._project(S, comps, mean, opts, name="complex PCs")
+        return theta, scores, comps, mom
+
+    def _project(self, S, comps, mean, opts, *, name):
+        """One pass: ``Z V`` (n × k) from the strips (each strip's share, summed)."""
+        bounds = _strip_bounds(S)
+        parts = []
+        mean = np.where(np.isfinite(mean), mean, 0.0)
+        for j, b in enumerate(S.to_delayed(optimize_graph=True).ravel()):
+            sl = slice(bounds[j], bounds[j + 1])
+            parts.append(dask.delayed(kern.strip_scores, pure=True)(
+                b, comps[:, sl].T, mean[sl], *opts))
+        return sum(passes.compute(*parts, name=name))
+
+    @staticmethod
+    def _check_nan(mom, n):
+        nan = np.asarray(mom["nan"])
+        partial = np.flatnonzero((nan > 0) & (nan < n))
+        if partial.size:
+            raise ValueError(f"{partial.size} features are NaN at some time steps only (e.g. "
+                             f"features {partial[:3].tolist()}): the analytic signal needs "
+                             "whole series; Hilbert EOF leaves out features NaN at every step "
+                             "(land) and needs the others complete")
+        if (nan == n).all():
+            raise ValueError("X is NaN at every feature")
+
+    def _set_fitted(self, theta, scores, comps, mom, n, d, solver):
+        keep = np.asarray(mom["nan"]) == 0
+        comps = np.where(keep[None, :], comps, 0.0)
+        k = comps.shape[0]
+        # the phase of each mode: its largest-magnitude entry real and positive
+        top = comps[np.arange(k), np.abs(comps).argmax(axis=1)]
+        rot = np.where(np.abs(top) > 0, np.abs(top) / np.where(top == 0, 1, top), 1.0)
+        comps, scores = comps * rot[:, None], scores * rot[None, :]
+        comps[:, ~keep] = np.nan
+        total = float(np.asarray(mom["ss"])[keep].sum()) / (n - 1)
+        lam = theta[:k] / (n - 1)
+        self.components_ = comps
+        self.scores_ = np.asarray(scores)
+        self.singular_values_ = np.sqrt(theta[:k])
+        self.explained_variance_ = lam
+        self.total_variance_ = total
+        self.explained_variance_ratio_ = lam / total
+        self.mean_ = np.where(keep, np.asarray(mom["mean"], dtype=np.float64), np.nan)
+        self.n_samples_, self.n_features_in_ = int(n), int(d)
+        self.solver_ = solver
+
+    def _keep_labels(self, xin) -> None:
+        from ..io._stack import feature_template
+
+        if xin.kind != "xarray":
+            self._templates = (None, None)
+            return
+        sdim = xin.sample_dim
+        samples = xin.template.isel({xin.feature_dim: 0}, drop=True)
+        samples = samples.copy(data=np.zeros(samples.sizes[sdim], dtype=np.int8))
+        samples.attrs, samples.name = {}, None
+        self._templates = (feature_template(xin.template), samples)
+
+    # -- outputs ------------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "components_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this HilbertEOF is not fitted yet; call fit(X) first")
+
+    def _over_features(self, values, name):
+        features = self._templates[0]
+        if features is None:
+            return values
+        from ..io._stack import feature_dataarray
+
+        return feature_dataarray(values, features, name=name)
+
+    def _over_samples(self, values, name):
+        samples = self._templates[1]
+        if samples is None:
+            return values
+        import xarray as xr
+
+        from ..io._stack import MODE, _unstack, mode_coords
+
+        sdim = samples.dims[0]
+        out = xr.DataArray(values, dims=(sdim, MODE),
+                           coords={**samples.coords, MODE: mode_coords(values.shape[1])},
+                           name=name)
+        return _unstack(out, sdim).transpose(..., MODE)
+
+    def components(self):
+        """The complex EOFs: (mode, feature dims) for xarray input, else (k, d)."""
+        self._check_fitted()
+        return self._over_features(self.components_, "components")
+
+    def scores(self, normalized: bool = False):
+        """The complex PCs of the fitted data ((time, mode) for xarray input); ``normalized``:
+        divided by the singular values (unit norm)."""
+        self._check_fitted()
+        z = self.scores_ / self.singular_values_ if normalized else self.scores_
+        return self._over_samples(z, "scores")
+
+    def components_amplitude(self, normalized: bool = True):
+        """``|v_i|`` of each complex EOF (times ``s_i`` unless ``normalized``), over the
+        field's feature dims (xarray input)."""
+        self._check_fitted()
+        amp = np.abs(self.components_)
+        if not normalized:
+            amp = amp * self.singular_values_[:, None]
+        return self._over_features(amp, "components_amplitude")
+
+    def components_phase(self):
+        """``arg v_i`` of each complex EOF in radians, (−π, π]."""
+        self._check_fitted()
+        return self._over_features(np.angle(self.components_), "components_phase")
+
+    def scores_amplitude(self, normalized: bool = True):
+        """``|Z v_i|`` of each complex PC (divided by ``s_i`` when ``normalized``)."""
+        self._check_fitted()
+        z = self.scores_ / self.singular_values_ if normalized else self.scores_
+        return self._over_samples(np.abs(z), "scores_amplitude")
+
+    def scores_phase(self):
+        """``arg(Z v_i)`` of each complex PC in radians, (−π, π]."""
+        self._check_fitted()
+        return self._over_samples(np.angle(self.scores_), "scores_phase")
+
+    def inverse_transform(self, scores=None):
+        """The field rebuilt from complex PCs (default: ``scores_``) as the real part of
+        ``Z Vᴴ`` plus the mean, over the samples and the field's feature dims (xarray
+        input), in the matrix's (weighted) units; NaN at features left out."""
+        self._check_fitted()
+        z = self.scores_ if scores is None else np.asarray(scores)
+        if z.ndim != 2 or z.shape[1] != self.components_.shape[0]:
+            raise ValueError(f"scores must be (n_samples, {self.components_.shape[0]}); got "
+                             f"shape {z.shape}")
+        Xhat = np.real(z @ self.components_.conj()) + self.mean_
+        samples, features = self._templates[1], self._templates[0]
+        if features is None or scores is not None:
+            return Xhat
+        from ..io._stack import label_features
+
+        sdim = samples.dims[0]
+        return label_features(Xhat, features, sdim, dict(samples.coords))
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
+        """Write the fitted model to a zarr group (arrays, complex ones as real and imaginary
+        parts; scalars, parameters, the field's coordinates; no pickle), atomically; read it
+        with :meth:`load`. A model store at ``store`` is replaced only with ``overwrite``."""
+        from ..io._fs import MODEL
+        from ..io._stack import template_to_json
+        from ..io._store import atomic_group
+
+        self._check_fitted()
+        arrays = {}
+        for name in _ARRAYS:
+            value = getattr(self, name)
+            if np.iscomplexobj(value):
+                arrays[name + ".real"], arrays[name + ".imag"] = value.real, value.imag
+            else:
+                arrays[name] = value
+        attrs = {"class": CLASS,
+                 "params": {"n_modes": int(self.n_modes), "padding": self.padding,
+                            "decay_factor": float(self.decay_factor), "solver": self.solver},
+                 "scalars": {k: getattr(self, k) for k in _SCALARS},
+                 "templates": [None if t is None else template_to_json(t)
+                               for t in self._templates]}
+
+        def write(group):
+            group.attrs.update(attrs)
+            for name, value in arrays.items():
+                group.create_array(name, data=np.ascontiguousarray(value))
+
+        atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
+                     overwrite=overwrite)
+
+    @classmethod
+    def load(cls, store, *, storage_options=None) -> HilbertEOF:
+        """A HilbertEOF written by :meth:`save`."""
+        from ..io._fs import MODEL, check_complete, open_zarr_node
+        from ..io._stack import template_from_json
+
+        group = open_zarr_node(store, storage_options=storage_options)
+        check_complete(group, store)
+        attrs = dict(group.attrs)
+        if attrs.get("format") != MODEL or attrs.get("class") != CLASS:
+            raise ValueError(f"{str(store)!r} is not a HilbertEOF model store (its class: "
+                             f"{attrs.get('class')!r})")
+        p = attrs["params"]
+        model = cls(p["n_modes"], padding=p["padding"], decay_factor=p["decay_factor"],
+                    solver=p["solver"])
+        for name in _ARRAYS:
+            if name in group:
+                setattr(model, name, group[name][...])
+            else:
+                setattr(model, name, group[name + ".real"][...] + 1j * group[name + ".imag"][...])
+        for name, value in attrs["scalars"].items():
+            setattr(model, name, value)
+        model._templates = tuple(None if t is None else template_from_json(t)
+                                 for t in attrs["templates"])
+        return model
+
+
+CLASS = "scalepca.analysis.hilbert_eof:HilbertEOF"
+_ARRAYS = ("components_", "scores_", "singular_values_", "explained_variance_",
+           "explained_variance_ratio_", "mean_")
+_SCALARS = ("total_variance_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
