@@ -63,6 +63,11 @@ def _import_extra(kind: str):
         ) from None
 
 
+def _stop_heartbeat(dask_worker):
+    """Run on each worker before a cluster scalepca started is closed."""
+    dask_worker.periodic_callbacks["heartbeat"].stop()
+
+
 def _distributed_client_class():
     from distributed import Client
 
@@ -72,6 +77,13 @@ def _distributed_client_class():
         _scalepca_cluster = None
 
         def close(self, *args, **kwargs):
+            if self._scalepca_cluster is not None and self.status == "running":
+                # a worker's heartbeat still in flight when its nanny closes it logs a
+                # "Stream is closed" traceback (distributed's shutdown race): stop the
+                # heartbeats while the scheduler still answers, then close the cluster
+                # (a worker busy in a task is not waited for beyond a few seconds)
+                with contextlib.suppress(Exception):
+                    self.sync(self._run, _stop_heartbeat, callback_timeout=5)
             try:
                 return super().close(*args, **kwargs)
             finally:
