@@ -626,15 +626,14 @@ EXPECTATIONS = [
          Refused(TypeError, "standardize must be True or False",
                  "the genotype standardisation is a PCA option (PPCA fits allele counts as "
                  "they are; missing='em' for missing calls)")),
-    Rule("PCA-snapshot|PCA-sketch|PCA-randomized-tol", "*", "standardize=genotype", "*",
-         Refused(ValueError, "standardize='genotype' runs svd_solver",
-                 "the genotype path runs covariance_eigh, tsqr or the range finder")),
     Rule("*", "*", "standardize=genotype", "MCA",
          NotApplicable("MCA standardises its two fields itself (its own standardize); the "
                        "genotype scaling is PCA's, tests/test_genotypes.py")),
-    Rule("PCA-*", SPARSE_KINDS, "standardize=genotype", "*",
-         Refused(ValueError, "standardize='genotype' needs dense",
-                 "missing calls are NaN in dense blocks")),
+    Rule("PCA-covariance_eigh", SPARSE_KINDS, "standardize=genotype", "*",
+         Refused(ValueError, "standardize='genotype' with svd_solver='tsqr' or "
+                 "'covariance_eigh' needs dense",
+                 "sparse allele counts run the wide solvers (randomized, snapshot, sketch), "
+                 "which centre and fill missing calls inside their per-block products")),
     Rule("PPCA-em", "*", "standardize*", "*",
          Refused(ValueError, "standardize=True needs solver='closed_form'",
                  "the EM solver fits the unstandardised data")),
@@ -735,6 +734,9 @@ EXTRA_CELLS = [
     # xarray's open options on the paths xarray reads, into the EOF tools
     ("PCA-covariance_eigh|PPCA-closed_form", XARRAY_PATHS, "open_options",
      "transform|eof-fields|eofs_as_correlation"),
+    # the genotype map inside the wide solvers' per-block products: a .bed, CSR blocks
+    ("PCA-randomized*|PCA-snapshot|PCA-sketch", "plink-bed|scipy-csr|dask-csr",
+     "standardize=genotype", "transform|save-load>transform"),
     # a land mask survives save and load into the EOF tools
     ("PCA-covariance_eigh|PPCA-closed_form", "xarray-field", "land-mask|weights+land-mask",
      "save-load>" + EOF_TOOLS.replace("|", "|save-load>")),

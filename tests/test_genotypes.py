@@ -79,25 +79,94 @@ def test_exact_pca_of_standardised_genotypes(bed, solver, chunks):
     assert list(scores["sample"].values[:2]) == ["iid1", "iid2"]
 
 
-def test_randomized_solver_on_genotypes_matches_the_reference(bed):
-    """The randomized solver (with standardize='genotype': the range finder) equals the range
-    finder on the dense standardised matrix (same seed), and the structured components
-    (K − 1 of them) the exact ones."""
-    from scalepca.linalg import flip_signs, randomized_svd_centered
+def _complete(X: np.ndarray) -> np.ndarray:
+    """``X`` without missing calls: each set to 1 (the uncalled SNP becomes all 0)."""
+    Y = np.where(np.isnan(X), 1.0, X)
+    Y[:, 9] = 0.0
+    return Y
 
+
+def _as_csr(X):
+    """Allele counts ``X`` (NaN missing) as dask CSR row blocks of 50."""
+    import scipy.sparse
+
+    return da.from_array(X, chunks=(50, -1)).map_blocks(
+        scipy.sparse.csr_matrix, dtype=X.dtype, meta=scipy.sparse.csr_matrix((0, 0)))
+
+
+WIDE_EXACT = {  # parameters that make each wide solver exact on 40 SNPs (38 kept)
+    "snapshot": dict(svd_solver="snapshot"),
+    # blocks of 10: 4 products span all 38 kept SNPs (with missing calls the first pass
+    # only starts the basis: 4 products after it)
+    "randomized": dict(svd_solver="randomized", n_oversamples=7, n_power_iter=3),
+    # 40 probes span them too
+    "sketch": dict(svd_solver="sketch", n_oversamples=37),
+}
+
+
+@pytest.mark.parametrize("missing", [True, False], ids=["missing-calls", "complete"])
+@pytest.mark.parametrize("layout", ["bed-rows", "bed-2d", "csr"])
+@pytest.mark.parametrize("solver", list(WIDE_EXACT))
+def test_wide_solvers_equal_the_dense_reference(bed, solver, layout, missing):
+    """Block Krylov, the sketch and the snapshot method run the genotype map inside their
+    per-block products (dense row panels, 2-D blocks, CSR blocks) and equal the PCA of the
+    standardised matrix by LAPACK to 1e-10 once their basis spans every kept SNP, in the
+    passes they take on any data. A missing call makes the sketch refuse (after its pass)."""
+    path, X, _ = bed
+    X = (X if missing else _complete(X))[:, :40]
+    Z, _, keep = _dense_reference(X)
+    ev, V, total = _pca(Z, 5)
+    if layout == "csr":
+        A = _as_csr(X)
+    else:
+        A = da.from_array(X, chunks=(37, -1) if layout == "bed-rows" else (60, 16))
+    m = scalepca.PCA(5, standardize="genotype", random_state=0, **WIDE_EXACT[solver])
+    if solver == "sketch" and missing:
+        with pytest.raises(ValueError, match="'sketch' with standardize='genotype' needs "
+                                             "data without missing calls"):
+            m.fit(A)
+        return
+    m.fit(A)
+    np.testing.assert_allclose(m.explained_variance_, ev[:5], rtol=1e-10)
+    np.testing.assert_allclose(m.explained_variance_ratio_, ev[:5] / total, rtol=1e-10)
+    C = m.components_[:, keep]
+    np.testing.assert_allclose(_aligned(C, V), V, atol=1e-10)
+    assert np.isnan(m.components_[:, ~keep]).all()
+    assert m.n_passes_ == {"snapshot": 2, "randomized": 4 + missing, "sketch": 1}[solver]
+    scores = m.transform(A)
+    np.testing.assert_allclose(_aligned(np.asarray(scores.compute()).T, (Z @ V.T).T),
+                               (Z @ V.T).T, atol=1e-9)
+
+
+def test_krylov_on_genotypes_same_passes_and_accuracy_as_standardised_data(bed):
+    """The default solver (block Krylov, 6 passes) on allele counts with missing calls and
+    SNPs left out reaches the accuracy it reaches on the dense standardised matrix itself
+    (the structured K − 1 components), in the same passes; ``tol`` stops at the first pass
+    that meets it, with the eigenvalues to 1e-10."""
     path, X, _ = bed
     Z, _, keep = _dense_reference(X)
     ev, V, _ = _pca(Z, 3)
-    params = dict(svd_solver="randomized", random_state=0, n_power_iter=6)
     A = scalepca.open_matrix(path, chunks={0: 50}, dtype="float64")
-    m = scalepca.PCA(3, standardize="genotype", **params).fit(A)
-    s, Vt = randomized_svd_centered(da.from_array(Z, chunks=(50, -1)), np.zeros(Z.shape[1]), 3,
-                                    n_oversamples=10, n_power_iter=6, seed=0)
-    np.testing.assert_allclose(m.explained_variance_, s**2 / (Z.shape[0] - 1), rtol=1e-10)
-    np.testing.assert_allclose(m.components_[:, keep], flip_signs(Vt), atol=1e-10)
-    np.testing.assert_allclose(m.explained_variance_[:2], ev[:2], rtol=1e-8)
-    np.testing.assert_allclose(np.abs(np.sum(m.components_[:2, keep] * V[:2], axis=1)), 1,
-                               atol=1e-8)
+
+    def sines(m):
+        C = m.components_[:, keep] if m.components_.shape[1] > keep.sum() else m.components_
+        return np.sqrt(np.maximum(0.0, 1 - np.sum(C * V[: len(C)], axis=1) ** 2))
+
+    kw = dict(svd_solver="randomized", random_state=0)
+    geno = scalepca.PCA(3, standardize="genotype", **kw).fit(A)
+    dense = scalepca.PCA(3, **kw).fit(da.from_array(Z, chunks=(50, -1)))
+    assert geno.n_passes_ == dense.n_passes_ == 6
+    assert sines(geno)[: K - 1].max() < 1e-5 and sines(dense)[: K - 1].max() < 1e-5
+    assert sines(geno)[: K - 1].max() < 10 * sines(dense)[: K - 1].max()
+    np.testing.assert_allclose(geno.explained_variance_[: K - 1], ev[: K - 1], rtol=1e-9)
+    assert (geno.residual_norms_ > 0).all()
+    # tol: stops early, every residual within tol of its eigenvalue
+    t = scalepca.PCA(K - 1, standardize="genotype", tol=1e-10, n_power_iter=30, **kw).fit(A)
+    assert t.n_passes_ < 32
+    assert (t.residual_norms_ <= 1e-10 * t.explained_variance_).all()
+    np.testing.assert_allclose(t.explained_variance_, ev[: K - 1], rtol=1e-10)
+    C = t.components_[:, keep]  # (the sine's floor is √ε ≈ 1.5e-8: compare the vectors)
+    np.testing.assert_allclose(_aligned(C, V[: K - 1]), V[: K - 1], atol=1e-9)
 
 
 def test_populations_recovered_from_the_top_pcs(bed):

@@ -72,10 +72,25 @@ def _is_sparse_block(x) -> bool:
     return scipy.sparse.issparse(x)
 
 
-def _block_gram_times(x, V: np.ndarray, shift, precision: str) -> np.ndarray:
-    """``(x − 1 shiftᵀ)ᵀ (x − 1 shiftᵀ) V`` of one row block (``shift`` None: uncentred)."""
+def _fill_sparse(x, shift):
+    """A CSR block with its stored NaN set to their column's ``shift`` (0 once centred)."""
+    missing = np.isnan(x.data)
+    if not missing.any():
+        return x
+    x = x.copy()
+    x.data[missing] = shift[x.indices[missing]]
+    return x
+
+
+def _block_gram_times(x, V: np.ndarray, shift, precision: str, fill: bool = False
+                      ) -> np.ndarray:
+    """``(x − 1 shiftᵀ)ᵀ (x − 1 shiftᵀ) V`` of one row block (``shift`` None: uncentred).
+    ``fill``: a NaN entry is a missing value set to its column's ``shift`` (0 once centred;
+    the genotype standardisation's mean imputation)."""
     d, l = V.shape
     if _is_sparse_block(x):
+        if fill:
+            x = _fill_sparse(x, shift)
         y = np.asarray(x @ V)
         if shift is None:
             return np.asarray(x.T @ y)
@@ -101,6 +116,8 @@ def _block_gram_times(x, V: np.ndarray, shift, precision: str) -> np.ndarray:
             c[...] = x[start : start + rows]
         else:
             np.subtract(x[start : start + rows], shift, out=c, dtype=np.float64)
+            if fill:
+                np.copyto(c, 0.0, where=np.isnan(c))
         if f32:  # centred in float64, rounded once, multiplied in float32, summed in float64
             c = buf32[:rows]
             c[...] = buf[:rows]
@@ -184,13 +201,15 @@ def moments_and_gram_times(X: da.Array, V: np.ndarray, *, precision: str | None 
 
 
 def gram_times(X: da.Array, V: np.ndarray, mean: np.ndarray | None, *,
-               precision: str | None = None, split_every: int = 8) -> np.ndarray:
+               precision: str | None = None, split_every: int = 8,
+               fill: bool = False) -> np.ndarray:
     """One pass: ``(X − 1 meanᵀ)ᵀ (X − 1 meanᵀ) V`` (d × l; ``mean`` None: uncentred), each
-    row panel's two products in one task, the d × l partials summed in a tree."""
+    row panel's two products in one task, the d × l partials summed in a tree. ``fill``: NaN
+    entries are missing values set to their column's ``mean`` inside the task (genotypes)."""
     Vd = dask.delayed(np.ascontiguousarray(V, dtype=np.float64))
     shift = None if mean is None else dask.delayed(np.asarray(mean, dtype=np.float64))
     graph = passes.reduce_blocks(_blocks(row_panels(X)), _block_gram_times, None, Vd, shift,
-                                 gram_precision(precision), split_every=split_every,
+                                 gram_precision(precision), fill, split_every=split_every,
                                  merge_all=_sum_all)
     (out,) = passes.compute(graph, name="gram")
     return out

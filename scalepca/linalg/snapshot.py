@@ -51,15 +51,47 @@ def _is_sparse_block(x) -> bool:
     return scipy.sparse.issparse(x)
 
 
-def _strip_stats(x, centre: bool, standardize: bool):
+def _genotype_map(n: int, stats: dict):
+    """Per SNP of a strip: the centre ``2p`` and scale ``√(2p(1−p))`` of the genotype
+    standardisation, and which SNPs are kept (polymorphic, called): ``(centre, scale, keep)``
+    with centre 0 and scale 1 where left out. ``allele_scaling`` of the strip's own moments
+    gives the same numbers as of all features, column by column (see
+    :mod:`scalepca.preprocessing._genotype`)."""
+    from ..preprocessing._genotype import allele_scaling
+
+    al = allele_scaling({"n": n, **stats})
+    centre = np.where(al.keep, 2.0 * np.nan_to_num(al.frequency), 0.0)
+    scale = np.ones(al.keep.size)
+    scale[al.keep] = al.scale
+    return centre, scale, al.keep
+
+
+def _genotype_fill(x, missing, nan_at, centre: np.ndarray, keep: np.ndarray):
+    """The strip with its missing calls at their SNP's ``centre`` (0 once centred) and the
+    SNPs left out set to 0 (``missing``: dense mask; ``nan_at``: the stored NaN of a CSR
+    strip, whose non-finite values are already 0)."""
+    if _is_sparse_block(x):
+        if nan_at is not None and nan_at.any():
+            x.data[nan_at] = centre[x.indices[nan_at]]
+        return x if keep.all() else x.multiply(keep[None, :].astype(np.float64)).tocsr()
+    if missing is not None and missing.any():
+        x = np.where(missing, centre, x)
+    return x if keep.all() else np.where(keep, x, 0.0)
+
+
+def _strip_stats(x, centre: bool, standardize):
     """Column statistics of one strip and the (sparse or dense float64) strip cleaned of
     non-finite values and divided by its scales: ``(stats, x, shift)``, ``shift`` the mean
-    to take out of ``x`` (zero when not centring)."""
+    to take out of ``x`` (zero when not centring). ``standardize="genotype"``: the
+    genotype map (:func:`_genotype_map`, :func:`_genotype_fill`; missing calls at the
+    mean, SNPs left out at 0)."""
     n, w = x.shape
+    genotype = isinstance(standardize, str)
     if _is_sparse_block(x):
         x = x.tocsr().astype(np.float64)
         finite = np.isfinite(x.data)
-        nanf = np.bincount(x.indices[np.isnan(x.data)], minlength=w)
+        nan_at = np.isnan(x.data)
+        nanf = np.bincount(x.indices[nan_at], minlength=w)
         bad = int(finite.size - np.count_nonzero(finite))
         if bad:
             x.data[~finite] = 0.0
@@ -75,6 +107,14 @@ def _strip_stats(x, centre: bool, standardize: bool):
         mean = x.mean(axis=0) if n else np.zeros(w)
         ss = ((x - mean) ** 2).sum(axis=0)
     scale = np.ones(w)
+    if genotype:  # the moments above are of the zero-filled strip, as allele_scaling reads
+        stats = {"mean": mean, "ss": ss, "bad": bad, "nan_features": nanf}
+        centre_g, scale, keep = _genotype_map(n, stats)
+        x = _genotype_fill(x, None if _is_sparse_block(x) else ~finite,
+                           nan_at if _is_sparse_block(x) else None, centre_g, keep)
+        stats = {**stats, "scale": scale, "centre": centre_g}
+        x = x.multiply(1.0 / scale).tocsr() if _is_sparse_block(x) else x / scale
+        return stats, x, centre_g / scale
     if standardize:
         sd = np.sqrt(np.maximum(ss, 0.0) / max(n, 1))
         const = sd <= CONSTANT_SD * max(float(sd.max(initial=0.0)), 1e-300)
@@ -91,7 +131,7 @@ def _centred_times(x, shift, M):
     return np.asarray(x @ M) - (shift @ M)[None, :]
 
 
-def _strip_gram(x, centre: bool, standardize: bool) -> dict:
+def _strip_gram(x, centre: bool, standardize) -> dict:
     stats, x, shift = _strip_stats(x, centre, standardize)
     if _is_sparse_block(x):
         xs = np.asarray(x @ shift)
@@ -105,16 +145,23 @@ def _strip_gram(x, centre: bool, standardize: bool) -> dict:
 def _merge_strips(a: dict, b: dict) -> dict:
     """Strips side by side (left to right): per-feature statistics joined, Grams summed."""
     out = {name: np.concatenate([a[name], b[name]])
-           for name in ("mean", "ss", "nan_features", "scale")}
+           for name in ("mean", "ss", "nan_features", "scale", "centre") if name in a}
     out["bad"] = a["bad"] + b["bad"]
     out["G"] = a["G"] + b["G"]
     return out
 
 
-def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool = False) -> dict:
+def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool | str = False
+                  ) -> dict:
     """One pass: the n × n Gram of the centred (standardised) rows, ``G``, and per feature
     ``mean``, ``ss`` (centred sum of squares), ``nan_features``, ``scale`` (ones unless
-    ``standardize``), plus ``n`` and ``bad``. Non-finite entries are counted and taken as 0."""
+    ``standardize``), plus ``n`` and ``bad``. Non-finite entries are counted and taken as 0.
+
+    ``standardize="genotype"``: allele counts, each strip mapped by the genotype
+    standardisation inside its task (centre ``2p`` and scale ``√(2p(1−p))`` from the strip's
+    own columns, missing calls at the centre, monomorphic and uncalled SNPs at 0); the
+    output adds the per-SNP ``centre``. The moments are those of the zero-filled data, as
+    :func:`~scalepca.preprocessing._genotype.allele_scaling` reads them."""
     X = column_strips(X)
     strips = X.to_delayed(optimize_graph=True).ravel().tolist()
     # a tree of fan-in 4: only n × n partials travel, at most 5 of them in a merge
@@ -127,13 +174,16 @@ def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool = False
     return out
 
 
-def _strip_components(x, mean, scale, U, inv_s, centre: bool):
-    """``((x − 1 μᵀ) D⁻¹)ᵀ U Σ⁻¹`` of one strip, as k × w."""
+def _strip_components(x, mean, scale, U, inv_s, centre: bool, fill: bool = False):
+    """``((x − 1 μᵀ) D⁻¹)ᵀ U Σ⁻¹`` of one strip, as k × w (``fill``: a non-finite entry is
+    a missing value at its column's ``mean``, else 0)."""
     if _is_sparse_block(x):
         x = x.tocsr().astype(np.float64)
-        x.data[~np.isfinite(x.data)] = 0.0
+        bad = ~np.isfinite(x.data)
+        x.data[bad] = mean[x.indices[bad]] if fill else 0.0
     else:
-        x = np.where(np.isfinite(x), np.asarray(x, dtype=np.float64), 0.0)
+        x = np.asarray(x, dtype=np.float64)
+        x = np.where(np.isfinite(x), x, mean if fill else 0.0)
     xtU = np.asarray(x.T @ U)
     if centre:
         xtU -= np.outer(mean, U.sum(axis=0))
@@ -144,8 +194,10 @@ def snapshot_components(X: da.Array, U: np.ndarray, s: np.ndarray, gram: dict, *
                         centre: bool = True) -> np.ndarray:
     """One pass: the axes ``Vᵀ = Σ⁻¹ Uᵀ Xc D⁻¹`` (k × d) from the left singular vectors ``U``
     (n × k) and singular values ``s`` of the (standardised) centred data; ``gram`` is the
-    output of :func:`snapshot_gram` (means and scales per feature). A zero singular value
-    gives a zero axis."""
+    output of :func:`snapshot_gram` (means and scales per feature; with its genotype
+    ``centre``, missing calls are set to it). A zero singular value gives a zero axis."""
+    fill = "centre" in gram
+    means = gram["centre"] if fill else gram["mean"]
     X = column_strips(X)
     inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
     bounds = np.cumsum((0,) + X.chunks[1])
@@ -154,5 +206,5 @@ def snapshot_components(X: da.Array, U: np.ndarray, s: np.ndarray, gram: dict, *
     for j, strip in enumerate(X.to_delayed().ravel()):
         sl = slice(bounds[j], bounds[j + 1])
         parts.append(dask.delayed(_strip_components, pure=True)(
-            strip, gram["mean"][sl], gram["scale"][sl], Ud, inv_sd, centre))
+            strip, means[sl], gram["scale"][sl], Ud, inv_sd, centre, fill))
     return np.hstack(passes.compute(*parts, name="components"))

@@ -1,11 +1,21 @@
 """``PCA(standardize="genotype")``: the fit on allele counts standardised by frequency.
 
-Passes: the first pass is the per-feature moments pass every fit of the randomized and TSQR
-solvers makes; the allele frequencies come from it (``allele_scaling``).
-The solver then sees the standardised matrix (missing calls 0), block by block, with mean 0:
-``randomized`` and ``tsqr`` take the passes they take on any data; ``covariance_eigh`` takes
-one more pass than on other data (the Gram of the standardised matrix needs the frequencies
-first): 2 in all.
+Passes: the first pass is the per-feature moments pass every fit makes; the allele
+frequencies come from it (``allele_scaling``), and the standardisation is an affine map of
+each SNP (centre ``2p``, scale ``√(2p(1−p))``, a missing call at the centre) that the solvers
+apply where they read the blocks:
+
+* ``randomized`` (block Krylov), ``sketch`` and ``snapshot`` are the wide solvers of
+  :mod:`._wide` with the map inside their per-block products (the scale on the client, the
+  centre and the missing calls in the task): the passes they take on any data. The Krylov
+  and sketch first pass multiplies the zero-filled data before the frequencies are known; it
+  is exact without missing calls. With missing calls, Krylov starts from that pass's product
+  (one step of subspace iteration on a nearby operator) and multiplies the exact operator
+  from then on, in the same number of passes; the one-pass sketch cannot set a missing call
+  to a mean it has not yet read, and refuses (after its pass).
+* ``tsqr`` sees the standardised matrix block by block: 2 passes.
+* ``covariance_eigh`` needs one more pass than on other data (the Gram of the standardised
+  matrix needs the frequencies first): 2 in all.
 """
 
 from __future__ import annotations
@@ -15,32 +25,28 @@ import logging
 import dask
 import numpy as np
 
-from .._validation import check_random_state_seed, choose_n_components, is_sparse
+from .._validation import choose_n_components, is_sparse
 from ..linalg import (
     column_moments_graph,
     flip_signs,
     moments_graph,
     passes,
-    randomized_svd_centered,
     tsqr_svd_centered,
 )
 from ..linalg.decomp import spectrum_from_moments
-from ..preprocessing._genotype import allele_scaling, standardized
+from ..preprocessing._genotype import AlleleScaling, allele_scaling, standardized
 
 logger = logging.getLogger(__name__)
 
+#: the solvers that run the genotype map inside their own per-block products
+WIDE = ("randomized", "sketch", "snapshot")
 
-def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
-    """Fit ``model`` (a PCA) to allele counts ``X`` (n × d dask array, NaN missing)."""
-    n, d = X.shape
-    if is_sparse(X):
-        raise ValueError("standardize='genotype' needs dense blocks: missing calls are NaN in "
-                         "dense rows, and centring by 2p makes every entry non-zero")
-    solver = "randomized" if solver == "snapshot" else solver  # auto's choice for n ≪ d
-    passes.counter_of(model).plan(
-        {"covariance_eigh": 2, "tsqr": 2}.get(solver, 3 + 2 * model.n_power_iter))
-    with model._timed_pass("allele frequencies"):
-        (mom,) = dask.compute(column_moments_graph(X))
+
+def genotype_scaling(model, mom: dict, n: int, d: int, k: int, data) -> AlleleScaling:
+    """Allele frequencies from a first pass's moments (zero-filled, NaN counted per feature):
+    infinite values refused, monomorphic and uncalled SNPs left out of the fit (recorded on
+    ``model``), ``k`` checked against the SNPs kept; ``model.scale_`` and
+    ``model.n_monomorphic_`` set."""
     stats = allele_scaling(mom)
     bad = int(mom["bad"]) - int(np.sum(mom.get("nan_features", 0)))
     if bad:
@@ -58,30 +64,53 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
         raise ValueError(f"n_components={k} is out of range: after leaving out {d - d_fit} "
                          "monomorphic or uncalled SNPs it must be at most min(n_samples, "
                          f"n_features) = {min(n, d_fit)}")
+    model.scale_ = stats.scale
+    return stats
+
+
+def genotype_moments(stats: AlleleScaling, n: int) -> dict:
+    """The moments a wide fit reports for the kept SNPs: ``mean`` ``2p`` and ``ss`` the sum of
+    squares of the mean-imputed counts about it (``ss / scale²`` is the standardised one)."""
+    return {"n": n, "mean": stats.mean, "ss": stats.ss * stats.scale**2, "bad": 0}
+
+
+def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
+    """Fit ``model`` (a PCA) to allele counts ``X`` (n × d dask array, NaN missing)."""
+    n, d = X.shape
+    if solver in WIDE:
+        b = max(1, min(k + model.n_oversamples, d))
+        krylov = min(model.n_power_iter + 2, -(-d // b))
+        passes.counter_of(model).plan({"snapshot": 2, "sketch": 1}.get(solver, krylov))
+        logger.info("%s: fitting %d × %d genotypes (%d row chunks) with %s",
+                    type(model).__name__, n, d, X.numblocks[0], solver)
+        if model.persist and solver != "sketch":
+            X = X.persist()
+        return model._fit_wide(X, data, spec, k, solver)
+    if is_sparse(X):
+        raise ValueError("standardize='genotype' with svd_solver='tsqr' or 'covariance_eigh' "
+                         "needs dense blocks; sparse allele counts run the wide solvers "
+                         "(svd_solver='randomized', 'snapshot' or 'sketch')")
+    passes.counter_of(model).plan(2)
+    with model._timed_pass("allele frequencies"):
+        (mom,) = dask.compute(column_moments_graph(X))
+    stats = genotype_scaling(model, mom, n, d, k, data)
+    d_fit = int(stats.keep.sum())
     mean, scale = stats.mean, stats.scale
     Z = standardized(model._select_features(X), mean, scale)
     total = float(stats.ss.sum() / max(n - 1, 1))
     zero = np.zeros(d_fit)
     k_fit = k if isinstance(spec, int) else min(n, d_fit)
     if solver == "covariance_eigh":
-
         Z = Z.rechunk({1: -1}) if len(Z.chunks[1]) > 1 else Z
         with model._timed_pass("moments of the standardised genotypes"):
             (mom2,) = dask.compute(moments_graph(Z))
         _, _, ev, components, _ = spectrum_from_moments(mom2, k_fit)
-    elif solver == "tsqr":
+    else:
         with model._timed_pass("tsqr"):
             s, Vt = tsqr_svd_centered(Z.rechunk({1: -1}), zero)
         ev = s**2 / max(n - 1, 1)
         components = flip_signs(Vt[:k_fit])
-    else:
-        s, Vt = randomized_svd_centered(
-            Z, zero, k, n_oversamples=model.n_oversamples, n_power_iter=model.n_power_iter,
-            seed=check_random_state_seed(model.random_state))
-        ev = s**2 / max(n - 1, 1)
-        components = flip_signs(Vt)
     if not isinstance(spec, int):
         k = choose_n_components(spec, ev, ev / total if total > 0 else np.zeros_like(ev), n)
         components = components[:k]
-    model.scale_ = scale
     model._set_spectrum(n, d_fit, k, mean, ev, components, total)

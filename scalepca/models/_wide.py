@@ -15,6 +15,12 @@ Standardising (``scale``, per-feature standard deviations known only after the f
 is applied on the client to the Krylov and sketch products: with ``D = diag(scale)`` the
 standardised operator is ``D⁻¹ A D⁻¹``, and the first pass's product ``A Ω`` is that operator
 applied to ``D Ω``, which becomes the start block.
+
+Genotypes (``standardize="genotype"``) are the same per-column affine map with the centre
+``2p`` and scale ``√(2p(1−p))`` from the first pass's moments: the scale is applied on the
+client as above (once: the blocks are never divided), the centre and the missing calls (set
+to the centre) inside each block's task — dense or CSR alike (:func:`_genotype_first_pass`,
+``gram_times(fill=True)``, ``snapshot_gram(standardize="genotype")``).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from ..linalg import passes
 from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times
 from ..linalg.sketch import SKETCH_TESTS, nystrom_eigh, nystrom_error_bound
 from ..linalg.snapshot import snapshot_components, snapshot_gram
+from ._genotype_fit import genotype_moments, genotype_scaling
 
 __all__ = ["WideFit", "fit_krylov", "fit_sketch", "fit_snapshot"]
 
@@ -51,7 +58,9 @@ class WideFit:
 def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
     """The moments and the centred Gram times the probes ``V = draw(rng, d)`` (``rng`` from
     the model's ``random_state``); all-NaN features dropped, standardising scales set. Returns
-    ``(mom, d_fit, scale, V, GV, X, rng)`` with ``X`` restricted to the kept features.
+    ``(mom, d_fit, scale, V, GV, X, rng, exact)`` with ``X`` restricted to the kept features;
+    ``exact``: ``GV`` is the product of the operator the fit decomposes (False only for
+    genotypes with missing calls, see :func:`_genotype_first_pass`).
 
     When features are dropped, the probes are drawn again for the kept features only and
     multiplied in one more pass: the fit is then the fit of the data without them, draw for
@@ -61,6 +70,8 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
     V = draw(rng, d)
     out = moments_and_gram_times(X, V, precision=precision)
     GV = out.pop("GV")
+    if model._genotypes():
+        return _genotype_first_pass(model, X, data, out, V, GV, k, rng)
     mom, d_fit = model._moments_without_land(out, n, d, k, data)
     X = model._select_features(X)
     if d_fit < d:  # the same pass over the kept features: the same arithmetic as their fit
@@ -70,7 +81,31 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
         mom = moments_and_gram_times(X, V, precision=precision)
         GV = mom.pop("GV")
     scale = model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
-    return mom, d_fit, scale, V, GV, X, rng
+    return mom, d_fit, scale, V, GV, X, rng, True
+
+
+def _genotype_first_pass(model, X, data, out: dict, V, GV, k: int, rng):
+    """:func:`_first_pass` of allele counts (``standardize="genotype"``): the allele
+    frequencies from the pass's moments, SNPs left out, ``scale`` ``√(2p(1−p))``.
+
+    No second pass when SNPs are left out: a monomorphic or uncalled SNP is constant in the
+    zero-filled data the pass multiplied (when it has no missing call), so its row and column
+    of the centred Gram are 0 and the kept rows of ``GV`` are the kept SNPs' Gram times the
+    kept rows of ``V`` (probe columns left all zero are dropped with them). That product is
+    the standardised operator's (``exact``) when no polymorphic SNP has a missing call: the
+    zero-filled data are then the data. A missing call makes it the product of the
+    zero-filled data's Gram, which is not the mean-imputed one's."""
+    n, d = X.shape
+    stats = genotype_scaling(model, out, n, d, k, data)
+    keep = stats.keep
+    nanf = np.broadcast_to(np.asarray(out.get("nan_features", 0)), (d,))
+    exact = not bool(np.any((nanf > 0) & (nanf < n)))
+    if not keep.all():
+        V, GV = V[keep], GV[keep]
+        cols = np.any(V != 0, axis=0)
+        V, GV = V[:, cols], GV[:, cols]
+    return (genotype_moments(stats, n), int(keep.sum()), stats.scale, V, GV,
+            model._select_features(X), rng, exact)
 
 
 def _operator_of_first(mom, scale, V, GV, centre: bool):
@@ -88,10 +123,11 @@ def _operator_of_first(mom, scale, V, GV, centre: bool):
 def _gram_apply(model, X, mom, scale, centre: bool):
     """``V ↦ A V`` for the (standardised, centred) Gram, one pass each."""
     shift = mom["mean"] if centre else None
+    fill = model._genotypes()  # a missing call at its SNP's mean (0 once centred)
 
     def apply(V):
         W = V if scale is None else V / scale[:, None]
-        AW = gram_times(X, W, shift)
+        AW = gram_times(X, W, shift, fill=fill)
         return AW if scale is None else AW / scale[:, None]
 
     return apply
@@ -124,7 +160,7 @@ def _krylov_start(model, X, data, k, centre):
             return np.eye(d)
         return np.linalg.qr(rng.standard_normal((d, b)))[0]
 
-    mom, d_fit, scale, Om, GV, X, rng = _first_pass(model, X, data, draw, k)
+    mom, d_fit, scale, Om, GV, X, rng, exact = _first_pass(model, X, data, draw, k)
     budget = model.n_power_iter + 2  # products of the Krylov basis (passes: one more when
     # features were dropped, see _first_pass)
     V0, AV0 = _operator_of_first(mom, scale, Om, GV, centre)
@@ -133,10 +169,11 @@ def _krylov_start(model, X, data, k, centre):
     if scale is None:
         return V0, AV0, mom, d_fit, scale, apply, budget, rng
     Q0, R = np.linalg.qr(V0)
-    if np.linalg.cond(R) <= START_COND:
+    if exact and np.linalg.cond(R) <= START_COND:
         AQ0 = sla.solve_triangular(R, AV0.T, trans="T").T  # A V0 R⁻¹
         return Q0, AQ0, mom, d_fit, scale, apply, budget, rng
-    # V0 = D Ω is ill-conditioned (scales far apart): start from its product instead
+    # V0 = D Ω is ill-conditioned (scales far apart), or A V0 the product of a nearby
+    # operator only (genotypes with missing calls): start from that product instead
     Q0 = np.linalg.qr(AV0)[0]
     return Q0, apply(Q0), mom, d_fit, scale, apply, budget - 1, rng
 
@@ -152,7 +189,14 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
         return np.hstack([probes, G[:, l:]])
 
     # float64 products: the pass is read-bound, and the sketch's own error dwarfs their cost
-    mom, d_fit, scale, Om, GV, X, _ = _first_pass(model, X, data, draw, k, precision="float64")
+    mom, d_fit, scale, Om, GV, X, _, exact = _first_pass(model, X, data, draw, k,
+                                                         precision="float64")
+    if not exact:
+        raise ValueError(
+            "svd_solver='sketch' with standardize='genotype' needs data without missing calls: "
+            "the sketch reads the data once, and a missing call is set to its SNP's mean, "
+            "known only after that read; use svd_solver='randomized' (block Krylov, the same "
+            "accuracy with missing calls) or 'snapshot'")
     l = Om.shape[1] - SKETCH_TESTS
     Om, Th = Om[:, :l], Om[:, l:]
     AOm, ATh = GV[:, :l], GV[:, l:]
@@ -178,12 +222,18 @@ def fit_snapshot(model, X, data, k: int | None, *, centre: bool) -> WideFit:
     strips, its eigendecomposition on the client, one more pass for the components
     ``Xcᵀ U Σ⁻¹``. ``k`` None: every eigenvalue is returned (components for all of them)."""
     n, d = X.shape
-    out = snapshot_gram(X, centre=centre, standardize=bool(model.standardize))
+    genotype = model._genotypes()
+    out = snapshot_gram(X, centre=centre,
+                        standardize="genotype" if genotype else bool(model.standardize))
     G = out.pop("G")
-    mom, d_fit = model._moments_without_land(out, n, d, k or 1, data)
-    model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
-    scale = None
-    if model.standardize:  # the scales the strips used (see snapshot_gram)
+    if genotype:  # the strips mapped the counts with these frequencies (see snapshot_gram)
+        stats = genotype_scaling(model, out, n, d, k or 1, data)
+        mom, d_fit, scale = genotype_moments(stats, n), int(stats.keep.sum()), stats.scale
+    else:
+        mom, d_fit = model._moments_without_land(out, n, d, k or 1, data)
+        model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+        scale = None
+    if model.standardize and not genotype:  # the scales the strips used (see snapshot_gram)
         keep = getattr(model, "_features_kept", None)
         scale = out["scale"] if keep is None else out["scale"][keep]
         model.scale_ = scale

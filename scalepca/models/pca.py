@@ -111,17 +111,6 @@ SPECTRAL_RULES = (
 )
 
 
-def _genotype_solvers(p, shape) -> None:
-    if not (isinstance(p["standardize"], str) and p["standardize"] == GENOTYPE):
-        return
-    if p["svd_solver"] in ("snapshot", "sketch") or p.get("tol", 0.0) > 0:
-        raise ValueError(
-            "standardize='genotype' runs svd_solver 'covariance_eigh', 'tsqr' or 'randomized' "
-            "(the range finder, n_power_iter power iterations; 'auto' picks by the number of "
-            f"SNPs); got svd_solver={p['svd_solver']!r}, tol={p.get('tol', 0.0)!r}"
-        )
-
-
 #: ``_note_float32_accuracy`` logs when a float32-product fit leaves its smallest variances
 #: less relative accuracy than this
 FLOAT32_NOTE_THRESHOLD = 1e-5
@@ -173,8 +162,7 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         "persist": Flag(),
         "standardize": Flag(),
     }
-    _parameter_rules = (*SPECTRAL_RULES,
-                        Rule(_genotype_solvers, needs=("standardize", "svd_solver", "tol")))
+    _parameter_rules = SPECTRAL_RULES
 
     @property
     def _takes_sparse(self) -> bool:
@@ -492,11 +480,14 @@ class PCA(_BaseSpectralPCA):
         set to the mean (0 once centred), as in Patterson, Price & Reich (2006); SNPs with ``p`` 0
         or 1 (monomorphic) or without any call are left out of the fit (NaN in ``mean_``,
         ``scale_``, ``components_``; ``n_monomorphic_`` counts the former). ``p`` comes from the
-        moments pass (no extra pass with ``randomized`` or ``tsqr``; ``covariance_eigh`` takes two);
-        the model keeps ``mean_ = 2p`` (``allele_frequency_``) and ``scale_`` and repeats the
-        step in ``transform``, after ``save``/``load`` too. With it, ``randomized`` is the
-        range finder (``3 + 2·n_power_iter`` passes), not block Krylov; ``snapshot``,
-        ``sketch`` and ``tol`` are refused.
+        moments pass (no extra pass with ``randomized``, ``snapshot``, ``sketch`` or ``tsqr``;
+        ``covariance_eigh`` takes two); the model keeps ``mean_ = 2p`` (``allele_frequency_``)
+        and ``scale_`` and repeats the step in ``transform``, after ``save``/``load`` too. The
+        wide solvers (block Krylov with ``tol``, ``snapshot``, ``sketch``) apply the map inside
+        their per-block products and take the passes they take on other data; with missing
+        calls Krylov's first pass only starts the basis (its product is of the zero-filled
+        data) and ``sketch``, which reads the data once, refuses (after its pass). Sparse
+        allele counts run the wide solvers.
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
         analysis; scikit-learn's ``TruncatedSVD``, scanpy's ``pca(zero_center=False)``).

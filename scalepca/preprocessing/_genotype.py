@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import dask.array as da
 import numpy as np
 
+from .._validation import is_sparse
+
 #: the ``standardize`` value that asks for it
 GENOTYPE = "genotype"
 
@@ -98,6 +100,13 @@ def standardized(X: da.Array, mean: np.ndarray, scale: np.ndarray) -> da.Array:
 
 
 def _fill_block(x, mean):
+    import scipy.sparse
+
+    if scipy.sparse.issparse(x):  # stored NaN at the mean; the block stays sparse
+        x = scipy.sparse.csr_matrix(x, dtype=np.result_type(x.dtype, np.float32), copy=True)
+        missing = np.isnan(x.data)
+        x.data[missing] = mean.ravel()[x.indices[missing]]
+        return x
     missing = np.isnan(x)
     if not missing.any():
         return x
@@ -107,7 +116,9 @@ def _fill_block(x, mean):
 
 
 def fill_missing(X: da.Array, mean: np.ndarray) -> da.Array:
-    """Lazy ``X`` with its NaN entries set to the column's ``mean`` (the model's ``2p``)."""
+    """Lazy ``X`` with its NaN entries set to the column's ``mean`` (the model's ``2p``);
+    ``scipy.sparse`` blocks stay sparse (their stored NaN are the missing calls)."""
     m = da.from_array(np.asarray(mean, dtype=np.float64)[None, :], chunks=((1,), X.chunks[1]))
     dtype = np.result_type(X.dtype, np.float32)
-    return da.map_blocks(_fill_block, X, m, dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
+    meta = X._meta if is_sparse(X) else np.empty((0, 0), dtype=dtype)
+    return da.map_blocks(_fill_block, X, m, dtype=dtype, meta=meta)
