@@ -248,7 +248,7 @@ def cmd_info(args) -> int:
         print(f"zarr array {args.store}: shape {node.shape}, dtype {node.dtype}, "
               f"chunks {node.chunks}")
         return EXIT_OK
-    attrs = dict(node.attrs)
+    attrs, hidden = dict(node.attrs), []
     if attrs.get("format") == "scalepca-model":
         state = "complete" if attrs.get("complete") else "INCOMPLETE (interrupted write)"
         print(f"scalepca model {args.store}: {attrs.get('class')} ({state})")
@@ -256,7 +256,8 @@ def cmd_info(args) -> int:
               f"format version {attrs.get('format_version')}")
         print(f"  parameters: {json.dumps(attrs.get('params', {}))}")
         scalars = attrs.get("scalars", {})
-        hidden = [k for k in scalars if k.startswith("_") and not args.verbose]
+        private = [k for k in [*scalars, *(n for n, _ in node.arrays())] if k.startswith("_")]
+        hidden = [] if args.verbose else private
         for k, v in sorted((k, v) for k, v in scalars.items() if k not in hidden):
             text = json.dumps(v, default=str)
             if len(text) > 120:  # e.g. the coordinates of stacked feature dims
@@ -271,7 +272,8 @@ def cmd_info(args) -> int:
         if extra:
             print(f"  attributes: {json.dumps(extra, default=str)}")
     for name, arr in sorted(node.arrays(), key=lambda t: t[0]):
-        print(f"  {name}: shape {arr.shape}, dtype {arr.dtype}, chunks {arr.chunks}")
+        if name not in hidden:  # a model's private arrays (saved moments, ...) with -v
+            print(f"  {name}: shape {arr.shape}, dtype {arr.dtype}, chunks {arr.chunks}")
     return EXIT_OK
 
 

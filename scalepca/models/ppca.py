@@ -168,8 +168,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         Whether EM met ``tol`` within ``max_iter``.
     resumed_from_ : int
         EM iterations taken from a checkpoint (0 for a fresh run or the closed form).
-    mean_, singular_values_, n_samples_, n_samples_seen_, n_features_in_, n_components_, \
-n_passes_
+    mean_, singular_values_, n_samples_, n_samples_seen_, n_features_in_, n_components_, n_passes_
         As in :class:`PCA`.
 
     Notes

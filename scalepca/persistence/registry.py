@@ -128,6 +128,7 @@ def declared_problems(cls, params: dict, where: str, *, word=None,
     from ..models._params import checked, table_of
 
     table = table_of(cls)
+    say = word or str  # the estimator's own message, in the caller's words
     word = word or (lambda message: f"{where}: {message}")
     key = key or (lambda name: f"{where}.{name}")
     problems, typed = [], {}
@@ -152,7 +153,7 @@ def declared_problems(cls, params: dict, where: str, *, word=None,
         bad.add(name)
         if table[name].forms:
             problems.append(f"'{key(name)}' must be {table[name].forms}; got "
-                            f"{typed[name]!r} ({err})")
+                            f"{typed[name]!r} ({say(str(err))})")
         else:
             problems.append(word(str(err)))
     return {k: values[k] for k in typed if k not in bad}, problems
