@@ -57,7 +57,7 @@ def _genotype_map(n: int, stats: dict):
     with centre 0 and scale 1 where left out. ``allele_scaling`` of the strip's own moments
     gives the same numbers as of all features, column by column (see
     :mod:`scalepca.preprocessing._genotype`)."""
-    from ..preprocessing._genotype import allele_scaling
+    from .alleles import allele_scaling
 
     al = allele_scaling({"n": n, **stats})
     centre = np.where(al.keep, 2.0 * np.nan_to_num(al.frequency), 0.0)

@@ -11,8 +11,12 @@ only the k-dimensional factors: no d × d matrix is inverted or factored.
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
+
+from .base import caller_stacklevel
 
 
 def _loglike_block(x, mean, U, lam, sigma2):
@@ -238,3 +242,19 @@ def _delayed_sample(m, W, mu, sigma, seed):
     import dask
 
     return dask.delayed(_sample_block, pure=True)(m, W, mu, sigma, seed)
+
+
+def _warn_rank_deficient(k: int) -> None:
+    """PPCA's note that a rank-deficient fit has a singular model covariance."""
+    warnings.warn(
+        f"PPCA: the data's rank is at most n_components={k} (the smallest eigenvalues of the "
+        "covariance are 0 to rounding), so noise_variance_ is 0 and the model covariance is "
+        "singular: score, score_samples and get_precision are undefined (they raise); "
+        "transform gives the limit of the posterior means. Use fewer components than the "
+        "data's rank.", UserWarning, stacklevel=caller_stacklevel(),
+    )
+
+
+def _rank_tol(d: int, ev) -> float:
+    """Eigenvalues of the covariance at or below this are zero to rounding (d ε λ_max)."""
+    return d * np.finfo(np.float64).eps * float(np.max(ev, initial=0.0))

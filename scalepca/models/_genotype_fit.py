@@ -33,8 +33,9 @@ from ..linalg import (
     passes,
     tsqr_svd_centered,
 )
+from ..linalg.alleles import AlleleScaling, allele_scaling
 from ..linalg.decomp import spectrum_from_moments
-from ..preprocessing._genotype import AlleleScaling, allele_scaling, standardized
+from ..preprocessing._genotype import standardized
 
 logger = logging.getLogger(__name__)
 

@@ -116,3 +116,12 @@ def _shrink_block(t, w=None, *, tau):
     t = np.asarray(t, dtype=np.float64)
     s = t - np.clip(t, -tau, tau)
     return s if w is None else np.where(w, s, 0.0)
+
+
+def probes(entropy, it, sv, p, n1, n2, V_warm) -> np.ndarray:
+    """RobustPCA's probe block of iteration ``it``: drawn from child ``it`` of the seed, so a
+    resumed run and an uninterrupted one use the same numbers."""
+    from ..linalg.svt import probe_matrix
+
+    rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(it,)))
+    return probe_matrix(n2, int(min(sv + p, n1, n2)), rng, V_warm)

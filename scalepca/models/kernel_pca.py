@@ -654,9 +654,8 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         """(kind, arrays, P, offset) of the fitted model's ``transform``."""
         if hasattr(self, "X_fit_"):
             lam = self.eigenvalues_
-            inv = np.zeros_like(lam)
-            pos = lam > 0
-            inv[pos] = 1.0 / np.sqrt(lam[pos])
+            inv = np.divide(1.0, np.sqrt(np.maximum(lam, 0)), out=np.zeros_like(lam),
+                            where=lam > 0)
             A = self.eigenvectors_ * inv[None, :]  # dual coefficients
             offset = self.K_fit_rows_ @ A - self.K_fit_all_ * A.sum(axis=0)
             return "exact", (self._kept(self.X_fit_, axis=1),), A, offset

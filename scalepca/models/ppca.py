@@ -28,7 +28,7 @@ from ..linalg.em import (
     posterior_mean_block,
 )
 from ..preprocessing._matrix import MatrixInput
-from ._gaussian import _delayed_sample, _sample_block
+from ._gaussian import _delayed_sample, _rank_tol, _sample_block, _warn_rank_deficient
 from ._incremental import PPCAMomentUpdate
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
 from ._params import Choice, Int, NComponents, Path, Real, Rule
@@ -41,7 +41,7 @@ from ._ppca_params import (
     _em_or_closed_form,
     _missing_needs_em,
 )
-from .base import _refuse_nonfinite, affine_map, caller_stacklevel
+from .base import _refuse_nonfinite, affine_map
 from .pca import AUTO_MAX_GRAM_FEATURES, SPECTRAL_RULES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
@@ -667,21 +667,6 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     def _restore_state(self, state: dict) -> None:
         super()._restore_state(state)
         self._set_posterior()
-
-
-def _warn_rank_deficient(k: int) -> None:
-    warnings.warn(
-        f"PPCA: the data's rank is at most n_components={k} (the smallest eigenvalues of the "
-        "covariance are 0 to rounding), so noise_variance_ is 0 and the model covariance is "
-        "singular: score, score_samples and get_precision are undefined (they raise); "
-        "transform gives the limit of the posterior means. Use fewer components than the "
-        "data's rank.", UserWarning, stacklevel=caller_stacklevel(),
-    )
-
-
-def _rank_tol(d: int, ev) -> float:
-    """Eigenvalues of the covariance at or below this are zero to rounding (d ε λ_max)."""
-    return d * np.finfo(np.float64).eps * float(np.max(ev, initial=0.0))
 
 
 def _legacy_em_commit(attrs: dict, arrays: dict) -> Resumed:

@@ -61,7 +61,6 @@ from ..linalg.svt import (
     graph_constant,
     low_rank_from_factors,
     predict_rank,
-    probe_matrix,
     regular_layout,
     spectral_norm_estimate,
     square_blocks,
@@ -73,7 +72,7 @@ from ._incremental import not_updatable
 from ._iterate import IterationCheckpoint, ValueBelow, iterate
 from ._params import Choice, Int, Other, Path, Real, Rule, Seed
 from ._resources import available_memory
-from ._robust_blocks import _clean, _input_stats_block, _pick, _shrink_block, _update_block
+from ._robust_blocks import _clean, _input_stats_block, _pick, _shrink_block, _update_block, probes
 from ._robust_state import (
     FINGERPRINT_IGNORES,
     _legacy_commit,
@@ -567,7 +566,7 @@ class RobustPCA(LinearDecompositionMixin):
         res = svt(
             state["A"], 1.0 / mu, sv, method=self.svd, n_oversamples=P.p,
             n_power_iter=self.n_power_iter, timed=self._timed_pass,
-            probes=self._probes(entropy, it - 1, sv, P.p, *P.M.shape, state["V_warm"])
+            probes=probes(entropy, it - 1, sv, P.p, *P.M.shape, state["V_warm"])
             if P.fused else None, first_product=state["Y_first"],
             rtol=rtol, scale=P.fro, rng=np.random.default_rng(
                 np.random.SeedSequence(entropy, spawn_key=(it - 1, 1))),
@@ -606,7 +605,7 @@ class RobustPCA(LinearDecompositionMixin):
             graph_constant(Us, (M.chunks[0], r)), "ik", graph_constant(Vs, (r, M.chunks[1])),
             "kj"]
         if P.fused:
-            Om_next = self._probes(int(new["entropy"]), it, new["sv"], P.p, n1, n2,
+            Om_next = probes(int(new["entropy"]), it, new["sv"], P.p, n1, n2,
                                    new["V_warm"])
             l_next = Om_next.shape[1]
             margs += [graph_constant(Om_next, (M.chunks[1], l_next)), "jq"]
@@ -649,13 +648,6 @@ class RobustPCA(LinearDecompositionMixin):
         commit, kept = commit_state(P, it, state)
         self._committed_t = commit["t_name"]
         return commit, kept
-
-    @staticmethod
-    def _probes(entropy, it, sv, p, n1, n2, V_warm) -> np.ndarray:
-        """Probe block of iteration ``it``: drawn from child ``it`` of the seed, so a resumed
-        run and an uninterrupted one use the same numbers."""
-        rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(it,)))
-        return probe_matrix(n2, int(min(sv + p, n1, n2)), rng, V_warm)
 
     def _set_results(self, M, W, Tp, a_tau, U, s, Vt, history, converged, it, n1, n2):
         order = np.argsort(-s, kind="stable")

@@ -18,8 +18,6 @@ feature), so the preprocessing adds no pass of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import dask.array as da
 import numpy as np
 
@@ -27,55 +25,6 @@ from .._validation import is_sparse
 
 #: the ``standardize`` value that asks for it
 GENOTYPE = "genotype"
-
-
-@dataclass(frozen=True)
-class AlleleScaling:
-    """Per-SNP statistics of the first pass (all SNPs; ``keep`` selects the fitted ones)."""
-
-    frequency: np.ndarray  # p (NaN where a SNP has no call)
-    keep: np.ndarray  # bool: called at least once and polymorphic
-    ss: np.ndarray  # sum over samples of z² (standardised, missing 0), of kept SNPs
-    n_uncalled: int  # SNPs with no call
-    n_monomorphic: int  # called SNPs with p ∈ {0, 1}
-
-    @property
-    def mean(self) -> np.ndarray:
-        """``2 p`` of the kept SNPs (the centre)."""
-        return 2.0 * self.frequency[self.keep]
-
-    @property
-    def scale(self) -> np.ndarray:
-        """``√(2 p (1 − p))`` of the kept SNPs."""
-        p = self.frequency[self.keep]
-        return np.sqrt(2.0 * p * (1.0 - p))
-
-
-def allele_scaling(mom: dict) -> AlleleScaling:
-    """Allele frequencies and the standardised sums of squares from one moments pass.
-
-    ``mom`` holds what :func:`~scalepca.linalg.moments.column_moments_graph` returns: ``n``,
-    the ``mean`` and ``ss`` (sum of squared deviations) of the data with non-finite entries
-    set to 0, and ``nan_features`` (NaN per feature) when there were any. With
-    ``c`` calls, ``Σ x² = ss + n m²`` and ``Σ (x − μ)² = Σ x² − c μ²`` over the calls.
-    """
-    n = int(mom["n"])
-    nanf = np.asarray(mom.get("nan_features", 0), dtype=np.int64)
-    calls = n - np.broadcast_to(nanf, mom["mean"].shape)
-    total = mom["mean"] * n  # Σ over the calls (missing entries were 0)
-    called = calls > 0
-    mu = np.full(calls.shape, np.nan)
-    mu[called] = total[called] / calls[called]
-    p = mu / 2.0
-    # a frequency within rounding of 0 or 1 is monomorphic (exact counts give exact 0 or 1)
-    eps = 8 * np.finfo(np.float64).eps
-    poly = called & (p > eps) & (p < 1.0 - eps)
-    sq = mom["ss"] + n * mom["mean"] ** 2  # Σ x² over the calls
-    dev = np.maximum(sq - calls * np.where(called, mu, 0.0) ** 2, 0.0)
-    var = 2.0 * p[poly] * (1.0 - p[poly])
-    return AlleleScaling(frequency=p, keep=poly, ss=dev[poly] / var,
-                         n_uncalled=int((~called).sum()),
-                         n_monomorphic=int((called & ~poly).sum()))
 
 
 def _standardize_block(x, mean, scale):

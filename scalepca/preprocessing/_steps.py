@@ -200,8 +200,6 @@ class Preprocessing:
                 raise ValueError(f"{what} was prepared by other single-cell steps than the "
                                  "data the model was fitted on; pass the raw counts")
             return X
-        from ._singlecell import prepare_counts
-
         return prepare_counts(X, self, what=what)
 
     def _fits(self, X) -> bool:
@@ -574,3 +572,32 @@ def computed_from_matrix(X) -> str | None:
     if not isinstance(X, da.Array) or _matrix_of(X) is not None:
         return None
     return next((n for n in X.dask.layers if n.startswith(MATRIX_PREFIX)), None)
+
+
+def prepare_counts(X, prep, *, what: str = "X"):
+    """Raw counts ``X`` made into the matrix ``prep`` (a ``Preprocessing`` with ``cells``)
+    describes: a DataArray over (obs, var) on the kept genes for AnnData and DataArray input,
+    a lazy dask array for dask input, a CSR matrix for data in memory. Genes are checked
+    against the fit's (their number, and their names when both sides have them)."""
+    import xarray as xr
+
+    from .._validation import as_csr_blocks, is_sparse
+    from ._singlecell import _as_blocks, raw_counts
+
+    steps = prep.cells
+    X = raw_counts(X, layer=None if prep.variable in (None, "X") else prep.variable)
+    if isinstance(X, xr.DataArray):
+        names = X["var"].values if "var" in X.coords else None
+        steps.check_genes(X.shape[1], names, what)
+        data = X.data if isinstance(X.data, da.Array) else _as_blocks(X.data)
+        coords = {c: X.coords[c] for c in X.coords if "var" not in X.coords[c].dims}
+        kept = steps.kept_gene_names()
+        if kept is not None:
+            coords["var"] = kept
+        out = xr.DataArray(steps.apply(data), dims=X.dims, coords=coords, name=X.name)
+        return attach(out, prep)
+    steps.check_genes(X.shape[1], None, what)
+    if isinstance(X, da.Array):
+        blocks = as_csr_blocks(X) if is_sparse(X) else X.rechunk({1: -1})
+        return named_matrix(steps.apply(blocks), prep)
+    return attach(steps.block(X if is_sparse(X) else np.asarray(X)), prep)
