@@ -302,9 +302,8 @@ class BootstrapEOF(BaseEstimator):
     def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
         """Write the fitted model to a zarr group (arrays, scalars, parameters, the field's
         coordinates; no pickle), atomically; read it with :meth:`load`."""
-        from ..io._fs import MODEL
         from ..io._stack import template_to_json
-        from ..io._store import atomic_group
+        from ..io._store import write_model_group
 
         if not hasattr(self, "components_"):
             from sklearn.exceptions import NotFittedError
@@ -317,26 +316,17 @@ class BootstrapEOF(BaseEstimator):
                  "template": None if self._template is None
                  else template_to_json(self._template)}
 
-        def write(group):
-            group.attrs.update(attrs)
-            for name in _ARRAYS:
-                group.create_array(name, data=np.ascontiguousarray(getattr(self, name)))
-
-        atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
-                     overwrite=overwrite)
+        write_model_group(store, attrs, {name: getattr(self, name) for name in _ARRAYS},
+                          storage_options=storage_options, overwrite=overwrite)
 
     @classmethod
     def load(cls, store, *, storage_options=None) -> BootstrapEOF:
         """A BootstrapEOF written by :meth:`save`."""
-        from ..io._fs import MODEL, check_complete, open_zarr_node
         from ..io._stack import template_from_json
+        from ..io._store import open_model_group
 
-        group = open_zarr_node(store, storage_options=storage_options)
-        check_complete(group, store)
-        attrs = dict(group.attrs)
-        if attrs.get("format") != MODEL or attrs.get("class") != CLASS:
-            raise ValueError(f"{str(store)!r} is not a BootstrapEOF model store (its class: "
-                             f"{attrs.get('class')!r})")
+        group, attrs = open_model_group(store, CLASS, "a BootstrapEOF",
+                                        storage_options=storage_options)
         model = cls(**attrs["params"])
         for name in _ARRAYS:
             setattr(model, name, group[name][...])

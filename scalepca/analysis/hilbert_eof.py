@@ -364,9 +364,8 @@ class HilbertEOF(BaseEstimator):
         """Write the fitted model to a zarr group (arrays, complex ones as real and imaginary
         parts; scalars, parameters, the field's coordinates; no pickle), atomically; read it
         with :meth:`load`. A model store at ``store`` is replaced only with ``overwrite``."""
-        from ..io._fs import MODEL
         from ..io._stack import template_to_json
-        from ..io._store import atomic_group
+        from ..io._store import write_model_group
 
         self._check_fitted()
         arrays = {}
@@ -383,26 +382,17 @@ class HilbertEOF(BaseEstimator):
                  "templates": [None if t is None else template_to_json(t)
                                for t in self._templates]}
 
-        def write(group):
-            group.attrs.update(attrs)
-            for name, value in arrays.items():
-                group.create_array(name, data=np.ascontiguousarray(value))
-
-        atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
-                     overwrite=overwrite)
+        write_model_group(store, attrs, arrays, storage_options=storage_options,
+                          overwrite=overwrite)
 
     @classmethod
     def load(cls, store, *, storage_options=None) -> HilbertEOF:
         """A HilbertEOF written by :meth:`save`."""
-        from ..io._fs import MODEL, check_complete, open_zarr_node
         from ..io._stack import template_from_json
+        from ..io._store import open_model_group
 
-        group = open_zarr_node(store, storage_options=storage_options)
-        check_complete(group, store)
-        attrs = dict(group.attrs)
-        if attrs.get("format") != MODEL or attrs.get("class") != CLASS:
-            raise ValueError(f"{str(store)!r} is not a HilbertEOF model store (its class: "
-                             f"{attrs.get('class')!r})")
+        group, attrs = open_model_group(store, CLASS, "a HilbertEOF",
+                                        storage_options=storage_options)
         p = attrs["params"]
         model = cls(p["n_modes"], padding=p["padding"], decay_factor=p["decay_factor"],
                     solver=p["solver"])

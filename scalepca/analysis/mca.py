@@ -341,9 +341,8 @@ class MCA(BaseEstimator):
         """Write the fitted model to a zarr group (arrays, scalars, parameters and the
         fields' feature coordinates; no pickle), atomically; read it with :meth:`load`. A
         model store at ``store`` is replaced only with ``overwrite``."""
-        from ..io._fs import MODEL
         from ..io._stack import template_to_json
-        from ..io._store import atomic_group
+        from ..io._store import write_model_group
 
         self._check_fitted()
         arrays = {k: getattr(self, k) for k in _ARRAYS if getattr(self, k) is not None}
@@ -355,26 +354,17 @@ class MCA(BaseEstimator):
                  "templates": [None if t is None else template_to_json(t)
                                for t in self._templates]}
 
-        def write(group):
-            group.attrs.update(attrs)
-            for name, value in arrays.items():
-                group.create_array(name, data=np.ascontiguousarray(value))
-
-        atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
-                     overwrite=overwrite)
+        write_model_group(store, attrs, arrays, storage_options=storage_options,
+                          overwrite=overwrite)
 
     @classmethod
     def load(cls, store, *, storage_options=None) -> MCA:
         """An MCA written by :meth:`save`."""
-        from ..io._fs import MODEL, check_complete, open_zarr_node
         from ..io._stack import template_from_json
+        from ..io._store import open_model_group
 
-        group = open_zarr_node(store, storage_options=storage_options)
-        check_complete(group, store)
-        attrs = dict(group.attrs)
-        if attrs.get("format") != MODEL or attrs.get("class") != CLASS:
-            raise ValueError(f"{str(store)!r} is not an MCA model store (its class: "
-                             f"{attrs.get('class')!r})")
+        group, attrs = open_model_group(store, CLASS, "an MCA",
+                                        storage_options=storage_options)
         params = attrs["params"]
         std = params["standardize"]
         model = cls(params["n_modes"], standardize=std if isinstance(std, bool) else tuple(std),
