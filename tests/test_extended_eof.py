@@ -35,13 +35,9 @@ def ref():
 
 
 @pytest.fixture(scope="module")
-def fields(sst):
-    path = eofs_examples.example_data_path("hgt_djf.nc")
-    with xr.open_dataset(path, decode_times=False, engine="scipy") as ds:
-        hgt = ds["z"].isel(pressure=0, drop=True).load()
-    hgt = hgt.isel(time=slice(15, None)).assign_coords(time=sst["time"].values)
-    f64 = {"latitude": lambda a: a["latitude"].astype(np.float64)}
-    return {"sst": sst.assign_coords(**f64), "hgt": hgt.assign_coords(**f64)}
+def fields(sst_hgt):
+    """{"sst", "hgt"} over their common winters, latitudes in float64 (tests/conftest.py)."""
+    return dict(zip(("sst", "hgt"), sst_hgt, strict=True))
 
 
 def _input(field, kind, tmp_path):

@@ -20,19 +20,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:Ambiguous reference date string"
 
 
 @pytest.fixture(scope="module")
-def fields(sst):
-    """(sst, hgt): the common winters 1963-2012; latitudes in float64 (xeofs computes its
-    √cos φ weights in the coordinate's dtype; scalepca always in float64)."""
-    path = eofs_examples.example_data_path("hgt_djf.nc")
-    with xr.open_dataset(path, decode_times=False, engine="scipy") as ds:
-        hgt = ds["z"].isel(pressure=0, drop=True).load()
-    hours = hgt["time"].values.astype("int64").astype("timedelta64[h]")
-    years = (np.datetime64("0001-01-01T00", "h") + hours).astype("datetime64[Y]")
-    common = years >= np.datetime64("1963", "Y")
-    np.testing.assert_array_equal(years[common], sst["time"].values.astype("datetime64[Y]"))
-    hgt = hgt.isel(time=common).assign_coords(time=sst["time"].values)
-    f64 = {"latitude": lambda a: a["latitude"].astype(np.float64)}
-    return sst.assign_coords(**f64), hgt.assign_coords(**f64)
+def fields(sst_hgt):
+    """(sst, hgt) over their common winters (tests/conftest.py)."""
+    return sst_hgt
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["covariance", "standardized"])

@@ -37,14 +37,9 @@ def ref():
 
 
 @pytest.fixture(scope="module")
-def fields(sst):
-    """(sst, hgt) over the 50 common winters, latitudes in float64."""
-    path = eofs_examples.example_data_path("hgt_djf.nc")
-    with xr.open_dataset(path, decode_times=False, engine="scipy") as ds:
-        hgt = ds["z"].isel(pressure=0, drop=True).load()
-    hgt = hgt.isel(time=slice(15, None)).assign_coords(time=sst["time"].values)
-    f64 = {"latitude": lambda a: a["latitude"].astype(np.float64)}
-    return sst.assign_coords(**f64), hgt.assign_coords(**f64)
+def fields(sst_hgt):
+    """(sst, hgt) over the 50 common winters, latitudes in float64 (tests/conftest.py)."""
+    return sst_hgt
 
 
 def _coslat(field):
