@@ -293,3 +293,36 @@ def test_auto_solver_and_randomized_save_load(fields, tmp_path):
         np.testing.assert_array_equal(getattr(loaded, name), getattr(model, name))
     for a, b in zip(loaded.transform(X, Y), model.transform(X, Y), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("slab", [None, 3 * 8 * 7])
+def test_cross_operator_against_dense(monkeypatch, slab):
+    """linalg.cross: the first pass's moments and [C V; Cᵀ U], and a later pass's product,
+    equal the dense centred cross products (large means, NaN at a land feature, float32 Y,
+    uneven row chunks), whatever the slabs the blocks are centred in (3-row / 3-column slabs
+    with ``slab``)."""
+    from scalepca.linalg import cross
+
+    if slab is not None:
+        monkeypatch.setattr(cross, "SLAB_BYTES", slab)
+    rng = np.random.default_rng(3)
+    n, dx, dy, l = 41, 7, 5, 3
+    X = rng.normal(size=(n, dx)) + 1e4
+    Y = (rng.normal(size=(n, dy)) * 3 - 50).astype(np.float32)
+    X[:, 2] = np.nan  # land
+    U, V = rng.normal(size=(dx, l)), rng.normal(size=(dy, l))
+    Xd, Yd = cross.aligned_panels(da.from_array(X, chunks=((10, 1, 17, 13), dx)),
+                                  da.from_array(Y, chunks=(6, dy)))
+    out = cross.moments_and_cross_times(Xd, Yd, U, V)
+    Xf = np.where(np.isnan(X), 0.0, X)
+    Xc, Yc = Xf - Xf.mean(axis=0), Y.astype(np.float64) - Y.astype(np.float64).mean(axis=0)
+    C = Xc.T @ Yc
+    np.testing.assert_allclose(out["HV"], np.vstack([C @ V, C.T @ U]), rtol=1e-9,
+                               atol=1e-9 * np.abs(C).max())
+    np.testing.assert_allclose(out["mean"][:dx], Xf.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(out["ss"][dx:], (Yc**2).sum(axis=0), rtol=1e-9)
+    np.testing.assert_array_equal(out["nan_features"], [0, 0, n] + [0] * (dx - 3 + dy))
+    assert out["n"] == n and out["bad"] == 0
+    HV = cross.cross_times(Xd, Yd, U, V, out["mean"][:dx], out["mean"][dx:])
+    np.testing.assert_allclose(HV, np.vstack([C @ V, C.T @ U]), rtol=1e-9,
+                               atol=1e-9 * np.abs(C).max())

@@ -8,16 +8,22 @@ blocks ``x_b``, ``y_b`` with column means ``μ_x``, ``μ_y``, the centred cross 
 
 is applied block by block, ``C V = Σ_b (x_b − 1μ_xᵀ)ᵀ ((y_b − 1μ_yᵀ) V)`` and ``Cᵀ U`` alike,
 all four products inside the task that holds both blocks (the n_b × l intermediates never
-leave it); only (d_x + d_y) × l partials are summed, in a tree. One read of both fields is
-one application of ``H``, whose eigenvalues are ``±σ_i`` (the singular values of ``C``) with
-eigenvectors ``[u_i; ±v_i] / √2``: the block Krylov eigensolver of
-:mod:`scalepca.linalg.krylov` finds the leading singular triplets of ``C`` from it.
+leave it, and each entry of the task's (d_x + d_y) × l partial is written once); only the
+partials are summed, in a tree. One read of both fields is one application of ``H``, whose
+eigenvalues are ``±σ_i`` (the singular values of ``C``) with eigenvectors
+``[u_i; ±v_i] / √2``: the block Krylov eigensolver of :mod:`scalepca.linalg.krylov` finds
+the leading singular triplets of ``C`` from it.
 
 The first read also gathers the column moments of both fields: each block is centred by its
 own means and its partial merged with the parallel update of Chan et al.,
 ``Cᵃ V + Cᵇ V + w δ_x (δ_yᵀ V)`` (and ``Cᵀ U`` alike), as the Gram operator's first pass
 does — so the means cost no pass of their own. Blocks are centred slab by slab in float64
 before the products (no cancellation however large the means are).
+
+Memory per task: the pair of row panels, their n_b × l products and the (d_x + d_y) × l
+partial; the panels' rows (:func:`aligned_panels`) should well exceed ``l`` for the pass to
+be read-bound (a 256 MB pair of panels of two 1M-cell float64 fields holds 16 rows: give
+such fields larger row chunks, or workers that hold them).
 """
 
 from __future__ import annotations
@@ -42,22 +48,39 @@ def aligned_panels(X: da.Array, Y: da.Array, panel_bytes: int = PANEL_BYTES):
     return X, Y.rechunk({0: X.chunks[0], 1: -1})
 
 
+def _centred(a, rows: slice, cols: slice, shift: np.ndarray) -> np.ndarray:
+    """``a[rows, cols] − shift[cols]`` in a new float64 array, NaN entries set to 0."""
+    c = np.subtract(a[rows, cols], shift[cols], dtype=np.float64)
+    np.copyto(c, 0.0, where=np.isnan(c))
+    return c
+
+
 def _block_cross_times(x, y, U: np.ndarray, V: np.ndarray, mx, my) -> np.ndarray:
     """``[(x − 1mxᵀ)ᵀ (y − 1myᵀ) V ; (y − 1myᵀ)ᵀ (x − 1mxᵀ) U]`` of one pair of row blocks
-    ((d_x + d_y) × l; ``U`` d_x × l, ``V`` d_y × l), centred slab by slab in float64; NaN
-    entries count as the column's shift (0 once centred)."""
+    ((d_x + d_y) × l; ``U`` d_x × l, ``V`` d_y × l); NaN entries count as their column's
+    shift (0 once centred).
+
+    Two sweeps over the blocks, each centring a float64 slab of at most :data:`SLAB_BYTES`
+    before its product: row slabs give the n_b × l products ``y_c V`` and ``x_c U``, then
+    column strips give each strip's rows of the result in one product (``x_cᵀ (y_c V)``),
+    so every entry of the (d_x + d_y) × l result is written once however few rows a slab of
+    a very wide block holds."""
     x, y = np.asarray(x), np.asarray(y)
-    n, dx, dy = x.shape[0], x.shape[1], y.shape[1]
-    out = np.zeros((dx + dy, U.shape[1]))
-    step = max(1, min(n, SLAB_BYTES // (8 * max(dx + dy, 1))))
-    for start in range(0, n, step):
-        rows = slice(start, min(n, start + step))
-        xc = np.subtract(x[rows], mx, dtype=np.float64)
-        yc = np.subtract(y[rows], my, dtype=np.float64)
-        for c in (xc, yc):
-            np.copyto(c, 0.0, where=np.isnan(c))
-        out[:dx] += xc.T @ (yc @ V)
-        out[dx:] += yc.T @ (xc @ U)
+    n, dx, dy, l = x.shape[0], x.shape[1], y.shape[1], U.shape[1]
+    out = np.empty((dx + dy, l))
+    everything = slice(None)
+    yv, xu = np.empty((n, l)), np.empty((n, l))
+    for a, shift, factor, prod in ((y, my, V, yv), (x, mx, U, xu)):
+        step = max(1, SLAB_BYTES // (8 * max(a.shape[1], 1)))
+        for start in range(0, n, step):
+            rows = slice(start, min(n, start + step))
+            prod[rows] = _centred(a, rows, everything, shift) @ factor
+    for a, shift, prod, offset in ((x, mx, yv, 0), (y, my, xu, dx)):
+        width = max(1, SLAB_BYTES // (8 * max(n, 1)))
+        for start in range(0, a.shape[1], width):
+            cols = slice(start, min(a.shape[1], start + width))
+            out[offset + cols.start : offset + cols.stop] = (
+                _centred(a, everything, cols, shift).T @ prod)
     return out
 
 
