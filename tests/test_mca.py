@@ -249,12 +249,13 @@ def test_randomized_chunking_and_seed(fields):
 
 def test_randomized_passes_tol_and_bounds(fields, exact):
     """Passes: n_power_iter + 2, fewer with tol (and then each residual within tol of its
-    singular value); short of an invariant basis the total squared covariance is NaN and
-    its bounds bracket the exact one, the fractions' bounds the exact fractions."""
+    singular value); short of an invariant basis the total squared covariance is NaN with
+    total="bounds" and its bounds bracket the exact one, the fractions' bounds the exact
+    fractions; with "auto" (n = 50) or "exact" one more pass makes it exact."""
     standardize, cov = exact
     X, Y = _inputs(fields, "dask-many-chunks", None)
     for n_power_iter in (0, 2):
-        model = MCA(K, standardize=standardize, n_power_iter=n_power_iter,
+        model = MCA(K, standardize=standardize, n_power_iter=n_power_iter, total="bounds",
                     **RANDOMIZED).fit(X, Y)
         assert model.n_passes_ == n_power_iter + 2
         assert np.isnan(model.total_squared_covariance_)
@@ -267,7 +268,17 @@ def test_randomized_passes_tol_and_bounds(fields, exact):
         fraction = model.squared_covariance_ / cov.total_squared_covariance_
         lo, hi = model.squared_covariance_fraction_bounds_.T
         assert np.all(lo <= fraction) and np.all(fraction <= hi * (1 + 1e-12))
-    model = MCA(K, standardize=standardize, tol=1e-6, **RANDOMIZED).fit(X, Y)
+    # the exact total from the sample Grams: one more pass (over column strips)
+    for total in ("auto", "exact"):
+        model = MCA(K, standardize=standardize, n_power_iter=0, total=total,
+                    **RANDOMIZED).fit(X, Y)
+        assert model.n_passes_ == 3
+        np.testing.assert_allclose(model.total_squared_covariance_,
+                                   cov.total_squared_covariance_, rtol=1e-12)
+        np.testing.assert_allclose(model.squared_covariance_fraction_,
+                                   model.squared_covariance_ / cov.total_squared_covariance_,
+                                   rtol=1e-12)
+    model = MCA(K, standardize=standardize, tol=1e-6, total="bounds", **RANDOMIZED).fit(X, Y)
     assert model.n_passes_ < 6
     assert np.all(model.residual_norms_ <= 1e-6 * model.singular_values_)
     # Ritz values of a symmetric operator: within the residual of a singular value
@@ -281,7 +292,7 @@ def test_auto_solver_and_randomized_save_load(fields, tmp_path):
     X, Y = _inputs(fields, "xarray-many-chunks", None)
     assert MCA(K).fit(X, Y).solver_ == "covariance"
     model = MCA(3, max_cross_size=540 * 1421 - 1, n_power_iter=1, random_state=4,
-                standardize=(False, True)).fit(X, Y)
+                standardize=(False, True), total="bounds").fit(X, Y)
     assert model.solver_ == "randomized" and model.n_passes_ == 3
     assert np.isnan(model.total_squared_covariance_)
     model.save(tmp_path / "mca.zarr")

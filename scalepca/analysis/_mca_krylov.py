@@ -21,9 +21,13 @@ trace((X_c X_cᵀ)(Y_c Y_cᵀ))`` needs the n × n Grams of both fields, or ever
 What the Krylov basis gives is the squared covariance it captures, ``‖Cᵀ Q_x‖²_F`` (and
 ``‖C Q_y‖²_F``), a lower bound of ``‖C‖²_F`` that equals it when the basis is invariant
 under ``H`` (its products lie in it: ``‖HQ − Q QᵀHQ‖_F ≤`` :data:`INVARIANT_TOL` ``‖HQ‖_F``),
-which happens once the basis spans the fields' sample space — e.g. whenever ``n − 1`` is at
-most the basis' width per field. The upper bound is Cauchy–Schwarz's,
-``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²`` (the fields' total variances, from the first pass).
+which happens once the basis spans the fields' sample space — e.g. whenever ``n − 1`` plus
+the start block is at most the basis' width per field. The upper bound is Cauchy–Schwarz's,
+``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²`` (the fields' total variances, from the first pass). When
+the basis does not give it and ``total`` asks (``"exact"``, or ``"auto"`` with n at most
+:data:`EXACT_TOTAL_SAMPLES`), one more pass over column strips of both fields makes their
+n × n sample Grams (:func:`~scalepca.linalg.snapshot.snapshot_gram_graph`, standardised as
+the fit is) and ``‖C‖²_F = Σ (G_x ∘ G_y) / (n − 1)²`` exactly.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ import numpy as np
 from scipy import linalg as sla
 
 from .._validation import check_random_state_seed
+from ..linalg import passes
 from ..linalg.cross import aligned_panels, cross_times, moments_and_cross_times
 from ..linalg.krylov import block_krylov_eigh
+from ..linalg.snapshot import snapshot_gram_graph
 from ..models._wide import START_COND
 
 __all__ = ["fit_randomized"]
@@ -41,6 +47,10 @@ __all__ = ["fit_randomized"]
 #: the basis is taken as invariant under H (the squared covariance it captures is ‖C‖²_F)
 #: when its products leave it by at most this fraction of their norm
 INVARIANT_TOL = 1e-8
+
+#: ``total="auto"`` makes the exact ``‖C‖²_F`` from the n × n sample Grams (one more pass,
+#: n × n partials: 128 MB at this n) up to this many samples
+EXACT_TOTAL_SAMPLES = 4096
 
 
 def _start(rng: np.random.Generator, d: int, b: int) -> np.ndarray:
@@ -96,6 +106,11 @@ def fit_randomized(model, X, Y, k: int, std: tuple) -> dict:
     ss = mom["ss"][keep] / scale**2
     total, bounds = _total(res.basis, res.products, dxk,
                            ss[:dxk].sum() * ss[dxk:].sum() / (n - 1) ** 2)
+    del res.basis, res.products
+    wanted = model.total == "exact" or (model.total == "auto" and n <= EXACT_TOTAL_SAMPLES)
+    if np.isnan(total) and wanted:
+        total = _sample_gram_total(Xk, Yk, scale[:dxk], scale[dxk:], n)
+        bounds = (total, total)
     return {"mom": mom, "kept": (kx, ky), "scales": (sx, sy), "U": U, "s": res.values,
             "V": V, "total": total, "bounds": bounds, "residuals": res.residuals,
             "n_products": res.n_products}
@@ -110,6 +125,15 @@ def _captured(Q: np.ndarray, W: np.ndarray, rows: slice, other: slice) -> float:
     good = w > 1e-6 * max(w.max(initial=0.0), np.finfo(float).tiny)
     T = E[:, good] / np.sqrt(w[good])
     return float(np.sum((W[other] @ T) ** 2))
+
+
+def _sample_gram_total(X, Y, sx: np.ndarray, sy: np.ndarray, n: int) -> float:
+    """``‖C‖²_F = trace(G_x G_y) / (n − 1)²`` from the centred n × n sample Grams of the
+    (standardised) fields, both in one pass over their column strips."""
+    graphs = [snapshot_gram_graph(A if np.all(s == 1) else A / s)
+              for A, s in ((X, sx), (Y, sy))]
+    gx, gy = passes.compute(*graphs, name="sample grams")
+    return float(np.sum(gx["G"] * gy["G"])) / (n - 1) ** 2
 
 
 def _total(Q: np.ndarray, W: np.ndarray, dxk: int, upper: float):

@@ -24,10 +24,13 @@ Two solvers (``solver``):
   first product (:mod:`scalepca.analysis._mca_krylov`, :mod:`scalepca.linalg.cross`; the
   eigensolver is PCA's ``svd_solver="randomized"``). At most ``n_power_iter + 2`` passes,
   fewer with ``tol``; residual norms in ``residual_norms_``. ``‖C‖²_F``, the denominator of
-  the squared covariance fraction, is known out of core only as the squared covariance the
-  Krylov basis captures (a lower bound, exact once the basis is invariant — e.g. when ``n − 1``
-  is at most its width) and Cauchy–Schwarz's upper bound: ``total_squared_covariance_`` and
-  ``squared_covariance_fraction_`` are NaN unless exact, and their bounds are always given.
+  the squared covariance fraction, has no out-of-core product: the Krylov basis gives the
+  squared covariance it captures (a lower bound, exact once the basis is invariant — e.g.
+  when ``n − 1`` plus the start block is at most its width per field) and the fields' total
+  variances Cauchy–Schwarz's upper bound; otherwise it is exact only from the n × n sample
+  Grams, ``trace(G_x G_y) / (n − 1)²``, one more pass (``total="auto"`` makes it up to 4,096
+  samples, ``"exact"`` always, ``"bounds"`` never). ``total_squared_covariance_`` and
+  ``squared_covariance_fraction_`` are NaN unless exact; their bounds are always given.
 * ``"auto"``: ``"covariance"`` when d_x · d_y ≤ ``max_cross_size`` (8 bytes each: 400 MB by
   default), else ``"randomized"``.
 
@@ -160,6 +163,12 @@ class MCA(BaseEstimator):
         ``residual_norms_[i]`` is at most ``tol · singular_values_[i]``. 0 runs every pass.
     random_state : int, Generator or None
         Seed of the ``"randomized"`` start block (its only random part).
+    total : {"auto", "exact", "bounds"}, default="auto"
+        ``"randomized"``: how ``‖C‖²_F`` (the squared covariance fraction's denominator) is
+        known when the Krylov basis does not give it exactly: ``"exact"`` from the n × n
+        sample Grams of both fields (one more pass over their column strips, n × n per
+        worker and on the client); ``"bounds"``: only its bounds (fractions NaN, no pass);
+        ``"auto"``: ``"exact"`` up to 4,096 samples, else ``"bounds"``.
 
     Attributes
     ----------
@@ -171,13 +180,14 @@ class MCA(BaseEstimator):
     squared_covariance_ : ndarray (n_modes,)
         ``singular_values_ ** 2``.
     total_squared_covariance_ : float
-        ``‖C‖²_F``, the sum of all squared singular values. ``"randomized"``: NaN unless the
-        Krylov basis captured it exactly (see ``total_squared_covariance_bounds_``).
+        ``‖C‖²_F``, the sum of all squared singular values. ``"randomized"``: NaN when known
+        only by its bounds (``total``, ``total_squared_covariance_bounds_``).
     total_squared_covariance_bounds_ : ndarray (2,)
         Lower and upper bounds of ``‖C‖²_F``: both ``‖C‖²_F`` with ``"covariance"``; with
         ``"randomized"`` the squared covariance the Krylov basis captures (``‖Cᵀ Q_x‖²_F``)
-        and Cauchy–Schwarz's ``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²`` (both ``‖C‖²_F`` when the basis
-        is invariant under the operator, e.g. when ``n − 1`` is at most its width per field).
+        and Cauchy–Schwarz's ``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²``; both ``‖C‖²_F`` when the basis
+        is invariant under the operator (e.g. when ``n − 1`` plus the start block is at most
+        its width per field) or the sample Grams gave it (``total``).
     squared_covariance_fraction_ : ndarray (n_modes,)
         ``squared_covariance_ / total_squared_covariance_`` (NaN when the total is).
     squared_covariance_fraction_bounds_ : ndarray (n_modes, 2)
@@ -205,7 +215,9 @@ class MCA(BaseEstimator):
 
     ``"randomized"``: at most ``n_power_iter + 2`` passes over both fields (6 by default;
     one more when standardising scales are so far apart that the start block is rebuilt from
-    the first product), fewer with ``tol``; each reads every pair of row panels once. Per
+    the first product), fewer with ``tol``; each reads every pair of row panels once. One
+    more over column strips for the exact ``‖C‖²_F`` (``total``) when the basis does not give
+    it: n × n floats per worker and on the client. Per
     worker: a pair of row panels (at most 256 MB together) and partials of
     (d_x + d_y) × 2(n_modes + n_oversamples) floats. Client: the Krylov basis and its
     products, 2 · (d_x + d_y) · 2(n_modes + n_oversamples)(n_power_iter + 2) floats (two
@@ -222,12 +234,13 @@ class MCA(BaseEstimator):
         "n_oversamples": Int(0),
         "tol": Real(0),
         "random_state": Seed(),
+        "total": Choice("auto", "exact", "bounds"),
     }
 
     def __init__(self, n_modes: int = 2, *, standardize=False,
                  max_cross_size: int = MAX_CROSS_SIZE, solver: str = "auto",
                  n_power_iter: int = 4, n_oversamples: int = 10, tol: float = 0.0,
-                 random_state=None):
+                 random_state=None, total: str = "auto"):
         self.n_modes = n_modes
         self.standardize = standardize
         self.max_cross_size = max_cross_size
@@ -236,6 +249,7 @@ class MCA(BaseEstimator):
         self.n_oversamples = n_oversamples
         self.tol = tol
         self.random_state = random_state
+        self.total = total
 
     # -- fit ----------------------------------------------------------------------------------
     def _check_params(self, n: int, dx: int, dy: int) -> tuple[tuple[bool, bool], str]:
@@ -493,7 +507,8 @@ class MCA(BaseEstimator):
                   "n_power_iter": int(self.n_power_iter),
                   "n_oversamples": int(self.n_oversamples), "tol": float(self.tol),
                   # a seed object (Generator, ...) is not kept: the fit it drew is
-                  "random_state": int(seed) if isinstance(seed, (int, np.integer)) else None}
+                  "random_state": int(seed) if isinstance(seed, (int, np.integer)) else None,
+                  "total": str(self.total)}
         scalars = {k: getattr(self, k) for k in _SCALARS}
         if np.isnan(scalars["total_squared_covariance_"]):  # JSON has no NaN
             scalars["total_squared_covariance_"] = None
@@ -517,7 +532,8 @@ class MCA(BaseEstimator):
         std = params["standardize"]
         # stores written before the randomized solver hold only the first three parameters
         extra = {name: params[name] for name in ("solver", "n_power_iter", "n_oversamples",
-                                                 "tol", "random_state") if name in params}
+                                                 "tol", "random_state", "total")
+                 if name in params}
         model = cls(params["n_modes"], standardize=std if isinstance(std, bool) else tuple(std),
                     max_cross_size=params["max_cross_size"], **extra)
         for name in _ARRAYS:
