@@ -423,8 +423,11 @@ OPERATIONS = [
     # anomaly reconstruction from 2 modes, the uncentred projection (eofs' projectField)
     "eof-fields",
     # scalepca.analysis.mca.MCA(2) of the data with themselves: its patterns are the EOFs, its
-    # singular values the eigenvalues (standardised as the option says)
+    # singular values the eigenvalues (standardised as the option says); MCA-randomized the
+    # same by block Krylov on the dilated cross-covariance (n_oversamples=0: a 2-vector start
+    # per field, so the Krylov space grows over the passes before it spans the 8 features)
     "MCA",
+    "MCA-randomized",
     # scalepca.MultivariateEOF(2, normalize="none") of the data as its one field, and
     # scalepca.ExtendedEOF(2, embedding=1): both are then PCA, their EOFs and variances the
     # reference's (the peers' equality is in tests/test_multivariate_eof.py and
@@ -530,10 +533,10 @@ EXPECTATIONS = [
          Refused(ValueError, "give a copy of the view",
                  "pp.pca writes its results into the AnnData, which a view cannot hold")),
     # -- what does not apply ----------------------------------------------------------------
-    Rule("PCA-tsqr|PCA-randomized|PPCA-*|KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "MCA",
+    Rule("PCA-tsqr|PCA-randomized|PPCA-*|KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "MCA*",
          NotApplicable("MCA fits no estimator of this axis: run once, against the reference "
                        "of PCA-covariance_eigh")),
-    Rule("*", "*", "zero_center=False", "MCA",
+    Rule("*", "*", "zero_center=False", "MCA*",
          NotApplicable("MCA centres the fields (zero_center is a PCA parameter)")),
     Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
          "RobustPCA-*", "*", "*", "MultivariateEOF|ExtendedEOF",
@@ -545,7 +548,7 @@ EXPECTATIONS = [
     Rule("*", SPARSE_KINDS, "*", "MultivariateEOF|ExtendedEOF",
          Refused((ValueError, TypeError), "sparse", "gridded fields are dense; the joined or "
                  "time-embedded blocks would be")),
-    Rule("*", SPARSE_KINDS, "*", "MCA",
+    Rule("*", SPARSE_KINDS, "*", "MCA*",
          Refused((ValueError, TypeError), "sparse", "MCA's cross products are dense")),
     Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
          "RobustPCA-*", "*", "*", "HilbertEOF|BootstrapEOF",
@@ -626,7 +629,7 @@ EXPECTATIONS = [
          Refused(TypeError, "standardize must be True or False",
                  "the genotype standardisation is a PCA option (PPCA fits allele counts as "
                  "they are; missing='em' for missing calls)")),
-    Rule("*", "*", "standardize=genotype", "MCA",
+    Rule("*", "*", "standardize=genotype", "MCA*",
          NotApplicable("MCA standardises its two fields itself (its own standardize); the "
                        "genotype scaling is PCA's, tests/test_genotypes.py")),
     Rule("PCA-covariance_eigh", SPARSE_KINDS, "standardize=genotype", "*",

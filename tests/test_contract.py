@@ -423,10 +423,14 @@ class Cell:
                    "Rotator.transform of the raw data")
         elif op == "eof-fields":
             self.eof_fields(model, Xnew, ref, rtol)
-        elif op == "MCA":
+        elif op in ("MCA", "MCA-randomized"):
             from scalepca.analysis.mca import MCA
 
-            mca = self.call(MCA(2, standardize=self.option.standardize).fit, Xfit, Xfit)
+            krylov = (dict(solver="randomized", n_oversamples=0, random_state=0)
+                      if op == "MCA-randomized" else {})
+            mca = self.call(MCA(2, standardize=self.option.standardize, **krylov).fit, Xfit,
+                            Xfit)
+            assert mca.solver_ == ("randomized" if krylov else "covariance")
             expected = ref.components()[:2]
             _close(_align(self._canonical_components(mca.components_x_), expected, 1),
                    expected, rtol, "MCA.components_x_")

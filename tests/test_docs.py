@@ -213,7 +213,7 @@ def _keep(png: Path) -> None:
 #: the user guide's pages: each has formulas or a figure the browser must show
 GUIDE_PAGES = ("guide/choosing", "guide/pca", "guide/ppca", "guide/kernel_pca",
                "guide/sparse_pca", "guide/robust_pca", "guide/eof", "guide/single_cell",
-               "guide/hilbert_eof", "guide/bootstrap_eof")
+               "guide/mca", "guide/hilbert_eof", "guide/bootstrap_eof")
 METHOD_PAGES = [p for p in GUIDE_PAGES if p not in ("guide/choosing",)]
 
 

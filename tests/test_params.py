@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
+from scalepca.analysis.mca import MCA
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 from scalepca.datasets import make_low_rank, write_dataset
 from scalepca.models._params import Shape, parameter_problems, table_of
@@ -28,7 +29,20 @@ def _init_params(cls) -> set:
 def test_table_is_the_init_signature(method):
     """Every __init__ parameter is declared, and every declared one is an __init__ parameter:
     a renamed parameter cannot leave its check behind."""
-    cls = estimator_class(method)
+    _check_table(estimator_class(method))
+
+
+#: the analysis tools that declare a table (not methods of a config)
+ANALYSIS_TOOLS = [MCA]
+
+
+@pytest.mark.parametrize("cls", ANALYSIS_TOOLS, ids=lambda cls: cls.__name__)
+def test_analysis_table_is_the_init_signature(cls):
+    """The same for the analysis tools that declare a table (MCA)."""
+    _check_table(cls)
+
+
+def _check_table(cls):
     table = table_of(cls)
     assert set(table) == _init_params(cls), (
         f"{cls.__name__}: not declared {sorted(_init_params(cls) - set(table))}, declared but "

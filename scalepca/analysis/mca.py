@@ -12,13 +12,31 @@ those of ``Y``, the singular values ``s_i`` the covariances of the expansion coe
 are given: weight them first (``open_matrix(..., weights="sqrt_coslat")``, xeofs'
 ``use_coslat``); ``standardize=True`` divides each feature by its standard deviation.
 
-The fit makes **one pass** over the two fields: each pair of aligned row blocks is reduced
-to per-feature moments and a d_x × d_y block of centred cross products, merged in a tree
-(:func:`scalepca.linalg.passes.reduce_rows`, the parallel update of Chan et al.); the SVD of
-C runs on the client, so d_x · d_y must fit in memory (``max_cross_size``). Features that
-are NaN in every sample (land) are left out and come back NaN; a feature NaN at only some
-samples is refused. Homogeneous and heterogeneous maps (the correlations of each field with
-its own and with the other field's expansion coefficients) take one more pass.
+Two solvers (``solver``):
+
+* ``"covariance"`` makes **one pass** over the two fields: each pair of aligned row blocks
+  is reduced to per-feature moments and a d_x × d_y block of centred cross products, merged
+  in a tree (:func:`scalepca.linalg.passes.reduce_rows`, the parallel update of Chan et al.);
+  the SVD of C runs on the client, so d_x · d_y must fit in memory (``max_cross_size``).
+* ``"randomized"`` never forms C (two 1M-cell fields would need 8 TB): block Krylov on the
+  dilation ``[[0, C], [Cᵀ, 0]]``, one read of both fields per product, each pair of row
+  blocks giving ``x_bᵀ(y_b V)`` and ``y_bᵀ(x_b U)`` in one task, the means gathered with the
+  first product (:mod:`scalepca.analysis._mca_krylov`, :mod:`scalepca.linalg.cross`; the
+  eigensolver is PCA's ``svd_solver="randomized"``). At most ``n_power_iter + 2`` passes,
+  fewer with ``tol``; residual norms in ``residual_norms_``. ``‖C‖²_F``, the denominator of
+  the squared covariance fraction, has no out-of-core product: the Krylov basis gives the
+  squared covariance it captures (a lower bound, exact once the basis is invariant — e.g.
+  when ``n − 1`` plus the start block is at most its width per field) and the fields' total
+  variances Cauchy–Schwarz's upper bound; otherwise it is exact only from the n × n sample
+  Grams, ``trace(G_x G_y) / (n − 1)²``, one more pass (``total="auto"`` makes it up to 4,096
+  samples, ``"exact"`` always, ``"bounds"`` never). ``total_squared_covariance_`` and
+  ``squared_covariance_fraction_`` are NaN unless exact; their bounds are always given.
+* ``"auto"``: ``"covariance"`` when d_x · d_y ≤ ``max_cross_size`` (8 bytes each: 400 MB by
+  default), else ``"randomized"``.
+
+Features that are NaN in every sample (land) are left out and come back NaN; a feature NaN
+at only some samples is refused. Homogeneous and heterogeneous maps (the correlations of each
+field with its own and with the other field's expansion coefficients) take one more pass.
 
 Examples
 --------
@@ -26,6 +44,7 @@ Examples
 ...                          weights="sqrt_coslat")
 >>> Y = scalepca.open_matrix(hgt, sample_dims="time", weights="sqrt_coslat")
 >>> mca = MCA(n_modes=4).fit(X, Y)                       # one pass
+>>> big = MCA(4, solver="randomized", random_state=0).fit(X, Y)  # ≤ n_power_iter + 2 passes
 >>> mca.components_xr_[0], mca.squared_covariance_fraction_
 >>> zx, zy = mca.transform(X, Y)                         # lazy (time, mode)
 >>> (hx, hy), (gx, gy) = mca.patterns(X, Y)              # one pass: homogeneous, heterogeneous
@@ -44,12 +63,30 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..linalg import passes
+from ..models._params import Choice, Int, Other, Real, Seed, Shape, check_parameters
 from .eof import _cross_block, _label, _merge_cross
 
 __all__ = ["MCA"]
 
 #: the largest d_x · d_y (entries of the cross-covariance) formed on the client by default
 MAX_CROSS_SIZE = 50_000_000
+
+#: the solvers (``solver``); ``"auto"`` picks ``"covariance"`` up to ``max_cross_size``
+SOLVERS = ("auto", "covariance", "randomized")
+
+
+def _check_n_modes(value, name, params, shape):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"n_modes must be a positive integer; got {value!r}")
+    return int(value)
+
+
+def _check_standardize(value, name, params, shape):
+    pair = (value, value) if isinstance(value, (bool, np.bool_)) else value
+    if (not isinstance(pair, (tuple, list)) or len(pair) != 2
+            or not all(isinstance(s, (bool, np.bool_)) for s in pair)):
+        raise ValueError(f"standardize must be true/false or a pair of them; got {value!r}")
+    return bool(pair[0]), bool(pair[1])
 
 
 def _pair_block(x, y) -> dict:
@@ -107,8 +144,31 @@ class MCA(BaseEstimator):
         in the field's own units, the weights of ``open_matrix`` kept (as xeofs'
         ``standardize`` with ``use_coslat``: standardised, then weighted).
     max_cross_size : int, default=50_000_000
-        The largest d_x · d_y the client forms and decomposes (8 bytes each); larger pairs
-        of fields are refused before any pass.
+        The largest d_x · d_y the client forms and decomposes (8 bytes each, 400 MB by
+        default): ``solver="covariance"`` refuses larger pairs of fields before any pass,
+        ``"auto"`` takes ``"randomized"`` for them.
+    solver : {"auto", "covariance", "randomized"}, default="auto"
+        ``"covariance"``: the cross-covariance in one pass, its SVD on the client (exact).
+        ``"randomized"``: block Krylov on the dilated cross-covariance, one pass over both
+        fields per product, nothing of size d_x · d_y anywhere. ``"auto"``: ``"covariance"``
+        up to ``max_cross_size`` entries, else ``"randomized"``.
+    n_power_iter : int, default=4
+        ``"randomized"``: at most ``n_power_iter + 2`` passes (products: the first with the
+        means, one per power iteration, one last), fewer with ``tol``.
+    n_oversamples : int, default=10
+        ``"randomized"``: the Krylov start block holds ``n_modes + n_oversamples`` vectors
+        per field.
+    tol : float, default=0.0
+        ``"randomized"``: stop at the first pass after which every mode's residual
+        ``residual_norms_[i]`` is at most ``tol · singular_values_[i]``. 0 runs every pass.
+    random_state : int, Generator or None
+        Seed of the ``"randomized"`` start block (its only random part).
+    total : {"auto", "exact", "bounds"}, default="auto"
+        ``"randomized"``: how ``‖C‖²_F`` (the squared covariance fraction's denominator) is
+        known when the Krylov basis does not give it exactly: ``"exact"`` from the n × n
+        sample Grams of both fields (one more pass over their column strips, n × n per
+        worker and on the client); ``"bounds"``: only its bounds (fractions NaN, no pass);
+        ``"auto"``: ``"exact"`` up to 4,096 samples, else ``"bounds"``.
 
     Attributes
     ----------
@@ -120,9 +180,25 @@ class MCA(BaseEstimator):
     squared_covariance_ : ndarray (n_modes,)
         ``singular_values_ ** 2``.
     total_squared_covariance_ : float
-        ``‖C‖²_F``, the sum of all squared singular values.
+        ``‖C‖²_F``, the sum of all squared singular values. ``"randomized"``: NaN when known
+        only by its bounds (``total``, ``total_squared_covariance_bounds_``).
+    total_squared_covariance_bounds_ : ndarray (2,)
+        Lower and upper bounds of ``‖C‖²_F``: both ``‖C‖²_F`` with ``"covariance"``; with
+        ``"randomized"`` the squared covariance the Krylov basis captures (``‖Cᵀ Q_x‖²_F``)
+        and Cauchy–Schwarz's ``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²``; both ``‖C‖²_F`` when the basis
+        is invariant under the operator (e.g. when ``n − 1`` plus the start block is at most
+        its width per field) or the sample Grams gave it (``total``).
     squared_covariance_fraction_ : ndarray (n_modes,)
-        ``squared_covariance_ / total_squared_covariance_``.
+        ``squared_covariance_ / total_squared_covariance_`` (NaN when the total is).
+    squared_covariance_fraction_bounds_ : ndarray (n_modes, 2)
+        The fractions against the upper and the lower bound of the total.
+    residual_norms_ : ndarray (n_modes,) or None
+        ``"randomized"``: ``‖H z_i − σ_i z_i‖`` for the unit eigenvectors ``z_i = [u_i; v_i]
+        / √2`` of the dilation (standardised as the fit is): ``σ_i`` is within it of a
+        singular value of C, and the patterns' angle error at most it over the gap. None with
+        ``"covariance"`` (exact).
+    solver_ : str
+        The solver used (``"covariance"`` or ``"randomized"``).
     mean_x_, mean_y_ : ndarray
         Feature means (NaN at features left out).
     scale_x_, scale_y_ : ndarray or None
@@ -133,34 +209,66 @@ class MCA(BaseEstimator):
 
     Notes
     -----
-    One pass over the two fields (their row blocks aligned: Y is rechunked to X's row
-    chunks); per worker one row block of each plus O(d_x · d_y) for the partial cross
-    products. The SVD of the d_x × d_y matrix runs on the client.
+    ``"covariance"``: one pass over the two fields (their row blocks aligned: Y is rechunked
+    to X's row chunks); per worker one row block of each plus O(d_x · d_y) for the partial
+    cross products. The SVD of the d_x × d_y matrix runs on the client.
+
+    ``"randomized"``: at most ``n_power_iter + 2`` passes over both fields (6 by default;
+    one more when standardising scales are so far apart that the start block is rebuilt from
+    the first product), fewer with ``tol``; each reads every pair of row panels once. One
+    more over column strips for the exact ``‖C‖²_F`` (``total``) when the basis does not give
+    it: n × n floats per worker and on the client. Per
+    worker: a pair of row panels (at most 256 MB together) and partials of
+    (d_x + d_y) × 2(n_modes + n_oversamples) floats. Client: the Krylov basis and its
+    products, 2 · (d_x + d_y) · 2(n_modes + n_oversamples)(n_power_iter + 2) floats (two
+    1M-cell fields, 4 modes: 5.4 GB) — nothing of size d_x · d_y.
     """
 
+    #: the parameters (:mod:`scalepca.models._params`), read by fit, configs and load
+    _parameters = {
+        "n_modes": Other((int,), _check_n_modes),
+        "standardize": Other((bool, list), _check_standardize),
+        "max_cross_size": Int(1),
+        "solver": Choice(*SOLVERS),
+        "n_power_iter": Int(0),
+        "n_oversamples": Int(0),
+        "tol": Real(0),
+        "random_state": Seed(),
+        "total": Choice("auto", "exact", "bounds"),
+    }
+
     def __init__(self, n_modes: int = 2, *, standardize=False,
-                 max_cross_size: int = MAX_CROSS_SIZE):
+                 max_cross_size: int = MAX_CROSS_SIZE, solver: str = "auto",
+                 n_power_iter: int = 4, n_oversamples: int = 10, tol: float = 0.0,
+                 random_state=None, total: str = "auto"):
         self.n_modes = n_modes
         self.standardize = standardize
         self.max_cross_size = max_cross_size
+        self.solver = solver
+        self.n_power_iter = n_power_iter
+        self.n_oversamples = n_oversamples
+        self.tol = tol
+        self.random_state = random_state
+        self.total = total
 
     # -- fit ----------------------------------------------------------------------------------
-    def _check_params(self, dx: int, dy: int) -> tuple[bool, bool]:
-        k = self.n_modes
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"n_modes must be a positive integer; got {k!r}")
+    def _check_params(self, n: int, dx: int, dy: int) -> tuple[tuple[bool, bool], str]:
+        """The parameters checked (the table, then the fields' sizes): ``(standardize pair,
+        solver)``."""
+        values = check_parameters(self, Shape(n, dx))
+        k = values["n_modes"]
         if k > min(dx, dy):
             raise ValueError(f"n_modes={k} but the fields have {dx} and {dy} features")
-        std = self.standardize
-        pair = (std, std) if isinstance(std, (bool, np.bool_)) else tuple(std)
-        if len(pair) != 2 or not all(isinstance(s, (bool, np.bool_)) for s in pair):
-            raise ValueError(f"standardize must be true/false or a pair of them; got {std!r}")
-        if dx * dy > self.max_cross_size:
+        fits = dx * dy <= self.max_cross_size
+        solver = self.solver if self.solver != "auto" else (
+            "covariance" if fits else "randomized")
+        if solver == "covariance" and not fits:
             raise ValueError(
                 f"the cross-covariance has {dx:,} × {dy:,} = {dx * dy:,} entries, over "
-                f"max_cross_size={self.max_cross_size:,}: coarsen or subset a field, or raise "
+                f"max_cross_size={self.max_cross_size:,}: use solver='randomized' (block "
+                "Krylov, nothing of that size formed), coarsen or subset a field, or raise "
                 "max_cross_size if the client holds 8 bytes per entry (twice, for the SVD)")
-        return bool(pair[0]), bool(pair[1])
+        return values["standardize"], solver
 
     def fit(self, X, Y) -> MCA:
         """Fit on the two fields (same samples, same order). Returns ``self``.
@@ -172,26 +280,58 @@ class MCA(BaseEstimator):
         (n, dx), (ny, dy) = xin.data.shape, yin.data.shape
         if n != ny:
             raise ValueError(f"X has {n} samples and Y {ny}: MCA pairs the same samples")
-        std_x, std_y = self._check_params(dx, dy)
-        Xd = xin.data.rechunk({1: -1})
-        Yd = yin.data.rechunk({0: Xd.chunks[0], 1: -1})
-        parts = da.map_blocks(_pair_block, Xd, Yd, chunks=((1,) * Xd.numblocks[0], (1,)),
-                              dtype=object, meta=np.empty((0, 0), dtype=object))
-        with passes.counting(self, planned=1, chunks=Xd.numblocks[0]):
-            self.n_passes_ = 0
-            (mom,) = passes.compute(passes.reduce_rows(parts, None, _merge_pairs),
-                                    name="cross covariance")
-        self._set_fitted(mom, n, dx, dy, std_x and _weights(xin, dx), std_y and _weights(yin, dy))
+        (std_x, std_y), solver = self._check_params(n, dx, dy)
+        std = (std_x and _weights(xin, dx), std_y and _weights(yin, dy))
+        if solver == "randomized":
+            self._fit_randomized(xin.data, yin.data, std)
+        else:
+            self._fit_covariance(xin.data, yin.data, std)
         from ..io._stack import feature_template
 
         self._templates = tuple(feature_template(a.template) if a.kind == "xarray" else None
                                 for a in (xin, yin))
         return self
 
-    def _set_fitted(self, mom, n, dx, dy, std_x, std_y) -> None:
-        """Fitted attributes from the merged moments; ``std_x`` / ``std_y``: False, or the
-        weights (d,) the field was multiplied by, kept through the standardisation."""
-        nan = mom["nan"]
+    def _fit_covariance(self, X, Y, std) -> None:
+        """One pass: the cross-covariance, its SVD on the client."""
+        n, dx = X.shape
+        Xd = X.rechunk({1: -1})
+        Yd = Y.rechunk({0: Xd.chunks[0], 1: -1})
+        parts = da.map_blocks(_pair_block, Xd, Yd, chunks=((1,) * Xd.numblocks[0], (1,)),
+                              dtype=object, meta=np.empty((0, 0), dtype=object))
+        with passes.counting(self, planned=1, chunks=Xd.numblocks[0]):
+            self.n_passes_ = 0
+            (mom,) = passes.compute(passes.reduce_rows(parts, None, _merge_pairs),
+                                    name="cross covariance")
+        kx, ky = self._kept_features(mom["nan"], n, dx)
+        sx, sy = self._scales(mom["ss"], n, dx, std)
+        C = mom["cross"][np.ix_(kx, ky)] / (n - 1)
+        scale_x = sx[kx] if sx is not None else np.ones(kx.sum())
+        scale_y = sy[ky] if sy is not None else np.ones(ky.sum())
+        C = C / np.outer(scale_x, scale_y)
+        U, s, Vt = np.linalg.svd(C, full_matrices=False)
+        k = int(self.n_modes)
+        total = float((C * C).sum())
+        self._set_modes(U[:, :k], s[:k], Vt[:k].T, mom["mean"], (kx, ky), (sx, sy), n,
+                        total=total, bounds=(total, total), solver="covariance")
+
+    def _fit_randomized(self, X, Y, std) -> None:
+        """Block Krylov on the dilated cross-covariance (:mod:`._mca_krylov`)."""
+        from ._mca_krylov import fit_randomized
+
+        n = X.shape[0]
+        with passes.counting(self, planned=int(self.n_power_iter) + 2,
+                             chunks=X.numblocks[0]):
+            self.n_passes_ = 0
+            out = fit_randomized(self, X, Y, int(self.n_modes), std)
+        self._set_modes(out["U"], out["s"], out["V"], out["mom"]["mean"], out["kept"],
+                        out["scales"], n, total=out["total"], bounds=out["bounds"],
+                        solver="randomized", residuals=out["residuals"])
+
+    @staticmethod
+    def _kept_features(nan, n: int, dx: int, bad: int = 0):
+        """The features kept (``(kx, ky)``, masks): NaN at no sample. A feature NaN at some
+        samples only, infinite values, or a field all NaN are refused."""
         partial = np.flatnonzero((nan > 0) & (nan < n))
         if partial.size:
             where = ["X" if j < dx else "Y" for j in partial[:3]]
@@ -199,34 +339,49 @@ class MCA(BaseEstimator):
             raise ValueError(f"{partial.size} features are NaN at some samples only (e.g. "
                              f"{list(zip(where, cols, strict=True))}); MCA leaves out features "
                              "NaN at every sample (land) and needs the others complete")
+        if bad:
+            raise ValueError(f"the fields hold {bad} infinite values; MCA needs finite data")
         keep = nan == 0
         kx, ky = keep[:dx], keep[dx:]
         if not kx.any() or not ky.any():
             raise ValueError("a field is NaN at every feature")
-        mean, ss = mom["mean"], mom["ss"]
+        return kx, ky
+
+    @staticmethod
+    def _scales(ss, n: int, dx: int, std):
+        """The standardising scales ``(sx, sy)`` (d each, or None) from the centred sums of
+        squares ``ss`` of ``[X, Y]``; ``std``: per field False, or the weights (d,) the field
+        was multiplied by, kept through the standardisation."""
         sd = np.sqrt(ss / n)  # ddof=0, as xeofs standardises
-        C = mom["cross"][np.ix_(kx, ky)] / (n - 1)
         # standardised in the fields' own units, then weighted (xeofs' order): x_w / (σ_w / w)
         with np.errstate(invalid="ignore", divide="ignore"):
-            sx = sd[:dx] / std_x if std_x is not False else None
-            sy = sd[dx:] / std_y if std_y is not False else None
-        scale_x = sx[kx] if sx is not None else np.ones(kx.sum())
-        scale_y = sy[ky] if sy is not None else np.ones(ky.sum())
-        C = C / np.outer(scale_x, scale_y)
-        U, s, Vt = np.linalg.svd(C, full_matrices=False)
-        k = int(self.n_modes)
-        U, s, V = U[:, :k], s[:k], Vt[:k].T
+            sx = sd[:dx] / std[0] if std[0] is not False else None
+            sy = sd[dx:] / std[1] if std[1] is not False else None
+        return sx, sy
+
+    def _set_modes(self, U, s, V, mean, kept, scales, n, *, total, bounds, solver,
+                   residuals=None) -> None:
+        """Fitted attributes from the leading singular triplets of the kept features'
+        (standardised) cross-covariance; ``total`` its ``‖C‖²_F`` (NaN if unknown),
+        ``bounds`` (lower, upper) of it."""
+        (kx, ky), (sx, sy) = kept, scales
+        dx, dy, k = kx.size, ky.size, s.size
         sign = np.sign(U[np.abs(U).argmax(axis=0), np.arange(k)])
         U, V = U * sign, V * sign
-        full = np.full
-        self.components_x_ = full((k, dx), np.nan)
+        self.components_x_ = np.full((k, dx), np.nan)
         self.components_x_[:, kx] = U.T
-        self.components_y_ = full((k, dy), np.nan)
+        self.components_y_ = np.full((k, dy), np.nan)
         self.components_y_[:, ky] = V.T
-        self.singular_values_ = s
-        self.squared_covariance_ = s**2
-        self.total_squared_covariance_ = float((C * C).sum())
-        self.squared_covariance_fraction_ = s**2 / self.total_squared_covariance_
+        self.singular_values_ = np.asarray(s, dtype=np.float64)
+        self.squared_covariance_ = self.singular_values_**2
+        self.total_squared_covariance_ = float(total)
+        self.total_squared_covariance_bounds_ = np.asarray(bounds, dtype=np.float64)
+        self.squared_covariance_fraction_ = self.squared_covariance_ / float(total)
+        with np.errstate(divide="ignore"):
+            self.squared_covariance_fraction_bounds_ = (
+                self.squared_covariance_[:, None] / self.total_squared_covariance_bounds_[::-1])
+        self.residual_norms_ = None if residuals is None else np.asarray(residuals)
+        self.solver_ = solver
         self.mean_x_ = np.where(kx, mean[:dx], np.nan)
         self.mean_y_ = np.where(ky, mean[dx:], np.nan)
         self.scale_x_ = None if sx is None else np.where(kx, sx, np.nan)
@@ -346,10 +501,18 @@ class MCA(BaseEstimator):
 
         self._check_fitted()
         arrays = {k: getattr(self, k) for k in _ARRAYS if getattr(self, k) is not None}
-        attrs = {"class": CLASS, "params": {"n_modes": int(self.n_modes),
-                                            "standardize": _jsonable(self.standardize),
-                                            "max_cross_size": int(self.max_cross_size)},
-                 "scalars": {k: getattr(self, k) for k in _SCALARS},
+        seed = self.random_state
+        params = {"n_modes": int(self.n_modes), "standardize": _jsonable(self.standardize),
+                  "max_cross_size": int(self.max_cross_size), "solver": str(self.solver),
+                  "n_power_iter": int(self.n_power_iter),
+                  "n_oversamples": int(self.n_oversamples), "tol": float(self.tol),
+                  # a seed object (Generator, ...) is not kept: the fit it drew is
+                  "random_state": int(seed) if isinstance(seed, (int, np.integer)) else None,
+                  "total": str(self.total)}
+        scalars = {k: getattr(self, k) for k in _SCALARS}
+        if np.isnan(scalars["total_squared_covariance_"]):  # JSON has no NaN
+            scalars["total_squared_covariance_"] = None
+        attrs = {"class": CLASS, "params": params, "scalars": scalars,
                  "kept": [np.flatnonzero(k).tolist() for k in self._kept],
                  "templates": [None if t is None else template_to_json(t)
                                for t in self._templates]}
@@ -367,12 +530,24 @@ class MCA(BaseEstimator):
                                         storage_options=storage_options)
         params = attrs["params"]
         std = params["standardize"]
+        # stores written before the randomized solver hold only the first three parameters
+        extra = {name: params[name] for name in ("solver", "n_power_iter", "n_oversamples",
+                                                 "tol", "random_state", "total")
+                 if name in params}
         model = cls(params["n_modes"], standardize=std if isinstance(std, bool) else tuple(std),
-                    max_cross_size=params["max_cross_size"])
+                    max_cross_size=params["max_cross_size"], **extra)
         for name in _ARRAYS:
             setattr(model, name, group[name][...] if name in group else None)
         for name, value in attrs["scalars"].items():
             setattr(model, name, value)
+        if model.total_squared_covariance_ is None:
+            model.total_squared_covariance_ = float("nan")
+        if getattr(model, "total_squared_covariance_bounds_", None) is None:  # an older store
+            total = model.total_squared_covariance_
+            model.total_squared_covariance_bounds_ = np.array([total, total])
+            model.squared_covariance_fraction_bounds_ = np.repeat(
+                model.squared_covariance_fraction_[:, None], 2, axis=1)
+            model.solver_ = "covariance"
         d = (model.n_features_x_, model.n_features_y_)
         model._kept = tuple(np.isin(np.arange(n), idx) for n, idx in zip(d, attrs["kept"],
                                                                              strict=True))
@@ -383,9 +558,11 @@ class MCA(BaseEstimator):
 
 CLASS = "scalepca.analysis.mca:MCA"
 _ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
-           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_")
+           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_",
+           "total_squared_covariance_bounds_", "squared_covariance_fraction_bounds_",
+           "residual_norms_")
 _SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
-            "n_passes_")
+            "n_passes_", "solver_")
 
 
 def _jsonable(value):

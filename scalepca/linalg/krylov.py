@@ -220,12 +220,16 @@ def gram_times(X: da.Array, V: np.ndarray, mean: np.ndarray | None, *,
 class KrylovResult:
     """Leading Ritz pairs of the operator: ``values`` (k, descending), ``vectors`` (d × k,
     orthonormal), ``residuals`` ``‖A v − θ v‖`` per pair, and the products made
-    (``n_products``, one pass each)."""
+    (``n_products``, one pass each); with ``keep_basis``, the whole Krylov ``basis``
+    (d × m, orthonormal) and its ``products`` ``A basis`` (for quantities of the operator
+    on the whole subspace, such as MCA's captured squared covariance)."""
 
     values: np.ndarray
     vectors: np.ndarray
     residuals: np.ndarray
     n_products: int
+    basis: np.ndarray | None = None
+    products: np.ndarray | None = None
 
 
 def _orthonormal_columns(Z: np.ndarray, floor: float):
@@ -287,9 +291,12 @@ def block_krylov_eigh(
     tol: float = 0.0,
     rng: np.random.Generator,
     on_product: Callable[[int, np.ndarray], None] | None = None,
+    keep_basis: bool = False,
 ) -> KrylovResult:
-    """Top-``k`` eigenpairs of a symmetric positive semi-definite operator by block Lanczos
-    with full reorthogonalisation and Rayleigh–Ritz over the whole basis.
+    """Top-``k`` eigenpairs of a symmetric operator (the ``k`` algebraically largest: a
+    positive semi-definite Gram, or the indefinite dilation ``[[0, C], [Cᵀ, 0]]`` whose top
+    eigenvalues are the singular values of ``C``) by block Lanczos with full
+    reorthogonalisation and Rayleigh–Ritz over the whole basis.
 
     ``Q0`` (d × b, orthonormal) is the start block and ``AQ0`` its product (made by the
     caller, e.g. in a pass that also gathered the moments); ``apply(V)`` returns ``A V`` (one
@@ -298,7 +305,7 @@ def block_krylov_eigh(
     residuals is at most ``tol`` times its Ritz value (relative residual; the eigenvalue then
     has relative error ``≤ tol`` and in practice ``≈ tol² λ/gap``). A basis that reaches
     ``d`` columns is the whole space: the pairs are exact. ``on_product(j, residuals)`` is
-    called after each product.
+    called after each product; ``keep_basis`` returns the basis and its products too.
 
     Client memory: the basis and its products, 2 × d × (products · b) floats.
     """
@@ -314,11 +321,11 @@ def block_krylov_eigh(
         if on_product is not None:
             on_product(n, res)
         met = tol > 0 and bool(np.all(res <= tol * np.maximum(theta, 0.0)))
-        if met or n >= max_products or m >= width:
-            return KrylovResult(theta, vectors, res, n)
-        nxt = _next_block(Q, Wa[:, last], rng)[:, : width - m]
-        if nxt.shape[1] == 0:
-            return KrylovResult(theta, vectors, res, n)
+        done = met or n >= max_products or m >= width
+        nxt = None if done else _next_block(Q, Wa[:, last], rng)[:, : width - m]
+        if done or nxt.shape[1] == 0:
+            kept = (Q, W) if keep_basis else (None, None)
+            return KrylovResult(theta, vectors, res, n, *kept)
         last = slice(m, m + nxt.shape[1])
         Qa[:, last] = nxt
         Wa[:, last] = apply(nxt)

@@ -22,7 +22,8 @@ import numpy as np
 from .._validation import is_sparse
 from . import passes
 
-__all__ = ["STRIP_BYTES", "column_strips", "snapshot_components", "snapshot_gram"]
+__all__ = ["STRIP_BYTES", "column_strips", "snapshot_components", "snapshot_gram",
+           "snapshot_gram_graph"]
 
 #: largest column strip (all rows × some features) a task holds when features are regrouped
 STRIP_BYTES = 128 * 2**20
@@ -162,16 +163,23 @@ def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool | str =
     own columns, missing calls at the centre, monomorphic and uncalled SNPs at 0); the
     output adds the per-SNP ``centre``. The moments are those of the zero-filled data, as
     :func:`~scalepca.preprocessing._genotype.allele_scaling` reads them."""
-    X = column_strips(X)
-    strips = X.to_delayed(optimize_graph=True).ravel().tolist()
-    # a tree of fan-in 4: only n × n partials travel, at most 5 of them in a merge
-    graph = passes.reduce_blocks(strips, _strip_gram, _merge_strips, centre, standardize,
-                                 split_every=4)
-    (out,) = passes.compute(graph, name="sample gram")
+    (out,) = passes.compute(snapshot_gram_graph(X, centre=centre, standardize=standardize),
+                            name="sample gram")
     out["n"] = X.shape[0]
     if not out["bad"]:
         out.pop("nan_features")
     return out
+
+
+def snapshot_gram_graph(X: da.Array, *, centre: bool = True,
+                        standardize: bool | str = False):
+    """The ``Delayed`` of :func:`snapshot_gram`'s pass (without ``n``), to compute with
+    others in one pass (e.g. the Grams of two fields)."""
+    X = column_strips(X)
+    strips = X.to_delayed(optimize_graph=True).ravel().tolist()
+    # a tree of fan-in 4: only n × n partials travel, at most 5 of them in a merge
+    return passes.reduce_blocks(strips, _strip_gram, _merge_strips, centre, standardize,
+                                split_every=4)
 
 
 def _strip_components(x, mean, scale, U, inv_s, centre: bool, fill: bool = False):
