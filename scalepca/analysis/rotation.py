@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from .bootstrap import BootstrapEOF
 from .eof import _check_centred, _check_model, _check_shape, _n_modes, _total_variance
 
 __all__ = ["Rotator"]
@@ -104,7 +105,7 @@ class Rotator(BaseEstimator):
     Notes
     -----
     ``fit`` reads no data: it works on the d × k loadings and k × k matrices on the client
-    (memory O(d·k)); it rotates any fitted linear model's EOFs (PCA, PPCA, BootstrapEOF).
+    (memory O(d·k)); it rotates the EOFs of a PCA, a PPCA or a BootstrapEOF.
     ``transform`` is lazy: the model's projection plus a k × k product per row block, one pass
     when computed.
 
@@ -126,12 +127,13 @@ class Rotator(BaseEstimator):
         """Rotate the leading ``n_modes`` EOFs of the fitted ``model``. Returns ``self``.
 
         A model fitted with ``zero_center=False`` is refused (the loadings and score scaling
-        need the covariance's eigenvalues). Any fitted linear model with ``components_``,
-        ``explained_variance_(ratio_)`` and ``n_samples_`` is rotated — a
-        :class:`~scalepca.analysis.bootstrap.BootstrapEOF` too, so that EOFs, their bootstrap
+        need the covariance's eigenvalues). ``model``: a fitted PCA or PPCA, or a
+        :class:`~scalepca.analysis.bootstrap.BootstrapEOF` — so that EOFs, their bootstrap
         and their rotation take the bootstrap's passes only; :meth:`transform` needs a model
         that projects data (PCA, PPCA)."""
-        _check_model(model)
+        # EOFs that are the covariance's eigenvectors: PCA's and PPCA's (which project data)
+        # and BootstrapEOF's (which does not: its rotation has no transform)
+        _check_model(model, project=not isinstance(model, BootstrapEOF))
         _check_centred(model, "Rotator")
         k = _n_modes(model, self.n_modes)
         if k < 2:
