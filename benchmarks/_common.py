@@ -68,6 +68,38 @@ def peak_worker_memory(client) -> dict:
     return {"per_worker": peaks, "max": max(peaks.values())}
 
 
+# -- reads counted, not assumed -----------------------------------------------------------
+def _log_read(x, path=None):
+    with open(path, "a") as f:  # one short line per read: appends from processes stay whole
+        f.write("r\n")
+    return x
+
+
+class ReadLog:
+    """Counts the block reads of a dask array: ``wrap(X)`` returns ``X`` whose every block
+    read (on any worker of a local cluster) appends a line to a file; ``passes()`` is the
+    number of lines over the number of blocks."""
+
+    def __init__(self, directory, name):
+        self.path = Path(directory) / f"reads_{name}_{time.time_ns()}.log"
+        self.path.write_text("")
+        self.blocks = 1
+
+    def wrap(self, X):
+        self.blocks = X.npartitions
+        return X.map_blocks(_log_read, path=str(self.path), dtype=X.dtype, meta=X._meta)
+
+    def count(self) -> float:
+        """Block reads so far over the number of blocks (the log is kept)."""
+        return len(self.path.read_text().splitlines()) / self.blocks
+
+    def passes(self) -> float:
+        """Block reads over the number of blocks; the log file is removed."""
+        reads = self.count()
+        self.path.unlink()
+        return reads
+
+
 def spilled_bytes(client) -> int:
     """Bytes the workers spilled to disk so far (distributed's memory manager counters)."""
 

@@ -58,7 +58,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
-from _common import local_cluster, peak_worker_memory, table, write_json
+from _common import ReadLog, local_cluster, peak_worker_memory, table, write_json
 from sparse_counts import lazy_counts, read_pass
 
 import scalepca
@@ -297,33 +297,6 @@ def case_field(args, rows, out):
                      "x read": t / t_read, "passes": m.n_passes_, "eig err": err, "sin": sin,
                      "peak worker MiB": peak / 2**20})
     out["field"] = res
-
-
-# -- reads counted, not assumed -----------------------------------------------------------
-def _log_read(x, path=None):
-    with open(path, "a") as f:  # one short line per read: appends from processes stay whole
-        f.write("r\n")
-    return x
-
-
-class ReadLog:
-    """Counts the block reads of a dask array: ``wrap(X)`` returns ``X`` whose every block
-    read (on any worker of a local cluster) appends a line to a file; ``passes()`` is the
-    number of lines over the number of blocks."""
-
-    def __init__(self, directory, name):
-        self.path = Path(directory) / f"reads_{name}_{time.time_ns()}.log"
-        self.path.write_text("")
-        self.blocks = 1
-
-    def wrap(self, X):
-        self.blocks = X.npartitions
-        return X.map_blocks(_log_read, path=str(self.path), dtype=X.dtype, meta=X._meta)
-
-    def passes(self) -> float:
-        reads = len(self.path.read_text().splitlines())
-        self.path.unlink()
-        return reads / self.blocks
 
 
 # -- a dense float32 store (8 GB at full size) ----------------------------------------------

@@ -439,7 +439,8 @@ OPERATIONS = [
     # padded transform) and decomposed densely
     "HilbertEOF",
     # scalepca.analysis.bootstrap.BootstrapEOF(2, 20 replicates): the fit's EOFs and each
-    # replicate's explained variance ratios against dense weighted covariances
+    # replicate's explained variance ratios against dense weighted covariances, and Rotator(2)
+    # of its EOFs (the whole job in the bootstrap's passes) against the reference's
     "BootstrapEOF",
     "transform-reordered",  # transform of the data with their labelled features in another order
     "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as

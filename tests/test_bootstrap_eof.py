@@ -112,6 +112,23 @@ def test_no_pass_beyond_the_fit(coarse, solver, pca_solver, n_passes):
     np.testing.assert_allclose(model.components_[:, ocean], V * signs, atol=1e-10)
 
 
+def test_rotation_of_the_bootstrap_eofs_equals_the_pca_s(field):
+    """EOFs, their bootstrap and their varimax rotation in the bootstrap's two passes: the
+    Rotator rotates a BootstrapEOF's EOFs (no read) as it rotates the same PCA's, to 1e-8;
+    rotated scores need a model that projects data, refused before any compute."""
+    X = _matrix(field)
+    model = BootstrapEOF(4, n_bootstraps=20).fit(X)
+    pca = scalepca.PCA(4, svd_solver="snapshot").fit(X)
+    rot, ref = scalepca.Rotator(4).fit(model), scalepca.Rotator(4).fit(pca)
+    assert model.n_passes_ == 2
+    np.testing.assert_allclose(rot.explained_variance_ratio_, ref.explained_variance_ratio_,
+                               rtol=1e-8)
+    np.testing.assert_allclose(rot.components_, ref.components_, atol=1e-8, equal_nan=True)
+    assert rot.components_xr_.dims == ref.components_xr_.dims
+    with pytest.raises(TypeError, match="does not project data on EOFs"):
+        rot.transform(X)
+
+
 def test_paths_and_chunkings_agree(coarse):
     fits = [BootstrapEOF(3, n_bootstraps=50, solver=s, random_state=5).fit(_matrix(coarse, c))
             for s, c in (("gram", 7), ("covariance", 7), ("covariance", 50), ("covariance", 3))]

@@ -587,6 +587,17 @@ class Cell:
             ratios.append(lam[:3] / lam.sum())
         _close(model.explained_variance_ratio_samples_, np.array(ratios), rtol,
                "BootstrapEOF.explained_variance_ratio_samples_")
+        # its EOFs rotated (no read) as the reference model's: EOF + varimax + bootstrap in
+        # the bootstrap's passes
+        import scalepca
+
+        rref = scalepca.Rotator(2).fit(ref.model)
+        comps = np.full((2, C.N_FEATURES), np.nan)
+        comps[:, ref.keep] = rref.components_
+        comps = ref.canonical(comps)
+        rot = scalepca.Rotator(2).fit(model)
+        _close(_align(self._canonical_components(rot.components_), comps, 1), comps, rtol,
+               "Rotator.components_ of BootstrapEOF")
 
     def _canonical_components(self, comps):
         comps = np.asarray(comps, dtype=np.float64)

@@ -111,7 +111,8 @@ def test_wide_solvers_equal_the_dense_reference(bed, solver, layout, missing):
     """Block Krylov, the sketch and the snapshot method run the genotype map inside their
     per-block products (dense row panels, 2-D blocks, CSR blocks) and equal the PCA of the
     standardised matrix by LAPACK to 1e-10 once their basis spans every kept SNP, in the
-    passes they take on any data. A missing call makes the sketch refuse (after its pass)."""
+    passes they take on any data. A missing call makes the sketch refuse (see
+    :func:`test_sketch_refuses_missing_calls_at_the_first_block_read`)."""
     path, X, _ = bed
     X = (X if missing else _complete(X))[:, :40]
     Z, _, keep = _dense_reference(X)
@@ -136,6 +137,43 @@ def test_wide_solvers_equal_the_dense_reference(bed, solver, layout, missing):
     scores = m.transform(A)
     np.testing.assert_allclose(_aligned(np.asarray(scores.compute()).T, (Z @ V.T).T),
                                (Z @ V.T).T, atol=1e-9)
+
+
+def test_sketch_refuses_missing_calls_at_the_first_block_read(bed):
+    """The one-pass sketch cannot mean-impute a call before the pass has read the mean: its
+    pass stops at the first row block holding a missing call (one block read of twelve, on the
+    synchronous scheduler), and the failed fit leaves nothing fitted. A SNP without any call
+    is no missing call of a fitted SNP: it is left out, as by the other solvers; a SNP missing
+    in every row of one block but called elsewhere is found by the pass's count instead."""
+    path, X, _ = bed
+    reads = []
+
+    def read(block):
+        reads.append(block.shape)
+        return block
+
+    A = da.from_array(X[:, :40], chunks=(20, -1)).map_blocks(read, dtype=X.dtype,
+                                                             meta=np.empty((0, 0)))
+    m = scalepca.PCA(5, standardize="genotype", svd_solver="sketch", random_state=0)
+    with dask.config.set(scheduler="synchronous"), pytest.raises(
+            ValueError, match="'sketch' with standardize='genotype' needs data without missing "
+                              "calls"):
+        m.fit(A)
+    assert len(reads) == 1 < A.numblocks[0]
+    assert not hasattr(m, "components_") and not hasattr(m, "scale_")
+
+    Y = _complete(X)[:, :40]
+    Y[:, 9] = np.nan  # no call: left out
+    Z, _, keep = _dense_reference(Y)
+    ev, V, _ = _pca(Z, 5)
+    m = scalepca.PCA(5, standardize="genotype", random_state=0, **WIDE_EXACT["sketch"])
+    m.fit(da.from_array(Y, chunks=(20, -1)))
+    np.testing.assert_allclose(m.explained_variance_, ev[:5], rtol=1e-10)
+    assert m.n_passes_ == 1 and not keep[9] and np.isnan(m.components_[:, 9]).all()
+    Y[:20, 3] = np.nan  # every row of the first block, called in the others
+    with pytest.raises(ValueError, match="'sketch' with standardize='genotype' needs data "
+                                         "without missing calls"):
+        m.fit(da.from_array(Y, chunks=(20, -1)))
 
 
 def test_krylov_on_genotypes_same_passes_and_accuracy_as_standardised_data(bed):

@@ -216,3 +216,26 @@ def test_eof_tool_counts_its_one_pass(rng):
         eofs_as_correlation(model, da.from_array(X, chunks=(20, -1)))
     assert [(e.method, e.stage, e.index, e.planned, e.chunks_total) for e in events] == [
         ("eofs_as_correlation", "start", 1, 1, 3), ("eofs_as_correlation", "end", 1, 1, 3)]
+
+
+def test_a_pass_s_factor_travels_scattered_not_in_the_graph():
+    """On a distributed client the d × l block of a Krylov pass is scattered to the workers
+    once (:func:`passes.shared`), not carried in the pass's graph: no "large graph" warning at
+    d = 100,000 (a 12 MB block), and the fit is the one of the local scheduler."""
+    import warnings
+
+    from distributed import Client, LocalCluster
+
+    # made on the workers: an in-memory array would travel in the graph itself
+    X = da.random.default_rng(0).standard_normal((40, 100_000), chunks=(10, -1))
+    ref = PCA(5, svd_solver="randomized", random_state=0).fit(X)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = PCA(5, svd_solver="randomized", random_state=0).fit(X)
+        assert not [w for w in caught if "large graph" in str(w.message)]
+        assert isinstance(passes.shared(np.ones(3)), __import__("distributed").Future)
+    assert not isinstance(passes.shared(np.ones(3)), __import__("distributed").Future)
+    assert m.n_passes_ == ref.n_passes_
+    np.testing.assert_allclose(m.explained_variance_, ref.explained_variance_, rtol=1e-12)

@@ -221,7 +221,7 @@ class BootstrapEOF(BaseEstimator):
         # strips w features wide with w ≤ 128 MiB / (8 B k): their replicate EOFs in 128 MiB
         S = column_strips(X, min(STRIP_BYTES, max(8 * n, n * STRIP_BYTES // (B * k))))
         bounds = np.cumsum((0,) + S.chunks[1])
-        coef_d = dask.delayed(coef)  # one key, not a copy per task
+        coef_d = passes.shared(coef)  # one key, not a copy per task
         mean = np.where(np.isfinite(out["mean"]), out["mean"], 0.0)
         parts = [dask.delayed(boot.strip_replicate_components, pure=True)(
                      blk, mean[bounds[j]:bounds[j + 1]], coef_d, k, q)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from .bootstrap import BootstrapEOF
 from .eof import _check_centred, _check_model, _check_shape, _n_modes, _total_variance
 
 __all__ = ["Rotator"]
@@ -104,8 +105,9 @@ class Rotator(BaseEstimator):
     Notes
     -----
     ``fit`` reads no data: it works on the d × k loadings and k × k matrices on the client
-    (memory O(d·k)). ``transform`` is lazy: the model's projection plus a k × k product per
-    row block, one pass when computed.
+    (memory O(d·k)); it rotates the EOFs of a PCA, a PPCA or a BootstrapEOF.
+    ``transform`` is lazy: the model's projection plus a k × k product per row block, one pass
+    when computed.
 
     References
     ----------
@@ -125,8 +127,13 @@ class Rotator(BaseEstimator):
         """Rotate the leading ``n_modes`` EOFs of the fitted ``model``. Returns ``self``.
 
         A model fitted with ``zero_center=False`` is refused (the loadings and score scaling
-        need the covariance's eigenvalues)."""
-        _check_model(model, project=True)
+        need the covariance's eigenvalues). ``model``: a fitted PCA or PPCA, or a
+        :class:`~scalepca.analysis.bootstrap.BootstrapEOF` — so that EOFs, their bootstrap
+        and their rotation take the bootstrap's passes only; :meth:`transform` needs a model
+        that projects data (PCA, PPCA)."""
+        # EOFs that are the covariance's eigenvectors: PCA's and PPCA's (which project data)
+        # and BootstrapEOF's (which does not: its rotation has no transform)
+        _check_model(model, project=not isinstance(model, BootstrapEOF))
         _check_centred(model, "Rotator")
         k = _n_modes(model, self.n_modes)
         if k < 2:
@@ -189,6 +196,7 @@ class Rotator(BaseEstimator):
         """
         self._check_fitted()
         k = self.components_.shape[0]
+        _check_model(self._model, project=True)
         _check_shape(self._model, X)
         # one map per block: (x − mean) / scale · Cᵀ · score_map
         data, Z = self._model._project(X, self._model._eof_matrix(k) @ self._score_map)
@@ -198,7 +206,11 @@ class Rotator(BaseEstimator):
     def components_xr_(self):
         """``components_`` over ``mode`` and the original feature dims (xarray-fitted models)."""
         self._check_fitted()
-        t = self._model.components_xr_
+        model = self._model
+        t = model.components_xr_ if hasattr(model, "components_xr_") else model.components()
+        if not hasattr(t, "isel"):
+            raise AttributeError(f"components_xr_: the {type(model).__name__} was not fitted "
+                                 "on a labelled field (xarray)")
         k = self.components_.shape[0]
         ref = t.isel(mode=slice(0, k))
         # the model's components map feature by feature onto its grid: place ours the same way

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse
 
 
 @dataclass(frozen=True)
@@ -56,3 +57,30 @@ def allele_scaling(mom: dict) -> AlleleScaling:
     return AlleleScaling(frequency=p, keep=poly, ss=dev[poly] / var,
                          n_uncalled=int((~called).sum()),
                          n_monomorphic=int((called & ~poly).sum()))
+
+
+def refuse_partial_calls(X, message: str):
+    """``X`` (a dask array of allele counts, dense or CSR blocks) with a check fused into the
+    read of each block: a block in which a SNP has both calls and missing calls raises
+    ``ValueError(message)`` there, so that a pass over it stops at the first such block
+    instead of reading the whole input. A SNP missing in every row of a block passes (it may
+    be a SNP without any call, which a fit leaves out: only the whole pass's count tells)."""
+    return X.map_blocks(_check_partial_calls, message=message, dtype=X.dtype, meta=X._meta)
+
+
+def _check_partial_calls(block, message: str):
+    rows = block.shape[0]
+    if scipy.sparse.issparse(block):  # missing calls are stored NaN
+        csr = block.tocsr()
+        nan = np.isnan(csr.data)
+        if not nan.any():
+            return block
+        per_snp = np.bincount(csr.indices[nan], minlength=block.shape[1])
+    else:
+        nan = np.isnan(block)
+        if not nan.any():
+            return block
+        per_snp = nan.sum(axis=0)
+    if np.any((per_snp > 0) & (per_snp < rows)):
+        raise ValueError(message)
+    return block

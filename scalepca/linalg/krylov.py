@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-import dask
 import dask.array as da
 import numpy as np
 from scipy import linalg as sla
@@ -191,7 +190,7 @@ def moments_and_gram_times(X: da.Array, V: np.ndarray, *, precision: str | None 
     """One pass: the column moments of ``X`` (``n``, ``mean``, ``ss``, ``bad``,
     ``nan_features`` as :func:`~scalepca.linalg.moments.column_moments_graph` gives them) and
     ``GV``, the centred Gram ``Xcᵀ Xc`` times ``V`` (d × l). ``X`` is read as row panels."""
-    Vd = dask.delayed(np.ascontiguousarray(V, dtype=np.float64))  # one key for every task
+    Vd = passes.shared(np.ascontiguousarray(V, dtype=np.float64))  # one key for every task
     graph = passes.reduce_blocks(_blocks(row_panels(X)), _first_block, None, Vd,
                                  gram_precision(precision), split_every=split_every,
                                  merge_all=_merge_first_all)
@@ -206,8 +205,8 @@ def gram_times(X: da.Array, V: np.ndarray, mean: np.ndarray | None, *,
     """One pass: ``(X − 1 meanᵀ)ᵀ (X − 1 meanᵀ) V`` (d × l; ``mean`` None: uncentred), each
     row panel's two products in one task, the d × l partials summed in a tree. ``fill``: NaN
     entries are missing values set to their column's ``mean`` inside the task (genotypes)."""
-    Vd = dask.delayed(np.ascontiguousarray(V, dtype=np.float64))
-    shift = None if mean is None else dask.delayed(np.asarray(mean, dtype=np.float64))
+    Vd = passes.shared(np.ascontiguousarray(V, dtype=np.float64))
+    shift = None if mean is None else passes.shared(np.asarray(mean, dtype=np.float64))
     graph = passes.reduce_blocks(_blocks(row_panels(X)), _block_gram_times, None, Vd, shift,
                                  gram_precision(precision), fill, split_every=split_every,
                                  merge_all=_sum_all)

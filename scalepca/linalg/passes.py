@@ -135,6 +135,18 @@ def reduce_rows(X: da.Array, block: Callable | None, merge: Callable | None = No
     return single_delayed(out, also)
 
 
+def shared(value):
+    """``value`` (a client-side array that every task of a pass reads, e.g. the d × l block a
+    Gram product multiplies) as one key of the pass's graph: scattered once to the workers
+    when the current scheduler is a running ``distributed`` client — the graph then carries
+    its key, not its bytes (a 10⁶ × 20 float64 block is 160 MB that would otherwise travel
+    inside every pass's graph through the scheduler) — else a ``Delayed`` literal."""
+    client = getattr(dask.base.get_scheduler(), "__self__", None)
+    if type(client).__name__ != "Client" or getattr(client, "status", None) != "running":
+        return dask.delayed(value)
+    return client.scatter(value, hash=False)
+
+
 def reduce_blocks(blocks: list, block: Callable, merge: Callable | None, *args,
                   split_every: int = 8, merge_all: Callable | None = None):
     """A ``Delayed`` reducing ``block(b, *args)`` over the ``Delayed`` row blocks ``blocks``

@@ -209,7 +209,7 @@ def snapshot_components(X: da.Array, U: np.ndarray, s: np.ndarray, gram: dict, *
     X = column_strips(X)
     inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
     bounds = np.cumsum((0,) + X.chunks[1])
-    Ud, inv_sd = dask.delayed(U), dask.delayed(inv_s)  # one key each, not a copy per task
+    Ud, inv_sd = passes.shared(U), passes.shared(inv_s)  # one key each, not a copy per task
     parts = []
     for j, strip in enumerate(X.to_delayed().ravel()):
         sl = slice(bounds[j], bounds[j + 1])

@@ -12,7 +12,8 @@ apply where they read the blocks:
   is exact without missing calls. With missing calls, Krylov starts from that pass's product
   (one step of subspace iteration on a nearby operator) and multiplies the exact operator
   from then on, in the same number of passes; the one-pass sketch cannot set a missing call
-  to a mean it has not yet read, and refuses (after its pass).
+  to a mean it has not yet read, and refuses: its pass stops at the first block holding a
+  missing call (see :func:`._wide.fit_sketch`).
 * ``tsqr`` sees the standardised matrix block by block: 2 passes.
 * ``covariance_eigh`` needs one more pass than on other data (the Gram of the standardised
   matrix needs the frequencies first): 2 in all.

@@ -32,6 +32,7 @@ from scipy import linalg as sla
 
 from .._validation import check_random_state_seed
 from ..linalg import passes
+from ..linalg.alleles import refuse_partial_calls
 from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times
 from ..linalg.sketch import SKETCH_TESTS, nystrom_eigh, nystrom_error_bound
 from ..linalg.snapshot import snapshot_components, snapshot_gram
@@ -178,25 +179,37 @@ def _krylov_start(model, X, data, k, centre):
     return Q0, apply(Q0), mom, d_fit, scale, apply, budget - 1, rng
 
 
+#: why the sketch refuses genotypes with missing calls
+SKETCH_MISSING_CALLS = (
+    "svd_solver='sketch' with standardize='genotype' needs data without missing calls: the "
+    "sketch reads the data once, and a missing call is set to its SNP's mean, known only after "
+    "that read; use svd_solver='randomized' (block Krylov, the same accuracy with missing "
+    "calls) or 'snapshot'")
+
+
 def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
     """One pass: the centred Gram times ``k + n_oversamples`` Gaussian probes and
     :data:`SKETCH_TESTS` test vectors; a Nyström approximation from the probes, its error
-    bounded from the test vectors."""
+    bounded from the test vectors.
+
+    Genotypes (``standardize="genotype"``) with missing calls are refused in the pass itself:
+    each block checks its SNPs as it is read, so the pass stops at the first block where a
+    SNP has both calls and missing calls (a SNP missing in every row of a block is known to
+    be uncalled, or not, only from the pass's count, checked after it). Nothing is fitted and
+    no second pass is made."""
     def draw(rng, d):  # orthonormal probes (the identity if they span it all), Gaussian tests
         l = min(k + model.n_oversamples, d)
         G = rng.standard_normal((d, l + SKETCH_TESTS))
         probes = np.eye(d) if l == d else np.linalg.qr(G[:, :l])[0]
         return np.hstack([probes, G[:, l:]])
 
+    if model._genotypes():  # a missing call stops the pass at the first block holding one
+        X = refuse_partial_calls(X, SKETCH_MISSING_CALLS)
     # float64 products: the pass is read-bound, and the sketch's own error dwarfs their cost
     mom, d_fit, scale, Om, GV, X, _, exact = _first_pass(model, X, data, draw, k,
                                                          precision="float64")
-    if not exact:
-        raise ValueError(
-            "svd_solver='sketch' with standardize='genotype' needs data without missing calls: "
-            "the sketch reads the data once, and a missing call is set to its SNP's mean, "
-            "known only after that read; use svd_solver='randomized' (block Krylov, the same "
-            "accuracy with missing calls) or 'snapshot'")
+    if not exact:  # missing calls seen only in blocks where their SNP had no call at all
+        raise ValueError(SKETCH_MISSING_CALLS)
     l = Om.shape[1] - SKETCH_TESTS
     Om, Th = Om[:, :l], Om[:, l:]
     AOm, ATh = GV[:, :l], GV[:, l:]

@@ -486,7 +486,9 @@ class PCA(_BaseSpectralPCA):
         wide solvers (block Krylov with ``tol``, ``snapshot``, ``sketch``) apply the map inside
         their per-block products and take the passes they take on other data; with missing
         calls Krylov's first pass only starts the basis (its product is of the zero-filled
-        data) and ``sketch``, which reads the data once, refuses (after its pass). Sparse
+        data) and ``sketch``, which reads the data once, refuses: its pass stops at the first
+        block holding a missing call (each block checks its SNPs as it is read), leaving
+        nothing fitted and making no second pass. Sparse
         allele counts run the wide solvers.
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
