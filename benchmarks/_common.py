@@ -20,7 +20,9 @@ def common_args(ap, *, memory_limit: str | None = None, memory_help: str = "per 
     ``--repeat`` when given a default; the floor table's ``--codecs`` and ``--floor-only``
     when ``floor``."""
     ap.add_argument("--data-dir", default="/work/bench-data")
-    ap.add_argument("--quick", action="store_true", help=quick)
+    # argparse formats help with %: a literal "5 %" in a help string broke --help
+    ap.add_argument("--quick", action="store_true",
+                    help=None if quick is None else quick.replace("%", "%%"))
     if memory_limit is not None:
         ap.add_argument("--memory-limit", default=memory_limit, help=memory_help)
     if repeat is not None:
