@@ -57,6 +57,7 @@ from sklearn.base import BaseEstimator
 from ..linalg import hilbert as kern
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips
+from ..models._params import Choice, Param, Real, Rule, Shape, check_parameters
 
 __all__ = ["HilbertEOF"]
 
@@ -75,6 +76,42 @@ def _strips(X: da.Array) -> da.Array:
 
 def _strip_bounds(S: da.Array) -> np.ndarray:
     return np.cumsum((0,) + S.chunks[1])
+
+
+CLASS = "scalepca.analysis.hilbert_eof:HilbertEOF"
+_ARRAYS = ("components_", "scores_", "singular_values_", "explained_variance_",
+           "explained_variance_ratio_", "mean_")
+_SCALARS = ("total_variance_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
+
+
+def _check_n_modes(value, name, params, shape):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    if shape is not None and value > min(shape.n, shape.d):
+        raise ValueError(f"{name}={value} but the field has {shape.n} samples and {shape.d} "
+                         "features")
+    return int(value)
+
+
+def _check_padding(value, name, params, shape):
+    if value is not None and value not in kern.PADDINGS:
+        raise ValueError(f"{name} must be 'exp' or 'none' (or None); got {value!r}")
+    return "none" if value is None else value
+
+
+def _solver_of(solver: str, n: int, d: int) -> str:
+    return solver if solver != "auto" else ("gram" if n <= d else "covariance")
+
+
+def _check_side(params, shape):
+    """The decomposed side (n for ``"gram"``, d for ``"covariance"``) within MAX_GRAM_SIDE."""
+    solver = _solver_of(params["solver"], shape.n, shape.d)
+    side = shape.n if solver == "gram" else shape.d
+    if side > MAX_GRAM_SIDE:
+        raise ValueError(
+            f"solver={solver!r} decomposes a {side:,} × {side:,} complex matrix on the "
+            f"client (over {MAX_GRAM_SIDE:,}): use solver="
+            f"{'covariance' if solver == 'gram' else 'gram'!r} or coarsen the field")
 
 
 class HilbertEOF(BaseEstimator):
@@ -129,6 +166,18 @@ class HilbertEOF(BaseEstimator):
     data are ``scores_``, and ``inverse_transform`` rebuilds the field from complex PCs.
     """
 
+    #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
+    _parameters = {
+        "n_modes": Param("int", (int,), _check_n_modes, shaped=True),
+        "padding": Param("choice", (str, type(None)), _check_padding, choices=("exp", "none"),
+                         forms="'exp', 'none' or null"),
+        "decay_factor": Real(0, open_low=True),
+        "solver": Choice(*SOLVERS),
+    }
+    _parameter_rules = (Rule(_check_side, needs=("solver",)),)
+    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
+    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
+
     def __init__(self, n_modes: int = 2, *, padding: str | None = "exp",
                  decay_factor: float = 0.2, solver: str = "auto"):
         self.n_modes = n_modes
@@ -138,28 +187,10 @@ class HilbertEOF(BaseEstimator):
 
     # -- fit ----------------------------------------------------------------------------------
     def _check_params(self, n: int, d: int) -> tuple[str, str]:
-        k = self.n_modes
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"n_modes must be a positive integer; got {k!r}")
-        if k > min(n, d):
-            raise ValueError(f"n_modes={k} but the field has {n} samples and {d} features")
-        padding = "none" if self.padding is None else self.padding
-        if padding not in kern.PADDINGS:
-            raise ValueError(f"padding must be 'exp' or 'none' (or None); got {self.padding!r}")
-        f = self.decay_factor
-        if isinstance(f, bool) or not isinstance(f, (int, float, np.floating, np.integer)) \
-                or not np.isfinite(f) or f <= 0:
-            raise ValueError(f"decay_factor must be a positive number; got {f!r}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}; got {self.solver!r}")
-        solver = self.solver if self.solver != "auto" else ("gram" if n <= d else "covariance")
-        side = n if solver == "gram" else d
-        if side > MAX_GRAM_SIDE:
-            raise ValueError(
-                f"solver={solver!r} decomposes a {side:,} × {side:,} complex matrix on the "
-                f"client (over {MAX_GRAM_SIDE:,}): use solver="
-                f"{'covariance' if solver == 'gram' else 'gram'!r} or coarsen the field")
-        return padding, solver
+        """The parameters checked against their table for n × d data: ``(padding, solver)``
+        as used."""
+        values = check_parameters(self, Shape(n, d))
+        return values["padding"], _solver_of(self.solver, n, d)
 
     def fit(self, X, y=None) -> HilbertEOF:
         """Fit on the field ``X`` (time steps as samples). Returns ``self``.
@@ -406,9 +437,3 @@ class HilbertEOF(BaseEstimator):
         model._templates = tuple(None if t is None else template_from_json(t)
                                  for t in attrs["templates"])
         return model
-
-
-CLASS = "scalepca.analysis.hilbert_eof:HilbertEOF"
-_ARRAYS = ("components_", "scores_", "singular_values_", "explained_variance_",
-           "explained_variance_ratio_", "mean_")
-_SCALARS = ("total_variance_", "n_samples_", "n_features_in_", "n_passes_", "solver_")

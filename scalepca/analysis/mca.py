@@ -44,6 +44,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..linalg import passes
+from ..models._params import Int, Param, parameter_problems
 from .eof import _cross_block, _label, _merge_cross
 
 __all__ = ["MCA"]
@@ -95,6 +96,33 @@ def _matrix(X, what: str):
     return data
 
 
+def _check_standardize(value, name, params, shape):
+    pair = (value, value) if isinstance(value, (bool, np.bool_)) else value
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2 \
+            or not all(isinstance(s, (bool, np.bool_)) for s in pair):
+        raise TypeError(f"{name} must be True, False or a pair (for X, for Y) of them; got "
+                        f"{value!r}")
+    return value
+
+
+def _fields_pair(X, Y, what: str = "fit"):
+    """``(X, Y)``, also from ``X`` given as the pair ``[X, Y]`` (as ``scalepca run`` opens
+    the two variables of ``data.variable``)."""
+    if Y is None and isinstance(X, (list, tuple)):
+        if len(X) != 2:
+            raise ValueError(f"MCA.{what} takes two fields, X and Y (or the pair [X, Y]); got "
+                             f"a list of {len(X)}")
+        return X[0], X[1]
+    return X, Y
+
+
+CLASS = "scalepca.analysis.mca:MCA"
+_ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
+           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_")
+_SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
+            "n_passes_")
+
+
 class MCA(BaseEstimator):
     """Maximum covariance analysis of two fields ``X`` (n × d_x) and ``Y`` (n × d_y).
 
@@ -138,6 +166,16 @@ class MCA(BaseEstimator):
     products. The SVD of the d_x × d_y matrix runs on the client.
     """
 
+    #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
+    _parameters = {
+        "n_modes": Int(1),
+        "standardize": Param("other", (bool, list), _check_standardize,
+                             forms="true, false or a pair [for X, for Y] of them"),
+        "max_cross_size": Int(1),
+    }
+    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
+    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
+
     def __init__(self, n_modes: int = 2, *, standardize=False,
                  max_cross_size: int = MAX_CROSS_SIZE):
         self.n_modes = n_modes
@@ -145,16 +183,18 @@ class MCA(BaseEstimator):
         self.max_cross_size = max_cross_size
 
     # -- fit ----------------------------------------------------------------------------------
-    def _check_params(self, dx: int, dy: int) -> tuple[bool, bool]:
-        k = self.n_modes
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"n_modes must be a positive integer; got {k!r}")
+    def _check_params(self, dx: int | None = None, dy: int | None = None):
+        """The parameters against their table; with the fields' widths, ``n_modes`` and
+        ``max_cross_size`` against them. Returns the (X, Y) standardise flags."""
+        problems = parameter_problems(type(self), {n: getattr(self, n) for n in self._parameters})
+        if problems:
+            raise problems[0][1]
+        k, std = self.n_modes, self.standardize
+        pair = (std, std) if isinstance(std, (bool, np.bool_)) else tuple(std)
+        if dx is None:
+            return bool(pair[0]), bool(pair[1])
         if k > min(dx, dy):
             raise ValueError(f"n_modes={k} but the fields have {dx} and {dy} features")
-        std = self.standardize
-        pair = (std, std) if isinstance(std, (bool, np.bool_)) else tuple(std)
-        if len(pair) != 2 or not all(isinstance(s, (bool, np.bool_)) for s in pair):
-            raise ValueError(f"standardize must be true/false or a pair of them; got {std!r}")
         if dx * dy > self.max_cross_size:
             raise ValueError(
                 f"the cross-covariance has {dx:,} × {dy:,} = {dx * dy:,} entries, over "
@@ -162,12 +202,17 @@ class MCA(BaseEstimator):
                 "max_cross_size if the client holds 8 bytes per entry (twice, for the SVD)")
         return bool(pair[0]), bool(pair[1])
 
-    def fit(self, X, Y) -> MCA:
+    def fit(self, X, Y=None) -> MCA:
         """Fit on the two fields (same samples, same order). Returns ``self``.
 
         ``X`` and ``Y``: matrices as the estimators take them (the output of
-        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays).
+        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays); or ``X`` the
+        pair ``[X, Y]`` and ``Y`` left out.
         """
+        X, Y = _fields_pair(X, Y)
+        self._check_params()
+        if Y is None:
+            raise TypeError("MCA.fit needs two fields: fit(X, Y) or fit([X, Y])")
         xin, yin = _matrix(X, "X"), _matrix(Y, "Y")
         (n, dx), (ny, dy) = xin.data.shape, yin.data.shape
         if n != ny:
@@ -268,8 +313,9 @@ class MCA(BaseEstimator):
         """Expansion coefficients (xeofs' ``scores``, unnormalised): ``(x − x̄) U`` and
         ``(y − ȳ) V`` (divided by the scales with ``standardize``), lazy, in the input's kind
         (a DataArray over the sample dims and ``mode``). Returns ``(zx, zy)``, None for a
-        field not given."""
+        field not given; ``X`` may be the pair ``[X, Y]``."""
         self._check_fitted()
+        X, Y = _fields_pair(X, Y, "transform")
         out = []
         for which, A in enumerate((X, Y)):
             if A is None:
@@ -381,11 +427,6 @@ class MCA(BaseEstimator):
         return model
 
 
-CLASS = "scalepca.analysis.mca:MCA"
-_ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
-           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_")
-_SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
-            "n_passes_")
 
 
 def _jsonable(value):
