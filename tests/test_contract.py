@@ -557,6 +557,15 @@ class Cell:
         from scalepca.analysis.hilbert_eof import HilbertEOF
 
         model = self.reloaded(self.call(HilbertEOF(2).fit, Xfit))
+        # transform of the fitted field: its analytic signal on the EOFs, the fitted PCs
+        Z = self.call(model.transform, Xfit)
+        if hasattr(Z, "compute"):
+            Z = Z.compute()
+        if isinstance(Z, xr.DataArray):
+            Z = Z.transpose(..., "mode").values
+        Z = np.asarray(Z).reshape(-1, 2)
+        for part in (np.real, np.imag):
+            _close(part(Z), part(model.scores_), 1e-10, "HilbertEOF.transform(X) = scores_")
         Xc = ref.Xs - ref.Xs.mean(axis=0)
         Z = xeofs_hilbert._hilbert_transform_with_padding(Xc, padding="exp", decay_factor=0.2)
         lam, V = np.linalg.eigh(Z.conj().T @ Z / (len(Z) - 1))

@@ -161,9 +161,11 @@ class HilbertEOF(BaseEstimator):
     d × d complex values and decomposes them: the decomposed side is at most 20,000
     (``MAX_GRAM_SIDE``), the other is not limited.
 
-    ``transform`` of new data is not offered: the analytic signal of other series is not
-    defined by the fitted model (xeofs' ``HilbertEOF`` refuses it too); the PCs of the fitted
-    data are ``scores_``, and ``inverse_transform`` rebuilds the field from complex PCs.
+    ``transform(X)`` gives the complex PCs of a field of the same grid (other times, or the
+    fitted field again: then ``scores_``): each of its series turned into its own analytic
+    signal with the fit's padding and decay, projected on the complex EOFs — one pass over its
+    column strips, the fit's memory per worker. ``inverse_transform`` rebuilds the field from
+    complex PCs.
     """
 
     #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
@@ -334,6 +336,30 @@ class HilbertEOF(BaseEstimator):
                            coords={**samples.coords, MODE: mode_coords(values.shape[1])},
                            name=name)
         return _unstack(out, sdim).transpose(..., MODE)
+
+    def transform(self, X):
+        """The complex PCs of the field ``X`` (n' time steps × the fit's features, prepared
+        as the fit's: ``open_matrix`` with the same weights): the analytic signal of each of
+        its series, made with the fit's ``padding`` and ``decay_factor`` (the series centred
+        on its own mean, as in the fit), times the complex EOFs. One pass over ``X``'s column
+        strips; returns (n', k) complex in the input's kind ((time, mode) for xarray input).
+        On the fitted field it gives ``scores_``."""
+        from .mca import _matrix
+
+        self._check_fitted()
+        xin = _matrix(X, "X")
+        n, d = xin.data.shape
+        if d != self.n_features_in_:
+            raise ValueError(f"X has {d} features; the model was fitted on "
+                             f"{self.n_features_in_}")
+        keep = ~np.isnan(self.mean_)
+        comps = np.where(keep[None, :], self.components_, 0.0)
+        padding = "none" if self.padding is None else self.padding
+        S = _strips(xin.data)
+        with passes.counting("HilbertEOF.transform", planned=1, chunks=S.numblocks[1]):
+            Z = self._project(S, comps, self.mean_, (padding, float(self.decay_factor)),
+                              name="complex PCs of new data")
+        return xin.wrap_samples(da.from_array(Z, chunks=(xin.data.chunks[0], -1)))
 
     def components(self):
         """The complex EOFs: (mode, feature dims) for xarray input, else (k, d)."""
