@@ -84,6 +84,14 @@ def test_mca_run_equals_the_estimator(files, capsys):
     assert scores.attrs["fields"] == ["sst", "z"]
     xr.testing.assert_allclose(model.components_y_xr_, ref.components_y_xr_)
     assert (out / "report.html").exists()
+    # scalepca transform refuses the tools' models, which do not keep the data's preparation
+    assert main(["transform", str(out / "model.zarr"), str(files / "both.nc"), "--out",
+                 str(files / "t.zarr")]) == EXIT_USER_ERROR
+    assert "scores are written by scalepca run" in capsys.readouterr().err
+    assert not (files / "t.zarr").exists()
+    assert main(["info", str(out / "model.zarr")]) == EXIT_OK
+    said = capsys.readouterr().out
+    assert "scalepca.analysis.mca:MCA (complete)" in said and "written by scalepca" in said
 
 
 def test_hilbert_eof_run_equals_the_estimator(files, capsys):

@@ -239,10 +239,17 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     (checking the grid). The options need not be repeated; given ones must agree with the
     model. A model fitted on a bare array gets the array (with ``--weights`` if given).
     """
+    from ..persistence.registry import OWN_STORES, method_of
     from ..preprocessing import open_matrix
     from ..preprocessing._open import open_dataset
     from ..preprocessing._steps import WeightsError, describe
 
+    method = method_of(type(est))
+    if method in OWN_STORES:  # the analysis tools keep no record of the data's preparation
+        raise UserError(f"scalepca transform takes models that repeat their data's preparation; "
+                        f"a {type(est).__name__} model (model.method {method}) does not keep "
+                        "it: its scores are written by scalepca run (output.scores), or in "
+                        "Python by its transform of the field opened as for the fit")
     prep = getattr(est, "_preprocessing", None)
     if getattr(est, "_fields_json", None) is not None:  # several fields (multivariate_eof)
         return _fields_data(est, path, variable, sample_dims, weights, storage_options)

@@ -318,10 +318,12 @@ def write_model_group(store, attrs: dict, arrays: dict, *, storage_options=None,
     """A model store of an analysis tool (MCA, Hilbert EOF, bootstrap): ``attrs`` and the
     arrays ``arrays`` (name → array) written by :func:`atomic_group` as a model store, which
     replaces only a complete model store, and only with ``overwrite``."""
+    from .._version import __version__
     from ._fs import MODEL
 
     def write(group):
-        group.attrs.update(attrs)
+        # as every model store: the writer's version, then the tool's own attributes
+        group.attrs.update({"format_version": 1, "scalepca_version": __version__, **attrs})
         for name, value in arrays.items():
             group.create_array(name, data=np.ascontiguousarray(value))
 
