@@ -44,7 +44,7 @@ def _import_class(spec: str):
     """The class of a :data:`METHODS` value, from its floor's package (explicit imports)."""
     module, name = spec.rsplit(":", 1)
     if module.startswith("scalepca.analysis."):
-        from ..analysis import bootstrap, hilbert_eof, mca  # the floor beside this one
+        from ..analysis import bootstrap, hilbert_eof, mca  # the floor below this one
 
         modules = {m.__name__: m for m in (bootstrap, hilbert_eof, mca)}
         return getattr(modules[module], name)
