@@ -446,6 +446,10 @@ OPERATIONS = [
     "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as
     "transform-as-other-kind-reordered",  # the same with the features reordered: refused
     "cli-transform",        # save, then `scalepca transform MODEL DATA --out`
+    # `scalepca run` of model.method mca (the field paired with itself), hilbert_eof and
+    # bootstrap_eof on the cell's store: the written model (through scalepca.load) and
+    # scores equal the Python tool fitted on the same opened matrix
+    "cli-run",
     "resume-params",        # checkpointed fit with a loose tolerance, again with a tight one
     "resume-data",          # checkpointed fit, again on other data with the same checkpoint
     # partial_fit on the data, then on 60 more rows of the same kind: equal to the reference
@@ -561,6 +565,19 @@ EXPECTATIONS = [
     Rule("*", SPARSE_KINDS, "*", "HilbertEOF|BootstrapEOF",
          Refused((ValueError, TypeError), "sparse",
                  "the analytic signal and the replicates' Grams are dense")),
+    Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
+         "RobustPCA-*", "*", "*", "cli-run",
+         NotApplicable("runs the analysis methods, which fit no estimator of this axis")),
+    Rule("*", "|".join(k.name for k in INPUT_KINDS if k.name not in XARRAY_PATHS.split("|")),
+         "*", "cli-run",
+         NotApplicable("run's analysis methods read a named variable of an xarray store "
+                       "(NetCDF, xarray zarr)")),
+    Rule("*", "*", "weights-array|missing|standardize*|zero_center=False|float32+gram-float64",
+         "cli-run",
+         NotApplicable("a config names its weights (sqrt_coslat, coslat or a variable); the "
+                       "tools take no zero_center or standardize of this axis (MCA's own in "
+                       "tests/test_analysis_run.py); NaN at some samples is refused by the "
+                       "tools themselves (cells MCA, HilbertEOF, BootstrapEOF)")),
     Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "score",
          NotApplicable("no Gaussian model: score / score_samples are PCA's and PPCA's")),
     Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", EOF_TOOLS,
@@ -744,6 +761,13 @@ EXTRA_CELLS = [
     # a land mask survives save and load into the EOF tools
     ("PCA-covariance_eigh|PPCA-closed_form", "xarray-field", "land-mask|weights+land-mask",
      "save-load>" + EOF_TOOLS.replace("|", "|save-load>")),
+    # the analysis tools saved and read back by scalepca.load (for these operations the model
+    # saved is the tool's own), on arrays, fields and a path, with land and weights
+    ("PCA-covariance_eigh", "numpy|xarray-field|netcdf", "none|weights+land-mask",
+     "save-load>MCA|save-load>HilbertEOF|save-load>BootstrapEOF"),
+    # scalepca run of the analysis methods with weights and land, xarray's open options and
+    # float32 data
+    ("PCA-covariance_eigh", "netcdf", "weights+land-mask|open_options|float32", "cli-run"),
 ]
 
 
@@ -855,7 +879,9 @@ def markdown() -> str:
         parts.append("\n".join(lines) + "\n")
     parts.append("## Beyond pairs\n")
     parts.append("Junctions of three or four features that no pair of axes reaches "
-                 "(`EXTRA_CELLS`); `save-load>OP` runs OP with the model saved and loaded.\n")
+                 "(`EXTRA_CELLS`); `save-load>OP` runs OP with the model saved and loaded "
+                 "(for `MCA`, `HilbertEOF` and `BootstrapEOF`, the tool's own model, read back "
+                 "by `scalepca.load`).\n")
     lines = ["| estimator | input | option | operation | outcome |", "|---|---|---|---|---|"]
     lines += [f"| `{e}` | `{k}` | `{o}` | `{op}` | {_code(expectation((e, k, o, op)), legend)} |"
               for e, k, o, op in extra_cells()]

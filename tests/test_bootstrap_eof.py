@@ -177,10 +177,10 @@ def test_bad_input_is_refused_before_compute(field, raise_if_dask_computes):
     X = _matrix(field)
     cases = [(dict(n_modes=0), "n_modes must be an integer of at least 1"),
              (dict(n_modes=50), "n_modes=50 but the field has 50 samples"),
-             (dict(n_bootstraps=1), "n_bootstraps must be an integer of at least 2"),
+             (dict(n_bootstraps=1), "n_bootstraps must be >= 2"),
              (dict(confidence=1.5), "confidence must be a number between 0 and 1"),
              (dict(random_state=-3), "random_state must be a non-negative integer"),
-             (dict(solver="svd"), "solver must be one of"),
+             (dict(solver="svd"), "solver='svd' is not one of the allowed values"),
              (dict(solver="covariance", n_bootstraps=1000), "over max_partial_bytes")]
     for params, match in cases:
         with raise_if_dask_computes(), pytest.raises(ValueError, match=match):

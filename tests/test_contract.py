@@ -13,6 +13,7 @@ import zlib
 
 import numpy as np
 import pytest
+import yaml
 
 from . import _contract as C
 from .support.counting import TaskCounter
@@ -297,6 +298,10 @@ def _close(actual, expected, rtol, what, atol=None):
                                f"(largest error {np.nanmax(np.abs(actual - expected)):.3g})")
 
 
+#: the analysis tools among the operations: ``save-load>TOOL`` saves and reloads the tool itself
+TOOLS = ("MCA", "HilbertEOF", "BootstrapEOF")
+
+
 # -- a cell --------------------------------------------------------------------------------------
 class Cell:
     def __init__(self, estimator, kind, option, op, tmp_path, tasks):
@@ -360,7 +365,10 @@ class Cell:
         Xfit, Xnew, raw = self.inputs(X)
         model = self.fit(Xfit)
         ref = self.reference(X)
-        if op.startswith("save-load>"):  # the operation with the model saved and loaded
+        if op.split(">", 1)[-1] in TOOLS:  # the analysis tool's own model saved and loaded
+            self.reload_tool = op.startswith("save-load>")
+            op = op.split(">", 1)[-1]
+        elif op.startswith("save-load>"):  # the operation with the model saved and loaded
             import scalepca
 
             self.call(model.save, self.tmp / "model.zarr")
@@ -428,8 +436,8 @@ class Cell:
 
             krylov = (dict(solver="randomized", n_oversamples=0, random_state=0)
                       if op == "MCA-randomized" else {})
-            mca = self.call(MCA(2, standardize=self.option.standardize, **krylov).fit, Xfit,
-                            Xfit)
+            mca = self.reloaded(self.call(
+                MCA(2, standardize=self.option.standardize, **krylov).fit, Xfit, Xfit))
             assert mca.solver_ == ("randomized" if krylov else "covariance")
             expected = ref.components()[:2]
             _close(_align(self._canonical_components(mca.components_x_), expected, 1),
@@ -484,6 +492,8 @@ class Cell:
             self.pp_pca(raw, ref)
         elif op == "cli-transform":
             self.cli_transform(model, raw, ref)
+        elif op == "cli-run":
+            self.cli_run(raw, Xfit)
         else:  # pragma: no cover - a new operation needs its branch here
             raise AssertionError(f"no runner for operation {op!r}")
 
@@ -549,7 +559,16 @@ class Cell:
         xeofs_hilbert = pytest.importorskip("xeofs.utils.hilbert_transform")
         from scalepca.analysis.hilbert_eof import HilbertEOF
 
-        model = self.call(HilbertEOF(2).fit, Xfit)
+        model = self.reloaded(self.call(HilbertEOF(2).fit, Xfit))
+        # transform of the fitted field: its analytic signal on the EOFs, the fitted PCs
+        Z = self.call(model.transform, Xfit)
+        if hasattr(Z, "compute"):
+            Z = Z.compute()
+        if isinstance(Z, xr.DataArray):
+            Z = Z.transpose(..., "mode").values
+        Z = np.asarray(Z).reshape(-1, 2)
+        for part in (np.real, np.imag):
+            _close(part(Z), part(model.scores_), 1e-10, "HilbertEOF.transform(X) = scores_")
         Xc = ref.Xs - ref.Xs.mean(axis=0)
         Z = xeofs_hilbert._hilbert_transform_with_padding(Xc, padding="exp", decay_factor=0.2)
         lam, V = np.linalg.eigh(Z.conj().T @ Z / (len(Z) - 1))
@@ -575,7 +594,8 @@ class Cell:
         from scalepca.analysis.bootstrap import BootstrapEOF
         from scalepca.linalg.bootstrap import poisson_weights
 
-        model = self.call(BootstrapEOF(2, n_bootstraps=20, random_state=4).fit, Xfit)
+        model = self.reloaded(self.call(BootstrapEOF(2, n_bootstraps=20, random_state=4).fit,
+                                        Xfit))
         assert model.n_passes_ == (1 if model.solver_ == "covariance" else 2)
         expected = ref.components()[:2]
         _close(_align(self._canonical_components(model.components_), expected, 1), expected,
@@ -598,6 +618,67 @@ class Cell:
         rot = scalepca.Rotator(2).fit(model)
         _close(_align(self._canonical_components(rot.components_), comps, 1), comps, rtol,
                "Rotator.components_ of BootstrapEOF")
+
+    def reloaded(self, tool):
+        """``tool`` itself, or (``save-load>`` of a tool) its store read back by
+        scalepca.load: the same class, parameters and saved state."""
+        if not getattr(self, "reload_tool", False):
+            return tool
+        import scalepca
+
+        self.call(tool.save, self.tmp / "tool.zarr")
+        got = self.call(scalepca.load, self.tmp / "tool.zarr")
+        assert type(got) is type(tool) and got.get_params() == tool.get_params()
+        return got
+
+    def cli_run(self, raw, Xfit):
+        """`scalepca run` of each analysis method on the store ``raw``: the model it writes
+        (read by scalepca.load) and its scores equal the tool fitted in Python on ``Xfit``,
+        the same store opened the same way."""
+        import zarr
+
+        import scalepca
+        from scalepca.analysis.bootstrap import BootstrapEOF
+        from scalepca.analysis.hilbert_eof import HilbertEOF
+        from scalepca.analysis.mca import MCA
+        from scalepca.cli import main
+
+        data = {"path": str(raw), "sample_dims": ["time"],
+                **{k: v for k, v in self.option.open_kwargs.get("open_options", {}).items()}}
+        if self.option.open_kwargs.get("weights"):
+            data["weights"] = self.option.open_kwargs["weights"]
+        runs = {"mca": ({"n_modes": 2}, MCA(2).fit(Xfit, Xfit)),
+                "hilbert_eof": ({"n_modes": 2}, HilbertEOF(2).fit(Xfit)),
+                "bootstrap_eof": ({"n_modes": 2, "n_bootstraps": 10, "random_state": 4},
+                                  BootstrapEOF(2, n_bootstraps=10, random_state=4).fit(Xfit))}
+        for method, (params, tool) in runs.items():
+            out = self.tmp / f"run-{method}"
+            cfg = {"data": {**data, "variable": ["sst", "sst"] if method == "mca" else "sst"},
+                   "model": {"method": method, **params},
+                   "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+                   "output": {"store": str(out), "report": False}, "progress": False}
+            path = self.tmp / f"{method}.yaml"
+            path.write_text(yaml.safe_dump(cfg))
+            assert self.call(main, ["run", str(path), "--quiet"]) == 0, method
+            got = self.call(scalepca.load, out / "model.zarr")
+            assert type(got) is type(tool) and got.get_params() == tool.get_params()
+            for name in tool._stored_arrays:
+                a, b = getattr(tool, name), getattr(got, name)
+                for part in ((np.real, np.imag) if np.iscomplexobj(a) else (np.asarray,)):
+                    if a is not None:
+                        _close(part(b), part(a), 1e-12, f"{method}: {name}")
+            group = zarr.open_group(str(out / "scores.zarr"), mode="r")
+            if method == "mca":
+                zx, _ = tool.transform(Xfit, Xfit)
+                _close(_scores(np.asarray(group["scores_x"]), self.kind), _scores(zx, self.kind),
+                       1e-12, "mca: scores_x")
+            elif method == "hilbert_eof":
+                z = group["scores_amplitude"][...] * np.exp(1j * group["scores_phase"][...])
+                for part in (np.real, np.imag):
+                    _close(part(z), part(tool.scores_), 1e-12, "hilbert_eof: complex PCs")
+            else:
+                _close(_scores(np.asarray(group["scores"]), self.kind),
+                       _scores(tool.transform(Xfit), self.kind), 1e-12, "bootstrap_eof: PCs")
 
     def _canonical_components(self, comps):
         comps = np.asarray(comps, dtype=np.float64)

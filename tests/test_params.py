@@ -9,13 +9,14 @@ import warnings
 
 import numpy as np
 import pytest
+import xarray as xr
 import yaml
 
 from scalepca.analysis.mca import MCA
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 from scalepca.datasets import make_low_rank, write_dataset
 from scalepca.models._params import Shape, parameter_problems, table_of
-from scalepca.persistence.registry import METHODS, estimator_class
+from scalepca.persistence.registry import METHODS, TWO_FIELDS, estimator_class
 
 N, D = 200, 12
 
@@ -82,11 +83,18 @@ def _bad_values():
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("params")
     write_dataset(make_low_rank(N, D, rank=3, chunk_rows=50, seed=0), root / "x.zarr")
+    X = np.random.default_rng(1).standard_normal((N, D))
+    xr.Dataset({"a": (("sample", "f"), X[:, : D // 2]),
+                "b": (("sample", "g"), X[:, D // 2:])}).to_netcdf(root / "xy.nc",
+                                                                  engine="scipy")
     return root
 
 
 def _config(root, method, params) -> str:
-    cfg = {"data": {"path": "x.zarr"}, "model": {"method": method, "params": params},
+    data = {"path": "x.zarr"}
+    if method in TWO_FIELDS:  # two fields over the same samples
+        data = {"path": "xy.nc", "variable": ["a", "b"], "sample_dims": ["sample"]}
+    cfg = {"data": data, "model": {"method": method, "params": params},
            "cluster": {"kind": "local", "n_workers": 1, "processes": False}}
     path = root / f"{method}.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -105,7 +113,8 @@ def test_fit_and_validate_refuse_the_same_values(store, method, name, value, cap
     X = np.random.default_rng(0).standard_normal((N, D))
     with pytest.raises((TypeError, ValueError)) as err, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cls(**{name: value}).fit(X)
+        cls(**{name: value}).fit(*((X[:, : D // 2], X[:, D // 2:]) if method in TWO_FIELDS
+                                   else (X,)))
     assert name in str(err.value), err.value  # in Python words: the parameter's name
     assert main(["validate", _config(store, method, {name: value})]) == EXIT_USER_ERROR
     said = capsys.readouterr().err

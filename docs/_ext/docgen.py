@@ -145,9 +145,12 @@ def _model_section() -> list[str]:
     for method, target in METHODS.items():
         cls = estimator_class(method)
         name = target.split(":")[1]
+        # the models are public at the top level; the analysis tools by their module
+        full = f"scalepca.{name}" if target.startswith("scalepca.models.") \
+            else target.replace(":", ".")
         parts.append(f"### method: {method}\n")
-        parts.append(f"Estimator {{class}}`scalepca.{name}` "
-                     f"([API page](api/generated/scalepca.{name}.rst)).\n")
+        parts.append(f"Estimator {{class}}`{full}` "
+                     f"([API page](api/generated/{full}.rst)).\n")
         descs = _param_docs(ClassDoc(cls))
         rows = []
         for pname, par in inspect.signature(cls.__init__).parameters.items():

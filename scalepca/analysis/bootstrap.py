@@ -49,6 +49,7 @@ from sklearn.base import BaseEstimator
 from ..linalg import bootstrap as boot
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips, snapshot_gram
+from ..models._params import Choice, Int, Param, Rule, Shape, check_parameters
 
 __all__ = ["BootstrapEOF"]
 
@@ -68,6 +69,54 @@ def _summary(values: np.ndarray, q: tuple) -> tuple:
     """Percentiles ``q`` and standard deviation over the first axis (the replicates)."""
     lo, hi = np.percentile(values, q, axis=0)
     return lo, hi, values.std(axis=0, ddof=1)
+
+
+CLASS = "scalepca.analysis.bootstrap:BootstrapEOF"
+_ARRAYS = ("components_", "explained_variance_", "explained_variance_ratio_", "singular_values_",
+           "mean_", "explained_variance_samples_", "explained_variance_ratio_samples_",
+           "explained_variance_ratio_interval_", "separated_", "components_interval_",
+           "components_std_")
+_SCALARS = ("n_significant_", "seed_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
+
+
+def _check_n_modes(value, name, params, shape):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer of at least 1; got {value!r}")
+    if shape is not None and value >= min(shape.n, shape.d):
+        raise ValueError(f"{name}={value} but the field has {shape.n} samples and {shape.d} "
+                         "features (the selection rule needs one mode more)")
+    return int(value)
+
+
+def _check_confidence(value, name, params, shape):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
+            or not 0 < value < 1:
+        raise ValueError(f"{name} must be a number between 0 and 1; got {value!r}")
+    return float(value)
+
+
+def _check_seed(value, name, params, shape):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                              or value < 0):
+        raise ValueError(f"{name} must be a non-negative integer or None; got {value!r}")
+    return value
+
+
+def _solver_of(solver: str, n: int, d: int) -> str:
+    return solver if solver != "auto" else ("gram" if n <= d else "covariance")
+
+
+def _check_partial(params, shape):
+    """The covariance path's partial (B replicate d × d Grams) within max_partial_bytes."""
+    d, B = shape.d, int(params["n_bootstraps"])
+    size = 8 * B * d * d
+    if _solver_of(params["solver"], shape.n, d) == "covariance" \
+            and size > params["max_partial_bytes"]:
+        raise ValueError(
+            f"solver='covariance' accumulates {B} replicate covariances of {d:,} × {d:,} "
+            f"({size / 2**20:,.0f} MiB a partial), over max_partial_bytes="
+            f"{params['max_partial_bytes']:,}: use solver='gram', fewer n_bootstraps, or raise "
+            "max_partial_bytes")
 
 
 class BootstrapEOF(BaseEstimator):
@@ -122,6 +171,20 @@ class BootstrapEOF(BaseEstimator):
     gram path's replicate EOFs are summarised on the workers: the client receives 4 k × d.
     """
 
+    #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
+    _parameters = {
+        "n_modes": Param("int", (int,), _check_n_modes, shaped=True),
+        "n_bootstraps": Int(2),
+        "confidence": Param("real", (float,), _check_confidence),
+        "solver": Choice(*SOLVERS),
+        "random_state": Param("seed", (int, type(None)), _check_seed),
+        "max_partial_bytes": Int(1),
+    }
+    _parameter_rules = (Rule(_check_partial,
+                             needs=("solver", "n_bootstraps", "max_partial_bytes")),)
+    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
+    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
+
     def __init__(self, n_modes: int = 2, *, n_bootstraps: int = 100, confidence: float = 0.95,
                  solver: str = "auto", random_state: int | None = 0,
                  max_partial_bytes: int = MAX_PARTIAL_BYTES):
@@ -134,32 +197,9 @@ class BootstrapEOF(BaseEstimator):
 
     # -- fit ----------------------------------------------------------------------------------
     def _check_params(self, n: int, d: int) -> str:
-        for name, low in (("n_modes", 1), ("n_bootstraps", 2)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ValueError(f"{name} must be an integer of at least {low}; got {v!r}")
-        if self.n_modes >= min(n, d):
-            raise ValueError(f"n_modes={self.n_modes} but the field has {n} samples and {d} "
-                             "features (the selection rule needs one mode more)")
-        c = self.confidence
-        if isinstance(c, bool) or not isinstance(c, (int, float, np.floating)) \
-                or not 0 < c < 1:
-            raise ValueError(f"confidence must be a number between 0 and 1; got {c!r}")
-        rs = self.random_state
-        if rs is not None and (isinstance(rs, bool) or not isinstance(rs, (int, np.integer))
-                               or rs < 0):
-            raise ValueError(f"random_state must be a non-negative integer or None; got {rs!r}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}; got {self.solver!r}")
-        solver = self.solver if self.solver != "auto" else ("gram" if n <= d else "covariance")
-        size = 8 * int(self.n_bootstraps) * d * d
-        if solver == "covariance" and size > self.max_partial_bytes:
-            raise ValueError(
-                f"solver='covariance' accumulates {self.n_bootstraps} replicate covariances of "
-                f"{d:,} × {d:,} ({size / 2**20:,.0f} MiB a partial), over max_partial_bytes="
-                f"{self.max_partial_bytes:,}: use solver='gram', fewer n_bootstraps, or raise "
-                "max_partial_bytes")
-        return solver
+        """The parameters checked against their table for n × d data; the solver used."""
+        check_parameters(self, Shape(n, d))
+        return _solver_of(self.solver, n, d)
 
     def fit(self, X, y=None) -> BootstrapEOF:
         """Fit the EOFs and their bootstrap replicates on ``X``. Returns ``self``.
@@ -288,6 +328,27 @@ class BootstrapEOF(BaseEstimator):
 
         return feature_dataarray(values, self._template, name=name)
 
+    def transform(self, X):
+        """The PCs of ``X`` on the fitted EOFs, ``(x − mean_) · components_ᵀ`` over the
+        features kept: lazy (one blockwise map over the row blocks, a pass when computed), in
+        the input's kind (a DataArray over the sample dims and ``mode`` for xarray input).
+        ``X`` is a matrix prepared as the fit's was (``open_matrix`` with the same weights)."""
+        from ..models.base import affine_map
+        from .mca import _matrix
+
+        if not hasattr(self, "components_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this BootstrapEOF is not fitted yet; call fit(X) first")
+        xin = _matrix(X, "X")
+        if xin.data.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {xin.data.shape[1]} features; the model was fitted on "
+                             f"{self.n_features_in_}")
+        keep = np.flatnonzero(~np.isnan(self.mean_))
+        Z = affine_map(xin.data.rechunk({1: -1})[:, keep], self.mean_[keep],
+                       self.components_[:, keep].T)
+        return xin.wrap_samples(Z)
+
     def components(self):
         """The EOFs, over ``mode`` and the field's feature dims for xarray input."""
         return self._labelled(self.components_, "components")
@@ -335,11 +396,3 @@ class BootstrapEOF(BaseEstimator):
         t = attrs["template"]
         model._template = None if t is None else template_from_json(t)
         return model
-
-
-CLASS = "scalepca.analysis.bootstrap:BootstrapEOF"
-_ARRAYS = ("components_", "explained_variance_", "explained_variance_ratio_", "singular_values_",
-           "mean_", "explained_variance_samples_", "explained_variance_ratio_samples_",
-           "explained_variance_ratio_interval_", "separated_", "components_interval_",
-           "components_std_")
-_SCALARS = ("n_significant_", "seed_", "n_samples_", "n_features_in_", "n_passes_", "solver_")

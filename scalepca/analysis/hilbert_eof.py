@@ -57,6 +57,7 @@ from sklearn.base import BaseEstimator
 from ..linalg import hilbert as kern
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips
+from ..models._params import Choice, Param, Real, Rule, Shape, check_parameters
 
 __all__ = ["HilbertEOF"]
 
@@ -75,6 +76,42 @@ def _strips(X: da.Array) -> da.Array:
 
 def _strip_bounds(S: da.Array) -> np.ndarray:
     return np.cumsum((0,) + S.chunks[1])
+
+
+CLASS = "scalepca.analysis.hilbert_eof:HilbertEOF"
+_ARRAYS = ("components_", "scores_", "singular_values_", "explained_variance_",
+           "explained_variance_ratio_", "mean_")
+_SCALARS = ("total_variance_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
+
+
+def _check_n_modes(value, name, params, shape):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    if shape is not None and value > min(shape.n, shape.d):
+        raise ValueError(f"{name}={value} but the field has {shape.n} samples and {shape.d} "
+                         "features")
+    return int(value)
+
+
+def _check_padding(value, name, params, shape):
+    if value is not None and value not in kern.PADDINGS:
+        raise ValueError(f"{name} must be 'exp' or 'none' (or None); got {value!r}")
+    return "none" if value is None else value
+
+
+def _solver_of(solver: str, n: int, d: int) -> str:
+    return solver if solver != "auto" else ("gram" if n <= d else "covariance")
+
+
+def _check_side(params, shape):
+    """The decomposed side (n for ``"gram"``, d for ``"covariance"``) within MAX_GRAM_SIDE."""
+    solver = _solver_of(params["solver"], shape.n, shape.d)
+    side = shape.n if solver == "gram" else shape.d
+    if side > MAX_GRAM_SIDE:
+        raise ValueError(
+            f"solver={solver!r} decomposes a {side:,} × {side:,} complex matrix on the "
+            f"client (over {MAX_GRAM_SIDE:,}): use solver="
+            f"{'covariance' if solver == 'gram' else 'gram'!r} or coarsen the field")
 
 
 class HilbertEOF(BaseEstimator):
@@ -124,10 +161,24 @@ class HilbertEOF(BaseEstimator):
     d × d complex values and decomposes them: the decomposed side is at most 20,000
     (``MAX_GRAM_SIDE``), the other is not limited.
 
-    ``transform`` of new data is not offered: the analytic signal of other series is not
-    defined by the fitted model (xeofs' ``HilbertEOF`` refuses it too); the PCs of the fitted
-    data are ``scores_``, and ``inverse_transform`` rebuilds the field from complex PCs.
+    ``transform(X)`` gives the complex PCs of a field of the same grid (other times, or the
+    fitted field again: then ``scores_``): each of its series turned into its own analytic
+    signal with the fit's padding and decay, projected on the complex EOFs — one pass over its
+    column strips, the fit's memory per worker. ``inverse_transform`` rebuilds the field from
+    complex PCs.
     """
+
+    #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
+    _parameters = {
+        "n_modes": Param("int", (int,), _check_n_modes, shaped=True),
+        "padding": Param("choice", (str, type(None)), _check_padding, choices=("exp", "none"),
+                         forms="'exp', 'none' or null"),
+        "decay_factor": Real(0, open_low=True),
+        "solver": Choice(*SOLVERS),
+    }
+    _parameter_rules = (Rule(_check_side, needs=("solver",)),)
+    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
+    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
 
     def __init__(self, n_modes: int = 2, *, padding: str | None = "exp",
                  decay_factor: float = 0.2, solver: str = "auto"):
@@ -138,28 +189,10 @@ class HilbertEOF(BaseEstimator):
 
     # -- fit ----------------------------------------------------------------------------------
     def _check_params(self, n: int, d: int) -> tuple[str, str]:
-        k = self.n_modes
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"n_modes must be a positive integer; got {k!r}")
-        if k > min(n, d):
-            raise ValueError(f"n_modes={k} but the field has {n} samples and {d} features")
-        padding = "none" if self.padding is None else self.padding
-        if padding not in kern.PADDINGS:
-            raise ValueError(f"padding must be 'exp' or 'none' (or None); got {self.padding!r}")
-        f = self.decay_factor
-        if isinstance(f, bool) or not isinstance(f, (int, float, np.floating, np.integer)) \
-                or not np.isfinite(f) or f <= 0:
-            raise ValueError(f"decay_factor must be a positive number; got {f!r}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}; got {self.solver!r}")
-        solver = self.solver if self.solver != "auto" else ("gram" if n <= d else "covariance")
-        side = n if solver == "gram" else d
-        if side > MAX_GRAM_SIDE:
-            raise ValueError(
-                f"solver={solver!r} decomposes a {side:,} × {side:,} complex matrix on the "
-                f"client (over {MAX_GRAM_SIDE:,}): use solver="
-                f"{'covariance' if solver == 'gram' else 'gram'!r} or coarsen the field")
-        return padding, solver
+        """The parameters checked against their table for n × d data: ``(padding, solver)``
+        as used."""
+        values = check_parameters(self, Shape(n, d))
+        return values["padding"], _solver_of(self.solver, n, d)
 
     def fit(self, X, y=None) -> HilbertEOF:
         """Fit on the field ``X`` (time steps as samples). Returns ``self``.
@@ -304,6 +337,30 @@ class HilbertEOF(BaseEstimator):
                            name=name)
         return _unstack(out, sdim).transpose(..., MODE)
 
+    def transform(self, X):
+        """The complex PCs of the field ``X`` (n' time steps × the fit's features, prepared
+        as the fit's: ``open_matrix`` with the same weights): the analytic signal of each of
+        its series, made with the fit's ``padding`` and ``decay_factor`` (the series centred
+        on its own mean, as in the fit), times the complex EOFs. One pass over ``X``'s column
+        strips; returns (n', k) complex in the input's kind ((time, mode) for xarray input).
+        On the fitted field it gives ``scores_``."""
+        from .mca import _matrix
+
+        self._check_fitted()
+        xin = _matrix(X, "X")
+        n, d = xin.data.shape
+        if d != self.n_features_in_:
+            raise ValueError(f"X has {d} features; the model was fitted on "
+                             f"{self.n_features_in_}")
+        keep = ~np.isnan(self.mean_)
+        comps = np.where(keep[None, :], self.components_, 0.0)
+        padding = "none" if self.padding is None else self.padding
+        S = _strips(xin.data)
+        with passes.counting("HilbertEOF.transform", planned=1, chunks=S.numblocks[1]):
+            Z = self._project(S, comps, self.mean_, (padding, float(self.decay_factor)),
+                              name="complex PCs of new data")
+        return xin.wrap_samples(da.from_array(Z, chunks=(xin.data.chunks[0], -1)))
+
     def components(self):
         """The complex EOFs: (mode, feature dims) for xarray input, else (k, d)."""
         self._check_fitted()
@@ -406,9 +463,3 @@ class HilbertEOF(BaseEstimator):
         model._templates = tuple(None if t is None else template_from_json(t)
                                  for t in attrs["templates"])
         return model
-
-
-CLASS = "scalepca.analysis.hilbert_eof:HilbertEOF"
-_ARRAYS = ("components_", "scores_", "singular_values_", "explained_variance_",
-           "explained_variance_ratio_", "mean_")
-_SCALARS = ("total_variance_", "n_samples_", "n_features_in_", "n_passes_", "solver_")

@@ -63,7 +63,16 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..linalg import passes
-from ..models._params import Choice, Int, Other, Real, Seed, Shape, check_parameters
+from ..models._params import (
+    Choice,
+    Int,
+    Other,
+    Real,
+    Seed,
+    Shape,
+    check_parameters,
+    parameter_problems,
+)
 from .eof import _cross_block, _label, _merge_cross
 
 __all__ = ["MCA"]
@@ -130,6 +139,35 @@ def _matrix(X, what: str):
         raise TypeError(f"{what} is sparse (e.g. AnnData); MCA's cross products of two fields "
                         "are dense: give dense fields")
     return data
+
+
+def _check_standardize(value, name, params, shape):
+    pair = (value, value) if isinstance(value, (bool, np.bool_)) else value
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2 \
+            or not all(isinstance(s, (bool, np.bool_)) for s in pair):
+        raise TypeError(f"{name} must be True, False or a pair (for X, for Y) of them; got "
+                        f"{value!r}")
+    return value
+
+
+def _fields_pair(X, Y, what: str = "fit"):
+    """``(X, Y)``, also from ``X`` given as the pair ``[X, Y]`` (as ``scalepca run`` opens
+    the two variables of ``data.variable``)."""
+    if Y is None and isinstance(X, (list, tuple)):
+        if len(X) != 2:
+            raise ValueError(f"MCA.{what} takes two fields, X and Y (or the pair [X, Y]); got "
+                             f"a list of {len(X)}")
+        return X[0], X[1]
+    return X, Y
+
+
+CLASS = "scalepca.analysis.mca:MCA"
+_ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
+           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_",
+           "total_squared_covariance_bounds_", "squared_covariance_fraction_bounds_",
+           "residual_norms_")
+_SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
+            "n_passes_", "solver_")
 
 
 class MCA(BaseEstimator):
@@ -236,6 +274,8 @@ class MCA(BaseEstimator):
         "random_state": Seed(),
         "total": Choice("auto", "exact", "bounds"),
     }
+    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
+    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
 
     def __init__(self, n_modes: int = 2, *, standardize=False,
                  max_cross_size: int = MAX_CROSS_SIZE, solver: str = "auto",
@@ -252,9 +292,17 @@ class MCA(BaseEstimator):
         self.total = total
 
     # -- fit ----------------------------------------------------------------------------------
-    def _check_params(self, n: int, dx: int, dy: int) -> tuple[tuple[bool, bool], str]:
-        """The parameters checked (the table, then the fields' sizes): ``(standardize pair,
+    def _check_params(self, n: int | None = None, dx: int | None = None,
+                      dy: int | None = None) -> tuple[tuple[bool, bool], str] | None:
+        """The parameters checked: without the fields' sizes against the table alone (before
+        anything is read); with them, the table, then the sizes: ``(standardize pair,
         solver)``."""
+        if n is None:
+            problems = parameter_problems(type(self),
+                                          {p: getattr(self, p) for p in self._parameters})
+            if problems:
+                raise problems[0][1]
+            return None
         values = check_parameters(self, Shape(n, dx))
         k = values["n_modes"]
         if k > min(dx, dy):
@@ -270,12 +318,17 @@ class MCA(BaseEstimator):
                 "max_cross_size if the client holds 8 bytes per entry (twice, for the SVD)")
         return values["standardize"], solver
 
-    def fit(self, X, Y) -> MCA:
+    def fit(self, X, Y=None) -> MCA:
         """Fit on the two fields (same samples, same order). Returns ``self``.
 
         ``X`` and ``Y``: matrices as the estimators take them (the output of
-        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays).
+        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays); or ``X`` the
+        pair ``[X, Y]`` and ``Y`` left out.
         """
+        X, Y = _fields_pair(X, Y)
+        self._check_params()
+        if Y is None:
+            raise TypeError("MCA.fit needs two fields: fit(X, Y) or fit([X, Y])")
         xin, yin = _matrix(X, "X"), _matrix(Y, "Y")
         (n, dx), (ny, dy) = xin.data.shape, yin.data.shape
         if n != ny:
@@ -423,8 +476,9 @@ class MCA(BaseEstimator):
         """Expansion coefficients (xeofs' ``scores``, unnormalised): ``(x − x̄) U`` and
         ``(y − ȳ) V`` (divided by the scales with ``standardize``), lazy, in the input's kind
         (a DataArray over the sample dims and ``mode``). Returns ``(zx, zy)``, None for a
-        field not given."""
+        field not given; ``X`` may be the pair ``[X, Y]``."""
         self._check_fitted()
+        X, Y = _fields_pair(X, Y, "transform")
         out = []
         for which, A in enumerate((X, Y)):
             if A is None:
@@ -556,13 +610,6 @@ class MCA(BaseEstimator):
         return model
 
 
-CLASS = "scalepca.analysis.mca:MCA"
-_ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
-           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_",
-           "total_squared_covariance_bounds_", "squared_covariance_fraction_bounds_",
-           "residual_norms_")
-_SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
-            "n_passes_", "solver_")
 
 
 def _jsonable(value):

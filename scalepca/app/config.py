@@ -457,6 +457,16 @@ def _output_problems(model: dict, output: dict) -> list[str]:
     problems = [f"'output.{part}' is only available for model.method robust_pca; got "
                 f"{method!r}" for part in ("low_rank", "sparse")
                 if output[part] and method != "robust_pca"]
+    from ..persistence.registry import OWN_STORES
+
+    if method in OWN_STORES:  # the analysis tools: a model store and scores
+        for part, why in (("reconstruction", _NO_RECONSTRUCTION[method]),
+                          ("update", "run --update needs a model that partial_fit updates; "
+                                     f"model.method {method} is fitted in one go")):
+            if output[part]:
+                problems.append(f"'output.{part}' does not apply to model.method {method}: "
+                                f"{why}; set it false")
+        return problems
     if output["reconstruction"]:
         # ask the configured estimator: KernelPCA has inverse_transform only with
         # fit_inverse_transform=True, and its error says so
@@ -469,13 +479,28 @@ def _output_problems(model: dict, output: dict) -> list[str]:
     return problems
 
 
+#: why the analysis tools write no ``output.reconstruction``
+_NO_RECONSTRUCTION = {
+    "mca": "MCA gives coupled patterns and their expansion coefficients, no reconstruction",
+    "hilbert_eof": "its reconstruction (HilbertEOF.inverse_transform) is formed in memory, "
+                   "not written block by block",
+    "bootstrap_eof": "it gives EOFs, their PCs and bootstrap intervals, no reconstruction",
+}
+
 #: the methods that fit several fields (``data.variable`` a list of names)
-SEVERAL_FIELDS = ("multivariate_eof",)
+SEVERAL_FIELDS = ("multivariate_eof", "mca")
 
 
 def _variables_problems(data: dict, model: dict, output: dict | None) -> list[str]:
-    """``data.variable`` as a list: names, for a method that fits several fields."""
+    """``data.variable`` as a list: names, for a method that fits several fields (two for
+    the methods of ``TWO_FIELDS``)."""
+    from ..persistence.registry import TWO_FIELDS
+
     names = data.get("variable")
+    if model["method"] in TWO_FIELDS and (not isinstance(names, list) or len(names) != 2):
+        return [f"model.method {model['method']} pairs two fields over the same samples: set "
+                "'data.variable' to a list of two variable names (e.g. [sst, z]); got "
+                f"{names!r}"]
     if not isinstance(names, list):
         return []
     if not names or not all(isinstance(v, str) for v in names):

@@ -12,7 +12,8 @@ KEY_DOCS = {
     "data.variable": "The array of a zarr group, or the variable of an xarray store; needed "
                      "when the store holds more than one. A list of variables (``[sst, z]``) "
                      "gives several fields, each stacked and weighted on its own grid, for "
-                     "``model.method: multivariate_eof``.",
+                     "``model.method: multivariate_eof``, and exactly two (X, then Y, over the "
+                     "same samples) for ``model.method: mca``.",
     "data.storage_options": "fsspec options for URLs (credentials, ``endpoint_url``, ...).",
     "data.chunks": "Rows per chunk (an integer), or ``[rows, columns]`` to keep 2-D blocks "
                    "(robust PCA, randomized PCA of wide data). Default: the store's chunks.",
@@ -58,8 +59,12 @@ KEY_DOCS = {
     "output.storage_options": "fsspec options for an output URL.",
     "output.model": "Write the fitted model (``model.zarr``, read back with "
                     "``scalepca.load``).",
-    "output.scores": "Write the scores of the training data (``scores.zarr``).",
-    "output.reconstruction": "Write the rank-k reconstruction (``reconstruction.zarr``).",
+    "output.scores": "Write the scores of the training data (``scores.zarr``): ``scores``; "
+                     "``mca``: each field's expansion coefficients, ``scores_x`` and "
+                     "``scores_y``; ``hilbert_eof``: the complex PCs as ``scores_amplitude`` "
+                     "and ``scores_phase`` (radians); ``bootstrap_eof``: the PCs.",
+    "output.reconstruction": "Write the rank-k reconstruction (``reconstruction.zarr``); not "
+                             "for ``mca``, ``hilbert_eof`` and ``bootstrap_eof``.",
     "output.low_rank": "Robust PCA: write the low-rank part L (``low_rank.zarr``).",
     "output.sparse": "Robust PCA: write the sparse part S (``sparse.zarr``).",
     "output.report": "Write ``report.html``, one self-contained page: summary, figures, time "

@@ -40,6 +40,10 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     if ev is None:
         ev = getattr(est, "eigenvalues_", None)
     ratio = getattr(est, "explained_variance_ratio_", None)
+    what = "explained variance"
+    if ev is None and hasattr(est, "squared_covariance_"):  # MCA: the coupled modes
+        ev, ratio = est.squared_covariance_, est.squared_covariance_fraction_
+        what = "squared covariance"
     if ev is not None:
         import numpy as np
 
@@ -52,7 +56,7 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
             r = float(np.ravel(np.asarray(ratio))[i]) if ratio is not None else float("nan")
             cum += r
             rows.append([int(mode), f"{v:.6g}", f"{100 * r:.2f}", f"{100 * cum:.2f}"])
-        lines.append(_fmt_table(rows, ["mode", "explained variance", "ratio %", "cumulative %"]))
+        lines.append(_fmt_table(rows, ["mode", what, "ratio %", "cumulative %"]))
     if hasattr(est, "noise_variance_"):
         lines.append(f"noise variance σ²: {float(est.noise_variance_):.6g}")
     return "\n".join(lines)
@@ -235,10 +239,17 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     (checking the grid). The options need not be repeated; given ones must agree with the
     model. A model fitted on a bare array gets the array (with ``--weights`` if given).
     """
+    from ..persistence.registry import OWN_STORES, method_of
     from ..preprocessing import open_matrix
     from ..preprocessing._open import open_dataset
     from ..preprocessing._steps import WeightsError, describe
 
+    method = method_of(type(est))
+    if method in OWN_STORES:  # the analysis tools keep no record of the data's preparation
+        raise UserError(f"scalepca transform takes models that repeat their data's preparation; "
+                        f"a {type(est).__name__} model (model.method {method}) does not keep "
+                        "it: its scores are written by scalepca run (output.scores), or in "
+                        "Python by its transform of the field opened as for the fit")
     prep = getattr(est, "_preprocessing", None)
     if getattr(est, "_fields_json", None) is not None:  # several fields (multivariate_eof)
         return _fields_data(est, path, variable, sample_dims, weights, storage_options)
@@ -342,17 +353,24 @@ def write_outputs(est, X, out: dict) -> list[str]:
     def path(key: str) -> str:  # where output.<key> goes: the store validate checked
         return f"{root}/{PARTS[key][0]}"
 
+    from ..persistence.registry import OWN_STORES, method_of
+
+    own = method_of(type(est)) in OWN_STORES
     if out["model"]:
-        save_estimator(est, path("model"), storage_options=so, **replace)
+        if own:  # an analysis tool writes its own store (validate checked the path)
+            est.save(path("model"), storage_options=so, overwrite=replace["overwrite"])
+        else:
+            save_estimator(est, path("model"), storage_options=so, **replace)
         written.append(path("model"))
     scores = None
-    if out["scores"] or out["reconstruction"]:
+    if (out["scores"] or out["reconstruction"]) and not own:
         if not hasattr(est, "transform"):
             raise UserError(f"{type(est).__name__} has no transform; set output.scores: false")
         scores = est.transform(X)
     if out["scores"]:
-        write_array(scores, path("scores"), name="scores", storage_options=so, codec=codec,
-                    **replace)
+        arrays, attrs = _analysis_scores(est, X) if own else (scores, None)
+        write_array(arrays, path("scores"), name="scores", storage_options=so, codec=codec,
+                    attrs=attrs, **replace)
         written.append(path("scores"))
     if out["reconstruction"]:
         write_array(est.inverse_transform(scores), path("reconstruction"),
@@ -367,6 +385,23 @@ def write_outputs(est, X, out: dict) -> list[str]:
                         **replace)
             written.append(path(part))
     return written
+
+
+def _analysis_scores(est, X) -> tuple[dict, dict]:
+    """``(arrays by name, attrs)`` of an analysis tool's ``scores.zarr``: MCA's expansion
+    coefficients of each field (``scores_x``, ``scores_y``, lazy), Hilbert EOF's complex PCs
+    as amplitude and phase (``|Z v|``, unnormalised, and ``arg(Z v)`` in radians: the PCs are
+    ``amplitude · exp(i phase)``), the bootstrap EOFs' PCs (``scores``, lazy)."""
+    name = type(est).__name__
+    if name == "MCA":
+        zx, zy = est.transform(X)
+        fields = [getattr(x, "name", None) for x in X]
+        return {"scores_x": zx, "scores_y": zy}, {"fields": [str(f) for f in fields]}
+    if name == "HilbertEOF":
+        return ({"scores_amplitude": est.scores_amplitude(normalized=False),
+                 "scores_phase": est.scores_phase()},
+                {"complex_scores": "scores_amplitude * exp(1j * scores_phase)"})
+    return {"scores": est.transform(X)}, None
 
 
 def _no_data_store(dcfg: dict) -> str:

@@ -117,7 +117,8 @@ def _joined(fields: list):
     n = arrays[0].shape[0]
     if any(a.shape[0] != n for a in arrays):
         raise UserError(f"the variables of data.variable have {[a.shape[0] for a in arrays]} "
-                        "samples: the fields of a multivariate EOF share their samples")
+                        "samples: the fields of a multivariate EOF or an MCA share their "
+                        "samples")
     return da.concatenate([a.rechunk({0: rows}) for a in arrays], axis=1)
 
 
@@ -140,6 +141,21 @@ def _estimator_problems(method: str, params: dict, X, path: str) -> list[str]:
         problems.append(f"model.method {method} does not take sparse input, and data.path "
                         f"{path!r} holds a sparse matrix; use a method that does")
     return problems
+
+
+def _two_fields_problems(method: str, params: dict, widths: list) -> list[str]:
+    """The checks of a two-field method (MCA) that need each field's width: ``n_modes`` and
+    ``max_cross_size``, as ``fit`` makes them, in config words."""
+    from ..persistence.registry import TWO_FIELDS, estimator_class
+    from .messages import speak_cli
+
+    if method not in TWO_FIELDS or len(widths) != 2:
+        return []
+    try:
+        estimator_class(method)(**params)._check_params(*widths)
+    except (TypeError, ValueError) as err:
+        return [speak_cli(_one_line(err), method=method)]
+    return []
 
 
 def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]:
@@ -188,7 +204,9 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
             else:
                 X = open_data(dcfg, method=method)
                 if isinstance(X, list):  # several fields (multivariate_eof), side by side
+                    widths = [int(x.shape[1]) for x in X]
                     X = _joined(X)
+                    problems += _two_fields_problems(method, params, widths)
     except (ValueError, TypeError, KeyError, FileNotFoundError, UserError, ImportError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         problems.append(_one_line(msg))

@@ -244,6 +244,9 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
                 inputs=()) -> None:
     """Write a lazy result (dask array or dask-backed DataArray) chunk by chunk from the workers.
 
+    ``arr`` may also be a dict of such results by name (``{"scores_x": ..., "scores_y":
+    ...}``), written side by side in the one store; ``name`` is then not used.
+
     ``codec`` names the compression: ``"lz4"`` (Blosc-LZ4, byte shuffle; the default),
     ``"lz4-bitshuffle"``, ``"zstd"`` or ``"none"``.
 
@@ -270,8 +273,7 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
     if isinstance(store, (str, os.PathLike)):
         check_apart([("the output", store)], inputs)
 
-    def write(group: zarr.Group):
-        group.attrs.update({"format": OUTPUT, **json.loads(json.dumps(attrs or {}))})
+    def write_one(group: zarr.Group, arr, name: str):
         if isinstance(arr, xr.DataArray):
             out = arr
             if out.chunks is not None:
@@ -281,7 +283,7 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
                                               encoding={name: {"compressors": comp}})
         else:
             a = arr if isinstance(arr, da.Array) else da.from_array(np.asarray(arr))
-            dims = ("sample", "mode" if name == "scores" else "feature")[: a.ndim]
+            dims = ("sample", "mode" if name.startswith("scores") else "feature")[: a.ndim]
             if a.ndim > 2:
                 dims = None
             a = regular_chunks(a)
@@ -295,6 +297,18 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
             # chunks and warns of data loss
             da.store(a, target, lock=False, compute=True)
 
+    def write(group: zarr.Group):
+        group.attrs.update({"format": OUTPUT, **json.loads(json.dumps(attrs or {}))})
+        if isinstance(arr, dict) and all(isinstance(v, xr.DataArray) for v in arr.values()):
+            # labelled results side by side: one Dataset, their shared coordinates written once
+            ds = xr.Dataset({k: v if v.chunks is None else v.copy(data=regular_chunks(v.data))
+                             for k, v in arr.items()})
+            ds.to_zarr(group.store, group=group.path or None, mode="a", consolidated=False,
+                       encoding={k: {"compressors": comp} for k in arr})
+            return
+        for key, value in (arr.items() if isinstance(arr, dict) else [(name, arr)]):
+            write_one(group, value, key)
+
     atomic_group(store, storage_options=storage_options, write=write, consolidate=True,
                  kind=OUTPUT, overwrite=overwrite, flag=flag)
 
@@ -304,10 +318,12 @@ def write_model_group(store, attrs: dict, arrays: dict, *, storage_options=None,
     """A model store of an analysis tool (MCA, Hilbert EOF, bootstrap): ``attrs`` and the
     arrays ``arrays`` (name → array) written by :func:`atomic_group` as a model store, which
     replaces only a complete model store, and only with ``overwrite``."""
+    from .._version import __version__
     from ._fs import MODEL
 
     def write(group):
-        group.attrs.update(attrs)
+        # as every model store: the writer's version, then the tool's own attributes
+        group.attrs.update({"format_version": 1, "scalepca_version": __version__, **attrs})
         for name, value in arrays.items():
             group.create_array(name, data=np.ascontiguousarray(value))
 

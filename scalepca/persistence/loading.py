@@ -21,7 +21,7 @@ import zarr
 from ..io._fs import open_zarr_node, previous_hint
 from ..io._store import _local_path
 from ..models._saving import FORMAT
-from .registry import METHODS, declared_problems, estimator_class_named
+from .registry import METHODS, OWN_STORES, declared_problems, estimator_class_named, method_of
 
 
 def _interrupted_siblings(store) -> list[str]:
@@ -76,6 +76,8 @@ def load(store, *, storage_options=None):
             f"fit and save again{previous_hint(store)}"
         )
     where = repr(os.fspath(store)) if isinstance(store, (str, os.PathLike)) else "the store"
+    if method_of(_checked_class(attrs, where)) in OWN_STORES:  # an analysis tool's store
+        return _load_own_store(store, group, attrs, where, storage_options)
     cls, params, scalars, arrays, lazy, fortran = _checked_contents(group, attrs, where)
     est = cls(**params)
     state = dict(scalars)
@@ -92,6 +94,56 @@ def load(store, *, storage_options=None):
             f"{cls.__name__} ({type(err).__name__}: {err})"
         ) from None
     return est
+
+
+def _load_own_store(store, group: zarr.Group, attrs: dict, where: str, storage_options):
+    """A store an analysis tool wrote (MCA, Hilbert EOF, bootstrap EOF), checked from its
+    metadata like any model store — parameters against the tool's table, the scalars and
+    arrays against the names it saves, numeric dtypes and bounded shapes — then read by the
+    tool's own ``load``."""
+    cls = _checked_class(attrs, where)
+    params = attrs.get("params")
+    if not isinstance(params, dict):
+        _refuse(where, f"'params' must be a mapping; got {type(params).__name__}")
+    from ..models._params import table_of
+
+    missing = sorted(set(table_of(cls)) - set(params))
+    _, problems = declared_problems(cls, dict(params), "params")
+    if missing:
+        problems.append(f"'params' lacks {', '.join(map(repr, missing))}")
+    if problems:
+        _refuse(where, f"{problems[0]} (parameters of {cls.__name__})")
+    scalars = attrs.get("scalars")
+    if not isinstance(scalars, dict) or set(scalars) != set(cls._stored_scalars):
+        _refuse(where, f"its scalars must be {', '.join(cls._stored_scalars)}; got "
+                       f"{sorted(scalars) if isinstance(scalars, dict) else scalars!r}")
+    bad = [k for k, v in scalars.items() if isinstance(v, bool)
+           or not isinstance(v, (int, float, str))]
+    if bad:
+        _refuse(where, f"scalar(s) {', '.join(map(repr, bad))} must be numbers or names")
+    sizes = {k: v for k, v in scalars.items() if k.startswith("n_") and k != "n_passes_"}
+    sizes["n_bootstraps"] = params.get("n_bootstraps", 1)
+    if not all(isinstance(v, int) and v >= 1 for v in sizes.values()):
+        _refuse(where, f"its sizes must be positive integers; got {sizes}")
+    largest = max(sizes.values())
+    allowed = {f"{a}{part}" for a in cls._stored_arrays for part in ("", ".real", ".imag")}
+    for name in group.keys():
+        node = group[name]
+        if name not in allowed or not isinstance(node, zarr.Array):
+            _refuse(where, f"{name!r} is not saved state of {cls.__name__} (it saves "
+                           f"{', '.join(cls._stored_arrays)})")
+        dtype = getattr(node.dtype, "to_native_dtype", lambda dt=node.dtype: dt)()
+        if not isinstance(dtype, np.dtype) or dtype.kind not in "fiub":
+            _refuse(where, f"array {name!r} has dtype {dtype}; fitted arrays are numbers")
+        shape = tuple(node.shape)
+        if any(n > largest for n in shape) or math.prod(shape) > 2 * largest**2:
+            _refuse(where, f"array {name!r} has shape {shape}; no axis may exceed the model's "
+                           f"largest size ({largest}) nor hold over 2 × {largest}² values")
+    try:
+        return cls.load(store, storage_options=storage_options)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ValueError(f"{where} is not a loadable scalepca model: its saved state does not "
+                         f"make a {cls.__name__} ({type(err).__name__}: {err})") from None
 
 
 #: a saved state name: a plain identifier (fitted attributes end in "_"; private state starts

@@ -14,7 +14,10 @@ import typing
 
 from .._schema import _NONE, ConfigError, _type_ok, _typename, unknown_keys
 
-#: method name in configs → estimator class (imported lazily)
+#: method name in configs → estimator class (imported lazily), from two floors: the models
+#: (``scalepca.models``, stores written by ``models._saving``) and the analysis tools
+#: (``scalepca.analysis``, each writing and reading its own store: :data:`OWN_STORES`). The
+#: table is the only way a name becomes a class: nothing read from a file is imported.
 METHODS = {
     "pca": "scalepca.models.pca:PCA",
     "ppca": "scalepca.models.ppca:PPCA",
@@ -23,7 +26,31 @@ METHODS = {
     "robust_pca": "scalepca.models.robust_pca:RobustPCA",
     "multivariate_eof": "scalepca.models.multivariate_eof:MultivariateEOF",
     "extended_eof": "scalepca.models.extended_eof:ExtendedEOF",
+    "mca": "scalepca.analysis.mca:MCA",
+    "hilbert_eof": "scalepca.analysis.hilbert_eof:HilbertEOF",
+    "bootstrap_eof": "scalepca.analysis.bootstrap:BootstrapEOF",
 }
+
+#: the methods whose estimators save and read their own model stores (``est.save`` /
+#: ``cls.load`` through ``io._store.write_model_group`` / ``open_model_group``): the
+#: analysis tools. :func:`scalepca.load` checks such a store, then hands it to ``cls.load``.
+OWN_STORES = ("mca", "hilbert_eof", "bootstrap_eof")
+
+#: the methods that fit two fields over the same samples (``data.variable``: two names)
+TWO_FIELDS = ("mca",)
+
+
+def _import_class(spec: str):
+    """The class of a :data:`METHODS` value, from its floor's package (explicit imports)."""
+    module, name = spec.rsplit(":", 1)
+    if module.startswith("scalepca.analysis."):
+        from ..analysis import bootstrap, hilbert_eof, mca  # the floor below this one
+
+        modules = {m.__name__: m for m in (bootstrap, hilbert_eof, mca)}
+        return getattr(modules[module], name)
+    from .. import models  # on demand: the estimators are imported when one is needed
+
+    return getattr(models, name)
 
 
 def estimator_class(method: str):
@@ -32,16 +59,19 @@ def estimator_class(method: str):
         raise ConfigError(
             f"'model.method' {method!r} is unknown; allowed: {', '.join(METHODS)}"
         )
-    name = METHODS[method].rsplit(":", 1)[1]
     try:
-        from .. import models  # on demand: the estimators are imported when one is needed
-
-        return getattr(models, name)
-    except (ImportError, AttributeError) as err:
+        return _import_class(METHODS[method])
+    except (ImportError, AttributeError, KeyError) as err:
         raise ConfigError(
             f"'model.method' {method!r}: its estimator {METHODS[method]} cannot be imported "
             f"({err})"
         ) from None
+
+
+def method_of(cls) -> str | None:
+    """The :data:`METHODS` key of the estimator class ``cls`` (None if not registered)."""
+    spec = f"{cls.__module__}:{cls.__qualname__}"
+    return next((m for m, target in METHODS.items() if target == spec), None)
 
 
 def estimator_class_named(name: str):
