@@ -518,6 +518,11 @@ def open_anndata_subset(source, *, cells=None, genes=None, layer: str | None = N
     rows = slice(None) if cells is None else np.flatnonzero(cells)
     cols = slice(None) if genes is None else np.flatnonzero(genes)
     if is_anndata_object(source):
+        if source.is_view:  # one view of the parent (anndata makes none of a backed view)
+            parent, prow, pcol = view_selection(source)
+            rows = np.arange(parent.n_obs)[slice(None) if prow is None else prow][rows]
+            cols = np.arange(parent.n_vars)[slice(None) if pcol is None else pcol][cols]
+            source = parent
         return view_matrix(source[rows, cols], layer=layer, chunks=chunks)
     import anndata
     from anndata.experimental import read_elem_lazy

@@ -188,7 +188,8 @@ class CellSteps:
                     self.target_sum_ = float(np.median(parts["totals"]))
                 if self._v3:
                     self._fit_v3_curve(parts["sums"], n)
-            self._fit_gene_moments(X, split_every)
+            if self.scale or self._hvg_from_moments:  # else nothing to learn from them
+                self._fit_gene_moments(X, split_every)
         return self
 
     @property
