@@ -32,7 +32,18 @@ def common_args(ap, *, memory_limit: str | None = None, memory_help: str = "per 
 
 
 def _worker_peak_rss() -> int:
-    """Peak resident memory of this worker process since it started (bytes, Linux)."""
+    """Peak resident memory of this worker process since it started (bytes, Linux).
+
+    ``VmHWM`` of /proc/self/status, the high-water mark of this process's own address space:
+    ``getrusage``'s ``ru_maxrss`` survives fork and exec, so a worker spawned by a client that
+    once held 555 MB reported 555 MB for every fit below that."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
