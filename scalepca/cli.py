@@ -199,6 +199,8 @@ def cmd_pp_pca(args) -> int:
                  max_value=args.max_value, layer=args.layer, chunks=args.chunk_rows)
     if args.mask_var is not None:
         steps["mask_var"] = None if args.mask_var == "none" else args.mask_var
+    if args.mask_obs is not None:
+        steps["mask_obs"] = args.mask_obs
     ccfg = ({"kind": "address", "address": args.scheduler} if args.scheduler else
             {"kind": "local", "n_workers": args.n_workers})
     quiet = args.no_progress or args.quiet
@@ -604,6 +606,9 @@ def _add_pp_pca(sub) -> None:
                    help="highly variable genes to keep (default: scanpy's cutoffs)")
     c.add_argument("--mask-var", metavar="COLUMN", help="boolean var column of the genes to "
                    "use, or 'none' (default: highly_variable when present, as scanpy)")
+    c.add_argument("--mask-obs", metavar="COLUMN", help="boolean obs column of the cells to "
+                   "analyse, read where they lie; the other cells' X_pca rows are NaN "
+                   "(default: every cell)")
     c.add_argument("--scale", action="store_true", help="genes to unit variance, centred")
     c.add_argument("--max-value", type=float, metavar="V", help="clip scaled values to ±V")
     c.add_argument("--chunk-rows", type=int, metavar="N",

@@ -456,8 +456,17 @@ OPERATIONS = [
     # fitted on all 120 rows (components, and the scores of the first 60)
     "partial_fit",
     # scalepca.pp.pca(data, 3) with no single-cell step: the PCA of the data, its scores in
-    # obsm["X_pca"] of an AnnData (tests/test_singlecell.py: the steps against scanpy's)
+    # obsm["X_pca"] of an AnnData (tests/test_singlecell.py: the steps against scanpy's); a
+    # view is analysed as its own cells and genes and made an AnnData of its own to hold them
     "pp.pca",
+    # pp.pca of the data among 20 other cells and 3 other genes, kept by mask_obs (booleans)
+    # and mask_var (positions): the data's PCA, NaN rows of X_pca for the others
+    # (tests/test_singlecell_subsets.py: subsets against scanpy's on the copy)
+    "pp.pca-masks",
+    # `scalepca run` on a config with data.singlecell (no step; mask_obs and mask_var as
+    # boolean columns of obs and var of the store holding the data among others): the model
+    # saved and the scores written equal the data's reference
+    "run-singlecell",
 ]
 
 
@@ -522,21 +531,32 @@ NAN_READ = ("NaN can only be found by reading the data: refused at the end of th
 EXPECTATIONS = [
     # -- scalepca.pp.pca, scanpy's entry point --------------------------------------------------
     Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
-         "RobustPCA-*", "*", "*", "pp.pca",
+         "RobustPCA-*", "*", "*", "pp.pca|pp.pca-masks",
          NotApplicable("pp.pca fits PCA (svd_solver='auto'): run once, against the reference of "
                        "PCA-covariance_eigh")),
-    Rule("*", "*", "weights-*|weights+*|land-mask|standardize*|missing|open_options", "pp.pca",
+    Rule("*", "*", "weights-*|weights+*|land-mask|standardize*|missing|open_options",
+         "pp.pca|pp.pca-masks|run-singlecell",
          NotApplicable("pp.pca's preparation is scanpy's (normalize_total, log1p, highly "
                        "variable genes, scale: tests/test_singlecell.py), not open_matrix's")),
-    Rule("*", "xarray-*", "*", "pp.pca",
+    Rule("*", "xarray-*", "*", "pp.pca|pp.pca-masks",
          Refused(ValueError, "single-cell counts are a matrix over ('obs', 'var')",
                  "pp.pca reads cells × genes: an AnnData's matrix or an array")),
-    Rule("*", "pandas|dask-dataframe|zarr-*|netcdf|plink-bed", "*", "pp.pca",
+    Rule("*", "pandas|dask-dataframe|zarr-*|netcdf|plink-bed", "*", "pp.pca|pp.pca-masks",
          Refused(TypeError, "single-cell counts are read from an AnnData",
                  "pp.pca reads AnnData (objects, .zarr/.h5ad stores) and arrays")),
-    Rule("*", "anndata-view-*|anndata-backed-permuted|anndata-backed-subset", "*", "pp.pca",
-         Refused(ValueError, "give a copy of the view",
-                 "pp.pca writes its results into the AnnData, which a view cannot hold")),
+    Rule("*", "|".join(k.name for k in INPUT_KINDS if k.name != "anndata-zarr"), "*",
+         "run-singlecell",
+         NotApplicable("data.singlecell reads AnnData stores: the path kind anndata-zarr")),
+    Rule("PPCA-*", "*", "zero_center=False", "run-singlecell",
+         NotApplicable("zero_center is a PCA parameter")),
+    Rule("PCA-tsqr|PPCA-em", "*", "*", "run-singlecell",
+         Refused(ValueError, "needs dense blocks",
+                 "the single-cell steps give CSR blocks (tsqr's QR factors and EM's rows are "
+                 "dense); scalepca run says so in the config's words and exits 2")),
+    Rule("KernelPCA-*|SparsePCA-*|RobustPCA-*|PCA-sketch|PCA-randomized-tol", "*", "*",
+         "run-singlecell",
+         NotApplicable("the config route's fit is the method's own (its kinds are run by the "
+                       "other operations): run for PCA and PPCA")),
     # -- what does not apply ----------------------------------------------------------------
     Rule("PCA-tsqr|PCA-randomized|PPCA-*|KernelPCA-*|SparsePCA-*|RobustPCA-*", "*", "*", "MCA*",
          NotApplicable("MCA fits no estimator of this axis: run once, against the reference "
@@ -742,9 +762,12 @@ def _names():
 #: expanded to every combination. An operation ``save-load>OP`` saves the fitted model, loads
 #: it and runs OP with the loaded one.
 EXTRA_CELLS = [
-    # scalepca.pp.pca on the kinds it reads, uncentred and on float32 data
+    # scalepca.pp.pca on the kinds it reads, uncentred and on float32 data, whole and masked
     ("PCA-covariance_eigh", "numpy|dask-csr|anndata|anndata-zarr",
-     "zero_center=False|float32|float32+gram-float64", "pp.pca"),
+     "zero_center=False|float32|float32+gram-float64", "pp.pca|pp.pca-masks"),
+    # the config route (data.singlecell with masks) for PCA and PPCA, uncentred too
+    ("PCA-covariance_eigh|PCA-tsqr|PCA-randomized|PPCA-*", "anndata-zarr",
+     "none|zero_center=False|float32", "run-singlecell"),
     # PPCA standardised, then the EOF tools (maps in the field's units, rotated scores)
     ("PPCA-closed_form", "xarray-field", "standardize|standardize+land-mask", EOF_TOOLS),
     # KernelPCA on sparse input, standardised

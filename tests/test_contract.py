@@ -8,6 +8,8 @@ what"); this module only runs them.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import zlib
 
@@ -362,6 +364,10 @@ class Cell:
             return self.resume(X)
         if op == "partial_fit":
             return self.partial(X)
+        if op == "pp.pca-masks":
+            return self.pp_pca_masks(X)
+        if op == "run-singlecell":
+            return self.run_singlecell(X)
         Xfit, Xnew, raw = self.inputs(X)
         model = self.fit(Xfit)
         ref = self.reference(X)
@@ -542,6 +548,69 @@ class Cell:
             self.close_scores(np.asarray(raw.obsm["X_pca"]), ref, "obsm['X_pca']")
             self.close_components(self._canonical_components(np.asarray(raw.varm["PCs"]).T),
                                   ref, "varm['PCs']")
+
+    def pp_pca_masks(self, X):
+        """pp.pca of the data held among other cells and genes, kept by mask_obs (booleans) and
+        mask_var (positions): the data's PCA; in an AnnData, NaN rows for the other cells and
+        zero loadings for the other genes."""
+        import scalepca
+
+        ref = self.reference(X)
+        refused = isinstance(C.expectation((self.est.name, self.kind.name, self.option.name,
+                                            self.op)), C.Refused)
+        big, rows, cols = (X, None, None) if refused else _among_others(X)
+        raw = self.call(self.kind.make, big, self.tmp)
+        model = self.call(scalepca.pp.pca, raw, C.N_COMPONENTS, zero_center=self.option.center,
+                          mask_obs=rows, mask_var=cols, dtype="float64")
+        self.close_components(self.components(model), ref, "pp.pca components_, masked")
+        if self.kind.name.startswith("anndata"):
+            if self.kind.path:
+                import anndata
+
+                raw = anndata.read_zarr(raw)
+            Z = np.asarray(raw.obsm["X_pca"])
+            assert np.isnan(Z[~rows]).all(), "the other cells' rows of X_pca are not NaN"
+            self.close_scores(Z[rows], ref, "obsm['X_pca'] of the cells kept")
+            pcs = np.asarray(raw.varm["PCs"])
+            assert np.all(np.delete(pcs, cols, axis=0) == 0), "other genes' loadings not 0"
+            self.close_components(self._canonical_components(pcs[cols].T), ref,
+                                  "varm['PCs'] of the genes kept")
+
+    def run_singlecell(self, X):
+        """`scalepca run` on a config whose data.singlecell keeps the data's cells and genes
+        of a store holding others too (mask_obs, mask_var: boolean columns)."""
+        import anndata
+        import yaml
+        import zarr
+
+        import scalepca
+        from scalepca.cli import main
+
+        ref = self.reference(X)
+        big, rows, cols = _among_others(X)
+        a = anndata.read_zarr(self.call(self.kind.make, big, self.tmp))
+        a.obs["keep"] = rows
+        a.var["use"] = np.isin(np.arange(a.n_vars), cols)
+        store = self.tmp / "masked.zarr"
+        a.write_zarr(store)
+        model = {"method": self.est.cls.lower(), **self.est.params, **self.params()}
+        cfg = {"data": {"path": str(store), "format": "anndata",
+                        "singlecell": {"mask_obs": "keep", "mask_var": "use"}},
+               "model": model,
+               "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
+                           "processes": False},
+               "output": {"store": str(self.tmp / "out"), "report": False}}
+        (self.tmp / "run.yaml").write_text(yaml.safe_dump(cfg))
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = self.call(main, ["run", str(self.tmp / "run.yaml"), "-q"])
+        if rc == 2:  # refused: the message, in the config's words, as an error here
+            raise ValueError(err.getvalue())
+        assert rc == 0, f"scalepca run exited with {rc}: {err.getvalue()}"
+        fitted = scalepca.load(self.tmp / "out" / "model.zarr")
+        self.close_components(self.components(fitted), ref, "run: the saved model's components_")
+        Z = zarr.open_group(str(self.tmp / "out" / "scores.zarr"), mode="r")["scores"]
+        self.close_scores(np.asarray(Z[...], dtype=np.float64), ref, "run: the scores written")
 
     def other_kinds(self, X):
         """(kind, the data as that kind) for each kind the cell's data are also held as."""
@@ -768,6 +837,18 @@ class Cell:
 
 
 REORDER = [3, 0, 7, 5, 1, 6, 2, 4]
+
+
+def _among_others(X):
+    """X held among 20 other cells (10 before, 10 after) and 3 other genes (2 before, 1 after):
+    (the larger matrix, the boolean mask of X's rows, the positions of X's columns)."""
+    n, d = X.shape
+    big = np.random.default_rng(36).normal(scale=7.0, size=(n + 20, d + 3)).astype(X.dtype)
+    rows = np.zeros(n + 20, dtype=bool)
+    rows[10:10 + n] = True
+    cols = np.arange(2, 2 + d)
+    big[np.ix_(rows, cols)] = X
+    return big, rows, cols
 
 
 def _reorder_features(obj):

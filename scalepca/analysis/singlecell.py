@@ -7,6 +7,13 @@ The counts are never rewritten: the steps run inside the passes
 (the median) and highly variable genes: counts per cell (1), per-gene moments (1), the
 covariance of the prepared genes (1), the scores written to ``obsm["X_pca"]`` (1): 4; one
 fewer with a given ``target_sum``, one more with ``exclude_highly_expressed``.
+
+Subsets of cells and genes are read where they lie, never copied: a view (``adata[cells,
+genes]``, in memory, backed or read lazily) or ``mask_obs`` reads only its cells, a row block
+per task, and keeps its genes inside the task. A subset is analysed as scanpy analyses the copy
+``adata[cells, genes].copy()``: a cell's library size is summed over the subset's genes, the
+genes' statistics over the subset's cells. ``mask_var`` is scanpy's: the genes the PCA uses,
+after normalisation over every gene.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ STEP_KEYS = {"normalize_total": bool, "target_sum": (int, float, type(None)),
              "flavor": (str, type(None)), "n_top_genes": (int, type(None)),
              "min_mean": (int, float), "max_mean": (int, float), "min_disp": (int, float),
              "max_disp": (int, float), "n_bins": int, "scale": bool,
-             "max_value": (int, float, type(None))}
+             "max_value": (int, float, type(None)), "mask_obs": (str, type(None)),
+             "mask_var": (str, type(None))}
 
 _DEFAULT = object()
 
@@ -52,7 +60,7 @@ def check_step_keys(steps: dict, where: str) -> str | None:
 
 
 def _steps_of(keys: dict, mask=None) -> CellSteps:
-    keys = dict(keys)
+    keys = {k: v for k, v in keys.items() if k not in ("mask_obs", "mask_var")}
     return CellSteps(normalize=keys.pop("normalize_total", False),
                      log1p=keys.pop("log1p", False), flavor=keys.pop("flavor", None),
                      scale=keys.pop("scale", False), gene_mask=mask, **keys)
@@ -63,9 +71,11 @@ def prepared_matrix(data, steps: dict, *, layer=None, chunks=None):
     after the single-cell ``steps`` (``pp.pca``'s keywords), which are fitted here (their
     passes) and carried by the matrix, so the fitted model owns and repeats them. A
     ``highly_variable`` column of ``var`` selects the genes when no flavour does."""
-    raw = raw_counts(data, layer=layer, chunks=chunks)
+    _, cells = _cell_mask(data, steps.get("mask_obs"))
+    raw = raw_counts(data, layer=layer, chunks=chunks, cells=cells)
     var = _var_frame(data)
-    _, mask = _gene_mask(var, _DEFAULT, steps.get("flavor"))
+    _, mask = _gene_mask(var, steps.get("mask_var", _DEFAULT), steps.get("flavor"),
+                         raw.shape[1])
     cells = _steps_of(steps, mask)
     cells.check(raw.shape[1])
     return _prepared(raw, cells, var, layer)
@@ -80,15 +90,110 @@ def _prepared(raw, steps: CellSteps, var, layer):
     return prep.prepare(raw)
 
 
-def _refuse_view(data) -> None:
+def _check_view(data) -> None:
+    """Refuse, before any pass, a view the results cannot be written into: anndata makes a
+    view of a backed AnnData its own object only with its ``raw`` loaded into memory."""
     from ..io._anndata import is_anndata_object
 
-    if is_anndata_object(data) and data.is_view:
-        raise ValueError("pca writes into the AnnData; give a copy of the view "
-                         "(adata[cells, genes].copy()) or its parent")
+    if (is_anndata_object(data) and data.is_view and data.isbacked
+            and data.raw is not None):
+        raise ValueError("pca writes into the view, made an AnnData of its own; this view of a "
+                         "backed AnnData has a .raw, which anndata cannot carry over without "
+                         "loading it: give the store's path with mask_obs=, or "
+                         "view.to_memory()")
 
 
-def _gene_mask(var, mask_var, hvg_flavor):
+def _make_actual(view) -> None:
+    """The view made an AnnData of its own, to hold the results. In memory, a copy, as
+    scanpy makes one; of a backed AnnData, whose copy anndata makes only in memory, an
+    AnnData whose ``X`` is the view's lazy matrix read from the file (nothing is copied)."""
+    import warnings
+
+    if view.isbacked:
+        from ..io._anndata import view_matrix
+
+        X = view_matrix(view, layer=None, chunks=None).data
+        view._init_as_actual(view._mutated_copy(X=X))
+        return
+    warnings.warn("pca was given a view of an AnnData: the view becomes a copy of its "
+                  "cells and genes, which holds the results (as scanpy does)", UserWarning,
+                  stacklevel=4)
+    view._init_as_actual(view.copy())
+
+
+def _as_mask(mask, n: int, what: str, unit: str) -> np.ndarray:
+    """A boolean mask of length n from booleans or integer positions (no repeats)."""
+    arr = np.asarray(mask)
+    if arr.dtype == bool:
+        if arr.shape != (n,):
+            raise ValueError(f"{what}: {arr.size} booleans for {n} {unit}")
+        out = arr
+    elif arr.ndim == 1 and np.issubdtype(arr.dtype, np.integer):
+        if arr.size and not (-n <= arr.min() and arr.max() < n):
+            raise ValueError(f"{what}: positions must lie in [0, {n}) ({n} {unit})")
+        out = np.zeros(n, dtype=bool)
+        out[arr] = True
+        if np.count_nonzero(out) != arr.size:
+            raise ValueError(f"{what}: a position is repeated; give each of the {unit} once")
+    else:
+        raise ValueError(f"{what}: give booleans (one per {unit[:-1]}), integer positions or a "
+                         f"column name; got {arr.dtype} of shape {arr.shape}")
+    if not out.any():
+        raise ValueError(f"{what} selects no {unit[:-1]}")
+    return out
+
+
+def _column(data, axis: str, name: str):
+    """Column ``name`` of ``obs`` or ``var`` of an AnnData object or store (only that
+    column is read)."""
+    from ..io._anndata import _open_root, is_anndata_object
+
+    if is_anndata_object(data):
+        frame = getattr(data, axis)
+        if name not in frame.columns:
+            raise KeyError(f"mask_{axis}={name!r}: no such column in {axis} (its columns: "
+                           f"{', '.join(map(str, frame.columns)) or 'none'})")
+        return np.asarray(frame[name])
+    if not _is_store(data):
+        raise ValueError(f"mask_{axis}={name!r} names a column of an AnnData's {axis}; these "
+                         "data have none: give booleans or positions")
+    import anndata
+
+    root = _open_root(data, None)
+    try:
+        group = root[axis]
+        names = [k for k in group.keys() if k != group.attrs.get("_index", "_index")]
+        if name not in names:
+            raise KeyError(f"mask_{axis}={name!r}: no such column in {axis} (its columns: "
+                           f"{', '.join(sorted(names)) or 'none'})")
+        return np.asarray(anndata.io.read_elem(group[name]))
+    finally:
+        if hasattr(root, "close"):
+            root.close()
+
+
+def _n_cells(data) -> int:
+    from ..io._anndata import is_anndata_object
+
+    if is_anndata_object(data):
+        return data.n_obs
+    return int(raw_counts(data).shape[0])
+
+
+def _cell_mask(data, mask_obs):
+    """``(mask_obs as recorded in uns, boolean mask or None)``."""
+    if mask_obs is None:
+        return None, None
+    if isinstance(mask_obs, str):
+        values = _column(data, "obs", mask_obs)
+        if values.dtype != bool:
+            raise ValueError(f"mask_obs={mask_obs!r}: the obs column holds {values.dtype}, "
+                             "not booleans")
+        return mask_obs, _as_mask(values, values.size, "mask_obs", "cells")
+    return "mask", _as_mask(mask_obs, _n_cells(data), "mask_obs", "cells")
+
+
+def _gene_mask(var, mask_var, hvg_flavor, d: int):
     """``(mask param as scanpy records it, boolean mask or None)``: scanpy's rule, a
     ``highly_variable`` column of ``var`` is used when present unless told otherwise."""
     if mask_var is _DEFAULT:
@@ -100,12 +205,13 @@ def _gene_mask(var, mask_var, hvg_flavor):
         if var is None or mask_var not in var.columns:
             raise KeyError(f"mask_var={mask_var!r}: no such column in var")
         return mask_var, np.asarray(var[mask_var], dtype=bool)
-    return "mask", np.asarray(mask_var, dtype=bool)
+    return "mask", _as_mask(mask_var, d, "mask_var", "genes")
 
 
 def pca(data, n_comps: int | None = None, *, layer: str | None = None,
         zero_center: bool = True, svd_solver: str = "auto", random_state=0,
-        mask_var=_DEFAULT, normalize_total: bool = False, target_sum: float | None = None,
+        mask_var=_DEFAULT, mask_obs=None, normalize_total: bool = False,
+        target_sum: float | None = None,
         exclude_highly_expressed: bool = False, max_fraction: float = 0.05,
         log1p: bool = False, flavor: str | None = None, n_top_genes: int | None = None,
         min_mean: float = 0.0125, max_mean: float = 3.0, min_disp: float = 0.5,
@@ -127,9 +233,17 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
         An array (NumPy, SciPy sparse, dask) is analysed the same way and nothing is written.
     n_comps : int, optional
         As scanpy: 50, or one less than the smaller side when that is at most 50.
-    mask_var : str, array of bool or None
-        Genes to use. By default ``var["highly_variable"]`` when present (as scanpy does) and
-        no ``flavor`` is given.
+    mask_var : str, array of bool or int, or None
+        Genes the PCA uses (a ``var`` column, booleans or positions), after normalisation
+        over every gene, as scanpy's. By default ``var["highly_variable"]`` when present (as
+        scanpy does) and no ``flavor`` is given.
+    mask_obs : str, array of bool or int, or None
+        Cells to analyse (an ``obs`` column of booleans, booleans or positions), read where
+        they lie: the result is scanpy's on ``adata[mask_obs].copy()``. The other cells' rows
+        of ``obsm["X_pca"]`` are NaN; the data are not copied. A view (``adata[cells,
+        genes]``) is analysed the same way; it becomes an AnnData of its own to hold the
+        results: a copy in memory, as scanpy makes, or, for a view of a backed AnnData, one
+        whose ``X`` is the view's lazy matrix, read from the file.
     normalize_total, target_sum, exclude_highly_expressed, max_fraction
         ``sc.pp.normalize_total``'s (``target_sum=None``: the median of the cells' counts).
     log1p : bool
@@ -148,10 +262,11 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     scalepca.PCA
         The fitted model; its ``transform`` takes raw counts of new cells.
     """
-    _refuse_view(data)
-    raw = raw_counts(data, layer=layer, chunks=chunks)
+    _check_view(data)
+    obs_param, cells = _cell_mask(data, mask_obs)
+    raw = raw_counts(data, layer=layer, chunks=chunks, cells=cells)
     var = _var_frame(data)
-    param, mask = _gene_mask(var, mask_var, flavor)
+    param, mask = _gene_mask(var, mask_var, flavor, raw.shape[1])
     if scale and not zero_center:
         raise ValueError(NO_UNCENTRED_AFTER_SCALE)
     steps = CellSteps(normalize=normalize_total, target_sum=target_sum,
@@ -167,19 +282,25 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     pcs = np.zeros((raw.shape[1], model.n_components_))
     genes = steps.highly_variable_
     pcs[slice(None) if genes is None else genes] = model.components_.T
-    uns = {"params": {"zero_center": zero_center,
-                      "use_highly_variable": param == "highly_variable",
-                      "mask_var": param},
-           "variance": model.explained_variance_,
-           "variance_ratio": model.explained_variance_ratio_,
-           "scalepca": {"n_passes": int(steps.n_passes_ + model.n_passes_ + 1),
-                        "n_passes_preprocessing": int(steps.n_passes_),
-                        "n_passes_fit": int(model.n_passes_), "n_passes_scores": 1}}
-    if param is None:
-        del uns["params"]["mask_var"]
+    uns = _uns(model, steps, zero_center, param, obs_param)
     model.singlecell_n_passes_ = uns["scalepca"]["n_passes"]
-    _write(data, scores, pcs, uns, _hvg_columns(steps, flavor), flavor)
+    _write(data, scores, pcs, uns, _hvg_columns(steps, flavor), flavor, cells)
     return model
+
+
+def _uns(model, steps: CellSteps, zero_center: bool, mask_var, mask_obs) -> dict:
+    """``uns["pca"]`` as scanpy writes it (``params``, ``variance``, ``variance_ratio``), with
+    the cells' mask when one was given and the passes made."""
+    params = {"zero_center": zero_center, "use_highly_variable": mask_var == "highly_variable"}
+    if mask_var is not None:
+        params["mask_var"] = mask_var
+    if mask_obs is not None:
+        params["mask_obs"] = mask_obs
+    return {"params": params, "variance": model.explained_variance_,
+            "variance_ratio": model.explained_variance_ratio_,
+            "scalepca": {"n_passes": int(steps.n_passes_ + model.n_passes_ + 1),
+                         "n_passes_preprocessing": int(steps.n_passes_),
+                         "n_passes_fit": int(model.n_passes_), "n_passes_scores": 1}}
 
 
 def _fit(raw, steps: CellSteps, var, layer, n_comps, dtype, pca_params):
@@ -246,7 +367,7 @@ def _dask_blocks(raw):
     return arr if isinstance(arr, da.Array) else _as_blocks(arr)
 
 
-def _write(data, scores, pcs, uns, hvg, flavor) -> None:
+def _write(data, scores, pcs, uns, hvg, flavor, cells) -> None:
     from ..io._anndata import is_anndata_object
 
     if not (is_anndata_object(data) or _is_store(data)):
@@ -255,7 +376,13 @@ def _write(data, scores, pcs, uns, hvg, flavor) -> None:
     if is_anndata_object(data):
         import dask
 
-        (data.obsm["X_pca"],) = dask.compute(scores)
+        if data.is_view:
+            _make_actual(data)
+        (values,) = dask.compute(scores)
+        if cells is not None:  # the other cells' rows: NaN
+            values, sub = np.full((cells.size, values.shape[1]), np.nan, values.dtype), values
+            values[cells] = sub
+        data.obsm["X_pca"] = values
         data.varm["PCs"] = pcs
         data.uns["pca"] = uns
         if hvg is not None:
@@ -265,4 +392,27 @@ def _write(data, scores, pcs, uns, hvg, flavor) -> None:
         return
     from ..io._anndata_write import write_results
 
-    write_results(data, scores, pcs, uns, hvg, flavor)
+    write_results(data, scores if cells is None else _scatter_rows(scores, cells), pcs, uns,
+                  hvg, flavor)
+
+
+def _scatter_rows(scores, cells):
+    """The lazy scores of the cells ``cells`` (mask) placed in rows of every cell, NaN for the
+    others, a block of the store's rows per task."""
+    import dask.array as da
+
+    block = max(scores.chunks[0])
+    starts = np.arange(0, cells.size, block)
+    counts = tuple(int(c) for c in np.add.reduceat(cells.astype(np.int64), starts))
+    sub = scores.rechunk({0: counts, 1: -1})
+    mask = da.from_array(cells[:, None], chunks=(block, 1))
+    out = da.blockwise(_scatter_block, "ij", mask, "ij", sub, "ij", dtype=scores.dtype,
+                       align_arrays=False, concatenate=True,
+                       meta=np.empty((0, 0), dtype=scores.dtype))
+    return da.Array(out.dask, out.name, (mask.chunks[0], (scores.shape[1],)), meta=out._meta)
+
+
+def _scatter_block(mask, sub):
+    out = np.full((mask.shape[0], sub.shape[1]), np.nan, dtype=sub.dtype)
+    out[mask[:, 0]] = sub
+    return out

@@ -51,7 +51,10 @@ KEY_DOCS = {
                        "``max_fraction``, ``log1p``, ``flavor`` (``seurat``, ``cell_ranger``, "
                        "``seurat_v3``), ``n_top_genes``, ``min_mean``, ``max_mean``, "
                        "``min_disp``, ``max_disp``, ``n_bins``, ``scale``, ``max_value``, as "
-                       "``scalepca.pp.pca`` takes them.",
+                       "``scalepca.pp.pca`` takes them; ``mask_obs`` (a boolean ``obs`` "
+                       "column: the cells fitted, read where they lie) and ``mask_var`` (a "
+                       "boolean ``var`` column: the genes fitted, after normalisation over "
+                       "all; default ``highly_variable`` when present and no ``flavor``).",
     "data.generate": "Write a synthetic dataset at ``data.path`` first, if it is absent: "
                      "``kind`` plus that generator's parameters (below).",
     "output.store": "Folder (or URL) under which the outputs are written; relative to the "

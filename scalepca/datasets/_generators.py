@@ -409,7 +409,9 @@ class CountModel:
         """Log-means of ``m`` new cells (m × genes), drawn from ``rng``."""
         z = rng.standard_normal((m, len(self.scales))) * self.scales
         log_size = rng.normal(0.0, self.size_sd, m)
-        return self.level + self.gene_level + log_size[:, None] + z @ self.loadings
+        out = np.add(self.level + self.gene_level, log_size[:, None])  # in that order
+        out += z @ self.loadings
+        return out
 
 
 def _zero_probability(mu: np.ndarray, dispersion: float | None) -> np.ndarray:
@@ -503,15 +505,29 @@ def _counts_tile(t: int, *, n: int, tile: int, model: CountModel, dtype, seed: i
 
     rng = _rng(seed, _TAG_CELLS, t)
     m = min(tile, n - t * tile)
-    mu = np.exp(model.log_means(rng, m))
-    u = rng.random(mu.shape)
-    nonzero = u > _zero_probability(mu, model.dispersion)
+    log_mu = model.log_means(rng, m)
+    u = rng.random(log_mu.shape)
+    flat, mu = _nonzero_entries(log_mu, u, model.dispersion)
+    rows, cols = np.divmod(flat, log_mu.shape[1])
+    per_row = np.bincount(rows, minlength=m)
     if pattern_only:
-        return nonzero.sum(axis=1)
-    rows, cols = np.nonzero(nonzero)
-    values = _quantile_counts(mu[rows, cols], u[rows, cols], model.dispersion)
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=m))])
-    return sp.csr_matrix((values.astype(dtype), cols, indptr), shape=mu.shape)
+        return per_row
+    values = _quantile_counts(mu, u.ravel()[flat], model.dispersion)
+    indptr = np.concatenate([[0], np.cumsum(per_row)])
+    return sp.csr_matrix((values.astype(dtype), cols, indptr), shape=log_mu.shape)
+
+
+def _nonzero_entries(log_mu: np.ndarray, u: np.ndarray, dispersion: float | None):
+    """``(flat positions, means)`` of the entries whose count is not zero, ``u > P(0 | μ)``,
+    in order: the decisions of the direct test on every entry, made exactly only for the
+    entries a cheap screen cannot prove zero (:mod:`._count_screen`). ``μ`` and ``P(0)`` on
+    every entry (an exp, a log and an exp) were the generator's hot spot."""
+    from ._count_screen import candidates
+
+    cand = candidates(log_mu, u)
+    mu_c = np.exp(log_mu.ravel()[cand])
+    keep = u.ravel()[cand] > _zero_probability(mu_c, dispersion)
+    return cand[keep], mu_c[keep]
 
 
 def _counts_block(block_id=None, *, rows, n, tile, model, dtype, seed, pattern_only=False):

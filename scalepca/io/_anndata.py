@@ -32,7 +32,7 @@ import xarray as xr
 logger = logging.getLogger(__name__)
 
 __all__ = ["is_anndata", "is_anndata_group", "is_anndata_object", "open_anndata",
-           "read_layers"]
+           "open_anndata_subset", "read_layers"]
 
 #: file name endings of AnnData HDF5 files
 H5AD_SUFFIXES = (".h5ad",)
@@ -351,6 +351,15 @@ def matrix_elem(root, where: str, *, layer):
     return elem, encoding, (n, d), default
 
 
+def _lazy_names(obs_names):
+    string = getattr(np.dtypes, "StringDType", None)
+    if obs_names.dtype == object and string is not None:
+        # a variable-width string dtype, so that writing scores with the names does not load
+        # them all to find a fixed width (xarray does that for object arrays)
+        obs_names = obs_names.astype(string())
+    return obs_names
+
+
 def _read_root(root, where: str, *, layer, chunks) -> xr.DataArray:
     anndata = _import_anndata()
     from anndata.experimental import read_elem_lazy
@@ -366,12 +375,7 @@ def _read_root(root, where: str, *, layer, chunks) -> xr.DataArray:
         X = as_csr_blocks(X)
     obs_key = root["obs"].attrs.get("_index", "_index")
     var_key = root["var"].attrs.get("_index", "_index")
-    obs_names = read_elem_lazy(root["obs"][obs_key])
-    string = getattr(np.dtypes, "StringDType", None)
-    if obs_names.dtype == object and string is not None:
-        # a variable-width string dtype, so that writing scores with the names does not load
-        # them all to find a fixed width (xarray does that for object arrays)
-        obs_names = obs_names.astype(string())
+    obs_names = _lazy_names(read_elem_lazy(root["obs"][obs_key]))
     var_names = anndata.io.read_elem(root["var"][var_key])
     logger.info("%s: %s, %d × %d, %d row blocks of %d cells", where, layer or "X", n, d,
                 X.numblocks[0], rows)
@@ -430,14 +434,15 @@ def view_matrix(view, *, layer: str | None, chunks) -> xr.DataArray:
                       np.asarray(view.var_names, dtype=object), layer or "X")
 
 
-def _backed_rows(path, rows, cols, chunks) -> da.Array:
-    """``X[rows][:, cols]`` of the AnnData file at ``path``, one task per block of rows."""
+def _backed_rows(path, rows, cols, chunks, layer=None) -> da.Array:
+    """``X[rows][:, cols]`` (or a layer's) of the AnnData store at ``path`` (an ``.h5ad`` file
+    or a ``.zarr`` folder), one task per block of rows."""
     import scipy.sparse as sp
     from dask.base import tokenize
 
     root = _open_root(path, None)
     try:
-        elem, encoding, (n, d), default = matrix_elem(root, repr(str(path)), layer=None)
+        elem, encoding, (n, d), default = matrix_elem(root, repr(str(path)), layer=layer)
         dtype = elem["data"].dtype if encoding != "array" else elem.dtype
         name = elem.name
     finally:
@@ -478,7 +483,8 @@ def _read_rows(index, *, path, elem_name, encoding, cols):
     rows, order = np.unique(index, return_inverse=True)
     with _element(path, elem_name) as elem:
         if encoding == "array":
-            block = elem[rows]  # an HDF5 point selection (backed AnnData is HDF5)
+            # an HDF5 point selection, or zarr's orthogonal one
+            block = elem.oindex[rows] if hasattr(elem, "oindex") else elem[rows]
         else:
             from anndata.io import sparse_dataset
 
@@ -495,3 +501,42 @@ def _read_rows(index, *, path, elem_name, encoding, cols):
     if cols is not None:
         block = block[:, cols]
     return sp.csr_matrix(block) if encoding != "array" else np.asarray(block)
+
+
+# -- subsets of cells and genes, without copying the store -------------------------------------
+def open_anndata_subset(source, *, cells=None, genes=None, layer: str | None = None,
+                        chunks=None) -> xr.DataArray:
+    """The matrix of ``source`` (AnnData object, view or local store path) restricted to the
+    cells and genes of the boolean masks ``cells`` (over ``obs``) and ``genes`` (over ``var``),
+    as :func:`open_anndata` gives it, lazily: an object becomes its view
+    (``adata[cells, genes]``, read from its parent by :func:`view_matrix`); a store is read a
+    row block per task, each task reading only its cells and keeping the genes inside the task
+    (:func:`_backed_rows`). Nothing is copied."""
+    if cells is None and genes is None:
+        return open_anndata(source, layer=layer, chunks=chunks)
+    _import_anndata()
+    rows = slice(None) if cells is None else np.flatnonzero(cells)
+    cols = slice(None) if genes is None else np.flatnonzero(genes)
+    if is_anndata_object(source):
+        if source.is_view:  # one view of the parent (anndata makes none of a backed view)
+            parent, prow, pcol = view_selection(source)
+            rows = np.arange(parent.n_obs)[slice(None) if prow is None else prow][rows]
+            cols = np.arange(parent.n_vars)[slice(None) if pcol is None else pcol][cols]
+            source = parent
+        return view_matrix(source[rows, cols], layer=layer, chunks=chunks)
+    import anndata
+    from anndata.experimental import read_elem_lazy
+
+    root = _open_root(source, None)
+    try:
+        matrix_elem(root, repr(os.fspath(source)), layer=layer)  # refusals first
+        obs_names = _lazy_names(read_elem_lazy(
+            root["obs"][root["obs"].attrs.get("_index", "_index")]))
+        var_names = anndata.io.read_elem(root["var"][root["var"].attrs.get("_index", "_index")])
+    finally:
+        if hasattr(root, "close"):
+            root.close()
+    X = _backed_rows(os.fspath(source), None if cells is None else rows,
+                     None if genes is None else cols, chunks, layer=layer)
+    names = obs_names if cells is None else obs_names[rows]
+    return _dataarray(X, names, np.asarray(var_names, dtype=object)[cols], layer or "X")

@@ -188,7 +188,8 @@ class CellSteps:
                     self.target_sum_ = float(np.median(parts["totals"]))
                 if self._v3:
                     self._fit_v3_curve(parts["sums"], n)
-            self._fit_gene_moments(X, split_every)
+            if self.scale or self._hvg_from_moments:  # else nothing to learn from them
+                self._fit_gene_moments(X, split_every)
         return self
 
     @property
@@ -355,19 +356,21 @@ def _merge_pairs(a, b):
 
 
 # -- raw counts in, the prepared matrix out -------------------------------------------------------
-def raw_counts(X, *, layer: str | None = None, chunks=None):
+def raw_counts(X, *, layer: str | None = None, chunks=None, cells=None):
     """Raw counts as ``open_anndata`` reads them: an AnnData (object, view or store path) as a
     lazy DataArray over (obs, var); arrays (NumPy, SciPy sparse, dask) and DataArrays as they
-    are. Anything else is refused by kind, before any read."""
+    are. ``cells`` (a boolean mask over the rows) keeps those cells, lazily: a store is read
+    only there, an object through its view, an array as dask row blocks indexed. Anything else
+    is refused by kind, before any read."""
     import os
 
     import xarray as xr
 
     from .._validation import is_sparse
-    from ..io._anndata import is_anndata, is_anndata_object, open_anndata
+    from ..io._anndata import is_anndata, is_anndata_object, open_anndata_subset
 
     if is_anndata_object(X) or (isinstance(X, (str, os.PathLike)) and is_anndata(X)):
-        return open_anndata(X, layer=layer, chunks=chunks)
+        return open_anndata_subset(X, cells=cells, layer=layer, chunks=chunks)
     if isinstance(X, xr.DataArray) and X.dims != ("obs", "var"):
         raise ValueError(f"a DataArray of dims {X.dims}: single-cell counts are a matrix "
                          "over ('obs', 'var') (an AnnData's, as open_matrix reads it)")
@@ -375,7 +378,7 @@ def raw_counts(X, *, layer: str | None = None, chunks=None):
         if getattr(X, "ndim", 2) != 2:
             raise ValueError(f"counts must be a 2-D matrix (cells × genes); got shape "
                              f"{X.shape}")
-        return X
+        return X if cells is None else _rows_of(X, cells)
     what = (f"the path {os.fspath(X)!r}, which is no AnnData store"
             if isinstance(X, (str, os.PathLike)) else f"a {type(X).__name__}")
     raise TypeError(f"single-cell counts are read from an AnnData (object, .zarr or .h5ad "
@@ -386,3 +389,21 @@ def _as_blocks(X):
     from .._validation import as_csr_blocks, is_sparse
 
     return as_csr_blocks(X) if is_sparse(X) else da.from_array(np.asarray(X), chunks=(-1, -1))
+
+
+def _rows_of(X, cells):
+    """The rows ``cells`` (boolean mask) of an array or DataArray, as lazy row blocks of the
+    original blocks' size (dask gathers the rows of each block)."""
+    import xarray as xr
+
+    arr = X.data if isinstance(X, xr.DataArray) else X
+    arr = arr if isinstance(arr, da.Array) else _as_blocks(arr)
+    block = arr.chunks[0][0]
+    out = arr[np.flatnonzero(cells)]
+    out = out.rechunk({0: block}) if out.chunks[0] and out.chunks[0][0] != block else out
+    if isinstance(X, xr.DataArray):
+        rows = np.flatnonzero(cells)
+        coords = {c: X.coords[c] if "obs" not in X.coords[c].dims
+                  else X.coords[c].isel(obs=rows) for c in X.coords}
+        return xr.DataArray(out, dims=X.dims, coords=coords, name=X.name)
+    return out
