@@ -67,6 +67,7 @@ from ..models._params import (
     Choice,
     Int,
     Other,
+    Param,
     Real,
     Seed,
     Shape,
@@ -88,14 +89,6 @@ def _check_n_modes(value, name, params, shape):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"n_modes must be a positive integer; got {value!r}")
     return int(value)
-
-
-def _check_standardize(value, name, params, shape):
-    pair = (value, value) if isinstance(value, (bool, np.bool_)) else value
-    if (not isinstance(pair, (tuple, list)) or len(pair) != 2
-            or not all(isinstance(s, (bool, np.bool_)) for s in pair)):
-        raise ValueError(f"standardize must be true/false or a pair of them; got {value!r}")
-    return bool(pair[0]), bool(pair[1])
 
 
 def _pair_block(x, y) -> dict:
@@ -265,7 +258,8 @@ class MCA(BaseEstimator):
     #: the parameters (:mod:`scalepca.models._params`), read by fit, configs and load
     _parameters = {
         "n_modes": Other((int,), _check_n_modes),
-        "standardize": Other((bool, list), _check_standardize),
+        "standardize": Param("other", (bool, list), _check_standardize,
+                             forms="true, false or a pair [for X, for Y] of them"),
         "max_cross_size": Int(1),
         "solver": Choice(*SOLVERS),
         "n_power_iter": Int(0),
@@ -316,7 +310,9 @@ class MCA(BaseEstimator):
                 f"max_cross_size={self.max_cross_size:,}: use solver='randomized' (block "
                 "Krylov, nothing of that size formed), coarsen or subset a field, or raise "
                 "max_cross_size if the client holds 8 bytes per entry (twice, for the SVD)")
-        return values["standardize"], solver
+        std = values["standardize"]
+        pair = (std, std) if isinstance(std, (bool, np.bool_)) else tuple(std)
+        return (bool(pair[0]), bool(pair[1])), solver
 
     def fit(self, X, Y=None) -> MCA:
         """Fit on the two fields (same samples, same order). Returns ``self``.

@@ -143,16 +143,17 @@ def _estimator_problems(method: str, params: dict, X, path: str) -> list[str]:
     return problems
 
 
-def _two_fields_problems(method: str, params: dict, widths: list) -> list[str]:
-    """The checks of a two-field method (MCA) that need each field's width: ``n_modes`` and
-    ``max_cross_size``, as ``fit`` makes them, in config words."""
+def _two_fields_problems(method: str, params: dict, n: int, widths: list) -> list[str]:
+    """The checks of a two-field method (MCA) that need the samples ``n`` and each field's
+    width: ``n_modes``, ``max_cross_size`` and the solver, as ``fit`` makes them, in config
+    words."""
     from ..persistence.registry import TWO_FIELDS, estimator_class
     from .messages import speak_cli
 
     if method not in TWO_FIELDS or len(widths) != 2:
         return []
     try:
-        estimator_class(method)(**params)._check_params(*widths)
+        estimator_class(method)(**params)._check_params(n, *widths)
     except (TypeError, ValueError) as err:
         return [speak_cli(_one_line(err), method=method)]
     return []
@@ -206,7 +207,7 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
                 if isinstance(X, list):  # several fields (multivariate_eof), side by side
                     widths = [int(x.shape[1]) for x in X]
                     X = _joined(X)
-                    problems += _two_fields_problems(method, params, widths)
+                    problems += _two_fields_problems(method, params, int(X.shape[0]), widths)
     except (ValueError, TypeError, KeyError, FileNotFoundError, UserError, ImportError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         problems.append(_one_line(msg))
