@@ -251,3 +251,40 @@ def test_config_and_cli_take_the_masks(cells_genes, stores, tmp_path, capsys):
     np.testing.assert_allclose(model.explained_variance_ratio_,
                                ref.uns["pca"]["variance_ratio"], rtol=1e-8)
     assert model._preprocessing.cells.n_cells_ == cells.sum()
+
+
+def test_validate_reads_nothing_and_dense_only_solvers_are_refused_first(stores, tmp_path,
+                                                                         capsys):
+    """``scalepca validate`` on a ``data.singlecell`` config opens the store and fits no step
+    (no dask compute at all), yet checks the estimator for the sparse blocks the steps make:
+    ``svd_solver: tsqr`` and PPCA's EM are refused there, and ``pp.pca(svd_solver="tsqr")``
+    before the steps' passes."""
+    import dask
+    import yaml
+
+    from scalepca.cli import main
+
+    path = str(_fresh(stores, tmp_path, ".zarr"))
+    singlecell = {"normalize_total": True, "log1p": True, "flavor": "seurat",
+                  "n_top_genes": 100, "mask_obs": "keep"}
+    cases = [({"method": "pca", "n_components": 5}, None),
+             ({"method": "pca", "n_components": 5, "svd_solver": "tsqr"},
+              "model.svd_solver: tsqr needs dense blocks"),
+             ({"method": "ppca", "n_components": 5, "solver": "em"},
+              "model.solver: em needs dense blocks")]
+    for i, (model, message) in enumerate(cases):
+        cfg = tmp_path / f"sc{i}.yaml"
+        cfg.write_text(yaml.safe_dump({"data": {"path": path, "singlecell": singlecell},
+                                       "model": model,
+                                       "output": {"store": str(tmp_path / f"out{i}")}}))
+        capsys.readouterr()
+        with dask.config.set(scheduler=_no_compute):
+            rc = main(["validate", str(cfg)])
+        err = capsys.readouterr().err
+        if message is None:
+            assert rc == 0, err
+        else:
+            assert rc == 2 and message in err, err
+    with dask.config.set(scheduler=_no_compute):
+        with pytest.raises(ValueError, match="svd_solver='tsqr' needs dense blocks"):
+            scalepca.pp.pca(path, 5, svd_solver="tsqr", **STEPS)

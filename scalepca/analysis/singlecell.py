@@ -81,6 +81,22 @@ def prepared_matrix(data, steps: dict, *, layer=None, chunks=None):
     return _prepared(raw, cells, var, layer)
 
 
+def unfitted_matrix(data, steps: dict, *, layer=None, chunks=None):
+    """What :func:`prepared_matrix` would hand an estimator, without fitting the steps
+    (nothing is read: ``scalepca validate``): the lazy raw counts of the chosen cells, cut to
+    as many genes as the steps keep when that is known before their passes (``n_top_genes``
+    of a flavour, else the gene mask, else every gene). Its blocks are sparse, as the
+    prepared ones always are."""
+    _, cells = _cell_mask(data, steps.get("mask_obs"))
+    raw = raw_counts(data, layer=layer, chunks=chunks, cells=cells)
+    _, mask = _gene_mask(_var_frame(data), steps.get("mask_var", _DEFAULT),
+                         steps.get("flavor"), raw.shape[1])
+    genes = raw.shape[1] if mask is None else int(mask.sum())
+    if steps.get("flavor") is not None and steps.get("n_top_genes") is not None:
+        genes = min(genes, int(steps["n_top_genes"]))
+    return raw[:, :genes]
+
+
 def _prepared(raw, steps: CellSteps, var, layer):
     from ..preprocessing._steps import Preprocessing
 
@@ -263,6 +279,10 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
         The fitted model; its ``transform`` takes raw counts of new cells.
     """
     _check_view(data)
+    if svd_solver == "tsqr":  # the steps hand the fit CSR blocks: refused before their passes
+        raise ValueError("svd_solver='tsqr' needs dense blocks, and scalepca.pp.pca hands the "
+                         "fit sparse (CSR) blocks; use svd_solver='covariance_eigh' or "
+                         "'randomized' (or 'auto')")
     obs_param, cells = _cell_mask(data, mask_obs)
     raw = raw_counts(data, layer=layer, chunks=chunks, cells=cells)
     var = _var_frame(data)

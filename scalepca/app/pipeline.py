@@ -118,8 +118,11 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
                          codec=codec)
 
 
-def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
-    """Open the ``data`` section as the matrix an estimator fits (generating it if asked)."""
+def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False,
+              fit_steps: bool = True):
+    """Open the ``data`` section as the matrix an estimator fits (generating it if asked).
+    ``fit_steps=False`` (``validate``): ``data.singlecell``'s steps are not fitted, so nothing
+    is read; the matrix then has the shape and kind the fit will see, not its values."""
     from ..io import open_zarr_node
     from ..io._coalesce import TASK_SIZE, open_zarr
     from ..io._fs import check_complete
@@ -143,13 +146,14 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False):
         if problem:  # open_matrix refuses them too; said here in the config's words
             raise UserError(problem)
         if dcfg.get("singlecell") is not None:  # raw counts through scanpy's steps
-            from ..analysis.singlecell import prepared_matrix
+            from ..analysis.singlecell import prepared_matrix, unfitted_matrix
 
             if so or dcfg.get("weights") is not None:
                 raise UserError("'data.singlecell' reads local AnnData stores without "
                                 "'data.weights' or 'data.storage_options'")
-            return prepared_matrix(path, dcfg["singlecell"], layer=dcfg.get("layer"),
-                                   chunks=chunks if isinstance(chunks, int) else None)
+            prepare = prepared_matrix if fit_steps else unfitted_matrix
+            return prepare(path, dcfg["singlecell"], layer=dcfg.get("layer"),
+                           chunks=chunks if isinstance(chunks, int) else None)
         try:
             return open_matrix(path, storage_options=so, format="anndata",
                                layer=dcfg.get("layer"),

@@ -137,9 +137,17 @@ def _estimator_problems(method: str, params: dict, X, path: str) -> list[str]:
     sparse = is_sparse(getattr(X, "X", getattr(X, "data", X)))
     shape = Shape(int(X.shape[0]), int(X.shape[1]), np.dtype(X.dtype).itemsize, sparse)
     problems = [_one_line(err) for _, err in parameter_problems(cls, full, shape)]
+    where = f"data.path {path!r} holds a sparse matrix"
     if not problems and sparse and not getattr(cls, "_accepts_sparse", False):
-        problems.append(f"model.method {method} does not take sparse input, and data.path "
-                        f"{path!r} holds a sparse matrix; use a method that does")
+        problems.append(f"model.method {method} does not take sparse input, and {where}; use "
+                        "a method that does")
+    elif not problems and sparse and not cls(**params)._takes_sparse:
+        dense_only = [f"model.{key}: {value}" for key, value in params.items()
+                      if key in ("svd_solver", "solver", "missing") and value in ("tsqr", "em")]
+        verb = "needs" if len(dense_only) == 1 else "need"
+        problems.append(f"{', '.join(dense_only) or 'these model parameters'} {verb} dense "
+                        f"blocks, and {where}; use a solver that takes sparse blocks (the "
+                        "covariance or randomized paths)")
     return problems
 
 
@@ -203,7 +211,7 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
             if problem:
                 problems.append(problem)
             else:
-                X = open_data(dcfg, method=method)
+                X = open_data(dcfg, method=method, fit_steps=False)
                 if isinstance(X, list):  # several fields (multivariate_eof), side by side
                     widths = [int(x.shape[1]) for x in X]
                     X = _joined(X)
