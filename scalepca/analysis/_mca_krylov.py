@@ -38,7 +38,7 @@ from scipy import linalg as sla
 from .._validation import check_random_state_seed
 from ..linalg import passes
 from ..linalg.cross import aligned_panels, cross_times, moments_and_cross_times
-from ..linalg.krylov import block_krylov_eigh
+from ..linalg.krylov import block_krylov_eigh, start_block
 from ..linalg.snapshot import snapshot_gram_graph
 from ..models._wide import START_COND
 
@@ -53,13 +53,6 @@ INVARIANT_TOL = 1e-8
 EXACT_TOTAL_SAMPLES = 4096
 
 
-def _start(rng: np.random.Generator, d: int, b: int) -> np.ndarray:
-    """``b`` orthonormal Gaussian columns of length ``d`` (the identity when ``b >= d``)."""
-    if b >= d:
-        return np.eye(d)
-    return np.linalg.qr(rng.standard_normal((d, b)))[0]
-
-
 def fit_randomized(model, X, Y, k: int, std: tuple) -> dict:
     """The randomized (block Krylov) fit of ``model`` (an :class:`~scalepca.analysis.mca.MCA`)
     on the dense dask fields ``X``, ``Y`` (same samples); ``std``: each field's weights to
@@ -68,7 +61,7 @@ def fit_randomized(model, X, Y, k: int, std: tuple) -> dict:
     (n, dx), dy = X.shape, Y.shape[1]
     rng = np.random.default_rng(check_random_state_seed(model.random_state))
     b = k + int(model.n_oversamples)
-    Ox, Oy = _start(rng, dx, b), _start(rng, dy, b)
+    Ox, Oy = start_block(rng, dx, b), start_block(rng, dy, b)
     Om = sla.block_diag(Ox, Oy)  # [[Ω_x, 0], [0, Ω_y]]
     mom = moments_and_cross_times(X, Y, Om[:dx], Om[dx:])
     kx, ky = model._kept_features(mom["nan_features"], n, dx, mom["bad"])

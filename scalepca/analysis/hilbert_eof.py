@@ -228,7 +228,7 @@ class HilbertEOF(BaseEstimator):
         k = int(self.n_modes)
         s = np.sqrt(theta[:k])
         inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
-        Ud, inv_sd = dask.delayed(U[:, :k]), dask.delayed(inv_s)
+        Ud, inv_sd = passes.shared(U[:, :k]), passes.shared(inv_s)  # one key each
         parts = [dask.delayed(kern.strip_components, pure=True)(b, Ud, inv_sd, *opts)
                  for b in blocks]
         comps = np.hstack(passes.compute(*parts, name="complex EOFs"))

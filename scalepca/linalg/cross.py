@@ -28,7 +28,6 @@ such fields larger row chunks, or workers that hold them).
 
 from __future__ import annotations
 
-import dask
 import dask.array as da
 import numpy as np
 
@@ -145,8 +144,8 @@ def moments_and_cross_times(X: da.Array, Y: da.Array, U: np.ndarray, V: np.ndarr
     infinite entries —, ``nan_features`` — NaN per feature, which enter as 0) and ``HV``,
     ``[C V; Cᵀ U]`` with ``C = X_cᵀ Y_c`` ((d_x + d_y) × l)."""
     dx = X.shape[1]
-    Ud = dask.delayed(np.ascontiguousarray(U, dtype=np.float64))
-    Vd = dask.delayed(np.ascontiguousarray(V, dtype=np.float64))
+    Ud = passes.shared(np.ascontiguousarray(U, dtype=np.float64))
+    Vd = passes.shared(np.ascontiguousarray(V, dtype=np.float64))
     graph = passes.reduce_blocks(_pairs(X, Y), _first_pair, None, Ud, Vd,
                                  split_every=split_every,
                                  merge_all=lambda parts: _merge_first(parts, dx))
@@ -160,7 +159,7 @@ def cross_times(X: da.Array, Y: da.Array, U: np.ndarray, V: np.ndarray, mean_x: 
     """One pass over both fields: ``[C V; Cᵀ U]`` ((d_x + d_y) × l), ``C`` the cross products
     of the fields centred by ``mean_x`` and ``mean_y``, each pair of row panels' four products
     in one task, the partials summed in a tree."""
-    args = [dask.delayed(np.ascontiguousarray(a, dtype=np.float64))
+    args = [passes.shared(np.ascontiguousarray(a, dtype=np.float64))
             for a in (U, V, mean_x, mean_y)]
     graph = passes.reduce_blocks(_pairs(X, Y), _pair_times, None, *args,
                                  split_every=split_every, merge_all=_sum_all)

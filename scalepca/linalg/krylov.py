@@ -241,6 +241,15 @@ def _orthonormal_columns(Z: np.ndarray, floor: float):
     return U, int(good.sum())
 
 
+def start_block(rng: np.random.Generator, d: int, b: int) -> np.ndarray:
+    """``b`` orthonormal Gaussian columns of length ``d``, a start block whose product needs
+    no ``R⁻¹``; the identity when ``b >= d`` (the whole space: the operator itself, which
+    rounds least)."""
+    if b >= d:
+        return np.eye(d)
+    return np.linalg.qr(rng.standard_normal((d, b)))[0]
+
+
 def _next_block(Q: np.ndarray, Z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``Z`` made orthonormal and orthogonal to the columns of ``Q`` (Gram–Schmidt twice, then
     an orthonormalisation from the block's Gram, twice — CholeskyQR2's accuracy); directions

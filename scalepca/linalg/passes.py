@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -141,8 +142,10 @@ def shared(value):
     when the current scheduler is a running ``distributed`` client — the graph then carries
     its key, not its bytes (a 10⁶ × 20 float64 block is 160 MB that would otherwise travel
     inside every pass's graph through the scheduler) — else a ``Delayed`` literal."""
+    distributed = sys.modules.get("distributed")  # no client runs unless it was imported
     client = getattr(dask.base.get_scheduler(), "__self__", None)
-    if type(client).__name__ != "Client" or getattr(client, "status", None) != "running":
+    if (distributed is None or not isinstance(client, distributed.Client)
+            or client.status != "running"):
         return dask.delayed(value)
     return client.scatter(value, hash=False)
 

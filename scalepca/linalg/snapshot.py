@@ -162,7 +162,7 @@ def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool | str =
     standardisation inside its task (centre ``2p`` and scale ``√(2p(1−p))`` from the strip's
     own columns, missing calls at the centre, monomorphic and uncalled SNPs at 0); the
     output adds the per-SNP ``centre``. The moments are those of the zero-filled data, as
-    :func:`~scalepca.preprocessing._genotype.allele_scaling` reads them."""
+    :func:`~scalepca.linalg.alleles.allele_scaling` reads them."""
     (out,) = passes.compute(snapshot_gram_graph(X, centre=centre, standardize=standardize),
                             name="sample gram")
     out["n"] = X.shape[0]

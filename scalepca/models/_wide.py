@@ -33,7 +33,7 @@ from scipy import linalg as sla
 from .._validation import check_random_state_seed
 from ..linalg import passes
 from ..linalg.alleles import refuse_partial_calls
-from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times
+from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times, start_block
 from ..linalg.sketch import SKETCH_TESTS, nystrom_eigh, nystrom_error_bound
 from ..linalg.snapshot import snapshot_components, snapshot_gram
 from ._genotype_fit import genotype_moments, genotype_scaling
@@ -156,10 +156,7 @@ def _krylov_start(model, X, data, k, centre):
     """The first pass and the Krylov start block: ``(Q0, A Q0, mom, d_fit, scale, apply,
     passes left, rng)`` (its own frame, so that only ``Q0`` and ``A Q0`` outlive it)."""
     def draw(rng, d):  # an orthonormal start block: its product needs no R⁻¹ (unscaled)
-        b = k + model.n_oversamples
-        if b >= d:  # the whole space: the identity (the centred Gram itself) rounds least
-            return np.eye(d)
-        return np.linalg.qr(rng.standard_normal((d, b)))[0]
+        return start_block(rng, d, k + model.n_oversamples)
 
     mom, d_fit, scale, Om, GV, X, rng, exact = _first_pass(model, X, data, draw, k)
     budget = model.n_power_iter + 2  # products of the Krylov basis (passes: one more when
