@@ -209,3 +209,19 @@ def test_partial_solvers_refuse_fraction_n_components():
     for solver in ("randomized", "sketch"):
         with pytest.raises(ValueError, match=f"svd_solver='{solver}'"):
             scalepca.PCA(0.9, svd_solver=solver).fit(np.ones((20, 5)) + np.eye(20, 5))
+
+
+def test_column_strips_split_the_input_s_blocks_and_never_regroup_them():
+    """A field whose blocks hold all rows is cut into strips inside its blocks (each strip
+    read from one block), and the n × n merges shrink their fan-in as n grows."""
+    import dask.array as da
+
+    from scalepca.linalg.snapshot import column_strips, gram_fan_in
+
+    X = da.zeros((50, 300), chunks=(50, 120))
+    S = column_strips(X, strip_bytes=50 * 8 * 70)  # at most 70 columns a strip
+    assert S.chunks == ((50,), (60, 60, 60, 60, 60))
+    edges = set(np.cumsum(S.chunks[1]).tolist())
+    assert set(np.cumsum(X.chunks[1]).tolist()) <= edges  # the input's edges are kept
+    assert column_strips(X, strip_bytes=50 * 8 * 200) is X
+    assert gram_fan_in(10_000) == 2 and gram_fan_in(5_000) == 4 and gram_fan_in(100) == 4

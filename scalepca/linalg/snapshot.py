@@ -9,8 +9,9 @@ covariance (``Σ²/(n − 1)``), and one more pass gives the axes ``V = Xcᵀ U 
 strip. Two passes, exact to float64 like LAPACK on the covariance.
 
 Memory per worker: one strip (n × width, at most :data:`STRIP_BYTES` when the features are
-regrouped) and an n × n partial. ``scipy.sparse`` strips stay sparse and are centred
-implicitly (``x xᵀ − (x μ) 1ᵀ − 1 (x μ)ᵀ + |μ|² 1 1ᵀ``).
+regrouped) and the n × n partials of a merge (:func:`gram_fan_in`: within
+:data:`MERGE_BYTES`, 2 GiB, from 4 partials down to 2 at n = 10,000). ``scipy.sparse``
+strips stay sparse and are centred implicitly (``x xᵀ − (x μ) 1ᵀ − 1 (x μ)ᵀ + |μ|² 1 1ᵀ``).
 """
 
 from __future__ import annotations
@@ -35,15 +36,27 @@ CONSTANT_SD = 1e-12
 
 def column_strips(X: da.Array, strip_bytes: int = STRIP_BYTES) -> da.Array:
     """``X`` with all rows in one chunk and column chunks of at most ``strip_bytes`` (the
-    input's own column chunks when they are smaller)."""
+    input's own column chunks when they are smaller).
+
+    When the input already holds all rows in each block (a climate store chunked along space),
+    its column chunks are only split, into equal parts, never regrouped: every strip is cut
+    from one block of the input, so each block is read once and no task waits on two (a
+    regrouping rechunk of a 10 GB field, 2,880 columns a block into 1,677 a strip, held
+    blocks for two consumers each and exhausted 8 GiB workers)."""
     n = X.shape[0]
     if is_sparse(X):  # a sparse strip's size is its stored values: keep the input's columns
         return X if len(X.chunks[0]) == 1 else X.rechunk({0: -1})
     width = max(1, strip_bytes // max(1, n * max(X.dtype.itemsize, 8)))
-    cols = min(max(X.chunks[1]), width)
-    if len(X.chunks[0]) == 1 and max(X.chunks[1]) <= cols:
+    if len(X.chunks[0]) != 1:
+        return X.rechunk({0: -1, 1: min(max(X.chunks[1]), width)})
+    if max(X.chunks[1]) <= width:
         return X
-    return X.rechunk({0: -1, 1: cols})
+    cols = []
+    for c in X.chunks[1]:
+        parts = -(-c // width)
+        base, extra = divmod(c, parts)
+        cols.extend([base + 1] * extra + [base] * (parts - extra))
+    return X.rechunk({1: tuple(cols)})
 
 
 def _is_sparse_block(x) -> bool:
@@ -143,13 +156,27 @@ def _strip_gram(x, centre: bool, standardize) -> dict:
     return {**stats, "G": G}
 
 
-def _merge_strips(a: dict, b: dict) -> dict:
-    """Strips side by side (left to right): per-feature statistics joined, Grams summed."""
-    out = {name: np.concatenate([a[name], b[name]])
-           for name in ("mean", "ss", "nan_features", "scale", "centre") if name in a}
-    out["bad"] = a["bad"] + b["bad"]
-    out["G"] = a["G"] + b["G"]
+def _merge_strips(parts: list) -> dict:
+    """Strips side by side (left to right): per-feature statistics joined, Grams summed into
+    one new n × n array (the parts' own are never written: a part may be read again)."""
+    out = {name: np.concatenate([p[name] for p in parts])
+           for name in ("mean", "ss", "nan_features", "scale", "centre") if name in parts[0]}
+    out["bad"] = sum(p["bad"] for p in parts)
+    G = parts[0]["G"] + parts[1]["G"] if len(parts) > 1 else parts[0]["G"].copy()
+    for p in parts[2:]:
+        G += p["G"]
+    out["G"] = G
     return out
+
+
+#: bytes of n × n partials one merge of the sample Gram may hold (its inputs and its sum)
+MERGE_BYTES = 2 * 2**30
+
+
+def gram_fan_in(n: int) -> int:
+    """Partials per merge of n × n Grams: 4, fewer when ``fan-in + 1`` of them exceed
+    :data:`MERGE_BYTES` (at n = 10,000 a partial is 800 MB: merges of 2), never below 2."""
+    return max(2, min(4, MERGE_BYTES // (8 * n * n) - 1))
 
 
 def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool | str = False
@@ -177,9 +204,9 @@ def snapshot_gram_graph(X: da.Array, *, centre: bool = True,
     others in one pass (e.g. the Grams of two fields)."""
     X = column_strips(X)
     strips = X.to_delayed(optimize_graph=True).ravel().tolist()
-    # a tree of fan-in 4: only n × n partials travel, at most 5 of them in a merge
-    return passes.reduce_blocks(strips, _strip_gram, _merge_strips, centre, standardize,
-                                split_every=4)
+    # only n × n partials travel, at most gram_fan_in(n) + 1 of them in a merge
+    return passes.reduce_blocks(strips, _strip_gram, None, centre, standardize,
+                                split_every=gram_fan_in(X.shape[0]), merge_all=_merge_strips)
 
 
 def _strip_components(x, mean, scale, U, inv_s, centre: bool, fill: bool = False):
