@@ -118,7 +118,9 @@ def stack_dataarray(arr: xr.DataArray, *, sample_dims=None, feature_dims=None,
     ``sample`` / ``feature`` with a MultiIndex, undone when results are labelled.
     The result is dask-backed, features in one chunk; rows as ``chunks`` says (see
     :func:`row_chunk_spec`), else as the source's chunks, else (in-memory data) about 64 MiB
-    per block, the rule for NumPy arrays.
+    per block, the rule for NumPy arrays. Except: a source whose chunks each hold every sample
+    (chunked along space) keeps its column strips (the features of each block stack into
+    one strip when only the outermost feature dim is chunked).
     """
     from .._validation import _row_chunks
 
@@ -134,6 +136,11 @@ def stack_dataarray(arr: xr.DataArray, *, sample_dims=None, feature_dims=None,
     out = out.transpose(sdim, fdim)
     if rows is None and out.chunks is None:
         rows = _row_chunks(out.data)[0]
+    if rows is None and out.chunks is not None and len(out.chunks[0]) == 1:
+        # every block holds all samples (a field chunked along space): its column strips
+        # are kept, each read in its own task, rather than merged into one block of all the
+        # data (the wide solvers read strips; the row methods regroup them into row blocks)
+        return out
     return out.chunk({**({} if rows is None else {sdim: rows}), fdim: -1})
 
 

@@ -38,7 +38,10 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
 
     The outermost sample dim is coalesced to ``task_size`` bytes per task; the other sample
     dims and the feature dims are read whole (stacking needs them in one chunk), so each task
-    reads the store chunks of a slab of the outermost sample dim.
+    reads the store chunks of a slab of the outermost sample dim. A store whose chunks each
+    hold every sample (chunked along space, the snapshot method's layout) is read the other
+    way when it exceeds ``task_size``: column strips, the outermost feature dim coalesced and
+    the inner ones whole; the row methods regroup them into row blocks themselves.
     """
     from ..io._stack import split_dims
 
@@ -48,11 +51,25 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
         return {}
     arr = ds[name]
     store_chunks = arr.encoding.get("preferred_chunks") or {}
-    sdims, _ = split_dims(arr, sample_dims, feature_dims)
+    sdims, fdims = split_dims(arr, sample_dims, feature_dims)
+
+    def unit(dim):
+        return store_chunks.get(dim) or (arr.chunksizes[dim][0] if arr.chunks else arr.sizes[dim])
+
+    def slab(dim):
+        return arr.dtype.itemsize * int(np.prod([arr.sizes[d] for d in arr.dims if d != dim]))
+
     outer = sdims[0]
-    unit = store_chunks.get(outer) or (arr.chunksizes[outer][0] if arr.chunks else arr.sizes[outer])
-    slab = arr.dtype.itemsize * int(np.prod([arr.sizes[d] for d in arr.dims if d != outer]))
-    rows = coalesced_rows(unit, arr.sizes[outer], slab, task_size)
+    total = slab(outer) * arr.sizes[outer]
+    nbytes = _task_bytes(task_size)
+    if nbytes is not None and total > nbytes and all(unit(d) >= arr.sizes[d] for d in sdims):
+        # every store chunk holds all samples (a field chunked along space): read column
+        # strips of whole store chunks — the outermost feature dim coalesced to task_size,
+        # the inner ones whole — rather than all of it in one task
+        f0 = fdims[0]
+        cols = coalesced_rows(unit(f0), arr.sizes[f0], slab(f0), task_size)
+        return {d: (cols if d == f0 else -1) for d in arr.dims}
+    rows = coalesced_rows(unit(outer), arr.sizes[outer], slab(outer), task_size)
     return {d: (rows if d == outer else -1) for d in arr.dims}
 
 
