@@ -22,6 +22,7 @@ __all__ = [
     "is_sparse",
     "check_n_components",
     "choose_n_components",
+    "full_rows",
     "check_n_features",
     "check_random_state_seed",
     "check_scalar",
@@ -161,12 +162,30 @@ def check_matrix(
     if not allow_2d_blocks and len(arr.chunks[1]) > 1:
         logger.info(
             "%s: features were split over %d column chunks; rechunking to one column chunk "
-            "(rows stay as they are)",
+            "(rows stay as they are, or are split where whole rows would exceed 256 MiB)",
             what,
             len(arr.chunks[1]),
         )
         arr = arr.rechunk({1: -1})
     return arr
+
+
+#: largest block (rows × all features) that regrouping features into one chunk makes
+ROW_BLOCK_BYTES = 256 * 2**20
+
+
+def full_rows(arr: da.Array, block_bytes: int = ROW_BLOCK_BYTES) -> da.Array:
+    """``arr`` with its features in one column chunk: row chunks kept, except where a block
+    of whole rows would exceed ``block_bytes`` (a field chunked along space holds every
+    sample in each block; merged as it is, it would be one block of all the data) — then
+    rows are split to fit. ``scipy.sparse`` blocks keep their rows (their size is their
+    stored values)."""
+    if len(arr.chunks[1]) == 1:
+        return arr
+    rows = max(1, block_bytes // max(1, arr.shape[1] * arr.dtype.itemsize))
+    if not is_sparse(arr) and arr.chunks[0] and max(arr.chunks[0]) > rows:
+        return arr.rechunk({0: rows, 1: -1})
+    return arr.rechunk({1: -1})
 
 
 def check_2d(shape: tuple, *, what: str = "X") -> None:

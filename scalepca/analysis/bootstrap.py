@@ -46,6 +46,7 @@ import dask
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from .._validation import full_rows
 from ..linalg import bootstrap as boot
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips, snapshot_gram
@@ -229,7 +230,7 @@ class BootstrapEOF(BaseEstimator):
 
     def _fit_covariance(self, X, n, d, q):
         B, k = int(self.n_bootstraps), int(self.n_modes)
-        X = X.rechunk({1: -1})
+        X = full_rows(X)
         parts = X.map_blocks(_rows_of, seed=self.seed_, n_replicates=B,
                              chunks=((1,) * X.numblocks[0], (1,)), dtype=object,
                              meta=np.empty((0, 0), dtype=object))
@@ -345,7 +346,7 @@ class BootstrapEOF(BaseEstimator):
             raise ValueError(f"X has {xin.data.shape[1]} features; the model was fitted on "
                              f"{self.n_features_in_}")
         keep = np.flatnonzero(~np.isnan(self.mean_))
-        Z = affine_map(xin.data.rechunk({1: -1})[:, keep], self.mean_[keep],
+        Z = affine_map(full_rows(xin.data)[:, keep], self.mean_[keep],
                        self.components_[:, keep].T)
         return xin.wrap_samples(Z)
 

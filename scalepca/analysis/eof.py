@@ -43,7 +43,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from .._validation import is_sparse
+from .._validation import full_rows, is_sparse
 from ..linalg import passes
 from ..linalg.moments import _concat_columns, block_moments, merge_moments
 
@@ -337,7 +337,8 @@ def _maps(model, X, field, n_modes, tool: str):
     F, labels = _field_matrix(X if field is None else field, data, model)
     if is_sparse(F) and len(F.chunks[1]) > 1:
         F = F.rechunk({1: -1})
-    F = F.rechunk({0: Z.chunks[0], 1: -1})
+    F = full_rows(F)  # whole rows; a field of column strips is split into row blocks
+    Z = Z.rechunk({0: F.chunks[0]})
     with passes.counting(tool, planned=1, chunks=F.numblocks[0]):
         out = _cross_moments(F, Z)
     d = F.shape[1]

@@ -62,6 +62,7 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from .._validation import full_rows
 from ..linalg import passes
 from ..models._params import (
     Choice,
@@ -127,7 +128,9 @@ def _matrix(X, what: str):
     from .._validation import is_sparse
     from ..preprocessing._matrix import as_matrix
 
-    data = as_matrix(X, what=what, min_samples=2)
+    # 2-D blocks kept: the strip solvers read them as they are, the row passes regroup them
+    # (full_rows), so a field chunked along space is never merged into one block
+    data = as_matrix(X, what=what, min_samples=2, allow_2d_blocks=True)
     if is_sparse(data.data):
         raise TypeError(f"{what} is sparse (e.g. AnnData); MCA's cross products of two fields "
                         "are dense: give dense fields")
@@ -344,7 +347,7 @@ class MCA(BaseEstimator):
     def _fit_covariance(self, X, Y, std) -> None:
         """One pass: the cross-covariance, its SVD on the client."""
         n, dx = X.shape
-        Xd = X.rechunk({1: -1})
+        Xd = full_rows(X)
         Yd = Y.rechunk({0: Xd.chunks[0], 1: -1})
         parts = da.map_blocks(_pair_block, Xd, Yd, chunks=((1,) * Xd.numblocks[0], (1,)),
                               dtype=object, meta=np.empty((0, 0), dtype=object))
@@ -465,7 +468,7 @@ class MCA(BaseEstimator):
             raise ValueError(f"{what} has {ain.data.shape[1]} features; the model was fitted "
                              f"on {d}")
         keep, mean, P = self._projection(which)
-        A_kept = ain.data.rechunk({1: -1})[:, np.flatnonzero(keep)]
+        A_kept = full_rows(ain.data)[:, np.flatnonzero(keep)]
         return ain, affine_map(A_kept, mean, P)
 
     def transform(self, X=None, Y=None):

@@ -35,6 +35,7 @@ import dask.array as da
 import numpy as np
 from scipy import linalg as sla
 
+from .._validation import full_rows
 from . import passes
 from .moments import block_moments, gram_precision, merge_moments
 
@@ -58,11 +59,7 @@ def row_panels(X: da.Array, panel_bytes: int = PANEL_BYTES) -> da.Array:
     """``X`` as row panels (all features in one chunk), each at most ``panel_bytes`` when
     the rows allow it. Sparse arrays keep their row blocks (their size is their stored
     values)."""
-    if len(X.chunks[1]) == 1:
-        return X
-    d = X.shape[1]
-    rows = max(1, panel_bytes // max(1, d * X.dtype.itemsize))
-    return X.rechunk({0: min(max(X.chunks[0]), rows), 1: -1})
+    return full_rows(X, panel_bytes)
 
 
 def _is_sparse_block(x) -> bool:

@@ -11,6 +11,7 @@ import numpy as np
 from .._validation import (
     check_bool,
     choose_n_components,
+    full_rows,
     is_sparse,
 )
 from ..linalg import (
@@ -231,7 +232,7 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         if len(arr.chunks[1]) > 1 and not self._fit_keeps_2d_blocks(arr.shape[1]):
             logger.info("X: features were split over %d column chunks; rechunking to one column "
                         "chunk (rows stay as they are)", len(arr.chunks[1]))
-            data = dataclasses.replace(data, data=arr.rechunk({1: -1}))
+            data = dataclasses.replace(data, data=full_rows(arr))
         return data
 
     def _fit(self, data: MatrixInput) -> None:
@@ -250,7 +251,7 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2, "snapshot": 2,
                                       "sketch": 1}.get(solver, krylov))
         if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
-            X = X.rechunk({1: -1})
+            X = full_rows(X)
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
                     X.numblocks[0], solver)
         if self.persist and solver not in ("covariance_eigh", "sketch"):
