@@ -97,3 +97,43 @@ def test_moments_route_equals_library_routes(monkeypatch):
     dense = block_moments(x.toarray())
     np.testing.assert_allclose(m["m2"], dense["m2"], rtol=1e-12,
                                atol=1e-12 * np.abs(dense["m2"]).max())
+
+
+def test_grouped_blocks_equal_the_blocks_merged_one_by_one():
+    """A group of consecutive CSR blocks (one task of the sparse Gram pass) gives the moments
+    of the blocks stacked: exact on counts, with non-finite values counted, an empty block,
+    and a block too dense for the kernel (then the blocks' own moments are merged)."""
+    from scalepca.linalg.moments import _merge_list, group_moments_sparse
+
+    blocks = [_counts(50, 30, rho, seed=i) for i, rho in enumerate([0.05, 0.0, 0.1, 0.02])]
+    bad = blocks[2].copy()
+    bad.data[:3] = [np.nan, np.inf, np.nan]
+    for group in (blocks, [blocks[0], bad, blocks[3]], [blocks[0], _counts(50, 30, 0.9)]):
+        got = group_moments_sparse(group)
+        want = _merge_list([block_moments(b) for b in group])
+        assert got["n"] == want["n"] and got["bad"] == want["bad"]
+        np.testing.assert_allclose(got["mean"], want["mean"], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got["m2"], want["m2"], rtol=1e-12, atol=1e-9)
+        np.testing.assert_array_equal(got.get("nan_features", 0), want.get("nan_features", 0))
+        np.testing.assert_allclose(got["m2"], got["m2"].T, rtol=1e-14, atol=1e-9)
+
+
+def test_the_sparse_gram_pass_sends_a_partial_per_group_of_blocks():
+    """The moments pass of a dask array of CSR blocks reads the blocks in groups (fewer d × d
+    partials), and its result does not depend on the grouping or the chunking."""
+    import dask
+    import dask.array as da
+
+    mom_mod = importlib.import_module("scalepca.linalg.moments")  # the package names a function so
+    x = _counts(6400, 25, 0.05, seed=3, dtype=np.float64)
+    ref = x.toarray()
+    ref_m2 = (ref - ref.mean(0)).T @ (ref - ref.mean(0))
+    for rows in (100, 400, 6400):
+        X = da.from_array(x, chunks=(rows, 25)).map_blocks(sp.csr_matrix)
+        graph = mom_mod.moments_graph(X)
+        leaves = [k for k in dict(graph.__dask_graph__()) if "group_moments_sparse" in str(k)]
+        size = max(1, min(mom_mod.SPARSE_GROUP_BLOCKS,
+                          X.numblocks[0] // mom_mod.SPARSE_MIN_TASKS))
+        assert len(leaves) == -(-X.numblocks[0] // size)
+        (got,) = dask.compute(graph)
+        np.testing.assert_allclose(got["m2"], ref_m2, rtol=1e-12, atol=1e-8)

@@ -32,7 +32,7 @@ try:  # optional: numba compiles the kernel; without it the callers use library 
 except ImportError:  # pragma: no cover - exercised where numba is absent
     numba = None
 
-__all__ = ["HAVE_KERNEL", "SLAB_NNZ", "csr_gram"]
+__all__ = ["HAVE_KERNEL", "SLAB_NNZ", "csr_gram", "csr_gram_add"]
 
 #: stored entries per slab of rows: 65,536 entries of a float32 value and an int32 index,
 #: plus their column index, are under 1 MiB, the L2 cache of one core here
@@ -100,16 +100,32 @@ def csr_gram(x, *, slab_nnz: int = SLAB_NNZ) -> np.ndarray:
         raise ImportError("csr_gram needs numba (pip install numba, or the scalepca[sparse] "
                           "extra)")
     d = x.shape[1]
+    g = np.zeros((d, d), dtype=np.float64)
+    csr_gram_add(x, g, slab_nnz=slab_nnz)
+    _mirror_upper(g)
+    return g
+
+
+def csr_gram_add(x, g: np.ndarray, *, slab_nnz: int = SLAB_NNZ) -> None:
+    """Add the upper triangle of ``xᵀ x`` (``x`` CSR) into that of the C-ordered float64
+    d × d ``g``, in place (the strict lower triangle is not touched): the Grams of several
+    row blocks summed in one array, mirrored once by the caller (:func:`mirror_upper`)."""
+    if _upper_gram_compiled is None:
+        raise ImportError("csr_gram needs numba (pip install numba, or the scalepca[sparse] "
+                          "extra)")
     if not x.has_canonical_format:
         x = x.copy()
         x.sum_duplicates()
-    g = np.zeros((d, d), dtype=np.float64)
     if x.nnz:
         data = x.data if x.data.dtype in (np.float32, np.float64) else x.data.astype(np.float64)
         unsigned = x.indices.view(np.uint32 if x.indices.itemsize == 4 else np.uint64)
-        _upper_gram_compiled(x.indptr, unsigned, data, d, int(slab_nnz), g.reshape(-1))
+        _upper_gram_compiled(x.indptr, unsigned, data, x.shape[1], int(slab_nnz),
+                             g.reshape(-1))
+
+
+def mirror_upper(g: np.ndarray) -> None:
+    """Copy the strict upper triangle of ``g`` onto its (zero) strict lower one, in place."""
     _mirror_upper(g)
-    return g
 
 
 def _mirror_upper(g: np.ndarray, step: int = 64) -> None:
