@@ -9,7 +9,12 @@ import pytest
 import xarray as xr
 
 import scalepca
+import scalepca.analysis.hilbert_eof as hilbert_module
 from scalepca.analysis.hilbert_eof import HilbertEOF
+from scalepca.linalg import passes
+from scalepca.linalg.hilbert import analytic_signal
+
+from .support.counting import counted_dask
 
 xeofs = pytest.importorskip("xeofs")
 
@@ -217,6 +222,67 @@ def test_transform_of_the_fitted_field_is_scores(field, kind, solver, padding, t
         Z = Z.values
     for part in (np.real, np.imag):
         _close(part(np.asarray(Z)), part(model.scores_), "transform(X) = scores_", 1e-10)
+
+
+@pytest.mark.parametrize("strip", [None, 37], ids=["one-strip", "strips-of-37"])
+@pytest.mark.parametrize("kind", KINDS[:4])
+def test_transform_is_the_dense_projection(field, kind, strip, tmp_path, monkeypatch):
+    """transform of the weighted SST: each series' padded analytic signal times the complex
+    EOFs, formed densely in NumPy (the projection transform computed eagerly before it was
+    lazy) to 1e-12, in NumPy, dask in one and in many row chunks, xarray, and over one or 15
+    column strips (the tree sum over strips); NumPy in, NumPy out; dask in, dask out."""
+    model = HilbertEOF(K).fit(_input(field, "numpy", tmp_path))
+    if strip is not None:
+        monkeypatch.setattr(hilbert_module, "HILBERT_STRIP_BYTES", 50 * 8 * strip)
+    X = field.values.reshape(50, -1) * _weights(field)
+    keep = ~np.isnan(model.mean_)
+    expected = analytic_signal(X[:, keep] - model.mean_[keep], padding="exp",
+                               decay_factor=0.2) @ model.components_[:, keep].T
+    xin = _input(field, kind, tmp_path)
+    got = model.transform(xin)
+    if kind == "numpy":
+        assert isinstance(got, np.ndarray)
+    elif kind == "xarray-many-chunks":
+        assert isinstance(got.data, da.Array) and got.dims == ("time", "mode")
+        assert got.data.chunks[0] == xin.data.chunks[0]
+        got = got.values
+    else:
+        assert isinstance(got, da.Array) and got.chunks[0] == xin.chunks[0]
+        got = got.compute()
+    assert got.shape == (50, K) and got.dtype == np.complex128
+    for part in (np.real, np.imag):
+        _close(part(got), part(expected), "transform = dense projection", 1e-12)
+
+
+@pytest.mark.parametrize("strip", [None, 37], ids=["one-strip", "strips-of-37"])
+def test_transform_is_lazy_and_one_pass(field, strip, tmp_path, monkeypatch,
+                                         raise_if_dask_computes):
+    """transform of dask and xarray input computes nothing (a scheduler that counts every
+    compute, zero allowed) and reads no block; computing its result is one dask compute that
+    reads every block of the input once (one pass), with the features in one strip or in 15.
+    NumPy input is one pass counted under ``HilbertEOF.transform``."""
+    values = field.values.reshape(50, -1)
+    model = HilbertEOF(K).fit(scalepca.open_matrix(values, weights=_weights(field)))
+    if strip is not None:
+        monkeypatch.setattr(hilbert_module, "HILBERT_STRIP_BYTES", 50 * 8 * strip)
+    arr, reads = counted_dask(values, chunks=(6, 100))
+    X = scalepca.open_matrix(arr, weights=_weights(field))
+    field_in = _input(field, "xarray-many-chunks", tmp_path)
+    with raise_if_dask_computes(0):
+        Z = model.transform(X)
+        Zx = model.transform(field_in)
+    assert isinstance(Z, da.Array) and isinstance(Zx.data, da.Array) and reads.reads == 0
+    with raise_if_dask_computes(1) as computes:
+        got = Z.compute()
+    assert computes.count == 1 and reads.reads == arr.npartitions == 9 * 6
+    events = []
+    with passes.listening(events.append):
+        eager = model.transform(scalepca.open_matrix(values, weights=_weights(field)))
+    ends = [e for e in events if e.stage == "end"]
+    assert [(e.method, e.index, e.name) for e in ends] == \
+        [("HilbertEOF.transform", 1, "complex PCs of new data")]
+    np.testing.assert_allclose(got, eager, rtol=0, atol=1e-12 * np.abs(eager).max())
+    np.testing.assert_allclose(Zx.values, eager, rtol=0, atol=1e-12 * np.abs(eager).max())
 
 
 def test_transform_of_new_times(field, tmp_path):

@@ -122,6 +122,35 @@ def test_reduce_rows_is_bitwise_stable(rng):
     assert all(np.array_equal(runs[0], r) for r in runs[1:])
 
 
+def _centred_product(x, P, mean, scale):
+    """A strip's n × k share of ``(X − mean) P · scale``."""
+    return (x - mean) @ P * scale
+
+
+@pytest.mark.parametrize("split_every", [2, 3, 8])
+@pytest.mark.parametrize("width", [1, 4, 7, 30])
+def test_sum_over_strips_equals_the_dense_product(rng, width, split_every,
+                                                  raise_if_dask_computes):
+    """Every strip's share of ``(X − mean) P`` with its rows of ``P`` and ``mean``, summed
+    over 1 to 30 strips in trees of fan-in 2, 3 and 8: the dense product, lazily, and
+    bitwise the same on every run."""
+    X, P, mean = _matrix(rng, n=23, d=30), rng.standard_normal((30, 3)), rng.normal(size=30)
+    S = da.from_array(X, chunks=(-1, width))
+    with raise_if_dask_computes(0):
+        Z = passes.sum_over_strips(S, _centred_product, P, mean, k=3, dtype=np.float64,
+                                   args=(2.0,), split_every=split_every)
+    assert Z.shape == (23, 3) and Z.chunks == ((23,), (3,))
+    runs = [Z.compute() for _ in range(2)]
+    np.testing.assert_allclose(runs[0], (X - mean) @ P * 2.0, rtol=0, atol=1e-12)
+    assert np.array_equal(runs[0], runs[1])
+
+
+def test_sum_over_strips_needs_whole_columns():
+    with pytest.raises(ValueError, match="all rows of S in one chunk; got 2 row chunks"):
+        passes.sum_over_strips(da.zeros((4, 6), chunks=2), _centred_product, np.zeros((6, 1)),
+                               np.zeros(6), k=1, dtype=np.float64, args=(1.0,))
+
+
 # -- counting ----------------------------------------------------------------------------------
 def test_compute_counts_on_the_active_counter_only(rng):
     A = _as_dask(_matrix(rng), 10, False)

@@ -360,7 +360,8 @@ API = {
         "moments", "moments_graph", "merge_moments", "eigh_descending", "flip_signs",
         "tsqr_svd_centered", "randomized_svd_centered", "block_moments",
         "column_moments_graph", "feature_scale"]),
-    "linalg_passes": ("scalepca.linalg.passes", ["reduce_rows", "reduce_blocks", "counting",
+    "linalg_passes": ("scalepca.linalg.passes", ["reduce_rows", "reduce_blocks",
+                                                 "sum_over_strips", "counting",
                                                  "add_listener", "listening", "PassEvent"]),
     "linalg_wide": ("scalepca.linalg.krylov", [
         "moments_and_gram_times", "gram_times", "block_krylov_eigh",

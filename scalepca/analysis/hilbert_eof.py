@@ -74,8 +74,16 @@ def _strips(X: da.Array) -> da.Array:
     return column_strips(X, HILBERT_STRIP_BYTES)
 
 
-def _strip_bounds(S: da.Array) -> np.ndarray:
-    return np.cumsum((0,) + S.chunks[1])
+def _complex_pcs(S: da.Array, comps: np.ndarray, mean: np.ndarray, opts) -> da.Array:
+    """The lazy complex PCs ``Z V`` (n × k complex, one chunk) of the column strips ``S``:
+    each strip centred (``mean``, NaN at features left out), turned into its analytic signal
+    (``opts``: padding and decay factor) and multiplied by its rows of the components
+    (``comps``, k × d, 0 at features left out) where it lives, a blockwise map; the n × k
+    partials summed over the strips in a tree (:func:`passes.sum_over_strips`). One pass
+    when computed; nothing is computed here."""
+    mean = np.where(np.isfinite(mean), mean, 0.0)
+    return passes.sum_over_strips(S, kern.strip_scores, comps.T, mean, k=comps.shape[0],
+                                  dtype=np.complex128, args=opts, name="complex-pcs")
 
 
 CLASS = "scalepca.analysis.hilbert_eof:HilbertEOF"
@@ -162,10 +170,15 @@ class HilbertEOF(BaseEstimator):
     (``MAX_GRAM_SIDE``), the other is not limited.
 
     ``transform(X)`` gives the complex PCs of a field of the same grid (other times, or the
-    fitted field again: then ``scores_``): each of its series turned into its own analytic
-    signal with the fit's padding and decay, projected on the complex EOFs — one pass over its
-    column strips, the fit's memory per worker. ``inverse_transform`` rebuilds the field from
-    complex PCs.
+    fitted field again: then ``scores_``), lazily for dask and xarray input (NumPy input gives
+    NumPy, computed in one counted pass). ``X`` is regrouped to column strips as in the fit;
+    in each strip's task its series become their own analytic signals (the fit's padding and
+    decay) and meet the strip's rows of the complex EOFs (a blockwise map, an n' × k complex
+    partial per strip); the partials are summed over the strips in a tree of fan-in 4. One
+    pass over ``X`` when the result is computed. Memory per worker: the fit's strip and its
+    padded signal, and at most 5 n' × k partials in a merge; only the n' × k result reaches
+    the client, when it is asked for. The (n', k) result comes in ``X``'s row chunks.
+    ``inverse_transform`` rebuilds the field from complex PCs.
     """
 
     #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
@@ -249,19 +262,8 @@ class HilbertEOF(BaseEstimator):
         theta, V = theta[::-1].clip(min=0.0), V[:, ::-1]
         k = int(self.n_modes)
         comps = V[:, :k].T
-        scores = self._project(S, comps, mean, opts, name="complex PCs")
+        (scores,) = passes.compute(_complex_pcs(S, comps, mean, opts), name="complex PCs")
         return theta, scores, comps, mom
-
-    def _project(self, S, comps, mean, opts, *, name):
-        """One pass: ``Z V`` (n × k) from the strips (each strip's share, summed)."""
-        bounds = _strip_bounds(S)
-        parts = []
-        mean = np.where(np.isfinite(mean), mean, 0.0)
-        for j, b in enumerate(S.to_delayed(optimize_graph=True).ravel()):
-            sl = slice(bounds[j], bounds[j + 1])
-            parts.append(dask.delayed(kern.strip_scores, pure=True)(
-                b, comps[:, sl].T, mean[sl], *opts))
-        return sum(passes.compute(*parts, name=name))
 
     @staticmethod
     def _check_nan(mom, n):
@@ -341,9 +343,11 @@ class HilbertEOF(BaseEstimator):
         """The complex PCs of the field ``X`` (n' time steps × the fit's features, prepared
         as the fit's: ``open_matrix`` with the same weights): the analytic signal of each of
         its series, made with the fit's ``padding`` and ``decay_factor`` (the series centred
-        on its own mean, as in the fit), times the complex EOFs. One pass over ``X``'s column
-        strips; returns (n', k) complex in the input's kind ((time, mode) for xarray input).
-        On the fitted field it gives ``scores_``."""
+        on its own mean, as in the fit), times the complex EOFs. Lazy for dask and xarray
+        input (nothing is computed until the result is; then one pass over ``X``'s column
+        strips, see the Notes); NumPy input is computed here. Returns (n', k) complex in the
+        input's kind ((time, mode) for xarray input). On the fitted field it gives
+        ``scores_``."""
         from .mca import _matrix
 
         self._check_fitted()
@@ -352,14 +356,23 @@ class HilbertEOF(BaseEstimator):
         if d != self.n_features_in_:
             raise ValueError(f"X has {d} features; the model was fitted on "
                              f"{self.n_features_in_}")
+        S = _strips(xin.data)
+        Z = self._transform_strips(S)
+        if xin.kind == "numpy":  # an eager result: its one pass counted under the tool's name
+            with passes.counting("HilbertEOF.transform", planned=1, chunks=S.numblocks[1]):
+                (Z,) = passes.compute(Z, name="complex PCs of new data")
+            return Z
+        return xin.wrap_samples(Z.rechunk({0: xin.data.chunks[0]}))
+
+    def _transform_strips(self, S: da.Array) -> da.Array:
+        """The lazy complex PCs (n × k, one chunk) of the prepared matrix regrouped to column
+        strips ``S`` (:func:`_strips`; n × the fit's features): each strip's analytic signal,
+        padded as in the fit, on its rows of the complex EOFs, summed over the strips
+        (:func:`_complex_pcs`)."""
         keep = ~np.isnan(self.mean_)
         comps = np.where(keep[None, :], self.components_, 0.0)
         padding = "none" if self.padding is None else self.padding
-        S = _strips(xin.data)
-        with passes.counting("HilbertEOF.transform", planned=1, chunks=S.numblocks[1]):
-            Z = self._project(S, comps, self.mean_, (padding, float(self.decay_factor)),
-                              name="complex PCs of new data")
-        return xin.wrap_samples(da.from_array(Z, chunks=(xin.data.chunks[0], -1)))
+        return _complex_pcs(S, comps, self.mean_, (padding, float(self.decay_factor)))
 
     def components(self):
         """The complex EOFs: (mode, feature dims) for xarray input, else (k, d)."""

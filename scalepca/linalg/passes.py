@@ -14,7 +14,9 @@ Reductions
     strip) and :func:`reduce_rows` (its single output as a ``Delayed``, optionally computed in
     one graph with another array, see :func:`single_delayed`) for dask arrays;
     :func:`reduce_blocks` for a list of ``Delayed`` row blocks (sparse PCA's minibatches).
-    All three fold the partials with the same :func:`fold`.
+    :func:`sum_over_strips` is the same tree across the *column strips* of a matrix (all rows,
+    some features, e.g. Hilbert EOF's complex PCs): a lazy n × k dask array, a sum of one
+    partial per strip. All four fold the partials with the same :func:`fold`.
 
 Counting
     An estimator's fit runs inside :func:`counting` (``DecompositionMixin.fit`` does it), which
@@ -71,6 +73,7 @@ __all__ = [
     "remove_listener",
     "row_reduction",
     "single_delayed",
+    "sum_over_strips",
 ]
 
 #: the logger of the pass lines (``PCA: pass 1 (moments) took 0.41s``)
@@ -164,6 +167,43 @@ def reduce_blocks(blocks: list, block: Callable, merge: Callable | None, *args,
                                                merge_all=merge_all)
                  for i in range(0, len(level), split_every)]
     return level[0]
+
+
+def _strip_partial(x, *per_feature, block, args):
+    """One strip's n × k partial of :func:`sum_over_strips`, with the strip axis in front."""
+    return block(x, *per_feature, *args)[None]
+
+
+def _first(acc):
+    return acc[0]
+
+
+def sum_over_strips(S: da.Array, block: Callable, *per_feature: np.ndarray, k: int, dtype,
+                    args: tuple = (), split_every: int = 4, name: str | None = None) -> da.Array:
+    """Lazy ``Σ_j block(S_j, f_j, …, *args)`` (n × k) over the column strips ``S_j`` of ``S``.
+
+    ``S`` holds all its rows in one chunk (column strips, as
+    :func:`scalepca.linalg.snapshot.column_strips` makes them); each ``per_feature`` array
+    (d × …, NumPy) reaches the strip's task as its rows of the strip's features. A blockwise
+    map gives one n × k partial per strip where the strip lives, and the partials are summed
+    by :func:`fold` in a tree of fan-in ``split_every``, consecutive strips left to right (only
+    n × k values travel). Nothing is computed: the result is one (n, k) chunk of ``dtype``.
+    """
+    if len(S.chunks[0]) != 1:
+        raise ValueError("sum_over_strips needs column strips: all rows of S in one chunk; "
+                         f"got {len(S.chunks[0])} row chunks")
+    pairs = []
+    for i, f in enumerate(per_feature):
+        f = np.asarray(f)
+        rest = "".join(chr(ord("p") + i * 4 + a) for a in range(f.ndim - 1))
+        pairs += [da.from_array(f, chunks=(S.chunks[1],) + f.shape[1:]), "j" + rest]
+    parts = da.blockwise(_strip_partial, "jik", S, "ij", *pairs, new_axes={"k": k},
+                         adjust_chunks={"j": 1}, concatenate=True, dtype=dtype,
+                         meta=np.empty((0, 0, 0), dtype=dtype), block=block, args=tuple(args))
+    step = partial(fold, merge=np.add)
+    return da.reduction(parts, partial(_block_step, block=None), partial(step, finish=_first),
+                        combine=step, axis=0, concatenate=False, split_every=split_every,
+                        dtype=dtype, meta=np.empty((0, 0), dtype=dtype), name=name)
 
 
 def optimized_together(*arrays: da.Array) -> dict:
