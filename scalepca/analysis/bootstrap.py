@@ -357,6 +357,12 @@ class BootstrapEOF(BaseEstimator):
                        self.components_[:, keep].T)
         return xin.wrap_samples(Z)
 
+    def scores_arrays(self, X, *, fitted: bool = False) -> tuple[dict, None]:
+        """``(arrays by name, attrs)`` of a scores store (``scalepca run``'s
+        ``output.scores``, ``scalepca transform``): the PCs of ``X`` as ``scores`` (lazy, as
+        :meth:`transform` gives them), also for the fitted field (``fitted``)."""
+        return {"scores": self.transform(X)}, None
+
     def components(self):
         """The EOFs, over ``mode`` and the field's feature dims for xarray input."""
         return self._labelled(self.components_, "components")

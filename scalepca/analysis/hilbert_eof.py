@@ -115,6 +115,21 @@ def _check_side(params, shape):
             f"{'covariance' if solver == 'gram' else 'gram'!r} or coarsen the field")
 
 
+def _polar(z):
+    """``(|z|, arg z)`` of complex PCs in their kind (a DataArray keeps its coordinates)."""
+    import xarray as xr
+
+    def parts(a):
+        angle = da.angle if isinstance(a, da.Array) else np.angle
+        return abs(a), angle(a)
+
+    if isinstance(z, xr.DataArray):
+        amplitude, phase = parts(z.data)
+        return (z.copy(data=amplitude).rename("scores_amplitude"),
+                z.copy(data=phase).rename("scores_phase"))
+    return parts(z)
+
+
 class HilbertEOF(BaseEstimator):
     """Hilbert (complex) EOF analysis of a field ``X`` (n time steps × d grid cells).
 
@@ -410,6 +425,20 @@ class HilbertEOF(BaseEstimator):
         """``arg(Z v_i)`` of each complex PC in radians, (−π, π]."""
         self._check_fitted()
         return self._over_samples(np.angle(self.scores_), "scores_phase")
+
+    def scores_arrays(self, X=None, *, fitted: bool = False) -> tuple[dict, dict]:
+        """``(arrays by name, attrs)`` of a scores store (``scalepca run``'s
+        ``output.scores``, ``scalepca transform``): the complex PCs as amplitude and phase,
+        ``scores_amplitude`` (``|Z v|``, unnormalised) and ``scores_phase`` (``arg(Z v)`` in
+        radians): the PCs are ``amplitude · exp(i phase)``. ``fitted``: ``scores_`` (no pass
+        over ``X``), else those of :meth:`transform` of ``X``."""
+        if fitted:
+            amplitude = self.scores_amplitude(normalized=False)
+            phase = self.scores_phase()
+        else:
+            amplitude, phase = _polar(self.transform(X))
+        return ({"scores_amplitude": amplitude, "scores_phase": phase},
+                {"complex_scores": "scores_amplitude * exp(1j * scores_phase)"})
 
     def inverse_transform(self, scores=None):
         """The field rebuilt from complex PCs (default: ``scores_``) as the real part of

@@ -495,6 +495,17 @@ class MCA(BaseEstimator):
             out.append(ain.wrap_samples(Z))
         return tuple(out)
 
+    def scores_arrays(self, X, Y=None, *, fitted: bool = False) -> tuple[dict, dict]:
+        """``(arrays by name, attrs)`` of a scores store (``scalepca run``'s
+        ``output.scores``, ``scalepca transform``): each field's expansion coefficients,
+        ``scores_x`` and ``scores_y`` (lazy, as :meth:`transform` gives them), and the
+        fields' names (attribute ``fields``). ``fitted``: the fields are the fitted ones
+        (MCA keeps no scores of its own: they are transformed all the same)."""
+        X, Y = _fields_pair(X, Y, "scores_arrays")
+        zx, zy = self.transform(X, Y)
+        fields = [getattr(a, "name", None) for a in (X, Y)]
+        return {"scores_x": zx, "scores_y": zy}, {"fields": [str(f) for f in fields]}
+
     def patterns(self, X, Y):
         """Homogeneous and heterogeneous correlation maps, in one pass over the two fields.
 
