@@ -29,6 +29,7 @@ from .app.pipeline import (
     open_data,
     summary,
     transform_data,
+    transform_scores,
     write_outputs,
 )
 from .app.preflight import check_config
@@ -169,7 +170,7 @@ def cmd_transform(args) -> int:
     est = load(model, storage_options=so)
     X = transform_data(est, data, variable=args.variable, sample_dims=args.sample_dims,
                        weights=args.weights, storage_options=so)
-    scores = est.transform(X)
+    scores, attrs = transform_scores(est, X)
     if args.scheduler:
         ccfg = {"kind": "address", "address": args.scheduler}
     else:
@@ -178,7 +179,8 @@ def cmd_transform(args) -> int:
     quiet = args.no_progress or args.quiet
     with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
         write_array(scores, out, name="scores", storage_options=so, overwrite=args.overwrite,
-                    flag="--overwrite", inputs=[("the model", model), ("the data", data)])
+                    flag="--overwrite", inputs=[("the model", model), ("the data", data)],
+                    attrs=attrs)
     print(f"written: {out}")
     return EXIT_OK
 
@@ -439,7 +441,8 @@ _RUN_EXAMPLES = """examples:
   scalepca run job.yaml --scheduler tcp://10.0.0.5:8786 -q"""
 _TRANSFORM_EXAMPLES = """examples:
   scalepca transform out/model.zarr new.zarr --out new_scores.zarr
-  scalepca transform out/model.zarr sst.nc --variable sst --out eofs.zarr --n-workers 4"""
+  scalepca transform out/model.zarr sst.nc --variable sst --out eofs.zarr --n-workers 4
+  scalepca transform out/mca/model.zarr winters.nc --out mca.zarr   # both fields by name"""
 _INFO_EXAMPLES = """examples:
   scalepca info out/model.zarr
   scalepca info s3://bucket/data.zarr --storage-options '{"anon": true}'"""

@@ -442,6 +442,17 @@ OPERATIONS = [
     # replicate's explained variance ratios against dense weighted covariances, and Rotator(2)
     # of its EOFs (the whole job in the bootstrap's passes) against the reference's
     "BootstrapEOF",
+    # the three analysis tools (MCA of the data with themselves, HilbertEOF(2),
+    # BootstrapEOF(2)) fitted on the matrix open_matrix made, then transform of the data as
+    # the user holds them (the kind's raw object: an N-D field, a table, ...): the tool
+    # repeats its recorded preparation, equal to the transform of the matrix (1e-12), to the
+    # reference's PCs (MCA, bootstrap) and to the fitted complex PCs (Hilbert);
+    # save-load>tools-raw: with each tool saved and read back by scalepca.load first
+    "tools-raw",
+    # each tool saved, then `scalepca transform TOOL.zarr DATA --out`: the arrays of run's
+    # scores.zarr, equal to the tool's own in Python (an MCA model reads its two fields by
+    # the variables it records)
+    "tools-cli-transform",
     "transform-reordered",  # transform of the data with their labelled features in another order
     "transform-as-other-kind",  # fit on one kind, transform the same data as each of also_as
     "transform-as-other-kind-reordered",  # the same with the features reordered: refused
@@ -585,6 +596,20 @@ EXPECTATIONS = [
     Rule("*", SPARSE_KINDS, "*", "HilbertEOF|BootstrapEOF",
          Refused((ValueError, TypeError), "sparse",
                  "the analytic signal and the replicates' Grams are dense")),
+    Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
+         "RobustPCA-*", "*", "*", "tools-*",
+         NotApplicable("the analysis tools fit no estimator of this axis: run once, against "
+                       "the reference made with PCA-covariance_eigh's cell")),
+    Rule("*", "*", "zero_center=False|standardize*", "tools-*",
+         NotApplicable("the tools centre the field and take it as prepared (no zero_center or "
+                       "standardize of this axis; MCA's own in tests/test_mca.py)")),
+    Rule("*", "|".join(k.name for k in INPUT_KINDS if k.name not in XARRAY_PATHS.split("|")),
+         "*", "tools-cli-transform",
+         NotApplicable("scalepca transform of a tool's model reads a named variable of an "
+                       "xarray store (NetCDF, xarray zarr), as run's analysis methods do")),
+    Rule("*", SPARSE_KINDS, "*", "tools-raw",
+         Refused((ValueError, TypeError), "sparse",
+                 "the tools' cross products, analytic signal and replicates are dense")),
     Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
          "RobustPCA-*", "*", "*", "cli-run",
          NotApplicable("runs the analysis methods, which fit no estimator of this axis")),
@@ -788,6 +813,13 @@ EXTRA_CELLS = [
     # saved is the tool's own), on arrays, fields and a path, with land and weights
     ("PCA-covariance_eigh", "numpy|xarray-field|netcdf", "none|weights+land-mask",
      "save-load>MCA|save-load>HilbertEOF|save-load>BootstrapEOF"),
+    # the analysis tools saved, loaded and given the raw data: their record of the
+    # preparation (weights, land, grid) survives the store
+    ("PCA-covariance_eigh", "numpy|xarray-field|netcdf", "none|weights+land-mask",
+     "save-load>tools-raw"),
+    # scalepca transform of the tools' stores with weights (array or named), land and float32
+    ("PCA-covariance_eigh", XARRAY_PATHS,
+     "none|weights-array|weights-named|weights+land-mask|float32", "tools-cli-transform"),
     # scalepca run of the analysis methods with weights and land, xarray's open options and
     # float32 data
     ("PCA-covariance_eigh", "netcdf", "weights+land-mask|open_options|float32", "cli-run"),
@@ -903,8 +935,8 @@ def markdown() -> str:
     parts.append("## Beyond pairs\n")
     parts.append("Junctions of three or four features that no pair of axes reaches "
                  "(`EXTRA_CELLS`); `save-load>OP` runs OP with the model saved and loaded "
-                 "(for `MCA`, `HilbertEOF` and `BootstrapEOF`, the tool's own model, read back "
-                 "by `scalepca.load`).\n")
+                 "(for `MCA`, `HilbertEOF`, `BootstrapEOF` and `tools-raw`, the tools' own "
+                 "models, read back by `scalepca.load`).\n")
     lines = ["| estimator | input | option | operation | outcome |", "|---|---|---|---|---|"]
     lines += [f"| `{e}` | `{k}` | `{o}` | `{op}` | {_code(expectation((e, k, o, op)), legend)} |"
               for e, k, o, op in extra_cells()]

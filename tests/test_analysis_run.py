@@ -84,11 +84,16 @@ def test_mca_run_equals_the_estimator(files, capsys):
     assert scores.attrs["fields"] == ["sst", "z"]
     xr.testing.assert_allclose(model.components_y_xr_, ref.components_y_xr_)
     assert (out / "report.html").exists()
-    # scalepca transform refuses the tools' models, which do not keep the data's preparation
+    # scalepca transform of the saved model reads both fields from the store by the
+    # variables the model records and writes run's layout: the same scores
     assert main(["transform", str(out / "model.zarr"), str(files / "both.nc"), "--out",
-                 str(files / "t.zarr")]) == EXIT_USER_ERROR
-    assert "scores are written by scalepca run" in capsys.readouterr().err
-    assert not (files / "t.zarr").exists()
+                 str(files / "t.zarr"), "--no-progress", "--no-processes", "--n-workers",
+                 "1"]) == EXIT_OK, capsys.readouterr().err
+    again = xr.open_zarr(files / "t.zarr")
+    assert set(again.data_vars) == set(scores.data_vars) and again.attrs == scores.attrs
+    for name in ("scores_x", "scores_y"):
+        _close(again[name].transpose("time", "mode"), scores[name].transpose("time", "mode"),
+               f"transform: {name}")
     assert main(["info", str(out / "model.zarr")]) == EXIT_OK
     said = capsys.readouterr().out
     assert "scalepca.analysis.mca:MCA (complete)" in said and "written by scalepca" in said

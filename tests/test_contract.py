@@ -301,7 +301,7 @@ def _close(actual, expected, rtol, what, atol=None):
 
 
 #: the analysis tools among the operations: ``save-load>TOOL`` saves and reloads the tool itself
-TOOLS = ("MCA", "HilbertEOF", "BootstrapEOF")
+TOOLS = ("MCA", "HilbertEOF", "BootstrapEOF", "tools-raw")
 
 
 # -- a cell --------------------------------------------------------------------------------------
@@ -500,6 +500,10 @@ class Cell:
             self.cli_transform(model, raw, ref)
         elif op == "cli-run":
             self.cli_run(raw, Xfit)
+        elif op == "tools-raw":
+            self.tools_raw(Xfit, Xnew, raw, ref, rtol)
+        elif op == "tools-cli-transform":
+            self.tools_cli_transform(raw, Xfit)
         else:  # pragma: no cover - a new operation needs its branch here
             raise AssertionError(f"no runner for operation {op!r}")
 
@@ -688,15 +692,15 @@ class Cell:
         _close(_align(self._canonical_components(rot.components_), comps, 1), comps, rtol,
                "Rotator.components_ of BootstrapEOF")
 
-    def reloaded(self, tool):
-        """``tool`` itself, or (``save-load>`` of a tool) its store read back by
+    def reloaded(self, tool, name: str = "tool"):
+        """``tool`` itself, or (``save-load>`` of a tool) its store ``name.zarr`` read back by
         scalepca.load: the same class, parameters and saved state."""
         if not getattr(self, "reload_tool", False):
             return tool
         import scalepca
 
-        self.call(tool.save, self.tmp / "tool.zarr")
-        got = self.call(scalepca.load, self.tmp / "tool.zarr")
+        self.call(tool.save, self.tmp / f"{name}.zarr")
+        got = self.call(scalepca.load, self.tmp / f"{name}.zarr")
         assert type(got) is type(tool) and got.get_params() == tool.get_params()
         return got
 
@@ -748,6 +752,84 @@ class Cell:
             else:
                 _close(_scores(np.asarray(group["scores"]), self.kind),
                        _scores(tool.transform(Xfit), self.kind), 1e-12, "bootstrap_eof: PCs")
+
+    def _tools(self, Xfit) -> dict:
+        """The three analysis tools fitted on the matrix ``Xfit`` (MCA: paired with itself)."""
+        from scalepca.analysis.bootstrap import BootstrapEOF
+        from scalepca.analysis.hilbert_eof import HilbertEOF
+        from scalepca.analysis.mca import MCA
+
+        return {"mca": self.call(MCA(2).fit, Xfit, Xfit),
+                "hilbert_eof": self.call(HilbertEOF(2).fit, Xfit),
+                "bootstrap_eof": self.call(BootstrapEOF(2, n_bootstraps=10,
+                                                        random_state=4).fit, Xfit)}
+
+    @staticmethod
+    def _transformed(tool, X):
+        """The tool's scores of ``X`` (MCA: of X paired with itself, X's coefficients)."""
+        from scalepca.analysis.mca import MCA
+
+        return tool.transform(X, X)[0] if isinstance(tool, MCA) else tool.transform(X)
+
+    def _rows(self, Z):
+        """Scores as (n × k) NumPy in sample order; complex PCs kept complex."""
+        Z = _values(Z)
+        if np.issubdtype(getattr(Z, "dtype", np.float64), np.complexfloating):
+            return _scores(Z.real, self.kind) + 1j * _scores(Z.imag, self.kind)
+        return _scores(Z, self.kind)
+
+    def tools_raw(self, Xfit, Xnew, raw, ref, rtol):
+        """Each tool (saved and loaded for ``save-load>tools-raw``) given the data as the user
+        holds them repeats its recorded preparation: the scores of the matrix ``Xfit`` to
+        1e-12, the reference's PCs (MCA, bootstrap) and the fitted complex PCs (Hilbert)."""
+        new = [Xnew]
+        if self.kind.path and self.kind.name in C.XARRAY_PATHS.split("|"):
+            from scalepca.preprocessing._open import open_dataset
+
+            new.append(open_dataset(str(raw)))  # the store's Dataset: the variable by name
+        expected = ref.scores()[:, :2]
+        for name, tool in self._tools(Xfit).items():
+            tool = self.reloaded(tool, name)
+            by_matrix = self._rows(self.call(self._transformed, tool, Xfit))
+            for X in new:
+                got = self._rows(self.call(self._transformed, tool, X))
+                for part in ((np.real, np.imag) if name == "hilbert_eof" else (np.real,)):
+                    _close(part(got), part(by_matrix), 1e-12,
+                           f"{name}: transform of the raw data vs of the matrix")
+                if name == "hilbert_eof":
+                    for part in (np.real, np.imag):
+                        _close(part(got), part(tool.scores_), 1e-10,
+                               "hilbert_eof: transform of the raw data = scores_")
+                else:
+                    _close(_align(got.real, expected, 0), expected, rtol,
+                           f"{name}: scores of the raw data vs the reference's PCs")
+
+    def tools_cli_transform(self, raw, Xfit):
+        """`scalepca transform` of each tool's store on the cell's store: the arrays its
+        scores_arrays gives in Python (the layout of run's scores.zarr)."""
+        import zarr
+
+        from scalepca.cli import main
+
+        for name, tool in self._tools(Xfit).items():
+            self.call(tool.save, self.tmp / f"{name}.zarr")
+            out = self.tmp / f"{name}-scores.zarr"
+            rc = self.call(main, ["transform", str(self.tmp / f"{name}.zarr"), str(raw),
+                                  "--out", str(out), "--no-progress", "--no-processes",
+                                  "--n-workers", "1", "-q"])
+            assert rc == 0, f"{name}: scalepca transform exited with {rc}"
+            group = zarr.open_group(str(out), mode="r")
+            fields = [Xfit, Xfit] if name == "mca" else Xfit
+            arrays, _ = tool.scores_arrays(fields, fitted=True)
+            assert set(group.array_keys()) >= set(arrays), f"{name}: {sorted(group)}"
+            if name == "hilbert_eof":
+                z = group["scores_amplitude"][...] * np.exp(1j * group["scores_phase"][...])
+                for part in (np.real, np.imag):
+                    _close(part(z), part(tool.scores_), 1e-12, "hilbert_eof: complex PCs")
+                continue
+            for key, expected in arrays.items():
+                _close(_scores(np.asarray(group[key]), self.kind), _scores(expected, self.kind),
+                       1e-12, f"{name}: {key}")
 
     def _canonical_components(self, comps):
         comps = np.asarray(comps, dtype=np.float64)

@@ -151,8 +151,12 @@ def test_bad_input(fields, tmp_path):
     with pytest.raises(ValueError, match="NaN at some samples only"):
         MCA(2).fit(holed, Y)
     model = MCA(2).fit(X, Y)
-    with pytest.raises(ValueError, match="Y has 540 features; the model was fitted on 1421"):
+    # a matrix open_matrix made: checked against the fit's record of Y's preparation
+    with pytest.raises(ValueError, match="Y was prepared differently .*540 weights, fitted "
+                                         "with 1421"):
         model.transform(Y=X)
+    with pytest.raises(ValueError, match="Y has 540 features; the model was fitted on 1421"):
+        model.transform(Y=fields[0].values.reshape(50, -1))
 
 
 @pytest.mark.parametrize("kind", ["xarray-many-chunks", "numpy"])

@@ -51,6 +51,7 @@ from ..linalg import bootstrap as boot
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips, snapshot_gram
 from ..models._params import Choice, Int, Param, Rule, Shape, check_parameters
+from . import _prep
 
 __all__ = ["BootstrapEOF"]
 
@@ -185,6 +186,8 @@ class BootstrapEOF(BaseEstimator):
                              needs=("solver", "n_bootstraps", "max_partial_bytes")),)
     #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
     _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
+    #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
+    _stored_weights = _prep.weights_names(1)
 
     def __init__(self, n_modes: int = 2, *, n_bootstraps: int = 100, confidence: float = 0.95,
                  solver: str = "auto", random_state: int | None = 0,
@@ -226,6 +229,7 @@ class BootstrapEOF(BaseEstimator):
         from ..io._stack import feature_template
 
         self._template = feature_template(xin.template) if xin.kind == "xarray" else None
+        self._preprocessing = xin.prep  # transform repeats it on new raw data
         return self
 
     def _fit_covariance(self, X, n, d, q):
@@ -333,7 +337,11 @@ class BootstrapEOF(BaseEstimator):
         """The PCs of ``X`` on the fitted EOFs, ``(x − mean_) · components_ᵀ`` over the
         features kept: lazy (one blockwise map over the row blocks, a pass when computed), in
         the input's kind (a DataArray over the sample dims and ``mode`` for xarray input).
-        ``X`` is a matrix prepared as the fit's was (``open_matrix`` with the same weights)."""
+
+        ``X`` in the field's own layout and units (a DataArray with the fitted dims, a Dataset
+        holding the fitted variable) is stacked and weighted by the model itself, as recorded
+        at ``fit`` (also after ``save`` and ``load``; the grid is checked); a matrix
+        ``open_matrix`` made is checked against that record and taken as it is."""
         from ..models.base import affine_map
         from .mca import _matrix
 
@@ -341,7 +349,7 @@ class BootstrapEOF(BaseEstimator):
             from sklearn.exceptions import NotFittedError
 
             raise NotFittedError("this BootstrapEOF is not fitted yet; call fit(X) first")
-        xin = _matrix(X, "X")
+        xin = _matrix(_prep.prepared(getattr(self, "_preprocessing", None), X, "X"), "X")
         if xin.data.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {xin.data.shape[1]} features; the model was fitted on "
                              f"{self.n_features_in_}")
@@ -349,6 +357,12 @@ class BootstrapEOF(BaseEstimator):
         Z = affine_map(full_rows(xin.data)[:, keep], self.mean_[keep],
                        self.components_[:, keep].T)
         return xin.wrap_samples(Z)
+
+    def scores_arrays(self, X, *, fitted: bool = False) -> tuple[dict, None]:
+        """``(arrays by name, attrs)`` of a scores store (``scalepca run``'s
+        ``output.scores``, ``scalepca transform``): the PCs of ``X`` as ``scores`` (lazy, as
+        :meth:`transform` gives them), also for the fitted field (``fitted``)."""
+        return {"scores": self.transform(X)}, None
 
     def components(self):
         """The EOFs, over ``mode`` and the field's feature dims for xarray input."""
@@ -373,12 +387,15 @@ class BootstrapEOF(BaseEstimator):
             raise NotFittedError("this BootstrapEOF is not fitted yet; call fit(X) first")
         params = {k: (v.item() if isinstance(v, np.generic) else v)
                   for k, v in self.get_params().items()}
+        preps, weights = _prep.to_store((getattr(self, "_preprocessing", None),))
         attrs = {"class": CLASS, "params": params,
                  "scalars": {k: getattr(self, k) for k in _SCALARS},
                  "template": None if self._template is None
-                 else template_to_json(self._template)}
+                 else template_to_json(self._template),
+                 _prep.ATTR: preps}
 
-        write_model_group(store, attrs, {name: getattr(self, name) for name in _ARRAYS},
+        write_model_group(store, attrs, {**{name: getattr(self, name) for name in _ARRAYS},
+                                         **weights},
                           storage_options=storage_options, overwrite=overwrite)
 
     @classmethod
@@ -396,4 +413,5 @@ class BootstrapEOF(BaseEstimator):
             setattr(model, name, value)
         t = attrs["template"]
         model._template = None if t is None else template_from_json(t)
+        (model._preprocessing,) = _prep.from_store(group, attrs, 1)
         return model

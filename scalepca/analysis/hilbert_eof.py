@@ -58,6 +58,7 @@ from ..linalg import hilbert as kern
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips
 from ..models._params import Choice, Param, Real, Rule, Shape, check_parameters
+from . import _prep
 
 __all__ = ["HilbertEOF"]
 
@@ -120,6 +121,21 @@ def _check_side(params, shape):
             f"solver={solver!r} decomposes a {side:,} × {side:,} complex matrix on the "
             f"client (over {MAX_GRAM_SIDE:,}): use solver="
             f"{'covariance' if solver == 'gram' else 'gram'!r} or coarsen the field")
+
+
+def _polar(z):
+    """``(|z|, arg z)`` of complex PCs in their kind (a DataArray keeps its coordinates)."""
+    import xarray as xr
+
+    def parts(a):
+        angle = da.angle if isinstance(a, da.Array) else np.angle
+        return abs(a), angle(a)
+
+    if isinstance(z, xr.DataArray):
+        amplitude, phase = parts(z.data)
+        return (z.copy(data=amplitude).rename("scores_amplitude"),
+                z.copy(data=phase).rename("scores_phase"))
+    return parts(z)
 
 
 class HilbertEOF(BaseEstimator):
@@ -192,6 +208,8 @@ class HilbertEOF(BaseEstimator):
     _parameter_rules = (Rule(_check_side, needs=("solver",)),)
     #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
     _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
+    #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
+    _stored_weights = _prep.weights_names(1)
 
     def __init__(self, n_modes: int = 2, *, padding: str | None = "exp",
                  decay_factor: float = 0.2, solver: str = "auto"):
@@ -228,6 +246,7 @@ class HilbertEOF(BaseEstimator):
                 vals, U, comps, mom = self._fit_covariance(S, opts)
         self._set_fitted(vals, U, comps, mom, n, d, solver)
         self._keep_labels(xin)
+        self._preprocessing = xin.prep  # transform repeats it on new raw data
         return self
 
     def _fit_gram(self, S, opts):
@@ -339,19 +358,28 @@ class HilbertEOF(BaseEstimator):
                            name=name)
         return _unstack(out, sdim).transpose(..., MODE)
 
-    def transform(self, X):
-        """The complex PCs of the field ``X`` (n' time steps × the fit's features, prepared
-        as the fit's: ``open_matrix`` with the same weights): the analytic signal of each of
-        its series, made with the fit's ``padding`` and ``decay_factor`` (the series centred
-        on its own mean, as in the fit), times the complex EOFs. Lazy for dask and xarray
-        input (nothing is computed until the result is; then one pass over ``X``'s column
-        strips, see the Notes); NumPy input is computed here. Returns (n', k) complex in the
-        input's kind ((time, mode) for xarray input). On the fitted field it gives
-        ``scores_``."""
+    def _prepared(self, X):
+        """``X`` as a matrix made as the fitted field's (:mod:`._prep`): raw data stacked
+        and weighted by the model, an ``open_matrix`` matrix checked against its record."""
         from .mca import _matrix
 
+        return _matrix(_prep.prepared(getattr(self, "_preprocessing", None), X, "X"), "X")
+
+    def transform(self, X):
+        """The complex PCs of the field ``X`` (n' time steps × the fit's grid): the analytic
+        signal of each of its series, made with the fit's ``padding`` and ``decay_factor``
+        (the series centred on its own mean, as in the fit), times the complex EOFs. Lazy for
+        dask and xarray input (nothing is computed until the result is; then one pass over
+        ``X``'s column strips, see the Notes); NumPy input is computed here. Returns (n', k)
+        complex in the input's kind ((time, mode) for xarray input). On the fitted field it
+        gives ``scores_``.
+
+        ``X`` in the field's own layout and units (a DataArray with the fitted dims, a Dataset
+        holding the fitted variable) is stacked and weighted by the model itself, as recorded
+        at ``fit`` (also after ``save`` and ``load``; the grid is checked); a matrix
+        ``open_matrix`` made is checked against that record and taken as it is."""
         self._check_fitted()
-        xin = _matrix(X, "X")
+        xin = self._prepared(X)
         n, d = xin.data.shape
         if d != self.n_features_in_:
             raise ValueError(f"X has {d} features; the model was fitted on "
@@ -411,16 +439,34 @@ class HilbertEOF(BaseEstimator):
         self._check_fitted()
         return self._over_samples(np.angle(self.scores_), "scores_phase")
 
+    def scores_arrays(self, X=None, *, fitted: bool = False) -> tuple[dict, dict]:
+        """``(arrays by name, attrs)`` of a scores store (``scalepca run``'s
+        ``output.scores``, ``scalepca transform``): the complex PCs as amplitude and phase,
+        ``scores_amplitude`` (``|Z v|``, unnormalised) and ``scores_phase`` (``arg(Z v)`` in
+        radians): the PCs are ``amplitude · exp(i phase)``. ``fitted``: ``scores_`` (no pass
+        over ``X``), else those of :meth:`transform` of ``X``."""
+        if fitted:
+            amplitude = self.scores_amplitude(normalized=False)
+            phase = self.scores_phase()
+        else:
+            amplitude, phase = _polar(self.transform(X))
+        return ({"scores_amplitude": amplitude, "scores_phase": phase},
+                {"complex_scores": "scores_amplitude * exp(1j * scores_phase)"})
+
     def inverse_transform(self, scores=None):
         """The field rebuilt from complex PCs (default: ``scores_``) as the real part of
         ``Z Vᴴ`` plus the mean, over the samples and the field's feature dims (xarray
-        input), in the matrix's (weighted) units; NaN at features left out."""
+        input), in the field's own units (the weights the model recorded at ``fit`` divided
+        out, NaN where a weight is 0); NaN at features left out."""
         self._check_fitted()
         z = self.scores_ if scores is None else np.asarray(scores)
         if z.ndim != 2 or z.shape[1] != self.components_.shape[0]:
             raise ValueError(f"scores must be (n_samples, {self.components_.shape[0]}); got "
                              f"shape {z.shape}")
         Xhat = np.real(z @ self.components_.conj()) + self.mean_
+        prep = getattr(self, "_preprocessing", None)
+        if prep is not None:
+            Xhat = prep.unweight(Xhat)
         samples, features = self._templates[1], self._templates[0]
         if features is None or scores is not None:
             return Xhat
@@ -445,12 +491,15 @@ class HilbertEOF(BaseEstimator):
                 arrays[name + ".real"], arrays[name + ".imag"] = value.real, value.imag
             else:
                 arrays[name] = value
+        preps, weights = _prep.to_store((getattr(self, "_preprocessing", None),))
+        arrays.update(weights)
         attrs = {"class": CLASS,
                  "params": {"n_modes": int(self.n_modes), "padding": self.padding,
                             "decay_factor": float(self.decay_factor), "solver": self.solver},
                  "scalars": {k: getattr(self, k) for k in _SCALARS},
                  "templates": [None if t is None else template_to_json(t)
-                               for t in self._templates]}
+                               for t in self._templates],
+                 _prep.ATTR: preps}
 
         write_model_group(store, attrs, arrays, storage_options=storage_options,
                           overwrite=overwrite)
@@ -475,4 +524,5 @@ class HilbertEOF(BaseEstimator):
             setattr(model, name, value)
         model._templates = tuple(None if t is None else template_from_json(t)
                                  for t in attrs["templates"])
+        (model._preprocessing,) = _prep.from_store(group, attrs, 1)
         return model

@@ -75,6 +75,7 @@ from ..models._params import (
     check_parameters,
     parameter_problems,
 )
+from . import _prep
 from .eof import _cross_block, _label, _merge_cross
 
 __all__ = ["MCA"]
@@ -273,6 +274,8 @@ class MCA(BaseEstimator):
     }
     #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
     _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
+    #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
+    _stored_weights = _prep.weights_names(2)
 
     def __init__(self, n_modes: int = 2, *, standardize=False,
                  max_cross_size: int = MAX_CROSS_SIZE, solver: str = "auto",
@@ -342,6 +345,7 @@ class MCA(BaseEstimator):
 
         self._templates = tuple(feature_template(a.template) if a.kind == "xarray" else None
                                 for a in (xin, yin))
+        self._preparations = (xin.prep, yin.prep)  # transform repeats them on new raw data
         return self
 
     def _fit_covariance(self, X, Y, std) -> None:
@@ -462,7 +466,8 @@ class MCA(BaseEstimator):
         from ..models.base import affine_map
 
         what = "XY"[which]
-        ain = _matrix(A, what)
+        preps = getattr(self, "_preparations", (None, None))
+        ain = _matrix(_prep.prepared(preps[which], A, what), what)
         d = (self.n_features_x_, self.n_features_y_)[which]
         if ain.data.shape[1] != d:
             raise ValueError(f"{what} has {ain.data.shape[1]} features; the model was fitted "
@@ -475,7 +480,13 @@ class MCA(BaseEstimator):
         """Expansion coefficients (xeofs' ``scores``, unnormalised): ``(x − x̄) U`` and
         ``(y − ȳ) V`` (divided by the scales with ``standardize``), lazy, in the input's kind
         (a DataArray over the sample dims and ``mode``). Returns ``(zx, zy)``, None for a
-        field not given; ``X`` may be the pair ``[X, Y]``."""
+        field not given; ``X`` may be the pair ``[X, Y]``.
+
+        Each field is taken as the fit's was made: data in the field's own layout and units
+        (a DataArray with the fitted dims, a Dataset holding the fitted variable) are stacked
+        and weighted by the model itself, as recorded at ``fit`` (also after ``save`` and
+        ``load``; the grid is checked); a matrix ``open_matrix`` made is checked against that
+        record (variable, dims, weights) and taken as it is."""
         self._check_fitted()
         X, Y = _fields_pair(X, Y, "transform")
         out = []
@@ -486,6 +497,17 @@ class MCA(BaseEstimator):
             ain, Z = self._scores(A, which)
             out.append(ain.wrap_samples(Z))
         return tuple(out)
+
+    def scores_arrays(self, X, Y=None, *, fitted: bool = False) -> tuple[dict, dict]:
+        """``(arrays by name, attrs)`` of a scores store (``scalepca run``'s
+        ``output.scores``, ``scalepca transform``): each field's expansion coefficients,
+        ``scores_x`` and ``scores_y`` (lazy, as :meth:`transform` gives them), and the
+        fields' names (attribute ``fields``). ``fitted``: the fields are the fitted ones
+        (MCA keeps no scores of its own: they are transformed all the same)."""
+        X, Y = _fields_pair(X, Y, "scores_arrays")
+        zx, zy = self.transform(X, Y)
+        fields = [getattr(a, "name", None) for a in (X, Y)]
+        return {"scores_x": zx, "scores_y": zy}, {"fields": [str(f) for f in fields]}
 
     def patterns(self, X, Y):
         """Homogeneous and heterogeneous correlation maps, in one pass over the two fields.
@@ -565,10 +587,13 @@ class MCA(BaseEstimator):
         scalars = {k: getattr(self, k) for k in _SCALARS}
         if np.isnan(scalars["total_squared_covariance_"]):  # JSON has no NaN
             scalars["total_squared_covariance_"] = None
+        preps, weights = _prep.to_store(getattr(self, "_preparations", (None, None)))
         attrs = {"class": CLASS, "params": params, "scalars": scalars,
                  "kept": [np.flatnonzero(k).tolist() for k in self._kept],
                  "templates": [None if t is None else template_to_json(t)
-                               for t in self._templates]}
+                               for t in self._templates],
+                 _prep.ATTR: preps}
+        arrays.update(weights)
 
         write_model_group(store, attrs, arrays, storage_options=storage_options,
                           overwrite=overwrite)
@@ -606,6 +631,7 @@ class MCA(BaseEstimator):
                                                                              strict=True))
         model._templates = tuple(None if t is None else template_from_json(t)
                                  for t in attrs["templates"])
+        model._preparations = _prep.from_store(group, attrs, 2)
         return model
 
 

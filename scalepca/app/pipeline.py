@@ -241,19 +241,15 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     A model fitted on xarray data (``open_matrix`` / a ``run`` config) keeps its variable,
     dims and weights: the data are opened in their own layout and the model repeats its steps
     (checking the grid). The options need not be repeated; given ones must agree with the
-    model. A model fitted on a bare array gets the array (with ``--weights`` if given).
+    model. A model fitted on a bare array gets the array (with ``--weights`` if given). An
+    MCA model gets the pair of its two fields, read from ``path`` by the variables it records.
     """
-    from ..persistence.registry import OWN_STORES, method_of
     from ..preprocessing import open_matrix
     from ..preprocessing._open import open_dataset
     from ..preprocessing._steps import WeightsError, describe
 
-    method = method_of(type(est))
-    if method in OWN_STORES:  # the analysis tools keep no record of the data's preparation
-        raise UserError(f"scalepca transform takes models that repeat their data's preparation; "
-                        f"a {type(est).__name__} model (model.method {method}) does not keep "
-                        "it: its scores are written by scalepca run (output.scores), or in "
-                        "Python by its transform of the field opened as for the fit")
+    if getattr(est, "_preparations", None) is not None:  # MCA: two fields, X and Y
+        return _pair_data(est, path, variable, sample_dims, weights, storage_options)
     prep = getattr(est, "_preprocessing", None)
     if getattr(est, "_fields_json", None) is not None:  # several fields (multivariate_eof)
         return _fields_data(est, path, variable, sample_dims, weights, storage_options)
@@ -334,6 +330,47 @@ def _fields_data(est, path, variable, sample_dims, weights, storage_options) -> 
     return [ds[n] for n in names]
 
 
+def _pair_data(est, path, variable, sample_dims, weights, storage_options) -> list:
+    """The fields ``[X, Y]`` of an MCA model, read from the one store ``path`` by the
+    variables the model records (as ``scalepca run`` reads ``data.variable: [x, y]``); each
+    is stacked and weighted by the model as in its fit."""
+    from ..preprocessing._open import open_dataset
+
+    preps = est._preparations
+    names = [None if p is None or not p.labelled else p.variable for p in preps]
+    if None in names:
+        raise UserError("the MCA model records no variable for field "
+                        f"{'XY'[names.index(None)]} (fitted on arrays, not on a named "
+                        "variable of an xarray store): scalepca transform reads its two fields "
+                        "by name; transform them in Python with MCA.transform(X, Y)")
+    given = [f for f, v in (("--variable", variable), ("--sample-dims", sample_dims),
+                            ("--weights", weights)) if v is not None]
+    if given:
+        verb = "does" if len(given) == 1 else "do"
+        raise UserError(f"{' and '.join(given)} {verb} not apply: the MCA model was fitted on the "
+                        f"fields {names[0]} (X) and {names[1]} (Y), each read from DATA as in "
+                        "its fit")
+    ds = open_dataset(path, storage_options=storage_options)
+    missing = list(dict.fromkeys(n for n in names if not hasattr(ds, "data_vars")
+                                 or n not in ds.data_vars))
+    if missing:
+        raise UserError(f"{path} has no variable(s) {', '.join(missing)}; the MCA model was "
+                        f"fitted on the fields {names[0]} (X) and {names[1]} (Y), which "
+                        "scalepca transform reads from the one store DATA")
+    return [ds[n] for n in names]
+
+
+def transform_scores(est, X) -> tuple:
+    """``(scores, attrs)`` that ``scalepca transform`` writes: an analysis tool's arrays by
+    name (its ``scores_arrays``: the layout of ``scalepca run``'s ``scores.zarr``), else the
+    lazy scores of ``transform`` (attrs None)."""
+    from ..persistence.registry import OWN_STORES, method_of
+
+    if method_of(type(est)) in OWN_STORES:
+        return est.scores_arrays(X)
+    return est.transform(X), None
+
+
 def _shape(X):
     if isinstance(X, list):  # several fields: their features side by side
         return (X[0].shape[0], sum(x.shape[1] for x in X))
@@ -372,7 +409,8 @@ def write_outputs(est, X, out: dict) -> list[str]:
             raise UserError(f"{type(est).__name__} has no transform; set output.scores: false")
         scores = est.transform(X)
     if out["scores"]:
-        arrays, attrs = _analysis_scores(est, X) if own else (scores, None)
+        # an analysis tool names its arrays itself (its scores_arrays)
+        arrays, attrs = est.scores_arrays(X, fitted=True) if own else (scores, None)
         write_array(arrays, path("scores"), name="scores", storage_options=so, codec=codec,
                     attrs=attrs, **replace)
         written.append(path("scores"))
@@ -389,23 +427,6 @@ def write_outputs(est, X, out: dict) -> list[str]:
                         **replace)
             written.append(path(part))
     return written
-
-
-def _analysis_scores(est, X) -> tuple[dict, dict]:
-    """``(arrays by name, attrs)`` of an analysis tool's ``scores.zarr``: MCA's expansion
-    coefficients of each field (``scores_x``, ``scores_y``, lazy), Hilbert EOF's complex PCs
-    as amplitude and phase (``|Z v|``, unnormalised, and ``arg(Z v)`` in radians: the PCs are
-    ``amplitude · exp(i phase)``), the bootstrap EOFs' PCs (``scores``, lazy)."""
-    name = type(est).__name__
-    if name == "MCA":
-        zx, zy = est.transform(X)
-        fields = [getattr(x, "name", None) for x in X]
-        return {"scores_x": zx, "scores_y": zy}, {"fields": [str(f) for f in fields]}
-    if name == "HilbertEOF":
-        return ({"scores_amplitude": est.scores_amplitude(normalized=False),
-                 "scores_phase": est.scores_phase()},
-                {"complex_scores": "scores_amplitude * exp(1j * scores_phase)"})
-    return {"scores": est.transform(X)}, None
 
 
 def _no_data_store(dcfg: dict) -> str:

@@ -126,12 +126,13 @@ def _load_own_store(store, group: zarr.Group, attrs: dict, where: str, storage_o
     if not all(isinstance(v, int) and v >= 1 for v in sizes.values()):
         _refuse(where, f"its sizes must be positive integers; got {sizes}")
     largest = max(sizes.values())
-    allowed = {f"{a}{part}" for a in cls._stored_arrays for part in ("", ".real", ".imag")}
+    saved = cls._stored_arrays + getattr(cls, "_stored_weights", ())  # + its preparation's
+    allowed = {f"{a}{part}" for a in saved for part in ("", ".real", ".imag")}
     for name in group.keys():
         node = group[name]
         if name not in allowed or not isinstance(node, zarr.Array):
             _refuse(where, f"{name!r} is not saved state of {cls.__name__} (it saves "
-                           f"{', '.join(cls._stored_arrays)})")
+                           f"{', '.join(saved)})")
         dtype = getattr(node.dtype, "to_native_dtype", lambda dt=node.dtype: dt)()
         if not isinstance(dtype, np.dtype) or dtype.kind not in "fiub":
             _refuse(where, f"array {name!r} has dtype {dtype}; fitted arrays are numbers")
