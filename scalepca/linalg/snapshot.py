@@ -22,8 +22,8 @@ import numpy as np
 from .._validation import is_sparse
 from . import passes
 
-__all__ = ["STRIP_BYTES", "column_strips", "snapshot_components", "snapshot_gram",
-           "snapshot_gram_graph"]
+__all__ = ["STRIP_BYTES", "column_strips", "holds_whole_columns", "sample_gram_times",
+           "snapshot_components", "snapshot_gram", "snapshot_gram_graph"]
 
 #: largest column strip (all rows × some features) a task holds when features are regrouped
 STRIP_BYTES = 128 * 2**20
@@ -44,6 +44,15 @@ def column_strips(X: da.Array, strip_bytes: int = STRIP_BYTES) -> da.Array:
     if len(X.chunks[0]) == 1 and max(X.chunks[1]) <= cols:
         return X
     return X.rechunk({0: -1, 1: cols})
+
+
+def holds_whole_columns(X) -> bool:
+    """Whether every block of ``X`` holds all its rows and there are several column chunks
+    (a field chunked along space with every time step in each chunk): the layout the wide
+    solvers read as column strips, never as row panels (that regrouping would be an
+    all-to-all rechunk of the whole array)."""
+    chunks = getattr(X, "chunks", None)
+    return chunks is not None and len(chunks[0]) == 1 and len(chunks[1]) > 1
 
 
 def _is_sparse_block(x) -> bool:
@@ -144,11 +153,14 @@ def _strip_gram(x, centre: bool, standardize) -> dict:
 
 
 def _merge_strips(a: dict, b: dict) -> dict:
-    """Strips side by side (left to right): per-feature statistics joined, Grams summed."""
+    """Strips side by side (left to right): per-feature statistics joined, Grams (``G``) or
+    Gram products (``KU``) summed."""
     out = {name: np.concatenate([a[name], b[name]])
            for name in ("mean", "ss", "nan_features", "scale", "centre") if name in a}
     out["bad"] = a["bad"] + b["bad"]
-    out["G"] = a["G"] + b["G"]
+    for name in ("G", "KU"):
+        if name in a:
+            out[name] = a[name] + b[name]
     return out
 
 
@@ -180,6 +192,57 @@ def snapshot_gram_graph(X: da.Array, *, centre: bool = True,
     # a tree of fan-in 4: only n × n partials travel, at most 5 of them in a merge
     return passes.reduce_blocks(strips, _strip_gram, _merge_strips, centre, standardize,
                                 split_every=4)
+
+
+# -- the sample Gram as an operator: block Krylov on strips ---------------------------------
+def _strip_times(x, centre: bool, standardize, U: np.ndarray, with_stats: bool):
+    """``c (cᵀ U)`` (n × l) of one strip, ``c`` the strip centred (and standardised, or
+    genotype-mapped) by :func:`_strip_stats` in this task — exact, the strip holds whole
+    columns. A sparse strip stays sparse: ``y = xᵀU − shift (1ᵀU)``, ``x y − 1 (shiftᵀ y)``.
+    ``with_stats``: the strip's column statistics too, as a dict with the product ``KU``."""
+    stats, x, shift = _strip_stats(x, centre, standardize)
+    if _is_sparse_block(x):
+        y = np.asarray(x.T @ U) - np.outer(shift, U.sum(axis=0))
+        KU = np.asarray(x @ y) - (shift @ y)[None, :]
+    else:  # centred explicitly (a copy: the block may be the store's or a persisted one)
+        c = x - shift if shift.any() else x
+        KU = c @ (c.T @ U)
+    return {**stats, "KU": KU} if with_stats else KU
+
+
+def sample_gram_times_graph(X: da.Array, U: np.ndarray, *, centre: bool = True,
+                            standardize: bool | str = False, with_stats: bool = False):
+    """The ``Delayed`` of one pass of the sample Gram operator ``K U = Xc Xcᵀ U`` (n × l)
+    over the column strips of ``X`` (``Xc`` centred and standardised or genotype-mapped as by
+    :func:`snapshot_gram`): each strip's two products in its task, n × l partials summed in
+    a tree. ``with_stats``: a dict with the statistics :func:`snapshot_gram` gives (``n``
+    aside) and ``KU``; else the n × l product alone.
+
+    Every pass centres (and scales) each strip anew from its own columns rather than
+    receiving the first pass's means: the few column sums cost a fraction of the two
+    n × w × l products, no d-long vectors travel with the pass, and every pass applies
+    bit for bit the same map the first one measured (genotype frequencies included)."""
+    strips = column_strips(X).to_delayed(optimize_graph=True).ravel().tolist()
+    Ud = passes.shared(np.ascontiguousarray(U, dtype=np.float64))
+    merge = _merge_strips if with_stats else np.add
+    return passes.reduce_blocks(strips, _strip_times, merge, centre, standardize, Ud,
+                                with_stats, split_every=4)
+
+
+def sample_gram_times(X: da.Array, U: np.ndarray, *, centre: bool = True,
+                      standardize: bool | str = False, with_stats: bool = False):
+    """One pass: :func:`sample_gram_times_graph` computed; with ``with_stats``, the dict
+    gains ``n`` and loses ``nan_features`` when nothing was non-finite (as
+    :func:`snapshot_gram`)."""
+    (out,) = passes.compute(sample_gram_times_graph(X, U, centre=centre,
+                                                    standardize=standardize,
+                                                    with_stats=with_stats),
+                            name="moments+sample gram" if with_stats else "sample gram")
+    if with_stats:
+        out["n"] = X.shape[0]
+        if not out["bad"]:
+            out.pop("nan_features")
+    return out
 
 
 def _strip_components(x, mean, scale, U, inv_s, centre: bool, fill: bool = False):

@@ -24,6 +24,7 @@ from ..linalg import (
 )
 from ..linalg.decomp import spectrum_from_moments
 from ..linalg.moments import float32_relative_error, gram_precision
+from ..linalg.snapshot import holds_whole_columns
 from ..linalg.sparse import scale_columns
 from ..preprocessing._genotype import GENOTYPE
 from ..preprocessing._matrix import MatrixInput
@@ -192,6 +193,15 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         and its closed form runs every pass)."""
         return 0.0
 
+    def _krylov_passes(self, n: int, d: int, k: int, X) -> int:
+        """Passes ``svd_solver="randomized"`` plans: at most ``n_power_iter + 2`` products,
+        fewer once the basis spans the operator's whole space (d features; on column strips
+        the n × n sample Gram, plus one pass for the axes: see :mod:`._wide`)."""
+        side = n if holds_whole_columns(X) else d
+        products = min(self.n_power_iter + 2,
+                       -(-side // max(1, min(k + self.n_oversamples, side))))
+        return products + 1 if holds_whole_columns(X) else products
+
     @staticmethod
     def _check_sparse_solver(X, solver: str) -> None:
         """Refuse, before any pass, a solver that cannot take sparse blocks."""
@@ -245,10 +255,8 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         self._fit_svd_solver = solver
         if self._genotypes():
             return fit_genotypes(self, X, data, spec, k, solver)
-        # block Krylov: at most n_power_iter + 2 products, fewer once the basis spans all d
-        krylov = min(self.n_power_iter + 2, -(-d // max(1, min(k + self.n_oversamples, d))))
         passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2, "snapshot": 2,
-                                      "sketch": 1}.get(solver, krylov))
+                                      "sketch": 1}.get(solver) or self._krylov_passes(n, d, k, X))
         if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
