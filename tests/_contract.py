@@ -203,6 +203,15 @@ def _pandas(X, tmp):
     return pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
 
 
+def _dask_strips(X, tmp):
+    """Column strips: every block holds all samples, 2 features each (a field chunked along
+    space with all time steps in each store chunk; the wide solvers read it strip by strip,
+    block Krylov on the sample Gram)."""
+    import dask.array as da
+
+    return da.from_array(X, chunks=(-1, 2))
+
+
 def _dask_dataframe(X, tmp):
     import dask.dataframe as dd
 
@@ -330,6 +339,7 @@ INPUT_KINDS = [
     InputKind("numpy", lambda X, tmp: X, also_as=("dask-chunks", "pandas")),
     InputKind("dask-1chunk", _dask(-1)),
     InputKind("dask-chunks", _dask(7), also_as=("numpy",)),
+    InputKind("dask-strips", _dask_strips, also_as=("numpy", "dask-chunks")),
     InputKind("xarray-2d", _xarray_2d, labelled=True, also_as=("pandas", "dask-dataframe")),
     InputKind("xarray-field", _xarray_field, FIELD, grid=True, labelled=True,
               also_as=("xarray-transposed", "numpy")),
@@ -781,6 +791,12 @@ EXTRA_CELLS = [
     # the genotype map inside the wide solvers' per-block products: a .bed, CSR blocks
     ("PCA-randomized*|PCA-snapshot|PCA-sketch", "plink-bed|scipy-csr|dask-csr",
      "standardize=genotype", "transform|save-load>transform"),
+    # column strips (all samples in each block): block Krylov on the sample Gram, each strip
+    # centred, standardised or genotype-mapped in its task, all-NaN features left out
+    ("PCA-randomized*|PCA-snapshot|PCA-sketch", "dask-strips",
+     "none|weights-array|land-mask|standardize|zero_center=False|missing|"
+     "standardize+land-mask|float32|float32+gram-float64|standardize=genotype",
+     "transform|save-load>transform"),
     # a land mask survives save and load into the EOF tools
     ("PCA-covariance_eigh|PPCA-closed_form", "xarray-field", "land-mask|weights+land-mask",
      "save-load>" + EOF_TOOLS.replace("|", "|save-load>")),

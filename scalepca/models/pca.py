@@ -443,7 +443,10 @@ class PCA(_BaseSpectralPCA):
         ``"randomized"``: block Krylov (block Lanczos with full reorthogonalisation and
         Rayleigh–Ritz over the whole basis) on the centred Gram operator, one pass over the
         data per product, the mean gathered in the first; for wide data whose d × d Gram does
-        not fit (2-D blocks are read as row panels; nothing of size d² anywhere).
+        not fit (2-D blocks are read as row panels; nothing of size d² anywhere). On column
+        strips (one row chunk, several column chunks: a field chunked along space) it runs on
+        the n × n sample Gram instead, each strip centred in its own task (no rechunk), and
+        one more pass gives the axes.
         ``"snapshot"``: the n × n Gram of the centred samples in one pass over column strips,
         ``eigh`` on the client, one more pass for the axes — exact in two passes when n ≪ d.
         ``"sketch"``: one pass, a Nyström approximation of the centred Gram with a bound on
@@ -568,10 +571,14 @@ class PCA(_BaseSpectralPCA):
     Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``snapshot`` 2; ``sketch`` 1;
     ``randomized`` at most ``n_power_iter + 2`` (6 by default; the mean rides in the first;
     one more when all-NaN features are left out, so that the fit is that of the other
-    features). Memory per worker: one row chunk (converted to float64) plus a few d × d
-    partials (``covariance_eigh``/``tsqr``); a row panel of at most 256 MiB and d × l
-    partials (``randomized``, ``sketch``; l = n_components + n_oversamples); a column strip
-    of at most 128 MiB and n × n partials (``snapshot``). The client holds d × d
+    features); on column strips (every block holds all rows) ``n_power_iter + 2`` products
+    of the sample Gram plus one pass for the axes (7 by default, fewer with ``tol``; all-NaN
+    features cost no pass there, their strip columns are zero once mapped) and
+    ``residual_norms_`` of the sample Gram's Ritz pairs. Memory per worker: one row chunk
+    (converted to float64) plus a few d × d partials (``covariance_eigh``/``tsqr``); a row
+    panel of at most 256 MiB and d × l partials (``randomized``, ``sketch``; l =
+    n_components + n_oversamples); a column strip of at most 128 MiB and n × n partials
+    (``snapshot``; n × l for ``randomized`` on strips). The client holds d × d
     (``covariance_eigh``, ``tsqr``), n × n and d × k (``snapshot``) or the Krylov basis and
     its products, 2 × d × l × passes floats (``randomized``: 58 MB at d = 20,000, l = 30, 6
     passes).
