@@ -277,9 +277,9 @@ def test_krylov_on_strips_equals_lapack(rng, case):
 
 def test_krylov_on_a_weighted_zarr_field_chunked_along_space(rng, tmp_path):
     """The layout of climate stores: a float32 zarr field chunked (all times, 4 latitudes, all
-    longitudes), read as its store chunks (the reshape keeps them: whole longitudes) and
-    weighted by √cos φ, is fitted strip by strip and equals LAPACK on the weighted field;
-    ``auto`` picks this solver above 4096 samples and features."""
+    longitudes) opened by ``open_matrix`` with √cos φ weights and a task size below the
+    field's bytes is a matrix of column strips, one per store chunk, fitted strip by strip:
+    equal to LAPACK on the weighted field."""
     xr = pytest.importorskip("xarray")
     lat = np.linspace(-70, 70, N_LAT)
     f = xr.DataArray(_field(rng).reshape(N_T, N_LAT, N_LON).astype(np.float32),
@@ -287,13 +287,36 @@ def test_krylov_on_a_weighted_zarr_field_chunked_along_space(rng, tmp_path):
                      coords={"lat": lat, "lon": np.arange(N_LON) * 9.0}, name="sst")
     path = tmp_path / "field.zarr"
     f.chunk({"time": -1, "lat": 4, "lon": -1}).to_dataset().to_zarr(path)
-    w = np.repeat(np.sqrt(np.cos(np.deg2rad(lat))), N_LON)
-    arr = xr.open_zarr(path)["sst"].data.reshape(N_T, -1) * w
-    assert arr.numblocks == (1, N_LAT // 4)
-    m = scalepca.PCA(5, svd_solver="randomized", random_state=0, **SPANNING).fit(arr)
-    ev, Vt = _reference(f.values.reshape(N_T, -1).astype(np.float64) * w, 5)
+    X = scalepca.open_matrix(str(path), variable="sst", sample_dims="time",
+                             weights="sqrt_coslat", task_size="100KiB")
+    assert X.data.numblocks == (1, N_LAT // 4)
+    m = scalepca.PCA(5, svd_solver="randomized", random_state=0, **SPANNING).fit(X)
+    # the weighted field as open_matrix holds it: float32 values times float32 weights
+    w = np.repeat(np.sqrt(np.cos(np.deg2rad(lat))), N_LON).astype(np.float32)
+    ev, Vt = _reference((f.values.reshape(N_T, -1) * w).astype(np.float64), 5)
     np.testing.assert_allclose(m.explained_variance_, ev, rtol=1e-8)
     assert _sin(np.asarray(m.components_), Vt) <= 1e-8 and m.n_passes_ == 6
+    # at the default task size the small store is one block, as before
+    small = scalepca.open_matrix(str(path), variable="sst", sample_dims="time")
+    assert small.data.numblocks == (1, 1)
+
+
+def test_a_10_gb_store_chunked_along_space_opens_as_its_strips(tmp_path):
+    """The store of the crash (10,000 × 360 × 720 float32 in chunks of 10,000 × 4 × 720),
+    written as metadata only: ``open_matrix`` at the default task size gives 90 strips of
+    10,000 × 2,880 (one per store chunk), not one 10 GB block, and the Krylov and snapshot
+    passes read those strips as they are (nothing read here)."""
+    xr = pytest.importorskip("xarray")
+    from scalepca.linalg.snapshot import column_strips, holds_whole_columns
+
+    a = da.zeros((10_000, 360, 720), dtype=np.float32, chunks=(10_000, 4, 720))
+    f = xr.DataArray(a, dims=("time", "lat", "lon"), name="sst",
+                     coords={"lat": np.linspace(-89.75, 89.75, 360), "lon": np.arange(720) / 2})
+    f.to_dataset().to_zarr(tmp_path / "big.zarr", compute=False)
+    X = scalepca.open_matrix(str(tmp_path / "big.zarr"), variable="sst", sample_dims="time",
+                             weights="sqrt_coslat")
+    assert X.data.numblocks == (1, 90) and X.data.chunksize == (10_000, 2880)
+    assert holds_whole_columns(X.data) and column_strips(X.data) is X.data
 
 
 def test_strips_and_row_panels_give_the_same_fit(rng):

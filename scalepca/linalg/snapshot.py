@@ -28,6 +28,10 @@ __all__ = ["STRIP_BYTES", "column_strips", "holds_whole_columns", "sample_gram_t
 #: largest column strip (all rows × some features) a task holds when features are regrouped
 STRIP_BYTES = 128 * 2**20
 
+#: strips of the input (one row chunk) are kept up to this many times :data:`STRIP_BYTES`
+#: (e.g. 10,000 × 2,880 float32 store chunks, 230 MB as float64), split beyond
+KEEP_STRIPS = 4
+
 #: a feature whose standard deviation is at most this fraction of the strip's largest is
 #: constant to rounding and keeps scale 1 (as :func:`~scalepca.linalg.feature_scale`)
 CONSTANT_SD = 1e-12
@@ -35,11 +39,15 @@ CONSTANT_SD = 1e-12
 
 def column_strips(X: da.Array, strip_bytes: int = STRIP_BYTES) -> da.Array:
     """``X`` with all rows in one chunk and column chunks of at most ``strip_bytes`` (the
-    input's own column chunks when they are smaller)."""
+    input's own column chunks when they are smaller). Data already in strips (one row chunk)
+    keep them up to ``KEEP_STRIPS × strip_bytes`` (as float64): a store chunked along space
+    is read as its own chunks, each once, rather than split and joined again."""
     n = X.shape[0]
     if is_sparse(X):  # a sparse strip's size is its stored values: keep the input's columns
         return X if len(X.chunks[0]) == 1 else X.rechunk({0: -1})
     width = max(1, strip_bytes // max(1, n * max(X.dtype.itemsize, 8)))
+    if len(X.chunks[0]) == 1 and max(X.chunks[1]) <= KEEP_STRIPS * width:
+        return X
     cols = min(max(X.chunks[1]), width)
     if len(X.chunks[0]) == 1 and max(X.chunks[1]) <= cols:
         return X

@@ -39,6 +39,13 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
     The outermost sample dim is coalesced to ``task_size`` bytes per task; the other sample
     dims and the feature dims are read whole (stacking needs them in one chunk), so each task
     reads the store chunks of a slab of the outermost sample dim.
+
+    Unless every store chunk holds all the samples (one sample dim, chunked along space only:
+    the layout of climate stores) and the whole array exceeds ``task_size``: then the first
+    feature dim (in stacking order) is coalesced to ``task_size`` instead and the others read
+    whole, so that each task is a column strip of whole store chunks — the matrix keeps them
+    as column chunks (:func:`~scalepca.io._stack.stack_dataarray`) rather than one block of
+    the whole array.
     """
     from ..io._stack import split_dims
 
@@ -48,12 +55,23 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
         return {}
     arr = ds[name]
     store_chunks = arr.encoding.get("preferred_chunks") or {}
-    sdims, _ = split_dims(arr, sample_dims, feature_dims)
+    sdims, fdims = split_dims(arr, sample_dims, feature_dims)
     outer = sdims[0]
-    unit = store_chunks.get(outer) or (arr.chunksizes[outer][0] if arr.chunks else arr.sizes[outer])
+
+    def unit_of(dim):
+        return store_chunks.get(dim) or (arr.chunksizes[dim][0] if arr.chunks
+                                         else arr.sizes[dim])
+
     slab = arr.dtype.itemsize * int(np.prod([arr.sizes[d] for d in arr.dims if d != outer]))
-    rows = coalesced_rows(unit, arr.sizes[outer], slab, task_size)
-    return {d: (rows if d == outer else -1) for d in arr.dims}
+    rows = coalesced_rows(unit_of(outer), arr.sizes[outer], slab, task_size)
+    whole = {d: (rows if d == outer else -1) for d in arr.dims}
+    nbytes = _task_bytes(task_size)
+    if (len(sdims) > 1 or not fdims or rows < arr.sizes[outer] or nbytes is None
+            or arr.nbytes <= nbytes or unit_of(fdims[0]) >= arr.sizes[fdims[0]]):
+        return whole
+    first = fdims[0]  # column strips: whole store chunks of the first feature dim per task
+    band = arr.nbytes // max(1, arr.sizes[first])
+    return {**whole, first: coalesced_rows(unit_of(first), arr.sizes[first], band, task_size)}
 
 
 def open_store(path, *, storage_options: dict | None = None, chunks=None,
@@ -214,7 +232,8 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
         dataset, source = source, _dataset_variable(source, variable, where)
     if isinstance(source, xr.DataArray):
         return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
-                                 feature_dims=feature_dims, weights=weights, dataset=dataset)
+                                 feature_dims=feature_dims, weights=weights, dataset=dataset,
+                                 strip_bytes=_task_bytes(task_size))
     return _array_matrix(source, chunks, weights, task_size)
 
 
