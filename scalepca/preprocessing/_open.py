@@ -186,8 +186,8 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
         The kind of store at a path; by default recognised by its ending or first bytes
         (``.bed``: PLINK genotypes, with their ``.bim`` and ``.fam``).
     task_size : int, str or None, default "128MiB"
-        For zarr stores opened here without ``chunks``: the bytes one task reads, in whole
-        store chunks; ``None`` keeps one task per store chunk. Results do not depend on it.
+        Bytes one task reads, in whole store chunks (``None``: one each), without ``chunks``;
+        results do not depend on it. A field above it keeps all-sample chunks as column strips.
     open_options : dict, optional
         For a path read through xarray (NetCDF, xarray zarr): xarray's ``decode_times``,
         ``use_cftime`` and (NetCDF) ``engine``; undecodable times are refused naming them.
@@ -231,9 +231,8 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     if isinstance(source, xr.Dataset):
         dataset, source = source, _dataset_variable(source, variable, where)
     if isinstance(source, xr.DataArray):
-        return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
-                                 feature_dims=feature_dims, weights=weights, dataset=dataset,
-                                 strip_bytes=_task_bytes(task_size))
+        return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims, weights=weights,
+                                 feature_dims=feature_dims, dataset=dataset, task_size=task_size)
     return _array_matrix(source, chunks, weights, task_size)
 
 
