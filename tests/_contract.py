@@ -203,6 +203,15 @@ def _pandas(X, tmp):
     return pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
 
 
+def _dask_strips(X, tmp):
+    """Column strips: every block holds all samples, 2 features each (a field chunked along
+    space with all time steps in each store chunk; the wide solvers read it strip by strip,
+    block Krylov on the sample Gram)."""
+    import dask.array as da
+
+    return da.from_array(X, chunks=(-1, 2))
+
+
 def _dask_dataframe(X, tmp):
     import dask.dataframe as dd
 
@@ -300,6 +309,15 @@ def _zarr_xarray(X, tmp):
     return str(path)
 
 
+def _zarr_xarray_strips(X, tmp):
+    """A field store chunked along space, every time step in each chunk (one latitude a
+    chunk); opened with a task size below the field's bytes, its matrix is 4 column strips
+    (the layout of a 10 GB climate store at the default task size)."""
+    path = tmp / "field_strips.zarr"
+    _field(X).chunk({"time": -1, "lat": 1, "lon": -1}).to_dataset().to_zarr(path)
+    return str(path)
+
+
 def _netcdf(X, tmp):
     path = tmp / "field.nc"
     _field(X).to_dataset().to_netcdf(path)
@@ -330,6 +348,7 @@ INPUT_KINDS = [
     InputKind("numpy", lambda X, tmp: X, also_as=("dask-chunks", "pandas")),
     InputKind("dask-1chunk", _dask(-1)),
     InputKind("dask-chunks", _dask(7), also_as=("numpy",)),
+    InputKind("dask-strips", _dask_strips, also_as=("numpy", "dask-chunks")),
     InputKind("xarray-2d", _xarray_2d, labelled=True, also_as=("pandas", "dask-dataframe")),
     InputKind("xarray-field", _xarray_field, FIELD, grid=True, labelled=True,
               also_as=("xarray-transposed", "numpy")),
@@ -354,6 +373,8 @@ INPUT_KINDS = [
     InputKind("zarr-object", _zarr_object),
     InputKind("zarr-array", _zarr_array, path=True),
     InputKind("zarr-xarray", _zarr_xarray, FIELD, path=True, grid=True),
+    InputKind("zarr-xarray-strips", _zarr_xarray_strips, dict(FIELD, task_size=1000),
+              path=True, grid=True),
     InputKind("netcdf", _netcdf, FIELD, path=True, grid=True),
     InputKind("anndata-zarr", _anndata_zarr, path=True, sample_names=True),
     InputKind("plink-bed", _plink_bed, dict(dtype="float64"), path=True, genotypes=True),
@@ -533,7 +554,7 @@ ANNDATA_KINDS = "anndata*"
 ITERATIVE = "PPCA-em|SparsePCA-minibatch|SparsePCA-batch|RobustPCA-randomized"
 
 #: the kinds opened through xarray from a path (xarray's open options apply)
-XARRAY_PATHS = "zarr-xarray|netcdf"
+XARRAY_PATHS = "zarr-xarray*|netcdf"
 EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator|EOF-tools-raw|eof-fields"
 NAN_READ = ("NaN can only be found by reading the data: refused at the end of the first pass, "
             "before anything is fitted")
@@ -613,7 +634,8 @@ EXPECTATIONS = [
     Rule("PCA-tsqr|PCA-randomized*|PCA-snapshot|PCA-sketch|PPCA-*|KernelPCA-*|SparsePCA-*|"
          "RobustPCA-*", "*", "*", "cli-run",
          NotApplicable("runs the analysis methods, which fit no estimator of this axis")),
-    Rule("*", "|".join(k.name for k in INPUT_KINDS if k.name not in XARRAY_PATHS.split("|")),
+    Rule("*", "|".join(k.name for k in INPUT_KINDS if not any(
+        fnmatch.fnmatchcase(k.name, p) for p in XARRAY_PATHS.split("|"))),
          "*", "cli-run",
          NotApplicable("run's analysis methods read a named variable of an xarray store "
                        "(NetCDF, xarray zarr)")),
@@ -723,7 +745,8 @@ EXPECTATIONS = [
     Rule("PCA-*", "*", "zero_center=False", "eof-fields",
          Refused(ValueError, "eofscaling=1 needs the eigenvalues of the covariance",
                  "the uncentred fit's variances are not the covariance's eigenvalues")),
-    Rule("*", "|".join(k.name for k in INPUT_KINDS if k.name not in XARRAY_PATHS.split("|")),
+    Rule("*", "|".join(k.name for k in INPUT_KINDS if not any(
+        fnmatch.fnmatchcase(k.name, p) for p in XARRAY_PATHS.split("|"))),
          "open_options", "*",
          Refused(ValueError, "read through xarray",
                  "xarray's open options apply to NetCDF files and xarray zarr stores (paths)")),
@@ -806,6 +829,12 @@ EXTRA_CELLS = [
     # the genotype map inside the wide solvers' per-block products: a .bed, CSR blocks
     ("PCA-randomized*|PCA-snapshot|PCA-sketch", "plink-bed|scipy-csr|dask-csr",
      "standardize=genotype", "transform|save-load>transform"),
+    # column strips (all samples in each block): block Krylov on the sample Gram, each strip
+    # centred, standardised or genotype-mapped in its task, all-NaN features left out
+    ("PCA-randomized*|PCA-snapshot|PCA-sketch", "dask-strips|zarr-xarray-strips",
+     "none|weights-array|land-mask|standardize|zero_center=False|missing|"
+     "standardize+land-mask|float32|float32+gram-float64|standardize=genotype",
+     "transform|save-load>transform"),
     # a land mask survives save and load into the EOF tools
     ("PCA-covariance_eigh|PPCA-closed_form", "xarray-field", "land-mask|weights+land-mask",
      "save-load>" + EOF_TOOLS.replace("|", "|save-load>")),

@@ -3,11 +3,14 @@ the two-pass snapshot method, the one-pass sketch; passes, residuals, tolerance.
 
 from __future__ import annotations
 
+import warnings
+
 import dask
 import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from dask.callbacks import Callback
 from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.decomposition import PCA as SKPCA
 from sklearn.preprocessing import StandardScaler
@@ -219,9 +222,152 @@ def test_column_strips_split_the_input_s_blocks_and_never_regroup_them():
     from scalepca.linalg.snapshot import column_strips, gram_fan_in
 
     X = da.zeros((50, 300), chunks=(50, 120))
-    S = column_strips(X, strip_bytes=50 * 8 * 70)  # at most 70 columns a strip
-    assert S.chunks == ((50,), (60, 60, 60, 60, 60))
+    S = column_strips(X, strip_bytes=50 * 8 * 25)  # kept up to 4 × 25 columns, else split
+    assert S.chunks == ((50,), (24,) * 10 + (20, 20, 20))
     edges = set(np.cumsum(S.chunks[1]).tolist())
     assert set(np.cumsum(X.chunks[1]).tolist()) <= edges  # the input's edges are kept
-    assert column_strips(X, strip_bytes=50 * 8 * 200) is X
+    assert column_strips(X, strip_bytes=50 * 8 * 30) is X
     assert gram_fan_in(10_000) == 2 and gram_fan_in(5_000) == 4 and gram_fan_in(100) == 4
+
+
+# -- block Krylov on column strips: the sample Gram, never a rechunk into row panels ----------
+N_T, N_LAT, N_LON = 300, 20, 40  # a small field chunked along space, every time in a chunk
+#: a basis of 5 products of 60 columns spans all 300 samples: the strip path is then exact
+SPANNING = dict(n_oversamples=55, n_power_iter=3)
+
+
+def _field(rng, sparse=False):
+    """time × (lat · lon) with five modes far above the noise, around 280 (a large mean)."""
+    d = N_LAT * N_LON
+    X = (rng.standard_normal((N_T, 5)) * [30.0, 20.0, 12.0, 8.0, 5.0]) @ rng.standard_normal(
+        (5, d)) + rng.standard_normal((N_T, d))
+    if sparse:
+        return np.where(rng.random(X.shape) < 0.8, 0.0, np.abs(X))
+    return X + 280.0
+
+
+def _reference(Z, k, centre=True):
+    """LAPACK: eigenvalues (covariance, or squared singular values uncentred) and axes."""
+    Zc = Z - Z.mean(axis=0) if centre else Z
+    _, s, Vt = np.linalg.svd(Zc, full_matrices=False)
+    return (s**2 / (len(Z) - 1) if centre else s)[:k], Vt[:k]
+
+
+def _sin(C, Vt):
+    return float(np.linalg.norm(C.T - Vt.T @ (Vt @ C.T), 2))
+
+
+@pytest.mark.parametrize("case", ["float64", "float32", "csr", "standardize",
+                                  "zero_center=False", "land"])
+def test_krylov_on_strips_equals_lapack(rng, case):
+    """One row chunk, several column chunks: block Krylov on the sample Gram, each strip
+    centred (standardised) in its task, equals LAPACK on the dense matrix to 1e-8 once its
+    basis spans the samples, in its products plus one pass for the axes; each block read
+    once per pass."""
+    X = _field(rng, sparse=case == "csr")
+    if case == "land":
+        X[:, [3, 100, 799]] = np.nan
+    keep = ~np.isnan(X).all(axis=0)
+    Z = X[:, keep]
+    if case == "standardize":
+        Z = (Z - Z.mean(axis=0)) / Z.std(axis=0)
+    data = X.astype(np.float32) if case == "float32" else X
+    if case == "float32":
+        Z = Z.astype(np.float32).astype(np.float64)
+    arr, counter = counted_dask(data, (N_T, 160))
+    if case == "csr":
+        arr = da.from_array(sp.csr_matrix(X), chunks=(N_T, 160), asarray=False)
+    kw = dict(standardize=case == "standardize", zero_center=case != "zero_center=False")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the land features left out
+        m = scalepca.PCA(5, svd_solver="randomized", random_state=0, **SPANNING, **kw).fit(arr)
+    assert m.n_passes_ == 5 + 1
+    if case != "csr":
+        assert counter.reads == m.n_passes_ * arr.numblocks[1]
+    ev, Vt = _reference(Z, 5, centre=kw["zero_center"])
+    got = m.explained_variance_ if kw["zero_center"] else m.singular_values_
+    np.testing.assert_allclose(got, ev, rtol=1e-8)
+    assert _sin(m.components_[:, keep], Vt) <= 1e-8
+    assert np.isnan(m.components_[:, ~keep]).all()
+
+
+def test_krylov_on_a_weighted_zarr_field_chunked_along_space(rng, tmp_path):
+    """The layout of climate stores: a float32 zarr field chunked (all times, 4 latitudes, all
+    longitudes) opened by ``open_matrix`` with √cos φ weights and a task size below the
+    field's bytes is a matrix of column strips, one per store chunk, fitted strip by strip:
+    equal to LAPACK on the weighted field."""
+    xr = pytest.importorskip("xarray")
+    lat = np.linspace(-70, 70, N_LAT)
+    f = xr.DataArray(_field(rng).reshape(N_T, N_LAT, N_LON).astype(np.float32),
+                     dims=("time", "lat", "lon"),
+                     coords={"lat": lat, "lon": np.arange(N_LON) * 9.0}, name="sst")
+    path = tmp_path / "field.zarr"
+    f.chunk({"time": -1, "lat": 4, "lon": -1}).to_dataset().to_zarr(path)
+    X = scalepca.open_matrix(str(path), variable="sst", sample_dims="time",
+                             weights="sqrt_coslat", task_size="100KiB")
+    assert X.data.numblocks == (1, N_LAT // 4)
+    m = scalepca.PCA(5, svd_solver="randomized", random_state=0, **SPANNING).fit(X)
+    # the weighted field as open_matrix holds it: float32 values times float32 weights
+    w = np.repeat(np.sqrt(np.cos(np.deg2rad(lat))), N_LON).astype(np.float32)
+    ev, Vt = _reference((f.values.reshape(N_T, -1) * w).astype(np.float64), 5)
+    np.testing.assert_allclose(m.explained_variance_, ev, rtol=1e-8)
+    assert _sin(np.asarray(m.components_), Vt) <= 1e-8 and m.n_passes_ == 6
+    # at the default task size the small store is one block, as before
+    small = scalepca.open_matrix(str(path), variable="sst", sample_dims="time")
+    assert small.data.numblocks == (1, 1)
+
+
+def test_a_10_gb_store_chunked_along_space_opens_as_its_strips(tmp_path):
+    """The store of the crash (10,000 × 360 × 720 float32 in chunks of 10,000 × 4 × 720),
+    written as metadata only: ``open_matrix`` at the default task size gives 90 strips of
+    10,000 × 2,880 (one per store chunk), not one 10 GB block, and the Krylov and snapshot
+    passes read those strips as they are (nothing read here)."""
+    xr = pytest.importorskip("xarray")
+    from scalepca.linalg.snapshot import column_strips, holds_whole_columns
+
+    a = da.zeros((10_000, 360, 720), dtype=np.float32, chunks=(10_000, 4, 720))
+    f = xr.DataArray(a, dims=("time", "lat", "lon"), name="sst",
+                     coords={"lat": np.linspace(-89.75, 89.75, 360), "lon": np.arange(720) / 2})
+    f.to_dataset().to_zarr(tmp_path / "big.zarr", compute=False)
+    X = scalepca.open_matrix(str(tmp_path / "big.zarr"), variable="sst", sample_dims="time",
+                             weights="sqrt_coslat")
+    assert X.data.numblocks == (1, 90) and X.data.chunksize == (10_000, 2880)
+    assert holds_whole_columns(X.data) and column_strips(X.data) is X.data
+
+
+def test_strips_and_row_panels_give_the_same_fit(rng):
+    """Chunking invariance across the two operators: strips (sample Gram) and row panels or
+    2-D blocks (feature Gram) reach the same eigenpairs to 1e-8 with the default parameters;
+    the same seed gives the same bits; ``tol`` stops the strip path early too."""
+    X = _field(rng)
+    fits = [scalepca.PCA(5, svd_solver="randomized", random_state=4).fit(
+        da.from_array(X, chunks=c)) for c in [(N_T, 100), (100, -1), (100, 200)]]
+    assert fits[0].n_passes_ == 4 + 2 + 1 and fits[1].n_passes_ == 6
+    for m in fits[1:]:
+        np.testing.assert_allclose(m.explained_variance_, fits[0].explained_variance_,
+                                   rtol=1e-8)
+        np.testing.assert_allclose(m.components_, fits[0].components_, atol=1e-8)
+    again = scalepca.PCA(5, svd_solver="randomized", random_state=4).fit(
+        da.from_array(X, chunks=(N_T, 100)))
+    np.testing.assert_array_equal(again.components_, fits[0].components_)
+    np.testing.assert_array_equal(again.explained_variance_, fits[0].explained_variance_)
+    early = scalepca.PCA(5, svd_solver="randomized", random_state=4, tol=1e-6,
+                         n_power_iter=10).fit(da.from_array(X, chunks=(N_T, 100)))
+    assert early.n_passes_ < 13
+    assert np.all(early.residual_norms_ <= 1e-6 * early.explained_variance_)
+
+
+def test_strip_path_never_regroups_the_strips():
+    """No pass of the strip path rechunks X (into row panels or otherwise): every task
+    that reads the data reads one strip, and only n × l partials are merged."""
+    rng = np.random.default_rng(5)
+    X = da.from_array(_field(rng), chunks=(N_T, 100))
+    keys = []
+
+    def pretask(key, dsk, state):  # every task run, by its key's name
+        keys.append(str(key[0] if isinstance(key, tuple) else key))
+
+    with dask.config.set(scheduler="sync"), Callback(pretask=pretask):
+        m = scalepca.PCA(5, svd_solver="randomized", random_state=0).fit(X)
+    assert m.n_passes_ == 7 and keys
+    assert not [k for k in keys if "rechunk" in k or "getitem" in k]

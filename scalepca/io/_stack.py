@@ -110,7 +110,7 @@ def weights_dataarray(weights, arr: xr.DataArray, feature_dims: tuple) -> xr.Dat
 
 
 def stack_dataarray(arr: xr.DataArray, *, sample_dims=None, feature_dims=None,
-                    chunks=None) -> xr.DataArray:
+                    chunks=None, strip_bytes=None) -> xr.DataArray:
     """Return ``arr`` as a 2-D DataArray with dims (sample, feature); reads no data.
 
     ``sample_dims`` default to the first dimension; ``feature_dims`` default to all others.
@@ -118,9 +118,13 @@ def stack_dataarray(arr: xr.DataArray, *, sample_dims=None, feature_dims=None,
     ``sample`` / ``feature`` with a MultiIndex, undone when results are labelled.
     The result is dask-backed, features in one chunk; rows as ``chunks`` says (see
     :func:`row_chunk_spec`), else as the source's chunks, else (in-memory data) about 64 MiB
-    per block, the rule for NumPy arrays. Except: a source whose chunks each hold every sample
-    (chunked along space) keeps its column strips (the features of each block stack into
-    one strip when only the outermost feature dim is chunked).
+    per block, the rule for NumPy arrays.
+
+    ``strip_bytes`` (``open_matrix``'s task size): a dask field whose chunks each hold every
+    sample (one row chunk, no ``chunks`` given) and whose whole matrix exceeds it keeps its
+    feature chunks as column strips — the layout of climate stores chunked along space,
+    which one block of all features would hold whole in one task (the wide solvers read
+    such strips as they are; other consumers regroup the features as they need).
     """
     from .._validation import _row_chunks
 
@@ -136,11 +140,10 @@ def stack_dataarray(arr: xr.DataArray, *, sample_dims=None, feature_dims=None,
     out = out.transpose(sdim, fdim)
     if rows is None and out.chunks is None:
         rows = _row_chunks(out.data)[0]
-    if rows is None and out.chunks is not None and len(out.chunks[0]) == 1:
-        # every block holds all samples (a field chunked along space): its column strips
-        # are kept, each read in its own task, rather than merged into one block of all the
-        # data (the wide solvers read strips; the row methods regroup them into row blocks)
-        return out
+    if (rows is None and strip_bytes is not None and out.chunks is not None
+            and len(out.chunks[0]) == 1 and len(out.chunks[1]) > 1
+            and out.nbytes > strip_bytes):
+        return out  # column strips of whole samples (see above)
     return out.chunk({**({} if rows is None else {sdim: rows}), fdim: -1})
 
 

@@ -23,11 +23,15 @@ import numpy as np
 from .._validation import is_sparse
 from . import passes
 
-__all__ = ["STRIP_BYTES", "column_strips", "snapshot_components", "snapshot_gram",
-           "snapshot_gram_graph"]
+__all__ = ["STRIP_BYTES", "column_strips", "holds_whole_columns", "sample_gram_times",
+           "snapshot_components", "snapshot_gram", "snapshot_gram_graph"]
 
 #: largest column strip (all rows × some features) a task holds when features are regrouped
 STRIP_BYTES = 128 * 2**20
+
+#: strips of the input (one row chunk) are kept up to this many times :data:`STRIP_BYTES`
+#: (e.g. 10,000 × 2,880 float32 store chunks, 230 MB as float64), split beyond
+KEEP_STRIPS = 4
 
 #: a feature whose standard deviation is at most this fraction of the strip's largest is
 #: constant to rounding and keeps scale 1 (as :func:`~scalepca.linalg.feature_scale`)
@@ -36,20 +40,19 @@ CONSTANT_SD = 1e-12
 
 def column_strips(X: da.Array, strip_bytes: int = STRIP_BYTES) -> da.Array:
     """``X`` with all rows in one chunk and column chunks of at most ``strip_bytes`` (the
-    input's own column chunks when they are smaller).
-
-    When the input already holds all rows in each block (a climate store chunked along space),
-    its column chunks are only split, into equal parts, never regrouped: every strip is cut
-    from one block of the input, so each block is read once and no task waits on two (a
-    regrouping rechunk of a 10 GB field, 2,880 columns a block into 1,677 a strip, held
-    blocks for two consumers each and exhausted 8 GiB workers)."""
+    input's own column chunks when they are smaller). Data already in strips (one row chunk)
+    keep them up to ``KEEP_STRIPS × strip_bytes`` (as float64): a store chunked along space
+    is read as its own chunks, each once. Wider blocks of such data are only split, into
+    equal parts, never regrouped: every strip is cut from one block of the input, so no task
+    waits on two (a regrouping rechunk of a 10 GB field, 2,880 columns a block into 1,677 a
+    strip, held blocks for two consumers each and exhausted 8 GiB workers)."""
     n = X.shape[0]
     if is_sparse(X):  # a sparse strip's size is its stored values: keep the input's columns
         return X if len(X.chunks[0]) == 1 else X.rechunk({0: -1})
     width = max(1, strip_bytes // max(1, n * max(X.dtype.itemsize, 8)))
     if len(X.chunks[0]) != 1:
         return X.rechunk({0: -1, 1: min(max(X.chunks[1]), width)})
-    if max(X.chunks[1]) <= width:
+    if max(X.chunks[1]) <= KEEP_STRIPS * width:
         return X
     cols = []
     for c in X.chunks[1]:
@@ -57,6 +60,15 @@ def column_strips(X: da.Array, strip_bytes: int = STRIP_BYTES) -> da.Array:
         base, extra = divmod(c, parts)
         cols.extend([base + 1] * extra + [base] * (parts - extra))
     return X.rechunk({1: tuple(cols)})
+
+
+def holds_whole_columns(X) -> bool:
+    """Whether every block of ``X`` holds all its rows and there are several column chunks
+    (a field chunked along space with every time step in each chunk): the layout the wide
+    solvers read as column strips, never as row panels (that regrouping would be an
+    all-to-all rechunk of the whole array)."""
+    chunks = getattr(X, "chunks", None)
+    return chunks is not None and len(chunks[0]) == 1 and len(chunks[1]) > 1
 
 
 def _is_sparse_block(x) -> bool:
@@ -156,16 +168,24 @@ def _strip_gram(x, centre: bool, standardize) -> dict:
     return {**stats, "G": G}
 
 
+def _sum_new(arrays: list) -> np.ndarray:
+    """The sum of same-shape arrays in one new array."""
+    acc = arrays[0] + arrays[1] if len(arrays) > 1 else arrays[0].copy()
+    for a in arrays[2:]:
+        acc += a
+    return acc
+
+
 def _merge_strips(parts: list) -> dict:
-    """Strips side by side (left to right): per-feature statistics joined, Grams summed into
-    one new n × n array (the parts' own are never written: a part may be read again)."""
+    """Strips side by side (left to right): per-feature statistics joined, Grams (``G``) or
+    Gram products (``KU``) summed into one new array (the parts' own are never written: a
+    part may be read again)."""
     out = {name: np.concatenate([p[name] for p in parts])
            for name in ("mean", "ss", "nan_features", "scale", "centre") if name in parts[0]}
     out["bad"] = sum(p["bad"] for p in parts)
-    G = parts[0]["G"] + parts[1]["G"] if len(parts) > 1 else parts[0]["G"].copy()
-    for p in parts[2:]:
-        G += p["G"]
-    out["G"] = G
+    for name in ("G", "KU"):
+        if name in parts[0]:
+            out[name] = _sum_new([p[name] for p in parts])
     return out
 
 
@@ -207,6 +227,57 @@ def snapshot_gram_graph(X: da.Array, *, centre: bool = True,
     # only n × n partials travel, at most gram_fan_in(n) + 1 of them in a merge
     return passes.reduce_blocks(strips, _strip_gram, None, centre, standardize,
                                 split_every=gram_fan_in(X.shape[0]), merge_all=_merge_strips)
+
+
+# -- the sample Gram as an operator: block Krylov on strips ---------------------------------
+def _strip_times(x, centre: bool, standardize, U: np.ndarray, with_stats: bool):
+    """``c (cᵀ U)`` (n × l) of one strip, ``c`` the strip centred (and standardised, or
+    genotype-mapped) by :func:`_strip_stats` in this task — exact, the strip holds whole
+    columns. A sparse strip stays sparse: ``y = xᵀU − shift (1ᵀU)``, ``x y − 1 (shiftᵀ y)``.
+    ``with_stats``: the strip's column statistics too, as a dict with the product ``KU``."""
+    stats, x, shift = _strip_stats(x, centre, standardize)
+    if _is_sparse_block(x):
+        y = np.asarray(x.T @ U) - np.outer(shift, U.sum(axis=0))
+        KU = np.asarray(x @ y) - (shift @ y)[None, :]
+    else:  # centred explicitly (a copy: the block may be the store's or a persisted one)
+        c = x - shift if shift.any() else x
+        KU = c @ (c.T @ U)
+    return {**stats, "KU": KU} if with_stats else KU
+
+
+def sample_gram_times_graph(X: da.Array, U: np.ndarray, *, centre: bool = True,
+                            standardize: bool | str = False, with_stats: bool = False):
+    """The ``Delayed`` of one pass of the sample Gram operator ``K U = Xc Xcᵀ U`` (n × l)
+    over the column strips of ``X`` (``Xc`` centred and standardised or genotype-mapped as by
+    :func:`snapshot_gram`): each strip's two products in its task, n × l partials summed in
+    a tree. ``with_stats``: a dict with the statistics :func:`snapshot_gram` gives (``n``
+    aside) and ``KU``; else the n × l product alone.
+
+    Every pass centres (and scales) each strip anew from its own columns rather than
+    receiving the first pass's means: the few column sums cost a fraction of the two
+    n × w × l products, no d-long vectors travel with the pass, and every pass applies
+    bit for bit the same map the first one measured (genotype frequencies included)."""
+    strips = column_strips(X).to_delayed(optimize_graph=True).ravel().tolist()
+    Ud = passes.shared(np.ascontiguousarray(U, dtype=np.float64))
+    merge = _merge_strips if with_stats else _sum_new
+    return passes.reduce_blocks(strips, _strip_times, None, centre, standardize, Ud,
+                                with_stats, split_every=4, merge_all=merge)
+
+
+def sample_gram_times(X: da.Array, U: np.ndarray, *, centre: bool = True,
+                      standardize: bool | str = False, with_stats: bool = False):
+    """One pass: :func:`sample_gram_times_graph` computed; with ``with_stats``, the dict
+    gains ``n`` and loses ``nan_features`` when nothing was non-finite (as
+    :func:`snapshot_gram`)."""
+    (out,) = passes.compute(sample_gram_times_graph(X, U, centre=centre,
+                                                    standardize=standardize,
+                                                    with_stats=with_stats),
+                            name="moments+sample gram" if with_stats else "sample gram")
+    if with_stats:
+        out["n"] = X.shape[0]
+        if not out["bad"]:
+            out.pop("nan_features")
+    return out
 
 
 def _strip_components(x, mean, scale, U, inv_s, centre: bool, fill: bool = False):

@@ -80,9 +80,8 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
     """Fit ``model`` (a PCA) to allele counts ``X`` (n × d dask array, NaN missing)."""
     n, d = X.shape
     if solver in WIDE:
-        b = max(1, min(k + model.n_oversamples, d))
-        krylov = min(model.n_power_iter + 2, -(-d // b))
-        passes.counter_of(model).plan({"snapshot": 2, "sketch": 1}.get(solver, krylov))
+        passes.counter_of(model).plan({"snapshot": 2, "sketch": 1}.get(solver)
+                                      or model._krylov_passes(n, d, k, X))
         logger.info("%s: fitting %d × %d genotypes (%d row chunks) with %s",
                     type(model).__name__, n, d, X.numblocks[0], solver)
         if model.persist and solver != "sketch":

@@ -5,9 +5,20 @@ its passes on the model (``_timed_pass``). None makes a pass for the mean alone:
 
 * ``"randomized"`` (block Krylov, :mod:`scalepca.linalg.krylov`): the first pass gathers the
   column moments and the first product of the centred Gram operator; every further pass is
-  one more product. Passes: at most ``n_power_iter + 2``, fewer with ``tol``.
+  one more product. Passes: at most ``n_power_iter + 2``, fewer with ``tol``. On column
+  strips (every block holds all rows and there are several column chunks: a field chunked
+  along space, :func:`~scalepca.linalg.snapshot.holds_whole_columns`) the same solver runs on
+  the sample-side operator ``K = Xc Xcᵀ`` (n × n, the same nonzero eigenvalues), each strip
+  centred inside its task (:func:`~scalepca.linalg.snapshot.sample_gram_times`), and one
+  more pass gives the axes ``Xcᵀ U Σ⁻¹`` (:func:`_fit_krylov_strips`): at most
+  ``n_power_iter + 3`` passes, fewer with ``tol``, and never the all-to-all rechunk into
+  row panels. Its residuals are those of ``K`` (each still bounds its eigenvalue's error).
 * ``"sketch"`` (:mod:`scalepca.linalg.sketch`): one pass; a Nyström approximation of the
-  centred Gram and a probabilistic bound on its error.
+  centred Gram and a probabilistic bound on its error. It reads row panels, so column strips
+  are regrouped into them (an all-to-all rechunk): on the sample side it would need a second
+  pass for the axes, which is the snapshot method's count with none of its exactness, so on
+  that layout ``"snapshot"`` or ``"randomized"`` are the solvers that read the strips as they
+  are.
 * ``"snapshot"`` (:mod:`scalepca.linalg.snapshot`): the n × n sample Gram in one pass over
   column strips, ``eigh`` on the client, one more pass for the components. Exact.
 
@@ -35,7 +46,12 @@ from ..linalg import passes
 from ..linalg.alleles import refuse_partial_calls
 from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times, start_block
 from ..linalg.sketch import SKETCH_TESTS, nystrom_eigh, nystrom_error_bound
-from ..linalg.snapshot import snapshot_components, snapshot_gram
+from ..linalg.snapshot import (
+    holds_whole_columns,
+    sample_gram_times,
+    snapshot_components,
+    snapshot_gram,
+)
 from ._genotype_fit import genotype_moments, genotype_scaling
 
 __all__ = ["WideFit", "fit_krylov", "fit_sketch", "fit_snapshot"]
@@ -144,7 +160,10 @@ START_COND = 1e3
 def fit_krylov(model, X, data, k: int, *, centre: bool) -> WideFit:
     """Block Krylov on the centred Gram operator (see :func:`block_krylov_eigh`): block size
     ``k + n_oversamples`` (at most d), at most ``n_power_iter + 2`` passes, stopping early
-    when every residual is within ``tol`` of its eigenvalue."""
+    when every residual is within ``tol`` of its eigenvalue. Column strips: on the sample
+    side (:func:`_fit_krylov_strips`)."""
+    if holds_whole_columns(X):
+        return _fit_krylov_strips(model, X, data, k, centre=centre)
     start = _krylov_start(model, X, data, k, centre)
     mom, d_fit, scale, apply, budget, rng = start[2:]
     res = block_krylov_eigh(apply, *start[:2], k, max_products=budget,
@@ -227,31 +246,68 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
     return WideFit(mom, d_fit, scale, theta[:kk], U[:, :kk], np.full(kk, bound))
 
 
+def _strip_standardize(model) -> bool | str:
+    """The ``standardize`` the strips apply inside their tasks (see ``snapshot_gram``)."""
+    return "genotype" if model._genotypes() else bool(model.standardize)
+
+
+def _strip_moments(model, out: dict, n: int, d: int, k: int, data):
+    """What a fit over column strips reports from the strips' statistics ``out`` (of
+    ``snapshot_gram`` or a first ``sample_gram_times``): ``(mom, d_fit, scale)`` of the kept
+    features, all-NaN features (genotypes: monomorphic and uncalled SNPs) left out, and the
+    scales the strips used set on the model. Nothing to read again: a left-out feature is a
+    zero column once the strip is mapped, so the passes made are those of the kept ones."""
+    if model._genotypes():  # the strips mapped the counts with these frequencies
+        stats = genotype_scaling(model, out, n, d, k, data)
+        return genotype_moments(stats, n), int(stats.keep.sum()), stats.scale
+    mom, d_fit = model._moments_without_land(out, n, d, k, data)
+    model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+    if not model.standardize:
+        return mom, d_fit, None
+    keep = getattr(model, "_features_kept", None)  # the scales the strips used
+    scale = out["scale"] if keep is None else out["scale"][keep]
+    model.scale_ = scale
+    return mom, d_fit, scale
+
+
+def _strip_axes(model, X, U, theta, out: dict, centre: bool) -> np.ndarray:
+    """One pass: the axes ``Xcᵀ U Σ⁻¹`` of the kept features, d_fit × k."""
+    Vt = snapshot_components(X, U, np.sqrt(theta), out, centre=centre)
+    keep = getattr(model, "_features_kept", None)
+    return (Vt if keep is None else Vt[:, keep]).T
+
+
+def _fit_krylov_strips(model, X, data, k: int, *, centre: bool) -> WideFit:
+    """Block Krylov on the sample Gram ``K = Xc Xcᵀ`` (n × n) of data in column strips: the
+    first pass gathers the strips' column statistics and ``K U0`` (``U0`` orthonormal,
+    ``k + n_oversamples`` columns, at most n), each later pass one product ``K U`` — every
+    strip centred and scaled in its own task, only n × l partials travel — and a last pass
+    the axes. ``theta``: the eigenvalues of ``K``, those of the centred Gram ``Xcᵀ Xc``."""
+    n, d = X.shape
+    rng = np.random.default_rng(check_random_state_seed(model.random_state))
+    U0 = start_block(rng, n, k + model.n_oversamples)
+    how = dict(centre=centre, standardize=_strip_standardize(model))
+    out = sample_gram_times(X, U0, with_stats=True, **how)
+    KU0 = out.pop("KU")
+    mom, d_fit, scale = _strip_moments(model, out, n, d, k, data)
+    res = block_krylov_eigh(lambda U: sample_gram_times(X, U, **how), U0, KU0, k,
+                            max_products=model.n_power_iter + 2, tol=model._krylov_tol(),
+                            rng=rng)
+    theta = np.maximum(res.values, 0.0)
+    return WideFit(mom, d_fit, scale, theta, _strip_axes(model, X, res.vectors, theta, out,
+                                                         centre), res.residuals)
+
+
 def fit_snapshot(model, X, data, k: int | None, *, centre: bool) -> WideFit:
     """The snapshot method: the n × n Gram of the centred (standardised) rows over column
     strips, its eigendecomposition on the client, one more pass for the components
     ``Xcᵀ U Σ⁻¹``. ``k`` None: every eigenvalue is returned (components for all of them)."""
     n, d = X.shape
-    genotype = model._genotypes()
-    out = snapshot_gram(X, centre=centre,
-                        standardize="genotype" if genotype else bool(model.standardize))
+    out = snapshot_gram(X, centre=centre, standardize=_strip_standardize(model))
     G = out.pop("G")
-    if genotype:  # the strips mapped the counts with these frequencies (see snapshot_gram)
-        stats = genotype_scaling(model, out, n, d, k or 1, data)
-        mom, d_fit, scale = genotype_moments(stats, n), int(stats.keep.sum()), stats.scale
-    else:
-        mom, d_fit = model._moments_without_land(out, n, d, k or 1, data)
-        model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
-        scale = None
-    if model.standardize and not genotype:  # the scales the strips used (see snapshot_gram)
-        keep = getattr(model, "_features_kept", None)
-        scale = out["scale"] if keep is None else out["scale"][keep]
-        model.scale_ = scale
+    mom, d_fit, scale = _strip_moments(model, out, n, d, k or 1, data)
     theta, U = sla.eigh(G, driver="evr", check_finite=False)
     theta, U = np.maximum(theta[::-1], 0.0), U[:, ::-1]
     kk = min(n, d_fit) if k is None else k
-    Vt = snapshot_components(X, U[:, :kk], np.sqrt(theta[:kk]), out, centre=centre)
-    keep = getattr(model, "_features_kept", None)
-    if keep is not None:
-        Vt = Vt[:, keep]
-    return WideFit(mom, d_fit, scale, theta, Vt.T)
+    return WideFit(mom, d_fit, scale, theta, _strip_axes(model, X, U[:, :kk], theta[:kk], out,
+                                                         centre))

@@ -25,6 +25,7 @@ from ..linalg import (
 )
 from ..linalg.decomp import spectrum_from_moments
 from ..linalg.moments import float32_relative_error, gram_precision
+from ..linalg.snapshot import holds_whole_columns
 from ..linalg.sparse import scale_columns
 from ..preprocessing._genotype import GENOTYPE
 from ..preprocessing._matrix import MatrixInput
@@ -193,6 +194,15 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         and its closed form runs every pass)."""
         return 0.0
 
+    def _krylov_passes(self, n: int, d: int, k: int, X) -> int:
+        """Passes ``svd_solver="randomized"`` plans: at most ``n_power_iter + 2`` products,
+        fewer once the basis spans the operator's whole space (d features; on column strips
+        the n × n sample Gram, plus one pass for the axes: see :mod:`._wide`)."""
+        side = n if holds_whole_columns(X) else d
+        products = min(self.n_power_iter + 2,
+                       -(-side // max(1, min(k + self.n_oversamples, side))))
+        return products + 1 if holds_whole_columns(X) else products
+
     @staticmethod
     def _check_sparse_solver(X, solver: str) -> None:
         """Refuse, before any pass, a solver that cannot take sparse blocks."""
@@ -246,10 +256,8 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         self._fit_svd_solver = solver
         if self._genotypes():
             return fit_genotypes(self, X, data, spec, k, solver)
-        # block Krylov: at most n_power_iter + 2 products, fewer once the basis spans all d
-        krylov = min(self.n_power_iter + 2, -(-d // max(1, min(k + self.n_oversamples, d))))
         passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2, "snapshot": 2,
-                                      "sketch": 1}.get(solver, krylov))
+                                      "sketch": 1}.get(solver) or self._krylov_passes(n, d, k, X))
         if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
             X = full_rows(X)
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
@@ -436,7 +444,10 @@ class PCA(_BaseSpectralPCA):
         ``"randomized"``: block Krylov (block Lanczos with full reorthogonalisation and
         Rayleigh–Ritz over the whole basis) on the centred Gram operator, one pass over the
         data per product, the mean gathered in the first; for wide data whose d × d Gram does
-        not fit (2-D blocks are read as row panels; nothing of size d² anywhere).
+        not fit (2-D blocks are read as row panels; nothing of size d² anywhere). On column
+        strips (one row chunk, several column chunks: a field chunked along space) it runs on
+        the n × n sample Gram instead, each strip centred in its own task (no rechunk), and
+        one more pass gives the axes.
         ``"snapshot"``: the n × n Gram of the centred samples in one pass over column strips,
         ``eigh`` on the client, one more pass for the axes — exact in two passes when n ≪ d.
         ``"sketch"``: one pass, a Nyström approximation of the centred Gram with a bound on
@@ -561,10 +572,14 @@ class PCA(_BaseSpectralPCA):
     Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``snapshot`` 2; ``sketch`` 1;
     ``randomized`` at most ``n_power_iter + 2`` (6 by default; the mean rides in the first;
     one more when all-NaN features are left out, so that the fit is that of the other
-    features). Memory per worker: one row chunk (converted to float64) plus a few d × d
-    partials (``covariance_eigh``/``tsqr``); a row panel of at most 256 MiB and d × l
-    partials (``randomized``, ``sketch``; l = n_components + n_oversamples); a column strip
-    of at most 128 MiB and n × n partials (``snapshot``). The client holds d × d
+    features); on column strips (every block holds all rows) ``n_power_iter + 2`` products
+    of the sample Gram plus one pass for the axes (7 by default, fewer with ``tol``; all-NaN
+    features cost no pass there, their strip columns are zero once mapped) and
+    ``residual_norms_`` of the sample Gram's Ritz pairs. Memory per worker: one row chunk
+    (converted to float64) plus a few d × d partials (``covariance_eigh``/``tsqr``); a row
+    panel of at most 256 MiB and d × l partials (``randomized``, ``sketch``; l =
+    n_components + n_oversamples); a column strip of at most 128 MiB and n × n partials
+    (``snapshot``; n × l for ``randomized`` on strips). The client holds d × d
     (``covariance_eigh``, ``tsqr``), n × n and d × k (``snapshot``) or the Krylov basis and
     its products, 2 × d × l × passes floats (``randomized``: 58 MB at d = 20,000, l = 30, 6
     passes).

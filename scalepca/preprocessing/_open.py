@@ -38,10 +38,14 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
 
     The outermost sample dim is coalesced to ``task_size`` bytes per task; the other sample
     dims and the feature dims are read whole (stacking needs them in one chunk), so each task
-    reads the store chunks of a slab of the outermost sample dim. A store whose chunks each
-    hold every sample (chunked along space, the snapshot method's layout) is read the other
-    way when it exceeds ``task_size``: column strips, the outermost feature dim coalesced and
-    the inner ones whole; the row methods regroup them into row blocks themselves.
+    reads the store chunks of a slab of the outermost sample dim.
+
+    Unless every store chunk holds all the samples (one sample dim, chunked along space only:
+    the layout of climate stores) and the whole array exceeds ``task_size``: then the first
+    feature dim (in stacking order) is coalesced to ``task_size`` instead and the others read
+    whole, so that each task is a column strip of whole store chunks — the matrix keeps them
+    as column chunks (:func:`~scalepca.io._stack.stack_dataarray`) rather than one block of
+    the whole array.
     """
     from ..io._stack import split_dims
 
@@ -52,25 +56,22 @@ def _dataset_chunks(ds: xr.Dataset, variable, sample_dims, feature_dims, task_si
     arr = ds[name]
     store_chunks = arr.encoding.get("preferred_chunks") or {}
     sdims, fdims = split_dims(arr, sample_dims, feature_dims)
-
-    def unit(dim):
-        return store_chunks.get(dim) or (arr.chunksizes[dim][0] if arr.chunks else arr.sizes[dim])
-
-    def slab(dim):
-        return arr.dtype.itemsize * int(np.prod([arr.sizes[d] for d in arr.dims if d != dim]))
-
     outer = sdims[0]
-    total = slab(outer) * arr.sizes[outer]
+
+    def unit_of(dim):
+        return store_chunks.get(dim) or (arr.chunksizes[dim][0] if arr.chunks
+                                         else arr.sizes[dim])
+
+    slab = arr.dtype.itemsize * int(np.prod([arr.sizes[d] for d in arr.dims if d != outer]))
+    rows = coalesced_rows(unit_of(outer), arr.sizes[outer], slab, task_size)
+    whole = {d: (rows if d == outer else -1) for d in arr.dims}
     nbytes = _task_bytes(task_size)
-    if nbytes is not None and total > nbytes and all(unit(d) >= arr.sizes[d] for d in sdims):
-        # every store chunk holds all samples (a field chunked along space): read column
-        # strips of whole store chunks — the outermost feature dim coalesced to task_size,
-        # the inner ones whole — rather than all of it in one task
-        f0 = fdims[0]
-        cols = coalesced_rows(unit(f0), arr.sizes[f0], slab(f0), task_size)
-        return {d: (cols if d == f0 else -1) for d in arr.dims}
-    rows = coalesced_rows(unit(outer), arr.sizes[outer], slab(outer), task_size)
-    return {d: (rows if d == outer else -1) for d in arr.dims}
+    if (len(sdims) > 1 or not fdims or rows < arr.sizes[outer] or nbytes is None
+            or arr.nbytes <= nbytes or unit_of(fdims[0]) >= arr.sizes[fdims[0]]):
+        return whole
+    first = fdims[0]  # column strips: whole store chunks of the first feature dim per task
+    band = arr.nbytes // max(1, arr.sizes[first])
+    return {**whole, first: coalesced_rows(unit_of(first), arr.sizes[first], band, task_size)}
 
 
 def open_store(path, *, storage_options: dict | None = None, chunks=None,
@@ -185,8 +186,8 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
         The kind of store at a path; by default recognised by its ending or first bytes
         (``.bed``: PLINK genotypes, with their ``.bim`` and ``.fam``).
     task_size : int, str or None, default "128MiB"
-        For zarr stores opened here without ``chunks``: the bytes one task reads, in whole
-        store chunks; ``None`` keeps one task per store chunk. Results do not depend on it.
+        Bytes one task reads, in whole store chunks (``None``: one each), without ``chunks``;
+        results do not depend on it. A field above it keeps all-sample chunks as column strips.
     open_options : dict, optional
         For a path read through xarray (NetCDF, xarray zarr): xarray's ``decode_times``,
         ``use_cftime`` and (NetCDF) ``engine``; undecodable times are refused naming them.
@@ -230,8 +231,8 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     if isinstance(source, xr.Dataset):
         dataset, source = source, _dataset_variable(source, variable, where)
     if isinstance(source, xr.DataArray):
-        return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims,
-                                 feature_dims=feature_dims, weights=weights, dataset=dataset)
+        return _dataarray_matrix(source, chunks=chunks, sample_dims=sample_dims, weights=weights,
+                                 feature_dims=feature_dims, dataset=dataset, task_size=task_size)
     return _array_matrix(source, chunks, weights, task_size)
 
 

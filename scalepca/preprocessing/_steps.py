@@ -28,6 +28,7 @@ import numpy as np
 import xarray as xr
 
 from .._validation import check_dtype
+from ..io._coalesce import _task_bytes
 from ..io._stack import (
     FEATURE,
     SAMPLE,
@@ -131,10 +132,11 @@ class Preprocessing:
         inv[pos] = 1.0 / self.weights[pos]
         return values * inv
 
-    def stack(self, arr: xr.DataArray, *, chunks=None) -> xr.DataArray:
-        """The matrix of an N-D DataArray in these data's layout (stacked, weighted, lazy)."""
+    def stack(self, arr: xr.DataArray, *, chunks=None, strip_bytes=None) -> xr.DataArray:
+        """The matrix of an N-D DataArray in these data's layout (stacked, weighted, lazy);
+        ``strip_bytes``: see :func:`~scalepca.io._stack.stack_dataarray`."""
         out = stack_dataarray(arr, sample_dims=self.sample_dims, feature_dims=self.feature_dims,
-                              chunks=chunks)
+                              chunks=chunks, strip_bytes=strip_bytes)
         out = self.weight(out)
         out.attrs = {**{k: v for k, v in arr.attrs.items() if k != ATTR}, ATTR: self}
         out.name = arr.name
@@ -390,14 +392,16 @@ def describe(arr, *, sample_dims=None, feature_dims=None, weights=None, dataset=
 
 
 def _dataarray_matrix(arr: xr.DataArray, *, chunks=None, sample_dims=None, feature_dims=None,
-                      weights=None, dataset=None) -> xr.DataArray:
+                      weights=None, dataset=None, task_size=None) -> xr.DataArray:
+    """The matrix of a DataArray, described and weighted; ``task_size`` (``open_matrix``'s,
+    None: no strips): see :func:`~scalepca.io._stack.stack_dataarray`'s ``strip_bytes``."""
     if arr.ndim != 2 and sample_dims is None:
         raise ValueError(
             f"the DataArray has dims {arr.dims}; pass sample_dims=(...) to say which are samples"
         )
     prep = describe(arr, sample_dims=sample_dims, feature_dims=feature_dims, weights=weights,
                     dataset=dataset)
-    out = prep.stack(arr, chunks=chunks)
+    out = prep.stack(arr, chunks=chunks, strip_bytes=_task_bytes(task_size))
     if prep.weights is not None and isinstance(out.data, da.Array):
         # its dask array alone is known as weighted too: never weighted twice
         out = out.copy(data=named_matrix(out.data, prep))
