@@ -32,7 +32,7 @@ import dask.array as da
 import numpy as np
 
 from . import passes
-from .krylov import PANEL_BYTES, SLAB_BYTES, _blocks, _sum_all
+from .krylov import PANEL_BYTES, SLAB_BYTES, _blocks
 from .moments import block_moments, merge_moments
 
 __all__ = ["aligned_panels", "cross_times", "moments_and_cross_times"]
@@ -162,7 +162,7 @@ def cross_times(X: da.Array, Y: da.Array, U: np.ndarray, V: np.ndarray, mean_x: 
     args = [passes.shared(np.ascontiguousarray(a, dtype=np.float64))
             for a in (U, V, mean_x, mean_y)]
     graph = passes.reduce_blocks(_pairs(X, Y), _pair_times, None, *args,
-                                 split_every=split_every, merge_all=_sum_all)
+                                 split_every=split_every, merge_all=passes.sum_parts)
     (out,) = passes.compute(graph, name="cross")
     return out
 

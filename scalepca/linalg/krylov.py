@@ -169,14 +169,6 @@ def _merge_first_all(parts: list) -> dict:
     return acc
 
 
-def _sum_all(parts: list) -> np.ndarray:
-    """The sum of d × l partials, accumulated into one new array."""
-    acc = parts[0] + parts[1] if len(parts) > 1 else parts[0].copy()
-    for p in parts[2:]:
-        acc += p
-    return acc
-
-
 def _blocks(X: da.Array) -> list:
     """The row panels of ``X`` as ``Delayed`` objects (reads fused into them)."""
     return X.to_delayed(optimize_graph=True).ravel().tolist()
@@ -206,7 +198,7 @@ def gram_times(X: da.Array, V: np.ndarray, mean: np.ndarray | None, *,
     shift = None if mean is None else passes.shared(np.asarray(mean, dtype=np.float64))
     graph = passes.reduce_blocks(_blocks(row_panels(X)), _block_gram_times, None, Vd, shift,
                                  gram_precision(precision), fill, split_every=split_every,
-                                 merge_all=_sum_all)
+                                 merge_all=passes.sum_parts)
     (out,) = passes.compute(graph, name="gram")
     return out
 

@@ -205,14 +205,11 @@ def _gram_sparse(x) -> np.ndarray:
     n, d = x.shape
     if n == 0 or x.nnz == 0:
         return np.zeros((d, d), dtype=np.float64)
-    per_row = np.diff(x.indptr).astype(np.float64)
-    work = float(per_row @ per_row)
-    dense_work = n * float(d) * d
-    kernel = _csr_gram_kernel()
-    if kernel is not None and work <= KERNEL_DENSE_FRACTION * dense_work:
+    kernel, work = _csr_gram_kernel(), _sparse_work(x)
+    if kernel is not None and work <= KERNEL_DENSE_FRACTION:
         return kernel(x)
     x = x.astype(np.float64, copy=False)  # float32 values are summed in float64
-    if kernel is None and work <= SPARSE_GRAM_DENSE_FRACTION * dense_work:
+    if kernel is None and work <= SPARSE_GRAM_DENSE_FRACTION:
         return (x.T @ x).toarray()
     rows = max(1, min(n, SPARSE_SLAB_BYTES // (8 * d)))
     g = np.zeros((d, d), dtype=np.float64)
@@ -243,11 +240,12 @@ def _clean_csr(x):
     return x, int(finite.size - np.count_nonzero(finite)), nanf
 
 
-def _kernel_suits(x) -> bool:
-    """Whether the compiled kernel forms this CSR block's Gram (see :func:`_gram_sparse`)."""
+def _sparse_work(x) -> float:
+    """The sparse product's work on a CSR block, Σ nnz_row², as a fraction of the dense
+    slabs' n·d² (what :func:`_gram_sparse` chooses its route by)."""
     n, d = x.shape
     per_row = np.diff(x.indptr).astype(np.float64)
-    return float(per_row @ per_row) <= KERNEL_DENSE_FRACTION * n * float(d) * d
+    return float(per_row @ per_row) / max(n * float(d) * d, 1.0)
 
 
 def group_moments_sparse(blocks: list) -> dict:
@@ -258,10 +256,10 @@ def group_moments_sparse(blocks: list) -> dict:
     a pass sends and merges a d × d partial per group, not per block (at d = 2,000, 32 MB
     each). The sums are those of the blocks stacked, whatever the grouping. Without the
     kernel, or where a block is too dense for it, the blocks' own moments are merged."""
-    kernel = _csr_gram_kernel()
     cleaned = [_clean_csr(x) for x in blocks]
-    if kernel is None or len(cleaned) == 1 or not all(_kernel_suits(x) for x, _, _ in cleaned):
-        return _merge_list([_block_moments_sparse(x) for x in blocks])
+    if (_csr_gram_kernel() is None or len(cleaned) == 1
+            or any(_sparse_work(x) > KERNEL_DENSE_FRACTION for x, _, _ in cleaned)):
+        return _merge_list([_csr_moments(*c) for c in cleaned])  # each block cleaned once
     from ._csr_gram import csr_gram_add, mirror_upper
 
     d = cleaned[0][0].shape[1]
@@ -299,7 +297,12 @@ def _block_moments_sparse(x, *, with_gram: bool = True) -> dict:
     Non-finite stored values are counted (``bad``; ``nan_features`` per feature for NaN) and
     taken as 0 in the other statistics, as in the dense path.
     """
-    x, bad, nanf = _clean_csr(x)
+    return _csr_moments(*_clean_csr(x), with_gram=with_gram)
+
+
+def _csr_moments(x, bad: int, nanf, *, with_gram: bool = True) -> dict:
+    """:func:`_block_moments_sparse` of a block :func:`_clean_csr` has cleaned (its count of
+    non-finite values ``bad`` and NaN per feature ``nanf`` given with it)."""
     n, d = x.shape
     # not x.sum(axis=0, dtype=np.float64): scipy sums float32 values in float32 and converts
     # the result (pbmc68k's float32 counts: means 2.8e-6 off, eigenvalues 3.6e-6)

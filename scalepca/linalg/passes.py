@@ -74,6 +74,7 @@ __all__ = [
     "row_reduction",
     "single_delayed",
     "sum_over_strips",
+    "sum_parts",
 ]
 
 #: the logger of the pass lines (``PCA: pass 1 (moments) took 0.41s``)
@@ -167,6 +168,15 @@ def reduce_blocks(blocks: list, block: Callable, merge: Callable | None, *args,
                                                merge_all=merge_all)
                  for i in range(0, len(level), split_every)]
     return level[0]
+
+
+def sum_parts(parts: list) -> np.ndarray:
+    """The sum of same-shape partials in one new array (a part is never written: it may be
+    read again): the ``merge_all`` of passes whose partials are plain arrays."""
+    acc = parts[0] + parts[1] if len(parts) > 1 else parts[0].copy()
+    for p in parts[2:]:
+        acc += p
+    return acc
 
 
 def _strip_partial(x, *per_feature, block, args):

@@ -168,14 +168,6 @@ def _strip_gram(x, centre: bool, standardize) -> dict:
     return {**stats, "G": G}
 
 
-def _sum_new(arrays: list) -> np.ndarray:
-    """The sum of same-shape arrays in one new array."""
-    acc = arrays[0] + arrays[1] if len(arrays) > 1 else arrays[0].copy()
-    for a in arrays[2:]:
-        acc += a
-    return acc
-
-
 def _merge_strips(parts: list) -> dict:
     """Strips side by side (left to right): per-feature statistics joined, Grams (``G``) or
     Gram products (``KU``) summed into one new array (the parts' own are never written: a
@@ -185,7 +177,7 @@ def _merge_strips(parts: list) -> dict:
     out["bad"] = sum(p["bad"] for p in parts)
     for name in ("G", "KU"):
         if name in parts[0]:
-            out[name] = _sum_new([p[name] for p in parts])
+            out[name] = passes.sum_parts([p[name] for p in parts])
     return out
 
 
@@ -259,7 +251,7 @@ def sample_gram_times_graph(X: da.Array, U: np.ndarray, *, centre: bool = True,
     bit for bit the same map the first one measured (genotype frequencies included)."""
     strips = column_strips(X).to_delayed(optimize_graph=True).ravel().tolist()
     Ud = passes.shared(np.ascontiguousarray(U, dtype=np.float64))
-    merge = _merge_strips if with_stats else _sum_new
+    merge = _merge_strips if with_stats else passes.sum_parts
     return passes.reduce_blocks(strips, _strip_times, None, centre, standardize, Ud,
                                 with_stats, split_every=4, merge_all=merge)
 
