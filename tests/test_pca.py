@@ -27,6 +27,40 @@ def dense_reference(X):
     return w[::-1], V[:, ::-1]
 
 
+def test_leading_pairs_of_many_features_equal_lapack(rng):
+    """Past LEADING_MIN_FEATURES, covariance_eigh finds the leading pairs by ARPACK and the
+    discarded variance from the trace: the same fit as LAPACK's every pair, for PCA's and
+    PPCA's σ², dense and CSR, and for a leading axis orthogonal to the all-ones vector."""
+    import scipy.sparse
+    from scipy.linalg import eigh as lapack_eigh
+
+    from scalepca.linalg.decomp import LEADING_MIN_FEATURES, leading_eigh
+
+    n, d, k = 2_500, LEADING_MIN_FEATURES + 200, 6
+    X = rng.standard_normal((n, d))
+    X[:, :40] += rng.standard_normal((n, 8)) @ rng.standard_normal((8, 40)) * 3
+    w, V = dense_reference(X)
+    for data in (da.from_array(X, chunks=(700, d)),
+                 da.from_array(scipy.sparse.csr_matrix(X), chunks=(700, d))):
+        pca = scalepca.PCA(n_components=k, svd_solver="covariance_eigh").fit(data)
+        np.testing.assert_allclose(pca.explained_variance_, w[:k], rtol=1e-12)
+        assert np.max(subspace_angles(pca.components_.T, V[:, :k])) < 1e-10
+        np.testing.assert_allclose(pca.noise_variance_, w[k:].mean(), rtol=1e-12)
+        ppca = scalepca.PPCA(n_components=k).fit(data)
+        np.testing.assert_allclose(ppca.noise_variance_, w[k:].mean(), rtol=1e-12)
+    # a leading eigenvector orthogonal to ones: a start at the all-ones vector would miss it
+    q = np.ones(d) / np.sqrt(d)
+    u = rng.standard_normal(d)
+    u -= (u @ q) * q
+    u /= np.linalg.norm(u)
+    C = np.diag(np.linspace(1.0, 2.0, d)) + 50 * np.outer(u, u)
+    C = C - np.outer(C @ q, q) - np.outer(q, q @ C) + (q @ C @ q) * np.outer(q, q)  # C q = 0
+    lw, lv = leading_eigh(C, 3)
+    ref_w, ref_v = lapack_eigh(C, subset_by_index=[d - 3, d - 1])
+    np.testing.assert_allclose(lw, ref_w[::-1], rtol=1e-12)
+    assert np.max(subspace_angles(lv, ref_v)) < 1e-8
+
+
 @pytest.mark.parametrize("chunks", [(600, 24), (100, 24), (77, 24), (250, 8)])
 def test_covariance_eigh_matches_lapack(rng, chunks):
     X = low_rank_data(rng)
