@@ -103,13 +103,15 @@ def test_grouped_blocks_equal_the_blocks_merged_one_by_one():
     """A group of consecutive CSR blocks (one task of the sparse Gram pass) gives the moments
     of the blocks stacked: exact on counts, with non-finite values counted, an empty block,
     and a block too dense for the kernel (then the blocks' own moments are merged)."""
-    from scalepca.linalg.moments import _merge_list, group_moments_sparse
+    from scalepca.linalg.moments import _merge_list, full_gram, group_moments_sparse
 
     blocks = [_counts(50, 30, rho, seed=i) for i, rho in enumerate([0.05, 0.0, 0.1, 0.02])]
     bad = blocks[2].copy()
     bad.data[:3] = [np.nan, np.inf, np.nan]
     for group in (blocks, [blocks[0], bad, blocks[3]], [blocks[0], _counts(50, 30, 0.9)]):
-        got = group_moments_sparse(group)
+        packed = group_moments_sparse(group)
+        assert "m2" not in packed and packed["m2p"].shape == (30 * 31 // 2,)
+        got = full_gram(packed)
         want = _merge_list([block_moments(b) for b in group])
         assert got["n"] == want["n"] and got["bad"] == want["bad"]
         np.testing.assert_allclose(got["mean"], want["mean"], rtol=0, atol=1e-12)
@@ -132,8 +134,41 @@ def test_the_sparse_gram_pass_sends_a_partial_per_group_of_blocks():
         X = da.from_array(x, chunks=(rows, 25)).map_blocks(sp.csr_matrix)
         graph = mom_mod.moments_graph(X)
         leaves = [k for k in dict(graph.__dask_graph__()) if "group_moments_sparse" in str(k)]
-        size = max(1, min(mom_mod.SPARSE_GROUP_BLOCKS,
-                          X.numblocks[0] // mom_mod.SPARSE_MIN_TASKS))
-        assert len(leaves) == -(-X.numblocks[0] // size)
+        assert len(leaves) == len(mom_mod.block_groups(X.numblocks[0]))
         (got,) = dask.compute(graph)
         np.testing.assert_allclose(got["m2"], ref_m2, rtol=1e-12, atol=1e-8)
+
+
+def test_packed_gram_partials_equal_the_full_ones():
+    """The kernel's packed output, packed centring and packed merges give the d × d Gram."""
+    from scalepca.linalg._csr_gram import csr_gram_add, packed_size
+    from scalepca.linalg.moments import _merge_list, full_gram, packed_gram
+
+    x = _counts(300, 41, 0.2, seed=7)
+    g = np.zeros(packed_size(41))
+    csr_gram_add(x, g, packed=True)
+    dense = x.toarray().astype(np.float64)
+    np.testing.assert_array_equal(g, (dense.T @ dense)[np.triu_indices(41)])  # counts: exact
+    with pytest.raises(ValueError, match="d \\(d \\+ 1\\) / 2"):
+        csr_gram_add(x, np.zeros((41, 41)), packed=True)
+    parts = [block_moments(_counts(60, 41, rho, seed=i)) for i, rho in enumerate([0.1, 0.3, 0.05])]
+    want = _merge_list(parts)
+    got = full_gram(_merge_list([packed_gram(p) for p in parts]))
+    assert got["m2"].flags.c_contiguous
+    np.testing.assert_allclose(got["m2"], want["m2"], rtol=1e-13, atol=1e-10)
+    np.testing.assert_allclose(got["mean"], want["mean"], rtol=1e-15)
+    for p in parts:  # a merge never writes into a part
+        assert "m2" in p and "m2p" not in p
+
+
+def test_block_groups_cover_every_block_in_order_and_taper():
+    from scalepca.linalg.moments import SPARSE_GROUP_BLOCKS, block_groups
+
+    for n in (1, 7, 16, 31, 32, 47, 64, 100, 101, 1000):
+        groups = block_groups(n)
+        assert [i for g in groups for i in g] == list(range(n))
+        sizes = [len(g) for g in groups]
+        assert max(sizes) <= SPARSE_GROUP_BLOCKS
+        if n >= SPARSE_GROUP_BLOCKS * 16:
+            assert sizes[-SPARSE_GROUP_BLOCKS:] == [1] * SPARSE_GROUP_BLOCKS
+            assert sizes[0] == SPARSE_GROUP_BLOCKS

@@ -79,6 +79,36 @@ def test_reduce_blocks_is_the_same_tree_as_reduce_rows(rng, rows, split_every):
     _assert_stats(a, _reference(X))
 
 
+def _stacked(blocks):
+    return {"s": sum(b.sum(axis=0) for b in blocks), "n": sum(b.shape[0] for b in blocks)}
+
+
+def _sum_stats(parts):
+    return {"s": sum(p["s"] for p in parts), "n": sum(p["n"] for p in parts)}
+
+
+def test_reduce_block_groups_reads_each_block_inside_its_group_s_task(rng):
+    """A group is one task that reads its blocks (no task per block is left in the graph),
+    every block is read once, and blocks another task also reads (an array that repeats
+    itself) stay tasks of their own."""
+    X = _matrix(rng)
+    A, counter = counted_dask(X, (10, X.shape[1]))
+    groups = [range(0, 3), range(3, 4), range(4, A.numblocks[0])]
+    graph = passes.reduce_block_groups(A, groups, _stacked, merge_all=_sum_stats,
+                                       split_every=2)
+    keys = dict(graph.__dask_graph__())
+    assert not any(k in keys for (k,) in A.__dask_keys__())  # every read is inside a group
+    (got,) = dask.compute(graph)
+    assert counter.reads == A.numblocks[0]
+    np.testing.assert_allclose(got["s"], X.sum(axis=0), rtol=1e-12)
+    assert got["n"] == X.shape[0]
+    twice = da.concatenate([A, A])  # its blocks are aliases of A's, each read twice
+    graph = passes.reduce_block_groups(twice, [range(0, 5), range(5, twice.numblocks[0])],
+                                       _stacked, merge_all=_sum_stats)
+    (got,) = dask.compute(graph)
+    np.testing.assert_allclose(got["s"], 2 * X.sum(axis=0), rtol=1e-12)
+
+
 def test_fold_merges_left_to_right_then_finishes():
     seen = []
 

@@ -13,10 +13,12 @@ Reductions
     :func:`row_reduction` (a ``da.reduction`` over a dask array, one output block per column
     strip) and :func:`reduce_rows` (its single output as a ``Delayed``, optionally computed in
     one graph with another array, see :func:`single_delayed`) for dask arrays;
-    :func:`reduce_blocks` for a list of ``Delayed`` row blocks (sparse PCA's minibatches).
+    :func:`reduce_blocks` for a list of ``Delayed`` row blocks (sparse PCA's minibatches);
+    :func:`reduce_block_groups` for groups of consecutive row blocks of a dask array, each
+    group one task that reads its own blocks (the sparse Gram pass).
     :func:`sum_over_strips` is the same tree across the *column strips* of a matrix (all rows,
     some features, e.g. Hilbert EOF's complex PCs): a lazy n × k dask array, a sum of one
-    partial per strip. All four fold the partials with the same :func:`fold`.
+    partial per strip. All of them fold the partials with the same :func:`fold`.
 
 Counting
     An estimator's fit runs inside :func:`counting` (``DecompositionMixin.fit`` does it), which
@@ -68,6 +70,7 @@ __all__ = [
     "one_pass",
     "optimized_together",
     "persist",
+    "reduce_block_groups",
     "reduce_blocks",
     "reduce_rows",
     "remove_listener",
@@ -163,11 +166,64 @@ def reduce_blocks(blocks: list, block: Callable, merge: Callable | None, *args,
     if (merge is None) == (merge_all is None):
         raise TypeError("give exactly one of merge and merge_all")
     level = [dask.delayed(block, pure=True)(b, *args) for b in blocks]
+    return _fold_tree(level, merge, merge_all, split_every)
+
+
+def _fold_tree(level: list, merge, merge_all, split_every: int):
+    """The tree of :func:`fold` over ``Delayed`` partials, groups of ``split_every`` left to
+    right: one ``Delayed``."""
     while len(level) > 1:
         level = [dask.delayed(fold, pure=True)(level[i : i + split_every], merge=merge,
                                                merge_all=merge_all)
                  for i in range(0, len(level), split_every)]
     return level[0]
+
+
+def reduce_block_groups(X: da.Array, groups: list, block: Callable, *,
+                        merge_all: Callable, split_every: int = 8):
+    """A ``Delayed`` reducing ``block([x_i for i in group])`` over ``groups`` of consecutive
+    row blocks of ``X`` (index ranges; ``X`` rows chunked, one column chunk), merged by the
+    tree of :func:`reduce_blocks`.
+
+    Each group is **one task that reads its own blocks**: the tasks of the group's blocks
+    (after dask's optimisation of ``X``'s graph) are fused into the group's task, so a block
+    is made where it is used and never travels, and the scheduler balances whole groups
+    between workers. Measured on 100 CSR blocks of 10,000 × 2,000 in 29 groups on 2 workers:
+    a block read by a separate task went to the other worker for 15–20 % of the blocks, and
+    one worker idled up to 1.2 s at the end. What the blocks share (a store handle, an array
+    the blocks are cut from) stays one task, a dependency of every group.
+    """
+    from collections import Counter
+
+    from dask._task_spec import Alias, List, Task, TaskRef
+    from dask.base import tokenize
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    keys = [k for (k,) in X.__dask_keys__()]
+    dsk = dict(X.__dask_optimize__(X.__dask_graph__(), keys))
+    used = Counter(dep for node in dsk.values() for dep in node.dependencies)
+    name = f"{block.__name__}-{tokenize(X.name, [tuple(g) for g in groups], block)}"
+    level = []
+    for j, group in enumerate(groups):
+        inner, refs = [], []
+        for i in group:
+            k = keys[i]
+            refs.append(TaskRef(k))
+            if used[k] or k not in dsk:  # another task reads the block too: it stays a task
+                continue
+            node = dsk.pop(k)
+            inner.append(node)
+            # a block renamed by dask's linear fusion, read by its alias only
+            while isinstance(node, Alias) and used[node.target] == 1 and node.target in dsk:
+                node = dsk.pop(node.target)
+                inner.append(node)
+        key = (name, j)
+        dsk[key] = Task.fuse(*inner, Task(key, block, List(*refs)), key=key)  # reads inline
+        level.append(key)
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
+    return _fold_tree([Delayed(k, graph, layer=name) for k in level], None, merge_all,
+                      split_every)
 
 
 def sum_parts(parts: list) -> np.ndarray:
