@@ -343,6 +343,35 @@ def test_monitoring_light_reaches_scheduler_and_worker_processes():
     assert dask.config.get("distributed.admin.tick.interval") == "20ms"
 
 
+def _malloc_env():
+    import os
+
+    return {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
+
+
+def test_local_workers_reuse_heap_memory_unless_the_users_dask_config_says_otherwise(
+        monkeypatch):
+    """Worker processes get glibc settings that reuse freed arrays up to 32 MiB (Dask's
+    trim threshold alone maps every array over 128 KiB afresh); a user's setting wins, and
+    nothing changes in this process's own config. (A nanny leaves its workers' environment
+    in this process's ``os.environ``, which the next nanny prefers to any config: it is
+    cleared before each cluster.)"""
+    for key in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"):
+        monkeypatch.delenv(key, raising=False)
+    with connect(n_workers=1, threads_per_worker=1, processes=True, quiet=True) as client:
+        (env,) = client.run(_malloc_env).values()
+    assert env == {"MALLOC_TRIM_THRESHOLD_": str(64 * 2**20),
+                   "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
+    assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
+    key = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+    for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"):
+        monkeypatch.delenv(name, raising=False)
+    with dask.config.set({key: 4096}), connect(n_workers=1, threads_per_worker=1,
+                                                processes=True, quiet=True) as client:
+        (env,) = client.run(_malloc_env).values()
+    assert env == {"MALLOC_TRIM_THRESHOLD_": "4096", "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
+
+
 def test_monitoring_dask_keeps_dasks_own_intervals():
     with connect(n_workers=1, threads_per_worker=1, processes=False, quiet=True,
                  monitoring="dask") as client:
