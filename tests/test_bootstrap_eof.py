@@ -145,7 +145,8 @@ def test_paths_and_chunkings_agree(coarse):
 
 
 def test_partial_eigendecompositions_equal_full_ones(coarse, monkeypatch):
-    """Large replicate matrices take ARPACK's leading eigenpairs: the same results."""
+    """Large replicate matrices, and the fit's large sample Gram, take ARPACK's leading
+    eigenpairs: the same results."""
     full = BootstrapEOF(3, n_bootstraps=30, random_state=2).fit(_matrix(coarse))
     monkeypatch.setattr(boot, "PARTIAL_EIGH_SIDE", 10)
     for solver in ("gram", "covariance"):
@@ -155,6 +156,12 @@ def test_partial_eigendecompositions_equal_full_ones(coarse, monkeypatch):
                                    full.explained_variance_ratio_samples_, rtol=1e-9)
         np.testing.assert_allclose(part.components_interval_, full.components_interval_,
                                    atol=1e-9, equal_nan=True)
+        # the fit's own leading pairs too (of the n × n Gram for "gram"; its variance from
+        # the trace)
+        np.testing.assert_allclose(part.explained_variance_ratio_,
+                                   full.explained_variance_ratio_, rtol=1e-10)
+        np.testing.assert_allclose(part.components_, full.components_, atol=1e-9,
+                                   equal_nan=True)
 
 
 def test_selection_rule_finds_the_separated_modes(rng):

@@ -256,7 +256,9 @@ class BootstrapEOF(BaseEstimator):
         nan = out.get("nan_features", np.zeros(d, dtype=np.int64))
         keep = self._keep(nan, n)
         G = out["G"]
-        theta, U = boot._eigh_descending(G)
+        # the fit's leading k pairs only (ARPACK beyond PARTIAL_EIGH_SIDE: at n = 10,000 a
+        # full decomposition of G is minutes of the client's time); the variance is G's trace
+        theta, U = (x[0] for x in boot._leading_eigh(G[None], k))
         s = np.sqrt(theta[:k])
         fit_scores = U[:, :k] * s  # X_c v_i
         w_all = boot.poisson_weights(self.seed_, np.arange(n), B)  # n × B
@@ -273,7 +275,7 @@ class BootstrapEOF(BaseEstimator):
                  for j, blk in enumerate(S.to_delayed(optimize_graph=True).ravel())]
         stacked = np.hstack(passes.compute(*parts, name="EOFs and replicate EOFs"))
         fit, lo, hi, sd = np.split(stacked[:, keep], 4)
-        self._set_fit(theta, fit, out["mean"], keep, n, d)
+        self._set_fit(theta, fit, out["mean"], keep, n, d, total=float(np.trace(G)))
         self._set_component_summary(lo, hi, sd, keep)
 
     @staticmethod
@@ -289,14 +291,17 @@ class BootstrapEOF(BaseEstimator):
             raise ValueError("X is NaN at every feature")
         return keep
 
-    def _set_fit(self, theta, comps, mean, keep, n, d) -> None:
+    def _set_fit(self, theta, comps, mean, keep, n, d, total: float | None = None) -> None:
+        """The fit's attributes from its eigenvalues ``theta`` (of the centred Gram: every
+        one, or the leading ``n_modes`` with their sum ``total``, the Gram's trace)."""
         k = int(self.n_modes)
         comps = comps * np.sign(comps[np.arange(k), np.abs(comps).argmax(axis=1)])[:, None]
         self.components_ = np.full((k, d), np.nan)
         self.components_[:, keep] = comps
         lam = theta / (n - 1)
         self.explained_variance_ = lam[:k]
-        self.explained_variance_ratio_ = lam[:k] / lam.sum()
+        self.explained_variance_ratio_ = lam[:k] / (lam.sum() if total is None
+                                                     else total / (n - 1))
         self.singular_values_ = np.sqrt(theta[:k])
         self.mean_ = np.where(keep, mean, np.nan)
         self.n_samples_, self.n_features_in_ = int(n), int(d)

@@ -30,6 +30,8 @@ import math
 
 import numpy as np
 
+from .decomp import leading_eigh
+
 __all__ = ["covariance_replicates", "gram_replicates", "merge_weighted", "poisson_weights",
            "replicate_gram", "strip_replicate_components", "weighted_block_moments"]
 
@@ -167,15 +169,11 @@ def _leading_eigh(mats: np.ndarray, m: int):
     if side < PARTIAL_EIGH_SIDE or m >= side - 1:
         vals, vecs = _eigh_descending(mats)
         return vals[:, :m], vecs[:, :, :m]
-    from scipy.sparse.linalg import eigsh
-
     vals = np.empty((len(mats), m))
     vecs = np.empty((len(mats), side, m))
     for i, M in enumerate(mats):
-        v0 = np.ones(side) / np.sqrt(side)  # fixed: the result does not depend on a draw
-        lam, U = eigsh(M, k=m, which="LA", tol=0, v0=v0)
-        order = np.argsort(lam)[::-1]
-        vals[i], vecs[i] = lam[order].clip(min=0.0), U[:, order]
+        lam, vecs[i] = leading_eigh(M, m)  # a fixed start: no draw changes the result
+        vals[i] = lam.clip(min=0.0)
     return vals, vecs
 
 
