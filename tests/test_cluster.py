@@ -351,23 +351,31 @@ def _malloc_env():
 
 def test_local_workers_reuse_heap_memory_unless_the_users_dask_config_says_otherwise(
         monkeypatch):
-    """Worker processes get glibc settings that reuse freed arrays up to 32 MiB (Dask's
-    trim threshold alone maps every array over 128 KiB afresh); a user's setting wins, and
-    nothing changes in this process's own config. (A nanny leaves its workers' environment
-    in this process's ``os.environ``, which the next nanny prefers to any config: it is
-    cleared before each cluster.)"""
+    """Worker processes get glibc settings that reuse freed arrays up to memory_limit / 64,
+    at most 32 MiB (Dask's trim threshold alone maps every array over 128 KiB afresh); a
+    user's setting wins, and
+    nothing stays behind in this process: neither in its Dask config nor in its environment
+    (a nanny writes its workers' environment into ``os.environ``, and the next nanny of any
+    cluster would take it over its config)."""
     for key in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"):
         monkeypatch.delenv(key, raising=False)
-    with connect(n_workers=1, threads_per_worker=1, processes=True, quiet=True) as client:
+    with connect(n_workers=1, threads_per_worker=1, processes=True, memory_limit="4GiB",
+                 quiet=True) as client:
         (env,) = client.run(_malloc_env).values()
+        assert _malloc_env() == {}
     assert env == {"MALLOC_TRIM_THRESHOLD_": str(64 * 2**20),
                    "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
+    # smaller workers keep less free heap: the thresholds follow the memory limit
+    with connect(n_workers=1, threads_per_worker=1, processes=True, memory_limit="640MiB",
+                 quiet=True) as client:
+        (env,) = client.run(_malloc_env).values()
+    assert env == {"MALLOC_TRIM_THRESHOLD_": str(20 * 2**20),
+                   "MALLOC_MMAP_THRESHOLD_": str(10 * 2**20)}
     assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
     key = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
-    for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"):
-        monkeypatch.delenv(name, raising=False)
     with dask.config.set({key: 4096}), connect(n_workers=1, threads_per_worker=1,
-                                                processes=True, quiet=True) as client:
+                                                processes=True, memory_limit="4GiB",
+                                                quiet=True) as client:
         (env,) = client.run(_malloc_env).values()
     assert env == {"MALLOC_TRIM_THRESHOLD_": "4096", "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import os
 import shutil
 
 from ._jobs import (
@@ -155,17 +156,55 @@ def _monitoring(cfg: dict) -> dict:
 #: nanny sets ``MALLOC_TRIM_THRESHOLD_=65536`` so that freed memory goes back to the system;
 #: setting it also fixes glibc's mmap threshold at 128 KiB, so every array above that — a
 #: decompressed store chunk, a CSR row block, a d × d partial — is new pages the kernel maps
-#: and faults in one by one, every time. Here arrays up to 32 MiB come from the heap and are
-#: reused, and up to 64 MiB of free heap is kept: on 2 × 2 GiB workers (2 cores, a VM) the
-#: read pass of 1,000,000 × 2,000 CSR counts took 2.7–3.0 s instead of 5.1–5.8 s and its
-#: covariance fit 13.9–14.3 s instead of 16.8–17.7 s (``benchmarks/sparse_counts.py``), with
-#: 64 MiB more idle heap a worker at most. A value the user's own Dask config already sets
-#: is left as it is (as :data:`LIGHT_MONITORING`). Batch and cloud workers keep Dask's: their
-#: nannies read their own Dask config, where the same two keys can be set.
-WORKER_ALLOCATOR = {
-    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 64 * 2**20,
-    "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": 32 * 2**20,
-}
+#: and faults in one by one, every time. scalepca's workers instead take arrays up to
+#: ``memory_limit / 64`` (at most 32 MiB, at least 128 KiB) from the heap, reused, and keep
+#: up to twice that of free heap: on 2 × 2 GiB workers (2 cores, a VM) the read pass of
+#: 1,000,000 × 2,000 CSR counts took 2.7–3.0 s instead of 5.1–5.8 s and its covariance fit
+#: 13.9–14.3 s instead of 16.8–17.7 s (``benchmarks/sparse_counts.py``). The thresholds
+#: follow the memory limit because glibc keeps that much free heap per arena (per thread that
+#: allocates): with the 2 GiB settings, 600 MiB workers that Dask's default carries through a
+#: PPCA fit of a 96 MB store were killed for memory (``test_ppca``'s small-memory fit). A
+#: value the user's own Dask config sets is left as it is (as :data:`LIGHT_MONITORING`).
+#: Batch and cloud workers keep Dask's: their nannies read their own Dask config, where the
+#: same two keys can be set.
+ALLOCATOR_KEYS = ("distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_",
+                  "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_")
+#: the largest heap-served array (glibc's own ceiling of the mmap threshold on 64-bit)
+ALLOCATOR_MMAP_MAX = 32 * 2**20
+
+
+def _worker_allocator(cfg: dict) -> dict:
+    """The glibc settings (:data:`ALLOCATOR_KEYS`) for the workers of a local cluster ``cfg``:
+    the mmap threshold ``memory_limit / 64`` within [128 KiB, 32 MiB], the trim threshold
+    twice that; without those the user's Dask config already sets."""
+    from distributed.worker_memory import parse_memory_limit
+
+    threads = cfg.get("threads_per_worker") or 1
+    cores = max(1, (cfg.get("n_workers") or 1) * threads)
+    limit = parse_memory_limit(cfg.get("memory_limit"), threads, cores, logger=logger)
+    mmap = ALLOCATOR_MMAP_MAX if limit is None else min(ALLOCATOR_MMAP_MAX,
+                                                       max(128 * 2**10, limit // 64))
+    return _unchanged(dict(zip(ALLOCATOR_KEYS, (mmap, 2 * mmap))))
+
+
+_ALLOCATOR_VARIABLES = tuple(key.rsplit(".", 1)[1] for key in ALLOCATOR_KEYS)
+
+
+@contextlib.contextmanager
+def _environ_kept(names):
+    """Keep these environment variables of this process as they were: a nanny writes its
+    workers' environment into ``os.environ`` before it starts them (and the next nanny of any
+    cluster would take those values over its Dask config), so scalepca's worker settings
+    would otherwise stay behind in the user's process."""
+    before = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _unchanged(settings: dict) -> dict:
@@ -196,7 +235,8 @@ def make_cluster(config: dict | None = None, **kwargs):
 
         # the scheduler and each nanny read dask.config when they are made; a nanny hands its
         # copy (and its pre-spawn environment) to the worker process it starts
-        with dask.config.set({**_monitoring(cfg), **_unchanged(WORKER_ALLOCATOR)}):
+        with dask.config.set({**_monitoring(cfg), **_worker_allocator(cfg)}), \
+                _environ_kept(_ALLOCATOR_VARIABLES):
             return LocalCluster(
                 n_workers=cfg["n_workers"],
                 threads_per_worker=cfg["threads_per_worker"],
