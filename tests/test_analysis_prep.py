@@ -154,8 +154,15 @@ def test_cli_transform_of_a_saved_tool(files, name, tmp_path, capsys):
      "--sample-dims longitude: the model was fitted with sample dims time"),
     ("bootstrap_eof", ["--weights", "coslat"], "--weights coslat: the data would be weighted "
                                                "by coslat"),
+    ("hilbert_eof-grid", [], "the data is not on the grid the model was fitted on: 29 along "
+                             "'longitude' (fitted: 30)"),
+    ("bootstrap_eof-grid", [], "the data is not on the grid the model was fitted on: 29 along "
+                               "'longitude' (fitted: 30)"),
+    ("hilbert_eof-moved", [], "the data is not on the features the model was fitted on: the "
+                              "'longitude' coordinates differ"),
 ], ids=["mca-variable", "mca-weights", "mca-missing-field", "mca-arrays", "hilbert-variable",
-        "bootstrap-dims", "bootstrap-weights"])
+        "bootstrap-dims", "bootstrap-weights", "hilbert-grid", "bootstrap-grid",
+        "hilbert-moved-grid"])
 def test_cli_transform_refuses_before_compute(files, sst_hgt, model_of, args, said, tmp_path,
                                               capsys, raise_if_dask_computes):
     """Bad combinations of a tool's model and DATA or options: exit 2, one line in the
@@ -169,6 +176,14 @@ def test_cli_transform_refuses_before_compute(files, sst_hgt, model_of, args, sa
     if model_of == "mca-sst-only":
         data = tmp_path / "sst.nc"
         sst_hgt[0].to_dataset().to_netcdf(data, engine="scipy")
+    if model_of.endswith("-grid"):  # the same variable on a grid with a longitude less
+        data = tmp_path / "sst_cut.nc"
+        sst_hgt[0].isel(longitude=slice(1, None)).to_dataset().to_netcdf(data, engine="scipy")
+    if model_of.endswith("-moved"):  # the same sizes, the longitudes moved
+        data = tmp_path / "sst_moved.nc"
+        sst = sst_hgt[0]
+        sst.assign_coords(longitude=sst["longitude"] + 1.0).to_dataset().to_netcdf(
+            data, engine="scipy")
     model.save(tmp_path / "tool.zarr")
     with raise_if_dask_computes():
         rc = main(["transform", str(tmp_path / "tool.zarr"), str(data), "--out",
@@ -194,3 +209,25 @@ def test_raw_field_on_another_grid_is_refused_before_compute(files, raise_if_das
             mca.transform(Y=sst)
         with pytest.raises(ValueError, match=r"Y has dims .*\(missing \[.lat_z., .lon_z.\]"):
             mca.transform(Y=sst.rename("z"))
+
+
+def test_a_moved_grid_is_refused_as_by_pca(files, raise_if_dask_computes):
+    """A field of the fitted sizes whose coordinates moved is not the fitted grid: every tool
+    refuses it as PCA's transform does (raw or through open_matrix), before anything is
+    read, naming the coordinate."""
+    sst, z = _raw(files, "sst"), _raw(files, "z")
+    moved = sst.assign_coords(longitude=sst["longitude"] + 1.0)
+    said = "not on the features the model was fitted on: the 'longitude' coordinates differ"
+    models = {name: _fit(name, files) for name in TOOLS}
+    pca = scalepca.PCA(2).fit(_opened(files, "sst"))
+    with raise_if_dask_computes():
+        for m in (pca, models["hilbert_eof"], models["bootstrap_eof"]):
+            for data in (moved, scalepca.open_matrix(moved.to_dataset(), variable="sst",
+                                                     **WEIGHTED)):
+                with pytest.raises(ValueError, match=said):
+                    m.transform(data)
+        with pytest.raises(ValueError, match="X is " + said):
+            models["mca"].transform(moved, z)
+        moved_z = z.assign_coords(lat_z=z["lat_z"] + 0.5)
+        with pytest.raises(ValueError, match="Y is not on the features .* 'lat_z' coordinates"):
+            models["mca"].transform(Y=moved_z)

@@ -347,6 +347,7 @@ class BootstrapEOF(BaseEstimator):
         holding the fitted variable) is stacked and weighted by the model itself, as recorded
         at ``fit`` (also after ``save`` and ``load``; the grid is checked); a matrix
         ``open_matrix`` made is checked against that record and taken as it is."""
+        from ..io._stack import check_features
         from ..models.base import affine_map
         from .mca import _matrix
 
@@ -355,6 +356,7 @@ class BootstrapEOF(BaseEstimator):
 
             raise NotFittedError("this BootstrapEOF is not fitted yet; call fit(X) first")
         xin = _matrix(_prep.prepared(getattr(self, "_preprocessing", None), X, "X"), "X")
+        check_features(getattr(self, "_template", None), xin)
         if xin.data.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {xin.data.shape[1]} features; the model was fitted on "
                              f"{self.n_features_in_}")

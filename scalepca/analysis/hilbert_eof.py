@@ -361,9 +361,12 @@ class HilbertEOF(BaseEstimator):
     def _prepared(self, X):
         """``X`` as a matrix made as the fitted field's (:mod:`._prep`): raw data stacked
         and weighted by the model, an ``open_matrix`` matrix checked against its record."""
+        from ..io._stack import check_features
         from .mca import _matrix
 
-        return _matrix(_prep.prepared(getattr(self, "_preprocessing", None), X, "X"), "X")
+        xin = _matrix(_prep.prepared(getattr(self, "_preprocessing", None), X, "X"), "X")
+        check_features(getattr(self, "_templates", (None, None))[0], xin)
+        return xin
 
     def transform(self, X):
         """The complex PCs of the field ``X`` (n' time steps × the fit's grid): the analytic

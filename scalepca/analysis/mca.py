@@ -463,11 +463,13 @@ class MCA(BaseEstimator):
 
     def _scores(self, A, which: int):
         """(input, lazy n × k expansion coefficients) of field ``which`` (0: X, 1: Y)."""
+        from ..io._stack import check_features
         from ..models.base import affine_map
 
         what = "XY"[which]
         preps = getattr(self, "_preparations", (None, None))
         ain = _matrix(_prep.prepared(preps[which], A, what), what)
+        check_features(getattr(self, "_templates", (None, None))[which], ain, what)
         d = (self.n_features_x_, self.n_features_y_)[which]
         if ain.data.shape[1] != d:
             raise ValueError(f"{what} has {ain.data.shape[1]} features; the model was fitted "

@@ -233,6 +233,19 @@ def feature_differences(fitted: xr.DataArray, other: xr.DataArray) -> list[str]:
     return out
 
 
+def check_features(template: xr.DataArray | None, xin, what: str = "X") -> None:
+    """Refuse a labelled matrix ``xin`` (a validated input: ``kind``, ``template``) whose
+    feature coordinates are not those of the fit (``template``, the fit's 1-D feature
+    template; None: nothing to check), saying what differs: every model's and analysis
+    tool's ``transform`` makes this check, as the grid's sizes alone do not tell a moved grid."""
+    if template is None or xin.kind != "xarray":
+        return
+    diff = feature_differences(template, feature_template(xin.template))
+    if diff:
+        raise ValueError(f"{what} is not on the features the model was fitted on: "
+                         + "; ".join(diff))
+
+
 def _unstack(arr: xr.DataArray, *dims) -> xr.DataArray:
     for dim in dims:
         if dim in arr.indexes and getattr(arr.indexes[dim], "nlevels", 1) > 1:

@@ -299,15 +299,9 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
     def _check_features(self, data: MatrixInput, *, what="X") -> None:
         """Refuse labelled input whose feature coordinates are not those of the fit."""
-        template = getattr(self, "_feature_template", None)
-        if template is None or data.kind != "xarray":
-            return
-        from ..io._stack import feature_differences, feature_template
+        from ..io._stack import check_features
 
-        diff = feature_differences(template, feature_template(data.template))
-        if diff:
-            raise ValueError(f"{what} is not on the features the model was fitted on: "
-                             + "; ".join(diff))
+        check_features(getattr(self, "_feature_template", None), data, what)
 
     # -- the scikit-learn surface ----------------------------------------------------------
     def _reset_fitted(self) -> None:
