@@ -159,8 +159,8 @@ def _monitoring(cfg: dict) -> dict:
 #: and faults in one by one, every time. scalepca's workers instead take arrays up to
 #: ``memory_limit / 64`` (at most 32 MiB, at least 128 KiB) from the heap, reused, and keep
 #: up to twice that of free heap: on 2 × 2 GiB workers (2 cores, a VM) the read pass of
-#: 1,000,000 × 2,000 CSR counts took 2.7–3.0 s instead of 5.1–5.8 s and its covariance fit
-#: 13.9–14.3 s instead of 16.8–17.7 s (``benchmarks/sparse_counts.py``). The thresholds
+#: 1,000,000 × 2,000 CSR counts took 2.7–3.2 s instead of 5.1–5.8 s and its covariance fit
+#: 13.3–14.3 s instead of 16.8–17.7 s (``benchmarks/sparse_counts.py``). The thresholds
 #: follow the memory limit because glibc keeps that much free heap per arena (per thread that
 #: allocates): with the 2 GiB settings, 600 MiB workers that Dask's default carries through a
 #: PPCA fit of a 96 MB store were killed for memory (``test_ppca``'s small-memory fit). A
