@@ -258,7 +258,8 @@ class BootstrapEOF(BaseEstimator):
         G = out["G"]
         # the fit's leading k pairs only (ARPACK beyond PARTIAL_EIGH_SIDE: at n = 10,000 a
         # full decomposition of G is minutes of the client's time); the variance is G's trace
-        theta, U = (x[0] for x in boot._leading_eigh(G[None], k))
+        vals, vecs = boot._leading_eigh(G[None], k)
+        theta, U = vals[0], vecs[0]
         s = np.sqrt(theta[:k])
         fit_scores = U[:, :k] * s  # X_c v_i
         w_all = boot.poisson_weights(self.seed_, np.arange(n), B)  # n × B

@@ -257,9 +257,10 @@ def group_moments_sparse(blocks: list) -> dict:
     a pass sends and merges one packed partial per group, not a d × d one per block (at
     d = 2,000, 16 MB against 32 MB each). The sums are those of the blocks stacked, whatever
     the grouping. Without the kernel, or where a block is too dense for it, the blocks' own
-    moments are merged and packed."""
+    moments are merged and packed. A group of one block takes the kernel's packed route too.
+    """
     cleaned = [_clean_csr(x) for x in blocks]
-    if (_csr_gram_kernel() is None or len(cleaned) == 1
+    if (_csr_gram_kernel() is None
             or any(_sparse_work(x) > KERNEL_DENSE_FRACTION for x, _, _ in cleaned)):
         return packed_gram(_merge_list([_csr_moments(*c) for c in cleaned]))  # cleaned once
     from ._csr_gram import csr_gram_add, packed_size
@@ -295,8 +296,6 @@ def packed_gram(mom: dict) -> dict:
 def full_gram(mom: dict) -> dict:
     """``mom`` with a packed ``m2p`` (:func:`packed_gram`) as the d × d symmetric ``m2``
     (C-ordered), what the moments pass hands to its callers."""
-    if "m2p" not in mom:
-        return mom
     from ._csr_gram import mirror_upper
 
     out = {k: v for k, v in mom.items() if k != "m2p"}
@@ -574,12 +573,11 @@ def block_groups(n_blocks: int) -> list[range]:
     size = max(1, min(SPARSE_GROUP_BLOCKS, n_blocks // SPARSE_MIN_TASKS))
     if size == 1:
         return [range(i, i + 1) for i in range(n_blocks)]
-    half = max(1, size // 2)
-    tail = min(n_blocks, 2 * size)
-    cuts = list(range(0, n_blocks - tail, size))
-    cuts += list(range(n_blocks - tail, n_blocks - size, half)) + list(
-        range(max(n_blocks - size, n_blocks - tail), n_blocks))
-    return [range(a, b) for a, b in zip(cuts, cuts[1:] + [n_blocks])]
+    # size ≥ 2 means n_blocks ≥ 2 SPARSE_MIN_TASKS: the tapered end always fits
+    n, half = n_blocks, size // 2
+    cuts = [*range(0, n - 2 * size, size), *range(n - 2 * size, n - size, half),
+            *range(n - size, n)]
+    return [range(a, b) for a, b in zip(cuts, cuts[1:] + [n])]
 
 
 def _sparse_gram_graph(X: da.Array, split_every: int):
