@@ -421,3 +421,54 @@ def test_reader_reads_each_block_by_a_ranged_read(bed, monkeypatch):
     assert sorted((r.start, r.stop) for r, _ in seen) == [(i, i + 60) for i in range(0, N, 60)]
     with pytest.raises(ValueError, match="features, which always end in one chunk"):
         scalepca.open_matrix(path, chunks={1: 100})
+
+
+def test_reading_a_bed_leaves_the_root_logger_as_it_was(bed, monkeypatch):
+    """bed-reader logs its .fam/.bim reads by the module-level ``logging.info``, which
+    on a root logger without handlers calls ``logging.basicConfig()``: opening a .bed
+    gave root a stderr handler, and every INFO record of distributed's loggers was
+    printed through it. The root logger keeps its handlers (none, or the user's) and
+    its level."""
+    import logging
+
+    path, X, _ = bed
+    root = logging.getLogger()
+    level = root.level
+    mine = logging.NullHandler()
+    # none, as in a fresh process (pytest gives root its capture handlers); a user's
+    for handlers in ([], [mine]):
+        monkeypatch.setattr(root, "handlers", list(handlers))
+        A = scalepca.open_matrix(path, dtype="float64")
+        with dask.config.set(scheduler="threads"):
+            got = A.values
+        np.testing.assert_array_equal(got, X)
+        assert root.handlers == handlers and root.level == level
+
+
+def test_quiet_run_of_a_bed_prints_no_distributed_log(bed, tmp_path):
+    """``scalepca run -q`` of a genotype config in a fresh process: no
+    ``INFO:distributed`` lines (the scheduler's start, its address, its plugins, ...
+    were printed, 24 lines)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    path = bed[0]
+    cfg = {"data": {"path": str(path)},
+           "model": {"method": "pca", "n_components": 2, "standardize": "genotype"},
+           "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+           "output": {"store": str(tmp_path / "out")}, "progress": False}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+    repo = str(Path(__file__).parents[1])
+    r = subprocess.run([sys.executable, "-m", "scalepca.cli", "run", "-q",
+                        str(tmp_path / "run.yaml")], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": repo}, cwd=repo, timeout=300)
+    assert r.returncode == EXIT_OK, r.stderr
+    assert "INFO:" not in r.stderr, r.stderr
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    ref = scalepca.PCA(2, standardize="genotype").fit(scalepca.open_matrix(path))
+    np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_,
+                               rtol=1e-5)

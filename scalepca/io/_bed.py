@@ -15,6 +15,8 @@ PCA of genotypes standardises each SNP by its allele frequency:
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from pathlib import Path
 
@@ -42,6 +44,27 @@ def _require_bed_reader():
         raise ImportError("reading PLINK .bed files needs bed-reader: pip install "
                           "'scalepca[genotypes]'") from None
     return bed_reader
+
+
+@contextlib.contextmanager
+def _root_logger_kept():
+    """Leave the root logger as the user has it while bed-reader reads a .fam or .bim.
+
+    bed-reader announces those reads with the module-level ``logging.info``, which
+    calls ``logging.basicConfig()`` when root has no handler: root would keep a stderr
+    handler, and every INFO record of distributed's loggers (which propagate) would be
+    printed. A stand-in handler for the read keeps ``logging.info`` from configuring
+    root; a root the user configured is not touched (their handlers get the record).
+    """
+    root = logging.getLogger()
+    stand_in = None if root.handlers else logging.NullHandler()
+    if stand_in is not None:
+        root.addHandler(stand_in)
+    try:
+        yield
+    finally:
+        if stand_in is not None:
+            root.removeHandler(stand_in)
 
 
 def _companions(path: Path) -> tuple[Path, Path]:
@@ -121,7 +144,8 @@ def open_bed_matrix(path, *, rows=None, dtype="float32",
                          "calls are NaN)")
     n, d = check_bed(path)
     spath = os.path.abspath(os.fspath(path))
-    with bed_reader.open_bed(spath, iid_count=n, sid_count=d) as bed:
+    with (_root_logger_kept(),
+          bed_reader.open_bed(spath, iid_count=n, sid_count=d) as bed):
         iid, fid, sid = bed.iid, bed.fid, bed.sid
     from ._coalesce import _task_bytes
 
