@@ -282,7 +282,6 @@ def test_rotator_bad_input(fitted):
      ("row", "col", {"standard_name": "latitude"})],
 )
 def test_find_lat_lon(lat_name, lon_name, lat_attrs):
-    pytest.importorskip("cf_xarray")
     lat = xr.DataArray(np.linspace(-60, 60, 4), dims=lat_name, attrs=lat_attrs)
     lon_attrs = {"units": "degrees_east"} if lat_attrs else {}
     lon = xr.DataArray(np.arange(5.0), dims=lon_name, attrs=lon_attrs)
@@ -294,7 +293,6 @@ def test_find_lat_lon(lat_name, lon_name, lat_attrs):
 
 
 def test_find_lat_lon_missing():
-    pytest.importorskip("cf_xarray")
     arr = xr.DataArray(np.zeros((2, 3)), dims=("time", "station"),
                        coords={"station": np.arange(3)})
     with pytest.raises(KeyError, match="no latitude coordinate"):
@@ -549,7 +547,6 @@ def test_latitude_is_found_and_checked_in_one_place():
     """coslat_weights / find_lat_lon and open_matrix(weights="sqrt_coslat") share one
     latitude rule: a projected y in metres is refused by both with the same message (it was
     taken as latitude by coslat_weights: weights [0, 0, 1, 0, 0]); the weights agree."""
-    pytest.importorskip("cf_xarray")
     from scalepca.preprocessing._steps import describe
 
     def grid(name, values, attrs):
@@ -612,7 +609,7 @@ def test_standardized_rotation_matches_xeofs_on_sst(sst, model):
 
 def test_latitude_without_cf_xarray(monkeypatch):
     """Without cf_xarray the names lat/latitude (and lon/longitude) are the latitude, checked
-    the same way; other names are refused with the message of the cf_xarray path."""
+    the same way; other names are refused with the same message."""
     import sys
 
     monkeypatch.setitem(sys.modules, "cf_xarray", None)  # import cf_xarray raises ImportError
@@ -629,4 +626,53 @@ def test_latitude_without_cf_xarray(monkeypatch):
         with pytest.raises(KeyError, match=match):
             find_lat_lon(bad)
         with pytest.raises(ValueError, match=match):
+            scalepca.open_matrix(bad, sample_dims="time", weights="sqrt_coslat")
+
+
+LATITUDE_UNITS = ("degrees_north", "degree_north", "degree_N", "degrees_N", "degreeN",
+                  "degreesN")
+
+
+@pytest.mark.parametrize(
+    "lat_name, lat_attrs, lon_name, lon_attrs",
+    [("row", {"standard_name": "latitude"}, "col", {"standard_name": "longitude"}),
+     *[("y", {"units": u}, "x", {"units": u.replace("north", "east").replace("N", "E")})
+       for u in LATITUDE_UNITS],
+     ("y", {"axis": "Y"}, "x", {"axis": "X"}),
+     ("phi", {"_CoordinateAxisType": "Lat"}, "lam", {"_CoordinateAxisType": "Lon"}),
+     # the height's grid of configs/mca.yaml: eofs' hgt_djf.nc attributes, dims renamed
+     ("lat_z", {"units": "degrees_north", "standard_name": "latitude", "axis": "Y"},
+      "lon_z", {"units": "degrees_east", "standard_name": "longitude", "axis": "X"})],
+)
+def test_latitude_by_cf_attributes_from_a_base_install(monkeypatch, lat_name, lat_attrs,
+                                                       lon_name, lon_attrs):
+    """CF's ways of saying latitude (standard_name, any of its six degrees-north units,
+    axis Y) are read without cf_xarray (not a dependency of a base install): such grids
+    were refused ("no latitude coordinate") unless the netcdf extra happened to be
+    installed. The weights are √cos φ of that coordinate."""
+    import sys
+
+    # import cf_xarray raises ImportError
+    monkeypatch.setitem(sys.modules, "cf_xarray", None)
+    lat = np.linspace(-75.0, 75.0, 6)
+    arr = xr.DataArray(np.arange(3 * 6 * 4.0).reshape(3, 6, 4),
+                       dims=("time", lat_name, lon_name),
+                       coords={lat_name: (lat_name, lat, lat_attrs),
+                               lon_name: (lon_name, np.arange(4.0), lon_attrs)})
+    la, lo = find_lat_lon(arr)
+    assert (la.name, lo.name) == (lat_name, lon_name)
+    assert find_lat_lon(arr.to_dataset(name="v"))[0].name == lat_name
+    w = np.sqrt(np.cos(np.deg2rad(lat)))
+    np.testing.assert_allclose(coslat_weights(arr).values, w, rtol=1e-15)
+    X = scalepca.open_matrix(arr, sample_dims="time", weights="sqrt_coslat")
+    np.testing.assert_allclose(X.values, arr.values.reshape(3, 24) * np.repeat(w, 4),
+                               rtol=1e-15)
+    # still a latitude in degrees: other units (if they were all it had, it is no
+    # latitude), or values beyond ±90, are refused
+    for bad, said in ((arr.assign_coords({lat_name: (lat_name, lat, {**lat_attrs,
+                                                                     "units": "m"})}),
+                       "units 'm'|no latitude coordinate"),
+                      (arr.assign_coords({lat_name: (lat_name, lat * 1e5, lat_attrs)}),
+                       "beyond ±90")):
+        with pytest.raises(ValueError, match=said):
             scalepca.open_matrix(bad, sample_dims="time", weights="sqrt_coslat")

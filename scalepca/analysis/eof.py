@@ -466,13 +466,13 @@ def eofs_as_covariance(model, X, *, field=None, n_modes: int | None = None,
 def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
     """The latitude and longitude coordinates of ``obj`` (DataArray or Dataset), by meaning.
 
-    The rule of ``open_matrix(weights="sqrt_coslat")`` (one implementation for both): with
-    cf_xarray installed, CF attributes (``standard_name``
-    latitude/longitude, ``units`` degrees_north/degrees_east, ``_CoordinateAxisType``) or
-    usual names (``lat``, ``latitude``, ``nav_lat``, ...) as ``obj.cf.guess_coord_axis()``
-    finds them; without it, the names ``lat``/``latitude`` and ``lon``/``longitude``. A
-    generic ``y`` axis is not taken for a latitude, and the latitude must be in degrees
-    (units of degrees north if given, values within ±90).
+    The rule of ``open_matrix(weights="sqrt_coslat")`` (one implementation for both):
+    CF attributes (``standard_name`` latitude/longitude, ``units``
+    degrees_north/degrees_east in any of CF's spellings, ``_CoordinateAxisType``);
+    failing those, usual names (``lat``, ``latitude``, ``nav_lat``, ``lat_z``, ...);
+    failing those, ``axis`` Y/X. No extra is needed. A generic ``y`` is not taken for a
+    latitude, and the latitude must be in degrees (units of degrees north if given,
+    values within ±90).
 
     Returns
     -------

@@ -4,28 +4,44 @@ One rule for every caller: ``open_matrix(weights="sqrt_coslat" | "coslat")``, th
 ``data.weights``, :func:`scalepca.analysis.eof.coslat_weights` and
 :func:`scalepca.analysis.eof.find_lat_lon` (map axes of :mod:`scalepca.analysis.plot`).
 
-A coordinate is the latitude when cf_xarray (an optional dependency, the ``netcdf`` extra)
-identifies it as ``latitude`` after ``guess_coord_axis``: by its CF attributes
-(``standard_name: latitude``, ``units: degrees_north``, ``_CoordinateAxisType: Lat``) or by a
-latitude name (``lat``, ``latitude``, ``nav_lat``, ...). Without cf_xarray the names ``lat``
-and ``latitude`` are. A generic ``y`` axis is not a latitude (it is often a projected
-coordinate in metres). The coordinate found must then be in degrees: units, if given, of
-degrees (north), and values within [−90, 90]; otherwise the data are refused, since cos φ of
-a distance in metres is no area weight.
+A coordinate is the latitude when its CF attributes say so (CF conventions §4.1:
+``standard_name: latitude``, or ``units`` of degrees north in any of CF's spellings, or
+netCDF-Java's ``_CoordinateAxisType: Lat``); failing that, when it has a latitude's name
+(``lat``, ``latitude``, ``nav_lat``, ``lat_z``, ...: the names cf_xarray guesses);
+failing that, when its ``axis`` is ``Y``. The attributes are read here, so no extra is
+needed. A generic ``y`` is not a latitude (it is often a projected coordinate in
+metres), and the coordinate found must be in degrees: units, if given, of degrees
+(north), and values within [−90, 90]; otherwise the data are refused, since cos φ of a
+distance in metres is no area weight.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import xarray as xr
 
-#: names taken as latitude / longitude when cf_xarray is not installed
-LATITUDE_NAMES = ("lat", "latitude")
-LONGITUDE_NAMES = ("lon", "longitude")
+#: CF's units of a latitude (§4.1) and of a longitude (§4.2)
+LATITUDE_UNITS = ("degrees_north", "degree_north", "degree_N", "degrees_N", "degreeN",
+                  "degreesN")
+LONGITUDE_UNITS = ("degrees_east", "degree_east", "degree_E", "degrees_E", "degreeE",
+                   "degreesE")
 
 #: units of a latitude in degrees (CF's degrees_north spellings, and plain degrees)
-DEGREES_NORTH = ("degrees_north", "degree_north", "degree_N", "degrees_N", "degreeN",
-                 "degreesN", "degrees", "degree", "deg")
+DEGREES_NORTH = (*LATITUDE_UNITS, "degrees", "degree", "deg")
+
+#: what says latitude / longitude, strongest first: CF attributes (standard_name,
+#: units, _CoordinateAxisType), a name (cf_xarray's guesses, matched from its start),
+#: axis
+_EVIDENCE = {
+    "latitude": ({"standard_name": ("latitude",), "units": LATITUDE_UNITS,
+                  "_CoordinateAxisType": ("Lat",)},
+                 re.compile(r"y?(nav_lat|lat|gphi)[a-z0-9]*"), "Y"),
+    "longitude": ({"standard_name": ("longitude",), "units": LONGITUDE_UNITS,
+                   "_CoordinateAxisType": ("Lon",)},
+                  re.compile(r"x?(nav_lon|lon|glam)[a-z0-9]*"), "X"),
+}
 
 
 class LatitudeError(KeyError, ValueError):
@@ -36,14 +52,22 @@ class LatitudeError(KeyError, ValueError):
         return str(self.args[0])
 
 
-def _guessed(obj, key: str, names: tuple) -> list[str]:
-    """Names of the coordinates of ``obj`` that are ``key`` (``latitude``/``longitude``)."""
-    try:
-        import cf_xarray  # noqa: F401  (registers the .cf accessor)
-    except ImportError:
-        return [n for n in names if n in obj.coords]
-    guessed = obj.cf.guess_coord_axis(verbose=False)
-    return [n for n in guessed.cf.coordinates.get(key, []) if n in obj.coords]
+def _guessed(obj, key: str) -> list:
+    """Names of the coordinates of ``obj`` that are ``key`` (``latitude`` or
+    ``longitude``), those of the strongest evidence found (the module's docstring)."""
+    attributes, name, axis = _EVIDENCE[key]
+    coords = obj.coords
+    tiers = (
+        lambda c: any(str(c.attrs.get(a, "")) in said
+                      for a, said in attributes.items()),
+        lambda c: name.match(str(c.name).lower()) is not None,
+        lambda c: c.attrs.get("axis") == axis,
+    )
+    for says in tiers:
+        found = [n for n in coords if says(coords[n])]
+        if found:
+            return found
+    return []
 
 
 def find_latitude(obj) -> xr.DataArray:
@@ -52,13 +76,14 @@ def find_latitude(obj) -> xr.DataArray:
     Raises :class:`LatitudeError` when there is none, or when the coordinate found is not a
     latitude in degrees (other units, values beyond ±90).
     """
-    found = _guessed(obj, "latitude", LATITUDE_NAMES)
+    found = _guessed(obj, "latitude")
     if not found:
         coords = ", ".join(map(str, obj.coords)) or "none"
         raise LatitudeError(
             f"the data have no latitude coordinate (coordinates: {coords}); weighting by "
             "latitude needs a 'lat' or 'latitude' coordinate in degrees north, or one with "
-            "standard_name='latitude' or units='degrees_north' (a projected y is no latitude)"
+            "standard_name='latitude', units='degrees_north' or axis='Y' (a projected "
+            "y is no latitude)"
         )
     lat = obj.coords[found[0]]
     units = lat.attrs.get("units")
@@ -79,7 +104,7 @@ def find_latitude(obj) -> xr.DataArray:
 def find_longitude(obj) -> xr.DataArray | None:
     """The longitude coordinate of ``obj`` found as :func:`find_latitude` finds the latitude,
     or ``None`` (used for map axes only, so not checked further)."""
-    found = _guessed(obj, "longitude", LONGITUDE_NAMES)
+    found = _guessed(obj, "longitude")
     return obj.coords[found[0]] if found else None
 
 
