@@ -339,16 +339,22 @@ def test_make_data_cli_writes_a_bed_with_populations(tmp_path, capsys):
     assert "path ending in .bed" in capsys.readouterr().err
 
 
-def test_config_run_and_cli_transform(bed, tmp_path, capsys):
+def _run_config(path, tmp_path):
+    """A genotype PCA config of the .bed at ``path``, outputs under
+    ``tmp_path / "out"``, one in-process worker: ``tmp_path / "run.yaml"``."""
     import yaml
 
-    path = bed[0]
     cfg = {"data": {"path": str(path)},
            "model": {"method": "pca", "n_components": 2, "standardize": "genotype"},
            "cluster": {"kind": "local", "n_workers": 1, "processes": False},
            "output": {"store": str(tmp_path / "out")}, "progress": False}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
-    assert main(["run", str(tmp_path / "run.yaml")]) == EXIT_OK
+    return tmp_path / "run.yaml"
+
+
+def test_config_run_and_cli_transform(bed, tmp_path, capsys):
+    path = bed[0]
+    assert main(["run", str(_run_config(path, tmp_path))]) == EXIT_OK
     model = scalepca.load(tmp_path / "out" / "model.zarr")
     assert model.standardize == "genotype"
     assert main(["transform", str(tmp_path / "out" / "model.zarr"), str(path), "--out",
@@ -454,18 +460,12 @@ def test_quiet_run_of_a_bed_prints_no_distributed_log(bed, tmp_path):
     import sys
     from pathlib import Path
 
-    import yaml
-
     path = bed[0]
-    cfg = {"data": {"path": str(path)},
-           "model": {"method": "pca", "n_components": 2, "standardize": "genotype"},
-           "cluster": {"kind": "local", "n_workers": 1, "processes": False},
-           "output": {"store": str(tmp_path / "out")}, "progress": False}
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
     repo = str(Path(__file__).parents[1])
-    r = subprocess.run([sys.executable, "-m", "scalepca.cli", "run", "-q",
-                        str(tmp_path / "run.yaml")], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": repo}, cwd=repo, timeout=300)
+    argv = [sys.executable, "-m", "scalepca.cli", "run", "-q",
+            str(_run_config(path, tmp_path))]
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=repo, timeout=300,
+                       env={**os.environ, "PYTHONPATH": repo})
     assert r.returncode == EXIT_OK, r.stderr
     assert "INFO:" not in r.stderr, r.stderr
     model = scalepca.load(tmp_path / "out" / "model.zarr")
