@@ -100,7 +100,8 @@ def unfitted_matrix(data, steps: dict, *, layer=None, chunks=None):
 def _prepared(raw, steps: CellSteps, var, layer):
     from ..preprocessing._steps import Preprocessing
 
-    steps.fit(_dask_blocks(raw), gene_names=None if var is None else var.index)
+    steps.fit(_dask_blocks(raw), gene_names=None if var is None else var.index,
+              what="X" if layer is None else f"layer {layer!r}")
     prep = Preprocessing(variable=layer or "X", dims=("obs", "var"), sample_dims=("obs",),
                          feature_dims=("var",), cells=steps)
     return prep.prepare(raw)
