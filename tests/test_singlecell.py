@@ -379,3 +379,33 @@ def test_run_config_with_singlecell_steps_and_transform_of_the_store(raw, counts
     path.write_text(yaml.safe_dump(bad))
     assert main(["validate", str(path)]) == 2
     assert "did you mean 'flavor'" in capsys.readouterr().err
+
+
+def test_scanpy_neighbors_and_umap_continue_from_the_write_back():
+    """The guide's next step on what ``pp.pca`` wrote: ``sc.pp.neighbors`` and
+    ``sc.tl.umap`` on 8,192 cells, where scanpy's neighbours leave the exact search for
+    pynndescent (whose 0.7 returns a ``csr_array``, on which scanpy 1.11 calls
+    ``getnnz``: pinned below 0.7 with the tests). The graph is that of the scores: its
+    neighbours are the exact nearest ones of ``obsm["X_pca"]``, nearly all of them."""
+    sc = pytest.importorskip("scanpy")
+    anndata = pytest.importorskip("anndata")
+    from sklearn.neighbors import NearestNeighbors
+
+    from scalepca.datasets._generators import make_counts
+
+    n, k = 8192, 15
+    X = make_counts(n, 120, density=0.1, seed=4).X.compute()
+    a = anndata.AnnData(sp.csr_matrix(X))
+    scalepca.pp.pca(a, 10, normalize_total=True, log1p=True, flavor="seurat",
+                    n_top_genes=60, scale=True, max_value=10)
+    assert type(a.obsm["X_pca"]) is np.ndarray and type(a.varm["PCs"]) is np.ndarray
+    sc.pp.neighbors(a, n_neighbors=k, random_state=0)
+    graph = a.obsp["distances"]
+    assert isinstance(graph, sp.csr_matrix) and graph.shape == (n, n)
+    exact = NearestNeighbors(n_neighbors=k).fit(a.obsm["X_pca"])
+    truth = exact.kneighbors(return_distance=False)  # the others nearest, itself left out
+    found = [set(graph[i].indices) for i in range(n)]
+    hits = [len(found[i] & set(truth[i, : k - 1])) for i in range(n)]
+    assert np.mean(hits) / (k - 1) > 0.95
+    sc.tl.umap(a, random_state=0)
+    assert a.obsm["X_umap"].shape == (n, 2) and np.isfinite(a.obsm["X_umap"]).all()
