@@ -216,6 +216,55 @@ def test_pca_uses_highly_variable_of_var_as_scanpy_does(raw):
                                    b.uns["pca"]["variance_ratio"], rtol=1e-8)
 
 
+@pytest.mark.parametrize("case", ["flavor", "none", "column_default", "column_off",
+                                  "booleans", "column", "layer"])
+def test_params_of_uns_pca_are_scanpys_key_by_key(case):
+    """``uns["pca"]["params"]`` as scanpy's pipeline writes it: a flavour's genes are its
+    ``var["highly_variable"]`` (so ``use_highly_variable`` and ``mask_var``), ``mask_var``
+    always (None without a mask, the booleans as given), ``layer`` when one is read."""
+    sc = pytest.importorskip("scanpy")
+    anndata = pytest.importorskip("anndata")
+    rng = np.random.default_rng(3)
+    X = sp.random(200, 60, density=0.3, random_state=3, format="csr",
+                  data_rvs=lambda k: rng.integers(1, 9, k).astype(np.float64))
+    genes = np.arange(60) % 3 != 0
+    kw = {"none": {}, "column_default": {}, "column_off": {"mask_var": None},
+          "booleans": {"mask_var": genes}, "column": {"mask_var": "keep"},
+          "layer": {"layer": "counts"}, "flavor": {}}[case]
+
+    def cells():
+        a = anndata.AnnData(X.copy())
+        a.layers["counts"] = X.copy()
+        a.var["keep"] = genes
+        if case.startswith("column_"):
+            a.var["highly_variable"] = genes
+        return a
+
+    ref, mine = cells(), cells()
+    if case == "flavor":
+        sc.pp.normalize_total(ref)
+        sc.pp.log1p(ref)
+        sc.pp.highly_variable_genes(ref, flavor="seurat", n_top_genes=20)
+        kw_ours = {"normalize_total": True, "log1p": True, "flavor": "seurat",
+                   "n_top_genes": 20}
+    else:
+        kw_ours = kw
+    sc.pp.pca(ref, 5, svd_solver="arpack", **kw)
+    scalepca.pp.pca(mine, 5, **kw_ours)
+    theirs, written = ref.uns["pca"]["params"], mine.uns["pca"]["params"]
+    assert set(written) == set(theirs)
+    for key, value in theirs.items():
+        if key == "use_highly_variable" and isinstance(value, np.ndarray):
+            # scanpy compares the booleans it was given with "highly_variable" elementwise
+            assert not value.any() and written[key] is False
+        elif isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(written[key], value)
+        else:
+            assert written[key] == value, key
+    np.testing.assert_allclose(mine.uns["pca"]["variance_ratio"],
+                               ref.uns["pca"]["variance_ratio"], rtol=1e-8)
+
+
 def test_pipeline_on_pbmc68k_equals_scanpys():
     """scanpy's bundled pbmc68k_reduced keeps log-normalised values in ``raw``, not counts:
     their ``expm1`` (normalised counts, non-negative) go through the whole pipeline."""
@@ -330,3 +379,33 @@ def test_run_config_with_singlecell_steps_and_transform_of_the_store(raw, counts
     path.write_text(yaml.safe_dump(bad))
     assert main(["validate", str(path)]) == 2
     assert "did you mean 'flavor'" in capsys.readouterr().err
+
+
+def test_scanpy_neighbors_and_umap_continue_from_the_write_back():
+    """The guide's next step on what ``pp.pca`` wrote: ``sc.pp.neighbors`` and
+    ``sc.tl.umap`` on 8,192 cells, where scanpy's neighbours leave the exact search for
+    pynndescent (whose 0.7 returns a ``csr_array``, on which scanpy 1.11 calls
+    ``getnnz``: pinned below 0.7 with the tests). The graph is that of the scores: its
+    neighbours are the exact nearest ones of ``obsm["X_pca"]``, nearly all of them."""
+    sc = pytest.importorskip("scanpy")
+    anndata = pytest.importorskip("anndata")
+    from sklearn.neighbors import NearestNeighbors
+
+    from scalepca.datasets._generators import make_counts
+
+    n, k = 8192, 15
+    X = make_counts(n, 120, density=0.1, seed=4).X.compute()
+    a = anndata.AnnData(sp.csr_matrix(X))
+    scalepca.pp.pca(a, 10, normalize_total=True, log1p=True, flavor="seurat",
+                    n_top_genes=60, scale=True, max_value=10)
+    assert type(a.obsm["X_pca"]) is np.ndarray and type(a.varm["PCs"]) is np.ndarray
+    sc.pp.neighbors(a, n_neighbors=k, random_state=0)
+    graph = a.obsp["distances"]
+    assert isinstance(graph, sp.csr_matrix) and graph.shape == (n, n)
+    exact = NearestNeighbors(n_neighbors=k).fit(a.obsm["X_pca"])
+    truth = exact.kneighbors(return_distance=False)  # the others nearest, itself left out
+    found = [set(graph[i].indices) for i in range(n)]
+    hits = [len(found[i] & set(truth[i, : k - 1])) for i in range(n)]
+    assert np.mean(hits) / (k - 1) > 0.95
+    sc.tl.umap(a, random_state=0)
+    assert a.obsm["X_umap"].shape == (n, 2) and np.isfinite(a.obsm["X_umap"]).all()

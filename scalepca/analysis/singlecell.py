@@ -100,7 +100,8 @@ def unfitted_matrix(data, steps: dict, *, layer=None, chunks=None):
 def _prepared(raw, steps: CellSteps, var, layer):
     from ..preprocessing._steps import Preprocessing
 
-    steps.fit(_dask_blocks(raw), gene_names=None if var is None else var.index)
+    steps.fit(_dask_blocks(raw), gene_names=None if var is None else var.index,
+              what="X" if layer is None else f"layer {layer!r}")
     prep = Preprocessing(variable=layer or "X", dims=("obs", "var"), sample_dims=("obs",),
                          feature_dims=("var",), cells=steps)
     return prep.prepare(raw)
@@ -211,9 +212,13 @@ def _cell_mask(data, mask_obs):
 
 def _gene_mask(var, mask_var, hvg_flavor, d: int):
     """``(mask param as scanpy records it, boolean mask or None)``: scanpy's rule, a
-    ``highly_variable`` column of ``var`` is used when present unless told otherwise."""
+    ``highly_variable`` column of ``var`` is used when present unless told otherwise. A
+    flavour's genes are that column in scanpy's pipeline (``highly_variable_genes`` writes
+    it, ``pca`` reads it), chosen in the steps' passes here (no mask yet)."""
+    if mask_var is _DEFAULT and hvg_flavor is not None:
+        return "highly_variable", None
     if mask_var is _DEFAULT:
-        mask_var = ("highly_variable" if hvg_flavor is None and var is not None
+        mask_var = ("highly_variable" if var is not None
                     and "highly_variable" in var.columns else None)
     if mask_var is None:
         return None, None
@@ -221,7 +226,8 @@ def _gene_mask(var, mask_var, hvg_flavor, d: int):
         if var is None or mask_var not in var.columns:
             raise KeyError(f"mask_var={mask_var!r}: no such column in var")
         return mask_var, np.asarray(var[mask_var], dtype=bool)
-    return "mask", _as_mask(mask_var, d, "mask_var", "genes")
+    # the mask as given, as scanpy records it
+    return np.asarray(mask_var), _as_mask(mask_var, d, "mask_var", "genes")
 
 
 def pca(data, n_comps: int | None = None, *, layer: str | None = None,
@@ -302,18 +308,21 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     pcs = np.zeros((raw.shape[1], model.n_components_))
     genes = steps.highly_variable_
     pcs[slice(None) if genes is None else genes] = model.components_.T
-    uns = _uns(model, steps, zero_center, param, obs_param)
+    uns = _uns(model, steps, zero_center, param, obs_param, layer)
     model.singlecell_n_passes_ = uns["scalepca"]["n_passes"]
     _write(data, scores, pcs, uns, _hvg_columns(steps, flavor), flavor, cells)
     return model
 
 
-def _uns(model, steps: CellSteps, zero_center: bool, mask_var, mask_obs) -> dict:
+def _uns(model, steps: CellSteps, zero_center: bool, mask_var, mask_obs, layer) -> dict:
     """``uns["pca"]`` as scanpy writes it (``params``, ``variance``, ``variance_ratio``), with
     the cells' mask when one was given and the passes made."""
-    params = {"zero_center": zero_center, "use_highly_variable": mask_var == "highly_variable"}
-    if mask_var is not None:
-        params["mask_var"] = mask_var
+    params = {"zero_center": zero_center,
+              "use_highly_variable": isinstance(mask_var, str)
+              and mask_var == "highly_variable",
+              "mask_var": mask_var}
+    if layer is not None:
+        params["layer"] = layer
     if mask_obs is not None:
         params["mask_obs"] = mask_obs
     return {"params": params, "variance": model.explained_variance_,

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["as_csr64", "cell_totals", "clipped_sums", "count_highly_expressed",
-           "normalize_log_block", "scale_block", "scale_offset"]
+           "count_problems", "normalize_log_block", "scale_block", "scale_offset"]
 
 
 def as_csr64(x) -> sp.csr_matrix:
@@ -31,6 +31,26 @@ def as_csr64(x) -> sp.csr_matrix:
 
 def _rows_of_entries(x: sp.csr_matrix) -> np.ndarray:
     return np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
+
+
+def count_problems(x) -> np.ndarray:
+    """What raw counts cannot be, among the stored values of one block: the numbers of
+    NaN, infinite, negative and of finite values that are not whole numbers (int64,
+    length 4)."""
+    data = x.data if sp.issparse(x) else np.asarray(x).ravel()
+    if data.size == 0 or data.dtype.kind in "bu":
+        return np.zeros(4, dtype=np.int64)
+    if data.dtype.kind == "i":
+        return np.array([0, 0, np.count_nonzero(data < 0), 0], dtype=np.int64)
+    finite = np.isfinite(data)
+    if finite.all():
+        nan = inf = 0
+    else:
+        nan = np.count_nonzero(np.isnan(data))
+        inf = data.size - np.count_nonzero(finite) - nan
+        data = data[finite]
+    return np.array([nan, inf, np.count_nonzero(data < 0),
+                     np.count_nonzero(data != np.rint(data))], dtype=np.int64)
 
 
 def cell_totals(x, keep: np.ndarray | None = None) -> np.ndarray:

@@ -122,8 +122,51 @@ class CellSteps:
         return kernels.normalize_log_block(x, target_sum=target, keep=self.keep_genes_,
                                            log=self.log1p)
 
+    @property
+    def _needs_counts(self) -> bool:
+        """Whether the steps read counts (whole numbers ≥ 0), not any matrix."""
+        return self.normalize or self.log1p or self.flavor is not None
+
+    def refusal(self, problems, *, what: str = "X", block: int | None = None):
+        """Why counts with ``problems`` (summed
+        :func:`~scalepca.linalg.singlecell.count_problems` of the cells read) cannot be
+        prepared, in ``pp.pca``'s words; None: they can. ``block``: the counts are those
+        of one block of that many cells."""
+        nan, inf, negative, fraction = (int(v) for v in problems)
+        kinds = [(nan, "NaN"), (inf, "infinite")]
+        if self._needs_counts:  # else a matrix analysed as it is: negatives are data
+            kinds.append((negative, "negative"))
+        found = [f"{n} {word}" for n, word in kinds if n]
+        if not found:
+            return None
+        total = sum(n for n, _ in kinds)
+        message = f"{what} contains {_listed(found)} value{'s' if total > 1 else ''}"
+        if block is not None:
+            message += f" (counted in one block of {block} cells)"
+        if not self._needs_counts:
+            return message + "; remove or fill them first"
+        steps = [name for name, on in (("normalize_total", self.normalize),
+                                       ("log1p", self.log1p),
+                                       (f"flavor={self.flavor!r}",
+                                        self.flavor is not None)) if on]
+        verb = "takes" if len(steps) == 1 else "take"
+        message += f"; {_listed(steps)} {verb} raw counts, whole numbers ≥ 0"
+        if fraction:
+            are = "values are" if fraction > 1 else "value is"
+            message += f" ({fraction} {are} not whole numbers: normalised data?)"
+        return message + "; give the raw counts, with layer=... if they are a layer"
+
+    def check_counts(self, x) -> None:
+        """Refuse one raw block (new cells, or the first pass when it is the fit's)."""
+        message = self.refusal(kernels.count_problems(x), block=x.shape[0],
+                               what=getattr(self, "counts_name_", "X"))
+        if message is not None:
+            raise ValueError(message)
+
     def block(self, x) -> sp.csr_matrix:
-        """One raw block made into a block of the fitted matrix (kept genes, scaled)."""
+        """One raw block made into a block of the fitted matrix (kept genes, scaled);
+        the counts are checked first (cheap beside the steps)."""
+        self.check_counts(x)
         y = self._normalized(x)
         cols = self.highly_variable_
         if not self.scale:
@@ -157,11 +200,17 @@ class CellSteps:
                                     max_value=self.max_value, zero_center=self.zero_center_scale)
 
     # -- fitting: the passes -----------------------------------------------------------------------
-    def fit(self, X: da.Array, *, gene_names=None, split_every: int = 8) -> CellSteps:
+    def fit(self, X: da.Array, *, gene_names=None, split_every: int = 8,
+            what: str = "X") -> CellSteps:
         """Learn the target sum, the genes and their statistics from raw counts ``X`` (a dask
-        array of CSR or dense row blocks, genes in one column chunk). Returns ``self``."""
+        array of CSR or dense row blocks, genes in one column chunk; named ``what`` in
+        messages). Returns ``self``. The first of the passes counts what raw counts
+        cannot be (NaN, infinite, negative) over every cell and refuses them before its
+        result is used; without a pass, the first read (the fit's) refuses them block by
+        block."""
         n, d = X.shape
         self.check(d)
+        self.counts_name_, self._unchecked = what, True
         self.n_genes_in_, self.n_cells_ = int(d), int(n)
         self.gene_names_ = None if gene_names is None else [str(g) for g in gene_names]
         self.keep_genes_ = None
@@ -170,20 +219,17 @@ class CellSteps:
         with passes.counting(self, chunks=X.numblocks[0]):
             self.n_passes_ = 0
             if self.normalize and self.exclude_highly_expressed:
-                counts = passes.reduce_rows(
-                    X, _HighCount(self.max_fraction), _add, split_every=split_every,
-                    name="highly-expressed")
-                (counts,) = passes.compute(counts, name="highly expressed genes")
+                counts = self._pass(X, _HighCount(self.max_fraction), _add, split_every,
+                                    "highly-expressed", "highly expressed genes")
                 self.keep_genes_ = counts == 0
             self.target_sum_ = self.target_sum
             totals = self.normalize and self.target_sum is None
             if totals or self._v3:  # one pass: each block read once for both
                 first = _FirstPass(self.keep_genes_ if totals else False, self._v3)
-                graph = passes.reduce_rows(X, first, _merge_first, split_every=split_every,
-                                           name="counts-per-cell")
-                (parts,) = passes.compute(graph, name=" and ".join(
-                    (["counts per cell"] if totals else []) +
-                    (["raw counts' sums"] if self._v3 else [])))
+                label = " and ".join((["counts per cell"] if totals else [])
+                                     + (["raw counts' sums"] if self._v3 else []))
+                parts = self._pass(X, first, _merge_first, split_every,
+                                   "counts-per-cell", label)
                 if totals:
                     self.target_sum_ = float(np.median(parts["totals"]))
                 if self._v3:
@@ -191,6 +237,23 @@ class CellSteps:
             if self.scale or self._hvg_from_moments:  # else nothing to learn from them
                 self._fit_gene_moments(X, split_every)
         return self
+
+    def _pass(self, X: da.Array, block, merge, split_every: int, name: str, label: str):
+        """One pass of the steps over the raw counts, reduced with ``merge``; the first
+        also sums :func:`~scalepca.linalg.singlecell.count_problems` and refuses the
+        counts."""
+        check, self._unchecked = self._unchecked, False
+        if check:
+            block, merge = _Checked(block), _CheckedMerge(merge)
+        graph = passes.reduce_rows(X, block, merge, split_every=split_every, name=name)
+        (out,) = passes.compute(graph, name=label)
+        if not check:
+            return out
+        problems, out = out
+        message = self.refusal(problems, what=self.counts_name_)
+        if message is not None:
+            raise ValueError(message)
+        return out
 
     @property
     def _v3(self) -> bool:
@@ -214,9 +277,8 @@ class CellSteps:
 
     def _fit_gene_moments(self, X: da.Array, split_every: int) -> None:
         with_expm1 = self._hvg_from_moments and self.flavor == "seurat"
-        graph = passes.reduce_rows(X, self._gene_moments_block(), _merge_pairs,
-                                   split_every=split_every, name="gene-moments")
-        (parts,) = passes.compute(graph, name="gene moments")
+        parts = self._pass(X, self._gene_moments_block(), _merge_pairs, split_every,
+                           "gene-moments", "gene moments")
         log_m = parts[0]
         n = log_m["n"]
         ddof = n / (n - 1) if n > 1 else 1.0
@@ -288,6 +350,10 @@ class CellSteps:
         return steps
 
 
+def _listed(words: list) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 # -- the per-block partials (classes: picklable, and dask tokenizes them by their state) ----------
 class _HighCount:
     def __init__(self, max_fraction):
@@ -299,6 +365,24 @@ class _HighCount:
 
 def _add(a, b):
     return a + b
+
+
+class _Checked:
+    """A pass's block task that also counts what raw counts cannot be."""
+
+    def __init__(self, block):
+        self.block = block
+
+    def __call__(self, x):
+        return kernels.count_problems(x), self.block(x)
+
+
+class _CheckedMerge:
+    def __init__(self, merge):
+        self.merge = merge
+
+    def __call__(self, a, b):
+        return a[0] + b[0], self.merge(a[1], b[1])
 
 
 class _FirstPass:
