@@ -271,6 +271,14 @@ def test_sparse_pca_correlation_equals_dense_reference(field):
     np.testing.assert_allclose(
         _aligned(comps, ref.components_), ref.components_, atol=1e-8
     )
+    # partial_fit's merged moments: the second batch raw, weighted as the first
+    inc = scalepca.SparsePCA(use_correlation=True, **params)
+    inc.partial_fit(_matrix(field)[:25]).partial_fit(field.isel(time=slice(25, None)))
+    np.testing.assert_allclose(inc.scale_, sd, rtol=1e-12)
+    comps = np.asarray(inc.components_)
+    np.testing.assert_allclose(
+        _aligned(comps, ref.components_), ref.components_, atol=1e-8
+    )
 
 
 def test_save_load_and_partial_fit(field, tmp_path):
