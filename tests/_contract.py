@@ -416,6 +416,11 @@ OPTIONS = [
     Option("weights+land-mask", open_kwargs=dict(weights="sqrt_coslat"), weights="named",
            land=True),
     Option("standardize+land-mask", params=dict(standardize=True), standardize=True, land=True),
+    # standardised, then weighted (xeofs' order): the weights survive standardising
+    Option("standardize+weights-array", params=dict(standardize=True), weights="array",
+           standardize=True),
+    Option("standardize+weights-named", open_kwargs=dict(weights="sqrt_coslat"),
+           params=dict(standardize=True), weights="named", standardize=True),
     # float32 data against the float64 reference of the same values, at the stated float32
     # bound (scalepca.linalg.moments.FLOAT32_EIGENVALUE_ERROR; see tests/test_contract.py)
     Option("float32", dtype="float32"),
@@ -700,14 +705,16 @@ EXPECTATIONS = [
     Rule("KernelPCA-*", SPARSE_KINDS, "standardize*", "*",
          Refused(ValueError, "standardize=True centres every feature",
                  "centring would make the sparse data dense (an RBF kernel needs no centring)")),
-    Rule("*", SPARSE_KINDS + "|" + ANNDATA_KINDS, "weights-*|weights+*", "*",
+    Rule("*", SPARSE_KINDS + "|" + ANNDATA_KINDS,
+         "weights-*|weights+*|standardize+weights-*", "*",
          Refused(ValueError, "weights", "weights apply to gridded fields")),
-    Rule("*", "numpy|dask-*|xarray-2d|pandas|zarr-array|zarr-object", "weights-named|weights+*",
-         "*", Refused((ValueError, KeyError), "coslat", "no latitude coordinate")),
+    Rule("*", "numpy|dask-*|xarray-2d|pandas|zarr-array|zarr-object",
+         "weights-named|weights+*|standardize+weights-named", "*",
+         Refused((ValueError, KeyError), "coslat", "no latitude coordinate")),
     Rule("*", "plink-bed", "float32*", "*", NotApplicable(
         "read as float64 here (open_matrix dtype=\"float64\"); allele counts are exact in the "
         "float32 reads of the default, tests/test_genotypes.py")),
-    Rule("*", "plink-bed", "weights-*|weights+*", "*",
+    Rule("*", "plink-bed", "weights-*|weights+*|standardize+weights-*", "*",
          Refused(ValueError, "weights do not apply to a PLINK .bed",
                  "genotypes are standardised by the model (standardize='genotype')")),
     Rule("PPCA-*|KernelPCA-*", "*", "standardize=genotype", "*",
@@ -822,7 +829,8 @@ EXTRA_CELLS = [
     ("KernelPCA-*", "scipy-csr|dask-csr", "standardize", "transform|inverse_transform"),
     # weights (array or named) reach the CLI's transform through the saved model
     ("PCA-covariance_eigh|PPCA-closed_form", "zarr-xarray|netcdf",
-     "weights-array|weights-named|weights+land-mask", "cli-transform"),
+     "weights-array|weights-named|weights+land-mask|standardize+weights-*",
+     "cli-transform"),
     # xarray's open options on the paths xarray reads, into the EOF tools
     ("PCA-covariance_eigh|PPCA-closed_form", XARRAY_PATHS, "open_options",
      "transform|eof-fields|eofs_as_correlation"),
@@ -833,8 +841,8 @@ EXTRA_CELLS = [
     # centred, standardised or genotype-mapped in its task, all-NaN features left out
     ("PCA-randomized*|PCA-snapshot|PCA-sketch", "dask-strips|zarr-xarray-strips",
      "none|weights-array|land-mask|standardize|zero_center=False|missing|"
-     "standardize+land-mask|float32|float32+gram-float64|standardize=genotype",
-     "transform|save-load>transform"),
+     "standardize+land-mask|float32|float32+gram-float64|standardize=genotype|"
+     "standardize+weights-*", "transform|save-load>transform"),
     # a land mask survives save and load into the EOF tools
     ("PCA-covariance_eigh|PPCA-closed_form", "xarray-field", "land-mask|weights+land-mask",
      "save-load>" + EOF_TOOLS.replace("|", "|save-load>")),
@@ -922,8 +930,9 @@ def markdown() -> str:
         "scalepca's contract, cell by cell: each estimator and solver, each kind of input, each "
         "preprocessing option and each operation after the fit. In every cell marked ✓ the "
         "result equals the dense in-memory reference — the same estimator fitted on the dense "
-        "NumPy float64 matrix with the preprocessing done by hand (weights multiplied in, "
-        "all-NaN features dropped, features standardised) — to 1e-10 relative (1e-8 for the "
+        "NumPy float64 matrix with the preprocessing done by hand (all-NaN features "
+        "dropped, features standardised in their own units, then weights multiplied "
+        "in) — to 1e-10 relative (1e-8 for the "
         "iterative sparse and robust fits; components and scores up to their sign; the "
         "randomized solvers, Nyström and random Fourier features against their own reference "
         "with the same `random_state`). Float32 data (options `float32…`) are compared with "

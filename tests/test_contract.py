@@ -129,8 +129,9 @@ class Reference:
         Xp = self.field[:, self.keep]
         self.mu = np.zeros(Xp.shape[1])
         self.sd = np.ones(Xp.shape[1])
-        if option.standardize:
-            self.mu, self.sd = np.nanmean(Xp, axis=0), np.nanstd(Xp, axis=0)
+        if option.standardize:  # standardised in the data's units, then weighted
+            self.mu = np.nanmean(Xp, axis=0)
+            self.sd = np.nanstd(self.Xm[:, self.keep], axis=0)
         if option.genotype:  # 2p and √(2p(1−p)); no call is missing in these data
             self.mu = np.nanmean(Xp, axis=0)
             self.sd = np.sqrt(self.mu * (1 - self.mu / 2))

@@ -42,13 +42,14 @@ def _model_covariance(Y, k: int, estimator: str):
 def _reference(X, w, k, estimator, standardize):
     """Log-density of each row of the raw ``X`` (n × d, NaN columns = the land mask) under the
     model fitted to the prepared matrix ``(x w − m) / s`` on the kept features: the model's
-    mean and covariance mapped back through ``x = (s y + m) / w``."""
+    mean and covariance mapped back through ``x = (s y + m) / w``. Standardised, ``s`` is
+    the raw data's standard deviation: standardised first, weighted after (issue 46)."""
     keep = ~np.isnan(X).all(axis=0)
     Xk = X[:, keep]
     Y = Xk * w[keep]
     m, s = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
     if standardize:
-        m, s = Y.mean(axis=0), Y.std(axis=0)
+        m, s = Y.mean(axis=0), Xk.std(axis=0)
     mu, C = _model_covariance((Y - m) / s, k, estimator)
     D = s / w[keep]
     mean_x, C_x = (mu * s + m) / w[keep], C * np.outer(D, D)

@@ -63,7 +63,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from .._validation import full_rows
-from ..linalg import passes
+from ..linalg import feature_scale, passes
 from ..models._params import (
     Choice,
     Int,
@@ -408,11 +408,10 @@ class MCA(BaseEstimator):
         """The standardising scales ``(sx, sy)`` (d each, or None) from the centred sums of
         squares ``ss`` of ``[X, Y]``; ``std``: per field False, or the weights (d,) the field
         was multiplied by, kept through the standardisation."""
-        sd = np.sqrt(ss / n)  # ddof=0, as xeofs standardises
+        var = ss / n  # ddof=0, as xeofs standardises
         # standardised in the fields' own units, then weighted (xeofs' order): x_w / (σ_w / w)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            sx = sd[:dx] / std[0] if std[0] is not False else None
-            sy = sd[dx:] / std[1] if std[1] is not False else None
+        sx = None if std[0] is False else feature_scale(var[:dx], std[0])[0]
+        sy = None if std[1] is False else feature_scale(var[dx:], std[1])[0]
         return sx, sy
 
     def _set_modes(self, U, s, V, mean, kept, scales, n, *, total, bounds, solver,

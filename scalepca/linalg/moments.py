@@ -621,7 +621,8 @@ def moments(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
     return out
 
 
-def feature_scale(var: np.ndarray) -> tuple[np.ndarray, int]:
+def feature_scale(var: np.ndarray, weights: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, int]:
     """Per-feature standard deviations that standardise the data (correlation-matrix PCA).
 
     ``var`` holds the per-feature variances (denominator n, as ``StandardScaler``; e.g.
@@ -629,8 +630,19 @@ def feature_scale(var: np.ndarray) -> tuple[np.ndarray, int]:
     at most ``1e-12`` times the largest one is constant to rounding: its scale is 1, so it stays
     centred but unscaled (scikit-learn's ``StandardScaler`` does the same) instead of being
     divided by zero. Returns the scales and the number of such constant features.
+
+    ``weights``: the column weights the data were multiplied by
+    (``open_matrix(weights=...)``), non-negative, of the same features as ``var``. The
+    scales are then the standard deviations of the unweighted data, ``σ_w / w``: the
+    weighted data divided by them are the data standardised first and weighted after,
+    ``(x − x̄) / σ · w`` (xeofs' order, and MCA's). Divided by ``σ_w`` itself, the
+    weights would cancel. A feature of weight 0 (zero once weighted) is constant. Every
+    estimator's and tool's standardisation takes its scales here.
     """
     sd = np.sqrt(np.maximum(np.asarray(var, dtype=np.float64), 0.0))
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        sd = np.divide(sd, w, out=np.zeros_like(sd), where=w > 0)
     const = sd <= 1e-12 * max(float(sd.max(initial=0.0)), 1e-300)
     sd[const] = 1.0
     return sd, int(const.sum())

@@ -158,14 +158,19 @@ def shared(value):
 
 
 def reduce_blocks(blocks: list, block: Callable, merge: Callable | None, *args,
-                  split_every: int = 8, merge_all: Callable | None = None):
+                  split_every: int = 8, merge_all: Callable | None = None,
+                  per_block: list | None = None):
     """A ``Delayed`` reducing ``block(b, *args)`` over the ``Delayed`` row blocks ``blocks``
     with the tree of :func:`row_reduction` (groups of ``split_every``, left to right; ``merge``
     or ``merge_all`` as in :func:`fold`). ``args`` may be ``Delayed``: one key read by every
-    block's task (a d × l factor is then sent once per worker, not once per task)."""
+    block's task (a d × l factor is then sent once per worker, not once per task).
+    ``per_block``: one argument of each block's own (a list as long as ``blocks``),
+    given right after the block: ``block(b, per_block[i], *args)``."""
     if (merge is None) == (merge_all is None):
         raise TypeError("give exactly one of merge and merge_all")
-    level = [dask.delayed(block, pure=True)(b, *args) for b in blocks]
+    own = [()] * len(blocks) if per_block is None else [(a,) for a in per_block]
+    level = [dask.delayed(block, pure=True)(b, *mine, *args)
+             for b, mine in zip(blocks, own, strict=True)]
     return _fold_tree(level, merge, merge_all, split_every)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from .._validation import is_sparse
 from . import passes
+from .moments import feature_scale
 
 __all__ = ["STRIP_BYTES", "column_strips", "holds_whole_columns", "sample_gram_times",
            "snapshot_components", "snapshot_gram", "snapshot_gram_graph"]
@@ -32,10 +33,6 @@ STRIP_BYTES = 128 * 2**20
 #: strips of the input (one row chunk) are kept up to this many times :data:`STRIP_BYTES`
 #: (e.g. 10,000 × 2,880 float32 store chunks, 230 MB as float64), split beyond
 KEEP_STRIPS = 4
-
-#: a feature whose standard deviation is at most this fraction of the strip's largest is
-#: constant to rounding and keeps scale 1 (as :func:`~scalepca.linalg.feature_scale`)
-CONSTANT_SD = 1e-12
 
 
 def column_strips(X: da.Array, strip_bytes: int = STRIP_BYTES) -> da.Array:
@@ -105,12 +102,14 @@ def _genotype_fill(x, missing, nan_at, centre: np.ndarray, keep: np.ndarray):
     return x if keep.all() else np.where(keep, x, 0.0)
 
 
-def _strip_stats(x, centre: bool, standardize):
+def _strip_stats(x, standardize, centre: bool):
     """Column statistics of one strip and the (sparse or dense float64) strip cleaned of
     non-finite values and divided by its scales: ``(stats, x, shift)``, ``shift`` the mean
-    to take out of ``x`` (zero when not centring). ``standardize="genotype"``: the
-    genotype map (:func:`_genotype_map`, :func:`_genotype_fill`; missing calls at the
-    mean, SNPs left out at 0)."""
+    to take out of ``x`` (zero when not centring). ``standardize``: False, True, the
+    strip's column weights (standardised before the weights, by
+    :func:`~scalepca.linalg.feature_scale`) or ``"genotype"``: the genotype map
+    (:func:`_genotype_map`, :func:`_genotype_fill`; missing calls at the mean, SNPs left
+    out at 0)."""
     n, w = x.shape
     genotype = isinstance(standardize, str)
     if _is_sparse_block(x):
@@ -141,13 +140,13 @@ def _strip_stats(x, centre: bool, standardize):
         stats = {**stats, "scale": scale, "centre": centre_g}
         x = x.multiply(1.0 / scale).tocsr() if _is_sparse_block(x) else x / scale
         return stats, x, centre_g / scale
-    if standardize:
-        sd = np.sqrt(np.maximum(ss, 0.0) / max(n, 1))
-        const = sd <= CONSTANT_SD * max(float(sd.max(initial=0.0)), 1e-300)
-        scale = np.where(const, 1.0, sd)
+    scaled = standardize is not False
+    if scaled:  # constant to rounding against the strip's largest: scale 1
+        weights = None if standardize is True else standardize
+        scale, _ = feature_scale(ss / max(n, 1), weights)
     stats = {"mean": mean, "ss": ss, "bad": bad, "nan_features": nanf, "scale": scale}
     shift = mean / scale if centre else np.zeros(w)
-    if standardize:
+    if scaled:
         x = x.multiply(1.0 / scale).tocsr() if _is_sparse_block(x) else x / scale
     return stats, x, shift
 
@@ -157,8 +156,8 @@ def _centred_times(x, shift, M):
     return np.asarray(x @ M) - (shift @ M)[None, :]
 
 
-def _strip_gram(x, centre: bool, standardize) -> dict:
-    stats, x, shift = _strip_stats(x, centre, standardize)
+def _strip_gram(x, standardize, centre: bool) -> dict:
+    stats, x, shift = _strip_stats(x, standardize, centre)
     if _is_sparse_block(x):
         xs = np.asarray(x @ shift)
         G = (x @ x.T).toarray() - xs[:, None] - xs[None, :] + float(shift @ shift)
@@ -191,8 +190,8 @@ def gram_fan_in(n: int) -> int:
     return max(2, min(4, MERGE_BYTES // (8 * n * n) - 1))
 
 
-def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool | str = False
-                  ) -> dict:
+def snapshot_gram(X: da.Array, *, centre: bool = True,
+                  standardize: bool | str | np.ndarray = False) -> dict:
     """One pass: the n × n Gram of the centred (standardised) rows, ``G``, and per feature
     ``mean``, ``ss`` (centred sum of squares), ``nan_features``, ``scale`` (ones unless
     ``standardize``), plus ``n`` and ``bad``. Non-finite entries are counted and taken as 0.
@@ -201,7 +200,10 @@ def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool | str =
     standardisation inside its task (centre ``2p`` and scale ``√(2p(1−p))`` from the strip's
     own columns, missing calls at the centre, monomorphic and uncalled SNPs at 0); the
     output adds the per-SNP ``centre``. The moments are those of the zero-filled data, as
-    :func:`~scalepca.linalg.alleles.allele_scaling` reads them."""
+    :func:`~scalepca.linalg.alleles.allele_scaling` reads them. ``standardize`` an
+    array: the column weights ``X`` was multiplied by; the scales are those of the
+    unweighted data (standardised, then weighted:
+    :func:`~scalepca.linalg.feature_scale`)."""
     (out,) = passes.compute(snapshot_gram_graph(X, centre=centre, standardize=standardize),
                             name="sample gram")
     out["n"] = X.shape[0]
@@ -211,23 +213,33 @@ def snapshot_gram(X: da.Array, *, centre: bool = True, standardize: bool | str =
 
 
 def snapshot_gram_graph(X: da.Array, *, centre: bool = True,
-                        standardize: bool | str = False):
+                        standardize: bool | str | np.ndarray = False):
     """The ``Delayed`` of :func:`snapshot_gram`'s pass (without ``n``), to compute with
     others in one pass (e.g. the Grams of two fields)."""
     X = column_strips(X)
     strips = X.to_delayed(optimize_graph=True).ravel().tolist()
     # only n × n partials travel, at most gram_fan_in(n) + 1 of them in a merge
-    return passes.reduce_blocks(strips, _strip_gram, None, centre, standardize,
+    return passes.reduce_blocks(strips, _strip_gram, None, centre,
+                                per_block=_per_strip(standardize, X.chunks[1]),
                                 split_every=gram_fan_in(X.shape[0]), merge_all=_merge_strips)
 
 
+def _per_strip(standardize, widths) -> list:
+    """Each strip's ``standardize`` (see :func:`_strip_stats`): its slice of the column
+    weights when ``standardize`` holds them, else the same for every strip."""
+    if not isinstance(standardize, np.ndarray):
+        return [standardize] * len(widths)
+    ends = np.cumsum((0, *widths))
+    return [standardize[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
+
+
 # -- the sample Gram as an operator: block Krylov on strips ---------------------------------
-def _strip_times(x, centre: bool, standardize, U: np.ndarray, with_stats: bool):
+def _strip_times(x, standardize, centre: bool, U: np.ndarray, with_stats: bool):
     """``c (cᵀ U)`` (n × l) of one strip, ``c`` the strip centred (and standardised, or
     genotype-mapped) by :func:`_strip_stats` in this task — exact, the strip holds whole
     columns. A sparse strip stays sparse: ``y = xᵀU − shift (1ᵀU)``, ``x y − 1 (shiftᵀ y)``.
     ``with_stats``: the strip's column statistics too, as a dict with the product ``KU``."""
-    stats, x, shift = _strip_stats(x, centre, standardize)
+    stats, x, shift = _strip_stats(x, standardize, centre)
     if _is_sparse_block(x):
         y = np.asarray(x.T @ U) - np.outer(shift, U.sum(axis=0))
         KU = np.asarray(x @ y) - (shift @ y)[None, :]
@@ -238,7 +250,8 @@ def _strip_times(x, centre: bool, standardize, U: np.ndarray, with_stats: bool):
 
 
 def sample_gram_times_graph(X: da.Array, U: np.ndarray, *, centre: bool = True,
-                            standardize: bool | str = False, with_stats: bool = False):
+                            standardize: bool | str | np.ndarray = False,
+                            with_stats: bool = False):
     """The ``Delayed`` of one pass of the sample Gram operator ``K U = Xc Xcᵀ U`` (n × l)
     over the column strips of ``X`` (``Xc`` centred and standardised or genotype-mapped as by
     :func:`snapshot_gram`): each strip's two products in its task, n × l partials summed in
@@ -249,15 +262,18 @@ def sample_gram_times_graph(X: da.Array, U: np.ndarray, *, centre: bool = True,
     receiving the first pass's means: the few column sums cost a fraction of the two
     n × w × l products, no d-long vectors travel with the pass, and every pass applies
     bit for bit the same map the first one measured (genotype frequencies included)."""
-    strips = column_strips(X).to_delayed(optimize_graph=True).ravel().tolist()
+    X = column_strips(X)
+    strips = X.to_delayed(optimize_graph=True).ravel().tolist()
     Ud = passes.shared(np.ascontiguousarray(U, dtype=np.float64))
     merge = _merge_strips if with_stats else passes.sum_parts
-    return passes.reduce_blocks(strips, _strip_times, None, centre, standardize, Ud,
-                                with_stats, split_every=4, merge_all=merge)
+    return passes.reduce_blocks(strips, _strip_times, None, centre, Ud, with_stats,
+                                per_block=_per_strip(standardize, X.chunks[1]),
+                                split_every=4, merge_all=merge)
 
 
 def sample_gram_times(X: da.Array, U: np.ndarray, *, centre: bool = True,
-                      standardize: bool | str = False, with_stats: bool = False):
+                      standardize: bool | str | np.ndarray = False,
+                      with_stats: bool = False):
     """One pass: :func:`sample_gram_times_graph` computed; with ``with_stats``, the dict
     gains ``n`` and loses ``nan_features`` when nothing was non-finite (as
     :func:`snapshot_gram`)."""

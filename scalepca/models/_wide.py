@@ -97,7 +97,7 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
         V = draw(rng, d_fit)
         mom = moments_and_gram_times(X, V, precision=precision)
         GV = mom.pop("GV")
-    scale = model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+    scale = model._standardizing_scale(mom["ss"] / max(n, 1), d_fit, data)
     return mom, d_fit, scale, V, GV, X, rng, True
 
 
@@ -246,9 +246,17 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
     return WideFit(mom, d_fit, scale, theta[:kk], U[:, :kk], np.full(kk, bound))
 
 
-def _strip_standardize(model) -> bool | str:
-    """The ``standardize`` the strips apply inside their tasks (see ``snapshot_gram``)."""
-    return "genotype" if model._genotypes() else bool(model.standardize)
+def _strip_standardize(model, data) -> bool | str | np.ndarray:
+    """The ``standardize`` the strips apply inside their tasks (see ``snapshot_gram``):
+    the column weights of ``data`` when it carries them, so the strips standardise
+    before the weights (every feature's: the fit has left none out before its first
+    pass)."""
+    if model._genotypes():
+        return "genotype"
+    if not model.standardize:
+        return False
+    weights = model._standardizing_weights(data)
+    return True if weights is None else weights
 
 
 def _strip_moments(model, out: dict, n: int, d: int, k: int, data):
@@ -261,7 +269,7 @@ def _strip_moments(model, out: dict, n: int, d: int, k: int, data):
         stats = genotype_scaling(model, out, n, d, k, data)
         return genotype_moments(stats, n), int(stats.keep.sum()), stats.scale
     mom, d_fit = model._moments_without_land(out, n, d, k, data)
-    model._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+    model._standardizing_scale(mom["ss"] / max(n, 1), d_fit, data)
     if not model.standardize:
         return mom, d_fit, None
     keep = getattr(model, "_features_kept", None)  # the scales the strips used
@@ -286,7 +294,7 @@ def _fit_krylov_strips(model, X, data, k: int, *, centre: bool) -> WideFit:
     n, d = X.shape
     rng = np.random.default_rng(check_random_state_seed(model.random_state))
     U0 = start_block(rng, n, k + model.n_oversamples)
-    how = dict(centre=centre, standardize=_strip_standardize(model))
+    how = dict(centre=centre, standardize=_strip_standardize(model, data))
     out = sample_gram_times(X, U0, with_stats=True, **how)
     KU0 = out.pop("KU")
     mom, d_fit, scale = _strip_moments(model, out, n, d, k, data)
@@ -303,7 +311,7 @@ def fit_snapshot(model, X, data, k: int | None, *, centre: bool) -> WideFit:
     strips, its eigendecomposition on the client, one more pass for the components
     ``Xcᵀ U Σ⁻¹``. ``k`` None: every eigenvalue is returned (components for all of them)."""
     n, d = X.shape
-    out = snapshot_gram(X, centre=centre, standardize=_strip_standardize(model))
+    out = snapshot_gram(X, centre=centre, standardize=_strip_standardize(model, data))
     G = out.pop("G")
     mom, d_fit, scale = _strip_moments(model, out, n, d, k or 1, data)
     theta, U = sla.eigh(G, driver="evr", check_finite=False)

@@ -410,6 +410,21 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             return arr
         return np.compress(keep, arr, axis=axis)
 
+    def _standardizing_weights(self, data: MatrixInput | None) -> np.ndarray | None:
+        """The column weights of the kept features the matrix was multiplied by
+        (``open_matrix(weights=...)``), or None: what
+        :func:`~scalepca.linalg.feature_scale` divides out of the scales, so that
+        standardising comes before the weights.
+
+        The batch's own preparation, else the model's (a ``partial_fit`` batch is
+        checked against it)."""
+        prep = None if data is None else data.prep
+        if prep is None:
+            prep = getattr(self, "_preprocessing", None)
+        if prep is None or prep.weights is None:
+            return None
+        return self._kept(np.asarray(prep.weights, dtype=np.float64))
+
     def _select_features(self, X: da.Array) -> da.Array:
         keep = getattr(self, "_features_kept", None)
         return X if keep is None else X[:, keep]

@@ -178,8 +178,10 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     standardize : bool, default=False
         Feed the kernel ``(x − input_mean_) / scale_`` (standard deviations with denominator
         n, 1 for constant features, as ``StandardScaler``), in fit and in transform: one more
-        pass (the features' moments) before the fit's own passes. Refused on sparse input,
-        where centring would densify the data (see Notes).
+        pass (the features' moments) before the fit's own passes. Weighted data
+        (``open_matrix(weights=...)``) are standardised first and weighted after, as
+        PCA's. Refused on sparse input, where centring would densify the data (see
+        Notes).
 
     Attributes
     ----------
@@ -384,7 +386,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             warnings.warn(f"n_features={m} is larger than n_samples={n}; using {n} landmarks",
                           UserWarning, stacklevel=3)
             m = n
-        X = self._standardized_input(X, fit=True)
+        X = self._standardized_input(X, fit=data)
         seed = check_random_state_seed(self.random_state)
         # independent streams for the sampling, the solver and the pre-image features
         s_sample, s_solver, s_inverse = seed.spawn(3)
@@ -411,17 +413,20 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
                 raise
         self.n_features_in_ = int(d)
 
-    def _standardized_input(self, X, *, fit: bool = False):
-        """``(X − input_mean_) / scale_`` (lazy, blockwise) when ``standardize``; in ``fit``
-        one pass of column moments sets them (NaN-only features keep mean 0 and scale 1)."""
-        if fit:
+    def _standardized_input(self, X, *, fit: MatrixInput | None = None):
+        """``(X − input_mean_) / scale_`` (lazy, blockwise) when ``standardize``; in
+        ``fit`` (the input, ``fit``) one pass of column moments sets them (NaN-only
+        features keep mean 0 and scale 1; weighted input is standardised before its
+        weights)."""
+        if fit is not None:
             if not self.standardize:
                 return X
             if is_sparse(X):
                 raise ValueError(_SPARSE_STANDARDIZE)
             with self._timed_pass("moments for standardize"):
                 (mom,) = dask.compute(column_moments_graph(X))
-            self.scale_, _ = feature_scale(mom["ss"] / max(int(mom["n"]), 1))
+            self.scale_, _ = feature_scale(mom["ss"] / max(int(mom["n"]), 1),
+                                           self._standardizing_weights(fit))
             self.input_mean_ = np.asarray(mom["mean"], dtype=np.float64)
         elif getattr(self, "scale_", None) is None:
             return X

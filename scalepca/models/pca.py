@@ -213,13 +213,16 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
                 "'randomized' (implicit centring, memory independent of d²)"
             )
 
-    def _standardizing_scale(self, var_n: np.ndarray, n_features: int) -> np.ndarray | None:
+    def _standardizing_scale(self, var_n: np.ndarray, n_features: int,
+                             data: MatrixInput | None) -> np.ndarray | None:
         """Per-feature scales from the variances ``var_n`` (denominator n) of the moments
-        pass when ``standardize``, else ``None``; ``scale_`` is set (ones without it)."""
+        pass when ``standardize``, else ``None``; ``scale_`` is set (ones without it).
+        Those of the unweighted data when ``data`` carries weights: standardised, then
+        weighted."""
         if not self.standardize:
             self.scale_ = np.ones(n_features)
             return None
-        scale, n_const = feature_scale(var_n)
+        scale, n_const = feature_scale(var_n, self._standardizing_weights(data))
         if n_const:
             logger.info("%s: %d constant feature(s) left unscaled (scale 1)",
                         type(self).__name__, n_const)
@@ -279,7 +282,7 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         mom, d_fit = self._moments_without_land(mom, n, d, k, data)
         X = self._select_features(X)
         mean = mom["mean"]
-        scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit)
+        scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit, data)
         total = float(mom["ss"].sum() / max(n - 1, 1))
         if scale is not None:  # the solvers see the standardised data, block by block
             X = scale_columns(X, scale)
@@ -305,7 +308,7 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         self._moments_ = mom
         self.n_samples_seen_ = n
         mom, d_fit = self._moments_without_land(mom, n, d, k, data)
-        scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit)
+        scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit, data)
         if not self._zero_center():
             # the uncentred Gram XᵀX = m2 + n μ μᵀ: its eigenvectors are the right
             # singular vectors of X, its eigenvalues the squared singular values
@@ -484,7 +487,12 @@ class PCA(_BaseSpectralPCA):
         scales the centred Gram by :math:`1/(\sigma_i \sigma_j)` on the client, ``tsqr`` and
         ``randomized`` divide each block by its features' :math:`\sigma` as they read it. A feature
         constant to rounding (:math:`\sigma \le 10^{-12} \max \sigma`) keeps scale 1, as in
-        ``StandardScaler``: it stays centred, unscaled. The EOF tools (:mod:`scalepca.analysis.eof`)
+        ``StandardScaler``: it stays centred, unscaled. On a matrix ``open_matrix``
+        weighted (``weights=...``) each feature is standardised in the data's own units
+        first and weighted after, :math:`(x - \bar x) / \sigma \cdot w` (xeofs'
+        ``standardize=True`` with ``use_coslat``, and
+        :class:`~scalepca.analysis.mca.MCA`'s order): the weights stay in the fit.
+        The EOF tools (:mod:`scalepca.analysis.eof`)
         project the standardised data as ``transform`` does; their covariance maps stay in the
         field's own units (cov(pc, field)). ``"genotype"``: allele counts (0, 1, 2; NaN a missing
         call, e.g. a PLINK ``.bed`` opened by :func:`scalepca.open_matrix`), each SNP centred by
@@ -524,8 +532,10 @@ class PCA(_BaseSpectralPCA):
         component is positive.
     mean_ : ndarray of shape (n_features,)
     scale_ : ndarray of shape (n_features,)
-        Per-feature standard deviations with ``standardize=True`` (ones otherwise);
-        ``transform`` projects ``(x − mean_) / scale_``, ``inverse_transform`` multiplies back.
+        Per-feature standard deviations with ``standardize=True`` (ones otherwise), of
+        the data before ``open_matrix``'s weights; ``transform`` projects
+        ``(x − mean_) / scale_`` of the weighted matrix (the data standardised, then
+        weighted), ``inverse_transform`` multiplies back.
     explained_variance_ : ndarray of shape (n_components,)
         Eigenvalues of the sample covariance (denominator n − 1); of the standardised data's
         covariance with ``standardize=True``; the variances of the scores, in singular-value

@@ -131,7 +131,9 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         Closed form only: the model of the standardised data ``(x − mean_) / scale_`` (the
         correlation matrix), from the same one moments pass, as :class:`PCA`'s
         ``standardize``. ``scale_`` holds the per-feature standard deviations (1 for constant
-        features); ``get_covariance``, ``score_samples`` and ``sample`` speak of ``x`` itself,
+        features; of the data before ``open_matrix``'s weights, which are applied after
+        the standardisation, as PCA's); ``get_covariance``, ``score_samples`` and
+        ``sample`` speak of ``x`` itself,
         and the EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data, maps in the
         field's own units.
 

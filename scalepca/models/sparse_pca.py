@@ -197,6 +197,8 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     use_correlation : bool, default=False
         Standardise every feature by its standard deviation (from the same pass as the mean);
         components then describe the correlation matrix and ``transform`` standardises too.
+        Weighted data (``open_matrix(weights=...)``) are standardised first and weighted
+        after, as PCA's ``standardize``.
     batch_size : int, optional
         ``"minibatch"``: the n rows are cut into ``max(1, n // batch_size)`` consecutive
         ranges of (nearly) equal size, so every minibatch holds at least ``batch_size`` rows
@@ -504,7 +506,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         X = self._select_features(X)
         n = int(mom["n"])
         var_n = (np.diag(mom["m2"]) if covariance else mom["ss"]) / n
-        scale = self._feature_scale(var_n)
+        scale = self._feature_scale(var_n, self._standardizing_weights(data))
         cov_n = None
         if covariance:
             cov_n = mom["m2"] / n
@@ -537,10 +539,10 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         """
         return float(self._alphas[0]) / np.sqrt(max(int(n), 1))
 
-    def _feature_scale(self, var_n: np.ndarray):
+    def _feature_scale(self, var_n: np.ndarray, weights: np.ndarray | None = None):
         if not self.use_correlation:
             return None
-        sd, n_const = feature_scale(var_n)
+        sd, n_const = feature_scale(var_n, weights)
         if n_const:
             logger.info("SparsePCA: %d constant feature(s) left unscaled", n_const)
         return sd
