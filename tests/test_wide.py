@@ -190,6 +190,29 @@ def test_sketch_is_one_pass_and_its_bound_holds(counts):
     assert _errors(m, w, V)[0] > 1e-6
 
 
+@pytest.mark.parametrize("d", [14, 40])
+def test_sketch_reads_data_with_all_nan_features_once(rng, d):
+    """Issue 46 item 6: the sketch is for data that can be read once, all-NaN features or
+    not: one read of every block and ``n_passes_ == 1``. Its probes then span the kept
+    features (d = 14: 13 probes, 12 features kept) and the fit is exact, or span part of
+    them and the eigenvalues are at most the true ones (A − Â is positive semi-definite)."""
+    X = rng.standard_normal((400, d)) * np.linspace(1.0, 5.0, d) + 7.0
+    X[:, [3, 7]] = np.nan
+    Z = np.delete(X, [3, 7], axis=1)
+    arr, counter = counted_dask(X, (100, d))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the land features' warning
+        m = scalepca.PCA(3, svd_solver="sketch", random_state=0).fit(arr)
+    assert m.n_passes_ == 1
+    assert counter.reads == arr.numblocks[0]
+    ref = SKPCA(3, svd_solver="full").fit(Z)
+    assert np.isnan(m.components_[:, [3, 7]]).all()
+    if d == 14:
+        np.testing.assert_allclose(m.explained_variance_, ref.explained_variance_,
+                                   rtol=1e-10)
+    assert np.all(m.explained_variance_ <= ref.explained_variance_ * (1 + 1e-12))
+
+
 def test_float32_dense_krylov_within_float32_accuracy(counts):
     """Float32 blocks: float32 products with float64 sums, eigenvalues within a few ε₃₂ λ₁;
     with float64 products, the float64 answer."""

@@ -72,7 +72,8 @@ class WideFit:
     residuals: np.ndarray | None = None
 
 
-def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
+def _first_pass(model, X, data, draw, k: int, precision: str | None = None, *,
+                once: bool = False):
     """The moments and the centred Gram times the probes ``V = draw(rng, d)`` (``rng`` from
     the model's ``random_state``); all-NaN features dropped, standardising scales set. Returns
     ``(mom, d_fit, scale, V, GV, X, rng, exact)`` with ``X`` restricted to the kept features;
@@ -81,7 +82,11 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
 
     When features are dropped, the probes are drawn again for the kept features only and
     multiplied in one more pass: the fit is then the fit of the data without them, draw for
-    draw (at the cost of a pass, only on data with all-NaN features)."""
+    draw (at the cost of a pass, only on data with all-NaN features). ``once`` (data read
+    once, the sketch): no second pass; the pass zero-filled the dropped features, so their
+    rows and columns of the centred Gram are 0 and the kept rows of ``GV`` are the kept
+    features' Gram times the kept rows of ``V`` (probes left all zero dropped): the same
+    draw's restriction, not a draw for the kept features."""
     n, d = X.shape
     rng = np.random.default_rng(check_random_state_seed(model.random_state))
     V = draw(rng, d)
@@ -91,7 +96,12 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
         return _genotype_first_pass(model, X, data, out, V, GV, k, rng)
     mom, d_fit = model._moments_without_land(out, n, d, k, data)
     X = model._select_features(X)
-    if d_fit < d:  # the same pass over the kept features: the same arithmetic as their fit
+    if d_fit < d and once:
+        keep = model._features_kept
+        V, GV = V[keep], GV[keep]
+        cols = np.any(V != 0, axis=0)
+        V, GV = V[:, cols], GV[:, cols]
+    elif d_fit < d:  # the same pass over the kept features: the same arithmetic as their fit
         passes.counter_of(model).plan(1)
         rng = np.random.default_rng(check_random_state_seed(model.random_state))
         V = draw(rng, d_fit)
@@ -223,7 +233,7 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
         X = refuse_partial_calls(X, SKETCH_MISSING_CALLS)
     # float64 products: the pass is read-bound, and the sketch's own error dwarfs their cost
     mom, d_fit, scale, Om, GV, X, _, exact = _first_pass(model, X, data, draw, k,
-                                                         precision="float64")
+                                                         precision="float64", once=True)
     if not exact:  # missing calls seen only in blocks where their SNP had no call at all
         raise ValueError(SKETCH_MISSING_CALLS)
     l = Om.shape[1] - SKETCH_TESTS
@@ -234,8 +244,11 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
         AOm = AOm + mom["n"] * np.outer(mu, mu @ Om)
         ATh = ATh + mom["n"] * np.outer(mu, mu @ Th)
     V0, AV0 = _operator_of_first(mom, scale, Om, AOm, True)  # centring done above
-    Q, R = np.linalg.qr(V0)
-    Y = sla.solve_triangular(R, AV0.T, trans="T").T
+    # an orthonormal basis of the probes and its product: the probes restricted to the
+    # features kept can be more than their number, or no longer independent
+    P, sv, Wt = np.linalg.svd(V0, full_matrices=False)
+    r = int(np.sum(sv > sv[0] * max(V0.shape) * np.finfo(np.float64).eps))
+    Q, Y = P[:, :r], AV0 @ (Wt[:r].T / sv[:r])
     theta, U = nystrom_eigh(Q, Y)
     # the bound is on ‖A − D Â D‖ for the unstandardised A, tested with Gaussian vectors
     Us = U if scale is None else U * scale[:, None]

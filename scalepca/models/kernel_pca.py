@@ -69,6 +69,19 @@ KMEANS_MIN_POOL = 10_000
 KMEANS_LLOYD_ITER = 5
 
 
+def _first_row_kept(X):
+    """``(X, its first row)``: the first row block read once and kept (persisted) in the
+    returned ``X``, whose graph takes it from memory instead of reading it again."""
+    import dask.array as da
+
+    rows = X.chunks[0][0]
+    head = X[:rows].persist()
+    (first,) = dask.compute(head[:1])
+    if X.numblocks[0] == 1:
+        return head, first
+    return da.concatenate([head, X[rows:]], axis=0), first
+
+
 def _rff_needs_rbf(p, shape) -> None:
     if p["approximation"] == "rff" and p["kernel"] != "rbf":
         raise ValueError(
@@ -240,8 +253,8 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     Notes
     -----
     Passes over the data per fit: Nyström 2 (gather the m landmark rows — or the k-means++
-    sample — then the moments of the feature map); RFF 1, after reading the first row (one
-    block); exact 1 (gather the n × d training matrix, which the model keeps), after which the
+    sample — then the moments of the feature map); RFF 1, every block read once (the first
+    row block is kept for the pass after its first row has been taken from it); exact 1 (gather the n × d training matrix, which the model keeps), after which the
     solver's products read the n × n kernel held in cluster memory (ARPACK: one per Lanczos
     step; randomized: 9).
 
@@ -490,9 +503,10 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             feature_map = partial(_nystroem_block, landmarks=L, normalization=N, keep=keep,
                                   **kparams)
         else:
-            # one row (a read of one block, not a pass) tells which features can be NaN in
-            # every sample: the weights are drawn for the features that enter the fit
-            (first,) = dask.compute(X[:1])
+            # one row tells which features can be NaN in every sample: the weights are drawn
+            # for the features that enter the fit. Its row block is kept for the pass, which
+            # then reads every block once (on one row block, a second read of all the data)
+            X, first = _first_row_kept(X)
             first, keep = self._leave_out_nan_features(
                 dense_rows64(first), data, sample="the first row")
             kparams = self._resolved_kparams(first.shape[1])

@@ -572,7 +572,8 @@ class PCA(_BaseSpectralPCA):
     Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``snapshot`` 2; ``sketch`` 1;
     ``randomized`` at most ``n_power_iter + 2`` (6 by default; the mean rides in the first;
     one more when all-NaN features are left out, so that the fit is that of the other
-    features); on column strips (every block holds all rows) ``n_power_iter + 2`` products
+    features; not ``sketch``, which reads every block once whatever the data, its probes
+    restricted to the kept features); on column strips (every block holds all rows) ``n_power_iter + 2`` products
     of the sample Gram plus one pass for the axes (7 by default, fewer with ``tol``; all-NaN
     features cost no pass there, their strip columns are zero once mapped) and
     ``residual_norms_`` of the sample Gram's Ritz pairs. Memory per worker: one row chunk
