@@ -355,9 +355,9 @@ def test_passes_and_only_small_results_reach_client(kw):
     with recorded_results() as results:
         kp = KernelPCA(3, random_state=0, **kw).fit(X)
     expected = 1 if kw["approximation"] == "rff" else 2
-    # RFF also keeps (persists) its first row block for the pass and computes its first row
-    # from it (see test_rff_reads_every_block_once): the features NaN in every sample must be
-    # known before the random weights are drawn for the others
+    # RFF also keeps (persists) its first row block for the pass and computes its first
+    # row from it (see test_rff_reads_every_block_once): the features NaN in every
+    # sample must be known before the random weights are drawn for the others
     peeks = 2 if kw["approximation"] == "rff" else 0
     assert kp.n_passes_ == expected and len(results) == expected + peeks
     assert counter.reads <= expected * 8
@@ -368,8 +368,8 @@ def test_passes_and_only_small_results_reach_client(kw):
 
 @pytest.mark.parametrize("chunks", [(400, 6), (100, 6)])
 def test_rff_reads_every_block_once(Xsmall, chunks):
-    """Issue 46 item 6: RFF's first row (which features are NaN in every sample) comes from
-    its row block kept for the pass: on one row block the data are read once, as
+    """Issue 46 item 6: RFF's first row (which features are NaN in every sample) comes
+    from its row block kept for the pass: on one row block the data are read once, as
     ``n_passes_ == 1`` says, and on several the first block is not read twice. The same
     fit as from memory."""
     X, counter = counted_dask(Xsmall, chunks=chunks)

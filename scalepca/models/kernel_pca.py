@@ -252,11 +252,12 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
 
     Notes
     -----
-    Passes over the data per fit: Nyström 2 (gather the m landmark rows — or the k-means++
-    sample — then the moments of the feature map); RFF 1, every block read once (the first
-    row block is kept for the pass after its first row has been taken from it); exact 1 (gather the n × d training matrix, which the model keeps), after which the
-    solver's products read the n × n kernel held in cluster memory (ARPACK: one per Lanczos
-    step; randomized: 9).
+    Passes over the data per fit: Nyström 2 (gather the m landmark rows — or the
+    k-means++ sample — then the moments of the feature map); RFF 1, every block read
+    once (the first row block is kept for the pass after its first row has been taken
+    from it); exact 1 (gather the n × d training matrix, which the model keeps), after
+    which the solver's products read the n × n kernel held in cluster memory (ARPACK:
+    one per Lanczos step; randomized: 9).
 
     ``partial_fit`` (Nyström, RFF; without ``standardize`` or ``fit_inverse_transform``): the
     first call is ``fit``, which draws the landmarks or random features and gamma for good;
@@ -503,9 +504,10 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             feature_map = partial(_nystroem_block, landmarks=L, normalization=N, keep=keep,
                                   **kparams)
         else:
-            # one row tells which features can be NaN in every sample: the weights are drawn
-            # for the features that enter the fit. Its row block is kept for the pass, which
-            # then reads every block once (on one row block, a second read of all the data)
+            # one row tells which features can be NaN in every sample: the weights are
+            # drawn for the features that enter the fit. Its row block is kept for the
+            # pass, which then reads every block once (on one row block, reading the
+            # row apart would read all the data twice)
             X, first = _first_row_kept(X)
             first, keep = self._leave_out_nan_features(
                 dense_rows64(first), data, sample="the first row")

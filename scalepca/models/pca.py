@@ -337,6 +337,8 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         mom, d_fit = res.mom, res.d_fit
         if res.residuals is not None:
             self.residual_norms_ = np.asarray(res.residuals[:k]) / max(n - 1, 1)
+        if res.error_bound is not None:
+            self.error_bound_ = float(res.error_bound) / max(n - 1, 1)
         components = flip_signs(res.vectors.T)
         if not centre:
             self._set_uncentred(n, d_fit, k, np.sqrt(res.theta[:k]), components[:k],
@@ -450,8 +452,9 @@ class PCA(_BaseSpectralPCA):
         one more pass gives the axes.
         ``"snapshot"``: the n × n Gram of the centred samples in one pass over column strips,
         ``eigh`` on the client, one more pass for the axes — exact in two passes when n ≪ d.
-        ``"sketch"``: one pass, a Nyström approximation of the centred Gram with a bound on
-        its error; less accurate (see Notes), for data that can be read only once.
+        ``"sketch"``: one pass, a Nyström approximation of the centred Gram with an
+        estimate of its error; less accurate (see Notes), for data that can be read only
+        once.
         ``"auto"``: ``"covariance_eigh"`` up to 4096 features, else ``"snapshot"`` up to
         4096 samples, else ``"randomized"``.
     whiten : bool, default=False
@@ -550,9 +553,17 @@ class PCA(_BaseSpectralPCA):
         denominator :math:`n - 1`; the Gram :math:`X^\top X/(n-1)` with ``zero_center=False``), from
         products the fit made anyway. Some eigenvalue of :math:`C` lies within it of
         :math:`\lambda`, and the axis is within :math:`\mathrm{residual} / \mathrm{gap}` (sine of
-        the angle) of the true one, the gap to the other eigenvalues. ``"sketch"``: an upper bound
-        on it (and on :math:`\lambda`'s error), holding with probability
-        :math:`\ge 1 - 10^{-10}`.
+        the angle) of the true one, the gap to the other eigenvalues. ``"sketch"``: one
+        figure for every component, an estimate of :math:`\|C - \hat C\|_2`
+        (:math:`\hat C` its Nyström approximation), which bounds each residual and each
+        eigenvalue's error; never above that norm and, measured, at least half of it
+        (:data:`scalepca.linalg.sketch.ERROR_ESTIMATE_FACTOR`): the error is within
+        twice the estimate.
+    error_bound_ : float
+        ``"sketch"`` only: the worst case, :math:`\|C - \hat C\|_2` at most this with
+        probability :math:`\ge 1 - 10^{-10}` (Halko et al. 2011, Lemma 4.1); 7–36 times
+        the error measured, more with ``standardize=True``, often above the largest
+        eigenvalue: it holds but says little (see :mod:`scalepca.linalg.sketch`).
 
     Notes
     -----
@@ -573,7 +584,8 @@ class PCA(_BaseSpectralPCA):
     ``randomized`` at most ``n_power_iter + 2`` (6 by default; the mean rides in the first;
     one more when all-NaN features are left out, so that the fit is that of the other
     features; not ``sketch``, which reads every block once whatever the data, its probes
-    restricted to the kept features); on column strips (every block holds all rows) ``n_power_iter + 2`` products
+    restricted to the kept features); on column strips (every block holds all rows)
+    ``n_power_iter + 2`` products
     of the sample Gram plus one pass for the axes (7 by default, fewer with ``tol``; all-NaN
     features cost no pass there, their strip columns are zero once mapped) and
     ``residual_norms_`` of the sample Gram's Ritz pairs. Memory per worker: one row chunk
@@ -591,9 +603,9 @@ class PCA(_BaseSpectralPCA):
     previous default, needed 11 passes for 8e-3 on 200,000 × 20,000 counts, where block Krylov
     reached 5.7e-9 and sin 8.8e-5 in 6 (``benchmarks/wide.py``); each residual in
     ``residual_norms_`` bounds the error of its eigenvalue. ``sketch`` reads the data once:
-    its eigenvalues are below the true ones by up to the bound in ``residual_norms_`` (1e-2
-    relative or far worse: 0.87 on those counts), like a range finder without power
-    iterations.
+    its eigenvalues are below the true ones (1e-2 relative or far worse: 0.87 on those
+    counts), like a range finder without power iterations, by at most twice the estimate
+    in ``residual_norms_`` on the data measured (``error_bound_`` is the worst case).
     ``snapshot`` is exact (float64 against LAPACK, 1e-10) and gives every eigenvalue.
     Float32 dense blocks: ``randomized`` multiplies slabs centred in float64 and rounded
     once to float32, and sums in float64 (``scalepca.gram-precision: float64`` widens them);
