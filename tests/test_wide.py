@@ -139,7 +139,7 @@ def test_snapshot_is_exact_in_two_passes(rng):
     ref = SKPCA(svd_solver="full").fit(X)
     arr, counter = counted_dask(X, (n, 700))
     m = scalepca.PCA(10).fit(arr)  # auto: d > 4096, n ≤ 4096
-    assert m._fit_svd_solver == "snapshot" and m.n_passes_ == 2
+    assert m.solver_ == "snapshot" and m.n_passes_ == 2
     assert counter.reads == 2 * arr.numblocks[1]
     np.testing.assert_allclose(m.explained_variance_, ref.explained_variance_[:10], rtol=1e-10)
     sign = np.sign(np.sum(m.components_ * ref.components_[:10], axis=1))

@@ -233,6 +233,9 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         Nyström/RFF: width of the feature matrix, m (Nyström: of rank m less the dropped
         directions of :math:`K_{LL}`).
     n_components_, n_samples_, n_features_in_, n_passes_ : int
+    solver_ : str
+        The eigensolver that ran: exact, ``eigen_solver`` (``"auto"`` resolved); Nyström
+        and RFF, ``"dense"`` (``eigh`` of the m × m feature covariance on the client).
     n_samples_seen_ : int
         Nyström/RFF: the rows seen by ``fit`` and every ``partial_fit`` since.
     X_transformed_fit_ : ndarray of shape (n_samples, n_components)
@@ -520,7 +523,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         with self._timed_pass("feature moments"):
             (mom,) = dask.compute(moments_graph(X, feature_map=feature_map))
         spectral, self._spectrum = kernel_feature_spectrum(mom, k)  # partial_fit's too
-        return {**state, **spectral, "gamma_": kparams["gamma"]}
+        return {**state, **spectral, "gamma_": kparams["gamma"], "solver_": "dense"}
 
     def _set_spectrum(self, evals: np.ndarray, total: float) -> None:
         n = self.n_samples_
@@ -559,11 +562,11 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         Xd = da.from_array(Xf, chunks=(min(n, EXACT_BLOCK_ROWS), -1))
         K = kernel_matrix(Xd, **kparams).persist()
         solver = "arpack" if self.eigen_solver == "auto" else self.eigen_solver
-        self._fit_eigen_solver = solver
         w, U, col_mean, g, trace_c = centred_kernel_eigh(K, k, solver=solver, seed=seed)
         del K
         self._spectrum = (w, trace_c)
-        return {"gamma_": kparams["gamma"], "X_fit_": Xf, "eigenvectors_": flip_signs(U.T).T,
+        return {"gamma_": kparams["gamma"], "solver_": solver, "X_fit_": Xf,
+                "eigenvectors_": flip_signs(U.T).T,
                 "K_fit_rows_": col_mean, "K_fit_all_": float(g)}
 
     def _fit_preimage(self, X, seed) -> dict:

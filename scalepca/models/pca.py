@@ -54,18 +54,38 @@ WIDE_SOLVERS = {"randomized": fit_krylov, "sketch": fit_sketch, "snapshot": fit_
 PARTIAL_SOLVERS = ("randomized", "sketch")
 
 
+def _auto_solver(d: int, n: int | None) -> tuple[str, str]:
+    """``svd_solver="auto"``'s choice for ``d`` features and ``n`` samples, and why."""
+    if d <= AUTO_MAX_GRAM_FEATURES:
+        return "covariance_eigh", f"at most {AUTO_MAX_GRAM_FEATURES} features"
+    wide = f"more than {AUTO_MAX_GRAM_FEATURES} features"
+    if n is None:  # before the samples are counted: either wide solver
+        few = f"'snapshot' on at most {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+        return "randomized", f"{wide}; {few}"
+    if n <= AUTO_MAX_SNAPSHOT_SAMPLES:
+        return "snapshot", f"{wide}, at most {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+    return "randomized", f"{wide} and {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+
+
 def choose_solver(svd_solver: str, d: int, n: int | None = None) -> str:
     """The solver ``svd_solver`` names for ``d`` features and ``n`` samples; ``"auto"``:
     ``"covariance_eigh"`` up to :data:`AUTO_MAX_GRAM_FEATURES` features, else
     ``"snapshot"`` up to :data:`AUTO_MAX_SNAPSHOT_SAMPLES` samples (``n`` None: not known
-    yet, ``"randomized"`` stands for either), else ``"randomized"``."""
+    yet, ``"randomized"`` stands for either), else ``"randomized"``. The one place the
+    choice is made: ``fit`` records it (``solver_``), messages name it
+    (:func:`describe_solver`)."""
+    return svd_solver if svd_solver != "auto" else _auto_solver(d, n)[0]
+
+
+def describe_solver(svd_solver: str, d: int, n: int | None = None) -> str:
+    """The solver that runs, in the parameter's words, for messages:
+    ``"svd_solver='tsqr'"``, or for ``"auto"`` its choice and why, e.g.
+    ``"svd_solver='auto' chooses 'snapshot' (more than 4096 features, at most 4096
+    samples)"``."""
     if svd_solver != "auto":
-        return svd_solver
-    if d <= AUTO_MAX_GRAM_FEATURES:
-        return "covariance_eigh"
-    if n is not None and n <= AUTO_MAX_SNAPSHOT_SAMPLES:
-        return "snapshot"
-    return "randomized"
+        return f"svd_solver={svd_solver!r}"
+    solver, why = _auto_solver(d, n)
+    return f"svd_solver='auto' chooses {solver!r} ({why})"
 
 
 def _check_standardize(value, name, params, shape):
@@ -90,9 +110,7 @@ def _chosen_k_needs_full_spectrum(p, shape) -> None:
         return
     solver = choose_solver(p["svd_solver"], shape.d, shape.n)
     if solver in PARTIAL_SOLVERS:
-        why = (f"svd_solver='auto' chooses {solver!r} above {AUTO_MAX_GRAM_FEATURES} "
-               f"features and {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
-               if p["svd_solver"] == "auto" else f"svd_solver={solver!r}")
+        why = describe_solver(p["svd_solver"], shape.d, shape.n)
         raise ValueError(
             f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
             "finds only the leading n_components + n_oversamples values; give an integer "
@@ -229,6 +247,13 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
     def _choose_solver(self, d: int, n: int | None = None) -> str:
         return choose_solver(self.svd_solver, d, n)
 
+    def _describe_solver(self, d: int, n: int | None = None) -> str:
+        return describe_solver(self.svd_solver, d, n)
+
+    def _record_solver(self, svd_solver: str) -> None:
+        """The fitted record of the solver that ran (``svd_solver`` resolved)."""
+        self.solver_ = svd_solver
+
     # -- input: wide data keeps its 2-D blocks for the wide solvers --------------------------
     _transform_keeps_2d_blocks = True
 
@@ -253,7 +278,7 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         k = spec if isinstance(spec, int) else 1
         solver = self._choose_solver(d, n)
         self._check_sparse_solver(X, solver)
-        self._fit_svd_solver = solver
+        self._record_solver(solver)
         if self._genotypes():
             return fit_genotypes(self, X, data, spec, k, solver)
         passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2, "snapshot": 2,
@@ -547,6 +572,9 @@ class PCA(_BaseSpectralPCA):
         batch since the last ``fit``), as scikit-learn's ``IncrementalPCA``.
     n_passes_ : int
         Passes over the data the fit made (of the last batch for ``partial_fit``).
+    solver_ : str
+        The solver that ran: ``svd_solver``, or the one ``"auto"`` chose (as
+        scikit-learn's private ``_fit_svd_solver``); saved and loaded with the model.
     residual_norms_ : ndarray of shape (n_components,)
         ``"randomized"`` and ``"sketch"`` only: :math:`\|C v - \lambda v\|` for each component
         :math:`v` and its ``explained_variance_`` :math:`\lambda` (:math:`C` the covariance,
