@@ -297,10 +297,41 @@ def test_auto_on_wide_data_is_refused_before_any_pass(raise_if_dask_computes):
     X = da.zeros((100, 5000), chunks=(50, -1))
     est = scalepca.PCA(2)
     assert hasattr(est, "partial_fit")
-    with raise_if_dask_computes(max_computes=0), \
-            pytest.raises(ValueError, match=r"svd_solver='randomized' \('auto' on more than"):
+    # 100 samples: 'auto' takes the snapshot method there (issue 46 item 9: the message
+    # said 'randomized')
+    with raise_if_dask_computes(max_computes=0), pytest.raises(
+            ValueError, match=r"svd_solver='auto' chooses 'snapshot' \(more than 4096 "
+                              r"features, at most 4096 samples\)"):
         est.partial_fit(X)
     assert not hasattr(est, "components_")
+
+
+@pytest.mark.parametrize(("n", "d", "solver"), [(30, 6, "covariance_eigh"),
+                                                (8, 20, "snapshot"),
+                                                (30, 20, "randomized")])
+def test_auto_records_its_solver_and_refusals_name_it(monkeypatch, tmp_path, n, d,
+                                                      solver):
+    """Issue 46 item 9: a fitted model says which solver 'auto' chose (``solver_``,
+    saved and loaded with it), and a refusal names that solver, from ``choose_solver``:
+    the snapshot model's said "'randomized' ('auto' on more than 4096 features)". The
+    thresholds are lowered to 10 features and 8 samples to keep the data small."""
+    import scalepca.models.pca as pca_module
+
+    monkeypatch.setattr(pca_module, "AUTO_MAX_GRAM_FEATURES", 10)
+    monkeypatch.setattr(pca_module, "AUTO_MAX_SNAPSHOT_SAMPLES", 8)
+    X = np.random.default_rng(0).standard_normal((n, d))
+    est = scalepca.PCA(2, random_state=0).fit(da.from_array(X, chunks=(n, 5)))
+    assert est.solver_ == solver == pca_module.choose_solver("auto", d, n)
+    est.save(tmp_path / "m.zarr")
+    assert scalepca.load(tmp_path / "m.zarr").solver_ == solver
+    if solver == "covariance_eigh":
+        assert hasattr(est, "partial_fit")
+        return
+    with pytest.raises(AttributeError) as err:
+        est.partial_fit(X)
+    assert f"svd_solver='auto' chooses {solver!r}" in str(err.value)
+    other = {"snapshot": "'randomized'", "randomized": "'snapshot'"}[solver]
+    assert other not in str(err.value).split("partial_fit updates")[0]
 
 
 def test_sparse_pca_minibatch_keeps_its_online_partial_fit():

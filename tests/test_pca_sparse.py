@@ -354,6 +354,6 @@ def test_wide_sparse_randomized_memory_does_not_grow_with_d_squared(solver):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert pca._fit_svd_solver == {"auto": "snapshot"}.get(solver, solver)
+    assert pca.solver_ == {"auto": "snapshot"}.get(solver, solver)
     assert Z.shape == (n, 3)
     assert peak < 400 * 2**20, peak / 2**20

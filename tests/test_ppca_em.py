@@ -50,7 +50,7 @@ def test_em_converges_to_closed_form(rng, init):
     cf = scalepca.PPCA(3).fit(X)
     em = scalepca.PPCA(3, solver="em", init=init, tol=1e-12, max_iter=500,
                        random_state=0).fit(da.from_array(X, chunks=(100, 24)))
-    assert em.converged_ and em._fit_solver == "em"
+    assert em.converged_ and em.solver_ == "em"
     # the target of the issue: W Wᵀ and σ² to 1e-6 relative
     assert rel(em.W_ @ em.W_.T, cf.W_ @ cf.W_.T) < 1e-6
     assert abs(em.noise_variance_ - cf.noise_variance_) / cf.noise_variance_ < 1e-6

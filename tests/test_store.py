@@ -97,6 +97,8 @@ def _assert_round_trip(est, X, path):
     back = load(path)
     assert type(back) is cls
     assert back.get_params() == est.get_params()
+    # the solver that ran, recorded by every estimator (issue 46 item 9)
+    assert isinstance(est.solver_, str) and back.solver_ == est.solver_
     _assert_same_state(est, back)
     if hasattr(est, "transform"):
         Xc = X.compute()

@@ -18,6 +18,7 @@ from sklearn.preprocessing import StandardScaler
 import scalepca
 from scalepca.datasets import make_counts
 from scalepca.linalg.krylov import gram_times, moments_and_gram_times
+from scalepca.linalg.sketch import ERROR_ESTIMATE_FACTOR
 from tests.conftest import counted_dask
 
 K = 8
@@ -138,7 +139,7 @@ def test_snapshot_is_exact_in_two_passes(rng):
     ref = SKPCA(svd_solver="full").fit(X)
     arr, counter = counted_dask(X, (n, 700))
     m = scalepca.PCA(10).fit(arr)  # auto: d > 4096, n ≤ 4096
-    assert m._fit_svd_solver == "snapshot" and m.n_passes_ == 2
+    assert m.solver_ == "snapshot" and m.n_passes_ == 2
     assert counter.reads == 2 * arr.numblocks[1]
     np.testing.assert_allclose(m.explained_variance_, ref.explained_variance_[:10], rtol=1e-10)
     sign = np.sign(np.sum(m.components_ * ref.components_[:10], axis=1))
@@ -177,7 +178,7 @@ def test_sketch_is_one_pass_and_its_bound_holds(counts):
     X = da.from_array(Xs, chunks=(2500, -1), asarray=False)
     m = scalepca.PCA(K, svd_solver="sketch", random_state=0).fit(X)
     assert m.n_passes_ == 1
-    bound = m.residual_norms_
+    bound = m.error_bound_
     # A − Â is positive semi-definite: the sketch's eigenvalues are below the true ones,
     # by at most the bound; each residual ‖C v − λ̂ v‖ is within it too
     assert np.all(m.explained_variance_ <= w[:K] * (1 + 1e-12))
@@ -186,8 +187,78 @@ def test_sketch_is_one_pass_and_its_bound_holds(counts):
     C = Xc.T @ Xc / (len(Xd) - 1)
     res = np.linalg.norm(C @ m.components_.T - m.components_.T * m.explained_variance_, axis=0)
     assert np.all(res <= bound)
+    # the estimate in residual_norms_: the errors within its stated factor, far below
+    # the worst case (on these counts, whose noise bulk is wide, the bound is above λ₁)
+    est = m.residual_norms_ / ERROR_ESTIMATE_FACTOR
+    assert np.all(res <= est) and np.all(w[:K] - m.explained_variance_ <= est)
+    assert np.all(est < bound / 10) and bound > w[0]
     # less accurate than the Krylov default, as documented
     assert _errors(m, w, V)[0] > 1e-6
+
+
+def _low_rank_plus_noise(seed=0):
+    """2,000 × 300: ten factors of variance 30² down to 3², unit noise."""
+    r = np.random.default_rng(seed)
+    F = r.standard_normal((2000, 10)) * np.geomspace(30.0, 3.0, 10)
+    return F @ r.standard_normal((10, 300)) + r.standard_normal((2000, 300))
+
+
+@pytest.mark.parametrize(
+    "name", ["digits", "breast_cancer", "breast_cancer-standardized", "low_rank+noise"])
+def test_sketch_error_estimate_within_its_factor_of_the_error(name):
+    """Issue 46 item 7: ``residual_norms_`` of the sketch estimates ‖C − Ĉ‖₂ (Ĉ the
+    Nyström approximation; with no oversampling the model holds all of it): never above
+    it, at least ERROR_ESTIMATE_FACTOR of it, and so, divided by that factor, above
+    every eigenvalue's error and residual. The worst case (``error_bound_``) holds
+    too."""
+    from sklearn.datasets import load_breast_cancer, load_digits
+
+    F = ERROR_ESTIMATE_FACTOR
+    load = {"digits": lambda: load_digits().data,
+            "low_rank+noise": _low_rank_plus_noise}
+    X = load.get(name, lambda: load_breast_cancer().data)()
+    std = name.endswith("standardized")
+    Z = X - X.mean(axis=0)
+    if std:
+        Z = Z / np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
+    C = Z.T @ Z / (len(X) - 1)
+    w = np.linalg.eigvalsh(C)[::-1]
+    for k in (2, 5, 10):
+        for seed in range(5):
+            m = scalepca.PCA(k, svd_solver="sketch", n_oversamples=0, standardize=std,
+                             random_state=seed).fit(X)
+            V, lam = m.components_.T, m.explained_variance_
+            true = np.linalg.norm(C - V @ (lam[:, None] * V.T), 2)
+            est = m.residual_norms_
+            assert np.all(est == est[0])  # one norm, the same for every component
+            assert F * true <= est[0] <= true * (1 + 1e-9), (k, seed, est[0] / true)
+            res = np.linalg.norm(C @ V - V * lam, axis=0)
+            assert np.all(res <= est / F) and np.all(w[:k] - lam <= est / F)
+            assert true <= m.error_bound_
+
+
+@pytest.mark.parametrize("d", [14, 40])
+def test_sketch_reads_data_with_all_nan_features_once(rng, d):
+    """Issue 46 item 6: the sketch is for data that can be read once, all-NaN features
+    or not: one read of every block and ``n_passes_ == 1``. Its probes then span the
+    kept features (d = 14: 13 probes, 12 features kept) and the fit is exact, or span
+    part of them and the eigenvalues are at most the true ones (A − Â is positive
+    semi-definite)."""
+    X = rng.standard_normal((400, d)) * np.linspace(1.0, 5.0, d) + 7.0
+    X[:, [3, 7]] = np.nan
+    Z = np.delete(X, [3, 7], axis=1)
+    arr, counter = counted_dask(X, (100, d))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the land features' warning
+        m = scalepca.PCA(3, svd_solver="sketch", random_state=0).fit(arr)
+    assert m.n_passes_ == 1
+    assert counter.reads == arr.numblocks[0]
+    ref = SKPCA(3, svd_solver="full").fit(Z)
+    assert np.isnan(m.components_[:, [3, 7]]).all()
+    if d == 14:
+        np.testing.assert_allclose(m.explained_variance_, ref.explained_variance_,
+                                   rtol=1e-10)
+    assert np.all(m.explained_variance_ <= ref.explained_variance_ * (1 + 1e-12))
 
 
 def test_float32_dense_krylov_within_float32_accuracy(counts):

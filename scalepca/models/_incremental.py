@@ -48,6 +48,11 @@ def refusal(name: str, why: str, updatable: str) -> str:
             f"mergeable moments; partial_fit updates {updatable}. Fit on all the rows instead")
 
 
+def _known(n) -> int | None:
+    """A row count, or None where it is not known yet (NaN: a dask DataFrame's rows)."""
+    return None if n is None or n != n else int(n)
+
+
 class if_updatable:  # noqa: N801 (a decorator, named as scikit-learn's available_if)
     """``partial_fit`` as an attribute of the configurations that can be updated only.
 
@@ -99,8 +104,11 @@ class MomentUpdateMixin:
     #: the settings ``partial_fit`` takes, named in its refusals
     _updatable = ""
 
-    def _update_refusal(self, n_features: int | None) -> str | None:
-        """Why this configuration cannot be updated by merging moments (``None``: it can)."""
+    def _update_refusal(self, n_features: int | None,
+                        n_samples: int | None = None) -> str | None:
+        """Why this configuration cannot be updated by merging moments (``None``: it
+        can); ``n_features``, ``n_samples``: the data's (None: the fitted model's, or
+        not known)."""
         raise NotImplementedError
 
     def _batch_moments_graph(self, X):
@@ -110,10 +118,12 @@ class MomentUpdateMixin:
     def _refit_from_moments(self, mom: dict, data: MatrixInput) -> None:
         raise NotImplementedError
 
-    def _check_updatable(self, n_features: int | None, error: type = ValueError) -> None:
-        """Refuse (``error``) a configuration whose fit cannot be updated on ``n_features``
-        features (``None``: not known yet, judged by the parameters)."""
-        why = self._update_refusal(n_features)
+    def _check_updatable(self, n_features: int | None, error: type = ValueError,
+                         n_samples: int | None = None) -> None:
+        """Refuse (``error``) a configuration whose fit cannot be updated on
+        ``n_features`` features and ``n_samples`` samples (``None``: the fitted model's,
+        or not known yet, judged by the parameters)."""
+        why = self._update_refusal(n_features, n_samples)
         if why is not None:
             raise error(refusal(type(self).__name__, why, self._updatable))
 
@@ -153,7 +163,8 @@ class MomentUpdateMixin:
             release before ``partial_fit``); the batch is not on the model's features.
         """
         if not self.__sklearn_is_fitted__():
-            self._check_before_fit = lambda data: self._check_updatable(data.data.shape[1])
+            self._check_before_fit = lambda data: self._check_updatable(
+                data.data.shape[1], n_samples=_known(data.data.shape[0]))
             return self.fit(X)
         self._check_updatable(self.n_features_in_)
         if getattr(self, _SAVED, None) is None:
@@ -219,12 +230,16 @@ class SpectralMomentUpdate(MomentUpdateMixin):
     _updatable = ("svd_solver='covariance_eigh' (and 'auto' on at most 4096 features), "
                   "with or without standardize=True and zero_center")
 
-    def _update_refusal(self, n_features: int | None) -> str | None:
+    def _update_refusal(self, n_features: int | None,
+                        n_samples: int | None = None) -> str | None:
+        # 'auto': judged again on the data, or on the fitted model's shape (the solver
+        # that ran)
         d = getattr(self, "n_features_in_", None) if n_features is None else n_features
-        solver = self._choose_solver(0 if d is None else d)  # 'auto': judged again on the data
-        if solver != "covariance_eigh":
-            auto = " ('auto' on more than 4096 features)" if self.svd_solver == "auto" else ""
-            return f"svd_solver={solver!r}{auto}"
+        if n_samples is None:
+            n_samples = getattr(self, "n_samples_", None)
+        d = 0 if d is None else d
+        if self._choose_solver(d, n_samples) != "covariance_eigh":
+            return self._describe_solver(d, n_samples)
         if self._genotypes():
             return "standardize='genotype' (its allele frequencies take a pass of their own)"
         return None
@@ -243,10 +258,11 @@ class PPCAMomentUpdate(SpectralMomentUpdate):
     _updatable = ("solver='closed_form' (or 'auto' with missing='error'), and of it "
                   + SpectralMomentUpdate._updatable)
 
-    def _update_refusal(self, n_features: int | None) -> str | None:
+    def _update_refusal(self, n_features: int | None,
+                        n_samples: int | None = None) -> str | None:
         if _em_or_closed_form(self.solver, self.missing) == "em":
             return f"solver={self.solver!r} with missing={self.missing!r} (EM iterates)"
-        return super()._update_refusal(n_features)
+        return super()._update_refusal(n_features, n_samples)
 
     def _refit_from_moments(self, mom: dict, data: MatrixInput) -> None:
         super()._refit_from_moments(mom, data)
@@ -277,7 +293,8 @@ class KernelMomentUpdate(MomentUpdateMixin):
     _updatable = ("approximation='nystroem' or 'rff', without standardize or "
                   "fit_inverse_transform")
 
-    def _update_refusal(self, n_features: int | None) -> str | None:
+    def _update_refusal(self, n_features: int | None,
+                        n_samples: int | None = None) -> str | None:
         if self.approximation == "exact":
             return "approximation='exact' (the n × n kernel of every row)"
         if self.standardize:
@@ -315,7 +332,8 @@ class SparseMomentUpdate(MomentUpdateMixin):
     _updatable = ("method='elasticnet' (from the merged covariance) and 'minibatch' (by its "
                   "own online steps)")
 
-    def _update_refusal(self, n_features: int | None) -> str | None:
+    def _update_refusal(self, n_features: int | None,
+                        n_samples: int | None = None) -> str | None:
         if self.method == "batch":
             return "method='batch' (its alternations read every row)"
         return None

@@ -14,7 +14,8 @@ its passes on the model (``_timed_pass``). None makes a pass for the mean alone:
   ``n_power_iter + 3`` passes, fewer with ``tol``, and never the all-to-all rechunk into
   row panels. Its residuals are those of ``K`` (each still bounds its eigenvalue's error).
 * ``"sketch"`` (:mod:`scalepca.linalg.sketch`): one pass; a Nyström approximation of the
-  centred Gram and a probabilistic bound on its error. It reads row panels, so column strips
+  centred Gram, an estimate of its error from held-out test vectors and a probabilistic
+  worst-case bound on it. It reads row panels, so column strips
   are regrouped into them (an all-to-all rechunk): on the sample side it would need a second
   pass for the axes, which is the snapshot method's count with none of its exactness, so on
   that layout ``"snapshot"`` or ``"randomized"`` are the solvers that read the strips as they
@@ -45,7 +46,12 @@ from .._validation import check_random_state_seed
 from ..linalg import passes
 from ..linalg.alleles import refuse_partial_calls
 from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times, start_block
-from ..linalg.sketch import SKETCH_TESTS, nystrom_eigh, nystrom_error_bound
+from ..linalg.sketch import (
+    SKETCH_TESTS,
+    nystrom_eigh,
+    nystrom_error_bound,
+    nystrom_error_estimate,
+)
 from ..linalg.snapshot import (
     holds_whole_columns,
     sample_gram_times,
@@ -62,7 +68,9 @@ class WideFit:
     """What a wide solver found. ``theta``: eigenvalues of the (standardised) centred Gram
     (uncentred with ``zero_center=False``), descending; ``vectors``: d_fit × k; ``mom``: the
     column moments of the kept features; ``scale``: standardising scales or None;
-    ``residuals``: per component ``‖A v − θ v‖`` (a bound for the sketch) or None."""
+    ``residuals``: per component ``‖A v − θ v‖`` (for the sketch, an estimate of
+    ``‖A − Â‖₂``, which bounds them) or None; ``error_bound``: the sketch's worst-case
+    bound on that norm."""
 
     mom: dict
     d_fit: int
@@ -70,9 +78,11 @@ class WideFit:
     theta: np.ndarray
     vectors: np.ndarray
     residuals: np.ndarray | None = None
+    error_bound: float | None = None
 
 
-def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
+def _first_pass(model, X, data, draw, k: int, precision: str | None = None, *,
+                once: bool = False):
     """The moments and the centred Gram times the probes ``V = draw(rng, d)`` (``rng`` from
     the model's ``random_state``); all-NaN features dropped, standardising scales set. Returns
     ``(mom, d_fit, scale, V, GV, X, rng, exact)`` with ``X`` restricted to the kept features;
@@ -81,7 +91,12 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
 
     When features are dropped, the probes are drawn again for the kept features only and
     multiplied in one more pass: the fit is then the fit of the data without them, draw for
-    draw (at the cost of a pass, only on data with all-NaN features)."""
+    draw (at the cost of a pass, only on data with all-NaN features).
+
+    ``once`` (data read once, the sketch): no second pass. The pass zero-filled the
+    dropped features, so their rows and columns of the centred Gram are 0 and the kept
+    rows of ``GV`` are the kept features' Gram times the kept rows of ``V`` (probes left
+    all zero dropped): the draw restricted, not a draw for the kept features."""
     n, d = X.shape
     rng = np.random.default_rng(check_random_state_seed(model.random_state))
     V = draw(rng, d)
@@ -91,7 +106,13 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None):
         return _genotype_first_pass(model, X, data, out, V, GV, k, rng)
     mom, d_fit = model._moments_without_land(out, n, d, k, data)
     X = model._select_features(X)
-    if d_fit < d:  # the same pass over the kept features: the same arithmetic as their fit
+    if d_fit < d and once:
+        keep = model._features_kept
+        V, GV = V[keep], GV[keep]
+        cols = np.any(V != 0, axis=0)
+        V, GV = V[:, cols], GV[:, cols]
+    elif d_fit < d:
+        # the same pass over the kept features: the same arithmetic as their fit
         passes.counter_of(model).plan(1)
         rng = np.random.default_rng(check_random_state_seed(model.random_state))
         V = draw(rng, d_fit)
@@ -206,7 +227,7 @@ SKETCH_MISSING_CALLS = (
 def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
     """One pass: the centred Gram times ``k + n_oversamples`` Gaussian probes and
     :data:`SKETCH_TESTS` test vectors; a Nyström approximation from the probes, its error
-    bounded from the test vectors.
+    estimated and bounded from the test vectors.
 
     Genotypes (``standardize="genotype"``) with missing calls are refused in the pass itself:
     each block checks its SNPs as it is read, so the pass stops at the first block where a
@@ -223,7 +244,7 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
         X = refuse_partial_calls(X, SKETCH_MISSING_CALLS)
     # float64 products: the pass is read-bound, and the sketch's own error dwarfs their cost
     mom, d_fit, scale, Om, GV, X, _, exact = _first_pass(model, X, data, draw, k,
-                                                         precision="float64")
+                                                         precision="float64", once=True)
     if not exact:  # missing calls seen only in blocks where their SNP had no call at all
         raise ValueError(SKETCH_MISSING_CALLS)
     l = Om.shape[1] - SKETCH_TESTS
@@ -234,16 +255,27 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
         AOm = AOm + mom["n"] * np.outer(mu, mu @ Om)
         ATh = ATh + mom["n"] * np.outer(mu, mu @ Th)
     V0, AV0 = _operator_of_first(mom, scale, Om, AOm, True)  # centring done above
-    Q, R = np.linalg.qr(V0)
-    Y = sla.solve_triangular(R, AV0.T, trans="T").T
+    # an orthonormal basis of the probes and its product: the probes restricted to the
+    # features kept can be more than their number, or no longer independent
+    P, sv, Wt = np.linalg.svd(V0, full_matrices=False)
+    r = int(np.sum(sv > sv[0] * max(V0.shape) * np.finfo(np.float64).eps))
+    Q, Y = P[:, :r], AV0 @ (Wt[:r].T / sv[:r])
     theta, U = nystrom_eigh(Q, Y)
-    # the bound is on ‖A − D Â D‖ for the unstandardised A, tested with Gaussian vectors
+    # the estimate is of the error of the operator decomposed, D⁻¹ A D⁻¹, whose product
+    # with the tests D Θ is D⁻¹ A Θ; the worst-case bound needs Gaussian tests: it is on
+    # ‖A − D Â D‖ for the unstandardised A
+    if scale is None:
+        estimate = nystrom_error_estimate(ATh, Th, U, theta)
+    else:
+        estimate = nystrom_error_estimate(ATh / scale[:, None], Th * scale[:, None], U,
+                                          theta)
     Us = U if scale is None else U * scale[:, None]
     bound = nystrom_error_bound(ATh, Th, Us, theta)
     if scale is not None:
         bound /= float(np.min(scale)) ** 2
     kk = min(k, theta.size)
-    return WideFit(mom, d_fit, scale, theta[:kk], U[:, :kk], np.full(kk, bound))
+    return WideFit(mom, d_fit, scale, theta[:kk], U[:, :kk], np.full(kk, estimate),
+                   error_bound=bound)
 
 
 def _strip_standardize(model, data) -> bool | str | np.ndarray:

@@ -151,6 +151,8 @@ class ExtendedEOF(DecompositionMixin):
         The means of the embedded samples (by lag) that centre them.
     n_samples_, n_windows_, n_features_in_, n_components_, n_passes_ : int
         ``n_windows_ = n_samples_ − (embedding − 1) · tau``.
+    solver_ : str
+        ``"covariance_eigh"``, the only solver: the lagged covariance of one pass.
 
     Examples
     --------
@@ -220,6 +222,7 @@ class ExtendedEOF(DecompositionMixin):
                                  f"{d - keep.sum()} all-NaN features")
         d_fit = d if keep is None else int(keep.sum())
         ev, comps, total = _leading_spectrum(mom, k, None)
+        self.solver_ = "covariance_eigh"  # the only one: PCA's, on the lagged moments
         self.eofs_ = comps.reshape(k, L, d_fit)
         self.embedded_mean_ = mom["mean"].reshape(L, d_fit)
         lag0 = mom["mean"][:d_fit] * n_win

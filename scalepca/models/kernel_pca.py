@@ -69,6 +69,19 @@ KMEANS_MIN_POOL = 10_000
 KMEANS_LLOYD_ITER = 5
 
 
+def _first_row_kept(X):
+    """``(X, its first row)``: the first row block read once and kept (persisted) in the
+    returned ``X``, whose graph takes it from memory instead of reading it again."""
+    import dask.array as da
+
+    rows = X.chunks[0][0]
+    head = X[:rows].persist()
+    (first,) = dask.compute(head[:1])
+    if X.numblocks[0] == 1:
+        return head, first
+    return da.concatenate([head, X[rows:]], axis=0), first
+
+
 def _rff_needs_rbf(p, shape) -> None:
     if p["approximation"] == "rff" and p["kernel"] != "rbf":
         raise ValueError(
@@ -222,6 +235,9 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         Nyström/RFF: width of the feature matrix, m (Nyström: of rank m less the dropped
         directions of :math:`K_{LL}`).
     n_components_, n_samples_, n_features_in_, n_passes_ : int
+    solver_ : str
+        The eigensolver that ran: exact, ``eigen_solver`` (``"auto"`` resolved); Nyström
+        and RFF, ``"dense"`` (``eigh`` of the m × m feature covariance on the client).
     n_samples_seen_ : int
         Nyström/RFF: the rows seen by ``fit`` and every ``partial_fit`` since.
     X_transformed_fit_ : ndarray of shape (n_samples, n_components)
@@ -241,11 +257,12 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
 
     Notes
     -----
-    Passes over the data per fit: Nyström 2 (gather the m landmark rows — or the k-means++
-    sample — then the moments of the feature map); RFF 1, after reading the first row (one
-    block); exact 1 (gather the n × d training matrix, which the model keeps), after which the
-    solver's products read the n × n kernel held in cluster memory (ARPACK: one per Lanczos
-    step; randomized: 9).
+    Passes over the data per fit: Nyström 2 (gather the m landmark rows — or the
+    k-means++ sample — then the moments of the feature map); RFF 1, every block read
+    once (the first row block is kept for the pass after its first row has been taken
+    from it); exact 1 (gather the n × d training matrix, which the model keeps), after
+    which the solver's products read the n × n kernel held in cluster memory (ARPACK:
+    one per Lanczos step; randomized: 9).
 
     ``partial_fit`` (Nyström, RFF; without ``standardize`` or ``fit_inverse_transform``): the
     first call is ``fit``, which draws the landmarks or random features and gamma for good;
@@ -495,9 +512,11 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             feature_map = partial(_nystroem_block, landmarks=L, normalization=N, keep=keep,
                                   **kparams)
         else:
-            # one row (a read of one block, not a pass) tells which features can be NaN in
-            # every sample: the weights are drawn for the features that enter the fit
-            (first,) = dask.compute(X[:1])
+            # one row tells which features can be NaN in every sample: the weights are
+            # drawn for the features that enter the fit. Its row block is kept for the
+            # pass, which then reads every block once (on one row block, reading the
+            # row apart would read all the data twice)
+            X, first = _first_row_kept(X)
             first, keep = self._leave_out_nan_features(
                 dense_rows64(first), data, sample="the first row")
             kparams = self._resolved_kparams(first.shape[1])
@@ -509,7 +528,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         with self._timed_pass("feature moments"):
             (mom,) = dask.compute(moments_graph(X, feature_map=feature_map))
         spectral, self._spectrum = kernel_feature_spectrum(mom, k)  # partial_fit's too
-        return {**state, **spectral, "gamma_": kparams["gamma"]}
+        return {**state, **spectral, "gamma_": kparams["gamma"], "solver_": "dense"}
 
     def _set_spectrum(self, evals: np.ndarray, total: float) -> None:
         n = self.n_samples_
@@ -548,11 +567,11 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         Xd = da.from_array(Xf, chunks=(min(n, EXACT_BLOCK_ROWS), -1))
         K = kernel_matrix(Xd, **kparams).persist()
         solver = "arpack" if self.eigen_solver == "auto" else self.eigen_solver
-        self._fit_eigen_solver = solver
         w, U, col_mean, g, trace_c = centred_kernel_eigh(K, k, solver=solver, seed=seed)
         del K
         self._spectrum = (w, trace_c)
-        return {"gamma_": kparams["gamma"], "X_fit_": Xf, "eigenvectors_": flip_signs(U.T).T,
+        return {"gamma_": kparams["gamma"], "solver_": solver, "X_fit_": Xf,
+                "eigenvectors_": flip_signs(U.T).T,
                 "K_fit_rows_": col_mean, "K_fit_all_": float(g)}
 
     def _fit_preimage(self, X, seed) -> dict:

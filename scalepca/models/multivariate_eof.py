@@ -155,6 +155,8 @@ class MultivariateEOF(DecompositionMixin):
         The fields' names (``var0``, ``var1``, ... for unnamed ones).
     n_features_per_variable_ : list of int
     n_samples_, n_features_in_, n_components_, n_passes_ : int
+    solver_ : str
+        ``"covariance_eigh"``, the only solver: the joint covariance of one pass.
 
     Examples
     --------
@@ -273,6 +275,7 @@ class MultivariateEOF(DecompositionMixin):
         else:
             scale = None
         ev, components, total_var = _leading_spectrum(mom, k, scale)
+        self.solver_ = "covariance_eigh"  # the only one: PCA's, on the joint moments
         mean = mom["mean"]
         self.components_ = components
         self.mean_ = mean

@@ -54,18 +54,38 @@ WIDE_SOLVERS = {"randomized": fit_krylov, "sketch": fit_sketch, "snapshot": fit_
 PARTIAL_SOLVERS = ("randomized", "sketch")
 
 
+def _auto_solver(d: int, n: int | None) -> tuple[str, str]:
+    """``svd_solver="auto"``'s choice for ``d`` features and ``n`` samples, and why."""
+    if d <= AUTO_MAX_GRAM_FEATURES:
+        return "covariance_eigh", f"at most {AUTO_MAX_GRAM_FEATURES} features"
+    wide = f"more than {AUTO_MAX_GRAM_FEATURES} features"
+    if n is None:  # before the samples are counted: either wide solver
+        few = f"'snapshot' on at most {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+        return "randomized", f"{wide}; {few}"
+    if n <= AUTO_MAX_SNAPSHOT_SAMPLES:
+        return "snapshot", f"{wide}, at most {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+    return "randomized", f"{wide} and {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+
+
 def choose_solver(svd_solver: str, d: int, n: int | None = None) -> str:
     """The solver ``svd_solver`` names for ``d`` features and ``n`` samples; ``"auto"``:
     ``"covariance_eigh"`` up to :data:`AUTO_MAX_GRAM_FEATURES` features, else
     ``"snapshot"`` up to :data:`AUTO_MAX_SNAPSHOT_SAMPLES` samples (``n`` None: not known
-    yet, ``"randomized"`` stands for either), else ``"randomized"``."""
+    yet, ``"randomized"`` stands for either), else ``"randomized"``. The one place the
+    choice is made: ``fit`` records it (``solver_``), messages name it
+    (:func:`describe_solver`)."""
+    return svd_solver if svd_solver != "auto" else _auto_solver(d, n)[0]
+
+
+def describe_solver(svd_solver: str, d: int, n: int | None = None) -> str:
+    """The solver that runs, in the parameter's words, for messages:
+    ``"svd_solver='tsqr'"``, or for ``"auto"`` its choice and why, e.g.
+    ``"svd_solver='auto' chooses 'snapshot' (more than 4096 features, at most 4096
+    samples)"``."""
     if svd_solver != "auto":
-        return svd_solver
-    if d <= AUTO_MAX_GRAM_FEATURES:
-        return "covariance_eigh"
-    if n is not None and n <= AUTO_MAX_SNAPSHOT_SAMPLES:
-        return "snapshot"
-    return "randomized"
+        return f"svd_solver={svd_solver!r}"
+    solver, why = _auto_solver(d, n)
+    return f"svd_solver='auto' chooses {solver!r} ({why})"
 
 
 def _check_standardize(value, name, params, shape):
@@ -90,9 +110,7 @@ def _chosen_k_needs_full_spectrum(p, shape) -> None:
         return
     solver = choose_solver(p["svd_solver"], shape.d, shape.n)
     if solver in PARTIAL_SOLVERS:
-        why = (f"svd_solver='auto' chooses {solver!r} above {AUTO_MAX_GRAM_FEATURES} "
-               f"features and {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
-               if p["svd_solver"] == "auto" else f"svd_solver={solver!r}")
+        why = describe_solver(p["svd_solver"], shape.d, shape.n)
         raise ValueError(
             f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
             "finds only the leading n_components + n_oversamples values; give an integer "
@@ -232,6 +250,13 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
     def _choose_solver(self, d: int, n: int | None = None) -> str:
         return choose_solver(self.svd_solver, d, n)
 
+    def _describe_solver(self, d: int, n: int | None = None) -> str:
+        return describe_solver(self.svd_solver, d, n)
+
+    def _record_solver(self, svd_solver: str) -> None:
+        """The fitted record of the solver that ran (``svd_solver`` resolved)."""
+        self.solver_ = svd_solver
+
     # -- input: wide data keeps its 2-D blocks for the wide solvers --------------------------
     _transform_keeps_2d_blocks = True
 
@@ -256,7 +281,7 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         k = spec if isinstance(spec, int) else 1
         solver = self._choose_solver(d, n)
         self._check_sparse_solver(X, solver)
-        self._fit_svd_solver = solver
+        self._record_solver(solver)
         if self._genotypes():
             return fit_genotypes(self, X, data, spec, k, solver)
         passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2, "snapshot": 2,
@@ -340,6 +365,8 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         mom, d_fit = res.mom, res.d_fit
         if res.residuals is not None:
             self.residual_norms_ = np.asarray(res.residuals[:k]) / max(n - 1, 1)
+        if res.error_bound is not None:
+            self.error_bound_ = float(res.error_bound) / max(n - 1, 1)
         components = flip_signs(res.vectors.T)
         if not centre:
             self._set_uncentred(n, d_fit, k, np.sqrt(res.theta[:k]), components[:k],
@@ -453,8 +480,9 @@ class PCA(_BaseSpectralPCA):
         one more pass gives the axes.
         ``"snapshot"``: the n × n Gram of the centred samples in one pass over column strips,
         ``eigh`` on the client, one more pass for the axes — exact in two passes when n ≪ d.
-        ``"sketch"``: one pass, a Nyström approximation of the centred Gram with a bound on
-        its error; less accurate (see Notes), for data that can be read only once.
+        ``"sketch"``: one pass, a Nyström approximation of the centred Gram with an
+        estimate of its error; less accurate (see Notes), for data that can be read only
+        once.
         ``"auto"``: ``"covariance_eigh"`` up to 4096 features, else ``"snapshot"`` up to
         4096 samples, else ``"randomized"``.
     whiten : bool, default=False
@@ -554,15 +582,26 @@ class PCA(_BaseSpectralPCA):
         batch since the last ``fit``), as scikit-learn's ``IncrementalPCA``.
     n_passes_ : int
         Passes over the data the fit made (of the last batch for ``partial_fit``).
+    solver_ : str
+        The solver that ran: ``svd_solver``, or the one ``"auto"`` chose (as
+        scikit-learn's private ``_fit_svd_solver``); saved and loaded with the model.
     residual_norms_ : ndarray of shape (n_components,)
         ``"randomized"`` and ``"sketch"`` only: :math:`\|C v - \lambda v\|` for each component
         :math:`v` and its ``explained_variance_`` :math:`\lambda` (:math:`C` the covariance,
         denominator :math:`n - 1`; the Gram :math:`X^\top X/(n-1)` with ``zero_center=False``), from
         products the fit made anyway. Some eigenvalue of :math:`C` lies within it of
         :math:`\lambda`, and the axis is within :math:`\mathrm{residual} / \mathrm{gap}` (sine of
-        the angle) of the true one, the gap to the other eigenvalues. ``"sketch"``: an upper bound
-        on it (and on :math:`\lambda`'s error), holding with probability
-        :math:`\ge 1 - 10^{-10}`.
+        the angle) of the true one, the gap to the other eigenvalues. ``"sketch"``: one
+        figure for every component, an estimate of :math:`\|C - \hat C\|_2`
+        (:math:`\hat C` its Nyström approximation), which bounds each residual and each
+        eigenvalue's error; never above that norm and, measured, at least half of it
+        (:data:`scalepca.linalg.sketch.ERROR_ESTIMATE_FACTOR`): the error is within
+        twice the estimate.
+    error_bound_ : float
+        ``"sketch"`` only: the worst case, :math:`\|C - \hat C\|_2` at most this with
+        probability :math:`\ge 1 - 10^{-10}` (Halko et al. 2011, Lemma 4.1); 7–36 times
+        the error measured, more with ``standardize=True``, often above the largest
+        eigenvalue: it holds but says little (see :mod:`scalepca.linalg.sketch`).
 
     Notes
     -----
@@ -582,7 +621,9 @@ class PCA(_BaseSpectralPCA):
     Passes over the data: ``covariance_eigh`` 1; ``tsqr`` 2; ``snapshot`` 2; ``sketch`` 1;
     ``randomized`` at most ``n_power_iter + 2`` (6 by default; the mean rides in the first;
     one more when all-NaN features are left out, so that the fit is that of the other
-    features); on column strips (every block holds all rows) ``n_power_iter + 2`` products
+    features; not ``sketch``, which reads every block once whatever the data, its probes
+    restricted to the kept features); on column strips (every block holds all rows)
+    ``n_power_iter + 2`` products
     of the sample Gram plus one pass for the axes (7 by default, fewer with ``tol``; all-NaN
     features cost no pass there, their strip columns are zero once mapped) and
     ``residual_norms_`` of the sample Gram's Ritz pairs. Memory per worker: one row chunk
@@ -600,9 +641,9 @@ class PCA(_BaseSpectralPCA):
     previous default, needed 11 passes for 8e-3 on 200,000 × 20,000 counts, where block Krylov
     reached 5.7e-9 and sin 8.8e-5 in 6 (``benchmarks/wide.py``); each residual in
     ``residual_norms_`` bounds the error of its eigenvalue. ``sketch`` reads the data once:
-    its eigenvalues are below the true ones by up to the bound in ``residual_norms_`` (1e-2
-    relative or far worse: 0.87 on those counts), like a range finder without power
-    iterations.
+    its eigenvalues are below the true ones (1e-2 relative or far worse: 0.87 on those
+    counts), like a range finder without power iterations, by at most twice the estimate
+    in ``residual_norms_`` on the data measured (``error_bound_`` is the worst case).
     ``snapshot`` is exact (float64 against LAPACK, 1e-10) and gives every eigenvalue.
     Float32 dense blocks: ``randomized`` multiplies slabs centred in float64 and rounded
     once to float32, and sums in float64 (``scalepca.gram-precision: float64`` widens them);

@@ -170,6 +170,10 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         Whether EM met ``tol`` within ``max_iter``.
     resumed_from_ : int
         EM iterations taken from a checkpoint (0 for a fresh run or the closed form).
+    solver_ : str
+        The solver that ran, ``"closed_form"`` or ``"em"`` (``solver="auto"`` resolved).
+    svd_solver_ : str
+        The closed form only: the eigensolver that ran, as :class:`PCA`'s ``solver_``.
     mean_, singular_values_, n_samples_, n_samples_seen_, n_features_in_, n_components_, n_passes_
         As in :class:`PCA`.
 
@@ -327,7 +331,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
 
     def _fit(self, data: MatrixInput) -> None:  # parameters checked in _fit_input
         solver = _em_or_closed_form(self.solver, self.missing)
-        self._fit_solver = solver
+        self.solver_ = solver
         self.resumed_from_ = 0
         self.n_iter_ = 1  # the closed form is one solve; EM sets its iteration count
         self.loglike_ = np.zeros(0)
@@ -337,6 +341,11 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
             self._set_loadings_from_spectrum()
         else:
             self._fit_em(data)
+
+    def _record_solver(self, svd_solver: str) -> None:
+        """The closed form's record: ``solver_`` stays ``"closed_form"``, the
+        eigensolver it ran is ``svd_solver_``."""
+        self.svd_solver_ = svd_solver
 
     # -- EM ----------------------------------------------------------------------------------
     def _fit_em(self, data: MatrixInput) -> None:

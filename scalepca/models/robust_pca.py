@@ -226,6 +226,8 @@ class RobustPCA(LinearDecompositionMixin):
         :math:`\|S\|_0` on :math:`\Omega`.
     n_iter_ : int
     converged_ : bool
+    solver_ : str
+        The SVD of the iterations, ``svd``.
     history_ : dict of lists
         Per iteration: ``residual`` (‖P_Ω(M − L − S)‖_F / ‖P_Ω M‖_F), ``rank``, ``mu``, ``nnz``,
         ``sv`` (triplets asked for) and ``seconds``.
@@ -496,7 +498,7 @@ class RobustPCA(LinearDecompositionMixin):
             M = M.rechunk(regular_layout(M.shape, block))
             W = W.rechunk(M.chunks) if W is not None else None
         self.storage_ = storage
-        self._fit_svd_solver = self.svd
+        self.solver_ = self.svd
         logger.info("RobustPCA: %d × %d in %d × %d blocks, storage=%s, svd=%s", n1, n2,
                     M.numblocks[0], M.numblocks[1], storage, self.svd)
         lam = float(self.lam) if self.lam is not None else 1.0 / math.sqrt(max(n1, n2))

@@ -289,6 +289,8 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         Steps taken from a checkpoint (minibatches for ``"minibatch"``, alternations for
         ``"batch"``); 0 for a fresh run.
     n_components_, n_samples_, n_features_in_, n_passes_ : int
+    solver_ : str
+        The solver that ran, ``method``.
     n_samples_seen_ : int
         ``"elasticnet"``: the rows seen by ``fit`` and every ``partial_fit`` since.
 
@@ -478,6 +480,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         k = self._checked_k(n, d, X)
         self._online_state = None
         self.resumed_from_ = 0
+        self.solver_ = self.method  # no "auto": the method is the solver
         if self.method != "minibatch" and self.batch_size is not None:
             warnings.warn(f"batch_size is ignored by method={self.method!r}", UserWarning,
                           stacklevel=3)
