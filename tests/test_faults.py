@@ -179,3 +179,69 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
             np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
                                        rtol=0, atol=1e-8 * float(np.abs(case.X()).max()))
         client.close(timeout=5)
+
+
+# -- `scalepca run`: a worker lost under the progress display is replaced -------------------------
+def _run_config(tmp_path, data, method, params, name):
+    import yaml
+
+    cfg = {
+        "data": {"path": str(data)},
+        "model": {"method": method, **params},
+        # one worker: the run can only finish if its nanny starts a replacement
+        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
+                    "memory_limit": "1GiB"},
+        "output": {"store": str(tmp_path / name), "scores": False},
+        "progress": True,
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _kill_workers_at(index: int):
+    """A pass listener that SIGKILLs every worker process when pass ``index`` starts."""
+    import os
+    import signal
+
+    killed = []
+
+    def on_pass(info):
+        if info["event"] == "start" and info["index"] == index and not killed:
+            from distributed import get_client
+
+            for pid in get_client().run(os.getpid).values():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    return on_pass, killed
+
+
+@pytest.mark.parametrize("method, params, index", [
+    pytest.param("pca", {"n_components": 3}, 1, id="one-pass"),
+    pytest.param("ppca", {"n_components": 3, "solver": "em", "max_iter": 6, "tol": 0.0}, 3,
+                 id="iterative"),
+])
+def test_cli_run_replaces_a_killed_worker(tmp_path, capfd, method, params, index):
+    import dask
+
+    import scalepca
+    from scalepca.app._passlog import listen_passes
+    from scalepca.cli import EXIT_OK, main
+    from scalepca.datasets import make_low_rank, write_dataset
+
+    data = tmp_path / "x.zarr"
+    write_dataset(make_low_rank(2000, 30, rank=4, chunk_rows=250, seed=5), data)
+    runs = {}
+    for name in ("undisturbed", "killed"):
+        cfg = _run_config(tmp_path, data, method, params, name)
+        on_pass, killed = _kill_workers_at(index if name == "killed" else -1)
+        with listen_passes(on_pass), dask.config.set({"scalepca.progress.grace": 0}):
+            rc = main(["run", str(cfg)])
+        out, err = capfd.readouterr()
+        assert rc == EXIT_OK, err
+        assert "Traceback" not in out + err, out + err
+        runs[name] = scalepca.load(tmp_path / name / "model.zarr"), killed
+    (ref, _), (got, killed) = runs["undisturbed"], runs["killed"]
+    assert killed, f"pass {index} never started"
+    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=1e-12)
