@@ -241,6 +241,8 @@ def test_cli_run_replaces_a_killed_worker(tmp_path, capfd, method, params, index
         out, err = capfd.readouterr()
         assert rc == EXIT_OK, err
         assert "Traceback" not in out + err, out + err
+        # the run says it lost a worker (and only when it did)
+        assert ("lost and replaced" in err) == (name == "killed"), err
         runs[name] = scalepca.load(tmp_path / name / "model.zarr"), killed
     (ref, _), (got, killed) = runs["undisturbed"], runs["killed"]
     assert killed, f"pass {index} never started"

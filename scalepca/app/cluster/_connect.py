@@ -272,12 +272,22 @@ def reporting_lost_workers(client):
     """Inside the block, Dask's errors for tasks that lost their workers for good (no worker
     left for ``distributed.scheduler.no-workers-timeout``; a task that ended
     ``distributed.scheduler.allowed-failures`` workers) are :class:`WorkersLost`, naming the
-    workers the scheduler lost and why (:func:`lost_workers`)."""
+    workers the scheduler lost and why (:func:`lost_workers`). Workers lost and replaced
+    while the block ran are named in a warning at its end: Dask recomputes their results, so
+    the answer is the same, but a worker that keeps running out of memory costs time."""
+    import warnings
+
     from distributed import KilledWorker
     from distributed.scheduler import NoWorkerError
 
     try:
         yield
+        with contextlib.suppress(Exception):  # a scheduler gone by now has nothing to add
+            lost = lost_workers(client)
+            if lost:
+                warnings.warn(f"{len(lost)} worker(s) lost and replaced during the run "
+                              f"(their work was redone): {'; '.join(lost)}", RuntimeWarning,
+                              stacklevel=2)
     except (NoWorkerError, KilledWorker) as err:
         try:
             lost = lost_workers(client)
