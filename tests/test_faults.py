@@ -247,3 +247,41 @@ def test_cli_run_replaces_a_killed_worker(tmp_path, capfd, method, params, index
     (ref, _), (got, killed) = runs["undisturbed"], runs["killed"]
     assert killed, f"pass {index} never started"
     np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=1e-12)
+
+
+def test_cli_run_with_every_worker_gone_exits_naming_them(tmp_path, capfd):
+    """No worker left and none coming: the run ends non-zero within the scheduler's
+    no-workers timeout, naming the workers lost and why, and writes no output."""
+    import dask
+
+    from scalepca.app._passlog import listen_passes
+    from scalepca.app.cluster import connect
+    from scalepca.cli import EXIT_JOB_FAILED, main
+    from scalepca.datasets import make_low_rank, write_dataset
+
+    # the default: a local cluster's scheduler gives up after a minute without workers
+    with connect(n_workers=1, processes=False, quiet=True) as client:
+        assert client._scalepca_cluster.scheduler.no_workers_timeout == 60
+
+    data = tmp_path / "x.zarr"
+    write_dataset(make_low_rank(600, 10, rank=3, chunk_rows=200, seed=2), data)
+    cfg = _run_config(tmp_path, data, "pca", {"n_components": 2}, "gone")
+    retired = []
+
+    def on_pass(info):  # every worker retires as the fit's pass starts; none replaces them
+        if info["event"] == "start" and not retired:
+            from distributed import get_client
+
+            retired.extend(get_client().retire_workers())
+
+    # a value the user's Dask config sets is kept: a short wait keeps the test quick
+    with listen_passes(on_pass), \
+            dask.config.set({"distributed.scheduler.no-workers-timeout": "1s"}):
+        rc = main(["run", str(cfg)])
+    out, err = capfd.readouterr()
+    assert retired
+    assert rc == EXIT_JOB_FAILED, err
+    assert "no worker was left to run the work" in err, err
+    for addr in retired:
+        assert f"{addr}: it was retired" in err, err
+    assert not (tmp_path / "gone").exists()  # nothing written as if complete
