@@ -71,10 +71,11 @@ def test_replicate_moments_equal_weighted_covariances(rng):
 
 
 def test_covariance_partials_hold_a_replicate_group(rng, monkeypatch):
-    """No partial of the covariance path holds every replicate's d × d Gram: 100 replicates
-    at d = 300 are 72 MB of Grams, and a worker merging two of them held three times that
-    (the merge's update too). Each partial holds one group (at most 64 MiB), every block is
-    read once, and the fit equals the NumPy weighted covariances' eigenvalues."""
+    """No partial of the covariance path holds every replicate's d × d Gram: 100
+    replicates at d = 300 are 72 MB of Grams, and a worker merging two of them held
+    three times that (the merge's update too). Each partial holds one group (at most 64
+    MiB), every block is read once, and the fit equals the NumPy weighted covariances'
+    eigenvalues."""
     import dask.array as da
 
     from scalepca.analysis.bootstrap import BootstrapEOF
@@ -95,7 +96,8 @@ def test_covariance_partials_hold_a_replicate_group(rng, monkeypatch):
     for b in (0, 57, 99):  # replicates of the first, a middle and the last group
         C = np.cov(X.T, fweights=w[:, b].astype(int))
         top = np.linalg.eigvalsh(C)[::-1][:3]
-        np.testing.assert_allclose(est.explained_variance_samples_[b, :3], top, rtol=1e-9)
+        np.testing.assert_allclose(est.explained_variance_samples_[b, :3], top,
+                                   rtol=1e-9)
 
 
 # -- against xeofs -------------------------------------------------------------------------------

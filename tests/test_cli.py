@@ -573,13 +573,14 @@ _FRESH_DEFAULT = {"quickstart", "bootstrap_eof"}
 
 
 def _run_fresh(tmp_path, name, sets):
-    """``scalepca run configs/NAME.yaml`` as a new user runs it: the console script, from a
-    fresh folder holding a copy of configs/, the config's own cluster and progress."""
+    """``scalepca run configs/NAME.yaml`` as a new user runs it: the console script,
+    from a fresh folder holding a copy of configs/, the config's own cluster and
+    progress."""
     src = Path(__file__).parents[1] / "configs" / f"{name}.yaml"
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / src.name).write_text(src.read_text())
-    r = subprocess.run([SCALEPCA, "run", f"configs/{src.name}", *(f"--set={s}" for s in sets)],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    argv = [SCALEPCA, "run", f"configs/{src.name}", *(f"--set={s}" for s in sets)]
+    r = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     return r, yaml.safe_load(src.read_text())
 
 

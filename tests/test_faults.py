@@ -181,7 +181,7 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
         client.close(timeout=5)
 
 
-# -- `scalepca run`: a worker lost under the progress display is replaced -------------------------
+# -- `scalepca run`: a worker lost under the progress display is replaced -------------
 def _run_config(tmp_path, data, method, params, name):
     import yaml
 
@@ -219,8 +219,8 @@ def _kill_workers_at(index: int):
 
 @pytest.mark.parametrize("method, params, index", [
     pytest.param("pca", {"n_components": 3}, 1, id="one-pass"),
-    pytest.param("ppca", {"n_components": 3, "solver": "em", "max_iter": 6, "tol": 0.0}, 3,
-                 id="iterative"),
+    pytest.param("ppca", {"n_components": 3, "solver": "em", "max_iter": 6, "tol": 0.0},
+                 3, id="iterative"),
 ])
 def test_cli_run_replaces_a_killed_worker(tmp_path, capfd, method, params, index):
     import dask
@@ -246,7 +246,8 @@ def test_cli_run_replaces_a_killed_worker(tmp_path, capfd, method, params, index
         runs[name] = scalepca.load(tmp_path / name / "model.zarr"), killed
     (ref, _), (got, killed) = runs["undisturbed"], runs["killed"]
     assert killed, f"pass {index} never started"
-    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=1e-12)
+    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_,
+                               rtol=1e-12)
 
 
 def test_cli_run_with_every_worker_gone_exits_naming_them(tmp_path, capfd):
@@ -268,7 +269,8 @@ def test_cli_run_with_every_worker_gone_exits_naming_them(tmp_path, capfd):
     cfg = _run_config(tmp_path, data, "pca", {"n_components": 2}, "gone")
     retired = []
 
-    def on_pass(info):  # every worker retires as the fit's pass starts; none replaces them
+    # every worker retires as the fit's pass starts; none replaces them
+    def on_pass(info):
         if info["event"] == "start" and not retired:
             from distributed import get_client
 

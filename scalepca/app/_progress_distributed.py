@@ -5,10 +5,10 @@ submits its graph to the client and follows, through the scheduler's progress fe
 of its chunk tasks (:func:`~scalepca.app.progress.chunk_keys`) are done, then gathers the
 results. ``persist`` passes to ``Client.persist`` unchanged: the blocks stay on the workers.
 
-Dask's config holds only :data:`ROUTE`, which holds nothing: a nanny pickles the whole config
-into every worker process it starts (a replacement too), so a client, a display or a stream
-there would keep any lost worker from being replaced. The running schedulers are kept here,
-in this process (:func:`following`).
+Dask's config holds only :data:`ROUTE`, which holds nothing: a nanny pickles the whole
+config into every worker process it starts (a replacement too), so a client, a display
+or a stream there would keep any lost worker from being replaced. The running schedulers
+are kept here, in this process (:func:`following`).
 """
 
 from __future__ import annotations
@@ -106,15 +106,16 @@ def _not_done(futures, timeout: float) -> bool:
     return False
 
 
-#: the :class:`ProgressScheduler` of each :func:`following` block in force, innermost last
+#: the :class:`ProgressScheduler` of each :func:`following` block in force (innermost
+#: last)
 _ACTIVE: list[ProgressScheduler] = []
 
 
 class _Route:
     """The scheduler callable set in Dask's config: hands each graph to the innermost
-    :class:`ProgressScheduler` of this process. It pickles to ``"dask.distributed"`` (what the
-    default client itself sets), so a worker process started meanwhile gets Dask's own
-    setting, and nothing of this process."""
+    :class:`ProgressScheduler` of this process. It pickles to ``"dask.distributed"``
+    (what the default client itself sets), so a worker process started meanwhile gets
+    Dask's own setting, and nothing of this process."""
 
     def __reduce__(self):
         return (str, ("dask.distributed",))
@@ -129,7 +130,7 @@ class _Route:
 
     @property
     def client(self):
-        """The client the graphs run on (see :func:`scalepca._client.current_client`)."""
+        """The client the graphs run on (:func:`scalepca._client.current_client`)."""
         return _ACTIVE[-1].client if _ACTIVE else None
 
     def __call__(self, dsk, keys, **kwargs):

@@ -67,8 +67,8 @@ def weighted_block_moments(x, row0: int, seed: int, n_replicates: int,
     replicate: ``n``, ``mean``, ``m2`` (centred Gram, d × d) of the block as it is, and per
     replicate ``W`` (B,), ``wmean`` (B × d), ``wm2`` (B × d × d, weighted centred Gram).
     Non-finite entries count as 0 (the caller refuses or leaves out their features); their
-    count per feature is ``nan``. ``replicates``: only these of the ``n_replicates`` (their
-    weights as in the whole set); ``plain=False`` leaves out ``n``, ``mean`` and ``m2``."""
+    count per feature is ``nan``. ``replicates``: only these of the ``n_replicates``
+    (weighted as in the whole set); ``plain=False``: without ``n``, ``mean``, ``m2``."""
     x = np.asarray(x, dtype=np.float64)
     r, d = x.shape
     nan = np.isnan(x).sum(axis=0)
@@ -77,9 +77,11 @@ def weighted_block_moments(x, row0: int, seed: int, n_replicates: int,
     mean = x.mean(axis=0) if r else np.zeros(d)
     xc = x - mean
     reps = range(n_replicates) if replicates is None else replicates
-    w = poisson_weights(seed, np.arange(row0, row0 + r), n_replicates)[:, reps.start:reps.stop]
+    w = poisson_weights(seed, np.arange(row0, row0 + r), n_replicates)
+    w = w[:, reps.start:reps.stop]
     W = w.sum(axis=0)
-    m = np.divide(w.T @ xc, W[:, None], out=np.zeros((len(reps), d)), where=W[:, None] > 0)
+    m = np.divide(w.T @ xc, W[:, None], out=np.zeros((len(reps), d)),
+                  where=W[:, None] > 0)
     wm2 = np.empty((len(reps), d, d))
     for b in range(len(reps)):
         y = xc - m[b]
@@ -185,7 +187,8 @@ def _leading_eigh(mats: np.ndarray, m: int):
 
 
 def _batches(B: int, side: int, nbytes: int = BATCH_BYTES):
-    """Consecutive ranges of the B replicates whose side × side matrices fill ``nbytes``."""
+    """Consecutive ranges of the B replicates: each one's side × side matrices fill at
+    most ``nbytes`` (at least one matrix a range)."""
     size = max(1, nbytes // (8 * side * side))
     return [range(i, min(B, i + size)) for i in range(0, B, size)]
 

@@ -301,9 +301,9 @@ def single_delayed(out: da.Array, also: da.Array | None = None):
 
 
 def delayed_together(*outs: da.Array) -> tuple:
-    """The one output block of each one-block dask array of ``outs`` (reductions over the
-    same input) as a ``Delayed``, all from one graph (:func:`optimized_together`): computed
-    together with ``optimize_graph=False``, they read each input block once."""
+    """The one output block of each one-block dask array of ``outs`` (reductions over
+    the same input) as a ``Delayed``, all from one graph (:func:`optimized_together`):
+    computed together with ``optimize_graph=False``, they read each input block once."""
     from dask.delayed import Delayed
 
     dsk = optimized_together(*outs)

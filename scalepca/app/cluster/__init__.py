@@ -4,4 +4,5 @@ and show the progress of its work (:func:`progress`, from :mod:`scalepca.app.pro
 from ..progress import progress
 from ._connect import WorkersLost, connect, make_cluster, reporting_lost_workers
 
-__all__ = ["WorkersLost", "connect", "make_cluster", "progress", "reporting_lost_workers"]
+__all__ = ["WorkersLost", "connect", "make_cluster", "progress",
+           "reporting_lost_workers"]

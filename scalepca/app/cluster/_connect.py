@@ -218,26 +218,28 @@ def _unchanged(settings: dict) -> dict:
             if dask.config.get(key, None) == dask.config.get(key, None, config=shipped)}
 
 
-#: How long the schedulers scalepca starts keep ready tasks while no worker is left (Dask's
-#: ``distributed.scheduler.no-workers-timeout``; Dask's default waits forever). A local
-#: nanny replaces a lost worker within seconds, so a minute without any means none is coming;
-#: batch kinds wait ``start_timeout`` (a replacement job queues like the first), without
-#: one as long as it takes. A value the user's own Dask config sets is left as it is.
+#: How long the schedulers scalepca starts keep ready tasks while no worker is left
+#: (Dask's ``distributed.scheduler.no-workers-timeout``; Dask's default waits forever).
+#: A local nanny replaces a lost worker within seconds, so a minute without any means
+#: none is coming; batch kinds wait ``start_timeout`` (a replacement job queues like the
+#: first), without one as long as it takes. A value the user's own Dask config sets is
+#: kept.
 NO_WORKERS_KEY = "distributed.scheduler.no-workers-timeout"
 LOCAL_NO_WORKERS_TIMEOUT = "60s"
 
 
 def _no_workers(cfg: dict) -> dict:
-    """The :data:`NO_WORKERS_KEY` setting for the scheduler of cluster ``cfg`` (validated)."""
+    """The :data:`NO_WORKERS_KEY` setting for the scheduler of cluster ``cfg``."""
     timeout = (LOCAL_NO_WORKERS_TIMEOUT if cfg["kind"] == "local"
                else cfg.get("start_timeout"))
     return {} if timeout is None else _unchanged({NO_WORKERS_KEY: timeout})
 
 
-def lost_workers(client) -> list[str]:
-    """What the scheduler of ``client`` recorded of the workers it lost, one line each: the
-    address, the tasks it was running, and why it went when Dask says (a nanny's restart for
-    memory, a missed heartbeat, a closed connection)."""
+def lost_workers(client, *, retired: bool = True) -> list[str]:
+    """What the scheduler of ``client`` recorded of the workers it lost, one line each:
+    the address, the tasks it was running, and why it went when Dask says (a nanny's
+    restart for memory, a missed heartbeat, a closed connection). ``retired=False``
+    leaves out the workers the scheduler expected to go (retired, scaled down)."""
     events = client.get_events()
     memory = {e.get("worker"): e for _, e in events.get("worker-restart-memory", [])
               if isinstance(e, dict)}
@@ -249,6 +251,8 @@ def lost_workers(client) -> list[str]:
     out = []
     for _, e in events.get("all", []):
         if not isinstance(e, dict) or e.get("action") != "remove-worker":
+            continue
+        if e.get("expected") and not retired:
             continue
         addr = e.get("worker")
         stim = str(e.get("stimulus_id", ""))
@@ -269,12 +273,12 @@ class WorkersLost(RuntimeError):
 
 @contextlib.contextmanager
 def reporting_lost_workers(client):
-    """Inside the block, Dask's errors for tasks that lost their workers for good (no worker
-    left for ``distributed.scheduler.no-workers-timeout``; a task that ended
-    ``distributed.scheduler.allowed-failures`` workers) are :class:`WorkersLost`, naming the
-    workers the scheduler lost and why (:func:`lost_workers`). Workers lost and replaced
-    while the block ran are named in a warning at its end: Dask recomputes their results, so
-    the answer is the same, but a worker that keeps running out of memory costs time."""
+    """Inside the block, Dask's errors for tasks that lost their workers for good (no
+    worker left for ``distributed.scheduler.no-workers-timeout``; a task that ended
+    ``distributed.scheduler.allowed-failures`` workers) are :class:`WorkersLost`, naming
+    the workers the scheduler lost and why (:func:`lost_workers`). Workers lost while
+    the block ran are named in a warning at its end: Dask redid their work, so the
+    answer is the same, but a worker that keeps running out of memory costs time."""
     import warnings
 
     from distributed import KilledWorker
@@ -282,12 +286,13 @@ def reporting_lost_workers(client):
 
     try:
         yield
-        with contextlib.suppress(Exception):  # a scheduler gone by now has nothing to add
-            lost = lost_workers(client)
+        # a scheduler gone by now has nothing to add
+        with contextlib.suppress(Exception):
+            lost = lost_workers(client, retired=False)
             if lost:
                 warnings.warn(f"{len(lost)} worker(s) lost and replaced during the run "
-                              f"(their work was redone): {'; '.join(lost)}", RuntimeWarning,
-                              stacklevel=2)
+                              f"(their work was redone): {'; '.join(lost)}",
+                              RuntimeWarning, stacklevel=2)
     except (NoWorkerError, KilledWorker) as err:
         try:
             lost = lost_workers(client)
