@@ -599,8 +599,9 @@ def test_shipped_configs_run_cleanly_from_a_fresh_folder(tmp_path, request, name
     running scheduler: tests/test_config.py validates them.)"""
     if name in _USER_FILE:
         sst, hgt = request.getfixturevalue("sst_hgt")
-        both = xr.Dataset({"sst": sst, "z": hgt.rename(latitude="lat_z", longitude="lon_z")})
+        z = hgt.rename(latitude="lat_z", longitude="lon_z")
         (tmp_path / "data").mkdir()
+        both = xr.Dataset({"sst": sst, "z": z})
         both.to_netcdf(tmp_path / "data" / "sst_z500.nc", engine="scipy")
     r, raw = _run_fresh(tmp_path, name, _FRESH[name])
     assert r.returncode == EXIT_OK, r.stderr
@@ -611,8 +612,9 @@ def test_shipped_configs_run_cleanly_from_a_fresh_folder(tmp_path, request, name
 
 def test_every_local_config_is_run_from_a_fresh_folder():
     configs = Path(__file__).parents[1] / "configs"
-    local = {p.stem for p in configs.glob("*.yaml")
-             if yaml.safe_load(p.read_text())["cluster"].get("kind", "local") == "local"}
+    kinds = {p.stem: yaml.safe_load(p.read_text())["cluster"].get("kind", "local")
+             for p in configs.glob("*.yaml")}
+    local = {name for name, kind in kinds.items() if kind == "local"}
     assert local == set(_FRESH)
 
 
