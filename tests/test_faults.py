@@ -287,3 +287,22 @@ def test_cli_run_with_every_worker_gone_exits_naming_them(tmp_path, capfd):
     for addr in retired:
         assert f"{addr}: it was retired" in err, err
     assert not (tmp_path / "gone").exists()  # nothing written as if complete
+
+
+def test_progress_puts_nothing_unpicklable_in_dasks_config():
+    """A nanny pickles Dask's whole config into each worker it starts (a replacement
+    too): under the progress display it pickles, holds no client, and a worker reads
+    Dask's own ``scheduler`` setting from it."""
+    import io
+    import pickle
+
+    import dask
+
+    from scalepca.app.cluster import connect, progress
+
+    with connect(n_workers=1, processes=False, quiet=True) as client, \
+            progress(client=client, stream=io.StringIO()):
+        assert dask.config.get("scheduler") is not None
+        copied = pickle.loads(pickle.dumps(dask.config.global_config))
+        assert copied["scheduler"] == "dask.distributed"
+        assert "Client" not in repr(copied)
