@@ -71,7 +71,7 @@ def _load(args, problems: list | None = None) -> dict:
 
 
 def cmd_run(args) -> int:
-    from .app.cluster import connect, progress
+    from .app.cluster import connect, progress, reporting_lost_workers
     from .app.progress import stage
     from .app.timing import RunTimings
     from .app.update import record_rows
@@ -95,6 +95,7 @@ def cmd_run(args) -> int:
     with contextlib.ExitStack() as stack:
         with timings.stage("starting the cluster"):
             client = stack.enter_context(connect(ccfg, quiet=args.quiet))
+        stack.enter_context(reporting_lost_workers(client))
         stack.enter_context(progress(show, client=client))
         stack.enter_context(timings.passes())
         with timings.stage("data generation" if dcfg["generate"] and not present

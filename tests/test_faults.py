@@ -179,3 +179,130 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
             np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
                                        rtol=0, atol=1e-8 * float(np.abs(case.X()).max()))
         client.close(timeout=5)
+
+
+# -- `scalepca run`: a worker lost under the progress display is replaced -------------
+def _run_config(tmp_path, data, method, params, name):
+    import yaml
+
+    cfg = {
+        "data": {"path": str(data)},
+        "model": {"method": method, **params},
+        # one worker: the run can only finish if its nanny starts a replacement
+        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
+                    "memory_limit": "1GiB"},
+        "output": {"store": str(tmp_path / name), "scores": False},
+        "progress": True,
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _kill_workers_at(index: int):
+    """A pass listener that SIGKILLs every worker process when pass ``index`` starts."""
+    import os
+    import signal
+
+    killed = []
+
+    def on_pass(info):
+        if info["event"] == "start" and info["index"] == index and not killed:
+            from distributed import get_client
+
+            for pid in get_client().run(os.getpid).values():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    return on_pass, killed
+
+
+@pytest.mark.parametrize("method, params, index", [
+    pytest.param("pca", {"n_components": 3}, 1, id="one-pass"),
+    pytest.param("ppca", {"n_components": 3, "solver": "em", "max_iter": 6, "tol": 0.0},
+                 3, id="iterative"),
+])
+def test_cli_run_replaces_a_killed_worker(tmp_path, capfd, method, params, index):
+    import dask
+
+    import scalepca
+    from scalepca.app._passlog import listen_passes
+    from scalepca.cli import EXIT_OK, main
+    from scalepca.datasets import make_low_rank, write_dataset
+
+    data = tmp_path / "x.zarr"
+    write_dataset(make_low_rank(2000, 30, rank=4, chunk_rows=250, seed=5), data)
+    runs = {}
+    for name in ("undisturbed", "killed"):
+        cfg = _run_config(tmp_path, data, method, params, name)
+        on_pass, killed = _kill_workers_at(index if name == "killed" else -1)
+        with listen_passes(on_pass), dask.config.set({"scalepca.progress.grace": 0}):
+            rc = main(["run", str(cfg)])
+        out, err = capfd.readouterr()
+        assert rc == EXIT_OK, err
+        assert "Traceback" not in out + err, out + err
+        # the run says it lost a worker (and only when it did)
+        assert ("lost and replaced" in err) == (name == "killed"), err
+        runs[name] = scalepca.load(tmp_path / name / "model.zarr"), killed
+    (ref, _), (got, killed) = runs["undisturbed"], runs["killed"]
+    assert killed, f"pass {index} never started"
+    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_,
+                               rtol=1e-12)
+
+
+def test_cli_run_with_every_worker_gone_exits_naming_them(tmp_path, capfd):
+    """No worker left and none coming: the run ends non-zero within the scheduler's
+    no-workers timeout, naming the workers lost and why, and writes no output."""
+    import dask
+
+    from scalepca.app._passlog import listen_passes
+    from scalepca.app.cluster import connect
+    from scalepca.cli import EXIT_JOB_FAILED, main
+    from scalepca.datasets import make_low_rank, write_dataset
+
+    # the default: a local cluster's scheduler gives up after a minute without workers
+    with connect(n_workers=1, processes=False, quiet=True) as client:
+        assert client._scalepca_cluster.scheduler.no_workers_timeout == 60
+
+    data = tmp_path / "x.zarr"
+    write_dataset(make_low_rank(600, 10, rank=3, chunk_rows=200, seed=2), data)
+    cfg = _run_config(tmp_path, data, "pca", {"n_components": 2}, "gone")
+    retired = []
+
+    # every worker retires as the fit's pass starts; none replaces them
+    def on_pass(info):
+        if info["event"] == "start" and not retired:
+            from distributed import get_client
+
+            retired.extend(get_client().retire_workers())
+
+    # a value the user's Dask config sets is kept: a short wait keeps the test quick
+    with listen_passes(on_pass), \
+            dask.config.set({"distributed.scheduler.no-workers-timeout": "1s"}):
+        rc = main(["run", str(cfg)])
+    out, err = capfd.readouterr()
+    assert retired
+    assert rc == EXIT_JOB_FAILED, err
+    assert "no worker was left to run the work" in err, err
+    for addr in retired:
+        assert f"{addr}: it was retired" in err, err
+    assert not (tmp_path / "gone").exists()  # nothing written as if complete
+
+
+def test_progress_puts_nothing_unpicklable_in_dasks_config():
+    """A nanny pickles Dask's whole config into each worker it starts (a replacement
+    too): under the progress display it pickles, holds no client, and a worker reads
+    Dask's own ``scheduler`` setting from it."""
+    import io
+    import pickle
+
+    import dask
+
+    from scalepca.app.cluster import connect, progress
+
+    with connect(n_workers=1, processes=False, quiet=True) as client, \
+            progress(client=client, stream=io.StringIO()):
+        assert dask.config.get("scheduler") is not None
+        copied = pickle.loads(pickle.dumps(dask.config.global_config))
+        assert copied["scheduler"] == "dask.distributed"
+        assert "Client" not in repr(copied)

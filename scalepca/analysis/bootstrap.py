@@ -60,11 +60,18 @@ SOLVERS = ("auto", "gram", "covariance")
 MAX_PARTIAL_BYTES = 2**30
 
 
-def _rows_of(x, block_info=None, *, seed, n_replicates):
-    """:func:`~scalepca.linalg.bootstrap.weighted_block_moments` of a row block, with its
-    global first row from dask's ``block_info``."""
+#: the most bytes of one replicate group's d × d Grams in the covariance path. A row
+#: block's partial holds one group, so a worker's merge holds a few groups, not all B
+#: Grams: with every replicate in one partial, a merge held three times B Grams and the
+#: workers of configs/bootstrap_eof.yaml were ended by their nannies for memory
+GROUP_BYTES = 64 * 2**20
+
+
+def _rows_of(x, block_info=None, *, seed, n_replicates, replicates, plain):
+    """:func:`~scalepca.linalg.bootstrap.weighted_block_moments` of a row block for one
+    replicate group, with its global first row from dask's ``block_info``."""
     row0 = block_info[0]["array-location"][0][0]
-    return boot.weighted_block_moments(x, row0, seed, n_replicates)
+    return boot.weighted_block_moments(x, row0, seed, n_replicates, replicates, plain)
 
 
 def _summary(values: np.ndarray, q: tuple) -> tuple:
@@ -165,11 +172,14 @@ class BootstrapEOF(BaseEstimator):
 
     Notes
     -----
-    Passes over the data: ``"covariance"`` 1 (per worker: a row block and B + 1 partial
-    d × d Grams, ``8 (B + 1) d²`` bytes, merged in a tree of fan-in 8); ``"gram"`` 2 (a column
+    Passes over the data: ``"covariance"`` 1 (a row block's partial holds the fit's
+    d × d Gram and one group of replicates' Grams, at most 64 MiB; each group is merged
+    in a tree of fan-in 8, every block read once for all groups); ``"gram"`` 2 (a column
     strip and an n × n partial in the first, as ``PCA(svd_solver="snapshot")``; in the second a
     strip narrowed so that its B replicate EOFs, ``8 B k w`` bytes, stay within 128 MiB). The
-    client holds the merged partials and runs B + 1 eigendecompositions (d × d or n × n); the
+    client holds the merged partials (``8 (B + 1) d²`` bytes for ``"covariance"``,
+    refused above ``max_partial_bytes``) and runs B + 1 eigendecompositions (d × d or
+    n × n); the
     gram path's replicate EOFs are summarised on the workers: the client receives 4 k × d.
     """
 
@@ -235,17 +245,29 @@ class BootstrapEOF(BaseEstimator):
     def _fit_covariance(self, X, n, d, q):
         B, k = int(self.n_bootstraps), int(self.n_modes)
         X = full_rows(X)
-        parts = X.map_blocks(_rows_of, seed=self.seed_, n_replicates=B,
-                             chunks=((1,) * X.numblocks[0], (1,)), dtype=object,
-                             meta=np.empty((0, 0), dtype=object))
-        (mom,) = passes.compute(passes.reduce_rows(parts, None, boot.merge_weighted),
-                                name="moments and replicates")
+        # one reduction per replicate group (the first also the fit's moments), computed
+        # as one graph: each row block is read once for all groups
+        groups = boot._batches(B, d, GROUP_BYTES)
+        outs = []
+        for g, reps in enumerate(groups):
+            parts = X.map_blocks(
+                _rows_of, seed=self.seed_, n_replicates=B, replicates=reps,
+                plain=g == 0, chunks=((1,) * X.numblocks[0], (1,)), dtype=object,
+                meta=np.empty((0, 0), dtype=object))
+            outs.append(passes.row_reduction(parts, None, boot.merge_weighted))
+        moms = list(passes.compute(*passes.delayed_together(*outs),
+                                   name="moments and replicates", optimize_graph=False))
+        mom = moms[0]
         keep = self._keep(mom["nan"], n)
         kk = np.ix_(keep, keep)
         theta, V = boot._eigh_descending(mom["m2"][kk])
         self._set_fit(theta, V[:, : k].T, mom["mean"], keep, n, d)
-        lam, total, reps = boot.covariance_replicates(mom["wm2"], mom["W"], keep, k,
-                                                      self.components_[:, keep])
+        parts = []
+        while moms:  # each group's Grams freed once decomposed
+            part = moms.pop(0)
+            parts.append(boot.covariance_replicates(part["wm2"], part["W"], keep, k,
+                                                    self.components_[:, keep]))
+        lam, total, reps = (np.concatenate(a) for a in zip(*parts))
         self._set_samples(lam, total)
         lo, hi, sd = _summary(reps, q)
         self._set_component_summary(lo, hi, sd, keep)

@@ -4,10 +4,16 @@ Every ``compute`` inside the progress block is handed to :class:`ProgressSchedul
 submits its graph to the client and follows, through the scheduler's progress feed, how many
 of its chunk tasks (:func:`~scalepca.app.progress.chunk_keys`) are done, then gathers the
 results. ``persist`` passes to ``Client.persist`` unchanged: the blocks stay on the workers.
+
+Dask's config holds only :data:`ROUTE`, which holds nothing: a nanny pickles the whole
+config into every worker process it starts (a replacement too), so a client, a display
+or a stream there would keep any lost worker from being replaced. The running schedulers
+are kept here, in this process (:func:`following`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from ._bars import Display, _n_tasks, chunk_keys
@@ -98,3 +104,61 @@ def _not_done(futures, timeout: float) -> bool:
     except TimeoutError:
         return True
     return False
+
+
+#: the :class:`ProgressScheduler` of each :func:`following` block in force (innermost
+#: last)
+_ACTIVE: list[ProgressScheduler] = []
+
+
+class _Route:
+    """The scheduler callable set in Dask's config: hands each graph to the innermost
+    :class:`ProgressScheduler` of this process. It pickles to ``"dask.distributed"``
+    (what the default client itself sets), so a worker process started meanwhile gets
+    Dask's own setting, and nothing of this process."""
+
+    def __reduce__(self):
+        return (str, ("dask.distributed",))
+
+    def _target(self):
+        if _ACTIVE:
+            return _ACTIVE[-1]
+        import dask
+
+        # the block ended while a thread still held this callable: Dask's default
+        return dask.base.get_scheduler(scheduler="dask.distributed")
+
+    @property
+    def client(self):
+        """The client the graphs run on (:func:`scalepca._client.current_client`)."""
+        return _ACTIVE[-1].client if _ACTIVE else None
+
+    def __call__(self, dsk, keys, **kwargs):
+        return self._target()(dsk, keys, **kwargs)
+
+    def persist(self, *args, **kwargs):
+        if _ACTIVE:
+            return _ACTIVE[-1].persist(*args, **kwargs)
+        from distributed import get_client
+
+        return get_client().persist(*args, **kwargs)
+
+
+#: the one object :func:`following` puts in Dask's config
+ROUTE = _Route()
+
+
+@contextlib.contextmanager
+def following(client, display: Display):
+    """Inside the block every ``compute`` runs through a :class:`ProgressScheduler` of
+    ``client`` reporting to ``display``; Dask's config holds only :data:`ROUTE`."""
+    import dask
+
+    sched = ProgressScheduler(client, display)
+    _ACTIVE.append(sched)
+    try:
+        with dask.config.set(scheduler=ROUTE):
+            yield sched
+    finally:
+        _ACTIVE.remove(sched)
+        sched.settle()

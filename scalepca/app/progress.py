@@ -102,13 +102,9 @@ def progress(enabled: bool = True, *, client=None, stream=None, grace: float | N
                 with _local_callback(display):
                     yield None
             else:
-                from ._progress_distributed import ProgressScheduler
+                from ._progress_distributed import following
 
-                sched = ProgressScheduler(client, display)
-                try:
-                    with dask.config.set(scheduler=sched):
-                        yield sched
-                finally:
-                    sched.settle()
+                with following(client, display) as sched:
+                    yield sched
     finally:
         display.close()

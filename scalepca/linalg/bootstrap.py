@@ -61,12 +61,14 @@ def poisson_weights(seed: int, rows: np.ndarray, n_replicates: int) -> np.ndarra
     return np.searchsorted(_POISSON1_CDF, u, side="right").astype(np.float64)
 
 
-def weighted_block_moments(x, row0: int, seed: int, n_replicates: int) -> dict:
+def weighted_block_moments(x, row0: int, seed: int, n_replicates: int,
+                           replicates: range | None = None, plain: bool = True) -> dict:
     """The moments of one row block (rows ``row0 …`` of the matrix) for the fit and for every
     replicate: ``n``, ``mean``, ``m2`` (centred Gram, d × d) of the block as it is, and per
     replicate ``W`` (B,), ``wmean`` (B × d), ``wm2`` (B × d × d, weighted centred Gram).
     Non-finite entries count as 0 (the caller refuses or leaves out their features); their
-    count per feature is ``nan``."""
+    count per feature is ``nan``. ``replicates``: only these of the ``n_replicates``
+    (weighted as in the whole set); ``plain=False``: without ``n``, ``mean``, ``m2``."""
     x = np.asarray(x, dtype=np.float64)
     r, d = x.shape
     nan = np.isnan(x).sum(axis=0)
@@ -74,15 +76,20 @@ def weighted_block_moments(x, row0: int, seed: int, n_replicates: int) -> dict:
         x = np.where(np.isfinite(x), x, 0.0)
     mean = x.mean(axis=0) if r else np.zeros(d)
     xc = x - mean
-    w = poisson_weights(seed, np.arange(row0, row0 + r), n_replicates)  # r × B
+    reps = range(n_replicates) if replicates is None else replicates
+    w = poisson_weights(seed, np.arange(row0, row0 + r), n_replicates)
+    w = w[:, reps.start:reps.stop]
     W = w.sum(axis=0)
-    m = np.divide(w.T @ xc, W[:, None], out=np.zeros((n_replicates, d)), where=W[:, None] > 0)
-    wm2 = np.empty((n_replicates, d, d))
-    for b in range(n_replicates):
+    m = np.divide(w.T @ xc, W[:, None], out=np.zeros((len(reps), d)),
+                  where=W[:, None] > 0)
+    wm2 = np.empty((len(reps), d, d))
+    for b in range(len(reps)):
         y = xc - m[b]
         wm2[b] = (y * w[:, b, None]).T @ y
-    return {"n": r, "mean": mean, "m2": xc.T @ xc, "nan": nan, "W": W, "wmean": m + mean,
-            "wm2": wm2}
+    out = {"nan": nan, "W": W, "wmean": m + mean, "wm2": wm2}
+    if plain:
+        out.update(n=r, mean=mean, m2=xc.T @ xc)
+    return out
 
 
 def merge_weighted(a: dict, b: dict) -> dict:
@@ -92,6 +99,8 @@ def merge_weighted(a: dict, b: dict) -> dict:
     memory); partials are made for this merge and read by it alone."""
     out = {"nan": a["nan"] + b["nan"]}
     for n_, mean_, m2_ in (("n", "mean", "m2"), ("W", "wmean", "wm2")):
+        if n_ not in a:  # a replicate group's partial without the plain moments
+            continue
         na, nb = np.asarray(a[n_], dtype=np.float64), np.asarray(b[n_], dtype=np.float64)
         n = na + nb
         delta = np.asarray(b[mean_] - a[mean_])
@@ -177,8 +186,10 @@ def _leading_eigh(mats: np.ndarray, m: int):
     return vals, vecs
 
 
-def _batches(B: int, side: int):
-    size = max(1, BATCH_BYTES // (8 * side * side))
+def _batches(B: int, side: int, nbytes: int = BATCH_BYTES):
+    """Consecutive ranges of the B replicates: each one's side × side matrices fill at
+    most ``nbytes`` (at least one matrix a range)."""
+    size = max(1, nbytes // (8 * side * side))
     return [range(i, min(B, i + size)) for i in range(0, B, size)]
 
 

@@ -302,11 +302,17 @@ def single_delayed(out: da.Array, also: da.Array | None = None):
     each input block once."""
     if also is None:
         return out.to_delayed(optimize_graph=True).ravel()[0]
+    return delayed_together(out, also)
+
+
+def delayed_together(*outs: da.Array) -> tuple:
+    """The one output block of each one-block dask array of ``outs`` (reductions over
+    the same input) as a ``Delayed``, all from one graph (:func:`optimized_together`):
+    computed together with ``optimize_graph=False``, they read each input block once."""
     from dask.delayed import Delayed
 
-    dsk = optimized_together(out, also)
-    (k_out,), (k_also,) = list(flatten(out.__dask_keys__())), list(flatten(also.__dask_keys__()))
-    return Delayed(k_out, dsk), Delayed(k_also, dsk)
+    dsk = optimized_together(*outs)
+    return tuple(Delayed(next(iter(flatten(o.__dask_keys__()))), dsk) for o in outs)
 
 
 # -- events ----------------------------------------------------------------------------------------

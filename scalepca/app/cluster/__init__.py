@@ -2,6 +2,7 @@
 and show the progress of its work (:func:`progress`, from :mod:`scalepca.app.progress`)."""
 
 from ..progress import progress
-from ._connect import connect, make_cluster
+from ._connect import WorkersLost, connect, make_cluster, reporting_lost_workers
 
-__all__ = ["connect", "make_cluster", "progress"]
+__all__ = ["WorkersLost", "connect", "make_cluster", "progress",
+           "reporting_lost_workers"]

@@ -218,6 +218,92 @@ def _unchanged(settings: dict) -> dict:
             if dask.config.get(key, None) == dask.config.get(key, None, config=shipped)}
 
 
+#: How long the schedulers scalepca starts keep ready tasks while no worker is left
+#: (Dask's ``distributed.scheduler.no-workers-timeout``; Dask's default waits forever).
+#: A local nanny replaces a lost worker within seconds, so a minute without any means
+#: none is coming; batch kinds wait ``start_timeout`` (a replacement job queues like the
+#: first), without one as long as it takes. A value the user's own Dask config sets is
+#: kept.
+NO_WORKERS_KEY = "distributed.scheduler.no-workers-timeout"
+LOCAL_NO_WORKERS_TIMEOUT = "60s"
+
+
+def _no_workers(cfg: dict) -> dict:
+    """The :data:`NO_WORKERS_KEY` setting for the scheduler of cluster ``cfg``."""
+    timeout = (LOCAL_NO_WORKERS_TIMEOUT if cfg["kind"] == "local"
+               else cfg.get("start_timeout"))
+    return {} if timeout is None else _unchanged({NO_WORKERS_KEY: timeout})
+
+
+def lost_workers(client, *, retired: bool = True) -> list[str]:
+    """What the scheduler of ``client`` recorded of the workers it lost, one line each:
+    the address, the tasks it was running, and why it went when Dask says (a nanny's
+    restart for memory, a missed heartbeat, a closed connection). ``retired=False``
+    leaves out the workers the scheduler expected to go (retired, scaled down)."""
+    events = client.get_events()
+    memory = {e.get("worker"): e for _, e in events.get("worker-restart-memory", [])
+              if isinstance(e, dict)}
+    why = {"handle-worker-cleanup": "its connection closed (the process exited or was "
+                                    "killed)",
+           "check-worker-ttl": "it missed its heartbeats",
+           "retire-workers": "it was retired",
+           "worker-close": "it closed itself"}
+    out = []
+    for _, e in events.get("all", []):
+        if not isinstance(e, dict) or e.get("action") != "remove-worker":
+            continue
+        if e.get("expected") and not retired:
+            continue
+        addr = e.get("worker")
+        stim = str(e.get("stimulus_id", ""))
+        reason = next((text for key, text in why.items() if stim.startswith(key)),
+                      stim.rsplit("-", 1)[0] or "no reason recorded")
+        if addr in memory:
+            rss = memory[addr].get("rss")
+            used = f" ({rss / 2**30:.2f} GiB)" if isinstance(rss, (int, float)) else ""
+            reason = f"its nanny ended it over the memory limit{used}"
+        running = len(e.get("processing-tasks") or ())
+        out.append(f"{addr}: {reason}; {running} running task(s)")
+    return out
+
+
+class WorkersLost(RuntimeError):
+    """The cluster lost the workers a computation needed and none came back in time."""
+
+
+@contextlib.contextmanager
+def reporting_lost_workers(client):
+    """Inside the block, Dask's errors for tasks that lost their workers for good (no
+    worker left for ``distributed.scheduler.no-workers-timeout``; a task that ended
+    ``distributed.scheduler.allowed-failures`` workers) are :class:`WorkersLost`, naming
+    the workers the scheduler lost and why (:func:`lost_workers`). Workers lost while
+    the block ran are named in a warning at its end: Dask redid their work, so the
+    answer is the same, but a worker that keeps running out of memory costs time."""
+    import warnings
+
+    from distributed import KilledWorker
+    from distributed.scheduler import NoWorkerError
+
+    try:
+        yield
+        # a scheduler gone by now has nothing to add
+        with contextlib.suppress(Exception):
+            lost = lost_workers(client, retired=False)
+            if lost:
+                warnings.warn(f"{len(lost)} worker(s) lost and replaced during the run "
+                              f"(their work was redone): {'; '.join(lost)}",
+                              RuntimeWarning, stacklevel=2)
+    except (NoWorkerError, KilledWorker) as err:
+        try:
+            lost = lost_workers(client)
+        except Exception:  # the scheduler itself is gone: Dask's error says enough
+            raise err from None
+        what = ("no worker was left to run the work" if isinstance(err, NoWorkerError)
+                else "a task ended every worker that ran it")
+        lines = "; ".join(lost) if lost else "none recorded by the scheduler"
+        raise WorkersLost(f"{what} ({err}); workers lost: {lines}") from err
+
+
 def make_cluster(config: dict | None = None, **kwargs):
     """Create (but do not scale or connect to) the cluster object a config describes.
 
@@ -235,7 +321,8 @@ def make_cluster(config: dict | None = None, **kwargs):
 
         # the scheduler and each nanny read dask.config when they are made; a nanny hands its
         # copy (and its pre-spawn environment) to the worker process it starts
-        with dask.config.set({**_monitoring(cfg), **_worker_allocator(cfg)}), \
+        with dask.config.set({**_monitoring(cfg), **_worker_allocator(cfg),
+                              **_no_workers(cfg)}), \
                 _environ_kept(_ALLOCATOR_VARIABLES):
             return LocalCluster(
                 n_workers=cfg["n_workers"],
@@ -254,7 +341,7 @@ def make_cluster(config: dict | None = None, **kwargs):
         kw = _jobqueue_kwargs(kind, cfg)
         if light:  # the workers run in the jobs: they read it from the job's environment
             kw["job_script_prologue"] = _env_exports(light) + kw.get("job_script_prologue", [])
-        with dask.config.set(light):  # the scheduler runs here
+        with dask.config.set({**light, **_no_workers(cfg)}):  # the scheduler runs here
             return getattr(mod, _JOBQUEUE_CLASSES[kind])(**kw)
     if kind == "kubernetes":
         kw = {k: cfg[k] for k in ("name", "image", "namespace", "resources", "env")
