@@ -464,7 +464,7 @@ class MCA(BaseEstimator):
     def _scores(self, A, which: int):
         """(input, lazy n × k expansion coefficients) of field ``which`` (0: X, 1: Y)."""
         from ..io._stack import check_features
-        from ..models.base import affine_map
+        from ..models.base import affine_map, refuse_nonfinite
 
         what = "XY"[which]
         preps = getattr(self, "_preparations", (None, None))
@@ -475,7 +475,7 @@ class MCA(BaseEstimator):
             raise ValueError(f"{what} has {ain.data.shape[1]} features; the model was fitted "
                              f"on {d}")
         keep, mean, P = self._projection(which)
-        A_kept = full_rows(ain.data)[:, np.flatnonzero(keep)]
+        A_kept = refuse_nonfinite(full_rows(ain.data)[:, np.flatnonzero(keep)], what=what)
         return ain, affine_map(A_kept, mean, P)
 
     def transform(self, X=None, Y=None):

@@ -36,7 +36,7 @@ from ..linalg import moments_graph, passes
 from ..linalg.decomp import eigh_descending, flip_signs
 from ..preprocessing._matrix import MatrixInput, as_matrix, scores_matrix
 from ._params import Choice, NComponents, Other, parameter_problems
-from .base import DecompositionMixin, affine_map
+from .base import DecompositionMixin, affine_map, refuse_nonfinite
 
 logger = logging.getLogger(__name__)
 
@@ -385,7 +385,7 @@ class MultivariateEOF(DecompositionMixin):
         mats = self._transform_fields(X, "X")
         keep, mean, P = self._projection()
         joined = join_fields([m.data for m in mats])
-        Z = affine_map(joined[:, np.flatnonzero(keep)], mean, P)
+        Z = affine_map(refuse_nonfinite(joined[:, np.flatnonzero(keep)]), mean, P)
         return mats[0].wrap_samples(Z)
 
     def inverse_transform(self, Z) -> list:
