@@ -1,11 +1,12 @@
-"""One rule for a NaN in new data (issue 46 item 3): a NaN at a feature the model was fitted
-on is refused by ``transform`` of every estimator and analysis tool, for every input kind.
+"""One rule for a NaN in new data (issue 46 item 3): a NaN at a feature the model was
+fitted on is refused by ``transform`` of every estimator and analysis tool, for every
+input kind.
 
-NumPy input is refused by the call (before anything is computed); lazy input (dask, xarray,
-the matrix of ``open_matrix``, CSR blocks) is refused when its scores are computed: finding a
-NaN needs the data, and the refusal rides in the projection's own blocks (no pass of its
-own). Features NaN in every fitted sample (land) were left out of the fit: NaN there is
-not refused, and the scores equal NumPy's.
+NumPy input is refused by the call (before anything is computed); lazy input (dask,
+xarray, the matrix of ``open_matrix``, CSR blocks) is refused when its scores are
+computed: finding a NaN needs the data, and the refusal rides in the projection's own
+blocks (no pass of its own). Features NaN in every fitted sample (land) were left out of
+the fit: NaN there is not refused, and the scores equal NumPy's.
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ def _kind(A, kind):
         return da.from_array(A, chunks=(10, -1))
     if kind == "xarray":
         return xr.DataArray(da.from_array(A, chunks=(10, -1)), dims=("time", "f"),
-                            coords={"f": [f"f{j}" for j in range(A.shape[1])]}, name="x")
+                            coords={"f": [f"f{j}" for j in range(A.shape[1])]},
+                            name="x")
     if kind == "open_matrix":
         return scalepca.open_matrix(da.from_array(A, chunks=(10, -1)))
     if kind == "scipy-csr":
         return sp.csr_matrix(A)
     if kind == "dask-csr":
-        return da.from_array(A, chunks=(10, -1)).map_blocks(sp.csr_matrix, dtype=A.dtype)
+        blocks = da.from_array(A, chunks=(10, -1))
+        return blocks.map_blocks(sp.csr_matrix, dtype=A.dtype)
     raise AssertionError(kind)
 
 
@@ -108,28 +111,31 @@ def test_nan_in_a_fitted_feature_is_refused(name, kind, raise_if_dask_computes):
 @pytest.mark.parametrize("name", ["PCA", "BootstrapEOF", "MCA", "MultivariateEOF"])
 @pytest.mark.parametrize("kind", DENSE)
 def test_nan_at_a_feature_left_out_is_not_refused(name, kind):
-    """A feature NaN in every fitted sample (land) stays out: NaN there in new data is not
-    looked at, and the scores of every kind equal those of NumPy input (1e-12)."""
+    """A feature NaN in every fitted sample (land) stays out: NaN there in new data is
+    not looked at, and the scores of every kind equal those of NumPy input (1e-12)."""
     X = _data()
     X[:, 4] = np.nan
     transform, _ = _fitted(name, _kind(X, kind))
     reference, _ = _fitted(name, X)
     new = _data(1)
     new[:, 4] = np.nan
-    new[3, 4] = 7.0  # a value where the model has no component: still left out
+    new[3, 4] = 7.0  # where the model has no component: still left out
     expected = reference(new)
     got = _values(transform(_kind(new, kind)))
-    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(got, expected, rtol=0,
+                               atol=1e-12 * np.abs(expected).max())
 
 
 def test_ppca_missing_em_takes_nan_as_missing():
-    """PPCA(missing='em') is a model of missing entries: a NaN is not refused, for NumPy and
-    lazy input alike (the posterior mean of the row's observed entries)."""
+    """PPCA(missing='em') is a model of missing entries: a NaN is not refused, for NumPy
+    and lazy input alike (the posterior mean of the row's observed entries)."""
     X = _data()
-    m = scalepca.PPCA(3, missing="em", solver="em", max_iter=50, random_state=0).fit(X)
+    m = scalepca.PPCA(3, missing="em", solver="em", max_iter=50, random_state=0)
+    m.fit(X)
     holed = X.copy()
     holed[ROW, FEATURE] = np.nan
     expected = m.transform(holed)
     assert np.isfinite(expected).all()
     got = _values(m.transform(_kind(holed, "dask")))
-    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(got, expected, rtol=0,
+                               atol=1e-12 * np.abs(expected).max())

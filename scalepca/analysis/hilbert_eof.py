@@ -88,7 +88,8 @@ def _complex_pcs(S: da.Array, comps: np.ndarray, mean: np.ndarray, opts) -> da.A
 
 
 def _whole_series(z, nan, *, n: int, keep: np.ndarray):
-    """The complex PCs ``z`` once ``HilbertEOF._check_nan`` passed the new data's NaN counts."""
+    """The complex PCs ``z``, once ``HilbertEOF._check_nan`` passed the new data's
+    NaN counts ``nan``."""
     HilbertEOF._check_nan(nan, n, keep)
     return z
 
@@ -292,18 +293,20 @@ class HilbertEOF(BaseEstimator):
 
     @staticmethod
     def _check_nan(nan, n, keep=None):
-        """Refuse series with gaps from each feature's NaN count ``nan`` over the ``n`` time
-        steps. In ``fit`` (``keep`` None) a feature NaN at every step is land, left out; in
-        ``transform`` every feature the model uses (``keep``) must be whole."""
+        """Refuse series with gaps, from each feature's NaN count ``nan`` over the
+        ``n`` time steps. In ``fit`` (``keep`` None) a feature NaN at every step is
+        land, left out; in ``transform`` every feature the model uses (``keep``) must
+        be whole."""
         nan = np.asarray(nan)
         partial = np.flatnonzero((nan > 0) & ((nan < n) if keep is None else keep))
         if partial.size:
             only = " only" if keep is None else ""
-            raise ValueError(f"{partial.size} features are NaN at some time steps{only} (e.g. "
-                             f"features {partial[:3].tolist()}): the analytic signal needs "
-                             "whole series (one gap changes every time step's PCs); Hilbert "
-                             "EOF leaves out features NaN at every step of the fit (land) and "
-                             "needs the others complete")
+            raise ValueError(
+                f"{partial.size} features are NaN at some time steps{only} (e.g. "
+                f"features {partial[:3].tolist()}): the analytic signal needs whole "
+                "series (one gap changes every time step's PCs); Hilbert EOF leaves "
+                "out features NaN at every step of the fit (land) and needs the "
+                "others complete")
         if keep is None and (nan == n).all():
             raise ValueError("X is NaN at every feature")
 
@@ -415,9 +418,11 @@ class HilbertEOF(BaseEstimator):
         comps = np.where(keep[None, :], self.components_, 0.0)
         padding = "none" if self.padding is None else self.padding
         Z = _complex_pcs(S, comps, self.mean_, (padding, float(self.decay_factor)))
-        # fit's check of gaps, on the NaN counts of the strips the PCs read: a gap is found
-        # in the same pass and refused when the PCs are computed (no pass of its own)
-        nan = S.map_blocks(kern.strip_stats, chunks=((2,), S.chunks[1]), dtype=np.float64)
+        # fit's check of gaps, on the NaN counts of the strips the PCs read: a gap is
+        # found in the same pass and refused when the PCs are computed (no pass of its
+        # own; at the call it would cost one)
+        nan = S.map_blocks(kern.strip_stats, chunks=((2,), S.chunks[1]),
+                           dtype=np.float64)
         return da.blockwise(_whole_series, "ik", Z, "ik", nan[1].rechunk(-1), "j",
                             concatenate=True, n=S.shape[0], keep=keep, dtype=Z.dtype,
                             meta=Z._meta)

@@ -475,7 +475,8 @@ class MCA(BaseEstimator):
             raise ValueError(f"{what} has {ain.data.shape[1]} features; the model was fitted "
                              f"on {d}")
         keep, mean, P = self._projection(which)
-        A_kept = refuse_nonfinite(full_rows(ain.data)[:, np.flatnonzero(keep)], what=what)
+        A_kept = refuse_nonfinite(full_rows(ain.data)[:, np.flatnonzero(keep)],
+                                  what=what)
         return ain, affine_map(A_kept, mean, P)
 
     def transform(self, X=None, Y=None):

@@ -131,16 +131,18 @@ def _refuse_nonfinite(X: np.ndarray, *, allow_nan: bool, what: str) -> None:
 
 
 def refuse_nonfinite(X, *, keep=None, allow_nan: bool = False, what: str = "X"):
-    """The one rule of new data's non-finite values, for ``transform`` (and the methods on
-    new data) of every estimator and analysis tool (HilbertEOF's own, stricter, aside): an
-    infinite value is refused, and a NaN too unless ``allow_nan`` (a model of missing
-    entries). Only the features the model uses are looked at (``keep``, a mask over the
-    columns; None: all): features NaN in every fitted sample (land) stay out.
+    """The one rule of new data's non-finite values, for ``transform`` (and the
+    methods on new data) of every estimator and analysis tool (HilbertEOF's own,
+    stricter, aside): an infinite value is refused, and a NaN too unless
+    ``allow_nan`` (a model of missing entries). Only the features the model uses are
+    looked at (``keep``, a mask over the columns; None: all): features NaN in every
+    fitted sample (land) stay out.
 
-    In-memory input is checked now and returned. A dask array (dense or CSR blocks) is
-    returned with each block checked when it is computed: finding a NaN needs the data, and
-    checking at the call would cost a pass of its own, so the refusal rides in the blocks the
-    projection reads anyway (its ``ValueError`` counts the values of that row block).
+    In-memory input is checked now and returned. A dask array (dense or CSR blocks)
+    is returned with each block checked when it is computed: finding a NaN needs the
+    data, and checking at the call would cost a pass of its own, so the refusal rides
+    in the blocks the projection reads anyway (its ``ValueError`` counts the values
+    of that row block).
     """
     keep = None if keep is None else np.asarray(keep, dtype=bool)
     if not isinstance(X, da.Array):
@@ -151,15 +153,16 @@ def refuse_nonfinite(X, *, keep=None, allow_nan: bool = False, what: str = "X"):
                             what=f"a row block of {what}", dtype=X.dtype, meta=X._meta)
     return da.blockwise(_refuse_block, "ij", X, "ij",
                         da.from_array(keep, chunks=(X.chunks[1],)), "j",
-                        allow_nan=allow_nan, what=f"a row block of {what}", dtype=X.dtype,
-                        meta=X._meta)
+                        allow_nan=allow_nan, what=f"a row block of {what}",
+                        dtype=X.dtype, meta=X._meta)
 
 
 def _refuse_block(x, keep, *, allow_nan: bool, what: str):
     """``x`` after :func:`_refuse_nonfinite` of its columns ``keep`` (stored values of a
     ``scipy.sparse`` block)."""
     kept = x if keep is None or keep.all() else x[:, keep]
-    _refuse_nonfinite(kept.data if is_sparse(kept) else kept, allow_nan=allow_nan, what=what)
+    _refuse_nonfinite(kept.data if is_sparse(kept) else kept, allow_nan=allow_nan,
+                      what=what)
     return x
 
 
@@ -297,8 +300,9 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
         Non-finite values on the features the model was fitted on are refused by
         :func:`refuse_nonfinite` (NaN too unless ``allow_nan``, default
-        ``_transform_allows_nan``): NumPy/pandas input now, lazy input when its blocks are
-        computed (``lazy_check=False``: the caller counts them in a pass of its own).
+        ``_transform_allows_nan``): NumPy/pandas input now, lazy input when its
+        blocks are computed (``lazy_check=False``: the caller counts them in a pass
+        of its own).
         ``unknown_rows``: the method maps row blocks whatever their sizes (``transform``), so a
         dask DataFrame is not read to count its rows (see ``as_matrix``).
         """
