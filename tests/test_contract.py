@@ -861,6 +861,9 @@ class Cell:
         the reference's scores of the holed data, the other rows unchanged."""
         Z = self._refused_or_lazy(model.transform, self._holed(X), "transform")
         got = _scores(Z, self.kind)
+        cell = (self.est.name, self.kind.name, self.option.name, self.op)
+        # not a ValueError: the reference below would refuse the NaN itself
+        assert C.expectation(cell) is None, "scores of data with a NaN, not a refusal"
         column = int(np.flatnonzero(ref.perm == C.NAN_FEATURE)[0])
         holed = ref.Xs.copy()  # in the fit's units: a missing call is 0 standardised
         holed[C.NAN_ROW, int(np.sum(ref.keep[:column]))] = \
