@@ -394,7 +394,13 @@ class HilbertEOF(BaseEstimator):
         ``X`` in the field's own layout and units (a DataArray with the fitted dims, a Dataset
         holding the fitted variable) is stacked and weighted by the model itself, as recorded
         at ``fit`` (also after ``save`` and ``load``; the grid is checked); a matrix
-        ``open_matrix`` made is checked against that record and taken as it is."""
+        ``open_matrix`` made is checked against that record and taken as it is.
+
+        A NaN in a series the model uses is refused (``ValueError``) by fit's own check:
+        the Hilbert transform runs along time, so one gap would move the PCs of every
+        time step. NumPy input is refused by this call; lazy input when its PCs are
+        computed (the NaN counts ride in the same pass: checking at the call would cost
+        one)."""
         self._check_fitted()
         xin = self._prepared(X)
         n, d = xin.data.shape

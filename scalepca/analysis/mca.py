@@ -489,7 +489,11 @@ class MCA(BaseEstimator):
         (a DataArray with the fitted dims, a Dataset holding the fitted variable) are stacked
         and weighted by the model itself, as recorded at ``fit`` (also after ``save`` and
         ``load``; the grid is checked); a matrix ``open_matrix`` made is checked against that
-        record (variable, dims, weights) and taken as it is."""
+        record (variable, dims, weights) and taken as it is.
+
+        A NaN at a feature the model uses is refused (``ValueError``) when the
+        coefficients are computed (by this call for NumPy input, whose coefficients it
+        computes)."""
         self._check_fitted()
         X, Y = _fields_pair(X, Y, "transform")
         out = []

@@ -685,6 +685,11 @@ class LinearDecompositionMixin(DecompositionMixin):
             ``X`` has feature names (DataFrame columns, the DataArray's feature coordinate, an
             AnnData's genes) other than ``feature_names_in_``, or the same in another order:
             features are never matched by position when both sides name them.
+        ValueError
+            ``X`` holds a NaN or an infinite value at a feature the model uses:
+            in-memory input is refused by this call, lazy input when its scores are
+            computed (one rule for every kind, :func:`refuse_nonfinite`; features left
+            out of the fit, NaN in every sample, are not looked at).
         """
         self._check_fitted()  # before the projection matrix is formed from fitted attributes
         data, Z = self._project(X, self._transform_matrix(), unknown_rows=True)

@@ -380,7 +380,10 @@ class MultivariateEOF(DecompositionMixin):
     def transform(self, X):
         """The joint principal components of the fields ``X`` (as in fit: a Dataset or a
         list), unnormalised (xeofs' ``scores(normalized=False)``, eofs' ``pcs()``): lazy, an
-        (n × k) array, or a DataArray over the sample dims and ``mode``."""
+        (n × k) array, or a DataArray over the sample dims and ``mode``.
+
+        A NaN at a feature the model uses is refused (``ValueError``) when the PCs are
+        computed (by this call for NumPy input, whose PCs it computes)."""
         self._check_fitted()
         mats = self._transform_fields(X, "X")
         keep, mean, P = self._projection()
