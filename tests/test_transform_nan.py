@@ -139,3 +139,26 @@ def test_ppca_missing_em_takes_nan_as_missing():
     got = _values(m.transform(_kind(holed, "dask")))
     np.testing.assert_allclose(got, expected, rtol=0,
                                atol=1e-12 * np.abs(expected).max())
+
+
+def test_cli_transform_refuses_a_nan_in_its_words(tmp_path, capsys):
+    """`scalepca transform` of a store with one NaN at a fitted cell: exit 2, the refusal
+    in the command line's words (the data, not X), and no scores written."""
+    from scalepca.cli import main
+
+    field = xr.DataArray(_data().reshape(40, 2, 3), dims=("time", "lat", "lon"),
+                         coords={"time": np.arange(40), "lat": [0.0, 10.0],
+                                 "lon": [0.0, 1.0, 2.0]}, name="sst")
+    field.to_dataset().to_netcdf(tmp_path / "a.nc")
+    holed = field.copy(data=field.values.copy())
+    holed.values[ROW, 1, 2] = np.nan
+    holed.to_dataset().to_netcdf(tmp_path / "b.nc")
+    opened = scalepca.open_matrix(tmp_path / "a.nc", variable="sst", sample_dims="time")
+    scalepca.PCA(2).fit(opened).save(tmp_path / "m.zarr")
+    rc = main(["transform", str(tmp_path / "m.zarr"), str(tmp_path / "b.nc"), "--out",
+               str(tmp_path / "out.zarr"), "--no-progress", "--no-processes",
+               "--n-workers", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "a row block of the data contains 1 NaN value(s)" in err, err
+    assert not (tmp_path / "out.zarr").exists()
