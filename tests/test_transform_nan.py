@@ -142,8 +142,8 @@ def test_ppca_missing_em_takes_nan_as_missing():
 
 
 def test_cli_transform_refuses_a_nan_in_its_words(tmp_path, capsys):
-    """`scalepca transform` of a store with one NaN at a fitted cell: exit 2, the refusal
-    in the command line's words (the data, not X), and no scores written."""
+    """`scalepca transform` of a store with one NaN at a fitted cell: exit 2, the
+    refusal in the command line's words (the data, not X), and no scores written."""
     from scalepca.cli import main
 
     field = xr.DataArray(_data().reshape(40, 2, 3), dims=("time", "lat", "lon"),
