@@ -160,7 +160,14 @@ def refuse_nonfinite(X, *, keep=None, allow_nan: bool = False, what: str = "X"):
 def _refuse_block(x, keep, *, allow_nan: bool, what: str):
     """``x`` after :func:`_refuse_nonfinite` of its columns ``keep`` (stored values of a
     ``scipy.sparse`` block)."""
-    kept = x if keep is None or keep.all() else x[:, keep]
+    if keep is None or keep.all():
+        kept = x
+    elif is_sparse(x):
+        kept = x[:, keep]
+    elif np.isfinite(x).all(axis=0)[keep].all():  # a mask, not a copy of the block
+        return x
+    else:
+        kept = x[:, keep]
     _refuse_nonfinite(kept.data if is_sparse(kept) else kept, allow_nan=allow_nan,
                       what=what)
     return x
