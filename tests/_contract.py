@@ -32,6 +32,8 @@ N_FEATURES = len(LAT) * len(LON)  # 8: the canonical order is (lat, lon), lon fa
 N_COMPONENTS = 3
 #: features that are NaN in every sample with the land-mask option
 LAND = (1, 6)
+#: the entry made NaN in the new data of transform-nan (a feature every fit uses)
+NAN_ROW, NAN_FEATURE = 5, 3
 
 
 def base_data() -> np.ndarray:
@@ -504,6 +506,13 @@ OPERATIONS = [
     # boolean columns of obs and var of the store holding the data among others): the model
     # saved and the scores written equal the data's reference
     "run-singlecell",
+    # transform of the data with one NaN (row NAN_ROW, feature NAN_FEATURE): refused,
+    # by the call for in-memory input, when the scores are computed for lazy input
+    # (nothing computed at the call); a missing value where the model has one (PPCA
+    # EM, genotypes)
+    "transform-nan",
+    # the same for MCA, MultivariateEOF, ExtendedEOF, BootstrapEOF and HilbertEOF
+    "tools-transform-nan",
 ]
 
 
@@ -563,6 +572,9 @@ XARRAY_PATHS = "zarr-xarray*|netcdf"
 EOF_TOOLS = "eofs_as_correlation|eofs_as_covariance|Rotator|EOF-tools-raw|eof-fields"
 NAN_READ = ("NaN can only be found by reading the data: refused at the end of the first pass, "
             "before anything is fitted")
+NAN_NEW = ("a NaN at a feature the model uses: refused by the call for in-memory "
+           "input, when the scores are computed for lazy input (only a read finds it; "
+           "no pass of its own)")
 
 #: first matching row wins; a cell no row matches must equal the reference
 EXPECTATIONS = [
@@ -764,6 +776,19 @@ EXPECTATIONS = [
     # -- equal where the rules above do not apply, and the defects found by the matrix -------
     Rule("PCA-*", "*", "zero_center=False", "score",
          Refused(ValueError, "zero_center", "the uncentred fit has no Gaussian model")),
+    # -- a NaN in new data (issue 46): one rule, refused (after the rows above) ------
+    Rule("*", "*", "standardize=genotype", "transform-nan", None),  # a missing call
+    Rule("PPCA-em", "*", "missing", "transform-nan", None),  # missing='em': missing
+    Rule("*", "*", "*", "transform-nan", Refused(ValueError, "NaN value", NAN_NEW,
+                                                 before_compute=False)),
+    Rule("*", SPARSE_KINDS, "*", "tools-transform-nan",
+         Refused((ValueError, TypeError), "sparse",
+                 "the tools' cross products, analytic signal and replicates are "
+                 "dense")),
+    Rule("*", "*", "*", "tools-transform-nan",
+         Refused(ValueError, "NaN", NAN_NEW + "; HilbertEOF refuses a gap in any "
+                 "series it uses (the Hilbert transform runs along time: one NaN "
+                 "moves every PC)", before_compute=False)),
 ]
 
 
@@ -860,6 +885,12 @@ EXTRA_CELLS = [
     # scalepca run of the analysis methods with weights and land, xarray's open options and
     # float32 data
     ("PCA-covariance_eigh", "netcdf", "weights+land-mask|open_options|float32", "cli-run"),
+    # a NaN in new data: every estimator on in-memory, dask, CSR and path input; PPCA
+    # EM with missing entries and genotypes take it as a missing value
+    ("*", "numpy|dask-chunks|scipy-csr|dask-csr|netcdf", "none", "transform-nan"),
+    ("PPCA-em", "numpy|dask-chunks|xarray-field", "missing", "transform-nan"),
+    ("PCA-randomized|PCA-snapshot", "plink-bed|dask-chunks", "standardize=genotype",
+     "transform-nan"),
 ]
 
 

@@ -505,6 +505,10 @@ class Cell:
             self.tools_raw(Xfit, Xnew, raw, ref, rtol)
         elif op == "tools-cli-transform":
             self.tools_cli_transform(raw, Xfit)
+        elif op == "transform-nan":
+            self.transform_nan(model, X, ref)
+        elif op == "tools-transform-nan":
+            self.tools_transform_nan(Xfit, X)
         else:  # pragma: no cover - a new operation needs its branch here
             raise AssertionError(f"no runner for operation {op!r}")
 
@@ -831,6 +835,66 @@ class Cell:
             for key, expected in arrays.items():
                 _close(_scores(np.asarray(group[key]), self.kind), _scores(expected, self.kind),
                        1e-12, f"{name}: {key}")
+
+    def _holed(self, X):
+        """What transform takes for ``X`` with the entry (NAN_ROW, NAN_FEATURE) NaN."""
+        holed = X.copy()
+        holed[C.NAN_ROW, C.NAN_FEATURE] = np.nan
+        return self.inputs(holed, tag="nan")[1]
+
+    def _refused_or_lazy(self, f, X, what, *, rows_counted=False):
+        """``f(X)`` refused (ValueError) by the call, or lazy: nothing computed at the
+        call and the refusal raised when its result is (re-raised for the table's
+        check). ``rows_counted``: the call may count a dask DataFrame's partition rows
+        first."""
+        Z = self.call(f, X)  # refused here: in memory (a tool's NumPy PCs are computed)
+        if rows_counted and self.kind.name == "dask-dataframe":
+            pass  # the tools map row blocks of known sizes: the partitions are counted
+        elif isinstance(Z, xr.DataArray) and Z.chunks is not None or hasattr(Z, "dask"):
+            assert self.tasks.count == 0, \
+                f"{what}: {self.tasks.count} dask tasks at the call"
+        return Z.compute() if isinstance(Z, xr.DataArray) else _values(Z)
+
+    def transform_nan(self, model, X, ref):
+        """transform of the data with one NaN at a feature the model uses: refused (by
+        the call for in-memory input, when computed for lazy input); where the model
+        takes a NaN as a missing value (PPCA EM; genotypes: a missing call set to 2p),
+        the reference's scores of the holed data, the other rows unchanged."""
+        Z = self._refused_or_lazy(model.transform, self._holed(X), "transform")
+        got = _scores(Z, self.kind)
+        cell = (self.est.name, self.kind.name, self.option.name, self.op)
+        # not a ValueError: the reference below would refuse the NaN itself
+        assert C.expectation(cell) is None, "scores of data with a NaN, not a refusal"
+        column = int(np.flatnonzero(ref.perm == C.NAN_FEATURE)[0])
+        holed = ref.Xs.copy()  # in the fit's units: a missing call is 0 standardised
+        holed[C.NAN_ROW, int(np.sum(ref.keep[:column]))] = \
+            0.0 if self.option.genotype else np.nan
+        expected = ref.model.transform(holed)
+        assert np.isfinite(got).all(), "a missing value gave NaN scores"
+        _close(_align(got, expected, 0), expected, self.est.rtol,
+               "transform of holed data")
+
+    def tools_transform_nan(self, Xfit, X):
+        """Each tool fitted on the clean data refuses the data with one NaN: MCA,
+        MultivariateEOF, ExtendedEOF and BootstrapEOF as the estimators do, HilbertEOF
+        by fit's check of gaps; the last refusal is raised for the table's check."""
+        import scalepca
+
+        new = self._holed(X)
+        tools = {name: (lambda A, t=tool: self._transformed(t, A))
+                 for name, tool in self._tools(Xfit).items()}
+        mv = scalepca.MultivariateEOF(2, normalize="none", area_weights=None)
+        self.call(mv.fit, [Xfit])
+        tools["MultivariateEOF"] = lambda A: mv.transform([A])
+        tools["ExtendedEOF"] = self.call(scalepca.ExtendedEOF(2, embedding=1).fit,
+                                         Xfit).transform
+        errors = []
+        for name in ("mca", "bootstrap_eof", "MultivariateEOF", "ExtendedEOF",
+                     "hilbert_eof"):
+            with pytest.raises(ValueError, match="NaN") as err:
+                self._refused_or_lazy(tools[name], new, name, rows_counted=True)
+            errors.append(err.value)
+        raise errors[-1]
 
     def _canonical_components(self, comps):
         comps = np.asarray(comps, dtype=np.float64)

@@ -309,3 +309,24 @@ def test_transform_of_new_times(field, tmp_path):
     np.testing.assert_array_equal(again, got)
     with pytest.raises(ValueError, match="X has 10 features; the model was fitted on 540"):
         model.transform(new[:, :10])
+
+
+@pytest.mark.parametrize("kind", ["numpy", "xarray-many-chunks"])
+def test_transform_refuses_a_nan_at_an_ocean_cell(field, kind, tmp_path,
+                                                  raise_if_dask_computes):
+    """One NaN at one ocean cell in one winter changes every complex PC (the Hilbert
+    transform runs along time), so transform refuses it as fit does: NumPy input at the
+    call; lazy input without computing anything at the call, then when the PCs are."""
+    model = HilbertEOF(K).fit(_input(field, "numpy", tmp_path))
+    holed = field.copy(data=field.values.copy())
+    ocean = np.argwhere(np.isfinite(holed.values[7]))[100]
+    holed.values[(7, *ocean)] = np.nan
+    if kind == "numpy":
+        with pytest.raises(ValueError, match="NaN at some time steps"):
+            model.transform(holed.values.reshape(50, -1) * _weights(field))
+        return
+    X = _input(holed, kind, tmp_path)
+    with raise_if_dask_computes():
+        Z = model.transform(X)
+    with pytest.raises(ValueError, match="NaN at some time steps"):
+        Z.values

@@ -369,9 +369,12 @@ class BootstrapEOF(BaseEstimator):
         ``X`` in the field's own layout and units (a DataArray with the fitted dims, a Dataset
         holding the fitted variable) is stacked and weighted by the model itself, as recorded
         at ``fit`` (also after ``save`` and ``load``; the grid is checked); a matrix
-        ``open_matrix`` made is checked against that record and taken as it is."""
+        ``open_matrix`` made is checked against that record and taken as it is.
+
+        A NaN at a feature the model uses is refused (``ValueError``) when the PCs are
+        computed (by this call for NumPy input, whose PCs it computes)."""
         from ..io._stack import check_features
-        from ..models.base import affine_map
+        from ..models.base import affine_map, refuse_nonfinite
         from .mca import _matrix
 
         if not hasattr(self, "components_"):
@@ -384,7 +387,7 @@ class BootstrapEOF(BaseEstimator):
             raise ValueError(f"X has {xin.data.shape[1]} features; the model was fitted on "
                              f"{self.n_features_in_}")
         keep = np.flatnonzero(~np.isnan(self.mean_))
-        Z = affine_map(full_rows(xin.data)[:, keep], self.mean_[keep],
+        Z = affine_map(refuse_nonfinite(full_rows(xin.data)[:, keep]), self.mean_[keep],
                        self.components_[:, keep].T)
         return xin.wrap_samples(Z)
 

@@ -87,6 +87,13 @@ def _complex_pcs(S: da.Array, comps: np.ndarray, mean: np.ndarray, opts) -> da.A
                                   dtype=np.complex128, args=opts, name="complex-pcs")
 
 
+def _whole_series(z, nan, *, n: int, keep: np.ndarray):
+    """The complex PCs ``z``, once ``HilbertEOF._check_nan`` passed the new data's
+    NaN counts ``nan``."""
+    HilbertEOF._check_nan(nan, n, keep)
+    return z
+
+
 CLASS = "scalepca.analysis.hilbert_eof:HilbertEOF"
 _ARRAYS = ("components_", "scores_", "singular_values_", "explained_variance_",
            "explained_variance_ratio_", "mean_")
@@ -254,7 +261,7 @@ class HilbertEOF(BaseEstimator):
         graph = passes.reduce_blocks(blocks, kern.strip_gram, kern.merge_strips, *opts,
                                      split_every=4)
         (mom,) = passes.compute(graph, name="Hermitian Gram")
-        self._check_nan(mom, S.shape[0])
+        self._check_nan(mom["nan"], S.shape[0])
         theta, U = np.linalg.eigh(mom.pop("G"))
         theta, U = theta[::-1].clip(min=0.0), U[:, ::-1]
         k = int(self.n_modes)
@@ -276,7 +283,7 @@ class HilbertEOF(BaseEstimator):
         g, (mean, nan) = passes.compute(*graph, name="Hermitian covariance")
         C = g["C"]
         mom = {"mean": mean, "nan": nan, "ss": np.real(np.diag(C)).copy()}
-        self._check_nan(mom, S.shape[0])
+        self._check_nan(mom["nan"], S.shape[0])
         theta, V = np.linalg.eigh(C)
         theta, V = theta[::-1].clip(min=0.0), V[:, ::-1]
         k = int(self.n_modes)
@@ -285,15 +292,22 @@ class HilbertEOF(BaseEstimator):
         return theta, scores, comps, mom
 
     @staticmethod
-    def _check_nan(mom, n):
-        nan = np.asarray(mom["nan"])
-        partial = np.flatnonzero((nan > 0) & (nan < n))
+    def _check_nan(nan, n, keep=None):
+        """Refuse series with gaps, from each feature's NaN count ``nan`` over the
+        ``n`` time steps. In ``fit`` (``keep`` None) a feature NaN at every step is
+        land, left out; in ``transform`` every feature the model uses (``keep``) must
+        be whole."""
+        nan = np.asarray(nan)
+        partial = np.flatnonzero((nan > 0) & ((nan < n) if keep is None else keep))
         if partial.size:
-            raise ValueError(f"{partial.size} features are NaN at some time steps only (e.g. "
-                             f"features {partial[:3].tolist()}): the analytic signal needs "
-                             "whole series; Hilbert EOF leaves out features NaN at every step "
-                             "(land) and needs the others complete")
-        if (nan == n).all():
+            only = " only" if keep is None else ""
+            raise ValueError(
+                f"{partial.size} features are NaN at some time steps{only} (e.g. "
+                f"features {partial[:3].tolist()}): the analytic signal needs whole "
+                "series (one gap changes every time step's PCs); Hilbert EOF leaves "
+                "out features NaN at every step of the fit (land) and needs the "
+                "others complete")
+        if keep is None and (nan == n).all():
             raise ValueError("X is NaN at every feature")
 
     def _set_fitted(self, theta, scores, comps, mom, n, d, solver):
@@ -380,7 +394,13 @@ class HilbertEOF(BaseEstimator):
         ``X`` in the field's own layout and units (a DataArray with the fitted dims, a Dataset
         holding the fitted variable) is stacked and weighted by the model itself, as recorded
         at ``fit`` (also after ``save`` and ``load``; the grid is checked); a matrix
-        ``open_matrix`` made is checked against that record and taken as it is."""
+        ``open_matrix`` made is checked against that record and taken as it is.
+
+        A NaN in a series the model uses is refused (``ValueError``) by fit's own check:
+        the Hilbert transform runs along time, so one gap would move the PCs of every
+        time step. NumPy input is refused by this call; lazy input when its PCs are
+        computed (the NaN counts ride in the same pass: checking at the call would cost
+        one)."""
         self._check_fitted()
         xin = self._prepared(X)
         n, d = xin.data.shape
@@ -403,7 +423,15 @@ class HilbertEOF(BaseEstimator):
         keep = ~np.isnan(self.mean_)
         comps = np.where(keep[None, :], self.components_, 0.0)
         padding = "none" if self.padding is None else self.padding
-        return _complex_pcs(S, comps, self.mean_, (padding, float(self.decay_factor)))
+        Z = _complex_pcs(S, comps, self.mean_, (padding, float(self.decay_factor)))
+        # fit's check of gaps, on the NaN counts of the strips the PCs read: a gap is
+        # found in the same pass and refused when the PCs are computed (no pass of its
+        # own; at the call it would cost one)
+        nan = S.map_blocks(kern.strip_stats, chunks=((2,), S.chunks[1]),
+                           dtype=np.float64)
+        return da.blockwise(_whole_series, "ik", Z, "ik", nan[1].rechunk(-1), "j",
+                            concatenate=True, n=S.shape[0], keep=keep, dtype=Z.dtype,
+                            meta=Z._meta)
 
     def components(self):
         """The complex EOFs: (mode, feature dims) for xarray input, else (k, d)."""

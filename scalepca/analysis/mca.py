@@ -463,7 +463,7 @@ class MCA(BaseEstimator):
     def _scores(self, A, which: int):
         """(input, lazy n × k expansion coefficients) of field ``which`` (0: X, 1: Y)."""
         from ..io._stack import check_features
-        from ..models.base import affine_map
+        from ..models.base import affine_map, refuse_nonfinite
 
         what = "XY"[which]
         preps = getattr(self, "_preparations", (None, None))
@@ -474,7 +474,8 @@ class MCA(BaseEstimator):
             raise ValueError(f"{what} has {ain.data.shape[1]} features; the model was fitted "
                              f"on {d}")
         keep, mean, P = self._projection(which)
-        A_kept = full_rows(ain.data)[:, np.flatnonzero(keep)]
+        A_kept = refuse_nonfinite(full_rows(ain.data)[:, np.flatnonzero(keep)],
+                                  what=what)
         return ain, affine_map(A_kept, mean, P)
 
     def transform(self, X=None, Y=None):
@@ -487,7 +488,11 @@ class MCA(BaseEstimator):
         (a DataArray with the fitted dims, a Dataset holding the fitted variable) are stacked
         and weighted by the model itself, as recorded at ``fit`` (also after ``save`` and
         ``load``; the grid is checked); a matrix ``open_matrix`` made is checked against that
-        record (variable, dims, weights) and taken as it is."""
+        record (variable, dims, weights) and taken as it is.
+
+        A NaN at a feature the model uses is refused (``ValueError``) when the
+        coefficients are computed (by this call for NumPy input, whose coefficients it
+        computes)."""
         self._check_fitted()
         X, Y = _fields_pair(X, Y, "transform")
         out = []

@@ -18,6 +18,9 @@ _CLI_WORDS = (
     (r"^weights\b", "data.weights", "--weights"),
     (r"(?<![\w.-])storage_options\b", "data.storage_options", "--storage-options"),
     (r"^[XM] (?=has|contains|is)", "the data ", "the data "),
+    # a lazy transform's refusal of a NaN, raised by the block that holds it
+    (r"^a row block of [XM] (?=contains)", "a row block of the data ",
+     "a row block of the data "),
 )
 
 

@@ -188,7 +188,7 @@ class MomentUpdateMixin:
         d = self.n_features_in_
         # names, layout, weights, features: checked as transform checks them; the moments
         # need no row counts, so a dask DataFrame's partitions are not counted first
-        data = self._transform_input(X, unknown_rows=True)
+        data = self._transform_input(X, unknown_rows=True, lazy_check=False)
         batch = data.data
         if len(batch.chunks[1]) > 1:
             batch = batch.rechunk({1: -1})

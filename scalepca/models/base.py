@@ -130,6 +130,48 @@ def _refuse_nonfinite(X: np.ndarray, *, allow_nan: bool, what: str) -> None:
                          "model was fitted without missing values)")
 
 
+def refuse_nonfinite(X, *, keep=None, allow_nan: bool = False, what: str = "X"):
+    """The one rule of new data's non-finite values, for ``transform`` (and the
+    methods on new data) of every estimator and analysis tool (HilbertEOF's own,
+    stricter, aside): an infinite value is refused, and a NaN too unless
+    ``allow_nan`` (a model of missing entries). Only the features the model uses are
+    looked at (``keep``, a mask over the columns; None: all): features NaN in every
+    fitted sample (land) stay out.
+
+    In-memory input is checked now and returned. A dask array (dense or CSR blocks)
+    is returned with each block checked when it is computed: finding a NaN needs the
+    data, and checking at the call would cost a pass of its own, so the refusal rides
+    in the blocks the projection reads anyway (its ``ValueError`` counts the values
+    of that row block).
+    """
+    keep = None if keep is None else np.asarray(keep, dtype=bool)
+    if not isinstance(X, da.Array):
+        _refuse_block(X, keep, allow_nan=allow_nan, what=what)
+        return X
+    if keep is None:
+        return X.map_blocks(_refuse_block, None, allow_nan=allow_nan,
+                            what=f"a row block of {what}", dtype=X.dtype, meta=X._meta)
+    return da.blockwise(_refuse_block, "ij", X, "ij",
+                        da.from_array(keep, chunks=(X.chunks[1],)), "j",
+                        allow_nan=allow_nan, what=f"a row block of {what}",
+                        dtype=X.dtype, meta=X._meta)
+
+
+def _refuse_block(x, keep, *, allow_nan: bool, what: str):
+    """``x`` after :func:`_refuse_nonfinite` of its columns ``keep`` (stored values of a
+    ``scipy.sparse`` block)."""
+    if not is_sparse(x) and x.dtype.kind == "f":
+        # NaN and inf reach their column's sum (which overflows only near 1e308: then
+        # the exact test below decides), so clean blocks cost one sum and no copy
+        sums = x.sum(axis=0)
+        if np.isfinite(sums if keep is None else sums[keep]).all():
+            return x
+    kept = x if keep is None or keep.all() else x[:, keep]
+    _refuse_nonfinite(kept.data if is_sparse(kept) else kept, allow_nan=allow_nan,
+                      what=what)
+    return x
+
+
 def _wrap_numpy_output(method):
     """``method`` whose NumPy results follow ``set_output`` (pandas, polars); dask and xarray
     results stay what they are (wrapping them in a frame would compute them)."""
@@ -258,11 +300,15 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return self._input(X)
 
     def _transform_input(self, X, *, what="X", allow_2d_blocks=False,
-                         allow_nan=None, unknown_rows=False) -> MatrixInput:
+                         allow_nan=None, unknown_rows=False,
+                         lazy_check=True) -> MatrixInput:
         """Input of ``transform`` and the other methods on new data, checked against the fit.
 
-        NumPy/pandas input is also checked for non-finite values on the features the model
-        was fitted on (NaN too unless ``allow_nan``, default ``_transform_allows_nan``).
+        Non-finite values on the features the model was fitted on are refused by
+        :func:`refuse_nonfinite` (NaN too unless ``allow_nan``, default
+        ``_transform_allows_nan``): NumPy/pandas input now, lazy input when its
+        blocks are computed (``lazy_check=False``: the caller counts them in a pass
+        of its own).
         ``unknown_rows``: the method maps row blocks whatever their sizes (``transform``), so a
         dask DataFrame is not read to count its rows (see ``as_matrix``).
         """
@@ -275,16 +321,19 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         check_feature_names(self, names, what=what)  # for every kind, before the layout's checks
         X = self._prepared(X, what=what, unknown_rows=unknown_rows)  # as it is, unprepared
         validated = _in_memory(X) and getattr(self, "_preprocessing", None) is None
+        keep = getattr(self, "_features_kept", None)
+        allow_nan = self._transform_allows_nan if allow_nan is None else allow_nan
         if validated:
             X = self._validated_in_memory(X, what=what)
-            keep = getattr(self, "_features_kept", None)
-            allow_nan = self._transform_allows_nan if allow_nan is None else allow_nan
-            _refuse_nonfinite(X if keep is None else X[:, keep], allow_nan=allow_nan, what=what)
+            refuse_nonfinite(X, keep=keep, allow_nan=allow_nan, what=what)
         data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks, validated=validated,
                            unknown_rows=unknown_rows)
         check_n_features(data.data, self.n_features_in_, what=what,
                          estimator=type(self).__name__)
         self._check_features(data, what=what)
+        if not validated and lazy_check:  # lazy input: refused when its blocks are read
+            data = dataclasses.replace(data, data=refuse_nonfinite(
+                data.data, keep=keep, allow_nan=allow_nan, what=what))
         return data
 
     def _prepared(self, X, *, what="X", unknown_rows=False):
@@ -657,6 +706,11 @@ class LinearDecompositionMixin(DecompositionMixin):
             ``X`` has feature names (DataFrame columns, the DataArray's feature coordinate, an
             AnnData's genes) other than ``feature_names_in_``, or the same in another order:
             features are never matched by position when both sides name them.
+        ValueError
+            ``X`` holds a NaN or an infinite value at a feature the model uses:
+            in-memory input is refused by this call, lazy input when its scores are
+            computed (one rule for every kind, :func:`refuse_nonfinite`; features left
+            out of the fit, NaN in every sample, are not looked at).
         """
         self._check_fitted()  # before the projection matrix is formed from fitted attributes
         data, Z = self._project(X, self._transform_matrix(), unknown_rows=True)

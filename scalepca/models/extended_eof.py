@@ -265,7 +265,9 @@ class ExtendedEOF(DecompositionMixin):
     def transform(self, X):
         """The extended principal components of ``X`` (the windows starting at each time;
         NaN at the last (L−1)τ times, as xeofs gives them): lazy, (n × k) or a DataArray
-        over the sample dims and ``mode``."""
+        over the sample dims and ``mode``. A NaN in ``X`` at a feature the model uses is
+        refused (``ValueError``): by this call for in-memory input, when the PCs are
+        computed for lazy input."""
         data = self._transform_input(X)
         Xd = data.data.rechunk({1: -1})
         keep = np.isfinite(self.mean_)

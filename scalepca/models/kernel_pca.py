@@ -696,6 +696,8 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         New points are projected out of sample: their kernel values against the landmarks
         (Nyström), their random features (RFF) or their kernel row against the training data
         (exact, centred with the training kernel's means) — then centred and projected.
+        A NaN at a feature the model uses is refused (``ValueError``): by this call for
+        in-memory input, when the scores are computed for lazy input.
 
         Returns
         -------

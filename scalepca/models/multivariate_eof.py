@@ -36,7 +36,7 @@ from ..linalg import moments_graph, passes
 from ..linalg.decomp import eigh_descending, flip_signs
 from ..preprocessing._matrix import MatrixInput, as_matrix, scores_matrix
 from ._params import Choice, NComponents, Other, parameter_problems
-from .base import DecompositionMixin, affine_map
+from .base import DecompositionMixin, affine_map, refuse_nonfinite
 
 logger = logging.getLogger(__name__)
 
@@ -383,12 +383,15 @@ class MultivariateEOF(DecompositionMixin):
     def transform(self, X):
         """The joint principal components of the fields ``X`` (as in fit: a Dataset or a
         list), unnormalised (xeofs' ``scores(normalized=False)``, eofs' ``pcs()``): lazy, an
-        (n × k) array, or a DataArray over the sample dims and ``mode``."""
+        (n × k) array, or a DataArray over the sample dims and ``mode``.
+
+        A NaN at a feature the model uses is refused (``ValueError``) when the PCs are
+        computed (by this call for NumPy input, whose PCs it computes)."""
         self._check_fitted()
         mats = self._transform_fields(X, "X")
         keep, mean, P = self._projection()
         joined = join_fields([m.data for m in mats])
-        Z = affine_map(joined[:, np.flatnonzero(keep)], mean, P)
+        Z = affine_map(refuse_nonfinite(joined[:, np.flatnonzero(keep)]), mean, P)
         return mats[0].wrap_samples(Z)
 
     def inverse_transform(self, Z) -> list:

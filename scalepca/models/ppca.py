@@ -41,7 +41,7 @@ from ._ppca_params import (
     _em_or_closed_form,
     _missing_needs_em,
 )
-from .base import _refuse_nonfinite, affine_map
+from .base import affine_map
 from .pca import AUTO_MAX_GRAM_FEATURES, SPECTRAL_RULES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
@@ -574,8 +574,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
                 self._set_posterior()
             return data.wrap_samples(affine_map(Xd, mean, W @ self._M_inv))
         dtype = np.result_type(Xd.dtype, np.float32)
-        Z = Xd.map_blocks(_typed, posterior_mean_block, dtype, self._transform_allows_nan,
-                          mean, W, sigma2,
+        Z = Xd.map_blocks(_typed, posterior_mean_block, dtype, mean, W, sigma2,
                           chunks=(Xd.chunks[0], (W.shape[1],)), dtype=dtype,
                           meta=np.empty((0, 0), dtype=dtype))
         return data.wrap_samples(Z)
@@ -605,7 +604,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         Xd, _ = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
         return Xd.map_blocks(_typed, _loglike_observed_block, np.float64,
-                             self._transform_allows_nan, mean, W, sigma2, logjac, drop_axis=1,
+                             mean, W, sigma2, logjac, drop_axis=1,
                              dtype=np.float64, meta=np.empty((0,), dtype=np.float64))
 
     def impute(self, X):
@@ -687,11 +686,9 @@ def _legacy_em_commit(attrs: dict, arrays: dict) -> Resumed:
                    bool(attrs["converged"]))
 
 
-def _typed(x, kernel, dtype, allow_nan, *args):
-    """``kernel`` of one block, as ``dtype``; NaN entries are refused unless ``allow_nan``
-    (a model fitted with ``missing="error"`` treats lazy input as it treats NumPy input)."""
-    if not allow_nan:
-        _refuse_nonfinite(x, allow_nan=False, what="X")
+def _typed(x, kernel, dtype, *args):
+    """``kernel`` of one block, as ``dtype`` (NaN entries were refused by
+    ``_transform_input`` unless the model takes them as missing)."""
     return kernel(x, *args).astype(dtype, copy=False)
 
 
