@@ -363,8 +363,14 @@ def test_local_workers_reuse_heap_memory_unless_the_users_dask_config_says_other
                  quiet=True) as client:
         (env,) = client.run(_malloc_env).values()
         assert _malloc_env() == {}
-    assert env == {"MALLOC_TRIM_THRESHOLD_": str(64 * 2**20),
-                   "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
+        # a replaced worker gets them too; its nanny writes them here again, until the
+        # cluster closes (a lost worker under 'scalepca run' left them in this process,
+        # and the next cluster's 600 MiB workers ran out of memory)
+        client.restart_workers(list(client.scheduler_info()["workers"]))
+        (env_replaced,) = client.run(_malloc_env).values()
+    assert _malloc_env() == {}
+    assert env == env_replaced == {"MALLOC_TRIM_THRESHOLD_": str(64 * 2**20),
+                                   "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
     # smaller workers keep less free heap: the thresholds follow the memory limit
     with connect(n_workers=1, threads_per_worker=1, processes=True, memory_limit="640MiB",
                  quiet=True) as client:

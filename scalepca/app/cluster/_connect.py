@@ -92,6 +92,7 @@ def _distributed_client_class():
                 if cluster is not None:
                     with contextlib.suppress(Exception):
                         cluster.close()
+                    _environ_restore(getattr(cluster, "_scalepca_environ", {}))
 
     return _ClusterClient
 
@@ -195,16 +196,22 @@ def _environ_kept(names):
     """Keep these environment variables of this process as they were: a nanny writes its
     workers' environment into ``os.environ`` before it starts them (and the next nanny of any
     cluster would take those values over its Dask config), so scalepca's worker settings
-    would otherwise stay behind in the user's process."""
+    would otherwise stay behind in the user's process. Yields what they were, which
+    :func:`_environ_restore` puts back again when the cluster closes: a nanny that
+    replaces a lost worker writes them once more."""
     before = {name: os.environ.get(name) for name in names}
     try:
-        yield
+        yield before
     finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _environ_restore(before)
+
+
+def _environ_restore(before: dict) -> None:
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _unchanged(settings: dict) -> dict:
@@ -323,8 +330,8 @@ def make_cluster(config: dict | None = None, **kwargs):
         # copy (and its pre-spawn environment) to the worker process it starts
         with dask.config.set({**_monitoring(cfg), **_worker_allocator(cfg),
                               **_no_workers(cfg)}), \
-                _environ_kept(_ALLOCATOR_VARIABLES):
-            return LocalCluster(
+                _environ_kept(_ALLOCATOR_VARIABLES) as before:
+            cluster = LocalCluster(
                 n_workers=cfg["n_workers"],
                 threads_per_worker=cfg["threads_per_worker"],
                 memory_limit=cfg["memory_limit"],
@@ -333,6 +340,8 @@ def make_cluster(config: dict | None = None, **kwargs):
                 local_directory=cfg["local_directory"],
                 silence_logs=logging.ERROR,
             )
+        cluster._scalepca_environ = before
+        return cluster
     if kind == "address":
         raise ValueError("cluster kind 'address' joins an existing scheduler; it has no cluster")
     mod = _import_extra(kind)
