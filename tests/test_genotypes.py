@@ -725,6 +725,12 @@ def test_transform_plink_and_keep(sim, tmp_path, capsys):
     _, _, got_iid, V = _read_eigenvec(tmp_path / "kept.eigenvec")
     assert got_iid == list(iid[rows])
     np.testing.assert_allclose(V, fitted, atol=1e-6)
+    # a keep file naming a sample the .fam lacks: refused in the command line's words
+    (tmp_path / "bad.txt").write_text("pop0 s0\npop0 nobody\n")
+    assert main(argv + ["--out", str(tmp_path / "bad.zarr"), "--keep",
+                        str(tmp_path / "bad.txt")]) == EXIT_USER_ERROR
+    assert "--keep: the keep file" in capsys.readouterr().err
+    assert not (tmp_path / "bad.zarr").exists()
     # the files are replaced only with --overwrite
     assert main(argv + ["--out", str(tmp_path / "again.zarr")]) == EXIT_OK
     (tmp_path / "again.zarr").rename(tmp_path / "gone.zarr")
@@ -815,3 +821,35 @@ def test_bad_plink_options_refused_before_compute(
         {"path": str(zarr_data), "keep": str(keep)}, model={"standardize": False}
     )
     assert "'data.keep' apply to PLINK .bed data" in text
+
+
+def test_subset_tasks_read_only_their_samples_and_snps(sim, monkeypatch):
+    """With ``keep`` and ``exclude_ranges`` every task asks bed-reader for its own
+    samples (a slice where they are contiguous) and the kept SNPs, nothing else."""
+    path, X = sim
+    with bed_reader.open_bed(path) as bed:
+        iid, fid, chrom = bed.iid, bed.fid, bed.chromosome
+    seen = []
+    real = bed_reader.open_bed.read
+
+    def spy(self, index=None, **kw):
+        seen.append(index)
+        return real(self, index=index, **kw)
+
+    monkeypatch.setattr(bed_reader.open_bed, "read", spy)
+    keep = path.parent / "keep_tasks.txt"
+    rows = np.r_[0:20, 40:45, 47]
+    keep.write_text("".join(f"{fid[r]}\t{iid[r]}\n" for r in rows))
+    A = scalepca.open_matrix(path, dtype="float64", keep=keep, chunks={0: 20},
+                             exclude_ranges=["2", "chr5"])
+    with dask.config.set(scheduler="sync"):
+        got = A.values
+    cols = np.flatnonzero((chrom != "2") & (chrom != "5"))
+    np.testing.assert_array_equal(got, X[rows][:, cols])
+    assert len(seen) == 2
+    first = [r for r, _ in seen if isinstance(r, slice)]
+    other = [list(r) for r, _ in seen if not isinstance(r, slice)]
+    assert first == [slice(0, 20)] and other == [[40, 41, 42, 43, 44, 47]]
+    for _, c in seen:
+        np.testing.assert_array_equal(c, cols)
+
