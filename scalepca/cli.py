@@ -170,7 +170,8 @@ def cmd_transform(args) -> int:
         raise UserError(problem)
     est = load(model, storage_options=so)
     X = transform_data(est, data, variable=args.variable, sample_dims=args.sample_dims,
-                       weights=args.weights, storage_options=so)
+                       weights=args.weights, storage_options=so, keep=_abs(args.keep))
+    plink = _plink_target(args, est, out, data) if args.plink else None
     scores, attrs = transform_scores(est, X)
     if args.scheduler:
         ccfg = {"kind": "address", "address": args.scheduler}
@@ -182,8 +183,47 @@ def cmd_transform(args) -> int:
         write_array(scores, out, name="scores", storage_options=so, overwrite=args.overwrite,
                     flag="--overwrite", inputs=[("the model", model), ("the data", data)],
                     attrs=attrs)
-    print(f"written: {out}")
+        written = [out]
+        if plink is not None:
+            from .io._bed import plink_pca, write_plink_pca
+
+            vectors, values = plink_pca(est, scores)
+            fid, iid = X["fid"].values, X["sample"].values
+            written += write_plink_pca(plink, fid, iid, vectors, values,
+                                       storage_options=so)
+    for path in written:
+        print(f"written: {path}")
     return EXIT_OK
+
+
+def _plink_target(args, est, out: str, data: str) -> str:
+    """The prefix of ``transform --plink``'s files (``--out`` without ``.zarr``),
+    after what stops them is refused: data that are not a .bed, a model that does not
+    fit PLINK's PCA, the files' places."""
+    from .app.outputs import plink_file_problem, plink_files
+    from .io._bed import is_bed_path, plink_problem
+
+    if not is_bed_path(data):
+        raise UserError(
+            f"--plink writes PLINK's .eigenvec and .eigenval of a PLINK .bed; "
+            f"{data} is not one"
+        )
+    problem = plink_problem(
+        getattr(est, "standardize", None), getattr(est, "whiten", False)
+    )
+    if problem:
+        raise UserError(f"--plink: {problem}")
+    prefix = out.rstrip("/").removesuffix(".zarr")
+    for path in plink_files(prefix):
+        problem = plink_file_problem(
+            path,
+            overwrite=args.overwrite,
+            flag="--overwrite",
+            storage_options=_json_arg(args.storage_options, "--storage-options"),
+        )
+        if problem:
+            raise UserError(f"--plink: {problem}")
+    return prefix
 
 
 def cmd_pp_pca(args) -> int:
@@ -512,6 +552,12 @@ def _add_transform(sub) -> None:
     t.add_argument("--overwrite", action="store_true",
                    help="replace a scores store already at --out (only a complete scalepca "
                    "output store is ever replaced)")
+    t.add_argument("--plink", action="store_true",
+                   help="a PLINK .bed fitted with standardize genotype: also write "
+                   "OUT's .eigenvec and .eigenval (--out without .zarr) as plink2 "
+                   "--pca writes them")
+    t.add_argument("--keep", metavar="FILE", help="a PLINK .bed: only the samples of "
+                   "this keep file (FID IID per line, PLINK's --keep)")
     t.add_argument("--variable", help="array/variable inside DATA (default: the model's)")
     t.add_argument("--sample-dims", nargs="+", metavar="DIM", help="sample dimensions of N-D "
                    "xarray data (default: the model's)")

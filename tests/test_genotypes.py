@@ -4,7 +4,10 @@ PPCA's EM), save/load, the Balding–Nichols generator and bad input."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import warnings
+from pathlib import Path
 
 import dask
 import dask.array as da
@@ -472,3 +475,432 @@ def test_quiet_run_of_a_bed_prints_no_distributed_log(bed, tmp_path):
     ref = scalepca.PCA(2, standardize="genotype").fit(scalepca.open_matrix(path))
     np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_,
                                rtol=1e-5)
+
+
+# -- PLINK habits (issue 49 item 3) ----------------------------------------------------
+PLINK2 = shutil.which("plink2")
+needs_plink2 = pytest.mark.skipif(
+    PLINK2 is None,
+    reason="plink2 is not installed (apt-get install plink2; CI installs it)",
+)
+
+
+def _plink2(*args, cwd):
+    done = subprocess.run(
+        [PLINK2, *map(str, args)], cwd=cwd, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def _read_eigenvec(path):
+    lines = Path(path).read_text().splitlines()
+    rows = [line.split("\t") for line in lines[1:]]
+    return (
+        lines[0].split("\t"),
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        np.array([[float(v) for v in r[2:]] for r in rows]),
+    )
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    """``make-data --kind genotypes`` (realistic .bim), complete calls: (path, X)."""
+    out = tmp_path_factory.mktemp("sim") / "sim.bed"
+    assert (
+        main(
+            [
+                "make-data",
+                str(out),
+                "--kind",
+                "genotypes",
+                "--n-samples",
+                "150",
+                "--n-features",
+                "400",
+                "--set",
+                "n_populations=3",
+                "--set",
+                "seed=4",
+                "--no-progress",
+            ]
+        )
+        == EXIT_OK
+    )
+    X = scalepca.open_matrix(out, dtype="float64").values
+    return out, X
+
+
+def test_make_data_writes_a_realistic_bim_read_back_by_bed_reader(sim):
+    """Chromosomes 1–22 in order, in proportion to their GRCh37 lengths, positions
+    increasing within each (inside the chromosome), two distinct alleles of ACGT: as
+    bed-reader reads the .bim back (it was every SNP on chromosome 0 at position 0)."""
+    from scalepca.datasets.genotypes import GRCH37_LENGTHS
+
+    path, _ = sim
+    with bed_reader.open_bed(path) as bed:
+        chrom = bed.chromosome.astype(int)
+        pos, a1, a2 = bed.bp_position, bed.allele_1, bed.allele_2
+        assert list(bed.sid[:2]) == ["snp0", "snp1"]
+    assert list(np.unique(chrom)) == list(range(1, 23))
+    assert (np.diff(chrom) >= 0).all()
+    lengths = np.asarray(GRCH37_LENGTHS)
+    counts = np.bincount(chrom, minlength=23)[1:]
+    assert np.abs(counts - 400 * lengths / lengths.sum()).max() <= 1
+    for c in range(1, 23):
+        p = pos[chrom == c]
+        assert (np.diff(p) > 0).all() and p[0] >= 1 and p[-1] <= lengths[c - 1]
+    assert set(a1) | set(a2) <= set("ACGT") and (a1 != a2).all()
+
+
+@needs_plink2
+def test_plink2_reads_the_bim_make_data_writes(sim, tmp_path):
+    """plink2 loads the .bed set and writes the same .bim back."""
+    path, _ = sim
+    _plink2(
+        "--bfile",
+        path.with_suffix(""),
+        "--make-bed",
+        "--out",
+        tmp_path / "copy",
+        cwd=tmp_path,
+    )
+    mine = [line.split() for line in path.with_suffix(".bim").read_text().splitlines()]
+    theirs = [line.split() for line in (tmp_path / "copy.bim").read_text().splitlines()]
+    assert [[r[0], r[1], r[3], r[4], r[5]] for r in mine] == [
+        [r[0], r[1], r[3], r[4], r[5]] for r in theirs
+    ]
+
+
+def _run_plink(tmp_path, path, **data):
+    import yaml
+
+    cfg = {
+        "data": {"path": str(path), **data},
+        "model": {
+            "method": "pca",
+            "n_components": 4,
+            "standardize": "genotype",
+            "svd_solver": "covariance_eigh",
+        },
+        "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+        "output": {"store": str(tmp_path / "out"), "plink": True, "report": False},
+        "progress": False,
+    }
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+    return main(["run", str(tmp_path / "run.yaml")])
+
+
+def _plink_reference(X):
+    """PLINK's PCA by hand: the unit eigenvectors and the eigenvalues of Z Zᵀ / M."""
+    Z, _, keep = _dense_reference(X)
+    U, s, _ = np.linalg.svd(Z, full_matrices=False)
+    return U, s**2 / keep.sum()
+
+
+def test_run_writes_eigenvec_and_eigenval_in_plinks_convention(sim, tmp_path):
+    """``output.plink: true``: ``pca.eigenvec`` (``#FID IID PC1 …`` tab-separated, the
+    .fam's samples) holds the unit-length eigenvectors of the relationship matrix and
+    ``pca.eigenval`` its eigenvalues S²/M, against LAPACK's SVD of the standardised
+    genotypes."""
+    path, X = sim
+    assert _run_plink(tmp_path, path) == EXIT_OK
+    head, fid, iid, V = _read_eigenvec(tmp_path / "out" / "pca.eigenvec")
+    assert head == ["#FID", "IID", "PC1", "PC2", "PC3", "PC4"]
+    with bed_reader.open_bed(path) as bed:
+        assert fid == list(bed.fid) and iid == list(bed.iid)
+    U, ev = _plink_reference(X)
+    # run reads a .bed as float32: the fit to float32's rounding
+    np.testing.assert_allclose(_aligned(V.T, U[:, :4].T), U[:, :4].T, atol=1e-6)
+    val = np.loadtxt(tmp_path / "out" / "pca.eigenval")
+    np.testing.assert_allclose(val, ev[:4], rtol=1e-6)
+    # the same files of a float64 fit: to 1e-10
+    from scalepca.io._bed import plink_pca, write_plink_pca
+
+    A = scalepca.open_matrix(path, dtype="float64")
+    m = scalepca.PCA(4, svd_solver="covariance_eigh", standardize="genotype").fit(A)
+    files = write_plink_pca(
+        str(tmp_path / "f64"),
+        A["fid"].values,
+        A["sample"].values,
+        *plink_pca(m, m.transform(A)),
+    )
+    assert files == [str(tmp_path / "f64.eigenvec"), str(tmp_path / "f64.eigenval")]
+    V = _read_eigenvec(files[0])[3]
+    np.testing.assert_allclose(_aligned(V.T, U[:, :4].T), U[:, :4].T, atol=1e-10)
+    np.testing.assert_allclose(np.loadtxt(files[1]), ev[:4], rtol=1e-10)
+
+
+@needs_plink2
+def test_plink2_pca_equals_and_reads_scalepcas_eigenvec(sim, tmp_path):
+    """``plink2 --pca 4`` on the same .bed: the same header and FID/IID rows, the same
+    eigenvectors up to sign and the same eigenvalues (to plink2's six printed digits);
+    and plink2 reads scalepca's .eigenvec as covariates (``--covar``), values
+    unchanged."""
+    path, _ = sim
+    assert _run_plink(tmp_path, path) == EXIT_OK
+    mine = tmp_path / "out" / "pca.eigenvec"
+    _plink2(
+        "--bfile",
+        path.with_suffix(""),
+        "--pca",
+        4,
+        "--out",
+        tmp_path / "ref",
+        cwd=tmp_path,
+    )
+    head, fid, iid, V = _read_eigenvec(mine)
+    rhead, rfid, riid, R = _read_eigenvec(tmp_path / "ref.eigenvec")
+    assert (head, fid, iid) == (rhead, rfid, riid)
+    np.testing.assert_allclose(_aligned(V.T, R.T), R.T, atol=2e-6)
+    np.testing.assert_allclose(
+        np.loadtxt(tmp_path / "out" / "pca.eigenval"),
+        np.loadtxt(tmp_path / "ref.eigenval"),
+        rtol=2e-5,
+    )
+    _plink2(
+        "--bfile",
+        path.with_suffix(""),
+        "--covar",
+        mine,
+        "--write-covar",
+        "--out",
+        tmp_path / "back",
+        cwd=tmp_path,
+    )
+    chead, cfid, ciid, C = _read_eigenvec(tmp_path / "back.cov")
+    assert chead == head and (cfid, ciid) == (fid, iid)
+    np.testing.assert_allclose(C, V, rtol=1e-5)
+
+
+def _keep_file(tmp_path, rows, iid, fid):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("#FID\tIID\n" + "".join(f"{fid[r]} {iid[r]}\n" for r in rows[::-1]))
+    return keep
+
+
+MHC = "chr6:28,477,797-33,448,354"
+
+
+def test_subsets_equal_the_fit_on_the_subsetted_matrix(sim, tmp_path):
+    """``keep`` (a keep file) and ``exclude_ranges`` (the MHC and all of chromosome 22)
+    read exactly the rows and SNPs they name, and the fit equals the fit on the dense
+    matrix subsetted by hand to 1e-12 (each task reads only its samples and SNPs)."""
+    path, X = sim
+    with bed_reader.open_bed(path) as bed:
+        iid, fid = bed.iid, bed.fid
+        chrom, pos = bed.chromosome, bed.bp_position
+    rows = np.arange(0, 150, 3)
+    cols = ~(((chrom == "6") & (pos >= 28477797) & (pos <= 33448354)) | (chrom == "22"))
+    assert 0 < (~cols).sum() < 40 and ((chrom == "6") & ~cols).any()
+    keep = _keep_file(tmp_path, rows, iid, fid)
+    A = scalepca.open_matrix(
+        path, dtype="float64", keep=keep, chunks={0: 16}, exclude_ranges=[MHC, "22"]
+    )
+    assert A.shape == (len(rows), cols.sum()) and A.data.numblocks[0] == 4
+    assert list(A["sample"].values) == list(iid[rows])
+    np.testing.assert_array_equal(A.values, X[rows][:, cols])
+    m = scalepca.PCA(4, svd_solver="covariance_eigh", standardize="genotype").fit(A)
+    ref = scalepca.PCA(4, svd_solver="covariance_eigh", standardize="genotype").fit(
+        X[rows][:, cols]
+    )
+    np.testing.assert_allclose(
+        m.explained_variance_, ref.explained_variance_, rtol=1e-12
+    )
+    Z, _, kept = _dense_reference(X[rows][:, cols])  # (a SNP monomorphic in the subset)
+    assert (
+        np.isnan(m.components_[:, ~kept]).all()
+        and np.isnan(ref.components_[:, ~kept]).all()
+    )
+    np.testing.assert_allclose(
+        _aligned(m.components_[:, kept], ref.components_[:, kept]),
+        ref.components_[:, kept],
+        atol=1e-12,
+    )
+    ev, _, _ = _pca(Z, 4)
+    np.testing.assert_allclose(m.explained_variance_, ev[:4], rtol=1e-10)
+    # the config's data.keep / data.exclude_ranges: the same rows and SNPs
+    assert (
+        _run_plink(tmp_path, path, keep=str(keep), exclude_ranges=[MHC, "22"])
+        == EXIT_OK
+    )
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    # (run reads a .bed as float32: to float32's rounding)
+    np.testing.assert_allclose(
+        model.explained_variance_, ref.explained_variance_, rtol=1e-6
+    )
+    assert list(model.feature_names_in_) == list(A["snp"].values)
+    _, _, got_iid, V = _read_eigenvec(tmp_path / "out" / "pca.eigenvec")
+    assert got_iid == list(iid[rows])
+    U, _ = _plink_reference(X[rows][:, cols])
+    np.testing.assert_allclose(_aligned(V.T, U[:, :4].T), U[:, :4].T, atol=1e-6)
+
+
+def test_transform_plink_and_keep(sim, tmp_path, capsys):
+    """``transform --plink`` writes OUT's .eigenvec/.eigenval; a model fitted with
+    ``exclude_ranges`` scores the whole .bed by its SNPs' ids; ``--keep`` reads the keep
+    file's samples. The fitted samples' projection is their eigenvectors."""
+    path, X = sim
+    with bed_reader.open_bed(path) as bed:
+        iid, fid = bed.iid, bed.fid
+    rows = np.arange(1, 150, 2)
+    keep = _keep_file(tmp_path, rows, iid, fid)
+    assert _run_plink(tmp_path, path, keep=str(keep), exclude_ranges=[MHC]) == EXIT_OK
+    _, _, _, fitted = _read_eigenvec(tmp_path / "out" / "pca.eigenvec")
+    model = tmp_path / "out" / "model.zarr"
+    argv = [
+        "transform",
+        str(model),
+        str(path),
+        "--no-processes",
+        "--n-workers",
+        "1",
+        "--no-progress",
+        "--plink",
+    ]
+    assert main(argv + ["--out", str(tmp_path / "all.zarr")]) == EXIT_OK
+    assert "all.eigenvec" in capsys.readouterr().out
+    _, _, got_iid, V = _read_eigenvec(tmp_path / "all.eigenvec")
+    assert got_iid == list(iid)
+    # run's scores come from the float32 read, transform's from float64
+    np.testing.assert_allclose(V[rows], fitted, atol=1e-6)
+    val = np.loadtxt(tmp_path / "all.eigenval")
+    np.testing.assert_allclose(
+        val, np.loadtxt(tmp_path / "out" / "pca.eigenval"), rtol=1e-12
+    )
+    assert (
+        main(argv + ["--out", str(tmp_path / "kept.zarr"), "--keep", str(keep)])
+        == EXIT_OK
+    )
+    _, _, got_iid, V = _read_eigenvec(tmp_path / "kept.eigenvec")
+    assert got_iid == list(iid[rows])
+    np.testing.assert_allclose(V, fitted, atol=1e-6)
+    # a keep file naming a sample the .fam lacks: refused in the command line's words
+    (tmp_path / "bad.txt").write_text("pop0 s0\npop0 nobody\n")
+    assert main(argv + ["--out", str(tmp_path / "bad.zarr"), "--keep",
+                        str(tmp_path / "bad.txt")]) == EXIT_USER_ERROR
+    assert "--keep: the keep file" in capsys.readouterr().err
+    assert not (tmp_path / "bad.zarr").exists()
+    # the files are replaced only with --overwrite
+    assert main(argv + ["--out", str(tmp_path / "again.zarr")]) == EXIT_OK
+    (tmp_path / "again.zarr").rename(tmp_path / "gone.zarr")
+    assert main(argv + ["--out", str(tmp_path / "again.zarr")]) == EXIT_USER_ERROR
+    assert "again.eigenvec' exists; set --overwrite" in capsys.readouterr().err
+
+
+def test_bad_plink_options_refused_before_compute(
+    sim, bed, tmp_path, capsys, raise_if_dask_computes
+):
+    """A keep file naming unknown samples, a range on a chromosome the .bim lacks, a
+    malformed range and ``output.plink`` without the genotype standardisation are
+    refused by ``validate`` and ``run`` in the config's words, and by ``open_matrix`` in
+    Python's, with nothing computed."""
+    import yaml
+
+    path, _ = sim
+    keep = tmp_path / "keep.txt"
+    keep.write_text("pop0 s0\npop1 nobody\npop7 s1\n")
+    with raise_if_dask_computes():
+        with pytest.raises(
+            ValueError,
+            match=r"keep: the keep file .*keep\.txt' names 2 "
+            r"sample\(s\) the \.fam does not have "
+            r"\(pop1 nobody, pop7 s1\)",
+        ):
+            scalepca.open_matrix(path, keep=keep)
+        with pytest.raises(
+            ValueError,
+            match="exclude_ranges: '23:1-5' names chromosome 23, "
+            "which the .bim does not have",
+        ):
+            scalepca.open_matrix(path, exclude_ranges=["23:1-5"])
+        with pytest.raises(ValueError, match="'6:28-' is not a range"):
+            scalepca.open_matrix(path, exclude_ranges=["6:28-"])
+        with pytest.raises(
+            ValueError, match="keep='k.txt' applies to PLINK .bed files only"
+        ):
+            scalepca.open_matrix(np.zeros((3, 3)), keep="k.txt")
+
+    def said(data=None, model=None, output=None):
+        cfg = {
+            "data": {"path": str(path), **(data or {})},
+            "model": {
+                "method": "pca",
+                "n_components": 2,
+                "standardize": "genotype",
+                **(model or {}),
+            },
+            "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+            "output": {"store": str(tmp_path / "o"), **(output or {})},
+            "progress": False,
+        }
+        (tmp_path / "bad.yaml").write_text(yaml.safe_dump(cfg))
+        for cmd in ("validate", "run"):
+            assert main([cmd, str(tmp_path / "bad.yaml")]) == EXIT_USER_ERROR
+            out = capsys.readouterr()
+            text = out.out + out.err
+        assert not (tmp_path / "o").exists()
+        return text
+
+    assert "data.keep: the keep file" in said({"keep": str(keep)})
+    assert "data.exclude_ranges: '23:1-5' names chromosome 23" in said(
+        {"exclude_ranges": ["23:1-5"]}
+    )
+    assert (
+        "output.plink: PLINK's .eigenvec and .eigenval hold the PCA of genotypes "
+        "standardised by allele frequency"
+        in said(model={"standardize": False}, output={"plink": True})
+    )
+    zarr_data = tmp_path / "x.zarr"
+    assert (
+        main(
+            [
+                "make-data",
+                str(zarr_data),
+                "--n-samples",
+                "20",
+                "--n-features",
+                "12",
+                "--no-progress",
+            ]
+        )
+        == EXIT_OK
+    )
+    capsys.readouterr()
+    text = said(
+        {"path": str(zarr_data), "keep": str(keep)}, model={"standardize": False}
+    )
+    assert "'data.keep' apply to PLINK .bed data" in text
+
+
+def test_subset_tasks_read_only_their_samples_and_snps(sim, monkeypatch):
+    """With ``keep`` and ``exclude_ranges`` every task asks bed-reader for its own
+    samples (a slice where they are contiguous) and the kept SNPs, nothing else."""
+    path, X = sim
+    with bed_reader.open_bed(path) as bed:
+        iid, fid, chrom = bed.iid, bed.fid, bed.chromosome
+    seen = []
+    real = bed_reader.open_bed.read
+
+    def spy(self, index=None, **kw):
+        seen.append(index)
+        return real(self, index=index, **kw)
+
+    monkeypatch.setattr(bed_reader.open_bed, "read", spy)
+    keep = path.parent / "keep_tasks.txt"
+    rows = np.r_[0:20, 40:45, 47]
+    keep.write_text("".join(f"{fid[r]}\t{iid[r]}\n" for r in rows))
+    A = scalepca.open_matrix(path, dtype="float64", keep=keep, chunks={0: 20},
+                             exclude_ranges=["2", "chr5"])
+    with dask.config.set(scheduler="sync"):
+        got = A.values
+    cols = np.flatnonzero((chrom != "2") & (chrom != "5"))
+    np.testing.assert_array_equal(got, X[rows][:, cols])
+    assert len(seen) == 2
+    first = [r for r, _ in seen if isinstance(r, slice)]
+    other = [list(r) for r, _ in seen if not isinstance(r, slice)]
+    assert first == [slice(0, 20)] and other == [[40, 41, 42, 43, 44, 47]]
+    for _, c in seen:
+        np.testing.assert_array_equal(c, cols)
+

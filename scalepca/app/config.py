@@ -93,7 +93,13 @@ _DATA = {
     "use_cftime": _f((bool, _NONE)),
     "engine": _f((str, _NONE)),
     "singlecell": _f((dict, _NONE)),
+    # PLINK .bed: the samples of a keep file, the SNPs outside ranges (io._bed)
+    "keep": _f((str, _NONE)),
+    "exclude_ranges": _f((list, _NONE)),
 }
+
+#: the ``data`` keys of a PLINK .bed only (scalepca.io._bed's subsets)
+BED_KEYS = ("keep", "exclude_ranges")
 
 #: the ``data`` keys passed to xarray's open functions (scalepca.io._open_options)
 OPEN_KEYS = ("decode_times", "use_cftime", "engine")
@@ -116,6 +122,8 @@ _OUTPUT = {
     "update": _f(bool, False),
     # compression of scores / reconstruction / low_rank / sparse, from the registry only
     "codec": _f(str, DEFAULT_CODEC, choices=tuple(CODECS)),
+    # PLINK 2's pca.eigenvec and pca.eigenval next to the stores (a .bed's fit)
+    "plink": _f(bool, False),
 }
 
 _SECURITY = {
@@ -542,6 +550,7 @@ def apply_overrides(cfg, overrides) -> dict:
 #: config keys that hold local paths: relative ones are taken from the config file's folder
 PATH_KEYS = (
     ("data", "path"),
+    ("data", "keep"),
     ("output", "store"),
     ("model", "checkpoint"),
     ("model", "scratch"),

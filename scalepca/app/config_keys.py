@@ -55,6 +55,16 @@ KEY_DOCS = {
                        "column: the cells fitted, read where they lie) and ``mask_var`` (a "
                        "boolean ``var`` column: the genes fitted, after normalisation over "
                        "all; default ``highly_variable`` when present and no ``flavor``).",
+    "data.keep": "PLINK .bed: a keep file (PLINK's ``--keep`` format: ``FID IID`` "
+                 "per line, or ``IID`` alone; a .fam is one); only its samples are "
+                 "read and fitted, in the .fam's order. A sample the .fam does not "
+                 "have is refused.",
+    "data.exclude_ranges": "PLINK .bed: base-pair ranges of the .bim whose SNPs are "
+                           "left out (PLINK's ``--exclude range``), "
+                           "``CHROMOSOME:FIRST-LAST`` with both ends included, "
+                           "e.g. ``['6:28477797-33448354']`` (the MHC on "
+                           "GRCh37), or a bare ``CHROMOSOME`` for all of it. A "
+                           "chromosome the .bim does not have is refused.",
     "data.generate": "Write a synthetic dataset at ``data.path`` first, if it is absent: "
                      "``kind`` plus that generator's parameters (below).",
     "output.store": "Folder (or URL) under which the outputs are written; relative to the "
@@ -89,6 +99,13 @@ KEY_DOCS = {
     "output.codec": "Compression of the written arrays: ``lz4`` (Blosc-LZ4 with byte "
                     "shuffle, the default, chosen by measurement: see the README), "
                     "``lz4-bitshuffle``, ``zstd`` (zarr's default) or ``none``.",
+    "output.plink": "Data from a PLINK .bed, fitted with ``model.standardize: "
+                    "genotype``: also write ``pca.eigenvec`` and ``pca.eigenval`` "
+                    "under ``output.store`` in PLINK 2's format and convention "
+                    "(``#FID IID PC1 …``, tab-separated: the unit-length "
+                    "eigenvectors of the relationship matrix, i.e. the scores over "
+                    "the singular values; its eigenvalues, the squared singular "
+                    "values over the SNPs fitted), as ``plink2 --pca`` writes them.",
     "cluster.kind": "Which cluster to start or join.",
     "cluster.n_workers": "Number of workers (local: default from the machine's cores).",
     "cluster.threads_per_worker": "Threads per worker process.",

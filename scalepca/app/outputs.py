@@ -24,6 +24,56 @@ PARTS = {
 
 #: how the config says "replace earlier outputs"
 FLAG = "output.overwrite: true"
+#: ``output.plink``'s files under ``output.store``: this prefix and PLINK's endings
+PLINK_PREFIX = "pca"
+
+
+def plink_files(prefix: str) -> list[str]:
+    """The ``.eigenvec`` and ``.eigenval`` paths of ``prefix`` (as ``plink2 --out``)."""
+    from ..io._bed import PLINK_ENDINGS
+
+    return [prefix + end for end in PLINK_ENDINGS]
+
+
+def plink_file_problem(path: str, *, overwrite: bool, flag: str,
+                       storage_options=None) -> str | None:
+    """Why a PLINK text file cannot be written at ``path``: a folder there, or a file
+    that ``overwrite`` does not allow to replace (said with ``flag``); None if it
+    can."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if fs.isdir(root):
+        return f"{path!r} is a folder; scalepca never replaces it with a PLINK file"
+    if fs.exists(root) and not overwrite:
+        return f"{path!r} exists; set {flag} to replace it"
+    return None
+
+
+def _plink_problems(cfg: dict) -> list[str]:
+    """What stops ``output.plink``: data that are not a .bed, a model that does not fit
+    PLINK's PCA, an update, or the files' places."""
+    from ..io._bed import plink_problem
+    from ..preprocessing._open import data_kind
+
+    out, dcfg, params = cfg["output"], cfg["data"], cfg["model"]["params"]
+    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
+                     storage_options=dcfg.get("storage_options"))
+    if kind != "bed":
+        return ["output.plink writes PLINK's .eigenvec and .eigenval of a PLINK .bed; "
+                f"data.path {dcfg['path']!r} is not one"]
+    problem = plink_problem(params.get("standardize"), params.get("whiten"))
+    if problem:
+        problem = problem.replace("standardize=", "model.standardize: ")
+        return [f"output.plink: {problem}"]
+    if out.get("update"):
+        return ["output.plink is not written by an update (run --update); run "
+                "without it"]
+    prefix = f"{out['store'].rstrip('/')}/{PLINK_PREFIX}"
+    found = (plink_file_problem(path, overwrite=out.get("overwrite", True), flag=FLAG,
+                                storage_options=out.get("storage_options"))
+             for path in plink_files(prefix))
+    return [f"output.plink: {problem}" for problem in found if problem]
 
 
 def run_outputs(out: dict) -> list[tuple[str, str, str]]:
@@ -59,6 +109,8 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
                                       storage_options=so, flag=FLAG)
                 except (ValueError, FileExistsError) as err:
                     problems.append(str(err))
+        if out.get("plink"):
+            problems += _plink_problems(cfg)
     params = cfg["model"]["params"]
     for name in ("checkpoint", "scratch"):
         value = params.get(name)

@@ -124,6 +124,7 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False,
     ``fit_steps=False`` (``validate``): ``data.singlecell``'s steps are not fitted, so nothing
     is read; the matrix then has the shape and kind the fit will see, not its values."""
     from ..io import open_zarr_node
+    from ..io._bed import BedOptionError
     from ..io._coalesce import TASK_SIZE, open_zarr
     from ..io._fs import check_complete
     from ..io._open_options import OpenOptionError, TimeDecodeError
@@ -136,6 +137,7 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False,
         generate_data(dcfg["generate"], path, storage_options=so, quiet=quiet)
     chunks = dcfg.get("chunks")
     opts = open_options(dcfg)
+    bed = bed_options(dcfg)
     if _is_anndata(dcfg):
         if opts:
             raise UserError(f"{', '.join(repr('data.' + k) for k in opts)} apply to stores read "
@@ -189,7 +191,10 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False,
                            chunks={0: chunks} if isinstance(chunks, int) else None,
                            sample_dims=dcfg.get("sample_dims"),
                            feature_dims=dcfg.get("feature_dims"), weights=dcfg.get("weights"),
-                           task_size=dcfg.get("task_size", TASK_SIZE), open_options=opts)
+                           task_size=dcfg.get("task_size", TASK_SIZE),
+                           open_options=opts, **bed)
+    except BedOptionError as err:
+        raise UserError(f"data.{err.key}: {err.detail}") from None
     except WeightsError as err:
         raise UserError(f"'data.weights' {err.detail}") from None
     except TimeDecodeError as err:
@@ -218,6 +223,22 @@ def open_options(dcfg: dict) -> dict | None:
         raise UserError(str(err)) from None
 
 
+def bed_options(dcfg: dict) -> dict:
+    """The PLINK .bed subsets the ``data`` section sets (``keep``, ``exclude_ranges``),
+    refused in the config's words for data that are not a .bed."""
+    from ..preprocessing._open import data_kind
+    from .config import BED_KEYS
+
+    given = {k: dcfg[k] for k in BED_KEYS if dcfg.get(k) is not None}
+    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
+                     storage_options=dcfg.get("storage_options")) if given else None
+    if given and kind != "bed":
+        keys = ", ".join(repr("data." + k) for k in given)
+        raise UserError(f"{keys} apply to PLINK .bed data; data.path "
+                        f"{dcfg['path']!r} is not a .bed file")
+    return given
+
+
 def time_decode_problem(err) -> str:
     """The sentence of a :class:`~scalepca.io._open_options.TimeDecodeError` in the config's
     words."""
@@ -235,7 +256,7 @@ def _is_anndata(dcfg: dict) -> bool:
 
 
 def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=None,
-                   storage_options=None):
+                   storage_options=None, keep=None):
     """The data of ``scalepca transform`` as ``est`` takes them.
 
     A model fitted on xarray data (``open_matrix`` / a ``run`` config) keeps its variable,
@@ -243,6 +264,9 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     (checking the grid). The options need not be repeated; given ones must agree with the
     model. A model fitted on a bare array gets the array (with ``--weights`` if given). An
     MCA model gets the pair of its two fields, read from ``path`` by the variables it records.
+    A PLINK .bed gives the samples of ``keep`` (``--keep``, a keep file; default all)
+    and the SNPs the model was fitted on, by their .bim ids (a fit with
+    ``data.exclude_ranges`` scores a whole .bed).
     """
     from ..preprocessing import open_matrix
     from ..preprocessing._open import open_dataset
@@ -260,10 +284,17 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
                                 ("--weights", weights)) if v is not None]
         if given:
             raise UserError(f"{' and '.join(given)} do not apply to a PLINK .bed file")
+        from ..io._bed import BedOptionError
+
         try:  # float64: the scores of exact allele counts in float64
-            return open_matrix(path, dtype="float64")
+            X = open_matrix(path, dtype="float64", keep=keep)
+        except BedOptionError as err:
+            raise UserError(f"--{err.key}: {err.detail}") from None
         except (FileNotFoundError, ValueError) as err:
             raise UserError(str(err)) from None
+        return _model_snps(est, X, path)
+    if keep is not None:
+        raise UserError(f"--keep applies to PLINK .bed data; {path!r} is not a .bed")
     if prep is not None and prep.dims == ("obs", "var"):  # fitted on AnnData: its matrix again
         from ..io._anndata import is_anndata
 
@@ -309,6 +340,27 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
         if diff:
             raise UserError(f"--weights {weights}: the data would be {'; '.join(diff)}")
     return raw
+
+
+def _model_snps(est, X, path: str):
+    """The SNPs of the .bed ``X`` the model ``est`` was fitted on, by id, when they are
+    some of the .bed's (a fit on a subset); ``X`` itself otherwise (the model's own
+    check then names any difference)."""
+    import numpy as np
+
+    from ..preprocessing import open_matrix
+
+    names = getattr(est, "feature_names_in_", None)
+    if names is None or len(names) == X.shape[1] and (X["snp"].values == names).all():
+        return X
+    have = set(X["snp"].values.tolist())
+    absent = [n for n in names.tolist() if n not in have]
+    if absent:
+        more = " …" if len(absent) > 3 else ""
+        raise UserError(f"{path} lacks {len(absent)} of the model's {len(names)} SNPs "
+                        f"({', '.join(absent[:3])}{more})")
+    # described again: the model checks the SNPs it scores against the fitted ones
+    return open_matrix(X.sel(snp=np.asarray(names)).drop_attrs())
 
 
 def _fields_data(est, path, variable, sample_dims, weights, storage_options) -> list:
@@ -404,7 +456,7 @@ def write_outputs(est, X, out: dict) -> list[str]:
             save_estimator(est, path("model"), storage_options=so, **replace)
         written.append(path("model"))
     scores = None
-    if (out["scores"] or out["reconstruction"]) and not own:
+    if (out["scores"] or out["reconstruction"] or out.get("plink")) and not own:
         if not hasattr(est, "transform"):
             raise UserError(f"{type(est).__name__} has no transform; set output.scores: false")
         scores = est.transform(X)
@@ -426,6 +478,14 @@ def write_outputs(est, X, out: dict) -> list[str]:
             write_array(value, path(part), name=part, storage_options=so, codec=codec,
                         **replace)
             written.append(path(part))
+    if out.get("plink"):  # PLINK 2's --pca files (output_problems checked the model)
+        from ..io._bed import plink_pca, write_plink_pca
+        from .outputs import PLINK_PREFIX
+
+        vectors, values = plink_pca(est, scores)
+        fid, iid = X["fid"].values, X["sample"].values
+        written += write_plink_pca(f"{root}/{PLINK_PREFIX}", fid, iid, vectors, values,
+                                   storage_options=so)
     return written
 
 

@@ -7,6 +7,11 @@ each of ``K`` populations, drifted from the ancestor by ``F`` (F_ST), has its ow
 PLINK missing code in the file) with probability ``missing``. The populations are the family
 ids of the ``.fam`` (``pop0`` … ``pop{K-1}``), so a fit can be checked against them.
 
+The ``.bim`` is a realistic map: the SNPs spread over the autosomes 1–22 in proportion
+to their lengths on GRCh37, at increasing base-pair positions (one SNP in each equal
+stretch of its chromosome) with two distinct alleles of A, C, G, T, so that range
+subsets (``exclude_ranges``) and PLINK's per-chromosome steps work on it.
+
 Every block of SNPs is drawn from its own seed (``SeedSequence([seed, tag, block])``): the
 data do not depend on the block order or the workers. :func:`write_bed` writes the file
 block of SNPs by block of SNPs with bed-reader's ``create_bed`` (never the whole matrix in
@@ -25,6 +30,13 @@ import numpy as np
 
 #: seed tag (distinct from those of :mod:`scalepca.datasets`)
 _TAG_SNPS = 41
+#: seed tag of the .bim (positions and alleles)
+_TAG_BIM = 42
+#: lengths of the autosomes 1–22 on GRCh37 (base pairs, from the assembly's report)
+GRCH37_LENGTHS = (249250621, 243199373, 198022430, 191154276, 180915260, 171115067,
+                  159138663, 146364022, 141213431, 135534747, 135006516, 133851895,
+                  115169878, 107349540, 102531392, 90354753, 81195210, 78077248,
+                  59128983, 63025520, 48129895, 51304566)
 #: the PLINK missing code of int8 genotypes in bed-reader
 MISSING_INT8 = -127
 
@@ -39,6 +51,11 @@ class GenotypeMatrix:
 
     data: da.Array  # int8 (missing -127) or float (missing NaN)
     populations: np.ndarray  # int, one per sample
+    seed: int = 0  # of the .bim's positions and alleles
+
+    def bim(self) -> dict:
+        """The .bim's columns (bed-reader's properties): :func:`snp_map` of the SNPs."""
+        return snp_map(self.shape[1], seed=self.seed)
 
     @property
     def shape(self) -> tuple:
@@ -82,6 +99,32 @@ def _snp_block(block_info=None, *, populations, n_populations, fst, missing, see
     return out
 
 
+def snp_map(n_snps: int, *, seed: int = 0) -> dict:
+    """A realistic .bim for ``n_snps`` SNPs (see the module), as bed-reader's
+    properties: ``sid`` (``snp0`` …), ``chromosome`` (``"1"`` … ``"22"``),
+    ``bp_position`` (increasing within each chromosome), ``allele_1`` and ``allele_2``
+    (distinct bases)."""
+    lengths = np.asarray(GRCH37_LENGTHS, dtype=np.int64)
+    edges = np.round(np.cumsum(lengths) / lengths.sum() * n_snps).astype(np.int64)
+    counts = np.diff(np.r_[0, edges])
+    chrom = np.repeat(np.arange(1, 23), counts)
+    rng = _rng(seed, _TAG_BIM)
+    # the i-th of c SNPs lies in the i-th of c equal stretches: strictly increasing
+    within = np.concatenate([np.arange(c) for c in counts])
+    stretch = lengths[chrom - 1] / counts[chrom - 1]
+    position = np.floor((within + rng.random(n_snps)) * stretch).astype(np.int64) + 1
+    bases = np.array(list("ACGT"))
+    a1 = rng.integers(0, 4, size=n_snps)
+    a2 = (a1 + rng.integers(1, 4, size=n_snps)) % 4
+    return {
+        "sid": [f"snp{j}" for j in range(n_snps)],
+        "chromosome": chrom.astype(str),
+        "bp_position": position,
+        "allele_1": bases[a1],
+        "allele_2": bases[a2],
+    }
+
+
 def make_genotypes(n_samples: int, n_features: int = 1000, *, n_populations: int = 3,
                    fst: float = 0.1, missing: float = 0.0, seed: int = 0,
                    chunk_snps: int = 1000, dtype="float32") -> GenotypeMatrix:
@@ -112,7 +155,7 @@ def make_genotypes(n_samples: int, n_features: int = 1000, *, n_populations: int
                          meta=np.empty((0, 0), dtype=dtype), populations=pops,
                          n_populations=int(n_populations), fst=float(fst),
                          missing=float(missing), seed=int(seed), out_dtype=dtype)
-    return GenotypeMatrix(data, pops)
+    return GenotypeMatrix(data, pops, int(seed))
 
 
 def _first_bytes(path: Path, n: int) -> bytes:
@@ -153,8 +196,7 @@ def write_bed(data: GenotypeMatrix, path, *, overwrite: bool = False,
     target = check_bed_target(path, overwrite=overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
     n, d = data.shape
-    props = {"fid": data.fid(), "iid": [f"s{i}" for i in range(n)],
-             "sid": [f"snp{j}" for j in range(d)]}
+    props = {"fid": data.fid(), "iid": [f"s{i}" for i in range(n)], **data.bim()}
     blocks = data.data.to_delayed()[0]
     with create_bed(target, iid_count=n, sid_count=d, properties=props) as bed:
         for start in range(0, len(blocks), blocks_at_once):

@@ -107,13 +107,22 @@ def check_bed(path) -> tuple[int, int]:
     return n, d
 
 
-def _read_block(block_info=None, *, path: str, n: int, d: int, out_dtype):
-    """One block of genotypes by a ranged read (missing calls NaN)."""
+def _read_block(rows, *, path: str, n: int, d: int, snps, out_dtype):
+    """One block of genotypes by a ranged read of its samples ``rows`` (a column of .fam
+    indices) and the SNPs ``snps`` (runs ``(start, stop)`` of .bim indices; missing
+    calls NaN)."""
     import bed_reader
 
-    (r0, r1), (c0, c1) = block_info[None]["array-location"]
+    rows = rows[:, 0]
+    if rows.size and rows[-1] - rows[0] == rows.size - 1:  # contiguous: a slice
+        rows = np.s_[int(rows[0]) : int(rows[-1]) + 1]
+    cols = (
+        np.s_[snps[0][0] : snps[0][1]]
+        if len(snps) == 1
+        else np.concatenate([np.arange(a, b) for a, b in snps])
+    )
     with bed_reader.open_bed(path, iid_count=n, sid_count=d, num_threads=1) as bed:
-        return bed.read(index=np.s_[r0:r1, c0:c1], dtype=out_dtype, order="C", num_threads=1)
+        return bed.read(index=(rows, cols), dtype=out_dtype, order="C", num_threads=1)
 
 
 def bed_chunks(n: int, d: int, itemsize: int, rows=None,
@@ -127,16 +136,161 @@ def bed_chunks(n: int, d: int, itemsize: int, rows=None,
     return da.core.normalize_chunks((rows, -1), (n, d))
 
 
-def open_bed_matrix(path, *, rows=None, dtype="float32",
-                    task_size: int | None = DEFAULT_TASK_BYTES) -> xr.DataArray:
+class BedOptionError(ValueError):
+    """A sample or SNP subset of a .bed that cannot be taken: ``key`` (the option,
+    ``keep`` or ``exclude_ranges``) and ``detail`` (the rest of the sentence), so that
+    an application names the option in its own words."""
+
+    def __init__(self, key: str, detail: str):
+        self.key, self.detail = key, detail
+        super().__init__(f"{key}: {detail}")
+
+
+def _listed(items, most: int = 3) -> str:
+    items = list(items)
+    more = f" and {len(items) - most} more" if len(items) > most else ""
+    return ", ".join(items[:most]) + more
+
+
+def keep_mask(keep, fid: np.ndarray, iid: np.ndarray) -> np.ndarray:
+    """The samples of the .fam (``fid``, ``iid``) that the keep file ``keep`` names, as
+    PLINK's ``--keep`` reads it: one sample a line, ``FID IID`` (more columns ignored,
+    so a .fam is a keep file too) or ``IID`` alone; lines starting with ``#`` are
+    headers. The samples keep the .fam's order. ``BedOptionError`` for a missing file,
+    one naming no sample, or samples the .fam does not have."""
+    if not isinstance(keep, (str, os.PathLike)):
+        raise BedOptionError(
+            "keep",
+            f"expected the path of a keep file (FID IID per line), "
+            f"got {type(keep).__name__}",
+        )
+    where = os.fspath(keep)
+    try:
+        with open(where) as f:
+            lines = [line.split() for line in f if line.strip() and line[0] != "#"]
+    except OSError as err:
+        raise BedOptionError(
+            "keep", f"cannot read the keep file {where!r} ({err.strerror or err})"
+        ) from None
+    if not lines:
+        raise BedOptionError("keep", f"the keep file {where!r} names no sample")
+    known = set(zip(fid.tolist(), iid.tolist(), strict=True))
+    known_iid = set(iid.tolist())
+    pairs, iids, unknown = set(), set(), []
+    for tokens in lines:
+        if len(tokens) == 1:
+            iids.add(tokens[0])
+            if tokens[0] not in known_iid:
+                unknown.append(tokens[0])
+        else:
+            pairs.add((tokens[0], tokens[1]))
+            if (tokens[0], tokens[1]) not in known:
+                unknown.append(f"{tokens[0]} {tokens[1]}")
+    if unknown:
+        raise BedOptionError(
+            "keep",
+            f"the keep file {where!r} names {len(unknown)} sample(s) "
+            f"the .fam does not have ({_listed(unknown)})",
+        )
+    return np.array(
+        [
+            (f, i) in pairs or i in iids
+            for f, i in zip(fid.tolist(), iid.tolist(), strict=True)
+        ],
+        dtype=bool,
+    )
+
+
+def _chromosome(code) -> str:
+    """A chromosome code as the .bim and a range compare it (``chr6`` is ``6``)."""
+    code = str(code).strip()
+    return code[3:] if code.lower().startswith("chr") else code
+
+
+def parse_range(text) -> tuple[str, int, int]:
+    """``(chromosome, first, last)`` of a range ``"6:28,477,797-33,448,354"`` (base
+    pairs, both ends included, as PLINK's ``--exclude range``) or ``"6"`` (the whole
+    chromosome)."""
+    import re
+
+    found = (
+        re.fullmatch(r"\s*([^:\s]+)\s*(?::\s*([\d,]+)\s*-\s*([\d,]+))?\s*", str(text))
+        if isinstance(text, str)
+        else None
+    )
+    if found is None:
+        raise BedOptionError(
+            "exclude_ranges",
+            f"{text!r} is not a range: give "
+            "'CHROMOSOME:FIRST-LAST' (base pairs, e.g. "
+            "'6:28477797-33448354') or 'CHROMOSOME'",
+        )
+    chrom, first, last = found.groups()
+    if first is None:
+        return _chromosome(chrom), 0, np.iinfo(np.int64).max
+    first, last = int(first.replace(",", "")), int(last.replace(",", ""))
+    if first > last:
+        raise BedOptionError("exclude_ranges", f"{text!r} ends before it starts")
+    return _chromosome(chrom), first, last
+
+
+def range_mask(ranges, chromosome: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """The SNPs of the .bim (``chromosome``, ``position``) outside every range of
+    ``ranges`` (see :func:`parse_range`); ``BedOptionError`` for a range on a chromosome
+    the .bim does not have, or ranges that leave no SNP."""
+    if isinstance(ranges, str) or not isinstance(ranges, (list, tuple)):
+        raise BedOptionError(
+            "exclude_ranges",
+            f"expected a list of ranges such as "
+            f"['6:28477797-33448354'], got {ranges!r}",
+        )
+    chroms = np.array([_chromosome(c) for c in chromosome.tolist()], dtype=object)
+    have = list(dict.fromkeys(chroms.tolist()))
+    keep = np.ones(len(chroms), dtype=bool)
+    for text in ranges:
+        chrom, first, last = parse_range(text)
+        if chrom not in have:
+            raise BedOptionError(
+                "exclude_ranges",
+                f"{text!r} names chromosome {chrom}, which "
+                f"the .bim does not have (it has "
+                f"{_listed(have, 25)})",
+            )
+        keep &= ~((chroms == chrom) & (position >= first) & (position <= last))
+    if not keep.any():
+        raise BedOptionError(
+            "exclude_ranges", "the ranges exclude every SNP of the .bim"
+        )
+    return keep
+
+
+def _runs(mask: np.ndarray) -> tuple:
+    """``((start, stop), ...)`` of the runs of True in ``mask``: a few for excluded
+    ranges, so every task's graph stays small."""
+    edges = np.flatnonzero(np.diff(np.r_[0, mask.astype(np.int8), 0]))
+    return tuple(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
+
+
+def open_bed_matrix(
+    path,
+    *,
+    rows=None,
+    dtype="float32",
+    task_size: int | None = DEFAULT_TASK_BYTES,
+    keep=None,
+    exclude_ranges=None,
+) -> xr.DataArray:
     """The genotypes at ``path`` as a lazy (sample × SNP) DataArray of allele counts.
 
     ``rows``: samples per block (default: about ``task_size`` bytes of floats per block).
     ``dtype``: float32 (default) or float64; missing calls are NaN. The ``sample``
     coordinate holds the .fam sample ids (``fid`` the family ids), ``snp`` the .bim SNP ids.
-    Reads the .fam and .bim (small text) on the client and nothing of the .bed but its first
-    three bytes.
-    """
+    ``keep``: a keep file (PLINK's ``--keep``: ``FID IID`` per line, or a .fam): only
+    its samples are read (:func:`keep_mask`). ``exclude_ranges``: base-pair ranges of
+    the .bim whose SNPs are left out, e.g. ``["6:28477797-33448354"]`` (the MHC on
+    GRCh37), or whole chromosomes (:func:`range_mask`). Each task reads only its samples
+    and SNPs. Reads the .fam and .bim (small text) on the client and nothing of the .bed
+    but its first three bytes."""
     bed_reader = _require_bed_reader()
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
@@ -146,16 +300,125 @@ def open_bed_matrix(path, *, rows=None, dtype="float32",
     spath = os.path.abspath(os.fspath(path))
     with (_root_logger_kept(),
           bed_reader.open_bed(spath, iid_count=n, sid_count=d) as bed):
-        iid, fid, sid = bed.iid, bed.fid, bed.sid
+        iid, fid, sid = (np.asarray(a, dtype=str) for a in (bed.iid, bed.fid, bed.sid))
+        snps = np.ones(d, dtype=bool)
+        if exclude_ranges is not None:
+            snps = range_mask(exclude_ranges, bed.chromosome, bed.bp_position)
+    samples = (
+        np.arange(n) if keep is None else np.flatnonzero(keep_mask(keep, fid, iid))
+    )
     from ._coalesce import _task_bytes
 
-    blocks = bed_chunks(n, d, dtype.itemsize, rows,
-                        _task_bytes(task_size) or DEFAULT_TASK_BYTES)
-    token = da.core.tokenize(spath, os.stat(spath).st_mtime_ns, blocks, dtype)
-    arr = da.map_blocks(_read_block, chunks=blocks, dtype=dtype,
-                        meta=np.empty((0, 0), dtype=dtype), path=spath, n=n, d=d,
-                        out_dtype=dtype, name=f"read-bed-{token}")
-    return xr.DataArray(arr, dims=(SAMPLE_DIM, SNP_DIM), name="genotypes",
-                        coords={SAMPLE_DIM: np.asarray(iid, dtype=str),
-                                "fid": (SAMPLE_DIM, np.asarray(fid, dtype=str)),
-                                SNP_DIM: np.asarray(sid, dtype=str)})
+    blocks = bed_chunks(
+        len(samples),
+        int(snps.sum()),
+        dtype.itemsize,
+        rows,
+        _task_bytes(task_size) or DEFAULT_TASK_BYTES,
+    )
+    runs = _runs(snps)
+    token = da.core.tokenize(
+        spath, os.stat(spath).st_mtime_ns, blocks, dtype, samples, runs
+    )
+    at = da.from_array(
+        samples[:, None], chunks=(blocks[0], 1), name=f"bed-rows-{token}"
+    )
+    arr = da.map_blocks(
+        _read_block,
+        at,
+        chunks=blocks,
+        dtype=dtype,
+        meta=np.empty((0, 0), dtype=dtype),
+        path=spath,
+        n=n,
+        d=d,
+        snps=runs,
+        out_dtype=dtype,
+        name=f"read-bed-{token}",
+    )
+    return xr.DataArray(
+        arr,
+        dims=(SAMPLE_DIM, SNP_DIM),
+        name="genotypes",
+        coords={
+            SAMPLE_DIM: iid[samples],
+            "fid": (SAMPLE_DIM, fid[samples]),
+            SNP_DIM: sid[snps],
+        },
+    )
+
+
+# -- PLINK 2's --pca files -------------------------------------------------------------
+#: the endings of the two files, as ``plink2 --pca`` writes them after ``--out``
+PLINK_ENDINGS = (".eigenvec", ".eigenval")
+
+
+def plink_problem(standardize, whiten) -> str | None:
+    """Why a model's scores cannot be written as PLINK's ``.eigenvec``/``.eigenval``, or
+    None.
+
+    PLINK's PCA is the eigen-decomposition of the genomic relationship matrix of the
+    genotypes standardised by allele frequency: only ``standardize="genotype"`` fits the
+    same matrix, and whitened scores are not its eigenvectors."""
+    if standardize != "genotype":
+        return (
+            "PLINK's .eigenvec and .eigenval hold the PCA of genotypes standardised by "
+            f"allele frequency; the model has standardize={standardize!r}, not "
+            "'genotype'"
+        )
+    if whiten:
+        return "whitened scores are not PLINK's eigenvectors; fit without whiten"
+    return None
+
+
+def plink_pca(est, scores):
+    """``(eigenvectors, eigenvalues)`` in PLINK 2's convention from a model fitted with
+    ``standardize="genotype"`` and its (lazy) ``scores``.
+
+    ``plink2 --pca`` writes the unit-length eigenvectors of the relationship matrix ``Z
+    Zᵀ / M`` (``Z`` the n × M standardised genotypes of its M SNPs) and its eigenvalues:
+    with ``Z = U S Vᵀ``, ``U`` and ``S² / M``. The model's scores are ``Z V = U S``, so
+    the eigenvectors are the scores over the singular values and the eigenvalues the
+    squared singular values over the SNPs fitted (those left out, monomorphic or
+    uncalled, not counted). Scores of new samples are divided by the same singular
+    values: their projection in the fitted samples' units."""
+    problem = plink_problem(
+        getattr(est, "standardize", None), getattr(est, "whiten", False)
+    )
+    if problem:
+        raise ValueError(problem)
+    s = np.asarray(est.singular_values_, dtype=np.float64)
+    used = int(np.isfinite(np.asarray(est.components_)[0]).sum())
+    return scores / s, s**2 / used
+
+
+def write_plink_pca(
+    prefix: str, fid, iid, vectors, values, *, storage_options=None
+) -> list[str]:
+    """Write ``prefix.eigenvec`` (the header ``#FID IID PC1 …``, then one sample a line,
+    tab-separated, as ``plink2 --pca`` writes it for a .fam) and ``prefix.eigenval``
+    (one eigenvalue a line). ``vectors``: a lazy (sample × k) array, computed one row
+    block at a time; ``fid``/``iid`` the samples' ids. Returns the two paths."""
+    import dask
+    import fsspec
+
+    so = storage_options or {}
+    vec, val = (prefix + end for end in PLINK_ENDINGS)
+    data = vectors.data if hasattr(vectors, "dims") else vectors
+    data = data if isinstance(data, da.Array) else da.from_array(np.asarray(data))
+    data = data.rechunk({1: -1})
+    k = data.shape[1]
+    fid, iid = np.asarray(fid, dtype=str), np.asarray(iid, dtype=str)
+    with fsspec.open(vec, "w", **so) as f:
+        f.write("\t".join(["#FID", "IID", *(f"PC{i + 1}" for i in range(k))]) + "\n")
+        start = 0
+        for block in data.to_delayed()[:, 0]:
+            (rows,) = dask.compute(block)
+            for r, row in enumerate(np.asarray(rows, dtype=np.float64), start):
+                f.write(
+                    f"{fid[r]}\t{iid[r]}\t" + "\t".join(map(repr, row.tolist())) + "\n"
+                )
+            start += len(rows)
+    with fsspec.open(val, "w", **so) as f:
+        f.write("".join(f"{float(v)!r}\n" for v in np.ravel(values)))
+    return [vec, val]

@@ -157,7 +157,8 @@ def open_dataset(path, *, storage_options: dict | None = None, format: str | Non
 def open_matrix(source, *, variable: str | None = None, storage_options: dict | None = None,
                 chunks=None, sample_dims=None, feature_dims=None, weights=None,
                 layer: str | None = None, format: str | None = None, task_size=TASK_SIZE,
-                open_options: dict | None = None, dtype=None):
+                open_options: dict | None = None, dtype=None, keep=None,
+                exclude_ranges=None):
     """Open ``source`` as a lazy (sample × feature) matrix, reading metadata only.
 
     Parameters
@@ -194,6 +195,16 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     dtype : {"float32", "float64"}, optional
         For a PLINK ``.bed``: the float type the allele counts are read as (default float32;
         missing calls are NaN). Other sources keep their dtype.
+    keep : str or path, optional
+        For a PLINK ``.bed``: a keep file (PLINK's ``--keep`` format, ``FID IID`` per
+        line, or a .fam); only its samples are read, in the .fam's order. Unknown
+        samples are refused.
+    exclude_ranges : list of str, optional
+        For a PLINK ``.bed``: base-pair ranges of the .bim whose SNPs are left out
+        (PLINK's ``--exclude range``), ``"CHROMOSOME:FIRST-LAST"`` with both ends
+        included, e.g. ``["6:28477797-33448354"]`` (the MHC on GRCh37), or
+        ``"CHROMOSOME"`` for a whole chromosome. A chromosome the .bim does not have is
+        refused.
 
     Returns
     -------
@@ -211,10 +222,11 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
     """
     kind = _checked_kind(source, format, storage_options, task_size, open_options)
     path = source if isinstance(source, (str, os.PathLike)) else None
-    if kind == "bed" or dtype is not None:
+    bed = {"dtype": dtype, "keep": keep, "exclude_ranges": exclude_ranges}
+    if kind == "bed" or any(v is not None for v in bed.values()):
         return _bed_matrix(kind, path, variable=variable, sample_dims=sample_dims,
                            feature_dims=feature_dims, weights=weights, layer=layer,
-                           chunks=chunks, dtype=dtype, task_size=task_size)
+                           chunks=chunks, task_size=task_size, **bed)
     if kind == "anndata" or _anndata_object(source):
         _refuse_for_anndata(variable, sample_dims, feature_dims, weights)
         return _anndata_matrix(source, layer, chunks, storage_options)
@@ -244,12 +256,16 @@ def _anndata_matrix(source, layer, chunks, storage_options):
                                           storage_options=storage_options))
 
 
-def _bed_matrix(kind, path, *, dtype, **options):
-    """The matrix of a PLINK ``.bed`` (``kind == "bed"``); ``dtype`` is refused for others."""
+def _bed_matrix(kind, path, *, dtype, keep, exclude_ranges, **options):
+    """The matrix of a PLINK ``.bed`` (``kind == "bed"``); ``dtype``, ``keep`` and
+    ``exclude_ranges`` are refused for others."""
     if kind != "bed":
-        raise ValueError(f"dtype={dtype!r} applies to PLINK .bed files only (other sources "
-                         "keep their dtype)")
-    return _open_bed(path, dtype=dtype, **options)
+        given = {"dtype": dtype, "keep": keep, "exclude_ranges": exclude_ranges}
+        name, value = next((k, v) for k, v in given.items() if v is not None)
+        why = " (other sources keep their dtype)" if name == "dtype" else ""
+        raise ValueError(f"{name}={value!r} applies to PLINK .bed files only{why}")
+    return _open_bed(path, dtype=dtype, keep=keep, exclude_ranges=exclude_ranges,
+                     **options)
 
 
 def _checked_kind(source, format, storage_options, task_size, open_options) -> str | None:
@@ -371,7 +387,7 @@ def _array_matrix(source, chunks, weights, task_size):
 
 
 def _open_bed(path, *, variable, sample_dims, feature_dims, weights, layer, chunks, dtype,
-              task_size):
+              task_size, keep=None, exclude_ranges=None):
     """A PLINK .bed as the (sample × SNP) matrix (see :mod:`scalepca.io._bed`)."""
     from ..io._bed import open_bed_matrix
 
@@ -387,7 +403,8 @@ def _open_bed(path, *, variable, sample_dims, feature_dims, weights, layer, chun
     if path is not None and _is_url(os.fspath(path)):
         raise ValueError(f"{os.fspath(path)!r}: PLINK .bed files are read from local paths")
     arr = open_bed_matrix(os.fspath(path), rows=_array_rows(chunks),
-                          dtype="float32" if dtype is None else dtype, task_size=task_size)
+                          dtype="float32" if dtype is None else dtype,
+                          task_size=task_size, keep=keep, exclude_ranges=exclude_ranges)
     return _dataarray_matrix(arr)
 
 
