@@ -460,10 +460,11 @@ def test_pass_count_and_config_entry(monkeypatch):
     est = scalepca.RobustPCA(random_state=0, n_power_iter=2).fit(L0 + S0)
     # 1 statistics pass, 2 + 2·4 for ‖M‖₂, one A Ω before the first SVD, then per iteration
     # the SVD's passes — 1 for Aᵀ Q, 2 per power iteration (at least n_power_iter), 2 per
-    # growth — and 1 update pass (which also computes the next A Ω)
+    # growth, 1 more for a growth from AᵀA — and 1 update pass (which also computes the
+    # next A Ω)
     assert len(svds) == est.n_iter_ and all(r.n_power >= 2 for r in svds)
-    assert est.n_passes_ == 1 + 10 + 1 + sum(1 + 2 * r.n_power + 2 * r.n_restarts + 1
-                                             for r in svds)
+    assert est.n_passes_ == 1 + 10 + 1 + sum(
+        1 + 2 * r.n_power + 2 * r.n_restarts + r.n_gram + 1 for r in svds)
     # svd_tol=None: the fixed 2q + 1 SVD passes
     fixed = scalepca.RobustPCA(random_state=0, n_power_iter=2, svd_tol=None).fit(L0 + S0)
     assert fixed.n_passes_ == 1 + 10 + 1 + fixed.n_iter_ * (2 * 2 + 1 + 1)
@@ -757,10 +758,11 @@ def test_default_reaches_the_exact_svd_answer_on_real_data(monkeypatch):
     np.testing.assert_allclose(np.mean((Lx - X) ** 2), np.mean((L - X) ** 2), rtol=1e-6)
     assert est.nnz_ == np.count_nonzero(S)
     # the passes: statistics, ‖M‖₂ (2 + 2·4), the first A Ω, then per iteration the SVD's
-    # (1 for Aᵀ Q, 2 per power iteration, 2 per growth) and the update pass
+    # (1 for Aᵀ Q, 2 per power iteration, 2 per growth, 1 more from AᵀA) and the update
+    # pass
     assert len(svds) == est.n_iter_ and all(r.n_power >= 1 for r in svds)
-    assert est.n_passes_ == 1 + 10 + 1 + sum(1 + 2 * r.n_power + 2 * r.n_restarts + 1
-                                             for r in svds)
+    assert est.n_passes_ == 1 + 10 + 1 + sum(
+        1 + 2 * r.n_power + 2 * r.n_restarts + r.n_gram + 1 for r in svds)
 
 
 def test_svt_with_rtol_equals_the_dense_thresholding(rng):
@@ -782,3 +784,28 @@ def test_svt_with_rtol_equals_the_dense_thresholding(rng):
     assert sure.rank == 12 and sure.n_restarts >= 1
     np.testing.assert_allclose(sure.s, s[:12] - 1.0, rtol=1e-8)
     assert rel((sure.U * sure.s) @ sure.Vt, exact) <= 1e-9
+
+
+def test_svt_with_rtol_is_sure_where_hundreds_of_values_crowd_above_the_threshold(rng):
+    """The inexact ALM's first argument on the Candès problems is mostly the corruption:
+    a random matrix whose singular values fill a quarter circle, 30 % of them above the
+    threshold. Grown by doublings, the partial SVD's block (l = k + p) stalled there:
+    the values next to ``τ`` and the first one outside the block are nearly equal, so
+    the power iterations ran to their limit (50) without settling. Grown from the small
+    side's Gram matrix, it settles in a few and equals the dense SVT."""
+    n1, n2 = 500, 400
+    A = rng.standard_normal((n1, n2))
+    s = np.linalg.svd(A, compute_uv=False)
+    tau = float(np.quantile(s, 0.7))  # 30 % of the values above it
+    Uo, so, Vto = np.linalg.svd(A, full_matrices=False)
+    keep = so > tau
+    exact = (Uo[:, keep] * (so[keep] - tau)) @ Vto[keep]
+    for M in (A, A.T):  # tall, then wide (the Gram matrix of the other side)
+        ref = exact if M is A else exact.T
+        chunks = (125, 100) if M is A else (100, 125)
+        sure = svt_mod.svt(da.from_array(M, chunks=chunks), tau, 10,
+                           rng=np.random.default_rng(0), rtol=1e-10)
+        assert sure.rank == int(keep.sum())
+        assert sure.n_power <= 5 and sure.n_gram == (1 if M is A else 0)
+        np.testing.assert_allclose(sure.s, so[keep] - tau, rtol=1e-9)
+        assert rel((sure.U * sure.s) @ sure.Vt, ref) <= 1e-9

@@ -25,6 +25,8 @@ _HEADERS = {
     "peak worker MB": "peak worker (MB)", "spilled MB": "spilled (MB)", "data MB": "data (MB)",
     "n_by_m_bytes": "n × m features would take", "peak_cluster_bytes": "peak cluster memory",
     "light / dask": "light / dask",
+    "x_svd_tol_none": "× time of svd_tol=None",
+    "gave_up_after_seconds": "gave up after (s)",
 }
 
 
@@ -196,12 +198,18 @@ def benchmark_page() -> str:
           _curated(kpca["scaling"]["rows"], ["time_s", "s_per_million", "passes",
                                              "n_chunks", "peak_cluster_bytes",
                                              "n_by_m_bytes"], first="n")]
+    small = rpca["small"]
+    when = (f" Medians of {small['repeat']} interleaved rounds, {small['date']}: "
+            f"`{small['command']}` (load average before and after in the JSON file)."
+            if "date" in small else "")
     p += ["## Robust PCA\n",
           "The random problems of Candès et al. (rank 0.05 n, 5 % of the entries corrupted), "
-          "scalepca against an inexact ALM with a full NumPy SVD (`benchmarks/rpca.py`).\n",
-          _curated(rpca["small"]["rows"], ["method", "seconds", "rel_error", "rank",
-                                           "support_mismatch", "iterations", "passes",
-                                           "speedup"], first="n")]
+          "scalepca against an inexact ALM with a full NumPy SVD "
+          f"(`benchmarks/rpca.py`).{when}\n",
+          _curated(small["rows"],
+                   ["method", "seconds", "rel_error", "rank", "support_mismatch",
+                    "iterations", "passes", "speedup", "x_svd_tol_none",
+                    "gave_up_after_seconds"], first="n")]
     p += ["## Sparse PCA\n",
           f"{spca['in_memory']['n_samples']:,} × {spca['in_memory']['n_features']} in memory, "
           "against scikit-learn's `MiniBatchSparsePCA` (`benchmarks/spca.py`).\n",

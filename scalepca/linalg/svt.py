@@ -21,8 +21,10 @@ until a trusted value lies below the threshold and iterated until the thresholde
 settles (:func:`_complete_svt`), which follows the exact-SVD path.
 
 Every product ``A Ω`` / ``Aᵀ Q`` is a blockwise dask product with a tree sum over blocks; only
-the tall-skinny results (n1 × l, n2 × l) and l × l matrices reach the client. ``A`` itself is
-never gathered and no dense SVD of it is taken.
+the tall-skinny results (n1 × l, n2 × l) and l × l matrices reach the client, and, when
+the partial SVD must grow to a quarter of ``min(n1, n2)``, the Gram matrix of the small
+side (then no larger than twice the factors). ``A`` itself is never gathered and no
+dense SVD of it is taken.
 """
 
 from __future__ import annotations
@@ -236,6 +238,7 @@ class SVTResult:
     V_trusted: np.ndarray  # k × n2: right vectors of the trusted values (a warm start)
     n_power: int = 0  # power iterations run (randomized)
     n_restarts: int = 0  # times the probe block was grown (randomized, ``rtol`` given)
+    n_gram: int = 0  # passes beyond 2 per growth: a growth from the Gram matrix AᵀA
 
     @property
     def rank(self) -> int:
@@ -313,8 +316,14 @@ def _complete_svt(A, tau, k, *, n_oversamples, n_power_iter, rng, warm_start, ti
 
     * **complete** — while no trusted estimate lies below ``τ`` (every computed value may be
       one of many above it), the probe block is grown at once, in this call, to twice the
-      trusted triplets (plus the oversampling), its first columns the right vectors found so
-      far; the next iteration's prediction (:func:`predict_rank`) then starts from there;
+      trusted triplets, and by at least a twentieth of ``min(n1, n2)`` (plus the
+      oversampling), its first columns the right vectors found so far; the next
+      iteration's prediction (:func:`predict_rank`) then starts from there. Once the
+      block would reach a quarter of ``min(n1, n2)`` the growth starts, once per call,
+      from the eigenvectors of the small side's Gram matrix (:func:`_gram_start`), which
+      also count the values above ``τ``: where hundreds of values crowd above it (the
+      first iteration on the Candès problems) a block that large stalls in power
+      iterations;
     * **accurate** — power iterations go on (at least ``n_power_iter``) until two successive
       Rayleigh–Ritz estimates of the thresholded matrix differ by at most ``rtol · scale`` in
       the Frobenius norm (``scale`` None: the estimate's own norm), or ``max_power_iter`` is
@@ -324,23 +333,31 @@ def _complete_svt(A, tau, k, *, n_oversamples, n_power_iter, rng, warm_start, ti
       close to the smallest kept one slowly.
 
     Passes over ``A``: 1 for ``A Ω`` (0 with ``first_product``) and 1 for ``Aᵀ Q``, then 2 per
-    power iteration; a growth starts again with a new ``A Ω``.
+    power iteration; a growth starts again with a new ``A Ω`` (2 passes), a growth from
+    ``AᵀA`` takes one more (``n_gram``).
     """
     n1, n2 = A.shape
     n_max = min(n1, n2)
     l = int(min(k + n_oversamples, n_max))
     Om = probes if probes is not None else probe_matrix(n2, l, rng, warm_start)
     estimates = ritz_estimates(A, Om, timed=timed, first_product=first_product)
-    prev, n_power, n_restarts = None, 0, 0
+    prev, n_power, n_restarts, n_gram, gram_used = None, 0, 0, 0, False
     while True:
         U, s, Vt = next(estimates)
         trusted = min(k, s.shape[0])
         keep = int(np.count_nonzero(s[:trusted] > tau))
         if keep == trusted < n_max:  # no trusted value below τ: grow now
             estimates.close()
-            k = int(min(max(2 * k, keep + 1), n_max))
-            Om = probe_matrix(n2, int(min(k + n_oversamples, n_max)), rng, Vt.T)
-            estimates = ritz_estimates(A, Om, timed=timed)
+            # by blocks of at least a twentieth of the small side (a rank that jumps is
+            # found in one or two growths, not in doublings from one)
+            k = int(min(max(2 * k, k + math.ceil(GROWTH * n_max), keep + 1), n_max))
+            l = int(min(k + n_oversamples, n_max))
+            if not gram_used and GRAM_FRACTION * n_max <= l:
+                k, estimates, n_gram = _gram_start(A, tau, n_oversamples, timed)
+                gram_used = True
+            else:
+                Om = probe_matrix(n2, l, rng, Vt.T)
+                estimates = ritz_estimates(A, Om, timed=timed)
             prev, n_restarts = None, n_restarts + 1
             continue
         now = (U[:, :keep], s[:keep] - tau, Vt[:keep])
@@ -357,8 +374,40 @@ def _complete_svt(A, tau, k, *, n_oversamples, n_power_iter, rng, warm_start, ti
     return SVTResult(
         U=np.ascontiguousarray(now[0]), s=now[1], Vt=np.ascontiguousarray(now[2]), sigma=s,
         n_above=keep, k=trusted, V_trusted=np.ascontiguousarray(Vt[:trusted]),
-        n_power=n_power, n_restarts=n_restarts,
+        n_power=n_power, n_restarts=n_restarts, n_gram=n_gram,
     )
+
+
+#: the grown partial SVD's block, as a fraction of the small side, from which the Gram
+#: matrix of the small side is cheaper than subspace iteration: the client then holds
+#: at least half its entries as factors anyway, and a block that large converges slowly
+#: where the values crowd at the threshold
+GRAM_FRACTION = 0.25
+#: the least growth of the partial SVD within a call, as a fraction of the small side
+GROWTH = 0.05
+
+
+def _gram_start(A: da.Array, tau: float, n_oversamples: int, timed):
+    """Ritz estimates started from the eigenvectors of the small side's Gram matrix.
+
+    ``AᵀA`` (or ``AAᵀ`` when ``A`` is wide) is reduced blockwise on the cluster and
+    decomposed on the client; its eigenvalues count the singular values above ``τ`` and
+    its leading eigenvectors span the block. Squaring loses the small singular values
+    (to ``ε σ₁²`` absolutely), so these only start the subspace iteration, which then
+    makes sure as from any probe block. Passes over ``A``: the Gram, then (tall ``A``)
+    the first ``A Ω``; a wide ``A``'s eigenvectors are the first range itself.
+    """
+    n1, n2 = A.shape
+    n_max = min(n1, n2)
+    with _ctx(timed, "svt: Gram"):
+        (G,) = dask.compute(A.T @ A if n2 <= n1 else A @ A.T)
+    w, vecs = sla.eigh(G, check_finite=False, driver="evd")
+    above = int(np.count_nonzero(w > tau * tau))
+    k = int(min(above + 1, n_max))
+    basis = np.ascontiguousarray(vecs[:, ::-1][:, : int(min(k + n_oversamples, n_max))])
+    if n2 <= n1:  # the right vectors probe: one pass more than a growth's two
+        return k, ritz_estimates(A, basis, timed=timed), 1
+    return k, ritz_estimates(A, None, timed=timed, first_product=basis), 0
 
 
 def _factor_norm(f) -> float:
@@ -366,12 +415,20 @@ def _factor_norm(f) -> float:
 
 
 def _factor_distance(a, b) -> float:
-    """``‖U_a S_a V_aᵀ − U_b S_b V_bᵀ‖_F`` from the factors, without cancellation: both lie in
-    the span of ``[U_a U_b]`` × ``[V_a V_b]``, so the difference is taken on small matrices."""
-    Qu = _orth(np.hstack([a[0], b[0]]))
-    Qv = _orth(np.hstack([a[2].T, b[2].T]))
-    small = ((Qu.T @ a[0]) * a[1]) @ (a[2] @ Qv) - ((Qu.T @ b[0]) * b[1]) @ (b[2] @ Qv)
-    return float(np.linalg.norm(small))
+    """``‖D‖_F`` of ``D = U_a S_a V_aᵀ − U_b S_b V_bᵀ`` from the factors, without
+    cancellation.
+
+    With ``V_a`` orthonormal, ``D`` splits into ``D V_a`` and ``D (I − V_a V_aᵀ)``,
+    whose norms add in squares: ``D V_a = U_a S_a − U_b S_b C`` (``C = V_bᵀ V_a``) and,
+    ``U_b`` being orthonormal, ``‖D (I − V_a V_aᵀ)‖ = ‖S_b (V_bᵀ − C V_aᵀ)‖``. Both
+    differences are taken entrywise, as the QRs of ``[U_a U_b]`` and ``[V_a V_b]`` of
+    before took them, with matrix products only (those QRs cost as much as the rest of
+    a power iteration on the client).
+    """
+    C = b[2] @ a[2].T
+    left = a[0] * a[1] - (b[0] * b[1]) @ C
+    right = b[1][:, None] * (b[2] - C @ a[2])
+    return math.hypot(np.linalg.norm(left), np.linalg.norm(right))
 
 
 def predict_rank(n_above: int, k: int, n_max: int, *, growth: float = 0.05,
