@@ -100,6 +100,8 @@ def cmd_run(args) -> int:
         with timings.stage("data generation" if dcfg["generate"] and not present
                            else "opening the data"):
             X = open_data(cfg["data"], method=method, quiet=args.quiet)
+        if dcfg["generate"] and not present:  # the dataset: written before the rest
+            args.written.append(dcfg["path"])
         if cfg["output"]["update"]:
             upd = _update(cfg, X, timings)
             if upd is None:
@@ -114,14 +116,16 @@ def cmd_run(args) -> int:
         if upd is not None:
             print(upd.summary_line(), flush=True)
         if cfg["output"]["store"]:
+            written = args.written  # each store once complete: an interrupt says which
+            before = len(written)  # a generated dataset: announced when generated
             with timings.stage("writing outputs"):
                 if upd is not None:
-                    written = upd.write(cfg["output"])
+                    upd.write(cfg["output"], written)
                 else:
                     if cfg["output"]["model"]:  # what a later --update checks the rows by
                         record_rows(est, X, cfg)
-                    written = write_outputs(est, X, cfg["output"])
-            for path in written:
+                    write_outputs(est, X, cfg["output"], written)
+            for path in written[before:]:
                 print(f"written: {path}", flush=True)
             if cfg["output"].get("report"):  # one self-contained HTML page
                 from .app.report import run_report
@@ -129,9 +133,11 @@ def cmd_run(args) -> int:
                 with stage("writing the report"):
                     ran = {**cfg, "cluster": ccfg}  # as run: --scheduler replaces the section
                     path = run_report(est, X, ran, timings=timings, client=client,
-                                      written=written,
+                                      written=written[before:],
                                       update=upd.report_rows() if upd is not None else None)
+                written.append(path)
                 print(f"written: {path}", flush=True)
+    print(f"total time: {timings.total():.2f} s", flush=True)  # the fit's is in the summary
     return EXIT_OK
 
 
@@ -181,6 +187,7 @@ def cmd_transform(args) -> int:
         write_array(scores, out, name="scores", storage_options=so, overwrite=args.overwrite,
                     flag="--overwrite", inputs=[("the model", model), ("the data", data)],
                     attrs=attrs)
+    args.written.append(out)
     print(f"written: {out}")
     return EXIT_OK
 
@@ -648,6 +655,7 @@ def main(argv=None) -> int:
     from .app.config import ConfigError
 
     args = build_parser().parse_args(argv)
+    args.written = []  # the stores a command has written completely, in order
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.INFO if args.verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
@@ -677,8 +685,11 @@ def main(argv=None) -> int:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"scalepca: error: {said(msg)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("scalepca: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl+C: the cluster closed on the way out; one line
+        done = args.written
+        what = ("nothing written" if not done else
+                f"written completely before it: {', '.join(done)}; nothing else")
+        print(f"scalepca: interrupted ({what})", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as err:  # a failed job: one line, details with -v
         if args.verbose:

@@ -377,8 +377,11 @@ def _shape(X):
     return tuple(X.shape)
 
 
-def write_outputs(est, X, out: dict) -> list[str]:
-    """Write what ``output`` asks for under ``output.store``; return the written paths."""
+def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
+    """Write what ``output`` asks for under ``output.store``; return the written paths.
+
+    ``written``: a list each store's path is appended to once it is written completely
+    (in the order written: the model first), so an interrupted run can say which are."""
     from ..io import write_array
     from ..models._saving import save_estimator
     from .outputs import FLAG, PARTS
@@ -389,7 +392,7 @@ def write_outputs(est, X, out: dict) -> list[str]:
     # a rerun replaces the complete outputs of an earlier run (output.overwrite, default true);
     # nothing else is ever replaced
     replace = {"overwrite": out.get("overwrite", True), "flag": FLAG}
-    written = []
+    written = [] if written is None else written
 
     def path(key: str) -> str:  # where output.<key> goes: the store validate checked
         return f"{root}/{PARTS[key][0]}"
