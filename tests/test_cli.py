@@ -124,6 +124,29 @@ def test_run_progress_false_in_config(tmp_path, data_path, capsys):
     assert rc == EXIT_OK and "Completed" not in out and "written" not in out
 
 
+@pytest.mark.parametrize("max_iter, tol", [(2, 0.0), (500, 1e-3)])
+def test_run_says_whether_em_converged_and_its_total_time(tmp_path, data_path, capsys,
+                                                          max_iter, tol):
+    model = {"method": "ppca", "n_components": 2, "missing": "em", "max_iter": max_iter,
+             "tol": tol}
+    cfg = _config(tmp_path, data_path, model=model, output={"store": None})
+    t0 = time.perf_counter()
+    rc, out, err = _main(capsys, "run", cfg, "--no-progress", "-q")
+    wall = time.perf_counter() - t0
+    assert rc == EXIT_OK, err
+    # the same fit in Python: its iterations and whether it met tol
+    est = scalepca.PPCA(2, missing="em", max_iter=max_iter, tol=tol).fit(_data(data_path))
+    said = (f"converged: model.tol {tol:g} met" if est.converged_ else
+            f"not converged: stopped at model.max_iter {max_iter:,} before model.tol "
+            f"{tol:g} was met; raise max_iter or tol")
+    assert f"iterations: {est.n_iter_:,} ({said})\n" in out, out
+    assert est.converged_ == (tol > 0)  # both cases are met
+    # the last line: the whole run's time (the fit's is in the summary)
+    total = re.fullmatch(r"total time: ([\d.]+) s", out.rstrip("\n").split("\n")[-1])
+    fit = float(re.search(r"fit time: ([\d.]+) s", out).group(1))
+    assert total and fit <= float(total.group(1)) <= wall, out
+
+
 def test_transform_and_info(tmp_path, data_path, capsys):
     X = _data(data_path)
     pca = scalepca.PPCA(3).fit(X)

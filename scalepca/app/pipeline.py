@@ -34,6 +34,8 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     for attr, label in (("n_iter_", "iterations"), ("rank_", "rank")):
         if attr == "n_iter_" and hasattr(est, attr) and is_closed_form(est):
             lines.append("solution: closed form (one direct solve, no iterations)")
+        elif attr == "n_iter_" and hasattr(est, "converged_"):
+            lines.append(f"iterations: {est.n_iter_:,} ({_convergence(est)})")
         elif hasattr(est, attr):
             lines.append(f"{label}: {getattr(est, attr):,}")
     ev = getattr(est, "explained_variance_", None)
@@ -60,6 +62,14 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     if hasattr(est, "noise_variance_"):
         lines.append(f"noise variance σ²: {float(est.noise_variance_):.6g}")
     return "\n".join(lines)
+
+
+def _convergence(est) -> str:
+    """Whether an iterative fit converged, in the config's words."""
+    if est.converged_:
+        return f"converged: model.tol {est.tol:g} met"
+    return (f"not converged: stopped at model.max_iter {est.max_iter:,} before model.tol "
+            f"{est.tol:g} was met; raise max_iter or tol")
 
 
 def _is_url(path: str) -> bool:
