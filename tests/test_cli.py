@@ -147,6 +147,29 @@ def test_run_says_whether_em_converged_and_its_total_time(tmp_path, data_path, c
     assert total and fit <= float(total.group(1)) <= wall, out
 
 
+def test_run_interrupted_after_the_model_says_so(tmp_path, data_path, capsys, monkeypatch):
+    """Ctrl+C while the scores are written, the model already saved: the one line says the
+    model was written (it loads, complete) and nothing else (no scores store)."""
+    import scalepca.io
+
+    real = scalepca.io.write_array
+
+    def interrupted_at_the_scores(arrays, path, **kwargs):
+        if kwargs.get("name") == "scores":
+            raise KeyboardInterrupt  # Ctrl+C here
+        return real(arrays, path, **kwargs)
+
+    monkeypatch.setattr(scalepca.io, "write_array", interrupted_at_the_scores)
+    cfg = _config(tmp_path, data_path)
+    rc, out, err = _main(capsys, "run", cfg, "--no-progress", "-q")
+    model = tmp_path / "out" / "model.zarr"
+    assert rc == 130
+    assert err == (f"scalepca: interrupted (written completely before it: {model}; nothing "
+                   "else)\n"), err
+    assert scalepca.load(model).n_components_ == 3
+    assert not (tmp_path / "out" / "scores.zarr").exists()
+
+
 def test_transform_and_info(tmp_path, data_path, capsys):
     X = _data(data_path)
     pca = scalepca.PPCA(3).fit(X)
