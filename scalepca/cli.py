@@ -299,8 +299,13 @@ def cmd_validate(args) -> int:
     said = found + [speak_cli(problem, method=getattr(args, "method", None))
                     for problem in problems]
     if said:
-        for problem in dict.fromkeys(said):
-            print(f"scalepca: error: {problem}", file=sys.stderr)
+        from .app.yaml_files import key_lines, problem_line
+
+        lines = key_lines(args.config)
+        for problem in dict.fromkeys(said):  # each at the line of the key it names
+            line = problem_line(problem, lines, args.set)
+            where = f"{args.config}:{line}: " if line is not None else ""
+            print(f"scalepca: error: {where}{problem}", file=sys.stderr)
         return EXIT_USER_ERROR
     kind = cfg["cluster"]["kind"]
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")

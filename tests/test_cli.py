@@ -261,12 +261,12 @@ def test_console_script_errors_have_no_traceback(tmp_path, data_path):
                        timeout=120)
     assert r.returncode == EXIT_USER_ERROR
     # every problem of the config, one line each (issue 35), the misspelt key with its match
-    assert r.stderr.strip() == ("scalepca: error: unknown key(s) 'cluster.workers'; allowed in "
-                                "'cluster': n_workers, threads_per_worker, memory_limit, "
-                                "dashboard_address, processes, local_directory, monitoring; "
-                                "did you mean 'n_workers'?\n"
-                                "scalepca: error: data.path: no zarr store at "
-                                f"'{tmp_path / 'x'}'")
+    # each at the line of its key in the file
+    assert r.stderr.strip() == (
+        f"scalepca: error: {bad}:3: unknown key(s) 'cluster.workers'; allowed in "
+        "'cluster': n_workers, threads_per_worker, memory_limit, dashboard_address, "
+        "processes, local_directory, monitoring; did you mean 'n_workers'?\n"
+        f"scalepca: error: {bad}:1: data.path: no zarr store at '{tmp_path / 'x'}'")
     assert r.stdout == ""
 
 
