@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 2 a user mistake (bad config or arguments, missing store, missing
 optional package), reported in one line; 1 a failed job (a worker died, a compute raised),
-reported in one line; -v shows the log and the full traceback.
+reported in one line; 130 interrupted (Ctrl+C), saying which outputs were written
+completely before it; -v shows the log and the full traceback.
 """
 
 from __future__ import annotations
