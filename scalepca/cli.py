@@ -197,6 +197,7 @@ def cmd_pp_pca(args) -> int:
     """scanpy's pipeline on an AnnData store, results written into it (scalepca.pp.pca)."""
     from .app.cluster import connect, progress
     from .io._anndata import is_anndata
+    from .io._anndata_write import RESULTS, results_stamp
     from .pp import pca
 
     store = _abs(args.store)
@@ -214,8 +215,14 @@ def cmd_pp_pca(args) -> int:
     ccfg = ({"kind": "address", "address": args.scheduler} if args.scheduler else
             {"kind": "local", "n_workers": args.n_workers})
     quiet = args.no_progress or args.quiet
-    with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
-        model = pca(store, args.n_comps, **steps)
+    before = results_stamp(store)
+    try:
+        with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
+            model = pca(store, args.n_comps, **steps)
+    except KeyboardInterrupt:  # the results are written into the store in place, last
+        if results_stamp(store) != before:
+            args.partly.append(f"{store} ({', '.join(RESULTS)}: run pp-pca again)")
+        raise
     ratio = model.explained_variance_ratio_
     print(f"written into {store}: obsm/X_pca, varm/PCs, uns/pca"
           + (", var (highly variable genes)" if args.flavor else "")
@@ -662,6 +669,7 @@ def main(argv=None) -> int:
 
     args = build_parser().parse_args(argv)
     args.written = []  # the stores a command has written completely, in order
+    args.partly = []  # those it had begun to write into when interrupted
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.INFO if args.verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
@@ -692,10 +700,15 @@ def main(argv=None) -> int:
         print(f"scalepca: error: {said(msg)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:  # Ctrl+C: the cluster closed on the way out; one line
-        done = args.written
-        what = ("nothing written" if not done else
-                f"written completely before it: {', '.join(done)}; nothing else")
-        print(f"scalepca: interrupted ({what})", file=sys.stderr)
+        said = []
+        if args.written:
+            said.append(f"written completely before it: {', '.join(args.written)}")
+        if args.partly:
+            said.append(f"partly written: {', '.join(args.partly)}")
+        elif args.written:
+            said.append("nothing else")
+        print(f"scalepca: interrupted ({'; '.join(said) or 'nothing written'})",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as err:  # a failed job: one line, details with -v
         if args.verbose:
