@@ -240,8 +240,8 @@ def test_progress_in_a_log_is_one_line_per_pass(rng):
 
 
 def test_progress_of_a_pass_cut_short(rng):
-    """A pass that stops (Ctrl+C, a block that fails): its bar stays where it stopped and a
-    log says it stopped; neither claims the pass's chunks were all read."""
+    """A pass that stops (Ctrl+C, a block that fails): its bar stays where it stopped
+    and a log says it stopped; neither claims the pass's chunks were all read."""
 
     def fails_at_the_third(block, block_info=None):
         if block_info[0]["chunk-location"][0] == 2:
@@ -260,8 +260,8 @@ def test_progress_of_a_pass_cut_short(rng):
             counted = re.search(r"\| (\d)/4 chunks", last.rsplit("\r", 1)[-1])
             assert counted and int(counted.group(1)) < 4, last
         else:
-            assert re.fullmatch(r"  \[[\d:]{8}\] PCA pass 1 of 1 \(moments\): stopped after "
-                                r"[\d.]+ s", last), last
+            said = r"  \[[\d:]{8}\] PCA pass 1 of 1 \(moments\): stopped after [\d.]+ s"
+            assert re.fullmatch(said, last), last
 
 
 def test_progress_without_cluster_uses_dask_callback(rng):
