@@ -22,18 +22,38 @@ class ConfigError(ValueError):
         self.problems = list(problems)
 
 
+def closest(word, options) -> str | None:
+    """The option ``word`` was most likely meant to be: the same but for case
+    (``EM`` → ``em``), else the closest spelling (``pcaa`` → ``pca``, ``n_component``
+    → ``n_components``); None if none is close."""
+    import difflib
+
+    options = [str(o) for o in options]
+    word = str(word)
+    same = [o for o in options if o.lower() == word.lower()]
+    if same:
+        return same[0]
+    lower = {o.lower(): o for o in options}
+    close = difflib.get_close_matches(word.lower(), list(lower), n=1)
+    return lower[close[0]] if close else None
+
+
+def did_you_mean(word, options) -> str:
+    """``"; did you mean 'em'?"`` for the option :func:`closest` finds, else ``""``."""
+    match = closest(word, options) if isinstance(word, str) else None
+    return f"; did you mean {match!r}?" if match is not None and match != word else ""
+
+
 def unknown_keys(unknown: list, allowed: list, where: str, *, say_where: bool = True,
                  what: str = "key(s)") -> str:
     """The sentence refusing the keys ``unknown`` of ``where``, with the allowed ones (``in
     'where'`` unless not ``say_where``) and, for a misspelt key, the closest allowed one
     (``n_component`` → ``n_components``)."""
-    import difflib
-
     hints = []
     for key in unknown:
-        close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
-        if close:
-            hints.append(repr(close[0]) if len(unknown) == 1 else f"{close[0]!r} for {key!r}")
+        close = closest(key, allowed)
+        if close is not None:
+            hints.append(repr(close) if len(unknown) == 1 else f"{close!r} for {key!r}")
     hint = f"; did you mean {', '.join(hints)}?" if hints else ""
     names = ", ".join(repr(f"{where}.{k}" if where else k) for k in unknown)
     return (f"unknown {what} {names}; "
@@ -95,7 +115,8 @@ def _check_section(section, schema: dict, name: str) -> dict:
             problems.append(f"'{name}.{key}' must be {_typename(field.types)}; got {value!r}")
         elif field.choices is not None and value not in field.choices:
             problems.append(f"'{name}.{key}' is {value!r}; allowed: "
-                            f"{', '.join(map(str, field.choices))}")
+                            f"{', '.join(map(str, field.choices))}"
+                            f"{did_you_mean(value, field.choices)}")
         else:
             out[key] = value
             continue

@@ -438,8 +438,11 @@ def check_bool(value, name: str) -> bool:
 
 def check_choice(value, name: str, choices) -> str:
     if value not in choices:
+        from ._schema import did_you_mean
+
         allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name}={value!r} is not one of the allowed values: {allowed}")
+        raise ValueError(f"{name}={value!r} is not one of the allowed values: {allowed}"
+                         f"{did_you_mean(value, choices)}")
     return value
 
 

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 2 a user mistake (bad config or arguments, missing store, missing
 optional package), reported in one line; 1 a failed job (a worker died, a compute raised),
-reported in one line; -v shows the log and the full traceback.
+reported in one line; 130 interrupted (Ctrl+C), saying which outputs were written
+completely before it; -v shows the log and the full traceback.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def cmd_run(args) -> int:
         with timings.stage("data generation" if dcfg["generate"] and not present
                            else "opening the data"):
             X = open_data(cfg["data"], method=method, quiet=args.quiet)
+        if dcfg["generate"] and not present:  # the dataset: written before the rest
+            args.written.append(dcfg["path"])
         if cfg["output"]["update"]:
             upd = _update(cfg, X, timings)
             if upd is None:
@@ -115,14 +118,16 @@ def cmd_run(args) -> int:
         if upd is not None:
             print(upd.summary_line(), flush=True)
         if cfg["output"]["store"]:
+            written = args.written  # each store once complete: an interrupt says which
+            before = len(written)  # a generated dataset: announced when generated
             with timings.stage("writing outputs"):
                 if upd is not None:
-                    written = upd.write(cfg["output"])
+                    upd.write(cfg["output"], written)
                 else:
                     if cfg["output"]["model"]:  # what a later --update checks the rows by
                         record_rows(est, X, cfg)
-                    written = write_outputs(est, X, cfg["output"])
-            for path in written:
+                    write_outputs(est, X, cfg["output"], written)
+            for path in written[before:]:
                 print(f"written: {path}", flush=True)
             if cfg["output"].get("report"):  # one self-contained HTML page
                 from .app.report import run_report
@@ -130,9 +135,11 @@ def cmd_run(args) -> int:
                 with stage("writing the report"):
                     ran = {**cfg, "cluster": ccfg}  # as run: --scheduler replaces the section
                     path = run_report(est, X, ran, timings=timings, client=client,
-                                      written=written,
+                                      written=written[before:],
                                       update=upd.report_rows() if upd is not None else None)
+                written.append(path)
                 print(f"written: {path}", flush=True)
+    print(f"total time: {timings.total():.2f} s", flush=True)  # the fit's is in the summary
     return EXIT_OK
 
 
@@ -183,15 +190,15 @@ def cmd_transform(args) -> int:
         write_array(scores, out, name="scores", storage_options=so, overwrite=args.overwrite,
                     flag="--overwrite", inputs=[("the model", model), ("the data", data)],
                     attrs=attrs)
-        written = [out]
+        args.written.append(out)  # each store once complete: an interrupt says which
         if plink is not None:
             from .io._bed import plink_pca, write_plink_pca
 
             vectors, values = plink_pca(est, scores)
             fid, iid = X["fid"].values, X["sample"].values
-            written += write_plink_pca(plink, fid, iid, vectors, values,
-                                       storage_options=so)
-    for path in written:
+            args.written += write_plink_pca(plink, fid, iid, vectors, values,
+                                            storage_options=so)
+    for path in args.written:
         print(f"written: {path}")
     return EXIT_OK
 
@@ -230,6 +237,7 @@ def cmd_pp_pca(args) -> int:
     """scanpy's pipeline on an AnnData store, results written into it (scalepca.pp.pca)."""
     from .app.cluster import connect, progress
     from .io._anndata import is_anndata
+    from .io._anndata_write import RESULTS, results_stamp
     from .pp import pca
 
     store = _abs(args.store)
@@ -247,8 +255,14 @@ def cmd_pp_pca(args) -> int:
     ccfg = ({"kind": "address", "address": args.scheduler} if args.scheduler else
             {"kind": "local", "n_workers": args.n_workers})
     quiet = args.no_progress or args.quiet
-    with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
-        model = pca(store, args.n_comps, **steps)
+    before = results_stamp(store)
+    try:
+        with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
+            model = pca(store, args.n_comps, **steps)
+    except KeyboardInterrupt:  # the results are written into the store in place, last
+        if results_stamp(store) != before:
+            args.partly.append(f"{store} ({', '.join(RESULTS)}: run pp-pca again)")
+        raise
     ratio = model.explained_variance_ratio_
     print(f"written into {store}: obsm/X_pca, varm/PCs, uns/pca"
           + (", var (highly variable genes)" if args.flavor else "")
@@ -333,8 +347,13 @@ def cmd_validate(args) -> int:
     said = found + [speak_cli(problem, method=getattr(args, "method", None))
                     for problem in problems]
     if said:
-        for problem in dict.fromkeys(said):
-            print(f"scalepca: error: {problem}", file=sys.stderr)
+        from .app.yaml_files import key_lines, problem_line
+
+        lines = key_lines(args.config)
+        for problem in dict.fromkeys(said):  # each at the line of the key it names
+            line = problem_line(problem, lines, args.set)
+            where = f"{args.config}:{line}: " if line is not None else ""
+            print(f"scalepca: error: {where}{problem}", file=sys.stderr)
         return EXIT_USER_ERROR
     kind = cfg["cluster"]["kind"]
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
@@ -695,6 +714,8 @@ def main(argv=None) -> int:
     from .app.config import ConfigError
 
     args = build_parser().parse_args(argv)
+    args.written = []  # the stores a command has written completely, in order
+    args.partly = []  # those it had begun to write into when interrupted
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.INFO if args.verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
@@ -724,8 +745,16 @@ def main(argv=None) -> int:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"scalepca: error: {said(msg)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("scalepca: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl+C: the cluster closed on the way out; one line
+        said = []
+        if args.written:
+            said.append(f"written completely before it: {', '.join(args.written)}")
+        if args.partly:
+            said.append(f"partly written: {', '.join(args.partly)}")
+        elif args.written:
+            said.append("nothing else")
+        print(f"scalepca: interrupted ({'; '.join(said) or 'nothing written'})",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as err:  # a failed job: one line, details with -v
         if args.verbose:

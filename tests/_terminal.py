@@ -26,23 +26,32 @@ def assert_no_stale_characters(text: str) -> None:
         assert shown(line).rstrip() == last.rstrip(), f"stale characters: {shown(line)!r}"
 
 
-def run_in_pty(argv, *, env=None, cwd=None, columns: int = 120, timeout: float = 300):
+def run_in_pty(argv, *, env=None, cwd=None, columns: int = 120, timeout: float = 300,
+               interrupt_at: str | None = None):
     """Run ``argv`` with standard output and error on a pseudo-terminal of ``columns`` columns.
 
     Returns ``(exit code, everything written, with "\\r\\n" as "\\n")``: the bytes a user's
     terminal receives, redraws included.
+
+    ``interrupt_at``: once the program has written this text, press Ctrl+C: SIGINT to
+    its whole process group (the program runs in one of its own, as a terminal's
+    foreground job), as a terminal sends it. The result then has a third item: the
+    program's child processes at that moment, ``(psutil.Process, its command line)``,
+    to check that none outlives it.
     """
     import fcntl
     import pty
+    import signal
     import struct
     import termios
 
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
-                            env=env, cwd=cwd, close_fds=True)
+                            env=env, cwd=cwd, close_fds=True,
+                            start_new_session=interrupt_at is not None)
     os.close(follower)
-    chunks = []
+    chunks, children = [], None
     try:
         while True:
             try:
@@ -52,9 +61,32 @@ def run_in_pty(argv, *, env=None, cwd=None, columns: int = 120, timeout: float =
             if not data:
                 break
             chunks.append(data)
+            if children is None and interrupt_at is not None and \
+                    interrupt_at.encode() in b"".join(chunks):
+                import psutil
+
+                children = [(p, " ".join(p.cmdline()))
+                            for p in psutil.Process(proc.pid).children(recursive=True)]
+                os.killpg(proc.pid, signal.SIGINT)
         rc = proc.wait(timeout=timeout)
     finally:
         os.close(leader)
         if proc.poll() is None:
             proc.kill()
-    return rc, b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return (rc, text) if interrupt_at is None else (rc, text, children)
+
+
+def still_running(processes) -> list:
+    """Those of ``processes`` (``psutil.Process``) that still run: not ended, not a
+    zombie (an ended child whose new parent, a container's init, never reaps it)."""
+    import psutil
+
+    alive = []
+    for p in processes:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive

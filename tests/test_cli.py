@@ -124,6 +124,52 @@ def test_run_progress_false_in_config(tmp_path, data_path, capsys):
     assert rc == EXIT_OK and "Completed" not in out and "written" not in out
 
 
+@pytest.mark.parametrize("max_iter, tol", [(2, 0.0), (500, 1e-3)])
+def test_run_says_whether_em_converged_and_its_total_time(tmp_path, data_path, capsys,
+                                                          max_iter, tol):
+    model = {"method": "ppca", "n_components": 2, "missing": "em", "max_iter": max_iter,
+             "tol": tol}
+    cfg = _config(tmp_path, data_path, model=model, output={"store": None})
+    t0 = time.perf_counter()
+    rc, out, err = _main(capsys, "run", cfg, "--no-progress", "-q")
+    wall = time.perf_counter() - t0
+    assert rc == EXIT_OK, err
+    # the same fit in Python: its iterations and whether it met tol
+    est = scalepca.PPCA(2, missing="em", max_iter=max_iter, tol=tol).fit(_data(data_path))
+    said = (f"converged: model.tol {tol:g} met" if est.converged_ else
+            f"not converged: stopped at model.max_iter {max_iter:,} before model.tol "
+            f"{tol:g} was met; raise max_iter or tol")
+    assert f"iterations: {est.n_iter_:,} ({said})\n" in out, out
+    assert est.converged_ == (tol > 0)  # both cases are met
+    # the last line: the whole run's time (the fit's is in the summary)
+    total = re.fullmatch(r"total time: ([\d.]+) s", out.rstrip("\n").split("\n")[-1])
+    fit = float(re.search(r"fit time: ([\d.]+) s", out).group(1))
+    assert total and fit <= float(total.group(1)) <= wall, out
+
+
+def test_run_interrupted_after_the_model_says_so(tmp_path, data_path, capsys, monkeypatch):
+    """Ctrl+C while the scores are written, the model already saved: the one line says the
+    model was written (it loads, complete) and nothing else (no scores store)."""
+    import scalepca.io
+
+    real = scalepca.io.write_array
+
+    def interrupted_at_the_scores(arrays, path, **kwargs):
+        if kwargs.get("name") == "scores":
+            raise KeyboardInterrupt  # Ctrl+C here
+        return real(arrays, path, **kwargs)
+
+    monkeypatch.setattr(scalepca.io, "write_array", interrupted_at_the_scores)
+    cfg = _config(tmp_path, data_path)
+    rc, out, err = _main(capsys, "run", cfg, "--no-progress", "-q")
+    model = tmp_path / "out" / "model.zarr"
+    assert rc == 130
+    assert err == (f"scalepca: interrupted (written completely before it: {model}; nothing "
+                   "else)\n"), err
+    assert scalepca.load(model).n_components_ == 3
+    assert not (tmp_path / "out" / "scores.zarr").exists()
+
+
 def test_transform_and_info(tmp_path, data_path, capsys):
     X = _data(data_path)
     pca = scalepca.PPCA(3).fit(X)
@@ -215,12 +261,12 @@ def test_console_script_errors_have_no_traceback(tmp_path, data_path):
                        timeout=120)
     assert r.returncode == EXIT_USER_ERROR
     # every problem of the config, one line each (issue 35), the misspelt key with its match
-    assert r.stderr.strip() == ("scalepca: error: unknown key(s) 'cluster.workers'; allowed in "
-                                "'cluster': n_workers, threads_per_worker, memory_limit, "
-                                "dashboard_address, processes, local_directory, monitoring; "
-                                "did you mean 'n_workers'?\n"
-                                "scalepca: error: data.path: no zarr store at "
-                                f"'{tmp_path / 'x'}'")
+    # each at the line of its key in the file
+    assert r.stderr.strip() == (
+        f"scalepca: error: {bad}:3: unknown key(s) 'cluster.workers'; allowed in "
+        "'cluster': n_workers, threads_per_worker, memory_limit, dashboard_address, "
+        "processes, local_directory, monitoring; did you mean 'n_workers'?\n"
+        f"scalepca: error: {bad}:1: data.path: no zarr store at '{tmp_path / 'x'}'")
     assert r.stdout == ""
 
 

@@ -15,9 +15,9 @@ import yaml
 import zarr
 
 import scalepca
-from scalepca.cli import EXIT_OK, build_parser, main
+from scalepca.cli import EXIT_INTERRUPTED, EXIT_OK, build_parser, main
 
-from ._terminal import assert_no_stale_characters, run_in_pty, shown
+from ._terminal import assert_no_stale_characters, run_in_pty, shown, still_running
 
 SCALEPCA = str(Path(sys.executable).parent / "scalepca")
 COMMANDS = ("run", "transform", "info", "validate", "make-data", "pp-pca")
@@ -195,3 +195,81 @@ def test_summary_says_closed_form_not_one_iteration():
     em = scalepca.PPCA(2, missing="em", max_iter=5, tol=1e-2).fit(X)
     assert f"iterations: {em.n_iter_}" in summary(em, data_shape=X.shape, elapsed=0.1,
                                                    method="ppca")
+
+
+# -- Ctrl+C ----------------------------------------------------------------------------
+def test_ctrl_c_during_a_run(tmp_path, terminal_env):
+    """Ctrl+C (SIGINT to the terminal's foreground process group: the command and its
+    local cluster's worker processes) once the fit's first pass is under way: the bar
+    stays where it stopped, no worker traceback, one line saying nothing was written,
+    exit status 130, no worker process left and no output written."""
+    X = np.random.default_rng(0).standard_normal((8000, 20))
+    zarr.create_array(tmp_path / "d.zarr", data=X, chunks=(1000, 20))
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "data": {"path": str(tmp_path / "d.zarr"), "chunks": 1000},
+        # tol 0 and 10**6 iterations: the fit cannot end before the interrupt does
+        "model": {"method": "ppca", "n_components": 2, "missing": "em", "tol": 0.0,
+                  "max_iter": 10**6},
+        "cluster": {"kind": "local", "n_workers": 2, "threads_per_worker": 1},
+        "output": {"store": str(tmp_path / "out"), "report": False}}))
+    rc, text, children = run_in_pty([SCALEPCA, "run", str(cfg)], env=terminal_env,
+                                    interrupt_at="PPCA pass 1 (")
+    workers = [p for p, command in children if "spawn_main" in command]
+    assert len(workers) == 2, children
+    assert rc == EXIT_INTERRUPTED, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    lines = text.rstrip("\n").split("\n")
+    assert lines[-1] == "scalepca: interrupted (nothing written)", text
+    # the interrupted pass's bar as it stopped: its last frame (if it has more than one)
+    # counts what the one before did, not filled up to 8/8 when it closed
+    assert shown(lines[-2]).startswith("PPCA pass"), text
+    counts = [re.search(r"\| (\d+)/8 chunks", frame).group(1)
+              for frame in lines[-2].split("\r") if frame]
+    assert counts[-1] == counts[-2:][0], text
+    assert still_running(workers) == []
+    assert not (tmp_path / "out" / "model.zarr").exists()
+    assert not (tmp_path / "out" / "scores.zarr").exists()
+
+
+def test_ctrl_c_in_distributed_sync_logs_no_traceback(monkeypatch, caplog):
+    """Ctrl+C landing in distributed's ``sync`` before the coroutine it waits on has
+    started: distributed's cancel callback raises NameError and tornado logs it with a
+    traceback; the command line drops that record (and only that)."""
+    import logging
+    import threading
+
+    import distributed.utils
+    from distributed.utils import LoopRunner, sync
+
+    from scalepca.app.console import interrupt_races_quiet
+
+    class Interrupted(threading.Event):  # Ctrl+C pressed while sync waits
+        def wait(self, timeout=None):
+            raise KeyboardInterrupt
+
+    runner = LoopRunner(asynchronous=False)
+    runner.start()
+    hold, held, done = threading.Event(), threading.Event(), threading.Event()
+    # the loop is busy, so sync's coroutine has not started when the interrupt lands
+    runner.loop.add_callback(lambda: (held.set(), hold.wait()))
+    held.wait()
+
+    async def work():
+        return 1
+
+    try:
+        with caplog.at_level(logging.ERROR, logger="tornado.application"), \
+                interrupt_races_quiet():
+            monkeypatch.setattr(distributed.utils.threading, "Event", Interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                sync(runner.loop, work)
+            monkeypatch.undo()
+            hold.set()
+            runner.loop.add_callback(done.set)  # after sync's cancel callback
+            done.wait()
+            logging.getLogger("tornado.application").error("another error")
+    finally:
+        hold.set()
+        runner.stop()
+    assert [r.getMessage() for r in caplog.records] == ["another error"]

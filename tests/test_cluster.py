@@ -239,6 +239,31 @@ def test_progress_in_a_log_is_one_line_per_pass(rng):
     assert len(lines) == 2, text
 
 
+def test_progress_of_a_pass_cut_short(rng):
+    """A pass that stops (Ctrl+C, a block that fails): its bar stays where it stopped
+    and a log says it stopped; neither claims the pass's chunks were all read."""
+
+    def fails_at_the_third(block, block_info=None):
+        if block_info[0]["chunk-location"][0] == 2:
+            raise OSError("block 3 cannot be read")
+        return block
+
+    X = da.from_array(rng.standard_normal((400, 6)), chunks=100).map_blocks(
+        fails_at_the_third, dtype=float)
+    for stream in (_Terminal(), io.StringIO()):
+        with dask.config.set(scheduler="synchronous"), \
+                pytest.raises(OSError, match="cannot be read"), \
+                progress(stream=stream, client=None, grace=0):
+            scalepca.PCA(2).fit(X)
+        last = stream.getvalue().rstrip("\n").split("\n")[-1]
+        if isinstance(stream, _Terminal):
+            counted = re.search(r"\| (\d)/4 chunks", last.rsplit("\r", 1)[-1])
+            assert counted and int(counted.group(1)) < 4, last
+        else:
+            said = r"  \[[\d:]{8}\] PCA pass 1 of 1 \(moments\): stopped after [\d.]+ s"
+            assert re.fullmatch(said, last), last
+
+
 def test_progress_without_cluster_uses_dask_callback(rng):
     X = da.from_array(rng.standard_normal((200, 4)), chunks=50)
     out = _Terminal()

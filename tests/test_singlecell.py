@@ -306,6 +306,41 @@ def test_cli_pp_pca_writes_into_the_store(raw, counts_store, capsys):
     assert "is not an AnnData store" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("interrupted_at", ["fit", "PCs"])
+def test_cli_pp_pca_interrupted_says_whether_it_wrote_into_the_store(
+        counts_store, capsys, monkeypatch, interrupted_at):
+    """Ctrl+C during the fit leaves the store as it was ("nothing written"); during the
+    writes into the store (after obsm/X_pca, at varm/PCs) it says the store was partly
+    written."""
+    anndata = pytest.importorskip("anndata")
+    import scalepca.analysis.singlecell as sc_module
+    from scalepca.cli import main
+
+    if interrupted_at == "fit":
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt  # Ctrl+C here
+
+        monkeypatch.setattr(sc_module, "_write", interrupted)
+    else:
+        real = anndata.io.write_elem
+
+        def interrupted(group, name, value, **kwargs):
+            if name == "PCs":
+                raise KeyboardInterrupt  # Ctrl+C here, obsm/X_pca written
+            return real(group, name, value, **kwargs)
+
+        monkeypatch.setattr(anndata.io, "write_elem", interrupted)
+    rc = main(["pp-pca", str(counts_store), "--n-comps", "5", "--n-workers", "1", "-q"])
+    err = capsys.readouterr().err
+    assert rc == 130
+    if interrupted_at == "fit":
+        assert err == "scalepca: interrupted (nothing written)\n", err
+    else:
+        assert err == (f"scalepca: interrupted (partly written: {counts_store} (obsm, "
+                       "varm, uns, var: run pp-pca again))\n"), err
+        assert "X_pca" in anndata.read_zarr(counts_store).obsm
+
+
 def test_pca_of_an_h5ad_file_writes_into_it(raw, tmp_path):
     anndata = pytest.importorskip("anndata")
     path = tmp_path / "cells.h5ad"

@@ -136,6 +136,56 @@ def test_every_problem_at_once_with_did_you_mean(stores, capsys):
     assert "output.store" in lines[2] and "is not a folder" in lines[2]
 
 
+def test_values_did_you_mean_and_the_line_of_each_problem(stores, capsys):
+    """A value one letter or the case off gets its match (``EM`` → ``em``, ``pcaa``
+    → ``pca``, a store path one character off), and each problem the line of its key
+    in the file (a key under ``model.params`` too; a key ``--set`` gave has none)."""
+    path = stores / "lines.yaml"
+    path.write_text("# problems on known lines\n"
+                    "data:\n"
+                    "  path: x.zar\n"
+                    "model:\n"
+                    "  method: ppca\n"
+                    "  n_components: 2\n"
+                    "  missing: EM\n"
+                    "cluster: {kind: local, n_workers: 1, processes: false}\n"
+                    "output:\n"
+                    "  store: out\n"
+                    "  codec: LZ4\n")
+    rc, _, err = _validate(capsys, path)
+    assert rc == EXIT_USER_ERROR
+    assert err.splitlines() == [
+        f"scalepca: error: {path}:7: model.missing: EM is not one of the allowed "
+        "values: 'error', 'em'; did you mean 'em'?",
+        f"scalepca: error: {path}:11: 'output.codec' is 'LZ4'; allowed: lz4, "
+        "lz4-bitshuffle, zstd, none; did you mean 'lz4'?",
+        f"scalepca: error: {path}:3: data.path: no zarr store at "
+        f"'{stores / 'x.zar'}'; did you mean '{stores / 'x.zarr'}'?"], err
+    path.write_text("data: {path: x.zarr}\n"
+                    "model:\n"
+                    "  method: pcaa\n")
+    rc, _, err = _validate(capsys, path)
+    assert rc == EXIT_USER_ERROR
+    said = f"scalepca: error: {path}:3: 'model.method' 'pcaa' is unknown; "
+    assert err.startswith(said), err
+    assert err.endswith("; did you mean 'pca'?\n"), err
+    path.write_text("data: {path: x.zarr}\n"
+                    "model:\n"
+                    "  method: ppca\n"
+                    "  params:\n"
+                    "    n_components: 2\n"
+                    "    missing: Em\n")
+    rc, _, err = _validate(capsys, path)
+    said = f"scalepca: error: {path}:6: model.missing: Em is not one"
+    assert err.startswith(said), err
+    assert err.endswith("; did you mean 'em'?\n"), err
+    # the file's line of a key --set replaced is not the value's
+    path.write_text("data: {path: x.zarr}\n"
+                    "model: {method: ppca, n_components: 2, missing: em}\n")
+    rc, _, err = _validate(capsys, path, "--set", "model.missing=EM")
+    assert err.startswith("scalepca: error: model.missing: EM is not one"), err
+
+
 def test_the_allowed_keys_of_a_section_are_its_own(stores, capsys):
     """A misspelt output key lists the keys of output as a config writes them: its own
     storage_options, not data's (the CLI's rewording once renamed it data.storage_options)."""

@@ -42,14 +42,12 @@ NO_UNCENTRED_AFTER_SCALE = (
 
 def check_step_keys(steps: dict, where: str) -> str | None:
     """Why the mapping ``steps`` cannot be the steps' keywords (None: it can)."""
-    import difflib
+    from .._schema import did_you_mean
 
     for key, value in steps.items():
         if key not in STEP_KEYS:
-            close = difflib.get_close_matches(key, STEP_KEYS, n=1)
-            return (f"'{where}.{key}' is not a step" + (f"; did you mean {close[0]!r}?"
-                                                         if close else "")
-                    + f" (allowed: {', '.join(STEP_KEYS)})")
+            return (f"'{where}.{key}' is not a step{did_you_mean(key, STEP_KEYS)}"
+                    f" (allowed: {', '.join(STEP_KEYS)})")
         kind = STEP_KEYS[key]
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             return f"'{where}.{key}' has the wrong type: {value!r}"

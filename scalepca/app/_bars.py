@@ -98,6 +98,7 @@ class Display:
         self.current: _Pass | None = None  # the pass being made, if any
         self.active: _Pass | None = None  # what the running computation counts into
         self.done_before = 0  # chunks of earlier computations of the same pass
+        self.drawing = False  # a bar is being made (its first frame may be on screen)
         self.lock = threading.RLock()
 
     # -- passes --------------------------------------------------------------------------------
@@ -139,7 +140,9 @@ class Display:
             if p is None or not self.terminal:
                 return
             if p.bar is None and time.perf_counter() - p.t0 >= self.grace:
+                self.drawing = True  # an interrupt may land before p.bar is set
                 p.bar = self._bar(p)
+                self.drawing = False
             if p.bar is not None:
                 p.bar.n = self.done_before + done
                 p.bar.refresh()
@@ -154,10 +157,28 @@ class Display:
                 self._line(p, seconds)
             self._close(p)
 
-    def close(self):
+    def close(self, *, stopped: bool = False):
+        """End the display. ``stopped``: the work was interrupted (or failed), so the
+        pass or stage under way did not finish: its bar stays where it stopped, a log
+        says so."""
         with self.lock:
-            self.pass_ended()
-            self._close()
+            if not stopped:
+                self.pass_ended()
+                self._close()
+                return
+            under_way = [self.current] if self.current is not None else []
+            if self.active is not None and self.active is not self.current:
+                under_way.append(self.active)
+            for p in under_way:
+                if p.bar is not None:
+                    p.bar.close()  # drawn once more as it is: not filled up
+                elif self.drawing:  # its first frame is all there is: end its line
+                    print(file=self.stream, flush=True)
+                elif not self.terminal:
+                    seconds = time.perf_counter() - p.t0
+                    print(f"  [{time.strftime('%H:%M:%S')}] {p.label}: stopped after "
+                          f"{seconds:.2f} s", file=self.stream, flush=True)
+            self.current = self.active = None
 
     # -- drawing -------------------------------------------------------------------------------
     def _bar(self, p: _Pass):

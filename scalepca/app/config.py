@@ -58,6 +58,7 @@ from .._schema import (
     _f,
     _Field,
     _typename,
+    did_you_mean,
     unknown_keys,
 )
 from .config_keys import KEY_DOCS  # one sentence per key (the config reference)
@@ -276,6 +277,7 @@ def _check_generate(gen) -> dict:
     if kind not in GENERATORS:
         raise ConfigError(
             f"'data.generate.kind' {kind!r} is unknown; allowed: {', '.join(GENERATORS)}"
+            f"{did_you_mean(kind, GENERATORS)}"
         )
     check_params(GENERATORS[kind], params, "data.generate")
     required = [
@@ -301,6 +303,7 @@ def check_cluster(section) -> dict:
     if kind not in CLUSTER_KINDS:
         raise ConfigError(
             f"'cluster.kind' {kind!r} is unknown; allowed: {', '.join(CLUSTER_KINDS)}"
+            f"{did_you_mean(kind, CLUSTER_KINDS)}"
         )
     out = _check_section(section, _cluster_schema(kind), "cluster")
     if kind == "address":
@@ -326,8 +329,9 @@ def check_cluster(section) -> dict:
                 f"'cluster.adaptive' needs 0 <= minimum <= maximum; got {lo} and {hi}"
             )
     if out.get("monitoring", "light") not in MONITORING:
-        raise ConfigError(f"'cluster.monitoring' is {out['monitoring']!r}; allowed: "
-                          f"{', '.join(MONITORING)}")
+        value = out["monitoring"]
+        raise ConfigError(f"'cluster.monitoring' is {value!r}; allowed: "
+                          f"{', '.join(MONITORING)}{did_you_mean(value, MONITORING)}")
     for key in ("job_extra", "job_script_prologue", "worker_extra_args"):
         if out.get(key) is not None and not all(isinstance(x, str) for x in out[key]):
             raise ConfigError(f"'cluster.{key}' must be a list of strings; got {out[key]!r}")
@@ -377,8 +381,10 @@ def _check_data(section) -> dict:
                 f"'data.{key}' must be a dimension name or a list of names; got {v!r}"
             )
     if out["format"] is not None and out["format"] not in DATA_FORMATS:
+        hint = did_you_mean(out["format"], DATA_FORMATS)
         raise ConfigError(f"'data.format' is {out['format']!r}; allowed: "
-                          f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)")
+                          f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)"
+                          f"{hint}")
     from ..io._open_options import config_problem
 
     problem = config_problem({k: out[k] for k in OPEN_KEYS}, out["format"])

@@ -5,12 +5,14 @@ converted, features left out, a fit that did not converge) is printed as one lin
 ``scalepca: warning: ...``, in the words of the interface (config keys, flags: see
 :func:`scalepca.app.messages.speak_cli`); notices addressed to library developers (zarr's
 sharding notices, dask's chunking advice, deprecations inside dependencies) are dropped. With
-``-v`` every warning is shown as Python shows it.
+``-v`` every warning is shown as Python shows it. A known race of a library's on Ctrl+C is
+not shown either (:func:`interrupt_races_quiet`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import sys
 import warnings
@@ -34,6 +36,28 @@ def is_library_notice(category: type, message: str) -> bool:
     return any(cls in names and re.search(pattern, message) for cls, pattern in LIBRARY_NOTICES)
 
 
+class _InterruptRace(logging.Filter):
+    """Drops the traceback tornado logs when Ctrl+C lands in distributed's ``sync`` before
+    the coroutine it waits on has started: its cancel callback then finds no future yet and
+    raises ``NameError`` (a race of distributed's, harmless: the interrupt goes on)."""
+
+    def filter(self, record) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(err, NameError)
+                    and "sync.<locals>.cancel" in record.getMessage())
+
+
+@contextlib.contextmanager
+def interrupt_races_quiet():
+    """Inside the block, a Ctrl+C prints no library traceback (:class:`_InterruptRace`)."""
+    logger, race = logging.getLogger("tornado.application"), _InterruptRace()
+    logger.addFilter(race)
+    try:
+        yield
+    finally:
+        logger.removeFilter(race)
+
+
 @contextlib.contextmanager
 def cli_warnings(*, command: str | None = None, method=None, verbose: bool = False):
     """Route warnings raised inside the block as the module's docstring says.
@@ -52,7 +76,7 @@ def cli_warnings(*, command: str | None = None, method=None, verbose: bool = Fal
                          method=method() if callable(method) else method)
         print(f"scalepca: warning: {said}", file=sys.stderr, flush=True)
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), interrupt_races_quiet():
         warnings.simplefilter("default")  # each distinct warning once per place
         warnings.showwarning = show
         yield

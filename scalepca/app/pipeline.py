@@ -34,6 +34,8 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     for attr, label in (("n_iter_", "iterations"), ("rank_", "rank")):
         if attr == "n_iter_" and hasattr(est, attr) and is_closed_form(est):
             lines.append("solution: closed form (one direct solve, no iterations)")
+        elif attr == "n_iter_" and hasattr(est, "converged_"):
+            lines.append(f"iterations: {est.n_iter_:,} ({_convergence(est)})")
         elif hasattr(est, attr):
             lines.append(f"{label}: {getattr(est, attr):,}")
     ev = getattr(est, "explained_variance_", None)
@@ -60,6 +62,14 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     if hasattr(est, "noise_variance_"):
         lines.append(f"noise variance σ²: {float(est.noise_variance_):.6g}")
     return "\n".join(lines)
+
+
+def _convergence(est) -> str:
+    """Whether an iterative fit converged, in the config's words."""
+    if est.converged_:
+        return f"converged: model.tol {est.tol:g} met"
+    return (f"not converged: stopped at model.max_iter {est.max_iter:,} before model.tol "
+            f"{est.tol:g} was met; raise max_iter or tol")
 
 
 def _is_url(path: str) -> bool:
@@ -429,8 +439,11 @@ def _shape(X):
     return tuple(X.shape)
 
 
-def write_outputs(est, X, out: dict) -> list[str]:
-    """Write what ``output`` asks for under ``output.store``; return the written paths."""
+def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
+    """Write what ``output`` asks for under ``output.store``; return the written paths.
+
+    ``written``: a list each store's path is appended to once it is written completely
+    (in the order written: the model first), so an interrupted run can say which are."""
     from ..io import write_array
     from ..models._saving import save_estimator
     from .outputs import FLAG, PARTS
@@ -441,7 +454,7 @@ def write_outputs(est, X, out: dict) -> list[str]:
     # a rerun replaces the complete outputs of an earlier run (output.overwrite, default true);
     # nothing else is ever replaced
     replace = {"overwrite": out.get("overwrite", True), "flag": FLAG}
-    written = []
+    written = [] if written is None else written
 
     def path(key: str) -> str:  # where output.<key> goes: the store validate checked
         return f"{root}/{PARTS[key][0]}"

@@ -38,8 +38,6 @@ def _variable_problem(path: str, variable: str | None, storage_options=None,
                       open_options: dict | None = None) -> str | None:
     """The config's ``data.variable`` against the arrays of the store, with a close match
     (the store opened with the config's xarray ``open_options``)."""
-    import difflib
-
     import zarr
 
     from ..io import open_zarr_node
@@ -87,8 +85,9 @@ def _variable_problem(path: str, variable: str | None, storage_options=None,
             return time_decode_problem(TimeDecodeError(path, str(err)))
     if variable is None or variable in names:
         return None
-    close = difflib.get_close_matches(variable, names, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    from .._schema import did_you_mean
+
+    hint = did_you_mean(variable, names)
     return (f"data.variable {variable!r} is not in {path!r}{hint} "
             f"(it has: {', '.join(names) or 'nothing'})")
 

@@ -96,6 +96,7 @@ def progress(enabled: bool = True, *, client=None, stream=None, grace: float | N
         elif info.get("event") == "end":
             display.pass_ended(info.get("seconds"))
 
+    stopped = True
     try:
         with listen_passes(on_pass):
             if client is None:
@@ -106,5 +107,6 @@ def progress(enabled: bool = True, *, client=None, stream=None, grace: float | N
 
                 with following(client, display) as sched:
                     yield sched
+        stopped = False
     finally:
-        display.close()
+        display.close(stopped=stopped)

@@ -176,8 +176,9 @@ class Update:
         return {"update": f"{self.n_seen:,} rows seen before, {self.n_new:,} new rows read "
                           f"({getattr(self.est, 'n_passes_', '?')} pass over the new rows only)"}
 
-    def write(self, out: dict) -> list[str]:
-        """Append the new rows' scores, save the model, then mark the scores complete."""
+    def write(self, out: dict, written: list | None = None) -> list[str]:
+        """Append the new rows' scores, save the model, then mark the scores complete;
+        return the paths written (also appended to ``written`` as each is complete)."""
         from ..models._saving import save_estimator
         from . import _scores_append as sa
 
@@ -194,7 +195,8 @@ class Update:
         model = f"{root}/{PARTS['model'][0]}"
         save_estimator(self.est, model, storage_options=self.storage_options, overwrite=True,
                        flag="output.update: true")
-        written = [model]
+        written = [] if written is None else written
+        written.append(model)
         if self.scores is not None:
             sa.finish(self.scores, self.n_seen, self.n_total, self.storage_options)
             written.append(self.scores)

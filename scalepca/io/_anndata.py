@@ -20,7 +20,6 @@ imported only when AnnData input is met.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import logging
 import os
 from pathlib import Path
@@ -28,6 +27,8 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 import xarray as xr
+
+from .._schema import did_you_mean
 
 logger = logging.getLogger(__name__)
 
@@ -115,11 +116,6 @@ def is_anndata_group(node) -> bool:
     return node.attrs.get("encoding-type") == ENCODING
 
 
-def _did_you_mean(name: str, names) -> str:
-    close = difflib.get_close_matches(name, list(names), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def layer_problem(layers, layer: str | None, where: str, *, has_x: bool = True) -> str | None:
     """Why ``layer`` cannot be read from an AnnData with ``layers`` (None: it can)."""
     names = sorted(map(str, layers))
@@ -130,7 +126,7 @@ def layer_problem(layers, layer: str | None, where: str, *, has_x: bool = True) 
                 f"(it has: {', '.join(names) or 'none'})")
     if layer in names:
         return None
-    return (f"{where} has no layer {layer!r}{_did_you_mean(layer, names)} "
+    return (f"{where} has no layer {layer!r}{did_you_mean(layer, names)} "
             f"(its layers: {', '.join(names) or 'none'}; layer=None reads X)")
 
 

@@ -9,6 +9,28 @@ from pathlib import Path
 
 from ._anndata import _local, _open_root
 
+#: what :func:`write_results` writes into a store: the groups it changes
+RESULTS = ("obsm", "varm", "uns", "var")
+
+
+def results_stamp(path):
+    """A value that changes whenever :func:`write_results` writes into the local store
+    ``path`` (the newest change time of what it writes; the file's, for ``.h5ad``), so
+    an interrupted command can tell whether it had begun to; None for a URL."""
+    import os
+
+    p = _local(path)
+    if p is None:
+        return None
+    if Path(p).is_file():
+        return os.stat(p).st_mtime_ns
+    stamps = [os.stat(p).st_mtime_ns]
+    for group in RESULTS:
+        for folder, _, files in os.walk(Path(p) / group):
+            stamps += [os.stat(os.path.join(folder, f)).st_mtime_ns for f in files]
+            stamps.append(os.stat(folder).st_mtime_ns)
+    return max(stamps)
+
 
 def _open_for_update(path):
     """``(root opened for writing, whether its metadata were consolidated)``. anndata edits no

@@ -12,7 +12,14 @@ import inspect
 import types
 import typing
 
-from .._schema import _NONE, ConfigError, _type_ok, _typename, unknown_keys
+from .._schema import (
+    _NONE,
+    ConfigError,
+    _type_ok,
+    _typename,
+    did_you_mean,
+    unknown_keys,
+)
 
 #: method name in configs → estimator class (imported lazily), from two floors: the models
 #: (``scalepca.models``, stores written by ``models._saving``) and the analysis tools
@@ -58,6 +65,7 @@ def estimator_class(method: str):
     if not isinstance(method, str) or method not in METHODS:
         raise ConfigError(
             f"'model.method' {method!r} is unknown; allowed: {', '.join(METHODS)}"
+            f"{did_you_mean(method, METHODS)}"
         )
     try:
         return _import_class(METHODS[method])

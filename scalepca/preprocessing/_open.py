@@ -135,8 +135,20 @@ def data_kind(path, *, format: str | None = None, storage_options: dict | None =
 
 
 def no_data_store(path, kind: str) -> str:
-    """The sentence saying there is no data store of ``kind`` at ``path``."""
-    return f"no {KIND_NAMES.get(kind, 'data store')} at {os.fspath(path)!r}"
+    """The sentence saying there is no data store of ``kind`` at ``path``; for a local
+    path, with the name beside it that it was most likely meant to be (a typo)."""
+    from .._schema import closest
+    from ..io._fs import is_url
+
+    path = os.fspath(path)
+    hint = ""
+    folder, name = os.path.split(path.rstrip(os.sep))
+    typed = name and not any(c in name for c in "*?[")  # not a glob of NetCDF files
+    if typed and not is_url(path) and os.path.isdir(folder or "."):
+        meant = closest(name, os.listdir(folder or "."))
+        if meant is not None and meant != name:
+            hint = f"; did you mean {os.path.join(folder, meant)!r}?"
+    return f"no {KIND_NAMES.get(kind, 'data store')} at {path!r}{hint}"
 
 
 def open_dataset(path, *, storage_options: dict | None = None, format: str | None = None,

@@ -214,6 +214,31 @@ def _environ_restore(before: dict) -> None:
             os.environ[name] = value
 
 
+@contextlib.contextmanager
+def _interrupts_ignored():
+    """Start the block's processes ignoring SIGINT.
+
+    Ctrl+C on a terminal signals the whole foreground process group, the worker
+    processes of a local cluster too: each printed its KeyboardInterrupt traceback,
+    however the program that started them handled it. An ignored SIGINT stays ignored
+    through ``exec`` (and Python keeps it so), so the workers the nannies start here
+    never see it: the program alone answers Ctrl+C, and closing its client stops them.
+    (Blocking SIGINT instead, which would keep a press made meanwhile, does not reach
+    them: the cluster's thread that starts them runs with a mask of its own.)
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler (it is the one SIGINT reaches)
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def _unchanged(settings: dict) -> dict:
     """``settings`` without those whose current Dask value differs from Dask's shipped default
     (the user set them)."""
@@ -330,7 +355,7 @@ def make_cluster(config: dict | None = None, **kwargs):
         # copy (and its pre-spawn environment) to the worker process it starts
         with dask.config.set({**_monitoring(cfg), **_worker_allocator(cfg),
                               **_no_workers(cfg)}), \
-                _environ_kept(_ALLOCATOR_VARIABLES) as before:
+                _environ_kept(_ALLOCATOR_VARIABLES) as before, _interrupts_ignored():
             cluster = LocalCluster(
                 n_workers=cfg["n_workers"],
                 threads_per_worker=cfg["threads_per_worker"],
