@@ -182,15 +182,15 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
 
 
 # -- `scalepca run`: a worker lost under the progress display is replaced -------------
-def _run_config(tmp_path, data, method, params, name):
+def _run_config(tmp_path, data, method, params, name, cluster=None):
     import yaml
 
     cfg = {
         "data": {"path": str(data)},
         "model": {"method": method, **params},
         # one worker: the run can only finish if its nanny starts a replacement
-        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
-                    "memory_limit": "1GiB"},
+        "cluster": cluster or {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
+                               "memory_limit": "1GiB"},
         "output": {"store": str(tmp_path / name), "scores": False},
         "progress": True,
     }
@@ -246,6 +246,38 @@ def test_cli_run_replaces_a_killed_worker(tmp_path, capfd, method, params, index
         runs[name] = scalepca.load(tmp_path / name / "model.zarr"), killed
     (ref, _), (got, killed) = runs["undisturbed"], runs["killed"]
     assert killed, f"pass {index} never started"
+    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_,
+                               rtol=1e-12)
+
+
+def test_cli_run_on_a_real_scheduler_replaces_a_killed_worker(tmp_path, capfd):
+    """The same with ``cluster.kind: address``: a ``dask scheduler`` and one ``dask
+    worker`` under its nanny, in processes of their own; the worker process is SIGKILLed
+    when the fit's pass starts, with the progress display on."""
+    import dask
+
+    import scalepca
+    from scalepca.app._passlog import listen_passes
+    from scalepca.cli import EXIT_OK, main
+    from scalepca.datasets import make_low_rank, write_dataset
+
+    data = tmp_path / "x.zarr"
+    write_dataset(make_low_rank(2000, 30, rank=4, chunk_rows=250, seed=5), data)
+    runs = {}
+    with ProcessCluster(1, memory_limit="1GiB", workdir=tmp_path / "cluster",
+                        nanny=True) as cluster:
+        where = {"kind": "address", "address": cluster.address}
+        for name in ("undisturbed", "killed"):
+            cfg = _run_config(tmp_path, data, "pca", {"n_components": 3}, name, where)
+            on_pass, killed = _kill_workers_at(1 if name == "killed" else -1)
+            with listen_passes(on_pass), dask.config.set({"scalepca.progress.grace": 0}):
+                rc = main(["run", str(cfg)])
+            out, err = capfd.readouterr()
+            assert rc == EXIT_OK, err
+            assert "Traceback" not in out + err, out + err
+            runs[name] = scalepca.load(tmp_path / name / "model.zarr"), killed
+    (ref, _), (got, killed) = runs["undisturbed"], runs["killed"]
+    assert killed, "the pass never started"
     np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_,
                                rtol=1e-12)
 

@@ -245,12 +245,15 @@ class ProcessCluster:
     """
 
     def __init__(self, n_workers: int = 2, *, memory_limit: str = "1GiB", workdir=None,
-                 nthreads: int = 1):
+                 nthreads: int = 1, nanny: bool = False):
         import uuid
 
         self.tag = uuid.uuid4().hex[:8]  # names this cluster's files in a shared workdir
         self.memory_limit = memory_limit
         self.nthreads = nthreads
+        # with a nanny (as `dask worker` runs by default) a killed worker process is
+        # replaced; its Popen here is then the nanny's
+        self.nanny = nanny
         self.workdir = Path(workdir or os.environ.get("TMPDIR", "/tmp"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -283,7 +286,8 @@ class ProcessCluster:
         local = self.workdir / f"dask-{self.tag}-{name}"
         self.workers[name] = self._popen(
             [_dask_exe(), "worker", self.address, "--nthreads", str(self.nthreads),
-             "--memory-limit", str(self.memory_limit), "--no-nanny", "--no-dashboard",
+             "--memory-limit", str(self.memory_limit),
+             "--nanny" if self.nanny else "--no-nanny", "--no-dashboard",
              "--name", name, "--local-directory", str(local), "--death-timeout", "60"],
             name)
         return name
