@@ -91,7 +91,8 @@ def cmd_run(args) -> int:
     # what `validate` checks, before a cluster starts: a mistake costs a second, not a cluster
     problems, _ = check_config(cfg if not args.scheduler else {**cfg, "cluster": ccfg})
     if problems:
-        raise UserError(problems[0])
+        spoken = speak_cli(problems[0], method=getattr(args, "method", None))
+        raise UserError(_located(args, spoken))
     timings = RunTimings()
     with contextlib.ExitStack() as stack:
         with timings.stage("starting the cluster"):
@@ -336,6 +337,16 @@ def cmd_info(args) -> int:
     return EXIT_OK
 
 
+def _located(args, problem: str) -> str:
+    """A problem of the config after the file and the line of the key it names
+    (``config.yaml:12: ...``, as compilers say it), as ``validate`` and ``run`` both
+    say it; as it is where the file has no such key."""
+    from .app.yaml_files import key_lines, problem_line
+
+    line = problem_line(problem, key_lines(args.config), args.set)
+    return problem if line is None else f"{args.config}:{line}: {problem}"
+
+
 def cmd_validate(args) -> int:
     from .app.config import JOBQUEUE_KINDS
 
@@ -347,13 +358,8 @@ def cmd_validate(args) -> int:
     said = found + [speak_cli(problem, method=getattr(args, "method", None))
                     for problem in problems]
     if said:
-        from .app.yaml_files import key_lines, problem_line
-
-        lines = key_lines(args.config)
         for problem in dict.fromkeys(said):  # each at the line of the key it names
-            line = problem_line(problem, lines, args.set)
-            where = f"{args.config}:{line}: " if line is not None else ""
-            print(f"scalepca: error: {where}{problem}", file=sys.stderr)
+            print(f"scalepca: error: {_located(args, problem)}", file=sys.stderr)
         return EXIT_USER_ERROR
     kind = cfg["cluster"]["kind"]
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
