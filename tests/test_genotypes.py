@@ -411,9 +411,8 @@ def test_bad_input_refused_clearly(bed, tmp_path, capsys):
     assert "no .bim file" in said.out + said.err
 
 
-def test_reader_reads_each_block_by_a_ranged_read(bed, monkeypatch):
-    """No task reads more than its block: every read asks bed-reader for one block's range."""
-    path, X, _ = bed
+def _spied_reads(monkeypatch) -> list:
+    """The ``index`` of every ``bed_reader.open_bed.read`` from now on, in order."""
     seen = []
     real = bed_reader.open_bed.read
 
@@ -422,6 +421,13 @@ def test_reader_reads_each_block_by_a_ranged_read(bed, monkeypatch):
         return real(self, index=index, **kw)
 
     monkeypatch.setattr(bed_reader.open_bed, "read", spy)
+    return seen
+
+
+def test_reader_reads_each_block_by_a_ranged_read(bed, monkeypatch):
+    """No task reads more than its block: every read asks bed-reader for one block's range."""
+    path, X, _ = bed
+    seen = _spied_reads(monkeypatch)
     A = scalepca.open_matrix(path, chunks={0: 60}, dtype="float64")
     assert A.chunks == ((60,) * 4, (D,))
     with dask.config.set(scheduler="sync"):
@@ -880,14 +886,7 @@ def test_subset_tasks_read_only_their_samples_and_snps(sim, monkeypatch):
     path, X = sim
     with bed_reader.open_bed(path) as bed:
         iid, fid, chrom = bed.iid, bed.fid, bed.chromosome
-    seen = []
-    real = bed_reader.open_bed.read
-
-    def spy(self, index=None, **kw):
-        seen.append(index)
-        return real(self, index=index, **kw)
-
-    monkeypatch.setattr(bed_reader.open_bed, "read", spy)
+    seen = _spied_reads(monkeypatch)
     keep = path.parent / "keep_tasks.txt"
     rows = np.r_[0:20, 40:45, 47]
     keep.write_text("".join(f"{fid[r]}\t{iid[r]}\n" for r in rows))
