@@ -193,12 +193,10 @@ def cmd_transform(args) -> int:
                     attrs=attrs)
         args.written.append(out)  # each store once complete: an interrupt says which
         if plink is not None:
-            from .io._bed import plink_pca, write_plink_pca
+            from .io._bed import write_plink_scores
 
-            vectors, values = plink_pca(est, scores)
-            fid, iid = X["fid"].values, X["sample"].values
-            args.written += write_plink_pca(plink, fid, iid, vectors, values,
-                                            storage_options=so)
+            args.written += write_plink_scores(plink, est, X, scores,
+                                               storage_options=so)
     for path in args.written:
         print(f"written: {path}")
     return EXIT_OK

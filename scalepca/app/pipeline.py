@@ -492,13 +492,11 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
                         **replace)
             written.append(path(part))
     if out.get("plink"):  # PLINK 2's --pca files (output_problems checked the model)
-        from ..io._bed import plink_pca, write_plink_pca
+        from ..io._bed import write_plink_scores
         from .outputs import PLINK_PREFIX
 
-        vectors, values = plink_pca(est, scores)
-        fid, iid = X["fid"].values, X["sample"].values
-        written += write_plink_pca(f"{root}/{PLINK_PREFIX}", fid, iid, vectors, values,
-                                   storage_options=so)
+        written += write_plink_scores(f"{root}/{PLINK_PREFIX}", est, X, scores,
+                                      storage_options=so)
     return written
 
 

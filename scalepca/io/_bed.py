@@ -392,6 +392,16 @@ def plink_pca(est, scores):
     return scores / s, s**2 / used
 
 
+def write_plink_scores(prefix: str, est, X, scores, *, storage_options=None
+                       ) -> list[str]:
+    """The model ``est``'s ``scores`` of the .bed matrix ``X`` as PLINK 2's files at
+    ``prefix`` (:func:`plink_pca`, written by :func:`write_plink_pca` with the
+    samples' ids of ``X``). Returns the two paths."""
+    vectors, values = plink_pca(est, scores)
+    return write_plink_pca(prefix, X["fid"].values, X["sample"].values, vectors, values,
+                           storage_options=storage_options)
+
+
 def write_plink_pca(
     prefix: str, fid, iid, vectors, values, *, storage_options=None
 ) -> list[str]:
