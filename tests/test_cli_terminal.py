@@ -232,6 +232,44 @@ def test_ctrl_c_during_a_run(tmp_path, terminal_env):
     assert not (tmp_path / "out" / "scores.zarr").exists()
 
 
+def test_ctrl_c_as_a_bar_is_drawn_ends_its_line_once(monkeypatch):
+    """Ctrl+C landing just after a bar drew its first frame, before the display held it
+    (seen on a loaded CI machine): the bar is closed once, so its line ends once and the
+    next line is the command's own, not an empty one."""
+    import gc
+    import io
+    import signal
+
+    import tqdm
+
+    from scalepca.app._bars import Display
+
+    class Screen(io.StringIO):
+        def isatty(self):
+            return True
+
+    made = tqdm.tqdm.__init__
+
+    def drawn_then_pressed(self, *args, **kwargs):
+        made(self, *args, **kwargs)  # the first frame is on the screen now
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(tqdm.tqdm, "__init__", drawn_then_pressed)
+    screen = Screen()
+    display = Display(screen, grace=0.0)
+    display.pass_started("PPCA", 1, "EM initialisation")
+    pressed = False
+    try:
+        display.compute_started(8, 8)  # draws: the press lands as the bar is made
+    except KeyboardInterrupt:
+        pressed = True
+    assert pressed
+    display.close(stopped=True)
+    gc.collect()  # a bar nobody held closes itself when collected
+    text = screen.getvalue()
+    assert text.count("\n") == 1 and text.endswith("\n"), repr(text)
+
+
 def test_ctrl_c_in_distributed_sync_logs_no_traceback(monkeypatch, caplog):
     """Ctrl+C landing in distributed's ``sync`` before the coroutine it waits on has
     started: distributed's cancel callback raises NameError and tornado logs it with a

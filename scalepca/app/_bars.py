@@ -27,6 +27,33 @@ def stage(name: str):
         _STAGE.reset(token)
 
 
+@contextlib.contextmanager
+def _interrupt_deferred():
+    """Hold Ctrl+C back until the block has run.
+
+    A bar draws its first frame while it is made; an interrupt landing between that
+    frame and the bar's assignment left a bar nobody held, which closed itself when
+    collected and ended its line a second time. Python runs signal handlers in the main
+    thread only, so elsewhere there is nothing to hold back.
+    """
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or before is None:
+        yield  # None: a handler not set from Python, which could not be put back
+        return
+    pressed = []
+    signal.signal(signal.SIGINT, lambda *args: pressed.append(args))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+        if pressed and callable(before):
+            before(*pressed[0])
+        elif pressed and before == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
+
+
 def _is_terminal(stream) -> bool:
     try:
         return bool(stream.isatty())
@@ -98,7 +125,6 @@ class Display:
         self.current: _Pass | None = None  # the pass being made, if any
         self.active: _Pass | None = None  # what the running computation counts into
         self.done_before = 0  # chunks of earlier computations of the same pass
-        self.drawing = False  # a bar is being made (its first frame may be on screen)
         self.lock = threading.RLock()
 
     # -- passes --------------------------------------------------------------------------------
@@ -140,9 +166,8 @@ class Display:
             if p is None or not self.terminal:
                 return
             if p.bar is None and time.perf_counter() - p.t0 >= self.grace:
-                self.drawing = True  # an interrupt may land before p.bar is set
-                p.bar = self._bar(p)
-                self.drawing = False
+                with _interrupt_deferred():  # a bar drawn is a bar held: closed once
+                    p.bar = self._bar(p)
             if p.bar is not None:
                 p.bar.n = self.done_before + done
                 p.bar.refresh()
@@ -172,8 +197,6 @@ class Display:
             for p in under_way:
                 if p.bar is not None:
                     p.bar.close()  # drawn once more as it is: not filled up
-                elif self.drawing:  # its first frame is all there is: end its line
-                    print(file=self.stream, flush=True)
                 elif not self.terminal:
                     seconds = time.perf_counter() - p.t0
                     print(f"  [{time.strftime('%H:%M:%S')}] {p.label}: stopped after "

@@ -64,9 +64,15 @@ def _import_extra(kind: str):
         ) from None
 
 
-def _stop_heartbeat(dask_worker):
-    """Run on each worker before a cluster scalepca started is closed."""
+def _prepare_to_close(dask_worker):
+    """Run on each worker before a cluster scalepca started is closed: stop its
+    heartbeat, and keep what the closing itself makes it log off the user's screen (a
+    transfer from a worker already gone logs "failed during get data" with a traceback
+    when Ctrl+C stops a pass mid-way; nothing is left to fix or retry by then)."""
+    import logging
+
     dask_worker.periodic_callbacks["heartbeat"].stop()
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
 
 def _distributed_client_class():
@@ -84,7 +90,7 @@ def _distributed_client_class():
                 # heartbeats while the scheduler still answers, then close the cluster
                 # (a worker busy in a task is not waited for beyond a few seconds)
                 with contextlib.suppress(Exception):
-                    self.sync(self._run, _stop_heartbeat, callback_timeout=5)
+                    self.sync(self._run, _prepare_to_close, callback_timeout=5)
             try:
                 return super().close(*args, **kwargs)
             finally:
