@@ -393,9 +393,10 @@ def _n_samples(args, sig, params) -> int:
             per_row *= params.get("n_features", sig["n_features"].default
                                   if sig["n_features"].default is not inspect.Parameter.empty
                                   else 100)
-        else:  # gridded: one row is a (lat, lon) field
-            per_row *= params.get("n_lat", sig["n_lat"].default) * params.get(
-                "n_lon", sig["n_lon"].default)
+        else:  # gridded: one row is a (lat, lon) field, or two of them
+            fields = [("n_lat", "n_lon"), ("n_lat_y", "n_lon_y")]
+            per_row *= sum(params.get(a, sig[a].default) * params.get(b, sig[b].default)
+                           for a, b in fields if a in sig)
         try:
             return max(1, parse_bytes(args.size) // per_row)
         except ValueError as err:

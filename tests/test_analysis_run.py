@@ -83,7 +83,10 @@ def test_mca_run_equals_the_estimator(files, capsys):
     _close(scores["scores_y"].transpose("time", "mode"), zy.transpose("time", "mode"), "y")
     assert scores.attrs["fields"] == ["sst", "z"]
     xr.testing.assert_allclose(model.components_y_xr_, ref.components_y_xr_)
-    assert (out / "report.html").exists()
+    page = (out / "report.html").read_text()
+    # the written expansion coefficients are drawn (the report looked for "scores")
+    assert "expansion coefficients of X against those of Y" in page
+    assert "not drawn" not in page
     # scalepca transform of the saved model reads both fields from the store by the
     # variables the model records and writes run's layout: the same scores
     assert main(["transform", str(out / "model.zarr"), str(files / "both.nc"), "--out",

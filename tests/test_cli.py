@@ -616,10 +616,7 @@ def test_run_netcdf_with_named_weights_matches_eofs(tmp_path, capsys, as_glob):
 
 #: shipped configs a fresh folder runs in the default suite (the rest with -m slow)
 _FRESH_DEFAULT = {"quickstart", "bootstrap_eof"}
-#: the local configs without a generate section read the user's file: the test writes
-#: eofs' SST and Z500 there (``data.path`` as shipped)
 _FRESH = {**_SMALL, "extended_eof": _SMALL["eof"], "mca": [], "multivariate_eof": []}
-_USER_FILE = {"mca", "multivariate_eof"}
 
 
 def _run_fresh(tmp_path, name, sets):
@@ -638,17 +635,11 @@ def _run_fresh(tmp_path, name, sets):
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=[] if n in _FRESH_DEFAULT else [pytest.mark.slow])
     for n in sorted(_FRESH)])
-def test_shipped_configs_run_cleanly_from_a_fresh_folder(tmp_path, request, name):
+def test_shipped_configs_run_cleanly_from_a_fresh_folder(tmp_path, name):
     """Each local config (shrunk by its generate keys) runs with its cluster of worker
     processes and its progress display: exit 0, outputs written, no traceback, no worker
     lost. (configs/slurm.yaml, pbs.yaml and address.yaml need a batch system or a
     running scheduler: tests/test_config.py validates them.)"""
-    if name in _USER_FILE:
-        sst, hgt = request.getfixturevalue("sst_hgt")
-        z = hgt.rename(latitude="lat_z", longitude="lon_z")
-        (tmp_path / "data").mkdir()
-        both = xr.Dataset({"sst": sst, "z": z})
-        both.to_netcdf(tmp_path / "data" / "sst_z500.nc", engine="scipy")
     r, raw = _run_fresh(tmp_path, name, _FRESH[name])
     assert r.returncode == EXIT_OK, r.stderr
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr

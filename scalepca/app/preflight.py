@@ -99,10 +99,12 @@ def _generated_matrix(dcfg: dict):
 
     params = dict(dcfg["generate"])
     data = GENERATORS[params.pop("kind", "low_rank")](**params)
-    if hasattr(data, "data_vars"):  # gridded: an xarray Dataset
-        return open_matrix(data, variable=dcfg.get("variable"),
-                           sample_dims=dcfg.get("sample_dims"),
-                           feature_dims=dcfg.get("feature_dims"))
+    if hasattr(data, "data_vars"):  # gridded: an xarray Dataset, one field or more
+        variable = dcfg.get("variable")
+        fields = [open_matrix(data, variable=v, sample_dims=dcfg.get("sample_dims"),
+                              feature_dims=dcfg.get("feature_dims"))
+                  for v in (variable if isinstance(variable, list) else [variable])]
+        return fields[0] if len(fields) == 1 else _joined(fields)
     return data
 
 

@@ -141,9 +141,13 @@ def _figures(est, *, method: str | None, X=None, scores_store=None, storage_opti
         note = (" PPCA's scores are posterior means of unit-variance latent variables, not "
                 "projections: their variance is at most 1 on every axis, whatever the "
                 "component's variance." if name == "PPCA" else "")
-        yield "scores", "Scores of the first two components (a random sample of at most 5,000 " \
-            "rows of the written scores); each axis gives its component's share of the " \
-            "variance." + note, lambda: _scores_figure(scores_store, storage_options, est)
+        what = ("The first mode's expansion coefficients of X against those of Y (a "
+                "random sample of at most 5,000 rows of the written scores)."
+                if name == "MCA" else
+                "Scores of the first two components (a random sample of at most 5,000 "
+                "rows of the written scores); each axis gives its component's share of "
+                "the variance." + note)
+        yield "scores", what, lambda: _scores_figure(scores_store, storage_options, est)
     if name == "RobustPCA" and X is not None and getattr(est, "low_rank_", None) is not None:
         n1, n2 = est.low_rank_.shape
         r, c = min(n1, 200), min(n2, 200)
@@ -168,6 +172,8 @@ def _scores_figure(store, storage_options, est=None):
     from ..io import open_zarr_node
 
     node = open_zarr_node(store, storage_options=storage_options)
+    if not isinstance(node, zarr.Array) and "scores" not in node and "scores_x" in node:
+        return _coupled_scores_figure(node)
     arr = node if isinstance(node, zarr.Array) else node["scores"]
     Z = da.from_zarr(arr)
     if Z.ndim != 2 or Z.shape[1] < 2:
@@ -176,6 +182,22 @@ def _scores_figure(store, storage_options, est=None):
     x, y = _axis_shares(est)
     ax.set_xlabel(x)
     ax.set_ylabel(y)
+    return ax.figure
+
+
+def _coupled_scores_figure(node):
+    """MCA's expansion coefficients: the first mode of X against that of Y, whose
+    covariance the mode maximises."""
+    import dask.array as da
+
+    from ..analysis import plot
+
+    Z = da.stack([da.from_zarr(node["scores_x"])[:, 0],
+                  da.from_zarr(node["scores_y"])[:, 0]], axis=1)
+    ax = plot.scores(Z, max_points=5000, s=4, alpha=0.5,
+                     title="mode 1: expansion coefficients (sample of rows)")
+    ax.set_xlabel("X, mode 1")
+    ax.set_ylabel("Y, mode 1")
     return ax.figure
 
 

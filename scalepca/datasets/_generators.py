@@ -13,6 +13,8 @@ kind                      structure (and the method it exercises)
 ``missing``               ``low_rank`` with a fraction of entries set to NaN: PPCA with EM
 ``gridded``               (time, lat, lon) field of a few smooth spatial modes + noise, NaN on
                           a land mask, with coordinates: EOF analysis of xarray data
+``coupled_fields``        two gridded fields on their own grids, over the same times,
+                          some modes sharing their time series: MCA, multivariate EOF
 ``rings``                 noisy concentric rings (radii 1, 2.8, 5) in the first two features:
                           kernel PCA
 ``sparse_spike``          spiked covariance whose leading eigenvectors have small disjoint
@@ -43,6 +45,7 @@ _TAG_FACTORS, _TAG_BLOCK, _TAG_MISSING = 1, 2, 3
 _TAG_RINGS, _TAG_SPIKE_V, _TAG_SPIKE, _TAG_LR_U, _TAG_LR_V, _TAG_SPARSE = 4, 5, 6, 7, 8, 9
 _TAG_GRID, _TAG_GRID_BLOCK = 10, 11
 _TAG_GENES, _TAG_CALIBRATION, _TAG_CELLS = 12, 13, 14
+_TAG_COUPLED, _TAG_COUPLED_NOISE = 15, 16
 
 
 def _rng(seed: int, *path: int) -> np.random.Generator:
@@ -224,6 +227,78 @@ def make_gridded(
     arr["lat"].attrs["units"] = "degrees_north"
     arr["lon"].attrs["units"] = "degrees_east"
     return arr.to_dataset(name=variable)
+
+
+# -- two coupled fields (MCA, multivariate EOF) ---------------------------------------
+def _coupled_block(block_id=None, *, rows, modes, amplitudes, coupled, land, mean,
+                   noise, field, dtype, seed):
+    i = block_id[0]
+    m = rows[i]
+    rank = modes.shape[0]
+    # both fields draw the same time series; the first `coupled` drive both
+    pcs = _rng(seed, _TAG_COUPLED, i).standard_normal((m, 2, rank))
+    own = pcs[:, field]
+    own[:, :coupled] = pcs[:, 0, :coupled]
+    x = np.tensordot(own * amplitudes, modes, axes=1) + mean
+    x += noise * _rng(seed, _TAG_COUPLED_NOISE, field, i).standard_normal(x.shape)
+    x[:, land] = np.nan
+    return x.astype(dtype, copy=False)
+
+
+def make_coupled_fields(
+    n_samples: int,
+    *,
+    n_lat: int = 24,
+    n_lon: int = 48,
+    n_lat_y: int = 18,
+    n_lon_y: int = 36,
+    rank: int = 4,
+    coupled: int = 2,
+    noise: float = 0.5,
+    land_fraction: float = 0.3,
+    chunk_rows: int = 1000,
+    dtype: str = "float32",
+    variables: tuple = ("sst", "z"),
+    seed: int = 0,
+):
+    """Two lazy gridded fields over the same times, each on its own grid.
+
+    The first, ``(time, lat, lon)``, is a :func:`make_gridded`-like field with a land
+    mask (mean 15, amplitudes ``5 · 0.7^j``); the second, ``(time, lat_y, lon_y)``, has
+    no mask, a mean of 5,500 and amplitudes 100 times larger (other units, as a 500 hPa
+    height beside a sea-surface temperature). Each has ``rank`` smooth modes; the
+    first ``coupled`` modes of both share their time series, the others are
+    independent: the coupled patterns of maximum covariance analysis and the leading
+    modes of a multivariate EOF analysis. An xarray Dataset with the two variables
+    named by ``variables``; open with ``open_matrix(path, variable=[...],
+    sample_dims="time")``.
+    """
+    import pandas as pd
+    import xarray as xr
+
+    if not 0 <= coupled <= rank:
+        raise ValueError(f"coupled must be in [0, rank={rank}]; got {coupled}")
+    if len(variables) != 2 or len(set(variables)) != 2:
+        raise ValueError(f"variables must be two different names; got {variables!r}")
+    time = pd.date_range("2000-01-01", periods=n_samples, freq="D")
+    grids = [(n_lat, n_lon, land_fraction, 15.0, 1.0, ("lat", "lon")),
+             (n_lat_y, n_lon_y, 0.0, 5500.0, 100.0, ("lat_y", "lon_y"))]
+    fields = {}
+    for field, (ny, nx, land_frac, mean, unit, dims) in enumerate(grids):
+        modes, amplitudes, land = gridded_modes(ny, nx, rank, land_fraction=land_frac,
+                                                seed=seed + field)
+        chunks = da.core.normalize_chunks((chunk_rows, ny, nx), (n_samples, ny, nx))
+        block = partial(_coupled_block, rows=chunks[0], modes=modes,
+                        amplitudes=unit * amplitudes, coupled=coupled, land=land,
+                        mean=mean, noise=unit * noise, field=field,
+                        dtype=np.dtype(dtype), seed=seed)
+        lat, lon = _grid(ny, nx)
+        arr = xr.DataArray(_lazy(block, chunks, dtype), dims=("time", *dims),
+                           coords={"time": time, dims[0]: lat, dims[1]: lon})
+        arr[dims[0]].attrs["units"] = "degrees_north"
+        arr[dims[1]].attrs["units"] = "degrees_east"
+        fields[variables[field]] = arr
+    return xr.Dataset(fields, attrs={"title": "two synthetic coupled fields"})
 
 
 # -- concentric rings (kernel PCA) ----------------------------------------------------------------
@@ -644,6 +719,7 @@ GENERATORS = {
     "low_rank": make_low_rank,
     "missing": make_missing,
     "gridded": make_gridded,
+    "coupled_fields": make_coupled_fields,
     "rings": make_rings,
     "sparse_spike": make_sparse_spike,
     "low_rank_sparse": make_low_rank_sparse,
