@@ -178,7 +178,11 @@ def test_make_data_and_run_on_a_terminal(tmp_path, terminal_env):
               if re.search(r"\d+/\d+ chunks \[", shown_line)]
     assert labels[:3] == ["PPCA pass 1 (EM initialisation)", "PPCA pass 2 (EM iteration 1)",
                           "PPCA pass 3 (EM iteration 2)"], text
-    assert "writing outputs" in labels, labels
+    # each bar says what it does: the scores' bar names the store it writes
+    assert "writing scores.zarr" in labels, labels
+    # what starts, said before it does (a cluster may take a while)
+    assert re.search(r"^scalepca: starting a local Dask cluster \(1 worker threads, 2 "
+                     r"thread\(s\) each", text, re.M), text
     for line in _bars(text, "PPCA pass"):
         bar = _BAR.format(label=r"PPCA pass \d+ \([\w ]+\)", n=8)
         assert re.fullmatch(bar, line.rstrip()), line

@@ -447,6 +447,7 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
     from ..io import write_array
     from ..models._saving import save_estimator
     from .outputs import FLAG, PARTS
+    from .progress import stage
 
     root = out["store"].rstrip("/")
     so = out.get("storage_options")
@@ -476,27 +477,32 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
     if out["scores"]:
         # an analysis tool names its arrays itself (its scores_arrays)
         arrays, attrs = est.scores_arrays(X, fitted=True) if own else (scores, None)
-        write_array(arrays, path("scores"), name="scores", storage_options=so, codec=codec,
-                    attrs=attrs, **replace)
+        with stage(f"writing {PARTS['scores'][0]}"):
+            write_array(arrays, path("scores"), name="scores", storage_options=so,
+                        codec=codec, attrs=attrs, **replace)
         written.append(path("scores"))
     if out["reconstruction"]:
-        write_array(est.inverse_transform(scores), path("reconstruction"),
-                    name="reconstruction", storage_options=so, codec=codec, **replace)
+        with stage(f"writing {PARTS['reconstruction'][0]}"):
+            write_array(est.inverse_transform(scores), path("reconstruction"),
+                        name="reconstruction", storage_options=so, codec=codec,
+                        **replace)
         written.append(path("reconstruction"))
     for part in ("low_rank", "sparse"):
         if out[part]:
             value = getattr(est, f"{part}_", None)
             if value is None:
                 raise UserError(f"{type(est).__name__} has no {part}_ to write")
-            write_array(value, path(part), name=part, storage_options=so, codec=codec,
-                        **replace)
+            with stage(f"writing {PARTS[part][0]}"):
+                write_array(value, path(part), name=part, storage_options=so,
+                            codec=codec, **replace)
             written.append(path(part))
     if out.get("plink"):  # PLINK 2's --pca files (output_problems checked the model)
         from ..io._bed import write_plink_scores
         from .outputs import PLINK_PREFIX
 
-        written += write_plink_scores(f"{root}/{PLINK_PREFIX}", est, X, scores,
-                                      storage_options=so)
+        with stage(f"writing {PLINK_PREFIX}.eigenvec"):
+            written += write_plink_scores(f"{root}/{PLINK_PREFIX}", est, X, scores,
+                                          storage_options=so)
     return written
 
 

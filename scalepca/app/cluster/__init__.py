@@ -2,7 +2,13 @@
 and show the progress of its work (:func:`progress`, from :mod:`scalepca.app.progress`)."""
 
 from ..progress import progress
-from ._connect import WorkersLost, connect, make_cluster, reporting_lost_workers
+from ._connect import (
+    WorkersLost,
+    connect,
+    make_cluster,
+    reporting_lost_workers,
+    starting_line,
+)
 
 __all__ = ["WorkersLost", "connect", "make_cluster", "progress",
-           "reporting_lost_workers"]
+           "reporting_lost_workers", "starting_line"]

@@ -396,6 +396,35 @@ def make_cluster(config: dict | None = None, **kwargs):
     return gw.new_cluster(options)
 
 
+def starting_line(config: dict | None = None, **kwargs) -> str:
+    """What :func:`connect` is about to start or join, in one line (a cluster can take
+    seconds to minutes to start; the command line says what it waits for)."""
+    cfg = _settings(config, kwargs)
+    kind = cfg["kind"]
+    adaptive = cfg.get("adaptive")
+    if kind == "local":
+        n, threads = cfg["n_workers"], cfg["threads_per_worker"]
+        what = "processes" if cfg["processes"] else "threads"
+        shape = (f"{n if n is not None else 'a choice of'} worker {what}, "
+                 f"{threads if threads is not None else 'a choice of'} thread(s) each")
+        if cfg["memory_limit"] is not None:
+            shape += f", {cfg['memory_limit']} of memory each"
+        return f"starting a local Dask cluster ({shape})"
+    if kind == "address":
+        return f"connecting to the Dask scheduler at {cfg['address']}"
+    if adaptive:
+        lo, hi = list(adaptive.values())
+        size = f"adaptive, {lo} to {hi}"
+    else:
+        size = cfg.get("jobs", cfg.get("n_workers"))
+    if kind in _JOBQUEUE_CLASSES:
+        return (f"submitting {kind.upper()} worker jobs ({size} job(s) of "
+                f"{cfg.get('cores')} cores and {cfg.get('memory')} each)")
+    if kind == "kubernetes":
+        return f"starting a Dask cluster on Kubernetes ({size} workers)"
+    return f"asking the Dask Gateway at {cfg.get('address')} for a cluster ({size} workers)"
+
+
 def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
     """Return a ``distributed.Client`` for the cluster described by ``config`` / ``kwargs``.
 
@@ -406,7 +435,7 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
         "walltime": "02:00:00", "queue": "normal", "jobs": 4}``. Keys are validated (unknown
         keys and wrong types raise :class:`scalepca.app.config.ConfigError`).
     quiet : bool, default=False
-        Do not print the dashboard link.
+        Do not print what starts (or is joined) and the dashboard link.
     **kwargs
         The same keys as ``config`` (they override it), e.g. ``connect(n_workers=2)`` or
         ``connect(kind="address", address="tcp://10.0.0.5:8786")``.
@@ -434,6 +463,8 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
     """
     cfg = _settings(config, kwargs)
     kind = cfg["kind"]
+    if not quiet:
+        print(f"scalepca: {starting_line(cfg)}", flush=True)
     if kind == "address":
         client = _client_for(address=cfg["address"], security=_security(cfg["security"]),
                              timeout=cfg["timeout"])
