@@ -181,8 +181,8 @@ def test_make_data_and_run_on_a_terminal(tmp_path, terminal_env):
     # each bar says what it does: the scores' bar names the store it writes
     assert "writing scores.zarr" in labels, labels
     # what starts, said before it does (a cluster may take a while)
-    assert re.search(r"^scalepca: starting a local Dask cluster \(1 worker threads, 2 "
-                     r"thread\(s\) each", text, re.M), text
+    assert re.search(r"^scalepca: starting a local Dask cluster \(1 worker thread, 2 "
+                     r"threads each", text, re.M), text
     for line in _bars(text, "PPCA pass"):
         bar = _BAR.format(label=r"PPCA pass \d+ \([\w ]+\)", n=8)
         assert re.fullmatch(bar, line.rstrip()), line

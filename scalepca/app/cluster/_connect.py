@@ -404,10 +404,13 @@ def starting_line(config: dict | None = None, **kwargs) -> str:
     adaptive = cfg.get("adaptive")
     if kind == "local":
         n, threads = cfg["n_workers"], cfg["threads_per_worker"]
-        what = "processes" if cfg["processes"] else "threads"
-        shape = (f"{n if n is not None else 'a choice of'} worker {what}, "
-                 f"{threads if threads is not None else 'a choice of'} thread(s) each")
-        if cfg["memory_limit"] is not None:
+        what = "process" if cfg["processes"] else "thread"
+        workers = (f"{n} worker {what}{'es' if what == 'process' else 's'}"
+                   if n != 1 else f"1 worker {what}")
+        shape = (f"{workers if n is not None else 'Dask chooses the workers'}, "
+                 + (f"{threads} thread{'s' if threads != 1 else ''} each"
+                    if threads is not None else "Dask chooses the threads"))
+        if cfg["memory_limit"] not in (None, "auto"):
             shape += f", {cfg['memory_limit']} of memory each"
         return f"starting a local Dask cluster ({shape})"
     if kind == "address":
