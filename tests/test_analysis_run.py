@@ -67,7 +67,7 @@ def _close(got, expected, what, tol=TOL):
 
 def test_mca_run_equals_the_estimator(files, capsys):
     path = _config(files, "mca", {"path": str(files / "both.nc"), "variable": ["sst", "z"]},
-                   n_modes=3, report=True)
+                   n_components=3, report=True)
     _ran(path, capsys)
     out = files / "out-mca"
     X, Y = _opened(files, "sst"), _opened(files, "z")
@@ -109,7 +109,7 @@ def test_mca_config_runs_from_a_base_install(files, tmp_path, monkeypatch, capsy
     # import cf_xarray raises ImportError
     monkeypatch.setitem(sys.modules, "cf_xarray", None)
     path = _config(tmp_path, "mca", {"path": str(files / "both.nc"),
-                                     "variable": ["sst", "z"]}, n_modes=3)
+                                     "variable": ["sst", "z"]}, n_components=3)
     _ran(path, capsys)
     with xr.open_dataset(files / "both.nc", engine="scipy") as ds:
         ds = ds.load()
@@ -125,7 +125,7 @@ def test_mca_config_runs_from_a_base_install(files, tmp_path, monkeypatch, capsy
 
 def test_hilbert_eof_run_equals_the_estimator(files, capsys):
     path = _config(files, "hilbert_eof", {"path": str(files / "sst.nc"), "variable": "sst"},
-                   n_modes=3, report=True)
+                   n_components=3, report=True)
     _ran(path, capsys)
     out = files / "out-hilbert_eof"
     X = scalepca.open_matrix(str(files / "sst.nc"), variable="sst", sample_dims="time",
@@ -145,7 +145,7 @@ def test_hilbert_eof_run_equals_the_estimator(files, capsys):
 
 def test_bootstrap_eof_run_equals_the_estimator(files, capsys):
     path = _config(files, "bootstrap_eof", {"path": str(files / "sst.nc"), "variable": "sst"},
-                   n_modes=3, n_bootstraps=20, report=True)
+                   n_components=3, n_bootstraps=20, report=True)
     _ran(path, capsys)
     out = files / "out-bootstrap_eof"
     X = scalepca.open_matrix(str(files / "sst.nc"), variable="sst", sample_dims="time",
@@ -215,16 +215,18 @@ BAD = [
      "model.method mca pairs two fields over the same samples: set 'data.variable' to a list "
      "of two"),
     ("mca", {"variable": ["sst", "z", "sst"]}, {}, "a list of two variable names"),
-    ("mca", {}, {"n_modes": 0}, "model.n_modes"),
+    ("mca", {}, {"n_components": 0}, "model.n_components"),
     ("mca", {}, {"standardize": "yes"}, "'model.standardize' must be true, false or a pair"),
-    ("mca", {}, {"n_modes": 600}, "model.n_modes: 600 but the fields have 540 and 1421"),
+    ("mca", {}, {"n_components": 600},
+     "model.n_components: 600 but the fields have 540 and 1421"),
     ("mca", {}, {"max_cross_size": 1000, "solver": "covariance"},
      "over model.max_cross_size"),
     ("mca", {"output.reconstruction": True}, {},
      "'output.reconstruction' does not apply to model.method mca"),
     ("hilbert_eof", {"variable": ["sst", "z"]}, {}, "fits several fields"),
     ("hilbert_eof", {}, {"padding": "reflect"}, "model.padding"),
-    ("hilbert_eof", {}, {"n_modes": 60}, "model.n_modes: 60 but the field has 50 samples"),
+    ("hilbert_eof", {}, {"n_components": 60},
+     "model.n_components: 60 but the field has 50 samples"),
     ("hilbert_eof", {"output.reconstruction": True}, {},
      "'output.reconstruction' does not apply to model.method hilbert_eof"),
     ("bootstrap_eof", {"output.reconstruction": True}, {},
@@ -232,10 +234,17 @@ BAD = [
     ("bootstrap_eof", {"output.update": True}, {},
      "'output.update' does not apply to model.method bootstrap_eof"),
     ("bootstrap_eof", {}, {"confidence": 1.5}, "model.confidence"),
-    ("bootstrap_eof", {}, {"n_modes": 50}, "model.n_modes: 50 but the field has 50 samples"),
+    ("bootstrap_eof", {}, {"n_components": 50},
+     "model.n_components: 50 but the field has 50 samples"),
     ("bootstrap_eof", {}, {"solver": "covariance", "n_bootstraps": 1000},
      "over model.max_partial_bytes"),
     ("bootstrap_eof", {}, {"n_boots": 3}, "n_boots"),
+    # xeofs' name of n_components: refused, scalepca's name suggested
+    *[(m, {}, {"n_modes": 3},
+       "unknown key(s) 'model.n_modes'")
+      for m in ("mca", "hilbert_eof", "bootstrap_eof")],
+    *[(m, {}, {"n_modes": 3}, "did you mean 'n_components'?")
+      for m in ("mca", "hilbert_eof", "bootstrap_eof")],
 ]
 
 

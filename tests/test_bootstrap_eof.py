@@ -212,8 +212,8 @@ def test_selection_rule_finds_the_separated_modes(rng):
 # -- refusals, save/load -------------------------------------------------------------------------
 def test_bad_input_is_refused_before_compute(field, raise_if_dask_computes):
     X = _matrix(field)
-    cases = [(dict(n_modes=0), "n_modes must be an integer of at least 1"),
-             (dict(n_modes=50), "n_modes=50 but the field has 50 samples"),
+    cases = [(dict(n_components=0), "n_components must be an integer of at least 1"),
+             (dict(n_components=50), "n_components=50 but the field has 50 samples"),
              (dict(n_bootstraps=1), "n_bootstraps must be >= 2"),
              (dict(confidence=1.5), "confidence must be a number between 0 and 1"),
              (dict(random_state=-3), "random_state must be a non-negative integer"),
@@ -221,7 +221,7 @@ def test_bad_input_is_refused_before_compute(field, raise_if_dask_computes):
              (dict(solver="covariance", n_bootstraps=1000), "over max_partial_bytes")]
     for params, match in cases:
         with raise_if_dask_computes(), pytest.raises(ValueError, match=match):
-            BootstrapEOF(**{"n_modes": 2, **params}).fit(X)
+            BootstrapEOF(**{"n_components": 2, **params}).fit(X)
     holed = field.values.reshape(50, -1).copy()
     holed[3, int(np.flatnonzero(~np.isnan(holed).any(axis=0))[0])] = np.nan
     with pytest.raises(ValueError, match="NaN at some samples only"):

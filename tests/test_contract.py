@@ -725,9 +725,10 @@ class Cell:
                 **{k: v for k, v in self.option.open_kwargs.get("open_options", {}).items()}}
         if self.option.open_kwargs.get("weights"):
             data["weights"] = self.option.open_kwargs["weights"]
-        runs = {"mca": ({"n_modes": 2}, MCA(2).fit(Xfit, Xfit)),
-                "hilbert_eof": ({"n_modes": 2}, HilbertEOF(2).fit(Xfit)),
-                "bootstrap_eof": ({"n_modes": 2, "n_bootstraps": 10, "random_state": 4},
+        runs = {"mca": ({"n_components": 2}, MCA(2).fit(Xfit, Xfit)),
+                "hilbert_eof": ({"n_components": 2}, HilbertEOF(2).fit(Xfit)),
+                "bootstrap_eof": ({"n_components": 2, "n_bootstraps": 10,
+                                   "random_state": 4},
                                   BootstrapEOF(2, n_bootstraps=10, random_state=4).fit(Xfit))}
         for method, (params, tool) in runs.items():
             out = self.tmp / f"run-{method}"

@@ -162,9 +162,11 @@ def test_inverse_transform_rebuilds_the_field(field):
 def test_bad_input(field, tmp_path):
     X = _input(field, "dask-many-chunks", tmp_path)
     for bad in (0, -1, 2.5, True):
-        with pytest.raises((TypeError, ValueError), match="n_modes must be a positive integer"):
+        with pytest.raises((TypeError, ValueError),
+                           match="n_components must be a positive integer"):
             HilbertEOF(bad).fit(X)
-    with pytest.raises(ValueError, match="n_modes=60 but the field has 50 samples"):
+    with pytest.raises(ValueError,
+                       match="n_components=60 but the field has 50 samples"):
         HilbertEOF(60).fit(X)
     with pytest.raises(ValueError, match="padding must be 'exp' or 'none'"):
         HilbertEOF(2, padding="reflect").fit(X)

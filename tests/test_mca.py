@@ -133,9 +133,10 @@ def test_bad_input(fields, tmp_path):
     with pytest.raises(ValueError, match="X has 50 samples and Y 49"):
         MCA(2).fit(X, Y[:49])
     for bad in (0, -1, 2.5, True):
-        with pytest.raises((TypeError, ValueError), match="n_modes must be"):
+        with pytest.raises((TypeError, ValueError), match="n_components must be"):
             MCA(bad).fit(X, Y)
-    with pytest.raises(ValueError, match="n_modes=600 but the fields have 540 and 1421"):
+    with pytest.raises(ValueError,
+                       match="n_components=600 but the fields have 540 and 1421"):
         MCA(600).fit(X, Y)
     with pytest.raises(TypeError, match="standardize must be"):
         MCA(2, standardize="yes").fit(X, Y)

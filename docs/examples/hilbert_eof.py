@@ -18,7 +18,7 @@ field = xr.DataArray(sst, dims=("time", "lat", "lon"),
                      coords={"time": t, "lat": lat, "lon": lon}, name="sst")
 
 X = scalepca.open_matrix(field.chunk({"time": 120}), sample_dims="time", weights="sqrt_coslat")
-heof = HilbertEOF(n_modes=2, padding="exp", decay_factor=0.2).fit(X)
+heof = HilbertEOF(n_components=2, padding="exp", decay_factor=0.2).fit(X)
 pca = scalepca.PCA(n_components=2).fit(X)
 print("Hilbert EOF, variance explained (%):", np.round(100 * heof.explained_variance_ratio_, 1))
 print("EOF (PCA), variance explained (%):  ", np.round(100 * pca.explained_variance_ratio_, 1))

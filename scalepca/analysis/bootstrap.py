@@ -29,7 +29,7 @@ Examples
 --------
 >>> X = scalepca.open_matrix("sst.nc", variable="sst", sample_dims="time",
 ...                          weights="sqrt_coslat")
->>> boot = BootstrapEOF(n_modes=4, n_bootstraps=200, random_state=0).fit(X)   # 2 passes
+>>> boot = BootstrapEOF(4, n_bootstraps=200, random_state=0).fit(X)   # 2 passes
 >>> boot.explained_variance_ratio_interval_        # (2, 4): lower and upper bounds
 >>> boot.n_significant_, boot.separated_
 >>> lower, upper = boot.components_interval()       # (mode, lat, lon) each
@@ -88,7 +88,7 @@ _ARRAYS = ("components_", "explained_variance_", "explained_variance_ratio_", "s
 _SCALARS = ("n_significant_", "seed_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
 
 
-def _check_n_modes(value, name, params, shape):
+def _check_n_components(value, name, params, shape):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be an integer of at least 1; got {value!r}")
     if shape is not None and value >= min(shape.n, shape.d):
@@ -134,7 +134,7 @@ class BootstrapEOF(BaseEstimator):
 
     Parameters
     ----------
-    n_modes : int, default=2
+    n_components : int, default=2
         Number of EOFs (the intervals are computed for one more, for the selection rule).
     n_bootstraps : int, default=100
         Number of bootstrap replicates B.
@@ -151,21 +151,23 @@ class BootstrapEOF(BaseEstimator):
 
     Attributes
     ----------
-    components_ : ndarray (n_modes, n_features)
+    components_ : ndarray (n_components, n_features)
         The EOFs of the data (the fit, not a replicate); NaN at features left out.
-    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray (n_modes,)
+    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray
+        Of shape (n_components,).
     mean_ : ndarray (n_features,)
-    explained_variance_samples_, explained_variance_ratio_samples_ : ndarray (B, n_modes + 1)
-        Each replicate's eigenvalues and their fractions of its total variance.
-    explained_variance_ratio_interval_ : ndarray (2, n_modes)
+    explained_variance_samples_, explained_variance_ratio_samples_ : ndarray
+        Of shape (B, n_components + 1): each replicate's eigenvalues and their fractions
+        of its total variance.
+    explained_variance_ratio_interval_ : ndarray (2, n_components)
         Lower and upper percentile bounds of the ratios.
-    separated_ : ndarray of bool (n_modes,)
+    separated_ : ndarray of bool (n_components,)
         The mode's interval lies entirely above the next mode's.
     n_significant_ : int
         The leading modes that are separated (the first that is not ends the count).
-    components_interval_ : ndarray (2, n_modes, n_features)
+    components_interval_ : ndarray (2, n_components, n_features)
         Per-feature percentile bounds of the replicates' EOFs.
-    components_std_ : ndarray (n_modes, n_features)
+    components_std_ : ndarray (n_components, n_features)
         Per-feature standard deviation of the replicates' EOFs.
     seed_, n_samples_, n_features_in_, n_passes_ : int
     solver_ : str
@@ -185,7 +187,7 @@ class BootstrapEOF(BaseEstimator):
 
     #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
     _parameters = {
-        "n_modes": Param("int", (int,), _check_n_modes, shaped=True),
+        "n_components": Param("int", (int,), _check_n_components, shaped=True),
         "n_bootstraps": Int(2),
         "confidence": Param("real", (float,), _check_confidence),
         "solver": Choice(*SOLVERS),
@@ -199,10 +201,11 @@ class BootstrapEOF(BaseEstimator):
     #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
     _stored_weights = _prep.weights_names(1)
 
-    def __init__(self, n_modes: int = 2, *, n_bootstraps: int = 100, confidence: float = 0.95,
+    def __init__(self, n_components: int = 2, *, n_bootstraps: int = 100,
+                 confidence: float = 0.95,
                  solver: str = "auto", random_state: int | None = 0,
                  max_partial_bytes: int = MAX_PARTIAL_BYTES):
-        self.n_modes = n_modes
+        self.n_components = n_components
         self.n_bootstraps = n_bootstraps
         self.confidence = confidence
         self.solver = solver
@@ -243,7 +246,7 @@ class BootstrapEOF(BaseEstimator):
         return self
 
     def _fit_covariance(self, X, n, d, q):
-        B, k = int(self.n_bootstraps), int(self.n_modes)
+        B, k = int(self.n_bootstraps), int(self.n_components)
         X = full_rows(X)
         # one reduction per replicate group (the first also the fit's moments), computed
         # as one graph: each row block is read once for all groups
@@ -273,7 +276,7 @@ class BootstrapEOF(BaseEstimator):
         self._set_component_summary(lo, hi, sd, keep)
 
     def _fit_gram(self, X, n, d, q):
-        B, k = int(self.n_bootstraps), int(self.n_modes)
+        B, k = int(self.n_bootstraps), int(self.n_components)
         out = snapshot_gram(X)  # pass 1: the n × n Gram of the centred rows
         nan = out.get("nan_features", np.zeros(d, dtype=np.int64))
         keep = self._keep(nan, n)
@@ -316,8 +319,9 @@ class BootstrapEOF(BaseEstimator):
 
     def _set_fit(self, theta, comps, mean, keep, n, d, total: float | None = None) -> None:
         """The fit's attributes from its eigenvalues ``theta`` (of the centred Gram: every
-        one, or the leading ``n_modes`` with their sum ``total``, the Gram's trace)."""
-        k = int(self.n_modes)
+        one, or the leading ``n_components`` with their sum ``total``, the Gram's
+        trace)."""
+        k = int(self.n_components)
         comps = comps * np.sign(comps[np.arange(k), np.abs(comps).argmax(axis=1)])[:, None]
         self.components_ = np.full((k, d), np.nan)
         self.components_[:, keep] = comps
@@ -346,7 +350,7 @@ class BootstrapEOF(BaseEstimator):
         self.components_std_[:, keep] = sd
 
     def _set_selection(self, q) -> None:
-        k = int(self.n_modes)
+        k = int(self.n_components)
         lo, hi = np.percentile(self.explained_variance_ratio_samples_, q, axis=0)
         self.explained_variance_ratio_interval_ = np.stack([lo[:k], hi[:k]])
         self.separated_ = lo[:k] > hi[1 : k + 1]

@@ -36,7 +36,7 @@ Examples
 --------
 >>> X = scalepca.open_matrix("sst.nc", variable="sst", sample_dims="time",
 ...                          weights="sqrt_coslat")
->>> model = HilbertEOF(n_modes=4, padding="exp", decay_factor=0.2).fit(X)   # two passes
+>>> model = HilbertEOF(4, padding="exp", decay_factor=0.2).fit(X)   # two passes
 >>> model.components_amplitude()[0], model.components_phase()[0]           # (lat, lon)
 >>> model.scores_amplitude(), model.scores_phase()                         # (time, mode)
 >>> model.save("heof.zarr"); HilbertEOF.load("heof.zarr")
@@ -100,7 +100,7 @@ _ARRAYS = ("components_", "scores_", "singular_values_", "explained_variance_",
 _SCALARS = ("total_variance_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
 
 
-def _check_n_modes(value, name, params, shape):
+def _check_n_components(value, name, params, shape):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer; got {value!r}")
     if shape is not None and value > min(shape.n, shape.d):
@@ -150,7 +150,7 @@ class HilbertEOF(BaseEstimator):
 
     Parameters
     ----------
-    n_modes : int, default=2
+    n_components : int, default=2
         Number of complex modes.
     padding : {"exp", "none"} or None, default="exp"
         ``"exp"``: each series is extended by its own length at both ends with an exponential
@@ -165,12 +165,13 @@ class HilbertEOF(BaseEstimator):
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_modes, n_features), complex
+    components_ : ndarray of shape (n_components, n_features), complex
         The complex EOFs (unit norm; NaN at features left out). The phase of each mode is
         fixed so that its largest-magnitude entry is real and positive.
-    scores_ : ndarray of shape (n_samples, n_modes), complex
+    scores_ : ndarray of shape (n_samples, n_components), complex
         The complex PCs ``Z v_i`` of the fitted data (xeofs' ``scores(normalized=False)``).
-    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray (n_modes,)
+    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray
+        Of shape (n_components,).
         ``λ_i = s_i² / (n − 1)``, ``λ_i / total_variance_`` and ``s_i``.
     total_variance_ : float
         ``Σ_t |z|² / (n − 1)`` over the features kept (the trace of C).
@@ -206,7 +207,7 @@ class HilbertEOF(BaseEstimator):
 
     #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
     _parameters = {
-        "n_modes": Param("int", (int,), _check_n_modes, shaped=True),
+        "n_components": Param("int", (int,), _check_n_components, shaped=True),
         "padding": Param("choice", (str, type(None)), _check_padding, choices=("exp", "none"),
                          forms="'exp', 'none' or null"),
         "decay_factor": Real(0, open_low=True),
@@ -218,9 +219,9 @@ class HilbertEOF(BaseEstimator):
     #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
     _stored_weights = _prep.weights_names(1)
 
-    def __init__(self, n_modes: int = 2, *, padding: str | None = "exp",
+    def __init__(self, n_components: int = 2, *, padding: str | None = "exp",
                  decay_factor: float = 0.2, solver: str = "auto"):
-        self.n_modes = n_modes
+        self.n_components = n_components
         self.padding = padding
         self.decay_factor = decay_factor
         self.solver = solver
@@ -264,7 +265,7 @@ class HilbertEOF(BaseEstimator):
         self._check_nan(mom["nan"], S.shape[0])
         theta, U = np.linalg.eigh(mom.pop("G"))
         theta, U = theta[::-1].clip(min=0.0), U[:, ::-1]
-        k = int(self.n_modes)
+        k = int(self.n_components)
         s = np.sqrt(theta[:k])
         inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
         Ud, inv_sd = passes.shared(U[:, :k]), passes.shared(inv_s)  # one key each
@@ -286,7 +287,7 @@ class HilbertEOF(BaseEstimator):
         self._check_nan(mom["nan"], S.shape[0])
         theta, V = np.linalg.eigh(C)
         theta, V = theta[::-1].clip(min=0.0), V[:, ::-1]
-        k = int(self.n_modes)
+        k = int(self.n_components)
         comps = V[:, :k].T
         (scores,) = passes.compute(_complex_pcs(S, comps, mean, opts), name="complex PCs")
         return theta, scores, comps, mom
@@ -525,7 +526,8 @@ class HilbertEOF(BaseEstimator):
         preps, weights = _prep.to_store((getattr(self, "_preprocessing", None),))
         arrays.update(weights)
         attrs = {"class": CLASS,
-                 "params": {"n_modes": int(self.n_modes), "padding": self.padding,
+                 "params": {"n_components": int(self.n_components),
+                            "padding": self.padding,
                             "decay_factor": float(self.decay_factor), "solver": self.solver},
                  "scalars": {k: getattr(self, k) for k in _SCALARS},
                  "templates": [None if t is None else template_to_json(t)
@@ -544,7 +546,8 @@ class HilbertEOF(BaseEstimator):
         group, attrs = open_model_group(store, CLASS, "a HilbertEOF",
                                         storage_options=storage_options)
         p = attrs["params"]
-        model = cls(p["n_modes"], padding=p["padding"], decay_factor=p["decay_factor"],
+        model = cls(p["n_components"], padding=p["padding"],
+                    decay_factor=p["decay_factor"],
                     solver=p["solver"])
         for name in _ARRAYS:
             if name in group:

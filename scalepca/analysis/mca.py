@@ -43,7 +43,7 @@ Examples
 >>> X = scalepca.open_matrix("sst.nc", variable="sst", sample_dims="time",
 ...                          weights="sqrt_coslat")
 >>> Y = scalepca.open_matrix(hgt, sample_dims="time", weights="sqrt_coslat")
->>> mca = MCA(n_modes=4).fit(X, Y)                       # one pass
+>>> mca = MCA(n_components=4).fit(X, Y)                       # one pass
 >>> big = MCA(4, solver="randomized", random_state=0).fit(X, Y)  # ≤ n_power_iter + 2 passes
 >>> mca.components_xr_[0], mca.squared_covariance_fraction_
 >>> zx, zy = mca.transform(X, Y)                         # lazy (time, mode)
@@ -87,9 +87,9 @@ MAX_CROSS_SIZE = 50_000_000
 SOLVERS = ("auto", "covariance", "randomized")
 
 
-def _check_n_modes(value, name, params, shape):
+def _check_n_components(value, name, params, shape):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"n_modes must be a positive integer; got {value!r}")
+        raise ValueError(f"n_components must be a positive integer; got {value!r}")
     return int(value)
 
 
@@ -172,7 +172,7 @@ class MCA(BaseEstimator):
 
     Parameters
     ----------
-    n_modes : int, default=2
+    n_components : int, default=2
         Number of coupled modes.
     standardize : bool or (bool, bool), default=False
         Divide each feature of X (first) and Y (second) by its standard deviation (``ddof=0``)
@@ -191,8 +191,8 @@ class MCA(BaseEstimator):
         ``"randomized"``: at most ``n_power_iter + 2`` passes (products: the first with the
         means, one per power iteration, one last), fewer with ``tol``.
     n_oversamples : int, default=10
-        ``"randomized"``: the Krylov start block holds ``n_modes + n_oversamples`` vectors
-        per field.
+        ``"randomized"``: the Krylov start block holds ``n_components + n_oversamples``
+        vectors per field.
     tol : float, default=0.0
         ``"randomized"``: stop at the first pass after which every mode's residual
         ``residual_norms_[i]`` is at most ``tol · singular_values_[i]``. 0 runs every pass.
@@ -207,12 +207,12 @@ class MCA(BaseEstimator):
 
     Attributes
     ----------
-    components_x_, components_y_ : ndarray (n_modes, d_x) / (n_modes, d_y)
+    components_x_, components_y_ : ndarray (n_components, d_x) / (n_components, d_y)
         Singular vectors (unit norm; NaN at features left out). The sign of each pair makes
         the largest-magnitude entry of the X pattern positive.
-    singular_values_ : ndarray (n_modes,)
+    singular_values_ : ndarray (n_components,)
         Covariances of the paired expansion coefficients.
-    squared_covariance_ : ndarray (n_modes,)
+    squared_covariance_ : ndarray (n_components,)
         ``singular_values_ ** 2``.
     total_squared_covariance_ : float
         ``‖C‖²_F``, the sum of all squared singular values. ``"randomized"``: NaN when known
@@ -223,11 +223,11 @@ class MCA(BaseEstimator):
         and Cauchy–Schwarz's ``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²``; both ``‖C‖²_F`` when the basis
         is invariant under the operator (e.g. when ``n − 1`` plus the start block is at most
         its width per field) or the sample Grams gave it (``total``).
-    squared_covariance_fraction_ : ndarray (n_modes,)
+    squared_covariance_fraction_ : ndarray (n_components,)
         ``squared_covariance_ / total_squared_covariance_`` (NaN when the total is).
-    squared_covariance_fraction_bounds_ : ndarray (n_modes, 2)
+    squared_covariance_fraction_bounds_ : ndarray (n_components, 2)
         The fractions against the upper and the lower bound of the total.
-    residual_norms_ : ndarray (n_modes,) or None
+    residual_norms_ : ndarray (n_components,) or None
         ``"randomized"``: ``‖H z_i − σ_i z_i‖`` for the unit eigenvectors ``z_i = [u_i; v_i]
         / √2`` of the dilation (standardised as the fit is): ``σ_i`` is within it of a
         singular value of C, and the patterns' angle error at most it over the gap. None with
@@ -254,14 +254,14 @@ class MCA(BaseEstimator):
     more over column strips for the exact ``‖C‖²_F`` (``total``) when the basis does not give
     it: n × n floats per worker and on the client. Per
     worker: a pair of row panels (at most 256 MB together) and partials of
-    (d_x + d_y) × 2(n_modes + n_oversamples) floats. Client: the Krylov basis and its
-    products, 2 · (d_x + d_y) · 2(n_modes + n_oversamples)(n_power_iter + 2) floats (two
-    1M-cell fields, 4 modes: 5.4 GB) — nothing of size d_x · d_y.
+    (d_x + d_y) × 2(n_components + n_oversamples) floats. Client: the Krylov basis and
+    its products, 2 · (d_x + d_y) · 2(n_components + n_oversamples)(n_power_iter + 2)
+    floats (two 1M-cell fields, 4 modes: 5.4 GB) — nothing of size d_x · d_y.
     """
 
     #: the parameters (:mod:`scalepca.models._params`), read by fit, configs and load
     _parameters = {
-        "n_modes": Other((int,), _check_n_modes),
+        "n_components": Other((int,), _check_n_components),
         "standardize": Param("other", (bool, list), _check_standardize,
                              forms="true, false or a pair [for X, for Y] of them"),
         "max_cross_size": Int(1),
@@ -277,11 +277,11 @@ class MCA(BaseEstimator):
     #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
     _stored_weights = _prep.weights_names(2)
 
-    def __init__(self, n_modes: int = 2, *, standardize=False,
+    def __init__(self, n_components: int = 2, *, standardize=False,
                  max_cross_size: int = MAX_CROSS_SIZE, solver: str = "auto",
                  n_power_iter: int = 4, n_oversamples: int = 10, tol: float = 0.0,
                  random_state=None, total: str = "auto"):
-        self.n_modes = n_modes
+        self.n_components = n_components
         self.standardize = standardize
         self.max_cross_size = max_cross_size
         self.solver = solver
@@ -304,9 +304,10 @@ class MCA(BaseEstimator):
                 raise problems[0][1]
             return None
         values = check_parameters(self, Shape(n, dx))
-        k = values["n_modes"]
+        k = values["n_components"]
         if k > min(dx, dy):
-            raise ValueError(f"n_modes={k} but the fields have {dx} and {dy} features")
+            raise ValueError(f"n_components={k} but the fields have {dx} and {dy} "
+                             "features")
         fits = dx * dy <= self.max_cross_size
         solver = self.solver if self.solver != "auto" else (
             "covariance" if fits else "randomized")
@@ -366,7 +367,7 @@ class MCA(BaseEstimator):
         scale_y = sy[ky] if sy is not None else np.ones(ky.sum())
         C = C / np.outer(scale_x, scale_y)
         U, s, Vt = np.linalg.svd(C, full_matrices=False)
-        k = int(self.n_modes)
+        k = int(self.n_components)
         total = float((C * C).sum())
         self._set_modes(U[:, :k], s[:k], Vt[:k].T, mom["mean"], (kx, ky), (sx, sy), n,
                         total=total, bounds=(total, total), solver="covariance")
@@ -379,7 +380,7 @@ class MCA(BaseEstimator):
         with passes.counting(self, planned=int(self.n_power_iter) + 2,
                              chunks=X.numblocks[0]):
             self.n_passes_ = 0
-            out = fit_randomized(self, X, Y, int(self.n_modes), std)
+            out = fit_randomized(self, X, Y, int(self.n_components), std)
         self._set_modes(out["U"], out["s"], out["V"], out["mom"]["mean"], out["kept"],
                         out["scales"], n, total=out["total"], bounds=out["bounds"],
                         solver="randomized", residuals=out["residuals"])
@@ -583,7 +584,8 @@ class MCA(BaseEstimator):
         self._check_fitted()
         arrays = {k: getattr(self, k) for k in _ARRAYS if getattr(self, k) is not None}
         seed = self.random_state
-        params = {"n_modes": int(self.n_modes), "standardize": _jsonable(self.standardize),
+        params = {"n_components": int(self.n_components),
+                  "standardize": _jsonable(self.standardize),
                   "max_cross_size": int(self.max_cross_size), "solver": str(self.solver),
                   "n_power_iter": int(self.n_power_iter),
                   "n_oversamples": int(self.n_oversamples), "tol": float(self.tol),
@@ -618,7 +620,8 @@ class MCA(BaseEstimator):
         extra = {name: params[name] for name in ("solver", "n_power_iter", "n_oversamples",
                                                  "tol", "random_state", "total")
                  if name in params}
-        model = cls(params["n_modes"], standardize=std if isinstance(std, bool) else tuple(std),
+        std = std if isinstance(std, bool) else tuple(std)
+        model = cls(params["n_components"], standardize=std,
                     max_cross_size=params["max_cross_size"], **extra)
         for name in _ARRAYS:
             setattr(model, name, group[name][...] if name in group else None)
