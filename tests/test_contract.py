@@ -235,6 +235,12 @@ class Reference:
         return self.canonical(maps)
 
 
+def _fitted_arrays(est) -> list[str]:
+    """The names of ``est``'s fitted arrays (public attributes ending in ``_``)."""
+    return [k for k, v in vars(est).items()
+            if k.endswith("_") and not k.startswith("_") and isinstance(v, np.ndarray)]
+
+
 # -- outputs as NumPy ----------------------------------------------------------------------------
 def _values(obj):
     if hasattr(obj, "compute") and not isinstance(obj, xr.DataArray):
@@ -741,7 +747,7 @@ class Cell:
             assert self.call(main, ["run", str(path), "--quiet"]) == 0, method
             got = self.call(scalepca.load, out / "model.zarr")
             assert type(got) is type(tool) and got.get_params() == tool.get_params()
-            for name in tool._stored_arrays:
+            for name in _fitted_arrays(tool):
                 a, b = getattr(tool, name), getattr(got, name)
                 for part in ((np.real, np.imag) if np.iscomplexobj(a) else (np.asarray,)):
                     if a is not None:

@@ -51,6 +51,7 @@ from ..linalg import bootstrap as boot
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips, snapshot_gram
 from ..models._params import Choice, Int, Param, Rule, Shape, check_parameters
+from ..models._saving import SavedModel
 from . import _prep
 
 __all__ = ["BootstrapEOF"]
@@ -78,14 +79,6 @@ def _summary(values: np.ndarray, q: tuple) -> tuple:
     """Percentiles ``q`` and standard deviation over the first axis (the replicates)."""
     lo, hi = np.percentile(values, q, axis=0)
     return lo, hi, values.std(axis=0, ddof=1)
-
-
-CLASS = "scalepca.analysis.bootstrap:BootstrapEOF"
-_ARRAYS = ("components_", "explained_variance_", "explained_variance_ratio_", "singular_values_",
-           "mean_", "explained_variance_samples_", "explained_variance_ratio_samples_",
-           "explained_variance_ratio_interval_", "separated_", "components_interval_",
-           "components_std_")
-_SCALARS = ("n_significant_", "seed_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
 
 
 def _check_n_components(value, name, params, shape):
@@ -128,7 +121,7 @@ def _check_partial(params, shape):
             "max_partial_bytes")
 
 
-class BootstrapEOF(BaseEstimator):
+class BootstrapEOF(SavedModel, BaseEstimator):
     """EOFs of a field ``X`` (n samples × d features) with Poisson-bootstrap confidence
     intervals of the explained variance ratios and the EOFs, from the fit's own passes.
 
@@ -196,10 +189,9 @@ class BootstrapEOF(BaseEstimator):
     }
     _parameter_rules = (Rule(_check_partial,
                              needs=("solver", "n_bootstraps", "max_partial_bytes")),)
-    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
-    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
-    #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
-    _stored_weights = _prep.weights_names(1)
+    #: parameters that bound the size of a saved array (the replicates' axis), checked
+    #: by :func:`scalepca.load` as the size scalars are
+    _size_parameters = ("n_bootstraps",)
 
     def __init__(self, n_components: int = 2, *, n_bootstraps: int = 100,
                  confidence: float = 0.95,
@@ -411,44 +403,24 @@ class BootstrapEOF(BaseEstimator):
         lo, hi = self.components_interval_
         return self._labelled(lo, "components_lower"), self._labelled(hi, "components_upper")
 
-    # -- persistence --------------------------------------------------------------------------
-    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
-        """Write the fitted model to a zarr group (arrays, scalars, parameters, the field's
-        coordinates; no pickle), atomically; read it with :meth:`load`."""
-        from ..io._stack import template_to_json
-        from ..io._store import write_model_group
+    # -- persistence (est.save / scalepca.load, as every model) --------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "components_")
 
-        if not hasattr(self, "components_"):
-            from sklearn.exceptions import NotFittedError
+    def _state_to_save(self) -> dict:
+        """The fitted attributes, the field's preparation and feature coordinates."""
+        preps = (getattr(self, "_preprocessing", None),)
+        templates = {"_template_json": getattr(self, "_template", None)}
+        state = super()._state_to_save()
+        # the bounds apart: each k × d, as every saved array is at most (largest size)²
+        lower, upper = state.pop("components_interval_")
+        state["_components_lower"], state["_components_upper"] = lower, upper
+        return {**state, **_prep.state_of(preps, templates)}
 
-            raise NotFittedError("this BootstrapEOF is not fitted yet; call fit(X) first")
-        params = {k: (v.item() if isinstance(v, np.generic) else v)
-                  for k, v in self.get_params().items()}
-        preps, weights = _prep.to_store((getattr(self, "_preprocessing", None),))
-        attrs = {"class": CLASS, "params": params,
-                 "scalars": {k: getattr(self, k) for k in _SCALARS},
-                 "template": None if self._template is None
-                 else template_to_json(self._template),
-                 _prep.ATTR: preps}
-
-        write_model_group(store, attrs, {**{name: getattr(self, name) for name in _ARRAYS},
-                                         **weights},
-                          storage_options=storage_options, overwrite=overwrite)
-
-    @classmethod
-    def load(cls, store, *, storage_options=None) -> BootstrapEOF:
-        """A BootstrapEOF written by :meth:`save`."""
-        from ..io._stack import template_from_json
-        from ..io._store import open_model_group
-
-        group, attrs = open_model_group(store, CLASS, "a BootstrapEOF",
-                                        storage_options=storage_options)
-        model = cls(**attrs["params"])
-        for name in _ARRAYS:
-            setattr(model, name, group[name][...])
-        for name, value in attrs["scalars"].items():
-            setattr(model, name, value)
-        t = attrs["template"]
-        model._template = None if t is None else template_from_json(t)
-        (model._preprocessing,) = _prep.from_store(group, attrs, 1)
-        return model
+    def _restore_state(self, state: dict) -> None:
+        state = dict(state)
+        self.components_interval_ = np.stack([state.pop("_components_lower"),
+                                              state.pop("_components_upper")])
+        (self._preprocessing,), (self._template,) = _prep.restored(
+            state, 1, ("_template_json",))
+        super()._restore_state(state)

@@ -39,7 +39,7 @@ Examples
 >>> model = HilbertEOF(4, padding="exp", decay_factor=0.2).fit(X)   # two passes
 >>> model.components_amplitude()[0], model.components_phase()[0]           # (lat, lon)
 >>> model.scores_amplitude(), model.scores_phase()                         # (time, mode)
->>> model.save("heof.zarr"); HilbertEOF.load("heof.zarr")
+>>> model.save("heof.zarr"); scalepca.load("heof.zarr")
 
 References
 ----------
@@ -58,6 +58,7 @@ from ..linalg import hilbert as kern
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips
 from ..models._params import Choice, Param, Real, Rule, Shape, check_parameters
+from ..models._saving import SavedModel
 from . import _prep
 
 __all__ = ["HilbertEOF"]
@@ -94,10 +95,10 @@ def _whole_series(z, nan, *, n: int, keep: np.ndarray):
     return z
 
 
-CLASS = "scalepca.analysis.hilbert_eof:HilbertEOF"
-_ARRAYS = ("components_", "scores_", "singular_values_", "explained_variance_",
-           "explained_variance_ratio_", "mean_")
-_SCALARS = ("total_variance_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
+#: the saved names of the field's feature and sample coordinates
+_TEMPLATES = ("_template_features_json", "_template_samples_json")
+#: the complex fitted arrays
+_COMPLEX = ("components_", "scores_")
 
 
 def _check_n_components(value, name, params, shape):
@@ -112,7 +113,7 @@ def _check_n_components(value, name, params, shape):
 def _check_padding(value, name, params, shape):
     if value is not None and value not in kern.PADDINGS:
         raise ValueError(f"{name} must be 'exp' or 'none' (or None); got {value!r}")
-    return "none" if value is None else value
+    return value  # as given: None stays None in get_params, and in a store
 
 
 def _solver_of(solver: str, n: int, d: int) -> str:
@@ -145,7 +146,7 @@ def _polar(z):
     return parts(z)
 
 
-class HilbertEOF(BaseEstimator):
+class HilbertEOF(SavedModel, BaseEstimator):
     """Hilbert (complex) EOF analysis of a field ``X`` (n time steps × d grid cells).
 
     Parameters
@@ -214,10 +215,6 @@ class HilbertEOF(BaseEstimator):
         "solver": Choice(*SOLVERS),
     }
     _parameter_rules = (Rule(_check_side, needs=("solver",)),)
-    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
-    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
-    #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
-    _stored_weights = _prep.weights_names(1)
 
     def __init__(self, n_components: int = 2, *, padding: str | None = "exp",
                  decay_factor: float = 0.2, solver: str = "auto"):
@@ -231,7 +228,8 @@ class HilbertEOF(BaseEstimator):
         """The parameters checked against their table for n × d data: ``(padding, solver)``
         as used."""
         values = check_parameters(self, Shape(n, d))
-        return values["padding"], _solver_of(self.solver, n, d)
+        padding = "none" if values["padding"] is None else values["padding"]
+        return padding, _solver_of(self.solver, n, d)
 
     def fit(self, X, y=None) -> HilbertEOF:
         """Fit on the field ``X`` (time steps as samples). Returns ``self``.
@@ -507,56 +505,27 @@ class HilbertEOF(BaseEstimator):
         sdim = samples.dims[0]
         return label_features(Xhat, features, sdim, dict(samples.coords))
 
-    # -- persistence --------------------------------------------------------------------------
-    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
-        """Write the fitted model to a zarr group (arrays, complex ones as real and imaginary
-        parts; scalars, parameters, the field's coordinates; no pickle), atomically; read it
-        with :meth:`load`. A model store at ``store`` is replaced only with ``overwrite``."""
-        from ..io._stack import template_to_json
-        from ..io._store import write_model_group
+    # -- persistence (est.save / scalepca.load, as every model) --------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "components_")
 
-        self._check_fitted()
-        arrays = {}
-        for name in _ARRAYS:
-            value = getattr(self, name)
-            if np.iscomplexobj(value):
-                arrays[name + ".real"], arrays[name + ".imag"] = value.real, value.imag
-            else:
-                arrays[name] = value
-        preps, weights = _prep.to_store((getattr(self, "_preprocessing", None),))
-        arrays.update(weights)
-        attrs = {"class": CLASS,
-                 "params": {"n_components": int(self.n_components),
-                            "padding": self.padding,
-                            "decay_factor": float(self.decay_factor), "solver": self.solver},
-                 "scalars": {k: getattr(self, k) for k in _SCALARS},
-                 "templates": [None if t is None else template_to_json(t)
-                               for t in self._templates],
-                 _prep.ATTR: preps}
+    def _state_to_save(self) -> dict:
+        """The fitted attributes (the complex ones as real and imaginary parts: a model
+        store holds real arrays), the field's preparation and its feature and sample
+        coordinates."""
+        templates = dict(zip(_TEMPLATES, self._templates, strict=True))
+        preps = (getattr(self, "_preprocessing", None),)
+        state = super()._state_to_save()
+        for name in _COMPLEX:
+            z = state.pop(name)
+            state[f"_{name}real"], state[f"_{name}imag"] = z.real, z.imag
+        return {**state, **_prep.state_of(preps, templates)}
 
-        write_model_group(store, attrs, arrays, storage_options=storage_options,
-                          overwrite=overwrite)
-
-    @classmethod
-    def load(cls, store, *, storage_options=None) -> HilbertEOF:
-        """A HilbertEOF written by :meth:`save`."""
-        from ..io._stack import template_from_json
-        from ..io._store import open_model_group
-
-        group, attrs = open_model_group(store, CLASS, "a HilbertEOF",
-                                        storage_options=storage_options)
-        p = attrs["params"]
-        model = cls(p["n_components"], padding=p["padding"],
-                    decay_factor=p["decay_factor"],
-                    solver=p["solver"])
-        for name in _ARRAYS:
-            if name in group:
-                setattr(model, name, group[name][...])
-            else:
-                setattr(model, name, group[name + ".real"][...] + 1j * group[name + ".imag"][...])
-        for name, value in attrs["scalars"].items():
-            setattr(model, name, value)
-        model._templates = tuple(None if t is None else template_from_json(t)
-                                 for t in attrs["templates"])
-        (model._preprocessing,) = _prep.from_store(group, attrs, 1)
-        return model
+    def _restore_state(self, state: dict) -> None:
+        state = dict(state)
+        for name in _COMPLEX:
+            z = np.empty(np.shape(state[f"_{name}real"]), dtype=np.complex128)
+            z.real, z.imag = state.pop(f"_{name}real"), state.pop(f"_{name}imag")
+            state[name] = z
+        (self._preprocessing,), self._templates = _prep.restored(state, 1, _TEMPLATES)
+        super()._restore_state(state)

@@ -48,7 +48,7 @@ Examples
 >>> mca.components_xr_[0], mca.squared_covariance_fraction_
 >>> zx, zy = mca.transform(X, Y)                         # lazy (time, mode)
 >>> (hx, hy), (gx, gy) = mca.patterns(X, Y)              # one pass: homogeneous, heterogeneous
->>> mca.save("mca.zarr"); MCA.load("mca.zarr")          # a zarr group, no pickle
+>>> mca.save("mca.zarr"); scalepca.load("mca.zarr")     # a zarr group, no pickle
 
 References
 ----------
@@ -75,6 +75,7 @@ from ..models._params import (
     check_parameters,
     parameter_problems,
 )
+from ..models._saving import SavedModel
 from . import _prep
 from .eof import _cross_block, _label, _merge_cross
 
@@ -147,6 +148,10 @@ def _check_standardize(value, name, params, shape):
     return value
 
 
+#: the saved names of the fields' feature coordinates
+_TEMPLATES = ("_template_x_json", "_template_y_json")
+
+
 def _fields_pair(X, Y, what: str = "fit"):
     """``(X, Y)``, also from ``X`` given as the pair ``[X, Y]`` (as ``scalepca run`` opens
     the two variables of ``data.variable``)."""
@@ -158,16 +163,7 @@ def _fields_pair(X, Y, what: str = "fit"):
     return X, Y
 
 
-CLASS = "scalepca.analysis.mca:MCA"
-_ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
-           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_",
-           "total_squared_covariance_bounds_", "squared_covariance_fraction_bounds_",
-           "residual_norms_")
-_SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
-            "n_passes_", "solver_")
-
-
-class MCA(BaseEstimator):
+class MCA(SavedModel, BaseEstimator):
     """Maximum covariance analysis of two fields ``X`` (n × d_x) and ``Y`` (n × d_y).
 
     Parameters
@@ -272,10 +268,6 @@ class MCA(BaseEstimator):
         "random_state": Seed(),
         "total": Choice("auto", "exact", "bounds"),
     }
-    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
-    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
-    #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
-    _stored_weights = _prep.weights_names(2)
 
     def __init__(self, n_components: int = 2, *, standardize=False,
                  max_cross_size: int = MAX_CROSS_SIZE, solver: str = "auto",
@@ -573,78 +565,24 @@ class MCA(BaseEstimator):
         values = (self.components_x_, self.components_y_)[which]
         return feature_dataarray(values, template, name="components_" + "xy"[which])
 
-    # -- persistence --------------------------------------------------------------------------
-    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
-        """Write the fitted model to a zarr group (arrays, scalars, parameters and the
-        fields' feature coordinates; no pickle), atomically; read it with :meth:`load`. A
-        model store at ``store`` is replaced only with ``overwrite``."""
-        from ..io._stack import template_to_json
-        from ..io._store import write_model_group
+    # -- persistence (est.save / scalepca.load, as every model) --------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "components_x_")
 
-        self._check_fitted()
-        arrays = {k: getattr(self, k) for k in _ARRAYS if getattr(self, k) is not None}
-        seed = self.random_state
-        params = {"n_components": int(self.n_components),
-                  "standardize": _jsonable(self.standardize),
-                  "max_cross_size": int(self.max_cross_size), "solver": str(self.solver),
-                  "n_power_iter": int(self.n_power_iter),
-                  "n_oversamples": int(self.n_oversamples), "tol": float(self.tol),
-                  # a seed object (Generator, ...) is not kept: the fit it drew is
-                  "random_state": int(seed) if isinstance(seed, (int, np.integer)) else None,
-                  "total": str(self.total)}
-        scalars = {k: getattr(self, k) for k in _SCALARS}
-        if np.isnan(scalars["total_squared_covariance_"]):  # JSON has no NaN
-            scalars["total_squared_covariance_"] = None
-        preps, weights = _prep.to_store(getattr(self, "_preparations", (None, None)))
-        attrs = {"class": CLASS, "params": params, "scalars": scalars,
-                 "kept": [np.flatnonzero(k).tolist() for k in self._kept],
-                 "templates": [None if t is None else template_to_json(t)
-                               for t in self._templates],
-                 _prep.ATTR: preps}
-        arrays.update(weights)
+    def _state_to_save(self) -> dict:
+        """The fitted attributes, the features kept in each field, and each field's
+        preparation and feature coordinates."""
+        state = super()._state_to_save()
+        state["_kept_x"], state["_kept_y"] = self._kept
+        templates = dict(zip(_TEMPLATES, self._templates, strict=True))
+        preps = getattr(self, "_preparations", (None, None))
+        return {**state, **_prep.state_of(preps, templates)}
 
-        write_model_group(store, attrs, arrays, storage_options=storage_options,
-                          overwrite=overwrite)
-
-    @classmethod
-    def load(cls, store, *, storage_options=None) -> MCA:
-        """An MCA written by :meth:`save`."""
-        from ..io._stack import template_from_json
-        from ..io._store import open_model_group
-
-        group, attrs = open_model_group(store, CLASS, "an MCA",
-                                        storage_options=storage_options)
-        params = attrs["params"]
-        std = params["standardize"]
-        # stores written before the randomized solver hold only the first three parameters
-        extra = {name: params[name] for name in ("solver", "n_power_iter", "n_oversamples",
-                                                 "tol", "random_state", "total")
-                 if name in params}
-        std = std if isinstance(std, bool) else tuple(std)
-        model = cls(params["n_components"], standardize=std,
-                    max_cross_size=params["max_cross_size"], **extra)
-        for name in _ARRAYS:
-            setattr(model, name, group[name][...] if name in group else None)
-        for name, value in attrs["scalars"].items():
-            setattr(model, name, value)
-        if model.total_squared_covariance_ is None:
-            model.total_squared_covariance_ = float("nan")
-        if getattr(model, "total_squared_covariance_bounds_", None) is None:  # an older store
-            total = model.total_squared_covariance_
-            model.total_squared_covariance_bounds_ = np.array([total, total])
-            model.squared_covariance_fraction_bounds_ = np.repeat(
-                model.squared_covariance_fraction_[:, None], 2, axis=1)
-            model.solver_ = "covariance"
-        d = (model.n_features_x_, model.n_features_y_)
-        model._kept = tuple(np.isin(np.arange(n), idx) for n, idx in zip(d, attrs["kept"],
-                                                                             strict=True))
-        model._templates = tuple(None if t is None else template_from_json(t)
-                                 for t in attrs["templates"])
-        model._preparations = _prep.from_store(group, attrs, 2)
-        return model
-
-
-
-
-def _jsonable(value):
-    return bool(value) if isinstance(value, (bool, np.bool_)) else [bool(v) for v in value]
+    def _restore_state(self, state: dict) -> None:
+        state = dict(state)
+        self._preparations, self._templates = _prep.restored(state, 2, _TEMPLATES)
+        self._kept = (np.asarray(state.pop("_kept_x"), dtype=bool),
+                      np.asarray(state.pop("_kept_y"), dtype=bool))
+        if isinstance(self.standardize, list):  # a pair, saved as a JSON list
+            self.standardize = tuple(self.standardize)
+        super()._restore_state(state)
