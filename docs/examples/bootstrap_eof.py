@@ -2,7 +2,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import scalepca
-from scalepca.analysis.bootstrap import BootstrapEOF
+from scalepca import BootstrapEOF
 from scalepca.datasets import make_gridded
 
 # 60 winters of a (time, lat, lon) field with four modes and noise, land cells NaN

@@ -3,7 +3,7 @@ import numpy as np
 import xarray as xr
 
 import scalepca
-from scalepca.analysis.hilbert_eof import HilbertEOF
+from scalepca import HilbertEOF
 
 # a wave travelling east along the equator (period 48 months, one wavelength across the
 # basin), its amplitude falling off with latitude, plus noise: monthly (time, lat, lon)

@@ -3,7 +3,7 @@ import numpy as np
 import xarray as xr
 
 import scalepca
-from scalepca.analysis.mca import MCA
+from scalepca import MCA
 
 # two monthly fields over the same 20 years that share two signals: a sea-surface
 # temperature dipole (its index a slow oscillation) followed a month later by a wave train in

@@ -18,12 +18,22 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 
-def prepared(prep, X, what: str):
-    """``X`` made into a matrix as the fitted field's was (``prep``: its description, None
-    for a model fitted on a bare array: ``X`` as it is)."""
-    if prep is None or X is None:
-        return X
-    return prep.prepare(X, what=what)
+def field_input(X, what: str = "X", prep=None):
+    """``X`` as a tool's :class:`~scalepca.preprocessing._matrix.MatrixInput`: made as the
+    fitted field's matrix was first (``prep``: its description; None at ``fit`` or for a
+    model fitted on a bare array: ``X`` as it is), then through
+    :func:`~scalepca.preprocessing._matrix.as_matrix`, the door of every estimator's input
+    (metadata checks; sparse data refused there by name: the tools' products are dense).
+
+    2-D blocks are kept: the strip solvers read them as they are, the row passes regroup
+    them (:func:`~scalepca._validation.full_rows`), so a field chunked along space is never
+    merged into one block.
+    """
+    from ..preprocessing._matrix import as_matrix
+
+    if prep is not None:
+        X = prep.prepare(X, what=what)
+    return as_matrix(X, what=what, min_samples=2, allow_2d_blocks=True)
 
 
 def _suffixes(n: int) -> tuple[str, ...]:

@@ -216,9 +216,7 @@ class BootstrapEOF(SavedModel, BaseEstimator):
         ``X``: a matrix as the estimators take it (the output of :func:`scalepca.open_matrix`,
         NumPy or dask arrays, 2-D DataArrays); dense only.
         """
-        from .mca import _matrix
-
-        xin = _matrix(X, "X")
+        xin = _prep.field_input(X)
         n, d = xin.data.shape
         solver = self._check_params(n, d)
         self.seed_ = int(self.random_state if self.random_state is not None
@@ -371,13 +369,11 @@ class BootstrapEOF(SavedModel, BaseEstimator):
         computed (by this call for NumPy input, whose PCs it computes)."""
         from ..io._stack import check_features
         from ..models.base import affine_map, refuse_nonfinite
-        from .mca import _matrix
-
         if not hasattr(self, "components_"):
             from sklearn.exceptions import NotFittedError
 
             raise NotFittedError("this BootstrapEOF is not fitted yet; call fit(X) first")
-        xin = _matrix(_prep.prepared(getattr(self, "_preprocessing", None), X, "X"), "X")
+        xin = _prep.field_input(X, "X", getattr(self, "_preprocessing", None))
         check_features(getattr(self, "_template", None), xin)
         if xin.data.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {xin.data.shape[1]} features; the model was fitted on "

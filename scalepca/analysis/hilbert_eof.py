@@ -237,9 +237,7 @@ class HilbertEOF(SavedModel, BaseEstimator):
         ``X``: a matrix as the estimators take it (the output of :func:`scalepca.open_matrix`,
         NumPy or dask arrays, 2-D DataArrays); dense only.
         """
-        from .mca import _matrix
-
-        xin = _matrix(X, "X")
+        xin = _prep.field_input(X)
         n, d = xin.data.shape
         padding, solver = self._check_params(n, d)
         S = _strips(xin.data)
@@ -375,9 +373,8 @@ class HilbertEOF(SavedModel, BaseEstimator):
         """``X`` as a matrix made as the fitted field's (:mod:`._prep`): raw data stacked
         and weighted by the model, an ``open_matrix`` matrix checked against its record."""
         from ..io._stack import check_features
-        from .mca import _matrix
 
-        xin = _matrix(_prep.prepared(getattr(self, "_preprocessing", None), X, "X"), "X")
+        xin = _prep.field_input(X, "X", getattr(self, "_preprocessing", None))
         check_features(getattr(self, "_templates", (None, None))[0], xin)
         return xin
 

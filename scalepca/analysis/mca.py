@@ -125,20 +125,6 @@ def _weights(data, d: int) -> np.ndarray:
     return np.ones(d) if w is None else np.asarray(w, dtype=np.float64).reshape(d)
 
 
-def _matrix(X, what: str):
-    """``X`` as a dense :class:`~scalepca.io._matrix.MatrixInput` (sparse data refused)."""
-    from .._validation import is_sparse
-    from ..preprocessing._matrix import as_matrix
-
-    # 2-D blocks kept: the strip solvers read them as they are, the row passes regroup them
-    # (full_rows), so a field chunked along space is never merged into one block
-    data = as_matrix(X, what=what, min_samples=2, allow_2d_blocks=True)
-    if is_sparse(data.data):
-        raise TypeError(f"{what} is sparse (e.g. AnnData); MCA's cross products of two fields "
-                        "are dense: give dense fields")
-    return data
-
-
 def _check_standardize(value, name, params, shape):
     pair = (value, value) if isinstance(value, (bool, np.bool_)) else value
     if not isinstance(pair, (list, tuple)) or len(pair) != 2 \
@@ -324,7 +310,7 @@ class MCA(SavedModel, BaseEstimator):
         self._check_params()
         if Y is None:
             raise TypeError("MCA.fit needs two fields: fit(X, Y) or fit([X, Y])")
-        xin, yin = _matrix(X, "X"), _matrix(Y, "Y")
+        xin, yin = _prep.field_input(X, "X"), _prep.field_input(Y, "Y")
         (n, dx), (ny, dy) = xin.data.shape, yin.data.shape
         if n != ny:
             raise ValueError(f"X has {n} samples and Y {ny}: MCA pairs the same samples")
@@ -460,7 +446,7 @@ class MCA(SavedModel, BaseEstimator):
 
         what = "XY"[which]
         preps = getattr(self, "_preparations", (None, None))
-        ain = _matrix(_prep.prepared(preps[which], A, what), what)
+        ain = _prep.field_input(A, what, preps[which])
         check_features(getattr(self, "_templates", (None, None))[which], ain, what)
         d = (self.n_features_x_, self.n_features_y_)[which]
         if ain.data.shape[1] != d:
