@@ -14,8 +14,11 @@ from ._version import __version__
 
 #: public name → the module that defines it
 _PUBLIC = {
+    "BootstrapEOF": "scalepca.analysis.bootstrap",
     "ExtendedEOF": "scalepca.models.extended_eof",
+    "HilbertEOF": "scalepca.analysis.hilbert_eof",
     "KernelPCA": "scalepca.models.kernel_pca",
+    "MCA": "scalepca.analysis.mca",
     "MultivariateEOF": "scalepca.models.multivariate_eof",
     "PCA": "scalepca.models.pca",
     "PPCA": "scalepca.models.ppca",
@@ -33,13 +36,16 @@ _SUBMODULES = ("analysis", "app", "cli", "datasets", "io", "linalg", "models", "
                "pp", "preprocessing")
 
 __all__ = [
-    "ExtendedEOF", "KernelPCA", "MultivariateEOF", "PCA", "PPCA", "RobustPCA", "Rotator",
-    "SparsePCA", "__version__", "connect",
+    "BootstrapEOF", "ExtendedEOF", "HilbertEOF", "KernelPCA", "MCA", "MultivariateEOF",
+    "PCA", "PPCA", "RobustPCA", "Rotator", "SparsePCA", "__version__", "connect",
     "eofs_as_correlation", "eofs_as_covariance", "load", "north_test", "open_matrix",
 ]
 
 if typing.TYPE_CHECKING:  # static tools see the eager imports
+    from .analysis.bootstrap import BootstrapEOF
     from .analysis.eof import eofs_as_correlation, eofs_as_covariance, north_test
+    from .analysis.hilbert_eof import HilbertEOF
+    from .analysis.mca import MCA
     from .analysis.rotation import Rotator
     from .app.cluster import connect
     from .models import (

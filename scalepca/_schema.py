@@ -22,14 +22,22 @@ class ConfigError(ValueError):
         self.problems = list(problems)
 
 
+#: names other libraries give scalepca's keys (xeofs: ``n_modes``), each suggested as
+#: scalepca's name when that is allowed
+OTHER_NAMES = {"n_modes": "n_components"}
+
+
 def closest(word, options) -> str | None:
-    """The option ``word`` was most likely meant to be: the same but for case
-    (``EM`` → ``em``), else the closest spelling (``pcaa`` → ``pca``, ``n_component``
-    → ``n_components``); None if none is close."""
+    """The option ``word`` was most likely meant to be: scalepca's name of a name other
+    libraries use (``n_modes`` → ``n_components``, :data:`OTHER_NAMES`), the same but
+    for case (``EM`` → ``em``), else the closest spelling (``pcaa`` → ``pca``,
+    ``n_component`` → ``n_components``); None if none is close."""
     import difflib
 
     options = [str(o) for o in options]
     word = str(word)
+    if OTHER_NAMES.get(word) in options:
+        return OTHER_NAMES[word]
     same = [o for o in options if o.lower() == word.lower()]
     if same:
         return same[0]

@@ -235,6 +235,12 @@ class Reference:
         return self.canonical(maps)
 
 
+def _fitted_arrays(est) -> list[str]:
+    """The names of ``est``'s fitted arrays (public attributes ending in ``_``)."""
+    return [k for k, v in vars(est).items()
+            if k.endswith("_") and not k.startswith("_") and isinstance(v, np.ndarray)]
+
+
 # -- outputs as NumPy ----------------------------------------------------------------------------
 def _values(obj):
     if hasattr(obj, "compute") and not isinstance(obj, xr.DataArray):
@@ -725,9 +731,10 @@ class Cell:
                 **{k: v for k, v in self.option.open_kwargs.get("open_options", {}).items()}}
         if self.option.open_kwargs.get("weights"):
             data["weights"] = self.option.open_kwargs["weights"]
-        runs = {"mca": ({"n_modes": 2}, MCA(2).fit(Xfit, Xfit)),
-                "hilbert_eof": ({"n_modes": 2}, HilbertEOF(2).fit(Xfit)),
-                "bootstrap_eof": ({"n_modes": 2, "n_bootstraps": 10, "random_state": 4},
+        runs = {"mca": ({"n_components": 2}, MCA(2).fit(Xfit, Xfit)),
+                "hilbert_eof": ({"n_components": 2}, HilbertEOF(2).fit(Xfit)),
+                "bootstrap_eof": ({"n_components": 2, "n_bootstraps": 10,
+                                   "random_state": 4},
                                   BootstrapEOF(2, n_bootstraps=10, random_state=4).fit(Xfit))}
         for method, (params, tool) in runs.items():
             out = self.tmp / f"run-{method}"
@@ -740,7 +747,7 @@ class Cell:
             assert self.call(main, ["run", str(path), "--quiet"]) == 0, method
             got = self.call(scalepca.load, out / "model.zarr")
             assert type(got) is type(tool) and got.get_params() == tool.get_params()
-            for name in tool._stored_arrays:
+            for name in _fitted_arrays(tool):
                 a, b = getattr(tool, name), getattr(got, name)
                 for part in ((np.real, np.imag) if np.iscomplexobj(a) else (np.asarray,)):
                     if a is not None:

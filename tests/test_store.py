@@ -18,17 +18,17 @@ import scalepca
 from scalepca.datasets import make_low_rank_sparse
 from scalepca.io import write_array
 from scalepca.persistence.loading import load
-from scalepca.persistence.registry import METHODS, OWN_STORES, estimator_class
+from scalepca.persistence.registry import METHODS, TWO_FIELDS, estimator_class
 
 from .conftest import low_rank_data
 from .support.reliability import REPO, run_until_stopped
 
 
 def _methods():
-    """The models' methods; the analysis tools (OWN_STORES) write stores of their own layout,
-    loaded through the registry in tests/test_analysis_run.py."""
+    """Every method that fits one field (MCA's two fields: tests/test_mca.py and
+    tests/test_analysis_contract.py)."""
     return [pytest.param(method, estimator_class(method), id=method) for method in METHODS
-            if method not in OWN_STORES]
+            if method not in TWO_FIELDS]
 
 
 def _data_for(method, rng):

@@ -2,13 +2,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import scalepca
-from scalepca.analysis.bootstrap import BootstrapEOF
+from scalepca import BootstrapEOF
 from scalepca.datasets import make_gridded
 
 # 60 winters of a (time, lat, lon) field with four modes and noise, land cells NaN
 ds = make_gridded(60, n_lat=36, n_lon=72, rank=4, seed=1)
 X = scalepca.open_matrix(ds, sample_dims="time", weights="sqrt_coslat")
-boot = BootstrapEOF(n_modes=6, n_bootstraps=500, random_state=0).fit(X)
+boot = BootstrapEOF(n_components=6, n_bootstraps=500, random_state=0).fit(X)
 pca = scalepca.PCA(n_components=6, svd_solver="snapshot").fit(X)
 print("passes over the data: bootstrap", boot.n_passes_, "/ PCA alone", pca.n_passes_,
       f"(solver {boot.solver_!r}, 500 replicates)")

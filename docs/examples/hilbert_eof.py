@@ -3,7 +3,7 @@ import numpy as np
 import xarray as xr
 
 import scalepca
-from scalepca.analysis.hilbert_eof import HilbertEOF
+from scalepca import HilbertEOF
 
 # a wave travelling east along the equator (period 48 months, one wavelength across the
 # basin), its amplitude falling off with latitude, plus noise: monthly (time, lat, lon)
@@ -18,7 +18,7 @@ field = xr.DataArray(sst, dims=("time", "lat", "lon"),
                      coords={"time": t, "lat": lat, "lon": lon}, name="sst")
 
 X = scalepca.open_matrix(field.chunk({"time": 120}), sample_dims="time", weights="sqrt_coslat")
-heof = HilbertEOF(n_modes=2, padding="exp", decay_factor=0.2).fit(X)
+heof = HilbertEOF(n_components=2, padding="exp", decay_factor=0.2).fit(X)
 pca = scalepca.PCA(n_components=2).fit(X)
 print("Hilbert EOF, variance explained (%):", np.round(100 * heof.explained_variance_ratio_, 1))
 print("EOF (PCA), variance explained (%):  ", np.round(100 * pca.explained_variance_ratio_, 1))

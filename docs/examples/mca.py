@@ -3,7 +3,7 @@ import numpy as np
 import xarray as xr
 
 import scalepca
-from scalepca.analysis.mca import MCA
+from scalepca import MCA
 
 # two monthly fields over the same 20 years that share two signals: a sea-surface
 # temperature dipole (its index a slow oscillation) followed a month later by a wave train in
@@ -29,8 +29,8 @@ hgt = xr.DataArray(hgt, dims=("time", "lat", "lon"), name="z",
 
 X = scalepca.open_matrix(sst.chunk({"time": 60}), sample_dims="time", weights="sqrt_coslat")
 Y = scalepca.open_matrix(hgt.chunk({"time": 60}), sample_dims="time", weights="sqrt_coslat")
-mca = MCA(n_modes=2).fit(X, Y)  # the 1281 × 1846 cross-covariance, one pass
-big = MCA(n_modes=2, solver="randomized", random_state=0).fit(X, Y)  # never formed
+mca = MCA(n_components=2).fit(X, Y)  # the 1281 × 1846 cross-covariance, one pass
+big = MCA(n_components=2, solver="randomized", random_state=0).fit(X, Y)  # never formed
 for m in (mca, big):
     print(f"{m.solver_:>10}: {m.n_passes_} passes, singular values",
           np.round(m.singular_values_, 4), "squared covariance fraction (%)",
@@ -38,7 +38,8 @@ for m in (mca, big):
 print("randomized: residual / singular value", np.round(big.residual_norms_
                                                          / big.singular_values_, 12))
 # without the pass for the exact total: its bounds only
-fast = MCA(n_modes=2, solver="randomized", random_state=0, total="bounds").fit(X, Y)
+fast = MCA(n_components=2, solver="randomized", random_state=0,
+           total="bounds").fit(X, Y)
 low, high = fast.total_squared_covariance_bounds_
 print(f"total='bounds', {fast.n_passes_} passes: total squared covariance in "
       f"[{low:.0f}, {high:.0f}] (exact {mca.total_squared_covariance_:.0f})")

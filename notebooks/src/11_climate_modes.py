@@ -116,7 +116,7 @@ fig.tight_layout()
 # Each complex mode has an amplitude and a phase, in space and in time.
 
 # %%
-heof = HilbertEOF(n_modes=4, padding="exp", decay_factor=0.2).fit(X)
+heof = HilbertEOF(n_components=4, padding="exp", decay_factor=0.2).fit(X)
 print("Hilbert EOF: variance explained (%)",
       np.round(100 * heof.explained_variance_ratio_, 1))
 print(f"{heof.n_passes_} passes over the data (solver {heof.solver_!r})")
@@ -208,7 +208,7 @@ with xr.open_dataset(example_data_path("sst_ndjfm_anom.nc"), engine="scipy") as 
 sst = sst.assign_coords(latitude=sst["latitude"].astype(np.float64))
 S = scalepca.open_matrix(sst, sample_dims="time", weights="sqrt_coslat")
 sst_eof = scalepca.PCA(n_components=4).fit(S)
-sst_heof = HilbertEOF(n_modes=4).fit(S)
+sst_heof = HilbertEOF(n_components=4).fit(S)
 print("EOF:         variance explained (%)", np.round(100 * sst_eof.explained_variance_ratio_, 1))
 print("Hilbert EOF: variance explained (%)",
       np.round(100 * sst_heof.explained_variance_ratio_, 1))
@@ -257,7 +257,7 @@ hgt = hgt.isel(time=common).assign_coords(time=sst["time"].values,
                                           latitude=hgt["latitude"].astype(np.float64))
 hgt.attrs.update(units="m")
 H = scalepca.open_matrix(hgt, sample_dims="time", weights="sqrt_coslat")
-mca = MCA(n_modes=6).fit(S, H)
+mca = MCA(n_components=6).fit(S, H)
 print(f"{mca.n_passes_} pass, solver {mca.solver_!r}")
 print("squared covariance fraction (%)", np.round(100 * mca.squared_covariance_fraction_, 1))
 

@@ -4,62 +4,84 @@ As every scalepca model, a tool keeps at ``fit`` the description of how each fie
 was made from the user's data (:class:`~scalepca.preprocessing._steps.Preprocessing`:
 variable, dims, weights, grid): ``transform`` of new data in the field's own layout and units
 repeats it (stack, weight, check the grid), a matrix that ``open_matrix`` made is checked
-against it, and ``save``/``load`` keep it (its JSON in the store's attributes, its weights as
-an array). Stores written before the tools kept it hold none: their ``transform`` takes the
-matrix as it is.
+against it, and ``save`` / :func:`scalepca.load` keep it with the rest of the model's
+state (:func:`state_of` / :func:`restored`: its JSON and its weights; the fields'
+feature coordinates beside them).
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
-#: the store attribute holding each field's description (a list: one per field, or None)
-ATTR = "preprocessing"
+logger = logging.getLogger(__name__)
 
 
-def weights_names(n_fields: int) -> tuple[str, ...]:
-    """The store's arrays of each field's weights: one field as every model store names it,
-    two (MCA's X and Y) with the field's letter."""
-    if n_fields == 1:
-        return ("_preprocessing_weights",)
-    return tuple(f"_preprocessing_weights_{c}" for c in "xy"[:n_fields])
+def field_input(X, what: str = "X", prep=None):
+    """``X`` as a tool's :class:`~scalepca.preprocessing._matrix.MatrixInput`: made as the
+    fitted field's matrix was first (``prep``: its description; None at ``fit`` or for a
+    model fitted on a bare array: ``X`` as it is), then through
+    :func:`~scalepca.preprocessing._matrix.as_matrix`, the door of every estimator's input
+    (metadata checks; sparse data refused there by name: the tools' products are dense).
+
+    2-D blocks are kept: the strip solvers read them as they are, the row passes regroup
+    them (:func:`~scalepca._validation.full_rows`), so a field chunked along space is never
+    merged into one block.
+    """
+    from ..preprocessing._matrix import as_matrix
+
+    if prep is not None:
+        X = prep.prepare(X, what=what)
+    return as_matrix(X, what=what, min_samples=2, allow_2d_blocks=True)
 
 
-def prepared(prep, X, what: str):
-    """``X`` made into a matrix as the fitted field's was (``prep``: its description, None
-    for a model fitted on a bare array or loaded from an older store: ``X`` as it is)."""
-    if prep is None or X is None:
-        return X
-    return prep.prepare(X, what=what)
+def _suffixes(n: int) -> tuple[str, ...]:
+    """The saved names' suffix of each field: none for one field (as every model store
+    names its preparation), the field's letter for two (MCA's X and Y)."""
+    return ("",) if n == 1 else tuple(f"_{c}" for c in "xy"[:n])
 
 
-def to_store(preps) -> tuple[list, dict]:
-    """``(attribute value, arrays by name)`` of the fields' descriptions ``preps``."""
-    names = weights_names(len(preps))
-    attrs = [None if p is None else p.to_json() for p in preps]
-    arrays = {name: np.asarray(p.weights, dtype=np.float64)
-              for p, name in zip(preps, names, strict=True)
-              if p is not None and p.weights is not None}
-    return attrs, arrays
+def state_of(preps: tuple, templates: dict) -> dict:
+    """The saved state of the fields' descriptions ``preps`` (one per field, None for a
+    field fitted on a bare array) and of the coordinates ``templates`` (saved name → a
+    template of :mod:`scalepca.io._stack`, or None)."""
+    from ..io._stack import template_to_json
+
+    state = {}
+    for name, template in templates.items():
+        if template is None:
+            continue
+        try:  # coordinates, so the labelled views work after load
+            state[name] = template_to_json(template)
+        except TypeError as err:
+            logger.warning("not saving the coordinates %s: %s", name, err)
+    for suffix, prep in zip(_suffixes(len(preps)), preps, strict=True):
+        if prep is None:
+            continue
+        state[f"_preprocessing{suffix}_json"] = prep.to_json()
+        if prep.weights is not None:
+            weights = np.asarray(prep.weights, dtype=np.float64)
+            state[f"_preprocessing_weights{suffix}"] = weights
+    return state
 
 
-def from_store(group, attrs: dict, n_fields: int) -> tuple:
-    """The fields' descriptions a store written by :func:`to_store` holds (Nones if none)."""
+def restored(state: dict, n_fields: int, templates: tuple) -> tuple[tuple, tuple]:
+    """``(descriptions, coordinates)`` taken out of a loaded ``state`` written by
+    :func:`state_of`: one description per field (None if none was saved) and the
+    coordinates saved under the names ``templates`` (None if none)."""
+    from ..io._stack import template_from_json
     from ..preprocessing._steps import Preprocessing
 
-    states = attrs.get(ATTR)
-    if states is None:  # a store written before the tools kept their preparation
-        return (None,) * n_fields
-    if not isinstance(states, list) or len(states) != n_fields:
-        raise ValueError(f"its {ATTR!r} must list {n_fields} field description(s)")
-    out = []
-    for state, name in zip(states, weights_names(n_fields), strict=True):
-        if state is None:
-            out.append(None)
-            continue
-        if not isinstance(state, dict) or state.get("cells") is not None:
-            raise ValueError(f"its {ATTR!r} holds a description the analysis tools do not "
+    preps = []
+    for suffix in _suffixes(n_fields):
+        prep = state.pop(f"_preprocessing{suffix}_json", None)
+        weights = state.pop(f"_preprocessing_weights{suffix}", None)
+        if prep is not None and (not isinstance(prep, dict)
+                                 or prep.get("cells") is not None):
+            raise ValueError("it holds a field description the analysis tools do not "
                              "write")
-        weights = group[name][...] if name in group else None
-        out.append(Preprocessing.from_json(state, weights))
-    return tuple(out)
+        preps.append(None if prep is None else Preprocessing.from_json(prep, weights))
+    coords = tuple(None if t is None else template_from_json(t)
+                   for t in (state.pop(name, None) for name in templates))
+    return tuple(preps), coords

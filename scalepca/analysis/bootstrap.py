@@ -29,7 +29,7 @@ Examples
 --------
 >>> X = scalepca.open_matrix("sst.nc", variable="sst", sample_dims="time",
 ...                          weights="sqrt_coslat")
->>> boot = BootstrapEOF(n_modes=4, n_bootstraps=200, random_state=0).fit(X)   # 2 passes
+>>> boot = BootstrapEOF(4, n_bootstraps=200, random_state=0).fit(X)   # 2 passes
 >>> boot.explained_variance_ratio_interval_        # (2, 4): lower and upper bounds
 >>> boot.n_significant_, boot.separated_
 >>> lower, upper = boot.components_interval()       # (mode, lat, lon) each
@@ -51,6 +51,7 @@ from ..linalg import bootstrap as boot
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips, snapshot_gram
 from ..models._params import Choice, Int, Param, Rule, Shape, check_parameters
+from ..models._saving import SavedModel
 from . import _prep
 
 __all__ = ["BootstrapEOF"]
@@ -80,15 +81,7 @@ def _summary(values: np.ndarray, q: tuple) -> tuple:
     return lo, hi, values.std(axis=0, ddof=1)
 
 
-CLASS = "scalepca.analysis.bootstrap:BootstrapEOF"
-_ARRAYS = ("components_", "explained_variance_", "explained_variance_ratio_", "singular_values_",
-           "mean_", "explained_variance_samples_", "explained_variance_ratio_samples_",
-           "explained_variance_ratio_interval_", "separated_", "components_interval_",
-           "components_std_")
-_SCALARS = ("n_significant_", "seed_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
-
-
-def _check_n_modes(value, name, params, shape):
+def _check_n_components(value, name, params, shape):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be an integer of at least 1; got {value!r}")
     if shape is not None and value >= min(shape.n, shape.d):
@@ -128,13 +121,13 @@ def _check_partial(params, shape):
             "max_partial_bytes")
 
 
-class BootstrapEOF(BaseEstimator):
+class BootstrapEOF(SavedModel, BaseEstimator):
     """EOFs of a field ``X`` (n samples × d features) with Poisson-bootstrap confidence
     intervals of the explained variance ratios and the EOFs, from the fit's own passes.
 
     Parameters
     ----------
-    n_modes : int, default=2
+    n_components : int, default=2
         Number of EOFs (the intervals are computed for one more, for the selection rule).
     n_bootstraps : int, default=100
         Number of bootstrap replicates B.
@@ -151,21 +144,23 @@ class BootstrapEOF(BaseEstimator):
 
     Attributes
     ----------
-    components_ : ndarray (n_modes, n_features)
+    components_ : ndarray (n_components, n_features)
         The EOFs of the data (the fit, not a replicate); NaN at features left out.
-    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray (n_modes,)
+    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray
+        Of shape (n_components,).
     mean_ : ndarray (n_features,)
-    explained_variance_samples_, explained_variance_ratio_samples_ : ndarray (B, n_modes + 1)
-        Each replicate's eigenvalues and their fractions of its total variance.
-    explained_variance_ratio_interval_ : ndarray (2, n_modes)
+    explained_variance_samples_, explained_variance_ratio_samples_ : ndarray
+        Of shape (B, n_components + 1): each replicate's eigenvalues and their fractions
+        of its total variance.
+    explained_variance_ratio_interval_ : ndarray (2, n_components)
         Lower and upper percentile bounds of the ratios.
-    separated_ : ndarray of bool (n_modes,)
+    separated_ : ndarray of bool (n_components,)
         The mode's interval lies entirely above the next mode's.
     n_significant_ : int
         The leading modes that are separated (the first that is not ends the count).
-    components_interval_ : ndarray (2, n_modes, n_features)
+    components_interval_ : ndarray (2, n_components, n_features)
         Per-feature percentile bounds of the replicates' EOFs.
-    components_std_ : ndarray (n_modes, n_features)
+    components_std_ : ndarray (n_components, n_features)
         Per-feature standard deviation of the replicates' EOFs.
     seed_, n_samples_, n_features_in_, n_passes_ : int
     solver_ : str
@@ -185,7 +180,7 @@ class BootstrapEOF(BaseEstimator):
 
     #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
     _parameters = {
-        "n_modes": Param("int", (int,), _check_n_modes, shaped=True),
+        "n_components": Param("int", (int,), _check_n_components, shaped=True),
         "n_bootstraps": Int(2),
         "confidence": Param("real", (float,), _check_confidence),
         "solver": Choice(*SOLVERS),
@@ -194,15 +189,15 @@ class BootstrapEOF(BaseEstimator):
     }
     _parameter_rules = (Rule(_check_partial,
                              needs=("solver", "n_bootstraps", "max_partial_bytes")),)
-    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
-    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
-    #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
-    _stored_weights = _prep.weights_names(1)
+    #: parameters that bound the size of a saved array (the replicates' axis), checked
+    #: by :func:`scalepca.load` as the size scalars are
+    _size_parameters = ("n_bootstraps",)
 
-    def __init__(self, n_modes: int = 2, *, n_bootstraps: int = 100, confidence: float = 0.95,
+    def __init__(self, n_components: int = 2, *, n_bootstraps: int = 100,
+                 confidence: float = 0.95,
                  solver: str = "auto", random_state: int | None = 0,
                  max_partial_bytes: int = MAX_PARTIAL_BYTES):
-        self.n_modes = n_modes
+        self.n_components = n_components
         self.n_bootstraps = n_bootstraps
         self.confidence = confidence
         self.solver = solver
@@ -221,9 +216,7 @@ class BootstrapEOF(BaseEstimator):
         ``X``: a matrix as the estimators take it (the output of :func:`scalepca.open_matrix`,
         NumPy or dask arrays, 2-D DataArrays); dense only.
         """
-        from .mca import _matrix
-
-        xin = _matrix(X, "X")
+        xin = _prep.field_input(X)
         n, d = xin.data.shape
         solver = self._check_params(n, d)
         self.seed_ = int(self.random_state if self.random_state is not None
@@ -243,7 +236,7 @@ class BootstrapEOF(BaseEstimator):
         return self
 
     def _fit_covariance(self, X, n, d, q):
-        B, k = int(self.n_bootstraps), int(self.n_modes)
+        B, k = int(self.n_bootstraps), int(self.n_components)
         X = full_rows(X)
         # one reduction per replicate group (the first also the fit's moments), computed
         # as one graph: each row block is read once for all groups
@@ -273,7 +266,7 @@ class BootstrapEOF(BaseEstimator):
         self._set_component_summary(lo, hi, sd, keep)
 
     def _fit_gram(self, X, n, d, q):
-        B, k = int(self.n_bootstraps), int(self.n_modes)
+        B, k = int(self.n_bootstraps), int(self.n_components)
         out = snapshot_gram(X)  # pass 1: the n × n Gram of the centred rows
         nan = out.get("nan_features", np.zeros(d, dtype=np.int64))
         keep = self._keep(nan, n)
@@ -316,8 +309,9 @@ class BootstrapEOF(BaseEstimator):
 
     def _set_fit(self, theta, comps, mean, keep, n, d, total: float | None = None) -> None:
         """The fit's attributes from its eigenvalues ``theta`` (of the centred Gram: every
-        one, or the leading ``n_modes`` with their sum ``total``, the Gram's trace)."""
-        k = int(self.n_modes)
+        one, or the leading ``n_components`` with their sum ``total``, the Gram's
+        trace)."""
+        k = int(self.n_components)
         comps = comps * np.sign(comps[np.arange(k), np.abs(comps).argmax(axis=1)])[:, None]
         self.components_ = np.full((k, d), np.nan)
         self.components_[:, keep] = comps
@@ -346,7 +340,7 @@ class BootstrapEOF(BaseEstimator):
         self.components_std_[:, keep] = sd
 
     def _set_selection(self, q) -> None:
-        k = int(self.n_modes)
+        k = int(self.n_components)
         lo, hi = np.percentile(self.explained_variance_ratio_samples_, q, axis=0)
         self.explained_variance_ratio_interval_ = np.stack([lo[:k], hi[:k]])
         self.separated_ = lo[:k] > hi[1 : k + 1]
@@ -375,13 +369,11 @@ class BootstrapEOF(BaseEstimator):
         computed (by this call for NumPy input, whose PCs it computes)."""
         from ..io._stack import check_features
         from ..models.base import affine_map, refuse_nonfinite
-        from .mca import _matrix
-
         if not hasattr(self, "components_"):
             from sklearn.exceptions import NotFittedError
 
             raise NotFittedError("this BootstrapEOF is not fitted yet; call fit(X) first")
-        xin = _matrix(_prep.prepared(getattr(self, "_preprocessing", None), X, "X"), "X")
+        xin = _prep.field_input(X, "X", getattr(self, "_preprocessing", None))
         check_features(getattr(self, "_template", None), xin)
         if xin.data.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {xin.data.shape[1]} features; the model was fitted on "
@@ -407,44 +399,24 @@ class BootstrapEOF(BaseEstimator):
         lo, hi = self.components_interval_
         return self._labelled(lo, "components_lower"), self._labelled(hi, "components_upper")
 
-    # -- persistence --------------------------------------------------------------------------
-    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
-        """Write the fitted model to a zarr group (arrays, scalars, parameters, the field's
-        coordinates; no pickle), atomically; read it with :meth:`load`."""
-        from ..io._stack import template_to_json
-        from ..io._store import write_model_group
+    # -- persistence (est.save / scalepca.load, as every model) --------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "components_")
 
-        if not hasattr(self, "components_"):
-            from sklearn.exceptions import NotFittedError
+    def _state_to_save(self) -> dict:
+        """The fitted attributes, the field's preparation and feature coordinates."""
+        preps = (getattr(self, "_preprocessing", None),)
+        templates = {"_template_json": getattr(self, "_template", None)}
+        state = super()._state_to_save()
+        # the bounds apart: each k × d, as every saved array is at most (largest size)²
+        lower, upper = state.pop("components_interval_")
+        state["_components_lower"], state["_components_upper"] = lower, upper
+        return {**state, **_prep.state_of(preps, templates)}
 
-            raise NotFittedError("this BootstrapEOF is not fitted yet; call fit(X) first")
-        params = {k: (v.item() if isinstance(v, np.generic) else v)
-                  for k, v in self.get_params().items()}
-        preps, weights = _prep.to_store((getattr(self, "_preprocessing", None),))
-        attrs = {"class": CLASS, "params": params,
-                 "scalars": {k: getattr(self, k) for k in _SCALARS},
-                 "template": None if self._template is None
-                 else template_to_json(self._template),
-                 _prep.ATTR: preps}
-
-        write_model_group(store, attrs, {**{name: getattr(self, name) for name in _ARRAYS},
-                                         **weights},
-                          storage_options=storage_options, overwrite=overwrite)
-
-    @classmethod
-    def load(cls, store, *, storage_options=None) -> BootstrapEOF:
-        """A BootstrapEOF written by :meth:`save`."""
-        from ..io._stack import template_from_json
-        from ..io._store import open_model_group
-
-        group, attrs = open_model_group(store, CLASS, "a BootstrapEOF",
-                                        storage_options=storage_options)
-        model = cls(**attrs["params"])
-        for name in _ARRAYS:
-            setattr(model, name, group[name][...])
-        for name, value in attrs["scalars"].items():
-            setattr(model, name, value)
-        t = attrs["template"]
-        model._template = None if t is None else template_from_json(t)
-        (model._preprocessing,) = _prep.from_store(group, attrs, 1)
-        return model
+    def _restore_state(self, state: dict) -> None:
+        state = dict(state)
+        self.components_interval_ = np.stack([state.pop("_components_lower"),
+                                              state.pop("_components_upper")])
+        (self._preprocessing,), (self._template,) = _prep.restored(
+            state, 1, ("_template_json",))
+        super()._restore_state(state)

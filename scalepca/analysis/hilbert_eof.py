@@ -36,10 +36,10 @@ Examples
 --------
 >>> X = scalepca.open_matrix("sst.nc", variable="sst", sample_dims="time",
 ...                          weights="sqrt_coslat")
->>> model = HilbertEOF(n_modes=4, padding="exp", decay_factor=0.2).fit(X)   # two passes
+>>> model = HilbertEOF(4, padding="exp", decay_factor=0.2).fit(X)   # two passes
 >>> model.components_amplitude()[0], model.components_phase()[0]           # (lat, lon)
 >>> model.scores_amplitude(), model.scores_phase()                         # (time, mode)
->>> model.save("heof.zarr"); HilbertEOF.load("heof.zarr")
+>>> model.save("heof.zarr"); scalepca.load("heof.zarr")
 
 References
 ----------
@@ -58,6 +58,7 @@ from ..linalg import hilbert as kern
 from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips
 from ..models._params import Choice, Param, Real, Rule, Shape, check_parameters
+from ..models._saving import SavedModel
 from . import _prep
 
 __all__ = ["HilbertEOF"]
@@ -94,13 +95,13 @@ def _whole_series(z, nan, *, n: int, keep: np.ndarray):
     return z
 
 
-CLASS = "scalepca.analysis.hilbert_eof:HilbertEOF"
-_ARRAYS = ("components_", "scores_", "singular_values_", "explained_variance_",
-           "explained_variance_ratio_", "mean_")
-_SCALARS = ("total_variance_", "n_samples_", "n_features_in_", "n_passes_", "solver_")
+#: the saved names of the field's feature and sample coordinates
+_TEMPLATES = ("_template_features_json", "_template_samples_json")
+#: the complex fitted arrays
+_COMPLEX = ("components_", "scores_")
 
 
-def _check_n_modes(value, name, params, shape):
+def _check_n_components(value, name, params, shape):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer; got {value!r}")
     if shape is not None and value > min(shape.n, shape.d):
@@ -112,7 +113,7 @@ def _check_n_modes(value, name, params, shape):
 def _check_padding(value, name, params, shape):
     if value is not None and value not in kern.PADDINGS:
         raise ValueError(f"{name} must be 'exp' or 'none' (or None); got {value!r}")
-    return "none" if value is None else value
+    return value  # as given: None stays None in get_params, and in a store
 
 
 def _solver_of(solver: str, n: int, d: int) -> str:
@@ -145,12 +146,12 @@ def _polar(z):
     return parts(z)
 
 
-class HilbertEOF(BaseEstimator):
+class HilbertEOF(SavedModel, BaseEstimator):
     """Hilbert (complex) EOF analysis of a field ``X`` (n time steps × d grid cells).
 
     Parameters
     ----------
-    n_modes : int, default=2
+    n_components : int, default=2
         Number of complex modes.
     padding : {"exp", "none"} or None, default="exp"
         ``"exp"``: each series is extended by its own length at both ends with an exponential
@@ -165,12 +166,13 @@ class HilbertEOF(BaseEstimator):
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_modes, n_features), complex
+    components_ : ndarray of shape (n_components, n_features), complex
         The complex EOFs (unit norm; NaN at features left out). The phase of each mode is
         fixed so that its largest-magnitude entry is real and positive.
-    scores_ : ndarray of shape (n_samples, n_modes), complex
+    scores_ : ndarray of shape (n_samples, n_components), complex
         The complex PCs ``Z v_i`` of the fitted data (xeofs' ``scores(normalized=False)``).
-    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray (n_modes,)
+    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray
+        Of shape (n_components,).
         ``λ_i = s_i² / (n − 1)``, ``λ_i / total_variance_`` and ``s_i``.
     total_variance_ : float
         ``Σ_t |z|² / (n − 1)`` over the features kept (the trace of C).
@@ -206,21 +208,17 @@ class HilbertEOF(BaseEstimator):
 
     #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
     _parameters = {
-        "n_modes": Param("int", (int,), _check_n_modes, shaped=True),
+        "n_components": Param("int", (int,), _check_n_components, shaped=True),
         "padding": Param("choice", (str, type(None)), _check_padding, choices=("exp", "none"),
                          forms="'exp', 'none' or null"),
         "decay_factor": Real(0, open_low=True),
         "solver": Choice(*SOLVERS),
     }
     _parameter_rules = (Rule(_check_side, needs=("solver",)),)
-    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
-    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
-    #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
-    _stored_weights = _prep.weights_names(1)
 
-    def __init__(self, n_modes: int = 2, *, padding: str | None = "exp",
+    def __init__(self, n_components: int = 2, *, padding: str | None = "exp",
                  decay_factor: float = 0.2, solver: str = "auto"):
-        self.n_modes = n_modes
+        self.n_components = n_components
         self.padding = padding
         self.decay_factor = decay_factor
         self.solver = solver
@@ -230,7 +228,8 @@ class HilbertEOF(BaseEstimator):
         """The parameters checked against their table for n × d data: ``(padding, solver)``
         as used."""
         values = check_parameters(self, Shape(n, d))
-        return values["padding"], _solver_of(self.solver, n, d)
+        padding = "none" if values["padding"] is None else values["padding"]
+        return padding, _solver_of(self.solver, n, d)
 
     def fit(self, X, y=None) -> HilbertEOF:
         """Fit on the field ``X`` (time steps as samples). Returns ``self``.
@@ -238,9 +237,7 @@ class HilbertEOF(BaseEstimator):
         ``X``: a matrix as the estimators take it (the output of :func:`scalepca.open_matrix`,
         NumPy or dask arrays, 2-D DataArrays); dense only.
         """
-        from .mca import _matrix
-
-        xin = _matrix(X, "X")
+        xin = _prep.field_input(X)
         n, d = xin.data.shape
         padding, solver = self._check_params(n, d)
         S = _strips(xin.data)
@@ -264,7 +261,7 @@ class HilbertEOF(BaseEstimator):
         self._check_nan(mom["nan"], S.shape[0])
         theta, U = np.linalg.eigh(mom.pop("G"))
         theta, U = theta[::-1].clip(min=0.0), U[:, ::-1]
-        k = int(self.n_modes)
+        k = int(self.n_components)
         s = np.sqrt(theta[:k])
         inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
         Ud, inv_sd = passes.shared(U[:, :k]), passes.shared(inv_s)  # one key each
@@ -286,7 +283,7 @@ class HilbertEOF(BaseEstimator):
         self._check_nan(mom["nan"], S.shape[0])
         theta, V = np.linalg.eigh(C)
         theta, V = theta[::-1].clip(min=0.0), V[:, ::-1]
-        k = int(self.n_modes)
+        k = int(self.n_components)
         comps = V[:, :k].T
         (scores,) = passes.compute(_complex_pcs(S, comps, mean, opts), name="complex PCs")
         return theta, scores, comps, mom
@@ -376,9 +373,8 @@ class HilbertEOF(BaseEstimator):
         """``X`` as a matrix made as the fitted field's (:mod:`._prep`): raw data stacked
         and weighted by the model, an ``open_matrix`` matrix checked against its record."""
         from ..io._stack import check_features
-        from .mca import _matrix
 
-        xin = _matrix(_prep.prepared(getattr(self, "_preprocessing", None), X, "X"), "X")
+        xin = _prep.field_input(X, "X", getattr(self, "_preprocessing", None))
         check_features(getattr(self, "_templates", (None, None))[0], xin)
         return xin
 
@@ -506,54 +502,27 @@ class HilbertEOF(BaseEstimator):
         sdim = samples.dims[0]
         return label_features(Xhat, features, sdim, dict(samples.coords))
 
-    # -- persistence --------------------------------------------------------------------------
-    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
-        """Write the fitted model to a zarr group (arrays, complex ones as real and imaginary
-        parts; scalars, parameters, the field's coordinates; no pickle), atomically; read it
-        with :meth:`load`. A model store at ``store`` is replaced only with ``overwrite``."""
-        from ..io._stack import template_to_json
-        from ..io._store import write_model_group
+    # -- persistence (est.save / scalepca.load, as every model) --------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "components_")
 
-        self._check_fitted()
-        arrays = {}
-        for name in _ARRAYS:
-            value = getattr(self, name)
-            if np.iscomplexobj(value):
-                arrays[name + ".real"], arrays[name + ".imag"] = value.real, value.imag
-            else:
-                arrays[name] = value
-        preps, weights = _prep.to_store((getattr(self, "_preprocessing", None),))
-        arrays.update(weights)
-        attrs = {"class": CLASS,
-                 "params": {"n_modes": int(self.n_modes), "padding": self.padding,
-                            "decay_factor": float(self.decay_factor), "solver": self.solver},
-                 "scalars": {k: getattr(self, k) for k in _SCALARS},
-                 "templates": [None if t is None else template_to_json(t)
-                               for t in self._templates],
-                 _prep.ATTR: preps}
+    def _state_to_save(self) -> dict:
+        """The fitted attributes (the complex ones as real and imaginary parts: a model
+        store holds real arrays), the field's preparation and its feature and sample
+        coordinates."""
+        templates = dict(zip(_TEMPLATES, self._templates, strict=True))
+        preps = (getattr(self, "_preprocessing", None),)
+        state = super()._state_to_save()
+        for name in _COMPLEX:
+            z = state.pop(name)
+            state[f"_{name}real"], state[f"_{name}imag"] = z.real, z.imag
+        return {**state, **_prep.state_of(preps, templates)}
 
-        write_model_group(store, attrs, arrays, storage_options=storage_options,
-                          overwrite=overwrite)
-
-    @classmethod
-    def load(cls, store, *, storage_options=None) -> HilbertEOF:
-        """A HilbertEOF written by :meth:`save`."""
-        from ..io._stack import template_from_json
-        from ..io._store import open_model_group
-
-        group, attrs = open_model_group(store, CLASS, "a HilbertEOF",
-                                        storage_options=storage_options)
-        p = attrs["params"]
-        model = cls(p["n_modes"], padding=p["padding"], decay_factor=p["decay_factor"],
-                    solver=p["solver"])
-        for name in _ARRAYS:
-            if name in group:
-                setattr(model, name, group[name][...])
-            else:
-                setattr(model, name, group[name + ".real"][...] + 1j * group[name + ".imag"][...])
-        for name, value in attrs["scalars"].items():
-            setattr(model, name, value)
-        model._templates = tuple(None if t is None else template_from_json(t)
-                                 for t in attrs["templates"])
-        (model._preprocessing,) = _prep.from_store(group, attrs, 1)
-        return model
+    def _restore_state(self, state: dict) -> None:
+        state = dict(state)
+        for name in _COMPLEX:
+            z = np.empty(np.shape(state[f"_{name}real"]), dtype=np.complex128)
+            z.real, z.imag = state.pop(f"_{name}real"), state.pop(f"_{name}imag")
+            state[name] = z
+        (self._preprocessing,), self._templates = _prep.restored(state, 1, _TEMPLATES)
+        super()._restore_state(state)

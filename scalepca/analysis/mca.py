@@ -43,12 +43,12 @@ Examples
 >>> X = scalepca.open_matrix("sst.nc", variable="sst", sample_dims="time",
 ...                          weights="sqrt_coslat")
 >>> Y = scalepca.open_matrix(hgt, sample_dims="time", weights="sqrt_coslat")
->>> mca = MCA(n_modes=4).fit(X, Y)                       # one pass
+>>> mca = MCA(n_components=4).fit(X, Y)                       # one pass
 >>> big = MCA(4, solver="randomized", random_state=0).fit(X, Y)  # ≤ n_power_iter + 2 passes
 >>> mca.components_xr_[0], mca.squared_covariance_fraction_
 >>> zx, zy = mca.transform(X, Y)                         # lazy (time, mode)
 >>> (hx, hy), (gx, gy) = mca.patterns(X, Y)              # one pass: homogeneous, heterogeneous
->>> mca.save("mca.zarr"); MCA.load("mca.zarr")          # a zarr group, no pickle
+>>> mca.save("mca.zarr"); scalepca.load("mca.zarr")     # a zarr group, no pickle
 
 References
 ----------
@@ -75,6 +75,7 @@ from ..models._params import (
     check_parameters,
     parameter_problems,
 )
+from ..models._saving import SavedModel
 from . import _prep
 from .eof import _cross_block, _label, _merge_cross
 
@@ -87,9 +88,9 @@ MAX_CROSS_SIZE = 50_000_000
 SOLVERS = ("auto", "covariance", "randomized")
 
 
-def _check_n_modes(value, name, params, shape):
+def _check_n_components(value, name, params, shape):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"n_modes must be a positive integer; got {value!r}")
+        raise ValueError(f"n_components must be a positive integer; got {value!r}")
     return int(value)
 
 
@@ -124,20 +125,6 @@ def _weights(data, d: int) -> np.ndarray:
     return np.ones(d) if w is None else np.asarray(w, dtype=np.float64).reshape(d)
 
 
-def _matrix(X, what: str):
-    """``X`` as a dense :class:`~scalepca.io._matrix.MatrixInput` (sparse data refused)."""
-    from .._validation import is_sparse
-    from ..preprocessing._matrix import as_matrix
-
-    # 2-D blocks kept: the strip solvers read them as they are, the row passes regroup them
-    # (full_rows), so a field chunked along space is never merged into one block
-    data = as_matrix(X, what=what, min_samples=2, allow_2d_blocks=True)
-    if is_sparse(data.data):
-        raise TypeError(f"{what} is sparse (e.g. AnnData); MCA's cross products of two fields "
-                        "are dense: give dense fields")
-    return data
-
-
 def _check_standardize(value, name, params, shape):
     pair = (value, value) if isinstance(value, (bool, np.bool_)) else value
     if not isinstance(pair, (list, tuple)) or len(pair) != 2 \
@@ -145,6 +132,10 @@ def _check_standardize(value, name, params, shape):
         raise TypeError(f"{name} must be True, False or a pair (for X, for Y) of them; got "
                         f"{value!r}")
     return value
+
+
+#: the saved names of the fields' feature coordinates
+_TEMPLATES = ("_template_x_json", "_template_y_json")
 
 
 def _fields_pair(X, Y, what: str = "fit"):
@@ -158,21 +149,12 @@ def _fields_pair(X, Y, what: str = "fit"):
     return X, Y
 
 
-CLASS = "scalepca.analysis.mca:MCA"
-_ARRAYS = ("components_x_", "components_y_", "singular_values_", "squared_covariance_",
-           "squared_covariance_fraction_", "mean_x_", "mean_y_", "scale_x_", "scale_y_",
-           "total_squared_covariance_bounds_", "squared_covariance_fraction_bounds_",
-           "residual_norms_")
-_SCALARS = ("total_squared_covariance_", "n_samples_", "n_features_x_", "n_features_y_",
-            "n_passes_", "solver_")
-
-
-class MCA(BaseEstimator):
+class MCA(SavedModel, BaseEstimator):
     """Maximum covariance analysis of two fields ``X`` (n × d_x) and ``Y`` (n × d_y).
 
     Parameters
     ----------
-    n_modes : int, default=2
+    n_components : int, default=2
         Number of coupled modes.
     standardize : bool or (bool, bool), default=False
         Divide each feature of X (first) and Y (second) by its standard deviation (``ddof=0``)
@@ -191,8 +173,8 @@ class MCA(BaseEstimator):
         ``"randomized"``: at most ``n_power_iter + 2`` passes (products: the first with the
         means, one per power iteration, one last), fewer with ``tol``.
     n_oversamples : int, default=10
-        ``"randomized"``: the Krylov start block holds ``n_modes + n_oversamples`` vectors
-        per field.
+        ``"randomized"``: the Krylov start block holds ``n_components + n_oversamples``
+        vectors per field.
     tol : float, default=0.0
         ``"randomized"``: stop at the first pass after which every mode's residual
         ``residual_norms_[i]`` is at most ``tol · singular_values_[i]``. 0 runs every pass.
@@ -207,12 +189,12 @@ class MCA(BaseEstimator):
 
     Attributes
     ----------
-    components_x_, components_y_ : ndarray (n_modes, d_x) / (n_modes, d_y)
+    components_x_, components_y_ : ndarray (n_components, d_x) / (n_components, d_y)
         Singular vectors (unit norm; NaN at features left out). The sign of each pair makes
         the largest-magnitude entry of the X pattern positive.
-    singular_values_ : ndarray (n_modes,)
+    singular_values_ : ndarray (n_components,)
         Covariances of the paired expansion coefficients.
-    squared_covariance_ : ndarray (n_modes,)
+    squared_covariance_ : ndarray (n_components,)
         ``singular_values_ ** 2``.
     total_squared_covariance_ : float
         ``‖C‖²_F``, the sum of all squared singular values. ``"randomized"``: NaN when known
@@ -223,11 +205,11 @@ class MCA(BaseEstimator):
         and Cauchy–Schwarz's ``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²``; both ``‖C‖²_F`` when the basis
         is invariant under the operator (e.g. when ``n − 1`` plus the start block is at most
         its width per field) or the sample Grams gave it (``total``).
-    squared_covariance_fraction_ : ndarray (n_modes,)
+    squared_covariance_fraction_ : ndarray (n_components,)
         ``squared_covariance_ / total_squared_covariance_`` (NaN when the total is).
-    squared_covariance_fraction_bounds_ : ndarray (n_modes, 2)
+    squared_covariance_fraction_bounds_ : ndarray (n_components, 2)
         The fractions against the upper and the lower bound of the total.
-    residual_norms_ : ndarray (n_modes,) or None
+    residual_norms_ : ndarray (n_components,) or None
         ``"randomized"``: ``‖H z_i − σ_i z_i‖`` for the unit eigenvectors ``z_i = [u_i; v_i]
         / √2`` of the dilation (standardised as the fit is): ``σ_i`` is within it of a
         singular value of C, and the patterns' angle error at most it over the gap. None with
@@ -254,14 +236,14 @@ class MCA(BaseEstimator):
     more over column strips for the exact ``‖C‖²_F`` (``total``) when the basis does not give
     it: n × n floats per worker and on the client. Per
     worker: a pair of row panels (at most 256 MB together) and partials of
-    (d_x + d_y) × 2(n_modes + n_oversamples) floats. Client: the Krylov basis and its
-    products, 2 · (d_x + d_y) · 2(n_modes + n_oversamples)(n_power_iter + 2) floats (two
-    1M-cell fields, 4 modes: 5.4 GB) — nothing of size d_x · d_y.
+    (d_x + d_y) × 2(n_components + n_oversamples) floats. Client: the Krylov basis and
+    its products, 2 · (d_x + d_y) · 2(n_components + n_oversamples)(n_power_iter + 2)
+    floats (two 1M-cell fields, 4 modes: 5.4 GB) — nothing of size d_x · d_y.
     """
 
     #: the parameters (:mod:`scalepca.models._params`), read by fit, configs and load
     _parameters = {
-        "n_modes": Other((int,), _check_n_modes),
+        "n_components": Other((int,), _check_n_components),
         "standardize": Param("other", (bool, list), _check_standardize,
                              forms="true, false or a pair [for X, for Y] of them"),
         "max_cross_size": Int(1),
@@ -272,16 +254,12 @@ class MCA(BaseEstimator):
         "random_state": Seed(),
         "total": Choice("auto", "exact", "bounds"),
     }
-    #: the state a model store holds (checked by :func:`scalepca.load` before it is read)
-    _stored_arrays, _stored_scalars = _ARRAYS, _SCALARS
-    #: the weights of the preparation it owns (:mod:`._prep`), stored beside its state
-    _stored_weights = _prep.weights_names(2)
 
-    def __init__(self, n_modes: int = 2, *, standardize=False,
+    def __init__(self, n_components: int = 2, *, standardize=False,
                  max_cross_size: int = MAX_CROSS_SIZE, solver: str = "auto",
                  n_power_iter: int = 4, n_oversamples: int = 10, tol: float = 0.0,
                  random_state=None, total: str = "auto"):
-        self.n_modes = n_modes
+        self.n_components = n_components
         self.standardize = standardize
         self.max_cross_size = max_cross_size
         self.solver = solver
@@ -304,9 +282,10 @@ class MCA(BaseEstimator):
                 raise problems[0][1]
             return None
         values = check_parameters(self, Shape(n, dx))
-        k = values["n_modes"]
+        k = values["n_components"]
         if k > min(dx, dy):
-            raise ValueError(f"n_modes={k} but the fields have {dx} and {dy} features")
+            raise ValueError(f"n_components={k} but the fields have {dx} and {dy} "
+                             "features")
         fits = dx * dy <= self.max_cross_size
         solver = self.solver if self.solver != "auto" else (
             "covariance" if fits else "randomized")
@@ -331,7 +310,7 @@ class MCA(BaseEstimator):
         self._check_params()
         if Y is None:
             raise TypeError("MCA.fit needs two fields: fit(X, Y) or fit([X, Y])")
-        xin, yin = _matrix(X, "X"), _matrix(Y, "Y")
+        xin, yin = _prep.field_input(X, "X"), _prep.field_input(Y, "Y")
         (n, dx), (ny, dy) = xin.data.shape, yin.data.shape
         if n != ny:
             raise ValueError(f"X has {n} samples and Y {ny}: MCA pairs the same samples")
@@ -366,7 +345,7 @@ class MCA(BaseEstimator):
         scale_y = sy[ky] if sy is not None else np.ones(ky.sum())
         C = C / np.outer(scale_x, scale_y)
         U, s, Vt = np.linalg.svd(C, full_matrices=False)
-        k = int(self.n_modes)
+        k = int(self.n_components)
         total = float((C * C).sum())
         self._set_modes(U[:, :k], s[:k], Vt[:k].T, mom["mean"], (kx, ky), (sx, sy), n,
                         total=total, bounds=(total, total), solver="covariance")
@@ -379,7 +358,7 @@ class MCA(BaseEstimator):
         with passes.counting(self, planned=int(self.n_power_iter) + 2,
                              chunks=X.numblocks[0]):
             self.n_passes_ = 0
-            out = fit_randomized(self, X, Y, int(self.n_modes), std)
+            out = fit_randomized(self, X, Y, int(self.n_components), std)
         self._set_modes(out["U"], out["s"], out["V"], out["mom"]["mean"], out["kept"],
                         out["scales"], n, total=out["total"], bounds=out["bounds"],
                         solver="randomized", residuals=out["residuals"])
@@ -467,7 +446,7 @@ class MCA(BaseEstimator):
 
         what = "XY"[which]
         preps = getattr(self, "_preparations", (None, None))
-        ain = _matrix(_prep.prepared(preps[which], A, what), what)
+        ain = _prep.field_input(A, what, preps[which])
         check_features(getattr(self, "_templates", (None, None))[which], ain, what)
         d = (self.n_features_x_, self.n_features_y_)[which]
         if ain.data.shape[1] != d:
@@ -572,76 +551,24 @@ class MCA(BaseEstimator):
         values = (self.components_x_, self.components_y_)[which]
         return feature_dataarray(values, template, name="components_" + "xy"[which])
 
-    # -- persistence --------------------------------------------------------------------------
-    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
-        """Write the fitted model to a zarr group (arrays, scalars, parameters and the
-        fields' feature coordinates; no pickle), atomically; read it with :meth:`load`. A
-        model store at ``store`` is replaced only with ``overwrite``."""
-        from ..io._stack import template_to_json
-        from ..io._store import write_model_group
+    # -- persistence (est.save / scalepca.load, as every model) --------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "components_x_")
 
-        self._check_fitted()
-        arrays = {k: getattr(self, k) for k in _ARRAYS if getattr(self, k) is not None}
-        seed = self.random_state
-        params = {"n_modes": int(self.n_modes), "standardize": _jsonable(self.standardize),
-                  "max_cross_size": int(self.max_cross_size), "solver": str(self.solver),
-                  "n_power_iter": int(self.n_power_iter),
-                  "n_oversamples": int(self.n_oversamples), "tol": float(self.tol),
-                  # a seed object (Generator, ...) is not kept: the fit it drew is
-                  "random_state": int(seed) if isinstance(seed, (int, np.integer)) else None,
-                  "total": str(self.total)}
-        scalars = {k: getattr(self, k) for k in _SCALARS}
-        if np.isnan(scalars["total_squared_covariance_"]):  # JSON has no NaN
-            scalars["total_squared_covariance_"] = None
-        preps, weights = _prep.to_store(getattr(self, "_preparations", (None, None)))
-        attrs = {"class": CLASS, "params": params, "scalars": scalars,
-                 "kept": [np.flatnonzero(k).tolist() for k in self._kept],
-                 "templates": [None if t is None else template_to_json(t)
-                               for t in self._templates],
-                 _prep.ATTR: preps}
-        arrays.update(weights)
+    def _state_to_save(self) -> dict:
+        """The fitted attributes, the features kept in each field, and each field's
+        preparation and feature coordinates."""
+        state = super()._state_to_save()
+        state["_kept_x"], state["_kept_y"] = self._kept
+        templates = dict(zip(_TEMPLATES, self._templates, strict=True))
+        preps = getattr(self, "_preparations", (None, None))
+        return {**state, **_prep.state_of(preps, templates)}
 
-        write_model_group(store, attrs, arrays, storage_options=storage_options,
-                          overwrite=overwrite)
-
-    @classmethod
-    def load(cls, store, *, storage_options=None) -> MCA:
-        """An MCA written by :meth:`save`."""
-        from ..io._stack import template_from_json
-        from ..io._store import open_model_group
-
-        group, attrs = open_model_group(store, CLASS, "an MCA",
-                                        storage_options=storage_options)
-        params = attrs["params"]
-        std = params["standardize"]
-        # stores written before the randomized solver hold only the first three parameters
-        extra = {name: params[name] for name in ("solver", "n_power_iter", "n_oversamples",
-                                                 "tol", "random_state", "total")
-                 if name in params}
-        model = cls(params["n_modes"], standardize=std if isinstance(std, bool) else tuple(std),
-                    max_cross_size=params["max_cross_size"], **extra)
-        for name in _ARRAYS:
-            setattr(model, name, group[name][...] if name in group else None)
-        for name, value in attrs["scalars"].items():
-            setattr(model, name, value)
-        if model.total_squared_covariance_ is None:
-            model.total_squared_covariance_ = float("nan")
-        if getattr(model, "total_squared_covariance_bounds_", None) is None:  # an older store
-            total = model.total_squared_covariance_
-            model.total_squared_covariance_bounds_ = np.array([total, total])
-            model.squared_covariance_fraction_bounds_ = np.repeat(
-                model.squared_covariance_fraction_[:, None], 2, axis=1)
-            model.solver_ = "covariance"
-        d = (model.n_features_x_, model.n_features_y_)
-        model._kept = tuple(np.isin(np.arange(n), idx) for n, idx in zip(d, attrs["kept"],
-                                                                             strict=True))
-        model._templates = tuple(None if t is None else template_from_json(t)
-                                 for t in attrs["templates"])
-        model._preparations = _prep.from_store(group, attrs, 2)
-        return model
-
-
-
-
-def _jsonable(value):
-    return bool(value) if isinstance(value, (bool, np.bool_)) else [bool(v) for v in value]
+    def _restore_state(self, state: dict) -> None:
+        state = dict(state)
+        self._preparations, self._templates = _prep.restored(state, 2, _TEMPLATES)
+        self._kept = (np.asarray(state.pop("_kept_x"), dtype=bool),
+                      np.asarray(state.pop("_kept_y"), dtype=bool))
+        if isinstance(self.standardize, list):  # a pair, saved as a JSON list
+            self.standardize = tuple(self.standardize)
+        super()._restore_state(state)

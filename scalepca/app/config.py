@@ -471,9 +471,9 @@ def _output_problems(model: dict, output: dict) -> list[str]:
     problems = [f"'output.{part}' is only available for model.method robust_pca; got "
                 f"{method!r}" for part in ("low_rank", "sparse")
                 if output[part] and method != "robust_pca"]
-    from ..persistence.registry import OWN_STORES
+    from ..persistence.registry import TOOLS
 
-    if method in OWN_STORES:  # the analysis tools: a model store and scores
+    if method in TOOLS:  # the analysis tools: a model store and scores
         for part, why in (("reconstruction", _NO_RECONSTRUCTION[method]),
                           ("update", "run --update needs a model that partial_fit updates; "
                                      f"model.method {method} is fitted in one go")):

@@ -426,9 +426,9 @@ def transform_scores(est, X) -> tuple:
     """``(scores, attrs)`` that ``scalepca transform`` writes: an analysis tool's arrays by
     name (its ``scores_arrays``: the layout of ``scalepca run``'s ``scores.zarr``), else the
     lazy scores of ``transform`` (attrs None)."""
-    from ..persistence.registry import OWN_STORES, method_of
+    from ..persistence.registry import TOOLS, method_of
 
-    if method_of(type(est)) in OWN_STORES:
+    if method_of(type(est)) in TOOLS:
         return est.scores_arrays(X)
     return est.transform(X), None
 
@@ -460,14 +460,11 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
     def path(key: str) -> str:  # where output.<key> goes: the store validate checked
         return f"{root}/{PARTS[key][0]}"
 
-    from ..persistence.registry import OWN_STORES, method_of
+    from ..persistence.registry import TOOLS, method_of
 
-    own = method_of(type(est)) in OWN_STORES
+    own = method_of(type(est)) in TOOLS
     if out["model"]:
-        if own:  # an analysis tool writes its own store (validate checked the path)
-            est.save(path("model"), storage_options=so, overwrite=replace["overwrite"])
-        else:
-            save_estimator(est, path("model"), storage_options=so, **replace)
+        save_estimator(est, path("model"), storage_options=so, **replace)
         written.append(path("model"))
     scores = None
     if (out["scores"] or out["reconstruction"] or out.get("plink")) and not own:

@@ -154,8 +154,8 @@ def _estimator_problems(method: str, params: dict, X, path: str) -> list[str]:
 
 def _two_fields_problems(method: str, params: dict, n: int, widths: list) -> list[str]:
     """The checks of a two-field method (MCA) that need the samples ``n`` and each field's
-    width: ``n_modes``, ``max_cross_size`` and the solver, as ``fit`` makes them, in config
-    words."""
+    width: ``n_components``, ``max_cross_size`` and the solver, as ``fit`` makes them,
+    in config words."""
     from ..persistence.registry import TWO_FIELDS, estimator_class
     from .messages import speak_cli
 

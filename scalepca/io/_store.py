@@ -311,35 +311,3 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
 
     atomic_group(store, storage_options=storage_options, write=write, consolidate=True,
                  kind=OUTPUT, overwrite=overwrite, flag=flag)
-
-
-def write_model_group(store, attrs: dict, arrays: dict, *, storage_options=None,
-                      overwrite: bool = False) -> None:
-    """A model store of an analysis tool (MCA, Hilbert EOF, bootstrap): ``attrs`` and the
-    arrays ``arrays`` (name → array) written by :func:`atomic_group` as a model store, which
-    replaces only a complete model store, and only with ``overwrite``."""
-    from .._version import __version__
-    from ._fs import MODEL
-
-    def write(group):
-        # as every model store: the writer's version, then the tool's own attributes
-        group.attrs.update({"format_version": 1, "scalepca_version": __version__, **attrs})
-        for name, value in arrays.items():
-            group.create_array(name, data=np.ascontiguousarray(value))
-
-    atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
-                 overwrite=overwrite)
-
-
-def open_model_group(store, class_path: str, what: str, *, storage_options=None):
-    """``(group, attrs)`` of the complete model store at ``store`` written for ``class_path``;
-    anything else is refused as not ``what`` (e.g. ``"an MCA"``) model store."""
-    from ._fs import MODEL, check_complete, open_zarr_node
-
-    group = open_zarr_node(store, storage_options=storage_options)
-    check_complete(group, store)
-    attrs = dict(group.attrs)
-    if attrs.get("format") != MODEL or attrs.get("class") != class_path:
-        raise ValueError(f"{str(store)!r} is not {what} model store (its class: "
-                         f"{attrs.get('class')!r})")
-    return group, attrs

@@ -92,5 +92,43 @@ def save_estimator(est, store, *, storage_options=None, overwrite=False,
                  overwrite=overwrite, flag=flag)
 
 
+class SavedModel:
+    """``save``, the one way every scalepca estimator and analysis tool writes its model
+    store; :func:`scalepca.load` reads it back. An estimator gives its parameters
+    (``get_params``), ``__sklearn_is_fitted__``, the state to keep (``_state_to_save``:
+    fitted ``*_`` attributes and private ``_names``) and ``_restore_state``."""
+
+    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
+        """Write the fitted model to a zarr group at ``store``, atomically.
+
+        Load it back with :func:`scalepca.load`.
+
+        Parameters
+        ----------
+        store : str or path
+            A local path or fsspec URL (``s3://bucket/model.zarr``).
+        storage_options : dict, optional
+            Passed to fsspec for URLs.
+        overwrite : bool, default False
+            Replace a complete model store already at ``store``. Without it such a
+            store is kept and ``FileExistsError`` raised. Whatever ``overwrite`` says,
+            nothing at ``store`` that is not a scalepca model store (a folder of other
+            files, a data or output store) is ever replaced; a model store whose save
+            was interrupted is.
+        """
+        save_estimator(self, store, storage_options=storage_options,
+                       overwrite=overwrite)
+
+    def _state_to_save(self) -> dict:
+        """The fitted attributes (public names ending in ``_``)."""
+        return {k: v for k, v in vars(self).items()
+                if k.endswith("_") and not k.startswith("_")}
+
+    def _restore_state(self, state: dict) -> None:
+        """The state :func:`scalepca.load` read, set on the estimator it built."""
+        for k, v in state.items():
+            setattr(self, k, v)
+
+
 def _component(group: zarr.Group, name: str) -> str:
     return f"{group.path}/{name}".lstrip("/")

@@ -21,6 +21,7 @@ from ..preprocessing._feature_names import check_feature_names, feature_names_of
 from ..preprocessing._matrix import MatrixInput, as_matrix
 from ..preprocessing._steps import is_dask_frame
 from ._params import Shape, check_parameters
+from ._saving import SavedModel
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +187,8 @@ def _wrap_numpy_output(method):
     return wrapped
 
 
-class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                         BaseEstimator):
     """Base of all scalepca estimators.
 
     Subclasses implement ``_fit(data: MatrixInput)`` and, for linear models, expose
@@ -606,27 +608,6 @@ class DecompositionMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             from ..preprocessing._steps import Preprocessing
 
             self._preprocessing = Preprocessing.from_json(prep, weights, cells)
-
-    def save(self, store, *, storage_options=None, overwrite: bool = False) -> None:
-        """Write the fitted model to a zarr group at ``store`` (path or URL), atomically.
-
-        Load it back with :func:`scalepca.load`.
-
-        Parameters
-        ----------
-        store : str or path
-            A local path or fsspec URL (``s3://bucket/model.zarr``).
-        storage_options : dict, optional
-            Passed to fsspec for URLs.
-        overwrite : bool, default False
-            Replace a complete model store already at ``store``. Without it such a store is
-            kept and ``FileExistsError`` raised. Whatever ``overwrite`` says, nothing at
-            ``store`` that is not a scalepca model store (a folder of other files, a data or
-            output store) is ever replaced; a model store whose save was interrupted is.
-        """
-        from ._saving import save_estimator
-
-        save_estimator(self, store, storage_options=storage_options, overwrite=overwrite)
 
 
 class LinearDecompositionMixin(DecompositionMixin):

@@ -21,7 +21,7 @@ import zarr
 from ..io._fs import open_zarr_node, previous_hint
 from ..io._store import _local_path
 from ..models._saving import FORMAT
-from .registry import METHODS, OWN_STORES, declared_problems, estimator_class_named, method_of
+from .registry import METHODS, declared_problems, estimator_class_named
 
 
 def _interrupted_siblings(store) -> list[str]:
@@ -76,8 +76,6 @@ def load(store, *, storage_options=None):
             f"fit and save again{previous_hint(store)}"
         )
     where = repr(os.fspath(store)) if isinstance(store, (str, os.PathLike)) else "the store"
-    if method_of(_checked_class(attrs, where)) in OWN_STORES:  # an analysis tool's store
-        return _load_own_store(store, group, attrs, where, storage_options)
     cls, params, scalars, arrays, lazy, fortran = _checked_contents(group, attrs, where)
     est = cls(**params)
     state = dict(scalars)
@@ -96,65 +94,15 @@ def load(store, *, storage_options=None):
     return est
 
 
-def _load_own_store(store, group: zarr.Group, attrs: dict, where: str, storage_options):
-    """A store an analysis tool wrote (MCA, Hilbert EOF, bootstrap EOF), checked from its
-    metadata like any model store — parameters against the tool's table, the scalars and
-    arrays against the names it saves, numeric dtypes and bounded shapes — then read by the
-    tool's own ``load``."""
-    cls = _checked_class(attrs, where)
-    params = attrs.get("params")
-    if not isinstance(params, dict):
-        _refuse(where, f"'params' must be a mapping; got {type(params).__name__}")
-    from ..models._params import table_of
-
-    missing = sorted(set(table_of(cls)) - set(params))
-    _, problems = declared_problems(cls, dict(params), "params")
-    if missing:
-        problems.append(f"'params' lacks {', '.join(map(repr, missing))}")
-    if problems:
-        _refuse(where, f"{problems[0]} (parameters of {cls.__name__})")
-    scalars = attrs.get("scalars")
-    if not isinstance(scalars, dict) or set(scalars) != set(cls._stored_scalars):
-        _refuse(where, f"its scalars must be {', '.join(cls._stored_scalars)}; got "
-                       f"{sorted(scalars) if isinstance(scalars, dict) else scalars!r}")
-    bad = [k for k, v in scalars.items() if isinstance(v, bool)
-           or not isinstance(v, (int, float, str))]
-    if bad:
-        _refuse(where, f"scalar(s) {', '.join(map(repr, bad))} must be numbers or names")
-    sizes = {k: v for k, v in scalars.items() if k.startswith("n_") and k != "n_passes_"}
-    sizes["n_bootstraps"] = params.get("n_bootstraps", 1)
-    if not all(isinstance(v, int) and v >= 1 for v in sizes.values()):
-        _refuse(where, f"its sizes must be positive integers; got {sizes}")
-    largest = max(sizes.values())
-    saved = cls._stored_arrays + getattr(cls, "_stored_weights", ())  # + its preparation's
-    allowed = {f"{a}{part}" for a in saved for part in ("", ".real", ".imag")}
-    for name in group.keys():
-        node = group[name]
-        if name not in allowed or not isinstance(node, zarr.Array):
-            _refuse(where, f"{name!r} is not saved state of {cls.__name__} (it saves "
-                           f"{', '.join(saved)})")
-        dtype = getattr(node.dtype, "to_native_dtype", lambda dt=node.dtype: dt)()
-        if not isinstance(dtype, np.dtype) or dtype.kind not in "fiub":
-            _refuse(where, f"array {name!r} has dtype {dtype}; fitted arrays are numbers")
-        shape = tuple(node.shape)
-        if any(n > largest for n in shape) or math.prod(shape) > 2 * largest**2:
-            _refuse(where, f"array {name!r} has shape {shape}; no axis may exceed the model's "
-                           f"largest size ({largest}) nor hold over 2 × {largest}² values")
-    try:
-        return cls.load(store, storage_options=storage_options)
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise ValueError(f"{where} is not a loadable scalepca model: its saved state does not "
-                         f"make a {cls.__name__} ({type(err).__name__}: {err})") from None
-
-
 #: a saved state name: a plain identifier (fitted attributes end in "_"; private state starts
 #: with one "_"), never a dunder name
 _STATE_NAME = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*_|_[A-Za-z][A-Za-z0-9_]*)\Z")
 
 
-#: scalar state giving the sizes a fitted array may have along any axis
+#: scalar state giving the sizes a fitted array may have along any axis (MCA's two
+#: fields: ``n_features_x_``, ``n_features_y_``)
 _SIZE_SCALARS = ("n_samples_", "n_features_in_", "n_components_", "n_kernel_features_",
-                 "n_genes_in_")
+                 "n_genes_in_", "n_features_x_", "n_features_y_")
 
 
 def _refuse(where: str, problem: str):
@@ -170,7 +118,9 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
     cls = _checked_class(attrs, where)
     params = _checked_params(cls, attrs, where)
     scalars, arrays, lazy, fortran = _checked_state_names(cls, attrs, where)
-    sizes = _checked_sizes(scalars, where)
+    # parameters that bound an axis too (BootstrapEOF's replicates)
+    bounds = {name: params.get(name) for name in getattr(cls, "_size_parameters", ())}
+    sizes = _checked_sizes({**scalars, **bounds}, where, tuple(bounds))
     _check_array_shapes(group, arrays, lazy, sizes, where)
     return cls, params, scalars, arrays, lazy, fortran
 
@@ -231,12 +181,14 @@ def _checked_state_names(cls, attrs: dict, where: str):
     return scalars, arrays, lazy, fortran
 
 
-def _checked_sizes(scalars: dict, where: str) -> dict:
-    """The model's size scalars (``n_features_in_`` required), each a positive integer."""
+def _checked_sizes(scalars: dict, where: str, extra: tuple = ()) -> dict:
+    """The model's size scalars (``n_features_in_`` required, or MCA's
+    ``n_features_x_``) and the sizes ``extra`` names, each a positive integer."""
     sizes = {}
-    for key in _SIZE_SCALARS:
+    required = "n_features_x_" if "n_features_x_" in scalars else "n_features_in_"
+    for key in (*_SIZE_SCALARS, *extra):
         value = scalars.get(key)
-        if value is None and key != "n_features_in_":
+        if value is None and key != required:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             _refuse(where, f"{key} must be a positive integer; got {value!r}")
@@ -249,7 +201,7 @@ def _check_array_shapes(group: zarr.Group, arrays, lazy, sizes: dict, where: str
     lazy arrays are (n_samples_, n_features_in_); ``components_`` and ``mean_`` fit the
     feature space."""
     largest = max(sizes.values())
-    d = sizes["n_features_in_"]
+    d = sizes.get("n_features_in_")
     for name in [*arrays, *lazy]:
         node = group.get(name)
         if not isinstance(node, zarr.Array):

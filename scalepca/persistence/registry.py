@@ -21,10 +21,10 @@ from .._schema import (
     unknown_keys,
 )
 
-#: method name in configs → estimator class (imported lazily), from two floors: the models
-#: (``scalepca.models``, stores written by ``models._saving``) and the analysis tools
-#: (``scalepca.analysis``, each writing and reading its own store: :data:`OWN_STORES`). The
-#: table is the only way a name becomes a class: nothing read from a file is imported.
+#: method name in configs → estimator class (imported lazily), from two floors: the
+#: models (``scalepca.models``) and the analysis tools (``scalepca.analysis``); each
+#: saves through ``models._saving`` and is read back by :func:`scalepca.load`. The table
+#: is the only way a name becomes a class: nothing read from a file is imported.
 METHODS = {
     "pca": "scalepca.models.pca:PCA",
     "ppca": "scalepca.models.ppca:PPCA",
@@ -38,10 +38,9 @@ METHODS = {
     "bootstrap_eof": "scalepca.analysis.bootstrap:BootstrapEOF",
 }
 
-#: the methods whose estimators save and read their own model stores (``est.save`` /
-#: ``cls.load`` through ``io._store.write_model_group`` / ``open_model_group``): the
-#: analysis tools. :func:`scalepca.load` checks such a store, then hands it to ``cls.load``.
-OWN_STORES = ("mca", "hilbert_eof", "bootstrap_eof")
+#: the analysis tools among the methods: their scores store holds the arrays they name
+#: (``scores_arrays``), and they have no reconstruction nor ``run --update``
+TOOLS = ("mca", "hilbert_eof", "bootstrap_eof")
 
 #: the methods that fit two fields over the same samples (``data.variable``: two names)
 TWO_FIELDS = ("mca",)
