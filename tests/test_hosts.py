@@ -35,8 +35,11 @@ from scalepca.datasets import make_low_rank
 from .support import hosts as H
 from .support.reliability import BY_NAME, gated, new_gate, open_gate, wait_until_busy
 
-pytestmark = [pytest.mark.distributed,
-              pytest.mark.skipif(H.unavailable() is not None, reason=str(H.unavailable()))]
+pytestmark = [
+    pytest.mark.distributed,
+    pytest.mark.xdist_group("hosts"),
+    pytest.mark.skipif(H.unavailable() is not None, reason=str(H.unavailable())),
+]
 
 N_HOSTS = 4
 ROWS = 100  # rows per block: 16 blocks of the tall matrix, 4 per host
@@ -58,14 +61,21 @@ def _warm(client):
 def cluster(tmp_path_factory):
     """4 hosts × 1 worker at 200 Mbit/s, the store at 100 Mbit/s; a client in this process."""
     workdir = tmp_path_factory.mktemp("hosts")
-    with H.Hosts(N_HOSTS, links=H.Link("200mbit"), store_link=H.Link("100mbit"),
-                 workdir=workdir) as hosts, dask.config.set(H.FAST_FAILURE):
+    with (
+        H.Hosts(
+            N_HOSTS,
+            links=H.Link("200mbit"),
+            store_link=H.Link("100mbit"),
+            workdir=workdir,
+        ) as hosts,
+        dask.config.set(H.FAST_FAILURE),
+    ):
         client = hosts.client()
         _warm(client)
         H.count_tasks(client)  # registers the counter
         hosts.client_ = client
         yield hosts
-        client.close()
+        hosts.client_.close()
 
 
 def _store(hosts, name, X, rows=ROWS, cols=None):
@@ -73,10 +83,16 @@ def _store(hosts, name, X, rows=ROWS, cols=None):
     import zarr
 
     url = hosts.url(f"{name}.zarr")
-    store = zarr.storage.FsspecStore.from_url(url, storage_options=hosts.storage_options,
-                                              read_only=False)
-    z = zarr.create_array(store, shape=X.shape, chunks=(rows, cols or X.shape[1]),
-                          dtype=X.dtype, overwrite=True)
+    store = zarr.storage.FsspecStore.from_url(
+        url, storage_options=hosts.storage_options, read_only=False
+    )
+    z = zarr.create_array(
+        store,
+        shape=X.shape,
+        chunks=(rows, cols or X.shape[1]),
+        dtype=X.dtype,
+        overwrite=True,
+    )
     z[...] = X
     return url
 
@@ -89,18 +105,24 @@ def tall(cluster):
 
 def _restore_all(hosts):
     """Every host back with a live worker, and the scheduler listing only those."""
-    listed = {v.get("name") for v in
-              hosts.client_.scheduler_info(n_workers=-1)["workers"].values()}
+    listed = {
+        v.get("name")
+        for v in hosts.client_.scheduler_info(n_workers=-1)["workers"].values()
+    }
     for host in hosts.hosts:
-        if not hosts.link_up(host) or not set(host.workers) <= listed or any(
-                p.poll() is not None for p in host.procs[-len(host.workers):]):
+        if (
+            not hosts.link_up(host)
+            or not set(host.workers) <= listed
+            or any(p.poll() is not None for p in host.procs[-len(host.workers) :])
+        ):
             hosts.restore(host)
     hosts.wait_for_workers(hosts.client_)
 
 
 def _eigenvalues_equal(got, ref, rtol=1e-12):
-    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=rtol,
-                               atol=0)
+    np.testing.assert_allclose(
+        got.explained_variance_, ref.explained_variance_, rtol=rtol, atol=0
+    )
 
 
 def test_fits_over_the_network_equal_in_memory(cluster, tall):
@@ -113,10 +135,15 @@ def test_fits_over_the_network_equal_in_memory(cluster, tall):
     got = scalepca.PCA(3).fit(da.from_zarr(url, storage_options=opts))
     _eigenvalues_equal(got, ref)
     sent = [cluster.link_bytes(h)["rx"] for h in cluster.hosts]
-    assert sum(s > X.nbytes / 16 for s in sent) >= 2, sent  # more than one host read blocks
+    assert sum(s > X.nbytes / 16 for s in sent) >= 2, (
+        sent
+    )  # more than one host read blocks
 
-    W = np.random.default_rng(4).standard_normal((400, 300)) @ np.diag(
-        np.linspace(3, 0.1, 300)) + 2.0
+    W = (
+        np.random.default_rng(4).standard_normal((400, 300))
+        @ np.diag(np.linspace(3, 0.1, 300))
+        + 2.0
+    )
     wide_url = _store(cluster, "wide", W, rows=100, cols=100)
     params = {"n_components": 4, "svd_solver": "randomized", "random_state": 0}
     with dask.config.set(scheduler="sync"):
@@ -140,8 +167,12 @@ class _Fault:
     def _run(self):
         client = self.hosts.client_
         try:
-            busy = wait_until_busy(client, self.hosts.worker_names,
-                                   min_results=self.min_results, timeout=120)
+            busy = wait_until_busy(
+                client,
+                self.hosts.worker_names,
+                min_results=self.min_results,
+                timeout=120,
+            )
             name, self.held = max(busy.items(), key=lambda kv: kv[1])
             self.victim = self.hosts.host_of(name)
             self.act(self.victim)
@@ -174,7 +205,7 @@ def _faulty_fit(hosts, make, X, act, *, free, min_results=1):
 
 def test_partitioned_host_mid_pass(cluster, tall):
     """A host's link set down mid-pass: the pass completes on the other three within seconds
-    (worker TTL 5 s), the answer equals the fault-free fit, and the tasks run again are no
+    (worker TTL 10 s), the answer equals the fault-free fit, and the tasks run again are no
     more than that host's share of the pass."""
     url, X = tall
     A = da.from_zarr(url, storage_options=cluster.storage_options)
@@ -182,8 +213,14 @@ def test_partitioned_host_mid_pass(cluster, tall):
         H.count_tasks(cluster.client_, reset=True)
         ref = scalepca.PCA(3).fit(gated(A, new_gate(), free=10**6))
         pass_tasks = len(H.count_tasks(cluster.client_, reset=True))
-        got, fault, after, done = _faulty_fit(cluster, lambda: scalepca.PCA(3), A,
-                                              cluster.partition, free=2, min_results=2)
+        got, fault, after, done = _faulty_fit(
+            cluster,
+            lambda: scalepca.PCA(3),
+            A,
+            cluster.partition,
+            free=2,
+            min_results=2,
+        )
         _eigenvalues_equal(got, ref)
         np.testing.assert_allclose(got.components_, ref.components_, rtol=0, atol=1e-12)
         share = -(-pass_tasks // N_HOSTS)
@@ -205,15 +242,152 @@ def test_host_lost_mid_fit(cluster, tall, what):
         Xm = case.X()
         url = _store(cluster, "missing", Xm, rows=25)
         # each worker reads every block once freely: the kill lands an iteration or more in
-        make, free = case.make, int(np.ceil(len(Xm) / 25))
+        free = int(np.ceil(len(Xm) / 25))
+
+        def make():
+            return case.make(max_iter=8, tol=0.0)
     A = da.from_zarr(url, storage_options=cluster.storage_options)
     try:
         ref = make().fit(A)
-        got, fault, _, done = _faulty_fit(cluster, make, A, cluster.kill_host, free=free)
+        got, fault, _, done = _faulty_fit(
+            cluster, make, A, cluster.kill_host, free=free
+        )
         assert all(p.poll() is not None for p in fault.victim.procs)
         _eigenvalues_equal(got, ref)
         if what == "em":
             assert got.n_iter_ == ref.n_iter_ and got.n_iter_ > 1
-            np.testing.assert_allclose(got.noise_variance_, ref.noise_variance_, rtol=1e-12)
+            np.testing.assert_allclose(
+                got.noise_variance_, ref.noise_variance_, rtol=1e-12
+            )
     finally:
         _restore_all(cluster)
+
+
+def test_store_unreachable_during_run(cluster, tall, tmp_path, capsys):
+    """The object store's link goes down while ``scalepca run`` reads: the run fails with an
+    error naming the store, and leaves no output that looks complete."""
+    import yaml
+
+    from scalepca.cli import EXIT_JOB_FAILED, main
+
+    url, _ = tall
+    client = cluster.client_
+    out = tmp_path / "out"
+    cfg = {
+        "data": {"path": url, "storage_options": cluster.storage_options},
+        "model": {"method": "pca", "n_components": 3},
+        "cluster": {"kind": "address", "address": cluster.scheduler_address},
+        "output": {"store": str(out)},
+        "progress": False,
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    slow = H.Link("1mbit", burst="64kb")  # the read takes seconds: the cut lands in it
+    cluster.set_link(cluster.store, slow)
+    cut = threading.Event()
+
+    def cut_when_reading():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not cut.is_set():
+            if any(client.has_what().values()):  # a first block has been read
+                cluster.partition(cluster.store)
+                cut.set()
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=cut_when_reading, daemon=True)
+    thread.start()
+    t0 = time.monotonic()
+    try:
+        rc = main(["run", str(path)])
+    finally:
+        cut.set()
+        thread.join(timeout=30)
+        cluster.heal(cluster.store)
+        cluster.set_link(cluster.store, H.Link("100mbit"))
+    took = time.monotonic() - t0
+    _, err = capsys.readouterr()
+    assert rc == EXIT_JOB_FAILED, err
+    # one line, naming the store's endpoint and the object it could not reach
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("scalepca: job failed:"), err
+    assert cluster.storage_options["endpoint_url"] in line and "tall.zarr" in line, err
+    assert took < 120, took  # the storage options' retries, then the error: no hang
+    left = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    assert "model.zarr" not in left and "scores.zarr" not in left, left
+
+
+@pytest.mark.slow
+def test_scheduler_lost_then_resumed(cluster, tmp_path, capsys):
+    """The scheduler's host lost mid-run of an EM fit with a checkpoint: ``scalepca run``
+    fails at once with an error saying so and writes no model; the same command on a new
+    scheduler resumes from the checkpoint and ends where an uninterrupted fit ends.
+
+    Last in this module: it replaces the module's cluster and client."""
+    import yaml
+
+    from scalepca.cli import EXIT_JOB_FAILED, EXIT_OK, main
+
+    from .support.reliability import commits, wait_for_commit
+
+    case = BY_NAME["PPCA-EM"]
+    Xm = case.X()
+    url = _store(cluster, "resume", Xm, rows=25)
+    opts = cluster.storage_options
+    ckpt, out = tmp_path / "ckpt.zarr", tmp_path / "out"
+    params = {**case.params, "max_iter": 12, "tol": 0.0}  # every iteration runs
+    cfg = {
+        "data": {"path": url, "storage_options": opts},
+        "model": {"method": "ppca", **params, "checkpoint": str(ckpt),
+                  "checkpoint_every": 2},
+        "cluster": {"kind": "address", "address": cluster.scheduler_address},
+        "output": {"store": str(out), "scores": False},
+        "progress": False,
+    }
+    path = tmp_path / "em.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    ref = case.make(max_iter=12, tol=0.0).fit(da.from_zarr(url, storage_options=opts))
+
+    killed = {}
+
+    def kill_after_first_commit():
+        try:
+            wait_for_commit(str(ckpt), timeout=120)
+            cluster.kill_host(cluster.scheduler)
+            killed["at"] = time.monotonic()
+        except Exception as err:  # reported below
+            killed["error"] = err
+
+    thread = threading.Thread(target=kill_after_first_commit, daemon=True)
+    thread.start()
+    rc = main(["run", str(path)])
+    ended = time.monotonic()
+    thread.join(timeout=60)
+    _, err = capsys.readouterr()
+    assert "error" not in killed, killed
+    assert "at" in killed, f"the run ended before the scheduler was lost: {err}"
+    assert rc == EXIT_JOB_FAILED, err
+    line = err.strip().splitlines()[-1]
+    # what happened and what to do, not the internal key of a cancelled task
+    assert line.startswith("scalepca: job failed: lost the connection to the dask "
+                           "scheduler"), err
+    assert "run the same command again" in line and "model.checkpoint" in line, err
+    assert ended - killed["at"] < 60, ended - killed["at"]
+    assert not (out / "model.zarr").exists()
+    done_before = len(commits(str(ckpt)))
+    assert done_before >= 1
+
+    cluster.client_.close(timeout=5)
+    cluster.new_scheduler()
+    cluster.client_ = cluster.client()
+    _warm(cluster.client_)
+    rc = main(["run", str(path)])
+    captured = capsys.readouterr()
+    assert rc == EXIT_OK, captured.err
+    got = scalepca.load(out / "model.zarr")
+    # resumed from the commit made before the loss: no completed iteration redone
+    assert got.resumed_from_ >= 2 and got.resumed_from_ % 2 == 0
+    assert f"passes over the data: {ref.n_passes_ - got.resumed_from_}" in captured.out
+    assert got.n_iter_ == ref.n_iter_
+    _eigenvalues_equal(got, ref)
+    np.testing.assert_allclose(got.noise_variance_, ref.noise_variance_, rtol=1e-12)

@@ -50,7 +50,9 @@ _PROBED: list[str | None] = []
 #: once per TTL and allows at least 10 heartbeats (0.5 s each for a few workers); the TCP
 #: timeout (keepalive probes and TCP_USER_TIMEOUT) may not be under 11 s
 FAST_FAILURE = {
-    "distributed.scheduler.worker-ttl": "5s",
+    # 5 s removed every worker of a loaded machine (load 16 on 2 cores) whose scheduler's
+    # event loop stalled for 6 s: with no nanny they died and the fit waited for ever
+    "distributed.scheduler.worker-ttl": "10s",
     "distributed.comm.timeouts.connect": "5s",
     "distributed.comm.timeouts.tcp": "12s",
     "distributed.comm.retry.count": 1,
@@ -64,8 +66,10 @@ def _env_key(key: str) -> str:
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(argv, capture_output=True, text=True)
     if check and proc.returncode:
-        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): "
-                           f"{proc.stderr.strip() or proc.stdout.strip()}")
+        raise RuntimeError(
+            f"{' '.join(argv)} failed ({proc.returncode}): "
+            f"{proc.stderr.strip() or proc.stdout.strip()}"
+        )
     return proc
 
 
@@ -156,8 +160,12 @@ class Link:
     """A tbf cap: ``rate`` in tc's units (e.g. ``"200mbit"``; None = uncapped)."""
 
     rate: str | None = "1gbit"
-    burst: str = "256kb"  # at least one GSO packet (64 KiB) so large sends are not dropped
-    latency: str = "100ms"  # how long a packet may wait in the queue before it is dropped
+    burst: str = (
+        "256kb"  # at least one GSO packet (64 KiB) so large sends are not dropped
+    )
+    latency: str = (
+        "100ms"  # how long a packet may wait in the queue before it is dropped
+    )
 
 
 @dataclass
@@ -170,7 +178,9 @@ class Host:
     port: str  # the veth end on the bridge (root namespace)
     link: Link
     procs: list[subprocess.Popen] = field(default_factory=list)
-    workers: list[str] = field(default_factory=list)  # worker names, as the scheduler knows
+    workers: list[str] = field(
+        default_factory=list
+    )  # worker names, as the scheduler knows
 
 
 class Hosts:
@@ -198,28 +208,46 @@ class Hosts:
     S3_PORT = 5000
     SCHEDULER_PORT = 8786
 
-    def __init__(self, n_hosts: int = 3, *, workers_per_host: int = 1,
-                 links: Link | list[Link] | None = None, scheduler_link: Link | None = None,
-                 store_link: Link | None = None, workdir=None, memory_limit: str = "1GiB",
-                 bucket: str = "scalepca-hosts"):
+    def __init__(
+        self,
+        n_hosts: int = 3,
+        *,
+        workers_per_host: int = 1,
+        links: Link | list[Link] | None = None,
+        scheduler_link: Link | None = None,
+        store_link: Link | None = None,
+        workdir=None,
+        memory_limit: str = "1GiB",
+        bucket: str = "scalepca-hosts",
+    ):
         reason = unavailable()
         if reason:
             raise RuntimeError(reason)
         sweep_stale()
         pid, n = os.getpid(), next(_COUNTER)
         self.tag = f"{pid}-{n}"
-        self._short = f"sp{_b36(pid)}x{_b36(n)}"  # interface names: at most 15 characters
+        self._short = (
+            f"sp{_b36(pid)}x{_b36(n)}"  # interface names: at most 15 characters
+        )
         self.bridge = f"{self._short}b"
         self.net = _pick_subnet(pid * 64 + n)
-        self.workdir = Path(workdir or os.environ.get("TMPDIR", "/tmp")) / f"hosts-{self.tag}"
+        self.workdir = (
+            Path(workdir or os.environ.get("TMPDIR", "/tmp")) / f"hosts-{self.tag}"
+        )
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.memory_limit = memory_limit
         self.workers_per_host = workers_per_host
         self.bucket = bucket
-        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-            **{_env_key(k): str(v) for k, v in FAST_FAILURE.items()}}
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(REPO), os.environ.get("PYTHONPATH", "")]
+            ).rstrip(os.pathsep),
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            **{_env_key(k): str(v) for k, v in FAST_FAILURE.items()},
+        }
         if links is None or isinstance(links, Link):
             links = [links or Link()] * n_hosts
         self.hosts: list[Host] = []
@@ -258,25 +286,52 @@ class Hosts:
         _run("ip", "-n", ns, "link", "set", "eth0", "up")
         _run("ip", "link", "set", host.port, "master", self.bridge)
         _run("ip", "link", "set", host.port, "up")
-        if link.rate:
-            tbf = ["root", "tbf", "rate", link.rate, "burst", link.burst, "latency",
-                   link.latency]
-            _run("tc", "qdisc", "add", "dev", host.port, *tbf)  # into the host
-            _run("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "eth0", *tbf)  # out
+        self.set_link(host, link, "add")
         return host
+
+    def set_link(self, host: Host, link: Link, how: str = "replace") -> None:
+        """Cap ``host``'s link both ways at ``link`` (``how``: tc's add or replace)."""
+        if not link.rate:
+            return
+        tbf = [
+            "root",
+            "tbf",
+            "rate",
+            link.rate,
+            "burst",
+            link.burst,
+            "latency",
+            link.latency,
+        ]
+        _run("tc", "qdisc", how, "dev", host.port, *tbf)  # into the host
+        _run(
+            "ip", "netns", "exec", host.ns, "tc", "qdisc", how, "dev", "eth0", *tbf
+        )  # out
+        host.link = link
 
     def popen(self, host: Host, argv: list[str], name: str) -> subprocess.Popen:
         """Start ``argv`` inside ``host``'s namespace (its own session, output to a log)."""
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
         self._logs.append(log)
-        proc = subprocess.Popen(["ip", "netns", "exec", host.ns, *argv], stdout=log,
-                                stderr=subprocess.STDOUT, env=self.env, cwd=str(self.workdir),
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", host.ns, *argv],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            cwd=str(self.workdir),
+            start_new_session=True,
+        )
         host.procs.append(proc)
         return proc
 
-    def _wait_port(self, ip: str, port: int, proc: subprocess.Popen, what: str,
-                   timeout: float = 120.0) -> None:
+    def _wait_port(
+        self,
+        ip: str,
+        port: int,
+        proc: subprocess.Popen,
+        what: str,
+        timeout: float = 120.0,
+    ) -> None:
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -285,37 +340,63 @@ class Hosts:
             except OSError:
                 pass
             if proc.poll() is not None:
-                raise RuntimeError(f"{what} exited ({proc.returncode}) before listening; see "
-                                   f"{self.workdir}")
+                raise RuntimeError(
+                    f"{what} exited ({proc.returncode}) before listening; see "
+                    f"{self.workdir}"
+                )
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{what} did not listen on {ip}:{port} within {timeout} s")
+                raise TimeoutError(
+                    f"{what} did not listen on {ip}:{port} within {timeout} s"
+                )
             time.sleep(0.1)
 
     def _start_store(self) -> None:
         exe = Path(sys.executable).with_name("moto_server")
-        proc = self.popen(self.store, [str(exe), "-H", self.store.ip, "-p",
-                                       str(self.S3_PORT)], "store")
+        proc = self.popen(
+            self.store,
+            [str(exe), "-H", self.store.ip, "-p", str(self.S3_PORT)],
+            "store",
+        )
         self._wait_port(self.store.ip, self.S3_PORT, proc, "moto_server")
         self.storage_options = {
-            "key": "testing", "secret": "testing",
+            "key": "testing",
+            "secret": "testing",
             "endpoint_url": f"http://{self.store.ip}:{self.S3_PORT}",
             "client_kwargs": {"region_name": "us-east-1"},
             # an unreachable store fails within seconds (botocore: 60 s and 4 retries)
-            "config_kwargs": {"connect_timeout": 2, "read_timeout": 5,
-                              "retries": {"max_attempts": 2, "mode": "standard"}},
+            "config_kwargs": {
+                "connect_timeout": 2,
+                "read_timeout": 5,
+                "retries": {"max_attempts": 2, "mode": "standard"},
+            },
         }
         import boto3
 
-        boto3.client("s3", endpoint_url=self.storage_options["endpoint_url"],
-                     region_name="us-east-1", aws_access_key_id="testing",
-                     aws_secret_access_key="testing").create_bucket(Bucket=self.bucket)
+        boto3.client(
+            "s3",
+            endpoint_url=self.storage_options["endpoint_url"],
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).create_bucket(Bucket=self.bucket)
 
     def _start_scheduler(self) -> None:
         sched_file = self.workdir / "scheduler.json"
-        proc = self.popen(self.scheduler, [str(Path(sys.executable).with_name("dask")),
-                                           "scheduler", "--host", self.scheduler.ip, "--port",
-                                           str(self.SCHEDULER_PORT), "--no-dashboard",
-                                           "--scheduler-file", str(sched_file)], "scheduler")
+        proc = self.popen(
+            self.scheduler,
+            [
+                str(Path(sys.executable).with_name("dask")),
+                "scheduler",
+                "--host",
+                self.scheduler.ip,
+                "--port",
+                str(self.SCHEDULER_PORT),
+                "--no-dashboard",
+                "--scheduler-file",
+                str(sched_file),
+            ],
+            "scheduler",
+        )
         self._wait_port(self.scheduler.ip, self.SCHEDULER_PORT, proc, "dask scheduler")
         self.scheduler_address = f"tcp://{self.scheduler.ip}:{self.SCHEDULER_PORT}"
 
@@ -323,11 +404,29 @@ class Hosts:
         host.workers = []
         for j in range(self.workers_per_host):
             name = f"{host.role}-w{j}-{len(host.procs)}"
-            self.popen(host, [str(Path(sys.executable).with_name("dask")), "worker",
-                              self.scheduler_address, "--host", host.ip, "--nthreads", "1",
-                              "--memory-limit", self.memory_limit, "--no-nanny",
-                              "--no-dashboard", "--name", name, "--local-directory",
-                              str(self.workdir / name), "--death-timeout", "60"], name)
+            self.popen(
+                host,
+                [
+                    str(Path(sys.executable).with_name("dask")),
+                    "worker",
+                    self.scheduler_address,
+                    "--host",
+                    host.ip,
+                    "--nthreads",
+                    "1",
+                    "--memory-limit",
+                    self.memory_limit,
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--name",
+                    name,
+                    "--local-directory",
+                    str(self.workdir / name),
+                    "--death-timeout",
+                    "60",
+                ],
+                name,
+            )
             host.workers.append(name)
 
     # -- using it -------------------------------------------------------------------------------
@@ -355,8 +454,10 @@ class Hosts:
             if {v.get("name") for v in info.values()} == want:
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"workers {sorted(want)} not (only) listed after "
-                                   f"{timeout} s; see {self.workdir}")
+                raise TimeoutError(
+                    f"workers {sorted(want)} not (only) listed after "
+                    f"{timeout} s; see {self.workdir}"
+                )
             time.sleep(0.1)
 
     def url(self, key: str) -> str:
@@ -390,6 +491,18 @@ class Hosts:
         if client is not None:
             self.wait_for_workers(client)
 
+    def new_scheduler(self) -> None:
+        """A new scheduler at the same address (the old one's processes killed, if any),
+        and fresh workers on every host joined to it: a cluster restarted after its
+        scheduler was lost."""
+        self.kill_host(self.scheduler)
+        for host in self.hosts:
+            self.kill_host(host)
+        self._start_scheduler()
+        for host in self.hosts:
+            self.heal(host)
+            self._start_workers(host)
+
     def link_bytes(self, host: Host) -> dict[str, int]:
         """Bytes the host has sent (``tx``) and received (``rx``) on its link so far."""
         out = _run("ip", "-n", host.ns, "-j", "-s", "link", "show", "eth0").stdout
@@ -400,7 +513,9 @@ class Hosts:
     def close(self) -> None:
         """Kill every process, then remove the namespaces, veths and bridge; errors of one step
         do not stop the next."""
-        everyone = [h for h in [self.scheduler, self.store, *self.hosts] if h is not None]
+        everyone = [
+            h for h in [self.scheduler, self.store, *self.hosts] if h is not None
+        ]
         for host in everyone:
             for proc in host.procs:
                 if proc.poll() is None:
@@ -417,7 +532,9 @@ class Hosts:
             _kill_namespace(host.ns)  # anything that left its session
         for host in everyone:
             _run("ip", "netns", "del", host.ns, check=False)
-            _run("ip", "link", "del", host.port, check=False)  # gone with its peer, normally
+            _run(
+                "ip", "link", "del", host.port, check=False
+            )  # gone with its peer, normally
         if self._bridge_made:
             _run("ip", "link", "del", self.bridge, check=False)
             self._bridge_made = False
@@ -456,7 +573,9 @@ class TaskCounter(SchedulerPlugin):
         if start != "processing" or finish != "memory":
             return
         ts = self.scheduler.tasks.get(key) if self.scheduler is not None else None
-        owners = [ws.name for ws in ts.who_has] if ts is not None and ts.who_has else [None]
+        owners = (
+            [ws.name for ws in ts.who_has] if ts is not None and ts.who_has else [None]
+        )
         self.done.setdefault(str(key), []).append(owners[0])
 
 
