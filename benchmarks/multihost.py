@@ -1,23 +1,24 @@
-"""Beyond one host (issue 48): 4 emulated hosts × 1 worker, links capped so the network binds.
+"""4 emulated hosts × 1 worker (issue 48), their links capped so the network binds.
 
     sudo .venv/bin/python benchmarks/multihost.py              # 128 MB store (default)
     sudo .venv/bin/python benchmarks/multihost.py --mb 4096    # the issue's 4 GB
 
-Hosts are network namespaces on a bridge (``tests/support/hosts.py``): a ``dask worker`` in
-each, the scheduler and moto's S3 server in namespaces of their own, every link capped both
-ways by ``tc … tbf``. The data are a zarr store (float64, rows chunked) in the S3 server.
-For a one-pass PCA (``covariance_eigh``) and the Krylov solver (``svd_solver="randomized"``):
+Hosts are network namespaces on a bridge (``tests/support/hosts.py``): a ``dask worker``
+in each, the scheduler and moto's S3 server in namespaces of their own, every link
+capped both ways by ``tc … tbf``. The data are a zarr store (float64, rows chunked) in
+the S3 server. For a one-pass PCA (``covariance_eigh``) and the Krylov solver
+(``svd_solver="randomized"``):
 
 * ``seconds``: the fit, reading the store over the capped links;
-* ``network s``: the busiest capped link's bytes / its rate (the store's link sends every
-  block; each host's link receives its share), from the links' own byte counters;
+* ``network s``: the busiest capped link's bytes / its rate (the store's link sends
+  every block; each host's link receives its share), from the links' own byte counters;
 * ``floor s``: the same fit on the same cluster with the blocks already in the workers'
   memory (no reads: the compute and the scheduling);
 * ``ratio``: seconds / (network + floor) — the issue asks ≤ 1.2;
 * ``peer MB/pass``: partials and factors moved between workers per pass (the workers'
-  ``transfer_outgoing_bytes_total``); ``other MB/pass``: what else the hosts received (from the
-  client and the scheduler: factors scattered, task messages), i.e. their links' received
-  bytes minus the store's sent bytes.
+  ``transfer_outgoing_bytes_total``); ``other MB/pass``: what else the hosts received
+  (from the client and the scheduler: factors scattered, task messages), i.e. their
+  links' received bytes minus the store's sent bytes.
 
 Needs root. The machine is shared: compare the ratios, not the seconds. Writes
 benchmarks/results/multihost.json.
@@ -130,8 +131,9 @@ def main(argv=None) -> int:
         with dask.config.set(scheduler="threads"):
             write_dataset(data, url, storage_options=hosts.storage_options)
         print(
-            f"store: {n} × {d} float64 ({n * d * 8 / 1e6:.0f} MB, {n // rows} blocks of "
-            f"{rows} rows) written in {time.perf_counter() - t0:.1f} s",
+            f"store: {n} × {d} float64 ({n * d * 8 / 1e6:.0f} MB, "
+            f"{n // rows} blocks of {rows} rows) written in "
+            f"{time.perf_counter() - t0:.1f} s",
             flush=True,
         )
         opts = hosts.storage_options
@@ -210,7 +212,8 @@ def main(argv=None) -> int:
                 "n_hosts": 4,
                 "workers_per_host": 1,
             },
-            "note": "shared 2-core machine loaded by other jobs: compare ratios, not seconds",
+            "note": "shared 2-core machine loaded by other jobs: "
+            "compare ratios, not seconds",
             "fits": rows_out,
         },
     )

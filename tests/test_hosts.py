@@ -1,22 +1,25 @@
-"""Beyond one host: emulated hosts with real network stacks (:mod:`tests.support.hosts`).
+"""Beyond one host: emulated hosts with real network stacks (``support/hosts.py``).
 
 Four "hosts" (network namespaces on a bridge, links capped with ``tc … tbf``), one
-``dask worker`` each, the scheduler and moto's S3 server in namespaces of their own; the data
-are a zarr store in that server. Checked:
+``dask worker`` each, the scheduler and moto's S3 server in namespaces of their own; the
+data are a zarr store in that server. Checked:
 
 * a one-pass PCA and a Krylov (wide) PCA over the network equal the in-memory fit;
-* a host partitioned mid-pass (its link down): the pass completes on the others, the answer
-  equals the fault-free fit and the tasks run again are at most that host's share of the pass;
+* a host partitioned mid-pass (its link down): the pass completes on the others, the
+  answer equals the fault-free fit and the tasks run again are at most that host's share
+  of the pass;
 * a host lost (every process in its namespace SIGKILLed) in a one-pass fit and in an EM
   iteration: the same answer;
-* the object store unreachable during ``scalepca run``: a clear error naming the store and
-  no output that looks complete.
+* the object store unreachable during ``scalepca run``: a clear error naming the store
+  and no output that looks complete;
+* the scheduler's host lost mid-run (``-m slow``): ``scalepca run`` says so, and the
+  same command on a new scheduler resumes from the checkpoint.
 
 Faults land at a known point, not after a sleep: the fit reads through a gate
-(``support.reliability.gated``) that stalls it once every worker holds results and runs a
-read, the fault is made then, and the gate opens. Workers and scheduler run with
-:data:`~tests.support.hosts.FAST_FAILURE` so a host that drops off is noticed in seconds.
-Needs root (CI runs as root); skips elsewhere with the reason.
+(``support.reliability.gated``) that stalls it once every worker holds results and runs
+a read, the fault is made then, and the gate opens. Workers and scheduler run with
+:data:`~tests.support.hosts.FAST_FAILURE` so a host that drops off is noticed in
+seconds. Needs root (CI runs as root); skips elsewhere with the reason.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ def _warm(client):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """4 hosts × 1 worker at 200 Mbit/s, the store at 100 Mbit/s; a client in this process."""
+    """4 hosts × 1 worker at 200 Mbit/s, the store at 100 Mbit/s; a client in this
+    process."""
     workdir = tmp_path_factory.mktemp("hosts")
     with (
         H.Hosts(
@@ -191,8 +195,9 @@ class _Fault:
 
 
 def _faulty_fit(hosts, make, X, act, *, free, min_results=1):
-    """``make().fit`` of ``X`` read through a gate, with ``act`` applied to one host mid-fit;
-    returns (the fit, the fault, seconds from the fault to the fit's end, tasks completed)."""
+    """``make().fit`` of ``X`` read through a gate, with ``act`` applied to one host
+    mid-fit; returns (the fit, the fault, seconds from the fault to the fit's end, tasks
+    completed)."""
     client = hosts.client_
     H.count_tasks(client, reset=True)
     gate = new_gate()
@@ -204,9 +209,9 @@ def _faulty_fit(hosts, make, X, act, *, free, min_results=1):
 
 
 def test_partitioned_host_mid_pass(cluster, tall):
-    """A host's link set down mid-pass: the pass completes on the other three within seconds
-    (worker TTL 10 s), the answer equals the fault-free fit, and the tasks run again are no
-    more than that host's share of the pass."""
+    """A host's link set down mid-pass: the pass completes on the other three within
+    seconds (worker TTL 10 s), the answer equals the fault-free fit, and the tasks run
+    again are no more than that host's share of the pass."""
     url, X = tall
     A = da.from_zarr(url, storage_options=cluster.storage_options)
     try:
@@ -230,10 +235,14 @@ def test_partitioned_host_mid_pass(cluster, tall):
         _restore_all(cluster)
 
 
-@pytest.mark.parametrize("what", ["one-pass", "em"])
+@pytest.mark.parametrize(
+    "what",
+    ["one-pass", pytest.param("em", marks=pytest.mark.slow)],  # em: 18-27 s here
+)
 def test_host_lost_mid_fit(cluster, tall, what):
-    """Every process of one host SIGKILLed mid-fit (a one-pass PCA, or an EM iteration of
-    PPCA with missing values): the fit completes on the others with the fault-free answer."""
+    """Every process of one host SIGKILLed mid-fit (a one-pass PCA, or an EM iteration
+    of PPCA with missing values): the fit completes on the others with the fault-free
+    answer."""
     if what == "one-pass":
         url, _ = tall
         make, free = (lambda: scalepca.PCA(3)), 2
@@ -241,11 +250,13 @@ def test_host_lost_mid_fit(cluster, tall, what):
         case = BY_NAME["PPCA-EM"]
         Xm = case.X()
         url = _store(cluster, "missing", Xm, rows=25)
-        # each worker reads every block once freely: the kill lands an iteration or more in
+        # each worker reads every block once freely: the kill lands an iteration or
+        # more in
         free = int(np.ceil(len(Xm) / 25))
 
         def make():
             return case.make(max_iter=8, tol=0.0)
+
     A = da.from_zarr(url, storage_options=cluster.storage_options)
     try:
         ref = make().fit(A)
@@ -264,8 +275,8 @@ def test_host_lost_mid_fit(cluster, tall, what):
 
 
 def test_store_unreachable_during_run(cluster, tall, tmp_path, capsys):
-    """The object store's link goes down while ``scalepca run`` reads: the run fails with an
-    error naming the store, and leaves no output that looks complete."""
+    """The object store's link goes down while ``scalepca run`` reads: the run fails
+    with an error naming the store, and leaves no output that looks complete."""
     import yaml
 
     from scalepca.cli import EXIT_JOB_FAILED, main
@@ -319,9 +330,10 @@ def test_store_unreachable_during_run(cluster, tall, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_scheduler_lost_then_resumed(cluster, tmp_path, capsys):
-    """The scheduler's host lost mid-run of an EM fit with a checkpoint: ``scalepca run``
-    fails at once with an error saying so and writes no model; the same command on a new
-    scheduler resumes from the checkpoint and ends where an uninterrupted fit ends.
+    """The scheduler's host lost mid-run of an EM fit with a checkpoint: ``scalepca
+    run`` fails at once with an error saying so and writes no model; the same command on
+    a new scheduler resumes from the checkpoint and ends where an uninterrupted fit
+    ends.
 
     Last in this module: it replaces the module's cluster and client."""
     import yaml
@@ -338,8 +350,12 @@ def test_scheduler_lost_then_resumed(cluster, tmp_path, capsys):
     params = {**case.params, "max_iter": 12, "tol": 0.0}  # every iteration runs
     cfg = {
         "data": {"path": url, "storage_options": opts},
-        "model": {"method": "ppca", **params, "checkpoint": str(ckpt),
-                  "checkpoint_every": 2},
+        "model": {
+            "method": "ppca",
+            **params,
+            "checkpoint": str(ckpt),
+            "checkpoint_every": 2,
+        },
         "cluster": {"kind": "address", "address": cluster.scheduler_address},
         "output": {"store": str(out), "scores": False},
         "progress": False,
@@ -369,8 +385,9 @@ def test_scheduler_lost_then_resumed(cluster, tmp_path, capsys):
     assert rc == EXIT_JOB_FAILED, err
     line = err.strip().splitlines()[-1]
     # what happened and what to do, not the internal key of a cancelled task
-    assert line.startswith("scalepca: job failed: lost the connection to the dask "
-                           "scheduler"), err
+    assert line.startswith(
+        "scalepca: job failed: lost the connection to the dask scheduler"
+    ), err
     assert "run the same command again" in line and "model.checkpoint" in line, err
     assert ended - killed["at"] < 60, ended - killed["at"]
     assert not (out / "model.zarr").exists()

@@ -1,21 +1,24 @@
 """Emulated hosts with real network stacks: Linux network namespaces joined by a bridge.
 
-Each "host" is a network namespace with one end of a veth pair (``eth0`` inside); the other
-end is a port of a bridge in the root namespace, which holds the subnet's first address so the
-test process (the client) reaches every host. The dask scheduler runs in a namespace of its
-own, each host runs its own ``dask worker`` processes (``ip netns exec``), and the data live in
-moto's S3 server in a namespace of its own. Every link is capped both ways with
-``tc qdisc … tbf`` (egress of the bridge port shapes what enters the host, egress of ``eth0``
-what leaves it), so bytes that cross the network cost what they cost.
+Each "host" is a network namespace with one end of a veth pair (``eth0`` inside); the
+other end is a port of a bridge in the root namespace, which holds the subnet's first
+address so the test process (the client) reaches every host. The dask scheduler runs in
+a namespace of its own, each host runs its own ``dask worker`` processes (``ip netns
+exec``), and the data live in moto's S3 server in a namespace of its own. Every link is
+capped both ways with ``tc qdisc … tbf`` (egress of the bridge port shapes what enters
+the host, egress of ``eth0`` what leaves it), so bytes that cross the network cost what
+they cost.
 
-Faults: :meth:`Hosts.partition` sets a host's link down (its processes live on, unreachable);
-:meth:`Hosts.kill_host` SIGKILLs every process in its namespace (``ip netns pids``, so the
-children of a nanny go too); :meth:`Hosts.restore` brings a host back with fresh workers.
+Faults: :meth:`Hosts.partition` sets a host's link down (its processes live on,
+unreachable); :meth:`Hosts.kill_host` SIGKILLs every process in its namespace (``ip
+netns pids``, so the children of a nanny go too); :meth:`Hosts.restore` brings a host
+back with fresh workers.
 
-Names carry the pid of the test process and a counter, so parallel runs never meet; the subnet
-is a 10.x.y.0/24 that no interface or route of the root namespace uses. Everything made is
-removed by :meth:`Hosts.close` (also when starting fails half-way), and namespaces left by a
-killed earlier run (its pid gone) are swept when a new run starts.
+Names carry the pid of the test process and a counter, so parallel runs never meet; the
+subnet is a 10.x.y.0/24 that no interface or route of the root namespace uses.
+Everything made is removed by :meth:`Hosts.close` (also when starting fails half-way),
+and namespaces left by a killed earlier run (its pid gone) are swept when a new run
+starts.
 
 Needs root and iproute2 with ``tc``: :func:`unavailable` says why not, for a skip.
 """
@@ -44,14 +47,16 @@ PREFIX = "spca-"
 _COUNTER = itertools.count()
 _PROBED: list[str | None] = []
 
-#: dask settings of every process (scheduler, workers, and the client through ``dask_config``)
-#: so that a host that drops off the network is noticed in seconds, not the defaults' 30 s
-#: (``comm.timeouts``) and 5 minutes (``scheduler.worker-ttl``); the scheduler checks the TTL
-#: once per TTL and allows at least 10 heartbeats (0.5 s each for a few workers); the TCP
-#: timeout (keepalive probes and TCP_USER_TIMEOUT) may not be under 11 s
+#: dask settings of every process (scheduler, workers, and the client through
+#: ``dask_config``) so that a host that drops off the network is noticed in seconds, not
+#: the defaults' 30 s (``comm.timeouts``) and 5 minutes (``scheduler.worker-ttl``); the
+#: scheduler checks the TTL once per TTL and allows at least 10 heartbeats (0.5 s each
+#: for a few workers); the TCP timeout (keepalive probes and TCP_USER_TIMEOUT) may not
+#: be under 11 s
 FAST_FAILURE = {
-    # 5 s removed every worker of a loaded machine (load 16 on 2 cores) whose scheduler's
-    # event loop stalled for 6 s: with no nanny they died and the fit waited for ever
+    # 5 s removed every worker of a loaded machine (load 16 on 2 cores) whose
+    # scheduler's event loop stalled for 6 s: with no nanny they died and the fit waited
+    # for ever
     "distributed.scheduler.worker-ttl": "10s",
     "distributed.comm.timeouts.connect": "5s",
     "distributed.comm.timeouts.tcp": "12s",
@@ -74,15 +79,18 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def unavailable() -> str | None:
-    """Why emulated hosts cannot be made here (None if they can): not root, no ``ip``/``tc``,
-    or the kernel refuses a namespace. Probed once per process."""
+    """Why emulated hosts cannot be made here (None if they can): not root, no
+    ``ip``/``tc``, or the kernel refuses a namespace. Probed once per process."""
     if _PROBED:
         return _PROBED[0]
     reason = None
     if sys.platform != "linux":
         reason = "emulated hosts need Linux network namespaces"
     elif os.geteuid() != 0:
-        reason = "emulated hosts need root (ip netns, veth, bridge, tc); CI runs them as root"
+        reason = (
+            "emulated hosts need root (ip netns, veth, bridge, tc); "
+            "CI runs them as root"
+        )
     elif not (shutil.which("ip") and shutil.which("tc")):
         reason = "emulated hosts need iproute2's ip and tc"
     else:
@@ -144,7 +152,8 @@ def _b36(n: int) -> str:
 
 
 def _pick_subnet(seed: int) -> str:
-    """A 10.x.y.0/24 (as ``"10.x.y"``) that no address or route of this namespace uses."""
+    """A 10.x.y.0/24 (as ``"10.x.y"``) that no address or route of this namespace
+    uses."""
     used = _run("ip", "-4", "-o", "addr", "show", check=False).stdout
     used += _run("ip", "-4", "route", "show", "table", "all", check=False).stdout
     for i in range(4096):
@@ -170,7 +179,8 @@ class Link:
 
 @dataclass
 class Host:
-    """One emulated host: its namespace, address, bridge port and the processes in it."""
+    """One emulated host: its namespace, address, bridge port and the processes in
+    it."""
 
     role: str
     ns: str
@@ -184,25 +194,25 @@ class Host:
 
 
 class Hosts:
-    """``n_hosts`` emulated hosts with ``workers_per_host`` ``dask worker`` processes each, a
-    scheduler host and an S3 store host, all on one bridge.
+    """``n_hosts`` emulated hosts with ``workers_per_host`` ``dask worker`` processes
+    each, a scheduler host and an S3 store host, all on one bridge.
 
     Parameters
     ----------
     n_hosts, workers_per_host
-        Worker hosts, and ``dask worker`` processes on each (one thread each, no nanny: a
-        killed worker stays dead, like a lost node).
+        Worker hosts, and ``dask worker`` processes on each (one thread each, no nanny:
+        a killed worker stays dead, like a lost node).
     links
-        A :class:`Link` per worker host (or one for all); ``scheduler_link``, ``store_link``
-        those of the scheduler's and the store's hosts.
+        A :class:`Link` per worker host (or one for all); ``scheduler_link``,
+        ``store_link`` those of the scheduler's and the store's hosts.
     workdir
         Logs, scheduler file and worker directories (namespaces share the file system).
     memory_limit
         Of each worker.
 
     Attributes: ``scheduler_address``, ``storage_options`` (s3fs options that reach the
-    store from any namespace, with short timeouts), ``hosts`` (worker hosts), ``scheduler``,
-    ``store``.
+    store from any namespace, with short timeouts), ``hosts`` (worker hosts),
+    ``scheduler``, ``store``.
     """
 
     S3_PORT = 5000
@@ -272,7 +282,7 @@ class Hosts:
             self.close()
             raise
 
-    # -- making the network ---------------------------------------------------------------------
+    # -- making the network ------------------------------------------------------------
     def _make_host(self, role: str, octet: int, link: Link) -> Host:
         ns = f"{PREFIX}{self.tag}-{role}"
         host = Host(role, ns, f"{self.net}.{octet}", f"{self._short}{role}", link)
@@ -310,7 +320,8 @@ class Hosts:
         host.link = link
 
     def popen(self, host: Host, argv: list[str], name: str) -> subprocess.Popen:
-        """Start ``argv`` inside ``host``'s namespace (its own session, output to a log)."""
+        """Start ``argv`` inside ``host``'s namespace (its own session, output to a
+        log)."""
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
         self._logs.append(log)
         proc = subprocess.Popen(
@@ -429,7 +440,7 @@ class Hosts:
             )
             host.workers.append(name)
 
-    # -- using it -------------------------------------------------------------------------------
+    # -- using it ----------------------------------------------------------------------
     @property
     def worker_names(self) -> list[str]:
         return [w for h in self.hosts for w in h.workers]
@@ -464,7 +475,8 @@ class Hosts:
         return f"s3://{self.bucket}/{key}"
 
     def partition(self, host: Host) -> None:
-        """Cut ``host`` off the network (its bridge port down); its processes live on."""
+        """Cut ``host`` off the network (its bridge port down); its processes live
+        on."""
         _run("ip", "link", "set", host.port, "down")
 
     def link_up(self, host: Host) -> bool:
@@ -475,7 +487,8 @@ class Hosts:
         _run("ip", "link", "set", host.port, "up")
 
     def kill_host(self, host: Host) -> list[int]:
-        """SIGKILL every process in ``host``'s namespace, as a machine that loses power."""
+        """SIGKILL every process in ``host``'s namespace, as a machine that loses
+        power."""
         pids = _kill_namespace(host.ns)
         for proc in host.procs:
             if proc.poll() is None:
@@ -509,10 +522,10 @@ class Hosts:
         stats = json.loads(out)[0]["stats64"]
         return {"rx": int(stats["rx"]["bytes"]), "tx": int(stats["tx"]["bytes"])}
 
-    # -- ending it ------------------------------------------------------------------------------
+    # -- ending it ---------------------------------------------------------------------
     def close(self) -> None:
-        """Kill every process, then remove the namespaces, veths and bridge; errors of one step
-        do not stop the next."""
+        """Kill every process, then remove the namespaces, veths and bridge; errors of
+        one step do not stop the next."""
         everyone = [
             h for h in [self.scheduler, self.store, *self.hosts] if h is not None
         ]
@@ -549,7 +562,7 @@ class Hosts:
         self.close()
 
 
-# -- counting the tasks a fault makes the cluster run again ---------------------------------------
+# -- counting the tasks a fault makes the cluster run again ----------------------------
 try:  # the scheduler unpickles this class by reference (the repository is on its path)
     from distributed.diagnostics.plugin import SchedulerPlugin
 except ImportError:  # pragma: no cover - distributed is a test dependency
@@ -580,8 +593,8 @@ class TaskCounter(SchedulerPlugin):
 
 
 def count_tasks(client, *, reset: bool = False) -> dict[str, list]:
-    """What :class:`TaskCounter` recorded (registering it the first time); ``reset`` empties
-    it after reading."""
+    """What :class:`TaskCounter` recorded (registering it the first time); ``reset``
+    empties it after reading."""
 
     def read(dask_scheduler, reset=reset):
         plugin = dask_scheduler.plugins.get(TaskCounter.name)
