@@ -766,6 +766,9 @@ def main(argv=None) -> int:
         what = scheduler_lost(err)
         if what is None:
             what = f"{type(err).__name__}: {_one_line(err)}"
+        if args.written:  # a failed run's complete outputs: named, as an interrupt does
+            done = ", ".join(map(str, args.written))
+            what += f" (written completely before it: {done})"
         print(f"scalepca: job failed: {what}", file=sys.stderr)
         return EXIT_JOB_FAILED
     finally:

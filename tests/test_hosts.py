@@ -328,6 +328,74 @@ def test_store_unreachable_during_run(cluster, tall, tmp_path, capsys):
     assert "model.zarr" not in left and "scores.zarr" not in left, left
 
 
+@pytest.mark.slow  # 70 s here: each chunk write waits out the store's timeouts
+def test_store_unreachable_while_writing(cluster, tall, tmp_path, capsys):
+    """The object store's link goes down while ``scalepca run`` writes its outputs there:
+    the run fails naming the store; an output it completed before the cut is named in
+    that line, and one it had begun is refused as incomplete when read."""
+    import s3fs
+    import yaml
+
+    from scalepca.cli import EXIT_JOB_FAILED, main
+
+    url, _ = tall
+    opts = cluster.storage_options
+    out = cluster.url("out-written")
+    cfg = {
+        "data": {"path": url, "storage_options": opts},
+        "model": {"method": "pca", "n_components": 3},
+        "cluster": {"kind": "address", "address": cluster.scheduler_address},
+        "output": {"store": out, "storage_options": opts, "reconstruction": True},
+        "progress": False,
+    }
+    path = tmp_path / "write.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    fs = s3fs.S3FileSystem(**opts, skip_instance_cache=True)
+    started = f"{cluster.bucket}/out-written/reconstruction.zarr"
+    cut = threading.Event()
+
+    def cut_when_writing():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not cut.is_set():
+            fs.invalidate_cache()
+            if fs.exists(started):  # the last output has begun
+                cluster.set_link(cluster.store, H.Link("1mbit", burst="64kb"))
+                cluster.partition(cluster.store)
+                cut.set()
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=cut_when_writing, daemon=True)
+    thread.start()
+    try:
+        rc = main(["run", str(path)])
+    finally:
+        cut.set()
+        thread.join(timeout=30)
+        cluster.heal(cluster.store)
+        cluster.set_link(cluster.store, H.Link("100mbit"))
+    _, err = capsys.readouterr()
+    if rc == 0:
+        pytest.skip("the outputs were written before the cut (nothing to check)")
+    assert rc == EXIT_JOB_FAILED, err
+    line = err.strip().splitlines()[-1]
+    assert opts["endpoint_url"] in line, err
+    for name in ("scores", "reconstruction"):
+        store = f"{out}/{name}.zarr"
+        fs.invalidate_cache()
+        if not fs.exists(store.removeprefix("s3://")):
+            continue  # never begun
+        try:
+            scalepca.open_matrix(store, variable=name, storage_options=opts)
+        except ValueError as refused:
+            assert "incomplete" in str(refused), refused
+            assert store not in line, err
+        else:  # complete: the failure says so
+            assert f"written completely before it: {store}" in line or (
+                f", {store}" in line
+            ), err
+
+
 @pytest.mark.slow
 def test_scheduler_lost_then_resumed(cluster, tmp_path, capsys):
     """The scheduler's host lost mid-run of an EM fit with a checkpoint: ``scalepca
