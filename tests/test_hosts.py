@@ -330,9 +330,9 @@ def test_store_unreachable_during_run(cluster, tall, tmp_path, capsys):
 
 @pytest.mark.slow  # 70 s here: each chunk write waits out the store's timeouts
 def test_store_unreachable_while_writing(cluster, tall, tmp_path, capsys):
-    """The object store's link goes down while ``scalepca run`` writes its outputs there:
-    the run fails naming the store; an output it completed before the cut is named in
-    that line, and one it had begun is refused as incomplete when read."""
+    """The object store's link goes down while ``scalepca run`` writes its outputs
+    there: the run fails naming the store; an output it completed before the cut is
+    named in that line, and one it had begun is refused as incomplete when read."""
     import s3fs
     import yaml
 
