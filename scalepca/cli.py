@@ -17,7 +17,7 @@ import sys
 import time
 
 from .app.console import cli_warnings
-from .app.messages import speak_cli
+from .app.messages import scheduler_lost, speak_cli
 from .app.pipeline import (
     UserError,
     _abs,
@@ -764,7 +764,13 @@ def main(argv=None) -> int:
     except Exception as err:  # a failed job: one line, details with -v
         if args.verbose:
             raise
-        print(f"scalepca: job failed: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
+        what = scheduler_lost(err)
+        if what is None:
+            what = f"{type(err).__name__}: {_one_line(err)}"
+        if args.written:  # a failed run's complete outputs: named, as an interrupt does
+            done = ", ".join(map(str, args.written))
+            what += f" (written completely before it: {done})"
+        print(f"scalepca: job failed: {what}", file=sys.stderr)
         return EXIT_JOB_FAILED
     finally:
         pkg.removeHandler(handler)

@@ -28,6 +28,8 @@ import numpy as np
 import pytest
 import zarr
 
+from scalepca.app.messages import scheduler_lost
+
 from .support.reliability import (
     BY_NAME,
     ESTIMATORS,
@@ -122,9 +124,12 @@ def test_whole_cluster_gone_is_a_clear_error(tmp_path_factory):
         Xs = gated(da.from_zarr(path), new_gate(), free=1)
         with ClusterKiller(c, client, min_results=1) as killer:
             with pytest.raises(FutureCancelledError, match="lost the connection to the "
-                               "scheduler"):
+                               "scheduler") as lost:
                 case.make().fit(Xs)
             raised_at = time.monotonic()
+        # `scalepca run` says it in words, not as the key of a cancelled task
+        said = scheduler_lost(lost.value)
+        assert said and said.startswith("lost the connection to the dask scheduler"), said
         assert raised_at - killer.killed_at < 60  # fails fast instead of hanging
         assert killer.error is None, killer.error
         client.close(timeout=5)

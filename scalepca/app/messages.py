@@ -76,3 +76,15 @@ def speak_cli(message: str, *, command: str | None = None, method: str | None = 
     if method in METHODS:
         message = keys(message, params_of(method))
     return message
+
+
+def scheduler_lost(err: BaseException) -> str | None:
+    """What ``scalepca: job failed:`` says when the job lost its dask scheduler (None for any
+    other error): distributed cancels every pending result with the internal key of one of
+    them, which tells a user neither what happened nor what to do."""
+    cancelled = ("FutureCancelledError", "FuturesCancelledError")
+    if type(err).__name__ not in cancelled or "scheduler-connection-lost" not in str(err):
+        return None
+    return ("lost the connection to the dask scheduler mid-run (its host, its process or the "
+            "network went away); start a scheduler and run the same command again: a fit "
+            "with model.checkpoint resumes from its last commit, any other starts over")

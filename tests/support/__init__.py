@@ -14,5 +14,8 @@ their workers, which unpickle the gated reads of :mod:`tests.support.reliability
   markdown (``docs/bad_input.md``).
 - :mod:`.interrupted_writes` — writers SIGKILLed mid-write and what they leave behind.
 - :mod:`.slurm` — a single-node SLURM on loopback (the ``slurm`` fixture).
+- :mod:`.hosts` — emulated hosts: network namespaces on a bridge, tbf-capped links, the
+  scheduler and an S3 server in namespaces of their own (``tests/test_hosts.py``,
+  ``benchmarks/multihost.py``).
 - :mod:`.processes` — free loopback ports and ending a child process.
 """
