@@ -1,17 +1,17 @@
 """The scheduler's time per task and per pass as workers and tasks grow.
 
-A pass here is scalepca's moments pass (:func:`scalepca.linalg.moments.moments_graph`: one
-task per row block, partials merged in a tree of fan-in 8) over blocks so small (4 × 4
-float64 zeros, made on the worker) that reading and arithmetic cost nothing: what remains
-is the scheduler's and the workers' bookkeeping and the tree's transfers. Each
+A pass here is scalepca's moments pass (:func:`scalepca.linalg.moments.moments_graph`:
+one task per row block, partials merged in a tree of fan-in 8) over blocks so small (4 ×
+4 float64 zeros, made on the worker) that reading and arithmetic cost nothing: what
+remains is the scheduler's and the workers' bookkeeping and the tree's transfers. Each
 configuration runs on a fresh local cluster of 1-thread worker processes; one warm-up
 pass, then the best of ``--repeat`` passes.
 
     python benchmarks/scheduler.py                 # 2, 16, 32 workers × 10⁴, 10⁵ blocks
     python benchmarks/scheduler.py --workers 2,16 --tasks 10000
 
-Writes ``benchmarks/results/scheduler.json`` and prints a table: tasks of the pass (map +
-merges), seconds per pass, milliseconds per task, tasks per second.
+Writes ``benchmarks/results/scheduler.json`` and prints a table: tasks of the pass (map
++ merges), seconds per pass, milliseconds per task, tasks per second.
 """
 
 from __future__ import annotations
@@ -59,11 +59,13 @@ def main(argv=None):
         for workers in [int(w) for w in args.workers.split(",")]:
             row = measure(workers, n_blocks, args.repeat, args.memory_limit)
             rows.append(row)
-            print(f"{workers} workers, {row['tasks']:,} tasks: {row['seconds']:.1f} s a "
-                  f"pass, {row['ms_per_task']:.2f} ms a task", flush=True)
+            path = write_json("scheduler", {"passes": rows})  # after each: runs are long
+            print(f"{workers} workers, {row['tasks']:,} tasks: "
+                  f"{row['seconds']:.1f} s a pass, {row['ms_per_task']:.2f} ms a task",
+                  flush=True)
     print(table(rows, ["workers", "blocks", "tasks", "seconds", "ms_per_task",
                        "tasks_per_s"]))
-    print(f"wrote {write_json('scheduler', {'passes': rows})}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

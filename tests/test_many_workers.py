@@ -1,13 +1,13 @@
 """Many workers on one machine: 16 worker processes (1 thread, 768 MiB each) give the
 answers of 2 workers.
 
-What the number of workers could change, and does not: the tree reductions of a pass (the
-partials of 64 row blocks merged on whichever workers hold them), the factors every task
-of a Krylov step shares (``passes.shared``: one key, fetched by 16 workers at once), the
-sparse Gram pass's groups of CSR blocks (each group one task that reads its own blocks)
-and ``run --update`` (a model's moments merged with those of the new rows). The merge
-order is fixed by the graph, not by where tasks run, so the answers are equal to rounding
-of the summation order at most (1e-12).
+What the number of workers could change, and does not: the tree reductions of a pass
+(the partials of 64 row blocks merged on whichever workers hold them), the factors every
+task of a Krylov step shares (``passes.shared``: one key, fetched by 16 workers at
+once), the sparse Gram pass's groups of CSR blocks (each group one task that reads its
+own blocks) and ``run --update`` (a model's moments merged with those of the new rows).
+The merge order is fixed by the graph, not by where tasks run, so the answers are equal
+to rounding of the summation order at most (1e-12).
 
 16 processes on a 2-core machine start in about half a minute, and the module took 8
 minutes on a loaded machine: it is ``slow``.
