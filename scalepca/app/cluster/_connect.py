@@ -98,6 +98,8 @@ def _distributed_client_class():
                 if cluster is not None:
                     with contextlib.suppress(Exception):
                         cluster.close()
+                    if type(cluster).__module__.startswith("dask_gateway"):
+                        gateway_closed(cluster.gateway)  # closed by cluster.close()
                     _environ_restore(getattr(cluster, "_scalepca_environ", {}))
 
     return _ClusterClient
@@ -388,12 +390,30 @@ def make_cluster(config: dict | None = None, **kwargs):
               if cfg.get(k) is not None}
         return mod.KubeCluster(n_workers=0 if cfg.get("adaptive") else cfg["n_workers"], **kw)
     # gateway
+    # address, proxy address, auth type and credentials left out of the config come from
+    # Dask's config (``gateway.*``, also its environment variables), never from
+    # scalepca's config or outputs. The new cluster keeps a gateway client of its own.
     gw = mod.Gateway(address=cfg.get("address"), proxy_address=cfg.get("proxy_address"),
                      auth=cfg.get("auth"))
-    options = gw.cluster_options()
-    for key, value in (cfg.get("cluster_options") or {}).items():
-        options[key] = value
-    return gw.new_cluster(options)
+    try:
+        options = gw.cluster_options()
+        for key, value in (cfg.get("cluster_options") or {}).items():
+            options[key] = value
+        return gw.new_cluster(options)
+    finally:
+        gw.close()
+        gateway_closed(gw)
+
+
+def gateway_closed(gateway) -> None:
+    """Mark a closed ``dask_gateway.Gateway`` client as closed for its finaliser too.
+
+    dask-gateway's ``Gateway.__del__`` closes the client again; on distributed >= 2026
+    a second close raises from the stopped event loop, and Python prints that error
+    wherever the garbage collector happens to run (mid-way through a later step of the
+    program). Without its loop runner the finaliser has nothing to close.
+    """
+    gateway.__dict__.pop("_loop_runner", None)
 
 
 def starting_line(config: dict | None = None, **kwargs) -> str:
