@@ -159,12 +159,12 @@ def run(args) -> dict:
     return out
 
 
-# -- side by side with plink2 and smartpca (issue 49 item 1) -------------------------------
+# -- side by side with plink2 and smartpca (issue 49 item 1) ---------------------------
 def exact_reference(path: Path) -> dict:
     """The top-K eigenpairs of the relationship matrix ``Z Zᵀ / M`` (``Z`` the n × M
-    standardised genotypes of the M polymorphic SNPs, a missing call 0) by NumPy: ``Z Zᵀ``
-    summed over strips of 1,000 SNPs in float64, then LAPACK's ``eigh`` of its top K.
-    Cached next to the .bed (``.reference.npz``): minutes at 10,000 samples."""
+    standardised genotypes of the M polymorphic SNPs, a missing call 0) by NumPy:
+    ``Z Zᵀ`` summed over strips of 1,000 SNPs in float64, then LAPACK's ``eigh`` of its
+    top K. Cached next to the .bed (``.reference.npz``): minutes at 10,000 samples."""
     cache = path.with_suffix(".reference.npz")
     if cache.exists():
         got = np.load(cache)
@@ -200,9 +200,9 @@ def subspace_sine(A: np.ndarray, B: np.ndarray) -> float:
 
 def accuracy(vectors: np.ndarray, values: np.ndarray | None, ref: dict,
              populations: int) -> dict:
-    """Subspace sines of the top ``populations − 1`` (the structure) and top K sample PCs
-    against the exact ones, and the largest relative error of the top K eigenvalues (in
-    the relationship matrix's units)."""
+    """Subspace sines of the top ``populations − 1`` (the structure) and top K sample
+    PCs against the exact ones, and the largest relative error of the top K
+    eigenvalues (in the relationship matrix's units)."""
     s = populations - 1
     out = {f"sine top {s}": subspace_sine(ref["eigvec"][:, :s], vectors[:, :s]),
            f"sine top {K}": subspace_sine(ref["eigvec"], vectors[:, :K])}
@@ -258,7 +258,8 @@ def scalepca_child(argv: list[str]) -> None:
         vectors = vectors.compute()
     np.savez(out, eigvec=np.asarray(vectors), eigval=np.asarray(values), fit_s=fit_s,
              passes=model.n_passes_, solver=model.solver_,
-             residuals=np.asarray(getattr(model, "residual_norms_", np.full(K, np.nan))))
+             residuals=np.asarray(getattr(model, "residual_norms_",
+                                          np.full(K, np.nan))))
 
 
 def run_scalepca(path: Path, work: Path, tol: float, workers: int, name: str) -> dict:
@@ -281,8 +282,9 @@ def run_plink2(path: Path, work: Path, threads: int, approx: bool,
                timeout: float | None = None) -> dict:
     name = "plink2_approx" if approx else "plink2_exact"
     prefix = work / name
-    cmd = ["plink2", "--bfile", str(path.with_suffix("")), "--pca", *(["approx"] * approx),
-           str(K), "--threads", str(threads), "--out", str(prefix)]
+    cmd = ["plink2", "--bfile", str(path.with_suffix("")), "--pca",
+           *(["approx"] * approx), str(K), "--threads", str(threads),
+           "--out", str(prefix)]
     got = measured(cmd, work / f"{name}.stdout", timeout)
     if not got.get("stopped"):
         got["eigvec"], got["eigval"] = _read_plink(prefix)
@@ -299,8 +301,8 @@ def run_smartpca(path: Path, work: Path, threads: int,
         "genotypename": path, "snpname": f"{stem}.bim", "indivname": f"{stem}.fam",
         "evecoutname": work / "smartpca.evec", "evaloutname": work / "smartpca.eval",
         "numoutevec": K, "numoutlieriter": 0, "numthreads": threads}.items()))
-    got = measured(["/usr/lib/eigensoft/smartpca", "-p", str(par)], work / "smartpca.log",
-                   timeout)
+    got = measured(["/usr/lib/eigensoft/smartpca", "-p", str(par)],
+                   work / "smartpca.log", timeout)
     if got.get("stopped"):
         return got
     got["eigvec"] = np.loadtxt(work / "smartpca.evec", comments="#",
@@ -339,8 +341,10 @@ def compare(path: Path, args) -> dict:
     name = f"scalepca tol={tol:.1e}"
     results[name] = []
     for _ in range(args.rounds):
-        results[name].append(run_scalepca(path, work, tol, args.workers, "scalepca_tol"))
-        results["plink2 --pca approx"].append(run_plink2(path, work, args.workers, True))
+        results[name].append(
+            run_scalepca(path, work, tol, args.workers, "scalepca_tol"))
+        results["plink2 --pca approx"].append(
+            run_plink2(path, work, args.workers, True))
         print(name, round(results[name][-1]["seconds"], 1), "s")
     if shutil.which("smartpca") and not args.no_smartpca:
         results["smartpca (numthreads 2)"] = [
@@ -359,7 +363,7 @@ def compare(path: Path, args) -> dict:
                          "peak MB": last["peak MB"], "passes": "stopped"})
             continue
         values = last["eigval"]
-        if name.startswith("smartpca"):  # its own unit: scaled to the reference's top one
+        if name.startswith("smartpca"):  # its own unit: scaled to the reference's top
             values = values * ev[0] / values[0]
         secs = np.array([r["seconds"] for r in runs])
         row = {"tool": name, "seconds (median)": float(np.median(secs)),
@@ -374,18 +378,20 @@ def compare(path: Path, args) -> dict:
         rows.append(row)
     print(table(rows, list(rows[0])))
     return {"reference_s": float(ref["seconds"]), "tol_from_plink2": tol, "rows": rows,
-            "seconds_per_run": {k: [r["seconds"] for r in v] for k, v in results.items()},
+            "seconds_per_run": {k: [r["seconds"] for r in v]
+                                for k, v in results.items()},
             "solver": results["scalepca default"][-1]["solver"]}
 
 
-# -- one Krylov pass against one read pass (issue 49 item 2) ------------------------------
+# -- one Krylov pass against one read pass (issue 49 item 2) --------------------------
 def pass_ratios(path: Path, args) -> dict:
     """Interleaved rounds of: a read pass (float32 column sums), one pass of the Gram
-    operator over the float blocks (decode to float32, centre and fill in a float64 slab,
-    two float32 products: the path every Krylov pass took before the packed kernel) and
-    the same pass read packed (:mod:`scalepca.linalg.packed`), with the block of 20
-    columns of a k = 10 fit. Medians and the ratio of each pass to the read pass of its
-    own round (the machine is shared: ratios in one round, not times across runs)."""
+    operator over the float blocks (decode to float32, centre and fill in a float64
+    slab, two float32 products: the path every Krylov pass took before the packed
+    kernel) and the same pass read packed (:mod:`scalepca.linalg.packed`), with the
+    block of 20 columns of a k = 10 fit. Medians and the ratio of each pass to the read
+    pass of its own round (the machine is shared: ratios in one round, not times across
+    runs)."""
     import dask.array as da
 
     from scalepca.io._bed import packed_blocks
@@ -401,9 +407,11 @@ def pass_ratios(path: Path, args) -> dict:
         p = total / np.maximum(calls, 1) / 2.0
         keep = (calls > 0) & (p > 0) & (p < 1)
         scaling = ColumnScaling(2 * p[keep], np.sqrt(2 * p[keep] * (1 - p[keep])))
-        V = np.linalg.qr(np.random.default_rng(0).standard_normal((keep.sum(), 2 * K)))[0]
+        rng = np.random.default_rng(0)
+        V = np.linalg.qr(rng.standard_normal((keep.sum(), 2 * K)))[0]
         floats = X[:, keep]
-        packed = PackedRows(*packed_blocks(X, keep), shape=(X.shape[0], int(keep.sum())))
+        packed = PackedRows(*packed_blocks(X, keep),
+                            shape=(X.shape[0], int(keep.sum())))
         steps = {"read": lambda: X.sum(axis=0).compute(),
                  "float pass": lambda: gram_times(floats, V, None, scaling=scaling),
                  "packed pass": lambda: gram_times(packed, V, None, scaling=scaling)}
@@ -440,8 +448,8 @@ def main(argv=None):
                     choices=["auto", "randomized", "snapshot", "sketch", "tsqr"],
                     help="PCA's svd_solver (auto: block Krylov above 4,096 samples)")
     ap.add_argument("--passes", action="store_true",
-                    help="time a Krylov pass (float blocks, then packed) against a read "
-                         "pass, interleaved --rounds times, and stop")
+                    help="time a Krylov pass (float blocks, then packed) against a "
+                         "read pass, interleaved --rounds times, and stop")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--compare", action="store_true",
                     help="scalepca beside plink2 --pca approx, smartpca and (with "
@@ -451,7 +459,8 @@ def main(argv=None):
                          "× 40,000)")
     ap.add_argument("--no-smartpca", action="store_true")
     ap.add_argument("--slow-timeout", type=float, default=900,
-                    help="seconds after which smartpca and the exact plink2 are stopped")
+                    help="seconds after which smartpca and the exact plink2 are "
+                         "stopped")
     if argv is None and sys.argv[1:2] == ["--child-scalepca"]:
         return scalepca_child(sys.argv[2:])
     args = ap.parse_args(argv)
@@ -471,7 +480,8 @@ def main(argv=None):
         ensure_bed(path, args)
         out = {"n_samples": args.n_samples, "n_snps": args.n_snps, "block": 2 * K,
                "workers": args.workers, **pass_ratios(path, args)}
-        print(f"wrote {write_json(f'genotypes_passes_{args.n_samples}x{args.n_snps}', out)}")
+        name = f"genotypes_passes_{args.n_samples}x{args.n_snps}"
+        print(f"wrote {write_json(name, out)}")
         return
     out = run(args)
     out["solver_asked"] = args.solver

@@ -30,7 +30,7 @@ N, D = 203, 57  # 203 = 4 · 50 + 3: the last byte of each SNP holds 3 samples
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
-    """A random .bed: counts 0, 1, 2 with 5 % missing calls, one SNP without any call."""
+    """A random .bed: counts 0, 1, 2, 5 % missing calls, one SNP without any call."""
     rng = np.random.default_rng(7)
     p = rng.uniform(0.05, 0.95, D)
     X = rng.binomial(2, p, size=(N, D)).astype(np.float64)
@@ -42,7 +42,7 @@ def bed(tmp_path_factory):
 
 
 def _scaling(X):
-    """Each SNP's centre 2p and scale √(2p(1−p)) over its calls (1 where it has none)."""
+    """Each SNP's centre 2p and scale √(2p(1−p)) over its calls (p = ½ if none)."""
     calls = (~np.isnan(X)).sum(axis=0)
     p = np.where(calls > 0, np.nansum(X, axis=0) / np.maximum(calls, 1) / 2, 0.5)
     return ColumnScaling(2 * p, np.sqrt(2 * p * (1 - p)), fill=True)
@@ -102,7 +102,8 @@ def test_gram_pass_equals_decode_then_multiply_in_any_chunking(bed, rows):
 
 def test_subsets_of_samples_and_snps_read_packed(bed, tmp_path):
     """A keep file (samples not contiguous, not starting on a byte) and the SNPs of a
-    column mask: the packed blocks hold those samples and SNPs, in the matrix's order."""
+    column mask: the packed blocks hold those samples and SNPs, in the matrix's
+    order."""
     path, X = bed
     rows = np.r_[1, 2, 3, 7, 30:61, 90, 150:203]
     keep = tmp_path / "keep.txt"
@@ -143,9 +144,10 @@ def _dense_pca(X, k):
 
 @pytest.mark.parametrize("rows", [36, None])
 def test_krylov_fit_of_a_bed_reads_packed_and_equals_lapack(bed, rows):
-    """Block Krylov on a .bed (missing calls, an uncalled SNP): its passes after the first
-    read the packed calls, and once the basis spans every kept SNP the fit equals the PCA
-    of the standardised matrix by LAPACK to 1e-10, as the same counts read as floats do."""
+    """Block Krylov on a .bed (missing calls, an uncalled SNP): its passes after the
+    first read the packed calls, and once the basis spans every kept SNP the fit equals
+    the PCA of the standardised matrix by LAPACK to 1e-10, as the same counts read as
+    floats do."""
     path, X = bed
     ev, Vt, keep = _dense_pca(X, 4)
     A = scalepca.open_matrix(path, chunks=None if rows is None else {0: rows},

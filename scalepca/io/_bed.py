@@ -368,7 +368,8 @@ _LAYOUTS: dict[str, _BedLayout] = {}
 
 def _read_packed(lo: int, hi: int, *, path: str, n: int, d: int, snps) -> np.ndarray:
     """The bytes ``lo:hi`` of each SNP ``snps`` (a slice or indices of the file's SNPs):
-    ``(len(snps), hi - lo)`` uint8, the packed calls of the samples ``4 lo … 4 hi − 1``."""
+    ``(len(snps), hi - lo)`` uint8, the packed calls of the samples ``4 lo`` to
+    ``4 hi − 1``."""
     mm = np.memmap(path, dtype=np.uint8, mode="r", offset=len(BED_MAGIC),
                    shape=(d, -(-n // 4)))
     return np.ascontiguousarray(mm[snps, lo:hi])

@@ -196,11 +196,11 @@ def gram_times(X: da.Array | PackedRows, V: np.ndarray, mean: np.ndarray | None,
     """One pass: ``(X − 1 meanᵀ)ᵀ (X − 1 meanᵀ) V`` (d × l; ``mean`` None: uncentred), each
     row panel's two products in one task, the d × l partials summed in a tree.
 
-    ``scaling`` (``mean`` then None): the product of ``Z = (X − 1 centreᵀ) D⁻¹`` instead,
-    ``Zᵀ Z V``, its missing entries at the centre when it fills them; the centre and the
-    missing entries are taken in the task, the scale ``D`` on the client (the blocks are
-    never divided). ``X`` may then be packed row blocks, read straight into the products
-    (:func:`~scalepca.linalg.packed.packed_gram_times`)."""
+    ``scaling`` (``mean`` then None): the product of ``Z = (X − 1 centreᵀ) D⁻¹``
+    instead, ``Zᵀ Z V``, its missing entries at the centre when it fills them; the
+    centre and the missing entries are taken in the task, the scale ``D`` on the client
+    (the blocks are never divided). ``X`` may then be packed row blocks, read straight
+    into the products (:func:`~scalepca.linalg.packed.packed_gram_times`)."""
     if scaling is not None:
         if mean is not None:
             raise TypeError("give the centre as mean or in scaling, not both")

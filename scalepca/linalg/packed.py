@@ -47,8 +47,8 @@ __all__ = [
 
 HAVE_KERNEL = numba is not None
 
-#: the count each 2-bit code stands for, NaN a missing entry (PLINK's codes 00, 01, 10, 11
-#: with the first allele counted, as bed-reader reads them by default)
+#: the count each 2-bit code stands for, NaN a missing entry (PLINK's codes 00, 01,
+#: 10, 11 with the first allele counted, as bed-reader reads them by default)
 CODE_COUNTS = np.array([2.0, np.nan, 1.0, 0.0])
 
 
@@ -142,9 +142,9 @@ def _block_gram_times(packed, rows, V, table) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PackedRows:
-    """A matrix read as packed row blocks: ``blocks`` (``Delayed``, each a ``(d, nbytes)``
-    uint8 array of all the matrix's columns), ``rows`` (per block, the int64 positions of
-    its rows in those bytes) and ``shape`` (n, d)."""
+    """A matrix read as packed row blocks: ``blocks`` (``Delayed``, each a
+    ``(d, nbytes)`` uint8 array of all the matrix's columns), ``rows`` (per block, the
+    int64 positions of its rows in those bytes) and ``shape`` (n, d)."""
 
     blocks: list
     rows: list
@@ -153,9 +153,9 @@ class PackedRows:
 
 def packed_gram_times(P: PackedRows, V: np.ndarray, scaling: ColumnScaling, *,
                       split_every: int = 8) -> np.ndarray:
-    """One pass: ``Zᵀ Z V`` (d × l), ``Z`` the packed matrix ``P`` mapped by ``scaling``;
-    each block's two products in its task, straight from its bytes, the d × l partials
-    summed in a tree."""
+    """One pass: ``Zᵀ Z V`` (d × l), ``Z`` the packed matrix ``P`` mapped by
+    ``scaling``; each block's two products in its task, straight from its bytes, the
+    d × l partials summed in a tree."""
     if _decode_tile_compiled is None:
         raise RuntimeError("the packed kernels need numba: pip install numba")
     # the d × l block and the d × 4 table: one key each, read by every task

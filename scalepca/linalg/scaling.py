@@ -1,7 +1,8 @@
-"""A per-column affine map of the data that the solvers apply where they read the blocks.
+"""A per-column affine map of the data that the solvers apply where they read the
+blocks.
 
-``z = (x − centre) / scale`` column by column; with ``fill`` a missing entry (NaN) is set
-to its column's centre, so it is 0 once mapped. A fit chooses the numbers (PCA's
+``z = (x − centre) / scale`` column by column; with ``fill`` a missing entry (NaN) is
+set to its column's centre, so it is 0 once mapped. A fit chooses the numbers (PCA's
 standardisation of allele counts: centre ``2p``, scale ``√(2p(1−p))``); the kernels
 below the estimators apply them without knowing what they stand for.
 """
@@ -17,8 +18,9 @@ __all__ = ["ColumnScaling"]
 
 @dataclass(frozen=True, eq=False)
 class ColumnScaling:
-    """``centre`` and ``scale`` (d floats each, scale > 0) of ``z = (x − centre) / scale``;
-    ``fill``: a NaN entry is a missing value at its column's centre (0 once mapped)."""
+    """``centre`` and ``scale`` (d floats each, scale > 0) of
+    ``z = (x − centre) / scale``; ``fill``: a NaN entry is a missing value at its
+    column's centre (0 once mapped)."""
 
     centre: np.ndarray
     scale: np.ndarray
