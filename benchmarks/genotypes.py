@@ -246,13 +246,15 @@ def scalepca_child(argv: list[str]) -> None:
     """In a child process (so its memory is measured like the other tools'): fit
     ``PCA(K, standardize="genotype")`` on 2 workers × 1 thread, the samples' PCs as
     PLINK's eigenvectors (a transform pass), written to an .npz."""
-    path, out, tol, workers = argv[0], argv[1], float(argv[2]), int(argv[3])
+    path, out, tol, workers, solver = (*argv[:2], float(argv[2]), int(argv[3]),
+                                       argv[4])
     from scalepca.io._bed import plink_pca
 
     with local_cluster(n_workers=workers, threads_per_worker=1, memory_limit="4GiB"):
         A = scalepca.open_matrix(path)
         t0 = time.perf_counter()
-        model = scalepca.PCA(K, standardize="genotype", tol=tol, random_state=0).fit(A)
+        model = scalepca.PCA(K, standardize="genotype", tol=tol, svd_solver=solver,
+                             random_state=0).fit(A)
         fit_s = time.perf_counter() - t0
         vectors, values = plink_pca(model, model.transform(A).data)
         vectors = vectors.compute()
@@ -262,10 +264,10 @@ def scalepca_child(argv: list[str]) -> None:
                                           np.full(K, np.nan))))
 
 
-def run_scalepca(path: Path, work: Path, tol: float, workers: int, name: str) -> dict:
+def run_scalepca(path: Path, work: Path, tol: float, args, name: str) -> dict:
     out = work / f"{name}.npz"
     cmd = [sys.executable, __file__, "--child-scalepca", str(path), str(out), repr(tol),
-           str(workers)]
+           str(args.workers), args.solver]
     got = measured(cmd, work / f"{name}.log")
     res = np.load(out)
     got.update(eigvec=res["eigvec"], eigval=res["eigval"], passes=int(res["passes"]),
@@ -319,12 +321,13 @@ def compare(path: Path, args) -> dict:
     same round), the slow ones once; accuracy against :func:`exact_reference`."""
     import shutil
 
-    work = path.parent / f"compare_{path.stem}"
+    work = path.parent / f"compare_{path.stem}_{args.solver}"
     work.mkdir(exist_ok=True)
     ref = exact_reference(path)
     print(f"exact reference: {float(ref['seconds']):.0f} s (NumPy GRM + eigh, cached)")
-    tools = {"scalepca default": lambda: run_scalepca(path, work, 0.0, args.workers,
-                                                      "scalepca_default"),
+    label = ("scalepca default" if args.solver == "auto"
+             else f"scalepca svd_solver={args.solver}")
+    tools = {label: lambda: run_scalepca(path, work, 0.0, args, "scalepca_default"),
              "plink2 --pca approx": lambda: run_plink2(path, work, args.workers, True)}
     results: dict[str, list] = {name: [] for name in tools}
     for _ in range(args.rounds):
@@ -338,11 +341,11 @@ def compare(path: Path, args) -> dict:
                           args.populations)[f"sine top {s}"]
     ev = ref["eigval"]
     tol = float(plink_sine * (ev[s - 1] - ev[s]) / ev[0])
-    name = f"scalepca tol={tol:.1e}"
+    name = f"{label}, tol={tol:.1e}"
     results[name] = []
     for _ in range(args.rounds):
         results[name].append(
-            run_scalepca(path, work, tol, args.workers, "scalepca_tol"))
+            run_scalepca(path, work, tol, args, "scalepca_tol"))
         results["plink2 --pca approx"].append(
             run_plink2(path, work, args.workers, True))
         print(name, round(results[name][-1]["seconds"], 1), "s")
@@ -354,7 +357,7 @@ def compare(path: Path, args) -> dict:
             run_plink2(path, work, args.workers, False, args.slow_timeout)]
     approx = np.array([r["seconds"] for r in results["plink2 --pca approx"]])
     # each scalepca run against the plink2 run next to it (same round, same load)
-    paired = {"scalepca default": approx[: args.rounds], name: approx[args.rounds :]}
+    paired = {label: approx[: args.rounds], name: approx[args.rounds :]}
     rows = []
     for name, runs in results.items():
         last = runs[-1]
@@ -380,7 +383,7 @@ def compare(path: Path, args) -> dict:
     return {"reference_s": float(ref["seconds"]), "tol_from_plink2": tol, "rows": rows,
             "seconds_per_run": {k: [r["seconds"] for r in v]
                                 for k, v in results.items()},
-            "solver": results["scalepca default"][-1]["solver"]}
+            "solver": results[label][-1]["solver"]}
 
 
 # -- one Krylov pass against one read pass (issue 49 item 2) --------------------------
@@ -472,7 +475,8 @@ def main(argv=None):
         out = {"n_samples": args.n_samples, "n_snps": args.n_snps, "k": K,
                "populations": args.populations, "missing": args.missing,
                "workers": args.workers, "threads": args.workers, **compare(path, args)}
-        name = f"genotypes_peers_{args.n_samples}x{args.n_snps}"
+        name = f"genotypes_peers_{args.n_samples}x{args.n_snps}" + (
+            "" if args.solver == "auto" else f"_{args.solver}")
         print(f"wrote {write_json(name, out)}")
         return
     if args.passes:
