@@ -19,6 +19,17 @@ and 582 MB at 20,000 × 12,000; 1.6 GB at 100,000 × 2,000), and read lazily by
   K − 1 PCs (accuracy), and with ``--quick`` the eigenvalues against the dense NumPy PCA of
   the standardised matrix.
 
+``--passes``: one Krylov pass over the float blocks and one read packed
+(:mod:`scalepca.linalg.packed`) against a read pass, interleaved ``--rounds`` times.
+``--compare``: scalepca (``--solver``; and with ``tol`` set from the accuracy plink2
+reaches) beside ``plink2 --pca approx``, smartpca and, with ``--exact-plink``, the exact
+``plink2 --pca``, each in a child process on 2 cores (wall time, peak RSS of its process
+tree), against the exact eigenpairs of the relationship matrix by NumPy (cached next to
+the .bed): subspace sines of the top 4 and top 10 sample PCs, eigenvalue errors.
+
+    python benchmarks/genotypes.py --passes --n-samples 10000 --n-snps 40000
+    python benchmarks/genotypes.py --compare --exact-plink --n-samples 10000 --n-snps 40000
+
 sgkit (dask genetics, PCA through dask-ml) is compared only if it is installed: its
 requirements (dask ≤ 2024.8, zarr < 3 when this was written) conflict with scalepca's, so it
 is not installed into the project's environment (the JSON says so).
