@@ -19,6 +19,17 @@ and 582 MB at 20,000 × 12,000; 1.6 GB at 100,000 × 2,000), and read lazily by
   K − 1 PCs (accuracy), and with ``--quick`` the eigenvalues against the dense NumPy PCA of
   the standardised matrix.
 
+``--passes``: one Krylov pass over the float blocks and one read packed
+(:mod:`scalepca.linalg.packed`) against a read pass, interleaved ``--rounds`` times.
+``--compare``: scalepca (``--solver``; and with ``tol`` set from the accuracy plink2
+reaches) beside ``plink2 --pca approx``, smartpca and, with ``--exact-plink``, the exact
+``plink2 --pca``, each in a child process on 2 cores (wall time, peak RSS of its process
+tree), against the exact eigenpairs of the relationship matrix by NumPy (cached next to
+the .bed): subspace sines of the top 4 and top 10 sample PCs, eigenvalue errors.
+
+    python benchmarks/genotypes.py --passes --n-samples 10000 --n-snps 40000
+    python benchmarks/genotypes.py --compare --exact-plink --n-samples 10000 --n-snps 40000
+
 sgkit (dask genetics, PCA through dask-ml) is compared only if it is installed: its
 requirements (dask ≤ 2024.8, zarr < 3 when this was written) conflict with scalepca's, so it
 is not installed into the project's environment (the JSON says so).
@@ -35,6 +46,7 @@ is not installed into the project's environment (the JSON says so).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import subprocess
 import sys
@@ -134,13 +146,13 @@ def run(args) -> dict:
         acc = centroid_accuracy(T[:, : args.populations - 1], np.asarray(A["fid"].values),
                                 args.populations)
         rows.append({"step": f"PCA(k={K}, standardize='genotype'), "
-                             f"{model._fit_svd_solver}", "seconds": fit_s,
+                             f"{model.solver_}", "seconds": fit_s,
                      "x read": fit_s / read_s, "passes": model.n_passes_,
                      "peak worker MB": peak / 1e6, "population accuracy": acc})
         rows.append({"step": "transform (scores of all samples)", "seconds": transform_s,
                      "x read": transform_s / read_s, "passes": 1})
         out.update(read_s=read_s, fit_s=fit_s, fit_over_read=fit_s / read_s,
-                   n_passes=model.n_passes_, solver=model._fit_svd_solver,
+                   n_passes=model.n_passes_, solver=model.solver_,
                    peak_worker_bytes=peak, transform_s=transform_s,
                    population_accuracy=acc, n_monomorphic=model.n_monomorphic_,
                    explained_variance=model.explained_variance_.tolist())
@@ -158,6 +170,284 @@ def run(args) -> dict:
     return out
 
 
+# -- side by side with plink2 and smartpca (issue 49 item 1) ---------------------------
+def exact_reference(path: Path) -> dict:
+    """The top-K eigenpairs of the relationship matrix ``Z Zᵀ / M`` (``Z`` the n × M
+    standardised genotypes of the M polymorphic SNPs, a missing call 0) by NumPy:
+    ``Z Zᵀ`` summed over strips of 1,000 SNPs in float64, then LAPACK's ``eigh`` of its
+    top K. Cached next to the .bed (``.reference.npz``): minutes at 10,000 samples."""
+    cache = path.with_suffix(".reference.npz")
+    if cache.exists():
+        got = np.load(cache)
+        return {k: got[k] for k in got.files}
+    import bed_reader
+    from scipy import linalg as sla
+
+    t0 = time.perf_counter()
+    with bed_reader.open_bed(path) as bed:
+        n, d = bed.iid_count, bed.sid_count
+        G, used = np.zeros((n, n)), 0
+        for a in range(0, d, 1000):
+            X = bed.read(index=np.s_[:, a : a + 1000], dtype="float64")
+            calls = (~np.isnan(X)).sum(axis=0)
+            p = np.nansum(X, axis=0) / np.maximum(calls, 1) / 2
+            keep = (calls > 0) & (p > 0) & (p < 1)
+            Z = (X[:, keep] - 2 * p[keep]) / np.sqrt(2 * p[keep] * (1 - p[keep]))
+            Z[np.isnan(Z)] = 0.0
+            G += Z @ Z.T
+            used += int(keep.sum())
+    w, U = sla.eigh(G, subset_by_index=[n - K, n - 1])
+    out = {"eigval": w[::-1] / used, "eigvec": U[:, ::-1], "snps_used": np.array(used),
+           "seconds": np.array(time.perf_counter() - t0)}
+    np.savez(cache, **out)
+    return out
+
+
+def subspace_sine(A: np.ndarray, B: np.ndarray) -> float:
+    """Sine of the largest principal angle between the column spaces of A and B."""
+    qa, qb = np.linalg.qr(A)[0], np.linalg.qr(B)[0]
+    return float(np.linalg.norm(qb - qa @ (qa.T @ qb), 2))
+
+
+def accuracy(vectors: np.ndarray, values: np.ndarray | None, ref: dict,
+             populations: int) -> dict:
+    """Subspace sines of the top ``populations − 1`` (the structure) and top K sample
+    PCs against the exact ones, and the largest relative error of the top K
+    eigenvalues (in the relationship matrix's units)."""
+    s = populations - 1
+    out = {f"sine top {s}": subspace_sine(ref["eigvec"][:, :s], vectors[:, :s]),
+           f"sine top {K}": subspace_sine(ref["eigvec"], vectors[:, :K])}
+    if values is not None:
+        err = np.abs(np.asarray(values[:K]) - ref["eigval"]) / ref["eigval"]
+        out[f"ev rel err top {s}"] = float(err[:s].max())
+        out[f"ev rel err top {K}"] = float(err.max())
+    return out
+
+
+def measured(cmd: list[str], log: Path, timeout: float | None = None) -> dict:
+    """Run ``cmd`` to its end: wall seconds and the peak of the summed RSS of its whole
+    process tree (polled every 0.1 s: workers and threads' processes included). After
+    ``timeout`` seconds the tree is stopped and ``stopped`` set."""
+    import psutil
+
+    t0 = time.perf_counter()
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        top, peak = psutil.Process(proc.pid), 0
+        while proc.poll() is None:
+            try:
+                tree = [top, *top.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree))
+            except psutil.Error:
+                pass
+            if timeout is not None and time.perf_counter() - t0 > timeout:
+                for p in reversed(tree):
+                    with contextlib.suppress(psutil.Error):
+                        p.kill()
+                proc.wait()
+                return {"seconds": time.perf_counter() - t0, "peak MB": peak / 1e6,
+                        "stopped": True}
+            time.sleep(0.1)
+    if proc.returncode:
+        raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}); see {log}")
+    return {"seconds": time.perf_counter() - t0, "peak MB": peak / 1e6}
+
+
+def scalepca_child(argv: list[str]) -> None:
+    """In a child process (so its memory is measured like the other tools'): fit
+    ``PCA(K, standardize="genotype")`` on 2 workers × 1 thread, the samples' PCs as
+    PLINK's eigenvectors (a transform pass), written to an .npz."""
+    path, out, tol, workers, solver = (*argv[:2], float(argv[2]), int(argv[3]),
+                                       argv[4])
+    from scalepca.io._bed import plink_pca
+
+    with local_cluster(n_workers=workers, threads_per_worker=1, memory_limit="4GiB"):
+        A = scalepca.open_matrix(path)
+        t0 = time.perf_counter()
+        model = scalepca.PCA(K, standardize="genotype", tol=tol, svd_solver=solver,
+                             random_state=0).fit(A)
+        fit_s = time.perf_counter() - t0
+        vectors, values = plink_pca(model, model.transform(A).data)
+        vectors = vectors.compute()
+    np.savez(out, eigvec=np.asarray(vectors), eigval=np.asarray(values), fit_s=fit_s,
+             passes=model.n_passes_, solver=model.solver_,
+             residuals=np.asarray(getattr(model, "residual_norms_",
+                                          np.full(K, np.nan))))
+
+
+def run_scalepca(path: Path, work: Path, tol: float, args, name: str) -> dict:
+    out = work / f"{name}.npz"
+    cmd = [sys.executable, __file__, "--child-scalepca", str(path), str(out), repr(tol),
+           str(args.workers), args.solver]
+    got = measured(cmd, work / f"{name}.log")
+    res = np.load(out)
+    got.update(eigvec=res["eigvec"], eigval=res["eigval"], passes=int(res["passes"]),
+               solver=str(res["solver"]), fit_s=float(res["fit_s"]))
+    return got
+
+
+def _read_plink(prefix: Path) -> tuple[np.ndarray, np.ndarray]:
+    vec = np.loadtxt(f"{prefix}.eigenvec", comments="#", usecols=range(2, 2 + K))
+    return vec, np.loadtxt(f"{prefix}.eigenval")
+
+
+def run_plink2(path: Path, work: Path, threads: int, approx: bool,
+               timeout: float | None = None) -> dict:
+    name = "plink2_approx" if approx else "plink2_exact"
+    prefix = work / name
+    cmd = ["plink2", "--bfile", str(path.with_suffix("")), "--pca",
+           *(["approx"] * approx), str(K), "--threads", str(threads),
+           "--out", str(prefix)]
+    got = measured(cmd, work / f"{name}.stdout", timeout)
+    if not got.get("stopped"):
+        got["eigvec"], got["eigval"] = _read_plink(prefix)
+    return got
+
+
+def run_smartpca(path: Path, work: Path, threads: int,
+                 timeout: float | None = None) -> dict:
+    """smartpca (EIGENSOFT) with ``numthreads`` and no outlier removal (its default
+    removes outliers over 5 iterations, which the other tools do not)."""
+    stem = path.with_suffix("")
+    par = work / "smartpca.par"
+    par.write_text("".join(f"{k}: {v}\n" for k, v in {
+        "genotypename": path, "snpname": f"{stem}.bim", "indivname": f"{stem}.fam",
+        "evecoutname": work / "smartpca.evec", "evaloutname": work / "smartpca.eval",
+        "numoutevec": K, "numoutlieriter": 0, "numthreads": threads}.items()))
+    got = measured(["/usr/lib/eigensoft/smartpca", "-p", str(par)],
+                   work / "smartpca.log", timeout)
+    if got.get("stopped"):
+        return got
+    got["eigvec"] = np.loadtxt(work / "smartpca.evec", comments="#",
+                               usecols=range(1, 1 + K))
+    # smartpca's eigenvalues sum to the samples less one over all axes; its top K are
+    # compared after scaling by the exact reference's top one (a unit, not an accuracy)
+    got["eigval"] = np.loadtxt(work / "smartpca.eval")[:K]
+    return got
+
+
+def compare(path: Path, args) -> dict:
+    """Every tool on the same .bed and 2 cores, the fast ones interleaved over
+    ``--rounds`` rounds (times as medians and as ratios to plink2's approximation in the
+    same round), the slow ones once; accuracy against :func:`exact_reference`."""
+    import shutil
+
+    work = path.parent / f"compare_{path.stem}_{args.solver}"
+    work.mkdir(exist_ok=True)
+    ref = exact_reference(path)
+    print(f"exact reference: {float(ref['seconds']):.0f} s (NumPy GRM + eigh, cached)")
+    label = ("scalepca default" if args.solver == "auto"
+             else f"scalepca svd_solver={args.solver}")
+    tools = {label: lambda: run_scalepca(path, work, 0.0, args, "scalepca_default"),
+             "plink2 --pca approx": lambda: run_plink2(path, work, args.workers, True)}
+    results: dict[str, list] = {name: [] for name in tools}
+    for _ in range(args.rounds):
+        for name, go in tools.items():
+            results[name].append(go())
+            print(name, round(results[name][-1]["seconds"], 1), "s")
+    # tol from the accuracy plink2 reaches: a relative residual tol bounds the sine of
+    # each structured PC by about tol · λ₁ / (λ_s − λ_{s+1}) (sin ≤ ‖r‖ / gap)
+    s = args.populations - 1
+    plink_sine = accuracy(results["plink2 --pca approx"][0]["eigvec"], None, ref,
+                          args.populations)[f"sine top {s}"]
+    ev = ref["eigval"]
+    tol = float(plink_sine * (ev[s - 1] - ev[s]) / ev[0])
+    name = f"{label}, tol={tol:.1e}"
+    results[name] = []
+    for _ in range(args.rounds):
+        results[name].append(
+            run_scalepca(path, work, tol, args, "scalepca_tol"))
+        results["plink2 --pca approx"].append(
+            run_plink2(path, work, args.workers, True))
+        print(name, round(results[name][-1]["seconds"], 1), "s")
+    if shutil.which("smartpca") and not args.no_smartpca:
+        results["smartpca (numthreads 2)"] = [
+            run_smartpca(path, work, args.workers, args.slow_timeout)]
+    if args.exact_plink:
+        results["plink2 --pca (exact)"] = [
+            run_plink2(path, work, args.workers, False, args.slow_timeout)]
+    approx = np.array([r["seconds"] for r in results["plink2 --pca approx"]])
+    # each scalepca run against the plink2 run next to it (same round, same load)
+    paired = {label: approx[: args.rounds], name: approx[args.rounds :]}
+    rows = []
+    for name, runs in results.items():
+        last = runs[-1]
+        if last.get("stopped"):
+            rows.append({"tool": name, "seconds (median)": last["seconds"], "runs": 1,
+                         "peak MB": last["peak MB"], "passes": "stopped"})
+            continue
+        values = last["eigval"]
+        if name.startswith("smartpca"):  # its own unit: scaled to the reference's top
+            values = values * ev[0] / values[0]
+        secs = np.array([r["seconds"] for r in runs])
+        row = {"tool": name, "seconds (median)": float(np.median(secs)),
+               "runs": len(runs), "peak MB": max(r["peak MB"] for r in runs),
+               "passes": last.get("passes", ""),
+               "fit s (in process)": last.get("fit_s", ""),
+               **accuracy(last["eigvec"], values, ref, args.populations)}
+        pair = paired.get(name)
+        row["x plink2 approx"] = float(
+            np.median(secs / pair) if pair is not None
+            else np.median(secs) / np.median(approx))
+        rows.append(row)
+    print(table(rows, list(rows[0])))
+    return {"reference_s": float(ref["seconds"]), "tol_from_plink2": tol, "rows": rows,
+            "seconds_per_run": {k: [r["seconds"] for r in v]
+                                for k, v in results.items()},
+            "solver": results[label][-1]["solver"]}
+
+
+# -- one Krylov pass against one read pass (issue 49 item 2) --------------------------
+def pass_ratios(path: Path, args) -> dict:
+    """Interleaved rounds of: a read pass (float32 column sums), one pass of the Gram
+    operator over the float blocks (decode to float32, centre and fill in a float64
+    slab, two float32 products: the path every Krylov pass took before the packed
+    kernel) and the same pass read packed (:mod:`scalepca.linalg.packed`), with the
+    block of 20 columns of a k = 10 fit. Medians and the ratio of each pass to the read
+    pass of its own round (the machine is shared: ratios in one round, not times across
+    runs)."""
+    import dask.array as da
+
+    from scalepca.io._bed import packed_blocks
+    from scalepca.linalg.krylov import gram_times
+    from scalepca.linalg.packed import PackedRows
+    from scalepca.linalg.scaling import ColumnScaling
+
+    rounds = []
+    with local_cluster(n_workers=args.workers, threads_per_worker=1,
+                       memory_limit=args.memory_limit):
+        X = scalepca.open_matrix(path).data
+        calls, total = da.compute((~da.isnan(X)).sum(axis=0), da.nansum(X, axis=0))
+        p = total / np.maximum(calls, 1) / 2.0
+        keep = (calls > 0) & (p > 0) & (p < 1)
+        scaling = ColumnScaling(2 * p[keep], np.sqrt(2 * p[keep] * (1 - p[keep])))
+        rng = np.random.default_rng(0)
+        V = np.linalg.qr(rng.standard_normal((keep.sum(), 2 * K)))[0]
+        floats = X[:, keep]
+        packed = PackedRows(*packed_blocks(X, keep),
+                            shape=(X.shape[0], int(keep.sum())))
+        steps = {"read": lambda: X.sum(axis=0).compute(),
+                 "float pass": lambda: gram_times(floats, V, None, scaling=scaling),
+                 "packed pass": lambda: gram_times(packed, V, None, scaling=scaling)}
+        steps["packed pass"]()  # numba compiles (cached on disk) in each worker
+        for _ in range(args.rounds):
+            times = {}
+            for name, step in steps.items():
+                t0 = time.perf_counter()
+                step()
+                times[name] = time.perf_counter() - t0
+            rounds.append(times)
+            print({k: round(v, 2) for k, v in times.items()})
+    out = {"rounds": rounds}
+    for name in ("float pass", "packed pass"):
+        ratios = [r[name] / r["read"] for r in rounds]
+        out[f"{name} / read"] = {"median": float(np.median(ratios)),
+                                 "min": float(np.min(ratios)),
+                                 "max": float(np.max(ratios))}
+    out["median_s"] = {k: float(np.median([r[k] for r in rounds])) for k in steps}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -171,9 +461,43 @@ def main(argv=None):
     ap.add_argument("--solver", default="auto",
                     choices=["auto", "randomized", "snapshot", "sketch", "tsqr"],
                     help="PCA's svd_solver (auto: block Krylov above 4,096 samples)")
+    ap.add_argument("--passes", action="store_true",
+                    help="time a Krylov pass (float blocks, then packed) against a "
+                         "read pass, interleaved --rounds times, and stop")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--compare", action="store_true",
+                    help="scalepca beside plink2 --pca approx, smartpca and (with "
+                         "--exact-plink) plink2 --pca, against an exact reference")
+    ap.add_argument("--exact-plink", action="store_true",
+                    help="also run the exact plink2 --pca (long: over 16 min at 10,000 "
+                         "× 40,000)")
+    ap.add_argument("--no-smartpca", action="store_true")
+    ap.add_argument("--slow-timeout", type=float, default=900,
+                    help="seconds after which smartpca and the exact plink2 are "
+                         "stopped")
+    if argv is None and sys.argv[1:2] == ["--child-scalepca"]:
+        return scalepca_child(sys.argv[2:])
     args = ap.parse_args(argv)
     if args.quick:
         args.n_samples, args.n_snps = 2_000, 5_000
+    if args.compare:
+        path = Path(args.data_dir) / f"genotypes_{args.n_samples}x{args.n_snps}.bed"
+        ensure_bed(path, args)
+        out = {"n_samples": args.n_samples, "n_snps": args.n_snps, "k": K,
+               "populations": args.populations, "missing": args.missing,
+               "workers": args.workers, "threads": args.workers, **compare(path, args)}
+        name = f"genotypes_peers_{args.n_samples}x{args.n_snps}" + (
+            "" if args.solver == "auto" else f"_{args.solver}")
+        print(f"wrote {write_json(name, out)}")
+        return
+    if args.passes:
+        path = Path(args.data_dir) / f"genotypes_{args.n_samples}x{args.n_snps}.bed"
+        ensure_bed(path, args)
+        out = {"n_samples": args.n_samples, "n_snps": args.n_snps, "block": 2 * K,
+               "workers": args.workers, **pass_ratios(path, args)}
+        name = f"genotypes_passes_{args.n_samples}x{args.n_snps}"
+        print(f"wrote {write_json(name, out)}")
+        return
     out = run(args)
     out["solver_asked"] = args.solver
     path = write_json(("genotypes_quick" if args.quick else "genotypes")

@@ -16,6 +16,7 @@ PCA of genotypes standardises each SNP by its allele frequency:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -336,6 +337,7 @@ def open_bed_matrix(
         out_dtype=dtype,
         name=f"read-bed-{token}",
     )
+    _LAYOUTS[arr.name] = _BedLayout(spath, n, d, samples, runs, blocks[0])
     return xr.DataArray(
         arr,
         dims=(SAMPLE_DIM, SNP_DIM),
@@ -346,6 +348,59 @@ def open_bed_matrix(
             SNP_DIM: sid[snps],
         },
     )
+
+
+# -- the packed bytes of a matrix open_bed_matrix made ---------------------------------
+@dataclasses.dataclass(frozen=True)
+class _BedLayout:
+    path: str
+    n: int  # samples of the file
+    d: int  # SNPs of the file
+    samples: np.ndarray  # the file's samples that are the matrix's rows
+    runs: tuple  # the file's SNPs that are the matrix's columns, as runs
+    rows: tuple  # the matrix's rows per block
+
+
+#: the layout of each matrix :func:`open_bed_matrix` made, by its dask name (which
+#: ``persist`` and pickling keep); a few hundred bytes and the samples' indices each
+_LAYOUTS: dict[str, _BedLayout] = {}
+
+
+def _read_packed(lo: int, hi: int, *, path: str, n: int, d: int, snps) -> np.ndarray:
+    """The bytes ``lo:hi`` of each SNP ``snps`` (a slice or indices of the file's SNPs):
+    ``(len(snps), hi - lo)`` uint8, the packed calls of the samples ``4 lo`` to
+    ``4 hi − 1``."""
+    mm = np.memmap(path, dtype=np.uint8, mode="r", offset=len(BED_MAGIC),
+                   shape=(d, -(-n // 4)))
+    return np.ascontiguousarray(mm[snps, lo:hi])
+
+
+def packed_blocks(X, columns: np.ndarray | None = None):
+    """The row blocks of ``X`` (a dask array :func:`open_bed_matrix` made, or one
+    persisted from it) as the packed bytes of the .bed: ``(blocks, rows)``, ``blocks`` a
+    ``Delayed`` per row block giving the ``(d, nbytes)`` uint8 bytes of its samples
+    for each of the matrix's columns kept by ``columns`` (a boolean mask, None: all),
+    ``rows`` per block the positions of its samples in those bytes (2-bit entries, as
+    :mod:`scalepca.linalg.packed` reads them). None for any other array or chunking."""
+    import dask
+
+    layout = _LAYOUTS.get(getattr(X, "name", None))
+    if layout is None or X.chunks[0] != layout.rows or len(X.chunks[1]) != 1:
+        return None
+    snps = np.concatenate([np.arange(a, b) for a, b in layout.runs])
+    if columns is not None:
+        snps = snps[np.asarray(columns, dtype=bool)]
+    if snps.size and snps[-1] - snps[0] == snps.size - 1:  # contiguous: a slice
+        snps = np.s_[int(snps[0]) : int(snps[-1]) + 1]
+    ends = np.cumsum((0, *layout.rows))
+    blocks, rows = [], []
+    for a, b in zip(ends[:-1], ends[1:], strict=True):
+        mine = layout.samples[a:b]
+        lo, hi = int(mine.min()) // 4, int(mine.max()) // 4 + 1
+        blocks.append(dask.delayed(_read_packed, pure=True)(
+            lo, hi, path=layout.path, n=layout.n, d=layout.d, snps=snps))
+        rows.append(mine - 4 * lo)
+    return blocks, rows
 
 
 # -- PLINK 2's --pca files -------------------------------------------------------------

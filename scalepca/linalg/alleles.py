@@ -59,6 +59,20 @@ def allele_scaling(mom: dict) -> AlleleScaling:
                          n_monomorphic=int((called & ~poly).sum()))
 
 
+def strip_scaling(n: int, stats: dict):
+    """The genotype standardisation as a rule of a column strip's own moments (the
+    ``standardize`` of :func:`~scalepca.linalg.snapshot.snapshot_gram`): per SNP the
+    centre ``2p`` and scale ``√(2p(1−p))`` and which SNPs are kept (polymorphic,
+    called), ``(centre, scale, keep)``, with centre 0 and scale 1 where left out.
+    :func:`allele_scaling` of a strip's moments gives the same numbers as of all
+    features, column by column."""
+    al = allele_scaling({"n": n, **stats})
+    centre = np.where(al.keep, 2.0 * np.nan_to_num(al.frequency), 0.0)
+    scale = np.ones(al.keep.size)
+    scale[al.keep] = al.scale
+    return centre, scale, al.keep
+
+
 def refuse_partial_calls(X, message: str):
     """``X`` (a dask array of allele counts, dense or CSR blocks) with a check fused into the
     read of each block: a block in which a SNP has both calls and missing calls raises

@@ -38,6 +38,8 @@ from scipy import linalg as sla
 from .._validation import full_rows
 from . import passes
 from .moments import block_moments, gram_precision, merge_moments
+from .packed import PackedRows, packed_gram_times
+from .scaling import ColumnScaling
 
 __all__ = [
     "KrylovResult",
@@ -81,8 +83,8 @@ def _fill_sparse(x, shift):
 def _block_gram_times(x, V: np.ndarray, shift, precision: str, fill: bool = False
                       ) -> np.ndarray:
     """``(x − 1 shiftᵀ)ᵀ (x − 1 shiftᵀ) V`` of one row block (``shift`` None: uncentred).
-    ``fill``: a NaN entry is a missing value set to its column's ``shift`` (0 once centred;
-    the genotype standardisation's mean imputation)."""
+    ``fill``: a NaN entry is a missing value set to its column's ``shift`` (0 once
+    centred)."""
     d, l = V.shape
     if _is_sparse_block(x):
         if fill:
@@ -188,12 +190,30 @@ def moments_and_gram_times(X: da.Array, V: np.ndarray, *, precision: str | None 
     return out
 
 
-def gram_times(X: da.Array, V: np.ndarray, mean: np.ndarray | None, *,
+def gram_times(X: da.Array | PackedRows, V: np.ndarray, mean: np.ndarray | None, *,
                precision: str | None = None, split_every: int = 8,
-               fill: bool = False) -> np.ndarray:
+               scaling: ColumnScaling | None = None) -> np.ndarray:
     """One pass: ``(X − 1 meanᵀ)ᵀ (X − 1 meanᵀ) V`` (d × l; ``mean`` None: uncentred), each
-    row panel's two products in one task, the d × l partials summed in a tree. ``fill``: NaN
-    entries are missing values set to their column's ``mean`` inside the task (genotypes)."""
+    row panel's two products in one task, the d × l partials summed in a tree.
+
+    ``scaling`` (``mean`` then None): the product of ``Z = (X − 1 centreᵀ) D⁻¹``
+    instead, ``Zᵀ Z V``, its missing entries at the centre when it fills them; the
+    centre and the missing entries are taken in the task, the scale ``D`` on the client
+    (the blocks are never divided). ``X`` may then be packed row blocks, read straight
+    into the products (:func:`~scalepca.linalg.packed.packed_gram_times`)."""
+    if scaling is not None:
+        if mean is not None:
+            raise TypeError("give the centre as mean or in scaling, not both")
+        if isinstance(X, PackedRows):
+            return packed_gram_times(X, V, scaling, split_every=split_every)
+        scale = scaling.scale[:, None]
+        out = _gram_times(X, V / scale, scaling.centre, precision, split_every,
+                          scaling.fill)
+        return out / scale
+    return _gram_times(X, V, mean, precision, split_every, False)
+
+
+def _gram_times(X, V, mean, precision, split_every, fill):
     Vd = passes.shared(np.ascontiguousarray(V, dtype=np.float64))
     shift = None if mean is None else passes.shared(np.asarray(mean, dtype=np.float64))
     graph = passes.reduce_blocks(_blocks(row_panels(X)), _block_gram_times, None, Vd, shift,

@@ -16,6 +16,8 @@ strips stay sparse and are centred implicitly (``x xᵀ − (x μ) 1ᵀ − 1 (x
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import dask
 import dask.array as da
 import numpy as np
@@ -74,25 +76,10 @@ def _is_sparse_block(x) -> bool:
     return scipy.sparse.issparse(x)
 
 
-def _genotype_map(n: int, stats: dict):
-    """Per SNP of a strip: the centre ``2p`` and scale ``√(2p(1−p))`` of the genotype
-    standardisation, and which SNPs are kept (polymorphic, called): ``(centre, scale, keep)``
-    with centre 0 and scale 1 where left out. ``allele_scaling`` of the strip's own moments
-    gives the same numbers as of all features, column by column (see
-    :mod:`scalepca.preprocessing._genotype`)."""
-    from .alleles import allele_scaling
-
-    al = allele_scaling({"n": n, **stats})
-    centre = np.where(al.keep, 2.0 * np.nan_to_num(al.frequency), 0.0)
-    scale = np.ones(al.keep.size)
-    scale[al.keep] = al.scale
-    return centre, scale, al.keep
-
-
-def _genotype_fill(x, missing, nan_at, centre: np.ndarray, keep: np.ndarray):
-    """The strip with its missing calls at their SNP's ``centre`` (0 once centred) and the
-    SNPs left out set to 0 (``missing``: dense mask; ``nan_at``: the stored NaN of a CSR
-    strip, whose non-finite values are already 0)."""
+def _fill_strip(x, missing, nan_at, centre: np.ndarray, keep: np.ndarray):
+    """The strip with its missing values at their column's ``centre`` (0 once centred)
+    and the columns left out set to 0 (``missing``: dense mask; ``nan_at``: the stored
+    NaN of a CSR strip, whose non-finite values are already 0)."""
     if _is_sparse_block(x):
         if nan_at is not None and nan_at.any():
             x.data[nan_at] = centre[x.indices[nan_at]]
@@ -107,11 +94,12 @@ def _strip_stats(x, standardize, centre: bool):
     non-finite values and divided by its scales: ``(stats, x, shift)``, ``shift`` the mean
     to take out of ``x`` (zero when not centring). ``standardize``: False, True, the
     strip's column weights (standardised before the weights, by
-    :func:`~scalepca.linalg.feature_scale`) or ``"genotype"``: the genotype map
-    (:func:`_genotype_map`, :func:`_genotype_fill`; missing calls at the mean, SNPs left
-    out at 0)."""
+    :func:`~scalepca.linalg.feature_scale`) or a rule ``standardize(n, stats) → (centre,
+    scale, keep)`` of the strip's own moments (e.g.
+    :func:`~scalepca.linalg.alleles.strip_scaling`): missing values at the centre,
+    columns not kept at 0."""
     n, w = x.shape
-    genotype = isinstance(standardize, str)
+    rule = callable(standardize)
     if _is_sparse_block(x):
         x = x.tocsr().astype(np.float64)
         finite = np.isfinite(x.data)
@@ -132,10 +120,10 @@ def _strip_stats(x, standardize, centre: bool):
         mean = x.mean(axis=0) if n else np.zeros(w)
         ss = ((x - mean) ** 2).sum(axis=0)
     scale = np.ones(w)
-    if genotype:  # the moments above are of the zero-filled strip, as allele_scaling reads
+    if rule:  # the moments above are of the zero-filled strip
         stats = {"mean": mean, "ss": ss, "bad": bad, "nan_features": nanf}
-        centre_g, scale, keep = _genotype_map(n, stats)
-        x = _genotype_fill(x, None if _is_sparse_block(x) else ~finite,
+        centre_g, scale, keep = standardize(n, stats)
+        x = _fill_strip(x, None if _is_sparse_block(x) else ~finite,
                            nan_at if _is_sparse_block(x) else None, centre_g, keep)
         stats = {**stats, "scale": scale, "centre": centre_g}
         x = x.multiply(1.0 / scale).tocsr() if _is_sparse_block(x) else x / scale
@@ -191,16 +179,16 @@ def gram_fan_in(n: int) -> int:
 
 
 def snapshot_gram(X: da.Array, *, centre: bool = True,
-                  standardize: bool | str | np.ndarray = False) -> dict:
+                  standardize: bool | np.ndarray | Callable = False) -> dict:
     """One pass: the n × n Gram of the centred (standardised) rows, ``G``, and per feature
     ``mean``, ``ss`` (centred sum of squares), ``nan_features``, ``scale`` (ones unless
     ``standardize``), plus ``n`` and ``bad``. Non-finite entries are counted and taken as 0.
 
-    ``standardize="genotype"``: allele counts, each strip mapped by the genotype
-    standardisation inside its task (centre ``2p`` and scale ``√(2p(1−p))`` from the strip's
-    own columns, missing calls at the centre, monomorphic and uncalled SNPs at 0); the
-    output adds the per-SNP ``centre``. The moments are those of the zero-filled data, as
-    :func:`~scalepca.linalg.alleles.allele_scaling` reads them. ``standardize`` an
+    ``standardize`` a rule ``(n, stats) → (centre, scale, keep)`` (e.g. allele counts'
+    :func:`~scalepca.linalg.alleles.strip_scaling`): each strip mapped by the centre and
+    scale the rule gives from the strip's own columns, missing values at the centre,
+    columns not kept at 0; the output adds the per-column ``centre``. The moments are
+    those of the zero-filled data. ``standardize`` an
     array: the column weights ``X`` was multiplied by; the scales are those of the
     unweighted data (standardised, then weighted:
     :func:`~scalepca.linalg.feature_scale`)."""
@@ -213,7 +201,7 @@ def snapshot_gram(X: da.Array, *, centre: bool = True,
 
 
 def snapshot_gram_graph(X: da.Array, *, centre: bool = True,
-                        standardize: bool | str | np.ndarray = False):
+                        standardize: bool | np.ndarray | Callable = False):
     """The ``Delayed`` of :func:`snapshot_gram`'s pass (without ``n``), to compute with
     others in one pass (e.g. the Grams of two fields)."""
     X = column_strips(X)
@@ -236,9 +224,10 @@ def _per_strip(standardize, widths) -> list:
 # -- the sample Gram as an operator: block Krylov on strips ---------------------------------
 def _strip_times(x, standardize, centre: bool, U: np.ndarray, with_stats: bool):
     """``c (cᵀ U)`` (n × l) of one strip, ``c`` the strip centred (and standardised, or
-    genotype-mapped) by :func:`_strip_stats` in this task — exact, the strip holds whole
-    columns. A sparse strip stays sparse: ``y = xᵀU − shift (1ᵀU)``, ``x y − 1 (shiftᵀ y)``.
-    ``with_stats``: the strip's column statistics too, as a dict with the product ``KU``."""
+    mapped by a rule) by :func:`_strip_stats` in this task — exact, the strip holds
+    whole columns. A sparse strip stays sparse: ``y = xᵀU − shift (1ᵀU)``,
+    ``x y − 1 (shiftᵀ y)``. ``with_stats``: the strip's column statistics too, as a dict
+    with the product ``KU``."""
     stats, x, shift = _strip_stats(x, standardize, centre)
     if _is_sparse_block(x):
         y = np.asarray(x.T @ U) - np.outer(shift, U.sum(axis=0))
@@ -250,18 +239,18 @@ def _strip_times(x, standardize, centre: bool, U: np.ndarray, with_stats: bool):
 
 
 def sample_gram_times_graph(X: da.Array, U: np.ndarray, *, centre: bool = True,
-                            standardize: bool | str | np.ndarray = False,
+                            standardize: bool | np.ndarray | Callable = False,
                             with_stats: bool = False):
     """The ``Delayed`` of one pass of the sample Gram operator ``K U = Xc Xcᵀ U`` (n × l)
-    over the column strips of ``X`` (``Xc`` centred and standardised or genotype-mapped as by
-    :func:`snapshot_gram`): each strip's two products in its task, n × l partials summed in
-    a tree. ``with_stats``: a dict with the statistics :func:`snapshot_gram` gives (``n``
-    aside) and ``KU``; else the n × l product alone.
+    over the column strips of ``X`` (``Xc`` centred and standardised or mapped by a
+    rule as by :func:`snapshot_gram`): each strip's two products in its task, n × l
+    partials summed in a tree. ``with_stats``: a dict with the statistics
+    :func:`snapshot_gram` gives (``n`` aside) and ``KU``; else the n × l product alone.
 
     Every pass centres (and scales) each strip anew from its own columns rather than
     receiving the first pass's means: the few column sums cost a fraction of the two
     n × w × l products, no d-long vectors travel with the pass, and every pass applies
-    bit for bit the same map the first one measured (genotype frequencies included)."""
+    bit for bit the same map the first one measured (a rule's centres included)."""
     X = column_strips(X)
     strips = X.to_delayed(optimize_graph=True).ravel().tolist()
     Ud = passes.shared(np.ascontiguousarray(U, dtype=np.float64))
@@ -272,7 +261,7 @@ def sample_gram_times_graph(X: da.Array, U: np.ndarray, *, centre: bool = True,
 
 
 def sample_gram_times(X: da.Array, U: np.ndarray, *, centre: bool = True,
-                      standardize: bool | str | np.ndarray = False,
+                      standardize: bool | np.ndarray | Callable = False,
                       with_stats: bool = False):
     """One pass: :func:`sample_gram_times_graph` computed; with ``with_stats``, the dict
     gains ``n`` and loses ``nan_features`` when nothing was non-finite (as
@@ -308,7 +297,7 @@ def snapshot_components(X: da.Array, U: np.ndarray, s: np.ndarray, gram: dict, *
                         centre: bool = True) -> np.ndarray:
     """One pass: the axes ``Vᵀ = Σ⁻¹ Uᵀ Xc D⁻¹`` (k × d) from the left singular vectors ``U``
     (n × k) and singular values ``s`` of the (standardised) centred data; ``gram`` is the
-    output of :func:`snapshot_gram` (means and scales per feature; with its genotype
+    output of :func:`snapshot_gram` (means and scales per feature; with its rule's
     ``centre``, missing calls are set to it). A zero singular value gives a zero axis."""
     fill = "centre" in gram
     means = gram["centre"] if fill else gram["mean"]

@@ -32,7 +32,9 @@ Genotypes (``standardize="genotype"``) are the same per-column affine map with t
 ``2p`` and scale ``√(2p(1−p))`` from the first pass's moments: the scale is applied on the
 client as above (once: the blocks are never divided), the centre and the missing calls (set
 to the centre) inside each block's task — dense or CSR alike (:func:`_genotype_first_pass`,
-``gram_times(fill=True)``, ``snapshot_gram(standardize="genotype")``).
+``gram_times(scaling=…)``, ``snapshot_gram(standardize=strip_scaling)``). A .bed read by
+``open_matrix`` is multiplied from its packed calls after the first pass
+(:mod:`scalepca.linalg.packed`).
 """
 
 from __future__ import annotations
@@ -43,9 +45,12 @@ import numpy as np
 from scipy import linalg as sla
 
 from .._validation import check_random_state_seed
+from ..io._bed import packed_blocks
 from ..linalg import passes
-from ..linalg.alleles import refuse_partial_calls
+from ..linalg.alleles import refuse_partial_calls, strip_scaling
 from ..linalg.krylov import block_krylov_eigh, gram_times, moments_and_gram_times, start_block
+from ..linalg.packed import HAVE_KERNEL, PackedRows
+from ..linalg.scaling import ColumnScaling
 from ..linalg.sketch import (
     SKETCH_TESTS,
     nystrom_eigh,
@@ -85,7 +90,9 @@ def _first_pass(model, X, data, draw, k: int, precision: str | None = None, *,
                 once: bool = False):
     """The moments and the centred Gram times the probes ``V = draw(rng, d)`` (``rng`` from
     the model's ``random_state``); all-NaN features dropped, standardising scales set. Returns
-    ``(mom, d_fit, scale, V, GV, X, rng, exact)`` with ``X`` restricted to the kept features;
+    ``(mom, d_fit, scale, V, GV, X, rng, exact)`` with ``X`` restricted to the kept
+    features (genotypes from a .bed: possibly its packed row blocks, see
+    :func:`_genotype_source`);
     ``exact``: ``GV`` is the product of the operator the fit decomposes (False only for
     genotypes with missing calls, see :func:`_genotype_first_pass`).
 
@@ -143,7 +150,18 @@ def _genotype_first_pass(model, X, data, out: dict, V, GV, k: int, rng):
         cols = np.any(V != 0, axis=0)
         V, GV = V[:, cols], GV[:, cols]
     return (genotype_moments(stats, n), int(keep.sum()), stats.scale, V, GV,
-            model._select_features(X), rng, exact)
+            _genotype_source(model, X, keep), rng, exact)
+
+
+def _genotype_source(model, X, keep: np.ndarray):
+    """What the later passes read: the kept SNPs of ``X`` — as packed row blocks when
+    ``X`` is a .bed matrix as ``open_matrix`` made it and the packed kernels are
+    compiled (:func:`~scalepca.linalg.krylov.gram_times` reads them straight into its
+    products: a pass costs one read of the packed calls), else the float blocks."""
+    blocks = packed_blocks(X, keep) if HAVE_KERNEL else None
+    if blocks is None:
+        return model._select_features(X)
+    return PackedRows(*blocks, shape=(X.shape[0], int(keep.sum())))
 
 
 def _operator_of_first(mom, scale, V, GV, centre: bool):
@@ -160,12 +178,14 @@ def _operator_of_first(mom, scale, V, GV, centre: bool):
 
 def _gram_apply(model, X, mom, scale, centre: bool):
     """``V ↦ A V`` for the (standardised, centred) Gram, one pass each."""
+    if model._genotypes():  # centre 2p, scale √(2p(1−p)), a missing call at the centre
+        scaling = ColumnScaling(mom["mean"], scale, fill=True)
+        return lambda V: gram_times(X, V, None, scaling=scaling)
     shift = mom["mean"] if centre else None
-    fill = model._genotypes()  # a missing call at its SNP's mean (0 once centred)
 
     def apply(V):
         W = V if scale is None else V / scale[:, None]
-        AW = gram_times(X, W, shift, fill=fill)
+        AW = gram_times(X, W, shift)
         return AW if scale is None else AW / scale[:, None]
 
     return apply
@@ -278,13 +298,13 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
                    error_bound=bound)
 
 
-def _strip_standardize(model, data) -> bool | str | np.ndarray:
+def _strip_standardize(model, data):
     """The ``standardize`` the strips apply inside their tasks (see ``snapshot_gram``):
     the column weights of ``data`` when it carries them, so the strips standardise
     before the weights (every feature's: the fit has left none out before its first
     pass)."""
     if model._genotypes():
-        return "genotype"
+        return strip_scaling
     if not model.standardize:
         return False
     weights = model._standardizing_weights(data)
