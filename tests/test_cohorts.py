@@ -280,3 +280,57 @@ def test_validate_refuses_a_list_of_other_files(tmp_path, capsys):
     cfg = _config(tmp_path, [str(tmp_path / "a.bed"), str(tmp_path / "b.zarr")])
     assert main(["validate", cfg]) == EXIT_USER_ERROR
     assert ".bed files only" in capsys.readouterr().err
+
+
+# -- missing calls by EM on a .bed, end to end (issue 49 item 5) ------------------------------
+def test_ppca_em_on_a_bed_in_python_in_a_config_and_by_transform(tmp_path):
+    """The .bed's missing calls reach EM as NaN (never mean-imputed on the way): the fit on
+    the default float32 read equals the fit on the matrix in memory, and ``run`` and
+    ``scalepca transform`` of the .bed give the Python model's scores."""
+    import xarray as xr
+    import yaml
+
+    X = _genotypes(seed=5, n=240, d=40, missing=0.1)
+    X[:100, 7] = 1.0  # every SNP called somewhere: nothing left out
+    path = _write(tmp_path / "m.bed", X, [f"s{i}" for i in range(len(X))])
+    A = scalepca.open_matrix(path, chunks={0: 64})
+    assert A.dtype == np.float32
+    assert int(np.isnan(A.data).sum().compute()) == int(np.isnan(X).sum())
+    # persist: each EM iteration reads the data again, and bed-reader opens the file for
+    # every block of every read; held in memory, the .bed is read once
+    params = dict(n_components=3, missing="em", max_iter=200, tol=1e-6, random_state=0,
+                  persist=True)
+    em = scalepca.PPCA(**params).fit(A)
+    ref = scalepca.PPCA(**params).fit(da.from_array(X, chunks=(64, -1)))
+    assert em.n_iter_ > 1 and em.n_passes_ == 1 + em.n_iter_
+    np.testing.assert_allclose(em.noise_variance_, ref.noise_variance_, rtol=1e-6)
+    _same_up_to_sign(em.components_, ref.components_, 1e-5)
+    cfg = {"data": {"path": str(path), "chunks": 64},
+           "model": {"method": "ppca", **params},
+           "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+           "output": {"store": str(tmp_path / "out")}, "progress": False}
+    (tmp_path / "em.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(tmp_path / "em.yaml"), "--quiet"]) == EXIT_OK
+    model = scalepca.load(tmp_path / "out" / "model.zarr")
+    _same_up_to_sign(model.components_, em.components_, 1e-6)
+    scores = xr.open_zarr(tmp_path / "out" / "scores.zarr")["scores"].values
+    want = em.transform(A).values
+    signs = np.sign(np.sum(model.components_ * em.components_, axis=1))
+    np.testing.assert_allclose(scores * signs, want, rtol=1e-4, atol=1e-4)
+    assert main(["transform", str(tmp_path / "out" / "model.zarr"), str(path), "--out",
+                 str(tmp_path / "t.zarr"), "--no-processes", "--n-workers", "1",
+                 "--no-progress", "--quiet"]) == EXIT_OK
+    again = xr.open_zarr(tmp_path / "t.zarr")["scores"].values
+    np.testing.assert_allclose(again, scores, rtol=1e-4, atol=1e-4)
+
+
+def test_update_of_one_bed_says_to_list_the_files(cohorts, tmp_path, capsys):
+    import yaml
+
+    paths, _ = cohorts
+    cfg = yaml.safe_load(open(_config(tmp_path, str(paths[0]))))
+    cfg["output"]["update"] = True
+    (tmp_path / "u.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["validate", str(tmp_path / "u.yaml")]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert "is one PLINK .bed file" in err and "list the files" in err

@@ -245,7 +245,7 @@ class SpectralMomentUpdate(MomentUpdateMixin):
     """``partial_fit`` of :class:`~scalepca.PCA` and :class:`~scalepca.PPCA` (covariance)."""
 
     _updatable = ("svd_solver='covariance_eigh' (and 'auto' on at most 4096 features), "
-                  "with or without standardize=True and zero_center")
+                  "with or without standardize=True or 'genotype' and zero_center")
 
     def _update_refusal(self, n_features: int | None,
                         n_samples: int | None = None) -> str | None:
