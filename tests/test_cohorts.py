@@ -81,6 +81,17 @@ def test_one_pass_genotype_fit_equals_the_dense_reference():
     np.testing.assert_array_equal(np.isnan(est.components_[0]), np.isnan(comps[0]))
 
 
+def test_dosages_are_multiplied_in_float64():
+    """Integer counts are multiplied in float32 slices (exact); other values (dosages) in
+    float64: both equal the dense reference."""
+    X = _genotypes(seed=6, n=5000, d=30)  # more rows than one slice of the products
+    X = np.clip(X + np.random.default_rng(0).uniform(-0.3, 0.3, X.shape), 0, 2)
+    est = _fit(X, chunks=2500)
+    ev, comps = _dense_reference(X, 4)
+    np.testing.assert_allclose(est.explained_variance_, ev, rtol=1e-12)
+    _same_up_to_sign(est.components_, comps, 1e-10)
+
+
 @pytest.mark.parametrize("cuts", [(0, 100, 300), (0, 100, 170, 171, 300), (0, 37, 300)])
 def test_partial_fit_of_batches_equals_the_fit_on_all_samples(cuts):
     """The first batch has a monomorphic SNP and a SNP without any call that the later ones

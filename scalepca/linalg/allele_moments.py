@@ -17,9 +17,13 @@ frequencies of either, and the frequencies of all the samples seen are taken fro
 sums. Allele counts are small integers, so every sum is exact in float64 (below 2⁵³): a
 model updated batch by batch has exactly the moments of a fit on all the samples.
 
-Cost per row block: one syrk (``x̃ᵀx̃``), plus two sparse products of the missing-call
-indicator (``x̃ᵀm``, ``mᵀm``: work proportional to the missing calls times d) when the block
-has any. Memory: d × d float64 for ``G``, and two more d × d when calls are missing.
+Cost per row block: one syrk (``x̃ᵀx̃``), plus a product and a syrk of the missing-call
+indicator (``x̃ᵀm``, ``mᵀm``) when the block has any missing call. The products run on
+slices of :data:`~scalepca.linalg.moments.GRAM_BLOCK_ROWS` rows summed in float64; on
+integer counts the slices are multiplied in float32, which is exact (every partial sum is an
+integer below 2²⁴) and twice as fast as float64 — measured, sparse products of the indicator
+were 3–15× slower than these at 5–20 % missing calls. Other values (dosages) are multiplied
+in float64. Memory: d × d float64 for ``G``, and two more d × d when calls are missing.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import numpy as np
 import scipy.sparse
 
 from .alleles import AlleleScaling, allele_scaling
-from .moments import _gram
+from .moments import GRAM_BLOCK_ROWS
 from .passes import reduce_rows
 
 __all__ = [
@@ -59,13 +63,28 @@ def allele_block_moments(x) -> dict:
     any_missing = bool(missing.any())
     if any_missing or bad:
         x = np.where(finite, x, 0)
-    out = {"n": n, "sums": x.sum(axis=0, dtype=np.float64),
-           "gram": _gram(x, None, precision="float64"), "bad": bad,
+    out = {"n": n, "sums": x.sum(axis=0, dtype=np.float64), "bad": bad,
            "nan_features": missing.sum(axis=0).astype(np.int64)}
-    if any_missing:
-        m = scipy.sparse.csr_matrix(missing, dtype=np.float64)
-        out["xm"] = np.asarray(m.T @ x, dtype=np.float64).T  # x̃ᵀm = (mᵀx̃)ᵀ
-        out["mm"] = (m.T @ m).toarray()
+    out.update(_products(x, missing if any_missing else None))
+    return out
+
+
+def _products(x: np.ndarray, missing: np.ndarray | None) -> dict:
+    """``gram = x̃ᵀx̃`` and, with a ``missing`` mask, ``xm = x̃ᵀm`` and ``mm = mᵀm``, summed
+    over row slices in float64 (slices in float32 for integer counts: exact)."""
+    n, d = x.shape
+    exact32 = bool(np.array_equal(x, np.rint(x))) and float(np.abs(x).max(initial=0)) <= 4
+    dtype = np.float32 if exact32 else np.float64
+    out = {"gram": np.zeros((d, d))}
+    if missing is not None:
+        out["xm"], out["mm"] = np.zeros((d, d)), np.zeros((d, d))
+    for start in range(0, n, GRAM_BLOCK_ROWS):
+        xs = np.ascontiguousarray(x[start:start + GRAM_BLOCK_ROWS], dtype=dtype)
+        out["gram"] += xs.T @ xs
+        if missing is not None:
+            ms = missing[start:start + GRAM_BLOCK_ROWS].astype(dtype)
+            out["xm"] += xs.T @ ms
+            out["mm"] += ms.T @ ms
     return out
 
 
