@@ -1,6 +1,6 @@
-"""Growing genotype cohorts (issue 49 item 4): a list of ``.bed`` files read as one matrix,
-``partial_fit`` with the genotype standardisation equal to the fit on every sample (1e-12),
-and ``scalepca run --update`` of a list of ``.bed`` files."""
+"""Growing genotype cohorts (issue 49 item 4): a list of ``.bed`` files read as one
+matrix, ``partial_fit`` with the genotype standardisation equal to the fit on every
+sample (1e-12), and ``scalepca run --update`` of a list of ``.bed`` files."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ TOL = 1e-12
 
 
 def _genotypes(seed=0, n=300, d=60, missing=0.05):
-    """Allele counts of three populations, ``missing`` calls NaN, SNP 3 monomorphic in the
-    first 100 samples only and SNP 7 without any call in them."""
+    """Allele counts of three populations, ``missing`` calls NaN, SNP 3 monomorphic in
+    the first 100 samples only and SNP 7 without any call in them."""
     rng = np.random.default_rng(seed)
     pops = rng.integers(0, 3, n)
     p = np.clip(rng.uniform(0.05, 0.95, d) + rng.normal(0, 0.15, (3, d)), 0.02, 0.98)
@@ -70,20 +70,21 @@ def _batches(model, X, cuts, chunks=30):
     return model
 
 
-# -- partial_fit with standardize="genotype" ------------------------------------------------
+# -- partial_fit with standardize="genotype" ---
 def test_one_pass_genotype_fit_equals_the_dense_reference():
     X = _genotypes()
     est = _fit(X)
     ev, comps = _dense_reference(X, 4)
-    assert est.n_passes_ == 1  # the allele moments: no pass of its own for the frequencies
+    # the allele moments: no pass of its own for the frequencies
+    assert est.n_passes_ == 1
     np.testing.assert_allclose(est.explained_variance_, ev, rtol=1e-12)
     _same_up_to_sign(est.components_, comps, 1e-10)
     np.testing.assert_array_equal(np.isnan(est.components_[0]), np.isnan(comps[0]))
 
 
 def test_dosages_are_multiplied_in_float64():
-    """Integer counts are multiplied in float32 slices (exact); other values (dosages) in
-    float64: both equal the dense reference."""
+    """Integer counts are multiplied in float32 slices (exact); other values (dosages)
+    in float64: both equal the dense reference."""
     X = _genotypes(seed=6, n=5000, d=30)  # more rows than one slice of the products
     X = np.clip(X + np.random.default_rng(0).uniform(-0.3, 0.3, X.shape), 0, 2)
     est = _fit(X, chunks=2500)
@@ -94,18 +95,20 @@ def test_dosages_are_multiplied_in_float64():
 
 @pytest.mark.parametrize("cuts", [(0, 100, 300), (0, 100, 170, 171, 300), (0, 37, 300)])
 def test_partial_fit_of_batches_equals_the_fit_on_all_samples(cuts):
-    """The first batch has a monomorphic SNP and a SNP without any call that the later ones
-    make polymorphic: the frequencies, the SNPs kept and the scales are those of the merged
-    moments."""
+    """The first batch has a monomorphic SNP and a SNP without any call that the later
+    ones make polymorphic: the frequencies, the SNPs kept and the scales are those of
+    the merged moments."""
     X = _genotypes()
     full = _fit(X)
     inc = _batches(_pca(), X, cuts)
     assert inc.n_samples_seen_ == full.n_samples_ == len(X)
-    np.testing.assert_allclose(inc.explained_variance_, full.explained_variance_,
-                               rtol=TOL)
+    np.testing.assert_allclose(
+        inc.explained_variance_, full.explained_variance_, rtol=TOL
+    )
     for name in ("mean_", "scale_", "allele_frequency_"):
-        np.testing.assert_allclose(getattr(inc, name), getattr(full, name), rtol=TOL,
-                                   atol=0, equal_nan=True)
+        np.testing.assert_allclose(
+            getattr(inc, name), getattr(full, name), rtol=TOL, atol=0, equal_nan=True
+        )
     _same_up_to_sign(inc.components_, full.components_, TOL)
     ev, comps = _dense_reference(X, 4)
     np.testing.assert_allclose(inc.explained_variance_, ev, rtol=1e-12)
@@ -126,7 +129,9 @@ def test_update_after_save_and_load(tmp_path):
     inc.save(tmp_path / "m.zarr")
     back = _batches(scalepca.load(tmp_path / "m.zarr"), X, (150, 300))
     full = _fit(X)
-    np.testing.assert_allclose(back.explained_variance_, full.explained_variance_, rtol=TOL)
+    np.testing.assert_allclose(
+        back.explained_variance_, full.explained_variance_, rtol=TOL
+    )
     _same_up_to_sign(back.components_, full.components_, TOL)
 
 
@@ -136,7 +141,9 @@ def test_numpy_batches_with_missing_calls_are_taken():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         inc = _pca().partial_fit(X[:120]).partial_fit(X[120:])
-    np.testing.assert_allclose(inc.explained_variance_, full.explained_variance_, rtol=TOL)
+    np.testing.assert_allclose(
+        inc.explained_variance_, full.explained_variance_, rtol=TOL
+    )
 
 
 def test_batch_with_an_infinite_value_is_refused_and_the_model_kept():
@@ -151,7 +158,7 @@ def test_batch_with_an_infinite_value_is_refused_and_the_model_kept():
     assert inc.n_samples_seen_ == 200
 
 
-# -- a list of .bed files as one matrix ------------------------------------------------------
+# -- a list of .bed files as one matrix ---
 def _write(path, X, iids, fid="f", bim=None):
     props = {"fid": [fid] * len(X), "iid": list(iids)}
     if bim is not None:
@@ -189,8 +196,12 @@ def test_fit_on_a_list_equals_fit_on_the_whole(cohorts):
         inc = _pca().partial_fit(scalepca.open_matrix(paths[0], dtype="float64"))
         inc.partial_fit(scalepca.open_matrix(paths[1], dtype="float64"))
     ref = _fit(X)
-    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=TOL)
-    np.testing.assert_allclose(inc.explained_variance_, ref.explained_variance_, rtol=TOL)
+    np.testing.assert_allclose(
+        got.explained_variance_, ref.explained_variance_, rtol=TOL
+    )
+    np.testing.assert_allclose(
+        inc.explained_variance_, ref.explained_variance_, rtol=TOL
+    )
     _same_up_to_sign(inc.components_, ref.components_, TOL)
 
 
@@ -199,15 +210,26 @@ def test_list_with_other_snps_is_refused_naming_files_and_snp(cohorts, tmp_path)
     bim = {"sid": [f"rs{j}" for j in range(X.shape[1])]}
     bim["sid"][17] = "rs_other"
     c = _write(tmp_path / "other.bed", X[:10], [f"c{i}" for i in range(10)], bim=bim)
-    first = _write(tmp_path / "first.bed", X[:10], [f"d{i}" for i in range(10)],
-                   bim={"sid": [f"rs{j}" for j in range(X.shape[1])]})
+    first = _write(
+        tmp_path / "first.bed",
+        X[:10],
+        [f"d{i}" for i in range(10)],
+        bim={"sid": [f"rs{j}" for j in range(X.shape[1])]},
+    )
     with pytest.raises(ValueError) as err:
         scalepca.open_matrix([first, c])
     msg = str(err.value)
     assert "other.bed" in msg and "first.bed" in msg
-    assert "SNP 18 rs_other" in msg and "rs17" in msg and "same SNPs in the same order" in msg
-    short = _write(tmp_path / "short.bed", np.ascontiguousarray(X[:10, :50]),
-                   [f"e{i}" for i in range(10)])
+    assert (
+        "SNP 18 rs_other" in msg
+        and "rs17" in msg
+        and "same SNPs in the same order" in msg
+    )
+    short = _write(
+        tmp_path / "short.bed",
+        np.ascontiguousarray(X[:10, :50]),
+        [f"e{i}" for i in range(10)],
+    )
     with pytest.raises(ValueError, match=r"short.bed.* has 50 SNPs .* 60"):
         scalepca.open_matrix([paths[0], short])
 
@@ -230,15 +252,22 @@ def test_keep_file_across_a_list(cohorts, tmp_path):
     np.testing.assert_array_equal(M.values, X[[3, 150, 205]])
 
 
-# -- scalepca run --update with a list of .bed files ----------------------------------------
+# -- scalepca run --update with a list of .bed files ---
 def _config(tmp_path, path, name="run.yaml"):
     import yaml
 
-    cfg = {"data": {"path": path},
-           "model": {"method": "pca", "n_components": 3, "standardize": "genotype",
-                     "svd_solver": "covariance_eigh"},
-           "cluster": {"kind": "local", "n_workers": 1, "processes": False},
-           "output": {"store": str(tmp_path / "out")}, "progress": False}
+    cfg = {
+        "data": {"path": path},
+        "model": {
+            "method": "pca",
+            "n_components": 3,
+            "standardize": "genotype",
+            "svd_solver": "covariance_eigh",
+        },
+        "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+        "output": {"store": str(tmp_path / "out")},
+        "progress": False,
+    }
     (tmp_path / name).write_text(yaml.safe_dump(cfg))
     return str(tmp_path / name)
 
@@ -257,14 +286,17 @@ def test_run_update_with_a_list_equals_the_full_fit(cohorts, tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         ref = scalepca.PCA(3, standardize="genotype", svd_solver="covariance_eigh").fit(
-            da.from_array(X, chunks=(64, -1)))
-    np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_,
-                               rtol=TOL)
+            da.from_array(X, chunks=(64, -1))
+        )
+    np.testing.assert_allclose(
+        model.explained_variance_, ref.explained_variance_, rtol=TOL
+    )
     _same_up_to_sign(model.components_, ref.components_, TOL)
     scores = xr.open_zarr(tmp_path / "out" / "scores.zarr")["scores"]
     assert scores.shape == (300, 3)
     assert list(scores["sample"].values[[0, 299]]) == ["a0", "b99"]
-    # the new cohort's scores are the updated model's; the old rows keep the first model's
+    # the new cohort's scores are the updated model's; the old rows keep the first
+    # model's
     new = model.transform(scalepca.open_matrix(paths[1], dtype="float64")).values
     np.testing.assert_allclose(scores.values[200:], new, rtol=1e-5, atol=1e-5)
 
@@ -293,10 +325,10 @@ def test_validate_refuses_a_list_of_other_files(tmp_path, capsys):
     assert ".bed files only" in capsys.readouterr().err
 
 
-# -- missing calls by EM on a .bed, end to end (issue 49 item 5) ------------------------------
+# -- missing calls by EM on a .bed, end to end (issue 49 item 5) ---
 def test_ppca_em_on_a_bed_in_python_in_a_config_and_by_transform(tmp_path):
-    """The .bed's missing calls reach EM as NaN (never mean-imputed on the way): the fit on
-    the default float32 read equals the fit on the matrix in memory, and ``run`` and
+    """The .bed's missing calls reach EM as NaN (never mean-imputed on the way): the fit
+    on the default float32 read equals the fit on the matrix in memory, and ``run`` and
     ``scalepca transform`` of the .bed give the Python model's scores."""
     import xarray as xr
     import yaml
@@ -309,17 +341,26 @@ def test_ppca_em_on_a_bed_in_python_in_a_config_and_by_transform(tmp_path):
     assert int(np.isnan(A.data).sum().compute()) == int(np.isnan(X).sum())
     # persist: each EM iteration reads the data again, and bed-reader opens the file for
     # every block of every read; held in memory, the .bed is read once
-    params = dict(n_components=3, missing="em", max_iter=200, tol=1e-6, random_state=0,
-                  persist=True)
+    params = dict(
+        n_components=3,
+        missing="em",
+        max_iter=200,
+        tol=1e-6,
+        random_state=0,
+        persist=True,
+    )
     em = scalepca.PPCA(**params).fit(A)
     ref = scalepca.PPCA(**params).fit(da.from_array(X, chunks=(64, -1)))
     assert em.n_iter_ > 1 and em.n_passes_ == 1 + em.n_iter_
     np.testing.assert_allclose(em.noise_variance_, ref.noise_variance_, rtol=1e-6)
     _same_up_to_sign(em.components_, ref.components_, 1e-5)
-    cfg = {"data": {"path": str(path), "chunks": 64},
-           "model": {"method": "ppca", **params},
-           "cluster": {"kind": "local", "n_workers": 1, "processes": False},
-           "output": {"store": str(tmp_path / "out")}, "progress": False}
+    cfg = {
+        "data": {"path": str(path), "chunks": 64},
+        "model": {"method": "ppca", **params},
+        "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+        "output": {"store": str(tmp_path / "out")},
+        "progress": False,
+    }
     (tmp_path / "em.yaml").write_text(yaml.safe_dump(cfg))
     assert main(["run", str(tmp_path / "em.yaml"), "--quiet"]) == EXIT_OK
     model = scalepca.load(tmp_path / "out" / "model.zarr")
@@ -328,9 +369,23 @@ def test_ppca_em_on_a_bed_in_python_in_a_config_and_by_transform(tmp_path):
     want = em.transform(A).values
     signs = np.sign(np.sum(model.components_ * em.components_, axis=1))
     np.testing.assert_allclose(scores * signs, want, rtol=1e-4, atol=1e-4)
-    assert main(["transform", str(tmp_path / "out" / "model.zarr"), str(path), "--out",
-                 str(tmp_path / "t.zarr"), "--no-processes", "--n-workers", "1",
-                 "--no-progress", "--quiet"]) == EXIT_OK
+    assert (
+        main(
+            [
+                "transform",
+                str(tmp_path / "out" / "model.zarr"),
+                str(path),
+                "--out",
+                str(tmp_path / "t.zarr"),
+                "--no-processes",
+                "--n-workers",
+                "1",
+                "--no-progress",
+                "--quiet",
+            ]
+        )
+        == EXIT_OK
+    )
     again = xr.open_zarr(tmp_path / "t.zarr")["scores"].values
     np.testing.assert_allclose(again, scores, rtol=1e-4, atol=1e-4)
 

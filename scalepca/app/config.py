@@ -354,12 +354,14 @@ def anndata_keys_problem(dcfg: dict, where: str) -> str | None:
 
 
 def _check_path_list(out: dict) -> None:
-    """``data.path`` as a list: PLINK .bed files (a cohort in batches), read as one matrix."""
+    """``data.path`` as a list: PLINK .bed files (a cohort in batches), one matrix."""
     from ..io._bed_cohorts import check_bed_list
 
     paths = out["path"]
     if not all(isinstance(p, str) and p for p in paths):
-        raise ConfigError(f"'data.path' must be a path or a list of .bed paths; got {paths!r}")
+        raise ConfigError(
+            f"'data.path' must be a path or a list of .bed paths; got {paths!r}"
+        )
     try:
         check_bed_list(paths)
     except ValueError as err:
@@ -368,8 +370,8 @@ def _check_path_list(out: dict) -> None:
         raise ConfigError(f"'data.path' is a list of .bed files; data.format is "
                           f"{out['format']!r}")
     if out["generate"] is not None:
-        raise ConfigError("'data.generate' writes one dataset at data.path; data.path is a "
-                          "list of .bed files")
+        raise ConfigError("'data.generate' writes one dataset at data.path; "
+                          "data.path is a list of .bed files")
 
 
 def _check_data(section) -> dict:
@@ -620,7 +622,9 @@ def _resolved(value, base: str):
     """``value`` joined to ``base`` when it is a relative local path; else as it is."""
     from ..io._fs import is_url
 
-    if not isinstance(value, str) or not value or value.startswith("$") or is_url(value):
+    if not isinstance(value, str) or not value or value.startswith("$"):
+        return value
+    if is_url(value):
         return value
     local = os.path.expanduser(value.removeprefix("file://"))
     return os.path.normpath(os.path.join(base, local))

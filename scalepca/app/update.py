@@ -1,9 +1,10 @@
 """``scalepca run --update`` (``output.update: true``): a model brought up to date with the rows
 appended to its store since the previous run, reading only those rows.
 
-PLINK genotypes grow the same way: ``data.path`` lists the ``.bed`` files of a cohort that
-arrives in batches (read as one matrix, :mod:`scalepca.io._bed_cohorts`); the next run lists
-one more file, after those the model has seen, and its samples are the new rows.
+PLINK genotypes grow the same way: ``data.path`` lists the ``.bed`` files of a cohort
+that arrives in batches (read as one matrix, :mod:`scalepca.io._bed_cohorts`); the next
+run lists one more file, after those the model has seen, and its samples are the new
+rows.
 
 A zarr store grows along its sample dimension (``zarr.Array.append`` on a scalepca dataset,
 ``Dataset.to_zarr(append_dim=...)`` on an xarray field). The previous run left its model
@@ -107,14 +108,14 @@ def updatable_store(dcfg: dict) -> str | None:
     kind = data_kind(dcfg["path"], format=dcfg.get("format"),
                      storage_options=dcfg.get("storage_options"))
     if kind == "bed" and not isinstance(dcfg["path"], list):
-        return (f"data.path {dcfg['path']!r} is one PLINK .bed file; --update adds the "
-                "samples of new .bed files: list the files, the ones already fitted first "
-                "(data.path: [batch1.bed, batch2.bed])")
+        return (f"data.path {dcfg['path']!r} is one PLINK .bed file; --update adds "
+                "the samples of new .bed files: list the files, the ones already "
+                "fitted first (data.path: [batch1.bed, batch2.bed])")
     if kind not in ("zarr", "bed"):
         return (f"data.path {dcfg['path']!r} is {'an' if kind == 'anndata' else 'a'} {kind} "
                 "store; --update (output.update) reads a zarr store grown along its samples "
-                "(a scalepca dataset or an xarray zarr store) or a list of PLINK .bed files "
-                "(a cohort in batches)")
+                "(a scalepca dataset or an xarray zarr store) or a list of PLINK .bed "
+                "files (a cohort in batches)")
     return None
 
 

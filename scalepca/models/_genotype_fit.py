@@ -15,9 +15,9 @@ apply where they read the blocks:
   to a mean it has not yet read, and refuses: its pass stops at the first block holding a
   missing call (see :func:`._wide.fit_sketch`).
 * ``tsqr`` sees the standardised matrix block by block: 2 passes.
-* ``covariance_eigh`` reads the counts once, for moments that merge by addition and give the
-  covariance of the standardised genotypes at the frequencies of every sample seen
-  (:mod:`scalepca.linalg.allele_moments`): 1 pass, and the model keeps them, so
+* ``covariance_eigh`` reads the counts once, for moments that merge by addition and
+  give the covariance of the standardised genotypes at the frequencies of every sample
+  seen (:mod:`scalepca.linalg.allele_moments`): 1 pass, and the model keeps them, so
   ``partial_fit`` adds new samples (a new cohort) by reading only those.
 """
 
@@ -51,7 +51,8 @@ def genotype_scaling(model, mom: dict, n: int, d: int, k: int, data,
     """Allele frequencies from a first pass's moments (zero-filled, NaN counted per feature):
     infinite values refused, monomorphic and uncalled SNPs left out of the fit (recorded on
     ``model``), ``k`` checked against the SNPs kept; ``model.scale_`` and
-    ``model.n_monomorphic_`` set. ``stats``: the frequencies, when the caller has them."""
+    ``model.n_monomorphic_`` set. ``stats``: the frequencies, when the caller has
+    them."""
     stats = allele_scaling(mom) if stats is None else stats
     bad = int(mom["bad"]) - int(np.sum(mom.get("nan_features", 0)))
     if bad:
@@ -121,10 +122,10 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
 
 
 def fit_genotype_moments(model, mom: dict, data, spec, k: int) -> None:
-    """The ``covariance_eigh`` fit of ``model`` from the allele moments ``mom`` of every
-    sample seen (``fit``'s one pass, or those merged by ``partial_fit``): the frequencies,
-    then the spectrum of the standardised genotypes' covariance. The moments are kept
-    (``_moments_``) for the next update."""
+    """The ``covariance_eigh`` fit of ``model`` from the allele moments ``mom`` of
+    every sample seen (``fit``'s one pass, or those merged by ``partial_fit``): the
+    frequencies, then the spectrum of the standardised genotypes' covariance. The
+    moments are kept (``_moments_``) for the next update."""
     n, d = int(mom["n"]), int(mom["sums"].shape[0])
     model._moments_ = mom
     model.n_samples_seen_ = n
@@ -138,6 +139,7 @@ def fit_genotype_moments(model, mom: dict, data, spec, k: int) -> None:
     moments = {"n": n, "mean": np.zeros(d_fit), "m2": cov * max(n - 1, 1)}
     _, _, ev, components, total = spectrum_from_moments(moments, k_fit)
     if not isinstance(spec, int):
-        k = choose_n_components(spec, ev, ev / total if total > 0 else np.zeros_like(ev), n)
+        ratio = ev / total if total > 0 else np.zeros_like(ev)
+        k = choose_n_components(spec, ev, ratio, n)
         components = components[:k]
     model._set_spectrum(n, d_fit, k, stats.mean, ev, components, total)

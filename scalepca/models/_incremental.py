@@ -14,10 +14,11 @@ any pass). It fixes what the model owns: the preparation of raw data (weights, t
 of a gridded field, the feature names), the land mask, the kernel's landmarks or random
 features; later batches are taken as ``transform`` takes new data and refused when their
 features differ. Standardisation is recomputed from the merged moments (the scales are their
-diagonal), so the components follow it. The genotype standardisation (``standardize=
-"genotype"``) keeps moments of the raw allele counts instead (their sums, Gram and
-missing-call cross terms, :mod:`scalepca.linalg.allele_moments`), which merge by addition:
-the allele frequencies, and the scales from them, are those of every sample seen.
+diagonal), so the components follow it. The genotype standardisation
+(``standardize="genotype"``) keeps moments of the raw allele counts instead (their
+sums, Gram and missing-call cross terms, :mod:`scalepca.linalg.allele_moments`), which
+merge by addition: the allele frequencies, and the scales from them, are those of every
+sample seen.
 
 Methods whose answer is not a function of such moments (the randomized, Krylov, snapshot,
 sketch and TSQR solvers, PPCA's EM, robust PCA, exact kernel PCA) refuse ``partial_fit`` by

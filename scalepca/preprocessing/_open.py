@@ -179,13 +179,13 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
 
     Parameters
     ----------
-    source : str, path, list of paths, zarr.Array, zarr.Group, xarray.DataArray/Dataset, \
-dask or numpy array
+    source : str, path, list of paths, zarr.Array, zarr.Group, \
+xarray.DataArray/Dataset, dask or numpy array
         A path or fsspec URL of a zarr store, a NetCDF/HDF5 file or an AnnData store (``.zarr``,
         ``.h5ad``); an array or ``anndata.AnnData``. Sparse arrays become CSR row blocks.
-        A list of PLINK ``.bed`` paths is one matrix, the files' samples appended in order
-        (a cohort genotyped in batches): they must have the same SNPs in the same order (the
-        first ``.bim`` line that differs is named) and no sample in two files.
+        A list of PLINK ``.bed`` paths is one matrix, the files' samples appended in
+        order (a cohort genotyped in batches): they must have the same SNPs in the same
+        order (the first ``.bim`` line that differs is named) and no sample in two files.
     variable : str, optional
         The array of a zarr group, or the variable of an xarray Dataset.
     storage_options : dict, optional
@@ -304,8 +304,8 @@ def _checked_kind(source, format, storage_options, task_size, open_options) -> s
     kind = None if path is None else data_kind(path, format=format,
                                                storage_options=storage_options)
     if isinstance(path, (list, tuple)) and kind != "bed":
-        raise ValueError(f"format={format!r}: a list of paths is read as one matrix for "
-                         "PLINK .bed files only")
+        raise ValueError(f"format={format!r}: a list of paths is read as one matrix "
+                         "for PLINK .bed files only")
     if open_options is None:
         return kind
     if path is None:
@@ -428,14 +428,15 @@ def _open_bed(path, *, variable, sample_dims, feature_dims, weights, layer, chun
     paths = list(path) if is_bed_list(path) else [path]
     for one in paths:
         if one is not None and _is_url(os.fspath(one)):
-            raise ValueError(f"{os.fspath(one)!r}: PLINK .bed files are read from local "
-                             "paths")
+            raise ValueError(f"{os.fspath(one)!r}: PLINK .bed files are read from "
+                             "local paths")
     if len(paths) > 1 or isinstance(path, (list, tuple)):
         from ..io._bed_cohorts import open_bed_list
 
         arr = open_bed_list(paths, rows=_array_rows(chunks),
                             dtype="float32" if dtype is None else dtype,
-                            task_size=task_size, keep=keep, exclude_ranges=exclude_ranges)
+                            task_size=task_size, keep=keep,
+                            exclude_ranges=exclude_ranges)
         return _dataarray_matrix(arr)
     arr = open_bed_matrix(os.fspath(path), rows=_array_rows(chunks),
                           dtype="float32" if dtype is None else dtype,
