@@ -268,7 +268,6 @@ REFUSED = [
     (lambda: scalepca.PCA(2, svd_solver="tsqr"), "svd_solver='tsqr'"),
     (lambda: scalepca.PCA(2, svd_solver="snapshot"), "svd_solver='snapshot'"),
     (lambda: scalepca.PCA(2, svd_solver="sketch"), "svd_solver='sketch'"),
-    (lambda: scalepca.PCA(2, standardize="genotype"), "standardize='genotype'"),
     (lambda: scalepca.PPCA(2, solver="em"), "solver='em'"),
     (lambda: scalepca.PPCA(2, missing="em"), "missing='em'"),
     (lambda: scalepca.KernelPCA(2, approximation="exact"), "approximation='exact'"),

@@ -79,7 +79,7 @@ __all__ = [
 
 
 _DATA = {
-    "path": _f(str, _REQUIRED),
+    "path": _f((str, list), _REQUIRED),  # a list: PLINK .bed files read as one matrix
     "variable": _f((str, list, _NONE)),  # a list: several fields (multivariate_eof)
     "storage_options": _f((dict, _NONE)),
     "chunks": _f((int, list, _NONE)),
@@ -353,10 +353,33 @@ def anndata_keys_problem(dcfg: dict, where: str) -> str | None:
             "cell × gene matrix); choose the matrix with 'data.layer' (null: X)")
 
 
+def _check_path_list(out: dict) -> None:
+    """``data.path`` as a list: PLINK .bed files (a cohort in batches), one matrix."""
+    from ..io._bed_cohorts import check_bed_list
+
+    paths = out["path"]
+    if not all(isinstance(p, str) and p for p in paths):
+        raise ConfigError(
+            f"'data.path' must be a path or a list of .bed paths; got {paths!r}"
+        )
+    try:
+        check_bed_list(paths)
+    except ValueError as err:
+        raise ConfigError(f"'data.path': {err}") from None
+    if out["format"] not in (None, "bed"):
+        raise ConfigError(f"'data.path' is a list of .bed files; data.format is "
+                          f"{out['format']!r}")
+    if out["generate"] is not None:
+        raise ConfigError("'data.generate' writes one dataset at data.path; "
+                          "data.path is a list of .bed files")
+
+
 def _check_data(section) -> dict:
     if section is None or not isinstance(section, dict):
         raise ConfigError(f"'data' must be a mapping with at least 'path'; got {section!r}")
     out = _check_section(section, _DATA, "data")
+    if isinstance(out["path"], list):
+        _check_path_list(out)
     chunks = out["chunks"]
     if isinstance(chunks, list) and (
         len(chunks) != 2 or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
@@ -579,24 +602,32 @@ def resolve_paths(cfg, base) -> dict:
     """
     if not isinstance(cfg, dict):
         return cfg
-    from ..io._fs import is_url
-
     cfg = copy.deepcopy(cfg)
     base = os.path.abspath(os.fspath(base))
     for keys in PATH_KEYS:
         node = cfg
         for key in keys[:-1]:
             node = node.get(key) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
+        if not isinstance(node, dict) or keys[-1] not in node:
             continue
-        value = node.get(keys[-1])
-        if not isinstance(value, str) or not value or value.startswith("$"):
-            continue
-        if is_url(value):
-            continue
-        local = os.path.expanduser(value.removeprefix("file://"))
-        node[keys[-1]] = os.path.normpath(os.path.join(base, local))
+        value = node[keys[-1]]
+        if isinstance(value, list):  # data.path: several .bed files
+            node[keys[-1]] = [_resolved(v, base) for v in value]
+        else:
+            node[keys[-1]] = _resolved(value, base)
     return cfg
+
+
+def _resolved(value, base: str):
+    """``value`` joined to ``base`` when it is a relative local path; else as it is."""
+    from ..io._fs import is_url
+
+    if not isinstance(value, str) or not value or value.startswith("$"):
+        return value
+    if is_url(value):
+        return value
+    local = os.path.expanduser(value.removeprefix("file://"))
+    return os.path.normpath(os.path.join(base, local))
 
 
 def load_config(path, overrides=None) -> dict:

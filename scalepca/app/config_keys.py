@@ -7,7 +7,10 @@ sentence here.
 
 KEY_DOCS = {
     "data.path": "Local path or fsspec URL (``s3://bucket/x.zarr``) of the zarr store, "
-                 "NetCDF file(s) or AnnData store (``.zarr``, ``.h5ad``); "
+                 "NetCDF file(s) or AnnData store (``.zarr``, ``.h5ad``), or of a "
+                 "PLINK ``.bed``; a list of ``.bed`` files "
+                 "(``[batch1.bed, batch2.bed]``, the same SNPs) is one matrix, "
+                 "their samples appended; "
                  "relative to the config file's folder.",
     "data.variable": "The array of a zarr group, or the variable of an xarray store; needed "
                      "when the store holds more than one. A list of variables (``[sst, z]``) "

@@ -88,7 +88,8 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
     problems, notes = [], []
     out, data = cfg["output"], cfg["data"]["path"]
     so = out.get("storage_options")
-    inputs = [("data.path", data)]
+    inputs = ([("data.path", p) for p in data] if isinstance(data, list)
+              else [("data.path", data)])
     written = []
     if out["store"] is not None:
         problem = write_problem(out["store"], so)

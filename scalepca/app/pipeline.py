@@ -79,7 +79,10 @@ def _is_url(path: str) -> bool:
 
 
 def _abs(path: str | None) -> str | None:
-    """Absolute local paths (workers may run elsewhere); URLs unchanged."""
+    """Absolute local paths (workers may run elsewhere); URLs unchanged. A list of paths
+    (PLINK .bed files read as one matrix): each."""
+    if isinstance(path, list):
+        return [_abs(p) for p in path]
     if path is None or _is_url(path):
         return path
     if path.startswith("file://"):
@@ -88,6 +91,8 @@ def _abs(path: str | None) -> str | None:
 
 
 def _store_exists(path: str, storage_options=None) -> bool:
+    if isinstance(path, list):  # .bed files read as one matrix: every one of them
+        return all(_store_exists(p, storage_options) for p in path)
     if _is_url(path):
         import fsspec
 
@@ -507,9 +512,12 @@ def _no_data_store(dcfg: dict) -> str:
     """"no NetCDF file at ..." (or AnnData / zarr store): the kind ``data`` names."""
     from ..preprocessing._open import data_kind, no_data_store
 
-    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
+    path = dcfg["path"]
+    kind = data_kind(path, format=dcfg.get("format"),
                      storage_options=dcfg.get("storage_options"))
-    return no_data_store(dcfg["path"], kind)
+    if isinstance(path, list):  # .bed files read as one matrix: the first one missing
+        path = next((p for p in path if not _store_exists(p)), path[0])
+    return no_data_store(path, kind)
 
 
 def _one_line(err: BaseException) -> str:

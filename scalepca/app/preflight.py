@@ -51,9 +51,9 @@ def _variable_problem(path: str, variable: str | None, storage_options=None,
     )
     from ..preprocessing._open import _looks_like_xarray
 
-    if is_bed_path(path):  # a PLINK .bed: one matrix, no variables
-        return (f"data.variable {variable!r} is set, but {path!r} is a PLINK .bed file (one "
-                "matrix); remove data.variable") if variable is not None else None
+    if is_bed_path(path) or isinstance(path, list):  # .bed: one matrix, no variables
+        return (f"data.variable {variable!r} is set, but {path!r} is PLINK .bed data "
+                "(one matrix); remove data.variable") if variable is not None else None
     if is_netcdf(path):  # NetCDF/HDF5 files: the opener of open_matrix lists the variables
         if variable is None:
             return None  # open_matrix says so if the file holds several

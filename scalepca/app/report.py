@@ -462,7 +462,7 @@ def write_report(est, directory, *, data: dict | None = None, method: str | None
 def _data_rows(X, path=None) -> dict:
     rows = {}
     if path:
-        rows["data"] = path
+        rows["data"] = ", ".join(path) if isinstance(path, list) else path
     shape = tuple(getattr(X, "shape", ()))
     if shape:
         rows["shape"] = " × ".join(f"{s:,}" for s in shape)

@@ -1,6 +1,11 @@
 """``scalepca run --update`` (``output.update: true``): a model brought up to date with the rows
 appended to its store since the previous run, reading only those rows.
 
+PLINK genotypes grow the same way: ``data.path`` lists the ``.bed`` files of a cohort
+that arrives in batches (read as one matrix, :mod:`scalepca.io._bed_cohorts`); the next
+run lists one more file, after those the model has seen, and its samples are the new
+rows.
+
 A zarr store grows along its sample dimension (``zarr.Array.append`` on a scalepca dataset,
 ``Dataset.to_zarr(append_dim=...)`` on an xarray field). The previous run left its model
 (``output.store/model.zarr``) with the moments of every row it has seen (``n_samples_seen_`` of
@@ -102,19 +107,30 @@ def updatable_store(dcfg: dict) -> str | None:
 
     kind = data_kind(dcfg["path"], format=dcfg.get("format"),
                      storage_options=dcfg.get("storage_options"))
-    if kind != "zarr":
+    if kind == "bed" and not isinstance(dcfg["path"], list):
+        return (f"data.path {dcfg['path']!r} is one PLINK .bed file; --update adds "
+                "the samples of new .bed files: list the files, the ones already "
+                "fitted first (data.path: [batch1.bed, batch2.bed])")
+    if kind not in ("zarr", "bed"):
         return (f"data.path {dcfg['path']!r} is {'an' if kind == 'anndata' else 'a'} {kind} "
                 "store; --update (output.update) reads a zarr store grown along its samples "
-                "(a scalepca dataset or an xarray zarr store)")
+                "(a scalepca dataset or an xarray zarr store) or a list of PLINK .bed "
+                "files (a cohort in batches)")
     return None
 
 
 def record_rows(est, X, cfg: dict) -> None:
     """Keep a sketch of the fitted rows in ``est`` (saved with it) when a later ``--update``
-    could update it: an updatable model of a zarr store."""
+    could update it: an updatable model of a zarr store or of PLINK .bed files (one file
+    too: the list of a later update starts with it)."""
     if not hasattr(est, "partial_fit") or getattr(est, "_moments_", None) is None:
         return
-    if updatable_store(cfg["data"]) is not None or _sample_dim(X) is False:
+    from ..preprocessing._open import data_kind
+
+    dcfg = cfg["data"]
+    bed = data_kind(dcfg["path"], format=dcfg.get("format"),
+                    storage_options=dcfg.get("storage_options")) == "bed"
+    if (updatable_store(dcfg) is not None and not bed) or _sample_dim(X) is False:
         return
     est._rows_sketch = rows_sketch(X, X.shape[0])
 

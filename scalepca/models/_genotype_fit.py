@@ -15,8 +15,10 @@ apply where they read the blocks:
   to a mean it has not yet read, and refuses: its pass stops at the first block holding a
   missing call (see :func:`._wide.fit_sketch`).
 * ``tsqr`` sees the standardised matrix block by block: 2 passes.
-* ``covariance_eigh`` needs one more pass than on other data (the Gram of the standardised
-  matrix needs the frequencies first): 2 in all.
+* ``covariance_eigh`` reads the counts once, for moments that merge by addition and
+  give the covariance of the standardised genotypes at the frequencies of every sample
+  seen (:mod:`scalepca.linalg.allele_moments`): 1 pass, and the model keeps them, so
+  ``partial_fit`` adds new samples (a new cohort) by reading only those.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ from .._validation import choose_n_components, is_sparse
 from ..linalg import (
     column_moments_graph,
     flip_signs,
-    moments_graph,
     passes,
     tsqr_svd_centered,
 )
+from ..linalg.allele_moments import allele_covariance, allele_moments_graph
 from ..linalg.alleles import AlleleScaling, allele_scaling
 from ..linalg.decomp import spectrum_from_moments
 from ..preprocessing._genotype import standardized
@@ -44,12 +46,14 @@ logger = logging.getLogger(__name__)
 WIDE = ("randomized", "sketch", "snapshot")
 
 
-def genotype_scaling(model, mom: dict, n: int, d: int, k: int, data) -> AlleleScaling:
+def genotype_scaling(model, mom: dict, n: int, d: int, k: int, data,
+                     stats: AlleleScaling | None = None) -> AlleleScaling:
     """Allele frequencies from a first pass's moments (zero-filled, NaN counted per feature):
     infinite values refused, monomorphic and uncalled SNPs left out of the fit (recorded on
     ``model``), ``k`` checked against the SNPs kept; ``model.scale_`` and
-    ``model.n_monomorphic_`` set."""
-    stats = allele_scaling(mom)
+    ``model.n_monomorphic_`` set. ``stats``: the frequencies, when the caller has
+    them."""
+    stats = allele_scaling(mom) if stats is None else stats
     bad = int(mom["bad"]) - int(np.sum(mom.get("nan_features", 0)))
     if bad:
         raise ValueError(f"X contains {bad} infinite value(s); allele counts are 0, 1, 2 or "
@@ -91,6 +95,12 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
         raise ValueError("standardize='genotype' with svd_solver='tsqr' or 'covariance_eigh' "
                          "needs dense blocks; sparse allele counts run the wide solvers "
                          "(svd_solver='randomized', 'snapshot' or 'sketch')")
+    if solver == "covariance_eigh":
+        passes.counter_of(model).plan(1)
+        X = X.rechunk({1: -1}) if len(X.chunks[1]) > 1 else X
+        with model._timed_pass("allele moments"):
+            (mom,) = dask.compute(allele_moments_graph(X))
+        return fit_genotype_moments(model, mom, data, spec, k)
     passes.counter_of(model).plan(2)
     with model._timed_pass("allele frequencies"):
         (mom,) = dask.compute(column_moments_graph(X))
@@ -101,17 +111,35 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
     total = float(stats.ss.sum() / max(n - 1, 1))
     zero = np.zeros(d_fit)
     k_fit = k if isinstance(spec, int) else min(n, d_fit)
-    if solver == "covariance_eigh":
-        Z = Z.rechunk({1: -1}) if len(Z.chunks[1]) > 1 else Z
-        with model._timed_pass("moments of the standardised genotypes"):
-            (mom2,) = dask.compute(moments_graph(Z))
-        _, _, ev, components, _ = spectrum_from_moments(mom2, k_fit)
-    else:
-        with model._timed_pass("tsqr"):
-            s, Vt = tsqr_svd_centered(Z.rechunk({1: -1}), zero)
-        ev = s**2 / max(n - 1, 1)
-        components = flip_signs(Vt[:k_fit])
+    with model._timed_pass("tsqr"):
+        s, Vt = tsqr_svd_centered(Z.rechunk({1: -1}), zero)
+    ev = s**2 / max(n - 1, 1)
+    components = flip_signs(Vt[:k_fit])
     if not isinstance(spec, int):
         k = choose_n_components(spec, ev, ev / total if total > 0 else np.zeros_like(ev), n)
         components = components[:k]
     model._set_spectrum(n, d_fit, k, mean, ev, components, total)
+
+
+def fit_genotype_moments(model, mom: dict, data, spec, k: int) -> None:
+    """The ``covariance_eigh`` fit of ``model`` from the allele moments ``mom`` of
+    every sample seen (``fit``'s one pass, or those merged by ``partial_fit``): the
+    frequencies, then the spectrum of the standardised genotypes' covariance. The
+    moments are kept (``_moments_``) for the next update."""
+    n, d = int(mom["n"]), int(mom["sums"].shape[0])
+    model._moments_ = mom
+    model.n_samples_seen_ = n
+    stats, cov = allele_covariance(mom)
+    # genotype_scaling counts the infinite entries as the non-finite ones less the NaN
+    nanf = np.asarray(mom["nan_features"])
+    first = {"bad": int(mom["bad"]) + int(nanf.sum()), "nan_features": nanf}
+    stats = genotype_scaling(model, first, n, d, k, data, stats=stats)
+    d_fit = int(stats.keep.sum())
+    k_fit = k if isinstance(spec, int) else min(n, d_fit)
+    moments = {"n": n, "mean": np.zeros(d_fit), "m2": cov * max(n - 1, 1)}
+    _, _, ev, components, total = spectrum_from_moments(moments, k_fit)
+    if not isinstance(spec, int):
+        ratio = ev / total if total > 0 else np.zeros_like(ev)
+        k = choose_n_components(spec, ev, ratio, n)
+        components = components[:k]
+    model._set_spectrum(n, d_fit, k, stats.mean, ev, components, total)

@@ -14,7 +14,11 @@ any pass). It fixes what the model owns: the preparation of raw data (weights, t
 of a gridded field, the feature names), the land mask, the kernel's landmarks or random
 features; later batches are taken as ``transform`` takes new data and refused when their
 features differ. Standardisation is recomputed from the merged moments (the scales are their
-diagonal), so the components follow it.
+diagonal), so the components follow it. The genotype standardisation
+(``standardize="genotype"``) keeps moments of the raw allele counts instead (their
+sums, Gram and missing-call cross terms, :mod:`scalepca.linalg.allele_moments`), which
+merge by addition: the allele frequencies, and the scales from them, are those of every
+sample seen.
 
 Methods whose answer is not a function of such moments (the randomized, Krylov, snapshot,
 sketch and TSQR solvers, PPCA's EM, robust PCA, exact kernel PCA) refuse ``partial_fit`` by
@@ -32,12 +36,19 @@ import dask
 import numpy as np
 
 from ..linalg import eigh_descending, flip_signs, merge_moments, moments_graph, passes
+from ..linalg.allele_moments import (
+    ALLELE_MOMENT_KEYS,
+    allele_moments_graph,
+    merge_allele_moments,
+)
 from ..linalg.kernels import _nystroem_block, _rff_block
 from ..preprocessing._matrix import MatrixInput
+from ._genotype_fit import fit_genotype_moments
 from ._ppca_params import _em_or_closed_form
 
 #: the moments a model keeps, saved as the private state ``_moments_<key>``
-MOMENT_KEYS = ("n", "mean", "m2", "bad", "nan_features")
+MOMENT_KEYS = tuple(dict.fromkeys(("n", "mean", "m2", "bad", "nan_features",
+                                    *ALLELE_MOMENT_KEYS)))
 
 _SAVED = "_moments_"
 
@@ -115,6 +126,10 @@ class MomentUpdateMixin:
         """A dask ``Delayed`` for the moments of the batch ``X`` (all its features)."""
         return moments_graph(X)
 
+    def _merge_moments(self, kept: dict, new: dict) -> dict:
+        """The moments of the rows seen and of a new batch together."""
+        return merge_moments(kept, new)
+
     def _refit_from_moments(self, mom: dict, data: MatrixInput) -> None:
         raise NotImplementedError
 
@@ -188,7 +203,9 @@ class MomentUpdateMixin:
         d = self.n_features_in_
         # names, layout, weights, features: checked as transform checks them; the moments
         # need no row counts, so a dask DataFrame's partitions are not counted first
-        data = self._transform_input(X, unknown_rows=True, lazy_check=False)
+        fills = getattr(self, "_fills_missing", None)  # genotypes: NaN a missing call
+        data = self._transform_input(X, unknown_rows=True, lazy_check=False,
+                                     allow_nan=(fills is not None and fills()) or None)
         batch = data.data
         if len(batch.chunks[1]) > 1:
             batch = batch.rechunk({1: -1})
@@ -196,7 +213,7 @@ class MomentUpdateMixin:
         with passes.counting(self, planned=1, chunks=blocks):
             with self._timed_pass("moments"):
                 (mom,) = dask.compute(self._batch_moments_graph(batch))
-            merged = merge_moments(self._moments_, mom)
+            merged = self._merge_moments(self._moments_, mom)
             self._refit_from_moments(merged, data)
         self._widen_features(d)
         self.fit_time_ = time.perf_counter() - t0
@@ -217,10 +234,11 @@ class MomentUpdateMixin:
         state = dict(state)
         mom = {key: state.pop(_SAVED + key) for key in MOMENT_KEYS if _SAVED + key in state}
         super()._restore_state(state)
-        if {"n", "mean", "m2"} <= set(mom):
+        if {"n", "mean", "m2"} <= set(mom) or {"n", "sums", "gram"} <= set(mom):
             mom["n"], mom["bad"] = int(mom["n"]), int(mom.get("bad", 0))
-            mom["mean"] = np.asarray(mom["mean"], dtype=np.float64)
-            mom["m2"] = np.asarray(mom["m2"], dtype=np.float64)
+            for key in ("mean", "m2", "sums", "gram", "xm", "mm"):
+                if key in mom:
+                    mom[key] = np.asarray(mom[key], dtype=np.float64)
             setattr(self, _SAVED, mom)
 
 
@@ -228,7 +246,7 @@ class SpectralMomentUpdate(MomentUpdateMixin):
     """``partial_fit`` of :class:`~scalepca.PCA` and :class:`~scalepca.PPCA` (covariance)."""
 
     _updatable = ("svd_solver='covariance_eigh' (and 'auto' on at most 4096 features), "
-                  "with or without standardize=True and zero_center")
+                  "with or without standardize=True or 'genotype' and zero_center")
 
     def _update_refusal(self, n_features: int | None,
                         n_samples: int | None = None) -> str | None:
@@ -240,16 +258,28 @@ class SpectralMomentUpdate(MomentUpdateMixin):
         d = 0 if d is None else d
         if self._choose_solver(d, n_samples) != "covariance_eigh":
             return self._describe_solver(d, n_samples)
-        if self._genotypes():
-            return "standardize='genotype' (its allele frequencies take a pass of their own)"
         return None
+
+    def _batch_moments_graph(self, X):
+        if self._genotypes():  # raw counts: the frequencies come from the merged sums
+            return allele_moments_graph(X)
+        return moments_graph(X)
+
+    def _merge_moments(self, kept: dict, new: dict) -> dict:
+        if self._genotypes():
+            return merge_allele_moments(kept, new)
+        return merge_moments(kept, new)
 
     def _refit_from_moments(self, mom: dict, data: MatrixInput) -> None:
         X = data.data
         n, d = int(mom["n"]), X.shape[1]
         spec = self._check_parameters(n, d, X)["n_components"]
         self._features_kept = None  # the land mask of every row seen
-        self._fit_from_moments(mom, X, data, spec, spec if isinstance(spec, int) else 1)
+        k = spec if isinstance(spec, int) else 1
+        if self._genotypes():
+            fit_genotype_moments(self, mom, data, spec, k)
+            return
+        self._fit_from_moments(mom, X, data, spec, k)
 
 
 class PPCAMomentUpdate(SpectralMomentUpdate):

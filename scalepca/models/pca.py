@@ -529,7 +529,8 @@ class PCA(_BaseSpectralPCA):
         or 1 (monomorphic) or without any call are left out of the fit (NaN in ``mean_``,
         ``scale_``, ``components_``; ``n_monomorphic_`` counts the former). ``p`` comes from the
         moments pass (no extra pass with ``randomized``, ``snapshot``, ``sketch`` or ``tsqr``;
-        ``covariance_eigh`` takes two); the model keeps ``mean_ = 2p`` (``allele_frequency_``)
+        ``covariance_eigh`` reads sums of the raw counts once, which ``partial_fit``
+        merges with a new cohort's); the model keeps ``mean_ = 2p`` (``allele_frequency_``)
         and ``scale_`` and repeats the step in ``transform``, after ``save``/``load`` too. The
         wide solvers (block Krylov with ``tol``, ``snapshot``, ``sketch``) apply the map inside
         their per-block products and take the passes they take on other data; with missing

@@ -11,6 +11,7 @@ import xarray as xr
 import zarr
 
 from ..io._bed import is_bed_path
+from ..io._bed_cohorts import check_bed_list, is_bed_list
 from ..io._coalesce import TASK_SIZE, _task_bytes, coalesced_rows, open_zarr
 from ..io._fs import (
     check_complete,
@@ -118,6 +119,9 @@ def data_kind(path, *, format: str | None = None, storage_options: dict | None =
     """
     if format is not None:
         return format
+    if isinstance(path, (list, tuple)):  # several .bed files: one matrix
+        check_bed_list(path)
+        return "bed"
     if is_bed_path(path):
         return "bed"
     if _anndata_path(path):
@@ -175,9 +179,13 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
 
     Parameters
     ----------
-    source : str, path, zarr.Array, zarr.Group, xarray.DataArray/Dataset, dask or numpy array
+    source : str, path, list of paths, zarr.Array, zarr.Group, \
+xarray.DataArray/Dataset, dask or numpy array
         A path or fsspec URL of a zarr store, a NetCDF/HDF5 file or an AnnData store (``.zarr``,
         ``.h5ad``); an array or ``anndata.AnnData``. Sparse arrays become CSR row blocks.
+        A list of PLINK ``.bed`` paths is one matrix, the files' samples appended in
+        order (a cohort genotyped in batches): they must have the same SNPs in the same
+        order (the first ``.bim`` line that differs is named) and no sample in two files.
     variable : str, optional
         The array of a zarr group, or the variable of an xarray Dataset.
     storage_options : dict, optional
@@ -233,7 +241,7 @@ def open_matrix(source, *, variable: str | None = None, storage_options: dict | 
         Not 2-D (no stacking dims), several arrays and no ``variable``, an option not taken.
     """
     kind = _checked_kind(source, format, storage_options, task_size, open_options)
-    path = source if isinstance(source, (str, os.PathLike)) else None
+    path = source if isinstance(source, (str, os.PathLike)) or kind == "bed" else None
     bed = {"dtype": dtype, "keep": keep, "exclude_ranges": exclude_ranges}
     if kind == "bed" or any(v is not None for v in bed.values()):
         return _bed_matrix(kind, path, variable=variable, sample_dims=sample_dims,
@@ -290,9 +298,14 @@ def _checked_kind(source, format, storage_options, task_size, open_options) -> s
     if format not in (None, *FORMATS):
         raise ValueError(f"format={format!r} is not one of {', '.join(map(repr, FORMATS))} (or "
                          "None: recognised from the path)")
-    path = source if isinstance(source, (str, os.PathLike)) else None
+    path = (source if isinstance(source, (str, os.PathLike, list, tuple)) and
+            (not isinstance(source, (list, tuple)) or all(
+                isinstance(p, (str, os.PathLike)) for p in source)) else None)
     kind = None if path is None else data_kind(path, format=format,
                                                storage_options=storage_options)
+    if isinstance(path, (list, tuple)) and kind != "bed":
+        raise ValueError(f"format={format!r}: a list of paths is read as one matrix "
+                         "for PLINK .bed files only")
     if open_options is None:
         return kind
     if path is None:
@@ -412,8 +425,19 @@ def _open_bed(path, *, variable, sample_dims, feature_dims, weights, layer, chun
     if weights is not None:
         raise ValueError("weights do not apply to a PLINK .bed file: genotypes are "
                          "standardised by the model, PCA(standardize='genotype')")
-    if path is not None and _is_url(os.fspath(path)):
-        raise ValueError(f"{os.fspath(path)!r}: PLINK .bed files are read from local paths")
+    paths = list(path) if is_bed_list(path) else [path]
+    for one in paths:
+        if one is not None and _is_url(os.fspath(one)):
+            raise ValueError(f"{os.fspath(one)!r}: PLINK .bed files are read from "
+                             "local paths")
+    if len(paths) > 1 or isinstance(path, (list, tuple)):
+        from ..io._bed_cohorts import open_bed_list
+
+        arr = open_bed_list(paths, rows=_array_rows(chunks),
+                            dtype="float32" if dtype is None else dtype,
+                            task_size=task_size, keep=keep,
+                            exclude_ranges=exclude_ranges)
+        return _dataarray_matrix(arr)
     arr = open_bed_matrix(os.fspath(path), rows=_array_rows(chunks),
                           dtype="float32" if dtype is None else dtype,
                           task_size=task_size, keep=keep, exclude_ranges=exclude_ranges)
