@@ -248,7 +248,7 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
 
     Parameters
     ----------
-    data : anndata.AnnData or str or path, or an array
+    data : AnnData or str or path, or an array
         Raw counts in ``X`` (or ``layer``) when steps are asked for; else the matrix to analyse.
         An array (NumPy, SciPy sparse, dask) is analysed the same way and nothing is written.
     n_comps : int, optional
