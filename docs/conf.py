@@ -89,12 +89,15 @@ copybutton_prompt_is_regexp = True
 html_theme = "pydata_sphinx_theme"
 html_title = "scalepca"
 html_static_path = ["_static"]
+templates_path = ["_templates"]
 html_css_files = ["scalepca.css"]
 html_js_files = ["scalepca.js"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "footer_start": ["copyright"],
+    # the version on every page: beside the name in the navigation bar, and in the footer
+    "navbar_start": ["navbar-logo", "sp-version"],
+    "footer_start": ["copyright", "sp-version"],
     "footer_end": [],
     # the wide tables (benchmarks, config keys, the contract matrix) get the page's width
     "secondary_sidebar_items": {"**": ["page-toc"], "benchmarks": [], "config": [],
@@ -104,7 +107,7 @@ html_theme_options = {
 html_sidebars = {"**": ["sidebar-nav-bs"],
                  **{page: [] for page in ("getting-started", "config", "benchmarks", "hpc",
                                           "architecture", "scaling", "bad_input", "contract",
-                                          "development")}}
+                                          "development", "changes")}}
 
 
 def setup(app):

@@ -131,6 +131,24 @@ def test_api_index_groups_every_public_name_and_no_kernel(site):
         assert f">{heading}<" in index, heading
 
 
+def test_version_on_every_page_changes_and_source_links(site):
+    import scalepca
+
+    for page in site.rglob("*.html"):
+        if {"_modules", "_static"} & set(page.parts) or page.name in ("search.html",):
+            continue
+        assert f"v{scalepca.__version__}" in page.read_text(), page.relative_to(site)
+    changes = _text(site / "changes.html")
+    for breaking in ("overwrite=True", "n_modes", "n_components"):
+        assert breaking in changes, breaking
+    # every API page links to its source (sphinx.ext.viewcode), and the source page exists
+    for page in (site / "api" / "generated").glob("*.html"):
+        html = page.read_text()
+        assert "viewcode-link" in html, page.name
+        target = re.search(r'href="([^"#]*_modules/[^"#]*)', html).group(1)
+        assert (page.parent / target).resolve().is_file(), (page.name, target)
+
+
 #: every method a user calls, each documented on its estimator's page (an entry of its own)
 API_MEMBERS = {
     "PCA": ["fit", "transform", "inverse_transform", "fit_transform", "score", "score_samples",
