@@ -149,6 +149,20 @@ def test_version_on_every_page_changes_and_source_links(site):
         assert (page.parent / target).resolve().is_file(), (page.name, target)
 
 
+def test_benchmarks_page_dates_each_result_and_marks_stale_ones(site):
+    import json
+
+    html = (site / "benchmarks.html").read_text()
+    text = _text(site / "benchmarks.html")
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        rec = json.loads(path.read_text())["provenance"]
+        row = re.search(">" + re.escape(path.name) + r"<(.*?)</tr>", html, re.S)
+        assert row and rec["date"] in row.group(1), path.name
+    # the PCA section's chart measured the solvers of its date: its warning says so
+    pca = text[text.index("PCA of a"):text.index("One-pass fits against the floor")]
+    assert "Stale" in pca and "benchmarks/pca.py" in pca
+
+
 #: every method a user calls, each documented on its estimator's page (an entry of its own)
 API_MEMBERS = {
     "PCA": ["fit", "transform", "inverse_transform", "fit_transform", "score", "score_samples",

@@ -567,9 +567,10 @@ def generate() -> list[Path]:
     write("config_reference.md", config_reference())
     for name in CLASSES:
         write(f"notes_{name}.rst", class_notes(name))
-    from docgen_bench import benchmark_page  # imports this module: loaded once it is whole
+    from docgen_bench import benchmark_page, status_table  # imports this module: loaded once
 
     write("benchmarks.md", benchmark_page())
+    write("benchmarks_status.md", status_table())
     write("layout.md", package_layout())
     write("contract_matrix.md", contract_matrix())
     api_dir = DOCS / "api" / "generated"
