@@ -100,8 +100,7 @@ html_theme_options = {
     "footer_start": ["copyright", "sp-version"],
     "footer_end": [],
     # the wide tables (benchmarks, config keys, the contract matrix) get the page's width
-    "secondary_sidebar_items": {"**": ["page-toc"], "benchmarks": [], "config": [],
-                                "contract": []},
+    "secondary_sidebar_items": {"**": ["page-toc"], "benchmarks": [], "config": []},
 }
 # pages without sub-pages get no (empty) navigation column: their tables get its width
 html_sidebars = {"**": ["sidebar-nav-bs"],

@@ -163,6 +163,27 @@ def test_benchmarks_page_dates_each_result_and_marks_stale_ones(site):
     assert "Stale" in pca and "benchmarks/pca.py" in pca
 
 
+def test_contract_page_is_readable_in_a_browser(site, tmp_path):
+    """The contract's tables are narrow (one per estimator, operation and option), their
+    cells are words or symbols, the legend comes first and their headers stay in view."""
+    html = (site / "contract.html").read_text()
+    tables = re.findall(r'<table class="sp-contract".*?</table>', html, re.S)
+    assert len(tables) >= 16 + 30  # one per estimator and one per operation, at least
+    for table in tables:
+        head = re.search(r"<thead>(.*?)</thead>", table, re.S).group(1)
+        assert head.count("<th") <= 6, head
+    assert html.index('id="legend"') < html.index('class="sp-contract"')
+    cells = re.findall(r'<td class="sp-\w+"[^>]*>(.*?)</td>', html, re.S)
+    words = {re.sub(r"<[^>]+>|\s*[RDN]\d+", "", c).strip() for c in cells}
+    assert words <= {"✓", "refused", "n/a", "defect"}, words
+    assert not re.search(r"<td[^>]*>\s*[–-]\d", html), "a code that reads as a negative number"
+    dom = rendered_dom((site / "contract.html").as_uri(), tmp_path / "profile")
+    marks = re.findall(r'<table class="sp-contract"[^>]*>', dom)
+    assert len(marks) == len(tables)
+    assert all('data-fits="yes"' in m for m in marks), "a contract table is wider than its column"
+    assert all('data-sticky="sticky"' in m for m in marks), "a header row scrolls away"
+
+
 #: every method a user calls, each documented on its estimator's page (an entry of its own)
 API_MEMBERS = {
     "PCA": ["fit", "transform", "inverse_transform", "fit_transform", "score", "score_samples",
@@ -323,7 +344,8 @@ def test_api_page_renders_its_formulas(site, tmp_path, name):
                                   "api/generated/scalepca.PPCA.html",
                                   "api/generated/scalepca.PCA.html", "guide/ppca.html",
                                   "guide/eof.html", "config.html", "gallery.html",
-                                  "benchmarks.html", "getting-started.html"])
+                                  "benchmarks.html", "getting-started.html", "contract.html",
+                                  "changes.html", "api/index.html"])
 def test_pages_render_in_a_real_browser(site, tmp_path, page):
     import numpy as np
     from matplotlib.image import imread

@@ -321,9 +321,9 @@ def package_layout() -> str:
 # -- contract matrix -------------------------------------------------------------------------------
 def contract_matrix() -> str:
     """The contract matrix's page, from the same lists the tests run (NumPy only imported)."""
-    from tests import _contract
+    from docgen_contract import contract_page
 
-    return _contract.markdown()
+    return contract_page()
 
 
 # -- API reference: one page per public object ----------------------------------------------------
