@@ -184,6 +184,30 @@ def test_contract_page_is_readable_in_a_browser(site, tmp_path):
     assert all('data-sticky="sticky"' in m for m in marks), "a header row scrolls away"
 
 
+@pytest.mark.parametrize("cls", ["PCA", "PPCA", "KernelPCA", "SparsePCA", "RobustPCA",
+                                 "MultivariateEOF", "ExtendedEOF"])
+def test_class_pages_as_scikit_learn_s(site, cls):
+    """Each estimator's page: a link to its user guide page, See also, and the methods it
+    takes from scikit-learn listed and linked to scikit-learn's pages."""
+    html = (site / "api" / "generated" / f"scalepca.{cls}.html").read_text()
+    assert "Read more in the" in html and "../../guide/" in html
+    assert "See also" in html
+    inherited = html[html.index("Methods inherited from scikit-learn"):]
+    for method in ("get_params", "set_params"):
+        assert f"sklearn.base.BaseEstimator.html#sklearn.base.BaseEstimator.{method}" \
+            in inherited, method
+    if cls != "RobustPCA":  # a transformer: scikit-learn's output container and names
+        assert "TransformerMixin.set_output" in inherited
+        assert "get_feature_names_out" in inherited
+
+
+def test_pp_pca_page_lists_what_it_writes_where(site):
+    text = _text(site / "api" / "generated" / "scalepca.pp.pca.html")
+    for field in ('.obsm["X_pca"]', '.varm["PCs"]', '.uns["pca"]["variance"]',
+                  '.uns["pca"]["variance_ratio"]', '.var["highly_variable"]'):
+        assert field.replace('"', "&quot;") in text or field in text, field
+
+
 #: every method a user calls, each documented on its estimator's page (an entry of its own)
 API_MEMBERS = {
     "PCA": ["fit", "transform", "inverse_transform", "fit_transform", "score", "score_samples",
