@@ -113,10 +113,28 @@ def provenance(stem: str) -> dict:
             "sources": {p: _file_code_hash(p) for p in DEPENDS[stem]}}
 
 
+def updated(stem: str, earlier: dict | None) -> dict:
+    """The provenance of a result file of which a run re-measured some parts and kept the
+    others from the file (``earlier``, their provenance): the parts kept stay stale, so
+    the file does, until a run from an empty file re-measures every part."""
+    rec = provenance(stem)
+    if earlier:
+        rec["earlier"] = earlier
+    return rec
+
+
 def stale_sources(stem: str, result: dict) -> list[str]:
     """The files a result depends on whose code is not the code it measured (changed, new,
     or gone): empty when the result describes the current code."""
-    recorded = (result.get("provenance") or {}).get("sources", {})
+    rec, changed = result.get("provenance") or {}, set()
+    while rec:  # this run's files, then those of the parts kept from earlier runs
+        changed |= set(_stale_files(stem, rec))
+        rec = rec.get("earlier") or {}
+    return sorted(changed)
+
+
+def _stale_files(stem: str, rec: dict) -> list[str]:
+    recorded = rec.get("sources", {})
     changed = []
     for path in sorted(set(DEPENDS[stem]) | set(recorded)):
         if path not in DEPENDS[stem] or recorded.get(path) != _file_code_hash(path):

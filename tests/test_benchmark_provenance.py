@@ -63,3 +63,13 @@ def test_a_changed_solver_makes_its_result_stale(prov):
     assert prov.stale_sources("pca", {"provenance": rec}) == []
     rec["sources"]["scalepca/models/pca.py"] = prov.code_hash("x = 1\n")
     assert prov.stale_sources("pca", {"provenance": rec}) == ["scalepca/models/pca.py"]
+
+
+def test_a_part_kept_from_an_earlier_run_keeps_the_result_stale(prov):
+    """A run that re-measures one part of a file and keeps the others: the kept parts'
+    provenance stays, and so does the staleness it records."""
+    old = {"sources": {p: prov.code_hash("x = 1\n") for p in prov.DEPENDS["rpca"]}}
+    rec = prov.updated("rpca", old)
+    assert rec["earlier"] is old
+    assert prov.stale_sources("rpca", {"provenance": rec}) == sorted(prov.DEPENDS["rpca"])
+    assert prov.stale_sources("rpca", {"provenance": prov.updated("rpca", None)}) == []
