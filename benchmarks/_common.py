@@ -10,6 +10,8 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from _provenance import DEPENDS, updated
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -155,6 +157,9 @@ def write_json(name: str, payload: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"machine": {"python": platform.python_version(), "node": platform.node(),
                            "cpus": __import__("os").cpu_count()}, **payload}
+    if name in DEPENDS:  # the code it measured (a quick run's file is not a result)
+        # a payload that kept parts of the file it read keeps their provenance too
+        payload["provenance"] = updated(name, payload.get("provenance"))
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, default=str))
     return path

@@ -45,6 +45,7 @@ from pathlib import Path
 import dask
 import dask.array as da
 import numpy as np
+from _provenance import updated
 
 RESULTS = Path(__file__).parent / "results" / "kpca.json"
 DATA = Path("/work/bench-data/kpca_8M_x20.zarr")
@@ -280,6 +281,7 @@ def main():
         print(f"\nwrote {quick}")
         return
     out = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    out["provenance"] = updated("kpca", out.get("provenance"))
     if args.part in ("small", "all"):
         out["small"] = part_small(args.repeats)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)

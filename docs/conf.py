@@ -16,6 +16,7 @@ ROOT = DOCS.parent
 sys.path[:0] = [str(ROOT), str(DOCS / "_ext")]
 
 import docgen  # noqa: E402
+import inventories  # noqa: E402
 
 import scalepca  # noqa: E402
 
@@ -29,6 +30,8 @@ version = release = scalepca.__version__
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.viewcode",
     "sphinx.ext.mathjax",
     "numpydoc",
     "myst_nb",
@@ -55,7 +58,26 @@ autodoc_typehints = "none"  # the numpydoc Parameters sections carry the types
 autosummary_generate = False  # docgen writes the pages (docs/api/generated/)
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-numpydoc_xref_param_type = False
+# parameter types link to their pages: only the names listed here (and numpydoc's builtins),
+# so the prose of a type ("ndarray of shape (n, d)") stays prose
+numpydoc_xref_param_type = True
+numpydoc_xref_ignore = "all"
+numpydoc_xref_aliases = {
+    "ndarray": "numpy.ndarray", "ndarrays": "numpy.ndarray",
+    "Generator": "numpy.random.Generator", "dtype": "numpy.dtype",
+    "DataArray": "xarray.DataArray", "Dataset": "xarray.Dataset",
+    "AnnData": "anndata.AnnData", "anndata.AnnData": "anndata.AnnData",
+    "path": ":class:`python:pathlib.Path`", "path-like": ":term:`python:path-like object`",
+    "PCA": "scalepca.PCA", "PPCA": "scalepca.PPCA", "scalepca.PCA": "scalepca.PCA",
+    "scalepca.PPCA": "scalepca.PPCA",
+}
+
+# every reference resolves, or the build (-W) fails: to scalepca's pages or, through the
+# inventories (docs/_ext/inventories.py: each site's, else the copy kept with the docs), to
+# the projects scalepca works with
+nitpicky = True
+intersphinx_mapping = inventories.intersphinx_mapping(DOCS / "_generated" / "inventories")
+intersphinx_timeout = 5
 # the page contents of an estimator list fit(), transform(), … without the class name before
 # each (the column is narrow: "SparsePCA.fit_covariance()" was cut)
 toc_object_entries_show_parents = "hide"
@@ -67,24 +89,27 @@ copybutton_prompt_is_regexp = True
 html_theme = "pydata_sphinx_theme"
 html_title = "scalepca"
 html_static_path = ["_static"]
+templates_path = ["_templates"]
 html_css_files = ["scalepca.css"]
 html_js_files = ["scalepca.js"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "footer_start": ["copyright"],
+    # the version on every page: beside the name in the navigation bar, and in the footer
+    "navbar_start": ["navbar-logo", "sp-version"],
+    "footer_start": ["copyright", "sp-version"],
     "footer_end": [],
     # the wide tables (benchmarks, config keys, the contract matrix) get the page's width
-    "secondary_sidebar_items": {"**": ["page-toc"], "benchmarks": [], "config": [],
-                                "contract": []},
+    "secondary_sidebar_items": {"**": ["page-toc"], "benchmarks": [], "config": []},
 }
 # pages without sub-pages get no (empty) navigation column: their tables get its width
 html_sidebars = {"**": ["sidebar-nav-bs"],
                  **{page: [] for page in ("getting-started", "config", "benchmarks", "hpc",
                                           "architecture", "scaling", "bad_input", "contract",
-                                          "development")}}
+                                          "development", "changes")}}
 
 
 def setup(app):
     # after numpydoc (priority 500) has turned the sections into reST
     app.connect("autodoc-process-docstring", docgen.escape_docstring, priority=600)
+    app.connect("missing-reference", docgen.resolve_reexport)

@@ -42,8 +42,10 @@ def screenshot(url: str, png: Path, profile: Path, height: int = 1000, width: in
     )
 
 
-def rendered_dom(url: str, profile: Path) -> str:
-    """The page as the browser holds it once its scripts have run (skip without chromium)."""
-    r = subprocess.run([_browser(), *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
+def rendered_dom(url: str, profile: Path, width: int = 1280, height: int = 1000) -> str:
+    """The page as the browser holds it once its scripts have run, laid out in a window of
+    ``width`` × ``height`` (skip without chromium)."""
+    r = subprocess.run([_browser(), *FLAGS, f"--user-data-dir={profile}",
+                        f"--window-size={width},{height}", "--dump-dom", url],
                        capture_output=True, text=True, timeout=120, check=True)
     return r.stdout

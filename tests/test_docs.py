@@ -53,7 +53,7 @@ def test_every_page_is_built(site):
     for page in ("index", "getting-started", "config", "architecture", "gallery", "benchmarks",
                  "bad_input", "hpc", "development", "api/estimators", "api/data",
                  "api/datasets", "api/eof", "api/plot", "api/cluster", "api/config",
-                 "api/linalg", "guide/index", *GUIDE_PAGES):
+                 "api/singlecell", "guide/index", *GUIDE_PAGES):
         assert (site / f"{page}.html").is_file(), page
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     built = sorted(p.stem for p in (site / "_generated" / "gallery").glob("*.html"))
@@ -90,6 +90,122 @@ def test_api_page_from_docstrings(site):
     text = _text(site / "api" / "generated" / "scalepca.PCA.html")
     for name in ("n_components", "Passes over the data", "explained_variance_"):
         assert name in text, name
+
+
+def test_references_resolve_to_scalepca_and_the_projects_it_works_with(site):
+    """``nitpicky``: the build above fails on any reference without a target; types link to
+    NumPy, xarray, anndata, … through the inventories kept with the docs (no network here)."""
+    conf = (ROOT / "docs" / "conf.py").read_text()
+    assert "nitpicky = True" in conf
+    pca = (site / "api" / "generated" / "scalepca.PCA.html").read_text()
+    assert "https://numpy.org/doc/stable/reference/generated/numpy.ndarray.html" in pca
+    assert "https://docs.xarray.dev/en/stable/generated/xarray.DataArray.html" in pca
+    pp = (site / "api" / "generated" / "scalepca.pp.pca.html").read_text()
+    assert "https://anndata.readthedocs.io/en/stable/generated/anndata.AnnData.html" in pp
+    single = (site / "api" / "singlecell.html").read_text()
+    assert "https://scanpy.readthedocs.io/en/stable/generated/scanpy.pp.pca.html" in single
+
+
+def test_api_index_groups_every_public_name_and_no_kernel(site):
+    """Every public name has a page and a line in the index; internal kernels have neither."""
+    import scalepca
+    import scalepca.datasets
+    import scalepca.pp
+
+    gen = site / "api" / "generated"
+    index = (site / "api" / "index.html").read_text()
+    public = [f"scalepca.{n}" for n in scalepca.__all__ if n != "__version__"]
+    public += [f"scalepca.pp.{n}" for n in scalepca.pp.__all__]
+    public += [f"scalepca.datasets.{n}" for n in ("GenotypeMatrix", "CountMatrix",
+                                                  "make_genotypes", "make_counts")]
+    for name in public:
+        page = name if (gen / f"{name}.html").is_file() else None
+        if page is None:  # an analysis tool documented under its module's name
+            page = next(p.stem for p in gen.glob(f"*.{name.rpartition('.')[2]}.html"))
+        assert f"generated/{page}.html" in index, name
+    assert "generated/scalepca.linalg" not in index
+    assert not list(gen.glob("scalepca.linalg.*"))
+    # the API index groups by task: headings, each with one-line summaries
+    for heading in ("Estimators", "Single cell", "EOF analysis tools", "Data in and out",
+                    "Synthetic data", "Figures"):
+        assert f">{heading}<" in index, heading
+
+
+def test_version_on_every_page_changes_and_source_links(site):
+    import scalepca
+
+    for page in site.rglob("*.html"):
+        if {"_modules", "_static"} & set(page.parts) or page.name in ("search.html",):
+            continue
+        assert f"v{scalepca.__version__}" in page.read_text(), page.relative_to(site)
+    changes = _text(site / "changes.html")
+    for breaking in ("overwrite=True", "n_modes", "n_components"):
+        assert breaking in changes, breaking
+    # every API page links to its source (sphinx.ext.viewcode), and the source page exists
+    for page in (site / "api" / "generated").glob("*.html"):
+        html = page.read_text()
+        assert "viewcode-link" in html, page.name
+        target = re.search(r'href="([^"#]*_modules/[^"#]*)', html).group(1)
+        assert (page.parent / target).resolve().is_file(), (page.name, target)
+
+
+def test_benchmarks_page_dates_each_result_and_marks_stale_ones(site):
+    import json
+
+    html = (site / "benchmarks.html").read_text()
+    text = _text(site / "benchmarks.html")
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        rec = json.loads(path.read_text())["provenance"]
+        row = re.search(">" + re.escape(path.name) + r"<(.*?)</tr>", html, re.S)
+        assert row and rec["date"] in row.group(1), path.name
+    # the PCA section's chart measured the solvers of its date: its warning says so
+    pca = text[text.index("PCA of a"):text.index("One-pass fits against the floor")]
+    assert "Stale" in pca and "benchmarks/pca.py" in pca
+
+
+def test_contract_page_is_readable_in_a_browser(site, tmp_path):
+    """The contract's tables are narrow (one per estimator, operation and option), their
+    cells are words or symbols, the legend comes first and their headers stay in view."""
+    html = (site / "contract.html").read_text()
+    tables = re.findall(r'<table class="sp-contract".*?</table>', html, re.S)
+    assert len(tables) >= 16 + 30  # one per estimator and one per operation, at least
+    for table in tables:
+        head = re.search(r"<thead>(.*?)</thead>", table, re.S).group(1)
+        assert head.count("<th") <= 6, head
+    assert html.index('id="legend"') < html.index('class="sp-contract"')
+    cells = re.findall(r'<td class="sp-\w+"[^>]*>(.*?)</td>', html, re.S)
+    words = {re.sub(r"<[^>]+>|\s*[RDN]\d+", "", c).strip() for c in cells}
+    assert words <= {"✓", "refused", "n/a", "defect"}, words
+    assert not re.search(r"<td[^>]*>\s*[–-]\d", html), "a code that reads as a negative number"
+    dom = rendered_dom((site / "contract.html").as_uri(), tmp_path / "profile")
+    marks = re.findall(r'<table class="sp-contract"[^>]*>', dom)
+    assert len(marks) == len(tables)
+    assert all('data-fits="yes"' in m for m in marks), "a contract table is wider than its column"
+    assert all('data-sticky="sticky"' in m for m in marks), "a header row scrolls away"
+
+
+@pytest.mark.parametrize("cls", ["PCA", "PPCA", "KernelPCA", "SparsePCA", "RobustPCA",
+                                 "MultivariateEOF", "ExtendedEOF"])
+def test_class_pages_as_scikit_learn_s(site, cls):
+    """Each estimator's page: a link to its user guide page, See also, and the methods it
+    takes from scikit-learn listed and linked to scikit-learn's pages."""
+    html = (site / "api" / "generated" / f"scalepca.{cls}.html").read_text()
+    assert "Read more in the" in html and "../../guide/" in html
+    assert "See also" in html
+    inherited = html[html.index("Methods inherited from scikit-learn"):]
+    for method in ("get_params", "set_params"):
+        assert f"sklearn.base.BaseEstimator.html#sklearn.base.BaseEstimator.{method}" \
+            in inherited, method
+    if cls != "RobustPCA":  # a transformer: scikit-learn's output container and names
+        assert "TransformerMixin.set_output" in inherited
+        assert "get_feature_names_out" in inherited
+
+
+def test_pp_pca_page_lists_what_it_writes_where(site):
+    text = _text(site / "api" / "generated" / "scalepca.pp.pca.html")
+    for field in ('.obsm["X_pca"]', '.varm["PCs"]', '.uns["pca"]["variance"]',
+                  '.uns["pca"]["variance_ratio"]', '.var["highly_variable"]'):
+        assert field.replace('"', "&quot;") in text or field in text, field
 
 
 #: every method a user calls, each documented on its estimator's page (an entry of its own)
@@ -252,7 +368,8 @@ def test_api_page_renders_its_formulas(site, tmp_path, name):
                                   "api/generated/scalepca.PPCA.html",
                                   "api/generated/scalepca.PCA.html", "guide/ppca.html",
                                   "guide/eof.html", "config.html", "gallery.html",
-                                  "benchmarks.html", "getting-started.html"])
+                                  "benchmarks.html", "getting-started.html", "contract.html",
+                                  "changes.html", "api/index.html"])
 def test_pages_render_in_a_real_browser(site, tmp_path, page):
     import numpy as np
     from matplotlib.image import imread

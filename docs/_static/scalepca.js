@@ -5,3 +5,14 @@ window.addEventListener("load", () => {
     img.dataset.loaded = img.complete && img.naturalWidth > 0 ? "yes" : "no";
   });
 });
+
+// Mark each table of the contract page with whether it fits its column (data-fits) and
+// whether its header row stays in view while the rows scroll (data-sticky): read by the tests.
+window.addEventListener("load", () => {
+  document.querySelectorAll("table.sp-contract").forEach((table) => {
+    const column = table.parentElement.clientWidth;
+    table.dataset.fits = table.scrollWidth <= column ? "yes" : "no";
+    const th = table.querySelector("thead th");
+    table.dataset.sticky = th ? getComputedStyle(th).position : "none";
+  });
+});

@@ -248,7 +248,7 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
 
     Parameters
     ----------
-    data : anndata.AnnData or str or path, or an array
+    data : AnnData or str or path, or an array
         Raw counts in ``X`` (or ``layer``) when steps are asked for; else the matrix to analyse.
         An array (NumPy, SciPy sparse, dask) is analysed the same way and nothing is written.
     n_comps : int, optional
@@ -280,7 +280,24 @@ def pca(data, n_comps: int | None = None, *, layer: str | None = None,
     Returns
     -------
     scalepca.PCA
-        The fitted model; its ``transform`` takes raw counts of new cells.
+        The fitted model; its ``transform`` takes raw counts of new cells. For AnnData input
+        (an object, a view or a store), sets the following fields, as scanpy does:
+
+        ``.obsm["X_pca"]`` : ndarray of shape (n_obs, n_comps)
+            The cells' scores (NaN rows for cells left out by ``mask_obs``).
+        ``.varm["PCs"]`` : ndarray of shape (n_vars, n_comps)
+            The loadings (zeros for genes left out).
+        ``.uns["pca"]["variance"]`` : ndarray of shape (n_comps,)
+            The variance of each component's scores.
+        ``.uns["pca"]["variance_ratio"]`` : ndarray of shape (n_comps,)
+            Each component's share of the total variance.
+        ``.uns["pca"]["params"]`` : dict
+            The parameters as scanpy writes them; ``.uns["pca"]["scalepca"]`` holds the
+            passes made.
+        ``.var["highly_variable"]`` and ``.uns["hvg"]``
+            When ``flavor`` selects highly variable genes, with the ``.var`` columns
+            ``means``, ``dispersions`` and ``dispersions_norm``, as
+            :func:`scanpy.pp.highly_variable_genes` writes them.
     """
     _check_view(data)
     if svd_solver == "tsqr":  # the steps hand the fit CSR blocks: refused before their passes

@@ -18,9 +18,9 @@ A run config has five sections:
     and the settings of that kind.
 ``output``
     ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
-    ``report``, default true: an HTML page with figures, see :mod:`scalepca.app.report`;
+    ``report``, default true: an HTML page with figures, see ``scalepca.app.report``;
     ``false`` writes none; ``overwrite``, default true: replace an earlier run's outputs,
-    see :mod:`scalepca.app.outputs`).
+    see ``scalepca.app.outputs``).
 ``progress``
     true | false — progress per pass over the data: a bar on a terminal, one line (tasks,
     time, rate) per pass in a log.
@@ -32,8 +32,8 @@ from the folder of the config file, not from the working directory: see ``PATH_K
 Unknown keys are rejected with a message naming them, the allowed keys and the closest one
 (``n_component``: did you mean ``n_components``?); values of the wrong type are rejected with
 the expected type; choices list the allowed values. Every problem is reported, not only the
-first (:attr:`ConfigError.problems`). Model parameters are checked against the estimator's
-parameter table (``_parameters``, :mod:`scalepca.models._params`): names, types, choices and
+first (``ConfigError.problems``). Model parameters are checked against the estimator's
+parameter table (``_parameters``, ``scalepca.models._params``): names, types, choices and
 the ranges that do not depend on the data; ``fit`` and ``scalepca validate`` check the same
 table again with the data's shape (``n_components <= min(n, d)``) and the conditions between
 parameters, before any data is read.
@@ -447,7 +447,7 @@ def _check_data(section) -> dict:
 
 def validate_config(cfg, problems: list | None = None) -> dict:
     """Return a normalised copy of ``cfg`` with defaults filled in, or raise ConfigError
-    naming every problem found (one sentence each, in :attr:`ConfigError.problems`).
+    naming every problem found (one sentence each, in ``ConfigError.problems``).
 
     With a list ``problems``, the problems are appended to it instead, and what could be read
     is returned: a section that could not be read is None, a model parameter or section key
@@ -593,7 +593,7 @@ PATH_KEYS = (
 
 
 def resolve_paths(cfg, base) -> dict:
-    """A copy of the raw config ``cfg`` with the relative paths of :data:`PATH_KEYS` joined to
+    """A copy of the raw config ``cfg`` with the relative paths of ``PATH_KEYS`` joined to
     the folder ``base``.
 
     URLs (``s3://...``), absolute paths and paths that start with ``$`` (expanded on the

@@ -506,7 +506,7 @@ def count_model(n_features: int, *, rank: int = 10, density: float = 0.1,
     of sd ``gene_sd`` (a few genes high, most low, as in real data). The global level is the
     root (Brent's method) of "expected fraction of non-zero counts = ``density``", the
     expectation taken with the closed-form zero probability over a calibration sample of
-    :data:`CALIBRATION_CELLS` cells drawn from the model (and up to :data:`CALIBRATION_GENES`
+    ``CALIBRATION_CELLS`` cells drawn from the model (and up to ``CALIBRATION_GENES``
     of the genes).
     """
     from scipy.optimize import brentq
@@ -685,7 +685,7 @@ def make_counts(
     and variance :math:`\mu + \mu^2/\mathrm{dispersion}`, or Poisson with ``dispersion=None``. Each
     entry draws one uniform ``u``: the count is zero when ``u`` is at most the zero probability,
     else the inverse CDF at ``u`` (so the pattern of non-zeros is known without drawing the values:
-    :func:`write_counts` counts them first).
+    ``write_counts`` counts them first).
 
     ``density`` is the expected fraction of non-zero counts: the global level is solved so
     that the mean zero probability (closed form, :math:`(\theta/(\theta+\mu))^\theta`) over a

@@ -1,7 +1,7 @@
 """Writing synthetic datasets to zarr stores, block by block from the workers.
 
 Every dataset store is written by the one atomic zarr writer of the package,
-:func:`scalepca.io._store.atomic_group`: a local store under a temporary sibling name renamed
+``scalepca.io._store.atomic_group``: a local store under a temporary sibling name renamed
 into place, a remote one in place; in both a ``complete`` flag written last, so an interrupted
 write never leaves a store that looks complete, and a complete store being replaced stays
 readable until its replacement is.
@@ -144,7 +144,7 @@ def write_dataset(data, path, *, overwrite: bool = False, storage_options=None,
     measurement: see the README), ``"lz4-bitshuffle"``, ``"zstd"`` or ``"none"``.
 
     The workers generate and write one block each. The store is written atomically
-    (:func:`scalepca.io._store.atomic_group`): local paths under a temporary sibling name
+    (``scalepca.io._store.atomic_group``): local paths under a temporary sibling name
     renamed into place, so an interrupted write never leaves a store that looks complete;
     remote URLs (``s3://...``) in place (object stores have no rename), flagged
     ``complete: false`` until the last block is written. Returns the path.

@@ -54,7 +54,7 @@ class GenotypeMatrix:
     seed: int = 0  # of the .bim's positions and alleles
 
     def bim(self) -> dict:
-        """The .bim's columns (bed-reader's properties): :func:`snp_map` of the SNPs."""
+        """The .bim's columns (bed-reader's properties): ``snp_map`` of the SNPs."""
         return snp_map(self.shape[1], seed=self.seed)
 
     @property

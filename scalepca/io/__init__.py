@@ -1,8 +1,8 @@
 """Input/output: read zarr/NetCDF/AnnData/fsspec sources, write outputs atomically.
 
 Opening a source as the matrix an estimator fits is :func:`scalepca.open_matrix`
-(:mod:`scalepca.preprocessing`); model stores (``est.save``, :func:`scalepca.load`) are in
-:mod:`scalepca.persistence`.
+(``scalepca.preprocessing``); model stores (``est.save``, :func:`scalepca.load`) are in
+``scalepca.persistence``.
 """
 
 from ._fs import open_zarr_node

@@ -1,7 +1,7 @@
 """Atomic zarr writing: output stores, and the groups model stores are written into.
 
 Model stores themselves (what a fitted estimator saves, and :func:`scalepca.load`) are in
-:mod:`scalepca.persistence`; they are written with :func:`atomic_group`.
+:mod:`scalepca.persistence`; they are written with ``atomic_group``.
 
 Atomicity: a local store is written under a temporary sibling name and renamed into place, so a
 process killed mid-write leaves only a ``.tmp-*`` directory that is never read as a model.
@@ -39,7 +39,7 @@ def _local_path(store) -> str | None:
 
 def _open_for_write(path: str, storage_options=None, kind=OUTPUT) -> zarr.Group:
     """An empty group at ``path`` flagged ``complete: false``, replacing what is there (a store
-    of the same kind: :func:`atomic_group` checks that first).
+    of the same kind: ``atomic_group`` checks that first).
 
     When a group is being replaced, its flag is turned off first and its root metadata
     deleted last, so a reader during the replacement never sees a store that claims to be
@@ -122,7 +122,7 @@ def renamed_into_place(target: Path, write, *, attributes=None, consolidate=Fals
     new group is in place, so a process killed at any moment leaves either the old group (under
     its name or, between the two renames, as the ``.old-`` sibling) or the new complete one;
     never a half-written group under the final name. Siblings that writers on this host left
-    when they died are removed after a successful write. Used by :func:`atomic_group` and by
+    when they died are removed after a successful write. Used by ``atomic_group`` and by
     the commits of a checkpoint (:mod:`scalepca.io._checkpoint`).
     """
     tmp = target.with_name(f"{target.name}.tmp-{_writer_tag()}")
@@ -250,7 +250,7 @@ def write_array(arr, store, *, name: str = "scores", storage_options=None, attrs
     ``codec`` names the compression: ``"lz4"`` (Blosc-LZ4, byte shuffle; the default),
     ``"lz4-bitshuffle"``, ``"zstd"`` or ``"none"``.
 
-    The store is written atomically (see :func:`atomic_group`); nothing is gathered on the
+    The store is written atomically (see ``atomic_group``); nothing is gathered on the
     client. xarray results are written with ``to_zarr`` so coordinates come along; plain
     arrays get dimension names (``sample`` and ``mode`` for scores, ``sample`` and
     ``feature`` otherwise) so xarray can open them too. The store's metadata are consolidated

@@ -307,7 +307,7 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
         """Input of ``transform`` and the other methods on new data, checked against the fit.
 
         Non-finite values on the features the model was fitted on are refused by
-        :func:`refuse_nonfinite` (NaN too unless ``allow_nan``, default
+        ``refuse_nonfinite`` (NaN too unless ``allow_nan``, default
         ``_transform_allows_nan``): NumPy/pandas input now, lazy input when its
         blocks are computed (``lazy_check=False``: the caller counts them in a pass
         of its own).
@@ -690,7 +690,7 @@ class LinearDecompositionMixin(DecompositionMixin):
         ValueError
             ``X`` holds a NaN or an infinite value at a feature the model uses:
             in-memory input is refused by this call, lazy input when its scores are
-            computed (one rule for every kind, :func:`refuse_nonfinite`; features left
+            computed (one rule for every kind, ``refuse_nonfinite``; features left
             out of the fit, NaN in every sample, are not looked at).
         """
         self._check_fitted()  # before the projection matrix is formed from fitted attributes

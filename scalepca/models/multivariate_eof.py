@@ -178,7 +178,7 @@ class MultivariateEOF(DecompositionMixin):
     One pass over the fields: per worker, one row block of each field plus the d × d partial
     Gram (d the fields' features together; at most ``MAX_FEATURES``); the ``eigh`` of the
     d × d covariance runs on the client. Each task joins the blocks of every field that
-    cover one row block of the first (:func:`join_fields`): every block of every field is
+    cover one row block of the first (``join_fields``): every block of every field is
     read once, however the fields are chunked. ``transform`` and ``inverse_transform`` are lazy
     blockwise maps.
     """

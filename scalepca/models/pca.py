@@ -596,13 +596,13 @@ class PCA(_BaseSpectralPCA):
         figure for every component, an estimate of :math:`\|C - \hat C\|_2`
         (:math:`\hat C` its Nyström approximation), which bounds each residual and each
         eigenvalue's error; never above that norm and, measured, at least half of it
-        (:data:`scalepca.linalg.sketch.ERROR_ESTIMATE_FACTOR`): the error is within
+        (``scalepca.linalg.sketch.ERROR_ESTIMATE_FACTOR``): the error is within
         twice the estimate.
     error_bound_ : float
         ``"sketch"`` only: the worst case, :math:`\|C - \hat C\|_2` at most this with
         probability :math:`\ge 1 - 10^{-10}` (Halko et al. 2011, Lemma 4.1); 7–36 times
         the error measured, more with ``standardize=True``, often above the largest
-        eigenvalue: it holds but says little (see :mod:`scalepca.linalg.sketch`).
+        eigenvalue: it holds but says little (see ``scalepca.linalg.sketch``).
 
     Notes
     -----
@@ -656,7 +656,7 @@ class PCA(_BaseSpectralPCA):
     float32 and sums the slice products in float64 (about twice the speed of float64
     products); each Gram entry is within :math:`1025\, \varepsilon_{32} \|c_j\| \|c_k\|` of the
     float64 products (:math:`c_j` the centred column, so a large mean costs no accuracy; see
-    :func:`scalepca.linalg.moments.gram_error_bound`).
+    ``scalepca.linalg.moments.gram_error_bound``).
     Small quantities lose most: every eigenvalue of a float32-product Gram carries an
     absolute error of a fraction of :math:`\varepsilon_{32} \lambda_1` (:math:`\lambda_1` the
     largest eigenvalue, :math:`\varepsilon_{32} = 1.2 \cdot 10^{-7}`; at most

@@ -66,7 +66,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     (``missing="em"``: NaN = missing at random; each row's E-step uses its observed entries
     only, with its own k × k posterior, and the M-step solves for :math:`W`, :math:`\mu` and
     :math:`\sigma^2` from sufficient statistics reduced across chunks — see
-    :mod:`scalepca.linalg.em`).
+    ``scalepca.linalg.em``).
 
     Parameters
     ----------
@@ -218,7 +218,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     (lazy); ``score_samples`` is the exact Gaussian log-likelihood of each row's observed entries
     under :math:`C = W W^\top + \sigma^2 I`, computed from k-dimensional factors (Woodbury), never
     inverting a d × d matrix, and carried to the data's own units (the log-Jacobian of the weights
-    and of ``standardize`` over the observed entries; see :meth:`score_samples`).
+    and of ``standardize`` over the observed entries; see :meth:`~scalepca.PPCA.score_samples`).
 
     Sparse input (``scipy.sparse``, pydata ``sparse``, dask arrays of either) takes the closed
     form, as :class:`PCA` does (``covariance_eigh`` or ``randomized``, centred implicitly,

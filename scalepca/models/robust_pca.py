@@ -169,7 +169,7 @@ class RobustPCA(LinearDecompositionMixin):
         right singular vectors warm-start the probe block.
     svd_tol : float, "auto" or None, default="auto"
         ``svd="randomized"``: how sure each thresholding must be
-        (:func:`scalepca.linalg.svt.svt`). The partial SVD is grown, within the
+        (``scalepca.linalg.svt.svt``). The partial SVD is grown, within the
         iteration, until at least one trusted singular value estimate lies below the
         threshold (once it would reach a quarter of ``min(n1, n2)``, from the
         eigenvectors of the small side's Gram matrix, which then reaches the client),

@@ -322,7 +322,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
 
     Float32 data: the covariance pass forms the Gram in float32 products summed in float64, as
     :class:`PCA`'s does (its Notes state the bound,
-    :func:`scalepca.linalg.moments.gram_error_bound`);
+    ``scalepca.linalg.moments.gram_error_bound``);
     ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products
     (in the covariance pass and the minibatch epochs). Sparse blocks are always multiplied
     and summed in float64.
@@ -350,7 +350,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
 
     Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of either,
     turned into CSR row blocks) is never densified: the moments pass works on the sparse
-    blocks (:func:`scalepca.linalg.moments_graph`), and the code statistics of every
+    blocks (``scalepca.linalg.moments_graph``), and the code statistics of every
     dictionary are sparse–dense products with the centring applied implicitly,
     :math:`X_c D = X D - \mathbf{1} (\mu^\top D)` and :math:`X_c^\top Z = X^\top Z - \mu
     (\mathbf{1}^\top Z)` (``use_correlation`` scales the stored values, which keeps the sparsity);
@@ -431,7 +431,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         ``"elasticnet"``: the batch's moments are merged into the model's and the loadings
         solved again from the merged covariance, so the model equals ``fit`` on every row
         seen (:meth:`scalepca.PCA.partial_fit` says how). ``"minibatch"``: one online step of
-        dictionary learning on the batch (:meth:`DictionaryLearning.partial_fit`). ``"batch"``
+        dictionary learning on the batch (``DictionaryLearning.partial_fit``). ``"batch"``
         alternates over all the data: it has no ``partial_fit`` attribute (the
         ``AttributeError`` says so; scikit-learn's checks test ``hasattr``).
 

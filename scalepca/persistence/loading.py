@@ -41,7 +41,7 @@ def load(store, *, storage_options=None):
     """Load an estimator written by ``save``; lazy arrays come back as dask arrays.
 
     A store is data, never code: its ``class`` is looked up by class name among scalepca's own
-    estimators (:data:`scalepca.persistence.registry.METHODS`), nothing named in it is imported, its
+    estimators (``scalepca.persistence.registry.METHODS``), nothing named in it is imported, its
     parameters are checked against that estimator's signature and its fitted state against
     the names, dtypes and shapes such a model has — all from metadata, before the estimator
     is built or any array is read.

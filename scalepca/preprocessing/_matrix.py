@@ -85,10 +85,10 @@ class MatrixInput:
 def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1,
               allow_2d_blocks: bool = False, accept_sparse: bool = False,
               unknown_rows: bool = False) -> MatrixInput:
-    """Validate ``X`` (metadata only) and wrap it as a :class:`MatrixInput`.
+    """Validate ``X`` (metadata only) and wrap it as a ``MatrixInput``.
 
     With ``accept_sparse``, sparse input (in memory or as dask blocks) becomes a dask array
-    of CSR row blocks (:func:`~scalepca._validation.as_csr_blocks`); results over the samples
+    of CSR row blocks (``scalepca._validation.as_csr_blocks``); results over the samples
     come back as NumPy arrays for in-memory input and as dask arrays for dask input.
     With ``unknown_rows`` (``transform``), a dask DataFrame is mapped as it is, its rows not
     counted first, and dask arrays of unknown row block sizes are taken.
