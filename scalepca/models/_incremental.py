@@ -34,7 +34,7 @@ import numpy as np
 from ..linalg import eigh_descending, flip_signs, merge_moments, moments_graph, passes
 from ..linalg.kernels import _nystroem_block, _rff_block
 from ..preprocessing._matrix import MatrixInput
-from ._ppca_params import _em_or_closed_form
+from ..solvers.choice import describe, ppca_solver, resolve
 
 #: the moments a model keeps, saved as the private state ``_moments_<key>``
 MOMENT_KEYS = ("n", "mean", "m2", "bad", "nan_features")
@@ -165,7 +165,11 @@ class MomentUpdateMixin:
         if not self.__sklearn_is_fitted__():
             self._check_before_fit = lambda data: self._check_updatable(
                 data.data.shape[1], n_samples=_known(data.data.shape[0]))
-            return self.fit(X)
+            self._fit_for_update = True  # "auto" chooses a solver an update can follow
+            try:
+                return self.fit(X)
+            finally:
+                vars(self).pop("_fit_for_update", None)
         self._check_updatable(self.n_features_in_)
         if getattr(self, _SAVED, None) is None:
             raise ValueError(
@@ -232,14 +236,20 @@ class SpectralMomentUpdate(MomentUpdateMixin):
 
     def _update_refusal(self, n_features: int | None,
                         n_samples: int | None = None) -> str | None:
-        # 'auto': judged again on the data, or on the fitted model's shape (the solver
-        # that ran)
-        d = getattr(self, "n_features_in_", None) if n_features is None else n_features
-        if n_samples is None:
-            n_samples = getattr(self, "n_samples_", None)
-        d = 0 if d is None else d
-        if self._choose_solver(d, n_samples) != "covariance_eigh":
-            return self._describe_solver(d, n_samples)
+        # a fitted model: the solver that ran (only covariance_eigh keeps the moments);
+        # before the first fit, 'auto' chooses among the solvers an update can follow
+        ran = self._solver_that_ran()
+        if ran is not None and ran != "covariance_eigh":
+            if self.svd_solver == "auto":
+                return f"svd_solver='auto' chooses {ran!r} (the solver of this fit)"
+            return f"svd_solver={ran!r}"
+        if ran is None:
+            d = getattr(self, "n_features_in_", None) if n_features is None else n_features
+            d = 0 if d is None else int(d)
+            n = d if n_samples is None else int(n_samples)
+            choice = resolve(self.svd_solver, self._update_problem(n, d))
+            if choice.solver != "covariance_eigh":
+                return describe(self.svd_solver, choice)
         if self._genotypes():
             return "standardize='genotype' (its allele frequencies take a pass of their own)"
         return None
@@ -260,7 +270,7 @@ class PPCAMomentUpdate(SpectralMomentUpdate):
 
     def _update_refusal(self, n_features: int | None,
                         n_samples: int | None = None) -> str | None:
-        if _em_or_closed_form(self.solver, self.missing) == "em":
+        if ppca_solver(self.solver, self.missing) == "em":
             return f"solver={self.solver!r} with missing={self.missing!r} (EM iterates)"
         return super()._update_refusal(n_features, n_samples)
 
