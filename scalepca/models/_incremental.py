@@ -244,8 +244,9 @@ class SpectralMomentUpdate(MomentUpdateMixin):
                 return f"svd_solver='auto' chooses {ran!r} (the solver of this fit)"
             return f"svd_solver={ran!r}"
         if ran is None:
-            d = getattr(self, "n_features_in_", None) if n_features is None else n_features
-            d = 0 if d is None else int(d)
+            d = n_features
+            if d is None:
+                d = getattr(self, "n_features_in_", None) or 0
             n = d if n_samples is None else int(n_samples)
             choice = resolve(self.svd_solver, self._update_problem(n, d))
             if choice.solver != "covariance_eigh":

@@ -52,14 +52,15 @@ SOLVERS = ("auto", *REGISTRY)
 #: the solvers of wide data: they read the input's 2-D blocks (no d × d matrix anywhere)
 WIDE_SOLVERS = {"randomized": fit_krylov, "sketch": fit_sketch, "snapshot": fit_snapshot}
 
-#: the name of the task layer of a lazily read PLINK ``.bed`` (see :mod:`scalepca.io._bed`)
+#: the task layer of a lazily read PLINK ``.bed`` (see :mod:`scalepca.io._bed`)
 _BED_LAYER = "read-bed-"
 
 
 def _source_of(X) -> str:
     """What a pass over ``X`` reads: ``"bed"`` (2-bit codes decoded) or ``"memory"``."""
     layers = getattr(getattr(X, "dask", None), "layers", {})
-    return "bed" if any(str(name).startswith(_BED_LAYER) for name in layers) else "memory"
+    bed = any(str(name).startswith(_BED_LAYER) for name in layers)
+    return "bed" if bed else "memory"
 
 
 def spectral_problem(p: dict, n: int, d: int, X=None, *, itemsize: int = 8,
@@ -223,8 +224,9 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         self.scale_ = scale
         return scale
 
-    def _solver_choice(self, n: int, d: int, X=None, *, updates: bool = False) -> SolverChoice:
-        """``svd_solver`` resolved for ``n`` × ``d`` data (``X``: the input's dask array):
+    def _solver_choice(self, n: int, d: int, X=None, *,
+                       updates: bool = False) -> SolverChoice:
+        """``svd_solver`` resolved for ``n`` × ``d`` data (``X``: the input's array):
         the one choice of :func:`scalepca.solvers.choice.resolve`."""
         p = self._check_parameters(n, d, X)
         updates = updates or vars(self).get("_fit_for_update", False)
@@ -275,7 +277,8 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         solver = choice.solver
         check_blocks(solver, is_sparse(X))
         self._record_solver(solver)
-        planned = solver_passes(solver, spectral_problem({**p, "n_components": k}, n, d, X))
+        problem = spectral_problem({**p, "n_components": k}, n, d, X)
+        planned = solver_passes(solver, problem)
         if self._genotypes():
             return fit_genotypes(self, X, data, spec, k, solver, planned)
         passes.counter_of(self).plan(planned)
@@ -476,8 +479,12 @@ class PCA(_BaseSpectralPCA):
         ``"sketch"``: one pass, a Nyström approximation of the centred Gram with an
         estimate of its error; less accurate (see Notes), for data that can be read only
         once.
-        ``"auto"``: ``"covariance_eigh"`` up to 4096 features, else ``"snapshot"`` up to
-        4096 samples, else ``"randomized"``.
+        ``"auto"``: the solver of least predicted time among ``"covariance_eigh"`` (up
+        to 4096 features), ``"tsqr"`` (dense, up to 4096 features), ``"snapshot"`` (up
+        to 4096 samples) and ``"randomized"``, from the shape, block kind, ``n_components``
+        and the cost of a pass (:mod:`scalepca.solvers.choice`; figures in
+        ``docs/benchmarks.md``); a float or ``"mle"`` ``n_components`` takes a solver of
+        the whole spectrum. ``solver_`` records the choice.
     whiten : bool, default=False
         Scale scores to unit variance.
     n_oversamples : int, default=10
@@ -669,7 +676,8 @@ class PCA(_BaseSpectralPCA):
 
     ``transform`` is lazy (one blockwise map); its result is of the same kind as its input.
 
-    ``partial_fit`` updates a ``"covariance_eigh"`` model (``"auto"`` up to 4096 features)
+    ``partial_fit`` updates a ``"covariance_eigh"`` model (``"auto"`` takes it for a
+    first ``partial_fit`` up to 4096 features; after ``fit``, when it chose it)
     with a batch of rows in one pass of it: the batch's count, mean and centred Gram are
     merged into those the model keeps (saved with it) by the one-pass fit's own pairwise
     update, and the spectrum is solved again; the model then equals ``fit`` on every row seen

@@ -340,7 +340,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
             super()._fit(data)
             self._set_loadings_from_spectrum()
         else:
-            vars(self).pop("_fit_choice", None)  # the closed form's eigensolver: not run
+            vars(self).pop("_fit_choice", None)  # the closed form's: not run
             self._fit_em(data)
 
     def _record_solver(self, svd_solver: str) -> None:

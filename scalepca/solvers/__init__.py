@@ -1,4 +1,4 @@
-"""The solvers of the spectral fits: their registry, costs and the choice of ``"auto"``."""
+"""The spectral fits' solvers: their registry, costs and the choice of ``"auto"``."""
 
 from .choice import REGISTRY, Problem, SolverChoice, choose
 

@@ -1,10 +1,10 @@
 """The solvers of the spectral fits, their costs, and the one choice ``"auto"`` makes.
 
-Each solver of PCA and PPCA's closed form is one line of :data:`REGISTRY`: the passes it
-reads the data, the flops it spends in the workers and on the client, what it needs
-(dense blocks, memory for a d × d or n × n matrix) and what it gives (every eigenpair, or
-the leading ones). :func:`choose` predicts the seconds of every solver that can run on a
-:class:`Problem` and returns the cheapest::
+Each solver of PCA and PPCA's closed form is one line of :data:`REGISTRY`: the passes
+it reads the data, the flops it spends in the workers and on the client, what it needs
+(dense blocks, memory for a d × d or n × n matrix) and what it gives (every eigenpair,
+or the leading ones). :func:`choose` predicts the seconds of every solver that can run
+on a :class:`Problem` and returns the cheapest::
 
     seconds = passes × (PASS_SECONDS + blocks × TASK_SECONDS + read of the data)
               + worker flops / rate + client eigh
@@ -31,6 +31,8 @@ BED_SECONDS_PER_ENTRY = 3.5e-8
 DENSE_FLOPS_PER_SECOND = 1.8e10
 #: flops per second of CSR block times dense matrix products
 SPARSE_FLOPS_PER_SECOND = 5.2e8
+#: flops per second of TSQR's blockwise Householder QR (R factors stacked, reduced)
+QR_FLOPS_PER_SECOND = 4.0e8
 #: seconds per m³ of a dense symmetric eigendecomposition of order m on the client
 EIGH_SECONDS_PER_CUBE = 9.1e-10
 
@@ -39,8 +41,8 @@ AUTO_MAX_GRAM_FEATURES = 4096
 #: the largest n × n sample Gram ``"auto"`` builds (the snapshot method)
 AUTO_MAX_SNAPSHOT_SAMPLES = 4096
 
-#: a CSR input's share of stored entries when its reader does not say (single-cell counts
-#: and bag-of-words matrices hold 1–10 %)
+#: a CSR input's share of stored entries when its reader does not say (single-cell
+#: counts and bag-of-words matrices hold 1–10 %)
 SPARSE_DENSITY = 0.05
 
 
@@ -86,13 +88,13 @@ class Problem:
 
 
 class Solver(NamedTuple):
-    """One solver's cost model and needs. ``passes``, ``flops`` (of the products with the
-    data's blocks), ``basis`` (dense flops on matrices of n or d rows beside them) and
-    ``cube`` (the order of the client's eigendecomposition) of a :class:`Problem`;
+    """One solver's cost model and needs. ``passes``, ``flops`` (of the products with
+    the data's blocks), ``basis`` (dense flops on matrices of n or d rows beside them)
+    and ``cube`` (the order of the client's eigendecomposition) of a :class:`Problem`;
     ``fits``: whether its matrices fit in memory; ``partial``: leading eigenpairs only;
-    ``dense``: dense blocks only; ``wide``: reads 2-D blocks as they are (the others read whole rows, and
-    standardise genotypes only on dense blocks); ``auto``: a candidate of ``"auto"``;
-    ``updates``: ``partial_fit`` merges its moments."""
+    ``dense``: dense blocks only; ``wide``: reads 2-D blocks as they are (the others
+    read whole rows, and standardise genotypes only on dense blocks); ``auto``: a
+    candidate of ``"auto"``; ``updates``: ``partial_fit`` merges its moments."""
 
     passes: Callable[[Problem], int]
     flops: Callable[[Problem], float]
@@ -107,9 +109,9 @@ class Solver(NamedTuple):
 
 
 def krylov_passes(p: Problem) -> int:
-    """Block Krylov's passes: at most ``n_power_iter + 2`` products, fewer once the basis
-    spans the operator's space (d; on column strips the n × n sample Gram, plus one pass
-    for the axes)."""
+    """Block Krylov's passes: at most ``n_power_iter + 2`` products, fewer once the
+    basis spans the operator's space (d; on column strips the n × n sample Gram, plus
+    one pass for the axes)."""
     side = p.n if p.strips else p.d
     products = min(p.n_power_iter + 2, -(-side // p.width))
     return products + 1 if p.strips else products
@@ -121,7 +123,7 @@ def _product_flops(p: Problem, width: int) -> float:
 
 
 def _gram_flops(p: Problem, side: int, other: int) -> float:
-    """Flops of a Gram of order ``side`` over ``other`` (sparse: per stored entry pair)."""
+    """Flops of a Gram of order ``side`` over ``other`` (sparse: per entry pair)."""
     if p.sparse:
         per = p.stored / other
         return 2.0 * other * per * per
@@ -149,7 +151,12 @@ REGISTRY = {
     ),
     "tsqr": Solver(
         passes=lambda p: 2,
-        flops=lambda p: 2.0 * _gram_flops(p, p.d, p.n),
+        flops=lambda p: 0.0,
+        basis=lambda p: (
+            2.0
+            * _gram_flops(p, p.d, p.n)
+            * (DENSE_FLOPS_PER_SECOND / QR_FLOPS_PER_SECOND)
+        ),
         cube=lambda p: p.d,
         fits=lambda p: p.d <= AUTO_MAX_GRAM_FEATURES,
         dense=True,
@@ -196,8 +203,12 @@ def predicted_seconds(name: str, p: Problem) -> float:
     rate = SPARSE_FLOPS_PER_SECOND if p.sparse else DENSE_FLOPS_PER_SECOND
     per_pass = PASS_SECONDS + max(p.blocks - 1, 0) * TASK_SECONDS + read_seconds(p)
     passes = s.passes(p) + (1 if p.split and not s.wide else 0)
-    return (passes * per_pass + s.flops(p) / rate + s.basis(p) / DENSE_FLOPS_PER_SECOND
-            + EIGH_SECONDS_PER_CUBE * float(s.cube(p)) ** 3)
+    return (
+        passes * per_pass
+        + s.flops(p) / rate
+        + s.basis(p) / DENSE_FLOPS_PER_SECOND
+        + EIGH_SECONDS_PER_CUBE * float(s.cube(p)) ** 3
+    )
 
 
 def _can_run(name: str, p: Problem) -> bool:
@@ -207,7 +218,7 @@ def _can_run(name: str, p: Problem) -> bool:
 
 
 class SolverChoice(NamedTuple):
-    """``"auto"``'s solver, why, and the predicted seconds of every solver it weighed."""
+    """``"auto"``'s solver, why, and the predicted seconds of every solver weighed."""
 
     solver: str
     why: str
@@ -215,23 +226,32 @@ class SolverChoice(NamedTuple):
 
 
 def _needs(p: Problem) -> list[tuple[Callable[[str], bool], str]]:
-    """What the fit asks of a solver, most binding first, with the words of a message."""
-    gram = (f"(a d × d Gram up to {AUTO_MAX_GRAM_FEATURES} features, an n × n one up to "
-            f"{AUTO_MAX_SNAPSHOT_SAMPLES} samples)")
+    """What the fit asks of a solver, most binding first, in the words of a message."""
+    gram = (
+        f"(a d × d Gram up to {AUTO_MAX_GRAM_FEATURES} features, an n × n one up to "
+        f"{AUTO_MAX_SNAPSHOT_SAMPLES} samples)"
+    )
     out = []
     if p.updates:
-        out.append((lambda name: REGISTRY[name].updates,
-                    "what partial_fit updates (the d × d Gram of 'covariance_eigh', up to "
-                    f"{AUTO_MAX_GRAM_FEATURES} features)"))
+        out.append(
+            (
+                lambda name: REGISTRY[name].updates,
+                "what partial_fit updates (the d × d Gram of 'covariance_eigh', up to "
+                f"{AUTO_MAX_GRAM_FEATURES} features)",
+            )
+        )
     if p.k is None:
-        out.append((lambda name: not REGISTRY[name].partial, f"every eigenvalue {gram}"))
+        out.append(
+            (lambda name: not REGISTRY[name].partial, f"every eigenvalue {gram}")
+        )
     return out
 
 
 def choose(p: Problem) -> SolverChoice:
-    """The cheapest solver that runs on ``p`` and gives what it asks (see :class:`Problem`);
-    when none both runs and gives it, the cheapest that runs, whose refusal then names it.
-    Deterministic: ties go to the earlier solver of :data:`REGISTRY`."""
+    """The cheapest solver that runs on ``p`` and gives what it asks (see
+    :class:`Problem`); when none both runs and gives it, the cheapest that runs, whose
+    refusal then names it. Deterministic: ties go to the earlier solver of
+    :data:`REGISTRY`."""
     runs = [name for name in REGISTRY if _can_run(name, p)]
     seconds = {name: predicted_seconds(name, p) for name in runs}
     pool, unmet = runs, []
@@ -277,14 +297,15 @@ def check_blocks(name: str, sparse: bool) -> None:
     if sparse and REGISTRY[name].dense:
         raise ValueError(
             f"svd_solver={name!r} needs dense blocks (QR factors of sparse blocks are "
-            "dense); for sparse X use svd_solver='covariance_eigh' (one pass, d × d Gram) "
-            "or 'randomized' (implicit centring, memory independent of d²)"
+            "dense); for sparse X use svd_solver='covariance_eigh' (one pass, d × d "
+            "Gram) or 'randomized' (implicit centring, memory independent of d²)"
         )
 
 
 def ppca_solver(solver: str, missing: str) -> str:
-    """PPCA's ``solver`` resolved: ``"auto"`` is EM exactly when entries may be missing
-    (only EM skips them), else the closed form, whose eigensolver :func:`choose` picks."""
+    """PPCA's ``solver`` resolved: ``"auto"`` is EM exactly when entries may be
+    missing (only EM skips them), else the closed form, whose eigensolver
+    :func:`choose` picks."""
     if solver == "auto":
         return "em" if missing == "em" else "closed_form"
     return solver
