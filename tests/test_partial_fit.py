@@ -300,9 +300,9 @@ def test_auto_on_wide_data_is_refused_before_any_pass(raise_if_dask_computes):
     # 100 samples: 'auto' takes the snapshot method there (issue 46 item 9: the message
     # said 'randomized'), by its predicted cost; the covariance solver holds 5000²
     with raise_if_dask_computes(max_computes=0), pytest.raises(
-            ValueError, match=r"svd_solver='auto' chooses 'snapshot' \(predicted .*none "
-                              r"that runs gives what partial_fit updates .*up to 4096 "
-                              r"features\)"):
+            ValueError, match=r"svd_solver='auto' chooses 'snapshot' \(predicted "
+                              r".*none that runs gives what partial_fit updates .*up "
+                              r"to 4096 features\)"):
         est.partial_fit(X)
     assert not hasattr(est, "components_")
 
