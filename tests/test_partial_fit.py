@@ -297,10 +297,11 @@ def test_auto_on_wide_data_is_refused_before_any_pass(raise_if_dask_computes):
     est = scalepca.PCA(2)
     assert hasattr(est, "partial_fit")
     # 100 samples: 'auto' takes the snapshot method there (issue 46 item 9: the message
-    # said 'randomized')
+    # said 'randomized'), by its predicted cost; the covariance solver holds 5000²
     with raise_if_dask_computes(max_computes=0), pytest.raises(
-            ValueError, match=r"svd_solver='auto' chooses 'snapshot' \(more than 4096 "
-                              r"features, at most 4096 samples\)"):
+            ValueError, match=r"svd_solver='auto' chooses 'snapshot' \(predicted "
+                              r".*none that runs gives what partial_fit updates .*up "
+                              r"to 4096 features\)"):
         est.partial_fit(X)
     assert not hasattr(est, "components_")
 
@@ -311,16 +312,17 @@ def test_auto_on_wide_data_is_refused_before_any_pass(raise_if_dask_computes):
 def test_auto_records_its_solver_and_refusals_name_it(monkeypatch, tmp_path, n, d,
                                                       solver):
     """Issue 46 item 9: a fitted model says which solver 'auto' chose (``solver_``,
-    saved and loaded with it), and a refusal names that solver, from ``choose_solver``:
+    saved and loaded with it), and a refusal names that solver, from ``choose``:
     the snapshot model's said "'randomized' ('auto' on more than 4096 features)". The
     thresholds are lowered to 10 features and 8 samples to keep the data small."""
-    import scalepca.models.pca as pca_module
+    from scalepca.solvers import choice
 
-    monkeypatch.setattr(pca_module, "AUTO_MAX_GRAM_FEATURES", 10)
-    monkeypatch.setattr(pca_module, "AUTO_MAX_SNAPSHOT_SAMPLES", 8)
+    monkeypatch.setattr(choice, "AUTO_MAX_GRAM_FEATURES", 10)
+    monkeypatch.setattr(choice, "AUTO_MAX_SNAPSHOT_SAMPLES", 8)
     X = np.random.default_rng(0).standard_normal((n, d))
     est = scalepca.PCA(2, random_state=0).fit(da.from_array(X, chunks=(n, 5)))
-    assert est.solver_ == solver == pca_module.choose_solver("auto", d, n)
+    problem = choice.Problem(n, d, 2, blocks=4, strips=True, split=True)
+    assert est.solver_ == solver == choice.choose(problem).solver
     est.save(tmp_path / "m.zarr")
     assert scalepca.load(tmp_path / "m.zarr").solver_ == solver
     if solver == "covariance_eigh":

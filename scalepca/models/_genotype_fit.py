@@ -80,12 +80,12 @@ def genotype_moments(stats: AlleleScaling, n: int) -> dict:
     return {"n": n, "mean": stats.mean, "ss": stats.ss * stats.scale**2, "bad": 0}
 
 
-def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
-    """Fit ``model`` (a PCA) to allele counts ``X`` (n × d dask array, NaN missing)."""
+def fit_genotypes(model, X, data, spec, k: int, solver: str, planned: int) -> None:
+    """Fit ``model`` (a PCA) to allele counts ``X`` (n × d dask array, NaN missing) by
+    ``solver`` in ``planned`` passes."""
     n, d = X.shape
     if solver in WIDE:
-        passes.counter_of(model).plan({"snapshot": 2, "sketch": 1}.get(solver)
-                                      or model._krylov_passes(n, d, k, X))
+        passes.counter_of(model).plan(planned)
         logger.info("%s: fitting %d × %d genotypes (%d row chunks) with %s",
                     type(model).__name__, n, d, X.numblocks[0], solver)
         if model.persist and solver != "sketch":
@@ -96,12 +96,12 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str) -> None:
                          "needs dense blocks; sparse allele counts run the wide solvers "
                          "(svd_solver='randomized', 'snapshot' or 'sketch')")
     if solver == "covariance_eigh":
-        passes.counter_of(model).plan(1)
+        passes.counter_of(model).plan(planned)
         X = X.rechunk({1: -1}) if len(X.chunks[1]) > 1 else X
         with model._timed_pass("allele moments"):
             (mom,) = dask.compute(allele_moments_graph(X))
         return fit_genotype_moments(model, mom, data, spec, k)
-    passes.counter_of(model).plan(2)
+    passes.counter_of(model).plan(planned)
     with model._timed_pass("allele frequencies"):
         (mom,) = dask.compute(column_moments_graph(X))
     stats = genotype_scaling(model, mom, n, d, k, data)

@@ -43,8 +43,8 @@ from ..linalg.allele_moments import (
 )
 from ..linalg.kernels import _nystroem_block, _rff_block
 from ..preprocessing._matrix import MatrixInput
+from ..solvers.choice import describe, ppca_solver, resolve
 from ._genotype_fit import fit_genotype_moments
-from ._ppca_params import _em_or_closed_form
 
 #: the moments a model keeps, saved as the private state ``_moments_<key>``
 MOMENT_KEYS = tuple(dict.fromkeys(("n", "mean", "m2", "bad", "nan_features",
@@ -180,7 +180,11 @@ class MomentUpdateMixin:
         if not self.__sklearn_is_fitted__():
             self._check_before_fit = lambda data: self._check_updatable(
                 data.data.shape[1], n_samples=_known(data.data.shape[0]))
-            return self.fit(X)
+            self._fit_for_update = True  # "auto" chooses a solver an update can follow
+            try:
+                return self.fit(X)
+            finally:
+                vars(self).pop("_fit_for_update", None)
         self._check_updatable(self.n_features_in_)
         if getattr(self, _SAVED, None) is None:
             raise ValueError(
@@ -250,14 +254,21 @@ class SpectralMomentUpdate(MomentUpdateMixin):
 
     def _update_refusal(self, n_features: int | None,
                         n_samples: int | None = None) -> str | None:
-        # 'auto': judged again on the data, or on the fitted model's shape (the solver
-        # that ran)
-        d = getattr(self, "n_features_in_", None) if n_features is None else n_features
-        if n_samples is None:
-            n_samples = getattr(self, "n_samples_", None)
-        d = 0 if d is None else d
-        if self._choose_solver(d, n_samples) != "covariance_eigh":
-            return self._describe_solver(d, n_samples)
+        # a fitted model: the solver that ran (only covariance_eigh keeps the moments);
+        # before the first fit, 'auto' chooses among the solvers an update can follow
+        ran = self._solver_that_ran()
+        if ran is not None and ran != "covariance_eigh":
+            if self.svd_solver == "auto":
+                return f"svd_solver='auto' chooses {ran!r} (the solver of this fit)"
+            return f"svd_solver={ran!r}"
+        if ran is None:
+            d = n_features
+            if d is None:
+                d = getattr(self, "n_features_in_", None) or 0
+            n = d if n_samples is None else int(n_samples)
+            choice = resolve(self.svd_solver, self._update_problem(n, d))
+            if choice.solver != "covariance_eigh":
+                return describe(self.svd_solver, choice)
         return None
 
     def _batch_moments_graph(self, X):
@@ -290,7 +301,7 @@ class PPCAMomentUpdate(SpectralMomentUpdate):
 
     def _update_refusal(self, n_features: int | None,
                         n_samples: int | None = None) -> str | None:
-        if _em_or_closed_form(self.solver, self.missing) == "em":
+        if ppca_solver(self.solver, self.missing) == "em":
             return f"solver={self.solver!r} with missing={self.missing!r} (EM iterates)"
         return super()._update_refusal(n_features, n_samples)
 

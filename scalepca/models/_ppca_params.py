@@ -6,6 +6,8 @@ fingerprint leaves out.
 
 from __future__ import annotations
 
+from ..solvers.choice import ppca_solver
+
 #: parameters left out of an EM checkpoint's fingerprint, and why they do not change the result
 EM_FINGERPRINT_IGNORES = {
     "checkpoint": "where the commits are written",
@@ -19,34 +21,27 @@ EM_FINGERPRINT_IGNORES = {
 }
 
 
-def _em_or_closed_form(solver: str, missing: str) -> str:
-    """The solver ``solver`` names (``"auto"``: EM exactly when entries may be missing)."""
-    if solver == "auto":
-        return "em" if missing == "em" else "closed_form"
-    return solver
-
-
 def _em_bound(p, shape) -> tuple[int, int]:
-    if _em_or_closed_form(p["solver"], p["missing"]) == "em" and p["n_components"] is None:
+    if ppca_solver(p["solver"], p["missing"]) == "em" and p["n_components"] is None:
         return shape.n, shape.d - 1
     return shape.n, shape.d
 
 
 def _missing_needs_em(p, shape) -> None:
-    if _em_or_closed_form(p["solver"], p["missing"]) == "closed_form" and p["missing"] == "em":
+    if ppca_solver(p["solver"], p["missing"]) == "closed_form" and p["missing"] == "em":
         raise ValueError("missing='em' needs solver='em' (or 'auto'); the closed form cannot "
                          "skip missing entries")
 
 
 def _checkpoint_needs_em(p, shape) -> None:
-    solver = _em_or_closed_form(p["solver"], p["missing"])
+    solver = ppca_solver(p["solver"], p["missing"])
     if solver == "closed_form" and p["checkpoint"] is not None:
         raise ValueError("checkpoint applies to solver='em' only (the closed form is one pass, "
                          f"with nothing to resume); got solver={p['solver']!r}")
 
 
 def _em_needs_dense_rows(p, shape) -> None:
-    if _em_or_closed_form(p["solver"], p["missing"]) != "em":
+    if ppca_solver(p["solver"], p["missing"]) != "em":
         return
     if shape.sparse:
         raise ValueError(
@@ -59,7 +54,7 @@ def _em_needs_dense_rows(p, shape) -> None:
 
 
 def _em_needs_integer_k(p, shape) -> None:
-    if _em_or_closed_form(p["solver"], p["missing"]) != "em":
+    if ppca_solver(p["solver"], p["missing"]) != "em":
         return
     k = p["n_components"]
     if isinstance(k, (float, str)):

@@ -49,9 +49,9 @@ from ..linalg.sparse import (
     revive_codes,
     scale_columns,
 )
+from ..solvers.choice import AUTO_MAX_GRAM_FEATURES
 from ._iterate import AnyOf, ChangeBelow, IterationCheckpoint, NoImprovement, Resumed, iterate
 from .base import _feature_template, raise_on_nonfinite
-from .pca import AUTO_MAX_GRAM_FEATURES
 
 logger = logging.getLogger(__name__)
 

@@ -29,6 +29,15 @@ from ..linalg.snapshot import holds_whole_columns
 from ..linalg.sparse import scale_columns
 from ..preprocessing._genotype import GENOTYPE
 from ..preprocessing._matrix import MatrixInput
+from ..solvers.choice import (
+    REGISTRY,
+    Problem,
+    SolverChoice,
+    check_blocks,
+    describe,
+    resolve,
+    solver_passes,
+)
 from ._gaussian import LatentGaussianMixin
 from ._genotype_fit import fit_genotypes
 from ._incremental import SpectralMomentUpdate
@@ -38,54 +47,39 @@ from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
 
-#: above this many features ``svd_solver="auto"`` avoids the d × d Gram (128 MiB in float64)
-AUTO_MAX_GRAM_FEATURES = 4096
-
-#: with more features than that, ``svd_solver="auto"`` takes the two-pass snapshot method up
-#: to this many samples (an n × n Gram, 128 MiB in float64), block Krylov above
-AUTO_MAX_SNAPSHOT_SAMPLES = 4096
-
-SOLVERS = ("auto", "covariance_eigh", "tsqr", "randomized", "snapshot", "sketch")
+SOLVERS = ("auto", *REGISTRY)
 
 #: the solvers of wide data: they read the input's 2-D blocks (no d × d matrix anywhere)
 WIDE_SOLVERS = {"randomized": fit_krylov, "sketch": fit_sketch, "snapshot": fit_snapshot}
 
-#: the solvers that find the leading eigenpairs only
-PARTIAL_SOLVERS = ("randomized", "sketch")
+#: the task layer of a lazily read PLINK ``.bed`` (see :mod:`scalepca.io._bed`)
+_BED_LAYER = "read-bed-"
 
 
-def _auto_solver(d: int, n: int | None) -> tuple[str, str]:
-    """``svd_solver="auto"``'s choice for ``d`` features and ``n`` samples, and why."""
-    if d <= AUTO_MAX_GRAM_FEATURES:
-        return "covariance_eigh", f"at most {AUTO_MAX_GRAM_FEATURES} features"
-    wide = f"more than {AUTO_MAX_GRAM_FEATURES} features"
-    if n is None:  # before the samples are counted: either wide solver
-        few = f"'snapshot' on at most {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
-        return "randomized", f"{wide}; {few}"
-    if n <= AUTO_MAX_SNAPSHOT_SAMPLES:
-        return "snapshot", f"{wide}, at most {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
-    return "randomized", f"{wide} and {AUTO_MAX_SNAPSHOT_SAMPLES} samples"
+def _source_of(X) -> str:
+    """What a pass over ``X`` reads: ``"bed"`` (2-bit codes decoded) or ``"memory"``."""
+    layers = getattr(getattr(X, "dask", None), "layers", {})
+    bed = any(str(name).startswith(_BED_LAYER) for name in layers)
+    return "bed" if bed else "memory"
 
 
-def choose_solver(svd_solver: str, d: int, n: int | None = None) -> str:
-    """The solver ``svd_solver`` names for ``d`` features and ``n`` samples; ``"auto"``:
-    ``"covariance_eigh"`` up to :data:`AUTO_MAX_GRAM_FEATURES` features, else
-    ``"snapshot"`` up to :data:`AUTO_MAX_SNAPSHOT_SAMPLES` samples (``n`` None: not known
-    yet, ``"randomized"`` stands for either), else ``"randomized"``. The one place the
-    choice is made: ``fit`` records it (``solver_``), messages name it
-    (:func:`describe_solver`)."""
-    return svd_solver if svd_solver != "auto" else _auto_solver(d, n)[0]
-
-
-def describe_solver(svd_solver: str, d: int, n: int | None = None) -> str:
-    """The solver that runs, in the parameter's words, for messages:
-    ``"svd_solver='tsqr'"``, or for ``"auto"`` its choice and why, e.g.
-    ``"svd_solver='auto' chooses 'snapshot' (more than 4096 features, at most 4096
-    samples)"``."""
-    if svd_solver != "auto":
-        return f"svd_solver={svd_solver!r}"
-    solver, why = _auto_solver(d, n)
-    return f"svd_solver='auto' chooses {solver!r} ({why})"
+def spectral_problem(p: dict, n: int, d: int, X=None, *, itemsize: int = 8,
+                     sparse: bool = False, updates: bool = False) -> Problem:
+    """The :class:`~scalepca.solvers.choice.Problem` of a spectral fit with the checked
+    parameters ``p`` on ``n`` × ``d`` data; ``X`` (the input's dask array) adds its
+    blocks, layout and source."""
+    spec = p["n_components"]
+    standardize = p.get("standardize")
+    layout = {}
+    if X is not None:
+        itemsize, sparse = np.dtype(X.dtype).itemsize, is_sparse(X)
+        layout = {"blocks": int(np.prod(X.numblocks)), "strips": holds_whole_columns(X),
+                  "split": len(X.chunks[1]) > 1, "source": _source_of(X)}
+    return Problem(int(n), int(d), spec if isinstance(spec, int) else None,
+                   itemsize=itemsize, sparse=sparse,
+                   genotype=isinstance(standardize, str) and standardize == GENOTYPE,
+                   n_oversamples=int(p["n_oversamples"]),
+                   n_power_iter=int(p["n_power_iter"]), updates=updates, **layout)
 
 
 def _check_standardize(value, name, params, shape):
@@ -108,9 +102,11 @@ def _chosen_k_needs_full_spectrum(p, shape) -> None:
     spec = p["n_components"]
     if not isinstance(spec, (float, str)):
         return
-    solver = choose_solver(p["svd_solver"], shape.d, shape.n)
-    if solver in PARTIAL_SOLVERS:
-        why = describe_solver(p["svd_solver"], shape.d, shape.n)
+    problem = spectral_problem(p, shape.n, shape.d, itemsize=shape.itemsize,
+                               sparse=shape.sparse)
+    choice = resolve(p["svd_solver"], problem)
+    if REGISTRY[choice.solver].partial:
+        why = describe(p["svd_solver"], choice)
         raise ValueError(
             f"n_components={spec!r} chooses k from the full spectrum, but {why}, which "
             "finds only the leading n_components + n_oversamples values; give an integer "
@@ -212,25 +208,6 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         and its closed form runs every pass)."""
         return 0.0
 
-    def _krylov_passes(self, n: int, d: int, k: int, X) -> int:
-        """Passes ``svd_solver="randomized"`` plans: at most ``n_power_iter + 2`` products,
-        fewer once the basis spans the operator's whole space (d features; on column strips
-        the n × n sample Gram, plus one pass for the axes: see :mod:`._wide`)."""
-        side = n if holds_whole_columns(X) else d
-        products = min(self.n_power_iter + 2,
-                       -(-side // max(1, min(k + self.n_oversamples, side))))
-        return products + 1 if holds_whole_columns(X) else products
-
-    @staticmethod
-    def _check_sparse_solver(X, solver: str) -> None:
-        """Refuse, before any pass, a solver that cannot take sparse blocks."""
-        if solver == "tsqr" and is_sparse(X):
-            raise ValueError(
-                "svd_solver='tsqr' needs dense blocks (QR factors of sparse blocks are dense); "
-                "for sparse X use svd_solver='covariance_eigh' (one pass, d × d Gram) or "
-                "'randomized' (implicit centring, memory independent of d²)"
-            )
-
     def _standardizing_scale(self, var_n: np.ndarray, n_features: int,
                              data: MatrixInput | None) -> np.ndarray | None:
         """Per-feature scales from the variances ``var_n`` (denominator n) of the moments
@@ -247,27 +224,43 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
         self.scale_ = scale
         return scale
 
-    def _choose_solver(self, d: int, n: int | None = None) -> str:
-        return choose_solver(self.svd_solver, d, n)
+    def _solver_choice(self, n: int, d: int, X=None, *,
+                       updates: bool = False) -> SolverChoice:
+        """``svd_solver`` resolved for ``n`` × ``d`` data (``X``: the input's array):
+        the one choice of :func:`scalepca.solvers.choice.resolve`."""
+        p = self._check_parameters(n, d, X)
+        updates = updates or vars(self).get("_fit_for_update", False)
+        return resolve(self.svd_solver, spectral_problem(p, n, d, X, updates=updates))
 
-    def _describe_solver(self, d: int, n: int | None = None) -> str:
-        return describe_solver(self.svd_solver, d, n)
+    def _update_problem(self, n: int, d: int) -> Problem:
+        """The problem of a first ``partial_fit`` on ``n`` × ``d`` data, before its fit
+        has checked the parameters: only whether the covariance solver runs matters."""
+        spec = self.n_components
+        return Problem(max(n, 1), max(d, 1), spec if isinstance(spec, int) else None,
+                       genotype=self._genotypes(), updates=True)
 
     def _record_solver(self, svd_solver: str) -> None:
         """The fitted record of the solver that ran (``svd_solver`` resolved)."""
         self.solver_ = svd_solver
 
+    def _solver_that_ran(self) -> str | None:
+        """The eigensolver of the fitted model (None: not fitted)."""
+        return getattr(self, "solver_", None)
+
     # -- input: wide data keeps its 2-D blocks for the wide solvers --------------------------
     _transform_keeps_2d_blocks = True
 
-    def _fit_keeps_2d_blocks(self, n_features: int) -> bool:
+    def _fit_keeps_2d_blocks(self, solver: str) -> bool:
         """Whether ``fit`` works on the input's 2-D blocks (the wide solvers do)."""
-        return self._choose_solver(n_features) in WIDE_SOLVERS
+        return solver in WIDE_SOLVERS
 
     def _fit_input(self, X) -> MatrixInput:
         data = self._input(X, allow_2d_blocks=True)
         arr = data.data
-        if len(arr.chunks[1]) > 1 and not self._fit_keeps_2d_blocks(arr.shape[1]):
+        # chosen once, on the blocks as given: regrouping them would change the costs
+        self._fit_choice = self._solver_choice(*arr.shape, arr)
+        solver = self._fit_choice.solver
+        if len(arr.chunks[1]) > 1 and not self._fit_keeps_2d_blocks(solver):
             logger.info("X: features were split over %d column chunks; rechunking to one column "
                         "chunk (rows stay as they are)", len(arr.chunks[1]))
             data = dataclasses.replace(data, data=full_rows(arr))
@@ -276,16 +269,19 @@ class _BaseSpectralPCA(SpectralMomentUpdate, LatentGaussianMixin, LinearDecompos
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
-        spec = self._check_parameters(n, d, X)["n_components"]
+        p = self._check_parameters(n, d, X)
+        spec = p["n_components"]
         # a float or "mle" keeps every axis until the spectrum has chosen k (then trimmed)
         k = spec if isinstance(spec, int) else 1
-        solver = self._choose_solver(d, n)
-        self._check_sparse_solver(X, solver)
+        choice = vars(self).pop("_fit_choice", None) or self._solver_choice(n, d, X)
+        solver = choice.solver
+        check_blocks(solver, is_sparse(X))
         self._record_solver(solver)
+        problem = spectral_problem({**p, "n_components": k}, n, d, X)
+        planned = solver_passes(solver, problem)
         if self._genotypes():
-            return fit_genotypes(self, X, data, spec, k, solver)
-        passes.counter_of(self).plan({"covariance_eigh": 1, "tsqr": 2, "snapshot": 2,
-                                      "sketch": 1}.get(solver) or self._krylov_passes(n, d, k, X))
+            return fit_genotypes(self, X, data, spec, k, solver, planned)
+        passes.counter_of(self).plan(planned)
         if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
             X = full_rows(X)
         logger.info("%s: fitting %d × %d (%d row chunks) with %s", type(self).__name__, n, d,
@@ -483,8 +479,12 @@ class PCA(_BaseSpectralPCA):
         ``"sketch"``: one pass, a Nyström approximation of the centred Gram with an
         estimate of its error; less accurate (see Notes), for data that can be read only
         once.
-        ``"auto"``: ``"covariance_eigh"`` up to 4096 features, else ``"snapshot"`` up to
-        4096 samples, else ``"randomized"``.
+        ``"auto"``: the solver of least predicted time among ``"covariance_eigh"`` (up
+        to 4096 features), ``"tsqr"`` (dense, up to 4096 features), ``"snapshot"`` (up
+        to 4096 samples) and ``"randomized"``, from the shape, block kind,
+        ``n_components`` and the cost of a pass (:mod:`scalepca.solvers.choice`; figures in
+        ``docs/benchmarks.md``); a float or ``"mle"`` ``n_components`` takes a solver of
+        the whole spectrum. ``solver_`` records the choice.
     whiten : bool, default=False
         Scale scores to unit variance.
     n_oversamples : int, default=10
@@ -677,7 +677,8 @@ class PCA(_BaseSpectralPCA):
 
     ``transform`` is lazy (one blockwise map); its result is of the same kind as its input.
 
-    ``partial_fit`` updates a ``"covariance_eigh"`` model (``"auto"`` up to 4096 features)
+    ``partial_fit`` updates a ``"covariance_eigh"`` model (``"auto"`` takes it for a
+    first ``partial_fit`` up to 4096 features; after ``fit``, when it chose it)
     with a batch of rows in one pass of it: the batch's count, mean and centred Gram are
     merged into those the model keeps (saved with it) by the one-pass fit's own pairwise
     update, and the spectrum is solved again; the model then equals ``fit`` on every row seen

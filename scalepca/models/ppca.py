@@ -28,6 +28,7 @@ from ..linalg.em import (
     posterior_mean_block,
 )
 from ..preprocessing._matrix import MatrixInput
+from ..solvers.choice import AUTO_MAX_GRAM_FEATURES, ppca_solver
 from ._gaussian import _delayed_sample, _rank_tol, _sample_block, _warn_rank_deficient
 from ._incremental import PPCAMomentUpdate
 from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
@@ -38,11 +39,10 @@ from ._ppca_params import (
     _em_bound,
     _em_needs_dense_rows,
     _em_needs_integer_k,
-    _em_or_closed_form,
     _missing_needs_em,
 )
 from .base import affine_map
-from .pca import AUTO_MAX_GRAM_FEATURES, SPECTRAL_RULES, _BaseSpectralPCA
+from .pca import SPECTRAL_RULES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
 
@@ -324,13 +324,13 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         # maps dense rows and refuses them
         return super()._takes_sparse and self.solver != "em" and self.missing != "em"
 
-    def _fit_keeps_2d_blocks(self, n_features: int) -> bool:
+    def _fit_keeps_2d_blocks(self, solver: str) -> bool:
         # EM maps whole rows; only the closed form with the randomized solver takes 2-D blocks
-        return (self.solver in ("auto", "closed_form") and self.missing == "error"
-                and super()._fit_keeps_2d_blocks(n_features))
+        return (ppca_solver(self.solver, self.missing) == "closed_form"
+                and super()._fit_keeps_2d_blocks(solver))
 
     def _fit(self, data: MatrixInput) -> None:  # parameters checked in _fit_input
-        solver = _em_or_closed_form(self.solver, self.missing)
+        solver = ppca_solver(self.solver, self.missing)
         self.solver_ = solver
         self.resumed_from_ = 0
         self.n_iter_ = 1  # the closed form is one solve; EM sets its iteration count
@@ -340,12 +340,16 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
             super()._fit(data)
             self._set_loadings_from_spectrum()
         else:
+            vars(self).pop("_fit_choice", None)  # the closed form's: not run
             self._fit_em(data)
 
     def _record_solver(self, svd_solver: str) -> None:
         """The closed form's record: ``solver_`` stays ``"closed_form"``, the
         eigensolver it ran is ``svd_solver_``."""
         self.svd_solver_ = svd_solver
+
+    def _solver_that_ran(self) -> str | None:
+        return getattr(self, "svd_solver_", None)
 
     # -- EM ----------------------------------------------------------------------------------
     def _fit_em(self, data: MatrixInput) -> None:

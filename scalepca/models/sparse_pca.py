@@ -29,12 +29,12 @@ from ..io._fingerprint import data_fingerprint, sketch_graph
 from ..linalg import feature_scale, flip_signs, moments_graph
 from ..linalg.sparse import adjusted_variance
 from ..preprocessing._matrix import MatrixInput
+from ..solvers.choice import AUTO_MAX_GRAM_FEATURES
 from ._incremental import MomentUpdateMixin, SparseMomentUpdate, if_updatable
 from ._params import Choice, Flag, Int, NComponents, Other, Path, Real, Rule, Seed
 from ._sparse_dictionary import DictionaryLearning, dictionary_objective_on
 from ._sparse_enet import zht_loadings
 from .base import LinearDecompositionMixin
-from .pca import AUTO_MAX_GRAM_FEATURES
 
 logger = logging.getLogger(__name__)
 

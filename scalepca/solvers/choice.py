@@ -1,0 +1,319 @@
+"""The solvers of the spectral fits, their costs, and the one choice ``"auto"`` makes.
+
+Each solver of PCA and PPCA's closed form is one line of :data:`REGISTRY`: the passes
+it reads the data, the flops it spends in the workers and on the client, what it needs
+(dense blocks, memory for a d × d or n × n matrix) and what it gives (every eigenpair,
+or the leading ones). :func:`choose` predicts the seconds of every solver that can run
+on a :class:`Problem` and returns the cheapest::
+
+    seconds = passes × (PASS_SECONDS + blocks × TASK_SECONDS + read of the data)
+              + worker flops / rate + client eigh
+
+The rates are this machine's, measured by ``python benchmarks/solver_auto.py --probe``
+(see ``docs/benchmarks.md``); only their ratios matter to the choice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
+
+#: seconds of one pass's round trip (a ``compute`` of a one-block graph)
+PASS_SECONDS = 0.037
+#: seconds of each task of a pass beyond the first
+TASK_SECONDS = 0.013
+#: bytes a pass reads per second from blocks held in memory
+READ_BYTES_PER_SECOND = 1.0e9
+#: seconds a pass spends per entry decoding a PLINK ``.bed`` (2-bit codes to floats)
+BED_SECONDS_PER_ENTRY = 3.5e-8
+#: flops per second of dense block products (BLAS-3, the two workers together)
+DENSE_FLOPS_PER_SECOND = 1.8e10
+#: flops per second of CSR block times dense matrix products
+SPARSE_FLOPS_PER_SECOND = 5.2e8
+#: flops per second of TSQR's blockwise Householder QR (R factors stacked, reduced)
+QR_FLOPS_PER_SECOND = 4.0e8
+#: seconds per m³ of a dense symmetric eigendecomposition of order m on the client
+EIGH_SECONDS_PER_CUBE = 9.1e-10
+
+#: the largest d × d Gram ``"auto"`` builds (128 MiB in float64), on each worker too
+AUTO_MAX_GRAM_FEATURES = 4096
+#: the largest n × n sample Gram ``"auto"`` builds (the snapshot method)
+AUTO_MAX_SNAPSHOT_SAMPLES = 4096
+
+#: a CSR input's share of stored entries when its reader does not say (single-cell
+#: counts and bag-of-words matrices hold 1–10 %)
+SPARSE_DENSITY = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """What the choice reads of a fit: the shape, the blocks and the parameters.
+
+    ``k``: components asked (None: every eigenpair, to choose k from the spectrum);
+    ``density``: the share of stored entries of sparse blocks; ``strips``: every block
+    holds all rows (the wide solvers read column strips); ``source``: ``"memory"`` or
+    ``"bed"`` (what one read of an entry costs); ``genotype``: the allele-frequency
+    standardisation (one more pass for the solvers that need the frequencies first);
+    ``split``: several column chunks (the solvers of whole rows regroup them first, an
+    all-to-all rechunk costed as one more read); ``updates``: only a solver
+    ``partial_fit`` can update."""
+
+    n: int
+    d: int
+    k: int | None = None
+    itemsize: int = 8
+    sparse: bool = False
+    density: float | None = None
+    blocks: int = 1
+    strips: bool = False
+    source: str = "memory"
+    genotype: bool = False
+    split: bool = False
+    n_oversamples: int = 10
+    n_power_iter: int = 4
+    updates: bool = False
+
+    @property
+    def stored(self) -> float:
+        """Entries stored (all of them when dense)."""
+        share = (self.density or SPARSE_DENSITY) if self.sparse else 1.0
+        return float(self.n) * self.d * share
+
+    @property
+    def width(self) -> int:
+        """Columns of the block a Krylov product multiplies (k + oversamples)."""
+        k = min(self.n, self.d) if self.k is None else self.k
+        return max(1, min(k + self.n_oversamples, self.n, self.d))
+
+
+class Solver(NamedTuple):
+    """One solver's cost model and needs. ``passes``, ``flops`` (of the products with
+    the data's blocks), ``basis`` (dense flops on matrices of n or d rows beside them)
+    and ``cube`` (the order of the client's eigendecomposition) of a :class:`Problem`;
+    ``fits``: whether its matrices fit in memory; ``partial``: leading eigenpairs only;
+    ``dense``: dense blocks only; ``wide``: reads 2-D blocks as they are (the others
+    read whole rows, and standardise genotypes only on dense blocks); ``auto``: a
+    candidate of ``"auto"``; ``updates``: ``partial_fit`` merges its moments."""
+
+    passes: Callable[[Problem], int]
+    flops: Callable[[Problem], float]
+    cube: Callable[[Problem], int]
+    basis: Callable[[Problem], float] = lambda p: 0.0
+    fits: Callable[[Problem], bool] = lambda p: True
+    partial: bool = False
+    dense: bool = False
+    wide: bool = False
+    auto: bool = True
+    updates: bool = False
+
+
+def krylov_passes(p: Problem) -> int:
+    """Block Krylov's passes: at most ``n_power_iter + 2`` products, fewer once the
+    basis spans the operator's space (d; on column strips the n × n sample Gram, plus
+    one pass for the axes)."""
+    side = p.n if p.strips else p.d
+    products = min(p.n_power_iter + 2, -(-side // p.width))
+    return products + 1 if p.strips else products
+
+
+def _product_flops(p: Problem, width: int) -> float:
+    """Flops of ``Xᵀ(X V)`` for a block ``V`` of ``width`` columns."""
+    return 4.0 * p.stored * width
+
+
+def _gram_flops(p: Problem, side: int, other: int) -> float:
+    """Flops of a Gram of order ``side`` over ``other`` (sparse: per entry pair)."""
+    if p.sparse:
+        per = p.stored / other
+        return 2.0 * other * per * per
+    return 2.0 * other * float(side) ** 2
+
+
+def _krylov_basis(p: Problem) -> float:
+    """Flops of the full reorthogonalisation and Rayleigh–Ritz of the Krylov basis."""
+    side = p.n if p.strips else p.d
+    return 4.0 * side * float(krylov_passes(p) * p.width) ** 2
+
+
+def _covariance_flops(p: Problem) -> float:
+    """The d × d Gram; genotypes keep the count Gram and, for the missing calls, two
+    products of their pattern (sums that merge by addition: one pass)."""
+    return (3.0 if p.genotype else 1.0) * _gram_flops(p, p.d, p.n)
+
+
+#: every solver of the spectral fits, by the name ``svd_solver`` gives it
+REGISTRY = {
+    "covariance_eigh": Solver(
+        passes=lambda p: 1,
+        flops=_covariance_flops,
+        cube=lambda p: p.d,
+        fits=lambda p: p.d <= AUTO_MAX_GRAM_FEATURES,
+        updates=True,
+    ),
+    "tsqr": Solver(
+        passes=lambda p: 2,
+        flops=lambda p: 0.0,
+        basis=lambda p: (
+            2.0
+            * _gram_flops(p, p.d, p.n)
+            * (DENSE_FLOPS_PER_SECOND / QR_FLOPS_PER_SECOND)
+        ),
+        cube=lambda p: p.d,
+        fits=lambda p: p.d <= AUTO_MAX_GRAM_FEATURES,
+        dense=True,
+    ),
+    "randomized": Solver(
+        passes=krylov_passes,
+        flops=lambda p: krylov_passes(p) * _product_flops(p, p.width),
+        cube=lambda p: krylov_passes(p) * p.width,
+        basis=_krylov_basis,
+        partial=True,
+        wide=True,
+    ),
+    "snapshot": Solver(
+        passes=lambda p: 2,
+        flops=lambda p: _gram_flops(p, p.n, p.d) + 2.0 * p.stored * p.width,
+        cube=lambda p: p.n,
+        fits=lambda p: p.n <= AUTO_MAX_SNAPSHOT_SAMPLES,
+        wide=True,
+    ),
+    # one pass, an estimate of its own error: never what "auto" promises (convergence)
+    "sketch": Solver(
+        passes=lambda p: 1,
+        flops=lambda p: _product_flops(p, p.width),
+        cube=lambda p: p.width,
+        basis=lambda p: 4.0 * p.d * p.width**2,
+        partial=True,
+        wide=True,
+        auto=False,
+    ),
+}
+
+
+def read_seconds(p: Problem) -> float:
+    """Seconds of one pass over the data, beyond its round trip."""
+    if p.source == "bed":
+        return float(p.n) * p.d * BED_SECONDS_PER_ENTRY
+    index = 4 if p.sparse else 0
+    return p.stored * (p.itemsize + index) / READ_BYTES_PER_SECOND
+
+
+def predicted_seconds(name: str, p: Problem) -> float:
+    """The predicted seconds of solver ``name`` on ``p``."""
+    s = REGISTRY[name]
+    rate = SPARSE_FLOPS_PER_SECOND if p.sparse else DENSE_FLOPS_PER_SECOND
+    per_pass = PASS_SECONDS + max(p.blocks - 1, 0) * TASK_SECONDS + read_seconds(p)
+    passes = s.passes(p) + (1 if p.split and not s.wide else 0)
+    return (
+        passes * per_pass
+        + s.flops(p) / rate
+        + s.basis(p) / DENSE_FLOPS_PER_SECOND
+        + EIGH_SECONDS_PER_CUBE * float(s.cube(p)) ** 3
+    )
+
+
+def _can_run(name: str, p: Problem) -> bool:
+    s = REGISTRY[name]
+    dense = s.dense or (p.genotype and not s.wide)
+    return s.auto and s.fits(p) and not (dense and p.sparse)
+
+
+class SolverChoice(NamedTuple):
+    """``"auto"``'s solver, why, and the predicted seconds of every solver weighed."""
+
+    solver: str
+    why: str
+    seconds: dict
+
+
+def _needs(p: Problem) -> list[tuple[Callable[[str], bool], str]]:
+    """What the fit asks of a solver, most binding first, in the words of a message."""
+    gram = (
+        f"(a d × d Gram up to {AUTO_MAX_GRAM_FEATURES} features, an n × n one up to "
+        f"{AUTO_MAX_SNAPSHOT_SAMPLES} samples)"
+    )
+    out = []
+    if p.updates:
+        out.append(
+            (
+                lambda name: REGISTRY[name].updates,
+                "what partial_fit updates (the d × d Gram of 'covariance_eigh', up to "
+                f"{AUTO_MAX_GRAM_FEATURES} features)",
+            )
+        )
+    if p.k is None:
+        out.append(
+            (lambda name: not REGISTRY[name].partial, f"every eigenvalue {gram}")
+        )
+    return out
+
+
+def choose(p: Problem) -> SolverChoice:
+    """The cheapest solver that runs on ``p`` and gives what it asks (see
+    :class:`Problem`); when none both runs and gives it, the cheapest that runs, whose
+    refusal then names it. Deterministic: ties go to the earlier solver of
+    :data:`REGISTRY`."""
+    runs = [name for name in REGISTRY if _can_run(name, p)]
+    seconds = {name: predicted_seconds(name, p) for name in runs}
+    pool, unmet = runs, []
+    for need, words in _needs(p):
+        kept = [name for name in pool if need(name)]
+        if kept:
+            pool = kept
+        else:
+            unmet.append(words)
+    best = min(pool, key=lambda name: (seconds[name], runs.index(name)))
+    others = sorted((seconds[name], name) for name in pool if name != best)
+    why = f"predicted {seconds[best]:.3g} s"
+    if others:
+        why += ", against " + ", ".join(f"{name!r} {t:.3g} s" for t, name in others)
+    if unmet:
+        why += "; none that runs gives " + " or ".join(unmet)
+    return SolverChoice(best, why, seconds)
+
+
+def resolve(svd_solver: str, p: Problem) -> SolverChoice:
+    """``svd_solver`` as it runs on ``p``: a named solver as it is, ``"auto"`` by
+    :func:`choose`. The one place every spectral fit resolves ``"auto"``."""
+    if svd_solver == "auto":
+        return choose(p)
+    return SolverChoice(svd_solver, "named", {})
+
+
+def describe(svd_solver: str, choice: SolverChoice) -> str:
+    """The solver that runs, in the parameter's words, for messages:
+    ``"svd_solver='tsqr'"``, or for ``"auto"`` its choice and why."""
+    if svd_solver != "auto":
+        return f"svd_solver={svd_solver!r}"
+    return f"svd_solver='auto' chooses {choice.solver!r} ({choice.why})"
+
+
+def solver_passes(name: str, p: Problem) -> int:
+    """The passes solver ``name`` plans on ``p`` (counted against ``n_passes_``)."""
+    return REGISTRY[name].passes(p)
+
+
+def check_blocks(name: str, sparse: bool) -> None:
+    """Refuse, before any pass, a solver that cannot take sparse blocks."""
+    if sparse and REGISTRY[name].dense:
+        raise ValueError(
+            f"svd_solver={name!r} needs dense blocks (QR factors of sparse blocks are "
+            "dense); for sparse X use svd_solver='covariance_eigh' (one pass, d × d "
+            "Gram) or 'randomized' (implicit centring, memory independent of d²)"
+        )
+
+
+def ppca_solver(solver: str, missing: str) -> str:
+    """PPCA's ``solver`` resolved: ``"auto"`` is EM exactly when entries may be
+    missing (only EM skips them), else the closed form, whose eigensolver
+    :func:`choose` picks."""
+    if solver == "auto":
+        return "em" if missing == "em" else "closed_form"
+    return solver
+
+
+def kernel_eigen_solver(eigen_solver: str) -> str:
+    """Kernel PCA's ``eigen_solver`` resolved: ``"auto"`` is ARPACK on the kernel matrix
+    held in memory (exact to its tolerance; the randomized one is an approximation)."""
+    return "arpack" if eigen_solver == "auto" else eigen_solver
