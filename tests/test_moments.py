@@ -223,12 +223,12 @@ _moments_module = importlib.import_module("scalepca.linalg.moments")
 @pytest.mark.parametrize("offset", [0.0, 3.0, 1e6])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_fused_block_moments_equal_the_reference(n, offset, order):
-    """A float64 block's moments in one pass (shifted slabs whose syrk also sums them) equal
-    the two-pass reference to 1e-13, at every length around the slab and sample sizes, in
-    either memory order, and with |mean| 10⁶ standard deviations from zero."""
+    """A float64 block's moments in one pass (shifted slabs whose syrk also sums them)
+    equal the two-pass reference to 1e-13, at every length around the slab and sample
+    sizes, in either memory order, and with |mean| 10⁶ standard deviations from zero."""
     rng = np.random.default_rng(n)
-    x = np.asarray(rng.standard_normal((n, 37)) @ rng.standard_normal((37, 37)) + offset,
-                   order=order)
+    x = rng.standard_normal((n, 37)) @ rng.standard_normal((37, 37)) + offset
+    x = np.asarray(x, order=order)
     mom = _moments_module.block_moments(x)
     assert _moments_module._fused_moments(x) is not None  # the one-pass route was taken
     mean, m2, _ = _ref(x)
@@ -239,12 +239,13 @@ def test_fused_block_moments_equal_the_reference(n, offset, order):
 
 
 def test_fused_block_moments_redo_a_block_whose_sample_is_not_typical():
-    """Rows alternating between +10 and −10: the even sample of the one-pass route sees only
-    one of them (its shift is 20 standard deviations off), so the block is redone centred on
-    its exact mean — and the result is still the reference's."""
+    """Rows alternating between +10 and −10: the even sample of the one-pass route sees
+    only one of them (its shift is 20 standard deviations off), so the block is redone
+    centred on its exact mean — and the result is still the reference's."""
     rng = np.random.default_rng(1)
     n = 2 * _moments_module.GRAM_BLOCK_ROWS  # the sample takes every second row
-    x = rng.standard_normal((n, 5)) * 0.01 + np.where(np.arange(n) % 2, -10.0, 10.0)[:, None]
+    sign = np.where(np.arange(n) % 2, -10.0, 10.0)[:, None]
+    x = rng.standard_normal((n, 5)) * 0.01 + sign
     assert _moments_module._fused_moments(x) is None
     mom = _moments_module.block_moments(x)
     mean, m2, _ = _ref(x)
@@ -254,9 +255,9 @@ def test_fused_block_moments_redo_a_block_whose_sample_is_not_typical():
 
 @pytest.mark.parametrize("row", [0, 2500, 4999])
 def test_fused_block_moments_count_nonfinite_anywhere(row):
-    """A NaN (or inf) in the first, a middle or the last slab: counted per feature as by the
-    two-pass route, the other statistics those of the block with the non-finite entries at
-    0 (the rule the callers rely on)."""
+    """A NaN (or inf) in the first, a middle or the last slab: counted per feature as by
+    the two-pass route, the other statistics those of the block with the non-finite
+    entries at 0 (the rule the callers rely on)."""
     rng = np.random.default_rng(2)
     x = rng.standard_normal((5000, 6)) + 2.0
     x[row, 1] = np.nan
