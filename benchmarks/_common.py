@@ -217,12 +217,12 @@ def chunk_seconds(path, work=None, repeat: int = 3, share: int = 0) -> dict:
 
 
 def _centred_gram(x, precision):
-    """The default chunk work: the centred Gram a moments pass forms."""
-    import numpy as np
+    """The default chunk work: a block's moments as the moments pass forms them (the
+    column sums and the centred Gram; of a float64 block in one pass,
+    ``moments._fused_moments``)."""
+    from scalepca.linalg.moments import block_moments
 
-    from scalepca.linalg.moments import _gram
-
-    return _gram(x, x.sum(axis=0, dtype=np.float64) / x.shape[0], precision=precision)
+    return block_moments(x, precision=precision)
 
 
 def chunk_work(work=None):

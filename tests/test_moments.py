@@ -214,3 +214,58 @@ def test_merging_many_partials_leaves_every_partial_unchanged(X0):
     mean, m2, _ = _ref(X0[:1000])
     np.testing.assert_allclose(merged["m2"], m2, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(merged["mean"], mean, rtol=1e-14)
+
+
+_moments_module = importlib.import_module("scalepca.linalg.moments")
+
+
+@pytest.mark.parametrize("n", [1, 2, 1023, 1025, 5000])
+@pytest.mark.parametrize("offset", [0.0, 3.0, 1e6])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_fused_block_moments_equal_the_reference(n, offset, order):
+    """A float64 block's moments in one pass (shifted slabs whose syrk also sums them)
+    equal the two-pass reference to 1e-13, at every length around the slab and sample
+    sizes, in either memory order, and with |mean| 10⁶ standard deviations from zero."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 37)) @ rng.standard_normal((37, 37)) + offset
+    x = np.asarray(x, order=order)
+    mom = _moments_module.block_moments(x)
+    assert _moments_module._fused_moments(x) is not None  # the one-pass route was taken
+    mean, m2, _ = _ref(x)
+    assert mom["n"] == n and mom["bad"] == 0 and "nan_features" not in mom
+    np.testing.assert_allclose(mom["mean"], mean, rtol=1e-13, atol=1e-13 * abs(offset))
+    np.testing.assert_allclose(mom["m2"], m2, rtol=1e-13, atol=1e-13 * np.abs(m2).max())
+    assert mom["m2"].flags.c_contiguous and np.array_equal(mom["m2"], mom["m2"].T)
+
+
+def test_fused_block_moments_redo_a_block_whose_sample_is_not_typical():
+    """Rows alternating between +10 and −10: the even sample of the one-pass route sees
+    only one of them (its shift is 20 standard deviations off), so the block is redone
+    centred on its exact mean — and the result is still the reference's."""
+    rng = np.random.default_rng(1)
+    n = 2 * _moments_module.GRAM_BLOCK_ROWS  # the sample takes every second row
+    sign = np.where(np.arange(n) % 2, -10.0, 10.0)[:, None]
+    x = rng.standard_normal((n, 5)) * 0.01 + sign
+    assert _moments_module._fused_moments(x) is None
+    mom = _moments_module.block_moments(x)
+    mean, m2, _ = _ref(x)
+    np.testing.assert_allclose(mom["mean"], mean, atol=1e-13)
+    np.testing.assert_allclose(mom["m2"], m2, rtol=1e-13)
+
+
+@pytest.mark.parametrize("row", [0, 2500, 4999])
+def test_fused_block_moments_count_nonfinite_anywhere(row):
+    """A NaN (or inf) in the first, a middle or the last slab: counted per feature as by
+    the two-pass route, the other statistics those of the block with the non-finite
+    entries at 0 (the rule the callers rely on)."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5000, 6)) + 2.0
+    x[row, 1] = np.nan
+    x[row, 4] = np.inf
+    assert _moments_module._fused_moments(x) is None
+    mom = _moments_module.block_moments(x)
+    clean = np.where(np.isfinite(x), x, 0.0)
+    mean, m2, _ = _ref(clean)
+    assert mom["bad"] == 2 and mom["nan_features"].tolist() == [0, 1, 0, 0, 0, 0]
+    np.testing.assert_allclose(mom["mean"], mean, rtol=1e-13)
+    np.testing.assert_allclose(mom["m2"], m2, rtol=1e-13, atol=1e-13 * np.abs(m2).max())

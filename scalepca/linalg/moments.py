@@ -367,6 +367,10 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True, precision: str = "au
         x = x.astype(np.float64)
     # float32 blocks stay float32 here: sums accumulate in float64 and the Gram is formed
     # slice by slice (no float64 copy of the block)
+    if with_gram and x.dtype == np.float64 and x.size:
+        out = _fused_moments(x)
+        if out is not None:
+            return out
     n = x.shape[0]
     colsum = x.sum(axis=0, dtype=np.float64)
     bad = 0
@@ -389,6 +393,68 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True, precision: str = "au
     else:
         out["ss"] = ((x - mean) ** 2).sum(axis=0)
     return out
+
+
+#: rows per slab of :func:`_fused_moments` (2 MB at d = 256: a slab stays in the
+#: core's own cache between its shift and its syrk; measured 5–10 % faster than 2,048)
+FUSED_SLAB_ROWS = 1024
+
+#: :func:`_fused_moments` keeps its result when the block's mean is within this many of
+#: its standard deviations of the shift (column by column); else the block is redone
+#: centred on its exact mean
+FUSED_SHIFT_TOLERANCE = 1 / 8
+
+
+def _fused_moments(x: np.ndarray) -> dict | None:
+    """:func:`block_moments` of a float64 block with its Gram, in one pass over its
+    memory; None when the block has a non-finite entry or its shift was poor (the caller
+    then takes the two-pass route, whose results for such blocks are the defining ones).
+
+    The two-pass route reads the block twice: its column sums (the mean, and the
+    finiteness check), then centred slices for the syrk. Here each slab of
+    :data:`FUSED_SLAB_ROWS` rows is shifted by ``s`` into a buffer with one more column
+    of ones, so the slab's syrk gives its shifted column sums with its Gram (``d`` more
+    of the ``(d + 1)²/2`` products) while the slab is in the cache. ``s`` is the mean of
+    2,048 rows spread evenly over the block (a strided read of 4 % of it), within
+    sampling error of the block's mean ``μ``; the centred Gram follows exactly,
+    ``Σ (x − μ)(x − μ)ᵀ = Σ (x − s)(x − s)ᵀ − n δ δᵀ`` with ``δ = μ − s``, and the
+    correction costs no precision while ``|δ_j|`` is small beside the column's spread.
+    A block where it exceeds :data:`FUSED_SHIFT_TOLERANCE` standard deviations (rows in
+    an order whose even sample is not typical of the block) is redone on its exact mean.
+
+    Why shifted slabs rather than one syrk of the block as read (``xᵀx − n μ μᵀ``): the
+    syrk sums same-signed products over all the rows, so its rounding grows with
+    ``n μ²``; measured on 50,000 × 40 blocks, the Gram's error relative to
+    ``‖c_j‖ ‖c_k‖`` was 40 times the centred product's at ``|μ| = σ`` and 2,000 times
+    (1.6e-12) at ``|μ| = 8σ``. The syrk is scipy's, summing into ``g`` in place (numpy's
+    and scipy's OpenBLAS ran float64 alike here; see :func:`_add_gram` for float32).
+
+    A NaN or inf makes the slab's sums non-finite (the check of :func:`block_moments`,
+    folded into the syrk): the pass stops at that slab and returns None.
+    """
+    n, d = x.shape
+    step = max(1, n // GRAM_BLOCK_ROWS)
+    shift = x[::step][:GRAM_BLOCK_ROWS].mean(axis=0)
+    rows = min(n, FUSED_SLAB_ROWS)
+    buf = np.empty((rows, d + 1))  # reused for every slab (see _add_gram on why)
+    buf[:, d] = 1.0
+    g = np.zeros((d + 1, d + 1), order="F")  # upper triangle, summed into in place
+    for start in range(0, n, rows):
+        part = buf[: min(rows, n - start)]
+        with np.errstate(invalid="ignore", over="ignore"):  # inf − inf: found below
+            np.subtract(x[start : start + part.shape[0]], shift, out=part[:, :d])
+        blas.dsyrk(1.0, part.T, beta=1.0, c=g, trans=0, lower=0, overwrite_c=1)
+        if not np.isfinite(g[:d, d]).all():
+            return None
+    delta = g[:d, d] / n
+    upper = np.triu(g[:d, :d])
+    var = np.diagonal(upper) / n - delta * delta
+    if np.any(delta * delta > FUSED_SHIFT_TOLERANCE**2 * var):
+        return None
+    m2 = upper + np.triu(upper, 1).T  # C-ordered and exactly symmetric, as _gram's
+    root = np.sqrt(float(n)) * delta
+    m2 -= np.outer(root, root)  # n δ δᵀ as (√n δ)(√n δ)ᵀ: m2 stays exactly symmetric
+    return {"n": n, "mean": shift + delta, "bad": 0, "m2": m2}
 
 
 #: bytes of one slab of mapped features in :func:`feature_block_moments` (2,048 rows at
