@@ -1,5 +1,6 @@
-"""One core's centred Gram of one float32 chunk: float32 products (scalepca's default for float32
-blocks) against float64 products, and the error against the float64 result in float32 epsilons.
+"""One core's centred Gram of one float32 chunk: float32 products (scalepca's default
+for float32 blocks) against float64 products, and the error against the float64 result
+in float32 epsilons.
 
 Single process, one BLAS thread, best of 3; chunks of the spca (62,500 × 200) and pca
 (50,000 × 256) benchmarks, mean 1e3 and standard deviation 1 (|mean| ≫ sd).
@@ -35,11 +36,13 @@ def main():
         norms = np.sqrt(np.diag(g64))
         err = float(np.max(np.abs(g32 - g64) / np.outer(norms, norms)))
         t64, t32 = best["float64"], best["auto"]
-        print(f"{n:,} × {d} float32: float64 products {t64 * 1e3:.1f} ms "
-              f"({x.nbytes / t64 / 1e9:.2f} GB/s), float32 products {t32 * 1e3:.1f} ms "
-              f"({x.nbytes / t32 / 1e9:.2f} GB/s): {t64 / t32:.2f}× faster; "
-              f"max |ΔG_jk| / (‖c_j‖ ‖c_k‖) = {err:.2e} = {err / eps:.2f} ε₃₂ "
-              f"(stated bound {gram_error_bound():.2e} = {gram_error_bound() / eps:.0f} ε₃₂)")
+        print(
+            f"{n:,} × {d} float32: float64 products {t64 * 1e3:.1f} ms "
+            f"({x.nbytes / t64 / 1e9:.2f} GB/s), float32 products {t32 * 1e3:.1f} ms "
+            f"({x.nbytes / t32 / 1e9:.2f} GB/s): {t64 / t32:.2f}× faster; max |ΔG_jk| "
+            f"/ (‖c_j‖ ‖c_k‖) = {err:.2e} = {err / eps:.2f} ε₃₂ (stated bound "
+            f"{gram_error_bound():.2e} = {gram_error_bound() / eps:.0f} ε₃₂)"
+        )
 
 
 if __name__ == "__main__":

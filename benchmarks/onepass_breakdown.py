@@ -109,7 +109,8 @@ def steps(path, rounds: int) -> tuple[list[dict], dict]:
     work = {
         "read: zarr chunk → array": lambda: z[:rows],
         "read: chunk file → array (readinto)": (
-            None if f is None else lambda: read_into(f, (rows, z.shape[1]))),
+            None if f is None else lambda: read_into(f, (rows, z.shape[1]))
+        ),
         "memory: first touch of a new chunk-sized array": lambda: first_touch(x.shape),
         "check: isfinite(x).all()": lambda: np.isfinite(x).all(),
         "sums: x.sum(axis=0)": lambda: x.sum(axis=0, dtype=np.float64),
@@ -137,43 +138,85 @@ def steps(path, rounds: int) -> tuple[list[dict], dict]:
     task_old = read + med["block task: two-pass route"]
     out = []
     for label in work:
-        row = {"step": label, "CPU ms": med[label] * 1e3,
-               "wall ms": statistics.median(wall[label]) * 1e3,
-               "GB/s (CPU)": x.nbytes / med[label] / 1e9, "x XᵀX": med[label] / xtx}
-        if not label.startswith(("block task", "Gram: XᵀX", "read: chunk file", "check",
-                                 "memory")):
+        row = {
+            "step": label,
+            "CPU ms": med[label] * 1e3,
+            "wall ms": statistics.median(wall[label]) * 1e3,
+            "GB/s (CPU)": x.nbytes / med[label] / 1e9,
+            "x XᵀX": med[label] / xtx,
+        }
+        if not label.startswith(
+            ("block task", "Gram: XᵀX", "read: chunk file", "check", "memory")
+        ):
             row["share of task"] = med[label] / task_old
         out.append(row)
-    out.append({"step": "task = zarr read + two-pass route", "CPU ms": task_old * 1e3,
-                "x XᵀX": task_old / xtx, "XᵀX rate %": 100 * xtx / task_old})
-    out.append({"step": "task = zarr read + one pass", "CPU ms": task * 1e3,
-                "x XᵀX": task / xtx, "XᵀX rate %": 100 * xtx / task})
+    out.append(
+        {
+            "step": "task = zarr read + two-pass route",
+            "CPU ms": task_old * 1e3,
+            "x XᵀX": task_old / xtx,
+            "XᵀX rate %": 100 * xtx / task_old,
+        }
+    )
+    out.append(
+        {
+            "step": "task = zarr read + one pass",
+            "CPU ms": task * 1e3,
+            "x XᵀX": task / xtx,
+            "XᵀX rate %": 100 * xtx / task,
+        }
+    )
     if f is not None:
         direct = med["read: chunk file → array (readinto)"]
         t = direct + med["block task: block_moments (one pass)"]
-        out.append({"step": "task = readinto + one pass (what-if)", "CPU ms": t * 1e3,
-                    "x XᵀX": t / xtx, "XᵀX rate %": 100 * xtx / t})
-    raw = {"chunk_bytes": int(x.nbytes), "rounds": rounds, "cpu_s": cpu, "wall_s": wall,
-           "xtx_cpu_s": xtx, "xtx_gb_s": x.nbytes / xtx / 1e9}
+        out.append(
+            {
+                "step": "task = readinto + one pass (what-if)",
+                "CPU ms": t * 1e3,
+                "x XᵀX": t / xtx,
+                "XᵀX rate %": 100 * xtx / t,
+            }
+        )
+    raw = {
+        "chunk_bytes": int(x.nbytes),
+        "rounds": rounds,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "xtx_cpu_s": xtx,
+        "xtx_gb_s": x.nbytes / xtx / 1e9,
+    }
     return out, raw
 
 
-STEP_COLUMNS = ["step", "CPU ms", "wall ms", "GB/s (CPU)", "x XᵀX", "share of task",
-                "XᵀX rate %"]
+STEP_COLUMNS = [
+    "step",
+    "CPU ms",
+    "wall ms",
+    "GB/s (CPU)",
+    "x XᵀX",
+    "share of task",
+    "XᵀX rate %",
+]
 
 
 def fit_part(path, args, xtx_s: float, chunk_bytes: int) -> tuple[list[dict], dict]:
     """The fit against its floor (rounds interleaved), and its rate per core against one
     core's ``XᵀX``."""
-    fits = {"PCA covariance_eigh":
-            lambda X: scalepca.PCA(K, svd_solver="covariance_eigh").fit(X)}
-    rows, info = one_pass_against_floor({"none": path}, fits, repeat=args.repeat,
-                                        memory_limit=args.memory_limit)
+    fits = {
+        "PCA covariance_eigh": lambda X: scalepca.PCA(
+            K, svd_solver="covariance_eigh"
+        ).fit(X)
+    }
+    rows, info = one_pass_against_floor(
+        {"none": path}, fits, repeat=args.repeat, memory_limit=args.memory_limit
+    )
     xtx_rate = chunk_bytes / xtx_s / 1e9  # GB/s of one core's XᵀX
     for row in rows:
         row["x XᵀX rate"] = row["GB/s per core"] / xtx_rate
-    per_round = [info["none"]["bytes"] / t / 2 / 1e9 / xtx_rate
-                 for t in info["none"]["fit_all_s"]["PCA covariance_eigh"]]
+    per_round = [
+        info["none"]["bytes"] / t / 2 / 1e9 / xtx_rate
+        for t in info["none"]["fit_all_s"]["PCA covariance_eigh"]
+    ]
     info["none"]["x_xtx_rate_rounds"] = per_round
     info["none"]["xtx_gb_s"] = xtx_rate
     return rows, info
@@ -186,8 +229,12 @@ def parse_args(argv=None):
     ap.add_argument("--chunk-rows", type=int, default=50_000)
     ap.add_argument("--rounds", type=int, default=9, help="rounds of the steps")
     ap.add_argument("--steps-only", action="store_true", help="no fit (no cluster)")
-    common_args(ap, memory_limit="4GiB", repeat=5,
-                quick="200,000 rows, 5 rounds of steps, 2 of the fit (a few minutes)")
+    common_args(
+        ap,
+        memory_limit="4GiB",
+        repeat=5,
+        quick="200,000 rows, 5 rounds of steps, 2 of the fit (a few minutes)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.n_samples, args.rounds, args.repeat = 200_000, 5, 2
@@ -200,23 +247,36 @@ def main(argv=None):
     path = store_path(args.data_dir, n, d, "none")
     ensure_data(path, n, d, args.chunk_rows, codec="none")
     step_rows, raw = steps(path, args.rounds)
-    print(f"\none {args.chunk_rows:,} × {d} float64 chunk of {path}, one BLAS thread, "
-          f"medians of {args.rounds} interleaved rounds")
+    print(
+        f"\none {args.chunk_rows:,} × {d} float64 chunk of {path}, one BLAS thread, "
+        f"medians of {args.rounds} interleaved rounds"
+    )
     print(table(step_rows, STEP_COLUMNS))
-    results = {"n_samples": n, "n_features": d, "chunk_rows": args.chunk_rows,
-               "steps": step_rows, "steps_raw": raw}
+    results = {
+        "n_samples": n,
+        "n_features": d,
+        "chunk_rows": args.chunk_rows,
+        "steps": step_rows,
+        "steps_raw": raw,
+    }
     if not args.steps_only:
         fit_rows, info = fit_part(path, args, raw["xtx_cpu_s"], raw["chunk_bytes"])
         results.update(fit_rows=fit_rows, fit_info=info)
-        print(f"\nthe fit, 2 workers × 1 thread, {args.repeat} rounds "
-              f"(one core's XᵀX: {info['none']['xtx_gb_s']:.2f} GB/s)")
+        print(
+            f"\nthe fit, 2 workers × 1 thread, {args.repeat} rounds "
+            f"(one core's XᵀX: {info['none']['xtx_gb_s']:.2f} GB/s)"
+        )
         print(table(fit_rows, [*FLOOR_COLUMNS, "x XᵀX rate"]))
         rates = info["none"]["x_xtx_rate_rounds"]
-        print(f"fit per core / one core's XᵀX, per round: "
-              f"{', '.join(f'{r:.0%}' for r in rates)} "
-              f"(median {statistics.median(rates):.0%})")
-    print("written", write_json("onepass_breakdown" + ("_quick" if args.quick else ""),
-                                results))
+        print(
+            f"fit per core / one core's XᵀX, per round: "
+            f"{', '.join(f'{r:.0%}' for r in rates)} "
+            f"(median {statistics.median(rates):.0%})"
+        )
+    print(
+        "written",
+        write_json("onepass_breakdown" + ("_quick" if args.quick else ""), results),
+    )
 
 
 if __name__ == "__main__":

@@ -1,25 +1,26 @@
 """PPCA by EM with missing values against one bare read pass, on one zarr store.
 
-Default run (issue 3): 1,000,000 × 200 float64 (1.6 GB), rank-5 signal + unit noise, 10 % of
-entries missing completely at random, 50,000-row chunks, LocalCluster(n_workers=2,
+Default run (issue 3): 1,000,000 × 200 float64 (1.6 GB), rank-5 signal + unit noise, 10
+% of entries missing completely at random, 50,000-row chunks, LocalCluster(n_workers=2,
 threads_per_worker=1). Prints a table and writes benchmarks/results/ppca_em.json.
 
     python benchmarks/ppca_em.py            # the issue's figures
     python benchmarks/ppca_em.py --quick    # 100,000 rows (a smoke test)
     python benchmarks/ppca_em.py --codec none   # the same on an uncompressed store
 
-Floor (issue 23): the read pass + one core's time for the initialisation pass's per-chunk
-statistics (observed-entry d × d moments, measured on one real chunk in this process with
-one BLAS thread) × chunks / worker threads; the passes and the whole fit against both, with
-GB/s per core.
+Floor (issue 23): the read pass + one core's time for the initialisation pass's
+per-chunk statistics (observed-entry d × d moments, measured on one real chunk in this
+process with one BLAS thread) × chunks / worker threads; the passes and the whole fit
+against both, with GB/s per core.
 
 Measured, side by side in one run:
 - one bare read pass (``nansum`` over rows of the zarr store), best of ``--repeat``;
-- PPCA(missing="em") fit: time of every pass (the initialisation pass and each EM iteration,
-  from the estimator's own pass timer), iterations to converge, passes, peak worker memory;
-- accuracy: largest principal angle to the true loadings and to the closed-form PPCA of the
-  complete data (generated again on the fly, same seed), and the RMSE of imputed entries of the
-  first row chunk against the complete data.
+- PPCA(missing="em") fit: time of every pass (the initialisation pass and each EM
+  iteration, from the estimator's own pass timer), iterations to converge, passes, peak
+  worker memory;
+- accuracy: largest principal angle to the true loadings and to the closed-form PPCA
+  of the complete data (generated again on the fly, same seed), and the RMSE of
+  imputed entries of the first row chunk against the complete data.
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ def parse_args(argv=None):
     ap.add_argument("--missing", type=float, default=0.1)
     ap.add_argument("--chunk-rows", type=int, default=50_000)
     ap.add_argument("--tol", type=float, default=1e-6)
-    ap.add_argument("--codec", default="zstd", help="the store's codec (scalepca._codecs)")
+    ap.add_argument(
+        "--codec", default="zstd", help="the store's codec (scalepca._codecs)"
+    )
     common_args(ap, memory_limit="4GiB", repeat=3)
     args = ap.parse_args(argv)
     if args.quick:
@@ -90,8 +93,8 @@ def parse_args(argv=None):
 
 
 def measure(args, path, gen) -> dict:
-    """The read pass, the EM fit (its passes timed from scalepca's log), the closed form of
-    the complete data, the angles, the imputation error and the floor rows."""
+    """The read pass, the EM fit (its passes timed from scalepca's log), the closed
+    form of the complete data, the angles, the imputation error and the floor rows."""
     n, d = args.n_samples, args.n_features
     handler = PassTimes()
     logging.getLogger("scalepca").addHandler(handler)
@@ -99,10 +102,13 @@ def measure(args, path, gen) -> dict:
     m = {}
     with local_cluster(memory_limit=args.memory_limit) as client:
         m["t_read"], m["all_read"], _ = timed(
-            lambda: da.nansum(da.from_zarr(path), axis=0).compute(), repeat=args.repeat)
+            lambda: da.nansum(da.from_zarr(path), axis=0).compute(), repeat=args.repeat
+        )
         X = da.from_zarr(path)
         handler.passes.clear()
-        m["t_fit"], _, em = timed(lambda: scalepca.PPCA(K, missing="em", tol=args.tol).fit(X))
+        m["t_fit"], _, em = timed(
+            lambda: scalepca.PPCA(K, missing="em", tol=args.tol).fit(X)
+        )
         m["em"], m["peak"] = em, peak_worker_memory(client)
         passes = list(handler.passes)
         m["iters"] = [s for label, s in passes if label.startswith("EM iteration")]
@@ -113,8 +119,12 @@ def measure(args, path, gen) -> dict:
         m["t_cf"], _, cf = timed(lambda: scalepca.PPCA(K).fit(complete))
         m["cf"] = cf
         m["ang_true"] = float(np.degrees(subspace_angles(V.T, em.components_.T).max()))
-        m["ang_cf"] = float(np.degrees(subspace_angles(cf.components_.T, em.components_.T).max()))
-        m["ang_cf_true"] = float(np.degrees(subspace_angles(V.T, cf.components_.T).max()))
+        m["ang_cf"] = float(
+            np.degrees(subspace_angles(cf.components_.T, em.components_.T).max())
+        )
+        m["ang_cf_true"] = float(
+            np.degrees(subspace_angles(V.T, cf.components_.T).max())
+        )
         rows = slice(0, args.chunk_rows)
         x_true = complete[rows].compute()
         x_miss = X[rows].compute()
@@ -124,11 +134,18 @@ def measure(args, path, gen) -> dict:
         from scalepca.linalg.em import observed_moments_block
 
         m["f_rows"], m["f_info"] = floor_rows(
-            args.codec, path, m["t_read"],
-            {"EM initialisation pass": (m["init"][0], 1),
-             "EM iteration (mean)": (float(np.mean(m["iters"])), 1),
-             f"whole fit ({em.n_iter_} iterations)": (m["t_fit"], em.n_passes_)},
-            threads=2, work=observed_moments_block, work_label="observed moments")
+            args.codec,
+            path,
+            m["t_read"],
+            {
+                "EM initialisation pass": (m["init"][0], 1),
+                "EM iteration (mean)": (float(np.mean(m["iters"])), 1),
+                f"whole fit ({em.n_iter_} iterations)": (m["t_fit"], em.n_passes_),
+            },
+            threads=2,
+            work=observed_moments_block,
+            work_label="observed moments",
+        )
     return m
 
 
@@ -136,16 +153,36 @@ def step_rows(m) -> list[dict]:
     t_read, init, iters, em = m["t_read"], m["init"], m["iters"], m["em"]
     it_mean = float(np.mean(iters))
     return [
-        {"step": "bare read pass (nansum over rows)", "seconds": t_read, "x read pass": 1.0},
-        {"step": "EM initialisation pass (init='pca', d×d stats)", "seconds": init[0],
-         "x read pass": init[0] / t_read},
-        {"step": "EM iteration (mean)", "seconds": it_mean, "x read pass": it_mean / t_read},
-        {"step": "EM iteration (max)", "seconds": max(iters),
-         "x read pass": max(iters) / t_read},
-        {"step": f"whole fit ({em.n_iter_} iterations, {em.n_passes_} passes)",
-         "seconds": m["t_fit"], "x read pass": m["t_fit"] / t_read},
-        {"step": "closed-form PPCA of the complete data (regenerated)", "seconds": m["t_cf"],
-         "x read pass": m["t_cf"] / t_read},
+        {
+            "step": "bare read pass (nansum over rows)",
+            "seconds": t_read,
+            "x read pass": 1.0,
+        },
+        {
+            "step": "EM initialisation pass (init='pca', d×d stats)",
+            "seconds": init[0],
+            "x read pass": init[0] / t_read,
+        },
+        {
+            "step": "EM iteration (mean)",
+            "seconds": it_mean,
+            "x read pass": it_mean / t_read,
+        },
+        {
+            "step": "EM iteration (max)",
+            "seconds": max(iters),
+            "x read pass": max(iters) / t_read,
+        },
+        {
+            "step": f"whole fit ({em.n_iter_} iterations, {em.n_passes_} passes)",
+            "seconds": m["t_fit"],
+            "x read pass": m["t_fit"] / t_read,
+        },
+        {
+            "step": "closed-form PPCA of the complete data (regenerated)",
+            "seconds": m["t_cf"],
+            "x read pass": m["t_cf"] / t_read,
+        },
     ]
 
 
@@ -185,35 +222,57 @@ def main(argv=None):
     n, d = args.n_samples, args.n_features
     pct = int(round(100 * args.missing))
     path = f"{args.data_dir}/ppca_em_{n}x{d}_miss{pct}" + (
-        ".zarr" if args.codec == "zstd" else f"_{args.codec}.zarr")
+        ".zarr" if args.codec == "zstd" else f"_{args.codec}.zarr"
+    )
     gen = dict(rank=RANK, noise=NOISE, chunk_rows=args.chunk_rows, seed=0)
     if not Path(path).exists():
-        print(f"generating {n:,} × {d} float64 with {pct}% missing at {path} ...", flush=True)
+        print(
+            f"generating {n:,} × {d} float64 with {pct}% missing at {path} ...",
+            flush=True,
+        )
         with local_cluster(memory_limit=args.memory_limit):
-            write_dataset(make_missing(n, d, missing=args.missing, **gen), path,
-                          codec=args.codec)
-    results = {"n_samples": n, "n_features": d, "missing_fraction": args.missing,
-               "chunk_rows": args.chunk_rows, "rank": RANK, "n_components": K,
-               "gigabytes": n * d * 8 / 1e9, "tol": args.tol}
+            write_dataset(
+                make_missing(n, d, missing=args.missing, **gen), path, codec=args.codec
+            )
+    results = {
+        "n_samples": n,
+        "n_features": d,
+        "missing_fraction": args.missing,
+        "chunk_rows": args.chunk_rows,
+        "rank": RANK,
+        "n_components": K,
+        "gigabytes": n * d * 8 / 1e9,
+        "tol": args.tol,
+    }
     m = measure(args, path, gen)
     em, cf, peak = m["em"], m["cf"], m["peak"]
     table_rows = step_rows(m)
     results.update(figures(m, table_rows))
-    print(f"\n{n:,} × {d} float64 ({results['gigabytes']:.2f} GB), {pct}% missing, "
-          f"{args.chunk_rows:,}-row chunks, 2 workers × 1 thread, {args.memory_limit}/worker, "
-          f"k={K}")
+    print(
+        f"\n{n:,} × {d} float64 ({results['gigabytes']:.2f} GB), {pct}% missing, "
+        f"{args.chunk_rows:,}-row chunks, 2 workers × 1 thread, "
+        f"{args.memory_limit}/worker, k={K}"
+    )
     print(table(table_rows, ["step", "seconds", "x read pass"]))
     print(table(m["f_rows"], FLOOR_COLUMNS))
-    print(f"\niterations to converge (tol={args.tol} on loglike/sample): {em.n_iter_} "
-          f"(converged: {em.converged_}); passes: {em.n_passes_} = 1 + n_iter")
+    print(
+        f"\niterations to converge (tol={args.tol} on loglike/sample): {em.n_iter_} "
+        f"(converged: {em.converged_}); passes: {em.n_passes_} = 1 + n_iter"
+    )
     print(f"peak worker memory: {peak['max'] / 2**30:.2f} GiB")
-    print(f"max principal angle: EM vs truth {m['ang_true']:.3f}°, EM vs complete-data closed "
-          f"form {m['ang_cf']:.3f}°, closed form vs truth {m['ang_cf_true']:.3f}°")
-    print(f"σ²: EM {em.noise_variance_:.5f}, closed form (complete) {cf.noise_variance_:.5f}, "
-          f"true {NOISE**2}")
+    print(
+        f"max principal angle: EM vs truth {m['ang_true']:.3f}°, EM vs complete-data "
+        f"closed form {m['ang_cf']:.3f}°, closed form vs truth {m['ang_cf_true']:.3f}°"
+    )
+    print(
+        f"σ²: EM {em.noise_variance_:.5f}, closed form (complete) "
+        f"{cf.noise_variance_:.5f}, true {NOISE**2}"
+    )
     print(f"imputation RMSE on the first chunk: {m['rmse']:.4f} (noise sd {NOISE})")
     print("targets:", results["targets"])
-    print("written", write_json("ppca_em" if not args.quick else "ppca_em_quick", results))
+    print(
+        "written", write_json("ppca_em" if not args.quick else "ppca_em_quick", results)
+    )
 
 
 if __name__ == "__main__":

@@ -37,14 +37,21 @@ def tiny_pass(n_blocks: int):
 def measure(workers: int, n_blocks: int, repeat: int, memory_limit: str) -> dict:
     graph = tiny_pass(n_blocks)
     tasks = len(graph.__dask_graph__())
-    with local_cluster(n_workers=workers, threads_per_worker=1,
-                       memory_limit=memory_limit) as client:
+    with local_cluster(
+        n_workers=workers, threads_per_worker=1, memory_limit=memory_limit
+    ) as client:
         client.wait_for_workers(workers, timeout=300)
         tiny_pass(min(n_blocks, 1000)).compute()  # warm-up: imports on every worker
         best, times, _ = timed(lambda: tiny_pass(n_blocks).compute(), repeat=repeat)
-    return {"workers": workers, "blocks": n_blocks, "tasks": tasks, "seconds": best,
-            "all_seconds": times, "ms_per_task": 1e3 * best / tasks,
-            "tasks_per_s": tasks / best}
+    return {
+        "workers": workers,
+        "blocks": n_blocks,
+        "tasks": tasks,
+        "seconds": best,
+        "all_seconds": times,
+        "ms_per_task": 1e3 * best / tasks,
+        "tasks_per_s": tasks / best,
+    }
 
 
 def main(argv=None):
@@ -59,12 +66,20 @@ def main(argv=None):
         for workers in [int(w) for w in args.workers.split(",")]:
             row = measure(workers, n_blocks, args.repeat, args.memory_limit)
             rows.append(row)
-            path = write_json("scheduler", {"passes": rows})  # after each: runs are long
-            print(f"{workers} workers, {row['tasks']:,} tasks: "
-                  f"{row['seconds']:.1f} s a pass, {row['ms_per_task']:.2f} ms a task",
-                  flush=True)
-    print(table(rows, ["workers", "blocks", "tasks", "seconds", "ms_per_task",
-                       "tasks_per_s"]))
+            path = write_json(
+                "scheduler", {"passes": rows}
+            )  # after each: runs are long
+            print(
+                f"{workers} workers, {row['tasks']:,} tasks: "
+                f"{row['seconds']:.1f} s a pass, {row['ms_per_task']:.2f} ms a task",
+                flush=True,
+            )
+    print(
+        table(
+            rows,
+            ["workers", "blocks", "tasks", "seconds", "ms_per_task", "tasks_per_s"],
+        )
+    )
     print(f"wrote {path}")
 
 

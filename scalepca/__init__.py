@@ -32,13 +32,38 @@ _PUBLIC = {
     "north_test": "scalepca.analysis.eof",
     "open_matrix": "scalepca.preprocessing",
 }
-_SUBMODULES = ("analysis", "app", "cli", "datasets", "io", "linalg", "models", "persistence",
-               "pp", "preprocessing")
+_SUBMODULES = (
+    "analysis",
+    "app",
+    "cli",
+    "datasets",
+    "io",
+    "linalg",
+    "models",
+    "persistence",
+    "pp",
+    "preprocessing",
+)
 
 __all__ = [
-    "BootstrapEOF", "ExtendedEOF", "HilbertEOF", "KernelPCA", "MCA", "MultivariateEOF",
-    "PCA", "PPCA", "RobustPCA", "Rotator", "SparsePCA", "__version__", "connect",
-    "eofs_as_correlation", "eofs_as_covariance", "load", "north_test", "open_matrix",
+    "BootstrapEOF",
+    "ExtendedEOF",
+    "HilbertEOF",
+    "KernelPCA",
+    "MCA",
+    "MultivariateEOF",
+    "PCA",
+    "PPCA",
+    "RobustPCA",
+    "Rotator",
+    "SparsePCA",
+    "__version__",
+    "connect",
+    "eofs_as_correlation",
+    "eofs_as_covariance",
+    "load",
+    "north_test",
+    "open_matrix",
 ]
 
 if typing.TYPE_CHECKING:  # static tools see the eager imports

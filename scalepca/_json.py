@@ -1,5 +1,5 @@
-"""JSON values of parameters and attributes: what a model store and a checkpoint's fingerprint
-record (the one conversion both use)."""
+"""JSON values of parameters and attributes: what a model store and a checkpoint's
+fingerprint record (the one conversion both use)."""
 
 from __future__ import annotations
 

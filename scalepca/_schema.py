@@ -1,6 +1,6 @@
-"""The primitives of scalepca's checked mappings (run configs, the cluster section, estimator
-parameters): a field's types, default and choices, the check of a section against its fields,
-and the error that names the bad key.
+"""The primitives of scalepca's checked mappings (run configs, the cluster section,
+estimator parameters): a field's types, default and choices, the check of a section
+against its fields, and the error that names the bad key.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import typing
 class ConfigError(ValueError):
     """A run config is malformed; the message names the key and what is allowed.
 
-    ``ConfigError(*problems)``: one sentence per problem (``problems``); the message joins
-    them with "; ".
+    ``ConfigError(*problems)``: one sentence per problem (``problems``); the message
+    joins them with "; ".
     """
 
     def __init__(self, *problems: str):
@@ -52,11 +52,17 @@ def did_you_mean(word, options) -> str:
     return f"; did you mean {match!r}?" if match is not None and match != word else ""
 
 
-def unknown_keys(unknown: list, allowed: list, where: str, *, say_where: bool = True,
-                 what: str = "key(s)") -> str:
-    """The sentence refusing the keys ``unknown`` of ``where``, with the allowed ones (``in
-    'where'`` unless not ``say_where``) and, for a misspelt key, the closest allowed one
-    (``n_component`` → ``n_components``)."""
+def unknown_keys(
+    unknown: list,
+    allowed: list,
+    where: str,
+    *,
+    say_where: bool = True,
+    what: str = "key(s)",
+) -> str:
+    """The sentence refusing the keys ``unknown`` of ``where``, with the allowed ones
+    (``in 'where'`` unless not ``say_where``) and, for a misspelt key, the closest
+    allowed one (``n_component`` → ``n_components``)."""
     hints = []
     for key in unknown:
         close = closest(key, allowed)
@@ -64,9 +70,11 @@ def unknown_keys(unknown: list, allowed: list, where: str, *, say_where: bool = 
             hints.append(repr(close) if len(unknown) == 1 else f"{close!r} for {key!r}")
     hint = f"; did you mean {', '.join(hints)}?" if hints else ""
     names = ", ".join(repr(f"{where}.{k}" if where else k) for k in unknown)
-    return (f"unknown {what} {names}; "
-            f"allowed{f' in {where!r}' if say_where else ''}: "
-            f"{', '.join(map(str, allowed))}{hint}")
+    return (
+        f"unknown {what} {names}; "
+        f"allowed{f' in {where!r}' if say_where else ''}: "
+        f"{', '.join(map(str, allowed))}{hint}"
+    )
 
 
 _NONE = type(None)
@@ -87,8 +95,15 @@ _SIZE = (str, int, _NONE)  # "4GiB" or bytes
 
 
 def _typename(ts: tuple) -> str:
-    names = {_NONE: "null", dict: "a mapping", list: "a list", str: "a string", int: "an integer",
-             float: "a number", bool: "true or false"}
+    names = {
+        _NONE: "null",
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+    }
     return " or ".join(names.get(t, t.__name__) for t in ts)
 
 
@@ -106,7 +121,9 @@ def _check_section(section, schema: dict, name: str) -> dict:
     if section is None:
         section = {}
     if not isinstance(section, dict):
-        raise ConfigError(f"'{name}' must be a mapping; got {type(section).__name__} {section!r}")
+        raise ConfigError(
+            f"'{name}' must be a mapping; got {type(section).__name__} {section!r}"
+        )
     problems = []
     unknown = sorted(set(section) - set(schema), key=str)
     if unknown:
@@ -115,16 +132,24 @@ def _check_section(section, schema: dict, name: str) -> dict:
     for key, field in schema.items():
         if key not in section:
             if field.default is _REQUIRED:
-                problems.append(f"'{name}.{key}' is required ({_typename(field.types)})")
-            out[key] = copy.deepcopy(None if field.default is _REQUIRED else field.default)
+                problems.append(
+                    f"'{name}.{key}' is required ({_typename(field.types)})"
+                )
+            out[key] = copy.deepcopy(
+                None if field.default is _REQUIRED else field.default
+            )
             continue
         value = section[key]
         if not _type_ok(value, field.types):
-            problems.append(f"'{name}.{key}' must be {_typename(field.types)}; got {value!r}")
+            problems.append(
+                f"'{name}.{key}' must be {_typename(field.types)}; got {value!r}"
+            )
         elif field.choices is not None and value not in field.choices:
-            problems.append(f"'{name}.{key}' is {value!r}; allowed: "
-                            f"{', '.join(map(str, field.choices))}"
-                            f"{did_you_mean(value, field.choices)}")
+            problems.append(
+                f"'{name}.{key}' is {value!r}; allowed: "
+                f"{', '.join(map(str, field.choices))}"
+                f"{did_you_mean(value, field.choices)}"
+            )
         else:
             out[key] = value
             continue

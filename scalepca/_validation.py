@@ -30,7 +30,8 @@ __all__ = [
 
 
 def check_dtype(dtype: np.dtype, *, what: str = "X") -> np.dtype:
-    """Return the floating dtype data of ``dtype`` is computed in, or raise ``TypeError``.
+    """Return the floating dtype data of ``dtype`` is computed in, or raise
+    ``TypeError``.
 
     float32 and float64 are kept; integers and booleans are converted to float64 with a
     warning; complex, object, string and other dtypes raise.
@@ -39,7 +40,9 @@ def check_dtype(dtype: np.dtype, *, what: str = "X") -> np.dtype:
     if dtype.kind == "f":
         if dtype.itemsize < 4:
             warnings.warn(
-                f"{what} has dtype {dtype}; converting to float32", UserWarning, stacklevel=3
+                f"{what} has dtype {dtype}; converting to float32",
+                UserWarning,
+                stacklevel=3,
             )
             return np.dtype(np.float32)
         if dtype.itemsize > 8:
@@ -47,18 +50,24 @@ def check_dtype(dtype: np.dtype, *, what: str = "X") -> np.dtype:
         return dtype
     if dtype.kind in "iub":
         warnings.warn(
-            f"{what} has dtype {dtype}; converting to float64", UserWarning, stacklevel=3
+            f"{what} has dtype {dtype}; converting to float64",
+            UserWarning,
+            stacklevel=3,
         )
         return np.dtype(np.float64)
-    if dtype.kind == "c":  # a ValueError, as scikit-learn's validation raises for complex data
+    if (
+        dtype.kind == "c"
+    ):  # a ValueError, as scikit-learn's validation raises for complex data
         raise ValueError(
-            f"{what} has dtype {dtype}: Complex data not supported; scalepca needs real numbers "
-            "(take the real part or the modulus, or put real and imaginary parts side by side "
-            "as features)"
+            f"{what} has dtype {dtype}: Complex data not supported; scalepca needs "
+            f"real numbers "
+            "(take the real part or the modulus, or put real and imaginary parts side "
+            "by side as features)"
         )
     raise TypeError(
         f"{what} has dtype {dtype} ({_KIND_NAMES.get(dtype.kind, 'unsupported')}); "
-        "scalepca needs real numbers (float32, float64, or integers/booleans to convert)"
+        "scalepca needs real numbers (float32, float64, or integers/booleans to "
+        "convert)"
     )
 
 
@@ -74,8 +83,8 @@ _KIND_NAMES = {
 
 
 def _as_dask_matrix(X, what: str) -> da.Array:
-    """``X`` as a dask array (sparse input as CSR row blocks), its dtype refused by name when
-    it is not numeric; a path is refused with a pointer to ``open_matrix``."""
+    """``X`` as a dask array (sparse input as CSR row blocks), its dtype refused by
+    name when it is not numeric; a path is refused with a pointer to ``open_matrix``."""
     if is_sparse(X):
         if np.dtype(X.dtype).kind not in "fiub":
             check_dtype(X.dtype, what=what)
@@ -83,8 +92,10 @@ def _as_dask_matrix(X, what: str) -> da.Array:
     if isinstance(X, da.Array):
         return X
     if isinstance(X, (str, bytes, os.PathLike)):
-        raise TypeError(f"{what} is a path ({X!r}), not an array; open the store with "
-                        "scalepca.open_matrix(path) and pass the result")
+        raise TypeError(
+            f"{what} is a path ({X!r}), not an array; open the store with "
+            "scalepca.open_matrix(path) and pass the result"
+        )
     if not hasattr(X, "shape") or not hasattr(X, "dtype"):
         X = np.asarray(X)
     if np.dtype(X.dtype).kind not in "fiub":
@@ -94,15 +105,17 @@ def _as_dask_matrix(X, what: str) -> da.Array:
     return da.asarray(X)
 
 
-def _check_size(arr: da.Array, what: str, min_samples: int, min_features: int,
-                unknown_rows: bool) -> None:
-    """2-D, known chunk sizes (rows may be unknown with ``unknown_rows``), enough samples and
-    features."""
+def _check_size(
+    arr: da.Array, what: str, min_samples: int, min_features: int, unknown_rows: bool
+) -> None:
+    """2-D, known chunk sizes (rows may be unknown with ``unknown_rows``), enough
+    samples and features."""
     check_2d(arr.shape, what=what)
-    if any(math.isnan(c) for dim in arr.chunks[int(unknown_rows):] for c in dim):
+    if any(math.isnan(c) for dim in arr.chunks[int(unknown_rows) :] for c in dim):
         raise ValueError(
             f"{what} has unknown chunk sizes (shape {arr.shape}); call "
-            f"`{what}.compute_chunk_sizes()` (or `X = X.compute_chunk_sizes()`) before fitting"
+            f"`{what}.compute_chunk_sizes()` (or `X = X.compute_chunk_sizes()`) "
+            f"before fitting"
         )
     n, d = arr.shape
     if n < min_samples:  # False for an unknown (NaN) row count
@@ -132,17 +145,18 @@ def check_matrix(
     min_samples, min_features : int
         Smallest accepted number of rows / columns.
     allow_2d_blocks : bool
-        If False (tall-skinny algorithms), a matrix whose features are split over several
-        column chunks is rechunked to one column chunk (with a log line).
+        If False (tall-skinny algorithms), a matrix whose features are split over
+        several column chunks is rechunked to one column chunk (with a log line).
     accept_sparse : bool
-        Whether the caller works on sparse blocks. If True, a ``scipy.sparse`` matrix or array
-        (any format), a pydata ``sparse`` array, or a dask array of either kind of block
-        becomes a dask array of ``scipy.sparse.csr_matrix`` row blocks (see
-        :func:`as_csr_blocks`); :func:`is_sparse` tells such arrays apart. If False, sparse
-        input is refused by name.
+        Whether the caller works on sparse blocks. If True, a ``scipy.sparse`` matrix or
+        array (any format), a pydata ``sparse`` array, or a dask array of either kind of
+        block becomes a dask array of ``scipy.sparse.csr_matrix`` row blocks (see
+        :func:`as_csr_blocks`); :func:`is_sparse` tells such arrays apart. If False,
+        sparse input is refused by name.
     unknown_rows : bool
-        Whether the row blocks' sizes may be unknown (``transform`` of a dask DataFrame maps
-        its partitions without counting their rows; ``min_samples`` is then not checked).
+        Whether the row blocks' sizes may be unknown (``transform`` of a dask DataFrame
+        maps its partitions without counting their rows; ``min_samples`` is then not
+        checked).
 
     Raises
     ------
@@ -161,8 +175,9 @@ def check_matrix(
         arr = arr.astype(dtype)
     if not allow_2d_blocks and len(arr.chunks[1]) > 1:
         logger.info(
-            "%s: features were split over %d column chunks; rechunking to one column chunk "
-            "(rows stay as they are, or are split where whole rows would exceed 256 MiB)",
+            "%s: features were split over %d column chunks; rechunking to one column "
+            "chunk (rows stay as they are, or are split where whole rows would exceed "
+            "256 MiB)",
             what,
             len(arr.chunks[1]),
         )
@@ -175,11 +190,11 @@ ROW_BLOCK_BYTES = 256 * 2**20
 
 
 def full_rows(arr: da.Array, block_bytes: int = ROW_BLOCK_BYTES) -> da.Array:
-    """``arr`` with its features in one column chunk: row chunks kept, except where a block
-    of whole rows would exceed ``block_bytes`` (a field chunked along space holds every
-    sample in each block; merged as it is, it would be one block of all the data) — then
-    rows are split to fit. ``scipy.sparse`` blocks keep their rows (their size is their
-    stored values)."""
+    """``arr`` with its features in one column chunk: row chunks kept, except where a
+    block of whole rows would exceed ``block_bytes`` (a field chunked along space
+    holds every sample in each block; merged as it is, it would be one block of all
+    the data) — then rows are split to fit. ``scipy.sparse`` blocks keep their rows
+    (their size is their stored values)."""
     if len(arr.chunks[1]) == 1:
         return arr
     rows = max(1, block_bytes // max(1, arr.shape[1] * arr.dtype.itemsize))
@@ -189,22 +204,31 @@ def full_rows(arr: da.Array, block_bytes: int = ROW_BLOCK_BYTES) -> da.Array:
 
 
 def check_2d(shape: tuple, *, what: str = "X") -> None:
-    """Raise ``ValueError`` unless ``shape`` is that of a 2-D (samples × features) array."""
+    """Raise ``ValueError`` unless ``shape`` is that of a 2-D (samples × features)
+    array."""
     if len(shape) != 2:
         raise ValueError(
-            f"{what} must be 2-D (samples × features); got {len(shape)}-D with shape {shape}"
-            + (". Reshape your data: X.reshape(-1, 1) if it is one feature, X.reshape(1, -1) "
-               "if it is one sample" if len(shape) == 1 else "")
+            f"{what} must be 2-D (samples × features); got {len(shape)}-D with shape "
+            f"{shape}"
+            + (
+                ". Reshape your data: X.reshape(-1, 1) if it is one feature, "
+                "X.reshape(1, -1) if it is one sample"
+                if len(shape) == 1
+                else ""
+            )
         )
 
 
 def _sparse_kind(x) -> tuple[str, str] | None:
-    """``(name, densifying method)`` of a scipy.sparse or pydata sparse array, else None."""
+    """``(name, densifying method)`` of a scipy.sparse or pydata sparse array, else
+    None."""
     import scipy.sparse
 
     if scipy.sparse.issparse(x):
         return f"scipy.sparse {type(x).__name__}", "toarray"
-    if type(x).__module__.partition(".")[0] == "sparse":  # pydata sparse, without importing it
+    if (
+        type(x).__module__.partition(".")[0] == "sparse"
+    ):  # pydata sparse, without importing it
         return f"pydata sparse {type(x).__name__}", "todense"
     return None
 
@@ -215,7 +239,8 @@ def _meta_or_self(X):
 
 
 def is_sparse(X) -> bool:
-    """Whether ``X`` (an array, or a dask array by its block type) holds sparse blocks."""
+    """Whether ``X`` (an array, or a dask array by its block type) holds sparse
+    blocks."""
     return _sparse_kind(_meta_or_self(X)) is not None
 
 
@@ -224,7 +249,8 @@ SPARSE_BLOCK_BYTES = 64 * 2**20
 
 
 def _to_csr(block):
-    """One block as a ``scipy.sparse.csr_matrix`` (already-CSR blocks are not copied)."""
+    """One block as a ``scipy.sparse.csr_matrix`` (already-CSR blocks are not
+    copied)."""
     import scipy.sparse
 
     if isinstance(block, scipy.sparse.csr_matrix):
@@ -237,10 +263,10 @@ def _to_csr(block):
 def as_csr_blocks(X, *, block_bytes: int = SPARSE_BLOCK_BYTES) -> da.Array:
     """``X`` (sparse, in memory or as dask blocks) as a dask array of CSR row blocks.
 
-    In memory, the matrix is converted to CSR once and cut into row blocks holding about
-    ``block_bytes`` (default :data:`SPARSE_BLOCK_BYTES`) of values and indices each (from
-    the average row's count of stored entries); a dask array keeps its chunks and has each
-    block converted where it lives. Nothing is densified.
+    In memory, the matrix is converted to CSR once and cut into row blocks holding
+    about ``block_bytes`` (default :data:`SPARSE_BLOCK_BYTES`) of values and indices
+    each (from the average row's count of stored entries); a dask array keeps its
+    chunks and has each block converted where it lives. Nothing is densified.
     """
     import scipy.sparse
 
@@ -253,14 +279,21 @@ def as_csr_blocks(X, *, block_bytes: int = SPARSE_BLOCK_BYTES) -> da.Array:
     n, d = csr.shape
     if csr.ndim != 2:
         raise ValueError(f"a sparse matrix must be 2-D; got shape {csr.shape}")
-    per_row = (csr.nnz / max(n, 1)) * (csr.dtype.itemsize + csr.indices.dtype.itemsize) + 8
+    per_row = (csr.nnz / max(n, 1)) * (
+        csr.dtype.itemsize + csr.indices.dtype.itemsize
+    ) + 8
     rows = max(1, min(n, int(block_bytes // max(per_row, 1))))
-    return da.from_array(csr, chunks=(rows, d), asarray=False,
-                         meta=scipy.sparse.csr_matrix((0, 0), dtype=csr.dtype))
+    return da.from_array(
+        csr,
+        chunks=(rows, d),
+        asarray=False,
+        meta=scipy.sparse.csr_matrix((0, 0), dtype=csr.dtype),
+    )
 
 
 def _refuse_sparse(X, what: str) -> None:
-    """Raise ``TypeError`` naming sparse input (the array, or a dask array's block type)."""
+    """Raise ``TypeError`` naming sparse input (the array, or a dask array's block
+    type)."""
     blocks = isinstance(X, da.Array)
     kind = _sparse_kind(getattr(X, "_meta", None) if blocks else X)
     if kind is None:
@@ -287,20 +320,27 @@ def _row_chunks(X) -> tuple:
 N_COMPONENTS_MLE = "mle"
 
 
-def check_n_components(n_components, n_samples: int | None = None,
-                       n_features: int | None = None, *, what="n_components",
-                       fraction: bool = False):
+def check_n_components(
+    n_components,
+    n_samples: int | None = None,
+    n_features: int | None = None,
+    *,
+    what="n_components",
+    fraction: bool = False,
+):
     """Check ``n_components``; ``None`` means ``min(n_samples, n_features)``.
 
     Parameters
     ----------
     n_components : int, None, float or str
-        An integer in ``[1, min(n_samples, n_features)]`` or ``None``; with ``fraction`` also
-        a float in (0, 1) (the smallest k whose explained variance ratio reaches it) or
-        ``"mle"`` (Minka's choice, which needs ``n_samples >= n_features``). Those two are
-        chosen from the spectrum after the fit (:func:`choose_n_components`).
+        An integer in ``[1, min(n_samples, n_features)]`` or ``None``; with ``fraction``
+        also a float in (0, 1) (the smallest k whose explained variance ratio reaches
+        it) or ``"mle"`` (Minka's choice, which needs ``n_samples >= n_features``).
+        Those two are chosen from the spectrum after the fit
+        (:func:`choose_n_components`).
     n_samples, n_features : int or None
-        The data's shape; both ``None`` checks the form only (a config file, before any data).
+        The data's shape; both ``None`` checks the form only (a config file, before any
+        data).
     fraction : bool
         Whether the estimator accepts the float and ``"mle"`` forms.
 
@@ -312,32 +352,46 @@ def check_n_components(n_components, n_samples: int | None = None,
     if fraction:
         if isinstance(n_components, str):
             if n_components != N_COMPONENTS_MLE:
-                raise ValueError(f"{what}={n_components!r} is not understood: the only string "
-                                 f"accepted is {N_COMPONENTS_MLE!r} (Minka's choice of k)")
-            if n_samples is not None and n_features is not None and n_samples < n_features:
                 raise ValueError(
-                    f"{what}='mle' needs n_samples >= n_features; got {n_samples} samples and "
-                    f"{n_features} features"
+                    f"{what}={n_components!r} is not understood: the only string "
+                    f"accepted is {N_COMPONENTS_MLE!r} (Minka's choice of k)"
+                )
+            if (
+                n_samples is not None
+                and n_features is not None
+                and n_samples < n_features
+            ):
+                raise ValueError(
+                    f"{what}='mle' needs n_samples >= n_features; got {n_samples} "
+                    f"samples and {n_features} features"
                 )
             return n_components
         if isinstance(n_components, numbers.Real) and not isinstance(
-                n_components, (bool, numbers.Integral)):
+            n_components, (bool, numbers.Integral)
+        ):
             if not 0.0 < n_components < 1.0:  # not a fraction, and not a count either
                 raise TypeError(
-                    f"{what} must be an integer, a float in (0, 1), 'mle' or None; got "
-                    f"{n_components!r}: a float is the fraction of the variance to explain and "
-                    "must lie strictly between 0 and 1 (give an integer for a number of "
-                    "components)"
+                    f"{what} must be an integer, a float in (0, 1), 'mle' or None; "
+                    f"got {n_components!r}: a float is the fraction of the variance "
+                    f"to explain and "
+                    "must lie strictly between 0 and 1 (give an integer for a number "
+                    "of components)"
                 )
             return float(n_components)
     if isinstance(n_components, bool) or not (
-            n_components is None or isinstance(n_components, numbers.Integral)):
-        forms = ("an integer, a float in (0, 1), 'mle' or None" if fraction
-                 else "an integer or None")
+        n_components is None or isinstance(n_components, numbers.Integral)
+    ):
+        forms = (
+            "an integer, a float in (0, 1), 'mle' or None"
+            if fraction
+            else "an integer or None"
+        )
         raise TypeError(f"{what} must be {forms}; got {n_components!r}")
     if n_samples is None or n_features is None:
         if n_components is not None and n_components < 1:
-            raise ValueError(f"{what}={n_components} is out of range: it must be at least 1")
+            raise ValueError(
+                f"{what}={n_components} is out of range: it must be at least 1"
+            )
         return None if n_components is None else int(n_components)
     upper = min(n_samples, n_features)
     if n_components is None:
@@ -350,15 +404,19 @@ def check_n_components(n_components, n_samples: int | None = None,
     return int(n_components)
 
 
-def choose_n_components(n_components, explained_variance: np.ndarray,
-                        explained_variance_ratio: np.ndarray, n_samples: int) -> int:
+def choose_n_components(
+    n_components,
+    explained_variance: np.ndarray,
+    explained_variance_ratio: np.ndarray,
+    n_samples: int,
+) -> int:
     """k for a float or ``"mle"`` ``n_components``, from the full spectrum of one fit.
 
-    A float ``f`` gives the smallest k with ``Σ_{i≤k} ratio_i ≥ f`` counted as scikit-learn's
-    PCA counts it (``searchsorted(cumsum, f, side="right") + 1``, so k's cumulative ratio
-    exceeds ``f``), at most the number of eigenvalues. ``"mle"`` gives the k in
-    ``[1, d − 1]`` maximising Minka's Laplace approximation of the evidence
-    (:func:`minka_dimension`). An integer is returned as it is.
+    A float ``f`` gives the smallest k with ``Σ_{i≤k} ratio_i ≥ f`` counted as
+    scikit-learn's PCA counts it (``searchsorted(cumsum, f, side="right") + 1``, so
+    k's cumulative ratio exceeds ``f``), at most the number of eigenvalues. ``"mle"``
+    gives the k in ``[1, d − 1]`` maximising Minka's Laplace approximation of the
+    evidence (:func:`minka_dimension`). An integer is returned as it is.
     """
     if n_components == N_COMPONENTS_MLE:
         return minka_dimension(explained_variance, n_samples)
@@ -373,14 +431,15 @@ def minka_dimension(spectrum: np.ndarray, n_samples: int) -> int:
     """Minka's (2000) choice of the latent dimension from a covariance spectrum.
 
     ``spectrum`` holds all d eigenvalues of the sample covariance, descending (d ≤ n).
-    This is scikit-learn's private ``sklearn.decomposition._pca._infer_dimension``, reached
-    from this one place so a change of that private name fails here, with this message,
-    and in ``tests/test_n_components.py``. Its loops are pure Python, O(d³) in all: seconds
-    for a few hundred features, long for thousands.
+    This is scikit-learn's private ``sklearn.decomposition._pca._infer_dimension``,
+    reached from this one place so a change of that private name fails here, with this
+    message, and in ``tests/test_n_components.py``. Its loops are pure Python, O(d³) in
+    all: seconds for a few hundred features, long for thousands.
 
     References
     ----------
-    Minka, T. P. (2000). Automatic choice of dimensionality for PCA. NIPS 13, 598–604.
+    Minka, T. P. (2000). Automatic choice of dimensionality for PCA. NIPS 13,
+    598–604.
     """
     try:
         from sklearn.decomposition._pca import _infer_dimension
@@ -396,8 +455,9 @@ def minka_dimension(spectrum: np.ndarray, n_samples: int) -> int:
     return int(_infer_dimension(spectrum, n_samples))
 
 
-def check_n_features(X, n_features_in: int, *, what: str = "X",
-                     estimator: str = "the estimator") -> None:
+def check_n_features(
+    X, n_features_in: int, *, what: str = "X", estimator: str = "the estimator"
+) -> None:
     """Raise ``ValueError`` when ``X`` does not have the number of features seen in fit.
 
     The message is scikit-learn's (``validate_data`` says the same of NumPy input).
@@ -405,13 +465,23 @@ def check_n_features(X, n_features_in: int, *, what: str = "X",
     d = X.shape[1]
     if d != n_features_in:
         raise ValueError(
-            f"{what} has {d} features, but {estimator} is expecting {n_features_in} features "
+            f"{what} has {d} features, but {estimator} is expecting {n_features_in} "
+            f"features "
             "as input"
         )
 
 
-def check_scalar(value, name: str, *, kind=numbers.Real, low=None, high=None,
-                 low_inclusive=True, high_inclusive=True, allow_none=False):
+def check_scalar(
+    value,
+    name: str,
+    *,
+    kind=numbers.Real,
+    low=None,
+    high=None,
+    low_inclusive=True,
+    high_inclusive=True,
+    allow_none=False,
+):
     """Type and range check of one parameter, with a message naming it."""
     if value is None and allow_none:
         return None
@@ -441,8 +511,10 @@ def check_choice(value, name: str, choices) -> str:
         from ._schema import did_you_mean
 
         allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name}={value!r} is not one of the allowed values: {allowed}"
-                         f"{did_you_mean(value, choices)}")
+        raise ValueError(
+            f"{name}={value!r} is not one of the allowed values: {allowed}"
+            f"{did_you_mean(value, choices)}"
+        )
     return value
 
 
@@ -450,12 +522,13 @@ def check_random_state_seed(random_state) -> np.random.SeedSequence:
     """A ``SeedSequence`` from ``random_state``.
 
     Accepted, as in scikit-learn: None (a draw from numpy's global RandomState, as
-    ``sklearn.utils.check_random_state(None)`` gives it), a non-negative int (the sequence's
-    seed itself, so a seed's results do not depend on numpy's legacy generator), a
-    ``np.random.RandomState`` instance (one draw from it, through scikit-learn's
-    ``check_random_state``); also a ``np.random.Generator`` or a ``np.random.SeedSequence``.
-    Blocks draw from children of this sequence indexed by block position, so random numbers
-    do not depend on the number of workers or the order tasks run in.
+    ``sklearn.utils.check_random_state(None)`` gives it), a non-negative int (the
+    sequence's seed itself, so a seed's results do not depend on numpy's legacy
+    generator), a ``np.random.RandomState`` instance (one draw from it, through
+    scikit-learn's ``check_random_state``); also a ``np.random.Generator`` or a
+    ``np.random.SeedSequence``. Blocks draw from children of this sequence indexed by
+    block position, so random numbers do not depend on the number of workers or the
+    order tasks run in.
 
     Raises
     ------
@@ -464,16 +537,23 @@ def check_random_state_seed(random_state) -> np.random.SeedSequence:
     TypeError
         Anything else (a float, a string, ...).
     """
-    accepted = ("random_state must be None, a non-negative int, a numpy RandomState or "
-                "Generator, or a numpy SeedSequence")
+    accepted = (
+        "random_state must be None, a non-negative int, a numpy RandomState or "
+        "Generator, or a numpy SeedSequence"
+    )
     if random_state is None or isinstance(random_state, np.random.RandomState):
-        # scikit-learn's reading: None is numpy's global RandomState (np.random.seed fixes it)
+        # scikit-learn's reading: None is numpy's global RandomState (np.random.seed
+        # fixes it)
         from sklearn.utils import check_random_state
 
-        return np.random.SeedSequence(int(check_random_state(random_state).randint(2**31)))
+        return np.random.SeedSequence(
+            int(check_random_state(random_state).randint(2**31))
+        )
     if isinstance(random_state, np.random.SeedSequence):
         return random_state
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+    if isinstance(random_state, numbers.Integral) and not isinstance(
+        random_state, bool
+    ):
         if random_state < 0:
             raise ValueError(f"{accepted}; got the negative int {random_state}")
         return np.random.SeedSequence(int(random_state))
@@ -483,10 +563,12 @@ def check_random_state_seed(random_state) -> np.random.SeedSequence:
 
 
 def check_random_state_form(random_state) -> None:
-    """Check the form of ``random_state`` (as :func:`check_random_state_seed`) without drawing.
+    """Check the form of ``random_state`` (as :func:`check_random_state_seed`) without
+    drawing.
 
-    For a parameter check at the start of ``fit``: a Generator or RandomState passed by the user
-    is not advanced, so the draw made later, where the seed is used, is the one it always was.
+    For a parameter check at the start of ``fit``: a Generator or RandomState passed
+    by the user is not advanced, so the draw made later, where the seed is used, is
+    the one it always was.
     """
     if not isinstance(random_state, (np.random.Generator, np.random.RandomState)):
         check_random_state_seed(random_state)

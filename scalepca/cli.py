@@ -1,9 +1,9 @@
 """The scalepca command line: run | transform | info | validate | make-data | pp-pca.
 
-Exit codes: 0 success; 2 a user mistake (bad config or arguments, missing store, missing
-optional package), reported in one line; 1 a failed job (a worker died, a compute raised),
-reported in one line; 130 interrupted (Ctrl+C), saying which outputs were written
-completely before it; -v shows the log and the full traceback.
+Exit codes: 0 success; 2 a user mistake (bad config or arguments, missing store,
+missing optional package), reported in one line; 1 a failed job (a worker died, a
+compute raised), reported in one line; 130 interrupted (Ctrl+C), saying which outputs
+were written completely before it; -v shows the log and the full traceback.
 """
 
 from __future__ import annotations
@@ -53,17 +53,21 @@ def _json_arg(text, what: str):
     return value
 
 
-# -- commands --------------------------------------------------------------------------------------
+# -- commands --------------------------------------------------------------------------
 def _load(args, problems: list | None = None) -> dict:
     """The validated config of ``args.config`` (+ ``--set``), local paths made absolute.
     ``problems``: a list the config's problems are appended to (see ``validate_config``)
     instead of raising the first."""
     from .app.config import read_config, validate_config
 
-    sets = list(args.set) + (["output.update=true"] if getattr(args, "update", False) else [])
+    sets = list(args.set) + (
+        ["output.update=true"] if getattr(args, "update", False) else []
+    )
     cfg = validate_config(read_config(args.config, sets), problems)
     if cfg["model"] is not None:
-        args.method = cfg["model"]["method"]  # error messages name this estimator's keys
+        args.method = cfg["model"][
+            "method"
+        ]  # error messages name this estimator's keys
     if cfg["data"] is not None:
         cfg["data"]["path"] = _abs(cfg["data"]["path"])
     if cfg["output"] is not None and cfg["output"]["store"]:
@@ -88,7 +92,8 @@ def cmd_run(args) -> int:
     present = _store_exists(dcfg["path"], dcfg["storage_options"])
     if dcfg["generate"] is None and not present:
         raise FileNotFoundError(f"{_no_data_store(dcfg)} (data.path)")
-    # what `validate` checks, before a cluster starts: a mistake costs a second, not a cluster
+    # what `validate` checks, before a cluster starts: a mistake costs a second, not a
+    # cluster
     problems, _ = check_config(cfg if not args.scheduler else {**cfg, "cluster": ccfg})
     if problems:
         spoken = speak_cli(problems[0], method=getattr(args, "method", None))
@@ -100,8 +105,11 @@ def cmd_run(args) -> int:
         stack.enter_context(reporting_lost_workers(client))
         stack.enter_context(progress(show, client=client))
         stack.enter_context(timings.passes())
-        with timings.stage("data generation" if dcfg["generate"] and not present
-                           else "opening the data"):
+        with timings.stage(
+            "data generation"
+            if dcfg["generate"] and not present
+            else "opening the data"
+        ):
             X = open_data(cfg["data"], method=method, quiet=args.quiet)
         if dcfg["generate"] and not present:  # the dataset: written before the rest
             args.written.append(dcfg["path"])
@@ -114,8 +122,12 @@ def cmd_run(args) -> int:
             upd, est = None, estimator_class(method)(**params)
             with timings.stage("fit"):
                 est.fit(X)
-        print(summary(est, data_shape=_shape(X), elapsed=timings.stages["fit"], method=method),
-              flush=True)
+        print(
+            summary(
+                est, data_shape=_shape(X), elapsed=timings.stages["fit"], method=method
+            ),
+            flush=True,
+        )
         if upd is not None:
             print(upd.summary_line(), flush=True)
         if cfg["output"]["store"]:
@@ -125,7 +137,9 @@ def cmd_run(args) -> int:
                 if upd is not None:
                     upd.write(cfg["output"], written)
                 else:
-                    if cfg["output"]["model"]:  # what a later --update checks the rows by
+                    if cfg["output"][
+                        "model"
+                    ]:  # what a later --update checks the rows by
                         record_rows(est, X, cfg)
                     write_outputs(est, X, cfg["output"], written)
             for path in written[before:]:
@@ -134,26 +148,43 @@ def cmd_run(args) -> int:
                 from .app.report import run_report
 
                 with stage("writing the report"):
-                    ran = {**cfg, "cluster": ccfg}  # as run: --scheduler replaces the section
-                    path = run_report(est, X, ran, timings=timings, client=client,
-                                      written=written[before:],
-                                      update=upd.report_rows() if upd is not None else None)
+                    ran = {
+                        **cfg,
+                        "cluster": ccfg,
+                    }  # as run: --scheduler replaces the section
+                    path = run_report(
+                        est,
+                        X,
+                        ran,
+                        timings=timings,
+                        client=client,
+                        written=written[before:],
+                        update=upd.report_rows() if upd is not None else None,
+                    )
                 written.append(path)
                 print(f"written: {path}", flush=True)
-    print(f"total time: {timings.total():.2f} s", flush=True)  # the fit's is in the summary
+    print(
+        f"total time: {timings.total():.2f} s", flush=True
+    )  # the fit's is in the summary
     return EXIT_OK
 
 
 def _update(cfg, X, timings):
-    """``run --update``: the model updated with the new rows (``None``: there are none)."""
+    """``run --update``: the model updated with the new rows (``None``: there are
+    none)."""
     from .app.update import plan_update
 
     upd = plan_update(cfg, X)  # every refusal before a row is read
     if upd.n_new == 0:
-        if upd.pending is not None:  # an interrupted update whose model was saved: settle it
+        if (
+            upd.pending is not None
+        ):  # an interrupted update whose model was saved: settle it
             upd.write(cfg["output"])
-        print(f"update: no rows appended since the model's {upd.n_seen:,}; nothing to update",
-              flush=True)
+        print(
+            f"update: no rows appended since the model's {upd.n_seen:,}; nothing to "
+            f"update",
+            flush=True,
+        )
         return None
     with timings.stage("checking the rows seen"):
         upd.check_rows()
@@ -170,33 +201,53 @@ def cmd_transform(args) -> int:
 
     so = _json_arg(args.storage_options, "--storage-options")
     model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
-    # where the scores go, then the model and the data's metadata: mistakes fail before a
-    # cluster starts
-    problem = transform_output_problem(out, model=model, data=data, overwrite=args.overwrite,
-                                       storage_options=so)
+    # where the scores go, then the model and the data's metadata: mistakes fail before
+    # a cluster starts
+    problem = transform_output_problem(
+        out, model=model, data=data, overwrite=args.overwrite, storage_options=so
+    )
     if problem:
         raise UserError(problem)
     est = load(model, storage_options=so)
-    X = transform_data(est, data, variable=args.variable, sample_dims=args.sample_dims,
-                       weights=args.weights, storage_options=so, keep=_abs(args.keep))
+    X = transform_data(
+        est,
+        data,
+        variable=args.variable,
+        sample_dims=args.sample_dims,
+        weights=args.weights,
+        storage_options=so,
+        keep=_abs(args.keep),
+    )
     plink = _plink_target(args, est, out, data) if args.plink else None
     scores, attrs = transform_scores(est, X)
     if args.scheduler:
         ccfg = {"kind": "address", "address": args.scheduler}
     else:
-        ccfg = {"kind": "local", "n_workers": args.n_workers,
-                "threads_per_worker": args.threads_per_worker, "processes": args.processes}
+        ccfg = {
+            "kind": "local",
+            "n_workers": args.n_workers,
+            "threads_per_worker": args.threads_per_worker,
+            "processes": args.processes,
+        }
     quiet = args.no_progress or args.quiet
     with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
-        write_array(scores, out, name="scores", storage_options=so, overwrite=args.overwrite,
-                    flag="--overwrite", inputs=[("the model", model), ("the data", data)],
-                    attrs=attrs)
+        write_array(
+            scores,
+            out,
+            name="scores",
+            storage_options=so,
+            overwrite=args.overwrite,
+            flag="--overwrite",
+            inputs=[("the model", model), ("the data", data)],
+            attrs=attrs,
+        )
         args.written.append(out)  # each store once complete: an interrupt says which
         if plink is not None:
             from .io._bed import write_plink_scores
 
-            args.written += write_plink_scores(plink, est, X, scores,
-                                               storage_options=so)
+            args.written += write_plink_scores(
+                plink, est, X, scores, storage_options=so
+            )
     for path in args.written:
         print(f"written: {path}")
     return EXIT_OK
@@ -233,7 +284,8 @@ def _plink_target(args, est, out: str, data: str) -> str:
 
 
 def cmd_pp_pca(args) -> int:
-    """scanpy's pipeline on an AnnData store, results written into it (scalepca.pp.pca)."""
+    """scanpy's pipeline on an AnnData store, results written into it
+    (scalepca.pp.pca)."""
     from .app.cluster import connect, progress
     from .io._anndata import is_anndata
     from .io._anndata_write import RESULTS, results_stamp
@@ -241,18 +293,31 @@ def cmd_pp_pca(args) -> int:
 
     store = _abs(args.store)
     if not is_anndata(store):
-        raise UserError(f"{args.store!r} is not an AnnData store (.zarr folder or .h5ad file "
-                        "with 'encoding-type: anndata')")
-    steps = dict(normalize_total=args.normalize_total, target_sum=args.target_sum,
-                 exclude_highly_expressed=args.exclude_highly_expressed, log1p=args.log1p,
-                 flavor=args.flavor, n_top_genes=args.n_top_genes, scale=args.scale,
-                 max_value=args.max_value, layer=args.layer, chunks=args.chunk_rows)
+        raise UserError(
+            f"{args.store!r} is not an AnnData store (.zarr folder or .h5ad file "
+            "with 'encoding-type: anndata')"
+        )
+    steps = dict(
+        normalize_total=args.normalize_total,
+        target_sum=args.target_sum,
+        exclude_highly_expressed=args.exclude_highly_expressed,
+        log1p=args.log1p,
+        flavor=args.flavor,
+        n_top_genes=args.n_top_genes,
+        scale=args.scale,
+        max_value=args.max_value,
+        layer=args.layer,
+        chunks=args.chunk_rows,
+    )
     if args.mask_var is not None:
         steps["mask_var"] = None if args.mask_var == "none" else args.mask_var
     if args.mask_obs is not None:
         steps["mask_obs"] = args.mask_obs
-    ccfg = ({"kind": "address", "address": args.scheduler} if args.scheduler else
-            {"kind": "local", "n_workers": args.n_workers})
+    ccfg = (
+        {"kind": "address", "address": args.scheduler}
+        if args.scheduler
+        else {"kind": "local", "n_workers": args.n_workers}
+    )
     quiet = args.no_progress or args.quiet
     before = results_stamp(store)
     try:
@@ -263,11 +328,13 @@ def cmd_pp_pca(args) -> int:
             args.partly.append(f"{store} ({', '.join(RESULTS)}: run pp-pca again)")
         raise
     ratio = model.explained_variance_ratio_
-    print(f"written into {store}: obsm/X_pca, varm/PCs, uns/pca"
-          + (", var (highly variable genes)" if args.flavor else "")
-          + f"; {model.n_features_in_} genes, {model.singlecell_n_passes_} passes; "
-          f"variance ratio of the first {min(5, ratio.size)}: "
-          + ", ".join(f"{r:.4f}" for r in ratio[:5]))
+    print(
+        f"written into {store}: obsm/X_pca, varm/PCs, uns/pca"
+        + (", var (highly variable genes)" if args.flavor else "")
+        + f"; {model.n_features_in_} genes, {model.singlecell_n_passes_} passes; "
+        f"variance ratio of the first {min(5, ratio.size)}: "
+        + ", ".join(f"{r:.4f}" for r in ratio[:5])
+    )
     return EXIT_OK
 
 
@@ -291,7 +358,10 @@ def cmd_info(args) -> int:
             n, d = check_bed(args.store)
         except (OSError, ValueError) as err:
             raise UserError(str(err)) from None
-        print(f"PLINK .bed {args.store}: {n} samples × {d} SNPs (allele counts, 2 bits each)")
+        print(
+            f"PLINK .bed {args.store}: {n} samples × {d} SNPs (allele counts, 2 bits "
+            f"each)"
+        )
         return EXIT_OK
     if kind == "netcdf":
         from .preprocessing._open import open_dataset
@@ -303,25 +373,35 @@ def cmd_info(args) -> int:
         return EXIT_OK
     node = open_zarr_node(args.store, storage_options=so)
     if isinstance(node, zarr.Array):
-        print(f"zarr array {args.store}: shape {node.shape}, dtype {node.dtype}, "
-              f"chunks {node.chunks}")
+        print(
+            f"zarr array {args.store}: shape {node.shape}, dtype {node.dtype}, "
+            f"chunks {node.chunks}"
+        )
         return EXIT_OK
     attrs, hidden = dict(node.attrs), []
     if attrs.get("format") == "scalepca-model":
-        state = "complete" if attrs.get("complete") else "INCOMPLETE (interrupted write)"
+        state = (
+            "complete" if attrs.get("complete") else "INCOMPLETE (interrupted write)"
+        )
         print(f"scalepca model {args.store}: {attrs.get('class')} ({state})")
-        print(f"  written by scalepca {attrs.get('scalepca_version')}, "
-              f"format version {attrs.get('format_version')}")
+        print(
+            f"  written by scalepca {attrs.get('scalepca_version')}, "
+            f"format version {attrs.get('format_version')}"
+        )
         print(f"  parameters: {json.dumps(attrs.get('params', {}))}")
         scalars = attrs.get("scalars", {})
-        private = [k for k in [*scalars, *(n for n, _ in node.arrays())] if k.startswith("_")]
+        private = [
+            k for k in [*scalars, *(n for n, _ in node.arrays())] if k.startswith("_")
+        ]
         hidden = [] if args.verbose else private
         for k, v in sorted((k, v) for k, v in scalars.items() if k not in hidden):
             text = json.dumps(v, default=str)
             if len(text) > 120:  # e.g. the coordinates of stacked feature dims
                 text = f"<{type(v).__name__} of {len(text):,} characters>"
             print(f"  {k}: {text}")
-        if hidden:  # the estimator's private state (feature template, preprocessing, ...)
+        if (
+            hidden
+        ):  # the estimator's private state (feature template, preprocessing, ...)
             print(f"  ({len(hidden)} private entries not shown; -v shows them)")
     else:
         kind = attrs.get("format", "zarr group")
@@ -331,7 +411,9 @@ def cmd_info(args) -> int:
             print(f"  attributes: {json.dumps(extra, default=str)}")
     for name, arr in sorted(node.arrays(), key=lambda t: t[0]):
         if name not in hidden:  # a model's private arrays (saved moments, ...) with -v
-            print(f"  {name}: shape {arr.shape}, dtype {arr.dtype}, chunks {arr.chunks}")
+            print(
+                f"  {name}: shape {arr.shape}, dtype {arr.dtype}, chunks {arr.chunks}"
+            )
     return EXIT_OK
 
 
@@ -351,10 +433,12 @@ def cmd_validate(args) -> int:
     found = []  # every problem of the config at once: its keys, then against the data
     cfg = _load(args, found)
     problems, notes = check_config(cfg, data=not args.job_script)
-    # the config's own problems are in its words already (speaking them again turned the key
-    # list "store, storage_options, …" of output into "store, data.storage_options, …")
-    said = found + [speak_cli(problem, method=getattr(args, "method", None))
-                    for problem in problems]
+    # the config's own problems are in its words already (speaking them again turned the
+    # key list "store, storage_options, …" of output into "store, data.storage_options,
+    # …")
+    said = found + [
+        speak_cli(problem, method=getattr(args, "method", None)) for problem in problems
+    ]
     if said:
         for problem in dict.fromkeys(said):  # each at the line of the key it names
             print(f"scalepca: error: {_located(args, problem)}", file=sys.stderr)
@@ -365,8 +449,10 @@ def cmd_validate(args) -> int:
         print(f"  {note}")
     if args.job_script:
         if kind not in JOBQUEUE_KINDS:
-            raise UserError(f"--job-script needs a batch cluster kind "
-                            f"({', '.join(JOBQUEUE_KINDS)}); the config has {kind!r}")
+            raise UserError(
+                f"--job-script needs a batch cluster kind "
+                f"({', '.join(JOBQUEUE_KINDS)}); the config has {kind!r}"
+            )
         from .app.cluster import make_cluster
 
         cluster = make_cluster(cfg["cluster"])
@@ -378,7 +464,8 @@ def cmd_validate(args) -> int:
 
 
 def _n_samples(args, sig, params) -> int:
-    """The rows ``make-data`` writes: ``--n-samples``, or as many as ``--size`` bytes hold."""
+    """The rows ``make-data`` writes: ``--n-samples``, or as many as ``--size`` bytes
+    hold."""
     import numpy as np
     from dask.utils import parse_bytes
 
@@ -390,13 +477,19 @@ def _n_samples(args, sig, params) -> int:
         if "density" in sig:  # sparse (CSR): stored values and column indices of a row
             per_row = (itemsize + 4) * params.get("density", sig["density"].default)
         if "n_features" in sig:
-            per_row *= params.get("n_features", sig["n_features"].default
-                                  if sig["n_features"].default is not inspect.Parameter.empty
-                                  else 100)
+            per_row *= params.get(
+                "n_features",
+                sig["n_features"].default
+                if sig["n_features"].default is not inspect.Parameter.empty
+                else 100,
+            )
         else:  # gridded: one row is a (lat, lon) field, or two of them
             fields = [("n_lat", "n_lon"), ("n_lat_y", "n_lon_y")]
-            per_row *= sum(params.get(a, sig[a].default) * params.get(b, sig[b].default)
-                           for a, b in fields if a in sig)
+            per_row *= sum(
+                params.get(a, sig[a].default) * params.get(b, sig[b].default)
+                for a, b in fields
+                if a in sig
+            )
         try:
             return max(1, parse_bytes(args.size) // per_row)
         except ValueError as err:
@@ -416,8 +509,10 @@ def cmd_make_data(args) -> int:
         value = getattr(args, opt)
         if value is not None:
             if opt not in sig:
-                raise UserError(f"--{opt.replace('_', '-')} does not apply to kind {args.kind!r};"
-                                f" its parameters: {', '.join(sig)}")
+                raise UserError(
+                    f"--{opt.replace('_', '-')} does not apply to kind {args.kind!r};"
+                    f" its parameters: {', '.join(sig)}"
+                )
             params[opt] = value
     params["n_samples"] = _n_samples(args, sig, params)
     if "n_features" in sig and sig["n_features"].default is inspect.Parameter.empty:
@@ -438,12 +533,18 @@ def cmd_make_data(args) -> int:
     path = args.path if _is_url(args.path) else _abs(args.path)
     from .io._bed import is_bed_path
 
-    try:  # an interrupted dataset is written again; anything else but a dataset never is
+    # an interrupted dataset is written again; anything else but a dataset never is
+    try:
         if args.kind == "genotypes" or is_bed_path(path):
             _check_bed_kind(args.kind, path, args.overwrite)
         else:
-            check_replace(path, DATASET, overwrite=args.overwrite, storage_options=so,
-                          flag="--overwrite")
+            check_replace(
+                path,
+                DATASET,
+                overwrite=args.overwrite,
+                storage_options=so,
+                flag="--overwrite",
+            )
     except FileExistsError as err:
         raise UserError(str(err)) from None
 
@@ -455,37 +556,50 @@ def cmd_make_data(args) -> int:
     with contextlib.ExitStack() as stack:
         client = None
         if args.scheduler:
-            client = stack.enter_context(connect(kind="address", address=args.scheduler,
-                                                 quiet=args.quiet))
+            client = stack.enter_context(
+                connect(kind="address", address=args.scheduler, quiet=args.quiet)
+            )
         stack.enter_context(progress(show, client=client))
         with stage(f"make-data {args.kind}"):
-            generate_data({"kind": args.kind, **params}, path, storage_options=so,
-                          overwrite=True, codec=codec, quiet=args.quiet)
+            generate_data(
+                {"kind": args.kind, **params},
+                path,
+                storage_options=so,
+                overwrite=True,
+                codec=codec,
+                quiet=args.quiet,
+            )
     if not args.quiet:
-        print(f"wrote {args.kind} dataset to {path} in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"wrote {args.kind} dataset to {path} in {time.perf_counter() - t0:.1f} s"
+        )
     return EXIT_OK
 
 
 def _check_bed_kind(kind: str, path: str, overwrite: bool) -> None:
-    """A PLINK .bed path for kind genotypes (and for it only); one there replaced only with
-    ``--overwrite``."""
+    """A PLINK .bed path for kind genotypes (and for it only); one there replaced
+    only with ``--overwrite``."""
     from .datasets.genotypes import check_bed_target
 
     if kind != "genotypes":
-        raise UserError(f"{path}: a .bed path holds PLINK genotypes; --kind {kind} writes a "
-                        "zarr store (give another path, or --kind genotypes)")
+        raise UserError(
+            f"{path}: a .bed path holds PLINK genotypes; --kind {kind} writes a "
+            "zarr store (give another path, or --kind genotypes)"
+        )
     try:
         check_bed_target(path, overwrite=overwrite, flag="--overwrite")
     except ValueError as err:
         raise UserError(f"--kind genotypes: {err}") from None
 
 
-# -- parser ----------------------------------------------------------------------------------------
+# -- parser ----------------------------------------------------------------------------
 class _DataKinds:
-    """The ``make-data --kind`` choices, read from :mod:`scalepca.datasets` on first use.
+    """The ``make-data --kind`` choices, read from :mod:`scalepca.datasets` on first
+    use.
 
-    Importing the generators imports dask.array (about a second); ``scalepca --help`` and
-    every command but ``make-data`` never look at the choices, so they do not pay for it.
+    Importing the generators imports dask.array (about a second); ``scalepca --help``
+    and every command but ``make-data`` never look at the choices, so they do not pay
+    for it.
     """
 
     def _names(self) -> list[str]:
@@ -525,172 +639,358 @@ _MAKE_DATA_EXAMPLES = """examples:
 
 
 def _common_flags(parser, *, progress: bool, top: bool = False) -> None:
-    """-v/-q (before or after the subcommand) and, for commands that compute, --no-progress."""
-    default = False if top else argparse.SUPPRESS  # a subcommand's flag never resets the top's
-    parser.add_argument("-v", "--verbose", action="store_true", default=default,
-                        help="log every pass; show every warning and full tracebacks")
-    parser.add_argument("-q", "--quiet", action="store_true", default=default,
-                        help="results and errors only: no progress, dashboard link or notes")
+    """-v/-q (before or after the subcommand) and, for commands that compute,
+    --no-progress."""
+    default = (
+        False if top else argparse.SUPPRESS
+    )  # a subcommand's flag never resets the top's
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="log every pass; show every warning and full tracebacks",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="results and errors only: no progress, dashboard link or notes",
+    )
     if progress:
-        parser.add_argument("--no-progress", action="store_true",
-                            help="no progress (a bar per pass on a terminal, else one line "
-                            "per pass)")
+        parser.add_argument(
+            "--no-progress",
+            action="store_true",
+            help="no progress (a bar per pass on a terminal, else one line per pass)",
+        )
 
 
-def _subparser(sub, name: str, help: str, examples: str, description: str | None = None):
+def _subparser(
+    sub, name: str, help: str, examples: str, description: str | None = None
+):
     import textwrap
 
     text = textwrap.fill(description or help[0].upper() + help[1:] + ".", width=79)
-    return sub.add_parser(name, help=help, description=text, epilog=examples,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    return sub.add_parser(
+        name,
+        help=help,
+        description=text,
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _storage_options(parser) -> None:
-    parser.add_argument("--storage-options", metavar="JSON",
-                        help="fsspec options as a JSON object, for s3:// and other URLs "
-                        "(default: none)")
+    parser.add_argument(
+        "--storage-options",
+        metavar="JSON",
+        help="fsspec options as a JSON object, for s3:// and other URLs "
+        "(default: none)",
+    )
 
 
 def _add_run(sub) -> None:
-    r = _subparser(sub, "run", "fit a model as described by a YAML config", _RUN_EXAMPLES)
-    r.add_argument("config", help="the run's YAML config: sections data, model, cluster, "
-                   "output, progress (every key: docs/config.md; configs/ has examples)")
-    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. model.n_components=20 (repeatable)")
-    r.add_argument("--scheduler", metavar="ADDRESS", help="address of an existing dask "
-                   "scheduler (tcp://...); overrides the config's cluster section")
-    r.add_argument("--update", action="store_true",
-                   help="update the previous run's model with the rows appended to the zarr "
-                   "store since, reading only them, and append their scores "
-                   "(= --set output.update=true)")
+    r = _subparser(
+        sub, "run", "fit a model as described by a YAML config", _RUN_EXAMPLES
+    )
+    r.add_argument(
+        "config",
+        help="the run's YAML config: sections data, model, cluster, "
+        "output, progress (every key: docs/config.md; configs/ has examples)",
+    )
+    r.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. model.n_components=20 (repeatable)",
+    )
+    r.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="address of an existing dask "
+        "scheduler (tcp://...); overrides the config's cluster section",
+    )
+    r.add_argument(
+        "--update",
+        action="store_true",
+        help="update the previous run's model with the rows appended to the zarr "
+        "store since, reading only them, and append their scores "
+        "(= --set output.update=true)",
+    )
     _common_flags(r, progress=True)
     r.set_defaults(func=cmd_run)
 
 
 def _add_transform(sub) -> None:
-    t = _subparser(sub, "transform", "scores of DATA under a saved model", _TRANSFORM_EXAMPLES)
+    t = _subparser(
+        sub, "transform", "scores of DATA under a saved model", _TRANSFORM_EXAMPLES
+    )
     t.add_argument("model", help="model store written by run or save()")
     t.add_argument("data", help="zarr or NetCDF store path or URL")
-    t.add_argument("--out", required=True, help="scores store to write (never the model or "
-                   "the data, nor inside or around them)")
-    t.add_argument("--overwrite", action="store_true",
-                   help="replace a scores store already at --out (only a complete scalepca "
-                   "output store is ever replaced)")
-    t.add_argument("--plink", action="store_true",
-                   help="a PLINK .bed fitted with standardize genotype: also write "
-                   "OUT's .eigenvec and .eigenval (--out without .zarr) as plink2 "
-                   "--pca writes them")
-    t.add_argument("--keep", metavar="FILE", help="a PLINK .bed: only the samples of "
-                   "this keep file (FID IID per line, PLINK's --keep)")
-    t.add_argument("--variable", help="array/variable inside DATA (default: the model's)")
-    t.add_argument("--sample-dims", nargs="+", metavar="DIM", help="sample dimensions of N-D "
-                   "xarray data (default: the model's)")
-    t.add_argument("--weights", help="feature weights: sqrt_coslat, coslat or a variable name "
-                   "(default: the model's; a model fitted with weights applies them itself)")
+    t.add_argument(
+        "--out",
+        required=True,
+        help="scores store to write (never the model or "
+        "the data, nor inside or around them)",
+    )
+    t.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a scores store already at --out (only a complete scalepca "
+        "output store is ever replaced)",
+    )
+    t.add_argument(
+        "--plink",
+        action="store_true",
+        help="a PLINK .bed fitted with standardize genotype: also write "
+        "OUT's .eigenvec and .eigenval (--out without .zarr) as plink2 "
+        "--pca writes them",
+    )
+    t.add_argument(
+        "--keep",
+        metavar="FILE",
+        help="a PLINK .bed: only the samples of "
+        "this keep file (FID IID per line, PLINK's --keep)",
+    )
+    t.add_argument(
+        "--variable", help="array/variable inside DATA (default: the model's)"
+    )
+    t.add_argument(
+        "--sample-dims",
+        nargs="+",
+        metavar="DIM",
+        help="sample dimensions of N-D xarray data (default: the model's)",
+    )
+    t.add_argument(
+        "--weights",
+        help="feature weights: sqrt_coslat, coslat or a variable name "
+        "(default: the model's; a model fitted with weights applies them itself)",
+    )
     _storage_options(t)
-    t.add_argument("--scheduler", metavar="ADDRESS", help="address of an existing dask "
-                   "scheduler (default: start an embedded cluster)")
-    t.add_argument("--n-workers", type=int, metavar="N",
-                   help="workers of the embedded cluster (default: dask's choice)")
-    t.add_argument("--threads-per-worker", type=int, metavar="N",
-                   help="threads per worker of the embedded cluster (default: dask's choice)")
-    t.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
-                   help="embedded cluster workers as processes (default) or threads")
+    t.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="address of an existing dask "
+        "scheduler (default: start an embedded cluster)",
+    )
+    t.add_argument(
+        "--n-workers",
+        type=int,
+        metavar="N",
+        help="workers of the embedded cluster (default: dask's choice)",
+    )
+    t.add_argument(
+        "--threads-per-worker",
+        type=int,
+        metavar="N",
+        help="threads per worker of the embedded cluster (default: dask's choice)",
+    )
+    t.add_argument(
+        "--processes",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="embedded cluster workers as processes (default) or threads",
+    )
     _common_flags(t, progress=True)
     t.set_defaults(func=cmd_transform)
 
 
 def _add_info_validate(sub) -> None:
-    i = _subparser(sub, "info", "describe a store (model, scores or data)", _INFO_EXAMPLES)
+    i = _subparser(
+        sub, "info", "describe a store (model, scores or data)", _INFO_EXAMPLES
+    )
     i.add_argument("store", help="zarr, NetCDF or AnnData store path or URL")
     _storage_options(i)
     _common_flags(i, progress=False)
     i.set_defaults(func=cmd_info)
-    v = _subparser(sub, "validate", "check a YAML config without running it",
-                   _VALIDATE_EXAMPLES, description="Checks, in a few seconds, without a "
-                   "cluster or a pass over the data: the config's keys and types, that the "
-                   "store opens, the variable, dimensions and weights, the model's parameters "
-                   "for the data's shape, write access to output.store and checkpoints, and the "
-                   "cluster kind's package. Exit code 0: valid; 2: the problems found.")
+    v = _subparser(
+        sub,
+        "validate",
+        "check a YAML config without running it",
+        _VALIDATE_EXAMPLES,
+        description="Checks, in a few seconds, without a "
+        "cluster or a pass over the data: the config's keys and types, that the "
+        "store opens, the variable, dimensions and weights, the model's parameters "
+        "for the data's shape, write access to output.store and checkpoints, and the "
+        "cluster kind's package. Exit code 0: valid; 2: the problems found.",
+    )
     v.add_argument("config", help="the YAML config to check")
-    v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, as run does (repeatable)")
-    v.add_argument("--job-script", action="store_true",
-                   help="print the batch job script of a slurm/pbs/sge/lsf/htcondor cluster "
-                   "(checks the cluster section only, so it works away from the cluster)")
+    v.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, as run does (repeatable)",
+    )
+    v.add_argument(
+        "--job-script",
+        action="store_true",
+        help="print the batch job script of a slurm/pbs/sge/lsf/htcondor cluster "
+        "(checks the cluster section only, so it works away from the cluster)",
+    )
     _common_flags(v, progress=False)
     v.set_defaults(func=cmd_validate)
 
 
 def _add_make_data(sub) -> None:
-    m = _subparser(sub, "make-data", "write a synthetic dataset, block by block",
-                   _MAKE_DATA_EXAMPLES, description="Write a synthetic dataset, block by "
-                   "block. Parameters of a kind not covered by the options are given with "
-                   "--set name=value; options left out take the kind's defaults.")
+    m = _subparser(
+        sub,
+        "make-data",
+        "write a synthetic dataset, block by block",
+        _MAKE_DATA_EXAMPLES,
+        description="Write a synthetic dataset, block by "
+        "block. Parameters of a kind not covered by the options are given with "
+        "--set name=value; options left out take the kind's defaults.",
+    )
     m.add_argument("path", help="zarr store path or s3:// URL to write")
-    m.add_argument("--kind", choices=_DataKinds(), default="low_rank", metavar="KIND",
-                   help="what to generate: %(choices)s (default %(default)s)")
+    m.add_argument(
+        "--kind",
+        choices=_DataKinds(),
+        default="low_rank",
+        metavar="KIND",
+        help="what to generate: %(choices)s (default %(default)s)",
+    )
     m.add_argument("--n-samples", type=int, metavar="N", help="rows (default 100,000)")
     m.add_argument("--size", help="total size instead of --n-samples, e.g. 4GB")
-    m.add_argument("--n-features", type=int, metavar="N",
-                   help="columns (default: the kind's, or 100)")
-    m.add_argument("--chunk-rows", type=int, metavar="N",
-                   help="rows per stored chunk (default: the kind's, 50,000 for low_rank)")
-    m.add_argument("--dtype", help="float64 or float32 (default: the kind's, float64 for "
-                   "low_rank)")
-    m.add_argument("--seed", type=int, help="random seed; same seed, same data (default 0)")
-    m.add_argument("--density", type=float,
-                   help="kind counts: expected fraction of non-zero counts (default 0.1)")
-    m.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="another parameter of the kind, e.g. rank=20 or missing=0.1")
+    m.add_argument(
+        "--n-features",
+        type=int,
+        metavar="N",
+        help="columns (default: the kind's, or 100)",
+    )
+    m.add_argument(
+        "--chunk-rows",
+        type=int,
+        metavar="N",
+        help="rows per stored chunk (default: the kind's, 50,000 for low_rank)",
+    )
+    m.add_argument(
+        "--dtype", help="float64 or float32 (default: the kind's, float64 for low_rank)"
+    )
+    m.add_argument(
+        "--seed", type=int, help="random seed; same seed, same data (default 0)"
+    )
+    m.add_argument(
+        "--density",
+        type=float,
+        help="kind counts: expected fraction of non-zero counts (default 0.1)",
+    )
+    m.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="another parameter of the kind, e.g. rank=20 or missing=0.1",
+    )
     _storage_options(m)
-    m.add_argument("--codec", help="compression: lz4 (default: Blosc-LZ4 with byte shuffle, "
-                   "the fastest to decode in benchmarks/codecs.py), lz4-bitshuffle, zstd "
-                   "(zarr's default) or none")
-    m.add_argument("--overwrite", action="store_true",
-                   help="replace a dataset already at PATH (only a scalepca dataset store is "
-                   "ever replaced; default: refuse)")
-    m.add_argument("--scheduler", metavar="ADDRESS", help="write from an existing dask "
-                   "cluster (default: this process's threads)")
+    m.add_argument(
+        "--codec",
+        help="compression: lz4 (default: Blosc-LZ4 with byte shuffle, "
+        "the fastest to decode in benchmarks/codecs.py), lz4-bitshuffle, zstd "
+        "(zarr's default) or none",
+    )
+    m.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a dataset already at PATH (only a scalepca dataset store is "
+        "ever replaced; default: refuse)",
+    )
+    m.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="write from an existing dask cluster (default: this process's threads)",
+    )
     _common_flags(m, progress=True)
     m.set_defaults(func=cmd_make_data)
 
 
 def _add_pp_pca(sub) -> None:
-    c = _subparser(sub, "pp-pca", "scanpy's normalize_total, log1p, highly_variable_genes, "
-                   "scale and pca on an AnnData store, results written into it",
-                   _PP_PCA_EXAMPLES, description="scanpy's pipeline on an AnnData store (.zarr "
-                   "or .h5ad) in a few passes, without rewriting X: obsm/X_pca, varm/PCs, "
-                   "uns/pca and (with --flavor) the highly variable genes in var, as scanpy "
-                   "writes them. Steps left out are not run (X taken as it is).")
+    c = _subparser(
+        sub,
+        "pp-pca",
+        "scanpy's normalize_total, log1p, highly_variable_genes, "
+        "scale and pca on an AnnData store, results written into it",
+        _PP_PCA_EXAMPLES,
+        description="scanpy's pipeline on an AnnData store (.zarr "
+        "or .h5ad) in a few passes, without rewriting X: obsm/X_pca, varm/PCs, "
+        "uns/pca and (with --flavor) the highly variable genes in var, as scanpy "
+        "writes them. Steps left out are not run (X taken as it is).",
+    )
     c.add_argument("store", help="AnnData store path (.zarr folder or .h5ad file)")
-    c.add_argument("--n-comps", type=int, metavar="K",
-                   help="principal components (default: scanpy's, 50)")
+    c.add_argument(
+        "--n-comps",
+        type=int,
+        metavar="K",
+        help="principal components (default: scanpy's, 50)",
+    )
     c.add_argument("--layer", help="layer of raw counts (default: X)")
-    c.add_argument("--normalize-total", action="store_true",
-                   help="scale each cell's counts to --target-sum")
-    c.add_argument("--target-sum", type=float, metavar="T",
-                   help="counts per cell after normalising (default: the median)")
-    c.add_argument("--exclude-highly-expressed", action="store_true",
-                   help="leave genes above 5%% of a cell's counts out of its total")
+    c.add_argument(
+        "--normalize-total",
+        action="store_true",
+        help="scale each cell's counts to --target-sum",
+    )
+    c.add_argument(
+        "--target-sum",
+        type=float,
+        metavar="T",
+        help="counts per cell after normalising (default: the median)",
+    )
+    c.add_argument(
+        "--exclude-highly-expressed",
+        action="store_true",
+        help="leave genes above 5%% of a cell's counts out of its total",
+    )
     c.add_argument("--log1p", action="store_true", help="log(1 + x) after normalising")
-    c.add_argument("--flavor", choices=["seurat", "cell_ranger", "seurat_v3"],
-                   help="select highly variable genes this way (default: no selection)")
-    c.add_argument("--n-top-genes", type=int, metavar="N",
-                   help="highly variable genes to keep (default: scanpy's cutoffs)")
-    c.add_argument("--mask-var", metavar="COLUMN", help="boolean var column of the genes to "
-                   "use, or 'none' (default: highly_variable when present, as scanpy)")
-    c.add_argument("--mask-obs", metavar="COLUMN", help="boolean obs column of the cells to "
-                   "analyse, read where they lie; the other cells' X_pca rows are NaN "
-                   "(default: every cell)")
-    c.add_argument("--scale", action="store_true", help="genes to unit variance, centred")
-    c.add_argument("--max-value", type=float, metavar="V", help="clip scaled values to ±V")
-    c.add_argument("--chunk-rows", type=int, metavar="N",
-                   help="cells per block (default: about 64 MiB of stored values)")
-    c.add_argument("--scheduler", metavar="ADDRESS", help="address of an existing dask "
-                   "scheduler (default: start an embedded cluster)")
-    c.add_argument("--n-workers", type=int, metavar="N",
-                   help="workers of the embedded cluster (default: dask's choice)")
+    c.add_argument(
+        "--flavor",
+        choices=["seurat", "cell_ranger", "seurat_v3"],
+        help="select highly variable genes this way (default: no selection)",
+    )
+    c.add_argument(
+        "--n-top-genes",
+        type=int,
+        metavar="N",
+        help="highly variable genes to keep (default: scanpy's cutoffs)",
+    )
+    c.add_argument(
+        "--mask-var",
+        metavar="COLUMN",
+        help="boolean var column of the genes to "
+        "use, or 'none' (default: highly_variable when present, as scanpy)",
+    )
+    c.add_argument(
+        "--mask-obs",
+        metavar="COLUMN",
+        help="boolean obs column of the cells to "
+        "analyse, read where they lie; the other cells' X_pca rows are NaN "
+        "(default: every cell)",
+    )
+    c.add_argument(
+        "--scale", action="store_true", help="genes to unit variance, centred"
+    )
+    c.add_argument(
+        "--max-value", type=float, metavar="V", help="clip scaled values to ±V"
+    )
+    c.add_argument(
+        "--chunk-rows",
+        type=int,
+        metavar="N",
+        help="cells per block (default: about 64 MiB of stored values)",
+    )
+    c.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="address of an existing dask "
+        "scheduler (default: start an embedded cluster)",
+    )
+    c.add_argument(
+        "--n-workers",
+        type=int,
+        metavar="N",
+        help="workers of the embedded cluster (default: dask's choice)",
+    )
     _common_flags(c, progress=True)
     c.set_defaults(func=cmd_pp_pca)
 
@@ -698,10 +998,12 @@ def _add_pp_pca(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
-    p = argparse.ArgumentParser(prog="scalepca", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="`scalepca COMMAND --help` describes a command, with "
-                                "examples.")
+    p = argparse.ArgumentParser(
+        prog="scalepca",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="`scalepca COMMAND --help` describes a command, with examples.",
+    )
     p.add_argument("--version", action="version", version=f"scalepca {__version__}")
     _common_flags(p, progress=False, top=True)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -723,23 +1025,37 @@ def main(argv=None) -> int:
     args.partly = []  # those it had begun to write into when interrupted
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.INFO if args.verbose else logging.WARNING)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s")
+    )
     pkg = logging.getLogger("scalepca")
     pkg.addHandler(handler)
     if args.verbose:
         pkg.setLevel(logging.INFO)
 
     def said(err) -> str:
-        return speak_cli(_one_line(err), command=args.command,
-                         method=getattr(args, "method", None))
+        return speak_cli(
+            _one_line(err), command=args.command, method=getattr(args, "method", None)
+        )
 
     try:
-        with cli_warnings(command=args.command, method=lambda: getattr(args, "method", None),
-                          verbose=args.verbose):
+        with cli_warnings(
+            command=args.command,
+            method=lambda: getattr(args, "method", None),
+            verbose=args.verbose,
+        ):
             return args.func(args)
-    except (ConfigError, UserError, FileNotFoundError, FileExistsError, yaml.YAMLError,
-            ImportError) as err:
-        for problem in getattr(err, "problems", None) or [err]:  # a config's: one line each
+    except (
+        ConfigError,
+        UserError,
+        FileNotFoundError,
+        FileExistsError,
+        yaml.YAMLError,
+        ImportError,
+    ) as err:
+        for problem in getattr(err, "problems", None) or [
+            err
+        ]:  # a config's: one line each
             text = _one_line(problem) if isinstance(err, ConfigError) else said(problem)
             print(f"scalepca: error: {text}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -758,8 +1074,10 @@ def main(argv=None) -> int:
             said.append(f"partly written: {', '.join(args.partly)}")
         elif args.written:
             said.append("nothing else")
-        print(f"scalepca: interrupted ({'; '.join(said) or 'nothing written'})",
-              file=sys.stderr)
+        print(
+            f"scalepca: interrupted ({'; '.join(said) or 'nothing written'})",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     except Exception as err:  # a failed job: one line, details with -v
         if args.verbose:

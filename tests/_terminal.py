@@ -1,4 +1,5 @@
-"""What a terminal shows: redrawn lines, stale characters, and commands run in a pseudo-terminal."""
+"""What a terminal shows: redrawn lines, stale characters, and commands run in a
+pseudo-terminal."""
 
 from __future__ import annotations
 
@@ -9,29 +10,40 @@ import subprocess
 def shown(line: str) -> str:
     """What a terminal shows of ``line`` once its frames are drawn.
 
-    Each ``\\r`` returns to the start of the line and the next frame overwrites only as many
-    characters as it has, so a shorter frame leaves the end of a longer one on screen
-    (``1.29 s ms``).
+    Each ``\\r`` returns to the start of the line and the next frame overwrites only
+    as many characters as it has, so a shorter frame leaves the end of a longer one
+    on screen (``1.29 s ms``).
     """
     screen: list[str] = []
     for frame in line.split("\r"):
-        screen[:len(frame)] = frame
+        screen[: len(frame)] = frame
     return "".join(screen)
 
 
 def assert_no_stale_characters(text: str) -> None:
-    """Every line shows exactly its last frame: no leftovers of a longer, earlier frame."""
+    """Every line shows exactly its last frame: no leftovers of a longer, earlier
+    frame."""
     for line in text.split("\n"):
         last = line.rsplit("\r", 1)[-1]
-        assert shown(line).rstrip() == last.rstrip(), f"stale characters: {shown(line)!r}"
+        assert shown(line).rstrip() == last.rstrip(), (
+            f"stale characters: {shown(line)!r}"
+        )
 
 
-def run_in_pty(argv, *, env=None, cwd=None, columns: int = 120, timeout: float = 300,
-               interrupt_at: str | None = None):
-    """Run ``argv`` with standard output and error on a pseudo-terminal of ``columns`` columns.
+def run_in_pty(
+    argv,
+    *,
+    env=None,
+    cwd=None,
+    columns: int = 120,
+    timeout: float = 300,
+    interrupt_at: str | None = None,
+):
+    """Run ``argv`` with standard output and error on a pseudo-terminal of ``columns``
+    columns.
 
-    Returns ``(exit code, everything written, with "\\r\\n" as "\\n")``: the bytes a user's
-    terminal receives, redraws included.
+    Returns ``(exit code, everything written, with "\\r\\n" as "\\n")``: the bytes a
+    user's terminal receives, redraws included.
 
     ``interrupt_at``: once the program has written this text, press Ctrl+C: SIGINT to
     its whole process group (the program runs in one of its own, as a terminal's
@@ -47,9 +59,16 @@ def run_in_pty(argv, *, env=None, cwd=None, columns: int = 120, timeout: float =
 
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
-                            env=env, cwd=cwd, close_fds=True,
-                            start_new_session=interrupt_at is not None)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        cwd=cwd,
+        close_fds=True,
+        start_new_session=interrupt_at is not None,
+    )
     os.close(follower)
     chunks, children = [], None
     try:
@@ -61,12 +80,17 @@ def run_in_pty(argv, *, env=None, cwd=None, columns: int = 120, timeout: float =
             if not data:
                 break
             chunks.append(data)
-            if children is None and interrupt_at is not None and \
-                    interrupt_at.encode() in b"".join(chunks):
+            if (
+                children is None
+                and interrupt_at is not None
+                and interrupt_at.encode() in b"".join(chunks)
+            ):
                 import psutil
 
-                children = [(p, " ".join(p.cmdline()))
-                            for p in psutil.Process(proc.pid).children(recursive=True)]
+                children = [
+                    (p, " ".join(p.cmdline()))
+                    for p in psutil.Process(proc.pid).children(recursive=True)
+                ]
                 os.killpg(proc.pid, signal.SIGINT)
         rc = proc.wait(timeout=timeout)
     finally:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-# counted_dask and ReadCounter live in support/counting.py (benchmarks use them too); named here
-# as well for the tests that import them from conftest
+# counted_dask and ReadCounter live in support/counting.py (benchmarks use them too);
+# named here as well for the tests that import them from conftest
 from .support.counting import ComputeCounter, ReadCounter, counted_dask  # noqa: F401
 from .support.processes import free_ports
 
@@ -20,15 +20,16 @@ def rng():
     return np.random.default_rng(12345)
 
 
-# -- real data: eofs' example sea-surface temperatures ------------------------------------------
+# -- real data: eofs' example sea-surface temperatures ---------------------------------
 @pytest.fixture(scope="session")
 def sst_dataset():
-    """eofs' example file ``sst_ndjfm_anom.nc`` as a Dataset of its ``sst`` variable, loaded:
-    (time 50, latitude 18, longitude 30) winter anomalies, NaN over land (1/6 of the cells).
-    Shared by the session: tests must not change it in place."""
+    """eofs' example file ``sst_ndjfm_anom.nc`` as a Dataset of its ``sst`` variable,
+    loaded: (time 50, latitude 18, longitude 30) winter anomalies, NaN over land (1/6
+    of the cells). Shared by the session: tests must not change it in place."""
     eofs_examples = pytest.importorskip("eofs.examples")
     path = eofs_examples.example_data_path("sst_ndjfm_anom.nc")
-    # netCDF-3 classic: scipy's engine reads it (netCDF4 and h5netcdf read only netCDF-4)
+    # netCDF-3 classic: scipy's engine reads it (netCDF4 and h5netcdf read only
+    # netCDF-4)
     with xr.open_dataset(path, engine="scipy") as ds:
         return ds[["sst"]].load()
 
@@ -41,9 +42,10 @@ def sst(sst_dataset):
 
 @pytest.fixture(scope="session")
 def sst_hgt(sst):
-    """(sst, hgt) of eofs' example files over their common winters 1963-2012, the time of
-    ``sst`` on both, latitudes in float64 (xeofs computes its √cos φ weights in the
-    coordinate's dtype; scalepca always in float64). Shared: tests must not change them."""
+    """(sst, hgt) of eofs' example files over their common winters 1963-2012, the
+    time of ``sst`` on both, latitudes in float64 (xeofs computes its √cos φ weights
+    in the coordinate's dtype; scalepca always in float64). Shared: tests must not
+    change them."""
     eofs_examples = pytest.importorskip("eofs.examples")
     path = eofs_examples.example_data_path("hgt_djf.nc")
     with xr.open_dataset(path, decode_times=False, engine="scipy") as ds:
@@ -51,26 +53,30 @@ def sst_hgt(sst):
     hours = hgt["time"].values.astype("int64").astype("timedelta64[h]")
     years = (np.datetime64("0001-01-01T00", "h") + hours).astype("datetime64[Y]")
     common = years >= np.datetime64("1963", "Y")
-    np.testing.assert_array_equal(years[common], sst["time"].values.astype("datetime64[Y]"))
+    np.testing.assert_array_equal(
+        years[common], sst["time"].values.astype("datetime64[Y]")
+    )
     hgt = hgt.isel(time=common).assign_coords(time=sst["time"].values)
     f64 = {"latitude": lambda a: a["latitude"].astype(np.float64)}
     return sst.assign_coords(**f64), hgt.assign_coords(**f64)
 
 
-# -- remote object stores: moto's S3 server --------------------------------------------------
+# -- remote object stores: moto's S3 server --------------------------------------------
 S3_BUCKET = "scalepca-test"
 
 
 @pytest.fixture(scope="module")
 def s3():
-    """(storage_options, s3fs filesystem) of a moto S3 server with one bucket (``S3_BUCKET``),
-    in a thread of the test process on 127.0.0.1 and a free port; skips where s3fs or moto
-    is missing."""
+    """(storage_options, s3fs filesystem) of a moto S3 server with one bucket
+    (``S3_BUCKET``), in a thread of the test process on 127.0.0.1 and a free port;
+    skips where s3fs or moto is missing."""
     s3fs = pytest.importorskip("s3fs")
     moto_server = pytest.importorskip("moto.server")
 
     (port,) = free_ports(1)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = moto_server.ThreadedMotoServer(
+        ip_address="127.0.0.1", port=port, verbose=False
+    )
     server.start()
     opts = {
         "key": "testing",
@@ -82,9 +88,13 @@ def s3():
         s3fs.S3FileSystem.clear_instance_cache()
         import boto3
 
-        boto3.client("s3", endpoint_url=opts["endpoint_url"], region_name="us-east-1",
-                     aws_access_key_id="testing",
-                     aws_secret_access_key="testing").create_bucket(Bucket=S3_BUCKET)
+        boto3.client(
+            "s3",
+            endpoint_url=opts["endpoint_url"],
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).create_bucket(Bucket=S3_BUCKET)
         fs = s3fs.S3FileSystem(**opts)
         yield opts, fs
     finally:
@@ -92,7 +102,7 @@ def s3():
         server.stop()
 
 
-# -- a synthetic gridded field ------------------------------------------------------------------
+# -- a synthetic gridded field ---------------------------------------------------------
 #: (lat index, lon index) cells of :func:`field` that are land
 FIELD_LAND = [(0, 0), (0, 1), (0, 2), (2, 5), (3, 5)]
 
@@ -103,7 +113,11 @@ def field(rng, nt=60, ny=6, nx=8, *, land=True, gaps=0.0, members=None):
     lon = np.arange(nx) * 45.0
     pats = rng.standard_normal((3, ny, nx))
     amp = rng.standard_normal((nt, 3)) * [3.0, 2.0, 1.0]
-    data = np.einsum("tk,kyx->tyx", amp, pats) + 0.3 * rng.standard_normal((nt, ny, nx)) + 5.0
+    data = (
+        np.einsum("tk,kyx->tyx", amp, pats)
+        + 0.3 * rng.standard_normal((nt, ny, nx))
+        + 5.0
+    )
     if land:
         for y, x in FIELD_LAND:
             data[:, y, x] = np.nan
@@ -111,11 +125,17 @@ def field(rng, nt=60, ny=6, nx=8, *, land=True, gaps=0.0, members=None):
         sea = ~np.isnan(data)
         data[sea & (rng.random(data.shape) < gaps)] = np.nan
     coords = {"time": np.arange(nt), "lat": lat, "lon": lon}
-    arr = xr.DataArray(data, dims=("time", "lat", "lon"), coords=coords, name="sst",
-                       attrs={"units": "K"})
+    arr = xr.DataArray(
+        data,
+        dims=("time", "lat", "lon"),
+        coords=coords,
+        name="sst",
+        attrs={"units": "K"},
+    )
     if members:
-        arr = xr.concat([arr + 0.1 * m for m in range(members)], dim="member").assign_coords(
-            member=np.arange(members))
+        arr = xr.concat(
+            [arr + 0.1 * m for m in range(members)], dim="member"
+        ).assign_coords(member=np.arange(members))
     return arr
 
 
@@ -126,10 +146,11 @@ def same_up_to_sign(a, b, axes, rtol=1e-8, atol=1e-10):
         np.testing.assert_allclose(a[i], s * b[i], rtol=rtol, atol=atol, equal_nan=True)
 
 
-# -- land masks: features NaN in every sample -------------------------------------------------
+# -- land masks: features NaN in every sample ------------------------------------------
 def land_over(X, cols):
-    """``X`` with the columns ``cols`` set to NaN in every row, and the mask of the kept
-    columns: ``(X with land, keep)``; the fit on it must equal the fit on ``X[:, keep]``."""
+    """``X`` with the columns ``cols`` set to NaN in every row, and the mask of the
+    kept columns: ``(X with land, keep)``; the fit on it must equal the fit on
+    ``X[:, keep]``."""
     Xn = np.array(X, copy=True)
     Xn[:, list(cols)] = np.nan
     keep = np.ones(Xn.shape[1], dtype=bool)
@@ -138,8 +159,9 @@ def land_over(X, cols):
 
 
 def land_inserted(X, at):
-    """``X`` with all-NaN columns inserted before the columns ``at`` (``np.insert``), and the
-    mask of the original columns: ``(X with land, keep)``; ``X_with_land[:, keep]`` is ``X``."""
+    """``X`` with all-NaN columns inserted before the columns ``at`` (``np.insert``),
+    and the mask of the original columns: ``(X with land, keep)``;
+    ``X_with_land[:, keep]`` is ``X``."""
     Xn = np.insert(X, list(at), np.nan, axis=1)
     return Xn, ~np.isnan(Xn).all(axis=0)
 
@@ -158,7 +180,8 @@ def arrays_in(obj):
 
 @contextmanager
 def recorded_results():
-    """Run dask computes synchronously and collect what each returns to the client (a list)."""
+    """Run dask computes synchronously and collect what each returns to the client (a
+    list)."""
     results = []
 
     def recording_get(dsk, keys, **kwargs):
@@ -182,7 +205,8 @@ def raise_if_dask_computes():
             yield counter
         if counter.count > max_computes:
             raise RuntimeError(
-                f"dask computed {counter.count} times; at most {max_computes} allowed")
+                f"dask computed {counter.count} times; at most {max_computes} allowed"
+            )
 
     return ctx
 
@@ -196,12 +220,13 @@ def low_rank_data(rng, n=600, d=24, rank=5, noise=0.3, offset=3.0):
 
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
-    """A single-node SLURM on loopback (tests/support/slurm.py), for the session; skips, saying
-    how to enable it, where the binaries are missing or the tests do not run as root.
+    """A single-node SLURM on loopback (tests/support/slurm.py), for the session; skips,
+    saying how to enable it, where the binaries are missing or the tests do not run as
+    root.
 
     ``SLURM_CONF`` is set in this process's environment while it runs, so ``sbatch``,
-    ``squeue`` and ``scancel`` — also those dask-jobqueue and the ``scalepca`` CLI call — talk
-    to it. At the end every job is cancelled and the daemons are stopped.
+    ``squeue`` and ``scancel`` — also those dask-jobqueue and the ``scalepca`` CLI
+    call — talk to it. At the end every job is cancelled and the daemons are stopped.
     """
     import os
 

@@ -1,5 +1,5 @@
-"""MCA, HilbertEOF and BootstrapEOF on the estimators' one contract: exported beside PCA,
-``n_components``, one save/load route (``est.save`` / :func:`scalepca.load`)."""
+"""MCA, HilbertEOF and BootstrapEOF on the estimators' one contract: exported beside
+PCA, ``n_components``, one save/load route (``est.save`` / :func:`scalepca.load`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ def test_tools_at_the_top_level_and_listed_in_analysis():
     from scalepca.analysis.mca import MCA
 
     assert (scalepca.MCA, scalepca.HilbertEOF, scalepca.BootstrapEOF) == (
-        MCA, HilbertEOF, BootstrapEOF)
+        MCA,
+        HilbertEOF,
+        BootstrapEOF,
+    )
     assert set(TOOLS) <= set(scalepca.__all__) <= set(dir(scalepca))
     public = scalepca.analysis.__all__
     assert set(TOOLS) | {"Rotator", "north_test", "eofs_as_correlation"} <= set(public)
@@ -52,15 +55,23 @@ def _field(rng, n=40, d=(5, 6), seed_land=True):
     values = rng.normal(size=(n, *d)) + np.linspace(0, 3, d[1])
     if seed_land:
         values[:, 0, 0] = np.nan
-    return xr.DataArray(values, dims=("time", "lat", "lon"),
-                        coords={"time": np.arange(n), "lat": np.linspace(-40, 40, d[0]),
-                                "lon": np.arange(d[1]) * 10.0}, name="f")
+    return xr.DataArray(
+        values,
+        dims=("time", "lat", "lon"),
+        coords={
+            "time": np.arange(n),
+            "lat": np.linspace(-40, 40, d[0]),
+            "lon": np.arange(d[1]) * 10.0,
+        },
+        name="f",
+    )
 
 
 def _as(kind, field):
     if kind == "xarray":
-        return scalepca.open_matrix(field.chunk({"time": 9}), sample_dims="time",
-                                    weights="sqrt_coslat")
+        return scalepca.open_matrix(
+            field.chunk({"time": 9}), sample_dims="time", weights="sqrt_coslat"
+        )
     values = field.values.reshape(field.sizes["time"], -1)
     if kind == "dask":
         values = da.from_array(values, chunks=(7, -1))
@@ -74,10 +85,12 @@ def _tuple(out):
 FITS = {
     "mca": lambda X, Y: scalepca.MCA(3, standardize=(True, False)).fit(X, Y),
     "mca-randomized": lambda X, Y: scalepca.MCA(
-        2, solver="randomized", random_state=1, total="bounds").fit(X, Y),
+        2, solver="randomized", random_state=1, total="bounds"
+    ).fit(X, Y),
     "hilbert_eof": lambda X, Y: scalepca.HilbertEOF(3, decay_factor=0.1).fit(X),
     "bootstrap_eof": lambda X, Y: scalepca.BootstrapEOF(
-        3, n_bootstraps=12, random_state=None).fit(X),
+        3, n_bootstraps=12, random_state=None
+    ).fit(X),
 }
 
 
@@ -99,17 +112,21 @@ def test_save_load_transform(tmp_path, kind, fit):
     assert type(got) is type(est) and got.get_params() == est.get_params()
     assert got._state_to_save().keys() == est._state_to_save().keys()
     args = (X, Y) if fit.startswith("mca") else (X,)
-    for a, b in zip(_tuple(est.transform(*args)), _tuple(got.transform(*args)),
-                    strict=True):
+    for a, b in zip(
+        _tuple(est.transform(*args)), _tuple(got.transform(*args)), strict=True
+    ):
         assert type(a) is type(b)
         a, b = np.asarray(a), np.asarray(b)
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-12 * np.abs(a).max())
     if kind == "xarray":  # the coordinates and the preparation came back too
         raw = _field(rng) if not fit.startswith("mca") else None
         if raw is not None:
-            np.testing.assert_allclose(np.asarray(got.transform(raw)),
-                                       np.asarray(est.transform(raw)),
-                                       rtol=0, atol=1e-12)
+            np.testing.assert_allclose(
+                np.asarray(got.transform(raw)),
+                np.asarray(est.transform(raw)),
+                rtol=0,
+                atol=1e-12,
+            )
 
 
 def test_analysis_stores_are_model_stores():

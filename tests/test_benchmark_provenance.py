@@ -1,8 +1,10 @@
-"""Every benchmark result says which code it measured, and goes stale when that code changes.
+"""Every benchmark result says which code it measured, and goes stale when that code
+changes.
 
-``benchmarks/_provenance.py`` records in each ``benchmarks/results/*.json`` the revision, the
-date and a hash of the code of each file the result depends on. A result whose code changed
-since must be re-run, or listed in ``KNOWN_STALE``, which the benchmarks page shows as stale.
+``benchmarks/_provenance.py`` records in each ``benchmarks/results/*.json`` the
+revision, the date and a hash of the code of each file the result depends on. A
+result whose code changed since must be re-run, or listed in ``KNOWN_STALE``, which
+the benchmarks page shows as stale.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
 
 @pytest.fixture(scope="module")
 def prov():
-    spec = importlib.util.spec_from_file_location("_bench_provenance",
-                                                  ROOT / "benchmarks" / "_provenance.py")
+    spec = importlib.util.spec_from_file_location(
+        "_bench_provenance", ROOT / "benchmarks" / "_provenance.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -28,7 +31,9 @@ def prov():
 
 @pytest.mark.parametrize("path", RESULTS, ids=[p.stem for p in RESULTS])
 def test_each_result_records_the_code_it_measured(prov, path):
-    assert path.stem in prov.DEPENDS, f"{path.name}: say which files it measures in DEPENDS"
+    assert path.stem in prov.DEPENDS, (
+        f"{path.name}: say which files it measures in DEPENDS"
+    )
     rec = json.loads(path.read_text()).get("provenance")
     assert rec, f"{path.name} records no provenance"
     assert rec["date"] and len(rec["revision"]) == 40
@@ -38,19 +43,27 @@ def test_each_result_records_the_code_it_measured(prov, path):
 
 
 def test_a_result_is_current_or_shown_as_stale(prov):
-    stale = {p.stem for p in RESULTS if prov.stale_sources(p.stem, json.loads(p.read_text()))}
+    stale = {
+        p.stem for p in RESULTS if prov.stale_sources(p.stem, json.loads(p.read_text()))
+    }
     unnoticed = stale - prov.KNOWN_STALE
     assert not unnoticed, (
-        f"the code of {sorted(unnoticed)} changed since they were measured: re-run their "
-        "benchmark, or add them to KNOWN_STALE in benchmarks/_provenance.py (shown as stale "
-        "on the benchmarks page)")
+        f"the code of {sorted(unnoticed)} changed since they were measured: re-run "
+        f"their "
+        "benchmark, or add them to KNOWN_STALE in benchmarks/_provenance.py (shown as "
+        "stale on the benchmarks page)"
+    )
     fresh = prov.KNOWN_STALE - stale
-    assert not fresh, f"{sorted(fresh)} describe the current code: remove from KNOWN_STALE"
+    assert not fresh, (
+        f"{sorted(fresh)} describe the current code: remove from KNOWN_STALE"
+    )
 
 
 def test_staleness_follows_the_code_not_its_words(prov):
     code = 'def f(x):\n    """Square."""\n    return x * x  # a comment\n'
-    same = 'def f(x):\n    """The square of x, reworded."""\n    # why\n    return x * x\n'
+    same = (
+        'def f(x):\n    """The square of x, reworded."""\n    # why\n    return x * x\n'
+    )
     other = 'def f(x):\n    """Square."""\n    return x ** 2\n'
     assert prov.code_hash(code) == prov.code_hash(same)
     assert prov.code_hash(code) != prov.code_hash(other)
@@ -71,5 +84,7 @@ def test_a_part_kept_from_an_earlier_run_keeps_the_result_stale(prov):
     old = {"sources": {p: prov.code_hash("x = 1\n") for p in prov.DEPENDS["rpca"]}}
     rec = prov.updated("rpca", old)
     assert rec["earlier"] is old
-    assert prov.stale_sources("rpca", {"provenance": rec}) == sorted(prov.DEPENDS["rpca"])
+    assert prov.stale_sources("rpca", {"provenance": rec}) == sorted(
+        prov.DEPENDS["rpca"]
+    )
     assert prov.stale_sources("rpca", {"provenance": prov.updated("rpca", None)}) == []

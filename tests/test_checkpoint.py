@@ -1,11 +1,12 @@
-"""Checkpoints of the iterative estimators (PPCA EM, SparsePCA minibatch / batch) and the shared
-commit machinery in :mod:`scalepca.io._checkpoint` (RobustPCA's own resume tests are in
-test_robust_pca.py; resuming on a new cluster in test_faults.py).
+"""Checkpoints of the iterative estimators (PPCA EM, SparsePCA minibatch / batch) and
+the shared commit machinery in :mod:`scalepca.io._checkpoint` (RobustPCA's own resume
+tests are in test_robust_pca.py; resuming on a new cluster in test_faults.py).
 
-A resumed fit must end where an uninterrupted fit with the same ``random_state`` ends. Every
-iteration is a deterministic function of the committed state and of the same graph over the
-same chunks, so the tolerance is exact equality (measured: bit-identical); across another
-chunking only the reduction tree changes, so rounding (stated per test).
+A resumed fit must end where an uninterrupted fit with the same ``random_state``
+ends. Every iteration is a deterministic function of the committed state and of the
+same graph over the same chunks, so the tolerance is exact equality (measured:
+bit-identical); across another chunking only the reduction tree changes, so rounding
+(stated per test).
 """
 
 from __future__ import annotations
@@ -21,14 +22,20 @@ from sklearn.exceptions import ConvergenceWarning
 
 import scalepca
 from scalepca.app.config import ConfigError, validate_config
-from scalepca.io._checkpoint import CheckpointStore, SmallStateCheckpoint, check_fingerprint
+from scalepca.io._checkpoint import (
+    CheckpointStore,
+    SmallStateCheckpoint,
+    check_fingerprint,
+)
 
 from .support.reliability import low_rank, with_missing
 
 
 def _quiet(fit):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ConvergenceWarning of the deliberately short fits
+        warnings.simplefilter(
+            "ignore"
+        )  # ConvergenceWarning of the deliberately short fits
         return fit()
 
 
@@ -38,9 +45,15 @@ def _commits(path):
 
 def _listing(path):
     """Every file under ``path`` with its size and modification time."""
-    return sorted((os.path.relpath(os.path.join(d, f), path),
-                   os.stat(os.path.join(d, f)).st_size, os.stat(os.path.join(d, f)).st_mtime_ns)
-                  for d, _, files in os.walk(path) for f in files)
+    return sorted(
+        (
+            os.path.relpath(os.path.join(d, f), path),
+            os.stat(os.path.join(d, f)).st_size,
+            os.stat(os.path.join(d, f)).st_mtime_ns,
+        )
+        for d, _, files in os.walk(path)
+        for f in files
+    )
 
 
 class Interrupt(RuntimeError):
@@ -48,7 +61,8 @@ class Interrupt(RuntimeError):
 
 
 def _interrupt_after(monkeypatch, module, name, n_calls):
-    """Make ``module.name`` raise :class:`Interrupt` on call ``n_calls + 1`` (a killed fit)."""
+    """Make ``module.name`` raise :class:`Interrupt` on call ``n_calls + 1`` (a
+    killed fit)."""
     orig = getattr(module, name)
     calls = [0]
 
@@ -61,13 +75,16 @@ def _interrupt_after(monkeypatch, module, name, n_calls):
     monkeypatch.setattr(module, name, wrapped)
 
 
-# -- the shared store ------------------------------------------------------------------------------
+# -- the shared store ------------------------------------------------------------------
 def test_store_commits_atomically_and_skips_damaged(tmp_path):
     st = CheckpointStore(tmp_path / "ck")
     assert st.latest() is None
-    st.commit(1, {"W": np.arange(6.0).reshape(2, 3)}, {"n_iter": 1, "x": np.float64(0.5)})
+    st.commit(
+        1, {"W": np.arange(6.0).reshape(2, 3)}, {"n_iter": 1, "x": np.float64(0.5)}
+    )
     st.commit(2, {"W": np.ones((2, 3))}, {"n_iter": 2, "x": 0.25})
-    # a writer killed before its rename, and a commit whose 'complete' flag never got set
+    # a writer killed before its rename, and a commit whose 'complete' flag never got
+    # set
     os.makedirs(tmp_path / "ck" / "state_000003.tmp-deadbeef")
     import zarr
 
@@ -83,17 +100,21 @@ def test_store_commits_atomically_and_skips_damaged(tmp_path):
     assert _commits(tmp_path / "ck") == ["state_000002"]
 
 
-def test_commit_replaced_by_a_writer_killed_between_its_renames_is_found(tmp_path,
-                                                                         monkeypatch):
-    """Replacing commit k moves the old one aside, then renames the new one in: a writer killed
-    between the two renames leaves commit k only as its ``.old-`` copy, which a resume reads
-    (the old writer deleted commit k before renaming, so a kill there lost it)."""
+def test_commit_replaced_by_a_writer_killed_between_its_renames_is_found(
+    tmp_path, monkeypatch
+):
+    """Replacing commit k moves the old one aside, then renames the new one in: a
+    writer killed between the two renames leaves commit k only as its ``.old-`` copy,
+    which a resume reads (the old writer deleted commit k before renaming, so a kill
+    there lost it)."""
     st = CheckpointStore(tmp_path / "ck")
     st.commit(3, {"W": np.full(2, 3.0)}, {"n_iter": 3})
     real, calls = os.replace, []
 
     def killed_after_first_rename(src, dst):
-        if os.path.dirname(os.fspath(dst)) == os.fspath(tmp_path / "ck"):  # not zarr's own
+        if os.path.dirname(os.fspath(dst)) == os.fspath(
+            tmp_path / "ck"
+        ):  # not zarr's own
             calls.append(dst)
             if len(calls) == 2:
                 raise KeyboardInterrupt  # the process dies here
@@ -113,9 +134,13 @@ def test_commit_replaced_by_a_writer_killed_between_its_renames_is_found(tmp_pat
 
 def test_fingerprint_names_the_differing_key(tmp_path):
     fp = {"shape": [10, 3], "alpha": 0.5, "mean": [3, 1.0, 2.0]}
-    check_fingerprint(fp, {"shape": (10, 3), "alpha": 0.5 * (1 + 1e-12),
-                           "mean": [3, 1.0 + 1e-13, 2.0]})  # rounding of another tree
-    with pytest.raises(ValueError, match=r"different problem \(alpha: 0.5 there, 0.6 now\)"):
+    check_fingerprint(
+        fp,
+        {"shape": (10, 3), "alpha": 0.5 * (1 + 1e-12), "mean": [3, 1.0 + 1e-13, 2.0]},
+    )  # rounding of another tree
+    with pytest.raises(
+        ValueError, match=r"different problem \(alpha: 0.5 there, 0.6 now\)"
+    ):
         check_fingerprint(fp, {"shape": [10, 3], "alpha": 0.6, "mean": [3, 1.0, 2.0]})
     with pytest.raises(ValueError, match=r"\(mean: "):
         check_fingerprint(fp, {"shape": [10, 3], "alpha": 0.5, "mean": [3, 1.1, 2.0]})
@@ -130,7 +155,7 @@ def test_fingerprint_names_the_differing_key(tmp_path):
         CheckpointStore("s3://bucket/ck")
 
 
-# -- PPCA EM ---------------------------------------------------------------------------------------
+# -- PPCA EM ---------------------------------------------------------------------------
 PPCA_PARAMS = dict(n_components=3, solver="em", missing="em", tol=1e-10, random_state=0)
 
 
@@ -147,11 +172,15 @@ def test_ppca_em_resumes_after_max_iter(tmp_path):
     path = str(tmp_path / "ck")
     fresh = scalepca.PPCA(max_iter=60, **PPCA_PARAMS).fit(X)
     assert fresh.converged_ and fresh.n_iter_ > 8 and fresh.resumed_from_ == 0
-    first = _quiet(lambda: scalepca.PPCA(max_iter=5, checkpoint=path, checkpoint_every=1,
-                                         **PPCA_PARAMS).fit(X))
+    first = _quiet(
+        lambda: scalepca.PPCA(
+            max_iter=5, checkpoint=path, checkpoint_every=1, **PPCA_PARAMS
+        ).fit(X)
+    )
     assert first.n_iter_ == 5 and _commits(path) == ["state_000005"]
-    resumed = scalepca.PPCA(max_iter=60, checkpoint=path, checkpoint_every=1,
-                            **PPCA_PARAMS).fit(X)
+    resumed = scalepca.PPCA(
+        max_iter=60, checkpoint=path, checkpoint_every=1, **PPCA_PARAMS
+    ).fit(X)
     assert resumed.resumed_from_ == 5
     assert resumed.n_passes_ == 1 + fresh.n_iter_ - 5  # initialisation pass + the rest
     _same_ppca(resumed, fresh)
@@ -170,31 +199,46 @@ def test_ppca_em_resumes_after_an_interrupted_fit(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         _interrupt_after(m, ppca, "mstep", 7)
         with pytest.raises(Interrupt):
-            scalepca.PPCA(max_iter=60, checkpoint=path, checkpoint_every=3,
-                          **PPCA_PARAMS).fit(X)
+            scalepca.PPCA(
+                max_iter=60, checkpoint=path, checkpoint_every=3, **PPCA_PARAMS
+            ).fit(X)
     assert _commits(path) == ["state_000006"]
-    resumed = scalepca.PPCA(max_iter=60, checkpoint=path, checkpoint_every=3,
-                            **PPCA_PARAMS).fit(X)
+    resumed = scalepca.PPCA(
+        max_iter=60, checkpoint=path, checkpoint_every=3, **PPCA_PARAMS
+    ).fit(X)
     assert resumed.resumed_from_ == 6
     _same_ppca(resumed, fresh)
-    # another chunking of the same data is the same problem: only the reduction tree differs
-    # (rounding; 1e-9 relative leaves margin over the measured ~1e-14)
-    other = scalepca.PPCA(max_iter=60, checkpoint=path, **PPCA_PARAMS).fit(X.rechunk(70))
-    np.testing.assert_allclose(other.W_, fresh.W_, rtol=0, atol=1e-9 * np.abs(fresh.W_).max())
+    # another chunking of the same data is the same problem: only the reduction tree
+    # differs (rounding; 1e-9 relative leaves margin over the measured ~1e-14)
+    other = scalepca.PPCA(max_iter=60, checkpoint=path, **PPCA_PARAMS).fit(
+        X.rechunk(70)
+    )
+    np.testing.assert_allclose(
+        other.W_, fresh.W_, rtol=0, atol=1e-9 * np.abs(fresh.W_).max()
+    )
 
 
 def test_ppca_em_resumes_a_commit_written_before_the_iteration_driver(tmp_path):
-    """Commits of scalepca before the driver of iterative fits (no format version; W, mean,
-    σ² and the log-likelihood list at the top level) still resume, to the same end."""
+    """Commits of scalepca before the driver of iterative fits (no format version; W,
+    mean, σ² and the log-likelihood list at the top level) still resume, to the same
+    end."""
     X = da.from_array(with_missing(0), chunks=50)
     fresh = scalepca.PPCA(max_iter=60, **PPCA_PARAMS).fit(X)
     new, old = str(tmp_path / "new"), str(tmp_path / "old")
     _quiet(lambda: scalepca.PPCA(max_iter=5, checkpoint=new, **PPCA_PARAMS).fit(X))
     attrs, arrays = CheckpointStore(new).latest()
     assert attrs["format"] == "scalepca-iterate" and attrs["version"] == 1
-    CheckpointStore(old).commit(5, {"W": arrays["W"], "mean": arrays["mean"]}, {
-        "sigma2": attrs["values"]["sigma2"], "n_iter": 5, "converged": False,
-        "loglike": attrs["history"]["loglike"], "fingerprint": attrs["fingerprint"]})
+    CheckpointStore(old).commit(
+        5,
+        {"W": arrays["W"], "mean": arrays["mean"]},
+        {
+            "sigma2": attrs["values"]["sigma2"],
+            "n_iter": 5,
+            "converged": False,
+            "loglike": attrs["history"]["loglike"],
+            "fingerprint": attrs["fingerprint"],
+        },
+    )
     resumed = scalepca.PPCA(max_iter=60, checkpoint=old, **PPCA_PARAMS).fit(X)
     assert resumed.resumed_from_ == 5
     _same_ppca(resumed, fresh)
@@ -204,7 +248,9 @@ def test_ppca_checkpoint_of_other_problem_is_refused(tmp_path):
     X = with_missing(0)
     path = str(tmp_path / "ck")
     _quiet(lambda: scalepca.PPCA(max_iter=3, checkpoint=path, **PPCA_PARAMS).fit(X))
-    with pytest.raises(ValueError, match=r"different problem \(n_components: 3 there, 2 now\)"):
+    with pytest.raises(
+        ValueError, match=r"different problem \(n_components: 3 there, 2 now\)"
+    ):
         scalepca.PPCA(**{**PPCA_PARAMS, "n_components": 2}, checkpoint=path).fit(X)
     with pytest.raises(ValueError, match=r"different problem \(mean: "):
         scalepca.PPCA(**PPCA_PARAMS, checkpoint=path).fit(X + 1.0)
@@ -213,9 +259,9 @@ def test_ppca_checkpoint_of_other_problem_is_refused(tmp_path):
 
 
 def test_ppca_resume_with_another_tol_or_max_iter(tmp_path):
-    """The issue's case: a checkpoint of a fit to tol=1e-1 resumed with tol=1e-10 goes on to
-    the fresh fit's answer (it stopped after 5 of 16 iterations, σ² 3 % off); a looser tol or
-    a smaller max_iter then stops at once, from the commit."""
+    """The issue's case: a checkpoint of a fit to tol=1e-1 resumed with tol=1e-10
+    goes on to the fresh fit's answer (it stopped after 5 of 16 iterations, σ² 3 %
+    off); a looser tol or a smaller max_iter then stops at once, from the commit."""
     X = da.from_array(with_missing(0), chunks=50)
     path = str(tmp_path / "ck")
     params = {**PPCA_PARAMS, "max_iter": 60}
@@ -231,25 +277,34 @@ def test_ppca_resume_with_another_tol_or_max_iter(tmp_path):
     assert again.n_passes_ == 1 and again.converged_  # the initialisation pass only
     _same_ppca(again, fresh)
     with pytest.warns(ConvergenceWarning, match="max_iter=3"):
-        short = scalepca.PPCA(**{**params, "tol": 0.0, "max_iter": 3}, checkpoint=path).fit(X)
-    assert short.n_passes_ == 1 and not short.converged_ and short.n_iter_ == fresh.n_iter_
+        short = scalepca.PPCA(
+            **{**params, "tol": 0.0, "max_iter": 3}, checkpoint=path
+        ).fit(X)
+    assert (
+        short.n_passes_ == 1 and not short.converged_ and short.n_iter_ == fresh.n_iter_
+    )
 
 
 def test_ppca_checkpoint_of_permuted_data_is_refused(tmp_path):
-    """Data with the features (or the samples) in another order have the same per-feature
-    statistics; the sketch of the data tells them apart. Another chunking is the same data."""
+    """Data with the features (or the samples) in another order have the same
+    per-feature statistics; the sketch of the data tells them apart. Another chunking
+    is the same data."""
     Xn = with_missing(0)
     path = str(tmp_path / "ck")
     _quiet(lambda: scalepca.PPCA(max_iter=3, checkpoint=path, **PPCA_PARAMS).fit(Xn))
     before = _listing(path)
     perm = np.random.default_rng(0).permutation(Xn.shape[1])
     for other in (Xn[:, perm], Xn[::-1]):
-        with pytest.raises(ValueError, match=r"different problem \(data_sketch: the data differ"
-                           r".*left untouched.*another checkpoint path"):
+        with pytest.raises(
+            ValueError,
+            match=r"different problem \(data_sketch: the data differ"
+            r".*left untouched.*another checkpoint path",
+        ):
             scalepca.PPCA(max_iter=60, checkpoint=path, **PPCA_PARAMS).fit(other)
     assert _listing(path) == before
     resumed = scalepca.PPCA(max_iter=60, checkpoint=path, **PPCA_PARAMS).fit(
-        da.from_array(Xn, chunks=(70, 5)))
+        da.from_array(Xn, chunks=(70, 5))
+    )
     assert resumed.resumed_from_ == 3
 
 
@@ -264,23 +319,33 @@ def test_ppca_initialisation_pass_reads_each_block_once_with_a_checkpoint(tmp_pa
     X = da.from_array(with_missing(0), chunks=50).map_blocks(counted, dtype=np.float64)
     for checkpoint in (None, str(tmp_path / "ck")):
         reads.clear()
-        _quiet(lambda ck=checkpoint: scalepca.PPCA(**{**PPCA_PARAMS, "max_iter": 1},
-                                                   checkpoint=ck).fit(X))
+        _quiet(
+            lambda ck=checkpoint: scalepca.PPCA(
+                **{**PPCA_PARAMS, "max_iter": 1}, checkpoint=ck
+            ).fit(X)
+        )
         assert len(reads) == 2 * X.numblocks[0]  # initialisation and one EM iteration
 
 
 def test_fingerprints_hold_every_parameter_but_the_listed_ones(tmp_path):
-    """Every parameter of get_params() is in a commit's fingerprint unless the estimator lists
-    it (with the reason it does not change the result): a new parameter joins by default."""
+    """Every parameter of get_params() is in a commit's fingerprint unless the
+    estimator lists it (with the reason it does not change the result): a new
+    parameter joins by default."""
     from scalepca.models import _sparse_dictionary, ppca, robust_pca
 
     X = low_rank(0)
-    cases = [(scalepca.PPCA(**PPCA_PARAMS, max_iter=2), ppca.EM_FINGERPRINT_IGNORES),
-             (scalepca.SparsePCA(**{**SPCA_MB, "max_iter": 1}),
-              _sparse_dictionary.FINGERPRINT_IGNORES),
-             (scalepca.SparsePCA(3, method="batch", max_iter=2),
-              _sparse_dictionary.FINGERPRINT_IGNORES),
-             (scalepca.RobustPCA(max_iter=2), robust_pca.FINGERPRINT_IGNORES)]
+    cases = [
+        (scalepca.PPCA(**PPCA_PARAMS, max_iter=2), ppca.EM_FINGERPRINT_IGNORES),
+        (
+            scalepca.SparsePCA(**{**SPCA_MB, "max_iter": 1}),
+            _sparse_dictionary.FINGERPRINT_IGNORES,
+        ),
+        (
+            scalepca.SparsePCA(3, method="batch", max_iter=2),
+            _sparse_dictionary.FINGERPRINT_IGNORES,
+        ),
+        (scalepca.RobustPCA(max_iter=2), robust_pca.FINGERPRINT_IGNORES),
+    ]
     for i, (est, ignored) in enumerate(cases):
         path = str(tmp_path / f"ck{i}")
         _quiet(lambda est=est, path=path: est.set_params(checkpoint=path).fit(X))
@@ -298,17 +363,25 @@ def test_ppca_checkpoint_parameter_errors(tmp_path, raise_if_dask_computes):
         with pytest.raises(ValueError, match="checkpoint applies to solver='em' only"):
             scalepca.PPCA(3, checkpoint=str(tmp_path / "ck")).fit(X)
         with pytest.raises(ValueError, match="checkpoint_every"):
-            scalepca.PPCA(3, solver="em", checkpoint=str(tmp_path / "ck"),
-                          checkpoint_every=0).fit(X)
+            scalepca.PPCA(
+                3, solver="em", checkpoint=str(tmp_path / "ck"), checkpoint_every=0
+            ).fit(X)
         with pytest.raises(TypeError, match="checkpoint must be a path or None"):
             scalepca.PPCA(3, solver="em", checkpoint=3).fit(X)
     assert not os.path.exists(tmp_path / "ck")
 
 
-# -- SparsePCA -------------------------------------------------------------------------------------
+# -- SparsePCA -------------------------------------------------------------------------
 # alpha is scikit-learn's: 0.5 per sample on the 400 rows of low_rank (alpha / √n)
-SPCA_MB = dict(n_components=3, method="minibatch", alpha=0.5 * np.sqrt(400), batch_size=100,
-               random_state=0, tol=0, max_no_improvement=None)
+SPCA_MB = dict(
+    n_components=3,
+    method="minibatch",
+    alpha=0.5 * np.sqrt(400),
+    batch_size=100,
+    random_state=0,
+    tol=0,
+    max_no_improvement=None,
+)
 
 
 def _same_spca(a, b):
@@ -320,23 +393,30 @@ def _same_spca(a, b):
 
 
 def test_sparse_minibatch_resumes_after_max_iter(tmp_path):
-    X = da.from_array(low_rank(0), chunks=40)  # 10 chunks → 4 minibatches (3, 3, 3, 1 chunks)
+    X = da.from_array(
+        low_rank(0), chunks=40
+    )  # 10 chunks → 4 minibatches (3, 3, 3, 1 chunks)
     path = str(tmp_path / "ck")
     fresh = scalepca.SparsePCA(max_iter=6, **SPCA_MB).fit(X)
     assert fresh.n_steps_ == 24
-    first = _quiet(lambda: scalepca.SparsePCA(max_iter=2, checkpoint=path, checkpoint_every=1,
-                                              **SPCA_MB).fit(X))
+    first = _quiet(
+        lambda: scalepca.SparsePCA(
+            max_iter=2, checkpoint=path, checkpoint_every=1, **SPCA_MB
+        ).fit(X)
+    )
     assert first.n_steps_ == 8 and _commits(path) == ["state_000008"]
-    resumed = scalepca.SparsePCA(max_iter=6, checkpoint=path, checkpoint_every=1,
-                                 **SPCA_MB).fit(X)
+    resumed = scalepca.SparsePCA(
+        max_iter=6, checkpoint=path, checkpoint_every=1, **SPCA_MB
+    ).fit(X)
     assert resumed.resumed_from_ == 8 and resumed.n_steps_ == 24
     _same_spca(resumed, fresh)
 
 
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_sparse_minibatch_resumes_mid_epoch(tmp_path, monkeypatch, shuffle):
-    """Interrupted at minibatch 7 of 4 per epoch: resumes from the commit after minibatch 6
-    with the pipelined dictionaries, the shuffled order and the epoch's partial objective."""
+    """Interrupted at minibatch 7 of 4 per epoch: resumes from the commit after
+    minibatch 6 with the pipelined dictionaries, the shuffled order and the epoch's
+    partial objective."""
     from scalepca.models import _sparse_dictionary
 
     X = da.from_array(low_rank(2), chunks=40)
@@ -376,11 +456,15 @@ def test_sparse_batch_resumes(tmp_path, monkeypatch, covariance):
     path = str(tmp_path / "ck")
     fresh = scalepca.SparsePCA(max_iter=15, **params).fit(X)
     assert fresh.n_iter_ == 15
-    _quiet(lambda: scalepca.SparsePCA(max_iter=4, checkpoint=path, checkpoint_every=3,
-                                      **params).fit(X))
+    _quiet(
+        lambda: scalepca.SparsePCA(
+            max_iter=4, checkpoint=path, checkpoint_every=3, **params
+        ).fit(X)
+    )
     assert _commits(path) == ["state_000004"]
-    resumed = scalepca.SparsePCA(max_iter=15, checkpoint=path, checkpoint_every=3,
-                                 **params).fit(X)
+    resumed = scalepca.SparsePCA(
+        max_iter=15, checkpoint=path, checkpoint_every=3, **params
+    ).fit(X)
     assert resumed.resumed_from_ == 4
     _same_spca(resumed, fresh)
     if not covariance:  # moments + the statistics of the remaining 12 dictionaries
@@ -391,12 +475,19 @@ def test_sparse_checkpoint_of_other_problem_is_refused(tmp_path):
     X = low_rank(0)
     path = str(tmp_path / "ck")
     _quiet(lambda: scalepca.SparsePCA(max_iter=1, checkpoint=path, **SPCA_MB).fit(X))
-    for over, key in [({"alpha": 0.4}, "alpha"), ({"batch_size": 50}, "batch_size"),
-                      ({"random_state": 1}, "random_state"), ({"method": "batch"}, "method"),
-                      ({"n_components": 2}, "n_components")]:
+    for over, key in [
+        ({"alpha": 0.4}, "alpha"),
+        ({"batch_size": 50}, "batch_size"),
+        ({"random_state": 1}, "random_state"),
+        ({"method": "batch"}, "method"),
+        ({"n_components": 2}, "n_components"),
+    ]:
         with pytest.raises(ValueError, match=rf"different problem \({key}: "):
-            _quiet(lambda over=over: scalepca.SparsePCA(**{**SPCA_MB, **over},
-                                                        checkpoint=path).fit(X))
+            _quiet(
+                lambda over=over: scalepca.SparsePCA(
+                    **{**SPCA_MB, **over}, checkpoint=path
+                ).fit(X)
+            )
     with pytest.raises(ValueError, match=r"different problem \(row_chunks: "):
         scalepca.SparsePCA(**SPCA_MB, checkpoint=path).fit(da.from_array(X, chunks=50))
     with pytest.raises(ValueError, match=r"different problem \(mean: "):
@@ -404,16 +495,21 @@ def test_sparse_checkpoint_of_other_problem_is_refused(tmp_path):
 
 
 def test_sparse_batch_resume_with_another_tol(tmp_path):
-    """A "batch" commit that met tol=1e-2 (2 alternations) resumed with tol=1e-4 ends where a
-    fresh fit to 1e-4 ends (53); resumed with 1e-2 again it stops at once, on that answer."""
+    """A "batch" commit that met tol=1e-2 (2 alternations) resumed with tol=1e-4 ends
+    where a fresh fit to 1e-4 ends (53); resumed with 1e-2 again it stops at once, on
+    that answer."""
     X = da.from_array(low_rank(0), chunks=100)
-    params = dict(n_components=3, method="batch", alpha=0.5, random_state=0, max_iter=100)
+    params = dict(
+        n_components=3, method="batch", alpha=0.5, random_state=0, max_iter=100
+    )
     path = str(tmp_path / "ck")
     fresh = scalepca.SparsePCA(**params, tol=1e-4).fit(X)
     loose = scalepca.SparsePCA(**params, tol=1e-2, checkpoint=path).fit(X)
     assert loose.n_iter_ < 5 < fresh.n_iter_ < 100
     tight = scalepca.SparsePCA(**params, tol=1e-4, checkpoint=path).fit(X)
-    assert tight.resumed_from_ == loose.n_iter_ + 1  # the commit after the stopping step
+    assert (
+        tight.resumed_from_ == loose.n_iter_ + 1
+    )  # the commit after the stopping step
     _same_spca(tight, fresh)  # measured: bit-identical
     np.testing.assert_allclose(tight.objective_, fresh.objective_, rtol=1e-12)
     again = scalepca.SparsePCA(**params, tol=1e-2, checkpoint=path).fit(X)
@@ -429,22 +525,28 @@ def test_sparse_checkpoint_of_permuted_data_is_refused(tmp_path):
     perm = np.random.default_rng(0).permutation(X.shape[1])
     with pytest.raises(ValueError, match=r"different problem \(data_sketch: "):
         scalepca.SparsePCA(**params, checkpoint=path).fit(X[:, perm])
-    for over, key in [({"use_correlation": True}, "use_correlation"),
-                      ({"init": "random"}, "init")]:
+    for over, key in [
+        ({"use_correlation": True}, "use_correlation"),
+        ({"init": "random"}, "init"),
+    ]:
         with pytest.raises(ValueError, match=rf"different problem \({key}: "):
             scalepca.SparsePCA(**{**params, **over}, checkpoint=path).fit(X)
 
 
 def test_a_folder_scalepca_did_not_write_is_not_used_as_a_checkpoint(tmp_path):
-    """Commits prune entries of their folder: a folder holding anything else (notes, a data
-    store) is refused and left as it was; an empty one, or an older checkpoint, is used."""
+    """Commits prune entries of their folder: a folder holding anything else (notes,
+    a data store) is refused and left as it was; an empty one, or an older
+    checkpoint, is used."""
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "T_readme.txt").write_text("mine")
     X = with_missing(0)
-    with pytest.raises(FileExistsError, match=r"checkpoint .*notes' holds a folder that is not "
-                       r"a zarr store \(T_readme.txt\), not a scalepca checkpoint; scalepca "
-                       "never writes into it"):
+    with pytest.raises(
+        FileExistsError,
+        match=r"checkpoint .*notes' holds a folder that is not "
+        r"a zarr store \(T_readme.txt\), not a scalepca checkpoint; scalepca "
+        "never writes into it",
+    ):
         scalepca.PPCA(max_iter=2, checkpoint=str(notes), **PPCA_PARAMS).fit(X)
     assert sorted(os.listdir(notes)) == ["T_readme.txt"]
     store = tmp_path / "data.zarr"
@@ -452,36 +554,50 @@ def test_a_folder_scalepca_did_not_write_is_not_used_as_a_checkpoint(tmp_path):
     with pytest.raises(FileExistsError, match="not a scalepca checkpoint"):
         scalepca.RobustPCA(max_iter=2, checkpoint=str(store)).fit(np.nan_to_num(X))
     (tmp_path / "file").write_text("x")
-    with pytest.raises(FileExistsError, match="holds a file, not a scalepca checkpoint"):
-        scalepca.PPCA(max_iter=2, checkpoint=str(tmp_path / "file"), **PPCA_PARAMS).fit(X)
+    with pytest.raises(
+        FileExistsError, match="holds a file, not a scalepca checkpoint"
+    ):
+        scalepca.PPCA(max_iter=2, checkpoint=str(tmp_path / "file"), **PPCA_PARAMS).fit(
+            X
+        )
     (tmp_path / "empty").mkdir()
-    _quiet(lambda: scalepca.PPCA(max_iter=2, checkpoint=str(tmp_path / "empty"),
-                                 **PPCA_PARAMS).fit(X))
+    _quiet(
+        lambda: scalepca.PPCA(
+            max_iter=2, checkpoint=str(tmp_path / "empty"), **PPCA_PARAMS
+        ).fit(X)
+    )
     assert _commits(tmp_path / "empty") == ["state_000002"]
 
 
 def test_fingerprint_of_an_older_scalepca_is_checked_on_its_own_keys():
-    """Fingerprints written before every parameter and the data sketch were recorded: their
-    keys are checked, and a warning names the ones that could not be; a current fingerprint
-    missing a key is another problem."""
+    """Fingerprints written before every parameter and the data sketch were recorded:
+    their keys are checked, and a warning names the ones that could not be; a current
+    fingerprint missing a key is another problem."""
     old = {"shape": [10, 3], "alpha": 0.5}
-    now = {"fingerprint_version": 2, "shape": [10, 3], "alpha": 0.5, "random_state": 0,
-           "data_sketch": [1.0, 2.0]}
+    now = {
+        "fingerprint_version": 2,
+        "shape": [10, 3],
+        "alpha": 0.5,
+        "random_state": 0,
+        "data_sketch": [1.0, 2.0],
+    }
     with pytest.warns(UserWarning, match="does not record random_state, data_sketch"):
         check_fingerprint(old, now)
     with pytest.raises(ValueError, match=r"\(alpha: 0.5 there, 0.6 now\)"):
         check_fingerprint(old, {**now, "alpha": 0.6})
     with pytest.raises(ValueError, match=r"\(random_state: None there, 0 now\)"):
         check_fingerprint({**old, "fingerprint_version": 2}, now)
-    # the sketch is compared as a vector, to 1e-9 of its norm (rounding of another chunking)
+    # the sketch is compared as a vector, to 1e-9 of its norm (rounding of another
+    # chunking)
     check_fingerprint({**now, "data_sketch": [1.0 + 1e-12, 2.0]}, now)
     with pytest.raises(ValueError, match="data_sketch: the data differ"):
         check_fingerprint({**now, "data_sketch": [1.0 + 1e-6, 2.0]}, now)
 
 
 def test_sketch_is_the_fixed_projection_whatever_the_chunks():
-    """``hᵀ V G`` and ``hᵀ N G`` from the fixed weights, against NumPy on the whole matrix;
-    sparse blocks give the dense answer; any permutation or moved NaN changes it."""
+    """``hᵀ V G`` and ``hᵀ N G`` from the fixed weights, against NumPy on the whole
+    matrix; sparse blocks give the dense answer; any permutation or moved NaN changes
+    it."""
     import scipy.sparse as sp
 
     from scalepca.io._fingerprint import SKETCH_COLUMNS, _gaussian_at, sketch_graph
@@ -489,8 +605,10 @@ def test_sketch_is_the_fixed_projection_whatever_the_chunks():
     Xn = with_missing(0)
     n, d = Xn.shape
     h = _gaussian_at(np.arange(n), 0x5CA1E)
-    G = np.stack([_gaussian_at(np.arange(d), 0x5CA1E + 1 + c) for c in range(SKETCH_COLUMNS)],
-                 axis=1)
+    G = np.stack(
+        [_gaussian_at(np.arange(d), 0x5CA1E + 1 + c) for c in range(SKETCH_COLUMNS)],
+        axis=1,
+    )
     nan = np.isnan(Xn)
     ref = np.concatenate([h @ np.where(nan, 0, Xn) @ G, h @ nan @ G])
     for chunks in [(400, 12), 50, (70, 5)]:
@@ -498,9 +616,12 @@ def test_sketch_is_the_fixed_projection_whatever_the_chunks():
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     Z = np.where(np.abs(np.nan_to_num(Xn)) > 1, np.nan_to_num(Xn), 0.0)
     sparse = da.from_array(sp.csr_matrix(Z), chunks=(100, 12), asarray=False)
-    np.testing.assert_allclose(sketch_graph(sparse).compute(),
-                               sketch_graph(da.from_array(Z, chunks=100)).compute(),
-                               rtol=0, atol=1e-12 * np.abs(ref).max())
+    np.testing.assert_allclose(
+        sketch_graph(sparse).compute(),
+        sketch_graph(da.from_array(Z, chunks=100)).compute(),
+        rtol=0,
+        atol=1e-12 * np.abs(ref).max(),
+    )
     moved = Xn.copy()
     i, j = np.argwhere(nan)[0]
     moved[i, j], moved[(i + 1) % n, j] = moved[(i + 1) % n, j], np.nan
@@ -512,7 +633,9 @@ def test_sketch_is_the_fixed_projection_whatever_the_chunks():
 def test_sparse_checkpoint_parameter_errors(tmp_path, raise_if_dask_computes):
     X = da.from_array(low_rank(0), chunks=100)
     with raise_if_dask_computes(0):
-        with pytest.raises(ValueError, match="checkpoint applies to method='minibatch' or"):
+        with pytest.raises(
+            ValueError, match="checkpoint applies to method='minibatch' or"
+        ):
             SparsePCA = scalepca.SparsePCA
             SparsePCA(3, method="elasticnet", checkpoint=str(tmp_path / "ck")).fit(X)
         with pytest.raises(ValueError, match="checkpoint_every"):
@@ -520,7 +643,7 @@ def test_sparse_checkpoint_parameter_errors(tmp_path, raise_if_dask_computes):
     assert not os.path.exists(tmp_path / "ck")
 
 
-# -- config ----------------------------------------------------------------------------------------
+# -- config ----------------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["ppca", "sparse_pca", "robust_pca"])
 def test_config_accepts_checkpoint(method):
     model = {"method": method, "checkpoint": "ck.zarr", "checkpoint_every": 2}
@@ -529,5 +652,9 @@ def test_config_accepts_checkpoint(method):
     cfg = validate_config({"data": {"path": "x.zarr"}, "model": model})
     assert cfg["model"]["params"]["checkpoint"] == "ck.zarr"
     with pytest.raises(ConfigError, match="checkpoint_every"):
-        validate_config({"data": {"path": "x.zarr"},
-                         "model": {**model, "checkpoint_every": "often"}})
+        validate_config(
+            {
+                "data": {"path": "x.zarr"},
+                "model": {**model, "checkpoint_every": "often"},
+            }
+        )

@@ -1,5 +1,6 @@
-"""The command line as a user meets it: --help and --version, flags in either place, what -q
-leaves out, warnings in the user's words, and the progress bars on a real (pseudo-)terminal."""
+"""The command line as a user meets it: --help and --version, flags in either place,
+what -q leaves out, warnings in the user's words, and the progress bars on a real
+(pseudo-)terminal."""
 
 from __future__ import annotations
 
@@ -30,11 +31,13 @@ def _main(capsys, *argv):
 
 
 def _subparsers(parser):
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(
+        a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+    )
     return action.choices
 
 
-# -- help, version, flags ------------------------------------------------------------------------
+# -- help, version, flags --------------------------------------------------------------
 def test_version(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
@@ -48,7 +51,9 @@ def test_help_of_every_option_with_an_example(command):
     for action in sub._actions:
         if action.dest == "help":
             continue
-        assert action.help, f"{command} {action.option_strings or action.dest}: no help text"
+        assert action.help, (
+            f"{command} {action.option_strings or action.dest}: no help text"
+        )
     text = sub.format_help()
     # an example of the command, as one types it
     assert "examples:\n  scalepca " + command in text, text
@@ -60,30 +65,49 @@ def test_help_of_every_option_with_an_example(command):
 
 def test_make_data_help_gives_defaults():
     text = " ".join(_subparsers(build_parser())["make-data"].format_help().split())
-    for option, default in (("--n-samples N", "default 100,000"),
-                            ("--n-features N", "default: the kind's, or 100"),
-                            ("--chunk-rows N", "50,000 for low_rank"),
-                            ("--dtype DTYPE", "float64 for low_rank"), ("--seed SEED", "default 0"),
-                            ("--overwrite", "default: refuse")):
-        assert re.search(re.escape(option) + r" [^-]*" + re.escape(default), text), option
+    for option, default in (
+        ("--n-samples N", "default 100,000"),
+        ("--n-features N", "default: the kind's, or 100"),
+        ("--chunk-rows N", "50,000 for low_rank"),
+        ("--dtype DTYPE", "float64 for low_rank"),
+        ("--seed SEED", "default 0"),
+        ("--overwrite", "default: refuse"),
+    ):
+        assert re.search(re.escape(option) + r" [^-]*" + re.escape(default), text), (
+            option
+        )
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_verbose_and_quiet_before_or_after_the_command(where):
     parser = build_parser()
     for flags in (["-v"], ["-q"], ["-v", "-q"], []):
-        argv = [*flags, "info", "x.zarr"] if where == "before" else ["info", "x.zarr", *flags]
+        argv = (
+            [*flags, "info", "x.zarr"]
+            if where == "before"
+            else ["info", "x.zarr", *flags]
+        )
         args = parser.parse_args(argv)
         assert args.verbose == ("-v" in flags) and args.quiet == ("-q" in flags), argv
 
 
-# -- what -q and info leave out ------------------------------------------------------------------
+# -- what -q and info leave out --------------------------------------------------------
 def test_make_data_quiet_prints_nothing(tmp_path, capsys):
     pytest.importorskip("anndata")
     # counts: an AnnData store, whose zarr writer raises zarr's autosharding notice
     for kind in ("low_rank", "counts"):
-        rc, out, err = _main(capsys, "make-data", tmp_path / f"{kind}.zarr", "--kind", kind,
-                             "--n-samples", 500, "--n-features", 30, "-q")
+        rc, out, err = _main(
+            capsys,
+            "make-data",
+            tmp_path / f"{kind}.zarr",
+            "--kind",
+            kind,
+            "--n-samples",
+            500,
+            "--n-features",
+            30,
+            "-q",
+        )
         assert rc == EXIT_OK, err
         assert out == "" and err == "", (kind, out, err)
 
@@ -91,11 +115,16 @@ def test_make_data_quiet_prints_nothing(tmp_path, capsys):
 def test_info_of_a_model_hides_private_state(tmp_path, capsys):
     import xarray as xr
 
-    # gridded data: the model keeps the grid's template (a private entry) to map components back
-    X = xr.DataArray(np.random.default_rng(0).standard_normal((50, 4, 5)),
-                     dims=("time", "lat", "lon"),
-                     coords={"lat": np.arange(4.0), "lon": np.arange(5.0)})
-    scalepca.PCA(2).fit(scalepca.open_matrix(X, sample_dims="time")).save(tmp_path / "m.zarr")
+    # gridded data: the model keeps the grid's template (a private entry) to map
+    # components back
+    X = xr.DataArray(
+        np.random.default_rng(0).standard_normal((50, 4, 5)),
+        dims=("time", "lat", "lon"),
+        coords={"lat": np.arange(4.0), "lon": np.arange(5.0)},
+    )
+    scalepca.PCA(2).fit(scalepca.open_matrix(X, sample_dims="time")).save(
+        tmp_path / "m.zarr"
+    )
     rc, out, _ = _main(capsys, "info", tmp_path / "m.zarr")
     assert rc == EXIT_OK
     assert "scalepca model" in out and "n_components_: 2" in out
@@ -105,7 +134,7 @@ def test_info_of_a_model_hides_private_state(tmp_path, capsys):
     assert re.search(r"^\s+_\w+:", out, re.M), out
 
 
-# -- warnings ------------------------------------------------------------------------------------
+# -- warnings --------------------------------------------------------------------------
 def test_user_warnings_in_the_user_words_library_notices_dropped(tmp_path, capsys):
     import warnings
 
@@ -113,76 +142,137 @@ def test_user_warnings_in_the_user_words_library_notices_dropped(tmp_path, capsy
 
     zarr.create_array(tmp_path / "ints.zarr", data=np.arange(600).reshape(100, 6) % 7)
     cfg = tmp_path / "job.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "data": {"path": str(tmp_path / "ints.zarr")},
-        "model": {"method": "pca", "n_components": 2},
-        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
-                    "processes": False},
-        "output": {"store": None}, "progress": False}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "data": {"path": str(tmp_path / "ints.zarr")},
+                "model": {"method": "pca", "n_components": 2},
+                "cluster": {
+                    "kind": "local",
+                    "n_workers": 1,
+                    "threads_per_worker": 1,
+                    "processes": False,
+                },
+                "output": {"store": None},
+                "progress": False,
+            }
+        )
+    )
     rc, out, err = _main(capsys, "run", cfg, "-q")
     assert rc == EXIT_OK, err
     # "X has dtype int64; ..." from the library, said of the data, on one line
-    assert err == "scalepca: warning: the data has dtype int64; converting to float64\n", err
+    assert (
+        err == "scalepca: warning: the data has dtype int64; converting to float64\n"
+    ), err
     with cli_warnings(command="run"):
         import dask.array
 
-        warnings.warn("Increasing number of chunks by factor of 12",
-                      dask.array.core.PerformanceWarning, stacklevel=1)
-        warnings.warn("zarr v3 autosharding will be the default", UserWarning, stacklevel=1)
+        warnings.warn(
+            "Increasing number of chunks by factor of 12",
+            dask.array.core.PerformanceWarning,
+            stacklevel=1,
+        )
+        warnings.warn(
+            "zarr v3 autosharding will be the default", UserWarning, stacklevel=1
+        )
     assert capsys.readouterr().err == ""
 
 
-# -- progress on a terminal ----------------------------------------------------------------------
+# -- progress on a terminal ------------------------------------------------------------
 @pytest.fixture(scope="module")
 def terminal_env():
     root = str(Path(scalepca.__file__).parents[1])
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path, "DASK_SCALEPCA__PROGRESS__GRACE": "0",
-            "TERM": "xterm-256color", "PYTHONWARNINGS": ""}
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "DASK_SCALEPCA__PROGRESS__GRACE": "0",
+        "TERM": "xterm-256color",
+        "PYTHONWARNINGS": "",
+    }
 
 
 def _bars(text: str, label: str) -> list[str]:
     """The final frame of every line whose frames start with ``label``."""
-    return [line.rsplit("\r", 1)[-1] for line in text.split("\n")
-            if line.rsplit("\r", 1)[-1].startswith(label)]
+    return [
+        line.rsplit("\r", 1)[-1]
+        for line in text.split("\n")
+        if line.rsplit("\r", 1)[-1].startswith(label)
+    ]
 
 
 _BAR = r"{label}: 100%\|[█#]+\| {n}/{n} chunks \[\d\d:\d\d<00:00, +[\d,.]+ chunks/s\]"
 
 
 def test_make_data_and_run_on_a_terminal(tmp_path, terminal_env):
-    """One labelled bar per pass (method, pass and name, chunks, elapsed<ETA, rate), nothing
-    left over from a longer frame, and no library notice on the screen."""
+    """One labelled bar per pass (method, pass and name, chunks, elapsed<ETA, rate),
+    nothing left over from a longer frame, and no library notice on the screen."""
     data = tmp_path / "d.zarr"
-    rc, text = run_in_pty([SCALEPCA, "make-data", str(data), "--n-samples", "40000",
-                           "--n-features", "50", "--chunk-rows", "5000"], env=terminal_env)
+    rc, text = run_in_pty(
+        [
+            SCALEPCA,
+            "make-data",
+            str(data),
+            "--n-samples",
+            "40000",
+            "--n-features",
+            "50",
+            "--chunk-rows",
+            "5000",
+        ],
+        env=terminal_env,
+    )
     assert rc == EXIT_OK, text
     assert_no_stale_characters(text)
     bars = _bars(text, "make-data low_rank")
-    assert len(bars) == 1 and re.fullmatch(_BAR.format(label="make-data low_rank", n=8),
-                                           bars[0].rstrip()), text
+    assert len(bars) == 1 and re.fullmatch(
+        _BAR.format(label="make-data low_rank", n=8), bars[0].rstrip()
+    ), text
     assert re.search(r"^wrote low_rank dataset to .* in [\d.]+ s$", text, re.M), text
     assert "Warning" not in text
     cfg = tmp_path / "job.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "data": {"path": str(data), "chunks": 5000},
-        "model": {"method": "ppca", "n_components": 3, "missing": "em", "max_iter": 3},
-        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 2,
-                    "processes": False},
-        "output": {"store": str(tmp_path / "out"), "report": False}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "data": {"path": str(data), "chunks": 5000},
+                "model": {
+                    "method": "ppca",
+                    "n_components": 3,
+                    "missing": "em",
+                    "max_iter": 3,
+                },
+                "cluster": {
+                    "kind": "local",
+                    "n_workers": 1,
+                    "threads_per_worker": 2,
+                    "processes": False,
+                },
+                "output": {"store": str(tmp_path / "out"), "report": False},
+            }
+        )
+    )
     rc, text = run_in_pty([SCALEPCA, "run", str(cfg)], env=terminal_env)
     assert rc == EXIT_OK, text
     assert_no_stale_characters(text)
-    labels = [re.match(r"(.*?): ", shown_line).group(1)
-              for shown_line in (shown(line) for line in text.split("\n"))
-              if re.search(r"\d+/\d+ chunks \[", shown_line)]
-    assert labels[:3] == ["PPCA pass 1 (EM initialisation)", "PPCA pass 2 (EM iteration 1)",
-                          "PPCA pass 3 (EM iteration 2)"], text
+    labels = [
+        re.match(r"(.*?): ", shown_line).group(1)
+        for shown_line in (shown(line) for line in text.split("\n"))
+        if re.search(r"\d+/\d+ chunks \[", shown_line)
+    ]
+    assert labels[:3] == [
+        "PPCA pass 1 (EM initialisation)",
+        "PPCA pass 2 (EM iteration 1)",
+        "PPCA pass 3 (EM iteration 2)",
+    ], text
     # each bar says what it does: the scores' bar names the store it writes
     assert "writing scores.zarr" in labels, labels
     # what starts, said before it does (a cluster may take a while)
-    assert re.search(r"^scalepca: starting a local Dask cluster \(1 worker thread, 2 "
-                     r"threads each", text, re.M), text
+    assert re.search(
+        r"^scalepca: starting a local Dask cluster \(1 worker thread, 2 "
+        r"threads each",
+        text,
+        re.M,
+    ), text
     for line in _bars(text, "PPCA pass"):
         bar = _BAR.format(label=r"PPCA pass \d+ \([\w ]+\)", n=8)
         assert re.fullmatch(bar, line.rstrip()), line
@@ -193,12 +283,15 @@ def test_summary_says_closed_form_not_one_iteration():
     from scalepca.app.pipeline import summary
 
     X = np.random.default_rng(1).standard_normal((300, 5))
-    closed = summary(scalepca.PPCA(2).fit(X), data_shape=X.shape, elapsed=0.1, method="ppca")
+    closed = summary(
+        scalepca.PPCA(2).fit(X), data_shape=X.shape, elapsed=0.1, method="ppca"
+    )
     assert "solution: closed form" in closed and "iterations:" not in closed
     X[::7, 1] = np.nan
     em = scalepca.PPCA(2, missing="em", max_iter=5, tol=1e-2).fit(X)
-    assert f"iterations: {em.n_iter_}" in summary(em, data_shape=X.shape, elapsed=0.1,
-                                                   method="ppca")
+    assert f"iterations: {em.n_iter_}" in summary(
+        em, data_shape=X.shape, elapsed=0.1, method="ppca"
+    )
 
 
 # -- Ctrl+C ----------------------------------------------------------------------------
@@ -210,15 +303,27 @@ def test_ctrl_c_during_a_run(tmp_path, terminal_env):
     X = np.random.default_rng(0).standard_normal((8000, 20))
     zarr.create_array(tmp_path / "d.zarr", data=X, chunks=(1000, 20))
     cfg = tmp_path / "job.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "data": {"path": str(tmp_path / "d.zarr"), "chunks": 1000},
-        # tol 0 and 10**6 iterations: the fit cannot end before the interrupt does
-        "model": {"method": "ppca", "n_components": 2, "missing": "em", "tol": 0.0,
-                  "max_iter": 10**6},
-        "cluster": {"kind": "local", "n_workers": 2, "threads_per_worker": 1},
-        "output": {"store": str(tmp_path / "out"), "report": False}}))
-    rc, text, children = run_in_pty([SCALEPCA, "run", str(cfg)], env=terminal_env,
-                                    interrupt_at="PPCA pass 1 (")
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "data": {"path": str(tmp_path / "d.zarr"), "chunks": 1000},
+                # tol 0 and 10**6 iterations: the fit cannot end before the interrupt
+                # does
+                "model": {
+                    "method": "ppca",
+                    "n_components": 2,
+                    "missing": "em",
+                    "tol": 0.0,
+                    "max_iter": 10**6,
+                },
+                "cluster": {"kind": "local", "n_workers": 2, "threads_per_worker": 1},
+                "output": {"store": str(tmp_path / "out"), "report": False},
+            }
+        )
+    )
+    rc, text, children = run_in_pty(
+        [SCALEPCA, "run", str(cfg)], env=terminal_env, interrupt_at="PPCA pass 1 ("
+    )
     workers = [p for p, command in children if "spawn_main" in command]
     assert len(workers) == 2, children
     assert rc == EXIT_INTERRUPTED, text
@@ -228,8 +333,11 @@ def test_ctrl_c_during_a_run(tmp_path, terminal_env):
     # the interrupted pass's bar as it stopped: its last frame (if it has more than one)
     # counts what the one before did, not filled up to 8/8 when it closed
     assert shown(lines[-2]).startswith("PPCA pass"), text
-    counts = [re.search(r"\| (\d+)/8 chunks", frame).group(1)
-              for frame in lines[-2].split("\r") if frame]
+    counts = [
+        re.search(r"\| (\d+)/8 chunks", frame).group(1)
+        for frame in lines[-2].split("\r")
+        if frame
+    ]
     assert counts[-1] == counts[-2:][0], text
     assert still_running(workers) == []
     assert not (tmp_path / "out" / "model.zarr").exists()
@@ -301,8 +409,10 @@ def test_ctrl_c_in_distributed_sync_logs_no_traceback(monkeypatch, caplog):
         return 1
 
     try:
-        with caplog.at_level(logging.ERROR, logger="tornado.application"), \
-                interrupt_races_quiet():
+        with (
+            caplog.at_level(logging.ERROR, logger="tornado.application"),
+            interrupt_races_quiet(),
+        ):
             monkeypatch.setattr(distributed.utils.threading, "Event", Interrupted)
             with pytest.raises(KeyboardInterrupt):
                 sync(runner.loop, work)

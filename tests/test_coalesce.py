@@ -1,7 +1,8 @@
 """Stores of many small chunks are read several store chunks per task (issue 23).
 
-A task reads one region of whole store chunks (``da.from_zarr`` with coalesced chunks): the
-task count follows the data size over ``task_size``, results do not depend on it.
+A task reads one region of whole store chunks (``da.from_zarr`` with coalesced
+chunks): the task count follows the data size over ``task_size``, results do not
+depend on it.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ from .conftest import low_rank_data
 
 
 def _store(path, X, chunks, **kw):
-    z = zarr.create_array(store=str(path), shape=X.shape, chunks=chunks, dtype=X.dtype, **kw)
+    z = zarr.create_array(
+        store=str(path), shape=X.shape, chunks=chunks, dtype=X.dtype, **kw
+    )
     z[:] = X
     return z
 
 
 def _read_tasks(arr) -> int:
-    """Tasks of a freshly opened array's graph that read data (the zarr array is one key)."""
+    """Tasks of a freshly opened array's graph that read data (the zarr array is one
+    key)."""
     graph = dict(arr.__dask_graph__())
     return sum(1 for k in graph if isinstance(k, tuple))
 
@@ -41,14 +45,18 @@ def test_rows_are_whole_multiples_of_the_store_chunk():
     assert coalesced_rows(200, 4_000_000, 128, "128MiB") == 200 * (2**27 // 25_600)
     assert coalesced_rows(200, 4_000_000, 128, None) == 200
     assert coalesced_rows(200, 4_000_000, 128, 1) == 200  # a store chunk is never split
-    assert coalesced_rows(200, 1000, 128, "128MiB") == 1000  # never more rows than the data
+    assert (
+        coalesced_rows(200, 1000, 128, "128MiB") == 1000
+    )  # never more rows than the data
 
 
 def test_many_small_chunks_become_few_tasks(tmp_path, X0):
     _store(tmp_path / "s.zarr", X0, (20, 16))  # 300 store chunks
     native = scalepca.open_matrix(tmp_path / "s.zarr", task_size=None)
     assert native.chunks[0] == (20,) * 300 and _read_tasks(native) == 300
-    X = scalepca.open_matrix(tmp_path / "s.zarr", task_size=20 * 16 * 8 * 7)  # 7 store chunks
+    X = scalepca.open_matrix(
+        tmp_path / "s.zarr", task_size=20 * 16 * 8 * 7
+    )  # 7 store chunks
     assert set(X.chunks[0][:-1]) == {140} and _read_tasks(X) == len(X.chunks[0]) == 43
     np.testing.assert_array_equal(X.compute(), X0)
     # the default (128 MiB) reads this small store in one task
@@ -59,7 +67,9 @@ def test_column_chunks_are_read_side_by_side_into_whole_rows(tmp_path, X0):
     _store(tmp_path / "c.zarr", X0, (20, 4))  # 300 × 4 store chunks
     X = scalepca.open_matrix(tmp_path / "c.zarr", task_size=20 * 16 * 8 * 5)
     assert X.chunks[1] == (16,) and set(X.chunks[0]) == {100}
-    assert _read_tasks(X) == 60  # no rechunk tasks: each task reads its 5 × 4 store chunks
+    assert (
+        _read_tasks(X) == 60
+    )  # no rechunk tasks: each task reads its 5 × 4 store chunks
     np.testing.assert_array_equal(X.compute(), X0)
     # 2-D blocks kept (robust PCA from a config): rows coalesced, store columns kept
     z = zarr.open_array(str(tmp_path / "c.zarr"))
@@ -75,13 +85,21 @@ def test_sharded_store_is_read_whole_shards_per_task(tmp_path, X0):
 
 
 def test_xarray_store_is_coalesced_along_the_outer_sample_dim(tmp_path, rng):
-    field = xr.DataArray(rng.standard_normal((400, 6, 5)), dims=("time", "lat", "lon"),
-                         coords={"lat": np.arange(6.0), "lon": np.arange(5.0)}, name="sst")
+    field = xr.DataArray(
+        rng.standard_normal((400, 6, 5)),
+        dims=("time", "lat", "lon"),
+        coords={"lat": np.arange(6.0), "lon": np.arange(5.0)},
+        name="sst",
+    )
     field.to_dataset().chunk({"time": 20, "lat": 3, "lon": 5}).to_zarr(
-        tmp_path / "f.zarr", consolidated=False)
-    native = scalepca.open_matrix(tmp_path / "f.zarr", sample_dims="time", task_size=None)
-    X = scalepca.open_matrix(tmp_path / "f.zarr", sample_dims="time",
-                             task_size=20 * 30 * 8 * 4)
+        tmp_path / "f.zarr", consolidated=False
+    )
+    native = scalepca.open_matrix(
+        tmp_path / "f.zarr", sample_dims="time", task_size=None
+    )
+    X = scalepca.open_matrix(
+        tmp_path / "f.zarr", sample_dims="time", task_size=20 * 30 * 8 * 4
+    )
     assert set(X.chunks[0]) == {80} and X.chunks[1] == (30,)
     assert len(X.data.__dask_graph__()) < len(native.data.__dask_graph__()) // 5
     np.testing.assert_array_equal(X.values, native.values)
@@ -99,23 +117,32 @@ def test_pca_of_many_small_chunks_equals_the_single_chunk_fit(tmp_path, X0):
         X = scalepca.open_matrix(tmp_path / "m.zarr", task_size=task_size)
         pca = scalepca.PCA(6).fit(X)
         np.testing.assert_allclose(pca.components_, ref.components_, rtol=0, atol=1e-12)
-        np.testing.assert_allclose(pca.explained_variance_, ref.explained_variance_,
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            pca.explained_variance_, ref.explained_variance_, rtol=1e-12
+        )
         np.testing.assert_allclose(pca.mean_, ref.mean_, rtol=0, atol=1e-12)
 
 
 def test_zarr_array_given_to_fit_is_coalesced(tmp_path, X0):
     z = _store(tmp_path / "z.zarr", X0, (20, 16))
     ref = scalepca.PCA(3).fit(X0)
-    np.testing.assert_allclose(scalepca.PCA(3).fit(z).components_, ref.components_,
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        scalepca.PCA(3).fit(z).components_, ref.components_, rtol=0, atol=1e-12
+    )
     from scalepca.preprocessing import as_matrix
 
     assert len(as_matrix(z).data.chunks[0]) == 1
 
 
-@pytest.mark.parametrize("bad, match", [("lots", "not a size"), (0, "at least 1"),
-                                        (1.5, "must be bytes"), (True, "must be bytes")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ("lots", "not a size"),
+        (0, "at least 1"),
+        (1.5, "must be bytes"),
+        (True, "must be bytes"),
+    ],
+)
 def test_bad_task_size_is_refused_before_opening(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         scalepca.open_matrix("/tmp/definitely/nope.zarr", task_size=bad)

@@ -1,6 +1,6 @@
 """Codecs of what scalepca writes: every registry codec round-trips through make-data
-(``write_dataset``), outputs (``write_array``, plain and xarray) and a CLI run; names outside
-the registry are refused before anything is written."""
+(``write_dataset``), outputs (``write_array``, plain and xarray) and a CLI run; names
+outside the registry are refused before anything is written."""
 
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ def _compressor_names(arr: zarr.Array) -> list[str]:
     return [type(c).__name__ for c in arr.compressors]
 
 
-EXPECTED = {"lz4": ["BloscCodec"], "lz4-bitshuffle": ["BloscCodec"], "zstd": ["ZstdCodec"],
-            "none": []}
+EXPECTED = {
+    "lz4": ["BloscCodec"],
+    "lz4-bitshuffle": ["BloscCodec"],
+    "zstd": ["ZstdCodec"],
+    "none": [],
+}
 
 
 def test_registry():
@@ -46,12 +50,16 @@ def test_datasets_round_trip(tmp_path, codec):
     assert _compressor_names(zarr.open_group(gpath, mode="r")["sst"]) == EXPECTED[codec]
     expected = G.load()  # the store also says what it is and that its write ended
     expected.attrs = {**expected.attrs, "format": "scalepca-dataset", "complete": True}
-    xr.testing.assert_identical(xr.open_zarr(gpath, consolidated=False).load(), expected)
+    xr.testing.assert_identical(
+        xr.open_zarr(gpath, consolidated=False).load(), expected
+    )
 
 
 @pytest.mark.parametrize("codec", sorted(CODECS))
 def test_outputs_round_trip(tmp_path, codec):
-    a = da.from_array(np.random.default_rng(0).standard_normal((120, 3)), chunks=(50, 3))
+    a = da.from_array(
+        np.random.default_rng(0).standard_normal((120, 3)), chunks=(50, 3)
+    )
     write_array(a, tmp_path / "s.zarr", name="scores", codec=codec)
     z = zarr.open_group(tmp_path / "s.zarr", mode="r")["scores"]
     assert _compressor_names(z) == EXPECTED[codec]
@@ -59,16 +67,20 @@ def test_outputs_round_trip(tmp_path, codec):
     xa = xr.DataArray(a, dims=("sample", "mode"), coords={"sample": np.arange(120) * 2})
     write_array(xa, tmp_path / "x.zarr", name="scores", codec=codec)
     back = xr.open_zarr(tmp_path / "x.zarr")["scores"]
-    assert _compressor_names(zarr.open_group(tmp_path / "x.zarr", mode="r")["scores"]) == (
-        EXPECTED[codec])
+    assert (
+        _compressor_names(zarr.open_group(tmp_path / "x.zarr", mode="r")["scores"])
+        == (EXPECTED[codec])
+    )
     xr.testing.assert_equal(back.load(), xa.compute())
 
 
 def test_default_codec_and_bad_name_before_writing(tmp_path):
     a = da.ones((10, 2), chunks=5)
     write_array(a, tmp_path / "d.zarr")
-    assert _compressor_names(zarr.open_group(tmp_path / "d.zarr", mode="r")["scores"]) == (
-        EXPECTED[DEFAULT_CODEC])
+    assert (
+        _compressor_names(zarr.open_group(tmp_path / "d.zarr", mode="r")["scores"])
+        == (EXPECTED[DEFAULT_CODEC])
+    )
     with pytest.raises(ValueError, match="unknown codec 'gzip'"):
         write_array(a, tmp_path / "e.zarr", codec="gzip")
     with pytest.raises(ValueError, match="unknown codec 'gzip'"):

@@ -1,4 +1,5 @@
-"""Run-config validation: every shipped config, and every error names the key and the choices."""
+"""Run-config validation: every shipped config, and every error names the key and the
+choices."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def _base(**sections):
 def test_configs_present():
     names = {p.stem for p in CONFIGS}
     assert {"quickstart", "slurm", "pbs", "address"} <= names
-    assert set(METHODS) <= names, f"a config per method is missing: {set(METHODS) - names}"
+    assert set(METHODS) <= names, (
+        f"a config per method is missing: {set(METHODS) - names}"
+    )
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
@@ -55,66 +58,187 @@ def test_quickstart_defaults_filled():
     [
         ([1, 2], ["YAML mapping"]),
         ({"model": {"method": "pca"}}, ["needs a 'data' section"]),
-        (_base(modle={}), ["'modle'", "allowed: data, model, cluster, output, progress"]),
+        (
+            _base(modle={}),
+            ["'modle'", "allowed: data, model, cluster, output, progress"],
+        ),
         (_base(data={"path": "x", "varible": "a"}), ["'data.varible'", "variable"]),
         (_base(data={"variable": "a"}), ["'data.path' is required"]),
         (_base(data={"path": 3}), ["'data.path' must be a string", "3"]),
-        (_base(data={"path": "x", "chunks": [1, 2, 3]}), ["'data.chunks'", "[rows, columns]"]),
+        (
+            _base(data={"path": "x", "chunks": [1, 2, 3]}),
+            ["'data.chunks'", "[rows, columns]"],
+        ),
         (_base(data={"path": "x", "chunks": 0}), ["'data.chunks' must be at least 1"]),
         (_base(data={"path": "x", "sample_dims": [1]}), ["'data.sample_dims'"]),
         (_base(model={"n_components": 2}), ["'method' key", "pca, ppca"]),
-        (_base(model={"method": "pcaa"}), ["'model.method' 'pcaa' is unknown",
-                                           "allowed: pca, ppca, kernel_pca"]),
-        (_base(model={"method": "pca", "n_component": 2}), ["'model.n_component'",
-                                                            "n_components", "svd_solver"]),
-        (_base(model={"method": "pca", "n_components": "ten"}),
-         ["'model.n_components' must be an integer >= 1, a float in (0, 1), 'mle' or null",
-          "'ten'"]),
-        (_base(model={"method": "kernel_pca", "n_components": "ten"}),
-         ["'model.n_components' must be an integer", "'ten'"]),
-        (_base(model={"method": "pca", "whiten": "yes"}), ["'model.whiten' must be true or false"]),
-        (_base(model={"method": "pca", "svd_solver": 3}), ["'model.svd_solver' must be a string"]),
-        (_base(model={"method": "pca", "params": {"n_components": 2}, "n_components": 3}),
-         ["'n_components' given both"]),
-        (_base(model={"method": "pca", "params": [1]}), ["'model.params' must be a mapping"]),
-        (_base(cluster={"kind": "yarn"}), ["'cluster.kind' 'yarn' is unknown", "local, address",
-                                           "slurm", "kubernetes", "gateway"]),
-        (_base(cluster={"n_workers": "two"}), ["'cluster.n_workers' must be an integer or null"]),
+        (
+            _base(model={"method": "pcaa"}),
+            ["'model.method' 'pcaa' is unknown", "allowed: pca, ppca, kernel_pca"],
+        ),
+        (
+            _base(model={"method": "pca", "n_component": 2}),
+            ["'model.n_component'", "n_components", "svd_solver"],
+        ),
+        (
+            _base(model={"method": "pca", "n_components": "ten"}),
+            [
+                "'model.n_components' must be an integer >= 1, a float in (0, 1), "
+                "'mle' or null",
+                "'ten'",
+            ],
+        ),
+        (
+            _base(model={"method": "kernel_pca", "n_components": "ten"}),
+            ["'model.n_components' must be an integer", "'ten'"],
+        ),
+        (
+            _base(model={"method": "pca", "whiten": "yes"}),
+            ["'model.whiten' must be true or false"],
+        ),
+        (
+            _base(model={"method": "pca", "svd_solver": 3}),
+            ["'model.svd_solver' must be a string"],
+        ),
+        (
+            _base(
+                model={
+                    "method": "pca",
+                    "params": {"n_components": 2},
+                    "n_components": 3,
+                }
+            ),
+            ["'n_components' given both"],
+        ),
+        (
+            _base(model={"method": "pca", "params": [1]}),
+            ["'model.params' must be a mapping"],
+        ),
+        (
+            _base(cluster={"kind": "yarn"}),
+            [
+                "'cluster.kind' 'yarn' is unknown",
+                "local, address",
+                "slurm",
+                "kubernetes",
+                "gateway",
+            ],
+        ),
+        (
+            _base(cluster={"n_workers": "two"}),
+            ["'cluster.n_workers' must be an integer or null"],
+        ),
         (_base(cluster={"n_workers": 0}), ["'cluster.n_workers' must be at least 1"]),
-        (_base(cluster={"kind": "local", "cores": 4}), ["'cluster.cores'", "n_workers"]),
+        (
+            _base(cluster={"kind": "local", "cores": 4}),
+            ["'cluster.cores'", "n_workers"],
+        ),
         (_base(cluster={"kind": "address"}), ["'cluster.address' is required"]),
-        (_base(cluster={"kind": "address", "address": "http://x:1"}), ["scheme 'http'"]),
-        (_base(cluster={"kind": "address", "address": "tls://h:8786"}),
-         ["TLS address", "cluster.security", "tls_ca_file"]),
-        (_base(cluster={"kind": "address", "address": "tls://h:8786",
-                        "security": {"tls_ca_file": "ca.pem"}}),
-         ["'cluster.security.tls_client_cert' is required"]),
-        (_base(cluster={"kind": "slurm", "cores": 4}), ["'cluster.memory' is required"]),
-        (_base(cluster={"kind": "slurm", "cores": 4, "memory": "8GB", "walltime": 2}),
-         ["'cluster.walltime' must be a string or null", "2"]),
-        (_base(cluster={"kind": "slurm", "cores": 4, "memory": "8GB",
-                        "adaptive": {"minimum_jobs": 3, "maximum_jobs": 1}}),
-         ["0 <= minimum <= maximum"]),
-        (_base(cluster={"kind": "slurm", "cores": 4, "memory": "8GB",
-                        "adaptive": {"minimum": 1, "maximum": 2}}),
-         ["'cluster.adaptive.minimum'", "minimum_jobs, maximum_jobs"]),
-        (_base(cluster={"kind": "slurm", "cores": 4, "memory": "8GB", "job_extra": [1]}),
-         ["'cluster.job_extra' must be a list of strings"]),
-        (_base(cluster={"kind": "htcondor", "cores": 4, "memory": "8GB", "disk": "1GB",
-                        "queue": "q"}), ["'cluster.queue'"]),
+        (
+            _base(cluster={"kind": "address", "address": "http://x:1"}),
+            ["scheme 'http'"],
+        ),
+        (
+            _base(cluster={"kind": "address", "address": "tls://h:8786"}),
+            ["TLS address", "cluster.security", "tls_ca_file"],
+        ),
+        (
+            _base(
+                cluster={
+                    "kind": "address",
+                    "address": "tls://h:8786",
+                    "security": {"tls_ca_file": "ca.pem"},
+                }
+            ),
+            ["'cluster.security.tls_client_cert' is required"],
+        ),
+        (
+            _base(cluster={"kind": "slurm", "cores": 4}),
+            ["'cluster.memory' is required"],
+        ),
+        (
+            _base(
+                cluster={"kind": "slurm", "cores": 4, "memory": "8GB", "walltime": 2}
+            ),
+            ["'cluster.walltime' must be a string or null", "2"],
+        ),
+        (
+            _base(
+                cluster={
+                    "kind": "slurm",
+                    "cores": 4,
+                    "memory": "8GB",
+                    "adaptive": {"minimum_jobs": 3, "maximum_jobs": 1},
+                }
+            ),
+            ["0 <= minimum <= maximum"],
+        ),
+        (
+            _base(
+                cluster={
+                    "kind": "slurm",
+                    "cores": 4,
+                    "memory": "8GB",
+                    "adaptive": {"minimum": 1, "maximum": 2},
+                }
+            ),
+            ["'cluster.adaptive.minimum'", "minimum_jobs, maximum_jobs"],
+        ),
+        (
+            _base(
+                cluster={"kind": "slurm", "cores": 4, "memory": "8GB", "job_extra": [1]}
+            ),
+            ["'cluster.job_extra' must be a list of strings"],
+        ),
+        (
+            _base(
+                cluster={
+                    "kind": "htcondor",
+                    "cores": 4,
+                    "memory": "8GB",
+                    "disk": "1GB",
+                    "queue": "q",
+                }
+            ),
+            ["'cluster.queue'"],
+        ),
         (_base(output={"scores": "yes"}), ["'output.scores' must be true or false"]),
-        (_base(output={"low_rank": True}), ["'output.low_rank' is only available",
-                                            "robust_pca"]),
+        (
+            _base(output={"low_rank": True}),
+            ["'output.low_rank' is only available", "robust_pca"],
+        ),
         (_base(output={"stor": "x"}), ["'output.stor'", "store, storage_options"]),
         (_base(progress="on"), ["'progress' must be true or false"]),
-        (_base(data={"path": "x", "generate": {"kind": "spiral"}}),
-         ["'data.generate.kind' 'spiral' is unknown", "low_rank", "rings", "low_rank_sparse"]),
-        (_base(data={"path": "x", "generate": {"kind": "low_rank", "n_samples": 10}}),
-         ["needs 'n_features'"]),
-        (_base(data={"path": "x", "generate": {"n_samples": 10, "n_features": 3, "rnk": 2}}),
-         ["'data.generate.rnk'", "rank"]),
-        (_base(data={"path": "x", "generate": {"n_samples": "many", "n_features": 3}}),
-         ["'data.generate.n_samples' must be an integer"]),
+        (
+            _base(data={"path": "x", "generate": {"kind": "spiral"}}),
+            [
+                "'data.generate.kind' 'spiral' is unknown",
+                "low_rank",
+                "rings",
+                "low_rank_sparse",
+            ],
+        ),
+        (
+            _base(
+                data={"path": "x", "generate": {"kind": "low_rank", "n_samples": 10}}
+            ),
+            ["needs 'n_features'"],
+        ),
+        (
+            _base(
+                data={
+                    "path": "x",
+                    "generate": {"n_samples": 10, "n_features": 3, "rnk": 2},
+                }
+            ),
+            ["'data.generate.rnk'", "rank"],
+        ),
+        (
+            _base(
+                data={"path": "x", "generate": {"n_samples": "many", "n_features": 3}}
+            ),
+            ["'data.generate.n_samples' must be an integer"],
+        ),
     ],
 )
 def test_errors_name_key_and_allowed(cfg, fragments):
@@ -127,9 +251,15 @@ def test_errors_name_key_and_allowed(cfg, fragments):
 
 
 def test_model_params_may_nest_under_params():
-    cfg = validate_config(_base(model={"method": "pca", "params": {"n_components": 3,
-                                                                   "svd_solver": "tsqr"}}))
-    assert cfg["model"] == {"method": "pca", "params": {"n_components": 3, "svd_solver": "tsqr"}}
+    cfg = validate_config(
+        _base(
+            model={"method": "pca", "params": {"n_components": 3, "svd_solver": "tsqr"}}
+        )
+    )
+    assert cfg["model"] == {
+        "method": "pca",
+        "params": {"n_components": 3, "svd_solver": "tsqr"},
+    }
 
 
 def test_integral_float_accepted_for_int():
@@ -147,15 +277,22 @@ def test_n_components_fraction_and_mle_forms(method, value):
     assert cfg["model"]["params"]["n_components"] == value
 
 
-@pytest.mark.parametrize(("method", "value", "words"), [
-    ("pca", 1.5, ["'model.n_components' must be", "1.5", "between 0 and 1"]),
-    ("pca", 0.0, ["'model.n_components'", "0.0"]),
-    ("ppca", -0.2, ["'model.n_components'", "-0.2"]),
-    ("pca", "MLE", ["'model.n_components'", "'MLE'", "the only string accepted is 'mle'"]),
-    ("pca", 0, ["'model.n_components'", "at least 1"]),
-    ("sparse_pca", 0.5, ["'model.n_components' must be an integer"]),
-    ("kernel_pca", "mle", ["'model.n_components' must be an integer"]),
-])
+@pytest.mark.parametrize(
+    ("method", "value", "words"),
+    [
+        ("pca", 1.5, ["'model.n_components' must be", "1.5", "between 0 and 1"]),
+        ("pca", 0.0, ["'model.n_components'", "0.0"]),
+        ("ppca", -0.2, ["'model.n_components'", "-0.2"]),
+        (
+            "pca",
+            "MLE",
+            ["'model.n_components'", "'MLE'", "the only string accepted is 'mle'"],
+        ),
+        ("pca", 0, ["'model.n_components'", "at least 1"]),
+        ("sparse_pca", 0.5, ["'model.n_components' must be an integer"]),
+        ("kernel_pca", "mle", ["'model.n_components' must be an integer"]),
+    ],
+)
 def test_n_components_bad_forms_rejected(method, value, words):
     with pytest.raises(ConfigError) as err:
         validate_config(_base(model={"method": method, "n_components": value}))
@@ -172,22 +309,43 @@ def test_n_components_forms_from_the_command_line():
 
 def test_cluster_defaults_and_kinds():
     assert check_cluster(None)["kind"] == "local"
-    slurm = check_cluster({"kind": "slurm", "cores": 8, "memory": "16GB", "walltime": "01:00:00",
-                           "queue": "q", "adaptive": {"maximum_jobs": 4}})
+    slurm = check_cluster(
+        {
+            "kind": "slurm",
+            "cores": 8,
+            "memory": "16GB",
+            "walltime": "01:00:00",
+            "queue": "q",
+            "adaptive": {"maximum_jobs": 4},
+        }
+    )
     assert slurm["adaptive"] == {"minimum_jobs": 0, "maximum_jobs": 4}
     assert slurm["jobs"] == 1
-    pbs = check_cluster({"kind": "pbs", "cores": 8, "memory": "16GB", "resource_spec": "x"})
+    pbs = check_cluster(
+        {"kind": "pbs", "cores": 8, "memory": "16GB", "resource_spec": "x"}
+    )
     assert pbs["resource_spec"] == "x"
     with pytest.raises(ConfigError, match="'cluster.resource_spec'"):
-        check_cluster({"kind": "slurm", "cores": 8, "memory": "16GB", "resource_spec": "x"})
-    kube = check_cluster({"kind": "kubernetes", "adaptive": {"minimum": 1, "maximum": 3}})
+        check_cluster(
+            {"kind": "slurm", "cores": 8, "memory": "16GB", "resource_spec": "x"}
+        )
+    kube = check_cluster(
+        {"kind": "kubernetes", "adaptive": {"minimum": 1, "maximum": 3}}
+    )
     assert kube["adaptive"] == {"minimum": 1, "maximum": 3}
 
 
 def test_overrides():
     raw = {"data": {"path": "a"}, "model": {"method": "pca"}}
-    out = apply_overrides(raw, ["model.n_components=20", "cluster.n_workers=3",
-                                "data.sample_dims=[time]", "output.store=null"])
+    out = apply_overrides(
+        raw,
+        [
+            "model.n_components=20",
+            "cluster.n_workers=3",
+            "data.sample_dims=[time]",
+            "output.store=null",
+        ],
+    )
     assert out["model"]["n_components"] == 20
     assert out["cluster"]["n_workers"] == 3
     assert out["data"]["sample_dims"] == ["time"]
@@ -214,4 +372,6 @@ def test_load_config_file_errors(tmp_path):
         load_config(dup)
     ok = tmp_path / "ok.yaml"
     ok.write_text("data:\n  path: x\nmodel:\n  method: pca\n")
-    assert load_config(ok, ["model.n_components=4"])["model"]["params"] == {"n_components": 4}
+    assert load_config(ok, ["model.n_components=4"])["model"]["params"] == {
+        "n_components": 4
+    }

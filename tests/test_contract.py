@@ -1,9 +1,9 @@
-"""The contract matrix (issue 38): every estimator × input kind × option × operation cell the
-table in ``tests/_contract.py`` lists either equals the dense in-memory NumPy reference
-(float64: 1e-10 relative; components and scores sign-aligned) or is refused before any compute
-with an error that names the problem. The lists, the cells and the expected refusals and known
-defects live in ``tests/_contract.py`` (also the source of the docs page "what works with
-what"); this module only runs them.
+"""The contract matrix (issue 38): every estimator × input kind × option × operation
+cell the table in ``tests/_contract.py`` lists either equals the dense in-memory
+NumPy reference (float64: 1e-10 relative; components and scores sign-aligned) or is
+refused before any compute with an error that names the problem. The lists, the cells
+and the expected refusals and known defects live in ``tests/_contract.py`` (also the
+source of the docs page "what works with what"); this module only runs them.
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ xr = pytest.importorskip("xarray")
 pytest.importorskip("anndata")
 
 
-# iterative fits run a fixed number of steps (tol=0) so that every path runs the same ones
-pytestmark = pytest.mark.filterwarnings("ignore:.*did not converge:UserWarning",
-                                        "ignore:.*did not converge")
+# iterative fits run a fixed number of steps (tol=0) so that every path runs the same
+# ones
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*did not converge:UserWarning", "ignore:.*did not converge"
+)
 
 
 @pytest.fixture
@@ -42,21 +44,30 @@ def _param(cell):
     marks = []
     if isinstance(outcome, C.Defect):
         where = f"issue 38 item {outcome.item}" if outcome.item else "new finding"
-        marks.append(pytest.mark.xfail(strict=True, reason=f"{where}: {outcome.reason}"))
+        marks.append(
+            pytest.mark.xfail(strict=True, reason=f"{where}: {outcome.reason}")
+        )
     return pytest.param(*cell, id="/".join(cell), marks=marks)
 
 
 CELLS = [c for c in C.cells() if not isinstance(C.expectation(c), C.NotApplicable)]
 
 
-# -- the data of a cell and its reference -----------------------------------------------------
-def _data(option: C.Option, *, permute_columns=False, shift=0.0,
-          kind: C.InputKind | None = None) -> np.ndarray:
+# -- the data of a cell and its reference ----------------------------------------------
+def _data(
+    option: C.Option,
+    *,
+    permute_columns=False,
+    shift=0.0,
+    kind: C.InputKind | None = None,
+) -> np.ndarray:
     if option.genotype or (kind is not None and kind.genotypes):
         X = C.genotype_data()  # allele counts: no shift
     else:
         X = C.base_data() + shift
-    if permute_columns:  # other data with the same per-feature statistics, in another order
+    if (
+        permute_columns
+    ):  # other data with the same per-feature statistics, in another order
         X = X[:, [3, 0, 7, 5, 1, 6, 2, 4]]
     if option.land:
         X[:, list(C.LAND)] = np.nan
@@ -69,12 +80,15 @@ def _data(option: C.Option, *, permute_columns=False, shift=0.0,
 
 
 def _weights(option: C.Option, kind: C.InputKind):
-    """The open_matrix ``weights`` of the cell (canonical order; feature-dims shape on grids)."""
+    """The open_matrix ``weights`` of the cell (canonical order; feature-dims shape
+    on grids)."""
     if option.weights != "array":
         return option.open_kwargs.get("weights")
     if not kind.grid:
         return C.ARRAY_WEIGHTS
-    w = xr.DataArray(C.ARRAY_WEIGHTS.reshape(len(C.LAT), len(C.LON)), dims=("lat", "lon"))
+    w = xr.DataArray(
+        C.ARRAY_WEIGHTS.reshape(len(C.LAT), len(C.LON)), dims=("lat", "lon")
+    )
     return w
 
 
@@ -88,7 +102,8 @@ def _weight_vector(option: C.Option) -> np.ndarray:
 
 class _UncentredPCA:
     """The dense reference of ``PCA(zero_center=False)``: a truncated SVD of X (as
-    scikit-learn's TruncatedSVD), explained variance = the variance of each score column."""
+    scikit-learn's TruncatedSVD), explained variance = the variance of each score
+    column."""
 
     def __init__(self, k):
         self.k = k
@@ -115,13 +130,22 @@ def _flip(V):
 
 
 class Reference:
-    """The cell's dense path, on the matrix as the kind orders its features: the preprocessing
-    by hand (weights, land mask dropped, standardisation), then the same estimator on NumPy."""
+    """The cell's dense path, on the matrix as the kind orders its features: the
+    preprocessing by hand (weights, land mask dropped, standardisation), then the
+    same estimator on NumPy."""
 
-    def __init__(self, est: C.Estimator, kind: C.InputKind, option: C.Option, X: np.ndarray,
-                 params: dict | None = None):
+    def __init__(
+        self,
+        est: C.Estimator,
+        kind: C.InputKind,
+        option: C.Option,
+        X: np.ndarray,
+        params: dict | None = None,
+    ):
         self.perm = np.asarray(kind.feature_order or np.arange(C.N_FEATURES))
-        self.Xm = X[:, self.perm].astype(np.float64)  # float32 data: float64 of their values
+        self.Xm = X[:, self.perm].astype(
+            np.float64
+        )  # float32 data: float64 of their values
         self.option = option
         self.w = _weight_vector(option)[self.perm]
         self.keep = ~np.isnan(self.Xm).all(axis=0)
@@ -136,31 +160,37 @@ class Reference:
             self.mu = np.nanmean(Xp, axis=0)
             self.sd = np.sqrt(self.mu * (1 - self.mu / 2))
         self.Xs = (Xp - self.mu) / self.sd
-        extra = {k: v for k, v in option.params.items() if k not in ("standardize", "zero_center")}
+        extra = {
+            k: v
+            for k, v in option.params.items()
+            if k not in ("standardize", "zero_center")
+        }
         extra.update(params or {})
         if option.standardize or kind.genotypes:  # data of unit scale
             extra.update(est.standardized)
         if option.missing and est.cls == "PPCA":
             extra["missing"] = "em"
-        self.model = (_UncentredPCA(C.N_COMPONENTS) if not option.center
-                      else est.make(**extra)).fit(self.Xs)
+        self.model = (
+            _UncentredPCA(C.N_COMPONENTS) if not option.center else est.make(**extra)
+        ).fit(self.Xs)
 
     def score_samples(self):
-        """Log-density of the data in their own units over the kept features (the documented
-        convention of score_samples): the prepared data's, plus the log of the Jacobian of the
-        preparation (Σ log wⱼ/σⱼ over the kept features)."""
+        """Log-density of the data in their own units over the kept features (the
+        documented convention of score_samples): the prepared data's, plus the log of
+        the Jacobian of the preparation (Σ log wⱼ/σⱼ over the kept features)."""
         log_jac = np.sum(np.log(self.w[self.keep] / self.sd))
         return self.model.score_samples(self.Xs) + log_jac
 
     def score_rtol(self):
-        """Rounding of a log-density: the inverse covariance's error grows with its condition
-        number (1e9 for these columns, scaled 0.1 to 1000)."""
+        """Rounding of a log-density: the inverse covariance's error grows with its
+        condition number (1e9 for these columns, scaled 0.1 to 1000)."""
         ev = np.linalg.eigvalsh(np.cov(self.Xs, rowvar=False))
         return max(1e-10 * C.N_FEATURES, 100 * np.finfo(float).eps * ev[-1] / ev[0])
 
     def float32_bounds(self, rtol):
-        """The tolerances float32 data imply, or None for float64 data: (the absolute error
-        bound of each component, of each score column, the relative bound of other outputs).
+        """The tolerances float32 data imply, or None for float64 data: (the absolute
+        error bound of each component, of each score column, the relative bound of other
+        outputs).
 
         With float32 products (``scalepca.gram-precision`` "auto") every eigenvalue of the
         Gram is within ``FLOAT32_EIGENVALUE_ERROR · ε₃₂ · λ₁`` of the float64 one (the stated
@@ -170,8 +200,8 @@ class Reference:
         products the fit keeps the float64 tolerance. The scores of float32 data are float32:
         a projection ``(x − μ) v`` rounded in float32 errs by at most ``(d + 2) u Σⱼ (|xⱼ| +
         |xⱼ − μⱼ|)`` (``u = ε₃₂/2``, |vⱼ| ≤ 1; the dot-product bound), plus ``‖x − μ‖ ‖v̂ − v‖``
-        from the component. Other outputs, which mix the modes, are held to the largest score
-        bound relative to the largest score."""
+        from the component. Other outputs, which mix the modes, are held to the
+        largest score bound relative to the largest score."""
         if self.option.dtype != "float32":
             return None
         from scalepca.linalg.moments import FLOAT32_EIGENVALUE_ERROR
@@ -183,12 +213,18 @@ class Reference:
             comp = np.full(k, rtol)
         else:
             err = FLOAT32_EIGENVALUE_ERROR * eps * ev[0]
-            gaps = np.array([min(ev[i - 1] - ev[i] if i else np.inf, ev[i] - ev[i + 1])
-                             for i in range(k)])
+            gaps = np.array(
+                [
+                    min(ev[i - 1] - ev[i] if i else np.inf, ev[i] - ev[i + 1])
+                    for i in range(k)
+                ]
+            )
             comp = np.sqrt(2) * err / gaps
         Xc = self.Xs - self.Xs.mean(axis=0)
         d = self.Xs.shape[1]
-        rounding = (d + 2) * eps / 2 * np.max(np.abs(self.Xs).sum(1) + np.abs(Xc).sum(1))
+        rounding = (
+            (d + 2) * eps / 2 * np.max(np.abs(self.Xs).sum(1) + np.abs(Xc).sum(1))
+        )
         scores = np.linalg.norm(Xc, axis=1).max() * comp + rounding
         rel = float(np.max(scores) / np.abs(self.scores()).max())
         return comp, scores, max(rel, rtol)
@@ -227,7 +263,9 @@ class Reference:
         cross = F.T @ P  # d × k
         if kind == "correlation":
             with np.errstate(invalid="ignore"):
-                maps = (cross / np.outer(np.sqrt((F**2).sum(0)), np.sqrt((P**2).sum(0)))).T
+                maps = (
+                    cross / np.outer(np.sqrt((F**2).sum(0)), np.sqrt((P**2).sum(0)))
+                ).T
         else:
             lam = self.model.explained_variance_[: C.N_COMPONENTS]
             maps = (cross / np.sqrt(lam) / (n - 1)).T
@@ -237,11 +275,14 @@ class Reference:
 
 def _fitted_arrays(est) -> list[str]:
     """The names of ``est``'s fitted arrays (public attributes ending in ``_``)."""
-    return [k for k, v in vars(est).items()
-            if k.endswith("_") and not k.startswith("_") and isinstance(v, np.ndarray)]
+    return [
+        k
+        for k, v in vars(est).items()
+        if k.endswith("_") and not k.startswith("_") and isinstance(v, np.ndarray)
+    ]
 
 
-# -- outputs as NumPy ----------------------------------------------------------------------------
+# -- outputs as NumPy ------------------------------------------------------------------
 def _values(obj):
     if hasattr(obj, "compute") and not isinstance(obj, xr.DataArray):
         obj = obj.compute()
@@ -258,8 +299,9 @@ def _scores(obj, kind: C.InputKind):
         if kind.sample_names:
             name = "obs_names" if "obs_names" in obj.coords else sample[0]
             names = [str(v) for v in np.asarray(obj[name].values)]
-            assert names == [f"c{i}" for i in range(C.N_TIME)], \
+            assert names == [f"c{i}" for i in range(C.N_TIME)], (
                 f"scores are labelled {names[:4]}…, the data's rows are c0, c1, …"
+            )
         obj = obj.transpose(*sample, "mode").values.reshape(-1, obj.sizes["mode"])
     return np.asarray(obj, dtype=np.float64)
 
@@ -289,29 +331,36 @@ def _align(A, B, axis):
 
 
 def _close(actual, expected, rtol, what, atol=None):
-    """``actual`` within ``rtol`` of ``expected``, relative to its largest magnitude; ``atol``
-    (absolute, broadcast: a bound per mode) widens that where given."""
+    """``actual`` within ``rtol`` of ``expected``, relative to its largest magnitude;
+    ``atol`` (absolute, broadcast: a bound per mode) widens that where given."""
     actual = np.asarray(actual, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} ≠ {expected.shape}"
-    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected),
-                                  err_msg=f"{what}: NaN at other places")
+    assert actual.shape == expected.shape, (
+        f"{what}: shape {actual.shape} ≠ {expected.shape}"
+    )
+    np.testing.assert_array_equal(
+        np.isnan(actual), np.isnan(expected), err_msg=f"{what}: NaN at other places"
+    )
     scale = np.nanmax(np.abs(expected)) if np.isfinite(expected).any() else 1.0
     if atol is None:
-        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale,
-                                   equal_nan=True, err_msg=what)
+        np.testing.assert_allclose(
+            actual, expected, rtol=rtol, atol=rtol * scale, equal_nan=True, err_msg=what
+        )
         return
     allowed = np.maximum(rtol * scale, atol) + rtol * np.abs(expected)
     excess = np.nan_to_num(np.abs(actual - expected) / allowed, nan=0.0)
-    assert excess.max() <= 1, (f"{what}: off by up to {excess.max():.3g} times the bound "
-                               f"(largest error {np.nanmax(np.abs(actual - expected)):.3g})")
+    assert excess.max() <= 1, (
+        f"{what}: off by up to {excess.max():.3g} times the bound "
+        f"(largest error {np.nanmax(np.abs(actual - expected)):.3g})"
+    )
 
 
-#: the analysis tools among the operations: ``save-load>TOOL`` saves and reloads the tool itself
+#: the analysis tools among the operations: ``save-load>TOOL`` saves and reloads the
+#: tool itself
 TOOLS = ("MCA", "HilbertEOF", "BootstrapEOF", "tools-raw")
 
 
-# -- a cell --------------------------------------------------------------------------------------
+# -- a cell ----------------------------------------------------------------------------
 class Cell:
     def __init__(self, estimator, kind, option, op, tmp_path, tasks):
         self.est = C._ESTIMATORS[estimator]
@@ -320,13 +369,16 @@ class Cell:
         self.op = op
         self.tmp = tmp_path
         self.tasks = tasks
-        # values of its own per cell, so that no cell can depend on what an earlier cell of the
-        # same process fitted (that scalepca keeps no such state by value is checked on its
-        # own: test_no_description_leaks_by_value)
-        self.shift = zlib.crc32("/".join((estimator, kind, option, op)).encode()) % 997 * 1e-6
+        # values of its own per cell, so that no cell can depend on what an earlier cell
+        # of the same process fitted (that scalepca keeps no such state by value is
+        # checked on its own: test_no_description_leaks_by_value)
+        self.shift = (
+            zlib.crc32("/".join((estimator, kind, option, op)).encode()) % 997 * 1e-6
+        )
 
     def call(self, f, *args, **kwargs):
-        """A step of the cell; the task count restarts, so a refusal's count is its own."""
+        """A step of the cell; the task count restarts, so a refusal's count is its
+        own."""
         self.tasks.reset()
         return f(*args, **kwargs)
 
@@ -341,11 +393,15 @@ class Cell:
         weights = _weights(self.option, self.kind)
         if weights is not None:
             open_kwargs["weights"] = weights
-        open_kwargs.update({k: v for k, v in self.option.open_kwargs.items() if k != "weights"})
+        open_kwargs.update(
+            {k: v for k, v in self.option.open_kwargs.items() if k != "weights"}
+        )
         if self.kind.path:  # opened the same way for fit and transform
             fitted = self.call(scalepca.open_matrix, raw, **open_kwargs)
             return fitted, fitted, raw
-        fitted = self.call(scalepca.open_matrix, raw, **open_kwargs) if open_kwargs else raw
+        fitted = (
+            self.call(scalepca.open_matrix, raw, **open_kwargs) if open_kwargs else raw
+        )
         return fitted, raw, raw
 
     def params(self, **extra):
@@ -378,25 +434,35 @@ class Cell:
         Xfit, Xnew, raw = self.inputs(X)
         model = self.fit(Xfit)
         ref = self.reference(X)
-        if op.split(">", 1)[-1] in TOOLS:  # the analysis tool's own model saved and loaded
+        if (
+            op.split(">", 1)[-1] in TOOLS
+        ):  # the analysis tool's own model saved and loaded
             self.reload_tool = op.startswith("save-load>")
             op = op.split(">", 1)[-1]
-        elif op.startswith("save-load>"):  # the operation with the model saved and loaded
+        elif op.startswith(
+            "save-load>"
+        ):  # the operation with the model saved and loaded
             import scalepca
 
             self.call(model.save, self.tmp / "model.zarr")
             model = self.call(scalepca.load, self.tmp / "model.zarr")
             op = op.split(">", 1)[1]
-        rtol = self.bounds[2] if self.bounds else self.est.rtol  # outputs other than scores
+        rtol = (
+            self.bounds[2] if self.bounds else self.est.rtol
+        )  # outputs other than scores
         if op == "transform":
             if self.est.linear:
-                self.close_components(self.call(self.components, model), ref, "components_")
+                self.close_components(
+                    self.call(self.components, model), ref, "components_"
+                )
             Z = self.call(model.transform, Xnew)
             self.close_scores(_scores(Z, self.kind), ref, "transform")
         elif op == "inverse_transform":
             Z = self.call(model.transform, Xnew)
             Xhat = self.call(model.inverse_transform, Z)
-            _close(_data_space(Xhat, ref), ref.reconstruction(), rtol, "inverse_transform")
+            _close(
+                _data_space(Xhat, ref), ref.reconstruction(), rtol, "inverse_transform"
+            )
         elif op == "score":
             s = self.call(model.score_samples, Xnew)
             tol = ref.score_rtol()
@@ -409,7 +475,9 @@ class Cell:
             self.call(model.save, self.tmp / "model.zarr")
             loaded = self.call(scalepca.load, self.tmp / "model.zarr")
             Z = self.call(loaded.transform, Xnew)
-            self.close_scores(_scores(Z, self.kind), ref, "transform after save and load")
+            self.close_scores(
+                _scores(Z, self.kind), ref, "transform after save and load"
+            )
         elif op in ("eofs_as_correlation", "eofs_as_covariance"):
             import scalepca
 
@@ -423,40 +491,74 @@ class Cell:
             rref = scalepca.Rotator(2).fit(ref.model)
             Z = self.call(rot.transform, Xfit)
             expected = rref.transform(ref.Xs)
-            _close(_align(_scores(Z, self.kind), expected, 0), expected, rtol,
-                   "Rotator.transform")
+            _close(
+                _align(_scores(Z, self.kind), expected, 0),
+                expected,
+                rtol,
+                "Rotator.transform",
+            )
             comps = np.full((2, C.N_FEATURES), np.nan)
             comps[:, ref.keep] = rref.components_
             comps = ref.canonical(comps)
-            _close(_align(self._canonical_components(rot.components_), comps, 1), comps,
-                   rtol, "Rotator.components_")
-        elif op == "EOF-tools-raw":  # the data as transform takes them (an N-D field, unweighted)
+            _close(
+                _align(self._canonical_components(rot.components_), comps, 1),
+                comps,
+                rtol,
+                "Rotator.components_",
+            )
+        elif (
+            op == "EOF-tools-raw"
+        ):  # the data as transform takes them (an N-D field, unweighted)
             import scalepca
 
             maps = self.call(scalepca.eofs_as_correlation, model, Xnew)
             expected = ref.eof_maps("correlation")
-            _close(_align(_data_space(maps, ref), expected, 1), expected, rtol,
-                   "eofs_as_correlation of the raw data")
+            _close(
+                _align(_data_space(maps, ref), expected, 1),
+                expected,
+                rtol,
+                "eofs_as_correlation of the raw data",
+            )
             rot = scalepca.Rotator(2).fit(model)
             Z = self.call(rot.transform, Xnew)
             expected = scalepca.Rotator(2).fit(ref.model).transform(ref.Xs)
-            _close(_align(_scores(Z, self.kind), expected, 0), expected, rtol,
-                   "Rotator.transform of the raw data")
+            _close(
+                _align(_scores(Z, self.kind), expected, 0),
+                expected,
+                rtol,
+                "Rotator.transform of the raw data",
+            )
         elif op == "eof-fields":
             self.eof_fields(model, Xnew, ref, rtol)
         elif op in ("MCA", "MCA-randomized"):
             from scalepca.analysis.mca import MCA
 
-            krylov = (dict(solver="randomized", n_oversamples=0, random_state=0)
-                      if op == "MCA-randomized" else {})
-            mca = self.reloaded(self.call(
-                MCA(2, standardize=self.option.standardize, **krylov).fit, Xfit, Xfit))
+            krylov = (
+                dict(solver="randomized", n_oversamples=0, random_state=0)
+                if op == "MCA-randomized"
+                else {}
+            )
+            mca = self.reloaded(
+                self.call(
+                    MCA(2, standardize=self.option.standardize, **krylov).fit,
+                    Xfit,
+                    Xfit,
+                )
+            )
             assert mca.solver_ == ("randomized" if krylov else "covariance")
             expected = ref.components()[:2]
-            _close(_align(self._canonical_components(mca.components_x_), expected, 1),
-                   expected, rtol, "MCA.components_x_")
-            _close(mca.singular_values_, ref.model.explained_variance_[:2], rtol,
-                   "MCA.singular_values_")
+            _close(
+                _align(self._canonical_components(mca.components_x_), expected, 1),
+                expected,
+                rtol,
+                "MCA.components_x_",
+            )
+            _close(
+                mca.singular_values_,
+                ref.model.explained_variance_[:2],
+                rtol,
+                "MCA.singular_values_",
+            )
         elif op in ("MultivariateEOF", "ExtendedEOF"):
             import scalepca
 
@@ -468,12 +570,22 @@ class Cell:
                 fitted = self.call(scalepca.ExtendedEOF(2, embedding=1).fit, Xfit)
                 comps, Z = fitted.eofs_[:, 0], self.call(fitted.transform, Xnew)
             expected = ref.components()[:2]
-            _close(_align(self._canonical_components(comps), expected, 1), expected, rtol,
-                   f"{op} EOFs")
-            _close(fitted.explained_variance_, ref.model.explained_variance_[:2], rtol,
-                   f"{op}.explained_variance_")
+            _close(
+                _align(self._canonical_components(comps), expected, 1),
+                expected,
+                rtol,
+                f"{op} EOFs",
+            )
+            _close(
+                fitted.explained_variance_,
+                ref.model.explained_variance_[:2],
+                rtol,
+                f"{op}.explained_variance_",
+            )
             scores = ref.scores()[:, :2]
-            _close(_align(_scores(Z, self.kind), scores, 0), scores, rtol, f"{op} scores")
+            _close(
+                _align(_scores(Z, self.kind), scores, 0), scores, rtol, f"{op} scores"
+            )
         elif op == "HilbertEOF":
             self.hilbert_eof(Xfit, ref, rtol)
         elif op == "BootstrapEOF":
@@ -483,24 +595,32 @@ class Cell:
             try:
                 Z = self.call(model.transform, moved)
             except ValueError as err:  # or refused before compute, naming the features
-                assert self.tasks.count == 0, f"refused after {self.tasks.count} dask tasks"
+                assert self.tasks.count == 0, (
+                    f"refused after {self.tasks.count} dask tasks"
+                )
                 assert "feature" in str(err) or "order" in str(err), str(err)
                 return
-            self.close_scores(_scores(Z, self.kind), ref, "transform of the reordered features")
+            self.close_scores(
+                _scores(Z, self.kind), ref, "transform of the reordered features"
+            )
         elif op == "transform-as-other-kind":  # the same data held another way
             for other, Xo in self.other_kinds(X):
                 Z = self.call(model.transform, Xo)
-                self.close_scores(_scores(Z, other), ref, f"transform of the data as {other.name}")
+                self.close_scores(
+                    _scores(Z, other), ref, f"transform of the data as {other.name}"
+                )
         elif op == "transform-as-other-kind-reordered":  # scikit-learn's rule: refused
             for other, Xo in self.other_kinds(X):
                 if not other.labelled:
                     continue
                 with pytest.raises(ValueError, match="feature|coordinates") as err:
                     self.call(model.transform, _reorder_features(Xo))
-                assert self.tasks.count == 0, \
+                assert self.tasks.count == 0, (
                     f"{other.name}: refused after {self.tasks.count} dask tasks"
-                assert re.search(r"'f3'|'g3'|'lat'", str(err.value)), \
+                )
+                assert re.search(r"'f3'|'g3'|'lat'", str(err.value)), (
                     f"{other.name}: the refusal names no feature: {err.value}"
+                )
         elif op == "pp.pca":
             self.pp_pca(raw, ref)
         elif op == "cli-transform":
@@ -520,40 +640,65 @@ class Cell:
 
     def eof_fields(self, model, Xnew, ref, rtol):
         """eofs' views (scalepca.analysis.eof_fields) against the reference by hand."""
-        from scalepca.analysis.eof_fields import eofs, pcs, project_field, reconstructed_field
+        from scalepca.analysis.eof_fields import (
+            eofs,
+            pcs,
+            project_field,
+            reconstructed_field,
+        )
 
         lam = np.asarray(ref.model.explained_variance_[: C.N_COMPONENTS])
         comps = ref.components()
-        for scaling, factor in ((1, 1 / np.sqrt(lam)), (0, np.ones_like(lam)),
-                                (2, np.sqrt(lam))):
-            E = _data_space(self.call(eofs, model, eofscaling=scaling), ref)  # canonical order
-            _close(_align(E, comps * factor[:, None], 1), comps * factor[:, None],
-                   self.est.rtol, f"eofs(eofscaling={scaling})",
-                   None if self.bounds is None else (self.bounds[0] * factor)[:, None])
+        for scaling, factor in (
+            (1, 1 / np.sqrt(lam)),
+            (0, np.ones_like(lam)),
+            (2, np.sqrt(lam)),
+        ):
+            E = _data_space(
+                self.call(eofs, model, eofscaling=scaling), ref
+            )  # canonical order
+            _close(
+                _align(E, comps * factor[:, None], 1),
+                comps * factor[:, None],
+                self.est.rtol,
+                f"eofs(eofscaling={scaling})",
+                None if self.bounds is None else (self.bounds[0] * factor)[:, None],
+            )
             Z = _scores(self.call(pcs, model, Xnew, pcscaling=scaling), self.kind)
             expected = ref.pcs() * factor
-            _close(_align(Z, expected, 0), expected, self.est.rtol,
-                   f"pcs(pcscaling={scaling})",
-                   None if self.bounds is None else (self.bounds[1] * factor)[None, :])
+            _close(
+                _align(Z, expected, 0),
+                expected,
+                self.est.rtol,
+                f"pcs(pcscaling={scaling})",
+                None if self.bounds is None else (self.bounds[1] * factor)[None, :],
+            )
         C2 = ref.model.components_[:2]
         Xc = ref.Xs - ref.Xs.mean(axis=0)
         anomalies = np.full(ref.Xm.shape, np.nan)
         anomalies[:, ref.keep] = (Xc @ C2.T @ C2) * ref.sd / ref.w[ref.keep]
         got = _data_space(self.call(reconstructed_field, model, Xnew, 2), ref)
         _close(got, ref.canonical(anomalies), rtol, "reconstructed_field(2)")
-        # uncentred: the prepared field (weighted, standardised by scale_ only) on the EOFs
+        # uncentred: the prepared field (weighted, standardised by scale_ only) on the
+        # EOFs
         factor = 1 / np.sqrt(lam)
         expected = (ref.field[:, ref.keep] / ref.sd) @ ref.model.components_.T * factor
         Z = _scores(self.call(project_field, model, Xnew, eofscaling=1), self.kind)
         _close(_align(Z, expected, 0), expected, rtol, "project_field(eofscaling=1)")
 
     def pp_pca(self, raw, ref):
-        """scalepca.pp.pca on the data as the user holds them: the model equals the reference,
-        and an AnnData holds its scores and axes where scanpy puts them."""
+        """scalepca.pp.pca on the data as the user holds them: the model equals the
+        reference, and an AnnData holds its scores and axes where scanpy puts them."""
         import scalepca
 
-        model = self.call(scalepca.pp.pca, raw, C.N_COMPONENTS, zero_center=self.option.center,
-                          mask_var=None, dtype="float64")
+        model = self.call(
+            scalepca.pp.pca,
+            raw,
+            C.N_COMPONENTS,
+            zero_center=self.option.center,
+            mask_var=None,
+            dtype="float64",
+        )
         self.close_components(self.components(model), ref, "pp.pca components_")
         if self.kind.name.startswith("anndata"):
             if self.kind.path:
@@ -561,22 +706,34 @@ class Cell:
 
                 raw = anndata.read_zarr(raw)
             self.close_scores(np.asarray(raw.obsm["X_pca"]), ref, "obsm['X_pca']")
-            self.close_components(self._canonical_components(np.asarray(raw.varm["PCs"]).T),
-                                  ref, "varm['PCs']")
+            self.close_components(
+                self._canonical_components(np.asarray(raw.varm["PCs"]).T),
+                ref,
+                "varm['PCs']",
+            )
 
     def pp_pca_masks(self, X):
-        """pp.pca of the data held among other cells and genes, kept by mask_obs (booleans) and
-        mask_var (positions): the data's PCA; in an AnnData, NaN rows for the other cells and
-        zero loadings for the other genes."""
+        """pp.pca of the data held among other cells and genes, kept by mask_obs
+        (booleans) and mask_var (positions): the data's PCA; in an AnnData, NaN rows
+        for the other cells and zero loadings for the other genes."""
         import scalepca
 
         ref = self.reference(X)
-        refused = isinstance(C.expectation((self.est.name, self.kind.name, self.option.name,
-                                            self.op)), C.Refused)
+        refused = isinstance(
+            C.expectation((self.est.name, self.kind.name, self.option.name, self.op)),
+            C.Refused,
+        )
         big, rows, cols = (X, None, None) if refused else _among_others(X)
         raw = self.call(self.kind.make, big, self.tmp)
-        model = self.call(scalepca.pp.pca, raw, C.N_COMPONENTS, zero_center=self.option.center,
-                          mask_obs=rows, mask_var=cols, dtype="float64")
+        model = self.call(
+            scalepca.pp.pca,
+            raw,
+            C.N_COMPONENTS,
+            zero_center=self.option.center,
+            mask_obs=rows,
+            mask_var=cols,
+            dtype="float64",
+        )
         self.close_components(self.components(model), ref, "pp.pca components_, masked")
         if self.kind.name.startswith("anndata"):
             if self.kind.path:
@@ -584,16 +741,24 @@ class Cell:
 
                 raw = anndata.read_zarr(raw)
             Z = np.asarray(raw.obsm["X_pca"])
-            assert np.isnan(Z[~rows]).all(), "the other cells' rows of X_pca are not NaN"
+            assert np.isnan(Z[~rows]).all(), (
+                "the other cells' rows of X_pca are not NaN"
+            )
             self.close_scores(Z[rows], ref, "obsm['X_pca'] of the cells kept")
             pcs = np.asarray(raw.varm["PCs"])
-            assert np.all(np.delete(pcs, cols, axis=0) == 0), "other genes' loadings not 0"
-            self.close_components(self._canonical_components(pcs[cols].T), ref,
-                                  "varm['PCs'] of the genes kept")
+            assert np.all(np.delete(pcs, cols, axis=0) == 0), (
+                "other genes' loadings not 0"
+            )
+            self.close_components(
+                self._canonical_components(pcs[cols].T),
+                ref,
+                "varm['PCs'] of the genes kept",
+            )
 
     def run_singlecell(self, X):
-        """`scalepca run` on a config whose data.singlecell keeps the data's cells and genes
-        of a store holding others too (mask_obs, mask_var: boolean columns)."""
+        """`scalepca run` on a config whose data.singlecell keeps the data's cells
+        and genes of a store holding others too (mask_obs, mask_var: boolean
+        columns)."""
         import anndata
         import yaml
         import zarr
@@ -609,12 +774,21 @@ class Cell:
         store = self.tmp / "masked.zarr"
         a.write_zarr(store)
         model = {"method": self.est.cls.lower(), **self.est.params, **self.params()}
-        cfg = {"data": {"path": str(store), "format": "anndata",
-                        "singlecell": {"mask_obs": "keep", "mask_var": "use"}},
-               "model": model,
-               "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
-                           "processes": False},
-               "output": {"store": str(self.tmp / "out"), "report": False}}
+        cfg = {
+            "data": {
+                "path": str(store),
+                "format": "anndata",
+                "singlecell": {"mask_obs": "keep", "mask_var": "use"},
+            },
+            "model": model,
+            "cluster": {
+                "kind": "local",
+                "n_workers": 1,
+                "threads_per_worker": 1,
+                "processes": False,
+            },
+            "output": {"store": str(self.tmp / "out"), "report": False},
+        }
         (self.tmp / "run.yaml").write_text(yaml.safe_dump(cfg))
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
@@ -623,12 +797,17 @@ class Cell:
             raise ValueError(err.getvalue())
         assert rc == 0, f"scalepca run exited with {rc}: {err.getvalue()}"
         fitted = scalepca.load(self.tmp / "out" / "model.zarr")
-        self.close_components(self.components(fitted), ref, "run: the saved model's components_")
+        self.close_components(
+            self.components(fitted), ref, "run: the saved model's components_"
+        )
         Z = zarr.open_group(str(self.tmp / "out" / "scores.zarr"), mode="r")["scores"]
-        self.close_scores(np.asarray(Z[...], dtype=np.float64), ref, "run: the scores written")
+        self.close_scores(
+            np.asarray(Z[...], dtype=np.float64), ref, "run: the scores written"
+        )
 
     def other_kinds(self, X):
-        """(kind, the data as that kind) for each kind the cell's data are also held as."""
+        """(kind, the data as that kind) for each kind the cell's data are also held
+        as."""
         for name in self.kind.also_as:
             other = C._KINDS[name]
             folder = self.tmp / f"as-{name}"
@@ -639,7 +818,8 @@ class Cell:
         return self._canonical_components(model.components_)
 
     def hilbert_eof(self, Xfit, ref, rtol):
-        """HilbertEOF against the Hermitian eigenproblem of the analytic signal by hand."""
+        """HilbertEOF against the Hermitian eigenproblem of the analytic signal by
+        hand."""
         xeofs_hilbert = pytest.importorskip("xeofs.utils.hilbert_transform")
         from scalepca.analysis.hilbert_eof import HilbertEOF
 
@@ -652,47 +832,74 @@ class Cell:
             Z = Z.transpose(..., "mode").values
         Z = np.asarray(Z).reshape(-1, 2)
         for part in (np.real, np.imag):
-            _close(part(Z), part(model.scores_), 1e-10, "HilbertEOF.transform(X) = scores_")
+            _close(
+                part(Z), part(model.scores_), 1e-10, "HilbertEOF.transform(X) = scores_"
+            )
         Xc = ref.Xs - ref.Xs.mean(axis=0)
-        Z = xeofs_hilbert._hilbert_transform_with_padding(Xc, padding="exp", decay_factor=0.2)
+        Z = xeofs_hilbert._hilbert_transform_with_padding(
+            Xc, padding="exp", decay_factor=0.2
+        )
         lam, V = np.linalg.eigh(Z.conj().T @ Z / (len(Z) - 1))
-        _close(model.explained_variance_, lam[::-1][:2], rtol, "HilbertEOF.explained_variance_")
+        _close(
+            model.explained_variance_,
+            lam[::-1][:2],
+            rtol,
+            "HilbertEOF.explained_variance_",
+        )
         expected = np.full((2, C.N_FEATURES), np.nan, dtype=complex)
         expected[:, ref.keep] = V[:, ::-1][:, :2].T
         expected = ref.canonical(expected)
         comps = np.empty_like(model.components_)
-        comps[:, np.asarray(self.kind.feature_order or np.arange(C.N_FEATURES))] = \
+        comps[:, np.asarray(self.kind.feature_order or np.arange(C.N_FEATURES))] = (
             model.components_
+        )
         ok = ref.canonical(np.tile(ref.keep, (2, 1)))
-        phase = np.array([np.vdot(c[m], e[m]) for c, e, m in zip(comps, expected, ok,
-                                                                    strict=True)])
+        phase = np.array(
+            [np.vdot(c[m], e[m]) for c, e, m in zip(comps, expected, ok, strict=True)]
+        )
         comps = comps * (phase / np.abs(phase))[:, None]
         land = np.isnan(expected.real)  # NaN + 0j at land: its imaginary part NaN too
         for part in (np.real, np.imag):
-            _close(part(comps), np.where(land, np.nan, part(expected)), rtol,
-                   "HilbertEOF.components_")
+            _close(
+                part(comps),
+                np.where(land, np.nan, part(expected)),
+                rtol,
+                "HilbertEOF.components_",
+            )
 
     def bootstrap_eof(self, Xfit, ref, rtol):
-        """BootstrapEOF: the fit's EOFs as the reference's, each replicate's ratios as the
-        eigenvalues of the dense weighted covariance with the same Poisson weights."""
+        """BootstrapEOF: the fit's EOFs as the reference's, each replicate's ratios
+        as the eigenvalues of the dense weighted covariance with the same Poisson
+        weights."""
         from scalepca.analysis.bootstrap import BootstrapEOF
         from scalepca.linalg.bootstrap import poisson_weights
 
-        model = self.reloaded(self.call(BootstrapEOF(2, n_bootstraps=20, random_state=4).fit,
-                                        Xfit))
+        model = self.reloaded(
+            self.call(BootstrapEOF(2, n_bootstraps=20, random_state=4).fit, Xfit)
+        )
         assert model.n_passes_ == (1 if model.solver_ == "covariance" else 2)
         expected = ref.components()[:2]
-        _close(_align(self._canonical_components(model.components_), expected, 1), expected,
-               rtol, "BootstrapEOF.components_")
+        _close(
+            _align(self._canonical_components(model.components_), expected, 1),
+            expected,
+            rtol,
+            "BootstrapEOF.components_",
+        )
         w = poisson_weights(4, np.arange(len(ref.Xs)), 20)
         ratios = []
         for b in range(20):
-            lam = np.linalg.eigvalsh(np.cov(ref.Xs.T, fweights=w[:, b].astype(int)))[::-1]
+            lam = np.linalg.eigvalsh(np.cov(ref.Xs.T, fweights=w[:, b].astype(int)))[
+                ::-1
+            ]
             ratios.append(lam[:3] / lam.sum())
-        _close(model.explained_variance_ratio_samples_, np.array(ratios), rtol,
-               "BootstrapEOF.explained_variance_ratio_samples_")
-        # its EOFs rotated (no read) as the reference model's: EOF + varimax + bootstrap in
-        # the bootstrap's passes
+        _close(
+            model.explained_variance_ratio_samples_,
+            np.array(ratios),
+            rtol,
+            "BootstrapEOF.explained_variance_ratio_samples_",
+        )
+        # its EOFs rotated (no read) as the reference model's: EOF + varimax + bootstrap
+        # in the bootstrap's passes
         import scalepca
 
         rref = scalepca.Rotator(2).fit(ref.model)
@@ -700,12 +907,16 @@ class Cell:
         comps[:, ref.keep] = rref.components_
         comps = ref.canonical(comps)
         rot = scalepca.Rotator(2).fit(model)
-        _close(_align(self._canonical_components(rot.components_), comps, 1), comps, rtol,
-               "Rotator.components_ of BootstrapEOF")
+        _close(
+            _align(self._canonical_components(rot.components_), comps, 1),
+            comps,
+            rtol,
+            "Rotator.components_ of BootstrapEOF",
+        )
 
     def reloaded(self, tool, name: str = "tool"):
-        """``tool`` itself, or (``save-load>`` of a tool) its store ``name.zarr`` read back by
-        scalepca.load: the same class, parameters and saved state."""
+        """``tool`` itself, or (``save-load>`` of a tool) its store ``name.zarr``
+        read back by scalepca.load: the same class, parameters and saved state."""
         if not getattr(self, "reload_tool", False):
             return tool
         import scalepca
@@ -716,9 +927,9 @@ class Cell:
         return got
 
     def cli_run(self, raw, Xfit):
-        """`scalepca run` of each analysis method on the store ``raw``: the model it writes
-        (read by scalepca.load) and its scores equal the tool fitted in Python on ``Xfit``,
-        the same store opened the same way."""
+        """`scalepca run` of each analysis method on the store ``raw``: the model it
+        writes (read by scalepca.load) and its scores equal the tool fitted in Python
+        on ``Xfit``, the same store opened the same way."""
         import zarr
 
         import scalepca
@@ -727,21 +938,35 @@ class Cell:
         from scalepca.analysis.mca import MCA
         from scalepca.cli import main
 
-        data = {"path": str(raw), "sample_dims": ["time"],
-                **{k: v for k, v in self.option.open_kwargs.get("open_options", {}).items()}}
+        data = {
+            "path": str(raw),
+            "sample_dims": ["time"],
+            **{
+                k: v for k, v in self.option.open_kwargs.get("open_options", {}).items()
+            },
+        }
         if self.option.open_kwargs.get("weights"):
             data["weights"] = self.option.open_kwargs["weights"]
-        runs = {"mca": ({"n_components": 2}, MCA(2).fit(Xfit, Xfit)),
-                "hilbert_eof": ({"n_components": 2}, HilbertEOF(2).fit(Xfit)),
-                "bootstrap_eof": ({"n_components": 2, "n_bootstraps": 10,
-                                   "random_state": 4},
-                                  BootstrapEOF(2, n_bootstraps=10, random_state=4).fit(Xfit))}
+        runs = {
+            "mca": ({"n_components": 2}, MCA(2).fit(Xfit, Xfit)),
+            "hilbert_eof": ({"n_components": 2}, HilbertEOF(2).fit(Xfit)),
+            "bootstrap_eof": (
+                {"n_components": 2, "n_bootstraps": 10, "random_state": 4},
+                BootstrapEOF(2, n_bootstraps=10, random_state=4).fit(Xfit),
+            ),
+        }
         for method, (params, tool) in runs.items():
             out = self.tmp / f"run-{method}"
-            cfg = {"data": {**data, "variable": ["sst", "sst"] if method == "mca" else "sst"},
-                   "model": {"method": method, **params},
-                   "cluster": {"kind": "local", "n_workers": 1, "processes": False},
-                   "output": {"store": str(out), "report": False}, "progress": False}
+            cfg = {
+                "data": {
+                    **data,
+                    "variable": ["sst", "sst"] if method == "mca" else "sst",
+                },
+                "model": {"method": method, **params},
+                "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+                "output": {"store": str(out), "report": False},
+                "progress": False,
+            }
             path = self.tmp / f"{method}.yaml"
             path.write_text(yaml.safe_dump(cfg))
             assert self.call(main, ["run", str(path), "--quiet"]) == 0, method
@@ -749,36 +974,53 @@ class Cell:
             assert type(got) is type(tool) and got.get_params() == tool.get_params()
             for name in _fitted_arrays(tool):
                 a, b = getattr(tool, name), getattr(got, name)
-                for part in ((np.real, np.imag) if np.iscomplexobj(a) else (np.asarray,)):
+                for part in (np.real, np.imag) if np.iscomplexobj(a) else (np.asarray,):
                     if a is not None:
                         _close(part(b), part(a), 1e-12, f"{method}: {name}")
             group = zarr.open_group(str(out / "scores.zarr"), mode="r")
             if method == "mca":
                 zx, _ = tool.transform(Xfit, Xfit)
-                _close(_scores(np.asarray(group["scores_x"]), self.kind), _scores(zx, self.kind),
-                       1e-12, "mca: scores_x")
+                _close(
+                    _scores(np.asarray(group["scores_x"]), self.kind),
+                    _scores(zx, self.kind),
+                    1e-12,
+                    "mca: scores_x",
+                )
             elif method == "hilbert_eof":
-                z = group["scores_amplitude"][...] * np.exp(1j * group["scores_phase"][...])
+                z = group["scores_amplitude"][...] * np.exp(
+                    1j * group["scores_phase"][...]
+                )
                 for part in (np.real, np.imag):
-                    _close(part(z), part(tool.scores_), 1e-12, "hilbert_eof: complex PCs")
+                    _close(
+                        part(z), part(tool.scores_), 1e-12, "hilbert_eof: complex PCs"
+                    )
             else:
-                _close(_scores(np.asarray(group["scores"]), self.kind),
-                       _scores(tool.transform(Xfit), self.kind), 1e-12, "bootstrap_eof: PCs")
+                _close(
+                    _scores(np.asarray(group["scores"]), self.kind),
+                    _scores(tool.transform(Xfit), self.kind),
+                    1e-12,
+                    "bootstrap_eof: PCs",
+                )
 
     def _tools(self, Xfit) -> dict:
-        """The three analysis tools fitted on the matrix ``Xfit`` (MCA: paired with itself)."""
+        """The three analysis tools fitted on the matrix ``Xfit`` (MCA: paired with
+        itself)."""
         from scalepca.analysis.bootstrap import BootstrapEOF
         from scalepca.analysis.hilbert_eof import HilbertEOF
         from scalepca.analysis.mca import MCA
 
-        return {"mca": self.call(MCA(2).fit, Xfit, Xfit),
-                "hilbert_eof": self.call(HilbertEOF(2).fit, Xfit),
-                "bootstrap_eof": self.call(BootstrapEOF(2, n_bootstraps=10,
-                                                        random_state=4).fit, Xfit)}
+        return {
+            "mca": self.call(MCA(2).fit, Xfit, Xfit),
+            "hilbert_eof": self.call(HilbertEOF(2).fit, Xfit),
+            "bootstrap_eof": self.call(
+                BootstrapEOF(2, n_bootstraps=10, random_state=4).fit, Xfit
+            ),
+        }
 
     @staticmethod
     def _transformed(tool, X):
-        """The tool's scores of ``X`` (MCA: of X paired with itself, X's coefficients)."""
+        """The tool's scores of ``X`` (MCA: of X paired with itself, X's
+        coefficients)."""
         from scalepca.analysis.mca import MCA
 
         return tool.transform(X, X)[0] if isinstance(tool, MCA) else tool.transform(X)
@@ -791,30 +1033,45 @@ class Cell:
         return _scores(Z, self.kind)
 
     def tools_raw(self, Xfit, Xnew, raw, ref, rtol):
-        """Each tool (saved and loaded for ``save-load>tools-raw``) given the data as the user
-        holds them repeats its recorded preparation: the scores of the matrix ``Xfit`` to
-        1e-12, the reference's PCs (MCA, bootstrap) and the fitted complex PCs (Hilbert)."""
+        """Each tool (saved and loaded for ``save-load>tools-raw``) given the data as
+        the user holds them repeats its recorded preparation: the scores of the
+        matrix ``Xfit`` to 1e-12, the reference's PCs (MCA, bootstrap) and the fitted
+        complex PCs (Hilbert)."""
         new = [Xnew]
         if self.kind.path and self.kind.name in C.XARRAY_PATHS.split("|"):
             from scalepca.preprocessing._open import open_dataset
 
-            new.append(open_dataset(str(raw)))  # the store's Dataset: the variable by name
+            new.append(
+                open_dataset(str(raw))
+            )  # the store's Dataset: the variable by name
         expected = ref.scores()[:, :2]
         for name, tool in self._tools(Xfit).items():
             tool = self.reloaded(tool, name)
             by_matrix = self._rows(self.call(self._transformed, tool, Xfit))
             for X in new:
                 got = self._rows(self.call(self._transformed, tool, X))
-                for part in ((np.real, np.imag) if name == "hilbert_eof" else (np.real,)):
-                    _close(part(got), part(by_matrix), 1e-12,
-                           f"{name}: transform of the raw data vs of the matrix")
+                for part in (np.real, np.imag) if name == "hilbert_eof" else (np.real,):
+                    _close(
+                        part(got),
+                        part(by_matrix),
+                        1e-12,
+                        f"{name}: transform of the raw data vs of the matrix",
+                    )
                 if name == "hilbert_eof":
                     for part in (np.real, np.imag):
-                        _close(part(got), part(tool.scores_), 1e-10,
-                               "hilbert_eof: transform of the raw data = scores_")
+                        _close(
+                            part(got),
+                            part(tool.scores_),
+                            1e-10,
+                            "hilbert_eof: transform of the raw data = scores_",
+                        )
                 else:
-                    _close(_align(got.real, expected, 0), expected, rtol,
-                           f"{name}: scores of the raw data vs the reference's PCs")
+                    _close(
+                        _align(got.real, expected, 0),
+                        expected,
+                        rtol,
+                        f"{name}: scores of the raw data vs the reference's PCs",
+                    )
 
     def tools_cli_transform(self, raw, Xfit):
         """`scalepca transform` of each tool's store on the cell's store: the arrays its
@@ -826,22 +1083,42 @@ class Cell:
         for name, tool in self._tools(Xfit).items():
             self.call(tool.save, self.tmp / f"{name}.zarr")
             out = self.tmp / f"{name}-scores.zarr"
-            rc = self.call(main, ["transform", str(self.tmp / f"{name}.zarr"), str(raw),
-                                  "--out", str(out), "--no-progress", "--no-processes",
-                                  "--n-workers", "1", "-q"])
+            rc = self.call(
+                main,
+                [
+                    "transform",
+                    str(self.tmp / f"{name}.zarr"),
+                    str(raw),
+                    "--out",
+                    str(out),
+                    "--no-progress",
+                    "--no-processes",
+                    "--n-workers",
+                    "1",
+                    "-q",
+                ],
+            )
             assert rc == 0, f"{name}: scalepca transform exited with {rc}"
             group = zarr.open_group(str(out), mode="r")
             fields = [Xfit, Xfit] if name == "mca" else Xfit
             arrays, _ = tool.scores_arrays(fields, fitted=True)
             assert set(group.array_keys()) >= set(arrays), f"{name}: {sorted(group)}"
             if name == "hilbert_eof":
-                z = group["scores_amplitude"][...] * np.exp(1j * group["scores_phase"][...])
+                z = group["scores_amplitude"][...] * np.exp(
+                    1j * group["scores_phase"][...]
+                )
                 for part in (np.real, np.imag):
-                    _close(part(z), part(tool.scores_), 1e-12, "hilbert_eof: complex PCs")
+                    _close(
+                        part(z), part(tool.scores_), 1e-12, "hilbert_eof: complex PCs"
+                    )
                 continue
             for key, expected in arrays.items():
-                _close(_scores(np.asarray(group[key]), self.kind), _scores(expected, self.kind),
-                       1e-12, f"{name}: {key}")
+                _close(
+                    _scores(np.asarray(group[key]), self.kind),
+                    _scores(expected, self.kind),
+                    1e-12,
+                    f"{name}: {key}",
+                )
 
     def _holed(self, X):
         """What transform takes for ``X`` with the entry (NAN_ROW, NAN_FEATURE) NaN."""
@@ -858,8 +1135,9 @@ class Cell:
         if rows_counted and self.kind.name == "dask-dataframe":
             pass  # the tools map row blocks of known sizes: the partitions are counted
         elif isinstance(Z, xr.DataArray) and Z.chunks is not None or hasattr(Z, "dask"):
-            assert self.tasks.count == 0, \
+            assert self.tasks.count == 0, (
                 f"{what}: {self.tasks.count} dask tasks at the call"
+            )
         return Z.compute() if isinstance(Z, xr.DataArray) else _values(Z)
 
     def transform_nan(self, model, X, ref):
@@ -874,12 +1152,14 @@ class Cell:
         assert C.expectation(cell) is None, "scores of data with a NaN, not a refusal"
         column = int(np.flatnonzero(ref.perm == C.NAN_FEATURE)[0])
         holed = ref.Xs.copy()  # in the fit's units: a missing call is 0 standardised
-        holed[C.NAN_ROW, int(np.sum(ref.keep[:column]))] = \
+        holed[C.NAN_ROW, int(np.sum(ref.keep[:column]))] = (
             0.0 if self.option.genotype else np.nan
+        )
         expected = ref.model.transform(holed)
         assert np.isfinite(got).all(), "a missing value gave NaN scores"
-        _close(_align(got, expected, 0), expected, self.est.rtol,
-               "transform of holed data")
+        _close(
+            _align(got, expected, 0), expected, self.est.rtol, "transform of holed data"
+        )
 
     def tools_transform_nan(self, Xfit, X):
         """Each tool fitted on the clean data refuses the data with one NaN: MCA,
@@ -888,16 +1168,24 @@ class Cell:
         import scalepca
 
         new = self._holed(X)
-        tools = {name: (lambda A, t=tool: self._transformed(t, A))
-                 for name, tool in self._tools(Xfit).items()}
+        tools = {
+            name: (lambda A, t=tool: self._transformed(t, A))
+            for name, tool in self._tools(Xfit).items()
+        }
         mv = scalepca.MultivariateEOF(2, normalize="none", area_weights=None)
         self.call(mv.fit, [Xfit])
         tools["MultivariateEOF"] = lambda A: mv.transform([A])
-        tools["ExtendedEOF"] = self.call(scalepca.ExtendedEOF(2, embedding=1).fit,
-                                         Xfit).transform
+        tools["ExtendedEOF"] = self.call(
+            scalepca.ExtendedEOF(2, embedding=1).fit, Xfit
+        ).transform
         errors = []
-        for name in ("mca", "bootstrap_eof", "MultivariateEOF", "ExtendedEOF",
-                     "hilbert_eof"):
+        for name in (
+            "mca",
+            "bootstrap_eof",
+            "MultivariateEOF",
+            "ExtendedEOF",
+            "hilbert_eof",
+        ):
             with pytest.raises(ValueError, match="NaN") as err:
                 self._refused_or_lazy(tools[name], new, name, rows_counted=True)
             errors.append(err.value)
@@ -916,16 +1204,26 @@ class Cell:
         return ref
 
     def close_components(self, comps, ref, what):
-        """Components (rows, canonical order) against the reference's, to the estimator's
-        tolerance or, for float32 data, each to its own bound."""
+        """Components (rows, canonical order) against the reference's, to the
+        estimator's tolerance or, for float32 data, each to its own bound."""
         expected = ref.components()
-        _close(_align(comps, expected, 1), expected, self.est.rtol, what,
-               None if self.bounds is None else self.bounds[0][:, None])
+        _close(
+            _align(comps, expected, 1),
+            expected,
+            self.est.rtol,
+            what,
+            None if self.bounds is None else self.bounds[0][:, None],
+        )
 
     def close_scores(self, Z, ref, what):
         expected = ref.scores()
-        _close(_align(Z, expected, 0), expected, self.est.rtol, what,
-               None if self.bounds is None else self.bounds[1][None, :])
+        _close(
+            _align(Z, expected, 0),
+            expected,
+            self.est.rtol,
+            what,
+            None if self.bounds is None else self.bounds[1][None, :],
+        )
 
     def cli_transform(self, model, raw, ref):
         import zarr
@@ -934,8 +1232,20 @@ class Cell:
 
         self.call(model.save, self.tmp / "model.zarr")
         out = self.tmp / "scores.zarr"
-        rc = self.call(main, ["transform", str(self.tmp / "model.zarr"), str(raw), "--out",
-                              str(out), "--no-progress", "--no-processes", "--n-workers", "1"])
+        rc = self.call(
+            main,
+            [
+                "transform",
+                str(self.tmp / "model.zarr"),
+                str(raw),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-processes",
+                "--n-workers",
+                "1",
+            ],
+        )
         assert rc == 0, f"scalepca transform exited with {rc}"
         group = zarr.open_group(str(out), mode="r")
         scores = group["scores"]
@@ -947,9 +1257,9 @@ class Cell:
         self.close_scores(Z, ref, "CLI transform")
 
     def resume(self, X):
-        """A checkpointed fit, then another with the same checkpoint: after a change of the
-        tolerance (resume-params) or of the data (resume-data). The second must equal a fresh
-        fit of its own parameters and data, or be refused."""
+        """A checkpointed fit, then another with the same checkpoint: after a change
+        of the tolerance (resume-params) or of the data (resume-data). The second
+        must equal a fresh fit of its own parameters and data, or be refused."""
         loose, tight = self.est.checkpoint
         ck = str(self.tmp / "ck")
         if self.op == "resume-params":
@@ -961,21 +1271,27 @@ class Cell:
         else:
             Xfit, _, _ = self.inputs(X)
             self.fit(Xfit, checkpoint=ck)
-            X2 = _data(self.option, permute_columns=True, shift=self.shift, kind=self.kind)
+            X2 = _data(
+                self.option, permute_columns=True, shift=self.shift, kind=self.kind
+            )
             Xnew, _, _ = self.inputs(X2, tag="b")
             model = self.fit(Xnew, checkpoint=ck)
             ref = self.reference(X2)
         if self.est.linear or self.est.cls in ("SparsePCA", "RobustPCA"):
-            self.close_components(self.components(model), ref, "components_ after resume")
+            self.close_components(
+                self.components(model), ref, "components_ after resume"
+            )
         Z = self.call(model.transform, Xnew)
         self.close_scores(_scores(Z, self.kind), ref, "transform after resume")
 
     def partial(self, X):
-        """partial_fit on the cell's data, then on 60 more rows of the same kind (other values,
-        made and opened the same way): the model of all 120 rows."""
+        """partial_fit on the cell's data, then on 60 more rows of the same kind
+        (other values, made and opened the same way): the model of all 120 rows."""
         X2 = _data(self.option, shift=self.shift + 0.25, kind=self.kind)
         if not (self.option.genotype or self.kind.genotypes):
-            X2 = X2 + np.linspace(-1.0, 1.0, C.N_FEATURES) * X2.std(axis=0)  # a moved mean
+            X2 = X2 + np.linspace(-1.0, 1.0, C.N_FEATURES) * X2.std(
+                axis=0
+            )  # a moved mean
         first, new, _ = self.inputs(X)
         second, _, _ = self.inputs(X2, tag="b")
         model = self.est.make(**self.params())
@@ -983,23 +1299,35 @@ class Cell:
         self.call(model.partial_fit, second)
         ref = self.reference(np.vstack([X, X2]))
         if self.est.linear or self.est.cls == "SparsePCA":
-            self.close_components(self.components(model), ref, "components_ after partial_fit")
+            self.close_components(
+                self.components(model), ref, "components_ after partial_fit"
+            )
         Z = _scores(self.call(model.transform, new), self.kind)
         expected = ref.scores()[: len(X)]
-        _close(_align(Z, expected, 0), expected, self.est.rtol, "transform after partial_fit",
-               None if self.bounds is None else self.bounds[1][None, :])
+        _close(
+            _align(Z, expected, 0),
+            expected,
+            self.est.rtol,
+            "transform after partial_fit",
+            None if self.bounds is None else self.bounds[1][None, :],
+        )
 
 
 REORDER = [3, 0, 7, 5, 1, 6, 2, 4]
 
 
 def _among_others(X):
-    """X held among 20 other cells (10 before, 10 after) and 3 other genes (2 before, 1 after):
-    (the larger matrix, the boolean mask of X's rows, the positions of X's columns)."""
+    """X held among 20 other cells (10 before, 10 after) and 3 other genes (2 before,
+    1 after): (the larger matrix, the boolean mask of X's rows, the positions of X's
+    columns)."""
     n, d = X.shape
-    big = np.random.default_rng(36).normal(scale=7.0, size=(n + 20, d + 3)).astype(X.dtype)
+    big = (
+        np.random.default_rng(36)
+        .normal(scale=7.0, size=(n + 20, d + 3))
+        .astype(X.dtype)
+    )
     rows = np.zeros(n + 20, dtype=bool)
-    rows[10:10 + n] = True
+    rows[10 : 10 + n] = True
     cols = np.arange(2, 2 + d)
     big[np.ix_(rows, cols)] = X
     return big, rows, cols
@@ -1020,11 +1348,15 @@ def _flat(s):
     return np.asarray(_values(s), dtype=np.float64).reshape(-1)
 
 
-@pytest.mark.parametrize(("estimator", "kind", "option", "op"), [_param(c) for c in CELLS])
+@pytest.mark.parametrize(
+    ("estimator", "kind", "option", "op"), [_param(c) for c in CELLS]
+)
 def test_contract(estimator, kind, option, op, tmp_path, tasks):
     cell = Cell(estimator, kind, option, op, tmp_path, tasks)
     outcome = C.expectation((estimator, kind, option, op))
-    if isinstance(outcome, C.Defect):  # run as it should be once fixed (xfail until then)
+    if isinstance(
+        outcome, C.Defect
+    ):  # run as it should be once fixed (xfail until then)
         outcome = outcome.then
     if isinstance(outcome, C.Refused):
         with pytest.raises(outcome.error, match=re.escape(outcome.match)):
@@ -1036,8 +1368,9 @@ def test_contract(estimator, kind, option, op, tmp_path, tasks):
 
 
 def test_no_description_leaks_by_value(tasks):
-    """Two arrays of the same values are still two inputs: fitting an AnnData does not change
-    how a later model takes a dask array that happens to hold the same numbers."""
+    """Two arrays of the same values are still two inputs: fitting an AnnData does
+    not change how a later model takes a dask array that happens to hold the same
+    numbers."""
     import anndata as ad
     import dask.array as da
 
@@ -1046,8 +1379,9 @@ def test_no_description_leaks_by_value(tasks):
     X = C.base_data()
     w = C.ARRAY_WEIGHTS
     scalepca.PCA(3).fit(ad.AnnData(X))
-    model = scalepca.PCA(3).fit(scalepca.open_matrix(da.from_array(X, chunks=(-1, -1)),
-                                                     weights=w))
+    model = scalepca.PCA(3).fit(
+        scalepca.open_matrix(da.from_array(X, chunks=(-1, -1)), weights=w)
+    )
     ref = scalepca.PCA(3).fit(X * w)
     Z = model.transform(da.from_array(X, chunks=(-1, -1))).compute()
     _close(_align(Z, ref.transform(X * w), 0), ref.transform(X * w), 1e-10, "transform")

@@ -1,7 +1,8 @@
-"""The counts generator's screen (``datasets/_count_screen.py``): the non-zero entries it
-leads to are exactly those of the direct test ``u > P(0 | μ)`` on every entry, with numba's
-fused pass and with NumPy's, for negative binomial and Poisson counts, at low and high
-densities (so the generated stores are the same counts as before the screen)."""
+"""The counts generator's screen (``datasets/_count_screen.py``): the non-zero
+entries it leads to are exactly those of the direct test ``u > P(0 | μ)`` on every
+entry, with numba's fused pass and with NumPy's, for negative binomial and Poisson
+counts, at low and high densities (so the generated stores are the same counts as
+before the screen)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from scalepca.datasets._generators import (
 )
 
 
-@pytest.mark.parametrize(("d", "density", "dispersion"),
-                         [(3000, 0.02, 5.0), (400, 0.15, 5.0), (1000, 0.1, None),
-                          (300, 0.5, 0.5)])
+@pytest.mark.parametrize(
+    ("d", "density", "dispersion"),
+    [(3000, 0.02, 5.0), (400, 0.15, 5.0), (1000, 0.1, None), (300, 0.5, 0.5)],
+)
 def test_screen_gives_the_direct_tests_entries(monkeypatch, d, density, dispersion):
     model = count_model(d, density=density, dispersion=dispersion, seed=2)
     rng = _rng(2, _TAG_CELLS, 0)

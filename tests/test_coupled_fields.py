@@ -10,16 +10,27 @@ from scalepca.datasets import make_coupled_fields, write_dataset
 
 
 def _fields(ds):
-    return [scalepca.open_matrix(ds[v], sample_dims="time", weights="sqrt_coslat")
-            for v in ("sst", "z")]
+    return [
+        scalepca.open_matrix(ds[v], sample_dims="time", weights="sqrt_coslat")
+        for v in ("sst", "z")
+    ]
 
 
 @pytest.mark.parametrize("coupled", [1, 2, 3])
 def test_mca_finds_as_many_coupled_modes_as_were_made(coupled):
     """Only the modes that share their time series covary: the first ``coupled`` modes
     of MCA hold all but the sampling noise of the squared covariance."""
-    ds = make_coupled_fields(3000, n_lat=12, n_lon=24, n_lat_y=9, n_lon_y=18, rank=4,
-                             coupled=coupled, chunk_rows=500, seed=3)
+    ds = make_coupled_fields(
+        3000,
+        n_lat=12,
+        n_lon=24,
+        n_lat_y=9,
+        n_lon_y=18,
+        rank=4,
+        coupled=coupled,
+        chunk_rows=500,
+        seed=3,
+    )
     X, Y = _fields(ds)
     frac = MCA(4).fit(X, Y).squared_covariance_fraction_
     assert frac[:coupled].sum() > 0.99, frac
@@ -27,7 +38,9 @@ def test_mca_finds_as_many_coupled_modes_as_were_made(coupled):
 
 
 def test_the_second_field_is_in_other_units_without_a_mask():
-    ds = make_coupled_fields(200, n_lat=6, n_lon=12, n_lat_y=5, n_lon_y=10, chunk_rows=50)
+    ds = make_coupled_fields(
+        200, n_lat=6, n_lon=12, n_lat_y=5, n_lon_y=10, chunk_rows=50
+    )
     sst, z = ds["sst"].values, ds["z"].values
     assert sst.shape == (200, 6, 12) and z.shape == (200, 5, 10)
     land = np.isnan(sst).all(axis=0)
@@ -38,7 +51,9 @@ def test_the_second_field_is_in_other_units_without_a_mask():
 
 
 def test_written_and_read_back_as_generated(tmp_path):
-    ds = make_coupled_fields(120, n_lat=6, n_lon=12, n_lat_y=5, n_lon_y=10, chunk_rows=40)
+    ds = make_coupled_fields(
+        120, n_lat=6, n_lon=12, n_lat_y=5, n_lon_y=10, chunk_rows=40
+    )
     write_dataset(ds, tmp_path / "c.zarr")
     import xarray as xr
 

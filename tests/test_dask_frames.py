@@ -1,5 +1,6 @@
-"""A dask DataFrame is read lazily: checked from its metadata, its rows counted in one counted
-pass before a fit, and mapped partition by partition (nothing computed) by ``transform``."""
+"""A dask DataFrame is read lazily: checked from its metadata, its rows counted in
+one counted pass before a fit, and mapped partition by partition (nothing computed)
+by ``transform``."""
 
 from __future__ import annotations
 
@@ -25,20 +26,29 @@ def tasks():
 @pytest.fixture
 def frames():
     rng = np.random.default_rng(38)
-    X = rng.standard_normal((80, 8)) @ rng.standard_normal((8, 8)) + rng.uniform(-3, 3, 8)
+    X = rng.standard_normal((80, 8)) @ rng.standard_normal((8, 8)) + rng.uniform(
+        -3, 3, 8
+    )
     pdf = pd.DataFrame(X, columns=[f"f{i}" for i in range(8)])
     return X, pdf, dd.from_pandas(pdf, npartitions=4)
 
 
 def _close(a, b):
-    np.testing.assert_allclose(np.abs(np.asarray(a)), np.abs(np.asarray(b)), rtol=1e-10,
-                               atol=1e-10 * np.abs(np.asarray(b)).max())
+    np.testing.assert_allclose(
+        np.abs(np.asarray(a)),
+        np.abs(np.asarray(b)),
+        rtol=1e-10,
+        atol=1e-10 * np.abs(np.asarray(b)).max(),
+    )
 
 
-@pytest.mark.parametrize(("weights", "match"), [
-    ("sqrt_coslat", "named weights need xarray data"),
-    (np.ones(3), r"shape \(3,\); expected \(8,\)"),
-])
+@pytest.mark.parametrize(
+    ("weights", "match"),
+    [
+        ("sqrt_coslat", "named weights need xarray data"),
+        (np.ones(3), r"shape \(3,\); expected \(8,\)"),
+    ],
+)
 def test_weights_refused_before_any_compute(frames, tasks, weights, match):
     _, _, ddf = frames
     with pytest.raises(ValueError, match=match):
@@ -57,7 +67,8 @@ def test_non_numeric_columns_refused_before_any_compute(frames, tasks):
 
 
 def test_open_matrix_keeps_the_frame_lazy(frames):
-    """The frame becomes a dask array of its partitions, not a NumPy array on the client."""
+    """The frame becomes a dask array of its partitions, not a NumPy array on the
+    client."""
     import dask.array as da
 
     X, _, ddf = frames
@@ -75,13 +86,20 @@ def test_fit_counts_the_row_count_pass(frames):
     _close(on_frame.components_, in_memory.components_)
 
 
-@pytest.mark.parametrize("model", [
-    scalepca.PCA(3), scalepca.PCA(3, svd_solver="tsqr"), scalepca.PPCA(3),
-    scalepca.KernelPCA(3), scalepca.SparsePCA(3, alpha=0.1, random_state=0),
-], ids=lambda m: f"{type(m).__name__}-{m.get_params().get('svd_solver', '')}")
+@pytest.mark.parametrize(
+    "model",
+    [
+        scalepca.PCA(3),
+        scalepca.PCA(3, svd_solver="tsqr"),
+        scalepca.PPCA(3),
+        scalepca.KernelPCA(3),
+        scalepca.SparsePCA(3, alpha=0.1, random_state=0),
+    ],
+    ids=lambda m: f"{type(m).__name__}-{m.get_params().get('svd_solver', '')}",
+)
 def test_transform_is_lazy(frames, tasks, model):
-    """transform maps the partitions as they are: no task runs until the scores are asked
-    for, and they equal those of the in-memory frame."""
+    """transform maps the partitions as they are: no task runs until the scores are
+    asked for, and they equal those of the in-memory frame."""
     import dask.array as da
 
     _, pdf, ddf = frames

@@ -1,9 +1,10 @@
 """The documentation site builds from the repository, warnings as errors, and renders.
 
-The build runs Sphinx exactly as the README's command does (``-W``: a warning fails), into a
-temporary folder, from scratch (``-E``). The front page and an API page are then opened in a
-real headless Chromium (Debian's ``chromium`` package) and screenshotted; without chromium
-those checks are skipped with the command that installs it (``.ci/run`` installs it in CI).
+The build runs Sphinx exactly as the README's command does (``-W``: a warning fails),
+into a temporary folder, from scratch (``-E``). The front page and an API page are
+then opened in a real headless Chromium (Debian's ``chromium`` package) and
+screenshotted; without chromium those checks are skipped with the command that
+installs it (``.ci/run`` installs it in CI).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import pytest
 from ._browser import rendered_dom, screenshot
 
 ROOT = Path(__file__).parents[1]
-pytest.importorskip("sphinx", reason="docs extra not installed: pip install -e '.[docs]'")
+pytest.importorskip(
+    "sphinx", reason="docs extra not installed: pip install -e '.[docs]'"
+)
 pytest.importorskip("numpydoc")
 pytest.importorskip("myst_nb")
 pytest.importorskip("pydata_sphinx_theme")
@@ -32,15 +35,32 @@ def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("docs")
     t0 = time.perf_counter()
     r = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-q", "-b", "html",
-         str(ROOT / "docs"), str(out / "html"), "-d", str(out / "doctrees")],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-E",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            str(ROOT / "docs"),
+            str(out / "html"),
+            "-d",
+            str(out / "doctrees"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     seconds = time.perf_counter() - t0
     assert r.returncode == 0, r.stdout + r.stderr
     print(f"documentation built in {seconds:.1f} s")
-    # about 15 s of CPU on the 2-core development machine; generous for a loaded CI machine
+    # about 15 s of CPU on the 2-core development machine; generous for a loaded CI
+    # machine
     assert seconds < 180, f"the docs build took {seconds:.0f} s"
     return out / "html"
 
@@ -50,10 +70,27 @@ def _text(path: Path) -> str:
 
 
 def test_every_page_is_built(site):
-    for page in ("index", "getting-started", "config", "architecture", "gallery", "benchmarks",
-                 "bad_input", "hpc", "development", "api/estimators", "api/data",
-                 "api/datasets", "api/eof", "api/plot", "api/cluster", "api/config",
-                 "api/singlecell", "guide/index", *GUIDE_PAGES):
+    for page in (
+        "index",
+        "getting-started",
+        "config",
+        "architecture",
+        "gallery",
+        "benchmarks",
+        "bad_input",
+        "hpc",
+        "development",
+        "api/estimators",
+        "api/data",
+        "api/datasets",
+        "api/eof",
+        "api/plot",
+        "api/cluster",
+        "api/config",
+        "api/singlecell",
+        "guide/index",
+        *GUIDE_PAGES,
+    ):
         assert (site / f"{page}.html").is_file(), page
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     built = sorted(p.stem for p in (site / "_generated" / "gallery").glob("*.html"))
@@ -75,7 +112,9 @@ def test_config_reference_lists_every_schema_key(site):
 def test_guide_pages_carry_the_notes_of_their_class(site):
     text = _text(site / "guide" / "pca.html")
     assert "Passes over the data" in text and "Memory per worker" in text
-    assert "pca.yaml" in (site / "guide" / "pca.html").read_text() or "svd_solver" in text
+    assert (
+        "pca.yaml" in (site / "guide" / "pca.html").read_text() or "svd_solver" in text
+    )
 
 
 def test_gallery_shows_stored_outputs(site):
@@ -93,21 +132,27 @@ def test_api_page_from_docstrings(site):
 
 
 def test_references_resolve_to_scalepca_and_the_projects_it_works_with(site):
-    """``nitpicky``: the build above fails on any reference without a target; types link to
-    NumPy, xarray, anndata, … through the inventories kept with the docs (no network here)."""
+    """``nitpicky``: the build above fails on any reference without a target; types
+    link to NumPy, xarray, anndata, … through the inventories kept with the docs (no
+    network here)."""
     conf = (ROOT / "docs" / "conf.py").read_text()
     assert "nitpicky = True" in conf
     pca = (site / "api" / "generated" / "scalepca.PCA.html").read_text()
     assert "https://numpy.org/doc/stable/reference/generated/numpy.ndarray.html" in pca
     assert "https://docs.xarray.dev/en/stable/generated/xarray.DataArray.html" in pca
     pp = (site / "api" / "generated" / "scalepca.pp.pca.html").read_text()
-    assert "https://anndata.readthedocs.io/en/stable/generated/anndata.AnnData.html" in pp
+    assert (
+        "https://anndata.readthedocs.io/en/stable/generated/anndata.AnnData.html" in pp
+    )
     single = (site / "api" / "singlecell.html").read_text()
-    assert "https://scanpy.readthedocs.io/en/stable/generated/scanpy.pp.pca.html" in single
+    assert (
+        "https://scanpy.readthedocs.io/en/stable/generated/scanpy.pp.pca.html" in single
+    )
 
 
 def test_api_index_groups_every_public_name_and_no_kernel(site):
-    """Every public name has a page and a line in the index; internal kernels have neither."""
+    """Every public name has a page and a line in the index; internal kernels have
+    neither."""
     import scalepca
     import scalepca.datasets
     import scalepca.pp
@@ -116,8 +161,10 @@ def test_api_index_groups_every_public_name_and_no_kernel(site):
     index = (site / "api" / "index.html").read_text()
     public = [f"scalepca.{n}" for n in scalepca.__all__ if n != "__version__"]
     public += [f"scalepca.pp.{n}" for n in scalepca.pp.__all__]
-    public += [f"scalepca.datasets.{n}" for n in ("GenotypeMatrix", "CountMatrix",
-                                                  "make_genotypes", "make_counts")]
+    public += [
+        f"scalepca.datasets.{n}"
+        for n in ("GenotypeMatrix", "CountMatrix", "make_genotypes", "make_counts")
+    ]
     for name in public:
         page = name if (gen / f"{name}.html").is_file() else None
         if page is None:  # an analysis tool documented under its module's name
@@ -126,8 +173,14 @@ def test_api_index_groups_every_public_name_and_no_kernel(site):
     assert "generated/scalepca.linalg" not in index
     assert not list(gen.glob("scalepca.linalg.*"))
     # the API index groups by task: headings, each with one-line summaries
-    for heading in ("Estimators", "Single cell", "EOF analysis tools", "Data in and out",
-                    "Synthetic data", "Figures"):
+    for heading in (
+        "Estimators",
+        "Single cell",
+        "EOF analysis tools",
+        "Data in and out",
+        "Synthetic data",
+        "Figures",
+    ):
         assert f">{heading}<" in index, heading
 
 
@@ -141,7 +194,8 @@ def test_version_on_every_page_changes_and_source_links(site):
     changes = _text(site / "changes.html")
     for breaking in ("overwrite=True", "n_modes", "n_components"):
         assert breaking in changes, breaking
-    # every API page links to its source (sphinx.ext.viewcode), and the source page exists
+    # every API page links to its source (sphinx.ext.viewcode), and the source page
+    # exists
     for page in (site / "api" / "generated").glob("*.html"):
         html = page.read_text()
         assert "viewcode-link" in html, page.name
@@ -159,13 +213,14 @@ def test_benchmarks_page_dates_each_result_and_marks_stale_ones(site):
         row = re.search(">" + re.escape(path.name) + r"<(.*?)</tr>", html, re.S)
         assert row and rec["date"] in row.group(1), path.name
     # the PCA section's chart measured the solvers of its date: its warning says so
-    pca = text[text.index("PCA of a"):text.index("One-pass fits against the floor")]
+    pca = text[text.index("PCA of a") : text.index("One-pass fits against the floor")]
     assert "Stale" in pca and "benchmarks/pca.py" in pca
 
 
 def test_contract_page_is_readable_in_a_browser(site, tmp_path):
-    """The contract's tables are narrow (one per estimator, operation and option), their
-    cells are words or symbols, the legend comes first and their headers stay in view."""
+    """The contract's tables are narrow (one per estimator, operation and option),
+    their cells are words or symbols, the legend comes first and their headers stay
+    in view."""
     html = (site / "contract.html").read_text()
     tables = re.findall(r'<table class="sp-contract".*?</table>', html, re.S)
     assert len(tables) >= 16 + 30  # one per estimator and one per operation, at least
@@ -176,26 +231,42 @@ def test_contract_page_is_readable_in_a_browser(site, tmp_path):
     cells = re.findall(r'<td class="sp-\w+"[^>]*>(.*?)</td>', html, re.S)
     words = {re.sub(r"<[^>]+>|\s*[RDN]\d+", "", c).strip() for c in cells}
     assert words <= {"✓", "refused", "n/a", "defect"}, words
-    assert not re.search(r"<td[^>]*>\s*[–-]\d", html), "a code that reads as a negative number"
+    assert not re.search(r"<td[^>]*>\s*[–-]\d", html), (
+        "a code that reads as a negative number"
+    )
     dom = rendered_dom((site / "contract.html").as_uri(), tmp_path / "profile")
     marks = re.findall(r'<table class="sp-contract"[^>]*>', dom)
     assert len(marks) == len(tables)
-    assert all('data-fits="yes"' in m for m in marks), "a contract table is wider than its column"
+    assert all('data-fits="yes"' in m for m in marks), (
+        "a contract table is wider than its column"
+    )
     assert all('data-sticky="sticky"' in m for m in marks), "a header row scrolls away"
 
 
-@pytest.mark.parametrize("cls", ["PCA", "PPCA", "KernelPCA", "SparsePCA", "RobustPCA",
-                                 "MultivariateEOF", "ExtendedEOF"])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        "PCA",
+        "PPCA",
+        "KernelPCA",
+        "SparsePCA",
+        "RobustPCA",
+        "MultivariateEOF",
+        "ExtendedEOF",
+    ],
+)
 def test_class_pages_as_scikit_learn_s(site, cls):
-    """Each estimator's page: a link to its user guide page, See also, and the methods it
-    takes from scikit-learn listed and linked to scikit-learn's pages."""
+    """Each estimator's page: a link to its user guide page, See also, and the
+    methods it takes from scikit-learn listed and linked to scikit-learn's pages."""
     html = (site / "api" / "generated" / f"scalepca.{cls}.html").read_text()
     assert "Read more in the" in html and "../../guide/" in html
     assert "See also" in html
-    inherited = html[html.index("Methods inherited from scikit-learn"):]
+    inherited = html[html.index("Methods inherited from scikit-learn") :]
     for method in ("get_params", "set_params"):
-        assert f"sklearn.base.BaseEstimator.html#sklearn.base.BaseEstimator.{method}" \
-            in inherited, method
+        assert (
+            f"sklearn.base.BaseEstimator.html#sklearn.base.BaseEstimator.{method}"
+            in inherited
+        ), method
     if cls != "RobustPCA":  # a transformer: scikit-learn's output container and names
         assert "TransformerMixin.set_output" in inherited
         assert "get_feature_names_out" in inherited
@@ -203,22 +274,61 @@ def test_class_pages_as_scikit_learn_s(site, cls):
 
 def test_pp_pca_page_lists_what_it_writes_where(site):
     text = _text(site / "api" / "generated" / "scalepca.pp.pca.html")
-    for field in ('.obsm["X_pca"]', '.varm["PCs"]', '.uns["pca"]["variance"]',
-                  '.uns["pca"]["variance_ratio"]', '.var["highly_variable"]'):
+    for field in (
+        '.obsm["X_pca"]',
+        '.varm["PCs"]',
+        '.uns["pca"]["variance"]',
+        '.uns["pca"]["variance_ratio"]',
+        '.var["highly_variable"]',
+    ):
         assert field.replace('"', "&quot;") in text or field in text, field
 
 
-#: every method a user calls, each documented on its estimator's page (an entry of its own)
+#: every method a user calls, each documented on its estimator's page (an entry of its
+#: own)
 API_MEMBERS = {
-    "PCA": ["fit", "transform", "inverse_transform", "fit_transform", "score", "score_samples",
-            "save", "partial_fit", "components_xr_", "mean_xr_"],
-    "PPCA": ["fit", "transform", "inverse_transform", "score_samples", "impute", "sample",
-             "get_covariance", "save", "partial_fit", "components_xr_", "mean_xr_"],
+    "PCA": [
+        "fit",
+        "transform",
+        "inverse_transform",
+        "fit_transform",
+        "score",
+        "score_samples",
+        "save",
+        "partial_fit",
+        "components_xr_",
+        "mean_xr_",
+    ],
+    "PPCA": [
+        "fit",
+        "transform",
+        "inverse_transform",
+        "score_samples",
+        "impute",
+        "sample",
+        "get_covariance",
+        "save",
+        "partial_fit",
+        "components_xr_",
+        "mean_xr_",
+    ],
     "KernelPCA": ["fit", "transform", "inverse_transform", "partial_fit", "save"],
-    "SparsePCA": ["fit", "transform", "partial_fit", "fit_covariance", "save",
-                  "components_xr_"],
+    "SparsePCA": [
+        "fit",
+        "transform",
+        "partial_fit",
+        "fit_covariance",
+        "save",
+        "components_xr_",
+    ],
     "RobustPCA": ["fit", "transform", "inverse_transform", "save"],
-    "MultivariateEOF": ["fit", "transform", "inverse_transform", "save", "components_xr_"],
+    "MultivariateEOF": [
+        "fit",
+        "transform",
+        "inverse_transform",
+        "save",
+        "components_xr_",
+    ],
     "ExtendedEOF": ["fit", "transform", "inverse_transform", "save", "components_xr_"],
 }
 
@@ -227,23 +337,30 @@ API_MEMBERS = {
 def test_one_api_page_per_estimator_with_its_methods(site, cls):
     html = (site / "api" / "generated" / f"scalepca.{cls}.html").read_text()
     for member in API_MEMBERS[cls]:
-        assert f'id="scalepca.{cls}.{member}"' in html, f"{cls}.{member} is not documented"
+        assert f'id="scalepca.{cls}.{member}"' in html, (
+            f"{cls}.{member} is not documented"
+        )
     # examples render as written: `rank_`, not `rank\_` (which fails when pasted)
-    code = " ".join(re.findall(r'<div class="highlight[^"]*"><pre>(.*?)</pre>', html, re.S))
+    code = " ".join(
+        re.findall(r'<div class="highlight[^"]*"><pre>(.*?)</pre>', html, re.S)
+    )
     assert code, f"{cls}'s page has no example"
     assert "\\_" not in html, f"an escaped underscore shows on {cls}'s page"
 
 
 @pytest.mark.parametrize("cls", sorted(API_MEMBERS))
 def test_estimator_examples_run_as_shown(cls):
-    """The Examples of each estimator's API page, run as doctests: they print what they show."""
+    """The Examples of each estimator's API page, run as doctests: they print what
+    they show."""
     import doctest
 
     import scalepca
 
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     runner = doctest.DocTestRunner(optionflags=flags)
-    tests = doctest.DocTestFinder(recurse=False).find(getattr(scalepca, cls), cls, globs={})
+    tests = doctest.DocTestFinder(recurse=False).find(
+        getattr(scalepca, cls), cls, globs={}
+    )
     assert tests and tests[0].examples, f"{cls} has no example"
     for test in tests:
         runner.run(test)
@@ -255,10 +372,21 @@ def test_api_pages_of_functions_generators_and_plots(site):
     import scalepca.datasets
 
     gen = site / "api" / "generated"
-    for name in ("open_matrix", "load", "connect", "north_test", "eofs_as_correlation",
-                 "eofs_as_covariance", "Rotator"):
+    for name in (
+        "open_matrix",
+        "load",
+        "connect",
+        "north_test",
+        "eofs_as_correlation",
+        "eofs_as_covariance",
+        "Rotator",
+    ):
         assert (gen / f"scalepca.{name}.html").is_file(), name
-    makers = [n for n in scalepca.datasets.__all__ if n.startswith("make_") and "zarr" not in n]
+    makers = [
+        n
+        for n in scalepca.datasets.__all__
+        if n.startswith("make_") and "zarr" not in n
+    ]
     assert "make_counts" in makers
     for name in makers:
         assert (gen / f"scalepca.datasets.{name}.html").is_file(), name
@@ -282,19 +410,25 @@ def test_config_reference_is_readable(site):
     assert solver is not None
     for choice in ("covariance_eigh", "tsqr", "randomized", "auto"):
         assert choice in solver.group(1), choice
-    ppca = html[html.index('id="method-ppca"'):html.index('id="method-kernel-pca"')]
+    ppca = html[html.index('id="method-ppca"') : html.index('id="method-kernel-pca"')]
     missing = re.search(cell.format("missing"), ppca, re.S)
-    assert missing is not None and "error" in missing.group(1) and "em" in missing.group(1)
+    assert (
+        missing is not None and "error" in missing.group(1) and "em" in missing.group(1)
+    )
     # defaults as YAML in every table, never as Python
     for row in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S):
-        cells = [re.sub(r"<[^>]+>", "", c).strip()
-                 for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        cells = [
+            re.sub(r"<[^>]+>", "", c).strip()
+            for c in re.findall(r"<td>(.*?)</td>", row, re.S)
+        ]
         if len(cells) >= 3:  # key, (type,) default, meaning
             default = cells[2] if len(cells) == 4 else cells[1]
             assert default not in ("None", "True", "False", "'auto'"), cells[0]
     # sections in the order of a config file
-    order = [html.index(f'id="{a}"') for a in ("data", "data-generate", "model", "cluster",
-                                                "output", "top-level")]
+    order = [
+        html.index(f'id="{a}"')
+        for a in ("data", "data-generate", "model", "cluster", "output", "top-level")
+    ]
     assert order == sorted(order)
     # one page, not also its generated fragment
     assert "config_reference" not in (site / "searchindex.js").read_text()
@@ -306,8 +440,12 @@ def test_guide_pages_link_no_private_names(site):
         assert not re.search(r"scalepca\._|models\._|io\._", text), page
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "docs" / "examples").glob("*.py")
-                                        if p.name != "run.py"))
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        p.stem for p in (ROOT / "docs" / "examples").glob("*.py") if p.name != "run.py"
+    ),
+)
 def test_guide_examples_print_what_their_page_shows(tmp_path, name):
     """Each example of the guide still runs and prints the output its page shows."""
     sys.path.insert(0, str(ROOT / "docs" / "examples"))
@@ -315,21 +453,36 @@ def test_guide_examples_print_what_their_page_shows(tmp_path, name):
         import run
     finally:
         sys.path.pop(0)
-    assert run.run(name, tmp_path) == (ROOT / "docs" / "examples" / f"{name}.txt").read_text()
+    assert (
+        run.run(name, tmp_path)
+        == (ROOT / "docs" / "examples" / f"{name}.txt").read_text()
+    )
     assert (tmp_path / f"{name}.png").is_file()  # the figure its page shows
 
 
 def _keep(png: Path) -> None:
-    keep = os.environ.get("SCALEPCA_DOCS_SCREENSHOTS")  # a folder to keep them in, to look at
+    keep = os.environ.get(
+        "SCALEPCA_DOCS_SCREENSHOTS"
+    )  # a folder to keep them in, to look at
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(png, Path(keep) / png.name)
 
 
 #: the user guide's pages: each has formulas or a figure the browser must show
-GUIDE_PAGES = ("guide/choosing", "guide/pca", "guide/ppca", "guide/kernel_pca",
-               "guide/sparse_pca", "guide/robust_pca", "guide/eof", "guide/single_cell",
-               "guide/mca", "guide/hilbert_eof", "guide/bootstrap_eof")
+GUIDE_PAGES = (
+    "guide/choosing",
+    "guide/pca",
+    "guide/ppca",
+    "guide/kernel_pca",
+    "guide/sparse_pca",
+    "guide/robust_pca",
+    "guide/eof",
+    "guide/single_cell",
+    "guide/mca",
+    "guide/hilbert_eof",
+    "guide/bootstrap_eof",
+)
 METHOD_PAGES = [p for p in GUIDE_PAGES if p not in ("guide/choosing",)]
 
 
@@ -344,18 +497,28 @@ def test_guide_page_renders_its_formulas_and_figure(site, tmp_path, page):
     assert 'data-loaded="no"' not in dom, f"{page}: a broken image"
 
 
-#: API pages whose docstrings write formulas as math (``:math:`` roles, ``.. math::`` blocks)
-API_MATH_PAGES = {"PCA": 20, "PPCA": 20, "KernelPCA": 10, "SparsePCA": 10, "RobustPCA": 5,
-                  "north_test": 2}
+#: API pages whose docstrings write formulas as math (``:math:`` roles, ``.. math::``
+#: blocks)
+API_MATH_PAGES = {
+    "PCA": 20,
+    "PPCA": 20,
+    "KernelPCA": 10,
+    "SparsePCA": 10,
+    "RobustPCA": 5,
+    "north_test": 2,
+}
 
 
 @pytest.mark.parametrize("name", sorted(API_MATH_PAGES))
 def test_api_page_renders_its_formulas(site, tmp_path, name):
-    """The docstrings' formulas are typeset by MathJax on the API pages, not shown as code."""
+    """The docstrings' formulas are typeset by MathJax on the API pages, not shown as
+    code."""
     html = (site / "api" / "generated" / f"scalepca.{name}.html").read_text()
     assert ":math:" not in _text(site / "api" / "generated" / f"scalepca.{name}.html")
-    dom = rendered_dom((site / "api" / "generated" / f"scalepca.{name}.html").as_uri(),
-                       tmp_path / "profile")
+    dom = rendered_dom(
+        (site / "api" / "generated" / f"scalepca.{name}.html").as_uri(),
+        tmp_path / "profile",
+    )
     typeset = dom.count("<mjx-container")
     assert typeset >= API_MATH_PAGES[name], f"{name}: {typeset} formulas typeset"
     assert "<mjx-merror" not in dom, f"{name}: a formula failed to typeset"
@@ -364,12 +527,24 @@ def test_api_page_renders_its_formulas(site, tmp_path, name):
     assert "σ²" not in code and "λ_j" not in code, f"{name}: a formula is still code"
 
 
-@pytest.mark.parametrize("page", ["index.html", "api/estimators.html",
-                                  "api/generated/scalepca.PPCA.html",
-                                  "api/generated/scalepca.PCA.html", "guide/ppca.html",
-                                  "guide/eof.html", "config.html", "gallery.html",
-                                  "benchmarks.html", "getting-started.html", "contract.html",
-                                  "changes.html", "api/index.html"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "index.html",
+        "api/estimators.html",
+        "api/generated/scalepca.PPCA.html",
+        "api/generated/scalepca.PCA.html",
+        "guide/ppca.html",
+        "guide/eof.html",
+        "config.html",
+        "gallery.html",
+        "benchmarks.html",
+        "getting-started.html",
+        "contract.html",
+        "changes.html",
+        "api/index.html",
+    ],
+)
 def test_pages_render_in_a_real_browser(site, tmp_path, page):
     import numpy as np
     from matplotlib.image import imread
@@ -384,6 +559,6 @@ def test_pages_render_in_a_real_browser(site, tmp_path, page):
     assert gray.mean() > 0.7
     dark_rows = (gray < 0.5).any(axis=1).sum()
     assert dark_rows > 150, f"only {dark_rows} rows hold dark (text) pixels"
-    # the theme's stylesheet loaded: the navigation bar is laid out at the top, not a bare
-    # unstyled list running down the page
+    # the theme's stylesheet loaded: the navigation bar is laid out at the top, not a
+    # bare unstyled list running down the page
     assert np.std(gray[:80]) > 0.02

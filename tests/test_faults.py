@@ -1,22 +1,24 @@
-"""Worker faults on a real cluster: ``dask scheduler`` + ``dask worker`` processes on loopback.
+"""Worker faults on a real cluster: ``dask scheduler`` + ``dask worker`` processes on
+loopback.
 
-* A worker SIGKILLed in the middle of ``fit`` (while it holds results of the fit and runs one
-  of its tasks): the fit completes on the other workers — Dask recomputes the lost pieces — and
-  equals the undisturbed fit on the same cluster to ``Case.rtol_same`` (the graphs are the
-  same, so only the order in which partial sums merge can differ; in practice the results are
-  bit-identical).
-* The whole cluster (scheduler and workers) SIGKILLed mid-fit: the fit raises at once with
-  an error saying the scheduler connection was lost, not a hang.
-* Iterative estimators with a ``checkpoint`` resume from it on a new cluster and end where an
-  uninterrupted fit ends.
+* A worker SIGKILLed in the middle of ``fit`` (while it holds results of the fit and
+  runs one of its tasks): the fit completes on the other workers — Dask recomputes the
+  lost pieces — and equals the undisturbed fit on the same cluster to ``Case.rtol_same``
+  (the graphs are the same, so only the order in which partial sums merge can differ; in
+  practice the results are bit-identical).
+* The whole cluster (scheduler and workers) SIGKILLed mid-fit: the fit raises at once
+  with an error saying the scheduler connection was lost, not a hang.
+* Iterative estimators with a ``checkpoint`` resume from it on a new cluster and end
+  where an uninterrupted fit ends.
 
-The data are zarr stores. The kills do not race the fit: in the default-suite tests the fit reads
-through a gate (``support.reliability.gated``) that stalls it once every worker is executing a
-fit task and holds results, the killer acts when the scheduler reports that state, and only then
-is the gate opened — so the fault always lands mid-fit, whatever the machine's load. The resume
-tests stall the reads once the first checkpoint commit is on disk and kill the cluster then.
-Workers run without a nanny (a killed worker stays dead, like a preempted node), one thread
-each, ``--memory-limit 1GiB``.
+The data are zarr stores. The kills do not race the fit: in the default-suite tests
+the fit reads through a gate (``support.reliability.gated``) that stalls it once
+every worker is executing a fit task and holds results, the killer acts when the
+scheduler reports that state, and only then is the gate opened — so the fault always
+lands mid-fit, whatever the machine's load. The resume tests stall the reads once the
+first checkpoint commit is on disk and kill the cluster then. Workers run without a
+nanny (a killed worker stays dead, like a preempted node), one thread each,
+``--memory-limit 1GiB``.
 """
 
 from __future__ import annotations
@@ -72,10 +74,13 @@ def cluster(tmp_path_factory):
 
 
 def _store(tmp_path_factory, case, rows):
-    """The case's training matrix in a zarr store (shared file system: the workers read it)."""
+    """The case's training matrix in a zarr store (shared file system: the workers
+    read it)."""
     X = case.X()
     path = tmp_path_factory.mktemp("data") / f"{case.name}.zarr"
-    z = zarr.create_array(str(path), shape=X.shape, chunks=case.chunks(rows), dtype="f8")
+    z = zarr.create_array(
+        str(path), shape=X.shape, chunks=case.chunks(rows), dtype="f8"
+    )
     z[...] = X
     return str(path)
 
@@ -96,8 +101,9 @@ def test_worker_sigkill_mid_fit(cluster, tmp_path_factory, case):
     X = da.from_zarr(path)
     ref = summary(case.make().fit(X))  # undisturbed, same cluster, same graph
 
-    # every worker reads `free` blocks, then the fit stalls until the victim is killed: one-pass
-    # fits lose the victim in their only pass, iterative ones about three passes in
+    # every worker reads `free` blocks, then the fit stalls until the victim is killed:
+    # one-pass fits lose the victim in their only pass, iterative ones about three
+    # passes in
     gate = new_gate()
     free = int(np.prod(X.numblocks)) if case.iterative else 2
     Xs = gated(X, gate, free)
@@ -105,7 +111,9 @@ def test_worker_sigkill_mid_fit(cluster, tmp_path_factory, case):
     with WorkerKiller(cluster, client, min_results=2, gate=gate) as killer:
         got = summary(case.make().fit(Xs))
     assert killer.error is None, killer.error
-    assert killer.killed_at is not None, f"{case.name}: the fit ended before a worker was killed"
+    assert killer.killed_at is not None, (
+        f"{case.name}: the fit ended before a worker was killed"
+    )
     assert killer.returncode == -9 and killer.victim not in cluster.alive_workers()
     assert killer.lost_keys >= 2  # results held by the dead worker had to be recomputed
     assert_same_fit(ref, got, case.rtol_same, case.name)
@@ -119,17 +127,20 @@ def test_whole_cluster_gone_is_a_clear_error(tmp_path_factory):
     with ProcessCluster(2, workdir=tmp_path_factory.mktemp("gone")) as c:
         client = c.client(2)
         _warm(client)
-        # each worker reads one block, then the fit stalls (the gate never opens): the cluster
-        # goes away while the scheduler reports both workers executing fit tasks
+        # each worker reads one block, then the fit stalls (the gate never opens): the
+        # cluster goes away while the scheduler reports both workers executing fit tasks
         Xs = gated(da.from_zarr(path), new_gate(), free=1)
         with ClusterKiller(c, client, min_results=1) as killer:
-            with pytest.raises(FutureCancelledError, match="lost the connection to the "
-                               "scheduler") as lost:
+            with pytest.raises(
+                FutureCancelledError, match="lost the connection to the scheduler"
+            ) as lost:
                 case.make().fit(Xs)
             raised_at = time.monotonic()
         # `scalepca run` says it in words, not as the key of a cancelled task
         said = scheduler_lost(lost.value)
-        assert said and said.startswith("lost the connection to the dask scheduler"), said
+        assert said and said.startswith("lost the connection to the dask scheduler"), (
+            said
+        )
         assert raised_at - killer.killed_at < 60  # fails fast instead of hanging
         assert killer.error is None, killer.error
         client.close(timeout=5)
@@ -140,10 +151,22 @@ ITERATIVE = [c for c in ESTIMATORS if c.iterative]
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, id=c.name, marks=[pytest.mark.slow] if c.checkpoint else [
-        pytest.mark.xfail(strict=True, reason=f"{c.cls} has no checkpoint: a fit whose "
-                          "cluster goes away restarts from the beginning")])
-     for c in ITERATIVE],
+    [
+        pytest.param(
+            c,
+            id=c.name,
+            marks=[pytest.mark.slow]
+            if c.checkpoint
+            else [
+                pytest.mark.xfail(
+                    strict=True,
+                    reason=f"{c.cls} has no checkpoint: a fit whose "
+                    "cluster goes away restarts from the beginning",
+                )
+            ],
+        )
+        for c in ITERATIVE
+    ],
 )
 def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
     from distributed.client import FutureCancelledError
@@ -154,7 +177,9 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
     path = _store(tmp_path_factory, case, rows=40)
     ckpt = str(tmp / "ckpt.zarr")
     params = {"checkpoint": ckpt, "checkpoint_every": 2}
-    if "storage" in est.get_params():  # RobustPCA: the n1 × n2 state in the checkpoint store
+    if (
+        "storage" in est.get_params()
+    ):  # RobustPCA: the n1 × n2 state in the checkpoint store
         params["storage"] = "zarr"
 
     # cluster A goes away after the first commit
@@ -164,8 +189,12 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
         # reads stall once the first commit is on disk: the cluster goes away after it,
         # while the scheduler reports a worker executing a read of the fit
         Xs = gated(da.from_zarr(path), new_gate(), free=0, after_commit=ckpt)
-        with ClusterKiller(a, client, need_all=False, after_commit=ckpt) as killer, \
-                pytest.raises(FutureCancelledError, match="lost the connection to the scheduler"):
+        with (
+            ClusterKiller(a, client, need_all=False, after_commit=ckpt) as killer,
+            pytest.raises(
+                FutureCancelledError, match="lost the connection to the scheduler"
+            ),
+        ):
             case.make(**params).fit(Xs)
         assert killer.error is None, killer.error
         client.close(timeout=5)
@@ -181,8 +210,12 @@ def test_iterative_resumes_on_a_new_cluster(tmp_path_factory, case):
         assert resumed.n_iter_ == fresh.n_iter_
         assert_same_fit(summary(fresh), summary(resumed), 1e-8, f"{case.name} resumed")
         if hasattr(fresh, "low_rank_"):  # RobustPCA: the lazy L too
-            np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
-                                       rtol=0, atol=1e-8 * float(np.abs(case.X()).max()))
+            np.testing.assert_allclose(
+                resumed.low_rank_.compute(),
+                fresh.low_rank_.compute(),
+                rtol=0,
+                atol=1e-8 * float(np.abs(case.X()).max()),
+            )
         client.close(timeout=5)
 
 
@@ -194,8 +227,13 @@ def _run_config(tmp_path, data, method, params, name, cluster=None):
         "data": {"path": str(data)},
         "model": {"method": method, **params},
         # one worker: the run can only finish if its nanny starts a replacement
-        "cluster": cluster or {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
-                               "memory_limit": "1GiB"},
+        "cluster": cluster
+        or {
+            "kind": "local",
+            "n_workers": 1,
+            "threads_per_worker": 1,
+            "memory_limit": "1GiB",
+        },
         "output": {"store": str(tmp_path / name), "scores": False},
         "progress": True,
     }
@@ -222,11 +260,18 @@ def _kill_workers_at(index: int):
     return on_pass, killed
 
 
-@pytest.mark.parametrize("method, params, index", [
-    pytest.param("pca", {"n_components": 3}, 1, id="one-pass"),
-    pytest.param("ppca", {"n_components": 3, "solver": "em", "max_iter": 6, "tol": 0.0},
-                 3, id="iterative"),
-])
+@pytest.mark.parametrize(
+    "method, params, index",
+    [
+        pytest.param("pca", {"n_components": 3}, 1, id="one-pass"),
+        pytest.param(
+            "ppca",
+            {"n_components": 3, "solver": "em", "max_iter": 6, "tol": 0.0},
+            3,
+            id="iterative",
+        ),
+    ],
+)
 def test_cli_run_replaces_a_killed_worker(tmp_path, capfd, method, params, index):
     import dask
 
@@ -251,8 +296,9 @@ def test_cli_run_replaces_a_killed_worker(tmp_path, capfd, method, params, index
         runs[name] = scalepca.load(tmp_path / name / "model.zarr"), killed
     (ref, _), (got, killed) = runs["undisturbed"], runs["killed"]
     assert killed, f"pass {index} never started"
-    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_,
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        got.explained_variance_, ref.explained_variance_, rtol=1e-12
+    )
 
 
 def test_cli_run_on_a_real_scheduler_replaces_a_killed_worker(tmp_path, capfd):
@@ -269,13 +315,17 @@ def test_cli_run_on_a_real_scheduler_replaces_a_killed_worker(tmp_path, capfd):
     data = tmp_path / "x.zarr"
     write_dataset(make_low_rank(2000, 30, rank=4, chunk_rows=250, seed=5), data)
     runs = {}
-    with ProcessCluster(1, memory_limit="1GiB", workdir=tmp_path / "cluster",
-                        nanny=True) as cluster:
+    with ProcessCluster(
+        1, memory_limit="1GiB", workdir=tmp_path / "cluster", nanny=True
+    ) as cluster:
         where = {"kind": "address", "address": cluster.address}
         for name in ("undisturbed", "killed"):
             cfg = _run_config(tmp_path, data, "pca", {"n_components": 3}, name, where)
             on_pass, killed = _kill_workers_at(1 if name == "killed" else -1)
-            with listen_passes(on_pass), dask.config.set({"scalepca.progress.grace": 0}):
+            with (
+                listen_passes(on_pass),
+                dask.config.set({"scalepca.progress.grace": 0}),
+            ):
                 rc = main(["run", str(cfg)])
             out, err = capfd.readouterr()
             assert rc == EXIT_OK, err
@@ -283,8 +333,9 @@ def test_cli_run_on_a_real_scheduler_replaces_a_killed_worker(tmp_path, capfd):
             runs[name] = scalepca.load(tmp_path / name / "model.zarr"), killed
     (ref, _), (got, killed) = runs["undisturbed"], runs["killed"]
     assert killed, "the pass never started"
-    np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_,
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        got.explained_variance_, ref.explained_variance_, rtol=1e-12
+    )
 
 
 def test_cli_run_with_every_worker_gone_exits_naming_them(tmp_path, capfd):
@@ -314,8 +365,10 @@ def test_cli_run_with_every_worker_gone_exits_naming_them(tmp_path, capfd):
             retired.extend(get_client().retire_workers())
 
     # a value the user's Dask config sets is kept: a short wait keeps the test quick
-    with listen_passes(on_pass), \
-            dask.config.set({"distributed.scheduler.no-workers-timeout": "1s"}):
+    with (
+        listen_passes(on_pass),
+        dask.config.set({"distributed.scheduler.no-workers-timeout": "1s"}),
+    ):
         rc = main(["run", str(cfg)])
     out, err = capfd.readouterr()
     assert retired
@@ -337,8 +390,10 @@ def test_progress_puts_nothing_unpicklable_in_dasks_config():
 
     from scalepca.app.cluster import connect, progress
 
-    with connect(n_workers=1, processes=False, quiet=True) as client, \
-            progress(client=client, stream=io.StringIO()):
+    with (
+        connect(n_workers=1, processes=False, quiet=True) as client,
+        progress(client=client, stream=io.StringIO()),
+    ):
         assert dask.config.get("scheduler") is not None
         copied = pickle.loads(pickle.dumps(dask.config.global_config))
         assert copied["scheduler"] == "dask.distributed"

@@ -1,6 +1,7 @@
-"""PLINK .bed genotypes (issue 33 item 7): the lazy reader, ``PCA(standardize="genotype")``
-against the dense NumPy reference, population structure, missing calls (mean imputation and
-PPCA's EM), save/load, the Balding–Nichols generator and bad input."""
+"""PLINK .bed genotypes (issue 33 item 7): the lazy reader,
+``PCA(standardize="genotype")`` against the dense NumPy reference, population
+structure, missing calls (mean imputation and PPCA's EM), save/load, the
+Balding–Nichols generator and bad input."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ N, D, K = 240, 300, 3
 
 
 def _dense_reference(X: np.ndarray):
-    """Standardised genotypes by hand: p over the calls, kept SNPs polymorphic, missing 0."""
+    """Standardised genotypes by hand: p over the calls, kept SNPs polymorphic,
+    missing 0."""
     calls = (~np.isnan(X)).sum(axis=0)
     p = np.nansum(X, axis=0) / np.maximum(calls, 1) / 2
     keep = (calls > 0) & (p > 0) & (p < 1)
@@ -46,10 +48,19 @@ def _aligned(A, B):
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
-    """A Balding–Nichols .bed (K populations, F = 0.1, 2 % missing) plus a monomorphic SNP and a
-    SNP without any call; returns (path, dense matrix with NaN, population labels)."""
-    g = make_genotypes(N, D, n_populations=K, fst=0.1, missing=0.02, seed=3, chunk_snps=64,
-                       dtype="float64")
+    """A Balding–Nichols .bed (K populations, F = 0.1, 2 % missing) plus a
+    monomorphic SNP and a SNP without any call; returns (path, dense matrix with NaN,
+    population labels)."""
+    g = make_genotypes(
+        N,
+        D,
+        n_populations=K,
+        fst=0.1,
+        missing=0.02,
+        seed=3,
+        chunk_snps=64,
+        dtype="float64",
+    )
     X = g.data.compute()
     X[:, 5] = 2.0  # monomorphic
     X[:, 9] = np.nan  # no call
@@ -72,15 +83,18 @@ def test_exact_pca_of_standardised_genotypes(bed, solver, chunks):
     np.testing.assert_allclose(_aligned(C, V), V, atol=1e-10)
     assert np.isnan(m.components_[:, ~keep]).all()
     np.testing.assert_allclose(m.allele_frequency_[keep], p[keep], rtol=1e-12)
-    np.testing.assert_allclose(m.scale_[keep], np.sqrt(2 * p[keep] * (1 - p[keep])), rtol=1e-12)
+    np.testing.assert_allclose(
+        m.scale_[keep], np.sqrt(2 * p[keep] * (1 - p[keep])), rtol=1e-12
+    )
     assert m.n_monomorphic_ == 1 and (~keep).sum() == 2
     # tsqr: the allele frequencies, then its pass; covariance_eigh: one pass of allele
     # moments that give the covariance at the frequencies they give
     assert m.n_passes_ == {"covariance_eigh": 1, "tsqr": 2}[solver]
     assert list(m.feature_names_in_[:2]) == ["sid1", "sid2"]
     scores = m.transform(A)
-    np.testing.assert_allclose(_aligned(scores.values.T, (Z @ V.T).T),
-                               (Z @ V.T).T, atol=1e-9)
+    np.testing.assert_allclose(
+        _aligned(scores.values.T, (Z @ V.T).T), (Z @ V.T).T, atol=1e-9
+    )
     assert list(scores["sample"].values[:2]) == ["iid1", "iid2"]
 
 
@@ -96,7 +110,8 @@ def _as_csr(X):
     import scipy.sparse
 
     return da.from_array(X, chunks=(50, -1)).map_blocks(
-        scipy.sparse.csr_matrix, dtype=X.dtype, meta=scipy.sparse.csr_matrix((0, 0)))
+        scipy.sparse.csr_matrix, dtype=X.dtype, meta=scipy.sparse.csr_matrix((0, 0))
+    )
 
 
 WIDE_EXACT = {  # parameters that make each wide solver exact on 40 SNPs (38 kept)
@@ -113,11 +128,11 @@ WIDE_EXACT = {  # parameters that make each wide solver exact on 40 SNPs (38 kep
 @pytest.mark.parametrize("layout", ["bed-rows", "bed-2d", "strips", "csr"])
 @pytest.mark.parametrize("solver", list(WIDE_EXACT))
 def test_wide_solvers_equal_the_dense_reference(bed, solver, layout, missing):
-    """Block Krylov, the sketch and the snapshot method run the genotype map inside their
-    per-block products (dense row panels, 2-D blocks, column strips, CSR blocks) and equal
-    the PCA of the standardised matrix by LAPACK to 1e-10 once their basis spans every kept
-    SNP (on strips: the samples' range), in the passes they take on that layout. A missing
-    call makes the sketch refuse (see
+    """Block Krylov, the sketch and the snapshot method run the genotype map inside
+    their per-block products (dense row panels, 2-D blocks, column strips, CSR
+    blocks) and equal the PCA of the standardised matrix by LAPACK to 1e-10 once
+    their basis spans every kept SNP (on strips: the samples' range), in the passes
+    they take on that layout. A missing call makes the sketch refuse (see
     :func:`test_sketch_refuses_missing_calls_at_the_first_block_read`)."""
     path, X, _ = bed
     X = (X if missing else _complete(X))[:, :40]
@@ -126,12 +141,19 @@ def test_wide_solvers_equal_the_dense_reference(bed, solver, layout, missing):
     if layout == "csr":
         A = _as_csr(X)
     else:
-        A = da.from_array(X, chunks={"bed-rows": (37, -1), "bed-2d": (60, 16),
-                                     "strips": (-1, 8)}[layout])
+        A = da.from_array(
+            X,
+            chunks={"bed-rows": (37, -1), "bed-2d": (60, 16), "strips": (-1, 8)}[
+                layout
+            ],
+        )
     m = scalepca.PCA(5, standardize="genotype", random_state=0, **WIDE_EXACT[solver])
     if solver == "sketch" and missing:
-        with pytest.raises(ValueError, match="'sketch' with standardize='genotype' needs "
-                                             "data without missing calls"):
+        with pytest.raises(
+            ValueError,
+            match="'sketch' with standardize='genotype' needs "
+            "data without missing calls",
+        ):
             m.fit(A)
         return
     m.fit(A)
@@ -140,22 +162,24 @@ def test_wide_solvers_equal_the_dense_reference(bed, solver, layout, missing):
     C = m.components_[:, keep]
     np.testing.assert_allclose(_aligned(C, V), V, atol=1e-10)
     assert np.isnan(m.components_[:, ~keep]).all()
-    # on strips (all samples in each block) Krylov runs on the 240 × 240 sample Gram, each
-    # strip mapped in its task: exact operator from the first pass, 5 products of 12 columns
-    # span its 38-dimensional range, one more pass for the axes
+    # on strips (all samples in each block) Krylov runs on the 240 × 240 sample Gram,
+    # each strip mapped in its task: exact operator from the first pass, 5 products of
+    # 12 columns span its 38-dimensional range, one more pass for the axes
     krylov = 5 + 1 if layout == "strips" else 4 + missing
     assert m.n_passes_ == {"snapshot": 2, "randomized": krylov, "sketch": 1}[solver]
     scores = m.transform(A)
-    np.testing.assert_allclose(_aligned(np.asarray(scores.compute()).T, (Z @ V.T).T),
-                               (Z @ V.T).T, atol=1e-9)
+    np.testing.assert_allclose(
+        _aligned(np.asarray(scores.compute()).T, (Z @ V.T).T), (Z @ V.T).T, atol=1e-9
+    )
 
 
 def test_sketch_refuses_missing_calls_at_the_first_block_read(bed):
-    """The one-pass sketch cannot mean-impute a call before the pass has read the mean: its
-    pass stops at the first row block holding a missing call (one block read of twelve, on the
-    synchronous scheduler), and the failed fit leaves nothing fitted. A SNP without any call
-    is no missing call of a fitted SNP: it is left out, as by the other solvers; a SNP missing
-    in every row of one block but called elsewhere is found by the pass's count instead."""
+    """The one-pass sketch cannot mean-impute a call before the pass has read the
+    mean: its pass stops at the first row block holding a missing call (one block
+    read of twelve, on the synchronous scheduler), and the failed fit leaves nothing
+    fitted. A SNP without any call is no missing call of a fitted SNP: it is left
+    out, as by the other solvers; a SNP missing in every row of one block but called
+    elsewhere is found by the pass's count instead."""
     path, X, _ = bed
     reads = []
 
@@ -163,12 +187,18 @@ def test_sketch_refuses_missing_calls_at_the_first_block_read(bed):
         reads.append(block.shape)
         return block
 
-    A = da.from_array(X[:, :40], chunks=(20, -1)).map_blocks(read, dtype=X.dtype,
-                                                             meta=np.empty((0, 0)))
+    A = da.from_array(X[:, :40], chunks=(20, -1)).map_blocks(
+        read, dtype=X.dtype, meta=np.empty((0, 0))
+    )
     m = scalepca.PCA(5, standardize="genotype", svd_solver="sketch", random_state=0)
-    with dask.config.set(scheduler="synchronous"), pytest.raises(
-            ValueError, match="'sketch' with standardize='genotype' needs data without missing "
-                              "calls"):
+    with (
+        dask.config.set(scheduler="synchronous"),
+        pytest.raises(
+            ValueError,
+            match="'sketch' with standardize='genotype' needs data without missing "
+            "calls",
+        ),
+    ):
         m.fit(A)
     assert len(reads) == 1 < A.numblocks[0]
     assert not hasattr(m, "components_") and not hasattr(m, "scale_")
@@ -182,23 +212,30 @@ def test_sketch_refuses_missing_calls_at_the_first_block_read(bed):
     np.testing.assert_allclose(m.explained_variance_, ev[:5], rtol=1e-10)
     assert m.n_passes_ == 1 and not keep[9] and np.isnan(m.components_[:, 9]).all()
     Y[:20, 3] = np.nan  # every row of the first block, called in the others
-    with pytest.raises(ValueError, match="'sketch' with standardize='genotype' needs data "
-                                         "without missing calls"):
+    with pytest.raises(
+        ValueError,
+        match="'sketch' with standardize='genotype' needs data without missing calls",
+    ):
         m.fit(da.from_array(Y, chunks=(20, -1)))
 
 
 def test_krylov_on_genotypes_same_passes_and_accuracy_as_standardised_data(bed):
-    """The default solver (block Krylov, 6 passes) on allele counts with missing calls and
+    """The default solver (block Krylov, 6 passes) on allele counts with missing calls
+    and
     SNPs left out reaches the accuracy it reaches on the dense standardised matrix itself
-    (the structured K − 1 components), in the same passes; ``tol`` stops at the first pass
-    that meets it, with the eigenvalues to 1e-10."""
+    (the structured K − 1 components), in the same passes; ``tol`` stops at the first
+    pass that meets it, with the eigenvalues to 1e-10."""
     path, X, _ = bed
     Z, _, keep = _dense_reference(X)
     ev, V, _ = _pca(Z, 3)
     A = scalepca.open_matrix(path, chunks={0: 50}, dtype="float64")
 
     def sines(m):
-        C = m.components_[:, keep] if m.components_.shape[1] > keep.sum() else m.components_
+        C = (
+            m.components_[:, keep]
+            if m.components_.shape[1] > keep.sum()
+            else m.components_
+        )
         return np.sqrt(np.maximum(0.0, 1 - np.sum(C * V[: len(C)], axis=1) ** 2))
 
     kw = dict(svd_solver="randomized", random_state=0)
@@ -207,10 +244,14 @@ def test_krylov_on_genotypes_same_passes_and_accuracy_as_standardised_data(bed):
     assert geno.n_passes_ == dense.n_passes_ == 6
     assert sines(geno)[: K - 1].max() < 1e-5 and sines(dense)[: K - 1].max() < 1e-5
     assert sines(geno)[: K - 1].max() < 10 * sines(dense)[: K - 1].max()
-    np.testing.assert_allclose(geno.explained_variance_[: K - 1], ev[: K - 1], rtol=1e-9)
+    np.testing.assert_allclose(
+        geno.explained_variance_[: K - 1], ev[: K - 1], rtol=1e-9
+    )
     assert (geno.residual_norms_ > 0).all()
     # tol: stops early, every residual within tol of its eigenvalue
-    t = scalepca.PCA(K - 1, standardize="genotype", tol=1e-10, n_power_iter=30, **kw).fit(A)
+    t = scalepca.PCA(
+        K - 1, standardize="genotype", tol=1e-10, n_power_iter=30, **kw
+    ).fit(A)
     assert t.n_passes_ < 32
     assert (t.residual_norms_ <= 1e-10 * t.explained_variance_).all()
     np.testing.assert_allclose(t.explained_variance_, ev[: K - 1], rtol=1e-10)
@@ -241,7 +282,8 @@ def test_transform_of_new_samples_after_save_and_load(bed, tmp_path):
     A = scalepca.open_matrix(path, dtype="float64")
     fit_rows, new_rows = np.arange(0, N, 2), np.arange(1, N, 2)
     m = scalepca.PCA(4, svd_solver="covariance_eigh", standardize="genotype").fit(
-        A.isel(sample=fit_rows))
+        A.isel(sample=fit_rows)
+    )
     m.save(tmp_path / "model.zarr")
     loaded = scalepca.load(tmp_path / "model.zarr")
     assert loaded.standardize == "genotype"
@@ -250,7 +292,8 @@ def test_transform_of_new_samples_after_save_and_load(bed, tmp_path):
     _, p, keep = _dense_reference(Xf)
     Xn = X[new_rows][:, keep]
     Zn = (np.where(np.isnan(Xn), 2 * p[keep], Xn) - 2 * p[keep]) / np.sqrt(
-        2 * p[keep] * (1 - p[keep]))
+        2 * p[keep] * (1 - p[keep])
+    )
     expected = Zn @ m.components_[:, keep].T
     for model in (m, loaded):
         got = model.transform(A.isel(sample=new_rows)).values
@@ -263,9 +306,12 @@ def test_transform_of_new_samples_after_save_and_load(bed, tmp_path):
 
 
 def test_missing_calls_mean_imputation_and_em(tmp_path):
-    """The same genotypes with and without 5 % missing calls: mean imputation (the genotype
-    standardisation) and PPCA's EM both stay close to the complete data's subspace."""
-    g = make_genotypes(400, 200, n_populations=3, fst=0.1, missing=0.0, seed=5, dtype="float64")
+    """The same genotypes with and without 5 % missing calls: mean imputation (the
+    genotype standardisation) and PPCA's EM both stay close to the complete data's
+    subspace."""
+    g = make_genotypes(
+        400, 200, n_populations=3, fst=0.1, missing=0.0, seed=5, dtype="float64"
+    )
     full = g.data.compute()
     rng = np.random.default_rng(0)
     X = full.copy()
@@ -280,7 +326,9 @@ def test_missing_calls_mean_imputation_and_em(tmp_path):
 
     k = 2
     truth = scalepca.PCA(k, svd_solver="covariance_eigh").fit(full).components_
-    imputed = scalepca.PCA(k, svd_solver="covariance_eigh", standardize="genotype").fit(A)
+    imputed = scalepca.PCA(k, svd_solver="covariance_eigh", standardize="genotype").fit(
+        A
+    )
     # the same subspace once unscaled: PCA of mean-imputed counts, by hand
     Xi = np.where(np.isnan(X), np.nanmean(X, axis=0), X)
     by_hand = scalepca.PCA(k, svd_solver="covariance_eigh").fit(Xi).components_
@@ -289,7 +337,9 @@ def test_missing_calls_mean_imputation_and_em(tmp_path):
         em = scalepca.PPCA(k, solver="em", missing="em", max_iter=200, tol=1e-8).fit(A)
     assert angle(em.components_, truth) < 0.05
     assert angle(by_hand, truth) < 0.1
-    assert angle(imputed.components_, truth) < 0.2  # scaled by √(2p(1−p)): another metric
+    assert (
+        angle(imputed.components_, truth) < 0.2
+    )  # scaled by √(2p(1−p)): another metric
     # EM uses the observed entries only: at least as close to the complete data
     assert angle(em.components_, truth) <= angle(by_hand, truth) + 1e-3
     assert em.transform(A).shape == (400, k)
@@ -302,10 +352,12 @@ def test_ppca_refuses_the_genotype_standardisation(bed):
 
 
 def test_generator_is_chunkwise_and_written_block_by_block(tmp_path):
-    a = make_genotypes(50, 90, n_populations=2, missing=0.1, seed=1, chunk_snps=20,
-                       dtype="int8")
-    b = make_genotypes(50, 90, n_populations=2, missing=0.1, seed=1, chunk_snps=20,
-                       dtype="float32")
+    a = make_genotypes(
+        50, 90, n_populations=2, missing=0.1, seed=1, chunk_snps=20, dtype="int8"
+    )
+    b = make_genotypes(
+        50, 90, n_populations=2, missing=0.1, seed=1, chunk_snps=20, dtype="float32"
+    )
     xa, xb = a.data.compute(), b.data.compute()
     assert set(np.unique(xa)) <= {-127, 0, 1, 2}
     np.testing.assert_array_equal(np.where(xa == -127, np.nan, xa), xb)
@@ -319,16 +371,32 @@ def test_generator_is_chunkwise_and_written_block_by_block(tmp_path):
     (tmp_path / "x.bed").write_text("not genotypes")
     with pytest.raises(FileExistsError, match="not a PLINK .bed"):
         write_bed(a, tmp_path / "x.bed", overwrite=True)
-    (tmp_path / "d.bed").mkdir()  # a folder named .bed: refused by name, not IsADirectoryError
+    (
+        tmp_path / "d.bed"
+    ).mkdir()  # a folder named .bed: refused by name, not IsADirectoryError
     with pytest.raises(FileExistsError, match="not a PLINK .bed"):
         write_bed(a, tmp_path / "d.bed", overwrite=True)
 
 
 def test_make_data_cli_writes_a_bed_with_populations(tmp_path, capsys):
     out = tmp_path / "sim.bed"
-    rc = main(["make-data", str(out), "--kind", "genotypes", "--n-samples", "90",
-               "--n-features", "120", "--set", "n_populations=3", "--set", "missing=0.05",
-               "--no-progress"])
+    rc = main(
+        [
+            "make-data",
+            str(out),
+            "--kind",
+            "genotypes",
+            "--n-samples",
+            "90",
+            "--n-features",
+            "120",
+            "--set",
+            "n_populations=3",
+            "--set",
+            "missing=0.05",
+            "--no-progress",
+        ]
+    )
     assert rc == EXIT_OK
     A = scalepca.open_matrix(out)
     assert A.shape == (90, 120)
@@ -336,11 +404,15 @@ def test_make_data_cli_writes_a_bed_with_populations(tmp_path, capsys):
     assert np.isnan(A.values).any()
     assert main(["info", str(out)]) == EXIT_OK
     assert "90 samples × 120 SNPs" in capsys.readouterr().out
-    assert main(["make-data", str(out), "--kind", "genotypes", "--n-samples", "9"]) == \
-        EXIT_USER_ERROR
+    assert (
+        main(["make-data", str(out), "--kind", "genotypes", "--n-samples", "9"])
+        == EXIT_USER_ERROR
+    )
     assert "pass --overwrite" in capsys.readouterr().err
-    assert main(["make-data", str(tmp_path / "g.zarr"), "--kind", "genotypes"]) == \
-        EXIT_USER_ERROR
+    assert (
+        main(["make-data", str(tmp_path / "g.zarr"), "--kind", "genotypes"])
+        == EXIT_USER_ERROR
+    )
     assert "path ending in .bed" in capsys.readouterr().err
 
 
@@ -349,10 +421,13 @@ def _run_config(path, tmp_path):
     ``tmp_path / "out"``, one in-process worker: ``tmp_path / "run.yaml"``."""
     import yaml
 
-    cfg = {"data": {"path": str(path)},
-           "model": {"method": "pca", "n_components": 2, "standardize": "genotype"},
-           "cluster": {"kind": "local", "n_workers": 1, "processes": False},
-           "output": {"store": str(tmp_path / "out")}, "progress": False}
+    cfg = {
+        "data": {"path": str(path)},
+        "model": {"method": "pca", "n_components": 2, "standardize": "genotype"},
+        "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+        "output": {"store": str(tmp_path / "out")},
+        "progress": False,
+    }
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
     return tmp_path / "run.yaml"
 
@@ -362,14 +437,28 @@ def test_config_run_and_cli_transform(bed, tmp_path, capsys):
     assert main(["run", str(_run_config(path, tmp_path))]) == EXIT_OK
     model = scalepca.load(tmp_path / "out" / "model.zarr")
     assert model.standardize == "genotype"
-    assert main(["transform", str(tmp_path / "out" / "model.zarr"), str(path), "--out",
-                 str(tmp_path / "scores.zarr"), "--no-processes", "--n-workers", "1",
-                 "--no-progress"]) == EXIT_OK
+    assert (
+        main(
+            [
+                "transform",
+                str(tmp_path / "out" / "model.zarr"),
+                str(path),
+                "--out",
+                str(tmp_path / "scores.zarr"),
+                "--no-processes",
+                "--n-workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == EXIT_OK
+    )
     import xarray as xr
 
     got = xr.open_zarr(tmp_path / "scores.zarr")["scores"].values
-    np.testing.assert_allclose(got, model.transform(scalepca.open_matrix(path)).values,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        got, model.transform(scalepca.open_matrix(path)).values, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_bad_input_refused_clearly(bed, tmp_path, capsys):
@@ -405,8 +494,12 @@ def test_bad_input_refused_clearly(bed, tmp_path, capsys):
     # the config's words
     import yaml
 
-    cfg = {"data": {"path": str(lonely)}, "model": {"method": "pca", "n_components": 2},
-           "cluster": {"kind": "local", "n_workers": 1}, "output": {"store": str(tmp_path / "o")}}
+    cfg = {
+        "data": {"path": str(lonely)},
+        "model": {"method": "pca", "n_components": 2},
+        "cluster": {"kind": "local", "n_workers": 1},
+        "output": {"store": str(tmp_path / "o")},
+    }
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(cfg))
     assert main(["validate", str(tmp_path / "bad.yaml")]) != EXIT_OK
     said = capsys.readouterr()
@@ -427,7 +520,8 @@ def _spied_reads(monkeypatch) -> list:
 
 
 def test_reader_reads_each_block_by_a_ranged_read(bed, monkeypatch):
-    """No task reads more than its block: every read asks bed-reader for one block's range."""
+    """No task reads more than its block: every read asks bed-reader for one block's
+    range."""
     path, X, _ = bed
     seen = _spied_reads(monkeypatch)
     A = scalepca.open_matrix(path, chunks={0: 60}, dtype="float64")
@@ -435,7 +529,9 @@ def test_reader_reads_each_block_by_a_ranged_read(bed, monkeypatch):
     with dask.config.set(scheduler="sync"):
         got = A.values
     np.testing.assert_array_equal(got, X)
-    assert sorted((r.start, r.stop) for r, _ in seen) == [(i, i + 60) for i in range(0, N, 60)]
+    assert sorted((r.start, r.stop) for r, _ in seen) == [
+        (i, i + 60) for i in range(0, N, 60)
+    ]
     with pytest.raises(ValueError, match="features, which always end in one chunk"):
         scalepca.open_matrix(path, chunks={1: 100})
 
@@ -473,16 +569,29 @@ def test_quiet_run_of_a_bed_prints_no_distributed_log(bed, tmp_path):
 
     path = bed[0]
     repo = str(Path(__file__).parents[1])
-    argv = [sys.executable, "-m", "scalepca.cli", "run", "-q",
-            str(_run_config(path, tmp_path))]
-    r = subprocess.run(argv, capture_output=True, text=True, cwd=repo, timeout=300,
-                       env={**os.environ, "PYTHONPATH": repo})
+    argv = [
+        sys.executable,
+        "-m",
+        "scalepca.cli",
+        "run",
+        "-q",
+        str(_run_config(path, tmp_path)),
+    ]
+    r = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": repo},
+    )
     assert r.returncode == EXIT_OK, r.stderr
     assert "INFO:" not in r.stderr, r.stderr
     model = scalepca.load(tmp_path / "out" / "model.zarr")
     ref = scalepca.PCA(2, standardize="genotype").fit(scalepca.open_matrix(path))
-    np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_,
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        model.explained_variance_, ref.explained_variance_, rtol=1e-5
+    )
 
 
 # -- PLINK habits (issue 49 item 3) ----------------------------------------------------
@@ -786,8 +895,13 @@ def test_transform_plink_and_keep(sim, tmp_path, capsys):
     np.testing.assert_allclose(V, fitted, atol=1e-6)
     # a keep file naming a sample the .fam lacks: refused in the command line's words
     (tmp_path / "bad.txt").write_text("pop0 s0\npop0 nobody\n")
-    assert main(argv + ["--out", str(tmp_path / "bad.zarr"), "--keep",
-                        str(tmp_path / "bad.txt")]) == EXIT_USER_ERROR
+    assert (
+        main(
+            argv
+            + ["--out", str(tmp_path / "bad.zarr"), "--keep", str(tmp_path / "bad.txt")]
+        )
+        == EXIT_USER_ERROR
+    )
     assert "--keep: the keep file" in capsys.readouterr().err
     assert not (tmp_path / "bad.zarr").exists()
     # the files are replaced only with --overwrite
@@ -892,8 +1006,9 @@ def test_subset_tasks_read_only_their_samples_and_snps(sim, monkeypatch):
     keep = path.parent / "keep_tasks.txt"
     rows = np.r_[0:20, 40:45, 47]
     keep.write_text("".join(f"{fid[r]}\t{iid[r]}\n" for r in rows))
-    A = scalepca.open_matrix(path, dtype="float64", keep=keep, chunks={0: 20},
-                             exclude_ranges=["2", "chr5"])
+    A = scalepca.open_matrix(
+        path, dtype="float64", keep=keep, chunks={0: 20}, exclude_ranges=["2", "chr5"]
+    )
     with dask.config.set(scheduler="sync"):
         got = A.values
     cols = np.flatnonzero((chrom != "2") & (chrom != "5"))
@@ -904,4 +1019,3 @@ def test_subset_tasks_read_only_their_samples_and_snps(sim, monkeypatch):
     assert first == [slice(0, 20)] and other == [[40, 41, 42, 43, 44, 47]]
     for _, c in seen:
         np.testing.assert_array_equal(c, cols)
-

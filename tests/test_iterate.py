@@ -1,8 +1,9 @@
 """The driver of iterative fits (:mod:`scalepca.models._iterate`), on its own.
 
-The test problem is a small fixed-point iteration with a known limit: Newton's iteration for
-√a, ``x ← (x + a/x) / 2``, as a state ``{"x": ndarray, "count": int}``; its history records
-the squared error ``(x² − a)²`` summed, which falls quadratically to 0.
+The test problem is a small fixed-point iteration with a known limit: Newton's
+iteration for √a, ``x ← (x + a/x) / 2``, as a state ``{"x": ndarray, "count": int}``;
+its history records the squared error ``(x² − a)²`` summed, which falls quadratically
+to 0.
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ def _interrupting(after):
         if it > after:
             raise Interrupt(it)
         return _step(state, it)
+
     return step
 
 
-# -- stopping --------------------------------------------------------------------------------
+# -- stopping --------------------------------------------------------------------------
 def test_stops_on_the_rule_and_records_the_history():
     run = iterate(_step, _init, stop=ValueBelow("err", 1e-20), max_iter=50)
     assert run.converged and run.reason.startswith("err")
@@ -70,9 +72,13 @@ def test_change_below_absolute_and_relative():
     h = {"c": [10.0, 5.0, 4.9999]}
     assert ChangeBelow("c", 1e-3)(h, {}) is not None
     assert ChangeBelow("c", 1e-5)(h, {}) is None
-    assert ChangeBelow("c", 1e-4, relative=True)(h, {}) is not None  # 1e-4 / 4.9999 ≤ 1e-4
+    assert (
+        ChangeBelow("c", 1e-4, relative=True)(h, {}) is not None
+    )  # 1e-4 / 4.9999 ≤ 1e-4
     assert ChangeBelow("c", 1e-6, relative=True)(h, {}) is None
-    assert ChangeBelow("c", 1e-6, relative=True)({"c": [1.0, 1.5]}, {}) is not None  # rose
+    assert (
+        ChangeBelow("c", 1e-6, relative=True)({"c": [1.0, 1.5]}, {}) is not None
+    )  # rose
     assert ChangeBelow("c", 1.0)({"c": [1.0]}, {}) is None  # needs two values
 
 
@@ -100,9 +106,14 @@ def test_any_of_gives_each_rule_its_own_memo():
 
 
 def test_max_iter_warns_and_says_where_the_rule_stands():
-    with pytest.warns(ConvergenceWarning, match=r"Newton did not converge in max_iter=3 "
-                      r"iterations \(last change of the err: .*tol=1e-30\); increase max_iter"):
-        run = iterate(_step, _init, stop=ChangeBelow("err", 1e-30), max_iter=3, name="Newton")
+    with pytest.warns(
+        ConvergenceWarning,
+        match=r"Newton did not converge in max_iter=3 "
+        r"iterations \(last change of the err: .*tol=1e-30\); increase max_iter",
+    ):
+        run = iterate(
+            _step, _init, stop=ChangeBelow("err", 1e-30), max_iter=3, name="Newton"
+        )
     assert not run.converged and run.n_iter == 3 and run.reason is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -111,19 +122,30 @@ def test_max_iter_warns_and_says_where_the_rule_stands():
 
 def test_callback_sees_every_iteration():
     seen = []
-    iterate(_step, _init, stop=ValueBelow("err", 1e-20), max_iter=50,
-            callback=lambda it, record, state: seen.append((it, record["err"])))
+    iterate(
+        _step,
+        _init,
+        stop=ValueBelow("err", 1e-20),
+        max_iter=50,
+        callback=lambda it, record, state: seen.append((it, record["err"])),
+    )
     assert [it for it, _ in seen] == list(range(1, len(seen) + 1))
 
 
-# -- checkpoints ----------------------------------------------------------------------------------
+# -- checkpoints -----------------------------------------------------------------------
 def test_resume_after_an_interruption_ends_where_an_uninterrupted_run_ends(tmp_path):
     stop = AnyOf(ValueBelow("err", 1e-25), NoImprovement("err", patience=50))
     fresh = iterate(_step, _init, stop=stop, max_iter=50)
     path = tmp_path / "ck"
     with pytest.raises(Interrupt):
-        iterate(_interrupting(4), _init, stop=stop, max_iter=50,
-                checkpoint=IterationCheckpoint(path, {"a": A.tolist()}), checkpoint_every=2)
+        iterate(
+            _interrupting(4),
+            _init,
+            stop=stop,
+            max_iter=50,
+            checkpoint=IterationCheckpoint(path, {"a": A.tolist()}),
+            checkpoint_every=2,
+        )
     assert _commits(path) == ["state_000004"]  # older commits pruned
     calls = []
 
@@ -131,16 +153,29 @@ def test_resume_after_an_interruption_ends_where_an_uninterrupted_run_ends(tmp_p
         calls.append(1)
         return _init()
 
-    resumed = iterate(_step, init, stop=stop, max_iter=50,
-                      checkpoint=IterationCheckpoint(path, {"a": A.tolist()}), checkpoint_every=2)
+    resumed = iterate(
+        _step,
+        init,
+        stop=stop,
+        max_iter=50,
+        checkpoint=IterationCheckpoint(path, {"a": A.tolist()}),
+        checkpoint_every=2,
+    )
     assert not calls and resumed.resumed_from == 4
     assert resumed.n_iter == fresh.n_iter and resumed.converged
     assert resumed.history == fresh.history
     np.testing.assert_array_equal(resumed.state["x"], fresh.state["x"])
-    assert resumed.state["count"] == fresh.state["count"] and resumed.state["note"] is None
+    assert (
+        resumed.state["count"] == fresh.state["count"] and resumed.state["note"] is None
+    )
     # the final commit resumes without a step
-    again = iterate(_interrupting(0), _init, stop=stop, max_iter=50,
-                    checkpoint=IterationCheckpoint(path, {"a": A.tolist()}))
+    again = iterate(
+        _interrupting(0),
+        _init,
+        stop=stop,
+        max_iter=50,
+        checkpoint=IterationCheckpoint(path, {"a": A.tolist()}),
+    )
     assert again.n_iter == fresh.n_iter and again.resumed_from == fresh.n_iter
 
 
@@ -149,60 +184,122 @@ def test_resume_after_max_iter_continues(tmp_path):
     fresh = iterate(_step, _init, stop=stop, max_iter=50)
     path = tmp_path / "ck"
     with pytest.warns(ConvergenceWarning):
-        iterate(_step, _init, stop=stop, max_iter=2, checkpoint=IterationCheckpoint(path, {}),
-                checkpoint_every=10)
+        iterate(
+            _step,
+            _init,
+            stop=stop,
+            max_iter=2,
+            checkpoint=IterationCheckpoint(path, {}),
+            checkpoint_every=10,
+        )
     assert _commits(path) == ["state_000002"]  # committed at max_iter
-    run = iterate(_step, _init, stop=stop, max_iter=50, checkpoint=IterationCheckpoint(path, {}))
+    run = iterate(
+        _step, _init, stop=stop, max_iter=50, checkpoint=IterationCheckpoint(path, {})
+    )
     assert run.resumed_from == 2 and run.history == fresh.history
 
 
 def test_resume_applies_the_stopping_rule_and_max_iter_of_the_resumed_fit(tmp_path):
-    """A commit that stopped under a loose tol goes on to a tighter one (the same iterations
-    as a fresh fit to it); a looser tol, or a max_iter already reached, ends without a step."""
+    """A commit that stopped under a loose tol goes on to a tighter one (the same
+    iterations as a fresh fit to it); a looser tol, or a max_iter already reached,
+    ends without a step."""
     path = tmp_path / "ck"
-    loose = iterate(_step, _init, stop=ValueBelow("err", 1e-3), max_iter=50,
-                    checkpoint=IterationCheckpoint(path, {}))
+    loose = iterate(
+        _step,
+        _init,
+        stop=ValueBelow("err", 1e-3),
+        max_iter=50,
+        checkpoint=IterationCheckpoint(path, {}),
+    )
     assert loose.converged and loose.n_iter == 4
     fresh = iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=50)
-    tight = iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=50,
-                    checkpoint=IterationCheckpoint(path, {}))
-    assert tight.resumed_from == 4 and tight.converged and tight.n_iter == fresh.n_iter > 4
+    tight = iterate(
+        _step,
+        _init,
+        stop=ValueBelow("err", 1e-25),
+        max_iter=50,
+        checkpoint=IterationCheckpoint(path, {}),
+    )
+    assert (
+        tight.resumed_from == 4 and tight.converged and tight.n_iter == fresh.n_iter > 4
+    )
     assert tight.history == fresh.history
     np.testing.assert_array_equal(tight.state["x"], fresh.state["x"])
     # looser again: the committed history already meets it, no step is taken
-    again = iterate(_interrupting(0), _init, stop=ValueBelow("err", 1e-3), max_iter=50,
-                    checkpoint=IterationCheckpoint(path, {}))
-    assert again.converged and again.n_iter == fresh.n_iter and again.resumed_from == fresh.n_iter
+    again = iterate(
+        _interrupting(0),
+        _init,
+        stop=ValueBelow("err", 1e-3),
+        max_iter=50,
+        checkpoint=IterationCheckpoint(path, {}),
+    )
+    assert (
+        again.converged
+        and again.n_iter == fresh.n_iter
+        and again.resumed_from == fresh.n_iter
+    )
     # a commit at max_iter=2 resumed with max_iter=1: nothing to do, and not converged
     short = tmp_path / "short"
     with pytest.warns(ConvergenceWarning):
-        iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=2,
-                checkpoint=IterationCheckpoint(short, {}))
+        iterate(
+            _step,
+            _init,
+            stop=ValueBelow("err", 1e-25),
+            max_iter=2,
+            checkpoint=IterationCheckpoint(short, {}),
+        )
     with pytest.warns(ConvergenceWarning, match="max_iter=1"):
-        run = iterate(_interrupting(0), _init, stop=ValueBelow("err", 1e-25), max_iter=1,
-                      checkpoint=IterationCheckpoint(short, {}))
+        run = iterate(
+            _interrupting(0),
+            _init,
+            stop=ValueBelow("err", 1e-25),
+            max_iter=1,
+            checkpoint=IterationCheckpoint(short, {}),
+        )
     assert run.n_iter == 2 and not run.converged
 
 
 def test_a_checkpoint_of_another_problem_or_format_is_refused(tmp_path):
     path = tmp_path / "ck"
-    iterate(_step, _init, stop=ValueBelow("err", 1e-20), max_iter=50,
-            checkpoint=IterationCheckpoint(path, {"a": [2.0, 3.0], "k": 2}))
+    iterate(
+        _step,
+        _init,
+        stop=ValueBelow("err", 1e-20),
+        max_iter=50,
+        checkpoint=IterationCheckpoint(path, {"a": [2.0, 3.0], "k": 2}),
+    )
     with pytest.raises(ValueError, match=r"different problem \(k: 2 there, 3 now\)"):
-        iterate(_step, _init, stop=ValueBelow("err", 1e-20), max_iter=50,
-                checkpoint=IterationCheckpoint(path, {"a": [2.0, 3.0], "k": 3}))
+        iterate(
+            _step,
+            _init,
+            stop=ValueBelow("err", 1e-20),
+            max_iter=50,
+            checkpoint=IterationCheckpoint(path, {"a": [2.0, 3.0], "k": 3}),
+        )
     # a commit of an older layout (no format version) and one of a newer version
     from scalepca.io._checkpoint import CheckpointStore
 
-    for attrs, said in [({"n_iter": 9}, "no format version"),
-                        ({"format": "scalepca-iterate", "version": FORMAT_VERSION + 1},
-                         f"version {FORMAT_VERSION + 1}")]:
+    for attrs, said in [
+        ({"n_iter": 9}, "no format version"),
+        (
+            {"format": "scalepca-iterate", "version": FORMAT_VERSION + 1},
+            f"version {FORMAT_VERSION + 1}",
+        ),
+    ]:
         store = CheckpointStore(tmp_path / said.replace(" ", "_"))
         store.commit(9, {"x": np.ones(3)}, attrs)
-        with pytest.raises(ValueError, match=rf"{said}.*reads 'scalepca-iterate' version "
-                           rf"{FORMAT_VERSION} only"):
-            iterate(_step, _init, stop=ValueBelow("err", 1e-20), max_iter=50,
-                    checkpoint=IterationCheckpoint(store.path, {}))
+        with pytest.raises(
+            ValueError,
+            match=rf"{said}.*reads 'scalepca-iterate' version "
+            rf"{FORMAT_VERSION} only",
+        ):
+            iterate(
+                _step,
+                _init,
+                stop=ValueBelow("err", 1e-20),
+                max_iter=50,
+                checkpoint=IterationCheckpoint(store.path, {}),
+            )
 
 
 def test_legacy_commits_go_through_the_estimators_converter(tmp_path):
@@ -215,28 +312,46 @@ def test_legacy_commits_go_through_the_estimators_converter(tmp_path):
     store.commit(3, {"x": state["x"]}, {"count": 3, "fingerprint": {"k": 1}})
 
     def legacy(attrs, arrays):
-        return Resumed(attrs["count"], {"x": arrays["x"], "count": attrs["count"], "note": None},
-                       {}, {}, False)
+        return Resumed(
+            attrs["count"],
+            {"x": arrays["x"], "count": attrs["count"], "note": None},
+            {},
+            {},
+            False,
+        )
 
-    run = iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=50,
-                  checkpoint=IterationCheckpoint(store.path, {"k": 1}, legacy=legacy))
+    run = iterate(
+        _step,
+        _init,
+        stop=ValueBelow("err", 1e-25),
+        max_iter=50,
+        checkpoint=IterationCheckpoint(store.path, {"k": 1}, legacy=legacy),
+    )
     fresh = iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=50)
     assert run.resumed_from == 3
     np.testing.assert_array_equal(run.state["x"], fresh.state["x"])
     with pytest.raises(ValueError, match=r"different problem \(k: 1 there, 2 now\)"):
-        iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=50,
-                checkpoint=IterationCheckpoint(store.path, {"k": 2}, legacy=legacy))
+        iterate(
+            _step,
+            _init,
+            stop=ValueBelow("err", 1e-25),
+            max_iter=50,
+            checkpoint=IterationCheckpoint(store.path, {"k": 2}, legacy=legacy),
+        )
 
 
 def test_large_state_beside_the_commits(tmp_path):
-    """A chunked array kept in the checkpoint store (RobustPCA's T), referred to by name."""
+    """A chunked array kept in the checkpoint store (RobustPCA's T), referred to by
+    name."""
     path = tmp_path / "ck"
 
     def init():
         return {"big": da.ones((6, 4), chunks=(3, 4)), "n": 0}
 
     def step(state, it):
-        return {"big": state["big"] * 2, "n": state["n"] + 1}, {"sum": float(state["big"].sum())}
+        return {"big": state["big"] * 2, "n": state["n"] + 1}, {
+            "sum": float(state["big"].sum())
+        }
 
     def before_commit(it, state, ck):
         name = f"big_{it:06d}"
@@ -244,20 +359,42 @@ def test_large_state_beside_the_commits(tmp_path):
         state["big"].store(ck.store.root[name], lock=False)
         return {"big": name, "n": state["n"]}, {name}
 
-    def restore(ck):  # read now: a later commit prunes big_000003, which a lazy array reads
-        return lambda st: {"big": da.from_array(ck.store.array(st["big"]).compute(),
-                                                chunks=(3, 4)), "n": st["n"]}
+    def restore(
+        ck,
+    ):  # read now: a later commit prunes big_000003, which a lazy array reads
+        return lambda st: {
+            "big": da.from_array(ck.store.array(st["big"]).compute(), chunks=(3, 4)),
+            "n": st["n"],
+        }
 
     fresh = iterate(step, init, stop=ValueBelow("sum", -1), max_iter=5, warn=False)
     ck = IterationCheckpoint(path, {}, prune_prefixes=("big_",))
     with pytest.raises(Interrupt):
-        iterate(lambda s, it: step(s, it) if it <= 3 else (_ for _ in ()).throw(Interrupt()),
-                init, stop=ValueBelow("sum", -1), max_iter=5, checkpoint=ck, checkpoint_every=1,
-                before_commit=lambda it, s: before_commit(it, s, ck))
+        iterate(
+            lambda s, it: (
+                step(s, it) if it <= 3 else (_ for _ in ()).throw(Interrupt())
+            ),
+            init,
+            stop=ValueBelow("sum", -1),
+            max_iter=5,
+            checkpoint=ck,
+            checkpoint_every=1,
+            before_commit=lambda it, s: before_commit(it, s, ck),
+        )
     assert sorted(os.listdir(path)) == ["big_000003", "state_000003", "zarr.json"]
     ck = IterationCheckpoint(path, {}, prune_prefixes=("big_",))
-    run = iterate(step, init, stop=ValueBelow("sum", -1), max_iter=5, checkpoint=ck, warn=False,
-                  restore=restore(ck), valid=lambda st: os.path.isdir(path / st["big"]),
-                  before_commit=lambda it, s: before_commit(it, s, ck))
+    run = iterate(
+        step,
+        init,
+        stop=ValueBelow("sum", -1),
+        max_iter=5,
+        checkpoint=ck,
+        warn=False,
+        restore=restore(ck),
+        valid=lambda st: os.path.isdir(path / st["big"]),
+        before_commit=lambda it, s: before_commit(it, s, ck),
+    )
     assert run.resumed_from == 3 and run.history == fresh.history
-    np.testing.assert_array_equal(run.state["big"].compute(), fresh.state["big"].compute())
+    np.testing.assert_array_equal(
+        run.state["big"].compute(), fresh.state["big"].compute()
+    )

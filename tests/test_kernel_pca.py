@@ -1,4 +1,5 @@
-"""KernelPCA: exact kernel PCA against dense references, Nyström/RFF against exact, plumbing."""
+"""KernelPCA: exact kernel PCA against dense references, Nyström/RFF against exact,
+plumbing."""
 
 from __future__ import annotations
 
@@ -38,14 +39,16 @@ KERNEL_CASES = [
 
 
 def _match_signs(Z, Zref):
-    """Flip the columns of ``Z`` to agree in sign with ``Zref`` (scores are defined up to sign)."""
+    """Flip the columns of ``Z`` to agree in sign with ``Zref`` (scores are defined
+    up to sign)."""
     s = np.sign(np.sum(Z * Zref, axis=0))
     s[s == 0] = 1.0
     return Z * s
 
 
 def _dense_centred_eigvals(X, k, **kp):
-    """Top-k eigenvalues of the double-centred kernel, from a dense NumPy kernel (reference)."""
+    """Top-k eigenvalues of the double-centred kernel, from a dense NumPy kernel
+    (reference)."""
     K = kernel_block(X, X, **kp)
     c = K.mean(axis=0)
     K -= c[:, None]
@@ -75,39 +78,55 @@ def Xsmall():
     return np.random.default_rng(0).standard_normal((400, 6)) + 0.5
 
 
-# -- exact ---------------------------------------------------------------------------------------
+# -- exact -----------------------------------------------------------------------------
 @pytest.mark.parametrize("solver", ["arpack", "randomized"])
 def test_linear_exact_equals_pca(solver):
     """Linear kernel: K_c = X_c X_cᵀ, so scores U √λ = X_c V (the seeds' derivation)."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((300, 8)) @ np.diag(np.linspace(3, 0.5, 8)) + 4.0
-    kp = KernelPCA(4, kernel="linear", approximation="exact", eigen_solver=solver,
-                   random_state=0).fit(X)
+    kp = KernelPCA(
+        4, kernel="linear", approximation="exact", eigen_solver=solver, random_state=0
+    ).fit(X)
     pca = PCA(4).fit(X)
     Zk, Zp = kp.transform(X), pca.transform(X)
     np.testing.assert_allclose(_match_signs(Zk, Zp), Zp, rtol=1e-8, atol=1e-9)
-    np.testing.assert_allclose(kp.eigenvalues_, pca.explained_variance_ * 299, rtol=1e-10)
-    np.testing.assert_allclose(kp.explained_variance_, pca.explained_variance_, rtol=1e-10)
-    np.testing.assert_allclose(kp.explained_variance_ratio_, pca.explained_variance_ratio_,
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        kp.eigenvalues_, pca.explained_variance_ * 299, rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        kp.explained_variance_, pca.explained_variance_, rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        kp.explained_variance_ratio_, pca.explained_variance_ratio_, rtol=1e-10
+    )
 
 
 @pytest.mark.parametrize("kernel,kp", KERNEL_CASES)
 @pytest.mark.parametrize("solver", ["arpack", "randomized"])
 def test_exact_matches_sklearn(Xsmall, kernel, kp, solver):
-    """eigenvalues_ use scikit-learn's convention (eigenvalues of K_c, not divided by n)."""
+    """eigenvalues_ use scikit-learn's convention (eigenvalues of K_c, not divided by
+    n)."""
     Xnew = np.random.default_rng(5).standard_normal((50, 6))
-    ours = KernelPCA(5, kernel=kernel, approximation="exact", eigen_solver=solver,
-                     random_state=0, **kp).fit(Xsmall)
+    ours = KernelPCA(
+        5,
+        kernel=kernel,
+        approximation="exact",
+        eigen_solver=solver,
+        random_state=0,
+        **kp,
+    ).fit(Xsmall)
     ref = SKKernelPCA(5, kernel=kernel, eigen_solver="dense", **kp).fit(Xsmall)
-    # randomized: 7 power iterations on a fast-decaying spectrum; 1e-7 is far above what it
-    # reaches here (≈1e-10) and far below any real error
+    # randomized: 7 power iterations on a fast-decaying spectrum; 1e-7 is far above what
+    # it reaches here (≈1e-10) and far below any real error
     rtol = 1e-10 if solver == "arpack" else 1e-7
     np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=rtol)
     for Xt in (Xsmall, Xnew):
         Z, Zr = ours.transform(Xt), ref.transform(Xt)
-        np.testing.assert_allclose(_match_signs(Z, Zr), Zr, atol=1e-8 if solver == "arpack"
-                                   else 1e-4 * np.abs(Zr).max())
+        np.testing.assert_allclose(
+            _match_signs(Z, Zr),
+            Zr,
+            atol=1e-8 if solver == "arpack" else 1e-4 * np.abs(Zr).max(),
+        )
 
 
 def test_exact_ratio_and_trace(Xsmall):
@@ -116,12 +135,16 @@ def test_exact_ratio_and_trace(Xsmall):
     n = K.shape[0]
     C = np.eye(n) - 1.0 / n
     Kc = C @ K @ C
-    np.testing.assert_allclose(kp.explained_variance_ratio_, kp.eigenvalues_ / np.trace(Kc),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        kp.explained_variance_ratio_, kp.eigenvalues_ / np.trace(Kc), rtol=1e-10
+    )
     np.testing.assert_allclose(kp.K_fit_rows_, K.mean(axis=0), rtol=1e-12)
     # training scores are U √λ
-    np.testing.assert_allclose(np.abs(kp.transform(Xsmall)),
-                               np.abs(kp.eigenvectors_ * np.sqrt(kp.eigenvalues_)), atol=1e-10)
+    np.testing.assert_allclose(
+        np.abs(kp.transform(Xsmall)),
+        np.abs(kp.eigenvectors_ * np.sqrt(kp.eigenvalues_)),
+        atol=1e-10,
+    )
 
 
 def test_exact_refuses_large_n_before_compute(raise_if_dask_computes, monkeypatch):
@@ -133,7 +156,9 @@ def test_exact_refuses_large_n_before_compute(raise_if_dask_computes, monkeypatc
     monkeypatch.setattr(kpca_mod, "available_memory", lambda: (2**20, "a tiny cluster"))
     with raise_if_dask_computes(max_computes=0):
         with pytest.raises(ValueError, match="more than 50% of a tiny cluster"):
-            KernelPCA(2, approximation="exact").fit(da.zeros((1000, 3), chunks=(100, 3)))
+            KernelPCA(2, approximation="exact").fit(
+                da.zeros((1000, 3), chunks=(100, 3))
+            )
 
 
 def test_exact_refuses_wide_training_matrix(raise_if_dask_computes):
@@ -143,7 +168,7 @@ def test_exact_refuses_wide_training_matrix(raise_if_dask_computes):
             KernelPCA(2, approximation="exact").fit(X)
 
 
-# -- Nyström / RFF against exact -----------------------------------------------------------------
+# -- Nyström / RFF against exact -------------------------------------------------------
 @pytest.mark.parametrize("kernel,kp", [c for c in KERNEL_CASES if c[0] != "sigmoid"])
 def test_nystroem_with_all_rows_reproduces_exact(Xsmall, kernel, kp):
     """m = n landmarks: F Fᵀ = K K_LL⁺ K = K, so the spectrum and scores are exact."""
@@ -154,19 +179,32 @@ def test_nystroem_with_all_rows_reproduces_exact(Xsmall, kernel, kp):
     Xnew = np.random.default_rng(9).standard_normal((40, 6))
     for Xt in (Xsmall, Xnew):
         Z, Zr = ny.transform(Xt), ex.transform(Xt)
-        np.testing.assert_allclose(_match_signs(Z, Zr), Zr, atol=1e-7 * np.abs(Zr).max())
+        np.testing.assert_allclose(
+            _match_signs(Z, Zr), Zr, atol=1e-7 * np.abs(Zr).max()
+        )
 
 
 def test_nystroem_and_rff_converge_small(Xsmall):
-    """Moderate m already gets the leading eigenvalues to a few percent (fast sanity check)."""
+    """Moderate m already gets the leading eigenvalues to a few percent (fast sanity
+    check)."""
     ref = _dense_centred_eigvals(Xsmall, 3, kernel="rbf", gamma=1 / 6)
     ny = KernelPCA(3, n_features=200, random_state=0).fit(Xsmall)
     assert np.max(np.abs(ny.eigenvalues_ - ref) / ref) < 0.01
-    # RFF entries carry O(√(2/m)) noise: at m = 1000 the max relative error of the top 3 is
-    # 6–10 % for seeds 0–2 here; 15 % on the seed average leaves room without hiding a bug
-    # (a wrong frequency scale gives errors of order 100 %)
-    rff_err = [np.max(np.abs(KernelPCA(3, approximation="rff", n_features=1000, random_state=s)
-                             .fit(Xsmall).eigenvalues_ - ref) / ref) for s in range(3)]
+    # RFF entries carry O(√(2/m)) noise: at m = 1000 the max relative error of the top 3
+    # is 6–10 % for seeds 0–2 here; 15 % on the seed average leaves room without hiding
+    # a bug (a wrong frequency scale gives errors of order 100 %)
+    rff_err = [
+        np.max(
+            np.abs(
+                KernelPCA(3, approximation="rff", n_features=1000, random_state=s)
+                .fit(Xsmall)
+                .eigenvalues_
+                - ref
+            )
+            / ref
+        )
+        for s in range(3)
+    ]
     assert np.mean(rff_err) < 0.15, rff_err
     # Nyström eigenvalues are lower bounds: C F Fᵀ C ⪯ C K C
     assert np.all(ny.eigenvalues_ <= ref * (1 + 1e-12))
@@ -174,11 +212,13 @@ def test_nystroem_and_rff_converge_small(Xsmall):
 
 @pytest.mark.slow
 def test_rbf_8000_top10_eigenvalue_errors():
-    """The issue's n = 8,000 × 20, RBF γ = 1/d, top-10 eigenvalues against exact kernel PCA.
+    """The issue's n = 8,000 × 20, RBF γ = 1/d, top-10 eigenvalues against exact kernel
+    PCA.
 
-    Error = max over the top 10 of |λ̂ − λ| / λ (the mean is reported too). Measured here
-    (seed 0 data, random_state=0): Nyström m=1000 1.36 % max / 1.24 % mean, m=2000 0.44 % /
-    0.42 %; the targets are 1.5 % and 0.5 %. RFF: mean error over three seeds decreasing with m.
+    Error = max over the top 10 of |λ̂ − λ| / λ (the mean is reported too). Measured
+    here (seed 0 data, random_state=0): Nyström m=1000 1.36 % max / 1.24 % mean,
+    m=2000 0.44 % / 0.42 %; the targets are 1.5 % and 0.5 %. RFF: mean error over
+    three seeds decreasing with m.
     """
     n, d = 8000, 20
     X = np.random.default_rng(0).standard_normal((n, d))
@@ -191,8 +231,18 @@ def test_rbf_8000_top10_eigenvalue_errors():
         assert errs[m].max() < target, (m, errs[m])
     rff_err = []
     for m in (250, 1000, 4000):
-        e = [np.mean(np.abs(KernelPCA(10, approximation="rff", n_features=m, random_state=s)
-                            .fit(Xd).eigenvalues_ - ref) / ref) for s in range(3)]
+        e = [
+            np.mean(
+                np.abs(
+                    KernelPCA(10, approximation="rff", n_features=m, random_state=s)
+                    .fit(Xd)
+                    .eigenvalues_
+                    - ref
+                )
+                / ref
+            )
+            for s in range(3)
+        ]
         rff_err.append(np.mean(e))
     assert rff_err[0] > rff_err[1] > rff_err[2], rff_err
 
@@ -210,7 +260,8 @@ def test_kmeanspp_landmarks(Xsmall):
 
 
 def test_nystroem_normalization_floor():
-    """Duplicate landmarks make K_LL singular; the dropped directions keep the map finite."""
+    """Duplicate landmarks make K_LL singular; the dropped directions keep the map
+    finite."""
     L = np.repeat(np.random.default_rng(0).standard_normal((5, 3)), 2, axis=0)
     K = kernel_block(L, L, kernel="rbf", gamma=0.5)
     N, s = nystroem_normalization(K)
@@ -221,9 +272,9 @@ def test_nystroem_normalization_floor():
 
 
 def test_rings_are_separated():
-    """The seeds' rings: a linear classifier on the first two kernel scores (RBF γ = 0.5)
-    separates the inner ring from the others perfectly and gets ≈ 83 % overall, where plain
-    PCA (a rotation of the plane) stays near chance (≈ 40 %)."""
+    """The seeds' rings: a linear classifier on the first two kernel scores (RBF γ =
+    0.5) separates the inner ring from the others perfectly and gets ≈ 83 % overall,
+    where plain PCA (a rotation of the plane) stays near chance (≈ 40 %)."""
     X, y = _rings()
 
     def accuracy(Z, mask=None):
@@ -239,8 +290,18 @@ def test_rings_are_separated():
         (KernelPCA(2, gamma=0.5, approximation="exact"), 0.82),
         (KernelPCA(2, gamma=0.5, n_features=450, random_state=0), 0.82),
         (KernelPCA(2, gamma=0.5, n_features=100, random_state=0), 0.8),
-        (KernelPCA(2, gamma=0.5, n_features=100, landmarks="kmeans++", random_state=0), 0.8),
-        (KernelPCA(2, gamma=0.5, approximation="rff", n_features=2000, random_state=0), 0.75),
+        (
+            KernelPCA(
+                2, gamma=0.5, n_features=100, landmarks="kmeans++", random_state=0
+            ),
+            0.8,
+        ),
+        (
+            KernelPCA(
+                2, gamma=0.5, approximation="rff", n_features=2000, random_state=0
+            ),
+            0.75,
+        ),
     ]:
         Z = est.fit_transform(X)
         assert accuracy(Z) > low, est
@@ -248,7 +309,7 @@ def test_rings_are_separated():
         assert accuracy(Z, np.ones(len(y), bool)) > 0.99, est
 
 
-# -- parameters ----------------------------------------------------------------------------------
+# -- parameters ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "params,exc,match",
     [
@@ -264,7 +325,11 @@ def test_rings_are_separated():
         ({"eigen_solver": "lobpcg"}, ValueError, "eigen_solver='lobpcg' is not one of"),
         ({"n_features": 0}, ValueError, "n_features must be >= 1"),
         ({"approximation": "rff", "kernel": "poly"}, ValueError, "needs kernel='rbf'"),
-        ({"n_components": 60, "n_features": 50}, ValueError, "n_components=60 is out of range"),
+        (
+            {"n_components": 60, "n_features": 50},
+            ValueError,
+            "n_components=60 is out of range",
+        ),
         ({"n_components": 0}, ValueError, "n_components=0 is out of range"),
         ({"n_components": None}, TypeError, "n_components must be an integer"),
         ({"random_state": "x"}, TypeError, "random_state must be"),
@@ -281,7 +346,11 @@ def test_parameter_errors_before_compute(raise_if_dask_computes, params, exc, ma
 def test_nan_input_raises(Xsmall):
     X = Xsmall.copy()
     X[7, 2] = np.nan
-    for kw in ({"n_features": 400}, {"approximation": "rff"}, {"approximation": "exact"}):
+    for kw in (
+        {"n_features": 400},
+        {"approximation": "rff"},
+        {"approximation": "exact"},
+    ):
         with pytest.raises(ValueError, match="NaN or infinite"):
             KernelPCA(2, random_state=0, **kw).fit(X)
 
@@ -298,7 +367,7 @@ def test_transform_feature_mismatch(Xsmall):
         kp.transform(Xsmall[:, :5])
 
 
-# -- plumbing ------------------------------------------------------------------------------------
+# -- plumbing --------------------------------------------------------------------------
 APPROX = [
     {"approximation": "nystroem", "n_features": 120},
     {"approximation": "nystroem", "n_features": 120, "landmarks": "kmeans++"},
@@ -313,7 +382,9 @@ def test_fit_transform_equals_transform(Xsmall, kw):
     Z1 = kp.fit_transform(Xsmall)
     np.testing.assert_array_equal(Z1, kp.transform(Xsmall))
     # the scores of the training data have the fitted variances and are centred
-    np.testing.assert_allclose(Z1.var(axis=0, ddof=1), kp.explained_variance_, rtol=1e-6)
+    np.testing.assert_allclose(
+        Z1.var(axis=0, ddof=1), kp.explained_variance_, rtol=1e-6
+    )
     np.testing.assert_allclose(Z1.mean(axis=0), 0, atol=1e-8 * np.abs(Z1).max())
 
 
@@ -343,10 +414,9 @@ def test_chunking_invariance(Xsmall, kw):
 
 @pytest.mark.parametrize("kw", APPROX[:3])
 def test_passes_and_only_small_results_reach_client(kw):
-    """Nyström: 2 passes (landmarks, moments); RFF: 1 (and its first row). Nothing with n rows
-    is computed:
-    the client receives m × d landmarks (k-means++: a sample of at most max(5 m, 10000)
-    rows), m-vectors and m × m moments."""
+    """Nyström: 2 passes (landmarks, moments); RFF: 1 (and its first row). Nothing
+    with n rows is computed: the client receives m × d landmarks (k-means++: a sample
+    of at most max(5 m, 10000) rows), m-vectors and m × m moments."""
     n, d, m = 12_000, 5, kw["n_features"]
     X0 = np.random.default_rng(2).standard_normal((n, d))
     X, counter = counted_dask(X0, chunks=(1500, d))
@@ -411,12 +481,12 @@ def test_sklearn_api_and_config(Xsmall):
     assert estimator_class("kernel_pca") is KernelPCA
 
 
-# -- features that are NaN in every sample (land masks) ------------------------------------------
+# -- features that are NaN in every sample (land masks) --------------------------------
 @pytest.mark.parametrize("kw", APPROX)
 def test_all_nan_features_are_left_out(Xsmall, kw):
-    """open_matrix's promise: features NaN in every sample are left out of the fit; the fit
-    equals the fit on the data without them (same landmarks, random features and γ = 1/d of
-    the kept features), and ``transform`` uses only the kept features."""
+    """open_matrix's promise: features NaN in every sample are left out of the fit;
+    the fit equals the fit on the data without them (same landmarks, random features
+    and γ = 1/d of the kept features), and ``transform`` uses only the kept features."""
     Xn, keep = land_over(Xsmall, cols=(1, 4))
     ref = KernelPCA(3, random_state=0, **kw).fit(Xsmall[:, keep])
     Zref = ref.transform(Xsmall[:, keep])
@@ -435,24 +505,32 @@ def test_all_nan_features_are_left_out(Xsmall, kw):
             full = getattr(kp, name)
             assert full.shape[axis] == 6
             assert np.isnan(np.compress(~keep, full, axis=axis)).all()
-            np.testing.assert_array_equal(np.compress(keep, full, axis=axis),
-                                          getattr(ref, name))
+            np.testing.assert_array_equal(
+                np.compress(keep, full, axis=axis), getattr(ref, name)
+            )
 
 
 def test_all_nan_features_xarray_and_save(tmp_path, Xsmall):
-    """The same through open_matrix on a gridded DataArray (land = NaN), chunked by dask."""
+    """The same through open_matrix on a gridded DataArray (land = NaN), chunked by
+    dask."""
     Xn, keep = land_over(Xsmall, cols=(1, 4))
-    field = xr.DataArray(Xn.reshape(400, 2, 3), dims=("time", "lat", "lon"),
-                         coords={"time": np.arange(400)}).chunk({"time": 100})
+    field = xr.DataArray(
+        Xn.reshape(400, 2, 3),
+        dims=("time", "lat", "lon"),
+        coords={"time": np.arange(400)},
+    ).chunk({"time": 100})
     for kw in APPROX[:3]:
         kp = KernelPCA(3, random_state=0, **kw).fit(
-            scalepca.open_matrix(field, sample_dims="time"))
+            scalepca.open_matrix(field, sample_dims="time")
+        )
         ref = KernelPCA(3, random_state=0, **kw).fit(Xsmall[:, keep])
         np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-12)
         Z = kp.transform(scalepca.open_matrix(field, sample_dims="time"))
         assert isinstance(Z, xr.DataArray)
         Zref = ref.transform(Xsmall[:, keep])
-        np.testing.assert_allclose(Z.values, Zref, rtol=0, atol=1e-12 * np.abs(Zref).max())
+        np.testing.assert_allclose(
+            Z.values, Zref, rtol=0, atol=1e-12 * np.abs(Zref).max()
+        )
     kp.save(tmp_path / "m.zarr")
     back = scalepca.load(tmp_path / "m.zarr")
     np.testing.assert_allclose(back.transform(Xn), kp.transform(Xn), rtol=1e-12)
@@ -461,8 +539,9 @@ def test_all_nan_features_xarray_and_save(tmp_path, Xsmall):
 @pytest.mark.filterwarnings("ignore:KernelPCA. 1 of 6 features are NaN in every sample")
 @pytest.mark.parametrize("kw", APPROX)
 def test_partly_nan_feature_still_raises(Xsmall, kw):
-    """A feature NaN everywhere but in one row has missing values: refused, whether that row
-    is among the rows read before the pass (landmarks, RFF's first row) or not."""
+    """A feature NaN everywhere but in one row has missing values: refused, whether
+    that row is among the rows read before the pass (landmarks, RFF's first row) or
+    not."""
     for row in (0, 7, 399):
         X = Xsmall.copy()
         X[np.arange(400) != row, 2] = np.nan
@@ -475,13 +554,14 @@ def test_every_feature_nan_raises(Xsmall):
         KernelPCA(2, n_features=50, random_state=0).fit(np.full((100, 3), np.nan))
 
 
-# -- no maps of kernel-space components --------------------------------------------------------
+# -- no maps of kernel-space components ------------------------------------------------
 def test_no_components_xr_in_kernel_feature_space(Xsmall):
-    """components_ live in the kernel's feature space (m columns), not on the input grid: the
-    xarray views of the linear models are not offered (they used to crash)."""
+    """components_ live in the kernel's feature space (m columns), not on the input
+    grid: the xarray views of the linear models are not offered (they used to crash)."""
     field = xr.DataArray(Xsmall.reshape(400, 2, 3), dims=("time", "lat", "lon"))
     kp = KernelPCA(2, n_features=50, random_state=0).fit(
-        scalepca.open_matrix(field, sample_dims="time"))
+        scalepca.open_matrix(field, sample_dims="time")
+    )
     for name in ("components_xr_", "mean_xr_"):
         assert not hasattr(kp, name)
         with pytest.raises(AttributeError, match="kernel's feature space"):
@@ -492,25 +572,30 @@ def test_no_components_xr_in_kernel_feature_space(Xsmall):
 
 
 def test_standardize_feeds_the_kernel_standardised_data():
-    """KernelPCA(standardize=True) equals scikit-learn's KernelPCA after StandardScaler."""
+    """KernelPCA(standardize=True) equals scikit-learn's KernelPCA after
+    StandardScaler."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.decomposition import KernelPCA as SKKernelPCA
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     X = load_breast_cancer().data
-    ref = make_pipeline(StandardScaler(), SKKernelPCA(5, kernel="rbf", gamma=0.05)).fit(X)
-    m = scalepca.KernelPCA(5, kernel="rbf", gamma=0.05, approximation="exact",
-                           standardize=True).fit(da.from_array(X, chunks=(100, -1)))
+    ref = make_pipeline(StandardScaler(), SKKernelPCA(5, kernel="rbf", gamma=0.05)).fit(
+        X
+    )
+    m = scalepca.KernelPCA(
+        5, kernel="rbf", gamma=0.05, approximation="exact", standardize=True
+    ).fit(da.from_array(X, chunks=(100, -1)))
     assert m.n_passes_ == 2  # the moments, then the training data
     Z, Zr = np.asarray(m.transform(X)), ref.transform(X)
     np.testing.assert_allclose(Z * np.sign(np.sum(Z * Zr, axis=0)), Zr, atol=1e-8)
 
 
 def test_kmeanspp_landmarks_are_scikit_learn_kmeans(rng):
-    """k-means++ landmarks come from scikit-learn's KMeans, seeded from the Generator: the
-    same draw gives the same centres (so the fit is reproducible from random_state), and a
-    longer run ends at a Lloyd fixed point: each centre is the mean of its nearest points."""
+    """k-means++ landmarks come from scikit-learn's KMeans, seeded from the
+    Generator: the same draw gives the same centres (so the fit is reproducible from
+    random_state), and a longer run ends at a Lloyd fixed point: each centre is the
+    mean of its nearest points."""
     S = rng.standard_normal((600, 4)) @ rng.standard_normal((4, 4))
     a = kmeans_plusplus_landmarks(S, 12, np.random.default_rng(3), n_iter=5)
     b = kmeans_plusplus_landmarks(S, 12, np.random.default_rng(3), n_iter=5)
@@ -518,7 +603,9 @@ def test_kmeanspp_landmarks_are_scikit_learn_kmeans(rng):
     seed = int(np.random.default_rng(3).integers(2**31 - 1))
     from sklearn.cluster import KMeans
 
-    ref = KMeans(12, n_init=1, max_iter=5, tol=0.0, algorithm="lloyd", random_state=seed).fit(S)
+    ref = KMeans(
+        12, n_init=1, max_iter=5, tol=0.0, algorithm="lloyd", random_state=seed
+    ).fit(S)
     np.testing.assert_allclose(a, ref.cluster_centers_)
     C = kmeans_plusplus_landmarks(S, 12, np.random.default_rng(3), n_iter=300)
     labels = np.argmin(((S[:, None, :] - C[None]) ** 2).sum(-1), axis=1)
@@ -528,8 +615,9 @@ def test_kmeanspp_landmarks_are_scikit_learn_kmeans(rng):
 
 @pytest.mark.parametrize("sparse_input", [False, True])
 def test_feature_maps_write_into_the_slab_buffer(sparse_input):
-    """The Nyström and RFF maps give the same features into a caller's buffer (the reused slab
-    buffer of the fused moments) as in a new array, for dense and CSR rows."""
+    """The Nyström and RFF maps give the same features into a caller's buffer (the
+    reused slab buffer of the fused moments) as in a new array, for dense and CSR
+    rows."""
     import scipy.sparse
 
     from scalepca.linalg.kernels import _nystroem_block, _rff_block, rff_weights
@@ -542,8 +630,15 @@ def test_feature_maps_write_into_the_slab_buffer(sparse_input):
     N = rng.standard_normal((12, 9))
     maps = [
         partial(_rff_block, W=W, b=b),
-        partial(_nystroem_block, landmarks=L, normalization=N, kernel="rbf", gamma=0.3,
-                degree=3, coef0=1.0),
+        partial(
+            _nystroem_block,
+            landmarks=L,
+            normalization=N,
+            kernel="rbf",
+            gamma=0.3,
+            degree=3,
+            coef0=1.0,
+        ),
     ]
     for f in maps:
         new = f(rows)

@@ -40,9 +40,15 @@ def clusters():
     made = {}
     try:
         for n in WORKERS:
-            made[n] = make_cluster({"kind": "local", "n_workers": n,
-                                    "threads_per_worker": 1, "memory_limit": "768MiB",
-                                    "dashboard_address": ":0"})
+            made[n] = make_cluster(
+                {
+                    "kind": "local",
+                    "n_workers": n,
+                    "threads_per_worker": 1,
+                    "memory_limit": "768MiB",
+                    "dashboard_address": ":0",
+                }
+            )
         with Client(made[16]) as client:
             client.wait_for_workers(16, timeout=120)
         yield made
@@ -79,7 +85,8 @@ def _reference_variances(X, k):
 def _data(n=4096, d=40, rank=6, seed=0):
     rng = np.random.default_rng(seed)
     return rng.standard_normal((n, rank)) @ rng.standard_normal((rank, d)) * 2 + (
-        rng.standard_normal((n, d)))
+        rng.standard_normal((n, d))
+    )
 
 
 def test_tree_reduction_fit(clusters):
@@ -87,19 +94,23 @@ def test_tree_reduction_fit(clusters):
     dX = da.from_array(X, chunks=(64, -1))  # 64 blocks: 4 per worker, a 2-level tree
     fits = _fit_on_each(clusters, lambda: scalepca.PCA(5).fit(dX))
     _same(fits[16], fits[2])
-    np.testing.assert_allclose(fits[16].explained_variance_, _reference_variances(X, 5),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        fits[16].explained_variance_, _reference_variances(X, 5), rtol=1e-10
+    )
 
 
 def test_krylov_wide_fit_with_shared_factors(clusters):
     X = _data(n=2048, d=300, rank=8, seed=1)
     dX = da.from_array(X, chunks=(64, -1))
-    fits = _fit_on_each(clusters, lambda: scalepca.PCA(
-        6, svd_solver="randomized", random_state=0).fit(dX))
+    fits = _fit_on_each(
+        clusters,
+        lambda: scalepca.PCA(6, svd_solver="randomized", random_state=0).fit(dX),
+    )
     _same(fits[16], fits[2])
     assert fits[16].n_passes_ == fits[2].n_passes_ > 2  # several passes, each sharing V
-    np.testing.assert_allclose(fits[16].explained_variance_, _reference_variances(X, 6),
-                               rtol=1e-8)
+    np.testing.assert_allclose(
+        fits[16].explained_variance_, _reference_variances(X, 6), rtol=1e-8
+    )
 
 
 def test_sparse_block_groups(clusters):
@@ -112,8 +123,9 @@ def test_sparse_block_groups(clusters):
     assert max(len(g) for g in groups) > 1  # blocks are read in groups
     fits = _fit_on_each(clusters, lambda: scalepca.PCA(5).fit(dS))
     _same(fits[16], fits[2])
-    np.testing.assert_allclose(fits[16].explained_variance_,
-                               _reference_variances(S.toarray(), 5), rtol=1e-10)
+    np.testing.assert_allclose(
+        fits[16].explained_variance_, _reference_variances(S.toarray(), 5), rtol=1e-10
+    )
 
 
 def test_run_update(clusters, tmp_path):
@@ -128,9 +140,11 @@ def test_run_update(clusters, tmp_path):
     for n, cluster in clusters.items():
         path = tmp_path / f"x{n}.zarr"
         write_dataset(dask.array.from_array(full[:2000], chunks=(50, 16)), path)
-        cfg = {"data": {"path": str(path), "task_size": None},
-               "model": {"method": "pca", "n_components": 3},
-               "output": {"store": str(tmp_path / f"out{n}")}}
+        cfg = {
+            "data": {"path": str(path), "task_size": None},
+            "model": {"method": "pca", "n_components": 3},
+            "output": {"store": str(tmp_path / f"out{n}")},
+        }
         config = tmp_path / f"run{n}.yaml"
         config.write_text(yaml.safe_dump(cfg))
         address = cluster.scheduler_address
@@ -141,5 +155,6 @@ def test_run_update(clusters, tmp_path):
         models[n] = scalepca.load(tmp_path / f"out{n}" / "model.zarr")
     assert models[16].n_samples_seen_ == models[2].n_samples_seen_ == 2400
     _same(models[16], models[2])
-    np.testing.assert_allclose(models[16].explained_variance_,
-                               _reference_variances(full, 3), rtol=1e-10)
+    np.testing.assert_allclose(
+        models[16].explained_variance_, _reference_variances(full, 3), rtol=1e-10
+    )

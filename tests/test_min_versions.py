@@ -1,11 +1,12 @@
-"""What the lowest supported dask/distributed must do; ``.ci/run`` also runs this file in a venv
-with the oldest versions ``pyproject.toml`` allows.
+"""What the lowest supported dask/distributed must do; ``.ci/run`` also runs this file
+in a venv with the oldest versions ``pyproject.toml`` allows.
 
-dask before 2026.1 handed ``persist`` under a custom scheduler (the CLI's progress bar,
-``cluster._ProgressScheduler``) to that scheduler's ``__call__``, i.e. computed the blocks and
-gathered the whole array into the client process. 2026.1 asks the scheduler for its own
-``persist`` (which passes to ``Client.persist``: blocks stay on the workers). The installable
-pair is dask + distributed 2026.1.1 (distributed 2026.1.0 pins dask 2025.12).
+dask before 2026.1 handed ``persist`` under a custom scheduler (the CLI's progress
+bar, ``cluster._ProgressScheduler``) to that scheduler's ``__call__``, i.e. computed
+the blocks and gathered the whole array into the client process. 2026.1 asks the
+scheduler for its own ``persist`` (which passes to ``Client.persist``: blocks stay on
+the workers). The installable pair is dask + distributed 2026.1.1 (distributed
+2026.1.0 pins dask 2025.12).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def client():
 
 
 def _on_workers(client, arr) -> None:
-    """Every block of the persisted ``arr`` is a future held by a worker, none is in the client."""
+    """Every block of the persisted ``arr`` is a future held by a worker, none is in
+    the client."""
     kinds = {type(v).__name__ for v in dict(arr.__dask_graph__()).values()}
     assert kinds == {Future.__name__}, f"the client holds {kinds}, not only futures"
     futures = futures_of(arr)
@@ -53,8 +55,9 @@ def test_persist_under_the_progress_bar_keeps_blocks_on_workers(client):
     _on_workers(client, Xp)
     _on_workers(client, Yp)
     assert total == 0.0
-    # not a terminal: one line per compute outside a fit (a bar on a terminal), so the compute
-    # went through the progress scheduler, and the persists did not (no line for them)
+    # not a terminal: one line per compute outside a fit (a bar on a terminal), so the
+    # compute went through the progress scheduler, and the persists did not (no line for
+    # them)
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and "] compute: 8 chunks in " in lines[0], lines
 
@@ -79,13 +82,20 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_bar_with_the_oldest_tqdm(rng):
-    """The bar of a pass (tqdm at its lowest allowed version): label, chunks, time, rate."""
+    """The bar of a pass (tqdm at its lowest allowed version): label, chunks, time,
+    rate."""
     import re
 
     X = da.from_array(low_rank_data(rng, n=400, d=6, rank=2), chunks=(100, 6))
     out = _Terminal()
-    with dask.config.set(scheduler="threads"), progress(stream=out, client=None, grace=0):
+    with (
+        dask.config.set(scheduler="threads"),
+        progress(stream=out, client=None, grace=0),
+    ):
         scalepca.PCA(2).fit(X)
     final = out.getvalue().split("\n")[0].rsplit("\r", 1)[-1]
-    assert re.fullmatch(r"PCA pass 1 of 1 \(moments\): 100%\|\S+\| 4/4 chunks "
-                        r"\[\d\d:\d\d<00:00, +[\d,.]+ chunks/s\]", final.rstrip()), final
+    assert re.fullmatch(
+        r"PCA pass 1 of 1 \(moments\): 100%\|\S+\| 4/4 chunks "
+        r"\[\d\d:\d\d<00:00, +[\d,.]+ chunks/s\]",
+        final.rstrip(),
+    ), final

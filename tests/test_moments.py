@@ -31,8 +31,9 @@ def _ref(X):
 @pytest.mark.parametrize("chunks", LAYOUTS)
 @pytest.mark.parametrize("split_every", [2, 3, 8])
 def test_moments_match_dense_reference(X0, chunks, split_every):
-    """Mean and centred Gram to 1e-13 relative (the one-pass merge keeps full precision even
-    with a mean 300 standard deviations from zero), for every layout and fan-in."""
+    """Mean and centred Gram to 1e-13 relative (the one-pass merge keeps full
+    precision even with a mean 300 standard deviations from zero), for every layout
+    and fan-in."""
     mean, m2, ss = _ref(X0)
     X = da.from_array(X0, chunks=chunks)
     (mom,) = dask.compute(moments_graph(X, split_every=split_every))
@@ -58,35 +59,46 @@ def test_nan_counts_ride_along(X0):
     X[:, 2] = np.nan
     X[5, 4] = np.inf
     for chunks in [(100, 7), ((500, 503), (2, 5))]:
-        graph = moments_graph if len(chunks[1:]) and chunks[1] == 7 else column_moments_graph
+        graph = (
+            moments_graph
+            if len(chunks[1:]) and chunks[1] == 7
+            else column_moments_graph
+        )
         (mom,) = dask.compute(graph(da.from_array(X, chunks=chunks)))
         assert mom["bad"] == 1003 + 1
         np.testing.assert_array_equal(mom["nan_features"], [0, 0, 1003, 0, 0, 0, 0])
 
 
 def test_tree_fan_in_is_split_every():
-    """The partials of 64 blocks merge 4 at a time: 64 → 16 → 4 (combine) → 1 (aggregate)."""
+    """The partials of 64 blocks merge 4 at a time: 64 → 16 → 4 (combine) → 1
+    (aggregate)."""
     from collections import Counter
 
     X = da.ones((640, 3), chunks=(10, 3))
     graph = moments_graph(X, split_every=4).__dask_graph__()
-    layers = Counter(key[0].rsplit("-", 1)[0] for key in graph if isinstance(key, tuple))
+    layers = Counter(
+        key[0].rsplit("-", 1)[0] for key in graph if isinstance(key, tuple)
+    )
     assert layers == {"moments": 64, "moments-partial": 20, "moments-aggregate": 1}
     (mom,) = dask.compute(moments_graph(X, split_every=4))
     assert mom["n"] == 640
     np.testing.assert_array_equal(mom["m2"], np.zeros((3, 3)))
 
 
-# -- float32 blocks: float32 products of centred slices, float64 accumulation -------------------
+# -- float32 blocks: float32 products of centred slices, float64 accumulation ----------
 def _f32_data(kind: str, n: int = 5000, d: int = 12) -> np.ndarray:
     rng = np.random.default_rng(3)
     z = rng.standard_normal((n, d))
     if kind == "centred":
         x = z
-    elif kind == "mean_much_larger_than_sd":  # |mean| / sd = 1e5: only centring first keeps it
+    elif (
+        kind == "mean_much_larger_than_sd"
+    ):  # |mean| / sd = 1e5: only centring first keeps it
         x = 1e4 + 0.1 * z
     else:  # columns on scales 1e-3 … 1e3, correlated, with offsets
-        x = (z @ rng.standard_normal((d, d))) * np.logspace(-3, 3, d) + np.linspace(-50, 50, d)
+        x = (z @ rng.standard_normal((d, d))) * np.logspace(-3, 3, d) + np.linspace(
+            -50, 50, d
+        )
     return x.astype(np.float32)
 
 
@@ -96,10 +108,13 @@ def _gram_ref(x32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return c.T @ c, np.sqrt(np.diag(c.T @ c))
 
 
-@pytest.mark.parametrize("kind", ["centred", "mean_much_larger_than_sd", "mixed_scales"])
+@pytest.mark.parametrize(
+    "kind", ["centred", "mean_much_larger_than_sd", "mixed_scales"]
+)
 def test_float32_gram_within_stated_bound(kind):
-    """Every entry of the float32 Gram is within ``gram_error_bound() ‖c_j‖ ‖c_k‖`` of the
-    float64 Gram of the same float32 data (5000 rows: three slices of GRAM_BLOCK_ROWS)."""
+    """Every entry of the float32 Gram is within ``gram_error_bound() ‖c_j‖ ‖c_k‖``
+    of the float64 Gram of the same float32 data (5000 rows: three slices of
+    GRAM_BLOCK_ROWS)."""
     from scalepca.linalg.moments import GRAM_BLOCK_ROWS, _gram, gram_error_bound
 
     x = _f32_data(kind)
@@ -117,10 +132,12 @@ def test_float32_gram_within_stated_bound(kind):
     g64 = _gram(x, mean, precision="float64")
     np.testing.assert_allclose(g64, ref, rtol=1e-10, atol=1e-10 * scale.max())
     if kind == "mean_much_larger_than_sd":
-        # the bound is not vacuous: float32 products of the uncentred data lose everything
+        # the bound is not vacuous: float32 products of the uncentred data lose
+        # everything
         xs = x[:GRAM_BLOCK_ROWS]
         naive = (xs.T @ xs).astype(np.float64) - GRAM_BLOCK_ROWS * np.outer(
-            xs.mean(axis=0, dtype=np.float64), xs.mean(axis=0, dtype=np.float64))
+            xs.mean(axis=0, dtype=np.float64), xs.mean(axis=0, dtype=np.float64)
+        )
         ref_s, norms_s = _gram_ref(xs)
         assert np.max(np.abs(naive - ref_s) / np.outer(norms_s, norms_s)) > bound
 
@@ -128,7 +145,8 @@ def test_float32_gram_within_stated_bound(kind):
 @pytest.mark.parametrize("kind", ["mean_much_larger_than_sd", "mixed_scales"])
 @pytest.mark.parametrize("chunks", [5000, 1000, 777])
 def test_float32_moments_pass_within_bound(kind, chunks):
-    """The merged centred Gram of a float32 dask array keeps the bound for any chunking."""
+    """The merged centred Gram of a float32 dask array keeps the bound for any
+    chunking."""
     from scalepca.linalg.moments import gram_error_bound
 
     x = _f32_data(kind)
@@ -149,18 +167,28 @@ def test_gram_precision_option_and_bad_value():
         graph = moments_graph(X)  # the setting is read when the graph is built
     (configured,) = dask.compute(graph)
     np.testing.assert_array_equal(configured["m2"], explicit["m2"])
-    np.testing.assert_allclose(explicit["m2"], ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max())
-    with pytest.raises(ValueError, match="gram precision must be one of 'auto', 'float64'"):
+    np.testing.assert_allclose(
+        explicit["m2"], ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max()
+    )
+    with pytest.raises(
+        ValueError, match="gram precision must be one of 'auto', 'float64'"
+    ):
         moments_graph(X, precision="float16")
-    with dask.config.set({GRAM_PRECISION_KEY: "half"}), pytest.raises(ValueError, match="half"):
+    with (
+        dask.config.set({GRAM_PRECISION_KEY: "half"}),
+        pytest.raises(ValueError, match="half"),
+    ):
         moments_graph(X)
 
 
 def _tanh_features(x, scale=1.0, offset=0.0, out=None, *, into_out=True):
-    """A small nonlinear feature map (n × 3d) with an offset that sets |mean| / std; written
-    into ``out`` when given, unless ``into_out=False`` (a map that returns a new array)."""
+    """A small nonlinear feature map (n × 3d) with an offset that sets |mean| / std;
+    written into ``out`` when given, unless ``into_out=False`` (a map that returns a
+    new array)."""
     x = np.asarray(x, dtype=np.float64)
-    F = np.hstack([np.tanh(x) * scale + offset, x**2 * scale + offset, x * scale + offset])
+    F = np.hstack(
+        [np.tanh(x) * scale + offset, x**2 * scale + offset, x * scale + offset]
+    )
     if out is None or not into_out:
         return F
     out[...] = F
@@ -170,12 +198,14 @@ def _tanh_features(x, scale=1.0, offset=0.0, out=None, *, into_out=True):
 @pytest.mark.parametrize("into_out", [True, False])
 @pytest.mark.parametrize("offset", [0.0, 1e6])
 @pytest.mark.parametrize("chunks", [5000, 1000, 777])
-def test_feature_moments_equal_moments_of_the_mapped_matrix(X0, offset, chunks, into_out,
-                                                             monkeypatch):
-    """``moments_graph(X, feature_map=f)`` (slab by slab, never forming f(X)) gives the moments
-    of f(X) — also with slabs of 64 rows, and where |mean| ≫ std (offset 1e6): the shift by the
-    first slab's mean keeps the centred Gram at the precision of a centred product. The same
-    whether the map writes into the reused slab buffer or returns new arrays."""
+def test_feature_moments_equal_moments_of_the_mapped_matrix(
+    X0, offset, chunks, into_out, monkeypatch
+):
+    """``moments_graph(X, feature_map=f)`` (slab by slab, never forming f(X)) gives
+    the moments of f(X) — also with slabs of 64 rows, and where |mean| ≫ std (offset
+    1e6): the shift by the first slab's mean keeps the centred Gram at the precision
+    of a centred product. The same whether the map writes into the reused slab buffer
+    or returns new arrays."""
     from functools import partial
 
     moments_mod = importlib.import_module("scalepca.linalg.moments")
@@ -185,18 +215,22 @@ def test_feature_moments_equal_moments_of_the_mapped_matrix(X0, offset, chunks, 
     ref = Fc.T @ Fc
     for slab in (moments_mod.FEATURE_SLAB_BYTES, 64 * 8 * F.shape[1]):
         monkeypatch.setattr(moments_mod, "FEATURE_SLAB_BYTES", slab)
-        (mom,) = dask.compute(moments_graph(da.from_array(X0, chunks=(chunks, -1)),
-                                            feature_map=f))
+        (mom,) = dask.compute(
+            moments_graph(da.from_array(X0, chunks=(chunks, -1)), feature_map=f)
+        )
         assert mom["n"] == X0.shape[0] and mom["bad"] == 0
         np.testing.assert_allclose(mom["mean"], F.mean(axis=0), rtol=1e-14, atol=1e-12)
-        np.testing.assert_allclose(mom["m2"], ref, rtol=0, atol=1e-11 * np.abs(ref).max())
+        np.testing.assert_allclose(
+            mom["m2"], ref, rtol=0, atol=1e-11 * np.abs(ref).max()
+        )
 
 
 def test_feature_moments_count_nonfinite_features(X0):
     X = X0.copy()
     X[3, 0] = np.inf  # tanh(inf) = 1 is finite; inf² and inf are not: 2 bad features
-    (mom,) = dask.compute(moments_graph(da.from_array(X, chunks=(700, -1)),
-                                        feature_map=_tanh_features))
+    (mom,) = dask.compute(
+        moments_graph(da.from_array(X, chunks=(700, -1)), feature_map=_tanh_features)
+    )
     assert mom["bad"] == 2
 
 
@@ -206,7 +240,9 @@ def test_merging_many_partials_leaves_every_partial_unchanged(X0):
     from scalepca.linalg.moments import _merge_list, block_moments
 
     parts = [block_moments(X0[i : i + 100]) for i in range(0, 1000, 100)]
-    parts.insert(3, block_moments(X0[:0]))  # an empty block, whose merge returns the other
+    parts.insert(
+        3, block_moments(X0[:0])
+    )  # an empty block, whose merge returns the other
     before = [p["m2"].copy() for p in parts]
     merged = _merge_list(parts)
     for p, m2 in zip(parts, before, strict=True):

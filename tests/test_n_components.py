@@ -1,9 +1,9 @@
 """``n_components`` as scikit-learn users write it: int, None, a float in (0, 1), "mle".
 
-The float and "mle" forms choose k from the full spectrum of the same pass(es) the fit makes;
-the k chosen must be scikit-learn's PCA's on the same (real) data, for any chunking and for
-NumPy and dask input. GridSearchCV over PPCA's ``n_components`` with its ``score`` must pick
-scikit-learn's PCA's k.
+The float and "mle" forms choose k from the full spectrum of the same pass(es) the
+fit makes; the k chosen must be scikit-learn's PCA's on the same (real) data, for any
+chunking and for NumPy and dask input. GridSearchCV over PPCA's ``n_components`` with
+its ``score`` must pick scikit-learn's PCA's k.
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.preprocessing import StandardScaler
 
 import scalepca
-from scalepca._validation import check_n_components, choose_n_components, minka_dimension
+from scalepca._validation import (
+    check_n_components,
+    choose_n_components,
+    minka_dimension,
+)
 
 from .support.counting import counted_dask
 
@@ -38,7 +42,9 @@ FORMS = [0.3, 0.5, 0.8, 0.9, 0.95, 0.99, "mle"]
 
 def _fit(cls, X, n_components, **kw):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # PPCA at the data's rank warns σ² = 0
+        warnings.simplefilter(
+            "ignore", UserWarning
+        )  # PPCA at the data's rank warns σ² = 0
         return cls(n_components, **kw).fit(X)
 
 
@@ -54,11 +60,18 @@ def test_k_matches_scikit_learn(cls, solver, form, name):
     k = ref.n_components_
     assert est.components_.shape == (k, X.shape[1])
     assert est.explained_variance_.shape == (k,)
-    np.testing.assert_allclose(est.explained_variance_ratio_, ref.explained_variance_ratio_,
-                               rtol=1e-8, atol=1e-12)
-    if cls is scalepca.PCA:  # scikit-learn's noise_variance_ convention, for the k chosen
-        np.testing.assert_allclose(est.noise_variance_, ref.noise_variance_, rtol=1e-8,
-                                   atol=1e-12)
+    np.testing.assert_allclose(
+        est.explained_variance_ratio_,
+        ref.explained_variance_ratio_,
+        rtol=1e-8,
+        atol=1e-12,
+    )
+    if (
+        cls is scalepca.PCA
+    ):  # scikit-learn's noise_variance_ convention, for the k chosen
+        np.testing.assert_allclose(
+            est.noise_variance_, ref.noise_variance_, rtol=1e-8, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("name", list(DATA))
@@ -68,10 +81,17 @@ def test_k_does_not_depend_on_chunking_or_input_kind(form, name):
     n = X.shape[0]
     ks = {_fit(scalepca.PCA, X, form).n_components_}
     for rows in (n, 97, 13):
-        ks.add(_fit(scalepca.PCA, da.from_array(X, chunks=(rows, -1)), form).n_components_)
-        ks.add(_fit(scalepca.PPCA, da.from_array(X, chunks=(rows, -1)), form).n_components_)
-    ks.add(_fit(scalepca.PCA, da.from_array(X, chunks=(29, -1)), form,
-                svd_solver="tsqr").n_components_)
+        ks.add(
+            _fit(scalepca.PCA, da.from_array(X, chunks=(rows, -1)), form).n_components_
+        )
+        ks.add(
+            _fit(scalepca.PPCA, da.from_array(X, chunks=(rows, -1)), form).n_components_
+        )
+    ks.add(
+        _fit(
+            scalepca.PCA, da.from_array(X, chunks=(29, -1)), form, svd_solver="tsqr"
+        ).n_components_
+    )
     assert ks == {SkPCA(form, svd_solver="full").fit(X).n_components_}
 
 
@@ -104,16 +124,19 @@ def test_randomized_refuses_spectrum_forms_before_reading(form):
     assert counter.reads == 0
 
 
-@pytest.mark.parametrize(("value", "error", "words"), [
-    (1.0, TypeError, "strictly between 0 and 1"),
-    (0.0, TypeError, "strictly between 0 and 1"),
-    (-0.5, TypeError, "strictly between 0 and 1"),
-    (np.float64(1.5), TypeError, "strictly between 0 and 1"),
-    ("MLE", ValueError, "the only string accepted is 'mle'"),
-    ("auto", ValueError, "the only string accepted is 'mle'"),
-    (True, TypeError, "an integer, a float in (0, 1), 'mle' or None"),
-    ([3], TypeError, "an integer, a float in (0, 1), 'mle' or None"),
-])
+@pytest.mark.parametrize(
+    ("value", "error", "words"),
+    [
+        (1.0, TypeError, "strictly between 0 and 1"),
+        (0.0, TypeError, "strictly between 0 and 1"),
+        (-0.5, TypeError, "strictly between 0 and 1"),
+        (np.float64(1.5), TypeError, "strictly between 0 and 1"),
+        ("MLE", ValueError, "the only string accepted is 'mle'"),
+        ("auto", ValueError, "the only string accepted is 'mle'"),
+        (True, TypeError, "an integer, a float in (0, 1), 'mle' or None"),
+        ([3], TypeError, "an integer, a float in (0, 1), 'mle' or None"),
+    ],
+)
 def test_bad_forms_raise_before_reading(value, error, words):
     arr, counter = counted_dask(DATA["iris"], chunks=(50, -1))
     for cls in (scalepca.PCA, scalepca.PPCA):
@@ -139,8 +162,9 @@ def test_float_form_refused_where_k_cannot_be_chosen_from_a_spectrum():
 
 
 def test_choice_rule_at_the_threshold():
-    # cumulative ratios 0.5, 0.8, 1.0: reaching 0.8 exactly needs more than two components,
-    # as in scikit-learn (side="right": the kept variance must exceed the fraction)
+    # cumulative ratios 0.5, 0.8, 1.0: reaching 0.8 exactly needs more than two
+    # components, as in scikit-learn (side="right": the kept variance must exceed the
+    # fraction)
     ev = np.array([5.0, 3.0, 2.0])
     ratio = ev / ev.sum()
     assert choose_n_components(0.8, ev, ratio, 100) == 3
@@ -150,8 +174,9 @@ def test_choice_rule_at_the_threshold():
 
 
 def test_minka_wrapper_reaches_scikit_learn_private_function():
-    """The one place scalepca uses a private scikit-learn name: it must still be there and
-    give scikit-learn's answer (if this fails after an upgrade, see minka_dimension)."""
+    """The one place scalepca uses a private scikit-learn name: it must still be
+    there and give scikit-learn's answer (if this fails after an upgrade, see
+    minka_dimension)."""
     from sklearn.decomposition._pca import _infer_dimension
 
     rng = np.random.default_rng(0)
@@ -161,10 +186,10 @@ def test_minka_wrapper_reaches_scikit_learn_private_function():
     assert minka_dimension(spectrum, 500) == int(_infer_dimension(spectrum, 500)) == 3
 
 
-# -- GridSearchCV over PPCA's n_components, scored by its average log-likelihood -------------
+# -- GridSearchCV over PPCA's n_components, scored by its average log-likelihood -------
 def _low_rank_plus_noise():
-    # breast_cancer's first 5 standardised principal directions carry the signal; isotropic
-    # noise on top, so the likelihood has an interior maximum at k = 5
+    # breast_cancer's first 5 standardised principal directions carry the signal;
+    # isotropic noise on top, so the likelihood has an interior maximum at k = 5
     Xs = DATA["breast_cancer_std"]
     _, s, Vt = np.linalg.svd(Xs - Xs.mean(0), full_matrices=False)
     rng = np.random.default_rng(7)
@@ -182,10 +207,14 @@ def test_grid_search_picks_scikit_learn_k(name):
     ref = GridSearchCV(SkPCA(svd_solver="full"), {"n_components": grid}, cv=cv).fit(X)
     ours = GridSearchCV(scalepca.PPCA(), {"n_components": grid}, cv=cv).fit(X)
     assert ours.best_params_ == ref.best_params_
-    np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
-                               ref.cv_results_["mean_test_score"], rtol=1e-8)
+    np.testing.assert_allclose(
+        ours.cv_results_["mean_test_score"],
+        ref.cv_results_["mean_test_score"],
+        rtol=1e-8,
+    )
     if name == "low_rank_plus_noise":
         assert ours.best_params_ == {"n_components": 5}
     # score is the average log-likelihood, the quantity scikit-learn's PCA.score gives
-    assert ours.best_estimator_.score(X) == pytest.approx(ref.best_estimator_.score(X),
-                                                          rel=1e-8)
+    assert ours.best_estimator_.score(X) == pytest.approx(
+        ref.best_estimator_.score(X), rel=1e-8
+    )

@@ -64,8 +64,9 @@ def test_block_products_equal_decode_then_multiply(bed, rows):
     """Per packed block: the counts decode as bed-reader reads them, and ``Z V``,
     ``Zᵀ U`` equal the float64 products of the decoded, standardised block."""
     path, X = bed
-    A = scalepca.open_matrix(path, chunks=None if rows is None else {0: rows},
-                             dtype="float64")
+    A = scalepca.open_matrix(
+        path, chunks=None if rows is None else {0: rows}, dtype="float64"
+    )
     blocks, positions = packed_blocks(A.data)
     sc = _scaling(X)
     rng = np.random.default_rng(0)
@@ -88,8 +89,9 @@ def test_gram_pass_equals_decode_then_multiply_in_any_chunking(bed, rows):
     """One pass of the Gram operator read packed equals ``Zᵀ Z V`` in float64 to 1e-12,
     and the float blocks' pass with the same column scaling."""
     path, X = bed
-    A = scalepca.open_matrix(path, chunks=None if rows is None else {0: rows},
-                             dtype="float64")
+    A = scalepca.open_matrix(
+        path, chunks=None if rows is None else {0: rows}, dtype="float64"
+    )
     P = PackedRows(*packed_blocks(A.data), shape=A.shape)
     sc = _scaling(X)
     V = np.random.default_rng(1).standard_normal((D, 9))
@@ -150,8 +152,9 @@ def test_krylov_fit_of_a_bed_reads_packed_and_equals_lapack(bed, rows):
     floats do."""
     path, X = bed
     ev, Vt, keep = _dense_pca(X, 4)
-    A = scalepca.open_matrix(path, chunks=None if rows is None else {0: rows},
-                             dtype="float64")
+    A = scalepca.open_matrix(
+        path, chunks=None if rows is None else {0: rows}, dtype="float64"
+    )
     assert packed_blocks(A.data) is not None
     kw = dict(svd_solver="randomized", n_oversamples=11, n_power_iter=4, random_state=0)
     m = scalepca.PCA(4, standardize="genotype", **kw).fit(A)

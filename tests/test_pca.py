@@ -1,4 +1,5 @@
-"""PCA against a dense LAPACK reference, scikit-learn, chunkings, and its error paths."""
+"""PCA against a dense LAPACK reference, scikit-learn, chunkings, and its error
+paths."""
 
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ def dense_reference(X):
 
 
 def test_leading_pairs_of_many_features_equal_lapack(rng):
-    """Past LEADING_MIN_FEATURES, covariance_eigh finds the leading pairs by ARPACK and the
-    discarded variance from the trace: the same fit as LAPACK's every pair, for PCA's and
-    PPCA's σ², dense and CSR, and for a leading axis orthogonal to the all-ones vector."""
+    """Past LEADING_MIN_FEATURES, covariance_eigh finds the leading pairs by ARPACK
+    and the discarded variance from the trace: the same fit as LAPACK's every pair,
+    for PCA's and PPCA's σ², dense and CSR, and for a leading axis orthogonal to the
+    all-ones vector."""
     import scipy.sparse
     from scipy.linalg import eigh as lapack_eigh
 
@@ -40,21 +42,26 @@ def test_leading_pairs_of_many_features_equal_lapack(rng):
     X = rng.standard_normal((n, d))
     X[:, :40] += rng.standard_normal((n, 8)) @ rng.standard_normal((8, 40)) * 3
     w, V = dense_reference(X)
-    for data in (da.from_array(X, chunks=(700, d)),
-                 da.from_array(scipy.sparse.csr_matrix(X), chunks=(700, d))):
+    for data in (
+        da.from_array(X, chunks=(700, d)),
+        da.from_array(scipy.sparse.csr_matrix(X), chunks=(700, d)),
+    ):
         pca = scalepca.PCA(n_components=k, svd_solver="covariance_eigh").fit(data)
         np.testing.assert_allclose(pca.explained_variance_, w[:k], rtol=1e-12)
         assert np.max(subspace_angles(pca.components_.T, V[:, :k])) < 1e-10
         np.testing.assert_allclose(pca.noise_variance_, w[k:].mean(), rtol=1e-12)
         ppca = scalepca.PPCA(n_components=k).fit(data)
         np.testing.assert_allclose(ppca.noise_variance_, w[k:].mean(), rtol=1e-12)
-    # a leading eigenvector orthogonal to ones: a start at the all-ones vector would miss it
+    # a leading eigenvector orthogonal to ones: a start at the all-ones vector would
+    # miss it
     q = np.ones(d) / np.sqrt(d)
     u = rng.standard_normal(d)
     u -= (u @ q) * q
     u /= np.linalg.norm(u)
     C = np.diag(np.linspace(1.0, 2.0, d)) + 50 * np.outer(u, u)
-    C = C - np.outer(C @ q, q) - np.outer(q, q @ C) + (q @ C @ q) * np.outer(q, q)  # C q = 0
+    C = (
+        C - np.outer(C @ q, q) - np.outer(q, q @ C) + (q @ C @ q) * np.outer(q, q)
+    )  # C q = 0
     lw, lv = leading_eigh(C, 3)
     ref_w, ref_v = lapack_eigh(C, subset_by_index=[d - 3, d - 1])
     np.testing.assert_allclose(lw, ref_w[::-1], rtol=1e-12)
@@ -71,7 +78,9 @@ def test_covariance_eigh_matches_lapack(rng, chunks):
     np.testing.assert_allclose(pca.explained_variance_, w[:8], rtol=1e-10)
     assert np.max(subspace_angles(pca.components_.T, V[:, :8])) < 1e-8
     np.testing.assert_allclose(pca.mean_, X.mean(axis=0), rtol=1e-12)
-    np.testing.assert_allclose(pca.explained_variance_ratio_, w[:8] / w.sum(), rtol=1e-10)
+    np.testing.assert_allclose(
+        pca.explained_variance_ratio_, w[:8] / w.sum(), rtol=1e-10
+    )
     np.testing.assert_allclose(pca.noise_variance_, w[8:].mean(), rtol=1e-10)
     assert pca.n_passes_ == 1
 
@@ -83,8 +92,9 @@ def test_other_solvers_match_lapack(rng, solver):
     pca = scalepca.PCA(n_components=6, svd_solver=solver, random_state=0).fit(
         da.from_array(X, chunks=(150, 30))
     )
-    # Randomized with 4 power iterations on a gap of ~10x: errors far below 1e-8 in practice;
-    # the tolerance leaves a margin over Halko et al.'s bound ((σ_{k+1}/σ_k)^(2q+1) ≈ 1e-9).
+    # Randomized with 4 power iterations on a gap of ~10x: errors far below 1e-8 in
+    # practice; the tolerance leaves a margin over Halko et al.'s bound
+    # ((σ_{k+1}/σ_k)^(2q+1) ≈ 1e-9).
     tol = 1e-10 if solver == "tsqr" else 1e-7
     np.testing.assert_allclose(pca.explained_variance_, w[:6], rtol=tol)
     tol = 1e-8 if solver == "tsqr" else 1e-5
@@ -93,7 +103,8 @@ def test_other_solvers_match_lapack(rng, solver):
 
 
 def _task_shapes(fn):
-    """Shapes of every array a task returns while ``fn`` runs (synchronous scheduler)."""
+    """Shapes of every array a task returns while ``fn`` runs (synchronous
+    scheduler)."""
     import dask
     from dask.callbacks import Callback
 
@@ -110,8 +121,9 @@ def _task_shapes(fn):
 
 
 def test_randomized_on_2d_blocks(rng, caplog):
-    # wide data: the fit reads 2-D blocks as row panels of at most krylov.PANEL_BYTES (issue
-    # 33: both products of the Gram operator in one task), transform keeps the 2-D blocks
+    # wide data: the fit reads 2-D blocks as row panels of at most krylov.PANEL_BYTES
+    # (issue 33: both products of the Gram operator in one task), transform keeps the
+    # 2-D blocks
     n, d = 500, 120
     X = low_rank_data(rng, n=n, d=d, rank=4, noise=0.05)
     X[:, 7] += 50.0  # a mean far from zero: the centring must be exact per column strip
@@ -119,11 +131,12 @@ def test_randomized_on_2d_blocks(rng, caplog):
     Xd = da.from_array(X, chunks=(100, 40))
     with caplog.at_level("INFO", logger="scalepca"):
         pca, shapes = _task_shapes(
-            lambda: scalepca.PCA(4, svd_solver="randomized", random_state=1).fit(Xd))
+            lambda: scalepca.PCA(4, svd_solver="randomized", random_state=1).fit(Xd)
+        )
         Z, tshapes = _task_shapes(lambda: pca.transform(Xd).compute())
     assert "rechunking" not in caplog.text
-    # no fit task result is larger than one 100 × 120 row panel, no transform task result
-    # larger than one 100 × 40 block
+    # no fit task result is larger than one 100 × 120 row panel, no transform task
+    # result larger than one 100 × 40 block
     assert shapes and max(int(np.prod(s)) for s in shapes) <= 100 * 120
     assert tshapes and max(int(np.prod(s)) for s in tshapes) <= 100 * 40
     np.testing.assert_allclose(pca.explained_variance_, w[:4], rtol=1e-8)
@@ -147,8 +160,8 @@ def test_randomized_2d_blocks_report_nan(rng):
 
 
 def test_tsqr_keeps_small_singular_values(rng):
-    # Singular values spanning 1e-9 .. 1: the covariance route squares them (1e-18 relative,
-    # below float64 precision), TSQR keeps them to working precision.
+    # Singular values spanning 1e-9 .. 1: the covariance route squares them (1e-18
+    # relative, below float64 precision), TSQR keeps them to working precision.
     n, d = 400, 6
     U = np.linalg.qr(rng.standard_normal((n, d)))[0]
     U -= U.mean(axis=0)  # centred columns, so the mean is exactly zero
@@ -164,10 +177,14 @@ def test_matches_sklearn(rng):
     X = low_rank_data(rng)
     ours = scalepca.PCA(5).fit(X)
     ref = SKPCA(5, svd_solver="full").fit(X)
-    np.testing.assert_allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    np.testing.assert_allclose(
+        ours.explained_variance_, ref.explained_variance_, rtol=1e-10
+    )
     np.testing.assert_allclose(ours.singular_values_, ref.singular_values_, rtol=1e-10)
     np.testing.assert_allclose(ours.noise_variance_, ref.noise_variance_, rtol=1e-10)
-    np.testing.assert_allclose(np.abs(ours.components_), np.abs(ref.components_), atol=1e-10)
+    np.testing.assert_allclose(
+        np.abs(ours.components_), np.abs(ref.components_), atol=1e-10
+    )
     Z = ours.transform(X)
     Zr = ref.transform(X)
     np.testing.assert_allclose(np.abs(Z), np.abs(Zr), atol=1e-8)
@@ -175,19 +192,21 @@ def test_matches_sklearn(rng):
 
 @pytest.mark.parametrize("solver", ["covariance_eigh", "tsqr", "randomized"])
 def test_noise_variance_keeps_sklearn_convention_when_n_le_d(rng, solver):
-    """PCA.noise_variance_ follows scikit-learn (mean of the min(n, d) − k eigenvalues after
-    the k-th); PPCA's is the ML estimate over all d − k, so they differ (d − k)/(n − k)-fold."""
+    """PCA.noise_variance_ follows scikit-learn (mean of the min(n, d) − k
+    eigenvalues after the k-th); PPCA's is the ML estimate over all d − k, so they
+    differ (d − k)/(n − k)-fold."""
     X = low_rank_data(rng, n=30, d=70, rank=4, noise=0.3)
     k = 4
     ours = scalepca.PCA(k, svd_solver=solver, random_state=0).fit(X)
     ref = SKPCA(k, svd_solver="full").fit(X)
-    # randomized: σ² = (total − Σ leading) / (n − k) inherits the leading eigenvalues' error
-    # (measured 1.7e-7 relative with 4 power iterations on this small gap)
+    # randomized: σ² = (total − Σ leading) / (n − k) inherits the leading eigenvalues'
+    # error (measured 1.7e-7 relative with 4 power iterations on this small gap)
     tol = 1e-5 if solver == "randomized" else 1e-8
     np.testing.assert_allclose(ours.noise_variance_, ref.noise_variance_, rtol=tol)
     ppca = scalepca.PPCA(k, svd_solver=solver, random_state=0).fit(X)
-    np.testing.assert_allclose(ppca.noise_variance_ * (70 - k) / (30 - k), ours.noise_variance_,
-                               rtol=1e-8)
+    np.testing.assert_allclose(
+        ppca.noise_variance_ * (70 - k) / (30 - k), ours.noise_variance_, rtol=1e-8
+    )
 
 
 def test_sign_convention_and_chunking_invariance(rng):
@@ -240,11 +259,14 @@ def test_one_pass_counted_at_the_store(rng):
 
 
 def test_float32_accumulates_in_float64(rng):
-    """float32 data: float32 products of centred slices, float64 sums (issue 23); within the
-    stated bound of the float64 products, and equal to them when float64 is asked for."""
+    """float32 data: float32 products of centred slices, float64 sums (issue 23);
+    within the stated bound of the float64 products, and equal to them when float64
+    is asked for."""
     from scalepca.linalg.moments import GRAM_PRECISION_KEY, gram_error_bound
 
-    X = (low_rank_data(rng) + 1e4).astype(np.float32)  # large mean: a naive XᵀX would cancel
+    X = (low_rank_data(rng) + 1e4).astype(
+        np.float32
+    )  # large mean: a naive XᵀX would cancel
     Xd = da.from_array(X, chunks=(50, 24))
     w, _ = dense_reference(X.astype(np.float64))
     pca = scalepca.PCA(4).fit(Xd)
@@ -264,8 +286,9 @@ def test_moments_merge_is_exact(rng):
     Xc = X - X.mean(axis=0)
     ref = Xc.T @ Xc
     scale = np.abs(ref).max()
-    # The data carry ~1e-10 absolute rounding (|x| ≈ 1e6), i.e. ~1e-7 of their spread; the merged
-    # moments stay at that level, while the textbook XᵀX − n μ μᵀ loses everything.
+    # The data carry ~1e-10 absolute rounding (|x| ≈ 1e6), i.e. ~1e-7 of their spread;
+    # the merged moments stay at that level, while the textbook XᵀX − n μ μᵀ loses
+    # everything.
     assert np.abs(m["m2"] - ref).max() < 1e-7 * scale
     naive = X.T @ X - X.shape[0] * np.outer(X.mean(0), X.mean(0))
     assert np.abs(naive - ref).max() > 100 * scale
@@ -280,11 +303,12 @@ def test_sklearn_api(rng):
     assert clone(pca).get_params()["svd_solver"] == "tsqr"
     pipe = Pipeline([("scale", StandardScaler()), ("pca", scalepca.PCA(3))]).fit(X)
     assert pipe.transform(X).shape == (600, 3)
-    np.testing.assert_allclose(scalepca.PCA(3).fit_transform(X),
-                               scalepca.PCA(3).fit(X).transform(X))
+    np.testing.assert_allclose(
+        scalepca.PCA(3).fit_transform(X), scalepca.PCA(3).fit(X).transform(X)
+    )
 
 
-# -- errors: all raised before any compute -----------------------------------------------
+# -- errors: all raised before any compute ---------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -294,7 +318,8 @@ def test_sklearn_api(rng):
         (np.ones((3, 4, 5)), ValueError, "2-D"),
         (np.ones((5, 3), dtype=complex), ValueError, "Complex data not supported"),
         (np.array([["a", "b"], ["c", "d"]]), TypeError, "dtype"),
-        # an object array of numbers is converted (scikit-learn's convention); a dict is not
+        # an object array of numbers is converted (scikit-learn's convention); a dict is
+        # not
         (np.array([[1.0, {"a": 1}], [2.0, 3.0]], dtype=object), TypeError, "dict"),
         (np.ones((0, 3)), ValueError, "0 sample"),
         (np.ones((5, 0)), ValueError, "0 feature"),
@@ -326,7 +351,10 @@ def test_bad_parameters(raise_if_dask_computes):
 def test_unknown_chunks(raise_if_dask_computes):
     X = da.ones((20, 4), chunks=(5, 4))
     X = X[X[:, 0] > 0]
-    with raise_if_dask_computes(0), pytest.raises(ValueError, match="compute_chunk_sizes"):
+    with (
+        raise_if_dask_computes(0),
+        pytest.raises(ValueError, match="compute_chunk_sizes"),
+    ):
         scalepca.PCA(2).fit(X)
 
 
@@ -378,7 +406,7 @@ def test_missing_store():
         scalepca.open_matrix("/tmp/definitely/nope.zarr")
 
 
-# -- standardize=True: PCA of the correlation matrix from the same moments pass -------------------
+# -- standardize=True: PCA of the correlation matrix from the same moments pass --------
 def _breast_cancer_with_constant():
     from sklearn.datasets import load_breast_cancer
 
@@ -386,31 +414,39 @@ def _breast_cancer_with_constant():
     return np.column_stack([X, np.full(len(X), 7.5)])  # a constant feature: scale 1
 
 
-@pytest.mark.parametrize("solver,extra", [("covariance_eigh", {}), ("tsqr", {}),
-                                          ("randomized", {"n_oversamples": 40})])
+@pytest.mark.parametrize(
+    "solver,extra",
+    [("covariance_eigh", {}), ("tsqr", {}), ("randomized", {"n_oversamples": 40})],
+)
 @pytest.mark.parametrize("chunks", [None, (97, -1), (100, 7)])
 def test_standardize_matches_standardscaler_pipeline(solver, extra, chunks):
-    """PCA(standardize=True) equals make_pipeline(StandardScaler(), PCA()) on breast_cancer,
-    for every solver and chunking (randomized with l = d: exact up to rounding)."""
+    """PCA(standardize=True) equals make_pipeline(StandardScaler(), PCA()) on
+    breast_cancer, for every solver and chunking (randomized with l = d: exact up to
+    rounding)."""
     from sklearn.pipeline import make_pipeline
 
     X = _breast_cancer_with_constant()
     Xin = X if chunks is None else da.from_array(X, chunks=chunks)
     ref = make_pipeline(StandardScaler(), SKPCA(12)).fit(X)
-    m = scalepca.PCA(12, standardize=True, svd_solver=solver, random_state=0, **extra).fit(Xin)
+    m = scalepca.PCA(
+        12, standardize=True, svd_solver=solver, random_state=0, **extra
+    ).fit(Xin)
     p = ref[-1]
     assert m.n_passes_ == {"covariance_eigh": 1, "tsqr": 2}.get(solver, m.n_passes_)
     np.testing.assert_allclose(m.scale_, ref[0].scale_, rtol=1e-12)
     assert m.scale_[-1] == 1.0
     np.testing.assert_allclose(m.explained_variance_, p.explained_variance_, rtol=1e-10)
-    np.testing.assert_allclose(m.explained_variance_ratio_, p.explained_variance_ratio_,
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        m.explained_variance_ratio_, p.explained_variance_ratio_, rtol=1e-10
+    )
     sign = np.sign(np.sum(m.components_ * p.components_, axis=1))
     np.testing.assert_allclose(m.components_ * sign[:, None], p.components_, atol=1e-10)
     Z = np.asarray(m.transform(Xin))
     np.testing.assert_allclose(Z * sign, ref.transform(X), atol=1e-10)
     back = np.asarray(m.inverse_transform(Z))
-    np.testing.assert_allclose(back, ref.inverse_transform(Z * sign), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        back, ref.inverse_transform(Z * sign), rtol=1e-10, atol=1e-10
+    )
 
 
 def test_standardize_is_remembered_by_save_and_load(tmp_path):
@@ -420,7 +456,9 @@ def test_standardize_is_remembered_by_save_and_load(tmp_path):
     back = scalepca.load(tmp_path / "m")
     assert back.standardize is True
     np.testing.assert_array_equal(back.scale_, m.scale_)
-    np.testing.assert_array_equal(np.asarray(back.transform(X)), np.asarray(m.transform(X)))
+    np.testing.assert_array_equal(
+        np.asarray(back.transform(X)), np.asarray(m.transform(X))
+    )
     assert np.all(scalepca.PCA(5).fit(X).scale_ == 1)
 
 

@@ -1,5 +1,5 @@
-"""scalepca.analysis.plot: the figures hold the data they claim to show (artists and values,
-not pixels)."""
+"""scalepca.analysis.plot: the figures hold the data they claim to show (artists and
+values, not pixels)."""
 
 from __future__ import annotations
 
@@ -47,10 +47,11 @@ def _images(fig):
     return [im for ax in fig.axes for im in ax.get_images()]
 
 
-# -- import behaviour --------------------------------------------------------------------------
+# -- import behaviour ------------------------------------------------------------------
 def test_import_does_not_load_matplotlib():
-    # matplotlib is an optional extra: no module-level import of it in scalepca.analysis.plot
-    # (checked on the source, as this process has imported matplotlib already)
+    # matplotlib is an optional extra: no module-level import of it in
+    # scalepca.analysis.plot (checked on the source, as this process has imported
+    # matplotlib already)
     tree = ast.parse(Path(plot.__file__).read_text())
     for node in tree.body:
         names = []
@@ -70,22 +71,29 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
         plot.components(np.eye(2))
 
 
-# -- scree -------------------------------------------------------------------------------------
+# -- scree -----------------------------------------------------------------------------
 def test_scree_bars_and_cumulative(pca_fit):
     pca, _ = pca_fit
     ax = plot.scree(pca)
     heights = [p.get_height() for p in ax.patches]
     np.testing.assert_allclose(heights, 100 * pca.explained_variance_ratio_)
     (line,) = ax.get_lines()
-    np.testing.assert_allclose(line.get_ydata(), 100 * np.cumsum(pca.explained_variance_ratio_))
+    np.testing.assert_allclose(
+        line.get_ydata(), 100 * np.cumsum(pca.explained_variance_ratio_)
+    )
     np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 7))
     assert "PCA" in ax.get_title()
 
 
 def test_scree_array_truncated_on_given_axes():
     fig, ax = plt.subplots()
-    out = plot.scree(np.array([0.5, 0.25, 0.125, 0.0625]), ax=ax, n_components=3,
-                     cumulative=False, log=True)
+    out = plot.scree(
+        np.array([0.5, 0.25, 0.125, 0.0625]),
+        ax=ax,
+        n_components=3,
+        cumulative=False,
+        log=True,
+    )
     assert out is ax
     assert len(ax.patches) == 3 and not ax.get_lines()
     assert ax.get_yscale() == "log"
@@ -111,7 +119,7 @@ def test_scree_empty_raises():
         plot.scree([])
 
 
-# -- components --------------------------------------------------------------------------------
+# -- components ------------------------------------------------------------------------
 def test_components_as_images(pca_fit):
     pca, _ = pca_fit
     fig = plot.components(pca, image_shape=(6, 6), n_components=4, ncols=2)
@@ -130,7 +138,10 @@ def test_components_as_profiles():
     lines = [ax.get_lines()[0] for ax in fig.axes if ax.get_visible()]
     np.testing.assert_array_equal(lines[1].get_ydata(), C[1])
     assert [ax.get_title() for ax in fig.axes] == ["a", "b"]
-    assert [ax.get_ylabel() for ax in fig.axes] == ["loading", "loading"]  # both axes named
+    assert [ax.get_ylabel() for ax in fig.axes] == [
+        "loading",
+        "loading",
+    ]  # both axes named
 
 
 def test_components_as_maps_with_land_mask():
@@ -145,12 +156,16 @@ def test_components_as_maps_with_land_mask():
     assert len(meshes) == 2
     comp = pca.components_xr_.transpose("mode", "lat", "lon").values
     arr = meshes[0].get_array()
-    np.testing.assert_array_equal(np.ma.getmaskarray(arr).ravel(), np.isnan(comp[0]).ravel())
+    np.testing.assert_array_equal(
+        np.ma.getmaskarray(arr).ravel(), np.isnan(comp[0]).ravel()
+    )
     np.testing.assert_allclose(arr.compressed(), comp[0][~np.isnan(comp[0])])
     assert fig.axes[0].get_xlabel() == "lon" and fig.axes[0].get_ylabel() == "lat"
     assert np.isnan(comp[0]).any()  # the land mask reaches the figure as masked cells
     bars = [ax for ax in fig.axes if ax not in panels]
-    assert bars and all(ax.get_ylabel() == "loading" for ax in bars)  # colour bars say what
+    assert bars and all(
+        ax.get_ylabel() == "loading" for ax in bars
+    )  # colour bars say what
 
 
 def test_components_errors():
@@ -162,7 +177,7 @@ def test_components_errors():
         plot.components(xr.DataArray(np.zeros((2, 3)), dims=("a", "b")))
 
 
-# -- scores ------------------------------------------------------------------------------------
+# -- scores ----------------------------------------------------------------------------
 def test_scores_coloured_by_class(pca_fit):
     pca, X = pca_fit
     Z = pca.transform(X)
@@ -205,7 +220,7 @@ def test_scores_errors():
         plot.scores(np.zeros(3))
 
 
-# -- sparse loadings ---------------------------------------------------------------------------
+# -- sparse loadings -------------------------------------------------------------------
 def test_sparse_loadings_blank_zeros():
     C = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, -0.7, 0.7]])
     ax = plot.sparse_loadings(C, feature_names=list("abcd"))
@@ -226,10 +241,12 @@ def test_sparse_loadings_of_estimator():
     sp = scalepca.SparsePCA(2, method="batch", alpha=0.5, random_state=0).fit(X)
     ax = plot.sparse_loadings(sp)
     (im,) = ax.get_images()
-    np.testing.assert_array_equal(np.ma.getmaskarray(im.get_array()), sp.components_ == 0)
+    np.testing.assert_array_equal(
+        np.ma.getmaskarray(im.get_array()), sp.components_ == 0
+    )
 
 
-# -- robust PCA --------------------------------------------------------------------------------
+# -- robust PCA ------------------------------------------------------------------------
 def test_rpca_frames(rpca_fit):
     rpca, M = rpca_fit
     fig = plot.rpca_frames(M, rpca, frames=[0, 7], image_shape=(6, 8))
@@ -246,14 +263,25 @@ def test_rpca_frames_as_columns_and_parts():
     rng = np.random.default_rng(2)
     M = rng.standard_normal((12, 5))  # 5 frames of 3 × 4 stored as columns
     L, S = M * 0.5, M * 0.5
-    fig = plot.rpca_frames(M, frames=[4], image_shape=(3, 4), low_rank=L, sparse=S, axis=1,
-                           abs_sparse=False)
+    fig = plot.rpca_frames(
+        M,
+        frames=[4],
+        image_shape=(3, 4),
+        low_rank=L,
+        sparse=S,
+        axis=1,
+        abs_sparse=False,
+    )
     ims = _images(fig)
     np.testing.assert_allclose(ims[2].get_array(), S[:, 4].reshape(3, 4))
     with pytest.raises(ValueError, match="pixels"):
-        plot.rpca_frames(M, frames=[0], image_shape=(2, 2), low_rank=L, sparse=S, axis=1)
+        plot.rpca_frames(
+            M, frames=[0], image_shape=(2, 2), low_rank=L, sparse=S, axis=1
+        )
     with pytest.raises(ValueError, match="out of range"):
-        plot.rpca_frames(M, frames=[9], image_shape=(3, 4), low_rank=L, sparse=S, axis=1)
+        plot.rpca_frames(
+            M, frames=[9], image_shape=(3, 4), low_rank=L, sparse=S, axis=1
+        )
     with pytest.raises(ValueError, match="RobustPCA"):
         plot.rpca_frames(M, frames=[0], image_shape=(3, 4), axis=1)
 
@@ -266,7 +294,7 @@ def test_rpca_blocks(rpca_fit):
     assert f"rank {rpca.rank_}" in fig.axes[1].get_title()
 
 
-# -- convergence -------------------------------------------------------------------------------
+# -- convergence -----------------------------------------------------------------------
 def test_convergence_rpca(rpca_fit):
     rpca, _ = rpca_fit
     ax = plot.convergence(rpca)
@@ -275,13 +303,16 @@ def test_convergence_rpca(rpca_fit):
     assert ax.get_lines()[1].get_ydata()[0] == rpca.tol  # the tolerance line
     twin = [a for a in ax.figure.axes if a is not ax]
     assert len(twin) == 1
-    np.testing.assert_allclose(twin[0].get_lines()[0].get_ydata(), rpca.history_["rank"])
+    np.testing.assert_allclose(
+        twin[0].get_lines()[0].get_ydata(), rpca.history_["rank"]
+    )
 
 
 def test_convergence_ppca_em_and_closed_form():
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((200, 3)) @ rng.standard_normal((3, 8)) + 0.1 * rng.standard_normal(
-        (200, 8))
+    X = rng.standard_normal((200, 3)) @ rng.standard_normal(
+        (3, 8)
+    ) + 0.1 * rng.standard_normal((200, 8))
     X[rng.random(X.shape) < 0.1] = np.nan
     em = scalepca.PPCA(2, missing="em", max_iter=30).fit(X)
     ax = plot.convergence(em)
@@ -313,19 +344,39 @@ def _field(lat_name, lon_name, attrs_only):
     lon = np.arange(0.0, 360.0, 30.0)
     data = rng.standard_normal((40, 1, 9, 12))
     data += np.cos(np.deg2rad(lat))[:, None] * rng.standard_normal((40, 1, 1, 1))
-    dims = ("time", "level", "y", "x") if attrs_only else ("time", "level", lat_name, lon_name)
-    return xr.DataArray(data, dims=dims, coords={
-        "time": np.arange(40), "level": [500.0],
-        lat_name: ((dims[2],), lat, {"units": "degrees_north"} if attrs_only else {}),
-        lon_name: ((dims[3],), lon, {"units": "degrees_east"} if attrs_only else {}),
-    })
+    dims = (
+        ("time", "level", "y", "x")
+        if attrs_only
+        else ("time", "level", lat_name, lon_name)
+    )
+    return xr.DataArray(
+        data,
+        dims=dims,
+        coords={
+            "time": np.arange(40),
+            "level": [500.0],
+            lat_name: (
+                (dims[2],),
+                lat,
+                {"units": "degrees_north"} if attrs_only else {},
+            ),
+            lon_name: (
+                (dims[3],),
+                lon,
+                {"units": "degrees_east"} if attrs_only else {},
+            ),
+        },
+    )
 
 
-@pytest.mark.parametrize("lat_name,lon_name,attrs_only", [("latitude", "longitude", False),
-                                                         ("nav_lat", "nav_lon", True)])
+@pytest.mark.parametrize(
+    "lat_name,lon_name,attrs_only",
+    [("latitude", "longitude", False), ("nav_lat", "nav_lon", True)],
+)
 def test_maps_north_up_for_any_lat_lon_naming(lat_name, lon_name, attrs_only):
-    """Latitude/longitude found by name or by CF units alone, a size-1 level squeezed: the
-    components are drawn as maps whose y axis increases northwards, over the real coords."""
+    """Latitude/longitude found by name or by CF units alone, a size-1 level
+    squeezed: the components are drawn as maps whose y axis increases northwards,
+    over the real coords."""
     field = _field(lat_name, lon_name, attrs_only)
     pca = scalepca.PCA(3).fit(scalepca.open_matrix(field, sample_dims="time"))
     fig = plot.components(pca)
@@ -338,13 +389,16 @@ def test_maps_north_up_for_any_lat_lon_naming(lat_name, lon_name, attrs_only):
     # the cell at the northernmost row holds the component's value at latitude 80
     comp = pca.components_xr_.isel(mode=0).squeeze("level")
     comp = comp.transpose(*(("y", "x") if attrs_only else (lat_name, lon_name))).values
-    np.testing.assert_allclose(np.ma.filled(mesh.get_array(), np.nan).reshape(comp.shape), comp)
+    np.testing.assert_allclose(
+        np.ma.filled(mesh.get_array(), np.nan).reshape(comp.shape), comp
+    )
     plt.close(fig)
 
 
 def test_mode_labels_agree_everywhere():
-    """Modes are numbered from 1 in the xarray coords (components, scores, per-mode values),
-    the plot labels, the CLI summary table and the report's table: mode 1 is components_[0]."""
+    """Modes are numbered from 1 in the xarray coords (components, scores, per-mode
+    values), the plot labels, the CLI summary table and the report's table: mode 1 is
+    components_[0]."""
     from scalepca.app.pipeline import summary
     from scalepca.app.report import _spectrum_rows
 
@@ -354,15 +408,19 @@ def test_mode_labels_agree_everywhere():
     assert list(pca.components_xr_.mode.values) == [1, 2, 3]
     assert list(pca.transform(X).mode.values) == [1, 2, 3]
     assert list(pca.explained_variance_xr_.mode.values) == [1, 2, 3]
-    np.testing.assert_array_equal(pca.components_xr_.sel(mode=1).values.ravel(),
-                                  pca.components_[0])
+    np.testing.assert_array_equal(
+        pca.components_xr_.sel(mode=1).values.ravel(), pca.components_[0]
+    )
     assert [int(r[0]) for r in _spectrum_rows(pca)] == [1, 2, 3]  # "1" … as printed
     table = summary(pca, data_shape=(40, 108), elapsed=0.0, method="pca").splitlines()
     first = next(i for i, line in enumerate(table) if line.startswith("mode"))
-    assert [int(line.split()[0]) for line in table[first + 2:first + 5]] == [1, 2, 3]
+    assert [int(line.split()[0]) for line in table[first + 2 : first + 5]] == [1, 2, 3]
     fig = plot.components(pca)
     assert [ax.get_title().split(" (")[0] for ax in fig.axes if ax.get_title()] == [
-        "mode 1", "mode 2", "mode 3"]
+        "mode 1",
+        "mode 2",
+        "mode 3",
+    ]
     ax = plot.scores(pca.transform(X), components=(0, 2))
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("score 1", "score 3")
     ax = plot.scree(pca)

@@ -1,4 +1,5 @@
-"""Closed-form probabilistic PCA against the Tipping–Bishop formulas and scikit-learn."""
+"""Closed-form probabilistic PCA against the Tipping–Bishop formulas and
+scikit-learn."""
 
 from __future__ import annotations
 
@@ -31,21 +32,31 @@ def test_closed_form_formulas(data):
     W_ref = V[:, :k] * np.sqrt(w[:k] - sigma2)
     # W is determined up to the sign of each column (rotation R = I)
     np.testing.assert_allclose(np.abs(ppca.W_), np.abs(W_ref), atol=1e-10)
-    np.testing.assert_allclose(ppca.components_ @ ppca.components_.T, np.eye(k), atol=1e-12)
+    np.testing.assert_allclose(
+        ppca.components_ @ ppca.components_.T, np.eye(k), atol=1e-12
+    )
     M = ppca.W_.T @ ppca.W_ + sigma2 * np.eye(k)
-    np.testing.assert_allclose(ppca.posterior_covariance_, sigma2 * np.linalg.inv(M), rtol=1e-10)
+    np.testing.assert_allclose(
+        ppca.posterior_covariance_, sigma2 * np.linalg.inv(M), rtol=1e-10
+    )
     # posterior mean M⁻¹ Wᵀ (x − μ)
     Z = ppca.transform(data)
     np.testing.assert_allclose(Z, np.linalg.solve(M, ppca.W_.T @ Xc.T).T, atol=1e-10)
-    np.testing.assert_allclose(ppca.inverse_transform(Z), Z @ ppca.W_.T + ppca.mean_, atol=1e-12)
+    np.testing.assert_allclose(
+        ppca.inverse_transform(Z), Z @ ppca.W_.T + ppca.mean_, atol=1e-12
+    )
     assert ppca.n_passes_ == 1
 
 
 def test_agrees_with_sklearn_likelihood(data):
     ours = scalepca.PPCA(4).fit(da.from_array(data, chunks=(100, 20)))
     ref = SKPCA(4, svd_solver="full").fit(data)
-    np.testing.assert_allclose(ours.get_covariance(), ref.get_covariance(), rtol=1e-8, atol=1e-12)
-    np.testing.assert_allclose(ours.get_precision(), ref.get_precision(), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(
+        ours.get_covariance(), ref.get_covariance(), rtol=1e-8, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        ours.get_precision(), ref.get_precision(), rtol=1e-8, atol=1e-12
+    )
     np.testing.assert_allclose(ours.score(data), ref.score(data), rtol=1e-8)
     ll = ours.score_samples(da.from_array(data, chunks=(100, 20)))
     assert isinstance(ll, da.Array)
@@ -57,7 +68,9 @@ def test_agrees_with_sklearn_likelihood(data):
 
 def test_precision_is_inverse_covariance(data):
     ppca = scalepca.PPCA(3).fit(data)
-    np.testing.assert_allclose(ppca.get_precision() @ ppca.get_covariance(), np.eye(20), atol=1e-10)
+    np.testing.assert_allclose(
+        ppca.get_precision() @ ppca.get_covariance(), np.eye(20), atol=1e-10
+    )
 
 
 def test_sample_reproduces_the_model(data):
@@ -65,8 +78,13 @@ def test_sample_reproduces_the_model(data):
     S = ppca.sample(200_000, random_state=0)
     np.testing.assert_allclose(S.mean(0), ppca.mean_, atol=0.05)
     C = np.cov(S, rowvar=False)
-    assert np.abs(C - ppca.get_covariance()).max() < 0.05 * np.abs(ppca.get_covariance()).max()
-    np.testing.assert_array_equal(ppca.sample(10, random_state=3), ppca.sample(10, random_state=3))
+    assert (
+        np.abs(C - ppca.get_covariance()).max()
+        < 0.05 * np.abs(ppca.get_covariance()).max()
+    )
+    np.testing.assert_array_equal(
+        ppca.sample(10, random_state=3), ppca.sample(10, random_state=3)
+    )
     lazy = ppca.sample(1000, random_state=1, chunks=300)
     assert isinstance(lazy, da.Array) and lazy.chunks[0] == (300, 300, 300, 100)
     again = ppca.sample(1000, random_state=1, chunks=300)
@@ -92,29 +110,40 @@ def test_save_load_round_trip(tmp_path, data):
 
 @pytest.mark.distributed
 def test_on_local_cluster_with_small_memory_limit(tmp_path, rng):
-    """Two worker processes with 600 MiB each (≈270 MiB is the bare worker) fit a 96 MB zarr
-    store; same answer as in memory."""
+    """Two worker processes with 600 MiB each (≈270 MiB is the bare worker) fit a 96
+    MB zarr store; same answer as in memory."""
     from distributed import Client, LocalCluster
 
     X = low_rank_data(rng, n=120_000, d=100, rank=5, noise=1.0)  # 96 MB float64
     path = tmp_path / "x.zarr"
     da.from_array(X, chunks=(10_000, 100)).to_zarr(str(path))
-    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="600MiB",
-                      dashboard_address=":0", processes=True) as cluster, Client(cluster):
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            memory_limit="600MiB",
+            dashboard_address=":0",
+            processes=True,
+        ) as cluster,
+        Client(cluster),
+    ):
         Xd = scalepca.open_matrix(path)
         ppca = scalepca.PPCA(5).fit(Xd)
         Z = ppca.transform(Xd)
         zsum = Z.sum(axis=0).compute()
     ref = scalepca.PPCA(5).fit(X)
-    np.testing.assert_allclose(ppca.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    np.testing.assert_allclose(
+        ppca.explained_variance_, ref.explained_variance_, rtol=1e-10
+    )
     np.testing.assert_allclose(ppca.components_, ref.components_, atol=1e-10)
     np.testing.assert_allclose(zsum, ref.transform(X).sum(axis=0), atol=1e-6)
 
 
-# -- the maximum-likelihood σ² (issue 18 item 5) --------------------------------------------------
+# -- the maximum-likelihood σ² (issue 18 item 5) ---------------------------------------
 def _dense_ml(X, k):
-    """Tipping & Bishop's ML estimate from numpy.linalg.eigvalsh of the (1/n) covariance:
-    σ² the mean of the d − k smallest eigenvalues (zeros included), W's variances λ − σ²."""
+    """Tipping & Bishop's ML estimate from numpy.linalg.eigvalsh of the (1/n)
+    covariance: σ² the mean of the d − k smallest eigenvalues (zeros included), W's
+    variances λ − σ²."""
     n, d = X.shape
     Xc = X - X.mean(0)
     lam = np.linalg.eigvalsh(Xc.T @ Xc / n)[::-1]
@@ -122,7 +151,8 @@ def _dense_ml(X, k):
 
 
 def _dense_loglike(X, mean, C):
-    """Mean Gaussian log-likelihood with a dense d × d covariance (LAPACK slogdet, solve)."""
+    """Mean Gaussian log-likelihood with a dense d × d covariance (LAPACK slogdet,
+    solve)."""
     d = X.shape[1]
     Xc = X - mean
     logdet = np.linalg.slogdet(C)[1]
@@ -156,8 +186,9 @@ def test_noise_variance_is_the_ml_estimate_and_em_limit(rng, n, d):
     np.testing.assert_allclose(em.W_ @ em.W_.T, cf.W_ @ cf.W_.T, atol=1e-6 * lam[0])
     np.testing.assert_allclose(em.score(X), cf.score(X), rtol=1e-7)
     # and the score is the dense Gaussian log-likelihood under W Wᵀ + σ² I
-    np.testing.assert_allclose(cf.score(X), _dense_loglike(X, cf.mean_, cf.get_covariance()),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        cf.score(X), _dense_loglike(X, cf.mean_, cf.get_covariance()), rtol=1e-10
+    )
 
 
 def _sst(weighted: bool):
@@ -171,7 +202,8 @@ def _sst(weighted: bool):
 
 @pytest.mark.parametrize("weighted", [False, True])
 def test_eofs_sst_closed_form_and_em_agree(weighted):
-    """n = 50 winters ≤ d = 450 ocean points: the case where σ² used to be 9.9× too large."""
+    """n = 50 winters ≤ d = 450 ocean points: the case where σ² used to be 9.9× too
+    large."""
     sst = _sst(weighted)
     m = scalepca.open_matrix(sst, sample_dims="time")
     k = 5
@@ -197,7 +229,8 @@ def test_digits_agree_with_em_and_sklearn():
     X = load_digits().data  # n = 1797 > d = 64, 3 constant pixels
     cf = scalepca.PPCA(10).fit(X)
     ref = SKPCA(10, svd_solver="full").fit(X)
-    # n > d: scikit-learn's noise variance is the ML one (its zero eigenvalues are counted)
+    # n > d: scikit-learn's noise variance is the ML one (its zero eigenvalues are
+    # counted)
     np.testing.assert_allclose(cf.noise_variance_, ref.noise_variance_, rtol=1e-10)
     np.testing.assert_allclose(cf.score(X), ref.score(X), rtol=1e-10)
     em = scalepca.PPCA(10, solver="em", tol=1e-12, max_iter=3000).fit(X)
@@ -206,8 +239,9 @@ def test_digits_agree_with_em_and_sklearn():
 
 
 def _rank_deficient(solver):
-    """digits (rank 61: 3 constant pixels) for the closed form, k = 63; for EM (hundreds of
-    slow iterations on digits) a 200 × 12 matrix of rank 4 with a constant feature, k = 5."""
+    """digits (rank 61: 3 constant pixels) for the closed form, k = 63; for EM
+    (hundreds of slow iterations on digits) a 200 × 12 matrix of rank 4 with a
+    constant feature, k = 5."""
     if solver == "closed_form":
         from sklearn.datasets import load_digits
 
@@ -221,41 +255,58 @@ def _rank_deficient(solver):
 
 @pytest.mark.parametrize("solver", ["closed_form", "em"])
 def test_rank_deficient_data_give_zero_noise_with_a_warning(solver):
-    """Data of rank r ≤ k < d: the ML σ² is 0 and the model covariance singular. Fit warns;
-    transform is the σ² → 0 limit of the posterior mean (W⁺ (x − μ)); the likelihood and the
-    precision raise a clear error, before any compute."""
+    """Data of rank r ≤ k < d: the ML σ² is 0 and the model covariance singular. Fit
+    warns; transform is the σ² → 0 limit of the posterior mean (W⁺ (x − μ)); the
+    likelihood and the precision raise a clear error, before any compute."""
     X, k, below, kw = _rank_deficient(solver)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # EM's σ² creeps towards 0
-        with pytest.warns(UserWarning, match=f"rank is at most n_components={k}") as rec:
+        with pytest.warns(
+            UserWarning, match=f"rank is at most n_components={k}"
+        ) as rec:
             p = scalepca.PPCA(k, **kw).fit(X)
     assert any(w.filename == __file__ for w in rec)  # points at the caller's fit
     assert p.noise_variance_ == 0.0
     Z = p.transform(X)
     assert np.isfinite(Z).all()
-    np.testing.assert_allclose(Z, (X - p.mean_) @ np.linalg.pinv(p.W_).T,
-                               atol=1e-8 * np.abs(Z).max())
+    np.testing.assert_allclose(
+        Z, (X - p.mean_) @ np.linalg.pinv(p.W_).T, atol=1e-8 * np.abs(Z).max()
+    )
     np.testing.assert_allclose(p.inverse_transform(Z), X, atol=1e-6 * np.abs(X).max())
     assert np.isfinite(p.get_covariance()).all()
-    for fn in (lambda: p.score(X), lambda: p.score_samples(da.from_array(X)), p.get_precision):
+    for fn in (
+        lambda: p.score(X),
+        lambda: p.score_samples(da.from_array(X)),
+        p.get_precision,
+    ):
         with pytest.raises(ValueError, match="covariance is singular"):
             fn()
     # below the rank (or with noise) σ² is positive and the likelihood finite
-    ok = scalepca.PPCA(below, **kw).fit(X) if isinstance(below, int) else \
-        scalepca.PPCA(below[1], **kw).fit(below[0])
+    ok = (
+        scalepca.PPCA(below, **kw).fit(X)
+        if isinstance(below, int)
+        else scalepca.PPCA(below[1], **kw).fit(below[0])
+    )
     assert ok.noise_variance_ > 0 and np.isfinite(ok.score(X))
 
 
 def test_one_sample_is_refused_before_compute(raise_if_dask_computes):
     X = da.ones((1, 5))
-    with raise_if_dask_computes(0), pytest.raises(ValueError, match="at least 2 samples"):
+    with (
+        raise_if_dask_computes(0),
+        pytest.raises(ValueError, match="at least 2 samples"),
+    ):
         scalepca.PPCA(1).fit(X)
-    with raise_if_dask_computes(0), pytest.raises(ValueError, match="at least 2 samples"):
+    with (
+        raise_if_dask_computes(0),
+        pytest.raises(ValueError, match="at least 2 samples"),
+    ):
         scalepca.PPCA(1, solver="em").fit(X)
 
 
 def test_ppca_is_not_a_pca(data):
-    """PPCA's transform is a posterior mean: it shares PCA's fit but is no PCA subclass."""
+    """PPCA's transform is a posterior mean: it shares PCA's fit but is no PCA
+    subclass."""
     from sklearn.base import clone
 
     from scalepca.models.pca import _BaseSpectralPCA
@@ -268,8 +319,9 @@ def test_ppca_is_not_a_pca(data):
 
 
 def test_standardize_is_the_model_of_the_standardised_data():
-    """PPCA(standardize=True): transform, score_samples, covariance, sample and impute speak
-    of x, the model of x / scale_ being scikit-learn's PCA after StandardScaler."""
+    """PPCA(standardize=True): transform, score_samples, covariance, sample and
+    impute speak of x, the model of x / scale_ being scikit-learn's PCA after
+    StandardScaler."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.decomposition import PCA as SKPCA
     from sklearn.pipeline import make_pipeline
@@ -282,35 +334,45 @@ def test_standardize_is_the_model_of_the_standardised_data():
     np.testing.assert_allclose(m.scale_, s, rtol=1e-12)
     ll_ref = ref[-1].score_samples(ref[0].transform(X)) - np.log(s).sum()
     np.testing.assert_allclose(np.asarray(m.score_samples(X)), ll_ref, rtol=1e-10)
-    np.testing.assert_allclose(m.get_covariance(), ref[-1].get_covariance() * np.outer(s, s),
-                               rtol=1e-10, atol=1e-10 * np.abs(m.get_covariance()).max())
-    np.testing.assert_allclose(m.get_precision() @ m.get_covariance(), np.eye(X.shape[1]),
-                               atol=1e-8)
+    np.testing.assert_allclose(
+        m.get_covariance(),
+        ref[-1].get_covariance() * np.outer(s, s),
+        rtol=1e-10,
+        atol=1e-10 * np.abs(m.get_covariance()).max(),
+    )
+    np.testing.assert_allclose(
+        m.get_precision() @ m.get_covariance(), np.eye(X.shape[1]), atol=1e-8
+    )
     Xn = X.copy()
     Xn[0, 3] = np.nan
     filled = np.asarray(m.impute(Xn))
     np.testing.assert_array_equal(np.delete(filled[0], 3), np.delete(X[0], 3))
     draw = m.sample(20000, random_state=0)
-    np.testing.assert_allclose(draw.std(axis=0), np.sqrt(np.diag(m.get_covariance())), rtol=0.03)
+    np.testing.assert_allclose(
+        draw.std(axis=0), np.sqrt(np.diag(m.get_covariance())), rtol=0.03
+    )
     with pytest.raises(ValueError, match="standardize=True needs solver='closed_form'"):
         scalepca.PPCA(5, solver="em", standardize=True).fit(X)
 
 
-# -- float32 products and small quantities (the accuracy the Notes state) -------------------------
+# -- float32 products and small quantities (the accuracy the Notes state) --------------
 def _spiked_float32(snr: float, n=12000, d=50, seed=0):
-    """Three strong directions (variances 3, 2, 1 × snr) over unit noise, stored in float32."""
+    """Three strong directions (variances 3, 2, 1 × snr) over unit noise, stored in
+    float32."""
     rng = np.random.default_rng(seed)
-    W = np.linalg.qr(rng.standard_normal((d, 3)))[0] * np.sqrt(snr * np.array([3.0, 2.0, 1.0]))
+    W = np.linalg.qr(rng.standard_normal((d, 3)))[0] * np.sqrt(
+        snr * np.array([3.0, 2.0, 1.0])
+    )
     X = rng.standard_normal((n, 3)) @ W.T + rng.standard_normal((n, d)) + 10.0
     return X.astype(np.float32)
 
 
 @pytest.mark.parametrize("snr", [1e4, 1e5])
 def test_float32_small_quantities_keep_the_stated_accuracy(snr, caplog):
-    """σ² and the North errors of the trailing modes against LAPACK on the float64 copy of
-    the same float32 values: within the Notes' figures with float32 products (each eigenvalue
-    within 0.13 ε₃₂ λ₁, σ² within 0.01 ε₃₂ λ₁; the fit logs the accuracy left), to 1e-10
-    with ``scalepca.gram-precision: float64``."""
+    """σ² and the North errors of the trailing modes against LAPACK on the float64
+    copy of the same float32 values: within the Notes' figures with float32 products
+    (each eigenvalue within 0.13 ε₃₂ λ₁, σ² within 0.01 ε₃₂ λ₁; the fit logs the
+    accuracy left), to 1e-10 with ``scalepca.gram-precision: float64``."""
     import logging
 
     import dask
@@ -335,11 +397,17 @@ def test_float32_small_quantities_keep_the_stated_accuracy(snr, caplog):
     rel = np.abs(errors / north - 1)
     assert np.all(rel <= FLOAT32_EIGENVALUE_ERROR * eps32 * ev[0] / ev[:10])
     # the fit says how many digits its small variances kept
-    notes = [r.getMessage() for r in caplog.records if "multiplied in float32" in r.getMessage()]
+    notes = [
+        r.getMessage()
+        for r in caplog.records
+        if "multiplied in float32" in r.getMessage()
+    ]
     assert len(notes) == 2 and "gram-precision" in notes[0]
     caplog.clear()
-    with dask.config.set({"scalepca.gram-precision": "float64"}), \
-            caplog.at_level(logging.INFO, logger="scalepca.models.pca"):
+    with (
+        dask.config.set({"scalepca.gram-precision": "float64"}),
+        caplog.at_level(logging.INFO, logger="scalepca.models.pca"),
+    ):
         exact = scalepca.PPCA(3).fit(X)
         exact_pca = scalepca.PCA(10).fit(X)
     assert exact.noise_variance_ == pytest.approx(sigma2, rel=1e-10)

@@ -1,4 +1,5 @@
-"""PPCA by EM: agreement with the closed form, missing values, pass counting, kernels vs dense."""
+"""PPCA by EM: agreement with the closed form, missing values, pass counting, kernels
+vs dense."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from .support.counting import counted_dask
 
 
 def well_specified(rng, n=600, d=24, k=3, noise=0.3):
-    """Rank-k signal + isotropic noise: the PPCA model holds, so EM converges quickly."""
+    """Rank-k signal + isotropic noise: the PPCA model holds, so EM converges
+    quickly."""
     return low_rank_data(rng, n=n, d=d, rank=k, noise=noise)
 
 
@@ -43,13 +45,14 @@ def rel(a, b):
     return np.linalg.norm(a - b) / np.linalg.norm(b)
 
 
-# -- agreement with the closed form -------------------------------------------------------------
+# -- agreement with the closed form ----------------------------------------------------
 @pytest.mark.parametrize("init", ["random", "pca"])
 def test_em_converges_to_closed_form(rng, init):
     X = well_specified(rng)
     cf = scalepca.PPCA(3).fit(X)
-    em = scalepca.PPCA(3, solver="em", init=init, tol=1e-12, max_iter=500,
-                       random_state=0).fit(da.from_array(X, chunks=(100, 24)))
+    em = scalepca.PPCA(
+        3, solver="em", init=init, tol=1e-12, max_iter=500, random_state=0
+    ).fit(da.from_array(X, chunks=(100, 24)))
     assert em.converged_ and em.solver_ == "em"
     # the target of the issue: W Wᵀ and σ² to 1e-6 relative
     assert rel(em.W_ @ em.W_.T, cf.W_ @ cf.W_.T) < 1e-6
@@ -58,15 +61,19 @@ def test_em_converges_to_closed_form(rng, init):
     np.testing.assert_allclose(em.W_, cf.W_, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(em.components_, cf.components_, atol=1e-6)
     np.testing.assert_allclose(em.mean_, cf.mean_, rtol=1e-10)
-    np.testing.assert_allclose(em.explained_variance_, cf.explained_variance_, rtol=1e-6)
-    np.testing.assert_allclose(em.explained_variance_ratio_, cf.explained_variance_ratio_,
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        em.explained_variance_, cf.explained_variance_, rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        em.explained_variance_ratio_, cf.explained_variance_ratio_, rtol=1e-6
+    )
     np.testing.assert_allclose(em.score(X), cf.score(X), rtol=1e-9)
     np.testing.assert_allclose(em.transform(X), cf.transform(X), rtol=1e-5, atol=1e-6)
 
 
 def test_em_iterations_are_few_with_px(rng):
-    # parameter expansion removes plain EM's slow scale mode (thousands of iterations here)
+    # parameter expansion removes plain EM's slow scale mode (thousands of iterations
+    # here)
     X = well_specified(rng)
     em = scalepca.PPCA(3, solver="em", init="random", tol=1e-10, random_state=0).fit(X)
     assert em.n_iter_ <= 30
@@ -74,14 +81,15 @@ def test_em_iterations_are_few_with_px(rng):
 
 def test_loglike_is_non_decreasing_and_matches_dense(rng):
     X, _ = with_missing(rng, low_rank_data(rng, rank=5), 0.2)
-    em = scalepca.PPCA(3, missing="em", init="random", tol=1e-9, max_iter=300,
-                       random_state=1).fit(X)
+    em = scalepca.PPCA(
+        3, missing="em", init="random", tol=1e-9, max_iter=300, random_state=1
+    ).fit(X)
     ll = em.loglike_
     assert len(ll) == em.n_iter_
     assert np.all(np.diff(ll) >= -1e-10 * np.abs(ll[1:]))
 
 
-# -- kernels against dense per-row references ---------------------------------------------------
+# -- kernels against dense per-row references ------------------------------------------
 def dense_row_loglike(x, mean, W, sigma2):
     o = ~np.isnan(x)
     if not o.any():
@@ -116,12 +124,15 @@ def test_posterior_and_loglike_kernels_match_dense(rng, frac):
         if np.isnan(x).all():
             assert ll[i] == 0.0 and np.isnan(Ez[i]).all()  # issue 18 item 8 (was 0)
             continue
-        np.testing.assert_allclose(Ez[i], dense_posterior(x, mean, W, s2)[0], rtol=1e-10)
+        np.testing.assert_allclose(
+            Ez[i], dense_posterior(x, mean, W, s2)[0], rtol=1e-10
+        )
         np.testing.assert_allclose(ll[i], dense_row_loglike(x, mean, W, s2), rtol=1e-10)
 
 
 def dense_em_step(X, mean, W, s2):
-    """One plain EM step (Ilin & Raiko's per-feature M-step with the mean), row by row."""
+    """One plain EM step (Ilin & Raiko's per-feature M-step with the mean), row by
+    row."""
     n, d = X.shape
     k = W.shape[1]
     A = np.zeros((d, k + 1, k + 1))
@@ -156,7 +167,9 @@ def dense_em_step(X, mean, W, s2):
 @pytest.mark.parametrize("frac", [0.0, 0.25])
 def test_em_step_matches_dense_reference(rng, frac):
     mean, W, s2 = model_params(rng)
-    X, _ = with_missing(rng, rng.standard_normal((60, 12)) @ np.diag(np.linspace(3, 1, 12)), frac)
+    X, _ = with_missing(
+        rng, rng.standard_normal((60, 12)) @ np.diag(np.linspace(3, 1, 12)), frac
+    )
     if frac:
         X[7] = np.nan
     # statistics merged over uneven blocks equal the whole-matrix statistics
@@ -172,7 +185,8 @@ def test_em_step_matches_dense_reference(rng, frac):
 
 
 def test_px_step_is_the_reparametrised_em_step(rng):
-    # PX-EM changes (W, μ) by the latent prior fit and nothing else: W_px = W L, μ_px = μ + W m
+    # PX-EM changes (W, μ) by the latent prior fit and nothing else: W_px = W L, μ_px =
+    # μ + W m
     mean, W, s2 = model_params(rng)
     X, _ = with_missing(rng, rng.standard_normal((80, 12)) * 2, 0.2)
     st = estep_block(X, mean, W, s2)
@@ -205,12 +219,14 @@ def test_observed_moments_merge_is_exact(rng):
     assert mom["n"] == 89 and mom["n_empty"] == 1
 
 
-# -- missing values -------------------------------------------------------------------------
+# -- missing values --------------------------------------------------------------------
 def test_twenty_percent_missing_subspace_and_heldout_rmse(rng):
     X = well_specified(rng, n=800, d=30, k=4, noise=0.3)
     Xm, mask = with_missing(rng, X, 0.2)
     full = scalepca.PPCA(4).fit(X)
-    em = scalepca.PPCA(4, missing="em", tol=1e-8).fit(da.from_array(Xm, chunks=(200, 30)))
+    em = scalepca.PPCA(4, missing="em", tol=1e-8).fit(
+        da.from_array(Xm, chunks=(200, 30))
+    )
     angle = np.degrees(subspace_angles(full.components_.T, em.components_.T).max())
     assert angle < 3.0  # measured 2.1° on this data (seed 12345)
     filled = em.impute(Xm)
@@ -230,25 +246,36 @@ def test_transform_and_score_accept_missing_entries(rng):
     X = well_specified(rng)
     Xm, _ = with_missing(rng, X, 0.15)
     # a model fitted with missing="error" refuses NaN in NumPy input (scikit-learn's
-    # check_estimators_nan_inf, issue 19); with missing="em" NaN entries are missing values
+    # check_estimators_nan_inf, issue 19); with missing="em" NaN entries are missing
+    # values
     with pytest.raises(ValueError, match="NaN value"):
         scalepca.PPCA(3).fit(X).transform(Xm)
-    for em in (scalepca.PPCA(3, missing="em").fit(X), scalepca.PPCA(3, missing="em").fit(Xm)):
+    for em in (
+        scalepca.PPCA(3, missing="em").fit(X),
+        scalepca.PPCA(3, missing="em").fit(Xm),
+    ):
         Z = em.transform(Xm)
         ll = em.score_samples(Xm)
         mean, W, s2 = em.mean_, em.W_, em.noise_variance_
         for i in (0, 1, 17):
-            np.testing.assert_allclose(Z[i], dense_posterior(Xm[i], mean, W, s2)[0], rtol=1e-9)
-            np.testing.assert_allclose(ll[i], dense_row_loglike(Xm[i], mean, W, s2), rtol=1e-9)
+            np.testing.assert_allclose(
+                Z[i], dense_posterior(Xm[i], mean, W, s2)[0], rtol=1e-9
+            )
+            np.testing.assert_allclose(
+                ll[i], dense_row_loglike(Xm[i], mean, W, s2), rtol=1e-9
+            )
         # complete rows: the closed-form projection and Gaussian likelihood
         full = ~np.isnan(Xm).any(axis=1)
         M = W.T @ W + s2 * np.eye(3)
-        np.testing.assert_allclose(Z[full], (X[full] - mean) @ W @ np.linalg.inv(M), rtol=1e-9)
+        np.testing.assert_allclose(
+            Z[full], (X[full] - mean) @ W @ np.linalg.inv(M), rtol=1e-9
+        )
 
 
 def test_missing_error_refuses_nan_in_lazy_input_too(rng):
-    """A model fitted with missing="error" refuses NaN in dask input as it does in NumPy
-    input (before, dask blocks took NaN as missing values and returned finite scores)."""
+    """A model fitted with missing="error" refuses NaN in dask input as it does in
+    NumPy input (before, dask blocks took NaN as missing values and returned finite
+    scores)."""
     X = well_specified(rng)
     Xm, _ = with_missing(rng, X, 0.15)
     lazy = da.from_array(Xm, chunks=(150, 24))
@@ -257,14 +284,19 @@ def test_missing_error_refuses_nan_in_lazy_input_too(rng):
         with pytest.raises(ValueError, match="NaN value"):
             result.compute()
     clean = da.from_array(X, chunks=(150, 24))
-    np.testing.assert_allclose(model.transform(clean).compute(), model.transform(X),
-                               rtol=1e-12)
-    np.testing.assert_allclose(model.score_samples(clean).compute(), model.score_samples(X),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        model.transform(clean).compute(), model.transform(X), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        model.score_samples(clean).compute(), model.score_samples(X), rtol=1e-12
+    )
     em = scalepca.PPCA(3, missing="em").fit(X)
-    np.testing.assert_allclose(em.transform(lazy).compute(), em.transform(Xm), rtol=1e-12)
-    np.testing.assert_allclose(em.score_samples(lazy).compute(), em.score_samples(Xm),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        em.transform(lazy).compute(), em.transform(Xm), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        em.score_samples(lazy).compute(), em.score_samples(Xm), rtol=1e-12
+    )
 
 
 def test_impute_is_lazy_and_keeps_kinds(rng, raise_if_dask_computes):
@@ -275,7 +307,11 @@ def test_impute_is_lazy_and_keeps_kinds(rng, raise_if_dask_computes):
         out = em.impute(Xd)
         Z = em.transform(Xd)
         ll = em.score_samples(Xd)
-    assert isinstance(out, da.Array) and isinstance(Z, da.Array) and isinstance(ll, da.Array)
+    assert (
+        isinstance(out, da.Array)
+        and isinstance(Z, da.Array)
+        and isinstance(ll, da.Array)
+    )
     dense = em.impute(Xm)
     assert isinstance(dense, np.ndarray)
     np.testing.assert_allclose(out.compute(), dense)
@@ -297,25 +333,37 @@ def test_empty_rows_and_features_are_dropped_with_a_warning(rng):
     assert not np.isnan(np.delete(em.components_, 7, axis=1)).any()
     Z = em.transform(Xm)
     # a row with no observed value has nothing to project: NaN (issue 18 item 8; was 0)
-    assert np.isnan(Z[[3, 50]]).all() and np.isfinite(np.delete(Z, [3, 50], axis=0)).all()
+    assert (
+        np.isnan(Z[[3, 50]]).all() and np.isfinite(np.delete(Z, [3, 50], axis=0)).all()
+    )
     ll = em.score_samples(Xm)
     assert ll[3] == 0.0 and np.isfinite(ll).all()
     filled = em.impute(Xm)
-    assert np.isnan(filled[:, 7]).all() and not np.isnan(np.delete(filled, 7, axis=1)).any()
+    assert (
+        np.isnan(filled[:, 7]).all()
+        and not np.isnan(np.delete(filled, 7, axis=1)).any()
+    )
     # the same as fitting without the empty feature
-    ref = scalepca.PPCA(3, missing="em").fit(np.delete(Xm, 7, axis=1)[~np.isnan(Xm).all(1)])
-    np.testing.assert_allclose(np.delete(em.W_, 7, axis=0), ref.W_, rtol=1e-8, atol=1e-10)
+    ref = scalepca.PPCA(3, missing="em").fit(
+        np.delete(Xm, 7, axis=1)[~np.isnan(Xm).all(1)]
+    )
+    np.testing.assert_allclose(
+        np.delete(em.W_, 7, axis=0), ref.W_, rtol=1e-8, atol=1e-10
+    )
     C = em.get_covariance()
-    assert np.isnan(C[7]).all() and np.isfinite(np.delete(np.delete(C, 7, 0), 7, 1)).all()
+    assert (
+        np.isnan(C[7]).all() and np.isfinite(np.delete(np.delete(C, 7, 0), 7, 1)).all()
+    )
 
 
-# -- passes, chunking, determinism ------------------------------------------------------------
+# -- passes, chunking, determinism -----------------------------------------------------
 @pytest.mark.parametrize("frac", [0.0, 0.2])
 def test_one_pass_per_iteration_counted_at_the_store(rng, frac):
     Xm, _ = with_missing(rng, well_specified(rng), frac)
     Xd, counter = counted_dask(Xm, chunks=(100, 24))
-    em = scalepca.PPCA(3, solver="em", missing="em", init="random", tol=1e-8,
-                       random_state=0).fit(Xd)
+    em = scalepca.PPCA(
+        3, solver="em", missing="em", init="random", tol=1e-8, random_state=0
+    ).fit(Xd)
     assert em.n_iter_ >= 3
     assert em.n_passes_ == 1 + em.n_iter_
     assert counter.reads == Xd.numblocks[0] * (1 + em.n_iter_)
@@ -335,16 +383,20 @@ def test_chunking_invariance_and_determinism(rng):
     Xm, _ = with_missing(rng, well_specified(rng), 0.2)
     fits = [
         scalepca.PPCA(3, missing="em", init="random", random_state=7, tol=1e-10).fit(
-            da.from_array(Xm, chunks=(c, 24)))
+            da.from_array(Xm, chunks=(c, 24))
+        )
         for c in (600, 77, 250)
     ]
     for f in fits[1:]:
         assert f.n_iter_ == fits[0].n_iter_
         np.testing.assert_allclose(f.W_, fits[0].W_, rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(f.noise_variance_, fits[0].noise_variance_, rtol=1e-10)
+        np.testing.assert_allclose(
+            f.noise_variance_, fits[0].noise_variance_, rtol=1e-10
+        )
         np.testing.assert_allclose(f.loglike_, fits[0].loglike_, rtol=1e-12)
-    again = scalepca.PPCA(3, missing="em", init="random", random_state=7, tol=1e-10).fit(
-        da.from_array(Xm, chunks=(77, 24)))
+    again = scalepca.PPCA(
+        3, missing="em", init="random", random_state=7, tol=1e-10
+    ).fit(da.from_array(Xm, chunks=(77, 24)))
     np.testing.assert_array_equal(again.W_, fits[1].W_)
 
 
@@ -356,7 +408,7 @@ def test_float32_input(rng):
     assert e32.transform(Xm.astype(np.float32)).dtype == np.float32
 
 
-# -- API and errors -----------------------------------------------------------------------------
+# -- API and errors --------------------------------------------------------------------
 def test_save_load_round_trip(tmp_path, rng):
     Xm, _ = with_missing(rng, well_specified(rng), 0.1)
     Xm[:, 2] = np.nan
@@ -372,16 +424,24 @@ def test_save_load_round_trip(tmp_path, rng):
 
 
 def test_sklearn_clone_and_params():
-    est = scalepca.PPCA(2, solver="em", missing="em", max_iter=5, tol=1e-3, init="random")
+    est = scalepca.PPCA(
+        2, solver="em", missing="em", max_iter=5, tol=1e-3, init="random"
+    )
     params = clone(est).get_params()
-    assert params["solver"] == "em" and params["missing"] == "em" and params["max_iter"] == 5
+    assert (
+        params["solver"] == "em"
+        and params["missing"] == "em"
+        and params["max_iter"] == 5
+    )
     assert params["tol"] == 1e-3 and params["init"] == "random"
 
 
 def test_convergence_warning(rng):
     X = low_rank_data(rng, rank=6)
     with pytest.warns(ConvergenceWarning, match="did not converge"):
-        em = scalepca.PPCA(3, solver="em", init="random", max_iter=2, random_state=0).fit(X)
+        em = scalepca.PPCA(
+            3, solver="em", init="random", max_iter=2, random_state=0
+        ).fit(X)
     assert em.n_iter_ == 2 and not em.converged_
 
 
@@ -483,9 +543,15 @@ def test_em_on_a_local_cluster(rng):
 
     Xm, _ = with_missing(rng, well_specified(rng), 0.1)
     ref = scalepca.PPCA(3, missing="em", tol=1e-10).fit(Xm)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster):
-        em = scalepca.PPCA(3, missing="em", tol=1e-10).fit(da.from_array(Xm, chunks=(100, 24)))
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster),
+    ):
+        em = scalepca.PPCA(3, missing="em", tol=1e-10).fit(
+            da.from_array(Xm, chunks=(100, 24))
+        )
     np.testing.assert_allclose(em.W_, ref.W_, rtol=1e-9, atol=1e-12)
     assert em.n_iter_ == ref.n_iter_
 

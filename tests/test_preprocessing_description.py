@@ -1,9 +1,10 @@
-"""A matrix made by ``open_matrix`` is known as prepared by what it is, never by its values.
+"""A matrix made by ``open_matrix`` is known as prepared by what it is, never by its
+values.
 
-Dask names an array by a hash of its values and steps, so two unrelated arrays of the same
-values share a name. The description of how a matrix was made (weights, dims) must follow the
-object ``open_matrix`` returned (and its rows, rechunks, persisted and pickled copies), not
-every array that holds the same numbers.
+Dask names an array by a hash of its values and steps, so two unrelated arrays of the
+same values share a name. The description of how a matrix was made (weights, dims)
+must follow the object ``open_matrix`` returned (and its rows, rechunks, persisted
+and pickled copies), not every array that holds the same numbers.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from scalepca.preprocessing import _steps as _preprocess
 @pytest.fixture
 def data():
     rng = np.random.default_rng(38)
-    X = rng.standard_normal((60, 8)) @ rng.standard_normal((8, 8)) + rng.uniform(-2, 2, 8)
+    X = rng.standard_normal((60, 8)) @ rng.standard_normal((8, 8)) + rng.uniform(
+        -2, 2, 8
+    )
     w = rng.uniform(0.3, 2.0, 8)
     return X, w
 
@@ -36,28 +39,39 @@ def _close(a, b):
 
 
 def test_same_values_other_preparation(data):
-    """An AnnData fitted earlier does not make a dask array of the same values unweighted."""
+    """An AnnData fitted earlier does not make a dask array of the same values
+    unweighted."""
     import anndata as ad
 
     X, w = data
     scalepca.PCA(3).fit(ad.AnnData(X))
     scalepca.PCA(3).fit(scalepca.open_matrix(da.from_array(X, chunks=(-1, -1))))
-    model = scalepca.PCA(3).fit(scalepca.open_matrix(da.from_array(X, chunks=(-1, -1)),
-                                                     weights=w))
+    model = scalepca.PCA(3).fit(
+        scalepca.open_matrix(da.from_array(X, chunks=(-1, -1)), weights=w)
+    )
     ref = _reference(X, w)
-    _close(model.transform(da.from_array(X, chunks=(-1, -1))).compute(), ref.transform(X * w))
+    _close(
+        model.transform(da.from_array(X, chunks=(-1, -1))).compute(),
+        ref.transform(X * w),
+    )
     # two matrices of the same values, weighted differently, are two inputs
-    m2 = scalepca.PCA(3).fit(scalepca.open_matrix(da.from_array(X, chunks=(-1, -1)),
-                                                  weights=2 * w))
-    _close(m2.transform(da.from_array(X, chunks=(-1, -1))).compute(),
-           scalepca.PCA(3).fit(X * 2 * w).transform(X * 2 * w))
+    m2 = scalepca.PCA(3).fit(
+        scalepca.open_matrix(da.from_array(X, chunks=(-1, -1)), weights=2 * w)
+    )
+    _close(
+        m2.transform(da.from_array(X, chunks=(-1, -1))).compute(),
+        scalepca.PCA(3).fit(X * 2 * w).transform(X * 2 * w),
+    )
     with pytest.raises(ValueError, match="weighted by other given weights"):
-        model.transform(scalepca.open_matrix(da.from_array(X, chunks=(-1, -1)), weights=2 * w))
+        model.transform(
+            scalepca.open_matrix(da.from_array(X, chunks=(-1, -1)), weights=2 * w)
+        )
 
 
 def test_raw_array_equal_to_a_prepared_one_is_weighted(data):
-    """Data in their own units are weighted, even when they equal (name for name) the matrix
-    open_matrix made of other data: ``X * w`` written by the user is not ``open_matrix``'s."""
+    """Data in their own units are weighted, even when they equal (name for name) the
+    matrix open_matrix made of other data: ``X * w`` written by the user is not
+    ``open_matrix``'s."""
     X, w = data
     dX = da.from_array(X, chunks=(20, -1))
     model = scalepca.PCA(3).fit(scalepca.open_matrix(dX, weights=w))
@@ -72,8 +86,14 @@ def test_computed_from_a_matrix_is_refused(data):
     X, w = data
     Y = scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=w)
     model = scalepca.PCA(3).fit(Y)
-    for derived in (Y / w, model.inverse_transform(model.transform(Y)), Y - Y.mean(axis=0)):
-        with pytest.raises(ValueError, match="computed from a matrix made by open_matrix"):
+    for derived in (
+        Y / w,
+        model.inverse_transform(model.transform(Y)),
+        Y - Y.mean(axis=0),
+    ):
+        with pytest.raises(
+            ValueError, match="computed from a matrix made by open_matrix"
+        ):
             model.transform(derived)
 
 
@@ -85,13 +105,18 @@ def test_rows_persisted_and_pickled_copies_keep_the_description(data):
     _close(model.transform(Y.persist()).compute(), Z)
     _close(model.transform(pickle.loads(pickle.dumps(Y))).compute(), Z)
     _close(model.transform(Y.rechunk((7, -1))[5:30]).compute(), Z[5:30])
-    np.testing.assert_allclose(np.abs(model.transform(Y[5:30].astype(np.float32)).compute()),
-                               np.abs(Z[5:30]), rtol=1e-5, atol=1e-5 * np.abs(Z).max())
+    np.testing.assert_allclose(
+        np.abs(model.transform(Y[5:30].astype(np.float32)).compute()),
+        np.abs(Z[5:30]),
+        rtol=1e-5,
+        atol=1e-5 * np.abs(Z).max(),
+    )
     _close(model.transform(Y.blocks[1]).compute(), Z[20:40])
 
 
 def test_a_forgotten_matrix_is_refused(data, monkeypatch):
-    """Past the newest matrices remembered, a matrix is refused by name, not taken as raw."""
+    """Past the newest matrices remembered, a matrix is refused by name, not taken as
+    raw."""
     X, w = data
     monkeypatch.setattr(_preprocess, "_NAMED_MAX", 2)
     Y = scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=w)
@@ -115,8 +140,9 @@ def test_stacked_field_data_keeps_the_description(data):
 
 
 def test_transforms_do_not_crowd_out_the_matrix(data, monkeypatch):
-    """Only open_matrix's own dask matrices are remembered by name, the one used last kept
-    longest: transforms of raw data (weighted inside the model) do not push them out."""
+    """Only open_matrix's own dask matrices are remembered by name, the one used last
+    kept longest: transforms of raw data (weighted inside the model) do not push them
+    out."""
     import anndata as ad
 
     X, w = data

@@ -1,6 +1,7 @@
-"""A model fitted through ``open_matrix(table, weights=w)`` weights every table ``transform``
-takes (found by the contract matrix, tests/_contract.py): a pandas or dask DataFrame or a zarr
-array was passed on unweighted, and its scores were those of other data without an error."""
+"""A model fitted through ``open_matrix(table, weights=w)`` weights every table
+``transform`` takes (found by the contract matrix, tests/_contract.py): a pandas or
+dask DataFrame or a zarr array was passed on unweighted, and its scores were those of
+other data without an error."""
 
 from __future__ import annotations
 
@@ -35,15 +36,23 @@ def test_transform_weights_a_table(data, kind, tmp_path):
     elif kind == "dask-dataframe":
         table = dd.from_pandas(_frame(X), npartitions=3)
     else:
-        table = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X.shape,
-                                chunks=(16, X.shape[1]), dtype=X.dtype)
+        table = zarr.open_array(
+            str(tmp_path / "x.zarr"),
+            mode="w",
+            shape=X.shape,
+            chunks=(16, X.shape[1]),
+            dtype=X.dtype,
+        )
         table[:] = X
     model = scalepca.PCA(3, svd_solver="covariance_eigh").fit(
-        scalepca.open_matrix(table, weights=w))
+        scalepca.open_matrix(table, weights=w)
+    )
     Z = np.asarray(model.transform(table))
     expected = ref.transform(X * w)
     Z = Z * np.sign(np.sum(Z * expected, axis=0))
-    np.testing.assert_allclose(Z, expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
+    np.testing.assert_allclose(
+        Z, expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max()
+    )
 
 
 def test_sparse_input_to_a_weighted_model_is_refused(data):

@@ -31,7 +31,8 @@ def _agg():
 
 
 def _images(page: str) -> list[str]:
-    """The figures of a page, by name; each must be a PNG embedded in the page itself."""
+    """The figures of a page, by name; each must be a PNG embedded in the page
+    itself."""
     found = re.findall(r'<img src="data:image/png;base64,([^"]+)" alt="([^"]+)">', page)
     assert len(found) == page.count("<img"), "an image not embedded as a data: URI"
     for data, _ in found:
@@ -49,10 +50,18 @@ def test_pca_report_tables_and_figures(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((500, 20)) * np.linspace(4, 0.5, 20)
     pca = scalepca.PCA(4).fit(X)
-    path = write_report(pca, tmp_path / "run", method="pca", data={"shape": "500 × 20"},
-                        memory={"client": 3 * 2**30, "workers": {"a": 2**30, "b": 2**29},
-                                "worker_limits": {"a": 2**31, "b": 2**31}},
-                        outputs=["/x/model.zarr"])
+    path = write_report(
+        pca,
+        tmp_path / "run",
+        method="pca",
+        data={"shape": "500 × 20"},
+        memory={
+            "client": 3 * 2**30,
+            "workers": {"a": 2**30, "b": 2**29},
+            "worker_limits": {"a": 2**31, "b": 2**31},
+        },
+        outputs=["/x/model.zarr"],
+    )
     page = Path(path).read_text()
     assert Path(path) == tmp_path / "run" / "report.html"
     assert _cell(page, "passes over the data") == "1"
@@ -63,7 +72,7 @@ def test_pca_report_tables_and_figures(tmp_path):
     # the spectrum table: one row per component with ratio and cumulative %
     ratios = 100 * pca.explained_variance_ratio_
     for i, r in enumerate(ratios):
-        assert f"<td class=\"num\">{i + 1}</td>" in page
+        assert f'<td class="num">{i + 1}</td>' in page
         assert f"{r:.2f}" in page
     assert f"{np.cumsum(ratios)[-1]:.2f}" in page
     imgs = _images(page)
@@ -99,8 +108,9 @@ def test_sparse_and_em_reports(tmp_path):
 
 def test_failed_figure_is_named_not_raised(tmp_path):
     pca = scalepca.PCA(2).fit(np.random.default_rng(0).standard_normal((50, 4)))
-    page = Path(write_report(pca, tmp_path, scores_store=str(tmp_path / "missing.zarr"))
-                ).read_text()
+    page = Path(
+        write_report(pca, tmp_path, scores_store=str(tmp_path / "missing.zarr"))
+    ).read_text()
     assert "Not drawn" in page and "scores:" in page
     assert "report/scree.png" in _images(page)
 
@@ -119,7 +129,9 @@ def test_without_matplotlib_tables_only(tmp_path, monkeypatch):
 def test_peak_memory_of_this_process():
     mem = peak_memory(None)
     if sys.platform.startswith("linux"):
-        assert mem["client"] > 10 * 2**20  # a Python process with NumPy uses more than 10 MiB
+        assert (
+            mem["client"] > 10 * 2**20
+        )  # a Python process with NumPy uses more than 10 MiB
     assert mem["workers"] == {}
 
 
@@ -138,11 +150,11 @@ def cli_run(tmp_path_factory):
     cfg = tmp_path / "job.yaml"
     cfg.write_text(f"""
 data:
-  path: {tmp_path / 'data.zarr'}
+  path: {tmp_path / "data.zarr"}
   generate: {{n_samples: 3000, n_features: 12, rank: 3, chunk_rows: 1000, seed: 0}}
 model: {{method: pca, n_components: 3}}
 cluster: {{kind: local, n_workers: 1, threads_per_worker: 2, processes: false}}
-output: {{store: {tmp_path / 'out'}, report: true}}
+output: {{store: {tmp_path / "out"}, report: true}}
 progress: false
 """)
     out = io.StringIO()
@@ -161,15 +173,21 @@ def test_cli_run_writes_report(cli_run):
     assert _cell(page, "passes over the data") == "1"
     assert re.match(r"[\d.]+ (MiB|GiB)", _cell(page, "peak worker memory"))
     # scores were written, so the report scatters a sample of them
-    assert _images(page) == ["report/scree.png", "report/components.png", "report/scores.png"]
+    assert _images(page) == [
+        "report/scree.png",
+        "report/components.png",
+        "report/scores.png",
+    ]
     assert not (tmp_path / "out" / "report").exists()
 
 
 def _rows(page: str, heading: str) -> list[list[str]]:
     """The cells of the table under ``<h2>heading</h2>``."""
     section = page.split(f"<h2>{heading}</h2>", 1)[1].split("</table>", 1)[0]
-    return [re.findall(r"<t[dh][^>]*>([^<]*)</t[dh]>", row)
-            for row in re.findall(r"<tr>(.*?)</tr>", section)]
+    return [
+        re.findall(r"<t[dh][^>]*>([^<]*)</t[dh]>", row)
+        for row in re.findall(r"<tr>(.*?)</tr>", section)
+    ]
 
 
 def test_cli_report_says_how_the_run_was_made(cli_run):
@@ -181,25 +199,42 @@ def test_cli_report_says_how_the_run_was_made(cli_run):
     page = (tmp_path / "out" / "report.html").read_text()
     # time per stage, the fit's passes under the fit, and the total
     rows = _rows(page, "Time")
-    assert [r[0] for r in rows] == ["stage", "starting the cluster", "data generation", "fit",
-                                    "PCA pass 1: moments",
-                                    "writing outputs", "total"]
+    assert [r[0] for r in rows] == [
+        "stage",
+        "starting the cluster",
+        "data generation",
+        "fit",
+        "PCA pass 1: moments",
+        "writing outputs",
+        "total",
+    ]
     for _, time, share in rows[1:]:
-        assert re.fullmatch(r"[\d,]+\.\d\d s", time) and re.fullmatch(r"[\d,]+\.\d", share)
+        assert re.fullmatch(r"[\d,]+\.\d\d s", time) and re.fullmatch(
+            r"[\d,]+\.\d", share
+        )
     assert rows[-1][2] == "100.0"
     # where it ran and with what
     assert _cell(page, "cluster kind") == "local"
     assert _cell(page, "workers × threads") == "1 worker × 2 threads (2 threads in all)"
-    assert re.fullmatch(r"[\d,.]+ GiB per worker, [\d,.]+ GiB in all", _cell(page, "memory"))
-    assert _cell(page, "dask") == dask.__version__ and _cell(page, "zarr") == zarr.__version__
+    assert re.fullmatch(
+        r"[\d,.]+ GiB per worker, [\d,.]+ GiB in all", _cell(page, "memory")
+    )
+    assert (
+        _cell(page, "dask") == dask.__version__
+        and _cell(page, "zarr") == zarr.__version__
+    )
     assert _cell(page, "numpy") == np.__version__
     assert _cell(page, "scalepca") == scalepca.__version__
     # the config, which runs again as it is
     import html
 
-    text = html.unescape(page.split("<h2>Config</h2>", 1)[1].split("<pre>")[1].split("</pre>")[0])
+    text = html.unescape(
+        page.split("<h2>Config</h2>", 1)[1].split("<pre>")[1].split("</pre>")[0]
+    )
     cfg = yaml.safe_load(text)
-    assert cfg["model"]["method"] == "pca" and cfg["model"]["params"]["n_components"] == 3
+    assert (
+        cfg["model"]["method"] == "pca" and cfg["model"]["params"]["n_components"] == 3
+    )
     assert cfg["data"]["path"] == str(tmp_path / "data.zarr")
     from scalepca.app.config import validate_config
 
@@ -210,12 +245,15 @@ def test_closed_form_and_chunks_in_words(cli_run):
     tmp_path, _ = cli_run
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<th>iterations</th>" not in page and "<th>converged</th>" not in page
-    assert re.fullmatch(r"\d+ row chunks? of up to [\d,]+ rows; all 12 features in each",
-                        _cell(page, "chunks (tasks)"))
+    assert re.fullmatch(
+        r"\d+ row chunks? of up to [\d,]+ rows; all 12 features in each",
+        _cell(page, "chunks (tasks)"),
+    )
 
 
 def test_ppca_report_scores_axes_names_and_note(tmp_path):
-    """% of variance on the score axes, PPCA's posterior-mean note, top features by name."""
+    """% of variance on the score axes, PPCA's posterior-mean note, top features by
+    name."""
     import dask.array as da
     import pandas as pd
 
@@ -228,7 +266,9 @@ def test_ppca_report_scores_axes_names_and_note(tmp_path):
     ppca = scalepca.PPCA(2).fit(frame)
     store = str(tmp_path / "scores.zarr")
     write_array(da.from_array(ppca.transform(frame), chunks=100), store, name="scores")
-    page = Path(write_report(ppca, tmp_path / "r", method="ppca", scores_store=store)).read_text()
+    page = Path(
+        write_report(ppca, tmp_path / "r", method="ppca", scores_store=store)
+    ).read_text()
     assert "posterior means of unit-variance latent variables" in page
     # the loadings' largest entries are the two high-variance columns, by name
     top = dict(r for r in _rows(page, "Top-loading features")[1:])
@@ -247,13 +287,17 @@ def test_report_is_written_by_default_and_typed(tmp_path):
 
     base = {"data": {"path": "x.zarr"}, "model": {"method": "pca"}}
     assert validate_config(base)["output"]["report"] is True
-    assert validate_config({**base, "output": {"report": False}})["output"]["report"] is False
+    assert (
+        validate_config({**base, "output": {"report": False}})["output"]["report"]
+        is False
+    )
     with pytest.raises(ConfigError, match="output.report"):
         validate_config({**base, "output": {"report": "yes"}})
 
 
 def test_kernel_pca_report_draws_no_feature_loadings(tmp_path):
-    # KernelPCA's components_ are over kernel features (landmarks), not the input features
+    # KernelPCA's components_ are over kernel features (landmarks), not the input
+    # features
     X = np.random.default_rng(3).standard_normal((400, 3))
     kp = scalepca.KernelPCA(3, gamma=0.5, n_features=50, random_state=0).fit(X)
     page = Path(write_report(kp, tmp_path, method="kernel_pca")).read_text()
@@ -271,7 +315,9 @@ def test_report_in_a_real_browser(cli_run, tmp_path):
     from ._browser import screenshot
 
     page = cli_run[0] / "out" / "report.html"
-    keep = os.environ.get("SCALEPCA_REPORT_SCREENSHOTS")  # a folder to keep them in, to look at
+    keep = os.environ.get(
+        "SCALEPCA_REPORT_SCREENSHOTS"
+    )  # a folder to keep them in, to look at
     for name, height in (("top", 1000), ("whole", 5000)):
         png = tmp_path / f"report_{name}.png"
         screenshot(page.as_uri(), png, tmp_path / "profile", height=height)
@@ -285,13 +331,15 @@ def test_report_in_a_real_browser(cli_run, tmp_path):
         assert (gray < 0.5).any(axis=1).sum() > 150
         # table header cells (#f4f4f4 on white) are drawn: the stylesheet applied
         assert np.isclose(image, 0xF4 / 255, atol=0.01).all(axis=2).sum() > 1000
-    # the figures render from their data: URIs: coloured pixels (the page itself is grey)
+    # the figures render from their data: URIs: coloured pixels (the page itself is
+    # grey)
     colour = image.max(axis=2) - image.min(axis=2) > 0.25
     assert colour.sum() > 20_000, colour.sum()
 
 
 def test_timings_hear_every_pass_under_the_progress_display():
-    """The timing table and the progress display both listen to the passes of one fit."""
+    """The timing table and the progress display both listen to the passes of one
+    fit."""
     import io
 
     import dask
@@ -301,13 +349,20 @@ def test_timings_hear_every_pass_under_the_progress_display():
     from scalepca.app.report_sections import timing_rows
     from scalepca.app.timing import RunTimings
 
-    X = da.from_array(np.random.default_rng(5).standard_normal((400, 6)), chunks=(100, 6))
+    X = da.from_array(
+        np.random.default_rng(5).standard_normal((400, 6)), chunks=(100, 6)
+    )
     timings, log = RunTimings(), io.StringIO()
-    with dask.config.set(scheduler="threads"), progress(stream=log, client=None, grace=0):
+    with (
+        dask.config.set(scheduler="threads"),
+        progress(stream=log, client=None, grace=0),
+    ):
         with timings.passes(), timings.stage("fit"):
             scalepca.PCA(2, svd_solver="tsqr").fit(X)
     assert [(e, i, label) for e, i, label, _ in timings.pass_times] == [
-        ("PCA", 1, "moments"), ("PCA", 2, "tsqr")]
+        ("PCA", 1, "moments"),
+        ("PCA", 2, "tsqr"),
+    ]
     assert "PCA pass 2 of 2 (tsqr): 5 chunks in" in log.getvalue()
     rows = [r[0] for r in timing_rows(timings)]
     assert rows == ["fit", "    PCA pass 1: moments", "    PCA pass 2: tsqr", "total"]

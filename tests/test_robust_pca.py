@@ -1,6 +1,6 @@
-"""Robust PCA: the Candès–Li–Ma–Wright recovery problems, a dense NumPy inexact-ALM reference,
-the P_Ω (mask) variant, chunkings, determinism, zarr scratch storage, checkpoints that survive
-SIGKILL, save/load and the error paths."""
+"""Robust PCA: the Candès–Li–Ma–Wright recovery problems, a dense NumPy inexact-ALM
+reference, the P_Ω (mask) variant, chunkings, determinism, zarr scratch storage,
+checkpoints that survive SIGKILL, save/load and the error paths."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from .conftest import land_inserted
 def clmw_problem(n, frac=0.05, seed=0):
     """The random problems of Candès, Li, Ma & Wright (2011), Table 1.
 
-    L0 = X Yᵀ with X, Y of size n × r, entries N(0, 1/n), r = 0.05 n; S0 has frac · n² entries
-    at uniformly random positions with values ±1.
+    L0 = X Yᵀ with X, Y of size n × r, entries N(0, 1/n), r = 0.05 n; S0 has frac ·
+    n² entries at uniformly random positions with values ±1.
     """
     rng = np.random.default_rng(seed)
     r = int(round(0.05 * n))
@@ -46,13 +46,23 @@ def clmw_problem(n, frac=0.05, seed=0):
 
 
 def reference_ialm(M, *, lam, mu0, norm2, rho=1.5, tol=1e-7, max_iter=100, mask=None):
-    """Plain NumPy inexact ALM with a full LAPACK SVD per iteration (same updates and start as
-    scalepca: Y₀ = M/J(M), L first, then S, then Y)."""
+    """Plain NumPy inexact ALM with a full LAPACK SVD per iteration (same updates and
+    start as scalepca: Y₀ = M/J(M), L first, then S, then Y)."""
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1, user_api="blas"):  # no BLAS oversubscription under xdist
-        return _reference_ialm(M, lam=lam, mu0=mu0, norm2=norm2, rho=rho, tol=tol,
-                               max_iter=max_iter, mask=mask)
+    with threadpool_limits(
+        limits=1, user_api="blas"
+    ):  # no BLAS oversubscription under xdist
+        return _reference_ialm(
+            M,
+            lam=lam,
+            mu0=mu0,
+            norm2=norm2,
+            rho=rho,
+            tol=tol,
+            max_iter=max_iter,
+            mask=mask,
+        )
 
 
 def _reference_ialm(M, *, lam, mu0, norm2, rho, tol, max_iter, mask):
@@ -80,12 +90,16 @@ def rel(a, b):
     return np.linalg.norm(a - b) / np.linalg.norm(b)
 
 
-# -- the published recovery problems ----------------------------------------------------------
+# -- the published recovery problems ---------------------------------------------------
 @pytest.mark.parametrize(
     "n, frac",
-    [(200, 0.05), (300, 0.10), (400, 0.05),
-     pytest.param(500, 0.05, marks=pytest.mark.slow),
-     pytest.param(500, 0.10, marks=pytest.mark.slow)],
+    [
+        (200, 0.05),
+        (300, 0.10),
+        (400, 0.05),
+        pytest.param(500, 0.05, marks=pytest.mark.slow),
+        pytest.param(500, 0.10, marks=pytest.mark.slow),
+    ],
 )
 def test_clmw_table1_recovery(n, frac):
     """Targets from the issue (CLMW 2011 Table 1 report ~1e-6, exact rank and support,
@@ -108,7 +122,9 @@ def test_full_svd_path_matches_numpy_reference():
     """svd='full' follows the dense NumPy inexact ALM iterate for iterate."""
     L0, S0, r = clmw_problem(120)
     M = L0 + S0
-    est = scalepca.RobustPCA(svd="full", random_state=0).fit(da.from_array(M, chunks=50))
+    est = scalepca.RobustPCA(svd="full", random_state=0).fit(
+        da.from_array(M, chunks=50)
+    )
     L, S, it, rank = reference_ialm(M, lam=est.lam_, mu0=est.mu0_, norm2=est.norm2_)
     assert est.n_iter_ == it and est.rank_ == rank
     np.testing.assert_allclose(est.low_rank_.compute(), L, atol=1e-9)
@@ -137,11 +153,12 @@ def test_no_dense_svd_on_randomized_path(monkeypatch):
     monkeypatch.setattr(svt_mod.sla, "svd", spy)
     L0, S0, r = clmw_problem(200)
     est = scalepca.RobustPCA(random_state=0, n_oversamples=5).fit(
-        da.from_array(L0 + S0, chunks=100))
+        da.from_array(L0 + S0, chunks=100)
+    )
     assert shapes and max(min(s) for s in shapes) <= max(est.history_["sv"]) + 5 < 200
 
 
-# -- mask (P_Ω) ------------------------------------------------------------------------------
+# -- mask (P_Ω) ------------------------------------------------------------------------
 def test_mask_matches_reference_and_completes():
     """Robust matrix completion: 80 % observed, unobserved entries hold NaN."""
     L0, S0, r = clmw_problem(200, seed=5)
@@ -149,8 +166,9 @@ def test_mask_matches_reference_and_completes():
     W = rng.random(L0.shape) < 0.8
     M = np.where(W, L0 + S0, np.nan)
     est = scalepca.RobustPCA(mask=W, svd="full").fit(da.from_array(M, chunks=(100, 80)))
-    L, S, it, rank = reference_ialm(np.nan_to_num(M), lam=est.lam_, mu0=est.mu0_,
-                                    norm2=est.norm2_, mask=W)
+    L, S, it, rank = reference_ialm(
+        np.nan_to_num(M), lam=est.lam_, mu0=est.mu0_, norm2=est.norm2_, mask=W
+    )
     assert est.n_iter_ == it and est.rank_ == rank == r
     np.testing.assert_allclose(est.low_rank_.compute(), L, atol=1e-8)
     Sx = est.sparse_.compute()
@@ -175,37 +193,57 @@ def test_mask_errors():
         scalepca.RobustPCA().fit(M)
 
 
-# -- chunking, determinism, storage -----------------------------------------------------------
+# -- chunking, determinism, storage ----------------------------------------------------
 def test_chunking_invariance():
     L0, S0, r = clmw_problem(240, seed=2)
     M = L0 + S0
-    fits = [scalepca.RobustPCA(random_state=4).fit(X) for X in (
-        M, da.from_array(M, chunks=(50, 120)), da.from_array(M, chunks=(97, 61)),
-        da.from_array(M, chunks=-1),  # one chunk (cut into square blocks like NumPy input)
-    )]
+    fits = [
+        scalepca.RobustPCA(random_state=4).fit(X)
+        for X in (
+            M,
+            da.from_array(M, chunks=(50, 120)),
+            da.from_array(M, chunks=(97, 61)),
+            da.from_array(
+                M, chunks=-1
+            ),  # one chunk (cut into square blocks like NumPy input)
+        )
+    ]
     ref = fits[0]
     for est in fits[1:]:
         assert est.rank_ == ref.rank_ == r and est.n_iter_ == ref.n_iter_
         assert est.nnz_ == ref.nnz_ == np.count_nonzero(S0)
-        np.testing.assert_allclose(est.singular_values_, ref.singular_values_, rtol=1e-8)
-        np.testing.assert_allclose(est.low_rank_.compute(), ref.low_rank_.compute(), atol=1e-8)
+        np.testing.assert_allclose(
+            est.singular_values_, ref.singular_values_, rtol=1e-8
+        )
+        np.testing.assert_allclose(
+            est.low_rank_.compute(), ref.low_rank_.compute(), atol=1e-8
+        )
 
 
 def test_float32_data_are_fitted_in_float64():
-    """Float32 data give the fit of their values in float64: the iterates are float64 (the
-    starting SVT argument M (1 + c) and the spectral-norm estimate too, not rounded to
-    float32), so the result equals the fit of the same values held in float64."""
+    """Float32 data give the fit of their values in float64: the iterates are float64
+    (the starting SVT argument M (1 + c) and the spectral-norm estimate too, not
+    rounded to float32), so the result equals the fit of the same values held in
+    float64."""
     L0, S0, r = clmw_problem(120, seed=5)
     M32 = (L0 + S0).astype(np.float32)
     M64 = M32.astype(np.float64)
     for svd in ("full", "randomized"):
-        a = scalepca.RobustPCA(svd=svd, random_state=0).fit(da.from_array(M32, chunks=50))
-        b = scalepca.RobustPCA(svd=svd, random_state=0).fit(da.from_array(M64, chunks=50))
+        a = scalepca.RobustPCA(svd=svd, random_state=0).fit(
+            da.from_array(M32, chunks=50)
+        )
+        b = scalepca.RobustPCA(svd=svd, random_state=0).fit(
+            da.from_array(M64, chunks=50)
+        )
         assert a.n_iter_ == b.n_iter_ and a.rank_ == b.rank_ == r
         assert a.norm2_ == pytest.approx(b.norm2_, rel=1e-12)
-        np.testing.assert_allclose(a.history_["residual"], b.history_["residual"], rtol=1e-10)
+        np.testing.assert_allclose(
+            a.history_["residual"], b.history_["residual"], rtol=1e-10
+        )
         np.testing.assert_allclose(a.singular_values_, b.singular_values_, rtol=1e-10)
-        np.testing.assert_allclose(a.low_rank_.compute(), b.low_rank_.compute(), atol=1e-10)
+        np.testing.assert_allclose(
+            a.low_rank_.compute(), b.low_rank_.compute(), atol=1e-10
+        )
 
 
 def test_determinism_with_random_state():
@@ -220,12 +258,18 @@ def test_determinism_with_random_state():
 
 def test_zarr_storage_matches_memory(tmp_path):
     L0, S0, r = clmw_problem(200, seed=4)
-    M = da.from_array(L0 + S0, chunks=(80, 100))  # irregular row chunks: rechunked for zarr
+    M = da.from_array(
+        L0 + S0, chunks=(80, 100)
+    )  # irregular row chunks: rechunked for zarr
     mem = scalepca.RobustPCA(random_state=0, storage="memory").fit(M)
-    zr = scalepca.RobustPCA(random_state=0, storage="zarr", scratch=str(tmp_path)).fit(M)
+    zr = scalepca.RobustPCA(random_state=0, storage="zarr", scratch=str(tmp_path)).fit(
+        M
+    )
     assert mem.storage_ == "memory" and zr.storage_ == "zarr"
     assert zr.n_iter_ == mem.n_iter_ and zr.rank_ == mem.rank_ == r
-    np.testing.assert_allclose(zr.low_rank_.compute(), mem.low_rank_.compute(), atol=1e-9)
+    np.testing.assert_allclose(
+        zr.low_rank_.compute(), mem.low_rank_.compute(), atol=1e-9
+    )
     np.testing.assert_array_equal(zr.sparse_.compute(), mem.sparse_.compute())
     # only the final T and A remain in the scratch store
     (store,) = os.listdir(tmp_path)
@@ -233,7 +277,7 @@ def test_zarr_storage_matches_memory(tmp_path):
     assert left == ["A", f"T_{zr.n_iter_:06d}"]
 
 
-# -- checkpoints -----------------------------------------------------------------------------
+# -- checkpoints -----------------------------------------------------------------------
 CHILD = textwrap.dedent(
     """
     import sys
@@ -263,8 +307,9 @@ def test_checkpoint_survives_sigkill(tmp_path, storage):
     from .support.reliability import REPO, commits, run_until_stopped
 
     path = str(tmp_path / "ck.zarr")
-    code = CHILD.format(tests=os.path.dirname(__file__), repo=str(REPO), path=path,
-                        storage=storage)
+    code = CHILD.format(
+        tests=os.path.dirname(__file__), repo=str(REPO), path=path, storage=storage
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     # the child stops in the SVT of the iteration after commit 4 and is SIGKILLed there
     out = run_until_stopped([sys.executable, "-c", code], env=env)
@@ -273,21 +318,29 @@ def test_checkpoint_survives_sigkill(tmp_path, storage):
 
     L0, S0, r = clmw_problem(150, seed=1)
     M = da.from_array(L0 + S0, chunks=75)
-    resumed = scalepca.RobustPCA(random_state=3, checkpoint=path, checkpoint_every=2,
-                                 storage=storage).fit(M)
-    fresh = scalepca.RobustPCA(random_state=3, storage=storage,
-                               scratch=str(tmp_path) if storage == "zarr" else None).fit(M)
+    resumed = scalepca.RobustPCA(
+        random_state=3, checkpoint=path, checkpoint_every=2, storage=storage
+    ).fit(M)
+    fresh = scalepca.RobustPCA(
+        random_state=3,
+        storage=storage,
+        scratch=str(tmp_path) if storage == "zarr" else None,
+    ).fit(M)
     assert resumed.resumed_from_ == 4 and fresh.resumed_from_ == 0
     assert resumed.n_iter_ == fresh.n_iter_ and resumed.rank_ == fresh.rank_ == r
-    assert resumed.history_["residual"] == pytest.approx(fresh.history_["residual"], rel=1e-9)
-    np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
-                               atol=1e-12)
+    assert resumed.history_["residual"] == pytest.approx(
+        fresh.history_["residual"], rel=1e-9
+    )
+    np.testing.assert_allclose(
+        resumed.low_rank_.compute(), fresh.low_rank_.compute(), atol=1e-12
+    )
     np.testing.assert_array_equal(resumed.sparse_.compute(), fresh.sparse_.compute())
     assert rel(resumed.low_rank_.compute(), L0) <= 1e-5
 
     # a finished run resumes from its final commit without iterating
-    again = scalepca.RobustPCA(random_state=3, checkpoint=path, checkpoint_every=2,
-                               storage=storage).fit(M)
+    again = scalepca.RobustPCA(
+        random_state=3, checkpoint=path, checkpoint_every=2, storage=storage
+    ).fit(M)
     assert again.resumed_from_ == again.n_iter_ == fresh.n_iter_
     np.testing.assert_allclose(again.components_, fresh.components_, atol=1e-12)
     left = [n for n in os.listdir(path) if n.startswith("state_")]
@@ -308,8 +361,8 @@ def test_checkpoint_of_other_problem_is_refused(tmp_path):
 
 
 def test_checkpoint_resume_with_another_tol(tmp_path):
-    """A commit that met tol=1e-3 resumed with tol=1e-9 ends where a fresh fit to 1e-9 ends;
-    resumed with 1e-3 again it stops at once."""
+    """A commit that met tol=1e-3 resumed with tol=1e-9 ends where a fresh fit to
+    1e-9 ends; resumed with 1e-3 again it stops at once."""
     path = str(tmp_path / "ck.zarr")
     L0, S0, r = clmw_problem(100, seed=1)
     M = da.from_array(L0 + S0, chunks=50)
@@ -319,54 +372,68 @@ def test_checkpoint_resume_with_another_tol(tmp_path):
     tight = scalepca.RobustPCA(random_state=0, tol=1e-9, checkpoint=path).fit(M)
     assert tight.resumed_from_ == loose.n_iter_ and tight.converged_
     assert tight.n_iter_ == fresh.n_iter_ and tight.rank_ == fresh.rank_ == r
-    assert tight.history_["residual"] == pytest.approx(fresh.history_["residual"], rel=1e-9)
-    np.testing.assert_allclose(tight.low_rank_.compute(), fresh.low_rank_.compute(),
-                               atol=1e-12)
+    assert tight.history_["residual"] == pytest.approx(
+        fresh.history_["residual"], rel=1e-9
+    )
+    np.testing.assert_allclose(
+        tight.low_rank_.compute(), fresh.low_rank_.compute(), atol=1e-12
+    )
     again = scalepca.RobustPCA(random_state=0, tol=1e-3, checkpoint=path).fit(M)
     assert again.resumed_from_ == again.n_iter_ == fresh.n_iter_ and again.converged_
     np.testing.assert_allclose(again.components_, fresh.components_, atol=1e-12)
 
 
 def test_checkpoint_of_permuted_data_or_other_parameters_is_refused(tmp_path):
-    """‖M‖_F, max |M| and |Ω| do not see a permutation or a moved mask; the data sketch does.
-    The seed, μ₀ and the first rank asked for change the result too."""
+    """‖M‖_F, max |M| and |Ω| do not see a permutation or a moved mask; the data
+    sketch does. The seed, μ₀ and the first rank asked for change the result too."""
     path = str(tmp_path / "ck.zarr")
     L0, S0, _ = clmw_problem(60, seed=1)
     M = L0 + S0
     mask = np.random.default_rng(0).random(M.shape) > 0.1
     with pytest.warns(Warning, match="did not converge"):
-        scalepca.RobustPCA(random_state=0, checkpoint=path, max_iter=2, mask=mask).fit(M)
+        scalepca.RobustPCA(random_state=0, checkpoint=path, max_iter=2, mask=mask).fit(
+            M
+        )
     perm = np.random.default_rng(1).permutation(M.shape[1])
     for other, mask_other in [(M[:, perm], mask[:, perm]), (M[::-1], mask[::-1])]:
         with pytest.raises(ValueError, match=r"different problem \(data_sketch: "):
-            scalepca.RobustPCA(random_state=0, checkpoint=path, mask=mask_other).fit(other)
+            scalepca.RobustPCA(random_state=0, checkpoint=path, mask=mask_other).fit(
+                other
+            )
     with pytest.raises(ValueError, match="different problem"):  # ‖P_Ω M‖ differs first
-        scalepca.RobustPCA(random_state=0, checkpoint=path,
-                           mask=np.roll(mask, 1, axis=1)).fit(M)
+        scalepca.RobustPCA(
+            random_state=0, checkpoint=path, mask=np.roll(mask, 1, axis=1)
+        ).fit(M)
     for over in [{"random_state": 1}, {"mu": 0.1}, {"rank_guess": 3}]:
         key = next(iter(over))
         with pytest.raises(ValueError, match=rf"different problem \({key}: "):
-            scalepca.RobustPCA(**{"random_state": 0, **over}, checkpoint=path,
-                               mask=mask).fit(M)
+            scalepca.RobustPCA(
+                **{"random_state": 0, **over}, checkpoint=path, mask=mask
+            ).fit(M)
     # entries off Ω may hold anything: the same problem
     with pytest.warns(Warning, match="did not converge"):
-        resumed = scalepca.RobustPCA(random_state=0, checkpoint=path, max_iter=3,
-                                     mask=mask).fit(np.where(mask, M, np.nan))
+        resumed = scalepca.RobustPCA(
+            random_state=0, checkpoint=path, max_iter=3, mask=mask
+        ).fit(np.where(mask, M, np.nan))
     assert resumed.resumed_from_ == 2
 
 
 #: checkpoints written by scalepca before RobustPCA ran on the iteration driver (commits
 #: without a format version), made with main at c08e00e: ``clmw_problem(60, seed=1)`` in
-#: 30 × 30 blocks, ``RobustPCA(random_state=3, checkpoint=..., checkpoint_every=2,
-#: max_iter=4, storage=...)`` (zarr groups; named without ``.zarr``, which .gitignore skips)
-PRE_DRIVER = os.path.join(os.path.dirname(__file__), "fixtures", "rpca_checkpoint_pre_driver_{}")
+#: 30 × 30 blocks,
+#: ``RobustPCA(random_state=3, checkpoint=..., checkpoint_every=2, max_iter=4, storage=...)``
+#: (zarr groups; named without ``.zarr``, which .gitignore skips)
+PRE_DRIVER = os.path.join(
+    os.path.dirname(__file__), "fixtures", "rpca_checkpoint_pre_driver_{}"
+)
 
 
 @pytest.mark.parametrize("storage", ["memory", "zarr"])
 def test_checkpoint_written_before_the_driver_resumes(tmp_path, storage):
-    """Old checkpoints still resume, and end where an uninterrupted fit ends. They were written
-    with the fixed-pass partial SVD of that time (``svd_tol=None`` now; the default grows and
-    iterates it until sure, issue 38 item 14), which both fits use."""
+    """Old checkpoints still resume, and end where an uninterrupted fit ends. They
+    were written with the fixed-pass partial SVD of that time (``svd_tol=None`` now;
+    the default grows and iterates it until sure, issue 38 item 14), which both fits
+    use."""
     import shutil
 
     path = str(tmp_path / "ck.zarr")
@@ -378,11 +445,15 @@ def test_checkpoint_written_before_the_driver_resumes(tmp_path, storage):
     fresh = scalepca.RobustPCA(scratch=str(tmp_path), **kw).fit(M)
     assert resumed.resumed_from_ == 4 and resumed.n_iter_ == fresh.n_iter_ > 4
     assert resumed.converged_ and resumed.rank_ == fresh.rank_ == r
-    assert resumed.history_["residual"] == pytest.approx(fresh.history_["residual"], rel=1e-9)
-    np.testing.assert_allclose(resumed.low_rank_.compute(), fresh.low_rank_.compute(),
-                               atol=1e-12)
-    # S: the same support exactly, the same values to the last bits: the fixture's state was
-    # computed on another CPU, whose BLAS rounds a few products differently (2.2e-16 seen)
+    assert resumed.history_["residual"] == pytest.approx(
+        fresh.history_["residual"], rel=1e-9
+    )
+    np.testing.assert_allclose(
+        resumed.low_rank_.compute(), fresh.low_rank_.compute(), atol=1e-12
+    )
+    # S: the same support exactly, the same values to the last bits: the fixture's state
+    # was computed on another CPU, whose BLAS rounds a few products differently (2.2e-16
+    # seen)
     S_resumed, S_fresh = resumed.sparse_.compute(), fresh.sparse_.compute()
     np.testing.assert_array_equal(S_resumed != 0, S_fresh != 0)
     np.testing.assert_allclose(S_resumed, S_fresh, rtol=0, atol=1e-14)
@@ -397,16 +468,20 @@ def test_checkpoint_of_another_format_version_is_refused(tmp_path):
     path = tmp_path / "ck.zarr"
     L0, S0, _ = clmw_problem(60, seed=1)
     with pytest.warns(Warning, match="did not converge"):
-        scalepca.RobustPCA(random_state=0, checkpoint=str(path), max_iter=2).fit(L0 + S0)
+        scalepca.RobustPCA(random_state=0, checkpoint=str(path), max_iter=2).fit(
+            L0 + S0
+        )
     meta = path / "state_000002" / "zarr.json"
     doc = json.loads(meta.read_text())
     doc["attributes"]["state"]["version"] = 99  # the commit's attrs live under "state"
     meta.write_text(json.dumps(doc))
-    with pytest.raises(ValueError, match="version 99.*reads 'scalepca-iterate' version 1"):
+    with pytest.raises(
+        ValueError, match="version 99.*reads 'scalepca-iterate' version 1"
+    ):
         scalepca.RobustPCA(random_state=0, checkpoint=str(path)).fit(L0 + S0)
 
 
-# -- results as a model ----------------------------------------------------------------------
+# -- results as a model ----------------------------------------------------------------
 def test_components_transform_save_load(tmp_path):
     L0, S0, r = clmw_problem(200, seed=6)
     M = da.from_array(L0 + S0, chunks=100)
@@ -458,15 +533,18 @@ def test_pass_count_and_config_entry(monkeypatch):
     L0, S0, _ = clmw_problem(120, seed=8)
     svds = _spy_svt(monkeypatch)
     est = scalepca.RobustPCA(random_state=0, n_power_iter=2).fit(L0 + S0)
-    # 1 statistics pass, 2 + 2·4 for ‖M‖₂, one A Ω before the first SVD, then per iteration
-    # the SVD's passes — 1 for Aᵀ Q, 2 per power iteration (at least n_power_iter), 2 per
-    # growth, 1 more for a growth from AᵀA — and 1 update pass (which also computes the
-    # next A Ω)
+    # 1 statistics pass, 2 + 2·4 for ‖M‖₂, one A Ω before the first SVD, then per
+    # iteration the SVD's passes — 1 for Aᵀ Q, 2 per power iteration (at least
+    # n_power_iter), 2 per growth, 1 more for a growth from AᵀA — and 1 update pass
+    # (which also computes the next A Ω)
     assert len(svds) == est.n_iter_ and all(r.n_power >= 2 for r in svds)
     assert est.n_passes_ == 1 + 10 + 1 + sum(
-        1 + 2 * r.n_power + 2 * r.n_restarts + r.n_gram + 1 for r in svds)
+        1 + 2 * r.n_power + 2 * r.n_restarts + r.n_gram + 1 for r in svds
+    )
     # svd_tol=None: the fixed 2q + 1 SVD passes
-    fixed = scalepca.RobustPCA(random_state=0, n_power_iter=2, svd_tol=None).fit(L0 + S0)
+    fixed = scalepca.RobustPCA(random_state=0, n_power_iter=2, svd_tol=None).fit(
+        L0 + S0
+    )
     assert fixed.n_passes_ == 1 + 10 + 1 + fixed.n_iter_ * (2 * 2 + 1 + 1)
     from scalepca.persistence.registry import estimator_class
 
@@ -515,7 +593,7 @@ def test_input_errors(monkeypatch):
         est.transform(np.ones((3, 7)))
 
 
-# -- the kernels -----------------------------------------------------------------------------
+# -- the kernels -----------------------------------------------------------------------
 def test_soft_threshold_and_low_rank_blocks(rng):
     x = np.array([-3.0, -0.5, 0.0, 0.2, 2.0])
     np.testing.assert_array_equal(soft_threshold(x, 1.0), [-2.0, 0.0, 0.0, 0.0, 1.0])
@@ -529,26 +607,37 @@ def test_soft_threshold_and_low_rank_blocks(rng):
 
 
 def test_randomized_partial_svd_halko_bound(rng):
-    """Leading singular values of a matrix with a decaying spectrum, against LAPACK. With one
-    power iteration, (k + p) = 25 probes and a spectral gap σ_{k+1}/σ_k = 0.1, the Halko bound
-    puts the error of σ_1..σ_k far below 1e-6 relative."""
+    """Leading singular values of a matrix with a decaying spectrum, against LAPACK.
+    With one power iteration, (k + p) = 25 probes and a spectral gap σ_{k+1}/σ_k =
+    0.1, the Halko bound puts the error of σ_1..σ_k far below 1e-6 relative."""
     n1, n2, k = 300, 200, 15
     Uo, _ = np.linalg.qr(rng.standard_normal((n1, n2)))
     Vo, _ = np.linalg.qr(rng.standard_normal((n2, n2)))
     s = np.concatenate([np.linspace(10, 5, k), 0.5 * 0.9 ** np.arange(n2 - k)])
     A = (Uo * s) @ Vo.T
-    U, sv, Vt = randomized_partial_svd(da.from_array(A, chunks=(64, 90)), k, n_oversamples=10,
-                                       n_power_iter=1, rng=np.random.default_rng(0))
+    U, sv, Vt = randomized_partial_svd(
+        da.from_array(A, chunks=(64, 90)),
+        k,
+        n_oversamples=10,
+        n_power_iter=1,
+        rng=np.random.default_rng(0),
+    )
     np.testing.assert_allclose(sv[:k], s[:k], rtol=1e-6)
-    np.testing.assert_allclose(np.abs(np.sum(U[:, :k] * Uo[:, :k], axis=0)), 1.0, atol=1e-6)
-    np.testing.assert_allclose(np.abs(np.sum(Vt[:k].T * Vo[:, :k], axis=0)), 1.0, atol=1e-6)
+    np.testing.assert_allclose(
+        np.abs(np.sum(U[:, :k] * Uo[:, :k], axis=0)), 1.0, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        np.abs(np.sum(Vt[:k].T * Vo[:, :k], axis=0)), 1.0, atol=1e-6
+    )
 
 
 def test_predict_rank():
     assert predict_rank(3, 10, 100) == 4  # rank known: one more than found
     assert predict_rank(10, 10, 100) == 20  # all above: grow
     assert predict_rank(200, 200, 20000, n_min_dim=20000) == 400
-    assert predict_rank(200, 200, 2000, n_min_dim=2000) == 300  # at most 5 % of min(n1, n2)
+    assert (
+        predict_rank(200, 200, 2000, n_min_dim=2000) == 300
+    )  # at most 5 % of min(n1, n2)
     assert predict_rank(50, 50, 60) == 60
 
 
@@ -565,14 +654,19 @@ def test_rectangular_and_xarray_input():
     assert est.rank_ == r and est.nnz_ == np.count_nonzero(S0)
     assert rel(est.low_rank_.compute(), L0) < 1e-5
     Z = est.transform(Xd)
-    assert isinstance(Z, xr.DataArray) and Z.dims == ("time", "mode") and Z.shape == (n1, r)
+    assert (
+        isinstance(Z, xr.DataArray)
+        and Z.dims == ("time", "mode")
+        and Z.shape == (n1, r)
+    )
 
 
 def test_factor_graphs_do_not_warn_and_leave_the_config_alone(tmp_path):
-    """The factors of L and the probe blocks go to the cluster in pieces below distributed's
-    large-graph threshold (persisted, so recomputable after a worker loss, unlike scattered
-    data): no large-graph warning, and the user's dask config is never changed — not even
-    for a moment, as another thread of the user's sees it during the fit."""
+    """The factors of L and the probe blocks go to the cluster in pieces below
+    distributed's large-graph threshold (persisted, so recomputable after a worker
+    loss, unlike scattered data): no large-graph warning, and the user's dask config
+    is never changed — not even for a moment, as another thread of the user's sees it
+    during the fit."""
     import threading
     import warnings
 
@@ -581,7 +675,9 @@ def test_factor_graphs_do_not_warn_and_leave_the_config_alone(tmp_path):
     from distributed import Client, LocalCluster
 
     L0, S0, r = clmw_problem(600)
-    z = zarr.create_array(tmp_path / "m.zarr", shape=(600, 600), chunks=(150, 150), dtype="f8")
+    z = zarr.create_array(
+        tmp_path / "m.zarr", shape=(600, 600), chunks=(150, 150), dtype="f8"
+    )
     z[:] = L0 + S0
     key = "distributed.admin.large-graph-warning-threshold"
     seen, done = set(), threading.Event()
@@ -591,16 +687,21 @@ def test_factor_graphs_do_not_warn_and_leave_the_config_alone(tmp_path):
             seen.add(dask.config.get(key))
             time.sleep(0.002)
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as cluster, Client(cluster), \
-            dask.config.set({key: "200kB"}):  # the factors of one iteration are ~480 kiB
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster),
+        dask.config.set({key: "200kB"}),
+    ):  # the factors of one iteration are ~480 kiB
         watcher = threading.Thread(target=watch)
         watcher.start()
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 est = scalepca.RobustPCA(random_state=0).fit(
-                    da.from_zarr(str(tmp_path / "m.zarr")))
+                    da.from_zarr(str(tmp_path / "m.zarr"))
+                )
         finally:
             done.set()
             watcher.join()
@@ -612,7 +713,7 @@ def test_factor_graphs_do_not_warn_and_leave_the_config_alone(tmp_path):
     assert est.rank_ == r and rel(est.low_rank_.compute(), L0) <= 1e-5
 
 
-# -- features that are NaN in every sample (land masks) ----------------------------------------
+# -- features that are NaN in every sample (land masks) --------------------------------
 def _assert_same_as_without_land(est, ref, keep, atol):
     assert est.n_features_in_ == keep.size and est.n_iter_ == ref.n_iter_
     assert est.rank_ == ref.rank_ and est.nnz_ == ref.nnz_ and est.lam_ == ref.lam_
@@ -621,16 +722,21 @@ def _assert_same_as_without_land(est, ref, keep, atol):
     assert np.isnan(L[:, ~keep]).all() and np.isnan(S[:, ~keep]).all()
     np.testing.assert_allclose(L[:, keep], ref.low_rank_.compute(), rtol=0, atol=atol)
     np.testing.assert_allclose(S[:, keep], ref.sparse_.compute(), rtol=0, atol=atol)
-    assert np.isnan(est.components_[:, ~keep]).all() and np.isnan(est.mean_[~keep]).all()
-    np.testing.assert_allclose(est.components_[:, keep], ref.components_, rtol=0, atol=atol)
+    assert (
+        np.isnan(est.components_[:, ~keep]).all() and np.isnan(est.mean_[~keep]).all()
+    )
+    np.testing.assert_allclose(
+        est.components_[:, keep], ref.components_, rtol=0, atol=atol
+    )
     np.testing.assert_array_equal(est.mean_[keep], 0.0)
 
 
 def test_all_nan_features_are_left_out():
-    """open_matrix's promise: features NaN in every sample are left out of the fit (found in
-    the statistics pass, no extra pass) and come back as NaN columns of low_rank_ and sparse_;
-    the rest equals the fit on the data without them. NumPy input is cut into the same square
-    blocks, so it matches to rounding; other chunkings to the chunking tolerance."""
+    """open_matrix's promise: features NaN in every sample are left out of the fit
+    (found in the statistics pass, no extra pass) and come back as NaN columns of
+    low_rank_ and sparse_; the rest equals the fit on the data without them. NumPy
+    input is cut into the same square blocks, so it matches to rounding; other
+    chunkings to the chunking tolerance."""
     L0, S0, r = clmw_problem(120, seed=2)
     M = L0 + S0
     Mn, keep = land_inserted(M, at=(3, 50, 50))
@@ -640,36 +746,46 @@ def test_all_nan_features_are_left_out():
     _assert_same_as_without_land(est, ref, keep, atol=1e-12)
     assert est.n_passes_ == ref.n_passes_
     np.testing.assert_allclose(est.transform(Mn), ref.transform(M), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(est.transform(np.nan_to_num(Mn)), ref.transform(M), atol=1e-12)
+    np.testing.assert_allclose(
+        est.transform(np.nan_to_num(Mn)), ref.transform(M), atol=1e-12
+    )
     Xhat = est.inverse_transform(est.transform(Mn))
     assert np.isnan(Xhat[:, ~keep]).all()
     for chunks in [(50, 41), (120, 123), (37, 30)]:
         with pytest.warns(UserWarning, match="NaN in every sample"):
-            est = scalepca.RobustPCA(random_state=0).fit(da.from_array(Mn, chunks=chunks))
+            est = scalepca.RobustPCA(random_state=0).fit(
+                da.from_array(Mn, chunks=chunks)
+            )
         _assert_same_as_without_land(est, ref, keep, atol=1e-8)
 
 
 def test_all_nan_features_xarray_mask_zarr_and_save(tmp_path):
-    """The same through open_matrix on a gridded DataArray, with a mask and the zarr storage
-    (irregular blocks after the columns are left out), and after save/load."""
+    """The same through open_matrix on a gridded DataArray, with a mask and the zarr
+    storage (irregular blocks after the columns are left out), and after save/load."""
     import xarray as xr
 
     L0, S0, r = clmw_problem(100, seed=3)
     Mn, keep = land_inserted(L0 + S0, at=(0, 10, 99, 99))
     W = np.random.default_rng(1).random(Mn.shape) < 0.9
-    field = xr.DataArray(Mn.reshape(100, 13, 8), dims=("time", "lat", "lon")).chunk({"time": 40})
+    field = xr.DataArray(Mn.reshape(100, 13, 8), dims=("time", "lat", "lon")).chunk(
+        {"time": 40}
+    )
     ref = scalepca.RobustPCA(mask=W[:, keep], random_state=0).fit(
-        da.from_array((L0 + S0), chunks=(40, 100)))
-    est = scalepca.RobustPCA(mask=W, random_state=0, storage="zarr",
-                             scratch=str(tmp_path)).fit(
-        scalepca.open_matrix(field, sample_dims="time"))
+        da.from_array((L0 + S0), chunks=(40, 100))
+    )
+    est = scalepca.RobustPCA(
+        mask=W, random_state=0, storage="zarr", scratch=str(tmp_path)
+    ).fit(scalepca.open_matrix(field, sample_dims="time"))
     assert est.storage_ == "zarr"
     _assert_same_as_without_land(est, ref, keep, atol=1e-8)
     est.save(str(tmp_path / "m.zarr"))
     back = scalepca.load(str(tmp_path / "m.zarr"))
-    np.testing.assert_array_equal(np.isnan(back.low_rank_.compute()), np.isnan(
-        est.low_rank_.compute()))
-    np.testing.assert_allclose(back.transform(Mn), est.transform(Mn), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(
+        np.isnan(back.low_rank_.compute()), np.isnan(est.low_rank_.compute())
+    )
+    np.testing.assert_allclose(
+        back.transform(Mn), est.transform(Mn), rtol=0, atol=1e-12
+    )
 
 
 def test_partly_nan_feature_still_raises():
@@ -685,10 +801,10 @@ def test_partly_nan_feature_still_raises():
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_factor_pieces_survive_a_worker_loss(tmp_path):
-    """With a low large-graph threshold the factors and probe blocks travel as persisted
-    pieces; SIGKILLing a worker mid-fit loses some, and the scheduler recomputes them from
-    their tasks: the fit equals the undisturbed one on the same cluster (no scattered data
-    to lose), and no large-graph warning is raised."""
+    """With a low large-graph threshold the factors and probe blocks travel as
+    persisted pieces; SIGKILLing a worker mid-fit loses some, and the scheduler
+    recomputes them from their tasks: the fit equals the undisturbed one on the same
+    cluster (no scattered data to lose), and no large-graph warning is raised."""
     import warnings
 
     import dask
@@ -697,11 +813,15 @@ def test_factor_pieces_survive_a_worker_loss(tmp_path):
     from .support.reliability import ProcessCluster, WorkerKiller, gated, new_gate
 
     L0, S0, r = clmw_problem(120, seed=5)
-    z = zarr.create_array(tmp_path / "m.zarr", shape=(120, 120), chunks=(40, 40), dtype="f8")
+    z = zarr.create_array(
+        tmp_path / "m.zarr", shape=(120, 120), chunks=(40, 40), dtype="f8"
+    )
     z[:] = L0 + S0
     key = "distributed.admin.large-graph-warning-threshold"
-    with ProcessCluster(3, workdir=tmp_path / "cluster") as cluster, \
-            dask.config.set({key: "20kB"}):  # pieces of at most 5 kB; 1.25 kB and less embedded
+    with (
+        ProcessCluster(3, workdir=tmp_path / "cluster") as cluster,
+        dask.config.set({key: "20kB"}),
+    ):  # pieces of at most 5 kB; 1.25 kB and less embedded
         client = cluster.client(3)
         X = da.from_zarr(str(tmp_path / "m.zarr"))
         ref = scalepca.RobustPCA(random_state=0, storage="memory").fit(X)
@@ -717,13 +837,14 @@ def test_factor_pieces_survive_a_worker_loss(tmp_path):
         assert killer.killed_at is not None, "the fit ended before a worker was killed"
         assert killer.victim not in cluster.alive_workers() and killer.lost_keys >= 2
         assert got.n_iter_ == ref.n_iter_ and got.rank_ == ref.rank_ == r
-        np.testing.assert_allclose(got.low_rank_.compute(), ref.low_rank_.compute(),
-                                   rtol=0, atol=1e-8)
+        np.testing.assert_allclose(
+            got.low_rank_.compute(), ref.low_rank_.compute(), rtol=0, atol=1e-8
+        )
         client.close(timeout=5)
     assert not [w for w in caught if "large graph" in str(w.message)]
 
 
-# -- issue 38, item 14: the randomized default reaches the exact-SVD answer on real data --------
+# -- issue 38, item 14: the randomized default reaches the exact-SVD answer on real data
 def _digits_salt_and_pepper():
     """scikit-learn's digits (1797 × 64, /16) with 10 % of the pixels set to 0 or 1."""
     from sklearn.datasets import load_digits
@@ -737,44 +858,54 @@ def _digits_salt_and_pepper():
 
 
 def test_default_reaches_the_exact_svd_answer_on_real_data(monkeypatch):
-    """Real data have no exact low rank: the singular values of the ALM's argument crowd at the
-    threshold, where a randomized partial SVD of fixed passes is least accurate. The former
-    default missed one (rank 27 for 28, ‖ΔL‖/‖L‖ = 4.4 %, MSE to the clean digits 0.0299 for
-    0.0272; more power iterations or oversamples did not help, since a rank truncated early
-    sends the inexact ALM down another path it never leaves). Now every thresholding is grown
-    until a trusted estimate lies below the threshold and iterated until it changes by at most
-    ``tol`` (1e-7): the fit follows the NumPy inexact ALM with a full LAPACK SVD iteration for
-    iteration. Its distance to it is that of the per-iteration SVD tolerance carried along the
-    path (measured 1.0e-7, in 366 passes for 156); 1e-6 leaves room for BLAS rounding."""
+    """Real data have no exact low rank: the singular values of the ALM's argument
+    crowd at the threshold, where a randomized partial SVD of fixed passes is least
+    accurate. The former default missed one (rank 27 for 28, ‖ΔL‖/‖L‖ = 4.4 %, MSE to
+    the clean digits 0.0299 for 0.0272; more power iterations or oversamples did not
+    help, since a rank truncated early sends the inexact ALM down another path it
+    never leaves). Now every thresholding is grown until a trusted estimate lies
+    below the threshold and iterated until it changes by at most ``tol`` (1e-7): the
+    fit follows the NumPy inexact ALM with a full LAPACK SVD iteration for iteration.
+    Its distance to it is that of the per-iteration SVD tolerance carried along the
+    path (measured 1.0e-7, in 366 passes for 156); 1e-6 leaves room for BLAS
+    rounding."""
     X, M = _digits_salt_and_pepper()
     svds = _spy_svt(monkeypatch)
     est = scalepca.RobustPCA(random_state=0).fit(M)
-    L, S, it, rank = reference_ialm(M, lam=est.lam_, mu0=est.mu0_, norm2=est.norm2_,
-                                    max_iter=500)
+    L, S, it, rank = reference_ialm(
+        M, lam=est.lam_, mu0=est.mu0_, norm2=est.norm2_, max_iter=500
+    )
     Lx = est.low_rank_.compute()
     assert est.converged_ and est.n_iter_ == it
     assert est.rank_ == rank == 28
     assert rel(Lx, L) <= 1e-6
     np.testing.assert_allclose(np.mean((Lx - X) ** 2), np.mean((L - X) ** 2), rtol=1e-6)
     assert est.nnz_ == np.count_nonzero(S)
-    # the passes: statistics, ‖M‖₂ (2 + 2·4), the first A Ω, then per iteration the SVD's
-    # (1 for Aᵀ Q, 2 per power iteration, 2 per growth, 1 more from AᵀA) and the update
-    # pass
+    # the passes: statistics, ‖M‖₂ (2 + 2·4), the first A Ω, then per iteration the
+    # SVD's (1 for Aᵀ Q, 2 per power iteration, 2 per growth, 1 more from AᵀA) and the
+    # update pass
     assert len(svds) == est.n_iter_ and all(r.n_power >= 1 for r in svds)
     assert est.n_passes_ == 1 + 10 + 1 + sum(
-        1 + 2 * r.n_power + 2 * r.n_restarts + r.n_gram + 1 for r in svds)
+        1 + 2 * r.n_power + 2 * r.n_restarts + r.n_gram + 1 for r in svds
+    )
 
 
 def test_svt_with_rtol_equals_the_dense_thresholding(rng):
-    """A spectrum that crowds at the threshold, as the inexact ALM's argument does on real
-    data: 12 values above τ = 1 (four of them within 3 % of it) and 10 just below. Asked for
-    5 triplets, the fixed-pass partial SVD keeps 5; with ``rtol`` it grows within the call and
-    iterates until sure, and equals the dense SVT."""
+    """A spectrum that crowds at the threshold, as the inexact ALM's argument does on
+    real data: 12 values above τ = 1 (four of them within 3 % of it) and 10 just
+    below. Asked for 5 triplets, the fixed-pass partial SVD keeps 5; with ``rtol`` it
+    grows within the call and iterates until sure, and equals the dense SVT."""
     n1, n2 = 400, 300
     Uo, _ = np.linalg.qr(rng.standard_normal((n1, n2)))
     Vo, _ = np.linalg.qr(rng.standard_normal((n2, n2)))
-    s = np.concatenate([np.linspace(5.0, 1.1, 8), [1.03, 1.02, 1.01, 1.005],
-                        np.linspace(0.99, 0.95, 10), 0.5 * 0.98 ** np.arange(n2 - 22)])
+    s = np.concatenate(
+        [
+            np.linspace(5.0, 1.1, 8),
+            [1.03, 1.02, 1.01, 1.005],
+            np.linspace(0.99, 0.95, 10),
+            0.5 * 0.98 ** np.arange(n2 - 22),
+        ]
+    )
     A = (Uo * s) @ Vo.T
     exact = (Uo[:, :12] * (s[:12] - 1.0)) @ Vo[:, :12].T
     Ad = da.from_array(A, chunks=(100, 150))
@@ -803,8 +934,13 @@ def test_svt_with_rtol_is_sure_where_hundreds_of_values_crowd_above_the_threshol
     for M in (A, A.T):  # tall, then wide (the Gram matrix of the other side)
         ref = exact if M is A else exact.T
         chunks = (125, 100) if M is A else (100, 125)
-        sure = svt_mod.svt(da.from_array(M, chunks=chunks), tau, 10,
-                           rng=np.random.default_rng(0), rtol=1e-10)
+        sure = svt_mod.svt(
+            da.from_array(M, chunks=chunks),
+            tau,
+            10,
+            rng=np.random.default_rng(0),
+            rtol=1e-10,
+        )
         assert sure.rank == int(keep.sum())
         assert sure.n_power <= 5 and sure.n_gram == (1 if M is A else 0)
         np.testing.assert_allclose(sure.s, so[keep] - tau, rtol=1e-9)

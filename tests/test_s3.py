@@ -1,7 +1,8 @@
-"""Remote object stores: s3:// input and output through fsspec, against moto's S3 server.
+"""Remote object stores: s3:// input and output through fsspec, against moto's S3
+server.
 
-The server runs in a thread of the test process on 127.0.0.1 and a free port; nothing leaves
-the machine.
+The server runs in a thread of the test process on 127.0.0.1 and a free port; nothing
+leaves the machine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .conftest import S3_BUCKET as BUCKET
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
+
 @pytest.fixture(scope="module")
 def remote_data(s3):
     opts, _ = s3
@@ -40,7 +42,9 @@ def _main(capsys, *argv):
 def test_open_matrix_from_s3(s3, remote_data):
     opts, _ = s3
     url, X = remote_data
-    A = scalepca.open_matrix(url, storage_options=opts, task_size=None)  # the store's chunks
+    A = scalepca.open_matrix(
+        url, storage_options=opts, task_size=None
+    )  # the store's chunks
     assert A.shape == X.shape and A.chunks[0] == (400,) * 5
     np.testing.assert_array_equal(A.compute(), X)
 
@@ -57,8 +61,9 @@ def test_model_round_trip_on_s3(s3, remote_data, capsys):
     rc, out, _ = _main(capsys, "info", store, "--storage-options", json.dumps(opts))
     assert rc == EXIT_OK and "scalepca.models.ppca:PPCA (complete)" in out
     # remote stores cannot be renamed: the complete flag, written last, guards them
-    group = zarr.open_group(zarr.storage.FsspecStore.from_url(store, storage_options=opts),
-                            mode="r+")
+    group = zarr.open_group(
+        zarr.storage.FsspecStore.from_url(store, storage_options=opts), mode="r+"
+    )
     group.attrs["complete"] = False
     with pytest.raises(ValueError, match="incomplete model store"):
         scalepca.load(store, storage_options=opts)
@@ -67,12 +72,17 @@ def test_model_round_trip_on_s3(s3, remote_data, capsys):
 
 
 def _s3_config(tmp_path, url, opts, out_url, *, n_components, threads, **output):
-    """A run config of PCA on the data at ``url``, writing to ``out_url`` (one local worker)."""
+    """A run config of PCA on the data at ``url``, writing to ``out_url`` (one local
+    worker)."""
     cfg = {
         "data": {"path": url, "storage_options": opts},
         "model": {"method": "pca", "n_components": n_components},
-        "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": threads,
-                    "processes": False},
+        "cluster": {
+            "kind": "local",
+            "n_workers": 1,
+            "threads_per_worker": threads,
+            "processes": False,
+        },
         "output": {"store": out_url, "storage_options": opts, **output},
         "progress": False,
     }
@@ -85,34 +95,57 @@ def test_cli_run_and_transform_on_s3(tmp_path, s3, remote_data, capsys):
     opts, fs = s3
     url, X = remote_data
     out_url = f"s3://{BUCKET}/out"
-    path = _s3_config(tmp_path, url, opts, out_url, n_components=3, threads=2,
-                      reconstruction=True)
+    path = _s3_config(
+        tmp_path, url, opts, out_url, n_components=3, threads=2, reconstruction=True
+    )
     rc, out, err = _main(capsys, "run", path)
     assert rc == EXIT_OK, err
     assert f"written: {out_url}/scores.zarr" in out
     model = scalepca.load(f"{out_url}/model.zarr", storage_options=opts)
     ref = scalepca.PCA(3).fit(X)
-    np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_, rtol=1e-10)
-    scores = scalepca.open_matrix(f"{out_url}/scores.zarr", variable="scores",
-                                  storage_options=opts).compute()
+    np.testing.assert_allclose(
+        model.explained_variance_, ref.explained_variance_, rtol=1e-10
+    )
+    scores = scalepca.open_matrix(
+        f"{out_url}/scores.zarr", variable="scores", storage_options=opts
+    ).compute()
     np.testing.assert_array_equal(scores, model.transform(X))
-    rec = scalepca.open_matrix(f"{out_url}/reconstruction.zarr", variable="reconstruction",
-                               storage_options=opts).compute()
-    np.testing.assert_allclose(rec, model.inverse_transform(model.transform(X)), atol=1e-12)
+    rec = scalepca.open_matrix(
+        f"{out_url}/reconstruction.zarr",
+        variable="reconstruction",
+        storage_options=opts,
+    ).compute()
+    np.testing.assert_allclose(
+        rec, model.inverse_transform(model.transform(X)), atol=1e-12
+    )
 
-    rc, out, err = _main(capsys, "transform", f"{out_url}/model.zarr", url, "--out",
-                         f"s3://{BUCKET}/scores2.zarr", "--storage-options", json.dumps(opts),
-                         "--no-processes", "--n-workers", 1, "--no-progress")
+    rc, out, err = _main(
+        capsys,
+        "transform",
+        f"{out_url}/model.zarr",
+        url,
+        "--out",
+        f"s3://{BUCKET}/scores2.zarr",
+        "--storage-options",
+        json.dumps(opts),
+        "--no-processes",
+        "--n-workers",
+        1,
+        "--no-progress",
+    )
     assert rc == EXIT_OK, err
-    again = scalepca.open_matrix(f"s3://{BUCKET}/scores2.zarr", variable="scores",
-                                 storage_options=opts).compute()
+    again = scalepca.open_matrix(
+        f"s3://{BUCKET}/scores2.zarr", variable="scores", storage_options=opts
+    ).compute()
     np.testing.assert_array_equal(again, scores)
 
 
 def test_cli_missing_s3_store(tmp_path, s3, capsys):
     opts, _ = s3
-    cfg = {"data": {"path": f"s3://{BUCKET}/nothing.zarr", "storage_options": opts},
-           "model": {"method": "pca"}}
+    cfg = {
+        "data": {"path": f"s3://{BUCKET}/nothing.zarr", "storage_options": opts},
+        "model": {"method": "pca"},
+    }
     path = tmp_path / "missing.yaml"
     path.write_text(yaml.safe_dump(cfg))
     rc, _, err = _main(capsys, "run", path)
@@ -123,45 +156,75 @@ def test_cli_missing_s3_store(tmp_path, s3, capsys):
 def test_make_data_to_s3(s3, capsys):
     opts, fs = s3
     url = f"s3://{BUCKET}/gen/rings.zarr"
-    rc, _, err = _main(capsys, "make-data", url, "--kind", "rings", "--n-samples", 500,
-                       "--chunk-rows", 100, "--storage-options", json.dumps(opts),
-                       "--no-progress")
+    rc, _, err = _main(
+        capsys,
+        "make-data",
+        url,
+        "--kind",
+        "rings",
+        "--n-samples",
+        500,
+        "--chunk-rows",
+        100,
+        "--storage-options",
+        json.dumps(opts),
+        "--no-progress",
+    )
     assert rc == EXIT_OK, err
-    A = scalepca.open_matrix(url, storage_options=opts, task_size=None)  # the store's chunks
+    A = scalepca.open_matrix(
+        url, storage_options=opts, task_size=None
+    )  # the store's chunks
     assert A.shape == (500, 2) and A.chunks[0] == (100,) * 5
 
 
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_worker_processes_read_and_write_s3(s3, remote_data):
-    """Worker processes (not threads of this process) read the input and write the scores."""
+    """Worker processes (not threads of this process) read the input and write the
+    scores."""
     from distributed import LocalCluster
 
     opts, _ = s3
     url, X = remote_data
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
-                      dashboard_address=":0") as cluster, scalepca.connect(
-            address=cluster.scheduler_address, quiet=True):
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0"
+        ) as cluster,
+        scalepca.connect(address=cluster.scheduler_address, quiet=True),
+    ):
         A = scalepca.open_matrix(url, storage_options=opts)
         pca = scalepca.PCA(2).fit(A)
         from scalepca.io import write_array
 
-        write_array(pca.transform(A), f"s3://{BUCKET}/proc/scores.zarr", storage_options=opts)
-    got = scalepca.open_matrix(f"s3://{BUCKET}/proc/scores.zarr", variable="scores",
-                               storage_options=opts).compute()
-    np.testing.assert_allclose(got, scalepca.PCA(2).fit(X).transform(X), rtol=1e-9, atol=1e-9)
+        write_array(
+            pca.transform(A), f"s3://{BUCKET}/proc/scores.zarr", storage_options=opts
+        )
+    got = scalepca.open_matrix(
+        f"s3://{BUCKET}/proc/scores.zarr", variable="scores", storage_options=opts
+    ).compute()
+    np.testing.assert_allclose(
+        got, scalepca.PCA(2).fit(X).transform(X), rtol=1e-9, atol=1e-9
+    )
 
 
 def test_in_place_writes_are_flagged_until_complete(s3, capsys):
-    """Object stores have no rename: a dataset is flagged incomplete until its last block."""
+    """Object stores have no rename: a dataset is flagged incomplete until its last
+    block."""
     from scalepca.app.pipeline import generate_data
 
     opts, _ = s3
     url = f"s3://{BUCKET}/flag/x.zarr"
-    gen = {"kind": "low_rank", "n_samples": 300, "n_features": 12, "rank": 2,
-           "chunk_rows": 100}
+    gen = {
+        "kind": "low_rank",
+        "n_samples": 300,
+        "n_features": 12,
+        "rank": 2,
+        "chunk_rows": 100,
+    }
     generate_data(gen, url, storage_options=opts)
-    store = zarr.storage.FsspecStore.from_url(url, storage_options=opts, read_only=False)
+    store = zarr.storage.FsspecStore.from_url(
+        url, storage_options=opts, read_only=False
+    )
     arr = zarr.open_array(store=store, mode="r+")
     assert arr.attrs["complete"] is True
     X = arr[...]
@@ -170,12 +233,15 @@ def test_in_place_writes_are_flagged_until_complete(s3, capsys):
         scalepca.open_matrix(url, storage_options=opts)
     generate_data(gen, url, storage_options=opts)  # `scalepca run` regenerates it
     assert "interrupted write; generating it again" in capsys.readouterr().out
-    np.testing.assert_array_equal(scalepca.open_matrix(url, storage_options=opts).compute(), X)
+    np.testing.assert_array_equal(
+        scalepca.open_matrix(url, storage_options=opts).compute(), X
+    )
 
 
 def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
-    """An in-place rewrite on S3 first copies the complete store to ``.previous``; a rewrite
-    that fails mid-way leaves it readable there, and the next complete rewrite removes it."""
+    """An in-place rewrite on S3 first copies the complete store to ``.previous``; a
+    rewrite that fails mid-way leaves it readable there, and the next complete
+    rewrite removes it."""
     from scalepca.models import _saving as persist
 
     opts, fs = s3
@@ -190,7 +256,9 @@ def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
     def dies_mid_write(path, *, write=None, **kwargs):
         def half(group):
             group.attrs["format"] = "scalepca-model"
-            raise KeyboardInterrupt  # the process is stopped while the new store is written
+            # the process is stopped while the new store is written
+            raise KeyboardInterrupt
+
         return real_write(path, write=half, **kwargs)
 
     monkeypatch.setattr(persist, "atomic_group", dies_mid_write)
@@ -204,14 +272,16 @@ def test_rewrite_keeps_previous_until_complete(s3, remote_data, monkeypatch):
 
     second = scalepca.PCA(3).fit(X)
     second.save(store, storage_options=opts)
-    np.testing.assert_array_equal(scalepca.load(store, storage_options=opts).components_,
-                                  second.components_)
+    np.testing.assert_array_equal(
+        scalepca.load(store, storage_options=opts).components_, second.components_
+    )
     assert not fs.exists(f"{BUCKET}/rewrite/pca.zarr.previous")
 
 
 def test_s3_writes_never_destroy(tmp_path, s3, remote_data, capsys):
-    """On S3 as on disk (issue 38, item 5): notes under a prefix, the input store, a model
-    without overwrite are never replaced; a missing bucket is found by validate (item 19)."""
+    """On S3 as on disk (issue 38, item 5): notes under a prefix, the input store, a
+    model without overwrite are never replaced; a missing bucket is found by validate
+    (item 19)."""
     opts, fs = s3
     url, X = remote_data
     fs.pipe(f"{BUCKET}/notes/readme.txt", b"field notes\n")
@@ -221,46 +291,73 @@ def test_s3_writes_never_destroy(tmp_path, s3, remote_data, capsys):
     with pytest.raises(FileExistsError, match="not a scalepca model store"):
         pca.save(url, storage_options=opts, overwrite=True)
     assert fs.cat_file(f"{BUCKET}/notes/readme.txt") == b"field notes\n"
-    np.testing.assert_array_equal(scalepca.open_matrix(url, storage_options=opts).compute(), X)
+    np.testing.assert_array_equal(
+        scalepca.open_matrix(url, storage_options=opts).compute(), X
+    )
     store = f"s3://{BUCKET}/kept/m.zarr"
     pca.save(store, storage_options=opts)
     with pytest.raises(FileExistsError, match="pass overwrite=True"):
         scalepca.PPCA(2).fit(X).save(store, storage_options=opts)
     assert type(scalepca.load(store, storage_options=opts)) is scalepca.PCA
     # transform --out the data itself: refused before anything is read or written
-    rc, _, err = _main(capsys, "transform", store, url, "--out", url, "--overwrite",
-                       "--storage-options", json.dumps(opts), "--quiet")
+    rc, _, err = _main(
+        capsys,
+        "transform",
+        store,
+        url,
+        "--out",
+        url,
+        "--overwrite",
+        "--storage-options",
+        json.dumps(opts),
+        "--quiet",
+    )
     assert rc == EXIT_USER_ERROR and "is the data" in err, err
-    cfg = {"data": {"path": url, "storage_options": opts}, "model": {"method": "pca"},
-           "output": {"store": "s3://no-such-bucket-scalepca/out", "storage_options": opts}}
+    cfg = {
+        "data": {"path": url, "storage_options": opts},
+        "model": {"method": "pca"},
+        "output": {
+            "store": "s3://no-such-bucket-scalepca/out",
+            "storage_options": opts,
+        },
+    }
     path = tmp_path / "nobucket.yaml"
     path.write_text(yaml.safe_dump(cfg))
     rc, _, err = _main(capsys, "validate", path)
     assert rc == EXIT_USER_ERROR and "no bucket 'no-such-bucket-scalepca'" in err, err
 
 
-def test_report_on_s3_shows_the_config_without_credentials(tmp_path, s3, remote_data, capsys):
+def test_report_on_s3_shows_the_config_without_credentials(
+    tmp_path, s3, remote_data, capsys
+):
     """The run's report (written to S3) reproduces the config, credentials redacted."""
     import html
 
     opts, fs = s3
     url, _ = remote_data
-    secret_opts = {**opts, "token": "session-token-4f2a9c"}  # moto accepts any session token
+    secret_opts = {
+        **opts,
+        "token": "session-token-4f2a9c",
+    }  # moto accepts any session token
     out_url = f"s3://{BUCKET}/reported"
-    path = _s3_config(tmp_path, url, secret_opts, out_url, n_components=2, threads=1,
-                      scores=False)
+    path = _s3_config(
+        tmp_path, url, secret_opts, out_url, n_components=2, threads=1, scores=False
+    )
     rc, out, err = _main(capsys, "run", path)
     assert rc == EXIT_OK, err
     assert f"written: {out_url}/report.html" in out
     page = fs.cat(f"{BUCKET}/reported/report.html").decode()
     for value in ("testing", "session-token-4f2a9c"):
         assert value not in page, value
-    text = html.unescape(page.split("<h2>Config</h2>", 1)[1].split("<pre>")[1].split("</pre>")[0])
+    text = html.unescape(
+        page.split("<h2>Config</h2>", 1)[1].split("<pre>")[1].split("</pre>")[0]
+    )
     shown = yaml.safe_load(text)
     for section in ("data", "output"):
         so = shown[section]["storage_options"]
         assert so["key"] == so["secret"] == so["token"] == "<redacted>"
-        # what is not a credential stays, so the run can be repeated with the keys put back
+        # what is not a credential stays, so the run can be repeated with the keys put
+        # back
         assert so["endpoint_url"] == opts["endpoint_url"]
         assert so["client_kwargs"] == {"region_name": "us-east-1"}
     assert shown["data"]["path"] == url

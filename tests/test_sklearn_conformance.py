@@ -1,8 +1,9 @@
-"""scikit-learn conformance: ``check_estimator`` on every estimator and solver, feature names
-and ``set_output`` in a Pipeline with a ColumnTransformer.
+"""scikit-learn conformance: ``check_estimator`` on every estimator and solver, feature
+names and ``set_output`` in a Pipeline with a ColumnTransformer.
 
-Every check scikit-learn's ``check_estimator`` runs is a test case of its own here (through
-``parametrize_with_checks``), so a failure names its check. No check is skipped through tags.
+Every check scikit-learn's ``check_estimator`` runs is a test case of its own here
+(through ``parametrize_with_checks``), so a failure names its check. No check is
+skipped through tags.
 """
 
 import numpy as np
@@ -50,23 +51,34 @@ def _frame(seed=0, n=120):
     return pd.DataFrame(X, columns=[f"f{i}" for i in range(6)])
 
 
-@pytest.mark.parametrize("est", [scalepca.PCA(3), scalepca.PPCA(3),
-                                 scalepca.SparsePCA(3, method="batch", random_state=0),
-                                 scalepca.KernelPCA(3, n_features=60, random_state=0)],
-                         ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "est",
+    [
+        scalepca.PCA(3),
+        scalepca.PPCA(3),
+        scalepca.SparsePCA(3, method="batch", random_state=0),
+        scalepca.KernelPCA(3, n_features=60, random_state=0),
+    ],
+    ids=lambda e: type(e).__name__,
+)
 def test_feature_names_in_and_out(est):
     df = _frame()
     est.fit(df)
-    np.testing.assert_array_equal(est.feature_names_in_, df.columns.to_numpy(dtype=object))
+    np.testing.assert_array_equal(
+        est.feature_names_in_, df.columns.to_numpy(dtype=object)
+    )
     prefix = type(est).__name__.lower()
-    np.testing.assert_array_equal(est.get_feature_names_out(),
-                                  [f"{prefix}{i}" for i in range(3)])
+    np.testing.assert_array_equal(
+        est.get_feature_names_out(), [f"{prefix}{i}" for i in range(3)]
+    )
     out = est.set_output(transform="pandas").transform(df)
-    assert isinstance(out, pd.DataFrame) and list(out.columns) == [f"{prefix}{i}"
-                                                                   for i in range(3)]
+    assert isinstance(out, pd.DataFrame) and list(out.columns) == [
+        f"{prefix}{i}" for i in range(3)
+    ]
     np.testing.assert_array_equal(out.index, df.index)
-    np.testing.assert_allclose(out.to_numpy(), est.set_output(transform="default")
-                               .transform(df))
+    np.testing.assert_allclose(
+        out.to_numpy(), est.set_output(transform="default").transform(df)
+    )
 
 
 def test_failed_fit_leaves_no_feature_names():
@@ -92,21 +104,27 @@ def test_set_output_keeps_dask_and_xarray(raise_if_dask_computes):
 
 def test_feature_names_from_xarray_coords():
     df = _frame()
-    A = xr.DataArray(df.to_numpy(), dims=("time", "station"),
-                     coords={"station": list(df.columns)})
+    A = xr.DataArray(
+        df.to_numpy(), dims=("time", "station"), coords={"station": list(df.columns)}
+    )
     est = scalepca.PCA(2).fit(A)
-    np.testing.assert_array_equal(est.feature_names_in_, df.columns.to_numpy(dtype=object))
+    np.testing.assert_array_equal(
+        est.feature_names_in_, df.columns.to_numpy(dtype=object)
+    )
     np.testing.assert_array_equal(est.get_feature_names_out(), ["pca0", "pca1"])
     plain = scalepca.PCA(2).fit(xr.DataArray(df.to_numpy(), dims=("time", "station")))
     assert not hasattr(plain, "feature_names_in_")
 
 
 def test_set_output_pipeline_column_transformer():
-    """pandas output through a Pipeline with a ColumnTransformer: names and values right."""
+    """pandas output through a Pipeline with a ColumnTransformer: names and values
+    right."""
     df = _frame()
     df["label"] = np.where(df["f0"] > 0, "up", "down")  # a column the transformer drops
     numeric = [f"f{i}" for i in range(6)]
-    ct = ColumnTransformer([("pca", make_pipeline(StandardScaler(), scalepca.PCA(3)), numeric)])
+    ct = ColumnTransformer(
+        [("pca", make_pipeline(StandardScaler(), scalepca.PCA(3)), numeric)]
+    )
     pipe = make_pipeline(ct).set_output(transform="pandas")
     out = pipe.fit_transform(df)
     assert isinstance(out, pd.DataFrame)
@@ -115,4 +133,6 @@ def test_set_output_pipeline_column_transformer():
     Xs = StandardScaler().fit_transform(df[numeric].to_numpy())
     ref = scalepca.PCA(3).fit(Xs).transform(Xs)
     np.testing.assert_allclose(out.to_numpy(), ref, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(pipe.transform(df).to_numpy(), ref, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        pipe.transform(df).to_numpy(), ref, rtol=1e-10, atol=1e-10
+    )

@@ -18,8 +18,11 @@ from scalepca.cli import EXIT_OK, main
 
 pytest.importorskip("bed_reader")
 SMARTPCA = next(
-    (p for p in ("/usr/lib/eigensoft/smartpca", shutil.which("smartpca") or "")
-     if p and Path(p).is_file()),
+    (
+        p
+        for p in ("/usr/lib/eigensoft/smartpca", shutil.which("smartpca") or "")
+        if p and Path(p).is_file()
+    ),
     None,
 )
 pytestmark = pytest.mark.skipif(SMARTPCA is None, reason="smartpca is not installed")
@@ -32,9 +35,28 @@ def _sine(A, B) -> float:
 
 def test_smartpca_and_scalepca_find_the_same_population_axes(tmp_path):
     bed = tmp_path / "sim.bed"
-    assert main(["make-data", str(bed), "--kind", "genotypes", "--n-samples", "300",
-                 "--n-features", "3000", "--set", "n_populations=4", "--set",
-                 "missing=0.01", "--seed", "2", "--no-progress"]) == EXIT_OK
+    assert (
+        main(
+            [
+                "make-data",
+                str(bed),
+                "--kind",
+                "genotypes",
+                "--n-samples",
+                "300",
+                "--n-features",
+                "3000",
+                "--set",
+                "n_populations=4",
+                "--set",
+                "missing=0.01",
+                "--seed",
+                "2",
+                "--no-progress",
+            ]
+        )
+        == EXIT_OK
+    )
     par = tmp_path / "par"
     par.write_text(
         f"genotypename: {bed}\nsnpname: {bed.with_suffix('.bim')}\n"
@@ -45,8 +67,9 @@ def test_smartpca_and_scalepca_find_the_same_population_axes(tmp_path):
     done = subprocess.run([SMARTPCA, "-p", str(par)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     theirs = np.loadtxt(tmp_path / "e.evec", comments="#", usecols=range(1, 7))
-    model = scalepca.PCA(6, standardize="genotype", svd_solver="randomized",
-                         random_state=0)
+    model = scalepca.PCA(
+        6, standardize="genotype", svd_solver="randomized", random_state=0
+    )
     A = scalepca.open_matrix(bed, dtype="float64")
     ours = np.asarray(model.fit_transform(A))
     # 4 populations: 3 structured axes, well above the noise bulk in both

@@ -1,4 +1,5 @@
-"""SparsePCA: dictionary learning (minibatch / batch) and ZHT's elastic net, with its kernels."""
+"""SparsePCA: dictionary learning (minibatch / batch) and ZHT's elastic net, with its
+kernels."""
 
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ from scalepca.linalg.sparse import (
 from .conftest import land_over, low_rank_data
 from .support.counting import counted_dask
 
-# -- the Zou, Hastie & Tibshirani (2006) §5.2 example ------------------------------------------
-ZHT_COV_V = np.array([[290.0, 0.0, -87.0], [0.0, 300.0, 277.5], [-87.0, 277.5, 283.7875]])
+# -- the Zou, Hastie & Tibshirani (2006) §5.2 example ----------------------------------
+ZHT_COV_V = np.array(
+    [[290.0, 0.0, -87.0], [0.0, 300.0, 277.5], [-87.0, 277.5, 283.7875]]
+)
 ZHT_IDX = [0] * 4 + [1] * 4 + [2] * 2
 ZHT_SIGMA = ZHT_COV_V[np.ix_(ZHT_IDX, ZHT_IDX)] + np.eye(10)
 BLOCK_A = {4, 5, 6, 7}  # X5…X8 (0-based)
@@ -53,7 +56,7 @@ def zht_x():
     return zht_data(100_000)
 
 
-# -- kernels -----------------------------------------------------------------------------------
+# -- kernels ---------------------------------------------------------------------------
 def test_soft_threshold():
     x = np.array([-3.0, -1.0, 0.0, 0.5, 2.0])
     np.testing.assert_array_equal(soft_threshold(x, 1.0), [-2.0, 0.0, 0.0, 0.0, 1.0])
@@ -73,7 +76,9 @@ def test_dictionary_bcd_solves_the_lasso(rng):
     Y = rng.standard_normal((200, k))
     A = Y.T @ Y / 200
     B = rng.standard_normal((d, k))
-    D, sweeps = dictionary_bcd(np.zeros((d, k)), A, B, 0.4, max_sweeps=10_000, tol=1e-14)
+    D, sweeps = dictionary_bcd(
+        np.zeros((d, k)), A, B, 0.4, max_sweeps=10_000, tol=1e-14
+    )
     assert sweeps < 10_000
     assert np.any(D == 0) and np.any(D != 0)
     _lasso_rows_kkt(D, A, B, 0.4, atol=1e-8)
@@ -110,18 +115,24 @@ def test_code_step_survives_collinear_columns(rng):
     A, B, _ = code_step(D, C @ D, D.T @ C @ D)
     assert np.all(np.diag(A) <= 1 + 1e-8)
     assert A[2, 2] == 0 and np.all(B[:, 2] == 0)
-    # the best rank-one fit along d: objective equals the one with one column of twice the bound
+    # the best rank-one fit along d: objective equals the one with one column of twice
+    # the bound
     f = dictionary_objective(D, A, B, np.trace(C), 0.0)
-    A1, B1, _ = code_step(2 * d[:, None], 2 * C @ d[:, None], 4 * d @ C @ d * np.ones((1, 1)))
-    np.testing.assert_allclose(f, dictionary_objective(2 * d[:, None], A1, B1, np.trace(C), 0.0),
-                               rtol=1e-7)
+    A1, B1, _ = code_step(
+        2 * d[:, None], 2 * C @ d[:, None], 4 * d @ C @ d * np.ones((1, 1))
+    )
+    np.testing.assert_allclose(
+        f, dictionary_objective(2 * d[:, None], A1, B1, np.trace(C), 0.0), rtol=1e-7
+    )
 
 
 def test_recentre_code_stats_is_exact(rng):
     x = rng.standard_normal((50, 7)) + 3
     D = rng.standard_normal((7, 2))
     m0, m1 = rng.standard_normal(7), rng.standard_normal(7)
-    moved = recentre_code_stats(block_code_stats(x, m0, None, D, with_sums=True), m1 - m0, D)
+    moved = recentre_code_stats(
+        block_code_stats(x, m0, None, D, with_sums=True), m1 - m0, D
+    )
     direct = block_code_stats(x, m1, None, D, with_sums=True)
     for key in ("P", "G", "S", "sum_x", "sum_z"):
         np.testing.assert_allclose(moved[key], direct[key], rtol=1e-10, atol=1e-9)
@@ -134,7 +145,9 @@ def test_adjusted_variance_is_qr_of_the_scores(rng):
     V /= np.linalg.norm(V, axis=0)
     R = np.linalg.qr(X @ V, mode="r")
     S = X.T @ X
-    np.testing.assert_allclose(adjusted_variance(V.T @ S @ V), np.diag(R) ** 2, rtol=1e-10)
+    np.testing.assert_allclose(
+        adjusted_variance(V.T @ S @ V), np.diag(R) ** 2, rtol=1e-10
+    )
 
 
 def test_enet_gram_path_matches_sklearn_lars(rng):
@@ -146,16 +159,18 @@ def test_enet_gram_path_matches_sklearn_lars(rng):
     alphas, _, coefs = lars_path_gram(Xy=b, Gram=G, n_samples=1, method="lasso")
     for i in (2, 5, 9):
         lam1 = 2 * alphas[i]  # sklearn: ½‖y − Xβ‖² + α‖β‖₁  ⇔  ours with λ₁ = 2α
-        np.testing.assert_allclose(enet_gram_path(G, b, lam1=lam1), coefs[:, i], atol=1e-8)
+        np.testing.assert_allclose(
+            enet_gram_path(G, b, lam1=lam1), coefs[:, i], atol=1e-8
+        )
         np.testing.assert_allclose(enet_gram_cd(G, b, lam1), coefs[:, i], atol=1e-7)
     np.testing.assert_allclose(enet_gram_path(G, b), np.linalg.solve(G, b), rtol=1e-8)
 
 
 @pytest.mark.parametrize("tied", [False, True])
 def test_enet_gram_path_compiled_takes_the_numpy_steps(rng, monkeypatch, tied):
-    """The compiled LARS-EN path (numba) and the NumPy one end at the same point with the
-    same support, for every stop rule, on positive definite Grams with and without exactly
-    tied variables (ZHT's blocks of identical columns)."""
+    """The compiled LARS-EN path (numba) and the NumPy one end at the same point with
+    the same support, for every stop rule, on positive definite Grams with and
+    without exactly tied variables (ZHT's blocks of identical columns)."""
     pytest.importorskip("numba")
     from scalepca.linalg import sparse
 
@@ -166,15 +181,19 @@ def test_enet_gram_path_compiled_takes_the_numpy_steps(rng, monkeypatch, tied):
             X[:, 1] = X[:, 2] = X[:, 0]
         G = X.T @ X + 0.05 * np.eye(d)
         b = G @ rng.standard_normal(d)
-        for kw in ({}, {"n_nonzero": int(rng.integers(1, d + 1))},
-                   {"lam1": float(rng.uniform(0.01, 1.5) * np.abs(b).max())}):
+        for kw in (
+            {},
+            {"n_nonzero": int(rng.integers(1, d + 1))},
+            {"lam1": float(rng.uniform(0.01, 1.5) * np.abs(b).max())},
+        ):
             monkeypatch.setattr(sparse, "HAVE_LARS_KERNEL", True)
             compiled = sparse.enet_gram_path(G, b, **kw)
             monkeypatch.setattr(sparse, "HAVE_LARS_KERNEL", False)
             plain = sparse.enet_gram_path(G, b, **kw)
             np.testing.assert_array_equal(compiled != 0, plain != 0)
-            np.testing.assert_allclose(compiled, plain, rtol=1e-10,
-                                       atol=1e-12 * np.abs(plain).max())
+            np.testing.assert_allclose(
+                compiled, plain, rtol=1e-10, atol=1e-12 * np.abs(plain).max()
+            )
 
 
 def test_enet_gram_path_n_nonzero_is_the_least_penalty_with_that_count(rng):
@@ -186,7 +205,8 @@ def test_enet_gram_path_n_nonzero_is_the_least_penalty_with_that_count(rng):
         assert np.count_nonzero(beta) == q
         c = b - G @ beta
         lam = 2 * np.max(np.abs(c))
-        # a KKT point at λ₁ = lam, and an inactive variable is about to enter (tie at the max)
+        # a KKT point at λ₁ = lam, and an inactive variable is about to enter (tie at
+        # the max)
         nz = beta != 0
         np.testing.assert_allclose(np.abs(c[nz]), lam / 2, rtol=1e-9)
         assert np.sum(np.isclose(np.abs(c[~nz]), lam / 2, rtol=1e-8)) >= 1
@@ -196,18 +216,26 @@ def test_enet_gram_path_n_nonzero_is_the_least_penalty_with_that_count(rng):
 def test_gram_root_factors_definite_and_semidefinite_grams(rng):
     X = rng.standard_normal((20, 40))
     X[:, 7] = 0.0  # a zero-variance feature
-    for G in (X.T @ X, X.T @ X + 0.1 * np.eye(40)):  # rank 20 (pivoted branch), then definite
+    for G in (
+        X.T @ X,
+        X.T @ X + 0.1 * np.eye(40),
+    ):  # rank 20 (pivoted branch), then definite
         root = gram_root(G)
-        np.testing.assert_allclose(root.X.T @ root.X, G, rtol=0, atol=1e-12 * np.abs(G).max())
+        np.testing.assert_allclose(
+            root.X.T @ root.X, G, rtol=0, atol=1e-12 * np.abs(G).max()
+        )
         b = G @ rng.standard_normal(40)  # in the range of G
         y = sla.solve_triangular(root.tri, b[root.rows], trans="T")
-        np.testing.assert_allclose(root.X.T @ y, b, rtol=0, atol=1e-10 * np.abs(b).max())
+        np.testing.assert_allclose(
+            root.X.T @ y, b, rtol=0, atol=1e-10 * np.abs(b).max()
+        )
     assert gram_root(X.T @ X).X.shape == (20, 40)
 
 
 def test_enet_gram_cd_on_a_singular_gram_without_ridge(rng):
-    """More features than samples and a zero-variance feature, no ridge (G = XᵀX singular,
-    G_ii = 0): the coordinate descent is the lasso path's point (it divided 0 by 0 before)."""
+    """More features than samples and a zero-variance feature, no ridge (G = XᵀX
+    singular, G_ii = 0): the coordinate descent is the lasso path's point (it divided
+    0 by 0 before)."""
     X = rng.standard_normal((20, 40))
     X[:, 7] = 0.0
     y = X[:, :3] @ [3.0, -2.0, 1.5] + 0.1 * rng.standard_normal(20)
@@ -230,17 +258,22 @@ def test_enet_gram_cd_warm_start_and_shared_root(rng):
     np.testing.assert_allclose(warm, cold, atol=1e-10)
     np.testing.assert_allclose(cold, enet_gram_path(G, b, lam1=30.0), atol=1e-8)
     np.testing.assert_array_equal(start, kept)  # the warm start is not written over
-    np.testing.assert_array_equal(np.random.get_state()[1], state)  # global NumPy RNG untouched
+    np.testing.assert_array_equal(
+        np.random.get_state()[1], state
+    )  # global NumPy RNG untouched
 
 
 @pytest.mark.parametrize("alpha", [0.3, 1.0])
 def test_zht_loadings_coordinate_descent_equals_the_lars_path(monkeypatch, alpha):
-    """Above LARS_MAX_FEATURES the penalty form runs coordinate descent, warm-started across
-    alternations: on standardised breast cancer (d = 30) both branches give the same loadings."""
+    """Above LARS_MAX_FEATURES the penalty form runs coordinate descent, warm-started
+    across alternations: on standardised breast cancer (d = 30) both branches give
+    the same loadings."""
     import scalepca.models._sparse_enet as enet
 
     S = np.cov(_standardised_breast_cancer().T)
-    kw = dict(alphas=np.full(3, alpha), n_nonzero=None, ridge=0.01, max_iter=500, tol=1e-12)
+    kw = dict(
+        alphas=np.full(3, alpha), n_nonzero=None, ridge=0.01, max_iter=500, tol=1e-12
+    )
     B_path, n_path, _ = enet.zht_loadings(S, 3, **kw)
     monkeypatch.setattr(enet, "LARS_MAX_FEATURES", 10)
     B_cd, n_cd, _ = enet.zht_loadings(S, 3, **kw)
@@ -248,7 +281,7 @@ def test_zht_loadings_coordinate_descent_equals_the_lars_path(monkeypatch, alpha
     np.testing.assert_allclose(B_cd * n_cd, B_path * n_path, atol=1e-8)
 
 
-# -- issue 10: the elastic-net method ----------------------------------------------------------
+# -- issue 10: the elastic-net method --------------------------------------------------
 def test_zht_exact_covariance_n_nonzero():
     m = SparsePCA(2, method="elasticnet", n_nonzero=[4, 4]).fit_covariance(ZHT_SIGMA)
     assert supports(m.components_) == [BLOCK_A, BLOCK_B]
@@ -265,7 +298,9 @@ def test_zht_ordinary_pca_on_sigma_is_dense():
     assert abs(ratio[0] - 60.0) <= 0.1 and abs(ratio[1] - 39.6) <= 0.1
     assert np.all(np.abs(V[:, -1]) > 0.05)
     # the elastic net with alpha → 0 (no ridge) reproduces those loadings
-    m = SparsePCA(2, method="elasticnet", alpha=0.0, ridge_alpha=0.0).fit_covariance(ZHT_SIGMA)
+    m = SparsePCA(2, method="elasticnet", alpha=0.0, ridge_alpha=0.0).fit_covariance(
+        ZHT_SIGMA
+    )
     pca = scalepca.linalg.flip_signs(V[:, ::-1][:, :2].T)
     np.testing.assert_allclose(m.components_, pca, atol=1e-8)
     np.testing.assert_allclose(100 * m.explained_variance_ratio_, ratio[:2], atol=1e-6)
@@ -277,7 +312,9 @@ def test_zht_from_data_one_pass(zht_x):
     assert supports(m.components_) == [BLOCK_A, BLOCK_B]
     assert m.n_passes_ == 1
     assert counter.reads == 10  # every chunk read exactly once
-    np.testing.assert_allclose(100 * m.explained_variance_ratio_, [40.9, 39.5], atol=0.5)
+    np.testing.assert_allclose(
+        100 * m.explained_variance_ratio_, [40.9, 39.5], atol=0.5
+    )
 
 
 def test_elasticnet_alpha_to_zero_gives_pca(rng):
@@ -302,36 +339,45 @@ def test_elasticnet_penalty_per_component_and_correlation():
 
 
 def test_use_correlation_from_data_equals_correlation_matrix(zht_x):
-    m = SparsePCA(2, method="elasticnet", n_nonzero=[4, 4], use_correlation=True).fit(zht_x)
+    m = SparsePCA(2, method="elasticnet", n_nonzero=[4, 4], use_correlation=True).fit(
+        zht_x
+    )
     r = SparsePCA(2, method="elasticnet", n_nonzero=[4, 4]).fit_covariance(
-        np.corrcoef(zht_x, rowvar=False))
+        np.corrcoef(zht_x, rowvar=False)
+    )
     np.testing.assert_allclose(m.components_, r.components_, atol=1e-8)
     # transform standardises: scores are (x − mean)/sd projected
     Z = m.transform(zht_x[:5])
     xs = (zht_x[:5] - zht_x.mean(axis=0)) / zht_x.std(axis=0)
     C = m.components_
-    np.testing.assert_allclose(Z, xs @ C.T @ np.linalg.inv(C @ C.T + 0.01 * np.eye(2)),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        Z, xs @ C.T @ np.linalg.inv(C @ C.T + 0.01 * np.eye(2)), rtol=1e-6
+    )
 
 
-# -- issue 5: dictionary learning --------------------------------------------------------------
+# -- issue 5: dictionary learning ------------------------------------------------------
 @pytest.mark.parametrize("method", ["batch", "minibatch"])
 def test_zht_dictionary_from_data(zht_x, method):
-    # with the dictionary objective the window excluding X9, X10 is narrow: their covariance
-    # with a unit V2 code is 277.5/√300 = 16.02, X1's with a unit V1 code √290 = 17.03
+    # with the dictionary objective the window excluding X9, X10 is narrow: their
+    # covariance with a unit V2 code is 277.5/√300 = 16.02, X1's with a unit V1 code
+    # √290 = 17.03
     kw = {"max_iter": 30} if method == "minibatch" else {}
     X = da.from_array(zht_x, chunks=(5_000, 10))
     # per sample 16.2 (alpha is scikit-learn's, on the objective summed over the n rows)
-    m = SparsePCA(2, method=method, alpha=16.2 * np.sqrt(len(zht_x)), random_state=0,
-                  **kw).fit(X)
+    m = SparsePCA(
+        2, method=method, alpha=16.2 * np.sqrt(len(zht_x)), random_state=0, **kw
+    ).fit(X)
     assert sorted(map(sorted, supports(m.components_))) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     pca = scalepca.PCA(2).fit(X)
     assert np.all(pca.components_ != 0)
 
 
 def test_dictionary_keeps_correlated_variables_at_smaller_alpha():
-    # 10 per sample: alpha is scikit-learn's, on the objective summed over n_samples rows
-    m = SparsePCA(2, method="batch", alpha=10.0 * np.sqrt(100)).fit_covariance(ZHT_SIGMA, 100)
+    # 10 per sample: alpha is scikit-learn's, on the objective summed over n_samples
+    # rows
+    m = SparsePCA(2, method="batch", alpha=10.0 * np.sqrt(100)).fit_covariance(
+        ZHT_SIGMA, 100
+    )
     assert supports(m.components_)[0] == BLOCK_A | {8, 9}
 
 
@@ -344,9 +390,14 @@ def _subspace_gap(C1, C2):
 def test_alpha_zero_reaches_the_pca_subspace(rng, method):
 
     X = low_rank_data(rng, n=4000, d=20, rank=4, noise=0.3)
-    kw = {"max_iter": 20, "tol": 0.0, "max_no_improvement": None} if method == "minibatch" else {}
+    kw = (
+        {"max_iter": 20, "tol": 0.0, "max_no_improvement": None}
+        if method == "minibatch"
+        else {}
+    )
     m = SparsePCA(4, method=method, alpha=0.0, random_state=0, init="random", **kw).fit(
-        da.from_array(X, chunks=(500, 20)))
+        da.from_array(X, chunks=(500, 20))
+    )
     p = scalepca.PCA(4).fit(X)
     assert _subspace_gap(m.components_, p.components_) < 1e-3
     # the objective at α = 0 is half the discarded variance (per sample, denominator n)
@@ -356,7 +407,9 @@ def test_alpha_zero_reaches_the_pca_subspace(rng, method):
 
 def test_batch_cost_decreases_and_matches_objective(rng):
     X = make_sparse_spike(5000, 40, n_components=3, support=6, seed=2).compute()
-    m = SparsePCA(3, method="batch", alpha=0.5, init="random", random_state=1, tol=0).fit(X)
+    m = SparsePCA(
+        3, method="batch", alpha=0.5, init="random", random_state=1, tol=0
+    ).fit(X)
     assert np.all(np.diff(m.cost_history_) <= 1e-9 * abs(m.cost_history_[0]))
     np.testing.assert_allclose(m.objective(X), m.objective_, rtol=1e-9)
     np.testing.assert_allclose(m.cost_history_[-1], m.objective_, rtol=1e-9)
@@ -364,16 +417,28 @@ def test_batch_cost_decreases_and_matches_objective(rng):
 
 def test_spiked_support_recovery(capsys):
     d, k, q = 60, 3, 8
-    X = make_sparse_spike(40_000, d, n_components=k, support=q, strength=8.0, noise=1.0,
-                          chunk_rows=5000, seed=3)
+    X = make_sparse_spike(
+        40_000,
+        d,
+        n_components=k,
+        support=q,
+        strength=8.0,
+        noise=1.0,
+        chunk_rows=5000,
+        seed=3,
+    )
     V = sparse_spike_loadings(d, k, q, seed=3)
     truth = [set(np.flatnonzero(v)) for v in V]
     results = {}
     for label, est in [
         # 0.35 per sample (alpha is scikit-learn's: times √n)
         ("batch", SparsePCA(k, method="batch", alpha=0.35 * 200, random_state=0)),
-        ("minibatch", SparsePCA(k, method="minibatch", alpha=0.35 * 200, max_iter=10,
-                                random_state=0)),
+        (
+            "minibatch",
+            SparsePCA(
+                k, method="minibatch", alpha=0.35 * 200, max_iter=10, random_state=0
+            ),
+        ),
         ("elasticnet", SparsePCA(k, method="elasticnet", n_nonzero=q)),
     ]:
         est.fit(X)
@@ -384,14 +449,19 @@ def test_spiked_support_recovery(capsys):
         results[label] = (precision, recall)
         assert precision >= 0.9 and recall >= 0.9, (label, precision, recall)
     with capsys.disabled():
-        print("\nspiked support recovery (precision, recall):",
-              {k_: tuple(round(v, 3) for v in pr) for k_, pr in results.items()})
+        print(
+            "\nspiked support recovery (precision, recall):",
+            {k_: tuple(round(v, 3) for v in pr) for k_, pr in results.items()},
+        )
 
 
-# -- determinism, chunking, passes -------------------------------------------------------------
+# -- determinism, chunking, passes -----------------------------------------------------
 def test_batch_and_elasticnet_do_not_depend_on_chunking(rng):
     X = make_sparse_spike(6000, 30, n_components=2, support=5, seed=4).compute()
-    for kw in ({"method": "batch", "alpha": 0.3}, {"method": "elasticnet", "n_nonzero": 5}):
+    for kw in (
+        {"method": "batch", "alpha": 0.3},
+        {"method": "elasticnet", "n_nonzero": 5},
+    ):
         a = SparsePCA(2, random_state=0, **kw).fit(da.from_array(X, chunks=(6000, 30)))
         b = SparsePCA(2, random_state=0, **kw).fit(da.from_array(X, chunks=(777, 30)))
         np.testing.assert_allclose(a.components_, b.components_, atol=1e-9)
@@ -399,9 +469,10 @@ def test_batch_and_elasticnet_do_not_depend_on_chunking(rng):
 
 @pytest.mark.parametrize("batch_size", [None, 100])
 def test_minibatch_does_not_depend_on_chunking(batch_size):
-    """Minibatches are fixed row ranges: 1, 2 or 20 row chunks (even, uneven) and NumPy give the
-    same fit up to the rounding of the per-chunk sums (objective to 1e-10 relative, loadings
-    to 1e-8). One chunk used to stop after 2 updates at a worse objective (issue 18, item 2)."""
+    """Minibatches are fixed row ranges: 1, 2 or 20 row chunks (even, uneven) and
+    NumPy give the same fit up to the rounding of the per-chunk sums (objective to
+    1e-10 relative, loadings to 1e-8). One chunk used to stop after 2 updates at a
+    worse objective (issue 18, item 2)."""
     X = make_sparse_spike(400, 20, n_components=3, support=5, seed=0).compute()
     kw = dict(alpha=0.1, random_state=0, batch_size=batch_size)
     ref = SparsePCA(3, **kw).fit(X)  # NumPy: one chunk
@@ -429,20 +500,46 @@ def _pre_driver_commit(new_path, old_path, method):
     if method == "batch":
         lam = arrays.get("lam")
         arrs = {"D": arrays["D"]} if lam is None else {"D": arrays["D"], "lam": lam}
-        old.commit(it, arrs, {"step": it, "history": attrs["history"]["cost"],
-                              "has_lam": lam is not None, "entropy": "0", "spawn_key": []})
+        old.commit(
+            it,
+            arrs,
+            {
+                "step": it,
+                "history": attrs["history"]["cost"],
+                "has_lam": lam is not None,
+                "entropy": "0",
+                "spawn_key": [],
+            },
+        )
     else:  # the pre-driver minibatch layout (its minibatches were the row chunks)
-        old.commit(it, {"A": arrays["A"], "B": arrays["B"], "dicts": arrays["dicts"]},
-                   {"step": it, "dict_keys": [it - 1], "W": values["W"], "t": values["t"],
-                    "has_lam": False, "has_D_G": False, "history": [], "epoch_times": [],
-                    "ewa": None, "best": None, "no_improve": 0, "epoch_cost": 0.0,
-                    "epoch_rows": 0, "stopped": False, "entropy": "0", "spawn_key": []})
+        old.commit(
+            it,
+            {"A": arrays["A"], "B": arrays["B"], "dicts": arrays["dicts"]},
+            {
+                "step": it,
+                "dict_keys": [it - 1],
+                "W": values["W"],
+                "t": values["t"],
+                "has_lam": False,
+                "has_D_G": False,
+                "history": [],
+                "epoch_times": [],
+                "ewa": None,
+                "best": None,
+                "no_improve": 0,
+                "epoch_cost": 0.0,
+                "epoch_rows": 0,
+                "stopped": False,
+                "entropy": "0",
+                "spawn_key": [],
+            },
+        )
 
 
 def test_checkpoints_from_before_the_driver(tmp_path):
-    """A "batch" commit written before the iteration driver resumes and ends where a fresh
-    fit ends; a "minibatch" one (chunks were its minibatches) is refused, naming the format
-    versions."""
+    """A "batch" commit written before the iteration driver resumes and ends where a
+    fresh fit ends; a "minibatch" one (chunks were its minibatches) is refused,
+    naming the format versions."""
     X = make_sparse_spike(400, 10, n_components=2, support=3, seed=1).compute()
     new, old = str(tmp_path / "new"), str(tmp_path / "old")
     kw = dict(method="batch", alpha=0.1, random_state=0, tol=1e-12)
@@ -457,15 +554,17 @@ def test_checkpoints_from_before_the_driver(tmp_path):
     kw = dict(alpha=0.1, batch_size=100, random_state=0)
     SparsePCA(2, max_iter=1, checkpoint=str(tmp_path / "new_mb"), **kw).fit(X)
     _pre_driver_commit(str(tmp_path / "new_mb"), str(tmp_path / "old_mb"), "minibatch")
-    with pytest.raises(ValueError, match="no format version .*'scalepca-iterate' version 1"):
+    with pytest.raises(
+        ValueError, match="no format version .*'scalepca-iterate' version 1"
+    ):
         SparsePCA(2, max_iter=3, checkpoint=str(tmp_path / "old_mb"), **kw).fit(X)
 
 
 @pytest.mark.distributed
 def test_minibatch_reads_ahead_under_progress_bars():
-    """Under ``scalepca.app.cluster.progress`` (the CLI's bars) minibatches still go to the cluster
-    as futures, several in flight: only the moments and final passes pass through the
-    progress scheduler, and the fit equals the one without bars."""
+    """Under ``scalepca.app.cluster.progress`` (the CLI's bars) minibatches still go
+    to the cluster as futures, several in flight: only the moments and final passes
+    pass through the progress scheduler, and the fit equals the one without bars."""
     import io
 
     from distributed import Client, LocalCluster
@@ -474,10 +573,20 @@ def test_minibatch_reads_ahead_under_progress_bars():
 
     Xn = make_sparse_spike(3000, 16, n_components=2, support=4, seed=8).compute()
     X = da.from_array(Xn, chunks=(500, 16))
-    kw = dict(alpha=0.2, batch_size=500, max_iter=2, tol=0.0, max_no_improvement=None,
-              random_state=3)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+    kw = dict(
+        alpha=0.2,
+        batch_size=500,
+        max_iter=2,
+        tol=0.0,
+        max_no_improvement=None,
+        random_state=3,
+    )
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         plain = SparsePCA(2, **kw).fit(X)
         with progress(client=client, stream=io.StringIO()) as sched:
             barred = SparsePCA(2, **kw).fit(X)
@@ -489,20 +598,29 @@ def test_minibatch_reads_ahead_under_progress_bars():
 def test_minibatch_is_deterministic_and_counts_passes(rng):
     Xn = make_sparse_spike(8000, 20, n_components=2, support=4, seed=5).compute()
     X, counter = counted_dask(Xn, chunks=(1000, 20))
-    a = SparsePCA(2, alpha=0.2, max_iter=3, tol=0.0, max_no_improvement=None,
-                  random_state=7).fit(X)
+    a = SparsePCA(
+        2, alpha=0.2, max_iter=3, tol=0.0, max_no_improvement=None, random_state=7
+    ).fit(X)
     assert a.n_iter_ == 3 and a.n_passes_ == 1 + 3 + 1
     assert counter.reads == 8 * a.n_passes_
     assert len(a.epoch_times_) == 3
-    b = SparsePCA(2, alpha=0.2, max_iter=3, tol=0.0, max_no_improvement=None,
-                  random_state=7).fit(da.from_array(Xn, chunks=(1000, 20)))
+    b = SparsePCA(
+        2, alpha=0.2, max_iter=3, tol=0.0, max_no_improvement=None, random_state=7
+    ).fit(da.from_array(Xn, chunks=(1000, 20)))
     np.testing.assert_array_equal(a.components_, b.components_)
 
 
 def test_batch_size_groups_chunks():
     X = make_sparse_spike(4000, 10, n_components=1, support=3, chunk_rows=500, seed=6)
-    m = SparsePCA(1, alpha=0.1, batch_size=1200, max_iter=2, tol=0.0,
-                  max_no_improvement=None, random_state=0).fit(X)
+    m = SparsePCA(
+        1,
+        alpha=0.1,
+        batch_size=1200,
+        max_iter=2,
+        tol=0.0,
+        max_no_improvement=None,
+        random_state=0,
+    ).fit(X)
     # 8 chunks of 500 rows → minibatches of 3, 3 and 2 chunks
     assert m.n_steps_ == 2 * 3
 
@@ -516,32 +634,44 @@ def test_minibatch_on_a_cluster_equals_local(rng):
     kw = dict(alpha=0.2, max_iter=2, tol=0.0, max_no_improvement=None, random_state=3)
     with dask.config.set(scheduler="sync"):
         local = SparsePCA(2, **kw).fit(X)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as cluster, Client(cluster):
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster),
+    ):
         dist = SparsePCA(2, **kw).fit(X)
     np.testing.assert_allclose(dist.components_, local.components_, atol=1e-12)
 
 
-# -- partial_fit -------------------------------------------------------------------------------
+# -- partial_fit -----------------------------------------------------------------------
 def _spike_for_streaming():
-    return make_sparse_spike(20_000, 24, n_components=2, support=5, seed=9).compute() + 5.0
+    return (
+        make_sparse_spike(20_000, 24, n_components=2, support=5, seed=9).compute() + 5.0
+    )
 
 
 def _assert_streamed_like_batch(m, Xn, n_seen):
-    """Running mean and count exact; supports and variance those of the batch fit on Xn."""
+    """Running mean and count exact; supports and variance those of the batch fit on
+    Xn."""
     np.testing.assert_allclose(m.mean_, Xn.mean(axis=0), atol=1e-10)
     assert m.n_samples_ == n_seen
     # the same penalty per sample, 0.2, as the streamed fit of n_seen rows
-    ref = SparsePCA(2, method="batch", alpha=0.2 * np.sqrt(len(Xn)), random_state=0).fit(Xn)
+    ref = SparsePCA(
+        2, method="batch", alpha=0.2 * np.sqrt(len(Xn)), random_state=0
+    ).fit(Xn)
     assert supports(m.components_) == supports(ref.components_)
     assert _subspace_gap(m.components_, ref.components_) < 0.05
-    np.testing.assert_allclose(m.explained_variance_ratio_, ref.explained_variance_ratio_,
-                               rtol=0.05)
+    np.testing.assert_allclose(
+        m.explained_variance_ratio_, ref.explained_variance_ratio_, rtol=0.05
+    )
 
 
 def test_partial_fit_streams_chunks():
     Xn = _spike_for_streaming()
-    m = SparsePCA(2, alpha=0.2 * np.sqrt(60_000), random_state=0)  # 0.2 per sample at the end
+    m = SparsePCA(
+        2, alpha=0.2 * np.sqrt(60_000), random_state=0
+    )  # 0.2 per sample at the end
     for _ in range(3):
         for i in range(0, 20_000, 2000):
             m.partial_fit(Xn[i : i + 2000])
@@ -564,18 +694,19 @@ def test_partial_fit_continues_a_minibatch_fit():
 
 
 def test_partial_fit_rejects_the_batch_method():
-    # batch has no partial_fit attribute (as scikit-learn's available_if: callers such as
-    # check_estimator test hasattr); the AttributeError itself says why and what can be
-    # updated. The elastic net updates its covariance (tests/test_partial_fit.py).
+    # batch has no partial_fit attribute (as scikit-learn's available_if: callers such
+    # as check_estimator test hasattr); the AttributeError itself says why and what can
+    # be updated. The elastic net updates its covariance (tests/test_partial_fit.py).
     with pytest.raises(AttributeError, match="method='batch'.*'elasticnet'"):
         SparsePCA(2, method="batch").partial_fit(np.ones((10, 4)) + np.eye(10, 4))
     assert not hasattr(SparsePCA(2, method="batch"), "partial_fit")
     fitted = SparsePCA(1, method="elasticnet").fit(
-        np.random.default_rng(0).standard_normal((50, 4)))
+        np.random.default_rng(0).standard_normal((50, 4))
+    )
     assert hasattr(fitted, "partial_fit")
 
 
-# -- features NaN in every sample (land masks) -------------------------------------------------
+# -- features NaN in every sample (land masks) -----------------------------------------
 LAND = [2, 7, 8]
 
 
@@ -588,31 +719,52 @@ def _spike_with_land(n=2000, d=12, seed=11):
 
 def _assert_fit_without_land(m, ref, Xnan, Xsea):
     sea = np.setdiff1d(np.arange(Xnan.shape[1]), LAND)
-    assert m.n_features_in_ == Xnan.shape[1] and m.components_.shape == (2, Xnan.shape[1])
+    assert m.n_features_in_ == Xnan.shape[1] and m.components_.shape == (
+        2,
+        Xnan.shape[1],
+    )
     assert np.isnan(m.components_[:, LAND]).all() and np.isnan(m.mean_[LAND]).all()
-    np.testing.assert_allclose(m.components_[:, sea], ref.components_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        m.components_[:, sea], ref.components_, rtol=0, atol=1e-12
+    )
     np.testing.assert_allclose(m.mean_[sea], ref.mean_, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(m.explained_variance_, ref.explained_variance_, rtol=1e-12)
-    np.testing.assert_allclose(m.transform(Xnan), ref.transform(Xsea), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        m.explained_variance_, ref.explained_variance_, rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        m.transform(Xnan), ref.transform(Xsea), rtol=0, atol=1e-12
+    )
     rec = m.inverse_transform(ref.transform(Xsea))
     assert np.isnan(rec[:, LAND]).all()
-    np.testing.assert_allclose(rec[:, sea], ref.inverse_transform(ref.transform(Xsea)),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        rec[:, sea], ref.inverse_transform(ref.transform(Xsea)), rtol=0, atol=1e-12
+    )
 
 
-@pytest.mark.parametrize("kw", [
-    {"method": "minibatch", "alpha": 0.2, "batch_size": 500},
-    {"method": "minibatch", "alpha": 0.2, "init": "random", "use_correlation": True},
-    {"method": "batch", "alpha": 0.2},
-    {"method": "elasticnet", "n_nonzero": 3},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"method": "minibatch", "alpha": 0.2, "batch_size": 500},
+        {
+            "method": "minibatch",
+            "alpha": 0.2,
+            "init": "random",
+            "use_correlation": True,
+        },
+        {"method": "batch", "alpha": 0.2},
+        {"method": "elasticnet", "n_nonzero": 3},
+    ],
+)
 def test_all_nan_features_are_left_out(kw, tmp_path):
-    """A land mask: the fit equals the fit on the data without those columns (to 1e-12) and
-    they come back as NaN in components_, mean_ and reconstructions (issue 18, item 6)."""
+    """A land mask: the fit equals the fit on the data without those columns (to
+    1e-12) and they come back as NaN in components_, mean_ and reconstructions (issue
+    18, item 6)."""
     Xnan, Xsea = _spike_with_land()
     ref = SparsePCA(2, random_state=0, **kw).fit(Xsea)
     with pytest.warns(UserWarning, match="3 of 12 features are NaN in every sample"):
-        m = SparsePCA(2, random_state=0, **kw).fit(da.from_array(Xnan, chunks=(700, 12)))
+        m = SparsePCA(2, random_state=0, **kw).fit(
+            da.from_array(Xnan, chunks=(700, 12))
+        )
     _assert_fit_without_land(m, ref, Xnan, Xsea)
     m.save(str(tmp_path / "m.zarr"))
     _assert_fit_without_land(scalepca.load(str(tmp_path / "m.zarr")), ref, Xnan, Xsea)
@@ -628,7 +780,9 @@ def test_all_nan_features_are_left_out(kw, tmp_path):
 def test_batch_without_covariance_leaves_all_nan_features_out(monkeypatch):
     from scalepca.models import sparse_pca
 
-    monkeypatch.setattr(sparse_pca, "GRAM_MAX_FEATURES", 4)  # the wide path: a pass per step
+    monkeypatch.setattr(
+        sparse_pca, "GRAM_MAX_FEATURES", 4
+    )  # the wide path: a pass per step
     Xnan, Xsea = _spike_with_land()
     ref = SparsePCA(2, method="batch", alpha=0.2, random_state=0).fit(Xsea)
     with pytest.warns(UserWarning, match="NaN in every sample"):
@@ -639,7 +793,10 @@ def test_batch_without_covariance_leaves_all_nan_features_out(monkeypatch):
 @pytest.mark.filterwarnings("ignore:.*NaN in every sample")
 def test_partial_fit_leaves_all_nan_features_out():
     Xnan, Xsea = _spike_with_land()
-    m, ref = SparsePCA(2, alpha=0.2, random_state=0), SparsePCA(2, alpha=0.2, random_state=0)
+    m, ref = (
+        SparsePCA(2, alpha=0.2, random_state=0),
+        SparsePCA(2, alpha=0.2, random_state=0),
+    )
     for i in range(0, 2000, 400):
         m.partial_fit(Xnan[i : i + 400])
         ref.partial_fit(Xsea[i : i + 400])
@@ -664,24 +821,32 @@ def test_xarray_land_mask(rng):
     land[0, :2] = land[3, 4] = True
     field = X.reshape(time, lat, lon).copy()
     field[:, land] = np.nan
-    arr = xr.DataArray(field, dims=("time", "lat", "lon"),
-                       coords={"time": np.arange(time), "lat": np.linspace(-30, 30, lat),
-                               "lon": np.arange(lon) * 10.0})
+    arr = xr.DataArray(
+        field,
+        dims=("time", "lat", "lon"),
+        coords={
+            "time": np.arange(time),
+            "lat": np.linspace(-30, 30, lat),
+            "lon": np.arange(lon) * 10.0,
+        },
+    )
     for method in ("minibatch", "batch", "elasticnet"):
         kw = {"n_nonzero": 4} if method == "elasticnet" else {"alpha": 0.2}
         m = SparsePCA(2, method=method, random_state=0, **kw).fit(
-            scalepca.open_matrix(arr, sample_dims="time"))
+            scalepca.open_matrix(arr, sample_dims="time")
+        )
         ref = SparsePCA(2, method=method, random_state=0, **kw).fit(X[:, ~land.ravel()])
         c = m.components_xr_
         assert c.dims == ("mode", "lat", "lon") and np.isnan(c.values[:, land]).all()
         np.testing.assert_allclose(c.values[:, ~land], ref.components_, atol=1e-12)
         assert np.isnan(m.mean_xr_.values[land]).all()
         scores = m.transform(scalepca.open_matrix(arr, sample_dims="time"))
-        np.testing.assert_allclose(scores.values, ref.transform(X[:, ~land.ravel()]),
-                                   atol=1e-12)
+        np.testing.assert_allclose(
+            scores.values, ref.transform(X[:, ~land.ravel()]), atol=1e-12
+        )
 
 
-# -- transform, save, errors -------------------------------------------------------------------
+# -- transform, save, errors -----------------------------------------------------------
 def test_transform_is_ridge_on_unit_components_and_lazy(rng, tmp_path):
     Xn = make_sparse_spike(3000, 15, n_components=2, support=4, seed=10).compute() + 1.0
     m = SparsePCA(2, method="batch", alpha=0.2, ridge_alpha=0.05).fit(Xn)
@@ -693,11 +858,14 @@ def test_transform_is_ridge_on_unit_components_and_lazy(rng, tmp_path):
     Z = m.transform(da.from_array(Xn, chunks=(1000, 15)))
     assert isinstance(Z, da.Array)
     np.testing.assert_allclose(Z.compute(), expect, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(m.inverse_transform(expect[:3]),
-                               expect[:3] @ C + Xn.mean(axis=0), rtol=1e-10)
+    np.testing.assert_allclose(
+        m.inverse_transform(expect[:3]), expect[:3] @ C + Xn.mean(axis=0), rtol=1e-10
+    )
     m.save(tmp_path / "model")
     back = scalepca.load(tmp_path / "model")
-    np.testing.assert_allclose(back.transform(Xn[:7]), expect[:7], rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        back.transform(Xn[:7]), expect[:7], rtol=1e-8, atol=1e-10
+    )
     np.testing.assert_array_equal(back.loadings_, m.loadings_)
 
 
@@ -730,9 +898,13 @@ def test_fit_covariance_errors():
     with pytest.raises(ValueError, match="square"):
         SparsePCA(1, method="elasticnet").fit_covariance(np.ones((3, 4)))
     with pytest.raises(ValueError, match="symmetric"):
-        SparsePCA(1, method="elasticnet").fit_covariance(np.array([[1.0, 0.5], [0.2, 1.0]]))
+        SparsePCA(1, method="elasticnet").fit_covariance(
+            np.array([[1.0, 0.5], [0.2, 1.0]])
+        )
     with pytest.raises(ValueError, match="NaN"):
-        SparsePCA(1, method="elasticnet").fit_covariance(np.array([[1.0, np.nan], [np.nan, 1]]))
+        SparsePCA(1, method="elasticnet").fit_covariance(
+            np.array([[1.0, np.nan], [np.nan, 1]])
+        )
     with pytest.raises(ValueError, match="minibatch"):
         SparsePCA(1).fit_covariance(np.eye(3))
 
@@ -781,7 +953,9 @@ def test_batch_without_covariance_passes_over_the_data(monkeypatch, init):
     monkeypatch.setattr(mod, "GRAM_MAX_FEATURES", 8)  # pretend d × d does not fit
     X, counter = counted_dask(Xn, chunks=(1000, 16))
     m = SparsePCA(2, **kw).fit(X)
-    init_passes = 0 if init == "random" else 10  # randomized PCA with 4 power iterations
+    init_passes = (
+        0 if init == "random" else 10
+    )  # randomized PCA with 4 power iterations
     assert m.n_passes_ == 1 + init_passes + m.n_iter_ + 1
     assert counter.reads == 6 * m.n_passes_
     assert supports(m.components_) == supports(ref.components_)
@@ -790,7 +964,7 @@ def test_batch_without_covariance_passes_over_the_data(monkeypatch, init):
     np.testing.assert_allclose(m.objective_, ref.objective_, rtol=1e-8)
 
 
-# -- issue 19: alpha means scikit-learn's alpha ------------------------------------------------
+# -- issue 19: alpha means scikit-learn's alpha ----------------------------------------
 def _standardised_breast_cancer():
     from sklearn.datasets import load_breast_cancer
     from sklearn.preprocessing import StandardScaler
@@ -804,22 +978,30 @@ def _digits():
     return load_digits().data
 
 
-@pytest.mark.parametrize(("data", "k", "alpha"), [
-    ("breast_cancer", 5, 3.0), ("breast_cancer", 3, 1.0), ("breast_cancer", 3, 5.0),
-    ("digits", 3, 5.0), ("digits", 3, 20.0),
-])
+@pytest.mark.parametrize(
+    ("data", "k", "alpha"),
+    [
+        ("breast_cancer", 5, 3.0),
+        ("breast_cancer", 3, 1.0),
+        ("breast_cancer", 3, 5.0),
+        ("digits", 3, 5.0),
+        ("digits", 3, 20.0),
+    ],
+)
 def test_batch_equals_scikit_learn_sparse_pca_with_the_same_alpha(data, k, alpha):
-    """Same data, same alpha: scikit-learn's SparsePCA (LARS, SVD start) and the batch method
-    reach the same stationary point. Supports are equal exactly; loadings agree to 1e-5 and
-    adjusted variances to 1e-5 relative. What is left is the two stopping rules (both at a
-    relative objective change of 1e-12): near the minimum the objective is quadratic, so a
-    1e-12 change leaves the loadings ~1e-6 from it (measured: ≤ 2e-6 and ≤ 4e-7)."""
+    """Same data, same alpha: scikit-learn's SparsePCA (LARS, SVD start) and the
+    batch method reach the same stationary point. Supports are equal exactly;
+    loadings agree to 1e-5 and adjusted variances to 1e-5 relative. What is left is
+    the two stopping rules (both at a relative objective change of 1e-12): near the
+    minimum the objective is quadratic, so a 1e-12 change leaves the loadings ~1e-6
+    from it (measured: ≤ 2e-6 and ≤ 4e-7)."""
     from sklearn.decomposition import SparsePCA as SkSparsePCA
 
     X = _standardised_breast_cancer() if data == "breast_cancer" else _digits()
     ref = SkSparsePCA(k, alpha=alpha, max_iter=2000, tol=1e-12, random_state=0).fit(X)
-    ours = SparsePCA(k, method="batch", alpha=alpha, max_iter=2000, tol=1e-12,
-                     random_state=0).fit(da.from_array(X, chunks=(400, -1)))
+    ours = SparsePCA(
+        k, method="batch", alpha=alpha, max_iter=2000, tol=1e-12, random_state=0
+    ).fit(da.from_array(X, chunks=(400, -1)))
     C = ours.components_
     match = np.abs(C @ ref.components_.T).argmax(axis=1)  # ours are ordered by variance
     assert sorted(match) == list(range(k))
@@ -835,7 +1017,8 @@ def test_batch_equals_scikit_learn_sparse_pca_with_the_same_alpha(data, k, alpha
 
 
 def test_default_alpha_keeps_standardised_breast_cancer_components():
-    # before alpha took scikit-learn's units, alpha=1 acted as 1·√569 and zeroed every one
+    # before alpha took scikit-learn's units, alpha=1 acted as 1·√569 and zeroed every
+    # one
     X = _standardised_breast_cancer()
     for method in ("batch", "minibatch"):
         m = SparsePCA(5, method=method, random_state=0).fit(X)
@@ -844,15 +1027,16 @@ def test_default_alpha_keeps_standardised_breast_cancer_components():
 
 
 def test_minibatch_reaches_the_batch_objective_in_the_same_units():
-    """The minibatch method minimises the same per-sample objective (alpha / √n) online; from
-    the same start its objective ends within 10 % of the batch optimum (the online averages
-    keep codes of earlier dictionaries: measured 7 % above on this data before the polish on
-    the covariance, which now ends it at the optimum: see
-    test_default_minibatch_reaches_the_batch_stationary_point), never below it by more than
-    rounding."""
+    """The minibatch method minimises the same per-sample objective (alpha / √n)
+    online; from the same start its objective ends within 10 % of the batch optimum
+    (the online averages keep codes of earlier dictionaries: measured 7 % above on
+    this data before the polish on the covariance, which now ends it at the optimum:
+    see test_default_minibatch_reaches_the_batch_stationary_point), never below it by
+    more than rounding."""
     X = _standardised_breast_cancer()
-    batch = SparsePCA(5, method="batch", alpha=1.0, tol=1e-12, max_iter=2000,
-                      random_state=0).fit(X)
+    batch = SparsePCA(
+        5, method="batch", alpha=1.0, tol=1e-12, max_iter=2000, random_state=0
+    ).fit(X)
     mini = SparsePCA(5, method="minibatch", alpha=1.0, random_state=0).fit(X)
     assert mini.alpha_per_sample_ == batch.alpha_per_sample_ == 1.0 / np.sqrt(len(X))
     assert batch.objective_ * (1 - 1e-9) <= mini.objective_ <= 1.10 * batch.objective_
@@ -867,7 +1051,8 @@ def test_fit_covariance_batch_needs_n_samples():
 def test_elasticnet_alpha_is_scikit_learn_elastic_net_on_the_data():
     """The documented mapping: at the fitted directions A, each raw loading of the
     ``"elasticnet"`` method is scikit-learn's ElasticNet of y = Xc aⱼ on Xc with
-    alpha_enet = (n − 1)(alpha + 2 ridge_alpha)/(2n), l1_ratio = alpha/(alpha + 2 ridge_alpha)."""
+    alpha_enet = (n − 1)(alpha + 2 ridge_alpha)/(2n), l1_ratio = alpha/(alpha + 2
+    ridge_alpha)."""
     from sklearn.linear_model import ElasticNet
 
     from scalepca.models._sparse_enet import zht_loadings
@@ -877,16 +1062,28 @@ def test_elasticnet_alpha_is_scikit_learn_elastic_net_on_the_data():
     Xc = X - X.mean(axis=0)
     S = np.cov(X.T)
     alpha, ridge = 0.5, 0.01
-    m = SparsePCA(2, method="elasticnet", alpha=alpha, ridge_alpha=ridge, tol=1e-12,
-                  max_iter=500).fit(X)
-    Bn, norms, _ = zht_loadings(S, 2, alphas=np.full(2, alpha), n_nonzero=None, ridge=ridge,
-                                max_iter=500, tol=1e-12)
+    m = SparsePCA(
+        2, method="elasticnet", alpha=alpha, ridge_alpha=ridge, tol=1e-12, max_iter=500
+    ).fit(X)
+    Bn, norms, _ = zht_loadings(
+        S,
+        2,
+        alphas=np.full(2, alpha),
+        n_nonzero=None,
+        ridge=ridge,
+        max_iter=500,
+        tol=1e-12,
+    )
     assert supports(m.components_) == supports(Bn.T)
     U, _, Vt = np.linalg.svd(S @ (Bn * norms), full_matrices=False)
     A = U @ Vt  # the directions the converged loadings are the regression solutions for
-    enet = ElasticNet(alpha=(n - 1) * (alpha + 2 * ridge) / (2 * n),
-                      l1_ratio=alpha / (alpha + 2 * ridge), fit_intercept=False, tol=1e-12,
-                      max_iter=100_000)
+    enet = ElasticNet(
+        alpha=(n - 1) * (alpha + 2 * ridge) / (2 * n),
+        l1_ratio=alpha / (alpha + 2 * ridge),
+        fit_intercept=False,
+        tol=1e-12,
+        max_iter=100_000,
+    )
     for j in range(2):
         beta = enet.fit(Xc, Xc @ A[:, j]).coef_
         assert set(np.flatnonzero(beta)) == set(np.flatnonzero(Bn[:, j]))
@@ -894,14 +1091,22 @@ def test_elasticnet_alpha_is_scikit_learn_elastic_net_on_the_data():
 
 
 def test_minibatch_epochs_honour_float64_gram_precision():
-    """``scalepca.gram-precision: float64`` makes the minibatch epochs multiply float32 data in
-    float64: the fit equals the fit of the same values stored as float64 (the default, float32
-    epochs, differs at float32 rounding)."""
+    """``scalepca.gram-precision: float64`` makes the minibatch epochs multiply
+    float32 data in float64: the fit equals the fit of the same values stored as
+    float64 (the default, float32 epochs, differs at float32 rounding)."""
     X64 = make_sparse_spike(2000, 12, n_components=2, support=4, seed=3).compute()
     X32 = X64.astype(np.float32)
-    kw = {"alpha": 0.2, "batch_size": 500, "max_iter": 5, "tol": 0.0,
-          "max_no_improvement": None, "random_state": 0}
-    ref = SparsePCA(2, **kw).fit(da.from_array(X32.astype(np.float64), chunks=(250, 12)))
+    kw = {
+        "alpha": 0.2,
+        "batch_size": 500,
+        "max_iter": 5,
+        "tol": 0.0,
+        "max_no_improvement": None,
+        "random_state": 0,
+    }
+    ref = SparsePCA(2, **kw).fit(
+        da.from_array(X32.astype(np.float64), chunks=(250, 12))
+    )
     with dask.config.set({"scalepca.gram-precision": "float64"}):
         wide = SparsePCA(2, **kw).fit(da.from_array(X32, chunks=(250, 12)))
     np.testing.assert_allclose(wide.components_, ref.components_, rtol=0, atol=1e-12)
@@ -910,12 +1115,12 @@ def test_minibatch_epochs_honour_float64_gram_precision():
     assert np.max(np.abs(fast.components_ - ref.components_)) > 1e-12
 
 
-# -- issue 38, item 13: the minibatch method ends at a stationary point -------------------------
+# -- issue 38, item 13: the minibatch method ends at a stationary point ----------------
 def _kkt_violation(X, model) -> float:
-    """Largest violation of the first-order conditions of the per-sample objective at the fitted
-    dictionary D, relative to α: with the optimal codes for D (A = YᵀY/n, B = XcᵀY/n) the
-    gradient of the fit term is ``D A − B`` (envelope theorem), which must equal ``−α sign D``
-    where D ≠ 0 and lie in [−α, α] where D = 0."""
+    """Largest violation of the first-order conditions of the per-sample objective at
+    the fitted dictionary D, relative to α: with the optimal codes for D (A = YᵀY/n,
+    B = XcᵀY/n) the gradient of the fit term is ``D A − B`` (envelope theorem), which
+    must equal ``−α sign D`` where D ≠ 0 and lie in [−α, α] where D = 0."""
     Xc = X - X.mean(axis=0)
     n = len(X)
     D = model.loadings_.T
@@ -924,19 +1129,21 @@ def _kkt_violation(X, model) -> float:
     grad = D @ A - B
     alpha = model.alpha_per_sample_
     on = D != 0
-    viol = np.where(on, np.abs(grad + alpha * np.sign(D)), np.maximum(np.abs(grad) - alpha, 0))
+    viol = np.where(
+        on, np.abs(grad + alpha * np.sign(D)), np.maximum(np.abs(grad) - alpha, 0)
+    )
     return float(viol.max() / alpha)
 
 
 def test_default_minibatch_reaches_the_batch_stationary_point():
-    """The default method ("minibatch") used to stop short: 1000 epochs at tol=0 left the
-    objective of 300 × 20 data 0.8 % above the batch optimum (breast cancer, standardised:
-    6.6 %; first-order conditions violated by 0.65 α and 0.97 α). When the covariance fits
-    (d ≤ 4096, formed in the first pass) the online result is polished by exact batch
-    alternations on it, at no extra pass: it ends at the batch objective (1e-9 relative),
-    satisfies the first-order conditions (measured 1.8e-5 α and 6e-5 α, as the batch fit's
-    own 1.9e-5 α and 1.1e-4 α), equals scikit-learn's SparsePCA objective (7e-13), and does
-    not depend on the chunking."""
+    """The default method ("minibatch") used to stop short: 1000 epochs at tol=0 left
+    the objective of 300 × 20 data 0.8 % above the batch optimum (breast cancer,
+    standardised: 6.6 %; first-order conditions violated by 0.65 α and 0.97 α). When
+    the covariance fits (d ≤ 4096, formed in the first pass) the online result is
+    polished by exact batch alternations on it, at no extra pass: it ends at the
+    batch objective (1e-9 relative), satisfies the first-order conditions (measured
+    1.8e-5 α and 6e-5 α, as the batch fit's own 1.9e-5 α and 1.1e-4 α), equals
+    scikit-learn's SparsePCA objective (7e-13), and does not depend on the chunking."""
     from sklearn.decomposition import SparsePCA as SkSparsePCA
 
     X = _standardised_breast_cancer()
@@ -951,7 +1158,8 @@ def test_default_minibatch_reaches_the_batch_stationary_point():
     np.testing.assert_allclose(default.components_, batch.components_, atol=1e-5)
     sk = SkSparsePCA(5, alpha=1.0, max_iter=2000, tol=1e-12, random_state=0).fit(X)
     np.testing.assert_allclose(default.objective_, sk.error_[-1] / n, rtol=1e-8)
-    # 300 × 20 (the shape of the report), tol=0: the online epochs alone stopped 0.8 % short
+    # 300 × 20 (the shape of the report), tol=0: the online epochs alone stopped 0.8 %
+    # short
     Xs = np.random.default_rng(0).standard_normal((300, 20))
     kw0 = dict(alpha=1.0, tol=0.0, max_iter=1000, random_state=0)
     b0 = SparsePCA(5, method="batch", **kw0).fit(Xs)

@@ -1,4 +1,5 @@
-"""Model stores: round trip of every estimator, atomic writes (SIGKILL mid-save), outputs."""
+"""Model stores: round trip of every estimator, atomic writes (SIGKILL mid-save),
+outputs."""
 
 from __future__ import annotations
 
@@ -27,13 +28,18 @@ from .support.reliability import REPO, run_until_stopped
 def _methods():
     """Every method that fits one field (MCA's two fields: tests/test_mca.py and
     tests/test_analysis_contract.py)."""
-    return [pytest.param(method, estimator_class(method), id=method) for method in METHODS
-            if method not in TWO_FIELDS]
+    return [
+        pytest.param(method, estimator_class(method), id=method)
+        for method in METHODS
+        if method not in TWO_FIELDS
+    ]
 
 
 def _data_for(method, rng):
     if method == "robust_pca":
-        return make_low_rank_sparse(90, 60, rank=3, corruption=0.05, chunk_rows=30, seed=1)
+        return make_low_rank_sparse(
+            90, 60, rank=3, corruption=0.05, chunk_rows=30, seed=1
+        )
     return da.from_array(low_rank_data(rng, n=400, d=12, rank=3), chunks=(100, 12))
 
 
@@ -62,7 +68,9 @@ def _assert_same_state(a, b):
         other = sb[name] if name in sb else getattr(b, name)
         if isinstance(value, da.Array):
             assert isinstance(other, da.Array), name
-            np.testing.assert_array_equal(value.compute(), other.compute(), err_msg=name)
+            np.testing.assert_array_equal(
+                value.compute(), other.compute(), err_msg=name
+            )
         elif isinstance(value, np.ndarray):
             np.testing.assert_array_equal(value, other, err_msg=name)
         else:
@@ -75,7 +83,9 @@ def test_round_trip_identical_transform(tmp_path, rng, method, cls):
     _assert_round_trip(_estimator(cls).fit(X), X, tmp_path / f"{method}.zarr")
 
 
-@pytest.mark.parametrize("variant", ["sparse-elasticnet", "sparse-batch", "ppca-em-missing"])
+@pytest.mark.parametrize(
+    "variant", ["sparse-elasticnet", "sparse-batch", "ppca-em-missing"]
+)
 def test_round_trip_of_solver_variants(tmp_path, rng, variant):
     # the variants keep other fitted state than each class's default
     X = da.from_array(low_rank_data(rng, n=400, d=12, rank=3), chunks=(100, 12))
@@ -102,7 +112,9 @@ def _assert_round_trip(est, X, path):
     _assert_same_state(est, back)
     if hasattr(est, "transform"):
         Xc = X.compute()
-        np.testing.assert_array_equal(np.asarray(back.transform(Xc)), np.asarray(est.transform(Xc)))
+        np.testing.assert_array_equal(
+            np.asarray(back.transform(Xc)), np.asarray(est.transform(Xc))
+        )
         Zd = back.transform(X)
         assert isinstance(Zd, da.Array)
         np.testing.assert_array_equal(Zd.compute(), est.transform(X).compute())
@@ -184,8 +196,10 @@ def test_sigkill_mid_save_never_loads_as_complete(tmp_path, rng):
     old.save(target)
     script = tmp_path / "save.py"
     script.write_text(_KILL_SCRIPT)
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
     out = run_until_stopped([sys.executable, str(script), str(target)], env=env)
     assert "finished" not in out
     (tmp,) = [p for p in tmp_path.iterdir() if p.name.startswith("model.zarr.tmp-")]
@@ -223,7 +237,9 @@ class _ResultRecorder:
 
 
 def test_write_array_is_blockwise_and_regular(tmp_path, rng):
-    X = da.from_array(rng.standard_normal((2000, 50)), chunks=((300, 700, 500, 500), (50,)))
+    X = da.from_array(
+        rng.standard_normal((2000, 50)), chunks=((300, 700, 500, 500), (50,))
+    )
     rec = _ResultRecorder()
     with dask.config.set(scheduler=rec):
         write_array(X * 2.0, tmp_path / "out.zarr", name="scores", attrs={"note": "x"})
@@ -231,14 +247,20 @@ def test_write_array_is_blockwise_and_regular(tmp_path, rng):
     assert rec.computes >= 1 and rec.nbytes < 10_000
     g = zarr.open_group(tmp_path / "out.zarr", mode="r")
     assert g.attrs["complete"] is True and g.attrs["note"] == "x"
-    assert g["scores"].chunks == (700, 50)  # irregular dask chunks made regular for zarr
+    assert g["scores"].chunks == (
+        700,
+        50,
+    )  # irregular dask chunks made regular for zarr
     np.testing.assert_array_equal(g["scores"][...], X.compute() * 2.0)
 
 
 def test_write_array_xarray_keeps_coordinates(tmp_path, rng):
     time_ = np.arange(120)
-    arr = xr.DataArray(da.from_array(rng.standard_normal((120, 3)), chunks=((50, 40, 30), 3)),
-                       dims=("time", "mode"), coords={"time": time_, "mode": [0, 1, 2]})
+    arr = xr.DataArray(
+        da.from_array(rng.standard_normal((120, 3)), chunks=((50, 40, 30), 3)),
+        dims=("time", "mode"),
+        coords={"time": time_, "mode": [0, 1, 2]},
+    )
     write_array(arr, tmp_path / "s.zarr", name="scores")
     ds = xr.open_zarr(tmp_path / "s.zarr", consolidated=False)
     np.testing.assert_array_equal(ds["time"].values, time_)
@@ -246,18 +268,24 @@ def test_write_array_xarray_keeps_coordinates(tmp_path, rng):
 
 
 def test_outputs_open_with_xarray_without_a_warning(tmp_path):
-    """write_array consolidates the store's metadata: xr.open_zarr opens scores (a DataArray
-    with coords, and a plain dask array, which gets dims) with warnings as errors."""
+    """write_array consolidates the store's metadata: xr.open_zarr opens scores (a
+    DataArray with coords, and a plain dask array, which gets dims) with warnings as
+    errors."""
     import warnings
 
     import xarray as xr
 
     from scalepca.io import write_array
 
-    field = xr.DataArray(np.random.default_rng(0).standard_normal((30, 4, 5)),
-                         dims=("time", "lat", "lon"),
-                         coords={"time": np.arange(30), "lat": np.linspace(-60, 60, 4),
-                                 "lon": np.arange(5.0)}).chunk({"time": 7})
+    field = xr.DataArray(
+        np.random.default_rng(0).standard_normal((30, 4, 5)),
+        dims=("time", "lat", "lon"),
+        coords={
+            "time": np.arange(30),
+            "lat": np.linspace(-60, 60, 4),
+            "lon": np.arange(5.0),
+        },
+    ).chunk({"time": 7})
     model = scalepca.PCA(3).fit(scalepca.open_matrix(field, sample_dims="time"))
     scores = model.transform(scalepca.open_matrix(field, sample_dims="time"))
     write_array(scores, tmp_path / "scores.zarr", name="scores")
@@ -274,8 +302,9 @@ def test_outputs_open_with_xarray_without_a_warning(tmp_path):
 
 
 def test_feature_names_survive_save_and_load(tmp_path):
-    """A model fitted on a DataFrame keeps ``feature_names_in_`` through save/load (stored as
-    JSON strings, never as an object array), and checks them on new frames."""
+    """A model fitted on a DataFrame keeps ``feature_names_in_`` through save/load
+    (stored as JSON strings, never as an object array), and checks them on new
+    frames."""
     pd = pytest.importorskip("pandas")
     rng = np.random.default_rng(3)
     df = pd.DataFrame(rng.standard_normal((60, 4)), columns=["a", "b", "c", "d"])

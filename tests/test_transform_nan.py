@@ -35,9 +35,12 @@ def _kind(A, kind):
     if kind == "dask":
         return da.from_array(A, chunks=(10, -1))
     if kind == "xarray":
-        return xr.DataArray(da.from_array(A, chunks=(10, -1)), dims=("time", "f"),
-                            coords={"f": [f"f{j}" for j in range(A.shape[1])]},
-                            name="x")
+        return xr.DataArray(
+            da.from_array(A, chunks=(10, -1)),
+            dims=("time", "f"),
+            coords={"f": [f"f{j}" for j in range(A.shape[1])]},
+            name="x",
+        )
     if kind == "open_matrix":
         return scalepca.open_matrix(da.from_array(A, chunks=(10, -1)))
     if kind == "scipy-csr":
@@ -60,8 +63,9 @@ def _fitted(name, X):
         "PCA": lambda: scalepca.PCA(3),
         "PPCA": lambda: scalepca.PPCA(3),
         "KernelPCA": lambda: scalepca.KernelPCA(3, n_features=20, random_state=0),
-        "SparsePCA": lambda: scalepca.SparsePCA(3, method="batch", max_iter=5,
-                                                random_state=0),
+        "SparsePCA": lambda: scalepca.SparsePCA(
+            3, method="batch", max_iter=5, random_state=0
+        ),
         "RobustPCA": lambda: scalepca.RobustPCA(random_state=0, max_iter=5),
         "ExtendedEOF": lambda: scalepca.ExtendedEOF(2, embedding=1),
         "BootstrapEOF": lambda: BootstrapEOF(2, n_bootstraps=3, random_state=0),
@@ -75,8 +79,17 @@ def _values(Z):
     return np.asarray(Z.compute() if isinstance(Z, da.Array) else Z)
 
 
-NAMES = ["PCA", "PPCA", "KernelPCA", "SparsePCA", "RobustPCA", "ExtendedEOF",
-         "MultivariateEOF", "MCA", "BootstrapEOF"]
+NAMES = [
+    "PCA",
+    "PPCA",
+    "KernelPCA",
+    "SparsePCA",
+    "RobustPCA",
+    "ExtendedEOF",
+    "MultivariateEOF",
+    "MCA",
+    "BootstrapEOF",
+]
 DENSE = ["numpy", "dask", "xarray", "open_matrix"]
 
 
@@ -122,8 +135,9 @@ def test_nan_at_a_feature_left_out_is_not_refused(name, kind):
     new[3, 4] = 7.0  # where the model has no component: still left out
     expected = reference(new)
     got = _values(transform(_kind(new, kind)))
-    np.testing.assert_allclose(got, expected, rtol=0,
-                               atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(
+        got, expected, rtol=0, atol=1e-12 * np.abs(expected).max()
+    )
 
 
 def test_ppca_missing_em_takes_nan_as_missing():
@@ -137,8 +151,9 @@ def test_ppca_missing_em_takes_nan_as_missing():
     expected = m.transform(holed)
     assert np.isfinite(expected).all()
     got = _values(m.transform(_kind(holed, "dask")))
-    np.testing.assert_allclose(got, expected, rtol=0,
-                               atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(
+        got, expected, rtol=0, atol=1e-12 * np.abs(expected).max()
+    )
 
 
 def test_cli_transform_refuses_a_nan_in_its_words(tmp_path, capsys):
@@ -146,18 +161,31 @@ def test_cli_transform_refuses_a_nan_in_its_words(tmp_path, capsys):
     refusal in the command line's words (the data, not X), and no scores written."""
     from scalepca.cli import main
 
-    field = xr.DataArray(_data().reshape(40, 2, 3), dims=("time", "lat", "lon"),
-                         coords={"time": np.arange(40), "lat": [0.0, 10.0],
-                                 "lon": [0.0, 1.0, 2.0]}, name="sst")
+    field = xr.DataArray(
+        _data().reshape(40, 2, 3),
+        dims=("time", "lat", "lon"),
+        coords={"time": np.arange(40), "lat": [0.0, 10.0], "lon": [0.0, 1.0, 2.0]},
+        name="sst",
+    )
     field.to_dataset().to_netcdf(tmp_path / "a.nc")
     holed = field.copy(data=field.values.copy())
     holed.values[ROW, 1, 2] = np.nan
     holed.to_dataset().to_netcdf(tmp_path / "b.nc")
     opened = scalepca.open_matrix(tmp_path / "a.nc", variable="sst", sample_dims="time")
     scalepca.PCA(2).fit(opened).save(tmp_path / "m.zarr")
-    rc = main(["transform", str(tmp_path / "m.zarr"), str(tmp_path / "b.nc"), "--out",
-               str(tmp_path / "out.zarr"), "--no-progress", "--no-processes",
-               "--n-workers", "1"])
+    rc = main(
+        [
+            "transform",
+            str(tmp_path / "m.zarr"),
+            str(tmp_path / "b.nc"),
+            "--out",
+            str(tmp_path / "out.zarr"),
+            "--no-progress",
+            "--no-processes",
+            "--n-workers",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2, err
     assert "a row block of the data contains 1 NaN value(s)" in err, err

@@ -1,4 +1,5 @@
-"""The sparse gate: sparse input of every accepted kind becomes dask CSR row blocks, unchanged."""
+"""The sparse gate: sparse input of every accepted kind becomes dask CSR row blocks,
+unchanged."""
 
 import dask.array as da
 import numpy as np
@@ -12,8 +13,11 @@ sparse = pytest.importorskip("sparse")
 
 def _dense(arr: da.Array) -> np.ndarray:
     """The blocks of a CSR dask array stacked and densified (small test sizes only)."""
-    blocks = [arr.blocks[i, j].compute() for i in range(arr.numblocks[0])
-              for j in range(arr.numblocks[1])]
+    blocks = [
+        arr.blocks[i, j].compute()
+        for i in range(arr.numblocks[0])
+        for j in range(arr.numblocks[1])
+    ]
     assert all(isinstance(b, sp.csr_matrix) for b in blocks)
     return sp.vstack(blocks).toarray() if arr.numblocks[1] == 1 else None
 
@@ -23,14 +27,19 @@ def X():
     return sp.random(500, 40, density=0.1, format="csr", random_state=0)
 
 
-@pytest.mark.parametrize("form", ["csr", "csc", "coo", "csr_array", "pydata", "dask_pydata",
-                                  "dask_csr"])
+@pytest.mark.parametrize(
+    "form", ["csr", "csc", "coo", "csr_array", "pydata", "dask_pydata", "dask_csr"]
+)
 def test_every_sparse_kind_becomes_csr_row_blocks(X, form):
     inp = {
-        "csr": X, "csc": X.tocsc(), "coo": X.tocoo(), "csr_array": sp.csr_array(X),
+        "csr": X,
+        "csc": X.tocsc(),
+        "coo": X.tocoo(),
+        "csr_array": sp.csr_array(X),
         "pydata": sparse.COO.from_scipy_sparse(X),
-        "dask_pydata": da.from_array(sparse.COO.from_scipy_sparse(X), chunks=(64, 16),
-                                     asarray=False),
+        "dask_pydata": da.from_array(
+            sparse.COO.from_scipy_sparse(X), chunks=(64, 16), asarray=False
+        ),
         "dask_csr": da.from_array(X, chunks=(100, 40), asarray=False),
     }[form]
     arr = check_matrix(inp, accept_sparse=True)
@@ -55,11 +64,15 @@ def test_integer_counts_are_widened_with_a_warning(X):
     counts.data = np.ceil(counts.data * 10).astype(np.int32)
     with pytest.warns(UserWarning, match="int32; converting to float64"):
         arr = check_matrix(counts, accept_sparse=True)
-    assert arr.dtype == np.float64 and isinstance(arr.blocks[0, 0].compute(), sp.csr_matrix)
+    assert arr.dtype == np.float64 and isinstance(
+        arr.blocks[0, 0].compute(), sp.csr_matrix
+    )
 
 
 def test_sparse_is_refused_by_name_where_not_accepted(X):
-    with pytest.raises(TypeError, match="scipy.sparse csr_matrix; sparse input is not supported"):
+    with pytest.raises(
+        TypeError, match="scipy.sparse csr_matrix; sparse input is not supported"
+    ):
         check_matrix(X)
     with pytest.raises(TypeError, match="dask array of scipy.sparse csr_matrix blocks"):
         check_matrix(da.from_array(X, chunks=(100, 40), asarray=False))

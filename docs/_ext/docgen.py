@@ -1,24 +1,24 @@
 """Pages generated at documentation build time from the code and the repository.
 
 Run by ``docs/conf.py`` before Sphinx reads the sources (and runnable alone:
-``python docs/_ext/docgen.py``). Everything goes to ``docs/_generated/`` (not committed), so
-the pages below cannot drift from what they describe:
+``python docs/_ext/docgen.py``). Everything goes to ``docs/_generated/`` (not
+committed), so the pages below cannot drift from what they describe:
 
 * ``config_reference.md`` — the run-config reference, from the schema in
-  :mod:`scalepca.app.config` (fixed sections and :data:`~scalepca.app.config.KEY_DOCS`), the
-  estimators' signatures and numpydoc parameter descriptions (``model``), and the
-  generators' signatures (``data.generate``). A schema key without a description fails the
-  build.
+  :mod:`scalepca.app.config` (fixed sections and :data:`~scalepca.app.config.KEY_DOCS`),
+  the estimators' signatures and numpydoc parameter descriptions (``model``), and the
+  generators' signatures (``data.generate``). A schema key without a description fails
+  the build.
 * ``notes_<Class>.rst`` — the Notes section (passes over the data, memory per worker) of
   each estimator's docstring, for the user guide.
-* ``gallery/*.ipynb`` — copies of the executed notebooks in ``notebooks/`` (rendered with
-  their stored outputs, never executed by the build).
+* ``gallery/*.ipynb`` — copies of the executed notebooks in ``notebooks/`` (rendered
+  with their stored outputs, never executed by the build).
 * ``benchmarks.md`` — curated tables and charts (``bench/*.png``, matplotlib) of
   ``benchmarks/results/*.json`` (in ``docgen_bench.py``).
 * ``layout.md`` — one line per module of the package, from the modules' docstrings.
-* ``contract_matrix.md`` — what works with what: the contract matrix's tables, from the lists
-  and the table of expected outcomes in ``tests/_contract.py`` that ``tests/test_contract.py``
-  runs.
+* ``contract_matrix.md`` — what works with what: the contract matrix's tables, from
+  the lists and the table of expected outcomes in ``tests/_contract.py`` that
+  ``tests/test_contract.py`` runs.
 """
 
 from __future__ import annotations
@@ -45,15 +45,17 @@ def _table(headers, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-# -- plain-text docstrings as reST -----------------------------------------------------------------
+# -- plain-text docstrings as reST -----------------------------------------------------
 _PROTECTED = re.compile(r"(``.*?``|:\w+:`[^`]*`|`[^`]*`_?|\*\*[^*]+\*\*|\$[^$]+\$)")
 
 
 def escape_plain(line: str) -> str:
-    """Escape what reST reads as markup in plain docstring text, outside literals and roles.
+    """Escape what reST reads as markup in plain docstring text, outside literals and
+    roles.
 
-    The docstrings write fitted attributes as ``rank_`` and norms as ``|M|``: in reST a word
-    ending in ``_`` is a link and ``|M|`` a substitution. Escaped, they render as written.
+    The docstrings write fitted attributes as ``rank_`` and norms as ``|M|``: in reST
+    a word ending in ``_`` is a link and ``|M|`` a substitution. Escaped, they render
+    as written.
     """
     parts = _PROTECTED.split(line)
     for i in range(0, len(parts), 2):  # even items are outside the protected spans
@@ -66,11 +68,13 @@ CODE_DIRECTIVES = (".. code-block::", ".. code::", ".. sourcecode::")
 
 
 def escape_docstring(app, what, name, obj, options, lines) -> None:
-    """``autodoc-process-docstring`` handler, run after numpydoc turned sections into reST.
+    """``autodoc-process-docstring`` handler, run after numpydoc turned sections into
+    reST.
 
-    Code is left as written: doctest blocks (from a ``>>>`` line to the next blank line) and
-    literal blocks (the indented lines after a paragraph ending in ``::``) are literal in
-    reST already, and an escape there would show (``rank\\_`` fails when pasted).
+    Code is left as written: doctest blocks (from a ``>>>`` line to the next blank
+    line) and literal blocks (the indented lines after a paragraph ending in ``::``)
+    are literal in reST already, and an escape there would show (``rank\\_`` fails
+    when pasted).
     """
     out, doctest, literal, base = [], False, False, None
     for line in lines:
@@ -80,27 +84,40 @@ def escape_docstring(app, what, name, obj, options, lines) -> None:
             doctest = True
         elif not stripped:
             doctest = False
-        if base is not None and stripped:  # a literal block is what is indented past `base`
+        if (
+            base is not None and stripped
+        ):  # a literal block is what is indented past `base`
             literal = indent > base
             base = base if literal else None
         code = doctest or literal
         out.append(line if code else escape_plain(line))
-        if not code and (stripped.endswith("::") or stripped.startswith(CODE_DIRECTIVES)):
+        if not code and (
+            stripped.endswith("::") or stripped.startswith(CODE_DIRECTIVES)
+        ):
             base, literal = indent, False
     lines[:] = out
 
 
-# -- config reference ------------------------------------------------------------------------------
+# -- config reference ------------------------------------------------------------------
 _ROLE = re.compile(r":(?:py:)?(class|func|meth|mod|data|attr|exc|obj):`([^`]+)`")
 
 
 def _rst_to_md(text: str) -> str:
-    """Docstring fragments in reST as MyST: ``literal`` → `literal`, :class:`X` → {py:class}`X`,
-    :math:`x` → {math}`x` (a role left in reST would show as raw text)."""
+    """Docstring fragments in reST as MyST: ``literal`` → `literal`, :class:`X` →
+    {py:class}`X`, :math:`x` → {math}`x` (a role left in reST would show as raw
+    text)."""
     text = _ROLE.sub(lambda m: f"{{py:{m.group(1)}}}`{m.group(2)}`", text)
-    # formulas: {math} roles; a table cell cannot hold "|", so norms are written \Vert, \vert
-    text = re.sub(r":math:`([^`]+)`", lambda m: "{math}`" + m.group(1).replace(
-        "\\|", "\\Vert ").replace("|", "\\vert ") + "`", text)
+    # formulas: {math} roles; a table cell cannot hold "|", so norms are written \Vert,
+    # \vert
+    text = re.sub(
+        r":math:`([^`]+)`",
+        lambda m: (
+            "{math}`"
+            + m.group(1).replace("\\|", "\\Vert ").replace("|", "\\vert ")
+            + "`"
+        ),
+        text,
+    )
     return re.sub(r"``(.+?)``", r"`\1`", text)
 
 
@@ -133,32 +150,44 @@ def _model_section() -> list[str]:
     from scalepca.app import config
     from scalepca.persistence.registry import METHODS, estimator_class
 
-    parts = ["## model\n",
-             "`method` picks the estimator; its parameters sit beside `method` (or under "
-             "`model.params`, needed for sparse PCA's own `method` parameter). Names, "
-             "types, choices and ranges are checked against the estimator's parameter "
-             "table when the config is read; bounds that depend on the data "
-             "(`n_components` at most min(n, d)) and the conditions between parameters "
-             "for the data's shape, in `scalepca validate` and before `run` starts a "
-             "cluster — the same table `fit` checks. The meanings are the estimators' own "
-             "parameter descriptions.\n"]
+    parts = [
+        "## model\n",
+        "`method` picks the estimator; its parameters sit beside `method` (or under "
+        "`model.params`, needed for sparse PCA's own `method` parameter). Names, "
+        "types, choices and ranges are checked against the estimator's parameter "
+        "table when the config is read; bounds that depend on the data "
+        "(`n_components` at most min(n, d)) and the conditions between parameters "
+        "for the data's shape, in `scalepca validate` and before `run` starts a "
+        "cluster — the same table `fit` checks. The meanings are the estimators' own "
+        "parameter descriptions.\n",
+    ]
     for method, target in METHODS.items():
         cls = estimator_class(method)
         name = target.split(":")[1]
         # the models are public at the top level; the analysis tools by their module
-        full = f"scalepca.{name}" if target.startswith("scalepca.models.") \
+        full = (
+            f"scalepca.{name}"
+            if target.startswith("scalepca.models.")
             else target.replace(":", ".")
+        )
         parts.append(f"### method: {method}\n")
-        parts.append(f"Estimator {{class}}`{full}` "
-                     f"([API page](api/generated/{full}.rst)).\n")
+        parts.append(
+            f"Estimator {{class}}`{full}` ([API page](api/generated/{full}.rst)).\n"
+        )
         descs = _param_docs(ClassDoc(cls))
         rows = []
         for pname, par in inspect.signature(cls.__init__).parameters.items():
             if pname == "self" or par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
                 continue
             default = "required" if par.default is par.empty else _yaml(par.default)
-            rows.append([f"`{pname}`", config.describe_parameter(cls, pname), default,
-                         descs.get(pname, "")])
+            rows.append(
+                [
+                    f"`{pname}`",
+                    config.describe_parameter(cls, pname),
+                    default,
+                    descs.get(pname, ""),
+                ]
+            )
         parts.append(_table(["key", "type", "default", "meaning"], rows))
     return parts
 
@@ -168,9 +197,11 @@ def _generate_section() -> list[str]:
 
     from scalepca.datasets import GENERATORS
 
-    parts = ["## data.generate\n",
-             "`kind` (default `low_rank`) and the generator's parameters; the store is "
-             "written block by block at `data.path` when it does not exist.\n"]
+    parts = [
+        "## data.generate\n",
+        "`kind` (default `low_rank`) and the generator's parameters; the store is "
+        "written block by block at `data.path` when it does not exist.\n",
+    ]
     for kind, func in GENERATORS.items():
         parts.append(f"### kind: {kind}\n")
         summary = (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
@@ -186,7 +217,7 @@ def _generate_section() -> list[str]:
             rows.append([f"`{pname}`", default, descs.get(pname, "")])
         if not any(row[2] for row in rows):
             rows = [row[:2] for row in rows]
-        parts.append(_table(["key", "default", "meaning"][:len(rows[0])], rows))
+        parts.append(_table(["key", "default", "meaning"][: len(rows[0])], rows))
     return parts
 
 
@@ -194,13 +225,15 @@ def config_reference() -> str:
     from scalepca.app import config
 
     parts = [
-        "<!-- generated by docs/_ext/docgen.py from scalepca/app/config.py: do not edit -->\n",
+        "<!-- generated by docs/_ext/docgen.py from scalepca/app/config.py: do not "
+        "edit -->\n",
         "# Config reference\n",
-        "A run config is a YAML file with the sections `data`, `model`, `cluster`, `output` "
-        "and the key `progress`. Unknown keys are refused with the allowed ones; "
-        "`scalepca validate CONFIG` checks a config against its data without running it, and "
-        "`--set key.sub=value` overrides any key on the command line. Relative paths in the "
-        "file (" + ", ".join(f"`{'.'.join(k)}`" for k in config.PATH_KEYS)
+        "A run config is a YAML file with the sections `data`, `model`, `cluster`, "
+        "`output` and the key `progress`. Unknown keys are refused with the allowed "
+        "ones; `scalepca validate CONFIG` checks a config against its data without "
+        "running it, and `--set key.sub=value` overrides any key on the command line. "
+        "Relative paths in the file ("
+        + ", ".join(f"`{'.'.join(k)}`" for k in config.PATH_KEYS)
         + ") are taken from the config file's folder. Defaults are written as in the YAML "
         "file.\n",
         "Sections, in the order of a config file: [data](#data), "
@@ -211,9 +244,16 @@ def config_reference() -> str:
     for title, prefix, schema in config.schema_sections():
         rows = []
         if title.startswith("cluster, kind: local"):
-            rows.append(["`kind`", "a string", "`local`",
-                         _rst_to_md(config.KEY_DOCS["cluster.kind"]) + " One of: "
-                         + ", ".join(f"`{k}`" for k in config.CLUSTER_KINDS)])
+            rows.append(
+                [
+                    "`kind`",
+                    "a string",
+                    "`local`",
+                    _rst_to_md(config.KEY_DOCS["cluster.kind"])
+                    + " One of: "
+                    + ", ".join(f"`{k}`" for k in config.CLUSTER_KINDS),
+                ]
+            )
         for key, field in schema.items():
             full = f"{prefix}.{key}" if prefix else key
             doc = config.KEY_DOCS.get(full)
@@ -225,8 +265,10 @@ def config_reference() -> str:
             rows.append([f"`{key}`", typ, default, _rst_to_md(doc)])
         fixed[title] = _table(["key", "type", "default", "meaning"], rows)
     if missing:
-        raise RuntimeError(f"config keys without a description in scalepca.app.config.KEY_DOCS: "
-                           f"{', '.join(missing)}")
+        raise RuntimeError(
+            f"config keys without a description in scalepca.app.config.KEY_DOCS: "
+            f"{', '.join(missing)}"
+        )
 
     def take(pred, level="##"):
         out = []
@@ -241,13 +283,22 @@ def config_reference() -> str:
     parts.append("`kind` picks where the workers run; each kind has its own keys.\n")
     parts += take(lambda t: t.startswith("cluster"), "###")
     parts += take(lambda t: t == "output")
-    parts += take(lambda t: True)  # the top level (progress) and any section added later
+    parts += take(
+        lambda t: True
+    )  # the top level (progress) and any section added later
     return "\n".join(parts)
 
 
-# -- estimator notes -------------------------------------------------------------------------------
-CLASSES = ("PCA", "PPCA", "KernelPCA", "SparsePCA", "RobustPCA", "MultivariateEOF",
-           "ExtendedEOF")
+# -- estimator notes -------------------------------------------------------------------
+CLASSES = (
+    "PCA",
+    "PPCA",
+    "KernelPCA",
+    "SparsePCA",
+    "RobustPCA",
+    "MultivariateEOF",
+    "ExtendedEOF",
+)
 
 
 def class_notes(name: str) -> str:
@@ -261,7 +312,7 @@ def class_notes(name: str) -> str:
     return "\n".join(escape_plain(line) for line in notes) + "\n"
 
 
-# -- gallery ---------------------------------------------------------------------------------------
+# -- gallery ---------------------------------------------------------------------------
 def _notebook_thumbnail(nb: dict) -> bytes | None:
     """The PNG of the notebook's gallery figure (the first figure of a cell tagged
     ``gallery`` by notebooks/build.py), else of its first figure."""
@@ -277,9 +328,11 @@ def _notebook_thumbnail(nb: dict) -> bytes | None:
 
 
 def gallery_cards(thumbs: Path) -> str:
-    """The gallery page's grid: a thumbnail and the title of every notebook, linked to it.
+    """The gallery page's grid: a thumbnail and the title of every notebook, linked to
+    it.
 
-    Thumbnails are written to ``thumbs``; paths are relative to ``docs/`` (the gallery page).
+    Thumbnails are written to ``thumbs``; paths are relative to ``docs/`` (the
+    gallery page).
     """
     thumbs.mkdir(parents=True, exist_ok=True)
     cards = []
@@ -294,16 +347,21 @@ def gallery_cards(thumbs: Path) -> str:
             if not target.exists() or target.read_bytes() != png:
                 target.write_bytes(png)
             rel = target.relative_to(DOCS).as_posix()
-            card += ["```{image} " + rel, f":alt: {title}",
-                     f":target: _generated/gallery/{path.stem}.html", "```"]
+            card += [
+                "```{image} " + rel,
+                f":alt: {title}",
+                f":target: _generated/gallery/{path.stem}.html",
+                "```",
+            ]
         card += ["", f"{{doc}}`{title} <_generated/gallery/{path.stem}>`", "::::", ""]
         cards += card
     return "\n".join([":::::{container} sp-gallery", "", *cards, ":::::", ""])
 
 
-# -- package layout --------------------------------------------------------------------------------
+# -- package layout --------------------------------------------------------------------
 def package_layout() -> str:
-    """One line per module of the package: its path and the first line of its docstring."""
+    """One line per module of the package: its path and the first line of its
+    docstring."""
     import ast
 
     pkg = ROOT / "scalepca"
@@ -312,84 +370,205 @@ def package_layout() -> str:
         rel = path.relative_to(ROOT).as_posix()
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         first = doc.split("\n\n")[0].replace("\n", " ").strip()
-        # modules and their functions are named as code: most are internal, without a page
+        # modules and their functions are named as code: most are internal, without a
+        # page
         rows.append([f"`{rel}`", _rst_to_md(_ROLE.sub(r"``\2``", first))])
-    return ("<!-- generated by docs/_ext/docgen.py from the modules' docstrings -->\n\n"
-            + _table(["module", "what it holds (its docstring's first sentence)"], rows))
+    return (
+        "<!-- generated by docs/_ext/docgen.py from the modules' docstrings -->\n\n"
+        + _table(["module", "what it holds (its docstring's first sentence)"], rows)
+    )
 
 
-# -- contract matrix -------------------------------------------------------------------------------
+# -- contract matrix -------------------------------------------------------------------
 def contract_matrix() -> str:
-    """The contract matrix's page, from the same lists the tests run (NumPy only imported)."""
+    """The contract matrix's page, from the same lists the tests run (NumPy only
+    imported)."""
     from docgen_contract import contract_page
 
     return contract_page()
 
 
-# -- API reference: one page per public object ----------------------------------------------------
-#: the API reference's sections, grouped by task: page (docs/api/<page>.rst) -> (the module
-#: the page presents, or None; [(a group's heading or None, the objects it lists, by name in
-#: that module or by full name)]), each object documented on a page of its own
-#: (docs/api/generated/<full name>.rst). The one place that says where a public name lives:
-#: a module that moves changes here only. Internal kernels (``scalepca.linalg``) are not
-#: listed: the architecture page describes them.
+# -- API reference: one page per public object -----------------------------------------
+#: the API reference's sections, grouped by task: page (docs/api/<page>.rst) -> (the
+#: module the page presents, or None; [(a group's heading or None, the objects it lists,
+#: by name in that module or by full name)]), each object documented on a page of its
+#: own (docs/api/generated/<full name>.rst). The one place that says where a public name
+#: lives: a module that moves changes here only. Internal kernels (``scalepca.linalg``)
+#: are not listed: the architecture page describes them.
 API = {
-    "estimators": (None, [
-        ("PCA and its variants", ["scalepca.PCA", "scalepca.PPCA", "scalepca.KernelPCA",
-                                  "scalepca.SparsePCA", "scalepca.RobustPCA"]),
-        ("Gridded fields", ["scalepca.MultivariateEOF", "scalepca.ExtendedEOF",
-                            "@MCA", "@HilbertEOF", "@BootstrapEOF"]),
-    ]),
+    "estimators": (
+        None,
+        [
+            (
+                "PCA and its variants",
+                [
+                    "scalepca.PCA",
+                    "scalepca.PPCA",
+                    "scalepca.KernelPCA",
+                    "scalepca.SparsePCA",
+                    "scalepca.RobustPCA",
+                ],
+            ),
+            (
+                "Gridded fields",
+                [
+                    "scalepca.MultivariateEOF",
+                    "scalepca.ExtendedEOF",
+                    "@MCA",
+                    "@HilbertEOF",
+                    "@BootstrapEOF",
+                ],
+            ),
+        ],
+    ),
     "singlecell": (None, [(None, ["scalepca.pp.pca"])]),
-    "eof": ("scalepca.analysis.eof", [
-        ("After the fit", ["scalepca.north_test", "NorthTest", "scalepca.eofs_as_correlation",
-                           "scalepca.eofs_as_covariance", "scalepca.Rotator"]),
-        ("EOFs, PCs, reconstructions and projections as eofs names them", [
-            "scalepca.analysis.eof_fields.eofs", "scalepca.analysis.eof_fields.pcs",
-            "scalepca.analysis.eof_fields.reconstructed_field",
-            "scalepca.analysis.eof_fields.project_field"]),
-        ("Latitude weights", ["coslat_weights", "find_lat_lon"]),
-    ]),
-    "data": ("scalepca.io", [(None, ["scalepca.open_matrix", "scalepca.load", "write_array",
-                                     "open_zarr_node", "scalepca.preprocessing.as_matrix"])]),
-    "datasets": ("scalepca.datasets", [
-        ("Generators", ["make_low_rank", "make_missing", "make_gridded", "make_rings",
-                        "make_sparse_spike", "make_low_rank_sparse", "make_counts",
-                        "make_genotypes", "make_low_rank_zarr"]),
-        ("Writing", ["write_dataset", "write_bed"]),
-        ("The models behind them", ["low_rank_factors", "sparse_spike_loadings",
-                                    "count_model", "CountMatrix", "GenotypeMatrix"]),
-    ]),
-    "plot": ("scalepca.analysis.plot", [(None, ["scree", "components", "scores",
-                                                "sparse_loadings", "rpca_frames",
-                                                "rpca_blocks", "convergence"])]),
-    "cluster": ("scalepca.app.cluster", [(None, ["scalepca.connect", "make_cluster",
-                                                 "progress"])]),
-    "config": ("scalepca.app.config", [(None, ["load_config", "validate_config",
-                                               "resolve_paths", "apply_overrides",
-                                               "ConfigError"])]),
+    "eof": (
+        "scalepca.analysis.eof",
+        [
+            (
+                "After the fit",
+                [
+                    "scalepca.north_test",
+                    "NorthTest",
+                    "scalepca.eofs_as_correlation",
+                    "scalepca.eofs_as_covariance",
+                    "scalepca.Rotator",
+                ],
+            ),
+            (
+                "EOFs, PCs, reconstructions and projections as eofs names them",
+                [
+                    "scalepca.analysis.eof_fields.eofs",
+                    "scalepca.analysis.eof_fields.pcs",
+                    "scalepca.analysis.eof_fields.reconstructed_field",
+                    "scalepca.analysis.eof_fields.project_field",
+                ],
+            ),
+            ("Latitude weights", ["coslat_weights", "find_lat_lon"]),
+        ],
+    ),
+    "data": (
+        "scalepca.io",
+        [
+            (
+                None,
+                [
+                    "scalepca.open_matrix",
+                    "scalepca.load",
+                    "write_array",
+                    "open_zarr_node",
+                    "scalepca.preprocessing.as_matrix",
+                ],
+            )
+        ],
+    ),
+    "datasets": (
+        "scalepca.datasets",
+        [
+            (
+                "Generators",
+                [
+                    "make_low_rank",
+                    "make_missing",
+                    "make_gridded",
+                    "make_rings",
+                    "make_sparse_spike",
+                    "make_low_rank_sparse",
+                    "make_counts",
+                    "make_genotypes",
+                    "make_low_rank_zarr",
+                ],
+            ),
+            ("Writing", ["write_dataset", "write_bed"]),
+            (
+                "The models behind them",
+                [
+                    "low_rank_factors",
+                    "sparse_spike_loadings",
+                    "count_model",
+                    "CountMatrix",
+                    "GenotypeMatrix",
+                ],
+            ),
+        ],
+    ),
+    "plot": (
+        "scalepca.analysis.plot",
+        [
+            (
+                None,
+                [
+                    "scree",
+                    "components",
+                    "scores",
+                    "sparse_loadings",
+                    "rpca_frames",
+                    "rpca_blocks",
+                    "convergence",
+                ],
+            )
+        ],
+    ),
+    "cluster": (
+        "scalepca.app.cluster",
+        [(None, ["scalepca.connect", "make_cluster", "progress"])],
+    ),
+    "config": (
+        "scalepca.app.config",
+        [
+            (
+                None,
+                [
+                    "load_config",
+                    "validate_config",
+                    "resolve_paths",
+                    "apply_overrides",
+                    "ConfigError",
+                ],
+            )
+        ],
+    ),
 }
 
-#: the analysis tools' modules: ``@MCA`` above is ``scalepca.MCA`` where the package exports
-#: it at the top level, else its module's name (each page follows the public name)
-ANALYSIS = {"MCA": "scalepca.analysis.mca", "HilbertEOF": "scalepca.analysis.hilbert_eof",
-            "BootstrapEOF": "scalepca.analysis.bootstrap"}
+#: the analysis tools' modules: ``@MCA`` above is ``scalepca.MCA`` where the package
+#: exports it at the top level, else its module's name (each page follows the public
+#: name)
+ANALYSIS = {
+    "MCA": "scalepca.analysis.mca",
+    "HilbertEOF": "scalepca.analysis.hilbert_eof",
+    "BootstrapEOF": "scalepca.analysis.bootstrap",
+}
 
 
 def public_name(name: str) -> str:
     import scalepca
 
     name = name.removeprefix("@")
-    return f"scalepca.{name}" if name in getattr(scalepca, "__all__", ()) \
+    return (
+        f"scalepca.{name}"
+        if name in getattr(scalepca, "__all__", ())
         else f"{ANALYSIS[name]}.{name}"
+    )
 
 
 def api_groups(page: str) -> list[tuple[str | None, list[str]]]:
-    """The groups of a section page, each with the full names of the objects it lists."""
+    """The groups of a section page, each with the full names of the objects it
+    lists."""
     module, groups = API[page]
-    return [(title, [public_name(n) if n.startswith("@")
-                     else n if n.startswith("scalepca.") else f"{module}.{n}" for n in names])
-            for title, names in groups]
+    return [
+        (
+            title,
+            [
+                public_name(n)
+                if n.startswith("@")
+                else n
+                if n.startswith("scalepca.")
+                else f"{module}.{n}"
+                for n in names
+            ],
+        )
+        for title, names in groups
+    ]
 
 
 def api_names(page: str) -> list[str]:
@@ -405,8 +584,9 @@ def _resolve(dotted: str):
 
 
 def public_members(cls) -> list[tuple[str, str]]:
-    """``(name, directive)`` of the public methods and properties scalepca itself defines on
-    ``cls`` or its scalepca bases (scikit-learn's ``get_params`` & co. are left to its docs)."""
+    """``(name, directive)`` of the public methods and properties scalepca itself
+    defines on ``cls`` or its scalepca bases (scikit-learn's ``get_params`` & co. are
+    left to its docs)."""
     out = []
     for name in sorted(dir(cls)):
         if name.startswith("_"):
@@ -419,30 +599,62 @@ def public_members(cls) -> list[tuple[str, str]]:
             continue
         if isinstance(attr, property):
             out.append((name, "autoproperty"))
-        elif inspect.isfunction(attr) or hasattr(attr, "fn"):  # hasattr: available_if methods
+        elif inspect.isfunction(attr) or hasattr(
+            attr, "fn"
+        ):  # hasattr: available_if methods
             out.append((name, "automethod"))
         # anything else (a named tuple's fields) is described by the class's docstring
     return out
 
 
 #: the user guide's page of each documented object (by its last name)
-GUIDE = {"PCA": "pca", "PPCA": "ppca", "KernelPCA": "kernel_pca", "SparsePCA": "sparse_pca",
-         "RobustPCA": "robust_pca", "MultivariateEOF": "eof", "ExtendedEOF": "eof",
-         "MCA": "mca", "HilbertEOF": "hilbert_eof", "BootstrapEOF": "bootstrap_eof",
-         "pca": "single_cell", "north_test": "eof", "NorthTest": "eof",
-         "eofs_as_correlation": "eof", "eofs_as_covariance": "eof", "Rotator": "eof",
-         "eofs": "eof", "pcs": "eof", "reconstructed_field": "eof", "project_field": "eof",
-         "coslat_weights": "eof", "make_genotypes": "pca", "GenotypeMatrix": "pca"}
+GUIDE = {
+    "PCA": "pca",
+    "PPCA": "ppca",
+    "KernelPCA": "kernel_pca",
+    "SparsePCA": "sparse_pca",
+    "RobustPCA": "robust_pca",
+    "MultivariateEOF": "eof",
+    "ExtendedEOF": "eof",
+    "MCA": "mca",
+    "HilbertEOF": "hilbert_eof",
+    "BootstrapEOF": "bootstrap_eof",
+    "pca": "single_cell",
+    "north_test": "eof",
+    "NorthTest": "eof",
+    "eofs_as_correlation": "eof",
+    "eofs_as_covariance": "eof",
+    "Rotator": "eof",
+    "eofs": "eof",
+    "pcs": "eof",
+    "reconstructed_field": "eof",
+    "project_field": "eof",
+    "coslat_weights": "eof",
+    "make_genotypes": "pca",
+    "GenotypeMatrix": "pca",
+}
 
 #: related objects of each estimator (See also), scalepca's first, then its peers'
 SEE_ALSO = {
-    "PCA": ["scalepca.PPCA", "scalepca.KernelPCA", "scalepca.SparsePCA", "scalepca.RobustPCA",
-            "sklearn.decomposition.PCA", "sklearn.decomposition.IncrementalPCA"],
-    "PPCA": ["scalepca.PCA", "sklearn.decomposition.PCA",
-             "sklearn.decomposition.FactorAnalysis"],
+    "PCA": [
+        "scalepca.PPCA",
+        "scalepca.KernelPCA",
+        "scalepca.SparsePCA",
+        "scalepca.RobustPCA",
+        "sklearn.decomposition.PCA",
+        "sklearn.decomposition.IncrementalPCA",
+    ],
+    "PPCA": [
+        "scalepca.PCA",
+        "sklearn.decomposition.PCA",
+        "sklearn.decomposition.FactorAnalysis",
+    ],
     "KernelPCA": ["scalepca.PCA", "sklearn.decomposition.KernelPCA"],
-    "SparsePCA": ["scalepca.PCA", "sklearn.decomposition.SparsePCA",
-                  "sklearn.decomposition.MiniBatchSparsePCA"],
+    "SparsePCA": [
+        "scalepca.PCA",
+        "sklearn.decomposition.SparsePCA",
+        "sklearn.decomposition.MiniBatchSparsePCA",
+    ],
     "RobustPCA": ["scalepca.PCA", "scalepca.PPCA"],
     "MultivariateEOF": ["scalepca.PCA", "scalepca.ExtendedEOF", "@MCA"],
     "ExtendedEOF": ["scalepca.PCA", "scalepca.MultivariateEOF", "@HilbertEOF"],
@@ -452,13 +664,14 @@ SEE_ALSO = {
     "pca": ["scalepca.PCA", "scanpy.pp.pca"],
 }
 
-#: scikit-learn's page of each method an estimator inherits from it (its inventory's names)
+#: scikit-learn's page of each method an estimator inherits from it (its inventory's
+#: names)
 SKLEARN_METHODS = {
     "get_params": "sklearn.base.BaseEstimator.get_params",
     "set_params": "sklearn.base.BaseEstimator.set_params",
     "set_output": "sklearn.base.TransformerMixin.set_output",
     "get_feature_names_out": "sklearn.base.ClassNamePrefixFeaturesOutMixin"
-                             ".get_feature_names_out",
+    ".get_feature_names_out",
     "fit_transform": "sklearn.base.TransformerMixin.fit_transform",
 }
 
@@ -472,8 +685,11 @@ def inherited_members(cls) -> list[tuple[str, str]]:
             continue
         owner = next(c for c in cls.__mro__ if name in c.__dict__)
         attr = owner.__dict__[name]
-        if owner.__module__.startswith("scalepca") or type(attr).__name__ == "RequestMethod" \
-                or not callable(getattr(cls, name, None)):  # available_if: a descriptor
+        if (
+            owner.__module__.startswith("scalepca")
+            or type(attr).__name__ == "RequestMethod"
+            or not callable(getattr(cls, name, None))
+        ):  # available_if: a descriptor
             continue
         doc = (inspect.getdoc(getattr(cls, name)) or "").strip().split("\n")[0]
         out.append((name, doc))
@@ -487,7 +703,8 @@ def _guide_link(name: str) -> list[str]:
 
 
 def _see_also(name: str) -> list[str]:
-    """A See also box after the object's description: its peers with their first lines."""
+    """A See also box after the object's description: its peers with their first
+    lines."""
     lines = []
     if name in SEE_ALSO:
         lines += [".. seealso::", ""]
@@ -505,12 +722,19 @@ def _inherited_section(cls) -> list[str]:
     inherited = inherited_members(cls)
     if not inherited:
         return []
-    lines = ["Methods inherited from scikit-learn", "-----------------------------------", "",
-             "As every scikit-learn estimator has them; documented on scikit-learn's pages.",
-             ""]
+    lines = [
+        "Methods inherited from scikit-learn",
+        "-----------------------------------",
+        "",
+        "As every scikit-learn estimator has them; documented on scikit-learn's pages.",
+        "",
+    ]
     for method, doc in inherited:
-        ref = (f":meth:`{method}() <{SKLEARN_METHODS[method]}>`" if method in SKLEARN_METHODS
-               else f"``{method}()``")
+        ref = (
+            f":meth:`{method}() <{SKLEARN_METHODS[method]}>`"
+            if method in SKLEARN_METHODS
+            else f"``{method}()``"
+        )
         lines.append(f"- {ref} — {escape_plain(doc)}")
     return lines + [""]
 
@@ -518,8 +742,16 @@ def _inherited_section(cls) -> list[str]:
 def api_page(dotted: str) -> str:
     obj = _resolve(dotted)
     module, _, name = dotted.rpartition(".")
-    lines = [".. generated by docs/_ext/docgen.py: do not edit", "", name, "=" * len(name), "",
-             f".. currentmodule:: {module}", "", *_guide_link(name)]
+    lines = [
+        ".. generated by docs/_ext/docgen.py: do not edit",
+        "",
+        name,
+        "=" * len(name),
+        "",
+        f".. currentmodule:: {module}",
+        "",
+        *_guide_link(name),
+    ]
     if inspect.isclass(obj) and not issubclass(obj, BaseException):
         members = public_members(obj)
         lines += [f".. autoclass:: {name}", "", *_see_also(name)]
@@ -557,8 +789,8 @@ def api_section(page: str) -> str:
 
 
 def api_index() -> str:
-    """The API index: every section page's title (a link to it) and its objects, each with
-    the first line of its docstring, by task."""
+    """The API index: every section page's title (a link to it) and its objects, each
+    with the first line of its docstring, by task."""
     lines = [".. currentmodule:: None", ""]
     for page in API:
         title = (DOCS / "api" / f"{page}.rst").read_text().splitlines()[0]
@@ -570,10 +802,10 @@ def api_index() -> str:
     return "\n".join(lines) + "\n"
 
 
-# -- references to re-exported names -----------------------------------------------------------
+# -- references to re-exported names ---------------------------------------------------
 def _documented() -> dict[int, str]:
-    """id of each documented object (and of each method or property on a documented class)
-    -> the full name its page gives it."""
+    """id of each documented object (and of each method or property on a documented
+    class) -> the full name its page gives it."""
     out = {}
     for page in API:
         for name in api_names(page):
@@ -600,8 +832,11 @@ def _lookup(dotted: str):
             continue
         try:
             for attr in parts[i:]:
-                obj = inspect.getattr_static(obj, attr) if inspect.isclass(obj) \
+                obj = (
+                    inspect.getattr_static(obj, attr)
+                    if inspect.isclass(obj)
                     else getattr(obj, attr)
+                )
         except AttributeError:
             return None
         return getattr(obj, "__func__", obj)
@@ -610,9 +845,9 @@ def _lookup(dotted: str):
 
 def resolve_reexport(app, env, node, contnode):
     """``missing-reference`` handler: a name written where the code defines it
-    (``scalepca.models.pca.PCA``, or ``PCA`` inside that module, ``load`` inside a class)
-    links to the page of its public name (``scalepca.PCA``). Anything else stays
-    unresolved, and fails the build (``nitpicky``)."""
+    (``scalepca.models.pca.PCA``, or ``PCA`` inside that module, ``load`` inside a
+    class) links to the page of its public name (``scalepca.PCA``). Anything else
+    stays unresolved, and fails the build (``nitpicky``)."""
     if node.get("refdomain") != "py":
         return None
     if not _DOCUMENTED:
@@ -637,13 +872,15 @@ def resolve_reexport(app, env, node, contnode):
         name = ends[0] if len(set(ends)) == 1 else None
     if name is None:
         return None
-    return env.domains["py"].resolve_xref(env, node["refdoc"], app.builder, "obj", name,
-                                          node, contnode)
+    return env.domains["py"].resolve_xref(
+        env, node["refdoc"], app.builder, "obj", name, node, contnode
+    )
 
 
-# -- all -------------------------------------------------------------------------------------------
+# -- all -------------------------------------------------------------------------------
 def generate() -> list[Path]:
-    """Write every generated page under ``docs/_generated``; return the files written."""
+    """Write every generated page under ``docs/_generated``; return the files
+    written."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     OUT.mkdir(exist_ok=True)
@@ -651,14 +888,19 @@ def generate() -> list[Path]:
 
     def write(name: str, text: str) -> None:
         path = OUT / name
-        if not path.exists() or path.read_text() != text:  # unchanged files keep their mtime
+        if (
+            not path.exists() or path.read_text() != text
+        ):  # unchanged files keep their mtime
             path.write_text(text)
         written.append(path)
 
     write("config_reference.md", config_reference())
     for name in CLASSES:
         write(f"notes_{name}.rst", class_notes(name))
-    from docgen_bench import benchmark_page, status_table  # imports this module: loaded once
+    from docgen_bench import (
+        benchmark_page,
+        status_table,
+    )  # imports this module: loaded once
 
     write("benchmarks.md", benchmark_page())
     write("benchmarks_status.md", status_table())

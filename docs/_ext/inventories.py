@@ -1,21 +1,23 @@
-"""The intersphinx inventories of the projects the API pages link to, for a build offline.
+"""The intersphinx inventories of the projects the API pages link to, for a build
+offline.
 
 The documentation links types and functions to NumPy, SciPy, scikit-learn, xarray, Dask,
-distributed, anndata and scanpy (``intersphinx_mapping`` in ``conf.py``). Each project's own
-``objects.inv`` is tried first, on its site; the machines this project is built and tested on
-reach no site but the package registries, so each mapping has a fallback read from here:
+distributed, anndata and scanpy (``intersphinx_mapping`` in ``conf.py``). Each project's
+own ``objects.inv`` is tried first, on its site; the machines this project is built and
+tested on reach no site but the package registries, so each mapping has a fallback read
+from here:
 
-* ``docs/_inventories/*.inv`` — the projects' own inventories as their Sphinx builds wrote
-  them, taken from Debian's documentation packages (``python3.11-doc``, ``python-scipy-doc``,
-  ``python-sklearn-doc``, ``python-dask-doc``,
-  ``python-distributed-doc``; Debian 12). The files' URIs are relative to the site's root,
-  and a name's page has kept its path across versions
+* ``docs/_inventories/*.inv`` — the projects' own inventories as their Sphinx builds
+  wrote them, taken from Debian's documentation packages (``python3.11-doc``,
+  ``python-scipy-doc``, ``python-sklearn-doc``, ``python-dask-doc``,
+  ``python-distributed-doc``; Debian 12). The files' URIs are relative to the site's
+  root, and a name's page has kept its path across versions
   (``generated/dask.array.Array.html``).
 * NumPy, anndata and scanpy have no documentation package, and xarray's has no API
-  entries: :data:`HANDMADE` lists the few of
-  their objects these pages name, at the paths of their sites' API pages (each project's
-  autosummary layout), and :func:`write_handmade` writes them as inventories at build time.
-  A name missing here fails the build (``nitpicky``): add it with its page.
+  entries: :data:`HANDMADE` lists the few of their objects these pages name, at the
+  paths of their sites' API pages (each project's autosummary layout), and
+  :func:`write_handmade` writes them as inventories at build time. A name missing
+  here fails the build (``nitpicky``): add it with its page.
 """
 
 from __future__ import annotations
@@ -40,30 +42,55 @@ SITES = {
 }
 
 
-def _api(prefix: str, *names: str, role: str = "py:class") -> list[tuple[str, str, str]]:
+def _api(
+    prefix: str, *names: str, role: str = "py:class"
+) -> list[tuple[str, str, str]]:
     return [(n, role, f"{prefix}{n}.html#{n}") for n in names]
 
 
 #: project -> [(name, domain:role, uri relative to the site)]
 HANDMADE = {
     "numpy": [
-        *_api("reference/generated/", "numpy.ndarray", "numpy.dtype",
-              "numpy.random.Generator", "numpy.random.RandomState"),
+        *_api(
+            "reference/generated/",
+            "numpy.ndarray",
+            "numpy.dtype",
+            "numpy.random.Generator",
+            "numpy.random.RandomState",
+        ),
         ("numpy.inf", "py:data", "reference/constants.html#numpy.inf"),
         ("numpy.nan", "py:data", "reference/constants.html#numpy.nan"),
-        ("numpy.random.default_rng", "py:function",
-         "reference/random/generator.html#numpy.random.default_rng"),
+        (
+            "numpy.random.default_rng",
+            "py:function",
+            "reference/random/generator.html#numpy.random.default_rng",
+        ),
         ("array_like", "std:term", "glossary.html#term-array_like"),
         ("numpy", "py:module", "reference/index.html#module-numpy"),
         ("arrays.scalars", "std:label", "reference/arrays.scalars.html#arrays-scalars"),
     ],
-    "xarray": [*_api("generated/", "xarray.DataArray", "xarray.Dataset"),
-               *_api("generated/", "xarray.open_dataset", "xarray.open_mfdataset",
-                     "xarray.apply_ufunc", role="py:function")],
+    "xarray": [
+        *_api("generated/", "xarray.DataArray", "xarray.Dataset"),
+        *_api(
+            "generated/",
+            "xarray.open_dataset",
+            "xarray.open_mfdataset",
+            "xarray.apply_ufunc",
+            role="py:function",
+        ),
+    ],
     "anndata": _api("generated/", "anndata.AnnData"),
-    "scanpy": [*_api("generated/", "scanpy.pp.pca", "scanpy.pp.normalize_total",
-                     "scanpy.pp.log1p", "scanpy.pp.highly_variable_genes", "scanpy.pp.scale",
-                     role="py:function")],
+    "scanpy": [
+        *_api(
+            "generated/",
+            "scanpy.pp.pca",
+            "scanpy.pp.normalize_total",
+            "scanpy.pp.log1p",
+            "scanpy.pp.highly_variable_genes",
+            "scanpy.pp.scale",
+            role="py:function",
+        )
+    ],
 }
 
 
@@ -72,8 +99,10 @@ def write_handmade(out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = {}
     for project, entries in HANDMADE.items():
-        head = (f"# Sphinx inventory version 2\n# Project: {project}\n# Version: \n"
-                "# The remainder of this file is compressed using zlib.\n").encode()
+        head = (
+            f"# Sphinx inventory version 2\n# Project: {project}\n# Version: \n"
+            "# The remainder of this file is compressed using zlib.\n"
+        ).encode()
         body = "".join(f"{name} {role} 1 {uri} -\n" for name, role, uri in entries)
         data = head + zlib.compress(body.encode())
         path = out / f"{project}.inv"
@@ -86,5 +115,7 @@ def write_handmade(out: Path) -> dict[str, Path]:
 def intersphinx_mapping(out: Path) -> dict:
     """``intersphinx_mapping``: each site's own inventory, then the one kept here."""
     handmade = write_handmade(out)
-    return {name: (site, (None, str(SHIPPED / inv) if inv else str(handmade[name])))
-            for name, (site, inv) in SITES.items()}
+    return {
+        name: (site, (None, str(SHIPPED / inv) if inv else str(handmade[name])))
+        for name, (site, inv) in SITES.items()
+    }

@@ -8,8 +8,9 @@ from scalepca.datasets import make_low_rank, make_missing
 shape = dict(n_samples=50_000, n_features=30, rank=3, noise=0.3)
 X = make_missing(**shape, missing=0.2, chunk_rows=10_000, seed=1)
 truth = make_low_rank(**shape, chunk_rows=10_000, seed=1)
-ppca = scalepca.PPCA(n_components=3, solver="em", missing="em", tol=1e-8,
-                     random_state=0)
+ppca = scalepca.PPCA(
+    n_components=3, solver="em", missing="em", tol=1e-8, random_state=0
+)
 ppca.fit(X)  # one pass per EM iteration
 print(f"σ² = {ppca.noise_variance_:.4f} after {ppca.n_iter_} iterations")
 filled = ppca.impute(X[:1000])  # E[x_missing | x_observed]

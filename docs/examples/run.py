@@ -3,10 +3,11 @@
     python docs/examples/run.py            # every example
     python docs/examples/run.py pca eof    # some of them
 
-Each ``docs/examples/<name>.py`` runs in a fresh interpreter with ``docs/img/guide/`` as its
-working directory, so the figure it saves lands there (``docs/img/guide/<name>.png``); what
-it prints goes to ``docs/examples/<name>.txt``, shown under the code on its guide page.
-``tests/test_docs.py`` runs them again and checks that they still print that output.
+Each ``docs/examples/<name>.py`` runs in a fresh interpreter with ``docs/img/guide/``
+as its working directory, so the figure it saves lands there
+(``docs/img/guide/<name>.png``); what it prints goes to ``docs/examples/<name>.txt``,
+shown under the code on its guide page. ``tests/test_docs.py`` runs them again and
+checks that they still print that output.
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ FIGURES = HERE.parent / "img" / "guide"
 def run(name: str, cwd: Path) -> str:
     """What ``docs/examples/<name>.py`` prints, run in ``cwd``."""
     env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, str(HERE / f"{name}.py")], cwd=cwd, env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, str(HERE / f"{name}.py")],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if r.returncode:
         raise RuntimeError(f"docs/examples/{name}.py failed:\n{r.stderr}")
     return r.stdout

@@ -34,13 +34,32 @@ _PUBLIC = {
     "project_field": "eof_fields",
     "reconstructed_field": "eof_fields",
 }
-_SUBMODULES = ("bootstrap", "eof", "eof_fields", "hilbert_eof", "mca", "plot", "rotation",
-               "singlecell")
+_SUBMODULES = (
+    "bootstrap",
+    "eof",
+    "eof_fields",
+    "hilbert_eof",
+    "mca",
+    "plot",
+    "rotation",
+    "singlecell",
+)
 
 __all__ = [
-    "BootstrapEOF", "HilbertEOF", "MCA", "NorthTest", "Rotator", "coslat_weights", "eofs",
-    "eofs_as_correlation", "eofs_as_covariance", "find_lat_lon", "north_test", "pcs",
-    "project_field", "reconstructed_field",
+    "BootstrapEOF",
+    "HilbertEOF",
+    "MCA",
+    "NorthTest",
+    "Rotator",
+    "coslat_weights",
+    "eofs",
+    "eofs_as_correlation",
+    "eofs_as_covariance",
+    "find_lat_lon",
+    "north_test",
+    "pcs",
+    "project_field",
+    "reconstructed_field",
 ]
 
 if typing.TYPE_CHECKING:  # static tools see the eager imports

@@ -1,9 +1,10 @@
 """The data preparation an analysis tool owns (MCA, Hilbert EOF, bootstrap EOF).
 
-As every scalepca model, a tool keeps at ``fit`` the description of how each field's matrix
-was made from the user's data (:class:`~scalepca.preprocessing._steps.Preprocessing`:
-variable, dims, weights, grid): ``transform`` of new data in the field's own layout and units
-repeats it (stack, weight, check the grid), a matrix that ``open_matrix`` made is checked
+As every scalepca model, a tool keeps at ``fit`` the description of how each field's
+matrix was made from the user's data
+(:class:`~scalepca.preprocessing._steps.Preprocessing`: variable, dims, weights,
+grid): ``transform`` of new data in the field's own layout and units repeats it
+(stack, weight, check the grid), a matrix that ``open_matrix`` made is checked
 against it, and ``save`` / :func:`scalepca.load` keep it with the rest of the model's
 state (:func:`state_of` / :func:`restored`: its JSON and its weights; the fields'
 feature coordinates beside them).
@@ -19,15 +20,16 @@ logger = logging.getLogger(__name__)
 
 
 def field_input(X, what: str = "X", prep=None):
-    """``X`` as a tool's :class:`~scalepca.preprocessing._matrix.MatrixInput`: made as the
-    fitted field's matrix was first (``prep``: its description; None at ``fit`` or for a
-    model fitted on a bare array: ``X`` as it is), then through
-    :func:`~scalepca.preprocessing._matrix.as_matrix`, the door of every estimator's input
-    (metadata checks; sparse data refused there by name: the tools' products are dense).
+    """``X`` as a tool's :class:`~scalepca.preprocessing._matrix.MatrixInput`: made as
+    the fitted field's matrix was first (``prep``: its description; None at ``fit`` or
+    for a model fitted on a bare array: ``X`` as it is), then through
+    :func:`~scalepca.preprocessing._matrix.as_matrix`, the door of every estimator's
+    input (metadata checks; sparse data refused there by name: the tools' products are
+    dense).
 
-    2-D blocks are kept: the strip solvers read them as they are, the row passes regroup
-    them (:func:`~scalepca._validation.full_rows`), so a field chunked along space is never
-    merged into one block.
+    2-D blocks are kept: the strip solvers read them as they are, the row passes
+    regroup them (:func:`~scalepca._validation.full_rows`), so a field chunked along
+    space is never merged into one block.
     """
     from ..preprocessing._matrix import as_matrix
 
@@ -77,11 +79,15 @@ def restored(state: dict, n_fields: int, templates: tuple) -> tuple[tuple, tuple
     for suffix in _suffixes(n_fields):
         prep = state.pop(f"_preprocessing{suffix}_json", None)
         weights = state.pop(f"_preprocessing_weights{suffix}", None)
-        if prep is not None and (not isinstance(prep, dict)
-                                 or prep.get("cells") is not None):
-            raise ValueError("it holds a field description the analysis tools do not "
-                             "write")
+        if prep is not None and (
+            not isinstance(prep, dict) or prep.get("cells") is not None
+        ):
+            raise ValueError(
+                "it holds a field description the analysis tools do not write"
+            )
         preps.append(None if prep is None else Preprocessing.from_json(prep, weights))
-    coords = tuple(None if t is None else template_from_json(t)
-                   for t in (state.pop(name, None) for name in templates))
+    coords = tuple(
+        None if t is None else template_from_json(t)
+        for t in (state.pop(name, None) for name in templates)
+    )
     return tuple(preps), coords

@@ -1,36 +1,39 @@
-"""Hilbert (complex) EOF analysis: EOFs of the analytic signal, for propagating patterns.
+"""Hilbert (complex) EOF analysis: EOFs of the analytic signal, for propagating
+patterns.
 
 A standing EOF cannot hold a wave that travels (ENSO's eastward and westward phases, a
 monsoon's northward march): it needs two modes in quadrature. Hilbert EOF analysis
 (Rasmusson et al., 1981; Barnett, 1983; Horel, 1984) replaces every grid cell's series
 ``x(t)`` by its analytic signal ``z(t) = x(t) + i H[x](t)`` (``H`` the Hilbert transform
-along time, a 90° phase shift of every frequency) and diagonalises the Hermitian covariance
+along time, a 90° phase shift of every frequency) and diagonalises the Hermitian
+covariance
 
     C = Zᴴ Z / (n − 1)        (d × d complex, Z the centred analytic signal, n × d)
 
 ``C = V Λ Vᴴ``. Each complex EOF ``v_i`` has an amplitude ``|v_i|`` (where the mode is
-strong) and a phase ``arg v_i`` (its propagation: the phase increases in the direction the
-pattern travels); each complex PC ``Z v_i`` has an amplitude (the mode's strength in time)
-and a phase (where in its cycle the mode is). As xeofs' ``HilbertEOF``, the field enters as
-it is given (weight it first, ``open_matrix(..., weights="sqrt_coslat")``), is centred, and
-may be padded before the transform (``padding="exp"``, ``decay_factor``) to damp the edge
-effects of the FFT.
+strong) and a phase ``arg v_i`` (its propagation: the phase increases in the direction
+the pattern travels); each complex PC ``Z v_i`` has an amplitude (the mode's strength in
+time) and a phase (where in its cycle the mode is). As xeofs' ``HilbertEOF``, the field
+enters as it is given (weight it first, ``open_matrix(..., weights="sqrt_coslat")``), is
+centred, and may be padded before the transform (``padding="exp"``, ``decay_factor``) to
+damp the edge effects of the FFT.
 
 Time must be whole in every task: the Hilbert transform of a series needs all of it. The
 fit regroups the matrix into **column strips** (all time steps × some grid cells,
-:func:`scalepca.linalg.snapshot.column_strips`; a rechunk of the input, no data at the client)
-and makes the analytic signal strip by strip. Two solvers:
+:func:`scalepca.linalg.snapshot.column_strips`; a rechunk of the input, no data at the
+client) and makes the analytic signal strip by strip. Two solvers:
 
 - ``"gram"``: the n × n Hermitian Gram ``Z Zᴴ = Σ_strips z zᴴ`` in one pass (only n × n
   partials travel), its eigendecomposition ``U Σ² Uᴴ`` on the client, which gives every
-  eigenvalue and the PCs ``U Σ``; a second pass gives the EOFs ``V = Zᴴ U Σ⁻¹`` strip by strip.
+  eigenvalue and the PCs ``U Σ``; a second pass gives the EOFs ``V = Zᴴ U Σ⁻¹`` strip by
+  strip.
 - ``"covariance"``: the analytic signal made on strips is regrouped into row blocks and
-  reduced to the d × d ``Zᴴ Z`` (one pass; the regrouping moves the signal between workers:
-  16 bytes per value); its eigendecomposition gives the EOFs and every eigenvalue; a second
-  pass gives the PCs ``Z V``.
+  reduced to the d × d ``Zᴴ Z`` (one pass; the regrouping moves the signal between
+  workers: 16 bytes per value); its eigendecomposition gives the EOFs and every
+  eigenvalue; a second pass gives the PCs ``Z V``.
 
-``"auto"`` takes ``"gram"`` when n ≤ d, else ``"covariance"``. Both are exact (LAPACK on the
-client, float64).
+``"auto"`` takes ``"gram"`` when n ≤ d, else ``"covariance"``. Both are exact (LAPACK on
+the client, float64).
 
 Examples
 --------
@@ -43,8 +46,8 @@ Examples
 
 References
 ----------
-Horel, J. D. (1984). Complex principal component analysis: theory and examples. J. Climate
-Appl. Meteor., 23, 1660–1673.
+Horel, J. D. (1984). Complex principal component analysis: theory and examples. J.
+Climate Appl. Meteor., 23, 1660–1673.
 """
 
 from __future__ import annotations
@@ -64,8 +67,8 @@ from . import _prep
 __all__ = ["HilbertEOF"]
 
 SOLVERS = ("auto", "gram", "covariance")
-#: a strip's padded complex signal is 3 n × w × 16 bytes: strips 6× narrower than PCA's, so
-#: that the signal takes about what PCA's strip does (128 MiB)
+#: a strip's padded complex signal is 3 n × w × 16 bytes: strips 6× narrower than PCA's,
+#: so that the signal takes about what PCA's strip does (128 MiB)
 HILBERT_STRIP_BYTES = STRIP_BYTES // 6
 #: the largest d (covariance) or n (gram) whose square the client decomposes by default
 MAX_GRAM_SIDE = 20_000
@@ -77,15 +80,24 @@ def _strips(X: da.Array) -> da.Array:
 
 
 def _complex_pcs(S: da.Array, comps: np.ndarray, mean: np.ndarray, opts) -> da.Array:
-    """The lazy complex PCs ``Z V`` (n × k complex, one chunk) of the column strips ``S``:
-    each strip centred (``mean``, NaN at features left out), turned into its analytic signal
-    (``opts``: padding and decay factor) and multiplied by its rows of the components
-    (``comps``, k × d, 0 at features left out) where it lives, a blockwise map; the n × k
-    partials summed over the strips in a tree (:func:`passes.sum_over_strips`). One pass
-    when computed; nothing is computed here."""
+    """The lazy complex PCs ``Z V`` (n × k complex, one chunk) of the column strips
+    ``S``: each strip centred (``mean``, NaN at features left out), turned into its
+    analytic signal (``opts``: padding and decay factor) and multiplied by its rows
+    of the components (``comps``, k × d, 0 at features left out) where it lives, a
+    blockwise map; the n × k partials summed over the strips in a tree
+    (:func:`passes.sum_over_strips`). One pass when computed; nothing is computed
+    here."""
     mean = np.where(np.isfinite(mean), mean, 0.0)
-    return passes.sum_over_strips(S, kern.strip_scores, comps.T, mean, k=comps.shape[0],
-                                  dtype=np.complex128, args=opts, name="complex-pcs")
+    return passes.sum_over_strips(
+        S,
+        kern.strip_scores,
+        comps.T,
+        mean,
+        k=comps.shape[0],
+        dtype=np.complex128,
+        args=opts,
+        name="complex-pcs",
+    )
 
 
 def _whole_series(z, nan, *, n: int, keep: np.ndarray):
@@ -105,8 +117,9 @@ def _check_n_components(value, name, params, shape):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer; got {value!r}")
     if shape is not None and value > min(shape.n, shape.d):
-        raise ValueError(f"{name}={value} but the field has {shape.n} samples and {shape.d} "
-                         "features")
+        raise ValueError(
+            f"{name}={value} but the field has {shape.n} samples and {shape.d} features"
+        )
     return int(value)
 
 
@@ -121,18 +134,21 @@ def _solver_of(solver: str, n: int, d: int) -> str:
 
 
 def _check_side(params, shape):
-    """The decomposed side (n for ``"gram"``, d for ``"covariance"``) within MAX_GRAM_SIDE."""
+    """The decomposed side (n for ``"gram"``, d for ``"covariance"``) within
+    MAX_GRAM_SIDE."""
     solver = _solver_of(params["solver"], shape.n, shape.d)
     side = shape.n if solver == "gram" else shape.d
     if side > MAX_GRAM_SIDE:
         raise ValueError(
             f"solver={solver!r} decomposes a {side:,} × {side:,} complex matrix on the "
             f"client (over {MAX_GRAM_SIDE:,}): use solver="
-            f"{'covariance' if solver == 'gram' else 'gram'!r} or coarsen the field")
+            f"{'covariance' if solver == 'gram' else 'gram'!r} or coarsen the field"
+        )
 
 
 def _polar(z):
-    """``(|z|, arg z)`` of complex PCs in their kind (a DataArray keeps its coordinates)."""
+    """``(|z|, arg z)`` of complex PCs in their kind (a DataArray keeps its
+    coordinates)."""
     import xarray as xr
 
     def parts(a):
@@ -141,8 +157,10 @@ def _polar(z):
 
     if isinstance(z, xr.DataArray):
         amplitude, phase = parts(z.data)
-        return (z.copy(data=amplitude).rename("scores_amplitude"),
-                z.copy(data=phase).rename("scores_phase"))
+        return (
+            z.copy(data=amplitude).rename("scores_amplitude"),
+            z.copy(data=phase).rename("scores_phase"),
+        )
     return parts(z)
 
 
@@ -154,23 +172,25 @@ class HilbertEOF(SavedModel, BaseEstimator):
     n_components : int, default=2
         Number of complex modes.
     padding : {"exp", "none"} or None, default="exp"
-        ``"exp"``: each series is extended by its own length at both ends with an exponential
-        decay from its first (last) anomaly to its linear trend before the transform (xeofs'
-        ``padding="exp"``); ``"none"`` / None: the transform of the series as it is.
+        ``"exp"``: each series is extended by its own length at both ends with an
+        exponential decay from its first (last) anomaly to its linear trend before the
+        transform (xeofs' ``padding="exp"``); ``"none"`` / None: the transform of the
+        series as it is.
     decay_factor : float, default=0.2
         The e-folding length of the padding as a fraction of the series length (xeofs'
         ``decay_factor``; 0.05 for very variable series, 0.2 for smooth ones).
     solver : {"auto", "gram", "covariance"}, default="auto"
-        ``"gram"``: the n × n Hermitian Gram of the time steps; ``"covariance"``: the d × d
-        Hermitian covariance; ``"auto"``: ``"gram"`` when n ≤ d.
+        ``"gram"``: the n × n Hermitian Gram of the time steps; ``"covariance"``: the d
+        × d Hermitian covariance; ``"auto"``: ``"gram"`` when n ≤ d.
 
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features), complex
-        The complex EOFs (unit norm; NaN at features left out). The phase of each mode is
-        fixed so that its largest-magnitude entry is real and positive.
+        The complex EOFs (unit norm; NaN at features left out). The phase of each mode
+        is fixed so that its largest-magnitude entry is real and positive.
     scores_ : ndarray of shape (n_samples, n_components), complex
-        The complex PCs ``Z v_i`` of the fitted data (xeofs' ``scores(normalized=False)``).
+        The complex PCs ``Z v_i`` of the fitted data (xeofs'
+        ``scores(normalized=False)``).
     explained_variance_, explained_variance_ratio_, singular_values_ : ndarray
         Of shape (n_components,).
         ``λ_i = s_i² / (n − 1)``, ``λ_i / total_variance_`` and ``s_i``.
@@ -185,48 +205,62 @@ class HilbertEOF(SavedModel, BaseEstimator):
     Notes
     -----
     Passes over the data: 2 (``"gram"``: the Gram, then the EOFs; ``"covariance"``: the
-    covariance, then the PCs); the means and the land mask come with the first. The input is
-    rechunked to column strips (all n time steps × w features, w such that the strip holds
-    about 21 MiB in float64 and its padded complex signal, 3 n × w × 16 bytes, about 128 MiB;
-    narrower when the input's column chunks are). Memory per worker: a strip, its signal and
-    an n × n (``"gram"``) partial; ``"covariance"`` holds row blocks of the signal (16 bytes
-    per value) in flight while it is regrouped, and d × d partials. The client holds n × n or
-    d × d complex values and decomposes them: the decomposed side is at most 20,000
-    (``MAX_GRAM_SIDE``), the other is not limited.
+    covariance, then the PCs); the means and the land mask come with the first. The
+    input is rechunked to column strips (all n time steps × w features, w such that the
+    strip holds about 21 MiB in float64 and its padded complex signal, 3 n × w × 16
+    bytes, about 128 MiB; narrower when the input's column chunks are). Memory per
+    worker: a strip, its signal and an n × n (``"gram"``) partial; ``"covariance"``
+    holds row blocks of the signal (16 bytes per value) in flight while it is regrouped,
+    and d × d partials. The client holds n × n or d × d complex values and decomposes
+    them: the decomposed side is at most 20,000 (``MAX_GRAM_SIDE``), the other is not
+    limited.
 
-    ``transform(X)`` gives the complex PCs of a field of the same grid (other times, or the
-    fitted field again: then ``scores_``), lazily for dask and xarray input (NumPy input gives
-    NumPy, computed in one counted pass). ``X`` is regrouped to column strips as in the fit;
-    in each strip's task its series become their own analytic signals (the fit's padding and
-    decay) and meet the strip's rows of the complex EOFs (a blockwise map, an n' × k complex
-    partial per strip); the partials are summed over the strips in a tree of fan-in 4. One
-    pass over ``X`` when the result is computed. Memory per worker: the fit's strip and its
-    padded signal, and at most 5 n' × k partials in a merge; only the n' × k result reaches
-    the client, when it is asked for. The (n', k) result comes in ``X``'s row chunks.
+    ``transform(X)`` gives the complex PCs of a field of the same grid (other times,
+    or the fitted field again: then ``scores_``), lazily for dask and xarray input
+    (NumPy input gives NumPy, computed in one counted pass). ``X`` is regrouped to
+    column strips as in the fit; in each strip's task its series become their own
+    analytic signals (the fit's padding and decay) and meet the strip's rows of the
+    complex EOFs (a blockwise map, an n' × k complex partial per strip); the partials
+    are summed over the strips in a tree of fan-in 4. One pass over ``X`` when the
+    result is computed. Memory per worker: the fit's strip and its padded signal, and
+    at most 5 n' × k partials in a merge; only the n' × k result reaches the client,
+    when it is asked for. The (n', k) result comes in ``X``'s row chunks.
     ``inverse_transform`` rebuilds the field from complex PCs.
     """
 
-    #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and ``load``
+    #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and
+    #: ``load``
     _parameters = {
         "n_components": Param("int", (int,), _check_n_components, shaped=True),
-        "padding": Param("choice", (str, type(None)), _check_padding, choices=("exp", "none"),
-                         forms="'exp', 'none' or null"),
+        "padding": Param(
+            "choice",
+            (str, type(None)),
+            _check_padding,
+            choices=("exp", "none"),
+            forms="'exp', 'none' or null",
+        ),
         "decay_factor": Real(0, open_low=True),
         "solver": Choice(*SOLVERS),
     }
     _parameter_rules = (Rule(_check_side, needs=("solver",)),)
 
-    def __init__(self, n_components: int = 2, *, padding: str | None = "exp",
-                 decay_factor: float = 0.2, solver: str = "auto"):
+    def __init__(
+        self,
+        n_components: int = 2,
+        *,
+        padding: str | None = "exp",
+        decay_factor: float = 0.2,
+        solver: str = "auto",
+    ):
         self.n_components = n_components
         self.padding = padding
         self.decay_factor = decay_factor
         self.solver = solver
 
-    # -- fit ----------------------------------------------------------------------------------
+    # -- fit ---------------------------------------------------------------------------
     def _check_params(self, n: int, d: int) -> tuple[str, str]:
-        """The parameters checked against their table for n × d data: ``(padding, solver)``
-        as used."""
+        """The parameters checked against their table for n × d data:
+        ``(padding, solver)`` as used."""
         values = check_parameters(self, Shape(n, d))
         padding = "none" if values["padding"] is None else values["padding"]
         return padding, _solver_of(self.solver, n, d)
@@ -234,8 +268,9 @@ class HilbertEOF(SavedModel, BaseEstimator):
     def fit(self, X, y=None) -> HilbertEOF:
         """Fit on the field ``X`` (time steps as samples). Returns ``self``.
 
-        ``X``: a matrix as the estimators take it (the output of :func:`scalepca.open_matrix`,
-        NumPy or dask arrays, 2-D DataArrays); dense only.
+        ``X``: a matrix as the estimators take it (the output of
+        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays); dense
+        only.
         """
         xin = _prep.field_input(X)
         n, d = xin.data.shape
@@ -255,8 +290,9 @@ class HilbertEOF(SavedModel, BaseEstimator):
 
     def _fit_gram(self, S, opts):
         blocks = S.to_delayed(optimize_graph=True).ravel().tolist()
-        graph = passes.reduce_blocks(blocks, kern.strip_gram, kern.merge_strips, *opts,
-                                     split_every=4)
+        graph = passes.reduce_blocks(
+            blocks, kern.strip_gram, kern.merge_strips, *opts, split_every=4
+        )
         (mom,) = passes.compute(graph, name="Hermitian Gram")
         self._check_nan(mom["nan"], S.shape[0])
         theta, U = np.linalg.eigh(mom.pop("G"))
@@ -265,18 +301,31 @@ class HilbertEOF(SavedModel, BaseEstimator):
         s = np.sqrt(theta[:k])
         inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
         Ud, inv_sd = passes.shared(U[:, :k]), passes.shared(inv_s)  # one key each
-        parts = [dask.delayed(kern.strip_components, pure=True)(b, Ud, inv_sd, *opts)
-                 for b in blocks]
+        parts = [
+            dask.delayed(kern.strip_components, pure=True)(b, Ud, inv_sd, *opts)
+            for b in blocks
+        ]
         comps = np.hstack(passes.compute(*parts, name="complex EOFs"))
         return theta, U[:, :k] * s, comps, mom
 
     def _fit_covariance(self, S, opts):
-        Z = S.map_blocks(kern.analytic_signal, padding=opts[0], decay_factor=opts[1],
-                         dtype=np.complex128, meta=np.empty((0, 0), dtype=np.complex128))
+        Z = S.map_blocks(
+            kern.analytic_signal,
+            padding=opts[0],
+            decay_factor=opts[1],
+            dtype=np.complex128,
+            meta=np.empty((0, 0), dtype=np.complex128),
+        )
         rows = max(1, min(S.shape[0], 2**27 // max(1, 16 * S.shape[1])))
-        stats = S.map_blocks(kern.strip_stats, chunks=((2,), S.chunks[1]), dtype=np.float64)
-        graph = passes.reduce_rows(Z.rechunk({0: rows, 1: -1}), kern.row_gram,
-                                   kern.merge_row_grams, also=stats.rechunk({1: -1}))
+        stats = S.map_blocks(
+            kern.strip_stats, chunks=((2,), S.chunks[1]), dtype=np.float64
+        )
+        graph = passes.reduce_rows(
+            Z.rechunk({0: rows, 1: -1}),
+            kern.row_gram,
+            kern.merge_row_grams,
+            also=stats.rechunk({1: -1}),
+        )
         g, (mean, nan) = passes.compute(*graph, name="Hermitian covariance")
         C = g["C"]
         mom = {"mean": mean, "nan": nan, "ss": np.real(np.diag(C)).copy()}
@@ -285,7 +334,9 @@ class HilbertEOF(SavedModel, BaseEstimator):
         theta, V = theta[::-1].clip(min=0.0), V[:, ::-1]
         k = int(self.n_components)
         comps = V[:, :k].T
-        (scores,) = passes.compute(_complex_pcs(S, comps, mean, opts), name="complex PCs")
+        (scores,) = passes.compute(
+            _complex_pcs(S, comps, mean, opts), name="complex PCs"
+        )
         return theta, scores, comps, mom
 
     @staticmethod
@@ -303,7 +354,8 @@ class HilbertEOF(SavedModel, BaseEstimator):
                 f"features {partial[:3].tolist()}): the analytic signal needs whole "
                 "series (one gap changes every time step's PCs); Hilbert EOF leaves "
                 "out features NaN at every step of the fit (land) and needs the "
-                "others complete")
+                "others complete"
+            )
         if keep is None and (nan == n).all():
             raise ValueError("X is NaN at every feature")
 
@@ -340,7 +392,7 @@ class HilbertEOF(SavedModel, BaseEstimator):
         samples.attrs, samples.name = {}, None
         self._templates = (feature_template(xin.template), samples)
 
-    # -- outputs ------------------------------------------------------------------------------
+    # -- outputs -----------------------------------------------------------------------
     def _check_fitted(self):
         if not hasattr(self, "components_"):
             from sklearn.exceptions import NotFittedError
@@ -364,14 +416,18 @@ class HilbertEOF(SavedModel, BaseEstimator):
         from ..io._stack import MODE, _unstack, mode_coords
 
         sdim = samples.dims[0]
-        out = xr.DataArray(values, dims=(sdim, MODE),
-                           coords={**samples.coords, MODE: mode_coords(values.shape[1])},
-                           name=name)
+        out = xr.DataArray(
+            values,
+            dims=(sdim, MODE),
+            coords={**samples.coords, MODE: mode_coords(values.shape[1])},
+            name=name,
+        )
         return _unstack(out, sdim).transpose(..., MODE)
 
     def _prepared(self, X):
-        """``X`` as a matrix made as the fitted field's (:mod:`._prep`): raw data stacked
-        and weighted by the model, an ``open_matrix`` matrix checked against its record."""
+        """``X`` as a matrix made as the fitted field's (:mod:`._prep`): raw data
+        stacked and weighted by the model, an ``open_matrix`` matrix checked against
+        its record."""
         from ..io._stack import check_features
 
         xin = _prep.field_input(X, "X", getattr(self, "_preprocessing", None))
@@ -379,18 +435,19 @@ class HilbertEOF(SavedModel, BaseEstimator):
         return xin
 
     def transform(self, X):
-        """The complex PCs of the field ``X`` (n' time steps × the fit's grid): the analytic
-        signal of each of its series, made with the fit's ``padding`` and ``decay_factor``
-        (the series centred on its own mean, as in the fit), times the complex EOFs. Lazy for
-        dask and xarray input (nothing is computed until the result is; then one pass over
-        ``X``'s column strips, see the Notes); NumPy input is computed here. Returns (n', k)
-        complex in the input's kind ((time, mode) for xarray input). On the fitted field it
-        gives ``scores_``.
+        """The complex PCs of the field ``X`` (n' time steps × the fit's grid): the
+        analytic signal of each of its series, made with the fit's ``padding`` and
+        ``decay_factor`` (the series centred on its own mean, as in the fit), times the
+        complex EOFs. Lazy for dask and xarray input (nothing is computed until the
+        result is; then one pass over ``X``'s column strips, see the Notes); NumPy input
+        is computed here. Returns (n', k) complex in the input's kind ((time, mode) for
+        xarray input). On the fitted field it gives ``scores_``.
 
-        ``X`` in the field's own layout and units (a DataArray with the fitted dims, a Dataset
-        holding the fitted variable) is stacked and weighted by the model itself, as recorded
-        at ``fit`` (also after ``save`` and ``load``; the grid is checked); a matrix
-        ``open_matrix`` made is checked against that record and taken as it is.
+        ``X`` in the field's own layout and units (a DataArray with the fitted dims, a
+        Dataset holding the fitted variable) is stacked and weighted by the model
+        itself, as recorded at ``fit`` (also after ``save`` and ``load``; the grid is
+        checked); a matrix ``open_matrix`` made is checked against that record and taken
+        as it is.
 
         A NaN in a series the model uses is refused (``ValueError``) by fit's own check:
         the Hilbert transform runs along time, so one gap would move the PCs of every
@@ -401,21 +458,26 @@ class HilbertEOF(SavedModel, BaseEstimator):
         xin = self._prepared(X)
         n, d = xin.data.shape
         if d != self.n_features_in_:
-            raise ValueError(f"X has {d} features; the model was fitted on "
-                             f"{self.n_features_in_}")
+            raise ValueError(
+                f"X has {d} features; the model was fitted on {self.n_features_in_}"
+            )
         S = _strips(xin.data)
         Z = self._transform_strips(S)
-        if xin.kind == "numpy":  # an eager result: its one pass counted under the tool's name
-            with passes.counting("HilbertEOF.transform", planned=1, chunks=S.numblocks[1]):
+        if (
+            xin.kind == "numpy"
+        ):  # an eager result: its one pass counted under the tool's name
+            with passes.counting(
+                "HilbertEOF.transform", planned=1, chunks=S.numblocks[1]
+            ):
                 (Z,) = passes.compute(Z, name="complex PCs of new data")
             return Z
         return xin.wrap_samples(Z.rechunk({0: xin.data.chunks[0]}))
 
     def _transform_strips(self, S: da.Array) -> da.Array:
-        """The lazy complex PCs (n × k, one chunk) of the prepared matrix regrouped to column
-        strips ``S`` (:func:`_strips`; n × the fit's features): each strip's analytic signal,
-        padded as in the fit, on its rows of the complex EOFs, summed over the strips
-        (:func:`_complex_pcs`)."""
+        """The lazy complex PCs (n × k, one chunk) of the prepared matrix regrouped
+        to column strips ``S`` (:func:`_strips`; n × the fit's features): each
+        strip's analytic signal, padded as in the fit, on its rows of the complex
+        EOFs, summed over the strips (:func:`_complex_pcs`)."""
         keep = ~np.isnan(self.mean_)
         comps = np.where(keep[None, :], self.components_, 0.0)
         padding = "none" if self.padding is None else self.padding
@@ -423,11 +485,22 @@ class HilbertEOF(SavedModel, BaseEstimator):
         # fit's check of gaps, on the NaN counts of the strips the PCs read: a gap is
         # found in the same pass and refused when the PCs are computed (no pass of its
         # own; at the call it would cost one)
-        nan = S.map_blocks(kern.strip_stats, chunks=((2,), S.chunks[1]),
-                           dtype=np.float64)
-        return da.blockwise(_whole_series, "ik", Z, "ik", nan[1].rechunk(-1), "j",
-                            concatenate=True, n=S.shape[0], keep=keep, dtype=Z.dtype,
-                            meta=Z._meta)
+        nan = S.map_blocks(
+            kern.strip_stats, chunks=((2,), S.chunks[1]), dtype=np.float64
+        )
+        return da.blockwise(
+            _whole_series,
+            "ik",
+            Z,
+            "ik",
+            nan[1].rechunk(-1),
+            "j",
+            concatenate=True,
+            n=S.shape[0],
+            keep=keep,
+            dtype=Z.dtype,
+            meta=Z._meta,
+        )
 
     def components(self):
         """The complex EOFs: (mode, feature dims) for xarray input, else (k, d)."""
@@ -435,8 +508,8 @@ class HilbertEOF(SavedModel, BaseEstimator):
         return self._over_features(self.components_, "components")
 
     def scores(self, normalized: bool = False):
-        """The complex PCs of the fitted data ((time, mode) for xarray input); ``normalized``:
-        divided by the singular values (unit norm)."""
+        """The complex PCs of the fitted data ((time, mode) for xarray input);
+        ``normalized``: divided by the singular values (unit norm)."""
         self._check_fitted()
         z = self.scores_ / self.singular_values_ if normalized else self.scores_
         return self._over_samples(z, "scores")
@@ -468,28 +541,33 @@ class HilbertEOF(SavedModel, BaseEstimator):
 
     def scores_arrays(self, X=None, *, fitted: bool = False) -> tuple[dict, dict]:
         """``(arrays by name, attrs)`` of a scores store (``scalepca run``'s
-        ``output.scores``, ``scalepca transform``): the complex PCs as amplitude and phase,
-        ``scores_amplitude`` (``|Z v|``, unnormalised) and ``scores_phase`` (``arg(Z v)`` in
-        radians): the PCs are ``amplitude · exp(i phase)``. ``fitted``: ``scores_`` (no pass
-        over ``X``), else those of :meth:`transform` of ``X``."""
+        ``output.scores``, ``scalepca transform``): the complex PCs as amplitude and
+        phase, ``scores_amplitude`` (``|Z v|``, unnormalised) and ``scores_phase``
+        (``arg(Z v)`` in radians): the PCs are ``amplitude · exp(i phase)``.
+        ``fitted``: ``scores_`` (no pass over ``X``), else those of :meth:`transform`
+        of ``X``."""
         if fitted:
             amplitude = self.scores_amplitude(normalized=False)
             phase = self.scores_phase()
         else:
             amplitude, phase = _polar(self.transform(X))
-        return ({"scores_amplitude": amplitude, "scores_phase": phase},
-                {"complex_scores": "scores_amplitude * exp(1j * scores_phase)"})
+        return (
+            {"scores_amplitude": amplitude, "scores_phase": phase},
+            {"complex_scores": "scores_amplitude * exp(1j * scores_phase)"},
+        )
 
     def inverse_transform(self, scores=None):
-        """The field rebuilt from complex PCs (default: ``scores_``) as the real part of
-        ``Z Vᴴ`` plus the mean, over the samples and the field's feature dims (xarray
-        input), in the field's own units (the weights the model recorded at ``fit`` divided
-        out, NaN where a weight is 0); NaN at features left out."""
+        """The field rebuilt from complex PCs (default: ``scores_``) as the real part
+        of ``Z Vᴴ`` plus the mean, over the samples and the field's feature dims
+        (xarray input), in the field's own units (the weights the model recorded at
+        ``fit`` divided out, NaN where a weight is 0); NaN at features left out."""
         self._check_fitted()
         z = self.scores_ if scores is None else np.asarray(scores)
         if z.ndim != 2 or z.shape[1] != self.components_.shape[0]:
-            raise ValueError(f"scores must be (n_samples, {self.components_.shape[0]}); got "
-                             f"shape {z.shape}")
+            raise ValueError(
+                f"scores must be (n_samples, {self.components_.shape[0]}); got "
+                f"shape {z.shape}"
+            )
         Xhat = np.real(z @ self.components_.conj()) + self.mean_
         prep = getattr(self, "_preprocessing", None)
         if prep is not None:

@@ -1,42 +1,45 @@
 """Maximum covariance analysis (MCA) of two fields over the same samples.
 
-MCA (Bretherton et al., 1992; "SVD analysis") finds pairs of patterns, one per field, whose
-expansion coefficients covary most: the singular vectors of the cross-covariance
+MCA (Bretherton et al., 1992; "SVD analysis") finds pairs of patterns, one per field,
+whose expansion coefficients covary most: the singular vectors of the cross-covariance
 
     C = X_cᵀ Y_c / (n − 1)        (d_x × d_y, X_c and Y_c the centred fields)
 
-``C = U S Vᵀ``: the left singular vectors ``U`` are the patterns of ``X``, the right ``V``
-those of ``Y``, the singular values ``s_i`` the covariances of the expansion coefficients
-``X_c u_i`` and ``Y_c v_i``; the squared covariance fraction of a mode is
-``s_i² / ‖C‖²_F``. As in xeofs' ``MCA`` (with ``use_pca=False``), the fields enter as they
-are given: weight them first (``open_matrix(..., weights="sqrt_coslat")``, xeofs'
+``C = U S Vᵀ``: the left singular vectors ``U`` are the patterns of ``X``, the right
+``V`` those of ``Y``, the singular values ``s_i`` the covariances of the expansion
+coefficients ``X_c u_i`` and ``Y_c v_i``; the squared covariance fraction of a mode is
+``s_i² / ‖C‖²_F``. As in xeofs' ``MCA`` (with ``use_pca=False``), the fields enter as
+they are given: weight them first (``open_matrix(..., weights="sqrt_coslat")``, xeofs'
 ``use_coslat``); ``standardize=True`` divides each feature by its standard deviation.
 
 Two solvers (``solver``):
 
-* ``"covariance"`` makes **one pass** over the two fields: each pair of aligned row blocks
-  is reduced to per-feature moments and a d_x × d_y block of centred cross products, merged
-  in a tree (:func:`scalepca.linalg.passes.reduce_rows`, the parallel update of Chan et al.);
-  the SVD of C runs on the client, so d_x · d_y must fit in memory (``max_cross_size``).
-* ``"randomized"`` never forms C (two 1M-cell fields would need 8 TB): block Krylov on the
-  dilation ``[[0, C], [Cᵀ, 0]]``, one read of both fields per product, each pair of row
-  blocks giving ``x_bᵀ(y_b V)`` and ``y_bᵀ(x_b U)`` in one task, the means gathered with the
-  first product (:mod:`scalepca.analysis._mca_krylov`, :mod:`scalepca.linalg.cross`; the
-  eigensolver is PCA's ``svd_solver="randomized"``). At most ``n_power_iter + 2`` passes,
-  fewer with ``tol``; residual norms in ``residual_norms_``. ``‖C‖²_F``, the denominator of
-  the squared covariance fraction, has no out-of-core product: the Krylov basis gives the
-  squared covariance it captures (a lower bound, exact once the basis is invariant — e.g.
-  when ``n − 1`` plus the start block is at most its width per field) and the fields' total
-  variances Cauchy–Schwarz's upper bound; otherwise it is exact only from the n × n sample
-  Grams, ``trace(G_x G_y) / (n − 1)²``, one more pass (``total="auto"`` makes it up to 4,096
+* ``"covariance"`` makes **one pass** over the two fields: each pair of aligned row
+  blocks is reduced to per-feature moments and a d_x × d_y block of centred cross
+  products, merged in a tree (:func:`scalepca.linalg.passes.reduce_rows`, the parallel
+  update of Chan et al.); the SVD of C runs on the client, so d_x · d_y must fit in
+  memory (``max_cross_size``).
+* ``"randomized"`` never forms C (two 1M-cell fields would need 8 TB): block Krylov on
+  the dilation ``[[0, C], [Cᵀ, 0]]``, one read of both fields per product, each pair of
+  row blocks giving ``x_bᵀ(y_b V)`` and ``y_bᵀ(x_b U)`` in one task, the means gathered
+  with the first product (:mod:`scalepca.analysis._mca_krylov`,
+  :mod:`scalepca.linalg.cross`; the eigensolver is PCA's ``svd_solver="randomized"``).
+  At most ``n_power_iter + 2`` passes, fewer with ``tol``; residual norms in
+  ``residual_norms_``. ``‖C‖²_F``, the denominator of the squared covariance fraction,
+  has no out-of-core product: the Krylov basis gives the squared covariance it captures
+  (a lower bound, exact once the basis is invariant — e.g. when ``n − 1`` plus the start
+  block is at most its width per field) and the fields' total variances Cauchy–Schwarz's
+  upper bound; otherwise it is exact only from the n × n sample Grams,
+  ``trace(G_x G_y) / (n − 1)²``, one more pass (``total="auto"`` makes it up to 4,096
   samples, ``"exact"`` always, ``"bounds"`` never). ``total_squared_covariance_`` and
   ``squared_covariance_fraction_`` are NaN unless exact; their bounds are always given.
-* ``"auto"``: ``"covariance"`` when d_x · d_y ≤ ``max_cross_size`` (8 bytes each: 400 MB by
-  default), else ``"randomized"``.
+* ``"auto"``: ``"covariance"`` when d_x · d_y ≤ ``max_cross_size`` (8 bytes each: 400 MB
+  by default), else ``"randomized"``.
 
-Features that are NaN in every sample (land) are left out and come back NaN; a feature NaN
-at only some samples is refused. Homogeneous and heterogeneous maps (the correlations of each
-field with its own and with the other field's expansion coefficients) take one more pass.
+Features that are NaN in every sample (land) are left out and come back NaN; a feature
+NaN at only some samples is refused. Homogeneous and heterogeneous maps (the
+correlations of each field with its own and with the other field's expansion
+coefficients) take one more pass.
 
 Examples
 --------
@@ -52,8 +55,8 @@ Examples
 
 References
 ----------
-Bretherton, C. S., Smith, C. and Wallace, J. M. (1992). An intercomparison of methods for
-finding coupled patterns in climate data. J. Climate, 5, 541–560.
+Bretherton, C. S., Smith, C. and Wallace, J. M. (1992). An intercomparison of methods
+for finding coupled patterns in climate data. J. Climate, 5, 541–560.
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ from .eof import _cross_block, _label, _merge_cross
 
 __all__ = ["MCA"]
 
-#: the largest d_x · d_y (entries of the cross-covariance) formed on the client by default
+#: the largest d_x · d_y (entries of the cross-covariance) formed on the client by
+#: default
 MAX_CROSS_SIZE = 50_000_000
 
 #: the solvers (``solver``); ``"auto"`` picks ``"covariance"`` up to ``max_cross_size``
@@ -95,9 +99,9 @@ def _check_n_components(value, name, params, shape):
 
 
 def _pair_block(x, y) -> dict:
-    """Moments of ``[x, y]`` (one aligned row block of each field) and their centred cross
-    products ``(x − x̄)ᵀ (y − ȳ)``, with the NaN count per feature (NaN entries enter as 0:
-    the features they fall in are left out or refused after the pass)."""
+    """Moments of ``[x, y]`` (one aligned row block of each field) and their centred
+    cross products ``(x − x̄)ᵀ (y − ȳ)``, with the NaN count per feature (NaN entries
+    enter as 0: the features they fall in are left out or refused after the pass)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     nan_x, nan_y = np.isnan(x).sum(axis=0), np.isnan(y).sum(axis=0)
@@ -119,7 +123,8 @@ def _merge_pairs(*parts: dict) -> dict:
 
 
 def _weights(data, d: int) -> np.ndarray:
-    """The weights (d,) a matrix was multiplied by (``open_matrix(weights=...)``), else 1."""
+    """The weights (d,) a matrix was multiplied by (``open_matrix(weights=...)``),
+    else 1."""
     prep = data.prep
     w = None if prep is None else prep.weights
     return np.ones(d) if w is None else np.asarray(w, dtype=np.float64).reshape(d)
@@ -127,10 +132,15 @@ def _weights(data, d: int) -> np.ndarray:
 
 def _check_standardize(value, name, params, shape):
     pair = (value, value) if isinstance(value, (bool, np.bool_)) else value
-    if not isinstance(pair, (list, tuple)) or len(pair) != 2 \
-            or not all(isinstance(s, (bool, np.bool_)) for s in pair):
-        raise TypeError(f"{name} must be True, False or a pair (for X, for Y) of them; got "
-                        f"{value!r}")
+    if (
+        not isinstance(pair, (list, tuple))
+        or len(pair) != 2
+        or not all(isinstance(s, (bool, np.bool_)) for s in pair)
+    ):
+        raise TypeError(
+            f"{name} must be True, False or a pair (for X, for Y) of them; got "
+            f"{value!r}"
+        )
     return value
 
 
@@ -139,12 +149,14 @@ _TEMPLATES = ("_template_x_json", "_template_y_json")
 
 
 def _fields_pair(X, Y, what: str = "fit"):
-    """``(X, Y)``, also from ``X`` given as the pair ``[X, Y]`` (as ``scalepca run`` opens
-    the two variables of ``data.variable``)."""
+    """``(X, Y)``, also from ``X`` given as the pair ``[X, Y]`` (as ``scalepca run``
+    opens the two variables of ``data.variable``)."""
     if Y is None and isinstance(X, (list, tuple)):
         if len(X) != 2:
-            raise ValueError(f"MCA.{what} takes two fields, X and Y (or the pair [X, Y]); got "
-                             f"a list of {len(X)}")
+            raise ValueError(
+                f"MCA.{what} takes two fields, X and Y (or the pair [X, Y]); got "
+                f"a list of {len(X)}"
+            )
         return X[0], X[1]
     return X, Y
 
@@ -157,63 +169,66 @@ class MCA(SavedModel, BaseEstimator):
     n_components : int, default=2
         Number of coupled modes.
     standardize : bool or (bool, bool), default=False
-        Divide each feature of X (first) and Y (second) by its standard deviation (``ddof=0``)
-        in the field's own units, the weights of ``open_matrix`` kept (as xeofs'
-        ``standardize`` with ``use_coslat``: standardised, then weighted).
+        Divide each feature of X (first) and Y (second) by its standard deviation
+        (``ddof=0``) in the field's own units, the weights of ``open_matrix`` kept (as
+        xeofs' ``standardize`` with ``use_coslat``: standardised, then weighted).
     max_cross_size : int, default=50_000_000
         The largest d_x · d_y the client forms and decomposes (8 bytes each, 400 MB by
-        default): ``solver="covariance"`` refuses larger pairs of fields before any pass,
-        ``"auto"`` takes ``"randomized"`` for them.
+        default): ``solver="covariance"`` refuses larger pairs of fields before any
+        pass, ``"auto"`` takes ``"randomized"`` for them.
     solver : {"auto", "covariance", "randomized"}, default="auto"
-        ``"covariance"``: the cross-covariance in one pass, its SVD on the client (exact).
-        ``"randomized"``: block Krylov on the dilated cross-covariance, one pass over both
-        fields per product, nothing of size d_x · d_y anywhere. ``"auto"``: ``"covariance"``
-        up to ``max_cross_size`` entries, else ``"randomized"``.
+        ``"covariance"``: the cross-covariance in one pass, its SVD on the client
+        (exact). ``"randomized"``: block Krylov on the dilated cross-covariance, one
+        pass over both fields per product, nothing of size d_x · d_y anywhere.
+        ``"auto"``: ``"covariance"`` up to ``max_cross_size`` entries, else
+        ``"randomized"``.
     n_power_iter : int, default=4
-        ``"randomized"``: at most ``n_power_iter + 2`` passes (products: the first with the
-        means, one per power iteration, one last), fewer with ``tol``.
+        ``"randomized"``: at most ``n_power_iter + 2`` passes (products: the first with
+        the means, one per power iteration, one last), fewer with ``tol``.
     n_oversamples : int, default=10
         ``"randomized"``: the Krylov start block holds ``n_components + n_oversamples``
         vectors per field.
     tol : float, default=0.0
         ``"randomized"``: stop at the first pass after which every mode's residual
-        ``residual_norms_[i]`` is at most ``tol · singular_values_[i]``. 0 runs every pass.
+        ``residual_norms_[i]`` is at most ``tol · singular_values_[i]``. 0 runs every
+        pass.
     random_state : int, Generator or None
         Seed of the ``"randomized"`` start block (its only random part).
     total : {"auto", "exact", "bounds"}, default="auto"
-        ``"randomized"``: how ``‖C‖²_F`` (the squared covariance fraction's denominator) is
-        known when the Krylov basis does not give it exactly: ``"exact"`` from the n × n
-        sample Grams of both fields (one more pass over their column strips, n × n per
-        worker and on the client); ``"bounds"``: only its bounds (fractions NaN, no pass);
-        ``"auto"``: ``"exact"`` up to 4,096 samples, else ``"bounds"``.
+        ``"randomized"``: how ``‖C‖²_F`` (the squared covariance fraction's denominator)
+        is known when the Krylov basis does not give it exactly: ``"exact"`` from the n
+        × n sample Grams of both fields (one more pass over their column strips, n × n
+        per worker and on the client); ``"bounds"``: only its bounds (fractions NaN, no
+        pass); ``"auto"``: ``"exact"`` up to 4,096 samples, else ``"bounds"``.
 
     Attributes
     ----------
     components_x_, components_y_ : ndarray (n_components, d_x) / (n_components, d_y)
-        Singular vectors (unit norm; NaN at features left out). The sign of each pair makes
-        the largest-magnitude entry of the X pattern positive.
+        Singular vectors (unit norm; NaN at features left out). The sign of each pair
+        makes the largest-magnitude entry of the X pattern positive.
     singular_values_ : ndarray (n_components,)
         Covariances of the paired expansion coefficients.
     squared_covariance_ : ndarray (n_components,)
         ``singular_values_ ** 2``.
     total_squared_covariance_ : float
-        ``‖C‖²_F``, the sum of all squared singular values. ``"randomized"``: NaN when known
-        only by its bounds (``total``, ``total_squared_covariance_bounds_``).
+        ``‖C‖²_F``, the sum of all squared singular values. ``"randomized"``: NaN when
+        known only by its bounds (``total``, ``total_squared_covariance_bounds_``).
     total_squared_covariance_bounds_ : ndarray (2,)
-        Lower and upper bounds of ``‖C‖²_F``: both ``‖C‖²_F`` with ``"covariance"``; with
-        ``"randomized"`` the squared covariance the Krylov basis captures (``‖Cᵀ Q_x‖²_F``)
-        and Cauchy–Schwarz's ``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²``; both ``‖C‖²_F`` when the basis
-        is invariant under the operator (e.g. when ``n − 1`` plus the start block is at most
-        its width per field) or the sample Grams gave it (``total``).
+        Lower and upper bounds of ``‖C‖²_F``: both ``‖C‖²_F`` with ``"covariance"``;
+        with ``"randomized"`` the squared covariance the Krylov basis captures
+        (``‖Cᵀ Q_x‖²_F``) and Cauchy–Schwarz's ``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²``; both
+        ``‖C‖²_F`` when the basis is invariant under the operator (e.g. when ``n − 1``
+        plus the start block is at most its width per field) or the sample Grams gave it
+        (``total``).
     squared_covariance_fraction_ : ndarray (n_components,)
         ``squared_covariance_ / total_squared_covariance_`` (NaN when the total is).
     squared_covariance_fraction_bounds_ : ndarray (n_components, 2)
         The fractions against the upper and the lower bound of the total.
     residual_norms_ : ndarray (n_components,) or None
-        ``"randomized"``: ``‖H z_i − σ_i z_i‖`` for the unit eigenvectors ``z_i = [u_i; v_i]
-        / √2`` of the dilation (standardised as the fit is): ``σ_i`` is within it of a
-        singular value of C, and the patterns' angle error at most it over the gap. None with
-        ``"covariance"`` (exact).
+        ``"randomized"``: ``‖H z_i − σ_i z_i‖`` for the unit eigenvectors
+        ``z_i = [u_i; v_i] / √2`` of the dilation (standardised as the fit is): ``σ_i``
+        is within it of a singular value of C, and the patterns' angle error at most it
+        over the gap. None with ``"covariance"`` (exact).
     solver_ : str
         The solver used (``"covariance"`` or ``"randomized"``).
     mean_x_, mean_y_ : ndarray
@@ -222,30 +237,35 @@ class MCA(SavedModel, BaseEstimator):
         Standard deviations divided out (``standardize``).
     n_samples_, n_passes_ : int
     components_xr_, components_y_xr_ : DataArray
-        The patterns over ``mode`` and each field's original feature dims (xarray input).
+        The patterns over ``mode`` and each field's original feature dims (xarray
+        input).
 
     Notes
     -----
-    ``"covariance"``: one pass over the two fields (their row blocks aligned: Y is rechunked
-    to X's row chunks); per worker one row block of each plus O(d_x · d_y) for the partial
-    cross products. The SVD of the d_x × d_y matrix runs on the client.
+    ``"covariance"``: one pass over the two fields (their row blocks aligned: Y is
+    rechunked to X's row chunks); per worker one row block of each plus O(d_x · d_y) for
+    the partial cross products. The SVD of the d_x × d_y matrix runs on the client.
 
-    ``"randomized"``: at most ``n_power_iter + 2`` passes over both fields (6 by default;
-    one more when standardising scales are so far apart that the start block is rebuilt from
-    the first product), fewer with ``tol``; each reads every pair of row panels once. One
-    more over column strips for the exact ``‖C‖²_F`` (``total``) when the basis does not give
-    it: n × n floats per worker and on the client. Per
-    worker: a pair of row panels (at most 256 MB together) and partials of
-    (d_x + d_y) × 2(n_components + n_oversamples) floats. Client: the Krylov basis and
-    its products, 2 · (d_x + d_y) · 2(n_components + n_oversamples)(n_power_iter + 2)
+    ``"randomized"``: at most ``n_power_iter + 2`` passes over both fields (6 by
+    default; one more when standardising scales are so far apart that the start block
+    is rebuilt from the first product), fewer with ``tol``; each reads every pair of
+    row panels once. One more over column strips for the exact ``‖C‖²_F`` (``total``)
+    when the basis does not give it: n × n floats per worker and on the client. Per
+    worker: a pair of row panels (at most 256 MB together) and partials of (d_x +
+    d_y) × 2(n_components + n_oversamples) floats. Client: the Krylov basis and its
+    products, 2 · (d_x + d_y) · 2(n_components + n_oversamples)(n_power_iter + 2)
     floats (two 1M-cell fields, 4 modes: 5.4 GB) — nothing of size d_x · d_y.
     """
 
     #: the parameters (:mod:`scalepca.models._params`), read by fit, configs and load
     _parameters = {
         "n_components": Other((int,), _check_n_components),
-        "standardize": Param("other", (bool, list), _check_standardize,
-                             forms="true, false or a pair [for X, for Y] of them"),
+        "standardize": Param(
+            "other",
+            (bool, list),
+            _check_standardize,
+            forms="true, false or a pair [for X, for Y] of them",
+        ),
         "max_cross_size": Int(1),
         "solver": Choice(*SOLVERS),
         "n_power_iter": Int(0),
@@ -255,10 +275,19 @@ class MCA(SavedModel, BaseEstimator):
         "total": Choice("auto", "exact", "bounds"),
     }
 
-    def __init__(self, n_components: int = 2, *, standardize=False,
-                 max_cross_size: int = MAX_CROSS_SIZE, solver: str = "auto",
-                 n_power_iter: int = 4, n_oversamples: int = 10, tol: float = 0.0,
-                 random_state=None, total: str = "auto"):
+    def __init__(
+        self,
+        n_components: int = 2,
+        *,
+        standardize=False,
+        max_cross_size: int = MAX_CROSS_SIZE,
+        solver: str = "auto",
+        n_power_iter: int = 4,
+        n_oversamples: int = 10,
+        tol: float = 0.0,
+        random_state=None,
+        total: str = "auto",
+    ):
         self.n_components = n_components
         self.standardize = standardize
         self.max_cross_size = max_cross_size
@@ -269,32 +298,41 @@ class MCA(SavedModel, BaseEstimator):
         self.random_state = random_state
         self.total = total
 
-    # -- fit ----------------------------------------------------------------------------------
-    def _check_params(self, n: int | None = None, dx: int | None = None,
-                      dy: int | None = None) -> tuple[tuple[bool, bool], str] | None:
-        """The parameters checked: without the fields' sizes against the table alone (before
-        anything is read); with them, the table, then the sizes: ``(standardize pair,
-        solver)``."""
+    # -- fit ---------------------------------------------------------------------------
+    def _check_params(
+        self, n: int | None = None, dx: int | None = None, dy: int | None = None
+    ) -> tuple[tuple[bool, bool], str] | None:
+        """The parameters checked: without the fields' sizes against the table alone
+        (before anything is read); with them, the table, then the sizes:
+        ``(standardize pair, solver)``."""
         if n is None:
-            problems = parameter_problems(type(self),
-                                          {p: getattr(self, p) for p in self._parameters})
+            problems = parameter_problems(
+                type(self), {p: getattr(self, p) for p in self._parameters}
+            )
             if problems:
                 raise problems[0][1]
             return None
         values = check_parameters(self, Shape(n, dx))
         k = values["n_components"]
         if k > min(dx, dy):
-            raise ValueError(f"n_components={k} but the fields have {dx} and {dy} "
-                             "features")
+            raise ValueError(
+                f"n_components={k} but the fields have {dx} and {dy} features"
+            )
         fits = dx * dy <= self.max_cross_size
-        solver = self.solver if self.solver != "auto" else (
-            "covariance" if fits else "randomized")
+        solver = (
+            self.solver
+            if self.solver != "auto"
+            else ("covariance" if fits else "randomized")
+        )
         if solver == "covariance" and not fits:
             raise ValueError(
-                f"the cross-covariance has {dx:,} × {dy:,} = {dx * dy:,} entries, over "
-                f"max_cross_size={self.max_cross_size:,}: use solver='randomized' (block "
-                "Krylov, nothing of that size formed), coarsen or subset a field, or raise "
-                "max_cross_size if the client holds 8 bytes per entry (twice, for the SVD)")
+                f"the cross-covariance has {dx:,} × {dy:,} = {dx * dy:,} entries, "
+                f"over max_cross_size={self.max_cross_size:,}: use "
+                f"solver='randomized' (block "
+                "Krylov, nothing of that size formed), coarsen or subset a field, or "
+                "raise max_cross_size if the client holds 8 bytes per entry (twice, "
+                "for the SVD)"
+            )
         std = values["standardize"]
         pair = (std, std) if isinstance(std, (bool, np.bool_)) else tuple(std)
         return (bool(pair[0]), bool(pair[1])), solver
@@ -303,8 +341,8 @@ class MCA(SavedModel, BaseEstimator):
         """Fit on the two fields (same samples, same order). Returns ``self``.
 
         ``X`` and ``Y``: matrices as the estimators take them (the output of
-        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays); or ``X`` the
-        pair ``[X, Y]`` and ``Y`` left out.
+        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays); or ``X``
+        the pair ``[X, Y]`` and ``Y`` left out.
         """
         X, Y = _fields_pair(X, Y)
         self._check_params()
@@ -313,7 +351,9 @@ class MCA(SavedModel, BaseEstimator):
         xin, yin = _prep.field_input(X, "X"), _prep.field_input(Y, "Y")
         (n, dx), (ny, dy) = xin.data.shape, yin.data.shape
         if n != ny:
-            raise ValueError(f"X has {n} samples and Y {ny}: MCA pairs the same samples")
+            raise ValueError(
+                f"X has {n} samples and Y {ny}: MCA pairs the same samples"
+            )
         (std_x, std_y), solver = self._check_params(n, dx, dy)
         std = (std_x and _weights(xin, dx), std_y and _weights(yin, dy))
         if solver == "randomized":
@@ -322,9 +362,14 @@ class MCA(SavedModel, BaseEstimator):
             self._fit_covariance(xin.data, yin.data, std)
         from ..io._stack import feature_template
 
-        self._templates = tuple(feature_template(a.template) if a.kind == "xarray" else None
-                                for a in (xin, yin))
-        self._preparations = (xin.prep, yin.prep)  # transform repeats them on new raw data
+        self._templates = tuple(
+            feature_template(a.template) if a.kind == "xarray" else None
+            for a in (xin, yin)
+        )
+        self._preparations = (
+            xin.prep,
+            yin.prep,
+        )  # transform repeats them on new raw data
         return self
 
     def _fit_covariance(self, X, Y, std) -> None:
@@ -332,12 +377,19 @@ class MCA(SavedModel, BaseEstimator):
         n, dx = X.shape
         Xd = full_rows(X)
         Yd = Y.rechunk({0: Xd.chunks[0], 1: -1})
-        parts = da.map_blocks(_pair_block, Xd, Yd, chunks=((1,) * Xd.numblocks[0], (1,)),
-                              dtype=object, meta=np.empty((0, 0), dtype=object))
+        parts = da.map_blocks(
+            _pair_block,
+            Xd,
+            Yd,
+            chunks=((1,) * Xd.numblocks[0], (1,)),
+            dtype=object,
+            meta=np.empty((0, 0), dtype=object),
+        )
         with passes.counting(self, planned=1, chunks=Xd.numblocks[0]):
             self.n_passes_ = 0
-            (mom,) = passes.compute(passes.reduce_rows(parts, None, _merge_pairs),
-                                    name="cross covariance")
+            (mom,) = passes.compute(
+                passes.reduce_rows(parts, None, _merge_pairs), name="cross covariance"
+            )
         kx, ky = self._kept_features(mom["nan"], n, dx)
         sx, sy = self._scales(mom["ss"], n, dx, std)
         C = mom["cross"][np.ix_(kx, ky)] / (n - 1)
@@ -347,35 +399,60 @@ class MCA(SavedModel, BaseEstimator):
         U, s, Vt = np.linalg.svd(C, full_matrices=False)
         k = int(self.n_components)
         total = float((C * C).sum())
-        self._set_modes(U[:, :k], s[:k], Vt[:k].T, mom["mean"], (kx, ky), (sx, sy), n,
-                        total=total, bounds=(total, total), solver="covariance")
+        self._set_modes(
+            U[:, :k],
+            s[:k],
+            Vt[:k].T,
+            mom["mean"],
+            (kx, ky),
+            (sx, sy),
+            n,
+            total=total,
+            bounds=(total, total),
+            solver="covariance",
+        )
 
     def _fit_randomized(self, X, Y, std) -> None:
         """Block Krylov on the dilated cross-covariance (:mod:`._mca_krylov`)."""
         from ._mca_krylov import fit_randomized
 
         n = X.shape[0]
-        with passes.counting(self, planned=int(self.n_power_iter) + 2,
-                             chunks=X.numblocks[0]):
+        with passes.counting(
+            self, planned=int(self.n_power_iter) + 2, chunks=X.numblocks[0]
+        ):
             self.n_passes_ = 0
             out = fit_randomized(self, X, Y, int(self.n_components), std)
-        self._set_modes(out["U"], out["s"], out["V"], out["mom"]["mean"], out["kept"],
-                        out["scales"], n, total=out["total"], bounds=out["bounds"],
-                        solver="randomized", residuals=out["residuals"])
+        self._set_modes(
+            out["U"],
+            out["s"],
+            out["V"],
+            out["mom"]["mean"],
+            out["kept"],
+            out["scales"],
+            n,
+            total=out["total"],
+            bounds=out["bounds"],
+            solver="randomized",
+            residuals=out["residuals"],
+        )
 
     @staticmethod
     def _kept_features(nan, n: int, dx: int, bad: int = 0):
-        """The features kept (``(kx, ky)``, masks): NaN at no sample. A feature NaN at some
-        samples only, infinite values, or a field all NaN are refused."""
+        """The features kept (``(kx, ky)``, masks): NaN at no sample. A feature NaN
+        at some samples only, infinite values, or a field all NaN are refused."""
         partial = np.flatnonzero((nan > 0) & (nan < n))
         if partial.size:
             where = ["X" if j < dx else "Y" for j in partial[:3]]
             cols = [int(j if j < dx else j - dx) for j in partial[:3]]
-            raise ValueError(f"{partial.size} features are NaN at some samples only (e.g. "
-                             f"{list(zip(where, cols, strict=True))}); MCA leaves out features "
-                             "NaN at every sample (land) and needs the others complete")
+            raise ValueError(
+                f"{partial.size} features are NaN at some samples only (e.g. "
+                f"{list(zip(where, cols, strict=True))}); MCA leaves out features "
+                "NaN at every sample (land) and needs the others complete"
+            )
         if bad:
-            raise ValueError(f"the fields hold {bad} infinite values; MCA needs finite data")
+            raise ValueError(
+                f"the fields hold {bad} infinite values; MCA needs finite data"
+            )
         keep = nan == 0
         kx, ky = keep[:dx], keep[dx:]
         if not kx.any() or not ky.any():
@@ -384,17 +461,19 @@ class MCA(SavedModel, BaseEstimator):
 
     @staticmethod
     def _scales(ss, n: int, dx: int, std):
-        """The standardising scales ``(sx, sy)`` (d each, or None) from the centred sums of
-        squares ``ss`` of ``[X, Y]``; ``std``: per field False, or the weights (d,) the field
-        was multiplied by, kept through the standardisation."""
+        """The standardising scales ``(sx, sy)`` (d each, or None) from the centred
+        sums of squares ``ss`` of ``[X, Y]``; ``std``: per field False, or the
+        weights (d,) the field was multiplied by, kept through the standardisation."""
         var = ss / n  # ddof=0, as xeofs standardises
-        # standardised in the fields' own units, then weighted (xeofs' order): x_w / (σ_w / w)
+        # standardised in the fields' own units, then weighted (xeofs' order): x_w /
+        # (σ_w / w)
         sx = None if std[0] is False else feature_scale(var[:dx], std[0])[0]
         sy = None if std[1] is False else feature_scale(var[dx:], std[1])[0]
         return sx, sy
 
-    def _set_modes(self, U, s, V, mean, kept, scales, n, *, total, bounds, solver,
-                   residuals=None) -> None:
+    def _set_modes(
+        self, U, s, V, mean, kept, scales, n, *, total, bounds, solver, residuals=None
+    ) -> None:
         """Fitted attributes from the leading singular triplets of the kept features'
         (standardised) cross-covariance; ``total`` its ``‖C‖²_F`` (NaN if unknown),
         ``bounds`` (lower, upper) of it."""
@@ -413,17 +492,23 @@ class MCA(SavedModel, BaseEstimator):
         self.squared_covariance_fraction_ = self.squared_covariance_ / float(total)
         with np.errstate(divide="ignore"):
             self.squared_covariance_fraction_bounds_ = (
-                self.squared_covariance_[:, None] / self.total_squared_covariance_bounds_[::-1])
+                self.squared_covariance_[:, None]
+                / self.total_squared_covariance_bounds_[::-1]
+            )
         self.residual_norms_ = None if residuals is None else np.asarray(residuals)
         self.solver_ = solver
         self.mean_x_ = np.where(kx, mean[:dx], np.nan)
         self.mean_y_ = np.where(ky, mean[dx:], np.nan)
         self.scale_x_ = None if sx is None else np.where(kx, sx, np.nan)
         self.scale_y_ = None if sy is None else np.where(ky, sy, np.nan)
-        self.n_samples_, self.n_features_x_, self.n_features_y_ = int(n), int(dx), int(dy)
+        self.n_samples_, self.n_features_x_, self.n_features_y_ = (
+            int(n),
+            int(dx),
+            int(dy),
+        )
         self._kept = (kx, ky)
 
-    # -- outputs ------------------------------------------------------------------------------
+    # -- outputs -----------------------------------------------------------------------
     def _check_fitted(self):
         if not hasattr(self, "components_x_"):
             from sklearn.exceptions import NotFittedError
@@ -431,7 +516,8 @@ class MCA(SavedModel, BaseEstimator):
             raise NotFittedError("this MCA is not fitted yet; call fit(X, Y) first")
 
     def _projection(self, which: int):
-        """(kept-feature mask, mean, map d_kept × k) of ``(x − mean) / scale · pattern``."""
+        """(kept-feature mask, mean, map d_kept × k) of
+        ``(x − mean) / scale · pattern``."""
         keep = self._kept[which]
         comps = (self.components_x_, self.components_y_)[which][:, keep].T
         mean = (self.mean_x_, self.mean_y_)[which][keep]
@@ -440,7 +526,8 @@ class MCA(SavedModel, BaseEstimator):
         return keep, mean, P
 
     def _scores(self, A, which: int):
-        """(input, lazy n × k expansion coefficients) of field ``which`` (0: X, 1: Y)."""
+        """(input, lazy n × k expansion coefficients) of field ``which`` (0: X, 1:
+        Y)."""
         from ..io._stack import check_features
         from ..models.base import affine_map, refuse_nonfinite
 
@@ -450,24 +537,26 @@ class MCA(SavedModel, BaseEstimator):
         check_features(getattr(self, "_templates", (None, None))[which], ain, what)
         d = (self.n_features_x_, self.n_features_y_)[which]
         if ain.data.shape[1] != d:
-            raise ValueError(f"{what} has {ain.data.shape[1]} features; the model was fitted "
-                             f"on {d}")
+            raise ValueError(
+                f"{what} has {ain.data.shape[1]} features; the model was fitted on {d}"
+            )
         keep, mean, P = self._projection(which)
-        A_kept = refuse_nonfinite(full_rows(ain.data)[:, np.flatnonzero(keep)],
-                                  what=what)
+        A_kept = refuse_nonfinite(
+            full_rows(ain.data)[:, np.flatnonzero(keep)], what=what
+        )
         return ain, affine_map(A_kept, mean, P)
 
     def transform(self, X=None, Y=None):
         """Expansion coefficients (xeofs' ``scores``, unnormalised): ``(x − x̄) U`` and
-        ``(y − ȳ) V`` (divided by the scales with ``standardize``), lazy, in the input's kind
-        (a DataArray over the sample dims and ``mode``). Returns ``(zx, zy)``, None for a
-        field not given; ``X`` may be the pair ``[X, Y]``.
+        ``(y − ȳ) V`` (divided by the scales with ``standardize``), lazy, in the input's
+        kind (a DataArray over the sample dims and ``mode``). Returns ``(zx, zy)``, None
+        for a field not given; ``X`` may be the pair ``[X, Y]``.
 
-        Each field is taken as the fit's was made: data in the field's own layout and units
-        (a DataArray with the fitted dims, a Dataset holding the fitted variable) are stacked
-        and weighted by the model itself, as recorded at ``fit`` (also after ``save`` and
-        ``load``; the grid is checked); a matrix ``open_matrix`` made is checked against that
-        record (variable, dims, weights) and taken as it is.
+        Each field is taken as the fit's was made: data in the field's own layout and
+        units (a DataArray with the fitted dims, a Dataset holding the fitted variable)
+        are stacked and weighted by the model itself, as recorded at ``fit`` (also after
+        ``save`` and ``load``; the grid is checked); a matrix ``open_matrix`` made is
+        checked against that record (variable, dims, weights) and taken as it is.
 
         A NaN at a feature the model uses is refused (``ValueError``) when the
         coefficients are computed (by this call for NumPy input, whose coefficients it
@@ -495,14 +584,16 @@ class MCA(SavedModel, BaseEstimator):
         return {"scores_x": zx, "scores_y": zy}, {"fields": [str(f) for f in fields]}
 
     def patterns(self, X, Y):
-        """Homogeneous and heterogeneous correlation maps, in one pass over the two fields.
+        """Homogeneous and heterogeneous correlation maps, in one pass over the two
+        fields.
 
-        Homogeneous: the correlation of each feature of a field with that field's expansion
-        coefficients (``corr(X, zx)``, ``corr(Y, zy)``); heterogeneous: with the other
-        field's (``corr(X, zy)``, ``corr(Y, zx)``), as xeofs' ``homogeneous_patterns`` /
-        ``heterogeneous_patterns``. Returns ``((hom_x, hom_y), (het_x, het_y))``: DataArrays
-        over ``mode`` and each field's feature dims for xarray input, else (k, d) arrays;
-        NaN at features left out.
+        Homogeneous: the correlation of each feature of a field with that field's
+        expansion coefficients (``corr(X, zx)``, ``corr(Y, zy)``); heterogeneous:
+        with the other field's (``corr(X, zy)``, ``corr(Y, zx)``), as xeofs'
+        ``homogeneous_patterns`` / ``heterogeneous_patterns``. Returns
+        ``((hom_x, hom_y), (het_x, het_y))``: DataArrays over ``mode`` and each
+        field's feature dims for xarray input, else (k, d) arrays; NaN at features
+        left out.
         """
         self._check_fitted()
         xin, zx = self._scores(X, 0)
@@ -512,33 +603,47 @@ class MCA(SavedModel, BaseEstimator):
         graphs, dims = [], []
         for ain in (xin, yin):
             F = ain.data.rechunk({0: Z.chunks[0], 1: -1})
-            parts = da.map_blocks(_pair_block, F, Z, chunks=((1,) * F.numblocks[0], (1,)),
-                                  dtype=object, meta=np.empty((0, 0), dtype=object))
+            parts = da.map_blocks(
+                _pair_block,
+                F,
+                Z,
+                chunks=((1,) * F.numblocks[0], (1,)),
+                dtype=object,
+                meta=np.empty((0, 0), dtype=object),
+            )
             graphs.append(passes.reduce_rows(parts, None, _merge_pairs))
             dims.append(F.shape[1])
         with passes.counting("MCA.patterns", planned=1, chunks=Z.numblocks[0]):
             moments = passes.compute(*graphs, name="pattern correlations")
         maps = []
-        for which, (mom, d, ain) in enumerate(zip(moments, dims, (xin, yin), strict=True)):
+        for which, (mom, d, ain) in enumerate(
+            zip(moments, dims, (xin, yin), strict=True)
+        ):
             sf, sz = np.sqrt(mom["ss"][:d]), np.sqrt(mom["ss"][d:])
             with np.errstate(invalid="ignore", divide="ignore"):
                 corr = (mom["cross"] / np.outer(sf, sz)).T  # (2k, d)
             corr[:, ~self._kept[which]] = np.nan
             own, other = (corr[:k], corr[k:]) if which == 0 else (corr[k:], corr[:k])
             labels = ain.template if ain.kind == "xarray" else None
-            maps.append((_label(own, labels, "homogeneous_patterns"),
-                         _label(other, labels, "heterogeneous_patterns")))
+            maps.append(
+                (
+                    _label(own, labels, "homogeneous_patterns"),
+                    _label(other, labels, "heterogeneous_patterns"),
+                )
+            )
         (hx, gx), (hy, gy) = maps
         return (hx, hy), (gx, gy)
 
     @property
     def components_xr_(self):
-        """``components_x_`` over ``mode`` and X's original feature dims (xarray input)."""
+        """``components_x_`` over ``mode`` and X's original feature dims (xarray
+        input)."""
         return self._xr(0)
 
     @property
     def components_y_xr_(self):
-        """``components_y_`` over ``mode`` and Y's original feature dims (xarray input)."""
+        """``components_y_`` over ``mode`` and Y's original feature dims (xarray
+        input)."""
         return self._xr(1)
 
     def _xr(self, which: int):
@@ -567,8 +672,10 @@ class MCA(SavedModel, BaseEstimator):
     def _restore_state(self, state: dict) -> None:
         state = dict(state)
         self._preparations, self._templates = _prep.restored(state, 2, _TEMPLATES)
-        self._kept = (np.asarray(state.pop("_kept_x"), dtype=bool),
-                      np.asarray(state.pop("_kept_y"), dtype=bool))
+        self._kept = (
+            np.asarray(state.pop("_kept_x"), dtype=bool),
+            np.asarray(state.pop("_kept_y"), dtype=bool),
+        )
         if isinstance(self.standardize, list):  # a pair, saved as a JSON list
             self.standardize = tuple(self.standardize)
         super()._restore_state(state)

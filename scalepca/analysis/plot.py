@@ -1,10 +1,11 @@
-"""Figures of fitted decompositions (needs matplotlib: ``pip install 'scalepca[plot]'``).
+"""Figures of fitted decompositions (needs matplotlib:
+``pip install 'scalepca[plot]'``).
 
 Every function takes a fitted estimator or the arrays it produced and returns the matplotlib
 object it drew on: functions that draw one panel take an optional ``ax`` and return the
 ``Axes``; those that draw a grid of panels return the ``Figure``. Nothing here reads the
-training data: the inputs are the small fitted attributes (components, spectra, histories) or
-a few rows of scores/frames, selected before they are computed.
+training data: the inputs are the small fitted attributes (components, spectra,
+histories) or a few rows of scores/frames, selected before they are computed.
 
 =======================  =========================================================================
 function                 what it shows
@@ -37,8 +38,8 @@ __all__ = [
 ]
 
 _EXTRA_MSG = (
-    "scalepca.analysis.plot needs matplotlib, which is not installed; install the plot extra: "
-    "pip install 'scalepca[plot]'"
+    "scalepca.analysis.plot needs matplotlib, which is not installed; install the "
+    "plot extra: pip install 'scalepca[plot]'"
 )
 
 
@@ -70,15 +71,21 @@ def _grid(n_panels: int, ncols: int, panel_size=(2.6, 2.4)):
     plt = _pyplot()
     ncols = max(1, min(ncols, n_panels))
     nrows = -(-n_panels // ncols)
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
-                             figsize=(panel_size[0] * ncols, panel_size[1] * nrows))
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        squeeze=False,
+        layout="constrained",
+        figsize=(panel_size[0] * ncols, panel_size[1] * nrows),
+    )
     for ax in axes.ravel()[n_panels:]:
         ax.set_visible(False)
     return fig, axes.ravel()[:n_panels]
 
 
 def _small(x, what: str) -> np.ndarray:
-    """A small array (fitted attribute, a few rows) as NumPy; computes dask/xarray if needed."""
+    """A small array (fitted attribute, a few rows) as NumPy; computes dask/xarray if
+    needed."""
     if hasattr(x, "dims") and hasattr(x, "values"):  # xarray
         x = x.data
     if hasattr(x, "compute") and not isinstance(x, np.ndarray):
@@ -93,7 +100,8 @@ def _fitted(est, attr: str):
     value = getattr(est, attr, None)
     if value is None:
         raise ValueError(
-            f"{type(est).__name__} has no {attr}; is it fitted (and does this method have it)?"
+            f"{type(est).__name__} has no {attr}; is it fitted (and does this method "
+            f"have it)?"
         )
     return value
 
@@ -102,16 +110,24 @@ def _is_estimator(obj) -> bool:
     return hasattr(obj, "get_params") and hasattr(obj, "fit")
 
 
-# -- spectrum ---------------------------------------------------------------------------------
-def scree(source, *, ax=None, n_components: int | None = None, cumulative: bool = True,
-          log: bool = False, label: str | None = None):
-    """Explained variance per component (bars) and its cumulative sum (line), in percent.
+# -- spectrum --------------------------------------------------------------------------
+def scree(
+    source,
+    *,
+    ax=None,
+    n_components: int | None = None,
+    cumulative: bool = True,
+    log: bool = False,
+    label: str | None = None,
+):
+    """Explained variance per component (bars) and its cumulative sum (line), in
+    percent.
 
     Parameters
     ----------
     source : fitted estimator or array-like of shape (n_components,)
-        An estimator with ``explained_variance_ratio_`` (fractions of the total variance), or
-        the fractions themselves. An estimator without ratios but with
+        An estimator with ``explained_variance_ratio_`` (fractions of the total
+        variance), or the fractions themselves. An estimator without ratios but with
         ``explained_variance_`` (or kernel ``eigenvalues_``) is drawn in its own units,
         without the cumulative line.
     ax : matplotlib Axes, optional
@@ -155,13 +171,15 @@ def scree(source, *, ax=None, n_components: int | None = None, cumulative: bool 
     ax.set_ylabel("explained variance (%)" if units == "%" else "explained variance")
     if log:
         ax.set_yscale("log")
-    ax.set_xticks(x if x.size <= 20 else np.unique(np.linspace(1, x.size, 10).astype(int)))
+    ax.set_xticks(
+        x if x.size <= 20 else np.unique(np.linspace(1, x.size, 10).astype(int))
+    )
     if name:
         ax.set_title(f"{name}: scree plot")
     return ax
 
 
-# -- components ---------------------------------------------------------------------------------
+# -- components ------------------------------------------------------------------------
 def _symmetric_limit(values: np.ndarray) -> float:
     finite = np.abs(values[np.isfinite(values)])
     return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
@@ -190,12 +208,14 @@ def _component_titles(k: int, ratio, titles, modes=None):
 
 
 def _map_coords(field, lat: str | None, lon: str | None):
-    """The (lat, lon) coordinates over which ``field`` (a per-mode field) is a map, or None.
+    """The (lat, lon) coordinates over which ``field`` (a per-mode field) is a map, or
+    None.
 
-    Given names are used as they are; otherwise latitude and longitude are found by meaning
-    (:func:`scalepca.analysis.eof.find_lat_lon`: CF attributes, then names such as ``latitude`` or
-    ``nav_lat``). It is a map when they span exactly the field's dims: 1-D coordinates over one
-    dim each, or 2-D coordinates of a curvilinear grid over both.
+    Given names are used as they are; otherwise latitude and longitude are found by
+    meaning (:func:`scalepca.analysis.eof.find_lat_lon`: CF attributes, then names
+    such as ``latitude`` or ``nav_lat``). It is a map when they span exactly the
+    field's dims: 1-D coordinates over one dim each, or 2-D coordinates of a
+    curvilinear grid over both.
     """
     field_dims = {d for d in field.dims if d != "mode"}
     if lat is not None and lon is not None:
@@ -212,38 +232,52 @@ def _map_coords(field, lat: str | None, lon: str | None):
         if lo is None or la.name not in field.coords or lo.name not in field.coords:
             return None
         la, lo = field[la.name], field[lo.name]
-    if la.ndim == lo.ndim == 1 and {la.dims[0], lo.dims[0]} == field_dims and len(field_dims) == 2:
+    if (
+        la.ndim == lo.ndim == 1
+        and {la.dims[0], lo.dims[0]} == field_dims
+        and len(field_dims) == 2
+    ):
         return la, lo
     if la.ndim == lo.ndim == 2 and set(la.dims) == set(lo.dims) == field_dims:
         return la, lo
     return None
 
 
-def components(source, *, image_shape=None, n_components: int | None = None, ncols: int = 4,
-               cmap: str = "RdBu_r", titles=None, lat: str | None = None,
-               lon: str | None = None, colorbar: bool = True):
+def components(
+    source,
+    *,
+    image_shape=None,
+    n_components: int | None = None,
+    ncols: int = 4,
+    cmap: str = "RdBu_r",
+    titles=None,
+    lat: str | None = None,
+    lon: str | None = None,
+    colorbar: bool = True,
+):
     """Draw components as images, as maps, or as loading profiles; returns the Figure.
 
     Parameters
     ----------
     source : fitted estimator, ndarray of shape (n_components, n_features), or DataArray
-        An estimator fitted on N-D xarray input uses its ``components_xr_`` (maps); otherwise
-        its ``components_``. A DataArray must have a ``mode`` dimension.
+        An estimator fitted on N-D xarray input uses its ``components_xr_`` (maps);
+        otherwise its ``components_``. A DataArray must have a ``mode`` dimension.
     image_shape : tuple of int, optional
-        Reshape every component (``n_features`` values) to this shape and draw it as an image
-        (e.g. ``(8, 8)`` for the digits, ``(height, width)`` for video frames).
+        Reshape every component (``n_features`` values) to this shape and draw it as an
+        image (e.g. ``(8, 8)`` for the digits, ``(height, width)`` for video frames).
     n_components : int, optional
         Draw only the first components.
     ncols : int, default=4
         Panels per row.
     cmap : str, default="RdBu_r"
-        A diverging colormap; every panel's colour range is symmetric about zero. NaN (land,
-        features left out of the fit) is drawn grey.
+        A diverging colormap; every panel's colour range is symmetric about zero. NaN
+        (land, features left out of the fit) is drawn grey.
     titles : sequence of str, optional
-        Panel titles; by default "mode m (explained %)", m the ``mode`` label (1, 2, ...).
+        Panel titles; by default "mode m (explained %)", m the ``mode`` label (1, 2,
+        ...).
     lat, lon : str, optional
-        Names of the coordinates drawn on the axes of maps; by default found by meaning (CF
-        attributes, or names such as ``lat``/``latitude``/``nav_lat``) with
+        Names of the coordinates drawn on the axes of maps; by default found by meaning
+        (CF attributes, or names such as ``lat``/``latitude``/``nav_lat``) with
         :func:`scalepca.analysis.eof.find_lat_lon`.
     colorbar : bool, default=True
 
@@ -253,18 +287,22 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
 
     Notes
     -----
-    Size-1 dimensions (a single pressure level) are dropped first. A DataArray whose other
-    dimensions are spanned by its latitude and longitude coordinates (1-D, or 2-D on a
-    curvilinear grid) is drawn as maps with ``pcolormesh`` over them, north up and east right
-    whatever order the coordinates are stored in; any other 2-D field as an image; a 1-D field
-    (no ``image_shape``) as a profile of loadings against the feature index.
+    Size-1 dimensions (a single pressure level) are dropped first. A DataArray whose
+    other dimensions are spanned by its latitude and longitude coordinates (1-D, or
+    2-D on a curvilinear grid) is drawn as maps with ``pcolormesh`` over them, north
+    up and east right whatever order the coordinates are stored in; any other 2-D
+    field as an image; a 1-D field (no ``image_shape``) as a profile of loadings
+    against the feature index.
     """
     mpl = _matplotlib()
     ratio = None
     if _is_estimator(source):
         ratio = getattr(source, "explained_variance_ratio_", None)
         arr = None
-        if getattr(source, "_feature_template", None) is not None and image_shape is None:
+        if (
+            getattr(source, "_feature_template", None) is not None
+            and image_shape is None
+        ):
             arr = source.components_xr_
         source = arr if arr is not None else _fitted(source, "components_")
     if hasattr(source, "dims"):
@@ -285,11 +323,13 @@ def components(source, *, image_shape=None, n_components: int | None = None, nco
 
 
 def _component_fields(source, lat, lon):
-    """``(values, mode labels, (lat, lon) or None)`` of a DataArray of components: size-1
-    dims dropped, the field dims last (in the order of the map's coordinates for a map)."""
+    """``(values, mode labels, (lat, lon) or None)`` of a DataArray of components:
+    size-1 dims dropped, the field dims last (in the order of the map's coordinates
+    for a map)."""
     if "mode" not in source.dims:
-        raise ValueError(f"a DataArray of components needs a 'mode' dimension; has "
-                         f"{source.dims}")
+        raise ValueError(
+            f"a DataArray of components needs a 'mode' dimension; has {source.dims}"
+        )
     single = [d for d in source.dims if d != "mode" and source.sizes[d] == 1]
     source = source.squeeze(single)  # a single level: its coordinate stays, as a scalar
     modes = source["mode"].values if "mode" in source.coords else None
@@ -299,8 +339,10 @@ def _component_fields(source, lat, lon):
         field_dims = [coords[0].dims[0], coords[1].dims[0]]
     values = _small(source.transpose("mode", *field_dims), "components")
     if coords is None and values.ndim > 3:
-        raise ValueError(f"cannot draw components over {len(field_dims)} feature dims "
-                         f"{field_dims}; select down to two (e.g. lat, lon)")
+        raise ValueError(
+            f"cannot draw components over {len(field_dims)} feature dims "
+            f"{field_dims}; select down to two (e.g. lat, lon)"
+        )
     return values, modes, coords
 
 
@@ -310,8 +352,9 @@ def _component_rows(source) -> np.ndarray:
     if values.ndim == 1:
         values = values[None, :]
     if values.ndim != 2:
-        raise ValueError(f"components must be (n_components, n_features); got shape "
-                         f"{values.shape}")
+        raise ValueError(
+            f"components must be (n_components, n_features); got shape {values.shape}"
+        )
     return values
 
 
@@ -321,28 +364,41 @@ def _as_images(values: np.ndarray, image_shape) -> np.ndarray:
         return values
     image_shape = tuple(int(s) for s in image_shape)
     if int(np.prod(image_shape)) != int(np.prod(values.shape[1:])):
-        raise ValueError(f"image_shape {image_shape} holds {int(np.prod(image_shape))} "
-                         f"values; the components have {int(np.prod(values.shape[1:]))}")
+        raise ValueError(
+            f"image_shape {image_shape} holds {int(np.prod(image_shape))} "
+            f"values; the components have {int(np.prod(values.shape[1:]))}"
+        )
     return values.reshape(values.shape[0], *image_shape)
 
 
 def _draw_component(ax, v: np.ndarray, coords, cm):
-    """One panel: a map over ``coords`` (lat, lon), an image (2-D ``v``) or a loading profile;
-    returns the mappable for a colour bar (None for a profile)."""
+    """One panel: a map over ``coords`` (lat, lon), an image (2-D ``v``) or a loading
+    profile; returns the mappable for a colour bar (None for a profile)."""
     lim = _symmetric_limit(v)
     if coords is not None:
         la, lo = coords
         # pcolormesh places cells at their coordinates: descending latitudes are drawn
         # north up all the same (the y axis increases upwards)
-        im = ax.pcolormesh(_small(lo, str(lo.name)), _small(la, str(la.name)),
-                           np.ma.masked_invalid(v), cmap=cm, vmin=-lim, vmax=lim,
-                           shading="auto")
+        im = ax.pcolormesh(
+            _small(lo, str(lo.name)),
+            _small(la, str(la.name)),
+            np.ma.masked_invalid(v),
+            cmap=cm,
+            vmin=-lim,
+            vmax=lim,
+            shading="auto",
+        )
         ax.set_xlabel(str(lo.name))
         ax.set_ylabel(str(la.name))
         return im
     if v.ndim == 2:
-        im = ax.imshow(np.ma.masked_invalid(v), cmap=cm, vmin=-lim, vmax=lim,
-                       interpolation="nearest")
+        im = ax.imshow(
+            np.ma.masked_invalid(v),
+            cmap=cm,
+            vmin=-lim,
+            vmax=lim,
+            interpolation="nearest",
+        )
         ax.set_xticks([])
         ax.set_yticks([])
         return im
@@ -353,7 +409,7 @@ def _draw_component(ax, v: np.ndarray, coords, cm):
     return None
 
 
-# -- scores ---------------------------------------------------------------------------------------
+# -- scores ----------------------------------------------------------------------------
 def _subsample_rows(n: int, max_points: int | None, random_state) -> np.ndarray | None:
     if max_points is None or n <= max_points:
         return None
@@ -361,9 +417,20 @@ def _subsample_rows(n: int, max_points: int | None, random_state) -> np.ndarray 
     return np.sort(rng.choice(n, size=max_points, replace=False))
 
 
-def scores(Z, labels=None, *, components=(0, 1), ax=None, max_points: int | None = 20_000,
-           random_state=0, cmap: str | None = None, s: float = 6.0, alpha: float = 0.7,
-           label_names=None, title: str | None = None):
+def scores(
+    Z,
+    labels=None,
+    *,
+    components=(0, 1),
+    ax=None,
+    max_points: int | None = 20_000,
+    random_state=0,
+    cmap: str | None = None,
+    s: float = 6.0,
+    alpha: float = 0.7,
+    label_names=None,
+    title: str | None = None,
+):
     """Scatter of two score columns, coloured by ``labels``; returns the Axes.
 
     Parameters
@@ -372,8 +439,8 @@ def scores(Z, labels=None, *, components=(0, 1), ax=None, max_points: int | None
         Scores (NumPy, dask or an xarray DataArray with a ``mode`` dimension). Only the
         sampled rows of the two chosen columns are computed.
     labels : array-like of shape (n_samples,), optional
-        Class of every row (at most 20 distinct values: one colour and legend entry each) or
-        a continuous value (a colour bar).
+        Class of every row (at most 20 distinct values: one colour and legend entry
+        each) or a continuous value (a colour bar).
     components : pair of int, default=(0, 1)
         The score columns on the x and y axes (0-based).
     max_points : int or None, default=20000
@@ -396,10 +463,14 @@ def scores(Z, labels=None, *, components=(0, 1), ax=None, max_points: int | None
     if getattr(Z, "ndim", None) != 2:
         Z = np.asarray(Z)
         if Z.ndim != 2:
-            raise ValueError(f"scores must be 2-D (n_samples, n_components); got {Z.shape}")
+            raise ValueError(
+                f"scores must be 2-D (n_samples, n_components); got {Z.shape}"
+            )
     i, j = (int(c) for c in components)
     if not (0 <= i < Z.shape[1] and 0 <= j < Z.shape[1]):
-        raise ValueError(f"components {components} out of range for {Z.shape[1]} score columns")
+        raise ValueError(
+            f"components {components} out of range for {Z.shape[1]} score columns"
+        )
     n = Z.shape[0]
     rows = _subsample_rows(n, max_points, random_state)
     pts = Z[:, [i, j]] if rows is None else Z[rows][:, [i, j]]
@@ -409,30 +480,54 @@ def scores(Z, labels=None, *, components=(0, 1), ax=None, max_points: int | None
         if hasattr(labels, "dims"):
             labels = labels.data
         if len(labels) != n:
-            raise ValueError(f"labels has {len(labels)} entries; the scores have {n} rows")
+            raise ValueError(
+                f"labels has {len(labels)} entries; the scores have {n} rows"
+            )
         lab = labels if rows is None else labels[rows]
-        lab = _small(lab, "labels") if not isinstance(lab, (list, tuple)) else np.asarray(lab)
+        lab = (
+            _small(lab, "labels")
+            if not isinstance(lab, (list, tuple))
+            else np.asarray(lab)
+        )
     ax = _new_axes(ax, (4.6, 4.0))
     if lab is None:
         ax.scatter(pts[:, 0], pts[:, 1], s=s, alpha=alpha, color="C0", linewidths=0)
     else:
         classes = np.unique(lab)
         categorical = classes.size <= 20 and (
-            lab.dtype.kind in "biuUSOb" or np.all(np.equal(np.mod(classes, 1), 0)))
+            lab.dtype.kind in "biuUSOb" or np.all(np.equal(np.mod(classes, 1), 0))
+        )
         if categorical:
             cmap_obj = _pyplot().get_cmap(cmap or "tab10")
             for c_i, c in enumerate(classes):
                 sel = lab == c
                 name = c
                 if label_names is not None:
-                    name = label_names[c] if not isinstance(label_names, (list, tuple)) else (
-                        label_names[int(c)])
-                ax.scatter(pts[sel, 0], pts[sel, 1], s=s, alpha=alpha, linewidths=0,
-                           color=cmap_obj(c_i % cmap_obj.N), label=str(name))
+                    name = (
+                        label_names[c]
+                        if not isinstance(label_names, (list, tuple))
+                        else (label_names[int(c)])
+                    )
+                ax.scatter(
+                    pts[sel, 0],
+                    pts[sel, 1],
+                    s=s,
+                    alpha=alpha,
+                    linewidths=0,
+                    color=cmap_obj(c_i % cmap_obj.N),
+                    label=str(name),
+                )
             ax.legend(markerscale=2, frameon=False, fontsize=8)
         else:
-            sc = ax.scatter(pts[:, 0], pts[:, 1], c=lab.astype(float), s=s, alpha=alpha,
-                            cmap=cmap or "viridis", linewidths=0)
+            sc = ax.scatter(
+                pts[:, 0],
+                pts[:, 1],
+                c=lab.astype(float),
+                s=s,
+                alpha=alpha,
+                cmap=cmap or "viridis",
+                linewidths=0,
+            )
             ax.figure.colorbar(sc, ax=ax)
     labels = _mode_labels(max(i, j) + 1)
     ax.set_xlabel(f"score {labels[i]}")
@@ -442,9 +537,16 @@ def scores(Z, labels=None, *, components=(0, 1), ax=None, max_points: int | None
     return ax
 
 
-# -- sparse loadings ---------------------------------------------------------------------------
-def sparse_loadings(source, *, feature_names=None, ax=None, cmap: str = "RdBu_r",
-                    annotate: bool | None = None, n_components: int | None = None):
+# -- sparse loadings -------------------------------------------------------------------
+def sparse_loadings(
+    source,
+    *,
+    feature_names=None,
+    ax=None,
+    cmap: str = "RdBu_r",
+    annotate: bool | None = None,
+    n_components: int | None = None,
+):
     """Heat map of loadings (components × features); exact zeros are left blank (white).
 
     Parameters
@@ -469,18 +571,29 @@ def sparse_loadings(source, *, feature_names=None, ax=None, cmap: str = "RdBu_r"
         C = C[:n_components]
     k, d = C.shape
     if feature_names is not None and len(feature_names) != d:
-        raise ValueError(f"feature_names has {len(feature_names)} names for {d} features")
+        raise ValueError(
+            f"feature_names has {len(feature_names)} names for {d} features"
+        )
     zero = C == 0
     lim = _symmetric_limit(C)
     cm = mpl.colormaps[cmap].with_extremes(bad="white")
     ax = _new_axes(ax, (min(0.35 * d + 2.0, 12.0), 0.45 * k + 1.6))
-    im = ax.imshow(np.ma.masked_where(zero, C), cmap=cm, vmin=-lim, vmax=lim, aspect="auto",
-                   interpolation="nearest")
+    im = ax.imshow(
+        np.ma.masked_where(zero, C),
+        cmap=cm,
+        vmin=-lim,
+        vmax=lim,
+        aspect="auto",
+        interpolation="nearest",
+    )
     ax.figure.colorbar(im, ax=ax, shrink=0.9)
     ax.set_yticks(np.arange(k), [f"mode {m}" for m in _mode_labels(k)])
     if d <= 40:
-        ax.set_xticks(np.arange(d), feature_names if feature_names is not None
-                      else [str(j) for j in range(d)], rotation=90 if d > 12 else 0)
+        ax.set_xticks(
+            np.arange(d),
+            feature_names if feature_names is not None else [str(j) for j in range(d)],
+            rotation=90 if d > 12 else 0,
+        )
     ax.set_xlabel("feature")
     if annotate is None:
         annotate = k * d <= 200
@@ -492,7 +605,7 @@ def sparse_loadings(source, *, feature_names=None, ax=None, cmap: str = "RdBu_r"
     return ax
 
 
-# -- robust PCA ---------------------------------------------------------------------------------
+# -- robust PCA ------------------------------------------------------------------------
 def _rpca_parts(model, low_rank, sparse):
     if model is not None:
         low_rank = _fitted(model, "low_rank_") if low_rank is None else low_rank
@@ -502,19 +615,30 @@ def _rpca_parts(model, low_rank, sparse):
     return low_rank, sparse
 
 
-def rpca_frames(M, model=None, *, frames=(0,), image_shape, low_rank=None, sparse=None,
-                axis: int = 0, cmap: str = "gray", titles=("observed", "low rank (background)",
-                                                             "sparse (foreground)"),
-                abs_sparse: bool = True):
-    """Robust PCA of a video: one row per frame — observed | low-rank part | sparse part.
+def rpca_frames(
+    M,
+    model=None,
+    *,
+    frames=(0,),
+    image_shape,
+    low_rank=None,
+    sparse=None,
+    axis: int = 0,
+    cmap: str = "gray",
+    titles=("observed", "low rank (background)", "sparse (foreground)"),
+    abs_sparse: bool = True,
+):
+    """Robust PCA of a video: one row per frame — observed | low-rank part | sparse
+    part.
 
     Parameters
     ----------
     M : array-like of shape (n1, n2)
-        The decomposed matrix (NumPy or dask); every row (``axis=0``) or column (``axis=1``)
-        is one frame flattened to ``prod(image_shape)`` pixels.
+        The decomposed matrix (NumPy or dask); every row (``axis=0``) or column
+        (``axis=1``) is one frame flattened to ``prod(image_shape)`` pixels.
     model : fitted RobustPCA, optional
-        Its ``low_rank_`` and ``sparse_`` are used (only the chosen frames are computed).
+        Its ``low_rank_`` and ``sparse_`` are used (only the chosen frames are
+        computed).
     frames : sequence of int, default=(0,)
         Frame indices to draw, one figure row each.
     image_shape : tuple of int
@@ -535,10 +659,14 @@ def rpca_frames(M, model=None, *, frames=(0,), image_shape, low_rank=None, spars
     if axis not in (0, 1):
         raise ValueError(f"axis must be 0 (frames are rows) or 1 (columns); got {axis}")
     shape = tuple(int(s) for s in image_shape)
-    n_frames, n_pixels = (M.shape[0], M.shape[1]) if axis == 0 else (M.shape[1], M.shape[0])
+    n_frames, n_pixels = (
+        (M.shape[0], M.shape[1]) if axis == 0 else (M.shape[1], M.shape[0])
+    )
     if int(np.prod(shape)) != n_pixels:
-        raise ValueError(f"image_shape {shape} holds {int(np.prod(shape))} pixels; a frame has "
-                         f"{n_pixels}")
+        raise ValueError(
+            f"image_shape {shape} holds {int(np.prod(shape))} pixels; a frame has "
+            f"{n_pixels}"
+        )
     bad = [f for f in frames if not -n_frames <= f < n_frames]
     if bad:
         raise ValueError(f"frames {bad} out of range for {n_frames} frames")
@@ -553,8 +681,13 @@ def rpca_frames(M, model=None, *, frames=(0,), image_shape, low_rank=None, spars
     plt = _pyplot()
     h, w = shape
     scale = 2.4 / max(h, w)
-    fig, axes = plt.subplots(len(frames), 3, squeeze=False, layout="constrained",
-                             figsize=(3 * (w * scale + 0.2) + 0.4, len(frames) * h * scale + 0.6))
+    fig, axes = plt.subplots(
+        len(frames),
+        3,
+        squeeze=False,
+        layout="constrained",
+        figsize=(3 * (w * scale + 0.2) + 0.4, len(frames) * h * scale + 0.6),
+    )
     vmin = min(float(np.nanmin(parts[0])), float(np.nanmin(parts[1])))
     vmax = max(float(np.nanmax(parts[0])), float(np.nanmax(parts[1])))
     smax = _symmetric_limit(parts[2])
@@ -562,12 +695,25 @@ def rpca_frames(M, model=None, *, frames=(0,), image_shape, low_rank=None, spars
         for c in range(3):
             ax = axes[r, c]
             if c < 2:
-                ax.imshow(parts[c][r], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
+                ax.imshow(
+                    parts[c][r],
+                    cmap=cmap,
+                    vmin=vmin,
+                    vmax=vmax,
+                    interpolation="nearest",
+                )
             elif abs_sparse:
-                ax.imshow(parts[2][r], cmap=cmap, vmin=0, vmax=smax, interpolation="nearest")
+                ax.imshow(
+                    parts[2][r], cmap=cmap, vmin=0, vmax=smax, interpolation="nearest"
+                )
             else:
-                ax.imshow(parts[2][r], cmap="RdBu_r", vmin=-smax, vmax=smax,
-                          interpolation="nearest")
+                ax.imshow(
+                    parts[2][r],
+                    cmap="RdBu_r",
+                    vmin=-smax,
+                    vmax=smax,
+                    interpolation="nearest",
+                )
             ax.set_xticks([])
             ax.set_yticks([])
             if r == 0:
@@ -577,13 +723,21 @@ def rpca_frames(M, model=None, *, frames=(0,), image_shape, low_rank=None, spars
     return fig
 
 
-def rpca_blocks(M, model=None, *, rows=slice(0, 200), cols=slice(0, 200), low_rank=None,
-                sparse=None, cmap: str = "RdBu_r"):
+def rpca_blocks(
+    M,
+    model=None,
+    *,
+    rows=slice(0, 200),
+    cols=slice(0, 200),
+    low_rank=None,
+    sparse=None,
+    cmap: str = "RdBu_r",
+):
     """Robust PCA of a matrix: the block ``[rows, cols]`` of M, L and S side by side.
 
-    Only that block of each array is computed. Returns the Figure (three image panels, each
-    with its own colour scale symmetric about zero; the titles give the share of non-zero
-    entries of S in the block and the rank of the model if known).
+    Only that block of each array is computed. Returns the Figure (three image
+    panels, each with its own colour scale symmetric about zero; the titles give the
+    share of non-zero entries of S in the block and the rank of the model if known).
     """
     low_rank, sparse = _rpca_parts(model, low_rank, sparse)
     parts = [_small(A[rows, cols], "block") for A in (M, low_rank, sparse)]
@@ -593,46 +747,68 @@ def rpca_blocks(M, model=None, *, rows=slice(0, 200), cols=slice(0, 200), low_ra
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4), layout="constrained")
     rank = getattr(model, "rank_", None)
     nz = 100 * float(np.mean(parts[2] != 0))
-    names = ["M (observed)", "L (low rank" + (f", rank {rank})" if rank is not None else ")"),
-             f"S (sparse, {nz:.1f} % non-zero)"]
+    names = [
+        "M (observed)",
+        "L (low rank" + (f", rank {rank})" if rank is not None else ")"),
+        f"S (sparse, {nz:.1f} % non-zero)",
+    ]
     for ax, A, name in zip(axes, parts, names, strict=True):
         lim = _symmetric_limit(A)  # own scale: L is often far smaller than the outliers
-        im = ax.imshow(A, cmap=cmap, vmin=-lim, vmax=lim, interpolation="nearest",
-                       aspect="auto")
+        im = ax.imshow(
+            A, cmap=cmap, vmin=-lim, vmax=lim, interpolation="nearest", aspect="auto"
+        )
         ax.set_title(name, fontsize=9)
         fig.colorbar(im, ax=ax, shrink=0.8)
     return fig
 
 
-# -- convergence ----------------------------------------------------------------------------------
+# -- convergence -----------------------------------------------------------------------
 def _history_of(source, key):
-    """(values, y label, log scale?, extra series for a twin axis or None, tolerance)."""
+    """(values, y label, log scale?, extra series for a twin axis or None,
+    tolerance)."""
     if isinstance(source, dict) or _is_estimator(source):
         hist = source
         if _is_estimator(source):
             if getattr(source, "history_", None) is not None:
                 hist = source.history_
             elif getattr(source, "cost_history_", None) is not None:
-                return (np.asarray(source.cost_history_, float), "objective", False, None,
-                        None)
+                return (
+                    np.asarray(source.cost_history_, float),
+                    "objective",
+                    False,
+                    None,
+                    None,
+                )
             elif getattr(source, "loglike_", None) is not None:
                 ll = np.asarray(source.loglike_, float)
                 if ll.size == 0:
-                    raise ValueError(f"{type(source).__name__} has no iteration history "
-                                     "(fitted in closed form, no iterations)")
+                    raise ValueError(
+                        f"{type(source).__name__} has no iteration history "
+                        "(fitted in closed form, no iterations)"
+                    )
                 return ll, "log-likelihood per sample", False, None, None
             else:
-                raise ValueError(f"{type(source).__name__} records no iteration history "
-                                 "(history_, cost_history_ or loglike_)")
+                raise ValueError(
+                    f"{type(source).__name__} records no iteration history "
+                    "(history_, cost_history_ or loglike_)"
+                )
         if key is None:
-            key = next((k for k in ("residual", "cost", "objective", "loglike") if k in hist),
-                       None)
+            key = next(
+                (k for k in ("residual", "cost", "objective", "loglike") if k in hist),
+                None,
+            )
             if key is None:
-                raise ValueError(f"no known series in the history; keys: {sorted(hist)}; "
-                                 "pass key=...")
+                raise ValueError(
+                    f"no known series in the history; keys: {sorted(hist)}; "
+                    "pass key=..."
+                )
         if key not in hist:
             raise ValueError(f"history has no {key!r}; keys: {sorted(hist)}")
-        twin = np.asarray(hist["rank"], float) if "rank" in hist and key != "rank" else None
+        twin = (
+            np.asarray(hist["rank"], float)
+            if "rank" in hist and key != "rank"
+            else None
+        )
         tol = getattr(source, "tol", None) if key == "residual" else None
         label = {"residual": "relative residual ‖M − L − S‖_F / ‖M‖_F"}.get(key, key)
         return np.asarray(hist[key], float), label, key == "residual", twin, tol
@@ -646,9 +822,9 @@ def convergence(source, *, key: str | None = None, ax=None, log: bool | None = N
     Parameters
     ----------
     source : fitted estimator, dict of lists, or 1-D array
-        Read from the estimator: ``history_`` (RobustPCA: the relative primal residual on a
-        log axis, with the rank of L on a second axis and ``tol`` as a dashed line),
-        ``cost_history_`` (SparsePCA) or ``loglike_`` (PPCA fitted by EM).
+        Read from the estimator: ``history_`` (RobustPCA: the relative primal residual
+        on a log axis, with the rank of L on a second axis and ``tol`` as a dashed
+        line), ``cost_history_`` (SparsePCA) or ``loglike_`` (PPCA fitted by EM).
     key : str, optional
         Which series of a history dict to draw (default: ``residual``, ``cost``,
         ``objective`` or ``loglike``, the first present).

@@ -1,4 +1,5 @@
-"""The drawing side of :mod:`scalepca.app.progress`: chunk counting, bars and log lines."""
+"""The drawing side of :mod:`scalepca.app.progress`: chunk counting, bars and log
+lines."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from dataclasses import dataclass, field
 __all__ = ["Display", "chunk_keys", "stage"]
 
 #: what computations outside a pass are labelled with (see :func:`stage`)
-_STAGE: contextvars.ContextVar[str] = contextvars.ContextVar("scalepca_stage", default="compute")
-_BAR_FORMAT = ("{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} chunks "
-               "[{elapsed}<{remaining}, {rate_noinv_fmt}]")
+_STAGE: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "scalepca_stage", default="compute"
+)
+_BAR_FORMAT = (
+    "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} chunks "
+    "[{elapsed}<{remaining}, {rate_noinv_fmt}]"
+)
 
 
 @contextlib.contextmanager
@@ -68,7 +73,8 @@ def _in_notebook() -> bool:
 
 
 def _n_tasks(dsk) -> int:
-    """Tasks in a graph handed to a scheduler: a mapping, or a dask expression of one."""
+    """Tasks in a graph handed to a scheduler: a mapping, or a dask expression of
+    one."""
     graph = dsk.__dask_graph__() if hasattr(dsk, "__dask_graph__") else dsk
     return len(graph)
 
@@ -76,9 +82,10 @@ def _n_tasks(dsk) -> int:
 def chunk_keys(dsk) -> set:
     """The keys of the tasks of a graph that each process one block of the input.
 
-    They are the graph's source tasks (no dependency inside the graph: a generated block, a
-    block persisted earlier, a block read by a fused task), except a lone shared source such as
-    the handle of a zarr array, which all block readers depend on; the readers then count.
+    They are the graph's source tasks (no dependency inside the graph: a generated
+    block, a block persisted earlier, a block read by a fused task), except a lone
+    shared source such as the handle of a zarr array, which all block readers depend
+    on; the readers then count.
     """
     from dask.core import get_deps
     from dask.utils import key_split
@@ -97,7 +104,8 @@ def chunk_keys(dsk) -> set:
 
 @dataclass
 class _Pass:
-    """One pass, or one stage's computation: its label and what its computations counted."""
+    """One pass, or one stage's computation: its label and what its computations
+    counted."""
 
     label: str
     chunks: int = 0
@@ -111,10 +119,12 @@ def _rate(n: int, seconds: float) -> str:
 
 
 class Display:
-    """What :func:`progress` shows: one bar per pass on a terminal, a line per pass in a log.
+    """What :func:`progress` shows: one bar per pass on a terminal, a line per pass in a
+    log.
 
-    Fed by pass events (:meth:`pass_started` / :meth:`pass_ended`) and by the dask callbacks
-    of each computation (:meth:`compute_started`, :meth:`advance`, :meth:`compute_ended`).
+    Fed by pass events (:meth:`pass_started` / :meth:`pass_ended`) and by the dask
+    callbacks of each computation (:meth:`compute_started`, :meth:`advance`,
+    :meth:`compute_ended`).
     """
 
     def __init__(self, stream=None, *, grace: float = 0.5):
@@ -127,8 +137,10 @@ class Display:
         self.done_before = 0  # chunks of earlier computations of the same pass
         self.lock = threading.RLock()
 
-    # -- passes --------------------------------------------------------------------------------
-    def pass_started(self, estimator: str, index: int, label: str, planned: int | None = None):
+    # -- passes ------------------------------------------------------------------------
+    def pass_started(
+        self, estimator: str, index: int, label: str, planned: int | None = None
+    ):
         of = f" of {planned}" if planned else ""
         with self.lock:
             self._close()
@@ -144,7 +156,7 @@ class Display:
                 self._line(p, seconds)
             self._close(p)
 
-    # -- computations --------------------------------------------------------------------------
+    # -- computations ------------------------------------------------------------------
     def compute_started(self, n_chunks: int, n_tasks: int):
         with self.lock:
             if self.current is None:
@@ -199,18 +211,30 @@ class Display:
                     p.bar.close()  # drawn once more as it is: not filled up
                 elif not self.terminal:
                     seconds = time.perf_counter() - p.t0
-                    print(f"  [{time.strftime('%H:%M:%S')}] {p.label}: stopped after "
-                          f"{seconds:.2f} s", file=self.stream, flush=True)
+                    print(
+                        f"  [{time.strftime('%H:%M:%S')}] {p.label}: stopped after "
+                        f"{seconds:.2f} s",
+                        file=self.stream,
+                        flush=True,
+                    )
             self.current = self.active = None
 
-    # -- drawing -------------------------------------------------------------------------------
+    # -- drawing -----------------------------------------------------------------------
     def _bar(self, p: _Pass):
         if self.notebook:  # a widget where ipywidgets is installed, else text
             from tqdm.auto import tqdm
         else:
             from tqdm import tqdm
-        bar = tqdm(total=p.chunks, desc=p.label, unit=" chunks", file=self.stream,
-                   bar_format=_BAR_FORMAT, dynamic_ncols=True, leave=True, mininterval=0.1)
+        bar = tqdm(
+            total=p.chunks,
+            desc=p.label,
+            unit=" chunks",
+            file=self.stream,
+            bar_format=_BAR_FORMAT,
+            dynamic_ncols=True,
+            leave=True,
+            mininterval=0.1,
+        )
         # elapsed and rate count from the start of the pass (tqdm's own clock)
         clock = getattr(bar, "_time", time.time)
         bar.start_t = bar.last_print_t = clock() - (time.perf_counter() - p.t0)
@@ -227,8 +251,10 @@ class Display:
             self.active = None
 
     def _line(self, p: _Pass, seconds: float):
-        print(f"  [{time.strftime('%H:%M:%S')}] {p.label}: {p.chunks:,} "
-              f"chunk{'s' * (p.chunks != 1)} in "
-              f"{seconds:.2f} s ({_rate(p.chunks, seconds)})", file=self.stream, flush=True)
-
-
+        print(
+            f"  [{time.strftime('%H:%M:%S')}] {p.label}: {p.chunks:,} "
+            f"chunk{'s' * (p.chunks != 1)} in "
+            f"{seconds:.2f} s ({_rate(p.chunks, seconds)})",
+            file=self.stream,
+            flush=True,
+        )

@@ -1,9 +1,11 @@
-"""The distributed side of :func:`scalepca.app.progress.progress`: a scheduler that follows chunks.
+"""The distributed side of :func:`scalepca.app.progress.progress`: a scheduler that
+follows chunks.
 
-Every ``compute`` inside the progress block is handed to :class:`ProgressScheduler`, which
-submits its graph to the client and follows, through the scheduler's progress feed, how many
-of its chunk tasks (:func:`~scalepca.app.progress.chunk_keys`) are done, then gathers the
-results. ``persist`` passes to ``Client.persist`` unchanged: the blocks stay on the workers.
+Every ``compute`` inside the progress block is handed to :class:`ProgressScheduler`,
+which submits its graph to the client and follows, through the scheduler's progress
+feed, how many of its chunk tasks (:func:`~scalepca.app.progress.chunk_keys`) are done,
+then gathers the results. ``persist`` passes to ``Client.persist`` unchanged: the blocks
+stay on the workers.
 
 Dask's config holds only :data:`ROUTE`, which holds nothing: a nanny pickles the whole
 config into every worker process it starts (a replacement too), so a client, a display
@@ -22,7 +24,8 @@ from ._bars import Display, _n_tasks, chunk_keys
 def _grouper(chunks: frozenset):
     """A key → group function for the scheduler's feed: ``"chunk"`` or ``"other"``.
 
-    A closure, so that it is pickled by value: the scheduler needs no scalepca installed.
+    A closure, so that it is pickled by value: the scheduler needs no scalepca
+    installed.
     """
 
     def group(key):
@@ -32,7 +35,8 @@ def _grouper(chunks: frozenset):
 
 
 def _feed_bar(futures, chunks: frozenset, display: Display, interval: float):
-    """Follow ``futures`` through the scheduler's multi-progress feed until they finish."""
+    """Follow ``futures`` through the scheduler's multi-progress feed until they
+    finish."""
     from distributed.diagnostics.progressbar import MultiProgressBar
     from distributed.utils import LoopRunner
 
@@ -46,14 +50,16 @@ def _feed_bar(futures, chunks: frozenset, display: Display, interval: float):
 
 
 class ProgressScheduler:
-    """A dask scheduler callable that runs graphs on ``client`` and reports their chunks."""
+    """A dask scheduler callable that runs graphs on ``client`` and reports their
+    chunks."""
 
     def __init__(self, client, display: Display, *, interval: float = 0.1):
         self.client = client
         self.display = display
         self.interval = interval
         self.quiet_after = 0.0
-        #: graphs computed through it (work submitted as futures, e.g. minibatches, is not)
+        #: graphs computed through it (work submitted as futures, e.g. minibatches, is
+        #: not)
         self.count = 0
 
     def __call__(self, dsk, keys, **kwargs):
@@ -66,8 +72,13 @@ class ProgressScheduler:
         packed = self.client.get(dsk, keys, sync=False, **kwargs)
         futures = [f for f in flatten([packed]) if hasattr(f, "key")]
         try:
-            # only a terminal draws: a quick compute, or a log, needs no feed from the scheduler
-            if futures and self.display.terminal and _not_done(futures, self.display.grace):
+            # only a terminal draws: a quick compute, or a log, needs no feed from the
+            # scheduler
+            if (
+                futures
+                and self.display.terminal
+                and _not_done(futures, self.display.grace)
+            ):
                 _feed_bar(futures, chunks, self.display, self.interval)
                 # the scheduler's feed notices the closed comm at its next tick
                 self.quiet_after = time.monotonic() + 2 * self.interval
@@ -82,21 +93,24 @@ class ProgressScheduler:
     def settle(self) -> None:
         """Wait until the scheduler has dropped the feeds of finished bars.
 
-        Closing the cluster while a feed sleeps makes the scheduler log a cancelled task.
+        Closing the cluster while a feed sleeps makes the scheduler log a cancelled
+        task.
         """
         delay = self.quiet_after - time.monotonic()
         if delay > 0:
             time.sleep(delay)
 
     def persist(self, *args, **kwargs):
-        # dask >= 2026.1 hands ``persist`` to a scheduler that has this method; older dask ran
-        # it through ``__call__``, gathering every block into the client (hence the lower
-        # bound in pyproject.toml, tested by tests/test_min_versions.py in .ci/run)
+        # dask >= 2026.1 hands ``persist`` to a scheduler that has this method; older
+        # dask ran it through ``__call__``, gathering every block into the client (hence
+        # the lower bound in pyproject.toml, tested by tests/test_min_versions.py in
+        # .ci/run)
         return self.client.persist(*args, **kwargs)
 
 
 def _not_done(futures, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for ``futures``; True if some are still running."""
+    """Wait up to ``timeout`` seconds for ``futures``; True if some are still
+    running."""
     from distributed import wait
 
     try:

@@ -1,13 +1,13 @@
-"""Appending the new rows' scores to the ``scores.zarr`` of a previous run (``run --update``),
-without rewriting the old rows' scores.
+"""Appending the new rows' scores to the ``scores.zarr`` of a previous run
+(``run --update``), without rewriting the old rows' scores.
 
 The store's arrays along the sample dim (the scores, and for xarray data their sample
-coordinate) are resized, and the new rows written into the region past the old end, in dask
-blocks aligned on the store's chunks (no two tasks write one chunk). While this happens the
-store is flagged ``complete: false`` with ``appending: {from, to}``; :func:`finish` clears the
-flag once the model is saved, and records which rows which model scored (``scored_by``). The
-one chunk that straddles the old end is written again whole (its old rows with the values they
-had).
+coordinate) are resized, and the new rows written into the region past the old end,
+in dask blocks aligned on the store's chunks (no two tasks write one chunk). While
+this happens the store is flagged ``complete: false`` with ``appending: {from, to}``;
+:func:`finish` clears the flag once the model is saved, and records which rows which
+model scored (``scored_by``). The one chunk that straddles the old end is written
+again whole (its old rows with the values they had).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ def _group(path: str, storage_options=None, mode: str = "r"):
 
     store = path
     if is_url(path):
-        store = zarr.storage.FsspecStore.from_url(path, storage_options=storage_options,
-                                                  read_only=mode == "r")
+        store = zarr.storage.FsspecStore.from_url(
+            path, storage_options=storage_options, read_only=mode == "r"
+        )
     return zarr.open_group(store=store, mode=mode, use_consolidated=False)
 
 
@@ -40,30 +41,40 @@ def _along(group, sample_dim: str):
 
 
 def check(path: str, n_seen: int, storage_options=None, sample_dim=None) -> dict | None:
-    """Refuse a scores store that does not hold the model's rows; the pending append of an
-    interrupted update (``None``: none)."""
+    """Refuse a scores store that does not hold the model's rows; the pending append
+    of an interrupted update (``None``: none)."""
     from ..io._fs import store_state
 
     if not store_state(path, storage_options).zarr:
-        raise UserError(f"output.scores: no scores at {path} to append to (the previous run "
-                        "wrote none); set output.scores: false, or run without --update")
+        raise UserError(
+            f"output.scores: no scores at {path} to append to (the previous run "
+            "wrote none); set output.scores: false, or run without --update"
+        )
     group = _group(path, storage_options)
     if group.attrs.get("format") != OUTPUT or NAME not in group:
-        raise UserError(f"output.scores: {path} is not the scores store of a scalepca run; "
-                        "--update appends to the scores its previous run wrote")
+        raise UserError(
+            f"output.scores: {path} is not the scores store of a scalepca run; "
+            "--update appends to the scores its previous run wrote"
+        )
     rows = group[NAME].shape[0]
     pending = group.attrs.get("appending")
-    if pending is not None and n_seen in (pending["from"], pending["to"]) \
-            and rows in (pending["from"], pending["to"]):
+    if (
+        pending is not None
+        and n_seen in (pending["from"], pending["to"])
+        and rows in (pending["from"], pending["to"])
+    ):
         return dict(pending)
     if rows != n_seen or group.attrs.get("complete") is False:
-        raise UserError(f"output.scores: {path} holds the scores of {rows:,} rows; the model "
-                        f"has seen {n_seen:,}. Run without --update to write them all again")
+        raise UserError(
+            f"output.scores: {path} holds the scores of {rows:,} rows; the model "
+            f"has seen {n_seen:,}. Run without --update to write them all again"
+        )
     return None
 
 
-def settle(path: str, pending: dict, n_seen: int, storage_options=None,
-           sample_dim=None) -> None:
+def settle(
+    path: str, pending: dict, n_seen: int, storage_options=None, sample_dim=None
+) -> None:
     """Finish an interrupted update's scores: drop its rows if the model was not saved,
     keep them if it was."""
     if n_seen == pending["to"]:
@@ -75,7 +86,8 @@ def settle(path: str, pending: dict, n_seen: int, storage_options=None,
 
 
 def _aligned(n0: int, m: int, chunk: int) -> tuple[int, ...]:
-    """Row block sizes of ``m`` rows written from row ``n0``, cut at the store's chunks."""
+    """Row block sizes of ``m`` rows written from row ``n0``, cut at the store's
+    chunks."""
     first = min(m, chunk - n0 % chunk)
     sizes = [first] if first else []
     rest = m - first
@@ -84,12 +96,15 @@ def _aligned(n0: int, m: int, chunk: int) -> tuple[int, ...]:
 
 
 def append(path: str, scores, n0: int, storage_options=None, sample_dim=None) -> None:
-    """Write ``scores`` (the new rows') after row ``n0``, flagged as an append under way."""
+    """Write ``scores`` (the new rows') after row ``n0``, flagged as an append under
+    way."""
     group = _group(path, storage_options, "r+")
     m = int(scores.shape[0])
     attrs = dict(group.attrs)
     attrs.pop("consolidated_metadata", None)
-    group.attrs.put({**attrs, "complete": False, "appending": {"from": n0, "to": n0 + m}})
+    group.attrs.put(
+        {**attrs, "complete": False, "appending": {"from": n0, "to": n0 + m}}
+    )
     dim = sample_dim or "sample"
     chunk = group[NAME].chunks[0]
     for arr in _along(group, dim):
@@ -104,8 +119,14 @@ def append(path: str, scores, n0: int, storage_options=None, sample_dim=None) ->
     _append_coords(group, ds, sample_dim, n0)
     ds = ds.drop_vars(list(ds.coords))
     ds.attrs = {}
-    ds.to_zarr(group.store, group=group.path or None, region={sample_dim: slice(n0, n0 + m)},
-               mode="r+", consolidated=False, safe_chunks=False)  # aligned above
+    ds.to_zarr(
+        group.store,
+        group=group.path or None,
+        region={sample_dim: slice(n0, n0 + m)},
+        mode="r+",
+        consolidated=False,
+        safe_chunks=False,
+    )  # aligned above
 
 
 def _append_coords(group, ds, sample_dim: str, n0: int) -> None:
@@ -119,15 +140,20 @@ def _append_coords(group, ds, sample_dim: str, n0: int) -> None:
         if coord.dims != (sample_dim,) or name not in group:
             continue
         var = coord.variable.copy(deep=False)
-        var.encoding = {k: v for k, v in old[name].encoding.items()
-                        if k in ("units", "calendar", "dtype")}
+        var.encoding = {
+            k: v
+            for k, v in old[name].encoding.items()
+            if k in ("units", "calendar", "dtype")
+        }
         values = np.asarray(xr.conventions.encode_cf_variable(var, name=name).values)
-        group[name][n0:n0 + len(values)] = values.astype(group[name].dtype, copy=False)
+        group[name][n0 : n0 + len(values)] = values.astype(
+            group[name].dtype, copy=False
+        )
 
 
 def finish(path: str, n0: int, n1: int, storage_options=None) -> None:
-    """Mark the scores complete after the model was saved: the rows ``n0 … n1`` are scored
-    by the model of ``n1`` rows (recorded in ``scored_by``)."""
+    """Mark the scores complete after the model was saved: the rows ``n0 … n1`` are
+    scored by the model of ``n1`` rows (recorded in ``scored_by``)."""
     group = _group(path, storage_options, "r+")
     attrs = dict(group.attrs)
     attrs.pop("appending", None)

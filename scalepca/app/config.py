@@ -5,38 +5,40 @@ A run config has five sections:
 ``data``
     Where the matrix comes from (path/URL, variable, dims, chunks, weights,
     storage_options; optionally ``generate`` to write a synthetic dataset first).
-    ``weights``: ``sqrt_coslat`` | ``coslat`` (from the latitude coordinate) or the name of a
-    variable of the same store, multiplied into the features (the same rules as
+    ``weights``: ``sqrt_coslat`` | ``coslat`` (from the latitude coordinate) or the name
+    of a variable of the same store, multiplied into the features (the same rules as
     ``open_matrix(weights=...)``). The model keeps them: its scores of new data
     (``scalepca transform``) and the reconstruction apply and undo them.
 ``model``
     ``method`` (a key of ``scalepca.persistence.registry.METHODS``) and the estimator's
-    parameters, either beside ``method`` or under ``params`` (for a parameter itself named
-    method).
+    parameters, either beside ``method`` or under ``params`` (for a parameter itself
+    named method).
 ``cluster``
-    ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes | gateway)
-    and the settings of that kind.
+    ``kind`` (local | address | slurm | pbs | sge | lsf | htcondor | kubernetes |
+    gateway) and the settings of that kind.
 ``output``
     ``store`` and what to write there (model, scores, reconstruction, low_rank, sparse;
     ``report``, default true: an HTML page with figures, see ``scalepca.app.report``;
-    ``false`` writes none; ``overwrite``, default true: replace an earlier run's outputs,
-    see ``scalepca.app.outputs``).
+    ``false`` writes none; ``overwrite``, default true: replace an earlier run's
+    outputs, see ``scalepca.app.outputs``).
 ``progress``
-    true | false — progress per pass over the data: a bar on a terminal, one line (tasks,
-    time, rate) per pass in a log.
+    true | false — progress per pass over the data: a bar on a terminal, one line
+    (tasks, time, rate) per pass in a log.
 
-Relative paths in a config file (``data.path``, ``output.store``, the model's ``checkpoint``,
-``scratch`` and ``mask``, the cluster's ``local_directory`` and ``log_directory``) are taken
-from the folder of the config file, not from the working directory: see ``PATH_KEYS``.
+Relative paths in a config file (``data.path``, ``output.store``, the model's
+``checkpoint``, ``scratch`` and ``mask``, the cluster's ``local_directory`` and
+``log_directory``) are taken from the folder of the config file, not from the working
+directory: see ``PATH_KEYS``.
 
-Unknown keys are rejected with a message naming them, the allowed keys and the closest one
-(``n_component``: did you mean ``n_components``?); values of the wrong type are rejected with
-the expected type; choices list the allowed values. Every problem is reported, not only the
-first (``ConfigError.problems``). Model parameters are checked against the estimator's
-parameter table (``_parameters``, ``scalepca.models._params``): names, types, choices and
-the ranges that do not depend on the data; ``fit`` and ``scalepca validate`` check the same
-table again with the data's shape (``n_components <= min(n, d)``) and the conditions between
-parameters, before any data is read.
+Unknown keys are rejected with a message naming them, the allowed keys and the
+closest one (``n_component``: did you mean ``n_components``?); values of the wrong
+type are rejected with the expected type; choices list the allowed values. Every
+problem is reported, not only the first (``ConfigError.problems``). Model parameters
+are checked against the estimator's parameter table (``_parameters``,
+``scalepca.models._params``): names, types, choices and the ranges that do not depend
+on the data; ``fit`` and ``scalepca validate`` check the same table again with the
+data's shape (``n_components <= min(n, d)``) and the conditions between parameters,
+before any data is read.
 """
 
 from __future__ import annotations
@@ -119,7 +121,8 @@ _OUTPUT = {
     "report": _f(bool, True),  # report.html (figures embedded) next to the outputs
     # a rerun replaces the complete outputs of an earlier run (scalepca.app.outputs)
     "overwrite": _f(bool, True),
-    # run --update: update the saved model with the rows appended since (scalepca.app.update)
+    # run --update: update the saved model with the rows appended since
+    # (scalepca.app.update)
     "update": _f(bool, False),
     # compression of scores / reconstruction / low_rank / sparse, from the registry only
     "codec": _f(str, DEFAULT_CODEC, choices=tuple(CODECS)),
@@ -147,7 +150,8 @@ _LOCAL = {
     "monitoring": _f(str, "light"),
 }
 
-#: values of ``cluster.monitoring`` (local and batch kinds: the processes scalepca starts)
+#: values of ``cluster.monitoring`` (local and batch kinds: the processes scalepca
+#: starts)
 MONITORING = ("light", "dask")
 
 _ADDRESS = {
@@ -186,7 +190,8 @@ _JOBQUEUE_EXTRA = {
     "lsf": {},
     "htcondor": {"disk": _f((str, int), _REQUIRED)},
 }
-#: jobqueue keys a batch system does not have (HTCondor has no queues or wall times here)
+#: jobqueue keys a batch system does not have (HTCondor has no queues or wall times
+#: here)
 _JOBQUEUE_MISSING = {"htcondor": ("walltime", "queue", "account")}
 
 _KUBERNETES = {
@@ -230,17 +235,19 @@ def _cluster_schema(kind: str) -> dict:
 _TOP = ("data", "model", "cluster", "output", "progress")
 
 
-# -- estimator and generator signatures ----------------------------------------------------------
+# -- estimator and generator signatures ------------------------------------------------
 def _check_model(model, problems: list) -> dict:
-    """The ``model`` section: ``method`` and the estimator's parameters, checked against its
-    ``_parameters`` table (names, types, choices and ranges that do not depend on the data);
-    each problem is appended to ``problems`` and the parameters that pass are kept."""
+    """The ``model`` section: ``method`` and the estimator's parameters, checked
+    against its ``_parameters`` table (names, types, choices and ranges that do not
+    depend on the data); each problem is appended to ``problems`` and the parameters
+    that pass are kept."""
     from ..persistence.registry import METHODS, declared_problems, estimator_class
     from .messages import speak_cli
 
     if not isinstance(model, dict) or "method" not in model:
         raise ConfigError(
-            f"'model' must be a mapping with a 'method' key; allowed methods: {', '.join(METHODS)}"
+            f"'model' must be a mapping with a 'method' key; allowed methods: "
+            f"{', '.join(METHODS)}"
         )
     params = dict(model)
     method = params.pop("method")
@@ -254,13 +261,18 @@ def _check_model(model, problems: list) -> dict:
         both = sorted(set(nested) & set(params))
         if both:
             raise ConfigError(
-                f"model parameter(s) {', '.join(map(repr, both))} given both in 'model' and "
+                f"model parameter(s) {', '.join(map(repr, both))} given both in "
+                f"'model' and "
                 "'model.params'"
             )
         params.update(nested)
     params, found = declared_problems(
-        cls, params, "model", word=lambda message: speak_cli(message, method=method),
-        key=lambda name: "model.params.method" if name == "method" else f"model.{name}")
+        cls,
+        params,
+        "model",
+        word=lambda message: speak_cli(message, method=method),
+        key=lambda name: "model.params.method" if name == "method" else f"model.{name}",
+    )
     problems.extend(found)
     cls(**params)  # __init__ only stores them
     return {"method": method, "params": params}
@@ -276,24 +288,27 @@ def _check_generate(gen) -> dict:
     kind = params.pop("kind", "low_rank")
     if kind not in GENERATORS:
         raise ConfigError(
-            f"'data.generate.kind' {kind!r} is unknown; allowed: {', '.join(GENERATORS)}"
-            f"{did_you_mean(kind, GENERATORS)}"
+            f"'data.generate.kind' {kind!r} is unknown; allowed: "
+            f"{', '.join(GENERATORS)}{did_you_mean(kind, GENERATORS)}"
         )
     check_params(GENERATORS[kind], params, "data.generate")
     required = [
-        p for p, par in inspect.signature(GENERATORS[kind]).parameters.items()
+        p
+        for p, par in inspect.signature(GENERATORS[kind]).parameters.items()
         if par.default is inspect.Parameter.empty
     ]
     missing = [p for p in required if p not in params]
     if missing:
         raise ConfigError(
-            f"'data.generate' of kind {kind!r} needs {', '.join(repr(m) for m in missing)}"
+            f"'data.generate' of kind {kind!r} needs "
+            f"{', '.join(repr(m) for m in missing)}"
         )
     return {"kind": kind, **params}
 
 
 def check_cluster(section) -> dict:
-    """Validate a ``cluster`` section (also used by :func:`scalepca.connect` for kwargs)."""
+    """Validate a ``cluster`` section (also used by :func:`scalepca.connect` for
+    kwargs)."""
     if section is None:
         section = {}
     if not isinstance(section, dict):
@@ -311,13 +326,17 @@ def check_cluster(section) -> dict:
         scheme = addr.split("://", 1)[0] if "://" in addr else "tcp"
         if scheme not in ("tcp", "tls", "ws", "wss", "inproc", "ucx"):
             raise ConfigError(
-                f"'cluster.address' {addr!r} has scheme {scheme!r}; allowed: tcp://, tls://"
+                f"'cluster.address' {addr!r} has scheme {scheme!r}; allowed: tcp://, "
+                f"tls://"
             )
         if out["security"] is not None:
-            out["security"] = _check_section(out["security"], _SECURITY, "cluster.security")
+            out["security"] = _check_section(
+                out["security"], _SECURITY, "cluster.security"
+            )
         elif scheme in ("tls", "wss"):
             raise ConfigError(
-                f"'cluster.address' {addr!r} is a TLS address; set 'cluster.security' with "
+                f"'cluster.address' {addr!r} is a TLS address; set 'cluster.security' "
+                f"with "
                 "tls_ca_file, tls_client_cert and tls_client_key"
             )
     if out.get("adaptive") is not None:
@@ -330,11 +349,15 @@ def check_cluster(section) -> dict:
             )
     if out.get("monitoring", "light") not in MONITORING:
         value = out["monitoring"]
-        raise ConfigError(f"'cluster.monitoring' is {value!r}; allowed: "
-                          f"{', '.join(MONITORING)}{did_you_mean(value, MONITORING)}")
+        raise ConfigError(
+            f"'cluster.monitoring' is {value!r}; allowed: "
+            f"{', '.join(MONITORING)}{did_you_mean(value, MONITORING)}"
+        )
     for key in ("job_extra", "job_script_prologue", "worker_extra_args"):
         if out.get(key) is not None and not all(isinstance(x, str) for x in out[key]):
-            raise ConfigError(f"'cluster.{key}' must be a list of strings; got {out[key]!r}")
+            raise ConfigError(
+                f"'cluster.{key}' must be a list of strings; got {out[key]!r}"
+            )
     for key in ("n_workers", "threads_per_worker", "cores", "jobs", "processes"):
         v = out.get(key)
         low = 0 if key == "jobs" else 1
@@ -344,13 +367,20 @@ def check_cluster(section) -> dict:
 
 
 def anndata_keys_problem(dcfg: dict, where: str) -> str | None:
-    """Why ``data.variable`` / ``sample_dims`` / ``feature_dims`` cannot apply to AnnData
-    (``where``: how the data are AnnData), as ``open_matrix`` refuses them; None if unset."""
-    given = [k for k in ("variable", "sample_dims", "feature_dims") if dcfg.get(k) is not None]
+    """Why ``data.variable`` / ``sample_dims`` / ``feature_dims`` cannot apply to
+    AnnData (``where``: how the data are AnnData), as ``open_matrix`` refuses them;
+    None if unset."""
+    given = [
+        k
+        for k in ("variable", "sample_dims", "feature_dims")
+        if dcfg.get(k) is not None
+    ]
     if not given:
         return None
-    return (f"{', '.join(repr('data.' + k) for k in given)} do(es) not apply to {where} (a "
-            "cell × gene matrix); choose the matrix with 'data.layer' (null: X)")
+    return (
+        f"{', '.join(repr('data.' + k) for k in given)} do(es) not apply to {where} (a "
+        "cell × gene matrix); choose the matrix with 'data.layer' (null: X)"
+    )
 
 
 def _check_path_list(out: dict) -> None:
@@ -367,26 +397,34 @@ def _check_path_list(out: dict) -> None:
     except ValueError as err:
         raise ConfigError(f"'data.path': {err}") from None
     if out["format"] not in (None, "bed"):
-        raise ConfigError(f"'data.path' is a list of .bed files; data.format is "
-                          f"{out['format']!r}")
+        raise ConfigError(
+            f"'data.path' is a list of .bed files; data.format is {out['format']!r}"
+        )
     if out["generate"] is not None:
-        raise ConfigError("'data.generate' writes one dataset at data.path; "
-                          "data.path is a list of .bed files")
+        raise ConfigError(
+            "'data.generate' writes one dataset at data.path; "
+            "data.path is a list of .bed files"
+        )
 
 
 def _check_data(section) -> dict:
     if section is None or not isinstance(section, dict):
-        raise ConfigError(f"'data' must be a mapping with at least 'path'; got {section!r}")
+        raise ConfigError(
+            f"'data' must be a mapping with at least 'path'; got {section!r}"
+        )
     out = _check_section(section, _DATA, "data")
     if isinstance(out["path"], list):
         _check_path_list(out)
     chunks = out["chunks"]
     if isinstance(chunks, list) and (
-        len(chunks) != 2 or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
-                                    for c in chunks)
+        len(chunks) != 2
+        or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in chunks
+        )
     ):
         raise ConfigError(
-            f"'data.chunks' must be rows per chunk (an integer) or [rows, columns]; got {chunks!r}"
+            f"'data.chunks' must be rows per chunk (an integer) or [rows, columns]; "
+            f"got {chunks!r}"
         )
     if isinstance(chunks, int) and chunks < 1:
         raise ConfigError(f"'data.chunks' must be at least 1; got {chunks}")
@@ -396,7 +434,9 @@ def _check_data(section) -> dict:
         try:
             _task_bytes(out["task_size"])
         except ValueError as err:
-            raise ConfigError(str(err).replace("task_size", "'data.task_size'", 1)) from None
+            raise ConfigError(
+                str(err).replace("task_size", "'data.task_size'", 1)
+            ) from None
     for key in ("sample_dims", "feature_dims"):
         v = out[key]
         if isinstance(v, list) and not all(isinstance(x, str) for x in v):
@@ -405,9 +445,11 @@ def _check_data(section) -> dict:
             )
     if out["format"] is not None and out["format"] not in DATA_FORMATS:
         hint = did_you_mean(out["format"], DATA_FORMATS)
-        raise ConfigError(f"'data.format' is {out['format']!r}; allowed: "
-                          f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)"
-                          f"{hint}")
+        raise ConfigError(
+            f"'data.format' is {out['format']!r}; allowed: "
+            f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)"
+            f"{hint}"
+        )
     from ..io._open_options import config_problem
 
     problem = config_problem({k: out[k] for k in OPEN_KEYS}, out["format"])
@@ -415,18 +457,24 @@ def _check_data(section) -> dict:
         raise ConfigError(problem)
     if out["format"] == "anndata":
         if isinstance(out["chunks"], list):
-            raise ConfigError("'data.chunks' of AnnData is the cells per block (an integer): "
-                              "the genes stay in one block")
+            raise ConfigError(
+                "'data.chunks' of AnnData is the cells per block (an integer): "
+                "the genes stay in one block"
+            )
         problem = anndata_keys_problem(out, "data.format anndata")
         if problem:
             raise ConfigError(problem)
     elif out["layer"] is not None and out["format"] is not None:
-        raise ConfigError(f"'data.layer' applies to data.format anndata; data.format is "
-                          f"{out['format']!r}")
+        raise ConfigError(
+            f"'data.layer' applies to data.format anndata; data.format is "
+            f"{out['format']!r}"
+        )
     if out["singlecell"] is not None:
         if out["format"] not in (None, "anndata"):
-            raise ConfigError(f"'data.singlecell' prepares AnnData counts; data.format is "
-                              f"{out['format']!r}")
+            raise ConfigError(
+                f"'data.singlecell' prepares AnnData counts; data.format is "
+                f"{out['format']!r}"
+            )
         from ..analysis.singlecell import check_step_keys
 
         problem = check_step_keys(out["singlecell"], "data.singlecell")
@@ -436,10 +484,17 @@ def _check_data(section) -> dict:
         out["generate"] = _check_generate(out["generate"])
         gen = out["generate"]
         if gen["kind"] == "counts" and gen.get("layer") != out["layer"]:
-            raise ConfigError(f"'data.generate.layer' is {gen.get('layer')!r} but 'data.layer' "
-                              f"is {out['layer']!r}: the generated counts would not be read")
-        problem = anndata_keys_problem(out, "the AnnData store data.generate.kind counts "
-                                       "writes") if gen["kind"] == "counts" else None
+            raise ConfigError(
+                f"'data.generate.layer' is {gen.get('layer')!r} but 'data.layer' "
+                f"is {out['layer']!r}: the generated counts would not be read"
+            )
+        problem = (
+            anndata_keys_problem(
+                out, "the AnnData store data.generate.kind counts writes"
+            )
+            if gen["kind"] == "counts"
+            else None
+        )
         if problem:
             raise ConfigError(problem)
     return out
@@ -449,23 +504,29 @@ def validate_config(cfg, problems: list | None = None) -> dict:
     """Return a normalised copy of ``cfg`` with defaults filled in, or raise ConfigError
     naming every problem found (one sentence each, in ``ConfigError.problems``).
 
-    With a list ``problems``, the problems are appended to it instead, and what could be read
-    is returned: a section that could not be read is None, a model parameter or section key
-    that is wrong is left out (``scalepca validate`` checks the rest against the data).
+    With a list ``problems``, the problems are appended to it instead, and what could
+    be read is returned: a section that could not be read is None, a model parameter
+    or section key that is wrong is left out (``scalepca validate`` checks the rest
+    against the data).
     """
     found = [] if problems is None else problems
     if not isinstance(cfg, dict):
         raise ConfigError(
-            "a config must be a YAML mapping with sections data, model, cluster, output, progress"
+            "a config must be a YAML mapping with sections data, model, cluster, "
+            "output, progress"
         )
     unknown = sorted(set(cfg) - set(_TOP), key=str)
     if unknown:
-        found.append(unknown_keys(unknown, list(_TOP), "", say_where=False,
-                                  what="section(s)"))
+        found.append(
+            unknown_keys(unknown, list(_TOP), "", say_where=False, what="section(s)")
+        )
     out = {}
-    checks = {"data": _check_data, "model": lambda section: _check_model(section, found),
-              "cluster": check_cluster,
-              "output": lambda section: _check_section(section, _OUTPUT, "output")}
+    checks = {
+        "data": _check_data,
+        "model": lambda section: _check_model(section, found),
+        "cluster": check_cluster,
+        "output": lambda section: _check_section(section, _OUTPUT, "output"),
+    }
     for key, check in checks.items():
         out[key] = None
         if key in ("data", "model") and key not in cfg:
@@ -491,18 +552,27 @@ def validate_config(cfg, problems: list | None = None) -> dict:
 def _output_problems(model: dict, output: dict) -> list[str]:
     """The outputs the configured model cannot give."""
     method = model["method"]
-    problems = [f"'output.{part}' is only available for model.method robust_pca; got "
-                f"{method!r}" for part in ("low_rank", "sparse")
-                if output[part] and method != "robust_pca"]
+    problems = [
+        f"'output.{part}' is only available for model.method robust_pca; got {method!r}"
+        for part in ("low_rank", "sparse")
+        if output[part] and method != "robust_pca"
+    ]
     from ..persistence.registry import TOOLS
 
     if method in TOOLS:  # the analysis tools: a model store and scores
-        for part, why in (("reconstruction", _NO_RECONSTRUCTION[method]),
-                          ("update", "run --update needs a model that partial_fit updates; "
-                                     f"model.method {method} is fitted in one go")):
+        for part, why in (
+            ("reconstruction", _NO_RECONSTRUCTION[method]),
+            (
+                "update",
+                "run --update needs a model that partial_fit updates; "
+                f"model.method {method} is fitted in one go",
+            ),
+        ):
             if output[part]:
-                problems.append(f"'output.{part}' does not apply to model.method {method}: "
-                                f"{why}; set it false")
+                problems.append(
+                    f"'output.{part}' does not apply to model.method {method}: "
+                    f"{why}; set it false"
+                )
         return problems
     if output["reconstruction"]:
         # ask the configured estimator: KernelPCA has inverse_transform only with
@@ -520,7 +590,7 @@ def _output_problems(model: dict, output: dict) -> list[str]:
 _NO_RECONSTRUCTION = {
     "mca": "MCA gives coupled patterns and their expansion coefficients, no reconstruction",
     "hilbert_eof": "its reconstruction (HilbertEOF.inverse_transform) is formed in memory, "
-                   "not written block by block",
+    "not written block by block",
     "bootstrap_eof": "it gives EOFs, their PCs and bootstrap intervals, no reconstruction",
 }
 
@@ -529,25 +599,37 @@ SEVERAL_FIELDS = ("multivariate_eof", "mca")
 
 
 def _variables_problems(data: dict, model: dict, output: dict | None) -> list[str]:
-    """``data.variable`` as a list: names, for a method that fits several fields (two for
-    the methods of ``TWO_FIELDS``)."""
+    """``data.variable`` as a list: names, for a method that fits several fields (two
+    for the methods of ``TWO_FIELDS``)."""
     from ..persistence.registry import TWO_FIELDS
 
     names = data.get("variable")
-    if model["method"] in TWO_FIELDS and (not isinstance(names, list) or len(names) != 2):
-        return [f"model.method {model['method']} pairs two fields over the same samples: set "
-                "'data.variable' to a list of two variable names (e.g. [sst, z]); got "
-                f"{names!r}"]
+    if model["method"] in TWO_FIELDS and (
+        not isinstance(names, list) or len(names) != 2
+    ):
+        return [
+            f"model.method {model['method']} pairs two fields over the same samples: "
+            f"set "
+            "'data.variable' to a list of two variable names (e.g. [sst, z]); got "
+            f"{names!r}"
+        ]
     if not isinstance(names, list):
         return []
     if not names or not all(isinstance(v, str) for v in names):
-        return [f"'data.variable' must be a variable name or a list of them; got {names!r}"]
+        return [
+            f"'data.variable' must be a variable name or a list of them; got {names!r}"
+        ]
     if model["method"] not in SEVERAL_FIELDS:
-        return [f"'data.variable' is a list ({', '.join(names)}): only model.method "
-                f"{' or '.join(SEVERAL_FIELDS)} fits several fields; got {model['method']!r}"]
+        return [
+            f"'data.variable' is a list ({', '.join(names)}): only model.method "
+            f"{' or '.join(SEVERAL_FIELDS)} fits several fields; got "
+            f"{model['method']!r}"
+        ]
     if output is not None and output.get("reconstruction"):
-        return ["'output.reconstruction' is one matrix; model.method "
-                f"{model['method']} rebuilds one field per variable: set it false"]
+        return [
+            "'output.reconstruction' is one matrix; model.method "
+            f"{model['method']} rebuilds one field per variable: set it false"
+        ]
     return []
 
 
@@ -558,12 +640,16 @@ def apply_overrides(cfg, overrides) -> dict:
         return cfg  # validate_config reports it
     for item in overrides or ():
         if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value, e.g. model.n_components=20")
+            raise ConfigError(
+                f"--set {item!r}: expected key=value, e.g. model.n_components=20"
+            )
         key, raw = item.split("=", 1)
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError as err:
-            raise ConfigError(f"--set {item!r}: value is not valid YAML ({err})") from None
+            raise ConfigError(
+                f"--set {item!r}: value is not valid YAML ({err})"
+            ) from None
         node = cfg
         parts = key.strip().split(".")
         if not all(parts):
@@ -576,7 +662,8 @@ def apply_overrides(cfg, overrides) -> dict:
     return cfg
 
 
-#: config keys that hold local paths: relative ones are taken from the config file's folder
+#: config keys that hold local paths: relative ones are taken from the config file's
+#: folder
 PATH_KEYS = (
     ("data", "path"),
     ("data", "keep"),
@@ -593,12 +680,12 @@ PATH_KEYS = (
 
 
 def resolve_paths(cfg, base) -> dict:
-    """A copy of the raw config ``cfg`` with the relative paths of ``PATH_KEYS`` joined to
-    the folder ``base``.
+    """A copy of the raw config ``cfg`` with the relative paths of ``PATH_KEYS`` joined
+    to the folder ``base``.
 
-    URLs (``s3://...``), absolute paths and paths that start with ``$`` (expanded on the
-    worker's machine) are left as they are; ``~`` is expanded. Anything that is not where a
-    path should be is left for :func:`validate_config` to report.
+    URLs (``s3://...``), absolute paths and paths that start with ``$`` (expanded on
+    the worker's machine) are left as they are; ``~`` is expanded. Anything that is
+    not where a path should be is left for :func:`validate_config` to report.
     """
     if not isinstance(cfg, dict):
         return cfg
@@ -633,22 +720,22 @@ def _resolved(value, base: str):
 def load_config(path, overrides=None) -> dict:
     """Read a YAML config, apply overrides, validate.
 
-    Relative paths written in the file resolve from the file's folder (so a config and its
-    data can move together, and a job runs the same from any working directory); paths given
-    in ``overrides`` (``--set data.path=...`` on the command line) resolve from the current
-    directory, like any other command-line path.
+    Relative paths written in the file resolve from the file's folder (so a config
+    and its data can move together, and a job runs the same from any working
+    directory); paths given in ``overrides`` (``--set data.path=...`` on the command
+    line) resolve from the current directory, like any other command-line path.
     """
     return validate_config(read_config(path, overrides))
 
 
 def read_config(path, overrides=None):
-    """The raw config of the YAML file ``path`` with ``overrides`` applied, relative paths
-    resolved as :func:`load_config` resolves them; not validated."""
+    """The raw config of the YAML file ``path`` with ``overrides`` applied, relative
+    paths resolved as :func:`load_config` resolves them; not validated."""
     raw = resolve_paths(read_yaml(path), Path(os.fspath(path)).parent)
     return apply_overrides(raw, overrides)
 
 
-# -- the schema, described (the documentation's config reference is generated from this) ---------
+# -- the schema, described (the documentation's config reference is generated from this)
 def schema_sections() -> list[tuple[str, str, dict]]:
     """Every fixed section of a config as ``(title, key prefix, {key: field})``.
 
@@ -668,8 +755,8 @@ def schema_sections() -> list[tuple[str, str, dict]]:
 
 
 def describe_parameter(cls, name: str) -> str:
-    """The type of the estimator parameter ``name`` of ``cls`` as the reference shows it,
-    from its ``_parameters`` table (``one of: ...`` for choices)."""
+    """The type of the estimator parameter ``name`` of ``cls`` as the reference shows
+    it, from its ``_parameters`` table (``one of: ...`` for choices)."""
     from ..models._params import table_of
 
     param = table_of(cls)[name]

@@ -1,12 +1,13 @@
-"""Warnings on the command line: the user's in the user's words, libraries' notices not at all.
+"""Warnings on the command line: the user's in the user's words, libraries' notices not
+at all.
 
-Inside :func:`cli_warnings`, a warning that concerns the user's data or settings (a dtype
-converted, features left out, a fit that did not converge) is printed as one line,
-``scalepca: warning: ...``, in the words of the interface (config keys, flags: see
-:func:`scalepca.app.messages.speak_cli`); notices addressed to library developers (zarr's
-sharding notices, dask's chunking advice, deprecations inside dependencies) are dropped. With
-``-v`` every warning is shown as Python shows it. A known race of a library's on Ctrl+C is
-not shown either (:func:`interrupt_races_quiet`).
+Inside :func:`cli_warnings`, a warning that concerns the user's data or settings (a
+dtype converted, features left out, a fit that did not converge) is printed as one
+line, ``scalepca: warning: ...``, in the words of the interface (config keys, flags:
+see :func:`scalepca.app.messages.speak_cli`); notices addressed to library developers
+(zarr's sharding notices, dask's chunking advice, deprecations inside dependencies)
+are dropped. With ``-v`` every warning is shown as Python shows it. A known race of a
+library's on Ctrl+C is not shown either (:func:`interrupt_races_quiet`).
 """
 
 from __future__ import annotations
@@ -19,37 +20,49 @@ import warnings
 
 from .messages import speak_cli
 
-#: (warning class name, message pattern) of notices meant for library developers, not users
+#: (warning class name, message pattern) of notices meant for library developers, not
+#: users
 LIBRARY_NOTICES = (
     ("ZarrUserWarning", ""),  # zarr's experimental-feature and format notices
-    ("UserWarning", r"autosharding|shard shape"),  # zarr v3 sharding, raised through anndata
+    (
+        "UserWarning",
+        r"autosharding|shard shape",
+    ),  # zarr v3 sharding, raised through anndata
     ("PerformanceWarning", ""),  # dask: "Increasing number of chunks by factor ..."
     ("FutureWarning", ""),  # a dependency's API changing under another dependency
     ("DeprecationWarning", ""),
-    ("UserWarning", r"^Sending large graph"),  # distributed: the graph holds NumPy arrays
+    (
+        "UserWarning",
+        r"^Sending large graph",
+    ),  # distributed: the graph holds NumPy arrays
 )
 
 
 def is_library_notice(category: type, message: str) -> bool:
     """Whether a warning is one of :data:`LIBRARY_NOTICES`."""
     names = {c.__name__ for c in category.__mro__}
-    return any(cls in names and re.search(pattern, message) for cls, pattern in LIBRARY_NOTICES)
+    return any(
+        cls in names and re.search(pattern, message) for cls, pattern in LIBRARY_NOTICES
+    )
 
 
 class _InterruptRace(logging.Filter):
-    """Drops the traceback tornado logs when Ctrl+C lands in distributed's ``sync`` before
-    the coroutine it waits on has started: its cancel callback then finds no future yet and
-    raises ``NameError`` (a race of distributed's, harmless: the interrupt goes on)."""
+    """Drops the traceback tornado logs when Ctrl+C lands in distributed's ``sync``
+    before the coroutine it waits on has started: its cancel callback then finds no
+    future yet and raises ``NameError`` (a race of distributed's, harmless: the
+    interrupt goes on)."""
 
     def filter(self, record) -> bool:
         err = record.exc_info[1] if record.exc_info else None
-        return not (isinstance(err, NameError)
-                    and "sync.<locals>.cancel" in record.getMessage())
+        return not (
+            isinstance(err, NameError) and "sync.<locals>.cancel" in record.getMessage()
+        )
 
 
 @contextlib.contextmanager
 def interrupt_races_quiet():
-    """Inside the block, a Ctrl+C prints no library traceback (:class:`_InterruptRace`)."""
+    """Inside the block, a Ctrl+C prints no library traceback
+    (:class:`_InterruptRace`)."""
     logger, race = logging.getLogger("tornado.application"), _InterruptRace()
     logger.addFilter(race)
     try:
@@ -62,7 +75,8 @@ def interrupt_races_quiet():
 def cli_warnings(*, command: str | None = None, method=None, verbose: bool = False):
     """Route warnings raised inside the block as the module's docstring says.
 
-    ``method`` is a callable returning the config's ``model.method`` once known (or None).
+    ``method`` is a callable returning the config's ``model.method`` once known (or
+    None).
     """
     if verbose:
         yield
@@ -72,8 +86,11 @@ def cli_warnings(*, command: str | None = None, method=None, verbose: bool = Fal
         text = str(message)
         if is_library_notice(category, text):
             return
-        said = speak_cli(" ".join(text.split()), command=command,
-                         method=method() if callable(method) else method)
+        said = speak_cli(
+            " ".join(text.split()),
+            command=command,
+            method=method() if callable(method) else method,
+        )
         print(f"scalepca: warning: {said}", file=sys.stderr, flush=True)
 
     with warnings.catch_warnings(), interrupt_races_quiet():

@@ -1,12 +1,14 @@
-"""Messages in the words of the command line: the library's messages name Python arguments;
-the CLI rewrites them here into config keys (``run``, ``validate``) or flags (``transform``).
+"""Messages in the words of the command line: the library's messages name Python
+arguments; the CLI rewrites them here into config keys (``run``, ``validate``) or
+flags (``transform``).
 """
 
 from __future__ import annotations
 
-#: library wording → (wording for a config: run/validate, wording for command-line flags:
-#: transform). The library's messages name Python arguments; the CLI rewrites them here, in one
-#: place, instead of every library message knowing about configs and flags.
+#: library wording → (wording for a config: run/validate, wording for command-line
+#: flags: transform). The library's messages name Python arguments; the CLI rewrites
+#: them here, in one place, instead of every library message knowing about configs and
+#: flags.
 _CLI_WORDS = (
     (r"pass variable=\.\.\.", "set data.variable", "pass --variable"),
     (r"\blayer=None\b", "data.layer: null", "a model fitted on X"),
@@ -19,19 +21,27 @@ _CLI_WORDS = (
     (r"(?<![\w.-])storage_options\b", "data.storage_options", "--storage-options"),
     (r"^[XM] (?=has|contains|is)", "the data ", "the data "),
     # a lazy transform's refusal of a NaN, raised by the block that holds it
-    (r"^a row block of [XM] (?=contains)", "a row block of the data ",
-     "a row block of the data "),
+    (
+        r"^a row block of [XM] (?=contains)",
+        "a row block of the data ",
+        "a row block of the data ",
+    ),
 )
 
 
 def _method_of_class(name: str) -> str | None:
     from ..persistence.registry import METHODS
 
-    return next((m for m, target in METHODS.items() if target.endswith(f":{name}")), None)
+    return next(
+        (m for m, target in METHODS.items() if target.endswith(f":{name}")), None
+    )
 
 
-def speak_cli(message: str, *, command: str | None = None, method: str | None = None) -> str:
-    """``message`` with Python argument syntax replaced by config keys or command-line flags.
+def speak_cli(
+    message: str, *, command: str | None = None, method: str | None = None
+) -> str:
+    """``message`` with Python argument syntax replaced by config keys or command-line
+    flags.
 
     ``command`` is the subcommand (``transform`` speaks flags, the others config keys);
     ``method`` the config's ``model.method``, whose estimator parameters become
@@ -61,9 +71,14 @@ def speak_cli(message: str, *, command: str | None = None, method: str | None = 
             return f"{key(match.group(1))}: {value}" if value else key(match.group(1))
 
         alternatives = "|".join(sorted(names, key=len, reverse=True))
-        text = re.sub(rf"(?<![\w.'\"-])({alternatives})=(['\"]?)([^\s,;)'\"]*)\2", one, text)
-        return re.sub(rf"(?<![\w.'\"-])({alternatives})(?= must\b)",
-                      lambda match: key(match.group(1)), text)
+        text = re.sub(
+            rf"(?<![\w.'\"-])({alternatives})=(['\"]?)([^\s,;)'\"]*)\2", one, text
+        )
+        return re.sub(
+            rf"(?<![\w.'\"-])({alternatives})(?= must\b)",
+            lambda match: key(match.group(1)),
+            text,
+        )
 
     classes = "|".join(target.split(":")[1] for target in METHODS.values())
 
@@ -79,12 +94,16 @@ def speak_cli(message: str, *, command: str | None = None, method: str | None = 
 
 
 def scheduler_lost(err: BaseException) -> str | None:
-    """What ``scalepca: job failed:`` says when the job lost its dask scheduler (None for any
-    other error): distributed cancels every pending result with the internal key of one of
-    them, which tells a user neither what happened nor what to do."""
+    """What ``scalepca: job failed:`` says when the job lost its dask scheduler (None
+    for any other error): distributed cancels every pending result with the internal
+    key of one of them, which tells a user neither what happened nor what to do."""
     cancelled = ("FutureCancelledError", "FuturesCancelledError")
-    if type(err).__name__ not in cancelled or "scheduler-connection-lost" not in str(err):
+    if type(err).__name__ not in cancelled or "scheduler-connection-lost" not in str(
+        err
+    ):
         return None
-    return ("lost the connection to the dask scheduler mid-run (its host, its process or the "
-            "network went away); start a scheduler and run the same command again: a fit "
-            "with model.checkpoint resumes from its last commit, any other starts over")
+    return (
+        "lost the connection to the dask scheduler mid-run (its host, its process or "
+        "the network went away); start a scheduler and run the same command again: a "
+        "fit with model.checkpoint resumes from its last commit, any other starts over"
+    )

@@ -1,12 +1,14 @@
-"""The stores ``scalepca run`` writes, checked before the fit (by ``validate`` and by ``run``).
+"""The stores ``scalepca run`` writes, checked before the fit (by ``validate`` and by
+``run``).
 
-A run writes ``model.zarr``, ``scores.zarr``, … under ``output.store``. Each is written only
-where it may be (:func:`scalepca.io._fs.check_replace`): a rerun replaces the complete outputs
-of an earlier run unless ``output.overwrite: false``; nothing else at those paths (a folder of
-other files, a data store, a store another program wrote) is ever replaced. No output may be,
-contain or lie inside ``data.path``, and neither may a checkpoint (a ``scratch`` folder only
-gets a fresh folder made inside it). Where the stores will be written is probed the way the
-write happens (:func:`scalepca.io._fs.write_problem`).
+A run writes ``model.zarr``, ``scores.zarr``, … under ``output.store``. Each is
+written only where it may be (:func:`scalepca.io._fs.check_replace`): a rerun
+replaces the complete outputs of an earlier run unless ``output.overwrite: false``;
+nothing else at those paths (a folder of other files, a data store, a store another
+program wrote) is ever replaced. No output may be, contain or lie inside
+``data.path``, and neither may a checkpoint (a ``scratch`` folder only gets a fresh
+folder made inside it). Where the stores will be written is probed the way the write
+happens (:func:`scalepca.io._fs.write_problem`).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ def plink_files(prefix: str) -> list[str]:
     return [prefix + end for end in PLINK_ENDINGS]
 
 
-def plink_file_problem(path: str, *, overwrite: bool, flag: str,
-                       storage_options=None) -> str | None:
+def plink_file_problem(
+    path: str, *, overwrite: bool, flag: str, storage_options=None
+) -> str | None:
     """Why a PLINK text file cannot be written at ``path``: a folder there, or a file
     that ``overwrite`` does not allow to replace (said with ``flag``); None if it
     can."""
@@ -57,30 +60,45 @@ def _plink_problems(cfg: dict) -> list[str]:
     from ..preprocessing._open import data_kind
 
     out, dcfg, params = cfg["output"], cfg["data"], cfg["model"]["params"]
-    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
-                     storage_options=dcfg.get("storage_options"))
+    kind = data_kind(
+        dcfg["path"],
+        format=dcfg.get("format"),
+        storage_options=dcfg.get("storage_options"),
+    )
     if kind != "bed":
-        return ["output.plink writes PLINK's .eigenvec and .eigenval of a PLINK .bed; "
-                f"data.path {dcfg['path']!r} is not one"]
+        return [
+            "output.plink writes PLINK's .eigenvec and .eigenval of a PLINK .bed; "
+            f"data.path {dcfg['path']!r} is not one"
+        ]
     problem = plink_problem(params.get("standardize"), params.get("whiten"))
     if problem:
         problem = problem.replace("standardize=", "model.standardize: ")
         return [f"output.plink: {problem}"]
     if out.get("update"):
-        return ["output.plink is not written by an update (run --update); run "
-                "without it"]
+        return [
+            "output.plink is not written by an update (run --update); run without it"
+        ]
     prefix = f"{out['store'].rstrip('/')}/{PLINK_PREFIX}"
-    found = (plink_file_problem(path, overwrite=out.get("overwrite", True), flag=FLAG,
-                                storage_options=out.get("storage_options"))
-             for path in plink_files(prefix))
+    found = (
+        plink_file_problem(
+            path,
+            overwrite=out.get("overwrite", True),
+            flag=FLAG,
+            storage_options=out.get("storage_options"),
+        )
+        for path in plink_files(prefix)
+    )
     return [f"output.plink: {problem}" for problem in found if problem]
 
 
 def run_outputs(out: dict) -> list[tuple[str, str, str]]:
     """``(key, path, kind)`` of each store the ``output`` section asks for."""
     root = out["store"].rstrip("/")
-    return [(key, f"{root}/{name}", kind) for key, (name, kind) in PARTS.items()
-            if out.get(key)]
+    return [
+        (key, f"{root}/{name}", kind)
+        for key, (name, kind) in PARTS.items()
+        if out.get(key)
+    ]
 
 
 def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
@@ -88,8 +106,11 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
     problems, notes = [], []
     out, data = cfg["output"], cfg["data"]["path"]
     so = out.get("storage_options")
-    inputs = ([("data.path", p) for p in data] if isinstance(data, list)
-              else [("data.path", data)])
+    inputs = (
+        [("data.path", p) for p in data]
+        if isinstance(data, list)
+        else [("data.path", data)]
+    )
     written = []
     if out["store"] is not None:
         problem = write_problem(out["store"], so)
@@ -97,8 +118,10 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
             problems.append(f"output.store {problem}")
         else:
             if is_url(out["store"]):
-                notes.append(f"output.store {out['store']!r} is remote: it can be reached, but "
-                             "write access shows only when the outputs are written")
+                notes.append(
+                    f"output.store {out['store']!r} is remote: it can be reached, but "
+                    "write access shows only when the outputs are written"
+                )
             for key, path, kind in run_outputs(out):
                 written.append((f"output.{key}", path))
                 try:
@@ -106,8 +129,13 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
                     # an update replaces its model and appends to its scores (checked by
                     # scalepca.app.update)
                     if not (out.get("update") and key in ("model", "scores")):
-                        check_replace(path, kind, overwrite=out.get("overwrite", True),
-                                      storage_options=so, flag=FLAG)
+                        check_replace(
+                            path,
+                            kind,
+                            overwrite=out.get("overwrite", True),
+                            storage_options=so,
+                            flag=FLAG,
+                        )
                 except (ValueError, FileExistsError) as err:
                     problems.append(str(err))
         if out.get("plink"):
@@ -121,7 +149,9 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
         if problem:
             problems.append(f"model.{name} {problem}")
             continue
-        if name == "scratch":  # a fresh folder is made inside it: nothing there is replaced
+        if (
+            name == "scratch"
+        ):  # a fresh folder is made inside it: nothing there is replaced
             continue
         from ..io._checkpoint import check_checkpoint_target
 
@@ -133,16 +163,23 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
     return problems, notes
 
 
-def transform_output_problem(out: str, *, model: str, data: str, overwrite: bool,
-                             storage_options=None) -> str | None:
-    """Why ``scalepca transform`` cannot write its scores at ``out`` (``--out``), or None."""
+def transform_output_problem(
+    out: str, *, model: str, data: str, overwrite: bool, storage_options=None
+) -> str | None:
+    """Why ``scalepca transform`` cannot write its scores at ``out`` (``--out``), or
+    None."""
     try:
         check_apart([("--out", out)], [("the model", model), ("the data", data)])
         problem = write_problem(out, storage_options)
         if problem:
             return f"--out {problem}"
-        check_replace(out, OUTPUT, overwrite=overwrite, storage_options=storage_options,
-                      flag="--overwrite")
+        check_replace(
+            out,
+            OUTPUT,
+            overwrite=overwrite,
+            storage_options=storage_options,
+            flag="--overwrite",
+        )
     except (ValueError, FileExistsError) as err:
         return str(err)
     return None

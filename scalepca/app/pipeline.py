@@ -1,8 +1,9 @@
-"""The run pipeline of ``scalepca run`` and ``transform``: open the data (generating it if
-the config asks), fit, write the outputs, and the summary table.
+"""The run pipeline of ``scalepca run`` and ``transform``: open the data (generating it
+if the config asks), fit, write the outputs, and the summary table.
 
-The application's layer: the command line (:mod:`scalepca.cli`) calls it; the library never
-does. Heavy dependencies are imported inside the functions, so ``scalepca --help`` stays fast.
+The application's layer: the command line (:mod:`scalepca.cli`) calls it; the library
+never does. Heavy dependencies are imported inside the functions, so
+``scalepca --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ def _fmt_table(rows, headers) -> str:
     widths = [max(len(r[i]) for r in cols) for i in range(len(headers))]
     line = "  ".join("-" * w for w in widths)
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)), line]
-    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cols[1:]]
+    out += [
+        "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cols[1:]
+    ]
     return "\n".join(out)
 
 
 def summary(est, *, data_shape, elapsed: float, method: str) -> str:
     """A plain-text summary table of a fitted estimator."""
     lines = [
-        f"method: {method} ({type(est).__name__})   data: {data_shape[0]:,} × {data_shape[1]:,}"
-        f"   fit time: {elapsed:.2f} s   passes over the data: {getattr(est, 'n_passes_', '?')}"
+        f"method: {method} ({type(est).__name__})   data: {data_shape[0]:,} × "
+        f"{data_shape[1]:,}   fit time: {elapsed:.2f} s   passes over the data: "
+        f"{getattr(est, 'n_passes_', '?')}"
     ]
     from .report_sections import is_closed_form
 
@@ -55,7 +59,11 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
         rows = []
         cum = 0.0
         for i, (mode, v) in enumerate(zip(mode_coords(len(ev)), ev, strict=True)):
-            r = float(np.ravel(np.asarray(ratio))[i]) if ratio is not None else float("nan")
+            r = (
+                float(np.ravel(np.asarray(ratio))[i])
+                if ratio is not None
+                else float("nan")
+            )
             cum += r
             rows.append([int(mode), f"{v:.6g}", f"{100 * r:.2f}", f"{100 * cum:.2f}"])
         lines.append(_fmt_table(rows, ["mode", what, "ratio %", "cumulative %"]))
@@ -68,8 +76,10 @@ def _convergence(est) -> str:
     """Whether an iterative fit converged, in the config's words."""
     if est.converged_:
         return f"converged: model.tol {est.tol:g} met"
-    return (f"not converged: stopped at model.max_iter {est.max_iter:,} before model.tol "
-            f"{est.tol:g} was met; raise max_iter or tol")
+    return (
+        f"not converged: stopped at model.max_iter {est.max_iter:,} before model.tol "
+        f"{est.tol:g} was met; raise max_iter or tol"
+    )
 
 
 def _is_url(path: str) -> bool:
@@ -86,7 +96,7 @@ def _abs(path: str | None) -> str | None:
     if path is None or _is_url(path):
         return path
     if path.startswith("file://"):
-        path = path[len("file://"):]
+        path = path[len("file://") :]
     return os.path.abspath(os.path.expanduser(path))
 
 
@@ -100,15 +110,24 @@ def _store_exists(path: str, storage_options=None) -> bool:
         return fs.exists(root)
     from ..io._netcdf import _has_glob
 
-    if _has_glob(path):  # several NetCDF files ("data/sst_*.nc"), opened as open_matrix does
+    if _has_glob(
+        path
+    ):  # several NetCDF files ("data/sst_*.nc"), opened as open_matrix does
         import glob
 
         return bool(glob.glob(path))
     return os.path.exists(path)
 
 
-def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False,
-                  codec: str | None = None, quiet: bool = False) -> str:
+def generate_data(
+    gen: dict,
+    path: str,
+    *,
+    storage_options=None,
+    overwrite=False,
+    codec: str | None = None,
+    quiet: bool = False,
+) -> str:
     """Write the synthetic dataset a ``data.generate`` section describes (if absent).
 
     Says what it generates on standard output unless ``quiet``.
@@ -121,23 +140,35 @@ def generate_data(gen: dict, path: str, *, storage_options=None, overwrite=False
     if not overwrite and dataset_complete(path, storage_options):
         return path
     if not overwrite and store_state(path, storage_options).complete is False:
-        # written again if it is an interrupted dataset; write_dataset refuses anything else
+        # written again if it is an interrupted dataset; write_dataset refuses anything
+        # else
         if not quiet:
-            print(f"scalepca: {path} is an interrupted write; generating it again", flush=True)
-    size = ", ".join(f"{k}={v:,}" if type(v) is int else f"{k}={v}"
-                     for k, v in params.items())
+            print(
+                f"scalepca: {path} is an interrupted write; generating it again",
+                flush=True,
+            )
+    size = ", ".join(
+        f"{k}={v:,}" if type(v) is int else f"{k}={v}" for k, v in params.items()
+    )
     if not quiet:
         print(f"scalepca: generating {kind} dataset ({size}) at {path}", flush=True)
     data = GENERATORS[kind](**params)
-    return write_dataset(data, path, overwrite=overwrite, storage_options=storage_options,
-                         codec=codec)
+    return write_dataset(
+        data, path, overwrite=overwrite, storage_options=storage_options, codec=codec
+    )
 
 
-def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False,
-              fit_steps: bool = True):
-    """Open the ``data`` section as the matrix an estimator fits (generating it if asked).
-    ``fit_steps=False`` (``validate``): ``data.singlecell``'s steps are not fitted, so nothing
-    is read; the matrix then has the shape and kind the fit will see, not its values."""
+def open_data(
+    dcfg: dict,
+    *,
+    method: str | None = None,
+    quiet: bool = False,
+    fit_steps: bool = True,
+):
+    """Open the ``data`` section as the matrix an estimator fits (generating it if
+    asked). ``fit_steps=False`` (``validate``): ``data.singlecell``'s steps are not
+    fitted, so nothing is read; the matrix then has the shape and kind the fit will
+    see, not its values."""
     from ..io import open_zarr_node
     from ..io._bed import BedOptionError
     from ..io._coalesce import TASK_SIZE, open_zarr
@@ -155,8 +186,10 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False,
     bed = bed_options(dcfg)
     if _is_anndata(dcfg):
         if opts:
-            raise UserError(f"{', '.join(repr('data.' + k) for k in opts)} apply to stores read "
-                            f"through xarray (NetCDF, xarray zarr); {path!r} is an AnnData store")
+            raise UserError(
+                f"{', '.join(repr('data.' + k) for k in opts)} apply to stores read "
+                f"through xarray (NetCDF, xarray zarr); {path!r} is an AnnData store"
+            )
         from .config import anndata_keys_problem
 
         problem = anndata_keys_problem(dcfg, f"the AnnData store {path!r}")
@@ -166,16 +199,26 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False,
             from ..analysis.singlecell import prepared_matrix, unfitted_matrix
 
             if so or dcfg.get("weights") is not None:
-                raise UserError("'data.singlecell' reads local AnnData stores without "
-                                "'data.weights' or 'data.storage_options'")
+                raise UserError(
+                    "'data.singlecell' reads local AnnData stores without "
+                    "'data.weights' or 'data.storage_options'"
+                )
             prepare = prepared_matrix if fit_steps else unfitted_matrix
-            return prepare(path, dcfg["singlecell"], layer=dcfg.get("layer"),
-                           chunks=chunks if isinstance(chunks, int) else None)
+            return prepare(
+                path,
+                dcfg["singlecell"],
+                layer=dcfg.get("layer"),
+                chunks=chunks if isinstance(chunks, int) else None,
+            )
         try:
-            return open_matrix(path, storage_options=so, format="anndata",
-                               layer=dcfg.get("layer"),
-                               chunks=chunks if isinstance(chunks, int) else None,
-                               weights=dcfg.get("weights"))
+            return open_matrix(
+                path,
+                storage_options=so,
+                format="anndata",
+                layer=dcfg.get("layer"),
+                chunks=chunks if isinstance(chunks, int) else None,
+                weights=dcfg.get("weights"),
+            )
         except ValueError as err:
             if dcfg.get("weights") is not None:
                 raise UserError(f"'data.weights' {err}") from None
@@ -189,25 +232,41 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False,
         check_complete(node, path)
         if isinstance(node, zarr.Array) and node.ndim == 2:
             if opts:
-                raise UserError(f"{', '.join(repr('data.' + k) for k in opts)} apply to stores "
-                                f"read through xarray; {path!r} is a zarr array")
+                raise UserError(
+                    f"{', '.join(repr('data.' + k) for k in opts)} apply to stores "
+                    f"read through xarray; {path!r} is a zarr array"
+                )
             if chunks is None:  # the store's 2-D blocks, several row chunks per task
-                return open_zarr(node, task_size=dcfg.get("task_size", TASK_SIZE),
-                                 full_rows=False)
+                return open_zarr(
+                    node, task_size=dcfg.get("task_size", TASK_SIZE), full_rows=False
+                )
             arr = da.from_zarr(node)
-            return arr.rechunk(tuple(chunks) if isinstance(chunks, list) else {0: chunks})
+            return arr.rechunk(
+                tuple(chunks) if isinstance(chunks, list) else {0: chunks}
+            )
     variable = dcfg.get("variable")
     if isinstance(variable, list):  # several fields (multivariate_eof): one matrix each
-        return [open_data({**dcfg, "variable": v, "generate": None}, method=method, quiet=quiet)
-                for v in variable]
+        return [
+            open_data(
+                {**dcfg, "variable": v, "generate": None}, method=method, quiet=quiet
+            )
+            for v in variable
+        ]
     try:
-        return open_matrix(path, variable=variable, storage_options=so,
-                           layer=dcfg.get("layer"), format=dcfg.get("format"),
-                           chunks={0: chunks} if isinstance(chunks, int) else None,
-                           sample_dims=dcfg.get("sample_dims"),
-                           feature_dims=dcfg.get("feature_dims"), weights=dcfg.get("weights"),
-                           task_size=dcfg.get("task_size", TASK_SIZE),
-                           open_options=opts, **bed)
+        return open_matrix(
+            path,
+            variable=variable,
+            storage_options=so,
+            layer=dcfg.get("layer"),
+            format=dcfg.get("format"),
+            chunks={0: chunks} if isinstance(chunks, int) else None,
+            sample_dims=dcfg.get("sample_dims"),
+            feature_dims=dcfg.get("feature_dims"),
+            weights=dcfg.get("weights"),
+            task_size=dcfg.get("task_size", TASK_SIZE),
+            open_options=opts,
+            **bed,
+        )
     except BedOptionError as err:
         raise UserError(f"data.{err.key}: {err.detail}") from None
     except WeightsError as err:
@@ -219,9 +278,9 @@ def open_data(dcfg: dict, *, method: str | None = None, quiet: bool = False,
 
 
 def open_options(dcfg: dict) -> dict | None:
-    """xarray's open options the ``data`` section sets (``decode_times``, ``use_cftime``,
-    ``engine``), checked for the kind of store at ``data.path`` in the config's words; None
-    when none is set."""
+    """xarray's open options the ``data`` section sets (``decode_times``,
+    ``use_cftime``, ``engine``), checked for the kind of store at ``data.path`` in
+    the config's words; None when none is set."""
     from ..io._open_options import check_open_options
     from ..preprocessing._open import data_kind
     from .config import OPEN_KEYS
@@ -229,11 +288,15 @@ def open_options(dcfg: dict) -> dict | None:
     given = {k: dcfg[k] for k in OPEN_KEYS if dcfg.get(k) is not None}
     if not given:
         return None
-    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
-                     storage_options=dcfg.get("storage_options"))
+    kind = data_kind(
+        dcfg["path"],
+        format=dcfg.get("format"),
+        storage_options=dcfg.get("storage_options"),
+    )
     try:
-        return check_open_options(given, netcdf=kind == "netcdf",
-                                  name=lambda key: f"'data.{key}'")
+        return check_open_options(
+            given, netcdf=kind == "netcdf", name=lambda key: f"'data.{key}'"
+        )
     except ValueError as err:
         raise UserError(str(err)) from None
 
@@ -245,43 +308,70 @@ def bed_options(dcfg: dict) -> dict:
     from .config import BED_KEYS
 
     given = {k: dcfg[k] for k in BED_KEYS if dcfg.get(k) is not None}
-    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
-                     storage_options=dcfg.get("storage_options")) if given else None
+    kind = (
+        data_kind(
+            dcfg["path"],
+            format=dcfg.get("format"),
+            storage_options=dcfg.get("storage_options"),
+        )
+        if given
+        else None
+    )
     if given and kind != "bed":
         keys = ", ".join(repr("data." + k) for k in given)
-        raise UserError(f"{keys} apply to PLINK .bed data; data.path "
-                        f"{dcfg['path']!r} is not a .bed file")
+        raise UserError(
+            f"{keys} apply to PLINK .bed data; data.path "
+            f"{dcfg['path']!r} is not a .bed file"
+        )
     return given
 
 
 def time_decode_problem(err) -> str:
-    """The sentence of a :class:`~scalepca.io._open_options.TimeDecodeError` in the config's
-    words."""
-    return (f"data.path {err.path!r}: xarray cannot decode its times "
-            f"({err.reason.split('. Try')[0]}); set data.decode_times: false to keep them as "
-            "numbers, or install cftime (pip install cftime) and set data.use_cftime: true")
+    """The sentence of a :class:`~scalepca.io._open_options.TimeDecodeError` in the
+    config's words."""
+    return (
+        f"data.path {err.path!r}: xarray cannot decode its times "
+        f"({err.reason.split('. Try')[0]}); set data.decode_times: false to keep them "
+        f"as "
+        "numbers, or install cftime (pip install cftime) and set data.use_cftime: true"
+    )
 
 
 def _is_anndata(dcfg: dict) -> bool:
-    """Whether the ``data`` section names an AnnData store (by ``format`` or by the path)."""
+    """Whether the ``data`` section names an AnnData store (by ``format`` or by the
+    path)."""
     from ..preprocessing._open import data_kind
 
-    return data_kind(dcfg["path"], format=dcfg.get("format"),
-                     storage_options=dcfg.get("storage_options")) == "anndata"
+    return (
+        data_kind(
+            dcfg["path"],
+            format=dcfg.get("format"),
+            storage_options=dcfg.get("storage_options"),
+        )
+        == "anndata"
+    )
 
 
-def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=None,
-                   storage_options=None, keep=None):
+def transform_data(
+    est,
+    path: str,
+    *,
+    variable=None,
+    sample_dims=None,
+    weights=None,
+    storage_options=None,
+    keep=None,
+):
     """The data of ``scalepca transform`` as ``est`` takes them.
 
-    A model fitted on xarray data (``open_matrix`` / a ``run`` config) keeps its variable,
-    dims and weights: the data are opened in their own layout and the model repeats its steps
-    (checking the grid). The options need not be repeated; given ones must agree with the
-    model. A model fitted on a bare array gets the array (with ``--weights`` if given). An
-    MCA model gets the pair of its two fields, read from ``path`` by the variables it records.
-    A PLINK .bed gives the samples of ``keep`` (``--keep``, a keep file; default all)
-    and the SNPs the model was fitted on, by their .bim ids (a fit with
-    ``data.exclude_ranges`` scores a whole .bed).
+    A model fitted on xarray data (``open_matrix`` / a ``run`` config) keeps its
+    variable, dims and weights: the data are opened in their own layout and the model
+    repeats its steps (checking the grid). The options need not be repeated; given
+    ones must agree with the model. A model fitted on a bare array gets the array
+    (with ``--weights`` if given). An MCA model gets the pair of its two fields, read
+    from ``path`` by the variables it records. A PLINK .bed gives the samples of
+    ``keep`` (``--keep``, a keep file; default all) and the SNPs the model was fitted
+    on, by their .bim ids (a fit with ``data.exclude_ranges`` scores a whole .bed).
     """
     from ..preprocessing import open_matrix
     from ..preprocessing._open import open_dataset
@@ -290,13 +380,24 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
     if getattr(est, "_preparations", None) is not None:  # MCA: two fields, X and Y
         return _pair_data(est, path, variable, sample_dims, weights, storage_options)
     prep = getattr(est, "_preprocessing", None)
-    if getattr(est, "_fields_json", None) is not None:  # several fields (multivariate_eof)
+    if (
+        getattr(est, "_fields_json", None) is not None
+    ):  # several fields (multivariate_eof)
         return _fields_data(est, path, variable, sample_dims, weights, storage_options)
     from ..io._bed import is_bed_path
 
-    if is_bed_path(path):  # PLINK genotypes: one (sample × SNP) matrix, nothing to choose
-        given = [f for f, v in (("--variable", variable), ("--sample-dims", sample_dims),
-                                ("--weights", weights)) if v is not None]
+    if is_bed_path(
+        path
+    ):  # PLINK genotypes: one (sample × SNP) matrix, nothing to choose
+        given = [
+            f
+            for f, v in (
+                ("--variable", variable),
+                ("--sample-dims", sample_dims),
+                ("--weights", weights),
+            )
+            if v is not None
+        ]
         if given:
             raise UserError(f"{' and '.join(given)} do not apply to a PLINK .bed file")
         from ..io._bed import BedOptionError
@@ -310,31 +411,51 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
         return _model_snps(est, X, path)
     if keep is not None:
         raise UserError(f"--keep applies to PLINK .bed data; {path!r} is not a .bed")
-    if prep is not None and prep.dims == ("obs", "var"):  # fitted on AnnData: its matrix again
+    if prep is not None and prep.dims == (
+        "obs",
+        "var",
+    ):  # fitted on AnnData: its matrix again
         from ..io._anndata import is_anndata
 
         if variable is not None or sample_dims is not None:
-            raise UserError("--variable and --sample-dims do not apply: the model was fitted on "
-                            f"AnnData ({prep.variable})")
+            raise UserError(
+                "--variable and --sample-dims do not apply: the model was fitted on "
+                f"AnnData ({prep.variable})"
+            )
         if is_anndata(path) or _is_url(path):
-            return open_matrix(path, storage_options=storage_options, format="anndata",
-                               layer=None if prep.variable == "X" else prep.variable)
+            return open_matrix(
+                path,
+                storage_options=storage_options,
+                format="anndata",
+                layer=None if prep.variable == "X" else prep.variable,
+            )
     if prep is None or not prep.labelled:
         try:
-            return open_matrix(path, variable=variable, storage_options=storage_options,
-                               sample_dims=sample_dims, weights=weights)
+            return open_matrix(
+                path,
+                variable=variable,
+                storage_options=storage_options,
+                sample_dims=sample_dims,
+                weights=weights,
+            )
         except WeightsError as err:
             raise UserError(f"--weights {err.detail}") from None
     if variable is not None and prep.variable is not None and variable != prep.variable:
-        raise UserError(f"--variable {variable!r}: the model was fitted on variable "
-                        f"{prep.variable!r}")
+        raise UserError(
+            f"--variable {variable!r}: the model was fitted on variable "
+            f"{prep.variable!r}"
+        )
     if sample_dims is not None and tuple(sample_dims) != tuple(prep.sample_dims):
-        raise UserError(f"--sample-dims {' '.join(sample_dims)}: the model was fitted with "
-                        f"sample dims {' '.join(prep.sample_dims)}")
+        raise UserError(
+            f"--sample-dims {' '.join(sample_dims)}: the model was fitted with "
+            f"sample dims {' '.join(prep.sample_dims)}"
+        )
     ds = open_dataset(path, storage_options=storage_options)
     if not hasattr(ds, "data_vars"):
-        raise UserError(f"{path} is not an xarray store; the model was fitted on variable "
-                        f"{prep.variable!r} with dims {prep.dims}")
+        raise UserError(
+            f"{path} is not an xarray store; the model was fitted on variable "
+            f"{prep.variable!r} with dims {prep.dims}"
+        )
     name = variable or prep.variable
     if name is None:
         names = list(ds.data_vars)
@@ -342,13 +463,20 @@ def transform_data(est, path: str, *, variable=None, sample_dims=None, weights=N
             raise UserError(f"{path} holds variables {names}; pass --variable")
         name = names[0]
     if name not in ds.data_vars:
-        raise UserError(f"{path} has no variable {name!r} (the model was fitted on it); it has "
-                        f"{', '.join(map(str, ds.data_vars))}")
+        raise UserError(
+            f"{path} has no variable {name!r} (the model was fitted on it); it has "
+            f"{', '.join(map(str, ds.data_vars))}"
+        )
     raw = ds[name]
     if weights is not None:
         try:
-            given = describe(raw, sample_dims=prep.sample_dims, feature_dims=prep.feature_dims,
-                             weights=weights, dataset=ds)
+            given = describe(
+                raw,
+                sample_dims=prep.sample_dims,
+                feature_dims=prep.feature_dims,
+                weights=weights,
+                dataset=ds,
+            )
         except WeightsError as err:
             raise UserError(f"--weights {err.detail}") from None
         diff = prep.differences(given)
@@ -372,65 +500,97 @@ def _model_snps(est, X, path: str):
     absent = [n for n in names.tolist() if n not in have]
     if absent:
         more = " …" if len(absent) > 3 else ""
-        raise UserError(f"{path} lacks {len(absent)} of the model's {len(names)} SNPs "
-                        f"({', '.join(absent[:3])}{more})")
+        raise UserError(
+            f"{path} lacks {len(absent)} of the model's {len(names)} SNPs "
+            f"({', '.join(absent[:3])}{more})"
+        )
     # described again: the model checks the SNPs it scores against the fitted ones
     return open_matrix(X.sel(snp=np.asarray(names)).drop_attrs())
 
 
 def _fields_data(est, path, variable, sample_dims, weights, storage_options) -> list:
-    """The fields a multivariate EOF was fitted on, read from ``path`` by their names (each
-    stacked and weighted by the model as in its fit)."""
+    """The fields a multivariate EOF was fitted on, read from ``path`` by their names
+    (each stacked and weighted by the model as in its fit)."""
     from ..preprocessing._open import open_dataset
 
     names = [f["name"] for f in est._fields_json]
-    given = [f for f, v in (("--variable", variable), ("--sample-dims", sample_dims),
-                            ("--weights", weights)) if v is not None]
+    given = [
+        f
+        for f, v in (
+            ("--variable", variable),
+            ("--sample-dims", sample_dims),
+            ("--weights", weights),
+        )
+        if v is not None
+    ]
     if given:
-        raise UserError(f"{' and '.join(given)} do not apply: the model was fitted on the "
-                        f"fields {', '.join(names)}, each read as in its fit")
+        raise UserError(
+            f"{' and '.join(given)} do not apply: the model was fitted on the "
+            f"fields {', '.join(names)}, each read as in its fit"
+        )
     ds = open_dataset(path, storage_options=storage_options)
-    missing = [n for n in names if not hasattr(ds, "data_vars") or n not in ds.data_vars]
+    missing = [
+        n for n in names if not hasattr(ds, "data_vars") or n not in ds.data_vars
+    ]
     if missing:
-        raise UserError(f"{path} has no variable(s) {', '.join(missing)}; the model was fitted "
-                        f"on the fields {', '.join(names)}")
+        raise UserError(
+            f"{path} has no variable(s) {', '.join(missing)}; the model was fitted "
+            f"on the fields {', '.join(names)}"
+        )
     return [ds[n] for n in names]
 
 
 def _pair_data(est, path, variable, sample_dims, weights, storage_options) -> list:
     """The fields ``[X, Y]`` of an MCA model, read from the one store ``path`` by the
-    variables the model records (as ``scalepca run`` reads ``data.variable: [x, y]``); each
-    is stacked and weighted by the model as in its fit."""
+    variables the model records (as ``scalepca run`` reads
+    ``data.variable: [x, y]``); each is stacked and weighted by the model as in its
+    fit."""
     from ..preprocessing._open import open_dataset
 
     preps = est._preparations
     names = [None if p is None or not p.labelled else p.variable for p in preps]
     if None in names:
-        raise UserError("the MCA model records no variable for field "
-                        f"{'XY'[names.index(None)]} (fitted on arrays, not on a named "
-                        "variable of an xarray store): scalepca transform reads its two fields "
-                        "by name; transform them in Python with MCA.transform(X, Y)")
-    given = [f for f, v in (("--variable", variable), ("--sample-dims", sample_dims),
-                            ("--weights", weights)) if v is not None]
+        raise UserError(
+            "the MCA model records no variable for field "
+            f"{'XY'[names.index(None)]} (fitted on arrays, not on a named "
+            "variable of an xarray store): scalepca transform reads its two fields "
+            "by name; transform them in Python with MCA.transform(X, Y)"
+        )
+    given = [
+        f
+        for f, v in (
+            ("--variable", variable),
+            ("--sample-dims", sample_dims),
+            ("--weights", weights),
+        )
+        if v is not None
+    ]
     if given:
         verb = "does" if len(given) == 1 else "do"
-        raise UserError(f"{' and '.join(given)} {verb} not apply: the MCA model was fitted on the "
-                        f"fields {names[0]} (X) and {names[1]} (Y), each read from DATA as in "
-                        "its fit")
+        raise UserError(
+            f"{' and '.join(given)} {verb} not apply: the MCA model was fitted on the "
+            f"fields {names[0]} (X) and {names[1]} (Y), each read from DATA as in "
+            "its fit"
+        )
     ds = open_dataset(path, storage_options=storage_options)
-    missing = list(dict.fromkeys(n for n in names if not hasattr(ds, "data_vars")
-                                 or n not in ds.data_vars))
+    missing = list(
+        dict.fromkeys(
+            n for n in names if not hasattr(ds, "data_vars") or n not in ds.data_vars
+        )
+    )
     if missing:
-        raise UserError(f"{path} has no variable(s) {', '.join(missing)}; the MCA model was "
-                        f"fitted on the fields {names[0]} (X) and {names[1]} (Y), which "
-                        "scalepca transform reads from the one store DATA")
+        raise UserError(
+            f"{path} has no variable(s) {', '.join(missing)}; the MCA model was "
+            f"fitted on the fields {names[0]} (X) and {names[1]} (Y), which "
+            "scalepca transform reads from the one store DATA"
+        )
     return [ds[n] for n in names]
 
 
 def transform_scores(est, X) -> tuple:
-    """``(scores, attrs)`` that ``scalepca transform`` writes: an analysis tool's arrays by
-    name (its ``scores_arrays``: the layout of ``scalepca run``'s ``scores.zarr``), else the
-    lazy scores of ``transform`` (attrs None)."""
+    """``(scores, attrs)`` that ``scalepca transform`` writes: an analysis tool's
+    arrays by name (its ``scores_arrays``: the layout of ``scalepca run``'s
+    ``scores.zarr``), else the lazy scores of ``transform`` (attrs None)."""
     from ..persistence.registry import TOOLS, method_of
 
     if method_of(type(est)) in TOOLS:
@@ -457,8 +617,8 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
     root = out["store"].rstrip("/")
     so = out.get("storage_options")
     codec = out.get("codec")
-    # a rerun replaces the complete outputs of an earlier run (output.overwrite, default true);
-    # nothing else is ever replaced
+    # a rerun replaces the complete outputs of an earlier run (output.overwrite, default
+    # true); nothing else is ever replaced
     replace = {"overwrite": out.get("overwrite", True), "flag": FLAG}
     written = [] if written is None else written
 
@@ -474,20 +634,34 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
     scores = None
     if (out["scores"] or out["reconstruction"] or out.get("plink")) and not own:
         if not hasattr(est, "transform"):
-            raise UserError(f"{type(est).__name__} has no transform; set output.scores: false")
+            raise UserError(
+                f"{type(est).__name__} has no transform; set output.scores: false"
+            )
         scores = est.transform(X)
     if out["scores"]:
         # an analysis tool names its arrays itself (its scores_arrays)
         arrays, attrs = est.scores_arrays(X, fitted=True) if own else (scores, None)
         with stage(f"writing {PARTS['scores'][0]}"):
-            write_array(arrays, path("scores"), name="scores", storage_options=so,
-                        codec=codec, attrs=attrs, **replace)
+            write_array(
+                arrays,
+                path("scores"),
+                name="scores",
+                storage_options=so,
+                codec=codec,
+                attrs=attrs,
+                **replace,
+            )
         written.append(path("scores"))
     if out["reconstruction"]:
         with stage(f"writing {PARTS['reconstruction'][0]}"):
-            write_array(est.inverse_transform(scores), path("reconstruction"),
-                        name="reconstruction", storage_options=so, codec=codec,
-                        **replace)
+            write_array(
+                est.inverse_transform(scores),
+                path("reconstruction"),
+                name="reconstruction",
+                storage_options=so,
+                codec=codec,
+                **replace,
+            )
         written.append(path("reconstruction"))
     for part in ("low_rank", "sparse"):
         if out[part]:
@@ -495,26 +669,34 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
             if value is None:
                 raise UserError(f"{type(est).__name__} has no {part}_ to write")
             with stage(f"writing {PARTS[part][0]}"):
-                write_array(value, path(part), name=part, storage_options=so,
-                            codec=codec, **replace)
+                write_array(
+                    value,
+                    path(part),
+                    name=part,
+                    storage_options=so,
+                    codec=codec,
+                    **replace,
+                )
             written.append(path(part))
     if out.get("plink"):  # PLINK 2's --pca files (output_problems checked the model)
         from ..io._bed import write_plink_scores
         from .outputs import PLINK_PREFIX
 
         with stage(f"writing {PLINK_PREFIX}.eigenvec"):
-            written += write_plink_scores(f"{root}/{PLINK_PREFIX}", est, X, scores,
-                                          storage_options=so)
+            written += write_plink_scores(
+                f"{root}/{PLINK_PREFIX}", est, X, scores, storage_options=so
+            )
     return written
 
 
 def _no_data_store(dcfg: dict) -> str:
-    """"no NetCDF file at ..." (or AnnData / zarr store): the kind ``data`` names."""
+    """ "no NetCDF file at ..." (or AnnData / zarr store): the kind ``data`` names."""
     from ..preprocessing._open import data_kind, no_data_store
 
     path = dcfg["path"]
-    kind = data_kind(path, format=dcfg.get("format"),
-                     storage_options=dcfg.get("storage_options"))
+    kind = data_kind(
+        path, format=dcfg.get("format"), storage_options=dcfg.get("storage_options")
+    )
     if isinstance(path, list):  # .bed files read as one matrix: the first one missing
         path = next((p for p in path if not _store_exists(p)), path[0])
     return no_data_store(path, kind)

@@ -28,7 +28,8 @@ __all__ = ["RunTimings"]
 
 @dataclass
 class RunTimings:
-    """Seconds per stage (in order) and per pass: ``(estimator, pass number, label, seconds)``."""
+    """Seconds per stage (in order) and per pass:
+    ``(estimator, pass number, label, seconds)``."""
 
     stages: dict[str, float] = field(default_factory=dict)
     pass_times: list[tuple[str, int, str, float]] = field(default_factory=list)
@@ -36,7 +37,8 @@ class RunTimings:
 
     @contextlib.contextmanager
     def stage(self, name: str):
-        """Time the block as stage ``name`` (added to an earlier stage of the same name)."""
+        """Time the block as stage ``name`` (added to an earlier stage of the same
+        name)."""
         t0 = time.perf_counter()
         try:
             with _progress_stage(name):
@@ -50,8 +52,14 @@ class RunTimings:
 
         def on_pass(info):
             if info.get("event") == "end":
-                self.pass_times.append((info["estimator"], info["index"], info["label"],
-                                        float(info["seconds"])))
+                self.pass_times.append(
+                    (
+                        info["estimator"],
+                        info["index"],
+                        info["label"],
+                        float(info["seconds"]),
+                    )
+                )
 
         with listen_passes(on_pass):
             yield

@@ -1,38 +1,39 @@
-"""``scalepca run --update`` (``output.update: true``): a model brought up to date with the rows
-appended to its store since the previous run, reading only those rows.
+"""``scalepca run --update`` (``output.update: true``): a model brought up to date with
+the rows appended to its store since the previous run, reading only those rows.
 
 PLINK genotypes grow the same way: ``data.path`` lists the ``.bed`` files of a cohort
 that arrives in batches (read as one matrix, :mod:`scalepca.io._bed_cohorts`); the next
 run lists one more file, after those the model has seen, and its samples are the new
 rows.
 
-A zarr store grows along its sample dimension (``zarr.Array.append`` on a scalepca dataset,
-``Dataset.to_zarr(append_dim=...)`` on an xarray field). The previous run left its model
-(``output.store/model.zarr``) with the moments of every row it has seen (``n_samples_seen_`` of
-them, see :mod:`scalepca.models._incremental`) and a *sketch* of those rows
-(:func:`rows_sketch`). An update:
+A zarr store grows along its sample dimension (``zarr.Array.append`` on a scalepca
+dataset, ``Dataset.to_zarr(append_dim=...)`` on an xarray field). The previous run left
+its model (``output.store/model.zarr``) with the moments of every row it has seen
+(``n_samples_seen_`` of them, see :mod:`scalepca.models._incremental`) and a *sketch* of
+those rows (:func:`rows_sketch`). An update:
 
 1. checks, before any data are read (``scalepca validate`` says the same,
-   :func:`update_problems`): the store is a zarr store, the model is there and can be updated
-   (its method merges moments, it kept them, it was fitted with the config's method and
-   parameters), the store has not shrunk, its features are the model's, and the scores store
-   holds the rows seen;
+   :func:`update_problems`): the store is a zarr store, the model is there and can be
+   updated (its method merges moments, it kept them, it was fitted with the config's
+   method and parameters), the store has not shrunk, its features are the model's, and
+   the scores store holds the rows seen;
 2. re-reads the sketch's rows and refuses if any changed (:meth:`Update.check_rows`);
-3. reads the new rows once (``partial_fit`` on ``X[n_samples_seen_:]``: dask's slicing of the
-   lazily opened store reads only the chunks that hold them);
-4. appends their scores to ``scores.zarr`` (the old rows' scores are not rewritten), then saves
-   the model, then marks the scores complete (:meth:`Update.write`).
+3. reads the new rows once (``partial_fit`` on ``X[n_samples_seen_:]``: dask's slicing
+   of the lazily opened store reads only the chunks that hold them);
+4. appends their scores to ``scores.zarr`` (the old rows' scores are not rewritten),
+   then saves the model, then marks the scores complete (:meth:`Update.write`).
 
-What the sketch catches: rows replaced, removed or inserted before the end of the old rows,
-the store rewritten with other data or in another order, the last old row changed — all seen
-when one of the sampled rows (the first and last old row and a few seeded rows in a few
-chunks) differs. What it cannot catch: a single value edited in a row it did not sample.
+What the sketch catches: rows replaced, removed or inserted before the end of the old
+rows, the store rewritten with other data or in another order, the last old row changed
+— all seen when one of the sampled rows (the first and last old row and a few seeded
+rows in a few chunks) differs. What it cannot catch: a single value edited in a row it
+did not sample.
 
-An interrupted update loses nothing: the scores store is flagged ``complete: false`` with
-``appending: {from, to}`` while rows are appended, and the model is replaced atomically
-afterwards. The next update finds the flag and either drops the appended rows (the model
-still has ``from`` rows: the update is then done again) or completes the flag (the model was
-saved: only the flag was missing).
+An interrupted update loses nothing: the scores store is flagged ``complete: false``
+with ``appending: {from, to}`` while rows are appended, and the model is replaced
+atomically afterwards. The next update finds the flag and either drops the appended
+rows (the model still has ``from`` rows: the update is then done again) or completes
+the flag (the model was saved: only the flag was missing).
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ def _row_digests(block: np.ndarray) -> np.ndarray:
     block = np.ascontiguousarray(block)
     out = np.empty((block.shape[0], 2), dtype=np.uint64)
     for i, row in enumerate(block):
-        out[i] = np.frombuffer(hashlib.blake2b(row.tobytes(), digest_size=16).digest(),
-                               dtype=np.uint64)
+        out[i] = np.frombuffer(
+            hashlib.blake2b(row.tobytes(), digest_size=16).digest(), dtype=np.uint64
+        )
     return out
 
 
@@ -66,8 +68,8 @@ def _matrix(X):
 
 
 def _digests(X, positions) -> list[str]:
-    """The digests of rows ``positions`` of the lazily opened matrix: a read of those rows'
-    chunks only, hashed where they are read (no row comes to the client)."""
+    """The digests of rows ``positions`` of the lazily opened matrix: a read of those
+    rows' chunks only, hashed where they are read (no row comes to the client)."""
     import dask.array as da
 
     A = _matrix(X)
@@ -76,7 +78,9 @@ def _digests(X, positions) -> list[str]:
     rows = A[np.asarray(positions, dtype=np.int64)]
     if rows.numblocks[1] > 1:
         rows = rows.rechunk({1: -1})
-    words = rows.map_blocks(_row_digests, dtype=np.uint64, chunks=(rows.chunks[0], (2,)))
+    words = rows.map_blocks(
+        _row_digests, dtype=np.uint64, chunks=(rows.chunks[0], (2,))
+    )
     return [f"{a:016x}{b:016x}" for a, b in words.compute()]
 
 
@@ -86,57 +90,83 @@ def sketch_positions(row_chunks, n: int, seed: int = 0) -> list[int]:
     bounds = np.concatenate([[0], np.cumsum(row_chunks)])
     blocks = [i for i in range(len(bounds) - 1) if bounds[i] < n]
     rng = np.random.default_rng([seed, n])
-    picked = rng.choice(len(blocks), size=min(SKETCH_CHUNKS, len(blocks)), replace=False)
+    picked = rng.choice(
+        len(blocks), size=min(SKETCH_CHUNKS, len(blocks)), replace=False
+    )
     positions = {0, n - 1}
     for b in sorted(blocks[i] for i in picked):
         lo, hi = int(bounds[b]), int(min(bounds[b + 1], n))
-        positions.update(int(p) for p in rng.integers(lo, hi, size=SKETCH_ROWS_PER_CHUNK))
+        positions.update(
+            int(p) for p in rng.integers(lo, hi, size=SKETCH_ROWS_PER_CHUNK)
+        )
     return sorted(positions)
 
 
 def rows_sketch(X, n: int, seed: int = 0) -> dict:
-    """A record of the first ``n`` rows of ``X``: sampled rows' positions and digests."""
+    """A record of the first ``n`` rows of ``X``: sampled rows' positions and
+    digests."""
     positions = sketch_positions(_matrix(X).chunks[0], n, seed)
-    return {"n_rows": int(n), "n_features": int(X.shape[1]), "dtype": str(X.dtype),
-            "seed": int(seed), "positions": positions, "digests": _digests(X, positions)}
+    return {
+        "n_rows": int(n),
+        "n_features": int(X.shape[1]),
+        "dtype": str(X.dtype),
+        "seed": int(seed),
+        "positions": positions,
+        "digests": _digests(X, positions),
+    }
 
 
 def updatable_store(dcfg: dict) -> str | None:
     """Why ``--update`` cannot read ``data`` (``None``: a zarr store it can)."""
     from ..preprocessing._open import data_kind
 
-    kind = data_kind(dcfg["path"], format=dcfg.get("format"),
-                     storage_options=dcfg.get("storage_options"))
+    kind = data_kind(
+        dcfg["path"],
+        format=dcfg.get("format"),
+        storage_options=dcfg.get("storage_options"),
+    )
     if kind == "bed" and not isinstance(dcfg["path"], list):
-        return (f"data.path {dcfg['path']!r} is one PLINK .bed file; --update adds "
-                "the samples of new .bed files: list the files, the ones already "
-                "fitted first (data.path: [batch1.bed, batch2.bed])")
+        return (
+            f"data.path {dcfg['path']!r} is one PLINK .bed file; --update adds "
+            "the samples of new .bed files: list the files, the ones already "
+            "fitted first (data.path: [batch1.bed, batch2.bed])"
+        )
     if kind not in ("zarr", "bed"):
-        return (f"data.path {dcfg['path']!r} is {'an' if kind == 'anndata' else 'a'} {kind} "
-                "store; --update (output.update) reads a zarr store grown along its samples "
-                "(a scalepca dataset or an xarray zarr store) or a list of PLINK .bed "
-                "files (a cohort in batches)")
+        return (
+            f"data.path {dcfg['path']!r} is {'an' if kind == 'anndata' else 'a'} "
+            f"{kind} "
+            "store; --update (output.update) reads a zarr store grown along its "
+            "samples (a scalepca dataset or an xarray zarr store) or a list of PLINK "
+            ".bed files (a cohort in batches)"
+        )
     return None
 
 
 def record_rows(est, X, cfg: dict) -> None:
-    """Keep a sketch of the fitted rows in ``est`` (saved with it) when a later ``--update``
-    could update it: an updatable model of a zarr store or of PLINK .bed files (one file
-    too: the list of a later update starts with it)."""
+    """Keep a sketch of the fitted rows in ``est`` (saved with it) when a later
+    ``--update`` could update it: an updatable model of a zarr store or of PLINK .bed
+    files (one file too: the list of a later update starts with it)."""
     if not hasattr(est, "partial_fit") or getattr(est, "_moments_", None) is None:
         return
     from ..preprocessing._open import data_kind
 
     dcfg = cfg["data"]
-    bed = data_kind(dcfg["path"], format=dcfg.get("format"),
-                    storage_options=dcfg.get("storage_options")) == "bed"
+    bed = (
+        data_kind(
+            dcfg["path"],
+            format=dcfg.get("format"),
+            storage_options=dcfg.get("storage_options"),
+        )
+        == "bed"
+    )
     if (updatable_store(dcfg) is not None and not bed) or _sample_dim(X) is False:
         return
     est._rows_sketch = rows_sketch(X, X.shape[0])
 
 
 def _sample_dim(X):
-    """The sample dim of a DataArray (``None`` for an array; ``False``: stacked samples)."""
+    """The sample dim of a DataArray (``None`` for an array; ``False``: stacked
+    samples)."""
     if not hasattr(X, "dims"):
         return None
     dim = X.dims[0]
@@ -167,30 +197,40 @@ class Update:
     def new_rows(self):
         """The appended rows, lazily (only their chunks are read)."""
         if self.sample_dim is None:
-            return self.X[self.n_seen:]
+            return self.X[self.n_seen :]
         return self.X.isel({self.sample_dim: slice(self.n_seen, None)})
 
     def check_rows(self) -> None:
-        """Re-read the sketch's rows; refuse if any differs from when the model saw it."""
+        """Re-read the sketch's rows; refuse if any differs from when the model saw
+        it."""
         sk = self.est._rows_sketch
         now = _digests(self.X, sk["positions"])
-        changed = [p for p, a, b in zip(sk["positions"], sk["digests"], now, strict=True)
-                   if a != b]
+        changed = [
+            p
+            for p, a, b in zip(sk["positions"], sk["digests"], now, strict=True)
+            if a != b
+        ]
         if changed:
             raise UserError(
-                f"data.path: the rows the model has seen changed (row{'s' * (len(changed) > 1)} "
-                f"{', '.join(map(str, changed[:5]))} of the first {self.n_seen:,} differ from "
-                "when it was fitted); --update only adds rows appended since. Run without "
-                "--update to fit the store as it is now")
+                f"data.path: the rows the model has seen changed "
+                f"(row{'s' * (len(changed) > 1)} {', '.join(map(str, changed[:5]))} "
+                f"of the first {self.n_seen:,} differ from "
+                "when it was fitted); --update only adds rows appended since. Run "
+                "without --update to fit the store as it is now"
+            )
 
     def summary_line(self) -> str:
-        return (f"update: {self.n_seen:,} rows seen before + {self.n_new:,} new rows = "
-                f"{self.n_total:,}; passes over the new rows only: "
-                f"{getattr(self.est, 'n_passes_', '?')}")
+        return (
+            f"update: {self.n_seen:,} rows seen before + {self.n_new:,} new rows = "
+            f"{self.n_total:,}; passes over the new rows only: "
+            f"{getattr(self.est, 'n_passes_', '?')}"
+        )
 
     def report_rows(self) -> dict:
-        return {"update": f"{self.n_seen:,} rows seen before, {self.n_new:,} new rows read "
-                          f"({getattr(self.est, 'n_passes_', '?')} pass over the new rows only)"}
+        return {
+            "update": f"{self.n_seen:,} rows seen before, {self.n_new:,} new rows read "
+            f"({getattr(self.est, 'n_passes_', '?')} pass over the new rows only)"
+        }
 
     def write(self, out: dict, written: list | None = None) -> list[str]:
         """Append the new rows' scores, save the model, then mark the scores complete;
@@ -200,17 +240,29 @@ class Update:
 
         root = out["store"].rstrip("/")
         if self.pending is not None:
-            sa.settle(self.scores, self.pending, self.n_seen, self.storage_options,
-                      self.sample_dim)
+            sa.settle(
+                self.scores,
+                self.pending,
+                self.n_seen,
+                self.storage_options,
+                self.sample_dim,
+            )
         if self.n_new == 0:
             return []
         if self.scores is not None:
             new = self.est.transform(self.new_rows())
-            sa.append(self.scores, new, self.n_seen, self.storage_options, self.sample_dim)
+            sa.append(
+                self.scores, new, self.n_seen, self.storage_options, self.sample_dim
+            )
         self.est._rows_sketch = rows_sketch(self.X, self.n_total)
         model = f"{root}/{PARTS['model'][0]}"
-        save_estimator(self.est, model, storage_options=self.storage_options, overwrite=True,
-                       flag="output.update: true")
+        save_estimator(
+            self.est,
+            model,
+            storage_options=self.storage_options,
+            overwrite=True,
+            flag="output.update: true",
+        )
         written = [] if written is None else written
         written.append(model)
         if self.scores is not None:
@@ -220,7 +272,8 @@ class Update:
 
 
 def plan_update(cfg: dict, X) -> Update:
-    """The update ``cfg`` asks for, checked (``UserError`` in config words) before any read."""
+    """The update ``cfg`` asks for, checked (``UserError`` in config words) before
+    any read."""
     from ..io._fs import store_state
     from ..persistence.loading import load
     from ..persistence.registry import estimator_class
@@ -231,34 +284,53 @@ def plan_update(cfg: dict, X) -> Update:
     if problem:
         raise UserError(problem)
     if not out["store"] or not out["model"]:
-        raise UserError("--update (output.update) updates the model of output.store: set "
-                        "output.store and output.model: true")
+        raise UserError(
+            "--update (output.update) updates the model of output.store: set "
+            "output.store and output.model: true"
+        )
     extra = [k for k in _OTHER_OUTPUTS if out.get(k)]
     if extra:
-        raise UserError(f"output.{extra[0]}: --update appends the new rows' scores only; set "
-                        f"output.{extra[0]}: false (or run without --update)")
+        raise UserError(
+            f"output.{extra[0]}: --update appends the new rows' scores only; set "
+            f"output.{extra[0]}: false (or run without --update)"
+        )
     so = out.get("storage_options")
     root = out["store"].rstrip("/")
     path = f"{root}/{PARTS['model'][0]}"
     if not store_state(path, so).zarr:
-        raise UserError(f"--update: no model at {path} to update (output.store); run without "
-                        "--update first")
+        raise UserError(
+            f"--update: no model at {path} to update (output.store); run without "
+            "--update first"
+        )
     try:
         est = load(path, storage_options=so)
     except (ValueError, OSError) as err:
-        raise UserError(f"--update: the model at {path} cannot be read: {err}") from None
+        raise UserError(
+            f"--update: the model at {path} cannot be read: {err}"
+        ) from None
     try:
         est.partial_fit  # noqa: B018 (says why a configuration cannot be updated)
     except AttributeError as err:
         raise UserError(f"--update: {err}") from None
     _check_same_model(est, estimator_class(model["method"])(**model["params"]), path)
-    if getattr(est, "_moments_", None) is None or getattr(est, "_rows_sketch", None) is None:
-        raise UserError(f"--update: the model at {path} keeps no record of the rows it has "
-                        "seen (written by `run` before --update existed, or by save()); run "
-                        "without --update once, then --update adds new rows")
+    if (
+        getattr(est, "_moments_", None) is None
+        or getattr(est, "_rows_sketch", None) is None
+    ):
+        raise UserError(
+            f"--update: the model at {path} keeps no record of the rows it has "
+            "seen (written by `run` before --update existed, or by save()); run "
+            "without --update once, then --update adds new rows"
+        )
     n_seen = int(est.n_samples_seen_)
-    upd = Update(est=est, X=X, n_seen=n_seen, storage_options=so, scores=None,
-                 sample_dim=_sample_dim(X))
+    upd = Update(
+        est=est,
+        X=X,
+        n_seen=n_seen,
+        storage_options=so,
+        scores=None,
+        sample_dim=_sample_dim(X),
+    )
     _check_store(upd, path)
     if out["scores"]:
         upd.scores = f"{root}/{PARTS['scores'][0]}"
@@ -270,47 +342,64 @@ def _check_same_model(est, configured, path: str) -> None:
     from .._json import jsonable
 
     if type(est) is not type(configured):
-        raise UserError(f"--update: the model at {path} is a {type(est).__name__}; the config's "
-                        f"model.method makes a {type(configured).__name__}")
+        raise UserError(
+            f"--update: the model at {path} is a {type(est).__name__}; the config's "
+            f"model.method makes a {type(configured).__name__}"
+        )
     saved, given = est.get_params(deep=False), configured.get_params(deep=False)
     differ = [k for k in sorted(given) if jsonable(saved.get(k)) != jsonable(given[k])]
     if differ:
         k = differ[0]
-        raise UserError(f"--update: the model at {path} was fitted with {k}={saved.get(k)!r}; "
-                        f"the config says model.{k}: {given[k]!r}. An update keeps the model's "
-                        "parameters: change them back, or run without --update")
+        raise UserError(
+            f"--update: the model at {path} was fitted with {k}={saved.get(k)!r}; "
+            f"the config says model.{k}: {given[k]!r}. An update keeps the model's "
+            "parameters: change them back, or run without --update"
+        )
 
 
 def _check_store(upd: Update, path: str) -> None:
     est, X, sk = upd.est, upd.X, upd.est._rows_sketch
     if upd.sample_dim is False:
-        raise UserError("--update: data.sample_dims stacks several dims into samples; an "
-                        "update appends along one sample dim")
+        raise UserError(
+            "--update: data.sample_dims stacks several dims into samples; an "
+            "update appends along one sample dim"
+        )
     if X.shape[0] < upd.n_seen:
-        raise UserError(f"data.path: the store has {X.shape[0]:,} rows, fewer than the "
-                        f"{upd.n_seen:,} the model at {path} has seen: it shrank or was "
-                        "replaced; run without --update to fit it as it is")
+        raise UserError(
+            f"data.path: the store has {X.shape[0]:,} rows, fewer than the "
+            f"{upd.n_seen:,} the model at {path} has seen: it shrank or was "
+            "replaced; run without --update to fit it as it is"
+        )
     if X.shape[1] != est.n_features_in_ or sk["n_features"] != X.shape[1]:
-        raise UserError(f"data.path: the store's rows have {X.shape[1]:,} features; the model "
-                        f"at {path} was fitted on {est.n_features_in_:,}. An update adds rows "
-                        "on the same features")
+        raise UserError(
+            f"data.path: the store's rows have {X.shape[1]:,} features; the model "
+            f"at {path} was fitted on {est.n_features_in_:,}. An update adds rows "
+            "on the same features"
+        )
     if str(X.dtype) != sk["dtype"]:
-        raise UserError(f"data.path: the store holds {X.dtype}; the model's rows were "
-                        f"{sk['dtype']}: the store was rewritten")
+        raise UserError(
+            f"data.path: the store holds {X.dtype}; the model's rows were "
+            f"{sk['dtype']}: the store was rewritten"
+        )
     if upd.n_new:
-        try:  # names, grid coordinates, layout: as transform checks new data (metadata only)
+        # names, grid coordinates, layout: as transform checks new data (metadata only)
+        try:
             est._transform_input(upd.new_rows())
         except ValueError as err:
-            raise UserError(f"data.path: the new rows are not on the model's features: "
-                            f"{err}") from None
+            raise UserError(
+                f"data.path: the new rows are not on the model's features: {err}"
+            ) from None
 
 
 def update_problems(cfg: dict, X) -> tuple[list[str], list[str]]:
-    """``(problems, notes)`` ``scalepca validate`` says of an update (the checks before any
-    read; whether the rows seen are unchanged shows only when they are read)."""
+    """``(problems, notes)`` ``scalepca validate`` says of an update (the checks
+    before any read; whether the rows seen are unchanged shows only when they are
+    read)."""
     try:
         upd = plan_update(cfg, X)
     except UserError as err:
         return [str(err)], []
-    return [], [f"update: the model has seen {upd.n_seen:,} rows; {upd.n_new:,} new rows "
-                "to read"]
+    return [], [
+        f"update: the model has seen {upd.n_seen:,} rows; {upd.n_new:,} new rows "
+        "to read"
+    ]

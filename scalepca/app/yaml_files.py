@@ -22,14 +22,18 @@ def _no_duplicates(loader, node, deep=False):
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                "while reading a mapping", node.start_mark,
-                f"the key {key!r} is given twice", key_node.start_mark,
+                "while reading a mapping",
+                node.start_mark,
+                f"the key {key!r} is given twice",
+                key_node.start_mark,
             )
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates
+)
 
 
 def key_lines(path) -> dict[tuple, int]:
@@ -64,7 +68,7 @@ def problem_line(problem: str, lines: dict, overrides=()) -> int | None:
     given = [tuple(item.split("=", 1)[0].strip().split(".")) for item in overrides]
     for match in _KEY.finditer(problem):
         keys = tuple(match.group(1).split("."))
-        if any(keys[:len(g)] == g or g[:len(keys)] == keys for g in given):
+        if any(keys[: len(g)] == g or g[: len(keys)] == keys for g in given):
             continue
         if keys[0] == "model" and len(keys) > 1 and keys not in lines:
             keys = ("model", "params", *keys[1:])
@@ -79,7 +83,8 @@ def problem_line(problem: str, lines: dict, overrides=()) -> int | None:
 
 
 def read_yaml(path):
-    """The raw mapping of a YAML file; ``FileNotFoundError``/``ConfigError`` when unreadable."""
+    """The raw mapping of a YAML file; ``FileNotFoundError``/``ConfigError`` when
+    unreadable."""
     path = Path(os.fspath(path))
     if not path.is_file():
         raise FileNotFoundError(f"config file {str(path)!r} does not exist")

@@ -1,21 +1,24 @@
-"""Synthetic genotypes with population structure, written to a PLINK ``.bed`` chunk by chunk.
+"""Synthetic genotypes with population structure, written to a PLINK ``.bed`` chunk by
+chunk.
 
-The Balding–Nichols model: each SNP has an ancestral allele frequency ``p ~ U(0.05, 0.95)``;
-each of ``K`` populations, drifted from the ancestor by ``F`` (F_ST), has its own frequency
-``p_k ~ Beta(p (1 − F) / F, (1 − p)(1 − F) / F)``; a sample of population ``k`` carries
-``Binomial(2, p_k)`` copies of the allele, and each call is missing (NaN in the matrix, the
-PLINK missing code in the file) with probability ``missing``. The populations are the family
-ids of the ``.fam`` (``pop0`` … ``pop{K-1}``), so a fit can be checked against them.
+The Balding–Nichols model: each SNP has an ancestral allele frequency
+``p ~ U(0.05, 0.95)``; each of ``K`` populations, drifted from the ancestor by ``F``
+(F_ST), has its own frequency ``p_k ~ Beta(p (1 − F) / F, (1 − p)(1 − F) / F)``; a
+sample of population ``k`` carries ``Binomial(2, p_k)`` copies of the allele, and each
+call is missing (NaN in the matrix, the PLINK missing code in the file) with probability
+``missing``. The populations are the family ids of the ``.fam`` (``pop0`` …
+``pop{K-1}``), so a fit can be checked against them.
 
 The ``.bim`` is a realistic map: the SNPs spread over the autosomes 1–22 in proportion
 to their lengths on GRCh37, at increasing base-pair positions (one SNP in each equal
 stretch of its chromosome) with two distinct alleles of A, C, G, T, so that range
 subsets (``exclude_ranges``) and PLINK's per-chromosome steps work on it.
 
-Every block of SNPs is drawn from its own seed (``SeedSequence([seed, tag, block])``): the
-data do not depend on the block order or the workers. :func:`write_bed` writes the file
-block of SNPs by block of SNPs with bed-reader's ``create_bed`` (never the whole matrix in
-memory): a ``.bed`` is stored SNP by SNP.
+Every block of SNPs is drawn from its own seed
+(``SeedSequence([seed, tag, block])``): the data do not depend on the block order or
+the workers. :func:`write_bed` writes the file block of SNPs by block of SNPs with
+bed-reader's ``create_bed`` (never the whole matrix in memory): a ``.bed`` is stored
+SNP by SNP.
 """
 
 from __future__ import annotations
@@ -33,10 +36,30 @@ _TAG_SNPS = 41
 #: seed tag of the .bim (positions and alleles)
 _TAG_BIM = 42
 #: lengths of the autosomes 1–22 on GRCh37 (base pairs, from the assembly's report)
-GRCH37_LENGTHS = (249250621, 243199373, 198022430, 191154276, 180915260, 171115067,
-                  159138663, 146364022, 141213431, 135534747, 135006516, 133851895,
-                  115169878, 107349540, 102531392, 90354753, 81195210, 78077248,
-                  59128983, 63025520, 48129895, 51304566)
+GRCH37_LENGTHS = (
+    249250621,
+    243199373,
+    198022430,
+    191154276,
+    180915260,
+    171115067,
+    159138663,
+    146364022,
+    141213431,
+    135534747,
+    135006516,
+    133851895,
+    115169878,
+    107349540,
+    102531392,
+    90354753,
+    81195210,
+    78077248,
+    59128983,
+    63025520,
+    48129895,
+    51304566,
+)
 #: the PLINK missing code of int8 genotypes in bed-reader
 MISSING_INT8 = -127
 
@@ -47,7 +70,8 @@ def _rng(seed: int, *path: int) -> np.random.Generator:
 
 @dataclass
 class GenotypeMatrix:
-    """Lazy genotypes (samples × SNPs, blocks of whole columns) and the sample populations."""
+    """Lazy genotypes (samples × SNPs, blocks of whole columns) and the sample
+    populations."""
 
     data: da.Array  # int8 (missing -127) or float (missing NaN)
     populations: np.ndarray  # int, one per sample
@@ -69,8 +93,9 @@ class GenotypeMatrix:
         return np.array([f"pop{k}" for k in self.populations], dtype=object)
 
 
-def _snp_block(block_info=None, *, populations, n_populations, fst, missing, seed,
-               out_dtype):
+def _snp_block(
+    block_info=None, *, populations, n_populations, fst, missing, seed, out_dtype
+):
     (_, _), (c0, c1) = block_info[None]["array-location"]
     b = c1 - c0
     rng = _rng(seed, _TAG_SNPS, c0)  # blocks start at multiples of the block size
@@ -82,7 +107,8 @@ def _snp_block(block_info=None, *, populations, n_populations, fst, missing, see
     two = (pk * pk).astype(np.float32)
     n = populations.shape[0]
     g = np.empty((n, b), dtype=np.int8)
-    # the samples of a population are contiguous (make_genotypes): slices, no fancy index
+    # the samples of a population are contiguous (make_genotypes): slices, no fancy
+    # index
     bounds = np.searchsorted(populations, np.arange(n_populations + 1))
     for k in range(n_populations):
         r0, r1 = bounds[k], bounds[k + 1]
@@ -125,16 +151,25 @@ def snp_map(n_snps: int, *, seed: int = 0) -> dict:
     }
 
 
-def make_genotypes(n_samples: int, n_features: int = 1000, *, n_populations: int = 3,
-                   fst: float = 0.1, missing: float = 0.0, seed: int = 0,
-                   chunk_snps: int = 1000, dtype="float32") -> GenotypeMatrix:
+def make_genotypes(
+    n_samples: int,
+    n_features: int = 1000,
+    *,
+    n_populations: int = 3,
+    fst: float = 0.1,
+    missing: float = 0.0,
+    seed: int = 0,
+    chunk_snps: int = 1000,
+    dtype="float32",
+) -> GenotypeMatrix:
     """Balding–Nichols genotypes: ``n_samples`` × ``n_features`` SNPs (see the module).
 
-    The samples are split into ``n_populations`` populations of (nearly) equal sizes, in
-    order: ``s0`` … first belong to ``pop0``, and so on (the .fam's family ids say which).
-    ``dtype``: of the lazy matrix (float32/float64 with NaN missing, or int8 with -127, the
-    form :func:`write_bed` writes fastest). Returns a :class:`GenotypeMatrix`, written to a
-    ``.bed`` by ``make-data --kind genotypes`` / :func:`write_bed`.
+    The samples are split into ``n_populations`` populations of (nearly) equal sizes,
+    in order: ``s0`` … first belong to ``pop0``, and so on (the .fam's family ids say
+    which). ``dtype``: of the lazy matrix (float32/float64 with NaN missing, or int8
+    with -127, the form :func:`write_bed` writes fastest). Returns a
+    :class:`GenotypeMatrix`, written to a ``.bed`` by ``make-data --kind genotypes``
+    / :func:`write_bed`.
     """
     if n_samples < 1 or n_features < 1:
         raise ValueError(f"sizes must be positive; got {n_samples} × {n_features}")
@@ -151,10 +186,18 @@ def make_genotypes(n_samples: int, n_features: int = 1000, *, n_populations: int
         raise ValueError(f"dtype={dtype}: genotypes are int8, float32 or float64")
     pops = (np.arange(n_samples) * int(n_populations)) // n_samples
     chunks = da.core.normalize_chunks((n_samples, chunk_snps), (n_samples, n_features))
-    data = da.map_blocks(_snp_block, chunks=chunks, dtype=dtype,
-                         meta=np.empty((0, 0), dtype=dtype), populations=pops,
-                         n_populations=int(n_populations), fst=float(fst),
-                         missing=float(missing), seed=int(seed), out_dtype=dtype)
+    data = da.map_blocks(
+        _snp_block,
+        chunks=chunks,
+        dtype=dtype,
+        meta=np.empty((0, 0), dtype=dtype),
+        populations=pops,
+        n_populations=int(n_populations),
+        fst=float(fst),
+        missing=float(missing),
+        seed=int(seed),
+        out_dtype=dtype,
+    )
     return GenotypeMatrix(data, pops, int(seed))
 
 
@@ -164,32 +207,41 @@ def _first_bytes(path: Path, n: int) -> bytes:
 
 
 def check_bed_target(path, *, overwrite: bool, flag: str = "overwrite=True") -> Path:
-    """The ``.bed`` path to write; ``FileExistsError`` when one is there and not ``overwrite``,
-    or when the file there is not a PLINK .bed (never replaced); ``ValueError`` for a path
-    that does not end in ``.bed``."""
+    """The ``.bed`` path to write; ``FileExistsError`` when one is there and not
+    ``overwrite``, or when the file there is not a PLINK .bed (never replaced);
+    ``ValueError`` for a path that does not end in ``.bed``."""
     spath = os.fspath(path)
     if not spath.lower().endswith(".bed"):
-        raise ValueError(f"{spath!r}: genotypes are written as a PLINK .bed file; give a path "
-                         "ending in .bed")
+        raise ValueError(
+            f"{spath!r}: genotypes are written as a PLINK .bed file; give a path "
+            "ending in .bed"
+        )
     target = Path(spath.removeprefix("file://"))
     if target.exists():
         from ..io._bed import BED_MAGIC
 
         if target.is_dir() or _first_bytes(target, 3) != BED_MAGIC:
-            raise FileExistsError(f"{spath!r} exists and is not a PLINK .bed file; "
-                                  "scalepca never replaces it")
+            raise FileExistsError(
+                f"{spath!r} exists and is not a PLINK .bed file; "
+                "scalepca never replaces it"
+            )
         if not overwrite:
-            raise FileExistsError(f"{spath!r} holds a PLINK .bed file; pass {flag} to replace it")
+            raise FileExistsError(
+                f"{spath!r} holds a PLINK .bed file; pass {flag} to replace it"
+            )
     return target
 
 
-def write_bed(data: GenotypeMatrix, path, *, overwrite: bool = False,
-              blocks_at_once: int = 2) -> str:
-    """Write ``data`` to ``path`` (``.bed`` with its ``.fam`` and ``.bim``), SNP block by block.
+def write_bed(
+    data: GenotypeMatrix, path, *, overwrite: bool = False, blocks_at_once: int = 2
+) -> str:
+    """Write ``data`` to ``path`` (``.bed`` with its ``.fam`` and ``.bim``), SNP block
+    by block.
 
-    ``blocks_at_once`` blocks of SNPs are computed together (in parallel on the scheduler),
-    then written SNP by SNP by bed-reader's ``create_bed``, which writes under a temporary
-    name and renames at the end: an interrupted write leaves no .bed. Returns the path.
+    ``blocks_at_once`` blocks of SNPs are computed together (in parallel on the
+    scheduler), then written SNP by SNP by bed-reader's ``create_bed``, which writes
+    under a temporary name and renames at the end: an interrupted write leaves no
+    .bed. Returns the path.
     """
     from bed_reader import create_bed
 
@@ -200,7 +252,7 @@ def write_bed(data: GenotypeMatrix, path, *, overwrite: bool = False,
     blocks = data.data.to_delayed()[0]
     with create_bed(target, iid_count=n, sid_count=d, properties=props) as bed:
         for start in range(0, len(blocks), blocks_at_once):
-            for g in dask.compute(*blocks[start:start + blocks_at_once]):
+            for g in dask.compute(*blocks[start : start + blocks_at_once]):
                 g = np.asfortranarray(g)  # each SNP's calls contiguous
                 for j in range(g.shape[1]):
                     bed.write(g[:, j])

@@ -1,7 +1,8 @@
-"""Results written into an AnnData store (``.zarr`` folder or ``.h5ad`` file) where scanpy keeps
-them, without rewriting ``X``: ``obsm["X_pca"]`` from the workers block by block (a dask
-array), ``varm["PCs"]``, ``uns["pca"]`` and the gene table ``var`` (small) through anndata's own
-element writer, so ``anndata.read_zarr`` / ``read_h5ad`` read them back as scanpy's."""
+"""Results written into an AnnData store (``.zarr`` folder or ``.h5ad`` file) where
+scanpy keeps them, without rewriting ``X``: ``obsm["X_pca"]`` from the workers block
+by block (a dask array), ``varm["PCs"]``, ``uns["pca"]`` and the gene table ``var``
+(small) through anndata's own element writer, so ``anndata.read_zarr`` /
+``read_h5ad`` read them back as scanpy's."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def results_stamp(path):
 
 
 def _open_for_update(path):
-    """``(root opened for writing, whether its metadata were consolidated)``. anndata edits no
-    consolidated store: it is opened without, and consolidated again after the writes."""
+    """``(root opened for writing, whether its metadata were consolidated)``. anndata
+    edits no consolidated store: it is opened without, and consolidated again after
+    the writes."""
     p = _local(path)
     if p is not None and Path(p).is_file():
         import h5py
@@ -43,12 +45,15 @@ def _open_for_update(path):
     import zarr
 
     where = p if p is not None else path
-    consolidated = zarr.open_group(where, mode="r").metadata.consolidated_metadata is not None
+    consolidated = (
+        zarr.open_group(where, mode="r").metadata.consolidated_metadata is not None
+    )
     return zarr.open_group(where, mode="r+", use_consolidated=False), consolidated
 
 
 def write_results(path, scores, pcs, uns: dict, hvg: dict | None, flavor) -> None:
-    """Write PCA results (and highly variable genes) into the AnnData store at ``path``."""
+    """Write PCA results (and highly variable genes) into the AnnData store at
+    ``path``."""
     import anndata
 
     root = _open_root(path, None)  # checks it is an AnnData store first

@@ -1,13 +1,14 @@
-"""PLINK ``.bed`` genotypes (with their ``.bim`` and ``.fam``) as a lazy (sample × SNP) matrix.
+"""PLINK ``.bed`` genotypes (with their ``.bim`` and ``.fam``) as a lazy (sample × SNP)
+matrix.
 
-A ``.bed`` file holds allele counts 0, 1, 2 (or missing) packed four to a byte, SNP by SNP.
-It is read through ``bed-reader`` (the optional ``genotypes`` extra): each dask task opens
-the file and reads its own block with a ranged read (``open_bed(...).read(index=...)``), so
-no task ever holds more than its block and the file is never read whole by one worker.
-Missing calls are NaN. The ``.fam`` gives the sample ids (the ``sample`` coordinate, and the
-family ids, where simulated populations are written, as ``fid``), the ``.bim`` the SNP ids
-(the ``snp`` coordinate: a fitted model's ``feature_names_in_``); both are small text files
-read on the client.
+A ``.bed`` file holds allele counts 0, 1, 2 (or missing) packed four to a byte, SNP by
+SNP. It is read through ``bed-reader`` (the optional ``genotypes`` extra): each dask
+task opens the file and reads its own block with a ranged read
+(``open_bed(...).read(index=...)``), so no task ever holds more than its block and the
+file is never read whole by one worker. Missing calls are NaN. The ``.fam`` gives the
+sample ids (the ``sample`` coordinate, and the family ids, where simulated populations
+are written, as ``fid``), the ``.bim`` the SNP ids (the ``snp`` coordinate: a fitted
+model's ``feature_names_in_``); both are small text files read on the client.
 
 PCA of genotypes standardises each SNP by its allele frequency:
 ``PCA(standardize="genotype")`` (see :mod:`scalepca.preprocessing._genotype`).
@@ -35,15 +36,21 @@ DEFAULT_TASK_BYTES = 128 * 2**20
 
 def is_bed_path(path) -> bool:
     """Whether ``path`` names a PLINK ``.bed`` file (by its ending)."""
-    return isinstance(path, (str, os.PathLike)) and os.fspath(path).lower().endswith(".bed")
+    return isinstance(path, (str, os.PathLike)) and os.fspath(path).lower().endswith(
+        ".bed"
+    )
 
 
 def _require_bed_reader():
     try:
         import bed_reader
-    except ImportError:  # pragma: no cover - the extra is installed in the test environment
-        raise ImportError("reading PLINK .bed files needs bed-reader: pip install "
-                          "'scalepca[genotypes]'") from None
+    except (
+        ImportError
+    ):  # pragma: no cover - the extra is installed in the test environment
+        raise ImportError(
+            "reading PLINK .bed files needs bed-reader: pip install "
+            "'scalepca[genotypes]'"
+        ) from None
     return bed_reader
 
 
@@ -69,12 +76,15 @@ def _root_logger_kept():
 
 
 def _companions(path: Path) -> tuple[Path, Path]:
-    """The ``.fam`` and ``.bim`` next to ``path``; ``FileNotFoundError`` naming a missing one."""
+    """The ``.fam`` and ``.bim`` next to ``path``; ``FileNotFoundError`` naming a
+    missing one."""
     fam, bim = path.with_suffix(".fam"), path.with_suffix(".bim")
     for file, holds in ((fam, "the samples"), (bim, "the SNPs")):
         if not file.exists():
-            raise FileNotFoundError(f"no {file.suffix} file at {os.fspath(file)!r}: a PLINK .bed "
-                                    f"needs its {file.suffix} ({holds}) next to it")
+            raise FileNotFoundError(
+                f"no {file.suffix} file at {os.fspath(file)!r}: a PLINK .bed "
+                f"needs its {file.suffix} ({holds}) next to it"
+            )
     return fam, bim
 
 
@@ -86,8 +96,9 @@ def _count_lines(path: Path) -> int:
 def check_bed(path) -> tuple[int, int]:
     """``(n_samples, n_snps)`` of the .bed at ``path`` after checking the file set.
 
-    Raises ``FileNotFoundError`` for a missing .bed/.fam/.bim and ``ValueError`` for a file
-    that is not a SNP-major PLINK .bed or whose size disagrees with its .fam and .bim.
+    Raises ``FileNotFoundError`` for a missing .bed/.fam/.bim and ``ValueError`` for
+    a file that is not a SNP-major PLINK .bed or whose size disagrees with its .fam
+    and .bim.
     """
     path = Path(os.fspath(path))
     if not path.is_file():
@@ -95,16 +106,20 @@ def check_bed(path) -> tuple[int, int]:
     with open(path, "rb") as f:
         head = f.read(3)
     if head != BED_MAGIC:
-        raise ValueError(f"{os.fspath(path)!r} is not a SNP-major PLINK .bed file (it does not "
-                         "start with the .bed magic bytes 6c 1b 01)")
+        raise ValueError(
+            f"{os.fspath(path)!r} is not a SNP-major PLINK .bed file (it does not "
+            "start with the .bed magic bytes 6c 1b 01)"
+        )
     fam, bim = _companions(path)
     n, d = _count_lines(fam), _count_lines(bim)
     expected = 3 + -(-n // 4) * d
     size = path.stat().st_size
     if size != expected:
-        raise ValueError(f"{os.fspath(path)!r} has {size} bytes, but its .fam ({n} samples) and "
-                         f".bim ({d} SNPs) make {expected}: the three files do not belong "
-                         "together, or the .bed is truncated")
+        raise ValueError(
+            f"{os.fspath(path)!r} has {size} bytes, but its .fam ({n} samples) and "
+            f".bim ({d} SNPs) make {expected}: the three files do not belong "
+            "together, or the .bed is truncated"
+        )
     return n, d
 
 
@@ -126,12 +141,13 @@ def _read_block(rows, *, path: str, n: int, d: int, snps, out_dtype):
         return bed.read(index=(rows, cols), dtype=out_dtype, order="C", num_threads=1)
 
 
-def bed_chunks(n: int, d: int, itemsize: int, rows=None,
-               task_size: int = DEFAULT_TASK_BYTES) -> tuple:
-    """Dask chunks of the (n × d) matrix: whole rows (the SNPs of a sample are one feature
-    vector, as for every matrix ``open_matrix`` makes), ``rows`` samples per block, else a
-    multiple of 4 samples (whole bytes of each SNP) making about ``task_size`` bytes of
-    floats."""
+def bed_chunks(
+    n: int, d: int, itemsize: int, rows=None, task_size: int = DEFAULT_TASK_BYTES
+) -> tuple:
+    """Dask chunks of the (n × d) matrix: whole rows (the SNPs of a sample are one
+    feature vector, as for every matrix ``open_matrix`` makes), ``rows`` samples per
+    block, else a multiple of 4 samples (whole bytes of each SNP) making about
+    ``task_size`` bytes of floats."""
     if rows is None:
         rows = max(4, (int(task_size) // max(1, itemsize * d)) // 4 * 4)
     return da.core.normalize_chunks((rows, -1), (n, d))
@@ -283,24 +299,29 @@ def open_bed_matrix(
 ) -> xr.DataArray:
     """The genotypes at ``path`` as a lazy (sample × SNP) DataArray of allele counts.
 
-    ``rows``: samples per block (default: about ``task_size`` bytes of floats per block).
-    ``dtype``: float32 (default) or float64; missing calls are NaN. The ``sample``
-    coordinate holds the .fam sample ids (``fid`` the family ids), ``snp`` the .bim SNP ids.
-    ``keep``: a keep file (PLINK's ``--keep``: ``FID IID`` per line, or a .fam): only
-    its samples are read (:func:`keep_mask`). ``exclude_ranges``: base-pair ranges of
-    the .bim whose SNPs are left out, e.g. ``["6:28477797-33448354"]`` (the MHC on
-    GRCh37), or whole chromosomes (:func:`range_mask`). Each task reads only its samples
-    and SNPs. Reads the .fam and .bim (small text) on the client and nothing of the .bed
-    but its first three bytes."""
+    ``rows``: samples per block (default: about ``task_size`` bytes of floats per
+    block). ``dtype``: float32 (default) or float64; missing calls are NaN. The
+    ``sample`` coordinate holds the .fam sample ids (``fid`` the family ids), ``snp``
+    the .bim SNP ids. ``keep``: a keep file (PLINK's ``--keep``: ``FID IID`` per
+    line, or a .fam): only its samples are read (:func:`keep_mask`).
+    ``exclude_ranges``: base-pair ranges of the .bim whose SNPs are left out, e.g.
+    ``["6:28477797-33448354"]`` (the MHC on GRCh37), or whole chromosomes
+    (:func:`range_mask`). Each task reads only its samples and SNPs. Reads the .fam
+    and .bim (small text) on the client and nothing of the .bed but its first three
+    bytes."""
     bed_reader = _require_bed_reader()
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
-        raise ValueError(f"dtype={dtype}: genotypes are read as float32 or float64 (missing "
-                         "calls are NaN)")
+        raise ValueError(
+            f"dtype={dtype}: genotypes are read as float32 or float64 (missing "
+            "calls are NaN)"
+        )
     n, d = check_bed(path)
     spath = os.path.abspath(os.fspath(path))
-    with (_root_logger_kept(),
-          bed_reader.open_bed(spath, iid_count=n, sid_count=d) as bed):
+    with (
+        _root_logger_kept(),
+        bed_reader.open_bed(spath, iid_count=n, sid_count=d) as bed,
+    ):
         iid, fid, sid = (np.asarray(a, dtype=str) for a in (bed.iid, bed.fid, bed.sid))
         snps = np.ones(d, dtype=bool)
         if exclude_ranges is not None:
@@ -370,8 +391,9 @@ def _read_packed(lo: int, hi: int, *, path: str, n: int, d: int, snps) -> np.nda
     """The bytes ``lo:hi`` of each SNP ``snps`` (a slice or indices of the file's SNPs):
     ``(len(snps), hi - lo)`` uint8, the packed calls of the samples ``4 lo`` to
     ``4 hi − 1``."""
-    mm = np.memmap(path, dtype=np.uint8, mode="r", offset=len(BED_MAGIC),
-                   shape=(d, -(-n // 4)))
+    mm = np.memmap(
+        path, dtype=np.uint8, mode="r", offset=len(BED_MAGIC), shape=(d, -(-n // 4))
+    )
     return np.ascontiguousarray(mm[snps, lo:hi])
 
 
@@ -397,8 +419,11 @@ def packed_blocks(X, columns: np.ndarray | None = None):
     for a, b in zip(ends[:-1], ends[1:], strict=True):
         mine = layout.samples[a:b]
         lo, hi = int(mine.min()) // 4, int(mine.max()) // 4 + 1
-        blocks.append(dask.delayed(_read_packed, pure=True)(
-            lo, hi, path=layout.path, n=layout.n, d=layout.d, snps=snps))
+        blocks.append(
+            dask.delayed(_read_packed, pure=True)(
+                lo, hi, path=layout.path, n=layout.n, d=layout.d, snps=snps
+            )
+        )
         rows.append(mine - 4 * lo)
     return blocks, rows
 
@@ -447,14 +472,21 @@ def plink_pca(est, scores):
     return scores / s, s**2 / used
 
 
-def write_plink_scores(prefix: str, est, X, scores, *, storage_options=None
-                       ) -> list[str]:
+def write_plink_scores(
+    prefix: str, est, X, scores, *, storage_options=None
+) -> list[str]:
     """The model ``est``'s ``scores`` of the .bed matrix ``X`` as PLINK 2's files at
     ``prefix`` (:func:`plink_pca`, written by :func:`write_plink_pca` with the
     samples' ids of ``X``). Returns the two paths."""
     vectors, values = plink_pca(est, scores)
-    return write_plink_pca(prefix, X["fid"].values, X["sample"].values, vectors, values,
-                           storage_options=storage_options)
+    return write_plink_pca(
+        prefix,
+        X["fid"].values,
+        X["sample"].values,
+        vectors,
+        values,
+        storage_options=storage_options,
+    )
 
 
 def write_plink_pca(

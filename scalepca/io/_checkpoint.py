@@ -1,22 +1,24 @@
 """Checkpoints of iterative fits: atomic commits of small state in a local zarr group.
 
-A checkpoint is a directory (a zarr v3 group) on a local or shared POSIX file system. Each
-commit is a subgroup ``state_<k>`` (k = iterations done) holding NumPy arrays and a JSON
-``state`` attribute. It is written by the package's one atomic writer
+A checkpoint is a directory (a zarr v3 group) on a local or shared POSIX file system.
+Each commit is a subgroup ``state_<k>`` (k = iterations done) holding NumPy arrays and a
+JSON ``state`` attribute. It is written by the package's one atomic writer
 (:func:`scalepca.io._store.renamed_into_place`): under a ``.tmp-`` sibling name with
-``complete = true`` set last, then renamed into place, a replaced commit moved aside first. A
-process killed at any moment (SIGKILL included) leaves either the previous commits untouched
-or a new complete one, never a half-written commit under a final name. Readers take the
-newest commit that is complete and readable and skip the rest (a damaged commit falls back to
-an older one; a commit moved aside by a writer killed mid-replacement is still found).
+``complete = true`` set last, then renamed into place, a replaced commit moved aside
+first. A process killed at any moment (SIGKILL included) leaves either the previous
+commits untouched or a new complete one, never a half-written commit under a final name.
+Readers take the newest commit that is complete and readable and skip the rest (a
+damaged commit falls back to an older one; a commit moved aside by a writer killed
+mid-replacement is still found).
 
-Every commit carries a *fingerprint* of the problem: every parameter that changes the result
-and a sketch of the data (:mod:`scalepca.io._fingerprint`); a fit refuses a checkpoint whose
-fingerprint differs from its own, naming the first differing key, and leaves it untouched.
+Every commit carries a *fingerprint* of the problem: every parameter that changes the
+result and a sketch of the data (:mod:`scalepca.io._fingerprint`); a fit refuses a
+checkpoint whose fingerprint differs from its own, naming the first differing key, and
+leaves it untouched.
 
-Estimators whose state includes large arrays (RobustPCA's n1 × n2 matrix) keep them as
-sibling zarr arrays of the same group (:meth:`CheckpointStore.create`, :meth:`array`) and
-refer to them by name in the commit's attributes.
+Estimators whose state includes large arrays (RobustPCA's n1 × n2 matrix) keep them
+as sibling zarr arrays of the same group (:meth:`CheckpointStore.create`,
+:meth:`array`) and refer to them by name in the commit's attributes.
 """
 
 from __future__ import annotations
@@ -46,20 +48,28 @@ def commit_name(k: int) -> str:
 
 
 def check_checkpoint_path(value, name: str = "checkpoint") -> None:
-    """TypeError unless ``value`` is None or a path (metadata only, nothing is created)."""
+    """TypeError unless ``value`` is None or a path (metadata only, nothing is
+    created)."""
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a path or None; got {value!r}")
 
 
 def check_checkpoint_target(path, what: str = "checkpoint") -> None:
-    """``FileExistsError`` unless ``path`` is absent, an empty folder or a checkpoint."""
+    """``FileExistsError`` unless ``path`` is absent, an empty folder or a
+    checkpoint."""
     st = store_state(path)
     if not st.exists or st.empty or st.kind == CHECKPOINT:
         return
-    if st.zarr and st.kind is None and any(m.startswith(COMMIT_PREFIX) for m in st.members):
+    if (
+        st.zarr
+        and st.kind is None
+        and any(m.startswith(COMMIT_PREFIX) for m in st.members)
+    ):
         return  # written before checkpoints carried their format: it holds commits
-    raise FileExistsError(f"{what} {os.fspath(path)!r} holds {st.describe()}, not a scalepca "
-                          "checkpoint; scalepca never writes into it: choose another path")
+    raise FileExistsError(
+        f"{what} {os.fspath(path)!r} holds {st.describe()}, not a scalepca "
+        "checkpoint; scalepca never writes into it: choose another path"
+    )
 
 
 class CheckpointStore:
@@ -68,10 +78,11 @@ class CheckpointStore:
     Parameters
     ----------
     path : str or path-like
-        Local directory (``file://`` URLs accepted). Object stores are refused: the commit
-        relies on an atomic directory rename. It must not exist, be an empty folder, or be a
-        checkpoint (``format: scalepca-checkpoint``); anything else there (a folder of other
-        files, a data or model store) is refused with ``FileExistsError``, never written into.
+        Local directory (``file://`` URLs accepted). Object stores are refused: the
+        commit relies on an atomic directory rename. It must not exist, be an empty
+        folder, or be a checkpoint (``format: scalepca-checkpoint``); anything else
+        there (a folder of other files, a data or model store) is refused with
+        ``FileExistsError``, never written into.
     what : str
         How the store is called in error messages.
     """
@@ -82,7 +93,8 @@ class CheckpointStore:
         local = local_path(path)
         if local is None:
             raise ValueError(
-                f"{what} {os.fspath(path)!r}: only local paths are supported (the commit relies "
+                f"{what} {os.fspath(path)!r}: only local paths are supported (the "
+                f"commit relies "
                 "on an atomic directory rename)"
             )
         self.path = local
@@ -92,52 +104,66 @@ class CheckpointStore:
         if self.root.attrs.get("format") != CHECKPOINT:
             self.root.attrs["format"] = CHECKPOINT
 
-    # -- large arrays beside the commits -------------------------------------------------------
+    # -- large arrays beside the commits -----------------------------------------------
     def create(self, name: str, shape, chunks) -> None:
         """An uncompressed float64 array ``name`` (zero-filled), replacing any old one.
 
-        Scratch arrays are rewritten and read back every few iterations on a local disk, and
-        hold dense iterates that compress by 4–8 % at best: ``benchmarks/codecs.py`` measures
-        "none" at 2–4× the encode and decode speed per core of every compressor.
+        Scratch arrays are rewritten and read back every few iterations on a local
+        disk, and hold dense iterates that compress by 4–8 % at best:
+        ``benchmarks/codecs.py`` measures "none" at 2–4× the encode and decode speed
+        per core of every compressor.
         """
         from .._codecs import compressors
 
         self.root.create_array(
-            name, shape=shape, chunks=chunks, dtype="float64", compressors=compressors("none"),
-            fill_value=0.0, overwrite=True,
+            name,
+            shape=shape,
+            chunks=chunks,
+            dtype="float64",
+            compressors=compressors("none"),
+            fill_value=0.0,
+            overwrite=True,
         )
 
     def has(self, name: str, shape, chunks) -> bool:
-        """An array ``name`` of this shape whose zarr chunks match the dask blocks exists."""
+        """An array ``name`` of this shape whose zarr chunks match the dask blocks
+        exists."""
         try:
             a = self.root[name]
         except KeyError:
             return False
-        return tuple(a.shape) == tuple(shape) and tuple(a.chunks) == tuple(c[0] for c in chunks)
+        return tuple(a.shape) == tuple(shape) and tuple(a.chunks) == tuple(
+            c[0] for c in chunks
+        )
 
     def array(self, name: str, chunks=None):
         """The stored array ``name`` as a dask array (a unique graph name per call)."""
         import dask.array as da
 
-        return da.from_zarr(self.path, component=name, chunks=chunks,
-                            name=f"ckpt-{name}-{uuid.uuid4().hex[:8]}")
+        return da.from_zarr(
+            self.path,
+            component=name,
+            chunks=chunks,
+            name=f"ckpt-{name}-{uuid.uuid4().hex[:8]}",
+        )
 
     def remove(self, name: str) -> None:
         shutil.rmtree(os.path.join(self.path, name), ignore_errors=True)
 
     def names(self, prefix: str) -> list[str]:
-        """Sorted entries of the group starting with ``prefix`` (temporaries included)."""
+        """Sorted entries of the group starting with ``prefix`` (temporaries
+        included)."""
         try:
             return sorted(n for n in os.listdir(self.path) if n.startswith(prefix))
         except FileNotFoundError:
             return []
 
-    # -- commits -------------------------------------------------------------------------------
+    # -- commits -----------------------------------------------------------------------
     def commit(self, k: int, arrays: dict, attrs: dict) -> str:
         """Write one commit atomically; returns its name (``state_<k>``).
 
-        ``arrays``: small NumPy arrays; ``attrs``: JSON-serialisable values (NumPy scalars are
-        converted). An existing commit of the same ``k`` is replaced.
+        ``arrays``: small NumPy arrays; ``attrs``: JSON-serialisable values (NumPy
+        scalars are converted). An existing commit of the same ``k`` is replaced.
         """
         name = commit_name(k)
 
@@ -145,7 +171,9 @@ class CheckpointStore:
             for key, value in arrays.items():
                 g.create_array(key, data=np.ascontiguousarray(value))
             g.attrs["state"] = json.loads(json.dumps(attrs, default=_json_default))
-            g.attrs["arrays"] = sorted(arrays)  # a commit missing one of them is damaged
+            g.attrs["arrays"] = sorted(
+                arrays
+            )  # a commit missing one of them is damaged
 
         renamed_into_place(Path(self.path) / name, write)
         return name
@@ -171,8 +199,12 @@ class CheckpointStore:
                 if names is None:
                     names = [key for key, _ in g.arrays()]
                 arrays = {key: g[key][...] for key in names}
-            except Exception as err:  # a damaged commit is skipped, an older one is used
-                logger.warning("skipping unreadable checkpoint commit %s: %s", name, err)
+            except (
+                Exception
+            ) as err:  # a damaged commit is skipped, an older one is used
+                logger.warning(
+                    "skipping unreadable checkpoint commit %s: %s", name, err
+                )
                 continue
             if valid is not None and not valid(attrs):
                 continue
@@ -180,8 +212,9 @@ class CheckpointStore:
         return None
 
     def prune(self, keep: set[str], prefixes=(COMMIT_PREFIX,)) -> None:
-        """Delete entries starting with one of ``prefixes`` that are not in ``keep`` (commits,
-        left-over temporaries of killed writers, large arrays no commit needs)."""
+        """Delete entries starting with one of ``prefixes`` that are not in ``keep``
+        (commits, left-over temporaries of killed writers, large arrays no commit
+        needs)."""
         for prefix in prefixes:
             for name in self.names(prefix):
                 if name not in keep:
@@ -189,9 +222,9 @@ class CheckpointStore:
 
 
 def _newest_last(name: str) -> tuple:
-    """Sort key of commit entries, newest last; of a commit and the ``.old-`` copy a writer
-    killed between its two renames left (:func:`~scalepca.io._store.renamed_into_place`),
-    the commit itself is the newer."""
+    """Sort key of commit entries, newest last; of a commit and the ``.old-`` copy a
+    writer killed between its two renames left
+    (:func:`~scalepca.io._store.renamed_into_place`), the commit itself is the newer."""
     return (name.split(".", 1)[0], "." not in name)
 
 
@@ -200,16 +233,17 @@ FINGERPRINT_VERSION = 2
 
 
 def check_fingerprint(stored: dict, now: dict, where: str = "the checkpoint") -> None:
-    """ValueError naming the first key where the checkpoint's problem differs from this fit.
+    """ValueError naming the first key where the checkpoint's problem differs from this
+    fit.
 
-    Floats (also inside lists) are compared to 1e-9 relative (data statistics recomputed by
-    another reduction tree differ in the last bits), a data sketch (keys ending in
+    Floats (also inside lists) are compared to 1e-9 relative (data statistics recomputed
+    by another reduction tree differ in the last bits), a data sketch (keys ending in
     ``sketch``) as a vector to 1e-9 of its norm; everything else exactly, after JSON
     round-tripping as stored.
 
-    A fingerprint written before :data:`FINGERPRINT_VERSION` (no ``fingerprint_version``)
-    lacks the sketch of the data and some parameters: its own keys are checked, and a
-    UserWarning names the ones that could not be.
+    A fingerprint written before :data:`FINGERPRINT_VERSION` (no
+    ``fingerprint_version``) lacks the sketch of the data and some parameters: its
+    own keys are checked, and a UserWarning names the ones that could not be.
     """
     now = json.loads(json.dumps(now, default=_json_default))
     old_format = "fingerprint_version" not in stored
@@ -223,19 +257,26 @@ def check_fingerprint(stored: dict, now: dict, where: str = "the checkpoint") ->
         same = _same_vector(old, value) if key.endswith("sketch") else _same(old, value)
         if not same:
             if key.endswith("sketch"):
-                detail = ("the data differ from those it was written for (other values, "
-                          "missing entries, or rows or features in another order)")
+                detail = (
+                    "the data differ from those it was written for (other values, "
+                    "missing entries, or rows or features in another order)"
+                )
             else:
                 detail = f"{old!r} there, {value!r} now"
             raise ValueError(
-                f"{where} was written for a different problem ({key}: {detail}); it is left "
-                "untouched. Use another checkpoint path, or delete this one to start afresh"
+                f"{where} was written for a different problem ({key}: {detail}); it "
+                f"is left "
+                "untouched. Use another checkpoint path, or delete this one to start "
+                "afresh"
             )
     if unchecked:
         warnings.warn(
-            f"{where} was written by an older scalepca whose fingerprint does not record "
-            f"{', '.join(unchecked)}: resuming without checking them (the data must be the "
-            "same, in the same order)", UserWarning, stacklevel=4,
+            f"{where} was written by an older scalepca whose fingerprint does not "
+            f"record {', '.join(unchecked)}: resuming without checking them (the data "
+            f"must be the "
+            "same, in the same order)",
+            UserWarning,
+            stacklevel=4,
         )
 
 
@@ -243,14 +284,22 @@ def _same_vector(old, value) -> bool:
     if not isinstance(old, list) or len(old) != len(value):
         return False
     a, b = np.asarray(old, dtype=np.float64), np.asarray(value, dtype=np.float64)
-    return bool(np.linalg.norm(a - b) <= 1e-9 * max(np.linalg.norm(b), np.linalg.norm(a)))
+    return bool(
+        np.linalg.norm(a - b) <= 1e-9 * max(np.linalg.norm(b), np.linalg.norm(a))
+    )
 
 
 def _same(old, value) -> bool:
-    if isinstance(value, float) and isinstance(old, (int, float)) and not isinstance(old, bool):
+    if (
+        isinstance(value, float)
+        and isinstance(old, (int, float))
+        and not isinstance(old, bool)
+    ):
         return math.isclose(old, value, rel_tol=1e-9, abs_tol=0.0)
     if isinstance(value, list) and isinstance(old, list):
-        return len(old) == len(value) and all(_same(a, b) for a, b in zip(old, value, strict=True))
+        return len(old) == len(value) and all(
+            _same(a, b) for a, b in zip(old, value, strict=True)
+        )
     return old == value
 
 
@@ -258,8 +307,8 @@ class SmallStateCheckpoint:
     """Checkpointing for estimators whose whole iteration state is small (client side).
 
     ``resume()`` returns the newest commit's ``(state, arrays)`` after checking its
-    fingerprint (or None for a fresh start); ``commit(k, arrays, state)`` writes commit ``k``
-    with the fingerprint and removes the older ones.
+    fingerprint (or None for a fresh start); ``commit(k, arrays, state)`` writes
+    commit ``k`` with the fingerprint and removes the older ones.
     """
 
     def __init__(self, path, fingerprint: dict, *, what: str = "checkpoint"):
@@ -285,7 +334,8 @@ class SmallStateCheckpoint:
 
 
 def array_digest(a) -> list:
-    """A short numeric fingerprint of a small array: its size, sum and sum of squares."""
+    """A short numeric fingerprint of a small array: its size, sum and sum of
+    squares."""
     a = np.asarray(a, dtype=np.float64)
     finite = a[np.isfinite(a)]
     return [int(a.size), float(finite.sum()), float(np.vdot(finite, finite))]

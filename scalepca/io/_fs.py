@@ -1,12 +1,13 @@
-"""Local paths and fsspec URLs: which is which, whether two overlap, what a path holds, whether
-a store may be replaced there, and whether it can be written.
+"""Local paths and fsspec URLs: which is which, whether two overlap, what a path holds,
+whether a store may be replaced there, and whether it can be written.
 
-Every store scalepca writes says what it is in its ``format`` attribute (:data:`KINDS`) and
-whether its write ended in ``complete``. The rule of every writer (:func:`check_replace`): a
-path is written when it is free (absent or an empty folder), when it holds an interrupted write
-of the same kind (``complete: false``: nothing in it is a result), or — with ``overwrite`` —
-when it holds a complete store of the same kind. Anything else (a folder of notes, a file,
-another kind of store, a store of other software) is never replaced.
+Every store scalepca writes says what it is in its ``format`` attribute
+(:data:`KINDS`) and whether its write ended in ``complete``. The rule of every writer
+(:func:`check_replace`): a path is written when it is free (absent or an empty
+folder), when it holds an interrupted write of the same kind (``complete: false``:
+nothing in it is a result), or — with ``overwrite`` — when it holds a complete store
+of the same kind. Anything else (a folder of notes, a file, another kind of store, a
+store of other software) is never replaced.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ KINDS = {
 
 
 def is_url(path) -> bool:
-    """Whether ``path`` is an fsspec URL (``s3://``, ``local://``, …) rather than a local path
-    (``file://`` URLs are local paths)."""
+    """Whether ``path`` is an fsspec URL (``s3://``, ``local://``, …) rather than a
+    local path (``file://`` URLs are local paths)."""
     from fsspec.core import split_protocol
 
     protocol, _ = split_protocol(os.fspath(path))
@@ -49,16 +50,20 @@ def local_path(path) -> str | None:
 
 
 def previous_hint(path) -> str:
-    """The sentence telling where an interrupted in-place rewrite left the output it replaced."""
+    """The sentence telling where an interrupted in-place rewrite left the output it
+    replaced."""
     p = os.fspath(path).rstrip("/")
     if not is_url(p):
         return ""
-    return (f"; the complete output it was replacing, if there was one, is kept at "
-            f"{p + '.previous'!r}")
+    return (
+        f"; the complete output it was replacing, if there was one, is kept at "
+        f"{p + '.previous'!r}"
+    )
 
 
 def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"):
-    """Open a zarr array or group at a local path or fsspec URL; ``FileNotFoundError`` if absent."""
+    """Open a zarr array or group at a local path or fsspec URL;
+    ``FileNotFoundError`` if absent."""
     path = os.fspath(path)
     if is_url(path):
         import fsspec
@@ -67,18 +72,24 @@ def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"
             fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         except ImportError as err:
             raise ImportError(
-                f"opening {path!r} needs an fsspec backend that is not installed ({err}); "
+                f"opening {path!r} needs an fsspec backend that is not installed "
+                f"({err}); "
                 "for s3:// URLs install the 's3' extra: pip install 'scalepca[s3]'"
             ) from err
-        if mode == "r" and not (fs.exists(f"{root}/zarr.json") or fs.exists(f"{root}/.zarray")
-                                or fs.exists(f"{root}/.zgroup")):
+        if mode == "r" and not (
+            fs.exists(f"{root}/zarr.json")
+            or fs.exists(f"{root}/.zarray")
+            or fs.exists(f"{root}/.zgroup")
+        ):
             raise FileNotFoundError(f"no zarr store at {path!r}")
-        # zarr drives the store from its own event loop: it needs an asynchronous filesystem
-        store = zarr.storage.FsspecStore.from_url(path, storage_options=storage_options,
-                                                  read_only=(mode == "r"))
+        # zarr drives the store from its own event loop: it needs an asynchronous
+        # filesystem
+        store = zarr.storage.FsspecStore.from_url(
+            path, storage_options=storage_options, read_only=(mode == "r")
+        )
         return zarr.open(store=store, mode=mode)
     if path.startswith("file://"):
-        path = path[len("file://"):]
+        path = path[len("file://") :]
     if mode == "r" and not Path(path).exists():
         raise FileNotFoundError(f"no zarr store at {path!r} (the path does not exist)")
     try:
@@ -94,8 +105,8 @@ def _fs(path, storage_options=None):
 
 
 def _key(path) -> tuple[str, str]:
-    """``(where, normalised path)``: local paths and ``local://`` URLs resolved on this machine,
-    other URLs by protocol and path."""
+    """``(where, normalised path)``: local paths and ``local://`` URLs resolved on
+    this machine, other URLs by protocol and path."""
     from fsspec.core import split_protocol
 
     protocol, rest = split_protocol(os.fspath(path))
@@ -105,11 +116,16 @@ def _key(path) -> tuple[str, str]:
 
 
 def overlaps(a, b) -> bool:
-    """Whether paths or URLs ``a`` and ``b`` are the same location or one lies inside the other."""
+    """Whether paths or URLs ``a`` and ``b`` are the same location or one lies inside
+    the other."""
     (wa, pa), (wb, pb) = _key(a), _key(b)
     if wa != wb:
         return False
-    return pa == pb or pa.startswith(pb.rstrip("/") + "/") or pb.startswith(pa.rstrip("/") + "/")
+    return (
+        pa == pb
+        or pa.startswith(pb.rstrip("/") + "/")
+        or pb.startswith(pa.rstrip("/") + "/")
+    )
 
 
 def check_apart(outputs, inputs) -> None:
@@ -121,10 +137,17 @@ def check_apart(outputs, inputs) -> None:
         for in_what, src in inputs:
             if out is not None and src is not None and overlaps(out, src):
                 (_, po), (_, pi) = _key(out), _key(src)
-                how = "is" if po == pi else "lies inside" if po.startswith(pi.rstrip("/") + "/") \
+                how = (
+                    "is"
+                    if po == pi
+                    else "lies inside"
+                    if po.startswith(pi.rstrip("/") + "/")
                     else "contains"
-                raise ValueError(f"{out_what} {os.fspath(out)!r} {how} {in_what} "
-                                 f"{os.fspath(src)!r}; write the output elsewhere")
+                )
+                raise ValueError(
+                    f"{out_what} {os.fspath(out)!r} {how} {in_what} "
+                    f"{os.fspath(src)!r}; write the output elsewhere"
+                )
 
 
 @dataclass(frozen=True)
@@ -149,7 +172,9 @@ class StoreState:
         if self.file:
             return "a file"
         if self.kind in KINDS:
-            done = {True: "a complete ", False: "an incomplete ", None: "a "}[self.complete]
+            done = {True: "a complete ", False: "an incomplete ", None: "a "}[
+                self.complete
+            ]
             return f"{done}{KINDS[self.kind]}"
         if self.zarr:
             return "a zarr store that scalepca did not write (no 'format' attribute)"
@@ -166,8 +191,8 @@ def _attrs(text: str, v2: bool) -> dict:
 
 
 def store_state(path, storage_options=None) -> StoreState:
-    """What ``path`` holds: nothing, an empty folder, a file, a zarr store and its ``format`` and
-    ``complete`` attributes, or other files (see :class:`StoreState`)."""
+    """What ``path`` holds: nothing, an empty folder, a file, a zarr store and its
+    ``format`` and ``complete`` attributes, or other files (see :class:`StoreState`)."""
     local = local_path(path)
     if local is not None:
         if not os.path.lexists(local):
@@ -177,7 +202,9 @@ def store_state(path, storage_options=None) -> StoreState:
         members = tuple(sorted(os.listdir(local)))
 
         def read(name):
-            with open(os.path.join(local, name), encoding="utf-8", errors="replace") as fh:
+            with open(
+                os.path.join(local, name), encoding="utf-8", errors="replace"
+            ) as fh:
                 return fh.read()
     else:
         fs, root = _fs(path, storage_options)
@@ -186,31 +213,43 @@ def store_state(path, storage_options=None) -> StoreState:
             return StoreState(exists=False)
         if fs.isfile(root):
             return StoreState(exists=True, file=True)
-        members = tuple(sorted(p.rstrip("/").rsplit("/", 1)[-1]
-                               for p in fs.ls(root, detail=False)))
+        members = tuple(
+            sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
+        )
 
         def read(name):
             return fs.cat_file(f"{root}/{name}").decode("utf-8", errors="replace")
+
     if not members:
         return StoreState(exists=True, empty=True)
     for meta, v2 in (("zarr.json", False), (".zattrs", True)):
         if meta in members:
             attrs = _attrs(read(meta), v2)
             complete = attrs.get("complete")
-            return StoreState(exists=True, zarr=True, kind=attrs.get("format"),
-                              complete=complete if isinstance(complete, bool) else None,
-                              members=members)
+            return StoreState(
+                exists=True,
+                zarr=True,
+                kind=attrs.get("format"),
+                complete=complete if isinstance(complete, bool) else None,
+                members=members,
+            )
     zarr2 = ".zarray" in members or ".zgroup" in members
     return StoreState(exists=True, zarr=zarr2, members=members)
 
 
-def check_replace(path, kind: str, *, overwrite: bool, storage_options=None,
-                  flag: str = "overwrite=True") -> StoreState:
+def check_replace(
+    path,
+    kind: str,
+    *,
+    overwrite: bool,
+    storage_options=None,
+    flag: str = "overwrite=True",
+) -> StoreState:
     """Refuse to write a store of ``kind`` at ``path`` unless the rule above allows it.
 
-    Raises ``FileExistsError`` naming what is there; ``flag`` is how the caller's interface
-    says "replace it" (``overwrite=True``, ``--overwrite``, ``output.overwrite: true``).
-    Returns the state found.
+    Raises ``FileExistsError`` naming what is there; ``flag`` is how the caller's
+    interface says "replace it" (``overwrite=True``, ``--overwrite``,
+    ``output.overwrite: true``). Returns the state found.
     """
     st = store_state(path, storage_options)
     if not st.exists or st.empty:
@@ -218,16 +257,20 @@ def check_replace(path, kind: str, *, overwrite: bool, storage_options=None,
     where = os.fspath(path)
     if st.kind != kind:
         raise FileExistsError(
-            f"{where!r} holds {st.describe()}, not a {KINDS[kind]}; scalepca never replaces "
-            "it: write elsewhere, or remove it yourself")
+            f"{where!r} holds {st.describe()}, not a {KINDS[kind]}; scalepca never "
+            f"replaces "
+            "it: write elsewhere, or remove it yourself"
+        )
     if st.complete is False or overwrite:
         return st
-    raise FileExistsError(f"{where!r} holds a complete {KINDS[kind]}; pass {flag} to "
-                          "replace it")
+    raise FileExistsError(
+        f"{where!r} holds a complete {KINDS[kind]}; pass {flag} to replace it"
+    )
 
 
 def check_complete(node, path) -> None:
-    """ValueError when the zarr ``node`` read from ``path`` carries ``complete: false``."""
+    """ValueError when the zarr ``node`` read from ``path`` carries
+    ``complete: false``."""
     if node.attrs.get("complete") is False:
         raise ValueError(
             f"{os.fspath(path)!r} is incomplete: its write was interrupted (attribute "
@@ -240,12 +283,14 @@ _BUCKETS = ("s3", "s3a", "gs", "gcs", "abfs", "az", "adl")
 
 
 def write_problem(path, storage_options=None) -> str | None:
-    """Why a store cannot be written at ``path``, found the way the write would go; or None.
+    """Why a store cannot be written at ``path``, found the way the write would go; or
+    None.
 
-    Local paths (and ``local://`` URLs): a folder is created and removed in the nearest
-    existing parent (permission bits say nothing of read-only mounts or of ``/proc``). Other
-    URLs: the bucket (first path component) must exist and be readable; write access itself
-    cannot be known without writing an object, which this does not do.
+    Local paths (and ``local://`` URLs): a folder is created and removed in the
+    nearest existing parent (permission bits say nothing of read-only mounts or of
+    ``/proc``). Other URLs: the bucket (first path component) must exist and be
+    readable; write access itself cannot be known without writing an object, which
+    this does not do.
     """
     from fsspec.core import split_protocol
 
@@ -267,8 +312,10 @@ def write_problem(path, storage_options=None) -> str | None:
             os.mkdir(probe)
             os.rmdir(probe)
         except OSError as err:
-            return f"{target!r} cannot be written: creating a folder in {parent!r} fails " \
-                   f"({err.strerror or err})"
+            return (
+                f"{target!r} cannot be written: creating a folder in {parent!r} fails "
+                f"({err.strerror or err})"
+            )
         return None
     try:
         fs, root = _fs(path, storage_options)
@@ -279,6 +326,8 @@ def write_problem(path, storage_options=None) -> str | None:
             return f"{os.fspath(path)!r} cannot be written: no bucket {bucket!r}"
     except ImportError:
         raise
-    except Exception as err:  # credentials, endpoint, permissions: what the write would meet
+    except (
+        Exception
+    ) as err:  # credentials, endpoint, permissions: what the write would meet
         return f"{os.fspath(path)!r} cannot be reached: {type(err).__name__}: {err}"
     return None

@@ -1,9 +1,9 @@
 """Open NetCDF and HDF5 files (one file or a glob of several) lazily through xarray.
 
-NetCDF-4 files are HDF5 files; netCDF "classic" files start with ``CDF``. xarray picks the
-engine from the file's first bytes among those installed (h5netcdf or netCDF4 for HDF5,
-scipy or netCDF4 for classic files); variables come back as dask arrays, nothing is read
-until a fit computes.
+NetCDF-4 files are HDF5 files; netCDF "classic" files start with ``CDF``. xarray
+picks the engine from the file's first bytes among those installed (h5netcdf or
+netCDF4 for HDF5, scipy or netCDF4 for classic files); variables come back as dask
+arrays, nothing is read until a fit computes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ __all__ = ["is_netcdf", "open_netcdf", "open_netcdf_dataset"]
 #: file name endings of NetCDF / HDF5 files
 SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".he5")
 
-#: first bytes of an HDF5 file (NetCDF-4) and of a netCDF classic / 64-bit offset / CDF-5 file
+#: first bytes of an HDF5 file (NetCDF-4) and of a netCDF classic / 64-bit offset /
+#: CDF-5 file
 MAGIC = (b"\x89HDF\r\n\x1a\n", b"CDF\x01", b"CDF\x02", b"CDF\x05")
 
 
@@ -37,10 +38,12 @@ def _has_glob(path: str) -> bool:
 
 
 def is_netcdf(path) -> bool:
-    """True for a local path or glob naming NetCDF/HDF5 files (by ending or first bytes).
+    """True for a local path or glob naming NetCDF/HDF5 files (by ending or first
+    bytes).
 
-    Directories (zarr stores) and URLs are not NetCDF here; a path that does not exist is one
-    when its ending says so (so that opening it reports the missing file).
+    Directories (zarr stores) and URLs are not NetCDF here; a path that does not
+    exist is one when its ending says so (so that opening it reports the missing
+    file).
     """
     p = os.fspath(path)
     if is_url(p):
@@ -55,15 +58,22 @@ def is_netcdf(path) -> bool:
     return head.startswith(MAGIC)
 
 
-def open_netcdf(path, *, variable: str | None = None, chunks="auto",
-                open_options: dict | None = None) -> xr.DataArray:
-    """One variable of a NetCDF/HDF5 file, or of several files combined by their coordinates.
+def open_netcdf(
+    path,
+    *,
+    variable: str | None = None,
+    chunks="auto",
+    open_options: dict | None = None,
+) -> xr.DataArray:
+    """One variable of a NetCDF/HDF5 file, or of several files combined by their
+    coordinates.
 
     Parameters
     ----------
     path : str or path
-        A file, or a glob (``"data/sst_*.nc"``) whose files are combined by their coordinates
-        (``xr.open_mfdataset(..., combine="by_coords")``, e.g. years split along ``time``).
+        A file, or a glob (``"data/sst_*.nc"``) whose files are combined by their
+        coordinates (``xr.open_mfdataset(..., combine="by_coords")``, e.g. years split
+        along ``time``).
     variable : str, optional
         The data variable; needed when the file holds several.
     chunks : default "auto"
@@ -82,8 +92,8 @@ def open_netcdf(path, *, variable: str | None = None, chunks="auto",
     FileNotFoundError
         The file does not exist, or the glob matches no file.
     ValueError
-        Several data variables and no ``variable``; or no engine to read the file installed;
-        bad ``open_options``.
+        Several data variables and no ``variable``; or no engine to read the file
+        installed; bad ``open_options``.
     TimeDecodeError
         xarray cannot decode the file's times (a ``ValueError`` naming the options that
         open it).
@@ -95,14 +105,18 @@ def open_netcdf(path, *, variable: str | None = None, chunks="auto",
     names = list(ds.data_vars)
     if variable is None:
         if len(names) != 1:
-            raise ValueError(f"{p!r} holds variables {names}; pass variable=... to choose one")
+            raise ValueError(
+                f"{p!r} holds variables {names}; pass variable=... to choose one"
+            )
         variable = names[0]
     if variable not in ds.data_vars:
         raise KeyError(f"no variable {variable!r} in {p!r}; it has {names}")
     return ds[variable]
 
 
-def open_netcdf_dataset(path, *, chunks="auto", open_options: dict | None = None) -> xr.Dataset:
+def open_netcdf_dataset(
+    path, *, chunks="auto", open_options: dict | None = None
+) -> xr.Dataset:
     """The file (or the files a glob matches, combined) as a lazy Dataset: see
     :func:`open_netcdf`, which picks one variable of it."""
     p = os.fspath(path).removeprefix("file://")
@@ -112,9 +126,15 @@ def open_netcdf_dataset(path, *, chunks="auto", open_options: dict | None = None
             files = sorted(glob.glob(p))
             if not files:
                 raise FileNotFoundError(f"no file matches {p!r}")
-            ds = xr.open_mfdataset(files, combine="by_coords", chunks=chunks,
-                                   data_vars="minimal", coords="minimal", compat="override",
-                                   **kwargs)
+            ds = xr.open_mfdataset(
+                files,
+                combine="by_coords",
+                chunks=chunks,
+                data_vars="minimal",
+                coords="minimal",
+                compat="override",
+                **kwargs,
+            )
         else:
             if not Path(p).is_file():
                 raise FileNotFoundError(f"no NetCDF/HDF5 file at {p!r}")
@@ -123,13 +143,16 @@ def open_netcdf_dataset(path, *, chunks="auto", open_options: dict | None = None
         if is_time_decode_error(err):
             raise TimeDecodeError(p, str(err)) from err
         if "engine" in kwargs and not isinstance(err, FileNotFoundError):
-            raise OpenOptionError("engine", f"{kwargs['engine']!r} cannot read {p!r} "
-                                  f"({type(err).__name__}: {err})") from err
+            raise OpenOptionError(
+                "engine",
+                f"{kwargs['engine']!r} cannot read {p!r} ({type(err).__name__}: {err})",
+            ) from err
         if isinstance(err, OSError):
             raise
         if "engine" in str(err) or "backend" in str(err):
             raise ValueError(
-                f"cannot read {p!r}: no installed xarray engine reads it ({err}); install the "
+                f"cannot read {p!r}: no installed xarray engine reads it ({err}); "
+                f"install the "
                 "'netcdf' extra: pip install 'scalepca[netcdf]'"
             ) from err
         raise

@@ -1,6 +1,11 @@
 """Pure functions on dask and NumPy arrays; no estimator state lives here."""
 
-from .decomp import eigh_descending, flip_signs, randomized_svd_centered, tsqr_svd_centered
+from .decomp import (
+    eigh_descending,
+    flip_signs,
+    randomized_svd_centered,
+    tsqr_svd_centered,
+)
 from .moments import (
     block_moments,
     column_moments_graph,

@@ -1,11 +1,13 @@
-"""The lasso-modified LARS path of :func:`scalepca.linalg.sparse.enet_gram_path`, compiled.
+"""The lasso-modified LARS path of :func:`scalepca.linalg.sparse.enet_gram_path`,
+compiled.
 
-The same steps in the same order as the NumPy version (entry, drop, tied entries, restart),
-compiled by numba when it is installed (the ``sparse`` and ``anndata`` extras): the path has
-one breakpoint per entering or leaving variable and ZHT's alternation solves d-variable paths
-k times per alternation, so at d in the hundreds the per-breakpoint overhead of NumPy calls
-is most of the fit's client time. The active system is solved by Cholesky (``G`` is positive
-definite on the path), falling back to least squares when it is numerically singular.
+The same steps in the same order as the NumPy version (entry, drop, tied entries,
+restart), compiled by numba when it is installed (the ``sparse`` and ``anndata``
+extras): the path has one breakpoint per entering or leaving variable and ZHT's
+alternation solves d-variable paths k times per alternation, so at d in the hundreds
+the per-breakpoint overhead of NumPy calls is most of the fit's client time. The
+active system is solved by Cholesky (``G`` is positive definite on the path), falling
+back to least squares when it is numerically singular.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ _compiled = None
 
 
 def _solve_active(GAA, s):  # pragma: no cover - compiled
-    """``GAA⁻¹ s`` by Cholesky; least squares when GAA is not numerically positive definite."""
+    """``GAA⁻¹ s`` by Cholesky; least squares when GAA is not numerically positive
+    definite."""
     m = GAA.shape[0]
     L = np.zeros((m, m))
     for j in range(m):
@@ -99,8 +102,8 @@ def _drop_step(beta, A, w, eps):  # pragma: no cover - compiled
 
 
 def _admit(c, chat, tie, j_enter, inactive, active, na, n_nonzero):  # pragma: no cover
-    """Make ``j_enter`` and the variables tied with it active; the new count, or -1 when that
-    would pass ``n_nonzero`` (nothing is changed then)."""
+    """Make ``j_enter`` and the variables tied with it active; the new count, or -1
+    when that would pass ``n_nonzero`` (nothing is changed then)."""
     n_enter = 1
     for i in range(c.shape[0]):
         if inactive[i] and i != j_enter and abs(abs(c[i]) - chat) <= tie:
@@ -145,8 +148,9 @@ def _lars_path(G, b, n_nonzero, target, max_steps):  # pragma: no cover - compil
         t_drop, m = _drop_step(beta, A, w, eps)
         t_end = chat - target
         t = min(t_enter, t_drop, t_end)
-        stop_here = (n_nonzero >= 0 and t == t_enter and t_enter < t_drop
-                     and na >= n_nonzero)
+        stop_here = (
+            n_nonzero >= 0 and t == t_enter and t_enter < t_drop and na >= n_nonzero
+        )
         for i in range(na):
             beta[A[i]] += t * w[i]
         for i in range(d):
@@ -162,7 +166,8 @@ def _lars_path(G, b, n_nonzero, target, max_steps):  # pragma: no cover - compil
             na -= 1
             inactive[gone] = True
             if na == 0:
-                # every coefficient is back at zero: restart from the largest correlation
+                # every coefficient is back at zero: restart from the largest
+                # correlation
                 j = int(np.argmax(np.abs(c)))
                 active[0] = j
                 na = 1
@@ -170,15 +175,17 @@ def _lars_path(G, b, n_nonzero, target, max_steps):  # pragma: no cover - compil
         else:
             na_new = _admit(c, chat, tie, j_enter, inactive, active, na, n_nonzero)
             if na_new < 0:
-                break  # a tie would jump past the requested count: stop at this breakpoint
+                # a tie would jump past the requested count: stop at this breakpoint
+                break
             na = na_new
     return beta
 
 
-def lars_path(G: np.ndarray, b: np.ndarray, n_nonzero: int | None, target: float,
-              max_steps: int) -> np.ndarray:
-    """The compiled path (``HAVE_KERNEL`` must be true); arguments as in ``enet_gram_path``,
-    ``target = λ₁ / 2``."""
+def lars_path(
+    G: np.ndarray, b: np.ndarray, n_nonzero: int | None, target: float, max_steps: int
+) -> np.ndarray:
+    """The compiled path (``HAVE_KERNEL`` must be true); arguments as in
+    ``enet_gram_path``, ``target = λ₁ / 2``."""
     global _compiled, _solve_active, _direction, _entry_step, _drop_step, _admit
     if _compiled is None:
         import numba
@@ -187,7 +194,10 @@ def lars_path(G: np.ndarray, b: np.ndarray, n_nonzero: int | None, target: float
         _solve_active, _direction = jit(_solve_active), jit(_direction)
         _entry_step, _drop_step, _admit = jit(_entry_step), jit(_drop_step), jit(_admit)
         _compiled = jit(_lars_path)
-    return _compiled(np.ascontiguousarray(G, dtype=np.float64),
-                      np.ascontiguousarray(b, dtype=np.float64),
-                      -1 if n_nonzero is None else int(n_nonzero), float(target),
-                      int(max_steps))
+    return _compiled(
+        np.ascontiguousarray(G, dtype=np.float64),
+        np.ascontiguousarray(b, dtype=np.float64),
+        -1 if n_nonzero is None else int(n_nonzero),
+        float(target),
+        int(max_steps),
+    )

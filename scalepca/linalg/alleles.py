@@ -1,6 +1,6 @@
-"""Allele frequencies and the genotype standardisation's statistics from one moments pass
-(the algebra behind :mod:`scalepca.preprocessing._genotype`, used by the fits and by the
-wide solvers' per-strip maps)."""
+"""Allele frequencies and the genotype standardisation's statistics from one moments
+pass (the algebra behind :mod:`scalepca.preprocessing._genotype`, used by the fits
+and by the wide solvers' per-strip maps)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import scipy.sparse
 
 @dataclass(frozen=True)
 class AlleleScaling:
-    """Per-SNP statistics of the first pass (all SNPs; ``keep`` selects the fitted ones)."""
+    """Per-SNP statistics of the first pass (all SNPs; ``keep`` selects the fitted
+    ones)."""
 
     frequency: np.ndarray  # p (NaN where a SNP has no call)
     keep: np.ndarray  # bool: called at least once and polymorphic
@@ -35,10 +36,11 @@ class AlleleScaling:
 def allele_scaling(mom: dict) -> AlleleScaling:
     """Allele frequencies and the standardised sums of squares from one moments pass.
 
-    ``mom`` holds what :func:`~scalepca.linalg.moments.column_moments_graph` returns: ``n``,
-    the ``mean`` and ``ss`` (sum of squared deviations) of the data with non-finite entries
-    set to 0, and ``nan_features`` (NaN per feature) when there were any. With
-    ``c`` calls, ``Σ x² = ss + n m²`` and ``Σ (x − μ)² = Σ x² − c μ²`` over the calls.
+    ``mom`` holds what :func:`~scalepca.linalg.moments.column_moments_graph` returns:
+    ``n``, the ``mean`` and ``ss`` (sum of squared deviations) of the data with
+    non-finite entries set to 0, and ``nan_features`` (NaN per feature) when there
+    were any. With ``c`` calls, ``Σ x² = ss + n m²`` and ``Σ (x − μ)² = Σ x² − c μ²``
+    over the calls.
     """
     n = int(mom["n"])
     nanf = np.asarray(mom.get("nan_features", 0), dtype=np.int64)
@@ -48,15 +50,20 @@ def allele_scaling(mom: dict) -> AlleleScaling:
     mu = np.full(calls.shape, np.nan)
     mu[called] = total[called] / calls[called]
     p = mu / 2.0
-    # a frequency within rounding of 0 or 1 is monomorphic (exact counts give exact 0 or 1)
+    # a frequency within rounding of 0 or 1 is monomorphic (exact counts give exact 0 or
+    # 1)
     eps = 8 * np.finfo(np.float64).eps
     poly = called & (p > eps) & (p < 1.0 - eps)
     sq = mom["ss"] + n * mom["mean"] ** 2  # Σ x² over the calls
     dev = np.maximum(sq - calls * np.where(called, mu, 0.0) ** 2, 0.0)
     var = 2.0 * p[poly] * (1.0 - p[poly])
-    return AlleleScaling(frequency=p, keep=poly, ss=dev[poly] / var,
-                         n_uncalled=int((~called).sum()),
-                         n_monomorphic=int((called & ~poly).sum()))
+    return AlleleScaling(
+        frequency=p,
+        keep=poly,
+        ss=dev[poly] / var,
+        n_uncalled=int((~called).sum()),
+        n_monomorphic=int((called & ~poly).sum()),
+    )
 
 
 def strip_scaling(n: int, stats: dict):
@@ -74,12 +81,15 @@ def strip_scaling(n: int, stats: dict):
 
 
 def refuse_partial_calls(X, message: str):
-    """``X`` (a dask array of allele counts, dense or CSR blocks) with a check fused into the
-    read of each block: a block in which a SNP has both calls and missing calls raises
-    ``ValueError(message)`` there, so that a pass over it stops at the first such block
-    instead of reading the whole input. A SNP missing in every row of a block passes (it may
-    be a SNP without any call, which a fit leaves out: only the whole pass's count tells)."""
-    return X.map_blocks(_check_partial_calls, message=message, dtype=X.dtype, meta=X._meta)
+    """``X`` (a dask array of allele counts, dense or CSR blocks) with a check fused
+    into the read of each block: a block in which a SNP has both calls and missing
+    calls raises ``ValueError(message)`` there, so that a pass over it stops at the
+    first such block instead of reading the whole input. A SNP missing in every row
+    of a block passes (it may be a SNP without any call, which a fit leaves out: only
+    the whole pass's count tells)."""
+    return X.map_blocks(
+        _check_partial_calls, message=message, dtype=X.dtype, meta=X._meta
+    )
 
 
 def _check_partial_calls(block, message: str):

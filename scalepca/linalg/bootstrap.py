@@ -1,27 +1,29 @@
 """Kernels of the one-pass bootstrap: Poisson row weights by global row index, weighted
 moments of many replicates at once, and the replicates' spectra from one sample Gram.
 
-The Poisson bootstrap (Hanley & MacGibbon, 2006; Chamandy et al., 2012) gives every row of
-replicate ``b`` an independent weight ``w_ib ~ Poisson(1)`` instead of drawing n rows with
-replacement: a row's weight depends on the row alone, so every row block can weigh its own
-rows where it lives, in the pass that fits the model, and the replicates' statistics are merged
-like any other moments. Here the weight is a function of ``(seed, global row index,
-replicate)`` only (a counter-based hash, SplitMix64, mapped to Poisson(1) by its inverse
-distribution function), so the weights, and every result, do not depend on the chunking, the
-number of workers or the order the blocks are read in.
+The Poisson bootstrap (Hanley & MacGibbon, 2006; Chamandy et al., 2012) gives every row
+of replicate ``b`` an independent weight ``w_ib ~ Poisson(1)`` instead of drawing n rows
+with replacement: a row's weight depends on the row alone, so every row block can weigh
+its own rows where it lives, in the pass that fits the model, and the replicates'
+statistics are merged like any other moments. Here the weight is a function of
+``(seed, global row index, replicate)`` only (a counter-based hash, SplitMix64, mapped
+to Poisson(1) by its inverse distribution function), so the weights, and every result,
+do not depend on the chunking, the number of workers or the order the blocks are read
+in.
 
 Two ways to the replicates' eigenvalues:
 
-- row blocks (n ≫ d): :func:`weighted_block_moments` gives each replicate's weight total,
-  weighted mean and weighted centred Gram (B × d × d), merged by :func:`merge_weighted`
-  (the weighted parallel update of Chan et al.); each replicate's covariance is decomposed on
-  the client.
-- the sample Gram (n ≪ d): with ``P_w = I − 1 wᵀ / W`` (weighted centring, ``P_w 1 = 0``),
-  the weighted centred data are ``P_w X_c`` whatever centre ``X_c`` had, so the nonzero
-  eigenvalues of a replicate's covariance are those of the n × n matrix
-  ``D^½ P_w G P_wᵀ D^½ / (W − 1)`` (``G = X_c X_cᵀ``, ``D = diag(w)``,
-  :func:`replicate_gram`): every replicate follows from the one Gram of the fit, on the
-  client, and its EOFs ``X_cᵀ P_wᵀ D^½ U_b Λ_b^{-½}`` from the fit's own components pass.
+- row blocks (n ≫ d): :func:`weighted_block_moments` gives each replicate's weight
+  total, weighted mean and weighted centred Gram (B × d × d), merged by
+  :func:`merge_weighted` (the weighted parallel update of Chan et al.); each replicate's
+  covariance is decomposed on the client.
+- the sample Gram (n ≪ d): with ``P_w = I − 1 wᵀ / W`` (weighted centring,
+  ``P_w 1 = 0``), the weighted centred data are ``P_w X_c`` whatever centre ``X_c``
+  had, so the nonzero eigenvalues of a replicate's covariance are those of the n × n
+  matrix ``D^½ P_w G P_wᵀ D^½ / (W − 1)`` (``G = X_c X_cᵀ``, ``D = diag(w)``,
+  :func:`replicate_gram`): every replicate follows from the one Gram of the fit, on
+  the client, and its EOFs ``X_cᵀ P_wᵀ D^½ U_b Λ_b^{-½}`` from the fit's own
+  components pass.
 """
 
 from __future__ import annotations
@@ -32,8 +34,15 @@ import numpy as np
 
 from .decomp import leading_eigh
 
-__all__ = ["covariance_replicates", "gram_replicates", "merge_weighted", "poisson_weights",
-           "replicate_gram", "strip_replicate_components", "weighted_block_moments"]
+__all__ = [
+    "covariance_replicates",
+    "gram_replicates",
+    "merge_weighted",
+    "poisson_weights",
+    "replicate_gram",
+    "strip_replicate_components",
+    "weighted_block_moments",
+]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 #: Poisson(1)'s distribution function at 0, 1, ..., 24 (beyond 24: below 2⁻⁵³)
@@ -49,8 +58,8 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 
 def poisson_weights(seed: int, rows: np.ndarray, n_replicates: int) -> np.ndarray:
-    """Poisson(1) weights (len(rows) × n_replicates, float64) of the rows with the global
-    indices ``rows``: a function of ``(seed, row, replicate)`` only."""
+    """Poisson(1) weights (len(rows) × n_replicates, float64) of the rows with the
+    global indices ``rows``: a function of ``(seed, row, replicate)`` only."""
     rows = np.asarray(rows, dtype=np.uint64)
     b = np.arange(n_replicates, dtype=np.uint64)
     with np.errstate(over="ignore"):
@@ -61,14 +70,21 @@ def poisson_weights(seed: int, rows: np.ndarray, n_replicates: int) -> np.ndarra
     return np.searchsorted(_POISSON1_CDF, u, side="right").astype(np.float64)
 
 
-def weighted_block_moments(x, row0: int, seed: int, n_replicates: int,
-                           replicates: range | None = None, plain: bool = True) -> dict:
-    """The moments of one row block (rows ``row0 …`` of the matrix) for the fit and for every
-    replicate: ``n``, ``mean``, ``m2`` (centred Gram, d × d) of the block as it is, and per
-    replicate ``W`` (B,), ``wmean`` (B × d), ``wm2`` (B × d × d, weighted centred Gram).
-    Non-finite entries count as 0 (the caller refuses or leaves out their features); their
-    count per feature is ``nan``. ``replicates``: only these of the ``n_replicates``
-    (weighted as in the whole set); ``plain=False``: without ``n``, ``mean``, ``m2``."""
+def weighted_block_moments(
+    x,
+    row0: int,
+    seed: int,
+    n_replicates: int,
+    replicates: range | None = None,
+    plain: bool = True,
+) -> dict:
+    """The moments of one row block (rows ``row0 …`` of the matrix) for the fit and
+    for every replicate: ``n``, ``mean``, ``m2`` (centred Gram, d × d) of the block
+    as it is, and per replicate ``W`` (B,), ``wmean`` (B × d), ``wm2`` (B × d × d,
+    weighted centred Gram). Non-finite entries count as 0 (the caller refuses or
+    leaves out their features); their count per feature is ``nan``. ``replicates``:
+    only these of the ``n_replicates`` (weighted as in the whole set);
+    ``plain=False``: without ``n``, ``mean``, ``m2``."""
     x = np.asarray(x, dtype=np.float64)
     r, d = x.shape
     nan = np.isnan(x).sum(axis=0)
@@ -78,10 +94,11 @@ def weighted_block_moments(x, row0: int, seed: int, n_replicates: int,
     xc = x - mean
     reps = range(n_replicates) if replicates is None else replicates
     w = poisson_weights(seed, np.arange(row0, row0 + r), n_replicates)
-    w = w[:, reps.start:reps.stop]
+    w = w[:, reps.start : reps.stop]
     W = w.sum(axis=0)
-    m = np.divide(w.T @ xc, W[:, None], out=np.zeros((len(reps), d)),
-                  where=W[:, None] > 0)
+    m = np.divide(
+        w.T @ xc, W[:, None], out=np.zeros((len(reps), d)), where=W[:, None] > 0
+    )
     wm2 = np.empty((len(reps), d, d))
     for b in range(len(reps)):
         y = xc - m[b]
@@ -93,15 +110,19 @@ def weighted_block_moments(x, row0: int, seed: int, n_replicates: int,
 
 
 def merge_weighted(a: dict, b: dict) -> dict:
-    """Chan et al.'s parallel update of two partials of :func:`weighted_block_moments`, for
-    the plain moments and every replicate's weighted ones (consecutive blocks, left to right).
-    ``a``'s Gram arrays are updated in place (B · d² values: a copy would double a worker's
-    memory); partials are made for this merge and read by it alone."""
+    """Chan et al.'s parallel update of two partials of
+    :func:`weighted_block_moments`, for the plain moments and every replicate's
+    weighted ones (consecutive blocks, left to right). ``a``'s Gram arrays are
+    updated in place (B · d² values: a copy would double a worker's memory); partials
+    are made for this merge and read by it alone."""
     out = {"nan": a["nan"] + b["nan"]}
     for n_, mean_, m2_ in (("n", "mean", "m2"), ("W", "wmean", "wm2")):
         if n_ not in a:  # a replicate group's partial without the plain moments
             continue
-        na, nb = np.asarray(a[n_], dtype=np.float64), np.asarray(b[n_], dtype=np.float64)
+        na, nb = (
+            np.asarray(a[n_], dtype=np.float64),
+            np.asarray(b[n_], dtype=np.float64),
+        )
         n = na + nb
         delta = np.asarray(b[mean_] - a[mean_])
         frac = np.divide(nb, n, out=np.zeros_like(n), where=n > 0)
@@ -119,9 +140,9 @@ def merge_weighted(a: dict, b: dict) -> dict:
 
 
 def replicate_gram(G: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``D^½ P_w G P_wᵀ D^½`` (n × n) of one replicate's weights ``w`` (n,) from the centred
-    sample Gram ``G``: its eigenvalues are those of the replicate's weighted centred Gram
-    ``Σ_i w_i (x_i − x̄_w)(x_i − x̄_w)ᵀ`` (the nonzero ones)."""
+    """``D^½ P_w G P_wᵀ D^½`` (n × n) of one replicate's weights ``w`` (n,) from the
+    centred sample Gram ``G``: its eigenvalues are those of the replicate's weighted
+    centred Gram ``Σ_i w_i (x_i − x̄_w)(x_i − x̄_w)ᵀ`` (the nonzero ones)."""
     W = w.sum()
     Gw = G @ w / W  # (G w) / W
     PGP = G - Gw[:, None] - Gw[None, :] + float(w @ Gw) / W
@@ -133,9 +154,10 @@ def strip_replicate_components(x, mean, coef, k: int, q: tuple) -> np.ndarray:
     """One column strip's share of the fit's EOFs and of the replicates' EOF summaries.
 
     ``coef`` (n × (1 + B)·k): the fit's ``U Σ⁻¹`` then each replicate's
-    ``P_wᵀ D^½ U_b Λ_b^{-½}`` (signs already matched to the fit), so that ``X_cᵀ coef`` are
-    the EOFs. Returns (4·k × w): the fit's EOFs, the replicates' ``q`` percentiles (lower,
-    upper) and their standard deviation, per mode and feature.
+    ``P_wᵀ D^½ U_b Λ_b^{-½}`` (signs already matched to the fit), so that
+    ``X_cᵀ coef`` are the EOFs. Returns (4·k × w): the fit's EOFs, the replicates'
+    ``q`` percentiles (lower, upper) and their standard deviation, per mode and
+    feature.
     """
     x = np.asarray(x, dtype=np.float64)
     if not np.isfinite(x).all():
@@ -153,9 +175,9 @@ BATCH_BYTES = 256 * 2**20
 
 
 def _eigh_descending(mats: np.ndarray):
-    """Eigenpairs of a stack of symmetric matrices, largest first (negative rounding → 0).
-    Small matrices run one BLAS thread each: their decompositions gain nothing from threads,
-    and lose much to thread start-up when the cores are shared."""
+    """Eigenpairs of a stack of symmetric matrices, largest first (negative rounding
+    → 0). Small matrices run one BLAS thread each: their decompositions gain nothing
+    from threads, and lose much to thread start-up when the cores are shared."""
     from threadpoolctl import threadpool_limits
 
     if mats.shape[-1] <= 256:
@@ -166,14 +188,15 @@ def _eigh_descending(mats: np.ndarray):
     return vals[..., ::-1].clip(min=0.0), vecs[..., ::-1]
 
 
-#: from this side on, a replicate's leading eigenpairs come from ARPACK (a few dozen products
-#: with the n × n matrix) rather than a full decomposition (n³ each)
+#: from this side on, a replicate's leading eigenpairs come from ARPACK (a few dozen
+#: products with the n × n matrix) rather than a full decomposition (n³ each)
 PARTIAL_EIGH_SIDE = 512
 
 
 def _leading_eigh(mats: np.ndarray, m: int):
-    """The ``m`` leading eigenpairs of each matrix of a stack, largest first: all of them by
-    LAPACK for small sides, the ``m`` wanted by ARPACK (to machine precision) for large."""
+    """The ``m`` leading eigenpairs of each matrix of a stack, largest first: all of
+    them by LAPACK for small sides, the ``m`` wanted by ARPACK (to machine precision)
+    for large."""
     side = mats.shape[-1]
     if side < PARTIAL_EIGH_SIDE or m >= side - 1:
         vals, vecs = _eigh_descending(mats)
@@ -194,11 +217,13 @@ def _batches(B: int, side: int, nbytes: int = BATCH_BYTES):
 
 
 def gram_replicates(G: np.ndarray, w_all: np.ndarray, k: int, fit_scores: np.ndarray):
-    """Every replicate's leading ``k + 1`` eigenvalues, total variance and EOF coefficients
-    from the centred sample Gram ``G`` (n × n) and the weights ``w_all`` (n × B).
+    """Every replicate's leading ``k + 1`` eigenvalues, total variance and EOF
+    coefficients from the centred sample Gram ``G`` (n × n) and the weights ``w_all`` (n
+    × B).
 
-    Returns ``(lam (B, k+1), total (B,), coef (n, B·k))``: ``X_cᵀ coef`` are the replicates'
-    EOFs, each signed so that it points the way of the fit's (``fit_scores`` = ``X_c V``).
+    Returns ``(lam (B, k+1), total (B,), coef (n, B·k))``: ``X_cᵀ coef`` are the
+    replicates' EOFs, each signed so that it points the way of the fit's
+    (``fit_scores`` = ``X_c V``).
     """
     n, B = w_all.shape
     lam, total, coefs = [], [], []
@@ -215,14 +240,19 @@ def gram_replicates(G: np.ndarray, w_all: np.ndarray, k: int, fit_scores: np.nda
         A = A * np.sign(np.einsum("bik,ik->bk", A, fit_scores))[:, None, :]
         coefs.append(A)
     A = np.concatenate(coefs)  # B × n × k
-    return (np.concatenate(lam), np.concatenate(total),
-            A.transpose(1, 0, 2).reshape(n, B * k))
+    return (
+        np.concatenate(lam),
+        np.concatenate(total),
+        A.transpose(1, 0, 2).reshape(n, B * k),
+    )
 
 
-def covariance_replicates(wm2: np.ndarray, W: np.ndarray, keep: np.ndarray, k: int,
-                          components: np.ndarray):
-    """Every replicate's leading ``k + 1`` eigenvalues, total variance and EOFs (B × k × d_kept,
-    signed as ``components``, k × d_kept) from the weighted centred Grams ``wm2`` (B × d × d)."""
+def covariance_replicates(
+    wm2: np.ndarray, W: np.ndarray, keep: np.ndarray, k: int, components: np.ndarray
+):
+    """Every replicate's leading ``k + 1`` eigenvalues, total variance and EOFs (B ×
+    k × d_kept, signed as ``components``, k × d_kept) from the weighted centred Grams
+    ``wm2`` (B × d × d)."""
     B = wm2.shape[0]
     idx = np.flatnonzero(keep)
     lam, total, reps = [], [], []

@@ -1,7 +1,7 @@
 """Decompositions of small matrices and tall-skinny / wide dask matrices.
 
-Small (client-side) kernels take and return NumPy arrays; the dask ones take dask arrays and
-say in their docstring how many passes over the data they make.
+Small (client-side) kernels take and return NumPy arrays; the dask ones take dask
+arrays and say in their docstring how many passes over the data they make.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ __all__ = [
 
 
 def flip_signs(components: np.ndarray, scores_like: np.ndarray | None = None):
-    """Sign convention: in every row of ``components`` the entry of largest magnitude is positive.
+    """Sign convention: in every row of ``components`` the entry of largest magnitude is
+    positive.
 
-    It depends only on the components themselves, so it is the same for any chunking, number of
-    workers or solver. ``scores_like`` (columns matching the rows of ``components``) is flipped
-    with them when given.
+    It depends only on the components themselves, so it is the same for any chunking,
+    number of workers or solver. ``scores_like`` (columns matching the rows of
+    ``components``) is flipped with them when given.
     """
     idx = np.argmax(np.abs(components), axis=1)
     signs = np.sign(components[np.arange(components.shape[0]), idx])
@@ -40,34 +41,39 @@ def flip_signs(components: np.ndarray, scores_like: np.ndarray | None = None):
 
 
 def eigh_descending(C: np.ndarray, k: int | None = None):
-    """Eigenpairs of the symmetric matrix ``C`` in descending order (all, or the top ``k``).
+    """Eigenpairs of the symmetric matrix ``C`` in descending order (all, or the top
+    ``k``).
 
-    LAPACK ``syevr`` via SciPy; with ``k`` only the top ``k`` are computed (``subset_by_index``).
+    LAPACK ``syevr`` via SciPy; with ``k`` only the top ``k`` are computed
+    (``subset_by_index``).
     """
     d = C.shape[0]
     if k is None or k >= d:
         w, V = sla.eigh(C, driver="evr", check_finite=False)
     else:
-        w, V = sla.eigh(C, subset_by_index=[d - k, d - 1], driver="evr", check_finite=False)
+        w, V = sla.eigh(
+            C, subset_by_index=[d - k, d - 1], driver="evr", check_finite=False
+        )
     return w[::-1].copy(), V[:, ::-1].copy()
 
 
-#: :func:`spectrum_from_moments` finds only the leading k eigenpairs, by Lanczos (ARPACK), when
-#: ``k · LEADING_FRACTION < d`` and ``d ≥ LEADING_MIN_FEATURES``: LAPACK's reduction of the
-#: whole d × d matrix to tridiagonal form is the client's wait after the pass (d = 2,000,
-#: k = 10: 0.25–0.45 s for the leading pairs alone, 0.55–0.9 s with every eigenvalue, against
-#: 0.07 s for ARPACK, measured on 1 and 2 cores)
+#: :func:`spectrum_from_moments` finds only the leading k eigenpairs, by Lanczos
+#: (ARPACK), when ``k · LEADING_FRACTION < d`` and ``d ≥ LEADING_MIN_FEATURES``:
+#: LAPACK's reduction of the whole d × d matrix to tridiagonal form is the client's wait
+#: after the pass (d = 2,000, k = 10: 0.25–0.45 s for the leading pairs alone, 0.55–0.9
+#: s with every eigenvalue, against 0.07 s for ARPACK, measured on 1 and 2 cores)
 LEADING_FRACTION = 10
 LEADING_MIN_FEATURES = 1_000
 
 
 def leading_eigh(C: np.ndarray, k: int):
-    """The ``k`` largest eigenpairs of the symmetric positive semi-definite ``C``, descending.
+    """The ``k`` largest eigenpairs of the symmetric positive semi-definite ``C``,
+    descending.
 
-    ARPACK's implicitly restarted Lanczos (``scipy.sparse.linalg.eigsh``) to machine precision
-    (``tol=0``), from a fixed pseudo-random start (the same pairs for the same ``C``; a fixed
-    vector such as all ones could be orthogonal to a leading eigenvector). Where it does not
-    converge, LAPACK's ``syevr`` on the same subset.
+    ARPACK's implicitly restarted Lanczos (``scipy.sparse.linalg.eigsh``) to machine
+    precision (``tol=0``), from a fixed pseudo-random start (the same pairs for the
+    same ``C``; a fixed vector such as all ones could be orthogonal to a leading
+    eigenvector). Where it does not converge, LAPACK's ``syevr`` on the same subset.
     """
     from scipy.sparse.linalg import ArpackNoConvergence, eigsh
 
@@ -81,17 +87,21 @@ def leading_eigh(C: np.ndarray, k: int):
     return w[order], np.ascontiguousarray(V[:, order])
 
 
-def spectrum_from_moments(mom: dict, n_components: int, scale: np.ndarray | None = None):
+def spectrum_from_moments(
+    mom: dict, n_components: int, scale: np.ndarray | None = None
+):
     """Eigen-decomposition of the sample covariance from one-pass moments.
 
-    With ``scale`` (per-feature standard deviations, :func:`~scalepca.linalg.feature_scale`)
-    the covariance of the standardised data ``Cᵢⱼ / (σᵢ σⱼ)`` — the correlation matrix — is
-    decomposed instead: the same moments, no second pass.
+    With ``scale`` (per-feature standard deviations,
+    :func:`~scalepca.linalg.feature_scale`) the covariance of the standardised data
+    ``Cᵢⱼ / (σᵢ σⱼ)`` — the correlation matrix — is decomposed instead: the same
+    moments, no second pass.
 
-    Returns ``(n, mean, eigenvalues (descending), components (k × d), total_variance)``. The
+    Returns
+    ``(n, mean, eigenvalues (descending), components (k × d), total_variance)``. The
     eigenvalues are all d, or — for a few components of many features (see
-    :data:`LEADING_FRACTION`) — the leading ``n_components``: the variance left out is then
-    ``total − Σ`` of them (the trace), which is the sum of the others.
+    :data:`LEADING_FRACTION`) — the leading ``n_components``: the variance left out
+    is then ``total − Σ`` of them (the trace), which is the sum of the others.
     """
     n = mom["n"]
     denom = max(n - 1, 1)
@@ -112,10 +122,11 @@ def spectrum_from_moments(mom: dict, n_components: int, scale: np.ndarray | None
 def tsqr_svd_centered(X: da.Array, mean: np.ndarray):
     """Singular values and right singular vectors of ``X − 1 meanᵀ`` by direct TSQR.
 
-    One pass over ``X`` (rows chunked, one column chunk): each block is centred and QR-factored
-    where it lives; the stacked R factors are reduced as a tree (dask's ``tsqr``), and the SVD
-    of the final d × d R gives the singular values to full working precision — unlike the
-    covariance route, whose small eigenvalues lose digits to squaring.
+    One pass over ``X`` (rows chunked, one column chunk): each block is centred and
+    QR-factored where it lives; the stacked R factors are reduced as a tree (dask's
+    ``tsqr``), and the SVD of the final d × d R gives the singular values to full
+    working precision — unlike the covariance route, whose small eigenvalues lose digits
+    to squaring.
 
     Memory per worker: one row block plus a few d × d factors.
     """
@@ -132,34 +143,53 @@ def tsqr_svd_centered(X: da.Array, mean: np.ndarray):
 
 
 def _orthonormalize(Y: da.Array) -> da.Array:
-    """Orthonormal basis of the range of a tall dask matrix (TSQR; columns in one chunk)."""
+    """Orthonormal basis of the range of a tall dask matrix (TSQR; columns in one
+    chunk)."""
     Q, _ = da.linalg.tsqr(Y.rechunk({1: -1}))
     return Q
 
 
 def _rows_times(x, Om, shift):
-    """``x Ω − shift`` of one row block (dense or ``scipy.sparse``: a sparse–dense product)."""
+    """``x Ω − shift`` of one row block (dense or ``scipy.sparse``: a sparse–dense
+    product)."""
     return np.asarray(x @ Om) - shift
 
 
 def _block_rtimes(x, q):
-    """``xᵀ q`` of one row block as a (1, d, l) partial (dense or ``scipy.sparse`` ``x``)."""
+    """``xᵀ q`` of one row block as a (1, d, l) partial (dense or ``scipy.sparse``
+    ``x``)."""
     return np.asarray(x.T @ q)[None]
 
 
 def _sparse_times(X: da.Array, Om: np.ndarray, shift: np.ndarray) -> da.Array:
-    """Lazy ``X Ω − 1 shiftᵀ`` of a row-chunked CSR dask array (one column chunk): dense n × l."""
+    """Lazy ``X Ω − 1 shiftᵀ`` of a row-chunked CSR dask array (one column chunk):
+    dense n × l."""
     l = Om.shape[1]
-    return X.map_blocks(_rows_times, Om, shift, chunks=(X.chunks[0], (l,)), dtype=np.float64,
-                        meta=np.empty((0, 0), dtype=np.float64))
+    return X.map_blocks(
+        _rows_times,
+        Om,
+        shift,
+        chunks=(X.chunks[0], (l,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0), dtype=np.float64),
+    )
 
 
 def _sparse_rtimes(X: da.Array, Q: da.Array) -> da.Array:
-    """Lazy ``Xᵀ Q`` (d × l) of a row-chunked CSR dask array: each block's ``xᵀ q`` where the
-    block lives, summed as a tree of d × l partials."""
+    """Lazy ``Xᵀ Q`` (d × l) of a row-chunked CSR dask array: each block's ``xᵀ q``
+    where the block lives, summed as a tree of d × l partials."""
     Q = Q.rechunk({0: X.chunks[0], 1: -1})
-    parts = da.blockwise(_block_rtimes, "ijk", X, "ij", Q, "ik", adjust_chunks={"i": 1},
-                         dtype=np.float64, meta=np.empty((0, 0, 0), dtype=np.float64))
+    parts = da.blockwise(
+        _block_rtimes,
+        "ijk",
+        X,
+        "ij",
+        Q,
+        "ik",
+        adjust_chunks={"i": 1},
+        dtype=np.float64,
+        meta=np.empty((0, 0, 0), dtype=np.float64),
+    )
     return parts.sum(axis=0)
 
 
@@ -173,20 +203,24 @@ def randomized_svd_centered(
     seed: np.random.SeedSequence,
     persist: bool = False,
 ):
-    """Top-``k`` SVD of ``Xc = X − 1 meanᵀ`` by a randomized range finder (Halko et al. 2011).
+    """Top-``k`` SVD of ``Xc = X − 1 meanᵀ`` by a randomized range finder (Halko et al.
+    2011).
 
-    ``Xc`` is never formed: products use ``X Ω − 1 (meanᵀ Ω)`` and ``Xᵀ Q − mean (1ᵀ Q)``, so
-    ``X`` may be stored in 2-D blocks (wide data whose d × d Gram would not fit), or in
-    ``scipy.sparse`` CSR row blocks (one column chunk): those are multiplied as they are
-    (sparse–dense products ``x Ω`` and ``xᵀ q`` per block, the d × l partials summed in a
-    tree), never densified, so memory per worker is one sparse block plus a few n_b × l and
-    d × l dense factors — nothing grows with d². The iteration is the package's one range
-    finder, :func:`~scalepca.linalg.rangefinder.subspace_iteration`; here its tall side is
-    orthonormalised by TSQR and stays on the cluster, the d × l side by QR on the client.
+    ``Xc`` is never formed: products use ``X Ω − 1 (meanᵀ Ω)`` and
+    ``Xᵀ Q − mean (1ᵀ Q)``, so ``X`` may be stored in 2-D blocks (wide data whose d × d
+    Gram would not fit), or in ``scipy.sparse`` CSR row blocks (one column chunk): those
+    are multiplied as they are (sparse–dense products ``x Ω`` and ``xᵀ q`` per block,
+    the d × l partials summed in a tree), never densified, so memory per worker is one
+    sparse block plus a few n_b × l and d × l dense factors — nothing grows with d². The
+    iteration is the package's one range finder,
+    :func:`~scalepca.linalg.rangefinder.subspace_iteration`; here its tall side is
+    orthonormalised by TSQR and stays on the cluster, the d × l side by QR on the
+    client.
 
-    Passes over ``X``: ``2 + 2 · n_power_iter`` (one for ``X Ω``, two per power iteration, one
-    for ``B = Qᵀ Xc``), fewer if ``persist`` holds ``X`` in cluster memory; each is counted on
-    the active counter of :mod:`~scalepca.linalg.passes` (the fitting estimator's).
+    Passes over ``X``: ``2 + 2 · n_power_iter`` (one for ``X Ω``, two per power
+    iteration, one for ``B = Qᵀ Xc``), fewer if ``persist`` holds ``X`` in cluster
+    memory; each is counted on the active counter of :mod:`~scalepca.linalg.passes` (the
+    fitting estimator's).
 
     Returns ``(s, Vt)`` with ``k`` singular values and right singular vectors.
     """
@@ -195,7 +229,9 @@ def randomized_svd_centered(
     rng = np.random.default_rng(seed)
     X = X.astype(np.float64)
     sparse = is_sparse(X)
-    if sparse and len(X.chunks[1]) > 1:  # sparse row blocks are bounded by their stored values
+    if (
+        sparse and len(X.chunks[1]) > 1
+    ):  # sparse row blocks are bounded by their stored values
         X = X.rechunk({1: -1})
     if persist:
         X = X.persist()
@@ -207,8 +243,10 @@ def randomized_svd_centered(
         else:
             Zd = da.from_array(Z, chunks=(X.chunks[1], l))
             XZ = X @ Zd - (mean @ Zd)[None, :]
-        return passes.persist(_orthonormalize(XZ), name="range finder: X Ω" if Z is Om
-                              else "range finder: X Z")
+        return passes.persist(
+            _orthonormalize(XZ),
+            name="range finder: X Ω" if Z is Om else "range finder: X Z",
+        )
 
     def rtimes(Q):  # Xcᵀ Q, computed (d × l)
         XtQ = _sparse_rtimes(X, Q) if sparse else X.T @ Q

@@ -1,28 +1,32 @@
-"""Kernel blocks, Nyström / random Fourier feature maps, landmark sampling, exact kernel spectra.
+"""Kernel blocks, Nyström / random Fourier feature maps, landmark sampling, exact kernel
+spectra.
 
 Everything that touches the data is a blockwise map over row chunks or a small gather:
 
 - :func:`kernel_block` evaluates ``k(x, y)`` for two in-memory row blocks (float64).
-- ``_nystroem_block`` and ``_rff_block`` map in-memory rows to their Nyström / random Fourier
-  features; the fit reduces their moments slab by slab inside each row block's task
-  (:func:`scalepca.linalg.moments.feature_block_moments`), so no feature matrix is formed.
-- :func:`project_features` fuses a feature map with a projection on k directions, working
-  through each row block in sub-batches, so ``transform`` never holds an n_block × m block
-  larger than a fixed budget.
-- :func:`gather_rows` collects the rows of a given set of indices (m × d) from the chunks that
-  hold them; nothing else of ``X`` reaches the client.
+- ``_nystroem_block`` and ``_rff_block`` map in-memory rows to their Nyström / random
+  Fourier features; the fit reduces their moments slab by slab inside each row block's
+  task (:func:`scalepca.linalg.moments.feature_block_moments`), so no feature matrix is
+  formed.
+- :func:`project_features` fuses a feature map with a projection on k directions,
+  working through each row block in sub-batches, so ``transform`` never holds an n_block
+  × m block larger than a fixed budget.
+- :func:`gather_rows` collects the rows of a given set of indices (m × d) from the
+  chunks that hold them; nothing else of ``X`` reaches the client.
 - :func:`preimage_stats_graph` reduces the sufficient statistics of the pre-image ridge
-  (``Σ φ(z)ᵀφ(z)`` and ``Σ φ(z)ᵀx`` over the training rows, with ``z`` their scores) in one
-  pass; :func:`preimage_map` maps scores back to the inputs blockwise.
-- :func:`kernel_matrix` builds an n × n kernel as a blockwise dask array (exact kernel PCA of
-  small n), and :func:`centred_kernel_eigh` finds its top eigenpairs after double centring,
-  by Lanczos (ARPACK) or randomized subspace iteration, with matrix products on the blocks.
+  (``Σ φ(z)ᵀφ(z)`` and ``Σ φ(z)ᵀx`` over the training rows, with ``z`` their scores) in
+  one pass; :func:`preimage_map` maps scores back to the inputs blockwise.
+- :func:`kernel_matrix` builds an n × n kernel as a blockwise dask array (exact kernel
+  PCA of small n), and :func:`centred_kernel_eigh` finds its top eigenpairs after double
+  centring, by Lanczos (ARPACK) or randomized subspace iteration, with matrix products
+  on the blocks.
 
 Row blocks of the data may be ``scipy.sparse`` CSR matrices (sparse input, see
-:func:`scalepca._validation.as_csr_blocks`): they are never densified. Kernel values against
-dense landmarks / training rows come from sparse–dense products ``x Lᵀ`` and, for the RBF
-kernel, the squared row norms summed over the stored values; random Fourier features from
-``x W``. Only the results (rows × m, dense) and the small arrays beside them are dense.
+:func:`scalepca._validation.as_csr_blocks`): they are never densified. Kernel values
+against dense landmarks / training rows come from sparse–dense products ``x Lᵀ`` and,
+for the RBF kernel, the squared row norms summed over the stored values; random Fourier
+features from ``x W``. Only the results (rows × m, dense) and the small arrays beside
+them are dense.
 
 Kernels (``gamma`` already resolved, ``> 0``)::
 
@@ -72,10 +76,10 @@ KERNELS = ("rbf", "poly", "sigmoid", "linear")
 BLOCK_BYTES = 64 * 2**20
 
 
-# -- kernels of two row blocks ---------------------------------------------------------------
+# -- kernels of two row blocks ---------------------------------------------------------
 def as_rows64(x):
-    """A row block in float64: a ``scipy.sparse`` block stays sparse (CSR), anything else
-    becomes a NumPy array. No copy when it already is one."""
+    """A row block in float64: a ``scipy.sparse`` block stays sparse (CSR), anything
+    else becomes a NumPy array. No copy when it already is one."""
     if issparse(x):
         return x.tocsr().astype(np.float64, copy=False)
     return np.asarray(x, dtype=np.float64)
@@ -95,12 +99,15 @@ def _dense_product(x, y) -> np.ndarray:
     return np.require(K, dtype=np.float64, requirements=["C", "W"])
 
 
-def kernel_block(x, y, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0):
-    """``K[i, j] = k(x_i, y_j)`` for in-memory blocks ``x`` (a × d) and ``y`` (b × d), float64.
+def kernel_block(
+    x, y, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0
+):
+    """``K[i, j] = k(x_i, y_j)`` for in-memory blocks ``x`` (a × d) and ``y`` (b × d),
+    float64.
 
     Either block may be a ``scipy.sparse`` matrix: ``xᵀy`` is then a sparse–dense (or
-    sparse–sparse) product and ``‖x‖²`` a sum over the stored values, so a sparse block is
-    never densified; the result is a dense a × b array.
+    sparse–sparse) product and ``‖x‖²`` a sum over the stored values, so a sparse block
+    is never densified; the result is a dense a × b array.
 
     The RBF kernel uses ``‖x‖² + ‖y‖² − 2 xᵀy`` (one BLAS product), clipped at 0 against
     rounding, and is exponentiated in place: the only a × b array is the result.
@@ -138,25 +145,26 @@ def _rows_per_batch(width: int, budget: int = BLOCK_BYTES) -> int:
     return max(1, budget // (8 * max(1, width)))
 
 
-# -- Nyström -----------------------------------------------------------------------------------
+# -- Nyström ---------------------------------------------------------------------------
 def nystroem_normalization(K_LL: np.ndarray, *, rtol: float = 1e-10):
     """``K_LL^{-½}`` restricted to its numerically positive eigen-directions.
 
-    With ``K_LL = U diag(s) Uᵀ`` (descending), directions with ``s_j ≤ rtol · s_1`` are dropped
-    (a pseudo-inverse: the floor on tiny eigenvalues) and the symmetric
-    ``N = U_r diag(s_r)^{-½} U_rᵀ`` (m × m, rank r) is returned with the kept eigenvalues. Then
-    ``φ(x) = k(x, L) N`` has ``φ(x)ᵀφ(y) = k(x, L) K_LL⁺ k(L, y)``, the Nyström approximation
-    of ``k(x, y)``. The symmetric root, unlike ``U_r diag(s_r)^{-½}``, does not depend on the
-    signs (or, for close eigenvalues, the rotation) LAPACK gives the eigenvectors, so the
-    feature coordinates, and the sign convention taken in them, are the same on every machine
-    and for every memory layout of the landmarks.
+    With ``K_LL = U diag(s) Uᵀ`` (descending), directions with ``s_j ≤ rtol · s_1``
+    are dropped (a pseudo-inverse: the floor on tiny eigenvalues) and the symmetric
+    ``N = U_r diag(s_r)^{-½} U_rᵀ`` (m × m, rank r) is returned with the kept
+    eigenvalues. Then ``φ(x) = k(x, L) N`` has ``φ(x)ᵀφ(y) = k(x, L) K_LL⁺ k(L, y)``,
+    the Nyström approximation of ``k(x, y)``. The symmetric root, unlike
+    ``U_r diag(s_r)^{-½}``, does not depend on the signs (or, for close eigenvalues,
+    the rotation) LAPACK gives the eigenvectors, so the feature coordinates, and the
+    sign convention taken in them, are the same on every machine and for every memory
+    layout of the landmarks.
     """
     s, U = eigh_descending(np.asarray(K_LL, dtype=np.float64))
     top = s[0] if s.size else 0.0
     if not top > 0:
         raise ValueError(
-            "the kernel matrix of the landmarks has no positive eigenvalue; the kernel is "
-            "degenerate on these data (check gamma / coef0)"
+            "the kernel matrix of the landmarks has no positive eigenvalue; the "
+            "kernel is degenerate on these data (check gamma / coef0)"
         )
     keep = s > rtol * top
     U_r = U[:, keep]
@@ -164,11 +172,13 @@ def nystroem_normalization(K_LL: np.ndarray, *, rtol: float = 1e-10):
 
 
 def kept_columns(x, keep: np.ndarray | None):
-    """The columns ``keep`` of a row block, after checking that every other column is NaN in
-    every row of it (features left out of a fit because they are NaN in every sample).
+    """The columns ``keep`` of a row block, after checking that every other column is
+    NaN in every row of it (features left out of a fit because they are NaN in every
+    sample).
 
-    Raises ``ValueError`` otherwise: a left-out feature that holds values has missing data.
-    A sparse block stays sparse (its left-out columns must store NaN in every row).
+    Raises ``ValueError`` otherwise: a left-out feature that holds values has missing
+    data. A sparse block stays sparse (its left-out columns must store NaN in every
+    row).
     """
     if keep is None:
         return x
@@ -177,36 +187,41 @@ def kept_columns(x, keep: np.ndarray | None):
         out = x[:, ~keep]
         if out.nnz != out.shape[0] * out.shape[1] or not np.isnan(out.data).all():
             raise ValueError(
-                "X contains NaN or infinite values: a feature that is NaN in the rows read "
-                "before the pass holds values in other rows; remove or impute the missing "
-                "values (only features that are NaN in every sample are left out)"
+                "X contains NaN or infinite values: a feature that is NaN in the rows "
+                "read before the pass holds values in other rows; remove or impute "
+                "the missing values (only features that are NaN in every sample are "
+                "left out)"
             )
         return x[:, keep]
     x = np.asarray(x)
     if not np.isnan(x[:, ~keep]).all():
         raise ValueError(
-            "X contains NaN or infinite values: a feature that is NaN in the rows read before "
-            "the pass holds values in other rows; remove or impute the missing values (only "
-            "features that are NaN in every sample are left out)"
+            "X contains NaN or infinite values: a feature that is NaN in the rows "
+            "read before the pass holds values in other rows; remove or impute the "
+            "missing values (only features that are NaN in every sample are left out)"
         )
     return x[:, keep]
 
 
-def _nystroem_block(x, landmarks, normalization, kernel, gamma, degree, coef0, keep=None,
-                    out=None):
+def _nystroem_block(
+    x, landmarks, normalization, kernel, gamma, degree, coef0, keep=None, out=None
+):
     """Nyström features ``k(x, L) N`` of in-memory rows (into ``out`` when given)."""
     x = kept_columns(x, keep)
-    K = kernel_block(x, landmarks, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0)
+    K = kernel_block(
+        x, landmarks, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0
+    )
     return np.matmul(K, normalization, out=out)
 
 
-# -- random Fourier features ------------------------------------------------------------------
+# -- random Fourier features -----------------------------------------------------------
 def rff_weights(n_features_in: int, m: int, gamma: float, seed):
-    """Random Fourier frequencies for the RBF kernel ``exp(−γ‖x−y‖²)`` (Rahimi & Recht 2007).
+    """Random Fourier frequencies for the RBF kernel ``exp(−γ‖x−y‖²)`` (Rahimi & Recht
+    2007).
 
-    By Bochner's theorem that kernel is the characteristic function of ``N(0, 2γ I)``, so with
-    ``w ~ N(0, 2γ I)`` and ``b ~ U[0, 2π)``: ``E[2 cos(wᵀx + b) cos(wᵀy + b)] = k(x, y)``.
-    Returns ``(W (d × m), b (m,))``.
+    By Bochner's theorem that kernel is the characteristic function of
+    ``N(0, 2γ I)``, so with ``w ~ N(0, 2γ I)`` and ``b ~ U[0, 2π)``:
+    ``E[2 cos(wᵀx + b) cos(wᵀy + b)] = k(x, y)``. Returns ``(W (d × m), b (m,))``.
     """
     rng = np.random.default_rng(seed)
     W = rng.standard_normal((n_features_in, m)) * math.sqrt(2.0 * gamma)
@@ -215,8 +230,8 @@ def rff_weights(n_features_in: int, m: int, gamma: float, seed):
 
 
 def _rff_block(x, W, b, keep=None, out=None):
-    """Random Fourier features ``√(2/m) cos(x W + b)`` of in-memory rows (a NumPy or sparse
-    block), written into ``out`` (float64, rows × m, C-ordered) when given."""
+    """Random Fourier features ``√(2/m) cos(x W + b)`` of in-memory rows (a NumPy or
+    sparse block), written into ``out`` (float64, rows × m, C-ordered) when given."""
     x = as_rows64(kept_columns(x, keep))
     if issparse(x):  # sparse–dense product: scipy makes its own result
         Z = _dense_product(x, W.T)
@@ -231,15 +246,15 @@ def _rff_block(x, W, b, keep=None, out=None):
     return Z
 
 
-# -- fused feature map + projection (transform) -----------------------------------------------
+# -- fused feature map + projection (transform) ----------------------------------------
 def _feature_width(kind: str, arrays: tuple) -> int:
     """Columns of the kernel (Nyström, exact) or feature (RFF) block of ``kind``."""
     return arrays[0].shape[0] if kind in ("nystroem", "exact") else arrays[0].shape[1]
 
 
 def project_rows(x, kind, arrays, kparams, P, offset, budget=BLOCK_BYTES):
-    """Scores ``feature(x) P − offset`` of in-memory rows ``x`` (see :func:`project_features`);
-    ``x`` may be a sparse block."""
+    """Scores ``feature(x) P − offset`` of in-memory rows ``x`` (see
+    :func:`project_features`); ``x`` may be a sparse block."""
     x = as_rows64(x)
     step = _rows_per_batch(_feature_width(kind, arrays), budget)
     out = np.empty((x.shape[0], P.shape[1]), dtype=np.float64)
@@ -259,29 +274,47 @@ def project_rows(x, kind, arrays, kparams, P, offset, budget=BLOCK_BYTES):
     return out
 
 
-def project_features(X: da.Array, kind: str, arrays: tuple, P: np.ndarray, offset: np.ndarray,
-                     *, kparams: dict | None = None, budget: int = BLOCK_BYTES) -> da.Array:
+def project_features(
+    X: da.Array,
+    kind: str,
+    arrays: tuple,
+    P: np.ndarray,
+    offset: np.ndarray,
+    *,
+    kparams: dict | None = None,
+    budget: int = BLOCK_BYTES,
+) -> da.Array:
     """Lazy scores ``feature(x) P − offset`` (n × k), blockwise, in row sub-batches.
 
     ``kind`` is ``"nystroem"`` (``arrays = (landmarks,)``, ``P = N V``), ``"rff"``
-    (``arrays = (W, b)``) or ``"exact"`` (``arrays = (X_fit,)``, ``P`` the dual coefficients,
-    and each kernel row is also centred by its own mean). Within a task at most ``budget``
-    bytes of kernel/feature values exist at once, whatever the row chunk size.
+    (``arrays = (W, b)``) or ``"exact"`` (``arrays = (X_fit,)``, ``P`` the dual
+    coefficients, and each kernel row is also centred by its own mean). Within a task
+    at most ``budget`` bytes of kernel/feature values exist at once, whatever the row
+    chunk size.
     """
     k = P.shape[1]
     return X.map_blocks(
-        project_rows, kind, arrays, kparams or {}, P, offset, budget,
-        chunks=(X.chunks[0], (k,)), dtype=np.float64, meta=np.empty((0, 0)),
+        project_rows,
+        kind,
+        arrays,
+        kparams or {},
+        P,
+        offset,
+        budget,
+        chunks=(X.chunks[0], (k,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
     )
 
 
-# -- pre-images: a kernel ridge from scores back to the inputs ---------------------------------
+# -- pre-images: a kernel ridge from scores back to the inputs -------------------------
 def score_features(z, kind: str, arrays: tuple, kparams: dict):
     """Features ``φ(z)`` of score rows ``z`` (a × k) for the pre-image ridge, float64.
 
-    ``kind`` is ``"exact"`` (``arrays = (Z_fit,)``: the kernel rows ``k(z, Z_fit)`` against
-    the training scores), ``"nystroem"`` (``arrays = (Z_L, N)``: ``k(z, Z_L) N`` on score
-    landmarks) or ``"rff"`` (``arrays = (W, b)``: random Fourier features of the scores).
+    ``kind`` is ``"exact"`` (``arrays = (Z_fit,)``: the kernel rows ``k(z, Z_fit)``
+    against the training scores), ``"nystroem"`` (``arrays = (Z_L, N)``:
+    ``k(z, Z_L) N`` on score landmarks) or ``"rff"`` (``arrays = (W, b)``: random
+    Fourier features of the scores).
     """
     z = np.asarray(z, dtype=np.float64)
     if kind == "rff":
@@ -293,16 +326,22 @@ def score_features(z, kind: str, arrays: tuple, kparams: dict):
 def _preimage_chunk(x, *, projection, features, budget):
     """``{"A": Σ φ(z)ᵀφ(z), "B": Σ φ(z)ᵀx}`` of one row block, ``z`` its scores.
 
-    Rows go in sub-batches, so the kernel rows of the projection and of ``φ`` never exceed
-    ``budget`` bytes each, whatever the row chunk size.
+    Rows go in sub-batches, so the kernel rows of the projection and of ``φ`` never
+    exceed ``budget`` bytes each, whatever the row chunk size.
     """
     x = as_rows64(x)
     kind, arrays, kparams = features
     r = arrays[1].shape[1] if kind == "nystroem" else _feature_width(kind, arrays)
     A = np.zeros((r, r))
     B = np.zeros((r, x.shape[1]))
-    step = _rows_per_batch(max(_feature_width(projection[0], projection[1]),
-                               _feature_width(kind, arrays), x.shape[1]), budget)
+    step = _rows_per_batch(
+        max(
+            _feature_width(projection[0], projection[1]),
+            _feature_width(kind, arrays),
+            x.shape[1],
+        ),
+        budget,
+    )
     for start in range(0, x.shape[0], step):
         xb = x[start : start + step]
         F = score_features(project_rows(xb, *projection, budget), kind, arrays, kparams)
@@ -311,19 +350,29 @@ def _preimage_chunk(x, *, projection, features, budget):
     return {"A": A, "B": B}
 
 
-def preimage_stats_graph(X: da.Array, projection: tuple, features: tuple, *,
-                         budget: int = BLOCK_BYTES, split_every: int = 8):
-    """Delayed ``{"A": Σ φ(z)ᵀφ(z) (r × r), "B": Σ φ(z)ᵀx (r × d)}`` over the rows of ``X``.
+def preimage_stats_graph(
+    X: da.Array,
+    projection: tuple,
+    features: tuple,
+    *,
+    budget: int = BLOCK_BYTES,
+    split_every: int = 8,
+):
+    """Delayed ``{"A": Σ φ(z)ᵀφ(z) (r × r), "B": Σ φ(z)ᵀx (r × d)}`` over the rows of
+    ``X``.
 
-    ``z`` are the rows' scores, ``projection = (kind, arrays, kparams, P, offset)`` as in
-    :func:`project_features`; ``φ`` is :func:`score_features` with ``features = (kind,
-    arrays, kparams)``. One pass: each row block is projected and reduced where it lives, the
-    partials are summed in a tree of fan-in ``split_every``; only r × r and r × d arrays travel.
-    The kernel ridge ``(A + αI) C = B`` then gives the pre-image map ``z ↦ φ(z) C``.
+    ``z`` are the rows' scores, ``projection = (kind, arrays, kparams, P, offset)``
+    as in :func:`project_features`; ``φ`` is :func:`score_features` with
+    ``features = (kind, arrays, kparams)``. One pass: each row block is projected and
+    reduced where it lives, the partials are summed in a tree of fan-in
+    ``split_every``; only r × r and r × d arrays travel. The kernel ridge
+    ``(A + αI) C = B`` then gives the pre-image map ``z ↦ φ(z) C``.
     """
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: -1})
-    chunk = partial(_preimage_chunk, projection=projection, features=features, budget=budget)
+    chunk = partial(
+        _preimage_chunk, projection=projection, features=features, budget=budget
+    )
     return reduce_rows(X, chunk, merge_code_stats, split_every=split_every)
 
 
@@ -332,48 +381,71 @@ def _preimage_block(z, kind, arrays, kparams, C, budget):
     out = np.empty((z.shape[0], C.shape[1]), dtype=np.float64)
     step = _rows_per_batch(max(_feature_width(kind, arrays), C.shape[1]), budget)
     for start in range(0, z.shape[0], step):
-        out[start : start + step] = score_features(z[start : start + step], kind, arrays,
-                                                   kparams) @ C
+        out[start : start + step] = (
+            score_features(z[start : start + step], kind, arrays, kparams) @ C
+        )
     return out
 
 
-def preimage_map(Z: da.Array, kind: str, arrays: tuple, kparams: dict, C: np.ndarray, *,
-                 budget: int = BLOCK_BYTES) -> da.Array:
-    """Lazy pre-images ``φ(Z) C`` (n × d) of scores ``Z`` (n × k), one block per row chunk.
+def preimage_map(
+    Z: da.Array,
+    kind: str,
+    arrays: tuple,
+    kparams: dict,
+    C: np.ndarray,
+    *,
+    budget: int = BLOCK_BYTES,
+) -> da.Array:
+    """Lazy pre-images ``φ(Z) C`` (n × d) of scores ``Z`` (n × k), one block per row
+    chunk.
 
-    ``φ`` as in :func:`score_features`; ``C`` (r × d) the ridge coefficients. Memory per task:
-    the output block plus a sub-batch of kernel values within ``budget`` bytes.
+    ``φ`` as in :func:`score_features`; ``C`` (r × d) the ridge coefficients. Memory
+    per task: the output block plus a sub-batch of kernel values within ``budget``
+    bytes.
     """
     if len(Z.chunks[1]) != 1:
         Z = Z.rechunk({1: -1})
-    return Z.map_blocks(_preimage_block, kind, arrays, kparams, C, budget,
-                        chunks=(Z.chunks[0], (C.shape[1],)), dtype=np.float64,
-                        meta=np.empty((0, 0)))
+    return Z.map_blocks(
+        _preimage_block,
+        kind,
+        arrays,
+        kparams,
+        C,
+        budget,
+        chunks=(Z.chunks[0], (C.shape[1],)),
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
+    )
 
 
-# -- landmarks --------------------------------------------------------------------------------
+# -- landmarks -------------------------------------------------------------------------
 def gather_rows(X: da.Array, indices: np.ndarray) -> da.Array:
-    """Lazy ``X[indices]`` (sorted unique row indices): each chunk contributes only its rows.
+    """Lazy ``X[indices]`` (sorted unique row indices): each chunk contributes only its
+    rows.
 
-    Computing it reads the chunks that hold the rows and moves ``len(indices) × d`` values.
+    Computing it reads the chunks that hold the rows and moves ``len(indices) × d``
+    values.
     """
     idx = np.unique(np.asarray(indices, dtype=np.int64))
     return X[idx]
 
 
-def kmeans_plusplus_landmarks(sample: np.ndarray, m: int, rng: np.random.Generator,
-                              *, n_iter: int = 5) -> np.ndarray:
-    """``m`` centres from an in-memory ``sample`` by k-means++ seeding then ``n_iter`` Lloyd steps.
+def kmeans_plusplus_landmarks(
+    sample: np.ndarray, m: int, rng: np.random.Generator, *, n_iter: int = 5
+) -> np.ndarray:
+    """``m`` centres from an in-memory ``sample`` by k-means++ seeding then ``n_iter``
+    Lloyd steps.
 
-    scikit-learn's k-means (``sklearn.cluster.KMeans`` with ``init="k-means++"``, one start,
-    ``n_iter`` Lloyd iterations at most; ``kmeans_plusplus`` alone when ``n_iter=0``) seeded
-    from ``rng``. Seeding (Arthur & Vassilvitskii 2007) picks every next centre with
-    probability proportional to the squared distance to the nearest centre so far (scikit-learn
-    keeps the best of a few such draws); the Lloyd steps move each centre to the mean of its
-    points. Landmarks spread over the data like this lower the Nyström error for a given m
-    (Zhang, Tsang & Kwok 2008). Memory: the sample plus scikit-learn's chunked distances. A
-    CSR ``sample`` is clustered as it is (scikit-learn's sparse k-means); the centres are
-    dense (m × d).
+    scikit-learn's k-means (``sklearn.cluster.KMeans`` with ``init="k-means++"``, one
+    start, ``n_iter`` Lloyd iterations at most; ``kmeans_plusplus`` alone when
+    ``n_iter=0``) seeded from ``rng``. Seeding (Arthur & Vassilvitskii 2007) picks
+    every next centre with probability proportional to the squared distance to the
+    nearest centre so far (scikit-learn keeps the best of a few such draws); the
+    Lloyd steps move each centre to the mean of its points. Landmarks spread over the
+    data like this lower the Nyström error for a given m (Zhang, Tsang & Kwok 2008).
+    Memory: the sample plus scikit-learn's chunked distances. A CSR ``sample`` is
+    clustered as it is (scikit-learn's sparse k-means); the centres are dense (m ×
+    d).
     """
     from sklearn.cluster import KMeans, kmeans_plusplus
 
@@ -383,30 +455,62 @@ def kmeans_plusplus_landmarks(sample: np.ndarray, m: int, rng: np.random.Generat
     seed = int(rng.integers(2**31 - 1))  # scikit-learn seeds a RandomState from an int
     if n_iter == 0:
         return kmeans_plusplus(S, m, random_state=seed)[0]
-    km = KMeans(n_clusters=m, init="k-means++", n_init=1, max_iter=n_iter, tol=0.0,
-                algorithm="lloyd", random_state=seed)
+    km = KMeans(
+        n_clusters=m,
+        init="k-means++",
+        n_init=1,
+        max_iter=n_iter,
+        tol=0.0,
+        algorithm="lloyd",
+        random_state=seed,
+    )
     return km.fit(S).cluster_centers_
 
 
-# -- exact kernel PCA (small n) ---------------------------------------------------------------
+# -- exact kernel PCA (small n) --------------------------------------------------------
 def _kernel_pair(x, y, kernel, gamma, degree, coef0):
     return kernel_block(x, y, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0)
 
 
-def kernel_matrix(X: da.Array, *, kernel: str, gamma: float, degree: int = 3,
-                  coef0: float = 1.0) -> da.Array:
-    """Lazy n × n kernel matrix ``k(X, X)`` in (row chunk × row chunk) blocks of ``X``."""
+def kernel_matrix(
+    X: da.Array, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0
+) -> da.Array:
+    """Lazy n × n kernel matrix ``k(X, X)`` in (row chunk × row chunk) blocks of
+    ``X``."""
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: -1})
     return da.blockwise(
-        _kernel_pair, "ij", X, "ik", X, "jk", kernel, None, gamma, None, degree, None,
-        coef0, None, dtype=np.float64, concatenate=True, meta=np.empty((0, 0)),
+        _kernel_pair,
+        "ij",
+        X,
+        "ik",
+        X,
+        "jk",
+        kernel,
+        None,
+        gamma,
+        None,
+        degree,
+        None,
+        coef0,
+        None,
+        dtype=np.float64,
+        concatenate=True,
+        meta=np.empty((0, 0)),
     )
 
 
-def centred_kernel_eigh(K: da.Array, k: int, *, solver: str = "arpack", seed=None,
-                        n_oversamples: int = 10, n_power_iter: int = 7):
-    """Top-``k`` eigenpairs of the double-centred kernel ``K_c = (I − 11ᵀ/n) K (I − 11ᵀ/n)``.
+def centred_kernel_eigh(
+    K: da.Array,
+    k: int,
+    *,
+    solver: str = "arpack",
+    seed=None,
+    n_oversamples: int = 10,
+    n_power_iter: int = 7,
+):
+    """Top-``k`` eigenpairs of the double-centred kernel
+    ``K_c = (I − 11ᵀ/n) K (I − 11ᵀ/n)``.
 
     ``K`` (n × n, symmetric, blocked) should be persisted: every product reads it once.
     ``K_c`` is never formed; with ``c = K1/n`` and ``g = 1ᵀK1/n²``,
@@ -415,10 +519,11 @@ def centred_kernel_eigh(K: da.Array, k: int, *, solver: str = "arpack", seed=Non
     ``solver="arpack"``: implicitly restarted Lanczos (``scipy.sparse.linalg.eigsh``,
     largest algebraic), one blocked product with an n-vector per iteration.
     ``solver="randomized"``: subspace iteration with ``k + n_oversamples`` vectors and
-    ``n_power_iter`` re-orthonormalised iterations, then Rayleigh–Ritz; ``n_power_iter + 2``
-    blocked products with n × l matrices.
+    ``n_power_iter`` re-orthonormalised iterations, then Rayleigh–Ritz;
+    ``n_power_iter + 2`` blocked products with n × l matrices.
 
-    Returns ``(eigenvalues (k, descending), eigenvectors (n × k), c, g, trace(K_c))``.
+    Returns
+    ``(eigenvalues (k, descending), eigenvectors (n × k), c, g, trace(K_c))``.
     """
     n = K.shape[0]
     col_mean, diag = K.mean(axis=0), da.diagonal(K)
@@ -459,17 +564,18 @@ def centred_kernel_eigh(K: da.Array, k: int, *, solver: str = "arpack", seed=Non
 
 
 def dense_rows64(rows) -> np.ndarray:
-    """Rows gathered to the client (landmarks, RFF's first row, exact's training matrix) as a
-    float64 NumPy array; a sparse gather (m × d) is densified here, on the client only."""
+    """Rows gathered to the client (landmarks, RFF's first row, exact's training
+    matrix) as a float64 NumPy array; a sparse gather (m × d) is densified here, on
+    the client only."""
     if hasattr(rows, "toarray"):
         rows = rows.toarray()
     return np.asarray(rows, dtype=np.float64)
 
 
 def ridge_solve(M: np.ndarray, B: np.ndarray, alpha: float) -> np.ndarray:
-    """``M⁻¹ B`` for the pre-image ridge ``M = G + αI`` (Cholesky, as scikit-learn; an
-    indefinite kernel such as the sigmoid falls back to a symmetric solve), with a clear error
-    when ``M`` is singular."""
+    """``M⁻¹ B`` for the pre-image ridge ``M = G + αI`` (Cholesky, as scikit-learn;
+    an indefinite kernel such as the sigmoid falls back to a symmetric solve), with a
+    clear error when ``M`` is singular."""
     try:
         return sla.solve(M, B, assume_a="pos")
     except sla.LinAlgError:

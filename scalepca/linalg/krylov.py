@@ -1,24 +1,26 @@
-"""Block Krylov eigensolver on the centred Gram operator, one pass over the data per product.
+"""Block Krylov eigensolver on the centred Gram operator, one pass over the data per
+product.
 
 For data ``X`` (n × d) in row blocks ``x_b`` with column means ``μ``, the centred Gram
 operator ``A V = Xcᵀ Xc V`` is formed block by block::
 
     A V = Σ_b (x_b − 1 μᵀ)ᵀ ((x_b − 1 μᵀ) V)
 
-both products inside the task that holds the block (the n_b × l intermediate never leaves
-it); only d × l partials are summed, in a tree. One read of the data is one application of
-``A``. The first read also gathers the column moments: each block is centred by its own mean
-and its partial ``Gᵇ V`` (``Gᵇ`` the block-centred Gram) merged with the parallel update of
-Chan et al., ``G V = Gᵃ V + Gᵇ V + w δ (δᵀ V)``, exactly as the covariance pass merges the
-Gram itself — so the mean costs no pass of its own.
+both products inside the task that holds the block (the n_b × l intermediate never
+leaves it); only d × l partials are summed, in a tree. One read of the data is one
+application of ``A``. The first read also gathers the column moments: each block is
+centred by its own mean and its partial ``Gᵇ V`` (``Gᵇ`` the block-centred Gram) merged
+with the parallel update of Chan et al., ``G V = Gᵃ V + Gᵇ V + w δ (δᵀ V)``, exactly as
+the covariance pass merges the Gram itself — so the mean costs no pass of its own.
 
-:func:`block_krylov_eigh` runs block Lanczos with full reorthogonalisation on the products:
-block ``j + 1`` is ``A Q_j`` made orthogonal to every earlier block (twice, classical
-Gram–Schmidt), and the Rayleigh–Ritz step takes the whole basis ``Q = [Q_0 … Q_j]``, whose
-products ``W = A Q`` are all known: ``H = Qᵀ W``, its eigenpairs ``(θ, s)``, Ritz vectors
-``Q s`` and their residuals ``‖W s − θ Q s‖`` without another read. Those residuals bound
-the error (for a symmetric operator some eigenvalue lies within ``r`` of ``θ``, and
-``sin ∠ ≤ r / gap``), so a tolerance stops at the first pass that meets it.
+:func:`block_krylov_eigh` runs block Lanczos with full reorthogonalisation on the
+products: block ``j + 1`` is ``A Q_j`` made orthogonal to every earlier block (twice,
+classical Gram–Schmidt), and the Rayleigh–Ritz step takes the whole basis
+``Q = [Q_0 … Q_j]``, whose products ``W = A Q`` are all known: ``H = Qᵀ W``, its
+eigenpairs ``(θ, s)``, Ritz vectors ``Q s`` and their residuals ``‖W s − θ Q s‖``
+without another read. Those residuals bound the error (for a symmetric operator some
+eigenvalue lies within ``r`` of ``θ``, and ``sin ∠ ≤ r / gap``), so a tolerance stops at
+the first pass that meets it.
 
 Dense blocks are centred slab by slab before the products (no cancellation however large
 |μ| is); ``scipy.sparse`` blocks stay sparse and are centred implicitly,
@@ -49,8 +51,8 @@ __all__ = [
     "row_panels",
 ]
 
-#: largest row panel (rows × all features) a Gram-operator task reads at once; 2-D chunked
-#: dense data are regrouped into panels of at most this size
+#: largest row panel (rows × all features) a Gram-operator task reads at once; 2-D
+#: chunked dense data are regrouped into panels of at most this size
 PANEL_BYTES = 256 * 2**20
 
 #: bytes of one centred float64 slab inside a task (the rows multiplied at a time)
@@ -58,9 +60,9 @@ SLAB_BYTES = 16 * 2**20
 
 
 def row_panels(X: da.Array, panel_bytes: int = PANEL_BYTES) -> da.Array:
-    """``X`` as row panels (all features in one chunk), each at most ``panel_bytes`` when
-    the rows allow it. Sparse arrays keep their row blocks (their size is their stored
-    values)."""
+    """``X`` as row panels (all features in one chunk), each at most ``panel_bytes``
+    when the rows allow it. Sparse arrays keep their row blocks (their size is their
+    stored values)."""
     return full_rows(X, panel_bytes)
 
 
@@ -71,7 +73,8 @@ def _is_sparse_block(x) -> bool:
 
 
 def _fill_sparse(x, shift):
-    """A CSR block with its stored NaN set to their column's ``shift`` (0 once centred)."""
+    """A CSR block with its stored NaN set to their column's ``shift`` (0 once
+    centred)."""
     missing = np.isnan(x.data)
     if not missing.any():
         return x
@@ -80,11 +83,12 @@ def _fill_sparse(x, shift):
     return x
 
 
-def _block_gram_times(x, V: np.ndarray, shift, precision: str, fill: bool = False
-                      ) -> np.ndarray:
-    """``(x − 1 shiftᵀ)ᵀ (x − 1 shiftᵀ) V`` of one row block (``shift`` None: uncentred).
-    ``fill``: a NaN entry is a missing value set to its column's ``shift`` (0 once
-    centred)."""
+def _block_gram_times(
+    x, V: np.ndarray, shift, precision: str, fill: bool = False
+) -> np.ndarray:
+    """``(x − 1 shiftᵀ)ᵀ (x − 1 shiftᵀ) V`` of one row block (``shift`` None:
+    uncentred). ``fill``: a NaN entry is a missing value set to its column's
+    ``shift`` (0 once centred)."""
     d, l = V.shape
     if _is_sparse_block(x):
         if fill:
@@ -116,7 +120,9 @@ def _block_gram_times(x, V: np.ndarray, shift, precision: str, fill: bool = Fals
             np.subtract(x[start : start + rows], shift, out=c, dtype=np.float64)
             if fill:
                 np.copyto(c, 0.0, where=np.isnan(c))
-        if f32:  # centred in float64, rounded once, multiplied in float32, summed in float64
+        if (
+            f32
+        ):  # centred in float64, rounded once, multiplied in float32, summed in float64
             c = buf32[:rows]
             c[...] = buf[:rows]
         out += c.T @ (c @ Vp)
@@ -125,9 +131,9 @@ def _block_gram_times(x, V: np.ndarray, shift, precision: str, fill: bool = Fals
 
 def _first_block(x, V: np.ndarray, precision: str) -> dict:
     """The first pass's partial of one row block: its column moments
-    (:func:`~scalepca.linalg.moments.block_moments`, no Gram), ``GV``, its block-centred
-    Gram times ``V``, and ``muV = meanᵀ V`` (for the merge); non-finite entries are counted
-    and taken as 0."""
+    (:func:`~scalepca.linalg.moments.block_moments`, no Gram), ``GV``, its
+    block-centred Gram times ``V``, and ``muV = meanᵀ V`` (for the merge); non-finite
+    entries are counted and taken as 0."""
     mom = block_moments(x, with_gram=False)
     if mom["bad"]:
         if _is_sparse_block(x):
@@ -141,9 +147,10 @@ def _first_block(x, V: np.ndarray, precision: str) -> dict:
 
 
 def _merge_first(a: dict, b: dict, *, owned: bool = False) -> dict:
-    """Merge two first-pass partials: moments by Chan's update, ``GV`` by the same update
-    applied to the product, ``GVᵃ + GVᵇ + w δ (δᵀ V)`` with ``δᵀV = muVᵇ − muVᵃ``
-    (``owned``: ``a["GV"]`` was made by an earlier merge and is summed into in place)."""
+    """Merge two first-pass partials: moments by Chan's update, ``GV`` by the same
+    update applied to the product, ``GVᵃ + GVᵇ + w δ (δᵀ V)`` with
+    ``δᵀV = muVᵇ − muVᵃ`` (``owned``: ``a["GV"]`` was made by an earlier merge and is
+    summed into in place)."""
     na, nb = a["n"], b["n"]
     if owned:
         gv = a["GV"]
@@ -176,25 +183,41 @@ def _blocks(X: da.Array) -> list:
     return X.to_delayed(optimize_graph=True).ravel().tolist()
 
 
-def moments_and_gram_times(X: da.Array, V: np.ndarray, *, precision: str | None = None,
-                           split_every: int = 8) -> dict:
+def moments_and_gram_times(
+    X: da.Array, V: np.ndarray, *, precision: str | None = None, split_every: int = 8
+) -> dict:
     """One pass: the column moments of ``X`` (``n``, ``mean``, ``ss``, ``bad``,
-    ``nan_features`` as :func:`~scalepca.linalg.moments.column_moments_graph` gives them) and
-    ``GV``, the centred Gram ``Xcᵀ Xc`` times ``V`` (d × l). ``X`` is read as row panels."""
-    Vd = passes.shared(np.ascontiguousarray(V, dtype=np.float64))  # one key for every task
-    graph = passes.reduce_blocks(_blocks(row_panels(X)), _first_block, None, Vd,
-                                 gram_precision(precision), split_every=split_every,
-                                 merge_all=_merge_first_all)
+    ``nan_features`` as :func:`~scalepca.linalg.moments.column_moments_graph` gives
+    them) and ``GV``, the centred Gram ``Xcᵀ Xc`` times ``V`` (d × l). ``X`` is read
+    as row panels."""
+    Vd = passes.shared(
+        np.ascontiguousarray(V, dtype=np.float64)
+    )  # one key for every task
+    graph = passes.reduce_blocks(
+        _blocks(row_panels(X)),
+        _first_block,
+        None,
+        Vd,
+        gram_precision(precision),
+        split_every=split_every,
+        merge_all=_merge_first_all,
+    )
     (out,) = passes.compute(graph, name="moments+gram")
     out.pop("muV")
     return out
 
 
-def gram_times(X: da.Array | PackedRows, V: np.ndarray, mean: np.ndarray | None, *,
-               precision: str | None = None, split_every: int = 8,
-               scaling: ColumnScaling | None = None) -> np.ndarray:
-    """One pass: ``(X − 1 meanᵀ)ᵀ (X − 1 meanᵀ) V`` (d × l; ``mean`` None: uncentred), each
-    row panel's two products in one task, the d × l partials summed in a tree.
+def gram_times(
+    X: da.Array | PackedRows,
+    V: np.ndarray,
+    mean: np.ndarray | None,
+    *,
+    precision: str | None = None,
+    split_every: int = 8,
+    scaling: ColumnScaling | None = None,
+) -> np.ndarray:
+    """One pass: ``(X − 1 meanᵀ)ᵀ (X − 1 meanᵀ) V`` (d × l; ``mean`` None: uncentred),
+    each row panel's two products in one task, the d × l partials summed in a tree.
 
     ``scaling`` (``mean`` then None): the product of ``Z = (X − 1 centreᵀ) D⁻¹``
     instead, ``Zᵀ Z V``, its missing entries at the centre when it fills them; the
@@ -207,8 +230,9 @@ def gram_times(X: da.Array | PackedRows, V: np.ndarray, mean: np.ndarray | None,
         if isinstance(X, PackedRows):
             return packed_gram_times(X, V, scaling, split_every=split_every)
         scale = scaling.scale[:, None]
-        out = _gram_times(X, V / scale, scaling.centre, precision, split_every,
-                          scaling.fill)
+        out = _gram_times(
+            X, V / scale, scaling.centre, precision, split_every, scaling.fill
+        )
         return out / scale
     return _gram_times(X, V, mean, precision, split_every, False)
 
@@ -216,21 +240,29 @@ def gram_times(X: da.Array | PackedRows, V: np.ndarray, mean: np.ndarray | None,
 def _gram_times(X, V, mean, precision, split_every, fill):
     Vd = passes.shared(np.ascontiguousarray(V, dtype=np.float64))
     shift = None if mean is None else passes.shared(np.asarray(mean, dtype=np.float64))
-    graph = passes.reduce_blocks(_blocks(row_panels(X)), _block_gram_times, None, Vd, shift,
-                                 gram_precision(precision), fill, split_every=split_every,
-                                 merge_all=passes.sum_parts)
+    graph = passes.reduce_blocks(
+        _blocks(row_panels(X)),
+        _block_gram_times,
+        None,
+        Vd,
+        shift,
+        gram_precision(precision),
+        fill,
+        split_every=split_every,
+        merge_all=passes.sum_parts,
+    )
     (out,) = passes.compute(graph, name="gram")
     return out
 
 
-# -- the eigensolver ------------------------------------------------------------------------
+# -- the eigensolver -------------------------------------------------------------------
 @dataclasses.dataclass
 class KrylovResult:
-    """Leading Ritz pairs of the operator: ``values`` (k, descending), ``vectors`` (d × k,
-    orthonormal), ``residuals`` ``‖A v − θ v‖`` per pair, and the products made
+    """Leading Ritz pairs of the operator: ``values`` (k, descending), ``vectors`` (d
+    × k, orthonormal), ``residuals`` ``‖A v − θ v‖`` per pair, and the products made
     (``n_products``, one pass each); with ``keep_basis``, the whole Krylov ``basis``
-    (d × m, orthonormal) and its ``products`` ``A basis`` (for quantities of the operator
-    on the whole subspace, such as MCA's captured squared covariance)."""
+    (d × m, orthonormal) and its ``products`` ``A basis`` (for quantities of the
+    operator on the whole subspace, such as MCA's captured squared covariance)."""
 
     values: np.ndarray
     vectors: np.ndarray
@@ -241,9 +273,10 @@ class KrylovResult:
 
 
 def _orthonormal_columns(Z: np.ndarray, floor: float):
-    """An orthonormal basis of the columns of ``Z`` whose singular values exceed ``floor``,
-    from the small Gram ``ZᵀZ`` (products only: no d × b SVD or QR on the client, where BLAS
-    threads share the cores with the workers). Returns ``(U, rank)``."""
+    """An orthonormal basis of the columns of ``Z`` whose singular values exceed
+    ``floor``, from the small Gram ``ZᵀZ`` (products only: no d × b SVD or QR on the
+    client, where BLAS threads share the cores with the workers). Returns
+    ``(U, rank)``."""
     w, W = np.linalg.eigh(Z.T @ Z)
     good = w > floor**2
     U = Z @ (W[:, good] / np.sqrt(w[good]))
@@ -251,18 +284,19 @@ def _orthonormal_columns(Z: np.ndarray, floor: float):
 
 
 def start_block(rng: np.random.Generator, d: int, b: int) -> np.ndarray:
-    """``b`` orthonormal Gaussian columns of length ``d``, a start block whose product needs
-    no ``R⁻¹``; the identity when ``b >= d`` (the whole space: the operator itself, which
-    rounds least)."""
+    """``b`` orthonormal Gaussian columns of length ``d``, a start block whose
+    product needs no ``R⁻¹``; the identity when ``b >= d`` (the whole space: the
+    operator itself, which rounds least)."""
     if b >= d:
         return np.eye(d)
     return np.linalg.qr(rng.standard_normal((d, b)))[0]
 
 
 def _next_block(Q: np.ndarray, Z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``Z`` made orthonormal and orthogonal to the columns of ``Q`` (Gram–Schmidt twice, then
-    an orthonormalisation from the block's Gram, twice — CholeskyQR2's accuracy); directions
-    lost to rank deficiency are replaced by random ones, so the basis keeps growing."""
+    """``Z`` made orthonormal and orthogonal to the columns of ``Q`` (Gram–Schmidt
+    twice, then an orthonormalisation from the block's Gram, twice — CholeskyQR2's
+    accuracy); directions lost to rank deficiency are replaced by random ones, so the
+    basis keeps growing."""
     d = Q.shape[0]
     width = min(Z.shape[1], d - Q.shape[1])
     if width <= 0:
@@ -285,8 +319,8 @@ def _next_block(Q: np.ndarray, Z: np.ndarray, rng: np.random.Generator) -> np.nd
 
 
 def _rayleigh_ritz(Q: np.ndarray, W: np.ndarray, k: int):
-    """The top ``k`` Ritz values, vectors and residual norms over the basis ``Q`` (d × m,
-    orthonormal) with ``W = A Q``."""
+    """The top ``k`` Ritz values, vectors and residual norms over the basis ``Q`` (d
+    × m, orthonormal) with ``W = A Q``."""
     H = Q.T @ W
     H = (H + H.T) / 2
     m = H.shape[0]
@@ -311,23 +345,25 @@ def block_krylov_eigh(
     keep_basis: bool = False,
 ) -> KrylovResult:
     """Top-``k`` eigenpairs of a symmetric operator (the ``k`` algebraically largest: a
-    positive semi-definite Gram, or the indefinite dilation ``[[0, C], [Cᵀ, 0]]`` whose top
-    eigenvalues are the singular values of ``C``) by block Lanczos with full
+    positive semi-definite Gram, or the indefinite dilation ``[[0, C], [Cᵀ, 0]]`` whose
+    top eigenvalues are the singular values of ``C``) by block Lanczos with full
     reorthogonalisation and Rayleigh–Ritz over the whole basis.
 
     ``Q0`` (d × b, orthonormal) is the start block and ``AQ0`` its product (made by the
-    caller, e.g. in a pass that also gathered the moments); ``apply(V)`` returns ``A V`` (one
-    pass). At most ``max_products`` products are made in all (counting ``AQ0``); with
-    ``tol > 0`` the solver stops at the first product after which every one of the ``k``
-    residuals is at most ``tol`` times its Ritz value (relative residual; the eigenvalue then
-    has relative error ``≤ tol`` and in practice ``≈ tol² λ/gap``). A basis that reaches
-    ``d`` columns is the whole space: the pairs are exact. ``on_product(j, residuals)`` is
-    called after each product; ``keep_basis`` returns the basis and its products too.
+    caller, e.g. in a pass that also gathered the moments); ``apply(V)`` returns ``A V``
+    (one pass). At most ``max_products`` products are made in all (counting ``AQ0``);
+    with ``tol > 0`` the solver stops at the first product after which every one of the
+    ``k`` residuals is at most ``tol`` times its Ritz value (relative residual; the
+    eigenvalue then has relative error ``≤ tol`` and in practice ``≈ tol² λ/gap``). A
+    basis that reaches ``d`` columns is the whole space: the pairs are exact.
+    ``on_product(j, residuals)`` is called after each product; ``keep_basis`` returns
+    the basis and its products too.
 
     Client memory: the basis and its products, 2 × d × (products · b) floats.
     """
     d, b = Q0.shape
-    # the basis and its products fill preallocated arrays (no copy of the basis per step)
+    # the basis and its products fill preallocated arrays (no copy of the basis per
+    # step)
     width = min(d, b * max_products)
     Qa, Wa = np.empty((d, width)), np.empty((d, width))
     Qa[:, :b], Wa[:, :b] = Q0, AQ0

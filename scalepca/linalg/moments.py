@@ -1,18 +1,20 @@
-"""One-pass moments of a row-chunked matrix: count, mean, centred Gram, non-finite count.
+"""One-pass moments of a row-chunked matrix: count, mean, centred Gram, non-finite
+count.
 
-Each row block is reduced where it lives to a small partial ``{"n", "mean", "m2", "bad"}``
-(``m2`` is the d × d centred Gram matrix ``(x - mean_block)ᵀ (x - mean_block)``); partials are
-merged pairwise in a tree with the parallel-variance update of Chan, Golub & LeVeque (1979):
+Each row block is reduced where it lives to a small partial
+``{"n", "mean", "m2", "bad"}`` (``m2`` is the d × d centred Gram matrix
+``(x - mean_block)ᵀ (x - mean_block)``); partials are merged pairwise in a tree with the
+parallel-variance update of Chan, Golub & LeVeque (1979):
 
     n = na + nb,  δ = mean_b − mean_a,
     mean = mean_a + δ · nb / n,
     m2 = m2_a + m2_b + δ δᵀ · na nb / n.
 
-Unlike ``XᵀX − n μ μᵀ`` this never subtracts two large nearly equal numbers, so the covariance
-keeps full relative precision even when |mean| ≫ standard deviation.
+Unlike ``XᵀX − n μ μᵀ`` this never subtracts two large nearly equal numbers, so the
+covariance keeps full relative precision even when |mean| ≫ standard deviation.
 
-The non-finite count rides along in the same pass: a NaN or inf in the data is reported without
-a second read.
+The non-finite count rides along in the same pass: a NaN or inf in the data is
+reported without a second read.
 """
 
 from __future__ import annotations
@@ -42,80 +44,98 @@ __all__ = [
 ]
 
 
-#: rows per syrk call in :func:`_gram` (a 4 MiB float64 buffer at d = 256); also the length of
-#: the float32 sums whose rounding bounds the float32 Gram (see :func:`_gram`)
+#: rows per syrk call in :func:`_gram` (a 4 MiB float64 buffer at d = 256); also the
+#: length of the float32 sums whose rounding bounds the float32 Gram (see :func:`_gram`)
 GRAM_BLOCK_ROWS = 2048
 
-#: ``dask.config`` key choosing the precision of the products of float32 blocks: ``"auto"``
-#: (float32 products of centred slices, float64 accumulation) or ``"float64"`` (every slice
-#: widened to float64 first). Read on the client when the graph is built.
+#: ``dask.config`` key choosing the precision of the products of float32 blocks:
+#: ``"auto"`` (float32 products of centred slices, float64 accumulation) or
+#: ``"float64"`` (every slice widened to float64 first). Read on the client when the
+#: graph is built.
 GRAM_PRECISION_KEY = "scalepca.gram-precision"
 
 GRAM_PRECISIONS = ("auto", "float64")
 
 
-#: measured: every eigenvalue of a centred Gram of float32 products (``precision="auto"``)
-#: stayed within this fraction of ``ε₃₂ λ₁`` of the float64 products' (λ₁ the largest; at
-#: most 0.13 on low-rank-plus-noise float32 data, d ≤ 200, λ₁/σ² from 3e2 to 3e6), so a small
-#: eigenvalue λ keeps a relative accuracy of about ``0.13 ε₃₂ λ₁/λ`` only
+#: measured: every eigenvalue of a centred Gram of float32 products
+#: (``precision="auto"``) stayed within this fraction of ``ε₃₂ λ₁`` of the float64
+#: products' (λ₁ the largest; at most 0.13 on low-rank-plus-noise float32 data, d ≤ 200,
+#: λ₁/σ² from 3e2 to 3e6), so a small eigenvalue λ keeps a relative accuracy of about
+#: ``0.13 ε₃₂ λ₁/λ`` only
 FLOAT32_EIGENVALUE_ERROR = 0.13
 
 
 def gram_precision(precision: str | None = None) -> str:
-    """The Gram precision to use: ``precision`` if given, else the ``dask.config`` setting."""
-    value = dask.config.get(GRAM_PRECISION_KEY, "auto") if precision is None else precision
+    """The Gram precision to use: ``precision`` if given, else the ``dask.config``
+    setting."""
+    value = (
+        dask.config.get(GRAM_PRECISION_KEY, "auto") if precision is None else precision
+    )
     if value not in GRAM_PRECISIONS:
-        raise ValueError(f"gram precision must be one of {', '.join(map(repr, GRAM_PRECISIONS))};"
-                         f" got {value!r} (dask.config key {GRAM_PRECISION_KEY!r})")
+        raise ValueError(
+            f"gram precision must be one of {', '.join(map(repr, GRAM_PRECISIONS))};"
+            f" got {value!r} (dask.config key {GRAM_PRECISION_KEY!r})"
+        )
     return value
 
 
 def gram_error_bound(n_rows: int | None = None) -> float:
-    """Relative error bound of a float32 centred Gram (``precision="auto"``) against float64.
+    """Relative error bound of a float32 centred Gram (``precision="auto"``) against
+    float64.
 
-    Entry by entry, ``|Ĝ_jk − G_jk| ≤ gram_error_bound() · ‖c_j‖ ‖c_k‖``, where ``G`` is the
-    centred Gram of the same float32 data computed in float64 and ``c_j`` the centred column
-    ``j``: with ``u = 2⁻²⁴`` (float32's unit roundoff, half its epsilon), each float32 slice
-    sum of at most ``L = GRAM_BLOCK_ROWS`` products errs by at most ``L u Σ|c_ij c_ik|``
-    (the classical bound for a dot product), centring adds ``2u`` (one rounding of
-    ``x − μ₃₂``, at most one more of the product), and the float64 sum over slices and the
-    exact correction for the rounded mean add nothing at float32 scale; Cauchy–Schwarz turns
-    ``Σ|c_ij c_ik|`` into ``‖c_j‖ ‖c_k‖``. So the bound is ``(L + 2) u = (L + 2)/2 · ε₃₂``.
-    Summing block partials keeps it (Cauchy–Schwarz over blocks; a block's centred norm is
-    at most the global one). Because it involves the *centred* norms, it holds however large
+    Entry by entry, ``|Ĝ_jk − G_jk| ≤ gram_error_bound() · ‖c_j‖ ‖c_k‖``, where ``G`` is
+    the centred Gram of the same float32 data computed in float64 and ``c_j`` the
+    centred column ``j``: with ``u = 2⁻²⁴`` (float32's unit roundoff, half its epsilon),
+    each float32 slice sum of at most ``L = GRAM_BLOCK_ROWS`` products errs by at most
+    ``L u Σ|c_ij c_ik|`` (the classical bound for a dot product), centring adds ``2u``
+    (one rounding of ``x − μ₃₂``, at most one more of the product), and the float64 sum
+    over slices and the exact correction for the rounded mean add nothing at float32
+    scale; Cauchy–Schwarz turns ``Σ|c_ij c_ik|`` into ``‖c_j‖ ‖c_k‖``. So the bound is
+    ``(L + 2) u = (L + 2)/2 · ε₃₂``. Summing block partials keeps it (Cauchy–Schwarz
+    over blocks; a block's centred norm is at most the global one). Because it involves
+    the *centred* norms, it holds however large
     |mean| is compared with the spread. Typical errors are ``√L u``-sized, far below it.
 
-    For the spectrum, Weyl's inequality turns the bound into ``|δλ_i| ≤ gram_error_bound() ·
-    trace`` for every eigenvalue (the Frobenius norm of the error is at most the bound times
-    ``Σ_j ‖c_j‖²``). Measured errors are a fraction of ``ε₃₂ λ₁`` (λ₁ the largest
-    eigenvalue), which small eigenvalues feel as a relative error of ``~1e-8 · λ₁/λ_i``
-    (:class:`scalepca.PCA`'s Notes give the figures).
+    For the spectrum, Weyl's inequality turns the bound into
+    ``|δλ_i| ≤ gram_error_bound() · trace`` for every eigenvalue (the Frobenius norm
+    of the error is at most the bound times ``Σ_j ‖c_j‖²``). Measured errors are a
+    fraction of ``ε₃₂ λ₁`` (λ₁ the largest eigenvalue), which small eigenvalues feel
+    as a relative error of ``~1e-8 · λ₁/λ_i`` (:class:`scalepca.PCA`'s Notes give the
+    figures).
     """
     rows = GRAM_BLOCK_ROWS if n_rows is None else min(int(n_rows), GRAM_BLOCK_ROWS)
     return (rows + 2) * float(np.finfo(np.float32).eps) / 2
 
 
 def float32_relative_error(lam_max: float, lam: float) -> float:
-    """Relative error to expect of the eigenvalue ``lam`` (and of quantities made of such
-    eigenvalues: σ², North's errors) when the Gram of float32 data was formed by float32
-    products and ``lam_max`` is the largest eigenvalue (:data:`FLOAT32_EIGENVALUE_ERROR`)."""
+    """Relative error to expect of the eigenvalue ``lam`` (and of quantities made of
+    such eigenvalues: σ², North's errors) when the Gram of float32 data was formed by
+    float32 products and ``lam_max`` is the largest eigenvalue
+    (:data:`FLOAT32_EIGENVALUE_ERROR`)."""
     if lam <= 0:
         return np.inf
-    return FLOAT32_EIGENVALUE_ERROR * float(np.finfo(np.float32).eps) * float(lam_max) / lam
+    return (
+        FLOAT32_EIGENVALUE_ERROR
+        * float(np.finfo(np.float32).eps)
+        * float(lam_max)
+        / lam
+    )
 
 
-def _gram(x: np.ndarray, shift: np.ndarray | None = None, *, precision: str = "auto"
-          ) -> np.ndarray:
+def _gram(
+    x: np.ndarray, shift: np.ndarray | None = None, *, precision: str = "auto"
+) -> np.ndarray:
     """``(x − shift)ᵀ (x − shift)`` accumulated in float64, by syrk (half the flops of a
     general product).
 
-    Rows go ``GRAM_BLOCK_ROWS`` at a time into one reused buffer, so no shifted or widened
-    copy of the whole block is made. A float32 block with a ``shift`` and ``precision="auto"``
-    is centred into a float32 buffer (by the shift rounded to float32) and multiplied in
-    float32 (ssyrk: twice the speed of the float64 product), and the d × d slice products are
-    summed in float64; the exact effect of rounding the shift is taken out at the end
-    (``Σ (x − s₃₂)(x − s₃₂)ᵀ = Σ (x − s)(x − s)ᵀ + n δ δᵀ`` with ``δ = s − s₃₂`` when ``s`` is
-    the block mean, the one ``shift`` this path is used with). Error bound:
+    Rows go ``GRAM_BLOCK_ROWS`` at a time into one reused buffer, so no shifted or
+    widened copy of the whole block is made. A float32 block with a ``shift`` and
+    ``precision="auto"`` is centred into a float32 buffer (by the shift rounded to
+    float32) and multiplied in float32 (ssyrk: twice the speed of the float64
+    product), and the d × d slice products are summed in float64; the exact effect of
+    rounding the shift is taken out at the end
+    (``Σ (x − s₃₂)(x − s₃₂)ᵀ = Σ (x − s)(x − s)ᵀ + n δ δᵀ`` with ``δ = s − s₃₂`` when
+    ``s`` is the block mean, the one ``shift`` this path is used with). Error bound:
     :func:`gram_error_bound`. Every other case (float64 blocks, no shift,
     ``precision="float64"``) widens each slice to float64. The product is numpy's
     ``aᵀ @ a``, which numpy hands to OpenBLAS syrk when both operands are one buffer.
@@ -131,7 +151,9 @@ def _gram(x: np.ndarray, shift: np.ndarray | None = None, *, precision: str = "a
         buf = np.empty((rows, d), dtype=np.float32)
         product = np.empty((d, d), dtype=np.float32)
         for start in range(0, n, rows):
-            part = np.subtract(x[start : start + rows], shift32, out=buf[: min(rows, n - start)])
+            part = np.subtract(
+                x[start : start + rows], shift32, out=buf[: min(rows, n - start)]
+            )
             _add_gram(g, part, product)
         delta = np.asarray(shift, dtype=np.float64) - shift32
         _add_outer(g, -float(n), delta)
@@ -151,36 +173,40 @@ def _gram(x: np.ndarray, shift: np.ndarray | None = None, *, precision: str = "a
 
 
 def _add_gram(g: np.ndarray, part: np.ndarray, product: np.ndarray) -> None:
-    """``g += partᵀ part`` for a C-ordered row slab ``part``, through the reused d × d buffer
-    ``product`` of ``part``'s dtype (numpy hands ``partᵀ part`` to its BLAS syrk).
+    """``g += partᵀ part`` for a C-ordered row slab ``part``, through the reused d × d
+    buffer ``product`` of ``part``'s dtype (numpy hands ``partᵀ part`` to its BLAS
+    syrk).
 
-    The buffer matters inside dask workers: their ``MALLOC_TRIM_THRESHOLD_`` (set by the
-    nanny) makes glibc return every freed large array to the system, so a fresh d × d
-    product per slice is fresh zeroed pages each time (measured 5–10 % of a block's moments
-    at d = 256, one core). numpy's own syrk is used rather than scipy's in-place one, which
-    links another OpenBLAS build and ran float32 13 % slower here.
+    The buffer matters inside dask workers: their ``MALLOC_TRIM_THRESHOLD_`` (set by
+    the nanny) makes glibc return every freed large array to the system, so a fresh d
+    × d product per slice is fresh zeroed pages each time (measured 5–10 % of a
+    block's moments at d = 256, one core). numpy's own syrk is used rather than
+    scipy's in-place one, which links another OpenBLAS build and ran float32 13 %
+    slower here.
     """
     np.matmul(part.T, part, out=product)
-    g += product  # float32 products are widened element by element: float64 accumulation
+    g += (
+        product  # float32 products are widened element by element: float64 accumulation
+    )
 
 
-#: Without numba, the Gram of a CSR block is formed by densified row slabs (syrk) when the
-#: sparse product's work Σ nnz_row² exceeds this fraction of the slab product's n·d²
-#: (measured, one BLAS thread, on 20,000-row blocks of 500 and 2,000 features: slabs win at
-#: 10 % non-zero — 5.8 s vs 9.3 s at d = 2,000 — scipy's sparse product at 2 % and below —
-#: 0.8 s vs 5.6 s; they tie near 8 %)
+#: Without numba, the Gram of a CSR block is formed by densified row slabs (syrk) when
+#: the sparse product's work Σ nnz_row² exceeds this fraction of the slab product's n·d²
+#: (measured, one BLAS thread, on 20,000-row blocks of 500 and 2,000 features: slabs win
+#: at 10 % non-zero — 5.8 s vs 9.3 s at d = 2,000 — scipy's sparse product at 2 % and
+#: below — 0.8 s vs 5.6 s; they tie near 8 %)
 SPARSE_GRAM_DENSE_FRACTION = 1 / 160
 
-#: With numba, the compiled kernel (:mod:`scalepca.linalg._csr_gram`) forms it when
-#: Σ nnz_row² is at most this fraction of n·d²; denser blocks still go to the slabs
-#: (measured, one thread, 20,000 × 2,000 blocks: on negative binomial counts at 10 % non-zero
-#: the kernel takes 0.42 s against the slabs' 2.15 s; on uniform random blocks it takes 1.26 s
-#: against 1.94 s at 20 % non-zero and 2.63 s against 2.19 s at 30 %: they tie near
-#: Σ nnz_row² ≈ n·d²/14, and the slabs win above)
+#: With numba, the compiled kernel (:mod:`scalepca.linalg._csr_gram`) forms it when Σ
+#: nnz_row² is at most this fraction of n·d²; denser blocks still go to the slabs
+#: (measured, one thread, 20,000 × 2,000 blocks: on negative binomial counts at 10 %
+#: non-zero the kernel takes 0.42 s against the slabs' 2.15 s; on uniform random blocks
+#: it takes 1.26 s against 1.94 s at 20 % non-zero and 2.63 s against 2.19 s at 30 %:
+#: they tie near Σ nnz_row² ≈ n·d²/14, and the slabs win above)
 KERNEL_DENSE_FRACTION = 1 / 14
 
-#: bytes of one densified row slab of a CSR block (the only dense copy :func:`_gram_sparse`
-#: makes)
+#: bytes of one densified row slab of a CSR block (the only dense copy
+#: :func:`_gram_sparse` makes)
 SPARSE_SLAB_BYTES = 32 * 2**20
 
 
@@ -195,12 +221,12 @@ def _gram_sparse(x) -> np.ndarray:
     """``xᵀ x`` of a CSR block in float64 (uncentred), without densifying the block.
 
     The cheapest route by an estimate of its work: the compiled kernel of
-    :mod:`scalepca.linalg._csr_gram` (Σ nnz_row² / 2 multiply-adds) where numba is installed,
-    else scipy's sparse product ``(xᵀ x).toarray()``; or — when the block is dense enough
-    that the syrk of dense row slabs does less (see :data:`KERNEL_DENSE_FRACTION` and
-    :data:`SPARSE_GRAM_DENSE_FRACTION`) — densified slabs of at most
-    :data:`SPARSE_SLAB_BYTES` handed to :func:`_gram`. All give the same sums up to rounding
-    (the same sums exactly for integer counts).
+    :mod:`scalepca.linalg._csr_gram` (Σ nnz_row² / 2 multiply-adds) where numba is
+    installed, else scipy's sparse product ``(xᵀ x).toarray()``; or — when the block
+    is dense enough that the syrk of dense row slabs does less (see
+    :data:`KERNEL_DENSE_FRACTION` and :data:`SPARSE_GRAM_DENSE_FRACTION`) — densified
+    slabs of at most :data:`SPARSE_SLAB_BYTES` handed to :func:`_gram`. All give the
+    same sums up to rounding (the same sums exactly for integer counts).
     """
     n, d = x.shape
     if n == 0 or x.nnz == 0:
@@ -213,7 +239,9 @@ def _gram_sparse(x) -> np.ndarray:
         return (x.T @ x).toarray()
     rows = max(1, min(n, SPARSE_SLAB_BYTES // (8 * d)))
     g = np.zeros((d, d), dtype=np.float64)
-    slab = np.empty((rows, d), dtype=np.float64)  # reused, as the product (see _add_gram)
+    slab = np.empty(
+        (rows, d), dtype=np.float64
+    )  # reused, as the product (see _add_gram)
     product = np.empty((d, d), dtype=np.float64)
     for start in range(0, n, rows):
         part = slab[: min(rows, n - start)]
@@ -249,20 +277,25 @@ def _sparse_work(x) -> float:
 
 
 def group_moments_sparse(blocks: list) -> dict:
-    """:func:`_block_moments_sparse` of consecutive CSR row blocks taken as one block, with
-    the centred Gram as its packed upper triangle (``m2p``, see :func:`packed_gram`): their
-    raw Grams summed by the compiled kernel into one packed array and centred once.
+    """:func:`_block_moments_sparse` of consecutive CSR row blocks taken as one block,
+    with the centred Gram as its packed upper triangle (``m2p``, see
+    :func:`packed_gram`): their raw Grams summed by the compiled kernel into one packed
+    array and centred once.
 
-    One task of a sparse Gram pass reads a group of blocks (:data:`SPARSE_GROUP_BLOCKS`), so
-    a pass sends and merges one packed partial per group, not a d × d one per block (at
-    d = 2,000, 16 MB against 32 MB each). The sums are those of the blocks stacked, whatever
-    the grouping. Without the kernel, or where a block is too dense for it, the blocks' own
-    moments are merged and packed. A group of one block takes the kernel's packed route too.
+    One task of a sparse Gram pass reads a group of blocks
+    (:data:`SPARSE_GROUP_BLOCKS`), so a pass sends and merges one packed partial per
+    group, not a d × d one per block (at d = 2,000, 16 MB against 32 MB each). The
+    sums are those of the blocks stacked, whatever the grouping. Without the kernel,
+    or where a block is too dense for it, the blocks' own moments are merged and
+    packed. A group of one block takes the kernel's packed route too.
     """
     cleaned = [_clean_csr(x) for x in blocks]
-    if (_csr_gram_kernel() is None
-            or any(_sparse_work(x) > KERNEL_DENSE_FRACTION for x, _, _ in cleaned)):
-        return packed_gram(_merge_list([_csr_moments(*c) for c in cleaned]))  # cleaned once
+    if _csr_gram_kernel() is None or any(
+        _sparse_work(x) > KERNEL_DENSE_FRACTION for x, _, _ in cleaned
+    ):
+        return packed_gram(
+            _merge_list([_csr_moments(*c) for c in cleaned])
+        )  # cleaned once
     from ._csr_gram import csr_gram_add, packed_size
 
     d = cleaned[0][0].shape[1]
@@ -282,12 +315,15 @@ def group_moments_sparse(blocks: list) -> dict:
 
 
 def packed_gram(mom: dict) -> dict:
-    """``mom`` with its centred Gram ``m2`` (d × d, symmetric) as ``m2p``: the upper triangle
-    row by row, d (d + 1) / 2 values — LAPACK's column-major packed lower storage of the same
-    matrix, which ``?tpttr``, ``?trttp`` and ``?spr`` read and write. Partials of the sparse
-    Gram pass travel and merge packed (half the bytes); :func:`full_gram` unpacks."""
+    """``mom`` with its centred Gram ``m2`` (d × d, symmetric) as ``m2p``: the upper
+    triangle row by row, d (d + 1) / 2 values — LAPACK's column-major packed lower
+    storage of the same matrix, which ``?tpttr``, ``?trttp`` and ``?spr`` read and
+    write. Partials of the sparse Gram pass travel and merge packed (half the bytes);
+    :func:`full_gram` unpacks."""
     out = {k: v for k, v in mom.items() if k != "m2"}
-    out["m2p"], info = lapack.dtrttp(mom["m2"], uplo="L")  # symmetric: its lower = our upper
+    out["m2p"], info = lapack.dtrttp(
+        mom["m2"], uplo="L"
+    )  # symmetric: its lower = our upper
     if info:  # pragma: no cover - LAPACK's argument check
         raise ValueError(f"dtrttp failed ({info})")
     return out
@@ -299,7 +335,9 @@ def full_gram(mom: dict) -> dict:
     from ._csr_gram import mirror_upper
 
     out = {k: v for k, v in mom.items() if k != "m2p"}
-    lower, info = lapack.dtpttr(mom["mean"].shape[0], mom["m2p"], uplo="L")  # zeros above
+    lower, info = lapack.dtpttr(
+        mom["mean"].shape[0], mom["m2p"], uplo="L"
+    )  # zeros above
     if info:  # pragma: no cover - LAPACK's argument check
         raise ValueError(f"dtpttr failed ({info})")
     m2 = lower.T  # C-ordered: the upper triangle, zeros below
@@ -311,31 +349,36 @@ def full_gram(mom: dict) -> dict:
 def _block_moments_sparse(x, *, with_gram: bool = True) -> dict:
     """:func:`block_moments` of one ``scipy.sparse`` row block (CSR), never densified.
 
-    Count, column sums and the uncentred ``xᵀ x`` (:func:`_gram_sparse`) or column sums of
-    squares are accumulated in float64 over the stored values; the block is centred on the
-    small result, ``m2 = xᵀx − n_b μ_b μ_bᵀ``, and blocks merge by :func:`merge_moments`.
+    Count, column sums and the uncentred ``xᵀ x`` (:func:`_gram_sparse`) or column sums
+    of squares are accumulated in float64 over the stored values; the block is centred
+    on the small result, ``m2 = xᵀx − n_b μ_b μ_bᵀ``, and blocks merge by
+    :func:`merge_moments`.
 
-    Precision: the block-level subtraction cancels. With ``n_b`` rows, the entry ``(i, j)``
-    of ``m2`` carries an absolute rounding error of about ``ε n_b (|μᵢ μⱼ| + σᵢ σⱼ)``, so
-    the covariance keeps a relative error of about ``ε (|μ|²/σ² + 1)`` (``ε`` = 2.2e-16):
-    full precision for counts and word occurrences, whose means are of the order of their
-    standard deviations or below, and ``ε |μ|²/σ²`` where the mean dominates (a feature
-    with mean 1e4 and standard deviation 1 keeps about 8 digits). Dense blocks are centred
-    before their product and do not lose these digits.
+    Precision: the block-level subtraction cancels. With ``n_b`` rows, the entry
+    ``(i, j)`` of ``m2`` carries an absolute rounding error of about
+    ``ε n_b (|μᵢ μⱼ| + σᵢ σⱼ)``, so the covariance keeps a relative error of about
+    ``ε (|μ|²/σ² + 1)`` (``ε`` = 2.2e-16): full precision for counts and word
+    occurrences, whose means are of the order of their standard deviations or below, and
+    ``ε |μ|²/σ²`` where the mean dominates (a feature with mean 1e4 and standard
+    deviation 1 keeps about 8 digits). Dense blocks are centred before their product and
+    do not lose these digits.
 
-    Non-finite stored values are counted (``bad``; ``nan_features`` per feature for NaN) and
-    taken as 0 in the other statistics, as in the dense path.
+    Non-finite stored values are counted (``bad``; ``nan_features`` per feature for
+    NaN) and taken as 0 in the other statistics, as in the dense path.
     """
     return _csr_moments(*_clean_csr(x), with_gram=with_gram)
 
 
 def _csr_moments(x, bad: int, nanf, *, with_gram: bool = True) -> dict:
-    """:func:`_block_moments_sparse` of a block :func:`_clean_csr` has cleaned (its count of
-    non-finite values ``bad`` and NaN per feature ``nanf`` given with it)."""
+    """:func:`_block_moments_sparse` of a block :func:`_clean_csr` has cleaned (its
+    count of non-finite values ``bad`` and NaN per feature ``nanf`` given with it)."""
     n, d = x.shape
-    # not x.sum(axis=0, dtype=np.float64): scipy sums float32 values in float32 and converts
-    # the result (pbmc68k's float32 counts: means 2.8e-6 off, eigenvalues 3.6e-6)
-    colsum = np.bincount(x.indices, weights=x.data, minlength=d)  # weights: float64 sums
+    # not x.sum(axis=0, dtype=np.float64): scipy sums float32 values in float32 and
+    # converts the result (pbmc68k's float32 counts: means 2.8e-6 off, eigenvalues
+    # 3.6e-6)
+    colsum = np.bincount(
+        x.indices, weights=x.data, minlength=d
+    )  # weights: float64 sums
     mean = colsum / n if n else np.zeros(d)
     out = {"n": n, "mean": mean, "bad": bad}
     if nanf is not None:
@@ -345,28 +388,32 @@ def _csr_moments(x, bad: int, nanf, *, with_gram: bool = True) -> dict:
         _add_outer(m2, -float(n), mean)  # m2 −= n μ μᵀ, in place
         out["m2"] = m2
     else:
-        sq = np.bincount(x.indices, weights=np.square(x.data, dtype=np.float64), minlength=d)
+        sq = np.bincount(
+            x.indices, weights=np.square(x.data, dtype=np.float64), minlength=d
+        )
         out["ss"] = sq - n * mean**2
     return out
 
 
-def block_moments(x: np.ndarray, *, with_gram: bool = True, precision: str = "auto") -> dict:
+def block_moments(
+    x: np.ndarray, *, with_gram: bool = True, precision: str = "auto"
+) -> dict:
     """Moments of one row block, accumulated in float64.
 
     ``precision`` chooses the products of a float32 block's Gram (see :func:`_gram`).
 
-    Non-finite entries are counted; the remaining statistics of a block that has them are
-    meaningless, and the caller is expected to raise on ``bad > 0``. ``scipy.sparse`` blocks
-    go to :func:`_block_moments_sparse` (implicit centring; its docstring states the
-    precision).
+    Non-finite entries are counted; the remaining statistics of a block that has them
+    are meaningless, and the caller is expected to raise on ``bad > 0``.
+    ``scipy.sparse`` blocks go to :func:`_block_moments_sparse` (implicit centring;
+    its docstring states the precision).
     """
     if _is_sparse_block(x):
         return _block_moments_sparse(x, with_gram=with_gram)
     x = np.asarray(x)
     if x.dtype not in (np.float32, np.float64):
         x = x.astype(np.float64)
-    # float32 blocks stay float32 here: sums accumulate in float64 and the Gram is formed
-    # slice by slice (no float64 copy of the block)
+    # float32 blocks stay float32 here: sums accumulate in float64 and the Gram is
+    # formed slice by slice (no float64 copy of the block)
     if with_gram and x.dtype == np.float64 and x.size:
         out = _fused_moments(x)
         if out is not None:
@@ -374,8 +421,9 @@ def block_moments(x: np.ndarray, *, with_gram: bool = True, precision: str = "au
     n = x.shape[0]
     colsum = x.sum(axis=0, dtype=np.float64)
     bad = 0
-    # The column sums are finite exactly when every entry is finite (barring overflow of sums
-    # near 1e308), so the NaN/inf check costs nothing on clean data; only then count exactly.
+    # The column sums are finite exactly when every entry is finite (barring overflow of
+    # sums near 1e308), so the NaN/inf check costs nothing on clean data; only then
+    # count exactly.
     if not np.isfinite(colsum).all():
         finite = np.isfinite(x)
         bad = int(x.size - np.count_nonzero(finite))
@@ -463,18 +511,21 @@ FEATURE_SLAB_BYTES = 16 * 2**20
 
 
 def feature_block_moments(x, feature_map) -> dict:
-    """:func:`block_moments` of ``feature_map(x)`` without forming the mapped block whole.
+    """:func:`block_moments` of ``feature_map(x)`` without forming the mapped block
+    whole.
 
-    ``feature_map(slab, out=buf)`` takes row slabs of ``x`` (NumPy or CSR) to float64 rows of
-    m features, written into ``buf`` (one C-ordered buffer reused for every slab, which is
-    shifted in place) or returned in a new array. It is applied to slabs of at most
-    :data:`GRAM_BLOCK_ROWS` rows and :data:`FEATURE_SLAB_BYTES`, and each slab is centred by
-    a shift — the mean of the first slab — before its syrk; the block's own mean and centred
-    Gram come from the shifted sums (``m2 = Σ (f − s)(f − s)ᵀ − n (μ − s)(μ − s)ᵀ``), which
-    keep full precision because ``s`` is within a slab's sampling error of ``μ``. Memory: the
-    row block and one slab of features, whatever the block's length; the result is the same
-    partial :func:`block_moments` gives for the mapped block (up to rounding), so the partials
-    merge as before. Non-finite features are counted in ``bad`` and taken as 0.
+    ``feature_map(slab, out=buf)`` takes row slabs of ``x`` (NumPy or CSR) to float64
+    rows of m features, written into ``buf`` (one C-ordered buffer reused for every
+    slab, which is shifted in place) or returned in a new array. It is applied to
+    slabs of at most :data:`GRAM_BLOCK_ROWS` rows and :data:`FEATURE_SLAB_BYTES`, and
+    each slab is centred by a shift — the mean of the first slab — before its syrk;
+    the block's own mean and centred Gram come from the shifted sums
+    (``m2 = Σ (f − s)(f − s)ᵀ − n (μ − s)(μ − s)ᵀ``), which keep full precision
+    because ``s`` is within a slab's sampling error of ``μ``. Memory: the row block
+    and one slab of features, whatever the block's length; the result is the same
+    partial :func:`block_moments` gives for the mapped block (up to rounding), so the
+    partials merge as before. Non-finite features are counted in ``bad`` and taken as
+    0.
     """
     n = x.shape[0]
     m = feature_map(x[:1]).shape[1]
@@ -515,7 +566,8 @@ def _is_sparse_block(x) -> bool:
 
 
 def _add_outer(m2: np.ndarray, w: float, v: np.ndarray) -> None:
-    """``m2 += w v vᵀ`` in place (BLAS dger on the transposed view; no d × d temporary)."""
+    """``m2 += w v vᵀ`` in place (BLAS dger on the transposed view; no d × d
+    temporary)."""
     if m2.flags.c_contiguous and m2.dtype == np.float64 and m2.size:
         blas.dger(w, v, v, a=m2.T, overwrite_a=1)
     else:
@@ -525,21 +577,25 @@ def _add_outer(m2: np.ndarray, w: float, v: np.ndarray) -> None:
 def _add_outer_packed(m2p: np.ndarray, w: float, v: np.ndarray) -> None:
     """``m2 += w v vᵀ`` in place on a packed Gram (:func:`packed_gram`; BLAS dspr)."""
     out = blas.dspr(v.shape[0], w, v, m2p, lower=1, overwrite_ap=1)
-    if out is not m2p:  # pragma: no cover - f2py writes a contiguous float64 array in place
+    if (
+        out is not m2p
+    ):  # pragma: no cover - f2py writes a contiguous float64 array in place
         m2p[:] = out
 
 
 def _gram_key(mom: dict) -> str | None:
-    """Which Gram a partial carries: ``"m2"`` (d × d), ``"m2p"`` (packed) or None (``ss``)."""
+    """Which Gram a partial carries: ``"m2"`` (d × d), ``"m2p"`` (packed) or None
+    (``ss``)."""
     return "m2" if "m2" in mom else "m2p" if "m2p" in mom else None
 
 
 def merge_moments(a: dict, b: dict, *, reuse_a: bool = False) -> dict:
-    """Merge two partials with the parallel (Chan et al.) update; exact in exact arithmetic.
+    """Merge two partials with the parallel (Chan et al.) update; exact in exact
+    arithmetic.
 
-    ``reuse_a``: ``a["m2"]`` belongs to the caller and may be summed into in place (a merge of
-    several partials accumulates into the one array it made first). Packed Grams (``m2p``,
-    :func:`packed_gram`) merge packed.
+    ``reuse_a``: ``a["m2"]`` belongs to the caller and may be summed into in place (a
+    merge of several partials accumulates into the one array it made first). Packed
+    Grams (``m2p``, :func:`packed_gram`) merge packed.
     """
     na, nb = a["n"], b["n"]
     nanf = {}
@@ -551,7 +607,12 @@ def merge_moments(a: dict, b: dict, *, reuse_a: bool = False) -> dict:
         return {**a, "bad": a["bad"] + b["bad"], **nanf}
     n = na + nb
     delta = b["mean"] - a["mean"]
-    out = {"n": n, "mean": a["mean"] + delta * (nb / n), "bad": a["bad"] + b["bad"], **nanf}
+    out = {
+        "n": n,
+        "mean": a["mean"] + delta * (nb / n),
+        "bad": a["bad"] + b["bad"],
+        **nanf,
+    }
     w = na * nb / n
     key = _gram_key(a)
     if key is not None:
@@ -560,23 +621,28 @@ def merge_moments(a: dict, b: dict, *, reuse_a: bool = False) -> dict:
             m2 += b[key]
         else:
             m2 = a[key] + b[key]
-        (_add_outer if key == "m2" else _add_outer_packed)(m2, w, delta)  # += w δ δᵀ in place
+        (_add_outer if key == "m2" else _add_outer_packed)(
+            m2, w, delta
+        )  # += w δ δᵀ in place
         out[key] = m2
     else:
         out["ss"] = a["ss"] + b["ss"] + w * delta**2
     return out
 
 
-def _block_partial(x, *, with_gram: bool = True, precision: str = "auto", feature_map=None):
-    """The partial of one row block (of its mapped features when ``feature_map`` is given)."""
+def _block_partial(
+    x, *, with_gram: bool = True, precision: str = "auto", feature_map=None
+):
+    """The partial of one row block (of its mapped features when ``feature_map`` is
+    given)."""
     if feature_map is not None:
         return feature_block_moments(x, feature_map)
     return block_moments(x, with_gram=with_gram, precision=precision)
 
 
 def _merge_list(parts: list) -> dict:
-    """Merge the partials of consecutive row blocks, left to right, accumulating into the
-    Gram matrix the first merge made (never into a part's own)."""
+    """Merge the partials of consecutive row blocks, left to right, accumulating into
+    the Gram matrix the first merge made (never into a part's own)."""
     acc = parts[0]
     owned = False  # whether acc["m2"] is an array this merge made (never a part's own)
     for p in parts[1:]:
@@ -586,116 +652,175 @@ def _merge_list(parts: list) -> dict:
     return acc
 
 
-def _moments_reduction(X: da.Array, *, with_gram: bool, split_every: int,
-                       precision: str = "auto", feature_map=None) -> da.Array:
-    """The tree reduction over row blocks (:func:`~scalepca.linalg.passes.row_reduction`):
-    one dict of moments per column chunk of ``X``."""
-    block = partial(_block_partial, with_gram=with_gram, precision=precision,
-                    feature_map=feature_map)
-    return row_reduction(X, block, merge_all=_merge_list, split_every=split_every,
-                         name="moments")
+def _moments_reduction(
+    X: da.Array,
+    *,
+    with_gram: bool,
+    split_every: int,
+    precision: str = "auto",
+    feature_map=None,
+) -> da.Array:
+    """The tree reduction over row blocks
+    (:func:`~scalepca.linalg.passes.row_reduction`): one dict of moments per column
+    chunk of ``X``."""
+    block = partial(
+        _block_partial,
+        with_gram=with_gram,
+        precision=precision,
+        feature_map=feature_map,
+    )
+    return row_reduction(
+        X, block, merge_all=_merge_list, split_every=split_every, name="moments"
+    )
 
 
-def moments_graph(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
-                  precision: str | None = None, feature_map=None, also=None):
+def moments_graph(
+    X: da.Array,
+    *,
+    with_gram: bool = True,
+    split_every: int = 8,
+    precision: str | None = None,
+    feature_map=None,
+    also=None,
+):
     """A dask ``Delayed`` for the moments of ``X`` (rows chunked, one column chunk).
 
     Blocks are mapped with :func:`block_moments` and merged in a tree of fan-in
-    ``split_every`` (:mod:`~scalepca.linalg.passes`); only d × d partials ever travel between
-    workers.
-    ``precision`` (``"auto"`` or ``"float64"``; default: the ``dask.config`` key
-    ``scalepca.gram-precision``, itself ``"auto"``) chooses the products of float32 blocks:
-    float32 on centred slices summed in float64 (error within :func:`gram_error_bound` of
-    the float64 products), or float64. It is fixed when the graph is built, on the client.
+    ``split_every`` (:mod:`~scalepca.linalg.passes`); only d × d partials ever travel
+    between workers. ``precision`` (``"auto"`` or ``"float64"``; default: the
+    ``dask.config`` key ``scalepca.gram-precision``, itself ``"auto"``) chooses the
+    products of float32 blocks: float32 on centred slices summed in float64 (error
+    within :func:`gram_error_bound` of the float64 products), or float64. It is fixed
+    when the graph is built, on the client.
 
-    ``feature_map`` (a function of row slabs, picklable): the moments of the mapped rows
-    instead, by :func:`feature_block_moments` — the mapped matrix is never formed, one slab
-    at a time is (kernel PCA's feature moments). ``also``: see
+    ``feature_map`` (a function of row slabs, picklable): the moments of the mapped
+    rows instead, by :func:`feature_block_moments` — the mapped matrix is never
+    formed, one slab at a time is (kernel PCA's feature moments). ``also``: see
     :func:`~scalepca.linalg.passes.single_delayed`.
     """
     if len(X.chunks[1]) != 1:
-        raise ValueError("moments need the features in one column chunk; rechunk({1: -1}) first")
+        raise ValueError(
+            "moments need the features in one column chunk; rechunk({1: -1}) first"
+        )
     if with_gram and feature_map is None and also is None and is_sparse(X):
         return _sparse_gram_graph(X, split_every)
     precision = gram_precision(precision)
-    return single_delayed(_moments_reduction(X, with_gram=with_gram, split_every=split_every,
-                                             precision=precision, feature_map=feature_map),
-                          also)
+    return single_delayed(
+        _moments_reduction(
+            X,
+            with_gram=with_gram,
+            split_every=split_every,
+            precision=precision,
+            feature_map=feature_map,
+        ),
+        also,
+    )
 
 
-#: consecutive CSR row blocks one task of a sparse Gram pass reads (group_moments_sparse)
+#: consecutive CSR row blocks one task of a sparse Gram pass reads
+#: (group_moments_sparse)
 SPARSE_GROUP_BLOCKS = 4
 #: groups shrink to keep at least this many tasks in the pass
 SPARSE_MIN_TASKS = 16
 
 
 def block_groups(n_blocks: int) -> list[range]:
-    """The groups of consecutive row blocks of a sparse Gram pass, in order: groups of
-    ``size`` (:data:`SPARSE_GROUP_BLOCKS`, fewer to keep :data:`SPARSE_MIN_TASKS` tasks),
-    then a tapered end — the last ``2 size`` blocks in groups of ``size // 2`` and the last
-    ``size`` of them one by one — so that the workers run out of work together: with groups
-    of equal size, one worker can wait up to a whole group's time for the last (measured:
-    0.5 s of an 18 s pass of 25 groups on 2 workers)."""
+    """The groups of consecutive row blocks of a sparse Gram pass, in order: groups
+    of ``size`` (:data:`SPARSE_GROUP_BLOCKS`, fewer to keep :data:`SPARSE_MIN_TASKS`
+    tasks), then a tapered end — the last ``2 size`` blocks in groups of
+    ``size // 2`` and the last ``size`` of them one by one — so that the workers run
+    out of work together: with groups of equal size, one worker can wait up to a
+    whole group's time for the last (measured: 0.5 s of an 18 s pass of 25 groups on
+    2 workers)."""
     size = max(1, min(SPARSE_GROUP_BLOCKS, n_blocks // SPARSE_MIN_TASKS))
     if size == 1:
         return [range(i, i + 1) for i in range(n_blocks)]
     # size ≥ 2 means n_blocks ≥ 2 SPARSE_MIN_TASKS: the tapered end always fits
     n, half = n_blocks, size // 2
-    cuts = [*range(0, n - 2 * size, size), *range(n - 2 * size, n - size, half),
-            *range(n - size, n)]
-    return [range(a, b) for a, b in zip(cuts, cuts[1:] + [n])]
+    cuts = [
+        *range(0, n - 2 * size, size),
+        *range(n - 2 * size, n - size, half),
+        *range(n - size, n),
+    ]
+    return [range(a, b) for a, b in zip(cuts, cuts[1:] + [n], strict=True)]
 
 
 def _sparse_gram_graph(X: da.Array, split_every: int):
     """The moments pass of CSR row blocks in groups of consecutive blocks (one packed
-    partial per group, see :func:`group_moments_sparse` and :func:`block_groups`), merged
-    packed in a tree of fan-in ``split_every`` and unpacked once at the end."""
-    tree = passes.reduce_block_groups(X, block_groups(X.numblocks[0]), group_moments_sparse,
-                                      merge_all=_merge_list, split_every=split_every)
+    partial per group, see :func:`group_moments_sparse` and :func:`block_groups`),
+    merged packed in a tree of fan-in ``split_every`` and unpacked once at the end."""
+    tree = passes.reduce_block_groups(
+        X,
+        block_groups(X.numblocks[0]),
+        group_moments_sparse,
+        merge_all=_merge_list,
+        split_every=split_every,
+    )
     return dask.delayed(full_gram, pure=True)(tree)
 
 
 def _concat_columns(*parts: dict) -> dict:
     """Per-feature moments of column strips (same rows) side by side."""
-    out = {"n": parts[0]["n"], "mean": np.concatenate([p["mean"] for p in parts]),
-           "ss": np.concatenate([p["ss"] for p in parts]), "bad": sum(p["bad"] for p in parts)}
+    out = {
+        "n": parts[0]["n"],
+        "mean": np.concatenate([p["mean"] for p in parts]),
+        "ss": np.concatenate([p["ss"] for p in parts]),
+        "bad": sum(p["bad"] for p in parts),
+    }
     if any("nan_features" in p for p in parts):
-        out["nan_features"] = np.concatenate([
-            p.get("nan_features", np.zeros(p["mean"].shape[0], dtype=np.int64)) for p in parts
-        ])
+        out["nan_features"] = np.concatenate(
+            [
+                p.get("nan_features", np.zeros(p["mean"].shape[0], dtype=np.int64))
+                for p in parts
+            ]
+        )
     return out
 
 
 def column_moments_graph(X: da.Array, *, split_every: int = 8):
-    """A dask ``Delayed`` for count, mean and per-feature sum of squares of ``X`` in 2-D blocks.
+    """A dask ``Delayed`` for count, mean and per-feature sum of squares of ``X`` in 2-D
+    blocks.
 
-    Each column strip is reduced over its rows (``with_gram=False``) and the strips' results
-    are put side by side: one pass, and no task holds more than one block, so wide data never
-    has to be rechunked to full rows.
+    Each column strip is reduced over its rows (``with_gram=False``) and the strips'
+    results are put side by side: one pass, and no task holds more than one block, so
+    wide data never has to be rechunked to full rows.
     """
     if len(X.chunks[1]) == 1:
         return moments_graph(X, with_gram=False, split_every=split_every)
-    strips = _moments_reduction(X, with_gram=False, split_every=split_every).to_delayed()
+    strips = _moments_reduction(
+        X, with_gram=False, split_every=split_every
+    ).to_delayed()
     return dask.delayed(_concat_columns, pure=True)(*strips.tolist())
 
 
-def moments(X: da.Array, *, with_gram: bool = True, split_every: int = 8,
-            precision: str | None = None) -> dict:
+def moments(
+    X: da.Array,
+    *,
+    with_gram: bool = True,
+    split_every: int = 8,
+    precision: str | None = None,
+) -> dict:
     """Compute count, mean, centred Gram (or per-feature sum of squares) in one pass."""
-    (out,) = dask.compute(moments_graph(X, with_gram=with_gram, split_every=split_every,
-                                        precision=precision))
+    (out,) = dask.compute(
+        moments_graph(
+            X, with_gram=with_gram, split_every=split_every, precision=precision
+        )
+    )
     return out
 
 
-def feature_scale(var: np.ndarray, weights: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, int]:
-    """Per-feature standard deviations that standardise the data (correlation-matrix PCA).
+def feature_scale(
+    var: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
+    """Per-feature standard deviations that standardise the data (correlation-matrix
+    PCA).
 
     ``var`` holds the per-feature variances (denominator n, as ``StandardScaler``; e.g.
-    ``diag(m2) / n`` or ``ss / n`` of the moments pass). A feature whose standard deviation is
-    at most ``1e-12`` times the largest one is constant to rounding: its scale is 1, so it stays
-    centred but unscaled (scikit-learn's ``StandardScaler`` does the same) instead of being
-    divided by zero. Returns the scales and the number of such constant features.
+    ``diag(m2) / n`` or ``ss / n`` of the moments pass). A feature whose standard
+    deviation is at most ``1e-12`` times the largest one is constant to rounding: its
+    scale is 1, so it stays centred but unscaled (scikit-learn's ``StandardScaler`` does
+    the same) instead of being divided by zero. Returns the scales and the number of
+    such constant features.
 
     ``weights``: the column weights the data were multiplied by
     (``open_matrix(weights=...)``), non-negative, of the same features as ``var``. The

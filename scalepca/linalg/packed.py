@@ -119,8 +119,9 @@ def _t_times(tiles: _Tiles, U) -> np.ndarray:
 def _tiles(packed, rows, scaling: ColumnScaling) -> _Tiles:
     table = scaling.values_of_codes(CODE_COUNTS)
     if np.shape(packed)[0] != table.shape[0]:
-        raise ValueError(f"{np.shape(packed)[0]} packed columns but a scaling of "
-                         f"{table.shape[0]}")
+        raise ValueError(
+            f"{np.shape(packed)[0]} packed columns but a scaling of {table.shape[0]}"
+        )
     return _Tiles(packed, rows, table)
 
 
@@ -151,8 +152,9 @@ class PackedRows:
     shape: tuple
 
 
-def packed_gram_times(P: PackedRows, V: np.ndarray, scaling: ColumnScaling, *,
-                      split_every: int = 8) -> np.ndarray:
+def packed_gram_times(
+    P: PackedRows, V: np.ndarray, scaling: ColumnScaling, *, split_every: int = 8
+) -> np.ndarray:
     """One pass: ``Zᵀ Z V`` (d × l), ``Z`` the packed matrix ``P`` mapped by
     ``scaling``; each block's two products in its task, straight from its bytes, the
     d × l partials summed in a tree."""
@@ -162,8 +164,15 @@ def packed_gram_times(P: PackedRows, V: np.ndarray, scaling: ColumnScaling, *,
     Vd = passes.shared(np.ascontiguousarray(V, dtype=np.float64))
     table = passes.shared(scaling.values_of_codes(CODE_COUNTS))
     rows = [np.ascontiguousarray(r, dtype=np.int64) for r in P.rows]
-    graph = passes.reduce_blocks(P.blocks, _block_gram_times, None, Vd, table,
-                                 per_block=rows, split_every=split_every,
-                                 merge_all=passes.sum_parts)
+    graph = passes.reduce_blocks(
+        P.blocks,
+        _block_gram_times,
+        None,
+        Vd,
+        table,
+        per_block=rows,
+        split_every=split_every,
+        merge_all=passes.sum_parts,
+    )
     (out,) = passes.compute(graph, name="gram")
     return out

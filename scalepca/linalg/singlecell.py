@@ -1,17 +1,19 @@
 """Block kernels of the single-cell preparation: library-size normalisation, log1p, gene
 selection and per-gene scaling of one CSR row block of counts, never densified.
 
-Each function takes one row block (``scipy.sparse`` CSR, or a dense ``ndarray``, which is made
-CSR first) and returns a CSR block or a small per-block statistic; the passes that map them over
-a whole matrix are in :mod:`scalepca.preprocessing._singlecell`. All arithmetic is float64.
+Each function takes one row block (``scipy.sparse`` CSR, or a dense ``ndarray``, which
+is made CSR first) and returns a CSR block or a small per-block statistic; the passes
+that map them over a whole matrix are in :mod:`scalepca.preprocessing._singlecell`. All
+arithmetic is float64.
 
 Scaling keeps the block sparse. A gene scaled to unit variance and centred is
-``z = (y − μ) / σ``, optionally clipped to ``[−max_value, max_value]``. Every zero of ``y`` in
-a gene's column becomes the same number, ``a = clip(−μ / σ)``, so the scaled matrix is
-``Z = 1 aᵀ + S`` with ``S`` holding ``clip((y − μ)/σ) − a`` at the stored entries of ``y`` only:
-the clip does not densify anything. :func:`scale_block` returns ``S``; the constant ``1 aᵀ``
-changes the mean of the matrix but not its covariance, so centred PCA of ``S`` is centred PCA of
-``Z`` (scores and axes alike), and new cells project the same way.
+``z = (y − μ) / σ``, optionally clipped to ``[−max_value, max_value]``. Every zero of
+``y`` in a gene's column becomes the same number, ``a = clip(−μ / σ)``, so the scaled
+matrix is ``Z = 1 aᵀ + S`` with ``S`` holding ``clip((y − μ)/σ) − a`` at the stored
+entries of ``y`` only: the clip does not densify anything. :func:`scale_block`
+returns ``S``; the constant ``1 aᵀ`` changes the mean of the matrix but not its
+covariance, so centred PCA of ``S`` is centred PCA of ``Z`` (scores and axes alike),
+and new cells project the same way.
 """
 
 from __future__ import annotations
@@ -19,8 +21,16 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["as_csr64", "cell_totals", "clipped_sums", "count_highly_expressed",
-           "count_problems", "normalize_log_block", "scale_block", "scale_offset"]
+__all__ = [
+    "as_csr64",
+    "cell_totals",
+    "clipped_sums",
+    "count_highly_expressed",
+    "count_problems",
+    "normalize_log_block",
+    "scale_block",
+    "scale_offset",
+]
 
 
 def as_csr64(x) -> sp.csr_matrix:
@@ -49,8 +59,10 @@ def count_problems(x) -> np.ndarray:
         nan = np.count_nonzero(np.isnan(data))
         inf = data.size - np.count_nonzero(finite) - nan
         data = data[finite]
-    return np.array([nan, inf, np.count_nonzero(data < 0),
-                     np.count_nonzero(data != np.rint(data))], dtype=np.int64)
+    return np.array(
+        [nan, inf, np.count_nonzero(data < 0), np.count_nonzero(data != np.rint(data))],
+        dtype=np.int64,
+    )
 
 
 def cell_totals(x, keep: np.ndarray | None = None) -> np.ndarray:
@@ -75,15 +87,20 @@ def clipped_sums(x, clip: np.ndarray) -> np.ndarray:
     x = as_csr64(x)
     v = np.minimum(x.data, clip[x.indices])
     d = x.shape[1]
-    return np.stack([np.bincount(x.indices, weights=v, minlength=d),
-                     np.bincount(x.indices, weights=v * v, minlength=d)])
+    return np.stack(
+        [
+            np.bincount(x.indices, weights=v, minlength=d),
+            np.bincount(x.indices, weights=v * v, minlength=d),
+        ]
+    )
 
 
-def normalize_log_block(x, *, target_sum: float | None, keep: np.ndarray | None = None,
-                        log: bool = True) -> sp.csr_matrix:
-    """Counts of each cell scaled to ``target_sum`` (its total over the genes ``keep``), then
-    ``log1p``; ``target_sum=None`` skips the normalisation. A cell with no counts is left as it
-    is (divided by 1), as scanpy leaves it."""
+def normalize_log_block(
+    x, *, target_sum: float | None, keep: np.ndarray | None = None, log: bool = True
+) -> sp.csr_matrix:
+    """Counts of each cell scaled to ``target_sum`` (its total over the genes
+    ``keep``), then ``log1p``; ``target_sum=None`` skips the normalisation. A cell
+    with no counts is left as it is (divided by 1), as scanpy leaves it."""
     x = as_csr64(x).copy()
     if target_sum is not None:
         factor = cell_totals(x, keep) / target_sum
@@ -94,8 +111,9 @@ def normalize_log_block(x, *, target_sum: float | None, keep: np.ndarray | None 
     return x
 
 
-def scale_offset(mean: np.ndarray, std: np.ndarray, *, max_value: float | None,
-                 zero_center: bool) -> np.ndarray:
+def scale_offset(
+    mean: np.ndarray, std: np.ndarray, *, max_value: float | None, zero_center: bool
+) -> np.ndarray:
     """``a``: the scaled value of a zero in each gene (see the module docstring)."""
     if not zero_center:
         return np.zeros_like(mean)
@@ -103,10 +121,18 @@ def scale_offset(mean: np.ndarray, std: np.ndarray, *, max_value: float | None,
     return a if max_value is None else np.clip(a, -max_value, max_value)
 
 
-def scale_block(y, *, cols: np.ndarray | None, mean: np.ndarray, std: np.ndarray,
-                max_value: float | None, zero_center: bool) -> sp.csr_matrix:
-    """``S`` of the block ``y`` restricted to the genes ``cols`` (bool mask or None: all);
-    ``mean`` and ``std`` are those of the kept genes, ``std`` already 1 for constant genes.
+def scale_block(
+    y,
+    *,
+    cols: np.ndarray | None,
+    mean: np.ndarray,
+    std: np.ndarray,
+    max_value: float | None,
+    zero_center: bool,
+) -> sp.csr_matrix:
+    """``S`` of the block ``y`` restricted to the genes ``cols`` (bool mask or None:
+    all); ``mean`` and ``std`` are those of the kept genes, ``std`` already 1 for
+    constant genes.
 
     Without ``zero_center`` the genes are divided by ``std`` and clipped above only (as
     scanpy's ``scale(zero_center=False)``); the offset is then 0.

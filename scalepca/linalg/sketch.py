@@ -8,9 +8,10 @@ positive semi-definite) and ``l`` probe vectors ``Ω``; the Nyström approximati
 
 is the best use of those products for a positive semi-definite matrix (Tropp, Yurtsever,
 Udell & Cevher 2017, "Fixed-rank approximation of a positive-semidefinite matrix from
-streaming data"), computed stably with a small shift ν (their Algorithm 3). Its eigenpairs are
-the result: about as accurate as a range finder with no power iteration, i.e. much less than
-the block Krylov solver's (a fraction of the gap to the noise, not 1e-8).
+streaming data"), computed stably with a small shift ν (their Algorithm 3). Its
+eigenpairs are the result: about as accurate as a range finder with no power iteration,
+i.e. much less than the block Krylov solver's (a fraction of the gap to the noise, not
+1e-8).
 
 Error: ``E = A − Â`` is positive semi-definite, so every eigenvalue of ``Â`` is at most
 the true one and below it by at most ``‖E‖₂`` (Weyl), and each Ritz pair's residual
@@ -56,10 +57,15 @@ ERROR_ESTIMATE_FACTOR = 0.5
 
 
 def nystrom_eigh(Q: np.ndarray, Y: np.ndarray):
-    """Eigenpairs (descending) of the Nyström approximation ``Y (Qᵀ Y)⁺ Yᵀ`` for orthonormal
-    probes ``Q`` (d × l) and ``Y = A Q``; returns ``(values (l,), vectors (d × l))``."""
+    """Eigenpairs (descending) of the Nyström approximation ``Y (Qᵀ Y)⁺ Yᵀ`` for
+    orthonormal probes ``Q`` (d × l) and ``Y = A Q``; returns
+    ``(values (l,), vectors (d × l))``."""
     d = Q.shape[0]
-    nu = np.sqrt(d) * np.finfo(np.float64).eps * max(np.linalg.norm(Y), np.finfo(float).tiny)
+    nu = (
+        np.sqrt(d)
+        * np.finfo(np.float64).eps
+        * max(np.linalg.norm(Y), np.finfo(float).tiny)
+    )
     Yn = Y + nu * Q
     B = Q.T @ Yn
     B = (B + B.T) / 2
@@ -71,12 +77,16 @@ def nystrom_eigh(Q: np.ndarray, Y: np.ndarray):
         Yn, B = Yn + extra * Q, B + extra * np.eye(B.shape[0])
         nu += extra
         C = sla.cholesky(B, lower=False, check_finite=False)
-    F = sla.solve_triangular(C, Yn.T, trans="T", lower=False, check_finite=False).T  # Yn C⁻¹
+    F = sla.solve_triangular(
+        C, Yn.T, trans="T", lower=False, check_finite=False
+    ).T  # Yn C⁻¹
     U, s, _ = sla.svd(F, full_matrices=False, check_finite=False)
     return np.maximum(s**2 - nu, 0.0), U
 
 
-def nystrom_error_bound(A_T: np.ndarray, T: np.ndarray, U: np.ndarray, lam: np.ndarray) -> float:
+def nystrom_error_bound(
+    A_T: np.ndarray, T: np.ndarray, U: np.ndarray, lam: np.ndarray
+) -> float:
     """Upper bound (probability ≥ 1 − 10^(−m)) on ``‖A − U diag(lam) Uᵀ‖₂`` from ``m``
     standard Gaussian test vectors ``T`` (d × m) and their products ``A_T = A T``."""
     E_T = _error_times_tests(A_T, T, U, lam)
@@ -87,8 +97,9 @@ def _error_times_tests(A_T, T, U, lam):
     return A_T - U @ (lam[:, None] * (U.T @ T))
 
 
-def nystrom_error_estimate(A_T: np.ndarray, T: np.ndarray, U: np.ndarray,
-                           lam: np.ndarray) -> float:
+def nystrom_error_estimate(
+    A_T: np.ndarray, T: np.ndarray, U: np.ndarray, lam: np.ndarray
+) -> float:
     """An estimate of ``‖A − U diag(lam) Uᵀ‖₂`` from test vectors ``T`` (d × m, held out
     of the approximation) and ``A_T = A T``: the largest eigenvalue of the Nyström
     approximation of the error ``E`` from ``T``. At most ``‖E‖₂`` for any ``T`` when

@@ -1,4 +1,5 @@
-"""Kernels of sparse PCA: soft thresholding, the small dictionary problem, the elastic-net path.
+"""Kernels of sparse PCA: soft thresholding, the small dictionary problem, the
+elastic-net path.
 
 Two formulations share this module.
 
@@ -6,26 +7,26 @@ Dictionary learning (reconstruction), per sample::
 
     F(Y, D) = (1 / 2n) ‖Xc − Y Dᵀ‖²_F + α ‖D‖₁    subject to (1/n) ‖Y_:j‖² ≤ 1,
 
-with Xc the centred (optionally standardised) data, Y (n × k) the codes and D (d × k) the
-sparse dictionary. Everything the alternation needs from the data comes from the per-sample
-statistics of the projection ``Z = Xc D`` for the current D::
+with Xc the centred (optionally standardised) data, Y (n × k) the codes and D (d × k)
+the sparse dictionary. Everything the alternation needs from the data comes from the
+per-sample statistics of the projection ``Z = Xc D`` for the current D::
 
     P = Xcᵀ Z / n  (d × k),   G = Zᵀ Z / n  (k × k),   s = ‖Xc‖²_F / n.
 
-The exact code step for a fixed D is ``Y = Xc D (DᵀD + Λ)⁻¹`` — a ridge regression of every
-row on the dictionary — where the k multipliers Λ ≥ 0 of the column bounds solve a concave
-k-dimensional dual (:func:`code_multipliers`). With ``M = DᵀD + Λ`` the code statistics are
-``A = YᵀY / n = M⁻¹ G M⁻¹`` and ``B = XcᵀY / n = P M⁻¹``, and the dictionary step is block
-coordinate descent over the columns of D with soft thresholding (:func:`dictionary_bcd`).
-:func:`block_code_stats` computes one row block's share of (P, G, s) where the block lives;
-:func:`code_stats_graph` reduces them as a tree.
+The exact code step for a fixed D is ``Y = Xc D (DᵀD + Λ)⁻¹`` — a ridge regression of
+every row on the dictionary — where the k multipliers Λ ≥ 0 of the column bounds solve a
+concave k-dimensional dual (:func:`code_multipliers`). With ``M = DᵀD + Λ`` the code
+statistics are ``A = YᵀY / n = M⁻¹ G M⁻¹`` and ``B = XcᵀY / n = P M⁻¹``, and the
+dictionary step is block coordinate descent over the columns of D with soft thresholding
+(:func:`dictionary_bcd`). :func:`block_code_stats` computes one row block's share of (P,
+G, s) where the block lives; :func:`code_stats_graph` reduces them as a tree.
 
-Penalized regression (variance), Zou, Hastie & Tibshirani (2006), in Gram form: every loading
-solves ``min βᵀ(S + λ₂ I)β − 2 aᵀ S β + λ₁ ‖β‖₁`` given the covariance S and the current
-direction a. :func:`enet_gram_path` follows the LARS-EN (lasso-modified LARS) path of that
-problem and stops at a given number of non-zeros or at a given λ₁; :func:`enet_gram_cd` is
-coordinate descent for the penalty form (scikit-learn's compiled solver on the Gram, with the
-factor ``XᵀX = G`` of :func:`gram_root`).
+Penalized regression (variance), Zou, Hastie & Tibshirani (2006), in Gram form: every
+loading solves ``min βᵀ(S + λ₂ I)β − 2 aᵀ S β + λ₁ ‖β‖₁`` given the covariance S and
+the current direction a. :func:`enet_gram_path` follows the LARS-EN (lasso-modified
+LARS) path of that problem and stops at a given number of non-zeros or at a given λ₁;
+:func:`enet_gram_cd` is coordinate descent for the penalty form (scikit-learn's
+compiled solver on the Gram, with the factor ``XᵀX = G`` of :func:`gram_root`).
 """
 
 from __future__ import annotations
@@ -66,18 +67,24 @@ def soft_threshold(x, t):
     return np.sign(x) * np.maximum(np.abs(x) - t, 0.0)
 
 
-# -- per-block sufficient statistics (data side) -------------------------------------------------
-def block_code_stats(x, mean: np.ndarray, scale: np.ndarray | None, D: np.ndarray,
-                     dtype=np.float64, with_sums: bool = False) -> dict:
+# -- per-block sufficient statistics (data side) ---------------------------------------
+def block_code_stats(
+    x,
+    mean: np.ndarray,
+    scale: np.ndarray | None,
+    D: np.ndarray,
+    dtype=np.float64,
+    with_sums: bool = False,
+) -> dict:
     """Sums over one row block of ``Xc = (x − mean) / scale`` and ``Z = Xc D``.
 
     Returns ``{"n", "P" = Xcᵀ Z, "G" = Zᵀ Z, "S" = ‖Xc‖²_F}`` in float64, and with
     ``with_sums`` also ``"sum_x" = Xcᵀ 1``, ``"sum_z" = Zᵀ 1`` (they let
-    :func:`recentre_code_stats` move the centre afterwards).
-    ``dtype`` is the working precision of the products: float64 (default), or float32 for
-    float32 data when speed matters more than the last digits (relative error of the sums
-    ~√m · 6e-8 for an m-row block). Memory: one copy of the block in ``dtype`` plus m × k.
-    A ``scipy.sparse`` block is not densified (see :func:`_sparse_code_stats`).
+    :func:`recentre_code_stats` move the centre afterwards). ``dtype`` is the working
+    precision of the products: float64 (default), or float32 for float32 data when
+    speed matters more than the last digits (relative error of the sums ~√m · 6e-8
+    for an m-row block). Memory: one copy of the block in ``dtype`` plus m × k. A
+    ``scipy.sparse`` block is not densified (see :func:`_sparse_code_stats`).
     """
     if issparse(x):
         return _sparse_code_stats(x, mean, scale, D, dtype, with_sums)
@@ -88,8 +95,12 @@ def block_code_stats(x, mean: np.ndarray, scale: np.ndarray | None, D: np.ndarra
         xc /= scale.astype(dtype, copy=False)
     Z = xc @ D.astype(dtype, copy=False)
     flat = xc.reshape(-1)
-    out = {"n": xc.shape[0], "P": (xc.T @ Z).astype(np.float64),
-           "G": (Z.T @ Z).astype(np.float64), "S": float(np.dot(flat, flat))}
+    out = {
+        "n": xc.shape[0],
+        "P": (xc.T @ Z).astype(np.float64),
+        "G": (Z.T @ Z).astype(np.float64),
+        "S": float(np.dot(flat, flat)),
+    }
     if with_sums:
         out["sum_x"] = xc.sum(axis=0, dtype=np.float64)
         out["sum_z"] = Z.sum(axis=0, dtype=np.float64)
@@ -99,11 +110,12 @@ def block_code_stats(x, mean: np.ndarray, scale: np.ndarray | None, D: np.ndarra
 def _sparse_code_stats(x, mean, scale, D, dtype, with_sums: bool) -> dict:
     """:func:`block_code_stats` of a sparse block ``x``, centred implicitly.
 
-    With ``xs = x / scale`` (column scaling keeps the sparsity), ``c = mean / scale`` and
-    ``Xc = xs − 1 cᵀ``: ``Z = xs D − 1 (cᵀD)``, ``P = xsᵀZ − c (1ᵀZ)``, by sparse–dense
-    products. ``S = ‖Xc‖²`` is summed per entry without cancellation: ``(v − c_j)²`` over the
-    stored values ``v`` of column ``j`` and ``c_j²`` for each of its ``m − nnz_j`` zeros.
-    Memory: the block, a scaled copy of its stored values, and m × k.
+    With ``xs = x / scale`` (column scaling keeps the sparsity), ``c = mean / scale``
+    and ``Xc = xs − 1 cᵀ``: ``Z = xs D − 1 (cᵀD)``, ``P = xsᵀZ − c (1ᵀZ)``, by
+    sparse–dense products. ``S = ‖Xc‖²`` is summed per entry without cancellation:
+    ``(v − c_j)²`` over the stored values ``v`` of column ``j`` and ``c_j²`` for each
+    of its ``m − nnz_j`` zeros. Memory: the block, a scaled copy of its stored
+    values, and m × k.
     """
     dtype = np.dtype(dtype)
     xs = x.tocsr().astype(dtype)  # a copy: its values are scaled in place
@@ -137,17 +149,19 @@ def _scale_block(x, scale):
 
 
 def scale_columns(X: da.Array, scale: np.ndarray) -> da.Array:
-    """Lazy ``X / scale`` (columns divided by ``scale``), blockwise, for rows or 2-D blocks;
-    sparse blocks stay sparse (a product with a diagonal matrix: the stored values are scaled,
-    no zero is filled in)."""
-    scale = da.from_array(np.asarray(scale, dtype=np.float64)[None, :],
-                          chunks=((1,), X.chunks[1]))  # one row block, X's column blocks
+    """Lazy ``X / scale`` (columns divided by ``scale``), blockwise, for rows or 2-D
+    blocks; sparse blocks stay sparse (a product with a diagonal matrix: the stored
+    values are scaled, no zero is filled in)."""
+    scale = da.from_array(
+        np.asarray(scale, dtype=np.float64)[None, :], chunks=((1,), X.chunks[1])
+    )  # one row block, X's column blocks
     dtype = np.result_type(X.dtype, np.float64)
     return X.map_blocks(_scale_block, scale, dtype=dtype, meta=X._meta.astype(dtype))
 
 
 def merge_code_stats(*parts: dict) -> dict:
-    """Sum partial statistics (they are all centred at the same mean, so sums are exact)."""
+    """Sum partial statistics (they are all centred at the same mean, so sums are
+    exact)."""
     out = dict.fromkeys(parts[0], 0.0)
     for p in parts:
         for key in out:
@@ -174,16 +188,34 @@ def recentre_code_stats(st: dict, delta: np.ndarray, D: np.ndarray) -> dict:
     }
 
 
-def code_stats_graph(blocks, mean, scale, D, *, split_every: int = 8, dtype=np.float64,
-                     with_sums: bool = False):
-    """A ``Delayed`` summing :func:`block_code_stats` over ``blocks`` (Delayed row blocks) in a
-    tree of fan-in ``split_every`` (:func:`~scalepca.linalg.passes.reduce_blocks`); only d × k
-    partials travel between workers."""
-    return reduce_blocks(blocks, block_code_stats, merge_code_stats, mean, scale, D, dtype,
-                         with_sums, split_every=split_every)
+def code_stats_graph(
+    blocks,
+    mean,
+    scale,
+    D,
+    *,
+    split_every: int = 8,
+    dtype=np.float64,
+    with_sums: bool = False,
+):
+    """A ``Delayed`` summing :func:`block_code_stats` over ``blocks`` (Delayed row
+    blocks) in a tree of fan-in ``split_every``
+    (:func:`~scalepca.linalg.passes.reduce_blocks`); only d × k partials travel
+    between workers."""
+    return reduce_blocks(
+        blocks,
+        block_code_stats,
+        merge_code_stats,
+        mean,
+        scale,
+        D,
+        dtype,
+        with_sums,
+        split_every=split_every,
+    )
 
 
-# -- the code step (client side, k-dimensional) ----------------------------------------------------
+# -- the code step (client side, k-dimensional) ----------------------------------------
 def _inv_spd(M: np.ndarray) -> np.ndarray:
     c, low = sla.cho_factor(M, check_finite=False)
     return sla.cho_solve((c, low), np.eye(M.shape[0]), check_finite=False)
@@ -195,19 +227,30 @@ def _code_floor(DtD: np.ndarray) -> float:
     return 1e-9 * max(float(np.trace(DtD)) / max(DtD.shape[0], 1), 1e-300)
 
 
-def code_multipliers(DtD: np.ndarray, G: np.ndarray, lam0=None, *, tol: float = 1e-12,
-                     max_iter: int = 100) -> np.ndarray:
+def code_multipliers(
+    DtD: np.ndarray,
+    G: np.ndarray,
+    lam0=None,
+    *,
+    tol: float = 1e-12,
+    max_iter: int = 100,
+) -> np.ndarray:
     """Multipliers Λ of the code bounds ``(1/n)‖Y_:j‖² ≤ 1``.
 
-    They maximise the concave dual ``h(λ) = −tr(G M⁻¹) − Σ λ_j`` with ``M = DᵀD + diag(λ)``,
-    whose gradient is ``diag(M⁻¹ G M⁻¹) − 1`` (the code norms minus their bound) and whose
-    Hessian is ``−2 M⁻¹ ∘ (M⁻¹ G M⁻¹)``. Solved by projected Newton with backtracking over
-    ``λ ≥ λ_min`` (:func:`_code_floor`, a negligible ridge that keeps M invertible).
-    All columns of D must be non-zero (the caller drops zero columns, whose codes are 0).
+    They maximise the concave dual ``h(λ) = −tr(G M⁻¹) − Σ λ_j`` with
+    ``M = DᵀD + diag(λ)``, whose gradient is ``diag(M⁻¹ G M⁻¹) − 1`` (the code norms
+    minus their bound) and whose Hessian is ``−2 M⁻¹ ∘ (M⁻¹ G M⁻¹)``. Solved by
+    projected Newton with backtracking over ``λ ≥ λ_min`` (:func:`_code_floor`, a
+    negligible ridge that keeps M invertible). All columns of D must be non-zero (the
+    caller drops zero columns, whose codes are 0).
     """
     k = DtD.shape[0]
     floor = _code_floor(DtD)
-    lam = np.full(k, floor) if lam0 is None else np.maximum(np.asarray(lam0, np.float64), floor)
+    lam = (
+        np.full(k, floor)
+        if lam0 is None
+        else np.maximum(np.asarray(lam0, np.float64), floor)
+    )
 
     def parts(lam):
         Minv = _inv_spd(DtD + np.diag(lam))
@@ -218,7 +261,9 @@ def code_multipliers(DtD: np.ndarray, G: np.ndarray, lam0=None, *, tol: float = 
     for _ in range(max_iter):
         g = np.diag(A) - 1.0
         free = (lam > floor) | (g > 0)
-        if not free.any() or np.max(np.abs(g[free])) <= tol * max(1.0, float(np.max(np.diag(A)))):
+        if not free.any() or np.max(np.abs(g[free])) <= tol * max(
+            1.0, float(np.max(np.diag(A)))
+        ):
             break
         H = -2.0 * Minv * A
         step = np.zeros(k)
@@ -242,15 +287,22 @@ def code_multipliers(DtD: np.ndarray, G: np.ndarray, lam0=None, *, tol: float = 
     return lam
 
 
-def _polish_codes(K: np.ndarray, Q: np.ndarray, G: np.ndarray, *, tol: float = 1e-13,
-                  max_sweeps: int = 2000) -> np.ndarray:
+def _polish_codes(
+    K: np.ndarray,
+    Q: np.ndarray,
+    G: np.ndarray,
+    *,
+    tol: float = 1e-13,
+    max_sweeps: int = 2000,
+) -> np.ndarray:
     """Block coordinate descent over the code columns, in the coordinates ``Y = Z K``.
 
-    Column j given the others: ``y_j = R_j d_j / max(‖d_j‖², ‖R_j d_j‖/√n)`` with the partial
-    residual ``R_j = Xc − Σ_{l≠j} y_l d_lᵀ``; in terms of ``Z = Xc D`` this is
-    ``K_:j = v / max(Q_jj, √(vᵀ G v))``, ``v = e_j − Σ_{l≠j} K_:l Q_lj`` (``Q = DᵀD``).
-    Always feasible; it converges to the exact code step and leaves an exact one in place, so
-    it guards the Newton solution when D has (nearly) collinear columns.
+    Column j given the others: ``y_j = R_j d_j / max(‖d_j‖², ‖R_j d_j‖/√n)`` with the
+    partial residual ``R_j = Xc − Σ_{l≠j} y_l d_lᵀ``; in terms of ``Z = Xc D`` this
+    is ``K_:j = v / max(Q_jj, √(vᵀ G v))``, ``v = e_j − Σ_{l≠j} K_:l Q_lj``
+    (``Q = DᵀD``). Always feasible; it converges to the exact code step and leaves an
+    exact one in place, so it guards the Newton solution when D has (nearly)
+    collinear columns.
     """
     k = K.shape[1]
     # start feasible: scale every column into its bound
@@ -272,10 +324,12 @@ def _polish_codes(K: np.ndarray, Q: np.ndarray, G: np.ndarray, *, tol: float = 1
 
 
 def code_step(D: np.ndarray, P: np.ndarray, G: np.ndarray, lam0=None):
-    """Exact code step for a fixed D from per-sample statistics ``P``, ``G`` of ``Z = Xc D``.
+    """Exact code step for a fixed D from per-sample statistics ``P``, ``G`` of
+    ``Z = Xc D``.
 
-    Returns ``(A, B, lam)``: ``A = YᵀY/n`` (k × k), ``B = XcᵀY/n`` (d × k) for the optimal
-    codes ``Y = Xc D M⁻¹``, and the multipliers. Codes of zero columns of D are zero.
+    Returns ``(A, B, lam)``: ``A = YᵀY/n`` (k × k), ``B = XcᵀY/n`` (d × k) for the
+    optimal codes ``Y = Xc D M⁻¹``, and the multipliers. Codes of zero columns of D
+    are zero.
     """
     d, k = D.shape
     live = np.flatnonzero(np.any(D != 0, axis=0))
@@ -298,12 +352,13 @@ def code_step(D: np.ndarray, P: np.ndarray, G: np.ndarray, lam0=None):
 def revive_codes(C: np.ndarray, D: np.ndarray, A: np.ndarray, B: np.ndarray):
     """Codes for the zero columns of D from the covariance ``C`` (per sample).
 
-    A zero column leaves its code free (any bounded code gives the same objective). Instead of
-    the zero code, the dead columns get the leading principal directions ``u_i`` of the
-    residual ``R = Xc − Y Dᵀ`` as codes, ``y_i = R u_i / ‖R u_i‖`` (per sample; mutually
-    orthogonal), so the next dictionary step can bring a component back if the residual carries
-    enough variance. Everything follows from ``Cres = C − B Dᵀ − D Bᵀ + D A Dᵀ``.
-    Returns new ``(A, B)``; the objective is unchanged.
+    A zero column leaves its code free (any bounded code gives the same objective).
+    Instead of the zero code, the dead columns get the leading principal directions
+    ``u_i`` of the residual ``R = Xc − Y Dᵀ`` as codes, ``y_i = R u_i / ‖R u_i‖``
+    (per sample; mutually orthogonal), so the next dictionary step can bring a
+    component back if the residual carries enough variance. Everything follows from
+    ``Cres = C − B Dᵀ − D Bᵀ + D A Dᵀ``. Returns new ``(A, B)``; the objective is
+    unchanged.
     """
     live = np.any(D != 0, axis=0)
     dead = np.flatnonzero(~live)
@@ -337,12 +392,13 @@ def dictionary_objective(D, A, B, s, alpha) -> float:
 
 
 def dictionary_bcd(D, A, B, alpha, *, max_sweeps: int = 100, tol: float = 1e-10):
-    """Block coordinate descent on ``½ tr(Dᵀ D A) − tr(Dᵀ B) + α ‖D‖₁`` over the columns of D.
+    """Block coordinate descent on ``½ tr(Dᵀ D A) − tr(Dᵀ B) + α ‖D‖₁`` over the columns
+    of D.
 
     Column ``j`` is minimised exactly given the others:
     ``D_:j ← S_{α/A_jj}(D_:j + (B_:j − D A_:j) / A_jj)``. Columns whose codes vanish
-    (``A_jj = 0``) are set to zero. Sweeps stop when the largest change of an entry falls below
-    ``tol`` times the largest entry. Returns ``(D, sweeps)``.
+    (``A_jj = 0``) are set to zero. Sweeps stop when the largest change of an entry
+    falls below ``tol`` times the largest entry. Returns ``(D, sweeps)``.
     """
     D = np.array(D, dtype=np.float64, copy=True)
     k = D.shape[1]
@@ -356,7 +412,9 @@ def dictionary_bcd(D, A, B, alpha, *, max_sweeps: int = 100, tol: float = 1e-10)
             if ajj <= 0:
                 D[:, j] = 0.0
             else:
-                D[:, j] = soft_threshold(old + (B[:, j] - D @ A[:, j]) / ajj, alpha / ajj)
+                D[:, j] = soft_threshold(
+                    old + (B[:, j] - D @ A[:, j]) / ajj, alpha / ajj
+                )
             change = max(change, float(np.max(np.abs(D[:, j] - old))))
         scale = float(np.max(np.abs(D))) if D.size else 0.0
         if change <= tol * max(scale, 1e-300):
@@ -364,14 +422,15 @@ def dictionary_bcd(D, A, B, alpha, *, max_sweeps: int = 100, tol: float = 1e-10)
     return D, sweeps
 
 
-# -- adjusted explained variance ------------------------------------------------------------------
+# -- adjusted explained variance -------------------------------------------------------
 def adjusted_variance(gram: np.ndarray) -> np.ndarray:
-    """Adjusted variances of Zou, Hastie & Tibshirani (2006): ``R_jj²`` of the QR of the scores.
+    """Adjusted variances of Zou, Hastie & Tibshirani (2006): ``R_jj²`` of the QR of the
+    scores.
 
     ``gram`` is the scores' covariance ``Vᵀ S V`` (k × k); ``U = Xc V = Q R`` gives
-    ``UᵀU = RᵀR``, so ``R`` is its Cholesky factor and no data pass is needed. Each component's
-    variance is what it adds beyond the span of the components before it. Zero or dependent
-    components get 0.
+    ``UᵀU = RᵀR``, so ``R`` is its Cholesky factor and no data pass is needed. Each
+    component's variance is what it adds beyond the span of the components before it.
+    Zero or dependent components get 0.
     """
     gram = np.asarray(gram, dtype=np.float64)
     k = gram.shape[0]
@@ -390,18 +449,25 @@ def adjusted_variance(gram: np.ndarray) -> np.ndarray:
     return out
 
 
-# -- elastic net in Gram form ---------------------------------------------------------------------
-def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None,
-                   lam1: float | None = None, max_steps: int | None = None) -> np.ndarray:
+# -- elastic net in Gram form ----------------------------------------------------------
+def enet_gram_path(
+    G: np.ndarray,
+    b: np.ndarray,
+    *,
+    n_nonzero: int | None = None,
+    lam1: float | None = None,
+    max_steps: int | None = None,
+) -> np.ndarray:
     """Solution of ``min βᵀ G β − 2 bᵀ β + λ₁ ‖β‖₁`` on the lasso-modified LARS path.
 
-    ``G`` is positive definite (``S + λ₂ I`` for LARS-EN). The path starts at β = 0
-    (λ₁ = 2 max|b|) and is piecewise linear in λ₁; along it the active correlations
-    ``c = b − G β`` satisfy ``|c_A| = λ₁ / 2``. A coefficient that crosses zero leaves the
-    active set (the lasso modification). Stop rules:
+    ``G`` is positive definite (``S + λ₂ I`` for LARS-EN). The path starts at β = 0 (λ₁
+    = 2 max|b|) and is piecewise linear in λ₁; along it the active correlations
+    ``c = b − G β`` satisfy ``|c_A| = λ₁ / 2``. A coefficient that crosses zero leaves
+    the active set (the lasso modification). Stop rules:
 
     * ``n_nonzero`` — the end of the last stretch of the path with exactly that many
-      non-zeros, i.e. just before the next variable enters (the smallest λ₁ with that count);
+      non-zeros, i.e. just before the next variable enters (the smallest λ₁ with that
+      count);
     * ``lam1`` — the point of the path at that penalty.
 
     With neither, the path is followed to λ₁ = 0 (the ridge solution ``G⁻¹ b``).
@@ -409,10 +475,10 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
     Why not scikit-learn's ``lars_path_gram(Xy=b, Gram=G, n_samples=1, method="lasso")``
     (the same path at ``λ₁ = 2 alpha``)? Away from ties the two agree to 1e-8 (the test
     suite checks it), but scikit-learn's LARS adds one variable per step, and on exactly
-    tied variables — Zou, Hastie & Tibshirani's example, blocks of identical columns — its
-    path drifts: followed to λ₁ = 0 (no ridge) it misses the principal axes by up to 7e-3
-    relative (tried; the exact 0.5 loadings at four non-zeros were missed too, with a
-    tie-aware stop on its breakpoints). Tied variables enter together here.
+    tied variables — Zou, Hastie & Tibshirani's example, blocks of identical columns —
+    its path drifts: followed to λ₁ = 0 (no ridge) it misses the principal axes by up to
+    7e-3 relative (tried; the exact 0.5 loadings at four non-zeros were missed too, with
+    a tie-aware stop on its breakpoints). Tied variables enter together here.
 
     With numba installed the same steps run compiled (:mod:`scalepca.linalg._enet_lars`;
     the tests compare the two).
@@ -432,10 +498,14 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
     if chat <= target:
         return beta
     eps = 1e-12 * max(chat, 1e-300)
-    tie = 1e-9 * chat  # correlations this close to the maximum enter together (exact ties)
+    tie = (
+        1e-9 * chat
+    )  # correlations this close to the maximum enter together (exact ties)
     active: list[int] = [int(i) for i in np.flatnonzero(np.abs(c) >= chat - tie)]
     if n_nonzero is not None and len(active) > n_nonzero:
-        return beta  # tied variables cannot be split: no point of the path has that count
+        return (
+            beta  # tied variables cannot be split: no point of the path has that count
+        )
     inactive = np.ones(d, dtype=bool)
     inactive[active] = False
     for _ in range(max_steps):
@@ -444,8 +514,12 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
         t_drop, m = _drop_step(beta[A], w, eps)
         t_end = chat - target
         t = min(t_enter, t_drop, t_end)
-        stop_here = (n_nonzero is not None and t == t_enter and t_enter < t_drop
-                     and len(active) >= n_nonzero)
+        stop_here = (
+            n_nonzero is not None
+            and t == t_enter
+            and t_enter < t_drop
+            and len(active) >= n_nonzero
+        )
         beta[A] += t * w
         c -= t * a
         chat -= t
@@ -457,7 +531,8 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
             active.remove(i)
             inactive[i] = True
             if not active:
-                # every coefficient is back at zero: restart from the largest correlation
+                # every coefficient is back at zero: restart from the largest
+                # correlation
                 j = int(np.argmax(np.abs(c)))
                 active.append(j)
                 inactive[j] = False
@@ -466,7 +541,8 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
             tied = idx[(idx != j_enter) & (np.abs(np.abs(c[idx]) - chat) <= tie)]
             entering = [j_enter, *tied.tolist()]
             if n_nonzero is not None and len(active) + len(entering) > n_nonzero:
-                break  # a tie would jump past the requested count: stop at this breakpoint
+                # a tie would jump past the requested count: stop at this breakpoint
+                break
             for j in entering:
                 active.append(j)
                 inactive[j] = False
@@ -474,8 +550,9 @@ def enet_gram_path(G: np.ndarray, b: np.ndarray, *, n_nonzero: int | None = None
 
 
 def _lars_direction(G: np.ndarray, c: np.ndarray, active: list[int]):
-    """The active set ``A``, the equiangular direction ``w = G_AA⁻¹ sign(c_A)`` of its
-    coefficients, and the rate ``a = G_:A w`` at which every correlation changes along it."""
+    """The active set ``A``, the equiangular direction ``w = G_AA⁻¹ sign(c_A)`` of
+    its coefficients, and the rate ``a = G_:A w`` at which every correlation changes
+    along it."""
     A = np.array(active)
     s = np.sign(c[A])
     s[s == 0] = 1.0
@@ -488,9 +565,12 @@ def _lars_direction(G: np.ndarray, c: np.ndarray, active: list[int]):
     return A, w, G[:, A] @ w
 
 
-def _entry_step(c, a, chat: float, inactive: np.ndarray, eps: float) -> tuple[float, int]:
-    """The step ``t`` at which an inactive variable's correlation reaches the active ones
-    (``|c_j − t a_j| = chat − t``), and that variable; ``(inf, -1)`` if none does."""
+def _entry_step(
+    c, a, chat: float, inactive: np.ndarray, eps: float
+) -> tuple[float, int]:
+    """The step ``t`` at which an inactive variable's correlation reaches the active
+    ones (``|c_j − t a_j| = chat − t``), and that variable; ``(inf, -1)`` if none
+    does."""
     idx = np.flatnonzero(inactive)
     if not idx.size:
         return np.inf, -1
@@ -504,8 +584,8 @@ def _entry_step(c, a, chat: float, inactive: np.ndarray, eps: float) -> tuple[fl
 
 
 def _drop_step(beta_A: np.ndarray, w: np.ndarray, eps: float) -> tuple[float, int]:
-    """The step at which an active coefficient reaches zero (the lasso modification), and its
-    position in the active set; ``(inf, 0)`` if none does."""
+    """The step at which an active coefficient reaches zero (the lasso modification),
+    and its position in the active set; ``(inf, 0)`` if none does."""
     with np.errstate(divide="ignore", invalid="ignore"):
         t_d = np.where(w * beta_A < 0, -beta_A / w, np.inf)
     t_d = np.where(t_d > eps, t_d, np.inf)
@@ -516,8 +596,8 @@ def _drop_step(beta_A: np.ndarray, w: np.ndarray, eps: float) -> tuple[float, in
 
 
 class GramRoot(NamedTuple):
-    """``X`` (r × d, Fortran order) with ``XᵀX = G``; ``Xᵀ y = b`` is the triangular system
-    ``triᵀ y = b[rows]`` (``tri`` upper triangular r × r)."""
+    """``X`` (r × d, Fortran order) with ``XᵀX = G``; ``Xᵀ y = b`` is the triangular
+    system ``triᵀ y = b[rows]`` (``tri`` upper triangular r × r)."""
 
     X: np.ndarray
     tri: np.ndarray
@@ -525,13 +605,14 @@ class GramRoot(NamedTuple):
 
 
 def gram_root(G: np.ndarray) -> GramRoot:
-    """A factor ``X`` with ``XᵀX = G`` for a symmetric positive semi-definite ``G`` (d × d).
+    """A factor ``X`` with ``XᵀX = G`` for a symmetric positive semi-definite ``G`` (d ×
+    d).
 
-    The Cholesky factor ``G = UᵀU`` (``X = tri = U``) when ``G`` is positive definite, every
-    pivot ``U_ii²`` above d · ε · max G_ii; otherwise LAPACK's pivoted Cholesky
-    ``Pᵀ G P = UᵀU`` (``dpstrf``), ``U`` upper trapezoidal of the numerical rank r (the first
-    pivot below that same bound ends it), and ``X = U Pᵀ`` (r × d), ``tri`` its r pivoted
-    columns. O(d³/3), once per ``G``.
+    The Cholesky factor ``G = UᵀU`` (``X = tri = U``) when ``G`` is positive
+    definite, every pivot ``U_ii²`` above d · ε · max G_ii; otherwise LAPACK's
+    pivoted Cholesky ``Pᵀ G P = UᵀU`` (``dpstrf``), ``U`` upper trapezoidal of the
+    numerical rank r (the first pivot below that same bound ends it), and
+    ``X = U Pᵀ`` (r × d), ``tri`` its r pivoted columns. O(d³/3), once per ``G``.
     """
     G = np.asarray(G, dtype=np.float64)
     d = G.shape[0]
@@ -546,24 +627,33 @@ def gram_root(G: np.ndarray) -> GramRoot:
     return GramRoot(X, np.asfortranarray(X[:, piv[:rank]]), piv[:rank])
 
 
-def enet_gram_cd(G: np.ndarray, b: np.ndarray, lam1: float, beta0=None, *, tol: float = 1e-10,
-                 max_sweeps: int = 10_000, root=None) -> np.ndarray:
-    """Coordinate descent for ``min βᵀ G β − 2 bᵀ β + λ₁ ‖β‖₁`` (G positive semi-definite).
+def enet_gram_cd(
+    G: np.ndarray,
+    b: np.ndarray,
+    lam1: float,
+    beta0=None,
+    *,
+    tol: float = 1e-10,
+    max_sweeps: int = 10_000,
+    root=None,
+) -> np.ndarray:
+    """Coordinate descent for ``min βᵀ G β − 2 bᵀ β + λ₁ ‖β‖₁`` (G positive
+    semi-definite).
 
     Coordinate i: ``β_i ← S_{λ₁/2}(b_i − Σ_{l≠i} G_il β_l) / G_ii`` (features with
-    ``G_ii = 0`` stay at their start). The sweeps are scikit-learn's compiled coordinate
-    descent on a precomputed Gram (:func:`sklearn.linear_model.enet_path` with
-    ``precompute=G, Xy=b``). Its objective ``(1/2r)‖y − Xβ‖² + α‖β‖₁`` is ours divided by
-    2r, up to a constant, when ``XᵀX = G``, ``Xᵀy = b`` (r rows) and ``α = λ₁ / 2r``.
-    ``X`` is the factor of :func:`gram_root` (pass it as ``root`` to factor ``G`` once for
-    many ``b``); the sweeps read only ``G`` and ``b``, while ``X`` and ``y`` serve
-    scikit-learn's checks and its duality gap. Stops when no coefficient moves by more than
-    ``tol`` times the largest and the duality gap is at most ``tol · ‖y‖²``; ``beta0`` is a
-    warm start. scikit-learn warns (a ``ConvergenceWarning``) when ``max_sweeps`` sweeps do
-    not reach that.
+    ``G_ii = 0`` stay at their start). The sweeps are scikit-learn's compiled
+    coordinate descent on a precomputed Gram (:func:`sklearn.linear_model.enet_path`
+    with ``precompute=G, Xy=b``). Its objective ``(1/2r)‖y − Xβ‖² + α‖β‖₁`` is ours
+    divided by 2r, up to a constant, when ``XᵀX = G``, ``Xᵀy = b`` (r rows) and
+    ``α = λ₁ / 2r``. ``X`` is the factor of :func:`gram_root` (pass it as ``root`` to
+    factor ``G`` once for many ``b``); the sweeps read only ``G`` and ``b``, while
+    ``X`` and ``y`` serve scikit-learn's checks and its duality gap. Stops when no
+    coefficient moves by more than ``tol`` times the largest and the duality gap is
+    at most ``tol · ‖y‖²``; ``beta0`` is a warm start. scikit-learn warns (a
+    ``ConvergenceWarning``) when ``max_sweeps`` sweeps do not reach that.
     """
-    # imported here: sklearn.linear_model adds ~0.13 s to importing the models, and only the
-    # elastic net's fits with many features use this solver
+    # imported here: sklearn.linear_model adds ~0.13 s to importing the models, and only
+    # the elastic net's fits with many features use this solver
     from sklearn.linear_model import enet_path
 
     G = np.ascontiguousarray(G, dtype=np.float64)
@@ -574,11 +664,22 @@ def enet_gram_cd(G: np.ndarray, b: np.ndarray, lam1: float, beta0=None, *, tol: 
         return np.zeros(b.shape[0])
     y = sla.solve_triangular(tri, b[rows], trans="T", check_finite=False)
     start = None if beta0 is None else np.array(beta0, dtype=np.float64)
-    # random_state only seeds random coordinate order (not used): fixed so that the global
-    # NumPy generator is left alone
-    # check_input=False: the arrays are float64 in the layouts scikit-learn expects (X
-    # Fortran, G and b contiguous), and XᵀX = G holds by construction
-    _, coefs, _ = enet_path(X, y, l1_ratio=1.0, alphas=[lam1 / (2.0 * r)], precompute=G,
-                            Xy=b, coef_init=start, copy_X=False, check_input=False, tol=tol,
-                            max_iter=max_sweeps, random_state=0)
+    # random_state only seeds random coordinate order (not used): fixed so that the
+    # global NumPy generator is left alone check_input=False: the arrays are float64 in
+    # the layouts scikit-learn expects (X Fortran, G and b contiguous), and XᵀX = G
+    # holds by construction
+    _, coefs, _ = enet_path(
+        X,
+        y,
+        l1_ratio=1.0,
+        alphas=[lam1 / (2.0 * r)],
+        precompute=G,
+        Xy=b,
+        coef_init=start,
+        copy_X=False,
+        check_input=False,
+        tol=tol,
+        max_iter=max_sweeps,
+        random_state=0,
+    )
     return coefs[:, 0]

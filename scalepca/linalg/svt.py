@@ -10,21 +10,22 @@ The proximal operators of robust PCA (principal component pursuit):
 
       SVT_τ(A) = U · diag(max(σ − τ, 0)) · Vᵀ      where A = U diag(σ) Vᵀ
 
-Only the singular triplets with ``σ > τ`` matter, so the SVD is partial: a randomized range
-finder (Halko, Martinsson & Tropp 2011) over the blocks of ``A`` with ``k + p`` probe vectors,
-where ``k`` is a *predicted* rank (Lin, Chen & Ma 2010: one more than the number of values found
-above the threshold last time). Between outer iterations the previous right singular vectors
-warm-start the probe block. A partial SVD of fixed passes can miss values just above the
-threshold, where those of the inexact ALM's argument crowd on data that are not exactly low
-rank, and the ALM then ends elsewhere; with ``rtol`` the partial SVD is grown within the call
-until a trusted value lies below the threshold and iterated until the thresholded matrix
-settles (:func:`_complete_svt`), which follows the exact-SVD path.
+Only the singular triplets with ``σ > τ`` matter, so the SVD is partial: a randomized
+range finder (Halko, Martinsson & Tropp 2011) over the blocks of ``A`` with ``k + p``
+probe vectors, where ``k`` is a *predicted* rank (Lin, Chen & Ma 2010: one more than the
+number of values found above the threshold last time). Between outer iterations the
+previous right singular vectors warm-start the probe block. A partial SVD of fixed
+passes can miss values just above the threshold, where those of the inexact ALM's
+argument crowd on data that are not exactly low rank, and the ALM then ends elsewhere;
+with ``rtol`` the partial SVD is grown within the call until a trusted value lies below
+the threshold and iterated until the thresholded matrix settles (:func:`_complete_svt`),
+which follows the exact-SVD path.
 
-Every product ``A Ω`` / ``Aᵀ Q`` is a blockwise dask product with a tree sum over blocks; only
-the tall-skinny results (n1 × l, n2 × l) and l × l matrices reach the client, and, when
-the partial SVD must grow to a quarter of ``min(n1, n2)``, the Gram matrix of the small
-side (then no larger than twice the factors). ``A`` itself is never gathered and no
-dense SVD of it is taken.
+Every product ``A Ω`` / ``Aᵀ Q`` is a blockwise dask product with a tree sum over
+blocks; only the tall-skinny results (n1 × l, n2 × l) and l × l matrices reach the
+client, and, when the partial SVD must grow to a quarter of ``min(n1, n2)``, the Gram
+matrix of the small side (then no larger than twice the factors). ``A`` itself is
+never gathered and no dense SVD of it is taken.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ __all__ = [
 
 
 def soft_threshold(x: np.ndarray, tau: float) -> np.ndarray:
-    """Entrywise ``sign(x) · max(|x| − τ, 0)``, computed as ``x − clip(x, −τ, τ)`` (two passes
-    over memory instead of five; ``τ = inf`` gives zeros)."""
+    """Entrywise ``sign(x) · max(|x| − τ, 0)``, computed as ``x − clip(x, −τ, τ)``
+    (two passes over memory instead of five; ``τ = inf`` gives zeros)."""
     x = np.asarray(x)
     return x - np.clip(x, -tau, tau)
 
@@ -73,20 +74,23 @@ def _ctx(timed, label):
     return timed(label) if timed is not None else nullcontext()
 
 
-#: distributed's setting: graphs above it are sent with a warning that advises scattering
+#: distributed's setting: graphs above it are sent with a warning that advises
+#: scattering
 LARGE_GRAPH_KEY = "distributed.admin.large-graph-warning-threshold"
 
 
 def graph_constant(x: np.ndarray, chunks) -> da.Array:
-    """A small in-memory array (factors, probe blocks: n × l) as a dask array in ``chunks``.
+    """A small in-memory array (factors, probe blocks: n × l) as a dask array in
+    ``chunks``.
 
-    Without a distributed client this is ``da.from_array``. With one, the values go to the
-    cluster in pieces, each sent by its own ``persist`` and at most a quarter of
-    distributed's large-graph warning threshold, so the graphs that use them carry only
-    keys (arrays below a sixteenth of it, of which a graph holds at most three, are
-    embedded): no graph of the fit crosses the user's threshold, and the user's dask config
-    is not touched. Unlike scattered data, a persisted piece keeps its task (with its values) at
-    the scheduler, so a piece lost with a worker is recomputed like any other task.
+    Without a distributed client this is ``da.from_array``. With one, the values go
+    to the cluster in pieces, each sent by its own ``persist`` and at most a quarter
+    of distributed's large-graph warning threshold, so the graphs that use them carry
+    only keys (arrays below a sixteenth of it, of which a graph holds at most three,
+    are embedded): no graph of the fit crosses the user's threshold, and the user's
+    dask config is not touched. Unlike scattered data, a persisted piece keeps its
+    task (with its values) at the scheduler, so a piece lost with a worker is
+    recomputed like any other task.
     """
     x = np.ascontiguousarray(x)
     client = current_client()
@@ -98,7 +102,9 @@ def graph_constant(x: np.ndarray, chunks) -> da.Array:
     if x.nbytes <= limit // 4:  # a few of these fit in any graph of the fit: embed them
         return da.from_array(x, chunks=chunks)
     axis = int(np.argmax(x.shape))
-    line = max(1, x.nbytes // max(1, x.shape[axis]))  # bytes of one index along ``axis``
+    line = max(
+        1, x.nbytes // max(1, x.shape[axis])
+    )  # bytes of one index along ``axis``
     step = max(1, limit // line)
     pieces = []
     for start in range(0, max(1, x.shape[axis]), step):
@@ -110,10 +116,11 @@ def graph_constant(x: np.ndarray, chunks) -> da.Array:
 
 
 def block_times(a, om) -> np.ndarray:
-    """The contribution ``A_ij Ω_j`` of one block, shaped (rows, 1, l) for a sum over axis 1.
+    """The contribution ``A_ij Ω_j`` of one block, shaped (rows, 1, l) for a sum over
+    axis 1.
 
-    Shared by :func:`times` and the fused update pass of robust PCA, so that both give bit for
-    bit the same ``A Ω``.
+    Shared by :func:`times` and the fused update pass of robust PCA, so that both
+    give bit for bit the same ``A Ω``.
     """
     return (np.asarray(a, dtype=np.float64) @ om)[:, None, :]
 
@@ -124,20 +131,34 @@ def sum_block_products(P: da.Array) -> da.Array:
 
 
 def times(A: da.Array, Om: np.ndarray) -> da.Array:
-    """Lazy ``A Ω`` for a small dense ``Ω``; blocks of ``Ω`` follow ``A``'s column chunks."""
+    """Lazy ``A Ω`` for a small dense ``Ω``; blocks of ``Ω`` follow ``A``'s column
+    chunks."""
     l = Om.shape[1]
     Omd = graph_constant(Om, (A.chunks[1], l))
-    P = da.blockwise(block_times, "ijk", A, "ij", Omd, "jk", adjust_chunks={"j": 1},
-                     dtype=np.float64, meta=np.empty((0, 0, 0), dtype=np.float64))
+    P = da.blockwise(
+        block_times,
+        "ijk",
+        A,
+        "ij",
+        Omd,
+        "jk",
+        adjust_chunks={"j": 1},
+        dtype=np.float64,
+        meta=np.empty((0, 0, 0), dtype=np.float64),
+    )
     return sum_block_products(P)
 
 
-def probe_matrix(n2: int, l: int, rng: np.random.Generator, warm_start=None) -> np.ndarray:
+def probe_matrix(
+    n2: int, l: int, rng: np.random.Generator, warm_start=None
+) -> np.ndarray:
     """The n2 × l probe block: the warm-start columns first, Gaussian columns after."""
     if warm_start is not None and warm_start.shape[1] > 0:
         W = np.asarray(warm_start, dtype=np.float64)[:, :l]
         extra = l - W.shape[1]
-        return np.hstack([W, rng.standard_normal((n2, extra))]) if extra > 0 else W.copy()
+        return (
+            np.hstack([W, rng.standard_normal((n2, extra))]) if extra > 0 else W.copy()
+        )
     return rng.standard_normal((n2, l))
 
 
@@ -171,14 +192,15 @@ def randomized_partial_svd(
     rng : numpy Generator
         Source of the Gaussian probe vectors.
     warm_start : ndarray of shape (n2, k0), optional
-        Orthonormal columns (e.g. the right singular vectors of a nearby matrix) used as the
-        first ``k0`` probe vectors; the rest are Gaussian.
+        Orthonormal columns (e.g. the right singular vectors of a nearby matrix) used as
+        the first ``k0`` probe vectors; the rest are Gaussian.
     timed : callable, optional
         ``timed(label)`` returns a context manager wrapped around every pass over ``A``
         (the estimators count passes with it).
     probes, first_product : ndarray, optional
-        The probe block ``Ω`` (n2 × l, then ``rng`` and ``warm_start`` are not used) and,
-        if a caller already computed it while writing ``A``, ``A Ω`` (saves a pass).
+        The probe block ``Ω`` (n2 × l, then ``rng`` and ``warm_start`` are not used)
+        and, if a caller already computed it while writing ``A``, ``A Ω`` (saves a
+        pass).
 
     Returns
     -------
@@ -188,7 +210,8 @@ def randomized_partial_svd(
 
     Notes
     -----
-    Passes over ``A``: ``2 + 2 · n_power_iter``. Client memory: a few (n1 + n2) × l arrays.
+    Passes over ``A``: ``2 + 2 · n_power_iter``. Client memory: a few (n1 + n2) × l
+    arrays.
     """
     n1, n2 = A.shape
     l = int(min(k + n_oversamples, n1, n2))
@@ -200,16 +223,20 @@ def randomized_partial_svd(
     return U, s, Vt
 
 
-def ritz_estimates(A: da.Array, Om: np.ndarray, *, timed=None,
-                   first_product: np.ndarray | None = None):
-    """Subspace iteration from the probe block ``Ω``, yielding ``(U, s, Vt)`` after each step.
+def ritz_estimates(
+    A: da.Array, Om: np.ndarray, *, timed=None, first_product: np.ndarray | None = None
+):
+    """Subspace iteration from the probe block ``Ω``, yielding ``(U, s, Vt)`` after each
+    step.
 
     The first estimate is the Rayleigh–Ritz one of ``Q = orth(A Ω)`` (2 passes, 1 if
     ``first_product`` is ``A Ω``); every next one follows one power iteration
-    ``Q ← orth(A orth(Aᵀ Q))`` (2 passes: the ``Aᵀ Q`` of the estimate is reused). All
-    ``l = Ω.shape[1]`` triplets, singular values descending. The iteration is
-    :func:`~scalepca.linalg.rangefinder.subspace_iteration`, with ``Q`` on the client.
+    ``Q ← orth(A orth(Aᵀ Q))`` (2 passes: the ``Aᵀ Q`` of the estimate is reused).
+    All ``l = Ω.shape[1]`` triplets, singular values descending. The iteration is
+    :func:`~scalepca.linalg.rangefinder.subspace_iteration`, with ``Q`` on the
+    client.
     """
+
     def range_of(Z):
         with _ctx(timed, "svt: A Ω" if Z is Om else "svt: A Z"):
             (Y,) = dask.compute(times(A, Z))
@@ -262,35 +289,56 @@ def svt(
     max_power_iter: int = 50,
     scale: float | None = None,
 ) -> SVTResult:
-    """Singular value thresholding ``SVT_τ(A)`` returned as factors, never as a dense matrix.
+    """Singular value thresholding ``SVT_τ(A)`` returned as factors, never as a dense
+    matrix.
 
     ``method="randomized"`` computes ``k`` (+ oversampling) triplets with
-    :func:`randomized_partial_svd` and keeps those of the first ``k`` above ``τ``; with
-    ``rtol`` it makes sure of the answer instead (:func:`_complete_svt`): every value above
-    ``τ`` found, and the thresholded matrix to ``rtol · scale`` in the Frobenius norm
-    (``scale`` None: its own norm), in at most ``max_power_iter`` power iterations.
-    ``method="full"`` gathers ``A`` on the client and takes a dense LAPACK SVD: a reference for
-    small problems only.
+    :func:`randomized_partial_svd` and keeps those of the first ``k`` above ``τ``;
+    with ``rtol`` it makes sure of the answer instead (:func:`_complete_svt`): every
+    value above ``τ`` found, and the thresholded matrix to ``rtol · scale`` in the
+    Frobenius norm (``scale`` None: its own norm), in at most ``max_power_iter``
+    power iterations. ``method="full"`` gathers ``A`` on the client and takes a dense
+    LAPACK SVD: a reference for small problems only.
     """
     n1, n2 = A.shape
     k = int(max(1, min(k, n1, n2)))
     if method != "full" and rtol is not None:
         return _complete_svt(
-            A, tau, k, n_oversamples=n_oversamples, n_power_iter=n_power_iter,
-            rng=rng if rng is not None else np.random.default_rng(), warm_start=warm_start,
-            timed=timed, probes=probes, first_product=first_product, rtol=rtol,
-            max_power_iter=max_power_iter, scale=scale)
+            A,
+            tau,
+            k,
+            n_oversamples=n_oversamples,
+            n_power_iter=n_power_iter,
+            rng=rng if rng is not None else np.random.default_rng(),
+            warm_start=warm_start,
+            timed=timed,
+            probes=probes,
+            first_product=first_product,
+            rtol=rtol,
+            max_power_iter=max_power_iter,
+            scale=scale,
+        )
     if method == "full":
         with _ctx(timed, "svt: gather A (full SVD)"):
             (Ad,) = dask.compute(A)
-        U, s, Vt = sla.svd(np.asarray(Ad), full_matrices=False, check_finite=False,
-                           lapack_driver="gesdd")
+        U, s, Vt = sla.svd(
+            np.asarray(Ad),
+            full_matrices=False,
+            check_finite=False,
+            lapack_driver="gesdd",
+        )
         trusted = s.shape[0]
     else:
         U, s, Vt = randomized_partial_svd(
-            A, k, n_oversamples=n_oversamples, n_power_iter=n_power_iter,
-            rng=rng if rng is not None else np.random.default_rng(), warm_start=warm_start,
-            timed=timed, probes=probes, first_product=first_product,
+            A,
+            k,
+            n_oversamples=n_oversamples,
+            n_power_iter=n_power_iter,
+            rng=rng if rng is not None else np.random.default_rng(),
+            warm_start=warm_start,
+            timed=timed,
+            probes=probes,
+            first_product=first_product,
         )
         trusted = min(k, s.shape[0])
     keep = int(np.count_nonzero(s[:trusted] > tau))
@@ -305,36 +353,51 @@ def svt(
     )
 
 
-def _complete_svt(A, tau, k, *, n_oversamples, n_power_iter, rng, warm_start, timed, probes,
-                  first_product, rtol, max_power_iter, scale=None) -> SVTResult:
-    """``SVT_τ(A)`` from a randomized partial SVD that is grown and iterated until it is sure.
+def _complete_svt(
+    A,
+    tau,
+    k,
+    *,
+    n_oversamples,
+    n_power_iter,
+    rng,
+    warm_start,
+    timed,
+    probes,
+    first_product,
+    rtol,
+    max_power_iter,
+    scale=None,
+) -> SVTResult:
+    """``SVT_τ(A)`` from a randomized partial SVD that is grown and iterated until it is
+    sure.
 
-    A partial SVD of ``k`` trusted triplets can only threshold correctly if it holds every
-    singular value above ``τ``, and its estimates are lower bounds that are least accurate
-    next to ``τ``, where the singular values of the inexact-ALM argument crowd (the
-    multiplier's part outside L has singular values up to ``τ``). So:
+    A partial SVD of ``k`` trusted triplets can only threshold correctly if it holds
+    every singular value above ``τ``, and its estimates are lower bounds that are least
+    accurate next to ``τ``, where the singular values of the inexact-ALM argument crowd
+    (the multiplier's part outside L has singular values up to ``τ``). So:
 
-    * **complete** — while no trusted estimate lies below ``τ`` (every computed value may be
-      one of many above it), the probe block is grown at once, in this call, to twice the
-      trusted triplets, and by at least a twentieth of ``min(n1, n2)`` (plus the
-      oversampling), its first columns the right vectors found so far; the next
+    * **complete** — while no trusted estimate lies below ``τ`` (every computed value
+      may be one of many above it), the probe block is grown at once, in this call, to
+      twice the trusted triplets, and by at least a twentieth of ``min(n1, n2)`` (plus
+      the oversampling), its first columns the right vectors found so far; the next
       iteration's prediction (:func:`predict_rank`) then starts from there. Once the
       block would reach a quarter of ``min(n1, n2)`` the growth starts, once per call,
       from the eigenvectors of the small side's Gram matrix (:func:`_gram_start`), which
       also count the values above ``τ``: where hundreds of values crowd above it (the
       first iteration on the Candès problems) a block that large stalls in power
       iterations;
-    * **accurate** — power iterations go on (at least ``n_power_iter``) until two successive
-      Rayleigh–Ritz estimates of the thresholded matrix differ by at most ``rtol · scale`` in
-      the Frobenius norm (``scale`` None: the estimate's own norm), or ``max_power_iter`` is
-      reached (logged). The change of one step measures the error of the older estimate
-      only as well as the convergence is fast: values within the block that crowd at both
-      sides of ``τ`` converge fast (Rayleigh–Ritz separates them), the ``(l+1)``-th value
-      close to the smallest kept one slowly.
+    * **accurate** — power iterations go on (at least ``n_power_iter``) until two
+      successive Rayleigh–Ritz estimates of the thresholded matrix differ by at most
+      ``rtol · scale`` in the Frobenius norm (``scale`` None: the estimate's own norm),
+      or ``max_power_iter`` is reached (logged). The change of one step measures the
+      error of the older estimate only as well as the convergence is fast: values within
+      the block that crowd at both sides of ``τ`` converge fast (Rayleigh–Ritz separates
+      them), the ``(l+1)``-th value close to the smallest kept one slowly.
 
-    Passes over ``A``: 1 for ``A Ω`` (0 with ``first_product``) and 1 for ``Aᵀ Q``, then 2 per
-    power iteration; a growth starts again with a new ``A Ω`` (2 passes), a growth from
-    ``AᵀA`` takes one more (``n_gram``).
+    Passes over ``A``: 1 for ``A Ω`` (0 with ``first_product``) and 1 for ``Aᵀ Q``,
+    then 2 per power iteration; a growth starts again with a new ``A Ω`` (2 passes),
+    a growth from ``AᵀA`` takes one more (``n_gram``).
     """
     n1, n2 = A.shape
     n_max = min(n1, n2)
@@ -361,20 +424,37 @@ def _complete_svt(A, tau, k, *, n_oversamples, n_power_iter, rng, warm_start, ti
             prev, n_restarts = None, n_restarts + 1
             continue
         now = (U[:, :keep], s[:keep] - tau, Vt[:keep])
-        if n_power >= n_power_iter and prev is not None and \
-                _factor_distance(prev, now) <= rtol * (_factor_norm(now) if scale is None
-                                                       else scale):
+        if (
+            n_power >= n_power_iter
+            and prev is not None
+            and _factor_distance(prev, now)
+            <= rtol * (_factor_norm(now) if scale is None else scale)
+        ):
             break
         if n_power >= max(max_power_iter, n_power_iter):
-            logger.info("svt: the thresholded matrix still changes after %d power "
-                        "iterations (rtol %.1e)", n_power, rtol)
+            logger.info(
+                "svt: the thresholded matrix still changes after %d power "
+                "iterations (rtol %.1e)",
+                n_power,
+                rtol,
+            )
             break
-        prev, n_power = now, n_power + 1  # the next estimate follows one power iteration
+        prev, n_power = (
+            now,
+            n_power + 1,
+        )  # the next estimate follows one power iteration
     estimates.close()
     return SVTResult(
-        U=np.ascontiguousarray(now[0]), s=now[1], Vt=np.ascontiguousarray(now[2]), sigma=s,
-        n_above=keep, k=trusted, V_trusted=np.ascontiguousarray(Vt[:trusted]),
-        n_power=n_power, n_restarts=n_restarts, n_gram=n_gram,
+        U=np.ascontiguousarray(now[0]),
+        s=now[1],
+        Vt=np.ascontiguousarray(now[2]),
+        sigma=s,
+        n_above=keep,
+        k=trusted,
+        V_trusted=np.ascontiguousarray(Vt[:trusted]),
+        n_power=n_power,
+        n_restarts=n_restarts,
+        n_gram=n_gram,
     )
 
 
@@ -431,14 +511,22 @@ def _factor_distance(a, b) -> float:
     return math.hypot(np.linalg.norm(left), np.linalg.norm(right))
 
 
-def predict_rank(n_above: int, k: int, n_max: int, *, growth: float = 0.05,
-                 n_min_dim: int | None = None) -> int:
-    """Number of singular triplets to ask for at the next iteration (Lin, Chen & Ma 2010).
+def predict_rank(
+    n_above: int,
+    k: int,
+    n_max: int,
+    *,
+    growth: float = 0.05,
+    n_min_dim: int | None = None,
+) -> int:
+    """Number of singular triplets to ask for at the next iteration (Lin, Chen & Ma
+    2010).
 
-    If fewer than ``k`` values cleared the threshold the rank is known: ask for one more than
-    were found. If all ``k`` did, the rank may be larger: grow, by doubling but by at most
-    ``growth · min(n1, n2)`` (the 5 % step of Lin et al.), so a rank-100 problem on a
-    20,000 × 20,000 matrix is not made to compute 1,000 vectors.
+    If fewer than ``k`` values cleared the threshold the rank is known: ask for one
+    more than were found. If all ``k`` did, the rank may be larger: grow, by doubling
+    but by at most ``growth · min(n1, n2)`` (the 5 % step of Lin et al.), so a
+    rank-100 problem on a 20,000 × 20,000 matrix is not made to compute 1,000
+    vectors.
     """
     if n_above < k:
         return int(min(n_above + 1, n_max))
@@ -449,7 +537,11 @@ def predict_rank(n_above: int, k: int, n_max: int, *, growth: float = 0.05,
 
 
 def spectral_norm_estimate(
-    M: da.Array, *, rng: np.random.Generator, n_vectors: int = 8, n_power_iter: int = 3,
+    M: da.Array,
+    *,
+    rng: np.random.Generator,
+    n_vectors: int = 8,
+    n_power_iter: int = 3,
     timed=None,
 ) -> float:
     """Estimate of ``‖M‖₂`` (largest singular value) by randomized subspace iteration.
@@ -458,7 +550,12 @@ def spectral_norm_estimate(
     not isolated. Passes over ``M``: ``2 + 2 · n_power_iter``.
     """
     _, s, _ = randomized_partial_svd(
-        M, 1, n_oversamples=n_vectors - 1, n_power_iter=n_power_iter, rng=rng, timed=timed,
+        M,
+        1,
+        n_oversamples=n_vectors - 1,
+        n_power_iter=n_power_iter,
+        rng=rng,
+        timed=timed,
     )
     return float(s[0]) if s.size else 0.0
 
@@ -467,10 +564,14 @@ def _lowrank_block(us, vt):
     return us @ vt
 
 
-def low_rank_from_factors(U: np.ndarray, s: np.ndarray, Vt: np.ndarray, chunks) -> da.Array:
-    """Lazy ``U diag(s) Vt`` in the 2-D block layout ``chunks``; each block is formed alone.
+def low_rank_from_factors(
+    U: np.ndarray, s: np.ndarray, Vt: np.ndarray, chunks
+) -> da.Array:
+    """Lazy ``U diag(s) Vt`` in the 2-D block layout ``chunks``; each block is formed
+    alone.
 
-    Memory per task: one output block plus its row slice of ``U`` and column slice of ``Vt``.
+    Memory per task: one output block plus its row slice of ``U`` and column slice of
+    ``Vt``.
     """
     r = s.shape[0]
     rows, cols = chunks
@@ -480,7 +581,14 @@ def low_rank_from_factors(U: np.ndarray, s: np.ndarray, Vt: np.ndarray, chunks) 
     Us = da.from_array(np.ascontiguousarray(U * s), chunks=(rows, r))
     Vd = da.from_array(np.ascontiguousarray(Vt), chunks=(r, cols))
     return da.blockwise(
-        _lowrank_block, "ij", Us, "ik", Vd, "kj", dtype=np.float64, concatenate=True,
+        _lowrank_block,
+        "ij",
+        Us,
+        "ik",
+        Vd,
+        "kj",
+        dtype=np.float64,
+        concatenate=True,
         meta=np.empty((0, 0), dtype=np.float64),
     )
 
@@ -493,7 +601,9 @@ def regular_layout(shape, block: int) -> tuple:
     )
 
 
-def square_blocks(shape, *, target_elems: int = 2**22, min_blocks_per_dim: int = 2) -> tuple:
+def square_blocks(
+    shape, *, target_elems: int = 2**22, min_blocks_per_dim: int = 2
+) -> tuple:
     """A regular 2-D block layout of about ``target_elems`` entries per block."""
     edge = int(math.sqrt(target_elems))
     out = []

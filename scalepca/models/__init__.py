@@ -8,4 +8,12 @@ from .ppca import PPCA
 from .robust_pca import RobustPCA
 from .sparse_pca import SparsePCA
 
-__all__ = ["ExtendedEOF", "KernelPCA", "MultivariateEOF", "PCA", "PPCA", "RobustPCA", "SparsePCA"]
+__all__ = [
+    "ExtendedEOF",
+    "KernelPCA",
+    "MultivariateEOF",
+    "PCA",
+    "PPCA",
+    "RobustPCA",
+    "SparsePCA",
+]

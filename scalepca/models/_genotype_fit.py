@@ -1,19 +1,19 @@
 """``PCA(standardize="genotype")``: the fit on allele counts standardised by frequency.
 
 Passes: the first pass is the per-feature moments pass every fit makes; the allele
-frequencies come from it (``allele_scaling``), and the standardisation is an affine map of
-each SNP (centre ``2p``, scale ``√(2p(1−p))``, a missing call at the centre) that the solvers
-apply where they read the blocks:
+frequencies come from it (``allele_scaling``), and the standardisation is an affine map
+of each SNP (centre ``2p``, scale ``√(2p(1−p))``, a missing call at the centre) that the
+solvers apply where they read the blocks:
 
 * ``randomized`` (block Krylov), ``sketch`` and ``snapshot`` are the wide solvers of
-  :mod:`._wide` with the map inside their per-block products (the scale on the client, the
-  centre and the missing calls in the task): the passes they take on any data. The Krylov
-  and sketch first pass multiplies the zero-filled data before the frequencies are known; it
-  is exact without missing calls. With missing calls, Krylov starts from that pass's product
-  (one step of subspace iteration on a nearby operator) and multiplies the exact operator
-  from then on, in the same number of passes; the one-pass sketch cannot set a missing call
-  to a mean it has not yet read, and refuses: its pass stops at the first block holding a
-  missing call (see :func:`._wide.fit_sketch`).
+  :mod:`._wide` with the map inside their per-block products (the scale on the client,
+  the centre and the missing calls in the task): the passes they take on any data. The
+  Krylov and sketch first pass multiplies the zero-filled data before the frequencies
+  are known; it is exact without missing calls. With missing calls, Krylov starts from
+  that pass's product (one step of subspace iteration on a nearby operator) and
+  multiplies the exact operator from then on, in the same number of passes; the one-pass
+  sketch cannot set a missing call to a mean it has not yet read, and refuses: its pass
+  stops at the first block holding a missing call (see :func:`._wide.fit_sketch`).
 * ``tsqr`` sees the standardised matrix block by block: 2 passes.
 * ``covariance_eigh`` reads the counts once, for moments that merge by addition and
   give the covariance of the standardised genotypes at the frequencies of every sample
@@ -46,37 +46,48 @@ logger = logging.getLogger(__name__)
 WIDE = ("randomized", "sketch", "snapshot")
 
 
-def genotype_scaling(model, mom: dict, n: int, d: int, k: int, data,
-                     stats: AlleleScaling | None = None) -> AlleleScaling:
-    """Allele frequencies from a first pass's moments (zero-filled, NaN counted per feature):
-    infinite values refused, monomorphic and uncalled SNPs left out of the fit (recorded on
-    ``model``), ``k`` checked against the SNPs kept; ``model.scale_`` and
-    ``model.n_monomorphic_`` set. ``stats``: the frequencies, when the caller has
-    them."""
+def genotype_scaling(
+    model, mom: dict, n: int, d: int, k: int, data, stats: AlleleScaling | None = None
+) -> AlleleScaling:
+    """Allele frequencies from a first pass's moments (zero-filled, NaN counted per
+    feature): infinite values refused, monomorphic and uncalled SNPs left out of the
+    fit (recorded on ``model``), ``k`` checked against the SNPs kept;
+    ``model.scale_`` and ``model.n_monomorphic_`` set. ``stats``: the frequencies,
+    when the caller has them."""
     stats = allele_scaling(mom) if stats is None else stats
     bad = int(mom["bad"]) - int(np.sum(mom.get("nan_features", 0)))
     if bad:
-        raise ValueError(f"X contains {bad} infinite value(s); allele counts are 0, 1, 2 or "
-                         "NaN (a missing call)")
+        raise ValueError(
+            f"X contains {bad} infinite value(s); allele counts are 0, 1, 2 or "
+            "NaN (a missing call)"
+        )
     if stats.n_uncalled or stats.n_monomorphic:
-        logger.info("%s: %d SNP(s) without any call and %d monomorphic SNP(s) (allele "
-                    "frequency 0 or 1) left out", type(model).__name__, stats.n_uncalled,
-                    stats.n_monomorphic)
-        model._leave_out_land(stats.keep.astype(np.int64), data,
-                              reason="monomorphic or without any call")
+        logger.info(
+            "%s: %d SNP(s) without any call and %d monomorphic SNP(s) (allele "
+            "frequency 0 or 1) left out",
+            type(model).__name__,
+            stats.n_uncalled,
+            stats.n_monomorphic,
+        )
+        model._leave_out_land(
+            stats.keep.astype(np.int64), data, reason="monomorphic or without any call"
+        )
     model.n_monomorphic_ = stats.n_monomorphic
     d_fit = int(stats.keep.sum())
     if k > min(n, d_fit):
-        raise ValueError(f"n_components={k} is out of range: after leaving out {d - d_fit} "
-                         "monomorphic or uncalled SNPs it must be at most min(n_samples, "
-                         f"n_features) = {min(n, d_fit)}")
+        raise ValueError(
+            f"n_components={k} is out of range: after leaving out {d - d_fit} "
+            "monomorphic or uncalled SNPs it must be at most min(n_samples, "
+            f"n_features) = {min(n, d_fit)}"
+        )
     model.scale_ = stats.scale
     return stats
 
 
 def genotype_moments(stats: AlleleScaling, n: int) -> dict:
-    """The moments a wide fit reports for the kept SNPs: ``mean`` ``2p`` and ``ss`` the sum of
-    squares of the mean-imputed counts about it (``ss / scale²`` is the standardised one)."""
+    """The moments a wide fit reports for the kept SNPs: ``mean`` ``2p`` and ``ss``
+    the sum of squares of the mean-imputed counts about it (``ss / scale²`` is the
+    standardised one)."""
     return {"n": n, "mean": stats.mean, "ss": stats.ss * stats.scale**2, "bad": 0}
 
 
@@ -86,15 +97,23 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str, planned: int) -> No
     n, d = X.shape
     if solver in WIDE:
         passes.counter_of(model).plan(planned)
-        logger.info("%s: fitting %d × %d genotypes (%d row chunks) with %s",
-                    type(model).__name__, n, d, X.numblocks[0], solver)
+        logger.info(
+            "%s: fitting %d × %d genotypes (%d row chunks) with %s",
+            type(model).__name__,
+            n,
+            d,
+            X.numblocks[0],
+            solver,
+        )
         if model.persist and solver != "sketch":
             X = X.persist()
         return model._fit_wide(X, data, spec, k, solver)
     if is_sparse(X):
-        raise ValueError("standardize='genotype' with svd_solver='tsqr' or 'covariance_eigh' "
-                         "needs dense blocks; sparse allele counts run the wide solvers "
-                         "(svd_solver='randomized', 'snapshot' or 'sketch')")
+        raise ValueError(
+            "standardize='genotype' with svd_solver='tsqr' or 'covariance_eigh' "
+            "needs dense blocks; sparse allele counts run the wide solvers "
+            "(svd_solver='randomized', 'snapshot' or 'sketch')"
+        )
     if solver == "covariance_eigh":
         passes.counter_of(model).plan(planned)
         X = X.rechunk({1: -1}) if len(X.chunks[1]) > 1 else X
@@ -116,7 +135,9 @@ def fit_genotypes(model, X, data, spec, k: int, solver: str, planned: int) -> No
     ev = s**2 / max(n - 1, 1)
     components = flip_signs(Vt[:k_fit])
     if not isinstance(spec, int):
-        k = choose_n_components(spec, ev, ev / total if total > 0 else np.zeros_like(ev), n)
+        k = choose_n_components(
+            spec, ev, ev / total if total > 0 else np.zeros_like(ev), n
+        )
         components = components[:k]
     model._set_spectrum(n, d_fit, k, mean, ev, components, total)
 

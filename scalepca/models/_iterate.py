@@ -1,54 +1,56 @@
-"""One driver for iterative fits: the loop, its history, the stopping rule and checkpoints.
+"""One driver for iterative fits: the loop, its history, the stopping rule and
+checkpoints.
 
-An iterative estimator (PPCA's EM, SparsePCA's dictionary learning, RobustPCA's inexact ALM)
-describes its algorithm with four things and hands them to :func:`iterate`:
+An iterative estimator (PPCA's EM, SparsePCA's dictionary learning, RobustPCA's inexact
+ALM) describes its algorithm with four things and hands them to :func:`iterate`:
 
 ``init()``
     The starting *state*: a dict of small values. NumPy arrays (d × k, k × k, ...) and
-    JSON values (floats, ints, strings, None, lists, dicts). Called only when there is no
-    checkpoint to resume.
+    JSON values (floats, ints, strings, None, lists, dicts). Called only when there is
+    no checkpoint to resume.
 ``step(state, it) -> (state, record)``
-    One iteration (``it`` = 1, 2, ... counts iterations done after this one). Returns the new
-    state and a *record*: a dict of scalars to append to the history (e.g.
+    One iteration (``it`` = 1, 2, ... counts iterations done after this one). Returns
+    the new state and a *record*: a dict of scalars to append to the history (e.g.
     ``{"loglike": -3.2}``). A record may name only some keys (e.g. an epoch cost every
     n-th step); each key has its own list. The step does the data work (and its
     ``_timed_pass``); the driver never touches data.
 ``stop``
-    A :class:`StopRule` (or any callable ``stop(history, memo) -> str | None``) that returns
-    a reason to stop, or None. ``memo`` is a dict for the rule's own small state (a smoothed
-    cost, a count of steps without improvement); it is checkpointed with the state.
-    Ready rules: :class:`ChangeBelow` (absolute or relative change of a history key),
-    :class:`ValueBelow` (a residual under a tolerance), :class:`NoImprovement` (a smoothed
-    cost that stops improving, as scikit-learn's minibatch dictionary learning), combined
-    with :class:`AnyOf`.
+    A :class:`StopRule` (or any callable ``stop(history, memo) -> str | None``) that
+    returns a reason to stop, or None. ``memo`` is a dict for the rule's own small state
+    (a smoothed cost, a count of steps without improvement); it is checkpointed with the
+    state. Ready rules: :class:`ChangeBelow` (absolute or relative change of a history
+    key), :class:`ValueBelow` (a residual under a tolerance), :class:`NoImprovement` (a
+    smoothed cost that stops improving, as scikit-learn's minibatch dictionary
+    learning), combined with :class:`AnyOf`.
 ``max_iter``
     The most iterations; reaching it without a stop gives a ``ConvergenceWarning``.
 
-Checkpoints (:class:`IterationCheckpoint`) commit the state, the history, the memo and the
-iteration count every ``checkpoint_every`` iterations, when the rule stops the fit and at
-``max_iter``; fitting again with the same path resumes from the newest commit and ends
-where an uninterrupted fit ends (bit-identical when each step is a deterministic function
-of the state and of the same graph). A commit also holds the problem's *fingerprint*
-(refused, naming the differing key, when it does not match the fit's; the checkpoint is left
-untouched) and the format version :data:`FORMAT_VERSION` (commits of another version are
-converted by the estimator's ``legacy`` function or refused, naming both versions).
+Checkpoints (:class:`IterationCheckpoint`) commit the state, the history, the memo and
+the iteration count every ``checkpoint_every`` iterations, when the rule stops the fit
+and at ``max_iter``; fitting again with the same path resumes from the newest commit and
+ends where an uninterrupted fit ends (bit-identical when each step is a deterministic
+function of the state and of the same graph). A commit also holds the problem's
+*fingerprint* (refused, naming the differing key, when it does not match the fit's; the
+checkpoint is left untouched) and the format version :data:`FORMAT_VERSION` (commits of
+another version are converted by the estimator's ``legacy`` function or refused, naming
+both versions).
 
 The fingerprint holds what changes the result (parameters, a sketch of the data; see
-:mod:`scalepca.io._fingerprint`), never the stopping parameters: on resume, the ``stop`` rule
-and ``max_iter`` of *this* fit are applied to the committed history. A commit that stopped
-under a looser ``tol`` goes on iterating from its state to the tighter one (the iterations an
-uninterrupted fit to the tighter ``tol`` makes, so the same answer), one that did not stop
-under the old rule but does under the new one ends at once, and a larger ``max_iter``
-continues a fit that had reached the old one.
+:mod:`scalepca.io._fingerprint`), never the stopping parameters: on resume, the ``stop``
+rule and ``max_iter`` of *this* fit are applied to the committed history. A commit that
+stopped under a looser ``tol`` goes on iterating from its state to the tighter one (the
+iterations an uninterrupted fit to the tighter ``tol`` makes, so the same answer), one
+that did not stop under the old rule but does under the new one ends at once, and a
+larger ``max_iter`` continues a fit that had reached the old one.
 
 Large state (RobustPCA's chunked ``T``) lives beside the commits in
-:attr:`IterationCheckpoint.store` (a :class:`~scalepca.io._checkpoint.CheckpointStore`): the
-``before_commit(it, state)`` hook writes it and returns the small state that refers to it
-by name plus the names the commit needs kept; ``restore(state)`` rebuilds the lazy arrays
-after a resume; ``valid(small_state)`` rejects commits whose large arrays are gone. A commit
-prunes the entries of the store named by ``prune_prefixes`` that it does not keep, so a lazy
-array of the state must not read an older entry after the next commit (persist it, or read
-the entry the commit keeps).
+:attr:`IterationCheckpoint.store` (a :class:`~scalepca.io._checkpoint.CheckpointStore`):
+the ``before_commit(it, state)`` hook writes it and returns the small state that refers
+to it by name plus the names the commit needs kept; ``restore(state)`` rebuilds the lazy
+arrays after a resume; ``valid(small_state)`` rejects commits whose large arrays are
+gone. A commit prunes the entries of the store named by ``prune_prefixes`` that it does
+not keep, so a lazy array of the state must not read an older entry after the next
+commit (persist it, or read the entry the commit keeps).
 
 Example (the shape of PPCA's EM)::
 
@@ -81,13 +83,14 @@ FORMAT_NAME = "scalepca-iterate"
 FORMAT_VERSION = 1
 
 
-# -- stopping rules ----------------------------------------------------------------------------
+# -- stopping rules --------------------------------------------------------------------
 class StopRule:
     """A stopping rule: ``rule(history, memo)`` returns a reason to stop, or None.
 
-    ``history`` maps record keys to lists of values; ``memo`` is a dict the rule may use for
-    its own small JSON state (kept in checkpoints). ``describe(history, memo)`` says where the
-    rule stands, for the ConvergenceWarning.
+    ``history`` maps record keys to lists of values; ``memo`` is a dict the rule may
+    use for its own small JSON state (kept in checkpoints).
+    ``describe(history, memo)`` says where the rule stands, for the
+    ConvergenceWarning.
     """
 
     def __call__(self, history: dict, memo: dict) -> str | None:  # pragma: no cover
@@ -101,8 +104,9 @@ class StopRule:
 class ChangeBelow(StopRule):
     """Stop when the last change of ``history[key]`` is below ``tol``.
 
-    ``relative=False``: ``|h[-1] − h[-2]| < tol``. ``relative=True``: a cost that decreased by
-    at most ``tol · |h[-1]|`` (``h[-2] − h[-1] <= tol |h[-1]|``; an increase stops too).
+    ``relative=False``: ``|h[-1] − h[-2]| < tol``. ``relative=True``: a cost that
+    decreased by at most ``tol · |h[-1]|`` (``h[-2] − h[-1] <= tol |h[-1]|``; an
+    increase stops too).
     """
 
     key: str
@@ -121,7 +125,11 @@ class ChangeBelow(StopRule):
             hit = h[-2] - h[-1] <= self.tol * abs(h[-1])
         else:
             hit = abs(h[-1] - h[-2]) < self.tol
-        return f"change of {self.label or self.key} below tol={self.tol:g}" if hit else None
+        return (
+            f"change of {self.label or self.key} below tol={self.tol:g}"
+            if hit
+            else None
+        )
 
     def describe(self, history, memo):
         h = history.get(self.key, [])
@@ -141,7 +149,11 @@ class ValueBelow(StopRule):
 
     def __call__(self, history, memo):
         h = history.get(self.key, [])
-        return f"{self.key} {h[-1]:.3g} <= tol={self.tol:g}" if h and h[-1] <= self.tol else None
+        return (
+            f"{self.key} {h[-1]:.3g} <= tol={self.tol:g}"
+            if h and h[-1] <= self.tol
+            else None
+        )
 
     def describe(self, history, memo):
         h = history.get(self.key, [])
@@ -151,13 +163,14 @@ class ValueBelow(StopRule):
 
 @dataclasses.dataclass
 class NoImprovement(StopRule):
-    """Stop after ``patience`` records of ``key`` without a new best of its smoothed value.
+    """Stop after ``patience`` records of ``key`` without a new best of its smoothed
+    value.
 
-    Each new value ``c`` (with weight ``w`` from ``history[weight_key]``, default 1) updates
-    the exponentially weighted average ``ewa ← (1 − w) ewa + w c``; a record that does not
-    lower the best ``ewa`` counts as no improvement. The rule keeps ``ewa``, the best value,
-    the count and how many values it has seen in ``memo`` (so it must see every record once:
-    the driver calls it after every step).
+    Each new value ``c`` (with weight ``w`` from ``history[weight_key]``, default 1)
+    updates the exponentially weighted average ``ewa ← (1 − w) ewa + w c``; a record
+    that does not lower the best ``ewa`` counts as no improvement. The rule keeps
+    ``ewa``, the best value, the count and how many values it has seen in ``memo``
+    (so it must see every record once: the driver calls it after every step).
     """
 
     key: str
@@ -168,7 +181,11 @@ class NoImprovement(StopRule):
         h = history.get(self.key, [])
         seen = memo.get("seen", 0)
         for i in range(seen, len(h)):
-            w = 1.0 if self.weight_key is None else min(1.0, history[self.weight_key][i])
+            w = (
+                1.0
+                if self.weight_key is None
+                else min(1.0, history[self.weight_key][i])
+            )
             ewa = memo.get("ewa")
             ewa = h[i] if ewa is None else (1 - w) * ewa + w * h[i]
             best = memo.get("best")
@@ -193,21 +210,27 @@ class AnyOf(StopRule):
         self.rules = rules
 
     def __call__(self, history, memo):
-        reasons = [rule(history, memo.setdefault(str(i), {}))
-                   for i, rule in enumerate(self.rules)]
+        reasons = [
+            rule(history, memo.setdefault(str(i), {}))
+            for i, rule in enumerate(self.rules)
+        ]
         reasons = [r for r in reasons if r]
         return "; ".join(reasons) if reasons else None
 
     def describe(self, history, memo):
-        parts = [rule.describe(history, memo.get(str(i), {}))
-                 for i, rule in enumerate(self.rules) if hasattr(rule, "describe")]
+        parts = [
+            rule.describe(history, memo.get(str(i), {}))
+            for i, rule in enumerate(self.rules)
+            if hasattr(rule, "describe")
+        ]
         return "; ".join(p for p in parts if p)
 
 
-# -- checkpoints ---------------------------------------------------------------------------------
+# -- checkpoints -----------------------------------------------------------------------
 @dataclasses.dataclass
 class Resumed:
-    """What a commit holds: iterations done, state, history, the rule's memo, converged."""
+    """What a commit holds: iterations done, state, history, the rule's memo,
+    converged."""
 
     n_iter: int
     state: dict
@@ -224,7 +247,8 @@ class IterationCheckpoint:
     path : str or path-like
         Local directory; created if missing.
     fingerprint : dict
-        JSON values identifying the problem; a commit with another fingerprint is refused.
+        JSON values identifying the problem; a commit with another fingerprint is
+        refused.
     what : str
         How the checkpoint is called in messages.
     legacy : callable, optional
@@ -234,8 +258,15 @@ class IterationCheckpoint:
         Entries of the store removed by a commit unless kept (old commits always).
     """
 
-    def __init__(self, path, fingerprint: dict, *, what: str = "checkpoint",
-                 legacy: Callable | None = None, prune_prefixes: tuple = ()):
+    def __init__(
+        self,
+        path,
+        fingerprint: dict,
+        *,
+        what: str = "checkpoint",
+        legacy: Callable | None = None,
+        prune_prefixes: tuple = (),
+    ):
         self.store = CheckpointStore(path, what=what)
         self.fingerprint = {"fingerprint_version": FINGERPRINT_VERSION, **fingerprint}
         self.what = what
@@ -251,43 +282,66 @@ class IterationCheckpoint:
         return f"{self.what} {self.path!r}"
 
     def resume(self, valid: Callable | None = None) -> Resumed | None:
-        """The newest complete commit, checked (format version, then fingerprint), or None."""
-        found = self.store.latest(valid=None if valid is None else
-                                  lambda attrs: valid(attrs.get("values", attrs)))
+        """The newest complete commit, checked (format version, then fingerprint), or
+        None."""
+        found = self.store.latest(
+            valid=None
+            if valid is None
+            else lambda attrs: valid(attrs.get("values", attrs))
+        )
         if found is None:
             return None
         attrs, arrays = found
         fmt, version = attrs.get("format"), attrs.get("version")
         if fmt is None and self.legacy is not None:
-            check_fingerprint(attrs.get("fingerprint", {}), self.fingerprint, self._where)
+            check_fingerprint(
+                attrs.get("fingerprint", {}), self.fingerprint, self._where
+            )
             return self.legacy(attrs, arrays)
         if fmt != FORMAT_NAME or version != FORMAT_VERSION:
-            found_as = "no format version (written by an older scalepca)" if fmt is None \
+            found_as = (
+                "no format version (written by an older scalepca)"
+                if fmt is None
                 else f"format {fmt!r} version {version}"
+            )
             raise ValueError(
                 f"{self.what} {self.path!r} has {found_as}; this scalepca reads "
-                f"{FORMAT_NAME!r} version {FORMAT_VERSION} only. Delete it or use another path "
+                f"{FORMAT_NAME!r} version {FORMAT_VERSION} only. Delete it or use "
+                f"another path "
                 "(the fit then starts afresh)"
             )
         check_fingerprint(attrs["fingerprint"], self.fingerprint, self._where)
-        return Resumed(int(attrs["n_iter"]), {**attrs["values"], **arrays},
-                       {key: list(v) for key, v in attrs["history"].items()},
-                       dict(attrs["memo"]), bool(attrs["converged"]))
+        return Resumed(
+            int(attrs["n_iter"]),
+            {**attrs["values"], **arrays},
+            {key: list(v) for key, v in attrs["history"].items()},
+            dict(attrs["memo"]),
+            bool(attrs["converged"]),
+        )
 
-    def commit(self, it: int, state: dict, history: dict, memo: dict, converged: bool,
-               keep=()) -> str:
-        """Write commit ``it`` atomically, then remove older commits (and unkept entries)."""
+    def commit(
+        self, it: int, state: dict, history: dict, memo: dict, converged: bool, keep=()
+    ) -> str:
+        """Write commit ``it`` atomically, then remove older commits (and unkept
+        entries)."""
         arrays = {key: v for key, v in state.items() if isinstance(v, np.ndarray)}
         values = {key: v for key, v in state.items() if key not in arrays}
-        attrs = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "n_iter": int(it),
-                 "converged": bool(converged), "history": history, "memo": memo,
-                 "values": values, "fingerprint": self.fingerprint}
+        attrs = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "n_iter": int(it),
+            "converged": bool(converged),
+            "history": history,
+            "memo": memo,
+            "values": values,
+            "fingerprint": self.fingerprint,
+        }
         name = self.store.commit(it, arrays, attrs)
         self.store.prune({name, *keep}, self.prune_prefixes)
         return name
 
 
-# -- the loop ------------------------------------------------------------------------------------
+# -- the loop --------------------------------------------------------------------------
 @dataclasses.dataclass
 class IterationResult:
     """The end of :func:`iterate`."""
@@ -321,7 +375,8 @@ def iterate(
     Parameters
     ----------
     step : callable
-        ``step(state, it) -> (state, record)``; ``it`` is the number of the iteration run.
+        ``step(state, it) -> (state, record)``; ``it`` is the number of the iteration
+        run.
     init : callable
         ``init() -> state``; not called when a checkpoint is resumed.
     stop : callable
@@ -336,10 +391,11 @@ def iterate(
     restore : callable, optional
         ``restore(state) -> state`` after a resume (rebuild lazy or derived values).
     before_commit : callable, optional
-        ``before_commit(it, state) -> (state_to_commit, names_to_keep)``: write large state
-        to ``checkpoint.store`` and refer to it by name.
+        ``before_commit(it, state) -> (state_to_commit, names_to_keep)``: write large
+        state to ``checkpoint.store`` and refer to it by name.
     valid : callable, optional
-        ``valid(committed_small_state) -> bool``: skip commits whose large state is missing.
+        ``valid(committed_small_state) -> bool``: skip commits whose large state is
+        missing.
     callback : callable, optional
         ``callback(it, record, state)`` after every iteration (progress reporting).
     warn : bool
@@ -353,10 +409,14 @@ def iterate(
     """
     found = checkpoint.resume(valid) if checkpoint is not None else None
     if found is not None:
-        it, state, history, memo, reason = _resumed(found, restore, stop, name, checkpoint.path)
+        it, state, history, memo, reason = _resumed(
+            found, restore, stop, name, checkpoint.path
+        )
     else:
         it, state, history, memo, reason = 0, init(), {}, {}, None
-    resumed_from, converged = (it, reason is not None) if found is not None else (0, False)
+    resumed_from, converged = (
+        (it, reason is not None) if found is not None else (0, False)
+    )
     while not converged and it < max_iter:
         it += 1
         state, record = step(state, it)
@@ -367,9 +427,12 @@ def iterate(
         logger.debug("%s: iteration %d: %s", name, it, record)
         if callback is not None:
             callback(it, record, state)
-        if checkpoint is not None and (it % checkpoint_every == 0 or converged
-                                       or it >= max_iter):
-            small, keep = (state, ()) if before_commit is None else before_commit(it, state)
+        if checkpoint is not None and (
+            it % checkpoint_every == 0 or converged or it >= max_iter
+        ):
+            small, keep = (
+                (state, ()) if before_commit is None else before_commit(it, state)
+            )
             checkpoint.commit(it, small, history, memo, converged, keep)
     if reason is not None:
         logger.info("%s: stopped after %d iterations (%s)", name, it, reason)
@@ -381,29 +444,42 @@ def iterate(
 def _resumed(found: Resumed, restore, stop, name: str, path):
     """``(iterations, state, history, memo, stop reason)`` of a resumed fit.
 
-    The rule of this fit decides, not the one the commit was written with: a tighter tol goes
-    on from the committed state, a looser one stops at once.
+    The rule of this fit decides, not the one the commit was written with: a tighter
+    tol goes on from the committed state, a looser one stops at once.
     """
     state = found.state if restore is None else restore(found.state)
     reason = stop(found.history, found.memo)
     if found.converged and reason is None:
-        logger.info("%s: the commit had converged; the current stopping rule goes on", name)
+        logger.info(
+            "%s: the commit had converged; the current stopping rule goes on", name
+        )
     logger.info("%s: resuming from %s at iteration %d", name, path, found.n_iter)
     return found.n_iter, state, found.history, found.memo, reason
 
 
 def _warn_not_converged(name: str, max_iter: int, stop, history, memo, stacklevel: int):
-    """The ConvergenceWarning of a fit that reached ``max_iter`` (``stacklevel`` counted from
-    :func:`iterate`)."""
+    """The ConvergenceWarning of a fit that reached ``max_iter`` (``stacklevel``
+    counted from :func:`iterate`)."""
     detail = stop.describe(history, memo) if hasattr(stop, "describe") else ""
     warnings.warn(
         f"{name} did not converge in max_iter={max_iter} iterations"
-        + (f" ({detail})" if detail else "") + "; increase max_iter or tol",
-        ConvergenceWarning, stacklevel=stacklevel + 1,
+        + (f" ({detail})" if detail else "")
+        + "; increase max_iter or tol",
+        ConvergenceWarning,
+        stacklevel=stacklevel + 1,
     )
 
 
 __all__ = [
-    "FORMAT_NAME", "FORMAT_VERSION", "AnyOf", "ChangeBelow", "IterationCheckpoint",
-    "IterationResult", "NoImprovement", "Resumed", "StopRule", "ValueBelow", "iterate",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "AnyOf",
+    "ChangeBelow",
+    "IterationCheckpoint",
+    "IterationResult",
+    "NoImprovement",
+    "Resumed",
+    "StopRule",
+    "ValueBelow",
+    "iterate",
 ]

@@ -1,16 +1,17 @@
-"""Estimator parameters declared once: a table per estimator, read by ``fit``, the YAML config
-schema, ``scalepca validate`` and :func:`scalepca.load`.
+"""Estimator parameters declared once: a table per estimator, read by ``fit``, the YAML
+config schema, ``scalepca validate`` and :func:`scalepca.load`.
 
-An estimator lists every ``__init__`` parameter in its ``_parameters`` (name → :class:`Param`)
-and the conditions between parameters in ``_parameter_rules`` (:class:`Rule`). A
-:class:`Param` says which plain values a config or a model store may hold (``types``,
-``choices``) and checks a value in Python words. A check may have a part that depends on the
-data (``n_components <= min(n, d)``): it is given the data's :class:`Shape` when one is known
-(``fit``, ``validate``) and ``None`` before (a config read without its data, a stored model).
-Defaults are not in the table: they are the ``__init__`` signature's.
+An estimator lists every ``__init__`` parameter in its ``_parameters`` (name →
+:class:`Param`) and the conditions between parameters in ``_parameter_rules``
+(:class:`Rule`). A :class:`Param` says which plain values a config or a model store may
+hold (``types``, ``choices``) and checks a value in Python words. A check may have a
+part that depends on the data (``n_components <= min(n, d)``): it is given the data's
+:class:`Shape` when one is known (``fit``, ``validate``) and ``None`` before (a config
+read without its data, a stored model). Defaults are not in the table: they are the
+``__init__`` signature's.
 
-The messages are the library's (``n_components=0 is out of range: ...``); the application
-rewrites them into config keys (:mod:`scalepca.app.messages`).
+The messages are the library's (``n_components=0 is out of range: ...``); the
+application rewrites them into config keys (:mod:`scalepca.app.messages`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ _NONE = type(None)
 
 
 class Shape(typing.NamedTuple):
-    """What the parameter checks know of the data: its shape, item size and block kind."""
+    """What the parameter checks know of the data: its shape, item size and block
+    kind."""
 
     n: int
     d: int
@@ -41,12 +43,13 @@ class Shape(typing.NamedTuple):
 
 
 class Param(typing.NamedTuple):
-    """One parameter: the plain ``types`` a config or a model store may hold, the allowed
-    ``choices``, and ``check(value, name, params, shape)`` returning the value as used (its
-    data-dependent part only when ``shape`` is not None; ``shaped``: it has one).
-    ``kind`` names the form (``int``, ``real``, ``flag``, ``choice``, ``seed``, ``path``,
-    ``n_components`` or ``other``); ``forms`` is the config message's "must be ..." when the
-    types say too little; ``needs``: the other parameters the check reads."""
+    """One parameter: the plain ``types`` a config or a model store may hold, the
+    allowed ``choices``, and ``check(value, name, params, shape)`` returning the
+    value as used (its data-dependent part only when ``shape`` is not None;
+    ``shaped``: it has one). ``kind`` names the form (``int``, ``real``, ``flag``,
+    ``choice``, ``seed``, ``path``, ``n_components`` or ``other``); ``forms`` is the
+    config message's "must be ..." when the types say too little; ``needs``: the
+    other parameters the check reads."""
 
     kind: str
     types: tuple
@@ -58,39 +61,48 @@ class Param(typing.NamedTuple):
 
 
 class Rule(typing.NamedTuple):
-    """A condition between parameters, checked with the data's shape (``fit``, ``validate``):
-    ``check(params, shape)`` raises ``ValueError`` (or ``TypeError``) when it fails. It is
-    skipped when one of ``needs`` (the parameters it reads) is itself bad."""
+    """A condition between parameters, checked with the data's shape (``fit``,
+    ``validate``): ``check(params, shape)`` raises ``ValueError`` (or ``TypeError``)
+    when it fails. It is skipped when one of ``needs`` (the parameters it reads) is
+    itself bad."""
 
     check: Callable
     needs: tuple
 
 
-# -- the forms -------------------------------------------------------------------------------
+# -- the forms -------------------------------------------------------------------------
 def Int(low=None, high=None, *, none: bool = False) -> Param:
     """An integer in ``[low, high]`` (``none``: or None)."""
+
     def check(value, name, params, shape):
-        return check_scalar(value, name, kind=numbers.Integral, low=low, high=high,
-                            allow_none=none)
+        return check_scalar(
+            value, name, kind=numbers.Integral, low=low, high=high, allow_none=none
+        )
 
     return Param("int", (int, _NONE) if none else (int,), check)
 
 
 def Real(low=None, *, open_low: bool = False, none: bool = False) -> Param:
     """A finite real number ``>= low`` (``open_low``: ``> low``; ``none``: or None)."""
+
     def check(value, name, params, shape):
-        return check_scalar(value, name, low=low, low_inclusive=not open_low, allow_none=none)
+        return check_scalar(
+            value, name, low=low, low_inclusive=not open_low, allow_none=none
+        )
 
     return Param("real", (float, _NONE) if none else (float,), check)
 
 
 def Flag() -> Param:
     """True or False."""
-    return Param("flag", (bool,), lambda value, name, params, shape: check_bool(value, name))
+    return Param(
+        "flag", (bool,), lambda value, name, params, shape: check_bool(value, name)
+    )
 
 
 def Choice(*options: str) -> Param:
     """One of the strings ``options``."""
+
     def check(value, name, params, shape):
         return check_choice(value, name, options)
 
@@ -100,6 +112,7 @@ def Choice(*options: str) -> Param:
 def Seed() -> Param:
     """``random_state``: None, a non-negative int, or a numpy RandomState, Generator or
     SeedSequence (a config or a store holds an int or null). Nothing is drawn here."""
+
     def check(value, name, params, shape):
         check_random_state_form(value)
         return value
@@ -109,6 +122,7 @@ def Seed() -> Param:
 
 def Path() -> Param:
     """A local path (str or path-like) or None; nothing is created here."""
+
     def check(value, name, params, shape):
         check_checkpoint_path(value, name)
         return value
@@ -116,14 +130,23 @@ def Path() -> Param:
     return Param("path", (str, _NONE), check)
 
 
-def NComponents(*, fraction: bool = False, none: bool = True,
-                bound: Callable | None = None, needs: tuple = ()) -> Param:
-    """``n_components``: an integer in ``[1, min(*bound(params, shape))]`` (default bound: the
-    data's ``(n, d)``); ``fraction``: also a float in (0, 1) or ``"mle"``; ``none``: None
-    means all (the bound). Returns the number of components (or the float / ``"mle"``)."""
+def NComponents(
+    *,
+    fraction: bool = False,
+    none: bool = True,
+    bound: Callable | None = None,
+    needs: tuple = (),
+) -> Param:
+    """``n_components``: an integer in ``[1, min(*bound(params, shape))]`` (default
+    bound: the data's ``(n, d)``); ``fraction``: also a float in (0, 1) or ``"mle"``;
+    ``none``: None means all (the bound). Returns the number of components (or the
+    float / ``"mle"``)."""
+
     def check(value, name, params, shape):
         if value is None and not none:
-            raise TypeError(f"{name} must be an integer for {params['__estimator__']}; got None")
+            raise TypeError(
+                f"{name} must be an integer for {params['__estimator__']}; got None"
+            )
         if shape is None:
             if isinstance(value, float) and value.is_integer() and value >= 1:
                 value = int(value)
@@ -131,18 +154,23 @@ def NComponents(*, fraction: bool = False, none: bool = True,
         rows, cols = (shape.n, shape.d) if bound is None else bound(params, shape)
         return check_n_components(value, rows, cols, fraction=fraction, what=name)
 
-    forms = ("an integer >= 1, a float in (0, 1), 'mle' or null" if fraction
-             else "an integer >= 1" + (" or null" if none else ""))
+    forms = (
+        "an integer >= 1, a float in (0, 1), 'mle' or null"
+        if fraction
+        else "an integer >= 1" + (" or null" if none else "")
+    )
     types = (int, float, str, _NONE) if fraction else (int, _NONE) if none else (int,)
     return Param("n_components", types, check, forms=forms, shaped=True, needs=needs)
 
 
-def Other(types: tuple, check: Callable, *, shaped: bool = False, needs: tuple = ()) -> Param:
+def Other(
+    types: tuple, check: Callable, *, shaped: bool = False, needs: tuple = ()
+) -> Param:
     """A parameter of its own form, checked by ``check(value, name, params, shape)``."""
     return Param("other", types, check, shaped=shaped, needs=needs)
 
 
-# -- checking --------------------------------------------------------------------------------
+# -- checking --------------------------------------------------------------------------
 def table_of(cls) -> dict:
     """``cls._parameters``; a ``TypeError`` naming the class if it has none."""
     table = getattr(cls, "_parameters", None)
@@ -151,12 +179,16 @@ def table_of(cls) -> dict:
     return table
 
 
-def parameter_problems(cls, params: dict, shape: Shape | None = None,
-                       ) -> list[tuple[str | None, Exception]]:
-    """Check ``params`` (every parameter of ``cls``'s table, or some of them) against the
-    table; returns the problems as ``(parameter name or None for a rule, the TypeError or
-    ValueError raised)``, in the table's order: each parameter's own form; with ``shape``,
-    then the parts that depend on the data and the rules between parameters."""
+def parameter_problems(
+    cls,
+    params: dict,
+    shape: Shape | None = None,
+) -> list[tuple[str | None, Exception]]:
+    """Check ``params`` (every parameter of ``cls``'s table, or some of them) against
+    the table; returns the problems as
+    ``(parameter name or None for a rule, the TypeError or ValueError raised)``, in
+    the table's order: each parameter's own form; with ``shape``, then the parts that
+    depend on the data and the rules between parameters."""
     return checked(cls, params, shape)[1]
 
 
@@ -191,8 +223,9 @@ def checked(cls, params: dict, shape: Shape | None = None) -> tuple[dict, list]:
 
 
 def check_parameters(est, shape: Shape) -> dict:
-    """Every parameter of the estimator ``est`` checked for data of ``shape``: the values as
-    used (``n_components`` resolved to an integer, ...), or the first problem raised."""
+    """Every parameter of the estimator ``est`` checked for data of ``shape``: the
+    values as used (``n_components`` resolved to an integer, ...), or the first
+    problem raised."""
     params = {name: getattr(est, name) for name in table_of(type(est))}
     values, problems = checked(type(est), params, shape)
     if problems:

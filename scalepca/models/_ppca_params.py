@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..solvers.choice import ppca_solver
 
-#: parameters left out of an EM checkpoint's fingerprint, and why they do not change the result
+#: parameters left out of an EM checkpoint's fingerprint, and why they do not change the
+#: result
 EM_FINGERPRINT_IGNORES = {
     "checkpoint": "where the commits are written",
     "checkpoint_every": "how often commits are written; the iterations are the same",
@@ -29,15 +30,19 @@ def _em_bound(p, shape) -> tuple[int, int]:
 
 def _missing_needs_em(p, shape) -> None:
     if ppca_solver(p["solver"], p["missing"]) == "closed_form" and p["missing"] == "em":
-        raise ValueError("missing='em' needs solver='em' (or 'auto'); the closed form cannot "
-                         "skip missing entries")
+        raise ValueError(
+            "missing='em' needs solver='em' (or 'auto'); the closed form cannot "
+            "skip missing entries"
+        )
 
 
 def _checkpoint_needs_em(p, shape) -> None:
     solver = ppca_solver(p["solver"], p["missing"])
     if solver == "closed_form" and p["checkpoint"] is not None:
-        raise ValueError("checkpoint applies to solver='em' only (the closed form is one pass, "
-                         f"with nothing to resume); got solver={p['solver']!r}")
+        raise ValueError(
+            "checkpoint applies to solver='em' only (the closed form is one pass, "
+            f"with nothing to resume); got solver={p['solver']!r}"
+        )
 
 
 def _em_needs_dense_rows(p, shape) -> None:
@@ -45,12 +50,15 @@ def _em_needs_dense_rows(p, shape) -> None:
         return
     if shape.sparse:
         raise ValueError(
-            "PPCA(solver='em') needs dense blocks (missing entries are NaN in dense rows); "
-            "for sparse X use solver='closed_form' (or 'auto' with missing='error')"
+            "PPCA(solver='em') needs dense blocks (missing entries are NaN in dense "
+            "rows); for sparse X use solver='closed_form' (or 'auto' with "
+            "missing='error')"
         )
     if p["standardize"]:
-        raise ValueError("standardize=True needs solver='closed_form' (the EM solver fits the "
-                         "unstandardised data; standardise the data first to use EM)")
+        raise ValueError(
+            "standardize=True needs solver='closed_form' (the EM solver fits the "
+            "unstandardised data; standardise the data first to use EM)"
+        )
 
 
 def _em_needs_integer_k(p, shape) -> None:
@@ -59,12 +67,18 @@ def _em_needs_integer_k(p, shape) -> None:
     k = p["n_components"]
     if isinstance(k, (float, str)):
         raise ValueError(
-            f"n_components={k!r} (a float or 'mle') chooses k from the covariance spectrum, "
+            f"n_components={k!r} (a float or 'mle') chooses k from the covariance "
+            f"spectrum, "
             "which only solver='closed_form' computes; give EM an integer n_components"
         )
-    if shape.d < 2:  # σ² is the variance of the discarded directions: at least one is needed
-        raise ValueError(f"PPCA(solver='em') needs at least 2 features; got {shape.d} "
-                         "feature(s)")
+    if (
+        shape.d < 2
+    ):  # σ² is the variance of the discarded directions: at least one is needed
+        raise ValueError(
+            f"PPCA(solver='em') needs at least 2 features; got {shape.d} feature(s)"
+        )
     if k is not None and k >= shape.d:
-        raise ValueError(f"PPCA(solver='em') needs n_components < n_features; got "
-                         f"n_components={k} with {shape.d} features")
+        raise ValueError(
+            f"PPCA(solver='em') needs n_components < n_features; got "
+            f"n_components={k} with {shape.d} features"
+        )

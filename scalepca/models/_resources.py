@@ -1,6 +1,8 @@
-"""What the estimators may ask of the machine they run on: the memory available to hold arrays.
+"""What the estimators may ask of the machine they run on: the memory available to hold
+arrays.
 
-Private to :mod:`scalepca.models`; the one place where an estimator looks at the cluster.
+Private to :mod:`scalepca.models`; the one place where an estimator looks at the
+cluster.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ __all__ = ["available_memory"]
 
 
 def available_memory() -> tuple[int, str]:
-    """``(bytes, where)``: the summed memory limits of the distributed cluster in use, else what
-    this machine has available (``psutil``).
+    """``(bytes, where)``: the summed memory limits of the distributed cluster in use,
+    else what this machine has available (``psutil``).
 
-    ``where`` names the source for error messages ("the cluster's 4 worker(s)" or "this
-    machine's available memory"). Workers without a memory limit count as 0; a cluster where no
-    worker has one falls back to this machine.
+    ``where`` names the source for error messages ("the cluster's 4 worker(s)" or
+    "this machine's available memory"). Workers without a memory limit count as 0; a
+    cluster where no worker has one falls back to this machine.
     """
     client = current_client()
     try:

@@ -1,6 +1,7 @@
-"""Block kernels of :class:`~scalepca.models.robust_pca.RobustPCA`'s inexact ALM: NumPy
-functions of one block of M (and of the stored T, the mask and the factors of L), mapped over
-the blocks by the estimator. See :mod:`scalepca.models.robust_pca` for the iteration.
+"""Block kernels of :class:`~scalepca.models.robust_pca.RobustPCA`'s inexact ALM:
+NumPy functions of one block of M (and of the stored T, the mask and the factors of
+L), mapped over the blocks by the estimator. See :mod:`scalepca.models.robust_pca`
+for the iteration.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ def _clean(m, w):
 
 
 def _clip_obs(t, w, tau):
-    """``P = clip(T, −τ, τ)`` on Ω and 0 off Ω, so that ``S = T − P`` (the soft threshold on Ω,
-    all of ``T`` off Ω) and ``Y/μ = c P``. ``τ = inf`` gives ``P = T`` and ``S = 0``."""
+    """``P = clip(T, −τ, τ)`` on Ω and 0 off Ω, so that ``S = T − P`` (the soft
+    threshold on Ω, all of ``T`` off Ω) and ``Y/μ = c P``. ``τ = inf`` gives
+    ``P = T`` and ``S = 0``."""
     p = np.clip(np.asarray(t, dtype=np.float64), -tau, tau)
     if w is not None:
         p = np.where(w, p, 0.0)
@@ -28,8 +30,8 @@ def _clip_obs(t, w, tau):
 
 
 def _a_from_parts(m, t, p, c):
-    """``A = M − S + Y/μ = M − (T − P) + c P`` (one formula for every path, so a resumed run
-    computes bit for bit what an uninterrupted one does)."""
+    """``A = M − S + Y/μ = M − (T − P) + c P`` (one formula for every path, so a
+    resumed run computes bit for bit what an uninterrupted one does)."""
     a = m - t
     a += p
     a += c * p
@@ -38,7 +40,9 @@ def _a_from_parts(m, t, p, c):
 
 def _a_block(m, t, w=None, *, a_tau, c):
     """The SVT argument from blocks of M and the stored T."""
-    return _a_from_parts(_clean(m, w), np.asarray(t, dtype=np.float64), _clip_obs(t, w, a_tau), c)
+    return _a_from_parts(
+        _clean(m, w), np.asarray(t, dtype=np.float64), _clip_obs(t, w, a_tau), c
+    )
 
 
 def _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next):
@@ -65,14 +69,15 @@ def _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next):
 def _update_block(m, t, *rest, a_tau, c, tau_s, c_next, masked, fused, sink=None):
     """The update task of one block.
 
-    ``rest`` holds, in order: the mask block (if ``masked``), the row slice of ``U diag(σ)``,
-    the column slice of ``Vᵀ``, the probe rows ``Ω_j`` of the next SVD (if ``fused``) and the
-    global row/column indices (if ``sink``). With ``fused`` the block's share ``A_next,ij Ω_j``
-    of the next SVD's first product is returned too, saving that pass over ``A``.
+    ``rest`` holds, in order: the mask block (if ``masked``), the row slice of
+    ``U diag(σ)``, the column slice of ``Vᵀ``, the probe rows ``Ω_j`` of the next SVD
+    (if ``fused``) and the global row/column indices (if ``sink``). With ``fused`` the
+    block's share ``A_next,ij Ω_j`` of the next SVD's first product is returned too,
+    saving that pass over ``A``.
 
-    ``sink=None`` (memory): returns ``(T_new, A_next, stats, part)``. Otherwise writes ``T_new``
-    and ``A_next`` into the zarr arrays ``sink = (root, t_name, a_name)`` and returns
-    ``(stats, part)``.
+    ``sink=None`` (memory): returns ``(T_new, A_next, stats, part)``. Otherwise
+    writes ``T_new`` and ``A_next`` into the zarr arrays
+    ``sink = (root, t_name, a_name)`` and returns ``(stats, part)``.
     """
     rest = list(rest)
     w = rest.pop(0) if masked else None
@@ -98,16 +103,20 @@ def _pick(block, i):
 
 
 def _input_stats_block(m, w=None):
-    """Per block: ``[[[‖P_Ω M‖_F², max |P_Ω M|, non-finite count on Ω, |Ω|]]]`` and, per column,
-    ``[[[NaN count, |Ω| count], ...]]`` (shape (1, columns, 2))."""
+    """Per block: ``[[[‖P_Ω M‖_F², max |P_Ω M|, non-finite count on Ω, |Ω|]]]`` and,
+    per column, ``[[[NaN count, |Ω| count], ...]]`` (shape (1, columns, 2))."""
     m = np.asarray(m, dtype=np.float64)
     obs = np.ones(m.shape, dtype=bool) if w is None else np.asarray(w, dtype=bool)
     finite = np.isfinite(m)
     bad = np.count_nonzero(obs & ~finite)
     v = np.where(obs & finite, m, 0.0)
     mx = float(np.abs(v).max()) if v.size else 0.0
-    stats = np.array([[[np.vdot(v, v), mx, bad, np.count_nonzero(obs)]]], dtype=np.float64)
-    cols = np.stack([np.isnan(m).sum(axis=0), obs.sum(axis=0)], axis=-1)[None].astype(np.float64)
+    stats = np.array(
+        [[[np.vdot(v, v), mx, bad, np.count_nonzero(obs)]]], dtype=np.float64
+    )
+    cols = np.stack([np.isnan(m).sum(axis=0), obs.sum(axis=0)], axis=-1)[None].astype(
+        np.float64
+    )
     return stats, cols
 
 
@@ -119,8 +128,8 @@ def _shrink_block(t, w=None, *, tau):
 
 
 def probes(entropy, it, sv, p, n1, n2, V_warm) -> np.ndarray:
-    """RobustPCA's probe block of iteration ``it``: drawn from child ``it`` of the seed, so a
-    resumed run and an uninterrupted one use the same numbers."""
+    """RobustPCA's probe block of iteration ``it``: drawn from child ``it`` of the
+    seed, so a resumed run and an uninterrupted one use the same numbers."""
     from ..linalg.svt import probe_matrix
 
     rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(it,)))

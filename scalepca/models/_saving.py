@@ -1,14 +1,16 @@
 """Writing a model store: a fitted estimator saved to a zarr group (``est.save``).
 
-A fitted model is a zarr group: the estimator class, its parameters, the scalepca version and
-scalar fitted values are attributes; NumPy fitted arrays are zarr arrays; lazy (dask) fitted
-arrays are written chunk by chunk from the workers. No pickle. The group is written atomically
-(:func:`scalepca.io._store.atomic_group`) and carries ``complete: true`` written last; a group
-without it is refused by :func:`scalepca.load` (:mod:`scalepca.persistence.loading`).
+A fitted model is a zarr group: the estimator class, its parameters, the scalepca
+version and scalar fitted values are attributes; NumPy fitted arrays are zarr arrays;
+lazy (dask) fitted arrays are written chunk by chunk from the workers. No pickle. The
+group is written atomically (:func:`scalepca.io._store.atomic_group`) and carries
+``complete: true`` written last; a group without it is refused by :func:`scalepca.load`
+(:mod:`scalepca.persistence.loading`).
 
-Saving needs nothing of an estimator but its parameters and its state (``_state_to_save``): it
-is the estimators' own step, beside them. Reading a store back needs the registry of every
-estimator class, so it stands a floor above them, in :mod:`scalepca.persistence`.
+Saving needs nothing of an estimator but its parameters and its state
+(``_state_to_save``): it is the estimators' own step, beside them. Reading a store
+back needs the registry of every estimator class, so it stands a floor above them, in
+:mod:`scalepca.persistence`.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ FORMAT = MODEL
 FORMAT_VERSION = 1
 
 
-def save_estimator(est, store, *, storage_options=None, overwrite=False,
-                   flag="overwrite=True") -> None:
+def save_estimator(
+    est, store, *, storage_options=None, overwrite=False, flag="overwrite=True"
+) -> None:
     """Write a fitted estimator to a zarr group (see module docstring).
 
-    A model store already at ``store`` is replaced only with ``overwrite``; anything else there
-    (a folder of other files, another kind of store) never is: ``FileExistsError``.
+    A model store already at ``store`` is replaced only with ``overwrite``; anything
+    else there (a folder of other files, another kind of store) never is:
+    ``FileExistsError``.
     """
     if not est.__sklearn_is_fitted__():
         raise ValueError(f"{type(est).__name__} is not fitted; call fit before save")
@@ -45,7 +49,8 @@ def save_estimator(est, store, *, storage_options=None, overwrite=False,
             params[name] = jsonable(value)
         except TypeError as err:
             raise TypeError(
-                f"parameter {name}={value!r} of {type(est).__name__} cannot be saved: {err}"
+                f"parameter {name}={value!r} of {type(est).__name__} cannot be saved: "
+                f"{err}"
             ) from None
     arrays, lazy, scalars = {}, {}, {}
     for name, value in est._state_to_save().items():
@@ -53,7 +58,8 @@ def save_estimator(est, store, *, storage_options=None, overwrite=False,
             lazy[name] = value
         elif isinstance(value, np.ndarray) and value.dtype == object:
             # feature names (scikit-learn keeps them as an object array): saved as JSON
-            # strings, never as an object array (zarr would need a codec that can run code)
+            # strings, never as an object array (zarr would need a codec that can run
+            # code)
             scalars[name] = [str(v) for v in value.tolist()]
         elif isinstance(value, np.ndarray) and value.ndim > 0:
             arrays[name] = value
@@ -61,7 +67,9 @@ def save_estimator(est, store, *, storage_options=None, overwrite=False,
             try:
                 scalars[name] = jsonable(value)
             except TypeError:
-                logger.warning("not saving attribute %s (%s)", name, type(value).__name__)
+                logger.warning(
+                    "not saving attribute %s (%s)", name, type(value).__name__
+                )
 
     def write(group: zarr.Group):
         group.attrs.update(
@@ -74,10 +82,11 @@ def save_estimator(est, store, *, storage_options=None, overwrite=False,
                 "scalars": scalars,
                 "arrays": sorted(arrays),
                 "lazy_arrays": sorted(lazy),
-                # memory order changes BLAS summation order: keep it, so a loaded model's
-                # transform is bitwise the fitted one's
+                # memory order changes BLAS summation order: keep it, so a loaded
+                # model's transform is bitwise the fitted one's
                 "fortran_order": sorted(
-                    n for n, v in arrays.items()
+                    n
+                    for n, v in arrays.items()
                     if v.ndim > 1 and v.flags.f_contiguous and not v.flags.c_contiguous
                 ),
             }
@@ -85,11 +94,18 @@ def save_estimator(est, store, *, storage_options=None, overwrite=False,
         for name, value in arrays.items():
             group.create_array(name, data=np.ascontiguousarray(value))
         for name, value in lazy.items():
-            regular_chunks(value).to_zarr(group.store, component=_component(group, name),
-                                          compute=True)
+            regular_chunks(value).to_zarr(
+                group.store, component=_component(group, name), compute=True
+            )
 
-    atomic_group(store, storage_options=storage_options, write=write, kind=MODEL,
-                 overwrite=overwrite, flag=flag)
+    atomic_group(
+        store,
+        storage_options=storage_options,
+        write=write,
+        kind=MODEL,
+        overwrite=overwrite,
+        flag=flag,
+    )
 
 
 class SavedModel:
@@ -116,13 +132,17 @@ class SavedModel:
             files, a data or output store) is ever replaced; a model store whose save
             was interrupted is.
         """
-        save_estimator(self, store, storage_options=storage_options,
-                       overwrite=overwrite)
+        save_estimator(
+            self, store, storage_options=storage_options, overwrite=overwrite
+        )
 
     def _state_to_save(self) -> dict:
         """The fitted attributes (public names ending in ``_``)."""
-        return {k: v for k, v in vars(self).items()
-                if k.endswith("_") and not k.startswith("_")}
+        return {
+            k: v
+            for k, v in vars(self).items()
+            if k.endswith("_") and not k.startswith("_")
+        }
 
     def _restore_state(self, state: dict) -> None:
         """The state :func:`scalepca.load` read, set on the estimator it built."""

@@ -1,4 +1,5 @@
-"""Shared plumbing of the estimators: input kinds, lazy linear transforms, save/load, timing."""
+"""Shared plumbing of the estimators: input kinds, lazy linear transforms, save/load,
+timing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ import warnings
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+)
 from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
@@ -42,16 +47,20 @@ def raise_on_nonfinite(bad: int, what: str = "X") -> None:
 
 
 def caller_stacklevel() -> int:
-    """The ``stacklevel`` of a warning raised by the calling function that points it at the
-    first frame outside scalepca (the user's call), however deep the fit's path is."""
+    """The ``stacklevel`` of a warning raised by the calling function that points it
+    at the first frame outside scalepca (the user's call), however deep the fit's
+    path is."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("scalepca."):
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(
+        "scalepca."
+    ):
         frame, level = frame.f_back, level + 1
     return level
 
 
 def _row_blocks(data: MatrixInput) -> int | None:
-    """The number of row blocks of the fitted matrix (the chunks of each pass), if known."""
+    """The number of row blocks of the fitted matrix (the chunks of each pass), if
+    known."""
     numblocks = getattr(data.data, "numblocks", None)
     return None if numblocks is None else int(numblocks[0])
 
@@ -59,13 +68,16 @@ def _row_blocks(data: MatrixInput) -> int | None:
 def _affine_block(x, mean, P, offset):
     """``(x − mean) P + offset`` for one row block, in float64 for float64 data.
 
-    A ``scipy.sparse`` block is not centred: ``x P − meanᵀ P`` (a sparse–dense product; the
-    result is dense, n_b × k).
+    A ``scipy.sparse`` block is not centred: ``x P − meanᵀ P`` (a sparse–dense
+    product; the result is dense, n_b × k).
     """
     dtype = np.result_type(x.dtype, np.float32)
     P = P.astype(dtype, copy=False)
     if is_sparse(x):
-        out = np.asarray(x.astype(dtype, copy=False) @ P) - mean.astype(dtype, copy=False) @ P
+        out = (
+            np.asarray(x.astype(dtype, copy=False) @ P)
+            - mean.astype(dtype, copy=False) @ P
+        )
     else:
         out = (np.asarray(x) - mean.astype(dtype, copy=False)) @ P
     if offset is not None:
@@ -74,14 +86,16 @@ def _affine_block(x, mean, P, offset):
 
 
 def affine_map(X: da.Array, mean: np.ndarray, P: np.ndarray, offset=None) -> da.Array:
-    """Lazy ``(X − mean) P + offset`` as a blockwise map over row chunks (no data moves).
+    """Lazy ``(X − mean) P + offset`` as a blockwise map over row chunks (no data
+    moves).
 
-    ``X`` in 2-D blocks (wide data, features split over column chunks) is not rechunked to
-    full rows: each block is multiplied by its slice of ``P`` and the k-column products of a
-    row are summed over the column chunks in a tree, so a task holds one block, never a row.
-    ``X`` of ``scipy.sparse`` row blocks is never densified: each block gives ``x P − meanᵀP``
-    (its column chunks, if any, are joined first: a sparse row block is bounded by its stored
-    values, not by its width).
+    ``X`` in 2-D blocks (wide data, features split over column chunks) is not
+    rechunked to full rows: each block is multiplied by its slice of ``P`` and the
+    k-column products of a row are summed over the column chunks in a tree, so a task
+    holds one block, never a row. ``X`` of ``scipy.sparse`` row blocks is never
+    densified: each block gives ``x P − meanᵀP`` (its column chunks, if any, are
+    joined first: a sparse row block is bounded by its stored values, not by its
+    width).
     """
     k = P.shape[1]
     dtype = np.result_type(X.dtype, np.float32)
@@ -106,18 +120,21 @@ def affine_map(X: da.Array, mean: np.ndarray, P: np.ndarray, offset=None) -> da.
 
 
 def _in_memory(X) -> bool:
-    """Whether ``X`` is input scikit-learn's validation may read whole: a NumPy array, a list,
-    a pandas or polars frame. Dask arrays, xarray objects, zarr arrays and sparse matrices are
-    checked from their metadata only (scikit-learn's validation would compute or densify)."""
+    """Whether ``X`` is input scikit-learn's validation may read whole: a NumPy
+    array, a list, a pandas or polars frame. Dask arrays, xarray objects, zarr arrays
+    and sparse matrices are checked from their metadata only (scikit-learn's
+    validation would compute or densify)."""
     if isinstance(X, (np.ndarray, list, tuple)):
         return True
     return type(X).__module__.partition(".")[0] in ("pandas", "polars")
 
 
 def _refuse_nonfinite(X: np.ndarray, *, allow_nan: bool, what: str) -> None:
-    """``ValueError`` counting the infinite (and, unless ``allow_nan``, NaN) entries of ``X``.
+    """``ValueError`` counting the infinite (and, unless ``allow_nan``, NaN) entries of
+    ``X``.
 
-    The test is one ``isfinite`` reduction on clean data; only then are the kinds counted.
+    The test is one ``isfinite`` reduction on clean data; only then are the kinds
+    counted.
     """
     X = np.asarray(X)
     if X.dtype.kind != "f" or np.isfinite(X).all():
@@ -125,10 +142,14 @@ def _refuse_nonfinite(X: np.ndarray, *, allow_nan: bool, what: str) -> None:
     n_inf = int(np.isinf(X).sum())
     n_nan = 0 if allow_nan else int(np.isnan(X).sum())
     if n_inf:
-        raise ValueError(f"{what} contains {n_inf} infinite value(s); replace or remove them")
+        raise ValueError(
+            f"{what} contains {n_inf} infinite value(s); replace or remove them"
+        )
     if n_nan:
-        raise ValueError(f"{what} contains {n_nan} NaN value(s); remove or impute them (this "
-                         "model was fitted without missing values)")
+        raise ValueError(
+            f"{what} contains {n_nan} NaN value(s); remove or impute them (this "
+            "model was fitted without missing values)"
+        )
 
 
 def refuse_nonfinite(X, *, keep=None, allow_nan: bool = False, what: str = "X"):
@@ -150,12 +171,26 @@ def refuse_nonfinite(X, *, keep=None, allow_nan: bool = False, what: str = "X"):
         _refuse_block(X, keep, allow_nan=allow_nan, what=what)
         return X
     if keep is None:
-        return X.map_blocks(_refuse_block, None, allow_nan=allow_nan,
-                            what=f"a row block of {what}", dtype=X.dtype, meta=X._meta)
-    return da.blockwise(_refuse_block, "ij", X, "ij",
-                        da.from_array(keep, chunks=(X.chunks[1],)), "j",
-                        allow_nan=allow_nan, what=f"a row block of {what}",
-                        dtype=X.dtype, meta=X._meta)
+        return X.map_blocks(
+            _refuse_block,
+            None,
+            allow_nan=allow_nan,
+            what=f"a row block of {what}",
+            dtype=X.dtype,
+            meta=X._meta,
+        )
+    return da.blockwise(
+        _refuse_block,
+        "ij",
+        X,
+        "ij",
+        da.from_array(keep, chunks=(X.chunks[1],)),
+        "j",
+        allow_nan=allow_nan,
+        what=f"a row block of {what}",
+        dtype=X.dtype,
+        meta=X._meta,
+    )
 
 
 def _refuse_block(x, keep, *, allow_nan: bool, what: str):
@@ -168,14 +203,16 @@ def _refuse_block(x, keep, *, allow_nan: bool, what: str):
         if np.isfinite(sums if keep is None else sums[keep]).all():
             return x
     kept = x if keep is None or keep.all() else x[:, keep]
-    _refuse_nonfinite(kept.data if is_sparse(kept) else kept, allow_nan=allow_nan,
-                      what=what)
+    _refuse_nonfinite(
+        kept.data if is_sparse(kept) else kept, allow_nan=allow_nan, what=what
+    )
     return x
 
 
 def _wrap_numpy_output(method):
-    """``method`` whose NumPy results follow ``set_output`` (pandas, polars); dask and xarray
-    results stay what they are (wrapping them in a frame would compute them)."""
+    """``method`` whose NumPy results follow ``set_output`` (pandas, polars); dask
+    and xarray results stay what they are (wrapping them in a frame would compute
+    them)."""
 
     @functools.wraps(method)
     def wrapped(self, X, *args, **kwargs):
@@ -187,29 +224,32 @@ def _wrap_numpy_output(method):
     return wrapped
 
 
-class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
-                         BaseEstimator):
+class DecompositionMixin(
+    SavedModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Base of all scalepca estimators.
 
     Subclasses implement ``_fit(data: MatrixInput)`` and, for linear models, expose
     ``components_`` and ``mean_`` so the default transforms apply.
 
-    NumPy and pandas input go through scikit-learn's ``validate_data`` (2-D, numeric dtype,
-    empty data, the number of features seen in fit, finite values in ``transform``). Feature
-    names are one notion for every input kind (frame columns, AnnData genes, the feature
-    coordinate of a DataArray: :mod:`scalepca.preprocessing._feature_names`), recorded in ``fit`` as
-    ``feature_names_in_`` and checked on new data of any kind: other names or another order
-    are refused;
-    ``get_feature_names_out`` gives ``pca0, pca1, …`` (the class name in lower case) and
-    ``set_output(transform="pandas")`` applies to NumPy results.
+    NumPy and pandas input go through scikit-learn's ``validate_data`` (2-D, numeric
+    dtype, empty data, the number of features seen in fit, finite values in
+    ``transform``). Feature names are one notion for every input kind (frame columns,
+    AnnData genes, the feature coordinate of a DataArray:
+    :mod:`scalepca.preprocessing._feature_names`), recorded in ``fit`` as
+    ``feature_names_in_`` and checked on new data of any kind: other names or another
+    order are refused; ``get_feature_names_out`` gives ``pca0, pca1, …`` (the class
+    name in lower case) and ``set_output(transform="pandas")`` applies to NumPy
+    results.
     """
 
     #: whether ``transform`` takes NaN entries as missing (PPCA's posterior means do)
     _transform_allows_nan = False
 
     def __init_subclass__(cls, **kwargs):
-        # scikit-learn's own wrapping would turn dask results into frames (a compute): the
-        # transforms are wrapped here for NumPy results only, set_output stays available
+        # scikit-learn's own wrapping would turn dask results into frames (a compute):
+        # the transforms are wrapped here for NumPy results only, set_output stays
+        # available
         super().__init_subclass__(auto_wrap_output_keys=None, **kwargs)
         cls._sklearn_auto_wrap_output_keys = {"transform"}
         for name in ("transform", "fit_transform"):
@@ -229,58 +269,83 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
 
     @property
     def _takes_sparse(self) -> bool:
-        """Whether this configuration fits sparse input (the scikit-learn tag ``sparse``)."""
+        """Whether this configuration fits sparse input (the scikit-learn tag
+        ``sparse``)."""
         return self._accepts_sparse
 
-    #: names of private attributes that ``save`` must keep besides public ``*_`` attributes
+    #: names of private attributes that ``save`` must keep besides public ``*_``
+    #: attributes
     _saved_private: tuple[str, ...] = ()
 
-    #: fitted per-feature attributes and their feature axis: computed on the kept features,
-    #: then widened to all features with NaN at features dropped in fit (all-NaN, e.g. land)
+    #: fitted per-feature attributes and their feature axis: computed on the kept
+    #: features, then widened to all features with NaN at features dropped in fit
+    #: (all-NaN, e.g. land)
     _per_feature_attrs: tuple[tuple[str, int], ...] = (("components_", 1), ("mean_", 0))
 
-    # -- bookkeeping ---------------------------------------------------------------------
+    # -- bookkeeping -------------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "n_features_in_")
 
     def _check_fitted(self):
-        check_is_fitted(self, msg=f"this {type(self).__name__} is not fitted yet; call fit(X) "
-                        "first")
+        check_is_fitted(
+            self, msg=f"this {type(self).__name__} is not fitted yet; call fit(X) first"
+        )
 
     def _timed_pass(self, label: str):
-        """A context counting one pass over the data on ``n_passes_``, its duration logged
-        and its events emitted (:mod:`~scalepca.linalg.passes`)."""
+        """A context counting one pass over the data on ``n_passes_``, its duration
+        logged and its events emitted (:mod:`~scalepca.linalg.passes`)."""
         return passes.counter_of(self).one_pass(label)
 
     def _check_parameters(self, n: int, d: int, X=None) -> dict:
-        """Every parameter checked against the estimator's ``_parameters`` table and rules
-        (:mod:`._params`) for ``n`` × ``d`` data (``X``: the input's dask array, for its item
-        size and block kind); returns the values as used. Reads no data."""
-        shape = Shape(int(n), int(d)) if X is None else Shape(
-            int(n), int(d), np.dtype(X.dtype).itemsize, is_sparse(X))
+        """Every parameter checked against the estimator's ``_parameters`` table and
+        rules (:mod:`._params`) for ``n`` × ``d`` data (``X``: the input's dask
+        array, for its item size and block kind); returns the values as used. Reads
+        no data."""
+        shape = (
+            Shape(int(n), int(d))
+            if X is None
+            else Shape(int(n), int(d), np.dtype(X.dtype).itemsize, is_sparse(X))
+        )
         return check_parameters(self, shape)
 
-    #: whether the estimator's fit and transform work on sparse blocks (CSR row blocks, see
-    #: :func:`scalepca._validation.as_csr_blocks`); without it sparse input is refused by name
+    #: whether the estimator's fit and transform work on sparse blocks (CSR row blocks,
+    #: see :func:`scalepca._validation.as_csr_blocks`); without it sparse input is
+    #: refused by name
     _accepts_sparse: bool = False
 
-    def _input(self, X, *, what="X", min_samples=1, allow_2d_blocks=False,
-               validated=False, unknown_rows=False) -> MatrixInput:
+    def _input(
+        self,
+        X,
+        *,
+        what="X",
+        min_samples=1,
+        allow_2d_blocks=False,
+        validated=False,
+        unknown_rows=False,
+    ) -> MatrixInput:
         if not validated:
             X = self._validated_in_memory(X, what=what, min_samples=min_samples)
-        return as_matrix(X, what=what, min_samples=min_samples, allow_2d_blocks=allow_2d_blocks,
-                         accept_sparse=self._accepts_sparse, unknown_rows=unknown_rows)
+        return as_matrix(
+            X,
+            what=what,
+            min_samples=min_samples,
+            allow_2d_blocks=allow_2d_blocks,
+            accept_sparse=self._accepts_sparse,
+            unknown_rows=unknown_rows,
+        )
 
     def _validated_in_memory(self, X, *, what="X", min_samples=1, reset=False):
-        """NumPy/pandas input through scikit-learn's ``validate_data``; other kinds as they are.
+        """NumPy/pandas input through scikit-learn's ``validate_data``; other kinds as
+        they are.
 
-        Shape and dtype are checked first, in scalepca's words (``check_2d``, ``check_dtype``);
-        then ``validate_data`` converts object and frame input to a numeric array, refuses
-        empty data, and with ``reset`` records ``n_features_in_``; without ``reset``,
-        ``check_array`` does the same and the number of features seen in fit is checked (the
-        names are checked by ``_transform_input`` for every input kind). Non-finite values are
-        left to the caller (NaN may mark features left out of the fit, or entries PPCA treats
-        as missing).
+        Shape and dtype are checked first, in scalepca's words (``check_2d``,
+        ``check_dtype``); then ``validate_data`` converts object and frame input to a
+        numeric array, refuses empty data, and with ``reset`` records
+        ``n_features_in_``; without ``reset``, ``check_array`` does the same and the
+        number of features seen in fit is checked (the names are checked by
+        ``_transform_input`` for every input kind). Non-finite values are left to the
+        caller (NaN may mark features left out of the fit, or entries PPCA treats as
+        missing).
         """
         if not _in_memory(X):
             return X
@@ -289,64 +354,105 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
         if isinstance(dtype, np.dtype) and dtype.kind not in "fiubO":
             check_dtype(dtype, what=what)
         if reset:
-            return validate_data(self, X, reset=True, dtype="numeric", ensure_all_finite=False,
-                                 ensure_min_samples=min_samples)
-        X = check_array(X, dtype="numeric", ensure_all_finite=False,
-                        ensure_min_samples=min_samples, estimator=self, input_name=what)
+            return validate_data(
+                self,
+                X,
+                reset=True,
+                dtype="numeric",
+                ensure_all_finite=False,
+                ensure_min_samples=min_samples,
+            )
+        X = check_array(
+            X,
+            dtype="numeric",
+            ensure_all_finite=False,
+            ensure_min_samples=min_samples,
+            estimator=self,
+            input_name=what,
+        )
         if hasattr(self, "n_features_in_"):
-            check_n_features(X, self.n_features_in_, what=what, estimator=type(self).__name__)
+            check_n_features(
+                X, self.n_features_in_, what=what, estimator=type(self).__name__
+            )
         return X
 
     def _fit_input(self, X) -> MatrixInput:
-        """The validated input of ``fit`` (features in one column chunk unless overridden)."""
+        """The validated input of ``fit`` (features in one column chunk unless
+        overridden)."""
         return self._input(X)
 
-    def _transform_input(self, X, *, what="X", allow_2d_blocks=False,
-                         allow_nan=None, unknown_rows=False,
-                         lazy_check=True) -> MatrixInput:
-        """Input of ``transform`` and the other methods on new data, checked against the fit.
+    def _transform_input(
+        self,
+        X,
+        *,
+        what="X",
+        allow_2d_blocks=False,
+        allow_nan=None,
+        unknown_rows=False,
+        lazy_check=True,
+    ) -> MatrixInput:
+        """Input of ``transform`` and the other methods on new data, checked against the
+        fit.
 
         Non-finite values on the features the model was fitted on are refused by
         ``refuse_nonfinite`` (NaN too unless ``allow_nan``, default
         ``_transform_allows_nan``): NumPy/pandas input now, lazy input when its
         blocks are computed (``lazy_check=False``: the caller counts them in a pass
-        of its own).
-        ``unknown_rows``: the method maps row blocks whatever their sizes (``transform``), so a
-        dask DataFrame is not read to count its rows (see ``as_matrix``).
+        of its own). ``unknown_rows``: the method maps row blocks whatever their
+        sizes (``transform``), so a dask DataFrame is not read to count its rows (see
+        ``as_matrix``).
         """
         self._check_fitted()
         prep = getattr(self, "_preprocessing", None)
         if prep is not None and prep.cells is not None:  # raw counts: prepared first
             X = prep.prepare(X, what=what)
-        names = feature_names_of(X, feature_dim=None if prep is None else prep.feature_dim,
-                                 what=what)
-        check_feature_names(self, names, what=what)  # for every kind, before the layout's checks
-        X = self._prepared(X, what=what, unknown_rows=unknown_rows)  # as it is, unprepared
+        names = feature_names_of(
+            X, feature_dim=None if prep is None else prep.feature_dim, what=what
+        )
+        check_feature_names(
+            self, names, what=what
+        )  # for every kind, before the layout's checks
+        X = self._prepared(
+            X, what=what, unknown_rows=unknown_rows
+        )  # as it is, unprepared
         validated = _in_memory(X) and getattr(self, "_preprocessing", None) is None
         keep = getattr(self, "_features_kept", None)
         allow_nan = self._transform_allows_nan if allow_nan is None else allow_nan
         if validated:
             X = self._validated_in_memory(X, what=what)
             refuse_nonfinite(X, keep=keep, allow_nan=allow_nan, what=what)
-        data = self._input(X, what=what, allow_2d_blocks=allow_2d_blocks, validated=validated,
-                           unknown_rows=unknown_rows)
-        check_n_features(data.data, self.n_features_in_, what=what,
-                         estimator=type(self).__name__)
+        data = self._input(
+            X,
+            what=what,
+            allow_2d_blocks=allow_2d_blocks,
+            validated=validated,
+            unknown_rows=unknown_rows,
+        )
+        check_n_features(
+            data.data, self.n_features_in_, what=what, estimator=type(self).__name__
+        )
         self._check_features(data, what=what)
         if not validated and lazy_check:  # lazy input: refused when its blocks are read
-            data = dataclasses.replace(data, data=refuse_nonfinite(
-                data.data, keep=keep, allow_nan=allow_nan, what=what))
+            data = dataclasses.replace(
+                data,
+                data=refuse_nonfinite(
+                    data.data, keep=keep, allow_nan=allow_nan, what=what
+                ),
+            )
         return data
 
     def _prepared(self, X, *, what="X", unknown_rows=False):
         """``X`` made into a matrix as the fitted one was (see ``_preprocessing``).
 
-        Data in their own layout and units (an N-D field, an unweighted array) go through the
-        fitted steps (stacking, weights); a matrix made by ``open_matrix`` is checked against
-        them. A model fitted on a bare array without weights takes its input as it is.
+        Data in their own layout and units (an N-D field, an unweighted array) go
+        through the fitted steps (stacking, weights); a matrix made by
+        ``open_matrix`` is checked against them. A model fitted on a bare array
+        without weights takes its input as it is.
         """
         prep = getattr(self, "_preprocessing", None)
-        return X if prep is None else prep.prepare(X, what=what, unknown_rows=unknown_rows)
+        return (
+            X if prep is None else prep.prepare(X, what=what, unknown_rows=unknown_rows)
+        )
 
     def _check_features(self, data: MatrixInput, *, what="X") -> None:
         """Refuse labelled input whose feature coordinates are not those of the fit."""
@@ -354,33 +460,39 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
 
         check_features(getattr(self, "_feature_template", None), data, what)
 
-    # -- the scikit-learn surface ----------------------------------------------------------
+    # -- the scikit-learn surface ------------------------------------------------------
     def _reset_fitted(self) -> None:
         """Forget the fitted attributes (names ending in ``_``) of an earlier fit."""
-        for attr in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
+        for attr in [
+            a for a in vars(self) if a.endswith("_") and not a.startswith("__")
+        ]:
             delattr(self, attr)
 
     def fit(self, X, y=None):
         """Fit the model to ``X`` (rows = samples). Returns ``self``.
 
-        A dask DataFrame is read lazily; the row count of each partition is computed first,
-        one pass over the data that ``n_passes_`` counts.
+        A dask DataFrame is read lazily; the row count of each partition is computed
+        first, one pass over the data that ``n_passes_`` counts.
         """
         # partial_fit's first call: a check of the validated input before any pass
         check = vars(self).pop("_check_before_fit", None)
         self._reset_fitted()
-        try:  # in this frame: the stack levels of warnings raised in _fit count from here
+        # in this frame: the stack levels of warnings raised in _fit count from here
+        try:
             self.n_passes_ = 0
             t0 = time.perf_counter()
             names = feature_names_of(X)  # of any input kind (frame, AnnData, DataArray)
             X = self._validated_in_memory(X, reset=True)
-            # set after the fit: X is now an array, which must not be checked against them
+            # set after the fit: X is now an array, which must not be checked against
+            # them
             vars(self).pop("feature_names_in_", None)
             data = self._fit_input(X)
             if check is not None:
                 check(data)
             self._features_kept = None
-            self._preprocessing = None  # inside _fit, transforms take the matrix as it is
+            self._preprocessing = (
+                None  # inside _fit, transforms take the matrix as it is
+            )
             with passes.counting(self, chunks=_row_blocks(data)) as counter:
                 if is_dask_frame(X):
                     counter.plan(1)
@@ -398,17 +510,25 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
             raise
         return self
 
-    # -- features dropped in fit (all NaN: land in an ocean grid, dead sensors) ---------------
-    def _leave_out_land(self, n_observed, data: MatrixInput | None = None, *, check=None,
-                        reason: str = LAND):
-        """The land-mask step of every estimator: features with no observed (non-NaN) value in
-        the rows looked at leave the fit; warn (log for xarray, whose land masks are the
-        documented convention) and record them for ``_select_features`` / ``_widen_features``.
+    # -- features dropped in fit (all NaN: land in an ocean grid, dead sensors) --------
+    def _leave_out_land(
+        self,
+        n_observed,
+        data: MatrixInput | None = None,
+        *,
+        check=None,
+        reason: str = LAND,
+    ):
+        """The land-mask step of every estimator: features with no observed (non-NaN)
+        value in the rows looked at leave the fit; warn (log for xarray, whose land
+        masks are the documented convention) and record them for ``_select_features`` /
+        ``_widen_features``.
 
-        ``n_observed`` holds each feature's count of non-NaN entries. ``check(land)`` (bool
-        mask) runs before anything is recorded, so that an estimator refuses other non-finite
-        values first. Returns the mask of kept features, or None when every feature is kept.
-        ``reason`` says why a feature with a count of 0 leaves (genotypes: also monomorphic).
+        ``n_observed`` holds each feature's count of non-NaN entries. ``check(land)``
+        (bool mask) runs before anything is recorded, so that an estimator refuses
+        other non-finite values first. Returns the mask of kept features, or None
+        when every feature is kept. ``reason`` says why a feature with a count of 0
+        leaves (genotypes: also monomorphic).
         """
         land = np.asarray(n_observed) == 0
         if check is not None:
@@ -419,8 +539,10 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
         if land.all():
             raise ValueError(f"every feature is {reason}; nothing to fit")
         per_feature = ", ".join(name for name, _ in self._per_feature_attrs)
-        msg = (f"{type(self).__name__}: {n_drop} of {land.size} features are {reason}; they are "
-               f"left out of the fit and come back as NaN in {per_feature}")
+        msg = (
+            f"{type(self).__name__}: {n_drop} of {land.size} features are {reason}; "
+            f"they are left out of the fit and come back as NaN in {per_feature}"
+        )
         if data is not None and data.kind == "xarray":
             logger.info(msg)  # the documented land-mask convention of gridded data
         else:
@@ -428,24 +550,30 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
         self._features_kept = ~land
         return ~land
 
-    def _moments_without_land(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
-        """:meth:`_leave_out_land` on the moments of a pass that counted NaN per feature (PCA,
-        SparsePCA); any other NaN or inf raises.
+    def _moments_without_land(
+        self, mom: dict, n: int, d: int, k: int, data: MatrixInput
+    ):
+        """:meth:`_leave_out_land` on the moments of a pass that counted NaN per feature
+        (PCA, SparsePCA); any other NaN or inf raises.
 
-        The moments of the other features are exact: the pass zero-filled non-finite entries.
-        Returns the moments restricted to the kept features and their number; ``k`` (0: none
-        requested yet) must fit them.
+        The moments of the other features are exact: the pass zero-filled non-finite
+        entries. Returns the moments restricted to the kept features and their
+        number; ``k`` (0: none requested yet) must fit them.
         """
         if not mom["bad"]:
             return mom, d
         nanf = mom.get("nan_features", np.zeros(d, dtype=np.int64))
-        keep = self._leave_out_land(n - nanf, data, check=lambda land: raise_on_nonfinite(
-            mom["bad"] - int(nanf[land].sum())))
+        keep = self._leave_out_land(
+            n - nanf,
+            data,
+            check=lambda land: raise_on_nonfinite(mom["bad"] - int(nanf[land].sum())),
+        )
         d_fit = int(keep.sum())
         if k > min(n, d_fit):
             raise ValueError(
-                f"n_components={k} is out of range: after leaving out {d - d_fit} all-NaN "
-                f"features it must be at most min(n_samples, n_features) = {min(n, d_fit)}"
+                f"n_components={k} is out of range: after leaving out {d - d_fit} "
+                f"all-NaN features it must be at most min(n_samples, n_features) = "
+                f"{min(n, d_fit)}"
             )
         out = {**mom, "mean": mom["mean"][keep], "bad": 0}
         if "m2" in mom:
@@ -457,7 +585,9 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
     def _kept(self, arr: np.ndarray, axis: int = 0) -> np.ndarray:
         """``arr`` restricted to the features the model was fitted on."""
         keep = getattr(self, "_features_kept", None)
-        if keep is None or arr.shape[axis] != keep.size:  # not widened yet (inside _fit)
+        if (
+            keep is None or arr.shape[axis] != keep.size
+        ):  # not widened yet (inside _fit)
             return arr
         return np.compress(keep, arr, axis=axis)
 
@@ -496,7 +626,7 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
                 full[tuple(index)] = value
                 setattr(self, name, full)
 
-    # -- xarray views of the fitted attributes (EOF analysis) ---------------------------------
+    # -- xarray views of the fitted attributes (EOF analysis) --------------------------
     def _require_template(self, name: str):
         t = getattr(self, "_feature_template", None)
         if t is None:
@@ -528,15 +658,18 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
         self._require_template("explained_variance_ratio_xr_")
         from ..io._stack import mode_dataarray
 
-        return mode_dataarray(self.explained_variance_ratio_, "explained_variance_ratio")
+        return mode_dataarray(
+            self.explained_variance_ratio_, "explained_variance_ratio"
+        )
 
     def fit_transform(self, X, y=None):
         return self.fit(X).transform(X)
 
-    # -- reconstructions (inverse_transform) -------------------------------------------------
+    # -- reconstructions (inverse_transform) -------------------------------------------
     def _scores_input(self, Z, k: int) -> MatrixInput:
-        """Scores given to ``inverse_transform`` as a matrix, checked to have ``k`` columns
-        (rows mapped block by block: those of a dask DataFrame's scores need not be counted)."""
+        """Scores given to ``inverse_transform`` as a matrix, checked to have ``k``
+        columns (rows mapped block by block: those of a dask DataFrame's scores need
+        not be counted)."""
         from ..preprocessing._matrix import scores_matrix
 
         zin = scores_matrix(Z, what="scores", unknown_rows=True)
@@ -549,28 +682,38 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
     def _wrap_reconstruction(self, zin: MatrixInput, Xhat: da.Array):
         """``Xhat`` (n × d, rows of ``zin``) in the data's own units, layout and kind.
 
-        The steps that made the fitted matrix are undone (weights divided out, stacked dims
-        unstacked); scores in a DataArray give a DataArray over the data's dims.
+        The steps that made the fitted matrix are undone (weights divided out,
+        stacked dims unstacked); scores in a DataArray give a DataArray over the
+        data's dims.
         """
         features = getattr(self, "_feature_template", None)
-        if zin.kind == "xarray" and features is None:  # fitted on an array: plain columns
+        if (
+            zin.kind == "xarray" and features is None
+        ):  # fitted on an array: plain columns
             import xarray as xr
 
-            features = xr.DataArray(np.zeros(self.n_features_in_, dtype=np.int8),
-                                    dims=("feature",))
+            features = xr.DataArray(
+                np.zeros(self.n_features_in_, dtype=np.int8), dims=("feature",)
+            )
         out = dataclasses.replace(zin, prep=getattr(self, "_preprocessing", None))
         return out.wrap_features(Xhat, features=features)
 
-    # -- persistence ---------------------------------------------------------------------
+    # -- persistence -------------------------------------------------------------------
     def _state_to_save(self) -> dict:
-        state = {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
+        state = {
+            k: v
+            for k, v in vars(self).items()
+            if k.endswith("_") and not k.startswith("_")
+        }
         if getattr(self, "_features_kept", None) is not None:
             state["_features_kept"] = self._features_kept
         if getattr(self, "_feature_template", None) is not None:
             from ..io._stack import template_to_json
 
             try:  # feature coordinates, so components_xr_ works after load
-                state["_feature_template_json"] = template_to_json(self._feature_template)
+                state["_feature_template_json"] = template_to_json(
+                    self._feature_template
+                )
             except TypeError as err:
                 logger.warning("not saving the feature coordinates: %s", err)
         prep = getattr(self, "_preprocessing", None)
@@ -591,14 +734,21 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
         template = state.pop("_feature_template_json", None)
         prep = state.pop("_preprocessing_json", None)
         weights = state.pop("_preprocessing_weights", None)
-        cells = {k[len(CELLS):]: state.pop(k) for k in list(state) if k.startswith(CELLS)}
+        cells = {
+            k[len(CELLS) :]: state.pop(k) for k in list(state) if k.startswith(CELLS)
+        }
         for k, v in state.items():
             setattr(self, k, v)
         names = getattr(self, "feature_names_in_", None)
-        if names is not None:  # saved as a list of strings; scikit-learn's is an object array
+        if (
+            names is not None
+        ):  # saved as a list of strings; scikit-learn's is an object array
             self.feature_names_in_ = np.asarray([str(v) for v in names], dtype=object)
-        if getattr(self, "_features_kept", None) is not None and hasattr(self, "n_features_in_"):
-            # stores written before an attribute was widened hold it on the kept features only
+        if getattr(self, "_features_kept", None) is not None and hasattr(
+            self, "n_features_in_"
+        ):
+            # stores written before an attribute was widened hold it on the kept
+            # features only
             self._widen_features(self.n_features_in_)
         if template is not None:
             from ..io._stack import template_from_json
@@ -611,7 +761,8 @@ class DecompositionMixin(SavedModel, ClassNamePrefixFeaturesOutMixin, Transforme
 
 
 class LinearDecompositionMixin(DecompositionMixin):
-    """Estimators whose transform is ``(x − mean_) P`` and reconstruction ``z Q + mean_``."""
+    """Estimators whose transform is ``(x − mean_) P`` and reconstruction
+    ``z Q + mean_``."""
 
     #: ``transform`` keeps the input's 2-D blocks (see :func:`affine_map`) instead of
     #: rechunking every row block to full width
@@ -622,19 +773,22 @@ class LinearDecompositionMixin(DecompositionMixin):
     def components_xr_(self):
         """``components_`` as a DataArray over ``mode`` and the original feature dims.
 
-        With weights (``open_matrix(..., weights=...)``) these are, as in eofs and xeofs, the
-        EOFs of the weighted field: unit norm in weighted space, in the units the weighted
-        data had; divide by the weights for the unweighted patterns.
+        With weights (``open_matrix(..., weights=...)``) these are, as in eofs and
+        xeofs, the EOFs of the weighted field: unit norm in weighted space, in the
+        units the weighted data had; divide by the weights for the unweighted
+        patterns.
         """
         self._check_fitted()
         return self._feature_dataarray(self.components_, "components_")
 
     @property
     def mean_xr_(self):
-        """The mean of the data over the original feature dims, in the field's own units.
+        """The mean of the data over the original feature dims, in the field's own
+        units.
 
-        ``mean_`` is the mean of the matrix the model was fitted on (the weighted field when
-        there are weights); ``mean_xr_`` divides the weights out (NaN where a weight is 0).
+        ``mean_`` is the mean of the matrix the model was fitted on (the weighted
+        field when there are weights); ``mean_xr_`` divides the weights out (NaN
+        where a weight is 0).
         """
         self._check_fitted()
         prep = getattr(self, "_preprocessing", None)
@@ -650,14 +804,18 @@ class LinearDecompositionMixin(DecompositionMixin):
         return self.components_
 
     def _project(self, X, P: np.ndarray, *, unknown_rows=False):
-        """``(data, Z)``: ``X`` taken as ``transform`` takes it (raw fields stacked and
-        weighted, checked against the fit) and the lazy ``(x − mean_) P`` of its rows on the
-        features the model was fitted on (``P``: n_features × m, rows at dropped features
-        ignored). The one projection of new data: ``transform`` and the EOF tools
-        (:mod:`scalepca.analysis.eof`) both go through it."""
+        """``(data, Z)``: ``X`` taken as ``transform`` takes it (raw fields stacked
+        and weighted, checked against the fit) and the lazy ``(x − mean_) P`` of its
+        rows on the features the model was fitted on (``P``: n_features × m, rows at
+        dropped features ignored). The one projection of new data: ``transform`` and
+        the EOF tools (:mod:`scalepca.analysis.eof`) both go through it."""
         fills = self._fills_missing()
-        data = self._transform_input(X, allow_2d_blocks=self._transform_keeps_2d_blocks,
-                                     unknown_rows=unknown_rows, allow_nan=fills or None)
+        data = self._transform_input(
+            X,
+            allow_2d_blocks=self._transform_keeps_2d_blocks,
+            unknown_rows=unknown_rows,
+            allow_nan=fills or None,
+        )
         Xk = self._select_features(data.data)
         if fills:  # a missing entry is set to the mean: 0 once centred
             from ..preprocessing._genotype import fill_missing
@@ -674,8 +832,8 @@ class LinearDecompositionMixin(DecompositionMixin):
         """Project ``X`` on the components (lazy for dask and xarray input).
 
         A dask DataFrame gives a lazy dask array: its partitions are mapped as they are,
-        their rows not counted (the row sizes in ``.chunks`` are NaN until computed, as in
-        ``DataFrame.to_dask_array()``); nothing is computed until the scores are.
+        their rows not counted (the row sizes in ``.chunks`` are NaN until computed, as
+        in ``DataFrame.to_dask_array()``); nothing is computed until the scores are.
 
         Returns
         -------
@@ -684,25 +842,28 @@ class LinearDecompositionMixin(DecompositionMixin):
         Raises
         ------
         ValueError
-            ``X`` has feature names (DataFrame columns, the DataArray's feature coordinate, an
-            AnnData's genes) other than ``feature_names_in_``, or the same in another order:
-            features are never matched by position when both sides name them.
+            ``X`` has feature names (DataFrame columns, the DataArray's feature
+            coordinate, an AnnData's genes) other than ``feature_names_in_``, or the
+            same in another order: features are never matched by position when both
+            sides name them.
         ValueError
             ``X`` holds a NaN or an infinite value at a feature the model uses:
             in-memory input is refused by this call, lazy input when its scores are
             computed (one rule for every kind, ``refuse_nonfinite``; features left
             out of the fit, NaN in every sample, are not looked at).
         """
-        self._check_fitted()  # before the projection matrix is formed from fitted attributes
+        # before the projection matrix is formed from fitted attributes
+        self._check_fitted()
         data, Z = self._project(X, self._transform_matrix(), unknown_rows=True)
         return data.wrap_samples(Z)
 
     def inverse_transform(self, Z):
         """Map scores back to the data: ``Z Q + mean_``, in the data's own units (lazy).
 
-        The steps that made the fitted matrix are undone: weights are divided out (NaN where
-        a weight is 0), stacked dims unstacked, and xarray results come in the data's dims
-        order. Scores over several sample dims (as ``transform`` returns them) are accepted.
+        The steps that made the fitted matrix are undone: weights are divided out (NaN
+        where a weight is 0), stacked dims unstacked, and xarray results come in the
+        data's dims order. Scores over several sample dims (as ``transform`` returns
+        them) are accepted.
 
         Returns
         -------

@@ -1,21 +1,21 @@
 """Extended EOF analysis (EEOF, multichannel singular spectrum analysis) of a field.
 
-The field x_t (n samples × d features, weighted as ``open_matrix`` makes it) is embedded in
-time: window ``embedding`` = L, lag ``tau`` = τ, the embedded sample of time t is
+The field x_t (n samples × d features, weighted as ``open_matrix`` makes it) is embedded
+in time: window ``embedding`` = L, lag ``tau`` = τ, the embedded sample of time t is
 
     x̃_t = [x_t, x_{t+τ}, …, x_{t+(L−1)τ}]        (L·d values),  t = 0 … n − (L−1)τ − 1
 
 and the EOFs of the n − (L−1)τ embedded samples are patterns over (lag, feature) that
-propagate: each mode is a sequence of L maps. The windows are those xeofs' ``ExtendedEOF`` uses
-(the last (L−1)τ times start no full window: their scores are NaN), and as there the
-embedded samples are centred by their own means.
+propagate: each mode is a sequence of L maps. The windows are those xeofs'
+``ExtendedEOF`` uses (the last (L−1)τ times start no full window: their scores are NaN),
+and as there the embedded samples are centred by their own means.
 
-The embedded matrix (L times the data) is never formed. The covariance of the embedded samples
-is accumulated in one pass over row blocks with a halo: the task of a row block reads its own
-rows and the (L−1)τ rows after them (from the next block(s)), forms the embedded rows of its
-own windows (at most L times one block) and reduces them to count, mean and a centred
-L·d × L·d Gram, merged in a tree like PCA's moments. The L·d × L·d covariance is decomposed on
-the client.
+The embedded matrix (L times the data) is never formed. The covariance of the embedded
+samples is accumulated in one pass over row blocks with a halo: the task of a row block
+reads its own rows and the (L−1)τ rows after them (from the next block(s)), forms the
+embedded rows of its own windows (at most L times one block) and reduces them to count,
+mean and a centred L·d × L·d Gram, merged in a tree like PCA's moments. The L·d × L·d
+covariance is decomposed on the client.
 
 Examples
 --------
@@ -49,28 +49,34 @@ __all__ = ["ExtendedEOF"]
 def _enough_windows(params, shape) -> None:
     n_win = shape.n - (params["embedding"] - 1) * params["tau"]
     if n_win < 2:
-        raise ValueError(f"embedding={params['embedding']} and tau={params['tau']} span "
-                         f"{(params['embedding'] - 1) * params['tau'] + 1} samples, leaving "
-                         f"{max(n_win, 0)} window(s) of the {shape.n} samples; at least 2 are "
-                         "needed")
+        raise ValueError(
+            f"embedding={params['embedding']} and tau={params['tau']} span "
+            f"{(params['embedding'] - 1) * params['tau'] + 1} samples, leaving "
+            f"{max(n_win, 0)} window(s) of the {shape.n} samples; at least 2 are "
+            "needed"
+        )
 
 
 def _windows(params, shape) -> tuple[int, int]:
     """(embedded samples, embedded features) of data of ``shape``: the bound of
     ``n_components`` (too few windows are refused first, in the window's words)."""
     _enough_windows(params, shape)
-    return shape.n - (params["embedding"] - 1) * params["tau"], params["embedding"] * shape.d
+    return shape.n - (params["embedding"] - 1) * params["tau"], params[
+        "embedding"
+    ] * shape.d
 
 
-# -- the blocks with their halo ------------------------------------------------------------------
+# -- the blocks with their halo --------------------------------------------------------
 def _embed(x: np.ndarray, L: int, tau: int, own: int) -> np.ndarray:
-    """The ``own`` embedded rows of a block ``x`` (own rows, then its halo): (own × L·d)."""
-    return np.concatenate([x[a * tau: a * tau + own] for a in range(L)], axis=1)
+    """The ``own`` embedded rows of a block ``x`` (own rows, then its halo): (own ×
+    L·d)."""
+    return np.concatenate([x[a * tau : a * tau + own] for a in range(L)], axis=1)
 
 
 def _lagged_block(x, L: int, tau: int) -> dict:
-    """Moments of the embedded rows of one block with its halo, and the sum of the halo rows
-    (the last block's halo: the times that start no window, for the mean of all samples)."""
+    """Moments of the embedded rows of one block with its halo, and the sum of the
+    halo rows (the last block's halo: the times that start no window, for the mean of
+    all samples)."""
     x = np.asarray(x, dtype=np.float64)
     h = (L - 1) * tau
     own = x.shape[0] - h
@@ -81,12 +87,15 @@ def _lagged_block(x, L: int, tau: int) -> dict:
 
 
 def _merge_lagged(parts: list) -> dict:
-    """Left-to-right merge: moments merged, the halo sums of the rightmost block kept."""
+    """Left-to-right merge: moments merged, the halo sums of the rightmost block
+    kept."""
     acc = {k: v for k, v in parts[0].items()}
     for p in parts[1:]:
         tail, tail_nan = p["tail"], p["tail_nan"]
-        acc = merge_moments({k: v for k, v in acc.items() if not k.startswith("tail")},
-                            {k: v for k, v in p.items() if not k.startswith("tail")})
+        acc = merge_moments(
+            {k: v for k, v in acc.items() if not k.startswith("tail")},
+            {k: v for k, v in p.items() if not k.startswith("tail")},
+        )
         acc["tail"], acc["tail_nan"] = tail, tail_nan
     return acc
 
@@ -98,11 +107,12 @@ def _join_rows(start: int, stop: int, *blocks) -> np.ndarray:
 
 
 def halo_blocks(X: da.Array, halo: int) -> tuple[list, list]:
-    """``(Delayed blocks, their own row counts)``: each row block of ``X`` whose rows start a
-    window (the first ``n − halo`` rows), joined with the ``halo`` rows after it, taken from
-    the following block(s). The blocks are the tasks of ``X.to_delayed()``, shared by the
-    joins of one graph: each input block is read once by a compute (slicing the array
-    instead would let dask fuse the slices into their own reads of the source)."""
+    """``(Delayed blocks, their own row counts)``: each row block of ``X`` whose rows
+    start a window (the first ``n − halo`` rows), joined with the ``halo`` rows after
+    it, taken from the following block(s). The blocks are the tasks of
+    ``X.to_delayed()``, shared by the joins of one graph: each input block is read
+    once by a compute (slicing the array instead would let dask fuse the slices into
+    their own reads of the source)."""
     n = X.shape[0]
     n_win = n - halo
     bounds = np.cumsum((0, *X.chunks[0]))
@@ -112,9 +122,14 @@ def halo_blocks(X: da.Array, halo: int) -> tuple[list, list]:
         if s >= n_win:
             break
         e = min(bounds[i + 1], n_win)
-        j = int(np.searchsorted(bounds, e + halo, side="left"))  # blocks i .. j-1 hold the rows
-        blocks.append(dask.delayed(_join_rows, pure=True)(0, int(e + halo - s),
-                                                          *parts[i:max(j, i + 1)]))
+        j = int(
+            np.searchsorted(bounds, e + halo, side="left")
+        )  # blocks i .. j-1 hold the rows
+        blocks.append(
+            dask.delayed(_join_rows, pure=True)(
+                0, int(e + halo - s), *parts[i : max(j, i + 1)]
+            )
+        )
         owns.append(int(e - s))
     return blocks, owns
 
@@ -170,11 +185,12 @@ class ExtendedEOF(DecompositionMixin):
 
     Notes
     -----
-    Passes over the data: one (the lagged moments). Memory per worker: one row block with its
-    halo of (L−1)τ rows, its embedded rows (L × the block's own rows) and the L·d × L·d
-    partial Gram; the client decomposes the L·d × L·d covariance (leading pairs by Lanczos
-    above 1,000 embedded features). The embedded matrix is never formed whole. ``transform``
-    reads the data once more, blockwise with the same halo.
+    Passes over the data: one (the lagged moments). Memory per worker: one row block
+    with its halo of (L−1)τ rows, its embedded rows (L × the block's own rows) and
+    the L·d × L·d partial Gram; the client decomposes the L·d × L·d covariance
+    (leading pairs by Lanczos above 1,000 embedded features). The embedded matrix is
+    never formed whole. ``transform`` reads the data once more, blockwise with the
+    same halo.
     """
 
     _parameters = {
@@ -185,7 +201,9 @@ class ExtendedEOF(DecompositionMixin):
     _parameter_rules = (Rule(_enough_windows, needs=("embedding", "tau")),)
     _per_feature_attrs = (("eofs_", 2), ("mean_", 0), ("embedded_mean_", 1))
 
-    def __init__(self, n_components: int | None = None, *, embedding: int = 2, tau: int = 1):
+    def __init__(
+        self, n_components: int | None = None, *, embedding: int = 2, tau: int = 1
+    ):
         self.n_components = n_components
         self.embedding = embedding
         self.tau = tau
@@ -197,7 +215,7 @@ class ExtendedEOF(DecompositionMixin):
     def _halo(self) -> int:
         return (int(self.embedding) - 1) * int(self.tau)
 
-    # -- fit ------------------------------------------------------------------------------------
+    # -- fit ---------------------------------------------------------------------------
     def _fit(self, data: MatrixInput) -> None:
         X = data.data.rechunk({1: -1})
         n, d = X.shape
@@ -207,19 +225,30 @@ class ExtendedEOF(DecompositionMixin):
         n_win = n - h
         k = values["n_components"] or min(n_win, L * d)
         blocks, owns = halo_blocks(X, h)
-        graph = passes.reduce_blocks(blocks, _lagged_block, None, L, tau,
-                                     merge_all=_merge_lagged)
+        graph = passes.reduce_blocks(
+            blocks, _lagged_block, None, L, tau, merge_all=_merge_lagged
+        )
         passes.counter_of(self).plan(1)
-        logger.info("%s: %d × %d, window %d, lag %d: %d windows in %d blocks",
-                    type(self).__name__, n, d, L, tau, n_win, len(blocks))
+        logger.info(
+            "%s: %d × %d, window %d, lag %d: %d windows in %d blocks",
+            type(self).__name__,
+            n,
+            d,
+            L,
+            tau,
+            n_win,
+            len(blocks),
+        )
         (mom,) = passes.compute(graph, name="lagged moments")
         keep = self._land(mom, n_win, d, L, data)
         if keep is not None:
             sel = np.tile(keep, L)
             mom = {**mom, "mean": mom["mean"][sel], "m2": mom["m2"][np.ix_(sel, sel)]}
             if k > min(n_win, sel.sum()):
-                raise ValueError(f"n_components={k} is out of range after leaving out "
-                                 f"{d - keep.sum()} all-NaN features")
+                raise ValueError(
+                    f"n_components={k} is out of range after leaving out "
+                    f"{d - keep.sum()} all-NaN features"
+                )
         d_fit = d if keep is None else int(keep.sum())
         ev, comps, total = _leading_spectrum(mom, k, None)
         self.solver_ = "covariance_eigh"  # the only one: PCA's, on the lagged moments
@@ -227,47 +256,59 @@ class ExtendedEOF(DecompositionMixin):
         self.embedded_mean_ = mom["mean"].reshape(L, d_fit)
         lag0 = mom["mean"][:d_fit] * n_win
         tail = mom["tail"] if keep is None else mom["tail"][keep]
-        self.mean_ = (lag0 + tail) / n  # all n samples: the windows' first rows and the tail
+        self.mean_ = (
+            lag0 + tail
+        ) / n  # all n samples: the windows' first rows and the tail
         self.explained_variance_ = ev
         self.explained_variance_ratio_ = ev / total if total > 0 else np.zeros_like(ev)
         self.singular_values_ = np.sqrt(ev * max(n_win - 1, 1))
-        self.n_samples_, self.n_windows_, self.n_components_ = int(n), int(n_win), int(k)
+        self.n_samples_, self.n_windows_, self.n_components_ = (
+            int(n),
+            int(n_win),
+            int(k),
+        )
 
     def _land(self, mom: dict, n_win: int, d: int, L: int, data) -> np.ndarray | None:
-        """Features NaN at every sample leave the fit (land); any other NaN is refused."""
+        """Features NaN at every sample leave the fit (land); any other NaN is
+        refused."""
         if not mom["bad"] and not mom["tail_nan"].any():
             return None
         nanf = mom.get("nan_features", np.zeros(L * d, dtype=np.int64)).reshape(L, d)
         # values seen over all n samples: the windows' first rows and the tail
         observed = (n_win - nanf[0]) + (self._halo() - mom["tail_nan"])
 
-        def check(land):  # any NaN outside the all-NaN features is refused, counted once
+        def check(
+            land,
+        ):  # any NaN outside the all-NaN features is refused, counted once
             count = int(nanf[0][~land].sum() + mom["tail_nan"][~land].sum())
             infinite = int(mom["bad"] - nanf.sum())  # infinite values (counted per lag)
             raise_on_nonfinite(count or infinite)
 
         return self._leave_out_land(observed, data, check=check)
 
-    # -- outputs --------------------------------------------------------------------------------
+    # -- outputs -----------------------------------------------------------------------
     @property
     def components_xr_(self):
-        """``eofs_`` over ``mode``, ``lag`` (0, τ, …, (L−1)τ) and the field's own dims."""
+        """``eofs_`` over ``mode``, ``lag`` (0, τ, …, (L−1)τ) and the field's own
+        dims."""
         template = self._require_template("components_xr_")
         from ..io._stack import feature_dataarray, mode_coords
 
         lags = np.arange(self.eofs_.shape[1]) * int(self.tau)
-        maps = [feature_dataarray(self.eofs_[:, i], template, name="components")
-                for i in range(len(lags))]
+        maps = [
+            feature_dataarray(self.eofs_[:, i], template, name="components")
+            for i in range(len(lags))
+        ]
         out = xr.concat(maps, dim=xr.DataArray(lags, dims="lag", name="lag"))
         out = out.transpose("mode", "lag", ...)
         return out.assign_coords(mode=mode_coords(self.eofs_.shape[0]))
 
     def transform(self, X):
-        """The extended principal components of ``X`` (the windows starting at each time;
-        NaN at the last (L−1)τ times, as xeofs gives them): lazy, (n × k) or a DataArray
-        over the sample dims and ``mode``. A NaN in ``X`` at a feature the model uses is
-        refused (``ValueError``): by this call for in-memory input, when the PCs are
-        computed for lazy input."""
+        """The extended principal components of ``X`` (the windows starting at each
+        time; NaN at the last (L−1)τ times, as xeofs gives them): lazy, (n × k) or a
+        DataArray over the sample dims and ``mode``. A NaN in ``X`` at a feature the
+        model uses is refused (``ValueError``): by this call for in-memory input,
+        when the PCs are computed for lazy input."""
         data = self._transform_input(X)
         Xd = data.data.rechunk({1: -1})
         keep = np.isfinite(self.mean_)
@@ -275,28 +316,41 @@ class ExtendedEOF(DecompositionMixin):
         L, tau, k = int(self.embedding), int(self.tau), self.n_components_
         h = self._halo()
         if Xd.shape[0] - h < 1:
-            raise ValueError(f"X has {Xd.shape[0]} samples: a window of embedding={L}, tau={tau} "
-                             f"spans {h + 1}")
+            raise ValueError(
+                f"X has {Xd.shape[0]} samples: a window of embedding={L}, tau={tau} "
+                f"spans {h + 1}"
+            )
         mean = self.embedded_mean_[:, keep].ravel()
         P = self.eofs_[:, :, keep].reshape(k, -1).T
         blocks, owns = halo_blocks(Xd, h)
-        parts = [da.from_delayed(dask.delayed(_project_block, pure=True)(b, L, tau, mean, P),
-                                 shape=(own, k), dtype=np.float64)
-                 for b, own in zip(blocks, owns, strict=True)]
+        parts = [
+            da.from_delayed(
+                dask.delayed(_project_block, pure=True)(b, L, tau, mean, P),
+                shape=(own, k),
+                dtype=np.float64,
+            )
+            for b, own in zip(blocks, owns, strict=True)
+        ]
         if h:
             parts.append(da.full((h, k), np.nan, chunks=(h, k)))
         return data.wrap_samples(da.concatenate(parts, axis=0))
 
     def inverse_transform(self, Z):
-        """The field from the scores ``Z``: ``Z`` times the lag-0 maps, plus ``mean_`` (as
-        xeofs' ``inverse_transform``), in the field's units and layout."""
+        """The field from the scores ``Z``: ``Z`` times the lag-0 maps, plus
+        ``mean_`` (as xeofs' ``inverse_transform``), in the field's units and layout."""
         self._check_fitted()
         zin = scores_matrix(Z)
         k = zin.data.shape[1]
         if k > self.n_components_:
-            raise ValueError(f"the scores have {k} modes; the model has {self.n_components_}")
-        Xhat = affine_map(zin.data.rechunk({1: -1}), np.zeros(k),
-                          np.nan_to_num(self.eofs_[:k, 0, :]), offset=self.mean_)
+            raise ValueError(
+                f"the scores have {k} modes; the model has {self.n_components_}"
+            )
+        Xhat = affine_map(
+            zin.data.rechunk({1: -1}),
+            np.zeros(k),
+            np.nan_to_num(self.eofs_[:k, 0, :]),
+            offset=self.mean_,
+        )
         return self._wrap_reconstruction(zin, Xhat)
 
     def fit_transform(self, X, y=None):

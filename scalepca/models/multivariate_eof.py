@@ -1,19 +1,20 @@
 """Multivariate EOF analysis: several fields, each on its own grid, in one model.
 
-The fields share their samples (the same times, in the same order); their features are put
-side by side, ``[x₁ | x₂ | …]``, each field weighted (√cos φ by default, as EOF analysis of
-gridded data does) and, by default, divided by the square root of its total variance, so that
-every field enters with total variance 1 whatever its units and number of grid points. Without
-that (``normalize="none"``) the fields enter as they are weighted: eofs' ``MultivariateEof``
-(which leaves normalising to its ``weights``) and xeofs' ``EOF`` of a list of DataArrays do
-this; a field in m² of geopotential then outweighs one in K of temperature.
+The fields share their samples (the same times, in the same order); their features are
+put side by side, ``[x₁ | x₂ | …]``, each field weighted (√cos φ by default, as EOF
+analysis of gridded data does) and, by default, divided by the square root of its total
+variance, so that every field enters with total variance 1 whatever its units and number
+of grid points. Without that (``normalize="none"``) the fields enter as they are
+weighted: eofs' ``MultivariateEof`` (which leaves normalising to its ``weights``) and
+xeofs' ``EOF`` of a list of DataArrays do this; a field in m² of geopotential then
+outweighs one in K of temperature.
 
-The fit is one pass: the concatenated row blocks (a blockwise concatenation: each task joins
-the row blocks of every field that cover one row block of the first) go through the
-covariance path of :class:`~scalepca.PCA` (count, mean and centred Gram merged in a tree,
-:func:`scalepca.linalg.moments_graph`); each field's total variance is the trace of its
-diagonal block of that Gram, so normalising costs
-no pass: the Gram is scaled on the client before its ``eigh``.
+The fit is one pass: the concatenated row blocks (a blockwise concatenation: each task
+joins the row blocks of every field that cover one row block of the first) go through
+the covariance path of :class:`~scalepca.PCA` (count, mean and centred Gram merged in a
+tree, :func:`scalepca.linalg.moments_graph`); each field's total variance is the trace
+of its diagonal block of that Gram, so normalising costs no pass: the Gram is scaled on
+the client before its ``eigh``.
 
 Examples
 --------
@@ -61,16 +62,17 @@ def _join_rows(start: int, stop: int, pieces: list) -> np.ndarray:
     out = []
     for blocks, offset in pieces:
         x = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=0)
-        out.append(np.asarray(x)[start - offset:stop - offset])
+        out.append(np.asarray(x)[start - offset : stop - offset])
     return np.concatenate(out, axis=1)
 
 
 def join_fields(arrays: list) -> da.Array:
-    """The fields (n × d_i dask arrays) side by side, in the first's row blocks, one column
-    chunk. Each task joins the row blocks of every field that cover its rows, taken from the
-    fields' own block tasks (``to_delayed``), so that a compute reads every block of every
-    field once, however differently the fields are chunked (a rechunk would let dask fuse
-    the slices of a straddling block into reads of their own)."""
+    """The fields (n × d_i dask arrays) side by side, in the first's row blocks, one
+    column chunk. Each task joins the row blocks of every field that cover its rows,
+    taken from the fields' own block tasks (``to_delayed``), so that a compute reads
+    every block of every field once, however differently the fields are chunked (a
+    rechunk would let dask fuse the slices of a straddling block into reads of their
+    own)."""
     import dask
 
     arrays = [a.rechunk({1: -1}) for a in arrays]
@@ -93,16 +95,18 @@ def join_fields(arrays: list) -> da.Array:
     return da.concatenate(out, axis=0) if len(out) > 1 else out[0]
 
 
-#: above this many features the leading eigenpairs come from Lanczos (ARPACK) rather than a
-#: full LAPACK ``eigh`` (whose O(d³) reduction dominates the fit when d is in the thousands)
+#: above this many features the leading eigenpairs come from Lanczos (ARPACK) rather
+#: than a full LAPACK ``eigh`` (whose O(d³) reduction dominates the fit when d is in the
+#: thousands)
 LANCZOS_MIN_FEATURES = 1000
 
 
 def _leading_spectrum(mom: dict, k: int, scale: np.ndarray | None):
-    """``(the k leading eigenvalues, their unit eigenvectors (k × d), the trace)`` of the
-    covariance of the one-pass moments, divided by ``scale ⊗ scale`` when given. The same
-    covariance as :func:`scalepca.linalg.decomp.spectrum_from_moments` (PCA's path), but
-    only ``k`` eigenpairs: by ARPACK's Lanczos (tol=0, a fixed start vector) for large d."""
+    """``(the k leading eigenvalues, their unit eigenvectors (k × d), the trace)`` of
+    the covariance of the one-pass moments, divided by ``scale ⊗ scale`` when given.
+    The same covariance as :func:`scalepca.linalg.decomp.spectrum_from_moments`
+    (PCA's path), but only ``k`` eigenpairs: by ARPACK's Lanczos (tol=0, a fixed
+    start vector) for large d."""
     cov = mom["m2"] / max(mom["n"] - 1, 1)
     if scale is not None:
         cov = cov / np.outer(scale, scale)
@@ -127,22 +131,23 @@ class MultivariateEOF(DecompositionMixin):
     n_components : int or None, default=None
         Number of modes (``None``: all, ``min(n_samples, n_features)``).
     normalize : {"total_variance", "none"}, default="total_variance"
-        ``"total_variance"``: each weighted field is divided by the square root of its total
-        variance (the sum of its features' variances, ddof=1), so each field has total
-        variance 1 and the explained variances add up to the number of fields.
+        ``"total_variance"``: each weighted field is divided by the square root of its
+        total variance (the sum of its features' variances, ddof=1), so each field has
+        total variance 1 and the explained variances add up to the number of fields.
         ``"none"``: the weighted fields as they are (eofs' ``MultivariateEof``, xeofs'
         ``EOF`` of a list).
     area_weights : {"sqrt_coslat", "coslat"} or None, default="sqrt_coslat"
-        The weights of a field given as an N-D DataArray (as ``open_matrix(weights=...)``),
-        whose first dim is taken as its samples (e.g. ``(time, lat, lon)``); a matrix made
-        by :func:`scalepca.open_matrix` keeps its own sample dims and weights.
+        The weights of a field given as an N-D DataArray (as
+        ``open_matrix(weights=...)``), whose first dim is taken as its samples (e.g.
+        ``(time, lat, lon)``); a matrix made by :func:`scalepca.open_matrix` keeps its
+        own sample dims and weights.
 
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
-        The joint EOFs over the fields' features side by side, unit norm, in the weighted
-        (and normalised) space, as eofs and xeofs give them; NaN at features left out
-        (land). ``components_xr_``: one array per field, in its own layout.
+        The joint EOFs over the fields' features side by side, unit norm, in the
+        weighted (and normalised) space, as eofs and xeofs give them; NaN at features
+        left out (land). ``components_xr_``: one array per field, in its own layout.
     explained_variance_, explained_variance_ratio_, singular_values_ : ndarray (n_components,)
         Eigenvalues of the joint covariance (ddof=1), their fraction of its trace, and
         ``sqrt((n − 1) λ)``.
@@ -175,12 +180,12 @@ class MultivariateEOF(DecompositionMixin):
 
     Notes
     -----
-    One pass over the fields: per worker, one row block of each field plus the d × d partial
-    Gram (d the fields' features together; at most ``MAX_FEATURES``); the ``eigh`` of the
-    d × d covariance runs on the client. Each task joins the blocks of every field that
-    cover one row block of the first (``join_fields``): every block of every field is
-    read once, however the fields are chunked. ``transform`` and ``inverse_transform`` are lazy
-    blockwise maps.
+    One pass over the fields: per worker, one row block of each field plus the d × d
+    partial Gram (d the fields' features together; at most ``MAX_FEATURES``); the
+    ``eigh`` of the d × d covariance runs on the client. Each task joins the blocks
+    of every field that cover one row block of the first (``join_fields``): every
+    block of every field is read once, however the fields are chunked. ``transform``
+    and ``inverse_transform`` are lazy blockwise maps.
     """
 
     _parameters = {
@@ -191,16 +196,22 @@ class MultivariateEOF(DecompositionMixin):
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0))
     _saved_private = ("_fields_json", "_fields_weights")
 
-    def __init__(self, n_components: int | None = None, *, normalize: str = "total_variance",
-                 area_weights: str | None = "sqrt_coslat"):
+    def __init__(
+        self,
+        n_components: int | None = None,
+        *,
+        normalize: str = "total_variance",
+        area_weights: str | None = "sqrt_coslat",
+    ):
         self.n_components = n_components
         self.normalize = normalize
         self.area_weights = area_weights
 
-    # -- input ----------------------------------------------------------------------------------
+    # -- input -------------------------------------------------------------------------
     def _field_list(self, X, what: str = "X") -> list:
-        """The fields of ``X``: a Dataset's data variables, the items of a list, or ``X``
-        itself as the one field (then the model is an EOF analysis of one field)."""
+        """The fields of ``X``: a Dataset's data variables, the items of a list, or
+        ``X`` itself as the one field (then the model is an EOF analysis of one
+        field)."""
         if isinstance(X, xr.Dataset):
             return [X[name] for name in X.data_vars]
         if isinstance(X, (list, tuple)):
@@ -210,13 +221,16 @@ class MultivariateEOF(DecompositionMixin):
         return [X]
 
     def _open_field(self, field, what: str) -> MatrixInput:
-        """One field as a matrix: an N-D DataArray stacked and weighted as ``open_matrix``
-        does; a matrix (``open_matrix``'s output, an array) taken as it is."""
+        """One field as a matrix: an N-D DataArray stacked and weighted as
+        ``open_matrix`` does; a matrix (``open_matrix``'s output, an array) taken as
+        it is."""
         from ..preprocessing import open_matrix
         from ..preprocessing._steps import carried
 
         if isinstance(field, xr.DataArray) and carried(field) is None:
-            field = open_matrix(field, sample_dims=field.dims[0], weights=self.area_weights)
+            field = open_matrix(
+                field, sample_dims=field.dims[0], weights=self.area_weights
+            )
         return as_matrix(field, what=what, min_samples=2)
 
     def _fit_fields(self, X) -> list[MatrixInput]:
@@ -225,14 +239,16 @@ class MultivariateEOF(DecompositionMixin):
         n = mats[0].data.shape[0]
         for i, m in enumerate(mats[1:], 1):
             if m.data.shape[0] != n:
-                raise ValueError(f"X[0] has {n} samples and X[{i}] {m.data.shape[0]}: the "
-                                 "fields of a multivariate EOF share their samples")
+                raise ValueError(
+                    f"X[0] has {n} samples and X[{i}] {m.data.shape[0]}: the "
+                    "fields of a multivariate EOF share their samples"
+                )
         return mats
 
-    # -- fit ------------------------------------------------------------------------------------
+    # -- fit ---------------------------------------------------------------------------
     def fit(self, X, y=None):
-        """Fit on the fields ``X`` (a Dataset, or a list of fields on their own grids; one
-        field alone is a list of one). Returns ``self``."""
+        """Fit on the fields ``X`` (a Dataset, or a list of fields on their own
+        grids; one field alone is a list of one). Returns ``self``."""
         self._reset_fitted()
         try:
             self.n_passes_ = 0
@@ -244,9 +260,11 @@ class MultivariateEOF(DecompositionMixin):
             sizes = [m.data.shape[1] for m in mats]
             n, d = mats[0].data.shape[0], sum(sizes)
             if d > MAX_FEATURES:
-                raise ValueError(f"the fields have {d:,} features together, over MAX_FEATURES="
-                                 f"{MAX_FEATURES:,} (the d × d covariance is formed): coarsen "
-                                 "or subset the fields")
+                raise ValueError(
+                    f"the fields have {d:,} features together, over MAX_FEATURES="
+                    f"{MAX_FEATURES:,} (the d × d covariance is formed): coarsen "
+                    "or subset the fields"
+                )
             k = self._check_parameters(n, d)["n_components"] or min(n, d)
             rows = mats[0].data.chunks[0]
             joined = join_fields([m.data for m in mats])
@@ -261,16 +279,24 @@ class MultivariateEOF(DecompositionMixin):
             raise
         return self
 
-    def _fit_moments(self, mom: dict, n: int, d: int, k: int, sizes: list, first) -> None:
+    def _fit_moments(
+        self, mom: dict, n: int, d: int, k: int, sizes: list, first
+    ) -> None:
         mom, d_fit = self._moments_without_land(mom, n, d, k, first)
-        keep = self._features_kept if self._features_kept is not None else np.ones(d, bool)
-        owner = np.repeat(np.arange(len(sizes)), sizes)[keep]  # the field of each kept feature
+        keep = (
+            self._features_kept if self._features_kept is not None else np.ones(d, bool)
+        )
+        owner = np.repeat(np.arange(len(sizes)), sizes)[
+            keep
+        ]  # the field of each kept feature
         diag = np.diag(mom["m2"]) / max(n - 1, 1)
         total = np.bincount(owner, weights=diag, minlength=len(sizes))
         if self.normalize == "total_variance":
             if (total <= 0).any():
-                raise ValueError(f"field(s) {np.flatnonzero(total <= 0).tolist()} have no "
-                                 "variance: normalize='total_variance' cannot scale them")
+                raise ValueError(
+                    f"field(s) {np.flatnonzero(total <= 0).tolist()} have no "
+                    "variance: normalize='total_variance' cannot scale them"
+                )
             scale = np.sqrt(total)[owner]
         else:
             scale = None
@@ -281,14 +307,16 @@ class MultivariateEOF(DecompositionMixin):
         self.mean_ = mean
         self.scale_ = np.ones(d_fit) if scale is None else scale
         self.explained_variance_ = ev
-        self.explained_variance_ratio_ = ev / total_var if total_var > 0 else np.zeros_like(ev)
+        self.explained_variance_ratio_ = (
+            ev / total_var if total_var > 0 else np.zeros_like(ev)
+        )
         self.singular_values_ = np.sqrt(ev * max(n - 1, 1))
         self.n_samples_, self.n_components_ = int(n), int(k)
         self.total_variance_per_variable_ = total
 
     def _keep_fields(self, mats: list[MatrixInput], sizes: list) -> None:
-        """What transform and the per-field outputs need of each field: its preparation and
-        its feature coordinates (saved with the model)."""
+        """What transform and the per-field outputs need of each field: its
+        preparation and its feature coordinates (saved with the model)."""
         from ..io._stack import feature_template, template_to_json
 
         fields, weights = [], []
@@ -299,18 +327,28 @@ class MultivariateEOF(DecompositionMixin):
                 try:
                     template = template_to_json(feature_template(m.template))
                 except TypeError as err:
-                    logger.warning("not keeping the feature coordinates of X[%d]: %s", i, err)
+                    logger.warning(
+                        "not keeping the feature coordinates of X[%d]: %s", i, err
+                    )
             w = None if m.prep is None else m.prep.weights
-            fields.append({"name": name or f"var{i}", "size": int(size),
-                           "prep": None if m.prep is None else m.prep.to_json(),
-                           "weighted": w is not None, "template": template})
-            weights.append(np.ones(size) if w is None else np.asarray(w, dtype=np.float64))
+            fields.append(
+                {
+                    "name": name or f"var{i}",
+                    "size": int(size),
+                    "prep": None if m.prep is None else m.prep.to_json(),
+                    "weighted": w is not None,
+                    "template": template,
+                }
+            )
+            weights.append(
+                np.ones(size) if w is None else np.asarray(w, dtype=np.float64)
+            )
         self._fields_json = fields
         self._fields_weights = np.concatenate(weights)
         self.variables_ = [f["name"] for f in fields]
         self.n_features_per_variable_ = [f["size"] for f in fields]
 
-    # -- per-field views ------------------------------------------------------------------------
+    # -- per-field views ---------------------------------------------------------------
     def _offsets(self) -> np.ndarray:
         return np.cumsum([0, *self.n_features_per_variable_])
 
@@ -321,7 +359,9 @@ class MultivariateEOF(DecompositionMixin):
         for f in self._fields_json:
             hi = lo + f["size"]
             w = self._fields_weights[lo:hi] if f["weighted"] else None
-            out.append(None if f["prep"] is None else Preprocessing.from_json(f["prep"], w))
+            out.append(
+                None if f["prep"] is None else Preprocessing.from_json(f["prep"], w)
+            )
             lo = hi
         return out
 
@@ -331,7 +371,7 @@ class MultivariateEOF(DecompositionMixin):
 
         off, out = self._offsets(), []
         for i, f in enumerate(self._fields_json):
-            part = values[:, off[i]:off[i + 1]]
+            part = values[:, off[i] : off[i + 1]]
             if f["template"] is None:
                 out.append(part)
                 continue
@@ -342,22 +382,25 @@ class MultivariateEOF(DecompositionMixin):
 
     @property
     def components_xr_(self) -> list:
-        """The EOFs of each field: DataArrays over ``mode`` and the field's own feature dims
-        (arrays (k, d_i) for a field given as a bare matrix)."""
+        """The EOFs of each field: DataArrays over ``mode`` and the field's own
+        feature dims (arrays (k, d_i) for a field given as a bare matrix)."""
         self._check_fitted()
         return self._per_field(self.components_, "components")
 
     def components_dataset(self) -> xr.Dataset:
-        """The EOFs of every field as one Dataset (fields with feature coordinates only)."""
+        """The EOFs of every field as one Dataset (fields with feature coordinates
+        only)."""
         parts = self.components_xr_
         return xr.Dataset({a.name: a for a in parts if isinstance(a, xr.DataArray)})
 
-    # -- transforms -----------------------------------------------------------------------------
+    # -- transforms --------------------------------------------------------------------
     def _transform_fields(self, X, what: str) -> list[MatrixInput]:
         fields = self._field_list(X, what)
         if len(fields) != len(self._fields_json):
-            raise ValueError(f"{what} has {len(fields)} fields; the model was fitted on "
-                             f"{len(self._fields_json)} ({', '.join(self.variables_)})")
+            raise ValueError(
+                f"{what} has {len(fields)} fields; the model was fitted on "
+                f"{len(self._fields_json)} ({', '.join(self.variables_)})"
+            )
         mats = []
         for i, (field, prep) in enumerate(zip(fields, self._preps(), strict=True)):
             here = f"{what}[{i}]"
@@ -366,12 +409,16 @@ class MultivariateEOF(DecompositionMixin):
             m = as_matrix(field, what=here)
             size = self.n_features_per_variable_[i]
             if m.data.shape[1] != size:
-                raise ValueError(f"{here} has {m.data.shape[1]} features; the model was fitted "
-                                 f"on {size} for {self.variables_[i]!r}")
+                raise ValueError(
+                    f"{here} has {m.data.shape[1]} features; the model was fitted "
+                    f"on {size} for {self.variables_[i]!r}"
+                )
             mats.append(m)
         n = mats[0].data.shape[0]
         if any(m.data.shape[0] != n for m in mats):
-            raise ValueError(f"the fields of {what} do not have the same number of samples")
+            raise ValueError(
+                f"the fields of {what} do not have the same number of samples"
+            )
         return mats
 
     def _projection(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -382,8 +429,8 @@ class MultivariateEOF(DecompositionMixin):
 
     def transform(self, X):
         """The joint principal components of the fields ``X`` (as in fit: a Dataset or a
-        list), unnormalised (xeofs' ``scores(normalized=False)``, eofs' ``pcs()``): lazy, an
-        (n × k) array, or a DataArray over the sample dims and ``mode``.
+        list), unnormalised (xeofs' ``scores(normalized=False)``, eofs' ``pcs()``):
+        lazy, an (n × k) array, or a DataArray over the sample dims and ``mode``.
 
         A NaN at a feature the model uses is refused (``ValueError``) when the PCs are
         computed (by this call for NumPy input, whose PCs it computes)."""
@@ -401,28 +448,36 @@ class MultivariateEOF(DecompositionMixin):
         zin = scores_matrix(Z)
         k = zin.data.shape[1]
         if k > self.components_.shape[0]:
-            raise ValueError(f"the scores have {k} modes; the model has "
-                             f"{self.components_.shape[0]}")
+            raise ValueError(
+                f"the scores have {k} modes; the model has {self.components_.shape[0]}"
+            )
         comps = np.nan_to_num(self.components_[:k]) * np.nan_to_num(self.scale_)
         off, out = self._offsets(), []
-        for i, (prep, f) in enumerate(zip(self._preps(), self._fields_json, strict=True)):
-            block = comps[:, off[i]:off[i + 1]]
-            mean = self.mean_[off[i]:off[i + 1]]
-            Xhat = affine_map(zin.data.rechunk({1: -1}), np.zeros(k), block, offset=mean)
+        for i, (prep, f) in enumerate(
+            zip(self._preps(), self._fields_json, strict=True)
+        ):
+            block = comps[:, off[i] : off[i + 1]]
+            mean = self.mean_[off[i] : off[i + 1]]
+            Xhat = affine_map(
+                zin.data.rechunk({1: -1}), np.zeros(k), block, offset=mean
+            )
             features = None
             if f["template"] is not None:
                 from ..io._stack import template_from_json
 
                 features = template_from_json(f["template"])
             part = MatrixInput(zin.data, zin.kind, zin.template, prep)
-            out.append(part.wrap_features(Xhat, features=features) if zin.kind == "xarray"
-                       else part.wrap_features(Xhat))
+            out.append(
+                part.wrap_features(Xhat, features=features)
+                if zin.kind == "xarray"
+                else part.wrap_features(Xhat)
+            )
         return out
 
     def fit_transform(self, X, y=None):
         return self.fit(X).transform(X)
 
-    # -- persistence ----------------------------------------------------------------------------
+    # -- persistence -------------------------------------------------------------------
     def _restore_state(self, state: dict) -> None:
         super()._restore_state(state)
         self._fields_weights = np.asarray(self._fields_weights, dtype=np.float64)

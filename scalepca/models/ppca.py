@@ -1,5 +1,5 @@
-"""Probabilistic PCA (Tipping & Bishop 1999): closed form from one pass of moments, or EM
-(also with entries missing at random)."""
+"""Probabilistic PCA (Tipping & Bishop 1999): closed form from one pass of moments,
+or EM (also with entries missing at random)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ from .._validation import (
     is_sparse,
 )
 from ..io._checkpoint import array_digest
-from ..io._fingerprint import data_fingerprint, random_state_param, result_params, sketch_graph
+from ..io._fingerprint import (
+    data_fingerprint,
+    random_state_param,
+    result_params,
+    sketch_graph,
+)
 from ..linalg import eigh_descending, flip_signs
 from ..linalg.em import (
     estep_graph,
@@ -46,27 +51,29 @@ from .pca import SPECTRAL_RULES, _BaseSpectralPCA
 
 logger = logging.getLogger(__name__)
 
-class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
-    r"""Probabilistic PCA: :math:`x = W z + \mu + \varepsilon`, :math:`z \sim N(0, I_k)`,
-    :math:`\varepsilon \sim N(0, \sigma^2 I_d)`.
 
-    Two solvers. ``"closed_form"``: the maximum-likelihood solution (Tipping & Bishop 1999)
-    from the sample covariance :math:`S = U \Lambda U^\top`: :math:`\mu` is the sample mean,
+class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
+    r"""Probabilistic PCA: :math:`x = W z + \mu + \varepsilon`,
+    :math:`z \sim N(0, I_k)`, :math:`\varepsilon \sim N(0, \sigma^2 I_d)`.
+
+    Two solvers. ``"closed_form"``: the maximum-likelihood solution (Tipping & Bishop
+    1999) from the sample covariance :math:`S = U \Lambda U^\top`: :math:`\mu` is the
+    sample mean,
 
     .. math::
 
         \sigma^2 = \frac{1}{d-k} \sum_{j=k+1}^{d} \lambda_j ,
         \qquad W = U_k (\Lambda_k - \sigma^2 I)^{1/2}
 
-    (taking the rotation :math:`R = I`): :math:`\sigma^2` is the mean of *all* :math:`d - k`
-    discarded eigenvalues (with :math:`n \le d`, the zero ones included: this is the
-    likelihood's maximum and EM's limit, and differs from :class:`PCA`'s ``noise_variance_``,
-    which follows scikit-learn and averages over :math:`\min(n, d) - k` of them).
-    ``"em"``: expectation-maximisation, which also fits data with missing entries
-    (``missing="em"``: NaN = missing at random; each row's E-step uses its observed entries
-    only, with its own k × k posterior, and the M-step solves for :math:`W`, :math:`\mu` and
-    :math:`\sigma^2` from sufficient statistics reduced across chunks — see
-    ``scalepca.linalg.em``).
+    (taking the rotation :math:`R = I`): :math:`\sigma^2` is the mean of *all*
+    :math:`d - k` discarded eigenvalues (with :math:`n \le d`, the zero ones included:
+    this is the likelihood's maximum and EM's limit, and differs from :class:`PCA`'s
+    ``noise_variance_``, which follows scikit-learn and averages over
+    :math:`\min(n, d) - k` of them). ``"em"``: expectation-maximisation, which also fits
+    data with missing entries (``missing="em"``: NaN = missing at random; each row's
+    E-step uses its observed entries only, with its own k × k posterior, and the M-step
+    solves for :math:`W`, :math:`\mu` and :math:`\sigma^2` from sufficient statistics
+    reduced across chunks — see ``scalepca.linalg.em``).
 
     Parameters
     ----------
@@ -74,98 +81,105 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         Latent dimension k; must be smaller than the data's rank for a proper σ² > 0
         (``solver="em"`` requires ``n_components < n_features``, and ``None`` keeps
         ``min(n_samples, n_features - 1)`` components there). The closed form also takes
-        a float in (0, 1) or ``"mle"``, chosen from the spectrum as :class:`PCA` chooses them
-        (``n_components_`` holds the k); EM needs an integer. When the data's rank is at
-        most k (e.g. constant features, or few samples), σ² is 0 with a warning: the model
-        covariance is then singular, so ``score``, ``score_samples`` and ``get_precision``
-        raise, while ``transform`` gives the σ² → 0 limit of the posterior means.
+        a float in (0, 1) or ``"mle"``, chosen from the spectrum as :class:`PCA` chooses
+        them (``n_components_`` holds the k); EM needs an integer. When the data's rank
+        is at most k (e.g. constant features, or few samples), σ² is 0 with a warning:
+        the model covariance is then singular, so ``score``, ``score_samples`` and
+        ``get_precision`` raise, while ``transform`` gives the σ² → 0 limit of the
+        posterior means.
     solver : {"auto", "closed_form", "em"}, default="auto"
         ``"auto"``: ``"em"`` when ``missing="em"``, else ``"closed_form"``.
     missing : {"error", "em"}, default="error"
-        ``"error"``: a NaN in the data raises. ``"em"``: NaN entries are missing at random
-        (needs ``solver="em"`` or ``"auto"``). In both cases features that are NaN in every
-        sample (e.g. land in an ocean grid) are left out with a warning and come back as NaN
-        in ``components_``, ``W_`` and ``mean_``; with ``missing="em"`` rows with no observed
-        value are left out with a warning too. Infinite values always raise.
+        ``"error"``: a NaN in the data raises. ``"em"``: NaN entries are missing at
+        random (needs ``solver="em"`` or ``"auto"``). In both cases features that are
+        NaN in every sample (e.g. land in an ocean grid) are left out with a warning and
+        come back as NaN in ``components_``, ``W_`` and ``mean_``; with ``missing="em"``
+        rows with no observed value are left out with a warning too. Infinite values
+        always raise.
     max_iter : int, default=200
         Most EM iterations (``solver="em"``).
     tol : float, default=1e-6
         EM stops when the observed-data log-likelihood per sample changes by less than
-        ``tol`` between two iterations (a change that does not depend on the data's units).
+        ``tol`` between two iterations (a change that does not depend on the data's
+        units).
     init : {"auto", "pca", "random"}, default="auto"
-        EM starting point, from one initialisation pass over the data. ``"pca"``: the closed
-        form fitted to the data with missing entries replaced by their feature's observed mean
-        (d × d statistics per block). ``"random"``: :math:`W` with independent :math:`N(0, \bar
-        v/k)` entries drawn from ``random_state``, :math:`\sigma^2 = \bar v` (:math:`\bar v` the
-        mean observed variance), :math:`\mu` the observed means — for data too wide for a d × d
-        matrix. ``"auto"``: ``"pca"`` up to 4096 features, ``"random"`` above.
+        EM starting point, from one initialisation pass over the data. ``"pca"``: the
+        closed form fitted to the data with missing entries replaced by their feature's
+        observed mean (d × d statistics per block). ``"random"``: :math:`W` with
+        independent :math:`N(0, \bar v/k)` entries drawn from ``random_state``,
+        :math:`\sigma^2 = \bar v` (:math:`\bar v` the mean observed variance),
+        :math:`\mu` the observed means — for data too wide for a d × d matrix.
+        ``"auto"``: ``"pca"`` up to 4096 features, ``"random"`` above.
     svd_solver, n_oversamples, n_power_iter
         As in :class:`PCA`, which computes the spectrum of the closed form.
     random_state : int, Generator or None
         Seed of the randomized SVD solver and of ``init="random"``.
     persist : bool, default=False
-        Hold the data in cluster memory during the fit (``X.persist()``) instead of reading
-        the store again on every EM iteration (and, as in :class:`PCA`, for the multi-pass
-        closed-form solvers). Worth it when the array fits in the workers' memory — each EM
-        iteration otherwise costs one full read of the store; harmful when it does not
-        (workers spill to disk).
+        Hold the data in cluster memory during the fit (``X.persist()``) instead of
+        reading the store again on every EM iteration (and, as in :class:`PCA`, for the
+        multi-pass closed-form solvers). Worth it when the array fits in the workers'
+        memory — each EM iteration otherwise costs one full read of the store; harmful
+        when it does not (workers spill to disk).
     checkpoint : str or None, default=None
-        ``solver="em"`` only (a ValueError with the closed form, which has nothing to resume).
-        Local directory (a zarr group on a file system the client can write) where the EM
-        state is committed atomically every ``checkpoint_every`` iterations and at the end;
-        fitting again with the same path resumes from the newest complete commit. The
-        checkpoint must belong to the same problem: every parameter that changes the result
-        (all but ``checkpoint``, ``checkpoint_every``, ``persist``, the closed form's
-        ``svd_solver``, ``n_oversamples`` and ``n_power_iter``, and the stopping parameters)
-        and the same data (shape, dtype and a sketch from the initialisation pass that tells
-        apart other values, missing entries, or rows or features in another order; another
-        chunking is the same data). Otherwise a ValueError names what differs and the
-        checkpoint is left untouched (use another path, or delete it to start afresh); a
-        non-empty folder scalepca did not write as a checkpoint is refused too. ``tol`` and
-        ``max_iter`` are those of the resumed fit: a tighter ``tol`` (or a larger
-        ``max_iter``) goes on from the commit to the answer of a fresh fit with it, a looser
-        one stops at once.
+        ``solver="em"`` only (a ValueError with the closed form, which has nothing to
+        resume). Local directory (a zarr group on a file system the client can write)
+        where the EM state is committed atomically every ``checkpoint_every`` iterations
+        and at the end; fitting again with the same path resumes from the newest
+        complete commit. The checkpoint must belong to the same problem: every parameter
+        that changes the result (all but ``checkpoint``, ``checkpoint_every``,
+        ``persist``, the closed form's ``svd_solver``, ``n_oversamples`` and
+        ``n_power_iter``, and the stopping parameters) and the same data (shape, dtype
+        and a sketch from the initialisation pass that tells apart other values, missing
+        entries, or rows or features in another order; another chunking is the same
+        data). Otherwise a ValueError names what differs and the checkpoint is left
+        untouched (use another path, or delete it to start afresh); a non-empty folder
+        scalepca did not write as a checkpoint is refused too. ``tol`` and ``max_iter``
+        are those of the resumed fit: a tighter ``tol`` (or a larger ``max_iter``) goes
+        on from the commit to the answer of a fresh fit with it, a looser one stops at
+        once.
     checkpoint_every : int, default=5
         EM iterations between commits.
     standardize : bool, default=False
-        Closed form only: the model of the standardised data ``(x − mean_) / scale_`` (the
-        correlation matrix), from the same one moments pass, as :class:`PCA`'s
-        ``standardize``. ``scale_`` holds the per-feature standard deviations (1 for constant
-        features; of the data before ``open_matrix``'s weights, which are applied after
-        the standardisation, as PCA's); ``get_covariance``, ``score_samples`` and
-        ``sample`` speak of ``x`` itself,
-        and the EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data, maps in the
+        Closed form only: the model of the standardised data ``(x − mean_) / scale_``
+        (the correlation matrix), from the same one moments pass, as :class:`PCA`'s
+        ``standardize``. ``scale_`` holds the per-feature standard deviations (1 for
+        constant features; of the data before ``open_matrix``'s weights, which are
+        applied after the standardisation, as PCA's); ``get_covariance``,
+        ``score_samples`` and ``sample`` speak of ``x`` itself, and the EOF tools
+        (:mod:`scalepca.analysis.eof`) project the standardised data, maps in the
         field's own units.
 
     Attributes
     ----------
     W_ : ndarray of shape (n_features, n_components)
-        Loading matrix :math:`U_k \operatorname{diag}(\sqrt{\lambda - \sigma^2})` (the EM solution
-        is rotated to this form).
+        Loading matrix :math:`U_k \operatorname{diag}(\sqrt{\lambda - \sigma^2})` (the
+        EM solution is rotated to this form).
     components_ : ndarray of shape (n_components, n_features)
         Orthonormal :math:`U_k^\top` (same sign convention as :class:`PCA`).
     noise_variance_ : float
         :math:`\sigma^2`, Tipping & Bishop's maximum-likelihood estimate scaled to the
-        sample-covariance convention (:math:`\times\, n/(n-1)`, as ``W_``; see Notes): the mean of
-        the :math:`d - k` eigenvalues after the k-th, zeros included. Float32 data with float32
-        products (the default): see Notes for its accuracy.
+        sample-covariance convention (:math:`\times\, n/(n-1)`, as ``W_``; see Notes):
+        the mean of the :math:`d - k` eigenvalues after the k-th, zeros included.
+        Float32 data with float32 products (the default): see Notes for its accuracy.
     posterior_covariance_ : ndarray of shape (n_components, n_components)
-        :math:`\sigma^2 M^{-1}` with :math:`M = W^\top W + \sigma^2 I`; the covariance of :math:`z`
-        given a fully observed :math:`x`.
+        :math:`\sigma^2 M^{-1}` with :math:`M = W^\top W + \sigma^2 I`; the covariance
+        of :math:`z` given a fully observed :math:`x`.
     explained_variance_ : ndarray of shape (n_components,)
-        Model variances along the components, :math:`\lambda_i` (:math:`s_i^2 + \sigma^2` for EM).
+        Model variances along the components, :math:`\lambda_i`
+        (:math:`s_i^2 + \sigma^2` for EM).
     explained_variance_ratio_ : ndarray of shape (n_components,)
         ``explained_variance_`` over the total variance; for EM the model's total
-        :math:`\operatorname{tr}(W W^\top + \sigma^2 I)`, which equals the sample total at the
-        complete-data optimum.
+        :math:`\operatorname{tr}(W W^\top + \sigma^2 I)`, which equals the sample total
+        at the complete-data optimum.
     n_iter_ : int
         EM iterations run; 1 for the closed form (one solve).
     loglike_ : ndarray of shape (n_iter_,)
-        Observed-data log-likelihood per sample at the parameters each EM iteration started
-        from (computed in the same pass as that iteration's E-step); non-decreasing. Empty
-        for the closed form. It is the likelihood of the matrix fitted: with weights from
-        ``open_matrix``, of the weighted data (``score`` of the same data adds the weights'
-        log-Jacobian, the data being scored in their own units).
+        Observed-data log-likelihood per sample at the parameters each EM iteration
+        started from (computed in the same pass as that iteration's E-step);
+        non-decreasing. Empty for the closed form. It is the likelihood of the matrix
+        fitted: with weights from ``open_matrix``, of the weighted data (``score`` of
+        the same data adds the weights' log-Jacobian, the data being scored in their own
+        units).
     converged_ : bool
         Whether EM met ``tol`` within ``max_iter``.
     resumed_from_ : int
@@ -174,58 +188,66 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         The solver that ran, ``"closed_form"`` or ``"em"`` (``solver="auto"`` resolved).
     svd_solver_ : str
         The closed form only: the eigensolver that ran, as :class:`PCA`'s ``solver_``.
-    mean_, singular_values_, n_samples_, n_samples_seen_, n_features_in_, n_components_, n_passes_
+    mean_, singular_values_, n_samples_, n_samples_seen_, n_features_in_, n_components_,
+    n_passes_
         As in :class:`PCA`.
 
     Notes
     -----
     Passes over the data: closed form 1 (the one-pass moments of :class:`PCA`); EM
-    ``1 + n_iter_`` — one initialisation pass, then exactly one pass per iteration. Memory per
-    worker: one row chunk (as float64) plus, closed form and ``init="pca"``, d × d partials;
-    per EM iteration, for a row chunk of m rows with missing entries, m × (k+1)² posterior
-    moments and a d × (k+1)² partial (blocks without missing entries share one k × k
-    posterior and return (k+1)² and d × (k+1) partials). The client holds d × (k+1)² arrays.
-    ``partial_fit``: the closed form with ``svd_solver="covariance_eigh"`` is updated batch by
-    batch as :class:`PCA`'s (one pass a batch, equal to ``fit`` on every row); EM has none.
+    ``1 + n_iter_`` — one initialisation pass, then exactly one pass per iteration.
+    Memory per worker: one row chunk (as float64) plus, closed form and ``init="pca"``,
+    d × d partials; per EM iteration, for a row chunk of m rows with missing entries, m
+    × (k+1)² posterior moments and a d × (k+1)² partial (blocks without missing entries
+    share one k × k posterior and return (k+1)² and d × (k+1) partials). The client
+    holds d × (k+1)² arrays. ``partial_fit``: the closed form with
+    ``svd_solver="covariance_eigh"`` is updated batch by batch as :class:`PCA`'s (one
+    pass a batch, equal to ``fit`` on every row); EM has none.
 
-    Float32 data: the closed form's covariance pass is :class:`PCA`'s, with the accuracy its
-    Notes state: each eigenvalue within a fraction of :math:`\varepsilon_{32} \lambda_1`, so a
-    trailing ``explained_variance_`` or its North error up to
-    :math:`1.5 \cdot 10^{-8}\, \lambda_1/\lambda` relative and ``noise_variance_`` at most
-    :math:`0.01\, \varepsilon_{32} \lambda_1` (measured); where those digits matter,
-    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products.
+    Float32 data: the closed form's covariance pass is :class:`PCA`'s, with the accuracy
+    its Notes state: each eigenvalue within a fraction of
+    :math:`\varepsilon_{32} \lambda_1`, so a trailing ``explained_variance_`` or its
+    North error up to :math:`1.5 \cdot 10^{-8}\, \lambda_1/\lambda` relative and
+    ``noise_variance_`` at most :math:`0.01\, \varepsilon_{32} \lambda_1` (measured);
+    where those digits matter,
+    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64
+    products.
 
-    Checkpoints: a commit holds :math:`W`, :math:`\mu`, :math:`\sigma^2`, the iteration count and
-    the log-likelihood history (d × k numbers, written by the client; no data pass). A resumed
-    fit makes the initialisation pass again (it gives the mean, the kept features and the
-    problem's fingerprint), then continues with iteration ``k + 1`` from the committed
-    parameters: each iteration is a deterministic function of them, so it ends where an
-    uninterrupted fit ends (to rounding when the data are chunked differently). A commit is
-    a ``state_<k>`` directory renamed into place only once complete, so a process killed at
-    any moment leaves the previous commit usable. The loop, its stopping rule and the
-    commits are those of scalepca's iteration driver, shared with the other iterative fits
-    (commits carry its format version; PPCA commits written before it still resume).
+    Checkpoints: a commit holds :math:`W`, :math:`\mu`, :math:`\sigma^2`, the iteration
+    count and the log-likelihood history (d × k numbers, written by the client; no data
+    pass). A resumed fit makes the initialisation pass again (it gives the mean, the
+    kept features and the problem's fingerprint), then continues with iteration
+    ``k + 1`` from the committed parameters: each iteration is a deterministic function
+    of them, so it ends where an uninterrupted fit ends (to rounding when the data are
+    chunked differently). A commit is a ``state_<k>`` directory renamed into place only
+    once complete, so a process killed at any moment leaves the previous commit usable.
+    The loop, its stopping rule and the commits are those of scalepca's iteration
+    driver, shared with the other iterative fits (commits carry its format version; PPCA
+    commits written before it still resume).
 
-    EM maximises the likelihood, whose covariance estimate has denominator n; to agree with
-    the closed form (denominator n − 1, as :class:`PCA`), the final :math:`W` and :math:`\sigma^2`
-    are scaled by :math:`n/(n-1)`. Without missing data EM converges to the closed form (the test
-    suite checks :math:`W W^\top` and :math:`\sigma^2` to 1e-6 relative).
+    EM maximises the likelihood, whose covariance estimate has denominator n; to agree
+    with the closed form (denominator n − 1, as :class:`PCA`), the final :math:`W` and
+    :math:`\sigma^2` are scaled by :math:`n/(n-1)`. Without missing data EM converges to
+    the closed form (the test suite checks :math:`W W^\top` and :math:`\sigma^2` to 1e-6
+    relative).
 
-    ``transform`` is the posterior mean :math:`M_n^{-1} W_O^\top (x_O - \mu_O)` using each row's
-    observed entries (rows may have NaN, with either solver; a row with no observed entry gives NaN,
-    an infinite entry raises as in ``fit``); ``inverse_transform`` maps
-    :math:`z \mapsto W z + \mu`; ``impute`` fills NaN entries with :math:`W \langle z \rangle + \mu`
-    (lazy); ``score_samples`` is the exact Gaussian log-likelihood of each row's observed entries
-    under :math:`C = W W^\top + \sigma^2 I`, computed from k-dimensional factors (Woodbury), never
-    inverting a d × d matrix, and carried to the data's own units (the log-Jacobian of the weights
-    and of ``standardize`` over the observed entries; see :meth:`~scalepca.PPCA.score_samples`).
+    ``transform`` is the posterior mean :math:`M_n^{-1} W_O^\top (x_O - \mu_O)` using
+    each row's observed entries (rows may have NaN, with either solver; a row with no
+    observed entry gives NaN, an infinite entry raises as in ``fit``);
+    ``inverse_transform`` maps :math:`z \mapsto W z + \mu`; ``impute`` fills NaN entries
+    with :math:`W \langle z \rangle + \mu` (lazy); ``score_samples`` is the exact
+    Gaussian log-likelihood of each row's observed entries under
+    :math:`C = W W^\top + \sigma^2 I`, computed from k-dimensional factors (Woodbury),
+    never inverting a d × d matrix, and carried to the data's own units (the
+    log-Jacobian of the weights and of ``standardize`` over the observed entries; see
+    :meth:`~scalepca.PPCA.score_samples`).
 
-    Sparse input (``scipy.sparse``, pydata ``sparse``, dask arrays of either) takes the closed
-    form, as :class:`PCA` does (``covariance_eigh`` or ``randomized``, centred implicitly,
-    never densified); ``transform`` is :math:`(X W - \mu^\top W) M^{-1}` and ``score_samples`` uses
-    :math:`\|x - \mu\|^2 = \|x\|^2 - 2 x^\top \mu + \|\mu\|^2` row by row. Sparse rows have no
-    missing entries (an unstored entry is a zero), so ``solver="em"``, ``missing="em"`` and
-    ``impute`` refuse them.
+    Sparse input (``scipy.sparse``, pydata ``sparse``, dask arrays of either) takes the
+    closed form, as :class:`PCA` does (``covariance_eigh`` or ``randomized``, centred
+    implicitly, never densified); ``transform`` is :math:`(X W - \mu^\top W) M^{-1}` and
+    ``score_samples`` uses :math:`\|x - \mu\|^2 = \|x\|^2 - 2 x^\top \mu + \|\mu\|^2`
+    row by row. Sparse rows have no missing entries (an unstored entry is a zero), so
+    ``solver="em"``, ``missing="em"`` and ``impute`` refuse them.
 
     PPCA shares its spectral fit with :class:`PCA` but is not a :class:`PCA`
     (``isinstance(PPCA(), PCA)`` is False): its ``transform`` is a posterior mean, not a
@@ -234,9 +256,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     References
     ----------
     Tipping, M. E. & Bishop, C. M. (1999). Probabilistic principal component analysis.
-    JRSS B 61(3), 611–622.
-    Ilin, A. & Raiko, T. (2010). Practical approaches to principal component analysis in the
-    presence of missing values. JMLR 11, 1957–2000.
+    JRSS B 61(3), 611–622. Ilin, A. & Raiko, T. (2010). Practical approaches to
+    principal component analysis in the presence of missing values. JMLR 11, 1957–2000.
 
     Examples
     --------
@@ -255,11 +276,14 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
 
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0), ("W_", 0))
 
-    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and
+    #: load
     _parameters = {
         **_BaseSpectralPCA._parameters,
         # EM keeps at most n_features − 1 components (None: that many)
-        "n_components": NComponents(fraction=True, bound=_em_bound, needs=("solver", "missing")),
+        "n_components": NComponents(
+            fraction=True, bound=_em_bound, needs=("solver", "missing")
+        ),
         "solver": Choice("auto", "closed_form", "em"),
         "missing": Choice("error", "em"),
         "max_iter": Int(1),
@@ -313,21 +337,24 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
 
     @property
     def _transform_allows_nan(self) -> bool:
-        """With ``missing="em"`` NaN entries are missing values in fit and transform (the
-        scikit-learn tag ``allow_nan``); with ``missing="error"`` NumPy input with NaN is
-        refused by ``transform`` and ``score`` as by ``fit`` (``impute`` always takes NaN)."""
+        """With ``missing="em"`` NaN entries are missing values in fit and transform
+        (the scikit-learn tag ``allow_nan``); with ``missing="error"`` NumPy input
+        with NaN is refused by ``transform`` and ``score`` as by ``fit`` (``impute``
+        always takes NaN)."""
         return self.missing == "em"
 
     @property
     def _takes_sparse(self) -> bool:
-        # the closed form takes CSR blocks; EM (solver="em", or "auto" with missing="em")
-        # maps dense rows and refuses them
+        # the closed form takes CSR blocks; EM (solver="em", or "auto" with
+        # missing="em") maps dense rows and refuses them
         return super()._takes_sparse and self.solver != "em" and self.missing != "em"
 
     def _fit_keeps_2d_blocks(self, solver: str) -> bool:
-        # EM maps whole rows; only the closed form with the randomized solver takes 2-D blocks
-        return (ppca_solver(self.solver, self.missing) == "closed_form"
-                and super()._fit_keeps_2d_blocks(solver))
+        # EM maps whole rows; only the closed form with the randomized solver takes 2-D
+        # blocks
+        return ppca_solver(
+            self.solver, self.missing
+        ) == "closed_form" and super()._fit_keeps_2d_blocks(solver)
 
     def _fit(self, data: MatrixInput) -> None:  # parameters checked in _fit_input
         solver = ppca_solver(self.solver, self.missing)
@@ -351,7 +378,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     def _solver_that_ran(self) -> str | None:
         return getattr(self, "svd_solver_", None)
 
-    # -- EM ----------------------------------------------------------------------------------
+    # -- EM ----------------------------------------------------------------------------
     def _fit_em(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
@@ -360,13 +387,24 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         init = self.init
         if init == "auto":
             init = "pca" if d <= AUTO_MAX_GRAM_FEATURES else "random"
-        logger.info("PPCA: EM on %d × %d (%d row chunks), init=%s, missing=%s", n, d,
-                    X.numblocks[0], init, self.missing)
+        logger.info(
+            "PPCA: EM on %d × %d (%d row chunks), init=%s, missing=%s",
+            n,
+            d,
+            X.numblocks[0],
+            init,
+            self.missing,
+        )
         if self.persist:
-            logger.info("persisting %.1f MB in %d blocks in cluster memory", X.nbytes / 1e6,
-                        X.npartitions)
+            logger.info(
+                "persisting %.1f MB in %d blocks in cluster memory",
+                X.nbytes / 1e6,
+                X.npartitions,
+            )
             X = X.persist()
-        mom, keep, n_rows, n_missing, sketch = self._em_observed_moments(X, k, init, data)
+        mom, keep, n_rows, n_missing, sketch = self._em_observed_moments(
+            X, k, init, data
+        )
         var = mom["var"][keep]
         vbar = float(var.mean()) if var.size else 1.0
         floor = 1e-12 * vbar if vbar > 0 else 1e-300
@@ -374,31 +412,54 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
 
         def step(state, it):
             with self._timed_pass(f"EM iteration {it}"):
-                (stats,) = dask.compute(estep_graph(Xf, state["mean"], state["W"],
-                                                    state["sigma2"]))
+                (stats,) = dask.compute(
+                    estep_graph(Xf, state["mean"], state["W"], state["sigma2"])
+                )
             W, mean, sigma2 = mstep(stats, state["mean"], k, min_sigma2=floor)
             state = {"W": W, "mean": mean, "sigma2": float(sigma2)}
             return state, {"loglike": float(stats["ll"] / n_rows)}
 
         ckpt = None
         if self.checkpoint is not None:
-            used_seed = random_state_param(self.random_state) if init == "random" else None
+            used_seed = (
+                random_state_param(self.random_state) if init == "random" else None
+            )
             fingerprint = {
                 "estimator": "PPCA-EM",
-                **result_params(self, EM_FINGERPRINT_IGNORES, {
-                    "n_components": k, "solver": "em", "init": init,
-                    "random_state": used_seed}),
-                **data_fingerprint(X, sketch, {
-                    "n_rows": n_rows, "n_missing": n_missing,
-                    "keep": array_digest(np.flatnonzero(keep)),
-                    "mean": array_digest(mom["mean"][keep]), "var": array_digest(var)}),
+                **result_params(
+                    self,
+                    EM_FINGERPRINT_IGNORES,
+                    {
+                        "n_components": k,
+                        "solver": "em",
+                        "init": init,
+                        "random_state": used_seed,
+                    },
+                ),
+                **data_fingerprint(
+                    X,
+                    sketch,
+                    {
+                        "n_rows": n_rows,
+                        "n_missing": n_missing,
+                        "keep": array_digest(np.flatnonzero(keep)),
+                        "mean": array_digest(mom["mean"][keep]),
+                        "var": array_digest(var),
+                    },
+                ),
             }
-            ckpt = IterationCheckpoint(self.checkpoint, fingerprint, legacy=_legacy_em_commit)
+            ckpt = IterationCheckpoint(
+                self.checkpoint, fingerprint, legacy=_legacy_em_commit
+            )
         run = iterate(
-            step, lambda: self._em_start(mom, keep, n_rows, k, init, vbar, floor),
+            step,
+            lambda: self._em_start(mom, keep, n_rows, k, init, vbar, floor),
             stop=ChangeBelow("loglike", self.tol, label="log-likelihood per sample"),
-            max_iter=self.max_iter, checkpoint=ckpt, checkpoint_every=self.checkpoint_every,
-            name="PPCA EM", stacklevel=4,
+            max_iter=self.max_iter,
+            checkpoint=ckpt,
+            checkpoint_every=self.checkpoint_every,
+            name="PPCA EM",
+            stacklevel=4,
         )
         self.resumed_from_ = run.resumed_from
         self.n_iter_ = run.n_iter
@@ -411,17 +472,24 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         self._set_em_result(state, n_rows, k)
 
     def _em_observed_moments(self, X, k: int, init: str, data: MatrixInput):
-        """The initialisation pass: observed moments, checks, features and rows kept, and the
-        data's sketch for a checkpoint's fingerprint (in the same pass)."""
+        """The initialisation pass: observed moments, checks, features and rows kept,
+        and the data's sketch for a checkpoint's fingerprint (in the same pass)."""
         n, d = X.shape
-        graph = observed_moments_graph(X, with_gram=init == "pca", also=None
-                                       if self.checkpoint is None else sketch_graph(X))
+        graph = observed_moments_graph(
+            X,
+            with_gram=init == "pca",
+            also=None if self.checkpoint is None else sketch_graph(X),
+        )
         with self._timed_pass("EM initialisation"):
-            mom, sketch = dask.compute(*graph) if self.checkpoint is not None \
+            mom, sketch = (
+                dask.compute(*graph)
+                if self.checkpoint is not None
                 else (*dask.compute(graph), None)
+            )
         if mom["n_inf"]:
             raise ValueError(
-                f"X contains {mom['n_inf']} infinite value(s); replace them (NaN marks a "
+                f"X contains {mom['n_inf']} infinite value(s); replace them (NaN "
+                f"marks a "
                 "missing entry)"
             )
         n_rows = int(mom["n"])
@@ -430,28 +498,36 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         def check(land):  # other NaN (missing="error"), no value at all, empty rows
             if self.missing == "error" and (n_missing or mom["n_empty"]):
                 raise ValueError(
-                    f"X contains {n_missing + mom['n_empty'] * d} NaN value(s) (outside "
-                    "features that are NaN in every sample); use PPCA(missing='em') to treat "
-                    "NaN as missing at random, or remove/impute them"
+                    f"X contains {n_missing + mom['n_empty'] * d} NaN value(s) "
+                    f"(outside "
+                    "features that are NaN in every sample); use PPCA(missing='em') "
+                    "to treat NaN as missing at random, or remove/impute them"
                 )
             if land.all():
                 raise ValueError("X has no observed value (every entry is NaN)")
             if mom["n_empty"]:
-                warnings.warn(f"PPCA: {mom['n_empty']} of {n} rows have no observed value; "
-                              "they are left out of the fit", UserWarning, stacklevel=7)
+                warnings.warn(
+                    f"PPCA: {mom['n_empty']} of {n} rows have no observed value; "
+                    "they are left out of the fit",
+                    UserWarning,
+                    stacklevel=7,
+                )
 
         keep = self._leave_out_land(mom["c"], data, check=check)
         keep = np.ones(d, dtype=bool) if keep is None else keep
         d_fit = int(keep.sum())
         if k >= d_fit or k > n_rows:
             raise ValueError(
-                f"n_components={k} is too large: after leaving out empty rows/features there "
-                f"are {n_rows} samples and {d_fit} features (n_components must be < n_features "
+                f"n_components={k} is too large: after leaving out empty "
+                f"rows/features there are {n_rows} samples and {d_fit} features "
+                f"(n_components must be < n_features "
                 "and <= n_samples)"
             )
         return mom, keep, n_rows, n_missing, sketch
 
-    def _em_start(self, mom, keep, n_rows: int, k: int, init: str, vbar: float, floor: float):
+    def _em_start(
+        self, mom, keep, n_rows: int, k: int, init: str, vbar: float, floor: float
+    ):
         """EM's starting state ``{"W", "mean", "sigma2"}`` (see ``init``)."""
         mean = mom["mean"][keep]
         if init == "pca":
@@ -464,7 +540,9 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
             W = evecs[:, :k] * np.sqrt(np.maximum(evals[:k] - sigma2, 1e-6 * vbar))
         else:
             rng = np.random.default_rng(check_random_state_seed(self.random_state))
-            W = rng.standard_normal((int(keep.sum()), k)) * np.sqrt(max(vbar, floor) / k)
+            W = rng.standard_normal((int(keep.sum()), k)) * np.sqrt(
+                max(vbar, floor) / k
+            )
             sigma2 = max(vbar, floor)
         return {"W": W, "mean": mean, "sigma2": float(sigma2)}
 
@@ -490,20 +568,21 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         self.singular_values_ = np.sqrt(ev * max(n_rows - 1, 1))
         self._set_posterior()
 
-    # -- closed form ---------------------------------------------------------------------------
+    # -- closed form -------------------------------------------------------------------
     def _fit_input(self, X) -> MatrixInput:
         data = super()._fit_input(X)
         self._check_parameters(*data.data.shape, data.data)  # its message comes first
         if data.data.shape[0] < 2:
             raise ValueError(
-                f"PPCA needs at least 2 samples; got {data.data.shape[0]} (the covariance, "
+                f"PPCA needs at least 2 samples; got {data.data.shape[0]} (the "
+                f"covariance, "
                 "and so the noise variance, of one sample is undefined)"
             )
         return data
 
     def _noise_variance(self, n, d, k, ev, total) -> float:
-        # Tipping & Bishop's maximum-likelihood σ²: the mean of all d − k eigenvalues after the
-        # k-th, the zero ones (n ≤ d, constant features) included
+        # Tipping & Bishop's maximum-likelihood σ²: the mean of all d − k eigenvalues
+        # after the k-th, the zero ones (n ≤ d, constant features) included
         if k >= d:
             return 0.0
         sigma2 = self._discarded_variance(n, d, k, ev, total) / (d - k)
@@ -516,8 +595,11 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         sigma2 = self.noise_variance_
         excess = self.explained_variance_ - sigma2
         # directions with no variance above σ² (to rounding) get no loading
-        excess = np.where(excess > _rank_tol(self.n_features_in_, self.explained_variance_),
-                          excess, 0.0)
+        excess = np.where(
+            excess > _rank_tol(self.n_features_in_, self.explained_variance_),
+            excess,
+            0.0,
+        )
         self.W_ = self.components_.T * np.sqrt(excess)
         self._set_posterior()
 
@@ -528,7 +610,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         if sigma2 > 0:
             self._M_inv = np.linalg.inv(M)
             self.posterior_covariance_ = sigma2 * self._M_inv
-        else:  # the σ² → 0 limits: M⁻¹ → (WᵀW)⁺, σ² M⁻¹ → projector on the null space of W
+        # the σ² → 0 limits: M⁻¹ → (WᵀW)⁺, σ² M⁻¹ → projector on the null space of W
+        else:
             self._M_inv = np.linalg.pinv(M, hermitian=True)
             self.posterior_covariance_ = np.eye(k) - self._M_inv @ M
 
@@ -547,24 +630,26 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     def _inverse_matrix(self) -> np.ndarray:
         return self.W_.T * self.scale_[None, :] if self._is_scaled() else self.W_.T
 
-    # -- rows with missing entries ---------------------------------------------------------------
+    # -- rows with missing entries -----------------------------------------------------
     def _kept_params(self):
-        """Mean (divided by ``scale_`` when standardised), loadings and σ² of the model on
-        the kept features: the model of the data as :meth:`_standardized` makes them."""
+        """Mean (divided by ``scale_`` when standardised), loadings and σ² of the
+        model on the kept features: the model of the data as :meth:`_standardized`
+        makes them."""
         _, mean = self._standardized(None)
         return mean, self._kept(self.W_, axis=0), float(self.noise_variance_)
 
     def transform(self, X):
-        """Posterior means ``⟨z⟩`` of the rows of ``X``; NaN entries are treated as missing.
+        """Posterior means ``⟨z⟩`` of the rows of ``X``; NaN entries are treated as
+        missing.
 
-        With ``missing="error"``, NumPy and pandas input with NaN is refused (as scikit-learn
-        estimators refuse NaN they were not fitted to handle); use ``missing="em"`` or
-        :meth:`impute` for data with gaps.
+        With ``missing="error"``, NumPy and pandas input with NaN is refused (as
+        scikit-learn estimators refuse NaN they were not fitted to handle); use
+        ``missing="em"`` or :meth:`impute` for data with gaps.
 
         Lazy for dask and xarray input (one blockwise map). A row with no observed entry
         gives NaN; an infinite entry raises ValueError, and so does a NaN with
-        ``missing="error"`` (for lazy input when the block is computed: finding it needs the
-        data).
+        ``missing="error"`` (for lazy input when the block is computed: finding it needs
+        the data).
 
         Returns
         -------
@@ -573,26 +658,37 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         Xd, _ = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
-        if is_sparse(Xd):  # no missing entries in sparse rows: ⟨z⟩ = M⁻¹ Wᵀ (x − μ), implicit
+        if is_sparse(
+            Xd
+        ):  # no missing entries in sparse rows: ⟨z⟩ = M⁻¹ Wᵀ (x − μ), implicit
             if not hasattr(self, "_M_inv"):
                 self._set_posterior()
             return data.wrap_samples(affine_map(Xd, mean, W @ self._M_inv))
         dtype = np.result_type(Xd.dtype, np.float32)
-        Z = Xd.map_blocks(_typed, posterior_mean_block, dtype, mean, W, sigma2,
-                          chunks=(Xd.chunks[0], (W.shape[1],)), dtype=dtype,
-                          meta=np.empty((0, 0), dtype=dtype))
+        Z = Xd.map_blocks(
+            _typed,
+            posterior_mean_block,
+            dtype,
+            mean,
+            W,
+            sigma2,
+            chunks=(Xd.chunks[0], (W.shape[1],)),
+            dtype=dtype,
+            meta=np.empty((0, 0), dtype=dtype),
+        )
         return data.wrap_samples(Z)
 
     def score_samples(self, X):
         r"""Log-density of each row's observed entries under the model (lazy for dask).
 
         In the data's own units, as :class:`PCA`'s: the weights of
-        ``open_matrix(..., weights=...)`` and ``standardize`` enter with their Jacobian, here
-        over each row's observed entries (:math:`\sum_{j\ \mathrm{observed}} (\log w_j - \log s_j)`,
-        :math:`s` = ``scale_``), so this is the marginal density of the observed entries of ``x``
-        itself; features left out of the fit are not scored, and a weight of 0 on a kept feature is
-        refused before ``X`` is read. A row with no observed entry scores 0. ``score`` is the mean
-        over the rows.
+        ``open_matrix(..., weights=...)`` and ``standardize`` enter with their Jacobian,
+        here over each row's observed entries
+        (:math:`\sum_{j\ \mathrm{observed}} (\log w_j - \log s_j)`, :math:`s` =
+        ``scale_``), so this is the marginal density of the observed entries of ``x``
+        itself; features left out of the fit are not scored, and a weight of 0 on a kept
+        feature is refused before ``X`` is read. A row with no observed entry scores 0.
+        ``score`` is the mean over the rows.
 
         Returns
         -------
@@ -602,17 +698,28 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
 
     def _loglike(self, data, logjac):
         if float(self.noise_variance_) <= 0 or is_sparse(data.data):
-            # k = d: no noise term; the eigen-form handles it (complete rows only). Sparse
-            # rows have no missing entries either: the eigen-form centres them implicitly
+            # k = d: no noise term; the eigen-form handles it (complete rows only).
+            # Sparse rows have no missing entries either: the eigen-form centres them
+            # implicitly
             return super()._loglike(data, logjac)
         Xd, _ = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
-        return Xd.map_blocks(_typed, _loglike_observed_block, np.float64,
-                             mean, W, sigma2, logjac, drop_axis=1,
-                             dtype=np.float64, meta=np.empty((0,), dtype=np.float64))
+        return Xd.map_blocks(
+            _typed,
+            _loglike_observed_block,
+            np.float64,
+            mean,
+            W,
+            sigma2,
+            logjac,
+            drop_axis=1,
+            dtype=np.float64,
+            meta=np.empty((0,), dtype=np.float64),
+        )
 
     def impute(self, X):
-        """``X`` with each NaN entry replaced by its reconstruction ``W ⟨z⟩ + μ`` (lazy).
+        """``X`` with each NaN entry replaced by its reconstruction ``W ⟨z⟩ + μ``
+        (lazy).
 
         Observed entries are returned unchanged; features left out of the fit stay NaN.
 
@@ -623,23 +730,42 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         data = self._transform_input(X, allow_nan=True)
         Xd = data.data
         if is_sparse(Xd):
-            raise TypeError("impute fills NaN entries of dense rows; X is sparse (its "
-                            "unstored entries are zeros, not missing values)")
+            raise TypeError(
+                "impute fills NaN entries of dense rows; X is sparse (its "
+                "unstored entries are zeros, not missing values)"
+            )
         mean, W, sigma2 = self._kept_params()
         keep = getattr(self, "_features_kept", None)
         scale = self._kept_scale()
-        if scale is not None:  # fill in standardised units, back to the data's (widened)
+        if (
+            scale is not None
+        ):  # fill in standardised units, back to the data's (widened)
             full = np.ones(Xd.shape[1])
             full[keep if keep is not None else slice(None)] = scale
-            filled = (Xd / full).map_blocks(impute_block, mean, W, sigma2, keep,
-                                           dtype=np.float64,
-                                           meta=np.empty((0, 0), dtype=np.float64)) * full
+            filled = (Xd / full).map_blocks(
+                impute_block,
+                mean,
+                W,
+                sigma2,
+                keep,
+                dtype=np.float64,
+                meta=np.empty((0, 0), dtype=np.float64),
+            ) * full
             return data.wrap_features(da.where(da.isnan(Xd), filled, Xd))
-        out = Xd.map_blocks(impute_block, mean, W, sigma2, keep, dtype=np.float64,
-                            meta=np.empty((0, 0), dtype=np.float64))
+        out = Xd.map_blocks(
+            impute_block,
+            mean,
+            W,
+            sigma2,
+            keep,
+            dtype=np.float64,
+            meta=np.empty((0, 0), dtype=np.float64),
+        )
         return data.wrap_features(out)
 
-    def sample(self, n_samples: int = 1, random_state=None, *, chunks: int | None = None):
+    def sample(
+        self, n_samples: int = 1, random_state=None, *, chunks: int | None = None
+    ):
         """Draw samples ``x = W z + μ + σ ε`` from the fitted model.
 
         Parameters
@@ -647,8 +773,9 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         n_samples : int
         random_state : int, Generator or None
         chunks : int, optional
-            Rows per block; if given, a lazy dask array is returned (each block seeded from
-            ``random_state`` and its index, so the draw does not depend on the cluster).
+            Rows per block; if given, a lazy dask array is returned (each block seeded
+            from ``random_state`` and its index, so the draw does not depend on the
+            cluster).
 
         Returns
         -------
@@ -667,7 +794,9 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         children = seed.spawn(len(sizes))
         blocks = [
             da.from_delayed(
-                _delayed_sample(m, W, mu, sigma, child), shape=(m, W.shape[0]), dtype=np.float64
+                _delayed_sample(m, W, mu, sigma, child),
+                shape=(m, W.shape[0]),
+                dtype=np.float64,
             )
             for m, child in zip(sizes, children, strict=True)
         ]
@@ -686,8 +815,13 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
 def _legacy_em_commit(attrs: dict, arrays: dict) -> Resumed:
     """A PPCA-EM commit written before the iteration driver (no format version)."""
     state = {"W": arrays["W"], "mean": arrays["mean"], "sigma2": float(attrs["sigma2"])}
-    return Resumed(int(attrs["n_iter"]), state, {"loglike": list(attrs["loglike"])}, {},
-                   bool(attrs["converged"]))
+    return Resumed(
+        int(attrs["n_iter"]),
+        state,
+        {"loglike": list(attrs["loglike"])},
+        {},
+        bool(attrs["converged"]),
+    )
 
 
 def _typed(x, kernel, dtype, *args):
@@ -699,7 +833,9 @@ def _typed(x, kernel, dtype, *args):
 def _loglike_observed_block(x, mean, W, sigma2, logjac):
     """Each row's observed-entry log-density plus the log-Jacobian of those entries."""
     x = np.asarray(x, dtype=np.float64)
-    return loglike_rows_block(x, mean, W, sigma2) + np.where(np.isnan(x), 0.0, logjac).sum(1)
+    return loglike_rows_block(x, mean, W, sigma2) + np.where(
+        np.isnan(x), 0.0, logjac
+    ).sum(1)
 
 
 __all__ = ["PPCA"]

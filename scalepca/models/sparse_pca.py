@@ -1,12 +1,13 @@
 """Sparse PCA: one estimator, two method families.
 
-``SparsePCA`` (this module) holds what the methods share: parameters and their checks, the
-first pass (moments, land mask, standardisation), the adjusted explained variance and the
-ridge ``transform``. The families live apart:
+``SparsePCA`` (this module) holds what the methods share: parameters and their checks,
+the first pass (moments, land mask, standardisation), the adjusted explained variance
+and the ridge ``transform``. The families live apart:
 
 * :mod:`._sparse_dictionary` — dictionary learning, ``"batch"`` and ``"minibatch"``
   (reconstruction; each a state and a step run by the driver of :mod:`._iterate`);
-* :mod:`._sparse_enet` — ZHT's elastic net on the covariance, ``"elasticnet"`` (variance).
+* :mod:`._sparse_enet` — ZHT's elastic net on the covariance, ``"elasticnet"``
+  (variance).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ __all__ = ["SparsePCA", "dictionary_objective_on"]
 
 METHODS = ("minibatch", "batch", "elasticnet")
 INITS = ("pca", "random")
-#: above this many features the d × d covariance is not formed (batch: one pass per iteration)
+#: above this many features the d × d covariance is not formed (batch: one pass per
+#: iteration)
 GRAM_MAX_FEATURES = AUTO_MAX_GRAM_FEATURES
 
 
@@ -62,47 +64,60 @@ def _check_alpha(a, name, p, shape):
         return a if shape is None else np.full(_components(p, shape), float(a))
     if p["method"] != "elasticnet":
         raise TypeError(
-            f"alpha must be one number for method={p['method']!r} (one per component is "
-            f"allowed for method='elasticnet'); got {a!r}"
+            f"alpha must be one number for method={p['method']!r} (one per component "
+            f"is allowed for method='elasticnet'); got {a!r}"
         )
     vals = list(a)
     if shape is not None and len(vals) != _components(p, shape):
-        raise ValueError(f"alpha has {len(vals)} values; one per component "
-                         f"({_components(p, shape)}) is needed")
+        raise ValueError(
+            f"alpha has {len(vals)} values; one per component "
+            f"({_components(p, shape)}) is needed"
+        )
     for i, v in enumerate(vals):
         check_scalar(v, f"alpha[{i}]", low=0)
     return a if shape is None else np.asarray(vals, dtype=np.float64)
 
 
 def _check_n_nonzero(nz, name, p, shape):
-    """None, or (``method="elasticnet"``) the nonzero loadings of each component, at most
-    n_features: one integer or one per component; with the data's shape, the list."""
+    """None, or (``method="elasticnet"``) the nonzero loadings of each component, at
+    most n_features: one integer or one per component; with the data's shape, the
+    list."""
     if nz is None:
         return None
     if p["method"] != "elasticnet":
-        raise ValueError(f"n_nonzero={nz!r} applies to method='elasticnet' only; "
-                         f"method={p['method']!r} takes alpha")
+        raise ValueError(
+            f"n_nonzero={nz!r} applies to method='elasticnet' only; "
+            f"method={p['method']!r} takes alpha"
+        )
     k = 1 if shape is None else _components(p, shape)
     if isinstance(nz, numbers.Integral) and not isinstance(nz, bool):
         vals = [nz] * k
     elif isinstance(nz, (Sequence, np.ndarray)) and not isinstance(nz, (str, bytes)):
         vals = list(nz)
         if shape is not None and len(vals) != k:
-            raise ValueError(f"n_nonzero has {len(vals)} values; one per component ({k}) is "
-                             "needed")
+            raise ValueError(
+                f"n_nonzero has {len(vals)} values; one per component ({k}) is needed"
+            )
     else:
-        raise TypeError(f"n_nonzero must be an integer or a sequence of integers; got {nz!r}")
+        raise TypeError(
+            f"n_nonzero must be an integer or a sequence of integers; got {nz!r}"
+        )
     for i, v in enumerate(vals):
-        check_scalar(v, f"n_nonzero[{i}]", kind=numbers.Integral, low=1,
-                     high=None if shape is None else shape.d)
+        check_scalar(
+            v,
+            f"n_nonzero[{i}]",
+            kind=numbers.Integral,
+            low=1,
+            high=None if shape is None else shape.d,
+        )
     return nz if shape is None else [int(v) for v in vals]
 
 
 def _checkpoint_needs_iterations(p, shape) -> None:
     if p["checkpoint"] is not None and p["method"] == "elasticnet":
         raise ValueError(
-            "checkpoint applies to method='minibatch' or 'batch' only ('elasticnet' makes "
-            "one pass and iterates on the client: nothing to resume)"
+            "checkpoint applies to method='minibatch' or 'batch' only ('elasticnet' "
+            "makes one pass and iterates on the client: nothing to resume)"
         )
 
 
@@ -111,69 +126,74 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
 
     Three methods, one estimator:
 
-    ``"minibatch"`` and ``"batch"`` — dictionary learning (reconstruction), scikit-learn's
-    ``SparsePCA`` problem with the same ``alpha``,
+    ``"minibatch"`` and ``"batch"`` — dictionary learning (reconstruction),
+    scikit-learn's ``SparsePCA`` problem with the same ``alpha``,
 
     .. math::
 
         \min_{U, V}\ \tfrac12 \|X_c - U V\|_F^2 + \mathrm{alpha}\, \|V\|_1
         \quad\text{subject to}\quad \|U_{:j}\|_2 \le 1 ,
 
-    where :math:`X_c` (n × d) is the centred (with ``use_correlation``, standardised) data,
-    :math:`U` (n × k) the codes and :math:`V` (k × d) the sparse loadings; ``alpha`` is in the
-    units of the data times :math:`\sqrt n` (the codes have unit norm over the n samples, so
-    :math:`V` carries :math:`\|X_c\|`'s scale). A streaming fit works per sample instead:
-    dividing by n with :math:`Y = \sqrt n\, U` (codes of unit mean square) and
-    :math:`D = V^\top / \sqrt n` gives the same minimiser of
+    where :math:`X_c` (n × d) is the centred (with ``use_correlation``, standardised)
+    data, :math:`U` (n × k) the codes and :math:`V` (k × d) the sparse loadings;
+    ``alpha`` is in the units of the data times :math:`\sqrt n` (the codes have unit
+    norm over the n samples, so :math:`V` carries :math:`\|X_c\|`'s scale). A streaming
+    fit works per sample instead: dividing by n with :math:`Y = \sqrt n\, U` (codes of
+    unit mean square) and :math:`D = V^\top / \sqrt n` gives the same minimiser of
 
     .. math::
 
         \tfrac{1}{2n} \|X_c - Y D^\top\|_F^2 + \alpha \|D\|_1 ,
         \qquad \tfrac1n \|Y_{:j}\|^2 \le 1 ,
 
-    with :math:`\alpha` = ``alpha`` :math:`/ \sqrt n` (``alpha_per_sample_``; ``objective_`` is this
-    per-sample value, scikit-learn's objective / n). ``partial_fit`` uses the rows seen so far as n.
+    with :math:`\alpha` = ``alpha`` :math:`/ \sqrt n` (``alpha_per_sample_``;
+    ``objective_`` is this per-sample value, scikit-learn's objective / n).
+    ``partial_fit`` uses the rows seen so far as n.
     The code step is a ridge regression of each row on the current
     dictionary, :math:`Y = X_c D (D^\top D + \Lambda)^{-1}`, with the k multipliers
-    :math:`\Lambda` that enforce the bounds
-    (exact; a k-dimensional problem). The dictionary step is block coordinate descent over the
-    columns of D with soft thresholding,
+    :math:`\Lambda` that enforce the bounds (exact; a k-dimensional problem). The
+    dictionary step is block coordinate descent over the columns of D with soft
+    thresholding,
     :math:`D_{:j} \leftarrow S_{\alpha/A_{jj}}\big(D_{:j} + (B_{:j} - D A_{:j})/A_{jj}\big)`,
-    from :math:`A = Y^\top Y/n` (k × k) and :math:`B = X_c^\top Y/n` (d × k) only. ``"batch"``
-    alternates both steps exactly; ``"minibatch"`` cuts the rows into consecutive minibatches of
-    about ``batch_size`` rows, accumulating A and B online with a forgetting factor (Mairal et al.
-    2009). The minibatches depend on the number of rows only, never on the chunking: the same data
-    in one chunk, in many chunks, as NumPy or as xarray give the same fit up to the rounding of the
-    per-chunk sums (tested: objective to 1e-10 relative, loadings to 1e-8).
+    from :math:`A = Y^\top Y/n` (k × k) and :math:`B = X_c^\top Y/n` (d × k) only.
+    ``"batch"`` alternates both steps exactly; ``"minibatch"`` cuts the rows into
+    consecutive minibatches of about ``batch_size`` rows, accumulating A and B online
+    with a forgetting factor (Mairal et al. 2009). The minibatches depend on the number
+    of rows only, never on the chunking: the same data in one chunk, in many chunks, as
+    NumPy or as xarray give the same fit up to the rounding of the per-chunk sums
+    (tested: objective to 1e-10 relative, loadings to 1e-8).
 
     The online averages keep the codes of earlier dictionaries, so the epochs alone stop
-    short of a stationary point (measured: 0.8 % above the batch optimum on 300 × 20 data
-    after 1000 epochs at ``tol=0``, 6.6 % on scikit-learn's breast cancer data). When the
-    covariance fits (``n_features`` ≤ 4096; it is formed in the first pass, which reads the
-    data anyway), ``"minibatch"`` therefore polishes its result with exact ``"batch"``
-    alternations on the covariance (``n_polish_``; no extra pass, a few d × d × k products on
-    the client per alternation), stopped by the same ``tol`` rule: the fit then ends at a
-    stationary point of the objective, the batch method's (tested: objective to 1e-9
-    relative, first-order conditions to 1e-4 α). We polish rather than switch the default to
-    ``"batch"`` so that ``method="minibatch"`` (the default, and what configs name) keeps
-    its meaning and ``partial_fit`` can go on from a ``fit``. Wider data (no covariance) are
-    not polished: each alternation would cost a pass; use ``"batch"`` there for a stationary
-    point (one pass per alternation).
+    short of a stationary point (measured: 0.8 % above the batch optimum on 300 × 20
+    data after 1000 epochs at ``tol=0``, 6.6 % on scikit-learn's breast cancer data).
+    When the covariance fits (``n_features`` ≤ 4096; it is formed in the first pass,
+    which reads the data anyway), ``"minibatch"`` therefore polishes its result with
+    exact ``"batch"`` alternations on the covariance (``n_polish_``; no extra pass, a
+    few d × d × k products on the client per alternation), stopped by the same ``tol``
+    rule: the fit then ends at a stationary point of the objective, the batch method's
+    (tested: objective to 1e-9 relative, first-order conditions to 1e-4 α). We polish
+    rather than switch the default to ``"batch"`` so that ``method="minibatch"`` (the
+    default, and what configs name) keeps its meaning and ``partial_fit`` can go on from
+    a ``fit``. Wider data (no covariance) are not polished: each alternation would cost
+    a pass; use ``"batch"`` there for a stationary point (one pass per alternation).
 
-    ``"elasticnet"`` — the penalized-regression sparse PCA of Zou, Hastie & Tibshirani (2006),
-    from the covariance S (denominator n − 1) alone (the Gram form of the elasticnet R
-    package's ``spca``): every loading solves
-    :math:`\min_\beta\ \beta^\top (S + \lambda_2 I) \beta - 2 a_j^\top S \beta + \lambda_{1j}
-    \|\beta\|_1` with :math:`\lambda_{1j}` = ``alpha`` (or ``alpha[j]``) and :math:`\lambda_2` =
-    ``ridge_alpha`` (LARS-EN or coordinate descent), alternating with :math:`A = U V^\top` from the
-    SVD :math:`S B = U \Sigma V^\top`. This maximises variance rather than reconstruction: a
-    different model from the dictionary methods and scikit-learn's ``SparsePCA``, so the same
-    ``alpha`` does not give the same loadings. On the data, ZHT's criterion
-    :math:`\|X_c a_j - X_c \beta\|^2 + \lambda_2' \|\beta\|^2 + \lambda_1' \|\beta\|_1` is this one
-    times :math:`n - 1` (:math:`\lambda_1' = (n-1)` ``alpha``, :math:`\lambda_2' = (n-1)`
-    ``ridge_alpha``), i.e. scikit-learn's ``ElasticNet(fit_intercept=False)`` of :math:`y = X_c a_j`
-    on :math:`X_c` with ``alpha_enet = (n − 1)(alpha + 2 ridge_alpha) / (2n)`` and ``l1_ratio =
-    alpha / (alpha + 2 ridge_alpha)``.
+    ``"elasticnet"`` — the penalized-regression sparse PCA of Zou, Hastie & Tibshirani
+    (2006), from the covariance S (denominator n − 1) alone (the Gram form of the
+    elasticnet R package's ``spca``): every loading solves
+    :math:`\min_\beta\ \beta^\top (S + \lambda_2 I) \beta - 2 a_j^\top S \beta
+    + \lambda_{1j} \|\beta\|_1`
+    with :math:`\lambda_{1j}` = ``alpha`` (or ``alpha[j]``) and :math:`\lambda_2` =
+    ``ridge_alpha`` (LARS-EN or coordinate descent), alternating with
+    :math:`A = U V^\top` from the SVD :math:`S B = U \Sigma V^\top`. This maximises
+    variance rather than reconstruction: a different model from the dictionary methods
+    and scikit-learn's ``SparsePCA``, so the same ``alpha`` does not give the same
+    loadings. On the data, ZHT's criterion
+    :math:`\|X_c a_j - X_c \beta\|^2 + \lambda_2' \|\beta\|^2 + \lambda_1' \|\beta\|_1`
+    is this one times :math:`n - 1` (:math:`\lambda_1' = (n-1)` ``alpha``,
+    :math:`\lambda_2' = (n-1)` ``ridge_alpha``), i.e. scikit-learn's
+    ``ElasticNet(fit_intercept=False)`` of :math:`y = X_c a_j` on :math:`X_c` with
+    ``alpha_enet = (n − 1)(alpha + 2 ridge_alpha) / (2n)`` and
+    ``l1_ratio = alpha / (alpha + 2 ridge_alpha)``.
 
     Parameters
     ----------
@@ -183,66 +203,66 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     alpha : float or sequence of float, default=1.0
         The l1 penalty. Dictionary methods: scikit-learn's ``SparsePCA(alpha=...)`` (the
         objective above; per sample the kernels use ``alpha / √n``), one number.
-        ``"elasticnet"``: λ₁ of ZHT's criterion on the covariance (see below), in the units
-        of the covariance, one number or one per component; ignored when ``n_nonzero`` is
-        given.
+        ``"elasticnet"``: λ₁ of ZHT's criterion on the covariance (see below), in the
+        units of the covariance, one number or one per component; ignored when
+        ``n_nonzero`` is given.
     ridge_alpha : float, default=0.01
-        Ridge of ``transform``: scores are :math:`(x - \bar x)\, C^\top (C C^\top + r I)^{-1}`
-        (:math:`r` = ``ridge_alpha``) for the unit components C (for orthogonal components,
-        projections shrunk by ``1/(1 + ridge_alpha)``). For ``"elasticnet"`` it is also λ₂, added to
-        the diagonal of the covariance.
+        Ridge of ``transform``: scores are
+        :math:`(x - \bar x)\, C^\top (C C^\top + r I)^{-1}` (:math:`r` =
+        ``ridge_alpha``) for the unit components C (for orthogonal components,
+        projections shrunk by ``1/(1 + ridge_alpha)``). For ``"elasticnet"`` it is also
+        λ₂, added to the diagonal of the covariance.
     n_nonzero : int or sequence of int, optional
-        ``"elasticnet"`` only: the number of non-zero loadings of each component, chosen on
-        the LARS-EN path (the last point with exactly that many non-zeros).
+        ``"elasticnet"`` only: the number of non-zero loadings of each component, chosen
+        on the LARS-EN path (the last point with exactly that many non-zeros).
     use_correlation : bool, default=False
-        Standardise every feature by its standard deviation (from the same pass as the mean);
-        components then describe the correlation matrix and ``transform`` standardises too.
-        Weighted data (``open_matrix(weights=...)``) are standardised first and weighted
-        after, as PCA's ``standardize``.
+        Standardise every feature by its standard deviation (from the same pass as the
+        mean); components then describe the correlation matrix and ``transform``
+        standardises too. Weighted data (``open_matrix(weights=...)``) are standardised
+        first and weighted after, as PCA's ``standardize``.
     batch_size : int, optional
         ``"minibatch"``: the n rows are cut into ``max(1, n // batch_size)`` consecutive
-        ranges of (nearly) equal size, so every minibatch holds at least ``batch_size`` rows
-        (all rows when n < ``batch_size``), whatever the row chunks. ``None``: at most 8
-        minibatches per epoch of at least 256 rows each
-        (``max(256, ⌈n / 8⌉)``).
+        ranges of (nearly) equal size, so every minibatch holds at least ``batch_size``
+        rows (all rows when n < ``batch_size``), whatever the row chunks. ``None``: at
+        most 8 minibatches per epoch of at least 256 rows each (``max(256, ⌈n / 8⌉)``).
     max_iter : int, default=100
         Epochs (``"minibatch"``, then at most as many polishing alternations when the
         covariance fits) or alternations (``"batch"``, ``"elasticnet"``).
     tol : float, default=1e-4
-        Dictionary methods: stop when the objective (per epoch for ``"minibatch"``) decreases
-        by less than ``tol`` relative to its value. ``"elasticnet"``: stop when no entry of
-        the normalised loadings changes by more than ``tol``.
+        Dictionary methods: stop when the objective (per epoch for ``"minibatch"``)
+        decreases by less than ``tol`` relative to its value. ``"elasticnet"``: stop
+        when no entry of the normalised loadings changes by more than ``tol``.
     max_no_improvement : int or None, default=10
-        ``"minibatch"``: stop after this many minibatches without improvement of the smoothed
-        minibatch objective; ``None`` disables.
+        ``"minibatch"``: stop after this many minibatches without improvement of the
+        smoothed minibatch objective; ``None`` disables.
     forget_factor : float, default=1.0
         ``"minibatch"``: ρ ≥ 0 of the online statistics ``A ← β_t A + A_t`` with
-        ``β_t = (1 − 1/t)^ρ``; minibatch s then weighs ``(s/t)^ρ`` at update t. 0 keeps every
-        minibatch with equal weight.
+        ``β_t = (1 − 1/t)^ρ``; minibatch s then weighs ``(s/t)^ρ`` at update t. 0 keeps
+        every minibatch with equal weight.
     shuffle : bool, default=True
         ``"minibatch"``: visit the minibatches in a new random order every epoch.
     init : {"pca", "random"}, default="pca"
-        Dictionary methods: start from the principal components (``D = V_k Λ_k^½``) or from
-        random directions.
+        Dictionary methods: start from the principal components (``D = V_k Λ_k^½``) or
+        from random directions.
     random_state : int, Generator or None
         Seeds the initialisation and the minibatch order; results do not depend on the
         number of workers.
     checkpoint : str or None, default=None
         ``"minibatch"`` and ``"batch"`` only (a ValueError for ``"elasticnet"``, which
         iterates on the client after one pass). Local directory (a zarr group on a file
-        system the client can write) where the iteration state is committed atomically every
-        ``checkpoint_every`` steps and at the end; fitting again with the same path resumes
-        from the newest complete commit. The checkpoint must belong to the same problem:
-        every parameter that changes the result (all but ``checkpoint``,
-        ``checkpoint_every``, the elastic net's ``ridge_alpha`` and ``n_nonzero``, and the
-        stopping parameters ``tol``, ``max_iter``, ``max_no_improvement``), the data's
-        shape, dtype, row chunks (``"minibatch"``) and a sketch from the first pass that tells
-        apart other values or rows or features in another order. Otherwise a ValueError names
-        what differs and the checkpoint is left untouched (use another path, or delete it to
-        start afresh); a non-empty folder scalepca did not write as a checkpoint is refused
-        too. The stopping parameters are those of the resumed fit: a tighter ``tol`` (or a
-        larger ``max_iter``) goes on from the commit to the answer of a fresh fit with it, a
-        looser one stops at once.
+        system the client can write) where the iteration state is committed atomically
+        every ``checkpoint_every`` steps and at the end; fitting again with the same
+        path resumes from the newest complete commit. The checkpoint must belong to the
+        same problem: every parameter that changes the result (all but ``checkpoint``,
+        ``checkpoint_every``, the elastic net's ``ridge_alpha`` and ``n_nonzero``, and
+        the stopping parameters ``tol``, ``max_iter``, ``max_no_improvement``), the
+        data's shape, dtype, row chunks (``"minibatch"``) and a sketch from the first
+        pass that tells apart other values or rows or features in another order.
+        Otherwise a ValueError names what differs and the checkpoint is left untouched
+        (use another path, or delete it to start afresh); a non-empty folder scalepca
+        did not write as a checkpoint is refused too. The stopping parameters are those
+        of the resumed fit: a tighter ``tol`` (or a larger ``max_iter``) goes on from
+        the commit to the answer of a fresh fit with it, a looser one stops at once.
     checkpoint_every : int, default=5
         Steps between commits: minibatches (dictionary updates) for ``"minibatch"``,
         alternations for ``"batch"``.
@@ -250,32 +270,33 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
-        Sparse loadings with exact zeros, each row of unit Euclidean norm (a row of zeros if
-        the penalty removed the component). Sign convention: the entry of largest magnitude is
-        positive. Dictionary methods order components by their variance. NaN at features that
-        are NaN in every sample (land in a gridded field): they are left out of the fit, which
-        then equals the fit on the other features (also for ``mean_``, ``scale_``,
-        ``loadings_``; ``transform`` ignores them, ``inverse_transform`` returns NaN there).
+        Sparse loadings with exact zeros, each row of unit Euclidean norm (a row of
+        zeros if the penalty removed the component). Sign convention: the entry of
+        largest magnitude is positive. Dictionary methods order components by their
+        variance. NaN at features that are NaN in every sample (land in a gridded
+        field): they are left out of the fit, which then equals the fit on the other
+        features (also for ``mean_``, ``scale_``, ``loadings_``; ``transform`` ignores
+        them, ``inverse_transform`` returns NaN there).
     mean_ : ndarray of shape (n_features,)
     scale_ : ndarray of shape (n_features,)
         Feature standard deviations if ``use_correlation``, else ones.
     explained_variance_ : ndarray of shape (n_components,)
         Adjusted variance of ZHT (2006): ``R_jj²`` of the QR decomposition of the scores
-        ``Xc C_jᵀ``, i.e. what each component adds beyond the previous ones, computed from the
-        scores' covariance ``C S Cᵀ`` (no data pass).
+        ``Xc C_jᵀ``, i.e. what each component adds beyond the previous ones, computed
+        from the scores' covariance ``C S Cᵀ`` (no data pass).
     explained_variance_ratio_ : ndarray of shape (n_components,)
         ``explained_variance_`` over the total variance ``tr S``.
     loadings_ : ndarray of shape (n_components, n_features)
-        Dictionary methods: the fitted dictionary Dᵀ (``components_`` times each component's
-        length), the argument of the objective.
+        Dictionary methods: the fitted dictionary Dᵀ (``components_`` times each
+        component's length), the argument of the objective.
     objective_ : float
-        Dictionary methods: the per-sample objective at the fitted dictionary with optimal
-        codes (scikit-learn's ``SparsePCA`` objective divided by n).
+        Dictionary methods: the per-sample objective at the fitted dictionary with
+        optimal codes (scikit-learn's ``SparsePCA`` objective divided by n).
     alpha_per_sample_ : float
         Dictionary methods: ``alpha / √n``, the l1 weight of the per-sample objective.
     cost_history_ : ndarray
-        Dictionary methods: objective per iteration (``"batch"``) or row-weighted mean of the
-        minibatch objectives per epoch (``"minibatch"``).
+        Dictionary methods: objective per iteration (``"batch"``) or row-weighted mean
+        of the minibatch objectives per epoch (``"minibatch"``).
     epoch_times_ : ndarray
         ``"minibatch"``: wall time of every epoch in seconds.
     n_iter_ : int
@@ -283,8 +304,8 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     n_steps_ : int
         ``"minibatch"``: dictionary updates (minibatches) run.
     n_polish_ : int
-        ``"minibatch"``: exact batch alternations on the covariance after the epochs (0 when
-        ``n_features`` > 4096: no covariance).
+        ``"minibatch"``: exact batch alternations on the covariance after the epochs (0
+        when ``n_features`` > 4096: no covariance).
     resumed_from_ : int
         Steps taken from a checkpoint (minibatches for ``"minibatch"``, alternations for
         ``"batch"``); 0 for a fresh run.
@@ -300,76 +321,80 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
 
     * ``"elasticnet"``: 1 (the one-pass moments giving the d × d covariance); every
       iteration runs on the client on d × d and d × k arrays. ``partial_fit`` merges a
-      batch's moments into the model's in one pass of it and solves again: ``fit`` on every
-      row seen.
+      batch's moments into the model's in one pass of it and solves again: ``fit`` on
+      every row seen.
     * ``"batch"``: 1 when ``n_features`` ≤ 4096 (the alternation needs only ``C D`` and
-      ``Dᵀ C D``, computed from the covariance); otherwise 1 for the mean, the randomized-PCA
-      passes for ``init="pca"``, then ``n_iter_ + 1`` (the statistics of every dictionary).
-    * ``"minibatch"``: 1 before the epochs (mean, and the covariance when ``n_features`` ≤
-      4096, which the initialisation and the polish use), 1 per epoch, none for the polish,
-      1 at the end for the exact objective and variances
-      (a row chunk that straddles the boundary of two minibatches is read by both).
-      Minibatch statistics are computed with the dictionary of ``PIPELINE_LAG`` (3) updates
-      before, so the next minibatches are read while the current one is used (fewer when an
-      epoch has fewer minibatches: with one, every epoch uses the current dictionary).
-      Under :func:`scalepca.app.cluster.progress` the read-ahead goes on (on its client).
+      ``Dᵀ C D``, computed from the covariance); otherwise 1 for the mean, the
+      randomized-PCA passes for ``init="pca"``, then ``n_iter_ + 1`` (the statistics of
+      every dictionary).
+    * ``"minibatch"``: 1 before the epochs (mean, and the covariance when ``n_features``
+      ≤ 4096, which the initialisation and the polish use), 1 per epoch, none for the
+      polish, 1 at the end for the exact objective and variances (a row chunk that
+      straddles the boundary of two minibatches is read by both). Minibatch statistics
+      are computed with the dictionary of ``PIPELINE_LAG`` (3) updates before, so the
+      next minibatches are read while the current one is used (fewer when an epoch has
+      fewer minibatches: with one, every epoch uses the current dictionary). Under
+      :func:`scalepca.app.cluster.progress` the read-ahead goes on (on its client).
       Epochs compute
       in the data's precision (float32 products for float32 data, float64 ones when the
-      ``scalepca.gram-precision`` setting below is ``"float64"``); the final pass is float64.
+      ``scalepca.gram-precision`` setting below is ``"float64"``); the final pass is
+      float64.
 
-    Memory per worker: one row chunk in float64 plus d × k statistics (and d × d partials in
-    the covariance pass). The client holds d × d (covariance methods) or d × k arrays.
+    Memory per worker: one row chunk in float64 plus d × k statistics (and d × d
+    partials in the covariance pass). The client holds d × d (covariance methods) or d ×
+    k arrays.
 
-    Float32 data: the covariance pass forms the Gram in float32 products summed in float64, as
-    :class:`PCA`'s does (its Notes state the bound,
+    Float32 data: the covariance pass forms the Gram in float32 products summed in
+    float64, as :class:`PCA`'s does (its Notes state the bound,
     ``scalepca.linalg.moments.gram_error_bound``);
-    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64 products
-    (in the covariance pass and the minibatch epochs). Sparse blocks are always multiplied
-    and summed in float64.
+    ``dask.config.set({"scalepca.gram-precision": "float64"})`` asks for float64
+    products (in the covariance pass and the minibatch epochs). Sparse blocks are always
+    multiplied and summed in float64.
 
-    A component whose loadings all reach zero stays zero in ``"minibatch"``; ``"batch"`` with
-    the covariance gives such a component the leading direction of the residual as its code
-    at every iteration, so it comes back if the penalty allows.
+    A component whose loadings all reach zero stays zero in ``"minibatch"``; ``"batch"``
+    with the covariance gives such a component the leading direction of the residual as
+    its code at every iteration, so it comes back if the penalty allows.
 
-    Both dictionary methods are a state and a step run by scalepca's iteration driver (the
-    one of PPCA's EM and robust PCA), which keeps the history, applies the stopping rules and
-    writes the checkpoints. Checkpoints hold the small state only (no data pass; d × k arrays
-    written by the client). ``"minibatch"``: the dictionaries of the last ``PIPELINE_LAG``
-    updates, the newest being the current one (the in-flight minibatches are recomputed with
-    them), the online statistics A, B and their weight and step counters, the code
-    multipliers, the epoch objective so far and the seed of the minibatch order, with the
-    driver's smoothed cost and no-improvement counter, so a resumed fit visits the same
-    minibatches with the same dictionaries and ends where an uninterrupted one ends.
-    ``"batch"``: the dictionary, the multipliers, the objective history and the alternation
-    count. A resumed fit makes the first pass again (mean, scale and the problem's
-    fingerprint) but not the initialisation. A commit is a ``state_<k>`` directory renamed
-    into place once complete, so a process killed at any moment leaves the previous commit
-    usable. Commits carry the driver's format version: a ``"batch"`` commit written before
-    the driver (no version) resumes; a ``"minibatch"`` one, whose minibatches were the row
-    chunks, is refused with a message naming both versions.
+    Both dictionary methods are a state and a step run by scalepca's iteration driver
+    (the one of PPCA's EM and robust PCA), which keeps the history, applies the stopping
+    rules and writes the checkpoints. Checkpoints hold the small state only (no data
+    pass; d × k arrays written by the client). ``"minibatch"``: the dictionaries of the
+    last ``PIPELINE_LAG`` updates, the newest being the current one (the in-flight
+    minibatches are recomputed with them), the online statistics A, B and their weight
+    and step counters, the code multipliers, the epoch objective so far and the seed of
+    the minibatch order, with the driver's smoothed cost and no-improvement counter, so
+    a resumed fit visits the same minibatches with the same dictionaries and ends where
+    an uninterrupted one ends. ``"batch"``: the dictionary, the multipliers, the
+    objective history and the alternation count. A resumed fit makes the first pass
+    again (mean, scale and the problem's fingerprint) but not the initialisation. A
+    commit is a ``state_<k>`` directory renamed into place once complete, so a process
+    killed at any moment leaves the previous commit usable. Commits carry the driver's
+    format version: a ``"batch"`` commit written before the driver (no version) resumes;
+    a ``"minibatch"`` one, whose minibatches were the row chunks, is refused with a
+    message naming both versions.
 
-    Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of either,
-    turned into CSR row blocks) is never densified: the moments pass works on the sparse
-    blocks (``scalepca.linalg.moments_graph``), and the code statistics of every
-    dictionary are sparse–dense products with the centring applied implicitly,
-    :math:`X_c D = X D - \mathbf{1} (\mu^\top D)` and :math:`X_c^\top Z = X^\top Z - \mu
-    (\mathbf{1}^\top Z)` (``use_correlation`` scales the stored values, which keeps the sparsity);
-    :math:`\|X_c\|^2` is summed per entry, :math:`(v - \mu_j)^2` over stored values and
-    :math:`\mu_j^2` over zeros, without cancellation. ``transform`` is :math:`X P - \mu^\top P` on
-    the sparse blocks. The fit equals the fit on the densified data to rounding.
+    Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of
+    either, turned into CSR row blocks) is never densified: the moments pass works on
+    the sparse blocks (``scalepca.linalg.moments_graph``), and the code statistics of
+    every dictionary are sparse–dense products with the centring applied implicitly,
+    :math:`X_c D = X D - \mathbf{1} (\mu^\top D)` and
+    :math:`X_c^\top Z = X^\top Z - \mu (\mathbf{1}^\top Z)` (``use_correlation`` scales
+    the stored values, which keeps the sparsity); :math:`\|X_c\|^2` is summed per entry,
+    :math:`(v - \mu_j)^2` over stored values and :math:`\mu_j^2` over zeros, without
+    cancellation. ``transform`` is :math:`X P - \mu^\top P` on the sparse blocks. The
+    fit equals the fit on the densified data to rounding.
 
-    ``partial_fit`` (method ``"minibatch"``) updates the model from one chunk that the user
-    streams, centring by a running mean; its ``explained_variance_`` is an estimate from the
-    minibatch statistics seen so far. Features NaN in every row of the first chunk (or of the
-    data of the ``fit`` it continues) are left out for good; a later chunk with values there
-    is refused.
+    ``partial_fit`` (method ``"minibatch"``) updates the model from one chunk that the
+    user streams, centring by a running mean; its ``explained_variance_`` is an estimate
+    from the minibatch statistics seen so far. Features NaN in every row of the first
+    chunk (or of the data of the ``fit`` it continues) are left out for good; a later
+    chunk with values there is refused.
 
     References
     ----------
-    Mairal, J., Bach, F., Ponce, J. & Sapiro, G. (2009). Online dictionary learning for sparse
-    coding. ICML.
-    Zou, H., Hastie, T. & Tibshirani, R. (2006). Sparse principal component analysis. JCGS
-    15(2), 265–286.
+    Mairal, J., Bach, F., Ponce, J. & Sapiro, G. (2009). Online dictionary learning for
+    sparse coding. ICML. Zou, H., Hastie, T. & Tibshirani, R. (2006). Sparse principal
+    component analysis. JCGS 15(2), 265–286.
 
     Examples
     --------
@@ -381,7 +406,12 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     """
 
     #: per-feature attributes widened with NaN at features left out as all-NaN
-    _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0), ("loadings_", 1))
+    _per_feature_attrs = (
+        ("components_", 1),
+        ("mean_", 0),
+        ("scale_", 0),
+        ("loadings_", 1),
+    )
 
     #: fit, partial_fit and transform take sparse input (CSR row blocks), kept sparse
     _accepts_sparse = True
@@ -423,17 +453,18 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
 
-    # -- parameters ----------------------------------------------------------------------------
+    # -- parameters --------------------------------------------------------------------
     @if_updatable
     def partial_fit(self, X, y=None):
         """Update the model with a batch of rows (``"elasticnet"`` and ``"minibatch"``).
 
-        ``"elasticnet"``: the batch's moments are merged into the model's and the loadings
-        solved again from the merged covariance, so the model equals ``fit`` on every row
-        seen (:meth:`scalepca.PCA.partial_fit` says how). ``"minibatch"``: one online step of
-        dictionary learning on the batch (``DictionaryLearning.partial_fit``). ``"batch"``
-        alternates over all the data: it has no ``partial_fit`` attribute (the
-        ``AttributeError`` says so; scikit-learn's checks test ``hasattr``).
+        ``"elasticnet"``: the batch's moments are merged into the model's and the
+        loadings solved again from the merged covariance, so the model equals ``fit`` on
+        every row seen (:meth:`scalepca.PCA.partial_fit` says how). ``"minibatch"``: one
+        online step of dictionary learning on the batch
+        (``DictionaryLearning.partial_fit``). ``"batch"`` alternates over all the data:
+        it has no ``partial_fit`` attribute (the ``AttributeError`` says so;
+        scikit-learn's checks test ``hasattr``).
 
         Returns
         -------
@@ -443,15 +474,21 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
             return DictionaryLearning.partial_fit(self, X, y)
         return MomentUpdateMixin.partial_fit(self, X, y)
 
-    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and load
+    #: the parameters (:mod:`._params`), read by fit, the config schema, validate and
+    #: load
     _parameters = {
         "n_components": NComponents(),
         "method": Choice(*METHODS),
-        "alpha": Other((float, list), _check_alpha, shaped=True,
-                       needs=("method", "n_components")),
+        "alpha": Other(
+            (float, list), _check_alpha, shaped=True, needs=("method", "n_components")
+        ),
         "ridge_alpha": Real(0),
-        "n_nonzero": Other((int, list, type(None)), _check_n_nonzero, shaped=True,
-                           needs=("method", "n_components")),
+        "n_nonzero": Other(
+            (int, list, type(None)),
+            _check_n_nonzero,
+            shaped=True,
+            needs=("method", "n_components"),
+        ),
         "use_correlation": Flag(),
         "batch_size": Int(1, none=True),
         "max_iter": Int(1),
@@ -464,16 +501,18 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         "checkpoint": Path(),
         "checkpoint_every": Int(1),
     }
-    _parameter_rules = (Rule(_checkpoint_needs_iterations, needs=("method", "checkpoint")),)
+    _parameter_rules = (
+        Rule(_checkpoint_needs_iterations, needs=("method", "checkpoint")),
+    )
 
     def _checked_k(self, n: int, d: int, X=None) -> int:
-        """Check the parameters for ``n`` × ``d`` data; keep the per-component ``alpha`` and
-        ``n_nonzero``; returns the number of components."""
+        """Check the parameters for ``n`` × ``d`` data; keep the per-component
+        ``alpha`` and ``n_nonzero``; returns the number of components."""
         p = self._check_parameters(n, d, X)
         self._alphas, self._n_nonzero = p["alpha"], p["n_nonzero"]
         return p["n_components"]
 
-    # -- fitting -------------------------------------------------------------------------------
+    # -- fitting -----------------------------------------------------------------------
     def _fit(self, data: MatrixInput) -> None:
         X = data.data
         n, d = X.shape
@@ -482,25 +521,40 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         self.resumed_from_ = 0
         self.solver_ = self.method  # no "auto": the method is the solver
         if self.method != "minibatch" and self.batch_size is not None:
-            warnings.warn(f"batch_size is ignored by method={self.method!r}", UserWarning,
-                          stacklevel=3)
-        logger.info("SparsePCA: %d × %d (%d row chunks), %d components, method=%s", n, d,
-                    X.numblocks[0], k, self.method)
-        # the dictionary methods always take the covariance when it fits (same pass): "batch"
-        # alternates on it, "minibatch" is polished on it
+            warnings.warn(
+                f"batch_size is ignored by method={self.method!r}",
+                UserWarning,
+                stacklevel=3,
+            )
+        logger.info(
+            "SparsePCA: %d × %d (%d row chunks), %d components, method=%s",
+            n,
+            d,
+            X.numblocks[0],
+            k,
+            self.method,
+        )
+        # the dictionary methods always take the covariance when it fits (same pass):
+        # "batch" alternates on it, "minibatch" is polished on it
         covariance = self.method == "elasticnet" or d <= GRAM_MAX_FEATURES
         # a checkpoint's fingerprint holds a sketch of the data, from the same pass
         sketch = sketch_graph(X) if self.checkpoint is not None else None
         graph = moments_graph(X, with_gram=covariance, also=sketch)
         with self._timed_pass("moments"):
-            mom, sketch = dask.compute(*graph) if sketch is not None \
+            mom, sketch = (
+                dask.compute(*graph)
+                if sketch is not None
                 else (*dask.compute(graph), None)
+            )
         data_fp = data_fingerprint(X, sketch) if sketch is not None else None
         self._fit_from_moments(mom, X, data, k, data_fp)
 
-    def _fit_from_moments(self, mom: dict, X, data: MatrixInput, k: int, data_fp=None) -> None:
-        """The fit from the moments pass: ``fit``'s, or (elastic net) those ``partial_fit``
-        merged, which the model keeps (``_moments_``) for the next update."""
+    def _fit_from_moments(
+        self, mom: dict, X, data: MatrixInput, k: int, data_fp=None
+    ) -> None:
+        """The fit from the moments pass: ``fit``'s, or (elastic net) those
+        ``partial_fit`` merged, which the model keeps (``_moments_``) for the next
+        update."""
         n, d = int(mom["n"]), X.shape[1]
         if self.method == "elasticnet":
             self._moments_, self.n_samples_seen_ = mom, n
@@ -527,9 +581,9 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
             self._fit_dictionary(X, mom, self.mean_, scale, cov_n, var_n, k, data_fp)
 
     def _leave_out_all_nan(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
-        """Features NaN in every sample (land masks) leave the fit, as in PCA; other NaN or
-        inf raise. Returns the kept features' moments, their number and the components for
-        them (``n_components=None``: ``min(n, kept)``)."""
+        """Features NaN in every sample (land masks) leave the fit, as in PCA; other
+        NaN or inf raise. Returns the kept features' moments, their number and the
+        components for them (``n_components=None``: ``min(n, kept)``)."""
         requested = 0 if self.n_components is None else k  # None: no bound to check yet
         mom, d_fit = self._moments_without_land(mom, n, d, requested, data)
         return mom, d_fit, (k if d_fit == d else self._checked_k(n, d_fit))
@@ -553,16 +607,18 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     def fit_covariance(self, S, n_samples: int | None = None):
         """Fit from a covariance (or correlation) matrix instead of data.
 
-        Methods ``"elasticnet"`` and ``"batch"`` only need the d × d covariance, so published
-        covariance or correlation matrices can be analysed directly. ``mean_`` is set to zeros
-        (``transform`` then expects centred data).
+        Methods ``"elasticnet"`` and ``"batch"`` only need the d × d covariance, so
+        published covariance or correlation matrices can be analysed directly. ``mean_``
+        is set to zeros (``transform`` then expects centred data).
 
         Parameters
         ----------
         S : array-like of shape (n_features, n_features)
-            Symmetric positive semi-definite covariance (denominator n − 1) or correlation.
+            Symmetric positive semi-definite covariance (denominator n − 1) or
+            correlation.
         n_samples : int, optional
-            Number of samples behind ``S`` (stored as ``n_samples_``; not needed otherwise).
+            Number of samples behind ``S`` (stored as ``n_samples_``; not needed
+            otherwise).
 
         Returns
         -------
@@ -576,17 +632,24 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
             raise ValueError(f"S must be a square matrix; got shape {S.shape}")
         if not np.all(np.isfinite(S)):
             raise ValueError("S contains NaN or infinite values")
-        if not np.allclose(S, S.T, rtol=1e-10, atol=1e-12 * max(np.abs(S).max(), 1e-300)):
+        if not np.allclose(
+            S, S.T, rtol=1e-10, atol=1e-12 * max(np.abs(S).max(), 1e-300)
+        ):
             raise ValueError("S must be symmetric")
         if np.any(np.diag(S) < 0):
-            raise ValueError("S has negative diagonal entries; it is not a covariance matrix")
+            raise ValueError(
+                "S has negative diagonal entries; it is not a covariance matrix"
+            )
         S = 0.5 * (S + S.T)
         d = S.shape[0]
-        check_scalar(n_samples, "n_samples", kind=numbers.Integral, low=1, allow_none=True)
+        check_scalar(
+            n_samples, "n_samples", kind=numbers.Integral, low=1, allow_none=True
+        )
         k = self._checked_k(d if n_samples is None else n_samples, d)
         if self.method == "minibatch":
             raise ValueError(
-                "fit_covariance needs method='elasticnet' or 'batch'; 'minibatch' streams data"
+                "fit_covariance needs method='elasticnet' or 'batch'; 'minibatch' "
+                "streams data"
             )
         self._online_state = None
         scale = self._feature_scale(np.diag(S).copy())
@@ -602,48 +665,69 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         else:
             if n_samples is None:
                 raise ValueError(
-                    "fit_covariance with method='batch' needs n_samples: alpha is scikit-learn's "
-                    "penalty on the objective summed over the n samples, so the covariance "
-                    "alone does not say how strong it is (per sample it is alpha / √n)"
+                    "fit_covariance with method='batch' needs n_samples: alpha is "
+                    "scikit-learn's penalty on the objective summed over the n "
+                    "samples, so the covariance alone does not say how strong it is "
+                    "(per sample it is alpha / √n)"
                 )
             self.alpha_per_sample_ = self._per_sample_alpha(n_samples)
             seed = check_random_state_seed(self.random_state).spawn(2)[0]
             D, (P, G, s) = self._fit_batch(
                 lambda D: (S @ D, D.T @ S @ D, float(np.trace(S))),
-                lambda: self._init_dictionary(None, S, None, None, float(np.trace(S)), k, seed),
-                S)
-            # S is taken as the per-sample covariance: its scale sets the objective's units
+                lambda: self._init_dictionary(
+                    None, S, None, None, float(np.trace(S)), k, seed
+                ),
+                S,
+            )
+            # S is taken as the per-sample covariance: its scale sets the objective's
+            # units
             self._finish_dictionary(D, P, G, s, None)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
-    # -- elastic net (ZHT 2006) ----------------------------------------------------------------
+    # -- elastic net (ZHT 2006) --------------------------------------------------------
     def _fit_elasticnet(self, S: np.ndarray, k: int) -> None:
-        """ZHT's loadings from the covariance (:func:`zht_loadings`), then the variances."""
+        """ZHT's loadings from the covariance (:func:`zht_loadings`), then the
+        variances."""
         B, norms, self.n_iter_ = zht_loadings(
-            S, k, alphas=self._alphas, n_nonzero=self._n_nonzero, ridge=self.ridge_alpha,
-            max_iter=self.max_iter, tol=self.tol)
+            S,
+            k,
+            alphas=self._alphas,
+            n_nonzero=self._n_nonzero,
+            ridge=self.ridge_alpha,
+            max_iter=self.max_iter,
+            tol=self.tol,
+        )
         C = flip_signs(B.T)
         self._set_components(C, C @ S @ C.T, float(np.trace(S)), norms)
 
-    # -- shared by both families -----------------------------------------------------------------
-    def _set_components(self, C: np.ndarray, gram: np.ndarray, total: float,
-                        norms: np.ndarray | None = None) -> None:
-        """``components_`` and ZHT's adjusted variances from the scores' covariance ``gram``;
-        warns when the penalty removed components (``norms`` of the raw loadings 0)."""
+    # -- shared by both families -------------------------------------------------------
+    def _set_components(
+        self,
+        C: np.ndarray,
+        gram: np.ndarray,
+        total: float,
+        norms: np.ndarray | None = None,
+    ) -> None:
+        """``components_`` and ZHT's adjusted variances from the scores' covariance
+        ``gram``; warns when the penalty removed components (``norms`` of the raw
+        loadings 0)."""
         if norms is not None and np.any(norms == 0):
             warnings.warn(
-                f"{int(np.sum(norms == 0))} component(s) are all zero: alpha is too large",
-                UserWarning, stacklevel=4,
+                f"{int(np.sum(norms == 0))} component(s) are all zero: alpha is too "
+                f"large",
+                UserWarning,
+                stacklevel=4,
             )
         self.components_ = C
         ev = adjusted_variance(gram)
         self.explained_variance_ = ev
         self.explained_variance_ratio_ = ev / total if total > 0 else np.zeros_like(ev)
 
-    # -- scores ----------------------------------------------------------------------------------
+    # -- scores ------------------------------------------------------------------------
     def _transform_matrix(self) -> np.ndarray:
-        """``Cᵀ (C Cᵀ + ridge_alpha I)⁻¹ / scale`` on the features the model was fitted on."""
+        """``Cᵀ (C Cᵀ + ridge_alpha I)⁻¹ / scale`` on the features the model was
+        fitted on."""
         C = self._kept(self.components_, axis=1)
         gram = C @ C.T
         if self.ridge_alpha > 0:
@@ -657,8 +741,8 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         return self.components_ * self.scale_[None, :]
 
     def objective(self, X) -> float:
-        r"""The dictionary objective :math:`\frac{1}{2n}\|X_c - Y D^\top\|^2 + \alpha \|D\|_1` on
-        ``X`` (one pass).
+        r"""The dictionary objective
+        :math:`\frac{1}{2n}\|X_c - Y D^\top\|^2 + \alpha \|D\|_1` on ``X`` (one pass).
 
         D is ``loadings_ᵀ``, Y the optimal bounded codes for it and α the fitted
         ``alpha_per_sample_``, so this is the value the dictionary methods minimise
@@ -666,16 +750,18 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         """
         if not hasattr(self, "loadings_"):
             self._check_fitted()
-            raise ValueError("objective is defined for the dictionary methods ('minibatch', "
-                             "'batch'), not for 'elasticnet'")
+            raise ValueError(
+                "objective is defined for the dictionary methods ('minibatch', "
+                "'batch'), not for 'elasticnet'"
+            )
         data = self._transform_input(X)
         scale = self._kept(self.scale_)
-        return dictionary_objective_on(self._select_features(data.data),
-                                       self._kept(self.loadings_, axis=1).T,
-                                       # stores written before alpha took scikit-learn's units
-                                       # held the per-sample penalty in alpha
-                                       getattr(self, "alpha_per_sample_", float(self.alpha)),
-                                       self._kept(self.mean_),
-                                       None if np.all(scale == 1) else scale)
-
-
+        return dictionary_objective_on(
+            self._select_features(data.data),
+            self._kept(self.loadings_, axis=1).T,
+            # stores written before alpha took scikit-learn's units
+            # held the per-sample penalty in alpha
+            getattr(self, "alpha_per_sample_", float(self.alpha)),
+            self._kept(self.mean_),
+            None if np.all(scale == 1) else scale,
+        )

@@ -1,9 +1,9 @@
 """Reading a model store back: :func:`load` (``scalepca.load``).
 
-The store's layout is written by :mod:`scalepca.models._saving` (``est.save``). A store is
-data, never code: the estimator it names is looked up in the registry of scalepca's own
-estimators (:mod:`scalepca.persistence.registry`), and everything in it is checked from
-metadata before the estimator is built.
+The store's layout is written by :mod:`scalepca.models._saving` (``est.save``). A
+store is data, never code: the estimator it names is looked up in the registry of
+scalepca's own estimators (:mod:`scalepca.persistence.registry`), and everything in
+it is checked from metadata before the estimator is built.
 """
 
 from __future__ import annotations
@@ -32,29 +32,31 @@ def _interrupted_siblings(store) -> list[str]:
     if not target.parent.is_dir():
         return []
     return sorted(
-        str(p) for p in target.parent.iterdir()
-        if p.name.startswith(f"{target.name}.tmp-") or p.name.startswith(f"{target.name}.old-")
+        str(p)
+        for p in target.parent.iterdir()
+        if p.name.startswith(f"{target.name}.tmp-")
+        or p.name.startswith(f"{target.name}.old-")
     )
 
 
 def load(store, *, storage_options=None):
     """Load an estimator written by ``save``; lazy arrays come back as dask arrays.
 
-    A store is data, never code: its ``class`` is looked up by class name among scalepca's own
-    estimators (``scalepca.persistence.registry.METHODS``), nothing named in it is imported, its
-    parameters are checked against that estimator's signature and its fitted state against
-    the names, dtypes and shapes such a model has — all from metadata, before the estimator
-    is built or any array is read.
+    A store is data, never code: its ``class`` is looked up by class name among
+    scalepca's own estimators (``scalepca.persistence.registry.METHODS``), nothing named
+    in it is imported, its parameters are checked against that estimator's signature and
+    its fitted state against the names, dtypes and shapes such a model has — all from
+    metadata, before the estimator is built or any array is read.
 
     Raises
     ------
     FileNotFoundError
         No store at ``store``.
     ValueError
-        The store is not a scalepca model, it is incomplete (an interrupted write), or its
-        contents are not those of a scalepca model (another class, unknown or mistyped
-        parameters, unexpected state names, arrays of a non-numeric dtype or of a shape the
-        model cannot have).
+        The store is not a scalepca model, it is incomplete (an interrupted write),
+        or its contents are not those of a scalepca model (another class, unknown or
+        mistyped parameters, unexpected state names, arrays of a non-numeric dtype or
+        of a shape the model cannot have).
     """
     try:
         group = open_zarr_node(store, storage_options=storage_options)
@@ -63,7 +65,8 @@ def load(store, *, storage_options=None):
         if left:
             raise FileNotFoundError(
                 f"no model store at {os.fspath(store)!r}; an interrupted save left "
-                f"{', '.join(map(repr, left))} (a complete previous model, if any, is the "
+                f"{', '.join(map(repr, left))} (a complete previous model, if any, is "
+                f"the "
                 "'.old-*' one)"
             ) from None
         raise
@@ -72,10 +75,12 @@ def load(store, *, storage_options=None):
         raise ValueError(f"{os.fspath(store)!r} is not a scalepca model store")
     if not attrs.get("complete", False):
         raise ValueError(
-            f"{os.fspath(store)!r} is an incomplete model store (its write was interrupted); "
-            f"fit and save again{previous_hint(store)}"
+            f"{os.fspath(store)!r} is an incomplete model store (its write was "
+            f"interrupted); fit and save again{previous_hint(store)}"
         )
-    where = repr(os.fspath(store)) if isinstance(store, (str, os.PathLike)) else "the store"
+    where = (
+        repr(os.fspath(store)) if isinstance(store, (str, os.PathLike)) else "the store"
+    )
     cls, params, scalars, arrays, lazy, fortran = _checked_contents(group, attrs, where)
     est = cls(**params)
     state = dict(scalars)
@@ -88,21 +93,28 @@ def load(store, *, storage_options=None):
         est._restore_state(state)
     except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise ValueError(
-            f"{where} is not a loadable scalepca model: its saved state does not make a "
-            f"{cls.__name__} ({type(err).__name__}: {err})"
+            f"{where} is not a loadable scalepca model: its saved state does not make "
+            f"a {cls.__name__} ({type(err).__name__}: {err})"
         ) from None
     return est
 
 
-#: a saved state name: a plain identifier (fitted attributes end in "_"; private state starts
-#: with one "_"), never a dunder name
+#: a saved state name: a plain identifier (fitted attributes end in "_"; private state
+#: starts with one "_"), never a dunder name
 _STATE_NAME = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*_|_[A-Za-z][A-Za-z0-9_]*)\Z")
 
 
 #: scalar state giving the sizes a fitted array may have along any axis (MCA's two
 #: fields: ``n_features_x_``, ``n_features_y_``)
-_SIZE_SCALARS = ("n_samples_", "n_features_in_", "n_components_", "n_kernel_features_",
-                 "n_genes_in_", "n_features_x_", "n_features_y_")
+_SIZE_SCALARS = (
+    "n_samples_",
+    "n_features_in_",
+    "n_components_",
+    "n_kernel_features_",
+    "n_genes_in_",
+    "n_features_x_",
+    "n_features_y_",
+)
 
 
 def _refuse(where: str, problem: str):
@@ -110,10 +122,11 @@ def _refuse(where: str, problem: str):
 
 
 def _checked_contents(group: zarr.Group, attrs: dict, where: str):
-    """Check a model store from its metadata; return what :func:`load` builds the model from.
+    """Check a model store from its metadata; return what :func:`load` builds the model
+    from.
 
-    Returns ``(cls, params, scalars, arrays, lazy, fortran)``; raises ``ValueError`` naming
-    the first problem. Only attributes and array metadata are read.
+    Returns ``(cls, params, scalars, arrays, lazy, fortran)``; raises ``ValueError``
+    naming the first problem. Only attributes and array metadata are read.
     """
     cls = _checked_class(attrs, where)
     params = _checked_params(cls, attrs, where)
@@ -126,7 +139,8 @@ def _checked_contents(group: zarr.Group, attrs: dict, where: str):
 
 
 def _checked_class(attrs: dict, where: str):
-    """The estimator class a store names: one of the registry's, never imported by name."""
+    """The estimator class a store names: one of the registry's, never imported by
+    name."""
     spec = attrs.get("class")
     registered = ", ".join(v.rsplit(":", 1)[1] for v in METHODS.values())
     module, _, name = spec.partition(":") if isinstance(spec, str) else ("", "", "")
@@ -134,9 +148,12 @@ def _checked_class(attrs: dict, where: str):
     if module == "scalepca" or module.startswith("scalepca."):
         cls = estimator_class_named(name)
     if cls is None:
-        _refuse(where, f"its class {spec!r} is not a scalepca estimator (a model store may "
-                       f"only name one of {registered}; classes named in a store are never "
-                       "imported)")
+        _refuse(
+            where,
+            f"its class {spec!r} is not a scalepca estimator (a model store may "
+            f"only name one of {registered}; classes named in a store are never "
+            "imported)",
+        )
     return cls
 
 
@@ -152,8 +169,8 @@ def _checked_params(cls, attrs: dict, where: str) -> dict:
 
 
 def _checked_state_names(cls, attrs: dict, where: str):
-    """``(scalars, arrays, lazy, fortran)``: the saved state's names, each saved once and each
-    a name fitted state of ``cls`` can have."""
+    """``(scalars, arrays, lazy, fortran)``: the saved state's names, each saved once
+    and each a name fitted state of ``cls`` can have."""
     scalars = attrs.get("scalars")
     if not isinstance(scalars, dict):
         _refuse(where, f"'scalars' must be a mapping; got {type(scalars).__name__}")
@@ -163,21 +180,37 @@ def _checked_state_names(cls, attrs: dict, where: str):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             _refuse(where, f"{key!r} must be a list of names; got {value!r}")
         lists[key] = value
-    arrays, lazy, fortran = lists["arrays"], lists["lazy_arrays"], set(lists["fortran_order"])
+    arrays, lazy, fortran = (
+        lists["arrays"],
+        lists["lazy_arrays"],
+        set(lists["fortran_order"]),
+    )
     names = [*scalars, *arrays, *lazy]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         _refuse(where, f"state {', '.join(map(repr, twice))} is saved more than once")
     init_params = set(inspect.signature(cls.__init__).parameters)
-    bad = [n for n in names if not isinstance(n, str) or not _STATE_NAME.match(n)
-           or hasattr(cls, n) or n in init_params]
+    bad = [
+        n
+        for n in names
+        if not isinstance(n, str)
+        or not _STATE_NAME.match(n)
+        or hasattr(cls, n)
+        or n in init_params
+    ]
     if bad:
-        _refuse(where, f"state name(s) {', '.join(map(repr, bad))} cannot be fitted state of "
-                       f"{cls.__name__} (saved names are fitted attributes ending in '_' or "
-                       "private '_names' that are not methods, properties or parameters)")
+        _refuse(
+            where,
+            f"state name(s) {', '.join(map(repr, bad))} cannot be fitted state of "
+            f"{cls.__name__} (saved names are fitted attributes ending in '_' or "
+            "private '_names' that are not methods, properties or parameters)",
+        )
     if not fortran <= set(arrays):
-        _refuse(where, f"'fortran_order' names {sorted(fortran - set(arrays))}, which are not "
-                       "saved arrays")
+        _refuse(
+            where,
+            f"'fortran_order' names {sorted(fortran - set(arrays))}, which are not "
+            "saved arrays",
+        )
     return scalars, arrays, lazy, fortran
 
 
@@ -196,7 +229,9 @@ def _checked_sizes(scalars: dict, where: str, extra: tuple = ()) -> dict:
     return sizes
 
 
-def _check_array_shapes(group: zarr.Group, arrays, lazy, sizes: dict, where: str) -> None:
+def _check_array_shapes(
+    group: zarr.Group, arrays, lazy, sizes: dict, where: str
+) -> None:
     """Every saved array is a numeric zarr array no larger than the model's sizes allow;
     lazy arrays are (n_samples_, n_features_in_); ``components_`` and ``mean_`` fit the
     feature space."""
@@ -209,24 +244,43 @@ def _check_array_shapes(group: zarr.Group, arrays, lazy, sizes: dict, where: str
         dtype = node.dtype
         dtype = getattr(dtype, "to_native_dtype", lambda dt=dtype: dt)()  # zarr ZDType
         if not isinstance(dtype, np.dtype) or dtype.kind not in "fiub":
-            _refuse(where, f"array {name!r} has dtype {dtype}; fitted arrays are numbers")
+            _refuse(
+                where, f"array {name!r} has dtype {dtype}; fitted arrays are numbers"
+            )
         shape = tuple(node.shape)
         if name in lazy:
             n = sizes.get("n_samples_")
             if len(shape) != 2 or shape[1] != d or (n is not None and shape[0] != n):
-                _refuse(where, f"lazy array {name!r} has shape {shape}; expected "
-                               f"(n_samples_, n_features_in_) = ({n}, {d})")
+                _refuse(
+                    where,
+                    f"lazy array {name!r} has shape {shape}; expected "
+                    f"(n_samples_, n_features_in_) = ({n}, {d})",
+                )
         elif any(s > largest for s in shape) or math.prod(shape) > largest**2:
-            _refuse(where, f"array {name!r} has shape {shape}; a fitted array has no axis longer "
-                           f"than the model's largest size ({largest}, from "
-                           f"{', '.join(f'{k}={v}' for k, v in sizes.items())}) and at most "
-                           f"{largest}² values")
+            _refuse(
+                where,
+                f"array {name!r} has shape {shape}; a fitted array has no axis longer "
+                f"than the model's largest size ({largest}, from "
+                f"{', '.join(f'{k}={v}' for k, v in sizes.items())}) and at most "
+                f"{largest}² values",
+            )
     shapes = {name: tuple(group[name].shape) for name in arrays}
-    width = sizes.get("n_kernel_features_", d)  # kernel PCA: components live in feature space
-    comp, mean, k = shapes.get("components_"), shapes.get("mean_"), sizes.get("n_components_")
-    if comp is not None and (len(comp) != 2 or comp[1] != width or (k and comp[0] != k)):
-        _refuse(where, f"components_ has shape {comp}; expected (n_components_, "
-                       f"{'n_kernel_features_' if width != d else 'n_features_in_'}) = "
-                       f"({k}, {width})")
+    width = sizes.get(
+        "n_kernel_features_", d
+    )  # kernel PCA: components live in feature space
+    comp, mean, k = (
+        shapes.get("components_"),
+        shapes.get("mean_"),
+        sizes.get("n_components_"),
+    )
+    if comp is not None and (
+        len(comp) != 2 or comp[1] != width or (k and comp[0] != k)
+    ):
+        _refuse(
+            where,
+            f"components_ has shape {comp}; expected (n_components_, "
+            f"{'n_kernel_features_' if width != d else 'n_features_in_'}) = "
+            f"({k}, {width})",
+        )
     if mean is not None and mean != (width,):
         _refuse(where, f"mean_ has shape {mean}; expected ({width},)")

@@ -1,19 +1,21 @@
-"""Feature names: one notion for every input kind, recorded in ``fit``, checked on new data.
+"""Feature names: one notion for every input kind, recorded in ``fit``, checked on new
+data.
 
 The names of a matrix's columns, wherever the input keeps them:
 
 * a data frame (pandas, polars, dask DataFrame): its columns;
 * an AnnData: its ``var_names`` (the genes);
-* an xarray (sample × feature) matrix: the index coordinate of its feature dim (for an N-D
-  field, of the one feature dim it is stacked to; several stacked dims have no names — their
-  coordinates are checked as a grid, ``io._stack.feature_differences``).
+* an xarray (sample × feature) matrix: the index coordinate of its feature dim (for an
+  N-D field, of the one feature dim it is stacked to; several stacked dims have no names
+  — their coordinates are checked as a grid, ``io._stack.feature_differences``).
 
-Names are strings, as in scikit-learn: columns all of another type are no names, a mix of
-strings and other types is refused (scikit-learn's rule). ``fit`` records them as
-``feature_names_in_``; :func:`check_feature_names` compares new data with them, the same way
-for every kind (a model fitted on a DataFrame and given a DataArray too): other names, or the
-same names in another order, are refused before anything is computed (scikit-learn refuses
-both; nothing is reordered silently), and names on one side only give scikit-learn's warning.
+Names are strings, as in scikit-learn: columns all of another type are no names, a
+mix of strings and other types is refused (scikit-learn's rule). ``fit`` records them
+as ``feature_names_in_``; :func:`check_feature_names` compares new data with them,
+the same way for every kind (a model fitted on a DataFrame and given a DataArray
+too): other names, or the same names in another order, are refused before anything is
+computed (scikit-learn refuses both; nothing is reordered silently), and names on one
+side only give scikit-learn's warning.
 """
 
 from __future__ import annotations
@@ -38,27 +40,31 @@ def _strings(values, *, what: str, frame: bool) -> np.ndarray | None:
     if frame and str in kinds:  # scikit-learn refuses mixed column names the same way
         types = sorted(t.__qualname__ for t in kinds)
         raise TypeError(
-            f"Feature names are only supported if all input features have string names, but "
-            f"{what} has {types} as feature name / column name types; convert them all to "
-            f"strings ({what}.columns = {what}.columns.astype(str)) or none"
+            f"Feature names are only supported if all input features have string "
+            f"names, but {what} has {types} as feature name / column name types; "
+            f"convert them all to strings ({what}.columns = "
+            f"{what}.columns.astype(str)) or none"
         )
     return None
 
 
-def feature_names_of(X, *, feature_dim: str | None = None,
-                     what: str = "X") -> np.ndarray | None:
+def feature_names_of(
+    X, *, feature_dim: str | None = None, what: str = "X"
+) -> np.ndarray | None:
     """The feature names of ``X`` as an object array of str, or None (metadata only).
 
     ``X``: a data frame, an AnnData, or a DataArray (or Dataset): the index along
-    ``feature_dim`` (the fitted feature dim, for data in their own layout), else along the
-    second dim of a 2-D DataArray (a matrix: dims (sample, feature)); anything else has no
-    names.
+    ``feature_dim`` (the fitted feature dim, for data in their own layout), else
+    along the second dim of a 2-D DataArray (a matrix: dims (sample, feature));
+    anything else has no names.
     """
     import xarray as xr
 
     from ..io._anndata import is_anndata_object
 
-    if isinstance(X, (xr.DataArray, xr.Dataset)):  # a Dataset: its variable's feature dim
+    if isinstance(
+        X, (xr.DataArray, xr.Dataset)
+    ):  # a Dataset: its variable's feature dim
         matrix = isinstance(X, xr.DataArray) and X.ndim == 2
         dim = feature_dim if feature_dim in X.dims else X.dims[1] if matrix else None
         if dim is None:
@@ -80,24 +86,33 @@ def _listing(names) -> str:
     return "".join(shown) + ("- ...\n" if len(names) > _LISTED else "")
 
 
-def check_feature_names(estimator, names: np.ndarray | None, *, what: str = "X") -> None:
+def check_feature_names(
+    estimator, names: np.ndarray | None, *, what: str = "X"
+) -> None:
     """Compare the feature names of new data with the fitted ``feature_names_in_``.
 
-    Raises ``ValueError`` naming the unseen and the missing names, or the first position
-    where the same names come in another order; warns (as scikit-learn does) when only one
-    side has names. The messages contain scikit-learn's sentences.
+    Raises ``ValueError`` naming the unseen and the missing names, or the first
+    position where the same names come in another order; warns (as scikit-learn does)
+    when only one side has names. The messages contain scikit-learn's sentences.
     """
     fitted = getattr(estimator, "feature_names_in_", None)
     cls = type(estimator).__name__
     if fitted is None and names is None:
         return
     if fitted is None:
-        warnings.warn(f"{what} has feature names, but {cls} was fitted without feature names",
-                      UserWarning, stacklevel=4)
+        warnings.warn(
+            f"{what} has feature names, but {cls} was fitted without feature names",
+            UserWarning,
+            stacklevel=4,
+        )
         return
     if names is None:
-        warnings.warn(f"{what} does not have valid feature names, but {cls} was fitted with "
-                      "feature names", UserWarning, stacklevel=4)
+        warnings.warn(
+            f"{what} does not have valid feature names, but {cls} was fitted with "
+            "feature names",
+            UserWarning,
+            stacklevel=4,
+        )
         return
     fitted = np.asarray(fitted, dtype=object)
     if fitted.shape == names.shape and np.array_equal(fitted, names):
@@ -110,13 +125,19 @@ def check_feature_names(estimator, names: np.ndarray | None, *, what: str = "X")
     if missing:
         msg += "Feature names seen at fit time, yet now missing:\n" + _listing(missing)
     if not unseen and not missing:
-        first = next((i for i, (a, b) in enumerate(zip(names, fitted, strict=False)) if a != b),
-                     min(names.size, fitted.size))
+        first = next(
+            (i for i, (a, b) in enumerate(zip(names, fitted, strict=False)) if a != b),
+            min(names.size, fitted.size),
+        )
         msg += "Feature names must be in the same order as they were in fit.\n"
         if first < min(names.size, fitted.size):
-            msg += (f"{what} has them in another order: {names[first]!r} at position {first}, "
-                    f"where the fit had {fitted[first]!r}.\n")
-    msg += (f"Give {what} the fitted features in the fitted order (feature_names_in_): "
-            "df[est.feature_names_in_], arr.sel(<feature dim>=est.feature_names_in_) or "
-            "adata[:, est.feature_names_in_].")
+            msg += (
+                f"{what} has them in another order: {names[first]!r} at position "
+                f"{first}, where the fit had {fitted[first]!r}.\n"
+            )
+    msg += (
+        f"Give {what} the fitted features in the fitted order (feature_names_in_): "
+        "df[est.feature_names_in_], arr.sel(<feature dim>=est.feature_names_in_) or "
+        "adata[:, est.feature_names_in_]."
+    )
     raise ValueError(msg)

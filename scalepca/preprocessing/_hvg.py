@@ -2,21 +2,22 @@
 ``cell_ranger`` flavours), on the client: the moments come from one pass over the data
 (:mod:`._singlecell`), and what is done here touches d numbers only.
 
-``seurat``: the moments are those of the normalised counts (``expm1`` of the log data); a gene's
-dispersion is ``log(var / mean)`` and its mean ``log1p(mean)``; genes are put in ``n_bins``
-equal-width bins of that mean, and each dispersion is standardised by its bin's mean and
-standard deviation (a bin of one gene: the dispersion divided by itself, so 1).
-``cell_ranger``: the moments of the log data themselves; dispersion ``var / mean``; bins at
-the 10th, 15th, …, 100th percentiles of the mean; standardised by the bin's median and its
-median absolute deviation (scaled to a normal's standard deviation).
-Genes are then chosen by cutoffs on the mean and the standardised dispersion, or as the
-``n_top_genes`` of largest standardised dispersion (ties at the last one included).
+``seurat``: the moments are those of the normalised counts (``expm1`` of the log data);
+a gene's dispersion is ``log(var / mean)`` and its mean ``log1p(mean)``; genes are put
+in ``n_bins`` equal-width bins of that mean, and each dispersion is standardised by its
+bin's mean and standard deviation (a bin of one gene: the dispersion divided by itself,
+so 1). ``cell_ranger``: the moments of the log data themselves; dispersion
+``var / mean``; bins at the 10th, 15th, …, 100th percentiles of the mean; standardised
+by the bin's median and its median absolute deviation (scaled to a normal's standard
+deviation). Genes are then chosen by cutoffs on the mean and the standardised
+dispersion, or as the ``n_top_genes`` of largest standardised dispersion (ties at the
+last one included).
 
-``seurat_v3`` reads raw counts: a LOESS curve (``skmisc.loess``, span 0.3, degree 2) of
-log10 variance against log10 mean gives each gene an expected standard deviation ``s``; the
-counts are clipped at ``mean + s √n`` and the variance of the clipped counts standardised by
-``s`` ranks the genes (:func:`seurat_v3_clip`, :func:`seurat_v3_genes`): two passes, the
-second needing the curve of the first.
+``seurat_v3`` reads raw counts: a LOESS curve (``skmisc.loess``, span 0.3, degree 2)
+of log10 variance against log10 mean gives each gene an expected standard deviation
+``s``; the counts are clipped at ``mean + s √n`` and the variance of the clipped
+counts standardised by ``s`` ranks the genes (:func:`seurat_v3_clip`,
+:func:`seurat_v3_genes`): two passes, the second needing the curve of the first.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def _mad(values) -> float:
     return float(np.median(np.abs(a - np.median(a)) / _MAD_NORMAL))
 
 
-def gene_dispersions(mean: np.ndarray, var: np.ndarray, *, flavor: str, n_bins: int = 20):
+def gene_dispersions(
+    mean: np.ndarray, var: np.ndarray, *, flavor: str, n_bins: int = 20
+):
     """``(means, dispersions, dispersions_norm)`` per gene as the flavour defines them.
 
     ``mean`` and ``var`` (denominator n − 1) are those the flavour reads (see the module
@@ -71,8 +74,16 @@ def gene_dispersions(mean: np.ndarray, var: np.ndarray, *, flavor: str, n_bins: 
     return mean, disp, norm
 
 
-def select_genes(mean, norm, *, n_top_genes: int | None, min_mean: float, max_mean: float,
-                 min_disp: float, max_disp: float) -> np.ndarray:
+def select_genes(
+    mean,
+    norm,
+    *,
+    n_top_genes: int | None,
+    min_mean: float,
+    max_mean: float,
+    min_disp: float,
+    max_disp: float,
+) -> np.ndarray:
     """The boolean mask of highly variable genes (see the module docstring)."""
     if n_top_genes is None:
         dn = np.nan_to_num(norm)
@@ -85,25 +96,31 @@ def select_genes(mean, norm, *, n_top_genes: int | None, min_mean: float, max_me
     if np.count_nonzero(near) > np.count_nonzero(near & (finite >= cut)):
         # e.g. bins of two genes, whose standardised dispersions are ±1/√2 exactly
         logger.warning(
-            "highly variable genes: the n_top_genes=%d cut falls among %d genes of equal "
-            "standardised dispersion (to rounding); which of them are chosen follows rounding, "
-            "in scanpy as here", n_top_genes, int(np.count_nonzero(near)))
+            "highly variable genes: the n_top_genes=%d cut falls among %d genes of "
+            "equal standardised dispersion (to rounding); which of them are chosen "
+            "follows rounding, in scanpy as here",
+            n_top_genes,
+            int(np.count_nonzero(near)),
+        )
     return chosen
 
 
 def loess_class():
-    """scikit-misc's ``loess`` (seurat_v3's curve), or ImportError saying how to get it."""
+    """scikit-misc's ``loess`` (seurat_v3's curve), or ImportError saying how to get
+    it."""
     try:
         from skmisc.loess import loess
     except ImportError as err:
-        raise ImportError(f"flavor='seurat_v3' fits a LOESS curve with scikit-misc ({err}); "
-                          "pip install scikit-misc") from err
+        raise ImportError(
+            f"flavor='seurat_v3' fits a LOESS curve with scikit-misc ({err}); "
+            "pip install scikit-misc"
+        ) from err
     return loess
 
 
 def seurat_v3_clip(mean: np.ndarray, var: np.ndarray, n: int, *, span: float = 0.3):
-    """``(expected standard deviation, clip value)`` per gene from the raw counts' means and
-    variances (denominator n − 1), by the LOESS fit of seurat_v3."""
+    """``(expected standard deviation, clip value)`` per gene from the raw counts'
+    means and variances (denominator n − 1), by the LOESS fit of seurat_v3."""
     loess = loess_class()
     fitted = np.zeros(mean.shape[0])
     varying = var > 0
@@ -115,7 +132,8 @@ def seurat_v3_clip(mean: np.ndarray, var: np.ndarray, n: int, *, span: float = 0
 
 
 def seurat_v3_genes(mean, sd, clipped_sum, clipped_sq_sum, n: int, n_top_genes: int):
-    """``(standardised variance, rank, mask)`` of seurat_v3 from the clipped counts' sums."""
+    """``(standardised variance, rank, mask)`` of seurat_v3 from the clipped counts'
+    sums."""
     v = (n * mean**2 + clipped_sq_sum - 2 * clipped_sum * mean) / ((n - 1) * sd**2)
     rank = np.argsort(np.argsort(-v)).astype(np.float64)  # 0: most variable
     mask = rank < int(n_top_genes)

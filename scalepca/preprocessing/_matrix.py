@@ -1,4 +1,5 @@
-"""Turn any accepted input into a 2-D dask array, and outputs back into the input's kind."""
+"""Turn any accepted input into a 2-D dask array, and outputs back into the input's
+kind."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ class MatrixInput:
     """A validated 2-D dask array plus what is needed to label outputs like the input.
 
     ``prep`` describes how the matrix was made from the user's data (see
-    :class:`~scalepca.preprocessing._steps.Preprocessing`): outputs over the features are returned
-    in the data's own units and layout.
+    :class:`~scalepca.preprocessing._steps.Preprocessing`): outputs over the features
+    are returned in the data's own units and layout.
     """
 
     data: da.Array
@@ -54,16 +55,21 @@ class MatrixInput:
         if Z.ndim == 1:
             return _unstack(xr.DataArray(Z, dims=(sdim,), coords=coords), sdim)
         lc = mode_coords(Z.shape[1]) if last_coords is None else last_coords
-        out = _unstack(xr.DataArray(Z, dims=(sdim, last_dim), coords={**coords, last_dim: lc},
-                                    name="scores"), sdim)  # a plot's label, not a task name
+        out = _unstack(
+            xr.DataArray(
+                Z, dims=(sdim, last_dim), coords={**coords, last_dim: lc}, name="scores"
+            ),
+            sdim,
+        )  # a plot's label, not a task name
         return out.transpose(..., last_dim)
 
     def wrap_features(self, Xhat: da.Array, *, features: xr.DataArray | None = None):
         """An n × d result over the features in the data's own units and layout.
 
-        The steps of ``prep`` are undone (weights divided out, NaN where a weight is 0;
-        stacked dims unstacked; the data's dims order). ``features``: the 1-D template of the
-        feature coordinates when this input holds scores rather than data.
+        The steps of ``prep`` are undone (weights divided out, NaN where a weight is
+        0; stacked dims unstacked; the data's dims order). ``features``: the 1-D
+        template of the feature coordinates when this input holds scores rather than
+        data.
         """
         prep = self.prep
         if self.kind != "xarray":
@@ -73,7 +79,9 @@ class MatrixInput:
         sdim = self.sample_dim
         if features is None:
             features = feature_template(self.template)
-        out = xr.DataArray(Xhat, dims=(sdim, features.dims[0]), coords=self.sample_coords())
+        out = xr.DataArray(
+            Xhat, dims=(sdim, features.dims[0]), coords=self.sample_coords()
+        )
         out = out.assign_coords(features.coords)
         if prep is None:
             return _unstack(out, *out.dims)
@@ -82,16 +90,24 @@ class MatrixInput:
         return out
 
 
-def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1,
-              allow_2d_blocks: bool = False, accept_sparse: bool = False,
-              unknown_rows: bool = False) -> MatrixInput:
+def as_matrix(
+    X,
+    *,
+    what: str = "X",
+    min_samples: int = 1,
+    min_features: int = 1,
+    allow_2d_blocks: bool = False,
+    accept_sparse: bool = False,
+    unknown_rows: bool = False,
+) -> MatrixInput:
     """Validate ``X`` (metadata only) and wrap it as a ``MatrixInput``.
 
-    With ``accept_sparse``, sparse input (in memory or as dask blocks) becomes a dask array
-    of CSR row blocks (``scalepca._validation.as_csr_blocks``); results over the samples
-    come back as NumPy arrays for in-memory input and as dask arrays for dask input.
-    With ``unknown_rows`` (``transform``), a dask DataFrame is mapped as it is, its rows not
-    counted first, and dask arrays of unknown row block sizes are taken.
+    With ``accept_sparse``, sparse input (in memory or as dask blocks) becomes a dask
+    array of CSR row blocks (``scalepca._validation.as_csr_blocks``); results over
+    the samples come back as NumPy arrays for in-memory input and as dask arrays for
+    dask input. With ``unknown_rows`` (``transform``), a dask DataFrame is mapped as
+    it is, its rows not counted first, and dask arrays of unknown row block sizes are
+    taken.
     """
     from ..io._anndata import is_anndata_object
 
@@ -107,19 +123,32 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
     if isinstance(X, xr.DataArray):
         if X.ndim != 2:
             raise ValueError(
-                f"{what} is a DataArray with dims {X.dims}; stack it to (sample, feature) with "
+                f"{what} is a DataArray with dims {X.dims}; stack it to (sample, "
+                f"feature) with "
                 "scalepca.open_matrix(X, sample_dims=...) first"
             )
         prep = carried(X)
         if prep is None:  # a table given as it is: rows are samples, columns features
-            prep = Preprocessing(variable=X.name if isinstance(X.name, str) else None,
-                                 dims=tuple(X.dims), sample_dims=(X.dims[0],),
-                                 feature_dims=(X.dims[1],), feature_sizes=(X.shape[1],))
-        if X.chunks is None:  # in memory: row blocks of about 64 MiB, as for NumPy arrays
+            prep = Preprocessing(
+                variable=X.name if isinstance(X.name, str) else None,
+                dims=tuple(X.dims),
+                sample_dims=(X.dims[0],),
+                feature_dims=(X.dims[1],),
+                feature_sizes=(X.shape[1],),
+            )
+        if (
+            X.chunks is None
+        ):  # in memory: row blocks of about 64 MiB, as for NumPy arrays
             X = X.chunk({X.dims[0]: _row_chunks(X.data)[0], X.dims[1]: -1})
-        arr = check_matrix(X.data, what=what, min_samples=min_samples,
-                           min_features=min_features, allow_2d_blocks=allow_2d_blocks,
-                           accept_sparse=accept_sparse, unknown_rows=unknown_rows)
+        arr = check_matrix(
+            X.data,
+            what=what,
+            min_samples=min_samples,
+            min_features=min_features,
+            allow_2d_blocks=allow_2d_blocks,
+            accept_sparse=accept_sparse,
+            unknown_rows=unknown_rows,
+        )
         return MatrixInput(arr, "xarray", X, prep)
     if is_dask_frame(X):
         X = frame_matrix(X, what=what, lengths=not unknown_rows)
@@ -135,22 +164,32 @@ def as_matrix(X, *, what: str = "X", min_samples: int = 1, min_features: int = 1
             # a 2-D array is read several small store chunks per task; any other is left
             # for check_matrix to refuse
             X = open_zarr(X) if X.ndim == 2 else da.from_zarr(X)
-    arr = check_matrix(X, what=what, min_samples=min_samples, min_features=min_features,
-                       allow_2d_blocks=allow_2d_blocks, accept_sparse=accept_sparse,
-                       unknown_rows=unknown_rows)
+    arr = check_matrix(
+        X,
+        what=what,
+        min_samples=min_samples,
+        min_features=min_features,
+        allow_2d_blocks=allow_2d_blocks,
+        accept_sparse=accept_sparse,
+        unknown_rows=unknown_rows,
+    )
     return MatrixInput(arr, kind, prep=prep)
 
 
-def scores_matrix(Z, *, what: str = "scores", unknown_rows: bool = False) -> MatrixInput:
+def scores_matrix(
+    Z, *, what: str = "scores", unknown_rows: bool = False
+) -> MatrixInput:
     """Scores as a matrix: a DataArray over sample dims and ``mode`` is stacked to 2-D.
 
-    The sample dims (all dims but ``mode``, in their order) become the rows, as the scores
-    of several sample dims come from ``transform``.
+    The sample dims (all dims but ``mode``, in their order) become the rows, as the
+    scores of several sample dims come from ``transform``.
     """
     if isinstance(Z, xr.DataArray) and MODE in Z.dims and Z.ndim != 2:
         others = [d for d in Z.dims if d != MODE]
         if not others:
-            raise ValueError(f"{what} have only the {MODE!r} dim; give one row per sample")
+            raise ValueError(
+                f"{what} have only the {MODE!r} dim; give one row per sample"
+            )
         Z = Z.stack({SAMPLE: others}).transpose(SAMPLE, MODE) if len(others) > 1 else Z
     if isinstance(Z, xr.DataArray) and MODE in Z.dims and Z.ndim == 2:
         Z = Z.transpose(..., MODE)

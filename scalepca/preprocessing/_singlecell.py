@@ -1,23 +1,27 @@
 """Single-cell preparation owned by the model: library-size normalisation, log1p, highly
-variable genes and per-gene scaling, applied to raw counts block by block inside the passes.
+variable genes and per-gene scaling, applied to raw counts block by block inside the
+passes.
 
-scanpy's in-memory pipeline writes a new matrix at each step (``normalize_total``, ``log1p``,
-``highly_variable_genes``, ``scale``) before ``pca`` reads the last one. Here the counts are
-read as they are stored and each row block is prepared in the task that reads it
-(:mod:`scalepca.linalg.singlecell`); what the steps need from the whole matrix is learned in
-passes of their own, counted in ``n_passes_``:
+scanpy's in-memory pipeline writes a new matrix at each step (``normalize_total``,
+``log1p``, ``highly_variable_genes``, ``scale``) before ``pca`` reads the last one. Here
+the counts are read as they are stored and each row block is prepared in the task that
+reads it (:mod:`scalepca.linalg.singlecell`); what the steps need from the whole matrix
+is learned in passes of their own, counted in ``n_passes_``:
 
-1. with ``exclude_highly_expressed``: which genes ever hold more than ``max_fraction`` of a
-   cell's counts (one pass, a count per gene);
-2. with ``target_sum=None``: the counts of every cell (one pass, n numbers to the client, whose
-   median is the target; scanpy's rule for CSR input: all cells, empty ones included);
-3. the per-gene moments of the normalised log data and of its ``expm1`` (one pass, 4 d numbers):
-   the highly variable genes (:mod:`._hvg`) and the means and standard deviations of scaling.
+1. with ``exclude_highly_expressed``: which genes ever hold more than ``max_fraction``
+   of a cell's counts (one pass, a count per gene);
+2. with ``target_sum=None``: the counts of every cell (one pass, n numbers to the
+   client, whose median is the target; scanpy's rule for CSR input: all cells, empty
+   ones included);
+3. the per-gene moments of the normalised log data and of its ``expm1`` (one pass, 4 d
+   numbers): the highly variable genes (:mod:`._hvg`) and the means and standard
+   deviations of scaling.
 
-The prepared matrix (a lazy dask array of CSR blocks on the chosen genes) is then what PCA
-fits, in its own pass. Nothing is densified: scaling returns ``S = Z − 1 aᵀ`` (see
-:mod:`scalepca.linalg.singlecell`), the scaled matrix less a per-gene constant, which has the
-covariance of ``Z``. ``prepare`` repeats the steps on new cells from the stored numbers alone.
+The prepared matrix (a lazy dask array of CSR blocks on the chosen genes) is then
+what PCA fits, in its own pass. Nothing is densified: scaling returns
+``S = Z − 1 aᵀ`` (see :mod:`scalepca.linalg.singlecell`), the scaled matrix less a
+per-gene constant, which has the covariance of ``Z``. ``prepare`` repeats the steps
+on new cells from the stored numbers alone.
 """
 
 from __future__ import annotations
@@ -34,9 +38,18 @@ from ..linalg.moments import _block_moments_sparse, merge_moments
 from ._hvg import FLAVORS, gene_dispersions, select_genes
 
 #: the fitted arrays of :class:`CellSteps` (stored with a model)
-ARRAYS = ("keep_genes_", "highly_variable_", "gene_mean_", "gene_std_", "means_",
-          "dispersions_", "dispersions_norm_", "variances_", "variances_norm_",
-          "highly_variable_rank_")
+ARRAYS = (
+    "keep_genes_",
+    "highly_variable_",
+    "gene_mean_",
+    "gene_std_",
+    "means_",
+    "dispersions_",
+    "dispersions_norm_",
+    "variances_",
+    "variances_norm_",
+    "highly_variable_rank_",
+)
 
 
 @dataclass(eq=False)
@@ -44,10 +57,11 @@ class CellSteps:
     """The steps from raw counts to the matrix PCA fits, with what they learned.
 
     Parameters are scanpy's: ``target_sum`` (None: the median of the cells' counts),
-    ``exclude_highly_expressed``, ``max_fraction`` (``normalize_total``; ``normalize=False``
-    skips it), ``log1p``, ``flavor`` (of ``highly_variable_genes``, None: every gene, or
-    ``gene_mask`` when given), ``n_top_genes``, ``min_mean``, ``max_mean``, ``min_disp``,
-    ``max_disp``, ``n_bins``, and ``scale`` with ``zero_center_scale`` and ``max_value``
+    ``exclude_highly_expressed``, ``max_fraction`` (``normalize_total``;
+    ``normalize=False`` skips it), ``log1p``, ``flavor`` (of
+    ``highly_variable_genes``, None: every gene, or ``gene_mask`` when given),
+    ``n_top_genes``, ``min_mean``, ``max_mean``, ``min_disp``, ``max_disp``,
+    ``n_bins``, and ``scale`` with ``zero_center_scale`` and ``max_value``
     (``scale``).
     """
 
@@ -84,43 +98,54 @@ class CellSteps:
     highly_variable_rank_: np.ndarray | None = field(default=None, repr=False)
     n_passes_: int = 0
 
-    # -- checks ---------------------------------------------------------------------------------
+    # -- checks ------------------------------------------------------------------------
     def check(self, d: int) -> None:
         """Refuse parameters that cannot work on d genes (before any pass)."""
         if self.flavor is not None and self.flavor not in FLAVORS:
-            raise ValueError(f"flavor must be one of {', '.join(FLAVORS)} or None; got "
-                             f"{self.flavor!r}")
+            raise ValueError(
+                f"flavor must be one of {', '.join(FLAVORS)} or None; got "
+                f"{self.flavor!r}"
+            )
         if self.flavor == "seurat_v3" and self.gene_mask is None:
             from ._hvg import loess_class
 
             loess_class()  # scikit-misc is there, before any pass
         if not 0 <= self.max_fraction <= 1:
-            raise ValueError(f"max_fraction must be between 0 and 1; got {self.max_fraction!r}")
+            raise ValueError(
+                f"max_fraction must be between 0 and 1; got {self.max_fraction!r}"
+            )
         if self.target_sum is not None and not self.target_sum > 0:
             raise ValueError(f"target_sum must be positive; got {self.target_sum!r}")
         if self.max_value is not None and not self.max_value > 0:
             raise ValueError(f"max_value must be positive; got {self.max_value!r}")
         if self.n_top_genes is not None and not 0 < int(self.n_top_genes):
-            raise ValueError(f"n_top_genes must be a positive integer; got {self.n_top_genes!r}")
+            raise ValueError(
+                f"n_top_genes must be a positive integer; got {self.n_top_genes!r}"
+            )
         if self.gene_mask is not None:
             mask = np.asarray(self.gene_mask)
             if mask.dtype != bool or mask.shape != (d,):
-                raise ValueError(f"the gene mask must be {d} booleans, one per gene; got "
-                                 f"{mask.dtype} of shape {mask.shape}")
+                raise ValueError(
+                    f"the gene mask must be {d} booleans, one per gene; got "
+                    f"{mask.dtype} of shape {mask.shape}"
+                )
             if not mask.any():
                 raise ValueError("the gene mask selects no gene")
         if self.flavor is not None and self.gene_mask is not None:
-            raise ValueError("give either a gene mask or a flavor of highly variable genes")
+            raise ValueError(
+                "give either a gene mask or a flavor of highly variable genes"
+            )
 
     @property
     def _hvg_from_moments(self) -> bool:
         return self.flavor is not None and self.gene_mask is None
 
-    # -- the block steps ------------------------------------------------------------------------
+    # -- the block steps ---------------------------------------------------------------
     def _normalized(self, x) -> sp.csr_matrix:
         target = self.target_sum_ if self.normalize else None
-        return kernels.normalize_log_block(x, target_sum=target, keep=self.keep_genes_,
-                                           log=self.log1p)
+        return kernels.normalize_log_block(
+            x, target_sum=target, keep=self.keep_genes_, log=self.log1p
+        )
 
     @property
     def _needs_counts(self) -> bool:
@@ -145,10 +170,15 @@ class CellSteps:
             message += f" (counted in one block of {block} cells)"
         if not self._needs_counts:
             return message + "; remove or fill them first"
-        steps = [name for name, on in (("normalize_total", self.normalize),
-                                       ("log1p", self.log1p),
-                                       (f"flavor={self.flavor!r}",
-                                        self.flavor is not None)) if on]
+        steps = [
+            name
+            for name, on in (
+                ("normalize_total", self.normalize),
+                ("log1p", self.log1p),
+                (f"flavor={self.flavor!r}", self.flavor is not None),
+            )
+            if on
+        ]
         verb = "takes" if len(steps) == 1 else "take"
         message += f"; {_listed(steps)} {verb} raw counts, whole numbers ≥ 0"
         if fraction:
@@ -158,8 +188,11 @@ class CellSteps:
 
     def check_counts(self, x) -> None:
         """Refuse one raw block (new cells, or the first pass when it is the fit's)."""
-        message = self.refusal(kernels.count_problems(x), block=x.shape[0],
-                               what=getattr(self, "counts_name_", "X"))
+        message = self.refusal(
+            kernels.count_problems(x),
+            block=x.shape[0],
+            what=getattr(self, "counts_name_", "X"),
+        )
         if message is not None:
             raise ValueError(message)
 
@@ -172,64 +205,88 @@ class CellSteps:
         if not self.scale:
             return y if cols is None else y[:, np.flatnonzero(cols)]
         sel = slice(None) if cols is None else cols
-        return kernels.scale_block(y, cols=cols, mean=self.gene_mean_[sel],
-                                   std=self.gene_std_[sel], max_value=self.max_value,
-                                   zero_center=self.zero_center_scale)
+        return kernels.scale_block(
+            y,
+            cols=cols,
+            mean=self.gene_mean_[sel],
+            std=self.gene_std_[sel],
+            max_value=self.max_value,
+            zero_center=self.zero_center_scale,
+        )
 
     def apply(self, X: da.Array) -> da.Array:
         """The lazy prepared matrix of the raw CSR (or dense) row blocks ``X``."""
         d_out = int(self.n_genes_out)
         meta = sp.csr_matrix((0, 0), dtype=np.float64)
-        return X.map_blocks(self.block, dtype=np.float64, meta=meta,
-                            chunks=(X.chunks[0], (d_out,)))
+        return X.map_blocks(
+            self.block, dtype=np.float64, meta=meta, chunks=(X.chunks[0], (d_out,))
+        )
 
     @property
     def n_genes_out(self) -> int:
-        return (self.n_genes_in_ if self.highly_variable_ is None
-                else int(np.count_nonzero(self.highly_variable_)))
+        return (
+            self.n_genes_in_
+            if self.highly_variable_ is None
+            else int(np.count_nonzero(self.highly_variable_))
+        )
 
     @property
     def offset_(self) -> np.ndarray:
-        """The scaled value of a zero per kept gene (``a``: prepared matrix + ``a`` = scaled
-        data; zeros without scaling)."""
+        """The scaled value of a zero per kept gene (``a``: prepared matrix + ``a`` =
+        scaled data; zeros without scaling)."""
         d = self.n_genes_out
         if not self.scale:
             return np.zeros(d)
         sel = slice(None) if self.highly_variable_ is None else self.highly_variable_
-        return kernels.scale_offset(self.gene_mean_[sel], self.gene_std_[sel],
-                                    max_value=self.max_value, zero_center=self.zero_center_scale)
+        return kernels.scale_offset(
+            self.gene_mean_[sel],
+            self.gene_std_[sel],
+            max_value=self.max_value,
+            zero_center=self.zero_center_scale,
+        )
 
-    # -- fitting: the passes -----------------------------------------------------------------------
-    def fit(self, X: da.Array, *, gene_names=None, split_every: int = 8,
-            what: str = "X") -> CellSteps:
-        """Learn the target sum, the genes and their statistics from raw counts ``X`` (a dask
-        array of CSR or dense row blocks, genes in one column chunk; named ``what`` in
-        messages). Returns ``self``. The first of the passes counts what raw counts
-        cannot be (NaN, infinite, negative) over every cell and refuses them before its
-        result is used; without a pass, the first read (the fit's) refuses them block by
-        block."""
+    # -- fitting: the passes -----------------------------------------------------------
+    def fit(
+        self, X: da.Array, *, gene_names=None, split_every: int = 8, what: str = "X"
+    ) -> CellSteps:
+        """Learn the target sum, the genes and their statistics from raw counts ``X``
+        (a dask array of CSR or dense row blocks, genes in one column chunk; named
+        ``what`` in messages). Returns ``self``. The first of the passes counts what
+        raw counts cannot be (NaN, infinite, negative) over every cell and refuses
+        them before its result is used; without a pass, the first read (the fit's)
+        refuses them block by block."""
         n, d = X.shape
         self.check(d)
         self.counts_name_, self._unchecked = what, True
         self.n_genes_in_, self.n_cells_ = int(d), int(n)
         self.gene_names_ = None if gene_names is None else [str(g) for g in gene_names]
         self.keep_genes_ = None
-        self.highly_variable_ = (None if self.gene_mask is None
-                                 else np.asarray(self.gene_mask, dtype=bool))
+        self.highly_variable_ = (
+            None if self.gene_mask is None else np.asarray(self.gene_mask, dtype=bool)
+        )
         with passes.counting(self, chunks=X.numblocks[0]):
             self.n_passes_ = 0
             if self.normalize and self.exclude_highly_expressed:
-                counts = self._pass(X, _HighCount(self.max_fraction), _add, split_every,
-                                    "highly-expressed", "highly expressed genes")
+                counts = self._pass(
+                    X,
+                    _HighCount(self.max_fraction),
+                    _add,
+                    split_every,
+                    "highly-expressed",
+                    "highly expressed genes",
+                )
                 self.keep_genes_ = counts == 0
             self.target_sum_ = self.target_sum
             totals = self.normalize and self.target_sum is None
             if totals or self._v3:  # one pass: each block read once for both
                 first = _FirstPass(self.keep_genes_ if totals else False, self._v3)
-                label = " and ".join((["counts per cell"] if totals else [])
-                                     + (["raw counts' sums"] if self._v3 else []))
-                parts = self._pass(X, first, _merge_first, split_every,
-                                   "counts-per-cell", label)
+                label = " and ".join(
+                    (["counts per cell"] if totals else [])
+                    + (["raw counts' sums"] if self._v3 else [])
+                )
+                parts = self._pass(
+                    X, first, _merge_first, split_every, "counts-per-cell", label
+                )
                 if totals:
                     self.target_sum_ = float(np.median(parts["totals"]))
                 if self._v3:
@@ -260,10 +317,11 @@ class CellSteps:
         return self._hvg_from_moments and self.flavor == "seurat_v3"
 
     def _fit_v3_curve(self, sums: np.ndarray, n: int) -> None:
-        """The curve of seurat_v3 from the raw counts' sums. Mean and variance are formed as
-        scanpy forms them (``Σx/n``, ``(Σx²/n − mean²)·n/(n − 1)``): sums of whole counts
-        are exact, so the LOESS sees the same numbers, and genes of equal means (ties, which
-        the LOESS's neighbourhoods depend on to the last bit) stay equal."""
+        """The curve of seurat_v3 from the raw counts' sums. Mean and variance are
+        formed as scanpy forms them (``Σx/n``, ``(Σx²/n − mean²)·n/(n − 1)``): sums
+        of whole counts are exact, so the LOESS sees the same numbers, and genes of
+        equal means (ties, which the LOESS's neighbourhoods depend on to the last
+        bit) stay equal."""
         from ._hvg import seurat_v3_clip
 
         self.means_ = sums[0] / n
@@ -272,13 +330,22 @@ class CellSteps:
 
     def _gene_moments_block(self):
         """The task of the gene-moments pass on one raw block (a picklable callable)."""
-        return _GeneMoments(self, self._hvg_from_moments and self.flavor == "seurat",
-                            clip=self._v3_clip if self._v3 else None)
+        return _GeneMoments(
+            self,
+            self._hvg_from_moments and self.flavor == "seurat",
+            clip=self._v3_clip if self._v3 else None,
+        )
 
     def _fit_gene_moments(self, X: da.Array, split_every: int) -> None:
         with_expm1 = self._hvg_from_moments and self.flavor == "seurat"
-        parts = self._pass(X, self._gene_moments_block(), _merge_pairs, split_every,
-                           "gene-moments", "gene moments")
+        parts = self._pass(
+            X,
+            self._gene_moments_block(),
+            _merge_pairs,
+            split_every,
+            "gene-moments",
+            "gene moments",
+        )
         log_m = parts[0]
         n = log_m["n"]
         ddof = n / (n - 1) if n > 1 else 1.0
@@ -291,35 +358,63 @@ class CellSteps:
             from ._hvg import seurat_v3_genes
 
             sums = parts[1]
-            self.variances_norm_, self.highly_variable_rank_, self.highly_variable_ = \
-                seurat_v3_genes(self.means_, self._v3_sd, sums[0], sums[1], n,
-                                2000 if self.n_top_genes is None else self.n_top_genes)
+            self.variances_norm_, self.highly_variable_rank_, self.highly_variable_ = (
+                seurat_v3_genes(
+                    self.means_,
+                    self._v3_sd,
+                    sums[0],
+                    sums[1],
+                    n,
+                    2000 if self.n_top_genes is None else self.n_top_genes,
+                )
+            )
         elif self._hvg_from_moments:
             read = parts[1] if with_expm1 else log_m
-            mean, disp, norm = gene_dispersions(read["mean"], read["ss"] / n * ddof,
-                                                flavor=self.flavor, n_bins=self.n_bins)
+            mean, disp, norm = gene_dispersions(
+                read["mean"],
+                read["ss"] / n * ddof,
+                flavor=self.flavor,
+                n_bins=self.n_bins,
+            )
             self.means_, self.dispersions_, self.dispersions_norm_ = mean, disp, norm
             self.highly_variable_ = select_genes(
-                mean, norm, n_top_genes=self.n_top_genes, min_mean=self.min_mean,
-                max_mean=self.max_mean, min_disp=self.min_disp, max_disp=self.max_disp)
+                mean,
+                norm,
+                n_top_genes=self.n_top_genes,
+                min_mean=self.min_mean,
+                max_mean=self.max_mean,
+                min_disp=self.min_disp,
+                max_disp=self.max_disp,
+            )
             if not self.highly_variable_.any():
-                raise ValueError(f"highly_variable_genes (flavor={self.flavor!r}) selected no "
-                                 "gene with these cutoffs; loosen min_mean/min_disp or give "
-                                 "n_top_genes")
+                raise ValueError(
+                    f"highly_variable_genes (flavor={self.flavor!r}) selected no "
+                    "gene with these cutoffs; loosen min_mean/min_disp or give "
+                    "n_top_genes"
+                )
 
-    # -- new cells --------------------------------------------------------------------------------
+    # -- new cells ---------------------------------------------------------------------
     def check_genes(self, d: int, names, what: str) -> None:
         """Refuse raw data on other genes than the fitted ones."""
         if d != self.n_genes_in_:
-            raise ValueError(f"{what} has {d} genes; the model's preparation was fitted on "
-                             f"{self.n_genes_in_} genes (raw counts, before gene selection)")
+            raise ValueError(
+                f"{what} has {d} genes; the model's preparation was fitted on "
+                f"{self.n_genes_in_} genes (raw counts, before gene selection)"
+            )
         if names is not None and self.gene_names_ is not None:
             names = [str(g) for g in names]
             if names != self.gene_names_:
-                bad = next(i for i, (a, b) in enumerate(zip(names, self.gene_names_,
-                                                            strict=True)) if a != b)
-                raise ValueError(f"{what} has other genes than the fit, or in another order: "
-                                 f"gene {bad} is {names[bad]!r}, fitted {self.gene_names_[bad]!r}")
+                bad = next(
+                    i
+                    for i, (a, b) in enumerate(
+                        zip(names, self.gene_names_, strict=True)
+                    )
+                    if a != b
+                )
+                raise ValueError(
+                    f"{what} has other genes than the fit, or in another order: "
+                    f"gene {bad} is {names[bad]!r}, fitted {self.gene_names_[bad]!r}"
+                )
 
     def kept_gene_names(self):
         if self.gene_names_ is None:
@@ -327,16 +422,22 @@ class CellSteps:
         names = np.asarray(self.gene_names_, dtype=object)
         return names if self.highly_variable_ is None else names[self.highly_variable_]
 
-    # -- storage ----------------------------------------------------------------------------------
+    # -- storage -----------------------------------------------------------------------
     def to_json(self) -> dict:
         skip = {"gene_mask", *ARRAYS}
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        out = {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip
+        }
         if out["max_disp"] == float("inf"):
             out["max_disp"] = "inf"
         return out
 
     def arrays(self) -> dict:
-        return {name: getattr(self, name) for name in ARRAYS if getattr(self, name) is not None}
+        return {
+            name: getattr(self, name)
+            for name in ARRAYS
+            if getattr(self, name) is not None
+        }
 
     @classmethod
     def from_json(cls, state: dict, arrays: dict) -> CellSteps:
@@ -354,7 +455,7 @@ def _listed(words: list) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-# -- the per-block partials (classes: picklable, and dask tokenizes them by their state) ----------
+# -- the per-block partials (classes: picklable, and dask tokenizes them by their state)
 class _HighCount:
     def __init__(self, max_fraction):
         self.max_fraction = max_fraction
@@ -386,8 +487,9 @@ class _CheckedMerge:
 
 
 class _FirstPass:
-    """The counts of each cell (over the genes ``keep``; ``False``: not wanted) and, for
-    seurat_v3, per gene the sum and the sum of squares of the raw counts ((2, d) float64)."""
+    """The counts of each cell (over the genes ``keep``; ``False``: not wanted) and,
+    for seurat_v3, per gene the sum and the sum of squares of the raw counts ((2, d)
+    float64)."""
 
     def __init__(self, keep, sums: bool):
         self.keep, self.sums = keep, sums
@@ -399,13 +501,18 @@ class _FirstPass:
             out["totals"] = kernels.cell_totals(x, self.keep)
         if self.sums:
             d = x.shape[1]
-            out["sums"] = np.stack([np.bincount(x.indices, weights=x.data, minlength=d),
-                                    np.bincount(x.indices, weights=x.data**2, minlength=d)])
+            out["sums"] = np.stack(
+                [
+                    np.bincount(x.indices, weights=x.data, minlength=d),
+                    np.bincount(x.indices, weights=x.data**2, minlength=d),
+                ]
+            )
         return out
 
 
 def _merge_first(a: dict, b: dict) -> dict:
-    """Cells' counts of consecutive blocks in order (the tree merges left to right); sums."""
+    """Cells' counts of consecutive blocks in order (the tree merges left to right);
+    sums."""
     out = {}
     if "totals" in a:
         out["totals"] = np.concatenate([a["totals"], b["totals"]])
@@ -415,8 +522,8 @@ def _merge_first(a: dict, b: dict) -> dict:
 
 
 class _GeneMoments:
-    """Per-gene moments of the normalised log block (and of its expm1, for seurat; the raw
-    counts' clipped sums for seurat_v3)."""
+    """Per-gene moments of the normalised log block (and of its expm1, for seurat;
+    the raw counts' clipped sums for seurat_v3)."""
 
     def __init__(self, steps: CellSteps, with_expm1: bool, clip=None):
         self.target = steps.target_sum_ if steps.normalize else None
@@ -424,7 +531,9 @@ class _GeneMoments:
         self.with_expm1, self.clip = with_expm1, clip
 
     def __call__(self, x):
-        y = kernels.normalize_log_block(x, target_sum=self.target, keep=self.keep, log=self.log)
+        y = kernels.normalize_log_block(
+            x, target_sum=self.target, keep=self.keep, log=self.log
+        )
         out = (_block_moments_sparse(y, with_gram=False),)
         if self.with_expm1:
             e = sp.csr_matrix((np.expm1(y.data), y.indices, y.indptr), shape=y.shape)
@@ -435,17 +544,19 @@ class _GeneMoments:
 
 
 def _merge_pairs(a, b):
-    return tuple(p + q if isinstance(p, np.ndarray) else merge_moments(p, q)
-                 for p, q in zip(a, b, strict=True))
+    return tuple(
+        p + q if isinstance(p, np.ndarray) else merge_moments(p, q)
+        for p, q in zip(a, b, strict=True)
+    )
 
 
-# -- raw counts in, the prepared matrix out -------------------------------------------------------
+# -- raw counts in, the prepared matrix out --------------------------------------------
 def raw_counts(X, *, layer: str | None = None, chunks=None, cells=None):
-    """Raw counts as ``open_anndata`` reads them: an AnnData (object, view or store path) as a
-    lazy DataArray over (obs, var); arrays (NumPy, SciPy sparse, dask) and DataArrays as they
-    are. ``cells`` (a boolean mask over the rows) keeps those cells, lazily: a store is read
-    only there, an object through its view, an array as dask row blocks indexed. Anything else
-    is refused by kind, before any read."""
+    """Raw counts as ``open_anndata`` reads them: an AnnData (object, view or store
+    path) as a lazy DataArray over (obs, var); arrays (NumPy, SciPy sparse, dask) and
+    DataArrays as they are. ``cells`` (a boolean mask over the rows) keeps those
+    cells, lazily: a store is read only there, an object through its view, an array
+    as dask row blocks indexed. Anything else is refused by kind, before any read."""
     import os
 
     import xarray as xr
@@ -456,38 +567,56 @@ def raw_counts(X, *, layer: str | None = None, chunks=None, cells=None):
     if is_anndata_object(X) or (isinstance(X, (str, os.PathLike)) and is_anndata(X)):
         return open_anndata_subset(X, cells=cells, layer=layer, chunks=chunks)
     if isinstance(X, xr.DataArray) and X.dims != ("obs", "var"):
-        raise ValueError(f"a DataArray of dims {X.dims}: single-cell counts are a matrix "
-                         "over ('obs', 'var') (an AnnData's, as open_matrix reads it)")
+        raise ValueError(
+            f"a DataArray of dims {X.dims}: single-cell counts are a matrix "
+            "over ('obs', 'var') (an AnnData's, as open_matrix reads it)"
+        )
     if isinstance(X, (np.ndarray, da.Array, xr.DataArray)) or is_sparse(X):
         if getattr(X, "ndim", 2) != 2:
-            raise ValueError(f"counts must be a 2-D matrix (cells × genes); got shape "
-                             f"{X.shape}")
+            raise ValueError(
+                f"counts must be a 2-D matrix (cells × genes); got shape {X.shape}"
+            )
         return X if cells is None else _rows_of(X, cells)
-    what = (f"the path {os.fspath(X)!r}, which is no AnnData store"
-            if isinstance(X, (str, os.PathLike)) else f"a {type(X).__name__}")
-    raise TypeError(f"single-cell counts are read from an AnnData (object, .zarr or .h5ad "
-                    f"store) or an array (NumPy, SciPy sparse, dask); got {what}")
+    what = (
+        f"the path {os.fspath(X)!r}, which is no AnnData store"
+        if isinstance(X, (str, os.PathLike))
+        else f"a {type(X).__name__}"
+    )
+    raise TypeError(
+        f"single-cell counts are read from an AnnData (object, .zarr or .h5ad "
+        f"store) or an array (NumPy, SciPy sparse, dask); got {what}"
+    )
 
 
 def _as_blocks(X):
     from .._validation import as_csr_blocks, is_sparse
 
-    return as_csr_blocks(X) if is_sparse(X) else da.from_array(np.asarray(X), chunks=(-1, -1))
+    return (
+        as_csr_blocks(X)
+        if is_sparse(X)
+        else da.from_array(np.asarray(X), chunks=(-1, -1))
+    )
 
 
 def _rows_of(X, cells):
-    """The rows ``cells`` (boolean mask) of an array or DataArray, as lazy row blocks of the
-    original blocks' size (dask gathers the rows of each block)."""
+    """The rows ``cells`` (boolean mask) of an array or DataArray, as lazy row blocks
+    of the original blocks' size (dask gathers the rows of each block)."""
     import xarray as xr
 
     arr = X.data if isinstance(X, xr.DataArray) else X
     arr = arr if isinstance(arr, da.Array) else _as_blocks(arr)
     block = arr.chunks[0][0]
     out = arr[np.flatnonzero(cells)]
-    out = out.rechunk({0: block}) if out.chunks[0] and out.chunks[0][0] != block else out
+    out = (
+        out.rechunk({0: block}) if out.chunks[0] and out.chunks[0][0] != block else out
+    )
     if isinstance(X, xr.DataArray):
         rows = np.flatnonzero(cells)
-        coords = {c: X.coords[c] if "obs" not in X.coords[c].dims
-                  else X.coords[c].isel(obs=rows) for c in X.coords}
+        coords = {
+            c: X.coords[c]
+            if "obs" not in X.coords[c].dims
+            else X.coords[c].isel(obs=rows)
+            for c in X.coords
+        }
         return xr.DataArray(out, dims=X.dims, coords=coords, name=X.name)
     return out

@@ -1,20 +1,23 @@
-"""How a (sample × feature) matrix was made from the user's data, so a model can repeat it.
+"""How a (sample × feature) matrix was made from the user's data, so a model can repeat
+it.
 
-:func:`scalepca.open_matrix` turns data in their own layout and units (a ``(time, lat, lon)``
-field in kelvin, a table) into the matrix an estimator fits: it picks a variable, stacks the
-sample dims and the feature dims, and multiplies each column by a weight (√cos φ in EOF
-analysis). A :class:`Preprocessing` records those steps. It travels with the matrix (in the
-attributes of a stacked DataArray, alongside an array), the estimator keeps it when it is
-fitted and saves it in its store, and then
+:func:`scalepca.open_matrix` turns data in their own layout and units (a
+``(time, lat, lon)`` field in kelvin, a table) into the matrix an estimator fits: it
+picks a variable, stacks the sample dims and the feature dims, and multiplies each
+column by a weight (√cos φ in EOF analysis). A :class:`Preprocessing` records those
+steps. It travels with the matrix (in the attributes of a stacked DataArray, alongside
+an array), the estimator keeps it when it is fitted and saves it in its store, and then
 
-* ``transform(raw)`` repeats the steps on data in their own layout and units, after checking
-  that they are the same kind of data (variable, dims, grid);
-* ``inverse_transform`` and ``mean_xr_`` undo them: the field comes back in its own units and
-  dims order, NaN where a weight is 0 (nothing of such a feature entered the fit).
+* ``transform(raw)`` repeats the steps on data in their own layout and units, after
+  checking that they are the same kind of data (variable, dims, grid);
+* ``inverse_transform`` and ``mean_xr_`` undo them: the field comes back in its own
+  units and dims order, NaN where a weight is 0 (nothing of such a feature entered the
+  fit).
 
-Standardisation, where an estimator offers it (``SparsePCA(use_correlation=True)``), is a
-fitted attribute of that estimator (``scale_``) and is undone by it; features left out of the
-fit (NaN in every sample) are recorded by the estimator too (``DecompositionMixin``).
+Standardisation, where an estimator offers it (``SparsePCA(use_correlation=True)``),
+is a fitted attribute of that estimator (``scale_``) and is undone by it; features
+left out of the fit (NaN in every sample) are recorded by the estimator too
+(``DecompositionMixin``).
 """
 
 from __future__ import annotations
@@ -67,13 +70,14 @@ class Preprocessing:
     weights : ndarray of shape (n_features,) or None
         Weight of each column (stacked feature order), multiplied into the data.
     weights_name : str or None
-        What the weights are (``"sqrt_coslat"``, ``"coslat"``, a variable name, ``"given"``),
-        for messages.
+        What the weights are (``"sqrt_coslat"``, ``"coslat"``, a variable name,
+        ``"given"``), for messages.
     feature_sizes : tuple of int or None
         Sizes of the feature dims (the grid's shape).
     cells : CellSteps or None
-        Single-cell steps from raw counts (normalisation, log1p, gene selection, scaling:
-        :mod:`._singlecell`), fitted; ``prepare`` applies them to raw counts.
+        Single-cell steps from raw counts (normalisation, log1p, gene selection,
+        scaling: :mod:`._singlecell`), fitted; ``prepare`` applies them to raw
+        counts.
     """
 
     variable: str | None = None
@@ -85,10 +89,11 @@ class Preprocessing:
     feature_sizes: tuple | None = None
     cells: object | None = None
 
-    # -- names --------------------------------------------------------------------------------
+    # -- names -------------------------------------------------------------------------
     @property
     def labelled(self) -> bool:
-        """Whether the data had named dims (xarray) rather than being a bare 2-D array."""
+        """Whether the data had named dims (xarray) rather than being a bare 2-D
+        array."""
         return self.dims is not None
 
     @property
@@ -106,15 +111,19 @@ class Preprocessing:
     def __repr__(self) -> str:
         parts = [f"variable={self.variable!r}"] if self.variable is not None else []
         if self.labelled:
-            parts += [f"dims={self.dims}", f"sample_dims={self.sample_dims}",
-                      f"feature_dims={self.feature_dims}"]
+            parts += [
+                f"dims={self.dims}",
+                f"sample_dims={self.sample_dims}",
+                f"feature_dims={self.feature_dims}",
+            ]
         if self.weights is not None:
             parts.append(f"weights={self.weights_name or 'given'}")
         return f"Preprocessing({', '.join(parts)})"
 
-    # -- the forward steps --------------------------------------------------------------------
+    # -- the forward steps -------------------------------------------------------------
     def weight(self, X):
-        """``X`` (n × d: NumPy, dask or DataArray) times the column weights; lazy for dask."""
+        """``X`` (n × d: NumPy, dask or DataArray) times the column weights; lazy for
+        dask."""
         if self.weights is None:
             return X
         dtype = np.result_type(X.dtype, np.float32)
@@ -132,11 +141,18 @@ class Preprocessing:
         inv[pos] = 1.0 / self.weights[pos]
         return values * inv
 
-    def stack(self, arr: xr.DataArray, *, chunks=None, strip_bytes=None) -> xr.DataArray:
-        """The matrix of an N-D DataArray in these data's layout (stacked, weighted, lazy);
-        ``strip_bytes``: see :func:`~scalepca.io._stack.stack_dataarray`."""
-        out = stack_dataarray(arr, sample_dims=self.sample_dims, feature_dims=self.feature_dims,
-                              chunks=chunks, strip_bytes=strip_bytes)
+    def stack(
+        self, arr: xr.DataArray, *, chunks=None, strip_bytes=None
+    ) -> xr.DataArray:
+        """The matrix of an N-D DataArray in these data's layout (stacked, weighted,
+        lazy); ``strip_bytes``: see :func:`~scalepca.io._stack.stack_dataarray`."""
+        out = stack_dataarray(
+            arr,
+            sample_dims=self.sample_dims,
+            feature_dims=self.feature_dims,
+            chunks=chunks,
+            strip_bytes=strip_bytes,
+        )
         out = self.weight(out)
         out.attrs = {**{k: v for k, v in arr.attrs.items() if k != ATTR}, ATTR: self}
         out.name = arr.name
@@ -145,36 +161,45 @@ class Preprocessing:
     def prepare(self, X, *, what: str = "X", unknown_rows: bool = False):
         """``X`` as a matrix made like the one the model was fitted on.
 
-        A matrix that carries a description (an output of ``open_matrix``) is checked against
-        this one and passed on; data in their own layout and units go through the steps.
-        Raises ``ValueError`` saying what differs when the data cannot be of this kind.
-        ``unknown_rows``: a dask DataFrame's rows are not counted (as ``as_matrix``).
+        A matrix that carries a description (an output of ``open_matrix``) is checked
+        against this one and passed on; data in their own layout and units go through
+        the steps. Raises ``ValueError`` saying what differs when the data cannot be
+        of this kind. ``unknown_rows``: a dask DataFrame's rows are not counted (as
+        ``as_matrix``).
         """
         if isinstance(X, xr.Dataset):
             X = self._variable_of(X, what)
         if self.cells is not None:
             return self._prepare_cells(X, what)
-        if self.dims == ("obs", "var"):  # fitted on AnnData: an AnnData gives the same matrix
+        if self.dims == (
+            "obs",
+            "var",
+        ):  # fitted on AnnData: an AnnData gives the same matrix
             from ..io._anndata import is_anndata_object
 
             if is_anndata_object(X):  # read as open_matrix reads it
                 from ..io._anndata import open_anndata
 
                 return _dataarray_matrix(
-                    open_anndata(X, layer=None if self.variable == "X" else self.variable))
+                    open_anndata(
+                        X, layer=None if self.variable == "X" else self.variable
+                    )
+                )
         carried_by = carried(X)
         if carried_by is None and computed_from_matrix(X) is not None:
             raise ValueError(
-                f"{what} is computed from a matrix made by open_matrix by other steps than "
-                "selecting rows or rechunking, so it may or may not be prepared (weighted) "
-                "still: pass the matrix open_matrix made (or rows of it), or the data in "
-                "their own units")
+                f"{what} is computed from a matrix made by open_matrix by other steps "
+                f"than "
+                "selecting rows or rechunking, so it may or may not be prepared "
+                "(weighted) still: pass the matrix open_matrix made (or rows of it), "
+                "or the data in their own units"
+            )
         if carried_by is not None:
             diff = self.differences(carried_by)
             if diff:
                 raise ValueError(
-                    f"{what} was prepared differently from the data the model was fitted on: "
-                    + "; ".join(diff)
+                    f"{what} was prepared differently from the data the model was "
+                    f"fitted on: " + "; ".join(diff)
                 )
             return X
         if isinstance(X, xr.DataArray) and self.labelled:
@@ -182,31 +207,46 @@ class Preprocessing:
             return self.stack(X)
         if isinstance(X, (list, tuple)):
             X = np.asarray(X)
-        if self.weights is not None and not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
+        if self.weights is not None and not isinstance(
+            X, (np.ndarray, da.Array, xr.DataArray)
+        ):
             X = _weightable(X, what, unknown_rows)
-        if self.weights is None or not isinstance(X, (np.ndarray, da.Array, xr.DataArray)):
-            return X  # other inputs (zarr arrays, sparse matrices) go to validation as they are
+        if self.weights is None or not isinstance(
+            X, (np.ndarray, da.Array, xr.DataArray)
+        ):
+            # other inputs (zarr arrays, sparse matrices) go to validation as they are
+            return X
         if self._fits(X):  # a table fitted through open_matrix(array, weights=...)
             return attach(self.weight(X), self)
         return X  # the wrong shape: the n_features check says so
 
     def _prepare_cells(self, X, what: str):
-        """Raw counts through the fitted single-cell steps; a matrix they made, as it is."""
+        """Raw counts through the fitted single-cell steps; a matrix they made, as it
+        is."""
         carried_by = carried(X)
-        if (carried_by is not None and carried_by.cells is None
-                and carried_by.dims == ("obs", "var") and carried_by.weights is None):
+        if (
+            carried_by is not None
+            and carried_by.cells is None
+            and carried_by.dims == ("obs", "var")
+            and carried_by.weights is None
+        ):
             carried_by = None  # an AnnData's matrix as open_matrix reads it: raw counts
         if carried_by is not None:
-            if carried_by.cells is None or (carried_by.cells is not self.cells and
-                                            carried_by.cells.to_json() != self.cells.to_json()):
-                raise ValueError(f"{what} was prepared by other single-cell steps than the "
-                                 "data the model was fitted on; pass the raw counts")
+            if carried_by.cells is None or (
+                carried_by.cells is not self.cells
+                and carried_by.cells.to_json() != self.cells.to_json()
+            ):
+                raise ValueError(
+                    f"{what} was prepared by other single-cell steps than the "
+                    "data the model was fitted on; pass the raw counts"
+                )
             return X
         return prepare_counts(X, self, what=what)
 
     def _fits(self, X) -> bool:
         return getattr(X, "ndim", 0) == 2 and (
-            self.weights is None or X.shape[1] == self.weights.shape[0])
+            self.weights is None or X.shape[1] == self.weights.shape[0]
+        )
 
     def _variable_of(self, ds: xr.Dataset, what: str) -> xr.DataArray:
         names = list(ds.data_vars)
@@ -214,71 +254,114 @@ class Preprocessing:
             return ds[self.variable]
         if len(names) == 1 and self.variable is None:
             return ds[names[0]]
-        raise ValueError(f"{what} is a Dataset with variables {names}; the model was fitted "
-                         f"on variable {self.variable!r}")
+        raise ValueError(
+            f"{what} is a Dataset with variables {names}; the model was fitted "
+            f"on variable {self.variable!r}"
+        )
 
     def _check_raw(self, X: xr.DataArray, what: str) -> None:
-        if (isinstance(X.name, str) and self.variable is not None
-                and X.name != self.variable):
-            raise ValueError(f"{what} is variable {X.name!r}; the model was fitted on variable "
-                             f"{self.variable!r}")
+        if (
+            isinstance(X.name, str)
+            and self.variable is not None
+            and X.name != self.variable
+        ):
+            raise ValueError(
+                f"{what} is variable {X.name!r}; the model was fitted on variable "
+                f"{self.variable!r}"
+            )
         if set(X.dims) != set(self.dims):
             missing = [d for d in self.dims if d not in X.dims]
             extra = [d for d in X.dims if d not in self.dims]
             detail = ", ".join(
-                part for part in (f"missing {missing}" if missing else "",
-                                  f"not in the fitted data {extra}" if extra else "") if part)
-            raise ValueError(f"{what} has dims {X.dims}; the model was fitted on data with dims "
-                             f"{self.dims} ({detail})")
+                part
+                for part in (
+                    f"missing {missing}" if missing else "",
+                    f"not in the fitted data {extra}" if extra else "",
+                )
+                if part
+            )
+            raise ValueError(
+                f"{what} has dims {X.dims}; the model was fitted on data with dims "
+                f"{self.dims} ({detail})"
+            )
         sizes = tuple(X.sizes[d] for d in self.feature_dims)
         if self.feature_sizes is not None and sizes != tuple(self.feature_sizes):
-            diff = ", ".join(f"{n} along {d!r} (fitted: {f})" for d, n, f in
-                             zip(self.feature_dims, sizes, self.feature_sizes, strict=True)
-                             if n != f)
-            raise ValueError(f"{what} is not on the grid the model was fitted on: {diff}")
+            diff = ", ".join(
+                f"{n} along {d!r} (fitted: {f})"
+                for d, n, f in zip(
+                    self.feature_dims, sizes, self.feature_sizes, strict=True
+                )
+                if n != f
+            )
+            raise ValueError(
+                f"{what} is not on the grid the model was fitted on: {diff}"
+            )
 
-    # -- comparing descriptions ----------------------------------------------------------------
+    # -- comparing descriptions --------------------------------------------------------
     def differences(self, other: Preprocessing) -> list[str]:
-        """What differs between the data ``other`` describes and these (empty: the same)."""
+        """What differs between the data ``other`` describes and these (empty: the
+        same)."""
         out = []
-        if (self.variable is not None and other.variable is not None
-                and self.variable != other.variable):
+        if (
+            self.variable is not None
+            and other.variable is not None
+            and self.variable != other.variable
+        ):
             out.append(f"variable {other.variable!r}, fitted on {self.variable!r}")
         if self.labelled and other.labelled:
             if set(self.dims) != set(other.dims):
                 out.append(f"dims {other.dims}, fitted on {self.dims}")
             if tuple(self.sample_dims) != tuple(other.sample_dims):
-                out.append(f"sample_dims {other.sample_dims}, fitted on {self.sample_dims}")
+                out.append(
+                    f"sample_dims {other.sample_dims}, fitted on {self.sample_dims}"
+                )
             if tuple(self.feature_dims) != tuple(other.feature_dims):
-                out.append(f"feature_dims {other.feature_dims}, fitted on {self.feature_dims}")
-            elif (self.feature_sizes is not None and other.feature_sizes is not None
-                  and tuple(self.feature_sizes) != tuple(other.feature_sizes)):
-                out.append(f"a grid of shape {other.feature_sizes}, fitted on "
-                           f"{self.feature_sizes}")
+                out.append(
+                    f"feature_dims {other.feature_dims}, fitted on {self.feature_dims}"
+                )
+            elif (
+                self.feature_sizes is not None
+                and other.feature_sizes is not None
+                and tuple(self.feature_sizes) != tuple(other.feature_sizes)
+            ):
+                out.append(
+                    f"a grid of shape {other.feature_sizes}, fitted on "
+                    f"{self.feature_sizes}"
+                )
         if (self.cells is None) != (other.cells is None):
-            out.append("raw counts, fitted on counts prepared by single-cell steps"
-                       if other.cells is None else
-                       "counts prepared by single-cell steps, fitted on data without them")
-        mine, theirs = _weights_label(self.weights_name), _weights_label(other.weights_name)
+            out.append(
+                "raw counts, fitted on counts prepared by single-cell steps"
+                if other.cells is None
+                else "counts prepared by single-cell steps, fitted on data without them"
+            )
+        mine, theirs = (
+            _weights_label(self.weights_name),
+            _weights_label(other.weights_name),
+        )
         if (self.weights is None) != (other.weights is None):
             if self.weights is None:
                 out.append(f"weighted by {theirs}, fitted on unweighted data")
             else:
                 out.append(f"not weighted, fitted on data weighted by {mine}")
         elif self.weights is not None and (
-                self.weights.shape != other.weights.shape
-                or not np.allclose(self.weights, other.weights, rtol=1e-12, atol=0)):
+            self.weights.shape != other.weights.shape
+            or not np.allclose(self.weights, other.weights, rtol=1e-12, atol=0)
+        ):
             if mine != theirs:
                 out.append(f"weighted by {theirs}, fitted on data weighted by {mine}")
             elif self.weights.shape != other.weights.shape:
-                out.append(f"{other.weights.size} weights, fitted with {self.weights.size}")
+                out.append(
+                    f"{other.weights.size} weights, fitted with {self.weights.size}"
+                )
             else:
                 worst = float(np.max(np.abs(self.weights - other.weights)))
-                out.append(f"weighted by other {theirs} than the fitted data (largest "
-                           f"difference {worst:.3g})")
+                out.append(
+                    f"weighted by other {theirs} than the fitted data (largest "
+                    f"difference {worst:.3g})"
+                )
         return out
 
-    # -- undoing the steps ---------------------------------------------------------------------
+    # -- undoing the steps -------------------------------------------------------------
     def field(self, out: xr.DataArray) -> xr.DataArray:
         """A labelled (sample × feature) result in the data's units and dims order."""
         from ..io._stack import _unstack
@@ -290,16 +373,21 @@ class Preprocessing:
         out.name = self.variable
         return out
 
-    # -- storage -------------------------------------------------------------------------------
+    # -- storage -----------------------------------------------------------------------
     def to_json(self) -> dict:
-        """Everything but the weights, as JSON types (the weights are stored as an array)."""
+        """Everything but the weights, as JSON types (the weights are stored as an
+        array)."""
         return {
             "variable": self.variable,
             "dims": None if self.dims is None else list(self.dims),
             "sample_dims": None if self.sample_dims is None else list(self.sample_dims),
-            "feature_dims": None if self.feature_dims is None else list(self.feature_dims),
+            "feature_dims": None
+            if self.feature_dims is None
+            else list(self.feature_dims),
             "weights_name": self.weights_name,
-            "feature_sizes": None if self.feature_sizes is None else list(self.feature_sizes),
+            "feature_sizes": None
+            if self.feature_sizes is None
+            else list(self.feature_sizes),
             "cells": None if self.cells is None else self.cells.to_json(),
         }
 
@@ -327,16 +415,18 @@ class Preprocessing:
 
 
 def _weightable(X, what: str, unknown_rows: bool = False):
-    """A table given to a model fitted on weighted data, as an array the weights multiply:
-    a pandas DataFrame as NumPy, a dask DataFrame and a zarr array as dask arrays. Sparse input
-    is refused, as ``open_matrix`` refuses weights for it: passed on, it would be projected
-    unweighted."""
+    """A table given to a model fitted on weighted data, as an array the weights
+    multiply: a pandas DataFrame as NumPy, a dask DataFrame and a zarr array as dask
+    arrays. Sparse input is refused, as ``open_matrix`` refuses weights for it:
+    passed on, it would be projected unweighted."""
     from .._validation import is_sparse
 
     if is_sparse(X):
         raise ValueError(
-            f"{what} is sparse, but the model was fitted on data weighted by column, and "
-            "weights are not applied to sparse input; give the data dense, as at the fit"
+            f"{what} is sparse, but the model was fitted on data weighted by column, "
+            f"and "
+            "weights are not applied to sparse input; give the data dense, as at the "
+            "fit"
         )
 
     if is_dask_frame(X):
@@ -356,14 +446,22 @@ def _weights_label(name: str | None) -> str:
     return "given weights" if name in (None, "given") else name
 
 
-# -- describing data --------------------------------------------------------------------------
-def describe(arr, *, sample_dims=None, feature_dims=None, weights=None, dataset=None,
-             ) -> Preprocessing:
-    """The :class:`Preprocessing` that ``open_matrix`` applies to ``arr`` (reads no data).
+# -- describing data -------------------------------------------------------------------
+def describe(
+    arr,
+    *,
+    sample_dims=None,
+    feature_dims=None,
+    weights=None,
+    dataset=None,
+) -> Preprocessing:
+    """The :class:`Preprocessing` that ``open_matrix`` applies to ``arr`` (reads no
+    data).
 
-    ``arr`` is a DataArray (N-D) or a 2-D array; ``weights`` as in :func:`open_matrix`:
-    ``"sqrt_coslat"``, ``"coslat"``, the name of a variable of ``dataset`` or a coordinate
-    of ``arr``, a DataArray over feature dims, or an array of the feature dims' shape.
+    ``arr`` is a DataArray (N-D) or a 2-D array; ``weights`` as in
+    :func:`open_matrix`: ``"sqrt_coslat"``, ``"coslat"``, the name of a variable of
+    ``dataset`` or a coordinate of ``arr``, a DataArray over feature dims, or an
+    array of the feature dims' shape.
     """
     if not isinstance(arr, xr.DataArray):
         w = None if weights is None else column_weights(weights, arr.shape[1])
@@ -376,10 +474,16 @@ def describe(arr, *, sample_dims=None, feature_dims=None, weights=None, dataset=
         else:
             name = "given"
         wda = weights_dataarray(weights, arr, feature_dims)
-        grid = xr.DataArray(np.zeros([arr.sizes[d] for d in feature_dims], dtype=np.int8),
-                            dims=feature_dims)
-        weights = (wda.drop_vars(list(wda.coords)).broadcast_like(grid)
-                   .transpose(*feature_dims).values.ravel())  # stacked (C) order
+        grid = xr.DataArray(
+            np.zeros([arr.sizes[d] for d in feature_dims], dtype=np.int8),
+            dims=feature_dims,
+        )
+        weights = (
+            wda.drop_vars(list(wda.coords))
+            .broadcast_like(grid)
+            .transpose(*feature_dims)
+            .values.ravel()
+        )  # stacked (C) order
     return Preprocessing(
         variable=arr.name if isinstance(arr.name, str) else None,
         dims=tuple(arr.dims),
@@ -391,16 +495,31 @@ def describe(arr, *, sample_dims=None, feature_dims=None, weights=None, dataset=
     )
 
 
-def _dataarray_matrix(arr: xr.DataArray, *, chunks=None, sample_dims=None, feature_dims=None,
-                      weights=None, dataset=None, task_size=None) -> xr.DataArray:
-    """The matrix of a DataArray, described and weighted; ``task_size`` (``open_matrix``'s,
-    None: no strips): see :func:`~scalepca.io._stack.stack_dataarray`'s ``strip_bytes``."""
+def _dataarray_matrix(
+    arr: xr.DataArray,
+    *,
+    chunks=None,
+    sample_dims=None,
+    feature_dims=None,
+    weights=None,
+    dataset=None,
+    task_size=None,
+) -> xr.DataArray:
+    """The matrix of a DataArray, described and weighted; ``task_size``
+    (``open_matrix``'s, None: no strips): see
+    :func:`~scalepca.io._stack.stack_dataarray`'s ``strip_bytes``."""
     if arr.ndim != 2 and sample_dims is None:
         raise ValueError(
-            f"the DataArray has dims {arr.dims}; pass sample_dims=(...) to say which are samples"
+            f"the DataArray has dims {arr.dims}; pass sample_dims=(...) to say which "
+            f"are samples"
         )
-    prep = describe(arr, sample_dims=sample_dims, feature_dims=feature_dims, weights=weights,
-                    dataset=dataset)
+    prep = describe(
+        arr,
+        sample_dims=sample_dims,
+        feature_dims=feature_dims,
+        weights=weights,
+        dataset=dataset,
+    )
     out = prep.stack(arr, chunks=chunks, strip_bytes=_task_bytes(task_size))
     if prep.weights is not None and isinstance(out.data, da.Array):
         # its dask array alone is known as weighted too: never weighted twice
@@ -411,12 +530,13 @@ def _dataarray_matrix(arr: xr.DataArray, *, chunks=None, sample_dims=None, featu
 def named_weights(rule: str, arr: xr.DataArray, dataset: xr.Dataset | None = None):
     """Weights named by a string: ``sqrt_coslat`` / ``coslat`` or a variable/coordinate.
 
-    ``sqrt_coslat``: √cos(latitude), the EOF-analysis weighting under which each grid cell's
-    share of the covariance is proportional to its area; ``coslat``: cos(latitude). The
-    latitude is found by its meaning and checked to be in degrees
+    ``sqrt_coslat``: √cos(latitude), the EOF-analysis weighting under which each grid
+    cell's share of the covariance is proportional to its area; ``coslat``:
+    cos(latitude). The latitude is found by its meaning and checked to be in degrees
     (:func:`~scalepca.preprocessing._latitude.find_latitude`, the rule of
-    :func:`scalepca.analysis.eof.coslat_weights` too). Any other string names a variable of
-    ``dataset`` (the source the data came from) or a coordinate of ``arr``.
+    :func:`scalepca.analysis.eof.coslat_weights` too). Any other string names a
+    variable of ``dataset`` (the source the data came from) or a coordinate of
+    ``arr``.
     """
     if rule in WEIGHT_RULES:
         from ._latitude import LatitudeError, coslat
@@ -431,8 +551,10 @@ def named_weights(rule: str, arr: xr.DataArray, dataset: xr.Dataset | None = Non
     if rule in arr.coords:
         return arr[rule].load()
     names = list(dataset.variables) if dataset is not None else list(arr.coords)
-    raise WeightsError(f"{rule!r} is neither one of {', '.join(WEIGHT_RULES)} nor a variable of "
-                       f"the data (they have {', '.join(map(str, names)) or 'none'})")
+    raise WeightsError(
+        f"{rule!r} is neither one of {', '.join(WEIGHT_RULES)} nor a variable of "
+        f"the data (they have {', '.join(map(str, names)) or 'none'})"
+    )
 
 
 def is_dask_frame(X) -> bool:
@@ -442,11 +564,12 @@ def is_dask_frame(X) -> bool:
 def frame_matrix(X, *, what: str = "X", weights=None, lengths: bool = True) -> da.Array:
     """A dask DataFrame as a dask array of its partitions (row blocks).
 
-    What needs only the frame's metadata is checked first (the columns' dtype; ``weights``,
-    one per column, as ``open_matrix`` takes them for arrays). With ``lengths`` the row count
-    of each partition is then computed, which reads every partition once: one pass over the
-    data, which ``fit`` counts in ``n_passes_``; without, the blocks' row counts are unknown
-    (NaN) and nothing is computed (``transform`` maps the partitions as they are).
+    What needs only the frame's metadata is checked first (the columns' dtype;
+    ``weights``, one per column, as ``open_matrix`` takes them for arrays). With
+    ``lengths`` the row count of each partition is then computed, which reads every
+    partition once: one pass over the data, which ``fit`` counts in ``n_passes_``;
+    without, the blocks' row counts are unknown (NaN) and nothing is computed
+    (``transform`` maps the partitions as they are).
     """
     lazy = X.to_dask_array()  # no compute: rows of unknown count
     if lazy.dtype.kind not in "fiub":
@@ -459,8 +582,10 @@ def frame_matrix(X, *, what: str = "X", weights=None, lengths: bool = True) -> d
 def column_weights(weights, d: int) -> np.ndarray:
     """One validated weight per column of a 2-D array (small: checked eagerly)."""
     if isinstance(weights, str):
-        raise WeightsError(f"{weights!r}: named weights need xarray data with coordinates; a "
-                           "2-D array takes one weight per column")
+        raise WeightsError(
+            f"{weights!r}: named weights need xarray data with coordinates; a "
+            "2-D array takes one weight per column"
+        )
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (d,):
         raise WeightsError(f"have shape {w.shape}; expected ({d},), one per feature")
@@ -471,12 +596,13 @@ def column_weights(weights, d: int) -> np.ndarray:
     return w
 
 
-# -- carrying a description with a matrix -----------------------------------------------------
-# A DataArray carries its description in its attributes. NumPy and dask arrays have none, so
-# scalepca remembers the arrays it made itself, never the user's: equal values do not make two
-# arrays the same input.
+# -- carrying a description with a matrix ----------------------------------------------
+# A DataArray carries its description in its attributes. NumPy and dask arrays have
+# none, so scalepca remembers the arrays it made itself, never the user's: equal values
+# do not make two arrays the same input.
 #
-# * An array is remembered by identity (weakly: the entry goes with the array), and so are the
+# * An array is remembered by identity (weakly: the entry goes with the array), and so
+# are the
 #   views of a NumPy array (a slice keeps ``.base``). ``prepare`` marks the matrices it makes
 #   for the estimator this way.
 # * A dask matrix that ``open_matrix`` returns gets a graph name of its own,
@@ -494,13 +620,19 @@ _NAMED_MAX = 256
 #: the start of the graph name of a dask matrix made by ``open_matrix``
 MATRIX_PREFIX = "scalepca-matrix-"
 #: the steps through which a dask matrix's rows keep its description
-_KEEPS_DESCRIPTION = ("getitem", "rechunk-merge", "rechunk-split", "rechunk-p2p", "blocks",
-                      "astype")
+_KEEPS_DESCRIPTION = (
+    "getitem",
+    "rechunk-merge",
+    "rechunk-split",
+    "rechunk-p2p",
+    "blocks",
+    "astype",
+)
 
 
 def attach(X, prep: Preprocessing | None):
-    """Record that ``X`` was made by ``prep`` (a DataArray in its attributes, an array by
-    identity); returns ``X``."""
+    """Record that ``X`` was made by ``prep`` (a DataArray in its attributes, an
+    array by identity); returns ``X``."""
     if prep is None:
         return X
     if isinstance(X, xr.DataArray):
@@ -520,9 +652,9 @@ def _same(block):
 
 
 def named_matrix(X, prep: Preprocessing | None):
-    """The matrix ``open_matrix`` returns, marked as made by ``prep``: a dask array as a new
-    array of a graph name of its own (its copies and rows are known by it), else as
-    :func:`attach` marks it."""
+    """The matrix ``open_matrix`` returns, marked as made by ``prep``: a dask array
+    as a new array of a graph name of its own (its copies and rows are known by it),
+    else as :func:`attach` marks it."""
     if prep is None or not isinstance(X, da.Array):
         return attach(X, prep)
     name = MATRIX_PREFIX + uuid.uuid4().hex
@@ -550,15 +682,18 @@ def carried(X) -> Preprocessing | None:
             return None
         if name not in _NAMED:
             raise ValueError(
-                f"X comes from a matrix made by open_matrix ({name!r}) whose description is no "
-                f"longer held (the {_NAMED_MAX} made or used last are); call open_matrix again")
+                f"X comes from a matrix made by open_matrix ({name!r}) whose "
+                f"description is no longer held (the {_NAMED_MAX} made or used last "
+                f"are); call open_matrix again"
+            )
         _NAMED[name] = _NAMED.pop(name)  # used last
         return _NAMED[name]
     return None
 
 
 def _matrix_of(X: da.Array) -> str | None:
-    """The name of the scalepca matrix that ``X`` is, or selects rows of (else ``None``)."""
+    """The name of the scalepca matrix that ``X`` is, or selects rows of (else
+    ``None``)."""
     from dask.utils import key_split
 
     name, deps = X.name, X.dask.dependencies
@@ -571,18 +706,19 @@ def _matrix_of(X: da.Array) -> str | None:
 
 
 def computed_from_matrix(X) -> str | None:
-    """The name of a scalepca dask matrix in ``X``'s graph when ``X`` is computed from it by
-    other steps than those that keep its description (else ``None``)."""
+    """The name of a scalepca dask matrix in ``X``'s graph when ``X`` is computed
+    from it by other steps than those that keep its description (else ``None``)."""
     if not isinstance(X, da.Array) or _matrix_of(X) is not None:
         return None
     return next((n for n in X.dask.layers if n.startswith(MATRIX_PREFIX)), None)
 
 
 def prepare_counts(X, prep, *, what: str = "X"):
-    """Raw counts ``X`` made into the matrix ``prep`` (a ``Preprocessing`` with ``cells``)
-    describes: a DataArray over (obs, var) on the kept genes for AnnData and DataArray input,
-    a lazy dask array for dask input, a CSR matrix for data in memory. Genes are checked
-    against the fit's (their number, and their names when both sides have them)."""
+    """Raw counts ``X`` made into the matrix ``prep`` (a ``Preprocessing`` with
+    ``cells``) describes: a DataArray over (obs, var) on the kept genes for AnnData
+    and DataArray input, a lazy dask array for dask input, a CSR matrix for data in
+    memory. Genes are checked against the fit's (their number, and their names when
+    both sides have them)."""
     import xarray as xr
 
     from .._validation import as_csr_blocks, is_sparse

@@ -1,15 +1,17 @@
-"""Helpers shared by the tests and by ``benchmarks/`` (which import them from here, never from a
-test module): no tests are collected in this package.
+"""Helpers shared by the tests and by ``benchmarks/`` (which import them from here,
+never from a test module): no tests are collected in this package.
 
 Why here and not in ``scalepca.testing``: these helpers start and kill dask and SLURM
-processes, drive the command line and wait for fault points; they test the application from
-above (they import ``scalepca.cli``) and are no use to a user of the library, so inside the
-package they would run against its floors and ship in every wheel. The benchmarks run from a
-checkout (they add the repository root to ``sys.path``), as the process clusters here do for
-their workers, which unpickle the gated reads of :mod:`tests.support.reliability` by reference.
+processes, drive the command line and wait for fault points; they test the application
+from above (they import ``scalepca.cli``) and are no use to a user of the library, so
+inside the package they would run against its floors and ship in every wheel. The
+benchmarks run from a checkout (they add the repository root to ``sys.path``), as the
+process clusters here do for their workers, which unpickle the gated reads of
+:mod:`tests.support.reliability` by reference.
 
-- :mod:`.reliability` — the estimator table, fit summaries, the loopback process cluster, the
-  gates and the killers (faults, determinism, checkpoints, interrupted writes).
+- :mod:`.reliability` — the estimator table, fit summaries, the loopback process
+  cluster, the gates and the killers (faults, determinism, checkpoints, interrupted
+  writes).
 - :mod:`.bad_input` — the bad-input table (input × estimator, and the CLI rows) and its
   markdown (``docs/bad_input.md``).
 - :mod:`.interrupted_writes` — writers SIGKILLed mid-write and what they leave behind.

@@ -1,4 +1,5 @@
-"""Counting what a computation does: block reads of an array, and dask ``compute`` calls."""
+"""Counting what a computation does: block reads of an array, and dask ``compute``
+calls."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from dask.callbacks import Callback
 
 
 class ReadCounter:
-    """A NumPy array behind a ``__getitem__`` that counts reads, like a zarr store would see.
+    """A NumPy array behind a ``__getitem__`` that counts reads, like a zarr store would
+    see.
 
-    ``da.from_array(counter, chunks=...)`` gives a dask array whose every block read is counted,
-    so tests can assert how many passes over the data a fit makes:
+    ``da.from_array(counter, chunks=...)`` gives a dask array whose every block read
+    is counted, so tests can assert how many passes over the data a fit makes:
     ``passes = counter.reads / number_of_blocks``.
     """
 
@@ -41,7 +43,8 @@ def counted_dask(array: np.ndarray, chunks):
 
 
 class ComputeCounter:
-    """A dask scheduler that counts ``compute`` calls (each runs the synchronous scheduler)."""
+    """A dask scheduler that counts ``compute`` calls (each runs the synchronous
+    scheduler)."""
 
     def __init__(self):
         self.count = 0

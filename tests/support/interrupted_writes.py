@@ -1,11 +1,11 @@
-"""Writers SIGKILLed mid-write, and what they leave behind (``tests/test_interrupted_writes.py``
-asserts it; ``benchmarks/faults.py`` counts it).
+"""Writers SIGKILLed mid-write, and what they leave behind
+(``tests/test_interrupted_writes.py`` asserts it; ``benchmarks/faults.py`` counts it).
 
 Each scenario runs a writer in a subprocess that stops once a known number of its chunks are on
-disk (:func:`.reliability.stop_after_chunks`) and is SIGKILLed there, then returns the facts
-(chunks written, whether the partial store reads as complete, bytes of a previous output lost).
+disk (:func:`.reliability.stop_after_chunks`) and is SIGKILLed there, then returns
+the facts (chunks written, whether the partial store reads as complete, bytes of a
+previous output lost).
 """
-
 
 from __future__ import annotations
 
@@ -23,9 +23,15 @@ import scalepca
 
 from .reliability import REPO, low_rank, run_until_stopped
 
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-       "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-FSSPEC_OPTIONS = {"auto_mkdir": True}  # local:// does not create parent directories itself
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+}
+FSSPEC_OPTIONS = {
+    "auto_mkdir": True
+}  # local:// does not create parent directories itself
 
 
 _WRITE_OUTPUTS = textwrap.dedent(
@@ -50,7 +56,8 @@ _WRITE_OUTPUTS = textwrap.dedent(
 )
 
 
-#: the scores have N_ROWS / CHUNK_ROWS chunks; a killed write is stopped after STOP_AFTER of them
+#: the scores have N_ROWS / CHUNK_ROWS chunks; a killed write is stopped after
+#: STOP_AFTER of them
 N_ROWS, CHUNK_ROWS, STOP_AFTER = 800, 20, 3
 
 
@@ -68,12 +75,19 @@ def _chunk_files(root: Path, array: str) -> int:
 
 
 def _write_outputs(data, out, so=None, *, stop_after=0):
-    """Run ``write_outputs`` in a subprocess: to the end, or (``stop_after``) SIGKILLed once
-    that many chunks of the scores are on disk."""
+    """Run ``write_outputs`` in a subprocess: to the end, or (``stop_after``)
+    SIGKILLed once that many chunks of the scores are on disk."""
     import json
 
-    args = [sys.executable, "-c", _WRITE_OUTPUTS, data, out, str(stop_after),
-            json.dumps(so or {})]
+    args = [
+        sys.executable,
+        "-c",
+        _WRITE_OUTPUTS,
+        data,
+        out,
+        str(stop_after),
+        json.dumps(so or {}),
+    ]
     if stop_after:
         out = run_until_stopped(args, env=ENV, cwd=REPO)
         assert "finished" not in out
@@ -90,14 +104,17 @@ def expected_scores(data):
 
 def _files(root: Path) -> dict:
     """Relative path → bytes of every file under ``root`` (to prove nothing changed)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
-# -- local (atomic rename) ------------------------------------------------------------------------
+# -- local (atomic rename) -------------------------------------------------------------
 def scenario_local(tmp: Path) -> dict:
-    """A first run killed mid-scores, a complete run, a run killed mid-overwrite, a clean rerun.
-    Returns the facts the tests and ``benchmarks/faults.py`` check."""
+    """A first run killed mid-scores, a complete run, a run killed mid-overwrite, a
+    clean rerun. Returns the facts the tests and ``benchmarks/faults.py`` check."""
     data, _ = _data_store(tmp)
     out = tmp / "out"
     seen = set()  # partial stores of earlier killed runs: not this run's write
@@ -105,8 +122,11 @@ def scenario_local(tmp: Path) -> dict:
     def killed_write():
         """The partial scores store a run killed mid-write left beside the output."""
         _write_outputs(data, str(out), stop_after=STOP_AFTER)
-        (partial,) = [p for p in out.iterdir() if p.name.startswith("scores.zarr.tmp-")
-                      and p.name not in seen]
+        (partial,) = [
+            p
+            for p in out.iterdir()
+            if p.name.startswith("scores.zarr.tmp-") and p.name not in seen
+        ]
         seen.add(partial.name)
         return partial
 
@@ -127,12 +147,13 @@ def scenario_local(tmp: Path) -> dict:
     facts["bytes_lost"] = sum(len(v) for k, v in before.items() if after.get(k) != v)
     # run 4: the next run
     _write_outputs(data, str(out))
-    facts["leftovers"] = sorted(p.name for p in out.iterdir()
-                                if ".tmp-" in p.name or ".old-" in p.name)
+    facts["leftovers"] = sorted(
+        p.name for p in out.iterdir() if ".tmp-" in p.name or ".old-" in p.name
+    )
     return facts
 
 
-# -- fsspec URL (in place, complete flag) ---------------------------------------------------------
+# -- fsspec URL (in place, complete flag) ----------------------------------------------
 def scenario_url(tmp: Path) -> dict:
     data, _ = _data_store(tmp)
     out_dir = tmp / "remote"
@@ -146,30 +167,44 @@ def scenario_url(tmp: Path) -> dict:
     backup_dir = out_dir / "scores.zarr.previous"
     kept = _files(backup_dir) if backup_dir.is_dir() else {}
     # data chunks of the previous complete scores that are gone (metadata excluded: its
-    # complete flag is meant to change): replaced in place, and not in the kept copy either
-    facts = {"flag": zarr.open_group(str(out_dir / "scores.zarr"), mode="r").attrs.get(
-        "complete"), "killed_chunks": _chunk_files(out_dir / "scores.zarr", "scores"),
+    # complete flag is meant to change): replaced in place, and not in the kept copy
+    # either
+    facts = {
+        "flag": zarr.open_group(str(out_dir / "scores.zarr"), mode="r").attrs.get(
+            "complete"
+        ),
+        "killed_chunks": _chunk_files(out_dir / "scores.zarr", "scores"),
         "n_chunks": N_ROWS // CHUNK_ROWS,
-        "bytes_replaced": sum(len(v) for k, v in before.items()
-                              if "/c/" in k and after.get(k) != v),
-        "bytes_lost": sum(len(v) for k, v in before.items()
-                          if "/c/" in k and after.get(k) != v and kept.get(k) != v),
-        "kept_equal": bool(kept) and kept == before}
+        "bytes_replaced": sum(
+            len(v) for k, v in before.items() if "/c/" in k and after.get(k) != v
+        ),
+        "bytes_lost": sum(
+            len(v)
+            for k, v in before.items()
+            if "/c/" in k and after.get(k) != v and kept.get(k) != v
+        ),
+        "kept_equal": bool(kept) and kept == before,
+    }
     try:
-        prev = scalepca.open_matrix(f"{url}/scores.zarr.previous", variable="scores",
-                                    storage_options=FSSPEC_OPTIONS)
+        prev = scalepca.open_matrix(
+            f"{url}/scores.zarr.previous",
+            variable="scores",
+            storage_options=FSSPEC_OPTIONS,
+        )
         facts["previous_readable"] = prev.shape
     except Exception as err:  # reported by the test
         facts["previous_readable"] = f"{type(err).__name__}: {err}"
     try:
-        scalepca.open_matrix(f"{url}/scores.zarr", variable="scores",
-                             storage_options=FSSPEC_OPTIONS)
+        scalepca.open_matrix(
+            f"{url}/scores.zarr", variable="scores", storage_options=FSSPEC_OPTIONS
+        )
         facts["hint"] = ""
     except ValueError as err:
         facts["hint"] = str(err)
     try:
-        scalepca.open_matrix(f"{url}/scores.zarr", variable="scores",
-                             storage_options=FSSPEC_OPTIONS)
+        scalepca.open_matrix(
+            f"{url}/scores.zarr", variable="scores", storage_options=FSSPEC_OPTIONS
+        )
         facts["partial_readable"] = True
     except ValueError:
         facts["partial_readable"] = False
@@ -179,13 +214,14 @@ def scenario_url(tmp: Path) -> dict:
     except ValueError:
         facts["model_loads"] = False
     _write_outputs(data, url, so=FSSPEC_OPTIONS)
-    facts["previous_left"] = sorted(p.name for p in out_dir.iterdir()
-                                    if p.name.endswith(".previous"))
+    facts["previous_left"] = sorted(
+        p.name for p in out_dir.iterdir() if p.name.endswith(".previous")
+    )
     facts.update(url=url, out_dir=out_dir, data=data)
     return facts
 
 
-# -- make-data to a URL (in place) -----------------------------------------------------------------
+# -- make-data to a URL (in place) -----------------------------------------------------
 _MAKE_DATA = textwrap.dedent(
     """
     import runpy, sys
@@ -199,13 +235,29 @@ _MAKE_DATA = textwrap.dedent(
 
 
 def scenario_make_data(tmp: Path) -> dict:
-    """``scalepca make-data`` to a URL killed after 5 of its 100 blocks, then what ``scalepca
-    run`` does with the store."""
+    """``scalepca make-data`` to a URL killed after 5 of its 100 blocks, then what
+    ``scalepca run`` does with the store."""
     target = tmp / "gen.zarr"
     url = f"local://{target}"
-    args = [sys.executable, "-c", _MAKE_DATA, "5", "make-data", url, "--n-samples", "400000",
-            "--n-features", "20", "--chunk-rows", "4000", "--seed", "0", "--no-progress",
-            "--storage-options", '{"auto_mkdir": true}']
+    args = [
+        sys.executable,
+        "-c",
+        _MAKE_DATA,
+        "5",
+        "make-data",
+        url,
+        "--n-samples",
+        "400000",
+        "--n-features",
+        "20",
+        "--chunk-rows",
+        "4000",
+        "--seed",
+        "0",
+        "--no-progress",
+        "--storage-options",
+        '{"auto_mkdir": true}',
+    ]
     out = run_until_stopped(args, env=ENV, cwd=REPO)
     assert "wrote low_rank dataset" not in out, out
     facts = {"killed_chunks": _chunk_files(target.parent, target.name)}
@@ -215,11 +267,21 @@ def scenario_make_data(tmp: Path) -> dict:
         facts["shape"] = tuple(X.shape)
     except (ValueError, FileNotFoundError):
         facts["partial_readable"] = False
-    # what `scalepca run` does with a data.generate section: reuse the store if it exists
+    # what `scalepca run` does with a data.generate section: reuse the store if it
+    # exists
     from scalepca.app.pipeline import generate_data
 
-    generate_data({"kind": "low_rank", "n_samples": 400000, "n_features": 20,
-                   "chunk_rows": 4000, "seed": 0}, url, storage_options=FSSPEC_OPTIONS)
+    generate_data(
+        {
+            "kind": "low_rank",
+            "n_samples": 400000,
+            "n_features": 20,
+            "chunk_rows": 4000,
+            "seed": 0,
+        },
+        url,
+        storage_options=FSSPEC_OPTIONS,
+    )
     files = sum(len(f) for _, _, f in os.walk(target))
     facts["regenerated"] = files >= 100  # 100 row blocks + metadata when complete
     return facts

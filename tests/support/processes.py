@@ -9,8 +9,8 @@ import subprocess
 
 
 def free_ports(n: int = 1) -> list[int]:
-    """``n`` distinct TCP ports of 127.0.0.1 that were free a moment ago (all bound at once, so
-    they differ, then released for the caller's server to bind)."""
+    """``n`` distinct TCP ports of 127.0.0.1 that were free a moment ago (all bound
+    at once, so they differ, then released for the caller's server to bind)."""
     socks = []
     try:
         for _ in range(n):
@@ -23,10 +23,12 @@ def free_ports(n: int = 1) -> list[int]:
             s.close()
 
 
-def wait_or_kill(proc: subprocess.Popen, grace: float = 10.0, *, group: bool = False) -> None:
-    """Wait ``grace`` seconds for ``proc`` (already asked to end) to exit, then SIGKILL it —
-    its whole process group when ``group`` (a process started with ``start_new_session``
-    whose children must go too) — and reap it."""
+def wait_or_kill(
+    proc: subprocess.Popen, grace: float = 10.0, *, group: bool = False
+) -> None:
+    """Wait ``grace`` seconds for ``proc`` (already asked to end) to exit, then
+    SIGKILL it — its whole process group when ``group`` (a process started with
+    ``start_new_session`` whose children must go too) — and reap it."""
     try:
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:

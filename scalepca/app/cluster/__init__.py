@@ -1,5 +1,6 @@
-"""Connect to a Dask cluster (:func:`connect`, :func:`make_cluster`; batch jobs in ``_jobs``)
-and show the progress of its work (:func:`progress`, from ``scalepca.app.progress``)."""
+"""Connect to a Dask cluster (:func:`connect`, :func:`make_cluster`; batch jobs in
+``_jobs``) and show the progress of its work (:func:`progress`, from
+``scalepca.app.progress``)."""
 
 from ..progress import progress
 from ._connect import (
@@ -10,5 +11,11 @@ from ._connect import (
     starting_line,
 )
 
-__all__ = ["WorkersLost", "connect", "make_cluster", "progress",
-           "reporting_lost_workers", "starting_line"]
+__all__ = [
+    "WorkersLost",
+    "connect",
+    "make_cluster",
+    "progress",
+    "reporting_lost_workers",
+    "starting_line",
+]

@@ -1,7 +1,8 @@
-"""Connect to a Dask cluster: a local one, a scheduler at an address, batch jobs, Kubernetes or a
+"""Connect to a Dask cluster: a local one, a scheduler at an address, batch jobs,
+Kubernetes or a
 
-Estimators never create clusters; the user (or the CLI) calls :func:`connect` once, from a
-``cluster`` config section or keyword arguments:
+Estimators never create clusters; the user (or the CLI) calls :func:`connect` once, from
+a ``cluster`` config section or keyword arguments:
 
 =============================  =================================================================
 ``kind``                       what it starts or joins
@@ -19,7 +20,8 @@ Estimators never create clusters; the user (or the CLI) calls :func:`connect` on
 =============================  =================================================================
 
 The returned client is a context manager; leaving the block closes it and any cluster
-:func:`connect` started. Dask distributed does all scheduling; scalepca only configures it.
+:func:`connect` started. Dask distributed does all scheduling; scalepca only
+configures it.
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ def _import_extra(kind: str):
         return importlib.import_module(module)
     except ImportError as err:
         raise ImportError(
-            f"cluster kind {kind!r} needs the optional package {module.split('.')[0]!r} "
-            f"({err}); install it with: pip install 'scalepca[{extra}]'"
+            f"cluster kind {kind!r} needs the optional package "
+            f"{module.split('.')[0]!r} ({err}); install it with: pip install "
+            f"'scalepca[{extra}]'"
         ) from None
 
 
@@ -79,7 +82,8 @@ def _distributed_client_class():
     from distributed import Client
 
     class _ClusterClient(Client):
-        """A ``distributed.Client`` that also closes the cluster :func:`connect` started."""
+        """A ``distributed.Client`` that also closes the cluster :func:`connect`
+        started."""
 
         _scalepca_cluster = None
 
@@ -105,7 +109,8 @@ def _distributed_client_class():
     return _ClusterClient
 
 
-_CLIENT_CLASS = []  # built on first use: importing distributed is slow and not always needed
+# built on first use: importing distributed is slow and not always needed
+_CLIENT_CLASS = []
 
 
 def _client_for(cluster=None, address=None, **kwargs):
@@ -138,62 +143,71 @@ def _settings(config, kwargs) -> dict:
     return check_cluster(merged)
 
 
-#: Dask settings of the processes scalepca starts under ``cluster.monitoring: light`` (the
-#: default): Dask's periodic housekeeping on every scheduler and worker — the event-loop
-#: health check, the dashboard's CPU and memory samples, the worker profiler's stack samples —
-#: at intervals 20-50 times longer than Dask's. On 2 cores an idle 2-worker cluster then burns
-#: 0.027 instead of 0.062 CPU-s per s, and an RFF kernel PCA fit (compute-bound, 39 s) ran
-#: 1.1 s (3 %) faster on average over 10 rounds alternating with Dask's settings
-#: (``benchmarks/monitoring.py``). A setting the user's own Dask config already changed is
-#: left as it is (:func:`_monitoring`).
+#: Dask settings of the processes scalepca starts under ``cluster.monitoring: light``
+#: (the default): Dask's periodic housekeeping on every scheduler and worker — the
+#: event-loop health check, the dashboard's CPU and memory samples, the worker
+#: profiler's stack samples — at intervals 20-50 times longer than Dask's. On 2 cores an
+#: idle 2-worker cluster then burns 0.027 instead of 0.062 CPU-s per s, and an RFF
+#: kernel PCA fit (compute-bound, 39 s) ran 1.1 s (3 %) faster on average over 10 rounds
+#: alternating with Dask's settings (``benchmarks/monitoring.py``). A setting the user's
+#: own Dask config already changed is left as it is (:func:`_monitoring`).
 LIGHT_MONITORING = {
     "distributed.admin.tick.interval": "1s",  # event-loop health check (Dask: 20 ms)
-    "distributed.admin.system-monitor.interval": "2s",  # dashboard CPU/memory samples (500 ms)
-    "distributed.worker.profile.interval": "100ms",  # statistical profiler samples (10 ms)
+    # dashboard CPU/memory samples (500 ms)
+    "distributed.admin.system-monitor.interval": "2s",
+    # statistical profiler samples (10 ms)
+    "distributed.worker.profile.interval": "100ms",
 }
 
 
 def _monitoring(cfg: dict) -> dict:
-    """The :data:`LIGHT_MONITORING` settings to apply for ``cfg`` (validated), without those
-    whose current value differs from Dask's shipped default (the user set them)."""
+    """The :data:`LIGHT_MONITORING` settings to apply for ``cfg`` (validated),
+    without those whose current value differs from Dask's shipped default (the user
+    set them)."""
     if cfg.get("monitoring", "light") != "light":
         return {}
     return _unchanged(LIGHT_MONITORING)
 
 
-#: glibc's allocator in the worker processes of the local clusters scalepca starts. Dask's
-#: nanny sets ``MALLOC_TRIM_THRESHOLD_=65536`` so that freed memory goes back to the system;
-#: setting it also fixes glibc's mmap threshold at 128 KiB, so every array above that — a
-#: decompressed store chunk, a CSR row block, a d × d partial — is new pages the kernel maps
-#: and faults in one by one, every time. scalepca's workers instead take arrays up to
-#: ``memory_limit / 64`` (at most 32 MiB, at least 128 KiB) from the heap, reused, and keep
-#: up to twice that of free heap: on 2 × 2 GiB workers (2 cores, a VM) the read pass of
-#: 1,000,000 × 2,000 CSR counts took 2.7–3.2 s instead of 5.1–5.8 s and its covariance fit
-#: 13.3–14.3 s instead of 16.8–17.7 s (``benchmarks/sparse_counts.py``). The thresholds
-#: follow the memory limit because glibc keeps that much free heap per arena (per thread that
-#: allocates): with the 2 GiB settings, 600 MiB workers that Dask's default carries through a
-#: PPCA fit of a 96 MB store were killed for memory (``test_ppca``'s small-memory fit). A
-#: value the user's own Dask config sets is left as it is (as :data:`LIGHT_MONITORING`).
-#: Batch and cloud workers keep Dask's: their nannies read their own Dask config, where the
-#: same two keys can be set.
-ALLOCATOR_KEYS = ("distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_",
-                  "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_")
+#: glibc's allocator in the worker processes of the local clusters scalepca starts.
+#: Dask's nanny sets ``MALLOC_TRIM_THRESHOLD_=65536`` so that freed memory goes back to
+#: the system; setting it also fixes glibc's mmap threshold at 128 KiB, so every array
+#: above that — a decompressed store chunk, a CSR row block, a d × d partial — is new
+#: pages the kernel maps and faults in one by one, every time. scalepca's workers
+#: instead take arrays up to ``memory_limit / 64`` (at most 32 MiB, at least 128 KiB)
+#: from the heap, reused, and keep up to twice that of free heap: on 2 × 2 GiB workers
+#: (2 cores, a VM) the read pass of 1,000,000 × 2,000 CSR counts took 2.7–3.2 s instead
+#: of 5.1–5.8 s and its covariance fit 13.3–14.3 s instead of 16.8–17.7 s
+#: (``benchmarks/sparse_counts.py``). The thresholds follow the memory limit because
+#: glibc keeps that much free heap per arena (per thread that allocates): with the 2 GiB
+#: settings, 600 MiB workers that Dask's default carries through a PPCA fit of a 96 MB
+#: store were killed for memory (``test_ppca``'s small-memory fit). A value the user's
+#: own Dask config sets is left as it is (as :data:`LIGHT_MONITORING`). Batch and cloud
+#: workers keep Dask's: their nannies read their own Dask config, where the same two
+#: keys can be set.
+ALLOCATOR_KEYS = (
+    "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_",
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_",
+)
 #: the largest heap-served array (glibc's own ceiling of the mmap threshold on 64-bit)
 ALLOCATOR_MMAP_MAX = 32 * 2**20
 
 
 def _worker_allocator(cfg: dict) -> dict:
-    """The glibc settings (:data:`ALLOCATOR_KEYS`) for the workers of a local cluster ``cfg``:
-    the mmap threshold ``memory_limit / 64`` within [128 KiB, 32 MiB], the trim threshold
-    twice that; without those the user's Dask config already sets."""
+    """The glibc settings (:data:`ALLOCATOR_KEYS`) for the workers of a local cluster
+    ``cfg``: the mmap threshold ``memory_limit / 64`` within [128 KiB, 32 MiB], the
+    trim threshold twice that; without those the user's Dask config already sets."""
     from distributed.worker_memory import parse_memory_limit
 
     threads = cfg.get("threads_per_worker") or 1
     cores = max(1, (cfg.get("n_workers") or 1) * threads)
     limit = parse_memory_limit(cfg.get("memory_limit"), threads, cores, logger=logger)
-    mmap = ALLOCATOR_MMAP_MAX if limit is None else min(ALLOCATOR_MMAP_MAX,
-                                                       max(128 * 2**10, limit // 64))
-    return _unchanged(dict(zip(ALLOCATOR_KEYS, (mmap, 2 * mmap))))
+    mmap = (
+        ALLOCATOR_MMAP_MAX
+        if limit is None
+        else min(ALLOCATOR_MMAP_MAX, max(128 * 2**10, limit // 64))
+    )
+    return _unchanged(dict(zip(ALLOCATOR_KEYS, (mmap, 2 * mmap), strict=True)))
 
 
 _ALLOCATOR_VARIABLES = tuple(key.rsplit(".", 1)[1] for key in ALLOCATOR_KEYS)
@@ -201,12 +215,12 @@ _ALLOCATOR_VARIABLES = tuple(key.rsplit(".", 1)[1] for key in ALLOCATOR_KEYS)
 
 @contextlib.contextmanager
 def _environ_kept(names):
-    """Keep these environment variables of this process as they were: a nanny writes its
-    workers' environment into ``os.environ`` before it starts them (and the next nanny of any
-    cluster would take those values over its Dask config), so scalepca's worker settings
-    would otherwise stay behind in the user's process. Yields what they were, which
-    :func:`_environ_restore` puts back again when the cluster closes: a nanny that
-    replaces a lost worker writes them once more."""
+    """Keep these environment variables of this process as they were: a nanny writes
+    its workers' environment into ``os.environ`` before it starts them (and the next
+    nanny of any cluster would take those values over its Dask config), so scalepca's
+    worker settings would otherwise stay behind in the user's process. Yields what
+    they were, which :func:`_environ_restore` puts back again when the cluster
+    closes: a nanny that replaces a lost worker writes them once more."""
     before = {name: os.environ.get(name) for name in names}
     try:
         yield before
@@ -248,14 +262,17 @@ def _interrupts_ignored():
 
 
 def _unchanged(settings: dict) -> dict:
-    """``settings`` without those whose current Dask value differs from Dask's shipped default
-    (the user set them)."""
+    """``settings`` without those whose current Dask value differs from Dask's
+    shipped default (the user set them)."""
     import dask
     import distributed  # noqa: F401 — registers distributed's defaults with dask.config
 
     shipped = dask.config.merge(*dask.config.defaults)
-    return {key: value for key, value in settings.items()
-            if dask.config.get(key, None) == dask.config.get(key, None, config=shipped)}
+    return {
+        key: value
+        for key, value in settings.items()
+        if dask.config.get(key, None) == dask.config.get(key, None, config=shipped)
+    }
 
 
 #: How long the schedulers scalepca starts keep ready tasks while no worker is left
@@ -270,8 +287,9 @@ LOCAL_NO_WORKERS_TIMEOUT = "60s"
 
 def _no_workers(cfg: dict) -> dict:
     """The :data:`NO_WORKERS_KEY` setting for the scheduler of cluster ``cfg``."""
-    timeout = (LOCAL_NO_WORKERS_TIMEOUT if cfg["kind"] == "local"
-               else cfg.get("start_timeout"))
+    timeout = (
+        LOCAL_NO_WORKERS_TIMEOUT if cfg["kind"] == "local" else cfg.get("start_timeout")
+    )
     return {} if timeout is None else _unchanged({NO_WORKERS_KEY: timeout})
 
 
@@ -281,13 +299,18 @@ def lost_workers(client, *, retired: bool = True) -> list[str]:
     restart for memory, a missed heartbeat, a closed connection). ``retired=False``
     leaves out the workers the scheduler expected to go (retired, scaled down)."""
     events = client.get_events()
-    memory = {e.get("worker"): e for _, e in events.get("worker-restart-memory", [])
-              if isinstance(e, dict)}
-    why = {"handle-worker-cleanup": "its connection closed (the process exited or was "
-                                    "killed)",
-           "check-worker-ttl": "it missed its heartbeats",
-           "retire-workers": "it was retired",
-           "worker-close": "it closed itself"}
+    memory = {
+        e.get("worker"): e
+        for _, e in events.get("worker-restart-memory", [])
+        if isinstance(e, dict)
+    }
+    why = {
+        "handle-worker-cleanup": "its connection closed (the process exited or was "
+        "killed)",
+        "check-worker-ttl": "it missed its heartbeats",
+        "retire-workers": "it was retired",
+        "worker-close": "it closed itself",
+    }
     out = []
     for _, e in events.get("all", []):
         if not isinstance(e, dict) or e.get("action") != "remove-worker":
@@ -296,8 +319,10 @@ def lost_workers(client, *, retired: bool = True) -> list[str]:
             continue
         addr = e.get("worker")
         stim = str(e.get("stimulus_id", ""))
-        reason = next((text for key, text in why.items() if stim.startswith(key)),
-                      stim.rsplit("-", 1)[0] or "no reason recorded")
+        reason = next(
+            (text for key, text in why.items() if stim.startswith(key)),
+            stim.rsplit("-", 1)[0] or "no reason recorded",
+        )
         if addr in memory:
             rss = memory[addr].get("rss")
             used = f" ({rss / 2**30:.2f} GiB)" if isinstance(rss, (int, float)) else ""
@@ -330,16 +355,22 @@ def reporting_lost_workers(client):
         with contextlib.suppress(Exception):
             lost = lost_workers(client, retired=False)
             if lost:
-                warnings.warn(f"{len(lost)} worker(s) lost and replaced during the run "
-                              f"(their work was redone): {'; '.join(lost)}",
-                              RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"{len(lost)} worker(s) lost and replaced during the run "
+                    f"(their work was redone): {'; '.join(lost)}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
     except (NoWorkerError, KilledWorker) as err:
         try:
             lost = lost_workers(client)
         except Exception:  # the scheduler itself is gone: Dask's error says enough
             raise err from None
-        what = ("no worker was left to run the work" if isinstance(err, NoWorkerError)
-                else "a task ended every worker that ran it")
+        what = (
+            "no worker was left to run the work"
+            if isinstance(err, NoWorkerError)
+            else "a task ended every worker that ran it"
+        )
         lines = "; ".join(lost) if lost else "none recorded by the scheduler"
         raise WorkersLost(f"{what} ({err}); workers lost: {lines}") from err
 
@@ -347,10 +378,11 @@ def reporting_lost_workers(client):
 def make_cluster(config: dict | None = None, **kwargs):
     """Create (but do not scale or connect to) the cluster object a config describes.
 
-    For the batch kinds this builds the dask-jobqueue cluster — its scheduler runs here, no
-    job is submitted until it is scaled — so ``make_cluster(cfg).job_script()`` shows the
-    script that would be submitted. ``local`` returns a ``LocalCluster``; ``address`` has no
-    cluster object and raises ``ValueError``.
+    For the batch kinds this builds the dask-jobqueue cluster — its scheduler runs
+    here, no job is submitted until it is scaled — so
+    ``make_cluster(cfg).job_script()`` shows the script that would be submitted.
+    ``local`` returns a ``LocalCluster``; ``address`` has no cluster object and
+    raises ``ValueError``.
     """
     import dask
 
@@ -359,11 +391,15 @@ def make_cluster(config: dict | None = None, **kwargs):
     if kind == "local":
         from distributed import LocalCluster
 
-        # the scheduler and each nanny read dask.config when they are made; a nanny hands its
-        # copy (and its pre-spawn environment) to the worker process it starts
-        with dask.config.set({**_monitoring(cfg), **_worker_allocator(cfg),
-                              **_no_workers(cfg)}), \
-                _environ_kept(_ALLOCATOR_VARIABLES) as before, _interrupts_ignored():
+        # the scheduler and each nanny read dask.config when they are made; a nanny
+        # hands its copy (and its pre-spawn environment) to the worker process it starts
+        with (
+            dask.config.set(
+                {**_monitoring(cfg), **_worker_allocator(cfg), **_no_workers(cfg)}
+            ),
+            _environ_kept(_ALLOCATOR_VARIABLES) as before,
+            _interrupts_ignored(),
+        ):
             cluster = LocalCluster(
                 n_workers=cfg["n_workers"],
                 threads_per_worker=cfg["threads_per_worker"],
@@ -376,25 +412,39 @@ def make_cluster(config: dict | None = None, **kwargs):
         cluster._scalepca_environ = before
         return cluster
     if kind == "address":
-        raise ValueError("cluster kind 'address' joins an existing scheduler; it has no cluster")
+        raise ValueError(
+            "cluster kind 'address' joins an existing scheduler; it has no cluster"
+        )
     mod = _import_extra(kind)
     if kind in _JOBQUEUE_CLASSES:
         light = _monitoring(cfg)
         kw = _jobqueue_kwargs(kind, cfg)
-        if light:  # the workers run in the jobs: they read it from the job's environment
-            kw["job_script_prologue"] = _env_exports(light) + kw.get("job_script_prologue", [])
+        if (
+            light
+        ):  # the workers run in the jobs: they read it from the job's environment
+            kw["job_script_prologue"] = _env_exports(light) + kw.get(
+                "job_script_prologue", []
+            )
         with dask.config.set({**light, **_no_workers(cfg)}):  # the scheduler runs here
             return getattr(mod, _JOBQUEUE_CLASSES[kind])(**kw)
     if kind == "kubernetes":
-        kw = {k: cfg[k] for k in ("name", "image", "namespace", "resources", "env")
-              if cfg.get(k) is not None}
-        return mod.KubeCluster(n_workers=0 if cfg.get("adaptive") else cfg["n_workers"], **kw)
+        kw = {
+            k: cfg[k]
+            for k in ("name", "image", "namespace", "resources", "env")
+            if cfg.get(k) is not None
+        }
+        return mod.KubeCluster(
+            n_workers=0 if cfg.get("adaptive") else cfg["n_workers"], **kw
+        )
     # gateway
     # address, proxy address, auth type and credentials left out of the config come from
     # Dask's config (``gateway.*``, also its environment variables), never from
     # scalepca's config or outputs. The new cluster keeps a gateway client of its own.
-    gw = mod.Gateway(address=cfg.get("address"), proxy_address=cfg.get("proxy_address"),
-                     auth=cfg.get("auth"))
+    gw = mod.Gateway(
+        address=cfg.get("address"),
+        proxy_address=cfg.get("proxy_address"),
+        auth=cfg.get("auth"),
+    )
     try:
         options = gw.cluster_options()
         for key, value in (cfg.get("cluster_options") or {}).items():
@@ -425,11 +475,16 @@ def starting_line(config: dict | None = None, **kwargs) -> str:
     if kind == "local":
         n, threads = cfg["n_workers"], cfg["threads_per_worker"]
         what = "process" if cfg["processes"] else "thread"
-        workers = (f"{n} worker {what}{'es' if what == 'process' else 's'}"
-                   if n != 1 else f"1 worker {what}")
-        shape = (f"{workers if n is not None else 'Dask chooses the workers'}, "
-                 + (f"{threads} thread{'s' if threads != 1 else ''} each"
-                    if threads is not None else "Dask chooses the threads"))
+        workers = (
+            f"{n} worker {what}{'es' if what == 'process' else 's'}"
+            if n != 1
+            else f"1 worker {what}"
+        )
+        shape = f"{workers if n is not None else 'Dask chooses the workers'}, " + (
+            f"{threads} thread{'s' if threads != 1 else ''} each"
+            if threads is not None
+            else "Dask chooses the threads"
+        )
         if cfg["memory_limit"] not in (None, "auto"):
             shape += f", {cfg['memory_limit']} of memory each"
         return f"starting a local Dask cluster ({shape})"
@@ -441,22 +496,27 @@ def starting_line(config: dict | None = None, **kwargs) -> str:
     else:
         size = cfg.get("jobs", cfg.get("n_workers"))
     if kind in _JOBQUEUE_CLASSES:
-        return (f"submitting {kind.upper()} worker jobs ({size} job(s) of "
-                f"{cfg.get('cores')} cores and {cfg.get('memory')} each)")
+        return (
+            f"submitting {kind.upper()} worker jobs ({size} job(s) of "
+            f"{cfg.get('cores')} cores and {cfg.get('memory')} each)"
+        )
     if kind == "kubernetes":
         return f"starting a Dask cluster on Kubernetes ({size} workers)"
     return f"asking the Dask Gateway at {cfg.get('address')} for a cluster ({size} workers)"
 
 
 def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
-    """Return a ``distributed.Client`` for the cluster described by ``config`` / ``kwargs``.
+    """Return a ``distributed.Client`` for the cluster described by ``config`` /
+    ``kwargs``.
 
     Parameters
     ----------
     config : dict, optional
-        A ``cluster`` config section, e.g. ``{"kind": "slurm", "cores": 8, "memory": "32GB",
-        "walltime": "02:00:00", "queue": "normal", "jobs": 4}``. Keys are validated (unknown
-        keys and wrong types raise :class:`scalepca.app.config.ConfigError`).
+        A ``cluster`` config section, e.g.
+        ``{"kind": "slurm", "cores": 8, "memory": "32GB", "walltime": "02:00:00",
+        "queue": "normal", "jobs": 4}``.
+        Keys are validated (unknown keys and wrong types raise
+        :class:`scalepca.app.config.ConfigError`).
     quiet : bool, default=False
         Do not print what starts (or is joined) and the dashboard link.
     **kwargs
@@ -466,19 +526,21 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
     Returns
     -------
     distributed.Client
-        Registered as the default client. A context manager: ``with connect(...) as client:``
-        closes the client — and the cluster if ``connect`` started one — on exit.
+        Registered as the default client. A context manager:
+        ``with connect(...) as client:`` closes the client — and the cluster if
+        ``connect`` started one — on exit.
 
     Raises
     ------
     scalepca.app.config.ConfigError
         A bad setting (the message names the key and the allowed values); for the batch
-        kinds also a worker job the batch system refuses or can never run (more memory or
-        cores than any node has, an unknown queue): the message names the keys to change.
+        kinds also a worker job the batch system refuses or can never run (more memory
+        or cores than any node has, an unknown queue): the message names the keys to
+        change.
     TimeoutError
         Batch kinds with a fixed number of ``jobs``: no job started within
-        ``start_timeout``. ``connect`` waits for the first worker of those jobs; jobs the
-        batch system ends later (preemption, wall time) are replaced by new ones.
+        ``start_timeout``. ``connect`` waits for the first worker of those jobs; jobs
+        the batch system ends later (preemption, wall time) are replaced by new ones.
     ImportError
         The kind needs an optional package; the message names the extra to install.
     OSError
@@ -489,17 +551,23 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
     if not quiet:
         print(f"scalepca: {starting_line(cfg)}", flush=True)
     if kind == "address":
-        client = _client_for(address=cfg["address"], security=_security(cfg["security"]),
-                             timeout=cfg["timeout"])
+        client = _client_for(
+            address=cfg["address"],
+            security=_security(cfg["security"]),
+            timeout=cfg["timeout"],
+        )
     else:
         submit = _SUBMIT_COMMANDS.get(kind)
         if submit is not None:
-            _import_extra(kind)  # a missing package is reported before a missing command
+            _import_extra(
+                kind
+            )  # a missing package is reported before a missing command
         if submit is not None and shutil.which(submit) is None:
             from ..config import ConfigError
 
             raise ConfigError(
-                f"cluster kind {kind!r} submits worker jobs with {submit!r}, which is not on "
+                f"cluster kind {kind!r} submits worker jobs with {submit!r}, which is "
+                f"not on "
                 "this machine's PATH; run scalepca on a login node of the cluster "
                 "(`scalepca validate CONFIG --job-script` shows the job script)"
             )
@@ -508,7 +576,11 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
         try:
             _scale(cluster, cfg)
             client = _client_for(cluster)
-            if kind in _JOBQUEUE_CLASSES and not cfg.get("adaptive") and cfg["jobs"] > 0:
+            if (
+                kind in _JOBQUEUE_CLASSES
+                and not cfg.get("adaptive")
+                and cfg["jobs"] > 0
+            ):
                 _wait_for_first_worker(cluster, client, cfg)
         except BaseException:
             if client is not None:
@@ -518,6 +590,10 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
             raise
     if not quiet:
         print(f"scalepca: dask dashboard at {client.dashboard_link}", flush=True)
-    logger.info("connected to %s (%s); dashboard %s", client.scheduler.address, kind,
-                client.dashboard_link)
+    logger.info(
+        "connected to %s (%s); dashboard %s",
+        client.scheduler.address,
+        kind,
+        client.dashboard_link,
+    )
     return client
