@@ -49,8 +49,7 @@ def test_a_result_is_current_or_shown_as_stale(prov):
     unnoticed = stale - prov.KNOWN_STALE
     assert not unnoticed, (
         f"the code of {sorted(unnoticed)} changed since they were measured: re-run "
-        f"their "
-        "benchmark, or add them to KNOWN_STALE in benchmarks/_provenance.py (shown as "
+        "their benchmark, or add them to KNOWN_STALE in benchmarks/_provenance.py (shown as "
         "stale on the benchmarks page)"
     )
     fresh = prov.KNOWN_STALE - stale

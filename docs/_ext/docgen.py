@@ -164,12 +164,7 @@ def _model_section() -> list[str]:
     for method, target in METHODS.items():
         cls = estimator_class(method)
         name = target.split(":")[1]
-        # the models are public at the top level; the analysis tools by their module
-        full = (
-            f"scalepca.{name}"
-            if target.startswith("scalepca.models.")
-            else target.replace(":", ".")
-        )
+        full = public_name(name)  # the page the API reference gives it
         parts.append(f"### method: {method}\n")
         parts.append(
             f"Estimator {{class}}`{full}` ([API page](api/generated/{full}.rst)).\n"

@@ -585,7 +585,7 @@ class PCA(_BaseSpectralPCA):
         ``"covariance_eigh"`` (up to 4096 features), ``"tsqr"`` (dense, up to 4096
         features), ``"snapshot"`` (up to 4096 samples) and ``"randomized"``, from the
         shape, block kind, ``n_components`` and the cost of a pass
-        (:mod:`scalepca.solvers.choice`; figures in ``docs/benchmarks.md``); a float or
+        (``scalepca.solvers.choice``; figures in ``docs/benchmarks.md``); a float or
         ``"mle"`` ``n_components`` takes a solver of the whole spectrum. ``solver_``
         records the choice.
     whiten : bool, default=False
