@@ -50,8 +50,8 @@ def ensure_store(path: Path, n_chunks: int, rows: int, d: int) -> zarr.Array:
         if z.shape == (n, d) and z.chunks == (rows, d):
             return z
     print(
-        f"writing {n:,} × {d} float64 in {n_chunks:,} chunks of {rows} × {d} at "
-        f"{path} ...",
+        f"writing {n:,} × {d} float64 in {n_chunks:,} "
+        f"chunks of {rows} × {d} at {path} ...",
         flush=True,
     )
     z = zarr.create_array(

@@ -448,8 +448,8 @@ def rows_of(
     )
     rows.append(
         row(
-            f"scalepca BootstrapEOF(B={N_BOOT}, {job['solver']}) + varimax of its "
-            "EOFs: the whole job",
+            f"scalepca BootstrapEOF(B={N_BOOT}, {job['solver']}) "
+            "+ varimax of its EOFs: the whole job",
             job["seconds"] + job["rotation_s"],
             job["n_passes"],
             job["read_passes"],
@@ -575,8 +575,8 @@ def run(args) -> dict:
     ]
     if missing:  # kept for a later run of these steps; no comparison without them
         print(
-            f"steps never run on this store: {', '.join(missing)} (run them with "
-            f"--steps)"
+            "steps never run on this store: "
+            f"{', '.join(missing)} (run them with --steps)"
         )
         out["missing_steps"] = missing
         return out

@@ -130,9 +130,9 @@ def sgkit_status() -> str:
         import sgkit  # noqa: F401
     except ImportError:
         return (
-            "not installed: `pip install sgkit` resolves to dask<=2024.8.0 and "
-            "zarr<3, which would downgrade scalepca's environment (dask 2026.8, zarr "
-            "3); not run"
+            "not installed: `pip install sgkit` resolves to "
+            "dask<=2024.8.0 and zarr<3, which would downgrade "
+            "scalepca's environment (dask 2026.8, zarr 3); not run"
         )
     return "installed (comparison not implemented in this script)"
 

@@ -272,8 +272,8 @@ def part_scaling(sizes, m: int, data: Path = DATA) -> dict:
     fit = slope * ns / 1e6 + intercept
     r2 = 1 - np.sum((ts - fit) ** 2) / np.sum((ts - ts.mean()) ** 2)
     print(
-        f"least-squares line: time = {slope:.1f} s per 1M rows + {intercept:.1f} s, "
-        f"R² = {r2:.4f}"
+        f"least-squares line: time = {slope:.1f} s per "
+        f"1M rows + {intercept:.1f} s, R² = {r2:.4f}"
     )
     return {
         "m": m,

@@ -59,10 +59,9 @@ def check_dtype(dtype: np.dtype, *, what: str = "X") -> np.dtype:
         dtype.kind == "c"
     ):  # a ValueError, as scikit-learn's validation raises for complex data
         raise ValueError(
-            f"{what} has dtype {dtype}: Complex data not supported; scalepca needs "
-            f"real numbers "
-            "(take the real part or the modulus, or put real and imaginary parts side "
-            "by side as features)"
+            f"{what} has dtype {dtype}: Complex data not supported; scalepca "
+            "needs real numbers (take the real part or the modulus, or put "
+            "real and imaginary parts side by side as features)"
         )
     raise TypeError(
         f"{what} has dtype {dtype} ({_KIND_NAMES.get(dtype.kind, 'unsupported')}); "
@@ -175,9 +174,9 @@ def check_matrix(
         arr = arr.astype(dtype)
     if not allow_2d_blocks and len(arr.chunks[1]) > 1:
         logger.info(
-            "%s: features were split over %d column chunks; rechunking to one column "
-            "chunk (rows stay as they are, or are split where whole rows would exceed "
-            "256 MiB)",
+            "%s: features were split over %d column chunks; "
+            "rechunking to one column chunk (rows stay as they are, "
+            "or are split where whole rows would exceed 256 MiB)",
             what,
             len(arr.chunks[1]),
         )
@@ -208,8 +207,8 @@ def check_2d(shape: tuple, *, what: str = "X") -> None:
     array."""
     if len(shape) != 2:
         raise ValueError(
-            f"{what} must be 2-D (samples × features); got {len(shape)}-D with shape "
-            f"{shape}"
+            f"{what} must be 2-D (samples × features); "
+            f"got {len(shape)}-D with shape {shape}"
             + (
                 ". Reshape your data: X.reshape(-1, 1) if it is one feature, "
                 "X.reshape(1, -1) if it is one sample"
@@ -371,11 +370,10 @@ def check_n_components(
         ):
             if not 0.0 < n_components < 1.0:  # not a fraction, and not a count either
                 raise TypeError(
-                    f"{what} must be an integer, a float in (0, 1), 'mle' or None; "
-                    f"got {n_components!r}: a float is the fraction of the variance "
-                    f"to explain and "
-                    "must lie strictly between 0 and 1 (give an integer for a number "
-                    "of components)"
+                    f"{what} must be an integer, a float in (0, 1), 'mle' or "
+                    f"None; got {n_components!r}: a float is the fraction of "
+                    "the variance to explain and must lie strictly between 0 "
+                    "and 1 (give an integer for a number of components)"
                 )
             return float(n_components)
     if isinstance(n_components, bool) or not (
@@ -465,9 +463,8 @@ def check_n_features(
     d = X.shape[1]
     if d != n_features_in:
         raise ValueError(
-            f"{what} has {d} features, but {estimator} is expecting {n_features_in} "
-            f"features "
-            "as input"
+            f"{what} has {d} features, but {estimator} is "
+            f"expecting {n_features_in} features as input"
         )
 
 

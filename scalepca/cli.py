@@ -181,8 +181,8 @@ def _update(cfg, X, timings):
         ):  # an interrupted update whose model was saved: settle it
             upd.write(cfg["output"])
         print(
-            f"update: no rows appended since the model's {upd.n_seen:,}; nothing to "
-            f"update",
+            "update: no rows appended since the "
+            f"model's {upd.n_seen:,}; nothing to update",
             flush=True,
         )
         return None
@@ -262,8 +262,8 @@ def _plink_target(args, est, out: str, data: str) -> str:
 
     if not is_bed_path(data):
         raise UserError(
-            f"--plink writes PLINK's .eigenvec and .eigenval of a PLINK .bed; "
-            f"{data} is not one"
+            "--plink writes PLINK's .eigenvec and "
+            f".eigenval of a PLINK .bed; {data} is not one"
         )
     problem = plink_problem(
         getattr(est, "standardize", None), getattr(est, "whiten", False)
@@ -359,8 +359,8 @@ def cmd_info(args) -> int:
         except (OSError, ValueError) as err:
             raise UserError(str(err)) from None
         print(
-            f"PLINK .bed {args.store}: {n} samples × {d} SNPs (allele counts, 2 bits "
-            f"each)"
+            f"PLINK .bed {args.store}: {n} samples × "
+            f"{d} SNPs (allele counts, 2 bits each)"
         )
         return EXIT_OK
     if kind == "netcdf":
@@ -745,8 +745,8 @@ def _add_transform(sub) -> None:
         "--plink",
         action="store_true",
         help="a PLINK .bed fitted with standardize genotype: also write "
-        "OUT's .eigenvec and .eigenval (--out without .zarr) as plink2 "
-        "--pca writes them",
+        "OUT's .eigenvec and .eigenval (--out "
+        "without .zarr) as plink2 --pca writes them",
     )
     t.add_argument(
         "--keep",

@@ -187,8 +187,8 @@ def test_cli_transform_of_a_saved_tool(files, name, tmp_path, capsys):
         (
             "mca-sst-only",
             [],
-            "has no variable(s) z; the MCA model was fitted on the fields sst (X) "
-            "and z (Y)",
+            "has no variable(s) z; the MCA model was "
+            "fitted on the fields sst (X) and z (Y)",
         ),
         ("mca-arrays", [], "the MCA model records no variable for field X"),
         (

@@ -298,8 +298,8 @@ BAD = [
         "mca",
         {"variable": "sst"},
         {},
-        "model.method mca pairs two fields over the same samples: set 'data.variable' "
-        "to a list of two",
+        "model.method mca pairs two fields over the same "
+        "samples: set 'data.variable' to a list of two",
     ),
     ("mca", {"variable": ["sst", "z", "sst"]}, {}, "a list of two variable names"),
     ("mca", {}, {"n_components": 0}, "model.n_components"),

@@ -453,9 +453,8 @@ def test_cli_refuses_variable_and_dims_of_an_anndata_store(
     err = capsys.readouterr().err
     assert rc == EXIT_USER_ERROR, err
     assert (
-        f"'data.{key}' do(es) not apply to the AnnData store '{stores / path}' (a "
-        f"cell × "
-        "gene matrix); choose the matrix with 'data.layer' (null: X)"
+        f"'data.{key}' do(es) not apply to the AnnData store '{stores / path}' "
+        "(a cell × gene matrix); choose the matrix with 'data.layer' (null: X)"
     ) in err
     assert not (tmp_path / "out").exists()
 
@@ -472,8 +471,8 @@ def test_config_refuses_variable_for_generated_counts(tmp_path, capsys):
     )
     assert main(["validate", str(cfg)]) == EXIT_USER_ERROR
     assert (
-        "'data.variable' do(es) not apply to the AnnData store data.generate.kind "
-        "counts writes"
+        "'data.variable' do(es) not apply to the "
+        "AnnData store data.generate.kind counts writes"
     ) in capsys.readouterr().err
     assert not (tmp_path / "cells.zarr").exists()
 

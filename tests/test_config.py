@@ -83,8 +83,8 @@ def test_quickstart_defaults_filled():
         (
             _base(model={"method": "pca", "n_components": "ten"}),
             [
-                "'model.n_components' must be an integer >= 1, a float in (0, 1), "
-                "'mle' or null",
+                "'model.n_components' must be an integer "
+                ">= 1, a float in (0, 1), 'mle' or null",
                 "'ten'",
             ],
         ),

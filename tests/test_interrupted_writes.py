@@ -88,8 +88,8 @@ def test_killed_url_write_is_flagged_incomplete(url_run):
 @pytest.mark.slow
 def test_killed_url_write_is_never_read_as_complete(url_run):
     assert not url_run["partial_readable"], (
-        "open_matrix read an interrupted in-place output (attribute complete: false) "
-        "as data"
+        "open_matrix read an interrupted in-place "
+        "output (attribute complete: false) as data"
     )
 
 

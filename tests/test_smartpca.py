@@ -59,10 +59,9 @@ def test_smartpca_and_scalepca_find_the_same_population_axes(tmp_path):
     )
     par = tmp_path / "par"
     par.write_text(
-        f"genotypename: {bed}\nsnpname: {bed.with_suffix('.bim')}\n"
-        f"indivname: {bed.with_suffix('.fam')}\nevecoutname: {tmp_path / 'e.evec'}\n"
-        f"evaloutname: {tmp_path / 'e.eval'}\nnumoutevec: 6\nnumoutlieriter: 0\n"
-        "numthreads: 1\n"
+        f"genotypename: {bed}\nsnpname: {bed.with_suffix('.bim')}\nindivname: "
+        f"{bed.with_suffix('.fam')}\nevecoutname: {tmp_path / 'e.evec'}\nevaloutname: "
+        f"{tmp_path / 'e.eval'}\nnumoutevec: 6\nnumoutlieriter: 0\nnumthreads: 1\n"
     )
     done = subprocess.run([SMARTPCA, "-p", str(par)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

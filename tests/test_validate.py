@@ -206,17 +206,9 @@ def test_values_did_you_mean_and_the_line_of_each_problem(stores, capsys):
     in the file (a key under ``model.params`` too; a key ``--set`` gave has none)."""
     path = stores / "lines.yaml"
     path.write_text(
-        "# problems on known lines\n"
-        "data:\n"
-        "  path: x.zar\n"
-        "model:\n"
-        "  method: ppca\n"
-        "  n_components: 2\n"
-        "  missing: EM\n"
-        "cluster: {kind: local, n_workers: 1, processes: false}\n"
-        "output:\n"
-        "  store: out\n"
-        "  codec: LZ4\n"
+        "# problems on known lines\ndata:\n  path: x.zar\nmodel:\n  method: "
+        "ppca\n  n_components: 2\n  missing: EM\ncluster: {kind: local, "
+        "n_workers: 1, processes: false}\noutput:\n  store: out\n  codec: LZ4\n"
     )
     rc, _, err = _validate(capsys, path)
     assert rc == EXIT_USER_ERROR
@@ -235,12 +227,8 @@ def test_values_did_you_mean_and_the_line_of_each_problem(stores, capsys):
     assert err.startswith(said), err
     assert err.endswith("; did you mean 'pca'?\n"), err
     path.write_text(
-        "data: {path: x.zarr}\n"
-        "model:\n"
-        "  method: ppca\n"
-        "  params:\n"
-        "    n_components: 2\n"
-        "    missing: Em\n"
+        "data: {path: x.zarr}\nmodel:\n  method: ppca\n "
+        " params:\n    n_components: 2\n    missing: Em\n"
     )
     rc, _, err = _validate(capsys, path)
     said = f"scalepca: error: {path}:6: model.missing: Em is not one"
@@ -341,12 +329,12 @@ def test_run_refuses_before_starting_a_cluster(stores, capsys):
             "'d.zarr' holds variables ['a', 'b']; pass --variable to choose one",
         ),
         (
-            "the DataArray has dims ('t', 'x', 'y'); pass sample_dims=(...) to say "
-            "which are samples",
+            "the DataArray has dims ('t', 'x', 'y'); pass "
+            "sample_dims=(...) to say which are samples",
             "validate",
             "pca",
-            "the DataArray has dims ('t', 'x', 'y'); set data.sample_dims to say "
-            "which are samples",
+            "the DataArray has dims ('t', 'x', 'y'); set "
+            "data.sample_dims to say which are samples",
         ),
         (
             "X contains 1 NaN or infinite value(s); remove or impute them "

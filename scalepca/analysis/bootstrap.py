@@ -127,11 +127,10 @@ def _check_partial(params, shape):
         and size > params["max_partial_bytes"]
     ):
         raise ValueError(
-            f"solver='covariance' accumulates {B} replicate covariances of {d:,} × "
-            f"{d:,} ({size / 2**20:,.0f} MiB a partial), over "
-            f"max_partial_bytes={params['max_partial_bytes']:,}: use solver='gram', "
-            f"fewer n_bootstraps, or raise "
-            "max_partial_bytes"
+            f"solver='covariance' accumulates {B} replicate covariances of "
+            f"{d:,} × {d:,} ({size / 2**20:,.0f} MiB a partial), over "
+            f"max_partial_bytes={params['max_partial_bytes']:,}: use "
+            "solver='gram', fewer n_bootstraps, or raise max_partial_bytes"
         )
 
 

@@ -72,9 +72,8 @@ def _check_model(model, *, project: bool = False) -> None:
     ]
     if missing:
         raise TypeError(
-            f"{type(model).__name__} has no {missing}: EOF tools need a fitted linear "
-            f"model "
-            "(scalepca.PCA or PPCA after fit)"
+            f"{type(model).__name__} has no {missing}: EOF tools need "
+            "a fitted linear model (scalepca.PCA or PPCA after fit)"
         )
     if project and not (hasattr(model, "_eof_matrix") and hasattr(model, "_project")):
         raise TypeError(
@@ -350,9 +349,9 @@ def _field_matrix(field, data, model):
             else:
                 if prep is None or not prep.labelled:
                     raise ValueError(
-                        f"field has dims {field.dims}, but neither X nor the model "
-                        f"says how "
-                        "to stack it into samples and features; pass a 2-D field"
+                        f"field has dims {field.dims}, but neither X "
+                        "nor the model says how to stack it into "
+                        "samples and features; pass a 2-D field"
                     )
                 sample_dims, feature_dims = prep.sample_dims, prep.feature_dims
             missing = [d for d in (*sample_dims, *feature_dims) if d not in field.dims]
@@ -368,9 +367,9 @@ def _field_matrix(field, data, model):
     F = as_matrix(field, what="field", accept_sparse=True, allow_2d_blocks=True).data
     if tuple(F.shape) != tuple(data.data.shape):
         raise ValueError(
-            f"field has shape {tuple(F.shape)} as a (sample × feature) matrix; X has "
-            f"{tuple(data.data.shape)} (the field must hold the same samples and "
-            f"features as X)"
+            f"field has shape {tuple(F.shape)} as a (sample × "
+            f"feature) matrix; X has {tuple(data.data.shape)} (the "
+            "field must hold the same samples and features as X)"
         )
     if labels is not None and data.kind == "xarray":
         for dim, other in zip(data.template.dims, labels.dims, strict=True):

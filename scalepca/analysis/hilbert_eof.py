@@ -350,11 +350,11 @@ class HilbertEOF(SavedModel, BaseEstimator):
         if partial.size:
             only = " only" if keep is None else ""
             raise ValueError(
-                f"{partial.size} features are NaN at some time steps{only} (e.g. "
-                f"features {partial[:3].tolist()}): the analytic signal needs whole "
-                "series (one gap changes every time step's PCs); Hilbert EOF leaves "
-                "out features NaN at every step of the fit (land) and needs the "
-                "others complete"
+                f"{partial.size} features are NaN at some time steps{only} "
+                f"(e.g. features {partial[:3].tolist()}): the analytic "
+                "signal needs whole series (one gap changes every time "
+                "step's PCs); Hilbert EOF leaves out features NaN at every "
+                "step of the fit (land) and needs the others complete"
             )
         if keep is None and (nan == n).all():
             raise ValueError("X is NaN at every feature")
@@ -565,8 +565,8 @@ class HilbertEOF(SavedModel, BaseEstimator):
         z = self.scores_ if scores is None else np.asarray(scores)
         if z.ndim != 2 or z.shape[1] != self.components_.shape[0]:
             raise ValueError(
-                f"scores must be (n_samples, {self.components_.shape[0]}); got "
-                f"shape {z.shape}"
+                "scores must be (n_samples, "
+                f"{self.components_.shape[0]}); got shape {z.shape}"
             )
         Xhat = np.real(z @ self.components_.conj()) + self.mean_
         prep = getattr(self, "_preprocessing", None)

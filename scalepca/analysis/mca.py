@@ -138,8 +138,8 @@ def _check_standardize(value, name, params, shape):
         or not all(isinstance(s, (bool, np.bool_)) for s in pair)
     ):
         raise TypeError(
-            f"{name} must be True, False or a pair (for X, for Y) of them; got "
-            f"{value!r}"
+            f"{name} must be True, False or a pair "
+            f"(for X, for Y) of them; got {value!r}"
         )
     return value
 
@@ -154,8 +154,8 @@ def _fields_pair(X, Y, what: str = "fit"):
     if Y is None and isinstance(X, (list, tuple)):
         if len(X) != 2:
             raise ValueError(
-                f"MCA.{what} takes two fields, X and Y (or the pair [X, Y]); got "
-                f"a list of {len(X)}"
+                f"MCA.{what} takes two fields, X and Y (or "
+                f"the pair [X, Y]); got a list of {len(X)}"
             )
         return X[0], X[1]
     return X, Y
@@ -326,12 +326,11 @@ class MCA(SavedModel, BaseEstimator):
         )
         if solver == "covariance" and not fits:
             raise ValueError(
-                f"the cross-covariance has {dx:,} × {dy:,} = {dx * dy:,} entries, "
-                f"over max_cross_size={self.max_cross_size:,}: use "
-                f"solver='randomized' (block "
-                "Krylov, nothing of that size formed), coarsen or subset a field, or "
-                "raise max_cross_size if the client holds 8 bytes per entry (twice, "
-                "for the SVD)"
+                f"the cross-covariance has {dx:,} × {dy:,} = {dx * dy:,} "
+                f"entries, over max_cross_size={self.max_cross_size:,}: use "
+                "solver='randomized' (block Krylov, nothing of that size "
+                "formed), coarsen or subset a field, or raise max_cross_size "
+                "if the client holds 8 bytes per entry (twice, for the SVD)"
             )
         std = values["standardize"]
         pair = (std, std) if isinstance(std, (bool, np.bool_)) else tuple(std)

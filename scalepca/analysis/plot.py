@@ -100,8 +100,8 @@ def _fitted(est, attr: str):
     value = getattr(est, attr, None)
     if value is None:
         raise ValueError(
-            f"{type(est).__name__} has no {attr}; is it fitted (and does this method "
-            f"have it)?"
+            f"{type(est).__name__} has no {attr}; is it "
+            "fitted (and does this method have it)?"
         )
     return value
 
@@ -664,8 +664,8 @@ def rpca_frames(
     )
     if int(np.prod(shape)) != n_pixels:
         raise ValueError(
-            f"image_shape {shape} holds {int(np.prod(shape))} pixels; a frame has "
-            f"{n_pixels}"
+            f"image_shape {shape} holds {int(np.prod(shape))} "
+            f"pixels; a frame has {n_pixels}"
         )
     bad = [f for f in frames if not -n_frames <= f < n_frames]
     if bad:
@@ -799,8 +799,8 @@ def _history_of(source, key):
             )
             if key is None:
                 raise ValueError(
-                    f"no known series in the history; keys: {sorted(hist)}; "
-                    "pass key=..."
+                    "no known series in the history; "
+                    f"keys: {sorted(hist)}; pass key=..."
                 )
         if key not in hist:
             raise ValueError(f"history has no {key!r}; keys: {sorted(hist)}")

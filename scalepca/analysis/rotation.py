@@ -43,8 +43,8 @@ def _varimax(L: np.ndarray, max_iter: int, rtol: float) -> np.ndarray:
         if abs(crit - prev) / crit < rtol:
             return R
     raise RuntimeError(
-        f"varimax did not converge in max_iter={max_iter} iterations (rtol={rtol}); "
-        "raise max_iter"
+        f"varimax did not converge in max_iter={max_iter} "
+        f"iterations (rtol={rtol}); raise max_iter"
     )
 
 

@@ -160,8 +160,7 @@ def _check_view(data) -> None:
         raise ValueError(
             "pca writes into the view, made an AnnData of its own; this view of a "
             "backed AnnData has a .raw, which anndata cannot carry over without "
-            "loading it: give the store's path with mask_obs=, or "
-            "view.to_memory()"
+            "loading it: give the store's path with mask_obs=, or view.to_memory()"
         )
 
 
@@ -264,8 +263,8 @@ def _cell_mask(data, mask_obs):
         values = _column(data, "obs", mask_obs)
         if values.dtype != bool:
             raise ValueError(
-                f"mask_obs={mask_obs!r}: the obs column holds {values.dtype}, "
-                "not booleans"
+                f"mask_obs={mask_obs!r}: the obs column "
+                f"holds {values.dtype}, not booleans"
             )
         return mask_obs, _as_mask(values, values.size, "mask_obs", "cells")
     return "mask", _as_mask(mask_obs, _n_cells(data), "mask_obs", "cells")

@@ -212,8 +212,8 @@ class Display:
                 elif not self.terminal:
                     seconds = time.perf_counter() - p.t0
                     print(
-                        f"  [{time.strftime('%H:%M:%S')}] {p.label}: stopped after "
-                        f"{seconds:.2f} s",
+                        f"  [{time.strftime('%H:%M:%S')}] "
+                        f"{p.label}: stopped after {seconds:.2f} s",
                         file=self.stream,
                         flush=True,
                     )

@@ -261,9 +261,8 @@ def _check_model(model, problems: list) -> dict:
         both = sorted(set(nested) & set(params))
         if both:
             raise ConfigError(
-                f"model parameter(s) {', '.join(map(repr, both))} given both in "
-                f"'model' and "
-                "'model.params'"
+                f"model parameter(s) {', '.join(map(repr, both))} "
+                "given both in 'model' and 'model.params'"
             )
         params.update(nested)
     params, found = declared_problems(
@@ -326,8 +325,8 @@ def check_cluster(section) -> dict:
         scheme = addr.split("://", 1)[0] if "://" in addr else "tcp"
         if scheme not in ("tcp", "tls", "ws", "wss", "inproc", "ucx"):
             raise ConfigError(
-                f"'cluster.address' {addr!r} has scheme {scheme!r}; allowed: tcp://, "
-                f"tls://"
+                f"'cluster.address' {addr!r} has scheme "
+                f"{scheme!r}; allowed: tcp://, tls://"
             )
         if out["security"] is not None:
             out["security"] = _check_section(
@@ -336,8 +335,7 @@ def check_cluster(section) -> dict:
         elif scheme in ("tls", "wss"):
             raise ConfigError(
                 f"'cluster.address' {addr!r} is a TLS address; set 'cluster.security' "
-                f"with "
-                "tls_ca_file, tls_client_cert and tls_client_key"
+                "with tls_ca_file, tls_client_cert and tls_client_key"
             )
     if out.get("adaptive") is not None:
         schema = _ADAPTIVE_JOBS if kind in JOBQUEUE_KINDS else _ADAPTIVE
@@ -423,8 +421,8 @@ def _check_data(section) -> dict:
         )
     ):
         raise ConfigError(
-            f"'data.chunks' must be rows per chunk (an integer) or [rows, columns]; "
-            f"got {chunks!r}"
+            "'data.chunks' must be rows per chunk (an "
+            f"integer) or [rows, columns]; got {chunks!r}"
         )
     if isinstance(chunks, int) and chunks < 1:
         raise ConfigError(f"'data.chunks' must be at least 1; got {chunks}")
@@ -446,9 +444,8 @@ def _check_data(section) -> dict:
     if out["format"] is not None and out["format"] not in DATA_FORMATS:
         hint = did_you_mean(out["format"], DATA_FORMATS)
         raise ConfigError(
-            f"'data.format' is {out['format']!r}; allowed: "
-            f"{', '.join(DATA_FORMATS)} (or leave it out: recognised from the path)"
-            f"{hint}"
+            f"'data.format' is {out['format']!r}; allowed: {', '.join(DATA_FORMATS)} "
+            f"(or leave it out: recognised from the path){hint}"
         )
     from ..io._open_options import config_problem
 
@@ -466,14 +463,14 @@ def _check_data(section) -> dict:
             raise ConfigError(problem)
     elif out["layer"] is not None and out["format"] is not None:
         raise ConfigError(
-            f"'data.layer' applies to data.format anndata; data.format is "
-            f"{out['format']!r}"
+            "'data.layer' applies to data.format "
+            f"anndata; data.format is {out['format']!r}"
         )
     if out["singlecell"] is not None:
         if out["format"] not in (None, "anndata"):
             raise ConfigError(
-                f"'data.singlecell' prepares AnnData counts; data.format is "
-                f"{out['format']!r}"
+                "'data.singlecell' prepares AnnData "
+                f"counts; data.format is {out['format']!r}"
             )
         from ..analysis.singlecell import check_step_keys
 
@@ -512,8 +509,8 @@ def validate_config(cfg, problems: list | None = None) -> dict:
     found = [] if problems is None else problems
     if not isinstance(cfg, dict):
         raise ConfigError(
-            "a config must be a YAML mapping with sections data, model, cluster, "
-            "output, progress"
+            "a config must be a YAML mapping with sections "
+            "data, model, cluster, output, progress"
         )
     unknown = sorted(set(cfg) - set(_TOP), key=str)
     if unknown:
@@ -570,8 +567,8 @@ def _output_problems(model: dict, output: dict) -> list[str]:
         ):
             if output[part]:
                 problems.append(
-                    f"'output.{part}' does not apply to model.method {method}: "
-                    f"{why}; set it false"
+                    f"'output.{part}' does not apply to "
+                    f"model.method {method}: {why}; set it false"
                 )
         return problems
     if output["reconstruction"]:
@@ -608,10 +605,9 @@ def _variables_problems(data: dict, model: dict, output: dict | None) -> list[st
         not isinstance(names, list) or len(names) != 2
     ):
         return [
-            f"model.method {model['method']} pairs two fields over the same samples: "
-            f"set "
-            "'data.variable' to a list of two variable names (e.g. [sst, z]); got "
-            f"{names!r}"
+            f"model.method {model['method']} pairs two fields over "
+            "the same samples: set 'data.variable' to a list of "
+            f"two variable names (e.g. [sst, z]); got {names!r}"
         ]
     if not isinstance(names, list):
         return []

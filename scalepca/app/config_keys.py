@@ -25,8 +25,7 @@ KEY_DOCS = {
     "data.feature_dims": "The dimensions stacked into features; default: all but "
     "``sample_dims``.",
     "data.weights": "``sqrt_coslat`` or ``coslat`` (from the latitude coordinate), or the "
-    "name of a variable of the store: per-feature weights multiplied into "
-    "the data.",
+    "name of a variable of the store: per-feature weights multiplied into the data.",
     "data.format": "What ``data.path`` is: ``zarr``, ``netcdf``, ``anndata`` (an AnnData "
     "``.zarr`` store or ``.h5ad`` file, read lazily as a sparse cell × gene "
     "matrix) or ``bed`` (PLINK genotypes with their ``.bim`` and ``.fam``, a "
@@ -59,9 +58,8 @@ KEY_DOCS = {
     "boolean ``var`` column: the genes fitted, after normalisation over "
     "all; default ``highly_variable`` when present and no ``flavor``).",
     "data.keep": "PLINK .bed: a keep file (PLINK's ``--keep`` format: ``FID IID`` "
-    "per line, or ``IID`` alone; a .fam is one); only its samples are "
-    "read and fitted, in the .fam's order. A sample the .fam does not "
-    "have is refused.",
+    "per line, or ``IID`` alone; a .fam is one); only its samples are read and "
+    "fitted, in the .fam's order. A sample the .fam does not have is refused.",
     "data.exclude_ranges": "PLINK .bed: base-pair ranges of the .bim whose SNPs are "
     "left out (PLINK's ``--exclude range``), "
     "``CHROMOSOME:FIRST-LAST`` with both ends included, "
@@ -84,8 +82,7 @@ KEY_DOCS = {
     "output.low_rank": "Robust PCA: write the low-rank part L (``low_rank.zarr``).",
     "output.sparse": "Robust PCA: write the sparse part S (``sparse.zarr``).",
     "output.report": "Write ``report.html``, one self-contained page: summary, figures, time "
-    "per stage and pass, cluster, versions and the config (credentials "
-    "redacted).",
+    "per stage and pass, cluster, versions and the config (credentials redacted).",
     "output.overwrite": "A rerun replaces the complete outputs of an earlier run at the same "
     "paths (``model.zarr``, ``scores.zarr``, …); ``false`` refuses to. "
     "Whatever it says, nothing else there (a folder of other files, a data "

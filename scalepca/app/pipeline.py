@@ -442,8 +442,8 @@ def transform_data(
             raise UserError(f"--weights {err.detail}") from None
     if variable is not None and prep.variable is not None and variable != prep.variable:
         raise UserError(
-            f"--variable {variable!r}: the model was fitted on variable "
-            f"{prep.variable!r}"
+            f"--variable {variable!r}: the model was "
+            f"fitted on variable {prep.variable!r}"
         )
     if sample_dims is not None and tuple(sample_dims) != tuple(prep.sample_dims):
         raise UserError(
@@ -568,9 +568,9 @@ def _pair_data(est, path, variable, sample_dims, weights, storage_options) -> li
     if given:
         verb = "does" if len(given) == 1 else "do"
         raise UserError(
-            f"{' and '.join(given)} {verb} not apply: the MCA model was fitted on the "
-            f"fields {names[0]} (X) and {names[1]} (Y), each read from DATA as in "
-            "its fit"
+            f"{' and '.join(given)} {verb} not apply: the MCA "
+            f"model was fitted on the fields {names[0]} (X) and "
+            f"{names[1]} (Y), each read from DATA as in its fit"
         )
     ds = open_dataset(path, storage_options=storage_options)
     missing = list(

@@ -84,9 +84,8 @@ def _variable_problem(
     if not isinstance(node, zarr.Group):
         if variable is not None:
             return (
-                f"data.variable {variable!r} is set, but {path!r} is a single zarr "
-                f"array; "
-                "remove data.variable"
+                f"data.variable {variable!r} is set, but {path!r} "
+                "is a single zarr array; remove data.variable"
             )
         return None
     names = sorted(name for name, _ in node.arrays())
@@ -154,8 +153,7 @@ def _joined(fields: list):
     if any(a.shape[0] != n for a in arrays):
         raise UserError(
             f"the variables of data.variable have {[a.shape[0] for a in arrays]} "
-            "samples: the fields of a multivariate EOF or an MCA share their "
-            "samples"
+            "samples: the fields of a multivariate EOF or an MCA share their samples"
         )
     return da.concatenate([a.rechunk({0: rows}) for a in arrays], axis=1)
 
@@ -178,8 +176,8 @@ def _estimator_problems(method: str, params: dict, X, path: str) -> list[str]:
     where = f"data.path {path!r} holds a sparse matrix"
     if not problems and sparse and not getattr(cls, "_accepts_sparse", False):
         problems.append(
-            f"model.method {method} does not take sparse input, and {where}; use "
-            "a method that does"
+            f"model.method {method} does not take sparse "
+            f"input, and {where}; use a method that does"
         )
     elif not problems and sparse and not cls(**params)._takes_sparse:
         dense_only = [

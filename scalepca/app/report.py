@@ -144,9 +144,8 @@ def _figures(
         if getattr(est, "_feature_template", None) is not None:
             yield (
                 "components",
-                f"The first {k} components over the original feature "
-                "dimensions (maps for lat/lon grids; grey: features left out, e.g. "
-                "land).",
+                f"The first {k} components over the original feature dimensions "
+                "(maps for lat/lon grids; grey: features left out, e.g. land).",
                 lambda: plot.components(est, n_components=k, ncols=3),
             )
         elif method == "sparse_pca" or name == "SparsePCA":
@@ -159,8 +158,8 @@ def _figures(
             else:
                 yield (
                     "components",
-                    f"Loadings of the first {k} sparse components against "
-                    "the feature index.",
+                    f"Loadings of the first {k} sparse "
+                    "components against the feature index.",
                     lambda: plot.components(est, n_components=k, ncols=3),
                 )
         else:
@@ -194,8 +193,8 @@ def _figures(
             "random sample of at most 5,000 rows of the written scores)."
             if name == "MCA"
             else "Scores of the first two components (a random sample of at most 5,000 "
-            "rows of the written scores); each axis gives its component's share of "
-            "the variance." + note
+            "rows of the written scores); each axis "
+            "gives its component's share of the variance." + note
         )
         yield "scores", what, lambda: _scores_figure(scores_store, storage_options, est)
     if (
@@ -477,8 +476,7 @@ def _model_sections(est, figures, skipped) -> list[str]:
     if figures:
         parts.append("<h2>Figures</h2>")
         parts += [
-            f"<figure>{_img(stem, png)}<figcaption>{html.escape(caption)}</figcaption>"
-            "</figure>"
+            f"<figure>{_img(stem, png)}<figcaption>{html.escape(caption)}</figcaption></figure>"
             for stem, caption, png in figures
         ]
     if skipped:
@@ -515,9 +513,9 @@ def _run_sections(*, timings, cluster, config, outputs) -> list[str]:
         parts += _section(
             "Config",
             f"<pre>{html.escape(sections.config_text(config))}</pre>",
-            "The validated config, defaults filled in: save it as a .yaml file "
-            "and `scalepca run` it to repeat this run. Credentials are replaced "
-            "by <redacted>.",
+            "The validated config, defaults filled in: save it "
+            "as a .yaml file and `scalepca run` it to repeat "
+            "this run. Credentials are replaced by <redacted>.",
         )
     return parts
 

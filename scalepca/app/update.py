@@ -134,10 +134,9 @@ def updatable_store(dcfg: dict) -> str | None:
     if kind not in ("zarr", "bed"):
         return (
             f"data.path {dcfg['path']!r} is {'an' if kind == 'anndata' else 'a'} "
-            f"{kind} "
-            "store; --update (output.update) reads a zarr store grown along its "
-            "samples (a scalepca dataset or an xarray zarr store) or a list of PLINK "
-            ".bed files (a cohort in batches)"
+            f"{kind} store; --update (output.update) reads a zarr store grown "
+            "along its samples (a scalepca dataset or an xarray zarr store) or a "
+            "list of PLINK .bed files (a cohort in batches)"
         )
     return None
 
@@ -299,8 +298,8 @@ def plan_update(cfg: dict, X) -> Update:
     path = f"{root}/{PARTS['model'][0]}"
     if not store_state(path, so).zarr:
         raise UserError(
-            f"--update: no model at {path} to update (output.store); run without "
-            "--update first"
+            f"--update: no model at {path} to update "
+            "(output.store); run without --update first"
         )
     try:
         est = load(path, storage_options=so)
@@ -400,6 +399,6 @@ def update_problems(cfg: dict, X) -> tuple[list[str], list[str]]:
     except UserError as err:
         return [str(err)], []
     return [], [
-        f"update: the model has seen {upd.n_seen:,} rows; {upd.n_new:,} new rows "
-        "to read"
+        f"update: the model has seen {upd.n_seen:,} "
+        f"rows; {upd.n_new:,} new rows to read"
     ]

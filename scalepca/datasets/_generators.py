@@ -449,8 +449,8 @@ def sparse_spike_loadings(
     each, entries ``±1/√support`` (unit norm, orthonormal rows)."""
     if n_components * support > n_features:
         raise ValueError(
-            f"n_components · support = {n_components * support} exceeds n_features = "
-            f"{n_features}"
+            f"n_components · support = {n_components * support} "
+            f"exceeds n_features = {n_features}"
         )
     rng = _rng(seed, _TAG_SPIKE_V)
     idx = rng.permutation(n_features)[: n_components * support].reshape(

@@ -213,8 +213,8 @@ def check_bed_target(path, *, overwrite: bool, flag: str = "overwrite=True") -> 
     spath = os.fspath(path)
     if not spath.lower().endswith(".bed"):
         raise ValueError(
-            f"{spath!r}: genotypes are written as a PLINK .bed file; give a path "
-            "ending in .bed"
+            f"{spath!r}: genotypes are written as a "
+            "PLINK .bed file; give a path ending in .bed"
         )
     target = Path(spath.removeprefix("file://"))
     if target.exists():

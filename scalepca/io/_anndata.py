@@ -65,9 +65,8 @@ def _import_anndata():
         import anndata
     except ImportError as err:
         raise ImportError(
-            f"reading AnnData needs the anndata package ({err}); install the "
-            f"'anndata' extra: "
-            "pip install 'scalepca[anndata]'"
+            f"reading AnnData needs the anndata package ({err}); install "
+            "the 'anndata' extra: pip install 'scalepca[anndata]'"
         ) from err
     return anndata
 

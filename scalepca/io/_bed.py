@@ -313,8 +313,8 @@ def open_bed_matrix(
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         raise ValueError(
-            f"dtype={dtype}: genotypes are read as float32 or float64 (missing "
-            "calls are NaN)"
+            f"dtype={dtype}: genotypes are read as "
+            "float32 or float64 (missing calls are NaN)"
         )
     n, d = check_bed(path)
     spath = os.path.abspath(os.fspath(path))
@@ -442,9 +442,9 @@ def plink_problem(standardize, whiten) -> str | None:
     same matrix, and whitened scores are not its eigenvectors."""
     if standardize != "genotype":
         return (
-            "PLINK's .eigenvec and .eigenval hold the PCA of genotypes standardised by "
-            f"allele frequency; the model has standardize={standardize!r}, not "
-            "'genotype'"
+            "PLINK's .eigenvec and .eigenval hold the PCA of "
+            "genotypes standardised by allele frequency; the model "
+            f"has standardize={standardize!r}, not 'genotype'"
         )
     if whiten:
         return "whitened scores are not PLINK's eigenvectors; fit without whiten"

@@ -75,8 +75,7 @@ def check_same_snps(paths: list[str]) -> None:
         if where is None:
             raise ValueError(
                 head + f"has {len(other):,} SNPs and {paths[0]!r} "
-                f"{len(first):,} (the first {min(len(first), len(other)):,} "
-                "agree)"
+                f"{len(first):,} (the first {min(len(first), len(other)):,} agree)"
             )
         raise ValueError(
             head + f"has SNP {where + 1:,} {_snp_text(other[where])} where "

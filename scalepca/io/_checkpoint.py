@@ -93,9 +93,8 @@ class CheckpointStore:
         local = local_path(path)
         if local is None:
             raise ValueError(
-                f"{what} {os.fspath(path)!r}: only local paths are supported (the "
-                f"commit relies "
-                "on an atomic directory rename)"
+                f"{what} {os.fspath(path)!r}: only local paths are supported "
+                "(the commit relies on an atomic directory rename)"
             )
         self.path = local
         check_checkpoint_target(self.path, what)
@@ -264,17 +263,15 @@ def check_fingerprint(stored: dict, now: dict, where: str = "the checkpoint") ->
             else:
                 detail = f"{old!r} there, {value!r} now"
             raise ValueError(
-                f"{where} was written for a different problem ({key}: {detail}); it "
-                f"is left "
-                "untouched. Use another checkpoint path, or delete this one to start "
-                "afresh"
+                f"{where} was written for a different problem ({key}: "
+                f"{detail}); it is left untouched. Use another "
+                "checkpoint path, or delete this one to start afresh"
             )
     if unchecked:
         warnings.warn(
-            f"{where} was written by an older scalepca whose fingerprint does not "
-            f"record {', '.join(unchecked)}: resuming without checking them (the data "
-            f"must be the "
-            "same, in the same order)",
+            f"{where} was written by an older scalepca whose fingerprint "
+            f"does not record {', '.join(unchecked)}: resuming without "
+            "checking them (the data must be the same, in the same order)",
             UserWarning,
             stacklevel=4,
         )

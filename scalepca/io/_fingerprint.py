@@ -66,8 +66,8 @@ def _json_value(key, value):
         return jsonable(value)
     except TypeError:
         raise TypeError(
-            f"parameter {key}={value!r} has no fingerprint value; the estimator "
-            "must resolve it"
+            f"parameter {key}={value!r} has no fingerprint "
+            "value; the estimator must resolve it"
         ) from None
 
 

@@ -56,8 +56,8 @@ def previous_hint(path) -> str:
     if not is_url(p):
         return ""
     return (
-        f"; the complete output it was replacing, if there was one, is kept at "
-        f"{p + '.previous'!r}"
+        "; the complete output it was replacing, if "
+        f"there was one, is kept at {p + '.previous'!r}"
     )
 
 
@@ -72,9 +72,9 @@ def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"
             fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         except ImportError as err:
             raise ImportError(
-                f"opening {path!r} needs an fsspec backend that is not installed "
-                f"({err}); "
-                "for s3:// URLs install the 's3' extra: pip install 'scalepca[s3]'"
+                f"opening {path!r} needs an fsspec backend that is "
+                f"not installed ({err}); for s3:// URLs install the "
+                "'s3' extra: pip install 'scalepca[s3]'"
             ) from err
         if mode == "r" and not (
             fs.exists(f"{root}/zarr.json")
@@ -257,9 +257,8 @@ def check_replace(
     where = os.fspath(path)
     if st.kind != kind:
         raise FileExistsError(
-            f"{where!r} holds {st.describe()}, not a {KINDS[kind]}; scalepca never "
-            f"replaces "
-            "it: write elsewhere, or remove it yourself"
+            f"{where!r} holds {st.describe()}, not a {KINDS[kind]}; scalepca "
+            "never replaces it: write elsewhere, or remove it yourself"
         )
     if st.complete is False or overwrite:
         return st

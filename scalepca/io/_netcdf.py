@@ -152,8 +152,7 @@ def open_netcdf_dataset(
         if "engine" in str(err) or "backend" in str(err):
             raise ValueError(
                 f"cannot read {p!r}: no installed xarray engine reads it ({err}); "
-                f"install the "
-                "'netcdf' extra: pip install 'scalepca[netcdf]'"
+                "install the 'netcdf' extra: pip install 'scalepca[netcdf]'"
             ) from err
         raise
     return ds

@@ -46,11 +46,10 @@ class TimeDecodeError(ValueError):
     def __init__(self, path: str, reason: str):
         self.path, self.reason = path, reason
         super().__init__(
-            f"cannot decode the times of {path!r} ({reason.split('. Try')[0]}); open "
-            f"it with "
-            "open_options={'decode_times': False} to keep the times as numbers, or "
-            "install cftime (pip install cftime) and pass open_options={'use_cftime': "
-            "True}"
+            f"cannot decode the times of {path!r} ({reason.split('. Try')[0]}); "
+            "open it with open_options={'decode_times': False} to keep the "
+            "times as numbers, or install cftime (pip install cftime) and pass "
+            "open_options={'use_cftime': True}"
         )
 
 
@@ -101,8 +100,7 @@ def check_open_options(options, *, netcdf: bool, name=None) -> dict:
         if not isinstance(value, OPEN_OPTIONS[key]):
             raise ValueError(
                 f"{name(key)} must be "
-                f"{'true or false' if OPEN_OPTIONS[key] is bool else 'a name'}; "
-                f"got {value!r}"
+                f"{'true or false' if OPEN_OPTIONS[key] is bool else 'a name'}; got {value!r}"
             )
     if out.get("use_cftime") is not None and out.get("decode_times") is False:
         raise ValueError(
@@ -145,9 +143,8 @@ def config_problem(keys: dict, format: str | None) -> str | None:
         return str(err)
     if format == "anndata":
         return (
-            f"{', '.join(repr('data.' + k) for k in given)} apply to stores read "
-            f"through "
-            "xarray (NetCDF, xarray zarr); data.format is anndata"
+            f"{', '.join(repr('data.' + k) for k in given)} apply to stores "
+            "read through xarray (NetCDF, xarray zarr); data.format is anndata"
         )
     return None
 

@@ -114,9 +114,9 @@ def weights_dataarray(weights, arr: xr.DataArray, feature_dims: tuple) -> xr.Dat
         shape = tuple(arr.sizes[d] for d in feature_dims)
         if values.shape != shape:
             raise ValueError(
-                f"weights have shape {values.shape}; expected the shape of the "
-                f"feature dims {feature_dims}: {shape} (or pass a DataArray over some "
-                f"of them)"
+                f"weights have shape {values.shape}; expected the "
+                f"shape of the feature dims {feature_dims}: "
+                f"{shape} (or pass a DataArray over some of them)"
             )
         w = xr.DataArray(
             values,

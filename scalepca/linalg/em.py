@@ -272,9 +272,8 @@ def _posterior(x, mean, W, sigma2):
         n_inf = int(np.count_nonzero(np.isinf(x)))
         if n_inf:
             raise ValueError(
-                f"X contains {n_inf} infinite value(s); PPCA treats NaN (only) as a "
-                f"missing "
-                "entry — replace them"
+                f"X contains {n_inf} infinite value(s); PPCA treats "
+                "NaN (only) as a missing entry — replace them"
             )
     xc = x - mean
     k = W.shape[1]

@@ -187,10 +187,10 @@ def kept_columns(x, keep: np.ndarray | None):
         out = x[:, ~keep]
         if out.nnz != out.shape[0] * out.shape[1] or not np.isnan(out.data).all():
             raise ValueError(
-                "X contains NaN or infinite values: a feature that is NaN in the rows "
-                "read before the pass holds values in other rows; remove or impute "
-                "the missing values (only features that are NaN in every sample are "
-                "left out)"
+                "X contains NaN or infinite values: a feature that is "
+                "NaN in the rows read before the pass holds values in "
+                "other rows; remove or impute the missing values (only "
+                "features that are NaN in every sample are left out)"
             )
         return x[:, keep]
     x = np.asarray(x)
@@ -584,6 +584,6 @@ def ridge_solve(M: np.ndarray, B: np.ndarray, alpha: float) -> np.ndarray:
         return sla.solve(M, B, assume_a="sym")
     except sla.LinAlgError as err:
         raise ValueError(
-            f"the pre-image ridge system is singular with alpha={alpha} ({err}); use a "
-            "larger alpha"
+            "the pre-image ridge system is singular with "
+            f"alpha={alpha} ({err}); use a larger alpha"
         ) from None

@@ -272,12 +272,11 @@ def _delayed_sample(m, W, mu, sigma, seed):
 def _warn_rank_deficient(k: int) -> None:
     """PPCA's note that a rank-deficient fit has a singular model covariance."""
     warnings.warn(
-        f"PPCA: the data's rank is at most n_components={k} (the smallest eigenvalues "
-        f"of the "
-        "covariance are 0 to rounding), so noise_variance_ is 0 and the model "
-        "covariance is singular: score, score_samples and get_precision are undefined "
-        "(they raise); transform gives the limit of the posterior means. Use fewer "
-        "components than the data's rank.",
+        f"PPCA: the data's rank is at most n_components={k} (the smallest "
+        "eigenvalues of the covariance are 0 to rounding), so noise_variance_ "
+        "is 0 and the model covariance is singular: score, score_samples and "
+        "get_precision are undefined (they raise); transform gives the limit "
+        "of the posterior means. Use fewer components than the data's rank.",
         UserWarning,
         stacklevel=caller_stacklevel(),
     )

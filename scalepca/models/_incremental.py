@@ -429,8 +429,8 @@ class SparseMomentUpdate(MomentUpdateMixin):
     covariance); ``"minibatch"`` keeps its own online ``partial_fit``."""
 
     _updatable = (
-        "method='elasticnet' (from the merged covariance) and 'minibatch' (by its "
-        "own online steps)"
+        "method='elasticnet' (from the merged covariance) "
+        "and 'minibatch' (by its own online steps)"
     )
 
     def _update_refusal(

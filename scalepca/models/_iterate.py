@@ -305,10 +305,9 @@ class IterationCheckpoint:
                 else f"format {fmt!r} version {version}"
             )
             raise ValueError(
-                f"{self.what} {self.path!r} has {found_as}; this scalepca reads "
-                f"{FORMAT_NAME!r} version {FORMAT_VERSION} only. Delete it or use "
-                f"another path "
-                "(the fit then starts afresh)"
+                f"{self.what} {self.path!r} has {found_as}; this scalepca "
+                f"reads {FORMAT_NAME!r} version {FORMAT_VERSION} only. "
+                "Delete it or use another path (the fit then starts afresh)"
             )
         check_fingerprint(attrs["fingerprint"], self.fingerprint, self._where)
         return Resumed(

@@ -50,9 +50,9 @@ def _em_needs_dense_rows(p, shape) -> None:
         return
     if shape.sparse:
         raise ValueError(
-            "PPCA(solver='em') needs dense blocks (missing entries are NaN in dense "
-            "rows); for sparse X use solver='closed_form' (or 'auto' with "
-            "missing='error')"
+            "PPCA(solver='em') needs dense blocks (missing entries "
+            "are NaN in dense rows); for sparse X use "
+            "solver='closed_form' (or 'auto' with missing='error')"
         )
     if p["standardize"]:
         raise ValueError(
@@ -67,9 +67,9 @@ def _em_needs_integer_k(p, shape) -> None:
     k = p["n_components"]
     if isinstance(k, (float, str)):
         raise ValueError(
-            f"n_components={k!r} (a float or 'mle') chooses k from the covariance "
-            f"spectrum, "
-            "which only solver='closed_form' computes; give EM an integer n_components"
+            f"n_components={k!r} (a float or 'mle') chooses k from the "
+            "covariance spectrum, which only solver='closed_form' "
+            "computes; give EM an integer n_components"
         )
     if (
         shape.d < 2

@@ -130,12 +130,11 @@ def _refuse_sparse_input(X, what: str) -> None:
         return
     raise TypeError(
         f"RobustPCA does not take sparse input ({what} is sparse): principal "
-        f"component pursuit "
-        "splits M = L + S with S the sparse outliers, and on sparse data every zero "
-        "is an observed value the low-rank part L must fit, so the ALM iterates (L, S "
-        "and the multiplier, n × d each) are dense — about three dense copies of the "
-        "data (3 · 8 · n · d bytes) in the cluster. If that fits, densify explicitly: "
-        "X.map_blocks(lambda b: b.toarray(), dtype=X.dtype) for a dask array, "
-        "X.toarray() in memory. For principal components of sparse data use PCA or "
-        "SparsePCA, which keep it sparse"
+        "component pursuit splits M = L + S with S the sparse outliers, and on "
+        "sparse data every zero is an observed value the low-rank part L must fit, "
+        "so the ALM iterates (L, S and the multiplier, n × d each) are dense — "
+        "about three dense copies of the data (3 · 8 · n · d bytes) in the cluster. "
+        "If that fits, densify explicitly: X.map_blocks(lambda b: b.toarray(), "
+        "dtype=X.dtype) for a dask array, X.toarray() in memory. For principal "
+        "components of sparse data use PCA or SparsePCA, which keep it sparse"
     )

@@ -49,8 +49,8 @@ def save_estimator(
             params[name] = jsonable(value)
         except TypeError as err:
             raise TypeError(
-                f"parameter {name}={value!r} of {type(est).__name__} cannot be saved: "
-                f"{err}"
+                f"parameter {name}={value!r} of "
+                f"{type(est).__name__} cannot be saved: {err}"
             ) from None
     arrays, lazy, scalars = {}, {}, {}
     for name, value in est._state_to_save().items():

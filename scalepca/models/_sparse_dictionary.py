@@ -511,9 +511,9 @@ class DictionaryLearning:
         raise_on_nonfinite(int(not np.isfinite(st["S"])))
         if not still_nan:
             raise ValueError(
-                "X has values at features that were NaN in every sample of the data "
-                "the model was started on (left out of the fit); a streamed model "
-                "keeps its features"
+                "X has values at features that were NaN in every "
+                "sample of the data the model was started on (left "
+                "out of the fit); a streamed model keeps its features"
             )
         N = state["N"] + m
         delta = st["sum_x"] / N  # running mean moves by Σ(x − mean_old) / N

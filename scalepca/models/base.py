@@ -571,9 +571,9 @@ class DecompositionMixin(
         d_fit = int(keep.sum())
         if k > min(n, d_fit):
             raise ValueError(
-                f"n_components={k} is out of range: after leaving out {d - d_fit} "
-                f"all-NaN features it must be at most min(n_samples, n_features) = "
-                f"{min(n, d_fit)}"
+                f"n_components={k} is out of range: after leaving "
+                f"out {d - d_fit} all-NaN features it must be at "
+                f"most min(n_samples, n_features) = {min(n, d_fit)}"
             )
         out = {**mom, "mean": mom["mean"][keep], "bad": 0}
         if "m2" in mom:

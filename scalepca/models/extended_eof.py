@@ -317,8 +317,8 @@ class ExtendedEOF(DecompositionMixin):
         h = self._halo()
         if Xd.shape[0] - h < 1:
             raise ValueError(
-                f"X has {Xd.shape[0]} samples: a window of embedding={L}, tau={tau} "
-                f"spans {h + 1}"
+                f"X has {Xd.shape[0]} samples: a window of "
+                f"embedding={L}, tau={tau} spans {h + 1}"
             )
         mean = self.embedded_mean_[:, keep].ravel()
         P = self.eofs_[:, :, keep].reshape(k, -1).T

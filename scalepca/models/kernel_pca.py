@@ -127,9 +127,8 @@ def _exact_fits(p, shape) -> None:
     k = p["n_components"]
     if k >= shape.n and p["eigen_solver"] != "randomized":
         raise ValueError(
-            f"n_components={k} must be below n_samples={shape.n} for the Lanczos "
-            f"solver; "
-            "use eigen_solver='randomized'"
+            f"n_components={k} must be below n_samples={shape.n} "
+            "for the Lanczos solver; use eigen_solver='randomized'"
         )
 
 
@@ -541,10 +540,9 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             kept = rows[:, ~land] if land.any() else rows
             if not np.isfinite(kept.data if issparse(kept) else kept).all():
                 raise ValueError(
-                    f"X contains NaN or infinite values (found in {sample}); remove "
-                    f"or impute "
-                    "them before kernel PCA (features that are NaN in every sample "
-                    "are left out)"
+                    "X contains NaN or infinite values (found in "
+                    f"{sample}); remove or impute them before kernel PCA "
+                    "(features that are NaN in every sample are left out)"
                 )
 
         observed = n_rows - nan_per_feature if n_rows else np.ones(d, dtype=np.int64)
@@ -571,10 +569,9 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             N, kept = nystroem_normalization(K_LL, rtol=NYSTROEM_RTOL)
             if kept.size < k:
                 raise ValueError(
-                    f"only {kept.size} of the {m} landmark directions are numerically "
-                    f"independent, fewer than n_components={k}; lower n_components, "
-                    f"raise "
-                    "n_features or change gamma"
+                    f"only {kept.size} of the {m} landmark directions are "
+                    f"numerically independent, fewer than n_components={k}; "
+                    "lower n_components, raise n_features or change gamma"
                 )
             state = {"landmarks_": L, "normalization_": N}
             feature_map = partial(
@@ -762,9 +759,8 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         if name in ("components_xr_", "mean_xr_"):
             raise AttributeError(
                 f"KernelPCA has no {name}: its components and mean live in the "
-                f"kernel's "
-                "feature space, not over the input features, so they have no map on "
-                "the input grid; use transform() for the scores"
+                "kernel's feature space, not over the input features, so they "
+                "have no map on the input grid; use transform() for the scores"
             )
         raise AttributeError(
             f"{type(self).__name__!r} object has no attribute {name!r}"

@@ -111,8 +111,8 @@ def _check_standardize(value, name, params, shape):
         return value
     if isinstance(value, str):
         raise TypeError(
-            f"{name} must be True or False (or {GENOTYPE!r}, for allele counts); "
-            f"got {value!r}"
+            f"{name} must be True or False (or {GENOTYPE!r}, "
+            f"for allele counts); got {value!r}"
         )
     return check_bool(value, name)
 
@@ -143,9 +143,8 @@ def _chosen_k_needs_full_spectrum(p, shape) -> None:
         )
     if not p.get("zero_center", True):
         raise ValueError(
-            f"n_components={spec!r} chooses k from the explained variance of centred "
-            f"data; "
-            "with zero_center=False give an integer n_components"
+            f"n_components={spec!r} chooses k from the explained variance of "
+            "centred data; with zero_center=False give an integer n_components"
         )
 
 

@@ -488,9 +488,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
             )
         if mom["n_inf"]:
             raise ValueError(
-                f"X contains {mom['n_inf']} infinite value(s); replace them (NaN "
-                f"marks a "
-                "missing entry)"
+                f"X contains {mom['n_inf']} infinite value(s); "
+                "replace them (NaN marks a missing entry)"
             )
         n_rows = int(mom["n"])
         n_missing = int(mom["n_missing"] - n_rows * int((mom["c"] == 0).sum()))
@@ -519,9 +518,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         if k >= d_fit or k > n_rows:
             raise ValueError(
                 f"n_components={k} is too large: after leaving out empty "
-                f"rows/features there are {n_rows} samples and {d_fit} features "
-                f"(n_components must be < n_features "
-                "and <= n_samples)"
+                f"rows/features there are {n_rows} samples and {d_fit} "
+                "features (n_components must be < n_features and <= n_samples)"
             )
         return mom, keep, n_rows, n_missing, sketch
 
@@ -575,8 +573,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         if data.data.shape[0] < 2:
             raise ValueError(
                 f"PPCA needs at least 2 samples; got {data.data.shape[0]} (the "
-                f"covariance, "
-                "and so the noise variance, of one sample is undefined)"
+                "covariance, and so the noise variance, of one sample is undefined)"
             )
         return data
 

@@ -136,10 +136,9 @@ def _check_mask_form(value, name, p, shape):
 def _full_svd_fits(p, shape) -> None:
     if p["svd"] == "full" and shape.n * shape.d > FULL_SVD_MAX_ENTRIES:
         raise ValueError(
-            f"svd='full' gathers the {shape.n} × {shape.d} matrix on the client for a "
-            f"dense SVD every iteration; refused above {FULL_SVD_MAX_ENTRIES} "
-            f"entries. Use "
-            "svd='randomized'"
+            f"svd='full' gathers the {shape.n} × {shape.d} matrix on the "
+            "client for a dense SVD every iteration; refused above "
+            f"{FULL_SVD_MAX_ENTRIES} entries. Use svd='randomized'"
         )
 
 
@@ -503,10 +502,9 @@ class RobustPCA(LinearDecompositionMixin):
         ):  # every observed entry of a land column is a NaN: those don't count
             if bad - cols[land, 1].sum():
                 raise ValueError(
-                    f"M contains {int(bad - cols[land, 1].sum())} NaN or infinite "
-                    f"value(s) on "
-                    "the observed entries; mark missing entries with mask= (False = "
-                    "unobserved)"
+                    f"M contains {int(bad - cols[land, 1].sum())} NaN or "
+                    "infinite value(s) on the observed entries; mark "
+                    "missing entries with mask= (False = unobserved)"
                 )
 
         keep = self._leave_out_land(M.shape[0] - cols[:, 0], data, check=check)
@@ -566,9 +564,9 @@ class RobustPCA(LinearDecompositionMixin):
         state, history = run.state, run.history
         if not run.converged:
             warnings.warn(
-                f"RobustPCA did not converge in {self.max_iter} iterations (relative "
-                f"residual {history['residual'][-1]:.2e} > tol={self.tol:g}); "
-                f"increase max_iter",
+                f"RobustPCA did not converge in {self.max_iter} iterations "
+                f"(relative residual {history['residual'][-1]:.2e} > "
+                f"tol={self.tol:g}); increase max_iter",
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -799,8 +797,8 @@ class RobustPCA(LinearDecompositionMixin):
             "seconds": time.perf_counter() - t0,
         }
         logger.info(
-            "RobustPCA: iteration %d: residual %.3e, rank %d (asked %d), ‖S‖₀ %d, "
-            "μ %.3g, %.2fs",
+            "RobustPCA: iteration %d: residual %.3e, "
+            "rank %d (asked %d), ‖S‖₀ %d, μ %.3g, %.2fs",
             it,
             residual,
             record["rank"],

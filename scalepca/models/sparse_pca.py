@@ -648,8 +648,8 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         k = self._checked_k(d if n_samples is None else n_samples, d)
         if self.method == "minibatch":
             raise ValueError(
-                "fit_covariance needs method='elasticnet' or 'batch'; 'minibatch' "
-                "streams data"
+                "fit_covariance needs method='elasticnet' "
+                "or 'batch'; 'minibatch' streams data"
             )
         self._online_state = None
         scale = self._feature_scale(np.diag(S).copy())
@@ -714,8 +714,8 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         loadings 0)."""
         if norms is not None and np.any(norms == 0):
             warnings.warn(
-                f"{int(np.sum(norms == 0))} component(s) are all zero: alpha is too "
-                f"large",
+                f"{int(np.sum(norms == 0))} component(s) "
+                "are all zero: alpha is too large",
                 UserWarning,
                 stacklevel=4,
             )

@@ -64,10 +64,9 @@ def load(store, *, storage_options=None):
         left = _interrupted_siblings(store)
         if left:
             raise FileNotFoundError(
-                f"no model store at {os.fspath(store)!r}; an interrupted save left "
-                f"{', '.join(map(repr, left))} (a complete previous model, if any, is "
-                f"the "
-                "'.old-*' one)"
+                f"no model store at {os.fspath(store)!r}; an "
+                f"interrupted save left {', '.join(map(repr, left))} (a "
+                "complete previous model, if any, is the '.old-*' one)"
             ) from None
         raise
     attrs = dict(group.attrs) if isinstance(group, zarr.Group) else {}
@@ -150,9 +149,8 @@ def _checked_class(attrs: dict, where: str):
     if cls is None:
         _refuse(
             where,
-            f"its class {spec!r} is not a scalepca estimator (a model store may "
-            f"only name one of {registered}; classes named in a store are never "
-            "imported)",
+            f"its class {spec!r} is not a scalepca estimator (a model store may only "
+            f"name one of {registered}; classes named in a store are never imported)",
         )
     return cls
 
@@ -208,8 +206,8 @@ def _checked_state_names(cls, attrs: dict, where: str):
     if not fortran <= set(arrays):
         _refuse(
             where,
-            f"'fortran_order' names {sorted(fortran - set(arrays))}, which are not "
-            "saved arrays",
+            f"'fortran_order' names {sorted(fortran - set(arrays))}, "
+            "which are not saved arrays",
         )
     return scalars, arrays, lazy, fortran
 

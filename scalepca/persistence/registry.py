@@ -73,8 +73,8 @@ def estimator_class(method: str):
         return _import_class(METHODS[method])
     except (ImportError, AttributeError, KeyError) as err:
         raise ConfigError(
-            f"'model.method' {method!r}: its estimator {METHODS[method]} cannot be "
-            f"imported ({err})"
+            f"'model.method' {method!r}: its estimator "
+            f"{METHODS[method]} cannot be imported ({err})"
         ) from None
 
 
@@ -211,8 +211,8 @@ def declared_problems(
             value = int(value)  # 1e3 in YAML is a float
         if not _type_ok(value, param.types):
             problems.append(
-                f"'{key(name)}' must be {param.forms or _typename(param.types)}; "
-                f"got {value!r}"
+                f"'{key(name)}' must be "
+                f"{param.forms or _typename(param.types)}; got {value!r}"
             )
             continue
         typed[name] = value

@@ -108,8 +108,8 @@ def check_feature_names(
         return
     if names is None:
         warnings.warn(
-            f"{what} does not have valid feature names, but {cls} was fitted with "
-            "feature names",
+            f"{what} does not have valid feature names, "
+            f"but {cls} was fitted with feature names",
             UserWarning,
             stacklevel=4,
         )

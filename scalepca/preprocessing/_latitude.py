@@ -108,11 +108,10 @@ def find_latitude(obj) -> xr.DataArray:
     if not found:
         coords = ", ".join(map(str, obj.coords)) or "none"
         raise LatitudeError(
-            f"the data have no latitude coordinate (coordinates: {coords}); weighting "
-            f"by "
-            "latitude needs a 'lat' or 'latitude' coordinate in degrees north, or one "
-            "with standard_name='latitude', units='degrees_north' or axis='Y' (a "
-            "projected y is no latitude)"
+            f"the data have no latitude coordinate (coordinates: {coords}); "
+            "weighting by latitude needs a 'lat' or 'latitude' coordinate in "
+            "degrees north, or one with standard_name='latitude', "
+            "units='degrees_north' or axis='Y' (a projected y is no latitude)"
         )
     lat = obj.coords[found[0]]
     units = lat.attrs.get("units")

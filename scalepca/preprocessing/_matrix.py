@@ -124,8 +124,7 @@ def as_matrix(
         if X.ndim != 2:
             raise ValueError(
                 f"{what} is a DataArray with dims {X.dims}; stack it to (sample, "
-                f"feature) with "
-                "scalepca.open_matrix(X, sample_dims=...) first"
+                "feature) with scalepca.open_matrix(X, sample_dims=...) first"
             )
         prep = carried(X)
         if prep is None:  # a table given as it is: rows are samples, columns features

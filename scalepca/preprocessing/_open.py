@@ -530,10 +530,9 @@ def _array_matrix(source, chunks, weights, task_size):
     if isinstance(source, zarr.Array):
         if source.ndim != 2:
             raise ValueError(
-                f"the zarr array has {source.ndim} dimensions (shape {source.shape}); "
-                f"a 2-D "
-                "(sample × feature) array is needed — for N-D data open it with "
-                "xarray and pass sample_dims"
+                f"the zarr array has {source.ndim} dimensions (shape "
+                f"{source.shape}); a 2-D (sample × feature) array is needed "
+                "— for N-D data open it with xarray and pass sample_dims"
             )
         arr = open_zarr(source, rows=_array_rows(chunks), task_size=task_size)
     elif isinstance(source, da.Array):

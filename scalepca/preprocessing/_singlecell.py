@@ -103,8 +103,8 @@ class CellSteps:
         """Refuse parameters that cannot work on d genes (before any pass)."""
         if self.flavor is not None and self.flavor not in FLAVORS:
             raise ValueError(
-                f"flavor must be one of {', '.join(FLAVORS)} or None; got "
-                f"{self.flavor!r}"
+                f"flavor must be one of {', '.join(FLAVORS)} "
+                f"or None; got {self.flavor!r}"
             )
         if self.flavor == "seurat_v3" and self.gene_mask is None:
             from ._hvg import loess_class
@@ -388,9 +388,8 @@ class CellSteps:
             )
             if not self.highly_variable_.any():
                 raise ValueError(
-                    f"highly_variable_genes (flavor={self.flavor!r}) selected no "
-                    "gene with these cutoffs; loosen min_mean/min_disp or give "
-                    "n_top_genes"
+                    f"highly_variable_genes (flavor={self.flavor!r}) selected no gene "
+                    "with these cutoffs; loosen min_mean/min_disp or give n_top_genes"
                 )
 
     # -- new cells ---------------------------------------------------------------------

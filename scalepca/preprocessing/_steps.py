@@ -188,18 +188,17 @@ class Preprocessing:
         carried_by = carried(X)
         if carried_by is None and computed_from_matrix(X) is not None:
             raise ValueError(
-                f"{what} is computed from a matrix made by open_matrix by other steps "
-                f"than "
-                "selecting rows or rechunking, so it may or may not be prepared "
-                "(weighted) still: pass the matrix open_matrix made (or rows of it), "
-                "or the data in their own units"
+                f"{what} is computed from a matrix made by open_matrix by other "
+                "steps than selecting rows or rechunking, so it may or may not "
+                "be prepared (weighted) still: pass the matrix open_matrix made "
+                "(or rows of it), or the data in their own units"
             )
         if carried_by is not None:
             diff = self.differences(carried_by)
             if diff:
                 raise ValueError(
-                    f"{what} was prepared differently from the data the model was "
-                    f"fitted on: " + "; ".join(diff)
+                    f"{what} was prepared differently from "
+                    "the data the model was fitted on: " + "; ".join(diff)
                 )
             return X
         if isinstance(X, xr.DataArray) and self.labelled:
@@ -266,8 +265,8 @@ class Preprocessing:
             and X.name != self.variable
         ):
             raise ValueError(
-                f"{what} is variable {X.name!r}; the model was fitted on variable "
-                f"{self.variable!r}"
+                f"{what} is variable {X.name!r}; the model "
+                f"was fitted on variable {self.variable!r}"
             )
         if set(X.dims) != set(self.dims):
             missing = [d for d in self.dims if d not in X.dims]
@@ -423,10 +422,9 @@ def _weightable(X, what: str, unknown_rows: bool = False):
 
     if is_sparse(X):
         raise ValueError(
-            f"{what} is sparse, but the model was fitted on data weighted by column, "
-            f"and "
-            "weights are not applied to sparse input; give the data dense, as at the "
-            "fit"
+            f"{what} is sparse, but the model was fitted on data "
+            "weighted by column, and weights are not applied to "
+            "sparse input; give the data dense, as at the fit"
         )
 
     if is_dask_frame(X):
@@ -510,8 +508,8 @@ def _dataarray_matrix(
     :func:`~scalepca.io._stack.stack_dataarray`'s ``strip_bytes``."""
     if arr.ndim != 2 and sample_dims is None:
         raise ValueError(
-            f"the DataArray has dims {arr.dims}; pass sample_dims=(...) to say which "
-            f"are samples"
+            f"the DataArray has dims {arr.dims}; pass "
+            "sample_dims=(...) to say which are samples"
         )
     prep = describe(
         arr,

@@ -352,8 +352,8 @@ class Hosts:
                 pass
             if proc.poll() is not None:
                 raise RuntimeError(
-                    f"{what} exited ({proc.returncode}) before listening; see "
-                    f"{self.workdir}"
+                    f"{what} exited ({proc.returncode}) "
+                    f"before listening; see {self.workdir}"
                 )
             if time.monotonic() > deadline:
                 raise TimeoutError(

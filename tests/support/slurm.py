@@ -215,8 +215,8 @@ class LoopbackSlurm:
                 )
         if time.monotonic() > deadline:
             raise RuntimeError(
-                f"loopback SLURM did not come up ({what or name}); logs in "
-                f"{self.root}/log"
+                "loopback SLURM did not come up "
+                f"({what or name}); logs in {self.root}/log"
             )
 
     # -- jobs --------------------------------------------------------------------------

@@ -128,11 +128,10 @@ def _refused(cfg: dict, why: str):
     from ..config import ConfigError
 
     return ConfigError(
-        f"the batch system will not run the worker jobs: {why}. The job asks for "
-        f"{_request(cfg)}; change these keys to what a node of the queue offers (on "
-        f"SLURM, "
-        "`sinfo -o '%P %c %m %l'` lists each partition's CPUs, memory in MB and time "
-        "limit)"
+        f"the batch system will not run the worker jobs: {why}. The "
+        f"job asks for {_request(cfg)}; change these keys to what a "
+        "node of the queue offers (on SLURM, `sinfo -o '%P %c %m %l'` "
+        "lists each partition's CPUs, memory in MB and time limit)"
     )
 
 
@@ -271,12 +270,11 @@ def _wait_for_first_worker(cluster, client, cfg: dict, poll: float = 1.0) -> Non
             if len(ended) + len(gone) == len(ids):
                 where = cfg.get("log_directory") or "the folder scalepca was started in"
                 raise RuntimeError(
-                    f"every worker job ended before its worker connected (states "
-                    f"{sorted(set(ended.values())) or 'purged'}): the jobs' output "
-                    f"files in {where} say why (often cluster.python or "
-                    f"cluster.job_script_prologue: "
-                    "the nodes need the same Python environment with scalepca "
-                    "installed)"
+                    "every worker job ended before its worker connected "
+                    f"(states {sorted(set(ended.values())) or 'purged'}): the "
+                    f"jobs' output files in {where} say why (often "
+                    "cluster.python or cluster.job_script_prologue: the nodes "
+                    "need the same Python environment with scalepca installed)"
                 )
         if limit is not None and time.monotonic() - t0 > limit:
             shown = {i: f"{st} ({r})" for i, (st, r) in states.items()} or "unknown"
