@@ -466,6 +466,7 @@ API = {
                     "make_low_rank",
                     "make_missing",
                     "make_gridded",
+                    "make_coupled_fields",
                     "make_rings",
                     "make_sparse_spike",
                     "make_low_rank_sparse",
