@@ -386,18 +386,9 @@ def transform_data(
         return _fields_data(est, path, variable, sample_dims, weights, storage_options)
     from ..io._bed import is_bed_path
 
-    if is_bed_path(
-        path
-    ):  # PLINK genotypes: one (sample × SNP) matrix, nothing to choose
-        given = [
-            f
-            for f, v in (
-                ("--variable", variable),
-                ("--sample-dims", sample_dims),
-                ("--weights", weights),
-            )
-            if v is not None
-        ]
+    # PLINK genotypes: one (sample × SNP) matrix, nothing to choose
+    if is_bed_path(path):
+        given = _given_options(variable, sample_dims, weights)
         if given:
             raise UserError(f"{' and '.join(given)} do not apply to a PLINK .bed file")
         from ..io._bed import BedOptionError
@@ -508,21 +499,24 @@ def _model_snps(est, X, path: str):
     return open_matrix(X.sel(snp=np.asarray(names)).drop_attrs())
 
 
+def _given_options(variable, sample_dims, weights) -> list[str]:
+    """The options of ``scalepca transform`` that say how to read the data, among
+    those given (a .bed or a multivariate model's fields take none of them)."""
+    options = (
+        ("--variable", variable),
+        ("--sample-dims", sample_dims),
+        ("--weights", weights),
+    )
+    return [flag for flag, value in options if value is not None]
+
+
 def _fields_data(est, path, variable, sample_dims, weights, storage_options) -> list:
     """The fields a multivariate EOF was fitted on, read from ``path`` by their names
     (each stacked and weighted by the model as in its fit)."""
     from ..preprocessing._open import open_dataset
 
     names = [f["name"] for f in est._fields_json]
-    given = [
-        f
-        for f, v in (
-            ("--variable", variable),
-            ("--sample-dims", sample_dims),
-            ("--weights", weights),
-        )
-        if v is not None
-    ]
+    given = _given_options(variable, sample_dims, weights)
     if given:
         raise UserError(
             f"{' and '.join(given)} do not apply: the model was fitted on the "

@@ -234,42 +234,24 @@ def _scores_figure(store, storage_options, est=None):
 
     node = open_zarr_node(store, storage_options=storage_options)
     if not isinstance(node, zarr.Array) and "scores" not in node and "scores_x" in node:
-        return _coupled_scores_figure(node)
-    arr = node if isinstance(node, zarr.Array) else node["scores"]
-    Z = da.from_zarr(arr)
-    if Z.ndim != 2 or Z.shape[1] < 2:
-        raise ValueError(
-            f"the scores have shape {Z.shape}; a scatter needs two columns"
-        )
-    ax = plot.scores(
-        Z[:, :2], max_points=5000, s=4, alpha=0.5, title="scores (sample of rows)"
-    )
-    x, y = _axis_shares(est)
+        # MCA's expansion coefficients: mode 1 of X against mode 1 of Y, whose
+        # covariance the mode maximises
+        first = [da.from_zarr(node[name])[:, 0] for name in ("scores_x", "scores_y")]
+        Z = da.stack(first, axis=1)
+        title = "mode 1: expansion coefficients (sample of rows)"
+        x, y = "X, mode 1", "Y, mode 1"
+    else:
+        arr = node if isinstance(node, zarr.Array) else node["scores"]
+        Z = da.from_zarr(arr)
+        if Z.ndim != 2 or Z.shape[1] < 2:
+            raise ValueError(
+                f"the scores have shape {Z.shape}; a scatter needs two columns"
+            )
+        Z, title = Z[:, :2], "scores (sample of rows)"
+        x, y = _axis_shares(est)
+    ax = plot.scores(Z, max_points=5000, s=4, alpha=0.5, title=title)
     ax.set_xlabel(x)
     ax.set_ylabel(y)
-    return ax.figure
-
-
-def _coupled_scores_figure(node):
-    """MCA's expansion coefficients: the first mode of X against that of Y, whose
-    covariance the mode maximises."""
-    import dask.array as da
-
-    from ..analysis import plot
-
-    Z = da.stack(
-        [da.from_zarr(node["scores_x"])[:, 0], da.from_zarr(node["scores_y"])[:, 0]],
-        axis=1,
-    )
-    ax = plot.scores(
-        Z,
-        max_points=5000,
-        s=4,
-        alpha=0.5,
-        title="mode 1: expansion coefficients (sample of rows)",
-    )
-    ax.set_xlabel("X, mode 1")
-    ax.set_ylabel("Y, mode 1")
     return ax.figure
 
 
