@@ -55,9 +55,8 @@ def check_dtype(dtype: np.dtype, *, what: str = "X") -> np.dtype:
             stacklevel=3,
         )
         return np.dtype(np.float64)
-    if (
-        dtype.kind == "c"
-    ):  # a ValueError, as scikit-learn's validation raises for complex data
+    # a ValueError, as scikit-learn's validation raises for complex data
+    if dtype.kind == "c":
         raise ValueError(
             f"{what} has dtype {dtype}: Complex data not supported; scalepca "
             "needs real numbers (take the real part or the modulus, or put "
@@ -225,9 +224,8 @@ def _sparse_kind(x) -> tuple[str, str] | None:
 
     if scipy.sparse.issparse(x):
         return f"scipy.sparse {type(x).__name__}", "toarray"
-    if (
-        type(x).__module__.partition(".")[0] == "sparse"
-    ):  # pydata sparse, without importing it
+    # pydata sparse, without importing it
+    if type(x).__module__.partition(".")[0] == "sparse":
         return f"pydata sparse {type(x).__name__}", "todense"
     return None
 

@@ -176,9 +176,8 @@ def _update(cfg, X, timings):
 
     upd = plan_update(cfg, X)  # every refusal before a row is read
     if upd.n_new == 0:
-        if (
-            upd.pending is not None
-        ):  # an interrupted update whose model was saved: settle it
+        # an interrupted update whose model was saved: settle it
+        if upd.pending is not None:
             upd.write(cfg["output"])
         print(
             "update: no rows appended since the "
@@ -399,9 +398,8 @@ def cmd_info(args) -> int:
             if len(text) > 120:  # e.g. the coordinates of stacked feature dims
                 text = f"<{type(v).__name__} of {len(text):,} characters>"
             print(f"  {k}: {text}")
-        if (
-            hidden
-        ):  # the estimator's private state (feature template, preprocessing, ...)
+        # the estimator's private state (feature template, preprocessing, ...)
+        if hidden:
             print(f"  ({len(hidden)} private entries not shown; -v shows them)")
     else:
         kind = attrs.get("format", "zarr group")

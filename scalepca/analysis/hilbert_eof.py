@@ -463,9 +463,8 @@ class HilbertEOF(SavedModel, BaseEstimator):
             )
         S = _strips(xin.data)
         Z = self._transform_strips(S)
-        if (
-            xin.kind == "numpy"
-        ):  # an eager result: its one pass counted under the tool's name
+        # an eager result: its one pass counted under the tool's name
+        if xin.kind == "numpy":
             with passes.counting(
                 "HilbertEOF.transform", planned=1, chunks=S.numblocks[1]
             ):

@@ -389,9 +389,8 @@ def pca(
             :func:`scanpy.pp.highly_variable_genes` writes them.
     """
     _check_view(data)
-    if (
-        svd_solver == "tsqr"
-    ):  # the steps hand the fit CSR blocks: refused before their passes
+    # the steps hand the fit CSR blocks: refused before their passes
+    if svd_solver == "tsqr":
         raise ValueError(
             "svd_solver='tsqr' needs dense blocks, and scalepca.pp.pca hands the "
             "fit sparse (CSR) blocks; use svd_solver='covariance_eigh' or "

@@ -149,9 +149,8 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
         if problem:
             problems.append(f"model.{name} {problem}")
             continue
-        if (
-            name == "scratch"
-        ):  # a fresh folder is made inside it: nothing there is replaced
+        # a fresh folder is made inside it: nothing there is replaced
+        if name == "scratch":
             continue
         from ..io._checkpoint import check_checkpoint_target
 

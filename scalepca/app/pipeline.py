@@ -110,9 +110,8 @@ def _store_exists(path: str, storage_options=None) -> bool:
         return fs.exists(root)
     from ..io._netcdf import _has_glob
 
-    if _has_glob(
-        path
-    ):  # several NetCDF files ("data/sst_*.nc"), opened as open_matrix does
+    # several NetCDF files ("data/sst_*.nc"), opened as open_matrix does
+    if _has_glob(path):
         import glob
 
         return bool(glob.glob(path))
@@ -380,9 +379,8 @@ def transform_data(
     if getattr(est, "_preparations", None) is not None:  # MCA: two fields, X and Y
         return _pair_data(est, path, variable, sample_dims, weights, storage_options)
     prep = getattr(est, "_preprocessing", None)
-    if (
-        getattr(est, "_fields_json", None) is not None
-    ):  # several fields (multivariate_eof)
+    # several fields (multivariate_eof)
+    if getattr(est, "_fields_json", None) is not None:
         return _fields_data(est, path, variable, sample_dims, weights, storage_options)
     from ..io._bed import is_bed_path
 
@@ -402,10 +400,11 @@ def transform_data(
         return _model_snps(est, X, path)
     if keep is not None:
         raise UserError(f"--keep applies to PLINK .bed data; {path!r} is not a .bed")
+    # fitted on AnnData: its matrix again
     if prep is not None and prep.dims == (
         "obs",
         "var",
-    ):  # fitted on AnnData: its matrix again
+    ):
         from ..io._anndata import is_anndata
 
         if variable is not None or sample_dims is not None:

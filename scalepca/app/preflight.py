@@ -66,9 +66,8 @@ def _variable_problem(
             if variable is not None
             else None
         )
-    if is_netcdf(
-        path
-    ):  # NetCDF/HDF5 files: the opener of open_matrix lists the variables
+    # NetCDF/HDF5 files: the opener of open_matrix lists the variables
+    if is_netcdf(path):
         if variable is None:
             return None  # open_matrix says so if the file holds several
         try:
@@ -231,9 +230,8 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
         (model["method"], model["params"]) if model is not None else (None, {})
     )
     X = None
-    if (
-        not data or dcfg is None
-    ):  # a section validate_config could not read: checked no further
+    # a section validate_config could not read: checked no further
+    if not data or dcfg is None:
         return _cluster_problems(cfg, problems, notes)
     path, so = dcfg["path"], dcfg["storage_options"]
     try:
@@ -270,9 +268,8 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
                 problems.append(problem)
             else:
                 X = open_data(dcfg, method=method, fit_steps=False)
-                if isinstance(
-                    X, list
-                ):  # several fields (multivariate_eof), side by side
+                # several fields (multivariate_eof), side by side
+                if isinstance(X, list):
                     widths = [int(x.shape[1]) for x in X]
                     X = _joined(X)
                     problems += _two_fields_problems(

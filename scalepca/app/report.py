@@ -283,9 +283,8 @@ def _table(rows, headers=None, num_cols=()) -> str:
         for i, c in enumerate(row):
             text = str(c)
             cls = ' class="num"' if i in num_cols else ""
-            if i == 0 and text.startswith(
-                "    "
-            ):  # a row under the one before (a pass)
+            # a row under the one before (a pass)
+            if i == 0 and text.startswith("    "):
                 cls, text = ' class="sub"', text.strip()
             tag = "th" if headers is None and i == 0 else "td"
             cells.append(f"<{tag}{cls}>{html.escape(text)}</{tag}>")

@@ -386,9 +386,8 @@ def _from_store(path, *, layer, chunks, storage_options) -> xr.DataArray:
     try:
         return _read_root(root, repr(os.fspath(path)), layer=layer, chunks=chunks)
     finally:
-        if hasattr(
-            root, "close"
-        ):  # an h5py File: the lazy reader opens the file in each task
+        # an h5py File: the lazy reader opens the file in each task
+        if hasattr(root, "close"):
             root.close()
 
 
@@ -640,9 +639,8 @@ def open_anndata_subset(
     rows = slice(None) if cells is None else np.flatnonzero(cells)
     cols = slice(None) if genes is None else np.flatnonzero(genes)
     if is_anndata_object(source):
-        if (
-            source.is_view
-        ):  # one view of the parent (anndata makes none of a backed view)
+        # one view of the parent (anndata makes none of a backed view)
+        if source.is_view:
             parent, prow, pcol = view_selection(source)
             rows = np.arange(parent.n_obs)[slice(None) if prow is None else prow][rows]
             cols = np.arange(parent.n_vars)[slice(None) if pcol is None else pcol][cols]

@@ -122,9 +122,8 @@ def atomic_group(
         group = _open_for_write(os.fspath(path), storage_options, kind)
         root = write(group)
         (group if root is None else root).attrs["complete"] = True
-        if (
-            consolidate
-        ):  # last: an attrs update afterwards would drop the consolidated view
+        # last: an attrs update afterwards would drop the consolidated view
+        if consolidate:
             _consolidate(group)
         drop_previous(os.fspath(path), storage_options)
         return

@@ -43,9 +43,8 @@ SLAB_NNZ = 65_536
 HAVE_KERNEL = numba is not None
 
 
-def _upper_gram(
-    indptr, indices, data, d, slab_nnz, g, packed
-):  # pragma: no cover - compiled
+# pragma: no cover - compiled
+def _upper_gram(indptr, indices, data, d, slab_nnz, g, packed):
     # ``indices`` come as unsigned integers and ``g`` as the flat d·d view of the
     # output, or (``packed``) its upper triangle row by row, d (d + 1) / 2 values: with
     # unsigned subscripts numba drops its negative-index wraparound in the inner loop,

@@ -229,9 +229,8 @@ def randomized_svd_centered(
     rng = np.random.default_rng(seed)
     X = X.astype(np.float64)
     sparse = is_sparse(X)
-    if (
-        sparse and len(X.chunks[1]) > 1
-    ):  # sparse row blocks are bounded by their stored values
+    # sparse row blocks are bounded by their stored values
+    if sparse and len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})
     if persist:
         X = X.persist()

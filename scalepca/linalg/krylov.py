@@ -120,9 +120,8 @@ def _block_gram_times(
             np.subtract(x[start : start + rows], shift, out=c, dtype=np.float64)
             if fill:
                 np.copyto(c, 0.0, where=np.isnan(c))
-        if (
-            f32
-        ):  # centred in float64, rounded once, multiplied in float32, summed in float64
+        # centred in float64, rounded once, multiplied in float32, summed in float64
+        if f32:
             c = buf32[:rows]
             c[...] = buf[:rows]
         out += c.T @ (c @ Vp)

@@ -577,9 +577,8 @@ def _add_outer(m2: np.ndarray, w: float, v: np.ndarray) -> None:
 def _add_outer_packed(m2p: np.ndarray, w: float, v: np.ndarray) -> None:
     """``m2 += w v vᵀ`` in place on a packed Gram (:func:`packed_gram`; BLAS dspr)."""
     out = blas.dspr(v.shape[0], w, v, m2p, lower=1, overwrite_ap=1)
-    if (
-        out is not m2p
-    ):  # pragma: no cover - f2py writes a contiguous float64 array in place
+    # pragma: no cover - f2py writes a contiguous float64 array in place
+    if out is not m2p:
         m2p[:] = out
 
 

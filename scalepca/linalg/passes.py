@@ -280,9 +280,8 @@ def reduce_block_groups(
         for i in group:
             k = keys[i]
             refs.append(TaskRef(k))
-            if (
-                used[k] or k not in dsk
-            ):  # another task reads the block too: it stays a task
+            # another task reads the block too: it stays a task
+            if used[k] or k not in dsk:
                 continue
             node = dsk.pop(k)
             inner.append(node)

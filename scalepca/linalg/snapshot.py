@@ -57,9 +57,8 @@ def column_strips(X: da.Array, strip_bytes: int = STRIP_BYTES) -> da.Array:
     10 GB field, 2,880 columns a block into 1,677 a strip, held blocks for two
     consumers each and exhausted 8 GiB workers)."""
     n = X.shape[0]
-    if is_sparse(
-        X
-    ):  # a sparse strip's size is its stored values: keep the input's columns
+    # a sparse strip's size is its stored values: keep the input's columns
+    if is_sparse(X):
         return X if len(X.chunks[0]) == 1 else X.rechunk({0: -1})
     width = max(1, strip_bytes // max(1, n * max(X.dtype.itemsize, 8)))
     if len(X.chunks[0]) != 1:

@@ -71,9 +71,8 @@ def _em_needs_integer_k(p, shape) -> None:
             "covariance spectrum, which only solver='closed_form' "
             "computes; give EM an integer n_components"
         )
-    if (
-        shape.d < 2
-    ):  # σ² is the variance of the discarded directions: at least one is needed
+    # σ² is the variance of the discarded directions: at least one is needed
+    if shape.d < 2:
         raise ValueError(
             f"PPCA(solver='em') needs at least 2 features; got {shape.d} feature(s)"
         )

@@ -164,9 +164,8 @@ class DictionaryLearning:
         else:
             D = self._fit_minibatch(X, mean, scale, init_dictionary, order, ckpt=ckpt)
             self.n_polish_ = 0
-            if (
-                cov_n is not None
-            ):  # exact alternations from the covariance: no data pass
+            # exact alternations from the covariance: no data pass
+            if cov_n is not None:
                 D, _, _, self.n_polish_, _ = self._alternate(
                     _covariance_stats(cov_n),
                     lambda: D,

@@ -279,26 +279,23 @@ def fit_sketch(model, X, data, k: int, *, centre: bool) -> WideFit:
     a block is known to be uncalled, or not, only from the pass's count, checked
     after it). Nothing is fitted and no second pass is made."""
 
-    def draw(
-        rng, d
-    ):  # orthonormal probes (the identity if they span it all), Gaussian tests
+    # orthonormal probes (the identity if they span it all), Gaussian tests
+    def draw(rng, d):
         l = min(k + model.n_oversamples, d)
         G = rng.standard_normal((d, l + SKETCH_TESTS))
         probes = np.eye(d) if l == d else np.linalg.qr(G[:, :l])[0]
         return np.hstack([probes, G[:, l:]])
 
-    if (
-        model._genotypes()
-    ):  # a missing call stops the pass at the first block holding one
+    # a missing call stops the pass at the first block holding one
+    if model._genotypes():
         X = refuse_partial_calls(X, SKETCH_MISSING_CALLS)
     # float64 products: the pass is read-bound, and the sketch's own error dwarfs their
     # cost
     mom, d_fit, scale, Om, GV, X, _, exact = _first_pass(
         model, X, data, draw, k, precision="float64", once=True
     )
-    if (
-        not exact
-    ):  # missing calls seen only in blocks where their SNP had no call at all
+    # missing calls seen only in blocks where their SNP had no call at all
+    if not exact:
         raise ValueError(SKETCH_MISSING_CALLS)
     l = Om.shape[1] - SKETCH_TESTS
     Om, Th = Om[:, :l], Om[:, l:]

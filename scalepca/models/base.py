@@ -585,9 +585,8 @@ class DecompositionMixin(
     def _kept(self, arr: np.ndarray, axis: int = 0) -> np.ndarray:
         """``arr`` restricted to the features the model was fitted on."""
         keep = getattr(self, "_features_kept", None)
-        if (
-            keep is None or arr.shape[axis] != keep.size
-        ):  # not widened yet (inside _fit)
+        # not widened yet (inside _fit)
+        if keep is None or arr.shape[axis] != keep.size:
             return arr
         return np.compress(keep, arr, axis=axis)
 
@@ -687,9 +686,8 @@ class DecompositionMixin(
         data's dims.
         """
         features = getattr(self, "_feature_template", None)
-        if (
-            zin.kind == "xarray" and features is None
-        ):  # fitted on an array: plain columns
+        # fitted on an array: plain columns
+        if zin.kind == "xarray" and features is None:
             import xarray as xr
 
             features = xr.DataArray(
@@ -740,9 +738,8 @@ class DecompositionMixin(
         for k, v in state.items():
             setattr(self, k, v)
         names = getattr(self, "feature_names_in_", None)
-        if (
-            names is not None
-        ):  # saved as a list of strings; scikit-learn's is an object array
+        # saved as a list of strings; scikit-learn's is an object array
+        if names is not None:
             self.feature_names_in_ = np.asarray([str(v) for v in names], dtype=object)
         if getattr(self, "_features_kept", None) is not None and hasattr(
             self, "n_features_in_"

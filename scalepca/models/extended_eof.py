@@ -277,9 +277,10 @@ class ExtendedEOF(DecompositionMixin):
         # values seen over all n samples: the windows' first rows and the tail
         observed = (n_win - nanf[0]) + (self._halo() - mom["tail_nan"])
 
+        # any NaN outside the all-NaN features is refused, counted once
         def check(
             land,
-        ):  # any NaN outside the all-NaN features is refused, counted once
+        ):
             count = int(nanf[0][~land].sum() + mom["tail_nan"][~land].sum())
             infinite = int(mom["bad"] - nanf.sum())  # infinite values (counted per lag)
             raise_on_nonfinite(count or infinite)

@@ -743,9 +743,8 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         kind, arrays, C = self._inverse_features()
         zin = self._scores_input(Z, self.n_components_)
         Xhat = preimage_map(zin.data, kind, arrays, self._kparams(), C)
-        if (
-            getattr(self, "scale_", None) is not None
-        ):  # the ridge learnt standardised rows
+        # the ridge learnt standardised rows
+        if getattr(self, "scale_", None) is not None:
             Xhat = Xhat * self.scale_ + self.input_mean_
         return self._wrap_reconstruction(zin, Xhat)
 

@@ -655,9 +655,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         Xd, _ = self._standardized(self._select_features(data.data))
         mean, W, sigma2 = self._kept_params()
-        if is_sparse(
-            Xd
-        ):  # no missing entries in sparse rows: ⟨z⟩ = M⁻¹ Wᵀ (x − μ), implicit
+        # no missing entries in sparse rows: ⟨z⟩ = M⁻¹ Wᵀ (x − μ), implicit
+        if is_sparse(Xd):
             if not hasattr(self, "_M_inv"):
                 self._set_posterior()
             return data.wrap_samples(affine_map(Xd, mean, W @ self._M_inv))
@@ -734,9 +733,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         mean, W, sigma2 = self._kept_params()
         keep = getattr(self, "_features_kept", None)
         scale = self._kept_scale()
-        if (
-            scale is not None
-        ):  # fill in standardised units, back to the data's (widened)
+        # fill in standardised units, back to the data's (widened)
+        if scale is not None:
             full = np.ones(Xd.shape[1])
             full[keep if keep is not None else slice(None)] = scale
             filled = (Xd / full).map_blocks(

@@ -497,9 +497,10 @@ class RobustPCA(LinearDecompositionMixin):
             stats[:, 3].sum(),
         )
 
+        # every observed entry of a land column is a NaN: those don't count
         def check(
             land,
-        ):  # every observed entry of a land column is a NaN: those don't count
+        ):
             if bad - cols[land, 1].sum():
                 raise ValueError(
                     f"M contains {int(bad - cols[land, 1].sum())} NaN or "

@@ -62,9 +62,8 @@ def feature_names_of(
 
     from ..io._anndata import is_anndata_object
 
-    if isinstance(
-        X, (xr.DataArray, xr.Dataset)
-    ):  # a Dataset: its variable's feature dim
+    # a Dataset: its variable's feature dim
+    if isinstance(X, (xr.DataArray, xr.Dataset)):
         matrix = isinstance(X, xr.DataArray) and X.ndim == 2
         dim = feature_dim if feature_dim in X.dims else X.dims[1] if matrix else None
         if dim is None:

@@ -135,9 +135,8 @@ def as_matrix(
                 feature_dims=(X.dims[1],),
                 feature_sizes=(X.shape[1],),
             )
-        if (
-            X.chunks is None
-        ):  # in memory: row blocks of about 64 MiB, as for NumPy arrays
+        # in memory: row blocks of about 64 MiB, as for NumPy arrays
+        if X.chunks is None:
             X = X.chunk({X.dims[0]: _row_chunks(X.data)[0], X.dims[1]: -1})
         arr = check_matrix(
             X.data,

@@ -537,9 +537,8 @@ def _array_matrix(source, chunks, weights, task_size):
         arr = open_zarr(source, rows=_array_rows(chunks), task_size=task_size)
     elif isinstance(source, da.Array):
         arr = source
-    elif is_dask_frame(
-        source
-    ):  # lazily, refused from its metadata before its rows are counted
+    # lazily, refused from its metadata before its rows are counted
+    elif is_dask_frame(source):
         arr = frame_matrix(source, what="the DataFrame", weights=weights)
     else:
         arr = np.asarray(source)

@@ -171,10 +171,11 @@ class Preprocessing:
             X = self._variable_of(X, what)
         if self.cells is not None:
             return self._prepare_cells(X, what)
+        # fitted on AnnData: an AnnData gives the same matrix
         if self.dims == (
             "obs",
             "var",
-        ):  # fitted on AnnData: an AnnData gives the same matrix
+        ):
             from ..io._anndata import is_anndata_object
 
             if is_anndata_object(X):  # read as open_matrix reads it

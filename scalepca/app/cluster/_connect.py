@@ -419,9 +419,8 @@ def make_cluster(config: dict | None = None, **kwargs):
     if kind in _JOBQUEUE_CLASSES:
         light = _monitoring(cfg)
         kw = _jobqueue_kwargs(kind, cfg)
-        if (
-            light
-        ):  # the workers run in the jobs: they read it from the job's environment
+        # the workers run in the jobs: they read it from the job's environment
+        if light:
             kw["job_script_prologue"] = _env_exports(light) + kw.get(
                 "job_script_prologue", []
             )
