@@ -4,6 +4,7 @@ checkpoints that survive SIGKILL, save/load and the error paths."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import textwrap
@@ -535,11 +536,13 @@ def test_pass_count_and_config_entry(monkeypatch):
     est = scalepca.RobustPCA(random_state=0, n_power_iter=2).fit(L0 + S0)
     # 1 statistics pass, 2 + 2·4 for ‖M‖₂, one A Ω before the first SVD, then per
     # iteration the SVD's passes — 1 for Aᵀ Q, 2 per power iteration (at least
-    # n_power_iter), 2 per growth, 1 more for a growth from AᵀA — and 1 update pass
-    # (which also computes the next A Ω)
-    assert len(svds) == est.n_iter_ and all(r.n_power >= 2 for r in svds)
+    # n_power_iter unless the residual test ended it), 1 for that residual's A V,
+    # 2 per growth, 1 more for a growth from AᵀA — and 1 update pass (which also
+    # computes the next A Ω)
+    assert len(svds) == est.n_iter_
+    assert all(r.n_power >= 2 or r.n_residual for r in svds)
     assert est.n_passes_ == 1 + 10 + 1 + sum(
-        1 + 2 * r.n_power + 2 * r.n_restarts + r.n_gram + 1 for r in svds
+        1 + 2 * r.n_power + r.n_residual + 2 * r.n_restarts + r.n_gram + 1 for r in svds
     )
     # svd_tol=None: the fixed 2q + 1 SVD passes
     fixed = scalepca.RobustPCA(random_state=0, n_power_iter=2, svd_tol=None).fit(
@@ -884,9 +887,10 @@ def test_default_reaches_the_exact_svd_answer_on_real_data(monkeypatch):
     # the passes: statistics, ‖M‖₂ (2 + 2·4), the first A Ω, then per iteration the
     # SVD's (1 for Aᵀ Q, 2 per power iteration, 2 per growth, 1 more from AᵀA) and the
     # update pass
-    assert len(svds) == est.n_iter_ and all(r.n_power >= 1 for r in svds)
+    assert len(svds) == est.n_iter_
+    assert all(r.n_power >= 1 or r.n_residual for r in svds)
     assert est.n_passes_ == 1 + 10 + 1 + sum(
-        1 + 2 * r.n_power + 2 * r.n_restarts + r.n_gram + 1 for r in svds
+        1 + 2 * r.n_power + r.n_residual + 2 * r.n_restarts + r.n_gram + 1 for r in svds
     )
 
 
@@ -945,3 +949,50 @@ def test_svt_with_rtol_is_sure_where_hundreds_of_values_crowd_above_the_threshol
         assert sure.n_power <= 5 and sure.n_gram == (1 if M is A else 0)
         np.testing.assert_allclose(sure.s, so[keep] - tau, rtol=1e-9)
         assert rel((sure.U * sure.s) @ sure.Vt, ref) <= 1e-9
+
+
+def test_svt_residual_test_bounds_the_thresholded_error(rng):
+    """The residual ``A V − U S`` of the kept triplets bounds the error of the
+    thresholded matrix (they are exact triplets of ``A − R Vᵀ`` and the thresholding is
+    non-expansive): an estimate the residual test ends is within ``rtol · scale`` of
+    the dense SVT, and a warm start on the exact right vectors of a low-rank matrix is
+    ended by it at once, in 2 passes (Aᵀ Q, then A V), without a power iteration."""
+    n1, n2 = 300, 200
+    Uo, _ = np.linalg.qr(rng.standard_normal((n1, n2)))
+    Vo, _ = np.linalg.qr(rng.standard_normal((n2, n2)))
+    s = np.concatenate([np.linspace(6.0, 1.5, 10), 0.6 * 0.97 ** np.arange(n2 - 10)])
+    A = (Uo * s) @ Vo.T
+    exact = (Uo[:, :10] * (s[:10] - 1.0)) @ Vo[:, :10].T
+    passes = []
+
+    @contextlib.contextmanager
+    def timed(label):
+        passes.append(label)
+        yield
+
+    for rtol in (1e-4, 1e-8):
+        sure = svt_mod.svt(
+            da.from_array(A, chunks=(100, 100)),
+            1.0,
+            12,
+            rng=np.random.default_rng(1),
+            rtol=rtol,
+            scale=1.0,
+            timed=timed,
+        )
+        assert sure.rank == 10 and sure.n_residual == 1
+        assert rel((sure.U * sure.s) @ sure.Vt, exact) * np.linalg.norm(exact) <= rtol
+    low = (Uo[:, :10] * s[:10]) @ Vo[:, :10].T
+    passes.clear()
+    sure = svt_mod.svt(
+        da.from_array(low, chunks=(100, 100)),
+        1.0,
+        12,
+        rng=np.random.default_rng(1),
+        rtol=1e-10,
+        scale=1.0,
+        warm_start=Vo[:, :12],
+        timed=timed,
+    )
+    assert (sure.rank, sure.n_power, sure.n_residual) == (10, 0, 1)
+    assert passes == ["svt: A Ω", "svt: Aᵀ Q", "svt: A V"]

@@ -42,7 +42,7 @@ from scipy import linalg as sla
 
 from .._client import current_client
 from .rangefinder import orth as _orth
-from .rangefinder import rayleigh_ritz, subspace_iteration
+from .rangefinder import rayleigh_ritz
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ def randomized_partial_svd(
     Om = probes if probes is not None else probe_matrix(n2, l, rng, warm_start)
     estimates = ritz_estimates(A, Om, timed=timed, first_product=first_product)
     for _ in range(n_power_iter + 1):
-        U, s, Vt = next(estimates)
+        U, s, Vt, _ = next(estimates)
     estimates.close()
     return U, s, Vt
 
@@ -226,30 +226,40 @@ def randomized_partial_svd(
 def ritz_estimates(
     A: da.Array, Om: np.ndarray, *, timed=None, first_product: np.ndarray | None = None
 ):
-    """Subspace iteration from the probe block ``Ω``, yielding ``(U, s, Vt)`` after each
-    step.
+    """Subspace iteration from the probe block ``Ω``, yielding ``(U, s, Vt, AV)``
+    after each step.
 
     The first estimate is the Rayleigh–Ritz one of ``Q = orth(A Ω)`` (2 passes, 1 if
     ``first_product`` is ``A Ω``); every next one follows one power iteration
-    ``Q ← orth(A orth(Aᵀ Q))`` (2 passes: the ``Aᵀ Q`` of the estimate is reused).
-    All ``l = Ω.shape[1]`` triplets, singular values descending. The iteration is
+    ``Q ← orth(A V)`` (2 passes: ``A V``, then ``Aᵀ Q``), ``V`` the right Ritz vectors
+    of the estimate, which span ``Aᵀ Q`` (the subspace iteration of
     :func:`~scalepca.linalg.rangefinder.subspace_iteration`, with ``Q`` on the
-    client.
+    client). All ``l = Ω.shape[1]`` triplets, singular values descending. ``AV()``
+    computes ``A V`` (one pass), kept for the power iteration that follows, so a
+    caller that checks the estimate's residual ``A V − U S`` with it pays no extra
+    pass if it goes on.
     """
 
-    def range_of(Z):
-        with _ctx(timed, "svt: A Ω" if Z is Om else "svt: A Z"):
+    def product(Z, label):
+        with _ctx(timed, label):
             (Y,) = dask.compute(times(A, Z))
-        return _orth(Y)
+        return Y
 
-    def rtimes(Q):
+    Y = first_product if first_product is not None else product(Om, "svt: A Ω")
+    while True:
+        Q = _orth(Y)
         with _ctx(timed, "svt: Aᵀ Q"):
             (Bt,) = dask.compute(_rtimes(A, Q))  # (Qᵀ A)ᵀ, n2 × l
-        return Bt
+        U, s, Vt = rayleigh_ritz(Q, Bt)
+        made = []
 
-    first = _orth(first_product) if first_product is not None else None
-    for Q, Bt in subspace_iteration(range_of, rtimes, Om, first_range=first):
-        yield rayleigh_ritz(Q, Bt)
+        def AV(Vt=Vt, made=made):
+            if not made:
+                made.append(product(Vt.T, "svt: A V"))
+            return made[0]
+
+        yield U, s, Vt, AV
+        Y = AV()
 
 
 @dataclass
@@ -266,6 +276,7 @@ class SVTResult:
     n_power: int = 0  # power iterations run (randomized)
     n_restarts: int = 0  # times the probe block was grown (randomized, ``rtol`` given)
     n_gram: int = 0  # passes beyond 2 per growth: a growth from the Gram matrix AᵀA
+    n_residual: int = 0  # 1 if the last estimate's A V was formed for its residual
 
     @property
     def rank(self) -> int:
@@ -387,17 +398,24 @@ def _complete_svt(
       also count the values above ``τ``: where hundreds of values crowd above it (the
       first iteration on the Candès problems) a block that large stalls in power
       iterations;
-    * **accurate** — power iterations go on (at least ``n_power_iter``) until two
-      successive Rayleigh–Ritz estimates of the thresholded matrix differ by at most
-      ``rtol · scale`` in the Frobenius norm (``scale`` None: the estimate's own norm),
-      or ``max_power_iter`` is reached (logged). The change of one step measures the
-      error of the older estimate only as well as the convergence is fast: values within
-      the block that crowd at both sides of ``τ`` converge fast (Rayleigh–Ritz separates
-      them), the ``(l+1)``-th value close to the smallest kept one slowly.
+    * **accurate** — the estimate stands once its error is sure to be at most
+      ``rtol · scale`` in the Frobenius norm (``scale`` None: the estimate's own
+      norm), by either of two tests. The residual ``R = A V − U S`` of the kept
+      triplets bounds it: they are exact triplets of ``A − R Vᵀ`` (``Aᵀ U = V S``
+      holds by construction), and the thresholding is non-expansive, so the
+      thresholded matrix is off by at most ``‖R‖_F`` (given the completeness above).
+      ``A V`` costs one pass, which is the next power iteration's first product when
+      the test fails. Or, after at least ``n_power_iter`` power iterations, two
+      successive estimates differ by at most the bound: the change of one step
+      measures the error of the older estimate as well as the convergence is fast
+      (values that crowd at both sides of ``τ`` converge fast, Rayleigh–Ritz
+      separates them), and costs no pass. Power iterations stop at
+      ``max_power_iter`` (logged).
 
     Passes over ``A``: 1 for ``A Ω`` (0 with ``first_product``) and 1 for ``Aᵀ Q``,
-    then 2 per power iteration; a growth starts again with a new ``A Ω`` (2 passes),
-    a growth from ``AᵀA`` takes one more (``n_gram``).
+    then 2 per power iteration and 1 for the last estimate's residual when that test
+    ended it (``n_residual``); a growth starts again with a new ``A Ω`` (2 passes), a
+    growth from ``AᵀA`` takes one more (``n_gram``).
     """
     n1, n2 = A.shape
     n_max = min(n1, n2)
@@ -405,8 +423,9 @@ def _complete_svt(
     Om = probes if probes is not None else probe_matrix(n2, l, rng, warm_start)
     estimates = ritz_estimates(A, Om, timed=timed, first_product=first_product)
     prev, n_power, n_restarts, n_gram, gram_used = None, 0, 0, 0, False
+    n_residual = 0
     while True:
-        U, s, Vt = next(estimates)
+        U, s, Vt, AV = next(estimates)
         trusted = min(k, s.shape[0])
         keep = int(np.count_nonzero(s[:trusted] > tau))
         if keep == trusted < n_max:  # no trusted value below τ: grow now
@@ -424,25 +443,29 @@ def _complete_svt(
             prev, n_restarts = None, n_restarts + 1
             continue
         now = (U[:, :keep], s[:keep] - tau, Vt[:keep])
+        bound = rtol * (_factor_norm(now) if scale is None else scale)
         if (
             n_power >= n_power_iter
             and prev is not None
-            and _factor_distance(prev, now)
-            <= rtol * (_factor_norm(now) if scale is None else scale)
+            and _factor_distance(prev, now) <= bound
         ):
             break
-        if n_power >= max(max_power_iter, n_power_iter):
+        # A V, the next power iteration's first product, bounds the error at once
+        residual = np.linalg.norm(AV()[:, :keep] - U[:, :keep] * s[:keep])
+        n_residual = 1
+        if residual <= bound:
+            break
+        if n_power >= max_power_iter:
             logger.info(
-                "svt: the thresholded matrix still changes after %d power "
-                "iterations (rtol %.1e)",
+                "svt: the residual of the thresholded matrix is still %.1e after %d "
+                "power iterations (rtol %.1e)",
+                residual,
                 n_power,
                 rtol,
             )
             break
-        prev, n_power = (
-            now,
-            n_power + 1,
-        )  # the next estimate follows one power iteration
+        # the next estimate follows a power iteration, which began with that A V
+        prev, n_power, n_residual = now, n_power + 1, 0
     estimates.close()
     return SVTResult(
         U=np.ascontiguousarray(now[0]),
@@ -455,6 +478,7 @@ def _complete_svt(
         n_power=n_power,
         n_restarts=n_restarts,
         n_gram=n_gram,
+        n_residual=n_residual,
     )
 
 

@@ -16,7 +16,7 @@ argument of the soft threshold) one has ``S = shrink_{λ/μ}(T)`` and ``Y/μ = T
 a single n1 × n2 matrix ``T`` (plus two scalars) is the whole large state. Each
 iteration makes
 
-* ``1 + 2·n_power_iter`` passes (or more, until sure: ``svd_tol``) over
+* ``1 + 2·n_power_iter`` passes (fewer or more, until sure: ``svd_tol``) over
   ``A = M − S + Y/μ`` for the randomized partial SVD, and
 * one update pass that reads blocks of ``M`` and the old ``T``, forms the matching block
   of ``L`` from the factors, and writes the new ``T`` and the next ``A``; the primal
@@ -188,22 +188,23 @@ class RobustPCA(LinearDecompositionMixin):
     n_oversamples : int, default=10
         Extra probe vectors of the randomized SVD.
     n_power_iter : int, default=1
-        Power iterations of the randomized SVD (at least this many). The previous
-        iteration's right singular vectors warm-start the probe block.
+        Power iterations of the randomized SVD: with ``svd_tol=None`` this many; with
+        ``svd_tol``, at least this many before two successive estimates are compared
+        (the residual test needs none). The previous iteration's right singular
+        vectors warm-start the probe block.
     svd_tol : float, "auto" or None, default="auto"
         ``svd="randomized"``: how sure each thresholding must be
         (``scalepca.linalg.svt.svt``). The partial SVD is grown, within the iteration,
         until at least one trusted singular value estimate lies below the threshold
         (once it would reach a quarter of ``min(n1, n2)``, from the eigenvectors of the
         small side's Gram matrix, which then reaches the client), and power iterations
-        go on until the thresholded matrix changes by at most ``svd_tol · ‖P_Ω M‖_F``
-        between two of them (``"auto"``: 1e-7, the default ``tol``; fixed, so that
-        ``tol`` only says when to stop and a checkpoint resumed with another ``tol``
-        goes on along the same path), so the fit follows the exact-SVD path. ``None``:
-        the former fixed ``1 + 2·n_power_iter`` passes, which can miss singular values
-        just above the threshold and then end elsewhere (digits with 10 %
-        salt-and-pepper noise: rank 27 for 28, L 4.4 % from the exact-SVD answer;
-        ``"auto"``: rank 28, 1e-7, in 1.9 times the passes).
+        go on until the thresholded matrix is within ``svd_tol · ‖P_Ω M‖_F`` of the
+        exact one, by the residual of its triplets or the change between two
+        estimates (``"auto"``: 1e-7, the default ``tol``; fixed, so that ``tol`` only
+        says when to stop and a checkpoint resumed with another ``tol`` goes on along
+        the same path), so the fit follows the exact-SVD path. ``None``: the fixed
+        ``1 + 2·n_power_iter`` passes, which can miss singular values just above the
+        threshold and then end elsewhere (see the user guide).
     mask : array-like of bool, shape (n1, n2), or None
         Observed entries Ω (True = observed). Only those are constrained (robust matrix
         completion); unobserved entries of ``M`` may hold anything, NaN included.
@@ -272,13 +273,14 @@ class RobustPCA(LinearDecompositionMixin):
     Passes over the data: one statistics pass over ``M`` (‖M‖_F, max |M|, non-finite
     check) and ``2 + 2·4`` for the ‖M‖₂ estimate (skipped on resume), one pass for the
     first ``A Ω``; then per iteration ``1 + 2·n_power_iter`` passes over the n1 × n2
-    matrix ``A`` (more with ``svd_tol``: 2 per further power iteration, 2 per growth of
-    the partial SVD, 1 more for a growth from the Gram matrix ``AᵀA``) and one update
-    pass reading ``M`` and ``T`` (writing ``T`` and ``A``, and computing the next
-    ``A Ω``). With ``storage="memory"`` the SVD passes read persisted blocks; with
-    ``"zarr"`` they read the scratch store. Checkpoints in ``"memory"`` mode write ``T``
-    once per commit; in ``"zarr"`` mode ``T`` is already in the store and a commit
-    writes only the small state.
+    matrix ``A`` (with ``svd_tol``: 1 for ``Aᵀ Q``, 2 per power iteration, 1 for the
+    residual's ``A V`` when that test ends it, 2 per growth of the partial SVD, 1 more
+    for a growth from the Gram matrix ``AᵀA``) and one update pass reading ``M`` and
+    ``T`` (writing ``T`` and ``A``, and computing the next ``A Ω``). With
+    ``storage="memory"`` the SVD passes read persisted blocks; with ``"zarr"`` they read
+    the scratch store. Checkpoints in ``"memory"`` mode write ``T`` once per commit; in
+    ``"zarr"`` mode ``T`` is already in the store and a commit writes only the small
+    state.
 
     Memory per worker: a few blocks (M, T, A, the block of L) plus a row slice of ``U``
     and a column slice of ``Vᵀ`` — independent of n1 × n2 in ``"zarr"`` mode.
