@@ -25,14 +25,21 @@ blockwise map plus a tree reduction over row chunks.
 
 Examples
 --------
->>> sst = xr.open_dataset("sst.nc")["sst"]                       # (time, lat, lon)
+>>> import scalepca
+>>> from scalepca.analysis.eof import coslat_weights, eofs_as_correlation
+>>> sst = scalepca.datasets.make_gridded(120, n_lat=18, n_lon=36)["sst"]  # (time, lat, lon)
 >>> X = scalepca.open_matrix(sst, sample_dims="time", weights=coslat_weights(sst))
->>> pca = scalepca.PCA(10).fit(X)
->>> errors, overlaps = north_test(pca)                           # reads no data
->>> corr = eofs_as_correlation(pca, X)                           # (mode, lat, lon), one pass
->>> cov = eofs_as_covariance(pca, sst)                           # raw field: in its units
->>> rot = Rotator(n_modes=4, power=1).fit(pca)                   # varimax; power>1: promax
->>> rotated_scores = rot.transform(sst)                          # lazy, (time, mode)
+>>> pca = scalepca.PCA(4).fit(X)
+>>> errors, overlaps = scalepca.north_test(pca)                  # reads no data
+>>> overlaps.tolist()
+[False, False, False, False]
+>>> corr = eofs_as_correlation(pca, X)                           # one pass
+>>> corr.dims, corr.shape
+(('mode', 'lat', 'lon'), (4, 18, 36))
+>>> cov = scalepca.eofs_as_covariance(pca, sst)                  # raw field: in its units
+>>> rot = scalepca.Rotator(n_modes=4, power=1).fit(pca)          # varimax; power>1: promax
+>>> rot.transform(sst).dims                                      # lazy
+('time', 'mode')
 """
 
 from __future__ import annotations
@@ -182,9 +189,18 @@ def north_test(
 
     References
     ----------
-    North, G. R., Bell, T. L., Cahalan, R. F. and Moeng, F. J. (1982). Sampling
-    errors in the estimation of empirical orthogonal functions. Mon. Wea. Rev., 110,
-    699–706.
+    North, G. R., Bell, T. L., Cahalan, R. F. & Moeng, F. J. (1982). Sampling errors
+    in the estimation of empirical orthogonal functions. Monthly Weather Review,
+    110(7), 699–706.
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> sd = [10, 9.5, 5, 2, 1, 1, 1, 1, 1, 1]        # modes 1 and 2 nearly degenerate
+    >>> X = np.random.default_rng(0).standard_normal((100, 10)) * sd
+    >>> errors, overlaps = scalepca.north_test(scalepca.PCA(4).fit(X))
+    >>> overlaps.tolist()
+    [True, True, False, False]
     """
     _check_model(model)
     _check_centred(model, "north_test")

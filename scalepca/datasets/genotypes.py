@@ -170,6 +170,27 @@ def make_genotypes(
     with -127, the form :func:`write_bed` writes fastest). Returns a
     :class:`GenotypeMatrix`, written to a ``.bed`` by ``make-data --kind genotypes``
     / :func:`write_bed`.
+
+    References
+    ----------
+    Balding, D. J. & Nichols, R. A. (1995). A method for quantifying differentiation
+    between populations at multi-allelic loci and its implications for investigating
+    identity and paternity. Genetica, 96(1–2), 3–12. (The model.)
+
+    Patterson, N., Price, A. L. & Reich, D. (2006). Population structure and
+    eigenanalysis. PLoS Genetics, 2(12), e190. (The PCA of such data:
+    ``PCA(standardize="genotype")``.)
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> from scalepca.datasets import make_genotypes
+    >>> G = make_genotypes(300, 2000, n_populations=3, fst=0.1)
+    >>> G.shape, np.bincount(G.populations).tolist()
+    ((300, 2000), [100, 100, 100])
+    >>> pca = scalepca.PCA(2, standardize="genotype").fit(G.data)
+    >>> pca.transform(G.data).shape          # the samples on PC1 and PC2
+    (300, 2)
     """
     if n_samples < 1 or n_features < 1:
         raise ValueError(f"sizes must be positive; got {n_samples} × {n_features}")

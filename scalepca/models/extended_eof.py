@@ -334,7 +334,20 @@ class ExtendedEOF(DecompositionMixin):
         time; NaN at the last (L−1)τ times, as xeofs gives them): lazy, (n × k) or a
         DataArray over the sample dims and ``mode``. A NaN in ``X`` at a feature the
         model uses is refused (``ValueError``): by this call for in-memory input,
-        when the PCs are computed for lazy input."""
+        when the PCs are computed for lazy input.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data: a NumPy, dask or sparse array, a DataFrame, a DataArray or
+            Dataset in the fitted data's own layout and units, or a matrix
+            :func:`scalepca.open_matrix` made.
+
+        Returns
+        -------
+        scores : array of shape (n_samples, n_components)
+            A lazy array, or a DataArray over the sample dims and ``mode``.
+        """
         data = self._transform_input(X)
         Xd = data.data.rechunk({1: -1})
         keep = np.isfinite(self.mean_)
@@ -362,8 +375,21 @@ class ExtendedEOF(DecompositionMixin):
         return data.wrap_samples(da.concatenate(parts, axis=0))
 
     def inverse_transform(self, Z):
-        """The field from the scores ``Z``: ``Z`` times the lag-0 maps, plus
-        ``mean_`` (as xeofs' ``inverse_transform``), in the field's units and layout."""
+        """The field from the scores ``Z``: ``Z`` times the lag-0 maps, plus ``mean_``.
+
+        As xeofs' ``inverse_transform``, in the field's units and layout.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+            Scores, as :meth:`transform` returns them.
+
+        Returns
+        -------
+        X : array of shape (n_samples, n_features)
+            The field, of the kind of ``Z`` (a DataArray over the field's dims for
+            xarray scores).
+        """
         self._check_fitted()
         zin = scores_matrix(Z)
         k = zin.data.shape[1]

@@ -825,9 +825,17 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         and projected. A NaN at a feature the model uses is refused (``ValueError``): by
         this call for in-memory input, when the scores are computed for lazy input.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data: a NumPy, dask or sparse array, a DataFrame, a DataArray or
+            Dataset in the fitted data's own layout and units, or a matrix
+            :func:`scalepca.open_matrix` made.
+
         Returns
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
+            The kernel principal component scores.
         """
         data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         kind, arrays, P, offset = self._projection()

@@ -270,8 +270,22 @@ class MultivariateEOF(DecompositionMixin):
 
     # -- fit ---------------------------------------------------------------------------
     def fit(self, X, y=None):
-        """Fit on the fields ``X`` (a Dataset, or a list of fields on their own
-        grids; one field alone is a list of one). Returns ``self``."""
+        """Fit on the fields ``X`` (one pass over all of them).
+
+        Parameters
+        ----------
+        X : Dataset or list of array-like
+            The fields: a Dataset (one field per variable) or a list of fields on
+            their own grids, each of shape (n_samples, n_features_i) or N-D over the
+            sample dims; one field alone is a list of one.
+        y : None
+            Ignored; present for scikit-learn's API.
+
+        Returns
+        -------
+        self : MultivariateEOF
+            The fitted model.
+        """
         self._reset_fitted()
         try:
             self.n_passes_ = 0
@@ -456,7 +470,20 @@ class MultivariateEOF(DecompositionMixin):
         lazy, an (n × k) array, or a DataArray over the sample dims and ``mode``.
 
         A NaN at a feature the model uses is refused (``ValueError``) when the PCs are
-        computed (by this call for NumPy input, whose PCs it computes)."""
+        computed (by this call for NumPy input, whose PCs it computes).
+
+        Parameters
+        ----------
+        X : Dataset or list of array-like
+            The fields, as in :meth:`fit`: a Dataset (one field per variable) or a list of fields on
+            their own grids, each of shape (n_samples, n_features_i) or N-D over the
+            sample dims; one field alone is a list of one.
+
+        Returns
+        -------
+        scores : array of shape (n_samples, n_components)
+            A lazy array, or a DataArray over the sample dims and ``mode``.
+        """
         self._check_fitted()
         mats = self._transform_fields(X, "X")
         keep, mean, P = self._projection()
@@ -465,8 +492,18 @@ class MultivariateEOF(DecompositionMixin):
         return mats[0].wrap_samples(Z)
 
     def inverse_transform(self, Z) -> list:
-        """Each field rebuilt from the components ``Z`` (n × k, or the DataArray of
-        ``transform``), in its own units and layout: a list, one per field."""
+        """Each field rebuilt from the scores ``Z``, in its own units and layout.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+            Scores, or the DataArray :meth:`transform` returns.
+
+        Returns
+        -------
+        fields : list
+            One array per field, in the order of ``variables_``.
+        """
         self._check_fitted()
         zin = scores_matrix(Z)
         k = zin.data.shape[1]

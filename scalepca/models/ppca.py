@@ -676,9 +676,17 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         ``missing="error"`` (for lazy input when the block is computed: finding it needs
         the data).
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data, NaN marking missing entries: a NumPy, dask or sparse array, a
+            DataFrame, a DataArray or Dataset in the fitted data's own layout and
+            units, or a matrix :func:`scalepca.open_matrix` made.
+
         Returns
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
+            The posterior means of the latent variables.
         """
         data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         Xd, _ = self._standardized(self._select_features(data.data))
@@ -714,9 +722,17 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         feature is refused before ``X`` is read. A row with no observed entry scores 0.
         ``score`` is the mean over the rows.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data: a NumPy, dask or sparse array, a DataFrame, a DataArray or
+            Dataset in the fitted data's own layout and units, or a matrix
+            :func:`scalepca.open_matrix` made.
+
         Returns
         -------
         ll : same kind as ``X``, shape (n_samples,)
+            The log-density of each row's observed entries.
         """
         return super().score_samples(X)
 

@@ -974,9 +974,19 @@ class RobustPCA(LinearDecompositionMixin):
 
     # -- persistence -------------------------------------------------------------------
     def save(self, store, *, storage_options=None) -> None:
-        """Write the model (``low_rank_`` and ``sparse_`` chunk by chunk); an
-        in-memory mask parameter is not stored (only its effect, through
-        ``sparse_``)."""
+        """Write the fitted model to a zarr group at ``store``.
+
+        ``low_rank_`` and ``sparse_`` are written chunk by chunk; an in-memory mask
+        parameter is not stored (only its effect, through ``sparse_``). Load it back
+        with :func:`scalepca.load`.
+
+        Parameters
+        ----------
+        store : str or path
+            A local path or fsspec URL (``s3://bucket/model.zarr``).
+        storage_options : dict, optional
+            Passed to fsspec for URLs.
+        """
         mask = self.mask
         if mask is not None and not isinstance(mask, (str, os.PathLike)):
             self.mask = None

@@ -488,9 +488,18 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         it has no ``partial_fit`` attribute (the ``AttributeError`` says so;
         scikit-learn's checks test ``hasattr``).
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A batch of rows, as :meth:`fit` takes them; the features of the first
+            batch.
+        y : None
+            Ignored; present for scikit-learn's API.
+
         Returns
         -------
-        self
+        self : SparsePCA
+            The updated model.
         """
         if self.method == "minibatch":
             return DictionaryLearning.partial_fit(self, X, y)
