@@ -253,6 +253,8 @@ def test_the_tools_pages_have_examples():
         "scalepca.north_test",
         "scalepca.pp.pca",
         "scalepca.datasets.make_genotypes",
+        "scalepca.open_matrix",
+        "scalepca.load",
     ]:
         assert name in EXAMPLES, f"{name}'s page shows no example"
 

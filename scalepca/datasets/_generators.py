@@ -802,6 +802,15 @@ class CountMatrix:
 
     ``X`` is written as the store's ``X``, or as ``layers[layer]`` (then without
     ``X``); cells are named ``cell_0…`` and genes ``gene_0…`` (zero-padded).
+
+    Attributes
+    ----------
+    X : dask array of shape (n_cells, n_genes)
+        The counts, one ``scipy.sparse`` CSR matrix per row block.
+    layer : str or None
+        The AnnData layer the counts are written to (None: ``X``).
+    nnz : dask array of shape (n_blocks, 1) or None
+        The stored values of each row block, when cheaper to compute than ``X``.
     """
 
     X: da.Array
@@ -812,13 +821,16 @@ class CountMatrix:
 
     @property
     def shape(self) -> tuple:
+        """``(n_cells, n_genes)``, the shape of ``X``."""
         return self.X.shape
 
     @property
     def dtype(self):
+        """The dtype of ``X``."""
         return self.X.dtype
 
     def var_names(self) -> np.ndarray:
+        """The gene names, ``gene_0`` … (zero-padded)."""
         d = self.shape[1]
         return np.array(
             [f"gene_{j:0{len(str(d - 1))}d}" for j in range(d)], dtype=object

@@ -71,7 +71,18 @@ def _rng(seed: int, *path: int) -> np.random.Generator:
 @dataclass
 class GenotypeMatrix:
     """Lazy genotypes (samples × SNPs, blocks of whole columns) and the sample
-    populations."""
+    populations, as :func:`make_genotypes` returns them.
+
+    Attributes
+    ----------
+    data : dask array of shape (n_samples, n_snps)
+        Allele counts 0, 1, 2: int8 with -127 for a missing call, or float with NaN.
+        Fit it as it is (``PCA(standardize="genotype").fit(G.data)``).
+    populations : ndarray of int, shape (n_samples,)
+        The population of each sample (0 … K − 1); the ``.fam``'s family ids.
+    seed : int
+        The seed of the ``.bim``'s positions and alleles.
+    """
 
     data: da.Array  # int8 (missing -127) or float (missing NaN)
     populations: np.ndarray  # int, one per sample
@@ -83,13 +94,17 @@ class GenotypeMatrix:
 
     @property
     def shape(self) -> tuple:
+        """``(n_samples, n_snps)``, the shape of ``data``."""
         return self.data.shape
 
     @property
     def dtype(self):
+        """The dtype of ``data``."""
         return self.data.dtype
 
     def fid(self) -> np.ndarray:
+        """The family id of each sample, ``pop0`` … (its population), as the ``.fam``
+        holds it."""
         return np.array([f"pop{k}" for k in self.populations], dtype=object)
 
 
