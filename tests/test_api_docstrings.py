@@ -246,15 +246,34 @@ def _examples():
 EXAMPLES = _examples()
 
 
+FIELD_VIEWS = ("eofs", "pcs", "reconstructed_field", "project_field")
+GENERATORS = (
+    "make_low_rank",
+    "make_missing",
+    "make_gridded",
+    "make_coupled_fields",
+    "make_rings",
+    "make_sparse_spike",
+    "make_counts",
+    "make_genotypes",
+    "write_dataset",
+    "make_low_rank_zarr",
+    "write_bed",
+)
+
+
 def test_the_tools_pages_have_examples():
     for name in [
         *(f"scalepca.{c}" for c in ESTIMATORS),
         "scalepca.analysis.eof",
         "scalepca.north_test",
         "scalepca.pp.pca",
-        "scalepca.datasets.make_genotypes",
         "scalepca.open_matrix",
         "scalepca.load",
+        "scalepca.eofs_as_correlation",
+        "scalepca.eofs_as_covariance",
+        *(f"scalepca.analysis.eof_fields.{f}" for f in FIELD_VIEWS),
+        *(f"scalepca.datasets.{f}" for f in GENERATORS),
     ]:
         assert name in EXAMPLES, f"{name}'s page shows no example"
 

@@ -278,6 +278,16 @@ def write_bed(
     scheduler), then written SNP by SNP by bed-reader's ``create_bed``, which writes
     under a temporary name and renames at the end: an interrupted write leaves no
     .bed. Returns the path.
+
+    Examples
+    --------
+    >>> import tempfile, scalepca
+    >>> from scalepca.datasets import make_genotypes, write_bed
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     bed = write_bed(make_genotypes(50, 100), f"{tmp}/cohort.bed")  # .bed, .bim, .fam
+    ...     shape = scalepca.open_matrix(bed).shape
+    >>> shape
+    (50, 100)
     """
     from bed_reader import create_bed
 
