@@ -214,12 +214,12 @@ class BootstrapEOF(SavedModel, BaseEstimator):
     Intelligent Laboratory Systems, 120, 97–105.
 
     Hanley, J. A. & MacGibbon, B. (2006). Creating non-parametric bootstrap samples
-    using Poisson frequencies. Computer Methods and Programs in Biomedicine, 83(1),
+    using Poisson frequencies. Computer Methods and Programs in Biomedicine, 83,
     57–62. (The Poisson weights.)
 
     North, G. R., Bell, T. L., Cahalan, R. F. & Moeng, F. J. (1982). Sampling errors
     in the estimation of empirical orthogonal functions. Monthly Weather Review,
-    110(7), 699–706. (Separated modes.)
+    110, 699–706. (Separated modes.)
 
     Examples
     --------

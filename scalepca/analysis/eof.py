@@ -191,7 +191,7 @@ def north_test(
     ----------
     North, G. R., Bell, T. L., Cahalan, R. F. & Moeng, F. J. (1982). Sampling errors
     in the estimation of empirical orthogonal functions. Monthly Weather Review,
-    110(7), 699–706.
+    110, 699–706.
 
     Examples
     --------

@@ -239,14 +239,14 @@ class HilbertEOF(SavedModel, BaseEstimator):
     ----------
     Barnett, T. P. (1983). Interaction of the monsoon and Pacific trade wind system at
     interannual time scales. Part I: The equatorial zone. Monthly Weather Review,
-    111(4), 756–773.
+    111, 756–773.
 
     Horel, J. D. (1984). Complex principal component analysis: theory and examples.
-    Journal of Climate and Applied Meteorology, 23(12), 1660–1673.
+    Journal of Climate and Applied Meteorology, 23, 1660–1673.
 
     Hannachi, A., Jolliffe, I. T. & Stephenson, D. B. (2007). Empirical orthogonal
     functions and related techniques in atmospheric science: a review. International
-    Journal of Climatology, 27(9), 1119–1152.
+    Journal of Climatology, 27, 1119–1152.
 
     Examples
     --------

@@ -264,7 +264,7 @@ class MCA(SavedModel, BaseEstimator):
     References
     ----------
     Bretherton, C. S., Smith, C. & Wallace, J. M. (1992). An intercomparison of methods
-    for finding coupled patterns in climate data. Journal of Climate, 5(6), 541–560.
+    for finding coupled patterns in climate data. Journal of Climate, 5, 541–560.
 
     Musco, C. & Musco, C. (2015). Randomized block Krylov methods for stronger and
     faster approximate singular value decomposition. Advances in Neural Information

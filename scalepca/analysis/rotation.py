@@ -123,7 +123,7 @@ class Rotator(BaseEstimator):
     analysis. Psychometrika, 23(3), 187–200.
 
     Hendrickson, A. E. & White, P. O. (1964). Promax: a quick method for rotation to
-    oblique simple structure. British Journal of Statistical Psychology, 17(1), 65–70.
+    oblique simple structure. British Journal of Statistical Psychology, 17, 65–70.
 
     Examples
     --------

@@ -211,11 +211,11 @@ class ExtendedEOF(DecompositionMixin):
     References
     ----------
     Weare, B. C. & Nasstrom, J. S. (1982). Examples of extended empirical orthogonal
-    function analyses. Monthly Weather Review, 110(6), 481–485.
+    function analyses. Monthly Weather Review, 110, 481–485.
 
     Hannachi, A., Jolliffe, I. T. & Stephenson, D. B. (2007). Empirical orthogonal
     functions and related techniques in atmospheric science: a review. International
-    Journal of Climatology, 27(9), 1119–1152.
+    Journal of Climatology, 27, 1119–1152.
     """
 
     _parameters = {

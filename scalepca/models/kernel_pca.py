@@ -370,6 +370,10 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     Advances in Neural Information Processing Systems 20, 1177–1184.
     (``approximation="rff"``.)
 
+    Zhang, K., Tsang, I. W. & Kwok, J. T. (2008). Improved Nyström low-rank
+    approximation and error analysis. Proceedings of the 25th International Conference
+    on Machine Learning (ICML), 1232–1239. (``landmarks="kmeans++"``.)
+
     Bakır, G. H., Weston, J. & Schölkopf, B. (2004). Learning to find pre-images.
     Advances in Neural Information Processing Systems 16, 449–456.
     (``fit_inverse_transform=True``.)

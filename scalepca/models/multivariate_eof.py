@@ -208,7 +208,7 @@ class MultivariateEOF(DecompositionMixin):
     ----------
     Hannachi, A., Jolliffe, I. T. & Stephenson, D. B. (2007). Empirical orthogonal
     functions and related techniques in atmospheric science: a review. International
-    Journal of Climatology, 27(9), 1119–1152. (Combined EOFs of several fields.)
+    Journal of Climatology, 27, 1119–1152. (Combined EOFs of several fields.)
     """
 
     _parameters = {
