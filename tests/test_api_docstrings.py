@@ -18,9 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numpydoc.docscrape import NumpyDocString
 
 import scalepca
+
+NumpyDocString = pytest.importorskip(
+    "numpydoc.docscrape", reason="docs extra not installed: pip install -e '.[docs]'"
+).NumpyDocString
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
