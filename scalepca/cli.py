@@ -664,6 +664,29 @@ def _common_flags(parser, *, progress: bool, top: bool = False) -> None:
         )
 
 
+#: the documentation page that describes each command: its title and its file in the
+#: built site. The site is not published online, so the help says how to build it.
+DOCS_PAGES = {
+    "run": ("Config reference", "config.html"),
+    "transform": ("Getting started", "getting-started.html"),
+    "info": ("Getting started", "getting-started.html"),
+    "validate": ("Config reference", "config.html"),
+    "make-data": ("Config reference", "config.html#data-generate"),
+    "pp-pca": ("Single-cell counts (AnnData)", "guide/single_cell.html"),
+}
+DOCS_BUILD = "python -m sphinx -b html docs docs/_build/html"
+
+
+def _docs_line(name: str) -> str:
+    title, page = DOCS_PAGES[name]
+    return (
+        f'documentation: the page "{title}" of the scalepca documentation, which is\n'
+        "  not published online; build it from a source checkout with\n"
+        f"  `{DOCS_BUILD}`\n"
+        f"  and open docs/_build/html/{page}"
+    )
+
+
 def _subparser(
     sub, name: str, help: str, examples: str, description: str | None = None
 ):
@@ -674,7 +697,7 @@ def _subparser(
         name,
         help=help,
         description=text,
-        epilog=examples,
+        epilog=f"{examples}\n\n{_docs_line(name)}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
@@ -694,8 +717,9 @@ def _add_run(sub) -> None:
     )
     r.add_argument(
         "config",
-        help="the run's YAML config: sections data, model, cluster, "
-        "output, progress (every key: docs/config.md; configs/ has examples)",
+        help="the run's YAML config: sections data, model, cluster, output, "
+        'progress (every key: the documentation\'s "Config reference" page, below; '
+        "`scalepca validate` checks a config)",
     )
     r.add_argument(
         "--set",

@@ -758,7 +758,11 @@ def api_page(dotted: str) -> str:
             lines += [f"   ~{name}.{m}" for m in methods] + [""]
             lines += [f".. automethod:: {name}.{m}\n" for m in methods]
         if props:
-            lines += ["Fitted attributes as xarray", "---------------------------", ""]
+            # an estimator's properties are its fitted attributes as xarray objects
+            title = (
+                "Fitted attributes as xarray" if hasattr(obj, "fit") else "Properties"
+            )
+            lines += [title, "-" * len(title), ""]
             lines += [f".. autoproperty:: {name}.{p}\n" for p in props]
         lines += _inherited_section(obj)
     elif inspect.isclass(obj):

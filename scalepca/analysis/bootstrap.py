@@ -161,9 +161,14 @@ class BootstrapEOF(SavedModel, BaseEstimator):
     ----------
     components_ : ndarray (n_components, n_features)
         The EOFs of the data (the fit, not a replicate); NaN at features left out.
-    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray
-        Of shape (n_components,).
-    mean_ : ndarray (n_features,)
+    explained_variance_ : ndarray of shape (n_components,)
+        Eigenvalues of the data's covariance (denominator n − 1).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``explained_variance_`` over the total variance.
+    singular_values_ : ndarray of shape (n_components,)
+        ``sqrt((n − 1) λ)`` for each ``explained_variance_`` λ.
+    mean_ : ndarray of shape (n_features,)
+        Feature means of the data (NaN at features left out).
     explained_variance_samples_, explained_variance_ratio_samples_ : ndarray
         Of shape (B, n_components + 1): each replicate's eigenvalues and their fractions
         of its total variance.
@@ -177,8 +182,17 @@ class BootstrapEOF(SavedModel, BaseEstimator):
         Per-feature percentile bounds of the replicates' EOFs.
     components_std_ : ndarray (n_components, n_features)
         Per-feature standard deviation of the replicates' EOFs.
-    seed_, n_samples_, n_features_in_, n_passes_ : int
+    seed_ : int
+        The seed of the Poisson weights (``random_state``, or the one drawn for None):
+        the same seed gives the same replicates.
+    n_samples_ : int
+        Number of samples in the training data.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    n_passes_ : int
+        Passes over the data the fit made (1 or 2, see Notes).
     solver_ : str
+        The solver that ran: ``solver``, or the one ``"auto"`` chose.
 
     Notes
     -----
@@ -192,6 +206,32 @@ class BootstrapEOF(SavedModel, BaseEstimator):
     ``max_partial_bytes``) and runs B + 1 eigendecompositions (d × d or n × n); the
     gram path's replicate EOFs are summarised on the workers: the client receives 4 k
     × d.
+
+    References
+    ----------
+    Babamoradi, H., van den Berg, F. & Rinnan, Å. (2013). Bootstrap based confidence
+    limits in principal component analysis — a case study. Chemometrics and
+    Intelligent Laboratory Systems, 120, 97–105.
+
+    Hanley, J. A. & MacGibbon, B. (2006). Creating non-parametric bootstrap samples
+    using Poisson frequencies. Computer Methods and Programs in Biomedicine, 83,
+    57–62. (The Poisson weights.)
+
+    North, G. R., Bell, T. L., Cahalan, R. F. & Moeng, F. J. (1982). Sampling errors
+    in the estimation of empirical orthogonal functions. Monthly Weather Review,
+    110, 699–706. (Separated modes.)
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((500, 2)) @ np.diag([3.0, 1.5]) @ rng.standard_normal(
+    ...     (2, 40)) + 0.3 * rng.standard_normal((500, 40))  # two modes and noise
+    >>> boot = scalepca.BootstrapEOF(3, n_bootstraps=50).fit(X)   # one pass
+    >>> boot.explained_variance_ratio_interval_.shape            # lower and upper
+    (2, 3)
+    >>> boot.separated_.tolist(), boot.n_significant_
+    ([True, True, False], 2)
     """
 
     #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and
@@ -236,11 +276,21 @@ class BootstrapEOF(SavedModel, BaseEstimator):
         return _solver_of(self.solver, n, d)
 
     def fit(self, X, y=None) -> BootstrapEOF:
-        """Fit the EOFs and their bootstrap replicates on ``X``. Returns ``self``.
+        """Fit the EOFs and their bootstrap replicates on ``X``.
 
-        ``X``: a matrix as the estimators take it (the output of
-        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays); dense
-        only.
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A matrix as the estimators take it (the output of
+            :func:`scalepca.open_matrix`, a NumPy or dask array, a 2-D DataArray);
+            dense only.
+        y : None
+            Ignored; scikit-learn's signature.
+
+        Returns
+        -------
+        self : BootstrapEOF
+            The fitted model.
         """
         xin = _prep.field_input(X)
         n, d = xin.data.shape
@@ -428,7 +478,19 @@ class BootstrapEOF(SavedModel, BaseEstimator):
         as it is.
 
         A NaN at a feature the model uses is refused (``ValueError``) when the PCs are
-        computed (by this call for NumPy input, whose PCs it computes)."""
+        computed (by this call for NumPy input, whose PCs it computes).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_new, n_features)
+            The field on the fit's grid, in its own layout and units or as
+            :func:`scalepca.open_matrix` made it.
+
+        Returns
+        -------
+        scores : array of shape (n_samples_new, n_components)
+            The PCs, of the input's kind.
+        """
         from ..io._stack import check_features
         from ..models.base import affine_map, refuse_nonfinite
 

@@ -25,14 +25,21 @@ blockwise map plus a tree reduction over row chunks.
 
 Examples
 --------
->>> sst = xr.open_dataset("sst.nc")["sst"]                       # (time, lat, lon)
+>>> import scalepca
+>>> from scalepca.analysis.eof import coslat_weights, eofs_as_correlation
+>>> sst = scalepca.datasets.make_gridded(120, n_lat=18, n_lon=36)["sst"]  # (time, lat, lon)
 >>> X = scalepca.open_matrix(sst, sample_dims="time", weights=coslat_weights(sst))
->>> pca = scalepca.PCA(10).fit(X)
->>> errors, overlaps = north_test(pca)                           # reads no data
->>> corr = eofs_as_correlation(pca, X)                           # (mode, lat, lon), one pass
->>> cov = eofs_as_covariance(pca, sst)                           # raw field: in its units
->>> rot = Rotator(n_modes=4, power=1).fit(pca)                   # varimax; power>1: promax
->>> rotated_scores = rot.transform(sst)                          # lazy, (time, mode)
+>>> pca = scalepca.PCA(4).fit(X)
+>>> errors, overlaps = scalepca.north_test(pca)                  # reads no data
+>>> overlaps.tolist()
+[False, False, False, False]
+>>> corr = eofs_as_correlation(pca, X)                           # one pass
+>>> corr.dims, corr.shape
+(('mode', 'lat', 'lon'), (4, 18, 36))
+>>> cov = scalepca.eofs_as_covariance(pca, sst)                  # raw field: in its units
+>>> rot = scalepca.Rotator(n_modes=4, power=1).fit(pca)          # varimax; power>1: promax
+>>> rot.transform(sst).dims                                      # lazy
+('time', 'mode')
 """
 
 from __future__ import annotations
@@ -182,9 +189,18 @@ def north_test(
 
     References
     ----------
-    North, G. R., Bell, T. L., Cahalan, R. F. and Moeng, F. J. (1982). Sampling
-    errors in the estimation of empirical orthogonal functions. Mon. Wea. Rev., 110,
-    699–706.
+    North, G. R., Bell, T. L., Cahalan, R. F. & Moeng, F. J. (1982). Sampling errors
+    in the estimation of empirical orthogonal functions. Monthly Weather Review,
+    110, 699–706.
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> sd = [10, 9.5, 5, 2, 1, 1, 1, 1, 1, 1]        # modes 1 and 2 nearly degenerate
+    >>> X = np.random.default_rng(0).standard_normal((100, 10)) * sd
+    >>> errors, overlaps = scalepca.north_test(scalepca.PCA(4).fit(X))
+    >>> overlaps.tolist()
+    [True, True, False, False]
     """
     _check_model(model)
     _check_centred(model, "north_test")
@@ -458,6 +474,16 @@ def eofs_as_correlation(model, X, *, field=None, n_modes: int | None = None):
     tasks when it is the source of ``X``) is reduced to per-feature sums and a d × k
     block of cross products, merged in a tree with the stable parallel update of Chan
     et al. Memory per worker: one row block plus O(d·k).
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> sst = scalepca.datasets.make_gridded(120, n_lat=18, n_lon=36)["sst"]  # (time, lat, lon)
+    >>> X = scalepca.open_matrix(sst, sample_dims="time", weights="sqrt_coslat")
+    >>> pca = scalepca.PCA(3).fit(X)
+    >>> corr = scalepca.eofs_as_correlation(pca, X)       # one pass over X
+    >>> corr.dims, corr.shape
+    (('mode', 'lat', 'lon'), (3, 18, 36))
     """
     out, d, bad, k, labels = _maps(model, X, field, n_modes, "eofs_as_correlation")
     sf = np.sqrt(out["ss"][:d])
@@ -512,6 +538,16 @@ def eofs_as_covariance(
     Notes
     -----
     One pass over the data, as :func:`eofs_as_correlation`.
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> sst = scalepca.datasets.make_gridded(120, n_lat=18, n_lon=36)["sst"]  # (time, lat, lon)
+    >>> X = scalepca.open_matrix(sst, sample_dims="time", weights="sqrt_coslat")
+    >>> pca = scalepca.PCA(3).fit(X)
+    >>> cov = scalepca.eofs_as_covariance(pca, sst)      # the raw field: in its units
+    >>> cov.dims, cov.shape
+    (('mode', 'lat', 'lon'), (3, 18, 36))
     """
     from ..preprocessing._steps import carried
 
@@ -556,6 +592,15 @@ def find_lat_lon(obj) -> tuple[xr.DataArray, xr.DataArray | None]:
     KeyError
         No latitude coordinate in degrees (a ``LatitudeError``, also a
         ``ValueError``; the message says what to rename or which ``units`` to set).
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> from scalepca.analysis.eof import find_lat_lon
+    >>> sst = scalepca.datasets.make_gridded(12, n_lat=18, n_lon=36)["sst"]
+    >>> lat, lon = find_lat_lon(sst)
+    >>> lat.name, lon.name
+    ('lat', 'lon')
     """
     from ..preprocessing._latitude import find_latitude, find_longitude
 
@@ -571,6 +616,15 @@ def coslat_weights(obj, *, power: float = 0.5) -> xr.DataArray:
     ``weights="sqrt_coslat"`` (``power=1``: ``"coslat"``), from the latitude
     :func:`find_lat_lon` finds (refused as it refuses); negative cosines from
     rounding at the poles are clipped to 0.
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> from scalepca.analysis.eof import coslat_weights
+    >>> sst = scalepca.datasets.make_gridded(12, n_lat=18, n_lon=36)["sst"]
+    >>> w = coslat_weights(sst)                      # √cos(latitude), over lat
+    >>> w.dims, w.shape
+    (('lat',), (18,))
     """
     from ..preprocessing._latitude import coslat
 

@@ -104,6 +104,17 @@ def eofs(model, *, n_modes: int | None = None, eofscaling: int = 0):
     DataArray over (``mode``, the original feature dims) for a model fitted on xarray
     data (as ``components_xr_``: EOFs of the weighted field, NaN where the model left
     features out), else ndarray (n_modes, n_features). Reads no data.
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> sst = scalepca.datasets.make_gridded(120, n_lat=18, n_lon=36)["sst"]  # (time, lat, lon)
+    >>> X = scalepca.open_matrix(sst, sample_dims="time", weights="sqrt_coslat")
+    >>> pca = scalepca.PCA(3).fit(X)
+    >>> from scalepca.analysis.eof_fields import eofs
+    >>> loadings = eofs(pca, eofscaling=2)           # EOF · √λ
+    >>> loadings.dims, loadings.shape
+    (('mode', 'lat', 'lon'), (3, 18, 36))
     """
     _check_model(model)
     k = _n_modes(model, n_modes)
@@ -139,6 +150,17 @@ def pcs(model, X, *, n_modes: int | None = None, pcscaling: int = 0):
     The input's kind: DataArray over (sample dims, ``mode``), dask or NumPy array of
     shape (n_samples, n_modes). Lazy for dask and xarray input: one blockwise map per
     row block.
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> sst = scalepca.datasets.make_gridded(120, n_lat=18, n_lon=36)["sst"]  # (time, lat, lon)
+    >>> X = scalepca.open_matrix(sst, sample_dims="time", weights="sqrt_coslat")
+    >>> pca = scalepca.PCA(3).fit(X)
+    >>> from scalepca.analysis.eof_fields import pcs
+    >>> z = pcs(pca, sst, pcscaling=1)               # lazy, unit variance
+    >>> z.dims, z.std("time", ddof=1).values.round(6).tolist()
+    (('time', 'mode'), [1.0, 1.0, 1.0])
     """
     _check_model(model, project=True)
     k = _n_modes(model, n_modes)
@@ -175,6 +197,17 @@ def reconstructed_field(model, X, n_modes=None, *, with_mean: bool = False):
     The input's kind: a DataArray over the field's dims (xarray input), dask or NumPy
     array (n_samples, n_features). Lazy: one blockwise map per row block (projection
     and reconstruction in the same tasks).
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> sst = scalepca.datasets.make_gridded(120, n_lat=18, n_lon=36)["sst"]  # (time, lat, lon)
+    >>> X = scalepca.open_matrix(sst, sample_dims="time", weights="sqrt_coslat")
+    >>> pca = scalepca.PCA(3).fit(X)
+    >>> from scalepca.analysis.eof_fields import reconstructed_field
+    >>> anomalies = reconstructed_field(pca, sst, [1, 2])   # modes 1 and 2, in sst's units
+    >>> anomalies.dims, anomalies.shape
+    (('time', 'lat', 'lon'), (120, 18, 36))
     """
     from ..models.base import affine_map
 
@@ -228,6 +261,17 @@ def project_field(
     The input's kind: DataArray over (sample dims, ``mode``), dask or NumPy array of
     shape (n_samples, n_modes); lazy for dask and xarray input, one blockwise map per
     row block.
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> sst = scalepca.datasets.make_gridded(120, n_lat=18, n_lon=36)["sst"]  # (time, lat, lon)
+    >>> X = scalepca.open_matrix(sst, sample_dims="time", weights="sqrt_coslat")
+    >>> pca = scalepca.PCA(3).fit(X)
+    >>> from scalepca.analysis.eof_fields import project_field
+    >>> z = project_field(pca, sst - sst.mean("time"))      # give anomalies: not centred
+    >>> z.dims, z.shape
+    (('time', 'mode'), (120, 3))
     """
     from ..models.base import affine_map
 

@@ -191,14 +191,22 @@ class HilbertEOF(SavedModel, BaseEstimator):
     scores_ : ndarray of shape (n_samples, n_components), complex
         The complex PCs ``Z v_i`` of the fitted data (xeofs'
         ``scores(normalized=False)``).
-    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray
-        Of shape (n_components,).
-        ``λ_i = s_i² / (n − 1)``, ``λ_i / total_variance_`` and ``s_i``.
+    explained_variance_ : ndarray of shape (n_components,)
+        ``λ_i = s_i² / (n − 1)``, the eigenvalues of the Hermitian covariance.
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``λ_i / total_variance_``.
+    singular_values_ : ndarray of shape (n_components,)
+        ``s_i``, the singular values of the centred analytic signal.
     total_variance_ : float
         ``Σ_t |z|² / (n − 1)`` over the features kept (the trace of C).
     mean_ : ndarray (n_features,)
         Feature means (NaN at features left out).
-    n_samples_, n_features_in_, n_passes_ : int
+    n_samples_ : int
+        Number of time steps in the training data.
+    n_features_in_ : int
+        Number of features (grid cells) seen during ``fit``.
+    n_passes_ : int
+        Passes over the data the fit made (2).
     solver_ : str
         The solver ``solver`` chose.
 
@@ -226,6 +234,33 @@ class HilbertEOF(SavedModel, BaseEstimator):
     at most 5 n' × k partials in a merge; only the n' × k result reaches the client,
     when it is asked for. The (n', k) result comes in ``X``'s row chunks.
     ``inverse_transform`` rebuilds the field from complex PCs.
+
+    References
+    ----------
+    Barnett, T. P. (1983). Interaction of the monsoon and Pacific trade wind system at
+    interannual time scales. Part I: The equatorial zone. Monthly Weather Review,
+    111, 756–773.
+
+    Horel, J. D. (1984). Complex principal component analysis: theory and examples.
+    Journal of Climate and Applied Meteorology, 23, 1660–1673.
+
+    Hannachi, A., Jolliffe, I. T. & Stephenson, D. B. (2007). Empirical orthogonal
+    functions and related techniques in atmospheric science: a review. International
+    Journal of Climatology, 27, 1119–1152.
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> t = np.arange(400)[:, None]
+    >>> x = np.cos(2 * np.pi * (t / 25 - np.arange(30) / 30))   # a wave travelling east
+    >>> heof = scalepca.HilbertEOF(n_components=1).fit(x)       # two passes
+    >>> heof.components_.shape, heof.components_.dtype
+    ((1, 30), dtype('complex128'))
+    >>> bool(heof.explained_variance_ratio_[0] > 0.95)          # one complex mode
+    True
+    >>> phase = np.unwrap(heof.components_phase()[0])            # radians, by cell
+    >>> bool(np.all(np.diff(phase) > 0))                         # grows along the way
+    True
     """
 
     #: the parameters (:mod:`scalepca.models._params`), read by ``fit``, configs and
@@ -266,11 +301,21 @@ class HilbertEOF(SavedModel, BaseEstimator):
         return padding, _solver_of(self.solver, n, d)
 
     def fit(self, X, y=None) -> HilbertEOF:
-        """Fit on the field ``X`` (time steps as samples). Returns ``self``.
+        """Fit on the field ``X`` (time steps as samples).
 
-        ``X``: a matrix as the estimators take it (the output of
-        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays); dense
-        only.
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A matrix as the estimators take it (the output of
+            :func:`scalepca.open_matrix`, a NumPy or dask array, a 2-D DataArray);
+            dense only.
+        y : None
+            Ignored; scikit-learn's signature.
+
+        Returns
+        -------
+        self : HilbertEOF
+            The fitted model.
         """
         xin = _prep.field_input(X)
         n, d = xin.data.shape
@@ -453,7 +498,19 @@ class HilbertEOF(SavedModel, BaseEstimator):
         the Hilbert transform runs along time, so one gap would move the PCs of every
         time step. NumPy input is refused by this call; lazy input when its PCs are
         computed (the NaN counts ride in the same pass: checking at the call would cost
-        one)."""
+        one).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_new, n_features)
+            The field on the fit's grid, in its own layout and units or as
+            :func:`scalepca.open_matrix` made it.
+
+        Returns
+        -------
+        scores : array of shape (n_samples_new, n_components), complex
+            The complex PCs, of the input's kind.
+        """
         self._check_fitted()
         xin = self._prepared(X)
         n, d = xin.data.shape
@@ -559,7 +616,19 @@ class HilbertEOF(SavedModel, BaseEstimator):
         """The field rebuilt from complex PCs (default: ``scores_``) as the real part
         of ``Z Vᴴ`` plus the mean, over the samples and the field's feature dims
         (xarray input), in the field's own units (the weights the model recorded at
-        ``fit`` divided out, NaN where a weight is 0); NaN at features left out."""
+        ``fit`` divided out, NaN where a weight is 0); NaN at features left out.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples, n_components), complex, optional
+            Complex PCs; default ``scores_``.
+
+        Returns
+        -------
+        X : ndarray or DataArray of shape (n_samples, n_features)
+            The rebuilt field (a DataArray over the samples and the field's dims for
+            xarray input).
+        """
         self._check_fitted()
         z = self.scores_ if scores is None else np.asarray(scores)
         if z.ndim != 2 or z.shape[1] != self.components_.shape[0]:

@@ -235,7 +235,12 @@ class MCA(SavedModel, BaseEstimator):
         Feature means (NaN at features left out).
     scale_x_, scale_y_ : ndarray or None
         Standard deviations divided out (``standardize``).
-    n_samples_, n_passes_ : int
+    n_samples_ : int
+        Number of samples the two fields share.
+    n_features_x_, n_features_y_ : int
+        Number of features of ``X`` and of ``Y``.
+    n_passes_ : int
+        Passes over the two fields the fit made.
     components_xr_, components_y_xr_ : DataArray
         The patterns over ``mode`` and each field's original feature dims (xarray
         input).
@@ -255,6 +260,31 @@ class MCA(SavedModel, BaseEstimator):
     d_y) × 2(n_components + n_oversamples) floats. Client: the Krylov basis and its
     products, 2 · (d_x + d_y) · 2(n_components + n_oversamples)(n_power_iter + 2)
     floats (two 1M-cell fields, 4 modes: 5.4 GB) — nothing of size d_x · d_y.
+
+    References
+    ----------
+    Bretherton, C. S., Smith, C. & Wallace, J. M. (1992). An intercomparison of methods
+    for finding coupled patterns in climate data. Journal of Climate, 5, 541–560.
+
+    Musco, C. & Musco, C. (2015). Randomized block Krylov methods for stronger and
+    faster approximate singular value decomposition. Advances in Neural Information
+    Processing Systems 28. (``solver="randomized"``.)
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.standard_normal((300, 1))                # one signal in both fields
+    >>> X = t @ rng.standard_normal((1, 40)) + 0.1 * rng.standard_normal((300, 40))
+    >>> Y = t @ rng.standard_normal((1, 25)) + 0.1 * rng.standard_normal((300, 25))
+    >>> mca = scalepca.MCA(n_components=2).fit(X, Y)     # one pass
+    >>> mca.components_x_.shape, mca.components_y_.shape
+    ((2, 40), (2, 25))
+    >>> bool(mca.squared_covariance_fraction_[0] > 0.99)
+    True
+    >>> zx, zy = mca.transform(X, Y)                     # expansion coefficients
+    >>> zx.shape, zy.shape
+    ((300, 2), (300, 2))
     """
 
     #: the parameters (:mod:`scalepca.models._params`), read by fit, configs and load
@@ -337,11 +367,21 @@ class MCA(SavedModel, BaseEstimator):
         return (bool(pair[0]), bool(pair[1])), solver
 
     def fit(self, X, Y=None) -> MCA:
-        """Fit on the two fields (same samples, same order). Returns ``self``.
+        """Fit on the two fields (same samples, same order).
 
-        ``X`` and ``Y``: matrices as the estimators take them (the output of
-        :func:`scalepca.open_matrix`, NumPy or dask arrays, 2-D DataArrays); or ``X``
-        the pair ``[X, Y]`` and ``Y`` left out.
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, d_x), or the pair ``[X, Y]``
+            The first field: a matrix as the estimators take it (the output of
+            :func:`scalepca.open_matrix`, a NumPy or dask array, a 2-D DataArray); or
+            both fields as a pair, ``Y`` then left out.
+        Y : array-like of shape (n_samples, d_y), optional
+            The second field, over the same samples in the same order.
+
+        Returns
+        -------
+        self : MCA
+            The fitted model.
         """
         X, Y = _fields_pair(X, Y)
         self._check_params()
@@ -546,10 +586,10 @@ class MCA(SavedModel, BaseEstimator):
         return ain, affine_map(A_kept, mean, P)
 
     def transform(self, X=None, Y=None):
-        """Expansion coefficients (xeofs' ``scores``, unnormalised): ``(x − x̄) U`` and
-        ``(y − ȳ) V`` (divided by the scales with ``standardize``), lazy, in the input's
-        kind (a DataArray over the sample dims and ``mode``). Returns ``(zx, zy)``, None
-        for a field not given; ``X`` may be the pair ``[X, Y]``.
+        """Expansion coefficients (xeofs' ``scores``, unnormalised) of either field.
+
+        ``(x − x̄) U`` and ``(y − ȳ) V`` (divided by the scales with ``standardize``),
+        lazy, in the input's kind (a DataArray over the sample dims and ``mode``).
 
         Each field is taken as the fit's was made: data in the field's own layout and
         units (a DataArray with the fitted dims, a Dataset holding the fitted variable)
@@ -559,7 +599,21 @@ class MCA(SavedModel, BaseEstimator):
 
         A NaN at a feature the model uses is refused (``ValueError``) when the
         coefficients are computed (by this call for NumPy input, whose coefficients it
-        computes)."""
+        computes).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, d_x), the pair ``[X, Y]``, or None
+            The first field, in the fit's layout and units; or both fields as a pair.
+        Y : array-like of shape (n_samples, d_y) or None
+            The second field.
+
+        Returns
+        -------
+        zx, zy : arrays of shape (n_samples, n_components) or None
+            The coefficients of each field given, of the input's kind; None for a
+            field not given.
+        """
         self._check_fitted()
         X, Y = _fields_pair(X, Y, "transform")
         out = []

@@ -104,6 +104,8 @@ class Rotator(BaseEstimator):
         The same as fractions of the model's total variance.
     order_ : ndarray of shape (n_modes,)
         Rotation-order index of each sorted mode.
+    n_features_in_ : int
+        Number of features of the rotated model.
     components_xr_ : DataArray
         ``components_`` over ``mode`` and the original feature dims (models fitted on
         xarray).
@@ -118,9 +120,24 @@ class Rotator(BaseEstimator):
     References
     ----------
     Kaiser, H. F. (1958). The varimax criterion for analytic rotation in factor
-    analysis. Psychometrika, 23, 187–200. Hendrickson, A. E. and White, P. O. (1964).
-    Promax: a quick method for rotation to oblique simple structure. Br. J. Stat.
-    Psychol., 17, 65–70.
+    analysis. Psychometrika, 23(3), 187–200.
+
+    Hendrickson, A. E. & White, P. O. (1964). Promax: a quick method for rotation to
+    oblique simple structure. British Journal of Statistical Psychology, 17, 65–70.
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((500, 3)) @ rng.standard_normal((3, 20))
+    >>> pca = scalepca.PCA(n_components=3).fit(X)
+    >>> rot = scalepca.Rotator(n_modes=3).fit(pca)             # reads no data
+    >>> rot.components_.shape, rot.rotation_matrix_.shape
+    ((3, 20), (3, 3))
+    >>> bool(np.isclose(rot.explained_variance_.sum(), pca.explained_variance_.sum()))
+    True
+    >>> rot.transform(X).shape                                  # rotated scores
+    (500, 3)
     """
 
     def __init__(
@@ -137,14 +154,23 @@ class Rotator(BaseEstimator):
         self.rtol = rtol
 
     def fit(self, model) -> Rotator:
-        """Rotate the leading ``n_modes`` EOFs of the fitted ``model``. Returns
-        ``self``.
+        """Rotate the leading ``n_modes`` EOFs of the fitted ``model``.
 
         A model fitted with ``zero_center=False`` is refused (the loadings and score
-        scaling need the covariance's eigenvalues). ``model``: a fitted PCA or PPCA,
-        or a :class:`~scalepca.analysis.bootstrap.BootstrapEOF` — so that EOFs, their
-        bootstrap and their rotation take the bootstrap's passes only;
-        :meth:`transform` needs a model that projects data (PCA, PPCA)."""
+        scaling need the covariance's eigenvalues).
+
+        Parameters
+        ----------
+        model : PCA, PPCA or BootstrapEOF
+            A fitted model; a :class:`~scalepca.analysis.bootstrap.BootstrapEOF` lets
+            EOFs, their bootstrap and their rotation take the bootstrap's passes only.
+            :meth:`transform` needs a model that projects data (PCA, PPCA).
+
+        Returns
+        -------
+        self : Rotator
+            The fitted rotation.
+        """
         # EOFs that are the covariance's eigenvectors: PCA's and PPCA's (which project
         # data) and BootstrapEOF's (which does not: its rotation has no transform)
         _check_model(model, project=not isinstance(model, BootstrapEOF))
@@ -217,10 +243,19 @@ class Rotator(BaseEstimator):
         model standardises: the rotated scores are the model's projections times a k × k
         map, one blockwise map.
 
-        Returns the input's kind: DataArray over (sample dims, ``mode``), dask or
-        NumPy array of shape (n_samples, n_modes). On the training data these equal
-        xeofs' rotated ``scores()`` (up to the sign convention both share); their
-        variances are ``explained_variance_``.
+        On the training data these equal xeofs' rotated ``scores()`` (up to the sign
+        convention both share); their variances are ``explained_variance_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Data as the rotated model's ``transform`` takes them.
+
+        Returns
+        -------
+        scores : array of shape (n_samples, n_modes)
+            Of the input's kind: a DataArray over (sample dims, ``mode``), a dask or a
+            NumPy array.
         """
         self._check_fitted()
         k = self.components_.shape[0]

@@ -387,6 +387,22 @@ def pca(
             When ``flavor`` selects highly variable genes, with the ``.var`` columns
             ``means``, ``dispersions`` and ``dispersions_norm``, as
             :func:`scanpy.pp.highly_variable_genes` writes them.
+
+    References
+    ----------
+    Wolf, F. A., Angerer, P. & Theis, F. J. (2018). SCANPY: large-scale single-cell
+    gene expression data analysis. Genome Biology, 19, 15.
+
+    Examples
+    --------
+    >>> import anndata, numpy as np, scipy.sparse as sp, scalepca
+    >>> counts = np.random.default_rng(0).poisson(1.0, (200, 50)).astype("float32")
+    >>> adata = anndata.AnnData(sp.csr_matrix(counts))                 # cells × genes
+    >>> model = scalepca.pp.pca(adata, n_comps=5, normalize_total=True, log1p=True)
+    >>> adata.obsm["X_pca"].shape, adata.varm["PCs"].shape
+    ((200, 5), (50, 5))
+    >>> adata.uns["pca"]["variance_ratio"].shape
+    (5,)
     """
     _check_view(data)
     # the steps hand the fit CSR blocks: refused before their passes

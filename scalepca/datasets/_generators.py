@@ -112,6 +112,16 @@ def make_low_rank(
     true ``V``. Each row block is generated from its own seed
     (``[seed, 2, block index]``), so the data do not depend on the cluster that
     computes them.
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> from scalepca.datasets import make_low_rank
+    >>> X = make_low_rank(1000, 50, rank=5, chunk_rows=250)   # lazy, block by block
+    >>> X.shape, X.chunks[0]
+    ((1000, 50), (250, 250, 250, 250))
+    >>> scalepca.PCA(5).fit(X).n_passes_
+    1
     """
     if not 1 <= rank <= n_features:
         raise ValueError(f"rank must be in [1, n_features={n_features}]; got {rank}")
@@ -157,7 +167,16 @@ def make_missing(
     """:func:`make_low_rank` with each entry missing (NaN) independently with
     probability ``missing`` (missing completely at random). The complete data are
     ``make_low_rank`` with the same arguments, so a test can compare imputed values
-    with the truth."""
+    with the truth.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalepca.datasets import make_missing
+    >>> X = make_missing(1000, 50, missing=0.2)
+    >>> round(float(np.isnan(X).mean().compute()), 2)       # the fraction missing
+    0.2
+    """
     if not 0.0 <= missing < 1.0:
         raise ValueError(f"missing must be in [0, 1); got {missing}")
     X = make_low_rank(
@@ -244,6 +263,13 @@ def make_gridded(
     sea-surface-temperature record. Coordinates: daily ``time`` from 2000-01-01,
     ``lat`` (cell centres, degrees north), ``lon`` (degrees east). Open with
     ``open_matrix(path, sample_dims="time")``; the features are the grid cells.
+
+    Examples
+    --------
+    >>> from scalepca.datasets import make_gridded
+    >>> ds = make_gridded(120, n_lat=18, n_lon=36)
+    >>> ds["sst"].dims, ds["sst"].shape
+    (('time', 'lat', 'lon'), (120, 18, 36))
     """
     import pandas as pd
     import xarray as xr
@@ -338,6 +364,18 @@ def make_coupled_fields(
     modes of a multivariate EOF analysis. An xarray Dataset with the two variables
     named by ``variables``; open with ``open_matrix(path, variable=[...],
     sample_dims="time")``.
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> from scalepca.datasets import make_coupled_fields
+    >>> ds = make_coupled_fields(100)
+    >>> ds["sst"].shape, ds["z"].shape                  # two grids, the same times
+    ((100, 24, 48), (100, 18, 36))
+    >>> X = scalepca.open_matrix(ds["sst"], sample_dims="time")
+    >>> Y = scalepca.open_matrix(ds["z"], sample_dims="time")
+    >>> scalepca.MCA(2).fit(X, Y).components_x_.shape
+    (2, 1152)
     """
     import pandas as pd
     import xarray as xr
@@ -416,6 +454,13 @@ def make_rings(
     cannot separate the rings; an RBF kernel PCA (γ ≈ 0.5 for the default radii)
     does. With ``return_labels`` also the lazy ring index of every row (int64, same
     row chunks) is returned.
+
+    Examples
+    --------
+    >>> from scalepca.datasets import make_rings
+    >>> X, labels = make_rings(300, return_labels=True)   # three concentric rings
+    >>> X.shape, sorted(set(labels.compute().tolist()))
+    ((300, 2), [0, 1, 2])
     """
     if n_features < 2:
         raise ValueError(f"rings need n_features >= 2; got {n_features}")
@@ -446,7 +491,15 @@ def sparse_spike_loadings(
     n_features: int, n_components: int = 3, support: int = 10, *, seed: int = 0
 ) -> np.ndarray:
     """True loadings (n_components × d): disjoint supports of ``support`` features
-    each, entries ``±1/√support`` (unit norm, orthonormal rows)."""
+    each, entries ``±1/√support`` (unit norm, orthonormal rows).
+
+    Examples
+    --------
+    >>> from scalepca.datasets import sparse_spike_loadings
+    >>> V = sparse_spike_loadings(100, 3, 10)
+    >>> V.shape, (V != 0).sum(axis=1).tolist()           # 10 non-zero entries a row
+    ((3, 100), [10, 10, 10])
+    """
     if n_components * support > n_features:
         raise ValueError(
             f"n_components · support = {n_components * support} "
@@ -492,6 +545,13 @@ def make_sparse_spike(
     :math:`\lambda_j = \mathrm{strength} \cdot \mathrm{decay}^j` and the rows of
     :math:`V` are given by :func:`sparse_spike_loadings` (same ``seed``), so support
     recovery can be scored.
+
+    Examples
+    --------
+    >>> from scalepca.datasets import make_sparse_spike
+    >>> X = make_sparse_spike(500, 100, n_components=3, support=10)
+    >>> X.shape
+    (500, 100)
     """
     V = sparse_spike_loadings(n_features, n_components, support, seed=seed)
     sd = np.sqrt(strength * decay ** np.arange(n_components))
@@ -802,6 +862,15 @@ class CountMatrix:
 
     ``X`` is written as the store's ``X``, or as ``layers[layer]`` (then without
     ``X``); cells are named ``cell_0…`` and genes ``gene_0…`` (zero-padded).
+
+    Attributes
+    ----------
+    X : dask array of shape (n_cells, n_genes)
+        The counts, one ``scipy.sparse`` CSR matrix per row block.
+    layer : str or None
+        The AnnData layer the counts are written to (None: ``X``).
+    nnz : dask array of shape (n_blocks, 1) or None
+        The stored values of each row block, when cheaper to compute than ``X``.
     """
 
     X: da.Array
@@ -812,13 +881,16 @@ class CountMatrix:
 
     @property
     def shape(self) -> tuple:
+        """``(n_cells, n_genes)``, the shape of ``X``."""
         return self.X.shape
 
     @property
     def dtype(self):
+        """The dtype of ``X``."""
         return self.X.dtype
 
     def var_names(self) -> np.ndarray:
+        """The gene names, ``gene_0`` … (zero-padded)."""
         d = self.shape[1]
         return np.array(
             [f"gene_{j:0{len(str(d - 1))}d}" for j in range(d)], dtype=object
@@ -885,6 +957,13 @@ def make_counts(
     memory per task: one tile of dense means (float64) plus the block's CSR. Write
     with :func:`write_dataset` (an AnnData zarr store; ``layer`` names the layer to
     write the counts to instead of ``X``).
+
+    Examples
+    --------
+    >>> from scalepca.datasets import make_counts
+    >>> counts = make_counts(1000, 200)                 # cells × genes, CSR blocks
+    >>> counts.shape, type(counts.X.blocks[0].compute()).__name__
+    ((1000, 200), 'csr_matrix')
     """
     import scipy.sparse as sp
 

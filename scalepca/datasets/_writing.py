@@ -218,6 +218,17 @@ def write_dataset(
     write of a dataset, which is written again); with ``overwrite`` a dataset store
     is replaced, but nothing else ever is (a folder of other files, a model or output
     store, a store scalepca did not write): ``FileExistsError``.
+
+    Examples
+    --------
+    >>> import tempfile, scalepca
+    >>> from scalepca.datasets import make_low_rank, write_dataset
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = write_dataset(make_low_rank(1000, 50), f"{tmp}/data.zarr")
+    ...     X = scalepca.open_matrix(path)              # lazy, from the store
+    ...     n_passes = scalepca.PCA(5).fit(X).n_passes_
+    >>> X.shape, n_passes
+    ((1000, 50), 1)
     """
     from .._codecs import compressors
     from ..io._fs import DATASET, local_path, store_state
@@ -271,7 +282,18 @@ def make_low_rank_zarr(
     **kwargs,
 ) -> str:
     """Write :func:`make_low_rank` data to a zarr array at ``path`` (see
-    :func:`write_dataset`)."""
+    :func:`write_dataset`).
+
+    Examples
+    --------
+    >>> import tempfile, scalepca
+    >>> from scalepca.datasets import make_low_rank_zarr
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = make_low_rank_zarr(f"{tmp}/data.zarr", 1000, 20, rank=3)
+    ...     shape = scalepca.open_matrix(path).shape
+    >>> shape
+    (1000, 20)
+    """
     return write_dataset(
         make_low_rank(n_samples, n_features, **kwargs),
         path,

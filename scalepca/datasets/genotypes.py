@@ -71,7 +71,18 @@ def _rng(seed: int, *path: int) -> np.random.Generator:
 @dataclass
 class GenotypeMatrix:
     """Lazy genotypes (samples × SNPs, blocks of whole columns) and the sample
-    populations."""
+    populations, as :func:`make_genotypes` returns them.
+
+    Attributes
+    ----------
+    data : dask array of shape (n_samples, n_snps)
+        Allele counts 0, 1, 2: int8 with -127 for a missing call, or float with NaN.
+        Fit it as it is (``PCA(standardize="genotype").fit(G.data)``).
+    populations : ndarray of int, shape (n_samples,)
+        The population of each sample (0 … K − 1); the ``.fam``'s family ids.
+    seed : int
+        The seed of the ``.bim``'s positions and alleles.
+    """
 
     data: da.Array  # int8 (missing -127) or float (missing NaN)
     populations: np.ndarray  # int, one per sample
@@ -83,13 +94,17 @@ class GenotypeMatrix:
 
     @property
     def shape(self) -> tuple:
+        """``(n_samples, n_snps)``, the shape of ``data``."""
         return self.data.shape
 
     @property
     def dtype(self):
+        """The dtype of ``data``."""
         return self.data.dtype
 
     def fid(self) -> np.ndarray:
+        """The family id of each sample, ``pop0`` … (its population), as the ``.fam``
+        holds it."""
         return np.array([f"pop{k}" for k in self.populations], dtype=object)
 
 
@@ -170,6 +185,27 @@ def make_genotypes(
     with -127, the form :func:`write_bed` writes fastest). Returns a
     :class:`GenotypeMatrix`, written to a ``.bed`` by ``make-data --kind genotypes``
     / :func:`write_bed`.
+
+    References
+    ----------
+    Balding, D. J. & Nichols, R. A. (1995). A method for quantifying differentiation
+    between populations at multi-allelic loci and its implications for investigating
+    identity and paternity. Genetica, 96(1–2), 3–12. (The model.)
+
+    Patterson, N., Price, A. L. & Reich, D. (2006). Population structure and
+    eigenanalysis. PLoS Genetics, 2(12), e190. (The PCA of such data:
+    ``PCA(standardize="genotype")``.)
+
+    Examples
+    --------
+    >>> import numpy as np, scalepca
+    >>> from scalepca.datasets import make_genotypes
+    >>> G = make_genotypes(300, 2000, n_populations=3, fst=0.1)
+    >>> G.shape, np.bincount(G.populations).tolist()
+    ((300, 2000), [100, 100, 100])
+    >>> pca = scalepca.PCA(2, standardize="genotype").fit(G.data)
+    >>> pca.transform(G.data).shape          # the samples on PC1 and PC2
+    (300, 2)
     """
     if n_samples < 1 or n_features < 1:
         raise ValueError(f"sizes must be positive; got {n_samples} × {n_features}")
@@ -242,6 +278,16 @@ def write_bed(
     scheduler), then written SNP by SNP by bed-reader's ``create_bed``, which writes
     under a temporary name and renames at the end: an interrupted write leaves no
     .bed. Returns the path.
+
+    Examples
+    --------
+    >>> import tempfile, scalepca
+    >>> from scalepca.datasets import make_genotypes, write_bed
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     bed = write_bed(make_genotypes(50, 100), f"{tmp}/cohort.bed")  # .bed, .bim, .fam
+    ...     shape = scalepca.open_matrix(bed).shape
+    >>> shape
+    (50, 100)
     """
     from bed_reader import create_bed
 

@@ -169,17 +169,41 @@ class LatentGaussianMixin:
         kept features. A weight of 0 on a kept feature makes that density undefined
         (every value of the feature maps to 0): refused before reading ``X``.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data: a NumPy, dask or sparse array, a DataFrame, a DataArray or
+            Dataset in the fitted data's own layout and units, or a matrix
+            :func:`scalepca.open_matrix` made.
+
         Returns
         -------
         ll : same kind as ``X``, shape (n_samples,)
+            The log-density of each sample.
         """
         logjac = self._check_scorable("score_samples")
         data = self._transform_input(X)
         return data.wrap_samples(self._loglike(data, logjac))
 
     def score(self, X, y=None) -> float:
-        """Average log-density of the samples (one pass over ``X``): the mean of
-        :meth:`score_samples`, in the data's own units as described there."""
+        """Average log-density of the samples (one pass over ``X``).
+
+        The mean of :meth:`score_samples`, in the data's own units as described there.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data: a NumPy, dask or sparse array, a DataFrame, a DataArray or
+            Dataset in the fitted data's own layout and units, or a matrix
+            :func:`scalepca.open_matrix` made.
+        y : None
+            Ignored; present for scikit-learn's API.
+
+        Returns
+        -------
+        ll : float
+            The mean log-density of the samples.
+        """
         logjac = self._check_scorable("score")
         data = self._transform_input(X)
         return float(da.mean(self._loglike(data, logjac)).compute())

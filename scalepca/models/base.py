@@ -469,10 +469,25 @@ class DecompositionMixin(
             delattr(self, attr)
 
     def fit(self, X, y=None):
-        """Fit the model to ``X`` (rows = samples). Returns ``self``.
+        """Fit the model to ``X`` (rows = samples).
 
         A dask DataFrame is read lazily; the row count of each partition is computed
         first, one pass over the data that ``n_passes_`` counts.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data: a NumPy, dask or sparse array (for the estimators that take
+            sparse input), a pandas or dask DataFrame, a DataArray, a Dataset, an
+            AnnData or a zarr array, or the matrix :func:`scalepca.open_matrix` made of
+            a store or a file.
+        y : None
+            Ignored; present for scikit-learn's API.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
         """
         # partial_fit's first call: a check of the validated input before any pass
         check = vars(self).pop("_check_before_fit", None)
@@ -662,6 +677,23 @@ class DecompositionMixin(
         )
 
     def fit_transform(self, X, y=None):
+        """Fit the model to ``X`` and return the scores of ``X``.
+
+        The same as ``fit(X).transform(X)``: the scores are lazy for lazy input and
+        cost one more pass when computed.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data, as :meth:`fit` takes it.
+        y : None
+            Ignored; present for scikit-learn's API.
+
+        Returns
+        -------
+        scores : same kind as ``X`` of shape (n_samples, n_components)
+            The scores of the training data.
+        """
         return self.fit(X).transform(X)
 
     # -- reconstructions (inverse_transform) -------------------------------------------
@@ -832,9 +864,17 @@ class LinearDecompositionMixin(DecompositionMixin):
         their rows not counted (the row sizes in ``.chunks`` are NaN until computed, as
         in ``DataFrame.to_dask_array()``); nothing is computed until the scores are.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data: a NumPy, dask or sparse array, a DataFrame, a DataArray or
+            Dataset in the fitted data's own layout and units, or a matrix
+            :func:`scalepca.open_matrix` made.
+
         Returns
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
+            The projections of the centred (and scaled) rows on ``components_``.
 
         Raises
         ------
@@ -862,9 +902,16 @@ class LinearDecompositionMixin(DecompositionMixin):
         data's dims order. Scores over several sample dims (as ``transform`` returns
         them) are accepted.
 
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+            Scores, as :meth:`transform` returns them (NumPy, dask, a DataFrame or a
+            DataArray).
+
         Returns
         -------
         X_reconstructed : same kind as ``Z`` (NumPy, dask, or a DataArray over the data's dims)
+            Of shape (n_samples, n_features): the data the scores stand for.
         """
         self._check_fitted()
         k = self._inverse_matrix().shape[0]

@@ -157,15 +157,31 @@ class ExtendedEOF(DecompositionMixin):
     eofs_ : ndarray of shape (n_components, embedding, n_features)
         The extended EOFs (unit norm over lag and feature, NaN at features left out):
         ``components_xr_`` gives them over ``mode``, ``lag`` and the field's dims.
-    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray (n_components,)
-        Eigenvalues of the embedded covariance (ddof=1), their fraction of its trace,
-        ``sqrt((n_windows − 1) λ)``.
+    explained_variance_ : ndarray of shape (n_components,)
+        Eigenvalues of the embedded (lagged) covariance, denominator n_windows − 1.
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``explained_variance_`` over the embedded covariance's trace.
+    singular_values_ : ndarray of shape (n_components,)
+        ``sqrt((n_windows − 1) λ)`` for each ``explained_variance_`` λ.
     mean_ : ndarray of shape (n_features,)
         The mean of all samples (added back by ``inverse_transform``, as xeofs does).
     embedded_mean_ : ndarray of shape (embedding, n_features)
         The means of the embedded samples (by lag) that centre them.
-    n_samples_, n_windows_, n_features_in_, n_components_, n_passes_ : int
-        ``n_windows_ = n_samples_ − (embedding − 1) · tau``.
+    n_samples_ : int
+        Number of samples (time steps) in the training data.
+    n_windows_ : int
+        Number of embedded samples, ``n_samples_ − (embedding − 1) · tau``.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit``; defined only when the data carry
+        names.
+    n_components_ : int
+        The number of components kept.
+    n_passes_ : int
+        Passes over the data the fit made (1).
+    fit_time_ : float
+        Wall-clock seconds the fit took.
     solver_ : str
         ``"covariance_eigh"``, the only solver: the lagged covariance of one pass.
 
@@ -191,6 +207,15 @@ class ExtendedEOF(DecompositionMixin):
     (leading pairs by Lanczos above 1,000 embedded features). The embedded matrix is
     never formed whole. ``transform`` reads the data once more, blockwise with the
     same halo.
+
+    References
+    ----------
+    Weare, B. C. & Nasstrom, J. S. (1982). Examples of extended empirical orthogonal
+    function analyses. Monthly Weather Review, 110, 481–485.
+
+    Hannachi, A., Jolliffe, I. T. & Stephenson, D. B. (2007). Empirical orthogonal
+    functions and related techniques in atmospheric science: a review. International
+    Journal of Climatology, 27, 1119–1152.
     """
 
     _parameters = {
@@ -309,7 +334,20 @@ class ExtendedEOF(DecompositionMixin):
         time; NaN at the last (L−1)τ times, as xeofs gives them): lazy, (n × k) or a
         DataArray over the sample dims and ``mode``. A NaN in ``X`` at a feature the
         model uses is refused (``ValueError``): by this call for in-memory input,
-        when the PCs are computed for lazy input."""
+        when the PCs are computed for lazy input.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data: a NumPy, dask or sparse array, a DataFrame, a DataArray or
+            Dataset in the fitted data's own layout and units, or a matrix
+            :func:`scalepca.open_matrix` made.
+
+        Returns
+        -------
+        scores : array of shape (n_samples, n_components)
+            A lazy array, or a DataArray over the sample dims and ``mode``.
+        """
         data = self._transform_input(X)
         Xd = data.data.rechunk({1: -1})
         keep = np.isfinite(self.mean_)
@@ -337,8 +375,21 @@ class ExtendedEOF(DecompositionMixin):
         return data.wrap_samples(da.concatenate(parts, axis=0))
 
     def inverse_transform(self, Z):
-        """The field from the scores ``Z``: ``Z`` times the lag-0 maps, plus
-        ``mean_`` (as xeofs' ``inverse_transform``), in the field's units and layout."""
+        """The field from the scores ``Z``: ``Z`` times the lag-0 maps, plus ``mean_``.
+
+        As xeofs' ``inverse_transform``, in the field's units and layout.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+            Scores, as :meth:`transform` returns them.
+
+        Returns
+        -------
+        X : array of shape (n_samples, n_features)
+            The field, of the kind of ``Z`` (a DataArray over the field's dims for
+            xarray scores).
+        """
         self._check_fitted()
         zin = scores_matrix(Z)
         k = zin.data.shape[1]

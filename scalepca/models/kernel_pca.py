@@ -249,12 +249,31 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     eigenvectors_ : ndarray of shape (n_samples, n_components)
         Exact: unit eigenvectors of :math:`K_c` (sign: largest entry positive).
     K_fit_rows_ : ndarray of shape (n_samples,)
-        Exact: column means of the uncentred training kernel; ``K_fit_all_`` its grand
-        mean.
+        Exact: column means of the uncentred training kernel.
+    K_fit_all_ : float
+        Exact: the grand mean of the uncentred training kernel.
     n_kernel_features_ : int
         Nyström/RFF: width of the feature matrix, m (Nyström: of rank m less the dropped
         directions of :math:`K_{LL}`).
-    n_components_, n_samples_, n_features_in_, n_passes_ : int
+    n_components_ : int
+        The number of components kept.
+    n_samples_ : int
+        Number of samples (rows) in the training data.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit``; defined only when the data carry
+        names.
+    input_mean_ : ndarray of shape (n_features_in_,)
+        ``standardize=True``: the per-feature mean of the inputs, subtracted before the
+        kernel.
+    scale_ : ndarray of shape (n_features_in_,)
+        ``standardize=True``: the per-feature standard deviations the inputs are divided
+        by before the kernel.
+    n_passes_ : int
+        Passes over the data the fit made (of the last batch for ``partial_fit``).
+    fit_time_ : float
+        Wall-clock seconds the last ``fit`` (or ``partial_fit``) took.
     solver_ : str
         The eigensolver that ran: exact, ``eigen_solver`` (``"auto"`` resolved); Nyström
         and RFF, ``"dense"`` (``eigh`` of the m × m feature covariance on the client).
@@ -340,10 +359,24 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
 
     References
     ----------
-    Schölkopf, Smola & Müller (1998), Nonlinear component analysis as a kernel
-    eigenvalue problem. Williams & Seeger (2001), Using the Nyström method to speed up
-    kernel machines. Rahimi & Recht (2007), Random features for large-scale kernel
-    machines.
+    Schölkopf, B., Smola, A. & Müller, K.-R. (1998). Nonlinear component analysis as a
+    kernel eigenvalue problem. Neural Computation, 10(5), 1299–1319.
+
+    Williams, C. K. I. & Seeger, M. (2001). Using the Nyström method to speed up kernel
+    machines. Advances in Neural Information Processing Systems 13, 682–688.
+    (``approximation="nystroem"``.)
+
+    Rahimi, A. & Recht, B. (2007). Random features for large-scale kernel machines.
+    Advances in Neural Information Processing Systems 20, 1177–1184.
+    (``approximation="rff"``.)
+
+    Zhang, K., Tsang, I. W. & Kwok, J. T. (2008). Improved Nyström low-rank
+    approximation and error analysis. Proceedings of the 25th International Conference
+    on Machine Learning (ICML), 1232–1239. (``landmarks="kmeans++"``.)
+
+    Bakır, G. H., Weston, J. & Schölkopf, B. (2004). Learning to find pre-images.
+    Advances in Neural Information Processing Systems 16, 449–456.
+    (``fit_inverse_transform=True``.)
 
     Examples
     --------
@@ -796,9 +829,17 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         and projected. A NaN at a feature the model uses is refused (``ValueError``): by
         this call for in-memory input, when the scores are computed for lazy input.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data: a NumPy, dask or sparse array, a DataFrame, a DataArray or
+            Dataset in the fitted data's own layout and units, or a matrix
+            :func:`scalepca.open_matrix` made.
+
         Returns
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
+            The kernel principal component scores.
         """
         data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         kind, arrays, P, offset = self._projection()

@@ -148,9 +148,13 @@ class MultivariateEOF(DecompositionMixin):
         The joint EOFs over the fields' features side by side, unit norm, in the
         weighted (and normalised) space, as eofs and xeofs give them; NaN at features
         left out (land). ``components_xr_``: one array per field, in its own layout.
-    explained_variance_, explained_variance_ratio_, singular_values_ : ndarray (n_components,)
-        Eigenvalues of the joint covariance (ddof=1), their fraction of its trace, and
-        ``sqrt((n − 1) λ)``.
+    explained_variance_ : ndarray of shape (n_components,)
+        Eigenvalues of the joint covariance (denominator n − 1) of the normalised
+        fields.
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``explained_variance_`` over the joint covariance's trace.
+    singular_values_ : ndarray of shape (n_components,)
+        ``sqrt((n − 1) λ)`` for each ``explained_variance_`` λ.
     mean_ : ndarray of shape (n_features,)
         Feature means of the weighted fields (NaN at features left out).
     scale_ : ndarray of shape (n_features,)
@@ -159,7 +163,20 @@ class MultivariateEOF(DecompositionMixin):
     variables_ : list of str
         The fields' names (``var0``, ``var1``, ... for unnamed ones).
     n_features_per_variable_ : list of int
-    n_samples_, n_features_in_, n_components_, n_passes_ : int
+        The number of features (grid cells) of each field, in the order of
+        ``variables_``.
+    total_variance_per_variable_ : ndarray of shape (n_variables,)
+        Each field's total variance (the trace of its covariance, denominator n − 1,
+        weighted, before normalisation): the square of what ``normalize=
+        "total_variance"`` divides it by.
+    n_samples_ : int
+        Number of samples (time steps) in the training data.
+    n_features_in_ : int
+        Number of features of all fields together.
+    n_components_ : int
+        The number of components kept.
+    n_passes_ : int
+        Passes over the data the fit made (1).
     solver_ : str
         ``"covariance_eigh"``, the only solver: the joint covariance of one pass.
 
@@ -186,6 +203,12 @@ class MultivariateEOF(DecompositionMixin):
     of every field that cover one row block of the first (``join_fields``): every
     block of every field is read once, however the fields are chunked. ``transform``
     and ``inverse_transform`` are lazy blockwise maps.
+
+    References
+    ----------
+    Hannachi, A., Jolliffe, I. T. & Stephenson, D. B. (2007). Empirical orthogonal
+    functions and related techniques in atmospheric science: a review. International
+    Journal of Climatology, 27, 1119–1152. (Combined EOFs of several fields.)
     """
 
     _parameters = {
@@ -247,8 +270,22 @@ class MultivariateEOF(DecompositionMixin):
 
     # -- fit ---------------------------------------------------------------------------
     def fit(self, X, y=None):
-        """Fit on the fields ``X`` (a Dataset, or a list of fields on their own
-        grids; one field alone is a list of one). Returns ``self``."""
+        """Fit on the fields ``X`` (one pass over all of them).
+
+        Parameters
+        ----------
+        X : Dataset or list of array-like
+            The fields: a Dataset (one field per variable) or a list of fields on
+            their own grids, each of shape (n_samples, n_features_i) or N-D over the
+            sample dims; one field alone is a list of one.
+        y : None
+            Ignored; present for scikit-learn's API.
+
+        Returns
+        -------
+        self : MultivariateEOF
+            The fitted model.
+        """
         self._reset_fitted()
         try:
             self.n_passes_ = 0
@@ -433,7 +470,20 @@ class MultivariateEOF(DecompositionMixin):
         lazy, an (n × k) array, or a DataArray over the sample dims and ``mode``.
 
         A NaN at a feature the model uses is refused (``ValueError``) when the PCs are
-        computed (by this call for NumPy input, whose PCs it computes)."""
+        computed (by this call for NumPy input, whose PCs it computes).
+
+        Parameters
+        ----------
+        X : Dataset or list of array-like
+            The fields, as in :meth:`fit`: a Dataset (one field per variable) or a list of fields on
+            their own grids, each of shape (n_samples, n_features_i) or N-D over the
+            sample dims; one field alone is a list of one.
+
+        Returns
+        -------
+        scores : array of shape (n_samples, n_components)
+            A lazy array, or a DataArray over the sample dims and ``mode``.
+        """
         self._check_fitted()
         mats = self._transform_fields(X, "X")
         keep, mean, P = self._projection()
@@ -442,8 +492,18 @@ class MultivariateEOF(DecompositionMixin):
         return mats[0].wrap_samples(Z)
 
     def inverse_transform(self, Z) -> list:
-        """Each field rebuilt from the components ``Z`` (n × k, or the DataArray of
-        ``transform``), in its own units and layout: a list, one per field."""
+        """Each field rebuilt from the scores ``Z``, in its own units and layout.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+            Scores, or the DataArray :meth:`transform` returns.
+
+        Returns
+        -------
+        fields : list
+            One array per field, in the order of ``variables_``.
+        """
         self._check_fitted()
         zin = scores_matrix(Z)
         k = zin.data.shape[1]

@@ -666,6 +666,9 @@ class PCA(_BaseSpectralPCA):
         Orthonormal principal axes. Sign convention: the largest-magnitude entry of each
         component is positive.
     mean_ : ndarray of shape (n_features,)
+        Per-feature mean of the (weighted) training data; zero with
+        ``zero_center=False``; ``2p`` (twice the allele frequency) with
+        ``standardize="genotype"``.
     scale_ : ndarray of shape (n_features,)
         Per-feature standard deviations with ``standardize=True`` (ones otherwise), of
         the data before ``open_matrix``'s weights; ``transform`` projects
@@ -676,20 +679,40 @@ class PCA(_BaseSpectralPCA):
         data's covariance with ``standardize=True``; the variances of the scores, in
         singular-value order (not sorted), with ``zero_center=False``.
     explained_variance_ratio_ : ndarray of shape (n_components,)
+        Fraction of the total variance each component explains (of the standardised
+        data with ``standardize=True``).
     singular_values_ : ndarray of shape (n_components,)
+        Singular values of the centred (and scaled) data matrix, the 2-norms of the
+        score columns: :math:`\sqrt{(n - 1) \lambda}` for ``explained_variance_``
+        :math:`\lambda`; of the uncentred data with ``zero_center=False``.
     noise_variance_ : float
         scikit-learn's convention (``sklearn.decomposition.PCA.noise_variance_``): the
         mean of the :math:`\min(n, d) - k` eigenvalues after the k-th. For :math:`n > d`
         this is Tipping & Bishop's :math:`\sigma^2`; for :math:`n \le d` it leaves out
         the :math:`d - n` zero eigenvalues and so is larger than the maximum-likelihood
         :math:`\sigma^2` :math:`(d-k)/(n-k)`-fold — :class:`PPCA` gives the latter.
-    n_components_, n_samples_, n_features_in_ : int
+    n_components_ : int
+        The number of components kept (``n_components``, or the k a float or
+        ``"mle"`` chose).
+    n_samples_ : int
+        Number of samples (rows) in the training data.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit`` (a DataFrame's columns, a
+        DataArray's feature coordinate, an AnnData's genes). Defined only when the
+        data carry names.
+    n_monomorphic_ : int
+        ``standardize="genotype"`` only: the SNPs left out of the fit because every
+        call is the same allele.
     n_samples_seen_ : int
         ``"covariance_eigh"``: the rows the model has seen (every ``fit`` and
         ``partial_fit`` batch since the last ``fit``), as scikit-learn's
         ``IncrementalPCA``.
     n_passes_ : int
         Passes over the data the fit made (of the last batch for ``partial_fit``).
+    fit_time_ : float
+        Wall-clock seconds the last ``fit`` (or ``partial_fit``) took.
     solver_ : str
         The solver that ran: ``svd_solver``, or the one ``"auto"`` chose (as
         scikit-learn's private ``_fit_svd_solver``); saved and loaded with the model.
@@ -798,6 +821,31 @@ class PCA(_BaseSpectralPCA):
     from the merged moments; weights, land mask and feature names are the first call's.
     The other solvers' results are no function of such moments: they have no
     ``partial_fit``.
+
+    References
+    ----------
+    Chan, T. F., Golub, G. H. & LeVeque, R. J. (1979). Updating formulae and a
+    pairwise algorithm for computing sample variances. Technical Report
+    STAN-CS-79-773, Stanford University. (The pairwise merge of the moments.)
+
+    Halko, N., Martinsson, P.-G. & Tropp, J. A. (2011). Finding structure with
+    randomness: probabilistic algorithms for constructing approximate matrix
+    decompositions. SIAM Review, 53(2), 217–288. (Randomized range finding; the
+    ``"sketch"`` error bound.)
+
+    Musco, C. & Musco, C. (2015). Randomized block Krylov methods for stronger and
+    faster approximate singular value decomposition. Advances in Neural Information
+    Processing Systems 28. (The ``"randomized"`` solver.)
+
+    Tropp, J. A., Yurtsever, A., Udell, M. & Cevher, V. (2017). Fixed-rank
+    approximation of a positive-semidefinite matrix from streaming data. Advances
+    in Neural Information Processing Systems 30. (The ``"sketch"`` solver.)
+
+    Minka, T. P. (2000). Automatic choice of dimensionality for PCA. Advances in
+    Neural Information Processing Systems 13, 598–604. (``n_components="mle"``.)
+
+    Patterson, N., Price, A. L. & Reich, D. (2006). Population structure and
+    eigenanalysis. PLoS Genetics, 2(12), e190. (``standardize="genotype"``.)
 
     Examples
     --------

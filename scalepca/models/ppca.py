@@ -188,9 +188,31 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         The solver that ran, ``"closed_form"`` or ``"em"`` (``solver="auto"`` resolved).
     svd_solver_ : str
         The closed form only: the eigensolver that ran, as :class:`PCA`'s ``solver_``.
-    mean_, singular_values_, n_samples_, n_samples_seen_, n_features_in_, n_components_,
-    n_passes_
-        As in :class:`PCA`.
+    mean_ : ndarray of shape (n_features,)
+        :math:`\mu`: the per-feature mean of the (weighted) training data; with missing
+        entries, the estimate EM converged to.
+    scale_ : ndarray of shape (n_features,)
+        Per-feature standard deviations with ``standardize=True`` (ones otherwise), as
+        :class:`PCA`'s.
+    singular_values_ : ndarray of shape (n_components,)
+        :math:`\sqrt{(n - 1) \lambda_i}` for the ``explained_variance_``
+        :math:`\lambda_i`, as :class:`PCA`'s.
+    n_components_ : int
+        The number of components kept.
+    n_samples_ : int
+        Number of samples (rows) in the training data.
+    n_samples_seen_ : int
+        The closed form with ``svd_solver="covariance_eigh"``: the rows seen by ``fit``
+        and every ``partial_fit`` since.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit``; defined only when the data carry
+        names.
+    n_passes_ : int
+        Passes over the data the fit made (of the last batch for ``partial_fit``).
+    fit_time_ : float
+        Wall-clock seconds the last ``fit`` (or ``partial_fit``) took.
 
     Notes
     -----
@@ -256,8 +278,14 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     References
     ----------
     Tipping, M. E. & Bishop, C. M. (1999). Probabilistic principal component analysis.
-    JRSS B 61(3), 611–622. Ilin, A. & Raiko, T. (2010). Practical approaches to
-    principal component analysis in the presence of missing values. JMLR 11, 1957–2000.
+    Journal of the Royal Statistical Society: Series B, 61(3), 611–622.
+
+    Roweis, S. (1998). EM algorithms for PCA and SPCA. Advances in Neural Information
+    Processing Systems 10, 626–632.
+
+    Ilin, A. & Raiko, T. (2010). Practical approaches to principal component analysis
+    in the presence of missing values. Journal of Machine Learning Research, 11,
+    1957–2000. (EM with entries missing at random.)
 
     Examples
     --------
@@ -648,9 +676,17 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         ``missing="error"`` (for lazy input when the block is computed: finding it needs
         the data).
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data, NaN marking missing entries: a NumPy, dask or sparse array, a
+            DataFrame, a DataArray or Dataset in the fitted data's own layout and
+            units, or a matrix :func:`scalepca.open_matrix` made.
+
         Returns
         -------
         scores : same kind as ``X`` of shape (n_samples, n_components)
+            The posterior means of the latent variables.
         """
         data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
         Xd, _ = self._standardized(self._select_features(data.data))
@@ -686,9 +722,17 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         feature is refused before ``X`` is read. A row with no observed entry scores 0.
         ``score`` is the mean over the rows.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New data: a NumPy, dask or sparse array, a DataFrame, a DataArray or
+            Dataset in the fitted data's own layout and units, or a matrix
+            :func:`scalepca.open_matrix` made.
+
         Returns
         -------
         ll : same kind as ``X``, shape (n_samples,)
+            The log-density of each row's observed entries.
         """
         return super().score_samples(X)
 

@@ -249,11 +249,28 @@ class RobustPCA(LinearDecompositionMixin):
     U_ : ndarray of shape (n1, rank_)
         Left singular vectors of ``L``.
     singular_values_ : ndarray of shape (rank_,)
-    rank_, n_components_ : int
+        Singular values of ``L``, in decreasing order.
+    rank_ : int
+        The rank of ``L`` at convergence.
+    n_components_ : int
+        ``rank_``, the number of rows of ``components_`` (scikit-learn's name).
     nnz_ : int
         :math:`\|S\|_0` on :math:`\Omega`.
     n_iter_ : int
+        Iterations of the inexact ALM run.
     converged_ : bool
+        Whether the residual met ``tol`` within ``max_iter``.
+    n_samples_ : int
+        Number of rows of ``M``, n1.
+    n_features_in_ : int
+        Number of columns of ``M``, n2.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the columns seen during ``fit``; defined only when the data carry
+        names.
+    n_passes_ : int
+        Passes over the data and its iterates the fit made (see Notes).
+    fit_time_ : float
+        Wall-clock seconds the fit took.
     solver_ : str
         The SVD of the iterations, ``svd``.
     history_ : dict of lists
@@ -313,10 +330,21 @@ class RobustPCA(LinearDecompositionMixin):
     References
     ----------
     Candès, E. J., Li, X., Ma, Y. & Wright, J. (2011). Robust principal component
-    analysis? J. ACM 58(3), 11. Lin, Z., Chen, M. & Ma, Y. (2010). The augmented
-    Lagrange multiplier method for exact recovery of corrupted low-rank matrices.
-    arXiv:1009.5055. Halko, N., Martinsson, P.-G. & Tropp, J. A. (2011). Finding
-    structure with randomness. SIAM Review 53(2), 217–288.
+    analysis? Journal of the ACM, 58(3), article 11. (Principal component pursuit and
+    the default ``lam``.)
+
+    Lin, Z., Chen, M. & Ma, Y. (2010). The augmented Lagrange multiplier method for
+    exact recovery of corrupted low-rank matrices. arXiv:1009.5055. (The inexact ALM
+    iteration.)
+
+    Cai, J.-F., Candès, E. J. & Shen, Z. (2010). A singular value thresholding
+    algorithm for matrix completion. SIAM Journal on Optimization, 20(4), 1956–1982.
+    (Singular value thresholding; entries outside :math:`\Omega`.)
+
+    Halko, N., Martinsson, P.-G. & Tropp, J. A. (2011). Finding structure with
+    randomness: probabilistic algorithms for constructing approximate matrix
+    decompositions. SIAM Review, 53(2), 217–288. (The partial SVDs of the
+    iterations.)
 
     Examples
     --------
@@ -948,9 +976,19 @@ class RobustPCA(LinearDecompositionMixin):
 
     # -- persistence -------------------------------------------------------------------
     def save(self, store, *, storage_options=None) -> None:
-        """Write the model (``low_rank_`` and ``sparse_`` chunk by chunk); an
-        in-memory mask parameter is not stored (only its effect, through
-        ``sparse_``)."""
+        """Write the fitted model to a zarr group at ``store``.
+
+        ``low_rank_`` and ``sparse_`` are written chunk by chunk; an in-memory mask
+        parameter is not stored (only its effect, through ``sparse_``). Load it back
+        with :func:`scalepca.load`.
+
+        Parameters
+        ----------
+        store : str or path
+            A local path or fsspec URL (``s3://bucket/model.zarr``).
+        storage_options : dict, optional
+            Passed to fsspec for URLs.
+        """
         mask = self.mask
         if mask is not None and not isinstance(mask, (str, os.PathLike)):
             self.mask = None

@@ -278,6 +278,8 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         features (also for ``mean_``, ``scale_``, ``loadings_``; ``transform`` ignores
         them, ``inverse_transform`` returns NaN there).
     mean_ : ndarray of shape (n_features,)
+        Per-feature mean of the (weighted) training data, subtracted before the fit
+        and in ``transform``.
     scale_ : ndarray of shape (n_features,)
         Feature standard deviations if ``use_correlation``, else ones.
     explained_variance_ : ndarray of shape (n_components,)
@@ -309,7 +311,19 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     resumed_from_ : int
         Steps taken from a checkpoint (minibatches for ``"minibatch"``, alternations for
         ``"batch"``); 0 for a fresh run.
-    n_components_, n_samples_, n_features_in_, n_passes_ : int
+    n_components_ : int
+        The number of components kept.
+    n_samples_ : int
+        Number of samples (rows) in the training data.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit``; defined only when the data carry
+        names.
+    n_passes_ : int
+        Passes over the data the fit made (of the last batch for ``partial_fit``).
+    fit_time_ : float
+        Wall-clock seconds the last ``fit`` (or ``partial_fit``) took.
     solver_ : str
         The solver that ran, ``method``.
     n_samples_seen_ : int
@@ -393,8 +407,16 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     References
     ----------
     Mairal, J., Bach, F., Ponce, J. & Sapiro, G. (2009). Online dictionary learning for
-    sparse coding. ICML. Zou, H., Hastie, T. & Tibshirani, R. (2006). Sparse principal
-    component analysis. JCGS 15(2), 265–286.
+    sparse coding. Proceedings of the 26th International Conference on Machine
+    Learning (ICML), 689–696. (``method="minibatch"``.)
+
+    Mairal, J., Bach, F., Ponce, J. & Sapiro, G. (2010). Online learning for matrix
+    factorization and sparse coding. Journal of Machine Learning Research, 11, 19–60.
+    (The dictionary methods.)
+
+    Zou, H., Hastie, T. & Tibshirani, R. (2006). Sparse principal component analysis.
+    Journal of Computational and Graphical Statistics, 15(2), 265–286.
+    (``method="elasticnet"`` and the adjusted ``explained_variance_``.)
 
     Examples
     --------
@@ -466,9 +488,18 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         it has no ``partial_fit`` attribute (the ``AttributeError`` says so;
         scikit-learn's checks test ``hasattr``).
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A batch of rows, as :meth:`fit` takes them; the features of the first
+            batch.
+        y : None
+            Ignored; present for scikit-learn's API.
+
         Returns
         -------
-        self
+        self : SparsePCA
+            The updated model.
         """
         if self.method == "minibatch":
             return DictionaryLearning.partial_fit(self, X, y)

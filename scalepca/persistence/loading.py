@@ -48,6 +48,18 @@ def load(store, *, storage_options=None):
     its fitted state against the names, dtypes and shapes such a model has — all from
     metadata, before the estimator is built or any array is read.
 
+    Parameters
+    ----------
+    store : str or path
+        A local path or fsspec URL of a store ``save`` (or ``scalepca run``) wrote.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Returns
+    -------
+    estimator : object
+        The fitted estimator or analysis tool, of the class that was saved.
+
     Raises
     ------
     FileNotFoundError
@@ -57,6 +69,17 @@ def load(store, *, storage_options=None):
         or its contents are not those of a scalepca model (another class, unknown or
         mistyped parameters, unexpected state names, arrays of a non-numeric dtype or
         of a shape the model cannot have).
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np, scalepca
+    >>> X = np.random.default_rng(0).standard_normal((100, 5))
+    >>> pca = scalepca.PCA(2).fit(X)
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     pca.save(f"{tmp}/model.zarr")                # a zarr group, no pickle
+    ...     loaded = scalepca.load(f"{tmp}/model.zarr")
+    >>> type(loaded).__name__, bool(np.allclose(loaded.transform(X), pca.transform(X)))
+    ('PCA', True)
     """
     try:
         group = open_zarr_node(store, storage_options=storage_options)

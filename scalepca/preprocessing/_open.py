@@ -308,6 +308,17 @@ xarray.DataArray/Dataset, dask or numpy array
     ValueError
         Not 2-D (no stacking dims), several arrays and no ``variable``, an option not
         taken.
+
+    Examples
+    --------
+    >>> import scalepca
+    >>> sst = scalepca.datasets.make_gridded(120, n_lat=18, n_lon=36)["sst"]
+    >>> X = scalepca.open_matrix(sst, sample_dims="time", weights="sqrt_coslat")
+    >>> X.dims, X.shape                               # lat and lon stacked, lazy
+    (('time', 'feature'), (120, 648))
+    >>> pca = scalepca.PCA(3).fit(X)
+    >>> pca.components_xr_.dims                       # back over the grid
+    ('mode', 'lat', 'lon')
     """
     kind = _checked_kind(source, format, storage_options, task_size, open_options)
     path = source if isinstance(source, (str, os.PathLike)) or kind == "bed" else None
