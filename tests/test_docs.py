@@ -109,6 +109,90 @@ def test_config_reference_lists_every_schema_key(site):
         assert f"method: {method}" in text
 
 
+def test_config_reference_every_key_has_a_meaning_and_an_anchor(site):
+    """Each ``data.generate`` key of each kind, and each key of the fixed sections,
+    has a row with a meaning and an anchor of its own (``config.html#data.path``,
+    ``#data.generate.rings.radii``); the generators' Python-only options are no
+    keys."""
+    import inspect
+
+    from scalepca.app.config import GENERATE_PYTHON_ONLY, schema_sections
+    from scalepca.datasets import GENERATORS
+
+    html = (site / "config.html").read_text()
+    ids = re.findall(r'<span class="sp-key" id="([^"]+)">', html)
+    assert len(ids) == len(set(ids)), "an anchor is given twice"
+
+    def meaning(anchor: str) -> str:
+        row = re.search(
+            r'<span class="sp-key" id="' + re.escape(anchor) + r'">.*?</tr>', html, re.S
+        )
+        assert row, f"no row with the anchor {anchor}"
+        last = re.findall(r"<td>(.*?)</td>", row.group(0), re.S)[-1]
+        return re.sub(r"<[^>]+>", "", last).strip()
+
+    for kind, func in GENERATORS.items():
+        for name in inspect.signature(func).parameters:
+            anchor = f"data.generate.{kind}.{name}"
+            if name in GENERATE_PYTHON_ONLY:
+                assert anchor not in ids, anchor
+                continue
+            assert len(meaning(anchor)) > 10, anchor
+    for _, prefix, schema in schema_sections():
+        for key in schema:
+            anchors = [a for a in ids if a.startswith(prefix) and a.endswith(f".{key}")]
+            anchors += [key] if not prefix and key in ids else []
+            assert anchors, f"{prefix}.{key} has no anchor"
+            assert all(meaning(a) for a in anchors), f"{prefix}.{key}"
+
+
+def test_gallery_pages_offer_their_notebook_and_script(site):
+    """Every gallery page links its notebook (``.ipynb``) and its script (``.py``),
+    files of the built site: the notebook with its outputs, the script its source in
+    ``notebooks/src/``, runnable Python."""
+    import json
+
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        page = site / "_generated" / "gallery" / f"{nb.stem}.html"
+        html = page.read_text()
+        links = re.findall(
+            r'<a class="reference download internal"[^>]*href="([^"]+)"', html
+        )
+        files = {Path(link).suffix: (page.parent / link).resolve() for link in links}
+        assert set(files) == {".ipynb", ".py"}, (nb.name, links)
+        for path in files.values():
+            assert path.is_file() and site.resolve() in path.parents, path
+        got = json.loads(files[".ipynb"].read_text())
+        want = json.loads(nb.read_text())
+        assert [c["source"] for c in got["cells"]] == [
+            c["source"] for c in want["cells"]
+        ], nb.name
+        script = files[".py"].read_text()
+        assert script == (ROOT / "notebooks" / "src" / f"{nb.stem}.py").read_text()
+        compile(script, files[".py"].name, "exec")
+
+
+#: a link or a resource on the machine that built or ran something: dead on the site
+_LOCAL = re.compile(
+    r"""(?:href|src)\s*=\s*["']?(?:https?:)?//(?:127\.0\.0\.1|localhost|0\.0\.0\.0)""",
+    re.I,
+)
+
+
+def test_no_links_to_the_machine_that_ran_the_notebooks(site):
+    """The Dask client of a notebook shows its dashboard's address as a link; on the
+    site it would be a dead one (the notebook's machine's loopback address)."""
+    assert _LOCAL.search('<a href="http://127.0.0.1:8787/status">')  # the pattern
+    pages = [p for p in site.rglob("*.html")] + list(site.glob("_downloads/*/*.ipynb"))
+    assert len(pages) > 50
+    for page in pages:
+        found = _LOCAL.search(page.read_text())
+        assert found is None, f"{page.relative_to(site)}: {found.group(0)}"
+    # the address is still shown, as text, where the notebook printed it
+    quick = _text(site / "_generated" / "gallery" / "01_quickstart.html")
+    assert "Dashboard:" in quick
+
+
 def test_guide_pages_carry_the_notes_of_their_class(site):
     text = _text(site / "guide" / "pca.html")
     assert "Passes over the data" in text and "Memory per worker" in text
