@@ -89,6 +89,7 @@ def test_every_page_is_built(site):
         "api/config",
         "api/singlecell",
         "guide/index",
+        "guide/genotypes",
         *GUIDE_PAGES,
     ):
         assert (site / f"{page}.html").is_file(), page
@@ -170,6 +171,46 @@ def test_gallery_pages_offer_their_notebook_and_script(site):
         script = files[".py"].read_text()
         assert script == (ROOT / "notebooks" / "src" / f"{nb.stem}.py").read_text()
         compile(script, files[".py"].name, "exec")
+
+
+def test_gallery_cards_show_one_readable_figure(site):
+    """Each card shows the figure of its notebook's cell marked ``thumbnail=true``: one
+    figure on one panel, of a shape a card shows readably, not a grid of panels
+    squeezed into it."""
+    import base64
+    import io
+    import json
+
+    from matplotlib.image import imread
+
+    cards = (site / "gallery.html").read_text()
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = [
+            c
+            for c in json.loads(nb.read_text())["cells"]
+            if c["metadata"].get("thumbnail")
+        ]
+        assert len(cells) == 1, f"{nb.name}: {len(cells)} cells marked thumbnail"
+        source = "".join(cells[0]["source"])
+        grids = re.findall(r"subplots\(\s*(\d+)\s*,\s*(\d+)", source)
+        assert all(int(a) * int(b) == 1 for a, b in grids), nb.name
+        assert not re.search(r"plot\.(components|rpca_frames|rpca_blocks)\(", source)
+        (png,) = [
+            o["data"]["image/png"]
+            for o in cells[0]["outputs"]
+            if "image/png" in o.get("data", {})
+        ]
+        img = re.search(
+            r'<a[^>]*href="_generated/gallery/' + nb.stem + r'\.html"[^>]*>\s*<img[^>]*'
+            r'src="([^"]+)"',
+            cards,
+        )
+        assert img, f"no card for {nb.name}"
+        shown = (site / img.group(1)).read_bytes()
+        png = "".join(png) if isinstance(png, list) else png
+        assert shown == base64.b64decode(png), nb.name
+        height, width = imread(io.BytesIO(shown)).shape[:2]
+        assert width >= 300 and 0.5 <= width / height <= 2.5, (nb.name, width, height)
 
 
 #: a link or a resource on the machine that built or ran something: dead on the site
@@ -542,6 +583,39 @@ def test_guide_examples_print_what_their_page_shows(tmp_path, name):
         == (ROOT / "docs" / "examples" / f"{name}.txt").read_text()
     )
     assert (tmp_path / f"{name}.png").is_file()  # the figure its page shows
+
+
+def test_kernel_pca_caption_holds():
+    """The kernel PCA figure's caption says the rings follow each other along kernel
+    PC 1, outer left, inner right, with 4 points in an overlap: its output says so."""
+    text = (ROOT / "docs" / "examples" / "kernel_pca.txt").read_text()
+    spans = [
+        (float(a), float(b))
+        for a, b in re.findall(r"kernel PC 1 in \[([-+.\d]+), ([-+.\d]+)\]", text)
+    ]
+    (inner, middle, outer) = spans  # radii 1.0, 2.8, 5.0
+    assert outer[1] < middle[0] and middle[0] < inner[0] and middle[1] < inner[1]
+    overlap = re.search(r"overlap: (\d+)", text).group(1)
+    caption = (ROOT / "docs" / "guide" / "kernel_pca.md").read_text()
+    assert f"only a few points ({overlap} of 6,000)" in " ".join(caption.split())
+
+
+@pytest.mark.parametrize(
+    ("page", "figure"),
+    [
+        ("guide/genotypes", "genotypes.png"),
+        ("guide/single_cell", "single_cell_pbmc.png"),
+        ("guide/kernel_pca", "kernel_pca.png"),
+        ("guide/robust_pca", "robust_pca.png"),
+    ],
+)
+def test_guide_figure_shows_in_a_browser(site, tmp_path, page, figure):
+    """The guide's figures of populations, cell types and genes, and the redrawn
+    kernel and robust PCA ones, load on their pages."""
+    dom = rendered_dom((site / f"{page}.html").as_uri(), tmp_path / "profile")
+    tags = [t for t in re.findall(r"<img[^>]*>", dom) if figure in t]
+    assert tags, f"{page}: {figure} is not on the page"
+    assert all('data-loaded="yes"' in t for t in tags), f"{page}: {figure} not loaded"
 
 
 def _keep(png: Path) -> None:

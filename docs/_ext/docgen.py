@@ -345,18 +345,26 @@ def class_notes(name: str) -> str:
 
 
 # -- gallery ---------------------------------------------------------------------------
-def _notebook_thumbnail(nb: dict) -> bytes | None:
-    """The PNG of the notebook's gallery figure (the first figure of a cell tagged
-    ``gallery`` by notebooks/build.py), else of its first figure."""
+def _notebook_thumbnail(nb: dict, name: str) -> bytes:
+    """The PNG of the notebook's gallery card: the figure of its cell marked
+    ``thumbnail=true`` in ``notebooks/src/`` (one figure of one panel, chosen to be
+    readable at the card's size; a grid of panels squeezed into a card is not)."""
     import base64
 
-    cells = sorted(nb["cells"], key=lambda c: "gallery" not in c.get("metadata", {}))
-    for cell in cells:
-        for out in cell.get("outputs", []):
-            png = out.get("data", {}).get("image/png")
-            if png:
-                return base64.b64decode("".join(png) if isinstance(png, list) else png)
-    return None
+    pngs = [
+        out["data"]["image/png"]
+        for cell in nb["cells"]
+        if cell.get("metadata", {}).get("thumbnail")
+        for out in cell.get("outputs", [])
+        if "image/png" in out.get("data", {})
+    ]
+    if len(pngs) != 1:
+        raise RuntimeError(
+            f"notebooks/{name}: the gallery needs one cell marked thumbnail=true with "
+            f"one figure; found {len(pngs)} figures in such cells"
+        )
+    png = pngs[0]
+    return base64.b64decode("".join(png) if isinstance(png, list) else png)
 
 
 #: a link to the machine that ran a notebook (a Dask dashboard, a scheduler): dead
@@ -446,19 +454,18 @@ def gallery_cards(thumbs: Path) -> str:
         nb = json.loads(path.read_text())
         first = "".join(nb["cells"][0]["source"]).splitlines()[0]
         title = first.lstrip("#").strip().replace("`", "")
-        png = _notebook_thumbnail(nb)
+        png = _notebook_thumbnail(nb, path.name)
         card = ["::::{container} sp-card"]
-        if png is not None:
-            target = thumbs / f"{path.stem}.png"
-            if not target.exists() or target.read_bytes() != png:
-                target.write_bytes(png)
-            rel = target.relative_to(DOCS).as_posix()
-            card += [
-                "```{image} " + rel,
-                f":alt: {title}",
-                f":target: _generated/gallery/{path.stem}.html",
-                "```",
-            ]
+        target = thumbs / f"{path.stem}.png"
+        if not target.exists() or target.read_bytes() != png:
+            target.write_bytes(png)
+        rel = target.relative_to(DOCS).as_posix()
+        card += [
+            "```{image} " + rel,
+            f":alt: {title}",
+            f":target: _generated/gallery/{path.stem}.html",
+            "```",
+        ]
         card += ["", f"{{doc}}`{title} <_generated/gallery/{path.stem}>`", "::::", ""]
         cards += card
     return "\n".join([":::::{container} sp-gallery", "", *cards, ":::::", ""])
