@@ -139,6 +139,12 @@ def test_config_reference_every_key_has_a_meaning_and_an_anchor(site):
                 assert anchor not in ids, anchor
                 continue
             assert len(meaning(anchor)) > 10, anchor
+    from scalepca.persistence.registry import METHODS, estimator_class
+
+    for method in METHODS:
+        for name in inspect.signature(estimator_class(method).__init__).parameters:
+            if name != "self":
+                assert f"model.{method}.{name}" in ids, f"model.{method}.{name}"
     for _, prefix, schema in schema_sections():
         for key in schema:
             anchors = [a for a in ids if a.startswith(prefix) and a.endswith(f".{key}")]

@@ -265,7 +265,10 @@ def config_reference() -> str:
         "Relative paths in the file ("
         + ", ".join(f"`{'.'.join(k)}`" for k in config.PATH_KEYS)
         + ") are taken from the config file's folder. Defaults are written as in the YAML "
-        "file.\n",
+        "file. Every key's row has an anchor to link to: its key with its section "
+        "(`config.html#data.path`), and with the generator, method or cluster kind "
+        "where the key is one of theirs (`#data.generate.rings.radii`, "
+        "`#model.pca.n_components`, `#cluster.slurm.queue`).\n",
         "Sections, in the order of a config file: [data](#data), "
         "[data.generate](#data-generate), [model](#model), [cluster](#cluster), "
         "[output](#output), [progress](#top-level).\n",
