@@ -295,6 +295,12 @@ def _check_generate(gen) -> dict:
             f"'data.generate.kind' {kind!r} is unknown; allowed: "
             f"{', '.join(GENERATORS)}{did_you_mean(kind, GENERATORS)}"
         )
+    python_only = [p for p in GENERATE_PYTHON_ONLY if p in params]
+    if python_only:
+        raise ConfigError(
+            f"'data.generate.{python_only[0]}' is for Python (the generator then returns "
+            "the truth beside the data); a config writes the data only: remove it"
+        )
     check_params(GENERATORS[kind], params, "data.generate", skip=GENERATE_PYTHON_ONLY)
     required = [
         p
