@@ -248,7 +248,7 @@ def test_quickstart_defaults_filled():
                     "generate": {"kind": "rings", "n_samples": 9, "return_labels": 1},
                 }
             ),
-            ["'data.generate.return_labels' is for Python", "writes the data only"],
+            ["'data.generate.return_labels' is for Python", "written alone"],
         ),
     ],
 )
