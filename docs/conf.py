@@ -49,6 +49,8 @@ exclude_patterns = [
     "_generated/notes_*.rst",
     "_generated/api_*.rst",
     "_generated/*.md",
+    # the gallery's notebooks as downloaded: files of the site, not pages
+    "_generated/downloads/**",
 ]
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3

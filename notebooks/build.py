@@ -7,7 +7,8 @@ them.
 
 Each notebook's cells live in ``src/NN_name.py``, a jupytext "percent" script (``# %%`` opens
 a code cell, ``# %% [markdown]`` a text cell whose lines are comments; ``gallery="name"`` on a
-cell's marker names the PNG its first figure is saved as in docs/img/). The notebooks are
+cell's marker names the PNG its first figure is saved as in docs/img/; ``thumbnail=true`` marks
+the cell whose figure, one panel, is the notebook's card in the docs' gallery). The notebooks are
 committed with their outputs, so they can be read on the web without running anything. Edit
 the sources (one place), then rebuild with ``--execute``. Every notebook generates its own
 small data in a temporary directory and removes it at the end; nothing is downloaded.

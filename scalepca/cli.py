@@ -496,9 +496,8 @@ def _n_samples(args, sig, params) -> int:
 
 
 def cmd_make_data(args) -> int:
-    from .app.config import ConfigError, apply_overrides
+    from .app.config import ConfigError, apply_overrides, check_generate_params
     from .datasets import GENERATORS
-    from .persistence.registry import check_params
 
     func = GENERATORS[args.kind]
     sig = inspect.signature(func).parameters
@@ -516,7 +515,7 @@ def cmd_make_data(args) -> int:
     if "n_features" in sig and sig["n_features"].default is inspect.Parameter.empty:
         params.setdefault("n_features", 100)
     try:
-        check_params(func, params, "make-data")
+        check_generate_params(func, params, "make-data")
     except ConfigError as err:
         raise UserError(str(err).replace("'make-data.", "'--set ")) from None
     from ._codecs import check_codec

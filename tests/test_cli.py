@@ -494,6 +494,11 @@ def test_make_data_errors(tmp_path, capsys):
         ),
         (["--set", "rnk=3"], "'--set rnk'"),
         (["--set", "rank=many"], "'--set rank' must be an integer"),
+        # the generator would return (M, L, S) and the writer fail on the tuple
+        (
+            ["--kind", "low_rank_sparse", "--set", "return_parts=true"],
+            "'--set return_parts' is for Python",
+        ),
         (["--size", "lots"], "--size 'lots'"),
         (
             ["--codec", "blosc:lz4"],

@@ -239,6 +239,17 @@ def test_quickstart_defaults_filled():
             ),
             ["'data.generate.n_samples' must be an integer"],
         ),
+        # the generator's option to return the truth too is Python's: a config writes
+        # the data only, and would otherwise fail writing a tuple
+        (
+            _base(
+                data={
+                    "path": "x",
+                    "generate": {"kind": "rings", "n_samples": 9, "return_labels": 1},
+                }
+            ),
+            ["'data.generate.return_labels' is for Python", "written alone"],
+        ),
     ],
 )
 def test_errors_name_key_and_allowed(cfg, fragments):

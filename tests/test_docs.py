@@ -89,6 +89,7 @@ def test_every_page_is_built(site):
         "api/config",
         "api/singlecell",
         "guide/index",
+        "guide/genotypes",
         *GUIDE_PAGES,
     ):
         assert (site / f"{page}.html").is_file(), page
@@ -107,6 +108,136 @@ def test_config_reference_lists_every_schema_key(site):
             assert key in text, key
     for method in METHODS:
         assert f"method: {method}" in text
+
+
+def test_config_reference_every_key_has_a_meaning_and_an_anchor(site):
+    """Each ``data.generate`` key of each kind, and each key of the fixed sections,
+    has a row with a meaning and an anchor of its own (``config.html#data.path``,
+    ``#data.generate.rings.radii``); the generators' Python-only options are no
+    keys."""
+    import inspect
+
+    from scalepca.app.config import GENERATE_PYTHON_ONLY, schema_sections
+    from scalepca.datasets import GENERATORS
+
+    html = (site / "config.html").read_text()
+    ids = re.findall(r'<span class="sp-key" id="([^"]+)">', html)
+    assert len(ids) == len(set(ids)), "an anchor is given twice"
+
+    def meaning(anchor: str) -> str:
+        row = re.search(
+            r'<span class="sp-key" id="' + re.escape(anchor) + r'">.*?</tr>', html, re.S
+        )
+        assert row, f"no row with the anchor {anchor}"
+        last = re.findall(r"<td>(.*?)</td>", row.group(0), re.S)[-1]
+        return re.sub(r"<[^>]+>", "", last).strip()
+
+    for kind, func in GENERATORS.items():
+        for name in inspect.signature(func).parameters:
+            anchor = f"data.generate.{kind}.{name}"
+            if name in GENERATE_PYTHON_ONLY:
+                assert anchor not in ids, anchor
+                continue
+            assert len(meaning(anchor)) > 10, anchor
+    from scalepca.persistence.registry import METHODS, estimator_class
+
+    for method in METHODS:
+        for name in inspect.signature(estimator_class(method).__init__).parameters:
+            if name != "self":
+                assert f"model.{method}.{name}" in ids, f"model.{method}.{name}"
+    for _, prefix, schema in schema_sections():
+        for key in schema:
+            anchors = [a for a in ids if a.startswith(prefix) and a.endswith(f".{key}")]
+            anchors += [key] if not prefix and key in ids else []
+            assert anchors, f"{prefix}.{key} has no anchor"
+            assert all(meaning(a) for a in anchors), f"{prefix}.{key}"
+
+
+def test_gallery_pages_offer_their_notebook_and_script(site):
+    """Every gallery page links its notebook (``.ipynb``) and its script (``.py``),
+    files of the built site: the notebook with its outputs, the script its source in
+    ``notebooks/src/``, runnable Python."""
+    import json
+
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        page = site / "_generated" / "gallery" / f"{nb.stem}.html"
+        html = page.read_text()
+        links = re.findall(
+            r'<a class="reference download internal"[^>]*href="([^"]+)"', html
+        )
+        files = {Path(link).suffix: (page.parent / link).resolve() for link in links}
+        assert set(files) == {".ipynb", ".py"}, (nb.name, links)
+        for path in files.values():
+            assert path.is_file() and site.resolve() in path.parents, path
+        got = json.loads(files[".ipynb"].read_text())
+        want = json.loads(nb.read_text())
+        assert [c["source"] for c in got["cells"]] == [
+            c["source"] for c in want["cells"]
+        ], nb.name
+        script = files[".py"].read_text()
+        assert script == (ROOT / "notebooks" / "src" / f"{nb.stem}.py").read_text()
+        compile(script, files[".py"].name, "exec")
+
+
+def test_gallery_cards_show_one_readable_figure(site):
+    """Each card shows the figure of its notebook's cell marked ``thumbnail=true``: one
+    figure on one panel, of a shape a card shows readably, not a grid of panels
+    squeezed into it."""
+    import base64
+    import io
+    import json
+
+    from matplotlib.image import imread
+
+    cards = (site / "gallery.html").read_text()
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = [
+            c
+            for c in json.loads(nb.read_text())["cells"]
+            if c["metadata"].get("thumbnail")
+        ]
+        assert len(cells) == 1, f"{nb.name}: {len(cells)} cells marked thumbnail"
+        source = "".join(cells[0]["source"])
+        grids = re.findall(r"subplots\(\s*(\d+)\s*,\s*(\d+)", source)
+        assert all(int(a) * int(b) == 1 for a, b in grids), nb.name
+        assert not re.search(r"plot\.(components|rpca_frames|rpca_blocks)\(", source)
+        (png,) = [
+            o["data"]["image/png"]
+            for o in cells[0]["outputs"]
+            if "image/png" in o.get("data", {})
+        ]
+        img = re.search(
+            r'<a[^>]*href="_generated/gallery/' + nb.stem + r'\.html"[^>]*>\s*<img[^>]*'
+            r'src="([^"]+)"',
+            cards,
+        )
+        assert img, f"no card for {nb.name}"
+        shown = (site / img.group(1)).read_bytes()
+        png = "".join(png) if isinstance(png, list) else png
+        assert shown == base64.b64decode(png), nb.name
+        height, width = imread(io.BytesIO(shown)).shape[:2]
+        assert width >= 300 and 0.5 <= width / height <= 2.5, (nb.name, width, height)
+
+
+#: a link or a resource on the machine that built or ran something: dead on the site
+_LOCAL = re.compile(
+    r"""(?:href|src)\s*=\s*["']?(?:https?:)?//(?:127\.0\.0\.1|localhost|0\.0\.0\.0)""",
+    re.I,
+)
+
+
+def test_no_links_to_the_machine_that_ran_the_notebooks(site):
+    """The Dask client of a notebook shows its dashboard's address as a link; on the
+    site it would be a dead one (the notebook's machine's loopback address)."""
+    assert _LOCAL.search('<a href="http://127.0.0.1:8787/status">')  # the pattern
+    pages = [p for p in site.rglob("*.html")] + list(site.glob("_downloads/*/*.ipynb"))
+    assert len(pages) > 50
+    for page in pages:
+        found = _LOCAL.search(page.read_text())
+        assert found is None, f"{page.relative_to(site)}: {found.group(0)}"
+    # the address is still shown, as text, where the notebook printed it
+    quick = _text(site / "_generated" / "gallery" / "01_quickstart.html")
+    assert "Dashboard:" in quick
 
 
 def test_guide_pages_carry_the_notes_of_their_class(site):
@@ -458,6 +589,39 @@ def test_guide_examples_print_what_their_page_shows(tmp_path, name):
         == (ROOT / "docs" / "examples" / f"{name}.txt").read_text()
     )
     assert (tmp_path / f"{name}.png").is_file()  # the figure its page shows
+
+
+def test_kernel_pca_caption_holds():
+    """The kernel PCA figure's caption says the rings follow each other along kernel
+    PC 1, outer left, inner right, with 4 points in an overlap: its output says so."""
+    text = (ROOT / "docs" / "examples" / "kernel_pca.txt").read_text()
+    spans = [
+        (float(a), float(b))
+        for a, b in re.findall(r"kernel PC 1 in \[([-+.\d]+), ([-+.\d]+)\]", text)
+    ]
+    (inner, middle, outer) = spans  # radii 1.0, 2.8, 5.0
+    assert outer[1] < middle[0] and middle[0] < inner[0] and middle[1] < inner[1]
+    overlap = re.search(r"overlap: (\d+)", text).group(1)
+    caption = (ROOT / "docs" / "guide" / "kernel_pca.md").read_text()
+    assert f"only a few points ({overlap} of 6,000)" in " ".join(caption.split())
+
+
+@pytest.mark.parametrize(
+    ("page", "figure"),
+    [
+        ("guide/genotypes", "genotypes.png"),
+        ("guide/single_cell", "single_cell_pbmc.png"),
+        ("guide/kernel_pca", "kernel_pca.png"),
+        ("guide/robust_pca", "robust_pca.png"),
+    ],
+)
+def test_guide_figure_shows_in_a_browser(site, tmp_path, page, figure):
+    """The guide's figures of populations, cell types and genes, and the redrawn
+    kernel and robust PCA ones, load on their pages."""
+    dom = rendered_dom((site / f"{page}.html").as_uri(), tmp_path / "profile")
+    tags = [t for t in re.findall(r"<img[^>]*>", dom) if figure in t]
+    assert tags, f"{page}: {figure} is not on the page"
+    assert all('data-loaded="yes"' in t for t in tags), f"{page}: {figure} not loaded"
 
 
 def _keep(png: Path) -> None:

@@ -292,6 +292,18 @@ def test_rpca_blocks(rpca_fit):
     ims = _images(fig)
     np.testing.assert_allclose(ims[1].get_array(), rpca.low_rank_[:10, 5:20].compute())
     assert f"rank {rpca.rank_}" in fig.axes[1].get_title()
+    # own scales by default; one scale, L's, with "low_rank", so that L shows in M
+    own = [im.get_clim()[1] for im in ims]
+    assert own[0] > own[1] and len(fig.axes) == 6  # three panels, three colour bars
+    fig = plot.rpca_blocks(
+        M, rpca, rows=slice(0, 10), cols=slice(5, 20), scale="low_rank"
+    )
+    L = rpca.low_rank_[:10, 5:20].compute()
+    for im in _images(fig):
+        assert im.get_clim() == (-np.abs(L).max(), np.abs(L).max())
+    assert len(fig.axes) == 4  # one colour bar
+    with pytest.raises(ValueError, match="scale must be 'each' or 'low_rank'"):
+        plot.rpca_blocks(M, rpca, scale="shared")
 
 
 # -- convergence -----------------------------------------------------------------------

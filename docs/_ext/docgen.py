@@ -11,8 +11,10 @@ committed), so the pages below cannot drift from what they describe:
   the build.
 * ``notes_<Class>.rst`` — the Notes section (passes over the data, memory per worker) of
   each estimator's docstring, for the user guide.
-* ``gallery/*.ipynb`` — copies of the executed notebooks in ``notebooks/`` (rendered
-  with their stored outputs, never executed by the build).
+* ``gallery/*.ipynb`` — the executed notebooks in ``notebooks/`` (rendered with their
+  stored outputs, never executed by the build), each with links to download it
+  (``downloads/*.ipynb``) and its source script (``downloads/*.py``); links of the
+  outputs to the machine that ran it (a Dask dashboard) are left out.
 * ``benchmarks.md`` — curated tables and charts (``bench/*.png``, matplotlib) of
   ``benchmarks/results/*.json`` (in ``docgen_bench.py``).
 * ``layout.md`` — one line per module of the package, from the modules' docstrings.
@@ -26,7 +28,6 @@ from __future__ import annotations
 import inspect
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -43,6 +44,12 @@ def _table(headers, rows) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def _key(name: str, anchor: str) -> str:
+    """A table's key cell: the key as code, with an anchor a link can point at
+    (``config.html#data.generate.low_rank.rank``)."""
+    return f'<span class="sp-key" id="{anchor}"></span>`{name}`'
 
 
 # -- plain-text docstrings as reST -----------------------------------------------------
@@ -177,7 +184,7 @@ def _model_section() -> list[str]:
             default = "required" if par.default is par.empty else _yaml(par.default)
             rows.append(
                 [
-                    f"`{pname}`",
+                    _key(pname, f"model.{method}.{pname}"),
                     config.describe_parameter(cls, pname),
                     default,
                     descs.get(pname, ""),
@@ -188,8 +195,12 @@ def _model_section() -> list[str]:
 
 
 def _generate_section() -> list[str]:
+    """``data.generate``: each generator's keys, with the meanings of its docstring's
+    Parameters section (the one place they are written: its API page shows them too).
+    A key without one fails the build."""
     from numpydoc.docscrape import FunctionDoc
 
+    from scalepca.app.config import GENERATE_PYTHON_ONLY
     from scalepca.datasets import GENERATORS
 
     parts = [
@@ -197,23 +208,47 @@ def _generate_section() -> list[str]:
         "`kind` (default `low_rank`) and the generator's parameters; the store is "
         "written block by block at `data.path` when it does not exist.\n",
     ]
+    missing = []
     for kind, func in GENERATORS.items():
         parts.append(f"### kind: {kind}\n")
         summary = (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
         if summary:
             parts.append(_rst_to_md(summary) + "\n")
-        try:
-            descs = _param_docs(FunctionDoc(func))
-        except Exception:  # a generator without a numpydoc Parameters section
-            descs = {}
+        descs = _param_docs(FunctionDoc(func))
         rows = []
         for pname, par in inspect.signature(func).parameters.items():
+            if pname in GENERATE_PYTHON_ONLY:
+                continue
+            if not descs.get(pname):
+                missing.append(f"{func.__name__}({pname})")
             default = "required" if par.default is par.empty else _yaml(par.default)
-            rows.append([f"`{pname}`", default, descs.get(pname, "")])
-        if not any(row[2] for row in rows):
-            rows = [row[:2] for row in rows]
-        parts.append(_table(["key", "default", "meaning"][: len(rows[0])], rows))
+            rows.append(
+                [
+                    _key(pname, f"data.generate.{kind}.{pname}"),
+                    default,
+                    descs.get(pname, ""),
+                ]
+            )
+        parts.append(_table(["key", "default", "meaning"], rows))
+    if missing:
+        raise RuntimeError(
+            "generator parameters without a description in their docstring's "
+            f"Parameters section: {', '.join(missing)}"
+        )
     return parts
+
+
+def _section_anchor(title: str, prefix: str) -> str:
+    """The anchor prefix of a fixed section's keys: its key prefix, with the kind for
+    sections of one cluster kind (``cluster.slurm``) and the kinds for the sections
+    that share a prefix (``cluster.adaptive.batch``)."""
+    kind = re.match(r"cluster, kind: (\w+)", title)
+    if kind:
+        return f"cluster.{kind.group(1)}"
+    if prefix == "cluster.adaptive":
+        which = re.search(r"\((\w+)", title).group(1)
+        return f"{prefix}.{which}"
+    return prefix
 
 
 def config_reference() -> str:
@@ -230,7 +265,10 @@ def config_reference() -> str:
         "Relative paths in the file ("
         + ", ".join(f"`{'.'.join(k)}`" for k in config.PATH_KEYS)
         + ") are taken from the config file's folder. Defaults are written as in the YAML "
-        "file.\n",
+        "file. Every key's row has an anchor to link to: its key with its section "
+        "(`config.html#data.path`), and with the generator, method or cluster kind "
+        "where the key is one of theirs (`#data.generate.rings.radii`, "
+        "`#model.pca.n_components`, `#cluster.slurm.queue`).\n",
         "Sections, in the order of a config file: [data](#data), "
         "[data.generate](#data-generate), [model](#model), [cluster](#cluster), "
         "[output](#output), [progress](#top-level).\n",
@@ -238,10 +276,11 @@ def config_reference() -> str:
     missing, fixed = [], {}
     for title, prefix, schema in config.schema_sections():
         rows = []
+        section = _section_anchor(title, prefix)
         if title.startswith("cluster, kind: local"):
             rows.append(
                 [
-                    "`kind`",
+                    _key("kind", "cluster.kind"),
                     "a string",
                     "`local`",
                     _rst_to_md(config.KEY_DOCS["cluster.kind"])
@@ -257,7 +296,8 @@ def config_reference() -> str:
                 continue
             typ, default = config.describe_field(field)
             default = default if default == "required" else f"`{default}`"
-            rows.append([f"`{key}`", typ, default, _rst_to_md(doc)])
+            anchor = f"{section}.{key}" if section else key
+            rows.append([_key(key, anchor), typ, default, _rst_to_md(doc)])
         fixed[title] = _table(["key", "type", "default", "meaning"], rows)
     if missing:
         raise RuntimeError(
@@ -308,18 +348,100 @@ def class_notes(name: str) -> str:
 
 
 # -- gallery ---------------------------------------------------------------------------
-def _notebook_thumbnail(nb: dict) -> bytes | None:
-    """The PNG of the notebook's gallery figure (the first figure of a cell tagged
-    ``gallery`` by notebooks/build.py), else of its first figure."""
+def _notebook_thumbnail(nb: dict, name: str) -> bytes:
+    """The PNG of the notebook's gallery card: the figure of its cell marked
+    ``thumbnail=true`` in ``notebooks/src/`` (one figure of one panel, chosen to be
+    readable at the card's size; a grid of panels squeezed into a card is not)."""
     import base64
 
-    cells = sorted(nb["cells"], key=lambda c: "gallery" not in c.get("metadata", {}))
-    for cell in cells:
+    pngs = [
+        out["data"]["image/png"]
+        for cell in nb["cells"]
+        if cell.get("metadata", {}).get("thumbnail")
+        for out in cell.get("outputs", [])
+        if "image/png" in out.get("data", {})
+    ]
+    if len(pngs) != 1:
+        raise RuntimeError(
+            f"notebooks/{name}: the gallery needs one cell marked thumbnail=true with "
+            f"one figure; found {len(pngs)} figures in such cells"
+        )
+    png = pngs[0]
+    return base64.b64decode("".join(png) if isinstance(png, list) else png)
+
+
+#: a link to the machine that ran a notebook (a Dask dashboard, a scheduler): dead
+#: anywhere else
+_LOCAL_LINK = re.compile(
+    r"<a\b[^>]*href=[\"']?(?:https?:)?//(?:127\.0\.0\.1|localhost|0\.0\.0\.0)"
+    r"[^>]*>(.*?)</a>",
+    re.S | re.I,
+)
+
+
+def _without_local_links(nb: dict) -> dict:
+    """The notebook with every link of its outputs to the machine that ran it (a
+    Dask client's dashboard) turned into plain text: the address stays readable, as
+    the place the dashboard was, and nothing on the site links to it."""
+    for cell in nb["cells"]:
         for out in cell.get("outputs", []):
-            png = out.get("data", {}).get("image/png")
-            if png:
-                return base64.b64decode("".join(png) if isinstance(png, list) else png)
-    return None
+            for mime, value in out.get("data", {}).items():
+                if mime != "text/html":
+                    continue
+                lines = value if isinstance(value, list) else [value]
+                text = _LOCAL_LINK.sub(r"\1", "".join(lines))
+                out["data"][mime] = text.splitlines(keepends=True)
+    return nb
+
+
+def _download_cell(stem: str) -> dict:
+    """The markdown cell put under a gallery page's title: the notebook and its
+    script, as files of the site (``{download}``: Sphinx copies them to
+    ``_downloads/``)."""
+    text = (
+        "```{container} sp-downloads\n"
+        f"Download this example: {{download}}`notebook ({stem}.ipynb) "
+        f"<../downloads/{stem}.ipynb>` · {{download}}`Python script ({stem}.py) "
+        f"<../downloads/{stem}.py>` (jupytext's percent format: runs as it stands "
+        "with `python`, and opens as a notebook in Jupyter with jupytext).\n"
+        "```"
+    )
+    return {"cell_type": "markdown", "id": "downloads", "metadata": {}, "source": text}
+
+
+def gallery_files(out: Path) -> list[Path]:
+    """Each notebook of ``notebooks/`` as the gallery shows it and as it is
+    downloaded.
+
+    ``out/gallery/<name>.ipynb`` is the page (its stored outputs, a download cell
+    under the title); ``out/downloads/<name>.ipynb`` the notebook and
+    ``out/downloads/<name>.py`` its source script (``notebooks/src/``), both without
+    links to the machine that ran it. Returns the files.
+    """
+    written = []
+    for sub in ("gallery", "downloads"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = _without_local_links(json.loads(path.read_text()))
+        script = ROOT / "notebooks" / "src" / f"{path.stem}.py"
+        page = dict(
+            nb, cells=[nb["cells"][0], _download_cell(path.stem), *nb["cells"][1:]]
+        )
+        for target, text in (
+            (
+                out / "downloads" / path.name,
+                json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
+            ),
+            (out / "downloads" / script.name, script.read_text()),
+            (
+                out / "gallery" / path.name,
+                json.dumps(page, indent=1, ensure_ascii=False) + "\n",
+            ),
+        ):
+            if not target.exists() or target.read_text() != text:
+                target.write_text(text)
+            written.append(target)
+    return written
 
 
 def gallery_cards(thumbs: Path) -> str:
@@ -335,19 +457,18 @@ def gallery_cards(thumbs: Path) -> str:
         nb = json.loads(path.read_text())
         first = "".join(nb["cells"][0]["source"]).splitlines()[0]
         title = first.lstrip("#").strip().replace("`", "")
-        png = _notebook_thumbnail(nb)
+        png = _notebook_thumbnail(nb, path.name)
         card = ["::::{container} sp-card"]
-        if png is not None:
-            target = thumbs / f"{path.stem}.png"
-            if not target.exists() or target.read_bytes() != png:
-                target.write_bytes(png)
-            rel = target.relative_to(DOCS).as_posix()
-            card += [
-                "```{image} " + rel,
-                f":alt: {title}",
-                f":target: _generated/gallery/{path.stem}.html",
-                "```",
-            ]
+        target = thumbs / f"{path.stem}.png"
+        if not target.exists() or target.read_bytes() != png:
+            target.write_bytes(png)
+        rel = target.relative_to(DOCS).as_posix()
+        card += [
+            "```{image} " + rel,
+            f":alt: {title}",
+            f":target: _generated/gallery/{path.stem}.html",
+            "```",
+        ]
         card += ["", f"{{doc}}`{title} <_generated/gallery/{path.stem}>`", "::::", ""]
         cards += card
     return "\n".join([":::::{container} sp-gallery", "", *cards, ":::::", ""])
@@ -921,11 +1042,7 @@ def generate() -> list[Path]:
     gallery = OUT / "gallery"
     gallery.mkdir(exist_ok=True)
     write("gallery_cards.md", gallery_cards(gallery / "thumbs"))
-    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        target = gallery / nb.name
-        if not target.exists() or target.read_bytes() != nb.read_bytes():
-            shutil.copyfile(nb, target)
-        written.append(target)
+    written += gallery_files(OUT)
     return written
 
 

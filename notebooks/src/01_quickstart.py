@@ -65,18 +65,20 @@ print(f"PPCA: {ppca.n_passes_} pass, {ppca.fit_time_:.2f} s, noise variance σ²
       f"{ppca.noise_variance_:.3f} (true: 1.0)")
 print("explained variance ratio:", np.round(pca.explained_variance_ratio_, 3))
 
+# %% thumbnail=true
+ax = plot.scree(pca)
+ax.set_title("scree plot: 8 components above the noise");
+
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
-plot.scree(pca, ax=axes[0])
-axes[0].set_title("scree plot: 8 components above the noise")
 # the fitted subspace against the generator's true loadings V
 V_true, scales, _ = low_rank_factors(100, 8, seed=0)
 cosines = np.linalg.svd(ppca.components_ @ V_true.T, compute_uv=False)
-axes[1].bar(np.arange(1, 9), cosines)
-axes[1].set_ylim(0.99, 1.0005)
-axes[1].set_xlabel("principal angle")
-axes[1].set_ylabel("cosine")
-axes[1].set_title("PPCA subspace vs the true one");
+fig, ax = plt.subplots(figsize=(5, 3.4), layout="constrained")
+ax.bar(np.arange(1, 9), cosines)
+ax.set_ylim(0.99, 1.0005)
+ax.set_xlabel("principal angle")
+ax.set_ylabel("cosine")
+ax.set_title("PPCA subspace vs the true one");
 
 # %% [markdown]
 # ## Scores

@@ -75,6 +75,16 @@ for cax in fig.axes:
         cax.set_ylabel("loading (dimensionless)");
 
 # %% [markdown]
+# The leading mode on a map of its own:
+
+# %% thumbnail=true
+fig, ax = plt.subplots(figsize=(6, 3.4), layout="constrained")
+eof.components_xr_.sel(mode=1).plot(
+    ax=ax, cmap="RdBu_r", cbar_kwargs={"label": "loading (dimensionless)"}
+)
+ax.set_title(f"EOF 1: {eof.explained_variance_ratio_[0]:.0%} of the variance");
+
+# %% [markdown]
 # ## Principal-component time series
 #
 # `transform` of xarray input is an xarray DataArray over `time` and `mode`.

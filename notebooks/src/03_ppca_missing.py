@@ -93,7 +93,7 @@ for ax, (name, pred) in zip(axes, [("mean fill + PCA", X_pca), ("PPCA-EM", X_imp
 # The same comparison as the share of missing entries grows. Mean-filling shrinks the
 # structure towards the mean as gaps grow; EM keeps using the observed entries of every row.
 
-# %% gallery="ppca_missing"
+# %% gallery="ppca_missing" thumbnail=true
 fractions = [0.1, 0.3, 0.5]
 errors = {"mean fill + PCA": [], "PPCA-EM": []}
 for f in fractions:

@@ -91,7 +91,7 @@ for approx, e in err.items():
 # `transform` projects new points (lazily, chunk by chunk) — here a grid of the plane, coloured
 # by the first kernel component: it grows from the inner ring outwards.
 
-# %%
+# %% thumbnail=true
 ny = models["Nyström, m = 300"]
 g = np.linspace(-6.5, 6.5, 120)
 G = np.stack(np.meshgrid(g, g), axis=-1).reshape(-1, 2)

@@ -45,7 +45,7 @@ plot.components(spca, image_shape=(8, 8), colorbar=False).suptitle(
 # Tibshirani (what each component adds beyond the previous ones, from a QR decomposition of the
 # scores) — `explained_variance_ratio_`.
 
-# %%
+# %% thumbnail=true
 alphas = [0.0, 10.0, 21.0, 42.0, 85.0, 127.0]
 zeros, explained = [], []
 for a in alphas:

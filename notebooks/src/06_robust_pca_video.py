@@ -104,3 +104,16 @@ for ax, img, title in zip(axes, [truth_fg[t], np.abs(S[t]) > thr, median_fg[t]],
     ax.imshow(img, cmap="gray", interpolation="nearest")
     ax.set_title(f"{title}, frame {t}", fontsize=9)
     ax.set_xticks([]); ax.set_yticks([])
+
+# %% [markdown]
+# Frame 75 in one picture: the background robust PCA recovered (L, grey) and, in colour, the
+# pixels it put in the foreground (|S| > 0.1).
+
+# %% thumbnail=true
+fig, ax = plt.subplots(figsize=(5, 4), layout="constrained")
+ax.imshow(L[t], cmap="gray", interpolation="nearest")
+moving = np.ma.masked_where(np.abs(S[t]) <= thr, np.abs(S[t]))
+ax.imshow(moving, cmap="autumn", interpolation="nearest")
+ax.set_title(f"frame {t}: background L, foreground |S| > {thr} in colour")
+ax.set_xticks([])
+ax.set_yticks([]);

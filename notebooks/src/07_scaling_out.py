@@ -98,7 +98,7 @@ cli_model = scalepca.load(work / "out" / "model.zarr")
 print("CLI vs Python, largest difference of the components:",
       np.abs(cli_model.components_ - remote.components_).max())
 
-# %%
+# %% thumbnail=true
 import base64
 import re
 

@@ -102,7 +102,7 @@ for name, m in (("alpha = 0    ", dense), ("alpha = 0.01 ", spca)):
 # Rows: the words that load on at least one sparse component; columns: the components; white:
 # exactly zero. Each component is a short list of words that occur together in docstrings.
 
-# %% gallery="sparse_pca_words"
+# %% gallery="sparse_pca_words" thumbnail=true
 C = spca.components_
 used = np.flatnonzero(np.any(C != 0, axis=0))
 order = used[np.lexsort((-np.abs(C[:, used]).max(axis=0), np.argmax(np.abs(C[:, used]), axis=0)))]

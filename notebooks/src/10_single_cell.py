@@ -114,7 +114,7 @@ fig.tight_layout()
 # %% [markdown]
 # ## Cells in the first two components, coloured by Louvain cluster
 
-# %%
+# %% thumbnail=true
 louvain = ours.obs["louvain"]
 X_pca = np.asarray(ours.obsm["X_pca"])
 fig, ax = plt.subplots(figsize=(6, 4.5))

@@ -58,7 +58,7 @@ wave = xr.DataArray(values, dims=("time", "lat", "lon"), name="sst",
 wave = wave.chunk({"time": 120})
 print(wave)
 
-# %%
+# %% thumbnail=true
 fig, ax = plt.subplots(figsize=(6, 4))
 wave.sel(lat=0).isel(time=slice(0, 120)).plot(ax=ax, x="lon", y="time", cmap="RdBu_r",
                                               cbar_kwargs={"label": "anomaly (K)"})

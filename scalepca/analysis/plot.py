@@ -732,13 +732,23 @@ def rpca_blocks(
     low_rank=None,
     sparse=None,
     cmap: str = "RdBu_r",
+    scale: str = "each",
 ):
     """Robust PCA of a matrix: the block ``[rows, cols]`` of M, L and S side by side.
 
     Only that block of each array is computed. Returns the Figure (three image
-    panels, each with its own colour scale symmetric about zero; the titles give the
-    share of non-zero entries of S in the block and the rank of the model if known).
+    panels; the titles give the share of non-zero entries of S in the block and the
+    rank of the model if known).
+
+    ``scale`` sets the colour scales, symmetric about zero: ``"each"`` gives every
+    panel its own (L readable in its panel, but where the outliers of S are far
+    larger, as in the problems of Candès et al., M's scale hides L and M looks like
+    S); ``"low_rank"`` gives the three panels one scale, set by the block of L, with
+    one colour bar: L shows in M as it does on its own, and the entries of S beyond
+    L's range saturate (the ends of the colour bar).
     """
+    if scale not in ("each", "low_rank"):
+        raise ValueError(f"scale must be 'each' or 'low_rank'; got {scale!r}")
     low_rank, sparse = _rpca_parts(model, low_rank, sparse)
     parts = [_small(A[rows, cols], "block") for A in (M, low_rank, sparse)]
     if parts[0].ndim != 2 or parts[0].size == 0:
@@ -752,13 +762,19 @@ def rpca_blocks(
         "L (low rank" + (f", rank {rank})" if rank is not None else ")"),
         f"S (sparse, {nz:.1f} % non-zero)",
     ]
+    shared = _symmetric_limit(parts[1])
     for ax, A, name in zip(axes, parts, names, strict=True):
-        lim = _symmetric_limit(A)  # own scale: L is often far smaller than the outliers
+        lim = shared if scale == "low_rank" else _symmetric_limit(A)
         im = ax.imshow(
             A, cmap=cmap, vmin=-lim, vmax=lim, interpolation="nearest", aspect="auto"
         )
         ax.set_title(name, fontsize=9)
-        fig.colorbar(im, ax=ax, shrink=0.8)
+        if scale == "each":
+            fig.colorbar(im, ax=ax, shrink=0.8)
+    if scale == "low_rank":
+        fig.colorbar(
+            im, ax=axes, shrink=0.8, extend="both", label="value (the scale of L)"
+        )
     return fig
 
 

@@ -277,9 +277,27 @@ def _check_model(model, problems: list) -> dict:
     return {"method": method, "params": params}
 
 
+#: generator parameters that add arrays to what the function returns (the truth, for
+#: checks in Python); a config or make-data writes the data only, so they are not keys
+GENERATE_PYTHON_ONLY = ("return_labels", "return_parts")
+
+
+def check_generate_params(func, params: dict, where: str) -> None:
+    """Check the keyword ``params`` of the generator ``func`` (``data.generate``,
+    ``make-data --set``): names and types, and none of the Python-only options."""
+    from ..persistence.registry import check_params
+
+    python_only = [p for p in GENERATE_PYTHON_ONLY if p in params]
+    if python_only:
+        raise ConfigError(
+            f"'{where}.{python_only[0]}' is for Python (the generator then returns "
+            "the truth beside the data); the data are written alone: remove it"
+        )
+    check_params(func, params, where, skip=GENERATE_PYTHON_ONLY)
+
+
 def _check_generate(gen) -> dict:
     from ..datasets import GENERATORS
-    from ..persistence.registry import check_params
 
     if not isinstance(gen, dict):
         raise ConfigError(f"'data.generate' must be a mapping; got {gen!r}")
@@ -290,7 +308,7 @@ def _check_generate(gen) -> dict:
             f"'data.generate.kind' {kind!r} is unknown; allowed: "
             f"{', '.join(GENERATORS)}{did_you_mean(kind, GENERATORS)}"
         )
-    check_params(GENERATORS[kind], params, "data.generate")
+    check_generate_params(GENERATORS[kind], params, "data.generate")
     required = [
         p
         for p, par in inspect.signature(GENERATORS[kind]).parameters.items()

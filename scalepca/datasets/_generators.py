@@ -113,6 +113,24 @@ def make_low_rank(
     (``[seed, 2, block index]``), so the data do not depend on the cluster that
     computes them.
 
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows (samples).
+    n_features : int
+        Number of columns (features).
+    rank : int, default=10
+        Number of latent factors, at most ``n_features``.
+    noise : float, default=1.0
+        Standard deviation of the Gaussian noise added to every entry.
+    chunk_rows : int, default=50000
+        Rows per block of the lazy array (the store's row chunk when written).
+    dtype : str, default="float64"
+        Data type of the values.
+    seed : int, default=0
+        Seed of every random draw: the same seed gives the same data whatever the
+        blocks, the workers or their order.
+
     Examples
     --------
     >>> import scalepca
@@ -168,6 +186,26 @@ def make_missing(
     probability ``missing`` (missing completely at random). The complete data are
     ``make_low_rank`` with the same arguments, so a test can compare imputed values
     with the truth.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows (samples).
+    n_features : int
+        Number of columns (features).
+    rank : int, default=10
+        Number of latent factors, as in :func:`make_low_rank`.
+    noise : float, default=1.0
+        Standard deviation of the Gaussian noise added to every entry.
+    missing : float, default=0.2
+        Probability that an entry is missing (NaN), in [0, 1).
+    chunk_rows : int, default=50000
+        Rows per block of the lazy array (the store's row chunk when written).
+    dtype : str, default="float64"
+        Data type of the values.
+    seed : int, default=0
+        Seed of every random draw: the same seed gives the same data whatever the
+        blocks, the workers or their order.
 
     Examples
     --------
@@ -263,6 +301,30 @@ def make_gridded(
     sea-surface-temperature record. Coordinates: daily ``time`` from 2000-01-01,
     ``lat`` (cell centres, degrees north), ``lon`` (degrees east). Open with
     ``open_matrix(path, sample_dims="time")``; the features are the grid cells.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of time steps (daily, from 2000-01-01).
+    n_lat : int, default=36
+        Number of latitudes of the grid (cell centres from pole to pole).
+    n_lon : int, default=72
+        Number of longitudes of the grid (from 0° east).
+    rank : int, default=5
+        Number of smooth spatial modes with a time series each.
+    noise : float, default=0.5
+        Standard deviation of the Gaussian noise added to every sea cell.
+    land_fraction : float, default=0.3
+        Share of the grid under the land mask (NaN at every time), in [0, 1).
+    chunk_rows : int, default=1000
+        Time steps per block of the lazy array.
+    dtype : str, default="float32"
+        Data type of the values.
+    variable : str, default="sst"
+        Name of the Dataset's variable.
+    seed : int, default=0
+        Seed of every random draw: the same seed gives the same data whatever the
+        blocks, the workers or their order.
 
     Examples
     --------
@@ -365,6 +427,38 @@ def make_coupled_fields(
     named by ``variables``; open with ``open_matrix(path, variable=[...],
     sample_dims="time")``.
 
+    Parameters
+    ----------
+    n_samples : int
+        Number of time steps, shared by both fields.
+    n_lat : int, default=24
+        Number of latitudes of the first field's grid.
+    n_lon : int, default=48
+        Number of longitudes of the first field's grid.
+    n_lat_y : int, default=18
+        Number of latitudes of the second field's grid.
+    n_lon_y : int, default=36
+        Number of longitudes of the second field's grid.
+    rank : int, default=4
+        Number of smooth modes of each field.
+    coupled : int, default=2
+        How many of the leading modes the two fields share their time series in,
+        from 0 to ``rank``.
+    noise : float, default=0.5
+        Standard deviation of the noise of the first field (100 times that for
+        the second).
+    land_fraction : float, default=0.3
+        Share of the first field's grid under its land mask, in [0, 1).
+    chunk_rows : int, default=1000
+        Time steps per block of the lazy arrays.
+    dtype : str, default="float32"
+        Data type of the values.
+    variables : tuple of str, default=("sst", "z")
+        The two variables' names, the first field's first.
+    seed : int, default=0
+        Seed of every random draw: the same seed gives the same data whatever the
+        blocks, the workers or their order.
+
     Examples
     --------
     >>> import scalepca
@@ -451,9 +545,31 @@ def make_rings(
 
     Each point picks a ring uniformly, an angle uniformly, and gets isotropic
     Gaussian noise of standard deviation ``noise`` in every feature. Linear PCA
-    cannot separate the rings; an RBF kernel PCA (γ ≈ 0.5 for the default radii)
-    does. With ``return_labels`` also the lazy ring index of every row (int64, same
+    cannot separate the rings; an RBF kernel PCA (γ ≈ 0.1 for the default radii)
+    does, along its first component. With ``return_labels`` also the lazy ring index of every row (int64, same
     row chunks) is returned.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows (samples).
+    n_features : int, default=2
+        Number of columns, at least 2: the rings lie in the first two, the others
+        are noise only.
+    radii : list of float, default=(1.0, 2.8, 5.0)
+        Radius of each ring (one ring per value).
+    noise : float, default=0.25
+        Standard deviation of the Gaussian noise in every feature.
+    chunk_rows : int, default=50000
+        Rows per block of the lazy array (the store's row chunk when written).
+    dtype : str, default="float64"
+        Data type of the values.
+    seed : int, default=0
+        Seed of every random draw: the same seed gives the same data whatever the
+        blocks, the workers or their order.
+    return_labels : bool, default=False
+        Also return the ring index of every row (from Python; a config writes the
+        points only).
 
     Examples
     --------
@@ -546,6 +662,30 @@ def make_sparse_spike(
     :math:`V` are given by :func:`sparse_spike_loadings` (same ``seed``), so support
     recovery can be scored.
 
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows (samples).
+    n_features : int
+        Number of columns (features).
+    n_components : int, default=3
+        Number of spikes (sparse components).
+    support : int, default=10
+        Number of non-zero loadings of each component (disjoint supports).
+    strength : float, default=20.0
+        Variance of the first spike.
+    decay : float, default=0.7
+        Ratio of each spike's variance to the previous one's.
+    noise : float, default=1.0
+        Standard deviation of the isotropic noise.
+    chunk_rows : int, default=50000
+        Rows per block of the lazy array (the store's row chunk when written).
+    dtype : str, default="float64"
+        Data type of the values.
+    seed : int, default=0
+        Seed of every random draw: the same seed gives the same data whatever the
+        blocks, the workers or their order.
+
     Examples
     --------
     >>> from scalepca.datasets import make_sparse_spike
@@ -615,6 +755,30 @@ def make_low_rank_sparse(
     factor blocks of its row and column and its own corruption seed. With
     ``return_parts`` the lazy ``L`` and ``S`` are returned too (``M, L, S``), for
     checking a recovery.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows (samples).
+    n_features : int
+        Number of columns (features).
+    rank : int, default=10
+        Rank of the low-rank part L.
+    corruption : float, default=0.05
+        Probability that an entry is corrupted (non-zero in S), in [0, 1).
+    magnitude : float, default=1.0
+        Size of each corruption (``+magnitude`` or ``-magnitude``, equally likely).
+    chunk_rows : int, default=2000
+        Rows per (2-D) block.
+    chunk_cols : int or None, default=None
+        Columns per block; ``None``: ``chunk_rows`` (square blocks).
+    dtype : str, default="float64"
+        Data type of the values.
+    seed : int, default=0
+        Seed of every random draw: the same seed gives the same data whatever the
+        blocks, the workers or their order.
+    return_parts : bool, default=False
+        Also return L and S (from Python; a config writes M only).
     """
     if not 1 <= rank <= min(n_samples, n_features):
         raise ValueError(
@@ -957,6 +1121,31 @@ def make_counts(
     memory per task: one tile of dense means (float64) plus the block's CSR. Write
     with :func:`write_dataset` (an AnnData zarr store; ``layer`` names the layer to
     write the counts to instead of ``X``).
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of cells (rows).
+    n_features : int, default=2000
+        Number of genes (columns).
+    rank : int, default=10
+        Number of latent factors of the log-means.
+    density : float, default=0.1
+        Expected fraction of non-zero counts.
+    dispersion : float or None, default=5.0
+        Negative binomial dispersion θ (variance μ + μ²/θ); ``None``: Poisson
+        counts.
+    signal : float, default=1.0
+        Scale of the factors' effect on the log-means (0: no structure).
+    chunk_rows : int, default=10000
+        Cells per block of the lazy sparse matrix.
+    dtype : str, default="float32"
+        Data type of the values.
+    layer : str or None, default=None
+        AnnData layer the counts are written to; ``None``: ``X``.
+    seed : int, default=0
+        Seed of every random draw: the same seed gives the same data whatever the
+        blocks, the workers or their order.
 
     Examples
     --------

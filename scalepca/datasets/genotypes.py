@@ -186,6 +186,27 @@ def make_genotypes(
     :class:`GenotypeMatrix`, written to a ``.bed`` by ``make-data --kind genotypes``
     / :func:`write_bed`.
 
+    Parameters
+    ----------
+    n_samples : int
+        Number of samples (rows).
+    n_features : int, default=1000
+        Number of SNPs (columns).
+    n_populations : int, default=3
+        Number of populations the samples are split into; the .fam's family ids
+        (``pop0``, ``pop1``, …) name them.
+    fst : float, default=0.1
+        Balding–Nichols :math:`F_{ST}`, in (0, 1): how far the populations' allele
+        frequencies drift from the ancestral ones.
+    missing : float, default=0.0
+        Probability that a call is missing, in [0, 1).
+    seed : int, default=0
+        Seed of every random draw (frequencies, genotypes, missing calls).
+    chunk_snps : int, default=1000
+        SNPs per block of the lazy matrix (and per block written to the ``.bed``).
+    dtype : str, default="float32"
+        ``float32`` or ``float64`` (missing calls NaN), or ``int8`` (missing -127).
+
     References
     ----------
     Balding, D. J. & Nichols, R. A. (1995). A method for quantifying differentiation
