@@ -276,3 +276,40 @@ def test_chunk_file_of_the_wrong_size_is_left_to_zarr(tmp_path, rng):
     with pytest.raises(ValueError) as direct:
         open_zarr(z).compute()
     assert str(direct.value) == str(from_zarr.value)
+
+
+def test_block_memory_is_reused_only_once_nothing_references_it(
+    tmp_path, rng, monkeypatch
+):
+    """A block read from chunk files goes into a kept buffer only when no array, view
+    or buffer export of that buffer is alive: blocks held (persisted, or a view of
+    one) keep their values while other blocks are read."""
+    from scalepca.io import _coalesce
+
+    monkeypatch.setattr(_coalesce, "_BLOCK_MEMORY", _coalesce._BlockMemory(2))
+    X, Y = rng.standard_normal((105, 7)), rng.standard_normal((105, 7))
+    zx = _uncompressed(tmp_path / "x.zarr", X)
+    zy = _uncompressed(tmp_path / "y.zarr", Y)
+    fx, fy = _ChunkFiles.of(zx), _ChunkFiles.of(zy)
+    a = fx[:40]
+    address = a.__array_interface__["data"][0]
+    view = a[10:20, 1:3]
+    export = memoryview(a[20:])
+    del a
+    b = fy[:40]  # the view and the export keep the first block's memory
+    assert not np.shares_memory(b, view)
+    del view
+    c = fy[40:80]
+    assert not np.shares_memory(c, np.asarray(export))
+    np.testing.assert_array_equal(np.asarray(export), X[20:40])
+    del export, b
+    d = fy[:40]  # the first block's memory, free now, is reused
+    assert d.__array_interface__["data"][0] == address
+    np.testing.assert_array_equal(d, Y[:40])
+    np.testing.assert_array_equal(c, Y[40:80])
+    del c, d
+    # blocks kept by dask (persisted) are not overwritten by the reads of others
+    P = open_zarr(zx, rows=20).persist(scheduler="threads")
+    for _ in range(3):
+        np.testing.assert_array_equal(open_zarr(zy, rows=20).compute(), Y)
+    np.testing.assert_array_equal(P.compute(), X)
