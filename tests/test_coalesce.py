@@ -281,34 +281,38 @@ def test_chunk_file_of_the_wrong_size_is_left_to_zarr(tmp_path, rng):
 def test_block_memory_is_reused_only_once_nothing_references_it(
     tmp_path, rng, monkeypatch
 ):
-    """A block read from chunk files goes into a kept buffer only when no array, view
-    or buffer export of that buffer is alive: blocks held (persisted, or a view of
-    one) keep their values while other blocks are read."""
+    """A thread reads a block into its last block's memory only when no array, view or
+    buffer export of that memory is alive: blocks held (persisted, or a view of one)
+    keep their values while other blocks are read."""
     from scalepca.io import _coalesce
 
-    monkeypatch.setattr(_coalesce, "_BLOCK_MEMORY", _coalesce._BlockMemory(2))
+    monkeypatch.setattr(_coalesce, "_BLOCK_MEMORY", _coalesce._BlockMemory())
     X, Y = rng.standard_normal((105, 7)), rng.standard_normal((105, 7))
-    zx = _uncompressed(tmp_path / "x.zarr", X)
-    zy = _uncompressed(tmp_path / "y.zarr", Y)
-    fx, fy = _ChunkFiles.of(zx), _ChunkFiles.of(zy)
+    fx = _ChunkFiles.of(_uncompressed(tmp_path / "x.zarr", X))
+    fy = _ChunkFiles.of(_uncompressed(tmp_path / "y.zarr", Y))
     a = fx[:40]
-    address = a.__array_interface__["data"][0]
     view = a[10:20, 1:3]
-    export = memoryview(a[20:])
     del a
-    b = fy[:40]  # the view and the export keep the first block's memory
+    b = fy[:40]  # the view keeps the first block's memory
     assert not np.shares_memory(b, view)
-    del view
-    c = fy[40:80]
-    assert not np.shares_memory(c, np.asarray(export))
-    np.testing.assert_array_equal(np.asarray(export), X[20:40])
-    del export, b
-    d = fy[:40]  # the first block's memory, free now, is reused
-    assert d.__array_interface__["data"][0] == address
-    np.testing.assert_array_equal(d, Y[:40])
+    np.testing.assert_array_equal(view, X[10:20, 1:3])
+    address = b.__array_interface__["data"][0]
+    del b
+    c = fy[40:80]  # the second block's memory, free now, is reused
+    assert c.__array_interface__["data"][0] == address
     np.testing.assert_array_equal(c, Y[40:80])
-    del c, d
+    export = memoryview(c[20:])
+    del c
+    d = fx[:40]  # the export keeps the third block's memory
+    assert not np.shares_memory(d, np.asarray(export))
+    np.testing.assert_array_equal(np.asarray(export), Y[60:80])
+    np.testing.assert_array_equal(d, X[:40])
+    e = fx[:20]  # another size: new memory
+    assert not np.shares_memory(d, e)
+    np.testing.assert_array_equal(e, X[:20])
+    del d, e, export
     # blocks kept by dask (persisted) are not overwritten by the reads of others
+    zx, zy = fx.z, fy.z
     P = open_zarr(zx, rows=20).persist(scheduler="threads")
     for _ in range(3):
         np.testing.assert_array_equal(open_zarr(zy, rows=20).compute(), Y)

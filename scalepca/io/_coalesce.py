@@ -183,7 +183,8 @@ class _ChunkFiles:
         return block if index[1] == slice(None) else block[:, index[1]]
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``start:stop`` as a new C-ordered array."""
+        """Rows ``start:stop`` as a C-ordered array whose memory no other array uses
+        (see :class:`_BlockMemory`)."""
         d, cr = self.shape[1], self.chunk_rows
         flat = _BLOCK_MEMORY.take((stop - start) * d * self.dtype.itemsize)
         flat = flat.view(self.dtype)
@@ -220,47 +221,30 @@ class _ChunkFiles:
         return True
 
 
-#: buffers one process keeps for the blocks :class:`_ChunkFiles` reads (see
-#: :class:`_BlockMemory`)
-BLOCK_BUFFERS = 4
-
-
 class _BlockMemory:
-    """The memory of the blocks read from chunk files, reused once a block is garbage.
+    """The memory of the blocks read from chunk files: each reading thread's last block
+    is reused once it is garbage.
 
     New memory costs its first touch: the kernel zeroes every page, a third of the
-    time of reading a 100 MB block from the page cache. A block of a size seen before
-    goes into a kept buffer that nothing references any more: no array or view of its
-    memory, no buffer export of it (each holds a reference to the buffer, numpy's
-    condition for freeing it). At most :data:`BLOCK_BUFFERS` buffers are kept (memory
-    beyond the blocks in use: at most that many blocks, between two reads); a block
-    that finds none free gets new memory, which takes the place of a free buffer of
-    another size or is freed as usual.
+    time of reading a 100 MB block from the page cache. A thread keeps the memory of the
+    last block it read, and reads its next block of that size into it when nothing
+    references it any more: no array or view of it, no buffer export of it (each holds
+    a reference to it, numpy's condition for freeing it). Otherwise the block gets new
+    memory, which the thread keeps instead. Memory kept beyond the blocks in use: at
+    most one block per thread that reads, between its tasks.
     """
 
-    def __init__(self, keep: int = BLOCK_BUFFERS):
-        self.keep = keep
-        self.buffers: list[np.ndarray] = []
-        self.lock = threading.Lock()
-
-    @staticmethod
-    def _free(buffers: list, i: int) -> bool:
-        # references: the list's, and getrefcount's argument
-        return sys.getrefcount(buffers[i]) == 2
+    def __init__(self):
+        self.local = threading.local()
 
     def take(self, nbytes: int) -> np.ndarray:
-        """A flat uint8 array of ``nbytes``: a free kept buffer, or new memory."""
-        with self.lock:
-            free = [i for i in range(len(self.buffers)) if self._free(self.buffers, i)]
-            for i in free:
-                if self.buffers[i].nbytes == nbytes:
-                    return self.buffers[i]
-            buf = np.empty(nbytes, dtype=np.uint8)
-            if len(self.buffers) < self.keep:
-                self.buffers.append(buf)
-            elif free:
-                self.buffers[free[0]] = buf
-            return buf
+        """A flat uint8 array of ``nbytes``: this thread's last one when free, or new
+        memory."""
+        buffer = getattr(self.local, "buffer", None)
+        # a free buffer's references: the thread's, this name's, getrefcount's argument
+        if buffer is None or buffer.nbytes != nbytes or sys.getrefcount(buffer) != 3:
+            buffer = self.local.buffer = np.empty(nbytes, dtype=np.uint8)
+        return buffer
 
 
 _BLOCK_MEMORY = _BlockMemory()
