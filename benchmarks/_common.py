@@ -204,21 +204,28 @@ def write_json(name: str, payload: dict) -> Path:
 
 
 # -- the floor: what the hardware allows for a one-pass fit ----------------------------
+def open_store(path, name=None):
+    """The store as ``scalepca.open_matrix`` reads it (``open_zarr``: an uncompressed
+    store's chunk files read straight into the blocks, any other store through zarr),
+    one store chunk per task as ``da.from_zarr`` gives; ``name``: the array's name."""
+    import zarr
+
+    from scalepca.io._coalesce import open_zarr
+
+    return open_zarr(zarr.open_array(path, mode="r"), task_size=None, name=name)
+
+
 def read_pass(path):
     """The bare read pass over a zarr array: a sum over rows (decode + one add per
     value)."""
-    import dask.array as da
-
-    return da.from_zarr(path).sum(axis=0).compute()
+    return open_store(path).sum(axis=0).compute()
 
 
 def warm_up(path, fits) -> None:
     """Before timing on a fresh cluster: a read pass (imports on the workers, page
     cache) and each fit on the first chunk (first-call imports)."""
-    import dask.array as da
-
     read_pass(path)
-    first = da.from_zarr(path)
+    first = open_store(path)
     for fit in fits:
         fit(first[: first.chunks[0][0]])
 
@@ -226,9 +233,7 @@ def warm_up(path, fits) -> None:
 def fresh_array(path):
     """The store as a dask array under a new name: the same graph keys as a fit
     before could be served from results the scheduler has not yet released."""
-    import dask.array as da
-
-    return da.from_zarr(path, name=f"floor-{uuid.uuid4().hex}")
+    return open_store(path, name=f"floor-{uuid.uuid4().hex}")
 
 
 def chunk_seconds(path, work=None, repeat: int = 3, share: int = 0) -> dict:

@@ -156,6 +156,7 @@ DEPENDS = {
         "benchmarks/onepass_breakdown.py",
         "scalepca/linalg/moments.py",
         "scalepca/linalg/passes.py",
+        "scalepca/io/_coalesce.py",
     ],
     "pca_floor_zstd_f64": [
         "benchmarks/pca.py",
@@ -188,7 +189,6 @@ KNOWN_STALE = {
     "genotypes_peers_4000x20000_randomized",
     "genotypes_peers_4000x20000_slow",
     "multihost",
-    "onepass_breakdown",
     "pca_floor_zstd_f64",
     "scheduler",
     "solver_auto",

@@ -8,22 +8,27 @@ The medians over rounds are reported as process CPU time (what the step costs, w
 else runs on the machine; zarr reads on a thread of its own) and as wall time:
 
 - read: the chunk through zarr (``z[rows]``, what each task of ``da.from_zarr`` runs),
-  and the same chunk file read straight into a new array (``readinto``): the read
-  without zarr's copies;
+  through ``open_zarr`` (what the fit's tasks run: an uncompressed store's chunk file
+  read straight into a new array with ``readinto``), and the same file read into an
+  array made once (what-if: no page faults, which no task output escapes);
 - memory: the first touch of a new chunk-sized array (its page faults);
 - check: ``isfinite(x).all()``, a pass the fit does not make (it rides on the sums);
 - sums: the column sums;
 - Gram: the centred Gram by slices (``moments._gram``) and ``XᵀX`` of the chunk as read
   (one syrk, no centring: the single-core rate the fit is measured against);
+- one pass, in parts: the shift of each slab into the slab buffer alone, and the syrks
+  of the slab buffer (d + 1 columns) alone;
 - block task: the two-pass route (sums with the check, then the centred slices: the
   route of a block with a NaN) and ``block_moments`` as the fit calls it (float64: one
   pass, ``moments._fused_moments``);
 - merge: ``merge_moments`` of two partials.
 
-The fit: ``PCA(svd_solver="covariance_eigh")`` on 2 workers × 1 thread against the
-floor of ``_common.one_pass_against_floor`` (read pass + one core's block moments ×
-chunks / workers, rounds interleaved with the fits), and its rate per core as a share of
-one core's ``XᵀX``.
+The fit: ``PCA(svd_solver="covariance_eigh")`` on 2 workers × 1 thread, the store
+opened as ``scalepca.open_matrix`` opens it (one store chunk per task), against the
+floor of ``_common.one_pass_against_floor`` with ``XᵀX`` as the chunk work (read pass +
+one core's ``XᵀX`` × chunks / workers, rounds interleaved with the fits), and its rate
+per core as a share of one core's ``XᵀX`` rate of its own round (wall time: alone, and
+in two processes at once).
 
     python benchmarks/onepass_breakdown.py               # 2M rows, 5 rounds of the fit
     python benchmarks/onepass_breakdown.py --quick       # 200,000 rows (a few minutes)
@@ -54,27 +59,22 @@ from _common import (  # noqa: E402
 from pca import K, ensure_data, store_path  # noqa: E402
 
 import scalepca  # noqa: E402
+from scalepca.io._coalesce import _ChunkFiles  # noqa: E402
 
 moments = importlib.import_module("scalepca.linalg.moments")
 
 
-def chunk_file(path, z, index: int) -> Path | None:
-    """The file of row chunk ``index`` of an uncompressed 2-D zarr v3 array (one column
-    chunk), or None when the store is not such (another codec, another key encoding)."""
-    codecs = [type(c).__name__ for c in z.metadata.codecs]
-    if codecs != ["BytesCodec"] or z.shape[1] != z.chunks[1]:
-        return None
-    f = Path(path) / "c" / str(index) / "0"
-    size = z.chunks[0] * z.shape[1] * 8
-    return f if f.exists() and f.stat().st_size == size else None
+def read_into(z, buf: np.ndarray) -> np.ndarray:
+    """The first chunk file of an uncompressed store into ``buf``, an array made once:
+    the read without the page faults of new memory."""
+    import zarr
 
-
-def read_into(f: Path, shape) -> np.ndarray:
-    """The chunk file into a new array: one copy, from the page cache."""
-    out = np.empty(shape)
-    with open(f, "rb", buffering=0) as fh:
-        fh.readinto(memoryview(out).cast("B"))
-    return out
+    key = z.metadata.chunk_key_encoding.encode_chunk_key((0, 0))
+    path = Path(z.store.root, z.path, key)
+    assert isinstance(z.store, zarr.storage.LocalStore) and path.is_file()
+    with open(path, "rb", buffering=0) as fh:
+        fh.readinto(memoryview(buf).cast("B"))
+    return buf
 
 
 def first_touch(shape) -> None:
@@ -94,6 +94,36 @@ def two_pass(x: np.ndarray) -> dict:
     return {"n": x.shape[0], "mean": mean, "bad": 0, "m2": moments._gram(x, mean)}
 
 
+def slabs(x: np.ndarray):
+    """The slab buffer of ``moments._fused_moments`` (d + 1 columns, the last of ones)
+    and the row ranges of its slabs."""
+    n, d = x.shape
+    rows = min(n, moments.FUSED_SLAB_ROWS)
+    buf = np.empty((rows, d + 1))
+    buf[:, d] = 1.0
+    return buf, [(a, min(n, a + rows)) for a in range(0, n, rows)]
+
+
+def shift_only(x: np.ndarray, shift: np.ndarray) -> None:
+    """The one pass's shift of each slab into the slab buffer, without its syrk."""
+    buf, ranges = slabs(x)
+    d = x.shape[1]
+    for a, b in ranges:
+        np.subtract(x[a:b], shift, out=buf[: b - a, :d])
+
+
+def syrk_only(x: np.ndarray, buf: np.ndarray) -> None:
+    """The one pass's syrks of the slab buffer (d + 1 columns), without the shifts:
+    the Gram's flops with the column sums', on data in the cache."""
+    from scipy.linalg import blas
+
+    d = x.shape[1]
+    g = np.zeros((d + 1, d + 1), order="F")
+    for a, b in slabs(x)[1]:
+        part = buf[: b - a]
+        blas.dsyrk(1.0, part.T, beta=1.0, c=g, trans=0, lower=0, overwrite_c=1)
+
+
 def steps(path, rounds: int) -> tuple[list[dict], dict]:
     """The per-step table of one chunk (the first) and the raw timings."""
     import zarr
@@ -101,26 +131,30 @@ def steps(path, rounds: int) -> tuple[list[dict], dict]:
 
     z = zarr.open_array(path, mode="r")
     rows = z.chunks[0]
-    f = chunk_file(path, z, 0)
+    files = _ChunkFiles.of(z)
+    assert files is not None, "the store should be read from its chunk files"
     x = z[:rows]
     mean = x.sum(axis=0) / rows
     part = moments.block_moments(x)
     other = moments.block_moments(z[rows : 2 * rows]) if z.shape[0] > rows else part
+    reused = np.empty_like(x)
+    slab = slabs(x)[0]
+    slab[:, :-1] = x[: slab.shape[0]] - mean
     work = {
         "read: zarr chunk → array": lambda: z[:rows],
-        "read: chunk file → array (readinto)": (
-            None if f is None else lambda: read_into(f, (rows, z.shape[1]))
-        ),
+        "read: open_zarr's block (chunk file → new array)": lambda: files[:rows],
+        "read: chunk file → array made once (what-if)": lambda: read_into(z, reused),
         "memory: first touch of a new chunk-sized array": lambda: first_touch(x.shape),
         "check: isfinite(x).all()": lambda: np.isfinite(x).all(),
         "sums: x.sum(axis=0)": lambda: x.sum(axis=0, dtype=np.float64),
         "Gram: centred slices (_gram)": lambda: moments._gram(x, mean),
         "Gram: XᵀX as read (one syrk)": lambda: x.T @ x,
+        "one pass, part: the shifts into the slab buffer": lambda: shift_only(x, mean),
+        "one pass, part: the syrks of the slab buffer": lambda: syrk_only(x, slab),
         "block task: two-pass route": lambda: two_pass(x),
         "block task: block_moments (one pass)": lambda: moments.block_moments(x),
         "merge: two partials": lambda: moments.merge_moments(part, other),
     }
-    work = {k: v for k, v in work.items() if v is not None}
     cpu, wall = {k: [] for k in work}, {k: [] for k in work}
     with threadpool_limits(1):
         for fn in work.values():  # warm-up: first calls, page cache
@@ -133,8 +167,10 @@ def steps(path, rounds: int) -> tuple[list[dict], dict]:
                 wall[label].append(time.perf_counter() - w0)
     med = {k: statistics.median(v) for k, v in cpu.items()}
     xtx = med["Gram: XᵀX as read (one syrk)"]
+    one_pass = med["block task: block_moments (one pass)"]
     read = med["read: zarr chunk → array"]
-    task = read + med["block task: block_moments (one pass)"]
+    direct = med["read: open_zarr's block (chunk file → new array)"]
+    made_once = med["read: chunk file → array made once (what-if)"]
     task_old = read + med["block task: two-pass route"]
     out = []
     for label in work:
@@ -145,33 +181,20 @@ def steps(path, rounds: int) -> tuple[list[dict], dict]:
             "GB/s (CPU)": x.nbytes / med[label] / 1e9,
             "x XᵀX": med[label] / xtx,
         }
-        if not label.startswith(
-            ("block task", "Gram: XᵀX", "read: chunk file", "check", "memory")
-        ):
-            row["share of task"] = med[label] / task_old
+        if label.startswith(("read: open_zarr", "merge", "one pass, part")):
+            row["share of task"] = med[label] / (direct + one_pass)
         out.append(row)
-    out.append(
-        {
-            "step": "task = zarr read + two-pass route",
-            "CPU ms": task_old * 1e3,
-            "x XᵀX": task_old / xtx,
-            "XᵀX rate %": 100 * xtx / task_old,
-        }
-    )
-    out.append(
-        {
-            "step": "task = zarr read + one pass",
-            "CPU ms": task * 1e3,
-            "x XᵀX": task / xtx,
-            "XᵀX rate %": 100 * xtx / task,
-        }
-    )
-    if f is not None:
-        direct = med["read: chunk file → array (readinto)"]
-        t = direct + med["block task: block_moments (one pass)"]
+    totals = {
+        "task = zarr read + two-pass route": task_old,
+        "task = zarr read + one pass": read + one_pass,
+        "task = open_zarr read + one pass (the fit's)": direct + one_pass,
+        "what-if: read into an array made once + one pass": made_once + one_pass,
+        "what-if: read into an array made once + XᵀX": made_once + xtx,
+    }
+    for label, t in totals.items():
         out.append(
             {
-                "step": "task = readinto + one pass (what-if)",
+                "step": label,
                 "CPU ms": t * 1e3,
                 "x XᵀX": t / xtx,
                 "XᵀX rate %": 100 * xtx / t,
@@ -199,26 +222,41 @@ STEP_COLUMNS = [
 ]
 
 
-def fit_part(path, args, xtx_s: float, chunk_bytes: int) -> tuple[list[dict], dict]:
-    """The fit against its floor (rounds interleaved), and its rate per core against one
-    core's ``XᵀX``."""
+def xtx(x: np.ndarray) -> np.ndarray:
+    """``XᵀX`` of a chunk as read: the floor's chunk work in the fit part (module-level,
+    so that the floor's processes can unpickle it)."""
+    return x.T @ x
+
+
+def fit_part(path, args) -> tuple[list[dict], dict]:
+    """The fit against the floor of read + one core's ``XᵀX`` (rounds interleaved), and
+    its rate per core against one core's ``XᵀX`` measured in its own round: alone, and
+    with another process doing the same at once (both cores busy, as in the fit)."""
     fits = {
         "PCA covariance_eigh": lambda X: scalepca.PCA(
             K, svd_solver="covariance_eigh"
         ).fit(X)
     }
     rows, info = one_pass_against_floor(
-        {"none": path}, fits, repeat=args.repeat, memory_limit=args.memory_limit
+        {"none": path},
+        fits,
+        repeat=args.repeat,
+        memory_limit=args.memory_limit,
+        work=xtx,
+        work_label="XᵀX",
     )
-    xtx_rate = chunk_bytes / xtx_s / 1e9  # GB/s of one core's XᵀX
-    for row in rows:
-        row["x XᵀX rate"] = row["GB/s per core"] / xtx_rate
-    per_round = [
-        info["none"]["bytes"] / t / 2 / 1e9 / xtx_rate
-        for t in info["none"]["fit_all_s"]["PCA covariance_eigh"]
-    ]
-    info["none"]["x_xtx_rate_rounds"] = per_round
-    info["none"]["xtx_gb_s"] = xtx_rate
+    run = info["none"]
+    chunk_bytes = run["bytes"] / run["chunks"]
+    fit_s = run["fit_all_s"]["PCA covariance_eigh"]
+    for key, xtx_s in (
+        ("x_xtx_rate_rounds", run["chunk_work_all_s"]),
+        ("x_xtx_concurrent_rate_rounds", run["chunk_work_concurrent_all_s"]),
+    ):
+        run[key] = [
+            (run["bytes"] / t / 2) / (chunk_bytes / w)
+            for t, w in zip(fit_s, xtx_s, strict=True)
+        ]
+    run["xtx_gb_s_rounds"] = [chunk_bytes / w / 1e9 for w in run["chunk_work_all_s"]]
     return rows, info
 
 
@@ -260,19 +298,25 @@ def main(argv=None):
         "steps_raw": raw,
     }
     if not args.steps_only:
-        fit_rows, info = fit_part(path, args, raw["xtx_cpu_s"], raw["chunk_bytes"])
+        fit_rows, info = fit_part(path, args)
         results.update(fit_rows=fit_rows, fit_info=info)
+        run = info["none"]
         print(
-            f"\nthe fit, 2 workers × 1 thread, {args.repeat} rounds "
-            f"(one core's XᵀX: {info['none']['xtx_gb_s']:.2f} GB/s)"
+            f"\nthe fit, 2 workers × 1 thread, {args.repeat} rounds, against the floor "
+            f"of read + one core's XᵀX (GB/s per round: "
+            f"{', '.join(f'{r:.2f}' for r in run['xtx_gb_s_rounds'])})"
         )
-        print(table(fit_rows, [*FLOOR_COLUMNS, "x XᵀX rate"]))
-        rates = info["none"]["x_xtx_rate_rounds"]
-        print(
-            f"fit per core / one core's XᵀX, per round: "
-            f"{', '.join(f'{r:.0%}' for r in rates)} "
-            f"(median {statistics.median(rates):.0%})"
-        )
+        print(table(fit_rows, FLOOR_COLUMNS))
+        for key, what in (
+            ("x_xtx_rate_rounds", "one core's XᵀX alone"),
+            ("x_xtx_concurrent_rate_rounds", "one core's XᵀX, both cores busy"),
+        ):
+            rates = run[key]
+            print(
+                f"fit per core / {what}, per round: "
+                f"{', '.join(f'{r:.0%}' for r in rates)} "
+                f"(median {statistics.median(rates):.0%})"
+            )
     print(
         "written",
         write_json("onepass_breakdown" + ("_quick" if args.quick else ""), results),

@@ -15,7 +15,7 @@ import zarr
 
 import scalepca
 from scalepca.app.config import ConfigError, validate_config
-from scalepca.io._coalesce import coalesced_rows, open_zarr
+from scalepca.io._coalesce import _ChunkFiles, coalesced_rows, open_zarr
 
 from .conftest import low_rank_data
 
@@ -156,3 +156,164 @@ def test_task_size_config_key():
     cfg["data"]["task_size"] = "a lot"
     with pytest.raises(ConfigError, match="'data.task_size' 'a lot' is not a size"):
         validate_config(cfg)
+
+
+def _uncompressed(path, X, chunks=(20, 7), **kw):
+    return _store(path, X, chunks, compressors=None, **kw)
+
+
+def _reads_chunk_files(arr) -> bool:
+    """Whether the dask array's graph reads chunk files itself (not through zarr)."""
+    return any(isinstance(v, _ChunkFiles) for v in dict(arr.__dask_graph__()).values())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fill", [np.nan, 2.5])
+def test_uncompressed_store_is_read_from_its_chunk_files_as_zarr_reads_it(
+    tmp_path, rng, dtype, fill
+):
+    """Edge chunk (105 rows in chunks of 20), a chunk never written and one equal to
+    the fill value (zarr writes neither file): blocks of whole chunks, of rows that
+    split chunks, and slices of them equal zarr's own read exactly."""
+    X = rng.standard_normal((105, 7)).astype(dtype)
+    X[40:60] = fill
+    z = zarr.create_array(
+        store=str(tmp_path / "u.zarr"),
+        shape=X.shape,
+        chunks=(20, 7),
+        dtype=dtype,
+        compressors=None,
+        fill_value=fill,
+    )
+    z[:80] = X[:80]  # rows 80:105 (chunks 4 and 5, the edge) never written
+    z[100:] = X[100:]  # the edge chunk written, rows 80:100 still missing
+    files = sorted(p.name for p in (tmp_path / "u.zarr" / "c").iterdir())
+    assert files == ["0", "1", "3", "5"]  # chunk 2 is all fill, chunk 4 unwritten
+    ref = z[:]
+    for rows in (None, 30, 7, 105):
+        A = open_zarr(z, rows=rows)
+        assert _reads_chunk_files(A) and A.dtype == z.dtype
+        np.testing.assert_array_equal(A.compute(), ref)
+        np.testing.assert_array_equal(A[13:99:4, 2:6].compute(), ref[13:99:4, 2:6])
+        np.testing.assert_array_equal(A[-1].compute(), ref[-1])
+    np.testing.assert_array_equal(
+        scalepca.open_matrix(tmp_path / "u.zarr").compute(), ref
+    )
+    assert _reads_chunk_files(scalepca.open_matrix(tmp_path / "u.zarr"))
+
+
+def test_pca_of_an_uncompressed_store_equals_the_in_memory_fit(tmp_path, X0):
+    _uncompressed(tmp_path / "p.zarr", X0, chunks=(400, 16))
+    X = scalepca.open_matrix(tmp_path / "p.zarr", task_size=400 * 16 * 8 * 3)
+    assert _reads_chunk_files(X)
+    ref = scalepca.PCA(6).fit(da.from_array(X0, chunks=X0.shape))
+    pca = scalepca.PCA(6).fit(X)
+    np.testing.assert_allclose(pca.components_, ref.components_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pca.mean_, ref.mean_, rtol=0, atol=1e-12)
+
+
+def _zarr_v2(path, X):
+    return zarr.create_array(
+        store=str(path),
+        shape=X.shape,
+        chunks=(20, 7),
+        dtype=X.dtype,
+        compressors=None,
+        zarr_format=2,
+    )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda p, X: _store(p, X, (20, 7)), id="zstd"),
+        pytest.param(
+            lambda p, X: _uncompressed(
+                p, X, serializer=zarr.codecs.BytesCodec(endian="big")
+            ),
+            id="big-endian",
+        ),
+        pytest.param(
+            lambda p, X: _uncompressed(
+                p, X, filters=[zarr.codecs.TransposeCodec(order=(1, 0))]
+            ),
+            id="transposed",
+        ),
+        pytest.param(lambda p, X: _uncompressed(p, X, shards=(40, 7)), id="sharded"),
+        pytest.param(lambda p, X: _uncompressed(p, X, chunks=(20, 3)), id="col-chunks"),
+        pytest.param(lambda p, X: _uncompressed(p, X.astype(">f8")), id=">f8"),
+        pytest.param(_zarr_v2, id="zarr-v2"),
+        pytest.param(
+            lambda p, X: zarr.create_array(
+                store=zarr.storage.MemoryStore(),
+                shape=X.shape,
+                chunks=(20, 7),
+                dtype=X.dtype,
+                compressors=None,
+            ),
+            id="memory",
+        ),
+    ],
+)
+def test_other_stores_are_read_by_zarr(tmp_path, rng, make):
+    X = rng.standard_normal((105, 7))
+    z = make(tmp_path / "o.zarr", X)
+    z[:] = X
+    assert _ChunkFiles.of(z) is None
+    for rows in (None, 30):
+        A = open_zarr(z, rows=rows)
+        assert not _reads_chunk_files(A)
+        np.testing.assert_array_equal(A.compute(), z[:])
+
+
+def test_chunk_file_of_the_wrong_size_is_left_to_zarr(tmp_path, rng):
+    """A damaged chunk file gives zarr's own error, not other values."""
+    z = _uncompressed(tmp_path / "d.zarr", rng.standard_normal((105, 7)))
+    with open(tmp_path / "d.zarr" / "c" / "1" / "0", "r+b") as fh:
+        fh.truncate(100)
+    with pytest.raises(ValueError) as from_zarr:
+        z[:]
+    with pytest.raises(ValueError) as direct:
+        open_zarr(z).compute()
+    assert str(direct.value) == str(from_zarr.value)
+
+
+def test_block_memory_is_reused_only_once_nothing_references_it(
+    tmp_path, rng, monkeypatch
+):
+    """A thread reads a block into its last block's memory only when no array, view or
+    buffer export of that memory is alive: blocks held (persisted, or a view of one)
+    keep their values while other blocks are read."""
+    from scalepca.io import _coalesce
+
+    monkeypatch.setattr(_coalesce, "_BLOCK_MEMORY", _coalesce._BlockMemory())
+    X, Y = rng.standard_normal((105, 7)), rng.standard_normal((105, 7))
+    fx = _ChunkFiles.of(_uncompressed(tmp_path / "x.zarr", X))
+    fy = _ChunkFiles.of(_uncompressed(tmp_path / "y.zarr", Y))
+    a = fx[:40]
+    view = a[10:20, 1:3]
+    del a
+    b = fy[:40]  # the view keeps the first block's memory
+    assert not np.shares_memory(b, view)
+    np.testing.assert_array_equal(view, X[10:20, 1:3])
+    address = b.__array_interface__["data"][0]
+    del b
+    c = fy[40:80]  # the second block's memory, free now, is reused
+    assert c.__array_interface__["data"][0] == address
+    np.testing.assert_array_equal(c, Y[40:80])
+    export = memoryview(c[20:])
+    del c
+    d = fx[:40]  # the export keeps the third block's memory
+    assert not np.shares_memory(d, np.asarray(export))
+    np.testing.assert_array_equal(np.asarray(export), Y[60:80])
+    np.testing.assert_array_equal(d, X[:40])
+    e = fx[:20]  # another size: new memory
+    assert not np.shares_memory(d, e)
+    np.testing.assert_array_equal(e, X[:20])
+    del d, e, export
+    # blocks kept by dask (persisted) are not overwritten by the reads of others
+    zx, zy = fx.z, fy.z
+    P = open_zarr(zx, rows=20).persist(scheduler="threads")
+    for _ in range(3):
+        np.testing.assert_array_equal(open_zarr(zy, rows=20).compute(), Y)
+    np.testing.assert_array_equal(P.compute(), X)
