@@ -55,7 +55,7 @@ def _variable_problem(
         is_time_decode_error,
         xarray_kwargs,
     )
-    from ..preprocessing._open import _looks_like_xarray
+    from ..preprocessing.readers.zarr_store import looks_like_xarray
 
     if is_bed_path(path) or isinstance(path, list):  # .bed: one matrix, no variables
         return (
@@ -88,7 +88,7 @@ def _variable_problem(
             )
         return None
     names = sorted(name for name, _ in node.arrays())
-    if _looks_like_xarray(node):
+    if looks_like_xarray(node):
         import xarray as xr
 
         try:
