@@ -10,18 +10,10 @@ from ..io._coalesce import TASK_SIZE, _task_bytes
 from ._steps import remember
 from .readers import FORMATS, READERS, detect, is_path
 
-__all__ = ["data_kind", "open_dataset", "open_matrix"]
+__all__ = ["no_data_store", "open_dataset", "open_matrix"]
 
 #: how each kind of data store is called in messages ("no NetCDF file at ...")
 KIND_NAMES = {kind: READERS[kind].title for kind in FORMATS}
-
-
-def data_kind(
-    path, *, format: str | None = None, storage_options: dict | None = None
-) -> str:
-    """How the data at ``path`` are read: ``"anndata"``, ``"netcdf"``, ``"bed"`` or
-    ``"zarr"`` (:func:`~scalepca.preprocessing.readers.detect`)."""
-    return detect(path, format=format, storage_options=storage_options)
 
 
 def no_data_store(path, kind: str) -> str:

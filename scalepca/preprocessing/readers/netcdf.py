@@ -6,24 +6,18 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ...io._coalesce import TASK_SIZE
 from ...io._netcdf import is_netcdf, open_netcdf, open_netcdf_dataset
 from ._reader import Opened, Reader
-from .xarray_objects import open_xarray
+from .xarray_objects import XarrayOptions, open_xarray
 
 __all__ = ["NetCDFReader"]
 
 
 @dataclasses.dataclass(frozen=True)
-class NetCDFOptions:
-    """The options of NetCDF files (see :func:`~scalepca.open_matrix`)."""
+class NetCDFOptions(XarrayOptions):
+    """The options of NetCDF files: those of xarray data, and xarray's open options
+    (see :func:`~scalepca.open_matrix`)."""
 
-    variable: str | None = None
-    chunks: object = None
-    sample_dims: object = None
-    feature_dims: object = None
-    weights: object = None
-    task_size: object = TASK_SIZE
     open_options: dict | None = None
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from ...io._coalesce import TASK_SIZE, _task_bytes, coalesced_rows
+from ...io._coalesce import _task_bytes, coalesced_rows
 from ...io._fs import check_complete, open_zarr_node
 from ...io._open_options import (
     OpenOptionError,
@@ -23,23 +23,18 @@ from ...io._open_options import (
 )
 from ._reader import Opened, Reader
 from .arrays import zarr_array_opened
+from .netcdf import NetCDFOptions
 from .xarray_objects import open_xarray
 
 __all__ = ["ZarrReader", "looks_like_xarray", "open_store"]
 
 
 @dataclasses.dataclass(frozen=True)
-class ZarrOptions:
-    """The options of zarr stores (see :func:`~scalepca.open_matrix`)."""
+class ZarrOptions(NetCDFOptions):
+    """The options of zarr stores: those of NetCDF files, and fsspec's
+    ``storage_options`` (see :func:`~scalepca.open_matrix`)."""
 
-    variable: str | None = None
     storage_options: dict | None = None
-    chunks: object = None
-    sample_dims: object = None
-    feature_dims: object = None
-    weights: object = None
-    task_size: object = TASK_SIZE
-    open_options: dict | None = None
 
 
 class ZarrReader(Reader):
