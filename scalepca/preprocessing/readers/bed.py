@@ -44,8 +44,8 @@ class BedReader(Reader):
 
     def refuse(self, source, foreign: dict) -> None:
         refuse_open_options(source, foreign, self)
-        named = [k for k in ("variable", "sample_dims", "feature_dims", "layer")]
-        named = [k for k in named if k in foreign]
+        dims = ("variable", "sample_dims", "feature_dims", "layer")
+        named = [k for k in dims if k in foreign]
         if named:
             raise ValueError(
                 f"{', '.join(named)} do(es) not apply to a PLINK .bed file, which is "
