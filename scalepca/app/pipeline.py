@@ -248,8 +248,10 @@ def open_data(
     variable = dcfg.get("variable")
     if isinstance(variable, list):  # several fields (multivariate_eof): one matrix each
         return [
-            open_data(
-                {**dcfg, "variable": v, "generate": None}, method=method, quiet=quiet
+            open_data(  # the kind decided: each field's opens go straight to it
+                {**dcfg, "variable": v, "generate": None, "format": kind},
+                method=method,
+                quiet=quiet,
             )
             for v in variable
         ]

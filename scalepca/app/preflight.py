@@ -271,7 +271,8 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
             if problem:
                 problems.append(problem)
             else:
-                X = open_data(dcfg, method=method, fit_steps=False)
+                # the kind decided above: open_data takes it as the format
+                X = open_data({**dcfg, "format": kind}, method=method, fit_steps=False)
                 # several fields (multivariate_eof), side by side
                 if isinstance(X, list):
                     widths = [int(x.shape[1]) for x in X]
