@@ -257,9 +257,10 @@ def _plink_target(args, est, out: str, data: str) -> str:
     after what stops them is refused: data that are not a .bed, a model that does not
     fit PLINK's PCA, the files' places."""
     from .app.outputs import plink_file_problem, plink_files
-    from .io._bed import is_bed_path, plink_problem
+    from .io._bed import plink_problem
+    from .preprocessing.readers import detect
 
-    if not is_bed_path(data):
+    if detect(data) != "bed":
         raise UserError(
             "--plink writes PLINK's .eigenvec and "
             f".eigenval of a PLINK .bed; {data} is not one"
@@ -286,12 +287,12 @@ def cmd_pp_pca(args) -> int:
     """scanpy's pipeline on an AnnData store, results written into it
     (scalepca.pp.pca)."""
     from .app.cluster import connect, progress
-    from .io._anndata import is_anndata
     from .io._anndata_write import RESULTS, results_stamp
     from .pp import pca
+    from .preprocessing.readers import detect
 
     store = _abs(args.store)
-    if not is_anndata(store):
+    if detect(store) != "anndata":
         raise UserError(
             f"{args.store!r} is not an AnnData store (.zarr folder or .h5ad file "
             "with 'encoding-type: anndata')"
@@ -338,80 +339,15 @@ def cmd_pp_pca(args) -> int:
 
 
 def cmd_info(args) -> int:
-    import zarr
-
-    from .io import open_zarr_node
-    from .preprocessing._open import data_kind
+    from .preprocessing.readers import READERS, detect
 
     so = _json_arg(args.storage_options, "--storage-options")
-    kind = data_kind(args.store, storage_options=so)
-    if kind == "anndata":
-        from .io._anndata import describe_store
-
-        print("\n".join(describe_store(args.store, storage_options=so)))
-        return EXIT_OK
-    if kind == "bed":
-        from .io._bed import check_bed
-
-        try:
-            n, d = check_bed(args.store)
-        except (OSError, ValueError) as err:
-            raise UserError(str(err)) from None
-        print(
-            f"PLINK .bed {args.store}: {n} samples × "
-            f"{d} SNPs (allele counts, 2 bits each)"
-        )
-        return EXIT_OK
-    if kind == "netcdf":
-        from .preprocessing._open import open_dataset
-
-        ds = open_dataset(args.store, format=kind)
-        print(f"NetCDF {args.store}: dims {dict(ds.sizes)}")
-        for name, var in ds.data_vars.items():
-            print(f"  {name}: dims {var.dims}, shape {var.shape}, dtype {var.dtype}")
-        return EXIT_OK
-    node = open_zarr_node(args.store, storage_options=so)
-    if isinstance(node, zarr.Array):
-        print(
-            f"zarr array {args.store}: shape {node.shape}, dtype {node.dtype}, "
-            f"chunks {node.chunks}"
-        )
-        return EXIT_OK
-    attrs, hidden = dict(node.attrs), []
-    if attrs.get("format") == "scalepca-model":
-        state = (
-            "complete" if attrs.get("complete") else "INCOMPLETE (interrupted write)"
-        )
-        print(f"scalepca model {args.store}: {attrs.get('class')} ({state})")
-        print(
-            f"  written by scalepca {attrs.get('scalepca_version')}, "
-            f"format version {attrs.get('format_version')}"
-        )
-        print(f"  parameters: {json.dumps(attrs.get('params', {}))}")
-        scalars = attrs.get("scalars", {})
-        private = [
-            k for k in [*scalars, *(n for n, _ in node.arrays())] if k.startswith("_")
-        ]
-        hidden = [] if args.verbose else private
-        for k, v in sorted((k, v) for k, v in scalars.items() if k not in hidden):
-            text = json.dumps(v, default=str)
-            if len(text) > 120:  # e.g. the coordinates of stacked feature dims
-                text = f"<{type(v).__name__} of {len(text):,} characters>"
-            print(f"  {k}: {text}")
-        # the estimator's private state (feature template, preprocessing, ...)
-        if hidden:
-            print(f"  ({len(hidden)} private entries not shown; -v shows them)")
-    else:
-        kind = attrs.get("format", "zarr group")
-        print(f"{kind} {args.store}")
-        extra = {k: v for k, v in attrs.items() if k != "format"}
-        if extra:
-            print(f"  attributes: {json.dumps(extra, default=str)}")
-    for name, arr in sorted(node.arrays(), key=lambda t: t[0]):
-        if name not in hidden:  # a model's private arrays (saved moments, ...) with -v
-            print(
-                f"  {name}: shape {arr.shape}, dtype {arr.dtype}, chunks {arr.chunks}"
-            )
+    reader = READERS[detect(args.store, storage_options=so)]
+    try:
+        lines = reader.describe(args.store, storage_options=so, verbose=args.verbose)
+    except (OSError, ValueError) as err:  # no store, or not what it says it is
+        raise UserError(str(err)) from None
+    print("\n".join(lines))
     return EXIT_OK
 
 

@@ -110,6 +110,20 @@ OPEN_KEYS = ("decode_times", "use_cftime", "engine")
 #: ``data.format`` values (``null``: recognised from the path's ending or first bytes)
 DATA_FORMATS = ("zarr", "netcdf", "anndata", "bed")
 
+
+def data_kind(dcfg: dict) -> str:
+    """The kind of data the ``data`` section names: ``data.format``, else what its
+    path says (metadata only); the name of its reader in
+    :data:`scalepca.preprocessing.readers.READERS`."""
+    from ..preprocessing.readers import detect
+
+    return detect(
+        dcfg["path"],
+        format=dcfg.get("format"),
+        storage_options=dcfg.get("storage_options"),
+    )
+
+
 _OUTPUT = {
     "store": _f((str, _NONE)),
     "storage_options": _f((dict, _NONE)),

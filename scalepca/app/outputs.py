@@ -57,15 +57,10 @@ def _plink_problems(cfg: dict) -> list[str]:
     """What stops ``output.plink``: data that are not a .bed, a model that does not fit
     PLINK's PCA, an update, or the files' places."""
     from ..io._bed import plink_problem
-    from ..preprocessing._open import data_kind
+    from .config import data_kind
 
     out, dcfg, params = cfg["output"], cfg["data"], cfg["model"]["params"]
-    kind = data_kind(
-        dcfg["path"],
-        format=dcfg.get("format"),
-        storage_options=dcfg.get("storage_options"),
-    )
-    if kind != "bed":
+    if data_kind(dcfg) != "bed":
         return [
             "output.plink writes PLINK's .eigenvec and .eigenval of a PLINK .bed; "
             f"data.path {dcfg['path']!r} is not one"

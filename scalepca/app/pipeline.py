@@ -175,15 +175,17 @@ def open_data(
     from ..io._open_options import OpenOptionError, TimeDecodeError
     from ..preprocessing import open_matrix
     from ..preprocessing._steps import WeightsError
+    from .config import data_kind
 
     path = dcfg["path"]
     so = dcfg.get("storage_options")
     if dcfg.get("generate") is not None:
         generate_data(dcfg["generate"], path, storage_options=so, quiet=quiet)
     chunks = dcfg.get("chunks")
-    opts = open_options(dcfg)
-    bed = bed_options(dcfg)
-    if _is_anndata(dcfg):
+    kind = data_kind(dcfg)
+    opts = open_options(dcfg, kind)
+    bed = bed_options(dcfg, kind)
+    if kind == "anndata":
         if opts:
             raise UserError(
                 f"{', '.join(repr('data.' + k) for k in opts)} apply to stores read "
@@ -222,7 +224,7 @@ def open_data(
             if dcfg.get("weights") is not None:
                 raise UserError(f"'data.weights' {err}") from None
             raise
-    if method == "robust_pca" or isinstance(chunks, list):
+    if kind == "zarr" and (method == "robust_pca" or isinstance(chunks, list)):
         # robust PCA works on 2-D blocks: keep the store's (or the given) 2-D chunking
         import dask.array as da
         import zarr
@@ -246,8 +248,10 @@ def open_data(
     variable = dcfg.get("variable")
     if isinstance(variable, list):  # several fields (multivariate_eof): one matrix each
         return [
-            open_data(
-                {**dcfg, "variable": v, "generate": None}, method=method, quiet=quiet
+            open_data(  # the kind decided: each field's opens go straight to it
+                {**dcfg, "variable": v, "generate": None, "format": kind},
+                method=method,
+                quiet=quiet,
             )
             for v in variable
         ]
@@ -257,7 +261,7 @@ def open_data(
             variable=variable,
             storage_options=so,
             layer=dcfg.get("layer"),
-            format=dcfg.get("format"),
+            format=kind,
             chunks={0: chunks} if isinstance(chunks, int) else None,
             sample_dims=dcfg.get("sample_dims"),
             feature_dims=dcfg.get("feature_dims"),
@@ -276,22 +280,17 @@ def open_data(
         raise UserError(f"'data.{err.key}' {err.detail}") from None
 
 
-def open_options(dcfg: dict) -> dict | None:
+def open_options(dcfg: dict, kind: str) -> dict | None:
     """xarray's open options the ``data`` section sets (``decode_times``,
-    ``use_cftime``, ``engine``), checked for the kind of store at ``data.path`` in
-    the config's words; None when none is set."""
+    ``use_cftime``, ``engine``), checked for the ``kind`` of store at ``data.path``
+    (:func:`~scalepca.app.config.data_kind`) in the config's words; None when none
+    is set."""
     from ..io._open_options import check_open_options
-    from ..preprocessing._open import data_kind
     from .config import OPEN_KEYS
 
     given = {k: dcfg[k] for k in OPEN_KEYS if dcfg.get(k) is not None}
     if not given:
         return None
-    kind = data_kind(
-        dcfg["path"],
-        format=dcfg.get("format"),
-        storage_options=dcfg.get("storage_options"),
-    )
     try:
         return check_open_options(
             given, netcdf=kind == "netcdf", name=lambda key: f"'data.{key}'"
@@ -300,22 +299,12 @@ def open_options(dcfg: dict) -> dict | None:
         raise UserError(str(err)) from None
 
 
-def bed_options(dcfg: dict) -> dict:
+def bed_options(dcfg: dict, kind: str) -> dict:
     """The PLINK .bed subsets the ``data`` section sets (``keep``, ``exclude_ranges``),
-    refused in the config's words for data that are not a .bed."""
-    from ..preprocessing._open import data_kind
+    refused in the config's words for data of another ``kind`` than a .bed."""
     from .config import BED_KEYS
 
     given = {k: dcfg[k] for k in BED_KEYS if dcfg.get(k) is not None}
-    kind = (
-        data_kind(
-            dcfg["path"],
-            format=dcfg.get("format"),
-            storage_options=dcfg.get("storage_options"),
-        )
-        if given
-        else None
-    )
     if given and kind != "bed":
         keys = ", ".join(repr("data." + k) for k in given)
         raise UserError(
@@ -333,21 +322,6 @@ def time_decode_problem(err) -> str:
         f"({err.reason.split('. Try')[0]}); set data.decode_times: false to keep them "
         f"as "
         "numbers, or install cftime (pip install cftime) and set data.use_cftime: true"
-    )
-
-
-def _is_anndata(dcfg: dict) -> bool:
-    """Whether the ``data`` section names an AnnData store (by ``format`` or by the
-    path)."""
-    from ..preprocessing._open import data_kind
-
-    return (
-        data_kind(
-            dcfg["path"],
-            format=dcfg.get("format"),
-            storage_options=dcfg.get("storage_options"),
-        )
-        == "anndata"
     )
 
 
@@ -382,17 +356,18 @@ def transform_data(
     # several fields (multivariate_eof)
     if getattr(est, "_fields_json", None) is not None:
         return _fields_data(est, path, variable, sample_dims, weights, storage_options)
-    from ..io._bed import is_bed_path
+    from ..preprocessing.readers import detect
 
+    kind = detect(path, storage_options=storage_options)
     # PLINK genotypes: one (sample × SNP) matrix, nothing to choose
-    if is_bed_path(path):
+    if kind == "bed":
         given = _given_options(variable, sample_dims, weights)
         if given:
             raise UserError(f"{' and '.join(given)} do not apply to a PLINK .bed file")
         from ..io._bed import BedOptionError
 
         try:  # float64: the scores of exact allele counts in float64
-            X = open_matrix(path, dtype="float64", keep=keep)
+            X = open_matrix(path, format=kind, dtype="float64", keep=keep)
         except BedOptionError as err:
             raise UserError(f"--{err.key}: {err.detail}") from None
         except (FileNotFoundError, ValueError) as err:
@@ -405,14 +380,12 @@ def transform_data(
         "obs",
         "var",
     ):
-        from ..io._anndata import is_anndata
-
         if variable is not None or sample_dims is not None:
             raise UserError(
                 "--variable and --sample-dims do not apply: the model was fitted on "
                 f"AnnData ({prep.variable})"
             )
-        if is_anndata(path) or _is_url(path):
+        if kind == "anndata" or _is_url(path):
             return open_matrix(
                 path,
                 storage_options=storage_options,
@@ -425,6 +398,7 @@ def transform_data(
                 path,
                 variable=variable,
                 storage_options=storage_options,
+                format=kind,
                 sample_dims=sample_dims,
                 weights=weights,
             )
@@ -440,7 +414,7 @@ def transform_data(
             f"--sample-dims {' '.join(sample_dims)}: the model was fitted with "
             f"sample dims {' '.join(prep.sample_dims)}"
         )
-    ds = open_dataset(path, storage_options=storage_options)
+    ds = open_dataset(path, storage_options=storage_options, format=kind)
     if not hasattr(ds, "data_vars"):
         raise UserError(
             f"{path} is not an xarray store; the model was fitted on variable "
@@ -684,12 +658,11 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
 
 def _no_data_store(dcfg: dict) -> str:
     """ "no NetCDF file at ..." (or AnnData / zarr store): the kind ``data`` names."""
-    from ..preprocessing._open import data_kind, no_data_store
+    from ..preprocessing._open import no_data_store
+    from .config import data_kind
 
     path = dcfg["path"]
-    kind = data_kind(
-        path, format=dcfg.get("format"), storage_options=dcfg.get("storage_options")
-    )
+    kind = data_kind(dcfg)
     if isinstance(path, list):  # .bed files read as one matrix: the first one missing
         path = next((p for p in path if not _store_exists(p)), path[0])
     return no_data_store(path, kind)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import shutil
 
+from .config import data_kind
 from .pipeline import (
     UserError,
-    _is_anndata,
     _no_data_store,
     _one_line,
     _store_exists,
@@ -38,26 +38,27 @@ def _layer_problem(path: str, layer: str | None, storage_options=None) -> str | 
 
 def _variable_problem(
     path: str,
+    kind: str,
     variable: str | None,
     storage_options=None,
     open_options: dict | None = None,
 ) -> str | None:
-    """The config's ``data.variable`` against the arrays of the store, with a close
-    match (the store opened with the config's xarray ``open_options``)."""
+    """The config's ``data.variable`` against the arrays of the store of ``kind``
+    at ``path``, with a close match (the store opened with the config's xarray
+    ``open_options``)."""
     import zarr
 
     from ..io import open_zarr_node
-    from ..io._bed import is_bed_path
-    from ..io._netcdf import is_netcdf, open_netcdf
+    from ..io._netcdf import open_netcdf
     from ..io._open_options import (
         OpenOptionError,
         TimeDecodeError,
         is_time_decode_error,
         xarray_kwargs,
     )
-    from ..preprocessing._open import _looks_like_xarray
+    from ..preprocessing.readers.zarr_store import looks_like_xarray
 
-    if is_bed_path(path) or isinstance(path, list):  # .bed: one matrix, no variables
+    if kind == "bed":  # .bed: one matrix, no variables
         return (
             (
                 f"data.variable {variable!r} is set, but {path!r} is PLINK .bed data "
@@ -67,7 +68,7 @@ def _variable_problem(
             else None
         )
     # NetCDF/HDF5 files: the opener of open_matrix lists the variables
-    if is_netcdf(path):
+    if kind == "netcdf":
         if variable is None:
             return None  # open_matrix says so if the file holds several
         try:
@@ -88,7 +89,7 @@ def _variable_problem(
             )
         return None
     names = sorted(name for name, _ in node.arrays())
-    if _looks_like_xarray(node):
+    if looks_like_xarray(node):
         import xarray as xr
 
         try:
@@ -250,7 +251,8 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
         elif not _store_exists(path, so):
             problems.append(f"data.path: {_no_data_store(dcfg)}")
         else:
-            if _is_anndata(dcfg):
+            kind = data_kind(dcfg)
+            if kind == "anndata":
                 problem = _layer_problem(path, dcfg["layer"], so)
             else:
                 names = dcfg["variable"]
@@ -258,7 +260,9 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
                     filter(
                         None,
                         (
-                            _variable_problem(path, v, so, open_options(dcfg))
+                            _variable_problem(
+                                path, kind, v, so, open_options(dcfg, kind)
+                            )
                             for v in (names if isinstance(names, list) else [names])
                         ),
                     ),
@@ -267,7 +271,8 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
             if problem:
                 problems.append(problem)
             else:
-                X = open_data(dcfg, method=method, fit_steps=False)
+                # the kind decided above: open_data takes it as the format
+                X = open_data({**dcfg, "format": kind}, method=method, fit_steps=False)
                 # several fields (multivariate_eof), side by side
                 if isinstance(X, list):
                     widths = [int(x.shape[1]) for x in X]

@@ -118,13 +118,9 @@ def rows_sketch(X, n: int, seed: int = 0) -> dict:
 
 def updatable_store(dcfg: dict) -> str | None:
     """Why ``--update`` cannot read ``data`` (``None``: a zarr store it can)."""
-    from ..preprocessing._open import data_kind
+    from .config import data_kind
 
-    kind = data_kind(
-        dcfg["path"],
-        format=dcfg.get("format"),
-        storage_options=dcfg.get("storage_options"),
-    )
+    kind = data_kind(dcfg)
     if kind == "bed" and not isinstance(dcfg["path"], list):
         return (
             f"data.path {dcfg['path']!r} is one PLINK .bed file; --update adds "
@@ -147,18 +143,11 @@ def record_rows(est, X, cfg: dict) -> None:
     files (one file too: the list of a later update starts with it)."""
     if not hasattr(est, "partial_fit") or getattr(est, "_moments_", None) is None:
         return
-    from ..preprocessing._open import data_kind
+    from .config import data_kind
 
-    dcfg = cfg["data"]
-    bed = (
-        data_kind(
-            dcfg["path"],
-            format=dcfg.get("format"),
-            storage_options=dcfg.get("storage_options"),
-        )
-        == "bed"
-    )
-    if (updatable_store(dcfg) is not None and not bed) or _sample_dim(X) is False:
+    # a zarr store or .bed files: a single .bed file too, which a later update's list
+    # starts with
+    if data_kind(cfg["data"]) not in ("zarr", "bed") or _sample_dim(X) is False:
         return
     est._rows_sketch = rows_sketch(X, X.shape[0])
 

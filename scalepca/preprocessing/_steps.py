@@ -494,7 +494,7 @@ def describe(
     )
 
 
-def _dataarray_matrix(
+def stacked(
     arr: xr.DataArray,
     *,
     chunks=None,
@@ -503,10 +503,10 @@ def _dataarray_matrix(
     weights=None,
     dataset=None,
     task_size=None,
-) -> xr.DataArray:
-    """The matrix of a DataArray, described and weighted; ``task_size``
-    (``open_matrix``'s, None: no strips): see
-    :func:`~scalepca.io._stack.stack_dataarray`'s ``strip_bytes``."""
+) -> tuple[xr.DataArray, Preprocessing]:
+    """The matrix of a DataArray (described, stacked, weighted) and the
+    :class:`Preprocessing` that made it; ``task_size`` (``open_matrix``'s, None: no
+    strips): see :func:`~scalepca.io._stack.stack_dataarray`'s ``strip_bytes``."""
     if arr.ndim != 2 and sample_dims is None:
         raise ValueError(
             f"the DataArray has dims {arr.dims}; pass "
@@ -519,11 +519,27 @@ def _dataarray_matrix(
         weights=weights,
         dataset=dataset,
     )
-    out = prep.stack(arr, chunks=chunks, strip_bytes=_task_bytes(task_size))
-    if prep.weights is not None and isinstance(out.data, da.Array):
-        # its dask array alone is known as weighted too: never weighted twice
-        out = out.copy(data=named_matrix(out.data, prep))
-    return out
+    return prep.stack(arr, chunks=chunks, strip_bytes=_task_bytes(task_size)), prep
+
+
+def remember(X, prep: Preprocessing | None):
+    """``X`` as ``open_matrix`` returns it, known as made by ``prep`` when ``prep``
+    weights its columns: a DataArray carries ``prep`` in its attributes, and its dask
+    array (or a bare array) is marked by :func:`named_matrix`, so that it is never
+    weighted twice."""
+    if prep is None or prep.weights is None:
+        return X
+    if isinstance(X, xr.DataArray):
+        if not isinstance(X.data, da.Array):
+            return X
+        return X.copy(data=named_matrix(X.data, prep))
+    return named_matrix(X, prep)
+
+
+def _dataarray_matrix(arr: xr.DataArray, **options) -> xr.DataArray:
+    """The matrix of a DataArray as ``open_matrix`` returns it (see
+    :func:`stacked`)."""
+    return remember(*stacked(arr, **options))
 
 
 def named_weights(rule: str, arr: xr.DataArray, dataset: xr.Dataset | None = None):
