@@ -30,14 +30,28 @@ def _agg():
     plt.close("all")
 
 
-def _images(page: str) -> list[str]:
-    """The figures of a page, by name; each must be a PNG embedded in the page
-    itself."""
-    found = re.findall(r'<img src="data:image/png;base64,([^"]+)" alt="([^"]+)">', page)
+def _figures(page: str) -> list[tuple[str, str]]:
+    """``(name, alt text)`` of the figures of a page; each must be a PNG embedded in
+    the page itself, drawn at twice the width it is shown at."""
+    import html
+
+    found = re.findall(
+        r'<img src="data:image/png;base64,([^"]+)" alt="([^"]+)" '
+        r'data-figure="([^"]+)" width="(\d+)">',
+        page,
+    )
     assert len(found) == page.count("<img"), "an image not embedded as a data: URI"
-    for data, _ in found:
-        assert base64.b64decode(data)[:8] == PNG_MAGIC
-    return [f"report/{name}.png" for _, name in found]
+    for data, alt, _name, width in found:
+        png = base64.b64decode(data)
+        assert png[:8] == PNG_MAGIC
+        assert int.from_bytes(png[16:20], "big") == 2 * int(width)  # 2× resolution
+        assert len(alt) > 30  # a sentence saying what it shows, not its file name
+    return [(name, html.unescape(alt)) for _, alt, name, _ in found]
+
+
+def _images(page: str) -> list[str]:
+    """The figures of a page, by name."""
+    return [f"report/{name}.png" for name, _ in _figures(page)]
 
 
 def _cell(page: str, label: str) -> str:
@@ -76,7 +90,8 @@ def test_pca_report_tables_and_figures(tmp_path):
         assert f"{r:.2f}" in page
     assert f"{np.cumsum(ratios)[-1]:.2f}" in page
     imgs = _images(page)
-    assert imgs == ["report/scree.png", "report/components.png"]
+    # loadings over features without an order: ranked bars, not a line over the index
+    assert imgs == ["report/scree.png", "report/loadings.png"]
     # one self-contained file: nothing else written beside it
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["report.html"]
     assert "/x/model.zarr" in page and "Not drawn" not in page
@@ -170,12 +185,16 @@ def test_cli_run_writes_report(cli_run):
     page = report.read_text()
     assert _cell(page, "shape") == "3,000 × 12"
     assert _cell(page, "method").startswith("pca (PCA)")
-    assert _cell(page, "passes over the data") == "1"
+    # the whole run's passes: the fit's and the one writing the scores
+    assert (
+        _cell(page, "passes over the data (whole run)")
+        == "2 (1 by the fit; 1 writing scores.zarr)"
+    )
     assert re.match(r"[\d.]+ (MiB|GiB)", _cell(page, "peak worker memory"))
     # scores were written, so the report scatters a sample of them
     assert _images(page) == [
         "report/scree.png",
-        "report/components.png",
+        "report/loadings.png",
         "report/scores.png",
     ]
     assert not (tmp_path / "out" / "report").exists()
@@ -205,7 +224,9 @@ def test_cli_report_says_how_the_run_was_made(cli_run):
         "data generation",
         "fit",
         "PCA pass 1: moments",
+        "sampling rows for a later --update",
         "writing outputs",
+        "pass over the data: writing scores.zarr",
         "total",
     ]
     for _, time, share in rows[1:]:
@@ -257,7 +278,7 @@ def test_ppca_report_scores_axes_names_and_note(tmp_path):
     import dask.array as da
     import pandas as pd
 
-    from scalepca.app.report import _scores_figure
+    from scalepca.app.report_figures import scores_figure
     from scalepca.io import write_array
 
     rng = np.random.default_rng(4)
@@ -274,7 +295,7 @@ def test_ppca_report_scores_axes_names_and_note(tmp_path):
     top = dict(r for r in _rows(page, "Top-loading features")[1:])
     assert top["1"].startswith("gene_0 (") and top["2"].startswith("gene_7 (")
     ratio = 100 * ppca.explained_variance_ratio_
-    fig = _scores_figure(store, None, ppca)
+    fig = scores_figure(store, None, ppca)
     assert fig.axes[0].get_xlabel() == f"PC1 ({ratio[0]:.1f} % of variance)"
     assert fig.axes[0].get_ylabel() == f"PC2 ({ratio[1]:.1f} % of variance)"
     # the closed form said as such, not as "converged True, iterations 1"

@@ -497,6 +497,7 @@ API = {
                     "scree",
                     "components",
                     "scores",
+                    "top_loadings",
                     "sparse_loadings",
                     "rpca_frames",
                     "rpca_blocks",
