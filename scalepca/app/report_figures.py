@@ -647,7 +647,8 @@ def _series_spec(node):
     return [], 0
 
 
-def _has_time_series(store, storage_options) -> bool:
+def _time_dim(store, storage_options) -> str | None:
+    """The name of the scores' sample dim when it is a time coordinate, else None."""
     import zarr
 
     from ..io import open_zarr_node
@@ -655,17 +656,17 @@ def _has_time_series(store, storage_options) -> bool:
     try:
         node = open_zarr_node(store, storage_options=storage_options)
     except Exception:  # the scatter names the problem
-        return False
+        return None
     if isinstance(node, zarr.Array):
-        return False
+        return None
     spec, _ = _series_spec(node)
     if not spec:
-        return False
-    dims = _dims_of(node[spec[0][0]])
-    return (
-        bool(dims)
-        and _time_rows(node, dims[0], min(node[spec[0][0]].shape[0], 2)) is not None
-    )
+        return None
+    first = node[spec[0][0]]
+    dims = _dims_of(first)
+    if not dims or _time_rows(node, dims[0], min(first.shape[0], 2)) is None:
+        return None
+    return dims[0]
 
 
 def time_series_figure(store, storage_options, est=None):
@@ -741,16 +742,20 @@ def _scores(est, scores_store, storage_options, labels) -> Iterator[ReportFigure
             alt,
             lambda: scores_figure(scores_store, storage_options, est, labels),
         )
-    if _has_time_series(scores_store, storage_options):
+    dim = _time_dim(scores_store, storage_options)
+    if dim is not None:
+        ratio = _ratio(est)
+        k = 3 if ratio is None else min(3, ratio.size)
+        shares = "" if ratio is None else f" ({_shares(ratio, k)} of the variance)"
         what = {
-            "HilbertEOF": "the amplitude of the first complex PCs",
+            "HilbertEOF": f"the amplitude of complex PCs 1–{k}{shares}",
             "MCA": "mode 1's expansion coefficients of X and Y",
-        }.get(name, "the first PCs")
+        }.get(name, f"PCs 1–{k}{shares}")
         yield ReportFigure(
             "pc_series",
             f"Time series of {what} against the data's time coordinate (at most "
             f"{MAX_ROWS:,} evenly spaced rows of the written scores).",
-            f"Time series of {what}",
+            f"Time series of {what} against {dim}",
             lambda: time_series_figure(scores_store, storage_options, est),
         )
 
