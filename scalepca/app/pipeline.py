@@ -599,18 +599,35 @@ def _shape(X):
 
 def reads_data(X, out) -> bool:
     """Whether computing ``out`` (an array, a DataArray, a dict or list of them) reads
-    the data ``X``: whether its dask graph holds ``X``'s."""
+    the data ``X``: whether its dask graph holds a task of ``X``'s, known by the
+    token of one of ``X``'s layers in its name (a fused task keeps the token of
+    the layers it fuses, as one ``dask.delayed`` of an array does)."""
+    import re
 
-    def layers(obj) -> set:
+    def graphs(obj) -> list:
         if isinstance(obj, dict):
             obj = list(obj.values())
         if isinstance(obj, (list, tuple)):
-            return set().union(*(layers(o) for o in obj))
+            return [g for o in obj for g in graphs(o)]
         data = getattr(obj, "data", obj)
         graph = getattr(data, "__dask_graph__", lambda: None)()
-        return set(getattr(graph, "layers", {}) or {})
+        return [] if graph is None else [graph]
 
-    return bool(layers(X) & layers(out))
+    token = re.compile(r"[0-9a-f]{32}")
+    ours = {
+        t
+        for g in graphs(X)
+        for layer in getattr(g, "layers", {})
+        for t in token.findall(str(layer))
+    }
+    if not ours:
+        return False
+    for g in graphs(out):
+        for key in g.keys():
+            name = key[0] if isinstance(key, tuple) else key
+            if any(t in ours for t in token.findall(str(name))):
+                return True
+    return False
 
 
 def write_outputs(

@@ -416,6 +416,8 @@ def _multivariate_patterns(est, ratio) -> Iterator[ReportFigure]:
 
 
 def _extended_patterns(est, ratio) -> Iterator[ReportFigure]:
+    from ..analysis import plot
+
     if getattr(est, "_feature_template", None) is None:
         return
     field = est.components_xr_  # (mode, lag, field dims)
@@ -429,17 +431,21 @@ def _extended_patterns(est, ratio) -> Iterator[ReportFigure]:
         # the panels of one mode are its lags: drawn as plot.components draws modes
         one = field.isel(mode=i, drop=True).rename({"lag": "mode"})
         share = "" if ratio is None else f" ({_pct(ratio[i])} of the variance)"
-        from ..analysis import plot
-
         titles = [f"lag {int(lag)}" for lag in lags]
+        # one colour scale for all lags: the pattern's growth and decay are seen
+        top = float(np.nanmax(np.abs(one.values))) or 1.0
         yield ReportFigure(
             f"components_mode{i + 1}",
-            f"Extended EOF {i + 1}{share} at each lag (in time steps): how the "
-            "pattern evolves over the embedding window.",
+            f"Extended EOF {i + 1}{share} at each lag (in time steps), on one colour "
+            "scale: how the pattern evolves over the embedding window.",
             f"Maps of extended EOF {i + 1}{share} at lags "
             f"{', '.join(str(int(lag)) for lag in lags)}",
-            lambda one=one, titles=titles: plot.components(
-                one, n_components=len(titles), ncols=3, titles=titles
+            lambda one=one, titles=titles, top=top: plot.components(
+                one,
+                n_components=len(titles),
+                ncols=3,
+                titles=titles,
+                limits=(-top, top),
             ),
         )
 
