@@ -2,19 +2,22 @@
 
 ``scalepca run`` writes it next to its outputs unless the config says ``output.report: false``::
 
-    <output.store>/report.html    summary, time per stage and per pass, cluster, versions,
-                                  spectrum, top-loading features, figures (embedded as
-                                  data: URIs), outputs, and the config that reproduces the run
+    <output.store>/report.html    the command and config file, summary (passes and time of
+                                  the whole run), time per stage and per pass, cluster,
+                                  versions, spectrum, top-loading features, figures
+                                  (embedded as data: URIs at 2x, with alt text), outputs,
+                                  and the config that reproduces the run
 
 From Python, :func:`write_report` does the same for any fitted estimator. The figures
-come from :mod:`scalepca.analysis.plot` (matplotlib, the ``plot`` extra); without
-matplotlib the page is still written, with the tables only and a note saying how to get
-the figures. A figure that fails to draw is named on the page with the reason; it never
-fails the run whose results are already written. Credentials in the config's
-``storage_options`` are never written to the page.
+(:mod:`scalepca.app.report_figures`: what each method produced) come from
+:mod:`scalepca.analysis.plot` (matplotlib, the ``plot`` extra); without matplotlib the
+page is still written, with the tables only and a note saying how to get the figures. A
+figure that fails to draw is named on the page with the reason; it never fails the run
+whose results are already written. Credentials in the config's ``storage_options`` are
+never written to the page.
 
 Nothing here reads the training data except a few hundred rows of it for a robust PCA block
-view and a sample of at most 5,000 rows of the written scores.
+view, a column of sample labels, and a sample of at most 5,000 rows of the written scores.
 """
 
 from __future__ import annotations
