@@ -259,7 +259,7 @@ class Update:
             return []
         if self.scores is not None:
             new = self.est.transform(self.new_rows())
-            with data_pass(timings, "the new rows' scores (over the new rows only)"):
+            with data_pass(timings, "appending the new rows' scores"):
                 sa.append(
                     self.scores, new, self.n_seen, self.storage_options, self.sample_dim
                 )
