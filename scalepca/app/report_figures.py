@@ -333,9 +333,10 @@ def _hilbert_patterns(est, ratio, names) -> Iterator[ReportFigure]:
             phase,
             what="the phase of complex ",
             ratio=ratio,
-            caption="Phase arg v of each complex EOF in radians: a pattern travels "
-            "from larger to smaller phase (grey: features left out).",
-            cmap="twilight",
+            caption="Phase arg v of each complex EOF in radians, on a cyclic colour "
+            "scale: lines of equal phase are the mode's wave fronts (grey: features "
+            "left out).",
+            cmap="hsv",  # cyclic and saturated everywhere: grey land stands apart
             limits=(-np.pi, np.pi),
             label="phase (rad)",
         )
