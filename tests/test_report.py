@@ -607,3 +607,29 @@ def test_anndata_scores_coloured_by_a_categorical_obs_column(tmp_path):
     name, labels = sample_labels(X, {"path": path})
     # a known label name first (cell_type before batch), every cell's value
     assert name == "obs['cell_type']" and (labels == kinds).all()
+
+
+def test_hilbert_report_in_a_real_browser(tool_runs, tmp_path):
+    """The Hilbert EOF report as a reader sees it: its maps render from their data:
+    URIs at the size the page gives them (half their pixels)."""
+    import os
+    import shutil
+
+    from matplotlib.image import imread
+
+    from ._browser import screenshot
+
+    page = tool_runs["hilbert_eof"][0] / "report.html"
+    png = tmp_path / "report_hilbert.png"
+    screenshot(page.as_uri(), png, tmp_path / "profile", height=3000)
+    keep = os.environ.get("SCALEPCA_REPORT_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, Path(keep) / png.name)
+    image = imread(png)[..., :3]
+    colour = image.max(axis=2) - image.min(axis=2) > 0.25
+    # the amplitude and phase maps, the scree and the series: many coloured rows
+    assert colour.any(axis=1).sum() > 1000, colour.any(axis=1).sum()
+    # no figure wider than the page's column (1,000 CSS pixels)
+    widths = [int(w) for w in re.findall(r'width="(\d+)"', page.read_text())]
+    assert widths and max(widths) <= 1000
