@@ -607,6 +607,10 @@ def test_anndata_scores_coloured_by_a_categorical_obs_column(tmp_path):
     name, labels = sample_labels(X, {"path": path})
     # a known label name first (cell_type before batch), every cell's value
     assert name == "obs['cell_type']" and (labels == kinds).all()
+    # the cells a config's steps keep (data.singlecell's mask_obs): theirs, by name
+    keep = rng.random(60) < 0.5
+    _, labels = sample_labels(X.isel(obs=np.flatnonzero(keep)), {"path": path})
+    assert (labels == kinds[keep]).all()
 
 
 def test_hilbert_report_in_a_real_browser(tool_runs, tmp_path):

@@ -497,7 +497,7 @@ def sample_labels(X, dcfg: dict | None) -> tuple[str, np.ndarray] | None:
     found = _coordinate_labels(X)
     if found is None and dcfg is not None:
         try:
-            found = _obs_labels(dcfg)
+            found = _obs_labels(dcfg, X)
         except Exception as err:  # the colours are optional; the figure is drawn plain
             logger.debug("report: no obs labels (%s)", err)
     return found
@@ -519,7 +519,7 @@ def _coordinate_labels(X):
     return None
 
 
-def _obs_labels(dcfg: dict):
+def _obs_labels(dcfg: dict, X):
     from ..preprocessing._open import data_kind
 
     path = dcfg.get("path")
@@ -549,8 +549,15 @@ def _obs_labels(dcfg: dict):
         return None
     preferred = [c for c in OBS_LABELS if c in categorical]
     name = (preferred or categorical)[0]
-    values = read_elem(obs[name])
-    return f"obs[{name!r}]", np.asarray(values.astype(str))
+    values = np.asarray(read_elem(obs[name]).astype(str))
+    n = np.shape(X)[0]
+    if values.size != n and hasattr(X, "coords") and "obs_names" in X.coords:
+        # the cells a config's steps kept (data.singlecell's mask_obs): by their names
+        index = read_elem(obs[obs.attrs.get("_index", "_index")])
+        where = {str(c): i for i, c in enumerate(index)}
+        kept = X.coords["obs_names"].values
+        values = values[[where[str(c)] for c in kept]]
+    return f"obs[{name!r}]", values
 
 
 def _axis_shares(est) -> list[str]:
