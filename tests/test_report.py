@@ -637,3 +637,33 @@ def test_hilbert_report_in_a_real_browser(tool_runs, tmp_path):
     # no figure wider than the page's column (1,000 CSS pixels)
     widths = [int(w) for w in re.findall(r'width="(\d+)"', page.read_text())]
     assert widths and max(widths) <= 1000
+
+
+def test_loadings_over_one_labelled_dim_are_named_by_its_labels():
+    """Stations (one feature dim with labels, no feature_names_in_): ranked bars
+    named by station; a lat/lon field: maps."""
+    import xarray as xr
+
+    from scalepca.app.report_figures import report_figures
+
+    rng = np.random.default_rng(0)
+    names = ["oslo", "bergen", "rome", "nice", "lyon", "kiel"]
+    field = xr.DataArray(
+        rng.standard_normal((100, 6)) * np.arange(1, 7),
+        dims=("time", "station"),
+        coords={"station": names},
+    )
+    pca = scalepca.PCA(2).fit(scalepca.open_matrix(field, sample_dims="time"))
+    loadings = [f for f in report_figures(pca) if f.stem == "loadings"][0]
+    assert "by feature name" in loadings.alt
+    ax = loadings.draw().axes[0]
+    order = np.argsort(-np.abs(pca.components_[0]), kind="stable")
+    assert [t.get_text() for t in ax.get_yticklabels()] == [names[j] for j in order]
+    grid = xr.DataArray(
+        rng.standard_normal((50, 4, 5)),
+        dims=("time", "lat", "lon"),
+        coords={"lat": np.arange(4.0), "lon": np.arange(5.0)},
+    )
+    pca = scalepca.PCA(2).fit(scalepca.open_matrix(grid, sample_dims="time"))
+    stems = [f.stem for f in report_figures(pca)]
+    assert stems == ["scree", "components"]

@@ -285,12 +285,17 @@ def _linear_patterns(est, ratio, names) -> Iterator[ReportFigure]:
             yield _maps(
                 "components",
                 field,
-                what="the components",
+                what="",
+                noun="component",
                 ratio=ratio,
                 caption="The first components over the data's own dimensions "
                 "(maps for lat/lon grids; grey: features left out, e.g. land).",
             )
             return
+        if names is None:  # one feature dim (stations, variables): its labels
+            (dim,) = [d for d in field.dims if d != "mode"] or [None]
+            if dim is not None and dim in field.coords:
+                names = field[dim].values
     sparse = type(est).__name__ == "SparsePCA"
     if sparse and comps.shape[1] <= 200:
         k = min(6, comps.shape[0])
