@@ -109,7 +109,7 @@ def _spectrum(est) -> Iterator[ReportFigure]:
             "Squared covariance of X and Y per coupled mode (bars) and cumulative.",
             f"Scree plot of the coupled modes: mode 1 holds {_pct(frac[0])} of the "
             f"squared covariance, the first {frac.size} together {_pct(frac.sum())}",
-            lambda: draw_mca(),
+            draw_mca,
         )
         return
     ratio = _ratio(est)
@@ -176,7 +176,10 @@ def _bootstrap_scree(est, ratio) -> ReportFigure:
     level = f"{100 * float(est.confidence):g} %"
 
     def draw():
-        ax = plot.scree(est, yerr=np.stack([ratio - lo, hi - ratio]))
+        # the fit on all samples may lie outside its replicates' interval: no bar
+        # below zero length
+        below, above = np.clip(ratio - lo, 0, None), np.clip(hi - ratio, 0, None)
+        ax = plot.scree(est, yerr=np.stack([below, above]))
         for patch in ax.patches[n_sig:]:
             patch.set_facecolor("0.7")  # not separated from the next mode
         ax.set_title(f"BootstrapEOF: {n_sig} of {ratio.size} modes separated")
