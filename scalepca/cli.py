@@ -133,15 +133,14 @@ def cmd_run(args) -> int:
         if cfg["output"]["store"]:
             written = args.written  # each store once complete: an interrupt says which
             before = len(written)  # a generated dataset: announced when generated
+            if upd is None and cfg["output"]["model"]:
+                # what a later --update checks the rows by: a sample of them
+                record_rows(est, X, cfg, timings=timings)
             with timings.stage("writing outputs"):
                 if upd is not None:
-                    upd.write(cfg["output"], written)
+                    upd.write(cfg["output"], written, timings=timings)
                 else:
-                    if cfg["output"][
-                        "model"
-                    ]:  # what a later --update checks the rows by
-                        record_rows(est, X, cfg)
-                    write_outputs(est, X, cfg["output"], written)
+                    write_outputs(est, X, cfg["output"], written, timings=timings)
             for path in written[before:]:
                 print(f"written: {path}", flush=True)
             if cfg["output"].get("report"):  # one self-contained HTML page
@@ -160,6 +159,8 @@ def cmd_run(args) -> int:
                         client=client,
                         written=written[before:],
                         update=upd.report_rows() if upd is not None else None,
+                        command=args.argv,
+                        config_file=args.config,
                     )
                 written.append(path)
                 print(f"written: {path}", flush=True)
@@ -978,6 +979,7 @@ def main(argv=None) -> int:
     from .app.config import ConfigError
 
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the run report's title
     args.written = []  # the stores a command has written completely, in order
     args.partly = []  # those it had begun to write into when interrupted
     handler = logging.StreamHandler(sys.stderr)

@@ -437,3 +437,41 @@ def test_mode_labels_agree_everywhere():
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("score 1", "score 3")
     ax = plot.scree(pca)
     plt.close("all")
+
+
+def test_top_loadings_ranked_by_name(pca_fit):
+    """Each panel: the largest |loadings| of its component, largest on top, named,
+    with their signed values."""
+    pca, _ = pca_fit
+    names = [f"gene_{j}" for j in range(pca.components_.shape[1])]
+    fig = plot.top_loadings(pca, names=names, n_components=3, n_features=5)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == 3
+    for i, ax in enumerate(shown):
+        c = pca.components_[i]
+        order = np.argsort(-np.abs(c), kind="stable")[:5]
+        bars = sorted(ax.patches, key=lambda p: -p.get_y())  # top to bottom
+        np.testing.assert_allclose([b.get_width() for b in bars], c[order])
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert labels == [names[j] for j in order]
+        assert ax.get_title().startswith(f"mode {i + 1} (")
+    with pytest.raises(ValueError, match="names has 2 entries"):
+        plot.top_loadings(pca, names=["a", "b"])
+    with pytest.raises(TypeError, match="complex"):
+        plot.top_loadings(np.ones((2, 3)) * 1j)
+
+
+def test_scree_error_bars_and_component_limits(pca_fit):
+    from matplotlib.container import BarContainer
+
+    pca, _ = pca_fit
+    err = 0.1 * pca.explained_variance_ratio_
+    ax = plot.scree(pca, yerr=err)
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)][0]
+    segments = bars.errorbar.lines[2][0].get_segments()
+    np.testing.assert_allclose(
+        [s[1, 1] - s[0, 1] for s in segments], 2 * 100 * err, rtol=1e-12
+    )
+    fig = plot.components(pca, image_shape=(6, 6), limits=(0, 2), label="amplitude")
+    assert fig.axes[0].images[0].get_clim() == (0.0, 2.0)
+    assert fig.axes[-1].get_ylabel() == "amplitude"  # the colour bar's label

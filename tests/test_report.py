@@ -30,14 +30,28 @@ def _agg():
     plt.close("all")
 
 
-def _images(page: str) -> list[str]:
-    """The figures of a page, by name; each must be a PNG embedded in the page
-    itself."""
-    found = re.findall(r'<img src="data:image/png;base64,([^"]+)" alt="([^"]+)">', page)
+def _figures(page: str) -> list[tuple[str, str]]:
+    """``(name, alt text)`` of the figures of a page; each must be a PNG embedded in
+    the page itself, drawn at twice the width it is shown at."""
+    import html
+
+    found = re.findall(
+        r'<img src="data:image/png;base64,([^"]+)" alt="([^"]+)" '
+        r'data-figure="([^"]+)" width="(\d+)">',
+        page,
+    )
     assert len(found) == page.count("<img"), "an image not embedded as a data: URI"
-    for data, _ in found:
-        assert base64.b64decode(data)[:8] == PNG_MAGIC
-    return [f"report/{name}.png" for _, name in found]
+    for data, alt, _name, width in found:
+        png = base64.b64decode(data)
+        assert png[:8] == PNG_MAGIC
+        assert int.from_bytes(png[16:20], "big") == 2 * int(width)  # 2× resolution
+        assert len(alt) > 30  # a sentence saying what it shows, not its file name
+    return [(name, html.unescape(alt)) for _, alt, name, _ in found]
+
+
+def _images(page: str) -> list[str]:
+    """The figures of a page, by name."""
+    return [f"report/{name}.png" for name, _ in _figures(page)]
 
 
 def _cell(page: str, label: str) -> str:
@@ -76,7 +90,8 @@ def test_pca_report_tables_and_figures(tmp_path):
         assert f"{r:.2f}" in page
     assert f"{np.cumsum(ratios)[-1]:.2f}" in page
     imgs = _images(page)
-    assert imgs == ["report/scree.png", "report/components.png"]
+    # loadings over features without an order: ranked bars, not a line over the index
+    assert imgs == ["report/scree.png", "report/loadings.png"]
     # one self-contained file: nothing else written beside it
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["report.html"]
     assert "/x/model.zarr" in page and "Not drawn" not in page
@@ -170,12 +185,16 @@ def test_cli_run_writes_report(cli_run):
     page = report.read_text()
     assert _cell(page, "shape") == "3,000 × 12"
     assert _cell(page, "method").startswith("pca (PCA)")
-    assert _cell(page, "passes over the data") == "1"
+    # the whole run's passes: the fit's and the one writing the scores
+    assert (
+        _cell(page, "passes over the data (whole run)")
+        == "2 (1 by the fit; 1 writing scores.zarr)"
+    )
     assert re.match(r"[\d.]+ (MiB|GiB)", _cell(page, "peak worker memory"))
     # scores were written, so the report scatters a sample of them
     assert _images(page) == [
         "report/scree.png",
-        "report/components.png",
+        "report/loadings.png",
         "report/scores.png",
     ]
     assert not (tmp_path / "out" / "report").exists()
@@ -205,7 +224,9 @@ def test_cli_report_says_how_the_run_was_made(cli_run):
         "data generation",
         "fit",
         "PCA pass 1: moments",
+        "sampling rows for a later --update",
         "writing outputs",
+        "pass over the data: writing scores.zarr",
         "total",
     ]
     for _, time, share in rows[1:]:
@@ -257,7 +278,7 @@ def test_ppca_report_scores_axes_names_and_note(tmp_path):
     import dask.array as da
     import pandas as pd
 
-    from scalepca.app.report import _scores_figure
+    from scalepca.app.report_figures import scores_figure
     from scalepca.io import write_array
 
     rng = np.random.default_rng(4)
@@ -274,7 +295,7 @@ def test_ppca_report_scores_axes_names_and_note(tmp_path):
     top = dict(r for r in _rows(page, "Top-loading features")[1:])
     assert top["1"].startswith("gene_0 (") and top["2"].startswith("gene_7 (")
     ratio = 100 * ppca.explained_variance_ratio_
-    fig = _scores_figure(store, None, ppca)
+    fig = scores_figure(store, None, ppca)
     assert fig.axes[0].get_xlabel() == f"PC1 ({ratio[0]:.1f} % of variance)"
     assert fig.axes[0].get_ylabel() == f"PC2 ({ratio[1]:.1f} % of variance)"
     # the closed form said as such, not as "converged True, iterations 1"
@@ -366,3 +387,283 @@ def test_timings_hear_every_pass_under_the_progress_display():
     assert "PCA pass 2 of 2 (tsqr): 5 chunks in" in log.getvalue()
     rows = [r[0] for r in timing_rows(timings)]
     assert rows == ["fit", "    PCA pass 1: moments", "    PCA pass 2: tsqr", "total"]
+
+
+# -- what each method produced -----------------------------------------------------------
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+#: shipped config → (settings that make its data small, the figures its report shows)
+TOOLS = {
+    "hilbert_eof": ([], ["scree", "amplitude", "phase", "pc_series"]),
+    "mca": ([], ["scree", "patterns_x", "patterns_y", "scores", "pc_series"]),
+    "multivariate_eof": (
+        [],
+        ["scree", "components_sst", "components_z", "scores", "pc_series"],
+    ),
+    "extended_eof": (
+        [],
+        [
+            "scree",
+            "components_mode1",
+            "components_mode2",
+            "components_mode3",
+            "scores",
+            "pc_series",
+        ],
+    ),
+    "bootstrap_eof": (
+        ["model.n_bootstraps=10"],
+        ["scree", "components", "components_interval", "scores", "pc_series"],
+    ),
+    "ppca": (
+        ["data.generate.n_features=30", "model.max_iter=15"],
+        ["scree", "loadings", "convergence", "scores"],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def tool_runs(tmp_path_factory):
+    """Each shipped analysis config run on small generated data:
+    ``{method: (output folder, report page, what the run printed on stderr)}``."""
+    import contextlib
+    import io
+    import warnings
+
+    import matplotlib
+
+    from scalepca.cli import main
+
+    matplotlib.use("Agg")
+    root = tmp_path_factory.mktemp("tools")
+    runs = {}
+    for method, (sets, _) in TOOLS.items():
+        out, err = io.StringIO(), io.StringIO()
+        argv = ["run", str(CONFIGS / f"{method}.yaml")]
+        for s in [
+            f"data.path={root / method}.zarr",
+            f"output.store={root / 'out' / method}",
+            "data.generate.n_samples=240",
+            "data.generate.chunk_rows=120",
+            "cluster.n_workers=1",
+            "cluster.processes=false",
+            "progress=false",
+            *sets,
+        ]:
+            argv += ["--set", s]
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            warnings.simplefilter("always")
+            assert main(argv) == 0, err.getvalue()
+        said = err.getvalue() + "".join(str(w.message) + "\n" for w in caught)
+        folder = root / "out" / method
+        runs[method] = (folder, (folder / "report.html").read_text(), said)
+    return runs
+
+
+@pytest.mark.parametrize("method", list(TOOLS))
+def test_each_tool_report_shows_what_it_produced(tool_runs, method):
+    """Every figure drawn, named by what it shows, with no warning on the way."""
+    folder, page, said = tool_runs[method]
+    assert [name for name, _ in _figures(page)] == TOOLS[method][1]
+    assert "Not drawn" not in page
+    assert "not drawn" not in said and "Casting complex" not in said
+    # the config file and the command in the title
+    assert f"<title>scalepca run {method}.yaml: {method}</title>" in page
+    assert re.search(r"Command: <code>scalepca run \S+/" + method + r"\.yaml ", page)
+
+
+def _alts(page: str) -> dict:
+    return dict(_figures(page))
+
+
+def test_hilbert_report_amplitude_phase_and_series(tool_runs):
+    import xarray as xr
+
+    from scalepca.app.report_figures import time_series_figure
+
+    folder, page, _ = tool_runs["hilbert_eof"]
+    model = scalepca.load(folder / "model.zarr")
+    share = f"{100 * model.explained_variance_ratio_[0]:.1f} %"
+    alts = _alts(page)
+    assert alts["amplitude"].startswith("Maps of the amplitude of complex EOFs 1–4 (")
+    assert alts["phase"].startswith("Maps of the phase of complex EOFs 1–4 (" + share)
+    # the scores written from the fit: no pass beyond the fit's two
+    assert _cell(page, "passes over the data (whole run)") == "2 (2 by the fit)"
+    # the amplitude of the complex PCs against the data's own times
+    fig = time_series_figure(str(folder / "scores.zarr"), None, model)
+    scores = xr.open_zarr(folder / "scores.zarr")
+    line = fig.axes[0].lines[0]
+    np.testing.assert_array_equal(line.get_xdata(), scores["time"].values)
+    np.testing.assert_allclose(
+        line.get_ydata(), np.abs(model.scores_[:, 0]), rtol=1e-12
+    )
+
+
+def test_bootstrap_report_says_which_modes_are_separated(tool_runs):
+    folder, page, _ = tool_runs["bootstrap_eof"]
+    model = scalepca.load(folder / "model.zarr")
+    alts = _alts(page)
+    assert alts["scree"].startswith("Scree plot with 95 % bootstrap intervals")
+    assert f"{model.n_significant_} of 4 modes are separated" in alts["scree"]
+    assert alts["components_interval"].startswith(
+        "Maps of EOFs 1–4 where their 95 % bootstrap interval excludes zero"
+    )
+
+
+def test_extended_and_multivariate_reports_map_each_lag_and_field(tool_runs):
+    page = tool_runs["extended_eof"][1]
+    # its scores are a dask.delayed of each block (fused tasks): still a pass
+    assert (
+        _cell(page, "passes over the data (whole run)")
+        == "2 (1 by the fit; 1 writing scores.zarr)"
+    )
+    alts = _alts(page)
+    assert alts["components_mode1"].startswith("Maps of extended EOF 1 (")
+    assert alts["components_mode1"].endswith("at lags 0, 2, 4, 6")  # embedding 4, τ 2
+    assert "North's error bars" in alts["scree"]
+    alts = _alts(tool_runs["multivariate_eof"][1])
+    assert alts["components_sst"].startswith("Maps of the sst part of EOFs 1–4 (")
+    assert alts["components_z"].startswith("Maps of the z part of EOFs 1–4 (")
+    alts = _alts(tool_runs["mca"][1])
+    assert alts["patterns_x"].startswith("Maps of the X pattern (sst) of coupled modes")
+    assert alts["patterns_y"].endswith("of the squared covariance)")
+
+
+def test_scree_error_bars_are_norths_and_ppca_draws_its_noise_level():
+    """The bars' error bars are North's λ·√(2/n) (as north_test gives them), and
+    PPCA's dashed line is σ² as a share of the data's total variance."""
+    from scalepca.analysis.eof import north_test
+    from scalepca.app.report_figures import report_figures
+
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((300, 12)) * np.linspace(5, 1, 12)
+    for est in (scalepca.PCA(4).fit(X), scalepca.PPCA(4).fit(X)):
+        scree = next(report_figures(est))
+        ax = scree.draw().axes[0]
+        from matplotlib.container import BarContainer
+
+        bars = [c for c in ax.containers if isinstance(c, BarContainer)][0]
+        segments = bars.errorbar.lines[2][0].get_segments()
+        half = np.array([(s[1, 1] - s[0, 1]) / 2 for s in segments])
+        errors = north_test(est, vfscaled=True).errors
+        np.testing.assert_allclose(half, 100 * errors, rtol=1e-10)
+    total = X.var(axis=0, ddof=1).sum()
+    levels = [ln.get_ydata()[0] for ln in ax.lines if ln.get_linestyle() == "--"]
+    np.testing.assert_allclose(levels, [100 * est.noise_variance_ / total], rtol=1e-8)
+    assert "noise level σ²" in scree.alt
+
+
+def test_genotype_scores_coloured_by_population(tmp_path):
+    from scalepca.app.report_figures import sample_labels, scores_figure
+    from scalepca.datasets import make_genotypes, write_bed
+    from scalepca.io import write_array
+
+    geno = make_genotypes(150, 200, n_populations=3, seed=1)
+    path = write_bed(geno, str(tmp_path / "g.bed"))
+    X = scalepca.open_matrix(path)
+    name, labels = sample_labels(X, {"path": path})
+    fam = np.loadtxt(tmp_path / "g.fam", dtype=str, usecols=0)
+    assert name == "fid" and (labels == fam).all() and len(set(fam)) == 3
+    pca = scalepca.PCA(2).fit(X)
+    store = str(tmp_path / "scores.zarr")
+    write_array(pca.transform(X), store, name="scores")
+    ax = scores_figure(store, None, pca, (name, labels)).axes[0]
+    legend = sorted(t.get_text() for t in ax.get_legend().get_texts())
+    assert legend == sorted(set(fam))
+    # the loadings: ranked bars named by the .bim's SNP ids
+    from scalepca.app.report_figures import report_figures
+
+    loadings = [f for f in report_figures(pca) if f.stem == "loadings"][0]
+    ax = loadings.draw().axes[0]
+    shown = [t.get_text() for t in ax.get_yticklabels()]
+    order = np.argsort(-np.abs(pca.components_[0]), kind="stable")[:10]
+    assert shown == list(pca.feature_names_in_[order])
+
+
+def test_anndata_scores_coloured_by_a_categorical_obs_column(tmp_path):
+    anndata = pytest.importorskip("anndata")
+    import pandas as pd
+
+    from scalepca.app.report_figures import sample_labels
+
+    rng = np.random.default_rng(0)
+    kinds = rng.choice(["B", "T", "NK"], 60)
+    obs = pd.DataFrame(
+        {
+            "n_counts": rng.random(60),
+            "batch": pd.Categorical(rng.choice(list("ab"), 60)),
+            "cell_type": pd.Categorical(kinds),
+        },
+        index=[f"c{i}" for i in range(60)],
+    )
+    adata = anndata.AnnData(rng.random((60, 8)).astype("float32"), obs=obs)
+    adata.write_zarr(tmp_path / "cells.zarr")
+    path = str(tmp_path / "cells.zarr")
+    X = scalepca.open_matrix(path, format="anndata")
+    name, labels = sample_labels(X, {"path": path})
+    # a known label name first (cell_type before batch), every cell's value
+    assert name == "obs['cell_type']" and (labels == kinds).all()
+    # the cells a config's steps keep (data.singlecell's mask_obs): theirs, by name
+    keep = rng.random(60) < 0.5
+    _, labels = sample_labels(X.isel(obs=np.flatnonzero(keep)), {"path": path})
+    assert (labels == kinds[keep]).all()
+
+
+def test_hilbert_report_in_a_real_browser(tool_runs, tmp_path):
+    """The Hilbert EOF report as a reader sees it: its maps render from their data:
+    URIs at the size the page gives them (half their pixels)."""
+    import os
+    import shutil
+
+    from matplotlib.image import imread
+
+    from ._browser import screenshot
+
+    page = tool_runs["hilbert_eof"][0] / "report.html"
+    png = tmp_path / "report_hilbert.png"
+    screenshot(page.as_uri(), png, tmp_path / "profile", height=3000)
+    keep = os.environ.get("SCALEPCA_REPORT_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, Path(keep) / png.name)
+    image = imread(png)[..., :3]
+    colour = image.max(axis=2) - image.min(axis=2) > 0.25
+    # the amplitude and phase maps, the scree and the series: many coloured rows
+    assert colour.any(axis=1).sum() > 1000, colour.any(axis=1).sum()
+    # no figure wider than the page's column (1,000 CSS pixels)
+    widths = [int(w) for w in re.findall(r'width="(\d+)"', page.read_text())]
+    assert widths and max(widths) <= 1000
+
+
+def test_loadings_over_one_labelled_dim_are_named_by_its_labels():
+    """Stations (one feature dim with labels, no feature_names_in_): ranked bars
+    named by station; a lat/lon field: maps."""
+    import xarray as xr
+
+    from scalepca.app.report_figures import report_figures
+
+    rng = np.random.default_rng(0)
+    names = ["oslo", "bergen", "rome", "nice", "lyon", "kiel"]
+    field = xr.DataArray(
+        rng.standard_normal((100, 6)) * np.arange(1, 7),
+        dims=("time", "station"),
+        coords={"station": names},
+    )
+    pca = scalepca.PCA(2).fit(scalepca.open_matrix(field, sample_dims="time"))
+    loadings = [f for f in report_figures(pca) if f.stem == "loadings"][0]
+    assert "by feature name" in loadings.alt
+    ax = loadings.draw().axes[0]
+    order = np.argsort(-np.abs(pca.components_[0]), kind="stable")
+    assert [t.get_text() for t in ax.get_yticklabels()] == [names[j] for j in order]
+    grid = xr.DataArray(
+        rng.standard_normal((50, 4, 5)),
+        dims=("time", "lat", "lon"),
+        coords={"lat": np.arange(4.0), "lon": np.arange(5.0)},
+    )
+    pca = scalepca.PCA(2).fit(scalepca.open_matrix(grid, sample_dims="time"))
+    stems = [f.stem for f in report_figures(pca)]
+    assert stems == ["scree", "components"]

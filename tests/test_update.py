@@ -147,6 +147,13 @@ def test_update_equals_a_fresh_run_on_the_whole_store(grown, capsys):
     ]
     report = (tmp / "out" / "report.html").read_text()
     assert "1,000 rows seen before, 200 new rows read" in report
+    # the whole update's passes: the fit's over the new rows, and their scores'
+    import html
+
+    assert (
+        "<th>passes over the data (whole run)</th><td>2 (1 by the fit; 1 appending "
+        "the new rows' scores)</td>" in html.unescape(report)
+    )
 
 
 def test_a_second_update_without_new_rows_writes_nothing(grown, capsys):

@@ -618,6 +618,7 @@ API = {
                     "scree",
                     "components",
                     "scores",
+                    "top_loadings",
                     "sparse_loadings",
                     "rpca_frames",
                     "rpca_blocks",

@@ -14,6 +14,7 @@ function                 what it shows
 :func:`components`       components as images (``image_shape``), as maps (xarray components with
                          lat/lon), or as loading profiles
 :func:`scores`           2-D scatter of two score columns, coloured by a label
+:func:`top_loadings`     the features with the largest loadings of each component, by name
 :func:`sparse_loadings`  heat map of (sparse) loadings with exact zeros left blank
 :func:`rpca_frames`      robust PCA: observed frame | low-rank part | sparse part, frame by frame
 :func:`rpca_blocks`      robust PCA of a plain matrix: a block of M, L and S side by side
@@ -35,6 +36,7 @@ __all__ = [
     "scores",
     "scree",
     "sparse_loadings",
+    "top_loadings",
 ]
 
 _EXTRA_MSG = (
@@ -119,6 +121,7 @@ def scree(
     cumulative: bool = True,
     log: bool = False,
     label: str | None = None,
+    yerr=None,
 ):
     """Explained variance per component (bars) and its cumulative sum (line), in
     percent.
@@ -139,6 +142,11 @@ def scree(
         Logarithmic y axis (for long spectra).
     label : str, optional
         Legend label of the bars (to compare models on one axes, draw twice).
+    yerr : array-like of shape (n_components,) or (2, n_components), optional
+        Error bars on the bars, in the units of ``source`` (fractions of the total
+        variance for ratios): one half-width per component, or the distances below and
+        above each bar. North's rule of thumb, for instance, is
+        :func:`scalepca.analysis.eof.north_test` with ``vfscaled=True``.
 
     Returns
     -------
@@ -163,7 +171,19 @@ def scree(
     ax = _new_axes(ax, (5.0, 3.4))
     x = np.arange(1, values.size + 1)
     y = 100.0 * values if units == "%" else values
-    ax.bar(x, y, color="C0", alpha=0.8, label=label or "per component")
+    err = None
+    if yerr is not None:
+        err = np.asarray(_small(yerr, "yerr"), dtype=float)[..., : values.size]
+        err = 100.0 * err if units == "%" else err
+    ax.bar(
+        x,
+        y,
+        yerr=err,
+        color="C0",
+        alpha=0.8,
+        label=label or "per component",
+        error_kw={"ecolor": "0.2", "capsize": 3, "lw": 1},
+    )
     if cumulative and units == "%":
         ax.plot(x, np.cumsum(y), "o-", color="C1", ms=4, label="cumulative")
         ax.legend(loc="center right", frameon=False)
@@ -254,6 +274,8 @@ def components(
     lat: str | None = None,
     lon: str | None = None,
     colorbar: bool = True,
+    limits=None,
+    label: str = "loading",
 ):
     """Draw components as images, as maps, or as loading profiles; returns the Figure.
 
@@ -280,6 +302,12 @@ def components(
         (CF attributes, or names such as ``lat``/``latitude``/``nav_lat``) with
         :func:`scalepca.analysis.eof.find_lat_lon`.
     colorbar : bool, default=True
+    limits : pair of float, optional
+        The colour range ``(vmin, vmax)`` of every panel (e.g. ``(0, a)`` for
+        amplitudes, ``(-np.pi, np.pi)`` for phases with ``cmap="twilight"``); by default
+        each panel's range is symmetric about zero.
+    label : str, default="loading"
+        The colour bar's label.
 
     Returns
     -------
@@ -315,10 +343,10 @@ def components(
     cm = mpl.colormaps[cmap].with_extremes(bad="0.75")
     fig, axes = _grid(k, ncols, (3.2, 2.0) if coords is not None else (2.6, 2.4))
     for i, ax in enumerate(axes):
-        im = _draw_component(ax, values[i], coords, cm)
+        im = _draw_component(ax, values[i], coords, cm, limits)
         ax.set_title(names[i], fontsize=9)
         if im is not None and colorbar:
-            fig.colorbar(im, ax=ax, shrink=0.8).set_label("loading", fontsize=8)
+            fig.colorbar(im, ax=ax, shrink=0.8).set_label(label, fontsize=8)
     return fig
 
 
@@ -371,10 +399,14 @@ def _as_images(values: np.ndarray, image_shape) -> np.ndarray:
     return values.reshape(values.shape[0], *image_shape)
 
 
-def _draw_component(ax, v: np.ndarray, coords, cm):
+def _draw_component(ax, v: np.ndarray, coords, cm, limits=None):
     """One panel: a map over ``coords`` (lat, lon), an image (2-D ``v``) or a loading
     profile; returns the mappable for a colour bar (None for a profile)."""
-    lim = _symmetric_limit(v)
+    if limits is None:
+        lim = _symmetric_limit(v)
+        vmin, vmax = -lim, lim
+    else:
+        vmin, vmax = (float(a) for a in limits)
     if coords is not None:
         la, lo = coords
         # pcolormesh places cells at their coordinates: descending latitudes are drawn
@@ -384,8 +416,8 @@ def _draw_component(ax, v: np.ndarray, coords, cm):
             _small(la, str(la.name)),
             np.ma.masked_invalid(v),
             cmap=cm,
-            vmin=-lim,
-            vmax=lim,
+            vmin=vmin,
+            vmax=vmax,
             shading="auto",
         )
         ax.set_xlabel(str(lo.name))
@@ -395,8 +427,8 @@ def _draw_component(ax, v: np.ndarray, coords, cm):
         im = ax.imshow(
             np.ma.masked_invalid(v),
             cmap=cm,
-            vmin=-lim,
-            vmax=lim,
+            vmin=vmin,
+            vmax=vmax,
             interpolation="nearest",
         )
         ax.set_xticks([])
@@ -535,6 +567,78 @@ def scores(
     if title:
         ax.set_title(title)
     return ax
+
+
+# -- loadings by name ------------------------------------------------------------------
+def top_loadings(
+    source,
+    *,
+    names=None,
+    n_components: int = 4,
+    n_features: int = 10,
+    ncols: int = 2,
+    titles=None,
+):
+    """The features with the largest loadings of each component, ranked, by name;
+    returns the Figure.
+
+    One panel per component: a horizontal bar for each of its ``n_features`` largest
+    loadings in absolute value, the largest on top, labelled with the feature's name
+    (a gene, a SNP id, a variable) and coloured by its sign. The way to read loadings
+    over features that have no order (genes, SNPs), where a line over the feature
+    index would join unrelated neighbours.
+
+    Parameters
+    ----------
+    source : fitted estimator or array-like of shape (n_components, n_features)
+        An estimator's ``components_`` (its ``feature_names_in_`` name the features
+        when ``names`` is not given), or the loadings themselves.
+    names : sequence of str, optional
+        One name per feature; default the estimator's ``feature_names_in_``, else
+        ``feature 0``, ``feature 1``, ...
+    n_components : int, default=4
+        Draw the first ``n_components`` components.
+    n_features : int, default=10
+        Features per component.
+    ncols : int, default=2
+        Panels per row.
+    titles : sequence of str, optional
+        Panel titles; by default "mode m (explained %)".
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    ratio = None
+    if _is_estimator(source):
+        ratio = getattr(source, "explained_variance_ratio_", None)
+        if names is None:
+            names = getattr(source, "feature_names_in_", None)
+        source = _fitted(source, "components_")
+    values = _component_rows(source)
+    if np.iscomplexobj(values):
+        raise TypeError("complex loadings: draw their amplitude (np.abs) instead")
+    values = values.astype(float)
+    d = values.shape[1]
+    if names is None:
+        names = [f"feature {j}" for j in range(d)]
+    names = [str(n) for n in np.asarray(names, dtype=object).tolist()]
+    if len(names) != d:
+        raise ValueError(f"names has {len(names)} entries; the loadings have {d}")
+    k = min(int(n_components), values.shape[0])
+    m = min(int(n_features), d)
+    heads = _component_titles(k, ratio, titles)
+    fig, axes = _grid(k, ncols, (3.6, 0.5 + 0.22 * m))
+    for i, ax in enumerate(axes):
+        v = values[i]
+        order = np.argsort(-np.nan_to_num(np.abs(v), nan=-1.0), kind="stable")[:m]
+        y = np.arange(m)[::-1]
+        ax.barh(y, v[order], color=np.where(v[order] >= 0, "C3", "C0"), height=0.7)
+        ax.set_yticks(y, [names[j] for j in order], fontsize=7)
+        ax.axvline(0, color="0.5", lw=0.5)
+        ax.set_xlabel("loading", fontsize=8)
+        ax.set_title(heads[i], fontsize=9)
+    return fig
 
 
 # -- sparse loadings -------------------------------------------------------------------

@@ -571,15 +571,53 @@ def _shape(X):
     return tuple(X.shape)
 
 
-def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
+def reads_data(X, out) -> bool:
+    """Whether computing ``out`` (an array, a DataArray, a dict or list of them) reads
+    the data ``X``: whether its dask graph holds a task of ``X``'s, known by the
+    token of one of ``X``'s layers in its name (a fused task keeps the token of
+    the layers it fuses, as one ``dask.delayed`` of an array does)."""
+    import re
+
+    def graphs(obj) -> list:
+        if isinstance(obj, dict):
+            obj = list(obj.values())
+        if isinstance(obj, (list, tuple)):
+            return [g for o in obj for g in graphs(o)]
+        data = getattr(obj, "data", obj)
+        graph = getattr(data, "__dask_graph__", lambda: None)()
+        return [] if graph is None else [graph]
+
+    token = re.compile(r"[0-9a-f]{32}")
+    ours = {
+        t
+        for g in graphs(X)
+        for layer in getattr(g, "layers", {})
+        for t in token.findall(str(layer))
+    }
+    if not ours:
+        return False
+    for g in graphs(out):
+        for key in g.keys():
+            name = key[0] if isinstance(key, tuple) else key
+            if any(t in ours for t in token.findall(str(name))):
+                return True
+    return False
+
+
+def write_outputs(
+    est, X, out: dict, written: list | None = None, timings=None
+) -> list[str]:
     """Write what ``output`` asks for under ``output.store``; return the written paths.
 
     ``written``: a list each store's path is appended to once it is written completely
-    (in the order written: the model first), so an interrupted run can say which are."""
+    (in the order written: the model first), so an interrupted run can say which are.
+    ``timings``: the run's :class:`~scalepca.app.timing.RunTimings`, which count each
+    write that reads the data as a pass over it."""
     from ..io import write_array
     from ..models._saving import save_estimator
     from .outputs import FLAG, PARTS
     from .progress import stage
+    from .timing import data_pass
 
     root = out["store"].rstrip("/")
     so = out.get("storage_options")
@@ -608,7 +646,8 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
     if out["scores"]:
         # an analysis tool names its arrays itself (its scores_arrays)
         arrays, attrs = est.scores_arrays(X, fitted=True) if own else (scores, None)
-        with stage(f"writing {PARTS['scores'][0]}"):
+        label = f"writing {PARTS['scores'][0]}"
+        with stage(label), data_pass(timings, label, reads_data(X, arrays)):
             write_array(
                 arrays,
                 path("scores"),
@@ -620,7 +659,8 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
             )
         written.append(path("scores"))
     if out["reconstruction"]:
-        with stage(f"writing {PARTS['reconstruction'][0]}"):
+        label = f"writing {PARTS['reconstruction'][0]}"
+        with stage(label), data_pass(timings, label, reads_data(X, scores)):
             write_array(
                 est.inverse_transform(scores),
                 path("reconstruction"),
@@ -635,7 +675,8 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
             value = getattr(est, f"{part}_", None)
             if value is None:
                 raise UserError(f"{type(est).__name__} has no {part}_ to write")
-            with stage(f"writing {PARTS[part][0]}"):
+            label = f"writing {PARTS[part][0]}"
+            with stage(label), data_pass(timings, label, reads_data(X, value)):
                 write_array(
                     value,
                     path(part),
@@ -649,7 +690,8 @@ def write_outputs(est, X, out: dict, written: list | None = None) -> list[str]:
         from ..io._bed import write_plink_scores
         from .outputs import PLINK_PREFIX
 
-        with stage(f"writing {PLINK_PREFIX}.eigenvec"):
+        label = f"writing {PLINK_PREFIX}.eigenvec"
+        with stage(label), data_pass(timings, label, reads_data(X, scores)):
             written += write_plink_scores(
                 f"{root}/{PLINK_PREFIX}", est, X, scores, storage_options=so
             )

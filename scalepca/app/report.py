@@ -2,19 +2,22 @@
 
 ``scalepca run`` writes it next to its outputs unless the config says ``output.report: false``::
 
-    <output.store>/report.html    summary, time per stage and per pass, cluster, versions,
-                                  spectrum, top-loading features, figures (embedded as
-                                  data: URIs), outputs, and the config that reproduces the run
+    <output.store>/report.html    the command and config file, summary (passes and time of
+                                  the whole run), time per stage and per pass, cluster,
+                                  versions, spectrum, top-loading features, figures
+                                  (embedded as data: URIs at 2x, with alt text), outputs,
+                                  and the config that reproduces the run
 
 From Python, :func:`write_report` does the same for any fitted estimator. The figures
-come from :mod:`scalepca.analysis.plot` (matplotlib, the ``plot`` extra); without
-matplotlib the page is still written, with the tables only and a note saying how to get
-the figures. A figure that fails to draw is named on the page with the reason; it never
-fails the run whose results are already written. Credentials in the config's
-``storage_options`` are never written to the page.
+(:mod:`scalepca.app.report_figures`: what each method produced) come from
+:mod:`scalepca.analysis.plot` (matplotlib, the ``plot`` extra); without matplotlib the
+page is still written, with the tables only and a note saying how to get the figures. A
+figure that fails to draw is named on the page with the reason; it never fails the run
+whose results are already written. Credentials in the config's ``storage_options`` are
+never written to the page.
 
 Nothing here reads the training data except a few hundred rows of it for a robust PCA block
-view and a sample of at most 5,000 rows of the written scores.
+view, a column of sample labels, and a sample of at most 5,000 rows of the written scores.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import datetime as _dt
 import html
 import io
 import logging
+import shlex
 import time
 
 import numpy as np
@@ -36,6 +40,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["peak_memory", "run_report", "write_report"]
 
 REPORT_NAME = "report.html"
+#: figures are drawn at 2× the resolution they are shown at (sharp on HiDPI screens)
+DPI = 200
 
 
 # -- small helpers ---------------------------------------------------------------------
@@ -113,148 +119,6 @@ def _accepts_n_workers(client) -> bool:
         return False
 
 
-# -- figures ---------------------------------------------------------------------------
-def _figures(
-    est, *, method: str | None, X=None, scores_store=None, storage_options=None
-):
-    """Yield (file stem, caption, callable returning a Figure) for this estimator."""
-    from ..analysis import plot
-
-    name = type(est).__name__
-    has_spectrum = any(
-        getattr(est, a, None) is not None
-        for a in ("explained_variance_ratio_", "explained_variance_", "eigenvalues_")
-    )
-    if has_spectrum:
-        yield (
-            "scree",
-            "Explained variance per component and cumulative.",
-            lambda: plot.scree(est).figure,
-        )
-    comps = getattr(est, "components_", None)
-    # RobustPCA's components are drawn as M/L/S blocks below; KernelPCA's live in the
-    # kernel feature space (one value per landmark / random feature), not over the input
-    # features
-    if (
-        comps is not None
-        and np.ndim(comps) == 2
-        and name not in ("RobustPCA", "KernelPCA")
-    ):
-        k = min(6, comps.shape[0])
-        if getattr(est, "_feature_template", None) is not None:
-            yield (
-                "components",
-                f"The first {k} components over the original feature dimensions "
-                "(maps for lat/lon grids; grey: features left out, e.g. land).",
-                lambda: plot.components(est, n_components=k, ncols=3),
-            )
-        elif method == "sparse_pca" or name == "SparsePCA":
-            if comps.shape[1] <= 200:
-                yield (
-                    "loadings",
-                    "Sparse loadings; blank cells are exact zeros.",
-                    lambda: plot.sparse_loadings(est, n_components=k).figure,
-                )
-            else:
-                yield (
-                    "components",
-                    f"Loadings of the first {k} sparse "
-                    "components against the feature index.",
-                    lambda: plot.components(est, n_components=k, ncols=3),
-                )
-        else:
-            yield (
-                "components",
-                f"Loadings of the first {k} components against the feature index.",
-                lambda: plot.components(est, n_components=k, ncols=3),
-            )
-    hist = None
-    for attr in ("history_", "cost_history_", "loglike_"):
-        value = getattr(est, attr, None)
-        if value is not None and (len(value) if not isinstance(value, dict) else 1):
-            hist = attr
-            break
-    if hist is not None:
-        yield (
-            "convergence",
-            "Convergence per iteration.",
-            lambda: plot.convergence(est).figure,
-        )
-    if scores_store is not None:
-        note = (
-            " PPCA's scores are posterior means of unit-variance latent variables, not "
-            "projections: their variance is at most 1 on every axis, whatever the "
-            "component's variance."
-            if name == "PPCA"
-            else ""
-        )
-        what = (
-            "The first mode's expansion coefficients of X against those of Y (a "
-            "random sample of at most 5,000 rows of the written scores)."
-            if name == "MCA"
-            else "Scores of the first two components (a random sample of at most 5,000 "
-            "rows of the written scores); each axis "
-            "gives its component's share of the variance." + note
-        )
-        yield "scores", what, lambda: _scores_figure(scores_store, storage_options, est)
-    if (
-        name == "RobustPCA"
-        and X is not None
-        and getattr(est, "low_rank_", None) is not None
-    ):
-        n1, n2 = est.low_rank_.shape
-        r, c = min(n1, 200), min(n2, 200)
-        yield (
-            "rpca_parts",
-            f"Robust PCA: the top-left {r} × {c} block of M, of the low-rank "
-            "part L and of the sparse part S.",
-            lambda: plot.rpca_blocks(X, est, rows=slice(0, r), cols=slice(0, c)),
-        )
-
-
-def _axis_shares(est) -> list[str]:
-    """``PC1 (34.2 % of variance)``, ... for the score axes (no share when not
-    known)."""
-    ratio = getattr(est, "explained_variance_ratio_", None)
-    ratio = [] if ratio is None else np.ravel(np.asarray(ratio, dtype=float))
-    return [
-        f"PC{i + 1} ({100 * ratio[i]:.1f} % of variance)"
-        if i < len(ratio)
-        else f"PC{i + 1}"
-        for i in range(2)
-    ]
-
-
-def _scores_figure(store, storage_options, est=None):
-    import dask.array as da
-    import zarr
-
-    from ..analysis import plot
-    from ..io import open_zarr_node
-
-    node = open_zarr_node(store, storage_options=storage_options)
-    if not isinstance(node, zarr.Array) and "scores" not in node and "scores_x" in node:
-        # MCA's expansion coefficients: mode 1 of X against mode 1 of Y, whose
-        # covariance the mode maximises
-        first = [da.from_zarr(node[name])[:, 0] for name in ("scores_x", "scores_y")]
-        Z = da.stack(first, axis=1)
-        title = "mode 1: expansion coefficients (sample of rows)"
-        x, y = "X, mode 1", "Y, mode 1"
-    else:
-        arr = node if isinstance(node, zarr.Array) else node["scores"]
-        Z = da.from_zarr(arr)
-        if Z.ndim != 2 or Z.shape[1] < 2:
-            raise ValueError(
-                f"the scores have shape {Z.shape}; a scatter needs two columns"
-            )
-        Z, title = Z[:, :2], "scores (sample of rows)"
-        x, y = _axis_shares(est)
-    ax = plot.scores(Z, max_points=5000, s=4, alpha=0.5, title=title)
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    return ax.figure
-
-
 # -- the page --------------------------------------------------------------------------
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1000px;margin:2em auto;
@@ -264,7 +128,8 @@ table{border-collapse:collapse;margin:.5em 0} td,th{border:1px solid #ccc;paddin
      text-align:left;vertical-align:top} th{background:#f4f4f4}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.sub{padding-left:2em;color:#444}
-figure{margin:1em 0} figcaption{color:#555;font-size:.9em} img{max-width:100%}
+figure{margin:1em 0} figcaption{color:#555;font-size:.9em}
+img{max-width:100%;height:auto}
 pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow-x:auto;font-size:.85em}
 .note{color:#8a5a00} p.hint{color:#555;font-size:.9em}
 """
@@ -351,7 +216,7 @@ def _memory_rows(memory):
     return rows + [["peak client memory (RSS)", _fmt_bytes(memory.get("client"))]]
 
 
-def _summary_rows(est, *, data, method, params, elapsed, memory):
+def _summary_rows(est, *, data, method, params, elapsed, memory, timings=None):
     rows = [[k, v] for k, v in (data or {}).items()]
     rows.append(["method", f"{method or '?'} ({type(est).__name__})"])
     shown = params if params is not None else est.get_params()
@@ -361,9 +226,23 @@ def _summary_rows(est, *, data, method, params, elapsed, memory):
             ", ".join(f"{k}={_fmt_value(v)}" for k, v in shown.items()) or "(defaults)",
         ]
     )
-    rows.append(
-        ["passes over the data", _fmt_value(getattr(est, "n_passes_", "unknown"))]
-    )
+    fit_passes = getattr(est, "n_passes_", None)
+    if timings is not None and fit_passes is not None:
+        rows.append(
+            [
+                "passes over the data (whole run)",
+                sections.job_passes_text(fit_passes, timings),
+            ]
+        )
+    else:
+        rows.append(
+            [
+                "passes over the data",
+                "unknown" if fit_passes is None else _fmt_value(fit_passes),
+            ]
+        )
+    if timings is not None:
+        rows.append(["run time", sections.fmt_seconds(timings.total())])
     fit_time = elapsed if elapsed is not None else getattr(est, "fit_time_", None)
     rows.append(
         ["fit time", "unknown" if fit_time is None else sections.fmt_seconds(fit_time)]
@@ -388,8 +267,8 @@ def _summary_rows(est, *, data, method, params, elapsed, memory):
     return rows + (_memory_rows(memory) if memory else [])
 
 
-def _draw_figures(est, *, method, X, scores_store, storage_options):
-    """``([(stem, caption, png bytes)], [(stem, why not drawn)])``."""
+def _draw_figures(est, *, X, scores_store, storage_options, labels=None):
+    """``([(figure, png bytes)], [(stem, why not drawn)])``."""
     figures, skipped = [], []
     try:
         from ..analysis import plot
@@ -399,32 +278,47 @@ def _draw_figures(est, *, method, X, scores_store, storage_options):
         return [], [("figures", str(err))]
     import matplotlib.pyplot as plt
 
-    for stem, caption, draw in _figures(
+    from .report_figures import report_figures
+
+    for fig_spec in report_figures(
         est,
-        method=method,
         X=X,
         scores_store=scores_store,
         storage_options=storage_options,
+        labels=labels,
     ):
         t0 = time.perf_counter()
         try:
-            fig = draw()
+            fig = fig_spec.draw()
             buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=100)
+            fig.savefig(buf, format="png", dpi=DPI)
             plt.close(fig)
         except Exception as err:  # a figure that fails must not fail the run
-            logger.warning("report: figure %r not drawn: %s", stem, err)
-            skipped.append((stem, f"{type(err).__name__}: {err}"))
+            logger.warning("report: figure %r not drawn: %s", fig_spec.stem, err)
+            skipped.append((fig_spec.stem, f"{type(err).__name__}: {err}"))
             plt.close("all")
             continue
-        figures.append((stem, caption, buf.getvalue()))
-        logger.info("report: %s.png drawn in %.2fs", stem, time.perf_counter() - t0)
+        figures.append((fig_spec, buf.getvalue()))
+        logger.info(
+            "report: %s.png drawn in %.2fs", fig_spec.stem, time.perf_counter() - t0
+        )
     return figures, skipped
 
 
-def _img(stem: str, png: bytes) -> str:
+def _img(fig, png: bytes) -> str:
+    """The figure embedded at its size in CSS pixels (drawn at 2× for sharp screens),
+    with its alt text and its name (``data-figure``)."""
     data = base64.b64encode(png).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(stem)}">'
+    width = _png_width(png) // 2
+    return (
+        f'<img src="data:image/png;base64,{data}" alt="{html.escape(fig.alt)}" '
+        f'data-figure="{html.escape(fig.stem)}" width="{width}">'
+    )
+
+
+def _png_width(png: bytes) -> int:
+    """The width in pixels written in a PNG's header (IHDR)."""
+    return int.from_bytes(png[16:20], "big")
 
 
 def _section(title: str, body: str, hint: str | None = None) -> list[str]:
@@ -457,8 +351,9 @@ def _model_sections(est, figures, skipped) -> list[str]:
     if figures:
         parts.append("<h2>Figures</h2>")
         parts += [
-            f"<figure>{_img(stem, png)}<figcaption>{html.escape(caption)}</figcaption></figure>"
-            for stem, caption, png in figures
+            f"<figure>{_img(fig, png)}<figcaption>{html.escape(fig.caption)}"
+            "</figcaption></figure>"
+            for fig, png in figures
         ]
     if skipped:
         parts.append("<h2>Not drawn</h2><ul>")
@@ -518,6 +413,8 @@ def write_report(
     timings=None,
     cluster=None,
     config: dict | None = None,
+    labels=None,
+    command: str | None = None,
 ) -> str:
     """Write ``report.html``, one self-contained page, for a fitted estimator under
     ``directory``.
@@ -542,16 +439,23 @@ def write_report(
     X : array, optional
         The fitted matrix; only robust PCA uses it, for a block view of M, L and S.
     scores_store : str, optional
-        A written scores store; a scatter of the first two score columns is drawn from a
+        A written scores store; a scatter of the first two score columns, and their
+        series against time when the scores have a time coordinate, are drawn from a
         sample of its rows.
     storage_options : dict, optional
         fsspec options for ``directory`` and ``scores_store``.
     timings : scalepca.app.timing.RunTimings, optional
-        Time per stage and per pass (a table).
+        Time per stage and per pass (a table); the passes and time of the whole run in
+        the summary.
     cluster : list of [label, value] rows, optional
         The cluster the run used (:func:`scalepca.app.report_sections.cluster_rows`).
     config : dict, optional
         The run's config, shown as YAML with credentials redacted.
+    labels : (str, array of shape (n_samples,)), optional
+        A label of every sample and its name, colouring the scatter of the scores
+        (:func:`scalepca.app.report_figures.sample_labels`).
+    command : str, optional
+        The command line of the run, shown under the title.
 
     Returns
     -------
@@ -564,20 +468,22 @@ def write_report(
     fs.makedirs(root, exist_ok=True)
     figures, skipped = _draw_figures(
         est,
-        method=method,
         X=X,
         scores_store=scores_store,
         storage_options=storage_options,
+        labels=labels,
     )
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     from .._version import __version__
 
     head = title or f"scalepca run: {method or type(est).__name__}"
+    ran = f"<p>Command: <code>{html.escape(command)}</code></p>" if command else ""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(head)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(head)}</h1>",
+        ran,
         f"<p>Written {now} by scalepca {html.escape(__version__)}.</p>",
         "<h2>Summary</h2>",
         _table(
@@ -588,6 +494,7 @@ def write_report(
                 params=params,
                 elapsed=elapsed,
                 memory=memory,
+                timings=timings,
             )
         ),
     ]
@@ -628,13 +535,16 @@ def run_report(
     client=None,
     written=(),
     update: dict | None = None,
+    command: list[str] | None = None,
+    config_file: str | None = None,
 ) -> str:
     """The report of a ``scalepca run`` job, written to ``cfg['output']['store']``.
 
     ``cfg`` is the validated run config; ``timings`` the run's
     :class:`~scalepca.app.timing.RunTimings`; ``update``: rows saying what a
-    ``run --update`` read (:meth:`scalepca.app.update.Update.report_rows`). Returns
-    the path of ``report.html``.
+    ``run --update`` read (:meth:`scalepca.app.update.Update.report_rows`);
+    ``command``: the run's arguments after ``scalepca``; ``config_file``: the config's
+    path (its name is in the title). Returns the path of ``report.html``.
     """
     try:  # headless: draw with Agg unless this process already chose a backend
         import sys
@@ -650,11 +560,19 @@ def run_report(
     scores = f"{root}/scores.zarr"
     scores_store = scores if scores in [str(w) for w in written] else None
     params = dict(cfg["model"]["params"])
+    method = cfg["model"]["method"]
+    title = None
+    if config_file:
+        import os
+
+        title = f"scalepca run {os.path.basename(config_file)}: {method}"
+    from .report_figures import sample_labels
+
     return write_report(
         est,
         root,
         data={**_data_rows(X, cfg["data"].get("path")), **(update or {})},
-        method=cfg["model"]["method"],
+        method=method,
         params=params or None,
         elapsed=timings.stages.get("fit") if timings is not None else None,
         memory=peak_memory(client),
@@ -665,4 +583,7 @@ def run_report(
         timings=timings,
         cluster=sections.cluster_rows(client, cfg["cluster"].get("kind")),
         config=cfg,
+        labels=sample_labels(X, cfg["data"]) if scores_store else None,
+        title=title,
+        command=None if command is None else shlex.join(["scalepca", *command]),
     )

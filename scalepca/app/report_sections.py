@@ -62,8 +62,21 @@ def timing_rows(timings) -> list[list[str]]:
                 rows.append(
                     [f"    {est} pass {index:,}: {label}", fmt_seconds(s), share(s)]
                 )
+        for stage, label, s in timings.data_passes:
+            if stage == name:
+                rows.append(
+                    [f"    pass over the data: {label}", fmt_seconds(s), share(s)]
+                )
     rows.append(["total", fmt_seconds(total), share(total)])
     return rows
+
+
+def job_passes_text(fit_passes: int, timings) -> str:
+    """The passes over the data of a whole run in words:
+    ``2 (1 by the fit; 1 writing scores.zarr)``."""
+    parts = [f"{fit_passes:,} by the fit"]
+    parts += [f"1 {label}" for _, label, _ in timings.data_passes]
+    return f"{fit_passes + len(timings.data_passes):,} ({'; '.join(parts)})"
 
 
 # -- where it ran ----------------------------------------------------------------------

@@ -137,10 +137,12 @@ def updatable_store(dcfg: dict) -> str | None:
     return None
 
 
-def record_rows(est, X, cfg: dict) -> None:
+def record_rows(est, X, cfg: dict, timings=None) -> None:
     """Keep a sketch of the fitted rows in ``est`` (saved with it) when a later
     ``--update`` could update it: an updatable model of a zarr store or of PLINK .bed
-    files (one file too: the list of a later update starts with it)."""
+    files (one file too: the list of a later update starts with it). ``timings``: the
+    run's :class:`~scalepca.app.timing.RunTimings`, where reading the sampled rows is a
+    stage of its own."""
     if not hasattr(est, "partial_fit") or getattr(est, "_moments_", None) is None:
         return
     from .config import data_kind
@@ -149,7 +151,11 @@ def record_rows(est, X, cfg: dict) -> None:
     # starts with
     if data_kind(cfg["data"]) not in ("zarr", "bed") or _sample_dim(X) is False:
         return
-    est._rows_sketch = rows_sketch(X, X.shape[0])
+    if timings is None:
+        est._rows_sketch = rows_sketch(X, X.shape[0])
+        return
+    with timings.stage("sampling rows for a later --update"):
+        est._rows_sketch = rows_sketch(X, X.shape[0])
 
 
 def _sample_dim(X):
@@ -220,11 +226,14 @@ class Update:
             f"({getattr(self.est, 'n_passes_', '?')} pass over the new rows only)"
         }
 
-    def write(self, out: dict, written: list | None = None) -> list[str]:
+    def write(self, out: dict, written: list | None = None, timings=None) -> list[str]:
         """Append the new rows' scores, save the model, then mark the scores complete;
-        return the paths written (also appended to ``written`` as each is complete)."""
+        return the paths written (also appended to ``written`` as each is complete).
+        ``timings``: the run's :class:`~scalepca.app.timing.RunTimings`, which count
+        the pass over the new rows that their scores make."""
         from ..models._saving import save_estimator
         from . import _scores_append as sa
+        from .timing import data_pass
 
         root = out["store"].rstrip("/")
         if self.pending is not None:
@@ -239,9 +248,10 @@ class Update:
             return []
         if self.scores is not None:
             new = self.est.transform(self.new_rows())
-            sa.append(
-                self.scores, new, self.n_seen, self.storage_options, self.sample_dim
-            )
+            with data_pass(timings, "appending the new rows' scores"):
+                sa.append(
+                    self.scores, new, self.n_seen, self.storage_options, self.sample_dim
+                )
         self.est._rows_sketch = rows_sketch(self.X, self.n_total)
         model = f"{root}/{PARTS['model'][0]}"
         save_estimator(
