@@ -107,7 +107,8 @@ from IPython.display import Image, display
 print(sorted(p.name for p in (work / "out").iterdir()))
 # report.html is one self-contained file: its figures are embedded PNGs
 page = (work / "out" / "report.html").read_text()
-scree = re.search(r'<img src="data:image/png;base64,([^"]+)" alt="scree"', page).group(1)
+figure = r'<img src="data:image/png;base64,([^"]+)"[^>]* data-figure="scree"'
+scree = re.search(figure, page).group(1)
 display(Image(data=base64.b64decode(scree), width=420))
 
 # %% [markdown]
