@@ -528,14 +528,11 @@ def _coordinate_labels(X):
 
 
 def _obs_labels(dcfg: dict, X):
-    from ..preprocessing._open import data_kind
+    from .config import data_kind
 
     path = dcfg.get("path")
     so = dcfg.get("storage_options")
-    if (
-        not isinstance(path, str)
-        or data_kind(path, format=dcfg.get("format"), storage_options=so) != "anndata"
-    ):
+    if not isinstance(path, str) or data_kind(dcfg) != "anndata":
         return None
     import zarr
     from anndata.io import read_elem
