@@ -119,9 +119,9 @@ def test_plan_predicts_the_passes_and_tasks_of_the_fit(stores, capsys, store, mo
         blocks = arr.numblocks[0]
         assert [e.chunks_total for e in ends] == [blocks] * len(ends)
     assert out["tasks_per_pass"] == [blocks] * out["passes"]
-    if not out["sparse"]:  # a pass reads the zarr array's chunks, each once
-        chunks = _chunk_bytes(stores / store)
-        assert out["bytes_read_per_pass"] == [chunks] * out["passes"]
+    # a pass reads the store's chunks, each once (CSR: X's data, indices and indptr)
+    chunks = _chunk_bytes(stores / store / ("X" if out["sparse"] else ""))
+    assert out["bytes_read_per_pass"] == [chunks] * out["passes"]
 
 
 def test_ppca_closed_form_is_planned_and_em_refused(stores, capsys):

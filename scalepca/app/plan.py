@@ -3,7 +3,7 @@
 The fit's solver and passes come from the estimator itself (``_fit_plan``: the choice
 ``fit`` makes), their costs from the one cost model of
 :mod:`scalepca.solvers.choice` priced with this machine's rates
-(:func:`scalepca.solvers.probe.probe`, cached per machine in the user's cache folder)
+(:func:`scalepca.linalg.probe.probe`, cached per machine in the user's cache folder)
 on the cluster the config or the flags describe. Nothing starts a cluster or reads a
 chunk of the data.
 """
@@ -44,8 +44,8 @@ def machine_rates(how: str):
     """The rates to price the passes with: ``"builtin"`` the constants of the cost
     model; ``"cached"`` the probe's, measured once and kept (:func:`cache_path`);
     ``"probe"`` measured again (and kept). Returns ``(rates, words)``."""
+    from ..linalg.probe import probe
     from ..solvers.choice import RATES, Rates
-    from ..solvers.probe import probe
 
     if how == "builtin":
         return RATES, "built-in constants (2 workers × 1 thread)"
@@ -68,22 +68,29 @@ def machine_rates(how: str):
     return rates, where
 
 
-def _zarr_array(dcfg: dict):
-    """The zarr array ``data`` reads (None: not a zarr store, or several variables)."""
+def _stored_arrays(dcfg: dict) -> tuple[list, int | None]:
+    """The zarr arrays a pass over ``data`` reads, and the stored entries of a CSR
+    matrix (its ``data`` array's length; None when dense): ``([], None)`` for data
+    that are no zarr array nor an AnnData store's CSR matrix in zarr."""
     import zarr
 
     from ..io import open_zarr_node
+    from .pipeline import _is_anndata
 
     try:
         node = open_zarr_node(dcfg["path"], storage_options=dcfg["storage_options"])
     except (FileNotFoundError, ValueError, OSError, TypeError):
-        return None
+        return [], None
+    if isinstance(node, zarr.Group) and _is_anndata(dcfg):
+        layer = dcfg.get("layer")
+        node = node.get(f"layers/{layer}" if layer else "X")
+        if isinstance(node, zarr.Group) and "data" in node:  # CSR: data, indices, …
+            arrays = [node[k] for k in ("data", "indices", "indptr") if k in node]
+            return arrays, int(node["data"].shape[0])
     variable = dcfg.get("variable")
-    if isinstance(node, zarr.Group):
-        if not isinstance(variable, str) or variable not in node:
-            return None
-        node = node[variable]
-    return node if isinstance(node, zarr.Array) else None
+    if isinstance(node, zarr.Group) and isinstance(variable, str):
+        node = node.get(variable)
+    return ([node] if isinstance(node, zarr.Array) else []), None
 
 
 def chunk_bytes(array) -> int:
@@ -169,25 +176,29 @@ def plan(cfg: dict, args) -> dict:
     if dcfg["generate"] is not None and not _store_exists(
         dcfg["path"], dcfg["storage_options"]
     ):
-        X, array = _generated_matrix(dcfg), None
+        X, (arrays, nnz) = _generated_matrix(dcfg), ([], None)
     else:
-        X, array = open_data(dcfg, method=method, fit_steps=False), _zarr_array(dcfg)
+        X = open_data(dcfg, method=method, fit_steps=False)
+        arrays, nnz = _stored_arrays(dcfg)
     fit = est._fit_plan(X)  # as fit takes it: the choice fit makes
+    problem = fit.problem
+    if nnz is not None and problem.sparse:  # the store says how many entries it holds
+        problem = dataclasses.replace(
+            problem, density=nnz / max(problem.n * problem.d, 1)
+        )
     rates, where = machine_rates(args.rates)
-    stored, codec = None, None
-    if array is not None:
-        stored = chunk_bytes(array)
-        codec = _numcodecs_codec(array)
-        if codec is not None and args.rates != "builtin":
-            from ..solvers.probe import decode_rate
+    stored = sum(chunk_bytes(a) for a in arrays) if arrays else None
+    codec = _numcodecs_codec(arrays[0]) if arrays else None
+    if codec is not None and args.rates != "builtin":
+        from ..linalg.probe import decode_rate
 
-            rates = dataclasses.replace(
-                rates, decode_bytes_per_second=decode_rate(codec) * rates.cores
-            )
+        rates = dataclasses.replace(
+            rates, decode_bytes_per_second=decode_rate(codec) * rates.cores
+        )
     cluster, limit = _cluster(cfg, args)
     costs = pass_costs(
         fit.solver,
-        fit.problem,
+        problem,
         rates=rates,
         cluster=cluster,
         tasks=fit.tasks,
@@ -195,8 +206,8 @@ def plan(cfg: dict, args) -> dict:
     )
     if stored is not None and codec is None:  # uncompressed chunks: read as they are
         costs = [c._replace(bytes_read=float(stored)) for c in costs]
-    peak = peak_worker_bytes(fit.solver, fit.problem, cluster=cluster, tasks=fit.tasks)
-    p = fit.problem
+    peak = peak_worker_bytes(fit.solver, problem, cluster=cluster, tasks=fit.tasks)
+    p = problem
     return {
         "method": method,
         "solver": fit.solver,

@@ -45,8 +45,9 @@ EIGH_SECONDS_PER_CUBE = 9.1e-10
 RATE_CORES = 2
 #: bytes per second between two workers (a 1 Gbit/s link; ``plan --bandwidth``)
 NETWORK_BYTES_PER_SECOND = 1.25e8
-#: bytes of decoded values per second one core gets from compressed store chunks
-DECODE_BYTES_PER_SECOND = 4.0e8
+#: bytes of decoded values per second from compressed store chunks (Blosc-LZ4, the
+#: two workers together)
+DECODE_BYTES_PER_SECOND = 8.0e8
 #: the fan-in of the tree reductions (``split_every`` of :mod:`scalepca.linalg.passes`)
 SPLIT_EVERY = 8
 
@@ -111,7 +112,9 @@ class Solver(NamedTuple):
     candidate of ``"auto"``; ``updates``: ``partial_fit`` merges its moments;
     ``partial_bytes``: the partial one task of a pass sends up the tree;
     ``factor_bytes``: the client's matrix each worker receives per pass (scattered
-    once, see :func:`scalepca.linalg.passes.shared`)."""
+    once, see :func:`scalepca.linalg.passes.shared`); ``kernel``: what its flops
+    are, ``"gram"`` (a block's Gram) or ``"product"`` (a block times a thin matrix),
+    priced at the rate of :class:`Rates` for that kernel."""
 
     passes: Callable[[Problem], int]
     flops: Callable[[Problem], float]
@@ -120,6 +123,7 @@ class Solver(NamedTuple):
     fits: Callable[[Problem], bool] = lambda p: True
     partial_bytes: Callable[[Problem], float] = lambda p: 8.0 * p.d * p.d
     factor_bytes: Callable[[Problem], float] = lambda p: 0.0
+    kernel: str = "gram"
     partial: bool = False
     dense: bool = False
     wide: bool = False
@@ -172,7 +176,10 @@ REGISTRY = {
         flops=_covariance_flops,
         cube=lambda p: p.d,
         fits=lambda p: p.d <= AUTO_MAX_GRAM_FEATURES,
-        partial_bytes=lambda p: (3.0 if p.genotype else 1.0) * 8.0 * p.d * p.d,
+        # sparse: the packed upper triangle
+        partial_bytes=lambda p: (
+            (3.0 if p.genotype else 1.0) * (4.0 if p.sparse else 8.0) * p.d * p.d
+        ),
         updates=True,
     ),
     "tsqr": Solver(
@@ -194,6 +201,7 @@ REGISTRY = {
         basis=_krylov_basis,
         partial_bytes=lambda p: 8.0 * _side(p) * p.width,
         factor_bytes=lambda p: 8.0 * _side(p) * p.width,
+        kernel="product",
         partial=True,
         wide=True,
     ),
@@ -214,6 +222,7 @@ REGISTRY = {
         basis=lambda p: 4.0 * p.d * p.width**2,
         partial_bytes=lambda p: 8.0 * p.d * p.width,
         factor_bytes=lambda p: 8.0 * p.d * p.width,
+        kernel="product",
         partial=True,
         wide=True,
         auto=False,
@@ -225,9 +234,12 @@ REGISTRY = {
 class Rates:
     """The rates the model prices a pass with: the constants of this module by default,
     or those a probe measured on a machine (``scalepca plan`` measures them,
-    :func:`scalepca.solvers.probe.probe`). The worker rates (read, decode, flops) are
+    :func:`scalepca.linalg.probe.probe`). The worker rates (read, decode, flops) are
     of ``cores`` cores together; a cluster of other size scales them (:class:`Cluster`).
-    """
+    ``dense_flops_per_second`` and ``sparse_flops_per_second`` price a Gram of dense
+    blocks and a product of CSR blocks; ``product_flops_per_second`` and
+    ``sparse_gram_flops_per_second`` the other kernel of each (the constants price
+    both kernels alike)."""
 
     pass_seconds: float = PASS_SECONDS
     task_seconds: float = TASK_SECONDS
@@ -236,6 +248,8 @@ class Rates:
     dense_flops_per_second: float = DENSE_FLOPS_PER_SECOND
     sparse_flops_per_second: float = SPARSE_FLOPS_PER_SECOND
     qr_flops_per_second: float = QR_FLOPS_PER_SECOND
+    product_flops_per_second: float = DENSE_FLOPS_PER_SECOND
+    sparse_gram_flops_per_second: float = SPARSE_FLOPS_PER_SECOND
     eigh_seconds_per_cube: float = EIGH_SECONDS_PER_CUBE
     decode_bytes_per_second: float = DECODE_BYTES_PER_SECOND
     network_bytes_per_second: float = NETWORK_BYTES_PER_SECOND
@@ -292,6 +306,18 @@ def decoded_bytes(p: Problem) -> float:
     return p.stored * (p.itemsize + index)
 
 
+def flop_rate(name: str, p: Problem, rates: Rates = RATES) -> float:
+    """Flops per second of solver ``name``'s kernel on ``p``'s blocks."""
+    product = REGISTRY[name].kernel == "product"
+    if p.sparse:
+        return (
+            rates.sparse_flops_per_second
+            if product
+            else rates.sparse_gram_flops_per_second
+        )
+    return rates.product_flops_per_second if product else rates.dense_flops_per_second
+
+
 def read_seconds(p: Problem, rates: Rates = RATES, scale: float = 1.0) -> float:
     """Seconds of one pass over the data, beyond its round trip, on ``scale`` times
     the cores the rates were measured with."""
@@ -323,46 +349,46 @@ def pass_costs(
 
     ``tasks``: the tasks that read the blocks in a pass (default ``p.blocks``);
     ``stored_bytes``: the bytes a pass reads from compressed store chunks, decoded
-    at ``rates.decode_bytes_per_second`` per core (None: blocks read as they are).
-    A pass costs its round trip, the scheduler's time per task, the read (and decode)
-    of the data and its share of the solver's flops on the cluster's cores, the
+    at ``rates.decode_bytes_per_second`` (None: blocks read as they are). A pass
+    costs its round trip, the scheduler's time per task, the read (and decode) of the
+    data and its share of the solver's flops on the cluster's cores (in waves of one
+    task per core), the
     client's work on the basis, and its bytes moved between workers over the hosts'
     links: the partials up the tree of :data:`SPLIT_EVERY`, the client's factor to
     each worker, and the regrouping of split column chunks (a solver of whole rows on
     split data). Flops are spread evenly over the solver's passes.
     """
     s = REGISTRY[name]
-    tasks = int(p.blocks if tasks is None else tasks)
-    scale = cluster.cores / rates.cores
-    flop_rate = (
-        rates.sparse_flops_per_second if p.sparse else rates.dense_flops_per_second
-    )
+    tasks = max(int(p.blocks if tasks is None else tasks), 1)
+    # the workers' share of a pass runs in waves of one task per core: a core's rate
+    # times the waves a core runs, over the tasks (1 / (cluster's cores / rates')
+    # when the tasks outnumber the cores, the whole work on one core for one task)
+    waves = -(-tasks // cluster.cores) * rates.cores / tasks
     n_passes = s.passes(p)
-    compute = (
-        s.flops(p) / (flop_rate * scale) + s.basis(p) / rates.dense_flops_per_second
-    )
+    compute = s.flops(p) * waves / flop_rate(name, p, rates)
+    basis = s.basis(p) / rates.dense_flops_per_second  # the client's
     regroup = p.split and not s.wide
     # on one host nothing crosses a link: the bytes are counted, not priced
     crossing = 0.0 if cluster.hosts <= 1 else (cluster.hosts - 1) / cluster.hosts
     link = cluster.bandwidth or rates.network_bytes_per_second
     data = decoded_bytes(p)
+    read = read_seconds(p, rates) * waves
+    if stored_bytes is not None and p.source != "bed":
+        read += data * waves / rates.decode_bytes_per_second
     out = []
     for i in range(n_passes + (1 if regroup else 0)):
         reads = i < (1 if regroup else 0)  # the regrouping pass: a read, no flops
-        moved = tree_edges(tasks) * s.partial_bytes(
-            p
-        ) + cluster.workers * s.factor_bytes(p)
+        moved = tree_edges(tasks) * s.partial_bytes(p)
+        moved += cluster.workers * s.factor_bytes(p)
         if reads:
             moved = data * crossing
         seconds = (
             rates.pass_seconds
-            + max(tasks - 1, 0) * rates.task_seconds
-            + read_seconds(p, rates, scale)
-            + (0.0 if reads else compute / n_passes)
+            + (tasks - 1) * rates.task_seconds
+            + read
+            + (0.0 if reads else (compute + basis) / n_passes)
             + moved * crossing / link
         )
-        if stored_bytes is not None and p.source != "bed":
-            seconds += data / (rates.decode_bytes_per_second * cluster.cores)
         out.append(
             PassCost(
                 "regroup" if reads else name,

@@ -1,7 +1,10 @@
 """The rates of :class:`~scalepca.solvers.choice.Rates` measured on this machine, per
 core, in a few seconds: the read of blocks in memory, the decode of compressed chunks,
-dense Gram and CSR product flops, the client's eigendecomposition and the loopback
-network.
+the flops of the kernels a pass runs on a block (the moments and Gram of a dense
+block, :func:`~scalepca.linalg.moments.block_moments`; of a group of CSR blocks,
+:func:`~scalepca.linalg.moments.group_moments_sparse`; a block's centred Gram times a
+thin matrix, the Krylov product, dense and CSR), the client's eigendecomposition and
+the loopback network.
 
 No cluster is started and nothing of a dataset is read: each rate is timed on arrays
 made here, on one thread (the BLAS limited to one), the best of a few repeats (a
@@ -20,7 +23,7 @@ import time
 
 import numpy as np
 
-from .choice import RATES, Rates
+from ..solvers.choice import RATES, Rates
 
 __all__ = ["decode_rate", "probe"]
 
@@ -107,32 +110,43 @@ def probe() -> Rates:
     """This machine's rates, per core (``Rates.cores == 1``), in a few seconds."""
     import scipy.sparse as sp
 
+    from ..solvers.choice import Problem, _gram_flops, _product_flops
+    from .krylov import _block_gram_times
+    from .moments import block_moments, group_moments_sparse
+
     rng = np.random.default_rng(0)
     with _one_thread():
-        block = rng.standard_normal((40_000, 200))
+        n, d, width = 40_000, 200, 20
+        block = rng.standard_normal((n, d))
+        dense = Problem(n, d)
         read = block.nbytes / _best_seconds(lambda: block.sum(axis=0))
-        gram = 2.0 * block.shape[0] * block.shape[1] ** 2
-        dense = gram / _best_seconds(lambda: block.T @ block)
-        n_s, d_s, nnz = 50_000, 5_000, 2_000_000
-        csr = sp.csr_matrix(
-            (
-                rng.standard_normal(nnz),
-                (rng.integers(0, n_s, nnz), rng.integers(0, d_s, nnz)),
-            ),
-            (n_s, d_s),
+        gram = _gram_flops(dense, d, n) / _best_seconds(lambda: block_moments(block))
+        V, shift = rng.standard_normal((d, width)), block.mean(axis=0)
+        product = _product_flops(dense, width) / _best_seconds(
+            lambda: _block_gram_times(block, V, shift, "auto")
         )
-        V = rng.standard_normal((d_s, 20))
-        sparse = 4.0 * csr.nnz * 20 / _best_seconds(lambda: csr.T @ (csr @ V))
+        n_s, d_s, density = 20_000, 1_000, 0.05
+        csr = sp.random(n_s, d_s, density=density, format="csr", random_state=0)
+        sparse = Problem(n_s, d_s, sparse=True, density=density)
+        sparse_gram = _gram_flops(sparse, d_s, n_s) / _best_seconds(
+            lambda: group_moments_sparse([csr])
+        )
+        V = rng.standard_normal((d_s, width))
+        sparse_product = _product_flops(sparse, width) / _best_seconds(
+            lambda: _block_gram_times(csr, V, np.zeros(d_s), "auto")
+        )
         A = rng.standard_normal((600, 600))
         A = A + A.T
         eigh = _best_seconds(lambda: np.linalg.eigh(A)) / 600.0**3
     return dataclasses.replace(
         RATES,
         read_bytes_per_second=read,
-        dense_flops_per_second=dense,
-        sparse_flops_per_second=sparse,
+        dense_flops_per_second=gram,
+        product_flops_per_second=product,
+        sparse_flops_per_second=sparse_product,
+        sparse_gram_flops_per_second=sparse_gram,
         # QR's rate beside the Gram's, as the constants have it
-        qr_flops_per_second=dense
+        qr_flops_per_second=gram
         * RATES.qr_flops_per_second
         / RATES.dense_flops_per_second,
         eigh_seconds_per_cube=eigh,
