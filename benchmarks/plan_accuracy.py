@@ -83,21 +83,24 @@ def _stores(root: Path, quick: bool) -> list[dict]:
     ]
 
 
-def _plan(config: Path, rates: str) -> dict:
+def _plan(config: Path, rates: str, *extra: str) -> dict:
     out = io.StringIO()
     with redirect_stdout(out):
-        rc = cli(["plan", str(config), "--json", "--rates", rates, "-q"])
+        rc = cli(["plan", str(config), "--json", "--rates", rates, "-q", *extra])
     if rc != 0:
         raise RuntimeError(f"scalepca plan {config} failed ({rc})")
     return json.loads(out.getvalue())
 
 
 def _reset_peak() -> int:
-    """This worker's resident bytes now, its peak (``VmHWM``) reset to them (Linux:
-    ``clear_refs`` 5), so that the next peak is the fit's."""
+    """This worker's resident bytes now (its freed heap returned first), its peak
+    (``VmHWM``) reset to them (Linux: ``clear_refs`` 5), so that the next peak is the
+    fit's."""
+    import ctypes
     import gc
 
     gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap back to the system
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     with open("/proc/self/status") as status:
@@ -156,6 +159,118 @@ def _measure(cfg: dict, workers: int, memory_limit: str) -> dict:
     }
 
 
+def _multihost(args) -> list[dict]:
+    """Plan and measure a one-pass PCA and the Krylov solver on 4 emulated hosts (the
+    set-up of ``benchmarks/multihost.py``, its measurement reused): the store in S3
+    behind a capped link, every host's link capped."""
+    import _common
+    import cloudpickle
+    import dask
+    import dask.array as da
+    from multihost import _measure as measure_hosts
+    from multihost import _rate_bytes
+
+    from scalepca.datasets import make_low_rank, write_dataset
+    from tests.support import hosts as H
+
+    # the hosts' workers run without benchmarks/ on their path: send its code
+    cloudpickle.register_pickle_by_value(_common)
+    if __name__ != "__main__":  # imported: its functions too
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    d, rows = 256, 3906  # 8 MB blocks, as multihost.py's defaults
+    n = max(rows, int(args.multihost_mb * 1e6 / (8 * d)) // rows * rows)
+    host_rate = _rate_bytes(args.host_rate)
+    store_rate = _rate_bytes(args.store_rate)
+    out = []
+    with (
+        __import__("tempfile").TemporaryDirectory() as tmp,
+        H.Hosts(
+            4,
+            links=H.Link(args.host_rate),
+            store_link=H.Link(args.store_rate),
+            memory_limit="2GiB",
+            workdir=tmp,
+        ) as hosts,
+        dask.config.set(H.FAST_FAILURE),
+    ):
+        client = hosts.client()
+        url = hosts.url("plan.zarr")
+        with dask.config.set(scheduler="threads"):
+            write_dataset(
+                make_low_rank(n, d, rank=10, chunk_rows=rows, seed=0),
+                url,
+                storage_options=hosts.storage_options,
+            )
+        X = da.from_zarr(url, storage_options=hosts.storage_options)
+        for name, model in [
+            ("4 hosts: PCA one pass", {"svd_solver": "covariance_eigh"}),
+            ("4 hosts: Krylov", {"svd_solver": "randomized", "random_state": 0}),
+        ]:
+            config = Path(tmp) / "hosts.yaml"
+            config.write_text(
+                yaml.safe_dump(
+                    {
+                        "data": {
+                            "path": url,
+                            "storage_options": hosts.storage_options,
+                            "task_size": None,  # one block per task, as da.from_zarr
+                        },
+                        "model": {"method": "pca", "n_components": 8, **model},
+                        "cluster": {"kind": "address", "address": "tcp://x:1"},
+                    }
+                )
+            )
+            planned = _plan(
+                config,
+                args.rates,
+                "--workers",
+                "4",
+                "--hosts",
+                "4",
+                "--bandwidth",
+                str(int(host_rate)),
+                "--store-bandwidth",
+                str(int(store_rate)),
+            )
+            import scalepca
+
+            fit = scalepca.PCA(8, **model).fit
+            fit(X[: rows * 8])  # warm-up: imports, connections to the store
+            base = client.run(_reset_peak)
+            m = measure_hosts(hosts, client, lambda f=fit: f(X), host_rate, store_rate)
+            peaks = client.run(_worker_peak_rss)
+            growth = max(peaks[w] - base[w] for w in peaks)
+            out.append(_row(name, planned, m["passes"], m["seconds"], growth, m))
+            print(table([out[-1]["row"]], list(out[-1]["row"])), flush=True)
+        client.close()
+    return out
+
+
+def _row(name, planned, passes, seconds, growth, measured) -> dict:
+    predicted_pass = sum(planned["seconds_per_pass"]) / planned["passes"]
+    measured_pass = seconds / max(passes, 1)
+    row = {
+        "config": name,
+        "solver": planned["solver"],
+        "passes": planned["passes"],
+        "measured passes": passes,
+        "tasks/pass": planned["tasks_per_pass"][0],
+        "read MB/pass": planned["bytes_read_per_pass"][0] / 1e6,
+        "moved MB/pass": planned["bytes_moved_per_pass"][0] / 1e6,
+        "predicted s/pass": predicted_pass,
+        "measured s/pass": measured_pass,
+        "time ratio": measured_pass / predicted_pass,
+        "worker CPU s/pass": measured.get("busiest_worker_cpu_seconds", float("nan"))
+        / max(passes, 1),
+        "predicted peak MB": planned["peak_worker_bytes"] / 1e6,
+        "measured peak MB": growth / 1e6,
+        "memory ratio": growth / planned["peak_worker_bytes"],
+    }
+    if "peer_bytes_per_pass" in measured:
+        row["measured peer MB/pass"] = measured["peer_bytes_per_pass"] / 1e6
+    return {"row": row, "plan": planned, "measured": measured}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common_args(ap, memory_limit="4GiB", quick="small stores: a smoke run")
@@ -166,6 +281,14 @@ def main(argv=None) -> int:
         choices=["probe", "cached", "builtin"],
         help="the plan's rates (default: probed afresh in this run)",
     )
+    ap.add_argument(
+        "--multihost",
+        action="store_true",
+        help="also 4 emulated hosts (root: network namespaces, benchmarks/multihost.py)",
+    )
+    ap.add_argument("--multihost-mb", type=int, default=128)
+    ap.add_argument("--host-rate", default="40mbit")
+    ap.add_argument("--store-rate", default="160mbit")
     args = ap.parse_args(argv)
     from scalepca.app.config import load_config
 
@@ -195,29 +318,24 @@ def main(argv=None) -> int:
         )
         planned = _plan(config, args.rates)
         measured = _measure(load_config(str(config)), args.workers, args.memory_limit)
-        predicted_pass = sum(planned["seconds_per_pass"]) / planned["passes"]
-        measured_pass = sum(measured["seconds_per_pass"]) / max(measured["passes"], 1)
-        row = {
-            "config": spec["name"],
-            "solver": planned["solver"],
-            "passes": planned["passes"],
-            "measured passes": measured["passes"],
-            "tasks/pass": planned["tasks_per_pass"][0],
-            "read MB/pass": planned["bytes_read_per_pass"][0] / 1e6,
-            "moved MB/pass": planned["bytes_moved_per_pass"][0] / 1e6,
-            "predicted s/pass": predicted_pass,
-            "measured s/pass": measured_pass,
-            "time ratio": measured_pass / predicted_pass,
-            "worker CPU s/pass": measured["busiest_worker_cpu_seconds"]
-            / max(measured["passes"], 1),
-            "predicted peak MB": planned["peak_worker_bytes"] / 1e6,
-            "measured peak MB": measured["peak_worker_growth_bytes"] / 1e6,
-            "memory ratio": measured["peak_worker_growth_bytes"]
-            / planned["peak_worker_bytes"],
-        }
-        rows.append({"row": row, "plan": planned, "measured": measured})
-        print(table([row], list(row)), flush=True)
-    cols = list(rows[0]["row"])
+        rows.append(
+            _row(
+                spec["name"],
+                planned,
+                measured["passes"],
+                sum(measured["seconds_per_pass"]),
+                measured["peak_worker_growth_bytes"],
+                measured,
+            )
+        )
+        print(table([rows[-1]["row"]], list(rows[-1]["row"])), flush=True)
+    if args.multihost:
+        reason = __import__("tests.support.hosts", fromlist=["x"]).unavailable()
+        if reason:
+            print(f"multi-host part skipped: {reason}")
+        else:
+            rows += _multihost(args)
+    cols = list(dict.fromkeys(c for r in rows for c in r["row"]))
     print()
     print(table([r["row"] for r in rows], cols))
     if args.quick:
@@ -229,6 +347,14 @@ def main(argv=None) -> int:
             "threads_per_worker": 1,
             "memory_limit": args.memory_limit,
             "rates": args.rates,
+            "multihost": {
+                "hosts": 4,
+                "host_rate": args.host_rate,
+                "store_rate": args.store_rate,
+                "store_mb": args.multihost_mb,
+            }
+            if args.multihost
+            else None,
             "note": "shared 2-core machine loaded by other jobs (8 helpers): measured "
             "seconds and the probe's rates both carry the load; ratio = measured / "
             "predicted",

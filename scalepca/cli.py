@@ -907,6 +907,12 @@ def _add_plan(sub) -> None:
         "prices the bytes moved between hosts (default: none cross a link: one host)",
     )
     p.add_argument(
+        "--store-bandwidth",
+        metavar="BYTES",
+        help="bytes per second of the data store's link, for a store read over the "
+        "network, e.g. 50MB (an object store; default: read where the workers run)",
+    )
+    p.add_argument(
         "--hosts",
         type=int,
         metavar="N",

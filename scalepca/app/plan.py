@@ -148,11 +148,13 @@ def _cluster(cfg: dict, args):
         else (1 if args.bandwidth is None else workers)
     )
     bandwidth = None if args.bandwidth is None else parse_bytes(args.bandwidth)
+    store = args.store_bandwidth
+    store = None if store is None else parse_bytes(store)
     memory = args.worker_memory or ccfg.get("memory_limit")
     limit = None
     if memory not in (None, "auto"):
         limit = int(parse_bytes(memory) if isinstance(memory, str) else memory)
-    cluster = Cluster(int(workers), int(threads), int(max(hosts, 1)), bandwidth)
+    cluster = Cluster(int(workers), int(threads), int(max(hosts, 1)), bandwidth, store)
     return cluster, limit
 
 
@@ -218,6 +220,7 @@ def plan(cfg: dict, args) -> dict:
         "threads_per_worker": cluster.threads,
         "hosts": cluster.hosts,
         "bandwidth": cluster.bandwidth,
+        "store_bandwidth": cluster.store_bandwidth,
         "worker_memory": limit,
         "rates": where,
         "passes": len(costs),
@@ -247,6 +250,11 @@ def describe_plan(out: dict, config: str) -> str:
             f" on {out['hosts']} hosts"
             + (f" ({_size(out['bandwidth'])}/s links)" if out["bandwidth"] else "")
             if out["hosts"] > 1
+            else ""
+        )
+        + (
+            f", the store read at {_size(out['store_bandwidth'])}/s"
+            if out["store_bandwidth"]
             else ""
         ),
         f"  rates: {out['rates']}",

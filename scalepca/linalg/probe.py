@@ -7,9 +7,9 @@ thin matrix, the Krylov product, dense and CSR), the client's eigendecomposition
 the loopback network.
 
 No cluster is started and nothing of a dataset is read: each rate is timed on arrays
-made here, on one thread (the BLAS limited to one), the best of a few repeats (a
-machine shared with other work slows some repeats; the best is the rate the core
-has). The scheduler's costs (a pass's round trip, a task's overhead) are not measured
+made here, on one thread (the BLAS limited to one), in the CPU seconds of that thread
+(what the work costs a core: a machine shared with other work stretches the wall time,
+not these), the least of a few repeats. The loopback rate is the one wall-clock rate. The scheduler's costs (a pass's round trip, a task's overhead) are not measured
 here: they are the constants of :mod:`~scalepca.solvers.choice`, measured on a running
 cluster by ``benchmarks/solver_auto.py --probe``.
 """
@@ -29,11 +29,13 @@ __all__ = ["decode_rate", "probe"]
 
 
 def _best_seconds(fn, repeat: int = 3) -> float:
+    """The least CPU seconds of this thread ``fn`` took in ``repeat`` calls: what it
+    costs a core, whatever else the machine runs meanwhile."""
     best = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.thread_time() - t0)
     return max(best, 1e-9)
 
 

@@ -265,12 +265,14 @@ class Cluster:
     """The cluster a pass runs on: ``workers`` × ``threads`` cores; ``hosts``: the
     machines they are spread over (1: every byte between workers stays on one machine,
     and costs no link); ``bandwidth``: bytes per second of a host's link (default: the
-    rates')."""
+    rates'); ``store_bandwidth``: bytes per second of the data store's link, for a store
+    the workers read over the network (an object store; None: read where they run)."""
 
     workers: int = 2
     threads: int = 1
     hosts: int = 1
     bandwidth: float | None = None
+    store_bandwidth: float | None = None
 
     @property
     def cores(self) -> int:
@@ -353,7 +355,8 @@ def pass_costs(
     costs its round trip, the scheduler's time per task, the read (and decode) of the
     data and its share of the solver's flops on the cluster's cores (in waves of one
     task per core), the
-    client's work on the basis, and its bytes moved between workers over the hosts'
+    client's work on the basis, the store's bytes over its link and the hosts' (a
+    store read over the network), and its bytes moved between workers over the hosts'
     links: the partials up the tree of :data:`SPLIT_EVERY`, the client's factor to
     each worker, and the regrouping of split column chunks (a solver of whole rows on
     split data). Flops are spread evenly over the solver's passes.
@@ -375,6 +378,9 @@ def pass_costs(
     read = read_seconds(p, rates) * waves
     if stored_bytes is not None and p.source != "bed":
         read += data * waves / rates.decode_bytes_per_second
+    fetched = data if stored_bytes is None else stored_bytes
+    if cluster.store_bandwidth:  # through the store's link, then the hosts' links
+        read += fetched / min(cluster.store_bandwidth, cluster.hosts * link)
     out = []
     for i in range(n_passes + (1 if regroup else 0)):
         reads = i < (1 if regroup else 0)  # the regrouping pass: a read, no flops
@@ -393,7 +399,7 @@ def pass_costs(
             PassCost(
                 "regroup" if reads else name,
                 tasks,
-                float(data if stored_bytes is None else stored_bytes),
+                float(fetched),
                 float(moved),
                 seconds,
             )
