@@ -173,6 +173,11 @@ def test_more_workers_and_links_price_the_passes(stores, capsys):
     moved = one["bytes_moved_per_pass"][0]
     extra = linked["seconds_per_pass"][0] - one["seconds_per_pass"][0]
     assert extra == pytest.approx(moved * 0.5 / 1e6, rel=1e-3)
+    # a store read over a 1 MB/s link: its bytes over that link, each pass
+    remote = _plan(capsys, path, "--store-bandwidth", "1MB")
+    read = one["bytes_read_per_pass"][0]
+    extra = remote["seconds_per_pass"][0] - one["seconds_per_pass"][0]
+    assert extra == pytest.approx(read / 1e6, rel=1e-3)
 
 
 def test_text_plan(stores, capsys):
