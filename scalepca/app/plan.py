@@ -111,28 +111,6 @@ def chunk_bytes(array) -> int:
     return int(sync(total()))
 
 
-def _numcodecs_codec(array):
-    """The array's compressor as a numcodecs codec (to time its decoding), or None."""
-    import numcodecs
-
-    compressors = getattr(array, "compressors", ()) or ()
-    if not compressors:
-        return None
-    c = compressors[0]
-    kind = type(c).__name__.lower()
-    if "blosc" in kind:
-        shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
-        name = getattr(getattr(c, "shuffle", None), "value", "shuffle")
-        return numcodecs.Blosc(
-            cname=getattr(c.cname, "value", str(c.cname)),
-            clevel=int(c.clevel),
-            shuffle=shuffle.get(name, 1),
-        )
-    if "zstd" in kind:
-        return numcodecs.Zstd(level=int(getattr(c, "level", 0)))
-    return c if hasattr(c, "decode") else None
-
-
 def _cluster(cfg: dict, args):
     """The cluster to price the passes on: the config's section, the flags over it."""
     from dask.utils import parse_bytes
@@ -190,13 +168,11 @@ def plan(cfg: dict, args) -> dict:
         )
     rates, where = machine_rates(args.rates)
     stored = sum(chunk_bytes(a) for a in arrays) if arrays else None
-    codec = _numcodecs_codec(arrays[0]) if arrays else None
-    if codec is not None and args.rates != "builtin":
-        from ..linalg.probe import decode_rate
+    if arrays and args.rates != "builtin":  # the read of this store's codec
+        from ..linalg.probe import store_read_rate
 
-        rates = dataclasses.replace(
-            rates, decode_bytes_per_second=decode_rate(codec) * rates.cores
-        )
+        read = store_read_rate(tuple(arrays[0].compressors)) * rates.cores
+        rates = dataclasses.replace(rates, decode_bytes_per_second=read)
     cluster, limit = _cluster(cfg, args)
     costs = pass_costs(
         fit.solver,
@@ -204,10 +180,8 @@ def plan(cfg: dict, args) -> dict:
         rates=rates,
         cluster=cluster,
         tasks=fit.tasks,
-        stored_bytes=stored if codec is not None else None,
+        stored_bytes=stored,
     )
-    if stored is not None and codec is None:  # uncompressed chunks: read as they are
-        costs = [c._replace(bytes_read=float(stored)) for c in costs]
     peak = peak_worker_bytes(fit.solver, problem, cluster=cluster, tasks=fit.tasks)
     p = problem
     return {

@@ -1,17 +1,19 @@
 """The rates of :class:`~scalepca.solvers.choice.Rates` measured on this machine, per
-core, in a few seconds: the read of blocks in memory, the decode of compressed chunks,
-the flops of the kernels a pass runs on a block (the moments and Gram of a dense
-block, :func:`~scalepca.linalg.moments.block_moments`; of a group of CSR blocks,
-:func:`~scalepca.linalg.moments.group_moments_sparse`; a block's centred Gram times a
-thin matrix, the Krylov product, dense and CSR), the client's eigendecomposition and
-the loopback network.
+core, in a few seconds: the read of blocks in memory, the read of a zarr store's files
+(decoded), the flops of the kernels a pass runs on a block (the moments and Gram of a
+dense block, :func:`~scalepca.linalg.moments.block_moments`; of a group of CSR
+blocks, :func:`~scalepca.linalg.moments.group_moments_sparse`; a block's centred Gram
+times a thin matrix, the Krylov product, dense and CSR), the client's
+eigendecomposition and the loopback network.
 
 No cluster is started and nothing of a dataset is read: each rate is timed on arrays
-made here, on one thread (the BLAS limited to one), in the CPU seconds of that thread
-(what the work costs a core: a machine shared with other work stretches the wall time,
-not these), the least of a few repeats. The loopback rate is the one wall-clock rate. The scheduler's costs (a pass's round trip, a task's overhead) are not measured
-here: they are the constants of :mod:`~scalepca.solvers.choice`, measured on a running
-cluster by ``benchmarks/solver_auto.py --probe``.
+made here (a store in a temporary folder), the BLAS limited to one thread, in CPU
+seconds of this process (what the work costs a core: a machine shared with other work
+stretches the wall time, not these), the least of a few repeats; the loopback rate is
+the one wall-clock rate. The scheduler's costs (a pass's round trip, a task's
+overhead) are not measured here: they are the constants of
+:mod:`~scalepca.solvers.choice`, measured on a running cluster by
+``benchmarks/solver_auto.py --probe``.
 """
 
 from __future__ import annotations
@@ -25,17 +27,18 @@ import numpy as np
 
 from ..solvers.choice import RATES, Rates
 
-__all__ = ["decode_rate", "probe"]
+__all__ = ["probe", "store_read_rate"]
 
 
 def _best_seconds(fn, repeat: int = 3) -> float:
-    """The least CPU seconds of this thread ``fn`` took in ``repeat`` calls: what it
-    costs a core, whatever else the machine runs meanwhile."""
+    """The least CPU seconds of this process ``fn`` took in ``repeat`` calls (its own
+    threads too, as zarr's reads): what it costs a core, whatever else the machine
+    runs meanwhile."""
     best = float("inf")
     for _ in range(repeat):
-        t0 = time.thread_time()
+        t0 = time.process_time()
         fn()
-        best = min(best, time.thread_time() - t0)
+        best = min(best, time.process_time() - t0)
     return max(best, 1e-9)
 
 
@@ -57,21 +60,27 @@ def _sample(nbytes: int) -> np.ndarray:
     )
 
 
-def decode_rate(codec=None, nbytes: int = 16 * 2**20) -> float:
-    """Bytes of decoded values per second one core gets from ``codec`` (a numcodecs
-    codec, as a zarr store's chunks are compressed; default Blosc-LZ4)."""
-    import numcodecs
+def store_read_rate(compressors="auto", nbytes: int = 32 * 2**20) -> float:
+    """Bytes of values per second one core reads from a zarr store's files, decoded
+    (``compressors``: the store's, as zarr takes them; default Blosc-LZ4, the codec
+    of ``make-data``). The store is written to a temporary folder and removed."""
+    import tempfile
 
-    if codec is None:
-        codec = numcodecs.Blosc(cname="lz4", shuffle=numcodecs.Blosc.SHUFFLE)
-    data = _sample(nbytes)
-    encoded = codec.encode(data)
-    use = getattr(numcodecs.blosc, "use_threads", None)
-    numcodecs.blosc.use_threads = False  # a worker thread decodes on its own core
-    try:
-        seconds = _best_seconds(lambda: codec.decode(encoded))
-    finally:
-        numcodecs.blosc.use_threads = use
+    import zarr
+
+    if isinstance(compressors, str) and compressors == "auto":
+        compressors = zarr.codecs.BloscCodec(cname="lz4", shuffle="shuffle")
+    data = _sample(nbytes).reshape(-1, 256)
+    with tempfile.TemporaryDirectory() as tmp:
+        z = zarr.create_array(
+            f"{tmp}/probe.zarr",
+            shape=data.shape,
+            chunks=(max(1, 4 * 2**20 // (8 * 256)), 256),
+            dtype=data.dtype,
+            compressors=compressors,
+        )
+        z[:] = data
+        seconds = _best_seconds(lambda: zarr.open_array(f"{tmp}/probe.zarr")[:])
     return data.nbytes / seconds
 
 
@@ -152,7 +161,7 @@ def probe() -> Rates:
         * RATES.qr_flops_per_second
         / RATES.dense_flops_per_second,
         eigh_seconds_per_cube=eigh,
-        decode_bytes_per_second=decode_rate(),
+        decode_bytes_per_second=store_read_rate(),
         network_bytes_per_second=_loopback_rate(),
         cores=1,
     )

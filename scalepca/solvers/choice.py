@@ -45,8 +45,8 @@ EIGH_SECONDS_PER_CUBE = 9.1e-10
 RATE_CORES = 2
 #: bytes per second between two workers (a 1 Gbit/s link; ``plan --bandwidth``)
 NETWORK_BYTES_PER_SECOND = 1.25e8
-#: bytes of decoded values per second from compressed store chunks (Blosc-LZ4, the
-#: two workers together)
+#: bytes of values per second read from a zarr store's files and decoded (Blosc-LZ4,
+#: the two workers together)
 DECODE_BYTES_PER_SECOND = 8.0e8
 #: the fan-in of the tree reductions (``split_every`` of :mod:`scalepca.linalg.passes`)
 SPLIT_EVERY = 8
@@ -350,8 +350,8 @@ def pass_costs(
     """The passes solver ``name`` makes on ``p``, each priced on ``cluster``.
 
     ``tasks``: the tasks that read the blocks in a pass (default ``p.blocks``);
-    ``stored_bytes``: the bytes a pass reads from compressed store chunks, decoded
-    at ``rates.decode_bytes_per_second`` (None: blocks read as they are). A pass
+    ``stored_bytes``: the bytes a pass reads from a store's chunk files, read and
+    decoded at ``rates.decode_bytes_per_second`` (None: blocks held in memory). A pass
     costs its round trip, the scheduler's time per task, the read (and decode) of the
     data and its share of the solver's flops on the cluster's cores (in waves of one
     task per core), the
