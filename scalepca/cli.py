@@ -426,22 +426,30 @@ def _located(args, problem: str) -> str:
     return problem if line is None else f"{args.config}:{line}: {problem}"
 
 
-def cmd_validate(args) -> int:
-    from .app.config import JOBQUEUE_KINDS
-
+def _checked(args, *, data: bool = True):
+    """``(cfg, notes)`` of the config of ``args`` checked as ``validate`` checks it, or
+    None once every problem found is printed, each at the line of its key."""
     found = []  # every problem of the config at once: its keys, then against the data
     cfg = _load(args, found)
-    problems, notes = check_config(cfg, data=not args.job_script)
+    problems, notes = check_config(cfg, data=data)
     # the config's own problems are in its words already (speaking them again turned the
     # key list "store, storage_options, …" of output into "store, data.storage_options,
     # …")
     said = found + [
         speak_cli(problem, method=getattr(args, "method", None)) for problem in problems
     ]
-    if said:
-        for problem in dict.fromkeys(said):  # each at the line of the key it names
-            print(f"scalepca: error: {_located(args, problem)}", file=sys.stderr)
+    for problem in dict.fromkeys(said):  # each at the line of the key it names
+        print(f"scalepca: error: {_located(args, problem)}", file=sys.stderr)
+    return None if said else (cfg, notes)
+
+
+def cmd_validate(args) -> int:
+    from .app.config import JOBQUEUE_KINDS
+
+    checked = _checked(args, data=not args.job_script)
+    if checked is None:
         return EXIT_USER_ERROR
+    cfg, notes = checked
     kind = cfg["cluster"]["kind"]
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
     for note in notes if not args.quiet else ():
@@ -465,16 +473,10 @@ def cmd_validate(args) -> int:
 def cmd_plan(args) -> int:
     from .app.plan import describe_plan, plan
 
-    found = []  # the config refused as validate refuses it: every problem, each located
-    cfg = _load(args, found)
-    problems, _ = check_config(cfg)
-    said = found + [
-        speak_cli(problem, method=getattr(args, "method", None)) for problem in problems
-    ]
-    if said:
-        for problem in dict.fromkeys(said):
-            print(f"scalepca: error: {_located(args, problem)}", file=sys.stderr)
+    checked = _checked(args)  # refused as validate refuses it
+    if checked is None:
         return EXIT_USER_ERROR
+    cfg = checked[0]
     for flag in ("workers", "threads", "hosts"):
         value = getattr(args, flag)
         if value is not None and value < 1:
@@ -707,6 +709,16 @@ def _subparser(
     )
 
 
+def _set_flag(parser) -> None:
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, as run does (repeatable)",
+    )
+
+
 def _storage_options(parser) -> None:
     parser.add_argument(
         "--storage-options",
@@ -843,13 +855,7 @@ def _add_info_validate(sub) -> None:
         "cluster kind's package. Exit code 0: valid; 2: the problems found.",
     )
     v.add_argument("config", help="the YAML config to check")
-    v.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, as run does (repeatable)",
-    )
+    _set_flag(v)
     v.add_argument(
         "--job-script",
         action="store_true",
@@ -875,13 +881,7 @@ def _add_plan(sub) -> None:
         "2: the config's problems, as validate reports them.",
     )
     p.add_argument("config", help="the YAML config to plan")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, as run does (repeatable)",
-    )
+    _set_flag(p)
     p.add_argument(
         "--workers",
         type=int,
