@@ -114,7 +114,9 @@ class Solver(NamedTuple):
     ``factor_bytes``: the client's matrix each worker receives per pass (scattered
     once, see :func:`scalepca.linalg.passes.shared`); ``kernel``: what its flops
     are, ``"gram"`` (a block's Gram) or ``"product"`` (a block times a thin matrix),
-    priced at the rate of :class:`Rates` for that kernel."""
+    priced at the rate of :class:`Rates` for that kernel; ``copies``: the blocks'
+    worth of memory a task holds at its peak (the block read and its working
+    copies)."""
 
     passes: Callable[[Problem], int]
     flops: Callable[[Problem], float]
@@ -124,6 +126,7 @@ class Solver(NamedTuple):
     partial_bytes: Callable[[Problem], float] = lambda p: 8.0 * p.d * p.d
     factor_bytes: Callable[[Problem], float] = lambda p: 0.0
     kernel: str = "gram"
+    copies: float = 2.0
     partial: bool = False
     dense: bool = False
     wide: bool = False
@@ -202,6 +205,7 @@ REGISTRY = {
         partial_bytes=lambda p: 8.0 * _side(p) * p.width,
         factor_bytes=lambda p: 8.0 * _side(p) * p.width,
         kernel="product",
+        copies=3.0,  # the first pass's column moments centre a copy and square it
         partial=True,
         wide=True,
     ),
@@ -223,6 +227,7 @@ REGISTRY = {
         partial_bytes=lambda p: 8.0 * p.d * p.width,
         factor_bytes=lambda p: 8.0 * p.d * p.width,
         kernel="product",
+        copies=3.0,  # the pass of Krylov's first: column moments, a centred square
         partial=True,
         wide=True,
         auto=False,
@@ -415,13 +420,14 @@ def peak_worker_bytes(
     tasks: int | None = None,
 ) -> float:
     """A worker's peak memory of a pass of solver ``name`` on ``p``: each thread holds
-    one block read, its working copy (centred, or the product), and its partial; the
-    worker also merges :data:`SPLIT_EVERY` partials and holds the client's factor."""
+    one block read and its working copies (``Solver.copies`` blocks in all) and its
+    partial; the worker also merges :data:`SPLIT_EVERY` partials and holds the
+    client's factor."""
     s = REGISTRY[name]
     tasks = int(p.blocks if tasks is None else tasks)
     block = decoded_bytes(p) / max(tasks, 1)
     partial = s.partial_bytes(p)
-    per_thread = 2.0 * block + partial
+    per_thread = s.copies * block + partial
     return cluster.threads * per_thread + SPLIT_EVERY * partial + s.factor_bytes(p)
 
 
