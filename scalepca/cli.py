@@ -886,19 +886,21 @@ def _add_plan(sub) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="workers of the cluster (default: cluster.n_workers, else 2)",
+        help="workers of the cluster (default: cluster.n_workers, a batch cluster's "
+        "jobs × processes, else 2)",
     )
     p.add_argument(
         "--threads",
         type=int,
         metavar="N",
-        help="threads per worker (default: cluster.threads_per_worker, else 1)",
+        help="threads per worker (default: cluster.threads_per_worker, a batch "
+        "cluster's cores / processes, else 1)",
     )
     p.add_argument(
         "--worker-memory",
         metavar="BYTES",
         help="memory per worker, e.g. 4GiB, checked against the peak "
-        "(default: cluster.memory_limit)",
+        "(default: cluster.memory_limit, a batch cluster's memory / processes)",
     )
     p.add_argument(
         "--bandwidth",

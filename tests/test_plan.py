@@ -180,6 +180,27 @@ def test_more_workers_and_links_price_the_passes(stores, capsys):
     assert extra == pytest.approx(read / 1e6, rel=1e-3)
 
 
+def test_a_batch_cluster_is_planned_by_its_jobs(stores, capsys):
+    """jobs × processes workers, each with the job's cores and memory shared."""
+    pytest.importorskip("dask_jobqueue")
+    path = _config(stores, "rows.zarr")
+    cfg = yaml.safe_load(path.read_text())
+    cfg["cluster"] = {
+        "kind": "slurm",
+        "cores": 8,
+        "memory": "32GiB",
+        "processes": 2,
+        "jobs": 4,
+        "walltime": "01:00:00",
+    }
+    path = stores / "slurm.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = _plan(capsys, path)
+    assert (out["workers"], out["threads_per_worker"]) == (8, 4)
+    assert out["worker_memory"] == 16 * 2**30
+    assert _plan(capsys, path, "--workers", "3")["workers"] == 3  # flags first
+
+
 def test_text_plan(stores, capsys):
     path = _config(stores, "rows.zarr")
     with _NoCompute():

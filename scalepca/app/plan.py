@@ -111,15 +111,41 @@ def chunk_bytes(array) -> int:
     return int(sync(total()))
 
 
+def _section_workers(ccfg: dict) -> tuple:
+    """``(workers, threads, memory per worker)`` the cluster section asks for (None
+    where it does not say): a local cluster's keys, or a batch cluster's jobs of
+    ``processes`` workers sharing the job's ``cores`` and ``memory``."""
+    from dask.utils import parse_bytes
+
+    from .config import JOBQUEUE_KINDS
+
+    if ccfg.get("kind") not in JOBQUEUE_KINDS:
+        return (
+            ccfg.get("n_workers"),
+            ccfg.get("threads_per_worker"),
+            ccfg.get("memory_limit"),
+        )
+    procs = int(ccfg.get("processes") or 1)
+    jobs = ccfg.get("jobs") or (ccfg.get("adaptive") or {}).get("maximum_jobs")
+    memory = ccfg.get("memory")
+    if isinstance(memory, str):
+        memory = parse_bytes(memory)
+    return (
+        int(jobs) * procs if jobs else None,
+        max(1, int(ccfg["cores"]) // procs) if ccfg.get("cores") else None,
+        int(memory) // procs if memory else None,
+    )
+
+
 def _cluster(cfg: dict, args):
     """The cluster to price the passes on: the config's section, the flags over it."""
     from dask.utils import parse_bytes
 
     from ..solvers.choice import Cluster
 
-    ccfg = cfg["cluster"] or {}
-    workers = args.workers or ccfg.get("n_workers") or 2
-    threads = args.threads or ccfg.get("threads_per_worker") or 1
+    workers, threads, memory = _section_workers(cfg["cluster"] or {})
+    workers = args.workers or workers or 2
+    threads = args.threads or threads or 1
     hosts = (
         args.hosts
         if args.hosts is not None
@@ -128,7 +154,7 @@ def _cluster(cfg: dict, args):
     bandwidth = None if args.bandwidth is None else parse_bytes(args.bandwidth)
     store = args.store_bandwidth
     store = None if store is None else parse_bytes(store)
-    memory = args.worker_memory or ccfg.get("memory_limit")
+    memory = args.worker_memory or memory
     limit = None
     if memory not in (None, "auto"):
         limit = int(parse_bytes(memory) if isinstance(memory, str) else memory)
