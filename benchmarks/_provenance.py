@@ -97,6 +97,13 @@ DEPENDS = {
         "scalepca/linalg/moments.py",
         "scalepca/linalg/passes.py",
     ],
+    "plan_accuracy": [
+        "benchmarks/plan_accuracy.py",
+        "scalepca/app/plan.py",
+        "scalepca/solvers/choice.py",
+        "scalepca/linalg/probe.py",
+        *_PCA,
+    ],
     "ppca_em": [
         "benchmarks/ppca_em.py",
         "scalepca/models/ppca.py",

@@ -1,4 +1,5 @@
-"""The scalepca command line: run | transform | info | validate | make-data | pp-pca.
+"""The scalepca command line: run | transform | info | validate | plan | make-data |
+pp-pca.
 
 Exit codes: 0 success; 2 a user mistake (bad config or arguments, missing store,
 missing optional package), reported in one line; 1 a failed job (a worker died, a
@@ -362,22 +363,30 @@ def _located(args, problem: str) -> str:
     return problem if line is None else f"{args.config}:{line}: {problem}"
 
 
-def cmd_validate(args) -> int:
-    from .app.config import JOBQUEUE_KINDS
-
+def _checked(args, *, data: bool = True):
+    """``(cfg, notes)`` of the config of ``args`` checked as ``validate`` checks it, or
+    None once every problem found is printed, each at the line of its key."""
     found = []  # every problem of the config at once: its keys, then against the data
     cfg = _load(args, found)
-    problems, notes = check_config(cfg, data=not args.job_script)
+    problems, notes = check_config(cfg, data=data)
     # the config's own problems are in its words already (speaking them again turned the
     # key list "store, storage_options, …" of output into "store, data.storage_options,
     # …")
     said = found + [
         speak_cli(problem, method=getattr(args, "method", None)) for problem in problems
     ]
-    if said:
-        for problem in dict.fromkeys(said):  # each at the line of the key it names
-            print(f"scalepca: error: {_located(args, problem)}", file=sys.stderr)
+    for problem in dict.fromkeys(said):  # each at the line of the key it names
+        print(f"scalepca: error: {_located(args, problem)}", file=sys.stderr)
+    return None if said else (cfg, notes)
+
+
+def cmd_validate(args) -> int:
+    from .app.config import JOBQUEUE_KINDS
+
+    checked = _checked(args, data=not args.job_script)
+    if checked is None:
         return EXIT_USER_ERROR
+    cfg, notes = checked
     kind = cfg["cluster"]["kind"]
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
     for note in notes if not args.quiet else ():
@@ -395,6 +404,22 @@ def cmd_validate(args) -> int:
             print(cluster.job_script())
         finally:
             cluster.close()
+    return EXIT_OK
+
+
+def cmd_plan(args) -> int:
+    from .app.plan import describe_plan, plan
+
+    checked = _checked(args)  # refused as validate refuses it
+    if checked is None:
+        return EXIT_USER_ERROR
+    cfg = checked[0]
+    for flag in ("workers", "threads", "hosts"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UserError(f"--{flag} must be at least 1; got {value}")
+    out = plan(cfg, args)
+    print(json.dumps(out, indent=1) if args.json else describe_plan(out, args.config))
     return EXIT_OK
 
 
@@ -562,6 +587,11 @@ _INFO_EXAMPLES = """examples:
 _VALIDATE_EXAMPLES = """examples:
   scalepca validate job.yaml
   scalepca validate slurm.yaml --job-script"""
+_PLAN_EXAMPLES = """examples:
+  scalepca plan job.yaml
+  scalepca plan job.yaml --workers 100 --threads 4 --worker-memory 16GiB \\
+      --bandwidth 1.25GB --json      # 100 hosts, 10 Gbit/s links
+  scalepca plan job.yaml --rates builtin   # no probe: the cost model's constants"""
 _PP_PCA_EXAMPLES = """examples:
   scalepca pp-pca cells.zarr --normalize-total --log1p --flavor seurat --n-top-genes 2000 \\
       --scale --max-value 10
@@ -635,6 +665,16 @@ def _subparser(
         description=text,
         epilog=f"{examples}\n\n{_docs_line(name)}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _set_flag(parser) -> None:
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, as run does (repeatable)",
     )
 
 
@@ -775,13 +815,7 @@ def _add_info_validate(sub) -> None:
         "cluster kind's package. Exit code 0: valid; 2: the problems found.",
     )
     v.add_argument("config", help="the YAML config to check")
-    v.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, as run does (repeatable)",
-    )
+    _set_flag(v)
     v.add_argument(
         "--job-script",
         action="store_true",
@@ -790,6 +824,80 @@ def _add_info_validate(sub) -> None:
     )
     _common_flags(v, progress=False)
     v.set_defaults(func=cmd_validate)
+
+
+def _add_plan(sub) -> None:
+    p = _subparser(
+        sub,
+        "plan",
+        "predict a config's passes, bytes and time without running it",
+        _PLAN_EXAMPLES,
+        description="Predicts, from the data's metadata and without a cluster or a "
+        "pass over the data, what run will do: the solver, the passes, the tasks of "
+        "each, the bytes each reads and moves between workers (partials up the "
+        "reduction trees, factors sent to the workers), a worker's peak memory and "
+        "the seconds of each pass. Rates come from a probe of a few seconds on this "
+        "machine, kept in the user's cache folder (--rates). Exit code 0: planned; "
+        "2: the config's problems, as validate reports them.",
+    )
+    p.add_argument("config", help="the YAML config to plan")
+    _set_flag(p)
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="workers of the cluster (default: cluster.n_workers, a batch cluster's "
+        "jobs × processes, else 2)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="threads per worker (default: cluster.threads_per_worker, a batch "
+        "cluster's cores / processes, else 1)",
+    )
+    p.add_argument(
+        "--worker-memory",
+        metavar="BYTES",
+        help="memory per worker, e.g. 4GiB, checked against the peak "
+        "(default: cluster.memory_limit, a batch cluster's memory / processes)",
+    )
+    p.add_argument(
+        "--bandwidth",
+        metavar="BYTES",
+        help="bytes per second of each host's link, e.g. 125MB (1 Gbit/s); "
+        "prices the bytes moved between hosts (default: none cross a link: one host)",
+    )
+    p.add_argument(
+        "--store-bandwidth",
+        metavar="BYTES",
+        help="bytes per second of the data store's link, for a store read over the "
+        "network, e.g. 50MB (an object store; default: read where the workers run)",
+    )
+    p.add_argument(
+        "--hosts",
+        type=int,
+        metavar="N",
+        help="hosts the workers are spread over (default: one per worker with "
+        "--bandwidth, else 1)",
+    )
+    p.add_argument(
+        "--rates",
+        choices=["cached", "probe", "builtin"],
+        default="cached",
+        help="cached: this machine's rates, probed once (a few seconds) and kept; "
+        "probe: measure them again; builtin: the cost model's constants, no probe "
+        "(default %(default)s)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the plan as JSON (keys passes, tasks_per_pass, "
+        "bytes_read_per_pass, bytes_moved_per_pass, peak_worker_bytes, "
+        "seconds_per_pass, and more)",
+    )
+    _common_flags(p, progress=False)
+    p.set_defaults(func=cmd_plan)
 
 
 def _add_make_data(sub) -> None:
@@ -968,6 +1076,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_transform(sub)
     _add_info_validate(sub)
+    _add_plan(sub)
     _add_make_data(sub)
     _add_pp_pca(sub)
     return p

@@ -21,7 +21,7 @@ from scalepca.cli import EXIT_INTERRUPTED, EXIT_OK, build_parser, main
 from ._terminal import assert_no_stale_characters, run_in_pty, shown, still_running
 
 SCALEPCA = str(Path(sys.executable).parent / "scalepca")
-COMMANDS = ("run", "transform", "info", "validate", "make-data", "pp-pca")
+COMMANDS = ("run", "transform", "info", "validate", "plan", "make-data", "pp-pca")
 
 
 def _main(capsys, *argv):

@@ -261,7 +261,9 @@ def config_reference() -> str:
         "A run config is a YAML file with the sections `data`, `model`, `cluster`, "
         "`output` and the key `progress`. Unknown keys are refused with the allowed "
         "ones; `scalepca validate CONFIG` checks a config against its data without "
-        "running it, and `--set key.sub=value` overrides any key on the command line. "
+        "running it, `scalepca plan CONFIG` predicts its passes, bytes, peak worker "
+        "memory and time (see [Scaling](scaling.md)), and `--set key.sub=value` "
+        "overrides any key on the command line. "
         "Relative paths in the file ("
         + ", ".join(f"`{'.'.join(k)}`" for k in config.PATH_KEYS)
         + ") are taken from the config file's folder. Defaults are written as in the YAML "

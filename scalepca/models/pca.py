@@ -24,13 +24,14 @@ from ..linalg import (
     tsqr_svd_centered,
 )
 from ..linalg.decomp import spectrum_from_moments
-from ..linalg.moments import float32_relative_error, gram_precision
+from ..linalg.moments import block_groups, float32_relative_error, gram_precision
 from ..linalg.snapshot import holds_whole_columns
 from ..linalg.sparse import scale_columns
 from ..preprocessing._genotype import GENOTYPE
 from ..preprocessing._matrix import MatrixInput
 from ..solvers.choice import (
     REGISTRY,
+    FitPlan,
     Problem,
     SolverChoice,
     check_blocks,
@@ -317,6 +318,26 @@ class _BaseSpectralPCA(
             )
             data = dataclasses.replace(data, data=full_rows(arr))
         return data
+
+    def _fit_plan(self, X) -> FitPlan:
+        """What ``fit(X)`` will do, from ``X``'s metadata (nothing is read): the
+        solver, its :class:`~scalepca.solvers.choice.Problem` and the tasks that read
+        the blocks in each pass (``scalepca plan``)."""
+        data = self._fit_input(self._validated_in_memory(X, reset=True))
+        arr = data.data
+        n, d = arr.shape
+        choice = vars(self).pop("_fit_choice")
+        p = self._check_parameters(n, d, arr)
+        spec = p["n_components"]
+        k = spec if isinstance(spec, int) else 1
+        problem = spectral_problem({**p, "n_components": k}, n, d, arr)
+        solver = choice.solver
+        tasks = arr.numblocks[0]
+        if self._fit_keeps_2d_blocks(solver):
+            tasks = int(np.prod(arr.numblocks))
+        elif solver == "covariance_eigh" and is_sparse(arr):
+            tasks = len(block_groups(tasks))  # one task per group of row blocks
+        return FitPlan(solver, problem, int(tasks))
 
     def _fit(self, data: MatrixInput) -> None:
         X = data.data

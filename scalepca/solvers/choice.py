@@ -11,6 +11,12 @@ on a :class:`Problem` and returns the cheapest::
 
 The rates are this machine's, measured by ``python benchmarks/solver_auto.py --probe``
 (see ``docs/benchmarks.md``); only their ratios matter to the choice.
+
+The same model, pass by pass and on a cluster of a given size (:class:`Rates`,
+:class:`Cluster`), is what ``scalepca plan`` prints before a job: :func:`pass_costs`
+gives each pass's tasks, bytes read, bytes moved between workers and seconds, and
+:func:`peak_worker_bytes` a worker's peak memory; :func:`predicted_seconds` is their
+sum on the machine the constants describe.
 """
 
 from __future__ import annotations
@@ -35,6 +41,15 @@ SPARSE_FLOPS_PER_SECOND = 5.2e8
 QR_FLOPS_PER_SECOND = 4.0e8
 #: seconds per m³ of a dense symmetric eigendecomposition of order m on the client
 EIGH_SECONDS_PER_CUBE = 9.1e-10
+#: the cores the worker rates above were measured with (2 workers × 1 thread)
+RATE_CORES = 2
+#: bytes per second between two workers (a 1 Gbit/s link; ``plan --bandwidth``)
+NETWORK_BYTES_PER_SECOND = 1.25e8
+#: bytes of values per second read from a zarr store's files and decoded (Blosc-LZ4,
+#: the two workers together)
+DECODE_BYTES_PER_SECOND = 8.0e8
+#: the fan-in of the tree reductions (``split_every`` of :mod:`scalepca.linalg.passes`)
+SPLIT_EVERY = 8
 
 #: the largest d × d Gram ``"auto"`` builds (128 MiB in float64), on each worker too
 AUTO_MAX_GRAM_FEATURES = 4096
@@ -94,13 +109,24 @@ class Solver(NamedTuple):
     ``fits``: whether its matrices fit in memory; ``partial``: leading eigenpairs only;
     ``dense``: dense blocks only; ``wide``: reads 2-D blocks as they are (the others
     read whole rows, and standardise genotypes only on dense blocks); ``auto``: a
-    candidate of ``"auto"``; ``updates``: ``partial_fit`` merges its moments."""
+    candidate of ``"auto"``; ``updates``: ``partial_fit`` merges its moments;
+    ``partial_bytes``: the partial one task of a pass sends up the tree;
+    ``factor_bytes``: the client's matrix each worker receives per pass (scattered
+    once, see :func:`scalepca.linalg.passes.shared`); ``kernel``: what its flops
+    are, ``"gram"`` (a block's Gram) or ``"product"`` (a block times a thin matrix),
+    priced at the rate of :class:`Rates` for that kernel; ``copies``: the blocks'
+    worth of memory a task holds at its peak (the block read and its working
+    copies)."""
 
     passes: Callable[[Problem], int]
     flops: Callable[[Problem], float]
     cube: Callable[[Problem], int]
     basis: Callable[[Problem], float] = lambda p: 0.0
     fits: Callable[[Problem], bool] = lambda p: True
+    partial_bytes: Callable[[Problem], float] = lambda p: 8.0 * p.d * p.d
+    factor_bytes: Callable[[Problem], float] = lambda p: 0.0
+    kernel: str = "gram"
+    copies: float = 2.0
     partial: bool = False
     dense: bool = False
     wide: bool = False
@@ -112,9 +138,14 @@ def krylov_passes(p: Problem) -> int:
     """Block Krylov's passes: at most ``n_power_iter + 2`` products, fewer once the
     basis spans the operator's space (d; on column strips the n × n sample Gram, plus
     one pass for the axes)."""
-    side = p.n if p.strips else p.d
+    side = _side(p)
     products = min(p.n_power_iter + 2, -(-side // p.width))
     return products + 1 if p.strips else products
+
+
+def _side(p: Problem) -> int:
+    """The order of the operator Krylov multiplies: d, or n on column strips."""
+    return p.n if p.strips else p.d
 
 
 def _product_flops(p: Problem, width: int) -> float:
@@ -132,8 +163,7 @@ def _gram_flops(p: Problem, side: int, other: int) -> float:
 
 def _krylov_basis(p: Problem) -> float:
     """Flops of the full reorthogonalisation and Rayleigh–Ritz of the Krylov basis."""
-    side = p.n if p.strips else p.d
-    return 4.0 * side * float(krylov_passes(p) * p.width) ** 2
+    return 4.0 * _side(p) * float(krylov_passes(p) * p.width) ** 2
 
 
 def _covariance_flops(p: Problem) -> float:
@@ -149,6 +179,10 @@ REGISTRY = {
         flops=_covariance_flops,
         cube=lambda p: p.d,
         fits=lambda p: p.d <= AUTO_MAX_GRAM_FEATURES,
+        # sparse: the packed upper triangle
+        partial_bytes=lambda p: (
+            (3.0 if p.genotype else 1.0) * (4.0 if p.sparse else 8.0) * p.d * p.d
+        ),
         updates=True,
     ),
     "tsqr": Solver(
@@ -168,6 +202,10 @@ REGISTRY = {
         flops=lambda p: krylov_passes(p) * _product_flops(p, p.width),
         cube=lambda p: krylov_passes(p) * p.width,
         basis=_krylov_basis,
+        partial_bytes=lambda p: 8.0 * _side(p) * p.width,
+        factor_bytes=lambda p: 8.0 * _side(p) * p.width,
+        kernel="product",
+        copies=3.0,  # the first pass's column moments centre a copy and square it
         partial=True,
         wide=True,
     ),
@@ -176,6 +214,8 @@ REGISTRY = {
         flops=lambda p: _gram_flops(p, p.n, p.d) + 2.0 * p.stored * p.width,
         cube=lambda p: p.n,
         fits=lambda p: p.n <= AUTO_MAX_SNAPSHOT_SAMPLES,
+        partial_bytes=lambda p: 8.0 * p.n * p.n,
+        factor_bytes=lambda p: 8.0 * p.n * p.width,
         wide=True,
     ),
     # one pass, an estimate of its own error: never what "auto" promises (convergence)
@@ -184,6 +224,10 @@ REGISTRY = {
         flops=lambda p: _product_flops(p, p.width),
         cube=lambda p: p.width,
         basis=lambda p: 4.0 * p.d * p.width**2,
+        partial_bytes=lambda p: 8.0 * p.d * p.width,
+        factor_bytes=lambda p: 8.0 * p.d * p.width,
+        kernel="product",
+        copies=3.0,  # the pass of Krylov's first: column moments, a centred square
         partial=True,
         wide=True,
         auto=False,
@@ -191,26 +235,210 @@ REGISTRY = {
 }
 
 
-def read_seconds(p: Problem) -> float:
-    """Seconds of one pass over the data, beyond its round trip."""
-    if p.source == "bed":
-        return float(p.n) * p.d * BED_SECONDS_PER_ENTRY
+@dataclasses.dataclass(frozen=True)
+class Rates:
+    """The rates the model prices a pass with: the constants of this module by default,
+    or those a probe measured on a machine (``scalepca plan`` measures them,
+    :func:`scalepca.linalg.probe.probe`). The worker rates (read, decode, flops) are
+    of ``cores`` cores together; a cluster of other size scales them (:class:`Cluster`).
+    ``dense_flops_per_second`` and ``sparse_flops_per_second`` price a Gram of dense
+    blocks and a product of CSR blocks; ``product_flops_per_second`` and
+    ``sparse_gram_flops_per_second`` the other kernel of each (the constants price
+    both kernels alike)."""
+
+    pass_seconds: float = PASS_SECONDS
+    task_seconds: float = TASK_SECONDS
+    read_bytes_per_second: float = READ_BYTES_PER_SECOND
+    bed_seconds_per_entry: float = BED_SECONDS_PER_ENTRY
+    dense_flops_per_second: float = DENSE_FLOPS_PER_SECOND
+    sparse_flops_per_second: float = SPARSE_FLOPS_PER_SECOND
+    qr_flops_per_second: float = QR_FLOPS_PER_SECOND
+    product_flops_per_second: float = DENSE_FLOPS_PER_SECOND
+    sparse_gram_flops_per_second: float = SPARSE_FLOPS_PER_SECOND
+    eigh_seconds_per_cube: float = EIGH_SECONDS_PER_CUBE
+    decode_bytes_per_second: float = DECODE_BYTES_PER_SECOND
+    network_bytes_per_second: float = NETWORK_BYTES_PER_SECOND
+    cores: int = RATE_CORES
+
+
+#: the rates of this module's constants
+RATES = Rates()
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """The cluster a pass runs on: ``workers`` × ``threads`` cores; ``hosts``: the
+    machines they are spread over (1: every byte between workers stays on one machine,
+    and costs no link); ``bandwidth``: bytes per second of a host's link (default: the
+    rates'); ``store_bandwidth``: bytes per second of the data store's link, for a store
+    the workers read over the network (an object store; None: read where they run)."""
+
+    workers: int = 2
+    threads: int = 1
+    hosts: int = 1
+    bandwidth: float | None = None
+    store_bandwidth: float | None = None
+
+    @property
+    def cores(self) -> int:
+        return max(1, self.workers * self.threads)
+
+
+#: the cluster the constants were measured on
+MEASURED_CLUSTER = Cluster()
+
+
+class PassCost(NamedTuple):
+    """One pass of a fit as the model sees it (see :func:`pass_costs`)."""
+
+    name: str
+    tasks: int
+    bytes_read: float
+    bytes_moved: float
+    seconds: float
+
+
+class FitPlan(NamedTuple):
+    """What a spectral fit will do: the ``solver`` that runs, its ``problem``, and the
+    ``tasks`` that read the data's blocks in each pass."""
+
+    solver: str
+    problem: Problem
+    tasks: int
+
+
+def decoded_bytes(p: Problem) -> float:
+    """Bytes of the values a pass holds in memory (CSR: values and column indices)."""
     index = 4 if p.sparse else 0
-    return p.stored * (p.itemsize + index) / READ_BYTES_PER_SECOND
+    return p.stored * (p.itemsize + index)
 
 
-def predicted_seconds(name: str, p: Problem) -> float:
-    """The predicted seconds of solver ``name`` on ``p``."""
+def flop_rate(name: str, p: Problem, rates: Rates = RATES) -> float:
+    """Flops per second of solver ``name``'s kernel on ``p``'s blocks."""
+    product = REGISTRY[name].kernel == "product"
+    if p.sparse:
+        return (
+            rates.sparse_flops_per_second
+            if product
+            else rates.sparse_gram_flops_per_second
+        )
+    return rates.product_flops_per_second if product else rates.dense_flops_per_second
+
+
+def read_seconds(p: Problem, rates: Rates = RATES, scale: float = 1.0) -> float:
+    """Seconds of one pass over the data, beyond its round trip, on ``scale`` times
+    the cores the rates were measured with."""
+    if p.source == "bed":
+        return float(p.n) * p.d * rates.bed_seconds_per_entry / scale
+    return decoded_bytes(p) / (rates.read_bytes_per_second * scale)
+
+
+def tree_edges(tasks: int, split_every: int = SPLIT_EVERY) -> int:
+    """The partials a tree reduction over ``tasks`` leaves sends, the root's to the
+    client included: one per node of the tree."""
+    edges, level = 0, max(int(tasks), 1)
+    while level > 1:
+        edges += level
+        level = -(-level // split_every)
+    return edges + 1
+
+
+def pass_costs(
+    name: str,
+    p: Problem,
+    *,
+    rates: Rates = RATES,
+    cluster: Cluster = MEASURED_CLUSTER,
+    tasks: int | None = None,
+    stored_bytes: float | None = None,
+) -> list[PassCost]:
+    """The passes solver ``name`` makes on ``p``, each priced on ``cluster``.
+
+    ``tasks``: the tasks that read the blocks in a pass (default ``p.blocks``);
+    ``stored_bytes``: the bytes a pass reads from a store's chunk files, read and
+    decoded at ``rates.decode_bytes_per_second`` (None: blocks held in memory). A pass
+    costs its round trip, the scheduler's time per task, the read (and decode) of the
+    data and its share of the solver's flops on the cluster's cores (in waves of one
+    task per core), the
+    client's work on the basis, the store's bytes over its link and the hosts' (a
+    store read over the network), and its bytes moved between workers over the hosts'
+    links: the partials up the tree of :data:`SPLIT_EVERY`, the client's factor to
+    each worker, and the regrouping of split column chunks (a solver of whole rows on
+    split data). Flops are spread evenly over the solver's passes.
+    """
     s = REGISTRY[name]
-    rate = SPARSE_FLOPS_PER_SECOND if p.sparse else DENSE_FLOPS_PER_SECOND
-    per_pass = PASS_SECONDS + max(p.blocks - 1, 0) * TASK_SECONDS + read_seconds(p)
-    passes = s.passes(p) + (1 if p.split and not s.wide else 0)
-    return (
-        passes * per_pass
-        + s.flops(p) / rate
-        + s.basis(p) / DENSE_FLOPS_PER_SECOND
-        + EIGH_SECONDS_PER_CUBE * float(s.cube(p)) ** 3
-    )
+    tasks = max(int(p.blocks if tasks is None else tasks), 1)
+    # the workers' share of a pass runs in waves of one task per core: a core's rate
+    # times the waves a core runs, over the tasks (1 / (cluster's cores / rates')
+    # when the tasks outnumber the cores, the whole work on one core for one task)
+    waves = -(-tasks // cluster.cores) * rates.cores / tasks
+    n_passes = s.passes(p)
+    compute = s.flops(p) * waves / flop_rate(name, p, rates)
+    basis = s.basis(p) / rates.dense_flops_per_second  # the client's
+    regroup = p.split and not s.wide
+    # on one host nothing crosses a link: the bytes are counted, not priced
+    crossing = 0.0 if cluster.hosts <= 1 else (cluster.hosts - 1) / cluster.hosts
+    link = cluster.bandwidth or rates.network_bytes_per_second
+    data = decoded_bytes(p)
+    read = read_seconds(p, rates) * waves
+    if stored_bytes is not None and p.source != "bed":
+        read += data * waves / rates.decode_bytes_per_second
+    fetched = data if stored_bytes is None else stored_bytes
+    if cluster.store_bandwidth:  # through the store's link, then the hosts' links
+        read += fetched / min(cluster.store_bandwidth, cluster.hosts * link)
+    out = []
+    for i in range(n_passes + (1 if regroup else 0)):
+        reads = i < (1 if regroup else 0)  # the regrouping pass: a read, no flops
+        moved = tree_edges(tasks) * s.partial_bytes(p)
+        moved += cluster.workers * s.factor_bytes(p)
+        if reads:
+            moved = data * crossing
+        seconds = (
+            rates.pass_seconds
+            + (tasks - 1) * rates.task_seconds
+            + read
+            + (0.0 if reads else (compute + basis) / n_passes)
+            + moved * crossing / link
+        )
+        out.append(
+            PassCost(
+                "regroup" if reads else name,
+                tasks,
+                float(fetched),
+                float(moved),
+                seconds,
+            )
+        )
+    return out
+
+
+def peak_worker_bytes(
+    name: str,
+    p: Problem,
+    *,
+    cluster: Cluster = MEASURED_CLUSTER,
+    tasks: int | None = None,
+) -> float:
+    """A worker's peak memory of a pass of solver ``name`` on ``p``: each thread holds
+    one block read and its working copies (``Solver.copies`` blocks in all) and its
+    partial; the worker also merges :data:`SPLIT_EVERY` partials and holds the
+    client's factor."""
+    s = REGISTRY[name]
+    tasks = int(p.blocks if tasks is None else tasks)
+    block = decoded_bytes(p) / max(tasks, 1)
+    partial = s.partial_bytes(p)
+    per_thread = s.copies * block + partial
+    return cluster.threads * per_thread + SPLIT_EVERY * partial + s.factor_bytes(p)
+
+
+def predicted_seconds(
+    name: str, p: Problem, rates: Rates = RATES, cluster: Cluster = MEASURED_CLUSTER
+) -> float:
+    """The predicted seconds of solver ``name`` on ``p``: its passes
+    (:func:`pass_costs`) and the client's eigendecomposition."""
+    passes = pass_costs(name, p, rates=rates, cluster=cluster)
+    cube = float(REGISTRY[name].cube(p))
+    return sum(c.seconds for c in passes) + rates.eigh_seconds_per_cube * cube**3
 
 
 def _can_run(name: str, p: Problem) -> bool:
