@@ -639,6 +639,7 @@ DOCS_PAGES = {
     "validate": ("Config reference", "config.html"),
     "make-data": ("Config reference", "config.html#data-generate"),
     "pp-pca": ("Single-cell counts (AnnData)", "guide/single_cell.html"),
+    "plan": ("Scaling: what a fit costs at 1 TB, 10 TB and 100 TB", "scaling.html"),
 }
 DOCS_BUILD = "python -m sphinx -b html docs docs/_build/html"
 

@@ -75,13 +75,13 @@ def _stored_arrays(dcfg: dict) -> tuple[list, int | None]:
     import zarr
 
     from ..io import open_zarr_node
-    from .pipeline import _is_anndata
+    from .config import data_kind
 
     try:
         node = open_zarr_node(dcfg["path"], storage_options=dcfg["storage_options"])
     except (FileNotFoundError, ValueError, OSError, TypeError):
         return [], None
-    if isinstance(node, zarr.Group) and _is_anndata(dcfg):
+    if isinstance(node, zarr.Group) and data_kind(dcfg) == "anndata":
         layer = dcfg.get("layer")
         node = node.get(f"layers/{layer}" if layer else "X")
         if isinstance(node, zarr.Group) and "data" in node:  # CSR: data, indices, …
