@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from types import ModuleType
 from typing import NamedTuple
+
+from . import randomized, sketch, snapshot
 
 #: seconds of one pass's round trip (a ``compute`` of a one-block graph)
 PASS_SECONDS = 0.037
@@ -94,7 +97,10 @@ class Solver(NamedTuple):
     ``fits``: whether its matrices fit in memory; ``partial``: leading eigenpairs only;
     ``dense``: dense blocks only; ``wide``: reads 2-D blocks as they are (the others
     read whole rows, and standardise genotypes only on dense blocks); ``auto``: a
-    candidate of ``"auto"``; ``updates``: ``partial_fit`` merges its moments."""
+    candidate of ``"auto"``; ``updates``: ``partial_fit`` merges its moments;
+    ``run``: the module that fits a wide solver (``start`` and ``finish``, see
+    :mod:`.wide`); ``once``: it reads the data once (a missing entry cannot be set to
+    a centre known only after that read)."""
 
     passes: Callable[[Problem], int]
     flops: Callable[[Problem], float]
@@ -106,6 +112,8 @@ class Solver(NamedTuple):
     wide: bool = False
     auto: bool = True
     updates: bool = False
+    run: ModuleType | None = None
+    once: bool = False
 
 
 def krylov_passes(p: Problem) -> int:
@@ -170,6 +178,7 @@ REGISTRY = {
         basis=_krylov_basis,
         partial=True,
         wide=True,
+        run=randomized,
     ),
     "snapshot": Solver(
         passes=lambda p: 2,
@@ -177,6 +186,7 @@ REGISTRY = {
         cube=lambda p: p.n,
         fits=lambda p: p.n <= AUTO_MAX_SNAPSHOT_SAMPLES,
         wide=True,
+        run=snapshot,
     ),
     # one pass, an estimate of its own error: never what "auto" promises (convergence)
     "sketch": Solver(
@@ -187,6 +197,8 @@ REGISTRY = {
         partial=True,
         wide=True,
         auto=False,
+        run=sketch,
+        once=True,
     ),
 }
 
