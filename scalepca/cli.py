@@ -257,16 +257,14 @@ def _plink_target(args, est, out: str, data: str) -> str:
     after what stops them is refused: data that are not a .bed, a model that does not
     fit PLINK's PCA, the files' places."""
     from .app.outputs import plink_file_problem, plink_files
-    from .io._bed import is_bed_path, plink_problem
+    from .io._bed import is_bed_path, plink_model_problem
 
     if not is_bed_path(data):
         raise UserError(
             "--plink writes PLINK's .eigenvec and "
             f".eigenval of a PLINK .bed; {data} is not one"
         )
-    problem = plink_problem(
-        getattr(est, "standardize", None), getattr(est, "whiten", False)
-    )
+    problem = plink_model_problem(est)
     if problem:
         raise UserError(f"--plink: {problem}")
     prefix = out.rstrip("/").removesuffix(".zarr")
