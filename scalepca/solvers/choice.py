@@ -20,6 +20,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import NamedTuple
 
+from ..linalg.kernels import lanczos_top, subspace_top
 from . import randomized, sketch, snapshot
 
 #: seconds of one pass's round trip (a ``compute`` of a one-block graph)
@@ -323,6 +324,10 @@ def ppca_solver(solver: str, missing: str) -> str:
     if solver == "auto":
         return "em" if missing == "em" else "closed_form"
     return solver
+
+
+#: Kernel PCA's eigensolvers of the centred kernel held in memory, by ``eigen_solver``
+KERNEL_EIGENSOLVERS = {"arpack": lanczos_top, "randomized": subspace_top}
 
 
 def kernel_eigen_solver(eigen_solver: str) -> str:
