@@ -39,7 +39,13 @@ from scipy import linalg as sla
 
 from .._validation import full_rows
 from . import passes
-from .moments import block_moments, gram_precision, merge_moments
+from .moments import (
+    block_moments,
+    gram_precision,
+    merge_centred_product,
+    merge_moments,
+    merged_mean,
+)
 from .packed import PackedRows, packed_gram_times
 from .scaling import ColumnScaling
 
@@ -153,20 +159,11 @@ def _merge_first(a: dict, b: dict, *, owned: bool = False) -> dict:
     ``δᵀV = muVᵇ − muVᵃ`` (``owned``: ``a["GV"]`` was made by an earlier merge and is
     summed into in place)."""
     na, nb = a["n"], b["n"]
-    if owned:
-        gv = a["GV"]
-        gv += b["GV"]
-    else:
-        gv = a["GV"] + b["GV"]
+    gv = a["GV"] if owned else a["GV"].copy()
     out = merge_moments(a, b)
-    if na and nb:
-        delta, dV = b["mean"] - a["mean"], b["muV"] - a["muV"]
-        w = na * nb / (na + nb)
-        for j, dv in enumerate(dV):  # += w δ (δᵀV), no d × l temporary
-            gv[:, j] += (w * dv) * delta
-        out["muV"] = a["muV"] + dV * (nb / (na + nb))
-    else:
-        out["muV"] = a["muV"] if nb == 0 else b["muV"]
+    means, muV = (a["mean"], b["mean"]), (a["muV"], b["muV"])
+    merge_centred_product(gv, b["GV"], means, muV, na, nb)
+    out["muV"] = merged_mean(*muV, na, nb)
     out["GV"] = gv
     return out
 
