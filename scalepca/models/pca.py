@@ -165,27 +165,6 @@ SPECTRAL_RULES = (
 FLOAT32_NOTE_THRESHOLD = 1e-5
 
 
-def _note_float32_accuracy(model, X, lam_max: float) -> None:
-    """Log (INFO) the relative accuracy left to the smallest variances of a
-    covariance fit of dense float32 data by float32 products, when it is worse than
-    :data:`FLOAT32_NOTE_THRESHOLD` (see the Notes of :class:`PCA`)."""
-    if X.dtype != np.float32 or is_sparse(X) or gram_precision() != "auto":
-        return
-    small = [float(model.explained_variance_[-1])]
-    if model.noise_variance_ > 0:
-        small.append(float(model.noise_variance_))
-    rel = float32_relative_error(lam_max, min(small))
-    if rel > FLOAT32_NOTE_THRESHOLD:
-        logger.info(
-            "%s: float32 data multiplied in float32: the smallest variances "
-            "(noise_variance_, the last explained_variance_, their North errors) are "
-            "accurate to about %.0e relative; dask.config 'scalepca.gram-precision': "
-            "'float64' gives float64 accuracy",
-            type(model).__name__,
-            rel,
-        )
-
-
 class _BaseSpectralPCA(
     GenotypeFitMixin,
     SpectralMomentUpdate,
@@ -227,7 +206,10 @@ class _BaseSpectralPCA(
 
     @property
     def _takes_sparse(self) -> bool:
-        return self.svd_solver != "tsqr"  # QR factors of sparse blocks are dense
+        name = self.svd_solver
+        # None: "auto", or no solver (refused with the other parameters)
+        solver = REGISTRY.get(name) if isinstance(name, str) else None
+        return solver is None or not solver.dense
 
     def _zero_center(self) -> bool:
         return getattr(self, "zero_center", True)
@@ -427,7 +409,27 @@ class _BaseSpectralPCA(
         k_fit = k if isinstance(spec, int) else d_fit
         n, mean, ev, components, total = spectrum_from_moments(mom, k_fit, scale)
         self._finish_spectrum(n, d_fit, spec, k, mean, ev, components, total)
-        _note_float32_accuracy(self, X, float(ev[0]))
+        self._note_float32_accuracy(X, float(ev[0]))
+
+    def _note_float32_accuracy(self, X, lam_max: float) -> None:
+        """Log (INFO) the relative accuracy left to the smallest variances of a
+        covariance fit of dense float32 data by float32 products, when it is worse than
+        :data:`FLOAT32_NOTE_THRESHOLD` (see the Notes of :class:`PCA`)."""
+        if X.dtype != np.float32 or is_sparse(X) or gram_precision() != "auto":
+            return
+        small = [float(self.explained_variance_[-1])]
+        if self.noise_variance_ > 0:
+            small.append(float(self.noise_variance_))
+        rel = float32_relative_error(lam_max, min(small))
+        if rel > FLOAT32_NOTE_THRESHOLD:
+            logger.info(
+                "%s: float32 data multiplied in float32: the smallest variances "
+                "(noise_variance_, the last explained_variance_, their North errors) are "
+                "accurate to about %.0e relative; dask.config 'scalepca.gram-precision': "
+                "'float64' gives float64 accuracy",
+                type(self).__name__,
+                rel,
+            )
 
     def _finish_spectrum(self, n, d_fit, spec, k, mean, ev, components, total) -> None:
         """Choose k from the spectrum when ``spec`` asks for it, then the fitted

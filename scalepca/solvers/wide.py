@@ -113,10 +113,6 @@ class Columns:
         """The number of features kept."""
         return int(self.moments["mean"].shape[0])
 
-    def kept(self, arr: np.ndarray) -> np.ndarray:
-        """The rows of ``arr`` (one per feature) of the kept features."""
-        return arr if self.keep is None else arr[self.keep]
-
 
 @dataclasses.dataclass
 class SpectralFit:
