@@ -30,9 +30,15 @@ _PCA = [
     "scalepca/linalg/rangefinder.py",
     "scalepca/linalg/passes.py",
 ]
+_WIDE_SOLVERS = [
+    "scalepca/solvers/wide.py",
+    "scalepca/solvers/randomized.py",
+    "scalepca/solvers/sketch.py",
+    "scalepca/solvers/snapshot.py",
+]
 _WIDE = [
     "scalepca/models/pca.py",
-    "scalepca/models/_wide.py",
+    *_WIDE_SOLVERS,
     "scalepca/linalg/krylov.py",
     "scalepca/linalg/snapshot.py",
     "scalepca/linalg/sketch.py",
@@ -158,7 +164,7 @@ DEPENDS = {
     "genotypes_passes_10000x40000": _GENOTYPES,
     "genotypes_peers_4000x20000_randomized": _GENOTYPES,
     "genotypes_peers_4000x20000_slow": _GENOTYPES,
-    "multihost": ["benchmarks/multihost.py", *_PCA, "scalepca/models/_wide.py"],
+    "multihost": ["benchmarks/multihost.py", *_PCA, *_WIDE_SOLVERS],
     "onepass_breakdown": [
         "benchmarks/onepass_breakdown.py",
         "scalepca/linalg/moments.py",

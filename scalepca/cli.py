@@ -259,7 +259,7 @@ def _plink_target(args, est, out: str, data: str) -> str:
     after what stops them is refused: data that are not a .bed, a model that does not
     fit PLINK's PCA, the files' places."""
     from .app.outputs import plink_file_problem, plink_files
-    from .io._bed import plink_problem
+    from .io._bed import plink_model_problem
     from .preprocessing.readers import detect
 
     if detect(data) != "bed":
@@ -267,9 +267,7 @@ def _plink_target(args, est, out: str, data: str) -> str:
             "--plink writes PLINK's .eigenvec and "
             f".eigenval of a PLINK .bed; {data} is not one"
         )
-    problem = plink_problem(
-        getattr(est, "standardize", None), getattr(est, "whiten", False)
-    )
+    problem = plink_model_problem(est)
     if problem:
         raise UserError(f"--plink: {problem}")
     prefix = out.rstrip("/").removesuffix(".zarr")

@@ -22,7 +22,7 @@ Two solvers (``solver``):
 * ``"randomized"`` never forms C (two 1M-cell fields would need 8 TB): block Krylov on
   the dilation ``[[0, C], [Cᵀ, 0]]``, one read of both fields per product, each pair of
   row blocks giving ``x_bᵀ(y_b V)`` and ``y_bᵀ(x_b U)`` in one task, the means gathered
-  with the first product (:mod:`scalepca.analysis._mca_krylov`,
+  with the first product (:mod:`scalepca.solvers.cross_krylov`,
   :mod:`scalepca.linalg.cross`; the eigensolver is PCA's ``svd_solver="randomized"``).
   At most ``n_power_iter + 2`` passes, fewer with ``tol``; residual norms in
   ``residual_norms_``. ``‖C‖²_F``, the denominator of the squared covariance fraction,
@@ -65,7 +65,7 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .._validation import full_rows
+from .._validation import check_random_state_seed, full_rows
 from ..linalg import feature_scale, passes
 from ..models._params import (
     Choice,
@@ -79,6 +79,7 @@ from ..models._params import (
     parameter_problems,
 )
 from ..models._saving import SavedModel
+from ..solvers.cross_krylov import cross_krylov, cross_start
 from . import _prep
 from .eof import _cross_block, _label, _merge_cross
 
@@ -87,6 +88,11 @@ __all__ = ["MCA"]
 #: the largest d_x · d_y (entries of the cross-covariance) formed on the client by
 #: default
 MAX_CROSS_SIZE = 50_000_000
+
+#: ``total="auto"`` makes the exact ``‖C‖²_F`` of the randomized solver from the n × n
+#: sample Grams (one more pass, n × n partials: 128 MB at this n) up to this many
+#: samples
+EXACT_TOTAL_SAMPLES = 4096
 
 #: the solvers (``solver``); ``"auto"`` picks ``"covariance"`` up to ``max_cross_size``
 SOLVERS = ("auto", "covariance", "randomized")
@@ -452,27 +458,44 @@ class MCA(SavedModel, BaseEstimator):
         )
 
     def _fit_randomized(self, X, Y, std) -> None:
-        """Block Krylov on the dilated cross-covariance (:mod:`._mca_krylov`)."""
-        from ._mca_krylov import fit_randomized
-
-        n = X.shape[0]
-        with passes.counting(
-            self, planned=int(self.n_power_iter) + 2, chunks=X.numblocks[0]
-        ):
+        """Block Krylov on the dilated cross-covariance
+        (:mod:`scalepca.solvers.cross_krylov`): the first pass's moments say which
+        features are kept and their scales, the solver makes the other passes."""
+        n, dx = X.shape
+        k = int(self.n_components)
+        rng = np.random.default_rng(check_random_state_seed(self.random_state))
+        budget = int(self.n_power_iter) + 2
+        exact_total = self.total == "exact" or (
+            self.total == "auto" and n <= EXACT_TOTAL_SAMPLES
+        )
+        with passes.counting(self, planned=budget, chunks=X.numblocks[0]):
             self.n_passes_ = 0
-            out = fit_randomized(self, X, Y, int(self.n_components), std)
+            start = cross_start(X, Y, k + int(self.n_oversamples), rng)
+            mom = start.moments
+            kept = self._kept_features(mom["nan_features"], n, dx, mom["bad"])
+            scales = self._scales(mom["ss"], n, dx, std)
+            fit = cross_krylov(
+                start,
+                kept,
+                scales,
+                k,
+                max_products=budget,
+                tol=float(self.tol),
+                rng=rng,
+                exact_total=exact_total,
+            )
         self._set_modes(
-            out["U"],
-            out["s"],
-            out["V"],
-            out["mom"]["mean"],
-            out["kept"],
-            out["scales"],
+            fit.U,
+            fit.s,
+            fit.V,
+            mom["mean"],
+            kept,
+            scales,
             n,
-            total=out["total"],
-            bounds=out["bounds"],
+            total=fit.total,
+            bounds=fit.bounds,
             solver="randomized",
-            residuals=out["residuals"],
+            residuals=fit.residuals,
         )
 
     @staticmethod

@@ -57,6 +57,7 @@ def _plink_problems(cfg: dict) -> list[str]:
     """What stops ``output.plink``: data that are not a .bed, a model that does not fit
     PLINK's PCA, an update, or the files' places."""
     from ..io._bed import plink_problem
+    from ..preprocessing._genotype import GENOTYPE
     from .config import data_kind
 
     out, dcfg, params = cfg["output"], cfg["data"], cfg["model"]["params"]
@@ -65,7 +66,10 @@ def _plink_problems(cfg: dict) -> list[str]:
             "output.plink writes PLINK's .eigenvec and .eigenval of a PLINK .bed; "
             f"data.path {dcfg['path']!r} is not one"
         ]
-    problem = plink_problem(params.get("standardize"), params.get("whiten"))
+    standardize = params.get("standardize")
+    problem = plink_problem(
+        standardize == GENOTYPE, bool(params.get("whiten")), standardize
+    )
     if problem:
         problem = problem.replace("standardize=", "model.standardize: ")
         return [f"output.plink: {problem}"]

@@ -433,14 +433,16 @@ def packed_blocks(X, columns: np.ndarray | None = None):
 PLINK_ENDINGS = (".eigenvec", ".eigenval")
 
 
-def plink_problem(standardize, whiten) -> str | None:
+def plink_problem(by_frequency: bool, whiten: bool, standardize=None) -> str | None:
     """Why a model's scores cannot be written as PLINK's ``.eigenvec``/``.eigenval``, or
     None.
 
     PLINK's PCA is the eigen-decomposition of the genomic relationship matrix of the
-    genotypes standardised by allele frequency: only ``standardize="genotype"`` fits the
-    same matrix, and whitened scores are not its eigenvectors."""
-    if standardize != "genotype":
+    genotypes standardised by allele frequency: only a model that standardises them so
+    (``by_frequency``; ``standardize="genotype"``, whose value ``standardize`` the
+    message names) fits the same matrix, and whitened scores are not its
+    eigenvectors."""
+    if not by_frequency:
         return (
             "PLINK's .eigenvec and .eigenval hold the PCA of "
             "genotypes standardised by allele frequency; the model "
@@ -449,6 +451,16 @@ def plink_problem(standardize, whiten) -> str | None:
     if whiten:
         return "whitened scores are not PLINK's eigenvectors; fit without whiten"
     return None
+
+
+def plink_model_problem(est) -> str | None:
+    """:func:`plink_problem` of a fitted model: standardised by allele frequency when
+    it has them (``allele_frequency_``)."""
+    return plink_problem(
+        hasattr(est, "allele_frequency_"),
+        getattr(est, "whiten", False),
+        getattr(est, "standardize", None),
+    )
 
 
 def plink_pca(est, scores):
@@ -462,9 +474,7 @@ def plink_pca(est, scores):
     squared singular values over the SNPs fitted (those left out, monomorphic or
     uncalled, not counted). Scores of new samples are divided by the same singular
     values: their projection in the fitted samples' units."""
-    problem = plink_problem(
-        getattr(est, "standardize", None), getattr(est, "whiten", False)
-    )
+    problem = plink_model_problem(est)
     if problem:
         raise ValueError(problem)
     s = np.asarray(est.singular_values_, dtype=np.float64)

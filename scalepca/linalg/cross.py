@@ -33,7 +33,7 @@ import numpy as np
 
 from . import passes
 from .krylov import PANEL_BYTES, SLAB_BYTES, _blocks
-from .moments import block_moments, merge_moments
+from .moments import block_moments, merge_centred_product, merge_moments, merged_mean
 
 __all__ = ["aligned_panels", "cross_times", "moments_and_cross_times"]
 
@@ -124,22 +124,15 @@ def _merge_first(parts: list, dx: int) -> dict:
     for b in parts[1:]:
         na, nb = acc["n"], b["n"]
         hv = acc["HV"]
-        hv += b["HV"]
         merged = merge_moments(
             {k: acc[k] for k in ("n", "mean", "ss", "bad")},
             {k: b[k] for k in ("n", "mean", "ss", "bad")},
         )
-        if na and nb:
-            w, f = na * nb / (na + nb), nb / (na + nb)
-            delta = b["mean"] - acc["mean"]
-            du, dv = (b["mu"][i] - acc["mu"][i] for i in range(2))
-            hv[:dx] += w * np.outer(delta[:dx], dv)
-            hv[dx:] += w * np.outer(delta[dx:], du)
-            merged["mu"] = tuple(
-                acc["mu"][i] + (b["mu"][i] - acc["mu"][i]) * f for i in range(2)
-            )
-        else:
-            merged["mu"] = acc["mu"] if nb == 0 else b["mu"]
+        mx, my = (acc["mean"][:dx], b["mean"][:dx]), (acc["mean"][dx:], b["mean"][dx:])
+        mu, mv = (acc["mu"][0], b["mu"][0]), (acc["mu"][1], b["mu"][1])
+        merge_centred_product(hv[:dx], b["HV"][:dx], mx, mv, na, nb)  # C V
+        merge_centred_product(hv[dx:], b["HV"][dx:], my, mu, na, nb)  # Cᵀ U
+        merged["mu"] = (merged_mean(*mu, na, nb), merged_mean(*mv, na, nb))
         merged["nan_features"] = acc["nan_features"] + b["nan_features"]
         merged["HV"] = hv
         acc = merged

@@ -56,6 +56,8 @@ __all__ = [
     "KERNELS",
     "as_rows64",
     "centred_kernel_eigh",
+    "lanczos_top",
+    "subspace_top",
     "gather_rows",
     "kernel_block",
     "kept_columns",
@@ -500,27 +502,48 @@ def kernel_matrix(
     )
 
 
-def centred_kernel_eigh(
-    K: da.Array,
+def lanczos_top(times, n: int, k: int, rng: np.random.Generator):
+    """Top-``k`` eigenpairs (descending) of the symmetric n × n operator ``times`` by
+    implicitly restarted Lanczos (``scipy.sparse.linalg.eigsh``, largest algebraic),
+    one product with an n-vector per iteration."""
+    op = LinearOperator((n, n), matvec=times, matmat=times, dtype=np.float64)
+    v0 = rng.uniform(-1.0, 1.0, n)
+    w, U = eigsh(op, k=k, which="LA", v0=v0)
+    order = np.argsort(w)[::-1]
+    return w[order], U[:, order]
+
+
+def subspace_top(
+    times,
+    n: int,
     k: int,
+    rng: np.random.Generator,
     *,
-    solver: str = "arpack",
-    seed=None,
     n_oversamples: int = 10,
     n_power_iter: int = 7,
 ):
+    """Top-``k`` eigenpairs (descending) of the symmetric n × n operator ``times`` by
+    subspace iteration with ``k + n_oversamples`` vectors and ``n_power_iter``
+    re-orthonormalised iterations, then Rayleigh–Ritz: ``n_power_iter + 2`` products
+    with n × l matrices."""
+    l = min(n, k + n_oversamples)
+    Q, _ = np.linalg.qr(times(rng.standard_normal((n, l))))
+    for _ in range(n_power_iter):
+        Q, _ = np.linalg.qr(times(Q))
+    B = Q.T @ times(Q)
+    w, Wv = eigh_descending((B + B.T) / 2, k)
+    return w, Q @ Wv
+
+
+def centred_kernel_eigh(K: da.Array, k: int, *, top=lanczos_top, seed=None):
     """Top-``k`` eigenpairs of the double-centred kernel
-    ``K_c = (I − 11ᵀ/n) K (I − 11ᵀ/n)``.
+    ``K_c = (I − 11ᵀ/n) K (I − 11ᵀ/n)`` by the eigensolver ``top``
+    (:func:`lanczos_top`, :func:`subspace_top`: ``top(times, n, k, rng)``, ``rng``
+    from ``seed``).
 
     ``K`` (n × n, symmetric, blocked) should be persisted: every product reads it once.
     ``K_c`` is never formed; with ``c = K1/n`` and ``g = 1ᵀK1/n²``,
     ``K_c V = K V − 1 (cᵀV) − c (1ᵀV) + g 1 (1ᵀV)``.
-
-    ``solver="arpack"``: implicitly restarted Lanczos (``scipy.sparse.linalg.eigsh``,
-    largest algebraic), one blocked product with an n-vector per iteration.
-    ``solver="randomized"``: subspace iteration with ``k + n_oversamples`` vectors and
-    ``n_power_iter`` re-orthonormalised iterations, then Rayleigh–Ritz;
-    ``n_power_iter + 2`` blocked products with n × l matrices.
 
     Returns
     ``(eigenvalues (k, descending), eigenvectors (n × k), c, g, trace(K_c))``.
@@ -543,23 +566,7 @@ def centred_kernel_eigh(
         KV += g * ones_v[None, :]
         return KV[:, 0] if vec else KV
 
-    rng = np.random.default_rng(seed)
-    if solver == "arpack":
-        op = LinearOperator((n, n), matvec=times, matmat=times, dtype=np.float64)
-        v0 = rng.uniform(-1.0, 1.0, n)
-        w, U = eigsh(op, k=k, which="LA", v0=v0)
-        order = np.argsort(w)[::-1]
-        w, U = w[order], U[:, order]
-    elif solver == "randomized":
-        l = min(n, k + n_oversamples)
-        Q, _ = np.linalg.qr(times(rng.standard_normal((n, l))))
-        for _ in range(n_power_iter):
-            Q, _ = np.linalg.qr(times(Q))
-        B = Q.T @ times(Q)
-        w, Wv = eigh_descending((B + B.T) / 2, k)
-        U = Q @ Wv
-    else:
-        raise ValueError(f"unknown eigen solver {solver!r}")
+    w, U = top(times, n, k, np.random.default_rng(seed))
     return w, U, col_mean, g, trace_c
 
 

@@ -39,16 +39,24 @@ from scipy import linalg as sla
 
 from .._validation import full_rows
 from . import passes
-from .moments import block_moments, gram_precision, merge_moments
+from .moments import (
+    block_moments,
+    gram_precision,
+    merge_centred_product,
+    merge_moments,
+    merged_mean,
+)
 from .packed import PackedRows, packed_gram_times
 from .scaling import ColumnScaling
 
 __all__ = [
+    "START_COND",
     "KrylovResult",
     "block_krylov_eigh",
     "gram_times",
     "moments_and_gram_times",
     "row_panels",
+    "scaled_start",
 ]
 
 #: largest row panel (rows × all features) a Gram-operator task reads at once; 2-D
@@ -151,20 +159,11 @@ def _merge_first(a: dict, b: dict, *, owned: bool = False) -> dict:
     ``δᵀV = muVᵇ − muVᵃ`` (``owned``: ``a["GV"]`` was made by an earlier merge and is
     summed into in place)."""
     na, nb = a["n"], b["n"]
-    if owned:
-        gv = a["GV"]
-        gv += b["GV"]
-    else:
-        gv = a["GV"] + b["GV"]
+    gv = a["GV"] if owned else a["GV"].copy()
     out = merge_moments(a, b)
-    if na and nb:
-        delta, dV = b["mean"] - a["mean"], b["muV"] - a["muV"]
-        w = na * nb / (na + nb)
-        for j, dv in enumerate(dV):  # += w δ (δᵀV), no d × l temporary
-            gv[:, j] += (w * dv) * delta
-        out["muV"] = a["muV"] + dV * (nb / (na + nb))
-    else:
-        out["muV"] = a["muV"] if nb == 0 else b["muV"]
+    means, muV = (a["mean"], b["mean"]), (a["muV"], b["muV"])
+    merge_centred_product(gv, b["GV"], means, muV, na, nb)
+    out["muV"] = merged_mean(*muV, na, nb)
     out["GV"] = gv
     return out
 
@@ -289,6 +288,28 @@ def start_block(rng: np.random.Generator, d: int, b: int) -> np.ndarray:
     if b >= d:
         return np.eye(d)
     return np.linalg.qr(rng.standard_normal((d, b)))[0]
+
+
+#: largest condition number of a standardised start block ``D Ω`` the solver
+#: orthonormalises (its product loses about ``ε · cond`` relative accuracy); above it
+#: the first product, ``A D Ω``, is orthonormalised and multiplied again instead (one
+#: product of the budget: the first pass then acts as one step of subspace iteration)
+START_COND = 1e3
+
+
+def scaled_start(V0: np.ndarray, AV0: np.ndarray, apply, *, exact: bool = True):
+    """The orthonormal start block ``Q0``, its product ``A Q0`` and the products it
+    spent, from a start block ``V0`` (``D Ω``: orthonormal probes ``Ω`` scaled by the
+    standardising ``D``) whose product ``A V0`` a first pass made: ``Q0 R = V0`` and
+    ``A Q0 = A V0 R⁻¹``, no product spent. When ``R`` is ill-conditioned (above
+    :data:`START_COND`: scales far apart), or ``A V0`` is the product of a nearby
+    operator only (not ``exact``), the start is that product orthonormalised and
+    multiplied once more by ``apply``: one product spent."""
+    Q0, R = np.linalg.qr(V0)
+    if exact and np.linalg.cond(R) <= START_COND:
+        return Q0, sla.solve_triangular(R, AV0.T, trans="T").T, 0
+    Q0 = np.linalg.qr(AV0)[0]
+    return Q0, apply(Q0), 1
 
 
 def _next_block(Q: np.ndarray, Z: np.ndarray, rng: np.random.Generator) -> np.ndarray:

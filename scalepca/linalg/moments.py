@@ -582,6 +582,30 @@ def _add_outer_packed(m2p: np.ndarray, w: float, v: np.ndarray) -> None:
         m2p[:] = out
 
 
+def merge_centred_product(P, P_b, means: tuple, projected: tuple, na, nb) -> None:
+    """Chan's update of a centred product merged from two sets of rows, in place:
+    ``P += P_b + w δ Δᵀ`` with ``w = na nb / (na + nb)``, ``δ`` the difference of the
+    sets' column means ``means = (a, b)`` and ``Δ`` that of their ``projected`` means
+    (``μ'ᵀ V`` of the other factor of the product; ``δ`` itself for the Gram, whose
+    update :func:`merge_moments` makes with BLAS). Column by column: no temporary of
+    ``P``'s size."""
+    P += P_b
+    if not (na and nb):
+        return
+    w = na * nb / (na + nb)
+    delta = means[1] - means[0]
+    for j, dv in enumerate(projected[1] - projected[0]):
+        P[:, j] += (w * dv) * delta
+
+
+def merged_mean(a, b, na, nb):
+    """The mean of two sets of rows from theirs (``a`` of ``na`` rows, ``b`` of
+    ``nb``): ``a + (b − a) nb / n``; either one when the other set is empty."""
+    if not (na and nb):
+        return a if nb == 0 else b
+    return a + (b - a) * (nb / (na + nb))
+
+
 def _gram_key(mom: dict) -> str | None:
     """Which Gram a partial carries: ``"m2"`` (d × d), ``"m2p"`` (packed) or None
     (``ss``)."""

@@ -45,7 +45,6 @@ from ..linalg.allele_moments import (
 from ..linalg.kernels import _nystroem_block, _rff_block
 from ..preprocessing._matrix import MatrixInput
 from ..solvers.choice import describe, ppca_solver, resolve
-from ._genotype_fit import fit_genotype_moments
 
 #: the moments a model keeps, saved as the private state ``_moments_<key>``
 MOMENT_KEYS = tuple(
@@ -322,7 +321,7 @@ class SpectralMomentUpdate(MomentUpdateMixin):
         self._features_kept = None  # the land mask of every row seen
         k = spec if isinstance(spec, int) else 1
         if self._genotypes():
-            fit_genotype_moments(self, mom, data, spec, k)
+            self._fit_genotype_moments(mom, data, spec, k)
             return
         self._fit_from_moments(mom, X, data, spec, k)
 

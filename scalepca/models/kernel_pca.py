@@ -42,7 +42,7 @@ from ..linalg.kernels import (
     ridge_solve,
 )
 from ..preprocessing._matrix import MatrixInput
-from ..solvers.choice import kernel_eigen_solver
+from ..solvers.choice import KERNEL_EIGENSOLVERS, kernel_eigen_solver
 from ._incremental import KernelMomentUpdate, kernel_feature_spectrum
 from ._params import Choice, Flag, Int, NComponents, Real, Rule, Seed
 from ._resources import available_memory
@@ -670,7 +670,9 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         Xd = da.from_array(Xf, chunks=(min(n, EXACT_BLOCK_ROWS), -1))
         K = kernel_matrix(Xd, **kparams).persist()
         solver = kernel_eigen_solver(self.eigen_solver)
-        w, U, col_mean, g, trace_c = centred_kernel_eigh(K, k, solver=solver, seed=seed)
+        w, U, col_mean, g, trace_c = centred_kernel_eigh(
+            K, k, top=KERNEL_EIGENSOLVERS[solver], seed=seed
+        )
         del K
         self._spectrum = (w, trace_c)
         return {

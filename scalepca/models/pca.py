@@ -23,6 +23,7 @@ from ..linalg import (
     passes,
     tsqr_svd_centered,
 )
+from ..linalg.alleles import refuse_partial_calls, strip_scaling
 from ..linalg.decomp import spectrum_from_moments
 from ..linalg.moments import block_groups, float32_relative_error, gram_precision
 from ..linalg.snapshot import holds_whole_columns
@@ -39,11 +40,11 @@ from ..solvers.choice import (
     resolve,
     solver_passes,
 )
+from ..solvers.wide import Columns, Start, WideParams
 from ._gaussian import LatentGaussianMixin
-from ._genotype_fit import fit_genotypes
+from ._genotype_fit import GenotypeFitMixin
 from ._incremental import SpectralMomentUpdate
 from ._params import Choice, Flag, Int, NComponents, Other, Real, Rule, Seed
-from ._wide import fit_krylov, fit_sketch, fit_snapshot
 from .base import LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -51,11 +52,15 @@ logger = logging.getLogger(__name__)
 SOLVERS = ("auto", *REGISTRY)
 
 #: the solvers of wide data: they read the input's 2-D blocks (no d × d matrix anywhere)
-WIDE_SOLVERS = {
-    "randomized": fit_krylov,
-    "sketch": fit_sketch,
-    "snapshot": fit_snapshot,
-}
+WIDE_SOLVERS = tuple(name for name, solver in REGISTRY.items() if solver.run)
+
+#: why a solver that reads the data once refuses genotypes with missing calls
+SKETCH_MISSING_CALLS = (
+    "svd_solver='sketch' with standardize='genotype' needs data without missing "
+    "calls: the sketch reads the data once, and a missing call is set to its SNP's "
+    "mean, known only after that read; use svd_solver='randomized' (block Krylov, the "
+    "same accuracy with missing calls) or 'snapshot'"
+)
 
 #: the task layer of a lazily read PLINK ``.bed`` (see :mod:`scalepca.io._bed`)
 _BED_LAYER = "read-bed-"
@@ -161,29 +166,11 @@ SPECTRAL_RULES = (
 FLOAT32_NOTE_THRESHOLD = 1e-5
 
 
-def _note_float32_accuracy(model, X, lam_max: float) -> None:
-    """Log (INFO) the relative accuracy left to the smallest variances of a
-    covariance fit of dense float32 data by float32 products, when it is worse than
-    :data:`FLOAT32_NOTE_THRESHOLD` (see the Notes of :class:`PCA`)."""
-    if X.dtype != np.float32 or is_sparse(X) or gram_precision() != "auto":
-        return
-    small = [float(model.explained_variance_[-1])]
-    if model.noise_variance_ > 0:
-        small.append(float(model.noise_variance_))
-    rel = float32_relative_error(lam_max, min(small))
-    if rel > FLOAT32_NOTE_THRESHOLD:
-        logger.info(
-            "%s: float32 data multiplied in float32: the smallest variances "
-            "(noise_variance_, the last explained_variance_, their North errors) are "
-            "accurate to about %.0e relative; dask.config 'scalepca.gram-precision': "
-            "'float64' gives float64 accuracy",
-            type(model).__name__,
-            rel,
-        )
-
-
 class _BaseSpectralPCA(
-    SpectralMomentUpdate, LatentGaussianMixin, LinearDecompositionMixin
+    GenotypeFitMixin,
+    SpectralMomentUpdate,
+    LatentGaussianMixin,
+    LinearDecompositionMixin,
 ):
     """The spectral fit shared by :class:`PCA` and :class:`PPCA` (not public).
 
@@ -220,7 +207,10 @@ class _BaseSpectralPCA(
 
     @property
     def _takes_sparse(self) -> bool:
-        return self.svd_solver != "tsqr"  # QR factors of sparse blocks are dense
+        name = self.svd_solver
+        # None: "auto", or no solver (refused with the other parameters)
+        solver = REGISTRY.get(name) if isinstance(name, str) else None
+        return solver is None or not solver.dense
 
     def _zero_center(self) -> bool:
         return getattr(self, "zero_center", True)
@@ -354,7 +344,7 @@ class _BaseSpectralPCA(
         problem = spectral_problem({**p, "n_components": k}, n, d, X)
         planned = solver_passes(solver, problem)
         if self._genotypes():
-            return fit_genotypes(self, X, data, spec, k, solver, planned)
+            return self._fit_genotypes(X, data, spec, k, solver, planned)
         passes.counter_of(self).plan(planned)
         if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
             X = full_rows(X)
@@ -440,7 +430,27 @@ class _BaseSpectralPCA(
         k_fit = k if isinstance(spec, int) else d_fit
         n, mean, ev, components, total = spectrum_from_moments(mom, k_fit, scale)
         self._finish_spectrum(n, d_fit, spec, k, mean, ev, components, total)
-        _note_float32_accuracy(self, X, float(ev[0]))
+        self._note_float32_accuracy(X, float(ev[0]))
+
+    def _note_float32_accuracy(self, X, lam_max: float) -> None:
+        """Log (INFO) the relative accuracy left to the smallest variances of a
+        covariance fit of dense float32 data by float32 products, when it is worse than
+        :data:`FLOAT32_NOTE_THRESHOLD` (see the Notes of :class:`PCA`)."""
+        if X.dtype != np.float32 or is_sparse(X) or gram_precision() != "auto":
+            return
+        small = [float(self.explained_variance_[-1])]
+        if self.noise_variance_ > 0:
+            small.append(float(self.noise_variance_))
+        rel = float32_relative_error(lam_max, min(small))
+        if rel > FLOAT32_NOTE_THRESHOLD:
+            logger.info(
+                "%s: float32 data multiplied in float32: the smallest variances "
+                "(noise_variance_, the last explained_variance_, their North errors) are "
+                "accurate to about %.0e relative; dask.config 'scalepca.gram-precision': "
+                "'float64' gives float64 accuracy",
+                type(self).__name__,
+                rel,
+            )
 
     def _finish_spectrum(self, n, d_fit, spec, k, mean, ev, components, total) -> None:
         """Choose k from the spectrum when ``spec`` asks for it, then the fitted
@@ -455,13 +465,31 @@ class _BaseSpectralPCA(
         self._set_spectrum(n, d_fit, k, mean, ev, components, total)
 
     def _fit_wide(self, X, data: MatrixInput, spec, k: int, solver: str) -> None:
-        """Fit by one of :data:`WIDE_SOLVERS` (see :mod:`._wide`)."""
-        n = X.shape[0]
+        """Fit by one of :data:`WIDE_SOLVERS` (:mod:`scalepca.solvers.wide`): its first
+        pass, the columns this model makes of it (:meth:`_wide_columns`), its other
+        passes."""
+        n, d = X.shape
         centre = self._zero_center()
-        res = WIDE_SOLVERS[solver](
-            self, X, data, k if isinstance(spec, int) else None, centre=centre
+        run, once = REGISTRY[solver].run, REGISTRY[solver].once
+        params = WideParams(
+            k if isinstance(spec, int) else None,
+            n_oversamples=int(self.n_oversamples),
+            n_power_iter=int(self.n_power_iter),
+            tol=self._krylov_tol(),
+            random_state=self.random_state,
+            centre=centre,
+            standardize=self._strip_standardize(data),
         )
-        mom, d_fit = res.mom, res.d_fit
+        if once and self._genotypes():
+            # a missing call stops the pass at the first block holding one
+            X = refuse_partial_calls(X, SKETCH_MISSING_CALLS)
+        first = run.start(X, params)
+        cols = self._wide_columns(first, n, d, k, data)
+        if once and not cols.exact:
+            # missing calls seen only in blocks where their SNP had no call at all
+            raise ValueError(SKETCH_MISSING_CALLS)
+        res = run.finish(X, first, cols, params)
+        mom, d_fit = cols.moments, cols.d_fit
         if res.residuals is not None:
             self.residual_norms_ = np.asarray(res.residuals[:k]) / max(n - 1, 1)
         if res.error_bound is not None:
@@ -472,15 +500,15 @@ class _BaseSpectralPCA(
                 n,
                 d_fit,
                 k,
-                np.sqrt(res.theta[:k]),
+                np.sqrt(res.values[:k]),
                 components[:k],
                 mom["mean"],
                 float(mom["ss"].sum()),
             )
             return
-        ss = mom["ss"] if res.scale is None else mom["ss"] / res.scale**2
+        ss = mom["ss"] if cols.scale is None else mom["ss"] / cols.scale**2
         total = float(ss.sum() / max(n - 1, 1))
-        ev = res.theta / max(n - 1, 1)
+        ev = res.values / max(n - 1, 1)
         if not isinstance(spec, int):
             ratio = ev / total if total > 0 else np.zeros_like(ev)
             k = choose_n_components(spec, ev, ratio, n)
@@ -488,6 +516,34 @@ class _BaseSpectralPCA(
                 "%s: n_components=%r chose k = %d", type(self).__name__, spec, k
             )
         self._set_spectrum(n, d_fit, k, mom["mean"], ev, components[:k], total)
+
+    def _strip_standardize(self, data: MatrixInput):
+        """The ``standardize`` column strips apply inside their tasks (see
+        ``snapshot_gram``): the column weights of ``data`` when it carries them, so the
+        strips standardise before the weights (every feature's: the fit has left none
+        out before its first pass)."""
+        if self._genotypes():
+            return strip_scaling
+        if not self.standardize:
+            return False
+        weights = self._standardizing_weights(data)
+        return True if weights is None else weights
+
+    def _wide_columns(self, first: Start, n: int, d: int, k: int, data) -> Columns:
+        """What the fit makes of a wide solver's first pass ``first``: all-NaN features
+        (allele counts: monomorphic and uncalled SNPs) left out and recorded, their
+        moments and standardising scales (``scale_`` set; on column strips, the scales
+        the strips used). ``k`` must fit the features kept."""
+        stats = first.stats
+        if self._genotypes():
+            return self._genotype_columns(stats, n, d, k, data)
+        mom, d_fit = self._moments_without_land(stats, n, d, k, data)
+        scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit, data)
+        keep = getattr(self, "_features_kept", None)
+        if first.strips and self.standardize:  # the scales the strips used
+            scale = stats["scale"] if keep is None else stats["scale"][keep]
+            self.scale_ = scale
+        return Columns(mom, keep=keep, scale=scale)
 
     def _is_scaled(self) -> bool:
         """Whether the model standardises its input (``scale_`` from a standardised

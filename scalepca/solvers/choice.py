@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from types import ModuleType
 from typing import NamedTuple
+
+from ..linalg.kernels import lanczos_top, subspace_top
+from . import randomized, sketch, snapshot
 
 #: seconds of one pass's round trip (a ``compute`` of a one-block graph)
 PASS_SECONDS = 0.037
@@ -116,7 +120,10 @@ class Solver(NamedTuple):
     are, ``"gram"`` (a block's Gram) or ``"product"`` (a block times a thin matrix),
     priced at the rate of :class:`Rates` for that kernel; ``copies``: the blocks'
     worth of memory a task holds at its peak (the block read and its working
-    copies)."""
+    copies).
+    ``run``: the module that fits a wide solver (``start`` and ``finish``, see
+    :mod:`.wide`); ``once``: it reads the data once (a missing entry cannot be set to
+    a centre known only after that read)."""
 
     passes: Callable[[Problem], int]
     flops: Callable[[Problem], float]
@@ -132,6 +139,8 @@ class Solver(NamedTuple):
     wide: bool = False
     auto: bool = True
     updates: bool = False
+    run: ModuleType | None = None
+    once: bool = False
 
 
 def krylov_passes(p: Problem) -> int:
@@ -208,6 +217,7 @@ REGISTRY = {
         copies=3.0,  # the first pass's column moments centre a copy and square it
         partial=True,
         wide=True,
+        run=randomized,
     ),
     "snapshot": Solver(
         passes=lambda p: 2,
@@ -217,6 +227,7 @@ REGISTRY = {
         partial_bytes=lambda p: 8.0 * p.n * p.n,
         factor_bytes=lambda p: 8.0 * p.n * p.width,
         wide=True,
+        run=snapshot,
     ),
     # one pass, an estimate of its own error: never what "auto" promises (convergence)
     "sketch": Solver(
@@ -231,6 +242,8 @@ REGISTRY = {
         partial=True,
         wide=True,
         auto=False,
+        run=sketch,
+        once=True,
     ),
 }
 
@@ -539,6 +552,10 @@ def ppca_solver(solver: str, missing: str) -> str:
     if solver == "auto":
         return "em" if missing == "em" else "closed_form"
     return solver
+
+
+#: Kernel PCA's eigensolvers of the centred kernel held in memory, by ``eigen_solver``
+KERNEL_EIGENSOLVERS = {"arpack": lanczos_top, "randomized": subspace_top}
 
 
 def kernel_eigen_solver(eigen_solver: str) -> str:

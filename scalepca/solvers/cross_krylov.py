@@ -1,4 +1,4 @@
-"""MCA's out-of-core path: block Krylov on the dilated cross-covariance, one pass per
+"""MCA's randomized solver: block Krylov on the dilated cross-covariance, one pass per
 product.
 
 The d_x × d_y cross-covariance ``C`` is never formed. Its Hermitian dilation
@@ -17,7 +17,8 @@ update, :func:`~scalepca.linalg.cross.moments_and_cross_times`); the standardisi
 scales, known only then, are applied on the client, ``D⁻¹ H D⁻¹`` with
 ``D = diag(s_x, s_y)``, as PCA's Krylov path does (the first product is that operator
 applied to ``D Ω``); features NaN at every sample (land) are dropped from the operator
-after that pass.
+after that pass: which features and scales, the estimator decides from the first pass's
+moments (:func:`cross_start`) and hands to :func:`cross_krylov`.
 
 The total squared covariance ``‖C‖²_F`` is not an output of any product:
 ``‖X_cᵀ Y_c‖²_F = trace((X_c X_cᵀ)(Y_c Y_cᵀ))`` needs the n × n Grams of both fields,
@@ -28,50 +29,94 @@ equals it when the basis is invariant under ``H`` (its products lie in it:
 spans the fields' sample space — e.g. whenever ``n − 1`` plus the start block is at
 most the basis' width per field. The upper bound is Cauchy–Schwarz's,
 ``‖X_c‖²_F ‖Y_c‖²_F / (n − 1)²`` (the fields' total variances, from the first pass).
-When the basis does not give it and ``total`` asks (``"exact"``, or ``"auto"`` with n
-at most :data:`EXACT_TOTAL_SAMPLES`), one more pass over column strips of both fields
-makes their n × n sample Grams
+When the basis does not give it and the caller asks for it (``exact_total``), one more
+pass over column strips of both fields makes their n × n sample Grams
 (:func:`~scalepca.linalg.snapshot.snapshot_gram_graph`, standardised as the fit is)
 and ``‖C‖²_F = Σ (G_x ∘ G_y) / (n − 1)²`` exactly.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import dask.array as da
 import numpy as np
 from scipy import linalg as sla
 
-from .._validation import check_random_state_seed
 from ..linalg import passes
 from ..linalg.cross import aligned_panels, cross_times, moments_and_cross_times
-from ..linalg.krylov import block_krylov_eigh, start_block
+from ..linalg.krylov import block_krylov_eigh, scaled_start, start_block
 from ..linalg.snapshot import snapshot_gram_graph
-from ..models._wide import START_COND
 
-__all__ = ["fit_randomized"]
+__all__ = ["CrossFit", "CrossStart", "cross_krylov", "cross_start"]
 
 #: the basis is taken as invariant under H (the squared covariance it captures is
 #: ‖C‖²_F) when its products leave it by at most this fraction of their norm
 INVARIANT_TOL = 1e-8
 
-#: ``total="auto"`` makes the exact ``‖C‖²_F`` from the n × n sample Grams (one more
-#: pass, n × n partials: 128 MB at this n) up to this many samples
-EXACT_TOTAL_SAMPLES = 4096
+
+@dataclasses.dataclass
+class CrossStart:
+    """The first pass of :func:`cross_start`: the fields as row panels ``X``, ``Y``,
+    the start block ``probes`` (``[[Ω_x, 0], [0, Ω_y]]``), its product ``HV`` with
+    the (unscaled) dilation and the column ``moments`` of ``[X, Y]`` (``n``,
+    ``mean``, ``ss``, ``bad``, ``nan_features``)."""
+
+    X: da.Array
+    Y: da.Array
+    probes: np.ndarray
+    HV: np.ndarray
+    moments: dict
 
 
-def fit_randomized(model, X, Y, k: int, std: tuple) -> dict:
-    """The randomized (block Krylov) fit of ``model`` (an
-    :class:`~scalepca.analysis.mca.MCA`) on the dense dask fields ``X``, ``Y`` (same
-    samples); ``std``: each field's weights to standardise with, or False. Returns
-    what ``MCA._set_fitted`` takes."""
+@dataclasses.dataclass
+class CrossFit:
+    """What :func:`cross_krylov` found: the leading singular triplets ``U`` (d_x ×
+    k), ``s``, ``V`` (d_y × k) of the kept features' (standardised)
+    cross-covariance, each pair's ``residuals``, the ``products`` made (one pass
+    each), ``total`` ``‖C‖²_F`` (NaN when neither the basis nor a pass of sample
+    Grams gave it) and its ``bounds`` (lower, upper)."""
+
+    U: np.ndarray
+    s: np.ndarray
+    V: np.ndarray
+    residuals: np.ndarray
+    products: int
+    total: float
+    bounds: tuple
+
+
+def cross_start(X: da.Array, Y: da.Array, width: int, rng) -> CrossStart:
+    """One pass over both fields (dense dask arrays, the same samples): their column
+    moments and the dilation times a block-diagonal start block of ``width``
+    orthonormal Gaussian columns per field (at most each field's features)."""
     X, Y = aligned_panels(X, Y)
-    (n, dx), dy = X.shape, Y.shape[1]
-    rng = np.random.default_rng(check_random_state_seed(model.random_state))
-    b = k + int(model.n_oversamples)
-    Ox, Oy = start_block(rng, dx, b), start_block(rng, dy, b)
-    Om = sla.block_diag(Ox, Oy)  # [[Ω_x, 0], [0, Ω_y]]
+    dx, dy = X.shape[1], Y.shape[1]
+    Om = sla.block_diag(start_block(rng, dx, width), start_block(rng, dy, width))
     mom = moments_and_cross_times(X, Y, Om[:dx], Om[dx:])
-    kx, ky = model._kept_features(mom["nan_features"], n, dx, mom["bad"])
-    sx, sy = model._scales(mom["ss"], n, dx, std)
+    return CrossStart(X, Y, Om, mom.pop("HV"), mom)
+
+
+def cross_krylov(
+    start: CrossStart,
+    kept: tuple,
+    scales: tuple,
+    k: int,
+    *,
+    max_products: int,
+    tol: float,
+    rng,
+    exact_total: bool,
+) -> CrossFit:
+    """Block Krylov on ``D⁻¹ H D⁻¹ / (n − 1)`` of the kept features from the first
+    pass ``start``: ``kept`` the masks ``(kx, ky)`` of the features kept, ``scales``
+    the standardising scales ``(sx, sy)`` of every feature (None: unscaled); at most
+    ``max_products`` products (the first pass's counted), stopping once every
+    residual is within ``tol`` of its value (:func:`block_krylov_eigh`); with
+    ``exact_total``, one more pass for ``‖C‖²_F`` when the basis does not give it."""
+    (kx, ky), (sx, sy) = kept, scales
+    X, Y, mom = start.X, start.Y, start.moments
+    (n, dx) = X.shape
     keep = np.concatenate([kx, ky])
     dxk = int(kx.sum())
     scale = np.concatenate(
@@ -91,24 +136,17 @@ def fit_randomized(model, X, Y, k: int, std: tuple) -> dict:
 
     # the first product, of the operator restricted and standardised: V0 = D Ω, A V0 =
     # D⁻¹ HΩ
-    V0 = Om[keep] * scale[:, None]
-    AV0 = mom.pop("HV")[keep] / ((n - 1) * scale[:, None])
+    V0 = start.probes[keep] * scale[:, None]
+    AV0 = start.HV[keep] / ((n - 1) * scale[:, None])
     cols = np.any(V0 != 0, axis=0)  # start columns left only at dropped features
-    V0, AV0 = V0[:, cols], AV0[:, cols]
-    budget = int(model.n_power_iter) + 2
-    Q0, R = np.linalg.qr(V0)
-    if np.linalg.cond(R) <= START_COND:
-        AQ0 = sla.solve_triangular(R, AV0.T, trans="T").T  # A V0 R⁻¹
-    else:  # scales far apart: start from the product, one pass of the budget
-        Q0 = np.linalg.qr(AV0)[0]
-        AQ0, budget = apply(Q0), budget - 1
+    Q0, AQ0, spent = scaled_start(V0[:, cols], AV0[:, cols], apply)
     res = block_krylov_eigh(
         apply,
         Q0,
         AQ0,
         k,
-        max_products=max(budget, 1),
-        tol=float(model.tol),
+        max_products=max(max_products - spent, 1),
+        tol=tol,
         rng=rng,
         keep_basis=True,
     )
@@ -120,24 +158,10 @@ def fit_randomized(model, X, Y, k: int, std: tuple) -> dict:
         res.basis, res.products, dxk, ss[:dxk].sum() * ss[dxk:].sum() / (n - 1) ** 2
     )
     del res.basis, res.products
-    wanted = model.total == "exact" or (
-        model.total == "auto" and n <= EXACT_TOTAL_SAMPLES
-    )
-    if np.isnan(total) and wanted:
+    if np.isnan(total) and exact_total:
         total = _sample_gram_total(Xk, Yk, scale[:dxk], scale[dxk:], n)
         bounds = (total, total)
-    return {
-        "mom": mom,
-        "kept": (kx, ky),
-        "scales": (sx, sy),
-        "U": U,
-        "s": res.values,
-        "V": V,
-        "total": total,
-        "bounds": bounds,
-        "residuals": res.residuals,
-        "n_products": res.n_products,
-    }
+    return CrossFit(U, res.values, V, res.residuals, res.n_products, total, bounds)
 
 
 def _captured(Q: np.ndarray, W: np.ndarray, rows: slice, other: slice) -> float:
