@@ -107,7 +107,7 @@ DEPENDS = {
         "benchmarks/plan_accuracy.py",
         "scalepca/app/plan.py",
         "scalepca/solvers/choice.py",
-        "scalepca/linalg/probe.py",
+        "scalepca/solvers/probe.py",
         *_PCA,
     ],
     "ppca_em": [
@@ -202,6 +202,8 @@ KNOWN_STALE = {
     "genotypes_peers_4000x20000_randomized",
     "genotypes_peers_4000x20000_slow",
     "multihost",
+    "onepass_breakdown",
+    "plan_accuracy",
     "pca_floor_zstd_f64",
     "scheduler",
     "solver_auto",

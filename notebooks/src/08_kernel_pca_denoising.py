@@ -86,7 +86,7 @@ rows = [("clean", clean_test), ("noisy", noisy_test),
         (f"PCA ({best_k})", pca_images[best_k]), ("kernel PCA", kpca_images)]
 # one image: a row of 8 × 8 digits per method, one pixel of white between digits
 montage = np.ones((len(rows) * 9 - 1, len(show) * 9 - 1))
-for r, (label, images) in enumerate(rows):
+for r, (_, images) in enumerate(rows):
     for c, i in enumerate(show):
         montage[9 * r:9 * r + 8, 9 * c:9 * c + 8] = 1 - np.clip(images[i], 0, 1).reshape(8, 8)
 fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")

@@ -3,7 +3,7 @@
 The fit's solver and passes come from the estimator itself (``_fit_plan``: the choice
 ``fit`` makes), their costs from the one cost model of
 :mod:`scalepca.solvers.choice` priced with this machine's rates
-(:func:`scalepca.linalg.probe.probe`, cached per machine in the user's cache folder)
+(:func:`scalepca.solvers.probe.probe`, cached per machine in the user's cache folder)
 on the cluster the config or the flags describe. Nothing starts a cluster or reads a
 chunk of the data.
 """
@@ -44,8 +44,8 @@ def machine_rates(how: str):
     """The rates to price the passes with: ``"builtin"`` the constants of the cost
     model; ``"cached"`` the probe's, measured once and kept (:func:`cache_path`);
     ``"probe"`` measured again (and kept). Returns ``(rates, words)``."""
-    from ..linalg.probe import probe
     from ..solvers.choice import RATES, Rates
+    from ..solvers.probe import probe
 
     if how == "builtin":
         return RATES, "built-in constants (2 workers × 1 thread)"
@@ -195,7 +195,7 @@ def plan(cfg: dict, args) -> dict:
     rates, where = machine_rates(args.rates)
     stored = sum(chunk_bytes(a) for a in arrays) if arrays else None
     if arrays and args.rates != "builtin":  # the read of this store's codec
-        from ..linalg.probe import store_read_rate
+        from ..solvers.probe import store_read_rate
 
         read = store_read_rate(tuple(arrays[0].compressors)) * rates.cores
         rates = dataclasses.replace(rates, decode_bytes_per_second=read)

@@ -546,8 +546,8 @@ def make_rings(
     Each point picks a ring uniformly, an angle uniformly, and gets isotropic
     Gaussian noise of standard deviation ``noise`` in every feature. Linear PCA
     cannot separate the rings; an RBF kernel PCA (γ ≈ 0.1 for the default radii)
-    does, along its first component. With ``return_labels`` also the lazy ring index of every row (int64, same
-    row chunks) is returned.
+    does, along its first component. With ``return_labels`` also the lazy ring index
+    of every row (int64, same row chunks) is returned.
 
     Parameters
     ----------

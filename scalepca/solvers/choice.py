@@ -252,7 +252,7 @@ REGISTRY = {
 class Rates:
     """The rates the model prices a pass with: the constants of this module by default,
     or those a probe measured on a machine (``scalepca plan`` measures them,
-    :func:`scalepca.linalg.probe.probe`). The worker rates (read, decode, flops) are
+    :func:`scalepca.solvers.probe.probe`). The worker rates (read, decode, flops) are
     of ``cores`` cores together; a cluster of other size scales them (:class:`Cluster`).
     ``dense_flops_per_second`` and ``sparse_flops_per_second`` price a Gram of dense
     blocks and a product of CSR blocks; ``product_flops_per_second`` and

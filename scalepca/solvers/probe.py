@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from ..solvers.choice import RATES, Rates
+from .choice import RATES, Rates
 
 __all__ = ["probe", "store_read_rate"]
 
@@ -121,9 +121,9 @@ def probe() -> Rates:
     """This machine's rates, per core (``Rates.cores == 1``), in a few seconds."""
     import scipy.sparse as sp
 
-    from ..solvers.choice import Problem, _gram_flops, _product_flops
-    from .krylov import _block_gram_times
-    from .moments import block_moments, group_moments_sparse
+    from ..linalg.krylov import _block_gram_times
+    from ..linalg.moments import block_moments, group_moments_sparse
+    from .choice import Problem, _gram_flops, _product_flops
 
     rng = np.random.default_rng(0)
     with _one_thread():
