@@ -23,10 +23,19 @@ HEAVY = (
 )
 
 
-def _env():
+def _python(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter."""
     import os
 
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    ).stdout
 
 
 def test_import_loads_no_heavy_dependency():
@@ -34,14 +43,7 @@ def test_import_loads_no_heavy_dependency():
         "import sys, scalepca; scalepca.__version__; "
         f"print([m for m in {HEAVY!r} if m in sys.modules])"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=ROOT,
-    ).stdout
+    out = _python(code)
     assert out.strip() == "[]", out
 
 
@@ -52,14 +54,7 @@ def test_public_names_still_resolve():
         "scalepca.PCA is m.PCA is PCA; assert set(scalepca.__all__) <= "
         "set(dir(scalepca)); print(scalepca.linalg.__name__)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=ROOT,
-    ).stdout
+    out = _python(code)
     assert out.strip() == "scalepca.linalg"
 
 
@@ -70,12 +65,5 @@ def test_help_loads_no_heavy_dependency():
         "except SystemExit as e:\n    assert e.code in (0, None), e.code\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules])"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=ROOT,
-    ).stdout
+    out = _python(code)
     assert out.strip().splitlines()[-1] == "[]", out
