@@ -76,20 +76,8 @@ def _input(field, kind, tmp_path):
     return scalepca.open_matrix(values, weights=w.values.ravel())
 
 
-@pytest.mark.parametrize(
-    ("name", "L", "tau", "kind"),
-    [
-        # hgt in blocks of 3 rows: about 4 times sst's, the halo across blocks being
-        # sst's case too
-        pytest.param(
-            *case,
-            kind,
-            marks=[pytest.mark.slow] if (case[0], kind) == ("hgt", KINDS[2]) else [],
-        )
-        for case in CASES
-        for kind in KINDS
-    ],
-)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("name", "L", "tau"), CASES)
 def test_matches_xeofs(fields, ref, kind, name, L, tau, tmp_path):
     field = fields[name]
     X = _input(field, kind, tmp_path)

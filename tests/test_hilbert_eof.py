@@ -262,22 +262,8 @@ def test_save_load(field, kind, tmp_path):
 
 
 @pytest.mark.parametrize("padding", ["exp", None], ids=["exp", "none"])
-@pytest.mark.parametrize(
-    ("kind", "solver"),
-    [
-        *(
-            (kind, "gram")
-            for kind in ("numpy", "dask-many-chunks", "xarray-many-chunks")
-        ),
-        ("numpy", "covariance"),
-        # the covariance solver on chunked input: the file's longest tests; the chunked
-        # kinds run with the Gram solver above
-        *(
-            pytest.param(kind, "covariance", marks=pytest.mark.slow)
-            for kind in ("dask-many-chunks", "xarray-many-chunks")
-        ),
-    ],
-)
+@pytest.mark.parametrize("solver", ["gram", "covariance"])
+@pytest.mark.parametrize("kind", ["numpy", "dask-many-chunks", "xarray-many-chunks"])
 def test_transform_of_the_fitted_field_is_scores(
     field, kind, solver, padding, tmp_path
 ):

@@ -245,7 +245,6 @@ def test_save_load(fields, kind, tmp_path):
         )
 
 
-@pytest.mark.slow  # the file's longest test; the shipped config also runs in test_cli
 def test_run_config_on_two_variables(fields, ref, tmp_path, capsys):
     """`scalepca validate` and `run` with data.variable: [sst, z] (a NetCDF file of both
     fields) and model.method multivariate_eof: the scores equal eofs' PCs."""
