@@ -320,8 +320,15 @@ QUICK = (
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Mark the tests of :data:`QUICK` ``quick`` before ``-m`` selects."""
-    quick = set(QUICK)
+    quick, found, files = set(QUICK), set(), set()
     for item in items:
         name = item.nodeid.removeprefix("tests/")
-        if name in quick or name.split("[", 1)[0] in quick:
-            item.add_marker(pytest.mark.quick)
+        files.add(name.split("::", 1)[0])
+        for key in (name, name.split("[", 1)[0]):
+            if key in quick:
+                item.add_marker(pytest.mark.quick)
+                found.add(key)
+    # a test renamed or removed would leave the tier silently
+    lost = sorted(k for k in quick - found if k.split("::", 1)[0] in files)
+    if config.getoption("markexpr") == "quick" and lost:
+        raise pytest.UsageError(f"QUICK names tests that are not collected: {lost}")
