@@ -52,6 +52,7 @@ sys.path.insert(0, str(REPO))
 
 from _common import local_cluster, peak_worker_memory, spilled_bytes, table, write_json  # noqa: E402, I001
 
+from tests.support.compare import max_rel_diff  # noqa: E402
 from tests.support.reliability import (  # noqa: E402
     BY_NAME,
     ESTIMATORS,
@@ -59,7 +60,6 @@ from tests.support.reliability import (  # noqa: E402
     ProcessCluster,
     WorkerKiller,
     gated,
-    max_rel_diff,
     new_gate,
     summary,
 )

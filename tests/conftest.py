@@ -139,13 +139,6 @@ def field(rng, nt=60, ny=6, nx=8, *, land=True, gaps=0.0, members=None):
     return arr
 
 
-def same_up_to_sign(a, b, axes, rtol=1e-8, atol=1e-10):
-    a, b = np.asarray(a), np.asarray(b)
-    for i in range(a.shape[0]):
-        s = np.sign(np.nansum(a[i] * b[i]))
-        np.testing.assert_allclose(a[i], s * b[i], rtol=rtol, atol=atol, equal_nan=True)
-
-
 # -- land masks: features NaN in every sample ------------------------------------------
 def land_over(X, cols):
     """``X`` with the columns ``cols`` set to NaN in every row, and the mask of the
@@ -247,3 +240,95 @@ def slurm(tmp_path_factory):
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = old
+
+
+# -- the quick tier: `pytest -m quick` -------------------------------------------------
+#: the inner-loop tier (``-m quick``; docs/development.md): a few small tests that
+#: between them run every module of ``scalepca/``, checked with
+#: ``python -m pytest -m quick -p tests.support.touched``; a test named without
+#: parameters runs with all of them
+QUICK = (
+    "test_analysis_contract.py::test_n_components_is_the_only_name",
+    "test_analysis_prep.py::test_cli_transform_refuses_before_compute",
+    "test_anndata.py::test_an_anndata_object_is_taken_as_it_is",
+    "test_bootstrap_eof.py::test_poisson_weights_depend_on_the_row_only",
+    "test_checkpoint.py::test_fingerprint_names_the_differing_key",
+    "test_cli.py::test_make_data_matrices",
+    "test_cluster.py::test_connect_local_is_a_context_manager",
+    "test_coalesce.py::test_many_small_chunks_become_few_tasks",
+    "test_codecs.py::test_outputs_round_trip",
+    "test_codecs.py::test_registry",
+    "test_cohorts.py::test_dosages_are_multiplied_in_float64",
+    "test_cohorts.py::test_list_of_beds_is_one_matrix",
+    "test_config.py::test_configs_present",
+    "test_contract.py::test_contract[PCA-covariance_eigh/numpy/none/MCA-randomized]",
+    "test_contract.py::test_contract[PCA-randomized/plink-bed/standardize=genotype/transform]",
+    "test_contract.py::test_contract[PCA-sketch/numpy/none/transform]",
+    "test_contract.py::test_contract[SparsePCA-elasticnet/numpy/none/transform]",
+    "test_count_screen.py::test_screen_gives_the_direct_tests_entries[1000-0.1-None]",
+    "test_coupled_fields.py::test_refuses_more_coupled_modes_than_modes",
+    "test_csr_gram.py::test_counts_exact",
+    "test_dask_frames.py::test_open_matrix_keeps_the_frame_lazy",
+    "test_eof.py::test_find_lat_lon",
+    "test_eof_fields.py::test_scalings_bad_input",
+    "test_extended_eof.py::test_bad_input",
+    "test_feature_names.py::test_names_on_one_side_warn_as_scikit_learn_does",
+    "test_genotypes.py::test_bad_plink_options_refused_before_compute",
+    "test_hilbert_eof.py::test_propagating_wave_has_linear_phase",
+    "test_import_time.py::test_import_loads_no_heavy_dependency",
+    "test_iterate.py::test_callback_sees_every_iteration",
+    "test_kernel_pca.py::test_exact_ratio_and_trace",
+    "test_mca.py::test_cross_operator_against_dense",
+    "test_min_versions.py::test_persist_under_the_progress_bar_keeps_blocks_on_workers",
+    "test_moments.py::test_column_moments_of_2d_blocks",
+    "test_multivariate_eof.py::test_bad_input",
+    "test_netcdf.py::test_classic_netcdf_and_magic_bytes",
+    "test_open_options.py::test_bad_open_options_are_named",
+    "test_packed.py::test_block_products_equal_decode_then_multiply",
+    "test_packed.py::test_only_a_bed_matrix_as_opened_reads_packed",
+    "test_params.py::test_table_is_the_init_signature",
+    "test_partial_fit.py::test_an_update_reads_its_batch_once",
+    "test_passes.py::test_fold_merges_left_to_right_then_finishes",
+    "test_pca.py::test_covariance_eigh_matches_lapack",
+    "test_pca.py::test_matches_sklearn",
+    "test_pca.py::test_other_solvers_match_lapack",
+    "test_plot.py::test_components_as_profiles",
+    "test_ppca.py::test_closed_form_formulas",
+    "test_ppca_em.py::test_batched_spd_inverse",
+    "test_ppca_em.py::test_em_converges_to_closed_form",
+    "test_preprocessing.py::test_chunks_by_dim_name_and_axis",
+    "test_report.py::test_closed_form_and_chunks_in_words",
+    "test_resources.py::test_without_a_client_this_machine",
+    "test_robust_pca.py::test_full_svd_path_matches_numpy_reference",
+    "test_singlecell.py::test_passes_of_the_pipeline",
+    "test_singlecell.py::test_pca_of_a_store_writes_scanpys_results_without_rewriting_x",
+    "test_singlecell_counts.py::test_one_nan_is_one_nan",
+    "test_solver_choice.py::test_a_need_no_solver_meets_is_named",
+    "test_sparse_pca.py::test_adjusted_variance_is_qr_of_the_scores",
+    "test_sparse_pca.py::test_enet_gram_path_matches_sklearn_lars",
+    "test_store.py::test_round_trip_identical_transform",
+    "test_update.py::test_a_store_that_shrank_is_refused",
+    "test_update.py::test_only_the_new_rows_are_read",
+    "test_validate.py::test_valid_config_reports_the_shape",
+    "test_validation.py::test_dense_input_still_accepted",
+    "test_validation_sparse.py::test_integer_counts_are_widened_with_a_warning",
+    "test_wide.py::test_gram_operator_pass_equals_dense_product",
+    "test_xarray_eof.py::test_open_matrix_stacks_lazily",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests of :data:`QUICK` ``quick`` before ``-m`` selects."""
+    quick, found, files = set(QUICK), set(), set()
+    for item in items:
+        name = item.nodeid.removeprefix("tests/")
+        files.add(name.split("::", 1)[0])
+        for key in (name, name.split("[", 1)[0]):
+            if key in quick:
+                item.add_marker(pytest.mark.quick)
+                found.add(key)
+    # a test renamed or removed would leave the tier silently
+    lost = sorted(k for k in quick - found if k.split("::", 1)[0] in files)
+    if config.getoption("markexpr") == "quick" and lost:
+        raise pytest.UsageError(f"QUICK names tests that are not collected: {lost}")

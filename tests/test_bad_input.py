@@ -25,7 +25,8 @@ import dask.array as da
 import pytest
 
 from .support.bad_input import CLI_METHODS, CLI_ROWS, cells, judge, observe, run_cli
-from .support.reliability import assert_same_fit, summary
+from .support.compare import assert_same_fit
+from .support.reliability import summary
 
 #: cells whose error is right but late (none now: every estimator checks random_state
 #: with its other parameters, before the first pass); an entry makes its cell a strict

@@ -13,6 +13,8 @@ import pytest
 import scalepca
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 
+from .support.compare import assert_same_components
+
 bed_reader = pytest.importorskip("bed_reader")
 
 #: float64: the allele moments are exact integer sums, so the merged moments equal the
@@ -46,12 +48,6 @@ def _dense_reference(X: np.ndarray, k: int):
     return s[:k] ** 2 / (len(X) - 1), comps
 
 
-def _same_up_to_sign(A, B, tol):
-    A, B = np.nan_to_num(A), np.nan_to_num(B)
-    A = A * np.sign(np.sum(A * B, axis=1))[:, None]
-    np.testing.assert_allclose(A, B, rtol=0, atol=tol)
-
-
 def _pca(k=4):
     return scalepca.PCA(k, standardize="genotype", svd_solver="covariance_eigh")
 
@@ -78,7 +74,7 @@ def test_one_pass_genotype_fit_equals_the_dense_reference():
     # the allele moments: no pass of its own for the frequencies
     assert est.n_passes_ == 1
     np.testing.assert_allclose(est.explained_variance_, ev, rtol=1e-12)
-    _same_up_to_sign(est.components_, comps, 1e-10)
+    assert_same_components(est.components_, comps, atol=1e-10)
     np.testing.assert_array_equal(np.isnan(est.components_[0]), np.isnan(comps[0]))
 
 
@@ -90,7 +86,7 @@ def test_dosages_are_multiplied_in_float64():
     est = _fit(X, chunks=2500)
     ev, comps = _dense_reference(X, 4)
     np.testing.assert_allclose(est.explained_variance_, ev, rtol=1e-12)
-    _same_up_to_sign(est.components_, comps, 1e-10)
+    assert_same_components(est.components_, comps, atol=1e-10)
 
 
 @pytest.mark.parametrize("cuts", [(0, 100, 300), (0, 100, 170, 171, 300), (0, 37, 300)])
@@ -109,10 +105,10 @@ def test_partial_fit_of_batches_equals_the_fit_on_all_samples(cuts):
         np.testing.assert_allclose(
             getattr(inc, name), getattr(full, name), rtol=TOL, atol=0, equal_nan=True
         )
-    _same_up_to_sign(inc.components_, full.components_, TOL)
+    assert_same_components(inc.components_, full.components_, atol=TOL)
     ev, comps = _dense_reference(X, 4)
     np.testing.assert_allclose(inc.explained_variance_, ev, rtol=1e-12)
-    _same_up_to_sign(inc.components_, comps, 1e-10)
+    assert_same_components(inc.components_, comps, atol=1e-10)
 
 
 def test_first_batch_alone_leaves_out_the_snps_it_cannot_use():
@@ -132,7 +128,7 @@ def test_update_after_save_and_load(tmp_path):
     np.testing.assert_allclose(
         back.explained_variance_, full.explained_variance_, rtol=TOL
     )
-    _same_up_to_sign(back.components_, full.components_, TOL)
+    assert_same_components(back.components_, full.components_, atol=TOL)
 
 
 def test_numpy_batches_with_missing_calls_are_taken():
@@ -202,7 +198,7 @@ def test_fit_on_a_list_equals_fit_on_the_whole(cohorts):
     np.testing.assert_allclose(
         inc.explained_variance_, ref.explained_variance_, rtol=TOL
     )
-    _same_up_to_sign(inc.components_, ref.components_, TOL)
+    assert_same_components(inc.components_, ref.components_, atol=TOL)
 
 
 def test_list_with_other_snps_is_refused_naming_files_and_snp(cohorts, tmp_path):
@@ -291,7 +287,7 @@ def test_run_update_with_a_list_equals_the_full_fit(cohorts, tmp_path, capsys):
     np.testing.assert_allclose(
         model.explained_variance_, ref.explained_variance_, rtol=TOL
     )
-    _same_up_to_sign(model.components_, ref.components_, TOL)
+    assert_same_components(model.components_, ref.components_, atol=TOL)
     scores = xr.open_zarr(tmp_path / "out" / "scores.zarr")["scores"]
     assert scores.shape == (300, 3)
     assert list(scores["sample"].values[[0, 299]]) == ["a0", "b99"]
@@ -353,7 +349,7 @@ def test_ppca_em_on_a_bed_in_python_in_a_config_and_by_transform(tmp_path):
     ref = scalepca.PPCA(**params).fit(da.from_array(X, chunks=(64, -1)))
     assert em.n_iter_ > 1 and em.n_passes_ == 1 + em.n_iter_
     np.testing.assert_allclose(em.noise_variance_, ref.noise_variance_, rtol=1e-6)
-    _same_up_to_sign(em.components_, ref.components_, 1e-5)
+    assert_same_components(em.components_, ref.components_, atol=1e-5)
     cfg = {
         "data": {"path": str(path), "chunks": 64},
         "model": {"method": "ppca", **params},
@@ -364,7 +360,7 @@ def test_ppca_em_on_a_bed_in_python_in_a_config_and_by_transform(tmp_path):
     (tmp_path / "em.yaml").write_text(yaml.safe_dump(cfg))
     assert main(["run", str(tmp_path / "em.yaml"), "--quiet"]) == EXIT_OK
     model = scalepca.load(tmp_path / "out" / "model.zarr")
-    _same_up_to_sign(model.components_, em.components_, 1e-6)
+    assert_same_components(model.components_, em.components_, atol=1e-6)
     scores = xr.open_zarr(tmp_path / "out" / "scores.zarr")["scores"].values
     want = em.transform(A).values
     signs = np.sign(np.sum(model.components_ * em.components_, axis=1))

@@ -3,7 +3,7 @@ after run, and for different chunkings of the same matrix — for every estimato
 stated tolerances.
 
 Tolerances (relative to the largest entry of each fitted attribute, see
-``support.reliability.max_rel_diff``):
+``support.compare.max_rel_diff``):
 
 * same chunking, 1 vs 2 workers, or a second run: ``Case.rtol_same`` (1e-10 for one-pass
   methods; iterative ones 1e-9/1e-8). The task graph is identical, so only the order in
@@ -31,13 +31,8 @@ from hypothesis import strategies as st
 
 import scalepca
 
-from .support.reliability import (
-    ESTIMATORS,
-    ProcessCluster,
-    assert_same_fit,
-    max_rel_diff,
-    summary,
-)
+from .support.compare import assert_same_fit, max_rel_diff
+from .support.reliability import ESTIMATORS, ProcessCluster, summary
 
 #: chunkings compared per estimator: row chunk sizes (2-D blocks for RobustPCA)
 CHUNKINGS = {

@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,6 @@ pytest.importorskip("pydata_sphinx_theme")
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("docs")
-    t0 = time.perf_counter()
     r = subprocess.run(
         [
             sys.executable,
@@ -56,12 +54,7 @@ def site(tmp_path_factory):
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    seconds = time.perf_counter() - t0
     assert r.returncode == 0, r.stdout + r.stderr
-    print(f"documentation built in {seconds:.1f} s")
-    # about 15 s of CPU on the 2-core development machine; generous for a loaded CI
-    # machine
-    assert seconds < 180, f"the docs build took {seconds:.0f} s"
     return out / "html"
 
 

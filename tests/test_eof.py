@@ -20,6 +20,8 @@ from scalepca.analysis.eof import (
 )
 from scalepca.analysis.rotation import Rotator
 
+from .support.compare import mode_signs
+
 eofs_examples = pytest.importorskip("eofs.examples")
 eofs_xr = pytest.importorskip("eofs.xarray")
 
@@ -43,12 +45,6 @@ def _matrix(sst, w, time_chunk=10):
     return scalepca.open_matrix(
         sst.chunk({"time": time_chunk}), sample_dims="time", weights=w
     )
-
-
-def _signs(a, b):
-    """Sign per mode that aligns ``a`` with ``b`` (EOF signs are arbitrary)."""
-    axes = tuple(range(1, a.ndim))
-    return np.sign(np.nansum(a * b, axis=axes)).reshape((-1,) + (1,) * len(axes))
 
 
 # -- North's rule of thumb -------------------------------------------------------------
@@ -109,7 +105,7 @@ def test_correlation_and_covariance_maps_match_eofs(sst, sqrt_coslat, weighted):
     # eofs.xarray labels modes from 0; scalepca from 1, as xeofs (one convention
     # everywhere)
     np.testing.assert_array_equal(corr["mode"].values, ref["mode"].values + 1)
-    s = _signs(corr.values, ref.values)
+    s = mode_signs(corr.values, ref.values)
     np.testing.assert_array_equal(np.isnan(corr.values), np.isnan(ref.values))  # land
     np.testing.assert_allclose(
         corr.values, s * ref.values, rtol=0, atol=1e-10, equal_nan=True
@@ -214,7 +210,7 @@ def test_maps_on_ppca(sst):
     X = scalepca.open_matrix(sst.fillna(0.0).chunk({"time": 10}), sample_dims="time")
     p, q = scalepca.PPCA(3).fit(X), scalepca.PCA(3).fit(X)
     a, b = eofs_as_correlation(p, X).values, eofs_as_correlation(q, X).values
-    np.testing.assert_allclose(a, _signs(a, b) * b, atol=1e-8, equal_nan=True)
+    np.testing.assert_allclose(a, mode_signs(a, b) * b, atol=1e-8, equal_nan=True)
 
 
 # -- rotation --------------------------------------------------------------------------
@@ -254,7 +250,7 @@ def test_rotation_matches_xeofs(fitted, sst, power, n_modes):
     )
     c = rot.components_xr_.values
     assert c.shape == (n_modes, 18, 30)
-    s = _signs(c, rc)
+    s = mode_signs(c, rc)
     np.testing.assert_array_equal(np.isnan(c), np.isnan(rc))
     np.testing.assert_allclose(c, s * rc, rtol=0, atol=1e-6, equal_nan=True)
     np.testing.assert_allclose(
@@ -430,7 +426,7 @@ def test_standardize_maps_and_rotation_match_dense(scaled, model, kind):
         assert corr.dims == cov.dims == ("mode", "station")
         assert list(corr.station.values) == list("abcdef")
         corr, cov = corr.values, cov.values
-    s = _signs(corr, corr_ref)
+    s = mode_signs(corr, corr_ref)
     np.testing.assert_allclose(corr, s * corr_ref, rtol=0, atol=1e-10)
     # in each column's units: compared relative to its scale
     np.testing.assert_allclose(
@@ -475,7 +471,7 @@ def test_standardize_maps_match_eofs_on_sst(sst, model):
     np.testing.assert_allclose(m.explained_variance_, ref_ev, rtol=1e-10)
     corr = eofs_as_correlation(m, sst)  # the raw field: what transform takes
     rc = _eofs_standardized(sst).eofsAsCorrelation(neofs=4).values
-    s = _signs(corr.values, rc)
+    s = mode_signs(corr.values, rc)
     np.testing.assert_array_equal(np.isnan(corr.values), np.isnan(rc))
     np.testing.assert_allclose(corr.values, s * rc, rtol=0, atol=1e-10, equal_nan=True)
     for pcscaling in (0, 1):
@@ -515,7 +511,7 @@ def test_standardize_with_all_nan_features(scaled, model, kind, tmp_path):
     )
     Z = np.asarray(m.transform(inp))
     if model == "PCA":
-        s = _signs(Z.T, pcs.T)[:, 0]
+        s = mode_signs(Z.T, pcs.T)[:, 0]
         np.testing.assert_allclose(Z, s * pcs, rtol=1e-10, atol=1e-10)
     back = np.asarray(m.inverse_transform(m.transform(inp)))
     assert np.isnan(back[:, 2]).all()
@@ -646,7 +642,7 @@ def test_tools_take_the_raw_field_as_transform_does(
     # the raw field's maps are eofs' (covariance in the field's units, K)
     solver = _eofs_solver(sst, sqrt_coslat)
     rc = solver.eofsAsCorrelation(neofs=4).values
-    s = _signs(corr_matrix.values, rc)
+    s = mode_signs(corr_matrix.values, rc)
     np.testing.assert_allclose(
         eofs_as_correlation(m, sst).values,
         s * rc,
@@ -747,7 +743,7 @@ def test_standardized_rotation_matches_xeofs_on_sst(sst, model):
     rot = Rotator(4).fit(m)
     rc = ref.components().transpose("mode", "latitude", "longitude").values
     c = rot.components_xr_.values
-    s = _signs(c, rc)
+    s = mode_signs(c, rc)
     np.testing.assert_allclose(c, s * rc, rtol=0, atol=1e-10, equal_nan=True)
     np.testing.assert_allclose(
         rot.explained_variance_, ref.explained_variance().values, rtol=1e-10

@@ -13,6 +13,8 @@ import scalepca
 from scalepca.analysis.eof import coslat_weights
 from scalepca.analysis.eof_fields import eofs, pcs, project_field, reconstructed_field
 
+from .support.compare import mode_signs
+
 eofs_examples = pytest.importorskip("eofs.examples")
 eofs_xr = pytest.importorskip("eofs.xarray")
 
@@ -26,13 +28,6 @@ KINDS = [
     "xarray-many-chunks",
     "netcdf-path",
 ]
-
-
-def _signs(a, b):
-    """Sign per mode (first axis) that aligns ``a`` with ``b`` (EOF signs are
-    arbitrary)."""
-    axes = tuple(range(1, a.ndim))
-    return np.sign(np.nansum(a * b, axis=axes)).reshape((-1,) + (1,) * len(axes))
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +79,7 @@ def test_eofs_and_pcs_match_eofs(sst, solver, kind):
             assert got.dims == ("mode", "latitude", "longitude")
             np.testing.assert_array_equal(got["mode"].values, np.arange(1, K + 1))
         got, ref = _values(got, 1), ref.values.reshape(K, -1)
-        s = _signs(got, ref)
+        s = mode_signs(got, ref)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))  # land
         np.testing.assert_allclose(
             got, s * ref, rtol=0, atol=1e-8 * np.nanmax(np.abs(ref)), equal_nan=True
@@ -140,7 +135,7 @@ def test_project_field_is_uncentred_as_in_eofs(sst, solver, kind):
         shifted = shifted_sst.chunk({"time": 13})
     else:
         shifted = field + 3.0
-    signs = _signs(
+    signs = mode_signs(
         _values(eofs(model), 1), solver.eofs(neofs=K).values.reshape(K, -1)
     ).T[0]
     for scaling in (0, 1, 2):

@@ -19,6 +19,8 @@ import scalepca
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 from scalepca.datasets.genotypes import make_genotypes, write_bed
 
+from .support.compare import align_signs, subspace_sine
+
 bed_reader = pytest.importorskip("bed_reader")
 
 N, D, K = 240, 300, 3
@@ -39,11 +41,6 @@ def _pca(Z: np.ndarray, k: int):
     Zc = Z - Z.mean(axis=0)
     _, s, vt = np.linalg.svd(Zc, full_matrices=False)
     return s**2 / (len(Z) - 1), vt[:k], (Zc**2).sum() / (len(Z) - 1)
-
-
-def _aligned(A, B):
-    """``A`` with each row's sign that of the matching row of ``B``."""
-    return A * np.sign(np.sum(A * B, axis=1))[:, None]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +77,7 @@ def test_exact_pca_of_standardised_genotypes(bed, solver, chunks):
     np.testing.assert_allclose(m.explained_variance_, ev[:5], rtol=1e-10)
     np.testing.assert_allclose(m.explained_variance_ratio_, ev[:5] / total, rtol=1e-10)
     C = m.components_[:, keep]
-    np.testing.assert_allclose(_aligned(C, V), V, atol=1e-10)
+    np.testing.assert_allclose(align_signs(C, V), V, atol=1e-10)
     assert np.isnan(m.components_[:, ~keep]).all()
     np.testing.assert_allclose(m.allele_frequency_[keep], p[keep], rtol=1e-12)
     np.testing.assert_allclose(
@@ -93,7 +90,7 @@ def test_exact_pca_of_standardised_genotypes(bed, solver, chunks):
     assert list(m.feature_names_in_[:2]) == ["sid1", "sid2"]
     scores = m.transform(A)
     np.testing.assert_allclose(
-        _aligned(scores.values.T, (Z @ V.T).T), (Z @ V.T).T, atol=1e-9
+        align_signs(scores.values.T, (Z @ V.T).T), (Z @ V.T).T, atol=1e-9
     )
     assert list(scores["sample"].values[:2]) == ["iid1", "iid2"]
 
@@ -160,7 +157,7 @@ def test_wide_solvers_equal_the_dense_reference(bed, solver, layout, missing):
     np.testing.assert_allclose(m.explained_variance_, ev[:5], rtol=1e-10)
     np.testing.assert_allclose(m.explained_variance_ratio_, ev[:5] / total, rtol=1e-10)
     C = m.components_[:, keep]
-    np.testing.assert_allclose(_aligned(C, V), V, atol=1e-10)
+    np.testing.assert_allclose(align_signs(C, V), V, atol=1e-10)
     assert np.isnan(m.components_[:, ~keep]).all()
     # on strips (all samples in each block) Krylov runs on the 240 × 240 sample Gram,
     # each strip mapped in its task: exact operator from the first pass, 5 products of
@@ -169,7 +166,7 @@ def test_wide_solvers_equal_the_dense_reference(bed, solver, layout, missing):
     assert m.n_passes_ == {"snapshot": 2, "randomized": krylov, "sketch": 1}[solver]
     scores = m.transform(A)
     np.testing.assert_allclose(
-        _aligned(np.asarray(scores.compute()).T, (Z @ V.T).T), (Z @ V.T).T, atol=1e-9
+        align_signs(np.asarray(scores.compute()).T, (Z @ V.T).T), (Z @ V.T).T, atol=1e-9
     )
 
 
@@ -256,7 +253,7 @@ def test_krylov_on_genotypes_same_passes_and_accuracy_as_standardised_data(bed):
     assert (t.residual_norms_ <= 1e-10 * t.explained_variance_).all()
     np.testing.assert_allclose(t.explained_variance_, ev[: K - 1], rtol=1e-10)
     C = t.components_[:, keep]  # (the sine's floor is √ε ≈ 1.5e-8: compare the vectors)
-    np.testing.assert_allclose(_aligned(C, V[: K - 1]), V[: K - 1], atol=1e-9)
+    np.testing.assert_allclose(align_signs(C, V[: K - 1]), V[: K - 1], atol=1e-9)
 
 
 def test_populations_recovered_from_the_top_pcs(bed):
@@ -320,10 +317,6 @@ def test_missing_calls_mean_imputation_and_em(tmp_path):
     A = scalepca.open_matrix(tmp_path / "m.bed", chunks={0: 64}, dtype="float64")
     assert int(np.isnan(A.data).sum().compute()) == int(np.isnan(X).sum())
 
-    def angle(V, W):  # sin of the largest principal angle between row spaces
-        qv, qw = np.linalg.qr(V.T)[0], np.linalg.qr(W.T)[0]
-        return float(np.sqrt(max(0.0, 1 - np.linalg.svd(qv.T @ qw)[1].min() ** 2)))
-
     k = 2
     truth = scalepca.PCA(k, svd_solver="covariance_eigh").fit(full).components_
     imputed = scalepca.PCA(k, svd_solver="covariance_eigh", standardize="genotype").fit(
@@ -335,13 +328,13 @@ def test_missing_calls_mean_imputation_and_em(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         em = scalepca.PPCA(k, solver="em", missing="em", max_iter=200, tol=1e-8).fit(A)
-    assert angle(em.components_, truth) < 0.05
-    assert angle(by_hand, truth) < 0.1
+    assert subspace_sine(em.components_, truth) < 0.05
+    assert subspace_sine(by_hand, truth) < 0.1
     assert (
-        angle(imputed.components_, truth) < 0.2
+        subspace_sine(imputed.components_, truth) < 0.2
     )  # scaled by √(2p(1−p)): another metric
     # EM uses the observed entries only: at least as close to the complete data
-    assert angle(em.components_, truth) <= angle(by_hand, truth) + 1e-3
+    assert subspace_sine(em.components_, truth) <= subspace_sine(by_hand, truth) + 1e-3
     assert em.transform(A).shape == (400, k)
 
 
@@ -729,7 +722,7 @@ def test_run_writes_eigenvec_and_eigenval_in_plinks_convention(sim, tmp_path):
         assert fid == list(bed.fid) and iid == list(bed.iid)
     U, ev = _plink_reference(X)
     # run reads a .bed as float32: the fit to float32's rounding
-    np.testing.assert_allclose(_aligned(V.T, U[:, :4].T), U[:, :4].T, atol=1e-6)
+    np.testing.assert_allclose(align_signs(V.T, U[:, :4].T), U[:, :4].T, atol=1e-6)
     val = np.loadtxt(tmp_path / "out" / "pca.eigenval")
     np.testing.assert_allclose(val, ev[:4], rtol=1e-6)
     # the same files of a float64 fit: to 1e-10
@@ -745,7 +738,7 @@ def test_run_writes_eigenvec_and_eigenval_in_plinks_convention(sim, tmp_path):
     )
     assert files == [str(tmp_path / "f64.eigenvec"), str(tmp_path / "f64.eigenval")]
     V = _read_eigenvec(files[0])[3]
-    np.testing.assert_allclose(_aligned(V.T, U[:, :4].T), U[:, :4].T, atol=1e-10)
+    np.testing.assert_allclose(align_signs(V.T, U[:, :4].T), U[:, :4].T, atol=1e-10)
     np.testing.assert_allclose(np.loadtxt(files[1]), ev[:4], rtol=1e-10)
 
 
@@ -770,7 +763,7 @@ def test_plink2_pca_equals_and_reads_scalepcas_eigenvec(sim, tmp_path):
     head, fid, iid, V = _read_eigenvec(mine)
     rhead, rfid, riid, R = _read_eigenvec(tmp_path / "ref.eigenvec")
     assert (head, fid, iid) == (rhead, rfid, riid)
-    np.testing.assert_allclose(_aligned(V.T, R.T), R.T, atol=2e-6)
+    np.testing.assert_allclose(align_signs(V.T, R.T), R.T, atol=2e-6)
     np.testing.assert_allclose(
         np.loadtxt(tmp_path / "out" / "pca.eigenval"),
         np.loadtxt(tmp_path / "ref.eigenval"),
@@ -831,7 +824,7 @@ def test_subsets_equal_the_fit_on_the_subsetted_matrix(sim, tmp_path):
         and np.isnan(ref.components_[:, ~kept]).all()
     )
     np.testing.assert_allclose(
-        _aligned(m.components_[:, kept], ref.components_[:, kept]),
+        align_signs(m.components_[:, kept], ref.components_[:, kept]),
         ref.components_[:, kept],
         atol=1e-12,
     )
@@ -851,7 +844,7 @@ def test_subsets_equal_the_fit_on_the_subsetted_matrix(sim, tmp_path):
     _, _, got_iid, V = _read_eigenvec(tmp_path / "out" / "pca.eigenvec")
     assert got_iid == list(iid[rows])
     U, _ = _plink_reference(X[rows][:, cols])
-    np.testing.assert_allclose(_aligned(V.T, U[:, :4].T), U[:, :4].T, atol=1e-6)
+    np.testing.assert_allclose(align_signs(V.T, U[:, :4].T), U[:, :4].T, atol=1e-6)
 
 
 def test_transform_plink_and_keep(sim, tmp_path, capsys):

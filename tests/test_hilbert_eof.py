@@ -15,6 +15,7 @@ from scalepca.analysis.hilbert_eof import HilbertEOF
 from scalepca.linalg import passes
 from scalepca.linalg.hilbert import analytic_signal
 
+from .support.compare import assert_close
 from .support.counting import counted_dask
 
 xeofs = pytest.importorskip("xeofs")
@@ -88,14 +89,6 @@ def _phased(a, b):
     return a * (ph / np.abs(ph)).reshape((-1,) + (1,) * (a.ndim - 1))
 
 
-def _close(a, b, what, tol=1e-8):
-    a, b = np.asarray(a), np.asarray(b)
-    np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=what)
-    np.testing.assert_allclose(
-        a, b, rtol=0, atol=tol * np.nanmax(np.abs(b)), equal_nan=True, err_msg=what
-    )
-
-
 def _grid(obj):
     return (
         obj.transpose(*GRID).values
@@ -125,23 +118,25 @@ def test_hilbert_eof_matches_xeofs(field, reference, kind, solver, tmp_path):
     R = ref.components().transpose(*GRID).values
     if not labelled:
         R = R.reshape(K, -1)
-    _close(_phased(C, R), R, "components")
+    assert_close(_phased(C, R), R, 1e-8, "components")
     S = model.scores()
     S = S.transpose("mode", "time").values if labelled else np.asarray(S).T
     RS = ref.scores(normalized=False).transpose("mode", "time").values
-    _close(_phased(S, RS), RS, "scores")
+    assert_close(_phased(S, RS), RS, 1e-8, "scores")
     # amplitudes need no phase; phases differ by one constant per mode
     amp = ref.components_amplitude().transpose(*GRID).values
-    _close(
+    assert_close(
         _grid(model.components_amplitude()),
         amp if labelled else amp.reshape(K, -1),
+        1e-8,
         "components_amplitude",
     )
     samp = ref.scores_amplitude().transpose("mode", "time").values
     mine = model.scores_amplitude()
-    _close(
+    assert_close(
         mine.transpose("mode", "time").values if labelled else np.asarray(mine).T,
         samp,
+        1e-8,
         "scores_amplitude",
     )
     dphi = _grid(model.components_phase()) - ref.components_phase().transpose(
@@ -281,8 +276,8 @@ def test_transform_of_the_fitted_field_is_scores(
         assert Z.dims == ("time", "mode") and Z.dtype == np.complex128
         Z = Z.values
     for part in (np.real, np.imag):
-        _close(
-            part(np.asarray(Z)), part(model.scores_), "transform(X) = scores_", 1e-10
+        assert_close(
+            part(np.asarray(Z)), part(model.scores_), 1e-10, "transform(X) = scores_"
         )
 
 
@@ -316,7 +311,7 @@ def test_transform_is_the_dense_projection(field, kind, strip, tmp_path, monkeyp
         got = got.compute()
     assert got.shape == (50, K) and got.dtype == np.complex128
     for part in (np.real, np.imag):
-        _close(part(got), part(expected), "transform = dense projection", 1e-12)
+        assert_close(part(got), part(expected), 1e-12, "transform = dense projection")
 
 
 @pytest.mark.parametrize("strip", [None, 37], ids=["one-strip", "strips-of-37"])
@@ -373,7 +368,7 @@ def test_transform_of_new_times(field, tmp_path):
     expected = (z - z.mean(axis=0)) @ model.components_[:, keep].T
     got = model.transform(raw)
     for part in (np.real, np.imag):
-        _close(part(got), part(expected), "transform of new times", 1e-10)
+        assert_close(part(got), part(expected), 1e-10, "transform of new times")
     np.testing.assert_array_equal(
         model.transform(scalepca.open_matrix(raw, weights=_weights(field))), got
     )

@@ -28,6 +28,7 @@ from scalepca.models import kernel_pca as kpca_mod
 from scalepca.persistence.registry import estimator_class
 
 from .conftest import arrays_in, land_over, recorded_results
+from .support.compare import align_signs
 from .support.counting import counted_dask
 
 KERNEL_CASES = [
@@ -36,14 +37,6 @@ KERNEL_CASES = [
     ("sigmoid", {"gamma": 0.05, "coef0": 0.5}),
     ("linear", {}),
 ]
-
-
-def _match_signs(Z, Zref):
-    """Flip the columns of ``Z`` to agree in sign with ``Zref`` (scores are defined
-    up to sign)."""
-    s = np.sign(np.sum(Z * Zref, axis=0))
-    s[s == 0] = 1.0
-    return Z * s
 
 
 def _dense_centred_eigvals(X, k, **kp):
@@ -89,7 +82,9 @@ def test_linear_exact_equals_pca(solver):
     ).fit(X)
     pca = PCA(4).fit(X)
     Zk, Zp = kp.transform(X), pca.transform(X)
-    np.testing.assert_allclose(_match_signs(Zk, Zp), Zp, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(
+        align_signs(Zk, Zp, mode_axis=1), Zp, rtol=1e-8, atol=1e-9
+    )
     np.testing.assert_allclose(
         kp.eigenvalues_, pca.explained_variance_ * 299, rtol=1e-10
     )
@@ -123,7 +118,7 @@ def test_exact_matches_sklearn(Xsmall, kernel, kp, solver):
     for Xt in (Xsmall, Xnew):
         Z, Zr = ours.transform(Xt), ref.transform(Xt)
         np.testing.assert_allclose(
-            _match_signs(Z, Zr),
+            align_signs(Z, Zr, mode_axis=1),
             Zr,
             atol=1e-8 if solver == "arpack" else 1e-4 * np.abs(Zr).max(),
         )
@@ -180,7 +175,7 @@ def test_nystroem_with_all_rows_reproduces_exact(Xsmall, kernel, kp):
     for Xt in (Xsmall, Xnew):
         Z, Zr = ny.transform(Xt), ex.transform(Xt)
         np.testing.assert_allclose(
-            _match_signs(Z, Zr), Zr, atol=1e-7 * np.abs(Zr).max()
+            align_signs(Z, Zr, mode_axis=1), Zr, atol=1e-7 * np.abs(Zr).max()
         )
 
 

@@ -25,6 +25,8 @@ import yaml
 import scalepca
 from scalepca.cli import EXIT_OK, main
 
+from .support.compare import assert_same_pca
+
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 WORKERS = (2, 16)
@@ -69,13 +71,6 @@ def _fit_on_each(clusters, fit):
     return out
 
 
-def _same(a, b):
-    np.testing.assert_allclose(a.explained_variance_, b.explained_variance_, rtol=1e-12)
-    signs = np.sign(np.sum(a.components_ * b.components_, axis=1))[:, None]
-    np.testing.assert_allclose(a.components_, signs * b.components_, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(a.mean_, b.mean_, rtol=0, atol=1e-12)
-
-
 def _reference_variances(X, k):
     """LAPACK's eigenvalues of the sample covariance, largest first."""
     Xc = X - X.mean(axis=0)
@@ -93,7 +88,7 @@ def test_tree_reduction_fit(clusters):
     X = _data()
     dX = da.from_array(X, chunks=(64, -1))  # 64 blocks: 4 per worker, a 2-level tree
     fits = _fit_on_each(clusters, lambda: scalepca.PCA(5).fit(dX))
-    _same(fits[16], fits[2])
+    assert_same_pca(fits[16], fits[2])
     np.testing.assert_allclose(
         fits[16].explained_variance_, _reference_variances(X, 5), rtol=1e-10
     )
@@ -106,7 +101,7 @@ def test_krylov_wide_fit_with_shared_factors(clusters):
         clusters,
         lambda: scalepca.PCA(6, svd_solver="randomized", random_state=0).fit(dX),
     )
-    _same(fits[16], fits[2])
+    assert_same_pca(fits[16], fits[2])
     assert fits[16].n_passes_ == fits[2].n_passes_ > 2  # several passes, each sharing V
     np.testing.assert_allclose(
         fits[16].explained_variance_, _reference_variances(X, 6), rtol=1e-8
@@ -122,7 +117,7 @@ def test_sparse_block_groups(clusters):
     groups = block_groups(dS.numblocks[0])
     assert max(len(g) for g in groups) > 1  # blocks are read in groups
     fits = _fit_on_each(clusters, lambda: scalepca.PCA(5).fit(dS))
-    _same(fits[16], fits[2])
+    assert_same_pca(fits[16], fits[2])
     np.testing.assert_allclose(
         fits[16].explained_variance_, _reference_variances(S.toarray(), 5), rtol=1e-10
     )
@@ -154,7 +149,7 @@ def test_run_update(clusters, tmp_path):
         assert main(update) == EXIT_OK
         models[n] = scalepca.load(tmp_path / f"out{n}" / "model.zarr")
     assert models[16].n_samples_seen_ == models[2].n_samples_seen_ == 2400
-    _same(models[16], models[2])
+    assert_same_pca(models[16], models[2])
     np.testing.assert_allclose(
         models[16].explained_variance_, _reference_variances(full, 3), rtol=1e-10
     )

@@ -12,6 +12,8 @@ import xarray as xr
 import scalepca
 from scalepca.analysis.mca import MCA
 
+from .support.compare import assert_same_components
+
 eofs_examples = pytest.importorskip("eofs.examples")
 xeofs = pytest.importorskip("xeofs")
 
@@ -89,20 +91,6 @@ def _inputs(fields, kind, tmp_path):
     return out
 
 
-def _aligned(a, b):
-    axes = tuple(range(1, a.ndim))
-    return np.sign(np.nansum(a * b, axis=axes)).reshape((-1,) + (1,) * len(axes)) * a
-
-
-def _close(a, b, what):
-    b = np.asarray(b, dtype=np.float64)
-    a = _aligned(np.asarray(a, dtype=np.float64), b)
-    np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=what)
-    np.testing.assert_allclose(
-        a, b, rtol=0, atol=1e-8 * np.nanmax(np.abs(b)), equal_nan=True, err_msg=what
-    )
-
-
 def _flat(obj, grid_dims):
     if isinstance(obj, xr.DataArray):
         return obj.transpose(*grid_dims).values
@@ -151,9 +139,9 @@ def test_mca_matches_xeofs(fields, reference, kind, tmp_path):
         "heterogeneous_y",
     ]
     for a, b, what in zip(mine, refs, names, strict=True):
-        _close(a, b, what)
-    _close(z[0], sx.transpose("mode", "time").values, "scores_x")
-    _close(z[1], sy.transpose("mode", "time").values, "scores_y")
+        assert_same_components(a, b, 1e-8, what)
+    assert_same_components(z[0], sx.transpose("mode", "time").values, 1e-8, "scores_x")
+    assert_same_components(z[1], sy.transpose("mode", "time").values, 1e-8, "scores_y")
     # the pairs keep their sign together: the scores of a mode covary positively
     cov = [np.cov(z[0][i], z[1][i])[0, 1] for i in range(K)]
     np.testing.assert_allclose(cov, model.singular_values_ if not standardize else cov)
@@ -289,8 +277,10 @@ def test_randomized_matches_covariance_path_and_xeofs(fields, exact, reference, 
         (model.components_x_, cx, cov.components_x_, "x"),
         (model.components_y_, cy, cov.components_y_, "y"),
     ):
-        _close(mine, other, f"components_{what} against the covariance path")
-        _close(mine, theirs, f"components_{what} against xeofs")
+        assert_same_components(
+            mine, other, 1e-8, f"components_{what} against the covariance path"
+        )
+        assert_same_components(mine, theirs, 1e-8, f"components_{what} against xeofs")
     zx, _ = model.transform(X, Y)
     sx, _ = ref.scores()
     z = (
@@ -298,7 +288,9 @@ def test_randomized_matches_covariance_path_and_xeofs(fields, exact, reference, 
         if kind == "xarray-many-chunks"
         else np.asarray(zx).T
     )
-    _close(z, sx.transpose("mode", "time").values, "scores_x against xeofs")
+    assert_same_components(
+        z, sx.transpose("mode", "time").values, 1e-8, "scores_x against xeofs"
+    )
 
 
 def test_randomized_chunking_and_seed(fields):

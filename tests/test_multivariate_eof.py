@@ -20,6 +20,8 @@ import xarray as xr
 import scalepca
 from scalepca.models import MultivariateEOF
 
+from .support.compare import assert_same_components
+
 eofs_examples = pytest.importorskip("eofs.examples")
 
 K = 4
@@ -91,21 +93,6 @@ def _inputs(fields, kind, tmp_path):
     return out
 
 
-def _aligned(a, b):
-    """``a`` with each mode's sign that of ``b`` (mode first)."""
-    axes = tuple(range(1, a.ndim))
-    return np.sign(np.nansum(a * b, axis=axes)).reshape((-1,) + (1,) * len(axes)) * a
-
-
-def _close(a, b, what, rtol):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    a = _aligned(a, b)
-    np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=what)
-    np.testing.assert_allclose(
-        a, b, rtol=0, atol=rtol * np.nanmax(np.abs(b)), equal_nan=True, err_msg=what
-    )
-
-
 def _grid(obj, shape):
     """A per-field array (k, lat, lon) from a DataArray or a flat (k, d) array."""
     if isinstance(obj, xr.DataArray):
@@ -142,10 +129,12 @@ def test_matches_the_peers(fields, ref, kind, peer, normalize, rtol, tmp_path):
     Z = model.transform(X)
     if kind in ("xarray-many-chunks", "dataset"):
         assert Z.dims == ("time", "mode")
-    _close(np.asarray(Z).T, pcs.T, "scores", rtol)
+    assert_same_components(np.asarray(Z).T, pcs.T, rtol, "scores")
     for i, (name, shape) in enumerate((("sst", (K, 18, 30)), ("hgt", (K, 29, 49)))):
         key = f"{tag}_{name}" if peer == "eofs" else f"{tag}_components_{name}"
-        _close(_grid(model.components_xr_[i], shape), ref[key], f"EOFs of {name}", rtol)
+        assert_same_components(
+            _grid(model.components_xr_[i], shape), ref[key], rtol, f"EOFs of {name}"
+        )
 
 
 @pytest.mark.parametrize("kind", ["numpy", "xarray-many-chunks", "dataset"])
@@ -279,11 +268,11 @@ def test_run_config_on_two_variables(fields, ref, tmp_path, capsys):
     assert main(["validate", str(path)]) == 0, capsys.readouterr().err
     assert main(["run", str(path)]) == 0, capsys.readouterr().err
     scores = xr.open_zarr(tmp_path / "out" / "scores.zarr")["scores"]
-    _close(
+    assert_same_components(
         scores.transpose("mode", "time").values,
         ref["meof_total_variance_eofs_pcs"].T,
-        "scores",
         1e-10,
+        "scores",
     )
     assert (tmp_path / "out" / "report.html").exists()
     model = scalepca.load(tmp_path / "out" / "model.zarr")

@@ -18,6 +18,8 @@ from scalepca.analysis.eof_fields import eofs, pcs
 from scalepca.app.config import ConfigError, validate_config
 from scalepca.cli import EXIT_OK, EXIT_USER_ERROR, main
 
+from .support.compare import align_signs
+
 eofs_examples = pytest.importorskip("eofs.examples")
 eofs_xr = pytest.importorskip("eofs.xarray")
 
@@ -38,11 +40,6 @@ def hgt_path():
 def hgt(hgt_path):
     with xr.open_dataset(hgt_path, decode_times=False, engine="scipy") as ds:
         return ds["z"].load()
-
-
-def _align(a, b):
-    axes = tuple(range(1, a.ndim))
-    return np.sign(np.nansum(a * b, axis=axes)).reshape((-1,) + (1,) * len(axes)) * a
 
 
 # -- open_matrix -----------------------------------------------------------------------
@@ -76,12 +73,12 @@ def test_decode_times_false_fits_hgt_as_eofs(hgt_path, hgt, engine, time_chunk):
         ref = solver.eofs(neofs=4, eofscaling=scaling).values
         got = eofs(pca, eofscaling=scaling).transpose(*solver.eofs(neofs=4).dims).values
         np.testing.assert_allclose(
-            _align(got, ref), ref, rtol=0, atol=1e-8 * np.abs(ref).max()
+            align_signs(got, ref), ref, rtol=0, atol=1e-8 * np.abs(ref).max()
         )
         ref = solver.pcs(npcs=4, pcscaling=scaling).values
         got = pcs(pca, X, pcscaling=scaling).values
         np.testing.assert_allclose(
-            _align(got.T, ref.T).T, ref, rtol=0, atol=1e-8 * np.abs(ref).max()
+            align_signs(got.T, ref.T).T, ref, rtol=0, atol=1e-8 * np.abs(ref).max()
         )
 
 
@@ -226,7 +223,7 @@ def test_cli_runs_with_the_open_keys(tmp_path, hgt_path, hgt, capsys):
         "mode", "pressure", "latitude", "longitude"
     ).values
     np.testing.assert_allclose(
-        _align(got, ref), ref, rtol=0, atol=1e-8 * np.abs(ref).max()
+        align_signs(got, ref), ref, rtol=0, atol=1e-8 * np.abs(ref).max()
     )
     for key, value, match in [
         ("engine", "h5netcdf", "data.engine"),  # cannot read classic

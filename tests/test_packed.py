@@ -22,6 +22,8 @@ from scalepca.linalg.packed import (
 )
 from scalepca.linalg.scaling import ColumnScaling
 
+from .support.compare import assert_close
+
 bed_reader = pytest.importorskip("bed_reader")
 pytestmark = pytest.mark.skipif(not HAVE_KERNEL, reason="the packed kernels need numba")
 
@@ -54,11 +56,6 @@ def _standardised(X, scaling):
     return Z
 
 
-def _close(a, b, rtol=1e-12):
-    """``a`` equals ``b`` to ``rtol`` relative to the largest entry of ``b``."""
-    np.testing.assert_allclose(a, b, rtol=0, atol=rtol * np.abs(b).max())
-
-
 @pytest.mark.parametrize("rows", [4, 52, 100, None])
 def test_block_products_equal_decode_then_multiply(bed, rows):
     """Per packed block: the counts decode as bed-reader reads them, and ``Z V``,
@@ -77,9 +74,9 @@ def test_block_products_equal_decode_then_multiply(bed, rows):
         mine = X[start : start + len(at)]
         np.testing.assert_array_equal(decode(packed, at), mine)
         Z = _standardised(mine, sc)
-        _close(packed_times(packed, at, sc, V), Z @ V)
+        assert_close(packed_times(packed, at, sc, V), Z @ V, 1e-12)
         U = rng.standard_normal((len(at), 5))
-        _close(packed_t_times(packed, at, sc, U), Z.T @ U)
+        assert_close(packed_t_times(packed, at, sc, U), Z.T @ U, 1e-12)
         start += len(at)
     assert start == N
 
@@ -97,9 +94,9 @@ def test_gram_pass_equals_decode_then_multiply_in_any_chunking(bed, rows):
     V = np.random.default_rng(1).standard_normal((D, 9))
     Z = _standardised(X, sc)
     ref = Z.T @ (Z @ V)
-    _close(packed_gram_times(P, V, sc, split_every=3), ref)
-    _close(gram_times(P, V, None, scaling=sc), ref)
-    _close(gram_times(A.data, V, None, scaling=sc), ref, rtol=1e-10)
+    assert_close(packed_gram_times(P, V, sc, split_every=3), ref, 1e-12)
+    assert_close(gram_times(P, V, None, scaling=sc), ref, 1e-12)
+    assert_close(gram_times(A.data, V, None, scaling=sc), ref, 1e-10)
 
 
 def test_subsets_of_samples_and_snps_read_packed(bed, tmp_path):
@@ -119,7 +116,7 @@ def test_subsets_of_samples_and_snps_read_packed(bed, tmp_path):
     sc = _scaling(Xs[:, :])
     V = np.random.default_rng(2).standard_normal((columns.sum(), 4))
     Z = _standardised(Xs, sc)
-    _close(packed_gram_times(P, V, sc), Z.T @ (Z @ V))
+    assert_close(packed_gram_times(P, V, sc), Z.T @ (Z @ V), 1e-12)
 
 
 def test_only_a_bed_matrix_as_opened_reads_packed(bed):

@@ -18,6 +18,8 @@ import scalepca
 from scalepca._validation import check_matrix
 from scalepca.linalg import moments
 
+from .support.compare import assert_same_components
+
 sparse = pytest.importorskip("sparse")
 # the module (scalepca.linalg.moments the attribute is the function of that name)
 moments_mod = importlib.import_module("scalepca.linalg.moments")
@@ -33,12 +35,6 @@ def counts(n=1500, d=40, density=0.1, seed=0, rank=3):
     X = rng.poisson(np.exp(logmu)).astype(np.float64)
     X[rng.random((n, d)) > density] = 0.0
     return sp.csr_matrix(X)
-
-
-def close_up_to_sign(A, B, atol):
-    """Rows of A equal rows of B up to one sign per row."""
-    s = np.sign(np.sum(A * B, axis=1))
-    np.testing.assert_allclose(A * s[:, None], B, atol=atol, rtol=0)
 
 
 def dask_csr(X, rows):
@@ -215,8 +211,8 @@ def test_pca_sparse_matches_sklearn_on_the_csr(solver):
     np.testing.assert_allclose(
         ours.explained_variance_ratio_, sk.explained_variance_ratio_, rtol=1e-8
     )
-    close_up_to_sign(ours.components_, sk.components_, atol=1e-7)
-    close_up_to_sign(ours.transform(X).T, sk.transform(X).T, atol=1e-6)
+    assert_same_components(ours.components_, sk.components_, atol=1e-7)
+    assert_same_components(ours.transform(X).T, sk.transform(X).T, atol=1e-6)
 
 
 def test_pca_sparse_matches_scanpy_on_pbmc68k():
@@ -235,8 +231,8 @@ def test_pca_sparse_matches_scanpy_on_pbmc68k():
     np.testing.assert_allclose(
         ours.explained_variance_ratio_, adata.uns["pca"]["variance_ratio"], rtol=1e-8
     )
-    close_up_to_sign(ours.components_, adata.varm["PCs"].T, atol=1e-7)
-    close_up_to_sign(ours.transform(adata.X).T, adata.obsm["X_pca"].T, atol=1e-6)
+    assert_same_components(ours.components_, adata.varm["PCs"].T, atol=1e-7)
+    assert_same_components(ours.transform(adata.X).T, adata.obsm["X_pca"].T, atol=1e-6)
     # scanpy's dask path (covariance_eigh on dask CSR chunks) on the same data
     lazy = anndata.AnnData(dask_csr(adata.X, 128))
     sc.pp.pca(lazy, n_comps=15, svd_solver="covariance_eigh")
@@ -252,7 +248,9 @@ def test_pca_sparse_matches_scanpy_on_pbmc68k():
         np.asarray(lazy.uns["pca"]["variance"]),
         rtol=1e-8,
     )
-    close_up_to_sign(ours_dask.components_, np.asarray(lazy.varm["PCs"]).T, atol=1e-7)
+    assert_same_components(
+        ours_dask.components_, np.asarray(lazy.varm["PCs"]).T, atol=1e-7
+    )
 
 
 @pytest.mark.parametrize("precision", ["auto", "float64"])
@@ -304,8 +302,8 @@ def test_zero_center_false_is_truncated_svd(solver, kind):
     np.testing.assert_allclose(
         ours.explained_variance_ratio_, tsvd.explained_variance_ratio_, rtol=1e-8
     )
-    close_up_to_sign(ours.components_, tsvd.components_, atol=1e-8)
-    close_up_to_sign(ours.transform(data).T, tsvd.transform(X).T, atol=1e-7)
+    assert_same_components(ours.components_, tsvd.components_, atol=1e-8)
+    assert_same_components(ours.transform(data).T, tsvd.transform(X).T, atol=1e-7)
 
 
 def test_zero_center_false_on_pbmc68k_matches_numpy_and_scanpy():
@@ -338,11 +336,11 @@ def test_zero_center_false_on_pbmc68k_matches_numpy_and_scanpy():
             rtol=1e-10,
         )
         assert ours.noise_variance_ == pytest.approx(noise, rel=1e-10)
-        close_up_to_sign(ours.components_, Vt[:k], atol=1e-8)
-        close_up_to_sign(ours.components_, adata.varm["PCs"].T, atol=1e-8)
-        close_up_to_sign(np.asarray(ours.transform(raw)).T, scores.T, atol=1e-8)
+        assert_same_components(ours.components_, Vt[:k], atol=1e-8)
+        assert_same_components(ours.components_, adata.varm["PCs"].T, atol=1e-8)
+        assert_same_components(np.asarray(ours.transform(raw)).T, scores.T, atol=1e-8)
     # scanpy keeps its scores in float32
-    close_up_to_sign(
+    assert_same_components(
         np.asarray(ours.transform(raw)).T, adata.obsm["X_pca"].T, atol=1e-5
     )
 

@@ -567,6 +567,9 @@ def test_run_config_with_singlecell_steps_and_transform_of_the_store(
     assert "did you mean 'flavor'" in capsys.readouterr().err
 
 
+# the longest test of the file, mostly numba compiling pynndescent and UMAP; 8,192 cells
+# are needed to leave scanpy's exact neighbour search, which is the point
+@pytest.mark.slow
 def test_scanpy_neighbors_and_umap_continue_from_the_write_back():
     """The guide's next step on what ``pp.pca`` wrote: ``sc.pp.neighbors`` and
     ``sc.tl.umap`` on 8,192 cells, where scanpy's neighbours leave the exact search for

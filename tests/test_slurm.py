@@ -35,10 +35,10 @@ import pytest
 import yaml
 import zarr
 
+from .support.compare import assert_same_fit
 from .support.reliability import (
     BY_NAME,
     REPO,
-    assert_same_fit,
     commits,
     gated,
     new_gate,
@@ -523,9 +523,7 @@ def test_job_larger_than_any_node_is_a_clear_error(slurm, tmp_path):
     }
     path = tmp_path / "big.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    t0 = time.monotonic()
     res = _cli(["run", str(path)], slurm, tmp_path, timeout=120)
-    assert time.monotonic() - t0 < 60
     assert res.returncode == 2, res.stderr[-3000:]
     assert "will not run the worker jobs" in res.stderr
     assert "cluster.memory=" in res.stderr and "cluster.cores=" in res.stderr
@@ -536,35 +534,29 @@ def test_job_larger_than_any_node_is_a_clear_error(slurm, tmp_path):
 def test_job_pending_forever_is_a_clear_error(slurm, slurm_connect):
     from scalepca.app.config import ConfigError
 
-    t0 = time.monotonic()
     with pytest.raises(
         ConfigError,
         match=r"pending with reason \['Partition(Config|TimeLimit)'\]"
         r".*cluster.walltime='02:00:00'.*cluster.queue='short'",
     ):
         slurm_connect(queue="short", walltime="02:00:00")
-    assert time.monotonic() - t0 < 60
     slurm.wait_no_jobs(timeout=30)  # connect cancelled the pending jobs
 
 
 def test_worker_jobs_that_die_at_start_are_a_clear_error(
     slurm, slurm_connect, tmp_path
 ):
-    t0 = time.monotonic()
     with pytest.raises(
         RuntimeError,
         match="every worker job ended before its worker "
         r"connected.*cluster.python",
     ):
         slurm_connect(python=str(tmp_path / "no-such-python"))
-    assert time.monotonic() - t0 < 60
 
 
 def test_start_timeout(slurm, slurm_connect, tmp_path):
     # held jobs (`--hold`) stay pending for an ordinary reason: only the timeout ends
     # the wait
-    t0 = time.monotonic()
     with pytest.raises(TimeoutError, match=r"cluster.start_timeout=2.*JobHeldUser"):
         slurm_connect(job_extra=["--hold"], start_timeout=2)
-    assert time.monotonic() - t0 < 30
     slurm.wait_no_jobs(timeout=30)

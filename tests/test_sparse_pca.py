@@ -26,6 +26,7 @@ from scalepca.linalg.sparse import (
 )
 
 from .conftest import land_over, low_rank_data
+from .support.compare import subspace_sine
 from .support.counting import counted_dask
 
 # -- the Zou, Hastie & Tibshirani (2006) §5.2 example ----------------------------------
@@ -381,11 +382,6 @@ def test_dictionary_keeps_correlated_variables_at_smaller_alpha():
     assert supports(m.components_)[0] == BLOCK_A | {8, 9}
 
 
-def _subspace_gap(C1, C2):
-    Q1, Q2 = np.linalg.qr(C1.T)[0], np.linalg.qr(C2.T)[0]
-    return float(np.linalg.norm(Q1 @ Q1.T - Q2 @ Q2.T, 2))
-
-
 @pytest.mark.parametrize("method", ["batch", "minibatch"])
 def test_alpha_zero_reaches_the_pca_subspace(rng, method):
 
@@ -399,7 +395,7 @@ def test_alpha_zero_reaches_the_pca_subspace(rng, method):
         da.from_array(X, chunks=(500, 20))
     )
     p = scalepca.PCA(4).fit(X)
-    assert _subspace_gap(m.components_, p.components_) < 1e-3
+    assert subspace_sine(m.components_, p.components_) < 1e-3
     # the objective at α = 0 is half the discarded variance (per sample, denominator n)
     tail = np.sum(np.linalg.eigvalsh(np.cov(X, rowvar=False, bias=True))[:-4])
     np.testing.assert_allclose(m.objective_, 0.5 * tail, rtol=1e-3)
@@ -661,7 +657,7 @@ def _assert_streamed_like_batch(m, Xn, n_seen):
         2, method="batch", alpha=0.2 * np.sqrt(len(Xn)), random_state=0
     ).fit(Xn)
     assert supports(m.components_) == supports(ref.components_)
-    assert _subspace_gap(m.components_, ref.components_) < 0.05
+    assert subspace_sine(m.components_, ref.components_) < 0.05
     np.testing.assert_allclose(
         m.explained_variance_ratio_, ref.explained_variance_ratio_, rtol=0.05
     )

@@ -19,14 +19,10 @@ import xarray as xr
 
 import scalepca
 
+from .support.compare import align_signs, subspace_sine
+
 K = 4
 SOLVERS = ["covariance_eigh", "tsqr", "randomized", "snapshot"]
-
-
-def _projector_distance(A, B):
-    """‖P_A − P_B‖₂ of the row spaces of A and B (k × d, orthonormal rows): sin of the
-    largest principal angle, to rounding (no square root of 1 − cos²)."""
-    return float(np.linalg.norm(A.T @ A - B.T @ B, 2))
 
 
 # -- against xeofs on eofs' SST -------------------------------------------------------
@@ -54,7 +50,7 @@ def _check_against_xeofs(model, xeofs_fit):
     ours = model.components_xr_.transpose("mode", "latitude", "longitude").values
     ours = ours.reshape(K, -1)
     np.testing.assert_array_equal(np.isfinite(ours[0]), ocean)
-    assert _projector_distance(ours[:, ocean], ref[:, ocean]) < 1e-10
+    assert subspace_sine(ours[:, ocean], ref[:, ocean]) < 1e-10
     np.testing.assert_allclose(model.explained_variance_ratio_, ratio, rtol=1e-10)
 
 
@@ -168,11 +164,6 @@ def _by_hand(field):
     return (x - mean) / sd * WEIGHTS, mean, sd
 
 
-def _aligned(A, B):
-    """A's rows with the signs of B's."""
-    return A * np.sign(np.sum(A * B, axis=1))[:, None]
-
-
 STRIPS = {"time": -1, "lat": 1, "lon": -1}
 
 
@@ -200,7 +191,7 @@ def test_pca_equals_dense_reference(field, solver, chunks):
     np.testing.assert_allclose(model.scale_, sd, rtol=1e-12)
     comps = model.components_xr_.values.reshape(3, D)
     np.testing.assert_allclose(
-        _aligned(comps, ref.components_), ref.components_, atol=1e-10
+        align_signs(comps, ref.components_), ref.components_, atol=1e-10
     )
     np.testing.assert_allclose(
         model.explained_variance_, ref.explained_variance_, rtol=1e-10
@@ -240,7 +231,7 @@ def test_ppca_equals_dense_reference(field):
     np.testing.assert_allclose(model.scale_, sd, rtol=1e-12)
     comps = model.components_xr_.values.reshape(3, D)
     np.testing.assert_allclose(
-        _aligned(comps, ref.components_), ref.components_, atol=1e-10
+        align_signs(comps, ref.components_), ref.components_, atol=1e-10
     )
     np.testing.assert_allclose(model.noise_variance_, ref.noise_variance_, rtol=1e-10)
     np.testing.assert_allclose(
@@ -269,7 +260,7 @@ def test_sparse_pca_correlation_equals_dense_reference(field):
     np.testing.assert_allclose(model.scale_, sd, rtol=1e-12)
     comps = np.asarray(model.components_)
     np.testing.assert_allclose(
-        _aligned(comps, ref.components_), ref.components_, atol=1e-8
+        align_signs(comps, ref.components_), ref.components_, atol=1e-8
     )
     # partial_fit's merged moments: the second batch raw, weighted as the first
     inc = scalepca.SparsePCA(use_correlation=True, **params)
@@ -277,7 +268,7 @@ def test_sparse_pca_correlation_equals_dense_reference(field):
     np.testing.assert_allclose(inc.scale_, sd, rtol=1e-12)
     comps = np.asarray(inc.components_)
     np.testing.assert_allclose(
-        _aligned(comps, ref.components_), ref.components_, atol=1e-8
+        align_signs(comps, ref.components_), ref.components_, atol=1e-8
     )
 
 
@@ -301,7 +292,7 @@ def test_save_load_and_partial_fit(field, tmp_path):
     np.testing.assert_allclose(inc.scale_, sd, rtol=1e-12)
     comps = inc.components_xr_.values.reshape(3, D)
     np.testing.assert_allclose(
-        _aligned(comps, ref.components_), ref.components_, atol=1e-10
+        align_signs(comps, ref.components_), ref.components_, atol=1e-10
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -148,14 +147,11 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_problems_exit_2_in_config_words(stores, capsys, case):
+def test_problems_exit_2_in_config_words(stores, capsys, case, raise_if_dask_computes):
     sections, *fragments = BAD[case]
     path = _write(stores, "bad.yaml", **sections)
-    t0 = time.perf_counter()
-    rc, out, err = _validate(capsys, path)
-    assert (
-        time.perf_counter() - t0 < 30
-    )  # metadata only (a few seconds on a quiet machine)
+    with raise_if_dask_computes():  # metadata only: nothing computed
+        rc, out, err = _validate(capsys, path)
     assert rc == EXIT_USER_ERROR, (out, err)
     assert "valid" not in out
     for fragment in fragments:

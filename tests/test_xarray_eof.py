@@ -12,7 +12,8 @@ import xarray as xr
 
 import scalepca
 
-from .conftest import field, same_up_to_sign
+from .conftest import field
+from .support.compare import assert_same_components
 
 
 def coslat_weights(arr):
@@ -85,11 +86,11 @@ def test_pca_matches_dense_eof_with_land_and_weights(rng, solver):
     np.testing.assert_array_equal(c.mode, [1, 2, 3])  # modes are numbered from 1
     land = np.isnan(arr.isel(time=0).values)
     assert np.isnan(c.values[:, land]).all() and not np.isnan(c.values[:, ~land]).any()
-    same_up_to_sign(c.values, comps, axes=(1, 2), rtol=1e-6, atol=1e-8)
+    assert_same_components(c.values, comps, rtol=1e-6, atol=1e-8)
     scores = pca.transform(X)
     assert scores.dims == ("time", "mode")
     np.testing.assert_array_equal(scores.time, arr.time)
-    same_up_to_sign(scores.values.T, pcs.T, axes=(1,), rtol=1e-6, atol=1e-8)
+    assert_same_components(scores.values.T, pcs.T, rtol=1e-6, atol=1e-8)
     r = pca.explained_variance_ratio_xr_
     assert r.dims == ("mode",) and np.allclose(r.values, ratio)
     assert pca.explained_variance_xr_.dims == ("mode",)
@@ -140,15 +141,12 @@ def test_matches_eofs(rng):
     )
     e = solver.eofs(neofs=4)
     assert pca.components_xr_.dims == e.dims
-    same_up_to_sign(
-        pca.components_xr_.values, e.values, axes=(1, 2), rtol=1e-6, atol=1e-9
-    )
-    same_up_to_sign(
+    assert_same_components(pca.components_xr_.values, e.values, rtol=1e-6, atol=1e-9)
+    assert_same_components(
         pca.transform(
             scalepca.open_matrix(arr, sample_dims="time", weights=w)
         ).values.T,
         solver.pcs(npcs=4).values.T,
-        axes=(1,),
         rtol=1e-6,
         atol=1e-9,
     )
@@ -176,8 +174,8 @@ def test_matches_xeofs(rng):
         model.components().transpose("mode", "lat", "lon").sel(lat=arr.lat, lon=arr.lon)
     )
     np.testing.assert_array_equal(comps.mode, [1, 2, 3])
-    same_up_to_sign(
-        pca.components_xr_.values, comps.values, axes=(1, 2), rtol=1e-6, atol=1e-9
+    assert_same_components(
+        pca.components_xr_.values, comps.values, rtol=1e-6, atol=1e-9
     )
 
 

@@ -9,6 +9,10 @@ benchmarks run from a checkout (they add the repository root to ``sys.path``), a
 process clusters here do for their workers, which unpickle the gated reads of
 :mod:`tests.support.reliability` by reference.
 
+- :mod:`.compare` — how the tests compare results: signs of modes, closeness,
+  subspaces, whole fits.
+- :mod:`.touched` — a pytest plugin listing the modules of scalepca a run exercised
+  (the quick tier's check).
 - :mod:`.reliability` — the estimator table, fit summaries, the loopback process
   cluster, the gates and the killers (faults, determinism, checkpoints, interrupted
   writes).

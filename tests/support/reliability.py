@@ -251,30 +251,6 @@ def summary(est) -> dict:
     return out
 
 
-def max_rel_diff(a: dict, b: dict) -> float:
-    """Largest |a − b| over all attributes, relative to the largest |entry| of that
-    attribute (NaN positions must coincide; they come from features dropped in fit)."""
-    assert a.keys() == b.keys(), (sorted(a), sorted(b))
-    worst = 0.0
-    for name in a:
-        x, y = a[name], b[name]
-        assert x.shape == y.shape, (name, x.shape, y.shape)
-        nan = np.isnan(x)
-        assert np.array_equal(nan, np.isnan(y)), name
-        x, y = x[~nan], y[~nan]
-        if not x.size:
-            continue
-        scale = max(np.abs(x).max(), np.abs(y).max(), np.finfo(float).tiny)
-        worst = max(worst, float(np.abs(x - y).max() / scale))
-    return worst
-
-
-def assert_same_fit(a: dict, b: dict, rtol: float, what: str = "") -> float:
-    d = max_rel_diff(a, b)
-    assert d <= rtol, f"{what}: fits differ by {d:.3g} (relative), tolerance {rtol:g}"
-    return d
-
-
 # -- a real process cluster on loopback ------------------------------------------------
 def _dask_exe() -> str:
     exe = Path(sys.executable).with_name("dask")
