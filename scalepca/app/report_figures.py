@@ -504,9 +504,11 @@ def sample_labels(X, dcfg: dict | None) -> tuple[str, np.ndarray] | None:
     """
     found = _coordinate_labels(X)
     if found is None and dcfg is not None:
+        # the colours are optional: a store without readable labels, or no anndata
+        # installed, draws the figure plain (an error of scalepca's own still shows)
         try:
             found = _obs_labels(dcfg, X)
-        except Exception as err:  # the colours are optional; the figure is drawn plain
+        except (OSError, KeyError, ValueError, TypeError, ModuleNotFoundError) as err:
             logger.debug("report: no obs labels (%s)", err)
     return found
 
@@ -562,6 +564,8 @@ def _obs_labels(dcfg: dict, X):
         where = {str(c): i for i, c in enumerate(index)}
         kept = X.coords["obs_names"].values
         values = values[[where[str(c)] for c in kept]]
+    if values.size != n:  # rows the labels cannot be matched to
+        return None
     return f"obs[{name!r}]", values
 
 
