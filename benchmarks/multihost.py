@@ -27,6 +27,7 @@ benchmarks/results/multihost.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -65,6 +66,27 @@ def _counters(hosts, client) -> dict:
         "hosts_rx": [hosts.link_bytes(h)["rx"] for h in hosts.hosts],
         "peer": _peer_bytes(client),
     }
+
+
+@contextlib.contextmanager
+def four_hosts(host_rate: str, store_rate: str):
+    """4 emulated hosts × 1 worker of 2 GiB, each link capped at ``host_rate`` and the
+    store's at ``store_rate`` (tc's rates), workers that give up quickly on a lost
+    peer; yields them and their working folder, removed at the end."""
+    import dask
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        H.Hosts(
+            4,
+            links=H.Link(host_rate),
+            store_link=H.Link(store_rate),
+            memory_limit="2GiB",
+            workdir=tmp,
+        ) as hosts,
+        dask.config.set(H.FAST_FAILURE),
+    ):
+        yield hosts, Path(tmp)
 
 
 def _measure(hosts, client, fit, host_rate, store_rate) -> dict:
@@ -113,17 +135,7 @@ def main(argv=None) -> int:
     rows = max(1, int(args.chunk_mb * 1e6 / (8 * d)))
     n = max(rows, int(args.mb * 1e6 / (8 * d)) // rows * rows)
     host_rate, store_rate = _rate_bytes(args.host_rate), _rate_bytes(args.store_rate)
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        H.Hosts(
-            4,
-            links=H.Link(args.host_rate),
-            store_link=H.Link(args.store_rate),
-            memory_limit="2GiB",
-            workdir=tmp,
-        ) as hosts,
-        dask.config.set(H.FAST_FAILURE),
-    ):
+    with four_hosts(args.host_rate, args.store_rate) as (hosts, _):
         client = hosts.client()
         url = hosts.url("bench.zarr")
         t0 = time.perf_counter()

@@ -168,10 +168,9 @@ def _multihost(args) -> list[dict]:
     import dask
     import dask.array as da
     from multihost import _measure as measure_hosts
-    from multihost import _rate_bytes
+    from multihost import _rate_bytes, four_hosts
 
     from scalepca.datasets import make_low_rank, write_dataset
-    from tests.support import hosts as H
 
     # the hosts' workers run without benchmarks/ on their path: send its code
     cloudpickle.register_pickle_by_value(_common)
@@ -182,17 +181,7 @@ def _multihost(args) -> list[dict]:
     host_rate = _rate_bytes(args.host_rate)
     store_rate = _rate_bytes(args.store_rate)
     out = []
-    with (
-        __import__("tempfile").TemporaryDirectory() as tmp,
-        H.Hosts(
-            4,
-            links=H.Link(args.host_rate),
-            store_link=H.Link(args.store_rate),
-            memory_limit="2GiB",
-            workdir=tmp,
-        ) as hosts,
-        dask.config.set(H.FAST_FAILURE),
-    ):
+    with four_hosts(args.host_rate, args.store_rate) as (hosts, tmp):
         client = hosts.client()
         url = hosts.url("plan.zarr")
         with dask.config.set(scheduler="threads"):
@@ -206,7 +195,7 @@ def _multihost(args) -> list[dict]:
             ("4 hosts: PCA one pass", {"svd_solver": "covariance_eigh"}),
             ("4 hosts: Krylov", {"svd_solver": "randomized", "random_state": 0}),
         ]:
-            config = Path(tmp) / "hosts.yaml"
+            config = tmp / "hosts.yaml"
             config.write_text(
                 yaml.safe_dump(
                     {
