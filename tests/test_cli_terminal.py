@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -342,6 +343,84 @@ def test_ctrl_c_during_a_run(tmp_path, terminal_env):
     assert still_running(workers) == []
     assert not (tmp_path / "out" / "model.zarr").exists()
     assert not (tmp_path / "out" / "scores.zarr").exists()
+
+
+def _marked(name: str, value: str) -> list:
+    """The running processes whose environment holds ``name=value``: a command started
+    with it and every process it started (they inherit its environment)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(name) == value:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return still_running(found)
+
+
+def test_ctrl_c_while_the_local_cluster_starts(tmp_path, terminal_env):
+    """Ctrl+C pressed as the local cluster starts: no pass runs, one line saying
+    nothing was written, exit status 130, and no process the command started is left
+    running. (A press inside the moment the worker processes are spawned is kept for
+    the program: the next test.)"""
+    X = np.random.default_rng(0).standard_normal((4000, 10))
+    zarr.create_array(tmp_path / "d.zarr", data=X, chunks=(1000, 10))
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "data": {"path": str(tmp_path / "d.zarr"), "chunks": 1000},
+                "model": {"method": "pca", "n_components": 2},
+                "cluster": {"kind": "local", "n_workers": 2, "threads_per_worker": 1},
+                "output": {"store": str(tmp_path / "out"), "report": False},
+            }
+        )
+    )
+    mark = f"{os.getpid()}-{tmp_path.name}"
+    rc, text, _ = run_in_pty(
+        [SCALEPCA, "run", str(cfg)],
+        env={**terminal_env, "SCALEPCA_TEST_MARK": mark},
+        interrupt_at="scalepca: starting a local Dask cluster",
+    )
+    assert rc == EXIT_INTERRUPTED, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    lines = text.rstrip("\n").split("\n")
+    assert lines[-1] == "scalepca: interrupted (nothing written)", text
+    assert "pass" not in text.split("starting a local Dask cluster")[1], text
+    assert not (tmp_path / "out" / "model.zarr").exists()
+    assert _marked("SCALEPCA_TEST_MARK", mark) == []
+
+
+def test_a_press_while_worker_processes_start_is_kept_and_they_ignore_it():
+    """While a local cluster spawns its worker processes, SIGINT is ignored so that they
+    start ignoring it (Ctrl+C signals the whole foreground group), and a press made
+    meanwhile is kept: it reaches the program's own handler as the start ends. (BLAS's
+    threads take a blocked signal, so the program cannot keep it pending itself.)"""
+    code = """
+import os, signal, subprocess, sys
+from scalepca.app.cluster._connect import _interrupts_ignored
+child = "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+try:
+    with _interrupts_ignored():
+        os.killpg(os.getpgrp(), signal.SIGINT)  # Ctrl+C, while processes start
+        started = subprocess.run(
+            [sys.executable, "-c", child], capture_output=True, text=True
+        ).stdout.strip()
+    print("lost", started)
+except KeyboardInterrupt:
+    print("kept", started)
+print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,  # a process group of its own, as a terminal's job
+    )
+    assert r.stdout.split() == ["kept", "True", "True"], r.stdout + r.stderr
 
 
 def test_ctrl_c_as_a_bar_is_drawn_ends_its_line_once(monkeypatch):

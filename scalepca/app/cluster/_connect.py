@@ -238,27 +238,54 @@ def _environ_restore(before: dict) -> None:
 
 @contextlib.contextmanager
 def _interrupts_ignored():
-    """Start the block's processes ignoring SIGINT.
+    """Start the block's processes ignoring SIGINT, and keep a Ctrl+C pressed meanwhile
+    for the program.
 
     Ctrl+C on a terminal signals the whole foreground process group, the worker
     processes of a local cluster too: each printed its KeyboardInterrupt traceback,
     however the program that started them handled it. An ignored SIGINT stays ignored
     through ``exec`` (and Python keeps it so), so the workers the nannies start here
     never see it: the program alone answers Ctrl+C, and closing its client stops them.
-    (Blocking SIGINT instead, which would keep a press made meanwhile, does not reach
-    them: the cluster's thread that starts them runs with a mask of its own.)
+    Neither a handler nor a blocked mask passes through ``exec`` that way, and an
+    ignored signal is gone (a blocked one is taken by a thread that does not block it:
+    BLAS's own threads). So a witness learns of a press: a ``sleep`` started before
+    SIGINT is ignored, in the same process group, which the press ends. As the block
+    ends, a witness ended by SIGINT raises it in the program, whose own handler answers
+    (a KeyboardInterrupt by default).
     """
     import signal
+    import subprocess
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set a handler (it is the one SIGINT reaches)
         return
+    sleep = shutil.which("sleep")
+    witness = (
+        None
+        if sleep is None
+        else subprocess.Popen(
+            [sleep, "86400"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    )
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pressed = False
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, before)
+        try:
+            signal.signal(signal.SIGINT, before)
+        finally:
+            if witness is not None:
+                # a press ended it with SIGINT already (the exit status of a process
+                # is set as a fatal signal is sent), whatever this kill does after
+                witness.kill()
+                pressed = witness.wait() == -signal.SIGINT
+        if pressed:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _unchanged(settings: dict) -> dict:
@@ -393,22 +420,30 @@ def make_cluster(config: dict | None = None, **kwargs):
 
         # the scheduler and each nanny read dask.config when they are made; a nanny
         # hands its copy (and its pre-spawn environment) to the worker process it starts
-        with (
-            dask.config.set(
-                {**_monitoring(cfg), **_worker_allocator(cfg), **_no_workers(cfg)}
-            ),
-            _environ_kept(_ALLOCATOR_VARIABLES) as before,
-            _interrupts_ignored(),
-        ):
-            cluster = LocalCluster(
-                n_workers=cfg["n_workers"],
-                threads_per_worker=cfg["threads_per_worker"],
-                memory_limit=cfg["memory_limit"],
-                dashboard_address=cfg["dashboard_address"],
-                processes=cfg["processes"],
-                local_directory=cfg["local_directory"],
-                silence_logs=logging.ERROR,
-            )
+        cluster = None
+        try:
+            with (
+                dask.config.set(
+                    {**_monitoring(cfg), **_worker_allocator(cfg), **_no_workers(cfg)}
+                ),
+                _environ_kept(_ALLOCATOR_VARIABLES) as before,
+                _interrupts_ignored(),
+            ):
+                cluster = LocalCluster(
+                    n_workers=cfg["n_workers"],
+                    threads_per_worker=cfg["threads_per_worker"],
+                    memory_limit=cfg["memory_limit"],
+                    dashboard_address=cfg["dashboard_address"],
+                    processes=cfg["processes"],
+                    local_directory=cfg["local_directory"],
+                    silence_logs=logging.ERROR,
+                )
+        except BaseException:
+            # Ctrl+C pressed while the cluster started arrives as the start ends: the
+            # cluster is up, and no one else holds it to close
+            if cluster is not None:
+                cluster.close()
+            raise
         cluster._scalepca_environ = before
         return cluster
     if kind == "address":
