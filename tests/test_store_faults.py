@@ -120,6 +120,11 @@ def test_s3_defaults_in_the_config():
     assert validate_config({"data": {"path": "s3://b/x.zarr"}, "model": model})["data"][
         "storage_options"
     ] == {"config_kwargs": pristine}
+    # the config reference states them
+    from scalepca.app.config_keys import KEY_DOCS
+
+    said = yaml.safe_dump(S3_CONFIG, default_flow_style=True, sort_keys=False).strip()
+    assert said.replace("'", "") in KEY_DOCS["data.storage_options"].replace("``", "")
     local = validate_config(
         {"data": {"path": "x.zarr"}, "model": model, "output": {"store": "out"}}
     )
