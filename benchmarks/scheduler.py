@@ -18,7 +18,9 @@ The largest pass of a big job: a ``--project-bytes`` (10¹⁴, 100 TB) float32 m
 finest coalescing, so the most blocks), and the pass the tasks of
 :func:`~scalepca.solvers.choice.tree_edges` (a task per block, a merge per node of
 the tree; checked against the graphs measured here); at each worker count's measured
-milliseconds a task (of the largest pass measured) that is the scheduler's time for it.
+milliseconds a task (of the largest pass measured) that is the scheduler's time for it;
+the same for the larger task sizes of ``--project-task-sizes`` (what to set on many
+nodes).
 
 Writes ``benchmarks/results/scheduler.json`` (``--out PATH``: elsewhere, e.g. for a
 check) and prints a table: tasks of the pass (map + merges), seconds per pass,
@@ -90,20 +92,22 @@ def measure(workers: int, n_blocks: int, repeat: int, memory_limit: str) -> dict
     }
 
 
-def largest_pass(nbytes: float, features: int, itemsize: int = 4) -> dict:
+def largest_pass(
+    nbytes: float, features: int, itemsize: int = 4, task_size=TASK_SIZE
+) -> dict:
     """The blocks and tasks of one pass over an ``nbytes`` matrix of ``features``
-    columns at the default ``task_size``, as scalepca cuts it."""
+    columns at ``task_size`` (default: scalepca's), as scalepca cuts it."""
     row_bytes = features * itemsize
     n_rows = int(nbytes) // row_bytes
-    rows = coalesced_rows(1, n_rows, row_bytes, TASK_SIZE)
+    rows = coalesced_rows(1, n_rows, row_bytes, task_size)
     blocks = -(-n_rows // rows)
     return {
         "bytes": int(nbytes),
         "features": features,
         "itemsize": itemsize,
         "rows": n_rows,
-        "task_size": TASK_SIZE,
-        "task_bytes": _task_bytes(TASK_SIZE),
+        "task_size": task_size,
+        "task_bytes": _task_bytes(task_size),
         "rows_per_task": rows,
         "blocks": blocks,
         "tasks_per_pass": pass_tasks(blocks),
@@ -157,9 +161,22 @@ def main(argv=None):
         action="store_true",
         help="time nothing: the projection from the passes of the results file",
     )
+    ap.add_argument(
+        "--project-task-sizes",
+        default="1GiB,3GiB,4GiB",
+        help="larger task sizes to project as well (what to set on many nodes)",
+    )
     ap.add_argument("--out", help="write the JSON here, not to benchmarks/results/")
     args = ap.parse_args(argv)
     job = largest_pass(args.project_bytes, args.project_features)
+    larger = [
+        largest_pass(args.project_bytes, args.project_features, task_size=t)
+        for t in args.project_task_sizes.split(",")
+        if t
+    ]
+
+    def projections(rows):
+        return [project(rows, j) for j in (job, *larger)]
 
     def write(payload):
         if args.out:
@@ -169,7 +186,8 @@ def main(argv=None):
 
     if args.project_only:
         rows = json.loads((RESULTS / "scheduler.json").read_text())["passes"]
-        _print_projection(project(rows, job))
+        for p in projections(rows):
+            _print_projection(p)
         return
     rows = []
     for n_blocks in [int(t) for t in args.tasks.split(",")]:
@@ -177,7 +195,13 @@ def main(argv=None):
             row = measure(workers, n_blocks, args.repeat, args.memory_limit)
             rows.append(row)
             # after each: runs are long
-            path = write({"passes": rows, "largest_pass": project(rows, job)})
+            path = write(
+                {
+                    "passes": rows,
+                    "largest_pass": project(rows, job),
+                    "larger_task_sizes": projections(rows)[1:],
+                }
+            )
             print(
                 f"{workers} workers, {row['tasks']:,} tasks: "
                 f"{row['seconds']:.1f} s a pass, {row['ms_per_task']:.2f} ms a task",
@@ -189,7 +213,8 @@ def main(argv=None):
             ["workers", "blocks", "tasks", "seconds", "ms_per_task", "tasks_per_s"],
         )
     )
-    _print_projection(project(rows, job))
+    for p in projections(rows):
+        _print_projection(p)
     print(f"wrote {path}")
 
 
