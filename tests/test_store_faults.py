@@ -9,6 +9,7 @@ timeouts (:data:`scalepca.io._fs.S3_CONFIG`, changed key by key in
   with one line naming the store's URL, exits non-zero and writes nothing — on
   loopback (a port nobody listens on: runs everywhere) and on emulated hosts (the
   store's link down: needs root);
+* a store all but cut mid-read, then back: the run completes with the same answer;
 * a throttled store that works (its link capped at 1 Mbit/s by ``tc … tbf`` with a
   short queue, so packets wait or are dropped; scalepca's default timeouts): the run
   completes with the eigenvalues of the unthrottled fit (1e-12).
@@ -284,3 +285,74 @@ def test_store_unreachable_from_the_start(cluster, tall, tmp_path, capsys, caplo
     assert f"{endpoint}/{cluster.bucket}/tall.zarr" in line, err
     assert _retries(caplog) == 2
     assert not out.exists()
+
+
+@on_hosts
+def test_store_back_after_an_outage(cluster, tall, tmp_path, capsys):
+    """The store's link all but cut (a cap of 8 kbit/s whose queue drops nearly every
+    packet) once a worker holds a block, and restored once packets to the store have
+    been dropped: the requests in flight are retried and ``scalepca run`` completes with
+    the eigenvalues of the fault-free fit (1e-12)."""
+    import threading
+    import time
+
+    from distributed import Client
+
+    url, ref = tall
+    out = tmp_path / "out"
+    opts = {
+        **_own_options(cluster),
+        "config_kwargs": {"connect_timeout": 2, "read_timeout": 3},
+    }
+    cfg = _config(
+        url, opts, out, {"kind": "address", "address": cluster.scheduler_address}
+    )
+    cfg["output"]["report"] = False
+    slow = H.Link("1mbit", burst="64kb")  # the read takes seconds: the cut lands in it
+    cluster.set_link(cluster.store, slow)
+    done, seen = threading.Event(), {}
+
+    def dropped() -> int:
+        out = subprocess.run(
+            ["tc", "-s", "-j", "qdisc", "show", "dev", cluster.store.port],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        return json.loads(out)[0]["drops"]
+
+    def outage():
+        try:
+            with Client(cluster.scheduler_address, timeout=60) as client:
+                while not done.is_set() and not any(client.has_what().values()):
+                    time.sleep(0.02)  # until a first block has been read
+                if done.is_set():
+                    return
+                before = dropped()
+                cluster.set_link(
+                    cluster.store, H.Link("8kbit", burst="2kb", latency="1ms")
+                )
+                while not done.is_set() and dropped() <= before:
+                    time.sleep(0.02)  # until a packet to the store has been lost
+                seen["dropped"] = dropped() - before
+        except Exception as err:  # reported by the test
+            seen["error"] = err
+        finally:
+            cluster.set_link(cluster.store, slow)
+
+    thread = threading.Thread(target=outage, daemon=True)
+    thread.start()
+    try:
+        rc = main(["run", _write(tmp_path, cfg)])
+    finally:
+        done.set()
+        thread.join(timeout=60)
+        cluster.set_link(cluster.store, H.Link("100mbit"))
+    captured = capsys.readouterr()
+    assert "error" not in seen, seen
+    assert rc == EXIT_OK, captured.err
+    assert seen.get("dropped", 0) > 0, "the run ended before the outage"
+    got = scalepca.load(out / "model.zarr")
+    np.testing.assert_allclose(
+        got.explained_variance_, ref.explained_variance_, rtol=1e-12, atol=0
+    )
