@@ -291,8 +291,9 @@ def test_store_unreachable_from_the_start(cluster, tall, tmp_path, capsys, caplo
 def test_store_back_after_an_outage(cluster, tall, tmp_path, capsys):
     """The store's link all but cut (a cap of 8 kbit/s whose queue drops nearly every
     packet) once a worker holds a block, and restored once packets to the store have
-    been dropped: the requests in flight are retried and ``scalepca run`` completes with
-    the eigenvalues of the fault-free fit (1e-12)."""
+    been dropped: the reads in flight recover (TCP sends again, or botocore retries a
+    request that timed out) and ``scalepca run`` completes with the eigenvalues of the
+    fault-free fit (1e-12)."""
     import threading
     import time
 
