@@ -38,6 +38,8 @@ from scalepca.io._fs import S3_CONFIG
 
 from .support import hosts as H
 
+pytest.importorskip("s3fs")  # the 's3' extra
+
 ROWS = 100
 
 
