@@ -18,7 +18,7 @@ import sys
 import time
 
 from .app.console import cli_warnings
-from .app.messages import scheduler_lost, speak_cli
+from .app.messages import scheduler_lost, speak_cli, store_unreachable
 from .app.pipeline import (
     UserError,
     _abs,
@@ -1149,7 +1149,7 @@ def main(argv=None) -> int:
     except Exception as err:  # a failed job: one line, details with -v
         if args.verbose:
             raise
-        what = scheduler_lost(err)
+        what = scheduler_lost(err) or store_unreachable(err)
         if what is None:
             what = f"{type(err).__name__}: {_one_line(err)}"
         if args.written:  # a failed run's complete outputs: named, as an interrupt does

@@ -526,6 +526,29 @@ def _check_data(section) -> dict:
         )
         if problem:
             raise ConfigError(problem)
+    _store_options(out, "path", "data")
+    return out
+
+
+def _store_options(out: dict, path_key: str, where: str) -> None:
+    """The section's ``storage_options`` with scalepca's retries and timeouts of an
+    ``s3://`` store filled in (:data:`scalepca.io._fs.S3_CONFIG`)."""
+    from ..io._fs import with_store_defaults
+
+    given = (out.get("storage_options") or {}).get("config_kwargs")
+    if given is not None and not isinstance(given, dict):
+        raise ConfigError(
+            f"'{where}.storage_options.config_kwargs' must be a mapping of botocore "
+            f"settings (connect_timeout, read_timeout, retries); got {given!r}"
+        )
+    out["storage_options"] = with_store_defaults(
+        out.get(path_key), out.get("storage_options")
+    )
+
+
+def _check_output(section) -> dict:
+    out = _check_section(section, _OUTPUT, "output")
+    _store_options(out, "store", "output")
     return out
 
 
@@ -554,7 +577,7 @@ def validate_config(cfg, problems: list | None = None) -> dict:
         "data": _check_data,
         "model": lambda section: _check_model(section, found),
         "cluster": check_cluster,
-        "output": lambda section: _check_section(section, _OUTPUT, "output"),
+        "output": _check_output,
     }
     for key, check in checks.items():
         out[key] = None

@@ -17,7 +17,9 @@ KEY_DOCS = {
     "gives several fields, each stacked and weighted on its own grid, for "
     "``model.method: multivariate_eof``, and exactly two (X, then Y, over the "
     "same samples) for ``model.method: mca``.",
-    "data.storage_options": "fsspec options for URLs (credentials, ``endpoint_url``, ...).",
+    "data.storage_options": "fsspec options for URLs (credentials, ``endpoint_url``, ...). "
+    "An ``s3://`` store gets ``config_kwargs: {connect_timeout: 10, read_timeout: 60, "
+    "retries: {max_attempts: 4, mode: standard}}`` (botocore's); keys given here win.",
     "data.chunks": "Rows per chunk (an integer), or ``[rows, columns]`` to keep 2-D blocks "
     "(robust PCA, randomized PCA of wide data). Default: the store's chunks.",
     "data.sample_dims": "For N-D xarray data: the dimension(s) that are samples (e.g. "
@@ -70,7 +72,8 @@ KEY_DOCS = {
     "``kind`` plus that generator's parameters (below).",
     "output.store": "Folder (or URL) under which the outputs are written; relative to the "
     "config file's folder. ``null``: write nothing.",
-    "output.storage_options": "fsspec options for an output URL.",
+    "output.storage_options": "fsspec options for an output URL (an ``s3://`` store's "
+    "retries and timeouts: as ``data.storage_options``).",
     "output.model": "Write the fitted model (``model.zarr``, read back with "
     "``scalepca.load``).",
     "output.scores": "Write the scores of the training data (``scores.zarr``): ``scores``; "

@@ -107,3 +107,28 @@ def scheduler_lost(err: BaseException) -> str | None:
         "the network went away); start a scheduler and run the same command again: a "
         "fit with model.checkpoint resumes from its last commit, any other starts over"
     )
+
+
+#: botocore's errors of a request that got no answer (no connection, a timeout, a
+#: connection closed mid-answer), raised once its retries are spent; matched by name
+#: (any class of the error's MRO) so that botocore need not be imported
+_NO_ANSWER = ("ConnectionError", "HTTPClientError")
+
+
+def store_unreachable(err: BaseException) -> str | None:
+    """What ``scalepca: job failed:`` says when an object store did not answer (None
+    for any other error): botocore's message names the object's URL but not that the
+    retries are spent, nor which settings govern them."""
+    names = {k.__name__ for k in type(err).__mro__}
+    if "BotoCoreError" not in names or not names & set(_NO_ANSWER):
+        return None
+    kwargs = getattr(err, "kwargs", None) or {}
+    url = kwargs.get("endpoint_url") or ""
+    where = f" at {url}" if url else ""
+    return (
+        f"the object store did not answer{where} after its retries "
+        f"({type(err).__name__}: {err}); check that it is reachable from every "
+        "worker, or change the retries and timeouts in data.storage_options."
+        "config_kwargs (output.storage_options for outputs): connect_timeout, "
+        "read_timeout, retries"
+    )

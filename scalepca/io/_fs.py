@@ -12,6 +12,7 @@ store of other software) is never replaced.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import uuid
@@ -47,6 +48,47 @@ def local_path(path) -> str | None:
     """``path`` as a local path (``file://`` removed), or None for other URLs."""
     p = os.fspath(path)
     return None if is_url(p) else p.removeprefix("file://")
+
+
+#: the botocore settings scalepca gives an ``s3://`` store unless its
+#: ``storage_options.config_kwargs`` say otherwise (key by key): botocore's own wait 60 s
+#: for each connection attempt, so an unreachable store took minutes per request to be
+#: reported; "standard" retries connection errors, timeouts and throttling answers (503
+#: SlowDown) with jittered exponential back-off; ``max_attempts`` counts the retries
+#: after the first request
+S3_CONFIG = {
+    "connect_timeout": 10,
+    "read_timeout": 60,
+    "retries": {"max_attempts": 4, "mode": "standard"},
+}
+
+#: the fsspec protocols that are s3fs (whose ``config_kwargs`` are botocore's)
+_S3 = ("s3", "s3a")
+
+
+def with_store_defaults(path, storage_options: dict | None) -> dict | None:
+    """``storage_options`` with :data:`S3_CONFIG` filled in under ``config_kwargs``
+    when ``path`` (or the first of a list of paths) is an ``s3://`` URL; the user's
+    keys win, ``retries`` merged key by key. Other paths: unchanged."""
+    from fsspec.core import split_protocol
+
+    first = path[0] if isinstance(path, (list, tuple)) and path else path
+    if not isinstance(first, (str, os.PathLike)):
+        return storage_options
+    protocol, _ = split_protocol(os.fspath(first))
+    if protocol not in _S3:
+        return storage_options
+    options = dict(storage_options or {})
+    given = options.get("config_kwargs") or {}
+    if not isinstance(given, dict):
+        return storage_options  # refused where the options are checked
+    # copies all the way down: botocore writes into the ``retries`` it is given
+    # (``total_max_attempts``), which would change the defaults of every later store
+    merged = {**copy.deepcopy(S3_CONFIG), **copy.deepcopy(given)}
+    if isinstance(given.get("retries"), dict):
+        merged["retries"] = {**S3_CONFIG["retries"], **given["retries"]}
+    options["config_kwargs"] = merged
+    return options
 
 
 def previous_hint(path) -> str:
