@@ -134,7 +134,7 @@ def _check_partial(params, shape):
         )
 
 
-class BootstrapEOF(SavedModel, BaseEstimator):
+class BootstrapEOF(_prep.OneField, SavedModel, BaseEstimator):
     """EOFs of a field ``X`` (n samples × d features) with Poisson-bootstrap confidence
     intervals of the explained variance ratios and the EOFs, from the fit's own passes.
 
@@ -533,34 +533,6 @@ class BootstrapEOF(SavedModel, BaseEstimator):
         return self._labelled(lo, "components_lower"), self._labelled(
             hi, "components_upper"
         )
-
-    @property
-    def preprocessing_(self):
-        """How the fitted matrix was made from the data (variable, dims, weights: what
-        ``transform`` repeats on new raw data), or None (a bare array).
-
-        Returns
-        -------
-        preprocessing : Preprocessing or None
-            Its ``variable``, ``sample_dims``, ``feature_dims`` and ``weights``.
-        """
-        return getattr(self, "_preprocessing", None)
-
-    @property
-    def n_spectrum_samples_(self) -> int:
-        """The number of samples behind the eigenvalues ``explained_variance_``
-        (``n_samples_``), as :func:`scalepca.north_test` reads it.
-
-        Returns
-        -------
-        n : int
-            ``n_samples_``.
-        """
-        if not self.__sklearn_is_fitted__():
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet")
-        return int(self.n_samples_)
 
     # -- persistence (est.save / scalepca.load, as every model) --------------------
     def __sklearn_is_fitted__(self) -> bool:

@@ -164,7 +164,7 @@ def _polar(z):
     return parts(z)
 
 
-class HilbertEOF(SavedModel, BaseEstimator):
+class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
     """Hilbert (complex) EOF analysis of a field ``X`` (n time steps × d grid cells).
 
     Parameters
@@ -647,34 +647,6 @@ class HilbertEOF(SavedModel, BaseEstimator):
 
         sdim = samples.dims[0]
         return label_features(Xhat, features, sdim, dict(samples.coords))
-
-    @property
-    def preprocessing_(self):
-        """How the fitted matrix was made from the data (variable, dims, weights: what
-        ``transform`` repeats on new raw data), or None (a bare array).
-
-        Returns
-        -------
-        preprocessing : Preprocessing or None
-            Its ``variable``, ``sample_dims``, ``feature_dims`` and ``weights``.
-        """
-        return getattr(self, "_preprocessing", None)
-
-    @property
-    def n_spectrum_samples_(self) -> int:
-        """The number of samples behind the eigenvalues ``explained_variance_``
-        (``n_samples_``), as :func:`scalepca.north_test` reads it.
-
-        Returns
-        -------
-        n : int
-            ``n_samples_``.
-        """
-        if not self.__sklearn_is_fitted__():
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet")
-        return int(self.n_samples_)
 
     # -- persistence (est.save / scalepca.load, as every model) --------------------
     def __sklearn_is_fitted__(self) -> bool:
