@@ -422,6 +422,13 @@ API_MEMBERS = {
         "partial_fit",
         "components_xr_",
         "mean_xr_",
+        # the EOF interface the analysis tools read a fit through
+        "eof_matrix",
+        "project",
+        "project_rows",
+        "reconstruct",
+        "to_field",
+        "n_spectrum_samples_",
     ],
     "PPCA": [
         "fit",
@@ -453,7 +460,14 @@ API_MEMBERS = {
         "save",
         "components_xr_",
     ],
-    "ExtendedEOF": ["fit", "transform", "inverse_transform", "save", "components_xr_"],
+    "ExtendedEOF": [
+        "fit",
+        "transform",
+        "inverse_transform",
+        "save",
+        "components_xr_",
+        "n_spectrum_samples_",
+    ],
 }
 
 

@@ -89,6 +89,35 @@ def test_north_n_eff_and_n_modes(sst):
         north_test(scalepca.PCA(2))
 
 
+def test_north_on_an_extended_eof_counts_its_windows():
+    """An extended EOF's eigenvalues are those of the covariance of its windows:
+    North's errors are λ·√(2/n_windows) (by hand), and the overlaps follow them."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((80, 6)) * np.linspace(4, 1, 6)
+    eeof = scalepca.ExtendedEOF(3, embedding=5, tau=2).fit(X)
+    assert eeof.n_windows_ == 80 - 4 * 2 != eeof.n_samples_
+    assert eeof.n_spectrum_samples_ == eeof.n_windows_
+    lam = eeof.explained_variance_
+    errors, overlaps = north_test(eeof)
+    np.testing.assert_allclose(errors, lam * np.sqrt(2 / eeof.n_windows_), rtol=1e-14)
+    close = np.abs(np.diff(lam)) <= errors[:-1] + errors[1:]
+    np.testing.assert_array_equal(overlaps, np.r_[close, False] | np.r_[False, close])
+    np.testing.assert_allclose(
+        north_test(eeof, vfscaled=True).errors,
+        eeof.explained_variance_ratio_ * np.sqrt(2 / eeof.n_windows_),
+        rtol=1e-12,
+    )
+
+
+def test_north_refuses_a_fit_without_a_covariance_spectrum():
+    X = np.random.default_rng(0).standard_normal((60, 5))
+    sparse = scalepca.SparsePCA(2, random_state=0).fit(X)
+    assert sparse.n_spectrum_samples_ is None
+    with pytest.raises(TypeError, match="not the eigenvalues of a sample covariance"):
+        north_test(sparse)
+    assert scalepca.PCA(2).fit(X).n_spectrum_samples_ == 60
+
+
 # -- correlation and covariance maps ---------------------------------------------------
 @pytest.mark.parametrize("weighted", [False, True])
 def test_correlation_and_covariance_maps_match_eofs(sst, sqrt_coslat, weighted):

@@ -541,7 +541,9 @@ def test_scree_error_bars_are_norths_and_ppca_draws_its_noise_level():
 
     rng = np.random.default_rng(7)
     X = rng.standard_normal((300, 12)) * np.linspace(5, 1, 12)
-    for est in (scalepca.PCA(4).fit(X), scalepca.PPCA(4).fit(X)):
+    # the extended EOF's: of its windows, not of its samples
+    eeof = scalepca.ExtendedEOF(4, embedding=3, tau=5).fit(X)
+    for est in (eeof, scalepca.PCA(4).fit(X), scalepca.PPCA(4).fit(X)):
         scree = next(report_figures(est))
         ax = scree.draw().axes[0]
         from matplotlib.container import BarContainer

@@ -19,6 +19,39 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 
+class OneField:
+    """What a tool of one field (Hilbert EOF, bootstrap EOF) says of its fit, as every
+    model does: the preparation it recorded and the samples behind its eigenvalues."""
+
+    @property
+    def preprocessing_(self):
+        """How the fitted matrix was made from the data (variable, dims, weights: what
+        ``transform`` repeats on new raw data), or None (a bare array).
+
+        Returns
+        -------
+        preprocessing : Preprocessing or None
+            Its ``variable``, ``sample_dims``, ``feature_dims`` and ``weights``.
+        """
+        return getattr(self, "_preprocessing", None)
+
+    @property
+    def n_spectrum_samples_(self) -> int:
+        """The number of samples behind the eigenvalues ``explained_variance_``
+        (``n_samples_``), as :func:`scalepca.north_test` reads it.
+
+        Returns
+        -------
+        n : int
+            ``n_samples_``.
+        """
+        if not self.__sklearn_is_fitted__():
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet")
+        return int(self.n_samples_)
+
+
 def field_input(X, what: str = "X", prep=None):
     """``X`` as a tool's :class:`~scalepca.preprocessing._matrix.MatrixInput`: made as
     the fitted field's matrix was first (``prep``: its description; None at ``fit`` or

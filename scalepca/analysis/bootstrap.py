@@ -134,7 +134,7 @@ def _check_partial(params, shape):
         )
 
 
-class BootstrapEOF(SavedModel, BaseEstimator):
+class BootstrapEOF(_prep.OneField, SavedModel, BaseEstimator):
     """EOFs of a field ``X`` (n samples × d features) with Poisson-bootstrap confidence
     intervals of the explained variance ratios and the EOFs, from the fit's own passes.
 

@@ -70,8 +70,8 @@ __all__ = [
 # -- fitted-model access ---------------------------------------------------------------
 def _check_model(model, *, project: bool = False) -> None:
     """Refuse what is not a fitted linear model; ``project``: one that projects data
-    on its EOFs as PCA and PPCA do (``_eof_matrix``, ``_project``: the scores of the
-    maps and of the rotation)."""
+    on its EOFs as PCA and PPCA do (their ``eof_matrix`` and ``project``: the scores
+    of the maps and of the rotation)."""
     missing = [
         a
         for a in ("components_", "explained_variance_", "mean_", "n_samples_")
@@ -82,7 +82,7 @@ def _check_model(model, *, project: bool = False) -> None:
             f"{type(model).__name__} has no {missing}: EOF tools need "
             "a fitted linear model (scalepca.PCA or PPCA after fit)"
         )
-    if project and not (hasattr(model, "_eof_matrix") and hasattr(model, "_project")):
+    if project and not (hasattr(model, "eof_matrix") and hasattr(model, "project")):
         raise TypeError(
             f"{type(model).__name__} does not project data on EOFs: the maps and "
             "rotated scores need a fitted scalepca.PCA or PPCA"
@@ -98,7 +98,7 @@ def _total_variance(model) -> float:
 
 
 def _n_modes(model, n_modes, what="n_modes") -> int:
-    k = model.components_.shape[0]
+    k = len(model.explained_variance_)
     if n_modes is None:
         return k
     if (
@@ -128,6 +128,30 @@ def _check_centred(model, what: str) -> None:
 
 
 # -- North's rule of thumb -------------------------------------------------------------
+def _spectrum_samples(model) -> int:
+    """The sample count of the covariance whose eigenvalues are the model's
+    ``explained_variance_`` (its ``n_spectrum_samples_``); refuses a model without
+    one."""
+    missing = [
+        a
+        for a in ("explained_variance_", "explained_variance_ratio_")
+        if not hasattr(model, a)
+    ]
+    if missing:
+        raise TypeError(
+            f"{type(model).__name__} has no {missing}: north_test needs a fitted "
+            "linear model with eigenvalues (scalepca.PCA or PPCA after fit)"
+        )
+    _check_centred(model, "north_test")
+    n = getattr(model, "n_spectrum_samples_", None)
+    if n is None:
+        raise TypeError(
+            f"the explained_variance_ of {type(model).__name__} are not the "
+            "eigenvalues of a sample covariance: North's errors do not apply"
+        )
+    return n
+
+
 class NorthTest(NamedTuple):
     """Result of :func:`north_test`: ``errors`` (k,) and ``overlaps`` (k,) bool."""
 
@@ -158,11 +182,15 @@ def north_test(
 
     Parameters
     ----------
-    model : fitted scalepca.PCA or PPCA
+    model : fitted estimator with eigenvalues
+        A fit whose ``explained_variance_`` are the eigenvalues of a sample covariance
+        (its ``n_spectrum_samples_`` is not None): PCA, PPCA, MultivariateEOF,
+        ExtendedEOF, HilbertEOF, BootstrapEOF.
     n_eff : float, optional
-        Number of independent samples. Defaults to ``model.n_samples_`` (every sample
-        independent, as eofs assumes); pass a smaller effective count for autocorrelated
-        series.
+        Number of independent samples. Defaults to ``model.n_spectrum_samples_``, the
+        samples of the decomposed covariance (``n_samples_``; an extended EOF's
+        windows): every sample independent, as eofs assumes. Pass a smaller effective
+        count for autocorrelated series.
     n_modes : int, optional
         Number of leading modes (default: all fitted components).
     vfscaled : bool, default=False
@@ -180,12 +208,13 @@ def north_test(
 
     Notes
     -----
-    Reads no data: uses ``explained_variance_`` and ``n_samples_`` only. A model fitted
-    with ``zero_center=False`` is refused (its variances are no eigenvalues, and are not
-    sorted). The errors are as accurate as the eigenvalues: with float32 data under the
-    default ``scalepca.gram-precision`` (float32 products), a trailing mode's error
-    carries a relative error up to about :math:`1.5 \cdot 10^{-8}\, \lambda_1/\lambda_i`
-    (the model's Notes state it); ``"float64"`` products keep float64 accuracy.
+    Reads no data: uses ``explained_variance_`` and ``n_spectrum_samples_`` only. A
+    model fitted with ``zero_center=False`` is refused (its variances are no
+    eigenvalues, and are not sorted). The errors are as accurate as the eigenvalues:
+    with float32 data under the default ``scalepca.gram-precision`` (float32
+    products), a trailing mode's error carries a relative error up to about
+    :math:`1.5 \cdot 10^{-8}\, \lambda_1/\lambda_i` (the model's Notes state it);
+    ``"float64"`` products keep float64 accuracy.
 
     References
     ----------
@@ -202,10 +231,9 @@ def north_test(
     >>> overlaps.tolist()
     [True, True, False, False]
     """
-    _check_model(model)
-    _check_centred(model, "north_test")
+    n_fit = _spectrum_samples(model)
     k = _n_modes(model, n_modes)
-    n = model.n_samples_ if n_eff is None else n_eff
+    n = n_fit if n_eff is None else n_eff
     if not np.isfinite(n) or n <= 0:
         raise ValueError(f"n_eff must be a positive number; got {n_eff!r}")
     lam_all = np.asarray(model.explained_variance_, dtype=np.float64)
@@ -347,7 +375,7 @@ def _field_matrix(field, data, model):
     from ..preprocessing._matrix import as_matrix
     from ..preprocessing._steps import carried
 
-    prep = getattr(model, "_preprocessing", None)
+    prep = model.preprocessing_
     if isinstance(field, xr.Dataset):
         if prep is None or not prep.labelled:
             raise TypeError("field is a Dataset; pass one variable, e.g. ds['sst']")
@@ -403,14 +431,14 @@ def _maps(model, X, field, n_modes, tool: str):
     :mod:`~scalepca.linalg.passes`).
 
     The scores are the projections of ``X`` on the leading EOFs (eofs' ``pcs``):
-    ``X`` goes through the model's own preparation (``model._project``, as in
+    ``X`` goes through the model's own preparation (``model.project_rows``, as in
     ``transform``: raw fields stacked and weighted, standardised by ``scale_`` when
     the model standardises).
     """
     _check_model(model, project=True)
     k = _n_modes(model, n_modes)
     _check_shape(model, X)
-    data, Z = model._project(X, model._eof_matrix(k))
+    data, Z = model.project_rows(X, model.eof_matrix(k))
     F, labels = _field_matrix(X if field is None else field, data, model)
     if is_sparse(F) and len(F.chunks[1]) > 1:
         F = F.rechunk({1: -1})
@@ -420,9 +448,7 @@ def _maps(model, X, field, n_modes, tool: str):
         out = _cross_moments(F, Z)
     d = F.shape[1]
     bad = (out["nan_features"][:d] > 0) if "nan_features" in out else np.zeros(d, bool)
-    keep = getattr(model, "_features_kept", None)
-    if keep is not None:
-        bad |= ~keep
+    bad |= np.isnan(model.components_[0])  # features left out of the fit
     return out, d, bad, k, labels
 
 

@@ -120,9 +120,7 @@ def eofs(model, *, n_modes: int | None = None, eofscaling: int = 0):
     k = _n_modes(model, n_modes)
     values = np.asarray(model.components_[:k], dtype=np.float64)
     values = values * _scale(model, k, eofscaling, "eofscaling")[:, None]
-    if getattr(model, "_feature_template", None) is None:
-        return values
-    return model._feature_dataarray(values, "eofs_")
+    return model.to_field(values, "eofs")
 
 
 def pcs(model, X, *, n_modes: int | None = None, pcscaling: int = 0):
@@ -166,10 +164,7 @@ def pcs(model, X, *, n_modes: int | None = None, pcscaling: int = 0):
     k = _n_modes(model, n_modes)
     scale = _scale(model, k, pcscaling, "pcscaling")
     _check_shape(model, X)
-    data, Z = model._project(
-        X, model._eof_matrix(k) * scale[None, :], unknown_rows=True
-    )
-    return data.wrap_samples(Z)
+    return model.project(X, model.eof_matrix(k) * scale[None, :])
 
 
 def reconstructed_field(model, X, n_modes=None, *, with_mean: bool = False):
@@ -209,19 +204,12 @@ def reconstructed_field(model, X, n_modes=None, *, with_mean: bool = False):
     >>> anomalies.dims, anomalies.shape
     (('time', 'lat', 'lon'), (120, 18, 36))
     """
-    from ..models.base import affine_map
-
     _check_model(model, project=True)
     idx = _modes(model, n_modes)
     if not isinstance(with_mean, (bool, np.bool_)):
         raise ValueError(f"with_mean must be true or false; got {with_mean!r}")
     _check_shape(model, X)
-    comps = np.asarray(model.components_, dtype=np.float64)[idx]
-    data, Z = model._project(X, model._of_data(comps.T), unknown_rows=True)
-    back = comps * model.scale_[None, :] if model._is_scaled() else comps
-    offset = np.asarray(model.mean_, dtype=np.float64) if with_mean else None
-    Xhat = affine_map(Z, np.zeros(idx.size), back, offset)
-    return model._wrap_reconstruction(data, Xhat)
+    return model.reconstruct(X, idx, with_mean=bool(with_mean))
 
 
 def project_field(
@@ -273,26 +261,12 @@ def project_field(
     >>> z.dims, z.shape
     (('time', 'mode'), (120, 3))
     """
-    from ..models.base import affine_map
-
     _check_model(model, project=True)
     k = _n_modes(model, n_modes)
     scale = _scale(model, k, eofscaling, "eofscaling")
     if not isinstance(weighted, (bool, np.bool_)):
         raise ValueError(f"weighted must be true or false; got {weighted!r}")
     _check_shape(model, field)
-    P = model._eof_matrix(k) * scale[None, :]
-    prep = getattr(model, "_preprocessing", None)
-    if not weighted and prep is not None and prep.weights is not None:
-        P = np.nan_to_num(
-            prep.unweight(P.T), nan=0.0
-        ).T  # (x w) (P / w) = x P; 0 at w = 0
-    data = model._transform_input(
-        field,
-        what="field",
-        allow_2d_blocks=model._transform_keeps_2d_blocks,
-        unknown_rows=True,
-    )
-    mean = np.zeros_like(model._kept(np.asarray(model.mean_, dtype=np.float64)))
-    Z = affine_map(model._select_features(data.data), mean, model._kept(P, axis=0))
+    P = model.eof_matrix(k, weighted=bool(weighted)) * scale[None, :]
+    data, Z = model.project_rows(field, P, center=False, what="field")
     return data.wrap_samples(Z)

@@ -164,7 +164,7 @@ def _polar(z):
     return parts(z)
 
 
-class HilbertEOF(SavedModel, BaseEstimator):
+class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
     """Hilbert (complex) EOF analysis of a field ``X`` (n time steps × d grid cells).
 
     Parameters

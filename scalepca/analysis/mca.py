@@ -722,6 +722,21 @@ class MCA(SavedModel, BaseEstimator):
         input)."""
         return self._xr(1)
 
+    @property
+    def variables_(self) -> tuple:
+        """The names of the variables X and Y were read from (``open_matrix(...,
+        variable=...)``, a ``run`` config's ``data.variable``), None for a field
+        fitted as an array.
+
+        Returns
+        -------
+        names : tuple of (str or None)
+            X's and Y's.
+        """
+        self._check_fitted()
+        preps = getattr(self, "_preparations", (None, None))
+        return tuple(None if p is None or not p.labelled else p.variable for p in preps)
+
     def _xr(self, which: int):
         self._check_fitted()
         template = self._templates[which]

@@ -328,7 +328,7 @@ def components(
         ratio = getattr(source, "explained_variance_ratio_", None)
         arr = None
         if (
-            getattr(source, "_feature_template", None) is not None
+            getattr(source, "feature_coords_", None) is not None
             and image_shape is None
         ):
             arr = source.components_xr_

@@ -262,8 +262,8 @@ class Rotator(BaseEstimator):
         _check_model(self._model, project=True)
         _check_shape(self._model, X)
         # one map per block: (x − mean) / scale · Cᵀ · score_map
-        data, Z = self._model._project(X, self._model._eof_matrix(k) @ self._score_map)
-        return data.wrap_samples(Z)  # modes 1, 2, ... as the model's
+        # modes 1, 2, ... as the model's
+        return self._model.project(X, self._model.eof_matrix(k) @ self._score_map)
 
     @property
     def components_xr_(self):

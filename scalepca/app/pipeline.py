@@ -350,11 +350,11 @@ def transform_data(
     from ..preprocessing._open import open_dataset
     from ..preprocessing._steps import WeightsError, describe
 
-    if getattr(est, "_preparations", None) is not None:  # MCA: two fields, X and Y
+    if hasattr(est, "components_y_"):  # MCA: two fields, X and Y
         return _pair_data(est, path, variable, sample_dims, weights, storage_options)
-    prep = getattr(est, "_preprocessing", None)
+    prep = getattr(est, "preprocessing_", None)
     # several fields (multivariate_eof)
-    if getattr(est, "_fields_json", None) is not None:
+    if hasattr(est, "variables_"):
         return _fields_data(est, path, variable, sample_dims, weights, storage_options)
     from ..preprocessing.readers import detect
 
@@ -488,7 +488,7 @@ def _fields_data(est, path, variable, sample_dims, weights, storage_options) -> 
     (each stacked and weighted by the model as in its fit)."""
     from ..preprocessing._open import open_dataset
 
-    names = [f["name"] for f in est._fields_json]
+    names = list(est.variables_)
     given = _given_options(variable, sample_dims, weights)
     if given:
         raise UserError(
@@ -514,8 +514,7 @@ def _pair_data(est, path, variable, sample_dims, weights, storage_options) -> li
     fit."""
     from ..preprocessing._open import open_dataset
 
-    preps = est._preparations
-    names = [None if p is None or not p.labelled else p.variable for p in preps]
+    names = list(est.variables_)
     if None in names:
         raise UserError(
             "the MCA model records no variable for field "

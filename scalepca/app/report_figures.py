@@ -73,22 +73,15 @@ def _modes(k: int, noun: str = "EOF") -> str:
 # -- the spectrum ----------------------------------------------------------------------
 def _north_errors(est):
     """``(errors as fractions of the total variance, n)`` of North's rule of thumb
-    ``λ·√(2/n)``, or None for a fit that is not the eigen decomposition of a sample
-    covariance.
+    ``λ·√(2/n)`` (:func:`scalepca.analysis.eof.north_test`), or None for a fit whose
+    ``explained_variance_`` are no eigenvalues of a sample covariance (its
+    ``n_spectrum_samples_`` is None)."""
+    from ..analysis.eof import north_test
 
-    :func:`scalepca.analysis.eof.north_test` gives the same errors for PCA and PPCA
-    (``vfscaled=True``); here every EOF tool's spectrum is drawn, an extended EOF's
-    (whose samples are its windows, and whose EOFs are ``eofs_``) too.
-    """
-    if type(est).__name__ in ("KernelPCA", "SparsePCA", "RobustPCA", "BootstrapEOF"):
+    n = getattr(est, "n_spectrum_samples_", None)
+    if n is None or _ratio(est) is None:
         return None
-    if getattr(est, "zero_center", True) is False:  # a truncated SVD: no eigenvalues
-        return None
-    ratio = _ratio(est)
-    n = getattr(est, "n_windows_", None) or getattr(est, "n_samples_", None)
-    if ratio is None or getattr(est, "explained_variance_", None) is None or not n:
-        return None
-    return ratio * np.sqrt(2.0 / int(n)), int(n)
+    return north_test(est, vfscaled=True).errors, int(n)
 
 
 def _spectrum(est) -> Iterator[ReportFigure]:
@@ -282,7 +275,7 @@ def _linear_patterns(est, ratio, names) -> Iterator[ReportFigure]:
     comps = getattr(est, "components_", None)
     if comps is None or np.ndim(comps) != 2:
         return
-    if getattr(est, "_feature_template", None) is not None:
+    if getattr(est, "feature_coords_", None) is not None:
         field = est.components_xr_
         if _is_map(field):
             yield _maps(
@@ -361,12 +354,11 @@ def _hilbert_patterns(est, ratio, names) -> Iterator[ReportFigure]:
 
 def _mca_patterns(est) -> Iterator[ReportFigure]:
     frac = np.ravel(est.squared_covariance_fraction_)
-    fields = getattr(est, "_preparations", None) or (None, None)
+    names = est.variables_
     for which, (attr, side) in enumerate(
         (("components_xr_", "X"), ("components_y_xr_", "Y"))
     ):
-        prep = fields[which] if len(fields) > which else None
-        label = side if prep is None or prep.variable is None else prep.variable
+        label = side if names[which] is None else names[which]
         try:
             field = getattr(est, attr)
         except AttributeError:  # fitted on arrays
@@ -427,7 +419,7 @@ def _multivariate_patterns(est, ratio) -> Iterator[ReportFigure]:
 def _extended_patterns(est, ratio) -> Iterator[ReportFigure]:
     from ..analysis import plot
 
-    if getattr(est, "_feature_template", None) is None:
+    if getattr(est, "feature_coords_", None) is None:
         return
     field = est.components_xr_  # (mode, lag, field dims)
     lags = field["lag"].values

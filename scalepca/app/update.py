@@ -143,7 +143,8 @@ def record_rows(est, X, cfg: dict, timings=None) -> None:
     files (one file too: the list of a later update starts with it). ``timings``: the
     run's :class:`~scalepca.app.timing.RunTimings`, where reading the sampled rows is a
     stage of its own."""
-    if not hasattr(est, "partial_fit") or getattr(est, "_moments_", None) is None:
+    # n_samples_seen_: the count of the moments an update merges with
+    if not hasattr(est, "partial_fit") or getattr(est, "n_samples_seen_", None) is None:
         return
     from .config import data_kind
 
@@ -152,10 +153,10 @@ def record_rows(est, X, cfg: dict, timings=None) -> None:
     if data_kind(cfg["data"]) not in ("zarr", "bed") or _sample_dim(X) is False:
         return
     if timings is None:
-        est._rows_sketch = rows_sketch(X, X.shape[0])
+        est.rows_sketch = rows_sketch(X, X.shape[0])
         return
     with timings.stage("sampling rows for a later --update"):
-        est._rows_sketch = rows_sketch(X, X.shape[0])
+        est.rows_sketch = rows_sketch(X, X.shape[0])
 
 
 def _sample_dim(X):
@@ -197,7 +198,7 @@ class Update:
     def check_rows(self) -> None:
         """Re-read the sketch's rows; refuse if any differs from when the model saw
         it."""
-        sk = self.est._rows_sketch
+        sk = self.est.rows_sketch
         now = _digests(self.X, sk["positions"])
         changed = [
             p
@@ -252,7 +253,7 @@ class Update:
                 sa.append(
                     self.scores, new, self.n_seen, self.storage_options, self.sample_dim
                 )
-        self.est._rows_sketch = rows_sketch(self.X, self.n_total)
+        self.est.rows_sketch = rows_sketch(self.X, self.n_total)
         model = f"{root}/{PARTS['model'][0]}"
         save_estimator(
             self.est,
@@ -311,10 +312,7 @@ def plan_update(cfg: dict, X) -> Update:
     except AttributeError as err:
         raise UserError(f"--update: {err}") from None
     _check_same_model(est, estimator_class(model["method"])(**model["params"]), path)
-    if (
-        getattr(est, "_moments_", None) is None
-        or getattr(est, "_rows_sketch", None) is None
-    ):
+    if getattr(est, "n_samples_seen_", None) is None or est.rows_sketch is None:
         raise UserError(
             f"--update: the model at {path} keeps no record of the rows it has "
             "seen (written by `run` before --update existed, or by save()); run "
@@ -356,7 +354,7 @@ def _check_same_model(est, configured, path: str) -> None:
 
 
 def _check_store(upd: Update, path: str) -> None:
-    est, X, sk = upd.est, upd.X, upd.est._rows_sketch
+    est, X, sk = upd.est, upd.X, upd.est.rows_sketch
     if upd.sample_dim is False:
         raise UserError(
             "--update: data.sample_dims stacks several dims into samples; an "
@@ -380,9 +378,10 @@ def _check_store(upd: Update, path: str) -> None:
             f"{sk['dtype']}: the store was rewritten"
         )
     if upd.n_new:
-        # names, grid coordinates, layout: as transform checks new data (metadata only)
+        # names, grid coordinates, layout: transform checks them (metadata only; the
+        # scores stay lazy, never computed here)
         try:
-            est._transform_input(upd.new_rows())
+            est.transform(upd.new_rows())
         except ValueError as err:
             raise UserError(
                 f"data.path: the new rows are not on the model's features: {err}"

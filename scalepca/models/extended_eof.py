@@ -226,6 +226,19 @@ class ExtendedEOF(DecompositionMixin):
     _parameter_rules = (Rule(_enough_windows, needs=("embedding", "tau")),)
     _per_feature_attrs = (("eofs_", 2), ("mean_", 0), ("embedded_mean_", 1))
 
+    @property
+    def n_spectrum_samples_(self) -> int:
+        """The number of samples behind ``explained_variance_``: the windows, the
+        samples of the embedded covariance (``n_windows_``).
+
+        Returns
+        -------
+        n : int
+            ``n_windows_``.
+        """
+        self._check_fitted()
+        return int(self.n_windows_)
+
     def __init__(
         self, n_components: int | None = None, *, embedding: int = 2, tau: int = 1
     ):

@@ -218,6 +218,7 @@ class MultivariateEOF(DecompositionMixin):
     }
     _per_feature_attrs = (("components_", 1), ("mean_", 0), ("scale_", 0))
     _saved_private = ("_fields_json", "_fields_weights")
+    _covariance_spectrum = True
 
     def __init__(
         self,

@@ -45,7 +45,7 @@ from ._gaussian import LatentGaussianMixin
 from ._genotype_fit import GenotypeFitMixin
 from ._incremental import SpectralMomentUpdate
 from ._params import Choice, Flag, Int, NComponents, Other, Real, Rule, Seed
-from .base import LinearDecompositionMixin
+from .base import EOFMixin, LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +170,7 @@ class _BaseSpectralPCA(
     GenotypeFitMixin,
     SpectralMomentUpdate,
     LatentGaussianMixin,
+    EOFMixin,
     LinearDecompositionMixin,
 ):
     """The spectral fit shared by :class:`PCA` and :class:`PPCA` (not public).
@@ -186,6 +187,8 @@ class _BaseSpectralPCA(
     #: CSR row blocks: moments and randomized products are sparse kernels, transform is
     #: ``X W − μᵀW`` (see :mod:`scalepca.linalg.moments`, :mod:`scalepca.linalg.decomp`)
     _accepts_sparse = True
+
+    _covariance_spectrum = True
 
     #: ``scale_`` is per feature like ``mean_``: widened with NaN at features left out
     #: of the fit (a land mask), so standardised transforms line up with the widened
