@@ -215,3 +215,27 @@ def test_transforms_do_not_crowd_out_the_matrix(data):
         atol=1e-10,
         mode_axis=1,
     )
+
+
+def test_dask_protocol_copies_hold_the_record(data):
+    """dask's own copies of the matrix (``dask.persist``, ``dask.optimize``,
+    ``clone``, ``copy.deepcopy``) hold its record; an array computed from it does
+    not."""
+    import copy
+
+    import dask
+    from dask.graph_manipulation import clone
+
+    from scalepca.preprocessing._steps import carried
+
+    X, w = data
+    Y = scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=w)
+    for kept in (
+        dask.persist(Y)[0],
+        dask.optimize(Y)[0],
+        clone(Y),
+        copy.deepcopy(Y),
+    ):
+        assert carried(kept) is Y.preparation
+        np.testing.assert_array_equal(kept.compute(), X * w)
+    assert carried(Y * 1.0) is None
