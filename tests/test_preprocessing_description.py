@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import scalepca
-from scalepca.preprocessing import _steps as _preprocess
 
 from .support.compare import assert_same_components
 
@@ -149,17 +148,29 @@ def test_rows_persisted_and_pickled_copies_keep_the_description(data):
     )
 
 
-def test_a_forgotten_matrix_is_refused(data, monkeypatch):
-    """Past the newest matrices remembered, a matrix is refused by name, not taken as
-    raw."""
+def test_the_record_travels_to_another_process(data, tmp_path):
+    """A pickled matrix fitted in a new Python process is weighted as the one that
+    opened it: the record goes with the matrix."""
+    import subprocess
+    import sys
+
     X, w = data
-    monkeypatch.setattr(_preprocess, "_NAMED_MAX", 2)
     Y = scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=w)
-    model = scalepca.PCA(3).fit(Y)
-    for _ in range(2):
-        scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=w)
-    with pytest.raises(ValueError, match="no longer held"):
-        model.transform(Y.persist())
+    (tmp_path / "Y.pickle").write_bytes(pickle.dumps(Y))
+    script = (
+        "import pickle, sys, numpy as np, scalepca\n"
+        "Y = pickle.loads(open(sys.argv[1] + '/Y.pickle', 'rb').read())\n"
+        "m = scalepca.PCA(3).fit(Y[:50])\n"
+        "np.save(sys.argv[1] + '/w.npy', m._preprocessing.weights)\n"
+        "np.save(sys.argv[1] + '/ev.npy', m.explained_variance_)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "w.npy"), w)
+    np.testing.assert_allclose(
+        np.load(tmp_path / "ev.npy"),
+        scalepca.PCA(3).fit(X[:50] * w).explained_variance_,
+        rtol=1e-10,
+    )
 
 
 def test_stacked_field_data_keeps_the_description(data):
@@ -180,14 +191,13 @@ def test_stacked_field_data_keeps_the_description(data):
     )
 
 
-def test_transforms_do_not_crowd_out_the_matrix(data, monkeypatch):
-    """Only open_matrix's own dask matrices are remembered by name, the one used last
-    kept longest: transforms of raw data (weighted inside the model) do not push them
-    out."""
+def test_transforms_do_not_crowd_out_the_matrix(data):
+    """Transforms of raw data (weighted inside the model) and other matrices opened
+    meanwhile leave a matrix its record: it is held by the matrix, not by a table of
+    the newest matrices, however many are opened."""
     import anndata as ad
 
     X, w = data
-    monkeypatch.setattr(_preprocess, "_NAMED_MAX", 2)
     Y = scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=w)
     model = scalepca.PCA(3).fit(Y)
     on_cells = scalepca.PCA(3).fit(ad.AnnData(X))
@@ -196,6 +206,8 @@ def test_transforms_do_not_crowd_out_the_matrix(data, monkeypatch):
         on_cells.transform(ad.AnnData(X))
         model.transform(Y)  # used: kept
         scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=2 * w)
+    for _ in range(300):
+        scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=2 * w)
     assert_same_components(
         model.transform(Y.persist()).compute(),
         _reference(X, w).transform(X * w),
@@ -203,3 +215,27 @@ def test_transforms_do_not_crowd_out_the_matrix(data, monkeypatch):
         atol=1e-10,
         mode_axis=1,
     )
+
+
+def test_dask_protocol_copies_hold_the_record(data):
+    """dask's own copies of the matrix (``dask.persist``, ``dask.optimize``,
+    ``clone``, ``copy.deepcopy``) hold its record; an array computed from it does
+    not."""
+    import copy
+
+    import dask
+    from dask.graph_manipulation import clone
+
+    from scalepca.preprocessing._steps import carried
+
+    X, w = data
+    Y = scalepca.open_matrix(da.from_array(X, chunks=(20, -1)), weights=w)
+    for kept in (
+        dask.persist(Y)[0],
+        dask.optimize(Y)[0],
+        clone(Y),
+        copy.deepcopy(Y),
+    ):
+        assert carried(kept) is Y.preparation
+        np.testing.assert_array_equal(kept.compute(), X * w)
+    assert carried(Y * 1.0) is None

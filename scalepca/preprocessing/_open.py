@@ -127,8 +127,10 @@ xarray.DataArray/Dataset, dask or numpy array
     -------
     dask.array.Array, numpy.ndarray or xarray.DataArray
         A 2-D dask array (NumPy for a NumPy source), or a dask-backed DataArray (xarray,
-        AnnData) whose coordinates label the outputs. The data page of the documentation
-        has the details (preprocessing remembered, dask DataFrames, AnnData).
+        AnnData) whose coordinates label the outputs. A weighted matrix holds the record
+        of its preparation, and so do its rows, rechunks, copies, persisted and pickled
+        versions; an estimator keeps it. The data page of the documentation has the
+        details (preprocessing remembered, dask DataFrames, AnnData).
 
     Raises
     ------

@@ -5,8 +5,9 @@ it.
 ``(time, lat, lon)`` field in kelvin, a table) into the matrix an estimator fits: it
 picks a variable, stacks the sample dims and the feature dims, and multiplies each
 column by a weight (√cos φ in EOF analysis). A :class:`Preprocessing` records those
-steps. It travels with the matrix (in the attributes of a stacked DataArray, alongside
-an array), the estimator keeps it when it is fitted and saves it in its store, and then
+steps. It travels with the matrix (in the attributes of a stacked DataArray, held by
+a dask matrix: :class:`PreparedMatrix`), the estimator keeps it when it is fitted and
+saves it in its store, and then
 
 * ``transform(raw)`` repeats the steps on data in their own layout and units, after
   checking that they are the same kind of data (variable, dims, grid);
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 import dask.array as da
 import numpy as np
 import xarray as xr
+from dask.array.core import BlockView
 
 from .._validation import check_dtype
 from ..io._coalesce import _task_bytes
@@ -190,9 +192,10 @@ class Preprocessing:
         if carried_by is None and computed_from_matrix(X) is not None:
             raise ValueError(
                 f"{what} is computed from a matrix made by open_matrix by other "
-                "steps than selecting rows or rechunking, so it may or may not "
-                "be prepared (weighted) still: pass the matrix open_matrix made "
-                "(or rows of it), or the data in their own units"
+                "steps than the matrix's own row selection, rechunk, astype, copy "
+                "or persist, so it may or may not be prepared (weighted) still: "
+                "pass the matrix open_matrix made (or rows of it), or the data in "
+                "their own units"
             )
         if carried_by is not None:
             diff = self.differences(carried_by)
@@ -523,10 +526,9 @@ def stacked(
 
 
 def remember(X, prep: Preprocessing | None):
-    """``X`` as ``open_matrix`` returns it, known as made by ``prep`` when ``prep``
-    weights its columns: a DataArray carries ``prep`` in its attributes, and its dask
-    array (or a bare array) is marked by :func:`named_matrix`, so that it is never
-    weighted twice."""
+    """``X`` as ``open_matrix`` returns it, holding ``prep`` when ``prep`` weights its
+    columns: a DataArray in its attributes, and its dask array (or a bare array) as
+    :func:`named_matrix` makes it, so that it is never weighted twice."""
     if prep is None or prep.weights is None:
         return X
     if isinstance(X, xr.DataArray):
@@ -612,41 +614,86 @@ def column_weights(weights, d: int) -> np.ndarray:
 
 
 # -- carrying a description with a matrix ----------------------------------------------
-# A DataArray carries its description in its attributes. NumPy and dask arrays have
-# none, so scalepca remembers the arrays it made itself, never the user's: equal values
-# do not make two arrays the same input.
+# A DataArray carries its description in its attributes, and a dask matrix made by
+# open_matrix is a PreparedMatrix, which holds it: the record goes where the matrix goes
+# (a copy, rows of it, another process), never through a table of this module. The
+# matrix's graph name is its own, ``scalepca-matrix-<random>`` (a dask name is otherwise
+# a hash of the values and steps, which an unrelated array of the same values shares),
+# so that an array computed from it in any other way (a sum, ``Y / w``, an
+# ``inverse_transform``), a plain dask array, is recognised: it may or may not still be
+# prepared, and :meth:`Preprocessing.prepare` refuses it rather than guess.
 #
-# * An array is remembered by identity (weakly: the entry goes with the array), and so
-# are the
-#   views of a NumPy array (a slice keeps ``.base``). ``prepare`` marks the matrices it makes
-#   for the estimator this way.
-# * A dask matrix that ``open_matrix`` returns gets a graph name of its own,
-#   ``scalepca-matrix-<random>`` (a dask name is otherwise a hash of the values and the steps,
-#   which an unrelated array of the same values shares), and is remembered by that name: the
-#   name survives ``persist()`` and pickling. Rows selected from it, a rechunk or a change of
-#   dtype of it carry its description (their graph is one chain of such steps down to the
-#   matrix). An array computed from it in any other way (a sum, ``Y / w``, an
-#   ``inverse_transform``) may or may not still be prepared: :meth:`Preprocessing.prepare`
-#   refuses it rather than guess. The ``_NAMED_MAX`` matrices made or used last are
-#   remembered; an older one is refused by name, never taken as raw data.
+# NumPy arrays have no room for it: scalepca remembers the ones it made itself by
+# identity (weakly: the entry goes with the array), and their views through ``.base``.
 _CARRIED: dict[int, tuple[weakref.ref, Preprocessing]] = {}
-_NAMED: dict[str, Preprocessing] = {}
-_NAMED_MAX = 256
 #: the start of the graph name of a dask matrix made by ``open_matrix``
 MATRIX_PREFIX = "scalepca-matrix-"
-#: the steps through which a dask matrix's rows keep its description
-_KEEPS_DESCRIPTION = (
-    "getitem",
-    "rechunk-merge",
-    "rechunk-split",
-    "rechunk-p2p",
-    "blocks",
-    "astype",
-)
+
+
+class PreparedMatrix(da.Array):
+    """A dask matrix made by :func:`~scalepca.open_matrix`, holding the
+    :class:`Preprocessing` that made it (``preparation``).
+
+    A dask array in every other way. Its rows (``X[rows]``, ``X.blocks[i]``), a
+    rechunk, another dtype, a copy and its persisted and pickled versions hold the
+    record too; any other operation gives a plain dask array.
+    """
+
+    def __new__(cls, arr: da.Array, preparation: Preprocessing):
+        self = super().__new__(cls, arr.dask, arr.name, arr.chunks, meta=arr._meta)
+        self.preparation = preparation
+        return self
+
+    def _keep(self, arr):
+        """``arr``, made from this matrix's rows, holding its record."""
+        if isinstance(arr, PreparedMatrix) or not isinstance(arr, da.Array):
+            return arr
+        return PreparedMatrix(arr, self.preparation)
+
+    def __getitem__(self, index):
+        return self._keep(super().__getitem__(index))
+
+    def rechunk(self, *args, **kwargs):
+        return self._keep(super().rechunk(*args, **kwargs))
+
+    def astype(self, dtype, **kwargs):
+        return self._keep(super().astype(dtype, **kwargs))
+
+    def copy(self):
+        return self._keep(super().copy())
+
+    @property
+    def blocks(self):
+        return _PreparedBlocks(self)
+
+    # the dask collection protocol: persist() and dask.persist rebuild the matrix here
+    def __dask_postpersist__(self):
+        rebuild, args = super().__dask_postpersist__()
+        return _persisted, (rebuild, args, self.preparation)
+
+    def __reduce__(self):
+        rebuild, args = super().__reduce__()
+        return _unpickled, (rebuild, args, self.preparation)
+
+
+class _PreparedBlocks(BlockView):
+    """``X.blocks`` of a :class:`PreparedMatrix`: blocks of rows hold its record."""
+
+    def __getitem__(self, index):
+        return self._array._keep(super().__getitem__(index))
+
+
+def _persisted(dsk, rebuild, args, preparation, *, rename=None):
+    arr = rebuild(dsk, *args, rename=rename) if rename else rebuild(dsk, *args)
+    return PreparedMatrix(arr, preparation)
+
+
+def _unpickled(rebuild, args, preparation):
+    return PreparedMatrix(rebuild(*args), preparation)
 
 
 def attach(X, prep: Preprocessing | None):
-    """Record that ``X`` was made by ``prep`` (a DataArray in its attributes, an
+    """Record that ``X`` was made by ``prep`` (a DataArray in its attributes, a NumPy
     array by identity); returns ``X``."""
     if prep is None:
         return X
@@ -668,16 +715,14 @@ def _same(block):
 
 def named_matrix(X, prep: Preprocessing | None):
     """The matrix ``open_matrix`` returns, marked as made by ``prep``: a dask array
-    as a new array of a graph name of its own (its copies and rows are known by it),
-    else as :func:`attach` marks it."""
+    as a :class:`PreparedMatrix` of a graph name of its own, else as :func:`attach`
+    marks it."""
     if prep is None or not isinstance(X, da.Array):
         return attach(X, prep)
     name = MATRIX_PREFIX + uuid.uuid4().hex
-    X = X.map_blocks(_same, name=name, dtype=X.dtype, meta=X._meta)
-    _NAMED[name] = prep
-    while len(_NAMED) > _NAMED_MAX:
-        _NAMED.pop(next(iter(_NAMED)))
-    return X
+    return PreparedMatrix(
+        X.map_blocks(_same, name=name, dtype=X.dtype, meta=X._meta), prep
+    )
 
 
 def carried(X) -> Preprocessing | None:
@@ -685,45 +730,21 @@ def carried(X) -> Preprocessing | None:
     if isinstance(X, xr.DataArray):
         p = X.attrs.get(ATTR)
         return p if isinstance(p, Preprocessing) else None
+    if isinstance(X, PreparedMatrix):
+        return X.preparation
     node = X
     while node is not None:  # NumPy views lead back to the matrix through .base
         entry = _CARRIED.get(id(node))
         if entry is not None and entry[0]() is node:
             return entry[1]
-        node = getattr(node, "base", None) if isinstance(node, np.ndarray) else None
-    if isinstance(X, da.Array):
-        name = _matrix_of(X)
-        if name is None:
-            return None
-        if name not in _NAMED:
-            raise ValueError(
-                f"X comes from a matrix made by open_matrix ({name!r}) whose "
-                f"description is no longer held (the {_NAMED_MAX} made or used last "
-                f"are); call open_matrix again"
-            )
-        _NAMED[name] = _NAMED.pop(name)  # used last
-        return _NAMED[name]
+        node = node.base if isinstance(node, np.ndarray) else None
     return None
 
 
-def _matrix_of(X: da.Array) -> str | None:
-    """The name of the scalepca matrix that ``X`` is, or selects rows of (else
-    ``None``)."""
-    from dask.utils import key_split
-
-    name, deps = X.name, X.dask.dependencies
-    while not name.startswith(MATRIX_PREFIX):
-        below = deps.get(name, ())
-        if key_split(name) not in _KEEPS_DESCRIPTION or len(below) != 1:
-            return None
-        (name,) = below
-    return name
-
-
 def computed_from_matrix(X) -> str | None:
-    """The name of a scalepca dask matrix in ``X``'s graph when ``X`` is computed
-    from it by other steps than those that keep its description (else ``None``)."""
-    if not isinstance(X, da.Array) or _matrix_of(X) is not None:
+    """The name of a scalepca dask matrix in ``X``'s graph when ``X`` is a plain dask
+    array computed from it (else ``None``)."""
+    if not isinstance(X, da.Array) or isinstance(X, PreparedMatrix):
         return None
     return next((n for n in X.dask.layers if n.startswith(MATRIX_PREFIX)), None)
 
