@@ -191,6 +191,34 @@ def test_stacked_field_data_keeps_the_description(data):
     )
 
 
+def test_a_field_computed_from_a_matrix_is_refused_as_its_array_is(data):
+    """xarray keeps a DataArray's attributes through arithmetic, so ``M / 2`` of a
+    stacked, weighted field still holds the record in its attrs: it is refused as the
+    bare dask array ``M.data / 2`` is, never taken as prepared; rows and rechunks of
+    the field keep it."""
+    import xarray as xr
+
+    X, w = data
+    field = xr.DataArray(X.reshape(60, 2, 4), dims=("time", "y", "x"), name="v").chunk()
+    weights = xr.DataArray(w.reshape(2, 4), dims=("y", "x"))
+    M = scalepca.open_matrix(field, sample_dims=("time",), weights=weights)
+    model = scalepca.PCA(3).fit(M)
+    for derived in (M / 2, M * 1, M - M.mean("time")):
+        with pytest.raises(
+            ValueError, match="computed from a matrix made by open_matrix"
+        ):
+            model.transform(derived)
+    reference = _reference(X, w).transform(X * w)
+    for kept in (M.isel(time=slice(0, 30)), M.chunk({"time": 15})):
+        assert_same_components(
+            np.asarray(model.transform(kept)),
+            reference[: kept.sizes["time"]],
+            rtol=1e-10,
+            atol=1e-10,
+            mode_axis=1,
+        )
+
+
 def test_transforms_do_not_crowd_out_the_matrix(data):
     """Transforms of raw data (weighted inside the model) and other matrices opened
     meanwhile leave a matrix its record: it is held by the matrix, not by a table of

@@ -729,7 +729,11 @@ def carried(X) -> Preprocessing | None:
     """The description ``X`` carries: a matrix made by scalepca, or rows of one."""
     if isinstance(X, xr.DataArray):
         p = X.attrs.get(ATTR)
-        return p if isinstance(p, Preprocessing) else None
+        if not isinstance(p, Preprocessing):
+            return None
+        # xarray keeps attributes through arithmetic: they describe the data only while
+        # it is the matrix's own (``M / 2`` is refused as a bare dask array's is)
+        return None if computed_from_matrix(X) is not None else p
     if isinstance(X, PreparedMatrix):
         return X.preparation
     node = X
@@ -743,7 +747,9 @@ def carried(X) -> Preprocessing | None:
 
 def computed_from_matrix(X) -> str | None:
     """The name of a scalepca dask matrix in ``X``'s graph when ``X`` is a plain dask
-    array computed from it (else ``None``)."""
+    array (or a DataArray of one) computed from it (else ``None``)."""
+    if isinstance(X, xr.DataArray):
+        X = X.data
     if not isinstance(X, da.Array) or isinstance(X, PreparedMatrix):
         return None
     return next((n for n in X.dask.layers if n.startswith(MATRIX_PREFIX)), None)
