@@ -231,7 +231,8 @@ def _mapping(a: np.ndarray):
 def test_block_within_one_chunk_file_is_mapped_copy_on_write(tmp_path, rng):
     """Rows inside one chunk file (at any offset, not only a page's) are its mapping,
     released with the block's last view; writing to a block changes neither the file
-    nor the next read of it. Rows across chunk files are read into memory."""
+    nor the next read of it, and writing the store leaves a mapped block as it was.
+    Rows across chunk files are read into memory."""
     from scalepca.io import _coalesce
 
     X = rng.standard_normal((105, 300))  # 2,400-byte rows: offsets off the pages
@@ -252,6 +253,11 @@ def test_block_within_one_chunk_file_is_mapped_copy_on_write(tmp_path, rng):
     across = files[15:25]
     assert _mapping(across) is None
     np.testing.assert_array_equal(across, X[15:25])
+    # zarr writes a chunk file anew: a block mapped before keeps its values
+    block = files[:20]
+    files.z[:20] = -X[:20]
+    np.testing.assert_array_equal(block, X[:20])
+    np.testing.assert_array_equal(files[:20], -X[:20])
 
 
 def test_blocks_mapped_at_once_are_capped(tmp_path, rng, monkeypatch):

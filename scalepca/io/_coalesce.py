@@ -262,21 +262,22 @@ def _unmapped() -> None:
 def _map_rows(path: Path, size: int, offset: int, shape: tuple, dtype):
     """The rows of ``shape`` at byte ``offset`` of the chunk file ``path`` (of ``size``
     bytes) as an array over a private mapping of the file; None when the file is
-    missing or not of ``size`` bytes, or :data:`MAPPED_BLOCKS` are mapped already (the
-    caller reads the rows instead).
+    missing or not of ``size`` bytes, there are no bytes to map, or
+    :data:`MAPPED_BLOCKS` are mapped already (the caller reads the rows instead).
 
     A mapping costs no copy: the block's pages are the page cache's own, faulted in
     when first read (16 at a time), where a read copies every byte into new memory
     (measured on a 100 MB chunk, one core: a fifth of the time of its ``XᵀX`` for the
     read, a thirtieth for the mapping). The mapping is copy on write
     (``ACCESS_COPY``): writing to the block changes the block alone, never the file.
-    It is released with the last array or view of the block. The values are the
-    file's, as a read's are, while the store is not written; a chunk file truncated
-    while its block is in use faults (``SIGBUS``) where a read would have failed.
+    It is released with the last array or view of the block. zarr writes a chunk file
+    anew and renames it over the old one, so a block keeps the values it was mapped
+    with when the store is written meanwhile; only a chunk file truncated in place
+    (never by zarr) would fault (``SIGBUS``) where a read would have failed.
     """
     nbytes = int(np.prod(shape)) * dtype.itemsize
     with _MAPPED["lock"]:
-        if _MAPPED["live"] >= MAPPED_BLOCKS:
+        if _MAPPED["live"] >= MAPPED_BLOCKS or not nbytes:  # nothing to map: no file
             return None
         _MAPPED["live"] += 1
     try:
