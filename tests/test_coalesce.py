@@ -237,18 +237,18 @@ def test_block_within_one_chunk_file_is_mapped_copy_on_write(tmp_path, rng):
 
     X = rng.standard_normal((105, 300))  # 2,400-byte rows: offsets off the pages
     files = _ChunkFiles.of(_uncompressed(tmp_path / "m.zarr", X, chunks=(20, 300)))
-    live = _coalesce._MAPPED["live"]
+    live = len(_coalesce._MAPPED)
     for start, stop in [(0, 20), (23, 39), (100, 105), (41, 42)]:
         block = files[start:stop]
         assert _mapping(block) is not None and block.flags.c_contiguous
         np.testing.assert_array_equal(block, X[start:stop])
         view = block[1:, 5:9]
         del block
-        assert _coalesce._MAPPED["live"] == live + 1  # the view keeps the mapping
+        assert len(_coalesce._MAPPED) == live + 1  # the view keeps the mapping
         view[...] = -1.0
         np.testing.assert_array_equal(files[start:stop], X[start:stop])
         del view
-        assert _coalesce._MAPPED["live"] == live
+        assert len(_coalesce._MAPPED) == live
     np.testing.assert_array_equal(files.z[:], X)  # the file is as written
     across = files[15:25]
     assert _mapping(across) is None
@@ -265,7 +265,7 @@ def test_blocks_mapped_at_once_are_capped(tmp_path, rng, monkeypatch):
     read into memory, with the same values; a released mapping makes room again."""
     from scalepca.io import _coalesce
 
-    monkeypatch.setattr(_coalesce, "MAPPED_BLOCKS", _coalesce._MAPPED["live"] + 2)
+    monkeypatch.setattr(_coalesce, "MAPPED_BLOCKS", len(_coalesce._MAPPED) + 2)
     X = rng.standard_normal((105, 7))
     files = _ChunkFiles.of(_uncompressed(tmp_path / "c.zarr", X))
     held = [files[i * 20 : (i + 1) * 20] for i in range(4)]
