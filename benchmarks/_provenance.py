@@ -202,7 +202,6 @@ KNOWN_STALE = {
     "genotypes_peers_4000x20000_randomized",
     "genotypes_peers_4000x20000_slow",
     "multihost",
-    "onepass_breakdown",
     "plan_accuracy",
     "pca_floor_zstd_f64",
     "scheduler",

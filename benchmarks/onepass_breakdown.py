@@ -8,19 +8,21 @@ The medians over rounds are reported as process CPU time (what the step costs, w
 else runs on the machine; zarr reads on a thread of its own) and as wall time:
 
 - read: the chunk through zarr (``z[rows]``, what each task of ``da.from_zarr`` runs),
-  through ``open_zarr`` (what the fit's tasks run: an uncompressed store's chunk file
-  read straight into a new array with ``readinto``), and the same file read into an
-  array made once (what-if: no page faults, which no task output escapes);
+  and through ``open_zarr`` (what the fit's tasks run on an uncompressed store): a block
+  within one chunk file is the file mapped (no copy), a block across chunk files is
+  read with ``readinto`` into the reading thread's reused block memory (one copy);
 - memory: the first touch of a new chunk-sized array (its page faults);
 - check: ``isfinite(x).all()``, a pass the fit does not make (it rides on the sums);
 - sums: the column sums;
-- Gram: the centred Gram by slices (``moments._gram``) and ``XᵀX`` of the chunk as read
-  (one syrk, no centring: the single-core rate the fit is measured against);
+- Gram: the centred Gram by slices (``moments._gram``), ``XᵀX`` of the chunk in memory
+  (one syrk, no centring: the single-core rate the fit is measured against), and of
+  the mapped block (the mapping and its page faults included);
 - one pass, in parts: the shift of each slab into the slab buffer alone, and the syrks
   of the slab buffer (d + 1 columns) alone;
 - block task: the two-pass route (sums with the check, then the centred slices: the
-  route of a block with a NaN) and ``block_moments`` as the fit calls it (float64: one
-  pass, ``moments._fused_moments``);
+  route of a block with a NaN), ``block_moments`` as the fit calls it (float64: one
+  pass, ``moments._fused_moments``) of the chunk in memory, and the fit's whole task
+  (the chunk file mapped, then ``block_moments``);
 - merge: ``merge_moments`` of two partials.
 
 The fit: ``PCA(svd_solver="covariance_eigh")`` on 2 workers × 1 thread, the store
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import statistics
 import sys
 import time
@@ -64,25 +67,20 @@ from scalepca.io._coalesce import _ChunkFiles  # noqa: E402
 moments = importlib.import_module("scalepca.linalg.moments")
 
 
-def read_into(z, buf: np.ndarray) -> np.ndarray:
-    """The first chunk file of an uncompressed store into ``buf``, an array made once:
-    the read without the page faults of new memory."""
-    import zarr
-
-    key = z.metadata.chunk_key_encoding.encode_chunk_key((0, 0))
-    path = Path(z.store.root, z.path, key)
-    assert isinstance(z.store, zarr.storage.LocalStore) and path.is_file()
-    with open(path, "rb", buffering=0) as fh:
-        fh.readinto(memoryview(buf).cast("B"))
-    return buf
-
-
 def first_touch(shape) -> None:
     """A new array written once per 4 KiB page: the page faults (and the kernel's
     zeroing) that every read into fresh memory pays. zarr's read pays them twice, for
-    the file's bytes and for the array; each task's output is a new array."""
+    the file's bytes and for the array; ``open_zarr``'s read into a thread's reused
+    block memory, once per thread; its mapping, never."""
     out = np.empty(shape)
     out.reshape(-1)[:: 4096 // out.itemsize] = 0.0
+
+
+def mapped_xtx(files, rows: int) -> np.ndarray:
+    """``XᵀX`` of the first chunk as ``open_zarr`` gives it: the chunk file mapped, its
+    pages faulted in by the syrk."""
+    block = files[:rows]
+    return block.T @ block
 
 
 def two_pass(x: np.ndarray) -> dict:
@@ -137,22 +135,29 @@ def steps(path, rounds: int) -> tuple[list[dict], dict]:
     mean = x.sum(axis=0) / rows
     part = moments.block_moments(x)
     other = moments.block_moments(z[rows : 2 * rows]) if z.shape[0] > rows else part
-    reused = np.empty_like(x)
     slab = slabs(x)[0]
     slab[:, :-1] = x[: slab.shape[0]] - mean
     work = {
         "read: zarr chunk → array": lambda: z[:rows],
-        "read: open_zarr's block (chunk file → new array)": lambda: files[:rows],
-        "read: chunk file → array made once (what-if)": lambda: read_into(z, reused),
+        "read: open_zarr's block in one chunk file (mapped)": lambda: files[:rows],
+        "read: open_zarr's block across chunk files (readinto)": lambda: (
+            files.read_rows(0, rows)
+        ),
         "memory: first touch of a new chunk-sized array": lambda: first_touch(x.shape),
         "check: isfinite(x).all()": lambda: np.isfinite(x).all(),
         "sums: x.sum(axis=0)": lambda: x.sum(axis=0, dtype=np.float64),
         "Gram: centred slices (_gram)": lambda: moments._gram(x, mean),
-        "Gram: XᵀX as read (one syrk)": lambda: x.T @ x,
+        "Gram: XᵀX in memory (one syrk)": lambda: x.T @ x,
+        "Gram: XᵀX of the mapped block": lambda: mapped_xtx(files, rows),
         "one pass, part: the shifts into the slab buffer": lambda: shift_only(x, mean),
         "one pass, part: the syrks of the slab buffer": lambda: syrk_only(x, slab),
         "block task: two-pass route": lambda: two_pass(x),
-        "block task: block_moments (one pass)": lambda: moments.block_moments(x),
+        "block task: block_moments (one pass) in memory": lambda: moments.block_moments(
+            x
+        ),
+        "block task: the fit's (mapped block + one pass)": lambda: (
+            moments.block_moments(files[:rows])
+        ),
         "merge: two partials": lambda: moments.merge_moments(part, other),
     }
     cpu, wall = {k: [] for k in work}, {k: [] for k in work}
@@ -166,12 +171,12 @@ def steps(path, rounds: int) -> tuple[list[dict], dict]:
                 cpu[label].append(time.process_time() - c0)
                 wall[label].append(time.perf_counter() - w0)
     med = {k: statistics.median(v) for k, v in cpu.items()}
-    xtx = med["Gram: XᵀX as read (one syrk)"]
-    one_pass = med["block task: block_moments (one pass)"]
+    xtx = med["Gram: XᵀX in memory (one syrk)"]
+    one_pass = med["block task: block_moments (one pass) in memory"]
+    task = med["block task: the fit's (mapped block + one pass)"]
     read = med["read: zarr chunk → array"]
-    direct = med["read: open_zarr's block (chunk file → new array)"]
-    made_once = med["read: chunk file → array made once (what-if)"]
-    task_old = read + med["block task: two-pass route"]
+    mapped = med["read: open_zarr's block in one chunk file (mapped)"]
+    copied = med["read: open_zarr's block across chunk files (readinto)"]
     out = []
     for label in work:
         row = {
@@ -181,15 +186,15 @@ def steps(path, rounds: int) -> tuple[list[dict], dict]:
             "GB/s (CPU)": x.nbytes / med[label] / 1e9,
             "x XᵀX": med[label] / xtx,
         }
-        if label.startswith(("read: open_zarr", "merge", "one pass, part")):
-            row["share of task"] = med[label] / (direct + one_pass)
+        if label.startswith(("read: open_zarr's block in", "merge", "one pass, part")):
+            row["share of task"] = med[label] / task
         out.append(row)
     totals = {
-        "task = zarr read + two-pass route": task_old,
+        "task = zarr read + two-pass route": read + med["block task: two-pass route"],
         "task = zarr read + one pass": read + one_pass,
-        "task = open_zarr read + one pass (the fit's)": direct + one_pass,
-        "what-if: read into an array made once + one pass": made_once + one_pass,
-        "what-if: read into an array made once + XᵀX": made_once + xtx,
+        "task = readinto across chunk files + one pass": copied + one_pass,
+        "task = mapped block + one pass (steps summed)": mapped + one_pass,
+        "task = the fit's, mapped block + one pass (measured whole)": task,
     }
     for label, t in totals.items():
         out.append(
@@ -284,7 +289,9 @@ def main(argv=None):
     n, d = args.n_samples, args.n_features
     path = store_path(args.data_dir, n, d, "none")
     ensure_data(path, n, d, args.chunk_rows, codec="none")
+    load = {"start": os.getloadavg()}  # the machine's load (1, 5, 15 min) around it
     step_rows, raw = steps(path, args.rounds)
+    load["after_steps"] = os.getloadavg()
     print(
         f"\none {args.chunk_rows:,} × {d} float64 chunk of {path}, one BLAS thread, "
         f"medians of {args.rounds} interleaved rounds"
@@ -296,6 +303,7 @@ def main(argv=None):
         "chunk_rows": args.chunk_rows,
         "steps": step_rows,
         "steps_raw": raw,
+        "load_avg": load,
     }
     if not args.steps_only:
         fit_rows, info = fit_part(path, args)
@@ -317,6 +325,8 @@ def main(argv=None):
                 f"{', '.join(f'{r:.0%}' for r in rates)} "
                 f"(median {statistics.median(rates):.0%})"
             )
+    load["end"] = os.getloadavg()
+    print(f"load average (1, 5, 15 min): {load}")
     print(
         "written",
         write_json("onepass_breakdown" + ("_quick" if args.quick else ""), results),

@@ -202,14 +202,78 @@ def test_uncompressed_store_is_read_from_its_chunk_files_as_zarr_reads_it(
     assert _reads_chunk_files(scalepca.open_matrix(tmp_path / "u.zarr"))
 
 
-def test_pca_of_an_uncompressed_store_equals_the_in_memory_fit(tmp_path, X0):
+@pytest.mark.parametrize("chunks_per_task", [1, 3])
+def test_pca_of_an_uncompressed_store_equals_the_in_memory_fit(
+    tmp_path, X0, chunks_per_task
+):
+    """Blocks mapped (one chunk file each) or read (three)."""
     _uncompressed(tmp_path / "p.zarr", X0, chunks=(400, 16))
-    X = scalepca.open_matrix(tmp_path / "p.zarr", task_size=400 * 16 * 8 * 3)
-    assert _reads_chunk_files(X)
+    X = scalepca.open_matrix(
+        tmp_path / "p.zarr", task_size=400 * 16 * 8 * chunks_per_task
+    )
+    assert _reads_chunk_files(X) and X.chunks[0][0] == 400 * chunks_per_task
     ref = scalepca.PCA(6).fit(da.from_array(X0, chunks=X0.shape))
     pca = scalepca.PCA(6).fit(X)
     np.testing.assert_allclose(pca.components_, ref.components_, rtol=0, atol=1e-12)
     np.testing.assert_allclose(pca.mean_, ref.mean_, rtol=0, atol=1e-12)
+
+
+def _mapping(a: np.ndarray):
+    """The ``mmap`` under an array's memory, or None."""
+    import mmap
+
+    while isinstance(a, np.ndarray):
+        a = a.base
+    obj = a.obj if isinstance(a, memoryview) else a
+    return obj if isinstance(obj, mmap.mmap) else None
+
+
+def test_block_within_one_chunk_file_is_mapped_copy_on_write(tmp_path, rng):
+    """Rows inside one chunk file (at any offset, not only a page's) are its mapping,
+    released with the block's last view; writing to a block changes neither the file
+    nor the next read of it, and writing the store leaves a mapped block as it was.
+    Rows across chunk files are read into memory."""
+    from scalepca.io import _coalesce
+
+    X = rng.standard_normal((105, 300))  # 2,400-byte rows: offsets off the pages
+    files = _ChunkFiles.of(_uncompressed(tmp_path / "m.zarr", X, chunks=(20, 300)))
+    live = len(_coalesce._MAPPED)
+    for start, stop in [(0, 20), (23, 39), (100, 105), (41, 42)]:
+        block = files[start:stop]
+        assert _mapping(block) is not None and block.flags.c_contiguous
+        np.testing.assert_array_equal(block, X[start:stop])
+        view = block[1:, 5:9]
+        del block
+        assert len(_coalesce._MAPPED) == live + 1  # the view keeps the mapping
+        view[...] = -1.0
+        np.testing.assert_array_equal(files[start:stop], X[start:stop])
+        del view
+        assert len(_coalesce._MAPPED) == live
+    np.testing.assert_array_equal(files.z[:], X)  # the file is as written
+    across = files[15:25]
+    assert _mapping(across) is None
+    np.testing.assert_array_equal(across, X[15:25])
+    # zarr writes a chunk file anew: a block mapped before keeps its values
+    block = files[:20]
+    files.z[:20] = -X[:20]
+    np.testing.assert_array_equal(block, X[:20])
+    np.testing.assert_array_equal(files[:20], -X[:20])
+
+
+def test_blocks_mapped_at_once_are_capped(tmp_path, rng, monkeypatch):
+    """Past ``MAPPED_BLOCKS`` live mappings (each holds a file descriptor), blocks are
+    read into memory, with the same values; a released mapping makes room again."""
+    from scalepca.io import _coalesce
+
+    monkeypatch.setattr(_coalesce, "MAPPED_BLOCKS", len(_coalesce._MAPPED) + 2)
+    X = rng.standard_normal((105, 7))
+    files = _ChunkFiles.of(_uncompressed(tmp_path / "c.zarr", X))
+    held = [files[i * 20 : (i + 1) * 20] for i in range(4)]
+    assert [_mapping(b) is not None for b in held] == [True, True, False, False]
+    for i, b in enumerate(held):
+        np.testing.assert_array_equal(b, X[i * 20 : (i + 1) * 20])
+    del held[0]
+    assert _mapping(files[80:100]) is not None
 
 
 def _zarr_v2(path, X):
@@ -313,7 +377,8 @@ def test_block_memory_is_reused_only_once_nothing_references_it(
     del d, e, export
     # blocks kept by dask (persisted) are not overwritten by the reads of others
     zx, zy = fx.z, fy.z
-    P = open_zarr(zx, rows=20).persist(scheduler="threads")
-    for _ in range(3):
-        np.testing.assert_array_equal(open_zarr(zy, rows=20).compute(), Y)
-    np.testing.assert_array_equal(P.compute(), X)
+    for rows in (20, 40):  # mapped, read
+        P = open_zarr(zx, rows=rows).persist(scheduler="threads")
+        for _ in range(3):
+            np.testing.assert_array_equal(open_zarr(zy, rows=rows).compute(), Y)
+        np.testing.assert_array_equal(P.compute(), X)

@@ -4,8 +4,10 @@ and of a run config's ``data`` section)."""
 
 from __future__ import annotations
 
+import mmap
 import sys
 import threading
+import weakref
 from pathlib import Path
 
 import dask.array as da
@@ -138,17 +140,17 @@ def _direct_chunk_dir(z: zarr.Array) -> Path | None:
 
 
 class _ChunkFiles:
-    """The rows of an uncompressed local zarr v3 array, each task's block read from its
-    chunk files with ``readinto`` into the block's memory (one copy, from the page
-    cache).
+    """The rows of an uncompressed local zarr v3 array, each task's block taken from its
+    chunk files: mapped (a block within one chunk file) or read with ``readinto`` into
+    the block's memory (a block across chunk files: one copy, from the page cache).
 
     zarr's read of the same region makes a bytes object of each chunk file, decodes it
     into a chunk array and copies that into the region: three passes over the data
-    where this makes one. A missing chunk file is a chunk of the fill value, as for
-    zarr; an edge chunk's file holds the whole chunk shape, of which the rows inside
-    the array are its first bytes. A chunk file of another size than the chunk's, and
-    any index other than a block of rows, are read by zarr itself (its error, or its
-    result).
+    where a read makes one, and a mapping none (see :func:`_map_rows`). A missing
+    chunk file is a chunk of the fill value, as for zarr; an edge chunk's file holds
+    the whole chunk shape, of which the rows inside the array are its first bytes. A
+    chunk file of another size than the chunk's, and any index other than a block of
+    rows, are read by zarr itself (its error, or its result).
     """
 
     def __init__(self, z: zarr.Array, root: Path):
@@ -183,8 +185,32 @@ class _ChunkFiles:
         return block if index[1] == slice(None) else block[:, index[1]]
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``start:stop`` as a C-ordered array whose memory no other array uses
-        (see :class:`_BlockMemory`)."""
+        """Rows ``start:stop`` as a C-ordered array whose memory no other array uses:
+        the chunk file mapped when they lie in one (:func:`_map_rows`), else read
+        (:meth:`read_rows`)."""
+        cr = self.chunk_rows
+        if start < stop and start // cr == (stop - 1) // cr:
+            chunk = start // cr
+            mapped = _map_rows(
+                self._path(chunk),
+                self._chunk_bytes(),
+                (start - chunk * cr) * self.shape[1] * self.dtype.itemsize,
+                (stop - start, self.shape[1]),
+                self.dtype,
+            )
+            if mapped is not None:
+                return mapped
+        return self.read_rows(start, stop)
+
+    def _path(self, chunk: int) -> Path:
+        return self.root / self.key.encode_chunk_key((chunk, 0))
+
+    def _chunk_bytes(self) -> int:
+        return self.chunk_rows * self.shape[1] * self.dtype.itemsize
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` read into memory of their own (see
+        :class:`_BlockMemory`)."""
         d, cr = self.shape[1], self.chunk_rows
         flat = _BLOCK_MEMORY.take((stop - start) * d * self.dtype.itemsize)
         flat = flat.view(self.dtype)
@@ -200,16 +226,14 @@ class _ChunkFiles:
     def _read(self, chunk: int, offset: int, part: np.ndarray) -> bool:
         """Bytes ``offset:`` of chunk file ``chunk`` into ``part`` (the fill value when
         the file is missing); False when the file is not of the chunk's size."""
-        path = self.root / self.key.encode_chunk_key((chunk, 0))
         try:
-            fh = open(path, "rb", buffering=0)  # noqa: SIM115
+            fh = open(self._path(chunk), "rb", buffering=0)  # noqa: SIM115
         except FileNotFoundError:
             part[...] = self.fill_value
             return True
         into = memoryview(part).cast("B")
         with fh:
-            size = self.chunk_rows * self.shape[1] * self.dtype.itemsize
-            if fh.seek(0, 2) != size:
+            if fh.seek(0, 2) != self._chunk_bytes():
                 return False
             fh.seek(offset)
             done = 0
@@ -219,6 +243,55 @@ class _ChunkFiles:
                     return False
                 done += got
         return True
+
+
+#: blocks mapped from chunk files at once, per process (:func:`_map_rows`; threads
+#: reading at the same moment may pass it by one each): each keeps a file descriptor
+#: open (Python's mapping holds a duplicate of the file's), so a process under the
+#: common soft limit of 1,024 descriptors keeps three quarters of them for its sockets
+#: and files; further blocks are read into memory instead
+MAPPED_BLOCKS = 256
+
+#: the mappings of the blocks in use: each leaves with the last array or view of its
+#: block
+_MAPPED: weakref.WeakSet = weakref.WeakSet()
+
+
+def _map_rows(path: Path, size: int, offset: int, shape: tuple, dtype):
+    """The rows of ``shape`` at byte ``offset`` of the chunk file ``path`` (of ``size``
+    bytes) as an array over a private mapping of the file; None when the file is
+    missing or not of ``size`` bytes, there are no bytes to map, or
+    :data:`MAPPED_BLOCKS` are mapped already (the caller reads the rows instead).
+
+    A mapping costs no copy: the block's pages are the page cache's own, faulted in
+    when first read (16 at a time), where a read copies every byte into new memory
+    (measured on a 100 MB chunk, one core, against its ``XᵀX``: the read 0.24–0.37 of
+    its time, the mapping's page faults 0.06–0.14). The mapping is copy on write
+    (``ACCESS_COPY``): writing to the block changes the block alone, never the file.
+    It is released with the last array or view of the block. zarr writes a chunk file
+    anew and renames it over the old one, so a block keeps the values it was mapped
+    with when the store is written meanwhile; only a chunk file truncated in place
+    (never by zarr) would fault (``SIGBUS``) where a read would have failed.
+    """
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if not nbytes or len(_MAPPED) >= MAPPED_BLOCKS:  # no bytes: no file to map
+        return None
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            if fh.seek(0, 2) != size:
+                return None
+            start = offset - offset % mmap.ALLOCATIONGRANULARITY
+            mapping = mmap.mmap(
+                fh.fileno(),
+                offset - start + nbytes,
+                access=mmap.ACCESS_COPY,
+                offset=start,
+            )
+    except FileNotFoundError:
+        return None
+    _MAPPED.add(mapping)
+    count = nbytes // dtype.itemsize
+    return np.frombuffer(mapping, dtype, count, offset - start).reshape(shape)
 
 
 class _BlockMemory:
