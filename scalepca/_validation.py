@@ -292,7 +292,7 @@ def _refuse_sparse(X, what: str) -> None:
     """Raise ``TypeError`` naming sparse input (the array, or a dask array's block
     type)."""
     blocks = isinstance(X, da.Array)
-    kind = _sparse_kind(getattr(X, "_meta", None) if blocks else X)
+    kind = _sparse_kind(_meta_or_self(X))
     if kind is None:
         return
     name, method = kind

@@ -76,6 +76,14 @@ def _load(args, problems: list | None = None) -> dict:
     return cfg
 
 
+def _cluster(args, own: dict) -> dict:
+    """The cluster section a command runs on: the scheduler of ``--scheduler`` when
+    given, else ``own`` (the config's, or the command's flags')."""
+    if args.scheduler:
+        return {"kind": "address", "address": args.scheduler}
+    return dict(own)
+
+
 def cmd_run(args) -> int:
     from .app.cluster import connect, progress, reporting_lost_workers
     from .app.progress import stage
@@ -84,18 +92,18 @@ def cmd_run(args) -> int:
     from .persistence.registry import estimator_class
 
     cfg = _load(args)
-    ccfg = dict(cfg["cluster"])
-    if args.scheduler:
-        ccfg = {"kind": "address", "address": args.scheduler}
+    ccfg = _cluster(args, cfg["cluster"])
+    ran = {**cfg, "cluster": ccfg}  # the config as run
     show = cfg["progress"] and not args.no_progress and not args.quiet
     method, params = cfg["model"]["method"], cfg["model"]["params"]
     dcfg = cfg["data"]
     present = _store_exists(dcfg["path"], dcfg["storage_options"])
+    generating = bool(dcfg["generate"]) and not present
     if dcfg["generate"] is None and not present:
         raise FileNotFoundError(f"{_no_data_store(dcfg)} (data.path)")
     # what `validate` checks, before a cluster starts: a mistake costs a second, not a
     # cluster
-    problems, _ = check_config(cfg if not args.scheduler else {**cfg, "cluster": ccfg})
+    problems, _ = check_config(ran)
     if problems:
         spoken = speak_cli(problems[0], method=getattr(args, "method", None))
         raise UserError(_located(args, spoken))
@@ -106,13 +114,9 @@ def cmd_run(args) -> int:
         stack.enter_context(reporting_lost_workers(client))
         stack.enter_context(progress(show, client=client))
         stack.enter_context(timings.passes())
-        with timings.stage(
-            "data generation"
-            if dcfg["generate"] and not present
-            else "opening the data"
-        ):
+        with timings.stage("data generation" if generating else "opening the data"):
             X = open_data(cfg["data"], method=method, quiet=args.quiet)
-        if dcfg["generate"] and not present:  # the dataset: written before the rest
+        if generating:  # the dataset: written before the rest
             args.written.append(dcfg["path"])
         if cfg["output"]["update"]:
             upd = _update(cfg, X, timings)
@@ -148,10 +152,6 @@ def cmd_run(args) -> int:
                 from .app.report import run_report
 
                 with stage("writing the report"):
-                    ran = {
-                        **cfg,
-                        "cluster": ccfg,
-                    }  # as run: --scheduler replaces the section
                     path = run_report(
                         est,
                         X,
@@ -221,15 +221,13 @@ def cmd_transform(args) -> int:
     )
     plink = _plink_target(args, est, out, data) if args.plink else None
     scores, attrs = transform_scores(est, X)
-    if args.scheduler:
-        ccfg = {"kind": "address", "address": args.scheduler}
-    else:
-        ccfg = {
-            "kind": "local",
-            "n_workers": args.n_workers,
-            "threads_per_worker": args.threads_per_worker,
-            "processes": args.processes,
-        }
+    local = {
+        "kind": "local",
+        "n_workers": args.n_workers,
+        "threads_per_worker": args.threads_per_worker,
+        "processes": args.processes,
+    }
+    ccfg = _cluster(args, local)
     quiet = args.no_progress or args.quiet
     with connect(ccfg, quiet=quiet) as client, progress(not quiet, client=client):
         write_array(
@@ -313,11 +311,7 @@ def cmd_pp_pca(args) -> int:
         steps["mask_var"] = None if args.mask_var == "none" else args.mask_var
     if args.mask_obs is not None:
         steps["mask_obs"] = args.mask_obs
-    ccfg = (
-        {"kind": "address", "address": args.scheduler}
-        if args.scheduler
-        else {"kind": "local", "n_workers": args.n_workers}
-    )
+    ccfg = _cluster(args, {"kind": "local", "n_workers": args.n_workers})
     quiet = args.no_progress or args.quiet
     before = results_stamp(store)
     try:
@@ -435,12 +429,7 @@ def _n_samples(args, sig, params) -> int:
         if "density" in sig:  # sparse (CSR): stored values and column indices of a row
             per_row = (itemsize + 4) * params.get("density", sig["density"].default)
         if "n_features" in sig:
-            per_row *= params.get(
-                "n_features",
-                sig["n_features"].default
-                if sig["n_features"].default is not inspect.Parameter.empty
-                else 100,
-            )
+            per_row *= params.get("n_features", sig["n_features"].default)
         else:  # gridded: one row is a (lat, lon) field, or two of them
             fields = [("n_lat", "n_lon"), ("n_lat_y", "n_lon_y")]
             per_row *= sum(
@@ -471,9 +460,9 @@ def cmd_make_data(args) -> int:
                     f" its parameters: {', '.join(sig)}"
                 )
             params[opt] = value
-    params["n_samples"] = _n_samples(args, sig, params)
     if "n_features" in sig and sig["n_features"].default is inspect.Parameter.empty:
         params.setdefault("n_features", 100)
+    params["n_samples"] = _n_samples(args, sig, params)
     try:
         check_generate_params(func, params, "make-data")
     except ConfigError as err:

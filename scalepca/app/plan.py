@@ -115,7 +115,6 @@ def _section_workers(ccfg: dict) -> tuple:
     """``(workers, threads, memory per worker)`` the cluster section asks for (None
     where it does not say): a local cluster's keys, or a batch cluster's jobs of
     ``processes`` workers sharing the job's ``cores`` and ``memory``."""
-    from dask.utils import parse_bytes
 
     from .config import JOBQUEUE_KINDS
 
@@ -127,9 +126,7 @@ def _section_workers(ccfg: dict) -> tuple:
         )
     procs = int(ccfg.get("processes") or 1)
     jobs = ccfg.get("jobs") or (ccfg.get("adaptive") or {}).get("maximum_jobs")
-    memory = ccfg.get("memory")
-    if isinstance(memory, str):
-        memory = parse_bytes(memory)
+    memory = _bytes(ccfg.get("memory"))
     return (
         int(jobs) * procs if jobs else None,
         max(1, int(ccfg["cores"]) // procs) if ccfg.get("cores") else None,
@@ -137,27 +134,31 @@ def _section_workers(ccfg: dict) -> tuple:
     )
 
 
-def _cluster(cfg: dict, args):
-    """The cluster to price the passes on: the config's section, the flags over it."""
+def _bytes(size) -> int | None:
+    """A size in bytes given as a number or a string (``"16GiB"``); None stays None."""
     from dask.utils import parse_bytes
 
+    if size is None:
+        return None
+    return int(parse_bytes(size) if isinstance(size, str) else size)
+
+
+def _cluster(cfg: dict, args):
+    """The cluster to price the passes on: the config's section, the flags over it."""
     from ..solvers.choice import Cluster
 
     workers, threads, memory = _section_workers(cfg["cluster"] or {})
     workers = args.workers or workers or 2
     threads = args.threads or threads or 1
-    hosts = (
-        args.hosts
-        if args.hosts is not None
-        else (1 if args.bandwidth is None else workers)
-    )
-    bandwidth = None if args.bandwidth is None else parse_bytes(args.bandwidth)
-    store = args.store_bandwidth
-    store = None if store is None else parse_bytes(store)
+    bandwidth, store = _bytes(args.bandwidth), _bytes(args.store_bandwidth)
+    if args.hosts is not None:
+        hosts = args.hosts
+    elif bandwidth is None:  # no links to price: the workers share one host
+        hosts = 1
+    else:  # links priced: each worker on a host of its own
+        hosts = workers
     memory = args.worker_memory or memory
-    limit = None
-    if memory not in (None, "auto"):
-        limit = int(parse_bytes(memory) if isinstance(memory, str) else memory)
+    limit = None if memory == "auto" else _bytes(memory)
     cluster = Cluster(int(workers), int(threads), int(max(hosts, 1)), bandwidth, store)
     return cluster, limit
 
@@ -239,24 +240,25 @@ def _size(nbytes: float) -> str:
     return format_bytes(int(nbytes))
 
 
+def _cluster_text(out: dict) -> str:
+    """The cluster a plan priced: workers and threads, the hosts and their links when
+    more than one, the store's read rate when given."""
+    text = f"{out['workers']} worker(s) × {out['threads_per_worker']} thread(s)"
+    if out["hosts"] > 1:
+        text += f" on {out['hosts']} hosts"
+        if out["bandwidth"]:
+            text += f" ({_size(out['bandwidth'])}/s links)"
+    if out["store_bandwidth"]:
+        text += f", the store read at {_size(out['store_bandwidth'])}/s"
+    return text
+
+
 def describe_plan(out: dict, config: str) -> str:
     """The plan as the lines ``scalepca plan`` prints."""
     n, d = out["shape"]
     lines = [
         f"{config}: {out['method']} with svd_solver {out['solver']!r} on "
-        f"{n:,} × {d:,}{' sparse' if out['sparse'] else ''}, "
-        f"{out['workers']} worker(s) × {out['threads_per_worker']} thread(s)"
-        + (
-            f" on {out['hosts']} hosts"
-            + (f" ({_size(out['bandwidth'])}/s links)" if out["bandwidth"] else "")
-            if out["hosts"] > 1
-            else ""
-        )
-        + (
-            f", the store read at {_size(out['store_bandwidth'])}/s"
-            if out["store_bandwidth"]
-            else ""
-        ),
+        f"{n:,} × {d:,}{' sparse' if out['sparse'] else ''}, {_cluster_text(out)}",
         f"  rates: {out['rates']}",
         f"  {'pass':>4}  {'tasks':>7}  {'read':>10}  {'moved':>10}  {'seconds':>9}",
     ]

@@ -165,13 +165,13 @@ def _spectrum_rows(est):
     if ev is None:
         return []
     ev = np.ravel(np.asarray(ev, dtype=float))
-    ratio = getattr(est, "explained_variance_ratio_", None)
-    ratio = None if ratio is None else np.ravel(np.asarray(ratio, dtype=float))
+    # no ratios (an estimator without them): the columns stay empty
+    ratio = np.ravel(np.asarray(getattr(est, "explained_variance_ratio_", ()), float))
     from ..io._stack import mode_coords
 
     rows, cum = [], 0.0
     for i, (mode, v) in enumerate(zip(mode_coords(ev.size), ev, strict=True)):
-        if ratio is not None and i < ratio.size:
+        if i < ratio.size:
             cum += ratio[i]
             rows.append(
                 [
@@ -204,13 +204,15 @@ def _memory_rows(memory):
     if not workers:
         rows = [["peak worker memory", "unknown (no distributed client)"]]
     else:
-        limits = memory.get("worker_limits") or {}
-        peak, lim = max(workers.values()), max(limits.values()) if limits else None
+        peak = _fmt_bytes(max(workers.values()))
+        limits = memory.get("worker_limits")
+        if limits:
+            peak += f" of a {_fmt_bytes(max(limits.values()))} limit"
         rows = [
             [
                 "peak worker memory (RSS, max over "
                 f"{len(workers):,} worker{'s' if len(workers) != 1 else ''})",
-                _fmt_bytes(peak) + (f" of a {_fmt_bytes(lim)} limit" if lim else ""),
+                peak,
             ]
         ]
     return rows + [["peak client memory (RSS)", _fmt_bytes(memory.get("client"))]]
@@ -558,7 +560,11 @@ def run_report(
     out = cfg["output"]
     root = out["store"].rstrip("/")
     scores = f"{root}/scores.zarr"
-    scores_store = scores if scores in [str(w) for w in written] else None
+    scores_store = labels = None
+    if scores in [str(w) for w in written]:  # a scatter of the scores, coloured
+        from .report_figures import sample_labels
+
+        scores_store, labels = scores, sample_labels(X, cfg["data"])
     params = dict(cfg["model"]["params"])
     method = cfg["model"]["method"]
     title = None
@@ -566,7 +572,6 @@ def run_report(
         import os
 
         title = f"scalepca run {os.path.basename(config_file)}: {method}"
-    from .report_figures import sample_labels
 
     return write_report(
         est,
@@ -583,7 +588,7 @@ def run_report(
         timings=timings,
         cluster=sections.cluster_rows(client, cfg["cluster"].get("kind")),
         config=cfg,
-        labels=sample_labels(X, cfg["data"]) if scores_store else None,
+        labels=labels,
         title=title,
         command=None if command is None else shlex.join(["scalepca", *command]),
     )

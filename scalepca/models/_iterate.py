@@ -71,6 +71,7 @@ import logging
 import warnings
 from collections.abc import Callable
 
+import dask
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
@@ -122,9 +123,9 @@ class ChangeBelow(StopRule):
         if len(h) < 2:
             return None
         if self.relative:
-            hit = h[-2] - h[-1] <= self.tol * abs(h[-1])
+            hit = self._change(h) <= self.tol * abs(h[-1])
         else:
-            hit = abs(h[-1] - h[-2]) < self.tol
+            hit = self._change(h) < self.tol
         return (
             f"change of {self.label or self.key} below tol={self.tol:g}"
             if hit
@@ -341,6 +342,16 @@ class IterationCheckpoint:
 
 
 # -- the loop --------------------------------------------------------------------------
+def computed_with_sketch(graph, sketch) -> tuple:
+    """``(result, the data's sketch or None)`` of a fit's first pass ``graph`` built
+    with ``also=sketch`` (:func:`~scalepca.linalg.passes.single_delayed`): with a
+    checkpoint, the sketch its fingerprint holds is read in the same pass; without
+    one, ``sketch`` is None and so is the second value."""
+    if sketch is None:
+        return dask.compute(graph)[0], None
+    return dask.compute(*graph)
+
+
 @dataclasses.dataclass
 class IterationResult:
     """The end of :func:`iterate`."""
@@ -411,11 +422,10 @@ def iterate(
         it, state, history, memo, reason = _resumed(
             found, restore, stop, name, checkpoint.path
         )
+        resumed_from, converged = it, reason is not None
     else:
         it, state, history, memo, reason = 0, init(), {}, {}, None
-    resumed_from, converged = (
-        (it, reason is not None) if found is not None else (0, False)
-    )
+        resumed_from, converged = 0, False
     while not converged and it < max_iter:
         it += 1
         state, record = step(state, it)

@@ -102,6 +102,12 @@ def minibatch_bounds(n: int, batch_size: int | None) -> np.ndarray:
     return np.linspace(0, n, max(1, n // rows) + 1).round().astype(np.int64)
 
 
+def centred_squares(mom: dict) -> np.ndarray:
+    """Each feature's centred sum of squares in the moments ``mom``: the diagonal of
+    the Gram when the pass formed one, else the sums it kept instead."""
+    return np.diag(mom["m2"]) if mom.get("m2") is not None else mom["ss"]
+
+
 def _new_online_state(d: int, k: int) -> dict:
     return {
         "A": np.zeros((k, k)),
@@ -182,7 +188,7 @@ class DictionaryLearning:
         every parameter but those of :data:`FINGERPRINT_IGNORES`, then the data: the
         shape fitted (after features NaN in every sample leave) and ``data_fp`` (the
         input's shape, dtype and sketch), with digests of the moments."""
-        var = np.diag(mom["m2"]) if mom.get("m2") is not None else mom["ss"]
+        var = centred_squares(mom)
         params = result_params(
             self,
             FINGERPRINT_IGNORES,
@@ -221,8 +227,9 @@ class DictionaryLearning:
                 evals, V = eigh_descending(cov_n, k)
                 evals = np.maximum(evals[:k], 0.0)
             else:
-                Xs = X if scale is None else scale_columns(X, scale)
-                m = mean if scale is None else mean / scale
+                Xs, m = X, mean
+                if scale is not None:  # the standardised data
+                    Xs, m = scale_columns(X, scale), mean / scale
                 # its 2 + 2·4 passes are counted by linalg.passes on the fit's counter
                 s, Vt = randomized_svd_centered(Xs, m, k, seed=seed)
                 V, evals = Vt.T, s**2 / X.shape[0]
@@ -550,7 +557,7 @@ class DictionaryLearning:
         with self._timed_pass("moments"):
             (mom,) = dask.compute(moments_graph(data.data, with_gram=gram))
         mom, d, k = self._leave_out_all_nan(mom, m, d, k, data)
-        var = (np.diag(mom["m2"]) if gram else mom["ss"]) / m
+        var = centred_squares(mom) / m
         seed = check_random_state_seed(self.random_state).spawn(2)[0]
         if gram:
             D = self._init_dictionary(

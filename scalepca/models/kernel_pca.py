@@ -88,6 +88,12 @@ def _first_row_kept(X):
     return da.concatenate([head, X[rows:]], axis=0), first
 
 
+def _kernel_features(approximation: str, n: int, n_features: int) -> int:
+    """The features of the kernel's map: one per sample for the exact kernel, else
+    the Nyström landmarks or random Fourier features asked for."""
+    return n if approximation == "exact" else int(n_features)
+
+
 def _rff_needs_rbf(p, shape) -> None:
     if p["approximation"] == "rff" and p["kernel"] != "rbf":
         raise ValueError(
@@ -442,7 +448,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             bound=(
                 lambda p, s: (
                     s.n,
-                    s.n if p["approximation"] == "exact" else p["n_features"],
+                    _kernel_features(p["approximation"], s.n, p["n_features"]),
                 )
             ),
         ),
@@ -464,10 +470,14 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         Rule(_exact_fits, needs=("approximation", "n_components", "eigen_solver")),
     )
 
-    def _kparams(self, gamma: float | None = None) -> dict:
+    def _kparams(self) -> dict:
+        """The fitted kernel's parameters."""
+        return self._kernel_params(self.gamma_)
+
+    def _kernel_params(self, gamma: float) -> dict:
         return {
             "kernel": self.kernel,
-            "gamma": float(self.gamma_ if gamma is None else gamma),
+            "gamma": float(gamma),
             "degree": int(self.degree),
             "coef0": float(self.coef0),
         }
@@ -477,7 +487,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         X = data.data
         n, d = X.shape
         k = self._check_parameters(n, d, X)["n_components"]
-        m = n if self.approximation == "exact" else int(self.n_features)
+        m = _kernel_features(self.approximation, n, self.n_features)
         if self.approximation == "nystroem" and m > n:
             warnings.warn(
                 f"n_features={m} is larger than n_samples={n}; using {n} landmarks",
@@ -543,7 +553,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
     def _resolved_kparams(self, d_fit: int) -> dict:
         """Kernel parameters of a fit on ``d_fit`` features (``gamma=None``:
         ``1 / d_fit``)."""
-        return self._kparams(float(1.0 / d_fit if self.gamma is None else self.gamma))
+        return self._kernel_params(1.0 / d_fit if self.gamma is None else self.gamma)
 
     def _leave_out_nan_features(
         self, rows: np.ndarray, data: MatrixInput, *, sample: str

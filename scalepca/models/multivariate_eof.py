@@ -336,14 +336,15 @@ class MultivariateEOF(DecompositionMixin):
                     "variance: normalize='total_variance' cannot scale them"
                 )
             scale = np.sqrt(total)[owner]
+            self.scale_ = scale
         else:
             scale = None
+            self.scale_ = np.ones(d_fit)
         ev, components, total_var = _leading_spectrum(mom, k, scale)
         self.solver_ = "covariance_eigh"  # the only one: PCA's, on the joint moments
         mean = mom["mean"]
         self.components_ = components
         self.mean_ = mean
-        self.scale_ = np.ones(d_fit) if scale is None else scale
         self.explained_variance_ = ev
         self.explained_variance_ratio_ = (
             ev / total_var if total_var > 0 else np.zeros_like(ev)
@@ -359,7 +360,10 @@ class MultivariateEOF(DecompositionMixin):
 
         fields, weights = [], []
         for i, (m, size) in enumerate(zip(mats, sizes, strict=True)):
-            name = m.prep.variable if m.prep is not None and m.prep.variable else None
+            name, w, prep = f"var{i}", None, None
+            if m.prep is not None:  # the field's own preparation: its name, weights
+                name = m.prep.variable or name
+                w, prep = m.prep.weights, m.prep.to_json()
             template = None
             if m.kind == "xarray":
                 try:
@@ -368,12 +372,11 @@ class MultivariateEOF(DecompositionMixin):
                     logger.warning(
                         "not keeping the feature coordinates of X[%d]: %s", i, err
                     )
-            w = None if m.prep is None else m.prep.weights
             fields.append(
                 {
-                    "name": name or f"var{i}",
+                    "name": name,
                     "size": int(size),
-                    "prep": None if m.prep is None else m.prep.to_json(),
+                    "prep": prep,
                     "weighted": w is not None,
                     "template": template,
                 }
@@ -528,11 +531,7 @@ class MultivariateEOF(DecompositionMixin):
 
                 features = template_from_json(f["template"])
             part = MatrixInput(zin.data, zin.kind, zin.template, prep)
-            out.append(
-                part.wrap_features(Xhat, features=features)
-                if zin.kind == "xarray"
-                else part.wrap_features(Xhat)
-            )
+            out.append(part.wrap_features(Xhat, features=features))
         return out
 
     def fit_transform(self, X, y=None):

@@ -36,7 +36,13 @@ from ..preprocessing._matrix import MatrixInput
 from ..solvers.choice import AUTO_MAX_GRAM_FEATURES, ppca_solver
 from ._gaussian import _delayed_sample, _rank_tol, _sample_block, _warn_rank_deficient
 from ._incremental import PPCAMomentUpdate
-from ._iterate import ChangeBelow, IterationCheckpoint, Resumed, iterate
+from ._iterate import (
+    ChangeBelow,
+    IterationCheckpoint,
+    Resumed,
+    computed_with_sketch,
+    iterate,
+)
 from ._params import Choice, Int, NComponents, Path, Real, Rule
 from ._ppca_params import (
     EM_FINGERPRINT_IGNORES,
@@ -503,17 +509,10 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         """The initialisation pass: observed moments, checks, features and rows kept,
         and the data's sketch for a checkpoint's fingerprint (in the same pass)."""
         n, d = X.shape
-        graph = observed_moments_graph(
-            X,
-            with_gram=init == "pca",
-            also=None if self.checkpoint is None else sketch_graph(X),
-        )
+        sketch = None if self.checkpoint is None else sketch_graph(X)
+        graph = observed_moments_graph(X, with_gram=init == "pca", also=sketch)
         with self._timed_pass("EM initialisation"):
-            mom, sketch = (
-                dask.compute(*graph)
-                if self.checkpoint is not None
-                else (*dask.compute(graph), None)
-            )
+            mom, sketch = computed_with_sketch(graph, sketch)
         if mom["n_inf"]:
             raise ValueError(
                 f"X contains {mom['n_inf']} infinite value(s); "

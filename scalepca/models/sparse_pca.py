@@ -18,7 +18,6 @@ import time
 import warnings
 from collections.abc import Sequence
 
-import dask
 import numpy as np
 
 from .._validation import (
@@ -32,8 +31,13 @@ from ..linalg.sparse import adjusted_variance
 from ..preprocessing._matrix import MatrixInput
 from ..solvers.choice import AUTO_MAX_GRAM_FEATURES
 from ._incremental import MomentUpdateMixin, SparseMomentUpdate, if_updatable
+from ._iterate import computed_with_sketch
 from ._params import Choice, Flag, Int, NComponents, Other, Path, Real, Rule, Seed
-from ._sparse_dictionary import DictionaryLearning, dictionary_objective_on
+from ._sparse_dictionary import (
+    DictionaryLearning,
+    centred_squares,
+    dictionary_objective_on,
+)
 from ._sparse_enet import zht_loadings
 from .base import LinearDecompositionMixin
 
@@ -572,11 +576,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         sketch = sketch_graph(X) if self.checkpoint is not None else None
         graph = moments_graph(X, with_gram=covariance, also=sketch)
         with self._timed_pass("moments"):
-            mom, sketch = (
-                dask.compute(*graph)
-                if sketch is not None
-                else (*dask.compute(graph), None)
-            )
+            mom, sketch = computed_with_sketch(graph, sketch)
         data_fp = data_fingerprint(X, sketch) if sketch is not None else None
         self._fit_from_moments(mom, X, data, k, data_fp)
 
@@ -593,23 +593,26 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         mom, d, k = self._leave_out_all_nan(mom, n, d, k, data)
         X = self._select_features(X)
         n = int(mom["n"])
-        var_n = (np.diag(mom["m2"]) if covariance else mom["ss"]) / n
+        var_n = centred_squares(mom) / n
         scale = self._feature_scale(var_n, self._standardizing_weights(data))
         cov_n = None
         if covariance:
             cov_n = mom["m2"] / n
             if scale is not None:
                 cov_n = cov_n / np.outer(scale, scale)
-        self.n_samples_ = n
-        self.n_features_in_ = d
-        self.n_components_ = k
-        self.mean_ = np.asarray(mom["mean"], dtype=np.float64)
-        self.scale_ = np.ones(d) if scale is None else scale
+        self._set_problem(n, d, k, np.asarray(mom["mean"], dtype=np.float64), scale)
         if self.method == "elasticnet":
             self._fit_elasticnet(cov_n * (n / max(n - 1, 1)), k)
         else:
             self.alpha_per_sample_ = self._per_sample_alpha(n)
             self._fit_dictionary(X, mom, self.mean_, scale, cov_n, var_n, k, data_fp)
+
+    def _set_problem(self, n: int | None, d: int, k: int, mean, scale) -> None:
+        """The fitted problem: its samples, features, components, mean and feature
+        scale (``scale=None``: unscaled, ones)."""
+        self.n_samples_, self.n_features_in_, self.n_components_ = n, d, k
+        self.mean_ = mean
+        self.scale_ = np.ones(d) if scale is None else scale
 
     def _leave_out_all_nan(self, mom: dict, n: int, d: int, k: int, data: MatrixInput):
         """Features NaN in every sample (land masks) leave the fit, as in PCA; other
@@ -686,11 +689,8 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         scale = self._feature_scale(np.diag(S).copy())
         if scale is not None:
             S = S / np.outer(scale, scale)
-        self.n_samples_ = None if n_samples is None else int(n_samples)
-        self.n_features_in_ = d
-        self.n_components_ = k
-        self.mean_ = np.zeros(d)
-        self.scale_ = np.ones(d) if scale is None else scale
+        n_fit = None if n_samples is None else int(n_samples)
+        self._set_problem(n_fit, d, k, np.zeros(d), scale)
         if self.method == "elasticnet":
             self._fit_elasticnet(S, k)
         else:

@@ -140,11 +140,26 @@ class CellSteps:
     def _hvg_from_moments(self) -> bool:
         return self.flavor is not None and self.gene_mask is None
 
+    @property
+    def _seurat(self) -> bool:
+        """Whether the genes are chosen by seurat's dispersions, of the expm1 data."""
+        return self._hvg_from_moments and self.flavor == "seurat"
+
+    @property
+    def _target(self) -> float | None:
+        """The sum each cell is normalised to; None: not normalised."""
+        return self.target_sum_ if self.normalize else None
+
+    @property
+    def _genes(self):
+        """The index of the kept genes in arrays over every gene (a boolean mask, or
+        every gene)."""
+        return slice(None) if self.highly_variable_ is None else self.highly_variable_
+
     # -- the block steps ---------------------------------------------------------------
     def _normalized(self, x) -> sp.csr_matrix:
-        target = self.target_sum_ if self.normalize else None
         return kernels.normalize_log_block(
-            x, target_sum=target, keep=self.keep_genes_, log=self.log1p
+            x, target_sum=self._target, keep=self.keep_genes_, log=self.log1p
         )
 
     @property
@@ -204,12 +219,11 @@ class CellSteps:
         cols = self.highly_variable_
         if not self.scale:
             return y if cols is None else y[:, np.flatnonzero(cols)]
-        sel = slice(None) if cols is None else cols
         return kernels.scale_block(
             y,
             cols=cols,
-            mean=self.gene_mean_[sel],
-            std=self.gene_std_[sel],
+            mean=self.gene_mean_[self._genes],
+            std=self.gene_std_[self._genes],
             max_value=self.max_value,
             zero_center=self.zero_center_scale,
         )
@@ -224,11 +238,7 @@ class CellSteps:
 
     @property
     def n_genes_out(self) -> int:
-        return (
-            self.n_genes_in_
-            if self.highly_variable_ is None
-            else int(np.count_nonzero(self.highly_variable_))
-        )
+        return np.arange(self.n_genes_in_)[self._genes].size
 
     @property
     def offset_(self) -> np.ndarray:
@@ -237,10 +247,9 @@ class CellSteps:
         d = self.n_genes_out
         if not self.scale:
             return np.zeros(d)
-        sel = slice(None) if self.highly_variable_ is None else self.highly_variable_
         return kernels.scale_offset(
-            self.gene_mean_[sel],
-            self.gene_std_[sel],
+            self.gene_mean_[self._genes],
+            self.gene_std_[self._genes],
             max_value=self.max_value,
             zero_center=self.zero_center_scale,
         )
@@ -258,6 +267,7 @@ class CellSteps:
         n, d = X.shape
         self.check(d)
         self.counts_name_, self._unchecked = what, True
+        self._v3_clip = None
         self.n_genes_in_, self.n_cells_ = int(d), int(n)
         self.gene_names_ = None if gene_names is None else [str(g) for g in gene_names]
         self.keep_genes_ = None
@@ -279,10 +289,14 @@ class CellSteps:
             self.target_sum_ = self.target_sum
             totals = self.normalize and self.target_sum is None
             if totals or self._v3:  # one pass: each block read once for both
-                first = _FirstPass(self.keep_genes_ if totals else False, self._v3)
+                first = _FirstPass(self.keep_genes_, totals=totals, sums=self._v3)
                 label = " and ".join(
-                    (["counts per cell"] if totals else [])
-                    + (["raw counts' sums"] if self._v3 else [])
+                    name
+                    for name, on in (
+                        ("counts per cell", totals),
+                        ("raw counts' sums", self._v3),
+                    )
+                    if on
                 )
                 parts = self._pass(
                     X, first, _merge_first, split_every, "counts-per-cell", label
@@ -330,14 +344,9 @@ class CellSteps:
 
     def _gene_moments_block(self):
         """The task of the gene-moments pass on one raw block (a picklable callable)."""
-        return _GeneMoments(
-            self,
-            self._hvg_from_moments and self.flavor == "seurat",
-            clip=self._v3_clip if self._v3 else None,
-        )
+        return _GeneMoments(self, clip=self._v3_clip)
 
     def _fit_gene_moments(self, X: da.Array, split_every: int) -> None:
-        with_expm1 = self._hvg_from_moments and self.flavor == "seurat"
         parts = self._pass(
             X,
             self._gene_moments_block(),
@@ -369,7 +378,7 @@ class CellSteps:
                 )
             )
         elif self._hvg_from_moments:
-            read = parts[1] if with_expm1 else log_m
+            read = parts[1] if self._seurat else log_m
             mean, disp, norm = gene_dispersions(
                 read["mean"],
                 read["ss"] / n * ddof,
@@ -419,7 +428,7 @@ class CellSteps:
         if self.gene_names_ is None:
             return None
         names = np.asarray(self.gene_names_, dtype=object)
-        return names if self.highly_variable_ is None else names[self.highly_variable_]
+        return names[self._genes]
 
     # -- storage -----------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -486,17 +495,17 @@ class _CheckedMerge:
 
 
 class _FirstPass:
-    """The counts of each cell (over the genes ``keep``; ``False``: not wanted) and,
-    for seurat_v3, per gene the sum and the sum of squares of the raw counts ((2, d)
-    float64)."""
+    """With ``totals``, the counts of each cell (over the genes ``keep``) and, with
+    ``sums`` (seurat_v3), per gene the sum and the sum of squares of the raw counts
+    ((2, d) float64)."""
 
-    def __init__(self, keep, sums: bool):
-        self.keep, self.sums = keep, sums
+    def __init__(self, keep, *, totals: bool, sums: bool):
+        self.keep, self.totals, self.sums = keep, totals, sums
 
     def __call__(self, x):
         x = kernels.as_csr64(x)
         out = {}
-        if self.keep is not False:
+        if self.totals:
             out["totals"] = kernels.cell_totals(x, self.keep)
         if self.sums:
             d = x.shape[1]
@@ -524,10 +533,9 @@ class _GeneMoments:
     """Per-gene moments of the normalised log block (and of its expm1, for seurat;
     the raw counts' clipped sums for seurat_v3)."""
 
-    def __init__(self, steps: CellSteps, with_expm1: bool, clip=None):
-        self.target = steps.target_sum_ if steps.normalize else None
-        self.keep, self.log = steps.keep_genes_, steps.log1p
-        self.with_expm1, self.clip = with_expm1, clip
+    def __init__(self, steps: CellSteps, clip=None):
+        self.target, self.keep, self.log = steps._target, steps.keep_genes_, steps.log1p
+        self.with_expm1, self.clip = steps._seurat, clip
 
     def __call__(self, x):
         y = kernels.normalize_log_block(

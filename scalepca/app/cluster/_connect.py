@@ -500,6 +500,29 @@ def gateway_closed(gateway) -> None:
     gateway.__dict__.pop("_loop_runner", None)
 
 
+def _local_shape(cfg: dict) -> str:
+    """A local cluster's workers, threads and memory as :func:`starting_line` says
+    them; what the config leaves to Dask, said so."""
+    n, threads = cfg["n_workers"], cfg["threads_per_worker"]
+    if cfg["processes"]:
+        worker = ("worker process", "worker processes")
+    else:
+        worker = ("worker thread", "worker threads")
+    shape = "Dask chooses the workers" if n is None else _counted(n, *worker)
+    if threads is None:
+        shape += ", Dask chooses the threads"
+    else:
+        shape += f", {_counted(threads, 'thread', 'threads')} each"
+    if cfg["memory_limit"] not in (None, "auto"):
+        shape += f", {cfg['memory_limit']} of memory each"
+    return shape
+
+
+def _counted(n: int, one: str, many: str) -> str:
+    """``n`` things in words: ``1 thread``, ``4 threads``."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def starting_line(config: dict | None = None, **kwargs) -> str:
     """What :func:`connect` is about to start or join, in one line (a cluster can take
     seconds to minutes to start; the command line says what it waits for)."""
@@ -507,21 +530,7 @@ def starting_line(config: dict | None = None, **kwargs) -> str:
     kind = cfg["kind"]
     adaptive = cfg.get("adaptive")
     if kind == "local":
-        n, threads = cfg["n_workers"], cfg["threads_per_worker"]
-        what = "process" if cfg["processes"] else "thread"
-        workers = (
-            f"{n} worker {what}{'es' if what == 'process' else 's'}"
-            if n != 1
-            else f"1 worker {what}"
-        )
-        shape = f"{workers if n is not None else 'Dask chooses the workers'}, " + (
-            f"{threads} thread{'s' if threads != 1 else ''} each"
-            if threads is not None
-            else "Dask chooses the threads"
-        )
-        if cfg["memory_limit"] not in (None, "auto"):
-            shape += f", {cfg['memory_limit']} of memory each"
-        return f"starting a local Dask cluster ({shape})"
+        return f"starting a local Dask cluster ({_local_shape(cfg)})"
     if kind == "address":
         return f"connecting to the Dask scheduler at {cfg['address']}"
     if adaptive:
