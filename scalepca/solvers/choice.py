@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import NamedTuple
 
 from ..linalg.kernels import lanczos_top, subspace_top
-from . import randomized, sketch, snapshot
+from . import covariance, randomized, sketch, snapshot, tsqr
 
 #: seconds of one pass's round trip (a ``compute`` of a one-block graph)
 PASS_SECONDS = 0.037
@@ -121,8 +121,8 @@ class Solver(NamedTuple):
     priced at the rate of :class:`Rates` for that kernel; ``copies``: the blocks'
     worth of memory a task holds at its peak (the block read and its working
     copies).
-    ``run``: the module that fits a wide solver (``start`` and ``finish``, see
-    :mod:`.wide`); ``once``: it reads the data once (a missing entry cannot be set to
+    ``run``: the module that fits it (``start`` and ``finish``, see :mod:`.wide`);
+    ``once``: it reads the data once (a missing entry cannot be set to
     a centre known only after that read)."""
 
     passes: Callable[[Problem], int]
@@ -193,6 +193,7 @@ REGISTRY = {
             (3.0 if p.genotype else 1.0) * (4.0 if p.sparse else 8.0) * p.d * p.d
         ),
         updates=True,
+        run=covariance,
     ),
     "tsqr": Solver(
         passes=lambda p: 2,
@@ -205,6 +206,7 @@ REGISTRY = {
         cube=lambda p: p.d,
         fits=lambda p: p.d <= AUTO_MAX_GRAM_FEATURES,
         dense=True,
+        run=tsqr,
     ),
     "randomized": Solver(
         passes=krylov_passes,
