@@ -12,6 +12,13 @@ candidate of ``auto``.
     python benchmarks/solver_auto.py                  # every shape
     python benchmarks/solver_auto.py --shapes geno4k  # one shape
     python benchmarks/solver_auto.py --probe          # the rates of the cost model
+    python benchmarks/solver_auto.py --shapes geno50k --scale 0.02 --out /tmp/check
+                                                      # a tiny check of the run
+
+A solver whose predicted seconds are more than :data:`SKIP_FACTOR` times the best
+prediction on a shape is not timed (at 50,000 × 20,000 genotypes the Gram solvers
+would take hours): its row gives its prediction and why it was skipped. The JSON is
+written after every shape, with the provenance of the code it measured.
 
 Solvers that cannot hold their matrices there (a d × d Gram past 4,096 features, an
 n × n one past 4,096 samples) are not run: ``auto`` never chooses them, and they would
@@ -21,6 +28,7 @@ need tens of GB (their predicted seconds are listed).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from pathlib import Path
@@ -29,12 +37,15 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 from _common import local_cluster, table, write_json
+from _provenance import provenance
 
 import scalepca
 from scalepca.models.pca import spectral_problem
 from scalepca.solvers.choice import REGISTRY, choose, predicted_seconds
 
 K = 10
+#: a candidate predicted this many times slower than the best prediction is not timed
+SKIP_FACTOR = 10.0
 SOLVERS = ["auto", *REGISTRY]
 COLUMNS = ["shape", "solver", "ran", "seconds", "x best", "passes", "predicted s"]
 
@@ -87,12 +98,23 @@ def _bed(args, n, d):
     return scalepca.open_matrix(path), f"{n:,} × {d:,} genotypes (.bed, 1 % missing)"
 
 
+def _scaled(args, n, d):
+    """``n`` × ``d`` times ``--scale`` (a quick check of the run on small data)."""
+    return max(int(n * args.scale), 50), max(int(d * args.scale), 50)
+
+
 SHAPES = {
     "tall": (tall_dense, {}),
     "sparse": (wide_sparse, {}),
     "field": (field, {}),
-    "geno4k": (lambda a: _bed(a, 4000, 20000), {"standardize": "genotype"}),
-    "geno50k": (lambda a: _bed(a, 50000, 20000), {"standardize": "genotype"}),
+    "geno4k": (
+        lambda a: _bed(a, *_scaled(a, 4000, 20000)),
+        {"standardize": "genotype"},
+    ),
+    "geno50k": (
+        lambda a: _bed(a, *_scaled(a, 50000, 20000)),
+        {"standardize": "genotype"},
+    ),
 }
 
 
@@ -121,18 +143,27 @@ def run_shape(name, args) -> tuple[list[dict], dict]:
     problem = _problem(X, kw)
     auto = choose(problem)
     predicted = {s: predicted_seconds(s, problem) for s in REGISTRY}
-    runnable = [
+    can_run = [
         s
         for s in REGISTRY
         if REGISTRY[s].fits(problem)
         and not (REGISTRY[s].dense and problem.sparse)
-        and not (problem.genotype and s == "sketch")
-    ]  # refuses missing calls
+        and not (problem.genotype and REGISTRY[s].once)
+    ]  # a one-pass solver refuses missing calls
+    floor = min(predicted[s] for s in can_run)
+    skipped = {
+        s: f"not run (predicted {predicted[s]:.3g} s, over {SKIP_FACTOR:g}× the best "
+        f"prediction {floor:.3g} s)"
+        for s in can_run
+        if predicted[s] > SKIP_FACTOR * floor and s != auto.solver
+    }
+    runnable = [s for s in can_run if s not in skipped]
     order = ["auto", *runnable]
     times = {s: [] for s in order}
     meta = {}
     repeat = args.repeat if name != "geno50k" else 1
-    _fit_seconds(X, auto.solver, kw)  # warm-up: imports, worker caches
+    if repeat > 1:  # warm-up: imports, worker caches (one fit of many is negligible)
+        _fit_seconds(X, auto.solver, kw)
     for rep in range(repeat):
         for solver in order[rep % len(order) :] + order[: rep % len(order)]:
             seconds, ran, n_passes = _fit_seconds(X, solver, kw)
@@ -160,11 +191,13 @@ def run_shape(name, args) -> tuple[list[dict], dict]:
                     "ran": meta[solver]["solver_"],
                 }
             )
+        elif solver in skipped:
+            row["ran"] = skipped[solver]
         else:
             row["ran"] = (
-                "not run (matrix too large)"
-                if solver != "sketch"
-                else ("not run (refuses missing calls)")
+                "not run (refuses missing calls)"
+                if REGISTRY[solver].once and problem.genotype
+                else "not run (matrix too large)"
             )
         rows.append(row)
     out = {
@@ -177,8 +210,21 @@ def run_shape(name, args) -> tuple[list[dict], dict]:
         "times": times,
         "predicted": predicted,
         "passes": {s: m["passes"] for s, m in meta.items()},
+        "skipped": skipped,
     }
     return rows, out
+
+
+def _write(args, payload: dict) -> Path:
+    """The result with its provenance, in ``benchmarks/results`` or ``--out`` (a
+    check's file, never a result: it stays out of the results)."""
+    if args.out is None:
+        return write_json("solver_auto", payload)
+    path = Path(args.out) / "solver_auto.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {**payload, "provenance": provenance("solver_auto")}
+    path.write_text(json.dumps(payload, indent=2, default=str))
+    return path
 
 
 def main(argv=None):
@@ -188,6 +234,12 @@ def main(argv=None):
     ap.add_argument("--data-dir", default="/work/bench-data-solverauto")
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument(
+        "--scale", type=float, default=1.0, help="genotype shapes' n and d times this"
+    )
+    ap.add_argument(
+        "--out", default=None, help="folder of the JSON (default benchmarks/results)"
+    )
     ap.add_argument(
         "--probe", action="store_true", help="measure the cost model's rates"
     )
@@ -205,12 +257,14 @@ def main(argv=None):
             rows += shape_rows
             print(table(shape_rows, COLUMNS), flush=True)
             # written after every shape: a long run stopped keeps what it measured
-            path = write_json(
-                "solver_auto",
+            path = _write(
+                args,
                 {
                     "k": K,
                     "workers": "2 × 1 thread",
                     "repeat": args.repeat,
+                    "scale": args.scale,
+                    "skip_factor": SKIP_FACTOR,
                     "shapes": results,
                     "rows": rows,
                 },

@@ -53,6 +53,7 @@ from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips, snapshot_gram
 from ..models._params import Choice, Int, Param, Rule, Shape, check_parameters
 from ..models._saving import SavedModel
+from ..solvers.choice import Problem, resolve_tool
 from . import _prep
 
 __all__ = ["BootstrapEOF"]
@@ -113,8 +114,14 @@ def _check_seed(value, name, params, shape):
     return value
 
 
-def _solver_of(solver: str, n: int, d: int) -> str:
-    return solver if solver != "auto" else ("gram" if n <= d else "covariance")
+def _solver_of(params, n: int, d: int) -> str:
+    """``solver`` as it runs on n × d data: ``"auto"`` by the solvers' predicted cost
+    (:func:`scalepca.solvers.choice.resolve_tool`)."""
+    k = params.get("n_components")
+    p = Problem(
+        n, d, k if isinstance(k, int) else None, replicates=int(params["n_bootstraps"])
+    )
+    return resolve_tool("bootstrap", params["solver"], p).solver
 
 
 def _check_partial(params, shape):
@@ -123,7 +130,7 @@ def _check_partial(params, shape):
     d, B = shape.d, int(params["n_bootstraps"])
     size = 8 * B * d * d
     if (
-        _solver_of(params["solver"], shape.n, d) == "covariance"
+        _solver_of(params, shape.n, d) == "covariance"
         and size > params["max_partial_bytes"]
     ):
         raise ValueError(
@@ -150,7 +157,9 @@ class BootstrapEOF(_prep.OneField, SavedModel, BaseEstimator):
         ``(1 + confidence)/2`` percentiles of the replicates).
     solver : {"auto", "gram", "covariance"}, default="auto"
         ``"gram"``: the n × n sample Gram (two passes); ``"covariance"``: the d × d
-        covariance and B weighted ones (one pass); ``"auto"``: ``"gram"`` when n ≤ d.
+        covariance and B weighted ones (one pass); ``"auto"``: the one of least
+        predicted cost (``"gram"`` when n ≤ d, but for the smallest fields, where
+        the second pass costs more than the B + 1 d × d Grams).
     random_state : int or None, default=0
         Seed of the Poisson weights (None: a fresh one, kept in ``seed_``).
     max_partial_bytes : int, default=2**30
@@ -272,8 +281,7 @@ class BootstrapEOF(_prep.OneField, SavedModel, BaseEstimator):
     def _check_params(self, n: int, d: int) -> str:
         """The parameters checked against their table for n × d data; the solver
         used."""
-        check_parameters(self, Shape(n, d))
-        return _solver_of(self.solver, n, d)
+        return _solver_of(check_parameters(self, Shape(n, d)), n, d)
 
     def fit(self, X, y=None) -> BootstrapEOF:
         """Fit the EOFs and their bootstrap replicates on ``X``.

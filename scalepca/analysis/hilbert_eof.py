@@ -32,8 +32,9 @@ client) and makes the analytic signal strip by strip. Two solvers:
   workers: 16 bytes per value); its eigendecomposition gives the EOFs and every
   eigenvalue; a second pass gives the PCs ``Z V``.
 
-``"auto"`` takes ``"gram"`` when n ≤ d, else ``"covariance"``. Both are exact (LAPACK on
-the client, float64).
+``"auto"`` takes the one of least predicted cost (``scalepca.solvers.choice``; the smaller
+side: ``"gram"`` when n ≤ d, else ``"covariance"``). Both are exact (LAPACK on the
+client, float64).
 
 Examples
 --------
@@ -62,6 +63,7 @@ from ..linalg import passes
 from ..linalg.snapshot import STRIP_BYTES, column_strips
 from ..models._params import Choice, Param, Real, Rule, Shape, check_parameters
 from ..models._saving import SavedModel
+from ..solvers.choice import Problem, resolve_tool
 from . import _prep
 
 __all__ = ["HilbertEOF"]
@@ -129,14 +131,18 @@ def _check_padding(value, name, params, shape):
     return value  # as given: None stays None in get_params, and in a store
 
 
-def _solver_of(solver: str, n: int, d: int) -> str:
-    return solver if solver != "auto" else ("gram" if n <= d else "covariance")
+def _solver_of(params, n: int, d: int) -> str:
+    """``solver`` as it runs on n × d data: ``"auto"`` by the solvers' predicted cost
+    (:func:`scalepca.solvers.choice.resolve_tool`)."""
+    k = params.get("n_components")
+    p = Problem(n, d, k if isinstance(k, int) else None)
+    return resolve_tool("hilbert", params["solver"], p).solver
 
 
 def _check_side(params, shape):
     """The decomposed side (n for ``"gram"``, d for ``"covariance"``) within
     MAX_GRAM_SIDE."""
-    solver = _solver_of(params["solver"], shape.n, shape.d)
+    solver = _solver_of(params, shape.n, shape.d)
     side = shape.n if solver == "gram" else shape.d
     if side > MAX_GRAM_SIDE:
         raise ValueError(
@@ -181,7 +187,8 @@ class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
         ``decay_factor``; 0.05 for very variable series, 0.2 for smooth ones).
     solver : {"auto", "gram", "covariance"}, default="auto"
         ``"gram"``: the n × n Hermitian Gram of the time steps; ``"covariance"``: the d
-        × d Hermitian covariance; ``"auto"``: ``"gram"`` when n ≤ d.
+        × d Hermitian covariance; ``"auto"``: the one of least predicted cost
+        (``"gram"`` when n ≤ d).
 
     Attributes
     ----------
@@ -298,7 +305,7 @@ class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
         ``(padding, solver)`` as used."""
         values = check_parameters(self, Shape(n, d))
         padding = "none" if values["padding"] is None else values["padding"]
-        return padding, _solver_of(self.solver, n, d)
+        return padding, _solver_of(values, n, d)
 
     def fit(self, X, y=None) -> HilbertEOF:
         """Fit on the field ``X`` (time steps as samples).

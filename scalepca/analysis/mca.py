@@ -480,7 +480,7 @@ class MCA(SavedModel, BaseEstimator):
                 scales,
                 k,
                 max_products=budget,
-                tol=float(self.tol),
+                tol=self.tol,
                 rng=rng,
                 exact_total=exact_total,
             )

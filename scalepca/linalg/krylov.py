@@ -341,6 +341,8 @@ def _next_block(Q: np.ndarray, Z: np.ndarray, rng: np.random.Generator) -> np.nd
 def _rayleigh_ritz(Q: np.ndarray, W: np.ndarray, k: int):
     """The top ``k`` Ritz values, vectors and residual norms over the basis ``Q`` (d
     × m, orthonormal) with ``W = A Q``."""
+    # the symmetric case only: the range finder's Rayleigh–Ritz of a rectangular
+    # operator is an SVD (linalg.rangefinder.rayleigh_ritz says why it stays one)
     H = Q.T @ W
     H = (H + H.T) / 2
     m = H.shape[0]

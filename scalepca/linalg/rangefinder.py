@@ -62,6 +62,11 @@ def rayleigh_ritz(Q, Bt: np.ndarray):
     ``Bᵀ = V Σ Wᵀ`` gives ``B = W Σ Vᵀ`` and so ``A ≈ (Q W) Σ Vᵀ``; ``U`` is lazy
     when ``Q`` is.
     """
+    # Not the symmetric Rayleigh–Ritz of linalg.krylov: B is rectangular, and through
+    # a symmetric eigenproblem its small singular values lose their digits (eigh of
+    # B Bᵀ squares them; eigh of the dilation [[0, R], [Rᵀ, 0]] of B's R factor mixes
+    # the ±σ pairs of small σ, their vectors no longer orthonormal): 1e-6 relative
+    # against LAPACK's SVD at σ from 1 to 1e-10, where robust PCA thresholds them.
     V, s, Wt = sla.svd(
         Bt, full_matrices=False, check_finite=False, lapack_driver="gesdd"
     )

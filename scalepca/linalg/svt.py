@@ -288,7 +288,7 @@ def svt(
     tau: float,
     k: int,
     *,
-    method: str = "randomized",
+    full: bool = False,
     n_oversamples: int = 10,
     n_power_iter: int = 1,
     rng: np.random.Generator | None = None,
@@ -303,17 +303,17 @@ def svt(
     """Singular value thresholding ``SVT_τ(A)`` returned as factors, never as a dense
     matrix.
 
-    ``method="randomized"`` computes ``k`` (+ oversampling) triplets with
+    By default it computes ``k`` (+ oversampling) triplets with
     :func:`randomized_partial_svd` and keeps those of the first ``k`` above ``τ``;
     with ``rtol`` it makes sure of the answer instead (:func:`_complete_svt`): every
     value above ``τ`` found, and the thresholded matrix to ``rtol · scale`` in the
     Frobenius norm (``scale`` None: its own norm), in at most ``max_power_iter``
-    power iterations. ``method="full"`` gathers ``A`` on the client and takes a dense
+    power iterations. ``full`` gathers ``A`` on the client and takes a dense
     LAPACK SVD: a reference for small problems only.
     """
     n1, n2 = A.shape
     k = int(max(1, min(k, n1, n2)))
-    if method != "full" and rtol is not None:
+    if not full and rtol is not None:
         return _complete_svt(
             A,
             tau,
@@ -329,7 +329,7 @@ def svt(
             max_power_iter=max_power_iter,
             scale=scale,
         )
-    if method == "full":
+    if full:
         with _ctx(timed, "svt: gather A (full SVD)"):
             (Ad,) = dask.compute(A)
         U, s, Vt = sla.svd(

@@ -33,19 +33,10 @@ import logging
 import dask
 import numpy as np
 
-from .._validation import choose_n_components, is_sparse
-from ..linalg import (
-    column_moments_graph,
-    flip_signs,
-    passes,
-    tsqr_svd_centered,
-)
 from ..linalg.allele_moments import allele_covariance, allele_moments_graph
 from ..linalg.alleles import AlleleScaling, allele_scaling
-from ..linalg.decomp import spectrum_from_moments
 from ..linalg.scaling import ColumnScaling
-from ..preprocessing._genotype import standardized
-from ..solvers.choice import REGISTRY
+from ..solvers.covariance import spectrum
 from ..solvers.wide import Columns
 
 logger = logging.getLogger(__name__)
@@ -62,55 +53,12 @@ class GenotypeFitMixin:
     """The fits of :class:`~scalepca.PCA` with ``standardize="genotype"`` (see the
     module)."""
 
-    def _fit_genotypes(self, X, data, spec, k: int, solver: str, planned: int) -> None:
-        """Fit to allele counts ``X`` (n × d dask array, NaN missing) by
-        ``solver`` in ``planned`` passes."""
-        n, d = X.shape
-        if REGISTRY[solver].run is not None:
-            passes.counter_of(self).plan(planned)
-            logger.info(
-                "%s: fitting %d × %d genotypes (%d row chunks) with %s",
-                type(self).__name__,
-                n,
-                d,
-                X.numblocks[0],
-                solver,
-            )
-            if self.persist and not REGISTRY[solver].once:
-                X = X.persist()
-            return self._fit_wide(X, data, spec, k, solver)
-        if is_sparse(X):
-            raise ValueError(
-                "standardize='genotype' with svd_solver='tsqr' or 'covariance_eigh' "
-                "needs dense blocks; sparse allele counts run the wide solvers "
-                "(svd_solver='randomized', 'snapshot' or 'sketch')"
-            )
-        if solver == "covariance_eigh":
-            passes.counter_of(self).plan(planned)
-            X = X.rechunk({1: -1}) if len(X.chunks[1]) > 1 else X
-            with self._timed_pass("allele moments"):
-                (mom,) = dask.compute(allele_moments_graph(X))
-            return self._fit_genotype_moments(mom, data, spec, k)
-        passes.counter_of(self).plan(planned)
-        with self._timed_pass("allele frequencies"):
-            (mom,) = dask.compute(column_moments_graph(X))
-        stats = self._allele_scaling(mom, n, d, k, data)
-        d_fit = int(stats.keep.sum())
-        mean, scale = stats.mean, stats.scale
-        Z = standardized(self._select_features(X), mean, scale)
-        total = float(stats.ss.sum() / max(n - 1, 1))
-        zero = np.zeros(d_fit)
-        k_fit = k if isinstance(spec, int) else min(n, d_fit)
-        with self._timed_pass("tsqr"):
-            s, Vt = tsqr_svd_centered(Z.rechunk({1: -1}), zero)
-        ev = s**2 / max(n - 1, 1)
-        components = flip_signs(Vt[:k_fit])
-        if not isinstance(spec, int):
-            k = choose_n_components(
-                spec, ev, ev / total if total > 0 else np.zeros_like(ev), n
-            )
-            components = components[:k]
-        self._set_spectrum(n, d_fit, k, mean, ev, components, total)
+    def _allele_moments(self, X) -> dict:
+        """The one pass of ``covariance_eigh`` on allele counts ``X`` (rows chunked,
+        one column chunk): sums that merge by addition."""
+        with self._timed_pass("allele moments"):
+            (mom,) = dask.compute(allele_moments_graph(X))
+        return mom
 
     def _fit_genotype_moments(self, mom: dict, data, spec, k: int) -> None:
         """The ``covariance_eigh`` fit from the allele moments ``mom`` of
@@ -126,14 +74,11 @@ class GenotypeFitMixin:
         first = {"bad": int(mom["bad"]) + int(nanf.sum()), "nan_features": nanf}
         stats = self._allele_scaling(first, n, d, k, data, stats=stats)
         d_fit = int(stats.keep.sum())
-        k_fit = k if isinstance(spec, int) else min(n, d_fit)
-        moments = {"n": n, "mean": np.zeros(d_fit), "m2": cov * max(n - 1, 1)}
-        _, _, ev, components, total = spectrum_from_moments(moments, k_fit)
-        if not isinstance(spec, int):
-            ratio = ev / total if total > 0 else np.zeros_like(ev)
-            k = choose_n_components(spec, ev, ratio, n)
-            components = components[:k]
-        self._set_spectrum(n, d_fit, k, stats.mean, ev, components, total)
+        k_fit = k if isinstance(spec, int) else None
+        m2 = cov * max(n - 1, 1)
+        res = spectrum({"n": n, "mean": np.zeros(d_fit), "m2": m2}, k_fit)
+        moments = {"n": n, "mean": stats.mean, "ss": np.diag(m2)}
+        self._set_solution(n, spec, k, Columns(moments, keep=stats.keep), res)
 
     def _allele_scaling(
         self,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import dask
 import numpy as np
 
 from .._validation import (
@@ -14,20 +13,10 @@ from .._validation import (
     full_rows,
     is_sparse,
 )
-from ..linalg import (
-    column_moments_graph,
-    eigh_descending,
-    feature_scale,
-    flip_signs,
-    moments_graph,
-    passes,
-    tsqr_svd_centered,
-)
+from ..linalg import feature_scale, flip_signs, passes
 from ..linalg.alleles import refuse_partial_calls, strip_scaling
-from ..linalg.decomp import spectrum_from_moments
 from ..linalg.moments import block_groups, float32_relative_error, gram_precision
 from ..linalg.snapshot import holds_whole_columns
-from ..linalg.sparse import scale_columns
 from ..preprocessing._genotype import GENOTYPE
 from ..preprocessing._matrix import MatrixInput
 from ..solvers.choice import (
@@ -40,7 +29,8 @@ from ..solvers.choice import (
     resolve,
     solver_passes,
 )
-from ..solvers.wide import Columns, Start, WideParams
+from ..solvers.covariance import spectrum
+from ..solvers.wide import Columns, SpectralFit, Start, WideParams
 from ._gaussian import LatentGaussianMixin
 from ._genotype_fit import GenotypeFitMixin
 from ._incremental import SpectralMomentUpdate
@@ -52,7 +42,7 @@ logger = logging.getLogger(__name__)
 SOLVERS = ("auto", *REGISTRY)
 
 #: the solvers of wide data: they read the input's 2-D blocks (no d × d matrix anywhere)
-WIDE_SOLVERS = tuple(name for name, solver in REGISTRY.items() if solver.run)
+WIDE_SOLVERS = tuple(name for name, solver in REGISTRY.items() if solver.wide)
 
 #: why a solver that reads the data once refuses genotypes with missing calls
 SKETCH_MISSING_CALLS = (
@@ -236,10 +226,9 @@ class _BaseSpectralPCA(
             )
         return np.asarray(self.mean_) / 2.0
 
-    def _krylov_tol(self) -> float:
-        """The block Krylov solver's stopping tolerance (PCA's ``tol``; PPCA's
-        ``tol`` is EM's, and its closed form runs every pass)."""
-        return 0.0
+    #: the parameter handed to the solvers as their stopping tolerance (None: none,
+    #: the solvers' default; PPCA's ``tol`` is EM's)
+    _solver_tol: str | None = None
 
     def _standardizing_scale(
         self, var_n: np.ndarray, n_features: int, data: MatrixInput | None
@@ -346,63 +335,59 @@ class _BaseSpectralPCA(
         self._record_solver(solver)
         problem = spectral_problem({**p, "n_components": k}, n, d, X)
         planned = solver_passes(solver, problem)
-        if self._genotypes():
-            return self._fit_genotypes(X, data, spec, k, solver, planned)
+        entry = REGISTRY[solver]
         passes.counter_of(self).plan(planned)
-        if solver not in WIDE_SOLVERS and len(X.chunks[1]) > 1:
+        if self._genotypes() and not entry.wide and is_sparse(X):
+            raise ValueError(
+                "standardize='genotype' with svd_solver='tsqr' or 'covariance_eigh' "
+                "needs dense blocks; sparse allele counts run the wide solvers "
+                "(svd_solver='randomized', 'snapshot' or 'sketch')"
+            )
+        if not entry.wide and len(X.chunks[1]) > 1:
             X = full_rows(X)
         logger.info(
-            "%s: fitting %d × %d (%d row chunks) with %s",
+            "%s: fitting %d × %d %s(%d row chunks) with %s",
             type(self).__name__,
             n,
             d,
+            "genotypes " if self._genotypes() else "",
             X.numblocks[0],
             solver,
         )
-        if self.persist and solver not in ("covariance_eigh", "sketch"):
+        if self.persist and planned > 1:
             logger.info(
                 "persisting %.1f MB in %d blocks in cluster memory",
                 X.nbytes / 1e6,
                 X.npartitions,
             )
             X = X.persist()
-        if solver in WIDE_SOLVERS:
-            self._fit_wide(X, data, spec, k, solver)
-            return
-        if solver == "covariance_eigh":
-            with self._timed_pass("moments"):
-                (mom,) = dask.compute(moments_graph(X))
-            self._fit_from_moments(mom, X, data, spec, k)
-            return
-        with self._timed_pass("moments"):
-            (mom,) = dask.compute(column_moments_graph(X))
-        mom, d_fit = self._moments_without_land(mom, n, d, k, data)
-        X = self._select_features(X)
-        mean = mom["mean"]
-        scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit, data)
-        total = float(mom["ss"].sum() / max(n - 1, 1))
-        if scale is not None:  # the solvers see the standardised data, block by block
-            X = scale_columns(X, scale)
-            mean = mean / scale
-            total = float((mom["ss"] / scale**2).sum() / max(n - 1, 1))
-        if not self._zero_center():
-            mean = np.zeros_like(mean)
-        with self._timed_pass("tsqr"):
-            s, Vt = tsqr_svd_centered(X, mean)
-        components = flip_signs(Vt if not isinstance(spec, int) else Vt[:k])
-        if not self._zero_center():
-            self._set_uncentred(
-                n,
-                d_fit,
-                k,
-                s[:k],
-                flip_signs(Vt[:k]),
-                mom["mean"],
-                float(mom["ss"].sum()),
-            )
-            return
-        self._finish_spectrum(
-            n, d_fit, spec, k, mom["mean"], s**2 / max(n - 1, 1), components, total
+        params = self._solver_params(p, k, data)
+        if entry.updates and self._genotypes():
+            return self._fit_genotype_moments(self._allele_moments(X), data, spec, k)
+        if entry.updates:  # the moments are kept for partial_fit
+            first = entry.run.start(X, params)
+            return self._fit_from_moments(first.stats, X, data, spec, k)
+        if entry.once and self._genotypes():
+            # a missing call stops the pass at the first block holding one
+            X = refuse_partial_calls(X, SKETCH_MISSING_CALLS)
+        first = entry.run.start(X, params)
+        cols = self._solver_columns(first, n, d, k, data)
+        if entry.once and not cols.exact:
+            # missing calls seen only in blocks where their SNP had no call at all
+            raise ValueError(SKETCH_MISSING_CALLS)
+        self._set_solution(n, spec, k, cols, entry.run.finish(X, first, cols, params))
+
+    def _solver_params(self, p: dict, k: int, data: MatrixInput) -> WideParams:
+        """The solvers' parameters from the checked parameters ``p``, as given."""
+        spec = p["n_components"]
+        return WideParams(
+            k if isinstance(spec, int) else None,
+            n_oversamples=int(p["n_oversamples"]),
+            n_power_iter=int(p["n_power_iter"]),
+            tol=None if self._solver_tol is None else p[self._solver_tol],
+            random_state=self.random_state,
+            centre=self._zero_center(),
+            standardize=self._strip_standardize(data),
         )
 
     def _fit_from_moments(self, mom: dict, X, data: MatrixInput, spec, k: int) -> None:
@@ -413,27 +398,17 @@ class _BaseSpectralPCA(
         n, d = int(mom["n"]), mom["mean"].shape[0]
         self._moments_ = mom
         self.n_samples_seen_ = n
-        mom, d_fit = self._moments_without_land(mom, n, d, k, data)
-        scale = self._standardizing_scale(np.diag(mom["m2"]) / max(n, 1), d_fit, data)
-        if not self._zero_center():
-            # the uncentred Gram XᵀX = m2 + n μ μᵀ: its eigenvectors are the right
-            # singular vectors of X, its eigenvalues the squared singular values
-            gram = mom["m2"] + n * np.outer(mom["mean"], mom["mean"])
-            s2, V = eigh_descending(gram, k)
-            self._set_uncentred(
-                n,
-                d_fit,
-                k,
-                np.sqrt(np.maximum(s2, 0.0)),
-                flip_signs(V.T),
-                mom["mean"],
-                float(np.trace(mom["m2"])),
-            )
-            return
-        k_fit = k if isinstance(spec, int) else d_fit
-        n, mean, ev, components, total = spectrum_from_moments(mom, k_fit, scale)
-        self._finish_spectrum(n, d_fit, spec, k, mean, ev, components, total)
-        self._note_float32_accuracy(X, float(ev[0]))
+        kept, d_fit = self._moments_without_land(mom, n, d, k, data)
+        ss = np.diag(kept["m2"])
+        scale = self._standardizing_scale(ss / max(n, 1), d_fit, data)
+        cols = Columns(
+            {**kept, "ss": ss}, keep=getattr(self, "_features_kept", None), scale=scale
+        )
+        kk = k if isinstance(spec, int) else None
+        res = spectrum(kept, kk, scale, centre=self._zero_center())
+        self._set_solution(n, spec, k, cols, res)
+        if self._zero_center():
+            self._note_float32_accuracy(X, float(self.explained_variance_[0]))
 
     def _note_float32_accuracy(self, X, lam_max: float) -> None:
         """Log (INFO) the relative accuracy left to the smallest variances of a
@@ -455,50 +430,18 @@ class _BaseSpectralPCA(
                 rel,
             )
 
-    def _finish_spectrum(self, n, d_fit, spec, k, mean, ev, components, total) -> None:
-        """Choose k from the spectrum when ``spec`` asks for it, then the fitted
-        attributes."""
-        if not isinstance(spec, int):
-            ratio = ev / total if total > 0 else np.zeros_like(ev)
-            k = choose_n_components(spec, ev, ratio, n)
-            logger.info(
-                "%s: n_components=%r chose k = %d", type(self).__name__, spec, k
-            )
-            components = components[:k]
-        self._set_spectrum(n, d_fit, k, mean, ev, components, total)
-
-    def _fit_wide(self, X, data: MatrixInput, spec, k: int, solver: str) -> None:
-        """Fit by one of :data:`WIDE_SOLVERS` (:mod:`scalepca.solvers.wide`): its first
-        pass, the columns this model makes of it (:meth:`_wide_columns`), its other
-        passes."""
-        n, d = X.shape
-        centre = self._zero_center()
-        run, once = REGISTRY[solver].run, REGISTRY[solver].once
-        params = WideParams(
-            k if isinstance(spec, int) else None,
-            n_oversamples=int(self.n_oversamples),
-            n_power_iter=int(self.n_power_iter),
-            tol=self._krylov_tol(),
-            random_state=self.random_state,
-            centre=centre,
-            standardize=self._strip_standardize(data),
-        )
-        if once and self._genotypes():
-            # a missing call stops the pass at the first block holding one
-            X = refuse_partial_calls(X, SKETCH_MISSING_CALLS)
-        first = run.start(X, params)
-        cols = self._wide_columns(first, n, d, k, data)
-        if once and not cols.exact:
-            # missing calls seen only in blocks where their SNP had no call at all
-            raise ValueError(SKETCH_MISSING_CALLS)
-        res = run.finish(X, first, cols, params)
+    def _set_solution(
+        self, n: int, spec, k: int, cols: Columns, res: SpectralFit
+    ) -> None:
+        """The fitted attributes from a solver's result ``res`` on the columns
+        ``cols``: k chosen from the spectrum when ``spec`` asks for it."""
         mom, d_fit = cols.moments, cols.d_fit
         if res.residuals is not None:
             self.residual_norms_ = np.asarray(res.residuals[:k]) / max(n - 1, 1)
         if res.error_bound is not None:
             self.error_bound_ = float(res.error_bound) / max(n - 1, 1)
         components = flip_signs(res.vectors.T)
-        if not centre:
+        if not self._zero_center():
             self._set_uncentred(
                 n,
                 d_fit,
@@ -532,8 +475,8 @@ class _BaseSpectralPCA(
         weights = self._standardizing_weights(data)
         return True if weights is None else weights
 
-    def _wide_columns(self, first: Start, n: int, d: int, k: int, data) -> Columns:
-        """What the fit makes of a wide solver's first pass ``first``: all-NaN features
+    def _solver_columns(self, first: Start, n: int, d: int, k: int, data) -> Columns:
+        """What the fit makes of a solver's first pass ``first``: all-NaN features
         (allele counts: monomorphic and uncalled SNPs) left out and recorded, their
         moments and standardising scales (``scale_`` set; on column strips, the scales
         the strips used). ``k`` must fit the features kept."""
@@ -969,8 +912,7 @@ class PCA(_BaseSpectralPCA):
         self.standardize = standardize
         self.zero_center = zero_center
 
-    def _krylov_tol(self) -> float:
-        return float(self.tol)  # checked with the other parameters (_parameters)
+    _solver_tol = "tol"
 
     def _noise_variance(self, n, d, k, ev, total) -> float:
         # scikit-learn's convention: the mean of the min(n, d) − k eigenvalues after the

@@ -777,7 +777,7 @@ class RobustPCA(LinearDecompositionMixin):
             state["A"],
             1.0 / mu,
             sv,
-            method=self.svd,
+            full=self.svd == "full",
             n_oversamples=P.p,
             n_power_iter=self.n_power_iter,
             timed=self._timed_pass,

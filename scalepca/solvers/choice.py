@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import NamedTuple
 
 from ..linalg.kernels import lanczos_top, subspace_top
-from . import randomized, sketch, snapshot
+from . import covariance, randomized, sketch, snapshot, tsqr
 
 #: seconds of one pass's round trip (a ``compute`` of a one-block graph)
 PASS_SECONDS = 0.037
@@ -76,7 +76,8 @@ class Problem:
     standardisation (one more pass for the solvers that need the frequencies first);
     ``split``: several column chunks (the solvers of whole rows regroup them first, an
     all-to-all rechunk costed as one more read); ``updates``: only a solver
-    ``partial_fit`` can update."""
+    ``partial_fit`` can update; ``replicates``: BootstrapEOF's B (one spectrum each
+    beside the fit's)."""
 
     n: int
     d: int
@@ -92,6 +93,7 @@ class Problem:
     n_oversamples: int = 10
     n_power_iter: int = 4
     updates: bool = False
+    replicates: int = 0
 
     @property
     def stored(self) -> float:
@@ -121,8 +123,8 @@ class Solver(NamedTuple):
     priced at the rate of :class:`Rates` for that kernel; ``copies``: the blocks'
     worth of memory a task holds at its peak (the block read and its working
     copies).
-    ``run``: the module that fits a wide solver (``start`` and ``finish``, see
-    :mod:`.wide`); ``once``: it reads the data once (a missing entry cannot be set to
+    ``run``: the module that fits it (``start`` and ``finish``, see :mod:`.wide`);
+    ``once``: it reads the data once (a missing entry cannot be set to
     a centre known only after that read)."""
 
     passes: Callable[[Problem], int]
@@ -193,6 +195,7 @@ REGISTRY = {
             (3.0 if p.genotype else 1.0) * (4.0 if p.sparse else 8.0) * p.d * p.d
         ),
         updates=True,
+        run=covariance,
     ),
     "tsqr": Solver(
         passes=lambda p: 2,
@@ -205,6 +208,7 @@ REGISTRY = {
         cube=lambda p: p.d,
         fits=lambda p: p.d <= AUTO_MAX_GRAM_FEATURES,
         dense=True,
+        run=tsqr,
     ),
     "randomized": Solver(
         passes=krylov_passes,
@@ -326,9 +330,12 @@ def decoded_bytes(p: Problem) -> float:
     return p.stored * (p.itemsize + index)
 
 
-def flop_rate(name: str, p: Problem, rates: Rates = RATES) -> float:
-    """Flops per second of solver ``name``'s kernel on ``p``'s blocks."""
-    product = REGISTRY[name].kernel == "product"
+def flop_rate(
+    name: str, p: Problem, rates: Rates = RATES, table: dict | None = None
+) -> float:
+    """Flops per second of solver ``name``'s kernel (of ``table``, default
+    :data:`REGISTRY`) on ``p``'s blocks."""
+    product = (table or REGISTRY)[name].kernel == "product"
     if p.sparse:
         return (
             rates.sparse_flops_per_second
@@ -364,6 +371,7 @@ def pass_costs(
     cluster: Cluster = MEASURED_CLUSTER,
     tasks: int | None = None,
     stored_bytes: float | None = None,
+    table: dict | None = None,
 ) -> list[PassCost]:
     """The passes solver ``name`` makes on ``p``, each priced on ``cluster``.
 
@@ -377,16 +385,17 @@ def pass_costs(
     store read over the network), and its bytes moved between workers over the hosts'
     links: the partials up the tree of :data:`SPLIT_EVERY`, the client's factor to
     each worker, and the regrouping of split column chunks (a solver of whole rows on
-    split data). Flops are spread evenly over the solver's passes.
+    split data). Flops are spread evenly over the solver's passes. ``table``: the
+    solvers ``name`` is one of (default :data:`REGISTRY`; :data:`TOOL_SOLVERS`).
     """
-    s = REGISTRY[name]
+    s = (table or REGISTRY)[name]
     tasks = max(int(p.blocks if tasks is None else tasks), 1)
     # the workers' share of a pass runs in waves of one task per core: a core's rate
     # times the waves a core runs, over the tasks (1 / (cluster's cores / rates')
     # when the tasks outnumber the cores, the whole work on one core for one task)
     waves = -(-tasks // cluster.cores) * rates.cores / tasks
     n_passes = s.passes(p)
-    compute = s.flops(p) * waves / flop_rate(name, p, rates)
+    compute = s.flops(p) * waves / flop_rate(name, p, rates, table)
     basis = s.basis(p) / rates.dense_flops_per_second  # the client's
     regroup = p.split and not s.wide
     # on one host nothing crosses a link: the bytes are counted, not priced
@@ -445,12 +454,17 @@ def peak_worker_bytes(
 
 
 def predicted_seconds(
-    name: str, p: Problem, rates: Rates = RATES, cluster: Cluster = MEASURED_CLUSTER
+    name: str,
+    p: Problem,
+    rates: Rates = RATES,
+    cluster: Cluster = MEASURED_CLUSTER,
+    table: dict | None = None,
 ) -> float:
-    """The predicted seconds of solver ``name`` on ``p``: its passes
-    (:func:`pass_costs`) and the client's eigendecomposition."""
-    passes = pass_costs(name, p, rates=rates, cluster=cluster)
-    cube = float(REGISTRY[name].cube(p))
+    """The predicted seconds of solver ``name`` (of ``table``, default
+    :data:`REGISTRY`) on ``p``: its passes (:func:`pass_costs`) and the client's
+    eigendecomposition."""
+    passes = pass_costs(name, p, rates=rates, cluster=cluster, table=table)
+    cube = float((table or REGISTRY)[name].cube(p))
     return sum(c.seconds for c in passes) + rates.eigh_seconds_per_cube * cube**3
 
 
@@ -520,6 +534,63 @@ def resolve(svd_solver: str, p: Problem) -> SolverChoice:
     if svd_solver == "auto":
         return choose(p)
     return SolverChoice(svd_solver, "named", {})
+
+
+def _bootstrap_gram_flops(p: Problem) -> float:
+    """The sample Gram, then every replicate's EOFs ``Xcᵀ U Σ⁻¹`` in the second
+    pass."""
+    k = 1 if p.k is None else p.k
+    return _gram_flops(p, p.n, p.d) + 2.0 * p.stored * k * (p.replicates + 1)
+
+
+#: the solvers of the analysis tools whose ``"auto"`` the same model resolves: by
+#: tool, the solvers of its ``solver`` parameter (spectra of B + 1 matrices: the
+#: order of one, times (B + 1)^⅓; complex ones: 4 flops of each real one)
+TOOL_SOLVERS = {
+    "bootstrap": {
+        "gram": Solver(
+            passes=lambda p: 2,
+            flops=_bootstrap_gram_flops,
+            cube=lambda p: (p.replicates + 1) ** (1 / 3) * p.n,
+            partial_bytes=lambda p: 8.0 * p.n * p.n,
+            wide=True,
+        ),
+        "covariance": Solver(
+            passes=lambda p: 1,
+            flops=lambda p: (p.replicates + 1) * _gram_flops(p, p.d, p.n),
+            cube=lambda p: (p.replicates + 1) ** (1 / 3) * p.d,
+            partial_bytes=lambda p: 8.0 * (p.replicates + 1) * p.d * p.d,
+        ),
+    },
+    "hilbert": {
+        "gram": Solver(
+            passes=lambda p: 2,
+            flops=lambda p: 4.0 * (_gram_flops(p, p.n, p.d) + 2.0 * p.stored * p.n),
+            cube=lambda p: 4 ** (1 / 3) * p.n,
+            partial_bytes=lambda p: 16.0 * p.n * p.n,
+            wide=True,
+        ),
+        "covariance": Solver(
+            passes=lambda p: 2,
+            flops=lambda p: 4.0 * (_gram_flops(p, p.d, p.n) + 2.0 * p.stored * p.d),
+            cube=lambda p: 4 ** (1 / 3) * p.d,
+            partial_bytes=lambda p: 16.0 * p.d * p.d,
+        ),
+    },
+}
+
+
+def resolve_tool(tool: str, solver: str, p: Problem) -> SolverChoice:
+    """An analysis tool's ``solver`` as it runs on ``p``: a named one as it is,
+    ``"auto"`` the one of :data:`TOOL_SOLVERS` ``[tool]`` that fits with the least
+    predicted seconds (ties to the first)."""
+    if solver != "auto":
+        return SolverChoice(solver, "named", {})
+    table = TOOL_SOLVERS[tool]
+    runs = [name for name, s in table.items() if s.fits(p)] or list(table)
+    seconds = {name: predicted_seconds(name, p, table=table) for name in runs}
+    best = min(runs, key=lambda name: (seconds[name], runs.index(name)))
+    return SolverChoice(best, f"predicted {seconds[best]:.3g} s", seconds)
 
 
 def describe(svd_solver: str, choice: SolverChoice) -> str:

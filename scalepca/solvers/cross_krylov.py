@@ -47,6 +47,7 @@ from ..linalg import passes
 from ..linalg.cross import aligned_panels, cross_times, moments_and_cross_times
 from ..linalg.krylov import block_krylov_eigh, scaled_start, start_block
 from ..linalg.snapshot import snapshot_gram_graph
+from .wide import krylov_tol
 
 __all__ = ["CrossFit", "CrossStart", "cross_krylov", "cross_start"]
 
@@ -104,7 +105,7 @@ def cross_krylov(
     k: int,
     *,
     max_products: int,
-    tol: float,
+    tol: float | None,
     rng,
     exact_total: bool,
 ) -> CrossFit:
@@ -146,7 +147,7 @@ def cross_krylov(
         AQ0,
         k,
         max_products=max(max_products - spent, 1),
-        tol=tol,
+        tol=krylov_tol(tol),
         rng=rng,
         keep_basis=True,
     )

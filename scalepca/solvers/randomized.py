@@ -40,6 +40,7 @@ from .wide import (
     Start,
     WideParams,
     gram_apply,
+    krylov_tol,
     operator_of_first,
     restricted_probes,
     source,
@@ -107,7 +108,7 @@ def finish(X, first: Start, columns: Columns, params: WideParams) -> SpectralFit
         AV0,
         params.k,
         max_products=params.n_power_iter + 2 - spent,
-        tol=params.tol,
+        tol=krylov_tol(params.tol),
         rng=rng,
     )
     return SpectralFit(
@@ -131,7 +132,7 @@ def _finish_strips(X, first: Start, columns: Columns, params: WideParams):
         KU0,
         params.k,
         max_products=params.n_power_iter + 2,
-        tol=params.tol,
+        tol=krylov_tol(params.tol),
         rng=rng,
     )
     theta = np.maximum(res.values, 0.0)

@@ -41,18 +41,29 @@ from ..linalg.packed import HAVE_KERNEL, PackedRows
 from ..linalg.scaling import ColumnScaling
 from ..linalg.snapshot import snapshot_components
 
-__all__ = ["Columns", "SpectralFit", "Start", "WideParams"]
+__all__ = ["Columns", "SpectralFit", "Start", "WideParams", "krylov_tol"]
+
+#: the block Krylov solvers' stopping tolerance when the estimator gives none: 0,
+#: every product
+DEFAULT_TOL = 0.0
+
+
+def krylov_tol(tol: float | None) -> float:
+    """The stopping tolerance of the block Krylov solvers: ``tol`` as the estimator
+    gave it, :data:`DEFAULT_TOL` for None (the one place the default is chosen)."""
+    return DEFAULT_TOL if tol is None else float(tol)
 
 
 @dataclasses.dataclass(frozen=True)
 class WideParams:
-    """A wide solver's parameters, as the estimator checked them.
+    """A solver's parameters, as the estimator checked them.
 
     ``k``: the eigenpairs wanted (None: every one, the snapshot method's full
     spectrum); ``n_oversamples``: the Krylov block (and the sketch's probes) holds
     ``k + n_oversamples`` columns; ``n_power_iter``: block Krylov makes at most
     ``n_power_iter + 2`` products; ``tol``: it stops at the first product after which
-    every residual is at most ``tol`` times its value (0: every product);
+    every residual is at most ``tol`` times its value (0: every product; None: the
+    solvers' default, :func:`krylov_tol`);
     ``random_state``: the seed of the random draws (as the estimator's); ``centre``:
     the centred Gram (False: the uncentred one); ``standardize``: what column strips
     apply inside their tasks (``standardize`` of
@@ -61,7 +72,7 @@ class WideParams:
     k: int | None
     n_oversamples: int = 10
     n_power_iter: int = 4
-    tol: float = 0.0
+    tol: float | None = None
     random_state: Any = None
     centre: bool = True
     standardize: Any = False
