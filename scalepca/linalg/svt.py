@@ -83,7 +83,9 @@ def graph_constant(x: np.ndarray, chunks) -> da.Array:
     """A small in-memory array (factors, probe blocks: n × l) as a dask array in
     ``chunks``.
 
-    Without a distributed client this is ``da.from_array``. With one, the values go
+    Named at random, not by a hash of the values: each constant is new, and hashing
+    it is a pass over it on the client for nothing. Without a distributed client this
+    is ``da.from_array``. With one, the values go
     to the cluster in pieces, each sent by its own ``persist`` and at most a quarter
     of distributed's large-graph warning threshold, so the graphs that use them carry
     only keys (arrays below a sixteenth of it, of which a graph holds at most three,
@@ -95,12 +97,12 @@ def graph_constant(x: np.ndarray, chunks) -> da.Array:
     x = np.ascontiguousarray(x)
     client = current_client()
     if client is None:
-        return da.from_array(x, chunks=chunks)
+        return da.from_array(x, chunks=chunks, name=False)
     from dask.utils import parse_bytes
 
     limit = max(1, parse_bytes(dask.config.get(LARGE_GRAPH_KEY, "10MB")) // 4)
     if x.nbytes <= limit // 4:  # a few of these fit in any graph of the fit: embed them
-        return da.from_array(x, chunks=chunks)
+        return da.from_array(x, chunks=chunks, name=False)
     axis = int(np.argmax(x.shape))
     line = max(
         1, x.nbytes // max(1, x.shape[axis])
