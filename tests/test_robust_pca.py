@@ -996,3 +996,56 @@ def test_svt_residual_test_bounds_the_thresholded_error(rng):
     )
     assert (sure.rank, sure.n_power, sure.n_residual) == (10, 0, 1)
     assert passes == ["svt: A Ω", "svt: Aᵀ Q", "svt: A V"]
+
+
+def test_svt_with_rtol_takes_no_residual_pass_when_nothing_is_kept(rng):
+    """When no estimate clears the threshold the thresholded matrix is zero whatever
+    the residual, so the call ends after ``A Ω`` and ``Aᵀ Q`` without the residual's
+    ``A V``; the result is the dense SVT's (zero)."""
+    n1, n2 = 300, 200
+    Uo, _ = np.linalg.qr(rng.standard_normal((n1, n2)))
+    Vo, _ = np.linalg.qr(rng.standard_normal((n2, n2)))
+    s = 0.9 * 0.97 ** np.arange(n2)  # all below τ = 1
+    A = (Uo * s) @ Vo.T
+    passes = []
+
+    @contextlib.contextmanager
+    def timed(label):
+        passes.append(label)
+        yield
+
+    sure = svt_mod.svt(
+        da.from_array(A, chunks=(100, 100)),
+        1.0,
+        5,
+        rng=np.random.default_rng(1),
+        rtol=1e-10,
+        scale=1.0,
+        timed=timed,
+    )
+    dense = svt_mod.svt(da.from_array(A, chunks=(100, 100)), 1.0, 5, method="full")
+    assert sure.rank == dense.rank == 0 and sure.n_residual == 0
+    assert passes == ["svt: A Ω", "svt: Aᵀ Q"]
+
+
+def test_svt_of_a_square_matrix_grows_from_the_left_gram_matrix(rng):
+    """A square matrix's Gram matrices are equally large; the left one's eigenvectors
+    are the first range itself, so the growth from it takes no pass beyond the Gram
+    (``n_gram`` 0, where the right one's probe ``A Ω`` costs one), and the result is
+    the dense SVT's."""
+    n = 400
+    A = rng.standard_normal((n, n))
+    Uo, so, Vto = np.linalg.svd(A)
+    tau = float(np.quantile(so, 0.7))  # 30 % of the values above it
+    keep = so > tau
+    exact = (Uo[:, keep] * (so[keep] - tau)) @ Vto[keep]
+    sure = svt_mod.svt(
+        da.from_array(A, chunks=(100, 100)),
+        tau,
+        10,
+        rng=np.random.default_rng(0),
+        rtol=1e-10,
+    )
+    assert sure.rank == int(keep.sum()) and sure.n_gram == 0 and sure.n_restarts >= 1
+    np.testing.assert_allclose(sure.s, so[keep] - tau, rtol=1e-9)
+    assert rel((sure.U * sure.s) @ sure.Vt, exact) <= 1e-9

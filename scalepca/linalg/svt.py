@@ -83,7 +83,9 @@ def graph_constant(x: np.ndarray, chunks) -> da.Array:
     """A small in-memory array (factors, probe blocks: n × l) as a dask array in
     ``chunks``.
 
-    Without a distributed client this is ``da.from_array``. With one, the values go
+    Named at random, not by a hash of the values: each constant is new, and hashing
+    it is a pass over it on the client for nothing. Without a distributed client this
+    is ``da.from_array``. With one, the values go
     to the cluster in pieces, each sent by its own ``persist`` and at most a quarter
     of distributed's large-graph warning threshold, so the graphs that use them carry
     only keys (arrays below a sixteenth of it, of which a graph holds at most three,
@@ -95,12 +97,12 @@ def graph_constant(x: np.ndarray, chunks) -> da.Array:
     x = np.ascontiguousarray(x)
     client = current_client()
     if client is None:
-        return da.from_array(x, chunks=chunks)
+        return da.from_array(x, chunks=chunks, name=False)
     from dask.utils import parse_bytes
 
     limit = max(1, parse_bytes(dask.config.get(LARGE_GRAPH_KEY, "10MB")) // 4)
     if x.nbytes <= limit // 4:  # a few of these fit in any graph of the fit: embed them
-        return da.from_array(x, chunks=chunks)
+        return da.from_array(x, chunks=chunks, name=False)
     axis = int(np.argmax(x.shape))
     line = max(
         1, x.nbytes // max(1, x.shape[axis])
@@ -414,7 +416,8 @@ def _complete_svt(
 
     Passes over ``A``: 1 for ``A Ω`` (0 with ``first_product``) and 1 for ``Aᵀ Q``,
     then 2 per power iteration and 1 for the last estimate's residual when that test
-    ended it (``n_residual``); a growth starts again with a new ``A Ω`` (2 passes), a
+    ended it (``n_residual``; none when no value is kept: the thresholded matrix is
+    then zero); a growth starts again with a new ``A Ω`` (2 passes), a
     growth from ``AᵀA`` takes one more (``n_gram``).
     """
     n1, n2 = A.shape
@@ -449,6 +452,8 @@ def _complete_svt(
             and prev is not None
             and _factor_distance(prev, now) <= bound
         ):
+            break
+        if keep == 0:  # nothing kept: the thresholded matrix is zero, exactly
             break
         # A V, the next power iteration's first product, bounds the error at once
         residual = np.linalg.norm(AV()[:, :keep] - U[:, :keep] * s[:keep])
@@ -494,22 +499,23 @@ GROWTH = 0.05
 def _gram_start(A: da.Array, tau: float, n_oversamples: int, timed):
     """Ritz estimates started from the eigenvectors of the small side's Gram matrix.
 
-    ``AᵀA`` (or ``AAᵀ`` when ``A`` is wide) is reduced blockwise on the cluster and
-    decomposed on the client; its eigenvalues count the singular values above ``τ`` and
-    its leading eigenvectors span the block. Squaring loses the small singular values
-    (to ``ε σ₁²`` absolutely), so these only start the subspace iteration, which then
-    makes sure as from any probe block. Passes over ``A``: the Gram, then (tall ``A``)
-    the first ``A Ω``; a wide ``A``'s eigenvectors are the first range itself.
+    ``AᵀA`` (or ``AAᵀ`` when ``A`` is wide or square) is reduced blockwise on the
+    cluster and decomposed on the client; its eigenvalues count the singular values
+    above ``τ`` and its leading eigenvectors span the block. Squaring loses the small
+    singular values (to ``ε σ₁²`` absolutely), so these only start the subspace
+    iteration, which then makes sure as from any probe block. Passes over ``A``: the
+    Gram, then (tall ``A``) the first ``A Ω``; the left eigenvectors of a wide or
+    square ``A`` are the first range itself (so a square ``A`` takes the left side).
     """
     n1, n2 = A.shape
     n_max = min(n1, n2)
     with _ctx(timed, "svt: Gram"):
-        (G,) = dask.compute(A.T @ A if n2 <= n1 else A @ A.T)
+        (G,) = dask.compute(A.T @ A if n2 < n1 else A @ A.T)
     w, vecs = sla.eigh(G, check_finite=False, driver="evd")
     above = int(np.count_nonzero(w > tau * tau))
     k = int(min(above + 1, n_max))
     basis = np.ascontiguousarray(vecs[:, ::-1][:, : int(min(k + n_oversamples, n_max))])
-    if n2 <= n1:  # the right vectors probe: one pass more than a growth's two
+    if n2 < n1:  # the right vectors probe: one pass more than a growth's two
         return k, ritz_estimates(A, basis, timed=timed), 1
     return k, ritz_estimates(A, None, timed=timed, first_product=basis), 0
 
