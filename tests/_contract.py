@@ -562,23 +562,21 @@ INPUT_KINDS = [
     ),
     InputKind("netcdf", _netcdf, FIELD, path=True, grid=True),
     InputKind("anndata-zarr", _anndata_zarr, path=True, sample_names=True),
-    InputKind(
-        "plink-bed",
-        _plink_bed,
-        dict(dtype="float64"),
-        path=True,
-        genotypes=True,
-        also_as=("plink-bed-list",),
-    ),
-    # the same genotypes as a list of .bed files read as one matrix (their samples
-    # appended): every cell equals the single .bed's
-    InputKind(
-        "plink-bed-list",
-        _plink_bed_list,
-        dict(dtype="float64"),
-        path=True,
-        genotypes=True,
-        also_as=("plink-bed",),
+    *(
+        InputKind(
+            name,
+            make,
+            dict(dtype="float64"),
+            path=True,
+            genotypes=True,
+            also_as=(other,),
+        )
+        for name, make, other in (
+            ("plink-bed", _plink_bed, "plink-bed-list"),
+            # the same genotypes as a list of .bed files read as one matrix (their
+            # samples appended): every cell equals the single .bed's
+            ("plink-bed-list", _plink_bed_list, "plink-bed"),
+        )
     ),
 ]
 
