@@ -596,7 +596,8 @@ _RUN_EXAMPLES = """examples:
 _TRANSFORM_EXAMPLES = """examples:
   scalepca transform out/model.zarr new.zarr --out new_scores.zarr
   scalepca transform out/model.zarr sst.nc --variable sst --out eofs.zarr --n-workers 4
-  scalepca transform out/mca/model.zarr winters.nc --out mca.zarr   # both fields by name"""
+  scalepca transform out/mca/model.zarr winters.nc --out mca.zarr   # both fields by name
+  scalepca transform out/model.zarr batch1.bed batch2.bed --out scores.zarr --plink"""
 _INFO_EXAMPLES = """examples:
   scalepca info out/model.zarr
   scalepca info s3://bucket/data.zarr --storage-options '{"anon": true}'"""
