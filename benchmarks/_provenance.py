@@ -164,6 +164,7 @@ DEPENDS = {
     "genotypes_passes_10000x40000": _GENOTYPES,
     "genotypes_peers_4000x20000_randomized": _GENOTYPES,
     "genotypes_peers_4000x20000_slow": _GENOTYPES,
+    "genotypes_peers_10000x40000": _GENOTYPES,
     "multihost": ["benchmarks/multihost.py", *_PCA, *_WIDE_SOLVERS],
     "onepass_breakdown": [
         "benchmarks/onepass_breakdown.py",

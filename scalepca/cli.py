@@ -201,7 +201,7 @@ def cmd_transform(args) -> int:
     from .persistence.loading import load
 
     so = _json_arg(args.storage_options, "--storage-options")
-    model, data, out = _abs(args.model), _abs(args.data), _abs(args.out)
+    model, data, out = _abs(args.model), _transform_data_arg(args.data), _abs(args.out)
     # where the scores go, then the model and the data's metadata: mistakes fail before
     # a cluster starts
     problem = transform_output_problem(
@@ -237,7 +237,7 @@ def cmd_transform(args) -> int:
             storage_options=so,
             overwrite=args.overwrite,
             flag="--overwrite",
-            inputs=[("the model", model), ("the data", data)],
+            inputs=[("the model", model), *_named_data(data)],
             attrs=attrs,
         )
         args.written.append(out)  # each store once complete: an interrupt says which
@@ -252,7 +252,25 @@ def cmd_transform(args) -> int:
     return EXIT_OK
 
 
-def _plink_target(args, est, out: str, data: str) -> str:
+def _transform_data_arg(paths: list[str]):
+    """``transform``'s DATA: one path, or a list of .bed paths read as one matrix
+    (anything else in a list is refused by name, before a cluster starts)."""
+    if len(paths) == 1:
+        return _abs(paths[0])
+    from .io._bed_cohorts import check_bed_list
+
+    try:
+        return [_abs(p) for p in check_bed_list(paths)]
+    except ValueError as err:
+        raise UserError(f"DATA: {err}") from None
+
+
+def _named_data(data) -> list[tuple[str, str]]:
+    """``("the data", path)`` for each path of ``transform``'s DATA."""
+    return [("the data", p) for p in (data if isinstance(data, list) else [data])]
+
+
+def _plink_target(args, est, out: str, data) -> str:
     """The prefix of ``transform --plink``'s files (``--out`` without ``.zarr``),
     after what stops them is refused: data that are not a .bed, a model that does not
     fit PLINK's PCA, the files' places."""
@@ -567,7 +585,8 @@ _RUN_EXAMPLES = """examples:
 _TRANSFORM_EXAMPLES = """examples:
   scalepca transform out/model.zarr new.zarr --out new_scores.zarr
   scalepca transform out/model.zarr sst.nc --variable sst --out eofs.zarr --n-workers 4
-  scalepca transform out/mca/model.zarr winters.nc --out mca.zarr   # both fields by name"""
+  scalepca transform out/mca/model.zarr winters.nc --out mca.zarr   # both fields by name
+  scalepca transform out/model.zarr batch1.bed batch2.bed --out scores.zarr --plink"""
 _INFO_EXAMPLES = """examples:
   scalepca info out/model.zarr
   scalepca info s3://bucket/data.zarr --storage-options '{"anon": true}'"""
@@ -714,7 +733,12 @@ def _add_transform(sub) -> None:
         sub, "transform", "scores of DATA under a saved model", _TRANSFORM_EXAMPLES
     )
     t.add_argument("model", help="model store written by run or save()")
-    t.add_argument("data", help="zarr or NetCDF store path or URL")
+    t.add_argument(
+        "data",
+        nargs="+",
+        help="zarr or NetCDF store path or URL; PLINK .bed files: one, or several "
+        "read as one matrix (their samples appended, as a list in data.path)",
+    )
     t.add_argument(
         "--out",
         required=True,

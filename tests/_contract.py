@@ -450,6 +450,30 @@ def _plink_bed(X, tmp):
     return str(path)
 
 
+#: the sizes of the first batches of the list of .bed files (the last holds the rest):
+#: unequal, their boundaries (rows 25 and 44) inside chunks of dask-chunks (7 rows)
+BED_BATCHES = (25, 19)
+
+
+def _plink_bed_list(X, tmp):
+    """The rows as three .bed files (a cohort genotyped in batches), each with its own
+    samples' ids; ``open_matrix`` reads the list as one matrix."""
+    import bed_reader
+
+    paths, start = [], 0
+    for i, stop in enumerate([*np.cumsum(BED_BATCHES), len(X)]):
+        path = tmp / f"batch{i}.bed"
+        ids = [f"s{j}" for j in range(start, stop)]
+        bed_reader.to_bed(
+            path,
+            np.ascontiguousarray(X[start:stop], dtype=np.float64),
+            properties={"fid": [f"f{i}"] * len(ids), "iid": ids},
+        )
+        paths.append(str(path))
+        start = stop
+    return paths
+
+
 def _lon_major() -> tuple:
     return tuple(np.arange(N_FEATURES).reshape(len(LAT), len(LON)).T.ravel())
 
@@ -538,10 +562,26 @@ INPUT_KINDS = [
     ),
     InputKind("netcdf", _netcdf, FIELD, path=True, grid=True),
     InputKind("anndata-zarr", _anndata_zarr, path=True, sample_names=True),
-    InputKind(
-        "plink-bed", _plink_bed, dict(dtype="float64"), path=True, genotypes=True
+    *(
+        InputKind(
+            name,
+            make,
+            dict(dtype="float64"),
+            path=True,
+            genotypes=True,
+            also_as=(other,),
+        )
+        for name, make, other in (
+            ("plink-bed", _plink_bed, "plink-bed-list"),
+            # the same genotypes as a list of .bed files read as one matrix (their
+            # samples appended): every cell equals the single .bed's
+            ("plink-bed-list", _plink_bed_list, "plink-bed"),
+        )
     ),
 ]
+
+#: the PLINK kinds: one .bed, a list of them
+BED_KINDS = "plink-bed|plink-bed-list"
 
 
 # -- preprocessing options -------------------------------------------------------------
@@ -814,7 +854,7 @@ EXPECTATIONS = [
     ),
     Rule(
         "*",
-        "pandas|dask-dataframe|zarr-*|netcdf|plink-bed",
+        "pandas|dask-dataframe|zarr-*|netcdf|" + BED_KINDS,
         "*",
         "pp.pca|pp.pca-masks",
         Refused(
@@ -1215,7 +1255,7 @@ EXPECTATIONS = [
     ),
     Rule(
         "*",
-        "plink-bed",
+        BED_KINDS,
         "float32*",
         "*",
         NotApplicable(
@@ -1225,7 +1265,7 @@ EXPECTATIONS = [
     ),
     Rule(
         "*",
-        "plink-bed",
+        BED_KINDS,
         "weights-*|weights+*|standardize+weights-*",
         "*",
         Refused(
@@ -1527,7 +1567,7 @@ EXTRA_CELLS = [
     # the genotype map inside the wide solvers' per-block products: a .bed, CSR blocks
     (
         "PCA-randomized*|PCA-snapshot|PCA-sketch",
-        "plink-bed|scipy-csr|dask-csr",
+        BED_KINDS + "|scipy-csr|dask-csr",
         "standardize=genotype",
         "transform|save-load>transform",
     ),
@@ -1588,7 +1628,7 @@ EXTRA_CELLS = [
     ("PPCA-em", "numpy|dask-chunks|xarray-field", "missing", "transform-nan"),
     (
         "PCA-randomized|PCA-snapshot",
-        "plink-bed|dask-chunks",
+        BED_KINDS + "|dask-chunks",
         "standardize=genotype",
         "transform-nan",
     ),

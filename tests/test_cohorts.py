@@ -321,6 +321,33 @@ def test_validate_refuses_a_list_of_other_files(tmp_path, capsys):
     assert ".bed files only" in capsys.readouterr().err
 
 
+def test_transform_cli_takes_a_list_of_beds(cohorts, tmp_path, capsys):
+    """``scalepca transform MODEL a.bed b.bed`` scores the list as one matrix (the
+    samples of both files, PLINK's .eigenvec with their ids); a list holding another
+    kind of store is refused by name before a cluster starts."""
+    import xarray as xr
+
+    paths, X = cohorts
+    paths = [str(p) for p in paths]
+    assert main(["run", _config(tmp_path, paths[0]), "--quiet"]) == EXIT_OK
+    model = str(tmp_path / "out" / "model.zarr")
+    out = str(tmp_path / "both.zarr")
+    args = ["--out", out, "--plink", "--no-progress", "--no-processes", "-q"]
+    assert main(["transform", model, *paths, *args]) == EXIT_OK
+    got = xr.open_zarr(out)["scores"]
+    fitted = scalepca.load(model)
+    expected = fitted.transform(scalepca.open_matrix(paths, dtype="float64")).values
+    np.testing.assert_allclose(got.values, expected, rtol=1e-12, atol=1e-12)
+    lines = (tmp_path / "both.eigenvec").read_text().splitlines()
+    ids = [line.split()[1] for line in lines if not line.startswith("#")]
+    assert ids[0] == "a0" and ids[-1] == "b99" and len(ids) == len(X)
+    capsys.readouterr()
+    other = ["--out", str(tmp_path / "x.zarr"), "-q"]
+    code = main(["transform", model, paths[0], str(tmp_path / "new.zarr"), *other])
+    assert code == EXIT_USER_ERROR
+    assert "is not a .bed file" in capsys.readouterr().err
+
+
 # -- missing calls by EM on a .bed, end to end (issue 49 item 5) ---
 def test_ppca_em_on_a_bed_in_python_in_a_config_and_by_transform(tmp_path):
     """The .bed's missing calls reach EM as NaN (never mean-imputed on the way): the fit

@@ -816,7 +816,12 @@ class Cell:
             other = C._KINDS[name]
             folder = self.tmp / f"as-{name}"
             folder.mkdir(exist_ok=True)
-            yield other, self.call(other.make, X, folder)
+            held = self.call(other.make, X, folder)
+            if other.path:  # a store is opened as its own cells open it
+                import scalepca
+
+                held = self.call(scalepca.open_matrix, held, **other.open_kwargs)
+            yield other, held
 
     def components(self, model):
         return self._canonical_components(model.components_)
@@ -1272,7 +1277,7 @@ class Cell:
             [
                 "transform",
                 str(self.tmp / "model.zarr"),
-                str(raw),
+                *(map(str, raw) if isinstance(raw, list) else [str(raw)]),
                 "--out",
                 str(out),
                 "--no-progress",

@@ -162,12 +162,16 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
 
 
 def transform_output_problem(
-    out: str, *, model: str, data: str, overwrite: bool, storage_options=None
+    out: str, *, model: str, data, overwrite: bool, storage_options=None
 ) -> str | None:
     """Why ``scalepca transform`` cannot write its scores at ``out`` (``--out``), or
-    None."""
+    None. ``data``: a path, or a list of them (PLINK .bed files read as one)."""
+    datas = data if isinstance(data, list) else [data]
     try:
-        check_apart([("--out", out)], [("the model", model), ("the data", data)])
+        check_apart(
+            [("--out", out)],
+            [("the model", model), *(("the data", p) for p in datas)],
+        )
         problem = write_problem(out, storage_options)
         if problem:
             return f"--out {problem}"

@@ -84,6 +84,21 @@ class BedReader(Reader):
     def describe(self, path, *, storage_options=None, verbose=False) -> list[str]:
         from ...io._bed import check_bed
 
+        if isinstance(path, (list, tuple)):  # one matrix, the files' samples appended
+            from ...io._bed_cohorts import check_bed_list, check_same_snps
+
+            paths = check_bed_list(path)
+            shapes = [check_bed(p) for p in paths]
+            check_same_snps(paths)
+            return [
+                f"PLINK .bed files {', '.join(paths)}: {sum(n for n, _ in shapes)} "
+                f"samples × {shapes[0][1]} SNPs (allele counts, 2 bits each), read "
+                "as one matrix",
+                *(
+                    f"  {p}: {n} samples"
+                    for p, (n, _) in zip(paths, shapes, strict=True)
+                ),
+            ]
         n, d = check_bed(path)
         return [
             f"PLINK .bed {os.fspath(path)}: {n} samples × "
