@@ -24,6 +24,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 _PCA = [
     "scalepca/models/pca.py",
+    "scalepca/solvers/covariance.py",
+    "scalepca/solvers/tsqr.py",
     "scalepca/linalg/moments.py",
     "scalepca/linalg/krylov.py",
     "scalepca/linalg/decomp.py",
@@ -100,6 +102,7 @@ DEPENDS = {
     "pca_floor": [
         "benchmarks/pca.py",
         "scalepca/models/pca.py",
+        "scalepca/solvers/covariance.py",
         "scalepca/linalg/moments.py",
         "scalepca/linalg/passes.py",
     ],
@@ -175,6 +178,7 @@ DEPENDS = {
     "pca_floor_zstd_f64": [
         "benchmarks/pca.py",
         "scalepca/models/pca.py",
+        "scalepca/solvers/covariance.py",
         "scalepca/linalg/moments.py",
         "scalepca/linalg/passes.py",
     ],
@@ -182,6 +186,8 @@ DEPENDS = {
         "benchmarks/scheduler.py",
         "scalepca/linalg/moments.py",
         "scalepca/linalg/passes.py",
+        "scalepca/io/_coalesce.py",
+        "scalepca/solvers/choice.py",
     ],
     "solver_auto": [
         "benchmarks/solver_auto.py",
