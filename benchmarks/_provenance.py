@@ -212,7 +212,6 @@ KNOWN_STALE = {
     "plan_accuracy",
     "pca_floor_zstd_f64",
     "scheduler",
-    "solver_auto",
     # earlier rounds
     "chunks",
     "climate",
