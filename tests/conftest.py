@@ -15,6 +15,22 @@ from .support.counting import ComputeCounter, ReadCounter, counted_dask  # noqa:
 from .support.processes import free_ports
 
 
+@pytest.fixture(autouse=True)
+def _dask_scheduler_setting_kept():
+    """Each test leaves dask's ``scheduler`` setting as it found it. A client left as
+    the default (two defaults closed out of order, say) made every later test of its
+    process fail with "no Client active", far from the cause: this fails the test that
+    left it, and restores it for the next."""
+    before = dask.config.get("scheduler", None)
+    yield
+    after = dask.config.get("scheduler", None)
+    if after != before:
+        dask.config.set(scheduler=before)
+        pytest.fail(
+            f"the test left dask's scheduler setting at {after!r}, not {before!r}"
+        )
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -1023,7 +1023,7 @@ def test_svt_with_rtol_takes_no_residual_pass_when_nothing_is_kept(rng):
         scale=1.0,
         timed=timed,
     )
-    dense = svt_mod.svt(da.from_array(A, chunks=(100, 100)), 1.0, 5, method="full")
+    dense = svt_mod.svt(da.from_array(A, chunks=(100, 100)), 1.0, 5, full=True)
     assert sure.rank == dense.rank == 0 and sure.n_residual == 0
     assert passes == ["svt: A Ω", "svt: Aᵀ Q"]
 

@@ -326,7 +326,11 @@ def test_store_back_after_an_outage(cluster, tall, tmp_path, capsys):
 
     def outage():
         try:
-            with Client(cluster.scheduler_address, timeout=60) as client:
+            # not the default client: the run's own is, and two defaults closed out
+            # of order would leave dask's scheduler setting behind
+            with Client(
+                cluster.scheduler_address, timeout=60, set_as_default=False
+            ) as client:
                 while not done.is_set() and not any(client.has_what().values()):
                     time.sleep(0.02)  # until a first block has been read
                 if done.is_set():

@@ -1089,7 +1089,8 @@ class EOFMixin:
             ``data.data``.
         """
         self._check_fitted()
-        return self._project(X, P, unknown_rows=True, center=center, what=what)
+        # rows paired with other data must be counted (a dask DataFrame's are not)
+        return self._project(X, P, center=center, what=what)
 
     def project(self, X, P: np.ndarray, *, center: bool = True):
         """Projections of the rows of ``X`` on a map ``P`` of the features, lazily.
@@ -1125,7 +1126,8 @@ class EOFMixin:
         >>> bool(np.allclose(Z, pca.transform(X)))
         True
         """
-        data, Z = self.project_rows(X, P, center=center)
+        self._check_fitted()
+        data, Z = self._project(X, P, unknown_rows=True, center=center)
         return data.wrap_samples(Z)
 
     def reconstruct(self, X, components=None, *, with_mean: bool = False):
