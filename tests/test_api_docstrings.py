@@ -236,6 +236,22 @@ def _api_objects():
                     yield f"{name}.{member}", func
 
 
+#: a parameter's entry, its name line included, in at most this many lines (as
+#: scikit-learn's): what a user needs to choose; the discussion is the user guide's
+MAX_PARAMETER_LINES = 15
+
+
+def test_every_parameter_is_described_in_at_most_15_lines():
+    long = []
+    for name, obj in _api_objects():
+        doc = NumpyDocString(inspect.getdoc(obj) or "")
+        for entry in [*doc["Parameters"], *doc["Other Parameters"]]:
+            lines = 1 + len("\n".join(entry.desc).strip().splitlines())
+            if lines > MAX_PARAMETER_LINES:
+                long.append(f"{name}({entry.name}): {lines} lines")
+    assert not long, long
+
+
 def _examples():
     finder = doctest.DocTestFinder(recurse=False)
     found = {}

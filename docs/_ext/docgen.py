@@ -111,9 +111,10 @@ _ROLE = re.compile(r":(?:py:)?(class|func|meth|mod|data|attr|exc|obj):`([^`]+)`"
 
 def _rst_to_md(text: str) -> str:
     """Docstring fragments in reST as MyST: ``literal`` → `literal`, :class:`X` →
-    {py:class}`X`, :math:`x` → {math}`x` (a role left in reST would show as raw
-    text)."""
+    {py:class}`X`, :doc:`p` → {doc}`p`, :math:`x` → {math}`x` (a role left in reST
+    would show as raw text)."""
     text = _ROLE.sub(lambda m: f"{{py:{m.group(1)}}}`{m.group(2)}`", text)
+    text = re.sub(r":doc:`([^`]+)`", r"{doc}`\1`", text)  # a link to a guide page
     # formulas: {math} roles; a table cell cannot hold "|", so norms are written \Vert,
     # \vert
     text = re.sub(

@@ -586,30 +586,16 @@ class PCA(_BaseSpectralPCA):
         leading few only and refuse these forms before reading the data).
         ``n_components_`` holds the k chosen.
     svd_solver : {"auto", "covariance_eigh", "tsqr", "randomized", "snapshot", "sketch"}
-        Default ``"auto"``. ``"covariance_eigh"``: one pass computing per-chunk count,
-        mean and centred Gram, merged pairwise (Chan et al.), then ``eigh`` of the
-        :math:`d \times d` covariance on the client. ``"tsqr"``: the moments pass for
-        the mean, then a second pass of direct TSQR of the centred data; singular values
-        to full precision (the covariance route squares the condition number, so
-        eigenvalues below :math:`\sim 10^{-8} \lambda_{\max}` lose digits).
-        ``"randomized"``: block Krylov (block Lanczos with full reorthogonalisation and
-        Rayleigh–Ritz over the whole basis) on the centred Gram operator, one pass over
-        the data per product, the mean gathered in the first; for wide data whose d × d
-        Gram does not fit (2-D blocks are read as row panels; nothing of size d²
-        anywhere). On column strips (one row chunk, several column chunks: a field
-        chunked along space) it runs on the n × n sample Gram instead, each strip
-        centred in its own task (no rechunk), and one more pass gives the axes.
-        ``"snapshot"``: the n × n Gram of the centred samples in one pass over column
-        strips, ``eigh`` on the client, one more pass for the axes — exact in two passes
-        when n ≪ d. ``"sketch"``: one pass, a Nyström approximation of the centred Gram
-        with an estimate of its error; less accurate (see Notes), for data that can be
-        read only once. ``"auto"``: the solver of least predicted time among
-        ``"covariance_eigh"`` (up to 4096 features), ``"tsqr"`` (dense, up to 4096
-        features), ``"snapshot"`` (up to 4096 samples) and ``"randomized"``, from the
-        shape, block kind, ``n_components`` and the cost of a pass
-        (``scalepca.solvers.choice``; figures in ``docs/benchmarks.md``); a float or
-        ``"mle"`` ``n_components`` takes a solver of the whole spectrum. ``solver_``
-        records the choice.
+        Default ``"auto"``. ``"covariance_eigh"``: exact, one pass, the :math:`d \times
+        d` covariance decomposed on the client (up to a few thousand features).
+        ``"tsqr"``: exact, two passes, singular values to full precision (eigenvalues
+        below :math:`\sim 10^{-8} \lambda_{\max}` that matter). ``"randomized"``: block
+        Krylov for wide data, one pass per product, ``tol`` and ``residual_norms_``.
+        ``"snapshot"``: exact in two passes when n ≪ d. ``"sketch"``: one pass, less
+        accurate, for data that can be read only once. ``"auto"``: the solver of least
+        predicted time from the shape, block kind and ``n_components``; ``solver_``
+        records the choice. How each works and what it costs: :doc:`/guide/pca` and
+        :doc:`/guide/choosing`.
     whiten : bool, default=False
         Scale scores to unit variance.
     n_oversamples : int, default=10
@@ -634,39 +620,17 @@ class PCA(_BaseSpectralPCA):
         re-read costs one full read of the store); harmful when it does not (workers
         spill to disk).
     standardize : bool or "genotype", default=False
-        ``True``: PCA of the correlation matrix: each feature is divided by its standard
-        deviation (denominator n, as scikit-learn's ``StandardScaler``) after centring,
-        so the result equals ``make_pipeline(StandardScaler(), PCA())``. The standard
-        deviations come from the moments pass every solver makes anyway (no extra pass):
-        ``covariance_eigh`` scales the centred Gram by :math:`1/(\sigma_i \sigma_j)` on
-        the client, ``tsqr`` and ``randomized`` divide each block by its features'
-        :math:`\sigma` as they read it. A feature constant to rounding
-        (:math:`\sigma \le 10^{-12} \max \sigma`) keeps scale 1, as in
-        ``StandardScaler``: it stays centred, unscaled. On a matrix ``open_matrix``
-        weighted (``weights=...``) each feature is standardised in the data's own units
-        first and weighted after, :math:`(x - \bar x) / \sigma \cdot w` (xeofs'
-        ``standardize=True`` with ``use_coslat``, and
-        :class:`~scalepca.analysis.mca.MCA`'s order): the weights stay in the fit. The
-        EOF tools (:mod:`scalepca.analysis.eof`) project the standardised data as
-        ``transform`` does; their covariance maps stay in the field's own units (cov(pc,
-        field)). ``"genotype"``: allele counts (0, 1, 2; NaN a missing call, e.g. a
-        PLINK ``.bed`` opened by :func:`scalepca.open_matrix`), each SNP centred by
-        twice its allele frequency :math:`p` and divided by :math:`\sqrt{2p(1-p)}`, a
-        missing call set to the mean (0 once centred), as in Patterson, Price & Reich
-        (2006); SNPs with ``p`` 0 or 1 (monomorphic) or without any call are left out of
-        the fit (NaN in ``mean_``, ``scale_``, ``components_``; ``n_monomorphic_``
-        counts the former). ``p`` comes from the moments pass (no extra pass with
-        ``randomized``, ``snapshot``, ``sketch`` or ``tsqr``; ``covariance_eigh`` reads
-        sums of the raw counts once, which ``partial_fit`` merges with a new cohort's);
-        the model keeps ``mean_ = 2p`` (``allele_frequency_``) and ``scale_`` and
-        repeats the step in ``transform``, after ``save``/``load`` too. The wide solvers
-        (block Krylov with ``tol``, ``snapshot``, ``sketch``) apply the map inside their
-        per-block products and take the passes they take on other data; with missing
-        calls Krylov's first pass only starts the basis (its product is of the
-        zero-filled data) and ``sketch``, which reads the data once, refuses: its pass
-        stops at the first block holding a missing call (each block checks its SNPs as
-        it is read), leaving nothing fitted and making no second pass. Sparse allele
-        counts run the wide solvers.
+        ``True``: PCA of the correlation matrix, each feature divided by its standard
+        deviation (denominator n) after centring, so the result equals
+        ``make_pipeline(StandardScaler(), PCA())``; a constant feature keeps scale 1. On
+        a matrix ``open_matrix`` weighted, each feature is standardised first and
+        weighted after. ``"genotype"``: allele counts (0, 1, 2; NaN a missing call), each
+        SNP centred by twice its allele frequency :math:`p` and divided by
+        :math:`\sqrt{2p(1-p)}` (Patterson, Price & Reich, 2006), a missing call set to
+        the mean; monomorphic SNPs are left out of the fit (NaN in ``components_``) and
+        ``"sketch"`` refuses missing calls. The model keeps ``mean_`` and ``scale_`` and
+        repeats the step in ``transform``. Neither costs a pass of its own: see
+        :doc:`/guide/pca` (standardising) and :doc:`/guide/genotypes`.
     zero_center : bool, default=True
         ``False``: a truncated SVD of the data as they are, uncentred (latent semantic
         analysis; scikit-learn's ``TruncatedSVD``, scanpy's ``pca(zero_center=False)``).

@@ -127,22 +127,15 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         memory — each EM iteration otherwise costs one full read of the store; harmful
         when it does not (workers spill to disk).
     checkpoint : str or None, default=None
-        ``solver="em"`` only (a ValueError with the closed form, which has nothing to
-        resume). Local directory (a zarr group on a file system the client can write)
-        where the EM state is committed atomically every ``checkpoint_every`` iterations
-        and at the end; fitting again with the same path resumes from the newest
-        complete commit. The checkpoint must belong to the same problem: every parameter
-        that changes the result (all but ``checkpoint``, ``checkpoint_every``,
-        ``persist``, the closed form's ``svd_solver``, ``n_oversamples`` and
-        ``n_power_iter``, and the stopping parameters) and the same data (shape, dtype
-        and a sketch from the initialisation pass that tells apart other values, missing
-        entries, or rows or features in another order; another chunking is the same
-        data). Otherwise a ValueError names what differs and the checkpoint is left
-        untouched (use another path, or delete it to start afresh); a non-empty folder
-        scalepca did not write as a checkpoint is refused too. ``tol`` and ``max_iter``
-        are those of the resumed fit: a tighter ``tol`` (or a larger ``max_iter``) goes
-        on from the commit to the answer of a fresh fit with it, a looser one stops at
-        once.
+        ``solver="em"`` only (a ValueError with the closed form). Local directory (a
+        zarr group) where the EM state is committed atomically every
+        ``checkpoint_every`` iterations and at the end; fitting again with the same path
+        resumes from the newest complete commit. A checkpoint of another problem —
+        another value of a parameter that changes the result (all but ``checkpoint``,
+        ``checkpoint_every``, ``persist``, the closed form's ``svd_solver``,
+        ``n_oversamples`` and ``n_power_iter``, and the stopping parameters), or other
+        data — is refused with a ValueError naming what differs, and left untouched.
+        The resumed fit stops at its own ``tol`` and ``max_iter``; see :doc:`/hpc`.
     checkpoint_every : int, default=5
         EM iterations between commits.
     standardize : bool, default=False

@@ -252,21 +252,16 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         Seeds the initialisation and the minibatch order; results do not depend on the
         number of workers.
     checkpoint : str or None, default=None
-        ``"minibatch"`` and ``"batch"`` only (a ValueError for ``"elasticnet"``, which
-        iterates on the client after one pass). Local directory (a zarr group on a file
-        system the client can write) where the iteration state is committed atomically
+        ``"minibatch"`` and ``"batch"`` only (a ValueError for ``"elasticnet"``). Local
+        directory (a zarr group) where the iteration state is committed atomically
         every ``checkpoint_every`` steps and at the end; fitting again with the same
-        path resumes from the newest complete commit. The checkpoint must belong to the
-        same problem: every parameter that changes the result (all but ``checkpoint``,
+        path resumes from the newest complete commit. A checkpoint of another problem —
+        another value of a parameter that changes the result (all but ``checkpoint``,
         ``checkpoint_every``, the elastic net's ``ridge_alpha`` and ``n_nonzero``, and
-        the stopping parameters ``tol``, ``max_iter``, ``max_no_improvement``), the
-        data's shape, dtype, row chunks (``"minibatch"``) and a sketch from the first
-        pass that tells apart other values or rows or features in another order.
-        Otherwise a ValueError names what differs and the checkpoint is left untouched
-        (use another path, or delete it to start afresh); a non-empty folder scalepca
-        did not write as a checkpoint is refused too. The stopping parameters are those
-        of the resumed fit: a tighter ``tol`` (or a larger ``max_iter``) goes on from
-        the commit to the answer of a fresh fit with it, a looser one stops at once.
+        the stopping parameters ``tol``, ``max_iter``, ``max_no_improvement``), other
+        data or other row chunks (``"minibatch"``) — is refused with a ValueError naming
+        what differs, and left untouched. The resumed fit stops at its own stopping
+        parameters; see :doc:`/hpc`.
     checkpoint_every : int, default=5
         Steps between commits: minibatches (dictionary updates) for ``"minibatch"``,
         alternations for ``"batch"``.
