@@ -7,6 +7,7 @@ leaves the machine.
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -47,6 +48,56 @@ def test_open_matrix_from_s3(s3, remote_data):
     )  # the store's chunks
     assert A.shape == X.shape and A.chunks[0] == (400,) * 5
     np.testing.assert_array_equal(A.compute(), X)
+
+
+def test_python_calls_get_the_s3_defaults_and_the_users_options_win(
+    s3, remote_data, monkeypatch
+):
+    """Every s3fs filesystem that ``open_matrix``, ``save`` and ``load`` open from
+    Python (no config checked on the way) gets scalepca's retries and timeouts
+    (``S3_CONFIG``); the user's ``config_kwargs`` win key by key, ``retries`` merged,
+    and the user's dict is left as given."""
+    import s3fs
+
+    from scalepca.io._fs import S3_CONFIG
+
+    opts, _ = s3
+    url, X = remote_data
+    made = []
+    init = s3fs.S3FileSystem.__init__
+
+    def spy(self, *args, **kwargs):
+        config = copy.deepcopy(kwargs.get("config_kwargs"))
+        # botocore rewrites the ``retries`` it is given as the same count of requests
+        # (``total_max_attempts`` = retries + 1), and a filesystem unpickled (dask's
+        # tokenize, a worker) is built from that form
+        retries = (config or {}).get("retries") or {}
+        if "total_max_attempts" in retries:
+            retries["max_attempts"] = retries.pop("total_max_attempts") - 1
+        made.append(config)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "__init__", spy)
+    mine = {"connect_timeout": 3, "retries": {"max_attempts": 1}}
+    merged = {
+        **S3_CONFIG,
+        "connect_timeout": 3,
+        "retries": {**S3_CONFIG["retries"], "max_attempts": 1},
+    }
+    store = f"s3://{BUCKET}/models/defaults.zarr"
+    for given, expected in (
+        (opts, S3_CONFIG),
+        ({**opts, "config_kwargs": mine}, merged),
+    ):
+        made.clear()
+        s3fs.S3FileSystem.clear_instance_cache()  # each call opens its own
+        A = scalepca.open_matrix(url, storage_options=given)
+        np.testing.assert_array_equal(A.compute(), X)
+        pca = scalepca.PCA(2).fit(A)
+        pca.save(store, storage_options=given, overwrite=True)
+        scalepca.load(store, storage_options=given)
+        assert made and all(c == expected for c in made), made
+    assert mine == {"connect_timeout": 3, "retries": {"max_attempts": 1}}
 
 
 def test_model_round_trip_on_s3(s3, remote_data, capsys):

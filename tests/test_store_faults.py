@@ -173,6 +173,33 @@ def test_store_refusing_connections(tmp_path, capsys, caplog):
     assert not out.exists()
 
 
+def test_python_open_matrix_retries_an_unreachable_store(caplog):
+    """``open_matrix`` of an ``s3://`` store from Python, where nothing listens: the
+    request is retried as :data:`S3_CONFIG` says (botocore's "standard" mode, its
+    ``max_attempts``), or as the user's ``config_kwargs`` say, then refused."""
+    caplog.set_level(logging.DEBUG, logger="botocore.retries.standard")
+    import s3fs
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        opts = {
+            "key": "testing",
+            "secret": "testing",
+            "endpoint_url": f"http://127.0.0.1:{closed.getsockname()[1]}",
+            "client_kwargs": {"region_name": "us-east-1"},
+        }
+        mine = {"retries": {"max_attempts": 1}}
+        for given, retries in (
+            (opts, S3_CONFIG["retries"]["max_attempts"]),
+            ({**opts, "config_kwargs": mine}, 1),
+        ):
+            caplog.clear()
+            s3fs.S3FileSystem.clear_instance_cache()
+            with pytest.raises(Exception, match="Could not connect"):
+                scalepca.open_matrix("s3://bucket/x.zarr", storage_options=given)
+            assert _retries(caplog) == retries
+
+
 # -- emulated hosts ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):

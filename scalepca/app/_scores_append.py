@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dask.array as da
 
-from ..io._fs import OUTPUT, is_url
+from ..io._fs import OUTPUT, is_url, open_fsspec_store
 from ..io._store import _consolidate
 from .pipeline import UserError
 
@@ -26,9 +26,7 @@ def _group(path: str, storage_options=None, mode: str = "r"):
 
     store = path
     if is_url(path):
-        store = zarr.storage.FsspecStore.from_url(
-            path, storage_options=storage_options, read_only=mode == "r"
-        )
+        store = open_fsspec_store(path, storage_options, read_only=mode == "r")
     return zarr.open_group(store=store, mode=mode, use_consolidated=False)
 
 

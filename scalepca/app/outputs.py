@@ -13,7 +13,15 @@ happens (:func:`scalepca.io._fs.write_problem`).
 
 from __future__ import annotations
 
-from ..io._fs import MODEL, OUTPUT, check_apart, check_replace, is_url, write_problem
+from ..io._fs import (
+    MODEL,
+    OUTPUT,
+    check_apart,
+    check_replace,
+    is_url,
+    open_fs,
+    write_problem,
+)
 
 #: ``output`` key → (store written under ``output.store``, its kind)
 PARTS = {
@@ -43,9 +51,7 @@ def plink_file_problem(
     """Why a PLINK text file cannot be written at ``path``: a folder there, or a file
     that ``overwrite`` does not allow to replace (said with ``flag``); None if it
     can."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    fs, root = open_fs(path, storage_options)
     if fs.isdir(root):
         return f"{path!r} is a folder; scalepca never replaces it with a PLINK file"
     if fs.exists(root) and not overwrite:

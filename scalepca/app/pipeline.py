@@ -104,9 +104,9 @@ def _store_exists(path: str, storage_options=None) -> bool:
     if isinstance(path, list):  # .bed files read as one matrix: every one of them
         return all(_store_exists(p, storage_options) for p in path)
     if _is_url(path):
-        import fsspec
+        from ..io._fs import open_fs
 
-        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        fs, root = open_fs(path, storage_options)
         return fs.exists(root)
     from ..io._netcdf import _has_glob
 

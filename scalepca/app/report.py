@@ -61,12 +61,6 @@ def _fmt_value(v) -> str:
     return str(v)
 
 
-def _fs(path: str, storage_options=None):
-    import fsspec
-
-    return fsspec.core.url_to_fs(str(path), **(storage_options or {}))
-
-
 def _peak_rss_bytes() -> int | None:
     """Peak resident memory of this process since it started (Linux/macOS), in bytes."""
     try:
@@ -465,8 +459,10 @@ def write_report(
         The path (or URL) of ``report.html``. Figures are embedded in it (``data:``
         URIs): the page is the only file written.
     """
+    from ..io._fs import open_fs
+
     directory = str(directory).rstrip("/")
-    fs, root = _fs(directory, storage_options)
+    fs, root = open_fs(directory, storage_options)
     fs.makedirs(root, exist_ok=True)
     figures, skipped = _draw_figures(
         est,

@@ -509,7 +509,9 @@ def write_plink_pca(
     import dask
     import fsspec
 
-    so = storage_options or {}
+    from ._fs import with_store_defaults
+
+    so = with_store_defaults(prefix, storage_options) or {}
     vec, val = (prefix + end for end in PLINK_ENDINGS)
     data = vectors.data if hasattr(vectors, "dims") else vectors
     data = data if isinstance(data, da.Array) else da.from_array(np.asarray(data))

@@ -1,4 +1,5 @@
-"""Local paths and fsspec URLs: which is which, whether two overlap, what a path holds,
+"""Local paths and fsspec URLs: which is which, how a store is opened (:func:`open_fs`,
+with scalepca's defaults for ``s3://``), whether two overlap, what a path holds,
 whether a store may be replaced there, and whether it can be written.
 
 Every store scalepca writes says what it is in its ``format`` attribute
@@ -51,11 +52,11 @@ def local_path(path) -> str | None:
 
 
 #: the botocore settings scalepca gives an ``s3://`` store unless its
-#: ``storage_options.config_kwargs`` say otherwise (key by key): botocore's own wait 60 s
-#: for each connection attempt, so an unreachable store took minutes per request to be
-#: reported; "standard" retries connection errors, timeouts and throttling answers (503
-#: SlowDown) with jittered exponential back-off; ``max_attempts`` counts the retries
-#: after the first request
+#: ``storage_options.config_kwargs`` say otherwise (key by key), wherever a store is
+#: opened (:func:`open_fs`): botocore's own wait 60 s for each connection attempt,
+#: which makes an unreachable store minutes per request to report; "standard" retries
+#: connection errors, timeouts and throttling answers (503 SlowDown) with jittered
+#: exponential back-off; ``max_attempts`` counts the retries after the first request
 S3_CONFIG = {
     "connect_timeout": 10,
     "read_timeout": 60,
@@ -91,6 +92,30 @@ def with_store_defaults(path, storage_options: dict | None) -> dict | None:
     return options
 
 
+def open_fs(path, storage_options: dict | None = None):
+    """``(filesystem, path inside it)`` of a local path or fsspec URL, the way every
+    store scalepca reads or writes is opened: an ``s3://`` store with
+    :data:`S3_CONFIG` under the user's ``storage_options``
+    (:func:`with_store_defaults`)."""
+    import fsspec
+
+    path = os.fspath(path)
+    options = with_store_defaults(path, storage_options) or {}
+    return fsspec.core.url_to_fs(path, **options)
+
+
+def open_fsspec_store(path, storage_options: dict | None = None, *, read_only: bool):
+    """A zarr ``FsspecStore`` at the URL ``path``, its filesystem opened as
+    :func:`open_fs` opens it (zarr drives the store from its own event loop: it
+    needs an asynchronous filesystem, which ``from_url`` makes)."""
+    path = os.fspath(path)
+    return zarr.storage.FsspecStore.from_url(
+        path,
+        storage_options=with_store_defaults(path, storage_options),
+        read_only=read_only,
+    )
+
+
 def previous_hint(path) -> str:
     """The sentence telling where an interrupted in-place rewrite left the output it
     replaced."""
@@ -108,10 +133,8 @@ def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"
     ``FileNotFoundError`` if absent."""
     path = os.fspath(path)
     if is_url(path):
-        import fsspec
-
         try:
-            fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+            fs, root = open_fs(path, storage_options)
         except ImportError as err:
             raise ImportError(
                 f"opening {path!r} needs an fsspec backend that is "
@@ -124,11 +147,7 @@ def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"
             or fs.exists(f"{root}/.zgroup")
         ):
             raise FileNotFoundError(f"no zarr store at {path!r}")
-        # zarr drives the store from its own event loop: it needs an asynchronous
-        # filesystem
-        store = zarr.storage.FsspecStore.from_url(
-            path, storage_options=storage_options, read_only=(mode == "r")
-        )
+        store = open_fsspec_store(path, storage_options, read_only=(mode == "r"))
         return zarr.open(store=store, mode=mode)
     if path.startswith("file://"):
         path = path[len("file://") :]
@@ -138,12 +157,6 @@ def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"
         return zarr.open(path, mode=mode)
     except (zarr.errors.NodeNotFoundError, FileNotFoundError) as err:
         raise FileNotFoundError(f"no zarr array or group at {path!r}") from err
-
-
-def _fs(path, storage_options=None):
-    import fsspec
-
-    return fsspec.core.url_to_fs(os.fspath(path), **(storage_options or {}))
 
 
 def _key(path) -> tuple[str, str]:
@@ -249,7 +262,7 @@ def store_state(path, storage_options=None) -> StoreState:
             ) as fh:
                 return fh.read()
     else:
-        fs, root = _fs(path, storage_options)
+        fs, root = open_fs(path, storage_options)
         root = root.rstrip("/")
         if not fs.exists(root):
             return StoreState(exists=False)
@@ -359,7 +372,7 @@ def write_problem(path, storage_options=None) -> str | None:
             )
         return None
     try:
-        fs, root = _fs(path, storage_options)
+        fs, root = open_fs(path, storage_options)
         bucket = root.strip("/").split("/", 1)[0]
         if fs.isfile(root.rstrip("/")):
             return f"{os.fspath(path)!r} is a file; a zarr store is a folder"

@@ -29,7 +29,14 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from ._fs import OUTPUT, check_apart, check_replace, local_path
+from ._fs import (
+    OUTPUT,
+    check_apart,
+    check_replace,
+    local_path,
+    open_fs,
+    open_fsspec_store,
+)
 from ._fs import is_url as _is_url
 
 logger = logging.getLogger(__name__)
@@ -48,12 +55,8 @@ def _open_for_write(path: str, storage_options=None, kind=OUTPUT) -> zarr.Group:
     claims to be complete with parts missing.
     """
     if _is_url(path):
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
-        store = zarr.storage.FsspecStore.from_url(
-            path, storage_options=storage_options, read_only=False
-        )
+        fs, root = open_fs(path, storage_options)
+        store = open_fsspec_store(path, storage_options, read_only=False)
         if fs.exists(f"{root}/zarr.json"):
             try:
                 group = zarr.open_group(store=store, mode="r+")
@@ -210,9 +213,7 @@ def drop_previous(path: str, storage_options=None) -> None:
     only)."""
     if not _is_url(path):
         return
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    fs, root = open_fs(path, storage_options)
     backup = root.rstrip("/") + PREVIOUS_SUFFIX
     if fs.exists(backup):
         fs.rm(backup, recursive=True)
