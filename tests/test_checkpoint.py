@@ -24,7 +24,6 @@ import scalepca
 from scalepca.app.config import ConfigError, validate_config
 from scalepca.io._checkpoint import (
     CheckpointStore,
-    SmallStateCheckpoint,
     check_fingerprint,
 )
 
@@ -144,13 +143,6 @@ def test_fingerprint_names_the_differing_key(tmp_path):
         check_fingerprint(fp, {"shape": [10, 3], "alpha": 0.6, "mean": [3, 1.0, 2.0]})
     with pytest.raises(ValueError, match=r"\(mean: "):
         check_fingerprint(fp, {"shape": [10, 3], "alpha": 0.5, "mean": [3, 1.1, 2.0]})
-    ck = SmallStateCheckpoint(tmp_path / "s", {"k": 2})
-    ck.commit(3, {"a": np.ones(2)}, {"n": 3})
-    ck.commit(4, {"a": np.ones(2)}, {"n": 4})
-    assert _commits(tmp_path / "s") == ["state_000004"]  # older commits pruned
-    assert ck.resume()[0]["n"] == 4
-    with pytest.raises(ValueError, match=r"\(k: 2 there, 3 now\)"):
-        SmallStateCheckpoint(tmp_path / "s", {"k": 3}).resume()
     with pytest.raises(ValueError, match="only local paths"):
         CheckpointStore("s3://bucket/ck")
 
@@ -218,12 +210,11 @@ def test_ppca_em_resumes_after_an_interrupted_fit(tmp_path, monkeypatch):
     )
 
 
-def test_ppca_em_resumes_a_commit_written_before_the_iteration_driver(tmp_path):
-    """Commits of scalepca before the driver of iterative fits (no format version; W,
-    mean, σ² and the log-likelihood list at the top level) still resume, to the same
-    end."""
+def test_ppca_em_refuses_a_commit_without_a_format_version(tmp_path):
+    """A commit without the driver's format version (W, mean, σ² and the
+    log-likelihood list at the top level) is refused, naming the version read, and
+    left as it is."""
     X = da.from_array(with_missing(0), chunks=50)
-    fresh = scalepca.PPCA(max_iter=60, **PPCA_PARAMS).fit(X)
     new, old = str(tmp_path / "new"), str(tmp_path / "old")
     _quiet(lambda: scalepca.PPCA(max_iter=5, checkpoint=new, **PPCA_PARAMS).fit(X))
     attrs, arrays = CheckpointStore(new).latest()
@@ -239,9 +230,11 @@ def test_ppca_em_resumes_a_commit_written_before_the_iteration_driver(tmp_path):
             "fingerprint": attrs["fingerprint"],
         },
     )
-    resumed = scalepca.PPCA(max_iter=60, checkpoint=old, **PPCA_PARAMS).fit(X)
-    assert resumed.resumed_from_ == 5
-    _same_ppca(resumed, fresh)
+    with pytest.raises(
+        ValueError, match="no format version.*reads 'scalepca-iterate' version 1"
+    ):
+        scalepca.PPCA(max_iter=60, checkpoint=old, **PPCA_PARAMS).fit(X)
+    assert _commits(old) == ["state_000005"]
 
 
 def test_ppca_checkpoint_of_other_problem_is_refused(tmp_path):
@@ -569,11 +562,9 @@ def test_a_folder_scalepca_did_not_write_is_not_used_as_a_checkpoint(tmp_path):
     assert _commits(tmp_path / "empty") == ["state_000002"]
 
 
-def test_fingerprint_of_an_older_scalepca_is_checked_on_its_own_keys():
-    """Fingerprints written before every parameter and the data sketch were recorded:
-    their keys are checked, and a warning names the ones that could not be; a current
-    fingerprint missing a key is another problem."""
-    old = {"shape": [10, 3], "alpha": 0.5}
+def test_fingerprint_missing_a_key_is_another_problem():
+    """A fingerprint missing a key (another fingerprint version, or none) is another
+    problem, named by the first key it lacks."""
     now = {
         "fingerprint_version": 2,
         "shape": [10, 3],
@@ -581,12 +572,12 @@ def test_fingerprint_of_an_older_scalepca_is_checked_on_its_own_keys():
         "random_state": 0,
         "data_sketch": [1.0, 2.0],
     }
-    with pytest.warns(UserWarning, match="does not record random_state, data_sketch"):
-        check_fingerprint(old, now)
-    with pytest.raises(ValueError, match=r"\(alpha: 0.5 there, 0.6 now\)"):
-        check_fingerprint(old, {**now, "alpha": 0.6})
+    with pytest.raises(ValueError, match=r"\(fingerprint_version: None there, 2 now\)"):
+        check_fingerprint({"shape": [10, 3], "alpha": 0.5}, now)
     with pytest.raises(ValueError, match=r"\(random_state: None there, 0 now\)"):
-        check_fingerprint({**old, "fingerprint_version": 2}, now)
+        check_fingerprint(
+            {"fingerprint_version": 2, "shape": [10, 3], "alpha": 0.5}, now
+        )
     # the sketch is compared as a vector, to 1e-9 of its norm (rounding of another
     # chunking)
     check_fingerprint({**now, "data_sketch": [1.0 + 1e-12, 2.0]}, now)

@@ -22,7 +22,6 @@ from scalepca.models._iterate import (
     ChangeBelow,
     IterationCheckpoint,
     NoImprovement,
-    Resumed,
     ValueBelow,
     iterate,
 )
@@ -276,7 +275,7 @@ def test_a_checkpoint_of_another_problem_or_format_is_refused(tmp_path):
             max_iter=50,
             checkpoint=IterationCheckpoint(path, {"a": [2.0, 3.0], "k": 3}),
         )
-    # a commit of an older layout (no format version) and one of a newer version
+    # a commit without a format version and one of another version
     from scalepca.io._checkpoint import CheckpointStore
 
     for attrs, said in [
@@ -300,44 +299,6 @@ def test_a_checkpoint_of_another_problem_or_format_is_refused(tmp_path):
                 max_iter=50,
                 checkpoint=IterationCheckpoint(store.path, {}),
             )
-
-
-def test_legacy_commits_go_through_the_estimators_converter(tmp_path):
-    from scalepca.io._checkpoint import CheckpointStore
-
-    store = CheckpointStore(tmp_path / "old")
-    state = _init()
-    for it in range(1, 4):
-        state, _ = _step(state, it)
-    store.commit(3, {"x": state["x"]}, {"count": 3, "fingerprint": {"k": 1}})
-
-    def legacy(attrs, arrays):
-        return Resumed(
-            attrs["count"],
-            {"x": arrays["x"], "count": attrs["count"], "note": None},
-            {},
-            {},
-            False,
-        )
-
-    run = iterate(
-        _step,
-        _init,
-        stop=ValueBelow("err", 1e-25),
-        max_iter=50,
-        checkpoint=IterationCheckpoint(store.path, {"k": 1}, legacy=legacy),
-    )
-    fresh = iterate(_step, _init, stop=ValueBelow("err", 1e-25), max_iter=50)
-    assert run.resumed_from == 3
-    np.testing.assert_array_equal(run.state["x"], fresh.state["x"])
-    with pytest.raises(ValueError, match=r"different problem \(k: 1 there, 2 now\)"):
-        iterate(
-            _step,
-            _init,
-            stop=ValueBelow("err", 1e-25),
-            max_iter=50,
-            checkpoint=IterationCheckpoint(store.path, {"k": 2}, legacy=legacy),
-        )
 
 
 def test_large_state_beside_the_commits(tmp_path):

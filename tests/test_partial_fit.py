@@ -303,8 +303,8 @@ def test_save_load_then_update(name, tmp_path):
 
 
 def test_a_store_without_moments_is_refused_for_updating(tmp_path):
-    """Stores written before partial_fit hold no moments: load works, partial_fit
-    says why."""
+    """A model store without moments (removed from it here): load works,
+    partial_fit says why."""
     X = _data(8)
     scalepca.PCA(3).fit(X).save(tmp_path / "m.zarr")
     group = zarr.open_group(str(tmp_path / "m.zarr"), mode="r+")

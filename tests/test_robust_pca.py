@@ -419,50 +419,6 @@ def test_checkpoint_of_permuted_data_or_other_parameters_is_refused(tmp_path):
     assert resumed.resumed_from_ == 2
 
 
-#: checkpoints written by scalepca before RobustPCA ran on the iteration driver (commits
-#: without a format version), made with main at c08e00e: ``clmw_problem(60, seed=1)`` in
-#: 30 × 30 blocks,
-#: ``RobustPCA(random_state=3, checkpoint=..., checkpoint_every=2, max_iter=4, storage=...)``
-#: (zarr groups; named without ``.zarr``, which .gitignore skips)
-PRE_DRIVER = os.path.join(
-    os.path.dirname(__file__), "fixtures", "rpca_checkpoint_pre_driver_{}"
-)
-
-
-@pytest.mark.parametrize("storage", ["memory", "zarr"])
-def test_checkpoint_written_before_the_driver_resumes(tmp_path, storage):
-    """Old checkpoints still resume, and end where an uninterrupted fit ends. They
-    were written with the fixed-pass partial SVD of that time (``svd_tol=None`` now;
-    the default grows and iterates it until sure, issue 38 item 14), which both fits
-    use."""
-    import shutil
-
-    path = str(tmp_path / "ck.zarr")
-    shutil.copytree(PRE_DRIVER.format(storage), path)
-    L0, S0, r = clmw_problem(60, seed=1)
-    M = da.from_array(L0 + S0, chunks=30)
-    kw = dict(random_state=3, checkpoint_every=2, storage=storage, svd_tol=None)
-    resumed = scalepca.RobustPCA(checkpoint=path, **kw).fit(M)
-    fresh = scalepca.RobustPCA(scratch=str(tmp_path), **kw).fit(M)
-    assert resumed.resumed_from_ == 4 and resumed.n_iter_ == fresh.n_iter_ > 4
-    assert resumed.converged_ and resumed.rank_ == fresh.rank_ == r
-    assert resumed.history_["residual"] == pytest.approx(
-        fresh.history_["residual"], rel=1e-9
-    )
-    np.testing.assert_allclose(
-        resumed.low_rank_.compute(), fresh.low_rank_.compute(), atol=1e-12
-    )
-    # S: the same support exactly, the same values to the last bits: the fixture's state
-    # was computed on another CPU, whose BLAS rounds a few products differently (2.2e-16
-    # seen)
-    S_resumed, S_fresh = resumed.sparse_.compute(), fresh.sparse_.compute()
-    np.testing.assert_array_equal(S_resumed != 0, S_fresh != 0)
-    np.testing.assert_allclose(S_resumed, S_fresh, rtol=0, atol=1e-14)
-    # the store now holds one commit in the driver's versioned format
-    commits = [n for n in os.listdir(path) if n.startswith("state_")]
-    assert commits == [f"state_{fresh.n_iter_:06d}"]
-
-
 def test_checkpoint_of_another_format_version_is_refused(tmp_path):
     import json
 

@@ -155,6 +155,13 @@ def test_load_errors(tmp_path, rng):
     zarr.open_group(tmp_path / "m.zarr", mode="r+").attrs["complete"] = False
     with pytest.raises(ValueError, match="incomplete model store"):
         load(tmp_path / "m.zarr")
+    # a store of another format version, or of none, is refused by name
+    pca.save(tmp_path / "v.zarr")
+    group = zarr.open_group(tmp_path / "v.zarr", mode="r+")
+    for version, said in ((2, "version 2"), (None, "version None")):
+        group.attrs["format_version"] = version
+        with pytest.raises(ValueError, match=f"{said}; this scalepca reads version 1"):
+            load(tmp_path / "v.zarr")
 
 
 def test_overwrite_replaces_whole_store(tmp_path, rng):

@@ -29,7 +29,6 @@ import math
 import os
 import shutil
 import uuid
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -60,12 +59,6 @@ def check_checkpoint_target(path, what: str = "checkpoint") -> None:
     st = store_state(path)
     if not st.exists or st.empty or st.kind == CHECKPOINT:
         return
-    if (
-        st.zarr
-        and st.kind is None
-        and any(m.startswith(COMMIT_PREFIX) for m in st.members)
-    ):
-        return  # written before checkpoints carried their format: it holds commits
     raise FileExistsError(
         f"{what} {os.fspath(path)!r} holds {st.describe()}, not a scalepca "
         "checkpoint; scalepca never writes into it: choose another path"
@@ -238,20 +231,10 @@ def check_fingerprint(stored: dict, now: dict, where: str = "the checkpoint") ->
     Floats (also inside lists) are compared to 1e-9 relative (data statistics recomputed
     by another reduction tree differ in the last bits), a data sketch (keys ending in
     ``sketch``) as a vector to 1e-9 of its norm; everything else exactly, after JSON
-    round-tripping as stored.
-
-    A fingerprint written before :data:`FINGERPRINT_VERSION` (no
-    ``fingerprint_version``) lacks the sketch of the data and some parameters: its
-    own keys are checked, and a UserWarning names the ones that could not be.
+    round-tripping as stored. A key the checkpoint lacks differs (``None`` there).
     """
     now = json.loads(json.dumps(now, default=_json_default))
-    old_format = "fingerprint_version" not in stored
-    unchecked = []
     for key, value in now.items():
-        if old_format and key not in stored:
-            if key != "fingerprint_version":
-                unchecked.append(key)
-            continue
         old = stored.get(key)
         same = _same_vector(old, value) if key.endswith("sketch") else _same(old, value)
         if not same:
@@ -267,14 +250,6 @@ def check_fingerprint(stored: dict, now: dict, where: str = "the checkpoint") ->
                 f"{detail}); it is left untouched. Use another "
                 "checkpoint path, or delete this one to start afresh"
             )
-    if unchecked:
-        warnings.warn(
-            f"{where} was written by an older scalepca whose fingerprint "
-            f"does not record {', '.join(unchecked)}: resuming without "
-            "checking them (the data must be the same, in the same order)",
-            UserWarning,
-            stacklevel=4,
-        )
 
 
 def _same_vector(old, value) -> bool:
@@ -298,36 +273,6 @@ def _same(old, value) -> bool:
             _same(a, b) for a, b in zip(old, value, strict=True)
         )
     return old == value
-
-
-class SmallStateCheckpoint:
-    """Checkpointing for estimators whose whole iteration state is small (client side).
-
-    ``resume()`` returns the newest commit's ``(state, arrays)`` after checking its
-    fingerprint (or None for a fresh start); ``commit(k, arrays, state)`` writes
-    commit ``k`` with the fingerprint and removes the older ones.
-    """
-
-    def __init__(self, path, fingerprint: dict, *, what: str = "checkpoint"):
-        self.store = CheckpointStore(path, what=what)
-        self.fingerprint = fingerprint
-
-    @property
-    def path(self) -> str:
-        return self.store.path
-
-    def resume(self):
-        found = self.store.latest()
-        if found is None:
-            return None
-        attrs, arrays = found
-        check_fingerprint(attrs.get("fingerprint", {}), self.fingerprint)
-        return attrs, arrays
-
-    def commit(self, k: int, arrays: dict, state: dict) -> str:
-        name = self.store.commit(k, arrays, {**state, "fingerprint": self.fingerprint})
-        self.store.prune({name})
-        return name
 
 
 def array_digest(a) -> list:

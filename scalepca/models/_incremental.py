@@ -190,9 +190,8 @@ class MomentUpdateMixin:
         ------
         ValueError
             The configuration's fit is not a function of mergeable moments (the
-            message names the settings that are); the model was saved without its
-            moments (by a scalepca release before ``partial_fit``); the batch is not
-            on the model's features.
+            message names the settings that are); the model's store holds no
+            moments; the batch is not on the model's features.
         """
         if not self.__sklearn_is_fitted__():
             self._check_before_fit = lambda data: self._check_updatable(
@@ -206,10 +205,9 @@ class MomentUpdateMixin:
         self._check_updatable(self.n_features_in_)
         if getattr(self, _SAVED, None) is None:
             raise ValueError(
-                f"this {type(self).__name__} keeps no moments to update (it was saved "
-                f"by a "
-                "scalepca release before partial_fit, whose model stores hold no "
-                "moments); fit it again on all the rows, then partial_fit updates it"
+                f"this {type(self).__name__} keeps no moments to update (its model "
+                "store holds none); fit it again on all the rows, then partial_fit "
+                "updates it"
             )
         before = dict(vars(self))
         try:

@@ -31,9 +31,8 @@ and at ``max_iter``; fitting again with the same path resumes from the newest co
 ends where an uninterrupted fit ends (bit-identical when each step is a deterministic
 function of the state and of the same graph). A commit also holds the problem's
 *fingerprint* (refused, naming the differing key, when it does not match the fit's; the
-checkpoint is left untouched) and the format version :data:`FORMAT_VERSION` (commits of
-another version are converted by the estimator's ``legacy`` function or refused, naming
-both versions).
+checkpoint is left untouched) and the format version :data:`FORMAT_VERSION` (a commit
+of another version, or of none, is refused, naming both).
 
 The fingerprint holds what changes the result (parameters, a sketch of the data; see
 :mod:`scalepca.io._fingerprint`), never the stopping parameters: on resume, the ``stop``
@@ -252,9 +251,6 @@ class IterationCheckpoint:
         refused.
     what : str
         How the checkpoint is called in messages.
-    legacy : callable, optional
-        ``legacy(attrs, arrays) -> Resumed`` for commits written before the format had a
-        version (the estimator knows their layout); without it such commits are refused.
     prune_prefixes : tuple of str
         Entries of the store removed by a commit unless kept (old commits always).
     """
@@ -265,13 +261,11 @@ class IterationCheckpoint:
         fingerprint: dict,
         *,
         what: str = "checkpoint",
-        legacy: Callable | None = None,
         prune_prefixes: tuple = (),
     ):
         self.store = CheckpointStore(path, what=what)
         self.fingerprint = {"fingerprint_version": FINGERPRINT_VERSION, **fingerprint}
         self.what = what
-        self.legacy = legacy
         self.prune_prefixes = ("state_", *prune_prefixes)
 
     @property
@@ -294,14 +288,9 @@ class IterationCheckpoint:
             return None
         attrs, arrays = found
         fmt, version = attrs.get("format"), attrs.get("version")
-        if fmt is None and self.legacy is not None:
-            check_fingerprint(
-                attrs.get("fingerprint", {}), self.fingerprint, self._where
-            )
-            return self.legacy(attrs, arrays)
         if fmt != FORMAT_NAME or version != FORMAT_VERSION:
             found_as = (
-                "no format version (written by an older scalepca)"
+                "no format version"
                 if fmt is None
                 else f"format {fmt!r} version {version}"
             )

@@ -14,7 +14,6 @@ import numpy as np
 from .._validation import is_sparse
 from ..io._checkpoint import CheckpointStore, commit_name
 from ..linalg.svt import regular_layout
-from ._iterate import Resumed
 from ._robust_blocks import _a_block
 
 #: what a commit prunes in the checkpoint store: old commits, temporaries, unneeded T
@@ -71,15 +70,6 @@ _COMMITTED = (
     "Vt",
     "V_warm",
 )
-
-
-def _legacy_commit(attrs: dict, arrays: dict) -> Resumed:
-    """A commit written before the iteration driver (no format version): the same
-    values, kept flat beside the fingerprint and the history."""
-    state = {key: attrs[key] for key in _COMMITTED if key in attrs}
-    state.update(arrays, t_name=attrs["t_name"], n_iter=int(attrs["n_iter"]))
-    history = {key: list(values) for key, values in attrs["history"].items()}
-    return Resumed(int(attrs["n_iter"]), state, history, {}, bool(attrs["converged"]))
 
 
 def restore_state(P: _Problem, state: dict) -> dict:

@@ -57,7 +57,6 @@ from ._iterate import (
     ChangeBelow,
     IterationCheckpoint,
     NoImprovement,
-    Resumed,
     iterate,
 )
 from .base import _feature_template, raise_on_nonfinite
@@ -145,7 +144,6 @@ class DictionaryLearning:
             ckpt = IterationCheckpoint(
                 self.checkpoint,
                 self._fingerprint(X, k, mom, scale, data_fp),
-                legacy=_legacy_batch_commit if self.method == "batch" else None,
             )
         init_seed, order_seed = seed.spawn(2)
         # the minibatch order is drawn from this seed, kept in the state
@@ -688,20 +686,6 @@ def _covariance_stats(C: np.ndarray):
         return C @ D, D.T @ C @ D, float(np.trace(C))
 
     return stats
-
-
-def _legacy_batch_commit(attrs: dict, arrays: dict) -> Resumed:
-    """A ``"batch"`` commit written before the iteration driver (no format version):
-    the state at the top of alternation ``step`` (its dictionary, multipliers and the
-    costs of the dictionaries before it) is the driver's state after ``step`` steps."""
-    state = {"D": arrays["D"], "lam": arrays["lam"] if attrs["has_lam"] else None}
-    return Resumed(
-        int(attrs["step"]),
-        state,
-        {"cost": [float(v) for v in attrs["history"]]},
-        {},
-        False,
-    )
 
 
 def dictionary_objective_on(X, D, alpha: float, mean, scale=None) -> float:

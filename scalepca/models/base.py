@@ -845,12 +845,6 @@ class DecompositionMixin(
         # saved as a list of strings; scikit-learn's is an object array
         if names is not None:
             self.feature_names_in_ = np.asarray([str(v) for v in names], dtype=object)
-        if getattr(self, "_features_kept", None) is not None and hasattr(
-            self, "n_features_in_"
-        ):
-            # stores written before an attribute was widened hold it on the kept
-            # features only
-            self._widen_features(self.n_features_in_)
         if template is not None:
             from ..io._stack import template_from_json
 

@@ -39,7 +39,6 @@ from ._incremental import PPCAMomentUpdate
 from ._iterate import (
     ChangeBelow,
     IterationCheckpoint,
-    Resumed,
     computed_with_sketch,
     iterate,
 )
@@ -243,8 +242,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     chunked differently). A commit is a ``state_<k>`` directory renamed into place only
     once complete, so a process killed at any moment leaves the previous commit usable.
     The loop, its stopping rule and the commits are those of scalepca's iteration
-    driver, shared with the other iterative fits (commits carry its format version; PPCA
-    commits written before it still resume).
+    driver, shared with the other iterative fits (commits carry its format version).
 
     EM maximises the likelihood, whose covariance estimate has denominator n; to agree
     with the closed form (denominator n − 1, as :class:`PCA`), the final :math:`W` and
@@ -475,9 +473,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
                     },
                 ),
             }
-            ckpt = IterationCheckpoint(
-                self.checkpoint, fingerprint, legacy=_legacy_em_commit
-            )
+            ckpt = IterationCheckpoint(self.checkpoint, fingerprint)
         run = iterate(
             step,
             lambda: self._em_start(mom, keep, n_rows, k, init, vbar, floor),
@@ -841,18 +837,6 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
     def _restore_state(self, state: dict) -> None:
         super()._restore_state(state)
         self._set_posterior()
-
-
-def _legacy_em_commit(attrs: dict, arrays: dict) -> Resumed:
-    """A PPCA-EM commit written before the iteration driver (no format version)."""
-    state = {"W": arrays["W"], "mean": arrays["mean"], "sigma2": float(attrs["sigma2"])}
-    return Resumed(
-        int(attrs["n_iter"]),
-        state,
-        {"loglike": list(attrs["loglike"])},
-        {},
-        bool(attrs["converged"]),
-    )
 
 
 def _typed(x, kernel, dtype, *args):

@@ -88,7 +88,6 @@ from ._robust_blocks import (
 )
 from ._robust_state import (
     FINGERPRINT_IGNORES,
-    _legacy_commit,
     _Problem,
     _refuse_sparse_input,
     commit_state,
@@ -219,8 +218,8 @@ class RobustPCA(LinearDecompositionMixin):
         left untouched; a non-empty folder scalepca did not write as a checkpoint is
         refused too. ``tol`` and ``max_iter`` are those of the resumed fit: a tighter
         ``tol`` goes on from the commit, a looser one stops at once. Commits are in the
-        iteration driver's format (``scalepca-iterate`` version 1); commits written
-        before it (no version) resume too, any other version is refused by name.
+        iteration driver's format (``scalepca-iterate`` version 1); any other version
+        is refused by name.
     checkpoint_every : int, default=5
     storage : {"auto", "memory", "zarr"}, default="auto"
         Where the n1 × n2 state (T and A) lives: persisted in cluster memory, or in a
@@ -569,7 +568,6 @@ class RobustPCA(LinearDecompositionMixin):
             IterationCheckpoint(
                 self.checkpoint,
                 P.fingerprint,
-                legacy=_legacy_commit,
                 prune_prefixes=("T_",),
             )
             if self.checkpoint is not None

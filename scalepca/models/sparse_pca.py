@@ -382,9 +382,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
     again (mean, scale and the problem's fingerprint) but not the initialisation. A
     commit is a ``state_<k>`` directory renamed into place once complete, so a process
     killed at any moment leaves the previous commit usable. Commits carry the driver's
-    format version: a ``"batch"`` commit written before the driver (no version) resumes;
-    a ``"minibatch"`` one, whose minibatches were the row chunks, is refused with a
-    message naming both versions.
+    format version: a commit of another version is refused with a message naming both.
 
     Sparse input (``scipy.sparse`` matrices, pydata ``sparse`` arrays, dask arrays of
     either, turned into CSR row blocks) is never densified: the moments pass works on
@@ -785,9 +783,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         return dictionary_objective_on(
             self._select_features(data.data),
             self._kept(self.loadings_, axis=1).T,
-            # stores written before alpha took scikit-learn's units
-            # held the per-sample penalty in alpha
-            getattr(self, "alpha_per_sample_", float(self.alpha)),
+            self.alpha_per_sample_,
             self._kept(self.mean_),
             None if np.all(scale == 1) else scale,
         )

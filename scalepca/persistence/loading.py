@@ -20,7 +20,7 @@ import zarr
 
 from ..io._fs import open_zarr_node, previous_hint
 from ..io._store import _local_path
-from ..models._saving import FORMAT
+from ..models._saving import FORMAT, FORMAT_VERSION
 from .registry import METHODS, declared_problems, estimator_class_named
 
 
@@ -95,6 +95,12 @@ def load(store, *, storage_options=None):
     attrs = dict(group.attrs) if isinstance(group, zarr.Group) else {}
     if attrs.get("format") != FORMAT:
         raise ValueError(f"{os.fspath(store)!r} is not a scalepca model store")
+    if attrs.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{os.fspath(store)!r} is a scalepca model store of format version "
+            f"{attrs.get('format_version')!r}; this scalepca reads version "
+            f"{FORMAT_VERSION} only: fit and save the model again"
+        )
     if not attrs.get("complete", False):
         raise ValueError(
             f"{os.fspath(store)!r} is an incomplete model store (its write was "
