@@ -563,7 +563,7 @@ def check_random_state_form(random_state) -> None:
 
     For a parameter check at the start of ``fit``: a Generator or RandomState passed
     by the user is not advanced, so the draw made later, where the seed is used, is
-    the one it always was.
+    the one it would be without the check.
     """
     if not isinstance(random_state, (np.random.Generator, np.random.RandomState)):
         check_random_state_seed(random_state)

@@ -979,8 +979,8 @@ def _nonzero_entries(log_mu: np.ndarray, u: np.ndarray, dispersion: float | None
     """``(flat positions, means)`` of the entries whose count is not zero,
     ``u > P(0 | μ)``, in order: the decisions of the direct test on every entry, made
     exactly only for the entries a cheap screen cannot prove zero
-    (:mod:`._count_screen`). ``μ`` and ``P(0)`` on every entry (an exp, a log and an
-    exp) were the generator's hot spot."""
+    (:mod:`._count_screen`), since ``μ`` and ``P(0)`` on every entry (an exp, a log
+    and an exp) would be the generator's hot spot."""
     from ._count_screen import candidates
 
     cand = candidates(log_mu, u)

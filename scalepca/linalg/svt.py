@@ -531,8 +531,8 @@ def _factor_distance(a, b) -> float:
     With ``V_a`` orthonormal, ``D`` splits into ``D V_a`` and ``D (I − V_a V_aᵀ)``,
     whose norms add in squares: ``D V_a = U_a S_a − U_b S_b C`` (``C = V_bᵀ V_a``) and,
     ``U_b`` being orthonormal, ``‖D (I − V_a V_aᵀ)‖ = ‖S_b (V_bᵀ − C V_aᵀ)‖``. Both
-    differences are taken entrywise, as the QRs of ``[U_a U_b]`` and ``[V_a V_b]`` of
-    before took them, with matrix products only (those QRs cost as much as the rest of
+    differences are taken entrywise, as QRs of ``[U_a U_b]`` and ``[V_a V_b]`` would
+    take them, with matrix products only (those QRs would cost as much as the rest of
     a power iteration on the client).
     """
     C = b[2] @ a[2].T

@@ -755,9 +755,8 @@ class PCA(_BaseSpectralPCA):
 
     Wide solvers, measured on single-cell-like counts (``make_counts``, k = 8 of 500
     genes, 10,000 cells; ``tests/test_wide.py``): ``randomized`` reaches eigenvalues
-    within 1e-9 and axes within sin 4e-5 of LAPACK in its default 6 passes — Halko's
-    range finder, the previous default, needed 11 passes for 8e-3 on 200,000 × 20,000
-    counts, where block Krylov reached 5.7e-9 and sin 8.8e-5 in 6
+    within 1e-9 and axes within sin 4e-5 of LAPACK in its default 6 passes, where
+    Halko's range finder needs about twice the passes for a far larger error
     (``benchmarks/wide.py``); each residual in ``residual_norms_`` bounds the error of
     its eigenvalue. ``sketch`` reads the data once: its eigenvalues are below the true
     ones (1e-2 relative or far worse: 0.87 on those counts), like a range finder without
