@@ -95,16 +95,16 @@ def load(store, *, storage_options=None):
     attrs = dict(group.attrs) if isinstance(group, zarr.Group) else {}
     if attrs.get("format") != FORMAT:
         raise ValueError(f"{os.fspath(store)!r} is not a scalepca model store")
+    if not attrs.get("complete", False):
+        raise ValueError(
+            f"{os.fspath(store)!r} is an incomplete model store (its write was "
+            f"interrupted); fit and save again{previous_hint(store)}"
+        )
     if attrs.get("format_version") != FORMAT_VERSION:
         raise ValueError(
             f"{os.fspath(store)!r} is a scalepca model store of format version "
             f"{attrs.get('format_version')!r}; this scalepca reads version "
             f"{FORMAT_VERSION} only: fit and save the model again"
-        )
-    if not attrs.get("complete", False):
-        raise ValueError(
-            f"{os.fspath(store)!r} is an incomplete model store (its write was "
-            f"interrupted); fit and save again{previous_hint(store)}"
         )
     where = (
         repr(os.fspath(store)) if isinstance(store, (str, os.PathLike)) else "the store"
