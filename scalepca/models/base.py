@@ -24,7 +24,7 @@ from .._validation import check_2d, check_dtype, check_n_features, is_sparse
 from ..linalg import passes
 from ..preprocessing._feature_names import check_feature_names, feature_names_of
 from ..preprocessing._matrix import MatrixInput, as_matrix
-from ..preprocessing._steps import is_dask_frame
+from ..preprocessing._steps import carried, held, is_dask_frame
 from ._params import Shape, check_parameters
 from ._saving import SavedModel
 
@@ -353,14 +353,19 @@ class DecompositionMixin(
         dtype = getattr(X, "dtype", None)
         if isinstance(dtype, np.dtype) and dtype.kind not in "fiubO":
             check_dtype(dtype, what=what)
+        # validation makes a plain array of a matrix of open_matrix: it keeps the record
+        record = carried(X)
         if reset:
-            return validate_data(
-                self,
-                X,
-                reset=True,
-                dtype="numeric",
-                ensure_all_finite=False,
-                ensure_min_samples=min_samples,
+            return held(
+                validate_data(
+                    self,
+                    X,
+                    reset=True,
+                    dtype="numeric",
+                    ensure_all_finite=False,
+                    ensure_min_samples=min_samples,
+                ),
+                record,
             )
         X = check_array(
             X,
@@ -374,7 +379,7 @@ class DecompositionMixin(
             check_n_features(
                 X, self.n_features_in_, what=what, estimator=type(self).__name__
             )
-        return X
+        return held(X, record)
 
     def _fit_input(self, X) -> MatrixInput:
         """The validated input of ``fit`` (features in one column chunk unless
