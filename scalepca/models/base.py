@@ -646,6 +646,23 @@ class DecompositionMixin(
                 setattr(self, name, full)
 
     @property
+    def features_kept_(self) -> np.ndarray:
+        """Boolean mask of shape (n_features_in_,): True for the features the model
+        was fitted on, False for those left out of the fit (NaN in every sample),
+        which come back as NaN in the per-feature attributes.
+
+        Returns
+        -------
+        features_kept : ndarray of bool
+            A copy: changing it changes nothing in the model.
+        """
+        self._check_fitted()
+        keep = getattr(self, "_features_kept", None)
+        if keep is None:
+            return np.ones(self.n_features_in_, dtype=bool)
+        return np.array(keep, dtype=bool)
+
+    @property
     def preprocessing_(self):
         """How the fitted matrix was made from the data, or None (a bare array).
 
