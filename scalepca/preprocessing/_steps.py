@@ -647,8 +647,9 @@ class PreparedArray(np.ndarray):
     def __array_finalize__(self, obj):
         self.preparation = getattr(obj, "preparation", None)
 
-    def __array_wrap__(self, arr, context=None, return_scalar=False):
-        out = super().__array_wrap__(arr, context, return_scalar)
+    def __array_wrap__(self, arr, *args, **kwargs):
+        # (context, return_scalar): NumPy 1 passes the first only
+        out = super().__array_wrap__(arr, *args, **kwargs)
         if isinstance(out, PreparedArray):
             out.preparation = None  # computed from the matrix, not the matrix
         return out
