@@ -189,14 +189,8 @@ class Preprocessing:
                     )
                 )
         carried_by = carried(X)
-        if carried_by is None and computed_from_matrix(X) is not None:
-            raise ValueError(
-                f"{what} is computed from a matrix made by open_matrix by other "
-                "steps than the matrix's own row selection, rechunk, astype, copy "
-                "or persist, so it may or may not be prepared (weighted) still: "
-                "pass the matrix open_matrix made (or rows of it), or the data in "
-                "their own units"
-            )
+        if carried_by is None:
+            _refuse_computed(X, what)
         if carried_by is not None:
             diff = self.differences(carried_by)
             if diff:
@@ -227,6 +221,8 @@ class Preprocessing:
         """Raw counts through the fitted single-cell steps; a matrix they made, as it
         is."""
         carried_by = carried(X)
+        if carried_by is None:
+            _refuse_computed(X, what)
         if (
             carried_by is not None
             and carried_by.cells is None
@@ -747,14 +743,29 @@ def held(X, prep: Preprocessing | None):
 
 class PreparedSparse(sp.csr_matrix):
     """Prepared single-cell counts in memory (a CSR matrix) holding the record of
-    their steps (``preparation``); its copies hold none, and are taken for raw
-    counts."""
+    their steps (``preparation``), as :class:`PreparedArray` does: its copies, rows,
+    ``astype`` and pickles hold it; SciPy's other results (``M * 2``) hold ``None``,
+    computed from the matrix, which ``transform`` refuses."""
 
     preparation = None
 
     def __init__(self, X, preparation: Preprocessing | None = None, **kwargs):
         super().__init__(X, **kwargs)
         self.preparation = preparation
+
+    def _keep(self, out):
+        if isinstance(out, PreparedSparse):
+            out.preparation = self.preparation
+        return out
+
+    def copy(self):
+        return self._keep(super().copy())
+
+    def astype(self, *args, **kwargs):
+        return self._keep(super().astype(*args, **kwargs))
+
+    def __getitem__(self, index):
+        return self._keep(super().__getitem__(index))
 
 
 def _same(block):
@@ -798,14 +809,27 @@ def _holds_record(X) -> bool:
     return isinstance(X, (PreparedMatrix, PreparedArray, PreparedSparse))
 
 
+def _refuse_computed(X, what: str) -> None:
+    """``ValueError`` for ``X`` computed from a matrix scalepca made (see
+    :func:`computed_from_matrix`): it may or may not be prepared still."""
+    if computed_from_matrix(X) is not None:
+        raise ValueError(
+            f"{what} is computed from a matrix made by open_matrix by other "
+            "steps than the matrix's own row selection, rechunk, astype, copy "
+            "or persist, so it may or may not be prepared (weighted) still: "
+            "pass the matrix open_matrix made (or rows of it), or the data in "
+            "their own units"
+        )
+
+
 def computed_from_matrix(X) -> str | None:
     """The name of a scalepca dask matrix in ``X``'s graph when ``X`` is a plain dask
-    array (or a DataArray of one) computed from it, ``"numpy"`` for a ufunc's result
-    on a NumPy matrix (else ``None``)."""
+    array (or a DataArray of one) computed from it, the class name of an in-memory
+    result computed from an in-memory matrix (else ``None``)."""
     if isinstance(X, xr.DataArray):
         X = X.data
-    if isinstance(X, PreparedArray) and X.preparation is None:
-        return "numpy"
+    if isinstance(X, (PreparedArray, PreparedSparse)) and X.preparation is None:
+        return type(X).__name__
     if not isinstance(X, da.Array) or isinstance(X, PreparedMatrix):
         return None
     return next((n for n in X.dask.layers if n.startswith(MATRIX_PREFIX)), None)
