@@ -728,7 +728,7 @@ def held(X, prep: Preprocessing | None):
     """``X`` holding the record ``prep`` of how it was made: a DataArray in its
     attributes, a dask array as a :class:`PreparedMatrix`, a NumPy array as a
     :class:`PreparedArray` (a view: nothing is copied), a SciPy sparse matrix as a
-    :class:`PreparedSparse`."""
+    :class:`PreparedSparse` (CSR); anything else as it is."""
     if prep is None:
         return X
     if isinstance(X, xr.DataArray):
@@ -738,7 +738,9 @@ def held(X, prep: Preprocessing | None):
         return PreparedMatrix(X, prep)
     if isinstance(X, np.ndarray):
         return PreparedArray(X, prep)
-    return PreparedSparse(X, prep)
+    if sp.issparse(X):
+        return PreparedSparse(X, prep)
+    return X
 
 
 class PreparedSparse(sp.csr_matrix):
@@ -793,7 +795,9 @@ def carried(X) -> Preprocessing | None:
         # xarray keeps attributes through arithmetic: they describe the data only while
         # it is the matrix's own (``M / 2`` is refused as a bare dask array's is)
         return None if computed_from_matrix(X) is not None else p
-    return getattr(X, "preparation", None) if _holds_record(X) else None
+    if isinstance(X, (PreparedMatrix, PreparedArray, PreparedSparse)):
+        return X.preparation
+    return None
 
 
 def unheld(X):
@@ -803,10 +807,6 @@ def unheld(X):
     if isinstance(X, PreparedArray):
         return X.view(np.ndarray)
     return X
-
-
-def _holds_record(X) -> bool:
-    return isinstance(X, (PreparedMatrix, PreparedArray, PreparedSparse))
 
 
 def _refuse_computed(X, what: str) -> None:
