@@ -28,7 +28,6 @@ class FeatureSelectionMixin:
     #: (all-NaN, e.g. land)
     _per_feature_attrs: tuple[tuple[str, int], ...] = (("components_", 1), ("mean_", 0))
 
-    # -- features dropped in fit (all NaN: land in an ocean grid, dead sensors) --------
     def _leave_out_land(
         self,
         n_observed,

@@ -25,7 +25,6 @@ class XarrayViewsMixin:
         self._check_fitted()
         return getattr(self, "_feature_template", None)
 
-    # -- xarray views of the fitted attributes (EOF analysis) --------------------------
     def _require_template(self, name: str):
         t = getattr(self, "_feature_template", None)
         if t is None:
