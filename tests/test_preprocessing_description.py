@@ -267,3 +267,101 @@ def test_dask_protocol_copies_hold_the_record(data):
         assert carried(kept) is Y.preparation
         np.testing.assert_array_equal(kept.compute(), X * w)
     assert carried(Y * 1.0) is None
+
+
+def test_numpy_matrix_copies_hold_the_record(data):
+    """A NumPy matrix made by open_matrix holds its record as a dask one does: its
+    copies (``M.copy()``, ``copy.deepcopy``, a pickle), rows and views are weighted
+    once, and fitting one gives the model the record (never weighted twice)."""
+    import copy
+
+    X, w = data
+    M = scalepca.open_matrix(X, weights=w)
+    assert isinstance(M, np.ndarray)
+    model = scalepca.PCA(3).fit(M)
+    ppca = scalepca.PPCA(3).fit(M)
+    np.testing.assert_allclose(ppca.score(M), ppca.score(X), rtol=1e-10)
+    ref = _reference(X, w)
+    Z = ref.transform(X * w)
+    for kept, rows in (
+        (M.copy(), slice(None)),
+        (copy.copy(M), slice(None)),
+        (copy.deepcopy(M), slice(None)),
+        (pickle.loads(pickle.dumps(M)), slice(None)),
+        (M[5:30], slice(5, 30)),
+        (M.astype(np.float32).astype(np.float64), slice(None)),
+    ):
+        out = model.transform(kept)
+        assert type(out) is np.ndarray  # NumPy in, NumPy out
+        assert_same_components(out, Z[rows], rtol=1e-6, atol=1e-6, mode_axis=1)
+        refit = scalepca.PCA(3).fit(kept)
+        np.testing.assert_array_equal(refit.preprocessing_.weights, w)
+        np.testing.assert_allclose(
+            ppca.score(kept), ppca.score(M[rows]), rtol=1e-5, atol=0
+        )
+        assert_same_components(
+            refit.transform(X[rows]),
+            scalepca.PCA(3).fit(X[rows] * w).transform(X[rows] * w),
+            rtol=1e-6,
+            atol=1e-6,
+            mode_axis=1,
+        )
+
+
+def test_numpy_computed_from_a_matrix_is_refused(data):
+    """An array computed from a NumPy matrix of open_matrix is refused as a dask
+    one's is; a plain NumPy array (``np.array(M)``, ``np.asarray(M)``, as
+    ``Y.compute()`` of a dask matrix) is data in their own units, weighted by the
+    model."""
+    X, w = data
+    M = scalepca.open_matrix(X, weights=w)
+    model = scalepca.PCA(3).fit(M)
+    for derived in (M / w, M - M.mean(axis=0), M * 1.0):
+        with pytest.raises(
+            ValueError, match="computed from a matrix made by open_matrix"
+        ):
+            model.transform(derived)
+    for plain in (np.array(M), np.asarray(M)):
+        assert type(plain) is np.ndarray
+        assert_same_components(
+            model.transform(plain),
+            _reference(X, w).transform(X * w * w),
+            rtol=1e-10,
+            atol=1e-10,
+            mode_axis=1,
+        )
+
+
+def test_prepared_counts_in_memory_hold_their_record():
+    """Counts in memory prepared by single-cell steps are a CSR matrix holding their
+    record: a copy, rows or a pickle of it are not prepared twice, and a matrix
+    computed from it is refused."""
+    import copy
+
+    import scipy.sparse as sp
+
+    from scalepca.analysis.singlecell import prepared_matrix
+
+    rng = np.random.default_rng(5)
+    X = sp.random(
+        300,
+        40,
+        density=0.3,
+        random_state=5,
+        format="csr",
+        data_rvs=lambda k: rng.integers(1, 9, k).astype(np.float64),
+    )
+    M = prepared_matrix(X, {"normalize_total": True, "log1p": True})
+    model = scalepca.PCA(3).fit(M)
+    Z = model.transform(X)
+    assert type(Z) is np.ndarray
+    np.testing.assert_allclose(model.transform(M), Z, rtol=1e-10, atol=1e-10)
+    for kept, rows in (
+        (M.copy(), slice(None)),
+        (copy.deepcopy(M), slice(None)),
+        (pickle.loads(pickle.dumps(M)), slice(None)),
+        (M[10:50], slice(10, 50)),
+    ):
+        np.testing.assert_allclose(model.transform(kept), Z[rows], atol=1e-10)
+    with pytest.raises(ValueError, match="computed from a matrix made by open_matrix"):
+        model.transform(M * 2.0)

@@ -20,6 +20,7 @@ READERS = [
     "analysis/plot.py",
     "app/pipeline.py",
     "app/update.py",
+    "app/report.py",
     "app/report_figures.py",
 ]
 
@@ -75,3 +76,33 @@ def _reads_of(fn: ast.FunctionDef, params: set[str]) -> list[str]:
 def test_tools_read_models_through_their_public_interface(module):
     tree = ast.parse((ROOT / module).read_text())
     assert _private_reads(tree) == []
+
+
+def test_features_left_out_are_a_public_fitted_mask():
+    """``features_kept_`` says which features the fit used (all-NaN ones left out);
+    the report's summary reads it, not the model's private state."""
+    import warnings
+
+    import numpy as np
+
+    import scalepca
+    from scalepca.app.report import _summary_rows
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((30, 6))
+    assert scalepca.PCA(2).fit(X).features_kept_.all()
+    X[:, [1, 4]] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = scalepca.PCA(2).fit(X)
+    np.testing.assert_array_equal(
+        model.features_kept_, [True, False, True, True, False, True]
+    )
+    model.features_kept_[0] = False  # a copy: the model is unchanged
+    assert model.features_kept_[0]
+    rows = dict(
+        _summary_rows(
+            model, data=None, method="pca", params=None, elapsed=1.0, memory=None
+        )
+    )
+    assert rows["features left out (all NaN)"] == "2"

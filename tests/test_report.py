@@ -669,3 +669,19 @@ def test_loadings_over_one_labelled_dim_are_named_by_its_labels():
     pca = scalepca.PCA(2).fit(scalepca.open_matrix(grid, sample_dims="time"))
     stems = [f.stem for f in report_figures(pca)]
     assert stems == ["scree", "components"]
+
+
+def test_figures_follow_the_class_not_its_name():
+    """The figures are chosen by the estimator's class (a subclass is drawn as its
+    method is), never by the class's name."""
+    from scalepca.app.report_figures import Family, family
+
+    class TunedPPCA(scalepca.PPCA):
+        pass
+
+    class MCA(scalepca.PCA):  # a PCA, whatever it is called
+        pass
+
+    assert family(TunedPPCA()) is Family.PROBABILISTIC
+    assert family(MCA()) is Family.LINEAR
+    assert family(scalepca.MCA(2)) is Family.COUPLED

@@ -255,8 +255,8 @@ def _summary_rows(est, *, data, method, params, elapsed, memory, timings=None):
         value = getattr(est, attr, None)
         if value is not None:
             rows.append([label, _fmt_value(value)])
-    keep = getattr(est, "_features_kept", None)
-    if keep is not None:
+    keep = getattr(est, "features_kept_", None)
+    if keep is not None and not keep.all():
         rows.append(
             ["features left out (all NaN)", f"{int(np.size(keep) - np.sum(keep)):,}"]
         )

@@ -22,6 +22,8 @@ at most 5,000 rows of the written scores.
 
 from __future__ import annotations
 
+import enum
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -48,6 +50,50 @@ class ReportFigure:
     caption: str
     alt: str
     draw: Callable[[], object]
+
+
+class Family(enum.Enum):
+    """The figures a method's fit is drawn with, where they are not a linear PCA's."""
+
+    LINEAR = enum.auto()
+    COUPLED = enum.auto()  # MCA: two fields' coupled modes
+    BOOTSTRAP = enum.auto()
+    HILBERT = enum.auto()
+    MULTIVARIATE = enum.auto()
+    EXTENDED = enum.auto()
+    PROBABILISTIC = enum.auto()  # PPCA: a noise level, latent scores
+    SPARSE = enum.auto()
+    ROBUST = enum.auto()  # parts L and S, drawn as blocks
+    KERNEL = enum.auto()  # components over landmarks, not the input features
+
+
+@functools.cache
+def _families() -> dict[type, Family]:
+    from .. import models
+    from ..analysis.bootstrap import BootstrapEOF
+    from ..analysis.hilbert_eof import HilbertEOF
+    from ..analysis.mca import MCA
+
+    return {
+        MCA: Family.COUPLED,
+        BootstrapEOF: Family.BOOTSTRAP,
+        HilbertEOF: Family.HILBERT,
+        models.MultivariateEOF: Family.MULTIVARIATE,
+        models.ExtendedEOF: Family.EXTENDED,
+        models.PPCA: Family.PROBABILISTIC,
+        models.SparsePCA: Family.SPARSE,
+        models.RobustPCA: Family.ROBUST,
+        models.KernelPCA: Family.KERNEL,
+    }
+
+
+def family(est) -> Family:
+    """The :class:`Family` of ``est``'s class, or of the nearest of its bases that
+    has one (a subclass is drawn as its method is); :attr:`Family.LINEAR` else."""
+    table = _families()
+    return next(
+        (table[cls] for cls in type(est).__mro__ if cls in table), Family.LINEAR
+    )
 
 
 def _pct(x) -> str:
@@ -87,8 +133,8 @@ def _north_errors(est):
 def _spectrum(est) -> Iterator[ReportFigure]:
     from ..analysis import plot
 
-    name = type(est).__name__
-    if name == "MCA":
+    kind = family(est)
+    if kind is Family.COUPLED:
         frac = np.ravel(est.squared_covariance_fraction_)
 
         def draw_mca():
@@ -111,7 +157,7 @@ def _spectrum(est) -> Iterator[ReportFigure]:
         for a in ("explained_variance_", "eigenvalues_")
     ):
         return
-    if name == "BootstrapEOF":
+    if kind is Family.BOOTSTRAP:
         yield _bootstrap_scree(est, ratio)
         return
     north = _north_errors(est)
@@ -151,7 +197,7 @@ def _spectrum(est) -> Iterator[ReportFigure]:
 
 def _noise_share(est):
     """PPCA's σ² as a fraction of the total variance (None for other models)."""
-    if type(est).__name__ != "PPCA":
+    if family(est) is not Family.PROBABILISTIC:
         return None
     sigma2 = getattr(est, "noise_variance_", None)
     ratio, ev = _ratio(est), getattr(est, "explained_variance_", None)
@@ -248,22 +294,22 @@ def _ranked(
 
 
 def _patterns(est) -> Iterator[ReportFigure]:
-    name = type(est).__name__
+    kind = family(est)
     ratio = _ratio(est)
     names = getattr(est, "feature_names_in_", None)
-    if name in ("RobustPCA", "KernelPCA"):
+    if kind in (Family.ROBUST, Family.KERNEL):
         # robust PCA's parts are drawn as blocks; kernel PCA's components live in the
         # kernel feature space (one value per landmark), not over the input features
         return
-    if name == "HilbertEOF":
+    if kind is Family.HILBERT:
         yield from _hilbert_patterns(est, ratio, names)
-    elif name == "MCA":
+    elif kind is Family.COUPLED:
         yield from _mca_patterns(est)
-    elif name == "MultivariateEOF":
+    elif kind is Family.MULTIVARIATE:
         yield from _multivariate_patterns(est, ratio)
-    elif name == "ExtendedEOF":
+    elif kind is Family.EXTENDED:
         yield from _extended_patterns(est, ratio)
-    elif name == "BootstrapEOF":
+    elif kind is Family.BOOTSTRAP:
         yield from _bootstrap_patterns(est, ratio, names)
     else:
         yield from _linear_patterns(est, ratio, names)
@@ -292,7 +338,7 @@ def _linear_patterns(est, ratio, names) -> Iterator[ReportFigure]:
             (dim,) = [d for d in field.dims if d != "mode"] or [None]
             if dim is not None and dim in field.coords:
                 names = field[dim].values
-    sparse = type(est).__name__ == "SparsePCA"
+    sparse = family(est) is Family.SPARSE
     if sparse and comps.shape[1] <= 200:
         k = min(6, comps.shape[0])
         yield ReportFigure(
@@ -727,18 +773,18 @@ def time_series_figure(store, storage_options, est=None):
 
 
 def _scores(est, scores_store, storage_options, labels) -> Iterator[ReportFigure]:
-    name = type(est).__name__
+    kind = family(est)
     sample = f"a sample of at most {MAX_ROWS:,} rows of the written scores"
-    if name != "HilbertEOF":
+    if kind is not Family.HILBERT:
         note = (
             " PPCA's scores are posterior means of unit-variance latent variables, not "
             "projections: their variance is at most 1 on every axis, whatever the "
             "component's variance."
-            if name == "PPCA"
+            if kind is Family.PROBABILISTIC
             else ""
         )
         by = "" if labels is None else f", coloured by {labels[0]}"
-        if name == "MCA":
+        if kind is Family.COUPLED:
             caption = (
                 "The first mode's expansion coefficients of X against those of Y "
                 f"({sample})."
@@ -763,9 +809,9 @@ def _scores(est, scores_store, storage_options, labels) -> Iterator[ReportFigure
         k = 3 if ratio is None else min(3, ratio.size)
         shares = "" if ratio is None else f" ({_shares(ratio, k)} of the variance)"
         what = {
-            "HilbertEOF": f"the amplitude of complex PCs 1–{k}{shares}",
-            "MCA": "mode 1's expansion coefficients of X and Y",
-        }.get(name, f"PCs 1–{k}{shares}")
+            Family.HILBERT: f"the amplitude of complex PCs 1–{k}{shares}",
+            Family.COUPLED: "mode 1's expansion coefficients of X and Y",
+        }.get(kind, f"PCs 1–{k}{shares}")
         yield ReportFigure(
             "pc_series",
             f"Time series of {what} against the data's time coordinate (at most "
@@ -804,7 +850,7 @@ def report_figures(
     if scores_store is not None:
         yield from _scores(est, scores_store, storage_options, labels)
     if (
-        type(est).__name__ == "RobustPCA"
+        family(est) is Family.ROBUST
         and X is not None
         and getattr(est, "low_rank_", None) is not None
     ):

@@ -267,6 +267,9 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         Number of samples (rows) in the training data.
     n_features_in_ : int
         Number of features seen during ``fit``.
+    features_kept_ : ndarray of shape (n_features_in_,), dtype bool
+        True for the features the model was fitted on, False for those left out
+        (NaN in every sample), which are NaN in the per-feature attributes.
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of the features seen during ``fit``; defined only when the data carry
         names.

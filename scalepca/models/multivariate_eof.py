@@ -173,6 +173,9 @@ class MultivariateEOF(DecompositionMixin):
         Number of samples (time steps) in the training data.
     n_features_in_ : int
         Number of features of all fields together.
+    features_kept_ : ndarray of shape (n_features_in_,), dtype bool
+        True for the features the model was fitted on, False for those left out
+        (NaN in every sample), which are NaN in the per-feature attributes.
     n_components_ : int
         The number of components kept.
     n_passes_ : int

@@ -263,6 +263,9 @@ class RobustPCA(LinearDecompositionMixin):
         Number of rows of ``M``, n1.
     n_features_in_ : int
         Number of columns of ``M``, n2.
+    features_kept_ : ndarray of shape (n_features_in_,), dtype bool
+        True for the features the model was fitted on, False for those left out
+        (NaN in every sample), which are NaN in the per-feature attributes.
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of the columns seen during ``fit``; defined only when the data carry
         names.

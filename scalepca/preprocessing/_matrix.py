@@ -11,7 +11,14 @@ import xarray as xr
 
 from .._validation import _row_chunks, check_matrix
 from ..io._stack import MODE, SAMPLE, _unstack, feature_template, mode_coords
-from ._steps import ATTR, Preprocessing, carried, frame_matrix, is_dask_frame
+from ._steps import (
+    ATTR,
+    Preprocessing,
+    carried,
+    frame_matrix,
+    is_dask_frame,
+    unheld,
+)
 
 
 @dataclass
@@ -151,6 +158,7 @@ def as_matrix(
     if is_dask_frame(X):
         X = frame_matrix(X, what=what, lengths=not unknown_rows)
     prep = carried(X)
+    X = unheld(X)
     kind = "dask" if isinstance(X, da.Array) else "numpy"
     if kind == "numpy" and not isinstance(X, np.ndarray):
         import zarr

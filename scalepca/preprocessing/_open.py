@@ -129,8 +129,10 @@ xarray.DataArray/Dataset, dask or numpy array
         A 2-D dask array (NumPy for a NumPy source), or a dask-backed DataArray (xarray,
         AnnData) whose coordinates label the outputs. A weighted matrix holds the record
         of its preparation, and so do its rows, rechunks, copies, persisted and pickled
-        versions; an estimator keeps it. The data page of the documentation has the
-        details (preprocessing remembered, dask DataFrames, AnnData).
+        versions; an estimator keeps it. A plain NumPy array made of it
+        (``np.array(M)``) is data in their own units, and an array computed from it
+        (``M / w``) is refused by ``transform``. The data page of the documentation
+        has the details (preprocessing remembered, dask DataFrames, AnnData).
 
     Raises
     ------

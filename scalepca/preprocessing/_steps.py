@@ -24,11 +24,11 @@ left out of the fit (NaN in every sample) are recorded by the estimator too
 from __future__ import annotations
 
 import uuid
-import weakref
 from dataclasses import dataclass
 
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 import xarray as xr
 from dask.array.core import BlockView
 
@@ -189,14 +189,8 @@ class Preprocessing:
                     )
                 )
         carried_by = carried(X)
-        if carried_by is None and computed_from_matrix(X) is not None:
-            raise ValueError(
-                f"{what} is computed from a matrix made by open_matrix by other "
-                "steps than the matrix's own row selection, rechunk, astype, copy "
-                "or persist, so it may or may not be prepared (weighted) still: "
-                "pass the matrix open_matrix made (or rows of it), or the data in "
-                "their own units"
-            )
+        if carried_by is None:
+            _refuse_computed(X, what)
         if carried_by is not None:
             diff = self.differences(carried_by)
             if diff:
@@ -220,13 +214,15 @@ class Preprocessing:
             # other inputs (zarr arrays, sparse matrices) go to validation as they are
             return X
         if self._fits(X):  # a table fitted through open_matrix(array, weights=...)
-            return attach(self.weight(X), self)
+            return held(self.weight(X), self)
         return X  # the wrong shape: the n_features check says so
 
     def _prepare_cells(self, X, what: str):
         """Raw counts through the fitted single-cell steps; a matrix they made, as it
         is."""
         carried_by = carried(X)
+        if carried_by is None:
+            _refuse_computed(X, what)
         if (
             carried_by is not None
             and carried_by.cells is None
@@ -614,20 +610,56 @@ def column_weights(weights, d: int) -> np.ndarray:
 
 
 # -- carrying a description with a matrix ----------------------------------------------
-# A DataArray carries its description in its attributes, and a dask matrix made by
-# open_matrix is a PreparedMatrix, which holds it: the record goes where the matrix goes
-# (a copy, rows of it, another process), never through a table of this module. The
-# matrix's graph name is its own, ``scalepca-matrix-<random>`` (a dask name is otherwise
-# a hash of the values and steps, which an unrelated array of the same values shares),
-# so that an array computed from it in any other way (a sum, ``Y / w``, an
-# ``inverse_transform``), a plain dask array, is recognised: it may or may not still be
-# prepared, and :meth:`Preprocessing.prepare` refuses it rather than guess.
-#
-# NumPy arrays have no room for it: scalepca remembers the ones it made itself by
-# identity (weakly: the entry goes with the array), and their views through ``.base``.
-_CARRIED: dict[int, tuple[weakref.ref, Preprocessing]] = {}
+# A DataArray carries its description in its attributes; a dask matrix made by
+# open_matrix is a PreparedMatrix and a NumPy one a PreparedArray, which hold it: the
+# record goes where the matrix goes (a copy, rows of it, another process), never
+# through a table of this module. The dask matrix's graph name is its own,
+# ``scalepca-matrix-<random>`` (a dask name is otherwise a hash of the values and
+# steps, which an unrelated array of the same values shares), so that an array
+# computed from it in any other way (a sum, ``Y / w``, an ``inverse_transform``), a
+# plain dask array, is recognised: it may or may not still be prepared, and
+# :meth:`Preprocessing.prepare` refuses it rather than guess. A NumPy matrix's ufunc
+# results are PreparedArrays without a record, refused alike.
 #: the start of the graph name of a dask matrix made by ``open_matrix``
 MATRIX_PREFIX = "scalepca-matrix-"
+
+
+class PreparedArray(np.ndarray):
+    """A NumPy matrix made by :func:`~scalepca.open_matrix`, holding the
+    :class:`Preprocessing` that made it (``preparation``).
+
+    A NumPy array in every other way. Its copies (``M.copy()``, ``copy.deepcopy``,
+    a pickle), rows, views and ``astype`` hold the record; a ufunc's result (``M * 2``,
+    ``M.mean(0)``) holds ``None``, computed from the matrix, which ``transform``
+    refuses; a plain ``ndarray`` made of it (``np.array(M)``, ``np.asarray(M)``) is
+    data in their own units.
+    """
+
+    def __new__(cls, arr: np.ndarray, preparation: Preprocessing | None):
+        self = np.asarray(arr).view(cls)
+        self.preparation = preparation
+        return self
+
+    def __array_finalize__(self, obj):
+        self.preparation = getattr(obj, "preparation", None)
+
+    def __array_wrap__(self, arr, *args, **kwargs):
+        # (context, return_scalar): NumPy 1 passes the first only
+        out = super().__array_wrap__(arr, *args, **kwargs)
+        if isinstance(out, PreparedArray):
+            out.preparation = None  # computed from the matrix, not the matrix
+        return out
+
+    def __reduce__(self):
+        rebuild, args, state = super().__reduce__()
+        return _unpickled_array, (rebuild, args, state, self.preparation)
+
+
+def _unpickled_array(rebuild, args, state, preparation):
+    arr = rebuild(*args)
+    arr.__setstate__(state)
+    arr.preparation = preparation
+    return arr
 
 
 class PreparedMatrix(da.Array):
@@ -692,21 +724,50 @@ def _unpickled(rebuild, args, preparation):
     return PreparedMatrix(rebuild(*args), preparation)
 
 
-def attach(X, prep: Preprocessing | None):
-    """Record that ``X`` was made by ``prep`` (a DataArray in its attributes, a NumPy
-    array by identity); returns ``X``."""
+def held(X, prep: Preprocessing | None):
+    """``X`` holding the record ``prep`` of how it was made: a DataArray in its
+    attributes, a dask array as a :class:`PreparedMatrix`, a NumPy array as a
+    :class:`PreparedArray` (a view: nothing is copied), a SciPy sparse matrix as a
+    :class:`PreparedSparse` (CSR); anything else as it is."""
     if prep is None:
         return X
     if isinstance(X, xr.DataArray):
         X.attrs[ATTR] = prep
         return X
-    key = id(X)
-    try:
-        ref = weakref.ref(X, lambda _r, key=key: _CARRIED.pop(key, None))
-    except TypeError:  # not weak-referenceable: carries nothing
-        return X
-    _CARRIED[key] = (ref, prep)
+    if isinstance(X, da.Array):
+        return PreparedMatrix(X, prep)
+    if isinstance(X, np.ndarray):
+        return PreparedArray(X, prep)
+    if sp.issparse(X):
+        return PreparedSparse(X, prep)
     return X
+
+
+class PreparedSparse(sp.csr_matrix):
+    """Prepared single-cell counts in memory (a CSR matrix) holding the record of
+    their steps (``preparation``), as :class:`PreparedArray` does: its copies, rows,
+    ``astype`` and pickles hold it; SciPy's other results (``M * 2``) hold ``None``,
+    computed from the matrix, which ``transform`` refuses."""
+
+    preparation = None
+
+    def __init__(self, X, preparation: Preprocessing | None = None, **kwargs):
+        super().__init__(X, **kwargs)
+        self.preparation = preparation
+
+    def _keep(self, out):
+        if isinstance(out, PreparedSparse):
+            out.preparation = self.preparation
+        return out
+
+    def copy(self):
+        return self._keep(super().copy())
+
+    def astype(self, *args, **kwargs):
+        return self._keep(super().astype(*args, **kwargs))
+
+    def __getitem__(self, index):
+        return self._keep(super().__getitem__(index))
 
 
 def _same(block):
@@ -715,10 +776,10 @@ def _same(block):
 
 def named_matrix(X, prep: Preprocessing | None):
     """The matrix ``open_matrix`` returns, marked as made by ``prep``: a dask array
-    as a :class:`PreparedMatrix` of a graph name of its own, else as :func:`attach`
+    as a :class:`PreparedMatrix` of a graph name of its own, else as :func:`held`
     marks it."""
     if prep is None or not isinstance(X, da.Array):
-        return attach(X, prep)
+        return held(X, prep)
     name = MATRIX_PREFIX + uuid.uuid4().hex
     return PreparedMatrix(
         X.map_blocks(_same, name=name, dtype=X.dtype, meta=X._meta), prep
@@ -734,22 +795,41 @@ def carried(X) -> Preprocessing | None:
         # xarray keeps attributes through arithmetic: they describe the data only while
         # it is the matrix's own (``M / 2`` is refused as a bare dask array's is)
         return None if computed_from_matrix(X) is not None else p
-    if isinstance(X, PreparedMatrix):
+    if isinstance(X, (PreparedMatrix, PreparedArray, PreparedSparse)):
         return X.preparation
-    node = X
-    while node is not None:  # NumPy views lead back to the matrix through .base
-        entry = _CARRIED.get(id(node))
-        if entry is not None and entry[0]() is node:
-            return entry[1]
-        node = node.base if isinstance(node, np.ndarray) else None
     return None
+
+
+def unheld(X):
+    """``X`` without the record it holds: the plain NumPy array of a
+    :class:`PreparedArray` (so that its blocks and results are plain arrays), any
+    other input as it is."""
+    if isinstance(X, PreparedArray):
+        return X.view(np.ndarray)
+    return X
+
+
+def _refuse_computed(X, what: str) -> None:
+    """``ValueError`` for ``X`` computed from a matrix scalepca made (see
+    :func:`computed_from_matrix`): it may or may not be prepared still."""
+    if computed_from_matrix(X) is not None:
+        raise ValueError(
+            f"{what} is computed from a matrix made by open_matrix by other "
+            "steps than the matrix's own row selection, rechunk, astype, copy "
+            "or persist, so it may or may not be prepared (weighted) still: "
+            "pass the matrix open_matrix made (or rows of it), or the data in "
+            "their own units"
+        )
 
 
 def computed_from_matrix(X) -> str | None:
     """The name of a scalepca dask matrix in ``X``'s graph when ``X`` is a plain dask
-    array (or a DataArray of one) computed from it (else ``None``)."""
+    array (or a DataArray of one) computed from it, the class name of an in-memory
+    result computed from an in-memory matrix (else ``None``)."""
     if isinstance(X, xr.DataArray):
         X = X.data
+    if isinstance(X, (PreparedArray, PreparedSparse)) and X.preparation is None:
+        return type(X).__name__
     if not isinstance(X, da.Array) or isinstance(X, PreparedMatrix):
         return None
     return next((n for n in X.dask.layers if n.startswith(MATRIX_PREFIX)), None)
@@ -777,9 +857,9 @@ def prepare_counts(X, prep, *, what: str = "X"):
         if kept is not None:
             coords["var"] = kept
         out = xr.DataArray(steps.apply(data), dims=X.dims, coords=coords, name=X.name)
-        return attach(out, prep)
+        return held(out, prep)
     steps.check_genes(X.shape[1], None, what)
     if isinstance(X, da.Array):
         blocks = as_csr_blocks(X) if is_sparse(X) else X.rechunk({1: -1})
         return named_matrix(steps.apply(blocks), prep)
-    return attach(steps.block(X if is_sparse(X) else np.asarray(X)), prep)
+    return held(steps.block(X if is_sparse(X) else np.asarray(X)), prep)
