@@ -25,7 +25,8 @@ Every product ``A Ω`` / ``Aᵀ Q`` is a blockwise dask product with a tree sum 
 blocks; only the tall-skinny results (n1 × l, n2 × l) and l × l matrices reach the
 client, and, when the partial SVD must grow to a quarter of ``min(n1, n2)``, the Gram
 matrix of the small side (then no larger than twice the factors). ``A`` itself is
-never gathered and no dense SVD of it is taken.
+never gathered and no dense SVD of it is taken. A NumPy ``A`` (a small problem held on
+the client) takes the same steps, each product one BLAS call.
 """
 
 from __future__ import annotations
@@ -134,7 +135,9 @@ def sum_block_products(P: da.Array) -> da.Array:
 
 def times(A: da.Array, Om: np.ndarray) -> da.Array:
     """Lazy ``A Ω`` for a small dense ``Ω``; blocks of ``Ω`` follow ``A``'s column
-    chunks."""
+    chunks. A NumPy ``A`` (a problem held on the client) gives ``A Ω`` at once."""
+    if isinstance(A, np.ndarray):
+        return A @ Om
     l = Om.shape[1]
     Omd = graph_constant(Om, (A.chunks[1], l))
     P = da.blockwise(
@@ -165,7 +168,9 @@ def probe_matrix(
 
 
 def _rtimes(A: da.Array, Q: np.ndarray) -> da.Array:
-    """Lazy ``Aᵀ Q`` for a small dense ``Q``."""
+    """Lazy ``Aᵀ Q`` for a small dense ``Q`` (at once for a NumPy ``A``)."""
+    if isinstance(A, np.ndarray):
+        return A.T @ Q
     return A.T @ graph_constant(Q, (A.chunks[0], Q.shape[1]))
 
 
