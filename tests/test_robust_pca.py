@@ -510,6 +510,77 @@ def test_pass_count_and_config_entry(monkeypatch):
     assert estimator_class("robust_pca") is scalepca.RobustPCA
 
 
+class _GraphRuns:
+    """Counts the dask graphs run by the local schedulers (one per ``compute`` or
+    ``persist`` of dask collections; NumPy arrays pass through ``dask.compute``
+    without one)."""
+
+    def __enter__(self):
+        from dask.callbacks import Callback
+
+        self.n = 0
+
+        def start(dsk):
+            self.n += 1
+
+        self._cb = Callback(start=start)
+        self._cb.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._cb.__exit__(*exc)
+
+
+def test_small_numpy_input_is_fitted_on_the_client(monkeypatch):
+    """NumPy input of at most ``LOCAL_MAX_ENTRIES`` entries is fitted with NumPy on
+    the client: the fit runs two dask graphs (the statistics pass and gathering the
+    cleaned M), not one per pass; the blocked path of the same data runs one graph per
+    pass, one more per iteration (the update pass persists T and A, then gathers its
+    reductions) and one for the first A. Both make the same passes and reach the same
+    fit."""
+    L0, S0, r = clmw_problem(200, seed=3)
+    M = L0 + S0
+    for svd_tol in ("auto", None):
+        with _GraphRuns() as local_runs:
+            local = scalepca.RobustPCA(random_state=0, svd_tol=svd_tol).fit(M)
+        with _GraphRuns() as blocked_runs:
+            blocked = scalepca.RobustPCA(random_state=0, svd_tol=svd_tol).fit(
+                da.from_array(M, chunks=100)
+            )
+        assert local_runs.n == 2
+        assert blocked_runs.n == blocked.n_passes_ + blocked.n_iter_ + 1
+        assert local.n_passes_ == blocked.n_passes_
+        assert local.n_iter_ == blocked.n_iter_ and local.rank_ == blocked.rank_ == r
+        np.testing.assert_allclose(
+            local.low_rank_.compute(), blocked.low_rank_.compute(), atol=1e-9
+        )
+        np.testing.assert_array_equal(
+            local.sparse_.compute() != 0, blocked.sparse_.compute() != 0
+        )
+    # above the size: blocked
+    monkeypatch.setattr(rpca_mod, "LOCAL_MAX_ENTRIES", 200 * 200 - 1)
+    with _GraphRuns() as runs:
+        big = scalepca.RobustPCA(random_state=0, svd_tol=None).fit(M)
+    assert runs.n == big.n_passes_ + big.n_iter_ + 1
+
+
+@pytest.mark.slow
+def test_clmw_n1000_passes_and_graphs():
+    """Candès et al. Table 1 at n = 1000, 5 % corruptions (the benchmark's problem):
+    the passes of the default and of ``svd_tol=None``, pinned, and no dask graph per
+    pass in memory (the time per pass is then the BLAS call's)."""
+    L0, S0, r = clmw_problem(1000, seed=0)
+    M = L0 + S0
+    got = {}
+    for svd_tol in ("auto", None):
+        with _GraphRuns() as runs:
+            est = scalepca.RobustPCA(random_state=0, svd_tol=svd_tol).fit(M)
+        assert runs.n == 2 and est.rank_ == r
+        assert rel(est.low_rank_.compute(), L0) <= 1e-5
+        got[svd_tol] = (est.n_iter_, est.n_passes_)
+    assert got == {"auto": (17, 115), None: (18, 84)}
+
+
 def test_nonconvergence_warns():
     L0, S0, _ = clmw_problem(100)
     with pytest.warns(Warning, match="did not converge in 3 iterations"):

@@ -25,7 +25,8 @@ Every product ``A Ω`` / ``Aᵀ Q`` is a blockwise dask product with a tree sum 
 blocks; only the tall-skinny results (n1 × l, n2 × l) and l × l matrices reach the
 client, and, when the partial SVD must grow to a quarter of ``min(n1, n2)``, the Gram
 matrix of the small side (then no larger than twice the factors). ``A`` itself is
-never gathered and no dense SVD of it is taken.
+never gathered and no dense SVD of it is taken. A NumPy ``A`` (a small problem held on
+the client) takes the same steps, each product one BLAS call.
 """
 
 from __future__ import annotations
@@ -134,7 +135,9 @@ def sum_block_products(P: da.Array) -> da.Array:
 
 def times(A: da.Array, Om: np.ndarray) -> da.Array:
     """Lazy ``A Ω`` for a small dense ``Ω``; blocks of ``Ω`` follow ``A``'s column
-    chunks."""
+    chunks. A NumPy ``A`` (a problem held on the client) gives ``A Ω`` at once."""
+    if isinstance(A, np.ndarray):
+        return A @ Om
     l = Om.shape[1]
     Omd = graph_constant(Om, (A.chunks[1], l))
     P = da.blockwise(
@@ -165,7 +168,9 @@ def probe_matrix(
 
 
 def _rtimes(A: da.Array, Q: np.ndarray) -> da.Array:
-    """Lazy ``Aᵀ Q`` for a small dense ``Q``."""
+    """Lazy ``Aᵀ Q`` for a small dense ``Q`` (at once for a NumPy ``A``)."""
+    if isinstance(A, np.ndarray):
+        return A.T @ Q
     return A.T @ graph_constant(Q, (A.chunks[0], Q.shape[1]))
 
 
@@ -226,7 +231,12 @@ def randomized_partial_svd(
 
 
 def ritz_estimates(
-    A: da.Array, Om: np.ndarray, *, timed=None, first_product: np.ndarray | None = None
+    A: da.Array,
+    Om: np.ndarray,
+    *,
+    timed=None,
+    first_product: np.ndarray | None = None,
+    first_range: np.ndarray | None = None,
 ):
     """Subspace iteration from the probe block ``Ω``, yielding ``(U, s, Vt, AV)``
     after each step.
@@ -239,7 +249,8 @@ def ritz_estimates(
     client). All ``l = Ω.shape[1]`` triplets, singular values descending. ``AV()``
     computes ``A V`` (one pass), kept for the power iteration that follows, so a
     caller that checks the estimate's residual ``A V − U S`` with it pays no extra
-    pass if it goes on.
+    pass if it goes on. ``first_range``, orthonormal columns, is taken for
+    ``orth(A Ω)`` as it is (no pass, no QR).
     """
 
     def product(Z, label):
@@ -247,9 +258,11 @@ def ritz_estimates(
             (Y,) = dask.compute(times(A, Z))
         return Y
 
-    Y = first_product if first_product is not None else product(Om, "svt: A Ω")
+    if first_range is None:
+        Y = first_product if first_product is not None else product(Om, "svt: A Ω")
     while True:
-        Q = _orth(Y)
+        Q = first_range if first_range is not None else _orth(Y)
+        first_range = None
         with _ctx(timed, "svt: Aᵀ Q"):
             (Bt,) = dask.compute(_rtimes(A, Q))  # (Qᵀ A)ᵀ, n2 × l
         U, s, Vt = rayleigh_ritz(Q, Bt)
@@ -517,7 +530,7 @@ def _gram_start(A: da.Array, tau: float, n_oversamples: int, timed):
     basis = np.ascontiguousarray(vecs[:, ::-1][:, : int(min(k + n_oversamples, n_max))])
     if n2 < n1:  # the right vectors probe: one pass more than a growth's two
         return k, ritz_estimates(A, basis, timed=timed), 1
-    return k, ritz_estimates(A, None, timed=timed, first_product=basis), 0
+    return k, ritz_estimates(A, None, timed=timed, first_range=basis), 0
 
 
 def _factor_norm(f) -> float:

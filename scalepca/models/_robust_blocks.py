@@ -31,10 +31,12 @@ def _clip_obs(t, w, tau):
 
 def _a_from_parts(m, t, p, c):
     """``A = M − S + Y/μ = M − (T − P) + c P`` (one formula for every path, so a
-    resumed run computes bit for bit what an uninterrupted one does)."""
+    resumed run computes bit for bit what an uninterrupted one does). ``p`` is
+    overwritten (with ``c P``): no temporary of the block's size."""
     a = m - t
     a += p
-    a += c * p
+    p *= c
+    a += p
     return a
 
 
@@ -51,18 +53,22 @@ def _update_core(m, t, w, us, vt, a_tau, c, tau_s, c_next):
     With ``Y/μ = c P_old``: ``T_new = M − L + Y/μ``, ``P = clip(T_new, ±λ/μ)``,
     ``S_new = T_new − P`` and the primal residual ``M − L − S_new = P − Y/μ`` (on Ω).
     """
+    # in place where a temporary of the block's size would be new (each costs its
+    # page faults on top of a pass over memory)
     m = _clean(m, w)
     y = _clip_obs(t, w, a_tau)
     y *= c
-    tn = m - us @ vt
+    tn = us @ vt
+    np.subtract(m, tn, out=tn)
     tn += y
     p = _clip_obs(tn, w, tau_s)
-    r = p - y
-    big = np.abs(tn) > tau_s
+    # |T_new| > λ/μ exactly where the clip changed it
+    big = p != tn
     if w is not None:
         big &= w
-    a_next = _a_from_parts(m, tn, p, c_next)
+    r = np.subtract(p, y, out=y)
     stats = np.array([[[np.vdot(r, r), np.count_nonzero(big)]]], dtype=np.float64)
+    a_next = _a_from_parts(m, tn, p, c_next)
     return tn, a_next, stats
 
 

@@ -28,7 +28,7 @@ class _Problem:
 
     M: da.Array
     W: da.Array | None
-    Mc: da.Array  # M with the unobserved entries set to zero
+    Mc: da.Array | np.ndarray  # M with the unobserved entries set to zero, float64
     storage: str  # "memory" or "zarr"
     fro: float  # ‖P_Ω M‖_F
     maxabs: float
@@ -37,6 +37,11 @@ class _Problem:
     fused: bool  # the update pass also computes the next SVD's A Ω (randomized SVD)
     p: int  # oversampling of the randomized SVD
     scratch: CheckpointStore | None = None  # where T and A live in "zarr" mode
+    #: the iterates are NumPy arrays on the client (a small in-memory problem):
+    #: ``Mc`` and ``Wc`` are then M (cleaned, float64) and the mask in memory, and T
+    #: and A NumPy arrays; M and W stay the blocked layout of the results
+    local: bool = False
+    Wc: np.ndarray | None = None
     store: CheckpointStore | None = None  # the checkpoint's store
 
 

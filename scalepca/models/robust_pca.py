@@ -64,6 +64,7 @@ from ..io._store import is_regular
 from ..linalg.decomp import flip_signs
 from ..linalg.passes import compute_together
 from ..linalg.svt import (
+    block_times,
     graph_constant,
     low_rank_from_factors,
     predict_rank,
@@ -84,6 +85,7 @@ from ._robust_blocks import (
     _pick,
     _shrink_block,
     _update_block,
+    _update_core,
     probes,
 )
 from ._robust_state import (
@@ -100,6 +102,12 @@ logger = logging.getLogger(__name__)
 #: the dense reference SVD refuses matrices with more entries than this (1 GiB in
 #: float64)
 FULL_SVD_MAX_ENTRIES = 2**27
+#: NumPy input of at most this many entries (32 MiB in float64: one block of the
+#: blocked layout, :func:`~scalepca.linalg.svt.square_blocks`) is fitted on the client
+#: with NumPy, as the user who passed it in memory expects; the same iteration, but
+#: each pass one BLAS call instead of a dask graph, whose scheduling costs more than
+#: the arithmetic at this size
+LOCAL_MAX_ENTRIES = 2**22
 
 
 # --------------------------------------------------------------------------------------
@@ -225,7 +233,10 @@ class RobustPCA(LinearDecompositionMixin):
         Where the n1 × n2 state (T and A) lives: persisted in cluster memory, or in a
         zarr scratch store (the checkpoint store if given, else ``scratch``, else a
         temporary directory). ``"auto"`` picks memory when five n1 × n2 float64 arrays
-        take less than 70 % of the cluster's memory.
+        take less than 70 % of the cluster's memory. NumPy input of at most 2²²
+        entries in ``"memory"`` without ``checkpoint`` is fitted on the client with
+        NumPy: the same iteration and passes, each pass one BLAS call rather than a
+        dask graph.
     scratch : str or None
         Directory of the zarr scratch store when ``storage`` resolves to ``"zarr"`` and
         no checkpoint is given. It must be visible to all workers (a shared file
@@ -650,14 +661,22 @@ class RobustPCA(LinearDecompositionMixin):
             )
             M = M.rechunk(regular_layout(M.shape, block))
             W = W.rechunk(M.chunks) if W is not None else None
+        # the one place where the in-memory path is chosen
+        local = (
+            data.kind == "numpy"
+            and storage == "memory"
+            and self.checkpoint is None
+            and n1 * n2 <= LOCAL_MAX_ENTRIES
+        )
         self.storage_ = storage
         self.solver_ = self.svd
         logger.info(
-            "RobustPCA: %d × %d in %d × %d blocks, storage=%s, svd=%s",
+            "RobustPCA: %d × %d in %s, storage=%s, svd=%s",
             n1,
             n2,
-            M.numblocks[0],
-            M.numblocks[1],
+            "memory on the client (NumPy)"
+            if local
+            else f"{M.numblocks[0]} × {M.numblocks[1]} blocks",
             storage,
             self.svd,
         )
@@ -684,17 +703,22 @@ class RobustPCA(LinearDecompositionMixin):
                 }
             ),
         }
+        # float64 whatever the data's dtype: M (1 + c), the first SVT argument, and
+        # the spectral-norm estimate are formed from Mc (float32 data rounded them to
+        # float32)
+        Mc = (
+            M.astype(np.float64)
+            if not masked
+            else da.map_blocks(_clean, M, W, dtype=np.float64)
+        )
+        # in-memory input: gathering it copies what the client holds already
+        Mc, Wc = dask.compute(Mc, W) if local else (Mc, None)
         return _Problem(
-            # float64 whatever the data's dtype: M (1 + c), the first SVT argument, and
-            # the spectral-norm estimate are formed from Mc (float32 data rounded them
-            # to float32)
             M=M,
             W=W,
-            Mc=(
-                M.astype(np.float64)
-                if not masked
-                else da.map_blocks(_clean, M, W, dtype=np.float64)
-            ),
+            Mc=Mc,
+            local=local,
+            Wc=Wc,
             storage=storage,
             fro=math.sqrt(fro2),
             maxabs=float(maxabs),
@@ -753,7 +777,7 @@ class RobustPCA(LinearDecompositionMixin):
             "V_warm": np.zeros((n2, 0)),
             "T": P.Mc,
             "Y_first": None,
-            "A": A.persist() if P.storage == "memory" else A,
+            "A": A.persist() if P.storage == "memory" and not P.local else A,
         }
 
     def _restore(self, P: _Problem, state: dict) -> dict:
@@ -850,6 +874,8 @@ class RobustPCA(LinearDecompositionMixin):
         U, s, Vt = new["U"], new["s"], new["Vt"]
         r = max(U.shape[1], 1)
         Us, Vs = (U * s, Vt) if U.shape[1] else (np.zeros((n1, r)), np.zeros((r, n2)))
+        if P.local:
+            return self._update_local(P, old, new, it, Us, Vs)
         kw = dict(
             a_tau=old["a_tau"],
             c=old["c"],
@@ -936,6 +962,30 @@ class RobustPCA(LinearDecompositionMixin):
         residual = math.sqrt(st_blocks[:, 0].sum()) / P.fro
         return T, A, Y_first, residual, int(st_blocks[:, 1].sum()), t_name
 
+    def _update_local(self, P: _Problem, old: dict, new: dict, it: int, Us, Vs):
+        """The update pass of a problem held on the client: the block kernel of the
+        blocked pass applied to the whole matrix."""
+        with self._timed_pass("update"):
+            T, A, stats = _update_core(
+                P.Mc,
+                old["T"],
+                P.Wc,
+                Us,
+                Vs,
+                old["a_tau"],
+                old["c"],
+                new["a_tau"],
+                new["c"],
+            )
+            Y_first = None
+            if P.fused:
+                Om_next = probes(
+                    int(new["entropy"]), it, new["sv"], P.p, *A.shape, new["V_warm"]
+                )
+                Y_first = block_times(A, Om_next)[:, 0, :]
+        residual = math.sqrt(stats[0, 0, 0]) / P.fro
+        return T, A, Y_first, residual, int(stats[0, 0, 1]), None
+
     def _before_commit(self, P: _Problem, it: int, state: dict):
         """The small state of a commit, T written beside it (see
         :func:`commit_state`)."""
@@ -958,6 +1008,8 @@ class RobustPCA(LinearDecompositionMixin):
         self.converged_ = bool(converged)
         self.history_ = history
         self.nnz_ = int(history["nnz"][-1]) if history["nnz"] else 0
+        if isinstance(Tp, np.ndarray):  # fitted on the client: lazy over the last T
+            Tp = da.from_array(Tp, chunks=M.chunks)
         args = [Tp, "ij"] + ([W, "ij"] if W is not None else [])
         self.low_rank_ = self._all_columns(low_rank_from_factors(U, s, Vt, M.chunks))
         self.sparse_ = self._all_columns(
