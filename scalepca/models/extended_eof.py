@@ -34,7 +34,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ..linalg import passes
+from ..linalg import passes, variance_ratio
 from ..linalg.moments import block_moments, merge_moments
 from ..preprocessing._matrix import MatrixInput, scores_matrix
 from ._params import Int, NComponents, Rule
@@ -298,7 +298,7 @@ class ExtendedEOF(DecompositionMixin):
             lag0 + tail
         ) / n  # all n samples: the windows' first rows and the tail
         self.explained_variance_ = ev
-        self.explained_variance_ratio_ = ev / total if total > 0 else np.zeros_like(ev)
+        self.explained_variance_ratio_ = variance_ratio(ev, total)
         self.singular_values_ = np.sqrt(ev * max(n_win - 1, 1))
         self.n_samples_, self.n_windows_, self.n_components_ = (
             int(n),

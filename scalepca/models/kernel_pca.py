@@ -21,6 +21,7 @@ from ..linalg import (
     feature_scale,
     flip_signs,
     moments_graph,
+    variance_ratio,
 )
 from ..linalg.kernels import (
     KERNELS,
@@ -645,9 +646,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         n = self.n_samples_
         self.eigenvalues_ = np.asarray(evals, dtype=np.float64)
         self.explained_variance_ = self.eigenvalues_ / max(n - 1, 1)
-        self.explained_variance_ratio_ = (
-            self.eigenvalues_ / total if total > 0 else np.zeros_like(self.eigenvalues_)
-        )
+        self.explained_variance_ratio_ = variance_ratio(self.eigenvalues_, total)
 
     def _sample_rows(self, X, m: int, rng: np.random.Generator):
         """The m landmark rows (or the k-means++ pool), gathered from the chunks that

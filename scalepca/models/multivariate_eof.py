@@ -34,7 +34,7 @@ import numpy as np
 import xarray as xr
 
 from ..linalg import moments_graph, passes
-from ..linalg.decomp import eigh_descending, flip_signs
+from ..linalg.decomp import eigh_descending, flip_signs, variance_ratio
 from ..preprocessing._matrix import MatrixInput, as_matrix, scores_matrix
 from ._params import Choice, NComponents, Other, parameter_problems
 from .base import DecompositionMixin, affine_map, refuse_nonfinite
@@ -346,9 +346,7 @@ class MultivariateEOF(DecompositionMixin):
         self.components_ = components
         self.mean_ = mean
         self.explained_variance_ = ev
-        self.explained_variance_ratio_ = (
-            ev / total_var if total_var > 0 else np.zeros_like(ev)
-        )
+        self.explained_variance_ratio_ = variance_ratio(ev, total_var)
         self.singular_values_ = np.sqrt(ev * max(n - 1, 1))
         self.n_samples_, self.n_components_ = int(n), int(k)
         self.total_variance_per_variable_ = total

@@ -13,7 +13,7 @@ from .._validation import (
     full_rows,
     is_sparse,
 )
-from ..linalg import feature_scale, flip_signs, passes
+from ..linalg import feature_scale, flip_signs, passes, variance_ratio
 from ..linalg.alleles import refuse_partial_calls, strip_scaling
 from ..linalg.moments import block_groups, float32_relative_error, gram_precision
 from ..linalg.snapshot import holds_whole_columns
@@ -456,8 +456,7 @@ class _BaseSpectralPCA(
         total = float(ss.sum() / max(n - 1, 1))
         ev = res.values / max(n - 1, 1)
         if not isinstance(spec, int):
-            ratio = ev / total if total > 0 else np.zeros_like(ev)
-            k = choose_n_components(spec, ev, ratio, n)
+            k = choose_n_components(spec, ev, variance_ratio(ev, total), n)
             logger.info(
                 "%s: n_components=%r chose k = %d", type(self).__name__, spec, k
             )
@@ -518,9 +517,7 @@ class _BaseSpectralPCA(
         self.mean_ = np.asarray(mean, dtype=np.float64)
         self.components_ = components
         self.explained_variance_ = np.asarray(ev[:k], dtype=np.float64)
-        self.explained_variance_ratio_ = (
-            self.explained_variance_ / total if total > 0 else np.zeros(k)
-        )
+        self.explained_variance_ratio_ = variance_ratio(self.explained_variance_, total)
         self.singular_values_ = np.sqrt(self.explained_variance_ * max(n - 1, 1))
         self.noise_variance_ = self._noise_variance(n, d, k, ev, total)
 
@@ -547,9 +544,7 @@ class _BaseSpectralPCA(
         self.components_ = components
         self.singular_values_ = np.asarray(s, dtype=np.float64)
         self.explained_variance_ = np.maximum(ev, 0.0)
-        self.explained_variance_ratio_ = (
-            self.explained_variance_ / total if total > 0 else np.zeros(k)
-        )
+        self.explained_variance_ratio_ = variance_ratio(self.explained_variance_, total)
         rank = min(n, d)
         self.noise_variance_ = (
             max(total - float(self.explained_variance_.sum()), 0.0) / (rank - k)

@@ -26,7 +26,7 @@ from .._validation import (
     check_scalar,
 )
 from ..io._fingerprint import data_fingerprint, sketch_graph
-from ..linalg import feature_scale, flip_signs, moments_graph
+from ..linalg import feature_scale, flip_signs, moments_graph, variance_ratio
 from ..linalg.sparse import adjusted_variance
 from ..preprocessing._matrix import MatrixInput
 from ..solvers.choice import AUTO_MAX_GRAM_FEATURES
@@ -753,7 +753,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         self.components_ = C
         ev = adjusted_variance(gram)
         self.explained_variance_ = ev
-        self.explained_variance_ratio_ = ev / total if total > 0 else np.zeros_like(ev)
+        self.explained_variance_ratio_ = variance_ratio(ev, total)
 
     # -- scores ------------------------------------------------------------------------
     def _transform_matrix(self) -> np.ndarray:
