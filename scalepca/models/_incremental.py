@@ -45,6 +45,7 @@ from ..linalg.allele_moments import (
 from ..linalg.kernels import _nystroem_block, _rff_block
 from ..preprocessing._matrix import MatrixInput
 from ..solvers.choice import describe, ppca_solver, resolve
+from ._params import fixed_k
 
 #: the moments a model keeps, saved as the private state ``_moments_<key>``
 MOMENT_KEYS = tuple(
@@ -319,7 +320,7 @@ class SpectralMomentUpdate(MomentUpdateMixin):
         n, d = int(mom["n"]), X.shape[1]
         spec = self._check_parameters(n, d, X)["n_components"]
         self._features_kept = None  # the land mask of every row seen
-        k = spec if isinstance(spec, int) else 1
+        k = fixed_k(spec) or 1
         if self._genotypes():
             self._fit_genotype_moments(mom, data, spec, k)
             return

@@ -34,7 +34,7 @@ from ..solvers.wide import Columns, SpectralFit, Start, WideParams
 from ._gaussian import LatentGaussianMixin
 from ._genotype_fit import GenotypeFitMixin
 from ._incremental import SpectralMomentUpdate
-from ._params import Choice, Flag, Int, NComponents, Other, Real, Rule, Seed
+from ._params import Choice, Flag, Int, NComponents, Other, Real, Rule, Seed, fixed_k
 from .base import EOFMixin, LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def spectral_problem(
     return Problem(
         int(n),
         int(d),
-        spec if isinstance(spec, int) else None,
+        fixed_k(spec),
         itemsize=itemsize,
         sparse=sparse,
         genotype=isinstance(standardize, str) and standardize == GENOTYPE,
@@ -266,7 +266,7 @@ class _BaseSpectralPCA(
         return Problem(
             max(n, 1),
             max(d, 1),
-            spec if isinstance(spec, int) else None,
+            fixed_k(spec),
             genotype=self._genotypes(),
             updates=True,
         )
@@ -311,7 +311,7 @@ class _BaseSpectralPCA(
         choice = vars(self).pop("_fit_choice")
         p = self._check_parameters(n, d, arr)
         spec = p["n_components"]
-        k = spec if isinstance(spec, int) else 1
+        k = fixed_k(spec) or 1
         problem = spectral_problem({**p, "n_components": k}, n, d, arr)
         solver = choice.solver
         tasks = arr.numblocks[0]
@@ -328,7 +328,7 @@ class _BaseSpectralPCA(
         spec = p["n_components"]
         # a float or "mle" keeps every axis until the spectrum has chosen k (then
         # trimmed)
-        k = spec if isinstance(spec, int) else 1
+        k = fixed_k(spec) or 1
         choice = vars(self).pop("_fit_choice", None) or self._solver_choice(n, d, X)
         solver = choice.solver
         check_blocks(solver, is_sparse(X))
@@ -381,7 +381,7 @@ class _BaseSpectralPCA(
         """The solvers' parameters from the checked parameters ``p``, as given."""
         spec = p["n_components"]
         return WideParams(
-            k if isinstance(spec, int) else None,
+            fixed_k(spec),
             n_oversamples=int(p["n_oversamples"]),
             n_power_iter=int(p["n_power_iter"]),
             tol=None if self._solver_tol is None else p[self._solver_tol],
@@ -404,8 +404,7 @@ class _BaseSpectralPCA(
         cols = Columns(
             {**kept, "ss": ss}, keep=getattr(self, "_features_kept", None), scale=scale
         )
-        kk = k if isinstance(spec, int) else None
-        res = spectrum(kept, kk, scale, centre=self._zero_center())
+        res = spectrum(kept, fixed_k(spec), scale, centre=self._zero_center())
         self._set_solution(n, spec, k, cols, res)
         if self._zero_center():
             self._note_float32_accuracy(X, float(self.explained_variance_[0]))
@@ -455,7 +454,7 @@ class _BaseSpectralPCA(
         ss = mom["ss"] if cols.scale is None else mom["ss"] / cols.scale**2
         total = float(ss.sum() / max(n - 1, 1))
         ev = res.values / max(n - 1, 1)
-        if not isinstance(spec, int):
+        if fixed_k(spec) is None:
             k = choose_n_components(spec, ev, variance_ratio(ev, total), n)
             logger.info(
                 "%s: n_components=%r chose k = %d", type(self).__name__, spec, k
