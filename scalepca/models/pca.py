@@ -485,7 +485,7 @@ class _BaseSpectralPCA(
         scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit, data)
         keep = getattr(self, "_features_kept", None)
         if first.strips and self.standardize:  # the scales the strips used
-            scale = stats["scale"] if keep is None else stats["scale"][keep]
+            scale = self._kept(stats["scale"])
             self.scale_ = scale
         return Columns(mom, keep=keep, scale=scale)
 
@@ -545,11 +545,10 @@ class _BaseSpectralPCA(
         self.explained_variance_ = np.maximum(ev, 0.0)
         self.explained_variance_ratio_ = variance_ratio(self.explained_variance_, total)
         rank = min(n, d)
-        self.noise_variance_ = (
-            max(total - float(self.explained_variance_.sum()), 0.0) / (rank - k)
-            if k < rank
-            else 0.0
-        )
+        self.noise_variance_ = 0.0
+        if k < rank:
+            rest = max(total - float(self.explained_variance_.sum()), 0.0)
+            self.noise_variance_ = rest / (rank - k)
 
     def _noise_variance(self, n: int, d: int, k: int, ev, total: float) -> float:
         """σ² from the spectrum; ``ev`` holds all eigenvalues, or only the leading ``k``
