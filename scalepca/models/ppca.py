@@ -828,7 +828,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         if chunks is None:
             return _sample_block(n_samples, W, mu, sigma, seed)
         sizes = [chunks] * (n_samples // chunks)
-        sizes += [n_samples % chunks] if n_samples % chunks else []
+        if n_samples % chunks:
+            sizes.append(n_samples % chunks)
         children = seed.spawn(len(sizes))
         blocks = [
             da.from_delayed(
