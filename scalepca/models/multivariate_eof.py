@@ -321,12 +321,8 @@ class MultivariateEOF(DecompositionMixin):
         self, mom: dict, n: int, d: int, k: int, sizes: list, first
     ) -> None:
         mom, d_fit = self._moments_without_land(mom, n, d, k, first)
-        keep = (
-            self._features_kept if self._features_kept is not None else np.ones(d, bool)
-        )
-        owner = np.repeat(np.arange(len(sizes)), sizes)[
-            keep
-        ]  # the field of each kept feature
+        # the field of each kept feature
+        owner = self._kept(np.repeat(np.arange(len(sizes)), sizes))
         diag = np.diag(mom["m2"]) / max(n - 1, 1)
         total = np.bincount(owner, weights=diag, minlength=len(sizes))
         if self.normalize == "total_variance":
