@@ -255,11 +255,9 @@ class MomentUpdateMixin:
             for key in MOMENT_KEYS:
                 if key in mom:
                     value = mom[key]
-                    state[_SAVED + key] = (
-                        np.asarray(value)
-                        if isinstance(value, np.ndarray)
-                        else int(value)
-                    )
+                    if not isinstance(value, np.ndarray):  # a count
+                        value = int(value)
+                    state[_SAVED + key] = value
         return state
 
     def _restore_state(self, state: dict) -> None:
