@@ -212,6 +212,10 @@ KNOWN_STALE = {
     "plan_accuracy",
     "pca_floor_zstd_f64",
     "scheduler",
+    # issue 47's conditional expressions written plainly (no change of behaviour)
+    "genotypes_peers_10000x40000",
+    "onepass_breakdown",
+    "solver_auto",
     # earlier rounds
     "chunks",
     "climate",

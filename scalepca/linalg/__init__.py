@@ -5,6 +5,7 @@ from .decomp import (
     flip_signs,
     randomized_svd_centered,
     tsqr_svd_centered,
+    variance_ratio,
 )
 from .moments import (
     block_moments,
@@ -26,4 +27,5 @@ __all__ = [
     "moments_graph",
     "randomized_svd_centered",
     "tsqr_svd_centered",
+    "variance_ratio",
 ]

@@ -141,24 +141,22 @@ def csr_gram_add(
             "csr_gram needs numba (pip install numba, or the scalepca[sparse] extra)"
         )
     d = x.shape[1]
-    if (
-        g.dtype != np.float64
-        or not g.flags.c_contiguous
-        or g.size != (packed_size(d) if packed else d * d)
-    ):
+    if packed:
+        size, values = packed_size(d), "d (d + 1) / 2"
+    else:
+        size, values = d * d, "d × d"
+    if g.dtype != np.float64 or not g.flags.c_contiguous or g.size != size:
         raise ValueError(
             f"csr_gram_add: the output must be C-ordered float64 of "
-            f"{'d (d + 1) / 2' if packed else 'd × d'} values for d = {d}"
+            f"{values} values for d = {d}"
         )
     if not x.has_canonical_format:
         x = x.copy()
         x.sum_duplicates()
     if x.nnz:
-        data = (
-            x.data
-            if x.data.dtype in (np.float32, np.float64)
-            else x.data.astype(np.float64)
-        )
+        data = x.data
+        if data.dtype not in (np.float32, np.float64):
+            data = data.astype(np.float64)
         unsigned = x.indices.view(np.uint32 if x.indices.itemsize == 4 else np.uint64)
         _upper_gram_compiled(
             x.indptr, unsigned, data, d, int(slab_nnz), g.reshape(-1), bool(packed)

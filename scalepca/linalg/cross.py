@@ -44,7 +44,10 @@ def aligned_panels(X: da.Array, Y: da.Array, panel_bytes: int = PANEL_BYTES):
     it)."""
     width = (X.shape[1] + Y.shape[1]) * 8
     rows = min(max(X.chunks[0]), max(1, panel_bytes // max(1, width)))
-    X = X.rechunk({0: rows, 1: -1}) if max(X.chunks[0]) > rows else X.rechunk({1: -1})
+    if max(X.chunks[0]) > rows:
+        X = X.rechunk({0: rows, 1: -1})
+    else:
+        X = X.rechunk({1: -1})
     return X, Y.rechunk({0: X.chunks[0], 1: -1})
 
 

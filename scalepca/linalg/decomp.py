@@ -20,6 +20,7 @@ __all__ = [
     "flip_signs",
     "randomized_svd_centered",
     "tsqr_svd_centered",
+    "variance_ratio",
 ]
 
 
@@ -38,6 +39,14 @@ def flip_signs(components: np.ndarray, scores_like: np.ndarray | None = None):
     if scores_like is not None:
         return components, scores_like * signs[None, :]
     return components
+
+
+def variance_ratio(variances: np.ndarray, total: float) -> np.ndarray:
+    """Each of ``variances`` as a fraction of the ``total`` variance; zeros when the
+    total is 0 (constant data)."""
+    if total > 0:
+        return variances / total
+    return np.zeros_like(variances)
 
 
 def eigh_descending(C: np.ndarray, k: int | None = None):

@@ -429,7 +429,12 @@ def merge_estep(a: dict, b: dict) -> dict:
     out = {}
     for key in a:
         va, vb = a[key], b[key]
-        out[key] = va if vb is None else vb if va is None else va + vb
+        if vb is None:
+            out[key] = va
+        elif va is None:
+            out[key] = vb
+        else:
+            out[key] = va + vb
     return out
 
 

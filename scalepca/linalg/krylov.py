@@ -397,8 +397,10 @@ def block_krylov_eigh(
             on_product(n, res)
         met = tol > 0 and bool(np.all(res <= tol * np.maximum(theta, 0.0)))
         done = met or n >= max_products or m >= width
-        nxt = None if done else _next_block(Q, Wa[:, last], rng)[:, : width - m]
-        if done or nxt.shape[1] == 0:
+        if not done:
+            nxt = _next_block(Q, Wa[:, last], rng)[:, : width - m]
+            done = nxt.shape[1] == 0
+        if done:
             kept = (Q, W) if keep_basis else (None, None)
             return KrylovResult(theta, vectors, res, n, *kept)
         last = slice(m, m + nxt.shape[1])

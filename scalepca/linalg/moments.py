@@ -68,9 +68,9 @@ FLOAT32_EIGENVALUE_ERROR = 0.13
 def gram_precision(precision: str | None = None) -> str:
     """The Gram precision to use: ``precision`` if given, else the ``dask.config``
     setting."""
-    value = (
-        dask.config.get(GRAM_PRECISION_KEY, "auto") if precision is None else precision
-    )
+    value = precision
+    if value is None:
+        value = dask.config.get(GRAM_PRECISION_KEY, "auto")
     if value not in GRAM_PRECISIONS:
         raise ValueError(
             f"gram precision must be one of {', '.join(map(repr, GRAM_PRECISIONS))};"
@@ -305,7 +305,7 @@ def group_moments_sparse(blocks: list) -> dict:
     for x, _, _ in cleaned:
         colsum += np.bincount(x.indices, weights=x.data, minlength=d)
         csr_gram_add(x, m2p, packed=True)
-    mean = colsum / n if n else np.zeros(d)
+    mean = _column_mean(colsum, n)
     _add_outer_packed(m2p, -float(n), mean)
     out = {"n": n, "mean": mean, "bad": sum(b for _, b, _ in cleaned), "m2p": m2p}
     nanf = [f for _, _, f in cleaned if f is not None]
@@ -379,7 +379,7 @@ def _csr_moments(x, bad: int, nanf, *, with_gram: bool = True) -> dict:
     colsum = np.bincount(
         x.indices, weights=x.data, minlength=d
     )  # weights: float64 sums
-    mean = colsum / n if n else np.zeros(d)
+    mean = _column_mean(colsum, n)
     out = {"n": n, "mean": mean, "bad": bad}
     if nanf is not None:
         out["nan_features"] = nanf
@@ -432,7 +432,7 @@ def block_moments(
             nan_features = np.isnan(x).sum(axis=0)
             x = np.where(finite, x, 0.0)
         colsum = x.sum(axis=0, dtype=np.float64)
-    mean = colsum / n if n else np.zeros(x.shape[1])
+    mean = _column_mean(colsum, n)
     out = {"n": n, "mean": mean, "bad": bad}
     if bad:
         out["nan_features"] = nan_features
@@ -598,18 +598,31 @@ def merge_centred_product(P, P_b, means: tuple, projected: tuple, na, nb) -> Non
         P[:, j] += (w * dv) * delta
 
 
+def _column_mean(colsum: np.ndarray, n: int) -> np.ndarray:
+    """The column means of ``n`` rows from their column sums; zeros for no rows."""
+    if n:
+        return colsum / n
+    return np.zeros(colsum.shape[0])
+
+
 def merged_mean(a, b, na, nb):
     """The mean of two sets of rows from theirs (``a`` of ``na`` rows, ``b`` of
     ``nb``): ``a + (b − a) nb / n``; either one when the other set is empty."""
-    if not (na and nb):
-        return a if nb == 0 else b
+    if nb == 0:
+        return a
+    if na == 0:
+        return b
     return a + (b - a) * (nb / (na + nb))
 
 
 def _gram_key(mom: dict) -> str | None:
     """Which Gram a partial carries: ``"m2"`` (d × d), ``"m2p"`` (packed) or None
     (``ss``)."""
-    return "m2" if "m2" in mom else "m2p" if "m2p" in mom else None
+    if "m2" in mom:
+        return "m2"
+    if "m2p" in mom:
+        return "m2p"
+    return None
 
 
 def merge_moments(a: dict, b: dict, *, reuse_a: bool = False) -> dict:
@@ -644,9 +657,11 @@ def merge_moments(a: dict, b: dict, *, reuse_a: bool = False) -> dict:
             m2 += b[key]
         else:
             m2 = a[key] + b[key]
-        (_add_outer if key == "m2" else _add_outer_packed)(
-            m2, w, delta
-        )  # += w δ δᵀ in place
+        # += w δ δᵀ in place
+        if key == "m2":
+            _add_outer(m2, w, delta)
+        else:
+            _add_outer_packed(m2, w, delta)
         out[key] = m2
     else:
         out["ss"] = a["ss"] + b["ss"] + w * delta**2

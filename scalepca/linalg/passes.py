@@ -307,7 +307,9 @@ def reduce_block_groups(
 def sum_parts(parts: list) -> np.ndarray:
     """The sum of same-shape partials in one new array (a part is never written: it
     may be read again): the ``merge_all`` of passes whose partials are plain arrays."""
-    acc = parts[0] + parts[1] if len(parts) > 1 else parts[0].copy()
+    if len(parts) == 1:
+        return parts[0].copy()
+    acc = parts[0] + parts[1]
     for p in parts[2:]:
         acc += p
     return acc
@@ -574,11 +576,10 @@ def counting(owner, *, planned: int | None = None, chunks: int | None = None):
     if current is not None and current.owner is owner and not isinstance(owner, str):
         yield current
         return
-    counter = (
-        PassCounter(method=owner, planned=planned, chunks=chunks)
-        if isinstance(owner, str)
-        else PassCounter(owner, planned=planned, chunks=chunks)
-    )
+    if isinstance(owner, str):  # a tool's name
+        counter = PassCounter(method=owner, planned=planned, chunks=chunks)
+    else:
+        counter = PassCounter(owner, planned=planned, chunks=chunks)
     token = _active.set(counter)
     try:
         yield counter

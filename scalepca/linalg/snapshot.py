@@ -112,6 +112,7 @@ def _strip_stats(x, standardize, centre: bool):
     centre, columns not kept at 0."""
     n, w = x.shape
     rule = callable(standardize)
+    missing = nan_at = None  # the NaN of a dense strip; those stored in a CSR strip
     if _is_sparse_block(x):
         x = x.tocsr().astype(np.float64)
         finite = np.isfinite(x.data)
@@ -129,22 +130,16 @@ def _strip_stats(x, standardize, centre: bool):
         nanf = np.isnan(x).sum(axis=0) if bad else np.zeros(w, dtype=np.int64)
         if bad:
             x = np.where(finite, x, 0.0)
+            missing = ~finite
         mean = x.mean(axis=0) if n else np.zeros(w)
         ss = ((x - mean) ** 2).sum(axis=0)
     scale = np.ones(w)
     if rule:  # the moments above are of the zero-filled strip
         stats = {"mean": mean, "ss": ss, "bad": bad, "nan_features": nanf}
         centre_g, scale, keep = standardize(n, stats)
-        x = _fill_strip(
-            x,
-            None if _is_sparse_block(x) else ~finite,
-            nan_at if _is_sparse_block(x) else None,
-            centre_g,
-            keep,
-        )
+        x = _fill_strip(x, missing, nan_at, centre_g, keep)
         stats = {**stats, "scale": scale, "centre": centre_g}
-        x = x.multiply(1.0 / scale).tocsr() if _is_sparse_block(x) else x / scale
-        return stats, x, centre_g / scale
+        return stats, _divided(x, scale), centre_g / scale
     scaled = standardize is not False
     if scaled:  # constant to rounding against the strip's largest: scale 1
         weights = None if standardize is True else standardize
@@ -152,8 +147,15 @@ def _strip_stats(x, standardize, centre: bool):
     stats = {"mean": mean, "ss": ss, "bad": bad, "nan_features": nanf, "scale": scale}
     shift = mean / scale if centre else np.zeros(w)
     if scaled:
-        x = x.multiply(1.0 / scale).tocsr() if _is_sparse_block(x) else x / scale
+        x = _divided(x, scale)
     return stats, x, shift
+
+
+def _divided(x, scale: np.ndarray):
+    """The strip's columns divided by ``scale`` (a CSR strip stays CSR)."""
+    if _is_sparse_block(x):
+        return x.multiply(1.0 / scale).tocsr()
+    return x / scale
 
 
 def _centred_times(x, shift, M):
@@ -271,11 +273,14 @@ def _strip_times(x, standardize, centre: bool, U: np.ndarray, with_stats: bool):
     if _is_sparse_block(x):
         y = np.asarray(x.T @ U) - np.outer(shift, U.sum(axis=0))
         KU = np.asarray(x @ y) - (shift @ y)[None, :]
-    # centred explicitly (a copy: the block may be the store's or a persisted one)
     else:
-        c = x - shift if shift.any() else x
-        KU = c @ (c.T @ U)
-    return {**stats, "KU": KU} if with_stats else KU
+        # centred explicitly (a copy: the block may be the store's or a persisted one)
+        if shift.any():
+            x = x - shift
+        KU = x @ (x.T @ U)
+    if with_stats:
+        return {**stats, "KU": KU}
+    return KU
 
 
 def sample_gram_times_graph(

@@ -246,11 +246,9 @@ def code_multipliers(
     """
     k = DtD.shape[0]
     floor = _code_floor(DtD)
-    lam = (
-        np.full(k, floor)
-        if lam0 is None
-        else np.maximum(np.asarray(lam0, np.float64), floor)
-    )
+    lam = np.full(k, floor)
+    if lam0 is not None:  # a warm start
+        lam = np.maximum(np.asarray(lam0, np.float64), floor)
 
     def parts(lam):
         Minv = _inv_spd(DtD + np.diag(lam))
@@ -440,7 +438,8 @@ def adjusted_variance(gram: np.ndarray) -> np.ndarray:
     for j in range(k):
         r2 = gram[j, j] - float(R[:j, j] @ R[:j, j])
         if r2 <= 1e-12 * scale:
-            out[j] = max(r2, 0.0) if r2 > 0 else 0.0
+            if r2 > 0:
+                out[j] = r2
             continue  # R_jj = 0: this row of R stays zero
         rjj = np.sqrt(r2)
         R[j, j] = rjj

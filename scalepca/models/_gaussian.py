@@ -246,8 +246,11 @@ class LatentGaussianMixin:
         logjac = np.zeros(self.n_features_in_)
         if w is not None:
             w = np.asarray(w, dtype=np.float64)
+            zero = w == 0
             keep = getattr(self, "_features_kept", None)
-            zero = np.flatnonzero((w == 0) & (True if keep is None else keep))
+            if keep is not None:  # a feature left out of the fit may weigh 0
+                zero &= keep
+            zero = np.flatnonzero(zero)
             if zero.size:
                 shown = ", ".join(map(str, zero[:10])) + (
                     ", …" if zero.size > 10 else ""

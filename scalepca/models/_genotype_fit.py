@@ -38,6 +38,7 @@ from ..linalg.alleles import AlleleScaling, allele_scaling
 from ..linalg.scaling import ColumnScaling
 from ..solvers.covariance import spectrum
 from ..solvers.wide import Columns
+from ._params import fixed_k
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +75,8 @@ class GenotypeFitMixin:
         first = {"bad": int(mom["bad"]) + int(nanf.sum()), "nan_features": nanf}
         stats = self._allele_scaling(first, n, d, k, data, stats=stats)
         d_fit = int(stats.keep.sum())
-        k_fit = k if isinstance(spec, int) else None
         m2 = cov * max(n - 1, 1)
-        res = spectrum({"n": n, "mean": np.zeros(d_fit), "m2": m2}, k_fit)
+        res = spectrum({"n": n, "mean": np.zeros(d_fit), "m2": m2}, fixed_k(spec))
         moments = {"n": n, "mean": stats.mean, "ss": np.diag(m2)}
         self._set_solution(n, spec, k, Columns(moments, keep=stats.keep), res)
 

@@ -45,6 +45,7 @@ from ..linalg.allele_moments import (
 from ..linalg.kernels import _nystroem_block, _rff_block
 from ..preprocessing._matrix import MatrixInput
 from ..solvers.choice import describe, ppca_solver, resolve
+from ._params import fixed_k
 
 #: the moments a model keeps, saved as the private state ``_moments_<key>``
 MOMENT_KEYS = tuple(
@@ -252,11 +253,9 @@ class MomentUpdateMixin:
             for key in MOMENT_KEYS:
                 if key in mom:
                     value = mom[key]
-                    state[_SAVED + key] = (
-                        np.asarray(value)
-                        if isinstance(value, np.ndarray)
-                        else int(value)
-                    )
+                    if not isinstance(value, np.ndarray):  # a count
+                        value = int(value)
+                    state[_SAVED + key] = value
         return state
 
     def _restore_state(self, state: dict) -> None:
@@ -317,7 +316,7 @@ class SpectralMomentUpdate(MomentUpdateMixin):
         n, d = int(mom["n"]), X.shape[1]
         spec = self._check_parameters(n, d, X)["n_components"]
         self._features_kept = None  # the land mask of every row seen
-        k = spec if isinstance(spec, int) else 1
+        k = fixed_k(spec) or 1
         if self._genotypes():
             self._fit_genotype_moments(mom, data, spec, k)
             return

@@ -115,7 +115,9 @@ class ChangeBelow(StopRule):
     label: str | None = None
 
     def _change(self, h):
-        return abs(h[-1] - h[-2]) if not self.relative else h[-2] - h[-1]
+        if self.relative:
+            return h[-2] - h[-1]
+        return abs(h[-1] - h[-2])
 
     def __call__(self, history, memo):
         h = history.get(self.key, [])
@@ -125,11 +127,9 @@ class ChangeBelow(StopRule):
             hit = self._change(h) <= self.tol * abs(h[-1])
         else:
             hit = self._change(h) < self.tol
-        return (
-            f"change of {self.label or self.key} below tol={self.tol:g}"
-            if hit
-            else None
-        )
+        if not hit:
+            return None
+        return f"change of {self.label or self.key} below tol={self.tol:g}"
 
     def describe(self, history, memo):
         h = history.get(self.key, [])
@@ -149,11 +149,9 @@ class ValueBelow(StopRule):
 
     def __call__(self, history, memo):
         h = history.get(self.key, [])
-        return (
-            f"{self.key} {h[-1]:.3g} <= tol={self.tol:g}"
-            if h and h[-1] <= self.tol
-            else None
-        )
+        if not h or h[-1] > self.tol:
+            return None
+        return f"{self.key} {h[-1]:.3g} <= tol={self.tol:g}"
 
     def describe(self, history, memo):
         h = history.get(self.key, [])
@@ -181,13 +179,14 @@ class NoImprovement(StopRule):
         h = history.get(self.key, [])
         seen = memo.get("seen", 0)
         for i in range(seen, len(h)):
-            w = (
-                1.0
-                if self.weight_key is None
-                else min(1.0, history[self.weight_key][i])
-            )
+            w = 1.0
+            if self.weight_key is not None:
+                w = min(1.0, history[self.weight_key][i])
             ewa = memo.get("ewa")
-            ewa = h[i] if ewa is None else (1 - w) * ewa + w * h[i]
+            if ewa is None:
+                ewa = h[i]
+            else:
+                ewa = (1 - w) * ewa + w * h[i]
             best = memo.get("best")
             if best is None or ewa < best:
                 memo["best"], memo["no_improve"] = ewa, 0
@@ -289,11 +288,10 @@ class IterationCheckpoint:
         attrs, arrays = found
         fmt, version = attrs.get("format"), attrs.get("version")
         if fmt != FORMAT_NAME or version != FORMAT_VERSION:
-            found_as = (
-                "no format version"
-                if fmt is None
-                else f"format {fmt!r} version {version}"
-            )
+            if fmt is None:
+                found_as = "no format version"
+            else:
+                found_as = f"format {fmt!r} version {version}"
             raise ValueError(
                 f"{self.what} {self.path!r} has {found_as}; this scalepca "
                 f"reads {FORMAT_NAME!r} version {FORMAT_VERSION} only. "
@@ -428,9 +426,9 @@ def iterate(
         if checkpoint is not None and (
             it % checkpoint_every == 0 or converged or it >= max_iter
         ):
-            small, keep = (
-                (state, ()) if before_commit is None else before_commit(it, state)
-            )
+            small, keep = state, ()
+            if before_commit is not None:
+                small, keep = before_commit(it, state)
             checkpoint.commit(it, small, history, memo, converged, keep)
     if reason is not None:
         logger.info("%s: stopped after %d iterations (%s)", name, it, reason)

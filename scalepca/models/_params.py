@@ -154,13 +154,24 @@ def NComponents(
         rows, cols = (shape.n, shape.d) if bound is None else bound(params, shape)
         return check_n_components(value, rows, cols, fraction=fraction, what=name)
 
-    forms = (
-        "an integer >= 1, a float in (0, 1), 'mle' or null"
-        if fraction
-        else "an integer >= 1" + (" or null" if none else "")
-    )
-    types = (int, float, str, _NONE) if fraction else (int, _NONE) if none else (int,)
+    if fraction:
+        forms = "an integer >= 1, a float in (0, 1), 'mle' or null"
+        types = (int, float, str, _NONE)
+    elif none:
+        forms = "an integer >= 1 or null"
+        types = (int, _NONE)
+    else:
+        forms = "an integer >= 1"
+        types = (int,)
     return Param("n_components", types, check, forms=forms, shaped=True, needs=needs)
+
+
+def fixed_k(n_components) -> int | None:
+    """The number of components ``n_components`` fixes; None when the spectrum
+    chooses it (a float or ``"mle"``) or it is not given."""
+    if isinstance(n_components, int):
+        return n_components
+    return None
 
 
 def Other(

@@ -83,7 +83,9 @@ def restore_state(P: _Problem, state: dict) -> dict:
     t_name = state["t_name"]
     P.store.prune({t_name, commit_name(int(state["n_iter"]))}, _PRUNED)
     T = P.store.array(t_name).rechunk(P.M.chunks)
-    args = [P.M, "ij", T, "ij"] + ([P.W, "ij"] if P.W is not None else [])
+    args = [P.M, "ij", T, "ij"]
+    if P.W is not None:
+        args += [P.W, "ij"]
     A = da.blockwise(
         _a_block,
         "ij",

@@ -196,11 +196,12 @@ class DictionaryLearning:
                 "random_state": random_state_param(self.random_state),
             },
         )
+        row_chunks = None  # the minibatches are cut from the row chunks
+        if self.method == "minibatch":
+            row_chunks = array_digest(X.chunks[0])
         stats = {
             "alpha_per_sample": self.alpha_per_sample_,
-            "row_chunks": array_digest(X.chunks[0])
-            if self.method == "minibatch"
-            else None,
+            "row_chunks": row_chunks,
             "n": int(mom["n"]),
             "mean": array_digest(mom["mean"]),
             "var": array_digest(var),
@@ -635,11 +636,10 @@ class _MinibatchFeed:
                 )
             )
         while len(self.schedule) <= s:
-            self.schedule.extend(
-                self.rng.permutation(self.n_groups)
-                if self.est.shuffle
-                else range(self.n_groups)
-            )
+            if self.est.shuffle:
+                self.schedule.extend(self.rng.permutation(self.n_groups))
+            else:
+                self.schedule.extend(range(self.n_groups))
         return int(self.schedule[s])
 
     def take(self, s: int, state: dict):
@@ -657,11 +657,10 @@ class _MinibatchFeed:
                     Dr,
                     dtype=self.dtype,
                 )
-                fut = (
-                    self.client.compute(graph)
-                    if self.client is not None
-                    else _Deferred(graph)
-                )
+                if self.client is not None:
+                    fut = self.client.compute(graph)
+                else:
+                    fut = _Deferred(graph)
                 self.pending[r] = (fut, Dr)
         fut, D_used = self.pending.pop(s)
         t_wait = time.perf_counter()

@@ -34,7 +34,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ..linalg import passes
+from ..linalg import passes, variance_ratio
 from ..linalg.moments import block_moments, merge_moments
 from ..preprocessing._matrix import MatrixInput, scores_matrix
 from ._params import Int, NComponents, Rule
@@ -284,24 +284,27 @@ class ExtendedEOF(DecompositionMixin):
         keep = self._land(mom, n_win, d, L, data)
         if keep is not None:
             sel = np.tile(keep, L)
-            mom = {**mom, "mean": mom["mean"][sel], "m2": mom["m2"][np.ix_(sel, sel)]}
+            mom = {
+                **mom,
+                "mean": mom["mean"][sel],
+                "m2": mom["m2"][np.ix_(sel, sel)],
+                "tail": mom["tail"][keep],
+            }
             if k > min(n_win, sel.sum()):
                 raise ValueError(
                     f"n_components={k} is out of range after leaving out "
                     f"{d - keep.sum()} all-NaN features"
                 )
-        d_fit = d if keep is None else int(keep.sum())
+        d_fit = mom["tail"].shape[0]
         ev, comps, total = _leading_spectrum(mom, k, None)
         self.solver_ = "covariance_eigh"  # the only one: PCA's, on the lagged moments
         self.eofs_ = comps.reshape(k, L, d_fit)
         self.embedded_mean_ = mom["mean"].reshape(L, d_fit)
         lag0 = mom["mean"][:d_fit] * n_win
-        tail = mom["tail"] if keep is None else mom["tail"][keep]
-        self.mean_ = (
-            lag0 + tail
-        ) / n  # all n samples: the windows' first rows and the tail
+        # all n samples: the windows' first rows and the tail
+        self.mean_ = (lag0 + mom["tail"]) / n
         self.explained_variance_ = ev
-        self.explained_variance_ratio_ = ev / total if total > 0 else np.zeros_like(ev)
+        self.explained_variance_ratio_ = variance_ratio(ev, total)
         self.singular_values_ = np.sqrt(ev * max(n_win - 1, 1))
         self.n_samples_, self.n_windows_, self.n_components_ = (
             int(n),
@@ -367,7 +370,8 @@ class ExtendedEOF(DecompositionMixin):
         data = self._transform_input(X)
         Xd = data.data.rechunk({1: -1})
         keep = np.isfinite(self.mean_)
-        Xd = Xd[:, np.flatnonzero(keep)] if not keep.all() else Xd
+        if not keep.all():
+            Xd = Xd[:, np.flatnonzero(keep)]
         L, tau, k = int(self.embedding), int(self.tau), self.n_components_
         h = self._halo()
         if Xd.shape[0] - h < 1:

@@ -21,6 +21,7 @@ from ..linalg import (
     feature_scale,
     flip_signs,
     moments_graph,
+    variance_ratio,
 )
 from ..linalg.kernels import (
     KERNELS,
@@ -583,8 +584,12 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             nan_per_feature = np.isnan(rows).sum(axis=0)
 
         def check(land):
-            kept = rows[:, ~land] if land.any() else rows
-            if not np.isfinite(kept.data if issparse(kept) else kept).all():
+            kept = rows
+            if land.any():
+                kept = rows[:, ~land]
+            if issparse(kept):
+                kept = kept.data
+            if not np.isfinite(kept).all():
                 raise ValueError(
                     "X contains NaN or infinite values (found in "
                     f"{sample}); remove or impute them before kernel PCA "
@@ -593,7 +598,9 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
 
         observed = n_rows - nan_per_feature if n_rows else np.ones(d, dtype=np.int64)
         keep = self._leave_out_land(observed, data, check=check)
-        return (rows, None) if keep is None else (rows[:, keep], keep)
+        if keep is None:
+            return rows, None
+        return rows[:, keep], keep
 
     def _fit_features(self, X, k: int, m: int, seed, data: MatrixInput) -> dict:
         """Nyström / RFF: feature map, one pass of moments, eigh of the m × m Gram.
@@ -648,9 +655,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         n = self.n_samples_
         self.eigenvalues_ = np.asarray(evals, dtype=np.float64)
         self.explained_variance_ = self.eigenvalues_ / max(n - 1, 1)
-        self.explained_variance_ratio_ = (
-            self.eigenvalues_ / total if total > 0 else np.zeros_like(self.eigenvalues_)
-        )
+        self.explained_variance_ratio_ = variance_ratio(self.eigenvalues_, total)
 
     def _sample_rows(self, X, m: int, rng: np.random.Generator):
         """The m landmark rows (or the k-means++ pool), gathered from the chunks that

@@ -34,7 +34,7 @@ import numpy as np
 import xarray as xr
 
 from ..linalg import moments_graph, passes
-from ..linalg.decomp import eigh_descending, flip_signs
+from ..linalg.decomp import eigh_descending, flip_signs, variance_ratio
 from ..preprocessing._matrix import MatrixInput, as_matrix, scores_matrix
 from ._params import Choice, NComponents, Other, parameter_problems
 from .base import DecompositionMixin, affine_map, refuse_nonfinite
@@ -324,12 +324,8 @@ class MultivariateEOF(DecompositionMixin):
         self, mom: dict, n: int, d: int, k: int, sizes: list, first
     ) -> None:
         mom, d_fit = self._moments_without_land(mom, n, d, k, first)
-        keep = (
-            self._features_kept if self._features_kept is not None else np.ones(d, bool)
-        )
-        owner = np.repeat(np.arange(len(sizes)), sizes)[
-            keep
-        ]  # the field of each kept feature
+        # the field of each kept feature
+        owner = self._kept(np.repeat(np.arange(len(sizes)), sizes))
         diag = np.diag(mom["m2"]) / max(n - 1, 1)
         total = np.bincount(owner, weights=diag, minlength=len(sizes))
         if self.normalize == "total_variance":
@@ -349,9 +345,7 @@ class MultivariateEOF(DecompositionMixin):
         self.components_ = components
         self.mean_ = mean
         self.explained_variance_ = ev
-        self.explained_variance_ratio_ = (
-            ev / total_var if total_var > 0 else np.zeros_like(ev)
-        )
+        self.explained_variance_ratio_ = variance_ratio(ev, total_var)
         self.singular_values_ = np.sqrt(ev * max(n - 1, 1))
         self.n_samples_, self.n_components_ = int(n), int(k)
         self.total_variance_per_variable_ = total

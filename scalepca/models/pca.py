@@ -13,7 +13,7 @@ from .._validation import (
     full_rows,
     is_sparse,
 )
-from ..linalg import feature_scale, flip_signs, passes
+from ..linalg import feature_scale, flip_signs, passes, variance_ratio
 from ..linalg.alleles import refuse_partial_calls, strip_scaling
 from ..linalg.moments import block_groups, float32_relative_error, gram_precision
 from ..linalg.snapshot import holds_whole_columns
@@ -34,7 +34,7 @@ from ..solvers.wide import Columns, SpectralFit, Start, WideParams
 from ._gaussian import LatentGaussianMixin
 from ._genotype_fit import GenotypeFitMixin
 from ._incremental import SpectralMomentUpdate
-from ._params import Choice, Flag, Int, NComponents, Other, Real, Rule, Seed
+from ._params import Choice, Flag, Int, NComponents, Other, Real, Rule, Seed, fixed_k
 from .base import EOFMixin, LinearDecompositionMixin
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def spectral_problem(
     return Problem(
         int(n),
         int(d),
-        spec if isinstance(spec, int) else None,
+        fixed_k(spec),
         itemsize=itemsize,
         sparse=sparse,
         genotype=isinstance(standardize, str) and standardize == GENOTYPE,
@@ -266,7 +266,7 @@ class _BaseSpectralPCA(
         return Problem(
             max(n, 1),
             max(d, 1),
-            spec if isinstance(spec, int) else None,
+            fixed_k(spec),
             genotype=self._genotypes(),
             updates=True,
         )
@@ -311,7 +311,7 @@ class _BaseSpectralPCA(
         choice = vars(self).pop("_fit_choice")
         p = self._check_parameters(n, d, arr)
         spec = p["n_components"]
-        k = spec if isinstance(spec, int) else 1
+        k = fixed_k(spec) or 1
         problem = spectral_problem({**p, "n_components": k}, n, d, arr)
         solver = choice.solver
         tasks = arr.numblocks[0]
@@ -328,7 +328,7 @@ class _BaseSpectralPCA(
         spec = p["n_components"]
         # a float or "mle" keeps every axis until the spectrum has chosen k (then
         # trimmed)
-        k = spec if isinstance(spec, int) else 1
+        k = fixed_k(spec) or 1
         choice = vars(self).pop("_fit_choice", None) or self._solver_choice(n, d, X)
         solver = choice.solver
         check_blocks(solver, is_sparse(X))
@@ -381,7 +381,7 @@ class _BaseSpectralPCA(
         """The solvers' parameters from the checked parameters ``p``, as given."""
         spec = p["n_components"]
         return WideParams(
-            k if isinstance(spec, int) else None,
+            fixed_k(spec),
             n_oversamples=int(p["n_oversamples"]),
             n_power_iter=int(p["n_power_iter"]),
             tol=None if self._solver_tol is None else p[self._solver_tol],
@@ -404,8 +404,7 @@ class _BaseSpectralPCA(
         cols = Columns(
             {**kept, "ss": ss}, keep=getattr(self, "_features_kept", None), scale=scale
         )
-        kk = k if isinstance(spec, int) else None
-        res = spectrum(kept, kk, scale, centre=self._zero_center())
+        res = spectrum(kept, fixed_k(spec), scale, centre=self._zero_center())
         self._set_solution(n, spec, k, cols, res)
         if self._zero_center():
             self._note_float32_accuracy(X, float(self.explained_variance_[0]))
@@ -455,9 +454,8 @@ class _BaseSpectralPCA(
         ss = mom["ss"] if cols.scale is None else mom["ss"] / cols.scale**2
         total = float(ss.sum() / max(n - 1, 1))
         ev = res.values / max(n - 1, 1)
-        if not isinstance(spec, int):
-            ratio = ev / total if total > 0 else np.zeros_like(ev)
-            k = choose_n_components(spec, ev, ratio, n)
+        if fixed_k(spec) is None:
+            k = choose_n_components(spec, ev, variance_ratio(ev, total), n)
             logger.info(
                 "%s: n_components=%r chose k = %d", type(self).__name__, spec, k
             )
@@ -487,7 +485,7 @@ class _BaseSpectralPCA(
         scale = self._standardizing_scale(mom["ss"] / max(n, 1), d_fit, data)
         keep = getattr(self, "_features_kept", None)
         if first.strips and self.standardize:  # the scales the strips used
-            scale = stats["scale"] if keep is None else stats["scale"][keep]
+            scale = self._kept(stats["scale"])
             self.scale_ = scale
         return Columns(mom, keep=keep, scale=scale)
 
@@ -518,9 +516,7 @@ class _BaseSpectralPCA(
         self.mean_ = np.asarray(mean, dtype=np.float64)
         self.components_ = components
         self.explained_variance_ = np.asarray(ev[:k], dtype=np.float64)
-        self.explained_variance_ratio_ = (
-            self.explained_variance_ / total if total > 0 else np.zeros(k)
-        )
+        self.explained_variance_ratio_ = variance_ratio(self.explained_variance_, total)
         self.singular_values_ = np.sqrt(self.explained_variance_ * max(n - 1, 1))
         self.noise_variance_ = self._noise_variance(n, d, k, ev, total)
 
@@ -547,15 +543,12 @@ class _BaseSpectralPCA(
         self.components_ = components
         self.singular_values_ = np.asarray(s, dtype=np.float64)
         self.explained_variance_ = np.maximum(ev, 0.0)
-        self.explained_variance_ratio_ = (
-            self.explained_variance_ / total if total > 0 else np.zeros(k)
-        )
+        self.explained_variance_ratio_ = variance_ratio(self.explained_variance_, total)
         rank = min(n, d)
-        self.noise_variance_ = (
-            max(total - float(self.explained_variance_.sum()), 0.0) / (rank - k)
-            if k < rank
-            else 0.0
-        )
+        self.noise_variance_ = 0.0
+        if k < rank:
+            rest = max(total - float(self.explained_variance_.sum()), 0.0)
+            self.noise_variance_ = rest / (rank - k)
 
     def _noise_variance(self, n: int, d: int, k: int, ev, total: float) -> float:
         """σ² from the spectrum; ``ev`` holds all eigenvalues, or only the leading ``k``

@@ -23,7 +23,7 @@ from ..io._fingerprint import (
     result_params,
     sketch_graph,
 )
-from ..linalg import eigh_descending, flip_signs
+from ..linalg import eigh_descending, flip_signs, variance_ratio
 from ..linalg.em import (
     estep_graph,
     impute_block,
@@ -581,7 +581,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         self.W_ = components.T * s
         self.noise_variance_ = float(sigma2)
         self.explained_variance_ = ev
-        self.explained_variance_ratio_ = ev / total if total > 0 else np.zeros(k)
+        self.explained_variance_ratio_ = variance_ratio(ev, total)
         self.singular_values_ = np.sqrt(ev * max(n_rows - 1, 1))
         self._set_posterior()
 
@@ -820,7 +820,8 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         if chunks is None:
             return _sample_block(n_samples, W, mu, sigma, seed)
         sizes = [chunks] * (n_samples // chunks)
-        sizes += [n_samples % chunks] if n_samples % chunks else []
+        if n_samples % chunks:
+            sizes.append(n_samples % chunks)
         children = seed.spawn(len(sizes))
         blocks = [
             da.from_delayed(

@@ -26,7 +26,7 @@ from .._validation import (
     check_scalar,
 )
 from ..io._fingerprint import data_fingerprint, sketch_graph
-from ..linalg import feature_scale, flip_signs, moments_graph
+from ..linalg import feature_scale, flip_signs, moments_graph, variance_ratio
 from ..linalg.sparse import adjusted_variance
 from ..preprocessing._matrix import MatrixInput
 from ..solvers.choice import AUTO_MAX_GRAM_FEATURES
@@ -65,7 +65,9 @@ def _check_alpha(a, name, p, shape):
         raise TypeError(f"alpha must be a non-negative number; got {a!r}")
     if isinstance(a, numbers.Real):
         check_scalar(a, "alpha", low=0)
-        return a if shape is None else np.full(_components(p, shape), float(a))
+        if shape is None:
+            return a
+        return np.full(_components(p, shape), float(a))
     if p["method"] != "elasticnet":
         raise TypeError(
             f"alpha must be one number for method={p['method']!r} (one per component "
@@ -79,7 +81,9 @@ def _check_alpha(a, name, p, shape):
         )
     for i, v in enumerate(vals):
         check_scalar(v, f"alpha[{i}]", low=0)
-    return a if shape is None else np.asarray(vals, dtype=np.float64)
+    if shape is None:
+        return a
+    return np.asarray(vals, dtype=np.float64)
 
 
 def _check_n_nonzero(nz, name, p, shape):
@@ -93,7 +97,9 @@ def _check_n_nonzero(nz, name, p, shape):
             f"n_nonzero={nz!r} applies to method='elasticnet' only; "
             f"method={p['method']!r} takes alpha"
         )
-    k = 1 if shape is None else _components(p, shape)
+    k, high = 1, None  # before the data: the form only
+    if shape is not None:
+        k, high = _components(p, shape), shape.d
     if isinstance(nz, numbers.Integral) and not isinstance(nz, bool):
         vals = [nz] * k
     elif isinstance(nz, (Sequence, np.ndarray)) and not isinstance(nz, (str, bytes)):
@@ -107,14 +113,10 @@ def _check_n_nonzero(nz, name, p, shape):
             f"n_nonzero must be an integer or a sequence of integers; got {nz!r}"
         )
     for i, v in enumerate(vals):
-        check_scalar(
-            v,
-            f"n_nonzero[{i}]",
-            kind=numbers.Integral,
-            low=1,
-            high=None if shape is None else shape.d,
-        )
-    return nz if shape is None else [int(v) for v in vals]
+        check_scalar(v, f"n_nonzero[{i}]", kind=numbers.Integral, low=1, high=high)
+    if shape is None:
+        return nz
+    return [int(v) for v in vals]
 
 
 def _checkpoint_needs_iterations(p, shape) -> None:
@@ -616,7 +618,9 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         components for them (``n_components=None``: ``min(n, kept)``)."""
         requested = 0 if self.n_components is None else k  # None: no bound to check yet
         mom, d_fit = self._moments_without_land(mom, n, d, requested, data)
-        return mom, d_fit, (k if d_fit == d else self._checked_k(n, d_fit))
+        if d_fit < d:  # k checked again against the features kept
+            k = self._checked_k(n, d_fit)
+        return mom, d_fit, k
 
     def _per_sample_alpha(self, n: int) -> float:
         """The l1 weight of the per-sample objective the dictionary kernels minimise.
@@ -749,7 +753,7 @@ class SparsePCA(SparseMomentUpdate, DictionaryLearning, LinearDecompositionMixin
         self.components_ = C
         ev = adjusted_variance(gram)
         self.explained_variance_ = ev
-        self.explained_variance_ratio_ = ev / total if total > 0 else np.zeros_like(ev)
+        self.explained_variance_ratio_ = variance_ratio(ev, total)
 
     # -- scores ------------------------------------------------------------------------
     def _transform_matrix(self) -> np.ndarray:

@@ -177,10 +177,18 @@ def _krylov_basis(p: Problem) -> float:
     return 4.0 * _side(p) * float(krylov_passes(p) * p.width) ** 2
 
 
+def _covariance_grams(p: Problem) -> float:
+    """The d × d Grams the covariance pass sums: genotypes keep the count Gram and,
+    for the missing calls, two products of their pattern (sums that merge by addition:
+    one pass)."""
+    if p.genotype:
+        return 3.0
+    return 1.0
+
+
 def _covariance_flops(p: Problem) -> float:
-    """The d × d Gram; genotypes keep the count Gram and, for the missing calls, two
-    products of their pattern (sums that merge by addition: one pass)."""
-    return (3.0 if p.genotype else 1.0) * _gram_flops(p, p.d, p.n)
+    """The d × d Grams of :func:`_covariance_grams`."""
+    return _covariance_grams(p) * _gram_flops(p, p.d, p.n)
 
 
 #: every solver of the spectral fits, by the name ``svd_solver`` gives it
@@ -192,7 +200,7 @@ REGISTRY = {
         fits=lambda p: p.d <= AUTO_MAX_GRAM_FEATURES,
         # sparse: the packed upper triangle
         partial_bytes=lambda p: (
-            (3.0 if p.genotype else 1.0) * (4.0 if p.sparse else 8.0) * p.d * p.d
+            _covariance_grams(p) * (4.0 if p.sparse else 8.0) * p.d * p.d
         ),
         updates=True,
         run=covariance,
@@ -336,13 +344,13 @@ def flop_rate(
     """Flops per second of solver ``name``'s kernel (of ``table``, default
     :data:`REGISTRY`) on ``p``'s blocks."""
     product = (table or REGISTRY)[name].kernel == "product"
+    if p.sparse and product:
+        return rates.sparse_flops_per_second
     if p.sparse:
-        return (
-            rates.sparse_flops_per_second
-            if product
-            else rates.sparse_gram_flops_per_second
-        )
-    return rates.product_flops_per_second if product else rates.dense_flops_per_second
+        return rates.sparse_gram_flops_per_second
+    if product:
+        return rates.product_flops_per_second
+    return rates.dense_flops_per_second
 
 
 def read_seconds(p: Problem, rates: Rates = RATES, scale: float = 1.0) -> float:
@@ -408,29 +416,24 @@ def pass_costs(
     fetched = data if stored_bytes is None else stored_bytes
     if cluster.store_bandwidth:  # through the store's link, then the hosts' links
         read += fetched / min(cluster.store_bandwidth, cluster.hosts * link)
-    out = []
-    for i in range(n_passes + (1 if regroup else 0)):
-        reads = i < (1 if regroup else 0)  # the regrouping pass: a read, no flops
-        moved = tree_edges(tasks) * s.partial_bytes(p)
-        moved += cluster.workers * s.factor_bytes(p)
-        if reads:
-            moved = data * crossing
+
+    def priced(label: str, moved: float, work: float) -> PassCost:
         seconds = (
             rates.pass_seconds
             + (tasks - 1) * rates.task_seconds
             + read
-            + (0.0 if reads else (compute + basis) / n_passes)
+            + work
             + moved * crossing / link
         )
-        out.append(
-            PassCost(
-                "regroup" if reads else name,
-                tasks,
-                float(fetched),
-                float(moved),
-                seconds,
-            )
-        )
+        return PassCost(label, tasks, float(fetched), float(moved), seconds)
+
+    out = []
+    if regroup:  # the regrouping pass: a read, no flops
+        out.append(priced("regroup", data * crossing, 0.0))
+    moved = tree_edges(tasks) * s.partial_bytes(p)
+    moved += cluster.workers * s.factor_bytes(p)
+    for _ in range(n_passes):
+        out.append(priced(name, moved, (compute + basis) / n_passes))
     return out
 
 

@@ -83,7 +83,7 @@ def finish(X, first: Start, columns: Columns, params: WideParams) -> SpectralFit
         return _finish_strips(X, first, columns, params)
     V, GV, rng = first.carry
     extra = 0
-    if columns.keep is not None and not columns.keep.all() and columns.redraw:
+    if not columns.keep.all() and columns.redraw:
         # the same pass over the kept features: the same arithmetic as their fit
         counter = passes.active()
         if counter is not None:

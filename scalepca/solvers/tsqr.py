@@ -37,7 +37,7 @@ def _mapped(X, scaling: ColumnScaling):
 def finish(X, first: Start, columns: Columns, params: WideParams) -> SpectralFit:
     """The second pass: TSQR of the kept features, centred (``params.centre``) and
     scaled block by block; every ``min(n, d_fit)`` singular pair."""
-    if columns.keep is not None:
+    if not columns.keep.all():
         X = X[:, columns.keep]
     mean = columns.moments["mean"]
     if columns.scaling is not None:  # the map of each column, missing entries filled

@@ -101,7 +101,7 @@ class Columns:
     """What the estimator made of a first pass's statistics.
 
     ``moments``: ``n``, ``mean``, ``ss`` of the kept features (what the fit reports);
-    ``keep``: the mask of the features kept (None: all); ``scale``: their
+    ``keep``: the mask of the features kept (None given: all True); ``scale``: their
     standardising scales (None: unscaled); ``scaling``: the map applied inside each
     block's task instead of the mean (allele counts: the centre, the scale, a missing
     entry at the centre); ``redraw``: when features are left out, the rows' Krylov
@@ -118,6 +118,10 @@ class Columns:
     scaling: ColumnScaling | None = None
     redraw: bool = True
     exact: bool = True
+
+    def __post_init__(self):
+        if self.keep is None:
+            object.__setattr__(self, "keep", np.ones(self.d_fit, dtype=bool))
 
     @property
     def d_fit(self) -> int:
@@ -152,15 +156,17 @@ def source(X, columns: Columns):
         blocks = packed_blocks(X, keep)
         if blocks is not None:
             return PackedRows(*blocks, shape=(X.shape[0], columns.d_fit))
-    return X if keep is None or keep.all() else X[:, keep]
+    if keep.all():
+        return X
+    return X[:, keep]
 
 
-def restricted_probes(V: np.ndarray, GV: np.ndarray, keep: np.ndarray | None):
+def restricted_probes(V: np.ndarray, GV: np.ndarray, keep: np.ndarray):
     """The first pass's probes ``V`` and product ``GV`` at the kept features, probe
     columns left all zero dropped: the kept features' Gram times the kept rows of
     ``V`` when each feature left out was constant in the data the pass multiplied
     (its row and column of the centred Gram are 0)."""
-    if keep is None or keep.all():
+    if keep.all():
         return V, GV
     V, GV = V[keep], GV[keep]
     cols = np.any(V != 0, axis=0)
@@ -187,11 +193,11 @@ def gram_apply(X, columns: Columns, centre: bool) -> Callable:
         return lambda V: gram_times(X, V, None, scaling=columns.scaling)
     mom, scale = columns.moments, columns.scale
     shift = mom["mean"] if centre else None
+    if scale is None:
+        return lambda V: gram_times(X, V, shift)
 
     def apply(V):
-        W = V if scale is None else V / scale[:, None]
-        AW = gram_times(X, W, shift)
-        return AW if scale is None else AW / scale[:, None]
+        return gram_times(X, V / scale[:, None], shift) / scale[:, None]
 
     return apply
 
@@ -200,4 +206,4 @@ def strip_axes(X, U, theta, stats: dict, columns: Columns, centre: bool):
     """One pass over column strips: the axes ``Xcᵀ U Σ⁻¹`` of the kept features,
     d_fit × k."""
     Vt = snapshot_components(X, U, np.sqrt(theta), stats, centre=centre)
-    return (Vt if columns.keep is None else Vt[:, columns.keep]).T
+    return Vt[:, columns.keep].T
