@@ -52,12 +52,10 @@ def _fmt_value(v) -> str:
         return f"{int(v):,}"
     if isinstance(v, (float, np.floating)):
         return f"{v:,.6g}" if abs(v) < 1e15 else f"{v:.6g}"
+    if isinstance(v, np.ndarray) and v.size > 8:
+        return f"array of shape {v.shape}"
     if isinstance(v, np.ndarray):
-        return (
-            f"array of shape {v.shape}"
-            if v.size > 8
-            else np.array2string(v, precision=4)
-        )
+        return np.array2string(v, precision=4)
     return str(v)
 
 
@@ -95,11 +93,10 @@ def peak_memory(client=None) -> dict:
         out["workers"] = {
             k: v for k, v in client.run(_peak_rss_bytes).items() if v is not None
         }
-        info = (
-            client.scheduler_info(n_workers=-1)
-            if _accepts_n_workers(client)
-            else (client.scheduler_info())
-        )
+        if _accepts_n_workers(client):
+            info = client.scheduler_info(n_workers=-1)
+        else:
+            info = client.scheduler_info()
         out["worker_limits"] = {
             a: w.get("memory_limit")
             for a, w in info["workers"].items()
@@ -245,7 +242,9 @@ def _summary_rows(est, *, data, method, params, elapsed, memory, timings=None):
         )
     if timings is not None:
         rows.append(["run time", sections.fmt_seconds(timings.total())])
-    fit_time = elapsed if elapsed is not None else getattr(est, "fit_time_", None)
+    fit_time = elapsed
+    if fit_time is None:
+        fit_time = getattr(est, "fit_time_", None)
     rows.append(
         ["fit time", "unknown" if fit_time is None else sections.fmt_seconds(fit_time)]
     )
@@ -266,7 +265,9 @@ def _summary_rows(est, *, data, method, params, elapsed, memory, timings=None):
         rows.append(
             ["features left out (all NaN)", f"{int(np.size(keep) - np.sum(keep)):,}"]
         )
-    return rows + (_memory_rows(memory) if memory else [])
+    if memory:
+        rows += _memory_rows(memory)
+    return rows
 
 
 def _draw_figures(est, *, X, scores_store, storage_options, labels=None):
