@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..preprocessing._singlecell import CellSteps, raw_counts
+from ..preprocessing._singlecell import CellSteps, _as_blocks, raw_counts
 
 __all__ = ["check_step_keys", "pca", "prepared_matrix"]
 
@@ -131,7 +131,7 @@ def _prepared(raw, steps: CellSteps, var, layer):
     from ..preprocessing._steps import Preprocessing
 
     steps.fit(
-        _dask_blocks(raw),
+        _as_blocks(raw),
         gene_names=None if var is None else var.index,
         what="X" if layer is None else f"layer {layer!r}",
     )
@@ -447,7 +447,9 @@ def pca(
     )
     pcs = np.zeros((raw.shape[1], model.n_components_))
     genes = steps.highly_variable_
-    pcs[slice(None) if genes is None else genes] = model.components_.T
+    if genes is None:  # every gene
+        genes = slice(None)
+    pcs[genes] = model.components_.T
     uns = _uns(model, steps, zero_center, param, obs_param, layer)
     model.singlecell_n_passes_ = uns["scalepca"]["n_passes"]
     _write(data, scores, pcs, uns, _hvg_columns(steps, flavor), flavor, cells)
@@ -542,16 +544,6 @@ def _var_frame(data):
             if hasattr(root, "close"):
                 root.close()
     return None
-
-
-def _dask_blocks(raw):
-    import dask.array as da
-    import xarray as xr
-
-    from ..preprocessing._singlecell import _as_blocks
-
-    arr = raw.data if isinstance(raw, xr.DataArray) else raw
-    return arr if isinstance(arr, da.Array) else _as_blocks(arr)
 
 
 def _write(data, scores, pcs, uns, hvg, flavor, cells) -> None:

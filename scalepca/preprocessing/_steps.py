@@ -781,7 +781,7 @@ def prepare_counts(X, prep, *, what: str = "X"):
     if isinstance(X, xr.DataArray):
         names = X["var"].values if "var" in X.coords else None
         steps.check_genes(X.shape[1], names, what)
-        data = X.data if isinstance(X.data, da.Array) else _as_blocks(X.data)
+        data = _as_blocks(X)
         coords = {c: X.coords[c] for c in X.coords if "var" not in X.coords[c].dims}
         kept = steps.kept_gene_names()
         if kept is not None:
