@@ -35,8 +35,8 @@ from dask.array.core import BlockView
 from .._validation import check_dtype
 from ..io._coalesce import _task_bytes
 from ..io._stack import (
-    FEATURE,
-    SAMPLE,
+    feature_dim_of,
+    sample_dim_of,
     split_dims,
     stack_dataarray,
     weights_dataarray,
@@ -102,13 +102,13 @@ class Preprocessing:
     def sample_dim(self) -> str | None:
         if not self.labelled:
             return None
-        return self.sample_dims[0] if len(self.sample_dims) == 1 else SAMPLE
+        return sample_dim_of(self.sample_dims)
 
     @property
     def feature_dim(self) -> str | None:
         if not self.labelled:
             return None
-        return self.feature_dims[0] if len(self.feature_dims) == 1 else FEATURE
+        return feature_dim_of(self.feature_dims)
 
     @property
     def layer(self) -> str | None:
