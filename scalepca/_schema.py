@@ -27,6 +27,14 @@ class ConfigError(ValueError):
 OTHER_NAMES = {"n_modes": "n_components"}
 
 
+def as_list(value) -> list:
+    """A key that takes one value or a list of them (``data.path``,
+    ``data.variable``), as a list."""
+    if isinstance(value, list):
+        return value
+    return [value]
+
+
 def closest(word, options) -> str | None:
     """The option ``word`` was most likely meant to be: scalepca's name of a name other
     libraries use (``n_modes`` → ``n_components``, :data:`OTHER_NAMES`), the same but

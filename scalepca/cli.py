@@ -259,7 +259,9 @@ def _transform_data_arg(paths: list[str]):
 
 def _named_data(data) -> list[tuple[str, str]]:
     """``("the data", path)`` for each path of ``transform``'s DATA."""
-    return [("the data", p) for p in (data if isinstance(data, list) else [data])]
+    from ._schema import as_list
+
+    return [("the data", p) for p in as_list(data)]
 
 
 def _plink_target(args, est, out: str, data) -> str:

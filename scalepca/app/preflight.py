@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import shutil
 
+from .._schema import as_list
 from .config import data_kind
 from .pipeline import (
     UserError,
@@ -135,7 +136,7 @@ def _generated_matrix(dcfg: dict):
                 sample_dims=dcfg.get("sample_dims"),
                 feature_dims=dcfg.get("feature_dims"),
             )
-            for v in (variable if isinstance(variable, list) else [variable])
+            for v in as_list(variable)
         ]
         return fields[0] if len(fields) == 1 else _joined(fields)
     return data
@@ -263,7 +264,7 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
                             _variable_problem(
                                 path, kind, v, so, open_options(dcfg, kind)
                             )
-                            for v in (names if isinstance(names, list) else [names])
+                            for v in as_list(names)
                         ),
                     ),
                     None,

@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from .._schema import as_list
 from . import report_sections as sections
 from .report_sections import fmt_bytes as _fmt_bytes
 
@@ -515,7 +516,7 @@ def write_report(
 def _data_rows(X, path=None) -> dict:
     rows = {}
     if path:
-        rows["data"] = ", ".join(path) if isinstance(path, list) else path
+        rows["data"] = ", ".join(as_list(path))
     shape = tuple(getattr(X, "shape", ()))
     if shape:
         rows["shape"] = " × ".join(f"{s:,}" for s in shape)
