@@ -34,7 +34,9 @@ def _layer_problem(path: str, layer: str | None, storage_options=None) -> str | 
     except ValueError as err:
         return f"data.path: {_one_line(err)} (data.format is anndata)"
     problem = layer_problem(layers, layer, repr(path), has_x=has_x)
-    return None if problem is None else f"data.layer: {problem}"
+    if problem is None:
+        return None
+    return f"data.layer: {problem}"
 
 
 def _variable_problem(
@@ -59,14 +61,12 @@ def _variable_problem(
     )
     from ..preprocessing.readers.zarr_store import looks_like_xarray
 
-    if kind == "bed":  # .bed: one matrix, no variables
+    if kind == "bed" and variable is None:  # .bed: one matrix, no variables
+        return None
+    if kind == "bed":
         return (
-            (
-                f"data.variable {variable!r} is set, but {path!r} is PLINK .bed data "
-                "(one matrix); remove data.variable"
-            )
-            if variable is not None
-            else None
+            f"data.variable {variable!r} is set, but {path!r} is PLINK .bed data "
+            "(one matrix); remove data.variable"
         )
     # NetCDF/HDF5 files: the opener of open_matrix lists the variables
     if kind == "netcdf":
@@ -228,9 +228,9 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
 
     problems, notes = [], []
     model, dcfg = cfg["model"], cfg["data"]
-    method, params = (
-        (model["method"], model["params"]) if model is not None else (None, {})
-    )
+    method, params = None, {}
+    if model is not None:
+        method, params = model["method"], model["params"]
     X = None
     # a section validate_config could not read: checked no further
     if not data or dcfg is None:

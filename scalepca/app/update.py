@@ -165,7 +165,9 @@ def _sample_dim(X):
     if not hasattr(X, "dims"):
         return None
     dim = X.dims[0]
-    return False if dim in X.indexes and X.indexes[dim].nlevels > 1 else dim
+    if dim in X.indexes and X.indexes[dim].nlevels > 1:
+        return False
+    return dim
 
 
 @dataclass
