@@ -520,6 +520,20 @@ def _positions(index, n: int):
     return pos
 
 
+def _index(positions):
+    """Positions as :func:`_positions` gives them (None: all) as an index."""
+    if positions is None:
+        return slice(None)
+    return positions
+
+
+def _kept(mask):
+    """The positions a boolean mask keeps (None: no mask, all)."""
+    if mask is None:
+        return None
+    return np.flatnonzero(mask)
+
+
 def view_selection(view):
     """``(parent, rows, cols)`` of an AnnData view (see :func:`_positions`)."""
     parent = view._adata_ref
@@ -569,8 +583,8 @@ def _backed_rows(path, rows, cols, chunks, layer=None) -> da.Array:
     finally:
         if hasattr(root, "close"):
             root.close()
-    rows = np.arange(n)[rows if rows is not None else slice(None)]
-    n_cols = d if cols is None else np.arange(d)[cols].size
+    rows = np.arange(n)[_index(rows)]
+    n_cols = np.arange(d)[_index(cols)].size
     index = da.from_array(rows, chunks=_block_rows(chunks, default) or n)
     if encoding == "array":
         meta = np.empty((0, 0), dtype=dtype)
@@ -651,16 +665,17 @@ def open_anndata_subset(
     if cells is None and genes is None:
         return open_anndata(source, layer=layer, chunks=chunks)
     _import_anndata()
-    rows = slice(None) if cells is None else np.flatnonzero(cells)
-    cols = slice(None) if genes is None else np.flatnonzero(genes)
+    rows, cols = _kept(cells), _kept(genes)  # None: all
     if is_anndata_object(source):
         # one view of the parent (anndata makes none of a backed view)
         if source.is_view:
             parent, prow, pcol = view_selection(source)
-            rows = np.arange(parent.n_obs)[slice(None) if prow is None else prow][rows]
-            cols = np.arange(parent.n_vars)[slice(None) if pcol is None else pcol][cols]
+            rows = np.arange(parent.n_obs)[_index(prow)][_index(rows)]
+            cols = np.arange(parent.n_vars)[_index(pcol)][_index(cols)]
             source = parent
-        return view_matrix(source[rows, cols], layer=layer, chunks=chunks)
+        return view_matrix(
+            source[_index(rows), _index(cols)], layer=layer, chunks=chunks
+        )
     import anndata
     from anndata.experimental import read_elem_lazy
 
@@ -676,12 +691,8 @@ def open_anndata_subset(
     finally:
         if hasattr(root, "close"):
             root.close()
-    X = _backed_rows(
-        os.fspath(source),
-        None if cells is None else rows,
-        None if genes is None else cols,
-        chunks,
-        layer=layer,
-    )
-    names = obs_names if cells is None else obs_names[rows]
-    return _dataarray(X, names, np.asarray(var_names, dtype=object)[cols], layer or "X")
+    X = _backed_rows(os.fspath(source), rows, cols, chunks, layer=layer)
+    if rows is not None:
+        obs_names = obs_names[rows]
+    var_names = np.asarray(var_names, dtype=object)[_index(cols)]
+    return _dataarray(X, obs_names, var_names, layer or "X")
