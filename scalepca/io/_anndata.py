@@ -640,9 +640,10 @@ def _read_rows(index, *, path, elem_name, encoding, cols):
                 mask[rows] = True
                 block = mtx[mask]  # anndata reads each run of consecutive rows at once
             else:
-                lo = int(rows[0]) if rows.size else 0
-                block = sp.csr_matrix(mtx[lo : int(rows[-1]) + 1 if rows.size else 0])
-                block = block[rows - lo]
+                lo = hi = 0  # the span of the rows (none in an empty block)
+                if rows.size:
+                    lo, hi = int(rows[0]), int(rows[-1]) + 1
+                block = sp.csr_matrix(mtx[lo:hi])[rows - lo]
     block = block[order.ravel()]
     if cols is not None:
         block = block[:, cols]
