@@ -22,6 +22,7 @@ from .app.messages import scheduler_lost, speak_cli, store_unreachable
 from .app.pipeline import (
     UserError,
     _abs,
+    _error_text,
     _is_url,
     _no_data_store,
     _one_line,
@@ -1145,8 +1146,7 @@ def main(argv=None) -> int:
         # raised by validation before any compute (parameters, shapes, dtypes)
         if args.verbose:
             raise
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"scalepca: error: {said(msg)}", file=sys.stderr)
+        print(f"scalepca: error: {said(_error_text(err))}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:  # Ctrl+C: the cluster closed on the way out; one line
         said = []

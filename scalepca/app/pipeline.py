@@ -712,6 +712,14 @@ def _no_data_store(dcfg: dict) -> str:
     return no_data_store(path, kind)
 
 
+def _error_text(err: BaseException):
+    """What an error says: a KeyError's message (its str is the repr of it), else
+    the error."""
+    if isinstance(err, KeyError) and err.args:
+        return err.args[0]
+    return err
+
+
 def _one_line(err: BaseException) -> str:
     text = str(err).strip() or type(err).__name__
     return " ".join(text.split())

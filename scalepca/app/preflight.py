@@ -13,6 +13,7 @@ from .._schema import as_list
 from .config import data_kind
 from .pipeline import (
     UserError,
+    _error_text,
     _no_data_store,
     _one_line,
     _store_exists,
@@ -289,8 +290,7 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
         UserError,
         ImportError,
     ) as err:
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        problems.append(_one_line(msg))
+        problems.append(_one_line(_error_text(err)))
     if X is not None and cfg["model"] is not None:
         more = _estimator_problems(method, params, X, path)
         problems += more
