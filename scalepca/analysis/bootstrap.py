@@ -117,9 +117,8 @@ def _check_seed(value, name, params, shape):
 def _solver_of(params, n: int, d: int) -> str:
     """``solver`` as it runs on n × d data: ``"auto"`` by the solvers' predicted cost
     (:func:`scalepca.solvers.choice.resolve_tool`)."""
-    k = params.get("n_components")
     p = Problem(
-        n, d, k if isinstance(k, int) else None, replicates=int(params["n_bootstraps"])
+        n, d, _prep.components_asked(params), replicates=int(params["n_bootstraps"])
     )
     return resolve_tool("bootstrap", params["solver"], p).solver
 

@@ -141,8 +141,7 @@ def _padding_used(padding: str | None) -> str:
 def _solver_of(params, n: int, d: int) -> str:
     """``solver`` as it runs on n × d data: ``"auto"`` by the solvers' predicted cost
     (:func:`scalepca.solvers.choice.resolve_tool`)."""
-    k = params.get("n_components")
-    p = Problem(n, d, k if isinstance(k, int) else None)
+    p = Problem(n, d, _prep.components_asked(params))
     return resolve_tool("hilbert", params["solver"], p).solver
 
 

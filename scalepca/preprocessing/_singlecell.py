@@ -460,7 +460,9 @@ class CellSteps:
 
 
 def _listed(words: list) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " and " + words[-1]
 
 
 # -- the per-block partials (classes: picklable, and dask tokenizes them by their state)

@@ -476,8 +476,10 @@ def describe(
     array of the feature dims' shape.
     """
     if not isinstance(arr, xr.DataArray):
-        w = None if weights is None else column_weights(weights, arr.shape[1])
-        return Preprocessing(weights=w, weights_name=None if w is None else "given")
+        if weights is None:
+            return Preprocessing()
+        w = column_weights(weights, arr.shape[1])
+        return Preprocessing(weights=w, weights_name="given")
     sample_dims, feature_dims = split_dims(arr, sample_dims, feature_dims)
     name = None
     if weights is not None:
