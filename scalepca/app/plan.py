@@ -164,7 +164,9 @@ def _cluster(cfg: dict, args):
     else:  # links priced: each worker on a host of its own
         hosts = workers
     memory = args.worker_memory or memory
-    limit = None if memory == "auto" else _bytes(memory)
+    limit = None  # "auto": Dask's share of the host
+    if memory != "auto":
+        limit = _bytes(memory)
     cluster = Cluster(int(workers), int(threads), int(max(hosts, 1)), bandwidth, store)
     return cluster, limit
 
@@ -200,7 +202,9 @@ def plan(cfg: dict, args) -> dict:
             problem, density=nnz / max(problem.n * problem.d, 1)
         )
     rates, where = machine_rates(args.rates)
-    stored = sum(chunk_bytes(a) for a in arrays) if arrays else None
+    stored = None  # bytes in the store: known for a zarr store
+    if arrays:
+        stored = sum(chunk_bytes(a) for a in arrays)
     if arrays and args.rates != "builtin":  # the read of this store's codec
         from ..solvers.probe import store_read_rate
 

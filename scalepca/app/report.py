@@ -219,7 +219,9 @@ def _memory_rows(memory):
 def _summary_rows(est, *, data, method, params, elapsed, memory, timings=None):
     rows = [[k, v] for k, v in (data or {}).items()]
     rows.append(["method", f"{method or '?'} ({type(est).__name__})"])
-    shown = params if params is not None else est.get_params()
+    shown = params
+    if shown is None:
+        shown = est.get_params()
     rows.append(
         [
             "parameters",
@@ -575,13 +577,19 @@ def run_report(
 
         title = f"scalepca run {os.path.basename(config_file)}: {method}"
 
+    elapsed = None
+    if timings is not None:
+        elapsed = timings.stages.get("fit")
+    command_line = None
+    if command is not None:
+        command_line = shlex.join(["scalepca", *command])
     return write_report(
         est,
         root,
         data={**_data_rows(X, cfg["data"].get("path")), **(update or {})},
         method=method,
         params=params or None,
-        elapsed=timings.stages.get("fit") if timings is not None else None,
+        elapsed=elapsed,
         memory=peak_memory(client),
         outputs=list(written),
         X=X,
@@ -592,5 +600,5 @@ def run_report(
         config=cfg,
         labels=labels,
         title=title,
-        command=None if command is None else shlex.join(["scalepca", *command]),
+        command=command_line,
     )
