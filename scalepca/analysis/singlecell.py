@@ -490,14 +490,13 @@ def _fit(raw, steps: CellSteps, var, layer, n_comps, dtype, pca_params):
     from ..models.pca import PCA
 
     matrix = _prepared(raw, steps, var, layer)
-    if n_comps is None:  # scanpy's default
-        small = min(matrix.shape)
-        n_comps = small - 1 if small <= 50 else 50
+    if n_comps is None:  # scanpy's default: 50, or one less than the smaller side
+        n_comps = min(50, min(matrix.shape) - 1)
     model = PCA(n_comps, **pca_params).fit(matrix)
     scores = model.transform(matrix)
-    return model, (scores.data if isinstance(scores, xr.DataArray) else scores).astype(
-        dtype
-    )
+    if isinstance(scores, xr.DataArray):
+        scores = scores.data
+    return model, scores.astype(dtype)
 
 
 def _hvg_columns(steps: CellSteps, flavor) -> dict | None:
