@@ -220,7 +220,8 @@ def _component_titles(k: int, ratio, titles, modes=None):
         if len(titles) < k:
             raise ValueError(f"titles has {len(titles)} entries for {k} components")
         return titles
-    modes = _mode_labels(k) if modes is None else modes
+    if modes is None:
+        modes = _mode_labels(k)
     out = []
     for i in range(k):
         t = f"mode {modes[i]}"
@@ -341,7 +342,10 @@ def components(
     values = _as_images(values[:k], image_shape)
     names = _component_titles(k, ratio, titles, modes)
     cm = mpl.colormaps[cmap].with_extremes(bad="0.75")
-    fig, axes = _grid(k, ncols, (3.2, 2.0) if coords is not None else (2.6, 2.4))
+    size = (2.6, 2.4)  # a panel's inches: a profile or an image
+    if coords is not None:  # a map: wider
+        size = (3.2, 2.0)
+    fig, axes = _grid(k, ncols, size)
     for i, ax in enumerate(axes):
         im = _draw_component(ax, values[i], coords, cm, limits)
         ax.set_title(names[i], fontsize=9)
@@ -765,9 +769,9 @@ def rpca_frames(
     if axis not in (0, 1):
         raise ValueError(f"axis must be 0 (frames are rows) or 1 (columns); got {axis}")
     shape = tuple(int(s) for s in image_shape)
-    n_frames, n_pixels = (
-        (M.shape[0], M.shape[1]) if axis == 0 else (M.shape[1], M.shape[0])
-    )
+    n_frames, n_pixels = M.shape[0], M.shape[1]
+    if axis == 1:  # frames are columns
+        n_frames, n_pixels = n_pixels, n_frames
     if int(np.prod(shape)) != n_pixels:
         raise ValueError(
             f"image_shape {shape} holds {int(np.prod(shape))} "
