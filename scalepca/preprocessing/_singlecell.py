@@ -585,12 +585,12 @@ def raw_counts(X, *, layer: str | None = None, chunks=None, cells=None):
             raise ValueError(
                 f"counts must be a 2-D matrix (cells × genes); got shape {X.shape}"
             )
-        return X if cells is None else _rows_of(X, cells)
-    what = (
-        f"the path {os.fspath(X)!r}, which is no AnnData store"
-        if isinstance(X, (str, os.PathLike))
-        else f"a {type(X).__name__}"
-    )
+        if cells is None:
+            return X
+        return _rows_of(X, cells)
+    what = f"a {type(X).__name__}"
+    if isinstance(X, (str, os.PathLike)):
+        what = f"the path {os.fspath(X)!r}, which is no AnnData store"
     raise TypeError(
         f"single-cell counts are read from an AnnData (object, .zarr or .h5ad "
         f"store) or an array (NumPy, SciPy sparse, dask); got {what}"
