@@ -139,7 +139,9 @@ def _generated_matrix(dcfg: dict):
             )
             for v in as_list(variable)
         ]
-        return fields[0] if len(fields) == 1 else _joined(fields)
+        if len(fields) == 1:
+            return fields[0]
+        return _joined(fields)
     return data
 
 

@@ -100,15 +100,16 @@ def load(store, *, storage_options=None):
             f"{os.fspath(store)!r} is an incomplete model store (its write was "
             f"interrupted); fit and save again{previous_hint(store)}"
         )
-    where = (
-        repr(os.fspath(store)) if isinstance(store, (str, os.PathLike)) else "the store"
-    )
+    where = "the store"  # a zarr store object
+    if isinstance(store, (str, os.PathLike)):
+        where = repr(os.fspath(store))
     cls, params, scalars, arrays, lazy, fortran = _checked_contents(group, attrs, where)
     est = cls(**params)
     state = dict(scalars)
     for name in arrays:
-        value = group[name][...]
-        state[name] = np.asfortranarray(value) if name in fortran else value
+        state[name] = group[name][...]
+        if name in fortran:
+            state[name] = np.asfortranarray(state[name])
     for name in lazy:
         state[name] = da.from_zarr(group[name])
     try:
