@@ -27,6 +27,14 @@ class ConfigError(ValueError):
 OTHER_NAMES = {"n_modes": "n_components"}
 
 
+def as_list(value) -> list:
+    """A key that takes one value or a list of them (``data.path``,
+    ``data.variable``), as a list."""
+    if isinstance(value, list):
+        return value
+    return [value]
+
+
 def closest(word, options) -> str | None:
     """The option ``word`` was most likely meant to be: scalepca's name of a name other
     libraries use (``n_modes`` → ``n_components``, :data:`OTHER_NAMES`), the same but
@@ -48,8 +56,12 @@ def closest(word, options) -> str | None:
 
 def did_you_mean(word, options) -> str:
     """``"; did you mean 'em'?"`` for the option :func:`closest` finds, else ``""``."""
-    match = closest(word, options) if isinstance(word, str) else None
-    return f"; did you mean {match!r}?" if match is not None and match != word else ""
+    if not isinstance(word, str):
+        return ""
+    match = closest(word, options)
+    if match is None or match == word:
+        return ""
+    return f"; did you mean {match!r}?"
 
 
 def unknown_keys(
@@ -70,11 +82,10 @@ def unknown_keys(
             hints.append(repr(close) if len(unknown) == 1 else f"{close!r} for {key!r}")
     hint = f"; did you mean {', '.join(hints)}?" if hints else ""
     names = ", ".join(repr(f"{where}.{k}" if where else k) for k in unknown)
-    return (
-        f"unknown {what} {names}; "
-        f"allowed{f' in {where!r}' if say_where else ''}: "
-        f"{', '.join(map(str, allowed))}{hint}"
-    )
+    allowed_in = "allowed"
+    if say_where:
+        allowed_in += f" in {where!r}"
+    return f"unknown {what} {names}; {allowed_in}: {', '.join(map(str, allowed))}{hint}"
 
 
 _NONE = type(None)
@@ -85,6 +96,13 @@ class _Field(typing.NamedTuple):
     types: tuple
     default: object = None
     choices: tuple | None = None
+
+    @property
+    def fallback(self):
+        """The value of a key missing or refused: its default (None when required)."""
+        if self.default is _REQUIRED:
+            return None
+        return self.default
 
 
 def _f(types, default=None, choices=None) -> _Field:
@@ -135,9 +153,7 @@ def _check_section(section, schema: dict, name: str) -> dict:
                 problems.append(
                     f"'{name}.{key}' is required ({_typename(field.types)})"
                 )
-            out[key] = copy.deepcopy(
-                None if field.default is _REQUIRED else field.default
-            )
+            out[key] = copy.deepcopy(field.fallback)
             continue
         value = section[key]
         if not _type_ok(value, field.types):
@@ -153,7 +169,7 @@ def _check_section(section, schema: dict, name: str) -> dict:
         else:
             out[key] = value
             continue
-        out[key] = copy.deepcopy(None if field.default is _REQUIRED else field.default)
+        out[key] = copy.deepcopy(field.fallback)
     if problems:
         raise ConfigError(*problems)
     return out

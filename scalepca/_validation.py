@@ -205,15 +205,15 @@ def check_2d(shape: tuple, *, what: str = "X") -> None:
     """Raise ``ValueError`` unless ``shape`` is that of a 2-D (samples × features)
     array."""
     if len(shape) != 2:
-        raise ValueError(
-            f"{what} must be 2-D (samples × features); "
-            f"got {len(shape)}-D with shape {shape}"
-            + (
+        hint = ""
+        if len(shape) == 1:
+            hint = (
                 ". Reshape your data: X.reshape(-1, 1) if it is one feature, "
                 "X.reshape(1, -1) if it is one sample"
-                if len(shape) == 1
-                else ""
             )
+        raise ValueError(
+            f"{what} must be 2-D (samples × features); "
+            f"got {len(shape)}-D with shape {shape}{hint}"
         )
 
 
@@ -308,9 +308,11 @@ def _refuse_sparse(X, what: str) -> None:
 def _row_chunks(X) -> tuple:
     """Row chunking for an in-memory array: about 64 MiB per block."""
     n = X.shape[0]
-    d = int(np.prod(X.shape[1:])) if X.ndim > 1 else 1
+    if not n:
+        return X.shape
+    d = int(np.prod(X.shape[1:]))  # 1 for a vector
     rows = max(1, (64 * 2**20) // max(1, d * np.dtype(X.dtype).itemsize))
-    return (min(n, rows),) + tuple(X.shape[1:]) if n else X.shape
+    return (min(n, rows),) + tuple(X.shape[1:])
 
 
 #: the string form of ``n_components`` choosing k by Minka's evidence (PCA, PPCA)
@@ -377,18 +379,18 @@ def check_n_components(
     if isinstance(n_components, bool) or not (
         n_components is None or isinstance(n_components, numbers.Integral)
     ):
-        forms = (
-            "an integer, a float in (0, 1), 'mle' or None"
-            if fraction
-            else "an integer or None"
-        )
+        forms = "an integer or None"
+        if fraction:
+            forms = "an integer, a float in (0, 1), 'mle' or None"
         raise TypeError(f"{what} must be {forms}; got {n_components!r}")
     if n_samples is None or n_features is None:
-        if n_components is not None and n_components < 1:
+        if n_components is None:
+            return None
+        if n_components < 1:
             raise ValueError(
                 f"{what}={n_components} is out of range: it must be at least 1"
             )
-        return None if n_components is None else int(n_components)
+        return int(n_components)
     upper = min(n_samples, n_features)
     if n_components is None:
         return upper

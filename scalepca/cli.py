@@ -22,6 +22,7 @@ from .app.messages import scheduler_lost, speak_cli, store_unreachable
 from .app.pipeline import (
     UserError,
     _abs,
+    _error_text,
     _is_url,
     _no_data_store,
     _one_line,
@@ -32,7 +33,6 @@ from .app.pipeline import (
     summary,
     transform_data,
     transform_scores,
-    write_outputs,
 )
 from .app.preflight import check_config
 
@@ -61,9 +61,9 @@ def _load(args, problems: list | None = None) -> dict:
     instead of raising the first."""
     from .app.config import read_config, validate_config
 
-    sets = list(args.set) + (
-        ["output.update=true"] if getattr(args, "update", False) else []
-    )
+    sets = list(args.set)
+    if getattr(args, "update", False):  # run's --update
+        sets.append("output.update=true")
     cfg = validate_config(read_config(args.config, sets), problems)
     if cfg["model"] is not None:
         args.method = cfg["model"][
@@ -88,7 +88,7 @@ def cmd_run(args) -> int:
     from .app.cluster import connect, progress, reporting_lost_workers
     from .app.progress import stage
     from .app.timing import RunTimings
-    from .app.update import record_rows
+    from .app.update import NewFit
     from .persistence.registry import estimator_class
 
     cfg = _load(args)
@@ -119,33 +119,26 @@ def cmd_run(args) -> int:
         if generating:  # the dataset: written before the rest
             args.written.append(dcfg["path"])
         if cfg["output"]["update"]:
-            upd = _update(cfg, X, timings)
-            if upd is None:
+            fitted = _update(cfg, X, timings)
+            if fitted is None:
                 return EXIT_OK
-            est = upd.est
         else:
-            upd, est = None, estimator_class(method)(**params)
+            fitted = NewFit(estimator_class(method)(**params), X, cfg)
             with timings.stage("fit"):
-                est.fit(X)
+                fitted.est.fit(X)
+        est = fitted.est
         print(
             summary(
                 est, data_shape=_shape(X), elapsed=timings.stages["fit"], method=method
             ),
             flush=True,
         )
-        if upd is not None:
-            print(upd.summary_line(), flush=True)
+        for line in fitted.summary_lines():
+            print(line, flush=True)
         if cfg["output"]["store"]:
             written = args.written  # each store once complete: an interrupt says which
             before = len(written)  # a generated dataset: announced when generated
-            if upd is None and cfg["output"]["model"]:
-                # what a later --update checks the rows by: a sample of them
-                record_rows(est, X, cfg, timings=timings)
-            with timings.stage("writing outputs"):
-                if upd is not None:
-                    upd.write(cfg["output"], written, timings=timings)
-                else:
-                    write_outputs(est, X, cfg["output"], written, timings=timings)
+            fitted.write_outputs(cfg["output"], written, timings)
             for path in written[before:]:
                 print(f"written: {path}", flush=True)
             if cfg["output"].get("report"):  # one self-contained HTML page
@@ -159,7 +152,7 @@ def cmd_run(args) -> int:
                         timings=timings,
                         client=client,
                         written=written[before:],
-                        update=upd.report_rows() if upd is not None else None,
+                        update=fitted.report_rows(),
                         command=args.argv,
                         config_file=args.config,
                     )
@@ -267,7 +260,9 @@ def _transform_data_arg(paths: list[str]):
 
 def _named_data(data) -> list[tuple[str, str]]:
     """``("the data", path)`` for each path of ``transform``'s DATA."""
-    return [("the data", p) for p in (data if isinstance(data, list) else [data])]
+    from ._schema import as_list
+
+    return [("the data", p) for p in as_list(data)]
 
 
 def _plink_target(args, est, out: str, data) -> str:
@@ -370,7 +365,9 @@ def _located(args, problem: str) -> str:
     from .app.yaml_files import key_lines, problem_line
 
     line = problem_line(problem, key_lines(args.config), args.set)
-    return problem if line is None else f"{args.config}:{line}: {problem}"
+    if line is None:
+        return problem
+    return f"{args.config}:{line}: {problem}"
 
 
 def _checked(args, *, data: bool = True):
@@ -387,7 +384,9 @@ def _checked(args, *, data: bool = True):
     ]
     for problem in dict.fromkeys(said):  # each at the line of the key it names
         print(f"scalepca: error: {_located(args, problem)}", file=sys.stderr)
-    return None if said else (cfg, notes)
+    if said:
+        return None
+    return cfg, notes
 
 
 def cmd_validate(args) -> int:
@@ -399,8 +398,9 @@ def cmd_validate(args) -> int:
     cfg, notes = checked
     kind = cfg["cluster"]["kind"]
     print(f"{args.config}: valid (method {cfg['model']['method']}, cluster {kind})")
-    for note in notes if not args.quiet else ():
-        print(f"  {note}")
+    if not args.quiet:
+        for note in notes:
+            print(f"  {note}")
     if args.job_script:
         if kind not in JOBQUEUE_KINDS:
             raise UserError(
@@ -429,7 +429,10 @@ def cmd_plan(args) -> int:
         if value is not None and value < 1:
             raise UserError(f"--{flag} must be at least 1; got {value}")
     out = plan(cfg, args)
-    print(json.dumps(out, indent=1) if args.json else describe_plan(out, args.config))
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(describe_plan(out, args.config))
     return EXIT_OK
 
 
@@ -1143,8 +1146,7 @@ def main(argv=None) -> int:
         # raised by validation before any compute (parameters, shapes, dtypes)
         if args.verbose:
             raise
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"scalepca: error: {said(msg)}", file=sys.stderr)
+        print(f"scalepca: error: {said(_error_text(err))}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:  # Ctrl+C: the cluster closed on the way out; one line
         said = []

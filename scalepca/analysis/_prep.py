@@ -71,6 +71,25 @@ def field_input(X, what: str = "X", prep=None):
     return as_matrix(X, what=what, min_samples=2, allow_2d_blocks=True)
 
 
+def components_asked(params: dict) -> int | None:
+    """``n_components`` as the solver choice reads it: a count, or None when k is
+    chosen from the spectrum (a variance fraction, or every mode)."""
+    k = params.get("n_components")
+    if isinstance(k, int):
+        return k
+    return None
+
+
+def kept_features(xin):
+    """The feature coordinates a tool keeps of the input ``xin`` (a
+    :func:`field_input`): those of xarray input, else None."""
+    if xin.kind != "xarray":
+        return None
+    from ..io._stack import feature_template
+
+    return feature_template(xin.template)
+
+
 def _suffixes(n: int) -> tuple[str, ...]:
     """The saved names' suffix of each field: none for one field (as every model store
     names its preparation), the field's letter for two (MCA's X and Y)."""

@@ -117,9 +117,8 @@ def _check_seed(value, name, params, shape):
 def _solver_of(params, n: int, d: int) -> str:
     """``solver`` as it runs on n × d data: ``"auto"`` by the solvers' predicted cost
     (:func:`scalepca.solvers.choice.resolve_tool`)."""
-    k = params.get("n_components")
     p = Problem(
-        n, d, k if isinstance(k, int) else None, replicates=int(params["n_bootstraps"])
+        n, d, _prep.components_asked(params), replicates=int(params["n_bootstraps"])
     )
     return resolve_tool("bootstrap", params["solver"], p).solver
 
@@ -303,11 +302,10 @@ class BootstrapEOF(_prep.OneField, SavedModel, BaseEstimator):
         xin = _prep.field_input(X)
         n, d = xin.data.shape
         solver = self._check_params(n, d)
-        self.seed_ = int(
-            self.random_state
-            if self.random_state is not None
-            else np.random.SeedSequence().entropy % 2**63
-        )
+        seed = self.random_state
+        if seed is None:  # drawn once, kept: the resamples can be drawn again
+            seed = np.random.SeedSequence().entropy % 2**63
+        self.seed_ = int(seed)
         self.n_passes_ = 0
         q = (50 * (1 - self.confidence), 50 * (1 + self.confidence))
         fit = self._fit_gram if solver == "gram" else self._fit_covariance
@@ -317,11 +315,7 @@ class BootstrapEOF(_prep.OneField, SavedModel, BaseEstimator):
             fit(xin.data, n, d, q)
         self.solver_ = solver
         self._set_selection(q)
-        from ..io._stack import feature_template
-
-        self._template = (
-            feature_template(xin.template) if xin.kind == "xarray" else None
-        )
+        self._template = _prep.kept_features(xin)
         self._preprocessing = xin.prep  # transform repeats it on new raw data
         return self
 
@@ -461,9 +455,9 @@ class BootstrapEOF(_prep.OneField, SavedModel, BaseEstimator):
         lo, hi = np.percentile(self.explained_variance_ratio_samples_, q, axis=0)
         self.explained_variance_ratio_interval_ = np.stack([lo[:k], hi[:k]])
         self.separated_ = lo[:k] > hi[1 : k + 1]
-        self.n_significant_ = (
-            int(np.argmin(self.separated_)) if not self.separated_.all() else k
-        )
+        self.n_significant_ = k  # the first mode not separated from the next
+        if not self.separated_.all():
+            self.n_significant_ = int(np.argmin(self.separated_))
 
     # -- outputs -----------------------------------------------------------------------
     def _labelled(self, values, name):

@@ -354,11 +354,10 @@ def _matrix_dims(template: xr.DataArray) -> tuple[tuple, tuple]:
     out = []
     for dim in template.dims:
         index = template.indexes.get(dim)
-        out.append(
-            tuple(index.names)
-            if index is not None and getattr(index, "nlevels", 1) > 1
-            else (dim,)
-        )
+        if index is not None and getattr(index, "nlevels", 1) > 1:  # stacked dims
+            out.append(tuple(index.names))
+        else:
+            out.append((dim,))
     return out[0], out[1]
 
 
@@ -447,7 +446,9 @@ def _maps(model, X, field, n_modes, tool: str):
     with passes.counting(tool, planned=1, chunks=F.numblocks[0]):
         out = _cross_moments(F, Z)
     d = F.shape[1]
-    bad = (out["nan_features"][:d] > 0) if "nan_features" in out else np.zeros(d, bool)
+    bad = np.zeros(d, bool)
+    if "nan_features" in out:
+        bad = out["nan_features"][:d] > 0
     bad |= np.isnan(model.components_[0])  # features left out of the fit
     return out, d, bad, k, labels
 
@@ -579,7 +580,10 @@ def eofs_as_covariance(
 
     if pcscaling not in (0, 1, 2):
         raise ValueError(f"pcscaling must be 0, 1 or 2; got {pcscaling!r}")
-    prep = carried(X) if field is None and isinstance(X, xr.DataArray) else None
+    if field is None and isinstance(X, xr.DataArray):
+        prep = carried(X)
+    else:  # the maps are of another field, or of an unlabelled matrix
+        prep = None
     if prep is not None and prep.weights is not None:
         logger.info(
             "eofs_as_covariance: X is weighted; the maps are in weighted units (pass "

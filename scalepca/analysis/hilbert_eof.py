@@ -131,11 +131,17 @@ def _check_padding(value, name, params, shape):
     return value  # as given: None stays None in get_params, and in a store
 
 
+def _padding_used(padding: str | None) -> str:
+    """The padding as the transform applies it: None is ``"none"``."""
+    if padding is None:
+        return "none"
+    return padding
+
+
 def _solver_of(params, n: int, d: int) -> str:
     """``solver`` as it runs on n × d data: ``"auto"`` by the solvers' predicted cost
     (:func:`scalepca.solvers.choice.resolve_tool`)."""
-    k = params.get("n_components")
-    p = Problem(n, d, k if isinstance(k, int) else None)
+    p = Problem(n, d, _prep.components_asked(params))
     return resolve_tool("hilbert", params["solver"], p).solver
 
 
@@ -304,8 +310,7 @@ class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
         """The parameters checked against their table for n × d data:
         ``(padding, solver)`` as used."""
         values = check_parameters(self, Shape(n, d))
-        padding = "none" if values["padding"] is None else values["padding"]
-        return padding, _solver_of(values, n, d)
+        return _padding_used(values["padding"]), _solver_of(values, n, d)
 
     def fit(self, X, y=None) -> HilbertEOF:
         """Fit on the field ``X`` (time steps as samples).
@@ -398,9 +403,11 @@ class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
         land, left out; in ``transform`` every feature the model uses (``keep``) must
         be whole."""
         nan = np.asarray(nan)
-        partial = np.flatnonzero((nan > 0) & ((nan < n) if keep is None else keep))
+        only = ""
+        if keep is None:  # the fit: a feature NaN at every step is land, left out
+            keep, only = nan < n, " only"
+        partial = np.flatnonzero((nan > 0) & keep)
         if partial.size:
-            only = " only" if keep is None else ""
             raise ValueError(
                 f"{partial.size} features are NaN at some time steps{only} "
                 f"(e.g. features {partial[:3].tolist()}): the analytic "
@@ -543,8 +550,8 @@ class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
         EOFs, summed over the strips (:func:`_complex_pcs`)."""
         keep = ~np.isnan(self.mean_)
         comps = np.where(keep[None, :], self.components_, 0.0)
-        padding = "none" if self.padding is None else self.padding
-        Z = _complex_pcs(S, comps, self.mean_, (padding, float(self.decay_factor)))
+        opts = (_padding_used(self.padding), float(self.decay_factor))
+        Z = _complex_pcs(S, comps, self.mean_, opts)
         # fit's check of gaps, on the NaN counts of the strips the PCs read: a gap is
         # found in the same pass and refused when the PCs are computed (no pass of its
         # own; at the call it would cost one)
@@ -570,12 +577,18 @@ class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
         self._check_fitted()
         return self._over_features(self.components_, "components")
 
+    def _pcs(self, normalized: bool):
+        """The fitted complex PCs, divided by the singular values when
+        ``normalized``."""
+        if normalized:
+            return self.scores_ / self.singular_values_
+        return self.scores_
+
     def scores(self, normalized: bool = False):
         """The complex PCs of the fitted data ((time, mode) for xarray input);
         ``normalized``: divided by the singular values (unit norm)."""
         self._check_fitted()
-        z = self.scores_ / self.singular_values_ if normalized else self.scores_
-        return self._over_samples(z, "scores")
+        return self._over_samples(self._pcs(normalized), "scores")
 
     def components_amplitude(self, normalized: bool = True):
         """``|v_i|`` of each complex EOF (times ``s_i`` unless ``normalized``), over the
@@ -594,8 +607,7 @@ class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
     def scores_amplitude(self, normalized: bool = True):
         """``|Z v_i|`` of each complex PC (divided by ``s_i`` when ``normalized``)."""
         self._check_fitted()
-        z = self.scores_ / self.singular_values_ if normalized else self.scores_
-        return self._over_samples(np.abs(z), "scores_amplitude")
+        return self._over_samples(np.abs(self._pcs(normalized)), "scores_amplitude")
 
     def scores_phase(self):
         """``arg(Z v_i)`` of each complex PC in radians, (−π, π]."""

@@ -132,12 +132,20 @@ def _weights(data, d: int) -> np.ndarray:
     """The weights (d,) a matrix was multiplied by (``open_matrix(weights=...)``),
     else 1."""
     prep = data.prep
-    w = None if prep is None else prep.weights
-    return np.ones(d) if w is None else np.asarray(w, dtype=np.float64).reshape(d)
+    if prep is None or prep.weights is None:
+        return np.ones(d)
+    return np.asarray(prep.weights, dtype=np.float64).reshape(d)
+
+
+def _per_field(standardize):
+    """``standardize`` for each field: one bool says it for both."""
+    if isinstance(standardize, (bool, np.bool_)):
+        return (standardize, standardize)
+    return standardize
 
 
 def _check_standardize(value, name, params, shape):
-    pair = (value, value) if isinstance(value, (bool, np.bool_)) else value
+    pair = _per_field(value)
     if (
         not isinstance(pair, (list, tuple))
         or len(pair) != 2
@@ -355,11 +363,9 @@ class MCA(SavedModel, BaseEstimator):
                 f"n_components={k} but the fields have {dx} and {dy} features"
             )
         fits = dx * dy <= self.max_cross_size
-        solver = (
-            self.solver
-            if self.solver != "auto"
-            else ("covariance" if fits else "randomized")
-        )
+        solver = self.solver
+        if solver == "auto":
+            solver = "covariance" if fits else "randomized"
         if solver == "covariance" and not fits:
             raise ValueError(
                 f"the cross-covariance has {dx:,} × {dy:,} = {dx * dy:,} "
@@ -368,8 +374,7 @@ class MCA(SavedModel, BaseEstimator):
                 "formed), coarsen or subset a field, or raise max_cross_size "
                 "if the client holds 8 bytes per entry (twice, for the SVD)"
             )
-        std = values["standardize"]
-        pair = (std, std) if isinstance(std, (bool, np.bool_)) else tuple(std)
+        pair = tuple(_per_field(values["standardize"]))
         return (bool(pair[0]), bool(pair[1])), solver
 
     def fit(self, X, Y=None) -> MCA:
@@ -405,12 +410,7 @@ class MCA(SavedModel, BaseEstimator):
             self._fit_randomized(xin.data, yin.data, std)
         else:
             self._fit_covariance(xin.data, yin.data, std)
-        from ..io._stack import feature_template
-
-        self._templates = tuple(
-            feature_template(a.template) if a.kind == "xarray" else None
-            for a in (xin, yin)
-        )
+        self._templates = (_prep.kept_features(xin), _prep.kept_features(yin))
         self._preparations = (
             xin.prep,
             yin.prep,
@@ -699,7 +699,9 @@ class MCA(SavedModel, BaseEstimator):
             with np.errstate(invalid="ignore", divide="ignore"):
                 corr = (mom["cross"] / np.outer(sf, sz)).T  # (2k, d)
             corr[:, ~self._kept[which]] = np.nan
-            own, other = (corr[:k], corr[k:]) if which == 0 else (corr[k:], corr[:k])
+            own, other = corr[:k], corr[k:]
+            if which == 1:
+                own, other = other, own
             labels = ain.template if ain.kind == "xarray" else None
             maps.append(
                 (

@@ -152,11 +152,11 @@ def scree(
     -------
     matplotlib.axes.Axes
     """
-    units = "%"
+    percent = True  # ratios, drawn in per cent
     if _is_estimator(source):
         values = getattr(source, "explained_variance_ratio_", None)
         if values is None:
-            units = ""
+            percent = False
             values = getattr(source, "explained_variance_", None)
             if values is None:
                 values = _fitted(source, "eigenvalues_")
@@ -169,12 +169,14 @@ def scree(
     if values.size == 0:
         raise ValueError("nothing to draw: the spectrum is empty")
     ax = _new_axes(ax, (5.0, 3.4))
+    scale, ylabel = 1.0, "explained variance"
+    if percent:
+        scale, ylabel = 100.0, "explained variance (%)"
     x = np.arange(1, values.size + 1)
-    y = 100.0 * values if units == "%" else values
+    y = scale * values
     err = None
     if yerr is not None:
-        err = np.asarray(_small(yerr, "yerr"), dtype=float)[..., : values.size]
-        err = 100.0 * err if units == "%" else err
+        err = scale * np.asarray(_small(yerr, "yerr"), dtype=float)[..., : values.size]
     ax.bar(
         x,
         y,
@@ -184,16 +186,17 @@ def scree(
         label=label or "per component",
         error_kw={"ecolor": "0.2", "capsize": 3, "lw": 1},
     )
-    if cumulative and units == "%":
+    if cumulative and percent:
         ax.plot(x, np.cumsum(y), "o-", color="C1", ms=4, label="cumulative")
         ax.legend(loc="center right", frameon=False)
     ax.set_xlabel("component")
-    ax.set_ylabel("explained variance (%)" if units == "%" else "explained variance")
+    ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
-    ax.set_xticks(
-        x if x.size <= 20 else np.unique(np.linspace(1, x.size, 10).astype(int))
-    )
+    ticks = x
+    if x.size > 20:  # about ten of them
+        ticks = np.unique(np.linspace(1, x.size, 10).astype(int))
+    ax.set_xticks(ticks)
     if name:
         ax.set_title(f"{name}: scree plot")
     return ax
@@ -217,7 +220,8 @@ def _component_titles(k: int, ratio, titles, modes=None):
         if len(titles) < k:
             raise ValueError(f"titles has {len(titles)} entries for {k} components")
         return titles
-    modes = _mode_labels(k) if modes is None else modes
+    if modes is None:
+        modes = _mode_labels(k)
     out = []
     for i in range(k):
         t = f"mode {modes[i]}"
@@ -327,10 +331,7 @@ def components(
     if _is_estimator(source):
         ratio = getattr(source, "explained_variance_ratio_", None)
         arr = None
-        if (
-            getattr(source, "feature_coords_", None) is not None
-            and image_shape is None
-        ):
+        if getattr(source, "feature_coords_", None) is not None and image_shape is None:
             arr = source.components_xr_
         source = arr if arr is not None else _fitted(source, "components_")
     if hasattr(source, "dims"):
@@ -341,7 +342,10 @@ def components(
     values = _as_images(values[:k], image_shape)
     names = _component_titles(k, ratio, titles, modes)
     cm = mpl.colormaps[cmap].with_extremes(bad="0.75")
-    fig, axes = _grid(k, ncols, (3.2, 2.0) if coords is not None else (2.6, 2.4))
+    size = (2.6, 2.4)  # a panel's inches: a profile or an image
+    if coords is not None:  # a map: wider
+        size = (3.2, 2.0)
+    fig, axes = _grid(k, ncols, size)
     for i, ax in enumerate(axes):
         im = _draw_component(ax, values[i], coords, cm, limits)
         ax.set_title(names[i], fontsize=9)
@@ -442,9 +446,10 @@ def _draw_component(ax, v: np.ndarray, coords, cm, limits=None):
 
 
 # -- scores ----------------------------------------------------------------------------
-def _subsample_rows(n: int, max_points: int | None, random_state) -> np.ndarray | None:
+def _subsample_rows(n: int, max_points: int | None, random_state) -> np.ndarray | slice:
+    """The rows drawn: at most ``max_points`` of ``n``, sorted."""
     if max_points is None or n <= max_points:
-        return None
+        return slice(None)
     rng = np.random.default_rng(random_state)
     return np.sort(rng.choice(n, size=max_points, replace=False))
 
@@ -505,7 +510,7 @@ def scores(
         )
     n = Z.shape[0]
     rows = _subsample_rows(n, max_points, random_state)
-    pts = Z[:, [i, j]] if rows is None else Z[rows][:, [i, j]]
+    pts = Z[rows][:, [i, j]]
     pts = _small(pts, "scores")
     lab = None
     if labels is not None:
@@ -515,12 +520,11 @@ def scores(
             raise ValueError(
                 f"labels has {len(labels)} entries; the scores have {n} rows"
             )
-        lab = labels if rows is None else labels[rows]
-        lab = (
-            _small(lab, "labels")
-            if not isinstance(lab, (list, tuple))
-            else np.asarray(lab)
-        )
+        lab = labels[rows]
+        if isinstance(lab, (list, tuple)):
+            lab = np.asarray(lab)
+        else:
+            lab = _small(lab, "labels")
     ax = _new_axes(ax, (4.6, 4.0))
     if lab is None:
         ax.scatter(pts[:, 0], pts[:, 1], s=s, alpha=alpha, color="C0", linewidths=0)
@@ -534,12 +538,10 @@ def scores(
             for c_i, c in enumerate(classes):
                 sel = lab == c
                 name = c
-                if label_names is not None:
-                    name = (
-                        label_names[c]
-                        if not isinstance(label_names, (list, tuple))
-                        else (label_names[int(c)])
-                    )
+                if isinstance(label_names, (list, tuple)):
+                    name = label_names[int(c)]
+                elif label_names is not None:
+                    name = label_names[c]
                 ax.scatter(
                     pts[sel, 0],
                     pts[sel, 1],
@@ -674,7 +676,9 @@ def sparse_loadings(
     if n_components is not None:
         C = C[:n_components]
     k, d = C.shape
-    if feature_names is not None and len(feature_names) != d:
+    if feature_names is None:
+        feature_names = [str(j) for j in range(d)]
+    elif len(feature_names) != d:
         raise ValueError(
             f"feature_names has {len(feature_names)} names for {d} features"
         )
@@ -695,7 +699,7 @@ def sparse_loadings(
     if d <= 40:
         ax.set_xticks(
             np.arange(d),
-            feature_names if feature_names is not None else [str(j) for j in range(d)],
+            feature_names,
             rotation=90 if d > 12 else 0,
         )
     ax.set_xlabel("feature")
@@ -712,8 +716,10 @@ def sparse_loadings(
 # -- robust PCA ------------------------------------------------------------------------
 def _rpca_parts(model, low_rank, sparse):
     if model is not None:
-        low_rank = _fitted(model, "low_rank_") if low_rank is None else low_rank
-        sparse = _fitted(model, "sparse_") if sparse is None else sparse
+        if low_rank is None:
+            low_rank = _fitted(model, "low_rank_")
+        if sparse is None:
+            sparse = _fitted(model, "sparse_")
     if low_rank is None or sparse is None:
         raise ValueError("give a fitted RobustPCA (model) or both low_rank and sparse")
     return low_rank, sparse
@@ -763,9 +769,9 @@ def rpca_frames(
     if axis not in (0, 1):
         raise ValueError(f"axis must be 0 (frames are rows) or 1 (columns); got {axis}")
     shape = tuple(int(s) for s in image_shape)
-    n_frames, n_pixels = (
-        (M.shape[0], M.shape[1]) if axis == 0 else (M.shape[1], M.shape[0])
-    )
+    n_frames, n_pixels = M.shape[0], M.shape[1]
+    if axis == 1:  # frames are columns
+        n_frames, n_pixels = n_pixels, n_frames
     if int(np.prod(shape)) != n_pixels:
         raise ValueError(
             f"image_shape {shape} holds {int(np.prod(shape))} "
@@ -860,12 +866,11 @@ def rpca_blocks(
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4), layout="constrained")
     rank = getattr(model, "rank_", None)
+    low = "L (low rank)"
+    if rank is not None:
+        low = f"L (low rank, rank {rank})"
     nz = 100 * float(np.mean(parts[2] != 0))
-    names = [
-        "M (observed)",
-        "L (low rank" + (f", rank {rank})" if rank is not None else ")"),
-        f"S (sparse, {nz:.1f} % non-zero)",
-    ]
+    names = ["M (observed)", low, f"S (sparse, {nz:.1f} % non-zero)"]
     shared = _symmetric_limit(parts[1])
     for ax, A, name in zip(axes, parts, names, strict=True):
         lim = shared if scale == "low_rank" else _symmetric_limit(A)
@@ -924,11 +929,9 @@ def _history_of(source, key):
                 )
         if key not in hist:
             raise ValueError(f"history has no {key!r}; keys: {sorted(hist)}")
-        twin = (
-            np.asarray(hist["rank"], float)
-            if "rank" in hist and key != "rank"
-            else None
-        )
+        twin = None  # the rank beside another series, on a second axis
+        if "rank" in hist and key != "rank":
+            twin = np.asarray(hist["rank"], float)
         tol = getattr(source, "tol", None) if key == "residual" else None
         label = {"residual": "relative residual ‖M − L − S‖_F / ‖M‖_F"}.get(key, key)
         return np.asarray(hist[key], float), label, key == "residual", twin, tol
@@ -961,7 +964,9 @@ def convergence(source, *, key: str | None = None, ax=None, log: bool | None = N
     ax = _new_axes(ax, (5.0, 3.4))
     it = np.arange(1, values.size + 1)
     ax.plot(it, values, "o-", ms=3, color="C0", label=label)
-    if log if log is not None else default_log:
+    if log is None:
+        log = default_log
+    if log:
         ax.set_yscale("log")
     if isinstance(tol, numbers.Real):
         ax.axhline(float(tol), color="C0", ls="--", lw=0.8, label=f"tol = {tol:g}")

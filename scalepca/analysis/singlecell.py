@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..preprocessing._singlecell import CellSteps, raw_counts
+from ..preprocessing._singlecell import CellSteps, _as_blocks, raw_counts
 
 __all__ = ["check_step_keys", "pca", "prepared_matrix"]
 
@@ -131,7 +131,7 @@ def _prepared(raw, steps: CellSteps, var, layer):
     from ..preprocessing._steps import Preprocessing
 
     steps.fit(
-        _dask_blocks(raw),
+        _as_blocks(raw),
         gene_names=None if var is None else var.index,
         what="X" if layer is None else f"layer {layer!r}",
     )
@@ -447,7 +447,9 @@ def pca(
     )
     pcs = np.zeros((raw.shape[1], model.n_components_))
     genes = steps.highly_variable_
-    pcs[slice(None) if genes is None else genes] = model.components_.T
+    if genes is None:  # every gene
+        genes = slice(None)
+    pcs[genes] = model.components_.T
     uns = _uns(model, steps, zero_center, param, obs_param, layer)
     model.singlecell_n_passes_ = uns["scalepca"]["n_passes"]
     _write(data, scores, pcs, uns, _hvg_columns(steps, flavor), flavor, cells)
@@ -488,14 +490,13 @@ def _fit(raw, steps: CellSteps, var, layer, n_comps, dtype, pca_params):
     from ..models.pca import PCA
 
     matrix = _prepared(raw, steps, var, layer)
-    if n_comps is None:  # scanpy's default
-        small = min(matrix.shape)
-        n_comps = small - 1 if small <= 50 else 50
+    if n_comps is None:  # scanpy's default: 50, or one less than the smaller side
+        n_comps = min(50, min(matrix.shape) - 1)
     model = PCA(n_comps, **pca_params).fit(matrix)
     scores = model.transform(matrix)
-    return model, (scores.data if isinstance(scores, xr.DataArray) else scores).astype(
-        dtype
-    )
+    if isinstance(scores, xr.DataArray):
+        scores = scores.data
+    return model, scores.astype(dtype)
 
 
 def _hvg_columns(steps: CellSteps, flavor) -> dict | None:
@@ -542,16 +543,6 @@ def _var_frame(data):
             if hasattr(root, "close"):
                 root.close()
     return None
-
-
-def _dask_blocks(raw):
-    import dask.array as da
-    import xarray as xr
-
-    from ..preprocessing._singlecell import _as_blocks
-
-    arr = raw.data if isinstance(raw, xr.DataArray) else raw
-    return arr if isinstance(arr, da.Array) else _as_blocks(arr)
 
 
 def _write(data, scores, pcs, uns, hvg, flavor, cells) -> None:

@@ -72,11 +72,17 @@ def _in_notebook() -> bool:
     return is_kernel()
 
 
+def _graph(dsk):
+    """The task mapping of a graph handed to a scheduler: a mapping, or a dask
+    expression of one."""
+    if hasattr(dsk, "__dask_graph__"):
+        return dsk.__dask_graph__()
+    return dsk
+
+
 def _n_tasks(dsk) -> int:
-    """Tasks in a graph handed to a scheduler: a mapping, or a dask expression of
-    one."""
-    graph = dsk.__dask_graph__() if hasattr(dsk, "__dask_graph__") else dsk
-    return len(graph)
+    """Tasks in a graph handed to a scheduler."""
+    return len(_graph(dsk))
 
 
 def chunk_keys(dsk) -> set:
@@ -90,7 +96,7 @@ def chunk_keys(dsk) -> set:
     from dask.core import get_deps
     from dask.utils import key_split
 
-    graph = dict(dsk.__dask_graph__() if hasattr(dsk, "__dask_graph__") else dsk)
+    graph = dict(_graph(dsk))
     deps, dependents = get_deps(graph)
     roots = [k for k, d in deps.items() if not d]
     groups: dict[str, int] = {}
@@ -151,7 +157,8 @@ class Display:
             p, self.current = self.current, None
             if p is None:
                 return
-            seconds = time.perf_counter() - p.t0 if seconds is None else seconds
+            if seconds is None:
+                seconds = time.perf_counter() - p.t0
             if p.bar is None:  # never drawn (quicker than the grace period), or a log
                 self._line(p, seconds)
             self._close(p)
@@ -203,7 +210,9 @@ class Display:
                 self.pass_ended()
                 self._close()
                 return
-            under_way = [self.current] if self.current is not None else []
+            under_way = []
+            if self.current is not None:
+                under_way.append(self.current)
             if self.active is not None and self.active is not self.current:
                 under_way.append(self.active)
             for p in under_way:

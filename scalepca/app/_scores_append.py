@@ -87,10 +87,9 @@ def _aligned(n0: int, m: int, chunk: int) -> tuple[int, ...]:
     """Row block sizes of ``m`` rows written from row ``n0``, cut at the store's
     chunks."""
     first = min(m, chunk - n0 % chunk)
-    sizes = [first] if first else []
     rest = m - first
-    sizes += [chunk] * (rest // chunk) + ([rest % chunk] if rest % chunk else [])
-    return tuple(sizes)
+    sizes = [first] + [chunk] * (rest // chunk) + [rest % chunk]
+    return tuple(size for size in sizes if size)  # no empty block at either end
 
 
 def append(path: str, scores, n0: int, storage_options=None, sample_dim=None) -> None:

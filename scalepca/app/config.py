@@ -256,7 +256,7 @@ def _check_model(model, problems: list) -> dict:
     depend on the data); each problem is appended to ``problems`` and the parameters
     that pass are kept."""
     from ..persistence.registry import METHODS, declared_problems, estimator_class
-    from .messages import speak_cli
+    from .messages import param_key, speak_cli
 
     if not isinstance(model, dict) or "method" not in model:
         raise ConfigError(
@@ -284,7 +284,7 @@ def _check_model(model, problems: list) -> dict:
         params,
         "model",
         word=lambda message: speak_cli(message, method=method),
-        key=lambda name: "model.params.method" if name == "method" else f"model.{name}",
+        key=param_key,
     )
     problems.extend(found)
     cls(**params)  # __init__ only stores them
@@ -517,15 +517,12 @@ def _check_data(section) -> dict:
                 f"'data.generate.layer' is {gen.get('layer')!r} but 'data.layer' "
                 f"is {out['layer']!r}: the generated counts would not be read"
             )
-        problem = (
-            anndata_keys_problem(
+        if gen["kind"] == "counts":
+            problem = anndata_keys_problem(
                 out, "the AnnData store data.generate.kind counts writes"
             )
-            if gen["kind"] == "counts"
-            else None
-        )
-        if problem:
-            raise ConfigError(problem)
+            if problem:
+                raise ConfigError(problem)
     _store_options(out, "path", "data")
     return out
 
@@ -595,7 +592,8 @@ def validate_config(cfg, problems: list | None = None) -> dict:
     progress = cfg.get("progress", True)
     if not isinstance(progress, bool):
         found.append(f"'progress' must be true or false; got {progress!r}")
-    out["progress"] = progress if isinstance(progress, bool) else True
+        progress = True
+    out["progress"] = progress
     if problems is None and found:
         raise ConfigError(*found)
     return out

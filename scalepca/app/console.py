@@ -86,11 +86,10 @@ def cli_warnings(*, command: str | None = None, method=None, verbose: bool = Fal
         text = str(message)
         if is_library_notice(category, text):
             return
-        said = speak_cli(
-            " ".join(text.split()),
-            command=command,
-            method=method() if callable(method) else method,
-        )
+        known = method
+        if callable(method):  # read when a warning is said: the config sets it
+            known = method()
+        said = speak_cli(" ".join(text.split()), command=command, method=known)
         print(f"scalepca: warning: {said}", file=sys.stderr, flush=True)
 
     with warnings.catch_warnings(), interrupt_races_quiet():

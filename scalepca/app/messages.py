@@ -37,6 +37,15 @@ def _method_of_class(name: str) -> str | None:
     )
 
 
+def param_key(name: str) -> str:
+    """The config key of the estimator parameter ``name``: ``model.<name>``, but
+    ``model.params.method`` for one named method (``model.method`` names the
+    estimator)."""
+    if name == "method":
+        return "model.params.method"
+    return f"model.{name}"
+
+
 def speak_cli(
     message: str, *, command: str | None = None, method: str | None = None
 ) -> str:
@@ -62,13 +71,12 @@ def speak_cli(
     def params_of(m):
         return set(table_of(estimator_class(m)))
 
-    def key(name: str) -> str:  # an estimator parameter named method sits under params
-        return f"model.params.{name}" if name == "method" else f"model.{name}"
-
     def keys(text: str, names: set) -> str:
         def one(match):
-            value = match.group(3)
-            return f"{key(match.group(1))}: {value}" if value else key(match.group(1))
+            key, value = param_key(match.group(1)), match.group(3)
+            if value:
+                return f"{key}: {value}"
+            return key
 
         alternatives = "|".join(sorted(names, key=len, reverse=True))
         text = re.sub(
@@ -76,7 +84,7 @@ def speak_cli(
         )
         return re.sub(
             rf"(?<![\w.'\"-])({alternatives})(?= must\b)",
-            lambda match: key(match.group(1)),
+            lambda match: param_key(match.group(1)),
             text,
         )
 
@@ -84,8 +92,9 @@ def speak_cli(
 
     def call(match):
         m = _method_of_class(match.group(1))
-        inner = keys(match.group(2), params_of(m)) if match.group(2) else ""
-        return f"model.method: {m}" + (f" with {inner}" if inner else "")
+        if not match.group(2):  # no arguments
+            return f"model.method: {m}"
+        return f"model.method: {m} with {keys(match.group(2), params_of(m))}"
 
     message = re.sub(rf"\b({classes})\(([^()]*)\)", call, message)
     if method in METHODS:

@@ -13,6 +13,7 @@ happens (:func:`scalepca.io._fs.write_problem`).
 
 from __future__ import annotations
 
+from .._schema import as_list
 from ..io._fs import (
     MODEL,
     OUTPUT,
@@ -111,11 +112,7 @@ def output_problems(cfg: dict) -> tuple[list[str], list[str]]:
     problems, notes = [], []
     out, data = cfg["output"], cfg["data"]["path"]
     so = out.get("storage_options")
-    inputs = (
-        [("data.path", p) for p in data]
-        if isinstance(data, list)
-        else [("data.path", data)]
-    )
+    inputs = [("data.path", p) for p in as_list(data)]
     written = []
     if out["store"] is not None:
         problem = write_problem(out["store"], so)
@@ -172,11 +169,10 @@ def transform_output_problem(
 ) -> str | None:
     """Why ``scalepca transform`` cannot write its scores at ``out`` (``--out``), or
     None. ``data``: a path, or a list of them (PLINK .bed files read as one)."""
-    datas = data if isinstance(data, list) else [data]
     try:
         check_apart(
             [("--out", out)],
-            [("the model", model), *(("the data", p) for p in datas)],
+            [("the model", model), *(("the data", p) for p in as_list(data))],
         )
         problem = write_problem(out, storage_options)
         if problem:

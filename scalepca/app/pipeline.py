@@ -59,11 +59,9 @@ def summary(est, *, data_shape, elapsed: float, method: str) -> str:
         rows = []
         cum = 0.0
         for i, (mode, v) in enumerate(zip(mode_coords(len(ev)), ev, strict=True)):
-            r = (
-                float(np.ravel(np.asarray(ratio))[i])
-                if ratio is not None
-                else float("nan")
-            )
+            r = float("nan")
+            if ratio is not None:
+                r = float(np.ravel(np.asarray(ratio))[i])
             cum += r
             rows.append([int(mode), f"{v:.6g}", f"{100 * r:.2f}", f"{100 * cum:.2f}"])
         lines.append(_fmt_table(rows, ["mode", what, "ratio %", "cumulative %"]))
@@ -182,6 +180,10 @@ def open_data(
     if dcfg.get("generate") is not None:
         generate_data(dcfg["generate"], path, storage_options=so, quiet=quiet)
     chunks = dcfg.get("chunks")
+    # rows per chunk: an integer (a list also chunks the features, for a 2-D zarr)
+    rows = None
+    if isinstance(chunks, int):
+        rows = chunks
     kind = data_kind(dcfg)
     opts = open_options(dcfg, kind)
     bed = bed_options(dcfg, kind)
@@ -209,7 +211,7 @@ def open_data(
                 path,
                 dcfg["singlecell"],
                 layer=dcfg.get("layer"),
-                chunks=chunks if isinstance(chunks, int) else None,
+                chunks=rows,
             )
         try:
             return open_matrix(
@@ -217,7 +219,7 @@ def open_data(
                 storage_options=so,
                 format="anndata",
                 layer=dcfg.get("layer"),
-                chunks=chunks if isinstance(chunks, int) else None,
+                chunks=rows,
                 weights=dcfg.get("weights"),
             )
         except ValueError as err:
@@ -241,10 +243,9 @@ def open_data(
                 return open_zarr(
                     node, task_size=dcfg.get("task_size", TASK_SIZE), full_rows=False
                 )
-            arr = da.from_zarr(node)
-            return arr.rechunk(
-                tuple(chunks) if isinstance(chunks, list) else {0: chunks}
-            )
+            if rows is not None:
+                return da.from_zarr(node).rechunk({0: rows})
+            return da.from_zarr(node).rechunk(tuple(chunks))
     variable = dcfg.get("variable")
     if isinstance(variable, list):  # several fields (multivariate_eof): one matrix each
         return [
@@ -262,7 +263,7 @@ def open_data(
             storage_options=so,
             layer=dcfg.get("layer"),
             format=kind,
-            chunks={0: chunks} if isinstance(chunks, int) else None,
+            chunks=None if rows is None else {0: rows},
             sample_dims=dcfg.get("sample_dims"),
             feature_dims=dcfg.get("feature_dims"),
             weights=dcfg.get("weights"),
@@ -390,7 +391,7 @@ def transform_data(
                 path,
                 storage_options=storage_options,
                 format="anndata",
-                layer=None if prep.variable == "X" else prep.variable,
+                layer=prep.layer,
             )
     if prep is None or not prep.labelled:
         try:
@@ -584,7 +585,9 @@ def reads_data(X, out) -> bool:
             return [g for o in obj for g in graphs(o)]
         data = getattr(obj, "data", obj)
         graph = getattr(data, "__dask_graph__", lambda: None)()
-        return [] if graph is None else [graph]
+        if graph is None:
+            return []
+        return [graph]
 
     token = re.compile(r"[0-9a-f]{32}")
     ours = {
@@ -707,6 +710,14 @@ def _no_data_store(dcfg: dict) -> str:
     if isinstance(path, list):  # .bed files read as one matrix: the first one missing
         path = next((p for p in path if not _store_exists(p)), path[0])
     return no_data_store(path, kind)
+
+
+def _error_text(err: BaseException):
+    """What an error says: a KeyError's message (its str is the repr of it), else
+    the error."""
+    if isinstance(err, KeyError) and err.args:
+        return err.args[0]
+    return err
 
 
 def _one_line(err: BaseException) -> str:

@@ -82,8 +82,9 @@ def _stored_arrays(dcfg: dict) -> tuple[list, int | None]:
     except (FileNotFoundError, ValueError, OSError, TypeError):
         return [], None
     if isinstance(node, zarr.Group) and data_kind(dcfg) == "anndata":
-        layer = dcfg.get("layer")
-        node = node.get(f"layers/{layer}" if layer else "X")
+        from ..io._anndata import matrix_path
+
+        node = node.get(matrix_path(dcfg.get("layer")))
         if isinstance(node, zarr.Group) and "data" in node:  # CSR: data, indices, …
             arrays = [node[k] for k in ("data", "indices", "indptr") if k in node]
             return arrays, int(node["data"].shape[0])
@@ -127,11 +128,14 @@ def _section_workers(ccfg: dict) -> tuple:
     procs = int(ccfg.get("processes") or 1)
     jobs = ccfg.get("jobs") or (ccfg.get("adaptive") or {}).get("maximum_jobs")
     memory = _bytes(ccfg.get("memory"))
-    return (
-        int(jobs) * procs if jobs else None,
-        max(1, int(ccfg["cores"]) // procs) if ccfg.get("cores") else None,
-        int(memory) // procs if memory else None,
-    )
+    workers = threads = per_worker = None  # each: unknown unless the section says
+    if jobs:
+        workers = int(jobs) * procs
+    if ccfg.get("cores"):
+        threads = max(1, int(ccfg["cores"]) // procs)
+    if memory:
+        per_worker = int(memory) // procs
+    return workers, threads, per_worker
 
 
 def _bytes(size) -> int | None:
@@ -140,7 +144,9 @@ def _bytes(size) -> int | None:
 
     if size is None:
         return None
-    return int(parse_bytes(size) if isinstance(size, str) else size)
+    if isinstance(size, str):
+        size = parse_bytes(size)
+    return int(size)
 
 
 def _cluster(cfg: dict, args):
@@ -158,7 +164,9 @@ def _cluster(cfg: dict, args):
     else:  # links priced: each worker on a host of its own
         hosts = workers
     memory = args.worker_memory or memory
-    limit = None if memory == "auto" else _bytes(memory)
+    limit = None  # "auto": Dask's share of the host
+    if memory != "auto":
+        limit = _bytes(memory)
     cluster = Cluster(int(workers), int(threads), int(max(hosts, 1)), bandwidth, store)
     return cluster, limit
 
@@ -194,7 +202,9 @@ def plan(cfg: dict, args) -> dict:
             problem, density=nnz / max(problem.n * problem.d, 1)
         )
     rates, where = machine_rates(args.rates)
-    stored = sum(chunk_bytes(a) for a in arrays) if arrays else None
+    stored = None  # bytes in the store: known for a zarr store
+    if arrays:
+        stored = sum(chunk_bytes(a) for a in arrays)
     if arrays and args.rates != "builtin":  # the read of this store's codec
         from ..solvers.probe import store_read_rate
 
@@ -275,13 +285,8 @@ def describe_plan(out: dict, config: str) -> str:
     )
     limit = out["worker_memory"]
     if limit is not None:
-        fits = out["peak_worker_bytes"] <= limit
-        lines.append(
-            f"  worker memory {_size(limit)}: "
-            + (
-                "fits"
-                if fits
-                else "too small; give workers more memory or smaller chunks"
-            )
-        )
+        verdict = "fits"
+        if out["peak_worker_bytes"] > limit:
+            verdict = "too small; give workers more memory or smaller chunks"
+        lines.append(f"  worker memory {_size(limit)}: {verdict}")
     return "\n".join(lines)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 import shutil
 
+from .._schema import as_list
 from .config import data_kind
 from .pipeline import (
     UserError,
+    _error_text,
     _no_data_store,
     _one_line,
     _store_exists,
@@ -33,7 +35,9 @@ def _layer_problem(path: str, layer: str | None, storage_options=None) -> str | 
     except ValueError as err:
         return f"data.path: {_one_line(err)} (data.format is anndata)"
     problem = layer_problem(layers, layer, repr(path), has_x=has_x)
-    return None if problem is None else f"data.layer: {problem}"
+    if problem is None:
+        return None
+    return f"data.layer: {problem}"
 
 
 def _variable_problem(
@@ -58,14 +62,12 @@ def _variable_problem(
     )
     from ..preprocessing.readers.zarr_store import looks_like_xarray
 
-    if kind == "bed":  # .bed: one matrix, no variables
+    if kind == "bed" and variable is None:  # .bed: one matrix, no variables
+        return None
+    if kind == "bed":
         return (
-            (
-                f"data.variable {variable!r} is set, but {path!r} is PLINK .bed data "
-                "(one matrix); remove data.variable"
-            )
-            if variable is not None
-            else None
+            f"data.variable {variable!r} is set, but {path!r} is PLINK .bed data "
+            "(one matrix); remove data.variable"
         )
     # NetCDF/HDF5 files: the opener of open_matrix lists the variables
     if kind == "netcdf":
@@ -135,9 +137,11 @@ def _generated_matrix(dcfg: dict):
                 sample_dims=dcfg.get("sample_dims"),
                 feature_dims=dcfg.get("feature_dims"),
             )
-            for v in (variable if isinstance(variable, list) else [variable])
+            for v in as_list(variable)
         ]
-        return fields[0] if len(fields) == 1 else _joined(fields)
+        if len(fields) == 1:
+            return fields[0]
+        return _joined(fields)
     return data
 
 
@@ -227,9 +231,9 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
 
     problems, notes = [], []
     model, dcfg = cfg["model"], cfg["data"]
-    method, params = (
-        (model["method"], model["params"]) if model is not None else (None, {})
-    )
+    method, params = None, {}
+    if model is not None:
+        method, params = model["method"], model["params"]
     X = None
     # a section validate_config could not read: checked no further
     if not data or dcfg is None:
@@ -263,7 +267,7 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
                             _variable_problem(
                                 path, kind, v, so, open_options(dcfg, kind)
                             )
-                            for v in (names if isinstance(names, list) else [names])
+                            for v in as_list(names)
                         ),
                     ),
                     None,
@@ -288,8 +292,7 @@ def check_config(cfg: dict, *, data: bool = True) -> tuple[list[str], list[str]]
         UserError,
         ImportError,
     ) as err:
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        problems.append(_one_line(msg))
+        problems.append(_one_line(_error_text(err)))
     if X is not None and cfg["model"] is not None:
         more = _estimator_problems(method, params, X, path)
         problems += more

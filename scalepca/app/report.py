@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from .._schema import as_list
 from . import report_sections as sections
 from .report_sections import fmt_bytes as _fmt_bytes
 
@@ -52,12 +53,10 @@ def _fmt_value(v) -> str:
         return f"{int(v):,}"
     if isinstance(v, (float, np.floating)):
         return f"{v:,.6g}" if abs(v) < 1e15 else f"{v:.6g}"
+    if isinstance(v, np.ndarray) and v.size > 8:
+        return f"array of shape {v.shape}"
     if isinstance(v, np.ndarray):
-        return (
-            f"array of shape {v.shape}"
-            if v.size > 8
-            else np.array2string(v, precision=4)
-        )
+        return np.array2string(v, precision=4)
     return str(v)
 
 
@@ -89,11 +88,10 @@ def peak_memory(client=None) -> dict:
         out["workers"] = {
             k: v for k, v in client.run(_peak_rss_bytes).items() if v is not None
         }
-        info = (
-            client.scheduler_info(n_workers=-1)
-            if _accepts_n_workers(client)
-            else (client.scheduler_info())
-        )
+        if _accepts_n_workers(client):
+            info = client.scheduler_info(n_workers=-1)
+        else:
+            info = client.scheduler_info()
         out["worker_limits"] = {
             a: w.get("memory_limit")
             for a, w in info["workers"].items()
@@ -215,7 +213,9 @@ def _memory_rows(memory):
 def _summary_rows(est, *, data, method, params, elapsed, memory, timings=None):
     rows = [[k, v] for k, v in (data or {}).items()]
     rows.append(["method", f"{method or '?'} ({type(est).__name__})"])
-    shown = params if params is not None else est.get_params()
+    shown = params
+    if shown is None:
+        shown = est.get_params()
     rows.append(
         [
             "parameters",
@@ -239,7 +239,9 @@ def _summary_rows(est, *, data, method, params, elapsed, memory, timings=None):
         )
     if timings is not None:
         rows.append(["run time", sections.fmt_seconds(timings.total())])
-    fit_time = elapsed if elapsed is not None else getattr(est, "fit_time_", None)
+    fit_time = elapsed
+    if fit_time is None:
+        fit_time = getattr(est, "fit_time_", None)
     rows.append(
         ["fit time", "unknown" if fit_time is None else sections.fmt_seconds(fit_time)]
     )
@@ -260,7 +262,9 @@ def _summary_rows(est, *, data, method, params, elapsed, memory, timings=None):
         rows.append(
             ["features left out (all NaN)", f"{int(np.size(keep) - np.sum(keep)):,}"]
         )
-    return rows + (_memory_rows(memory) if memory else [])
+    if memory:
+        rows += _memory_rows(memory)
+    return rows
 
 
 def _draw_figures(est, *, X, scores_store, storage_options, labels=None):
@@ -510,7 +514,7 @@ def write_report(
 def _data_rows(X, path=None) -> dict:
     rows = {}
     if path:
-        rows["data"] = ", ".join(path) if isinstance(path, list) else path
+        rows["data"] = ", ".join(as_list(path))
     shape = tuple(getattr(X, "shape", ()))
     if shape:
         rows["shape"] = " × ".join(f"{s:,}" for s in shape)
@@ -569,13 +573,19 @@ def run_report(
 
         title = f"scalepca run {os.path.basename(config_file)}: {method}"
 
+    elapsed = None
+    if timings is not None:
+        elapsed = timings.stages.get("fit")
+    command_line = None
+    if command is not None:
+        command_line = shlex.join(["scalepca", *command])
     return write_report(
         est,
         root,
         data={**_data_rows(X, cfg["data"].get("path")), **(update or {})},
         method=method,
         params=params or None,
-        elapsed=timings.stages.get("fit") if timings is not None else None,
+        elapsed=elapsed,
         memory=peak_memory(client),
         outputs=list(written),
         X=X,
@@ -586,5 +596,5 @@ def run_report(
         config=cfg,
         labels=labels,
         title=title,
-        command=None if command is None else shlex.join(["scalepca", *command]),
+        command=command_line,
     )

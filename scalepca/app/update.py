@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .outputs import PARTS
-from .pipeline import UserError
+from .pipeline import UserError, write_outputs
 
 #: rows of a few chunks the sketch samples (besides the first and the last row seen)
 SKETCH_CHUNKS, SKETCH_ROWS_PER_CHUNK = 3, 2
@@ -165,7 +165,9 @@ def _sample_dim(X):
     if not hasattr(X, "dims"):
         return None
     dim = X.dims[0]
-    return False if dim in X.indexes and X.indexes[dim].nlevels > 1 else dim
+    if dim in X.indexes and X.indexes[dim].nlevels > 1:
+        return False
+    return dim
 
 
 @dataclass
@@ -214,18 +216,24 @@ class Update:
                 "without --update to fit the store as it is now"
             )
 
-    def summary_line(self) -> str:
-        return (
+    def summary_lines(self) -> list[str]:
+        """What ``run`` prints after the fit's summary."""
+        return [
             f"update: {self.n_seen:,} rows seen before + {self.n_new:,} new rows = "
             f"{self.n_total:,}; passes over the new rows only: "
             f"{getattr(self.est, 'n_passes_', '?')}"
-        )
+        ]
 
     def report_rows(self) -> dict:
         return {
             "update": f"{self.n_seen:,} rows seen before, {self.n_new:,} new rows read "
             f"({getattr(self.est, 'n_passes_', '?')} pass over the new rows only)"
         }
+
+    def write_outputs(self, out: dict, written: list, timings) -> None:
+        """``run``'s outputs: :meth:`write`, timed as the stage "writing outputs"."""
+        with timings.stage("writing outputs"):
+            self.write(out, written, timings=timings)
 
     def write(self, out: dict, written: list | None = None, timings=None) -> list[str]:
         """Append the new rows' scores, save the model, then mark the scores complete;
@@ -268,6 +276,29 @@ class Update:
             sa.finish(self.scores, self.n_seen, self.n_total, self.storage_options)
             written.append(self.scores)
         return written
+
+
+class NewFit:
+    """``run`` without ``--update``: the model fitted on every row. It answers what
+    ``run`` asks of an :class:`Update` (the lines after the summary, the outputs, the
+    report's rows), so the run decides once which of the two it makes."""
+
+    def __init__(self, est, X, cfg: dict):
+        self.est, self.X, self.cfg = est, X, cfg
+
+    def summary_lines(self) -> list[str]:
+        return []
+
+    def write_outputs(self, out: dict, written: list, timings) -> None:
+        """The outputs ``out`` asks for; with the model, a sample of the rows (what a
+        later ``--update`` checks the rows by)."""
+        if out["model"]:
+            record_rows(self.est, self.X, self.cfg, timings=timings)
+        with timings.stage("writing outputs"):
+            write_outputs(self.est, self.X, out, written, timings=timings)
+
+    def report_rows(self) -> None:
+        return None
 
 
 def plan_update(cfg: dict, X) -> Update:

@@ -98,18 +98,18 @@ def write_counts(data: CountMatrix, root, *, compressors=None) -> None:
     import pandas as pd
     from anndata.io import write_elem
 
+    from ..io._anndata import matrix_path
+
     X = data.X
     n, d = X.shape
-    counted = (
-        data.nnz
-        if data.nnz is not None
-        else X.map_blocks(
+    counted = data.nnz
+    if counted is None:  # counted in a pass of its own
+        counted = X.map_blocks(
             _block_nnz,
             chunks=(1, 1),
             dtype=np.int64,
             meta=np.empty((0, 0), dtype=np.int64),
         )
-    )
     nnz = counted.compute().ravel()
     index = csr_index_dtype(int(nnz.sum()), (n, d))
     root.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0"})
@@ -128,11 +128,7 @@ def write_counts(data: CountMatrix, root, *, compressors=None) -> None:
     names = data.obs_names(min(n, 2**16))
     zn = obs.create_array("_index", shape=(n,), chunks=(names.chunks[0][0],), dtype=str)
     zn.attrs.update({"encoding-type": "string-array", "encoding-version": "0.2.0"})
-    group = (
-        root.create_group("X")
-        if data.layer is None
-        else root["layers"].create_group(data.layer)
-    )
+    group = root.create_group(matrix_path(data.layer))
     group.attrs.update(
         {"encoding-type": "csr_matrix", "encoding-version": "0.1.0", "shape": [n, d]}
     )
@@ -252,7 +248,9 @@ def write_dataset(
         overwrite=overwrite,
         write=lambda group: _write_blocks(data, group, comp),
     )
-    return spath if local is None else str(Path(local))
+    if local is None:
+        return spath
+    return str(Path(local))
 
 
 def dataset_complete(path, storage_options=None) -> bool:

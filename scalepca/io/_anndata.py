@@ -131,6 +131,20 @@ def is_anndata_group(node) -> bool:
     return node.attrs.get("encoding-type") == ENCODING
 
 
+def matrix_path(layer: str | None) -> str:
+    """Where X (``layer=None``) or ``layer`` is in an AnnData store."""
+    if layer is None:
+        return "X"
+    return f"layers/{layer}"
+
+
+def _layers(root) -> list[str]:
+    """The names of the layers of the AnnData store ``root``, sorted."""
+    if "layers" not in root:
+        return []
+    return sorted(map(str, root["layers"].keys()))
+
+
 def layer_problem(
     layers, layer: str | None, where: str, *, has_x: bool = True
 ) -> str | None:
@@ -291,8 +305,10 @@ def _from_object(adata, *, layer, chunks) -> xr.DataArray:
     from .._validation import _row_chunks, _sparse_kind, as_csr_blocks
 
     if isinstance(X, da.Array):
+        arr = X
         rows = _block_rows(chunks, None)
-        arr = X if rows is None else X.rechunk({0: rows})
+        if rows is not None:
+            arr = arr.rechunk({0: rows})
     elif _sparse_kind(X) is not None:
         arr = as_csr_blocks(X)
         rows = _block_rows(chunks, None)
@@ -339,8 +355,7 @@ def read_layers(path, *, storage_options: dict | None = None) -> tuple[list[str]
                 f"{os.fspath(path)!r} is not an AnnData store (its root group has "
                 "no 'encoding-type: anndata' attribute)"
             )
-        layers = sorted(map(str, root["layers"].keys())) if "layers" in root else []
-        return layers, "X" in root
+        return _layers(root), "X" in root
     finally:
         if hasattr(root, "close"):
             root.close()
@@ -358,12 +373,11 @@ def describe_store(path, *, storage_options: dict | None = None) -> list[str]:
         lines = [
             f"AnnData store {os.fspath(path)}: {n:,} cells (obs) × {d:,} genes (var)"
         ]
-        elems = ([("X", root["X"])] if "X" in root else []) + (
-            [(f"layers/{k}", root["layers"][k]) for k in sorted(root["layers"].keys())]
-            if "layers" in root
-            else []
-        )
-        for name, elem in elems:
+        names = [matrix_path(k) for k in _layers(root)]
+        if "X" in root:
+            names.insert(0, "X")
+        for name in names:
+            elem = root[name]
             encoding = elem.attrs.get("encoding-type", "array")
             if encoding in ("csr_matrix", "csc_matrix"):
                 nnz = int(elem["data"].shape[0])
@@ -399,11 +413,10 @@ def matrix_elem(root, where: str, *, layer):
             f"{where} is not an AnnData store (its root group has no "
             "'encoding-type: anndata' attribute)"
         )
-    layers = list(root["layers"].keys()) if "layers" in root else []
-    problem = layer_problem(layers, layer, where, has_x="X" in root)
+    problem = layer_problem(_layers(root), layer, where, has_x="X" in root)
     if problem:
         raise KeyError(problem)
-    elem = root["X"] if layer is None else root["layers"][layer]
+    elem = root[matrix_path(layer)]
     encoding = elem.attrs.get("encoding-type")
     if encoding in ("csr_matrix", "csc_matrix"):
         n, d = (int(s) for s in elem.attrs["shape"])
@@ -507,6 +520,20 @@ def _positions(index, n: int):
     return pos
 
 
+def _index(positions):
+    """Positions as :func:`_positions` gives them (None: all) as an index."""
+    if positions is None:
+        return slice(None)
+    return positions
+
+
+def _kept(mask):
+    """The positions a boolean mask keeps (None: no mask, all)."""
+    if mask is None:
+        return None
+    return np.flatnonzero(mask)
+
+
 def view_selection(view):
     """``(parent, rows, cols)`` of an AnnData view (see :func:`_positions`)."""
     parent = view._adata_ref
@@ -528,7 +555,8 @@ def view_matrix(view, *, layer: str | None, chunks) -> xr.DataArray:
         if rows is not None:  # dask gathers the rows; blocks of the parent's size again
             block = X.chunks[0][0]
             X = X[rows]
-            X = X.rechunk({0: block}) if X.chunks[0][0] != block else X
+            if X.chunks[0][0] != block:
+                X = X.rechunk({0: block})
         if cols is not None:
             X = X[:, cols]
     return _dataarray(
@@ -555,14 +583,13 @@ def _backed_rows(path, rows, cols, chunks, layer=None) -> da.Array:
     finally:
         if hasattr(root, "close"):
             root.close()
-    rows = np.arange(n)[rows if rows is not None else slice(None)]
-    n_cols = d if cols is None else np.arange(d)[cols].size
+    rows = np.arange(n)[_index(rows)]
+    n_cols = np.arange(d)[_index(cols)].size
     index = da.from_array(rows, chunks=_block_rows(chunks, default) or n)
-    meta = (
-        np.empty((0, 0), dtype=dtype)
-        if encoding == "array"
-        else sp.csr_matrix((0, 0), dtype=dtype)
-    )
+    if encoding == "array":
+        meta = np.empty((0, 0), dtype=dtype)
+    else:
+        meta = sp.csr_matrix((0, 0), dtype=dtype)
     return index.map_blocks(
         _read_rows,
         path=str(path),
@@ -613,13 +640,16 @@ def _read_rows(index, *, path, elem_name, encoding, cols):
                 mask[rows] = True
                 block = mtx[mask]  # anndata reads each run of consecutive rows at once
             else:
-                lo = int(rows[0]) if rows.size else 0
-                block = sp.csr_matrix(mtx[lo : int(rows[-1]) + 1 if rows.size else 0])
-                block = block[rows - lo]
+                lo = hi = 0  # the span of the rows (none in an empty block)
+                if rows.size:
+                    lo, hi = int(rows[0]), int(rows[-1]) + 1
+                block = sp.csr_matrix(mtx[lo:hi])[rows - lo]
     block = block[order.ravel()]
     if cols is not None:
         block = block[:, cols]
-    return sp.csr_matrix(block) if encoding != "array" else np.asarray(block)
+    if encoding == "array":
+        return np.asarray(block)
+    return sp.csr_matrix(block)
 
 
 # -- subsets of cells and genes, without copying the store -----------------------------
@@ -636,16 +666,17 @@ def open_anndata_subset(
     if cells is None and genes is None:
         return open_anndata(source, layer=layer, chunks=chunks)
     _import_anndata()
-    rows = slice(None) if cells is None else np.flatnonzero(cells)
-    cols = slice(None) if genes is None else np.flatnonzero(genes)
+    rows, cols = _kept(cells), _kept(genes)  # None: all
     if is_anndata_object(source):
         # one view of the parent (anndata makes none of a backed view)
         if source.is_view:
             parent, prow, pcol = view_selection(source)
-            rows = np.arange(parent.n_obs)[slice(None) if prow is None else prow][rows]
-            cols = np.arange(parent.n_vars)[slice(None) if pcol is None else pcol][cols]
+            rows = np.arange(parent.n_obs)[_index(prow)][_index(rows)]
+            cols = np.arange(parent.n_vars)[_index(pcol)][_index(cols)]
             source = parent
-        return view_matrix(source[rows, cols], layer=layer, chunks=chunks)
+        return view_matrix(
+            source[_index(rows), _index(cols)], layer=layer, chunks=chunks
+        )
     import anndata
     from anndata.experimental import read_elem_lazy
 
@@ -661,12 +692,8 @@ def open_anndata_subset(
     finally:
         if hasattr(root, "close"):
             root.close()
-    X = _backed_rows(
-        os.fspath(source),
-        None if cells is None else rows,
-        None if genes is None else cols,
-        chunks,
-        layer=layer,
-    )
-    names = obs_names if cells is None else obs_names[rows]
-    return _dataarray(X, names, np.asarray(var_names, dtype=object)[cols], layer or "X")
+    X = _backed_rows(os.fspath(source), rows, cols, chunks, layer=layer)
+    if rows is not None:
+        obs_names = obs_names[rows]
+    var_names = np.asarray(var_names, dtype=object)[_index(cols)]
+    return _dataarray(X, obs_names, var_names, layer or "X")

@@ -132,11 +132,10 @@ def _read_block(rows, *, path: str, n: int, d: int, snps, out_dtype):
     rows = rows[:, 0]
     if rows.size and rows[-1] - rows[0] == rows.size - 1:  # contiguous: a slice
         rows = np.s_[int(rows[0]) : int(rows[-1]) + 1]
-    cols = (
-        np.s_[snps[0][0] : snps[0][1]]
-        if len(snps) == 1
-        else np.concatenate([np.arange(a, b) for a, b in snps])
-    )
+    if len(snps) == 1:  # one range: a slice
+        cols = np.s_[snps[0][0] : snps[0][1]]
+    else:
+        cols = np.concatenate([np.arange(a, b) for a, b in snps])
     with bed_reader.open_bed(path, iid_count=n, sid_count=d, num_threads=1) as bed:
         return bed.read(index=(rows, cols), dtype=out_dtype, order="C", num_threads=1)
 
@@ -326,9 +325,9 @@ def open_bed_matrix(
         snps = np.ones(d, dtype=bool)
         if exclude_ranges is not None:
             snps = range_mask(exclude_ranges, bed.chromosome, bed.bp_position)
-    samples = (
-        np.arange(n) if keep is None else np.flatnonzero(keep_mask(keep, fid, iid))
-    )
+    samples = np.arange(n)
+    if keep is not None:
+        samples = np.flatnonzero(keep_mask(keep, fid, iid))
     from ._coalesce import _task_bytes
 
     blocks = bed_chunks(

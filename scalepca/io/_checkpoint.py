@@ -187,7 +187,9 @@ class CheckpointStore:
                 if not g.attrs.get("complete", False):
                     continue
                 attrs = dict(g.attrs["state"])
-                names = keys if keys is not None else g.attrs.get("arrays")
+                names = keys
+                if names is None:
+                    names = g.attrs.get("arrays")
                 if names is None:
                     names = [key for key, _ in g.arrays()]
                 arrays = {key: g[key][...] for key in names}
@@ -236,15 +238,16 @@ def check_fingerprint(stored: dict, now: dict, where: str = "the checkpoint") ->
     now = json.loads(json.dumps(now, default=_json_default))
     for key, value in now.items():
         old = stored.get(key)
-        same = _same_vector(old, value) if key.endswith("sketch") else _same(old, value)
+        if key.endswith("sketch"):
+            same = _same_vector(old, value)
+            detail = (
+                "the data differ from those it was written for (other values, "
+                "missing entries, or rows or features in another order)"
+            )
+        else:
+            same = _same(old, value)
+            detail = f"{old!r} there, {value!r} now"
         if not same:
-            if key.endswith("sketch"):
-                detail = (
-                    "the data differ from those it was written for (other values, "
-                    "missing entries, or rows or features in another order)"
-                )
-            else:
-                detail = f"{old!r} there, {value!r} now"
             raise ValueError(
                 f"{where} was written for a different problem ({key}: "
                 f"{detail}); it is left untouched. Use another "

@@ -53,8 +53,10 @@ def coalesced_rows(unit: int, n_rows: int, row_bytes: int, task_size) -> int:
     unit = max(1, min(int(unit), n_rows))
     if nbytes is None:
         return unit
+    if not n_rows:
+        return unit
     k = max(1, nbytes // max(1, unit * row_bytes))
-    return min(n_rows, k * unit) if n_rows else unit
+    return min(n_rows, k * unit)
 
 
 def _store_unit(z: zarr.Array) -> tuple:

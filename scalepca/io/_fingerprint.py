@@ -103,11 +103,9 @@ def _sketch_block(x, rows, cols, observed=None):
         values, pattern = h @ (x @ G), h @ (bad @ G)
     else:
         x = np.asarray(x, dtype=np.float64)
-        ok = (
-            np.isfinite(x)
-            if observed is None
-            else np.isfinite(x) & np.asarray(observed)
-        )
+        ok = np.isfinite(x)
+        if observed is not None:
+            ok = ok & np.asarray(observed)
         values = h @ (np.where(ok, x, 0.0) @ G)
         pattern = h @ ((~ok) @ G)
     return np.concatenate([values, pattern])[None, None, :]
@@ -119,9 +117,9 @@ def sketch_graph(X: da.Array, observed: da.Array | None = None) -> da.Array:
     (unobserved entries count as missing, whatever they hold)."""
     rows = da.arange(X.shape[0], chunks=(X.chunks[0],))
     cols = da.arange(X.shape[1], chunks=(X.chunks[1],))
-    args = [X, "ij", rows, "i", cols, "j"] + (
-        [observed, "ij"] if observed is not None else []
-    )
+    args = [X, "ij", rows, "i", cols, "j"]
+    if observed is not None:
+        args += [observed, "ij"]
     parts = da.blockwise(
         _sketch_block,
         "ijk",

@@ -37,6 +37,22 @@ def mode_coords(k: int) -> np.ndarray:
     return np.arange(1, int(k) + 1)
 
 
+def sample_dim_of(sample_dims: tuple) -> str:
+    """The sample dim of the matrix: the one sample dim, or ``SAMPLE`` stacking
+    several."""
+    if len(sample_dims) == 1:
+        return sample_dims[0]
+    return SAMPLE
+
+
+def feature_dim_of(feature_dims: tuple) -> str:
+    """The feature dim of the matrix: the one feature dim, or ``FEATURE`` stacking
+    several."""
+    if len(feature_dims) == 1:
+        return feature_dims[0]
+    return FEATURE
+
+
 def _as_tuple(dims) -> tuple:
     if dims is None:
         return ()
@@ -158,10 +174,11 @@ def stack_dataarray(
     from .._validation import _row_chunks
 
     sample_dims, feature_dims = split_dims(arr, sample_dims, feature_dims)
-    sdim = sample_dims[0] if len(sample_dims) == 1 else SAMPLE
-    fdim = feature_dims[0] if len(feature_dims) == 1 else FEATURE
+    sdim, fdim = sample_dim_of(sample_dims), feature_dim_of(feature_dims)
     rows, by_dim = row_chunk_spec(chunks, arr.dims, sample_dims, feature_dims)
-    out = arr.chunk(by_dim) if by_dim else arr
+    out = arr
+    if by_dim:
+        out = out.chunk(by_dim)
     if len(sample_dims) > 1:
         out = out.stack({SAMPLE: sample_dims})
     if len(feature_dims) > 1:
@@ -178,7 +195,9 @@ def stack_dataarray(
         and out.nbytes > strip_bytes
     ):
         return out  # column strips of whole samples (see above)
-    return out.chunk({**({} if rows is None else {sdim: rows}), fdim: -1})
+    if rows is None:
+        return out.chunk({fdim: -1})
+    return out.chunk({sdim: rows, fdim: -1})
 
 
 def row_chunk_spec(chunks, dims: tuple, sample_dims: tuple, feature_dims: tuple):
@@ -194,7 +213,7 @@ def row_chunk_spec(chunks, dims: tuple, sample_dims: tuple, feature_dims: tuple)
         return None, {}
     if not isinstance(chunks, dict):
         return chunks, {}
-    sdim = sample_dims[0] if len(sample_dims) == 1 else SAMPLE
+    sdim = sample_dim_of(sample_dims)
     rows, by_dim = None, {}
     for key, value in chunks.items():
         if key == 0 or key == sdim:

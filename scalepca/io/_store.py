@@ -123,8 +123,7 @@ def atomic_group(
     local = _local_path(path)
     if local is None:
         group = _open_for_write(os.fspath(path), storage_options, kind)
-        root = write(group)
-        (group if root is None else root).attrs["complete"] = True
+        _mark_complete(group, write(group))
         # last: an attrs update afterwards would drop the consolidated view
         if consolidate:
             _consolidate(group)
@@ -135,6 +134,22 @@ def atomic_group(
     renamed_into_place(
         target, write, attributes={"format": kind}, consolidate=consolidate
     )
+
+
+def _regular_field(field):
+    """The DataArray ``field`` with regular chunks, as zarr stores them (one in
+    memory as it is)."""
+    if field.chunks is None:
+        return field
+    return field.copy(data=regular_chunks(field.data))
+
+
+def _mark_complete(group, written) -> None:
+    """Flag a write complete on the group ``write`` returned (its root), or on
+    ``group`` when it returned None."""
+    if written is None:
+        written = group
+    written.attrs["complete"] = True
 
 
 def renamed_into_place(
@@ -157,8 +172,7 @@ def renamed_into_place(
         group = zarr.open_group(
             str(tmp), mode="w", attributes={**(attributes or {}), "complete": False}
         )
-        root = write(group)
-        (group if root is None else root).attrs["complete"] = True
+        _mark_complete(group, write(group))
         if consolidate:
             _consolidate(group)
         if target.exists():
@@ -325,10 +339,7 @@ def write_array(
 
     def write_one(group: zarr.Group, arr, name: str):
         if isinstance(arr, xr.DataArray):
-            out = arr
-            if out.chunks is not None:
-                out = out.copy(data=regular_chunks(out.data))
-            out.to_dataset(name=name).to_zarr(
+            _regular_field(arr).to_dataset(name=name).to_zarr(
                 group.store,
                 group=group.path or None,
                 mode="a",
@@ -366,12 +377,7 @@ def write_array(
         ):
             # labelled results side by side: one Dataset, their shared coordinates
             # written once
-            ds = xr.Dataset(
-                {
-                    k: v if v.chunks is None else v.copy(data=regular_chunks(v.data))
-                    for k, v in arr.items()
-                }
-            )
+            ds = xr.Dataset({k: _regular_field(v) for k, v in arr.items()})
             ds.to_zarr(
                 group.store,
                 group=group.path or None,

@@ -106,15 +106,16 @@ def load(store, *, storage_options=None):
             f"{attrs.get('format_version')!r}; this scalepca reads version "
             f"{FORMAT_VERSION} only: fit and save the model again"
         )
-    where = (
-        repr(os.fspath(store)) if isinstance(store, (str, os.PathLike)) else "the store"
-    )
+    where = "the store"  # a zarr store object
+    if isinstance(store, (str, os.PathLike)):
+        where = repr(os.fspath(store))
     cls, params, scalars, arrays, lazy, fortran = _checked_contents(group, attrs, where)
     est = cls(**params)
     state = dict(scalars)
     for name in arrays:
-        value = group[name][...]
-        state[name] = np.asfortranarray(value) if name in fortran else value
+        state[name] = group[name][...]
+        if name in fortran:
+            state[name] = np.asfortranarray(state[name])
     for name in lazy:
         state[name] = da.from_zarr(group[name])
     try:

@@ -64,9 +64,10 @@ def feature_names_of(
 
     # a Dataset: its variable's feature dim
     if isinstance(X, (xr.DataArray, xr.Dataset)):
-        matrix = isinstance(X, xr.DataArray) and X.ndim == 2
-        dim = feature_dim if feature_dim in X.dims else X.dims[1] if matrix else None
-        if dim is None:
+        dim = feature_dim
+        if dim not in X.dims and isinstance(X, xr.DataArray) and X.ndim == 2:
+            dim = X.dims[1]
+        elif dim not in X.dims:
             return None
         index = X.indexes.get(dim)
         if index is None or getattr(index, "nlevels", 1) > 1:

@@ -150,4 +150,8 @@ def coslat(obj, power: float = 1.0) -> xr.DataArray:
     """
     lat = find_latitude(obj)
     w = np.cos(np.deg2rad(lat.astype(np.float64))).clip(min=0.0)
-    return np.sqrt(w) if power == 0.5 else w if power == 1 else w**power
+    if power == 0.5:
+        return np.sqrt(w)
+    if power == 1:
+        return w
+    return w**power

@@ -61,7 +61,9 @@ class MatrixInput:
         coords = self.sample_coords()
         if Z.ndim == 1:
             return _unstack(xr.DataArray(Z, dims=(sdim,), coords=coords), sdim)
-        lc = mode_coords(Z.shape[1]) if last_coords is None else last_coords
+        lc = last_coords
+        if lc is None:
+            lc = mode_coords(Z.shape[1])
         out = _unstack(
             xr.DataArray(
                 Z, dims=(sdim, last_dim), coords={**coords, last_dim: lc}, name="scores"
@@ -169,7 +171,10 @@ def as_matrix(
             kind = "dask"
             # a 2-D array is read several small store chunks per task; any other is left
             # for check_matrix to refuse
-            X = open_zarr(X) if X.ndim == 2 else da.from_zarr(X)
+            if X.ndim == 2:
+                X = open_zarr(X)
+            else:
+                X = da.from_zarr(X)
     arr = check_matrix(
         X,
         what=what,
@@ -196,7 +201,8 @@ def scores_matrix(
             raise ValueError(
                 f"{what} have only the {MODE!r} dim; give one row per sample"
             )
-        Z = Z.stack({SAMPLE: others}).transpose(SAMPLE, MODE) if len(others) > 1 else Z
+        if len(others) > 1:
+            Z = Z.stack({SAMPLE: others}).transpose(SAMPLE, MODE)
     if isinstance(Z, xr.DataArray) and MODE in Z.dims and Z.ndim == 2:
         Z = Z.transpose(..., MODE)
     return as_matrix(Z, what=what, unknown_rows=unknown_rows)

@@ -460,7 +460,9 @@ class CellSteps:
 
 
 def _listed(words: list) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " and " + words[-1]
 
 
 # -- the per-block partials (classes: picklable, and dask tokenizes them by their state)
@@ -583,26 +585,32 @@ def raw_counts(X, *, layer: str | None = None, chunks=None, cells=None):
             raise ValueError(
                 f"counts must be a 2-D matrix (cells × genes); got shape {X.shape}"
             )
-        return X if cells is None else _rows_of(X, cells)
-    what = (
-        f"the path {os.fspath(X)!r}, which is no AnnData store"
-        if isinstance(X, (str, os.PathLike))
-        else f"a {type(X).__name__}"
-    )
+        if cells is None:
+            return X
+        return _rows_of(X, cells)
+    what = f"a {type(X).__name__}"
+    if isinstance(X, (str, os.PathLike)):
+        what = f"the path {os.fspath(X)!r}, which is no AnnData store"
     raise TypeError(
         f"single-cell counts are read from an AnnData (object, .zarr or .h5ad "
         f"store) or an array (NumPy, SciPy sparse, dask); got {what}"
     )
 
 
-def _as_blocks(X):
+def _as_blocks(X) -> da.Array:
+    """Counts as a dask array: a DataArray's data, a dask array as it is, a sparse
+    matrix as CSR row blocks, anything else as one dense block."""
+    import xarray as xr
+
     from .._validation import as_csr_blocks, is_sparse
 
-    return (
-        as_csr_blocks(X)
-        if is_sparse(X)
-        else da.from_array(np.asarray(X), chunks=(-1, -1))
-    )
+    if isinstance(X, xr.DataArray):
+        X = X.data
+    if isinstance(X, da.Array):
+        return X
+    if is_sparse(X):
+        return as_csr_blocks(X)
+    return da.from_array(np.asarray(X), chunks=(-1, -1))
 
 
 def _rows_of(X, cells):
@@ -610,13 +618,11 @@ def _rows_of(X, cells):
     of the original blocks' size (dask gathers the rows of each block)."""
     import xarray as xr
 
-    arr = X.data if isinstance(X, xr.DataArray) else X
-    arr = arr if isinstance(arr, da.Array) else _as_blocks(arr)
+    arr = _as_blocks(X)
     block = arr.chunks[0][0]
     out = arr[np.flatnonzero(cells)]
-    out = (
-        out.rechunk({0: block}) if out.chunks[0] and out.chunks[0][0] != block else out
-    )
+    if out.chunks[0] and out.chunks[0][0] != block:
+        out = out.rechunk({0: block})
     if isinstance(X, xr.DataArray):
         rows = np.flatnonzero(cells)
         coords = {

@@ -35,8 +35,8 @@ from dask.array.core import BlockView
 from .._validation import check_dtype
 from ..io._coalesce import _task_bytes
 from ..io._stack import (
-    FEATURE,
-    SAMPLE,
+    feature_dim_of,
+    sample_dim_of,
     split_dims,
     stack_dataarray,
     weights_dataarray,
@@ -102,16 +102,25 @@ class Preprocessing:
     def sample_dim(self) -> str | None:
         if not self.labelled:
             return None
-        return self.sample_dims[0] if len(self.sample_dims) == 1 else SAMPLE
+        return sample_dim_of(self.sample_dims)
 
     @property
     def feature_dim(self) -> str | None:
         if not self.labelled:
             return None
-        return self.feature_dims[0] if len(self.feature_dims) == 1 else FEATURE
+        return feature_dim_of(self.feature_dims)
+
+    @property
+    def layer(self) -> str | None:
+        """The AnnData layer the data were read from (None: X, or not AnnData)."""
+        if self.variable in (None, "X"):
+            return None
+        return self.variable
 
     def __repr__(self) -> str:
-        parts = [f"variable={self.variable!r}"] if self.variable is not None else []
+        parts = []
+        if self.variable is not None:
+            parts.append(f"variable={self.variable!r}")
         if self.labelled:
             parts += [
                 f"dims={self.dims}",
@@ -183,11 +192,7 @@ class Preprocessing:
             if is_anndata_object(X):  # read as open_matrix reads it
                 from ..io._anndata import open_anndata
 
-                return _dataarray_matrix(
-                    open_anndata(
-                        X, layer=None if self.variable == "X" else self.variable
-                    )
-                )
+                return _dataarray_matrix(open_anndata(X, layer=self.layer))
         carried_by = carried(X)
         if carried_by is None:
             _refuse_computed(X, what)
@@ -365,7 +370,8 @@ class Preprocessing:
         """A labelled (sample × feature) result in the data's units and dims order."""
         from ..io._stack import _unstack
 
-        out = self.unweight(out) if self.weights is not None else out
+        if self.weights is not None:
+            out = self.unweight(out)
         out = _unstack(out, *out.dims)
         if self.labelled and set(out.dims) == set(self.dims):
             out = out.transpose(*self.dims)
@@ -378,23 +384,16 @@ class Preprocessing:
         array)."""
         return {
             "variable": self.variable,
-            "dims": None if self.dims is None else list(self.dims),
-            "sample_dims": None if self.sample_dims is None else list(self.sample_dims),
-            "feature_dims": None
-            if self.feature_dims is None
-            else list(self.feature_dims),
+            "dims": _optional(list, self.dims),
+            "sample_dims": _optional(list, self.sample_dims),
+            "feature_dims": _optional(list, self.feature_dims),
             "weights_name": self.weights_name,
-            "feature_sizes": None
-            if self.feature_sizes is None
-            else list(self.feature_sizes),
-            "cells": None if self.cells is None else self.cells.to_json(),
+            "feature_sizes": _optional(list, self.feature_sizes),
+            "cells": _optional(lambda cells: cells.to_json(), self.cells),
         }
 
     @classmethod
     def from_json(cls, state: dict, weights=None, cell_arrays=None) -> Preprocessing:
-        def tup(v):
-            return None if v is None else tuple(v)
-
         cells = None
         if state.get("cells") is not None:
             from ._singlecell import CellSteps
@@ -403,14 +402,25 @@ class Preprocessing:
 
         return cls(
             variable=state.get("variable"),
-            dims=tup(state.get("dims")),
-            sample_dims=tup(state.get("sample_dims")),
-            feature_dims=tup(state.get("feature_dims")),
-            weights=None if weights is None else np.asarray(weights, dtype=np.float64),
+            dims=_optional(tuple, state.get("dims")),
+            sample_dims=_optional(tuple, state.get("sample_dims")),
+            feature_dims=_optional(tuple, state.get("feature_dims")),
+            weights=_optional(_float_weights, weights),
             weights_name=state.get("weights_name"),
-            feature_sizes=tup(state.get("feature_sizes")),
+            feature_sizes=_optional(tuple, state.get("feature_sizes")),
             cells=cells,
         )
+
+
+def _optional(func, value):
+    """``func(value)``; None stays None (the optional fields of the JSON form)."""
+    if value is None:
+        return None
+    return func(value)
+
+
+def _float_weights(weights) -> np.ndarray:
+    return np.asarray(weights, dtype=np.float64)
 
 
 def _weightable(X, what: str, unknown_rows: bool = False):
@@ -462,8 +472,10 @@ def describe(
     array of the feature dims' shape.
     """
     if not isinstance(arr, xr.DataArray):
-        w = None if weights is None else column_weights(weights, arr.shape[1])
-        return Preprocessing(weights=w, weights_name=None if w is None else "given")
+        if weights is None:
+            return Preprocessing()
+        w = column_weights(weights, arr.shape[1])
+        return Preprocessing(weights=w, weights_name="given")
     sample_dims, feature_dims = split_dims(arr, sample_dims, feature_dims)
     name = None
     if weights is not None:
@@ -847,11 +859,11 @@ def prepare_counts(X, prep, *, what: str = "X"):
     from ._singlecell import _as_blocks, raw_counts
 
     steps = prep.cells
-    X = raw_counts(X, layer=None if prep.variable in (None, "X") else prep.variable)
+    X = raw_counts(X, layer=prep.layer)
     if isinstance(X, xr.DataArray):
         names = X["var"].values if "var" in X.coords else None
         steps.check_genes(X.shape[1], names, what)
-        data = X.data if isinstance(X.data, da.Array) else _as_blocks(X.data)
+        data = _as_blocks(X)
         coords = {c: X.coords[c] for c in X.coords if "var" not in X.coords[c].dims}
         kept = steps.kept_gene_names()
         if kept is not None:

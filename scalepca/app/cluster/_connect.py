@@ -116,7 +116,10 @@ _CLIENT_CLASS = []
 def _client_for(cluster=None, address=None, **kwargs):
     if not _CLIENT_CLASS:
         _CLIENT_CLASS.append(_distributed_client_class())
-    client = _CLIENT_CLASS[0](cluster if cluster is not None else address, **kwargs)
+    if cluster is None:  # a running scheduler's address
+        client = _CLIENT_CLASS[0](address, **kwargs)
+    else:
+        client = _CLIENT_CLASS[0](cluster, **kwargs)
     client._scalepca_cluster = cluster
     return client
 
@@ -202,11 +205,9 @@ def _worker_allocator(cfg: dict) -> dict:
     threads = cfg.get("threads_per_worker") or 1
     cores = max(1, (cfg.get("n_workers") or 1) * threads)
     limit = parse_memory_limit(cfg.get("memory_limit"), threads, cores, logger=logger)
-    mmap = (
-        ALLOCATOR_MMAP_MAX
-        if limit is None
-        else min(ALLOCATOR_MMAP_MAX, max(128 * 2**10, limit // 64))
-    )
+    mmap = ALLOCATOR_MMAP_MAX
+    if limit is not None:
+        mmap = min(ALLOCATOR_MMAP_MAX, max(128 * 2**10, limit // 64))
     return _unchanged(dict(zip(ALLOCATOR_KEYS, (mmap, 2 * mmap), strict=True)))
 
 
@@ -261,16 +262,14 @@ def _interrupts_ignored():
         yield  # only the main thread may set a handler (it is the one SIGINT reaches)
         return
     sleep = shutil.which("sleep")
-    witness = (
-        None
-        if sleep is None
-        else subprocess.Popen(
+    witness = None
+    if sleep is not None:
+        witness = subprocess.Popen(
             [sleep, "86400"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    )
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     pressed = False
     try:
@@ -314,10 +313,12 @@ LOCAL_NO_WORKERS_TIMEOUT = "60s"
 
 def _no_workers(cfg: dict) -> dict:
     """The :data:`NO_WORKERS_KEY` setting for the scheduler of cluster ``cfg``."""
-    timeout = (
-        LOCAL_NO_WORKERS_TIMEOUT if cfg["kind"] == "local" else cfg.get("start_timeout")
-    )
-    return {} if timeout is None else _unchanged({NO_WORKERS_KEY: timeout})
+    timeout = cfg.get("start_timeout")
+    if cfg["kind"] == "local":
+        timeout = LOCAL_NO_WORKERS_TIMEOUT
+    if timeout is None:
+        return {}
+    return _unchanged({NO_WORKERS_KEY: timeout})
 
 
 def lost_workers(client, *, retired: bool = True) -> list[str]:
@@ -393,11 +394,9 @@ def reporting_lost_workers(client):
             lost = lost_workers(client)
         except Exception:  # the scheduler itself is gone: Dask's error says enough
             raise err from None
-        what = (
-            "no worker was left to run the work"
-            if isinstance(err, NoWorkerError)
-            else "a task ended every worker that ran it"
-        )
+        what = "a task ended every worker that ran it"
+        if isinstance(err, NoWorkerError):
+            what = "no worker was left to run the work"
         lines = "; ".join(lost) if lost else "none recorded by the scheduler"
         raise WorkersLost(f"{what} ({err}); workers lost: {lines}") from err
 

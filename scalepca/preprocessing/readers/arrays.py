@@ -52,8 +52,11 @@ class ArrayReader(Reader):
             if arr.ndim != 2:
                 raise ValueError(f"expected a 2-D array; got shape {arr.shape}")
             rows = array_rows(options.chunks)
-            arr = arr.rechunk({0: rows}) if rows is not None else arr
-            return Opened(arr.rechunk({1: -1}) if len(arr.chunks[1]) > 1 else arr)
+            if rows is not None:
+                arr = arr.rechunk({0: rows})
+            if len(arr.chunks[1]) > 1:
+                arr = arr.rechunk({1: -1})
+            return Opened(arr)
         if isinstance(source, zarr.Array):
             return zarr_array_opened(source, options)
         return dense_opened(

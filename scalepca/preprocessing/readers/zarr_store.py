@@ -180,7 +180,9 @@ def _dataset_chunks(
     from ...io._stack import split_dims
 
     names = list(ds.data_vars)
-    name = variable if variable is not None else (names[0] if len(names) == 1 else None)
+    name = variable
+    if name is None and len(names) == 1:  # the one variable
+        name = names[0]
     if name not in ds.data_vars:
         return {}
     arr = ds[name]
