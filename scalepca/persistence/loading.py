@@ -100,15 +100,15 @@ def load(store, *, storage_options=None):
             f"{os.fspath(store)!r} is an incomplete model store (its write was "
             f"interrupted); fit and save again{previous_hint(store)}"
         )
-    if attrs.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{os.fspath(store)!r} is a scalepca model store of format version "
-            f"{attrs.get('format_version')!r}; this scalepca reads version "
-            f"{FORMAT_VERSION} only: fit and save the model again"
-        )
     where = "the store"  # a zarr store object
     if isinstance(store, (str, os.PathLike)):
         where = repr(os.fspath(store))
+    if attrs.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{where} is a scalepca model store of format version "
+            f"{attrs.get('format_version')!r}; this scalepca reads version "
+            f"{FORMAT_VERSION} only: fit and save the model again"
+        )
     cls, params, scalars, arrays, lazy, fortran = _checked_contents(group, attrs, where)
     est = cls(**params)
     state = dict(scalars)
