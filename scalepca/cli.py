@@ -171,7 +171,7 @@ def _update(cfg, X, timings):
 
     upd = plan_update(cfg, X)  # every refusal before a row is read
     if upd.n_new == 0:
-        # an interrupted update whose model was saved: settle it
+        # an interrupted update whose model was saved: finish it
         if upd.pending is not None:
             upd.write(cfg["output"])
         print(

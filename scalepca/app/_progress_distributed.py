@@ -90,7 +90,7 @@ class ProgressScheduler:
             for f in futures:
                 f.release()
 
-    def settle(self) -> None:
+    def wait_for_feeds_dropped(self) -> None:
         """Wait until the scheduler has dropped the feeds of finished bars.
 
         Closing the cluster while a feed sleeps makes the scheduler log a cancelled
@@ -175,4 +175,4 @@ def following(client, display: Display):
             yield sched
     finally:
         _ACTIVE.remove(sched)
-        sched.settle()
+        sched.wait_for_feeds_dropped()

@@ -70,7 +70,7 @@ def check(path: str, n_seen: int, storage_options=None, sample_dim=None) -> dict
     return None
 
 
-def settle(
+def finish_interrupted_update(
     path: str, pending: dict, n_seen: int, storage_options=None, sample_dim=None
 ) -> None:
     """Finish an interrupted update's scores: drop its rows if the model was not saved,

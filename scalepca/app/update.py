@@ -246,7 +246,7 @@ class Update:
 
         root = out["store"].rstrip("/")
         if self.pending is not None:
-            sa.settle(
+            sa.finish_interrupted_update(
                 self.scores,
                 self.pending,
                 self.n_seen,

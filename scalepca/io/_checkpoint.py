@@ -245,7 +245,7 @@ def check_fingerprint(stored: dict, now: dict, where: str = "the checkpoint") ->
                 "missing entries, or rows or features in another order)"
             )
         else:
-            same = _same(old, value)
+            same = _same_setting(old, value)
             detail = f"{old!r} there, {value!r} now"
         if not same:
             raise ValueError(
@@ -264,7 +264,7 @@ def _same_vector(old, value) -> bool:
     )
 
 
-def _same(old, value) -> bool:
+def _same_setting(old, value) -> bool:
     if (
         isinstance(value, float)
         and isinstance(old, (int, float))
@@ -273,7 +273,7 @@ def _same(old, value) -> bool:
         return math.isclose(old, value, rel_tol=1e-9, abs_tol=0.0)
     if isinstance(value, list) and isinstance(old, list):
         return len(old) == len(value) and all(
-            _same(a, b) for a, b in zip(old, value, strict=True)
+            _same_setting(a, b) for a, b in zip(old, value, strict=True)
         )
     return old == value
 

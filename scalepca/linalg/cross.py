@@ -117,7 +117,7 @@ def _first_pair(pair, U: np.ndarray, V: np.ndarray) -> dict:
     return out
 
 
-def _merge_first(parts: list, dx: int) -> dict:
+def _merge_cross_partials(parts: list, dx: int) -> dict:
     """The partials of consecutive blocks merged left to right: moments by Chan's
     update, ``HV`` by the same update applied to the products,
     ``+ w [δ_x (δ_yᵀ V); δ_y (δ_xᵀ U)]`` with ``δᵀ U``, ``δᵀ V`` from the carried
@@ -164,7 +164,7 @@ def moments_and_cross_times(
         Ud,
         Vd,
         split_every=split_every,
-        merge_all=lambda parts: _merge_first(parts, dx),
+        merge_all=lambda parts: _merge_cross_partials(parts, dx),
     )
     (out,) = passes.compute(graph, name="moments+cross")
     out.pop("mu")

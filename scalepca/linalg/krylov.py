@@ -153,7 +153,7 @@ def _first_block(x, V: np.ndarray, precision: str) -> dict:
     return mom
 
 
-def _merge_first(a: dict, b: dict, *, owned: bool = False) -> dict:
+def _merge_gram_times(a: dict, b: dict, *, owned: bool = False) -> dict:
     """Merge two first-pass partials: moments by Chan's update, ``GV`` by the same
     update applied to the product, ``GVᵃ + GVᵇ + w δ (δᵀ V)`` with
     ``δᵀV = muVᵇ − muVᵃ`` (``owned``: ``a["GV"]`` was made by an earlier merge and is
@@ -168,11 +168,11 @@ def _merge_first(a: dict, b: dict, *, owned: bool = False) -> dict:
     return out
 
 
-def _merge_first_all(parts: list) -> dict:
+def _merge_gram_times_all(parts: list) -> dict:
     """The partials of consecutive blocks merged left to right into one new ``GV``."""
     acc = parts[0]
     for i, p in enumerate(parts[1:]):
-        acc = _merge_first(acc, p, owned=i > 0)
+        acc = _merge_gram_times(acc, p, owned=i > 0)
     return acc
 
 
@@ -198,7 +198,7 @@ def moments_and_gram_times(
         Vd,
         gram_precision(precision),
         split_every=split_every,
-        merge_all=_merge_first_all,
+        merge_all=_merge_gram_times_all,
     )
     (out,) = passes.compute(graph, name="moments+gram")
     out.pop("muV")

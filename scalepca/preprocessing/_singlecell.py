@@ -299,7 +299,7 @@ class CellSteps:
                     if on
                 )
                 parts = self._pass(
-                    X, first, _merge_first, split_every, "counts-per-cell", label
+                    X, first, _concat_cell_counts, split_every, "counts-per-cell", label
                 )
                 if totals:
                     self.target_sum_ = float(np.median(parts["totals"]))
@@ -520,7 +520,7 @@ class _FirstPass:
         return out
 
 
-def _merge_first(a: dict, b: dict) -> dict:
+def _concat_cell_counts(a: dict, b: dict) -> dict:
     """Cells' counts of consecutive blocks in order (the tree merges left to right);
     sums."""
     out = {}

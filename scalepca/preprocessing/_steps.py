@@ -782,7 +782,7 @@ class PreparedSparse(sp.csr_matrix):
         return self._keep(super().__getitem__(index))
 
 
-def _same(block):
+def _identity_block(block):
     return block
 
 
@@ -794,7 +794,7 @@ def named_matrix(X, prep: Preprocessing | None):
         return held(X, prep)
     name = MATRIX_PREFIX + uuid.uuid4().hex
     return PreparedMatrix(
-        X.map_blocks(_same, name=name, dtype=X.dtype, meta=X._meta), prep
+        X.map_blocks(_identity_block, name=name, dtype=X.dtype, meta=X._meta), prep
     )
 
 
