@@ -345,6 +345,88 @@ def test_ctrl_c_during_a_run(tmp_path, terminal_env):
     assert not (tmp_path / "out" / "scores.zarr").exists()
 
 
+def _worker_processes(pid: int) -> list:
+    """The worker processes the nannies of program ``pid`` started (its local
+    cluster's nannies run in it and spawn them)."""
+    import psutil
+
+    found = []
+    for p in psutil.Process(pid).children(recursive=True):
+        try:
+            if "spawn_main" in " ".join(p.cmdline()):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def _ended_within(processes, seconds: float) -> list:
+    """Those of ``processes`` still running after ``seconds``."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while still_running(processes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return still_running(processes)
+
+
+def test_ctrl_c_after_a_worker_was_replaced(tmp_path, terminal_env):
+    """Ctrl+C once the nanny has replaced a worker process that died: the replacement
+    ignores SIGINT as the first worker does, so the press gives the same one line,
+    exit status 130 and no traceback, and no process is left running.
+
+    The cluster has one worker, SIGKILLed as the fit's first pass starts; a pass that
+    starts after that and ends (the next one starts) ran on the replacement alone, and
+    the press comes then."""
+    X = np.random.default_rng(0).standard_normal((8000, 20))
+    zarr.create_array(tmp_path / "d.zarr", data=X, chunks=(1000, 20))
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "data": {"path": str(tmp_path / "d.zarr"), "chunks": 1000},
+                # tol 0 and 10**6 iterations: the fit cannot end before the interrupt
+                "model": {
+                    "method": "ppca",
+                    "n_components": 2,
+                    "missing": "em",
+                    "tol": 0.0,
+                    "max_iter": 10**6,
+                },
+                "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1},
+                "output": {"store": str(tmp_path / "out"), "report": False},
+            }
+        )
+    )
+    killed = []  # (the killed worker, the last pass started before it was killed)
+
+    def passes(text: str) -> set[int]:
+        return {int(n) for n in re.findall(r"PPCA pass (\d+) \(", text)}
+
+    def after_a_replacement(text: str, pid: int) -> bool:
+        if not killed:
+            if passes(text):
+                for p in _worker_processes(pid):
+                    p.kill()
+                    killed.append((p, max(passes(text))))
+            return False
+        return len({n for n in passes(text) if n > killed[0][1]}) >= 2
+
+    rc, text, children = run_in_pty(
+        [SCALEPCA, "run", str(cfg)], env=terminal_env, interrupt_at=after_a_replacement
+    )
+    assert len(killed) == 1, (killed, text)
+    workers = [p for p, command in children if "spawn_main" in command]
+    assert len(workers) == 1 and workers[0].pid != killed[0][0].pid, children
+    assert rc == EXIT_INTERRUPTED, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    lines = text.rstrip("\n").split("\n")
+    assert lines[-1] == "scalepca: interrupted (nothing written)", text
+    # multiprocessing's resource tracker ends once the last worker has
+    assert _ended_within([p for p, _ in children], 30) == [], children
+    assert not (tmp_path / "out" / "model.zarr").exists()
+
+
 def _marked(name: str, value: str) -> list:
     """The running processes whose environment holds ``name=value``: a command started
     with it and every process it started (they inherit its environment)."""
@@ -421,6 +503,30 @@ print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
         start_new_session=True,  # a process group of its own, as a terminal's job
     )
     assert r.stdout.split() == ["kept", "True", "True"], r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [([], []), (["-v"], ["-v"]), ([["-v"]], [["-v"], []])],
+    ids=["none", "shared", "each"],
+)
+def test_worker_setup_joins_the_users_preloads(argv, expected):
+    """Every worker process of a local cluster runs the preload that makes it ignore
+    SIGINT (a replacement a nanny starts too), after the user's own preloads with
+    their arguments; a cluster of threads runs none (it is the program)."""
+    import dask
+
+    from scalepca.app.cluster._connect import WORKER_SETUP, _worker_preloads
+
+    settings = {
+        "distributed.worker.preload": ["mine"] if argv else [],
+        "distributed.worker.preload-argv": argv,
+    }
+    with dask.config.set(settings):
+        got = _worker_preloads({"processes": True})
+        assert _worker_preloads({"processes": False}) == {}
+    mine = ["mine"] if argv else []
+    assert got == {"preload": [*mine, WORKER_SETUP], "preload_argv": expected}
 
 
 def test_ctrl_c_as_a_bar_is_drawn_ends_its_line_once(monkeypatch):
@@ -504,3 +610,36 @@ def test_ctrl_c_in_distributed_sync_logs_no_traceback(monkeypatch, caplog):
         hold.set()
         runner.stop()
     assert [r.getMessage() for r in caplog.records] == ["another error"]
+
+
+def test_ctrl_c_in_a_garbage_collector_callback_is_not_lost(capfd):
+    """Ctrl+C landing in a garbage-collector callback (distributed's ``GCDiagnosis``
+    runs one in the program, where the local cluster's scheduler is): Python reports
+    the ``KeyboardInterrupt`` as "Exception ignored" and goes on; the command line
+    raises it again, printing nothing."""
+    import gc
+    import time
+
+    from scalepca.app.console import interrupt_races_quiet
+
+    pressed = []
+
+    def collecting(phase, info):
+        if not pressed:
+            pressed.append(phase)
+            raise KeyboardInterrupt  # the press, as the handler raises it
+
+    interrupted = False
+    with interrupt_races_quiet():
+        gc.callbacks.append(collecting)
+        try:
+            gc.collect()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # until the interrupt arrives
+                pass
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            gc.callbacks.remove(collecting)
+    assert pressed and interrupted
+    assert capfd.readouterr().err == ""

@@ -24,11 +24,13 @@ import json
 import logging
 import socket
 import subprocess
+from pathlib import Path
 
 import dask.array as da
 import numpy as np
 import pytest
 import yaml
+from distributed.diagnostics.plugin import WorkerPlugin
 
 import scalepca
 from scalepca.app.config import validate_config
@@ -316,13 +318,59 @@ def test_store_unreachable_from_the_start(cluster, tall, tmp_path, capsys, caplo
     assert not out.exists()
 
 
+class HeldReads(WorkerPlugin):
+    """A worker plugin: in each worker, the first read of a chunk goes ahead and later
+    ones wait until the file ``gate`` exists (for up to ``timeout`` seconds), so that
+    a run cannot read its chunks before the test has done what it must between them;
+    the file ``gate + ".held"`` says a read waits. Reads of metadata are never
+    held."""
+
+    name = "scalepca-held-reads"
+    METADATA = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
+
+    def __init__(self, gate, timeout: float = 120.0):
+        self.gate = str(gate)
+        self.timeout = timeout
+
+    def setup(self, worker):
+        import asyncio
+        import os
+        import time
+
+        import s3fs
+
+        self.original = original = s3fs.S3FileSystem._cat_file
+        gate, timeout, read = self.gate, self.timeout, []
+
+        async def _cat_file(fs, path, *args, **kwargs):
+            if not path.endswith(self.METADATA):
+                if read and not os.path.exists(gate):
+                    open(gate + ".held", "a").close()
+                deadline = time.monotonic() + timeout
+                while read and not os.path.exists(gate) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                read.append(path)
+            return await original(fs, path, *args, **kwargs)
+
+        s3fs.S3FileSystem._cat_file = _cat_file
+
+    def teardown(self, worker):
+        import s3fs
+
+        s3fs.S3FileSystem._cat_file = self.original
+
+
 @on_hosts
 def test_store_back_after_an_outage(cluster, tall, tmp_path, capsys):
     """The store's link all but cut (a cap of 8 kbit/s whose queue drops nearly every
-    packet) once a worker holds a block, and restored once packets to the store have
-    been dropped: the reads in flight recover (TCP sends again, or botocore retries a
-    request that timed out) and ``scalepca run`` completes with the eigenvalues of the
-    fault-free fit (1e-12)."""
+    packet) once a worker has read a chunk, and restored once packets to the store have
+    been dropped: the reads sent meanwhile recover (TCP sends again, or botocore
+    retries a request that timed out) and ``scalepca run`` completes with the
+    eigenvalues of the fault-free fit (1e-12).
+
+    The workers' reads after their first wait until the link is cut
+    (:class:`HeldReads`): the run cannot end before the outage, however fast the store
+    answers."""
     import threading
     import time
 
@@ -338,9 +386,7 @@ def test_store_back_after_an_outage(cluster, tall, tmp_path, capsys):
         url, opts, out, {"kind": "address", "address": cluster.scheduler_address}
     )
     cfg["output"]["report"] = False
-    slow = H.Link("1mbit", burst="64kb")  # the read takes seconds: the cut lands in it
-    cluster.set_link(cluster.store, slow)
-    done, seen = threading.Event(), {}
+    done, seen, gate = threading.Event(), {}, tmp_path / "outage-begun"
 
     def dropped() -> int:
         out = subprocess.run(
@@ -353,39 +399,41 @@ def test_store_back_after_an_outage(cluster, tall, tmp_path, capsys):
 
     def outage():
         try:
-            # not the default client: the run's own is, and two defaults closed out
-            # of order would leave dask's scheduler setting behind
-            with Client(
-                cluster.scheduler_address, timeout=60, set_as_default=False
-            ) as client:
-                while not done.is_set() and not any(client.has_what().values()):
-                    time.sleep(0.02)  # until a first block has been read
-                if done.is_set():
-                    return
-                before = dropped()
-                cluster.set_link(
-                    cluster.store, H.Link("8kbit", burst="2kb", latency="1ms")
-                )
-                while not done.is_set() and dropped() <= before:
-                    time.sleep(0.02)  # until a packet to the store has been lost
-                seen["dropped"] = dropped() - before
+            held = Path(f"{gate}.held")
+            while not done.is_set() and not held.exists():
+                time.sleep(0.02)  # until a chunk has been read and the next waits
+            if done.is_set():
+                return
+            before = dropped()
+            cluster.set_link(cluster.store, H.Link("8kbit", burst="2kb", latency="1ms"))
+            gate.touch()  # the held reads go now, into the outage
+            while not done.is_set() and dropped() <= before:
+                time.sleep(0.02)  # until a packet to the store has been lost
+            seen["dropped"] = dropped() - before
         except Exception as err:  # reported by the test
             seen["error"] = err
         finally:
-            cluster.set_link(cluster.store, slow)
+            gate.touch()
+            cluster.set_link(cluster.store, H.Link("100mbit"))
 
-    thread = threading.Thread(target=outage, daemon=True)
-    thread.start()
-    try:
-        rc = main(["run", _write(tmp_path, cfg)])
-    finally:
-        done.set()
-        thread.join(timeout=60)
-        cluster.set_link(cluster.store, H.Link("100mbit"))
+    # not the default client: the run's own is, and two defaults closed out of order
+    # would leave dask's scheduler setting behind
+    with Client(cluster.scheduler_address, timeout=60, set_as_default=False) as client:
+        client.register_plugin(HeldReads(gate))
+        thread = threading.Thread(target=outage, daemon=True)
+        thread.start()
+        try:
+            rc = main(["run", _write(tmp_path, cfg)])
+        finally:
+            done.set()
+            thread.join(timeout=60)
+            cluster.set_link(cluster.store, H.Link("100mbit"))
+            client.unregister_worker_plugin(HeldReads.name)
     captured = capsys.readouterr()
     assert "error" not in seen, seen
     assert rc == EXIT_OK, captured.err
-    assert seen.get("dropped", 0) > 0, "the run ended before the outage"
+    assert Path(f"{gate}.held").exists(), "no read waited for the outage"
+    assert seen.get("dropped", 0) > 0, "no packet to the store was lost"
     got = scalepca.load(out / "model.zarr")
     np.testing.assert_allclose(
         got.explained_variance_, ref.explained_variance_, rtol=1e-12, atol=0

@@ -12,10 +12,13 @@ library's on Ctrl+C is not shown either (:func:`interrupt_races_quiet`).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import logging
 import re
+import signal
 import sys
+import threading
 import warnings
 
 from .messages import speak_cli
@@ -59,16 +62,40 @@ class _InterruptRace(logging.Filter):
         )
 
 
+def _interrupt_kept(previous):
+    """An unraisable-exception hook that raises a Ctrl+C again in the main thread:
+    Python reports a ``KeyboardInterrupt`` that lands in a garbage-collector callback
+    (distributed's ``GCDiagnosis``) or a finaliser as "Exception ignored", and the
+    program went on as if no key had been pressed."""
+
+    def hook(unraisable):
+        if issubclass(unraisable.exc_type, KeyboardInterrupt):
+            # SIGINT to the main thread (it may wait in a lock), sent by another: from
+            # here the handler would raise inside this hook, where it is lost again;
+            # that thread runs no Python, and waits for the GIL until this has returned
+            main = threading.main_thread().ident
+            _thread.start_new_thread(signal.pthread_kill, (main, signal.SIGINT))
+        else:
+            previous(unraisable)
+
+    return hook
+
+
 @contextlib.contextmanager
 def interrupt_races_quiet():
     """Inside the block, a Ctrl+C prints no library traceback
-    (:class:`_InterruptRace`)."""
+    (:class:`_InterruptRace`) and is not lost (:func:`_interrupt_kept`)."""
     logger, race = logging.getLogger("tornado.application"), _InterruptRace()
     logger.addFilter(race)
+    previous, sys.unraisablehook = (
+        sys.unraisablehook,
+        _interrupt_kept(sys.unraisablehook),
+    )
     try:
         yield
     finally:
         logger.removeFilter(race)
+        sys.unraisablehook = previous
 
 
 @contextlib.contextmanager

@@ -78,6 +78,30 @@ def _prepare_to_close(dask_worker):
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
 
+class _Cancelled(logging.Filter):
+    """Drops the records of handlers a closing scheduler cancels."""
+
+    def filter(self, record) -> bool:
+        import asyncio
+
+        err = record.exc_info[1] if record.exc_info else None
+        return not isinstance(err, asyncio.CancelledError)
+
+
+@contextlib.contextmanager
+def _cancellations_quiet():
+    """Inside the block, the scheduler of a local cluster logs no handler it cancels as
+    it closes: a progress feed still waits for its tasks when Ctrl+C lands as a pass
+    starts (the client released them before the scheduler had them), and the closing
+    scheduler logs its ``CancelledError`` with a traceback."""
+    logger, cancelled = logging.getLogger("distributed.scheduler"), _Cancelled()
+    logger.addFilter(cancelled)
+    try:
+        yield
+    finally:
+        logger.removeFilter(cancelled)
+
+
 def _distributed_client_class():
     from distributed import Client
 
@@ -100,7 +124,7 @@ def _distributed_client_class():
             finally:
                 cluster, self._scalepca_cluster = self._scalepca_cluster, None
                 if cluster is not None:
-                    with contextlib.suppress(Exception):
+                    with contextlib.suppress(Exception), _cancellations_quiet():
                         cluster.close()
                     if type(cluster).__module__.startswith("dask_gateway"):
                         gateway_closed(cluster.gateway)  # closed by cluster.close()
@@ -247,6 +271,8 @@ def _interrupts_ignored():
     however the program that started them handled it. An ignored SIGINT stays ignored
     through ``exec`` (and Python keeps it so), so the workers the nannies start here
     never see it: the program alone answers Ctrl+C, and closing its client stops them.
+    (A worker a nanny starts later, to replace one that died, sets it itself:
+    :data:`WORKER_SETUP`.)
     Neither a handler nor a blocked mask passes through ``exec`` that way, and an
     ignored signal is gone (a blocked one is taken by a thread that does not block it:
     BLAS's own threads). So a witness learns of a press: a ``sleep`` started before
@@ -285,6 +311,26 @@ def _interrupts_ignored():
                 pressed = witness.wait() == -signal.SIGINT
         if pressed:
             signal.raise_signal(signal.SIGINT)
+
+
+#: The preload that makes every worker process of a local cluster ignore SIGINT, the
+#: replacements a nanny starts for workers that died too
+WORKER_SETUP = "scalepca.app.cluster._worker_setup"
+
+
+def _worker_preloads(cfg: dict) -> dict:
+    """The nannies' ``preload`` and ``preload_argv`` for local cluster ``cfg``: those of
+    the user's Dask config, and :data:`WORKER_SETUP` for worker processes."""
+    import dask
+
+    if not cfg["processes"]:
+        return {}
+    preload = dask.config.get("distributed.worker.preload")
+    argv = dask.config.get("distributed.worker.preload-argv")
+    preload = [preload] if isinstance(preload, str) else list(preload)
+    if argv and not isinstance(argv[0], str):  # one list of arguments per preload
+        argv = [*argv, []]
+    return {"preload": [*preload, WORKER_SETUP], "preload_argv": argv}
 
 
 def _unchanged(settings: dict) -> dict:
@@ -436,6 +482,7 @@ def make_cluster(config: dict | None = None, **kwargs):
                     processes=cfg["processes"],
                     local_directory=cfg["local_directory"],
                     silence_logs=logging.ERROR,
+                    **_worker_preloads(cfg),
                 )
         except BaseException:
             # Ctrl+C pressed while the cluster started arrives as the start ends: the
@@ -547,6 +594,12 @@ def starting_line(config: dict | None = None, **kwargs) -> str:
     return f"asking the Dask Gateway at {cfg.get('address')} for a cluster ({size} workers)"
 
 
+def _say(line: str) -> None:
+    """Print ``line`` in one write: unbuffered, ``print`` writes the text and its
+    newline apart, and a Ctrl+C between them left the line open for the next."""
+    print(line + "\n", end="", flush=True)
+
+
 def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
     """Return a ``distributed.Client`` for the cluster described by ``config`` /
     ``kwargs``.
@@ -591,7 +644,7 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
     cfg = _settings(config, kwargs)
     kind = cfg["kind"]
     if not quiet:
-        print(f"scalepca: {starting_line(cfg)}", flush=True)
+        _say(f"scalepca: {starting_line(cfg)}")
     if kind == "address":
         client = _client_for(
             address=cfg["address"],
@@ -631,7 +684,7 @@ def connect(config: dict | None = None, *, quiet: bool = False, **kwargs):
                 cluster.close()
             raise
     if not quiet:
-        print(f"scalepca: dask dashboard at {client.dashboard_link}", flush=True)
+        _say(f"scalepca: dask dashboard at {client.dashboard_link}")
     logger.info(
         "connected to %s (%s); dashboard %s",
         client.scheduler.address,
