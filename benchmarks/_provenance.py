@@ -121,6 +121,8 @@ DEPENDS = {
     "rpca": [
         "benchmarks/rpca.py",
         "scalepca/models/robust_pca.py",
+        "scalepca/models/_robust_blocks.py",
+        "scalepca/models/_robust_state.py",
         "scalepca/linalg/svt.py",
     ],
     "scaling_costs": [
