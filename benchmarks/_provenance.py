@@ -207,13 +207,11 @@ DEPENDS = {
 KNOWN_STALE = {
     # measured this round on each engineer's branch, before the branches were merged
     "genotype_missing",
-    "genotypes_passes_10000x40000",
     "genotypes_peers_4000x20000_randomized",
     "genotypes_peers_4000x20000_slow",
     "multihost",
     "plan_accuracy",
     "pca_floor_zstd_f64",
-    "scheduler",
     # issue 47's conditional expressions written plainly (no change of behaviour)
     "genotypes_peers_10000x40000",
     "onepass_breakdown",
@@ -229,7 +227,6 @@ KNOWN_STALE = {
     "monitoring_first",
     "monitoring_kpca",
     "pca",
-    "pca_floor",
     "ppca_em",
     "rpca",
     "scaling_costs",
