@@ -10,7 +10,11 @@ Everything that touches the data is a blockwise map over row chunks or a small g
   formed.
 - :func:`project_features` fuses a feature map with a projection on k directions,
   working through each row block in sub-batches, so ``transform`` never holds an n_block
-  × m block larger than a fixed budget.
+  × m block larger than a fixed budget. The model builds the feature map once, as a
+  value (:class:`KernelRows`, :class:`CentredKernelRows`, :class:`NystroemFeatures`,
+  :class:`FourierFeatures`: its block ``width``, its ``features`` and its
+  ``project`` map), and looks its kernel up once in :data:`KERNELS`: nothing here
+  compares a kernel's or an approximation's name.
 - :func:`gather_rows` collects the rows of a given set of indices (m × d) from the
   chunks that hold them; nothing else of ``X`` reaches the client.
 - :func:`preimage_stats_graph` reduces the sufficient statistics of the pre-image ridge
