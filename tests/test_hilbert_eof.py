@@ -13,7 +13,7 @@ import scalepca
 import scalepca.analysis.hilbert_eof as hilbert_module
 from scalepca.analysis.hilbert_eof import HilbertEOF
 from scalepca.linalg import passes
-from scalepca.linalg.hilbert import analytic_signal
+from scalepca.linalg.hilbert import PADDINGS, analytic_signal
 
 from .support.compare import assert_close
 from .support.counting import counted_dask
@@ -295,7 +295,7 @@ def test_transform_is_the_dense_projection(field, kind, strip, tmp_path, monkeyp
     X = field.values.reshape(50, -1) * _weights(field)
     keep = ~np.isnan(model.mean_)
     expected = (
-        analytic_signal(X[:, keep] - model.mean_[keep], padding="exp", decay_factor=0.2)
+        analytic_signal(X[:, keep] - model.mean_[keep], PADDINGS["exp"], 0.2)
         @ model.components_[:, keep].T
     )
     xin = _input(field, kind, tmp_path)

@@ -20,6 +20,7 @@ from sklearn.preprocessing import StandardScaler
 import scalepca
 from scalepca import PCA, KernelPCA
 from scalepca.linalg.kernels import (
+    KERNELS,
     kernel_block,
     kmeans_plusplus_landmarks,
     nystroem_normalization,
@@ -42,7 +43,7 @@ KERNEL_CASES = [
 def _dense_centred_eigvals(X, k, **kp):
     """Top-k eigenvalues of the double-centred kernel, from a dense NumPy kernel
     (reference)."""
-    K = kernel_block(X, X, **kp)
+    K = kernel_block(X, X, **{**kp, "kernel": KERNELS[kp["kernel"]]})
     c = K.mean(axis=0)
     K -= c[:, None]
     K -= c[None, :]
@@ -126,7 +127,7 @@ def test_exact_matches_sklearn(Xsmall, kernel, kp, solver):
 
 def test_exact_ratio_and_trace(Xsmall):
     kp = KernelPCA(3, approximation="exact", gamma=0.3).fit(Xsmall)
-    K = kernel_block(Xsmall, Xsmall, kernel="rbf", gamma=0.3)
+    K = kernel_block(Xsmall, Xsmall, kernel=KERNELS["rbf"], gamma=0.3)
     n = K.shape[0]
     C = np.eye(n) - 1.0 / n
     Kc = C @ K @ C
@@ -258,7 +259,7 @@ def test_nystroem_normalization_floor():
     """Duplicate landmarks make K_LL singular; the dropped directions keep the map
     finite."""
     L = np.repeat(np.random.default_rng(0).standard_normal((5, 3)), 2, axis=0)
-    K = kernel_block(L, L, kernel="rbf", gamma=0.5)
+    K = kernel_block(L, L, kernel=KERNELS["rbf"], gamma=0.5)
     N, s = nystroem_normalization(K)
     assert N.shape == (10, 10) and s.size == 5 and np.all(s > 0)
     assert np.linalg.matrix_rank(N) == 5
@@ -629,7 +630,7 @@ def test_feature_maps_write_into_the_slab_buffer(sparse_input):
             _nystroem_block,
             landmarks=L,
             normalization=N,
-            kernel="rbf",
+            kernel=KERNELS["rbf"],
             gamma=0.3,
             degree=3,
             coef0=1.0,

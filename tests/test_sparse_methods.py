@@ -18,7 +18,12 @@ import pytest
 import scipy.sparse as sp
 
 import scalepca
-from scalepca.linalg.kernels import kernel_block, project_rows
+from scalepca.linalg.kernels import (
+    KERNELS,
+    FourierFeatures,
+    kernel_block,
+    project_rows,
+)
 from scalepca.linalg.sparse import block_code_stats, scale_columns
 
 sparse = pytest.importorskip("sparse")
@@ -285,7 +290,7 @@ def test_kernel_blocks_of_sparse_rows_are_not_densified(X):
     L = rng.random((7, X.shape[1]))
     guarded = _NoDensify(X)  # 600 rows > limit: toarray would raise
     for kernel in ("rbf", "poly", "sigmoid", "linear"):
-        kp = {"kernel": kernel, "gamma": 0.05, "degree": 3, "coef0": 1.0}
+        kp = {"kernel": KERNELS[kernel], "gamma": 0.05, "degree": 3, "coef0": 1.0}
         np.testing.assert_allclose(
             kernel_block(guarded, L, **kp),
             kernel_block(X.toarray(), L, **kp),
@@ -295,8 +300,8 @@ def test_kernel_blocks_of_sparse_rows_are_not_densified(X):
     W, b = rng.standard_normal((X.shape[1], 9)), rng.uniform(0, 6, 9)
     P = rng.standard_normal((9, 2))
     np.testing.assert_allclose(
-        project_rows(guarded, "rff", (W, b), {}, P, np.zeros(2)),
-        project_rows(X.toarray(), "rff", (W, b), {}, P, np.zeros(2)),
+        project_rows(guarded, FourierFeatures(W, b), P, np.zeros(2)),
+        project_rows(X.toarray(), FourierFeatures(W, b), P, np.zeros(2)),
         rtol=1e-12,
         atol=1e-12,
     )

@@ -126,16 +126,17 @@ def _check_n_components(value, name, params, shape):
 
 
 def _check_padding(value, name, params, shape):
-    if value is not None and value not in kern.PADDINGS:
+    if value is not None and value not in tuple(kern.PADDINGS):
         raise ValueError(f"{name} must be 'exp' or 'none' (or None); got {value!r}")
     return value  # as given: None stays None in get_params, and in a store
 
 
-def _padding_used(padding: str | None) -> str:
-    """The padding as the transform applies it: None is ``"none"``."""
+def _padding_used(padding: str | None):
+    """The padding function the transform applies, looked up once in
+    :data:`~scalepca.linalg.hilbert.PADDINGS`: None is ``"none"``."""
     if padding is None:
-        return "none"
-    return padding
+        padding = "none"
+    return kern.PADDINGS[padding]
 
 
 def _solver_of(params, n: int, d: int) -> str:
@@ -306,9 +307,9 @@ class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
         self.solver = solver
 
     # -- fit ---------------------------------------------------------------------------
-    def _check_params(self, n: int, d: int) -> tuple[str, str]:
+    def _check_params(self, n: int, d: int) -> tuple:
         """The parameters checked against their table for n × d data:
-        ``(padding, solver)`` as used."""
+        ``(padding function, solver)`` as used."""
         values = check_parameters(self, Shape(n, d))
         return _padding_used(values["padding"]), _solver_of(values, n, d)
 
@@ -368,8 +369,7 @@ class HilbertEOF(_prep.OneField, SavedModel, BaseEstimator):
     def _fit_covariance(self, S, opts):
         Z = S.map_blocks(
             kern.analytic_signal,
-            padding=opts[0],
-            decay_factor=opts[1],
+            *opts,
             dtype=np.complex128,
             meta=np.empty((0, 0), dtype=np.complex128),
         )

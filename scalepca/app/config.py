@@ -481,10 +481,16 @@ def _check_data(section) -> dict:
         )
     from ..io._open_options import config_problem
 
-    problem = config_problem({k: out[k] for k in OPEN_KEYS}, out["format"])
+    problem = config_problem({k: out[k] for k in OPEN_KEYS})
     if problem:
         raise ConfigError(problem)
     if out["format"] == "anndata":
+        given = [k for k in OPEN_KEYS if out[k] is not None]
+        if given:
+            raise ConfigError(
+                f"{', '.join(repr('data.' + k) for k in given)} apply to stores "
+                "read through xarray (NetCDF, xarray zarr); data.format is anndata"
+            )
         if isinstance(out["chunks"], list):
             raise ConfigError(
                 "'data.chunks' of AnnData is the cells per block (an integer): "

@@ -106,9 +106,27 @@ def _shares(ratio, k: int) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _ratio(est):
-    ratio = getattr(est, "explained_variance_ratio_", None)
-    return None if ratio is None else np.ravel(np.asarray(ratio, dtype=float))
+def _ratio(est) -> np.ndarray:
+    """The components' shares of the variance; empty for a model (or no model) without
+    them, whose figures then give no shares."""
+    return np.ravel(
+        np.asarray(getattr(est, "explained_variance_ratio_", ()), dtype=float)
+    )
+
+
+def _share(ratio, i: int, of: str = "") -> str:
+    """`` (34.2 %{of})``: mode ``i``'s share, or nothing where it is not known."""
+    if i >= np.size(ratio):
+        return ""
+    return f" ({_pct(np.ravel(ratio)[i])}{of})"
+
+
+def _shares_of(ratio, k: int, of: str) -> str:
+    """`` (55.9 %, 25.6 % and 10.6 % of the {of})`` of the first ``k`` modes, or
+    nothing where the shares are not known."""
+    if not np.size(ratio):
+        return ""
+    return f" ({_shares(ratio, k)} of the {of})"
 
 
 def _modes(k: int, noun: str = "EOF") -> str:
@@ -125,7 +143,7 @@ def _north_errors(est):
     from ..analysis.eof import north_test
 
     n = getattr(est, "n_spectrum_samples_", None)
-    if n is None or _ratio(est) is None:
+    if n is None or not _ratio(est).size:
         return None
     return north_test(est, vfscaled=True).errors, int(n)
 
@@ -152,7 +170,7 @@ def _spectrum(est) -> Iterator[ReportFigure]:
         )
         return
     ratio = _ratio(est)
-    if ratio is None and not any(
+    if not ratio.size and not any(
         getattr(est, a, None) is not None
         for a in ("explained_variance_", "eigenvalues_")
     ):
@@ -184,7 +202,7 @@ def _spectrum(est) -> Iterator[ReportFigure]:
             ax.legend(loc="center right", frameon=False)
         return ax.figure
 
-    if ratio is not None:
+    if ratio.size:
         alt = (
             f"Scree plot{' ' + ' and '.join(extras) if extras else ''}: component 1 "
             f"explains {_pct(ratio[0])} of the variance, the first {ratio.size} "
@@ -201,7 +219,7 @@ def _noise_share(est):
         return None
     sigma2 = getattr(est, "noise_variance_", None)
     ratio, ev = _ratio(est), getattr(est, "explained_variance_", None)
-    if sigma2 is None or ratio is None or ev is None or not ratio[0] > 0:
+    if sigma2 is None or not ratio.size or ev is None or not ratio[0] > 0:
         return None
     total = float(np.ravel(ev)[0]) / float(ratio[0])
     return float(sigma2) / total if total > 0 else None
@@ -254,14 +272,8 @@ def _maps(
 
     k = min(MAX_MAPS, field.sizes["mode"])
     modes = field["mode"].values[:k] if "mode" in field.coords else np.arange(1, k + 1)
-    shares = None if ratio is None else np.ravel(ratio)[:k]
-    titles = [
-        f"mode {m}" + ("" if shares is None else f" ({_pct(shares[i])})")
-        for i, m in enumerate(modes)
-    ]
-    alt = f"Maps of {what}{_modes(k, noun)}{suffix}"
-    if shares is not None:
-        alt += f" ({_shares(shares, k)} of the {of})"
+    titles = [f"mode {m}{_share(ratio, i)}" for i, m in enumerate(modes)]
+    alt = f"Maps of {what}{_modes(k, noun)}{suffix}{_shares_of(ratio, k, of)}"
     return ReportFigure(
         stem,
         caption,
@@ -278,13 +290,11 @@ def _ranked(
 
     k = min(4, np.shape(values)[0])
     by = "name" if names is not None else "index"
-    alt = f"Bar charts of the 10 largest {what} of {_modes(k, noun)}, by feature {by}"
-    if ratio is not None:
-        alt += f" ({_shares(ratio, k)} of the {of})"
-    titles = [
-        f"mode {i + 1}" + ("" if ratio is None else f" ({_pct(ratio[i])})")
-        for i in range(k)
-    ]
+    alt = (
+        f"Bar charts of the 10 largest {what} of {_modes(k, noun)}, by feature {by}"
+        f"{_shares_of(ratio, k, of)}"
+    )
+    titles = [f"mode {i + 1}{_share(ratio, i)}" for i in range(k)]
     return ReportFigure(
         stem,
         caption,
@@ -437,8 +447,8 @@ def _mca_patterns(est) -> Iterator[ReportFigure]:
 
 
 def _multivariate_patterns(est, ratio) -> Iterator[ReportFigure]:
-    for i, field in enumerate(est.components_xr_):
-        var = est.variables_[i] if i < len(est.variables_) else f"field {i + 1}"
+    # one name per field (MultivariateEOF.variables_)
+    for var, field in zip(est.variables_, est.components_xr_, strict=True):
         caption = (
             f"The joint EOFs over field {var}: the pattern of {var} in each mode "
             "(the modes' shares are of the variance of all fields together)."
@@ -477,7 +487,7 @@ def _extended_patterns(est, ratio) -> Iterator[ReportFigure]:
     for i in range(min(3, field.sizes["mode"])):
         # the panels of one mode are its lags: drawn as plot.components draws modes
         one = field.isel(mode=i, drop=True).rename({"lag": "mode"})
-        share = "" if ratio is None else f" ({_pct(ratio[i])} of the variance)"
+        share = _share(ratio, i, " of the variance")
         titles = [f"lag {int(lag)}" for lag in lags]
         # one colour scale for all lags: the pattern's growth and decay are seen
         top = float(np.nanmax(np.abs(one.values))) or 1.0
@@ -611,13 +621,7 @@ def _axis_shares(est) -> list[str]:
     """``PC1 (34.2 % of variance)``, ... for the score axes (no share when not
     known)."""
     ratio = _ratio(est)
-    ratio = [] if ratio is None else ratio
-    return [
-        f"PC{i + 1} ({100 * ratio[i]:.1f} % of variance)"
-        if i < len(ratio)
-        else f"PC{i + 1}"
-        for i in range(2)
-    ]
+    return [f"PC{i + 1}{_share(ratio, i, ' of variance')}" for i in range(2)]
 
 
 def scores_figure(store, storage_options, est=None, labels=None):
@@ -742,7 +746,7 @@ def time_series_figure(store, storage_options, est=None):
     n = first.shape[0]
     rows, times = _time_rows(node, _dims_of(first)[0], n)
     k = min(k, first.shape[1])
-    ratio = _ratio(est) if est is not None else None
+    ratio = _ratio(est)
     plt = plot._pyplot()
     fig, axes = plt.subplots(
         k * len(spec),
@@ -759,7 +763,7 @@ def time_series_figure(store, storage_options, est=None):
             ax = axes[panel, 0]
             ax.plot(times, values[:, j], lw=0.8, color=f"C{panel}")
             ax.axhline(0, color="0.6", lw=0.5)
-            share = "" if ratio is None or j >= ratio.size else f" ({_pct(ratio[j])})"
+            share = _share(ratio, j)
             ax.set_title(f"{what} {j + 1}{share}", fontsize=9, loc="left")
             panel += 1
     if times.dtype.kind == "M":
@@ -806,8 +810,8 @@ def _scores(est, scores_store, storage_options, labels) -> Iterator[ReportFigure
     dim = _time_dim(scores_store, storage_options)
     if dim is not None:
         ratio = _ratio(est)
-        k = 3 if ratio is None else min(3, ratio.size)
-        shares = "" if ratio is None else f" ({_shares(ratio, k)} of the variance)"
+        k = min(3, ratio.size or 3)
+        shares = _shares_of(ratio, k, "variance")
         what = {
             Family.HILBERT: f"the amplitude of complex PCs 1–{k}{shares}",
             Family.COUPLED: "mode 1's expansion coefficients of X and Y",
@@ -838,7 +842,7 @@ def report_figures(
     yield from _patterns(est)
     for attr in ("history_", "cost_history_", "loglike_"):
         value = getattr(est, attr, None)
-        if value is not None and (len(value) if not isinstance(value, dict) else 1):
+        if value is not None and (isinstance(value, dict) or len(value)):
             yield ReportFigure(
                 "convergence",
                 "Convergence per iteration.",

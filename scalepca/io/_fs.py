@@ -128,8 +128,8 @@ def previous_hint(path) -> str:
     )
 
 
-def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"):
-    """Open a zarr array or group at a local path or fsspec URL;
+def open_zarr_node(path, *, storage_options: dict | None = None):
+    """Open a zarr array or group at a local path or fsspec URL for reading;
     ``FileNotFoundError`` if absent."""
     path = os.fspath(path)
     if is_url(path):
@@ -141,20 +141,20 @@ def open_zarr_node(path, *, storage_options: dict | None = None, mode: str = "r"
                 f"not installed ({err}); for s3:// URLs install the "
                 "'s3' extra: pip install 'scalepca[s3]'"
             ) from err
-        if mode == "r" and not (
+        if not (
             fs.exists(f"{root}/zarr.json")
             or fs.exists(f"{root}/.zarray")
             or fs.exists(f"{root}/.zgroup")
         ):
             raise FileNotFoundError(f"no zarr store at {path!r}")
-        store = open_fsspec_store(path, storage_options, read_only=(mode == "r"))
-        return zarr.open(store=store, mode=mode)
+        store = open_fsspec_store(path, storage_options, read_only=True)
+        return zarr.open(store=store, mode="r")
     if path.startswith("file://"):
         path = path[len("file://") :]
-    if mode == "r" and not Path(path).exists():
+    if not Path(path).exists():
         raise FileNotFoundError(f"no zarr store at {path!r} (the path does not exist)")
     try:
-        return zarr.open(path, mode=mode)
+        return zarr.open(path, mode="r")
     except (zarr.errors.NodeNotFoundError, FileNotFoundError) as err:
         raise FileNotFoundError(f"no zarr array or group at {path!r}") from err
 
@@ -183,6 +183,16 @@ def overlaps(a, b) -> bool:
     )
 
 
+def _how_placed(out: str, src: str) -> str:
+    """How the overlapping normalised paths ``out`` and ``src`` lie: the same path,
+    ``out`` inside ``src``, or ``out`` containing it."""
+    if out == src:
+        return "is"
+    if out.startswith(src.rstrip("/") + "/"):
+        return "lies inside"
+    return "contains"
+
+
 def check_apart(outputs, inputs) -> None:
     """ValueError when an output path equals, contains or lies inside an input path.
 
@@ -191,14 +201,7 @@ def check_apart(outputs, inputs) -> None:
     for out_what, out in outputs:
         for in_what, src in inputs:
             if out is not None and src is not None and overlaps(out, src):
-                (_, po), (_, pi) = _key(out), _key(src)
-                how = (
-                    "is"
-                    if po == pi
-                    else "lies inside"
-                    if po.startswith(pi.rstrip("/") + "/")
-                    else "contains"
-                )
+                how = _how_placed(_key(out)[1], _key(src)[1])
                 raise ValueError(
                     f"{out_what} {os.fspath(out)!r} {how} {in_what} "
                     f"{os.fspath(src)!r}; write the output elsewhere"

@@ -129,11 +129,11 @@ def check_open_options(options, *, netcdf: bool, name=None) -> dict:
     return out
 
 
-def config_problem(keys: dict, format: str | None) -> str | None:
+def config_problem(keys: dict) -> str | None:
     """What is wrong with a run config's ``data`` open keys (``decode_times``,
     ``use_cftime``, ``engine``; None values unset) in the config's words, from names
-    and types alone (whether they apply to the store at ``data.path`` is checked when
-    it is opened); None if nothing."""
+    and types alone (whether they apply to the store at ``data.path`` is checked by
+    the config, from ``data.format``, and when it is opened); None if nothing."""
     given = {k: v for k, v in keys.items() if v is not None}
     if not given:
         return None
@@ -141,11 +141,6 @@ def config_problem(keys: dict, format: str | None) -> str | None:
         check_open_options(given, netcdf=True, name=lambda key: f"'data.{key}'")
     except ValueError as err:
         return str(err)
-    if format == "anndata":
-        return (
-            f"{', '.join(repr('data.' + k) for k in given)} apply to stores "
-            "read through xarray (NetCDF, xarray zarr); data.format is anndata"
-        )
     return None
 
 

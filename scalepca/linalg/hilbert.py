@@ -33,14 +33,12 @@ __all__ = [
     "strip_stats",
 ]
 
-#: the padding choices of :func:`analytic_signal` (None is taken as "none")
-PADDINGS = ("exp", "none")
 
-
-def _exp_padded(x: np.ndarray, decay_factor: float) -> np.ndarray:
+def _exp_padded(x: np.ndarray, decay_factor: float) -> tuple[np.ndarray, int]:
     """``x`` (n × w) extended by n rows before and after: the anomaly from each column's
     least-squares line at its first (last) sample, decaying as ``exp(−t / (n·decay))``
-    away from the series, added to the line continued."""
+    away from the series, added to the line continued; with n, the row of the series'
+    first sample."""
     n = x.shape[0]
     t = np.arange(n, dtype=np.float64)
     A = np.stack([np.ones(n), t], axis=1)
@@ -53,13 +51,23 @@ def _exp_padded(x: np.ndarray, decay_factor: float) -> np.ndarray:
     decay = np.exp(-t / n / decay_factor)[:, None]
     before = anomaly[0] * decay[::-1]
     after = anomaly[-1] * decay
-    return np.concatenate([before, anomaly, after]) + line
+    return np.concatenate([before, anomaly, after]) + line, n
 
 
-def analytic_signal(
-    x, *, padding: str = "exp", decay_factor: float = 0.2
-) -> np.ndarray:
-    """The centred analytic signal (n × w complex128) of each column of the strip ``x``.
+def _unpadded(x: np.ndarray, decay_factor: float) -> tuple[np.ndarray, int]:
+    """``x`` as it is (no padding), its first sample at row 0."""
+    return x, 0
+
+
+#: the paddings of :func:`analytic_signal` by name: ``pad(x, decay_factor)`` gives the
+#: padded columns and the row of the series' first sample. The estimator looks its
+#: padding up here once.
+PADDINGS = {"exp": _exp_padded, "none": _unpadded}
+
+
+def analytic_signal(x, pad, decay_factor: float = 0.2) -> np.ndarray:
+    """The centred analytic signal (n × w complex128) of each column of the strip ``x``,
+    padded by ``pad`` (one of :data:`PADDINGS`' functions) before the transform.
 
     Non-finite entries are taken as 0 (their features are refused or left out by the
     caller).
@@ -71,10 +79,8 @@ def analytic_signal(
         x = np.where(np.isfinite(x), x, 0.0)
     n = x.shape[0]
     x = x - x.mean(axis=0)
-    if padding == "exp":
-        z = hilbert(_exp_padded(x, decay_factor), axis=0)[n : 2 * n]
-    else:
-        z = hilbert(x, axis=0)
+    padded, start = pad(x, decay_factor)
+    z = hilbert(padded, axis=0)[start : start + n]
     return z - z.mean(axis=0)
 
 
@@ -86,10 +92,10 @@ def strip_stats(x) -> np.ndarray:
     return np.stack([np.where(nan, 0.0, x).sum(axis=0) / count, nan.sum(axis=0)])
 
 
-def strip_gram(x, padding: str, decay_factor: float) -> dict:
+def strip_gram(x, pad, decay_factor: float) -> dict:
     """One strip's share of the n × n Hermitian Gram ``Z Zᴴ`` and its features'
     means, NaN counts and sums of squares ``Σ_t |z|²``."""
-    z = analytic_signal(x, padding=padding, decay_factor=decay_factor)
+    z = analytic_signal(x, pad, decay_factor)
     mean, nan = strip_stats(x)
     return {
         "G": z @ z.conj().T,
@@ -106,18 +112,18 @@ def merge_strips(a: dict, b: dict) -> dict:
     return out
 
 
-def strip_components(x, U, inv_s, padding: str, decay_factor: float) -> np.ndarray:
+def strip_components(x, U, inv_s, pad, decay_factor: float) -> np.ndarray:
     """``(Zᴴ U Σ⁻¹)ᵀ`` of one strip (k × w): its features' share of the complex EOFs
     from the left singular vectors ``U`` (n × k) of the analytic signal."""
-    z = analytic_signal(x, padding=padding, decay_factor=decay_factor)
+    z = analytic_signal(x, pad, decay_factor)
     return ((z.conj().T @ U) * inv_s).T
 
 
-def strip_scores(x, V, mean, padding: str, decay_factor: float) -> np.ndarray:
+def strip_scores(x, V, mean, pad, decay_factor: float) -> np.ndarray:
     """One strip's share (n × k) of the scores ``Z V``: ``x`` minus ``mean`` (w,),
     its analytic signal, times ``V`` (w × k, the strip's rows of the components)."""
     x = np.asarray(x, dtype=np.float64) - mean
-    z = analytic_signal(x, padding=padding, decay_factor=decay_factor)
+    z = analytic_signal(x, pad, decay_factor)
     return z @ V
 
 

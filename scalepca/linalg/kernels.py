@@ -10,7 +10,11 @@ Everything that touches the data is a blockwise map over row chunks or a small g
   formed.
 - :func:`project_features` fuses a feature map with a projection on k directions,
   working through each row block in sub-batches, so ``transform`` never holds an n_block
-  × m block larger than a fixed budget.
+  × m block larger than a fixed budget. The model builds the feature map once, as a
+  value (:class:`KernelRows`, :class:`CentredKernelRows`, :class:`NystroemFeatures`,
+  :class:`FourierFeatures`: its block ``width``, its ``features`` and its
+  ``project`` map), and looks its kernel up once in :data:`KERNELS`: nothing here
+  compares a kernel's or an approximation's name.
 - :func:`gather_rows` collects the rows of a given set of indices (m × d) from the
   chunks that hold them; nothing else of ``X`` reaches the client.
 - :func:`preimage_stats_graph` reduces the sufficient statistics of the pre-image ridge
@@ -39,6 +43,7 @@ Kernels (``gamma`` already resolved, ``> 0``)::
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import partial
 
 import dask
@@ -54,6 +59,10 @@ from .sparse import merge_code_stats
 
 __all__ = [
     "KERNELS",
+    "CentredKernelRows",
+    "FourierFeatures",
+    "KernelRows",
+    "NystroemFeatures",
     "as_rows64",
     "centred_kernel_eigh",
     "lanczos_top",
@@ -67,12 +76,9 @@ __all__ = [
     "preimage_map",
     "project_rows",
     "preimage_stats_graph",
-    "score_features",
     "project_features",
     "rff_weights",
 ]
-
-KERNELS = ("rbf", "poly", "sigmoid", "linear")
 
 #: default budget of one n_block × m kernel/feature block inside a task (bytes, float64)
 BLOCK_BYTES = 64 * 2**20
@@ -101,11 +107,48 @@ def _dense_product(x, y) -> np.ndarray:
     return np.require(K, dtype=np.float64, requirements=["C", "W"])
 
 
-def kernel_block(
-    x, y, *, kernel: str, gamma: float, degree: int = 3, coef0: float = 1.0
-):
+def _linear(K, x, y, gamma, degree, coef0):
+    return K
+
+
+def _rbf(K, x, y, gamma, degree, coef0):
+    K *= -2.0
+    K += _squared_norms(x)[:, None]
+    K += _squared_norms(y)[None, :]
+    np.maximum(K, 0.0, out=K)
+    K *= -gamma
+    np.exp(K, out=K)
+    return K
+
+
+def _poly(K, x, y, gamma, degree, coef0):
+    K *= gamma
+    K += coef0
+    if degree == 1:
+        return K
+    if degree == 2:
+        np.multiply(K, K, out=K)
+        return K
+    np.power(K, degree, out=K)
+    return K
+
+
+def _sigmoid(K, x, y, gamma, degree, coef0):
+    K *= gamma
+    K += coef0
+    np.tanh(K, out=K)
+    return K
+
+
+#: the kernels by name: each turns ``K = x yᵀ`` (float64, writable) into ``k(x, y)`` in
+#: place, given the blocks and ``gamma, degree, coef0``. The model looks its kernel up
+#: here once; the functions below take the function, never the name.
+KERNELS = {"rbf": _rbf, "poly": _poly, "sigmoid": _sigmoid, "linear": _linear}
+
+
+def kernel_block(x, y, *, kernel, gamma: float, degree: int = 3, coef0: float = 1.0):
     """``K[i, j] = k(x_i, y_j)`` for in-memory blocks ``x`` (a × d) and ``y`` (b × d),
-    float64.
+    float64; ``kernel`` is one of :data:`KERNELS`' functions.
 
     Either block may be a ``scipy.sparse`` matrix: ``xᵀy`` is then a sparse–dense (or
     sparse–sparse) product and ``‖x‖²`` a sum over the stored values, so a sparse block
@@ -116,31 +159,7 @@ def kernel_block(
     """
     x = as_rows64(x)
     y = as_rows64(y)
-    K = _dense_product(x, y)
-    if kernel == "linear":
-        return K
-    if kernel == "rbf":
-        K *= -2.0
-        K += _squared_norms(x)[:, None]
-        K += _squared_norms(y)[None, :]
-        np.maximum(K, 0.0, out=K)
-        K *= -gamma
-        np.exp(K, out=K)
-        return K
-    K *= gamma
-    K += coef0
-    if kernel == "poly":
-        if degree == 1:
-            return K
-        if degree == 2:
-            np.multiply(K, K, out=K)
-            return K
-        np.power(K, degree, out=K)
-        return K
-    if kernel == "sigmoid":
-        np.tanh(K, out=K)
-        return K
-    raise ValueError(f"unknown kernel {kernel!r}; allowed: {', '.join(KERNELS)}")
+    return kernel(_dense_product(x, y), x, y, gamma, degree, coef0)
 
 
 def _rows_per_batch(width: int, budget: int = BLOCK_BYTES) -> int:
@@ -162,7 +181,7 @@ def nystroem_normalization(K_LL: np.ndarray, *, rtol: float = 1e-10):
     layout of the landmarks.
     """
     s, U = eigh_descending(np.asarray(K_LL, dtype=np.float64))
-    top = s[0] if s.size else 0.0
+    top = s.max(initial=0.0)  # a non-positive top is refused below
     if not top > 0:
         raise ValueError(
             "the kernel matrix of the landmarks has no positive eigenvalue; the "
@@ -248,58 +267,121 @@ def _rff_block(x, W, b, keep=None, out=None):
     return Z
 
 
+# -- feature maps: what transform and the pre-images map rows to -----------------------
+@dataclass(frozen=True, eq=False)
+class KernelRows:
+    """``φ(x) = k(x, R)``: the kernel rows of ``x`` against fixed rows ``R`` (n_R × d).
+
+    Nyström's transform (``R`` the landmarks, the normalisation folded into the
+    projection) and the exact pre-image map (``R`` the training scores). ``kparams``
+    are :func:`kernel_block`'s keywords (the kernel function and its parameters).
+    """
+
+    rows: np.ndarray
+    kparams: dict
+
+    @property
+    def width(self) -> int:
+        """Columns of the kernel block a row's features are computed from."""
+        return self.rows.shape[0]
+
+    @property
+    def dim(self) -> int:
+        """Columns of ``φ(x)``."""
+        return self.rows.shape[0]
+
+    def features(self, x) -> np.ndarray:
+        return kernel_block(x, self.rows, **self.kparams)
+
+    def project(self, x, P: np.ndarray) -> np.ndarray:
+        """``φ(x) P``."""
+        return self.features(x) @ P
+
+
+@dataclass(frozen=True, eq=False)
+class CentredKernelRows(KernelRows):
+    """The exact transform: the kernel rows against the training rows, each centred by
+    its own mean in the projection (with the dual coefficients ``P``, the training
+    kernel's means are in the offset)."""
+
+    def project(self, x, P: np.ndarray) -> np.ndarray:
+        F = self.features(x)
+        z = F @ P
+        z -= F.mean(axis=1)[:, None] * P.sum(axis=0)[None, :]
+        return z
+
+
+@dataclass(frozen=True, eq=False)
+class NystroemFeatures(KernelRows):
+    """``φ(x) = k(x, L) N``: Nyström features on landmarks ``L`` (m × d) with the
+    normalisation ``N`` (m × r) — the pre-image map's features of the scores."""
+
+    normalization: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        return self.normalization.shape[1]
+
+    def features(self, x) -> np.ndarray:
+        return super().features(x) @ self.normalization
+
+
+@dataclass(frozen=True, eq=False)
+class FourierFeatures:
+    """``φ(x) = √(2/m) cos(x W + b)``: random Fourier features (``W`` d × m, ``b``
+    (m,))."""
+
+    weights: np.ndarray
+    offset: np.ndarray
+
+    @property
+    def width(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.weights.shape[1]
+
+    def features(self, x) -> np.ndarray:
+        return _rff_block(x, self.weights, self.offset)
+
+    def project(self, x, P: np.ndarray) -> np.ndarray:
+        return self.features(x) @ P
+
+
 # -- fused feature map + projection (transform) ----------------------------------------
-def _feature_width(kind: str, arrays: tuple) -> int:
-    """Columns of the kernel (Nyström, exact) or feature (RFF) block of ``kind``."""
-    return arrays[0].shape[0] if kind in ("nystroem", "exact") else arrays[0].shape[1]
-
-
-def project_rows(x, kind, arrays, kparams, P, offset, budget=BLOCK_BYTES):
-    """Scores ``feature(x) P − offset`` of in-memory rows ``x`` (see
+def project_rows(x, fmap, P, offset, budget=BLOCK_BYTES):
+    """Scores ``fmap.project(x, P) − offset`` of in-memory rows ``x`` (see
     :func:`project_features`); ``x`` may be a sparse block."""
     x = as_rows64(x)
-    step = _rows_per_batch(_feature_width(kind, arrays), budget)
+    step = _rows_per_batch(fmap.width, budget)
     out = np.empty((x.shape[0], P.shape[1]), dtype=np.float64)
     for start in range(0, x.shape[0], step):
-        xb = x[start : start + step]
-        if kind == "rff":
-            F = _rff_block(xb, *arrays)
-            out[start : start + step] = F @ P
-        else:
-            F = kernel_block(xb, arrays[0], **kparams)
-            z = F @ P
-            if kind == "exact":  # centre the new kernel rows against the training rows
-                a_sum = P.sum(axis=0)
-                z -= F.mean(axis=1)[:, None] * a_sum[None, :]
-            out[start : start + step] = z
+        out[start : start + step] = fmap.project(x[start : start + step], P)
     out -= offset
     return out
 
 
 def project_features(
     X: da.Array,
-    kind: str,
-    arrays: tuple,
+    fmap,
     P: np.ndarray,
     offset: np.ndarray,
     *,
-    kparams: dict | None = None,
     budget: int = BLOCK_BYTES,
 ) -> da.Array:
-    """Lazy scores ``feature(x) P − offset`` (n × k), blockwise, in row sub-batches.
+    """Lazy scores ``fmap.project(x, P) − offset`` (n × k), blockwise, in row
+    sub-batches.
 
-    ``kind`` is ``"nystroem"`` (``arrays = (landmarks,)``, ``P = N V``), ``"rff"``
-    (``arrays = (W, b)``) or ``"exact"`` (``arrays = (X_fit,)``, ``P`` the dual
-    coefficients, and each kernel row is also centred by its own mean). Within a task
-    at most ``budget`` bytes of kernel/feature values exist at once, whatever the row
-    chunk size.
+    ``fmap`` is :class:`KernelRows` on the landmarks (Nyström, ``P = N V``),
+    :class:`FourierFeatures` (RFF) or :class:`CentredKernelRows` on the training rows
+    (exact, ``P`` the dual coefficients). Within a task at most ``budget`` bytes of
+    kernel/feature values exist at once, whatever the row chunk size.
     """
     k = P.shape[1]
     return X.map_blocks(
         project_rows,
-        kind,
-        arrays,
-        kparams or {},
+        fmap,
         P,
         offset,
         budget,
@@ -310,21 +392,6 @@ def project_features(
 
 
 # -- pre-images: a kernel ridge from scores back to the inputs -------------------------
-def score_features(z, kind: str, arrays: tuple, kparams: dict):
-    """Features ``φ(z)`` of score rows ``z`` (a × k) for the pre-image ridge, float64.
-
-    ``kind`` is ``"exact"`` (``arrays = (Z_fit,)``: the kernel rows ``k(z, Z_fit)``
-    against the training scores), ``"nystroem"`` (``arrays = (Z_L, N)``:
-    ``k(z, Z_L) N`` on score landmarks) or ``"rff"`` (``arrays = (W, b)``: random
-    Fourier features of the scores).
-    """
-    z = np.asarray(z, dtype=np.float64)
-    if kind == "rff":
-        return _rff_block(z, *arrays)
-    K = kernel_block(z, arrays[0], **kparams)
-    return K if kind == "exact" else K @ arrays[1]
-
-
 def _preimage_chunk(x, *, projection, features, budget):
     """``{"A": Σ φ(z)ᵀφ(z), "B": Σ φ(z)ᵀx}`` of one row block, ``z`` its scores.
 
@@ -332,21 +399,14 @@ def _preimage_chunk(x, *, projection, features, budget):
     exceed ``budget`` bytes each, whatever the row chunk size.
     """
     x = as_rows64(x)
-    kind, arrays, kparams = features
-    r = arrays[1].shape[1] if kind == "nystroem" else _feature_width(kind, arrays)
+    fmap, P, offset = projection
+    r = features.dim
     A = np.zeros((r, r))
     B = np.zeros((r, x.shape[1]))
-    step = _rows_per_batch(
-        max(
-            _feature_width(projection[0], projection[1]),
-            _feature_width(kind, arrays),
-            x.shape[1],
-        ),
-        budget,
-    )
+    step = _rows_per_batch(max(fmap.width, features.width, x.shape[1]), budget)
     for start in range(0, x.shape[0], step):
         xb = x[start : start + step]
-        F = score_features(project_rows(xb, *projection, budget), kind, arrays, kparams)
+        F = features.features(project_rows(xb, fmap, P, offset, budget))
         A += F.T @ F
         B += (xb.T @ F).T if issparse(xb) else F.T @ xb
     return {"A": A, "B": B}
@@ -355,7 +415,7 @@ def _preimage_chunk(x, *, projection, features, budget):
 def preimage_stats_graph(
     X: da.Array,
     projection: tuple,
-    features: tuple,
+    features,
     *,
     budget: int = BLOCK_BYTES,
     split_every: int = 8,
@@ -363,12 +423,13 @@ def preimage_stats_graph(
     """Delayed ``{"A": Σ φ(z)ᵀφ(z) (r × r), "B": Σ φ(z)ᵀx (r × d)}`` over the rows of
     ``X``.
 
-    ``z`` are the rows' scores, ``projection = (kind, arrays, kparams, P, offset)``
-    as in :func:`project_features`; ``φ`` is :func:`score_features` with
-    ``features = (kind, arrays, kparams)``. One pass: each row block is projected and
-    reduced where it lives, the partials are summed in a tree of fan-in
-    ``split_every``; only r × r and r × d arrays travel. The kernel ridge
-    ``(A + αI) C = B`` then gives the pre-image map ``z ↦ φ(z) C``.
+    ``z`` are the rows' scores, ``projection = (fmap, P, offset)`` as in
+    :func:`project_features`; ``φ`` is the feature map ``features``
+    (:class:`KernelRows`, :class:`NystroemFeatures` or :class:`FourierFeatures` of
+    the scores). One pass: each row block is projected and reduced where it lives, the
+    partials are summed in a tree of fan-in ``split_every``; only r × r and r × d
+    arrays travel. The kernel ridge ``(A + αI) C = B`` then gives the pre-image map
+    ``z ↦ φ(z) C``.
     """
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: -1})
@@ -378,22 +439,18 @@ def preimage_stats_graph(
     return reduce_rows(X, chunk, merge_code_stats, split_every=split_every)
 
 
-def _preimage_block(z, kind, arrays, kparams, C, budget):
+def _preimage_block(z, features, C, budget):
     z = np.asarray(z, dtype=np.float64)
     out = np.empty((z.shape[0], C.shape[1]), dtype=np.float64)
-    step = _rows_per_batch(max(_feature_width(kind, arrays), C.shape[1]), budget)
+    step = _rows_per_batch(max(features.width, C.shape[1]), budget)
     for start in range(0, z.shape[0], step):
-        out[start : start + step] = (
-            score_features(z[start : start + step], kind, arrays, kparams) @ C
-        )
+        out[start : start + step] = features.features(z[start : start + step]) @ C
     return out
 
 
 def preimage_map(
     Z: da.Array,
-    kind: str,
-    arrays: tuple,
-    kparams: dict,
+    features,
     C: np.ndarray,
     *,
     budget: int = BLOCK_BYTES,
@@ -401,17 +458,15 @@ def preimage_map(
     """Lazy pre-images ``φ(Z) C`` (n × d) of scores ``Z`` (n × k), one block per row
     chunk.
 
-    ``φ`` as in :func:`score_features`; ``C`` (r × d) the ridge coefficients. Memory
-    per task: the output block plus a sub-batch of kernel values within ``budget``
-    bytes.
+    ``φ`` the feature map ``features`` of the scores (as in
+    :func:`preimage_stats_graph`); ``C`` (r × d) the ridge coefficients. Memory per
+    task: the output block plus a sub-batch of kernel values within ``budget`` bytes.
     """
     if len(Z.chunks[1]) != 1:
         Z = Z.rechunk({1: -1})
     return Z.map_blocks(
         _preimage_block,
-        kind,
-        arrays,
-        kparams,
+        features,
         C,
         budget,
         chunks=(Z.chunks[0], (C.shape[1],)),
@@ -557,14 +612,13 @@ def centred_kernel_eigh(K: da.Array, k: int, *, top=lanczos_top, seed=None):
 
     def times(V):
         V = np.asarray(V, dtype=np.float64)
-        vec = V.ndim == 1
-        V2 = V[:, None] if vec else V
+        V2 = V.reshape(n, -1)  # ARPACK's matvec gives a vector, matmat a matrix
         (KV,) = dask.compute(K @ da.from_array(V2, chunks=(row_chunks, V2.shape[1])))
         ones_v = V2.sum(axis=0)
         KV -= (col_mean @ V2)[None, :]
         KV -= np.outer(col_mean, ones_v)
         KV += g * ones_v[None, :]
-        return KV[:, 0] if vec else KV
+        return KV.reshape(V.shape)
 
     w, U = top(times, n, k, np.random.default_rng(seed))
     return w, U, col_mean, g, trace_c

@@ -247,9 +247,7 @@ class LatentGaussianMixin:
         if w is not None:
             w = np.asarray(w, dtype=np.float64)
             zero = w == 0
-            keep = getattr(self, "_features_kept", None)
-            if keep is not None:  # a feature left out of the fit may weigh 0
-                zero &= keep
+            zero &= self.features_kept_  # a feature left out of the fit may weigh 0
             zero = np.flatnonzero(zero)
             if zero.size:
                 shown = ", ".join(map(str, zero[:10])) + (

@@ -63,8 +63,9 @@ def refuse_nonfinite(X, *, keep=None, allow_nan: bool = False, what: str = "X"):
     methods on new data) of every estimator and analysis tool (HilbertEOF's own,
     stricter, aside): an infinite value is refused, and a NaN too unless
     ``allow_nan`` (a model of missing entries). Only the features the model uses are
-    looked at (``keep``, a mask over the columns; None: all): features NaN in every
-    fitted sample (land) stay out.
+    looked at (``keep``, a bool array over the columns — the model's
+    ``_features_kept`` — or None: all): features NaN in every fitted sample (land)
+    stay out.
 
     In-memory input is checked now and returned. A dask array (dense or CSR blocks)
     is returned with each block checked when it is computed: finding a NaN needs the
@@ -72,7 +73,6 @@ def refuse_nonfinite(X, *, keep=None, allow_nan: bool = False, what: str = "X"):
     in the blocks the projection reads anyway (its ``ValueError`` counts the values
     of that row block).
     """
-    keep = None if keep is None else np.asarray(keep, dtype=bool)
     if not isinstance(X, da.Array):
         _refuse_block(X, keep, allow_nan=allow_nan, what=what)
         return X

@@ -43,16 +43,20 @@ class FeatureSelectionMixin:
 
         ``n_observed`` holds each feature's count of non-NaN entries. ``check(land)``
         (bool mask) runs before anything is recorded, so that an estimator refuses
-        other non-finite values first. Returns the mask of kept features, or None
-        when every feature is kept. ``reason`` says why a feature with a count of 0
+        other non-finite values first. Returns the mask of kept features (all True
+        when every feature is kept). ``reason`` says why a feature with a count of 0
         leaves (genotypes: also monomorphic).
+
+        The model records the mask (``_features_kept``) only when a feature leaves:
+        ``_features_kept`` is the fit's column selection, None when there is none, so
+        that the data of a fit without land go through no column index.
         """
         land = np.asarray(n_observed) == 0
         if check is not None:
             check(land)
         n_drop = int(land.sum())
         if not n_drop:
-            return None
+            return ~land
         if land.all():
             raise ValueError(f"every feature is {reason}; nothing to fit")
         per_feature = ", ".join(name for name, _ in self._per_feature_attrs)

@@ -282,7 +282,7 @@ class ExtendedEOF(DecompositionMixin):
         )
         (mom,) = passes.compute(graph, name="lagged moments")
         keep = self._land(mom, n_win, d, L, data)
-        if keep is not None:
+        if not keep.all():
             sel = np.tile(keep, L)
             mom = {
                 **mom,
@@ -312,11 +312,11 @@ class ExtendedEOF(DecompositionMixin):
             int(k),
         )
 
-    def _land(self, mom: dict, n_win: int, d: int, L: int, data) -> np.ndarray | None:
-        """Features NaN at every sample leave the fit (land); any other NaN is
-        refused."""
+    def _land(self, mom: dict, n_win: int, d: int, L: int, data) -> np.ndarray:
+        """The mask of the features kept: those NaN at every sample leave the fit
+        (land); any other NaN is refused."""
         if not mom["bad"] and not mom["tail_nan"].any():
-            return None
+            return np.ones(d, dtype=bool)
         nanf = mom.get("nan_features", np.zeros(L * d, dtype=np.int64)).reshape(L, d)
         # values seen over all n samples: the windows' first rows and the tail
         observed = (n_win - nanf[0]) + (self._halo() - mom["tail_nan"])

@@ -25,6 +25,10 @@ from ..linalg import (
 )
 from ..linalg.kernels import (
     KERNELS,
+    CentredKernelRows,
+    FourierFeatures,
+    KernelRows,
+    NystroemFeatures,
     _nystroem_block,
     _rff_block,
     as_rows64,
@@ -479,8 +483,11 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         return self._kernel_params(self.gamma_)
 
     def _kernel_params(self, gamma: float) -> dict:
+        """:func:`~scalepca.linalg.kernels.kernel_block`'s keywords: the kernel's
+        function (looked up here, once; the parameter check refused unknown names) and
+        its parameters."""
         return {
-            "kernel": self.kernel,
+            "kernel": KERNELS[self.kernel],
             "gamma": float(gamma),
             "degree": int(self.degree),
             "coef0": float(self.coef0),
@@ -568,10 +575,10 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
 
         A feature NaN in every sampled row but not in every row of X has missing
         values, which kernel PCA refuses: the feature map checks the left-out columns
-        in its pass over X. Returns
-        ``(rows without those features, keep mask or None)``. ``rows`` may be CSR (a
-        k-means++ pool of sparse rows): a feature is then NaN in every row when every
-        row stores NaN in it.
+        in its pass over X (``_features_kept``, the fit's column selection). Returns
+        the rows without those features. ``rows`` may be CSR (a k-means++ pool of
+        sparse rows): a feature is then NaN in every row when every row stores NaN in
+        it.
         """
         n_rows, d = rows.shape
         if issparse(rows):
@@ -596,11 +603,10 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
                     "(features that are NaN in every sample are left out)"
                 )
 
-        observed = n_rows - nan_per_feature if n_rows else np.ones(d, dtype=np.int64)
-        keep = self._leave_out_land(observed, data, check=check)
-        if keep is None:
-            return rows, None
-        return rows[:, keep], keep
+        keep = self._leave_out_land(n_rows - nan_per_feature, data, check=check)
+        if keep.all():
+            return rows
+        return rows[:, keep]
 
     def _fit_features(self, X, k: int, m: int, seed, data: MatrixInput) -> dict:
         """Nyström / RFF: feature map, one pass of moments, eigh of the m × m Gram.
@@ -611,7 +617,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         """
         if self.approximation == "nystroem":
             rng = np.random.default_rng(seed)
-            rows, keep = self._leave_out_nan_features(
+            rows = self._leave_out_nan_features(
                 self._sample_rows(X, m, rng), data, sample="the sampled landmark rows"
             )
             kparams = self._resolved_kparams(rows.shape[1])
@@ -628,7 +634,11 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
                 )
             state = {"landmarks_": L, "normalization_": N}
             feature_map = partial(
-                _nystroem_block, landmarks=L, normalization=N, keep=keep, **kparams
+                _nystroem_block,
+                landmarks=L,
+                normalization=N,
+                keep=self._features_kept,
+                **kparams,
             )
         else:
             # one row tells which features can be NaN in every sample: the weights are
@@ -636,13 +646,13 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             # pass, which then reads every block once (on one row block, reading the
             # row apart would read all the data twice)
             X, first = _first_row_kept(X)
-            first, keep = self._leave_out_nan_features(
+            first = self._leave_out_nan_features(
                 dense_rows64(first), data, sample="the first row"
             )
             kparams = self._resolved_kparams(first.shape[1])
             W, b = rff_weights(first.shape[1], m, kparams["gamma"], seed)
             state = {"random_weights_": W, "random_offset_": b}
-            feature_map = partial(_rff_block, W=W, b=b, keep=keep)
+            feature_map = partial(_rff_block, W=W, b=b, keep=self._features_kept)
         # the features are mapped and reduced slab by slab inside each row block's task:
         # never a whole feature block in memory, and one task (one partial) per row
         # block
@@ -678,7 +688,7 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             (Xf,) = dask.compute(X)
         # sparse input: kept dense like dense input's (within EXACT_MAX_TRAIN_BYTES, 8 n
         # d)
-        Xf, _ = self._leave_out_nan_features(
+        Xf = self._leave_out_nan_features(
             dense_rows64(Xf), data, sample="the training data"
         )
         Xf = np.ascontiguousarray(Xf)
@@ -711,32 +721,31 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         """
         kparams = self._kparams()
         alpha = float(self.alpha)
-        kind, arrays, P, offset = self._projection()
-        if kind == "exact":
+        if self.approximation == "exact":
             Z_fit = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
             K = kernel_block(Z_fit, Z_fit, **kparams)
             K.flat[:: K.shape[0] + 1] += alpha
             dual = ridge_solve(K, self._kept(self.X_fit_, axis=1), alpha)
             return {"X_transformed_fit_": Z_fit, "dual_coef_": dual}
-        if kind == "nystroem":
+        projection = self._projection()
+        if self.approximation == "nystroem":
             # score landmarks: the scores of the fit's landmarks (a sample of the
             # training rows, or the k-means++ centres), with the kernel's Nyström map on
             # them
-            Z_L = project_rows(arrays[0], kind, arrays, kparams, P, offset)
+            fmap = projection[0]
+            Z_L = project_rows(fmap.rows, *projection)
             N_Z, _ = nystroem_normalization(
                 kernel_block(Z_L, Z_L, **kparams), rtol=NYSTROEM_RTOL
             )
-            features = ("nystroem", (Z_L, N_Z), kparams)
+            features = NystroemFeatures(Z_L, kparams, N_Z)
             state = {"inverse_landmarks_": Z_L, "inverse_normalization_": N_Z}
         else:
             W, b = rff_weights(
                 self.n_components_, self.n_kernel_features_, kparams["gamma"], seed
             )
-            features = ("rff", (W, b), {})
+            features = FourierFeatures(W, b)
             state = {"inverse_weights_": W, "inverse_offset_": b}
-        graph = preimage_stats_graph(
-            self._select_features(X), (kind, arrays, kparams, P, offset), features
-        )
+        graph = preimage_stats_graph(self._select_features(X), projection, features)
         with self._timed_pass("pre-image statistics"):
             (stats,) = dask.compute(graph)
         A = stats["A"]
@@ -745,19 +754,21 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
         return state
 
     def _inverse_features(self):
-        """(kind, arrays, C) of the fitted pre-image map."""
+        """(the feature map of the scores, C) of the fitted pre-image map."""
         if hasattr(self, "dual_coef_"):
-            return "exact", (self.X_transformed_fit_,), self.dual_coef_
+            return KernelRows(self.X_transformed_fit_, self._kparams()), self.dual_coef_
         if hasattr(self, "inverse_landmarks_"):
             return (
-                "nystroem",
-                (self.inverse_landmarks_, self.inverse_normalization_),
+                NystroemFeatures(
+                    self.inverse_landmarks_,
+                    self._kparams(),
+                    self.inverse_normalization_,
+                ),
                 self.inverse_coef_,
             )
         if hasattr(self, "inverse_weights_"):
             return (
-                "rff",
-                (self.inverse_weights_, self.inverse_offset_),
+                FourierFeatures(self.inverse_weights_, self.inverse_offset_),
                 self.inverse_coef_,
             )
         raise NotFittedError(
@@ -793,9 +804,9 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
 
     def _preimages(self, Z):
         self._check_fitted()
-        kind, arrays, C = self._inverse_features()
+        features, C = self._inverse_features()
         zin = self._scores_input(Z, self.n_components_)
-        Xhat = preimage_map(zin.data, kind, arrays, self._kparams(), C)
+        Xhat = preimage_map(zin.data, features, C)
         # the ridge learnt standardised rows
         if getattr(self, "scale_", None) is not None:
             Xhat = Xhat * self.scale_ + self.input_mean_
@@ -820,7 +831,8 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
 
     # -- transforms --------------------------------------------------------------------
     def _projection(self):
-        """(kind, arrays, P, offset) of the fitted model's ``transform``."""
+        """(feature map, P, offset) of the fitted model's ``transform``: scores are
+        ``fmap.project(x, P) − offset``."""
         if hasattr(self, "X_fit_"):
             lam = self.eigenvalues_
             inv = np.divide(
@@ -828,17 +840,15 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             )
             A = self.eigenvectors_ * inv[None, :]  # dual coefficients
             offset = self.K_fit_rows_ @ A - self.K_fit_all_ * A.sum(axis=0)
-            return "exact", (self._kept(self.X_fit_, axis=1),), A, offset
+            fmap = CentredKernelRows(self._kept(self.X_fit_, axis=1), self._kparams())
+            return fmap, A, offset
         V = self.components_.T
         offset = self.mean_ @ V
         if hasattr(self, "landmarks_"):
-            return (
-                "nystroem",
-                (self._kept(self.landmarks_, axis=1),),
-                self.normalization_ @ V,
-                offset,
-            )
-        return "rff", (self._kept(self.random_weights_), self.random_offset_), V, offset
+            fmap = KernelRows(self._kept(self.landmarks_, axis=1), self._kparams())
+            return fmap, self.normalization_ @ V, offset
+        fmap = FourierFeatures(self._kept(self.random_weights_), self.random_offset_)
+        return fmap, V, offset
 
     def transform(self, X):
         """Kernel principal component scores of ``X`` (lazy for dask and xarray input).
@@ -862,14 +872,9 @@ class KernelPCA(KernelMomentUpdate, DecompositionMixin):
             The kernel principal component scores.
         """
         data = self._transform_input(X, unknown_rows=True)  # lazy for a dask DataFrame
-        kind, arrays, P, offset = self._projection()
         Z = project_features(
             self._select_features(self._standardized_input(data.data)),
-            kind,
-            arrays,
-            P,
-            offset,
-            kparams=self._kparams(),
+            *self._projection(),
         )
         return data.wrap_samples(Z)
 

@@ -532,7 +532,6 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
                 )
 
         keep = self._leave_out_land(mom["c"], data, check=check)
-        keep = np.ones(d, dtype=bool) if keep is None else keep
         d_fit = int(keep.sum())
         if k >= d_fit or k > n_rows:
             raise ValueError(
@@ -771,7 +770,7 @@ class PPCA(PPCAMomentUpdate, _BaseSpectralPCA):
         # fill in standardised units, back to the data's (widened)
         if scale is not None:
             full = np.ones(Xd.shape[1])
-            full[keep if keep is not None else slice(None)] = scale
+            full[self.features_kept_] = scale
             filled = (Xd / full).map_blocks(
                 impute_block,
                 mean,
