@@ -9,6 +9,7 @@ source of the docs page "what works with what"); this module only runs them.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import re
 import zlib
@@ -325,6 +326,14 @@ def _data_space(obj, ref: Reference, *, leading="sample"):
 #: tool itself
 TOOLS = ("MCA", "HilbertEOF", "BootstrapEOF", "tools-raw")
 
+#: (fitted model, dense reference, float32 bounds) of each (estimator, kind, option) on
+#: its data, made by the first cell of the triple a process runs: a fit is most of a
+#: cell's time, and the triple's other operations need the same one. Cells take deep
+#: copies, so an operation that changes the model or the reference in place changes
+#: its own copy only (and fails its own checks); a fit that raises is not kept, so
+#: every cell of the triple raises it again.
+_FITS: dict[tuple, tuple] = {}
+
 
 # -- a cell ----------------------------------------------------------------------------
 class Cell:
@@ -335,11 +344,13 @@ class Cell:
         self.op = op
         self.tmp = tmp_path
         self.tasks = tasks
-        # values of its own per cell, so that no cell can depend on what an earlier cell
-        # of the same process fitted (that scalepca keeps no such state by value is
-        # checked on its own: test_no_description_leaks_by_value)
+        # values of its own per (estimator, kind, option), so that no cell can depend
+        # on what a cell of another triple fitted earlier in the same process (that
+        # scalepca keeps no such state by value is checked on its own:
+        # test_no_description_leaks_by_value); the operations of one triple share its
+        # fit (_FITS)
         self.shift = (
-            zlib.crc32("/".join((estimator, kind, option, op)).encode()) % 997 * 1e-6
+            zlib.crc32("/".join((estimator, kind, option)).encode()) % 997 * 1e-6
         )
 
     def call(self, f, *args, **kwargs):
@@ -382,6 +393,20 @@ class Cell:
         model = self.est.make(**self.params(**extra))
         return self.call(model.fit, Xfit)
 
+    def shared_fit(self, X, Xfit):
+        """(the model fitted on ``Xfit``, the reference of ``X``): copies of the
+        triple's (:data:`_FITS`), fitted here if this cell is its first. ``Xfit`` is
+        the cell's own input, made from the triple's data ``X`` as the first cell's
+        was."""
+        key = (self.est.name, self.kind.name, self.option.name)
+        if key not in _FITS:
+            model = self.fit(Xfit)
+            ref = self.reference(X)
+            # a copy: NumPy memory of its own, not the blocks of the cell's store
+            _FITS[key] = copy.deepcopy((model, ref, self.bounds))
+        model, ref, self.bounds = copy.deepcopy(_FITS[key])
+        return model, ref
+
     def run(self):
         with dask.config.set(self.option.config):
             return self._run()
@@ -398,8 +423,7 @@ class Cell:
         if op == "run-singlecell":
             return self.run_singlecell(X)
         Xfit, Xnew, raw = self.inputs(X)
-        model = self.fit(Xfit)
-        ref = self.reference(X)
+        model, ref = self.shared_fit(X, Xfit)
         if (
             op.split(">", 1)[-1] in TOOLS
         ):  # the analysis tool's own model saved and loaded
