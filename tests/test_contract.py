@@ -41,6 +41,34 @@ def tasks():
         yield counter
 
 
+@pytest.fixture(scope="module")
+def cli_scheduler():
+    """() → the address of one dask cluster of the module, in this process with one
+    worker thread (as ``--no-processes --n-workers 1`` would start), started at the
+    first call: the cells' CLI commands join it with ``--scheduler`` instead of each
+    starting and closing a cluster of its own (the commands' own clusters are
+    tests/test_cli.py's)."""
+    clusters = []
+
+    def address():
+        if not clusters:
+            from distributed import LocalCluster
+
+            clusters.append(
+                LocalCluster(
+                    n_workers=1,
+                    threads_per_worker=1,
+                    processes=False,
+                    dashboard_address=None,
+                )
+            )
+        return clusters[0].scheduler_address
+
+    yield address
+    for cluster in clusters:
+        cluster.close()
+
+
 def _param(cell):
     outcome = C.expectation(cell)
     marks = []
@@ -337,13 +365,15 @@ _FITS: dict[tuple, tuple] = {}
 
 # -- a cell ----------------------------------------------------------------------------
 class Cell:
-    def __init__(self, estimator, kind, option, op, tmp_path, tasks):
+    def __init__(self, estimator, kind, option, op, tmp_path, tasks, scheduler):
         self.est = C._ESTIMATORS[estimator]
         self.kind = C._KINDS[kind]
         self.option = C._OPTIONS[option]
         self.op = op
         self.tmp = tmp_path
         self.tasks = tasks
+        #: () → the address of the scheduler its CLI commands join (cli_scheduler)
+        self.scheduler = scheduler
         # values of its own per (estimator, kind, option), so that no cell can depend
         # on what a cell of another triple fitted earlier in the same process (that
         # scalepca keeps no such state by value is checked on its own:
@@ -820,7 +850,16 @@ class Cell:
         (self.tmp / "run.yaml").write_text(yaml.safe_dump(cfg))
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            rc = self.call(main, ["run", str(self.tmp / "run.yaml"), "-q"])
+            rc = self.call(
+                main,
+                [
+                    "run",
+                    str(self.tmp / "run.yaml"),
+                    "-q",
+                    "--scheduler",
+                    self.scheduler(),
+                ],
+            )
         if rc == 2:  # refused: the message, in the config's words, as an error here
             raise ValueError(err.getvalue())
         assert rc == 0, f"scalepca run exited with {rc}: {err.getvalue()}"
@@ -1011,7 +1050,8 @@ class Cell:
             }
             path = self.tmp / f"{method}.yaml"
             path.write_text(yaml.safe_dump(cfg))
-            assert self.call(main, ["run", str(path), "--quiet"]) == 0, method
+            argv = ["run", str(path), "--quiet", "--scheduler", self.scheduler()]
+            assert self.call(main, argv) == 0, method
             got = self.call(scalepca.load, out / "model.zarr")
             assert type(got) is type(tool) and got.get_params() == tool.get_params()
             for name in _fitted_arrays(tool):
@@ -1145,9 +1185,8 @@ class Cell:
                     "--out",
                     str(out),
                     "--no-progress",
-                    "--no-processes",
-                    "--n-workers",
-                    "1",
+                    "--scheduler",
+                    self.scheduler(),
                     "-q",
                 ],
             )
@@ -1305,9 +1344,8 @@ class Cell:
                 "--out",
                 str(out),
                 "--no-progress",
-                "--no-processes",
-                "--n-workers",
-                "1",
+                "--scheduler",
+                self.scheduler(),
             ],
         )
         assert rc == 0, f"scalepca transform exited with {rc}"
@@ -1416,8 +1454,8 @@ def _flat(s):
 @pytest.mark.parametrize(
     ("estimator", "kind", "option", "op"), [_param(c) for c in CELLS]
 )
-def test_contract(estimator, kind, option, op, tmp_path, tasks):
-    cell = Cell(estimator, kind, option, op, tmp_path, tasks)
+def test_contract(estimator, kind, option, op, tmp_path, tasks, cli_scheduler):
+    cell = Cell(estimator, kind, option, op, tmp_path, tasks, cli_scheduler)
     outcome = C.expectation((estimator, kind, option, op))
     if isinstance(
         outcome, C.Defect
