@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import itertools
 from collections.abc import Callable
 
@@ -1465,6 +1466,7 @@ EXPECTATIONS = [
 ]
 
 
+@functools.cache  # the collection asks for each of the ~2,400 cells twice
 def expectation(cell: tuple):
     """The outcome the table gives ``cell`` (None: equal to the reference). A composite
     operation ``save-load>OP`` has OP's outcome, unless a row names it."""

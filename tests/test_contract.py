@@ -9,6 +9,7 @@ source of the docs page "what works with what"); this module only runs them.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import re
 import zlib
@@ -38,6 +39,34 @@ def tasks():
     counter = TaskCounter()
     with dask.config.set(scheduler="sync"), counter:
         yield counter
+
+
+@pytest.fixture(scope="module")
+def cli_scheduler():
+    """() → the address of one dask cluster of the module, in this process with one
+    worker thread (as ``--no-processes --n-workers 1`` would start), started at the
+    first call: the cells' CLI commands join it with ``--scheduler`` instead of each
+    starting and closing a cluster of its own (the commands' own clusters are
+    tests/test_cli.py's)."""
+    clusters = []
+
+    def address():
+        if not clusters:
+            from distributed import LocalCluster
+
+            clusters.append(
+                LocalCluster(
+                    n_workers=1,
+                    threads_per_worker=1,
+                    processes=False,
+                    dashboard_address=None,
+                )
+            )
+        return clusters[0].scheduler_address
+
+    yield address
+    for cluster in clusters:
+        cluster.close()
 
 
 def _param(cell):
@@ -325,21 +354,33 @@ def _data_space(obj, ref: Reference, *, leading="sample"):
 #: tool itself
 TOOLS = ("MCA", "HilbertEOF", "BootstrapEOF", "tools-raw")
 
+#: (fitted model, dense reference, float32 bounds) of each (estimator, kind, option) on
+#: its data, made by the first cell of the triple a process runs: a fit is most of a
+#: cell's time, and the triple's other operations need the same one. Cells take deep
+#: copies, so an operation that changes the model or the reference in place changes
+#: its own copy only (and fails its own checks); a fit that raises is not kept, so
+#: every cell of the triple raises it again.
+_FITS: dict[tuple, tuple] = {}
+
 
 # -- a cell ----------------------------------------------------------------------------
 class Cell:
-    def __init__(self, estimator, kind, option, op, tmp_path, tasks):
+    def __init__(self, estimator, kind, option, op, tmp_path, tasks, scheduler):
         self.est = C._ESTIMATORS[estimator]
         self.kind = C._KINDS[kind]
         self.option = C._OPTIONS[option]
         self.op = op
         self.tmp = tmp_path
         self.tasks = tasks
-        # values of its own per cell, so that no cell can depend on what an earlier cell
-        # of the same process fitted (that scalepca keeps no such state by value is
-        # checked on its own: test_no_description_leaks_by_value)
+        #: () → the address of the scheduler its CLI commands join (cli_scheduler)
+        self.scheduler = scheduler
+        # values of its own per (estimator, kind, option), so that no cell can depend
+        # on what a cell of another triple fitted earlier in the same process (that
+        # scalepca keeps no such state by value is checked on its own:
+        # test_no_description_leaks_by_value); the operations of one triple share its
+        # fit (_FITS)
         self.shift = (
-            zlib.crc32("/".join((estimator, kind, option, op)).encode()) % 997 * 1e-6
+            zlib.crc32("/".join((estimator, kind, option)).encode()) % 997 * 1e-6
         )
 
     def call(self, f, *args, **kwargs):
@@ -382,6 +423,20 @@ class Cell:
         model = self.est.make(**self.params(**extra))
         return self.call(model.fit, Xfit)
 
+    def shared_fit(self, X, Xfit):
+        """(the model fitted on ``Xfit``, the reference of ``X``): copies of the
+        triple's (:data:`_FITS`), fitted here if this cell is its first. ``Xfit`` is
+        the cell's own input, made from the triple's data ``X`` as the first cell's
+        was."""
+        key = (self.est.name, self.kind.name, self.option.name)
+        if key not in _FITS:
+            model = self.fit(Xfit)
+            ref = self.reference(X)
+            # a copy: NumPy memory of its own, not the blocks of the cell's store
+            _FITS[key] = copy.deepcopy((model, ref, self.bounds))
+        model, ref, self.bounds = copy.deepcopy(_FITS[key])
+        return model, ref
+
     def run(self):
         with dask.config.set(self.option.config):
             return self._run()
@@ -398,8 +453,7 @@ class Cell:
         if op == "run-singlecell":
             return self.run_singlecell(X)
         Xfit, Xnew, raw = self.inputs(X)
-        model = self.fit(Xfit)
-        ref = self.reference(X)
+        model, ref = self.shared_fit(X, Xfit)
         if (
             op.split(">", 1)[-1] in TOOLS
         ):  # the analysis tool's own model saved and loaded
@@ -796,7 +850,16 @@ class Cell:
         (self.tmp / "run.yaml").write_text(yaml.safe_dump(cfg))
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            rc = self.call(main, ["run", str(self.tmp / "run.yaml"), "-q"])
+            rc = self.call(
+                main,
+                [
+                    "run",
+                    str(self.tmp / "run.yaml"),
+                    "-q",
+                    "--scheduler",
+                    self.scheduler(),
+                ],
+            )
         if rc == 2:  # refused: the message, in the config's words, as an error here
             raise ValueError(err.getvalue())
         assert rc == 0, f"scalepca run exited with {rc}: {err.getvalue()}"
@@ -987,7 +1050,8 @@ class Cell:
             }
             path = self.tmp / f"{method}.yaml"
             path.write_text(yaml.safe_dump(cfg))
-            assert self.call(main, ["run", str(path), "--quiet"]) == 0, method
+            argv = ["run", str(path), "--quiet", "--scheduler", self.scheduler()]
+            assert self.call(main, argv) == 0, method
             got = self.call(scalepca.load, out / "model.zarr")
             assert type(got) is type(tool) and got.get_params() == tool.get_params()
             for name in _fitted_arrays(tool):
@@ -1121,9 +1185,8 @@ class Cell:
                     "--out",
                     str(out),
                     "--no-progress",
-                    "--no-processes",
-                    "--n-workers",
-                    "1",
+                    "--scheduler",
+                    self.scheduler(),
                     "-q",
                 ],
             )
@@ -1281,9 +1344,8 @@ class Cell:
                 "--out",
                 str(out),
                 "--no-progress",
-                "--no-processes",
-                "--n-workers",
-                "1",
+                "--scheduler",
+                self.scheduler(),
             ],
         )
         assert rc == 0, f"scalepca transform exited with {rc}"
@@ -1392,8 +1454,8 @@ def _flat(s):
 @pytest.mark.parametrize(
     ("estimator", "kind", "option", "op"), [_param(c) for c in CELLS]
 )
-def test_contract(estimator, kind, option, op, tmp_path, tasks):
-    cell = Cell(estimator, kind, option, op, tmp_path, tasks)
+def test_contract(estimator, kind, option, op, tmp_path, tasks, cli_scheduler):
+    cell = Cell(estimator, kind, option, op, tmp_path, tasks, cli_scheduler)
     outcome = C.expectation((estimator, kind, option, op))
     if isinstance(
         outcome, C.Defect

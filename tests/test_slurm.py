@@ -317,6 +317,8 @@ def test_pca_survives_a_cancelled_worker_job(slurm, slurm_connect, tmp_path):
     client.wait_for_workers(2, timeout=60)
 
 
+# a fixed number of steps, not convergence, is what both fits run
+@pytest.mark.filterwarnings("ignore:PPCA EM did not converge")
 def test_em_continues_when_all_worker_jobs_are_cancelled(
     slurm, slurm_connect, tmp_path
 ):
@@ -324,8 +326,9 @@ def test_em_continues_when_all_worker_jobs_are_cancelled(
         slurm_connect, tmp_path, "PPCA-EM", rows=40
     )
     ckpt = str(tmp_path / "ckpt.zarr")
-    # 12 of the case's 40 iterations: the cancellation lands after the 2nd
-    params = {"checkpoint": ckpt, "checkpoint_every": 2, "max_iter": 12}
+    # 6 of the case's 40 iterations: the reads stall after the first commit (the 2nd),
+    # so the other 4 run on the replacement jobs
+    params = {"checkpoint": ckpt, "checkpoint_every": 2, "max_iter": 6}
     with dask.config.set(
         scheduler="sync"
     ):  # the same graph, undisturbed, in this process
