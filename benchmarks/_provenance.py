@@ -214,7 +214,6 @@ KNOWN_STALE = {
     "pca_floor_zstd_f64",
     # issue 47's conditional expressions written plainly (no change of behaviour)
     "genotypes_peers_10000x40000",
-    "onepass_breakdown",
     "solver_auto",
     # earlier rounds
     "chunks",
