@@ -213,7 +213,6 @@ KNOWN_STALE = {
     "plan_accuracy",
     "pca_floor_zstd_f64",
     # issue 47's conditional expressions written plainly (no change of behaviour)
-    "genotypes_peers_10000x40000",
     "solver_auto",
     # earlier rounds
     "chunks",
