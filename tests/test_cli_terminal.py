@@ -296,11 +296,9 @@ def test_summary_says_closed_form_not_one_iteration():
 
 
 # -- Ctrl+C ----------------------------------------------------------------------------
-def test_ctrl_c_during_a_run(tmp_path, terminal_env):
-    """Ctrl+C (SIGINT to the terminal's foreground process group: the command and its
-    local cluster's worker processes) once the fit's first pass is under way: the bar
-    stays where it stopped, no worker traceback, one line saying nothing was written,
-    exit status 130, no worker process left and no output written."""
+def _endless_em_job(tmp_path, n_workers: int):
+    """A job config whose PPCA EM fit on a local cluster of ``n_workers`` runs until it
+    is interrupted (tol 0 and 10**6 iterations), writing under ``tmp_path``."""
     X = np.random.default_rng(0).standard_normal((8000, 20))
     zarr.create_array(tmp_path / "d.zarr", data=X, chunks=(1000, 20))
     cfg = tmp_path / "job.yaml"
@@ -308,8 +306,6 @@ def test_ctrl_c_during_a_run(tmp_path, terminal_env):
         yaml.safe_dump(
             {
                 "data": {"path": str(tmp_path / "d.zarr"), "chunks": 1000},
-                # tol 0 and 10**6 iterations: the fit cannot end before the interrupt
-                # does
                 "model": {
                     "method": "ppca",
                     "n_components": 2,
@@ -317,11 +313,24 @@ def test_ctrl_c_during_a_run(tmp_path, terminal_env):
                     "tol": 0.0,
                     "max_iter": 10**6,
                 },
-                "cluster": {"kind": "local", "n_workers": 2, "threads_per_worker": 1},
+                "cluster": {
+                    "kind": "local",
+                    "n_workers": n_workers,
+                    "threads_per_worker": 1,
+                },
                 "output": {"store": str(tmp_path / "out"), "report": False},
             }
         )
     )
+    return cfg
+
+
+def test_ctrl_c_during_a_run(tmp_path, terminal_env):
+    """Ctrl+C (SIGINT to the terminal's foreground process group: the command and its
+    local cluster's worker processes) once the fit's first pass is under way: the bar
+    stays where it stopped, no worker traceback, one line saying nothing was written,
+    exit status 130, no worker process left and no output written."""
+    cfg = _endless_em_job(tmp_path, n_workers=2)
     rc, text, children = run_in_pty(
         [SCALEPCA, "run", str(cfg)], env=terminal_env, interrupt_at="PPCA pass 1 ("
     )
@@ -378,26 +387,7 @@ def test_ctrl_c_after_a_worker_was_replaced(tmp_path, terminal_env):
     The cluster has one worker, SIGKILLed as the fit's first pass starts; a pass that
     starts after that and ends (the next one starts) ran on the replacement alone, and
     the press comes then."""
-    X = np.random.default_rng(0).standard_normal((8000, 20))
-    zarr.create_array(tmp_path / "d.zarr", data=X, chunks=(1000, 20))
-    cfg = tmp_path / "job.yaml"
-    cfg.write_text(
-        yaml.safe_dump(
-            {
-                "data": {"path": str(tmp_path / "d.zarr"), "chunks": 1000},
-                # tol 0 and 10**6 iterations: the fit cannot end before the interrupt
-                "model": {
-                    "method": "ppca",
-                    "n_components": 2,
-                    "missing": "em",
-                    "tol": 0.0,
-                    "max_iter": 10**6,
-                },
-                "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1},
-                "output": {"store": str(tmp_path / "out"), "report": False},
-            }
-        )
-    )
+    cfg = _endless_em_job(tmp_path, n_workers=1)
     killed = []  # (the killed worker, the last pass started before it was killed)
 
     def passes(text: str) -> set[int]:
